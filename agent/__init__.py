@@ -1,0 +1,64 @@
+"""The Tools Agent: a pure, resumable step over a chat model. Knows nothing of MCP."""
+
+from .errors import AgentError, ModelError, ModelHTTPError, ScriptExhausted, StateError
+from .memory import ChatMemory, WindowMemory
+from .messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from .model import ChatModel, TokenCallback
+from .protocol import (
+    Action,
+    ActionResponse,
+    AgentItem,
+    AgentRequestMetadata,
+    AgentResult,
+    EngineRequest,
+    EngineResponse,
+    ItemResult,
+    ToolCallStep,
+)
+from .scripted import ScriptedAnswer, ScriptedCall, ScriptedModel
+from .tools_agent import DEFAULT_SYSTEM_MESSAGE, ROUTING_KEY, AgentOptions, ToolsAgent
+
+__all__ = [
+    "DEFAULT_SYSTEM_MESSAGE",
+    "ROUTING_KEY",
+    "Action",
+    "ActionResponse",
+    "AgentError",
+    "AgentItem",
+    "AgentOptions",
+    "AgentRequestMetadata",
+    "AgentResult",
+    "AssistantMessage",
+    "ChatMemory",
+    "ChatMessage",
+    "ChatModel",
+    "EngineRequest",
+    "EngineResponse",
+    "ItemResult",
+    "ModelError",
+    "ModelHTTPError",
+    "ScriptExhausted",
+    "ScriptedAnswer",
+    "ScriptedCall",
+    "ScriptedModel",
+    "StateError",
+    "SystemMessage",
+    "TokenCallback",
+    "ToolCall",
+    "ToolCallStep",
+    "ToolDefinition",
+    "ToolMessage",
+    "ToolsAgent",
+    "Usage",
+    "UserMessage",
+    "WindowMemory",
+]

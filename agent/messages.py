@@ -1,0 +1,113 @@
+"""The chat vocabulary the agent speaks with its models.
+
+Provider-neutral: every provider module maps these to and from its wire format. An
+`AssistantMessage` keeps the provider's raw payload (thinking blocks, signatures, reasoning
+content) so the next call can send it back exactly.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = [
+    "AssistantMessage",
+    "ChatMessage",
+    "SystemMessage",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolMessage",
+    "Usage",
+    "UserMessage",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Usage(_Frozen):
+    """Token counts of one model call, or summed over many (`a + b`)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    requests: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            requests=self.requests + other.requests,
+        )
+
+    @property
+    def total_tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+
+class ToolCall(_Frozen):
+    """One call the model asked for.
+
+    `invalid_arguments` holds the model's raw argument text when it was not a JSON object; the
+    agent answers such a call with an error observation instead of running it.
+    """
+
+    id: str
+    name: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
+    invalid_arguments: str | None = None
+
+
+class ToolDefinition(_Frozen):
+    """A tool as the agent sees it: plain data handed over by whoever owns the tools."""
+
+    name: str
+    description: str = ""
+    input_schema: dict[str, JsonValue] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+    source_node: str
+    is_from_toolkit: bool = False
+
+
+class SystemMessage(_Frozen):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(_Frozen):
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(_Frozen):
+    """A model's answer: text, tool calls, usage, and the provider's raw message.
+
+    `provider` names who wrote `raw`; a provider only replays raw payloads that are its own.
+    """
+
+    role: Literal["assistant"] = "assistant"
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = Usage()
+    provider: str | None = None
+    raw: JsonValue = None
+
+
+class ToolMessage(_Frozen):
+    """The observation for one tool call, as the model will read it."""
+
+    role: Literal["tool"] = "tool"
+    tool_call_id: str
+    name: str
+    content: str
+
+
+ChatMessage = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]

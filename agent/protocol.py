@@ -1,0 +1,118 @@
+"""What the agent and its engine say to each other, as JSON-serialisable data.
+
+The agent never runs a tool. It answers a step with an `EngineRequest` (the actions to run and
+all of its loop state in `metadata`), and the engine resumes it with an `EngineResponse` (each
+action's result plus that same metadata). Nothing else survives between steps, so a run can be
+stored after any step and resumed in another process.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from .messages import AssistantMessage, Usage
+
+__all__ = [
+    "METADATA_VERSION",
+    "Action",
+    "ActionResponse",
+    "AgentItem",
+    "AgentRequestMetadata",
+    "AgentResult",
+    "EngineRequest",
+    "EngineResponse",
+    "ItemResult",
+    "ToolCallStep",
+]
+
+METADATA_VERSION = 1
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AgentItem(_Model):
+    """One question for the agent; `session_id` selects the chat memory to use."""
+
+    prompt: str
+    session_id: str | None = None
+
+
+class Action(_Model):
+    """Run `node` with `input`: one tool call of one item."""
+
+    node: str
+    input: dict[str, JsonValue]
+    tool_call_id: str
+    item_index: int
+    tool: str
+    """The tool name the model used (for a toolkit node it is also `input["tool"]`)."""
+
+
+class ToolCallStep(_Model):
+    """One finished tool call: what the model asked for and what it observed."""
+
+    tool_call_id: str
+    tool: str
+    tool_input: dict[str, JsonValue]
+    observation: str
+    message: AssistantMessage
+    """The assistant message the call came from, replayed verbatim (thinking included)."""
+
+
+class ItemResult(_Model):
+    """How one item ended: an answer, or an error with the steps taken so far."""
+
+    output: str | None = None
+    error: str | None = None
+    steps: list[ToolCallStep] | None = None
+
+
+class AgentRequestMetadata(_Model):
+    """All loop state of a run. Versioned: a stored run from another version is refused."""
+
+    version: Literal[1] = METADATA_VERSION
+    previous_steps: dict[int, list[ToolCallStep]] = Field(
+        default_factory=dict[int, list[ToolCallStep]]
+    )
+    """Finished steps per item index."""
+    pending: dict[int, AssistantMessage] = Field(default_factory=dict[int, AssistantMessage])
+    """Per item, the assistant message whose tool calls are being run."""
+    iteration_count: int = 0
+    finished_items: dict[int, ItemResult] = Field(default_factory=dict[int, ItemResult])
+    usage: Usage = Usage()
+
+
+class EngineRequest(_Model):
+    """The agent asks the engine to run `actions`, then resume it with their results.
+
+    `actions` may be empty (every call this step was answered by the agent itself, e.g. an
+    unknown tool): the engine resumes at once.
+    """
+
+    actions: list[Action]
+    metadata: AgentRequestMetadata
+
+
+class ActionResponse(_Model):
+    """The outcome of one action: `data` from the node, or `error` when it failed."""
+
+    action: Action
+    data: JsonValue = None
+    error: str | None = None
+
+
+class EngineResponse(_Model):
+    action_responses: list[ActionResponse]
+    metadata: AgentRequestMetadata
+
+
+class AgentResult(_Model):
+    """A finished step: every item's result, in item order, and the run's total usage."""
+
+    items: list[ItemResult]
+    usage: Usage
+    iterations: int

@@ -1,0 +1,87 @@
+"""The scratchpad: a run's finished tool calls, rebuilt from an engine response.
+
+Rules (as n8n's Tools Agent V3): steps are previous steps plus newly arrived results, de-duplicated
+by tool-call id. An observation is `Error: <message>` for a failure, the value of a lone
+`response` field, the text itself for a string, and compact JSON for anything else.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from pydantic import JsonValue
+
+from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage
+from .protocol import ActionResponse, EngineResponse, ToolCallStep
+
+__all__ = ["build_steps", "observation", "scratchpad_messages"]
+
+
+def observation(response: ActionResponse) -> str:
+    if response.error is not None:
+        return f"Error: {response.error}"
+    return observation_of(response.data)
+
+
+def observation_of(data: JsonValue) -> str:
+    if isinstance(data, dict) and data.keys() == {"response"}:
+        data = data["response"]
+    if isinstance(data, str):
+        return data
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCallStep]:
+    """The item's steps so far: earlier ones from metadata, then the results just arrived."""
+    if response is None:
+        return []
+    steps = list(response.metadata.previous_steps.get(item_index, ()))
+    seen = {step.tool_call_id for step in steps}
+    pending = response.metadata.pending.get(item_index)
+    for result in response.action_responses:
+        action = result.action
+        if action.item_index != item_index or action.tool_call_id in seen:
+            continue
+        seen.add(action.tool_call_id)
+        call = _find_call(pending, action.tool_call_id)
+        if pending is None or call is None:
+            # An engine that never saw our metadata answered; keep the call it describes.
+            call = ToolCall(id=action.tool_call_id, name=action.tool, arguments=action.input)
+            message = AssistantMessage(tool_calls=(call,))
+        else:
+            message = pending
+        steps.append(
+            ToolCallStep(
+                tool_call_id=action.tool_call_id,
+                tool=action.tool,
+                tool_input=call.arguments,
+                observation=observation(result),
+                message=message,
+            )
+        )
+    return steps
+
+
+def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
+    """Each assistant message once, verbatim, followed by a result for every call it made."""
+    messages: list[ChatMessage] = []
+    groups: list[tuple[AssistantMessage, dict[str, ToolCallStep]]] = []
+    for step in steps:
+        if groups and groups[-1][0] == step.message:
+            groups[-1][1][step.tool_call_id] = step
+        else:
+            groups.append((step.message, {step.tool_call_id: step}))
+    for message, by_id in groups:
+        messages.append(message)
+        for call in message.tool_calls:
+            step = by_id.get(call.id)
+            content = step.observation if step else "Error: this call produced no result"
+            messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=content))
+    return messages
+
+
+def _find_call(message: AssistantMessage | None, call_id: str) -> ToolCall | None:
+    if message is None:
+        return None
+    return next((c for c in message.tool_calls if c.id == call_id), None)

@@ -1,0 +1,93 @@
+"""A model that replays a script: for tests and for the keyless demo.
+
+It records every conversation it was sent, so tests can assert what the agent asked.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+
+from .errors import ScriptExhausted, StateError
+from .messages import AssistantMessage, ChatMessage, ToolCall, ToolDefinition, Usage
+from .model import TokenCallback
+
+__all__ = ["ScriptedAnswer", "ScriptedCall", "ScriptedModel"]
+
+
+class ScriptedCall(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    arguments: dict[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
+    id: str | None = None
+
+
+class ScriptedAnswer(BaseModel):
+    """One answer, as written in a script file: `{"content": ..., "tool_calls": [...]}`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str = ""
+    tool_calls: list[ScriptedCall] = Field(default_factory=list[ScriptedCall])
+
+
+_SCRIPT = TypeAdapter(list[ScriptedAnswer])
+
+
+class ScriptedModel:
+    """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end."""
+
+    def __init__(self, answers: Sequence[ScriptedAnswer | str], *, name: str = "scripted") -> None:
+        self._answers = [ScriptedAnswer(content=a) if isinstance(a, str) else a for a in answers]
+        self._name = name
+        self._ids = itertools.count(1)
+        self.calls: list[tuple[list[ChatMessage], list[ToolDefinition]]] = []
+        """Every (messages, tools) the model was sent, in order."""
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedModel:
+        """Load a JSON list of answers, each `{"content": "...", "tool_calls": [...]}`."""
+        path = Path(path)
+        try:
+            answers = _SCRIPT.validate_json(path.read_bytes())
+        except OSError as exc:
+            raise StateError(f"cannot read script {path}: {exc.strerror}") from exc
+        except ValidationError as exc:
+            raise StateError(f"invalid script {path}: {exc}") from exc
+        return cls(answers, name=f"scripted:{path.name}")
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        turn = len(self.calls)
+        self.calls.append((list(messages), list(tools)))
+        if turn >= len(self._answers):
+            raise ScriptExhausted(
+                f"{self._name} has {len(self._answers)} answers and was asked for answer {turn + 1}"
+            )
+        answer = self._answers[turn]
+        if on_token is not None and answer.content:
+            await on_token(answer.content)
+        calls = tuple(
+            ToolCall(id=c.id or f"call_{next(self._ids)}", name=c.name, arguments=c.arguments)
+            for c in answer.tool_calls
+        )
+        # Word counts stand in for tokens: deterministic, so tests can check usage roll-ups.
+        usage = Usage(
+            input_tokens=sum(len(m.content.split()) for m in messages),
+            output_tokens=len(answer.content.split()) + len(calls),
+            requests=1,
+        )
+        return AssistantMessage(content=answer.content, tool_calls=calls, usage=usage)

@@ -1,0 +1,88 @@
+"""What a toolkit is: a named node that lists tools and calls them.
+
+A node's tools carry `source_node` (the node that runs them) and `is_from_toolkit`. A call the
+engine routes to a toolkit node names its tool inside the input (`{**args, "tool": name}`);
+`split_routed_input` takes it out again before the tool is called. Results are MCP
+`CallToolResult`s whatever the source, so every content kind survives for relaying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from mcp_types import CallToolResult, TextContent
+
+__all__ = [
+    "ROUTING_KEY",
+    "ProgressCallback",
+    "Tool",
+    "Toolkit",
+    "error_result",
+    "split_routed_input",
+]
+
+ROUTING_KEY = "tool"
+"""The input field that names the tool when a call is routed to a toolkit node."""
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Receives (progress, total, message) while a tool runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A tool offered by a node, under the name the model will see."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    source_node: str
+    is_from_toolkit: bool
+    original_name: str | None = None
+    """The name at the source (an MCP server's own tool name) when it differs from `name`."""
+    annotations: Mapping[str, Any] = field(default_factory=dict[str, Any])
+
+
+@runtime_checkable
+class Toolkit(Protocol):
+    """A node that provides tools. Implementations must be safe to call concurrently."""
+
+    @property
+    def name(self) -> str:
+        """The node name other config refers to (e.g. an agent's `tools = [...]`)."""
+        ...
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools this node offers now."""
+        ...
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> CallToolResult:
+        """Call the tool the model knows as `name`.
+
+        Tool failures come back as a result with `is_error=True`; an exception means the node
+        itself could not serve the call (dead server, unknown tool name).
+        """
+        ...
+
+
+def split_routed_input(tool: Tool, node_input: Mapping[str, Any]) -> dict[str, Any]:
+    """The tool's own arguments from an engine action's input.
+
+    Toolkit tools receive `{**args, "tool": name}`; the routing field is stripped here, so a
+    plain tool that has an argument called `tool` keeps it.
+    """
+    args = dict(node_input)
+    if tool.is_from_toolkit:
+        args.pop(ROUTING_KEY, None)
+    return args
+
+
+def error_result(message: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(text=message)], is_error=True)
