@@ -1,0 +1,72 @@
+"""Defensive reading of provider JSON, and the tool-call details every provider shares.
+
+Provider payloads are untrusted shapes: these helpers return an empty value of the expected
+type instead of raising, so a missing field never turns into a `KeyError` deep in a mapper.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from ..messages import ToolCall
+
+JSONObject = dict[str, Any]
+
+
+def obj(value: object) -> JSONObject:
+    """`value` if it is a JSON object, else `{}`."""
+    if isinstance(value, dict):
+        return {str(k): v for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
+    return {}
+
+
+def arr(value: object) -> list[Any]:
+    """`value` if it is a JSON array, else `[]`."""
+    return list(value) if isinstance(value, list) else []  # pyright: ignore[reportUnknownArgumentType]
+
+
+def text(value: object) -> str:
+    """`value` if it is a string, else `""` (JSON null content included)."""
+    return value if isinstance(value, str) else ""
+
+
+def count(value: object) -> int:
+    """`value` if it is a token count, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def new_call_id() -> str:
+    """An id for a tool call whose provider gave none (Gemini, text tool calls)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
+
+
+def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
+    """A `ToolCall` from arguments as a provider gave them: a JSON object or its text.
+
+    Anything that is not a JSON object ends in `invalid_arguments`, so the agent can tell the
+    model what went wrong instead of running the tool with guessed arguments.
+    """
+    if isinstance(arguments, str):
+        if not arguments.strip():
+            return ToolCall(id=call_id, name=name)
+        try:
+            parsed: object = json.loads(arguments)
+        except ValueError:
+            return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
+        if isinstance(parsed, dict):
+            return ToolCall(id=call_id, name=name, arguments=obj(parsed))
+        return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
+    if arguments is None:
+        return ToolCall(id=call_id, name=name)
+    if isinstance(arguments, dict):
+        return ToolCall(id=call_id, name=name, arguments=obj(arguments))
+    return ToolCall(id=call_id, name=name, invalid_arguments=json.dumps(arguments))
+
+
+def arguments_text(call: ToolCall) -> str:
+    """The argument text to send back for `call`: the model's own text when it was invalid."""
+    if call.invalid_arguments is not None:
+        return call.invalid_arguments
+    return json.dumps(call.arguments, ensure_ascii=False)

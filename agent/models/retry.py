@@ -1,0 +1,77 @@
+"""When and how long to wait before trying a provider again."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+
+import anyio
+
+__all__ = ["RetryPolicy", "parse_retry_after"]
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """Bounded retries with exponential backoff and jitter, honouring `Retry-After`.
+
+    Retried: HTTP 408, 429, every 5xx, and connection failures before any answer arrived. A
+    `Retry-After` longer than `max_retry_after` is not waited for: the call fails at once, so
+    a `FallbackModel` can move on. `sleep`, `random` and `now` are injectable so tests never
+    wait on real time.
+    """
+
+    max_attempts: int = 4
+    initial_delay: float = 0.5
+    max_delay: float = 20.0
+    max_retry_after: float = 60.0
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+    random: Callable[[], float] = random.random
+    now: Callable[[], datetime] = field(default=_utc_now)
+
+    def backoff(self, attempt: int) -> float:
+        """Seconds to wait after failed attempt number `attempt` (1-based), without a hint.
+
+        "Equal jitter": half the exponential step is kept, half is random, so clients that
+        failed together spread out but none retries at once.
+        """
+        step = min(self.max_delay, self.initial_delay * 2 ** (attempt - 1))
+        return step / 2 + step / 2 * self.random()
+
+    @staticmethod
+    def retryable_status(status_code: int) -> bool:
+        return status_code in (408, 429) or status_code >= 500
+
+
+def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
+    """Seconds the server asked us to wait, from `retry-after-ms` (OpenAI) or `Retry-After`.
+
+    `Retry-After` is either delay-seconds or an HTTP date; anything unreadable is ignored.
+    """
+    millis = headers.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())

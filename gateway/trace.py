@@ -1,0 +1,201 @@
+"""Trace events: what happened in a run, as it happens.
+
+Every run emits `start` and `end` (or `error`) events for the run, its agent (once, however
+many steps it takes), each model call and each tool call, plus `progress` events from tools.
+Events carry their parent's id, so nested work prints as a tree. Hooks are async callables;
+a failing hook is logged and never fails the run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Literal, TextIO
+
+import anyio
+from pydantic import BaseModel, ConfigDict, JsonValue
+
+__all__ = [
+    "JsonLinesPrinter",
+    "Span",
+    "TraceEvent",
+    "TraceHook",
+    "TracePrinter",
+    "Tracer",
+    "new_id",
+]
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["run", "agent", "model", "tool"]
+Phase = Literal["start", "end", "error", "progress", "note"]
+
+
+class TraceEvent(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    kind: Kind
+    phase: Phase
+    name: str
+    id: str
+    parent_id: str | None
+    run_id: str
+    at_ms: float
+    """Milliseconds since the run started."""
+    duration_ms: float | None = None
+    input: JsonValue = None
+    output: JsonValue = None
+    error: str | None = None
+
+
+TraceHook = Callable[[TraceEvent], Awaitable[None]]
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+@dataclass(slots=True)
+class Span:
+    """An open span; set `output` before it closes, or `fail()` it."""
+
+    id: str
+    kind: Kind
+    name: str
+    started: float
+    output: JsonValue = None
+    error: str | None = None
+
+    def fail(self, error: str) -> None:
+        """Close as failed without raising: a tool error is an outcome, not an exception."""
+        self.error = error
+
+
+@dataclass
+class Tracer:
+    """Emits a run's events to its hooks, timed from the tracer's creation."""
+
+    run_id: str
+    hooks: Sequence[TraceHook] = ()
+    _t0: float = field(default_factory=time.perf_counter)
+
+    def _ms(self, at: float | None = None) -> float:
+        return round(((at or time.perf_counter()) - self._t0) * 1000, 1)
+
+    async def emit(self, event: TraceEvent) -> None:
+        for hook in self.hooks:
+            try:
+                await hook(event)
+            except Exception:
+                log.exception("trace hook %r failed", hook)
+
+    async def note(
+        self, kind: Kind, name: str, parent_id: str | None, phase: Phase = "note", **data: JsonValue
+    ) -> None:
+        """A point event (progress, a fallback) under `parent_id`."""
+        await self.emit(
+            TraceEvent(
+                kind=kind,
+                phase=phase,
+                name=name,
+                id=new_id(),
+                parent_id=parent_id,
+                run_id=self.run_id,
+                at_ms=self._ms(),
+                output=data,
+            )
+        )
+
+    @asynccontextmanager
+    async def span(
+        self,
+        kind: Kind,
+        name: str,
+        *,
+        parent_id: str | None,
+        input: JsonValue = None,
+        span_id: str | None = None,
+    ) -> AsyncGenerator[Span]:
+        span = Span(id=span_id or new_id(), kind=kind, name=name, started=time.perf_counter())
+
+        def event(phase: Phase, error: str | None = None) -> TraceEvent:
+            done = phase != "start"
+            return TraceEvent(
+                kind=kind,
+                phase=phase,
+                name=name,
+                id=span.id,
+                parent_id=parent_id,
+                run_id=self.run_id,
+                at_ms=self._ms(),
+                duration_ms=self._elapsed(span) if done else None,
+                input=input,
+                output=span.output if done else None,
+                error=error,
+            )
+
+        await self.emit(event("start"))
+        try:
+            yield span
+        except BaseException as exc:
+            cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            with anyio.CancelScope(shield=True):  # the record of a cancel must still go out
+                await self.emit(event("error", "cancelled" if cancelled else str(exc) or repr(exc)))
+            raise
+        await self.emit(event("end" if span.error is None else "error", span.error))
+
+    @staticmethod
+    def _elapsed(span: Span) -> float:
+        return round((time.perf_counter() - span.started) * 1000, 1)
+
+
+def compact(value: JsonValue) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+class TracePrinter:
+    """Human-readable lines, one per finished span, indented by nesting:
+
+    `[  129 ms] calculator in={"expression":"17 * 25"} out={"response":"425"}`
+    """
+
+    def __init__(self, stream: TextIO | None = None, *, max_chars: int = 300) -> None:
+        self._stream = stream
+        self._max = max_chars
+        self._depth: dict[str, int] = {}
+
+    async def __call__(self, event: TraceEvent) -> None:
+        depth = self._depth.get(event.parent_id or "", -1) + 1
+        if event.phase == "start":
+            self._depth[event.id] = depth
+            return
+        label = (
+            f"{event.kind} {event.name}" if event.kind in ("run", "agent", "model") else event.name
+        )
+        parts = [f"[{event.at_ms:>6.0f} ms]", "  " * depth + f"{label:<12}"]
+        if event.input is not None and event.kind == "tool" and event.phase != "progress":
+            parts.append(f"in={self._cut(compact(event.input))}")
+        if event.error is not None:
+            parts.append(f"error={self._cut(event.error)}")
+        elif event.output is not None:
+            parts.append(f"out={self._cut(compact(event.output))}")
+        print(" ".join(parts), file=self._stream or sys.stderr, flush=True)
+
+    def _cut(self, text: str) -> str:
+        return text if len(text) <= self._max else text[: self._max] + "..."
+
+
+class JsonLinesPrinter:
+    """Every event as one JSON line."""
+
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream
+
+    async def __call__(self, event: TraceEvent) -> None:
+        print(event.model_dump_json(), file=self._stream or sys.stdout, flush=True)

@@ -1,0 +1,216 @@
+"""The Tools Agent's step on its own: no engine, results handed in by hand."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import JsonValue
+
+from agent import (
+    Action,
+    ActionResponse,
+    AgentItem,
+    AgentOptions,
+    AgentResult,
+    AssistantMessage,
+    EngineRequest,
+    EngineResponse,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    ToolsAgent,
+    WindowMemory,
+)
+from agent.scratchpad import observation
+
+pytestmark = pytest.mark.anyio
+
+CALC = ToolDefinition(name="calculator", source_node="calculator")
+ECHO = ToolDefinition(name="srv__echo", source_node="srv", is_from_toolkit=True)
+ITEM = [AgentItem(prompt="question")]
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def answer_all(request: EngineRequest, data: JsonValue = "ok") -> EngineResponse:
+    responses = [ActionResponse(action=a, data={"response": data}) for a in request.actions]
+    return EngineResponse(action_responses=responses, metadata=request.metadata)
+
+
+async def test_plain_tool_gets_its_arguments_and_toolkit_tool_gets_its_name() -> None:
+    model = ScriptedModel([call("calculator", expression="1+1"), call("srv__echo", text="hi")])
+    agent = ToolsAgent(model=model, tools=[CALC, ECHO])
+    first = await agent.step(ITEM)
+    assert isinstance(first, EngineRequest)
+    assert first.actions[0].node == "calculator"
+    assert first.actions[0].input == {"expression": "1+1"}
+    second = await agent.step(ITEM, answer_all(first))
+    assert isinstance(second, EngineRequest)
+    assert second.actions[0].node == "srv"
+    assert second.actions[0].input == {"text": "hi", "tool": "srv__echo"}
+    assert second.metadata.iteration_count == 2
+
+
+async def test_parallel_calls_share_one_request_and_one_replayed_assistant_message() -> None:
+    parallel = ScriptedAnswer(
+        content="thinking aloud",
+        tool_calls=[
+            ScriptedCall(name="calculator", arguments={"expression": "1"}),
+            ScriptedCall(name="calculator", arguments={"expression": "2"}),
+        ],
+    )
+    model = ScriptedModel([parallel, "done"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert len(request.actions) == 2
+    result = await agent.step(ITEM, answer_all(request, "r"))
+    assert isinstance(result, AgentResult)
+    sent = model.calls[1][0]
+    assistants = [m for m in sent if isinstance(m, AssistantMessage)]
+    assert len(assistants) == 1
+    assert assistants[0].content == "thinking aloud"
+    assert [m.tool_call_id for m in sent if isinstance(m, ToolMessage)] == ["call_1", "call_2"]
+
+
+async def test_raw_provider_payload_is_replayed_verbatim() -> None:
+    raw: JsonValue = {"thinking": [{"type": "thinking", "signature": "sig=="}]}
+
+    class Thinking(ScriptedModel):
+        async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+            answer = await super().invoke(messages, tools, on_token=on_token)
+            return answer.model_copy(update={"provider": "anthropic", "raw": raw})
+
+    model = Thinking([call("calculator", expression="1"), "done"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    # Through JSON, as a stored run would go.
+    response = EngineResponse.model_validate_json(answer_all(request).model_dump_json())
+    await agent.step(ITEM, response)
+    replayed = next(m for m in model.calls[1][0] if isinstance(m, AssistantMessage))
+    assert replayed.raw == raw
+    assert replayed.provider == "anthropic"
+
+
+async def test_scratchpad_deduplicates_results_by_tool_call_id() -> None:
+    model = ScriptedModel([call("calculator", expression="1"), "done"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    once = answer_all(request)
+    twice = once.model_copy(update={"action_responses": once.action_responses * 2})
+    await agent.step(ITEM, twice)
+    tool_messages = [m for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert len(tool_messages) == 1
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "expected"),
+    [
+        ({"response": "425"}, None, "425"),
+        ({"response": {"a": 1}}, None, '{"a":1}'),
+        ({"a": 1, "b": [1, 2]}, None, '{"a":1,"b":[1,2]}'),
+        ("plain", None, "plain"),
+        (None, "boom", "Error: boom"),
+    ],
+)
+def test_observation_rules(data: JsonValue, error: str | None, expected: str) -> None:
+    action = Action(node="n", input={}, tool_call_id="c", item_index=0, tool="t")
+    assert observation(ActionResponse(action=action, data=data, error=error)) == expected
+
+
+async def test_unknown_tool_is_answered_with_the_real_tool_names() -> None:
+    model = ScriptedModel([call("calculater", expression="1"), "sorry"])
+    agent = ToolsAgent(model=model, tools=[CALC, ECHO])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert request.actions == []
+    assert request.metadata.iteration_count == 1
+    result = await agent.step(ITEM, answer_all(request))
+    assert isinstance(result, AgentResult)
+    tool_message = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert "calculater" in tool_message.content
+    assert "calculator, srv__echo" in tool_message.content
+
+
+async def test_malformed_arguments_become_an_error_observation() -> None:
+    class Broken(ScriptedModel):
+        async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+            answer = await super().invoke(messages, tools, on_token=on_token)
+            if not answer.tool_calls:
+                return answer
+            bad = ToolCall(id="x", name="calculator", invalid_arguments='{"expression": 1+')
+            return answer.model_copy(update={"tool_calls": (bad,)})
+
+    model = Broken([call("calculator"), "ok"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert request.actions == []
+    await agent.step(ITEM, answer_all(request))
+    tool_message = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert tool_message.content.startswith("Error: the arguments for 'calculator' were not")
+
+
+async def test_repeated_call_ids_are_made_unique() -> None:
+    same_id = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="calculator", arguments={"expression": "1"}, id="dup"),
+            ScriptedCall(name="calculator", arguments={"expression": "2"}, id="dup"),
+        ]
+    )
+    agent = ToolsAgent(model=ScriptedModel([same_id]), tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    ids = [a.tool_call_id for a in request.actions]
+    assert len(set(ids)) == 2
+    assert [c.id for c in request.metadata.pending[0].tool_calls] == ids
+
+
+async def test_max_iterations_fails_the_item_with_its_partial_steps() -> None:
+    model = ScriptedModel([call("calculator", expression=str(n)) for n in range(5)])
+    agent = ToolsAgent(model=model, tools=[CALC], options=AgentOptions(max_iterations=2))
+    outcome = await agent.step(ITEM)
+    while isinstance(outcome, EngineRequest):
+        outcome = await agent.step(ITEM, answer_all(outcome))
+    item = outcome.items[0]
+    assert item.output is None
+    assert item.error is not None
+    assert item.error.startswith("Max iterations (2) reached")
+    assert item.steps is not None
+    assert [s.tool_input for s in item.steps] == [{"expression": "0"}, {"expression": "1"}]
+    assert len(model.calls) == 2
+
+
+async def test_memory_keeps_a_window_of_turns_per_session() -> None:
+    memory = WindowMemory(turns=1)
+    model = ScriptedModel(["a1", "a2", "a3"])
+    agent = ToolsAgent(model=model, memory=memory)
+    await agent.step([AgentItem(prompt="q1", session_id="s")])
+    await agent.step([AgentItem(prompt="q2", session_id="s")])
+    await agent.step([AgentItem(prompt="q3", session_id="other")])
+    contents = [m.content for m in model.calls[1][0]]
+    assert contents[1:] == ["q1", "a1", "q2"]
+    assert [m.content for m in model.calls[2][0]][1:] == ["q3"]
+    assert [m.content for m in await memory.load("s")] == ["q2", "a2"]
+
+
+async def test_intermediate_steps_are_returned_only_when_asked() -> None:
+    for keep in (False, True):
+        model = ScriptedModel([call("calculator", expression="1"), "done"])
+        agent = ToolsAgent(
+            model=model, tools=[CALC], options=AgentOptions(return_intermediate_steps=keep)
+        )
+        request = await agent.step(ITEM)
+        assert isinstance(request, EngineRequest)
+        result = await agent.step(ITEM, answer_all(request, "1"))
+        assert isinstance(result, AgentResult)
+        steps = result.items[0].steps
+        assert (steps is not None) == keep
+        if steps is not None:
+            assert steps[0].observation == "1"

@@ -1,0 +1,182 @@
+"""The gateway engine driving the agent over real local tool nodes."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from gateway import AgentSpec, Gateway, RunState, TraceEvent
+from toolkits import FunctionToolkit, calculator, function_tool
+
+pytestmark = pytest.mark.anyio
+
+QUESTION = "A shirt costs 25 dollars. How much do 17 shirts cost?"
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def calculator_gateway(model: ScriptedModel, max_iterations: int = 10) -> Gateway:
+    options = AgentOptions(max_iterations=max_iterations)
+    spec = AgentSpec(name="assistant", model=model, tools=["calculator"], options=options)
+    return Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    async def __call__(self, event: TraceEvent) -> None:
+        self.events.append(event)
+
+    def timeline(self) -> list[str]:
+        marks = {"start": "▶", "end": "✓", "error": "✗"}
+        return [
+            f"{e.name if e.kind == 'tool' else e.kind} {marks[e.phase]}"
+            for e in self.events
+            if e.phase in marks
+        ]
+
+
+async def test_engine_runs_the_tool_node_and_resumes_the_agent_with_its_result() -> None:
+    model = ScriptedModel([call("calculator", expression="17 * 25"), "17 shirts cost 425 dollars."])
+    recorder = Recorder()
+    result = await calculator_gateway(model).run("assistant", QUESTION, hooks=[recorder])
+
+    assert result.output == "17 shirts cost 425 dollars."
+    assert recorder.timeline() == [
+        "run ▶", "agent ▶", "model ▶", "model ✓", "calculator ▶", "calculator ✓",
+        "model ▶", "model ✓", "agent ✓", "run ✓",
+    ]  # fmt: skip
+    tool_end = recorder.events[5]
+    assert tool_end.input == {"expression": "17 * 25"}
+    assert tool_end.output == {"response": "425"}
+    observed = [m for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert [m.content for m in observed] == ["425"]
+    assert result.usage.requests == 2
+
+
+async def test_several_tools_requested_in_one_step_run_concurrently() -> None:
+    started = 0
+    all_started = anyio.Event()
+
+    @function_tool
+    async def rendezvous(n: int) -> int:
+        """Returns once all five calls are in flight."""
+        nonlocal started
+        started += 1
+        if started == 5:
+            all_started.set()
+        await all_started.wait()
+        return n
+
+    five = ScriptedAnswer(
+        tool_calls=[ScriptedCall(name="rendezvous", arguments={"n": n}) for n in range(5)]
+    )
+    model = ScriptedModel([five, "all five returned"])
+    spec = AgentSpec(name="a", model=model, tools=["meet"])
+    gateway = Gateway([FunctionToolkit("meet", [rendezvous])], [spec], max_concurrency=5)
+    with anyio.fail_after(5):
+        result = await gateway.run("a", "go")
+    assert result.output == "all five returned"
+    observed = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert observed == ["0", "1", "2", "3", "4"]
+
+
+async def test_a_tool_error_goes_back_to_the_model_instead_of_failing_the_run() -> None:
+    model = ScriptedModel([call("calculator", expression="1 / 0"), "cannot divide by zero"])
+    recorder = Recorder()
+    result = await calculator_gateway(model).run("assistant", "1/0?", hooks=[recorder])
+    assert result.output == "cannot divide by zero"
+    observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert observed.content == "Error: CalculatorError: division by zero"
+    assert "calculator ✗" in recorder.timeline()
+
+
+async def test_a_tool_that_raises_becomes_an_error_observation() -> None:
+    @function_tool
+    def explode() -> str:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    model = ScriptedModel([call("explode"), "it failed"])
+    spec = AgentSpec(name="a", model=model, tools=["x"])
+    result = await Gateway([FunctionToolkit("x", [explode])], [spec]).run("a", "go")
+    assert result.output == "it failed"
+    observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert observed.content == "Error: RuntimeError: disk on fire"
+
+
+async def test_bad_arguments_from_the_model_are_reported_to_it() -> None:
+    model = ScriptedModel([call("calculator", expr="1"), "oops"])
+    await calculator_gateway(model).run("assistant", "?")
+    observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert observed.content.startswith("Error: invalid arguments for calculator: expression:")
+
+
+async def test_the_run_stops_after_max_iterations_with_the_partial_steps() -> None:
+    model = ScriptedModel([call("calculator", expression=f"{n} + 1") for n in range(10)])
+    result = await calculator_gateway(model, max_iterations=3).run("assistant", "loop")
+    item = result.items[0]
+    assert item.error is not None
+    assert item.error.startswith("Max iterations (3) reached")
+    assert item.steps is not None
+    assert [s.observation for s in item.steps] == ["1", "2", "3"]
+    assert len(model.calls) == 3
+
+
+async def test_an_unknown_tool_name_yields_an_observation_listing_the_real_tools() -> None:
+    model = ScriptedModel([call("calc", expression="1"), call("calculator", expression="2"), "2"])
+    result = await calculator_gateway(model).run("assistant", "?")
+    assert result.output == "2"
+    first = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert first.content == "Error: there is no tool named 'calc'. Available tools: calculator."
+    assert result.iterations == 3
+
+
+async def test_an_item_finished_in_the_first_step_is_not_sent_to_the_model_again() -> None:
+    model = ScriptedModel(
+        ["four", call("calculator", expression="6 * 7"), "forty-two"]  # item 0, item 1, item 1
+    )
+    items = [AgentItem(prompt="2 + 2?"), AgentItem(prompt="6 * 7?")]
+    result = await calculator_gateway(model).run("assistant", items)
+    assert [i.output for i in result.items] == ["four", "forty-two"]
+    assert len(model.calls) == 3
+    assert all(messages[1].content == "6 * 7?" for messages, _ in model.calls[1:])
+
+
+async def test_state_round_tripped_through_json_mid_run_resumes_in_a_fresh_gateway() -> None:
+    script = [
+        call("calculator", expression="17 * 25"),
+        call("calculator", expression="425 + 1"),
+        "426",
+    ]
+    whole = await calculator_gateway(ScriptedModel(script)).run("assistant", QUESTION)
+
+    class Stop(Exception):
+        pass
+
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        if state.response is not None:  # the first tool ran: stop this process here
+            raise Stop
+
+    with pytest.raises(Stop):
+        await calculator_gateway(ScriptedModel(script)).run(
+            "assistant", QUESTION, checkpoint=checkpoint
+        )
+    state = RunState.model_validate_json(stored[-1])
+    fresh_model = ScriptedModel(script[1:])  # the first answer was already consumed
+    resumed = await calculator_gateway(fresh_model).resume(state)
+
+    assert resumed.items == whole.items
+    assert resumed.output == "426"
+    assert resumed.run_id == state.run_id
+    assert resumed.usage.requests == 3
+    first_observation = next(m for m in fresh_model.calls[0][0] if isinstance(m, ToolMessage))
+    assert first_observation.content == "425"

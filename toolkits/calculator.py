@@ -1,0 +1,128 @@
+"""A safe calculator tool: an arithmetic parser, not `eval`.
+
+Expressions are parsed with Python's `ast` and only numbers, arithmetic operators, parentheses,
+a few math functions and constants are evaluated. Exponents and results are bounded, so
+`9**9**9` is an error instead of a hung process.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable
+from typing import Any
+
+from .function import FunctionTool, function_tool
+
+__all__ = ["CalculatorError", "calculator", "evaluate"]
+
+Number = int | float
+
+_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+    ast.Add: lambda a, b: a + b,
+    ast.Sub: lambda a, b: a - b,
+    ast.Mult: lambda a, b: a * b,
+    ast.Div: lambda a, b: a / b,
+    ast.FloorDiv: lambda a, b: a // b,
+    ast.Mod: lambda a, b: a % b,
+    ast.Pow: lambda a, b: a**b,
+}
+_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {
+    ast.UAdd: lambda a: +a,
+    ast.USub: lambda a: -a,
+}
+_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "exp": math.exp,
+    "log": math.log,
+    "log10": math.log10,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+}
+_CONSTANTS: dict[str, Number] = {"pi": math.pi, "e": math.e, "tau": math.tau}
+_MAX_EXPONENT = 10_000
+_MAX_BITS = 3_322  # about 1,000 decimal digits
+_MAX_LENGTH = 1_000
+
+
+class CalculatorError(ValueError):
+    """The expression is not arithmetic we evaluate."""
+
+
+def evaluate(expression: str) -> Number:
+    if len(expression) > _MAX_LENGTH:
+        raise CalculatorError(f"expression longer than {_MAX_LENGTH} characters")
+    try:
+        tree = ast.parse(expression.replace("^", "**").replace("\u00d7", "*"), mode="eval")
+    except SyntaxError as exc:
+        raise CalculatorError(f"not an arithmetic expression: {expression!r}") from exc
+    return _eval(tree.body)
+
+
+def _eval(node: ast.expr) -> Number:
+    match node:
+        case ast.Constant(value=bool()):
+            raise CalculatorError("booleans are not numbers here")
+        case ast.Constant(value=int() | float() as value):
+            return value
+        case ast.Name(id=name) if name in _CONSTANTS:
+            return _CONSTANTS[name]
+        case ast.UnaryOp(op=op, operand=operand) if type(op) in _UNARY:
+            return _real(_UNARY[type(op)](_eval(operand)))
+        case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINARY:
+            return _binary(op, _eval(left), _eval(right))
+        case ast.Call(func=ast.Name(id=name), args=args, keywords=[]) if name in _FUNCTIONS:
+            try:
+                return _real(_FUNCTIONS[name](*(_eval(arg) for arg in args)))
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise CalculatorError(f"{name}: {exc}") from exc
+        case _:
+            raise CalculatorError(f"unsupported in arithmetic: {ast.unparse(node)!r}")
+
+
+def _binary(op: ast.operator, a: Number, b: Number) -> Number:
+    if isinstance(op, ast.Pow) and abs(b) > _MAX_EXPONENT:
+        raise CalculatorError(f"exponent {b} is too large")
+    try:
+        value = _real(_BINARY[type(op)](a, b))
+    except ZeroDivisionError as exc:
+        raise CalculatorError("division by zero") from exc
+    except OverflowError as exc:
+        raise CalculatorError("result is too large") from exc
+    if isinstance(value, int) and value.bit_length() > _MAX_BITS:
+        raise CalculatorError("result is too large")
+    return value
+
+
+def _real(value: object) -> Number:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CalculatorError("result is not a real number")  # e.g. (-8) ** 0.5 is complex
+    return value
+
+
+def _format(value: Number) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(round(value, 12))
+    return str(value)
+
+
+@function_tool(name="calculator")
+def _calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression, e.g. "17 * 25" or "sqrt(2) * (3 + 4)".
+
+    Supports + - * / // % ** (or ^), parentheses, abs round min max sqrt exp log log10 sin cos
+    tan floor ceil, and the constants pi, e, tau.
+    """
+    return _format(evaluate(expression))
+
+
+calculator: FunctionTool = _calculator

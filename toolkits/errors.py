@@ -1,0 +1,59 @@
+"""Exceptions raised by the toolkits package.
+
+    ToolkitError                   base: a node could not serve a call
+    ├── ConfigError                a server's configuration cannot be used (bad file, unset env var)
+    ├── UnknownTool                the node offers no tool under that name
+    ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
+    │   └── ConnectionLost         the server went away while the call was in flight
+    └── ToolTimeout                no result within the timeout (or the absolute cap)
+
+Failures *of a tool* (bad arguments, the tool's own errors, protocol errors the server answers
+with) are not exceptions: they come back as a `CallToolResult` with `is_error=True`, like every
+other tool outcome. Messages are written for a model to read: a gateway may pass `str(exc)` on
+as the observation (`toolkits.base.error_result(str(exc))`).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "ConnectionLost",
+    "ServerUnavailable",
+    "ToolTimeout",
+    "ToolkitError",
+    "UnknownTool",
+]
+
+
+class ToolkitError(Exception):
+    """Base of every error the toolkits package raises."""
+
+
+class ConfigError(ToolkitError):
+    """A server's configuration cannot be used."""
+
+
+class UnknownTool(ToolkitError):
+    """The node offers no tool under that name (the message names both)."""
+
+
+class ServerUnavailable(ToolkitError):
+    """The node's server is not connected, so the call was not made (or not finished)."""
+
+    def __init__(self, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class ConnectionLost(ServerUnavailable):
+    """The server went away while the call was in flight; the node is reconnecting."""
+
+
+class ToolTimeout(ToolkitError):
+    """The tool gave no result within its timeout; the call was cancelled at the server."""
+
+    def __init__(self, message: str, *, node: str, tool: str, seconds: float) -> None:
+        super().__init__(message)
+        self.node = node
+        self.tool = tool
+        self.seconds = seconds

@@ -1,0 +1,145 @@
+"""Local Python functions as tool nodes.
+
+`@function_tool` reads a typed function's signature into a pydantic model: that gives the JSON
+schema the model sees and validates the arguments it sends. A node holding one function is a
+plain tool (called with its arguments); a node holding several is a toolkit (routed by name).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, cast, get_type_hints
+
+import anyio.to_thread
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from .base import ProgressCallback, Tool, error_result
+from .errors import UnknownTool
+
+__all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionTool:
+    """A Python function with the schema of its arguments."""
+
+    name: str
+    description: str
+    function: Callable[..., Any]
+    arguments: type[BaseModel]
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.arguments.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> CallToolResult:
+        try:
+            parsed = self.arguments.model_validate(dict(arguments))
+        except ValidationError as exc:
+            return error_result(f"invalid arguments for {self.name}: {_brief(exc)}")
+        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        try:
+            if inspect.iscoroutinefunction(self.function):
+                value = await cast(Callable[..., Awaitable[Any]], self.function)(**kwargs)
+            else:
+                # A plain function may block: keep it off the event loop.
+                value = await anyio.to_thread.run_sync(partial(self.function, **kwargs))
+        except Exception as exc:
+            return error_result(f"{type(exc).__name__}: {exc}")
+        return _result(value)
+
+
+def function_tool(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> Any:
+    """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options."""
+
+    def wrap(fn: Callable[..., Any]) -> FunctionTool:
+        return FunctionTool(
+            name=name or fn.__name__,
+            description=description or inspect.cleandoc(fn.__doc__ or ""),
+            function=fn,
+            arguments=_arguments_model(fn),
+        )
+
+    return wrap(function) if function is not None else wrap
+
+
+class FunctionToolkit:
+    """A node of local function tools (a `Toolkit`)."""
+
+    def __init__(self, name: str, tools: Sequence[FunctionTool]) -> None:
+        if not tools:
+            raise ValueError(f"node {name!r} has no tools")
+        self._name = name
+        self._tools = {tool.name: tool for tool in tools}
+        if len(self._tools) != len(tools):
+            raise ValueError(f"node {name!r} has two tools with the same name")
+        many = len(tools) > 1
+        self._listed = [
+            Tool(
+                name=t.name,
+                description=t.description,
+                input_schema=t.input_schema,
+                source_node=name,
+                is_from_toolkit=many,
+            )
+            for t in tools
+        ]
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return self._listed
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> CallToolResult:
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(f"node {self._name!r} has no tool {name!r}")
+        return await tool(arguments)
+
+
+def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"{fn.__name__}: *args and **kwargs cannot become tool arguments")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (annotation, default)
+    config = ConfigDict(extra="forbid")
+    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+
+
+def _result(value: Any) -> CallToolResult:
+    if isinstance(value, CallToolResult):
+        return value
+    structured = cast(dict[str, Any], value) if isinstance(value, dict) else {"response": value}
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+
+def _brief(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+        for err in exc.errors()
+    )
