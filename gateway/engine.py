@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
+from mcp_types import CallToolResult
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent import (
@@ -33,7 +34,7 @@ from agent import (
 )
 from toolkits import Tool, Toolkit, result_data, result_text, split_routed_input
 
-from .errors import ToolConflict, UnknownAgent
+from .errors import ConfigError, ToolConflict, UnknownAgent, UnknownTool
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
@@ -142,7 +143,9 @@ class Gateway:
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with (
-            tracer.span("run", spec.name, parent_id=None, input=prompt, span_id=state.run_id),
+            tracer.span(
+                "run", spec.name, parent_id=None, input=prompt, span_id=state.run_id
+            ) as run_span,
             tracer.span("agent", spec.name, parent_id=state.run_id) as agent_span,
         ):
             agent = ToolsAgent(
@@ -166,7 +169,7 @@ class Gateway:
                 state = state.model_copy(update={"request": None, "response": response})
                 if checkpoint:
                     await checkpoint(state)
-            agent_span.output = _outputs(outcome.items)
+            agent_span.output = run_span.output = _outputs(outcome.items)
         return RunResult(
             run_id=state.run_id,
             agent=spec.name,
@@ -177,25 +180,48 @@ class Gateway:
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""
+        return await self._tools_of(spec.tools, f"agent {spec.name!r}")
+
+    async def list_tools(self) -> dict[str, Tool]:
+        """Every tool of every node, by the name the model sees."""
+        return await self._tools_of(list(self.nodes), "the gateway")
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, hooks: Sequence[TraceHook] = ()
+    ) -> CallToolResult:
+        """One tool call outside any agent, traced like an agent's."""
+        tools = await self.list_tools()
+        tool = tools.get(name)
+        if tool is None:
+            raise UnknownTool(f"no tool named {name!r} (available: {', '.join(sorted(tools))})")
+        tracer = Tracer(new_id(), (*self.hooks, *hooks))
+        async with (
+            self._limiter,
+            tracer.span("tool", name, parent_id=None, input=dict(arguments)) as span,
+        ):
+            result = await self.nodes[tool.source_node].call_tool(name, arguments)
+            span.output = result_data(result)
+            return result
+
+    async def _tools_of(self, node_names: Sequence[str], owner: str) -> dict[str, Tool]:
         listed: dict[str, Sequence[Tool]] = {}
 
         async def list_node(name: str) -> None:
             listed[name] = await self.nodes[name].list_tools()
 
+        missing = [name for name in node_names if name not in self.nodes]
+        if missing:
+            raise ConfigError(f"{owner} uses nodes that are not configured: {missing}")
         async with anyio.create_task_group() as tg:
-            for name in spec.tools:
-                if name not in self.nodes:
-                    raise UnknownAgent(
-                        f"agent {spec.name!r} uses node {name!r}, which is not configured"
-                    )
+            for name in node_names:
                 tg.start_soon(list_node, name)
         tools: dict[str, Tool] = {}
-        for name in spec.tools:
+        for name in node_names:
             for tool in listed[name]:
                 other = tools.get(tool.name)
                 if other is not None:
                     raise ToolConflict(
-                        f"agent {spec.name!r}: tool {tool.name!r} is offered by nodes "
+                        f"{owner}: tool {tool.name!r} is offered by nodes "
                         f"{other.source_node!r} and {tool.source_node!r}; give one a prefix"
                     )
                 tools[tool.name] = tool

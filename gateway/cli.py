@@ -1,0 +1,168 @@
+"""The `agent-gateway` command line: a thin layer over the library."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any, cast
+
+import anyio
+
+from agent import AgentError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from toolkits import ToolkitError, result_text
+
+from .app import open_gateway
+from .config import Config, load_config
+from .engine import Gateway, RunResult
+from .errors import GatewayError
+from .models import NoModel
+from .trace import JsonLinesPrinter, TraceHook, TracePrinter
+
+__all__ = ["main"]
+
+DEMO_QUESTION = "A shirt costs 25 dollars. How much do 17 shirts cost?"
+DEMO_SCRIPT = [
+    ScriptedAnswer(
+        tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "17 * 25"})]
+    ),
+    ScriptedAnswer(content="17 shirts cost 425 dollars."),
+]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        config = load_config(args.config)
+        return anyio.run(args.command, args, config)
+    except (GatewayError, AgentError, ToolkitError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+async def _run(args: argparse.Namespace, config: Config) -> int:
+    hooks = _trace_hooks(args)
+    async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
+        name = _pick_agent(gateway, args.agent)
+        result = await gateway.run(name, args.question, session_id=args.session)
+    return _print_result(result)
+
+
+async def _demo(args: argparse.Namespace, config: Config) -> int:
+    async with open_gateway(config, model=args.model, hooks=[TracePrinter(sys.stdout)]) as gateway:
+        name = _pick_agent(gateway, args.agent)
+        spec = gateway.agents[name]
+        if isinstance(spec.model, NoModel):
+            print(
+                "No model configured: using the SCRIPTED demo model. It replays a fixed script;\n"
+                "the calculator call below is real. Pass --model SPEC to use a real model.\n"
+            )
+            demo_model = ScriptedModel(DEMO_SCRIPT, name="scripted-demo")
+            gateway.agents[name] = dataclasses.replace(spec, model=demo_model)
+        print(f"question: {args.question}")
+        result = await gateway.run(name, args.question)
+    print()
+    return _print_result(result, label=True)
+
+
+async def _tools(args: argparse.Namespace, config: Config) -> int:
+    async with open_gateway(config) as gateway:
+        tools = await gateway.list_tools()
+        for tool in sorted(tools.values(), key=lambda t: (t.source_node, t.name)):
+            summary = (tool.description.strip().splitlines() or [""])[0]
+            origin = f" ({tool.original_name})" if tool.original_name else ""
+            print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
+        for name, agent in gateway.agents.items():
+            print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
+    return 0
+
+
+async def _call(args: argparse.Namespace, config: Config) -> int:
+    try:
+        arguments: Any = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise GatewayError(f"--args is not valid JSON: {exc}") from exc
+    if not isinstance(arguments, dict):
+        raise GatewayError("--args must be a JSON object")
+    arguments = cast(dict[str, Any], arguments)
+    async with open_gateway(config, hooks=_trace_hooks(args)) as gateway:
+        result = await gateway.call_tool(args.tool, arguments)
+    if args.json:
+        print(result.model_dump_json(by_alias=True, exclude_none=True))
+    else:
+        print(result_text(result))
+    return 1 if result.is_error else 0
+
+
+def _pick_agent(gateway: Gateway, requested: str | None) -> str:
+    if requested is not None:
+        return requested
+    if len(gateway.agents) == 1:
+        return next(iter(gateway.agents))
+    names = ", ".join(sorted(gateway.agents)) or "none"
+    raise GatewayError(f"choose an agent with --agent (configured: {names})")
+
+
+def _print_result(result: RunResult, *, label: bool = False) -> int:
+    for item in result.items:
+        if item.error is not None:
+            print(f"error: {item.error}", file=sys.stderr)
+        else:
+            print(f"answer: {item.output}" if label else item.output)
+    return 1 if any(item.error is not None for item in result.items) else 0
+
+
+def _trace_hooks(args: argparse.Namespace) -> list[TraceHook]:
+    hooks: list[TraceHook] = []
+    if getattr(args, "trace", False):
+        hooks.append(TracePrinter(sys.stderr))
+    if getattr(args, "trace_json", False):
+        hooks.append(JsonLinesPrinter(sys.stderr))
+    return hooks
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agent-gateway", description="Agents on MCP tools, served over MCP."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def command(name: str, handler: Any, help: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(command=handler)
+        sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
+        return sub
+
+    run = command("run", _run, "ask an agent a question and print its answer")
+    run.add_argument("question")
+    demo = command("demo", _demo, "run the example agent with its trace; needs no API key")
+    demo.add_argument("question", nargs="?", default=DEMO_QUESTION)
+    for sub in (run, demo):
+        sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
+        sub.add_argument("--agent", help="which agent (default: the only one)")
+    run.add_argument("--session", help="chat memory session id")
+    tools = command("tools", _tools, "list the tools the config provides")
+    del tools
+    call = command("call", _call, "call one tool through the gateway and print its result")
+    call.add_argument("tool")
+    call.add_argument("--args", default="{}", help="the arguments as a JSON object")
+    call.add_argument("--json", action="store_true", help="print the whole MCP result as JSON")
+    for sub in (run, call):
+        sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
+        sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
+    return parser
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,186 @@
+"""The gateway's configuration: TOML (or JSON with the same keys), validated with clear errors.
+
+    [gateway]                       # optional settings of the gateway itself
+    [mcpServers.time]               # Claude Desktop's shape, plus our keys
+    command = "mcp-server-time"
+    [tools.calculator]              # a built-in, or python = "module:function"
+    builtin = "calculator"
+    [agents.assistant]              # every agent can also be served as an MCP tool
+    model = "openai:gpt-4.1-mini"
+    tools = ["calculator", "time"]  # node names: servers, local tools, other agents
+
+Every node name (server, local tool, agent) is unique across the three tables. With no file,
+`DEFAULT_CONFIG` applies: the calculator and an `assistant` agent with no model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from agent import DEFAULT_SYSTEM_MESSAGE
+from toolkits.mcp.config import McpServerConfig
+
+from .errors import ConfigError
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "DEFAULT_CONFIG",
+    "DEFAULT_CONFIG_FILE",
+    "AgentConfig",
+    "Config",
+    "GatewaySettings",
+    "LocalToolConfig",
+    "load_config",
+    "parse_config",
+]
+
+DEFAULT_CONFIG_FILE = "agent-gateway.toml"
+BUILTIN_TOOLS = ("calculator",)
+_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GatewaySettings(_Strict):
+    max_concurrency: int = Field(default=8, ge=1)
+    """Tool calls in flight at once, across all runs."""
+    expose_tools: bool = False
+    """Serve the downstream servers' tools too (proxy mode)."""
+
+
+class LocalToolConfig(_Strict):
+    builtin: str | None = None
+    python: str | None = None
+    """`module:function`, a typed function (or a `FunctionTool`) to offer as a tool."""
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> LocalToolConfig:
+        if (self.builtin is None) == (self.python is None):
+            raise ValueError("set exactly one of `builtin` or `python`")
+        if self.builtin is not None and self.builtin not in BUILTIN_TOOLS:
+            raise ValueError(f"unknown builtin {self.builtin!r}; available: {list(BUILTIN_TOOLS)}")
+        if self.python is not None and not re.fullmatch(r"[\w.]+:\w+", self.python):
+            raise ValueError(
+                f"`python` must look like 'package.module:function', not {self.python!r}"
+            )
+        return self
+
+
+class AgentConfig(_Strict):
+    model: str | list[str] | None = None
+    """A model spec, or a list of them tried in order (fallback)."""
+    system: str = DEFAULT_SYSTEM_MESSAGE
+    tools: list[str] = Field(default_factory=list[str])
+    max_iterations: int = Field(default=10, ge=1)
+    return_intermediate_steps: bool = False
+    description: str = ""
+
+    @field_validator("model")
+    @classmethod
+    def _models_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and not value:
+            raise ValueError("an empty list of models; give at least one spec or leave it out")
+        return value
+
+
+class Config(_Strict):
+    gateway: GatewaySettings = GatewaySettings()
+    mcp_servers: dict[str, McpServerConfig] = Field(
+        default_factory=dict[str, McpServerConfig], alias="mcpServers"
+    )
+    tools: dict[str, LocalToolConfig] = Field(default_factory=dict[str, LocalToolConfig])
+    agents: dict[str, AgentConfig] = Field(default_factory=dict[str, AgentConfig])
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _names_resolve(self) -> Config:
+        seen: dict[str, str] = {}
+        for table, names in (
+            ("mcpServers", self.mcp_servers),
+            ("tools", self.tools),
+            ("agents", self.agents),
+        ):
+            for name in names:
+                if not _NAME.fullmatch(name):
+                    raise ValueError(
+                        f"{table}.{name}: names may use letters, digits, '_' and '-' (1-64)"
+                    )
+                if name in seen:
+                    raise ValueError(f"{table}.{name}: the name is already used in {seen[name]}")
+                seen[name] = table
+        for agent, spec in self.agents.items():
+            for node in spec.tools:
+                if node not in seen:
+                    known = ", ".join(sorted(seen)) or "none"
+                    raise ValueError(
+                        f"agents.{agent}.tools: no node named {node!r} (known: {known})"
+                    )
+        return self
+
+
+DEFAULT_CONFIG = Config(
+    tools={"calculator": LocalToolConfig(builtin="calculator")},
+    agents={
+        "assistant": AgentConfig(
+            tools=["calculator"],
+            description="A helpful assistant that can do arithmetic with a calculator.",
+        )
+    },
+)
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read `path`, or `agent-gateway.toml` in the working directory, or the default.
+
+    A `.json` file may be our shape or a Claude Desktop config (`{"mcpServers": ...}`).
+    Raises `ConfigError` naming the file and the key at fault.
+    """
+    if path is None:
+        if not Path(DEFAULT_CONFIG_FILE).exists():
+            return DEFAULT_CONFIG
+        path = DEFAULT_CONFIG_FILE
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        kind = "JSON" if path.suffix == ".json" else "TOML"
+        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
+    return parse_config(data, source=str(path))
+
+
+def parse_config(data: Any, *, source: str = "config") -> Config:
+    """Validate already-parsed config data; `source` names it in errors."""
+    if isinstance(data, dict):
+        table = cast(dict[str, Any], data)
+        if "mcpServers" in table and not table.keys() & {"agents", "tools", "gateway"}:
+            # A Claude Desktop file carries other settings of the app; only the servers are ours.
+            data = {"mcpServers": table["mcpServers"]}
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    lines: list[str] = []
+    for err in exc.errors():
+        where = ".".join(str(part) for part in err["loc"])
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key"
+        lines.append(f"{where}: {message}" if where else message)
+    return "; ".join(lines)

@@ -1,0 +1,95 @@
+"""The command line, in process and as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+
+
+def write_script(path: Path, answers: list[dict[str, object]]) -> Path:
+    path.write_text(json.dumps(answers))
+    return path
+
+
+def test_run_prints_the_answer_and_the_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path / "answers.json",
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+            {"content": "It is 42."},
+        ],
+    )
+    code = main(["run", "What is 6 * 7?", "--model", f"scripted:{script}", "--trace"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == "It is 42.\n"
+    assert 'calculator   in={"expression":"6 * 7"} out={"response":"42"}' in err
+    assert "agent assistant" in err
+
+
+def test_run_without_a_model_explains_how_to_set_one(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "hello"])
+    assert code == 2
+    assert "agent 'assistant' has no model" in capsys.readouterr().err
+
+
+def test_a_run_that_hits_max_iterations_exits_nonzero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    loop = [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]}] * 3
+    script = write_script(tmp_path / "loop.json", loop)
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[agents.looper]\nmodel = "scripted:{script}"\ntools = ["calculator"]\nmax_iterations = 2\n'
+    )
+    assert main(["run", "loop", "--config", str(config)]) == 1
+    assert "Max iterations (2) reached" in capsys.readouterr().err
+
+
+def test_bad_script_and_bad_config_are_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text('[{"content": 1, "extra": true}]')
+    assert main(["run", "q", "--model", f"scripted:{script}"]) == 2
+    assert "invalid script" in capsys.readouterr().err
+    config = tmp_path / "c.toml"
+    config.write_text("[agents.a]\nmax_iterations = -1\n")
+    assert main(["tools", "--config", str(config)]) == 2
+    assert "agents.a.max_iterations" in capsys.readouterr().err
+
+
+def test_tools_and_call(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tools"]) == 0
+    listing = capsys.readouterr().out
+    assert listing.startswith("calculator")
+    assert "node=calculator" in listing
+    assert main(["call", "calculator", "--args", '{"expression": "2 ** 10"}']) == 0
+    assert capsys.readouterr().out == "1024\n"
+    assert main(["call", "calculator", "--args", '{"expression": "1/0"}']) == 1
+    assert "division by zero" in capsys.readouterr().out
+    assert main(["call", "abacus"]) == 2
+    assert "no tool named 'abacus' (available: calculator)" in capsys.readouterr().err
+
+
+@pytest.mark.integration
+def test_the_demo_runs_from_the_installed_console_script(tmp_path: Path) -> None:
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    done = subprocess.run(
+        [executable, "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SCRIPTED demo model" in done.stdout
+    assert 'calculator   in={"expression":"17 * 25"} out={"response":"425"}' in done.stdout
+    assert done.stdout.endswith("answer: 17 shirts cost 425 dollars.\n")
