@@ -1,0 +1,161 @@
+"""How one MCP server is configured: Claude Desktop's `mcpServers` entry plus our own keys.
+
+An entry copied from Claude Desktop's `claude_desktop_config.json` validates unchanged:
+
+    {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"], "env": {...}}
+    {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
+
+Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
+`max_output`, `protocol`, `bearer_token_env`). Secrets never live in the model's repr: `env` and
+`headers` are hidden, and a bearer token is read from the environment only when connecting.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ..errors import ConfigError
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT",
+    "DEFAULT_TIMEOUT",
+    "McpServerConfig",
+    "PrefixPolicy",
+    "ProtocolMode",
+    "TransportKind",
+    "load_mcp_servers",
+]
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_OUTPUT = 100_000
+
+PrefixPolicy = Literal["always", "never", "auto"]
+"""`always`: `server__tool`; `never`: the bare name; `auto`: prefixed only on a cross-node clash."""
+
+ProtocolMode = Literal["auto", "legacy", "modern"]
+"""`auto` probes 2026-07-28 and falls back; `legacy` forces the 2025-11-25 handshake;
+`modern` speaks 2026-07-28 without probing."""
+
+TransportKind = Literal["stdio", "http", "sse"]
+
+
+class McpServerConfig(BaseModel):
+    """One MCP server: how to reach it and how its tools are offered."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Claude Desktop's keys.
+    command: str | None = None
+    """stdio: the executable to start."""
+    args: list[str] = Field(default_factory=list[str])
+    """stdio: its arguments."""
+    env: dict[str, str] = Field(default_factory=dict[str, str], repr=False)
+    """stdio: extra environment variables, over a minimal safe inherited set (PATH, HOME, ...)."""
+    cwd: str | None = None
+    """stdio: the working directory."""
+    transport: Literal["stdio", "http", "streamable-http", "sse"] | None = None
+    """Also accepted as `type` (Claude Desktop's name). Default: stdio with `command`, http with `url`."""
+    url: str | None = None
+    """http/sse: the endpoint, e.g. `http://127.0.0.1:3001/mcp`."""
+    headers: dict[str, str] = Field(default_factory=dict[str, str], repr=False)
+    """http/sse: extra request headers."""
+
+    # Ours.
+    prefix: PrefixPolicy = "always"
+    include: list[str] | None = None
+    """fnmatch globs on the server's own tool names; only matching tools are offered."""
+    exclude: list[str] = Field(default_factory=list[str])
+    """fnmatch globs on the server's own tool names; matching tools are never offered."""
+    timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
+    """Seconds a call may go without a result or a progress notification; also bounds connecting."""
+    max_timeout: float | None = Field(default=None, gt=0)
+    """Absolute cap on one call, however much progress arrives. Default: 10 x `timeout`."""
+    max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
+    """Characters of observation text the agent reads from one result (the result itself is kept)."""
+    protocol: ProtocolMode = "auto"
+    bearer_token_env: str | None = None
+    """http/sse: name of the environment variable holding a bearer token for `Authorization`."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_type_key(cls, data: object) -> object:
+        # Claude Desktop spells it `type`; we keep one field and refuse contradictions.
+        if not isinstance(data, Mapping):
+            return data
+        fields = {str(k): v for k, v in cast(Mapping[Any, Any], data).items()}
+        if "type" in fields:
+            kind = fields.pop("type")
+            if "transport" in fields and fields["transport"] != kind:
+                raise ValueError(f"`type` ({kind!r}) and `transport` ({fields['transport']!r}) disagree")
+            fields["transport"] = kind
+        return fields
+
+    @model_validator(mode="after")
+    def _check_transport(self) -> McpServerConfig:
+        kind = self.kind
+        if kind == "stdio":
+            if not self.command:
+                raise ValueError("a stdio server needs `command`")
+            misplaced = [k for k in ("url", "headers", "bearer_token_env") if getattr(self, k)]
+        else:
+            if not self.url:
+                raise ValueError(f"an {kind} server needs `url`")
+            misplaced = [k for k in ("command", "args", "env", "cwd") if getattr(self, k)]
+        if misplaced:
+            raise ValueError(f"{', '.join(map(repr, misplaced))} do not apply to a {kind} server")
+        if self.max_timeout is not None and self.max_timeout < self.timeout:
+            raise ValueError("`max_timeout` must not be shorter than `timeout`")
+        return self
+
+    @property
+    def kind(self) -> TransportKind:
+        """The transport, normalised: `streamable-http` is `http`."""
+        if self.transport is None:
+            return "http" if self.url and not self.command else "stdio"
+        return "http" if self.transport == "streamable-http" else self.transport
+
+    @property
+    def call_cap(self) -> float:
+        """The absolute cap on one call, in seconds."""
+        return self.max_timeout if self.max_timeout is not None else 10 * self.timeout
+
+
+class _ClaudeDesktopFile(BaseModel):
+    # The real file carries other top-level settings; only `mcpServers` is ours to read.
+    model_config = ConfigDict(extra="ignore")
+
+    mcpServers: dict[str, McpServerConfig] = Field(default_factory=dict[str, McpServerConfig])  # noqa: N815
+
+
+def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpServerConfig]:
+    """Read the servers of a Claude Desktop style config: `{"mcpServers": {name: entry}}`.
+
+    `source` is the parsed JSON, JSON text, or a path to the file. Raises `ConfigError` naming
+    the server and key at fault.
+    """
+    data: Any
+    try:
+        if isinstance(source, Path):
+            data = json.loads(source.read_text(encoding="utf-8"))
+        elif isinstance(source, str):
+            data = json.loads(source)
+        else:
+            data = source
+        return dict(_ClaudeDesktopFile.model_validate(data).mcpServers)
+    except OSError as exc:
+        raise ConfigError(f"cannot read MCP server config: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"MCP server config is not valid JSON: {exc}") from exc
+    except ValidationError as exc:
+        raise ConfigError(f"invalid MCP server config: {_describe(exc)}") from exc
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}" for err in exc.errors()
+    )
