@@ -13,7 +13,7 @@ import pytest
 from gateway.cli import main
 
 
-def write_script(path: Path, answers: list[dict[str, object]]) -> Path:
+def write_script(path: Path, answers: object) -> Path:
     path.write_text(json.dumps(answers))
     return path
 

@@ -89,7 +89,9 @@ def test_unreadable_and_malformed_files_are_clear(tmp_path: Path) -> None:
         load_config(broken)
 
 
-def test_no_file_means_the_built_in_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_file_means_the_built_in_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert load_config() == DEFAULT_CONFIG
     (tmp_path / "agent-gateway.toml").write_text(TOML)

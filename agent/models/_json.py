@@ -8,23 +8,29 @@ from __future__ import annotations
 
 import json
 import uuid
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..messages import ToolCall
 
 JSONObject = dict[str, Any]
 
 
+def is_obj(value: object) -> TypeGuard[JSONObject]:
+    return isinstance(value, dict)
+
+
+def is_arr(value: object) -> TypeGuard[list[Any]]:
+    return isinstance(value, list)
+
+
 def obj(value: object) -> JSONObject:
     """`value` if it is a JSON object, else `{}`."""
-    if isinstance(value, dict):
-        return {str(k): v for k, v in value.items()}  # pyright: ignore[reportUnknownVariableType]
-    return {}
+    return value if is_obj(value) else {}
 
 
 def arr(value: object) -> list[Any]:
     """`value` if it is a JSON array, else `[]`."""
-    return list(value) if isinstance(value, list) else []  # pyright: ignore[reportUnknownArgumentType]
+    return value if is_arr(value) else []
 
 
 def text(value: object) -> str:
@@ -55,13 +61,13 @@ def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
             parsed: object = json.loads(arguments)
         except ValueError:
             return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
-        if isinstance(parsed, dict):
-            return ToolCall(id=call_id, name=name, arguments=obj(parsed))
+        if is_obj(parsed):
+            return ToolCall(id=call_id, name=name, arguments=parsed)
         return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
     if arguments is None:
         return ToolCall(id=call_id, name=name)
-    if isinstance(arguments, dict):
-        return ToolCall(id=call_id, name=name, arguments=obj(arguments))
+    if is_obj(arguments):
+        return ToolCall(id=call_id, name=name, arguments=arguments)
     return ToolCall(id=call_id, name=name, invalid_arguments=json.dumps(arguments))
 
 
