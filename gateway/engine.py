@@ -119,15 +119,20 @@ class Gateway:
         session_id: str | None = None,
         checkpoint: Checkpoint | None = None,
         hooks: Sequence[TraceHook] = (),
+        model: ChatModel | None = None,
     ) -> RunResult:
-        """Run `agent` on one prompt (or several items) to the end."""
+        """Run `agent` on one prompt (or several items) to the end.
+
+        `hooks` are added to the gateway's for this run; `model` replaces the agent's model for
+        this run (e.g. the calling MCP client's own model, through sampling).
+        """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
             if isinstance(prompt, str)
             else list(prompt)
         )
         state = RunState(run_id=new_id(), agent=agent, items=items)
-        return await self.resume(state, checkpoint=checkpoint, hooks=hooks)
+        return await self.resume(state, checkpoint=checkpoint, hooks=hooks, model=model)
 
     async def resume(
         self,
@@ -135,6 +140,7 @@ class Gateway:
         *,
         checkpoint: Checkpoint | None = None,
         hooks: Sequence[TraceHook] = (),
+        model: ChatModel | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet)."""
         spec = self._agent(state.agent)
@@ -149,7 +155,7 @@ class Gateway:
             tracer.span("agent", spec.name, parent_id=state.run_id) as agent_span,
         ):
             agent = ToolsAgent(
-                model=TracedModel(spec.model, tracer, agent_span.id),
+                model=TracedModel(model or spec.model, tracer, agent_span.id),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,
                 memory=self.memory,
