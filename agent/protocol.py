@@ -98,11 +98,16 @@ class EngineRequest(_Model):
 
 
 class ActionResponse(_Model):
-    """The outcome of one action: `data` from the node, or `error` when it failed."""
+    """The outcome of one action: `data` from the node, or `error` when it failed.
+
+    `usage` is what models spent inside the tool (an agent run as a tool); it rolls up into
+    the calling run's usage.
+    """
 
     action: Action
     data: JsonValue = None
     error: str | None = None
+    usage: Usage = Usage()
 
 
 class EngineResponse(_Model):

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage
+from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage
 from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
-__all__ = ["build_steps", "observation", "scratchpad_messages"]
+__all__ = ["build_steps", "observation", "scratchpad_messages", "tool_usage"]
 
 
 def observation(response: ActionResponse) -> str:
@@ -61,6 +61,24 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
             )
         )
     return steps
+
+
+def tool_usage(response: EngineResponse | None) -> Usage:
+    """Model usage reported by tools that just ran (agents run as tools), counted once."""
+    total = Usage()
+    if response is None:
+        return total
+    counted: set[str] = set()
+    for result in response.action_responses:
+        action = result.action
+        earlier = response.metadata.previous_steps.get(action.item_index, ())
+        if action.tool_call_id in counted or any(
+            s.tool_call_id == action.tool_call_id for s in earlier
+        ):
+            continue
+        counted.add(action.tool_call_id)
+        total += result.usage
+    return total
 
 
 def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:

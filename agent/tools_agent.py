@@ -31,7 +31,7 @@ from .protocol import (
     ItemResult,
     ToolCallStep,
 )
-from .scratchpad import build_steps, scratchpad_messages
+from .scratchpad import build_steps, scratchpad_messages, tool_usage
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "ROUTING_KEY", "AgentOptions", "ToolsAgent"]
 
@@ -67,20 +67,18 @@ class ToolsAgent:
         valid, so the step can be retried.
         """
         state = response.metadata if response else AgentRequestMetadata()
+        if state.iteration_count >= self.options.max_iterations:
+            return self.stop(items, response, self._max_iterations_error())
         finished = dict(state.finished_items)
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
         actions: list[Action] = []
-        usage = state.usage
-        out_of_iterations = state.iteration_count >= self.options.max_iterations
+        usage = state.usage + tool_usage(response)
 
         for index, item in enumerate(items):
             if index in finished:
                 continue
             steps = build_steps(response, index)
-            if out_of_iterations:
-                finished[index] = ItemResult(error=self._max_iterations_error(), steps=steps)
-                continue
             answer = await self.model.invoke(await self._messages(item, steps), self.tools)
             usage += answer.usage
             if not answer.tool_calls:
@@ -106,6 +104,19 @@ class ToolsAgent:
             usage=usage,
         )
         return EngineRequest(actions=actions, metadata=metadata)
+
+    def stop(
+        self, items: Sequence[AgentItem], response: EngineResponse | None, error: str
+    ) -> AgentResult:
+        """End the run now: unfinished items fail with `error` and keep their steps so far."""
+        state = response.metadata if response else AgentRequestMetadata()
+        results = [
+            state.finished_items.get(index)
+            or ItemResult(error=error, steps=build_steps(response, index))
+            for index in range(len(items))
+        ]
+        usage = state.usage + tool_usage(response)
+        return AgentResult(items=results, usage=usage, iterations=state.iteration_count)
 
     async def _messages(self, item: AgentItem, steps: list[ToolCallStep]) -> list[ChatMessage]:
         history: list[ChatMessage] = []

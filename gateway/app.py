@@ -43,6 +43,7 @@ async def open_gateway(
                 return_intermediate_steps=spec.return_intermediate_steps,
             ),
             description=spec.description,
+            token_budget=spec.token_budget,
         )
         for name, spec in config.agents.items()
     ]
@@ -51,6 +52,7 @@ async def open_gateway(
         agents,
         memory=WindowMemory(),
         max_concurrency=config.gateway.max_concurrency,
+        max_depth=config.gateway.max_depth,
         hooks=hooks,
     )
 

@@ -52,6 +52,8 @@ class _Strict(BaseModel):
 class GatewaySettings(_Strict):
     max_concurrency: int = Field(default=8, ge=1)
     """Tool calls in flight at once, across all runs."""
+    max_depth: int = Field(default=4, ge=1)
+    """How deep agents may nest as tools of other agents (and gateways inside gateways)."""
     expose_tools: bool = False
     """Serve the downstream servers' tools too (proxy mode)."""
 
@@ -83,6 +85,8 @@ class AgentConfig(_Strict):
     max_iterations: int = Field(default=10, ge=1)
     return_intermediate_steps: bool = False
     description: str = ""
+    token_budget: int | None = Field(default=None, ge=1)
+    """Tokens a run of this agent may spend, counting every agent it calls."""
 
     @field_validator("model")
     @classmethod

@@ -35,6 +35,7 @@ from agent import (
 from toolkits import Tool, Toolkit, result_data, result_text, split_routed_input
 
 from .errors import ConfigError, ToolConflict, UnknownAgent, UnknownTool
+from .run_context import RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
@@ -52,6 +53,8 @@ class AgentSpec:
     tools: Sequence[str] = ()
     options: AgentOptions = field(default_factory=AgentOptions)
     description: str = ""
+    token_budget: int | None = None
+    """Tokens the whole run tree may spend (this agent and every agent it calls)."""
 
 
 class RunState(BaseModel):
@@ -103,12 +106,15 @@ class Gateway:
         *,
         memory: ChatMemory | None = None,
         max_concurrency: int = 8,
+        max_depth: int = 4,
         hooks: Sequence[TraceHook] = (),
     ) -> None:
         self.nodes: dict[str, Toolkit] = {node.name: node for node in nodes}
         self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in agents}
         self.memory = memory
         self.hooks = tuple(hooks)
+        self.max_depth = max_depth
+        """How many agents deep a run may nest (agents calling agents as tools)."""
         self._limiter = anyio.CapacityLimiter(max_concurrency)
 
     async def run(
@@ -144,38 +150,17 @@ class Gateway:
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet)."""
         spec = self._agent(state.agent)
-        tools = await self.tools_for(spec)
         tracer = Tracer(state.run_id, (*self.hooks, *hooks))
+        context = RunContext(tracer, TokenBudget(spec.token_budget))
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
-        async with (
-            tracer.span(
-                "run", spec.name, parent_id=None, input=prompt, span_id=state.run_id
-            ) as run_span,
-            tracer.span("agent", spec.name, parent_id=state.run_id) as agent_span,
-        ):
-            agent = ToolsAgent(
-                model=TracedModel(model or spec.model, tracer, agent_span.id),
-                tools=[_definition(tool) for tool in tools.values()],
-                options=spec.options,
-                memory=self.memory,
+        async with tracer.span(
+            "run", spec.name, parent_id=None, input=prompt, span_id=state.run_id
+        ) as run_span:
+            outcome = await self._drive(
+                spec, state, context, state.run_id, checkpoint=checkpoint, model=model
             )
-            request, response = state.request, state.response
-            while True:
-                if request is None:
-                    outcome = await agent.step(state.items, response)
-                    if isinstance(outcome, AgentResult):
-                        break
-                    request, response = outcome, None
-                    state = state.model_copy(update={"request": request, "response": None})
-                    if checkpoint:
-                        await checkpoint(state)
-                response = await self.dispatch(request, tools, tracer, agent_span.id)
-                request = None
-                state = state.model_copy(update={"request": None, "response": response})
-                if checkpoint:
-                    await checkpoint(state)
-            agent_span.output = run_span.output = _outputs(outcome.items)
+            run_span.output = _outputs(outcome.items)
         return RunResult(
             run_id=state.run_id,
             agent=spec.name,
@@ -183,6 +168,48 @@ class Gateway:
             usage=outcome.usage,
             iterations=outcome.iterations,
         )
+
+    async def _drive(
+        self,
+        spec: AgentSpec,
+        state: RunState,
+        context: RunContext,
+        parent_id: str,
+        *,
+        checkpoint: Checkpoint | None = None,
+        model: ChatModel | None = None,
+    ) -> AgentResult:
+        """Alternate the agent's steps and their dispatch until every item is finished."""
+        tools = await self.tools_for(spec)
+        context = context.enter(spec.name)
+        tracer = context.tracer
+        async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
+            agent = ToolsAgent(
+                model=TracedModel(model or spec.model, tracer, agent_span.id, context.budget),
+                tools=[_definition(tool) for tool in tools.values()],
+                options=spec.options,
+                memory=self.memory,
+            )
+            request, response = state.request, state.response
+            while True:
+                if request is None:
+                    if context.budget.exceeded:
+                        outcome = agent.stop(state.items, response, context.budget.message())
+                        break
+                    outcome = await agent.step(state.items, response)
+                    if isinstance(outcome, AgentResult):
+                        break
+                    request, response = outcome, None
+                    state = state.model_copy(update={"request": request, "response": None})
+                    if checkpoint:
+                        await checkpoint(state)
+                response = await self._dispatch(request, tools, context, agent_span.id)
+                request = None
+                state = state.model_copy(update={"request": None, "response": response})
+                if checkpoint:
+                    await checkpoint(state)
+            agent_span.output = _outputs(outcome.items)
+        return outcome
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""
@@ -215,12 +242,16 @@ class Gateway:
         async def list_node(name: str) -> None:
             listed[name] = await self.nodes[name].list_tools()
 
-        missing = [name for name in node_names if name not in self.nodes]
+        for name in node_names:
+            if name in self.agents and name not in self.nodes:
+                listed[name] = [_agent_tool(self.agents[name])]
+        missing = [name for name in node_names if name not in self.nodes and name not in listed]
         if missing:
             raise ConfigError(f"{owner} uses nodes that are not configured: {missing}")
         async with anyio.create_task_group() as tg:
             for name in node_names:
-                tg.start_soon(list_node, name)
+                if name not in listed:
+                    tg.start_soon(list_node, name)
         tools: dict[str, Tool] = {}
         for name in node_names:
             for tool in listed[name]:
@@ -233,18 +264,18 @@ class Gateway:
                 tools[tool.name] = tool
         return tools
 
-    async def dispatch(
+    async def _dispatch(
         self,
         request: EngineRequest,
         tools: Mapping[str, Tool],
-        tracer: Tracer,
-        parent_id: str | None,
+        context: RunContext,
+        parent_id: str,
     ) -> EngineResponse:
         """Run every action of `request` concurrently; failures become error responses."""
         responses: list[ActionResponse | None] = [None] * len(request.actions)
 
         async def run_one(index: int, action: Action) -> None:
-            responses[index] = await self._run_action(action, tools, tracer, parent_id)
+            responses[index] = await self._run_action(action, tools, context, parent_id)
 
         async with anyio.create_task_group() as tg:
             for index, action in enumerate(request.actions):
@@ -253,29 +284,31 @@ class Gateway:
         return EngineResponse(action_responses=done, metadata=request.metadata)
 
     async def _run_action(
-        self, action: Action, tools: Mapping[str, Tool], tracer: Tracer, parent_id: str | None
+        self, action: Action, tools: Mapping[str, Tool], context: RunContext, parent_id: str
     ) -> ActionResponse:
         tool = tools.get(action.tool)
-        node = self.nodes.get(action.node)
-        if tool is None or node is None or tool.source_node != action.node:
+        if tool is None or tool.source_node != action.node:
             error = f"tool {action.tool!r} is not offered by node {action.node!r}"
             return ActionResponse(action=action, error=error)
         arguments = split_routed_input(tool, action.input)
+        tracer = context.tracer
+        if action.node in self.agents:
+            # An agent used as a tool resolves its run right here, inside this call.
+            async with tracer.span(
+                "tool", action.tool, parent_id=parent_id, input=arguments
+            ) as span:
+                response = await self._run_agent_tool(action, arguments, context, span.id)
+                span.output, span.error = response.data, response.error
+                return response
+        node = self.nodes[action.node]
         async with (
             self._limiter,
             tracer.span("tool", action.tool, parent_id=parent_id, input=arguments) as span,
         ):
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
-                await tracer.note(
-                    "tool",
-                    action.tool,
-                    span.id,
-                    "progress",
-                    progress=done,
-                    total=total,
-                    message=message,
-                )
+                data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
+                await tracer.note("tool", action.tool, span.id, "progress", **data)
 
             try:
                 result = await node.call_tool(action.tool, arguments, on_progress=progress)
@@ -287,6 +320,31 @@ class Gateway:
                 return ActionResponse(action=action, error=span.error)
             span.output = result_data(result)
             return ActionResponse(action=action, data=span.output)
+
+    async def _run_agent_tool(
+        self, action: Action, arguments: Mapping[str, Any], context: RunContext, parent_id: str
+    ) -> ActionResponse:
+        inner = self.agents[action.node]
+        if inner.name in context.chain:
+            cycle = " -> ".join((*context.chain, inner.name))
+            return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
+        if len(context.chain) >= self.max_depth:
+            chain = " -> ".join((*context.chain, inner.name))
+            return ActionResponse(
+                action=action,
+                error=f"agent depth limit ({self.max_depth}) reached: {chain}",
+            )
+        prompt = arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ActionResponse(action=action, error="`prompt` must be a non-empty string")
+        state = RunState(
+            run_id=context.tracer.run_id, agent=inner.name, items=[AgentItem(prompt=prompt)]
+        )
+        outcome = await self._drive(inner, state, context, parent_id)
+        item = outcome.items[0]
+        if item.error is not None:
+            return ActionResponse(action=action, error=item.error, usage=outcome.usage)
+        return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 
     def _agent(self, name: str) -> AgentSpec:
         try:
@@ -304,6 +362,20 @@ def _definition(tool: Tool) -> ToolDefinition:
         input_schema=schema,
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
+    )
+
+
+def _agent_tool(spec: AgentSpec) -> Tool:
+    return Tool(
+        name=spec.name,
+        description=spec.description or f"Ask the {spec.name} agent.",
+        input_schema={
+            "type": "object",
+            "properties": {"prompt": {"type": "string", "description": "What to ask the agent"}},
+            "required": ["prompt"],
+        },
+        source_node=spec.name,
+        is_from_toolkit=False,
     )
 
 

@@ -1,0 +1,170 @@
+"""Agents as tools of other agents, resolved in place inside the outer run."""
+
+from __future__ import annotations
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage, Usage
+from gateway import AgentSpec, Gateway, TraceEvent
+from gateway.app import open_gateway
+from gateway.config import parse_config
+from toolkits import FunctionToolkit, calculator, function_tool
+
+pytestmark = pytest.mark.anyio
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    async def __call__(self, event: TraceEvent) -> None:
+        self.events.append(event)
+
+    def starts(self) -> list[TraceEvent]:
+        return [e for e in self.events if e.phase == "start"]
+
+    def path_to(self, event: TraceEvent) -> list[str]:
+        by_id = {e.id: e for e in self.starts()}
+        path: list[str] = []
+        current: TraceEvent | None = event
+        while current is not None:
+            path.append(f"{current.kind}:{current.name}")
+            current = by_id.get(current.parent_id or "")
+        return path[::-1]
+
+
+def three_levels() -> tuple[Gateway, list[ScriptedModel]]:
+    top = ScriptedModel([call("research", prompt="How much are 17 shirts at 25?"), "425 dollars."])
+    middle = ScriptedModel([call("math", prompt="17 * 25"), "They cost 425."])
+    bottom = ScriptedModel([call("calculator", expression="17 * 25"), "425"])
+    agents = [
+        AgentSpec(name="assistant", model=top, tools=["research"]),
+        AgentSpec(name="research", model=middle, tools=["math"], description="Researches."),
+        AgentSpec(name="math", model=bottom, tools=["calculator"]),
+    ]
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], agents)
+    return gateway, [top, middle, bottom]
+
+
+async def test_three_levels_of_agents_answer_and_trace_as_a_tree() -> None:
+    gateway, (top, middle, _) = three_levels()
+    recorder = Recorder()
+    result = await gateway.run("assistant", "shirts?", hooks=[recorder])
+
+    assert result.output == "425 dollars."
+    assert [m.content for m in middle.calls[1][0] if isinstance(m, ToolMessage)] == ["425"]
+    assert [m.content for m in top.calls[1][0] if isinstance(m, ToolMessage)] == ["They cost 425."]
+    calculator_start = next(e for e in recorder.starts() if e.name == "calculator")
+    assert recorder.path_to(calculator_start) == [
+        "run:assistant", "agent:assistant", "tool:research", "agent:research",
+        "tool:math", "agent:math", "tool:calculator",
+    ]  # fmt: skip
+    outer_agent = [e for e in recorder.events if e.kind == "agent" and e.name == "assistant"]
+    assert [e.phase for e in outer_agent] == ["start", "end"]
+    assert {e.run_id for e in recorder.events} == {result.run_id}
+
+
+async def test_usage_of_every_inner_model_call_rolls_up_into_the_outer_run() -> None:
+    gateway, _ = three_levels()
+    recorder = Recorder()
+    result = await gateway.run("assistant", "shirts?", hooks=[recorder])
+    model_ends = [e for e in recorder.events if e.kind == "model" and e.phase == "end"]
+    assert len(model_ends) == 6
+    total = Usage()
+    for event in model_ends:
+        assert isinstance(event.output, dict)
+        usage = event.output["usage"]
+        assert isinstance(usage, dict)
+        total += Usage.model_validate(usage)
+    assert result.usage == total
+    assert result.usage.requests == 6
+
+
+async def test_an_agent_cycle_is_refused_with_a_clear_observation() -> None:
+    a = ScriptedModel([call("b", prompt="ask a"), "a gave up"])
+    b = ScriptedModel([call("a", prompt="back to a"), "b gave up"])
+    gateway = Gateway([], [AgentSpec("a", a, tools=["b"]), AgentSpec("b", b, tools=["a"])])
+    result = await gateway.run("a", "loop?")
+    assert result.output == "a gave up"
+    refused = next(m for m in b.calls[1][0] if isinstance(m, ToolMessage))
+    assert refused.content == "Error: agent cycle refused: a -> b -> a"
+
+
+async def test_the_depth_limit_is_enforced() -> None:
+    gateway, (_, middle, bottom) = three_levels()
+    gateway.max_depth = 2
+    result = await gateway.run("assistant", "shirts?")
+    assert result.error is None
+    refused = next(m for m in middle.calls[1][0] if isinstance(m, ToolMessage))
+    assert refused.content == "Error: agent depth limit (2) reached: assistant -> research -> math"
+    assert bottom.calls == []
+
+
+async def test_cancelling_the_outer_run_cancels_the_inner_tool_call() -> None:
+    started, cancelled = anyio.Event(), anyio.Event()
+
+    @function_tool
+    async def wait_forever() -> str:
+        """Never returns on its own."""
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            cancelled.set()
+        return "unreachable"
+
+    outer = ScriptedModel([call("inner", prompt="wait")])
+    inner = ScriptedModel([call("wait_forever")])
+    gateway = Gateway(
+        [FunctionToolkit("waiter", [wait_forever])],
+        [AgentSpec("outer", outer, tools=["inner"]), AgentSpec("inner", inner, tools=["waiter"])],
+    )
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gateway.run, "outer", "go")
+            await started.wait()
+            tg.cancel_scope.cancel()
+        await cancelled.wait()
+    assert cancelled.is_set()
+
+
+async def test_a_token_budget_stops_the_whole_tree_cleanly() -> None:
+    outer = ScriptedModel([call("inner", prompt="count " * 20), "never reached"])
+    inner = ScriptedModel([call("calculator", expression="1 + 1"), "two"])
+    agents = [
+        AgentSpec("outer", outer, tools=["inner"], token_budget=30),
+        AgentSpec("inner", inner, tools=["calculator"]),
+    ]
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], agents)
+    result = await gateway.run("outer", "go")
+    assert result.output is None
+    assert result.error is not None
+    assert result.error.startswith("Token budget (30) exceeded")
+    assert len(inner.calls) == 1  # the inner agent stopped before its second model call
+    assert len(outer.calls) == 1
+    assert result.usage.total_tokens >= 30
+    assert result.items[0].steps is not None
+    assert result.items[0].steps[0].observation.startswith("Error: Token budget (30) exceeded")
+
+
+async def test_config_agents_listed_as_tools_become_agent_tools() -> None:
+    config = parse_config(
+        {
+            "tools": {"calculator": {"builtin": "calculator"}},
+            "agents": {
+                "researcher": {"tools": ["math"]},
+                "math": {"tools": ["calculator"], "description": "Does arithmetic."},
+            },
+        }
+    )
+    async with open_gateway(config) as gateway:
+        tools = await gateway.tools_for(gateway.agents["researcher"])
+    assert list(tools) == ["math"]
+    assert tools["math"].description == "Does arithmetic."
+    assert tools["math"].input_schema["required"] == ["prompt"]
