@@ -163,7 +163,7 @@ def load_config(path: str | Path | None = None) -> Config:
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         kind = "JSON" if path.suffix == ".json" else "TOML"
         raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    return parse_config(data, source=str(path))
+    return _relative_to(parse_config(data, source=str(path)), path.parent)
 
 
 def parse_config(data: Any, *, source: str = "config") -> Config:
@@ -177,6 +177,28 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def _relative_to(config: Config, base: Path) -> Config:
+    """Paths in a config file (script files of `scripted:` models) are relative to the file."""
+
+    def resolve(spec: str) -> str:
+        kind, _, rest = spec.partition(":")
+        if kind != "scripted" or not rest or Path(rest).is_absolute():
+            return spec
+        return f"scripted:{base / rest}"
+
+    agents = {
+        name: agent.model_copy(
+            update={
+                "model": [resolve(m) for m in agent.model]
+                if isinstance(agent.model, list)
+                else agent.model and resolve(agent.model)
+            }
+        )
+        for name, agent in config.agents.items()
+    }
+    return config.model_copy(update={"agents": agents})
 
 
 def _describe(exc: ValidationError) -> str:

@@ -108,10 +108,11 @@ def _real(value: object) -> Number:
 
 
 def _format(value: Number) -> str:
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
-        return str(int(value))
     if isinstance(value, float):
-        return repr(round(value, 12))
+        value = round(value, 12)  # 17 * 25 * 1.08 is 459.00000000000006 in binary floating point
+        if value.is_integer() and abs(value) < 1e16:
+            return str(int(value))
+        return repr(value)
     return str(value)
 
 

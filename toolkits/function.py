@@ -12,7 +12,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, cast, get_type_hints
+from typing import Any, cast, get_type_hints, overload
 
 import anyio.to_thread
 from mcp_types import CallToolResult, TextContent
@@ -56,12 +56,24 @@ class FunctionTool:
         return _result(value)
 
 
+@overload
+def function_tool(
+    function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+) -> FunctionTool: ...
+
+
+@overload
+def function_tool(
+    function: None = None, *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
 def function_tool(
     function: Callable[..., Any] | None = None,
     *,
     name: str | None = None,
     description: str | None = None,
-) -> Any:
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options."""
 
     def wrap(fn: Callable[..., Any]) -> FunctionTool:

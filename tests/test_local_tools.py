@@ -1,0 +1,119 @@
+"""Local Python tools: schemas from signatures, validation, routing, and the calculator."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from toolkits import (
+    FunctionToolkit,
+    UnknownTool,
+    calculator,
+    function_tool,
+    result_text,
+    split_routed_input,
+)
+from toolkits.calculator import CalculatorError, evaluate
+
+pytestmark = pytest.mark.anyio
+
+
+@function_tool
+def weather(city: str, days: int = 1, tool: str = "thermometer") -> dict[str, object]:
+    """Forecast for a city.
+
+    Second paragraph of the docs.
+    """
+    return {"city": city, "days": days, "tool": tool, "thread": threading.current_thread().name}
+
+
+@function_tool(name="add", description="Adds.")
+async def add_numbers(a: float, b: float) -> float:
+    return a + b
+
+
+async def test_schema_and_description_come_from_the_signature() -> None:
+    assert weather.description.startswith("Forecast for a city.\n\nSecond paragraph")
+    schema = weather.input_schema
+    assert schema["required"] == ["city"]
+    assert schema["properties"]["days"] == {"default": 1, "title": "Days", "type": "integer"}
+    assert schema["additionalProperties"] is False
+    assert add_numbers.name == "add"
+    assert add_numbers.description == "Adds."
+
+
+async def test_sync_functions_run_off_the_event_loop_and_dicts_stay_structured() -> None:
+    result = await weather({"city": "Oslo", "days": "3"})
+    assert not result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["days"] == 3
+    assert result.structured_content["thread"] != threading.current_thread().name
+
+
+async def test_invalid_arguments_are_an_error_result_naming_the_field() -> None:
+    result = await weather({"days": "many"})
+    assert result.is_error
+    text = result_text(result)
+    assert "city: Field required" in text
+    assert "days: Input should be a valid integer" in text
+    assert (await weather({"city": "x", "color": "red"})).is_error
+
+
+async def test_one_function_is_a_plain_tool_several_are_a_routed_toolkit() -> None:
+    single = await FunctionToolkit("weather", [weather]).list_tools()
+    assert [(t.name, t.is_from_toolkit) for t in single] == [("weather", False)]
+    # A plain tool keeps an argument that happens to be called "tool".
+    assert split_routed_input(single[0], {"city": "x", "tool": "barometer"}) == {
+        "city": "x",
+        "tool": "barometer",
+    }
+    kit = FunctionToolkit("kit", [weather, add_numbers])
+    listed = await kit.list_tools()
+    assert all(t.is_from_toolkit and t.source_node == "kit" for t in listed)
+    routed = split_routed_input(listed[1], {"a": 1, "b": 2, "tool": "add"})
+    assert routed == {"a": 1, "b": 2}
+    result = await kit.call_tool("add", routed)
+    assert result.structured_content == {"response": 3.0}
+    with pytest.raises(UnknownTool):
+        await kit.call_tool("subtract", {})
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("17 * 25", "425"),
+        ("2 ^ 10", "1024"),
+        ("(1 + 2) * -3", "-9"),
+        ("7 // 2 + 7 % 2", "4"),
+        ("sqrt(16) + abs(-1)", "5"),
+        ("17 * 25 * 1.08", "459"),
+        ("0.1 + 0.2", "0.3"),
+        ("round(pi, 2)", "3.14"),
+        ("max(1, 5, 3)", "5"),
+    ],
+)
+async def test_calculator_evaluates_arithmetic(expression: str, value: str) -> None:
+    result = await calculator({"expression": expression})
+    assert result.structured_content == {"response": value}
+
+
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        ("__import__('os').system('true')", "unsupported"),
+        ("open('/etc/passwd')", "unsupported"),
+        ("(1).__class__", "unsupported"),
+        ("9 ** 9 ** 9", "too large"),
+        ("10 ** 900 * 10 ** 900", "too large"),
+        ("1 / 0", "division by zero"),
+        ("(-8) ** 0.5", "not a real number"),
+        ("sqrt(-1)", "math domain error"),
+        ("True + 1", "booleans"),
+        ("1 +", "not an arithmetic expression"),
+        ("1" * 2000, "longer than"),
+    ],
+)
+def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, problem: str) -> None:
+    with pytest.raises(CalculatorError, match=problem):
+        evaluate(expression)
