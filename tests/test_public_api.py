@@ -1,0 +1,43 @@
+"""Each package exports exactly what it means to, and the layers stay apart."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "agent": {"gateway", "toolkits", "mcp", "mcp_types"},
+    "toolkits": {"gateway", "agent"},
+}
+
+
+@pytest.mark.parametrize("package", ["agent", "toolkits", "gateway"])
+def test_all_is_sorted_and_every_name_resolves(package: str) -> None:
+    module = importlib.import_module(package)
+    exported: list[str] = module.__all__
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))
+    assert len(set(exported)) == len(exported)
+    for name in exported:
+        assert getattr(module, name, None) is not None, f"{package}.{name} is missing"
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_layers_do_not_import_upwards(package: str) -> None:
+    offenders: list[str] = []
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(ROOT)}: {n}"
+                for n in names
+                if n.split(".")[0] in FORBIDDEN[package]
+            ]
+    assert offenders == []
