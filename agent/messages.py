@@ -37,7 +37,7 @@ class Usage(_Frozen):
     requests: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
+        return Usage.model_construct(  # both sides are valid already: skip re-validation
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             cached_tokens=self.cached_tokens + other.cached_tokens,

@@ -99,6 +99,8 @@ class Tracer:
         self, kind: Kind, name: str, parent_id: str | None, phase: Phase = "note", **data: JsonValue
     ) -> None:
         """A point event (progress, a fallback) under `parent_id`."""
+        if not self.hooks:
+            return
         await self.emit(
             TraceEvent(
                 kind=kind,
@@ -140,6 +142,9 @@ class Tracer:
                 error=error,
             )
 
+        if not self.hooks:  # nobody listens: skip building events on the hot path
+            yield span
+            return
         await self.emit(event("start"))
         try:
             yield span

@@ -116,7 +116,7 @@ def _format(value: Number) -> str:
     return str(value)
 
 
-@function_tool(name="calculator")
+@function_tool(name="calculator", blocking=False)  # bounded, pure CPU: no thread needed
 def _calculator(expression: str) -> str:
     """Evaluate an arithmetic expression, e.g. "17 * 25" or "sqrt(2) * (3 + 4)".
 

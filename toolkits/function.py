@@ -32,6 +32,8 @@ class FunctionTool:
     description: str
     function: Callable[..., Any]
     arguments: type[BaseModel]
+    blocking: bool = True
+    """Run a plain function in a worker thread; False for quick pure functions (saves ~150 us)."""
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -48,9 +50,11 @@ class FunctionTool:
         try:
             if inspect.iscoroutinefunction(self.function):
                 value = await cast(Callable[..., Awaitable[Any]], self.function)(**kwargs)
-            else:
+            elif self.blocking:
                 # A plain function may block: keep it off the event loop.
                 value = await anyio.to_thread.run_sync(partial(self.function, **kwargs))
+            else:
+                value = self.function(**kwargs)
         except Exception as exc:
             return error_result(f"{type(exc).__name__}: {exc}")
         return _result(value)
@@ -58,13 +62,21 @@ class FunctionTool:
 
 @overload
 def function_tool(
-    function: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    function: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    blocking: bool = True,
 ) -> FunctionTool: ...
 
 
 @overload
 def function_tool(
-    function: None = None, *, name: str | None = None, description: str | None = None
+    function: None = None,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    blocking: bool = True,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -73,6 +85,7 @@ def function_tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    blocking: bool = True,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options."""
 
@@ -82,6 +95,7 @@ def function_tool(
             description=description or inspect.cleandoc(fn.__doc__ or ""),
             function=fn,
             arguments=_arguments_model(fn),
+            blocking=blocking,
         )
 
     return wrap(function) if function is not None else wrap
