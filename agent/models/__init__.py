@@ -1,0 +1,33 @@
+"""Real model providers behind the `ChatModel` protocol, and a spec parser to pick one.
+
+Every provider is a small module over shared plumbing (`_http`: one pooled `httpx` client,
+retries with backoff and `Retry-After`, SSE, errors from `agent.errors`). A provider writes
+its own id into `AssistantMessage.provider` and its wire payload into `raw` (always with
+`raw["model"]`, the answering model's name), and replays `raw` only to itself.
+"""
+
+from ._http import new_http_client, shared_http_client
+from .anthropic import AnthropicModel
+from .fallback import FallbackCallback, FallbackModel
+from .gemini import GeminiModel
+from .openai import OpenAICompatibleModel, OpenAIModel
+from .retry import RetryPolicy
+from .settings import ModelSettings
+from .spec import SPEC_FORMS, model_from_spec
+from .text_tool_calls import parse_text_tool_calls
+
+__all__ = [
+    "SPEC_FORMS",
+    "AnthropicModel",
+    "FallbackCallback",
+    "FallbackModel",
+    "GeminiModel",
+    "ModelSettings",
+    "OpenAICompatibleModel",
+    "OpenAIModel",
+    "RetryPolicy",
+    "model_from_spec",
+    "new_http_client",
+    "parse_text_tool_calls",
+    "shared_http_client",
+]

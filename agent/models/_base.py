@@ -1,0 +1,108 @@
+"""The shape every HTTP provider shares: build a request, post it, read one or many answers.
+
+A provider supplies three things: the request for a conversation, the parser for a whole
+answer, and a stream assembler that rebuilds that same whole answer from events, so both paths
+end in the same `AssistantMessage`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..messages import AssistantMessage, ChatMessage, ToolDefinition
+from ..model import TokenCallback
+from ._http import ProviderHTTP
+from ._json import JSONObject
+from ._sse import SSEEvent
+from .settings import ModelSettings
+
+
+@dataclass(frozen=True, slots=True)
+class HTTPRequest:
+    url: str
+    body: JSONObject
+    headers: dict[str, str]
+
+
+class StreamAssembler(Protocol):
+    def feed(self, event: SSEEvent) -> str:
+        """Take one event; return the text delta it carried ("" if none).
+
+        Raises `ModelError` when the event reports a failure.
+        """
+        ...
+
+    def finish(self) -> AssistantMessage:
+        """The whole answer, exactly as the non-streaming path would have returned it."""
+        ...
+
+
+class HTTPChatModel(ABC):
+    """A `ChatModel` over one provider's HTTP API. Its repr shows the name, never the key."""
+
+    def __init__(
+        self, *, name: str, provider: str, http: ProviderHTTP, settings: ModelSettings
+    ) -> None:
+        self._name = name
+        self._provider = provider
+        self._http = http
+        self._settings = settings
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def provider(self) -> str:
+        """The id this model writes into `AssistantMessage.provider`."""
+        return self._provider
+
+    @property
+    def settings(self) -> ModelSettings:
+        return self._settings
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self._name!r})"
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        """Answer `messages`; raises `ModelError` (see `agent.errors`) when the provider fails."""
+        stream = self._settings.wants_stream(on_token is not None)
+        request = self._request(messages, tools, stream=stream)
+        body = {**request.body, **self._settings.extra_body}
+        if not stream:
+            data = await self._http.post_json(request.url, body, request.headers)
+            return self._parse(data, tools)
+        assembler = self._assembler(tools)
+
+        async def on_event(event: SSEEvent) -> None:
+            delta = assembler.feed(event)
+            if delta and on_token is not None:
+                await on_token(delta)
+
+        await self._http.post_sse(request.url, body, request.headers, on_event)
+        return assembler.finish()
+
+    def _replayable(self, message: AssistantMessage) -> bool:
+        """Whether `message.raw` came from this provider and may be sent back verbatim."""
+        return message.provider == self._provider and isinstance(message.raw, dict)
+
+    @abstractmethod
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
+    ) -> HTTPRequest: ...
+
+    @abstractmethod
+    def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
+        """The message in a whole (non-streamed) answer; raises `ModelResponseError`."""
+
+    @abstractmethod
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> StreamAssembler: ...

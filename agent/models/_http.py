@@ -1,0 +1,215 @@
+"""Sending one request to a provider: the shared client, retries, SSE, and error mapping.
+
+Every provider module builds a JSON body and reads a JSON answer; everything between (status
+codes, `Retry-After`, connection failures, event streams, the provider's error text, keeping
+API keys out of messages) lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import httpx
+
+from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError
+from ._json import is_arr, is_obj
+from ._sse import SSEDecoder, SSEEvent
+from .retry import RetryPolicy, parse_retry_after
+
+__all__ = ["ProviderHTTP", "Secret", "new_http_client", "public_url", "shared_http_client"]
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
+"""Reads may be long: a reasoning model can think for minutes before its first byte."""
+
+_shared_client: httpx.AsyncClient | None = None
+
+
+def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
+    """A pooled client with bounded timeouts, suitable to share between all models."""
+    return httpx.AsyncClient(
+        timeout=timeout,
+        limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
+    )
+
+
+def shared_http_client() -> httpx.AsyncClient:
+    """The process-wide client used by models that were given none.
+
+    Long-lived applications should create their own with `new_http_client()`, pass it to every
+    model, and close it on shutdown; this one lives as long as the process.
+    """
+    global _shared_client
+    if _shared_client is None or _shared_client.is_closed:
+        _shared_client = new_http_client()
+    return _shared_client
+
+
+class Secret:
+    """An API key that never shows itself in a repr, str or f-string."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+
+def public_url(url: str) -> str:
+    """`url` without user info, query or fragment: safe for names, traces and messages."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port is not None else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class ProviderHTTP:
+    """POSTs JSON to one provider with retries, and turns every failure into a `ModelError`.
+
+    `label` (the model's name) starts every error message; `secret` is scrubbed from them.
+    """
+
+    def __init__(
+        self,
+        *,
+        label: str,
+        provider: str,
+        client: httpx.AsyncClient | None,
+        retry: RetryPolicy,
+        secret: Secret | None,
+    ) -> None:
+        self._label = label
+        self._provider = provider
+        self._client = client
+        self._retry = retry
+        self._secret = secret
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        return self._client if self._client is not None else shared_http_client()
+
+    async def post_json(self, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
+        response = await self._send(url, body, headers, stream=False)
+        try:
+            return response.json()
+        except ValueError:
+            raise ModelResponseError(
+                self._redact(f"{self._label}: answer is not JSON: {response.text[:200]!r}")
+            ) from None
+
+    async def post_sse(
+        self,
+        url: str,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str],
+        on_event: Callable[[SSEEvent], Awaitable[None]],
+    ) -> None:
+        """POST and hand each server-sent event to `on_event`, in order, until the stream ends.
+
+        Only failures before the first byte are retried: after that the caller may already
+        have shown tokens, and a second answer would not continue the first.
+        """
+        response = await self._send(url, body, headers, stream=True)
+        decoder = SSEDecoder()
+        try:
+            async for line in response.aiter_lines():
+                event = decoder.feed(line)
+                if event is not None:
+                    await on_event(event)
+            event = decoder.flush()
+            if event is not None:
+                await on_event(event)
+        except httpx.RequestError as exc:
+            raise ModelConnectionError(
+                self._redact(f"{self._label}: stream broke: {type(exc).__name__}: {exc}")
+            ) from exc
+        finally:
+            with anyio.CancelScope(shield=True):  # return the connection even when cancelled
+                await response.aclose()
+
+    async def _send(
+        self, url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, stream: bool
+    ) -> httpx.Response:
+        policy = self._retry
+        client = self.client
+        attempt = 0
+        while True:
+            attempt += 1
+            last = attempt >= policy.max_attempts
+            try:
+                request = client.build_request("POST", url, json=body, headers=headers)
+                response = await client.send(request, stream=stream)
+            except httpx.RequestError as exc:
+                if last:
+                    raise ModelConnectionError(
+                        self._redact(
+                            f"{self._label}: cannot reach {public_url(url)} after {attempt} "
+                            f"attempts: {type(exc).__name__}: {exc}"
+                        )
+                    ) from exc
+                await policy.sleep(policy.backoff(attempt))
+                continue
+            if response.is_success:
+                return response
+            try:
+                await response.aread()  # the error body carries the provider's explanation
+            except httpx.RequestError:
+                pass  # the status alone will do
+            finally:
+                await response.aclose()
+            wait = parse_retry_after(response.headers, policy.now())
+            if (
+                not last
+                and policy.retryable_status(response.status_code)
+                and (wait is None or wait <= policy.max_retry_after)
+            ):
+                await policy.sleep(wait if wait is not None else policy.backoff(attempt))
+                continue
+            raise self._http_error(response)
+
+    def _http_error(self, response: httpx.Response) -> ModelHTTPError:
+        detail = self._redact(error_detail(response))
+        return ModelHTTPError(
+            f"{self._label}: HTTP {response.status_code}: {detail or response.reason_phrase}",
+            status_code=response.status_code,
+            provider=self._provider,
+            provider_message=detail or None,
+        )
+
+    def _redact(self, message: str) -> str:
+        if self._secret is not None and self._secret.reveal():
+            message = message.replace(self._secret.reveal(), "***")
+        return message
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The provider's own error text: `error.message` in OpenAI, Anthropic and Gemini bodies
+    (Gemini may wrap it in a list), `detail` from FastAPI-based servers, else the body text."""
+    try:
+        data: Any = response.json()
+    except httpx.ResponseNotRead:
+        return ""
+    except ValueError:
+        return response.text.strip()[:500]
+    if is_arr(data) and data:
+        data = data[0]
+    if is_obj(data):
+        error: Any = data.get("error", data)
+        if is_obj(error):
+            message: Any = error.get("message") or error.get("detail")
+            if isinstance(message, str):
+                return message[:2000]
+        if isinstance(error, str):
+            return error[:2000]
+    return response.text.strip()[:500]

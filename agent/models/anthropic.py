@@ -1,0 +1,251 @@
+"""Anthropic's Messages API (`anthropic:MODEL`).
+
+`AssistantMessage.raw` is `{"model": name, "content": [<content blocks>], "stop_reason": ...}`:
+the blocks exactly as Anthropic sent them, `thinking` (with `signature`) and
+`redacted_thinking` included, and a streamed answer is rebuilt into the same blocks. When a
+conversation comes back to Anthropic, an assistant message it wrote is sent as those blocks,
+so extended thinking with tool use keeps its signatures and the next call does not fail.
+
+Usage: `input_tokens` counts every prompt token, cache reads and writes included;
+`cached_tokens` is the cache reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import ModelConfigError, ModelResponseError
+from ..messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._base import HTTPChatModel, HTTPRequest
+from ._http import ProviderHTTP, Secret
+from ._json import JSONObject, arr, count, is_arr, is_obj, new_call_id, obj, text, tool_call
+from ._sse import SSEEvent
+from .retry import RetryPolicy
+from .schema import anthropic_input_schema
+from .settings import ModelSettings
+
+__all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
+
+ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+"""Anthropic requires `max_tokens`; this is used when the settings give none."""
+
+
+class AnthropicModel(HTTPChatModel):
+    """Claude through the Messages API, with tools, streaming and extended thinking."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str = ANTHROPIC_BASE_URL,
+        http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if not api_key:
+            raise ModelConfigError("anthropic needs an API key (ANTHROPIC_API_KEY)")
+        name = f"anthropic:{model}"
+        self._secret = Secret(api_key)
+        super().__init__(
+            name=name,
+            provider="anthropic",
+            http=ProviderHTTP(
+                label=name,
+                provider="anthropic",
+                client=http_client,
+                retry=retry or RetryPolicy(),
+                secret=self._secret,
+            ),
+            settings=settings or ModelSettings(),
+        )
+        self._model = model
+        self._url = base_url.rstrip("/") + "/messages"
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
+    ) -> HTTPRequest:
+        body: JSONObject = {
+            "model": self._model,
+            "max_tokens": self._settings.max_tokens or DEFAULT_MAX_TOKENS,
+            "messages": self._wire_messages(messages),
+        }
+        system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = [
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": anthropic_input_schema(tool.input_schema),
+                }
+                for tool in tools
+            ]
+        if self._settings.temperature is not None:
+            body["temperature"] = self._settings.temperature
+        if stream:
+            body["stream"] = True
+        headers = {"x-api-key": self._secret.reveal(), "anthropic-version": ANTHROPIC_VERSION}
+        return HTTPRequest(url=self._url, body=body, headers=headers)
+
+    def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+        """Anthropic alternates user and assistant turns: tool results are user content, and
+        consecutive messages of one role become one turn (tool results first, as required)."""
+        wire: list[JSONObject] = []
+
+        def add(role: str, blocks: list[Any]) -> None:
+            if not blocks:
+                return  # empty text blocks are rejected; an empty turn is dropped
+            if wire and wire[-1]["role"] == role:
+                wire[-1]["content"].extend(blocks)
+            else:
+                wire.append({"role": role, "content": blocks})
+
+        for message in messages:
+            if isinstance(message, UserMessage):
+                add("user", [{"type": "text", "text": message.content}] if message.content else [])
+            elif isinstance(message, ToolMessage):
+                block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+                if message.content:
+                    block["content"] = message.content  # an empty text is rejected; none is not
+                add("user", [block])
+            elif isinstance(message, AssistantMessage):
+                add("assistant", self._assistant_blocks(message))
+        return wire
+
+    def _assistant_blocks(self, message: AssistantMessage) -> list[Any]:
+        if self._replayable(message):
+            original = obj(message.raw).get("content")
+            if is_arr(original):
+                return list(original)  # a copy: `add` may extend it
+        blocks: list[Any] = []
+        if message.content:
+            blocks.append({"type": "text", "text": message.content})
+        blocks.extend(
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            for call in message.tool_calls
+        )
+        return blocks
+
+    def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
+        body = obj(data)
+        if body.get("type") == "error":
+            raise ModelResponseError(f"{self.name}: {obj(body.get('error')).get('message')}")
+        return self._message(
+            arr(body.get("content")), body.get("stop_reason"), obj(body.get("usage"))
+        )
+
+    def _message(self, blocks: list[Any], stop_reason: Any, usage: JSONObject) -> AssistantMessage:
+        content = "".join(text(b.get("text")) for b in map(obj, blocks) if b.get("type") == "text")
+        calls = tuple(
+            tool_call(text(b.get("id")) or new_call_id(), text(b.get("name")), b.get("input"))
+            for b in map(obj, blocks)
+            if b.get("type") == "tool_use"
+        )
+        cache_read = count(usage.get("cache_read_input_tokens"))
+        return AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=count(usage.get("input_tokens"))
+                + cache_read
+                + count(usage.get("cache_creation_input_tokens")),
+                output_tokens=count(usage.get("output_tokens")),
+                cached_tokens=cache_read,
+                requests=1,
+            ),
+            provider=self._provider,
+            raw={"model": self.name, "content": blocks, "stop_reason": stop_reason},
+        )
+
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> _EventAssembler:
+        return _EventAssembler(label=self.name, build=self._message)
+
+
+@dataclass(slots=True)
+class _EventAssembler:
+    """Rebuilds the content blocks from `message_start` ... `message_stop` events."""
+
+    label: str
+    build: Callable[[list[Any], Any, JSONObject], AssistantMessage]
+    _blocks: dict[int, JSONObject] = field(default_factory=dict[int, JSONObject])
+    _json: dict[int, list[str]] = field(default_factory=dict[int, list[str]])
+    _usage: JSONObject = field(default_factory=dict[str, Any])
+    _stop_reason: Any = None
+
+    def feed(self, event: SSEEvent) -> str:
+        try:
+            data = obj(json.loads(event.data))
+        except ValueError:
+            raise ModelResponseError(f"{self.label}: unreadable stream event") from None
+        kind = data.get("type")
+        index = count(data.get("index"))
+        if kind == "message_start":
+            self._add_usage(obj(obj(data.get("message")).get("usage")))
+        elif kind == "content_block_start":
+            self._blocks[index] = dict(obj(data.get("content_block")))
+        elif kind == "content_block_delta":
+            return self._delta(index, obj(data.get("delta")))
+        elif kind == "content_block_stop":
+            self._close(index)
+        elif kind == "message_delta":
+            self._stop_reason = obj(data.get("delta")).get("stop_reason", self._stop_reason)
+            self._add_usage(obj(data.get("usage")))
+        elif kind == "error":
+            error = obj(data.get("error"))
+            raise ModelResponseError(
+                f"{self.label}: stream error: {error.get('type')}: {error.get('message')}"
+            )
+        return ""
+
+    def _delta(self, index: int, delta: JSONObject) -> str:
+        block = self._blocks.setdefault(index, {})
+        kind = delta.get("type")
+        if kind == "text_delta":
+            piece = text(delta.get("text"))
+            block["text"] = text(block.get("text")) + piece
+            return piece
+        if kind == "thinking_delta":
+            block["thinking"] = text(block.get("thinking")) + text(delta.get("thinking"))
+        elif kind == "signature_delta":
+            block["signature"] = text(block.get("signature")) + text(delta.get("signature"))
+        elif kind == "input_json_delta":
+            self._json.setdefault(index, []).append(text(delta.get("partial_json")))
+        elif kind == "citations_delta":
+            block["citations"] = [*arr(block.get("citations")), delta.get("citation")]
+        return ""
+
+    def _close(self, index: int) -> None:
+        pieces = self._json.pop(index, None)
+        if pieces is None:
+            return
+        source = "".join(pieces)
+        try:
+            value: Any = json.loads(source) if source.strip() else {}
+        except ValueError:
+            value = source  # kept as text: the tool call gets `invalid_arguments`
+        self._blocks[index]["input"] = value if is_obj(value) else source
+
+    def _add_usage(self, usage: JSONObject) -> None:
+        # `message_delta` repeats counts cumulatively; later non-null values win.
+        self._usage.update({k: v for k, v in usage.items() if v is not None})
+
+    def finish(self) -> AssistantMessage:
+        blocks: list[Any] = [self._blocks[i] for i in sorted(self._blocks)]
+        return self.build(blocks, self._stop_reason, self._usage)

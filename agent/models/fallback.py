@@ -1,0 +1,75 @@
+"""A `ChatModel` that tries its models in order until one answers."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from ..errors import AllModelsFailed, ModelConfigError, ModelError
+from ..messages import AssistantMessage, ChatMessage, ToolDefinition
+from ..model import ChatModel, TokenCallback
+from ._json import is_obj
+
+__all__ = ["FallbackCallback", "FallbackModel"]
+
+FallbackCallback = Callable[[str, ModelError, str], Awaitable[None]]
+"""`on_fallback(failed_name, error, next_name)`: a model failed and the next one is tried."""
+
+
+class FallbackModel:
+    """Tries each model in turn; a `ModelError` (raised after that model's own retries) moves
+    the call to the next model. Cancellation and other exceptions are not caught.
+
+    The answer records who gave it: `raw["model"]` holds the answering model's name (the HTTP
+    providers always set it; for others it is added when `raw` is a dict or None). Each
+    provider replays only raw payloads whose `AssistantMessage.provider` is its own, so a
+    conversation can move between providers mid-run. Tokens a failing model already streamed
+    to `on_token` are not taken back: the next model's tokens follow them.
+    """
+
+    def __init__(
+        self, models: Sequence[ChatModel], *, on_fallback: FallbackCallback | None = None
+    ) -> None:
+        if not models:
+            raise ModelConfigError("FallbackModel needs at least one model")
+        self._models = tuple(models)
+        self._on_fallback = on_fallback
+
+    @property
+    def name(self) -> str:
+        return f"fallback({', '.join(model.name for model in self._models)})"
+
+    @property
+    def models(self) -> tuple[ChatModel, ...]:
+        return self._models
+
+    def __repr__(self) -> str:
+        return f"FallbackModel(name={self.name!r})"
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        """Raises `AllModelsFailed` (a `ModelError`) with every model's error when none answers."""
+        failures: list[tuple[str, ModelError]] = []
+        for position, model in enumerate(self._models):
+            try:
+                answer = await model.invoke(messages, tools, on_token=on_token)
+            except ModelError as error:
+                failures.append((model.name, error))
+                following = self._models[position + 1 :]
+                if following and self._on_fallback is not None:
+                    await self._on_fallback(model.name, error, following[0].name)
+                continue
+            return _signed(answer, model.name)
+        raise AllModelsFailed(failures)
+
+
+def _signed(answer: AssistantMessage, name: str) -> AssistantMessage:
+    if answer.raw is None:
+        return answer.model_copy(update={"raw": {"model": name}})
+    if is_obj(answer.raw) and "model" not in answer.raw:
+        return answer.model_copy(update={"raw": {**answer.raw, "model": name}})
+    return answer

@@ -1,0 +1,257 @@
+"""Google's Gemini API: `generateContent` and `streamGenerateContent` (`gemini:MODEL`).
+
+`AssistantMessage.raw` is `{"model": name, "parts": [<content parts>], "finish_reason": ...}`:
+the parts as Gemini sent them, `thoughtSignature` on function-call and text parts and `thought`
+summaries included (streamed text fragments are joined where no signature sits between them).
+When the conversation comes back to Gemini, a model turn it wrote is sent as those parts, so
+thinking models get their signatures back and do not answer 400.
+
+Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
+function response carries an `id` only when Gemini gave one.
+
+Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
+`reasoning_tokens` the thoughts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from ..errors import ModelConfigError, ModelResponseError
+from ..messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._base import HTTPChatModel, HTTPRequest
+from ._http import ProviderHTTP, Secret
+from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, text, tool_call
+from ._sse import SSEEvent
+from .retry import RetryPolicy
+from .schema import gemini_parameters
+from .settings import ModelSettings
+
+__all__ = ["GEMINI_BASE_URL", "GeminiModel"]
+
+GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+
+
+class GeminiModel(HTTPChatModel):
+    """Gemini with function calling, streaming and thought signatures."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str,
+        base_url: str = GEMINI_BASE_URL,
+        http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        if not api_key:
+            raise ModelConfigError("gemini needs an API key (GEMINI_API_KEY)")
+        model = model.removeprefix("models/")
+        name = f"gemini:{model}"
+        self._secret = Secret(api_key)
+        super().__init__(
+            name=name,
+            provider="gemini",
+            http=ProviderHTTP(
+                label=name,
+                provider="gemini",
+                client=http_client,
+                retry=retry or RetryPolicy(),
+                secret=self._secret,
+            ),
+            settings=settings or ModelSettings(),
+        )
+        # The key travels in a header, never in the URL, so no URL can leak it.
+        self._url = f"{base_url.rstrip('/')}/models/{model}"
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
+    ) -> HTTPRequest:
+        body: JSONObject = {"contents": self._wire_contents(messages)}
+        system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+        if system:
+            body["systemInstruction"] = {"parts": [{"text": system}]}
+        if tools:
+            body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in tools]}]
+        config: JSONObject = {}
+        if self._settings.max_tokens is not None:
+            config["maxOutputTokens"] = self._settings.max_tokens
+        if self._settings.temperature is not None:
+            config["temperature"] = self._settings.temperature
+        if config:
+            body["generationConfig"] = config
+        url = (
+            f"{self._url}:streamGenerateContent?alt=sse"
+            if stream
+            else f"{self._url}:generateContent"
+        )
+        return HTTPRequest(url=url, body=body, headers={"x-goog-api-key": self._secret.reveal()})
+
+    def _wire_contents(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+        """Consecutive messages of one role become one turn: all function responses to a model
+        turn must arrive together in the next user turn."""
+        contents: list[JSONObject] = []
+        gemini_ids: set[str] = set()
+
+        def add(role: str, parts: list[Any]) -> None:
+            if not parts:
+                return
+            if contents and contents[-1]["role"] == role:
+                contents[-1]["parts"].extend(parts)
+            else:
+                contents.append({"role": role, "parts": parts})
+
+        for message in messages:
+            if isinstance(message, UserMessage):
+                add("user", [{"text": message.content}] if message.content else [])
+            elif isinstance(message, ToolMessage):
+                response: JSONObject = {
+                    "name": message.name,
+                    "response": {"result": message.content},
+                }
+                if message.tool_call_id in gemini_ids:
+                    response["id"] = message.tool_call_id
+                add("user", [{"functionResponse": response}])
+            elif isinstance(message, AssistantMessage):
+                parts = self._model_parts(message)
+                ids = (text(obj(obj(part).get("functionCall")).get("id")) for part in parts)
+                gemini_ids.update(i for i in ids if i)
+                add("model", parts)
+        return contents
+
+    def _model_parts(self, message: AssistantMessage) -> list[Any]:
+        if self._replayable(message):
+            original = obj(message.raw).get("parts")
+            if is_arr(original):
+                return list(original)  # a copy: `add` may extend it
+        parts: list[Any] = [{"text": message.content}] if message.content else []
+        parts.extend(
+            {"functionCall": {"name": call.name, "args": call.arguments}}
+            for call in message.tool_calls
+        )
+        return parts
+
+    def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
+        body = obj(arr(data)[0] if is_arr(data) and data else data)
+        candidates = arr(body.get("candidates"))
+        if not candidates:
+            raise _refusal(self.name, body)
+        candidate = obj(candidates[0])
+        parts = arr(obj(candidate.get("content")).get("parts"))
+        return self._message(parts, candidate.get("finishReason"), obj(body.get("usageMetadata")))
+
+    def _message(self, parts: list[Any], finish_reason: Any, usage: JSONObject) -> AssistantMessage:
+        content = "".join(
+            text(p.get("text")) for p in map(obj, parts) if "text" in p and not p.get("thought")
+        )
+        calls = tuple(
+            tool_call(
+                text(obj(p["functionCall"]).get("id")) or new_call_id(),
+                text(obj(p["functionCall"]).get("name")),
+                obj(p["functionCall"]).get("args"),
+            )
+            for p in map(obj, parts)
+            if "functionCall" in p
+        )
+        thoughts = count(usage.get("thoughtsTokenCount"))
+        return AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            usage=Usage(
+                input_tokens=count(usage.get("promptTokenCount")),
+                output_tokens=count(usage.get("candidatesTokenCount")) + thoughts,
+                cached_tokens=count(usage.get("cachedContentTokenCount")),
+                reasoning_tokens=thoughts,
+                requests=1,
+            ),
+            provider=self._provider,
+            raw={"model": self.name, "parts": parts, "finish_reason": finish_reason},
+        )
+
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
+        return _ChunkAssembler(label=self.name, build=self._message)
+
+
+def _declaration(tool: ToolDefinition) -> JSONObject:
+    declaration: JSONObject = {"name": tool.name, "description": tool.description}
+    parameters = gemini_parameters(tool.input_schema)
+    if parameters is not None:
+        declaration["parameters"] = parameters
+    return declaration
+
+
+def _refusal(label: str, body: JSONObject) -> ModelResponseError:
+    reason = obj(body.get("promptFeedback")).get("blockReason")
+    if reason:
+        return ModelResponseError(f"{label}: the prompt was blocked ({reason})")
+    return ModelResponseError(f"{label}: no candidates in the answer")
+
+
+def _plain_text(part: JSONObject) -> bool:
+    return isinstance(part.get("text"), str) and part.keys() <= {"text", "thought"}
+
+
+@dataclass(slots=True)
+class _ChunkAssembler:
+    """Rebuilds the candidate's parts from `streamGenerateContent?alt=sse` chunks."""
+
+    label: str
+    build: Callable[[list[Any], Any, JSONObject], AssistantMessage]
+    _parts: list[JSONObject] = field(default_factory=list[JSONObject])
+    _finish_reason: Any = None
+    _usage: JSONObject = field(default_factory=dict[str, Any])
+    _last: JSONObject = field(default_factory=dict[str, Any])
+    _seen_candidate: bool = False
+
+    def feed(self, event: SSEEvent) -> str:
+        try:
+            chunk = obj(json.loads(event.data))
+        except ValueError:
+            raise ModelResponseError(f"{self.label}: unreadable stream event") from None
+        if "error" in chunk:
+            raise ModelResponseError(
+                f"{self.label}: stream error: {obj(chunk['error']).get('message')}"
+            )
+        self._last = chunk
+        if chunk.get("usageMetadata"):
+            self._usage = obj(chunk["usageMetadata"])
+        delta = ""
+        for candidate in map(obj, arr(chunk.get("candidates"))[:1]):
+            self._seen_candidate = True
+            self._finish_reason = candidate.get("finishReason", self._finish_reason)
+            for part in map(obj, arr(obj(candidate.get("content")).get("parts"))):
+                if "text" in part and not part.get("thought"):
+                    delta += text(part.get("text"))
+                self._append(dict(part))
+        return delta
+
+    def _append(self, part: JSONObject) -> None:
+        previous = self._parts[-1] if self._parts else None
+        if (
+            previous is not None
+            and _plain_text(part)
+            and _plain_text(previous)
+            and bool(part.get("thought")) == bool(previous.get("thought"))
+        ):
+            previous["text"] = text(previous["text"]) + text(part["text"])
+        else:
+            self._parts.append(part)
+
+    def finish(self) -> AssistantMessage:
+        if not self._seen_candidate:
+            raise _refusal(self.label, self._last)
+        return self.build(list(self._parts), self._finish_reason, self._usage)

@@ -1,0 +1,352 @@
+"""OpenAI chat completions, and the many servers that speak it (`openai-compatible`).
+
+`OpenAICompatibleModel` differs from `OpenAIModel` only where real servers differ: the key is
+optional, assistant `content` beside tool calls is `""` (llama.cpp servers answer 500 on
+null), a call whose arguments were not JSON is sent back with `{}` (llama.cpp answers 500 to
+"Failed to parse tool call arguments as JSON"), `max_tokens` instead of
+`max_completion_tokens`, no strict tool schemas, and tool calls written as text in `content`
+are recovered (see `text_tool_calls`).
+
+`AssistantMessage.raw` is `{"model": name, "message": <the choice's message>, "finish_reason":
+...}`; a streamed answer is assembled into the same shape. Reasoning text (DeepSeek's and
+llama.cpp's `reasoning_content`, vLLM's `reasoning`) is sent back with its message when the
+conversation returns to the same provider.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from ..errors import ModelConfigError, ModelResponseError
+from ..messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from ._base import HTTPChatModel, HTTPRequest
+from ._http import ProviderHTTP, Secret, public_url
+from ._json import (
+    JSONObject,
+    arguments_text,
+    arr,
+    count,
+    is_obj,
+    new_call_id,
+    obj,
+    text,
+    tool_call,
+)
+from ._sse import SSEEvent
+from .retry import RetryPolicy
+from .schema import openai_parameters
+from .settings import ModelSettings
+from .text_tool_calls import parse_text_tool_calls
+
+__all__ = ["OPENAI_BASE_URL", "OpenAICompatibleModel", "OpenAIModel"]
+
+OPENAI_BASE_URL = "https://api.openai.com/v1"
+_REASONING_FIELDS = ("reasoning_content", "reasoning")
+
+
+class OpenAIModel(HTTPChatModel):
+    """OpenAI's chat completions API (`openai:MODEL`)."""
+
+    _null_content_beside_tool_calls = True
+    _replay_invalid_arguments = True
+    _max_tokens_field = "max_completion_tokens"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str = OPENAI_BASE_URL,
+        http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+        text_tool_calls: bool = False,
+        strict_tools: bool = True,
+    ) -> None:
+        if urlsplit(base_url).scheme not in ("http", "https"):
+            raise ModelConfigError(f"base URL must be http(s): {public_url(base_url)!r}")
+        name, provider = self._identity(base_url, model)
+        secret = Secret(api_key) if api_key else None
+        super().__init__(
+            name=name,
+            provider=provider,
+            http=ProviderHTTP(
+                label=name,
+                provider=provider,
+                client=http_client,
+                retry=retry or RetryPolicy(),
+                secret=secret,
+            ),
+            settings=settings or ModelSettings(),
+        )
+        self._model = model
+        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._secret = secret
+        self._text_tool_calls = text_tool_calls
+        self._strict_tools = strict_tools
+
+    @classmethod
+    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
+        return f"openai:{model}", "openai"
+
+    def _request(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
+    ) -> HTTPRequest:
+        body: JSONObject = {"model": self._model, "messages": self._wire_messages(messages)}
+        if tools:
+            body["tools"] = [self._wire_tool(tool) for tool in tools]
+        if self._settings.max_tokens is not None:
+            body[self._max_tokens_field] = self._settings.max_tokens
+        if self._settings.temperature is not None:
+            body["temperature"] = self._settings.temperature
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
+        return HTTPRequest(url=self._url, body=body, headers=headers)
+
+    def _wire_tool(self, tool: ToolDefinition) -> JSONObject:
+        parameters, strict = openai_parameters(tool.input_schema)
+        function: JSONObject = {"name": tool.name, "parameters": parameters}
+        if tool.description:
+            function["description"] = tool.description
+        if self._strict_tools and strict:
+            function["strict"] = True
+        return {"type": "function", "function": function}
+
+    def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+        wire: list[JSONObject] = []
+        for message in messages:
+            if isinstance(message, SystemMessage | UserMessage):
+                wire.append({"role": message.role, "content": message.content})
+            elif isinstance(message, ToolMessage):
+                wire.append(
+                    {
+                        "role": "tool",
+                        "tool_call_id": message.tool_call_id,
+                        "content": message.content,
+                    }
+                )
+            else:
+                wire.append(self._wire_assistant(message))
+        return wire
+
+    def _wire_assistant(self, message: AssistantMessage) -> JSONObject:
+        out: JSONObject = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            if not message.content:
+                out["content"] = None if self._null_content_beside_tool_calls else ""
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": self._arguments(call)},
+                }
+                for call in message.tool_calls
+            ]
+        if self._replayable(message):
+            original = obj(obj(message.raw).get("message"))
+            for key in _REASONING_FIELDS:
+                if isinstance(original.get(key), str):
+                    out[key] = original[key]
+        return out
+
+    def _arguments(self, call: ToolCall) -> str:
+        if call.invalid_arguments is not None and not self._replay_invalid_arguments:
+            return "{}"
+        return arguments_text(call)
+
+    def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
+        body = obj(data)
+        choices = arr(body.get("choices"))
+        if not choices:
+            detail = obj(body.get("error")).get("message") or "no choices in the answer"
+            raise ModelResponseError(f"{self.name}: {detail}")
+        choice = obj(choices[0])
+        return self._message(
+            obj(choice.get("message")), choice.get("finish_reason"), body.get("usage"), tools
+        )
+
+    def _message(
+        self,
+        message: JSONObject,
+        finish_reason: Any,
+        usage: Any,
+        tools: Sequence[ToolDefinition],
+    ) -> AssistantMessage:
+        content = text(message.get("content")) or text(message.get("refusal"))
+        calls = tuple(
+            tool_call(
+                text(obj(item).get("id")) or new_call_id(),
+                text(obj(obj(item).get("function")).get("name")),
+                obj(obj(item).get("function")).get("arguments"),
+            )
+            for item in arr(message.get("tool_calls"))
+        )
+        if not calls and self._text_tool_calls and tools:
+            content, calls = parse_text_tool_calls(content, {tool.name for tool in tools})
+        return AssistantMessage(
+            content=content,
+            tool_calls=calls,
+            usage=_usage(usage),
+            provider=self._provider,
+            raw={"model": self.name, "message": message, "finish_reason": finish_reason},
+        )
+
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
+        return _ChunkAssembler(
+            label=self.name,
+            build=lambda message, reason, usage: self._message(message, reason, usage, tools),
+        )
+
+
+class OpenAICompatibleModel(OpenAIModel):
+    """Any server with an OpenAI-style `/chat/completions` (`openai-compatible:URL#MODEL`):
+    Ollama, vLLM, llama.cpp, LM Studio, DeepSeek..."""
+
+    _null_content_beside_tool_calls = False
+    _replay_invalid_arguments = False
+    _max_tokens_field = "max_tokens"
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+        text_tool_calls: bool = True,
+        strict_tools: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            http_client=http_client,
+            settings=settings,
+            retry=retry,
+            text_tool_calls=text_tool_calls,
+            strict_tools=strict_tools,
+        )
+
+    @classmethod
+    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
+        # Two servers are two providers: reasoning text from one is not replayed to another.
+        server = public_url(base_url)
+        return f"openai-compatible:{server}#{model}", f"openai-compatible:{server}"
+
+
+def _usage(value: Any) -> Usage:
+    usage = obj(value)
+    prompt = obj(usage.get("prompt_tokens_details"))
+    completion = obj(usage.get("completion_tokens_details"))
+    return Usage(
+        input_tokens=count(usage.get("prompt_tokens")),
+        output_tokens=count(usage.get("completion_tokens")),
+        # DeepSeek reports cache hits at the top level instead of in the details.
+        cached_tokens=count(prompt.get("cached_tokens"))
+        or count(usage.get("prompt_cache_hit_tokens")),
+        reasoning_tokens=count(completion.get("reasoning_tokens")),
+        requests=1,
+    )
+
+
+@dataclass(slots=True)
+class _CallDraft:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list[str])
+
+
+@dataclass(slots=True)
+class _ChunkAssembler:
+    """Rebuilds the choice message from `chat.completion.chunk` events."""
+
+    label: str
+    build: Callable[[JSONObject, Any, Any], AssistantMessage]
+    _content: list[str] = field(default_factory=list[str])
+    _reasoning: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
+    _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
+    _finish_reason: Any = None
+    _usage: Any = None
+
+    def feed(self, event: SSEEvent) -> str:
+        if event.data.strip() == "[DONE]":
+            return ""
+        try:
+            chunk = obj(json.loads(event.data))
+        except ValueError:
+            raise ModelResponseError(f"{self.label}: unreadable stream event") from None
+        if "error" in chunk:
+            detail = obj(chunk["error"]).get("message") or chunk["error"]
+            raise ModelResponseError(f"{self.label}: stream error: {detail}")
+        if chunk.get("usage"):
+            self._usage = chunk["usage"]
+        delta_text = ""
+        for choice in map(obj, arr(chunk.get("choices"))):
+            if choice.get("index", 0) != 0:
+                continue
+            if choice.get("finish_reason"):
+                self._finish_reason = choice["finish_reason"]
+            delta = obj(choice.get("delta"))
+            delta_text += text(delta.get("content"))
+            for key in _REASONING_FIELDS:
+                if isinstance(delta.get(key), str):
+                    self._reasoning.setdefault(key, []).append(delta[key])
+            for item in map(obj, arr(delta.get("tool_calls"))):
+                self._merge_call(item)
+        self._content.append(delta_text)
+        return delta_text
+
+    def _merge_call(self, item: JSONObject) -> None:
+        index = item.get("index")
+        if not isinstance(index, int):
+            # Servers that omit `index` send each call whole, or continue the last one.
+            call_id = text(item.get("id"))
+            known = {draft.id for draft in self._calls.values()}
+            index = (
+                len(self._calls)
+                if (call_id and call_id not in known) or not self._calls
+                else max(self._calls)
+            )
+        draft = self._calls.setdefault(index, _CallDraft())
+        draft.id = draft.id or text(item.get("id"))
+        function = obj(item.get("function"))
+        draft.name = draft.name or text(function.get("name"))
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            draft.arguments.append(arguments)
+        elif is_obj(arguments):
+            draft.arguments.append(json.dumps(arguments))
+
+    def finish(self) -> AssistantMessage:
+        message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
+        for key, parts in self._reasoning.items():
+            message[key] = "".join(parts)
+        if self._calls:
+            message["tool_calls"] = [
+                {
+                    "id": draft.id,
+                    "type": "function",
+                    "function": {"name": draft.name, "arguments": "".join(draft.arguments)},
+                }
+                for _, draft in sorted(self._calls.items())
+            ]
+        return self.build(message, self._finish_reason, self._usage)

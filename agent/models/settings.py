@@ -1,0 +1,29 @@
+"""Per-model request settings, as typed values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+__all__ = ["ModelSettings"]
+
+
+class ModelSettings(BaseModel):
+    """What a provider is asked for besides the conversation.
+
+    `stream`: `None` streams exactly when an `on_token` callback is given; `True`/`False`
+    force it either way (both paths return the same `AssistantMessage`). `extra_body` is
+    merged last into the request body, for provider options without a field here (e.g.
+    Anthropic `{"thinking": {"type": "enabled", "budget_tokens": 2048}}`).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int | None = None
+    temperature: float | None = None
+    stream: bool | None = None
+    extra_body: Mapping[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
+
+    def wants_stream(self, has_token_callback: bool) -> bool:
+        return has_token_callback if self.stream is None else self.stream

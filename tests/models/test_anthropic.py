@@ -1,0 +1,321 @@
+"""The Anthropic provider against real-format Messages API answers and event streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.errors import ModelConfigError, ModelHTTPError, ModelResponseError
+from agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from agent.models import AnthropicModel, ModelSettings
+
+from .conftest import load_tools
+from .support import FakeProvider, Sleeps, Tokens, json_response, retry_policy, sse_response
+
+KEY = "sk-ant-api03-test-77f0e1"
+TOOLS = load_tools("server-everything")
+GET_SUM = next(t for t in TOOLS if t.name == "get-sum")
+ASK = [SystemMessage(content="Be brief."), UserMessage(content="Add 17 and 25, and 1 and 2.")]
+
+THINKING = {
+    "type": "thinking",
+    "thinking": "Two sums; call get-sum twice.",
+    "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
+}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIw"}
+TOOL_USES = [
+    {"type": "tool_use", "id": "toolu_01A09q90qw90lq917835lq9", "name": "get-sum",
+     "input": {"a": 17, "b": 25}},
+    {"type": "tool_use", "id": "toolu_01B19q90qw90lq917835lq8", "name": "get-sum",
+     "input": {"a": 1, "b": 2}},
+]  # fmt: skip
+CONTENT = [THINKING, REDACTED, {"type": "text", "text": "I'll add them."}, *TOOL_USES]
+
+
+def message(content: list[dict[str, Any]], stop_reason: str = "tool_use") -> dict[str, Any]:
+    return {
+        "id": "msg_01Aq9w938a90dw8q",
+        "type": "message",
+        "role": "assistant",
+        "model": "claude-sonnet-4-5-20250929",
+        "content": content,
+        "stop_reason": stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": 472,
+            "cache_creation_input_tokens": 20,
+            "cache_read_input_tokens": 100,
+            "output_tokens": 91,
+            "service_tier": "standard",
+        },
+    }
+
+
+def model(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> AnthropicModel:
+    return AnthropicModel(
+        "claude-sonnet-4-5",
+        api_key=KEY,
+        http_client=fake.client(),
+        retry=retry_policy(sleeps),
+        **kwargs,
+    )
+
+
+@pytest.mark.anyio
+async def test_request_headers_system_tools_and_parsed_answer(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, message(CONTENT)))
+    answer = await model(fake, sleeps, settings=ModelSettings(temperature=0.2)).invoke(ASK, TOOLS)
+
+    request = fake.requests[0]
+    assert str(request.url) == "https://api.anthropic.com/v1/messages"
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    body = fake.body()
+    assert body["system"] == "Be brief."
+    assert body["max_tokens"] == 4096
+    assert body["temperature"] == 0.2
+    assert body["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": "Add 17 and 25, and 1 and 2."}]}
+    ]
+    get_sum = next(t for t in body["tools"] if t["name"] == "get-sum")
+    assert get_sum["input_schema"] == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "description": "First number"},
+            "b": {"type": "number", "description": "Second number"},
+        },
+        "required": ["a", "b"],
+    }
+    assert answer.content == "I'll add them."
+    assert answer.tool_calls == (
+        ToolCall(id="toolu_01A09q90qw90lq917835lq9", name="get-sum", arguments={"a": 17, "b": 25}),
+        ToolCall(id="toolu_01B19q90qw90lq917835lq8", name="get-sum", arguments={"a": 1, "b": 2}),
+    )
+    assert answer.usage == Usage(input_tokens=592, output_tokens=91, cached_tokens=100, requests=1)
+    assert answer.provider == "anthropic"
+    assert answer.raw == {
+        "model": "anthropic:claude-sonnet-4-5",
+        "content": CONTENT,
+        "stop_reason": "tool_use",
+    }
+
+
+@pytest.mark.anyio
+async def test_thinking_blocks_and_signatures_are_replayed_exactly(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        json_response(200, message(CONTENT)),
+        json_response(200, message([{"type": "text", "text": "42 and 3."}], "end_turn")),
+    )
+    claude = model(fake, sleeps)
+    first = await claude.invoke(ASK, TOOLS)
+    results = [
+        ToolMessage(tool_call_id=call.id, name=call.name, content=str(i))
+        for i, call in enumerate(first.tool_calls)
+    ]
+    second = await claude.invoke([*ASK, first, *results, UserMessage(content="Thanks")], TOOLS)
+
+    messages = fake.body()["messages"]
+    assert messages[1] == {"role": "assistant", "content": CONTENT}
+    # Both results and the follow-up text form one user turn, tool results first.
+    assert messages[2] == {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_01A09q90qw90lq917835lq9", "content": "0"},
+            {"type": "tool_result", "tool_use_id": "toolu_01B19q90qw90lq917835lq8", "content": "1"},
+            {"type": "text", "text": "Thanks"},
+        ],
+    }
+    assert len(messages) == 3
+    assert second.content == "42 and 3."
+
+
+@pytest.mark.anyio
+async def test_foreign_assistant_messages_are_rebuilt_from_fields(sleeps: Sleeps) -> None:
+    foreign = AssistantMessage(
+        content="Let me add.",
+        tool_calls=(ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),),
+        provider="openai",
+        raw={"message": {"reasoning_content": "not for claude"}},
+    )
+    fake = FakeProvider(json_response(200, message([{"type": "text", "text": "3"}], "end_turn")))
+    history = [*ASK, foreign, ToolMessage(tool_call_id="call_1", name="get-sum", content="3")]
+    await model(fake, sleeps).invoke(history, TOOLS)
+    assert fake.body()["messages"][1] == {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Let me add."},
+            {"type": "tool_use", "id": "call_1", "name": "get-sum", "input": {"a": 1, "b": 2}},
+        ],
+    }
+
+
+def thinking_stream() -> list[tuple[str | None, Any]]:
+    start: dict[str, Any] = {
+        "type": "message_start",
+        "message": {
+            "id": "msg_014p7gG3wDgGV9EUtLvnow3U",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {
+                "input_tokens": 472,
+                "cache_read_input_tokens": 100,
+                "cache_creation_input_tokens": 20,
+                "output_tokens": 2,
+            },
+        },
+    }
+
+    def delta(index: int, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "content_block_delta", {
+            "type": "content_block_delta",
+            "index": index,
+            "delta": payload,
+        }
+
+    def block_start(index: int, block: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        return "content_block_start", {
+            "type": "content_block_start",
+            "index": index,
+            "content_block": block,
+        }
+
+    def stop(index: int) -> tuple[str, dict[str, Any]]:
+        return "content_block_stop", {"type": "content_block_stop", "index": index}
+
+    return [
+        ("message_start", start),
+        block_start(0, {"type": "thinking", "thinking": "", "signature": ""}),
+        delta(0, {"type": "thinking_delta", "thinking": "Two sums; "}),
+        delta(0, {"type": "thinking_delta", "thinking": "call get-sum twice."}),
+        delta(0, {"type": "signature_delta", "signature": THINKING["signature"]}),
+        stop(0),
+        block_start(1, REDACTED),
+        stop(1),
+        ("ping", {"type": "ping"}),
+        block_start(2, {"type": "text", "text": ""}),
+        delta(2, {"type": "text_delta", "text": "I'll "}),
+        delta(2, {"type": "text_delta", "text": "add them."}),
+        stop(2),
+        block_start(3, {**TOOL_USES[0], "input": {}}),
+        delta(3, {"type": "input_json_delta", "partial_json": ""}),
+        delta(3, {"type": "input_json_delta", "partial_json": '{"a": 17'}),
+        delta(3, {"type": "input_json_delta", "partial_json": ', "b": 25}'}),
+        stop(3),
+        block_start(4, {**TOOL_USES[1], "input": {}}),
+        delta(4, {"type": "input_json_delta", "partial_json": '{"a": 1, "b": 2}'}),
+        stop(4),
+        ("message_delta", {"type": "message_delta",
+                           "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                           "usage": {"output_tokens": 91}}),
+        ("message_stop", {"type": "message_stop"}),
+    ]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_stream_rebuilds_the_same_blocks_and_streams_only_text(sleeps: Sleeps) -> None:
+    fake = FakeProvider(sse_response(thinking_stream()), json_response(200, message(CONTENT)))
+    claude = model(fake, sleeps)
+    tokens = Tokens()
+    streamed = await claude.invoke(ASK, TOOLS, on_token=tokens)
+    once = await claude.invoke(ASK, TOOLS)
+
+    assert fake.body(0)["stream"] is True
+    assert tokens.received == ["I'll ", "add them."]
+    assert streamed.raw == once.raw
+    assert streamed == once
+
+
+@pytest.mark.anyio
+async def test_streamed_thinking_is_replayed_exactly(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        sse_response(thinking_stream()),
+        json_response(200, message([{"type": "text", "text": "done"}], "end_turn")),
+    )
+    claude = model(fake, sleeps)
+    first = await claude.invoke(ASK, TOOLS, on_token=Tokens())
+    results = [ToolMessage(tool_call_id=c.id, name=c.name, content="x") for c in first.tool_calls]
+    await claude.invoke([*ASK, first, *results], TOOLS)
+    assistant = fake.body()["messages"][1]
+    assert assistant["content"][0] == THINKING
+    assert assistant["content"][1] == REDACTED
+
+
+@pytest.mark.anyio
+async def test_stream_error_event_raises(sleeps: Sleeps) -> None:
+    events = [
+        ("message_start", {"type": "message_start", "message": {"usage": {"input_tokens": 3}}}),
+        (
+            "error",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+        ),
+    ]
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelResponseError, match="overloaded_error: Overloaded"):
+        await model(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_529_overloaded_is_retried(sleeps: Sleeps) -> None:
+    overloaded = {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}
+    fake = FakeProvider(
+        json_response(529, overloaded),
+        json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")),
+    )
+    answer = await model(fake, sleeps).invoke(ASK, [])
+    assert answer.content == "ok"
+    assert sleeps.delays == [0.375]
+
+
+@pytest.mark.anyio
+async def test_400_carries_anthropic_message(sleeps: Sleeps) -> None:
+    error = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": "messages.1.content.0.type: Expected `thinking` or `redacted_thinking`, but found `text`.",
+        },
+        "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+    }
+    fake = FakeProvider(json_response(400, error))
+    with pytest.raises(ModelHTTPError) as caught:
+        await model(fake, sleeps).invoke(ASK, [])
+    assert caught.value.status_code == 400
+    assert caught.value.provider == "anthropic"
+    assert "Expected `thinking` or `redacted_thinking`" in str(caught.value)
+    assert KEY not in str(caught.value)
+
+
+def test_key_is_required_and_hidden() -> None:
+    with pytest.raises(ModelConfigError, match="ANTHROPIC_API_KEY"):
+        AnthropicModel("claude-sonnet-4-5", api_key="")
+    claude = AnthropicModel("claude-sonnet-4-5", api_key=KEY)
+    assert KEY not in repr(claude)
+    assert KEY not in repr(vars(claude))
+
+
+@pytest.mark.anyio
+async def test_an_empty_tool_result_is_sent_without_content(sleeps: Sleeps) -> None:
+    call = ToolCall(id="toolu_9", name="get-env", arguments={})
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=(call,)),
+        ToolMessage(tool_call_id="toolu_9", name="get-env", content=""),
+    ]
+    fake = FakeProvider(json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")))
+    await model(fake, sleeps).invoke(history, TOOLS)
+    assert fake.body()["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}],
+    }

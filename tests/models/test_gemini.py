@@ -1,0 +1,257 @@
+"""The Gemini provider against real-format generateContent answers and SSE streams."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.errors import ModelHTTPError, ModelResponseError
+from agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from agent.models import GeminiModel, ModelSettings
+
+from .conftest import load_tools
+from .support import (
+    FakeProvider,
+    Sleeps,
+    Tokens,
+    json_response,
+    raw_of,
+    retry_policy,
+    sse_response,
+)
+
+KEY = "AIzaSyTest-0123456789abcdef"
+TOOLS = load_tools("server-everything")
+ASK = [SystemMessage(content="Be brief."), UserMessage(content="Add 17 and 25, and 1 and 2.")]
+SIGNATURE = "CiQB0e2Kb2mZ1lWq8Tj3r8hk4uL2f5dYV0eXw=="
+PARTS = [
+    {"text": "**Adding**\nTwo sums needed.", "thought": True},
+    {
+        "functionCall": {"name": "get-sum", "args": {"a": 17, "b": 25}},
+        "thoughtSignature": SIGNATURE,
+    },
+    {"functionCall": {"name": "get-sum", "args": {"a": 1, "b": 2}}},
+]
+USAGE = {
+    "promptTokenCount": 120,
+    "candidatesTokenCount": 30,
+    "totalTokenCount": 200,
+    "cachedContentTokenCount": 64,
+    "thoughtsTokenCount": 50,
+    "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 120}],
+}
+
+
+def generated(parts: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "candidates": [
+            {"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}
+        ],
+        "usageMetadata": usage or USAGE,
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "mPLcaNP2J7nN7M8PqKvYgAg",
+    }
+
+
+def model(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> GeminiModel:
+    return GeminiModel(
+        "gemini-2.5-flash",
+        api_key=KEY,
+        http_client=fake.client(),
+        retry=retry_policy(sleeps),
+        **kwargs,
+    )
+
+
+@pytest.mark.anyio
+async def test_request_and_parallel_calls_with_generated_ids(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, generated(PARTS)))
+    settings = ModelSettings(max_tokens=256, temperature=0)
+    answer = await model(fake, sleeps, settings=settings).invoke(ASK, TOOLS)
+
+    request = fake.requests[0]
+    assert str(request.url) == (
+        "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:generateContent"
+    )
+    assert KEY not in str(request.url)
+    assert request.headers["x-goog-api-key"] == KEY
+    body = fake.body()
+    assert body["systemInstruction"] == {"parts": [{"text": "Be brief."}]}
+    assert body["contents"] == [
+        {"role": "user", "parts": [{"text": "Add 17 and 25, and 1 and 2."}]}
+    ]
+    assert body["generationConfig"] == {"maxOutputTokens": 256, "temperature": 0}
+    declarations = {d["name"]: d for d in body["tools"][0]["functionDeclarations"]}
+    assert "parameters" not in declarations["get-env"]  # no parameters: Gemini wants none
+    assert declarations["get-sum"]["parameters"] == {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number", "description": "First number"},
+            "b": {"type": "number", "description": "Second number"},
+        },
+        "required": ["a", "b"],
+    }
+
+    assert answer.content == ""  # the thought summary is not the answer
+    first, second = answer.tool_calls
+    assert (first.name, first.arguments) == ("get-sum", {"a": 17, "b": 25})
+    assert (second.name, second.arguments) == ("get-sum", {"a": 1, "b": 2})
+    assert first.id.startswith("call_")
+    assert second.id.startswith("call_")
+    assert first.id != second.id
+    assert answer.usage == Usage(
+        input_tokens=120, output_tokens=80, cached_tokens=64, reasoning_tokens=50, requests=1
+    )
+    assert answer.provider == "gemini"
+    assert answer.raw == {
+        "model": "gemini:gemini-2.5-flash",
+        "parts": PARTS,
+        "finish_reason": "STOP",
+    }
+
+
+@pytest.mark.anyio
+async def test_thought_signatures_are_replayed_and_responses_grouped(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        json_response(200, generated(PARTS)),
+        json_response(200, generated([{"text": "42 and 3."}])),
+    )
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, TOOLS)
+    results = [
+        ToolMessage(tool_call_id=first.tool_calls[0].id, name="get-sum", content="42"),
+        ToolMessage(tool_call_id=first.tool_calls[1].id, name="get-sum", content="3"),
+    ]
+    second = await gemini.invoke([*ASK, first, *results], TOOLS)
+
+    contents = fake.body()["contents"]
+    assert contents[1] == {"role": "model", "parts": PARTS}
+    assert contents[2] == {
+        "role": "user",
+        "parts": [
+            {"functionResponse": {"name": "get-sum", "response": {"result": "42"}}},
+            {"functionResponse": {"name": "get-sum", "response": {"result": "3"}}},
+        ],
+    }
+    assert second.content == "42 and 3."
+
+
+@pytest.mark.anyio
+async def test_ids_given_by_gemini_are_kept_and_sent_back(sleeps: Sleeps) -> None:
+    parts = [{"functionCall": {"id": "fc-7", "name": "echo", "args": {"message": "hi"}}}]
+    fake = FakeProvider(
+        json_response(200, generated(parts)), json_response(200, generated([{"text": "hi"}]))
+    )
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, TOOLS)
+    assert first.tool_calls == (ToolCall(id="fc-7", name="echo", arguments={"message": "hi"}),)
+    await gemini.invoke(
+        [*ASK, first, ToolMessage(tool_call_id="fc-7", name="echo", content="hi")], TOOLS
+    )
+    response = fake.body()["contents"][2]["parts"][0]["functionResponse"]
+    assert response == {"name": "echo", "response": {"result": "hi"}, "id": "fc-7"}
+
+
+@pytest.mark.anyio
+async def test_foreign_assistant_messages_become_plain_parts(sleeps: Sleeps) -> None:
+    foreign = AssistantMessage(
+        content="Adding.",
+        tool_calls=(ToolCall(id="toolu_1", name="get-sum", arguments={"a": 1, "b": 2}),),
+        provider="anthropic",
+        raw={"content": [{"type": "thinking", "thinking": "x", "signature": "sig"}]},
+    )
+    fake = FakeProvider(json_response(200, generated([{"text": "3"}])))
+    history = [*ASK, foreign, ToolMessage(tool_call_id="toolu_1", name="get-sum", content="3")]
+    await model(fake, sleeps).invoke(history, TOOLS)
+    contents = fake.body()["contents"]
+    assert contents[1] == {
+        "role": "model",
+        "parts": [
+            {"text": "Adding."},
+            {"functionCall": {"name": "get-sum", "args": {"a": 1, "b": 2}}},
+        ],
+    }
+    assert "id" not in contents[2]["parts"][0]["functionResponse"]
+
+
+@pytest.mark.anyio
+async def test_stream_gives_tokens_and_the_same_message(sleeps: Sleeps) -> None:
+    chunks: list[tuple[str | None, Any]] = [
+        (None, generated([{"text": "The sums", "thought": False}], {"promptTokenCount": 120})),
+        (None, generated([{"text": " are coming."}], {"promptTokenCount": 120})),
+        (None, generated(PARTS[1:], USAGE)),
+    ]
+    whole = generated([{"text": "The sums are coming."}, *PARTS[1:]])
+    fake = FakeProvider(sse_response(chunks), json_response(200, whole))
+    gemini = model(fake, sleeps)
+    tokens = Tokens()
+    streamed = await gemini.invoke(ASK, TOOLS, on_token=tokens)
+    once = await gemini.invoke(ASK, TOOLS)
+
+    assert str(fake.requests[0].url).endswith(
+        "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    )
+    assert tokens.received == ["The sums", " are coming."]
+    assert streamed.content == once.content == "The sums are coming."
+    assert [(c.name, c.arguments) for c in streamed.tool_calls] == [
+        (c.name, c.arguments) for c in once.tool_calls
+    ]
+    assert streamed.usage == once.usage
+    parts = raw_of(streamed)["parts"]
+    assert parts[0] == {"text": "The sums are coming.", "thought": False}
+    assert parts[1]["thoughtSignature"] == SIGNATURE
+
+
+@pytest.mark.anyio
+async def test_blocked_prompt_is_a_response_error(sleeps: Sleeps) -> None:
+    blocked = {
+        "promptFeedback": {"blockReason": "SAFETY"},
+        "usageMetadata": {"promptTokenCount": 8},
+    }
+    fake = FakeProvider(json_response(200, blocked), sse_response([(None, blocked)]))
+    gemini = model(fake, sleeps)
+    with pytest.raises(ModelResponseError, match=r"blocked \(SAFETY\)"):
+        await gemini.invoke(ASK, [])
+    with pytest.raises(ModelResponseError, match=r"blocked \(SAFETY\)"):
+        await gemini.invoke(ASK, [], on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_400_error_in_a_list_body(sleeps: Sleeps) -> None:
+    error = [
+        {
+            "error": {
+                "code": 400,
+                "message": "Function call is missing a thought_signature in functionCall parts.",
+                "status": "INVALID_ARGUMENT",
+            }
+        }
+    ]
+    fake = FakeProvider(json_response(400, error))
+    with pytest.raises(ModelHTTPError) as caught:
+        await model(fake, sleeps).invoke(ASK, TOOLS)
+    assert caught.value.provider_message == (
+        "Function call is missing a thought_signature in functionCall parts."
+    )
+    assert KEY not in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_retry_after_as_http_date(sleeps: Sleeps) -> None:
+    busy = json_response(
+        503,
+        {"error": {"code": 503, "message": "The model is overloaded.", "status": "UNAVAILABLE"}},
+        headers={"retry-after": "Thu, 01 Jan 2026 12:00:07 GMT"},
+    )
+    fake = FakeProvider(busy, json_response(200, generated([{"text": "ok"}])))
+    answer = await model(fake, sleeps).invoke(ASK, [])
+    assert answer.content == "ok"
+    assert sleeps.delays == [7.0]  # the fake clock says 12:00:00

@@ -1,0 +1,529 @@
+"""The OpenAI and OpenAI-compatible providers against real-format chat completions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from agent.errors import ModelConnectionError, ModelHTTPError, ModelResponseError
+from agent.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel
+
+from .conftest import load_tools
+from .support import (
+    FakeProvider,
+    Sleeps,
+    Tokens,
+    json_response,
+    raw_of,
+    retry_policy,
+    sse_response,
+)
+
+KEY = "sk-test-4f1c2d9e8b7a6c5d"
+GET_SUM = next(t for t in load_tools("server-everything") if t.name == "get-sum")
+READ_FILE = next(t for t in load_tools("server-filesystem") if t.name == "read_text_file")
+ASK = [SystemMessage(content="Be brief."), UserMessage(content="What is 17 + 25?")]
+
+
+def completion(
+    message: dict[str, Any], finish_reason: str = "stop", **usage: Any
+) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-BkDU2",
+        "object": "chat.completion",
+        "created": 1750000000,
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [
+            {"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}
+        ],
+        "usage": {
+            "prompt_tokens": 82,
+            "completion_tokens": 17,
+            "total_tokens": 99,
+            "prompt_tokens_details": {"cached_tokens": 64, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 5, "audio_tokens": 0},
+            **usage,
+        },
+        "service_tier": "default",
+        "system_fingerprint": "fp_38343a2f8f",
+    }
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-BkDU3",
+        "object": "chat.completion.chunk",
+        "created": 1750000000,
+        "model": "gpt-4.1-mini-2025-04-14",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        "usage": None,
+    }
+
+
+USAGE_CHUNK: dict[str, Any] = {
+    "id": "chatcmpl-BkDU3",
+    "object": "chat.completion.chunk",
+    "created": 1750000000,
+    "model": "gpt-4.1-mini-2025-04-14",
+    "choices": [],
+    "usage": {
+        "prompt_tokens": 82,
+        "completion_tokens": 17,
+        "total_tokens": 99,
+        "prompt_tokens_details": {"cached_tokens": 64},
+        "completion_tokens_details": {"reasoning_tokens": 5},
+    },
+}
+
+
+def openai(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> OpenAIModel:
+    return OpenAIModel(
+        "gpt-4.1-mini", api_key=KEY, http_client=fake.client(), retry=retry_policy(sleeps), **kwargs
+    )
+
+
+def compatible(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> OpenAICompatibleModel:
+    return OpenAICompatibleModel(
+        "http://127.0.0.1:8080/v1",
+        "qwen2.5",
+        http_client=fake.client(),
+        retry=retry_policy(sleeps),
+        **kwargs,
+    )
+
+
+@pytest.mark.anyio
+async def test_text_answer_maps_request_usage_and_raw(sleeps: Sleeps) -> None:
+    message: dict[str, Any] = {"role": "assistant", "content": "42", "refusal": None}
+    fake = FakeProvider(json_response(200, completion(message)))
+    model = openai(fake, sleeps, settings=ModelSettings(max_tokens=64, temperature=0))
+
+    answer = await model.invoke(ASK, [GET_SUM])
+
+    request = fake.requests[0]
+    assert str(request.url) == "https://api.openai.com/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    body = fake.body()
+    assert body["model"] == "gpt-4.1-mini"
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "What is 17 + 25?"},
+    ]
+    assert body["max_completion_tokens"] == 64
+    assert body["temperature"] == 0
+    assert "stream" not in body
+    function = body["tools"][0]["function"]
+    assert function["name"] == "get-sum"
+    assert function["strict"] is True
+    assert function["parameters"]["additionalProperties"] is False
+    assert "$schema" in GET_SUM.input_schema
+    assert "$schema" not in function["parameters"]
+    assert answer.content == "42"
+    assert answer.tool_calls == ()
+    assert answer.usage == Usage(
+        input_tokens=82, output_tokens=17, cached_tokens=64, reasoning_tokens=5, requests=1
+    )
+    assert answer.provider == "openai"
+    assert answer.raw == {
+        "model": "openai:gpt-4.1-mini",
+        "message": message,
+        "finish_reason": "stop",
+    }
+
+
+@pytest.mark.anyio
+async def test_optional_parameters_are_sent_without_strict(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    await openai(fake, sleeps).invoke(ASK, [READ_FILE])
+    function = fake.body()["tools"][0]["function"]
+    assert "strict" not in function
+    assert function["parameters"]["required"] == ["path"]
+
+
+@pytest.mark.anyio
+async def test_parallel_tool_calls_and_invalid_arguments(sleeps: Sleeps) -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            call("call_1", "get-sum", '{"a": 1, "b": 2}'),
+            call("call_2", "get-sum", '{"a": 3, "b": 4}'),
+            call("call_3", "get-sum", '{"a": 3, "b": '),
+            call("call_4", "get-sum", "[1, 2]"),
+        ],
+    }
+    fake = FakeProvider(json_response(200, completion(message, "tool_calls")))
+    answer = await openai(fake, sleeps).invoke(ASK, [GET_SUM])
+    assert answer.content == ""
+    assert answer.tool_calls == (
+        ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),
+        ToolCall(id="call_2", name="get-sum", arguments={"a": 3, "b": 4}),
+        ToolCall(id="call_3", name="get-sum", invalid_arguments='{"a": 3, "b": '),
+        ToolCall(id="call_4", name="get-sum", invalid_arguments="[1, 2]"),
+    )
+
+
+def tool_call_stream() -> list[tuple[str | None, Any]]:
+    return [
+        (None, chunk({"role": "assistant", "content": "", "refusal": None})),
+        (None, chunk({"content": "Adding "})),
+        (None, chunk({"content": "both."})),
+        (None, chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                      "function": {"name": "get-sum", "arguments": ""}}]})),
+        (None, chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1,'}}]})),
+        (None, chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                                      "function": {"name": "get-sum", "arguments": '{"a"'}}]})),
+        (None, chunk({"tool_calls": [{"index": 0, "function": {"arguments": ' "b": 2}'}}]})),
+        (None, chunk({"tool_calls": [{"index": 1, "function": {"arguments": ': 3, "b": 4}'}}]})),
+        (None, chunk({}, "tool_calls")),
+        (None, USAGE_CHUNK),
+        (None, "[DONE]"),
+    ]  # fmt: skip
+
+
+@pytest.mark.anyio
+async def test_stream_assembles_text_parallel_calls_and_usage(sleeps: Sleeps) -> None:
+    fake = FakeProvider(sse_response(tool_call_stream()))
+    tokens = Tokens()
+
+    answer = await openai(fake, sleeps).invoke(ASK, [GET_SUM], on_token=tokens)
+
+    body = fake.body()
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+    assert tokens.received == ["Adding ", "both."]
+    assert answer.content == "Adding both."
+    assert answer.tool_calls == (
+        ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),
+        ToolCall(id="call_2", name="get-sum", arguments={"a": 3, "b": 4}),
+    )
+    assert answer.usage.input_tokens == 82
+    assert answer.usage.reasoning_tokens == 5
+
+
+@pytest.mark.anyio
+async def test_stream_and_whole_answer_give_the_same_message(sleeps: Sleeps) -> None:
+    whole = completion(
+        {
+            "role": "assistant",
+            "content": "Adding both.",
+            "tool_calls": [
+                call("call_1", "get-sum", '{"a": 1, "b": 2}'),
+                call("call_2", "get-sum", '{"a": 3, "b": 4}'),
+            ],
+        },
+        "tool_calls",
+    )
+    fake = FakeProvider(json_response(200, whole), sse_response(tool_call_stream()))
+    model = openai(fake, sleeps)
+    once = await model.invoke(ASK, [GET_SUM])
+    streamed = await model.invoke(ASK, [GET_SUM], on_token=Tokens())
+    assert streamed.model_dump(exclude={"raw"}) == once.model_dump(exclude={"raw"})
+    assert raw_of(streamed)["message"]["tool_calls"] == raw_of(once)["message"]["tool_calls"]
+
+
+@pytest.mark.anyio
+async def test_stream_setting_forces_streaming_without_a_callback(sleeps: Sleeps) -> None:
+    fake = FakeProvider(sse_response(tool_call_stream()))
+    model = openai(fake, sleeps, settings=ModelSettings(stream=True))
+    answer = await model.invoke(ASK, [GET_SUM])
+    assert fake.body()["stream"] is True
+    assert len(answer.tool_calls) == 2
+
+
+@pytest.mark.anyio
+async def test_stream_error_event_raises(sleeps: Sleeps) -> None:
+    events = [
+        (None, chunk({"content": "Hel"})),
+        (None, {"error": {"message": "The server had an error", "type": "server_error"}}),
+    ]
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelResponseError, match="The server had an error"):
+        await openai(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+
+
+HISTORY_CALL = ToolCall(id="call_9", name="get-sum", arguments={"a": 17, "b": 25})
+
+
+@pytest.mark.parametrize(
+    ("factory", "content"), [(openai, None), (compatible, "")], ids=["openai", "compatible"]
+)
+@pytest.mark.anyio
+async def test_assistant_tool_calls_and_results_are_sent_back(
+    sleeps: Sleeps, factory: Any, content: str | None
+) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "42"})))
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=(HISTORY_CALL,)),
+        ToolMessage(tool_call_id="call_9", name="get-sum", content="42"),
+    ]
+    await factory(fake, sleeps).invoke(history, [GET_SUM])
+    messages = fake.body()["messages"]
+    assert messages[2] == {
+        "role": "assistant",
+        "content": content,
+        "tool_calls": [call("call_9", "get-sum", '{"a": 17, "b": 25}')],
+    }
+    assert messages[3] == {"role": "tool", "tool_call_id": "call_9", "content": "42"}
+
+
+@pytest.mark.anyio
+async def test_reasoning_content_round_trips_to_the_same_server(sleeps: Sleeps) -> None:
+    first = {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": "The user wants a sum; call get-sum.",
+        "tool_calls": [call("call_0", "get-sum", '{"a": 17, "b": 25}')],
+    }
+    fake = FakeProvider(
+        json_response(200, completion(first, "tool_calls")),
+        json_response(200, completion({"role": "assistant", "content": "42"})),
+    )
+    model = compatible(fake, sleeps)
+    answer = await model.invoke(ASK, [GET_SUM])
+    assert answer.provider == "openai-compatible:http://127.0.0.1:8080/v1"
+
+    result = ToolMessage(tool_call_id="call_0", name="get-sum", content="42")
+    await model.invoke([*ASK, answer, result], [GET_SUM])
+
+    sent = fake.body()["messages"][2]
+    assert sent["reasoning_content"] == "The user wants a sum; call get-sum."
+    assert sent["content"] == ""
+
+
+@pytest.mark.anyio
+async def test_reasoning_is_not_replayed_to_another_server(sleeps: Sleeps) -> None:
+    foreign = AssistantMessage(
+        content="hi",
+        provider="openai-compatible:https://api.deepseek.com/v1",
+        raw={"message": {"reasoning_content": "secret chain"}},
+    )
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    await compatible(fake, sleeps).invoke([*ASK, foreign, UserMessage(content="go on")], [])
+    assert fake.body()["messages"][2] == {"role": "assistant", "content": "hi"}
+
+
+FENCED = (
+    '```json\n{\n  "name": "get-sum",\n  "arguments": {\n    "a": 17,\n    "b": 25\n  }\n}\n```'
+)
+
+
+@pytest.mark.anyio
+async def test_compatible_server_text_tool_calls_become_calls(sleeps: Sleeps) -> None:
+    # What llama.cpp's server returned for Qwen2.5-Coder-1.5B with tool_choice auto.
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": FENCED})))
+    answer = await compatible(fake, sleeps).invoke(ASK, [GET_SUM])
+    assert answer.content == ""
+    assert len(answer.tool_calls) == 1
+    assert answer.tool_calls[0].name == "get-sum"
+    assert answer.tool_calls[0].arguments == {"a": 17, "b": 25}
+    assert answer.tool_calls[0].id.startswith("call_")
+    assert fake.body()["tools"][0]["function"].get("strict") is None
+    assert "max_completion_tokens" not in fake.body()
+
+
+@pytest.mark.anyio
+async def test_official_openai_leaves_text_tool_calls_as_text(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": FENCED})))
+    answer = await openai(fake, sleeps).invoke(ASK, [GET_SUM])
+    assert answer.content == FENCED
+    assert answer.tool_calls == ()
+
+
+@pytest.mark.anyio
+async def test_429_waits_for_retry_after_then_succeeds(sleeps: Sleeps) -> None:
+    rate_limited = json_response(
+        429,
+        {
+            "error": {
+                "message": "Rate limit reached",
+                "type": "requests",
+                "code": "rate_limit_exceeded",
+            }
+        },
+        headers={"retry-after": "2"},
+    )
+    fake = FakeProvider(
+        rate_limited, json_response(200, completion({"role": "assistant", "content": "42"}))
+    )
+    answer = await openai(fake, sleeps).invoke(ASK, [])
+    assert answer.content == "42"
+    assert len(fake.requests) == 2
+    assert sleeps.delays == [2.0]
+
+
+@pytest.mark.anyio
+async def test_5xx_and_connection_errors_back_off_exponentially(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        json_response(503, {"error": {"message": "overloaded"}}),
+        httpx.ConnectError("connection refused"),
+        json_response(500, {"error": {"message": "oops"}}),
+        json_response(200, completion({"role": "assistant", "content": "42"})),
+    )
+    answer = await openai(fake, sleeps).invoke(ASK, [])
+    assert answer.content == "42"
+    # initial 0.5 s doubling, "equal jitter" with random() = 0.5 → 3/4 of each step
+    assert sleeps.delays == [0.375, 0.75, 1.5]
+
+
+@pytest.mark.anyio
+async def test_retries_are_bounded(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        *(json_response(502, {"error": {"message": "bad gateway"}}) for _ in range(4))
+    )
+    with pytest.raises(ModelHTTPError) as caught:
+        await openai(fake, sleeps).invoke(ASK, [])
+    assert caught.value.status_code == 502
+    assert len(fake.requests) == 4
+    assert len(sleeps.delays) == 3
+
+
+@pytest.mark.anyio
+async def test_connection_failures_end_in_connection_error(sleeps: Sleeps) -> None:
+    fake = FakeProvider(*(httpx.ConnectError("connection refused") for _ in range(4)))
+    with pytest.raises(ModelConnectionError, match=r"cannot reach https://api\.openai\.com/v1"):
+        await openai(fake, sleeps).invoke(ASK, [])
+    assert len(fake.requests) == 4
+
+
+@pytest.mark.anyio
+async def test_400_reports_the_provider_message_without_the_key(sleeps: Sleeps) -> None:
+    body = {
+        "error": {
+            "message": f"Invalid schema for function 'get-sum' (key {KEY[:3]}...{KEY[-4:]})",
+            "type": "invalid_request_error",
+            "param": "tools[0].function.parameters",
+            "code": "invalid_function_parameters",
+        }
+    }
+    fake = FakeProvider(json_response(400, body))
+    with pytest.raises(ModelHTTPError) as caught:
+        await openai(fake, sleeps).invoke(ASK, [GET_SUM])
+    error = caught.value
+    assert error.status_code == 400
+    assert error.provider == "openai"
+    assert error.provider_message is not None
+    assert error.provider_message.startswith("Invalid schema for function 'get-sum'")
+    assert "HTTP 400" in str(error)
+    assert "openai:gpt-4.1-mini" in str(error)
+    assert KEY not in str(error)
+    assert len(fake.requests) == 1  # a 400 is not retried
+    assert sleeps.delays == []
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_by_the_server_is_scrubbed(sleeps: Sleeps) -> None:
+    body = {"error": {"message": f"Incorrect API key provided: {KEY}.", "code": "invalid_api_key"}}
+    fake = FakeProvider(json_response(401, body))
+    with pytest.raises(ModelHTTPError) as caught:
+        await openai(fake, sleeps).invoke(ASK, [])
+    assert KEY not in str(caught.value)
+    assert "Incorrect API key provided: ***." in str(caught.value)
+
+
+def test_repr_and_name_hide_the_key() -> None:
+    model = OpenAIModel("gpt-4.1-mini", api_key=KEY)
+    assert KEY not in repr(model)
+    assert KEY not in model.name
+    assert KEY not in repr(vars(model))
+    compat = OpenAICompatibleModel("http://user:pw@127.0.0.1:8080/v1?token=t", "m", api_key=KEY)
+    assert compat.name == "openai-compatible:http://127.0.0.1:8080/v1#m"
+    assert "pw" not in repr(compat)
+
+
+@pytest.mark.anyio
+async def test_extra_body_and_compatible_key_are_sent(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    model = compatible(
+        fake,
+        sleeps,
+        api_key="local-key",
+        settings=ModelSettings(max_tokens=32, extra_body={"top_k": 20}),
+    )
+    await model.invoke(ASK, [])
+    assert fake.requests[0].headers["authorization"] == "Bearer local-key"
+    assert str(fake.requests[0].url) == "http://127.0.0.1:8080/v1/chat/completions"
+    body = fake.body()
+    assert body["top_k"] == 20
+    assert body["max_tokens"] == 32
+
+
+@pytest.mark.anyio
+async def test_keyless_compatible_server_gets_no_auth_header(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    await compatible(fake, sleeps).invoke(ASK, [])
+    assert "authorization" not in fake.requests[0].headers
+
+
+@pytest.mark.anyio
+async def test_an_answer_without_choices_is_an_error(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, {"object": "chat.completion", "choices": []}))
+    with pytest.raises(ModelResponseError, match="no choices"):
+        await openai(fake, sleeps).invoke(ASK, [])
+
+
+@pytest.mark.anyio
+async def test_non_json_answer_is_an_error(sleeps: Sleeps) -> None:
+    fake = FakeProvider(httpx.Response(200, text="<html>proxy</html>"))
+    with pytest.raises(ModelResponseError, match="not JSON"):
+        await openai(fake, sleeps).invoke(ASK, [])
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_breaks_is_a_connection_error_and_not_retried(sleeps: Sleeps) -> None:
+    async def broken() -> AsyncIterator[bytes]:
+        yield b'data: {"choices": [{"index": 0, "delta": {"content": "Hel"}}]}\n\n'
+        raise httpx.ReadError("connection reset by peer")
+
+    fake = FakeProvider(httpx.Response(200, content=broken()))
+    tokens = Tokens()
+    with pytest.raises(ModelConnectionError, match="stream broke: ReadError"):
+        await openai(fake, sleeps).invoke(ASK, [], on_token=tokens)
+    assert tokens.received == ["Hel"]
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_streaming_can_be_turned_off_despite_a_callback(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "42"})))
+    tokens = Tokens()
+    model = openai(fake, sleeps, settings=ModelSettings(stream=False))
+    answer = await model.invoke(ASK, [], on_token=tokens)
+    assert "stream" not in fake.body()
+    assert answer.content == "42"
+    assert tokens.received == []
+
+
+@pytest.mark.parametrize(
+    ("factory", "sent"),
+    [(openai, '{"a": 3, "b": '), (compatible, "{}")],
+    ids=["openai-keeps-the-text", "compatible-sends-an-empty-object"],
+)
+@pytest.mark.anyio
+async def test_invalid_arguments_in_history(sleeps: Sleeps, factory: Any, sent: str) -> None:
+    # llama.cpp's server answers 500 "Failed to parse tool call arguments as JSON" otherwise.
+    broken = ToolCall(id="call_5", name="get-sum", invalid_arguments='{"a": 3, "b": ')
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=(broken,)),
+        ToolMessage(tool_call_id="call_5", name="get-sum", content="error: not JSON"),
+    ]
+    await factory(fake, sleeps).invoke(history, [GET_SUM])
+    assert fake.body()["messages"][2]["tool_calls"][0]["function"]["arguments"] == sent

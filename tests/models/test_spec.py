@@ -1,0 +1,148 @@
+"""Model specs: every form, keys from the mapping or the environment, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from agent.errors import ModelConfigError
+from agent.models import (
+    SPEC_FORMS,
+    AnthropicModel,
+    GeminiModel,
+    ModelSettings,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    model_from_spec,
+)
+from agent.scripted import ScriptedModel
+
+KEYS = {
+    "OPENAI_API_KEY": "sk-openai-secret-1",
+    "ANTHROPIC_API_KEY": "sk-ant-secret-2",
+    "GEMINI_API_KEY": "AIza-secret-3",
+}
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (*KEYS, "OPENAI_COMPATIBLE_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize(
+    ("spec", "cls", "name"),
+    [
+        ("openai:gpt-4.1-mini", OpenAIModel, "openai:gpt-4.1-mini"),
+        (
+            "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5",
+            OpenAICompatibleModel,
+            "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5",
+        ),
+        ("anthropic:claude-sonnet-4-5", AnthropicModel, "anthropic:claude-sonnet-4-5"),
+        ("gemini:gemini-2.5-flash", GeminiModel, "gemini:gemini-2.5-flash"),
+    ],
+)
+def test_each_provider_form(spec: str, cls: type, name: str) -> None:
+    model = model_from_spec(spec, api_keys=KEYS)
+    assert isinstance(model, cls)
+    assert model.name == name
+    for key in KEYS.values():
+        assert key not in repr(model)
+
+
+def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GOOGLE_API_KEY", "from-env")
+    model = model_from_spec("gemini:gemini-2.5-flash")
+    assert isinstance(model, GeminiModel)
+
+
+@pytest.mark.parametrize(
+    ("spec", "variable"),
+    [
+        ("openai:gpt-4.1", "OPENAI_API_KEY"),
+        ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("gemini:gemini-2.5-flash", "GEMINI_API_KEY"),
+    ],
+)
+def test_a_missing_key_names_the_variable(spec: str, variable: str) -> None:
+    with pytest.raises(ModelConfigError, match=variable):
+        model_from_spec(spec)
+
+
+@pytest.mark.anyio
+async def test_compatible_key_prefers_its_own_variable() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(200, json={"choices": [{"message": {"content": "hi"}}]})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        keys = {"OPENAI_COMPATIBLE_API_KEY": "local", "OPENAI_API_KEY": "openai"}
+        model = model_from_spec(
+            "openai-compatible:http://127.0.0.1:8080/v1#m", api_keys=keys, http_client=client
+        )
+        await model.invoke([], [])
+    assert seen == ["Bearer local"]
+
+
+@pytest.mark.anyio
+async def test_an_openai_key_is_never_sent_to_a_compatible_server() -> None:
+    seen: list[str | None] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers.get("authorization"))
+        return httpx.Response(200, json={"choices": [{"message": {"content": "hi"}}]})
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        model = model_from_spec(
+            "openai-compatible:http://127.0.0.1:8080/v1#m",
+            api_keys={"OPENAI_API_KEY": "sk-real-openai"},
+            http_client=client,
+        )
+        await model.invoke([], [])
+    assert seen == [None]
+
+
+def test_compatible_spec_needs_url_and_model() -> None:
+    with pytest.raises(ModelConfigError, match="base URL and a model"):
+        model_from_spec("openai-compatible:http://127.0.0.1:8080/v1")
+    with pytest.raises(ModelConfigError, match="http"):
+        model_from_spec("openai-compatible:127.0.0.1:8080#m")
+
+
+@pytest.mark.parametrize("spec", ["gpt-4", "ollama:qwen", "openai:", ""])
+def test_unknown_specs_list_the_valid_forms(spec: str) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(spec)
+    for form in SPEC_FORMS:
+        assert form in str(caught.value)
+    assert isinstance(caught.value, ValueError)
+
+
+def test_sampling_is_left_to_the_gateway() -> None:
+    with pytest.raises(
+        ModelConfigError, match="only available when the gateway is served over MCP"
+    ):
+        model_from_spec("sampling")
+
+
+def test_scripted_file(tmp_path: Path) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "hello"}]))
+    model = model_from_spec(f"scripted:{script}")
+    assert isinstance(model, ScriptedModel)
+    (tmp_path / "bad.json").write_text("{")
+    with pytest.raises(ModelConfigError, match="invalid script"):
+        model_from_spec(f"scripted:{tmp_path / 'bad.json'}")
+
+
+def test_settings_reach_the_model() -> None:
+    settings = ModelSettings(max_tokens=100)
+    model = model_from_spec("openai:gpt-4.1", api_keys=KEYS, settings=settings)
+    assert isinstance(model, OpenAIModel)
+    assert model.settings is settings
