@@ -8,13 +8,16 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from agent import AgentOptions, ChatModel, WindowMemory
+import anyio
+
+from agent import AgentOptions, WindowMemory
+from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 
 from .config import Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError
-from .models import NoModel, resolve_model
+from .models import NoModel, resolve_model, resolve_models
 from .trace import TraceHook
 
 __all__ = ["open_gateway"]
@@ -31,11 +34,17 @@ async def open_gateway(
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model."""
     nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
-    override = resolve_model(model) if model else None
+    http_client = new_http_client()  # one pool for every model of this gateway
+    override = resolve_model(model, http_client=http_client) if model else None
     agents = [
         AgentSpec(
             name=name,
-            model=override or _agent_model(name, spec.model),
+            model=override
+            or (
+                resolve_models(spec.model, agent=name, http_client=http_client)
+                if spec.model
+                else NoModel(name)
+            ),
             tools=spec.tools,
             options=AgentOptions(
                 system_message=spec.system,
@@ -47,24 +56,18 @@ async def open_gateway(
         )
         for name, spec in config.agents.items()
     ]
-    yield Gateway(
-        nodes,
-        agents,
-        memory=WindowMemory(),
-        max_concurrency=config.gateway.max_concurrency,
-        max_depth=config.gateway.max_depth,
-        hooks=hooks,
-    )
-
-
-def _agent_model(agent: str, spec: str | list[str] | None) -> ChatModel:
-    if spec is None:
-        return NoModel(agent)
-    if isinstance(spec, list):
-        if len(spec) > 1:
-            raise ConfigError(f"agents.{agent}.model: fallback lists are not supported yet")
-        spec = spec[0]
-    return resolve_model(spec)
+    try:
+        yield Gateway(
+            nodes,
+            agents,
+            memory=WindowMemory(),
+            max_concurrency=config.gateway.max_concurrency,
+            max_depth=config.gateway.max_depth,
+            hooks=hooks,
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await http_client.aclose()
 
 
 def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:

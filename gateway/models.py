@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import httpx
+
 from agent import (
     AssistantMessage,
     ChatMessage,
+    ChatModel,
     ModelError,
-    ScriptedModel,
-    StateError,
     TokenCallback,
     ToolDefinition,
 )
+from agent.errors import ModelConfigError
+from agent.models import FallbackModel, model_from_spec
 
 from .errors import ConfigError
+from .traced_model import note_fallback
 
-__all__ = ["NoModel", "resolve_model"]
+__all__ = ["SAMPLING", "ClientSampling", "NoModel", "resolve_model", "resolve_models"]
+
+SAMPLING = "sampling"
+"""The model spec for the calling MCP client's own model (MCP sampling)."""
 
 
 class NoModel:
@@ -42,12 +49,62 @@ class NoModel:
         )
 
 
-def resolve_model(spec: str) -> ScriptedModel:
-    """A model from a spec such as `scripted:answers.json`. Raises `ConfigError`."""
-    kind, _, rest = spec.partition(":")
-    if kind == "scripted" and rest:
-        try:
-            return ScriptedModel.from_file(rest)
-        except StateError as exc:
-            raise ConfigError(str(exc)) from exc
-    raise ConfigError(f"unknown model spec {spec!r}; expected e.g. 'scripted:FILE'")
+class ClientSampling:
+    """Marks an agent whose model is the calling MCP client's (`model = "sampling"`).
+
+    There is no such model outside an MCP request: `agent-gateway serve` swaps in a
+    `SamplingModel` for each call; anywhere else the marker explains itself.
+    """
+
+    def __init__(self, agent: str | None = None) -> None:
+        self._agent = agent
+
+    @property
+    def name(self) -> str:
+        return SAMPLING
+
+    def explain(self) -> str:
+        where = f"agent {self._agent!r} has " if self._agent else ""
+        return (
+            f"{where}model 'sampling', which needs an MCP client: use `agent-gateway serve` "
+            "and call the agent from the client (or pass --model SPEC)"
+        )
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        raise ModelError(self.explain())
+
+
+def resolve_model(
+    spec: str, *, agent: str | None = None, http_client: httpx.AsyncClient | None = None
+) -> ChatModel:
+    """The model a spec names (`openai:gpt-4.1-mini`, `scripted:FILE`, ...), or the `sampling`
+    marker (the MCP client's own model, swapped in when served). Raises `ConfigError`."""
+    if spec == SAMPLING:
+        return ClientSampling(agent)
+    try:
+        return model_from_spec(spec, http_client=http_client)
+    except ModelConfigError as exc:
+        where = f"agents.{agent}.model: " if agent else ""
+        raise ConfigError(f"{where}{exc}") from exc
+
+
+def resolve_models(
+    specs: str | Sequence[str],
+    *,
+    agent: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+) -> ChatModel:
+    """One spec, or a list tried in order: on a provider error the next model answers that
+    call, and the run's trace says so."""
+    if isinstance(specs, str):
+        return resolve_model(specs, agent=agent, http_client=http_client)
+    models = [resolve_model(spec, agent=agent, http_client=http_client) for spec in specs]
+    if len(models) == 1:
+        return models[0]
+    return FallbackModel(models, on_fallback=note_fallback)

@@ -3,15 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextvars import ContextVar
 
 from pydantic import JsonValue
 
-from agent import AssistantMessage, ChatMessage, ChatModel, TokenCallback, ToolDefinition
+from agent import (
+    AssistantMessage,
+    ChatMessage,
+    ChatModel,
+    ModelError,
+    TokenCallback,
+    ToolDefinition,
+)
 
 from .run_context import TokenBudget
 from .trace import Tracer
 
-__all__ = ["TracedModel"]
+__all__ = ["TracedModel", "note_fallback"]
+
+# The model span in progress in this task: lets a FallbackModel built once at start-up report
+# into whichever run is calling it.
+_current_span: ContextVar[tuple[Tracer, str] | None] = ContextVar("model_span", default=None)
+
+
+async def note_fallback(failed: str, error: ModelError, next_model: str) -> None:
+    """`FallbackModel`'s callback: a note under the current model call's span."""
+    current = _current_span.get()
+    if current is not None:
+        tracer, span_id = current
+        await tracer.note(
+            "model", failed, span_id, "note", fallback_to=next_model, error=str(error)
+        )
 
 
 class TracedModel:
@@ -42,7 +64,11 @@ class TracedModel:
         async with self._tracer.span(
             "model", self._model.name, parent_id=self._parent_id, input=summary
         ) as span:
-            answer = await self._model.invoke(messages, tools, on_token=on_token)
+            token = _current_span.set((self._tracer, span.id))
+            try:
+                answer = await self._model.invoke(messages, tools, on_token=on_token)
+            finally:
+                _current_span.reset(token)
             if self._budget is not None:
                 self._budget.charge(answer.usage)
             span.output = answer.model_dump(
