@@ -13,6 +13,7 @@ import anyio
 from agent import AgentOptions, WindowMemory
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
+from toolkits.mcp import McpToolkitGroup
 
 from .config import Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
@@ -57,14 +58,17 @@ async def open_gateway(
         for name, spec in config.agents.items()
     ]
     try:
-        yield Gateway(
-            nodes,
-            agents,
-            memory=WindowMemory(),
-            max_concurrency=config.gateway.max_concurrency,
-            max_depth=config.gateway.max_depth,
-            hooks=hooks,
-        )
+        # Every MCP server connects concurrently; one that fails to start is reported in its
+        # node's health and retried, while the others serve.
+        async with McpToolkitGroup(config.mcp_servers) as servers:
+            yield Gateway(
+                [*servers, *nodes],
+                agents,
+                memory=WindowMemory(),
+                max_concurrency=config.gateway.max_concurrency,
+                max_depth=config.gateway.max_depth,
+                hooks=hooks,
+            )
     finally:
         with anyio.CancelScope(shield=True):
             await http_client.aclose()

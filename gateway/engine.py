@@ -33,6 +33,8 @@ from agent import (
     Usage,
 )
 from toolkits import Tool, Toolkit, result_data, result_text, split_routed_input
+from toolkits.mcp import McpToolkit
+from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .errors import ConfigError, ToolConflict, UnknownAgent, UnknownTool
 from .run_context import RunContext, TokenBudget
@@ -316,9 +318,9 @@ class Gateway:
                 span.fail(str(exc) or type(exc).__name__)
                 return ActionResponse(action=action, error=span.error)
             if result.is_error:
-                span.fail(result_text(result) or "the tool reported an error")
+                span.fail(result_text(result, _output_cap(node)) or "the tool reported an error")
                 return ActionResponse(action=action, error=span.error)
-            span.output = result_data(result)
+            span.output = result_data(result, max_chars=_output_cap(node))
             return ActionResponse(action=action, data=span.output)
 
     async def _run_agent_tool(
@@ -363,6 +365,11 @@ def _definition(tool: Tool) -> ToolDefinition:
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
     )
+
+
+def _output_cap(node: Toolkit) -> int:
+    """Characters of a result the model reads: the server's own cap for MCP nodes."""
+    return node.max_output if isinstance(node, McpToolkit) else DEFAULT_MAX_CHARS
 
 
 def _agent_tool(spec: AgentSpec) -> Tool:

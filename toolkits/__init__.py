@@ -2,22 +2,31 @@
 
 from .base import ROUTING_KEY, ProgressCallback, Tool, Toolkit, error_result, split_routed_input
 from .calculator import calculator
-from .errors import ToolkitError, UnknownTool
+from .errors import ConnectionLost, ServerUnavailable, ToolkitError, ToolTimeout, UnknownTool
 from .function import FunctionTool, FunctionToolkit, function_tool
+from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, NodeHealth, load_mcp_servers
 from .observation import result_data, result_text
 
 __all__ = [
     "ROUTING_KEY",
+    "ConnectionLost",
     "FunctionTool",
     "FunctionToolkit",
+    "McpServerConfig",
+    "McpToolkit",
+    "McpToolkitGroup",
+    "NodeHealth",
     "ProgressCallback",
+    "ServerUnavailable",
     "Tool",
+    "ToolTimeout",
     "Toolkit",
     "ToolkitError",
     "UnknownTool",
     "calculator",
     "error_result",
     "function_tool",
+    "load_mcp_servers",
     "result_data",
     "result_text",
     "split_routed_input",

@@ -67,7 +67,9 @@ def block_text(block: ContentBlock) -> str:
             resource = block.resource
             match resource:
                 case TextResourceContents():
-                    return f"[resource: {resource.uri} ({_mime(resource.mime_type)})]\n{resource.text}"
+                    return (
+                        f"[resource: {resource.uri} ({_mime(resource.mime_type)})]\n{resource.text}"
+                    )
                 case BlobResourceContents():
                     size = _base64_size(resource.blob)
                     return f"[resource: {resource.uri}, {_mime(resource.mime_type)}, {size} bytes]"

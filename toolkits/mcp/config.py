@@ -91,7 +91,9 @@ class McpServerConfig(BaseModel):
         if "type" in fields:
             kind = fields.pop("type")
             if "transport" in fields and fields["transport"] != kind:
-                raise ValueError(f"`type` ({kind!r}) and `transport` ({fields['transport']!r}) disagree")
+                raise ValueError(
+                    f"`type` ({kind!r}) and `transport` ({fields['transport']!r}) disagree"
+                )
             fields["transport"] = kind
         return fields
 
@@ -129,7 +131,7 @@ class _ClaudeDesktopFile(BaseModel):
     # The real file carries other top-level settings; only `mcpServers` is ours to read.
     model_config = ConfigDict(extra="ignore")
 
-    mcpServers: dict[str, McpServerConfig] = Field(default_factory=dict[str, McpServerConfig])  # noqa: N815
+    mcpServers: dict[str, McpServerConfig] = Field(default_factory=dict[str, McpServerConfig])
 
 
 def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpServerConfig]:

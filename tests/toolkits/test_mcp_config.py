@@ -1,0 +1,115 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from toolkits.errors import ConfigError
+from toolkits.mcp import McpServerConfig, load_mcp_servers
+
+CLAUDE_DESKTOP = {
+    "mcpServers": {
+        "memory": {
+            "command": "npx",
+            "args": ["-y", "@modelcontextprotocol/server-memory"],
+            "env": {"MEMORY_FILE_PATH": "/tmp/memory.json"},
+        },
+        "remote": {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}},
+        "legacy": {"type": "sse", "url": "https://example.com/sse"},
+    },
+    "globalShortcut": "Ctrl+Space",
+}
+
+
+def test_claude_desktop_entries_validate_unchanged() -> None:
+    servers = load_mcp_servers(CLAUDE_DESKTOP)
+    assert list(servers) == ["memory", "remote", "legacy"]
+    assert servers["memory"].kind == "stdio"
+    assert servers["memory"].env == {"MEMORY_FILE_PATH": "/tmp/memory.json"}
+    assert servers["remote"].kind == "http"
+    assert servers["remote"].headers == {"X-Team": "a"}
+    assert servers["legacy"].kind == "sse"
+
+
+def test_defaults() -> None:
+    config = McpServerConfig(command="mcp-server-time")
+    assert (config.prefix, config.timeout, config.max_output, config.protocol) == (
+        "always",
+        60,
+        100_000,
+        "auto",
+    )
+    assert config.include is None
+    assert config.exclude == []
+    assert config.call_cap == 600
+
+
+@pytest.mark.parametrize(
+    ("entry", "kind"),
+    [
+        ({"url": "http://127.0.0.1:1/mcp"}, "http"),
+        ({"transport": "streamable-http", "url": "http://127.0.0.1:1/mcp"}, "http"),
+        ({"type": "streamable-http", "url": "http://127.0.0.1:1/mcp"}, "http"),
+        ({"type": "stdio", "command": "x", "transport": "stdio"}, "stdio"),
+        ({"transport": "sse", "url": "http://127.0.0.1:1/sse"}, "sse"),
+    ],
+)
+def test_transport_is_read_from_type_or_transport_or_inferred(
+    entry: dict[str, object], kind: str
+) -> None:
+    assert McpServerConfig.model_validate(entry).kind == kind
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ({"type": "http", "transport": "sse", "url": "http://x"}, "disagree"),
+        ({"command": "x", "colour": "red"}, "Extra inputs are not permitted"),
+        ({"args": ["x"]}, "a stdio server needs `command`"),
+        ({"type": "http"}, "an http server needs `url`"),
+        (
+            {"command": "x", "url": "http://x", "type": "stdio"},
+            "'url' do not apply to a stdio server",
+        ),
+        ({"url": "http://x", "env": {"A": "1"}}, "'env' do not apply to a http server"),
+        ({"command": "x", "timeout": 10, "max_timeout": 5}, "must not be shorter"),
+        ({"command": "x", "prefix": "sometimes"}, "prefix"),
+        ({"command": "x", "protocol": "2025-11-25"}, "protocol"),
+        ({"command": "x", "timeout": 0}, "greater than 0"),
+    ],
+)
+def test_invalid_entries_are_refused_clearly(entry: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        McpServerConfig.model_validate(entry)
+
+
+def test_secrets_stay_out_of_the_repr() -> None:
+    config = McpServerConfig(
+        url="http://127.0.0.1:1/mcp", headers={"X-Api-Key": "hunter2"}, bearer_token_env="TOKEN_VAR"
+    )
+    stdio = McpServerConfig(command="x", env={"API_KEY": "hunter2"})
+    assert "hunter2" not in repr(config)
+    assert "hunter2" not in repr(stdio)
+    assert "TOKEN_VAR" in repr(config)
+
+
+def test_load_accepts_text_and_paths(tmp_path: Path) -> None:
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps(CLAUDE_DESKTOP))
+    assert (
+        load_mcp_servers(path)
+        == load_mcp_servers(json.dumps(CLAUDE_DESKTOP))
+        == load_mcp_servers(CLAUDE_DESKTOP)
+    )
+    assert load_mcp_servers({}) == {}
+
+
+def test_load_errors_name_the_server_and_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"mcpServers\.bad\.timeout"):
+        load_mcp_servers({"mcpServers": {"bad": {"command": "x", "timeout": "soon"}}})
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_mcp_servers("{nope")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_mcp_servers(tmp_path / "missing.json")

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import toolkits.mcp
+
+
+def test_the_package_exports_what_we_mean() -> None:
+    assert toolkits.mcp.__all__ == sorted(toolkits.mcp.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(toolkits.mcp.__all__) == {
+        "DEFAULT_MAX_OUTPUT",
+        "DEFAULT_TIMEOUT",
+        "Backoff",
+        "HealthState",
+        "McpServerConfig",
+        "McpToolkit",
+        "McpToolkitGroup",
+        "NodeHealth",
+        "NodeTools",
+        "PrefixPolicy",
+        "ProtocolMode",
+        "Target",
+        "ToolsChangedCallback",
+        "TransportFactory",
+        "TransportKind",
+        "is_offered",
+        "load_mcp_servers",
+        "resolve_tool_names",
+        "sanitize_name",
+    }
+    for name in toolkits.mcp.__all__:
+        assert getattr(toolkits.mcp, name) is not None

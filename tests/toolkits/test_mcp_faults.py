@@ -1,0 +1,108 @@
+"""Real servers misbehaving: killed mid-call, hung, never starting. The node copes and says so."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.servers.real import everything_stdio, killable_everything_stdio, read_pid, time_stdio
+from toolkits.errors import ConnectionLost, ToolTimeout
+from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
+from toolkits.observation import result_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+LONG_RUN = "everything__trigger-long-running-operation"
+
+
+async def test_a_server_killed_mid_call_fails_the_call_and_the_next_call_works(
+    tmp_path: Path,
+) -> None:
+    pid_file = tmp_path / "pid"
+    first_progress = anyio.Event()
+
+    async def on_progress(_progress: float, _total: float | None, _message: str | None) -> None:
+        first_progress.set()
+
+    async def kill_at_first_progress() -> None:
+        await first_progress.wait()
+        os.kill(await read_pid(pid_file), signal.SIGKILL)
+
+    async with McpToolkit("everything", killable_everything_stdio(pid_file)) as node:
+        first_pid = await read_pid(pid_file)
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(kill_at_first_progress)
+                with pytest.raises(ConnectionLost, match="'everything' went away"):
+                    await node.call_tool(
+                        LONG_RUN, {"duration": 20, "steps": 20}, on_progress=on_progress
+                    )
+            echo = await node.call_tool("everything__echo", {"message": "back"})
+        assert result_text(echo) == "Echo: back"
+        assert await read_pid(pid_file) != first_pid
+        assert node.health.state == "ready"
+
+
+async def test_a_hung_server_times_out_and_the_node_stays_usable(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    async with McpToolkit("everything", killable_everything_stdio(pid_file, timeout=1)) as node:
+        pid = await read_pid(pid_file)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(ToolTimeout, match=r"no result or progress for 1 s"):
+                await node.call_tool("everything__echo", {"message": "anyone?"})
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        assert node.health.state == "ready"
+        echo = await node.call_tool("everything__echo", {"message": "awake"})
+        assert result_text(echo) == "Echo: awake"
+
+
+async def test_a_silent_tool_times_out_and_the_session_survives() -> None:
+    async with McpToolkit("everything", everything_stdio(timeout=1)) as node:
+        # One step over 30 s: no progress before the 1 s timeout.
+        with pytest.raises(ToolTimeout, match=LONG_RUN):
+            await node.call_tool(LONG_RUN, {"duration": 30, "steps": 1})
+        echo = await node.call_tool("everything__echo", {"message": "still here"})
+        assert result_text(echo) == "Echo: still here"
+
+
+async def test_servers_that_never_start_leave_the_others_serving(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    exits = "import sys; print('boom: bad config', file=sys.stderr); sys.exit(3)"
+    configs = {
+        "missing": McpServerConfig(command="/nonexistent/mcp-server"),
+        "exits": McpServerConfig(command=sys.executable, args=["-c", exits]),
+        # Reads the handshake and never answers; exits when its stdin closes.
+        "silent": McpServerConfig(command="bash", args=["-c", "cat > /dev/null"], timeout=1),
+        "time": time_stdio(),
+    }
+    with anyio.fail_after(30):
+        async with McpToolkitGroup(configs, backoff=Backoff(initial=60)) as group:
+            assert group["time"].health.state == "ready"
+            result = await group["time"].call_tool("time__get_current_time", {"timezone": "UTC"})
+            assert not result.is_error
+
+            health = group.health
+            assert all(health[name].state == "failed" for name in ("missing", "exits", "silent"))
+            assert health["missing"].last_error == (
+                "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/mcp-server'"
+            )
+            assert health["exits"].last_error is not None
+            assert health["exits"].last_error.endswith("(stderr: boom: bad config)")
+            assert (
+                health["silent"].last_error == "TimeoutError: no handshake and tool list within 1 s"
+            )
+            report = group.health_report().splitlines()
+            assert report[0].startswith("missing: failed since ")
+            assert report[0].endswith("No such file or directory: '/nonexistent/mcp-server'")
+            assert report[3].startswith("time: ready since ")
+    assert "stderr: boom: bad config" in caplog.messages

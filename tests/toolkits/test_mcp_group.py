@@ -1,0 +1,110 @@
+"""McpToolkitGroup with in-process servers: cross-node names, fail-open start, change events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.client import Transport
+
+from tests.servers.inprocess import Context, ToyServer, text_result
+from toolkits.errors import ServerUnavailable
+from toolkits.mcp import Backoff, McpServerConfig, McpToolkitGroup, PrefixPolicy
+
+pytestmark = pytest.mark.anyio
+
+
+def config(prefix: PrefixPolicy = "always", **keys: Any) -> McpServerConfig:
+    return McpServerConfig(command="in-process", prefix=prefix, **keys)
+
+
+def toy(*names: str) -> ToyServer:
+    server = ToyServer()
+    for name in names:
+        server.add_echo(name)
+    return server
+
+
+def unreachable() -> Transport:
+    raise OSError("connection refused by test")
+
+
+async def test_auto_prefix_is_resolved_across_nodes_and_calls_reach_the_right_server() -> None:
+    a, b, c = toy("search", "only_a"), toy("search", "only_b"), toy("only_a")
+    configs = {"a": config("auto"), "b": config("auto"), "c": config("always")}
+    targets = {"a": a.server, "b": b.server, "c": c.server}
+    async with McpToolkitGroup(configs, targets=targets) as group:
+        names = {node.name: sorted(tool.name for tool in await node.list_tools()) for node in group}
+        assert names == {
+            "a": ["a__search", "only_a"],
+            "b": ["b__search", "only_b"],
+            "c": ["c__only_a"],
+        }
+        assert len({tool.name for tool in await group.list_tools()}) == 5
+        result = await group["b"].call_tool("b__search", {"q": "x"})
+        assert result.content == [types.TextContent(text="search:[('q', 'x')]")]
+        assert (await group["a"].call_tool("only_a", {})).content == [
+            types.TextContent(text="only_a:[]")
+        ]
+
+
+async def test_a_server_that_cannot_start_does_not_hold_back_the_others() -> None:
+    configs = {"good": config(), "bad": config()}
+    group = McpToolkitGroup(
+        configs, targets={"good": toy("echo").server, "bad": unreachable}, backoff=Backoff(60)
+    )
+    async with group:
+        assert group["good"].health.state == "ready"
+        bad = group["bad"].health
+        assert bad.state == "failed"
+        assert bad.failures == 1
+        assert bad.last_error == "OSError: connection refused by test"
+        assert "bad: failed since" in group.health_report()
+        assert "1 failed attempt, next try at" in group.health_report()
+        assert (await group["good"].call_tool("good__echo", {})).content == [
+            types.TextContent(text="echo:[]")
+        ]
+        assert list(await group["bad"].list_tools()) == []
+        with pytest.raises(
+            ServerUnavailable, match="'bad' is unavailable: OSError: connection refused by test"
+        ):
+            await group["bad"].refresh_tools()
+
+
+async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() -> None:
+    a, b = toy("search"), toy("echo")
+
+    async def grow(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        b.add_echo("search")
+        await b.announce_change(ctx)
+        return text_result("grown")
+
+    b.add("grow", grow)
+    changed: set[str] = set()
+    both_changed = anyio.Event()
+
+    async def on_change(node: str) -> None:
+        changed.add(node)
+        if changed == {"a", "b"}:
+            both_changed.set()
+
+    configs = {"a": config("auto"), "b": config("auto")}
+    async with McpToolkitGroup(configs, targets={"a": a.server, "b": b.server}) as group:
+        assert [tool.name for tool in await group["a"].list_tools()] == ["search"]
+        unsubscribe = group.subscribe(on_change)
+        await group["b"].call_tool("grow", {})
+        with anyio.fail_after(5):
+            await both_changed.wait()
+        unsubscribe()
+        assert [tool.name for tool in await group["a"].list_tools()] == ["a__search"]
+        assert "b__search" in {tool.name for tool in await group["b"].list_tools()}
+        assert (await group["a"].call_tool("a__search", {})).content == [
+            types.TextContent(text="search:[]")
+        ]
+
+
+def test_targets_must_name_configured_servers() -> None:
+    with pytest.raises(ValueError, match="unconfigured servers"):
+        McpToolkitGroup({"a": config()}, targets={"b": unreachable})

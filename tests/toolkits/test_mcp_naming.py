@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from toolkits.mcp import NodeTools, is_offered, resolve_tool_names, sanitize_name
+
+VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def test_sanitize_replaces_invalid_characters() -> None:
+    assert sanitize_name("get-sum") == "get-sum"
+    assert sanitize_name("files.read v2") == "files_read_v2"
+    assert sanitize_name("") == "_"
+    assert sanitize_name("日本") == "__"
+
+
+def test_long_names_keep_their_head_and_gain_a_stable_hash() -> None:
+    long = "a" * 100
+    name = sanitize_name(long)
+    assert VALID.match(name)
+    assert len(name) == 64
+    assert name.startswith("a" * 55 + "_")
+    assert sanitize_name(long) == name
+    assert sanitize_name("a" * 99 + "b") != name
+
+
+def test_names_that_sanitise_alike_stay_distinct_within_a_node() -> None:
+    names = resolve_tool_names([NodeTools("fs", "never", ["read.file", "read_file", "read file"])])[
+        "fs"
+    ]
+    assert names["read_file"] == "read_file"  # the one that needed no change keeps the name
+    assert len(set(names.values())) == 3
+    assert all(VALID.match(name) for name in names.values())
+    # Deterministic: the same listing in another order gives the same names.
+    again = resolve_tool_names([NodeTools("fs", "never", ["read file", "read_file", "read.file"])])[
+        "fs"
+    ]
+    assert again == names
+
+
+def test_prefix_always_and_never() -> None:
+    names = resolve_tool_names(
+        [NodeTools("time", "always", ["get_current_time"]), NodeTools("calc", "never", ["add"])]
+    )
+    assert names == {"time": {"get_current_time": "time__get_current_time"}, "calc": {"add": "add"}}
+
+
+def test_prefixed_names_are_valid_even_for_awkward_server_names() -> None:
+    names = resolve_tool_names([NodeTools("my server.v2", "always", ["x" * 80])])["my server.v2"]
+    (name,) = names.values()
+    assert VALID.match(name)
+    assert name.startswith("my_server_v2__xxx")
+
+
+def test_auto_prefixes_only_tools_that_clash_across_nodes() -> None:
+    names = resolve_tool_names(
+        [
+            NodeTools("a", "auto", ["search", "only_a"]),
+            NodeTools("b", "auto", ["search", "only_b"]),
+            NodeTools("c", "always", ["only_a"]),
+        ]
+    )
+    assert names["a"] == {"search": "a__search", "only_a": "only_a"}
+    assert names["b"] == {"search": "b__search", "only_b": "only_b"}
+    assert names["c"] == {"only_a": "c__only_a"}
+
+
+def test_a_never_node_keeps_its_name_against_an_auto_node() -> None:
+    names = resolve_tool_names(
+        [NodeTools("a", "auto", ["search"]), NodeTools("b", "never", ["search"])]
+    )
+    assert names == {"a": {"search": "a__search"}, "b": {"search": "search"}}
+
+
+def test_two_never_nodes_cannot_share_a_name(caplog: pytest.LogCaptureFixture) -> None:
+    names = resolve_tool_names(
+        [NodeTools("a", "never", ["search"]), NodeTools("b", "never", ["search"])]
+    )
+    assert names == {"a": {"search": "search"}, "b": {"search": "b__search"}}
+    assert "clashes" in caplog.text
+
+
+def test_leftover_clashes_are_settled_by_a_hash() -> None:
+    # Node "a" offers a bare tool named exactly like node "b"'s prefixed one.
+    names = resolve_tool_names(
+        [NodeTools("a", "never", ["b__echo"]), NodeTools("b", "always", ["echo"])]
+    )
+    assert names["a"] == {"b__echo": "b__echo"}
+    assert names["b"]["echo"].startswith("b__echo_")
+    assert VALID.match(names["b"]["echo"])
+
+
+@pytest.mark.parametrize(
+    ("name", "include", "exclude", "offered"),
+    [
+        ("read_file", None, [], True),
+        ("read_file", ["read_*"], [], True),
+        ("write_file", ["read_*"], [], False),
+        ("read_secret", ["read_*"], ["*secret*"], False),
+        ("Read_file", ["read_*"], [], False),  # case-sensitive on every platform
+    ],
+)
+def test_include_and_exclude_globs(
+    name: str, include: list[str] | None, exclude: list[str], offered: bool
+) -> None:
+    assert is_offered(name, include, exclude) is offered

@@ -1,0 +1,300 @@
+"""McpToolkit against real SDK servers in-process (both protocol eras where it matters)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.servers.inprocess import (
+    Context,
+    CrashableTransport,
+    ToyServer,
+    content_kinds_result,
+    text_result,
+)
+from toolkits.base import Toolkit, split_routed_input
+from toolkits.errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
+from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
+
+pytestmark = pytest.mark.anyio
+
+ERAS: list[ProtocolMode] = ["legacy", "modern"]
+
+
+def config(**keys: Any) -> McpServerConfig:
+    # The command is never run: every node here gets an in-process target.
+    return McpServerConfig(command="in-process", **keys)
+
+
+def toy_with_echo(*names: str, page_size: int | None = None) -> ToyServer:
+    toy = ToyServer(page_size=page_size)
+    for name in names:
+        toy.add_echo(name, description=f"echoes for {name}")
+    return toy
+
+
+async def test_tools_carry_their_node_and_original_name() -> None:
+    toy = toy_with_echo("echo")
+    async with McpToolkit("toy", config(), target=toy.server) as node:
+        assert isinstance(node, Toolkit)
+        (tool,) = await node.list_tools()
+        assert tool.name == "toy__echo"
+        assert tool.original_name == "echo"
+        assert tool.source_node == "toy"
+        assert tool.is_from_toolkit
+        assert tool.description == "echoes for echo"
+        assert tool.input_schema == {"type": "object"}
+        (relayed,) = node.mcp_tools()
+        assert relayed.name == "toy__echo"
+        assert relayed.description == "echoes for echo"
+
+
+async def test_calls_route_through_the_reverse_map_not_the_name() -> None:
+    # Three tools that sanitise alike; each model-facing name must reach its own tool.
+    toy = toy_with_echo("read.file", "read_file", "read file")
+    async with McpToolkit("fs", config(prefix="never"), target=toy.server) as node:
+        tools = await node.list_tools()
+        assert len({tool.name for tool in tools}) == 3
+        for tool in tools:
+            args = split_routed_input(tool, {"tool": tool.name, "n": 1})
+            result = await node.call_tool(tool.name, args)
+            assert result.content == [types.TextContent(text=f"{tool.original_name}:[('n', 1)]")]
+
+
+async def test_an_unknown_name_is_an_unknown_tool() -> None:
+    toy = toy_with_echo("echo")
+    async with McpToolkit("toy", config(), target=toy.server) as node:
+        with pytest.raises(UnknownTool, match="'toy' has no tool named 'echo'"):
+            await node.call_tool("echo", {})  # the original name is not the model's name
+
+
+async def test_include_and_exclude_filter_on_original_names() -> None:
+    toy = toy_with_echo("get_a", "get_secret", "set_a")
+    async with McpToolkit(
+        "t", config(include=["get_*"], exclude=["*secret*"]), target=toy.server
+    ) as node:
+        assert [tool.name for tool in await node.list_tools()] == ["t__get_a"]
+        with pytest.raises(UnknownTool):
+            await node.call_tool("t__set_a", {})
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_listing_follows_pagination(era: ProtocolMode) -> None:
+    toy = toy_with_echo(*(f"tool_{i:03}" for i in range(250)), page_size=60)
+    async with McpToolkit("many", config(protocol=era), target=toy.server) as node:
+        tools = await node.list_tools()
+        assert [tool.original_name for tool in tools] == [f"tool_{i:03}" for i in range(250)]
+        assert toy.list_requests == 5
+        result = await node.call_tool("many__tool_249", {})
+        assert result.content == [types.TextContent(text="tool_249:[]")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_list_changed_refreshes_the_tools(era: ProtocolMode) -> None:
+    toy = toy_with_echo("echo")
+
+    async def grow(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        toy.add_echo("added")
+        await toy.announce_change(ctx)
+        return text_result("grown")
+
+    toy.add("grow", grow)
+    changed = anyio.Event()
+
+    async def on_change(node_name: str) -> None:
+        assert node_name == "toy"
+        changed.set()
+
+    async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
+        node.subscribe(on_change)
+        assert node.health.protocol_version == ("2025-11-25" if era == "legacy" else "2026-07-28")
+        await node.call_tool("toy__grow", {})
+        with anyio.fail_after(5):
+            await changed.wait()
+        assert "toy__added" in {tool.name for tool in await node.list_tools()}
+        result = await node.call_tool("toy__added", {"x": 1})
+        assert result.content == [types.TextContent(text="added:[('x', 1)]")]
+
+
+async def test_results_keep_every_content_kind() -> None:
+    toy = ToyServer()
+
+    async def kinds(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return content_kinds_result()
+
+    async def fails(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text="no such city")], is_error=True)
+
+    toy.add("kinds", kinds)
+    toy.add("fails", fails)
+    async with McpToolkit("toy", config(protocol="legacy"), target=toy.server) as node:
+        result = await node.call_tool("toy__kinds", {})
+        expected = content_kinds_result()
+        assert result.content == expected.content
+        assert result.structured_content == {"kinds": 6}
+        assert result.meta == {"trace": "abc"}
+        assert not result.is_error
+        failed = await node.call_tool("toy__fails", {})
+        assert failed.is_error
+        assert failed.content == [types.TextContent(text="no such city")]
+
+
+async def test_protocol_errors_come_back_as_error_results() -> None:
+    toy = ToyServer()
+
+    async def bad_params(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        raise MCPError(types.INVALID_PARAMS, "x must be positive")
+
+    toy.add("strict", bad_params)
+    async with McpToolkit("toy", config(), target=toy.server) as node:
+        result = await node.call_tool("toy__strict", {"x": -1})
+        assert result.is_error
+        assert result.content == [types.TextContent(text="MCP error -32602: x must be positive")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_reaches_the_caller(era: ProtocolMode) -> None:
+    toy = ToyServer()
+    toy.add_worker("work", interval=0)
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
+        result = await node.call_tool("toy__work", {"steps": 3}, on_progress=on_progress)
+    assert result.content == [types.TextContent(text="worked")]
+    assert sorted(seen) == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_restarts_the_timeout(era: ProtocolMode) -> None:
+    # 8 steps of 0.1 s each: 0.8 s in all, far past the 0.3 s timeout, but never 0.3 s silent.
+    toy = ToyServer()
+    toy.add_worker("work", interval=0.1)
+    async with McpToolkit("toy", config(protocol=era, timeout=0.3), target=toy.server) as node:
+        result = await node.call_tool("toy__work", {"steps": 8})
+    assert result.content == [types.TextContent(text="worked")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_progress_cannot_outrun_the_absolute_cap(era: ProtocolMode) -> None:
+    toy = ToyServer()
+    toy.add_worker("work", interval=0.05)
+    cfg = config(protocol=era, timeout=0.3, max_timeout=0.6)
+    async with McpToolkit("toy", cfg, target=toy.server) as node:
+        started = anyio.current_time()
+        with pytest.raises(
+            ToolTimeout, match=r"no result within 0\.6 s, the absolute limit"
+        ) as caught:
+            await node.call_tool("toy__work", {"steps": 1000})
+        assert anyio.current_time() - started >= 0.6
+        assert caught.value.seconds == 0.6
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_silent_tool_times_out_and_is_cancelled_at_the_server(era: ProtocolMode) -> None:
+    toy = toy_with_echo("echo")
+    _, cancelled = toy.add_hanging("hang")
+    async with McpToolkit("toy", config(protocol=era, timeout=0.3), target=toy.server) as node:
+        with pytest.raises(
+            ToolTimeout,
+            match=r"'toy__hang' of MCP server 'toy' timed out \(no result or progress for 0\.3 s\)",
+        ):
+            await node.call_tool("toy__hang", {})
+        with anyio.fail_after(5):
+            await cancelled.wait()
+        # The session survives the timeout.
+        assert (await node.call_tool("toy__echo", {})).content == [
+            types.TextContent(text="echo:[]")
+        ]
+        assert node.health.state == "ready"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_cancelling_the_caller_cancels_the_call(era: ProtocolMode) -> None:
+    toy = toy_with_echo("echo")
+    started, cancelled = toy.add_hanging("hang")
+    async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(node.call_tool, "toy__hang", dict[str, Any]())
+            with anyio.fail_after(5):
+                await started.wait()
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(5):
+            await cancelled.wait()
+        assert (await node.call_tool("toy__echo", {})).content == [
+            types.TextContent(text="echo:[]")
+        ]
+
+
+async def test_a_server_that_dies_mid_call_fails_the_call_and_comes_back() -> None:
+    toy = toy_with_echo("echo")
+    started, _ = toy.add_hanging("hang")
+    crashable = CrashableTransport(toy.server)
+    async with McpToolkit("toy", config(), target=crashable.connect) as node:
+        assert node.health.state == "ready"
+
+        async def crash_once_started() -> None:
+            await started.wait()
+            crashable.crash()
+
+        with anyio.fail_after(5):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(crash_once_started)
+                with pytest.raises(ConnectionLost, match="'toy' went away"):
+                    await node.call_tool("toy__hang", {})
+            # The next call waits for the reconnect and works.
+            assert (await node.call_tool("toy__echo", {})).content == [
+                types.TextContent(text="echo:[]")
+            ]
+        assert crashable.connections == 2
+        assert node.health.state == "ready"
+        assert node.health.last_error is not None
+        assert "closed" in node.health.last_error
+
+
+async def test_a_server_that_dies_while_idle_is_reconnected() -> None:
+    toy = toy_with_echo("echo")
+    crashable = CrashableTransport(toy.server)
+    renamed = anyio.Event()
+
+    async def tools_changed(_node: str) -> None:
+        renamed.set()
+
+    async with McpToolkit("toy", config(), target=crashable.connect) as node:
+        assert crashable.connections == 1
+        node.subscribe(tools_changed)
+        crashable.crash()
+        with anyio.fail_after(5):
+            await node.wait_for_health(
+                lambda health: health.state == "ready" and crashable.connections == 2
+            )
+        assert (await node.call_tool("toy__echo", {})).content == [
+            types.TextContent(text="echo:[]")
+        ]
+    assert not renamed.is_set()  # same tools after the reconnect: nothing to announce
+
+
+async def test_health_follows_the_lifecycle() -> None:
+    toy = toy_with_echo("echo", "other")
+    node = McpToolkit("toy", config(protocol="modern"), target=toy.server)
+    assert node.health.state == "stopped"
+    with pytest.raises(ServerUnavailable, match="'toy' is not running"):
+        await node.refresh_tools()
+    async with node:
+        health = node.health
+        assert (health.state, health.tool_count, health.protocol_version) == (
+            "ready",
+            2,
+            "2026-07-28",
+        )
+        assert str(health).startswith("toy: ready since ")
+        assert "2 tools, protocol 2026-07-28" in str(health)
+        with pytest.raises(RuntimeError, match="already running"):
+            await node.run()
+    assert node.health.state == "stopped"

@@ -1,0 +1,150 @@
+"""McpToolkit against real MCP servers in subprocesses: every transport, both protocol eras."""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import mcp_types as types
+import pytest
+
+from tests.servers.real import everything_http, everything_stdio, time_stdio
+from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup, ProtocolMode
+from toolkits.observation import result_data, result_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+Progress = tuple[float, float | None, str | None]
+
+
+async def long_running_operation(node: McpToolkit, name: str) -> list[Progress]:
+    """Run server-everything's progress-reporting tool; returns the progress seen."""
+    seen: list[Progress] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with anyio.fail_after(20):
+        result = await node.call_tool(name, {"duration": 0.6, "steps": 3}, on_progress=on_progress)
+    assert "Long running operation completed" in result_text(result)
+    return sorted(seen)
+
+
+async def test_everything_over_stdio(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    config = everything_stdio(env={"AGENT_GATEWAY_PROBE": "passed-through"})
+    async with McpToolkit("everything", config) as node:
+        names = {tool.name for tool in await node.list_tools()}
+        assert {"everything__echo", "everything__get-tiny-image"} <= names
+        assert node.health.protocol_version == "2025-11-25"  # TypeScript servers fall back
+
+        echo = await node.call_tool("everything__echo", {"message": "hi"})
+        assert result_text(echo) == "Echo: hi"
+
+        image = await node.call_tool("everything__get-tiny-image", {})
+        assert any(isinstance(block, types.ImageContent) for block in image.content)
+        assert "[image: image/png, " in result_text(image)
+
+        links = await node.call_tool("everything__get-resource-links", {"count": 2})
+        assert sum(isinstance(block, types.ResourceLink) for block in links.content) == 2
+        assert "[resource link 'Blob Resource 1': demo://resource/dynamic/blob/1" in result_text(
+            links
+        )
+
+        reference = await node.call_tool(
+            "everything__get-resource-reference", {"resourceType": "Text", "resourceId": 1}
+        )
+        assert any(isinstance(block, types.EmbeddedResource) for block in reference.content)
+        assert "[resource: demo://resource/dynamic/text/1 (text/plain)]" in result_text(reference)
+
+        weather = await node.call_tool(
+            "everything__get-structured-content", {"location": "Chicago"}
+        )
+        assert weather.structured_content is not None
+        assert result_data(weather) == weather.structured_content
+
+        env = await node.call_tool("everything__get-env", {})
+        assert "passed-through" in result_text(env)
+
+        assert await long_running_operation(node, "everything__trigger-long-running-operation") == [
+            (1, 3, None),
+            (2, 3, None),
+            (3, 3, None),
+        ]
+    # The server's stderr went to our log, not to our own stdout/stderr.
+    assert "stderr: Starting default (STDIO) server..." in caplog.messages
+    assert any(r.name == "toolkits.mcp.everything" for r in caplog.records)
+    out, err = capfd.readouterr()
+    assert "Starting default" not in out + err
+
+
+async def test_everything_over_streamable_http(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("EVERYTHING_TOKEN", "s3cr3t-token-value")
+    async with everything_http("streamableHttp") as url:
+        assert url.startswith("http://127.0.0.1:")
+        config = McpServerConfig(
+            transport="http", url=url, headers={"X-Probe": "1"}, bearer_token_env="EVERYTHING_TOKEN"
+        )
+        assert "s3cr3t" not in repr(config)
+        async with McpToolkit("everything", config) as node:
+            assert node.health.state == "ready", node.health
+            echo = await node.call_tool("everything__echo", {"message": "over http"})
+            assert result_text(echo) == "Echo: over http"
+            progress = await long_running_operation(
+                node, "everything__trigger-long-running-operation"
+            )
+            assert progress == [(1, 3, None), (2, 3, None), (3, 3, None)]
+    assert "s3cr3t-token-value" not in caplog.text
+
+
+async def test_everything_over_legacy_sse() -> None:
+    async with (
+        everything_http("sse") as url,
+        McpToolkit("everything", McpServerConfig(transport="sse", url=url)) as node,
+    ):
+        assert node.health.state == "ready", node.health
+        echo = await node.call_tool("everything__echo", {"message": "over sse"})
+        assert result_text(echo) == "Echo: over sse"
+
+
+@pytest.mark.parametrize(
+    ("protocol", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")]
+)
+async def test_time_server_in_both_eras(protocol: ProtocolMode, version: str) -> None:
+    async with McpToolkit("time", time_stdio(protocol=protocol, prefix="never")) as node:
+        assert node.health.protocol_version == version
+        assert {tool.name for tool in await node.list_tools()} == {
+            "get_current_time",
+            "convert_time",
+        }
+        result = await node.call_tool("get_current_time", {"timezone": "UTC"})
+        assert not result.is_error
+        assert '"timezone": "UTC"' in result_text(result)
+
+
+async def test_everything_in_legacy_mode_and_a_modern_time_server_in_one_group() -> None:
+    configs = {
+        "everything": everything_stdio(protocol="legacy", prefix="auto", include=["echo", "get-*"]),
+        "time": time_stdio(protocol="modern", prefix="auto"),
+    }
+    with anyio.fail_after(30):
+        async with McpToolkitGroup(configs) as group:
+            names = sorted(tool.name for tool in await group.list_tools())
+            assert "echo" in names
+            assert "get_current_time" in names
+            assert "trigger-long-running-operation" not in names
+            assert all(health.state == "ready" for health in group.health.values()), (
+                group.health_report()
+            )
+            assert (
+                result_text(await group["everything"].call_tool("echo", {"message": "x"}))
+                == "Echo: x"
+            )
+            assert not (
+                await group["time"].call_tool("get_current_time", {"timezone": "UTC"})
+            ).is_error

@@ -1,0 +1,147 @@
+"""Which of a server's tools the model sees, and under which names.
+
+Model-facing names match `^[A-Za-z0-9_-]{1,64}$` (what every provider accepts). They are made
+deterministically from the server's own names: other characters become `_`, a name too long
+keeps its head and gains `_` plus 8 hex digits of a hash of the original, and two tools of one
+node that sanitise alike are told apart the same way (the one that needed no change keeps the
+plain name). The prefix policy then decides `server__tool` or `tool`; `auto` needs to know the
+other nodes' names, so resolution takes every node at once (`resolve_tool_names`).
+
+The result is a map per node from original name to model name; routing uses its inverse, never
+string splitting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from .config import PrefixPolicy
+
+__all__ = [
+    "MAX_NAME_LENGTH",
+    "PREFIX_SEPARATOR",
+    "NodeTools",
+    "invert",
+    "is_offered",
+    "resolve_tool_names",
+    "sanitize_name",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_NAME_LENGTH = 64
+PREFIX_SEPARATOR = "__"
+_DIGEST_LENGTH = 8
+_INVALID = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def _digest(key: str, salt: int = 0) -> str:
+    data = key if salt == 0 else f"{key}\x00{salt}"
+    return hashlib.sha256(data.encode()).hexdigest()[:_DIGEST_LENGTH]
+
+
+def _with_digest(name: str, key: str, salt: int = 0) -> str:
+    head = name[: MAX_NAME_LENGTH - _DIGEST_LENGTH - 1]
+    return f"{head}_{_digest(key, salt)}"
+
+
+def _fit(name: str, key: str) -> str:
+    return name if len(name) <= MAX_NAME_LENGTH else _with_digest(name, key)
+
+
+def sanitize_name(name: str) -> str:
+    """`name` made valid for a model: invalid characters to `_`, at most 64 characters."""
+    return _fit(_INVALID.sub("_", name) or "_", name)
+
+
+def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str]) -> bool:
+    """Whether a tool passes the `include`/`exclude` fnmatch globs (exclude wins)."""
+    if include is not None and not any(fnmatchcase(name, pattern) for pattern in include):
+        return False
+    return not any(fnmatchcase(name, pattern) for pattern in exclude)
+
+
+def _unique(originals: Iterable[str], prefix: str | None) -> dict[str, str]:
+    """Names for one node's tools, distinct within the node."""
+    head = f"{sanitize_name(prefix)}{PREFIX_SEPARATOR}" if prefix is not None else ""
+    wanted = {orig: _fit(head + _INVALID.sub("_", orig), orig) for orig in dict.fromkeys(originals)}
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    # A tool whose name needed no change keeps it; then shorter originals first: deterministic.
+    for orig in sorted(wanted, key=lambda o: (sanitize_name(o) != o, len(o), o)):
+        name = wanted[orig]
+        salt = 0
+        while name in taken:
+            name = _with_digest(wanted[orig], orig, salt)
+            salt += 1
+        taken.add(name)
+        names[orig] = name
+    return {orig: names[orig] for orig in wanted}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTools:
+    """One node's offered tools (original names, already filtered) and its prefix policy."""
+
+    node: str
+    prefix: PrefixPolicy
+    tools: Sequence[str]
+
+
+def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
+    """Model-facing names for every node's tools: `{node: {original: model_name}}`.
+
+    - `always`: `node__tool`.
+    - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
+    - `never`: the bare name; if an earlier `never` node already holds it, this one falls back
+      to `node__tool` (logged), since two tools cannot share a name.
+
+    Names are unique across all nodes: any clash left over (a bare name that happens to equal
+    another node's prefixed one) is settled by a hash suffix on the later node's tool.
+    """
+    bare = {n.node: _unique(n.tools, None) for n in nodes}
+    prefixed = {n.node: _unique(n.tools, n.node) for n in nodes}
+    claims = Counter(name for n in nodes if n.prefix != "always" for name in bare[n.node].values())
+
+    resolved: dict[str, dict[str, str]] = {}
+    held_by_never: set[str] = set()
+    used: set[str] = set()
+    for n in nodes:
+        names: dict[str, str] = {}
+        for orig in bare[n.node]:
+            plain, long = bare[n.node][orig], prefixed[n.node][orig]
+            if n.prefix == "always":
+                name = long
+            elif n.prefix == "auto":
+                name = long if claims[plain] > 1 else plain
+            elif plain in held_by_never:
+                logger.warning(
+                    "tool %r of %r clashes with another node's that also has prefix='never'; "
+                    "offering it as %r",
+                    orig,
+                    n.node,
+                    long,
+                )
+                name = long
+            else:
+                held_by_never.add(plain)
+                name = plain
+            salt = 0
+            while name in used:
+                name = _with_digest(long, f"{n.node}\x00{orig}", salt)
+                salt += 1
+            used.add(name)
+            names[orig] = name
+        resolved[n.node] = names
+    return resolved
+
+
+def invert(names: Mapping[str, str]) -> dict[str, str]:
+    """The routing map: model name to original name."""
+    return {model: orig for orig, model in names.items()}

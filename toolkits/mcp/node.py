@@ -1,0 +1,323 @@
+"""One configured MCP server as a toolkit node (implements `toolkits.Toolkit`).
+
+The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
+named by `naming`, routed back through a reverse map) and calls them on the session its
+`OwnedSession` keeps alive. Calls run in the caller's own task, so cancelling the caller
+cancels the MCP request (the SDK tells the server with `notifications/cancelled`).
+
+Timeouts: a call may go `timeout` seconds without a result; each progress notification
+restarts that clock, up to the absolute cap `max_timeout`. A timeout raises `ToolTimeout`; a
+server that is down raises `ServerUnavailable` (`ConnectionLost` when it died mid-call). Tool
+failures, including protocol errors the server answers with, come back as `is_error` results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import anyio.abc
+import mcp_types
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from ..base import ProgressCallback, Tool, error_result
+from ..errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
+from ._background import in_background
+from .config import McpServerConfig
+from .health import NodeHealth
+from .naming import NodeTools, invert, is_offered, resolve_tool_names
+from .session import DEFAULT_BACKOFF, Backoff, Connection, OwnedSession, Target
+
+__all__ = ["McpToolkit", "ToolsChangedCallback"]
+
+ToolsChangedCallback = Callable[[str], Awaitable[None]]
+"""Called with the node's name after the tools it offers changed (names, schemas, or the set)."""
+
+
+class McpToolkit:
+    """A toolkit node serving one MCP server's tools.
+
+    Run it with `async with McpToolkit(name, config) as node:` or start `node.run` in your own
+    task group (`await tg.start(node.run)` returns once the first connection attempt settled);
+    several at once with `McpToolkitGroup`. Safe to call concurrently.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        target: Target | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        resolve_names: Callable[[], Sequence[McpToolkit]] | None = None,
+    ) -> None:
+        """`target` replaces the config's transport (its other keys still apply).
+
+        `resolve_names` replaces naming this node alone: a group passes its cross-node resolver,
+        which calls `apply_names` on its nodes and returns those whose tools changed.
+        """
+        self._name = name
+        self._config = config
+        self._resolve_names = resolve_names
+        self._log = logging.getLogger(f"toolkits.mcp.{name}")
+        self._session = OwnedSession(
+            name,
+            config,
+            adopt_listing=self._adopt_listing,
+            target=target,
+            backoff=backoff,
+            log=self._log,
+        )
+        self._listing: dict[str, mcp_types.Tool] = {}
+        self._tools: tuple[Tool, ...] = ()
+        self._routes: dict[str, str] = {}
+        self._listeners: list[ToolsChangedCallback] = []
+        self._exit_stack: AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"McpToolkit({self._name!r}, {self._config.kind}, {self._session.health.state})"
+
+    # -- what the node offers -----------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def config(self) -> McpServerConfig:
+        return self._config
+
+    @property
+    def max_output(self) -> int:
+        """The observation cap for this node's results: pass it to `result_data(result, ...)`."""
+        return self._config.max_output
+
+    @property
+    def health(self) -> NodeHealth:
+        return dataclasses.replace(self._session.health, tool_count=len(self._tools))
+
+    async def wait_for_health(self, predicate: Callable[[NodeHealth], bool]) -> NodeHealth:
+        """Wait until `predicate(health)` holds (checked now and on every state change).
+
+        Unbounded: wrap it in `anyio.fail_after`.
+        """
+        health = await self._session.wait_for_health(
+            lambda state: predicate(dataclasses.replace(state, tool_count=len(self._tools)))
+        )
+        return dataclasses.replace(health, tool_count=len(self._tools))
+
+    @property
+    def node_tools(self) -> NodeTools:
+        """The offered tools' original names and the prefix policy, for `resolve_tool_names`."""
+        return NodeTools(self._name, self._config.prefix, tuple(self._listing))
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools offered now; while the first connection is being made, waits for it."""
+        if self._session.health.state == "connecting":
+            with anyio.move_on_after(self._config.timeout):
+                await self._session.wait_for_health(lambda health: health.state != "connecting")
+        return self._tools
+
+    def mcp_tools(self) -> list[mcp_types.Tool]:
+        """The server's own tool definitions under their model-facing names, for relaying."""
+        return [
+            self._listing[tool.original_name].model_copy(update={"name": tool.name})
+            for tool in self._tools
+            if tool.original_name is not None
+        ]
+
+    def subscribe(self, callback: ToolsChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever the offered tools change; returns unsubscribe."""
+        self._listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
+
+    def apply_names(self, names: Mapping[str, str]) -> bool:
+        """Offer the listed tools under `names` (original name -> model name); True if changed.
+
+        For whoever resolves names across nodes (`McpToolkitGroup`), which then awaits
+        `notify_tools_changed()`; a map that does not cover exactly the current listing is
+        ignored in favour of naming this node alone.
+        """
+        if set(names) != set(self._listing):
+            names = resolve_tool_names([self.node_tools])[self._name]
+        tools = tuple(self._to_tool(names[orig], tool) for orig, tool in self._listing.items())
+        self._routes = invert(names)
+        if tools == self._tools:
+            return False
+        self._tools = tools
+        self._log.info("offering %d tools", len(tools))
+        return True
+
+    async def notify_tools_changed(self) -> None:
+        """Run the `subscribe`d callbacks (a failing one is logged, not raised)."""
+        for listener in list(self._listeners):
+            try:
+                await listener(self._name)
+            except Exception:
+                self._log.exception("a tools-changed listener failed")
+
+    async def refresh_tools(self) -> Sequence[Tool]:
+        """List the server's tools again now (they are also refreshed on its change events)."""
+        conn = await self._session.ready_connection()
+        assert conn.client is not None
+        try:
+            with anyio.fail_after(self._config.timeout):
+                listing = await self._session.fetch_listing(conn.client)
+        except MCPError as exc:
+            if exc.code == mcp_types.CONNECTION_CLOSED:
+                raise self._unavailable(conn, "the connection closed while listing tools") from exc
+            msg = f"MCP server {self._name!r} could not list its tools: {exc}"
+            raise ServerUnavailable(msg, node=self._name) from exc
+        except TimeoutError as exc:
+            msg = f"MCP server {self._name!r} did not list its tools within {self._config.timeout:g} s"
+            raise ServerUnavailable(msg, node=self._name) from exc
+        except ValidationError as exc:
+            msg = f"MCP server {self._name!r} sent a malformed tool list: {exc}"
+            raise ServerUnavailable(msg, node=self._name) from exc
+        await self._adopt_listing(listing)()
+        return self._tools
+
+    def _to_tool(self, name: str, tool: mcp_types.Tool) -> Tool:
+        annotations = (
+            tool.annotations.model_dump(by_alias=True, exclude_none=True)
+            if tool.annotations
+            else {}
+        )
+        return Tool(
+            name=name,
+            description=tool.description or tool.title or "",
+            input_schema=tool.input_schema,
+            source_node=self._name,
+            is_from_toolkit=True,
+            original_name=tool.name,
+            annotations=annotations,
+        )
+
+    def _take_listing(self, listing: Sequence[mcp_types.Tool]) -> Sequence[McpToolkit]:
+        """Adopt a fresh listing and name it; returns the nodes whose offered tools changed."""
+        offered: dict[str, mcp_types.Tool] = {}
+        for tool in listing:
+            if tool.name in offered:
+                self._log.warning("the server lists tool %r twice; keeping the first", tool.name)
+            elif is_offered(tool.name, self._config.include, self._config.exclude):
+                offered[tool.name] = tool
+        self._listing = offered
+        if self._resolve_names is not None:
+            return self._resolve_names()
+        return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
+
+    def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
+        changed = self._take_listing(listing)
+
+        async def announce() -> None:
+            for node in changed:
+                await node.notify_tools_changed()
+
+        return announce
+
+    # -- calls --------------------------------------------------------------------------------
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any],
+        *,
+        on_progress: ProgressCallback | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call the tool the model knows as `name` on the live session.
+
+        Raises `UnknownTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
+        the call; the node reconnects meanwhile) or `ToolTimeout`. Everything the server
+        answers, errors included, comes back as the result.
+        """
+        original = self._routes.get(name)
+        if original is None:
+            raise UnknownTool(f"MCP server {self._name!r} has no tool named {name!r}")
+        conn = await self._session.ready_connection()
+        assert conn.client is not None
+        timeout, cap = self._config.timeout, self._config.call_cap
+        hard_deadline = anyio.current_time() + cap
+
+        with anyio.CancelScope(
+            deadline=min(anyio.current_time() + timeout, hard_deadline)
+        ) as scope:
+
+            async def progress(progress: float, total: float | None, message: str | None) -> None:
+                # Progress proves the tool is alive: give it another `timeout`, within the cap.
+                scope.deadline = min(anyio.current_time() + timeout, hard_deadline)
+                if on_progress is not None:
+                    await on_progress(progress, total, message)
+
+            try:
+                return await conn.client.call_tool(
+                    original, dict(arguments), progress_callback=progress
+                )
+            except MCPError as exc:
+                if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
+                    raise self._unavailable(
+                        conn, f"the connection closed during a call to {name!r}"
+                    ) from exc
+                return error_result(f"MCP error {exc.code}: {exc.message}")
+            except ValidationError as exc:
+                return error_result(f"MCP server {self._name!r} sent a malformed result: {exc}")
+            except RuntimeError as exc:
+                # The SDK raises these for results that break the tool's output schema, and for a
+                # session that closed under the call.
+                if conn.lost is not None:
+                    raise self._unavailable(
+                        conn, f"the connection closed during a call to {name!r}"
+                    ) from exc
+                return error_result(str(exc))
+
+        if anyio.current_time() >= hard_deadline:
+            seconds, why = cap, f"no result within {cap:g} s, the absolute limit"
+        else:
+            seconds, why = timeout, f"no result or progress for {timeout:g} s"
+        raise ToolTimeout(
+            f"tool {name!r} of MCP server {self._name!r} timed out ({why}); the call was cancelled",
+            node=self._name,
+            tool=name,
+            seconds=seconds,
+        )
+
+    def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:
+        conn.drop(f"{what} (server gone)")
+        return ConnectionLost(
+            f"MCP server {self._name!r} went away: {what}; reconnecting", node=self._name
+        )
+
+    # -- running ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(in_background(self.run))
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc_val, exc_tb)
+        return None
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own the server's session until cancelled (see `OwnedSession.run`)."""
+        await self._session.run(task_status=task_status)

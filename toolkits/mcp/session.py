@@ -1,0 +1,400 @@
+"""One MCP server's session, owned by one task: connect, serve, notice loss, reconnect.
+
+The SDK's `Client` must be entered and exited in the same task, so `OwnedSession.run()` is
+that task. It connects (bounded by the server's `timeout`), lists the tools, hands the listing
+to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
+`subscriptions/listen` stream (2026-07-28), until the connection is lost — the server closed
+its end, or a caller saw the connection close and dropped it. Then it reconnects: at once
+after a session that lived a while, with exponential backoff otherwise. Calls do not go
+through this task: callers use the live `Connection`'s client from their own tasks.
+
+Nothing here raises for the server's sake; what went wrong is in `health`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+import mcp_types
+from mcp import Client
+from mcp.client import IncomingMessage, Transport
+from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+
+from ..errors import ServerUnavailable
+from .config import McpServerConfig
+from .health import HealthState, NodeHealth
+from .transport import StderrTail, TransportFactory, config_transport, watch_transport
+
+__all__ = [
+    "DEFAULT_BACKOFF",
+    "AdoptListing",
+    "Backoff",
+    "Connection",
+    "OwnedSession",
+    "Target",
+    "describe_error",
+]
+
+Target = Server[Any] | MCPServer | TransportFactory
+"""What a node connects to instead of its config's transport: an in-process server (tests,
+embedding) or a factory making a fresh `Transport` per connection attempt."""
+
+AdoptListing = Callable[[Sequence[mcp_types.Tool]], Callable[[], Awaitable[None]]]
+"""Takes a fresh tool listing at once (synchronously) and returns what to await to announce
+it; the session announces only once the connection is `ready`."""
+
+_CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
+_MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
+_MAX_LIST_PAGES = 1_000
+_STDERR_TAIL_LINES = 5
+_RELISTEN_DELAY = 1.0
+_LOG_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long a node waits before reconnecting."""
+
+    initial: float = 0.5
+    maximum: float = 30.0
+    stable_after: float = 10.0
+    """A session that lived this long before dying is reconnected at once; one that died
+    sooner counts towards the backoff, so a server that crashes on every start is not
+    restarted in a hot loop."""
+
+    def delay(self, failures: int) -> float:
+        return 0.0 if failures <= 0 else min(self.maximum, self.initial * 2 ** (failures - 1))
+
+
+DEFAULT_BACKOFF = Backoff()
+
+
+def describe_error(exc: BaseException) -> str:
+    """`Type: message`, looking through single-exception groups (task groups wrap errors)."""
+    while isinstance(exc, BaseExceptionGroup):
+        group = cast(BaseExceptionGroup[BaseException], exc)
+        if len(group.exceptions) != 1:
+            return "; ".join(describe_error(inner) for inner in group.exceptions)
+        exc = group.exceptions[0]
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Connection:
+    """One session's lifetime: the client, the scope that ends it, and its refresh queue."""
+
+    def __init__(self) -> None:
+        self.scope = anyio.CancelScope()
+        self.client: Client | None = None
+        self.lost: str | None = None
+        self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
+
+    def drop(self, reason: str) -> None:
+        """End this session from any task (the owner then reconnects)."""
+        if self.lost is None:
+            self.lost = reason
+        self.scope.cancel()
+
+    def request_refresh(self) -> None:
+        # One pending request is enough: the refresh that serves it lists everything.
+        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self.refresh_send.send_nowait(None)
+
+    def close(self) -> None:
+        self.refresh_send.close()
+        self.refresh_receive.close()
+
+
+class OwnedSession:
+    """The session to one server, kept alive by `run()`; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        config: McpServerConfig,
+        *,
+        adopt_listing: AdoptListing,
+        target: Target | None = None,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        log: logging.Logger,
+    ) -> None:
+        self._name = name
+        self._config = config
+        self._adopt_listing = adopt_listing
+        self._target = target
+        self._backoff = backoff
+        self._log = log
+        self._running = False
+        self._conn: Connection | None = None
+        self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
+        self._changed = anyio.Event()
+
+    @property
+    def health(self) -> NodeHealth:
+        """The state; `tool_count` is the owner's to fill in."""
+        return self._state
+
+    async def wait_for_health(self, predicate: Callable[[NodeHealth], bool]) -> NodeHealth:
+        """Wait until `predicate(health)` holds (checked now and on every state change)."""
+        while True:
+            changed = self._changed
+            if predicate(self._state):
+                return self._state
+            await changed.wait()
+
+    async def ready_connection(self) -> Connection:
+        """The live connection; waits (up to `timeout`) while one is being made.
+
+        Raises `ServerUnavailable` at once when the server is down and waiting to retry.
+        """
+        with anyio.move_on_after(self._config.timeout):
+            while True:
+                changed = self._changed
+                conn = self._conn
+                if conn is not None and conn.lost is None and conn.client is not None:
+                    return conn
+                state = self._state
+                if state.state == "stopped":
+                    raise ServerUnavailable(
+                        f"MCP server {self._name!r} is not running", node=self._name
+                    )
+                if state.state == "failed":
+                    retry = (
+                        f"; next attempt at {state.retry_at:%H:%M:%S}Z" if state.retry_at else ""
+                    )
+                    raise ServerUnavailable(
+                        f"MCP server {self._name!r} is unavailable: {state.last_error}{retry}",
+                        node=self._name,
+                    )
+                await changed.wait()
+        raise ServerUnavailable(
+            f"MCP server {self._name!r} did not become ready within {self._config.timeout:g} s "
+            f"(state: {self._state.state})",
+            node=self._name,
+        )
+
+    async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
+        """Every page of the server's tool list."""
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(_MAX_LIST_PAGES):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        else:
+            self._log.warning("stopped listing tools after %d pages", _MAX_LIST_PAGES)
+        return tools
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Own the session until cancelled: connect, serve, and reconnect when it is lost.
+
+        Signals `task_status.started()` once the first attempt settled (ready, or failed and
+        waiting to retry). Never raises for the server's sake; only cancellation ends it.
+        """
+        if self._running:
+            raise RuntimeError(f"MCP toolkit {self._name!r} is already running")
+        self._running = True
+        settled = False
+        attempts = 0
+        failures = 0  # failed connection attempts in a row
+        flaps = 0  # sessions in a row that died before `stable_after`
+
+        def settle() -> None:
+            nonlocal settled
+            if not settled:
+                settled = True
+                task_status.started()
+
+        try:
+            while True:
+                self._set_state("connecting" if attempts == 0 else "reconnecting")
+                attempts += 1
+                conn = Connection()
+                tail: StderrTail = deque(maxlen=_STDERR_TAIL_LINES)
+                ready_at: float | None = None
+
+                def on_ready() -> None:
+                    nonlocal ready_at
+                    ready_at = anyio.current_time()
+                    settle()
+
+                try:
+                    reason = await self._connect_and_serve(conn, tail, on_ready)
+                except Exception as exc:
+                    reason = conn.lost or describe_error(exc)
+                finally:
+                    self._conn = None
+                    conn.close()
+
+                if ready_at is None:
+                    if tail:
+                        reason = f"{reason} (stderr: {' | '.join(tail)})"
+                    failures += 1
+                    delay = self._backoff.delay(failures)
+                    failed = True
+                    self._log.warning("could not connect (attempt %d): %s", failures, reason)
+                else:
+                    failures = 0
+                    lived = anyio.current_time() - ready_at
+                    flaps = flaps + 1 if lived < self._backoff.stable_after else 0
+                    delay = self._backoff.delay(flaps - 1)
+                    failed = delay > 0
+                    self._log.warning("connection lost: %s", reason)
+                self._state = dataclasses.replace(self._state, last_error=reason)
+                if failed:
+                    retry_at = _now() + timedelta(seconds=delay)
+                    self._set_state("failed", failures=max(failures, flaps), retry_at=retry_at)
+                    settle()
+                await anyio.sleep(delay)
+        finally:
+            self._running = False
+            self._conn = None
+            self._set_state("stopped")
+
+    async def _connect_and_serve(
+        self, conn: Connection, tail: StderrTail, on_ready: Callable[[], None]
+    ) -> str:
+        """Connect and serve until the session is lost; returns why. Raises if connecting fails."""
+        timeout = self._config.timeout
+        # One scope spans the whole session: its deadline bounds connecting, and cancelling it
+        # (`conn.drop`) ends the session from any task.
+        connect_deadline = conn.scope.deadline = anyio.current_time() + timeout
+        with conn.scope:
+            async with self._client(conn, tail) as client:
+                conn.client = client
+                # Adopted before `ready`, so no call can meet a half-built routing map.
+                announce = self._adopt_listing(await self.fetch_listing(client))
+                conn.scope.deadline = math.inf
+                self._conn = conn
+                version = client.protocol_version
+                self._set_state("ready", protocol_version=version)
+                self._log.info("connected (protocol %s)", version)
+                on_ready()
+                await announce()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._refresh_loop, conn, client)
+                    # With `protocol="modern"` there is no discovery, so capabilities are
+                    # unknown (empty): listen unless the server said it never announces changes.
+                    tools_capability = client.server_capabilities.tools
+                    if version in MODERN_PROTOCOL_VERSIONS and (
+                        tools_capability is None or tools_capability.list_changed
+                    ):
+                        tg.start_soon(self._listen_loop, conn, client)
+                    await anyio.sleep_forever()
+        if self._conn is not conn and anyio.current_time() >= connect_deadline:
+            raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
+        return conn.lost or "the session ended"
+
+    def _client(self, conn: Connection, tail: StderrTail) -> Client:
+        target = self._target
+        server: Server[Any] | MCPServer | Transport
+        if isinstance(target, Server | MCPServer):
+            server = cast(Server[Any] | MCPServer, target)
+        else:
+            make = target or partial(
+                config_transport, self._config, name=self._name, log=self._log, stderr_tail=tail
+            )
+            server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
+        return Client(
+            server,
+            mode=_MODES[self._config.protocol],
+            cache=None,  # the owner keeps the listing; a refresh must reach the server
+            message_handler=partial(self._on_message, conn),
+            logging_callback=self._on_server_log,
+            client_info=_CLIENT_INFO,
+        )
+
+    async def _refresh_loop(self, conn: Connection, client: Client) -> None:
+        async for _ in conn.refresh_receive:
+            try:
+                with anyio.fail_after(self._config.timeout):
+                    listing = await self.fetch_listing(client)
+            except (MCPError, TimeoutError, ValidationError) as exc:
+                self._log.warning("could not refresh the tool list: %s", describe_error(exc))
+                continue
+            await self._adopt_listing(listing)()
+
+    async def _listen_loop(self, conn: Connection, client: Client) -> None:
+        # 2026-07-28 servers announce changes only on a `subscriptions/listen` stream.
+        while True:
+            try:
+                async with client.listen(tools_list_changed=True) as subscription:
+                    if not subscription.honored.tools_list_changed:
+                        return
+                    # No replay: whatever changed before the stream was acknowledged (since the
+                    # listing, or while a dropped stream was down) is only seen by refetching.
+                    conn.request_refresh()
+                    async for _ in subscription:
+                        conn.request_refresh()
+            except (ListenNotSupportedError, MCPError) as exc:
+                self._log.info("no tools/list_changed subscription: %s", describe_error(exc))
+                return
+            except SubscriptionLost as exc:
+                self._log.info("tools/list_changed subscription lost: %s", exc)
+            await anyio.sleep(_RELISTEN_DELAY)
+
+    async def _on_message(self, conn: Connection, message: IncomingMessage) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            conn.request_refresh()
+        elif isinstance(message, Exception):
+            self._log.warning("transport error: %s", describe_error(message))
+
+    async def _on_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        source = f" [{params.logger}]" if params.logger else ""
+        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        self._log.log(level, "server log%s: %s", source, params.data)
+
+    def _set_state(
+        self,
+        state: HealthState,
+        *,
+        protocol_version: str | None = None,
+        failures: int = 0,
+        retry_at: datetime | None = None,
+    ) -> None:
+        self._state = NodeHealth(
+            node=self._name,
+            state=state,
+            since=_now(),
+            tool_count=0,
+            last_error=self._state.last_error,
+            failures=failures,
+            retry_at=retry_at,
+            protocol_version=protocol_version,
+        )
+        # Wake everyone waiting for a change, then start a fresh event for the next one.
+        self._changed.set()
+        self._changed = anyio.Event()

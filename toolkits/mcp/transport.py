@@ -1,0 +1,193 @@
+"""Opening one connection to a configured server: the SDK's transports plus what a node needs.
+
+Each connection attempt builds a fresh transport (an SDK transport is single-use). On top of
+the SDK we add: a stdio server's stderr goes to the node's logger (and its last lines into the
+error a failed start reports); HTTP and SSE get the configured headers and the bearer token,
+read from the environment at connect time and never logged; and every stream transport tells
+the node when the server closes the connection, so a server that dies while idle is noticed.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+import httpx2
+from mcp.client import Transport
+from mcp.client._transport import ReadStream, TransportStreams
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
+
+from ..errors import ConfigError
+from .config import McpServerConfig
+
+__all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
+
+TransportFactory = Callable[[], Transport]
+"""Makes a fresh transport for each connection attempt (transports are single-use)."""
+
+StderrTail = deque[str]
+"""The last lines a stdio server wrote to stderr (for the error report of a failed start)."""
+
+_STDERR_LINE_LIMIT = 2_000
+_STDERR_READ_SIZE = 65_536
+_STDERR_DRAIN_SECONDS = 1.0
+_HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+
+
+def config_transport(
+    config: McpServerConfig, *, name: str, log: logging.Logger, stderr_tail: StderrTail
+) -> Transport:
+    """A new transport for `config`. Raises `ConfigError` when a needed env var is unset."""
+    match config.kind:
+        case "stdio":
+            assert config.command is not None  # the config validator guarantees it
+            params = StdioServerParameters(
+                command=config.command,
+                args=list(config.args),
+                env=dict(config.env) or None,
+                cwd=config.cwd,
+            )
+            return _stdio_with_logged_stderr(params, log, stderr_tail)
+        case "http":
+            assert config.url is not None
+            return _streamable_http(config.url, _headers(config, name))
+        case "sse":
+            assert config.url is not None
+            return sse_client(config.url, headers=_headers(config, name))
+
+
+def _headers(config: McpServerConfig, name: str) -> dict[str, str]:
+    headers = dict(config.headers)
+    if config.bearer_token_env is not None:
+        token = os.environ.get(config.bearer_token_env)
+        if not token:
+            raise ConfigError(
+                f"environment variable {config.bearer_token_env!r} (the bearer token of MCP "
+                f"server {name!r}) is not set"
+            )
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+@asynccontextmanager
+async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[TransportStreams]:
+    # The SDK wants an httpx2 client for headers; we own its lifetime.
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http,
+        streamable_http_client(url, http_client=http) as streams,
+    ):
+        yield streams
+
+
+@asynccontextmanager
+async def _stdio_with_logged_stderr(
+    params: StdioServerParameters, log: logging.Logger, tail: StderrTail
+) -> AsyncGenerator[TransportStreams]:
+    # The SDK hands `errlog` to the child as its stderr, so it must be a real file: give it
+    # the write end of a pipe and read the other end here, line by line, into the logger.
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    errlog = os.fdopen(write_fd, "w")
+    async with anyio.create_task_group() as tg:
+        try:
+            async with stdio_client(params, errlog=errlog) as streams:
+                errlog.close()  # the child holds its own copy; EOF comes when it exits
+                tg.start_soon(_pump_stderr, read_fd, log, tail)
+                read_fd = -1  # owned by the pump now
+                yield streams
+        finally:
+            errlog.close()
+            if read_fd != -1:
+                os.close(read_fd)
+            # The pump ends at EOF; a grandchild holding the pipe must not keep us here.
+            tg.cancel_scope.deadline = anyio.current_time() + _STDERR_DRAIN_SECONDS
+
+
+async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
+    def emit(raw: bytes) -> None:
+        line = raw.decode(errors="replace").rstrip()
+        if line:
+            line = line[:_STDERR_LINE_LIMIT]
+            tail.append(line)
+            log.info("stderr: %s", line)
+
+    pending = b""
+    try:
+        while True:
+            await anyio.wait_readable(fd)
+            try:
+                chunk = os.read(fd, _STDERR_READ_SIZE)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                break
+            *lines, pending = (pending + chunk).split(b"\n")
+            for raw in lines:
+                emit(raw)
+    finally:
+        emit(pending)
+        os.close(fd)
+
+
+class _WatchedReadStream:
+    """A transport's read stream that reports its end (the server closed the connection)."""
+
+    def __init__(
+        self, inner: ReadStream[SessionMessage | Exception], on_closed: Callable[[], None]
+    ) -> None:
+        self._inner = inner
+        self._on_closed = on_closed
+
+    @property
+    def last_context(self) -> Any:
+        # The dispatcher duck-types this to run handlers in the sender's context.
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_closed()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        await self.aclose()
+        return None
+
+
+@asynccontextmanager
+async def watch_transport(
+    transport: Transport, on_closed: Callable[[], None]
+) -> AsyncGenerator[TransportStreams]:
+    """`transport`, calling `on_closed()` when its read stream ends."""
+    async with transport as (read_stream, write_stream):
+        yield _WatchedReadStream(read_stream, on_closed), write_stream
