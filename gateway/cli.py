@@ -14,6 +14,7 @@ import anyio
 
 from agent import AgentError, ScriptedAnswer, ScriptedCall, ScriptedModel
 from toolkits import ToolkitError, result_text
+from toolkits.mcp import McpToolkit
 
 from .app import open_gateway
 from .config import Config, load_config
@@ -84,7 +85,10 @@ async def _tools(args: argparse.Namespace, config: Config) -> int:
             print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
         for name, agent in gateway.agents.items():
             print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
-    return 0
+        servers = [node for node in gateway.nodes.values() if isinstance(node, McpToolkit)]
+        for server in servers:
+            print(f"server {server.health}")
+    return 1 if any(server.health.state != "ready" for server in servers) else 0
 
 
 async def _call(args: argparse.Namespace, config: Config) -> int:
