@@ -36,7 +36,7 @@ from toolkits import Tool, Toolkit, result_data, result_text, split_routed_input
 from toolkits.mcp import McpToolkit
 from toolkits.observation import DEFAULT_MAX_CHARS
 
-from .errors import ConfigError, ToolConflict, UnknownAgent, UnknownTool
+from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
 from .run_context import RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
@@ -128,11 +128,13 @@ class Gateway:
         checkpoint: Checkpoint | None = None,
         hooks: Sequence[TraceHook] = (),
         model: ChatModel | None = None,
+        hops: int = 0,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
         `hooks` are added to the gateway's for this run; `model` replaces the agent's model for
-        this run (e.g. the calling MCP client's own model, through sampling).
+        this run (e.g. the calling MCP client's own model, through sampling); `hops` is how many
+        gateways the request already passed through (served runs read it from `_meta`).
         """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
@@ -140,7 +142,7 @@ class Gateway:
             else list(prompt)
         )
         state = RunState(run_id=new_id(), agent=agent, items=items)
-        return await self.resume(state, checkpoint=checkpoint, hooks=hooks, model=model)
+        return await self.resume(state, checkpoint=checkpoint, hooks=hooks, model=model, hops=hops)
 
     async def resume(
         self,
@@ -149,11 +151,20 @@ class Gateway:
         checkpoint: Checkpoint | None = None,
         hooks: Sequence[TraceHook] = (),
         model: ChatModel | None = None,
+        hops: int = 0,
     ) -> RunResult:
-        """Continue a run from a stored state (or start one that has not stepped yet)."""
+        """Continue a run from a stored state (or start one that has not stepped yet).
+
+        Raises `DepthExceeded` when `hops` already reaches the depth limit.
+        """
         spec = self._agent(state.agent)
+        if hops >= self.max_depth:
+            raise DepthExceeded(
+                f"refused: the request already passed through {hops} gateways "
+                f"(depth limit {self.max_depth}); is a gateway calling itself?"
+            )
         tracer = Tracer(state.run_id, (*self.hooks, *hooks))
-        context = RunContext(tracer, TokenBudget(spec.token_budget))
+        context = RunContext(tracer, TokenBudget(spec.token_budget), hops=hops)
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with tracer.span(
@@ -313,7 +324,9 @@ class Gateway:
                 await tracer.note("tool", action.tool, span.id, "progress", **data)
 
             try:
-                result = await node.call_tool(action.tool, arguments, on_progress=progress)
+                result = await node.call_tool(
+                    action.tool, arguments, on_progress=progress, meta=context.call_meta()
+                )
             except Exception as exc:  # a failing tool never fails the run
                 span.fail(str(exc) or type(exc).__name__)
                 return ActionResponse(action=action, error=span.error)
@@ -330,7 +343,7 @@ class Gateway:
         if inner.name in context.chain:
             cycle = " -> ".join((*context.chain, inner.name))
             return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
-        if len(context.chain) >= self.max_depth:
+        if context.depth >= self.max_depth:
             chain = " -> ".join((*context.chain, inner.name))
             return ActionResponse(
                 action=action,

@@ -4,7 +4,8 @@
     ├── ConfigError          the configuration is invalid (the message names the key)
     ├── UnknownAgent         no agent of that name is configured
     ├── UnknownTool          no tool of that name is offered
-    └── ToolConflict         two nodes offer a tool under the same name to one agent
+    ├── ToolConflict         two nodes offer a tool under the same name to one agent
+    └── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation.
@@ -12,7 +13,14 @@ Model failures keep their own type (`agent.ModelError`) and toolkit failures the
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "GatewayError", "ToolConflict", "UnknownAgent", "UnknownTool"]
+__all__ = [
+    "ConfigError",
+    "DepthExceeded",
+    "GatewayError",
+    "ToolConflict",
+    "UnknownAgent",
+    "UnknownTool",
+]
 
 
 class GatewayError(Exception):
@@ -33,3 +41,7 @@ class UnknownTool(GatewayError):
 
 class ToolConflict(GatewayError):
     """Two nodes offer a tool under the same name to one agent."""
+
+
+class DepthExceeded(GatewayError):
+    """A request arrived nested deeper than the depth limit (e.g. gateways calling each other)."""

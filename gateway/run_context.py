@@ -9,7 +9,10 @@ from agent import Usage
 
 from .trace import Tracer
 
-__all__ = ["RunContext", "TokenBudget"]
+__all__ = ["HOPS_META_KEY", "RunContext", "TokenBudget"]
+
+HOPS_META_KEY = "agent-gateway/hops"
+"""The `_meta` key of an MCP request that says how many gateways it already passed through."""
 
 
 @dataclass
@@ -39,6 +42,17 @@ class RunContext:
     budget: TokenBudget
     chain: tuple[str, ...] = ()
     """The agents from the outermost run down to the current one."""
+    hops: int = 0
+    """Gateways this run's request passed through before reaching us (from `_meta`)."""
+
+    @property
+    def depth(self) -> int:
+        """How deep this run is nested, counting agents here and gateways before us."""
+        return self.hops + len(self.chain)
+
+    def call_meta(self) -> dict[str, int]:
+        """The `_meta` for MCP calls made from this run: one more hop."""
+        return {HOPS_META_KEY: self.depth}
 
     def enter(self, agent: str) -> RunContext:
         return replace(self, chain=(*self.chain, agent))

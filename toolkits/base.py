@@ -63,8 +63,12 @@ class Toolkit(Protocol):
         arguments: Mapping[str, Any],
         *,
         on_progress: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         """Call the tool the model knows as `name`.
+
+        `meta` goes into the MCP request's `_meta` (e.g. the hop count that stops gateways
+        calling each other forever); nodes that are not MCP clients ignore it.
 
         Tool failures come back as a result with `is_error=True`; an exception means the node
         itself could not serve the call (dead server, unknown tool name).

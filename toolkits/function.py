@@ -136,6 +136,7 @@ class FunctionToolkit:
         arguments: Mapping[str, Any],
         *,
         on_progress: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> CallToolResult:
         tool = self._tools.get(name)
         if tool is None:

@@ -18,7 +18,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import anyio
 import anyio.abc
@@ -234,6 +234,7 @@ class McpToolkit:
         arguments: Mapping[str, Any],
         *,
         on_progress: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> mcp_types.CallToolResult:
         """Call the tool the model knows as `name` on the live session.
 
@@ -261,7 +262,10 @@ class McpToolkit:
 
             try:
                 return await conn.client.call_tool(
-                    original, dict(arguments), progress_callback=progress
+                    original,
+                    dict(arguments),
+                    progress_callback=progress,
+                    meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
                 )
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
