@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import inspect
 import json
 import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import anyio
@@ -17,10 +19,11 @@ from toolkits import ToolkitError, result_text
 from toolkits.mcp import McpToolkit
 
 from .app import open_gateway
-from .config import Config, load_config
+from .config import DEFAULT_CONFIG_FILE, Config, load_config
 from .engine import Gateway, RunResult
 from .errors import GatewayError
-from .models import NoModel
+from .install import install_claude_desktop
+from .models import ClientSampling, NoModel
 from .trace import JsonLinesPrinter, TraceHook, TracePrinter
 
 __all__ = ["main"]
@@ -43,6 +46,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         config = load_config(args.config)
+        if not inspect.iscoroutinefunction(args.command):
+            return args.command(args, config)
         return anyio.run(args.command, args, config)
     except (GatewayError, AgentError, ToolkitError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -55,6 +60,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
     hooks = _trace_hooks(args)
     async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
         name = _pick_agent(gateway, args.agent)
+        _refuse_client_sampling(gateway, name)
         result = await gateway.run(name, args.question, session_id=args.session)
     return _print_result(result)
 
@@ -62,6 +68,7 @@ async def _run(args: argparse.Namespace, config: Config) -> int:
 async def _demo(args: argparse.Namespace, config: Config) -> int:
     async with open_gateway(config, model=args.model, hooks=[TracePrinter(sys.stdout)]) as gateway:
         name = _pick_agent(gateway, args.agent)
+        _refuse_client_sampling(gateway, name)
         spec = gateway.agents[name]
         if isinstance(spec.model, NoModel):
             print(
@@ -106,6 +113,61 @@ async def _call(args: argparse.Namespace, config: Config) -> int:
     else:
         print(result_text(result))
     return 1 if result.is_error else 0
+
+
+async def _serve(args: argparse.Namespace, config: Config) -> int:
+    # Imported here: the other commands need neither the server nor uvicorn.
+    from .server import build_server, http_options, serve_http, serve_stdio
+
+    if args.stateless and not args.http:
+        raise GatewayError("--stateless applies to --http only")
+    # Every check runs before anything binds or launches.
+    options = (
+        http_options(args.http, config.gateway, token_env=args.token_env, stateless=args.stateless)
+        if args.http
+        else None
+    )
+    async with open_gateway(config, hooks=_trace_hooks(args)) as gateway:
+        server, router = build_server(gateway, config.gateway)
+        await router.check()
+        if options is None:
+            await serve_stdio(server)
+        else:
+
+            def ready(url: str) -> None:
+                print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
+
+            await serve_http(server, options, on_ready=ready)
+    return 0
+
+
+def _install(args: argparse.Namespace, config: Config) -> int:
+    del config  # loaded (so validated) by main; the client runs it by path
+    path = Path(args.config or DEFAULT_CONFIG_FILE)
+    if not path.is_file():
+        raise GatewayError(
+            f"no config file {path}: pass --config FILE (the client will run the gateway on it)"
+        )
+    client_config = Path(args.client_config) if args.client_config else None
+    done = install_claude_desktop(
+        path, name=args.name, client_config=client_config, dry_run=args.dry_run
+    )
+    if args.dry_run:
+        print(done.text, end="")
+    elif not done.changed:
+        print(f"{done.path}: {args.name!r} is already installed")
+    else:
+        backup = f" (backup: {done.backup})" if done.backup else ""
+        print(f"{done.path}: installed {args.name!r}{backup}; restart Claude Desktop to use it")
+    return 0
+
+
+def _refuse_client_sampling(gateway: Gateway, name: str) -> None:
+    if isinstance(gateway.agents[name].model, ClientSampling):
+        raise GatewayError(
+            f"agent {name!r}: model 'sampling' needs an MCP client: use `agent-gateway serve` "
+            "(or pass --model SPEC)"
+        )
 
 
 def _pick_agent(gateway: Gateway, requested: str | None) -> str:
@@ -162,9 +224,34 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool")
     call.add_argument("--args", default="{}", help="the arguments as a JSON object")
     call.add_argument("--json", action="store_true", help="print the whole MCP result as JSON")
-    for sub in (run, call):
+    serve = command("serve", _serve, "serve the agents (and exposed tools) over MCP")
+    transport = serve.add_mutually_exclusive_group(required=True)
+    transport.add_argument(
+        "--stdio", action="store_true", help="on stdin/stdout (for Claude Desktop)"
+    )
+    transport.add_argument("--http", metavar="HOST:PORT", help="streamable HTTP at /mcp")
+    serve.add_argument(
+        "--stateless",
+        action="store_true",
+        help="keep no HTTP sessions (replicas behind a load balancer)",
+    )
+    serve.add_argument(
+        "--token-env",
+        metavar="VAR",
+        help="env variable with the bearer tokens (overrides tokens_env)",
+    )
+    for sub in (run, call, serve):
         sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
         sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
+    install = command("install", _install, "add the gateway to an MCP client's config")
+    install.add_argument("client", choices=["claude-desktop"], help="the client to configure")
+    install.add_argument("--name", default="agent-gateway", help="the server's name in the client")
+    install.add_argument(
+        "--client-config",
+        metavar="PATH",
+        help="the client's config file (default: its usual place)",
+    )
+    install.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
     return parser
 
 

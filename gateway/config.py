@@ -55,7 +55,25 @@ class GatewaySettings(_Strict):
     max_depth: int = Field(default=4, ge=1)
     """How deep agents may nest as tools of other agents (and gateways inside gateways)."""
     expose_tools: bool = False
-    """Serve the downstream servers' tools too (proxy mode)."""
+    """Serve the downstream servers' tools too (proxy mode): every node's tools."""
+    expose: list[str] = Field(default_factory=list[str])
+    """Serve the tools of these nodes only (proxy mode for some nodes)."""
+    tokens_env: str | None = None
+    """The environment variable holding the HTTP bearer tokens (comma-separated), so no secret
+    is in the file. Required to serve HTTP on an address other than loopback."""
+    allowed_hosts: list[str] = Field(default_factory=list[str])
+    """Host headers accepted over HTTP besides the bound address, e.g. `gw.example.com:*`
+    (DNS-rebinding protection)."""
+    allowed_origins: list[str] = Field(default_factory=list[str])
+    """Origin headers accepted over HTTP besides the bound address's own."""
+    max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    """The largest HTTP request body accepted (413 beyond)."""
+    state_key_env: str | None = None
+    """The environment variable holding the key (>= 32 bytes) that seals the state of
+    multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the
+    same key on every replica behind a load balancer. Default: a key per process."""
+    sampling_max_tokens: int = Field(default=4096, ge=1)
+    """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
 
 
 class LocalToolConfig(_Strict):

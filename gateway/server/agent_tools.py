@@ -1,0 +1,196 @@
+"""Each configured agent as an MCP tool: `{prompt, session_id?}` in, the answer out.
+
+A call runs the agent through the same engine and trace as the CLI, with one more hook that
+turns the trace into the client's progress and log notifications. Every way a run can fail
+(max iterations, a model error, a misconfigured node) is an `is_error` result naming the
+cause; cancelling the request cancels the run and every call under it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from agent import AgentError, AgentItem
+from toolkits import ToolkitError, error_result
+
+from ..engine import AgentSpec, Gateway, RunResult, RunState
+from ..errors import GatewayError
+from ..models import ClientSampling
+from ..sampling_model import (
+    DEFAULT_MAX_TOKENS,
+    SamplingInputRequired,
+    SamplingModel,
+    sampling_problem,
+)
+from ..trace import TraceHook, new_id
+from .progress import McpNotifier
+from .rounds import decode_state, encode_state
+
+__all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
+
+log = logging.getLogger(__name__)
+
+INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "prompt": {"type": "string", "description": "The question or task for the agent."},
+        "session_id": {
+            "type": "string",
+            "description": "Continue the conversation kept under this id (chat memory).",
+        },
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+_USAGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        name: {"type": "integer"}
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cached_tokens",
+            "reasoning_tokens",
+            "requests",
+        )
+    },
+}
+
+OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "output": {"type": "string", "description": "The agent's answer."},
+        "usage": _USAGE_SCHEMA,
+        "steps": {
+            "type": "array",
+            "description": "The tool calls the agent made (when the agent returns them).",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "tool": {"type": "string"},
+                    "tool_input": {"type": "object"},
+                    "observation": {"type": "string"},
+                },
+            },
+        },
+    },
+    "required": ["output", "usage"],
+}
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: str
+    session_id: str | None = None
+
+
+class AgentTools:
+    """The gateway's agents as MCP tools."""
+
+    def __init__(self, gateway: Gateway, *, sampling_max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+        self._gateway = gateway
+        self._max_tokens = sampling_max_tokens
+
+    async def tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name=spec.name,
+                description=spec.description or f"Ask the agent {spec.name!r}.",
+                input_schema=INPUT_SCHEMA,
+                output_schema=OUTPUT_SCHEMA,
+            )
+            for spec in self._gateway.agents.values()
+        ]
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        spec = self._gateway.agents[params.name]
+        try:
+            args = _Arguments.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in exc.errors()
+            )
+            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        hooks = [McpNotifier(ctx)]  # besides the gateway's own (--trace, ...)
+        try:
+            if isinstance(spec.model, ClientSampling):
+                return await self._run_on_client_model(ctx, spec, args, params, hooks)
+            result = await self._gateway.run(
+                spec.name, args.prompt, session_id=args.session_id, hooks=hooks
+            )
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            return error_result(f"agent {spec.name!r} failed: {exc}")
+        except Exception as exc:  # a bug must not take the connection down
+            log.exception("agent %r crashed", spec.name)
+            return error_result(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
+        return run_result(result, steps=spec.options.return_intermediate_steps)
+
+    async def _run_on_client_model(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        spec: AgentSpec,
+        args: _Arguments,
+        params: types.CallToolRequestParams,
+        hooks: Sequence[TraceHook],
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        problem = sampling_problem(ctx.session, with_tools=bool(spec.tools))
+        if problem is not None:
+            return error_result(
+                f'agent {spec.name!r} runs on the client\'s own model (model = "sampling" in '
+                f"[agents.{spec.name}]), but {problem}. To run it here instead, set `model` in "
+                f"[agents.{spec.name}] to a model spec."
+            )
+        state: RunState | None = None
+        if params.request_state is not None:
+            state = decode_state(params.request_state, spec.name)
+            if state is None:
+                return error_result(
+                    f"agent {spec.name!r}: cannot resume this call (its state is from another "
+                    "agent or version); call the tool again"
+                )
+        if state is None:
+            item = AgentItem(prompt=args.prompt, session_id=args.session_id)
+            state = RunState(run_id=new_id(), agent=spec.name, items=[item])
+        latest = [state]
+
+        async def keep(checkpoint: RunState) -> None:
+            latest[0] = checkpoint
+
+        model = SamplingModel(ctx, answers=params.input_responses, max_tokens=self._max_tokens)
+        try:
+            result = await self._gateway.resume(state, checkpoint=keep, hooks=hooks, model=model)
+        except SamplingInputRequired as need:
+            # The run goes on when the client retries with the answer: resumed from `latest`,
+            # the agent asks the same question again and finds its answer under `need.key`.
+            return types.InputRequiredResult(
+                input_requests={need.key: need.request}, request_state=encode_state(latest[0])
+            )
+        return run_result(result, steps=spec.options.return_intermediate_steps)
+
+
+def run_result(result: RunResult, *, steps: bool) -> types.CallToolResult:
+    """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`."""
+    item = result.items[0]
+    if item.error is not None:
+        return error_result(f"agent {result.agent!r} stopped: {item.error}")
+    output = item.output or ""
+    structured: dict[str, Any] = {"output": output, "usage": result.usage.model_dump(mode="json")}
+    if steps:
+        structured["steps"] = [
+            {"tool": s.tool, "tool_input": s.tool_input, "observation": s.observation}
+            for s in item.steps or ()
+        ]
+    return types.CallToolResult(
+        content=[types.TextContent(text=output)], structured_content=structured
+    )

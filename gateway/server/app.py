@@ -1,0 +1,163 @@
+"""The gateway as an MCP server: the SDK's low-level `Server` over our tool sources.
+
+Sources are small objects that list MCP tools and answer calls to them: the agents
+(`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). The server
+answers both protocol eras; transports (stdio, HTTP) only carry it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any, Protocol
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.models import InitializationOptions
+
+from toolkits import error_result
+
+from ..config import GatewaySettings
+from ..engine import Gateway
+from ..errors import ToolConflict
+from .agent_tools import AgentTools
+from .proxy import ProxiedTools, exposed_nodes
+from .rounds import state_boundary
+
+__all__ = [
+    "SERVER_NAME",
+    "SERVER_VERSION",
+    "ToolRouter",
+    "ToolSource",
+    "build_server",
+    "init_options",
+]
+
+SERVER_NAME = "agent-gateway"
+
+
+def _version() -> str:
+    try:
+        return version("agent-gateway")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+SERVER_VERSION = _version()
+INSTRUCTIONS = (
+    "Each agent is a tool: call it with {prompt, session_id?} and it answers, using its own "
+    "tools. Other tools are served as their servers offer them."
+)
+
+log = logging.getLogger(__name__)
+
+
+class ToolSource(Protocol):
+    async def tools(self) -> list[types.Tool]:
+        """The tools this source serves now."""
+        ...
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """Answer a call to one of this source's tools (never raises for a failed call)."""
+        ...
+
+
+class ToolRouter:
+    """Lists the sources' tools together and sends each call to the source that serves it.
+
+    The first source wins a name two sources serve (agents come first); `check` refuses such
+    a clash outright, for startup.
+    """
+
+    def __init__(self, sources: Sequence[ToolSource]) -> None:
+        self._sources = list(sources)
+        self._routes: dict[str, ToolSource] = {}
+        self._schemas: dict[str, dict[str, Any]] = {}
+
+    async def check(self) -> None:
+        """Raise `ToolConflict` if two sources serve a tool under the same name."""
+        await self._listing(strict=True)
+
+    async def list_tools(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=await self._listing(strict=False))
+
+    async def call_tool(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        source = self._routes.get(params.name)
+        if source is None:
+            # A client may call without listing first, or a node's tools may have changed.
+            await self._listing(strict=False)
+            source = self._routes.get(params.name)
+        if source is None:
+            known = ", ".join(sorted(self._routes)) or "none"
+            return error_result(f"no tool named {params.name!r} (tools: {known})")
+        return await source.call(ctx, params)
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """A served tool's input schema, from the last listing (None: not listed yet)."""
+        return self._schemas.get(name)
+
+    async def _listing(self, *, strict: bool) -> list[types.Tool]:
+        routes: dict[str, ToolSource] = {}
+        listed: list[types.Tool] = []
+        for source in self._sources:
+            for tool in await source.tools():
+                if tool.name in routes:
+                    message = f"two served tools are named {tool.name!r}; rename the agent or node"
+                    if strict:
+                        raise ToolConflict(message)
+                    log.warning("%s (serving the first)", message)
+                    continue
+                routes[tool.name] = source
+                listed.append(tool)
+        self._routes = routes
+        self._schemas = {tool.name: tool.input_schema for tool in listed}
+        return listed
+
+
+def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[Any], ToolRouter]:
+    """The MCP server for `gateway`, and its router (to `check` before serving).
+
+    Raises `ConfigError` for settings that cannot be served (an unknown exposed node, a bad
+    state key).
+    """
+    sources: list[ToolSource] = [
+        AgentTools(gateway, sampling_max_tokens=settings.sampling_max_tokens)
+    ]
+    nodes = exposed_nodes(gateway, expose_all=settings.expose_tools, names=settings.expose)
+    if nodes:
+        sources.append(ProxiedTools(gateway, nodes))
+    router = ToolRouter(sources)
+    server: Server[Any] = Server(
+        SERVER_NAME,
+        version=SERVER_VERSION,
+        instructions=INSTRUCTIONS,
+        on_list_tools=router.list_tools,
+        on_call_tool=router.call_tool,
+        # For 2026-07-28 HTTP calls: checks Mcp-Param headers without a tools/list per call.
+        get_tool_input_schema=router.input_schema,
+    )
+    # Registered directly: the constructor's on_set_logging_level warns (logging is
+    # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
+    server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
+    return server, router
+
+
+def init_options(server: Server[Any]) -> InitializationOptions:
+    return server.create_initialization_options(NotificationOptions())
+
+
+async def _set_log_level(
+    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    # Handshake-era runs log at info and above whatever the level; clients filter the rest.
+    return types.EmptyResult()

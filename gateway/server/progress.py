@@ -1,0 +1,137 @@
+"""A trace hook that tells the MCP client how a run is going, while it runs.
+
+Every model call and tool call (start, end, a tool's own progress) becomes a
+`notifications/progress` for the request being served, so a client with a read cut-off
+(Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing when the client
+asked for no progress. The run's milestones also go out as log messages
+(`notifications/message`): on handshake-era connections from info up, on 2026-07-28 ones
+at the level the request opted in to.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import JsonValue
+
+from ..sampling_model import WAITING
+from ..trace import TraceEvent
+
+__all__ = ["LOGGER_NAME", "McpNotifier", "describe"]
+
+LOGGER_NAME = "agent-gateway"
+NOTIFY_TIMEOUT = 5.0
+"""A notification that cannot be written in this long is dropped: the run never waits on it."""
+MAX_DETAIL = 500
+
+log = logging.getLogger(__name__)
+
+
+class McpNotifier:
+    """Maps one run's trace events to progress and log notifications of one MCP request."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._session = ctx.session
+        self._request_id = ctx.request_id
+        levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            # Handshake era: every level is allowed, but debug lines would flood the client.
+            levels -= {"debug"}
+        self._levels = levels
+        self._progress = 0
+
+    async def __call__(self, event: TraceEvent) -> None:
+        if event.phase == "error" and event.error == "cancelled":
+            # The client cancelled: nobody reads this request's stream any more.
+            return
+        described = describe(event)
+        if described is None:
+            return
+        level, text = described
+        with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
+            if event.kind in ("model", "tool"):
+                self._progress += 1
+                await self._session.report_progress(self._progress, None, text)
+            if level in self._levels:
+                detail = _detail(event)
+                await self._session.send_notification(
+                    types.LoggingMessageNotification(
+                        params=types.LoggingMessageNotificationParams(
+                            level=level,
+                            logger=LOGGER_NAME,
+                            data=f"{text} {detail}" if detail else text,
+                        )
+                    ),
+                    related_request_id=self._request_id,
+                )
+        if scope.cancelled_caught:
+            log.warning(
+                "dropped a notification for request %s: the client is not reading", self._request_id
+            )
+
+
+def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
+    """The log level and one-line text for an event; None for events not worth a message."""
+    took = f" in {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
+    if event.phase == "error" and (event.error or "").startswith(WAITING):
+        # A pause for the client's answer (2026-07-28 sampling), not a failure.
+        return ("info", f"agent {event.name}: {WAITING}") if event.kind == "run" else None
+    match event.kind, event.phase:
+        case "run", "start":
+            return "info", f"agent {event.name}: started"
+        case "run", "end":
+            return "info", f"agent {event.name}: finished{took}"
+        case "run", "error":
+            return "error", f"agent {event.name}: failed{took}: {event.error}"
+        case "model", "start":
+            return "debug", f"model {event.name}: thinking"
+        case "model", "end":
+            return "info", f"model {event.name}: answered{took}{_calls(event.output)}"
+        case "model", "error":
+            return "error", f"model {event.name}: failed{took}: {event.error}"
+        case "tool", "start":
+            return "debug", f"tool {event.name}: running"
+        case "tool", "progress":
+            return "debug", f"tool {event.name}: {_progress_text(event.output)}"
+        case "tool", "end":
+            return "info", f"tool {event.name}: done{took}"
+        case "tool", "error":
+            return "warning", f"tool {event.name}: failed{took}: {event.error}"
+        case _:
+            return None
+
+
+def _calls(output: JsonValue) -> str:
+    calls = output.get("tool_calls") if isinstance(output, dict) else None
+    if not isinstance(calls, list) or not calls:
+        return ""
+    names = [call.get("name") for call in calls if isinstance(call, dict)]
+    return f", calling {', '.join(str(name) for name in names)}"
+
+
+def _progress_text(output: JsonValue) -> str:
+    if not isinstance(output, dict):
+        return "working"
+    message, done, total = output.get("message"), output.get("progress"), output.get("total")
+    if isinstance(message, str) and message:
+        return message
+    return f"{done}/{total}" if total is not None else f"{done}"
+
+
+def _detail(event: TraceEvent) -> str:
+    """The event's input or output, cut short: for debugging from the client's log view."""
+    if event.kind != "tool" or event.phase not in ("start", "end"):
+        return ""
+    value = event.input if event.phase == "start" else event.output
+    if value is None:
+        return ""
+    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    label = "in" if event.phase == "start" else "out"
+    return f"{label}={text[:MAX_DETAIL]}{'...' if len(text) > MAX_DETAIL else ''}"

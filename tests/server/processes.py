@@ -1,0 +1,98 @@
+"""Real `agent-gateway serve` processes for the transport tests, cleaned up on every exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).parent / "agent-gateway"
+READY = "agent-gateway: serving MCP on "
+
+
+def write_config(directory: Path, answers: object, *, gateway: str = "") -> Path:
+    """A config serving the calculator (proxied) and an `assistant` agent replaying `answers`;
+    `gateway` adds lines to its [gateway] table."""
+    script = directory / "answers.json"
+    script.write_text(json.dumps(answers))
+    config = directory / "agent-gateway.toml"
+    config.write_text(
+        f"[gateway]\nexpose_tools = true\n{gateway}\n"
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["calculator"]\n'
+        'description = "Answers questions with a calculator."\n'
+    )
+    return config
+
+
+TIMES_42 = [
+    {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+    {"content": "It is 42."},
+]
+
+
+@dataclass
+class Served:
+    url: str
+    process: Process
+    stderr: list[str] = field(default_factory=list[str])
+
+
+@asynccontextmanager
+async def http_server(
+    config: Path, *extra: str, env: Mapping[str, str] | None = None
+) -> AsyncGenerator[Served]:
+    """`agent-gateway serve --http 127.0.0.1:0`, ready to take requests."""
+    command = [str(SCRIPT), "serve", "--http", "127.0.0.1:0", "--config", str(config), *extra]
+    full_env = {**os.environ, **(env or {})}
+    process = await anyio.open_process(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=REPO, env=full_env
+    )
+    ready = anyio.Event()
+    served = Served(url="", process=process)
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        buffer = ""
+        async for chunk in TextReceiveStream(process.stderr):
+            buffer += chunk
+            *lines, buffer = buffer.split("\n")
+            for line in lines:
+                served.stderr.append(line)
+                if line.startswith(READY):
+                    served.url = line.removeprefix(READY)
+                    ready.set()
+        ready.set()  # the process ended before it was ready: fail below, with its stderr
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_stderr)
+            with anyio.fail_after(30):
+                await ready.wait()
+            assert served.url, f"the server did not start: {served.stderr}"
+            yield served
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop(process)
+
+
+async def stop(process: Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    await process.aclose()

@@ -1,0 +1,222 @@
+"""Agents served as MCP tools, in process, over both protocol eras."""
+
+from __future__ import annotations
+
+import re
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from agent import AgentOptions, ScriptedAnswer, ScriptedModel, WindowMemory
+from gateway import AgentSpec, Gateway, TraceEvent
+from gateway.config import GatewaySettings
+from gateway.server import build_server
+from toolkits import FunctionToolkit, calculator
+
+from .support import (
+    ERAS,
+    Blocker,
+    LogLog,
+    ProgressLog,
+    calculator_agent,
+    calculator_gateway,
+    call,
+    serve,
+)
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=ERAS)
+def era(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def times_42() -> list[ScriptedAnswer | str]:
+    return [call("calculator", expression="6 * 7"), "It is 42."]
+
+
+async def test_agents_are_listed_with_their_description_and_schemas(era: str) -> None:
+    gateway = calculator_gateway(
+        calculator_agent([], name="assistant"), calculator_agent([], name="researcher")
+    )
+    async with Client(serve(gateway), mode=era) as client:
+        listing = await client.list_tools()
+    tools = {tool.name: tool for tool in listing.tools}
+    assert list(tools) == ["assistant", "researcher"]
+    assert tools["researcher"].description == "The researcher agent."
+    schema = tools["assistant"].input_schema
+    assert schema["required"] == ["prompt"]
+    assert set(schema["properties"]) == {"prompt", "session_id"}
+    assert tools["assistant"].output_schema is not None
+
+
+async def test_an_agent_answers_with_text_and_structured_output(era: str) -> None:
+    gateway = calculator_gateway(calculator_agent(times_42()))
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("assistant", {"prompt": "What is 6 * 7?"})
+    assert not result.is_error
+    assert result.content == [types.TextContent(text="It is 42.")]
+    structured = result.structured_content
+    assert structured is not None
+    assert structured["output"] == "It is 42."
+    assert structured["usage"]["requests"] == 2
+    assert "steps" not in structured
+
+
+async def test_steps_are_returned_when_the_agent_is_configured_to(era: str) -> None:
+    gateway = calculator_gateway(calculator_agent(times_42(), return_intermediate_steps=True))
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("assistant", {"prompt": "What is 6 * 7?"})
+    assert result.structured_content is not None
+    assert result.structured_content["steps"] == [
+        {"tool": "calculator", "tool_input": {"expression": "6 * 7"}, "observation": "42"}
+    ]
+
+
+async def test_session_id_continues_a_conversation(era: str) -> None:
+    model = ScriptedModel(["Hello Ada.", "Your name is Ada."])
+    gateway = Gateway([], [AgentSpec(name="chat", model=model)], memory=WindowMemory())
+    async with Client(serve(gateway), mode=era) as client:
+        await client.call_tool("chat", {"prompt": "I am Ada", "session_id": "s1"})
+        await client.call_tool("chat", {"prompt": "Who am I?", "session_id": "s1"})
+    second_call_messages = [m.content for m in model.calls[1][0]]
+    assert "I am Ada" in second_call_messages
+    assert "Hello Ada." in second_call_messages
+
+
+async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> None:
+    loop = [call("calculator", expression="1")] * 3
+    gateway = calculator_gateway(calculator_agent(loop, max_iterations=2))
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("assistant", {"prompt": "loop"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert result.content[0].text.startswith(
+        "agent 'assistant' stopped: Max iterations (2) reached"
+    )
+
+
+async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: str) -> None:
+    gateway = calculator_gateway(calculator_agent([call("calculator", expression="1")]))
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+        assert result.is_error
+        assert isinstance(result.content[0], types.TextContent)
+        assert "agent 'assistant' failed" in result.content[0].text
+        assert "has 1 answers and was asked for answer 2" in result.content[0].text
+        assert len((await client.list_tools()).tools) == 1
+
+
+async def test_bad_arguments_and_unknown_tools_are_error_results(era: str) -> None:
+    gateway = calculator_gateway(calculator_agent([]))
+    async with Client(serve(gateway), mode=era) as client:
+        missing = await client.call_tool("assistant", {"question": "?"})
+        unknown = await client.call_tool("nobody", {"prompt": "?"})
+    assert missing.is_error
+    assert unknown.is_error
+    assert isinstance(missing.content[0], types.TextContent)
+    assert "invalid arguments for agent 'assistant'" in missing.content[0].text
+    assert "prompt" in missing.content[0].text
+    assert isinstance(unknown.content[0], types.TextContent)
+    assert unknown.content[0].text == "no tool named 'nobody' (tools: assistant)"
+
+
+async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> None:
+    gateway = calculator_gateway(calculator_agent(times_42()))
+    progress = ProgressLog()
+    async with Client(serve(gateway), mode=era) as client:
+        await client.call_tool("assistant", {"prompt": "6 * 7?"}, progress_callback=progress)
+    assert [re.sub(r" in \d+ ms", "", m) for m in progress.messages] == [
+        "model scripted: thinking",
+        "model scripted: answered, calling calculator",
+        "tool calculator: running",
+        "tool calculator: done",
+        "model scripted: thinking",
+        "model scripted: answered",
+    ]
+    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6]
+
+
+async def test_run_milestones_arrive_as_log_messages() -> None:
+    gateway = calculator_gateway(calculator_agent(times_42() + times_42()))
+    legacy_log, opted_in, silent = LogLog(), LogLog(), LogLog()
+    server = serve(gateway)
+    async with Client(server, mode="legacy", logging_callback=legacy_log) as client:
+        await client.call_tool("assistant", {"prompt": "6 * 7?"})
+    async with Client(server, logging_callback=opted_in, log_level="debug") as client:
+        await client.call_tool("assistant", {"prompt": "6 * 7?"})
+    async with Client(server, logging_callback=silent) as client:
+        result = await client.call_tool("assistant", {"prompt": "6 * 7?"})
+    assert result.is_error  # the script ran out: the call still completes
+    # Handshake era: info and up; 2026-07-28: what the request opted in to, nothing without.
+    assert legacy_log.lines[0] == "info: agent assistant: started"
+    assert any(line.startswith("info: tool calculator: done") for line in legacy_log.lines)
+    assert not any(e.level == "debug" for e in legacy_log.entries)
+    assert 'debug: tool calculator: running in={"expression":"6 * 7"}' in opted_in.lines
+    assert all(e.logger == "agent-gateway" for e in opted_in.entries)
+    assert silent.entries == []
+
+
+async def test_cancelling_the_call_cancels_the_tool_under_it(era: str) -> None:
+    blocker = Blocker()
+    agent = AgentSpec(
+        name="assistant", model=ScriptedModel([call("wait_here")]), tools=["wait_here"]
+    )
+    gateway = Gateway([blocker.node], [agent])
+    async with Client(serve(gateway), mode=era) as client:
+        async with anyio.create_task_group() as tg:
+
+            async def ask() -> None:
+                await client.call_tool("assistant", {"prompt": "wait"})
+
+            tg.start_soon(ask)
+            with anyio.fail_after(10):
+                await blocker.started.wait()
+            tg.cancel_scope.cancel()
+        with anyio.fail_after(10):
+            await blocker.cancelled.wait()
+        # The connection is still good for the next call.
+        assert [t.name for t in (await client.list_tools(cache_mode="refresh")).tools] == [
+            "assistant"
+        ]
+
+
+async def test_agent_options_reach_the_run() -> None:
+    spec = AgentSpec(
+        name="terse",
+        model=ScriptedModel(["ok"]),
+        options=AgentOptions(system_message="Be terse."),
+    )
+    server, router = build_server(Gateway([], [spec]), GatewaySettings())
+    await router.check()
+    async with Client(server) as client:
+        await client.call_tool("terse", {"prompt": "hi"})
+    assert isinstance(spec.model, ScriptedModel)
+    assert spec.model.calls[0][0][0].content == "Be terse."
+
+
+async def test_served_calls_are_traced_by_the_gateways_hooks() -> None:
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
+    spec = calculator_agent(times_42())
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec], hooks=[record])
+    async with Client(serve(gateway, expose_tools=True)) as client:
+        await client.call_tool("assistant", {"prompt": "6 * 7?"})
+        await client.call_tool("calculator", {"expression": "1 + 1"})
+    finished = [(e.kind, e.name) for e in events if e.phase == "end"]
+    assert finished == [
+        ("model", "scripted"),
+        ("tool", "calculator"),
+        ("model", "scripted"),
+        ("agent", "assistant"),
+        ("run", "assistant"),
+        ("tool", "calculator"),  # the proxied call
+    ]
+    assert events[-1].input == {"expression": "1 + 1"}
+    assert events[-1].output == {"response": "2"}

@@ -1,0 +1,332 @@
+"""Agents on the calling client's own model (MCP sampling with tools), over both eras."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.shared.exceptions import MCPError
+
+from agent import (
+    AssistantMessage,
+    ModelError,
+    SystemMessage,
+    ToolCall,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
+from gateway import AgentSpec, ConfigError, Gateway
+from gateway.cli import main
+from gateway.models import ClientSampling, resolve_model
+from gateway.sampling_model import to_assistant_message, to_sampling_request
+from toolkits import FunctionToolkit, calculator
+
+from .support import ERAS, SAMPLING_WITH_TOOLS, LogLog, serve
+
+pytestmark = pytest.mark.anyio
+
+
+def sampling_gateway(*, tools: bool = True) -> Gateway:
+    spec = AgentSpec(
+        name="helper", model=resolve_model("sampling"), tools=["calculator"] if tools else []
+    )
+    return Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+
+
+class ClientModel:
+    """The test client's model: asks for the calculator, then answers with what it saw."""
+
+    def __init__(self) -> None:
+        self.requests: list[types.CreateMessageRequestParams] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        self.requests.append(params)
+        last = params.messages[-1].content_as_list[0]
+        if isinstance(last, types.ToolResultContent):
+            seen = last.content[0]
+            assert isinstance(seen, types.TextContent)
+            return types.CreateMessageResultWithTools(
+                role="assistant",
+                content=[types.TextContent(text=f"It is {seen.text}.")],
+                model="client-model",
+                stop_reason="endTurn",
+            )
+        return types.CreateMessageResultWithTools(
+            role="assistant",
+            content=[
+                types.ToolUseContent(id="use_1", name="calculator", input={"expression": "6 * 7"})
+            ],
+            model="client-model",
+            stop_reason="toolUse",
+        )
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_agent_runs_on_the_client_model_with_tools(era: str) -> None:
+    model = ClientModel()
+    log = LogLog()
+    async with Client(
+        serve(sampling_gateway()),
+        mode=era,
+        sampling_callback=model,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+        logging_callback=log,
+        log_level="info",
+    ) as client:
+        result = await client.call_tool("helper", {"prompt": "What is 6 * 7?"})
+    assert not result.is_error, result.content
+    # 2026-07-28 runs pause for each answer; a pause is not reported as a failure.
+    waits = log.lines.count("info: agent helper: waiting for the client's model")
+    assert waits == (0 if era == "legacy" else 2)
+    assert not [line for line in log.lines if "failed" in line]
+    assert result.content == [types.TextContent(text="It is 42.")]
+    assert result.structured_content is not None
+    assert result.structured_content["usage"]["requests"] == 2
+    first, second = model.requests
+    assert first.system_prompt == "You are a helpful assistant"
+    assert [t.name for t in first.tools or []] == ["calculator"]
+    assert first.messages == [
+        types.SamplingMessage(role="user", content=types.TextContent(text="What is 6 * 7?"))
+    ]
+    assert [m.role for m in second.messages] == ["user", "assistant", "user"]
+    tool_result = second.messages[2].content_as_list[0]
+    assert isinstance(tool_result, types.ToolResultContent)
+    assert tool_result.tool_use_id == "use_1"
+
+
+async def test_modern_rounds_carry_the_run_sealed_and_refuse_a_forged_state() -> None:
+    server = serve(sampling_gateway())
+    model = ClientModel()
+    async with Client(
+        server, sampling_callback=model, sampling_capabilities=SAMPLING_WITH_TOOLS
+    ) as client:
+        args = {"prompt": "What is 6 * 7?"}
+        first = await client.session.call_tool("helper", args, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        assert first.request_state is not None
+        [(key, request)] = first.input_requests.items()
+        assert isinstance(request, types.CreateMessageRequest)
+        # Encrypted: the client sees neither the prompt nor the run's internals.
+        assert first.request_state.startswith("v1.")
+        assert "6 * 7" not in first.request_state
+        assert "run_id" not in first.request_state
+        answer = await model(
+            ClientRequestContext(session=client.session, request_id=key), request.params
+        )
+        forged = first.request_state[:-4] + (
+            "AAAA" if not first.request_state.endswith("AAAA") else "BBBB"
+        )
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):
+            await client.session.call_tool(
+                "helper",
+                args,
+                input_responses={key: answer},
+                request_state=forged,
+                allow_input_required=True,
+            )
+        with pytest.raises(MCPError, match="Invalid or expired requestState"):
+            await client.session.call_tool(
+                "helper",
+                {"prompt": "Something else"},
+                input_responses={key: answer},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+        second = await client.session.call_tool(
+            "helper",
+            args,
+            input_responses={key: answer},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        # The tool ran; the next question is the client model's second turn.
+        assert isinstance(second, types.InputRequiredResult)
+        assert second.input_requests is not None
+        [(key2, request2)] = second.input_requests.items()
+        assert key2 != key
+        assert isinstance(request2, types.CreateMessageRequest)
+        assert len(request2.params.messages) == 3
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_without_sampling_gets_an_error_naming_the_setting(era: str) -> None:
+    async with Client(serve(sampling_gateway()), mode=era) as client:
+        result = await client.call_tool("helper", {"prompt": "hi"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    text = result.content[0].text
+    assert "the client does not support sampling" in text
+    assert "set `model` in [agents.helper]" in text
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_sampling_without_tools_support_is_refused_for_an_agent_with_tools(era: str) -> None:
+    plain = types.SamplingCapability()
+    async with Client(
+        serve(sampling_gateway()),
+        mode=era,
+        sampling_callback=ClientModel(),
+        sampling_capabilities=plain,
+    ) as client:
+        result = await client.call_tool("helper", {"prompt": "hi"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "not with tools (sampling.tools)" in result.content[0].text
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_agent_without_tools_needs_plain_sampling_only(era: str) -> None:
+    model = ClientModel()
+
+    async def answer(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        await model(context, params)
+        return types.CreateMessageResultWithTools(
+            role="assistant", content=types.TextContent(text="Hello."), model="m"
+        )
+
+    async with Client(
+        serve(sampling_gateway(tools=False)),
+        mode=era,
+        sampling_callback=answer,
+        sampling_capabilities=types.SamplingCapability(),
+    ) as client:
+        result = await client.call_tool("helper", {"prompt": "hi"})
+    assert result.content == [types.TextContent(text="Hello.")]
+    assert model.requests[0].tools is None
+
+
+async def test_a_failing_client_model_is_an_error_result() -> None:
+    async def refuse(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.ErrorData:
+        return types.ErrorData(code=-1, message="the user declined")
+
+    async with Client(
+        serve(sampling_gateway()),
+        mode="legacy",
+        sampling_callback=refuse,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+    ) as client:
+        result = await client.call_tool("helper", {"prompt": "hi"})
+    assert result.is_error
+    assert isinstance(result.content[0], types.TextContent)
+    assert "the client's model failed: the user declined" in result.content[0].text
+
+
+def test_messages_map_to_sampling_and_back() -> None:
+    calls = (
+        ToolCall(id="a", name="calculator", arguments={"expression": "1+1"}),
+        ToolCall(id="b", name="calculator", arguments={"expression": "2+2"}),
+    )
+    request = to_sampling_request(
+        [
+            SystemMessage(content="Be brief."),
+            UserMessage(content="Sum them"),
+            AssistantMessage(content="Let me see.", tool_calls=calls),
+            ToolMessage(tool_call_id="a", name="calculator", content="2"),
+            ToolMessage(tool_call_id="b", name="calculator", content="4"),
+        ],
+        [ToolDefinition(name="calculator", description="Math.", source_node="calculator")],
+        max_tokens=100,
+    )
+    params = request.params
+    assert params.system_prompt == "Be brief."
+    assert params.max_tokens == 100
+    assert [m.role for m in params.messages] == ["user", "assistant", "user"]
+    assistant = params.messages[1].content_as_list
+    assert assistant[0] == types.TextContent(text="Let me see.")
+    assert [b.id for b in assistant[1:] if isinstance(b, types.ToolUseContent)] == ["a", "b"]
+    results = params.messages[2].content_as_list
+    assert [r.tool_use_id for r in results if isinstance(r, types.ToolResultContent)] == ["a", "b"]
+
+    answer = to_assistant_message(
+        types.CreateMessageResultWithTools(
+            role="assistant",
+            content=[
+                types.TextContent(text="Checking. "),
+                types.ToolUseContent(id="c", name="calculator", input={"expression": "3"}),
+            ],
+            model="m",
+            stop_reason="toolUse",
+        )
+    )
+    assert answer.content == "Checking. "
+    assert answer.tool_calls == (
+        ToolCall(id="c", name="calculator", arguments={"expression": "3"}),
+    )
+    assert answer.usage.requests == 1
+
+
+async def test_the_marker_explains_itself_outside_a_server() -> None:
+    marker = resolve_model("sampling")
+    assert isinstance(marker, ClientSampling)
+    with pytest.raises(ModelError, match="needs an MCP client: use `agent-gateway serve`"):
+        await marker.invoke([UserMessage(content="hi")], [])
+
+
+def test_cli_run_refuses_the_client_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text('[agents.helper]\nmodel = "sampling"\n')
+    assert main(["run", "hi", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "model 'sampling' needs an MCP client: use `agent-gateway serve`" in err
+
+
+async def test_replicas_sharing_the_state_key_take_each_others_rounds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GW_STATE_KEY", "k" * 40)
+    shared = [serve(sampling_gateway(), state_key_env="GW_STATE_KEY") for _ in range(2)]
+    alone = serve(sampling_gateway())
+    model = ClientModel()
+    args = {"prompt": "What is 6 * 7?"}
+
+    async def first_round() -> tuple[str, types.InputResponse, str]:
+        async with Client(
+            shared[0], sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
+        ) as client:
+            first = await client.session.call_tool("helper", args, allow_input_required=True)
+            assert isinstance(first, types.InputRequiredResult)
+            assert first.input_requests is not None
+            assert first.request_state is not None
+            [(key, request)] = first.input_requests.items()
+            assert isinstance(request, types.CreateMessageRequest)
+            context = ClientRequestContext(session=client.session, request_id=key)
+            return key, await model(context, request.params), first.request_state
+
+    key, answer, state = await first_round()
+    for other, accepted in ((shared[1], True), (alone, False)):
+        async with Client(
+            other, sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
+        ) as client:
+            call = client.session.call_tool(
+                "helper",
+                args,
+                input_responses={key: answer},
+                request_state=state,
+                allow_input_required=True,
+            )
+            if accepted:
+                assert isinstance(await call, types.InputRequiredResult)
+            else:
+                with pytest.raises(MCPError, match="Invalid or expired requestState"):
+                    await call
+
+
+def test_a_state_key_must_be_set_and_long_enough(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ConfigError, match="GW_NO_SUCH_KEY is not set"):
+        serve(sampling_gateway(), state_key_env="GW_NO_SUCH_KEY")
+    monkeypatch.setenv("GW_SHORT_KEY", "short")
+    with pytest.raises(ConfigError, match="at least 32 bytes"):
+        serve(sampling_gateway(), state_key_env="GW_SHORT_KEY")

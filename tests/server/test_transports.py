@@ -1,0 +1,173 @@
+"""`agent-gateway serve` as a real process: over stdio and over HTTP, both protocol eras."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from .processes import REPO, SCRIPT, TIMES_42, http_server, write_config
+from .support import ERAS, SAMPLING_WITH_TOOLS
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+TOKEN = "s3cret-token-for-tests"
+INITIALIZE_PARAMS: dict[str, Any] = {
+    "protocolVersion": "2025-11-25",
+    "capabilities": {},
+    "clientInfo": {"name": "test", "version": "1"},
+}
+INITIALIZE: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": INITIALIZE_PARAMS,
+}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+async def check_served(client: Client) -> None:
+    """What every transport must do: list, run an agent, proxy the calculator."""
+    listing = await client.list_tools()
+    assert [t.name for t in listing.tools] == ["assistant", "calculator"]
+    answer = await client.call_tool("assistant", {"prompt": "What is 6 * 7?"})
+    assert answer.content == [types.TextContent(text="It is 42.")]
+    assert answer.structured_content is not None
+    assert answer.structured_content["output"] == "It is 42."
+    proxied = await client.call_tool("calculator", {"expression": "2 ** 10"})
+    assert proxied.structured_content == {"response": "1024"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_over_stdio(tmp_path: Path, era: str) -> None:
+    config = write_config(tmp_path, TIMES_42)
+    params = StdioServerParameters(
+        command=str(SCRIPT), args=["serve", "--stdio", "--config", str(config)], cwd=REPO
+    )
+    with anyio.fail_after(30):
+        async with Client(params, mode=era) as client:
+            assert client.protocol_version == ("2025-11-25" if era == "legacy" else "2026-07-28")
+            await check_served(client)
+
+
+@pytest.mark.parametrize("stateless", [False, True])
+@pytest.mark.parametrize("era", ERAS)
+async def test_over_http(tmp_path: Path, era: str, stateless: bool) -> None:
+    config = write_config(tmp_path, TIMES_42)
+    async with http_server(config, *(["--stateless"] if stateless else [])) as served:
+        assert served.url.startswith("http://127.0.0.1:")
+        assert served.url.endswith("/mcp")
+        with anyio.fail_after(30):
+            async with Client(served.url, mode=era) as client:
+                await check_served(client)
+
+
+async def test_sampling_over_stateless_http(tmp_path: Path) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[agents.helper]\nmodel = "sampling"\ntools = ["calculator"]\n'
+    )
+    asked: list[types.CreateMessageRequestParams] = []
+
+    async def client_model(
+        context: object, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        asked.append(params)
+        if len(asked) == 1:
+            use = types.ToolUseContent(id="u1", name="calculator", input={"expression": "6 * 7"})
+            return types.CreateMessageResultWithTools(role="assistant", content=[use], model="m")
+        return types.CreateMessageResultWithTools(
+            role="assistant", content=[types.TextContent(text="42!")], model="m"
+        )
+
+    async with http_server(config, "--stateless") as served:
+        with anyio.fail_after(30):
+            # 2026-07-28: the answers come back in retried calls, whichever replica takes them.
+            async with Client(
+                served.url,
+                sampling_callback=client_model,
+                sampling_capabilities=SAMPLING_WITH_TOOLS,
+            ) as client:
+                result = await client.call_tool("helper", {"prompt": "6 * 7?"})
+            assert result.content == [types.TextContent(text="42!")]
+            # 2025-11-25 over stateless HTTP: no way to reach the client mid-call.
+            async with Client(
+                served.url,
+                mode="legacy",
+                sampling_callback=client_model,
+                sampling_capabilities=SAMPLING_WITH_TOOLS,
+            ) as client:
+                refused = await client.call_tool("helper", {"prompt": "6 * 7?"})
+    assert len(asked) == 2
+    assert refused.is_error
+    assert isinstance(refused.content[0], types.TextContent)
+    assert "--stateless" in refused.content[0].text
+
+
+async def test_http_wants_the_bearer_token(tmp_path: Path) -> None:
+    config = write_config(tmp_path, TIMES_42, gateway='tokens_env = "GW_TEST_TOKENS"')
+    async with http_server(config, env={"GW_TEST_TOKENS": f"other-token, {TOKEN}"}) as served:
+        async with httpx2.AsyncClient(timeout=10) as http:
+            missing = await http.post(served.url, json=INITIALIZE, headers=MCP_HEADERS)
+            wrong = await http.post(
+                served.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer nope"}
+            )
+        assert (missing.status_code, wrong.status_code) == (401, 401)
+        assert missing.headers["www-authenticate"].startswith("Bearer")
+        with anyio.fail_after(30):
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as authorized,
+                Client(streamable_http_client(served.url, http_client=authorized)) as client,
+            ):
+                await check_served(client)
+    assert not any(TOKEN in line for line in served.stderr)
+
+
+async def test_http_checks_host_origin_and_body_size(tmp_path: Path) -> None:
+    config = write_config(tmp_path, TIMES_42, gateway="max_request_bytes = 2048")
+    async with http_server(config) as served, httpx2.AsyncClient(timeout=10) as http:
+        good = await http.post(served.url, json=INITIALIZE, headers=MCP_HEADERS)
+        origin = await http.post(
+            served.url,
+            json=INITIALIZE,
+            headers={**MCP_HEADERS, "Origin": "http://evil.example"},
+        )
+        host = await http.post(
+            served.url, json=INITIALIZE, headers={**MCP_HEADERS, "Host": "evil.example:80"}
+        )
+        big = {**INITIALIZE, "params": {**INITIALIZE_PARAMS, "padding": "x" * 5000}}
+        too_big = await http.post(served.url, json=big, headers=MCP_HEADERS)
+    assert good.status_code == 200
+    assert origin.status_code == 403
+    assert host.status_code == 421
+    assert too_big.status_code == 413
+
+
+async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
+    with anyio.fail_after(30):
+        done = await anyio.run_process([str(SCRIPT), *args], check=False, cwd=REPO, env=env)
+    return done.returncode, done.stderr.decode()
+
+
+async def test_a_public_address_without_a_token_is_refused_before_binding(tmp_path: Path) -> None:
+    config = write_config(tmp_path, TIMES_42)
+    # 192.0.2.1 (TEST-NET-1) is on no interface: had it tried to bind, the error would say so.
+    code, err = await run_cli("serve", "--http", "192.0.2.1:8000", "--config", str(config))
+    assert code == 2
+    assert "refusing to serve HTTP on 192.0.2.1 without a bearer token" in err
+    assert "tokens_env" in err
+    code, err = await run_cli(
+        "serve", "--http", "127.0.0.1:0", "--config", str(config), "--token-env", "GW_UNSET_VAR"
+    )
+    assert code == 2
+    assert "GW_UNSET_VAR is not set or empty" in err
+    code, err = await run_cli("serve", "--stdio", "--stateless", "--config", str(config))
+    assert code == 2
+    assert "--stateless applies to --http only" in err
