@@ -32,12 +32,20 @@ from agent import (
     ToolsAgent,
     Usage,
 )
-from toolkits import Tool, Toolkit, result_data, result_text, split_routed_input
+from toolkits import (
+    ProgressCallback,
+    Tool,
+    Toolkit,
+    result_data,
+    result_text,
+    split_routed_input,
+)
 from toolkits.mcp import McpToolkit
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
-from .run_context import RunContext, TokenBudget
+from .models import ClientSampling
+from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
@@ -164,7 +172,8 @@ class Gateway:
                 f"(depth limit {self.max_depth}); is a gateway calling itself?"
             )
         tracer = Tracer(state.run_id, (*self.hooks, *hooks))
-        context = RunContext(tracer, TokenBudget(spec.token_budget), hops=hops)
+        budget = TokenBudget(spec.token_budget)
+        context = RunContext(tracer, budget, hops=hops, client_model=model)
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with tracer.span(
@@ -198,7 +207,9 @@ class Gateway:
         tracer = context.tracer
         async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
             agent = ToolsAgent(
-                model=TracedModel(model or spec.model, tracer, agent_span.id, context.budget),
+                model=TracedModel(
+                    model or _model_for(spec, context), tracer, agent_span.id, context.budget
+                ),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,
                 memory=self.memory,
@@ -233,21 +244,63 @@ class Gateway:
         return await self._tools_of(list(self.nodes), "the gateway")
 
     async def call_tool(
-        self, name: str, arguments: Mapping[str, Any], *, hooks: Sequence[TraceHook] = ()
+        self,
+        tool: str | Tool,
+        arguments: Mapping[str, Any],
+        *,
+        hooks: Sequence[TraceHook] = (),
+        on_progress: ProgressCallback | None = None,
+        hops: int = 0,
     ) -> CallToolResult:
-        """One tool call outside any agent, traced like an agent's."""
-        tools = await self.list_tools()
-        tool = tools.get(name)
-        if tool is None:
-            raise UnknownTool(f"no tool named {name!r} (available: {', '.join(sorted(tools))})")
+        """One call of a node's tool (by name, or as listed) outside any agent, bounded and
+        traced like an agent's; `on_progress` receives the tool's progress.
+
+        Raises `UnknownTool`, and the node's own errors (`toolkits.ToolkitError`).
+        """
+        if isinstance(tool, str):
+            tools = await self.list_tools()
+            found = tools.get(tool)
+            if found is None:
+                known = ", ".join(sorted(tools))
+                raise UnknownTool(f"no tool named {tool!r} (available: {known})")
+            tool = found
         tracer = Tracer(new_id(), (*self.hooks, *hooks))
+        call = await self._call_node(
+            tool, arguments, tracer, None, meta={HOPS_META_KEY: hops + 1}, relay=on_progress
+        )
+        return call.result
+
+    async def _call_node(
+        self,
+        tool: Tool,
+        arguments: Mapping[str, Any],
+        tracer: Tracer,
+        parent_id: str | None,
+        *,
+        meta: Mapping[str, Any],
+        relay: ProgressCallback | None = None,
+    ) -> _NodeCall:
+        """The one way a node's tool is called: bounded by the limiter, traced, its progress
+        noted (and relayed), its result read for the model. The node's errors propagate."""
+        node = self.nodes[tool.source_node]
+        cap = _output_cap(node)
         async with (
             self._limiter,
-            tracer.span("tool", name, parent_id=None, input=dict(arguments)) as span,
+            tracer.span("tool", tool.name, parent_id=parent_id, input=dict(arguments)) as span,
         ):
-            result = await self.nodes[tool.source_node].call_tool(name, arguments)
-            span.output = result_data(result)
-            return result
+
+            async def progress(done: float, total: float | None, message: str | None) -> None:
+                if relay is not None:
+                    await relay(done, total, message)
+                data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
+                await tracer.note("tool", tool.name, span.id, "progress", **data)
+
+            result = await node.call_tool(tool.name, arguments, on_progress=progress, meta=meta)
+            if result.is_error:
+                span.fail(result_text(result, cap) or "the tool reported an error")
+                return _NodeCall(result, error=span.error)
+            span.output = result_data(result, max_chars=cap)
+            return _NodeCall(result, data=span.output)
 
     async def _tools_of(self, node_names: Sequence[str], owner: str) -> dict[str, Tool]:
         listed: dict[str, Sequence[Tool]] = {}
@@ -313,28 +366,13 @@ class Gateway:
                 response = await self._run_agent_tool(action, arguments, context, span.id)
                 span.output, span.error = response.data, response.error
                 return response
-        node = self.nodes[action.node]
-        async with (
-            self._limiter,
-            tracer.span("tool", action.tool, parent_id=parent_id, input=arguments) as span,
-        ):
-
-            async def progress(done: float, total: float | None, message: str | None) -> None:
-                data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
-                await tracer.note("tool", action.tool, span.id, "progress", **data)
-
-            try:
-                result = await node.call_tool(
-                    action.tool, arguments, on_progress=progress, meta=context.call_meta()
-                )
-            except Exception as exc:  # a failing tool never fails the run
-                span.fail(str(exc) or type(exc).__name__)
-                return ActionResponse(action=action, error=span.error)
-            if result.is_error:
-                span.fail(result_text(result, _output_cap(node)) or "the tool reported an error")
-                return ActionResponse(action=action, error=span.error)
-            span.output = result_data(result, max_chars=_output_cap(node))
-            return ActionResponse(action=action, data=span.output)
+        try:
+            call = await self._call_node(
+                tool, arguments, tracer, parent_id, meta=context.call_meta()
+            )
+        except Exception as exc:  # a failing tool never fails the run
+            return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
+        return ActionResponse(action=action, data=call.data, error=call.error)
 
     async def _run_agent_tool(
         self, action: Action, arguments: Mapping[str, Any], context: RunContext, parent_id: str
@@ -378,6 +416,21 @@ def _definition(tool: Tool) -> ToolDefinition:
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
     )
+
+
+def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
+    """The agent's own model; an agent on the client's model (sampling) gets the run's."""
+    if isinstance(spec.model, ClientSampling) and context.client_model is not None:
+        return context.client_model
+    return spec.model
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeCall:
+    result: CallToolResult
+    data: JsonValue = None
+    """What the model reads of a result that is not an error."""
+    error: str | None = None
 
 
 def _output_cap(node: Toolkit) -> int:

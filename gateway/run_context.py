@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from agent import Usage
+from agent import ChatModel, Usage
 
 from .trace import Tracer
 
@@ -44,6 +44,8 @@ class RunContext:
     """The agents from the outermost run down to the current one."""
     hops: int = 0
     """Gateways this run's request passed through before reaching us (from `_meta`)."""
+    client_model: ChatModel | None = None
+    """The calling MCP client's own model, for every agent of the tree configured to use it."""
 
     @property
     def depth(self) -> int:

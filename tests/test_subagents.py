@@ -168,3 +168,22 @@ async def test_config_agents_listed_as_tools_become_agent_tools() -> None:
     assert list(tools) == ["math"]
     assert tools["math"].description == "Does arithmetic."
     assert tools["math"].input_schema["required"] == ["prompt"]
+
+
+async def test_agents_on_the_client_model_share_the_run_model_at_every_level() -> None:
+    from gateway.models import ClientSampling
+
+    client_model = ScriptedModel([call("inner", prompt="2 + 2?"), "4", "inner said 4"])
+    own = ScriptedModel(["unused"])
+    gateway = Gateway(
+        [],
+        [
+            AgentSpec("outer", ClientSampling("outer"), tools=["inner"]),
+            AgentSpec("inner", ClientSampling("inner")),
+            AgentSpec("mine", own),
+        ],
+    )
+    result = await gateway.run("outer", "go", model=client_model)
+    assert result.output == "inner said 4"
+    assert len(client_model.calls) == 3
+    assert own.calls == []

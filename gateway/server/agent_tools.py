@@ -30,6 +30,7 @@ from ..sampling_model import (
 )
 from ..trace import TraceHook, new_id
 from .progress import McpNotifier
+from .proxy import incoming_hops
 from .rounds import decode_state, encode_state
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
@@ -127,7 +128,11 @@ class AgentTools:
             if isinstance(spec.model, ClientSampling):
                 return await self._run_on_client_model(ctx, spec, args, params, hooks)
             result = await self._gateway.run(
-                spec.name, args.prompt, session_id=args.session_id, hooks=hooks
+                spec.name,
+                args.prompt,
+                session_id=args.session_id,
+                hooks=hooks,
+                hops=incoming_hops(ctx),
             )
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
@@ -169,7 +174,9 @@ class AgentTools:
 
         model = SamplingModel(ctx, answers=params.input_responses, max_tokens=self._max_tokens)
         try:
-            result = await self._gateway.resume(state, checkpoint=keep, hooks=hooks, model=model)
+            result = await self._gateway.resume(
+                state, checkpoint=keep, hooks=hooks, model=model, hops=incoming_hops(ctx)
+            )
         except SamplingInputRequired as need:
             # The run goes on when the client retries with the answer: resumed from `latest`,
             # the agent asks the same question again and finds its answer under `need.key`.

@@ -23,13 +23,13 @@ from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolkits import Tool, ToolkitError, error_result, result_data
+from toolkits import Tool, ToolkitError, error_result
 
 from ..engine import Gateway
 from ..errors import ConfigError, ToolConflict
-from ..trace import Tracer, new_id
+from ..run_context import HOPS_META_KEY
 
-__all__ = ["ProxiedTools", "exposed_nodes"]
+__all__ = ["ProxiedTools", "exposed_nodes", "incoming_hops"]
 
 log = logging.getLogger(__name__)
 
@@ -84,38 +84,27 @@ class ProxiedTools:
             tool = self._routes.get(params.name)
             if tool is None:
                 return error_result(f"no tool named {params.name!r} is served any more")
-        node = self._gateway.nodes[tool.source_node]
+        node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
-        # Traced like the gateway's own calls (its hooks: --trace, ...).
-        tracer = Tracer(new_id(), self._gateway.hooks)
-        async with tracer.span("tool", tool.name, parent_id=None, input=dict(arguments)) as span:
-
-            async def progress(done: float, total: float | None, message: str | None) -> None:
-                await ctx.session.report_progress(done, total, message)
-                await tracer.note(
-                    "tool",
-                    tool.name,
-                    span.id,
-                    "progress",
-                    progress=done,
-                    total=total,
-                    message=message,
-                )
-
-            try:
-                result = await node.call_tool(tool.name, arguments, on_progress=progress)
-            except ToolkitError as exc:
-                span.fail(str(exc))
-                return error_result(f"tool {tool.name!r} (node {node.name!r}) failed: {exc}")
-            except Exception as exc:  # a node's bug must not take the connection down
-                log.exception("node %r crashed calling %r", node.name, tool.name)
-                span.fail(f"{type(exc).__name__}: {exc}")
-                return error_result(f"tool {tool.name!r} (node {node.name!r}) failed: {span.error}")
-            if result.is_error:
-                span.fail("the tool reported an error")
-            else:
-                span.output = result_data(result)
+        try:
+            result = await self._gateway.call_tool(
+                tool,
+                arguments,
+                on_progress=ctx.session.report_progress,
+                hops=incoming_hops(ctx),
+            )
+        except ToolkitError as exc:
+            return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")
+        except Exception as exc:  # a node's bug must not take the connection down
+            log.exception("node %r crashed calling %r", node, tool.name)
+            return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc!r}")
         return fit_to_era(result, ctx.protocol_version)
+
+
+def incoming_hops(ctx: ServerRequestContext[Any, Any]) -> int:
+    """How many gateways the request passed through before us, from its `_meta`."""
+    hops = (ctx.meta or {}).get(HOPS_META_KEY, 0)
+    return hops if isinstance(hops, int) and hops >= 0 else 0
 
 
 def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:

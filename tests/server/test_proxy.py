@@ -56,6 +56,7 @@ class RichNode:
         arguments: Mapping[str, Any],
         *,
         on_progress: ProgressCallback | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         assert name == "render"
         if on_progress is not None:
