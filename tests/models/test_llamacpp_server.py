@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -69,23 +68,18 @@ def server_url() -> Iterator[str]:
     child = subprocess.Popen(
         [sys.executable, "-c", SERVER, GGUF, str(port)],
         stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 50
-        while True:
-            if child.poll() is not None:
-                pytest.fail(f"llama.cpp server exited with {child.returncode}")
-            try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("llama.cpp server did not become healthy within 50 s")
-            time.sleep(0.2)
+        # The child prints "ready" once the server holds the model and listens (EOF if it
+        # died); pytest-timeout bounds the wait.
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            pytest.fail(f"llama.cpp server exited with {child.wait(timeout=10)}")
+        assert httpx.get(f"{base}/health", timeout=10).status_code == 200
         yield f"{base}/v1"
     finally:
         if child.stdin is not None:
@@ -96,6 +90,8 @@ def server_url() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()
 
 
 def _model(server_url: str, client: httpx.AsyncClient, **settings: object) -> OpenAICompatibleModel:
