@@ -206,6 +206,9 @@ class Gateway:
         context = context.enter(spec.name)
         tracer = context.tracer
         async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
+            for node in self._unhealthy(spec.tools):
+                # Its tools are missing from the model's list: say why in the trace.
+                await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
             agent = ToolsAgent(
                 model=TracedModel(
                     model or _model_for(spec, context), tracer, agent_span.id, context.budget
@@ -234,6 +237,10 @@ class Gateway:
                     await checkpoint(state)
             agent_span.output = _outputs(outcome.items)
         return outcome
+
+    def _unhealthy(self, node_names: Sequence[str]) -> list[McpToolkit]:
+        nodes = (self.nodes.get(name) for name in node_names)
+        return [n for n in nodes if isinstance(n, McpToolkit) and n.health.state != "ready"]
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""

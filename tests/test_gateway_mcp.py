@@ -82,10 +82,18 @@ async def test_a_server_that_never_starts_leaves_the_others_serving() -> None:
             "partly",
         ]
     )
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
     async with open_gateway(config_with_servers(broken=broken)) as gateway:
         with anyio.fail_after(30):
-            result = await gateway.run("assistant", "go", model=model)
+            result = await gateway.run("assistant", "go", model=model, hooks=[record])
     assert result.output == "partly"
+    health = next(e for e in events if e.phase == "note" and e.name == "broken")
+    assert isinstance(health.output, dict)
+    assert str(health.output["health"]).startswith("broken: failed since")
     observed = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
     assert observed[0].startswith("Error: there is no tool named 'broken__anything'")
     assert '"timezone":"UTC"' in observed[1].replace(" ", "")
