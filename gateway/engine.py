@@ -172,7 +172,9 @@ class Gateway:
                 f"(depth limit {self.max_depth}); is a gateway calling itself?"
             )
         tracer = Tracer(state.run_id, (*self.hooks, *hooks))
-        budget = TokenBudget(spec.token_budget)
+        exchange = state.response or state.request
+        # A resumed run has spent what its metadata says: the budget counts on from there.
+        budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
         context = RunContext(tracer, budget, hops=hops, client_model=model)
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary

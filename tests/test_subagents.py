@@ -187,3 +187,25 @@ async def test_agents_on_the_client_model_share_the_run_model_at_every_level() -
     assert result.output == "inner said 4"
     assert len(client_model.calls) == 3
     assert own.calls == []
+
+
+async def test_a_resumed_run_keeps_counting_against_its_budget() -> None:
+    from gateway import RunState
+
+    def gateway(model: ScriptedModel) -> Gateway:
+        spec = AgentSpec("a", model, tools=["calculator"], token_budget=10)
+        return Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+
+    stored: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(state)
+
+    first = ScriptedModel([call("calculator", expression="1 + 1")])
+    stopped = await gateway(first).run("a", "one two three four five six", checkpoint=keep)
+    assert stopped.error is not None and stopped.error.startswith("Token budget (10)")
+    resumed_model = ScriptedModel(["should not be asked"])
+    state = RunState.model_validate_json(stored[-1].model_dump_json())
+    resumed = await gateway(resumed_model).resume(state)
+    assert resumed.error is not None and resumed.error.startswith("Token budget (10)")
+    assert resumed_model.calls == []
