@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from collections.abc import AsyncGenerator, Callable, Sequence
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
+from mcp.client import Transport
 
 from agent import AgentOptions, WindowMemory
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
-from toolkits.mcp import McpToolkitGroup
+from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 
 from .config import Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
-from .errors import ConfigError
+from .errors import ConfigError, DepthExceeded
 from .models import NoModel, resolve_model, resolve_models
 from .trace import TraceHook
 
-__all__ = ["open_gateway"]
+__all__ = ["SPAWN_DEPTH_ENV", "open_gateway"]
+
+SPAWN_DEPTH_ENV = "AGENT_GATEWAY_SPAWN_DEPTH"
+"""Set for every stdio server a gateway starts: how many gateways, each started by the one
+before, lead to that process. A gateway that many deep (or more) as its depth limit starts no
+stdio servers: every request reaching it passed through as many gateways and is refused, and
+a gateway that starts itself through others (A runs B, B runs A) would otherwise start copies
+without end, before any request is made."""
 
 _BUILTINS: dict[str, FunctionTool] = {"calculator": calculator}
+
+log = logging.getLogger(__name__)
 
 
 @asynccontextmanager
@@ -60,7 +72,8 @@ async def open_gateway(
     try:
         # Every MCP server connects concurrently; one that fails to start is reported in its
         # node's health and retried, while the others serve.
-        async with McpToolkitGroup(config.mcp_servers) as servers:
+        servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
+        async with McpToolkitGroup(servers_config, targets=targets) as servers:
             yield Gateway(
                 [*servers, *nodes],
                 agents,
@@ -72,6 +85,35 @@ async def open_gateway(
     finally:
         with anyio.CancelScope(shield=True):
             await http_client.aclose()
+
+
+def _stdio_children(
+    servers: Mapping[str, McpServerConfig], max_depth: int
+) -> tuple[dict[str, McpServerConfig], dict[str, Target]]:
+    """The servers with each stdio one told its spawn depth (`SPAWN_DEPTH_ENV`); at the depth
+    limit, targets that refuse to start in place of the stdio processes (health says why)."""
+    try:
+        depth = max(0, int(os.environ.get(SPAWN_DEPTH_ENV, "0")))
+    except ValueError:
+        depth = 0
+    stdio = [name for name, server in servers.items() if server.kind == "stdio"]
+    if depth < max_depth:
+        told = dict(servers)
+        for name in stdio:
+            env = {**servers[name].env, SPAWN_DEPTH_ENV: str(depth + 1)}
+            told[name] = servers[name].model_copy(update={"env": env})
+        return told, {}
+    reason = (
+        f"not started: this gateway was started by {depth} gateways in a chain "
+        f"(depth limit {max_depth}); is a gateway starting itself?"
+    )
+    if stdio:
+        log.warning("stdio servers %s %s", stdio, reason)
+
+    def refuse() -> Transport:
+        raise DepthExceeded(reason)
+
+    return dict(servers), dict.fromkeys(stdio, refuse)
 
 
 def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:

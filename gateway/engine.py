@@ -166,11 +166,7 @@ class Gateway:
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
-        if hops >= self.max_depth:
-            raise DepthExceeded(
-                f"refused: the request already passed through {hops} gateways "
-                f"(depth limit {self.max_depth}); is a gateway calling itself?"
-            )
+        self._check_hops(hops)
         tracer = Tracer(state.run_id, (*self.hooks, *hooks))
         exchange = state.response or state.request
         # A resumed run has spent what its metadata says: the budget counts on from there.
@@ -264,8 +260,10 @@ class Gateway:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
         traced like an agent's; `on_progress` receives the tool's progress.
 
-        Raises `UnknownTool`, and the node's own errors (`toolkits.ToolkitError`).
+        Raises `UnknownTool`, `DepthExceeded` when `hops` already reaches the depth limit, and
+        the node's own errors (`toolkits.ToolkitError`).
         """
+        self._check_hops(hops)
         if isinstance(tool, str):
             tools = await self.list_tools()
             found = tools.get(tool)
@@ -407,6 +405,13 @@ class Gateway:
         if item.error is not None:
             return ActionResponse(action=action, error=item.error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+
+    def _check_hops(self, hops: int) -> None:
+        if hops >= self.max_depth:
+            raise DepthExceeded(
+                f"refused: the request already passed through {hops} gateways "
+                f"(depth limit {self.max_depth}); is a gateway calling itself?"
+            )
 
     def _agent(self, name: str) -> AgentSpec:
         try:

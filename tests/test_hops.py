@@ -11,7 +11,7 @@ from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, DepthExceeded, Gateway
 from gateway.run_context import HOPS_META_KEY
 from tests.servers.inprocess import Context, ToyServer, text_result
-from toolkits import McpServerConfig, McpToolkit
+from toolkits import FunctionToolkit, McpServerConfig, McpToolkit, calculator
 
 pytestmark = pytest.mark.anyio
 
@@ -44,3 +44,10 @@ async def test_a_run_arriving_at_the_depth_limit_is_refused() -> None:
     gateway = Gateway([], [AgentSpec("a", ScriptedModel(["never"]))], max_depth=3)
     with pytest.raises(DepthExceeded, match="passed through 3 gateways"):
         await gateway.run("a", "go", hops=3)
+
+
+async def test_a_tool_call_arriving_at_the_depth_limit_is_refused() -> None:
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], max_depth=2)
+    assert (await gateway.call_tool("calculator", {"expression": "1"}, hops=1)).is_error is False
+    with pytest.raises(DepthExceeded, match="passed through 2 gateways"):
+        await gateway.call_tool("calculator", {"expression": "1"}, hops=2)

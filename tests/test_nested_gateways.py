@@ -1,0 +1,227 @@
+"""Gateways inside gateways: gateway A has gateway B as an MCP server, as real processes.
+
+A's agent calls B's agent as the tool `b__math`; B runs it in place (its agent on its own
+tools) and its progress notifications land in A's trace under A's tool span. Loops between
+gateways (A runs B, B runs A) stop at the depth limit, and cancelling A's run cancels the tool
+B is running.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from agent import ScriptedModel, ToolMessage
+from gateway import TraceEvent
+from gateway.app import open_gateway
+from gateway.config import Config, load_config
+from tests.server.processes import REPO, SCRIPT, http_server
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+EXAMPLE = REPO / "examples" / "two_gateways"
+ANSWER = "17 shirts at 25 dollars cost 459 dollars with 8% tax."
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+
+    async def __call__(self, event: TraceEvent) -> None:
+        self.events.append(event)
+
+    def start_of(self, kind: str, name: str) -> TraceEvent:
+        return next(e for e in self.events if (e.kind, e.name, e.phase) == (kind, name, "start"))
+
+    def end_of(self, span: TraceEvent) -> TraceEvent:
+        return next(e for e in self.events if e.id == span.id and e.phase != "start")
+
+    def progress_under(self, span: TraceEvent) -> list[str]:
+        """The messages of the progress events whose parent is `span`."""
+        messages: list[str] = []
+        for event in self.events:
+            if event.phase == "progress" and event.parent_id == span.id:
+                assert isinstance(event.output, dict)
+                message = event.output["message"]
+                assert isinstance(message, str)
+                messages.append(message)
+        return messages
+
+
+class StderrWatch(logging.Handler):
+    """What a stdio server writes to stderr (its node logs each line): await a line by text."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__(logging.INFO)
+        self.logger = logging.getLogger(f"toolkits.mcp.{node}")
+        self.lines: list[str] = []
+        self._waiting: list[tuple[str, anyio.Event]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        self.lines.append(line)
+        for text, event in self._waiting:
+            if text in line:
+                event.set()
+
+    async def wait_for(self, text: str) -> None:
+        """Unbounded: wrap it in `anyio.fail_after`."""
+        if not any(text in line for line in self.lines):
+            event = anyio.Event()
+            self._waiting.append((text, event))
+            await event.wait()
+
+    @contextmanager
+    def attached(self) -> Generator[StderrWatch]:
+        level = self.logger.level
+        self.logger.setLevel(logging.INFO)
+        self.logger.addHandler(self)
+        try:
+            yield self
+        finally:
+            self.logger.removeHandler(self)
+            self.logger.setLevel(level)
+
+
+def script(path: Path, *answers: JsonValue) -> str:
+    """Write a scripted model's file (a string is a final answer); returns its name."""
+    path.write_text(json.dumps([{"content": a} if isinstance(a, str) else a for a in answers]))
+    return path.name
+
+
+def call(tool: str, **arguments: JsonValue) -> JsonValue:
+    return {"tool_calls": [{"name": tool, "arguments": arguments}]}
+
+
+def serve_stdio(config: Path) -> str:
+    """A `[mcpServers.NAME]` body starting `agent-gateway serve --stdio` on `config`."""
+    args = json.dumps(["serve", "--stdio", "--config", str(config)])
+    return f"command = {json.dumps(str(SCRIPT))}\nargs = {args}\ncwd = {json.dumps(str(REPO))}\n"
+
+
+def example_over_stdio() -> Config:
+    """The example's A, starting B by the script's full path (the venv need not be on PATH)."""
+    config = load_config(EXAMPLE / "a.toml")
+    b = config.mcp_servers["b"].model_copy(update={"command": str(SCRIPT), "cwd": str(REPO)})
+    return config.model_copy(update={"mcp_servers": {"b": b}})
+
+
+def check_b_progress_nested(recorder: Recorder) -> None:
+    """A's trace has B's model and tool calls as progress under A's `b__math` span."""
+    agent = recorder.start_of("agent", "assistant")
+    tool = recorder.start_of("tool", "b__math")
+    assert tool.parent_id == agent.id
+    assert recorder.end_of(tool).phase == "end"
+    messages = recorder.progress_under(tool)
+    assert any(
+        m.startswith("model scripted:math.json: answered") and m.endswith("calling calculator")
+        for m in messages
+    )
+    assert "tool calculator: running" in messages
+    assert any(m.startswith("tool calculator: done") for m in messages)
+    progress = [e for e in recorder.events if e.phase == "progress"]
+    assert all(e.parent_id == tool.id for e in progress)
+
+
+async def test_an_agent_calls_another_gateways_agent_over_stdio_and_traces_its_progress() -> None:
+    recorder = Recorder()
+    with anyio.fail_after(30):
+        async with open_gateway(example_over_stdio()) as gateway:
+            result = await gateway.run(
+                "assistant", "What do 17 shirts at 25 dollars cost, with 8% tax?", hooks=[recorder]
+            )
+    assert result.error is None
+    assert result.output == ANSWER
+    end = recorder.end_of(recorder.start_of("tool", "b__math"))
+    assert isinstance(end.output, dict)
+    assert end.output["output"] == "459"
+    check_b_progress_nested(recorder)
+
+
+async def test_an_agent_calls_another_gateways_agent_over_http(tmp_path: Path) -> None:
+    a = tmp_path / "a.toml"
+    async with http_server(EXAMPLE / "b.toml") as b:
+        assert b.url.startswith("http://127.0.0.1:")
+        a.write_text(
+            f"[mcpServers.b]\nurl = {json.dumps(b.url)}\n"
+            '[agents.assistant]\nmodel = "scripted:assistant.json"\ntools = ["b"]\n'
+        )
+        (tmp_path / "assistant.json").write_text((EXAMPLE / "assistant.json").read_text())
+        recorder = Recorder()
+        with anyio.fail_after(30):
+            async with open_gateway(load_config(a)) as gateway:
+                result = await gateway.run("assistant", "17 shirts with tax?", hooks=[recorder])
+    assert result.output == ANSWER
+    check_b_progress_nested(recorder)
+
+
+async def test_gateways_that_call_each_other_stop_at_the_depth_limit(tmp_path: Path) -> None:
+    # A's agent asks B's, whose agent asks A's again: A -> B -> A -> B, where the fourth
+    # gateway refuses (depth limit 3). Each also starts the other over stdio, so without a
+    # limit on that too, starting A would start copies without end before any call.
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a_script = script(tmp_path / "a.json", call("b__math", prompt="ask B"), "A is done.")
+    b_script = script(tmp_path / "b.json", call("a__assistant", prompt="ask A"), "B is done.")
+    for path, agent, model, (server, server_config) in (
+        (a, "assistant", a_script, ("b", b)),
+        (b, "math", b_script, ("a", a)),
+    ):
+        path.write_text(
+            "[gateway]\nmax_depth = 3\n"
+            f"[mcpServers.{server}]\n{serve_stdio(server_config)}"
+            f'[agents.{agent}]\nmodel = "scripted:{model}"\ntools = ["{server}"]\n'
+            "return_intermediate_steps = true\n"
+        )
+    recorder = Recorder()
+    with anyio.fail_after(45):
+        async with open_gateway(load_config(a)) as gateway:
+            model = gateway.agents["assistant"].model
+            assert isinstance(model, ScriptedModel)
+            result = await gateway.run("assistant", "loop?", hooks=[recorder])
+    assert result.output == "A is done."
+    # The refusal is an observation of the third gateway's agent, which it returned among its
+    # steps to B, and B to us.
+    [observed] = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    refusal = "agent 'math' failed: refused: the request already passed through 3 gateways"
+    assert refusal in observed
+    assert "(depth limit 3); is a gateway calling itself?" in observed
+    # It also came up as progress, relayed through two gateways.
+    messages = recorder.progress_under(recorder.start_of("tool", "b__math"))
+    failed = [m for m in messages if "tool b__math: failed" in m]
+    assert len(failed) == 1
+    assert failed[0].startswith("tool a__assistant: tool b__math: failed in ")
+    assert "(depth limit 3)" in failed[0]
+
+
+async def test_cancelling_the_outer_run_cancels_the_tool_the_inner_gateway_runs(
+    tmp_path: Path,
+) -> None:
+    a, b, marker = tmp_path / "a.toml", tmp_path / "b.toml", tmp_path / "cancelled.txt"
+    b_script = script(tmp_path / "b.json", call("wait", marker=str(marker)), "never")
+    b.write_text(
+        '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+        f'[agents.math]\nmodel = "scripted:{b_script}"\ntools = ["wait"]\n'
+    )
+    a_script = script(tmp_path / "a.json", call("b__math", prompt="wait"), "never")
+    a.write_text(
+        f"[mcpServers.b]\n{serve_stdio(b)}"
+        f'[agents.assistant]\nmodel = "scripted:{a_script}"\ntools = ["b"]\n'
+    )
+    recorder = Recorder()
+    with StderrWatch("b").attached() as b_stderr, anyio.fail_after(30):
+        async with open_gateway(load_config(a)) as gateway:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: gateway.run("assistant", "wait", hooks=[recorder]))
+                await b_stderr.wait_for("wait_until_cancelled: started")
+                tg.cancel_scope.cancel()
+            # B is still running: its tool saw the cancellation, not the shutdown.
+            await b_stderr.wait_for("wait_until_cancelled: cancelled")
+            assert marker.read_text() == "cancelled"
+    assert recorder.end_of(recorder.start_of("tool", "b__math")).error == "cancelled"
