@@ -55,9 +55,10 @@ class GatewaySettings(_Strict):
     max_depth: int = Field(default=4, ge=1)
     """How deep agents may nest as tools of other agents (and gateways inside gateways)."""
     expose_tools: bool = False
-    """Serve the downstream servers' tools too (proxy mode): every node's tools."""
+    """Proxy mode for every node: serve its tools (and an MCP server's resources, resource
+    templates, prompts and completions) beside the agents."""
     expose: list[str] = Field(default_factory=list[str])
-    """Serve the tools of these nodes only (proxy mode for some nodes)."""
+    """Proxy mode for these nodes only."""
     tokens_env: str | None = None
     """The environment variable holding the HTTP bearer tokens (comma-separated), so no secret
     is in the file. Required to serve HTTP on an address other than loopback."""

@@ -1,4 +1,5 @@
-"""The gateway served over MCP: agents as tools (and, in proxy mode, the nodes' tools).
+"""The gateway served over MCP: agents as tools (and, in proxy mode, what the nodes offer:
+their tools, and the MCP servers' resources, prompts, completions, client requests and changes).
 
 build_server(gateway, settings)  -> the SDK's low-level Server (both protocol eras)
 serve_stdio(server)              -> stdin/stdout, what Claude Desktop launches
@@ -9,7 +10,9 @@ from .agent_tools import AgentTools, run_result
 from .app import SERVER_NAME, ToolRouter, ToolSource, build_server
 from .http import HttpOptions, http_app, http_options, serve_http
 from .progress import McpNotifier
+from .prompts import ProxiedPrompts
 from .proxy import ProxiedTools
+from .resources import ProxiedResources
 from .stdio import serve_stdio
 
 __all__ = [
@@ -17,6 +20,8 @@ __all__ = [
     "AgentTools",
     "HttpOptions",
     "McpNotifier",
+    "ProxiedPrompts",
+    "ProxiedResources",
     "ProxiedTools",
     "ToolRouter",
     "ToolSource",

@@ -29,8 +29,8 @@ from ..sampling_model import (
     sampling_problem,
 )
 from ..trace import TraceHook, new_id
+from .downstream import incoming_hops
 from .progress import McpNotifier
-from .proxy import incoming_hops
 from .rounds import decode_state, encode_state
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]

@@ -1,8 +1,12 @@
 """The gateway as an MCP server: the SDK's low-level `Server` over our tool sources.
 
 Sources are small objects that list MCP tools and answer calls to them: the agents
-(`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). The server
-answers both protocol eras; transports (stdio, HTTP) only carry it.
+(`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). With MCP nodes
+exposed, the server also serves their resources, templates, prompts and completions
+(`resources`, `prompts`), relays their servers' requests to its client during proxied calls
+(`upstream`, `parked`) and their list changes to every client (`relay`); each serving run owns
+what that takes (`serving`). The server answers both protocol eras; transports (stdio, HTTP)
+only carry it.
 """
 
 from __future__ import annotations
@@ -17,15 +21,20 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp.shared.exceptions import MCPError
 
 from toolkits import error_result
+from toolkits.mcp import McpToolkit
 
 from ..config import GatewaySettings
 from ..engine import Gateway
 from ..errors import ToolConflict
 from .agent_tools import AgentTools
+from .prompts import ProxiedPrompts, completions
 from .proxy import ProxiedTools, exposed_nodes
+from .resources import ProxiedResources
 from .rounds import state_boundary
+from .serving import lifespan_for, register_connections, serving
 
 __all__ = [
     "SERVER_NAME",
@@ -123,6 +132,26 @@ class ToolRouter:
         return listed
 
 
+class _GatewayServer(Server[Any]):
+    """The SDK's server, announcing the list changes it relays to handshake-era clients too.
+
+    Transports build the handshake's options with `create_initialization_options()` and no
+    arguments, so the `listChanged` flags are defaulted here.
+    """
+
+    announces = NotificationOptions()
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or self.announces, experimental_capabilities, extensions
+        )
+
+
 def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[Any], ToolRouter]:
     """The MCP server for `gateway`, and its router (to `check` before serving).
 
@@ -136,7 +165,8 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     if nodes:
         sources.append(ProxiedTools(gateway, nodes))
     router = ToolRouter(sources)
-    server: Server[Any] = Server(
+    mcp_nodes = [node for name in nodes if isinstance(node := gateway.nodes[name], McpToolkit)]
+    server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,
         instructions=INSTRUCTIONS,
@@ -149,11 +179,42 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
+    if mcp_nodes:
+        _serve_mcp_nodes(server, mcp_nodes)
     return server, router
 
 
+def _serve_mcp_nodes(server: _GatewayServer, nodes: list[McpToolkit]) -> None:
+    """Serve the exposed MCP nodes' resources, prompts and completions, and their changes."""
+    server.lifespan = lifespan_for(nodes)
+    resources = ProxiedResources(nodes)
+    prompts = ProxiedPrompts(nodes)
+    add = server.add_request_handler
+    add("resources/list", types.PaginatedRequestParams, resources.list_resources)
+    add("resources/templates/list", types.PaginatedRequestParams, resources.list_templates)
+    add("resources/read", types.ReadResourceRequestParams, resources.read)
+    add("prompts/list", types.PaginatedRequestParams, prompts.list_prompts)
+    add("prompts/get", types.GetPromptRequestParams, prompts.get_prompt)
+    add("completion/complete", types.CompleteRequestParams, completions(prompts, resources))
+    add("subscriptions/listen", types.SubscriptionsListenRequestParams, _listen)
+    server.announces = NotificationOptions(
+        prompts_changed=True, resources_changed=True, tools_changed=True
+    )
+    server.middleware.append(register_connections)
+
+
+async def _listen(
+    ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
+) -> types.SubscriptionsListenResult:
+    # Each serving run has its own relay (and bus); the handler is registered once.
+    state = serving(ctx)
+    if state is None:
+        raise MCPError(types.INTERNAL_ERROR, "list changes are not served outside a serving run")
+    return await state.relay.listen(ctx, params)
+
+
 def init_options(server: Server[Any]) -> InitializationOptions:
-    return server.create_initialization_options(NotificationOptions())
+    return server.create_initialization_options()
 
 
 async def _set_log_level(

@@ -1,13 +1,16 @@
 """Proxy mode: the tools of chosen nodes, served beside the agents.
 
-Tools keep the names their nodes give them. A call goes to the node and its `CallToolResult`
-comes back as it was (every content kind, `structured_content`, `is_error`, `_meta`), the
-node's progress passed through to the client as the node reported it. The only changes are
-what the client's protocol era requires: the downstream server's own `serverInfo` stamp is
-dropped (ours goes on), and a 2025-era client, which only takes an object as
+Tools keep the names their nodes give them. An MCP node's tools are served as its server
+defines them (title, output schema, icons, annotations, `_meta`), under those names; a local
+node's as its `Tool`s describe them. A call goes to the node and its `CallToolResult` comes
+back as it was (every content kind, `structured_content`, `is_error`, `_meta`), the node's
+progress passed through to the client as the node reported it; the downstream server's
+requests during the call (sampling, elicitation, roots) go to our client (`upstream`). The only
+changes are what the client's protocol era requires: the downstream server's own `serverInfo`
+stamp is dropped (ours goes on), and a 2025-era client, which only takes an object as
 `structuredContent`, gets a non-object value in the text content alone.
 
-Resources, prompts and completions will be separate sources beside this one.
+The nodes' resources, prompts and completions are served by `resources` and `prompts`.
 """
 
 from __future__ import annotations
@@ -19,17 +22,19 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from mcp_types import SERVER_INFO_META_KEY
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolkits import Tool, ToolkitError, error_result
+from toolkits import ProgressCallback, Tool, ToolkitError, error_result
+from toolkits.mcp import McpToolkit
 
 from ..engine import Gateway
-from ..errors import ConfigError, ToolConflict
-from ..run_context import HOPS_META_KEY
+from ..errors import ConfigError, GatewayError, ToolConflict
+from .downstream import incoming_hops, without_stamp
+from .upstream import for_client
 
-__all__ = ["ProxiedTools", "exposed_nodes", "incoming_hops"]
+__all__ = ["ProxiedTools", "exposed_nodes", "fit_to_era", "incoming_hops"]
 
 log = logging.getLogger(__name__)
 
@@ -55,29 +60,40 @@ class ProxiedTools:
         self._routes: dict[str, Tool] = {}
 
     async def tools(self) -> list[types.Tool]:
-        listed: dict[str, Sequence[Tool]] = {}
+        listed: dict[str, tuple[Sequence[Tool], dict[str, types.Tool]]] = {}
 
         async def list_node(name: str) -> None:
-            listed[name] = await self._gateway.nodes[name].list_tools()
+            node = self._gateway.nodes[name]
+            tools = await node.list_tools()
+            # The server's own definitions, named as the node names them (same snapshot).
+            definitions = (
+                {tool.name: tool for tool in node.mcp_tools()}
+                if isinstance(node, McpToolkit)
+                else {}
+            )
+            listed[name] = (tools, definitions)
 
         async with anyio.create_task_group() as tg:
             for name in self._nodes:
                 tg.start_soon(list_node, name)
         routes: dict[str, Tool] = {}
+        served: list[types.Tool] = []
         for name in self._nodes:
-            for tool in listed[name]:
+            tools, definitions = listed[name]
+            for tool in tools:
                 other = routes.setdefault(tool.name, tool)
                 if other is not tool:
                     raise ToolConflict(
                         f"served tools: {tool.name!r} is offered by nodes {other.source_node!r} "
                         f"and {tool.source_node!r}; give one a prefix or expose only one"
                     )
+                served.append(definitions.get(tool.name) or _mcp_tool(tool))
         self._routes = routes
-        return [_mcp_tool(tool) for tool in routes.values()]
+        return served
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
+    ) -> types.CallToolResult | types.InputRequiredResult:
         tool = self._routes.get(params.name)
         if tool is None:
             await self.tools()
@@ -86,41 +102,40 @@ class ProxiedTools:
                 return error_result(f"no tool named {params.name!r} is served any more")
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
+
+        async def work(report: ProgressCallback) -> types.CallToolResult:
+            try:
+                return await self._gateway.call_tool(
+                    tool, arguments, on_progress=report, hops=incoming_hops(ctx)
+                )
+            except (ToolkitError, GatewayError) as exc:  # e.g. down, timed out, too many hops
+                return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")
+            except Exception as exc:  # a node's bug must not take the connection down
+                log.exception("node %r crashed calling %r", node, tool.name)
+                return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc!r}")
+
+        if not isinstance(self._gateway.nodes[node], McpToolkit):
+            return fit_to_era(await work(ctx.session.report_progress), ctx.protocol_version)
         try:
-            result = await self._gateway.call_tool(
-                tool,
-                arguments,
-                on_progress=ctx.session.report_progress,
-                hops=incoming_hops(ctx),
-            )
-        except ToolkitError as exc:
-            return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")
-        except Exception as exc:  # a node's bug must not take the connection down
-            log.exception("node %r crashed calling %r", node, tool.name)
-            return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc!r}")
-        return fit_to_era(result, ctx.protocol_version)
-
-
-def incoming_hops(ctx: ServerRequestContext[Any, Any]) -> int:
-    """How many gateways the request passed through before us, from its `_meta`."""
-    hops = (ctx.meta or {}).get(HOPS_META_KEY, 0)
-    return hops if isinstance(hops, int) and hops >= 0 else 0
+            outcome = await for_client(ctx, params, work)
+        except MCPError as exc:  # a retry whose parked call is gone
+            return error_result(exc.error.message)
+        if isinstance(outcome, types.InputRequiredResult):
+            return outcome
+        return fit_to_era(outcome, ctx.protocol_version)
 
 
 def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:
     """The node's result as this client may receive it (see the module docstring)."""
-    update: dict[str, Any] = {}
-    meta = result.meta
-    if meta is not None and SERVER_INFO_META_KEY in meta:
-        update["meta"] = {k: v for k, v in meta.items() if k != SERVER_INFO_META_KEY} or None
+    result = without_stamp(result)
     structured = result.structured_content
     if (
         protocol_version not in MODERN_PROTOCOL_VERSIONS
         and structured is not None
         and not isinstance(structured, dict)
     ):
-        update["structured_content"] = None
-    return result.model_copy(update=update) if update else result
+        return result.model_copy(update={"structured_content": None})
+    return result
 
 
 def _mcp_tool(tool: Tool) -> types.Tool:

@@ -4,8 +4,13 @@ configs = load_mcp_servers(Path("claude_desktop_config.json"))
 async with McpToolkitGroup(configs) as group:
     tools = await group["time"].list_tools()
     result = await group["time"].call_tool("time__get_current_time", {"timezone": "UTC"})
+    prompts = await group["time"].catalog.list_prompts()   # resources, prompts, completions
+
+Requests a server sends its client during a call (sampling, elicitation, roots) go to whoever
+made the call: wrap calls in `answering(handler)`; see `server_requests`.
 """
 
+from .catalog import McpCatalog
 from .config import (
     DEFAULT_MAX_OUTPUT,
     DEFAULT_TIMEOUT,
@@ -18,7 +23,8 @@ from .config import (
 from .group import McpToolkitGroup
 from .health import HealthState, NodeHealth
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
-from .node import McpToolkit, ToolsChangedCallback
+from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
+from .server_requests import ServerRequestHandler, answering
 from .session import Backoff, Target
 from .transport import TransportFactory
 
@@ -27,6 +33,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Backoff",
     "HealthState",
+    "ListChangedCallback",
+    "McpCatalog",
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",
@@ -34,10 +42,12 @@ __all__ = [
     "NodeTools",
     "PrefixPolicy",
     "ProtocolMode",
+    "ServerRequestHandler",
     "Target",
     "ToolsChangedCallback",
     "TransportFactory",
     "TransportKind",
+    "answering",
     "is_offered",
     "load_mcp_servers",
     "resolve_tool_names",

@@ -26,7 +26,7 @@ from ._background import in_background
 from .config import McpServerConfig
 from .health import NodeHealth
 from .naming import resolve_tool_names
-from .node import McpToolkit, ToolsChangedCallback
+from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
 from .session import DEFAULT_BACKOFF, Backoff, Target
 
 __all__ = ["McpToolkitGroup"]
@@ -89,13 +89,15 @@ class McpToolkitGroup:
 
     def subscribe(self, callback: ToolsChangedCallback) -> Callable[[], None]:
         """Call `callback(node_name)` whenever any node's offered tools change."""
-        unsubscribers = [node.subscribe(callback) for node in self._nodes.values()]
+        return _all([node.subscribe(callback) for node in self._nodes.values()])
 
-        def unsubscribe() -> None:
-            for undo in unsubscribers:
-                undo()
+    def subscribe_prompts(self, callback: ListChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever any node's server says its prompts changed."""
+        return _all([node.subscribe_prompts(callback) for node in self._nodes.values()])
 
-        return unsubscribe
+    def subscribe_resources(self, callback: ListChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever any node's server says its resources changed."""
+        return _all([node.subscribe_resources(callback) for node in self._nodes.values()])
 
     def _resolve_names(self) -> Sequence[McpToolkit]:
         names = resolve_tool_names([node.node_tools for node in self._nodes.values()])
@@ -128,3 +130,11 @@ class McpToolkitGroup:
         if stack is not None:
             return await stack.__aexit__(exc_type, exc_val, exc_tb)
         return None
+
+
+def _all(unsubscribers: list[Callable[[], None]]) -> Callable[[], None]:
+    def unsubscribe() -> None:
+        for undo in unsubscribers:
+            undo()
+
+    return unsubscribe

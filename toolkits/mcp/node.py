@@ -3,10 +3,14 @@
 The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
 named by `naming`, routed back through a reverse map) and calls them on the session its
 `OwnedSession` keeps alive. Calls run in the caller's own task, so cancelling the caller
-cancels the MCP request (the SDK tells the server with `notifications/cancelled`).
+cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
+what the server offers (resources, prompts, completions) is in `node.catalog`; the requests
+the server sends its client during a call (sampling, elicitation, roots) are answered by
+whoever made the call (`server_requests`).
 
 Timeouts: a call may go `timeout` seconds without a result; each progress notification
-restarts that clock, up to the absolute cap `max_timeout`. A timeout raises `ToolTimeout`; a
+restarts that clock, up to the absolute cap `max_timeout`, and the clock stops while the
+server waits on our answer to one of its requests. A timeout raises `ToolTimeout`; a
 server that is down raises `ServerUnavailable` (`ConnectionLost` when it died mid-call). Tool
 failures, including protocol errors the server answers with, come back as `is_error` results.
 """
@@ -27,17 +31,53 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ..base import ProgressCallback, Tool, error_result
-from ..errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
+from ..errors import ServerUnavailable, ToolTimeout, UnknownTool
 from ._background import in_background
+from .catalog import McpCatalog
 from .config import McpServerConfig
 from .health import NodeHealth
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
-from .session import DEFAULT_BACKOFF, Backoff, Connection, OwnedSession, Target
+from .server_requests import CallsInFlight
+from .session import (
+    DEFAULT_BACKOFF,
+    Backoff,
+    Connection,
+    OwnedSession,
+    Target,
+    connection_lost,
+)
 
-__all__ = ["McpToolkit", "ToolsChangedCallback"]
+__all__ = ["ListChangedCallback", "McpToolkit", "ToolsChangedCallback"]
 
-ToolsChangedCallback = Callable[[str], Awaitable[None]]
+ListChangedCallback = Callable[[str], Awaitable[None]]
+"""Called with the node's name after one of its lists changed."""
+
+ToolsChangedCallback = ListChangedCallback
 """Called with the node's name after the tools it offers changed (names, schemas, or the set)."""
+
+
+class _Listeners:
+    def __init__(self, node: str, what: str, log: logging.Logger) -> None:
+        self._node = node
+        self._what = what
+        self._log = log
+        self._callbacks: list[ListChangedCallback] = []
+
+    def add(self, callback: ListChangedCallback) -> Callable[[], None]:
+        self._callbacks.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._callbacks:
+                self._callbacks.remove(callback)
+
+        return unsubscribe
+
+    async def notify(self) -> None:
+        for callback in list(self._callbacks):
+            try:
+                await callback(self._node)
+            except Exception:
+                self._log.exception("a %s-changed listener failed", self._what)
 
 
 class McpToolkit:
@@ -66,18 +106,24 @@ class McpToolkit:
         self._config = config
         self._resolve_names = resolve_names
         self._log = logging.getLogger(f"toolkits.mcp.{name}")
+        self._calls = CallsInFlight(name)
         self._session = OwnedSession(
             name,
             config,
             adopt_listing=self._adopt_listing,
+            on_list_changed=self._on_list_changed,
+            client_options=self._calls.client_callbacks(),
             target=target,
             backoff=backoff,
             log=self._log,
         )
+        self._catalog = McpCatalog(name, config, self._session, self._calls)
         self._listing: dict[str, mcp_types.Tool] = {}
         self._tools: tuple[Tool, ...] = ()
         self._routes: dict[str, str] = {}
-        self._listeners: list[ToolsChangedCallback] = []
+        self._listeners = {
+            kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
+        }
         self._exit_stack: AsyncExitStack | None = None
 
     def __repr__(self) -> str:
@@ -132,15 +178,23 @@ class McpToolkit:
             if tool.original_name is not None
         ]
 
+    @property
+    def catalog(self) -> McpCatalog:
+        """The server's resources, resource templates, prompts and completions, fetched live."""
+        return self._catalog
+
     def subscribe(self, callback: ToolsChangedCallback) -> Callable[[], None]:
         """Call `callback(node_name)` whenever the offered tools change; returns unsubscribe."""
-        self._listeners.append(callback)
+        return self._listeners["tools"].add(callback)
 
-        def unsubscribe() -> None:
-            if callback in self._listeners:
-                self._listeners.remove(callback)
+    def subscribe_prompts(self, callback: ListChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever the server says its prompts changed."""
+        return self._listeners["prompts"].add(callback)
 
-        return unsubscribe
+    def subscribe_resources(self, callback: ListChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever the server says its resources (or resource
+        templates) changed."""
+        return self._listeners["resources"].add(callback)
 
     def apply_names(self, names: Mapping[str, str]) -> bool:
         """Offer the listed tools under `names` (original name -> model name); True if changed.
@@ -161,11 +215,10 @@ class McpToolkit:
 
     async def notify_tools_changed(self) -> None:
         """Run the `subscribe`d callbacks (a failing one is logged, not raised)."""
-        for listener in list(self._listeners):
-            try:
-                await listener(self._name)
-            except Exception:
-                self._log.exception("a tools-changed listener failed")
+        await self._listeners["tools"].notify()
+
+    async def _on_list_changed(self, kind: str) -> None:
+        await self._listeners[kind].notify()
 
     async def refresh_tools(self) -> Sequence[Tool]:
         """List the server's tools again now (they are also refreshed on its change events)."""
@@ -253,20 +306,35 @@ class McpToolkit:
         with anyio.CancelScope(
             deadline=min(anyio.current_time() + timeout, hard_deadline)
         ) as scope:
+            waiting = False
+
+            def restart_clock() -> None:
+                scope.deadline = min(anyio.current_time() + timeout, hard_deadline)
 
             async def progress(progress: float, total: float | None, message: str | None) -> None:
                 # Progress proves the tool is alive: give it another `timeout`, within the cap.
-                scope.deadline = min(anyio.current_time() + timeout, hard_deadline)
+                if not waiting:
+                    restart_clock()
                 if on_progress is not None:
                     await on_progress(progress, total, message)
 
+            def on_waiting(now_waiting: bool) -> None:
+                # While the server waits on our client's answer, only the absolute cap applies.
+                nonlocal waiting
+                waiting = now_waiting
+                if waiting:
+                    scope.deadline = hard_deadline
+                else:
+                    restart_clock()
+
             try:
-                return await conn.client.call_tool(
-                    original,
-                    dict(arguments),
-                    progress_callback=progress,
-                    meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
-                )
+                with self._calls.track(on_waiting):
+                    return await conn.client.call_tool(
+                        original,
+                        dict(arguments),
+                        progress_callback=progress,
+                        meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
+                    )
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
                     raise self._unavailable(
@@ -296,10 +364,7 @@ class McpToolkit:
         )
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:
-        conn.drop(f"{what} (server gone)")
-        return ConnectionLost(
-            f"MCP server {self._name!r} went away: {what}; reconnecting", node=self._name
-        )
+        return connection_lost(self._name, conn, what)
 
     # -- running ------------------------------------------------------------------------------
 

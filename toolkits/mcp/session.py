@@ -3,7 +3,8 @@
 The SDK's `Client` must be entered and exited in the same task, so `OwnedSession.run()` is
 that task. It connects (bounded by the server's `timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
-`subscriptions/listen` stream (2026-07-28), until the connection is lost — the server closed
+`subscriptions/listen` stream (2026-07-28), and passes the server's prompts and resources
+`list_changed` on to its owner, until the connection is lost — the server closed
 its end, or a caller saw the connection close and dropped it. Then it reconnects: at once
 after a session that lived a while, with exponential backoff otherwise. Calls do not go
 through this task: callers use the live `Connection`'s client from their own tasks.
@@ -17,12 +18,12 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -33,10 +34,11 @@ from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..errors import ServerUnavailable
+from ..errors import ConnectionLost, ServerUnavailable
 from .config import McpServerConfig
 from .health import HealthState, NodeHealth
 from .transport import StderrTail, TransportFactory, config_transport, watch_transport
@@ -46,8 +48,10 @@ __all__ = [
     "AdoptListing",
     "Backoff",
     "Connection",
+    "ListChanged",
     "OwnedSession",
     "Target",
+    "connection_lost",
     "describe_error",
 ]
 
@@ -58,6 +62,9 @@ embedding) or a factory making a fresh `Transport` per connection attempt."""
 AdoptListing = Callable[[Sequence[mcp_types.Tool]], Callable[[], Awaitable[None]]]
 """Takes a fresh tool listing at once (synchronously) and returns what to await to announce
 it; the session announces only once the connection is `ready`."""
+
+ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
+"""Told when the server says its prompts or its resources changed (the owner fetches them live)."""
 
 _CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
 _MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
@@ -105,8 +112,34 @@ def describe_error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
+    """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
+    conn.drop(f"{what} (server gone)")
+    return ConnectionLost(f"MCP server {node!r} went away: {what}; reconnecting", node=node)
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+_ListKind = Literal["tools", "prompts", "resources"]
+
+
+def _announced_lists(capabilities: mcp_types.ServerCapabilities) -> frozenset[_ListKind]:
+    """The lists worth a `subscriptions/listen` stream (2026-07-28)."""
+    # With `protocol="modern"` there is no discovery, so capabilities are unknown (all empty):
+    # ask for every list; otherwise for what the server says it announces (tools unless it
+    # says it never announces them, as before).
+    if capabilities == mcp_types.ServerCapabilities():
+        return frozenset({"tools", "prompts", "resources"})
+    wanted: set[_ListKind] = set()
+    if capabilities.tools is None or capabilities.tools.list_changed:
+        wanted.add("tools")
+    if capabilities.prompts is not None and capabilities.prompts.list_changed:
+        wanted.add("prompts")
+    if capabilities.resources is not None and capabilities.resources.list_changed:
+        wanted.add("resources")
+    return frozenset(wanted)
 
 
 class Connection:
@@ -143,6 +176,8 @@ class OwnedSession:
         config: McpServerConfig,
         *,
         adopt_listing: AdoptListing,
+        on_list_changed: ListChanged,
+        client_options: Mapping[str, Any],
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         log: logging.Logger,
@@ -150,6 +185,8 @@ class OwnedSession:
         self._name = name
         self._config = config
         self._adopt_listing = adopt_listing
+        self._on_list_changed = on_list_changed
+        self._client_options = client_options
         self._target = target
         self._backoff = backoff
         self._log = log
@@ -306,13 +343,9 @@ class OwnedSession:
                 await announce()
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._refresh_loop, conn, client)
-                    # With `protocol="modern"` there is no discovery, so capabilities are
-                    # unknown (empty): listen unless the server said it never announces changes.
-                    tools_capability = client.server_capabilities.tools
-                    if version in MODERN_PROTOCOL_VERSIONS and (
-                        tools_capability is None or tools_capability.list_changed
-                    ):
-                        tg.start_soon(self._listen_loop, conn, client)
+                    wanted = _announced_lists(client.server_capabilities)
+                    if version in MODERN_PROTOCOL_VERSIONS and wanted:
+                        tg.start_soon(self._listen_loop, conn, client, wanted)
                     await anyio.sleep_forever()
         if self._conn is not conn and anyio.current_time() >= connect_deadline:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
@@ -335,6 +368,7 @@ class OwnedSession:
             message_handler=partial(self._on_message, conn),
             logging_callback=self._on_server_log,
             client_info=_CLIENT_INFO,
+            **self._client_options,
         )
 
     async def _refresh_loop(self, conn: Connection, client: Client) -> None:
@@ -347,28 +381,57 @@ class OwnedSession:
                 continue
             await self._adopt_listing(listing)()
 
-    async def _listen_loop(self, conn: Connection, client: Client) -> None:
+    async def _listen_loop(
+        self, conn: Connection, client: Client, wanted: frozenset[_ListKind]
+    ) -> None:
         # 2026-07-28 servers announce changes only on a `subscriptions/listen` stream.
         while True:
             try:
-                async with client.listen(tools_list_changed=True) as subscription:
-                    if not subscription.honored.tools_list_changed:
+                async with client.listen(
+                    tools_list_changed="tools" in wanted,
+                    prompts_list_changed="prompts" in wanted,
+                    resources_list_changed="resources" in wanted,
+                ) as subscription:
+                    honored = subscription.honored
+                    if not (
+                        honored.tools_list_changed
+                        or honored.prompts_list_changed
+                        or honored.resources_list_changed
+                    ):
                         return
                     # No replay: whatever changed before the stream was acknowledged (since the
-                    # listing, or while a dropped stream was down) is only seen by refetching.
+                    # listing, or while a dropped stream was down) is only seen by refetching,
+                    # so the owner hears of a possible change at once.
                     conn.request_refresh()
-                    async for _ in subscription:
-                        conn.request_refresh()
+                    if honored.prompts_list_changed:
+                        await self._on_list_changed("prompts")
+                    if honored.resources_list_changed:
+                        await self._on_list_changed("resources")
+                    async for event in subscription:
+                        if isinstance(event, ToolsListChanged):
+                            conn.request_refresh()
+                        elif isinstance(event, PromptsListChanged):
+                            await self._on_list_changed("prompts")
+                        elif isinstance(event, ResourcesListChanged):
+                            await self._on_list_changed("resources")
             except (ListenNotSupportedError, MCPError) as exc:
-                self._log.info("no tools/list_changed subscription: %s", describe_error(exc))
+                self._log.info("no list_changed subscription: %s", describe_error(exc))
                 return
             except SubscriptionLost as exc:
-                self._log.info("tools/list_changed subscription lost: %s", exc)
+                self._log.info("list_changed subscription lost: %s", exc)
             await anyio.sleep(_RELISTEN_DELAY)
 
     async def _on_message(self, conn: Connection, message: IncomingMessage) -> None:
+        # On 2026-07-28 the SDK also hands listen-stream events here: the listen loop has them.
+        listened = (
+            conn.client is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
+        )
         if isinstance(message, mcp_types.ToolListChangedNotification):
             conn.request_refresh()
+        elif isinstance(message, mcp_types.PromptListChangedNotification) and not listened:
+            await self._on_list_changed("prompts")
+        elif isinstance(message, mcp_types.ResourceListChangedNotification) and not listened:
+            await self._on_list_changed("resources")
         elif isinstance(message, Exception):
             self._log.warning("transport error: %s", describe_error(message))
 

@@ -1,0 +1,78 @@
+"""What relaying the exposed MCP nodes' answers takes, whatever the feature.
+
+- `list_each`: one listing from every node at once, in config order; a node that cannot list
+  (down, or failing) is left out with a warning, so one server never hides the others.
+- `without_stamp`: the downstream server's own `serverInfo` stamp (2026-07-28 servers put it
+  in `_meta`) is not ours to relay; the SDK adds ours.
+- `hop_meta`: the `_meta` that carries the hop count one gateway further.
+- `as_mcp_error`: a node's failure as the MCP error our client receives.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp_types import SERVER_INFO_META_KEY
+from pydantic import BaseModel
+
+from toolkits import ToolkitError
+from toolkits.mcp import McpToolkit
+
+from ..run_context import HOPS_META_KEY
+
+__all__ = ["as_mcp_error", "hop_meta", "incoming_hops", "list_each", "without_stamp"]
+
+log = logging.getLogger(__name__)
+
+_Item = TypeVar("_Item")
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+async def list_each(
+    nodes: Sequence[McpToolkit],
+    fetch: Callable[[McpToolkit], Awaitable[list[_Item]]],
+    what: str,
+) -> list[tuple[McpToolkit, list[_Item]]]:
+    """`fetch(node)` for every node concurrently, in the nodes' order."""
+    listed: dict[str, list[_Item]] = {}
+
+    async def one(node: McpToolkit) -> None:
+        try:
+            listed[node.name] = await fetch(node)
+        except (ToolkitError, MCPError) as exc:
+            log.warning("node %r: cannot list its %s (left out): %s", node.name, what, exc)
+            listed[node.name] = []
+
+    async with anyio.create_task_group() as tg:
+        for node in nodes:
+            tg.start_soon(one, node)
+    return [(node, listed[node.name]) for node in nodes]
+
+
+def without_stamp(result: _Model) -> _Model:
+    """`result` without the downstream server's `serverInfo` stamp in its `_meta`."""
+    meta: dict[str, Any] | None = getattr(result, "meta", None)
+    if meta is None or SERVER_INFO_META_KEY not in meta:
+        return result
+    rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+    return result.model_copy(update={"meta": rest or None})
+
+
+def incoming_hops(ctx: ServerRequestContext[Any, Any]) -> int:
+    """How many gateways the request passed through before us, from its `_meta`."""
+    hops = (ctx.meta or {}).get(HOPS_META_KEY, 0)
+    return hops if isinstance(hops, int) and hops >= 0 else 0
+
+
+def hop_meta(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:
+    return {HOPS_META_KEY: incoming_hops(ctx) + 1}
+
+
+def as_mcp_error(node: str, exc: ToolkitError) -> MCPError:
+    return MCPError(types.INTERNAL_ERROR, f"node {node!r} failed: {exc}")

@@ -1,0 +1,191 @@
+"""Proxied requests that outlive a round: a downstream server's questions for 2026-07-28 clients.
+
+A 2026-07-28 client cannot be sent requests: a server that needs its answer ends the request
+with an `InputRequiredResult`, and the client retries the request with the answers. But a
+downstream server that asks during a proxied call (sampling, elicitation, roots) keeps waiting
+for its answer, so for these clients the proxied request runs in a task of its own, owned by
+the serving run rather than by one round:
+
+- a round waits for the request's next event: a question ends the round with an
+  `InputRequiredResult` whose `requestState` names the parked request (the state boundary
+  seals it, bound to the request and the caller); the result ends the last round;
+- the client's retry brings answers to the questions still open, then waits again; the
+  downstream server's progress goes to whichever round is waiting.
+
+Limits: the retry must reach this process (stdio, HTTP to one replica); elsewhere it is refused
+with a clear error and the client calls again. A question left unanswered for
+`ANSWER_TIMEOUT` s is refused to the downstream server; a result nobody collects is dropped
+after `KEEP_RESULT` s; cancelling a round (the client gave up) cancels the request.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from mcp.shared.exceptions import MCPError
+
+from toolkits import ProgressCallback
+from toolkits.mcp import answering
+from toolkits.mcp.server_requests import refusal
+
+__all__ = ["ANSWER_TIMEOUT", "KEEP_RESULT", "STATE_PREFIX", "ParkedCalls"]
+
+STATE_PREFIX = "agent-gateway/parked:"
+ANSWER_TIMEOUT = 600.0
+"""Seconds a question may wait for the client's retry: a person may have to answer it."""
+KEEP_RESULT = 600.0
+
+_R = TypeVar("_R")
+
+Work = Callable[[ProgressCallback], Awaitable[_R]]
+"""The proxied request, given where to report its progress."""
+
+
+@dataclass
+class _Question:
+    request: types.InputRequest
+    answered: anyio.Event
+    answer: types.InputResponse | None = None
+
+
+class _Parked(Generic[_R]):
+    """One proxied request running across rounds."""
+
+    def __init__(self, token: str, check: Callable[[types.InputRequest], str | None]) -> None:
+        self.token = token
+        self._check = check
+        self._scope = anyio.CancelScope()
+        self._questions: dict[str, _Question] = {}
+        self._keys = itertools.count(1)
+        self._changed = anyio.Event()
+        self._outcome: tuple[_R] | BaseException | None = None
+        self._taken = anyio.Event()
+        self._report: ProgressCallback | None = None
+
+    async def run(self, work: Work[_R], forget: Callable[[], None]) -> None:
+        try:
+            with self._scope, answering(self.ask, owner=self):
+                try:
+                    self._outcome = (await work(self.progress),)
+                except Exception as exc:  # delivered to the round, which raises it
+                    self._outcome = exc
+            if self._outcome is None:
+                self._outcome = MCPError(types.REQUEST_TIMEOUT, "the request was cancelled")
+            self._wake()
+            with anyio.move_on_after(KEEP_RESULT):
+                await self._taken.wait()
+        finally:
+            forget()
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+        self._taken.set()
+
+    async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        """The downstream server's question: asked of the client in the next round."""
+        problem = self._check(request)
+        if problem is not None:
+            return refusal(request, problem)
+        key = f"{request.method}#{next(self._keys)}"
+        question = self._questions[key] = _Question(request, anyio.Event())
+        self._wake()
+        try:
+            with anyio.move_on_after(ANSWER_TIMEOUT):
+                await question.answered.wait()
+        finally:
+            del self._questions[key]
+        if question.answer is None:
+            return refusal(request, f"the client gave no answer within {ANSWER_TIMEOUT:g} s")
+        return question.answer
+
+    async def progress(self, done: float, total: float | None, message: str | None) -> None:
+        if self._report is not None:
+            await self._report(done, total, message)
+
+    def deliver(self, answers: Mapping[str, types.InputResponse]) -> None:
+        for key, answer in answers.items():
+            question = self._questions.get(key)
+            if question is not None and not question.answered.is_set():
+                question.answer = answer
+                question.answered.set()
+
+    async def round(self, report: ProgressCallback) -> _R | types.InputRequiredResult:
+        self._report = report
+        try:
+            while True:
+                changed = self._changed
+                open_questions = {
+                    key: q.request for key, q in self._questions.items() if not q.answered.is_set()
+                }
+                if open_questions:
+                    return types.InputRequiredResult(
+                        input_requests=open_questions, request_state=self.token
+                    )
+                outcome = self._outcome
+                if outcome is not None:
+                    self._taken.set()
+                    if isinstance(outcome, BaseException):
+                        raise outcome
+                    return outcome[0]
+                await changed.wait()
+        except anyio.get_cancelled_exc_class():
+            self.cancel()  # the client gave up on the request
+            raise
+        finally:
+            self._report = None
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = anyio.Event()
+
+
+class ParkedCalls:
+    """The parked requests of one serving run; their tasks live in its task group."""
+
+    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
+        self._tg = task_group
+        self._parked: dict[str, _Parked[Any]] = {}
+
+    async def serve(
+        self,
+        params: types.InputResponseRequestParams,
+        work: Work[_R],
+        *,
+        check: Callable[[types.InputRequest], str | None],
+        report: ProgressCallback,
+    ) -> _R | types.InputRequiredResult:
+        """Run `work` (first round) or continue it (a retry naming it), for one round.
+
+        `check` says why the client cannot answer a question (None: it can). Raises what
+        `work` raised, or `MCPError` for a retry whose request is not running here.
+        """
+        state = params.request_state
+        if state is None:
+            token = STATE_PREFIX + secrets.token_urlsafe(16)
+            parked: _Parked[_R] = _Parked(token, check)
+            self._parked[token] = parked
+
+            def forget() -> None:
+                self._parked.pop(token, None)
+
+            # Started from this task, so the request's context variables carry over.
+            self._tg.start_soon(parked.run, work, forget)
+        else:
+            found = self._parked.get(state)
+            if found is None:
+                raise MCPError(
+                    types.INVALID_PARAMS,
+                    "the request this retry continues is not running here any more (it finished, "
+                    f"waited more than {ANSWER_TIMEOUT:g} s, or ran on another replica); "
+                    "send it again",
+                )
+            parked = found
+            parked.deliver(params.input_responses or {})
+        return await parked.round(report)

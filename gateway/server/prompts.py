@@ -1,0 +1,124 @@
+"""Proxy mode: the exposed MCP nodes' prompts, and completions for prompts and templates.
+
+Prompts are named like tools, by each node's prefix policy (`toolkits.mcp.naming`: `always`
+gives `node__prompt`, `auto` prefixes only a name two exposed nodes share, `never` keeps the
+bare name) and routed back through the reverse map, never by splitting names. `prompts/get`
+results are relayed intact (only the downstream's `serverInfo` stamp is dropped), and the
+server's requests while it renders the prompt go to our client (`upstream`).
+
+A completion request is routed by its reference: a prompt by the name we serve it under (sent
+on under the server's own name), a resource template by its URI template (`resources`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from toolkits import ProgressCallback, ToolkitError
+from toolkits.mcp import McpToolkit, NodeTools, resolve_tool_names
+
+from .downstream import as_mcp_error, hop_meta, list_each, without_stamp
+from .resources import ProxiedResources
+from .upstream import for_client
+
+__all__ = ["ProxiedPrompts", "completions"]
+
+log = logging.getLogger(__name__)
+
+
+class ProxiedPrompts:
+    """The prompts of the exposed MCP nodes, under names unique across them."""
+
+    def __init__(self, nodes: Sequence[McpToolkit]) -> None:
+        self._nodes = list(nodes)
+        self._routes: dict[str, tuple[McpToolkit, str]] = {}
+
+    async def list_prompts(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=await self._listing())
+
+    async def get_prompt(
+        self, ctx: ServerRequestContext[Any, Any], params: types.GetPromptRequestParams
+    ) -> types.GetPromptResult | types.InputRequiredResult:
+        node, original = await self.route(params.name)
+
+        async def work(_report: ProgressCallback) -> types.GetPromptResult:
+            try:
+                return await node.catalog.get_prompt(original, params.arguments, meta=hop_meta(ctx))
+            except ToolkitError as exc:
+                raise as_mcp_error(node.name, exc) from exc
+
+        outcome = await for_client(ctx, params, work)
+        if isinstance(outcome, types.InputRequiredResult):
+            return outcome
+        return without_stamp(outcome)
+
+    async def route(self, name: str) -> tuple[McpToolkit, str]:
+        """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""
+        found = self._routes.get(name)
+        if found is None:
+            # A client may get a prompt without listing, or the servers' lists may have changed.
+            await self._listing()
+            found = self._routes.get(name)
+        if found is None:
+            known = ", ".join(sorted(self._routes)) or "none"
+            raise MCPError(types.INVALID_PARAMS, f"no prompt named {name!r} (prompts: {known})")
+        return found
+
+    async def _listing(self) -> list[types.Prompt]:
+        listed = await list_each(self._nodes, lambda n: n.catalog.list_prompts(), "prompts")
+        offered: list[tuple[McpToolkit, dict[str, types.Prompt]]] = []
+        for node, prompts in listed:
+            unique: dict[str, types.Prompt] = {}
+            for prompt in prompts:
+                if unique.setdefault(prompt.name, prompt) is not prompt:
+                    log.warning(
+                        "node %r lists prompt %r twice; serving the first", node.name, prompt.name
+                    )
+            offered.append((node, unique))
+        names = resolve_tool_names(
+            [NodeTools(node.name, node.config.prefix, tuple(prompts)) for node, prompts in offered]
+        )
+        routes: dict[str, tuple[McpToolkit, str]] = {}
+        served: list[types.Prompt] = []
+        for node, prompts in offered:
+            for original, prompt in prompts.items():
+                name = names[node.name][original]
+                routes[name] = (node, original)
+                served.append(prompt.model_copy(update={"name": name}))
+        self._routes = routes
+        return served
+
+
+CompletionHandler = Callable[
+    [ServerRequestContext[Any, Any], types.CompleteRequestParams], Awaitable[types.CompleteResult]
+]
+
+
+def completions(prompts: ProxiedPrompts, resources: ProxiedResources) -> CompletionHandler:
+    """The `completion/complete` handler over the proxied prompts and templates."""
+
+    async def complete(
+        ctx: ServerRequestContext[Any, Any], params: types.CompleteRequestParams
+    ) -> types.CompleteResult:
+        ref = params.ref
+        if isinstance(ref, types.PromptReference):
+            node, original = await prompts.route(ref.name)
+            ref = ref.model_copy(update={"name": original})
+        else:
+            node = await resources.route_template(ref.uri)
+        context = params.context.arguments if params.context is not None else None
+        try:
+            result = await node.catalog.complete(ref, params.argument, context)
+        except ToolkitError as exc:
+            raise as_mcp_error(node.name, exc) from exc
+        return without_stamp(result)
+
+    return complete

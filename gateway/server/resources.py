@@ -1,0 +1,168 @@
+"""Proxy mode: the exposed MCP nodes' resources and resource templates, served as one set.
+
+Resources keep their URIs and templates their URI templates: a client reads the same URI the
+server listed. Reads are routed back to a node:
+
+1. by the URI map built from the last listing (listed again when the URI is not in it);
+2. else by the first node (in config order) with a template that matches the URI;
+3. else, when only one node is exposed, by that node (a server may serve URIs it does not
+   list); otherwise the read is refused with an MCP error.
+
+On a clash the first node in config order wins and a warning is logged: a URI two nodes list
+is served and read from the first; so is a template two nodes list. Reads are relayed intact
+(only the downstream's `serverInfo` stamp is dropped), and the server's requests during a read
+go to our client (`upstream`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+from toolkits import ProgressCallback, ToolkitError
+from toolkits.mcp import McpToolkit
+
+from .downstream import as_mcp_error, hop_meta, list_each, without_stamp
+from .upstream import for_client
+
+__all__ = ["ProxiedResources"]
+
+log = logging.getLogger(__name__)
+
+
+class ProxiedResources:
+    """The resources and resource templates of the exposed MCP nodes."""
+
+    def __init__(self, nodes: Sequence[McpToolkit]) -> None:
+        self._nodes = list(nodes)
+        self._by_uri: dict[str, McpToolkit] = {}
+        self._by_template: dict[str, McpToolkit] = {}
+        self._matchers: list[tuple[UriTemplate, McpToolkit]] = []
+
+    async def list_resources(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=await self._list_resources())
+
+    async def list_templates(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=await self._list_templates())
+
+    async def read(
+        self, ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult | types.InputRequiredResult:
+        node = await self.route(params.uri)
+
+        async def work(_report: ProgressCallback) -> types.ReadResourceResult:
+            try:
+                return await node.catalog.read_resource(params.uri, meta=hop_meta(ctx))
+            except ToolkitError as exc:
+                raise as_mcp_error(node.name, exc) from exc
+
+        outcome = await for_client(ctx, params, work)
+        if isinstance(outcome, types.InputRequiredResult):
+            return outcome
+        return without_stamp(outcome)
+
+    async def route(self, uri: str) -> McpToolkit:
+        """The node serving `uri` (see the module docstring). Raises `MCPError`."""
+        node = self._match(uri)
+        if node is None:
+            # A client may read without listing, or the servers' lists may have changed.
+            await self._list_resources()
+            await self._list_templates()
+            node = self._match(uri)
+        if node is None and len(self._nodes) == 1:
+            node = self._nodes[0]
+        if node is None:
+            raise MCPError(types.INVALID_PARAMS, f"no proxied server offers the resource {uri!r}")
+        return node
+
+    async def route_template(self, uri_template: str) -> McpToolkit:
+        """The node listing the template `uri_template` (completions name templates so).
+
+        Else the node a resource URI given instead routes to. Raises `MCPError`.
+        """
+        node = self._by_template.get(uri_template)
+        if node is None:
+            await self._list_templates()
+            node = self._by_template.get(uri_template)
+        if node is None:
+            node = self._match(uri_template)
+        if node is None and len(self._nodes) == 1:
+            node = self._nodes[0]
+        if node is None:
+            raise MCPError(
+                types.INVALID_PARAMS, f"no proxied server offers the template {uri_template!r}"
+            )
+        return node
+
+    def _match(self, uri: str) -> McpToolkit | None:
+        node = self._by_uri.get(uri)
+        if node is not None:
+            return node
+        for template, owner in self._matchers:
+            if template.match(uri) is not None:
+                return owner
+        return None
+
+    async def _list_resources(self) -> list[types.Resource]:
+        listed = await list_each(self._nodes, lambda n: n.catalog.list_resources(), "resources")
+        routes: dict[str, McpToolkit] = {}
+        served: list[types.Resource] = []
+        for node, resources in listed:
+            for resource in resources:
+                if _first_wins(routes, resource.uri, node, "resource"):
+                    served.append(resource)
+        self._by_uri = routes
+        return served
+
+    async def _list_templates(self) -> list[types.ResourceTemplate]:
+        listed = await list_each(
+            self._nodes, lambda n: n.catalog.list_resource_templates(), "resource templates"
+        )
+        routes: dict[str, McpToolkit] = {}
+        matchers: list[tuple[UriTemplate, McpToolkit]] = []
+        served: list[types.ResourceTemplate] = []
+        for node, templates in listed:
+            for template in templates:
+                if not _first_wins(routes, template.uri_template, node, "resource template"):
+                    continue
+                served.append(template)
+                try:
+                    matchers.append((UriTemplate.parse(template.uri_template), node))
+                except InvalidUriTemplate as exc:
+                    log.warning(
+                        "node %r: cannot route reads by its template %r (%s); listed all the same",
+                        node.name,
+                        template.uri_template,
+                        exc,
+                    )
+        self._by_template = routes
+        self._matchers = matchers
+        return served
+
+
+def _first_wins(routes: dict[str, McpToolkit], key: str, node: McpToolkit, what: str) -> bool:
+    """Claim `key` for `node` unless it is claimed already; True if it is newly `node`'s."""
+    holder = routes.get(key)
+    if holder is None:
+        routes[key] = node
+        return True
+    if holder is not node:
+        log.warning(
+            "%s %r is listed by nodes %r and %r; serving %r's",
+            what,
+            key,
+            holder.name,
+            node.name,
+            holder.name,
+        )
+    return False

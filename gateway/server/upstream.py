@@ -1,0 +1,144 @@
+"""A downstream server's requests to its client, relayed to our own client during proxied calls.
+
+A proxied request (`tools/call`, `prompts/get`, `resources/read` of an exposed MCP node) runs
+inside `for_client`, which makes our client the one that answers the downstream server's
+sampling, elicitation and roots requests (`toolkits.mcp.answering`):
+
+- handshake-era clients (2025-11-25) are asked at once, over the request's back-channel;
+- 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
+  travels in an `InputRequiredResult` (`parked`).
+
+A client that did not declare the capability (sampling, sampling with tools, elicitation in the
+mode asked, roots) is never asked: the downstream server gets an MCP error saying that the
+upstream client lacks it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.session import ServerSession
+from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+
+from toolkits import ProgressCallback
+from toolkits.mcp import answering
+from toolkits.mcp.server_requests import refusal
+
+from .parked import ANSWER_TIMEOUT
+from .relay import connection_of
+from .serving import serving
+
+__all__ = ["for_client", "relay_to_client", "upstream_problem"]
+
+_R = TypeVar("_R")
+
+
+def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:
+    """Why our client cannot answer `request`, or None."""
+    capabilities = session.client_capabilities or types.ClientCapabilities()
+    match request:
+        case types.CreateMessageRequest(params=params):
+            sampling = capabilities.sampling
+            if sampling is None:
+                return "the upstream client lacks sampling"
+            if params.tools and sampling.tools is None:
+                return "the upstream client lacks sampling with tools"
+        case types.ElicitRequest(params=params):
+            elicitation = capabilities.elicitation
+            if elicitation is None:
+                return "the upstream client lacks elicitation"
+            if isinstance(params, types.ElicitRequestURLParams) and elicitation.url is None:
+                return "the upstream client lacks URL-mode elicitation"
+            # An elicitation capability naming no mode means form mode (2025-06-18 clients).
+            if (
+                isinstance(params, types.ElicitRequestFormParams)
+                and elicitation.form is None
+                and elicitation.url is not None
+            ):
+                return "the upstream client lacks form-mode elicitation"
+        case types.ListRootsRequest():
+            if capabilities.roots is None:
+                return "the upstream client lacks roots"
+    if session.protocol_version not in MODERN_PROTOCOL_VERSIONS and not session.can_send_request:
+        return (
+            "the upstream connection cannot carry requests to its client (stateless HTTP with a "
+            "2025-11-25 client: serve without --stateless, or use a 2026-07-28 client)"
+        )
+    return None
+
+
+async def relay_to_client(
+    ctx: ServerRequestContext[Any, Any], request: types.InputRequest
+) -> types.InputResponse | types.ErrorData:
+    """Ask the handshake-era client of `ctx` over the request's back-channel."""
+    problem = upstream_problem(ctx.session, request)
+    if problem is not None:
+        return refusal(request, problem)
+    result_type: type[BaseModel]
+    match request:
+        case types.CreateMessageRequest(params=params):
+            result_type = (
+                types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+            )
+        case types.ElicitRequest():
+            result_type = types.ElicitResult
+        case types.ListRootsRequest():
+            result_type = types.ListRootsResult
+    try:
+        with anyio.fail_after(ANSWER_TIMEOUT):
+            answer = await ctx.session.send_request(
+                request,
+                result_type,
+                metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+            )
+    except TimeoutError:
+        return refusal(request, f"the upstream client gave no answer within {ANSWER_TIMEOUT:g} s")
+    except NoBackChannelError as exc:
+        return refusal(request, f"the upstream connection cannot carry it ({exc})")
+    except MCPError as exc:
+        return exc.error  # the client's own refusal, passed on as it is
+    except ValidationError as exc:
+        return refusal(request, f"the upstream client's answer is malformed: {exc}")
+    assert isinstance(
+        answer,
+        types.CreateMessageResult
+        | types.CreateMessageResultWithTools
+        | types.ElicitResult
+        | types.ListRootsResult,
+    )
+    return answer
+
+
+async def for_client(
+    ctx: ServerRequestContext[Any, Any],
+    params: types.InputResponseRequestParams,
+    work: Callable[[ProgressCallback], Awaitable[_R]],
+) -> _R | types.InputRequiredResult:
+    """Run a proxied request with our client answering its server's requests (one round).
+
+    `work` is given where to report progress. Raises what `work` raises, or `MCPError` for a
+    2026-07-28 retry whose parked request is gone.
+    """
+    state = serving(ctx)
+    if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and state is not None:
+        return await state.parked.serve(
+            params,
+            work,
+            check=lambda request: upstream_problem(ctx.session, request),
+            report=ctx.session.report_progress,
+        )
+
+    async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        return await relay_to_client(ctx, request)
+
+    # Calls of one connection may stand in for each other where the downstream transport
+    # cannot tell which call a request belongs to: they all answer to the same client.
+    with answering(ask, owner=connection_of(ctx)):
+        return await work(ctx.session.report_progress)

@@ -1,0 +1,140 @@
+"""Helpers for the proxy tests: in-process MCP nodes, a client that answers its server, and
+what a client hears of list changes in either era."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client
+from mcp.client.session import ClientRequestContext, IncomingMessage
+from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import FileUrl
+
+from tests.servers.catalog import CatalogServer
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+__all__ = ["KINDS", "ClientAnswers", "Heard", "listening", "mcp_nodes"]
+
+
+@asynccontextmanager
+async def mcp_nodes(
+    *servers: tuple[str, CatalogServer] | tuple[str, CatalogServer, dict[str, Any]],
+    **keys: Any,
+) -> AsyncGenerator[Sequence[McpToolkit]]:
+    """A running node per `(name, server[, config keys])`; `keys` apply to every node."""
+    async with AsyncExitStack() as stack:
+        nodes: list[McpToolkit] = []
+        for name, server, *own in servers:
+            config = McpServerConfig(command="in-process", **{**keys, **(own[0] if own else {})})
+            node = McpToolkit(name, config, target=server.server)
+            nodes.append(await stack.enter_async_context(node))
+        yield nodes
+
+
+class ClientAnswers:
+    """The upstream client's side: answers sampling, elicitation and roots, and records them.
+
+    Pass `**answers.callbacks()` to `Client` to declare all three capabilities.
+    """
+
+    def __init__(self) -> None:
+        self.sampled: list[types.CreateMessageRequestParams] = []
+        self.elicited: list[types.ElicitRequestParams] = []
+        self.roots_asked = 0
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "sampling_callback": self.sample,
+            "elicitation_callback": self.elicit,
+            "list_roots_callback": self.roots,
+        }
+
+    async def sample(
+        self, ctx: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        self.sampled.append(params)
+        return types.CreateMessageResult(
+            role="assistant", content=types.TextContent(text="42"), model="upstream-model"
+        )
+
+    async def elicit(
+        self, ctx: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        self.elicited.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async def roots(self, ctx: ClientRequestContext) -> types.ListRootsResult:
+        self.roots_asked += 1
+        return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work"), name="work")])
+
+
+KINDS = {"tools", "prompts", "resources"}
+
+
+class Heard:
+    """The list changes our client heard, in order."""
+
+    def __init__(self) -> None:
+        self.lists: list[str] = []
+        self._changed = anyio.Event()
+
+    def note(self, kind: str) -> None:
+        self.lists.append(kind)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, *, kinds: set[str] = KINDS) -> None:
+        """Wait until every one of `kinds` was heard."""
+        while not kinds <= set(self.lists):
+            await self._changed.wait()
+
+    async def more_than(self, count: int, kind: str | None = None) -> None:
+        """Wait until more than `count` changes (of `kind`, or of any list) were heard."""
+        while len([k for k in self.lists if kind in (None, k)]) <= count:
+            await self._changed.wait()
+
+    async def on_message(self, message: IncomingMessage) -> None:
+        match message:
+            case types.ToolListChangedNotification():
+                self.note("tools")
+            case types.PromptListChangedNotification():
+                self.note("prompts")
+            case types.ResourceListChangedNotification():
+                self.note("resources")
+            case _:
+                pass
+
+
+@asynccontextmanager
+async def listening(client: Client, heard: Heard) -> AsyncGenerator[None]:
+    """On 2026-07-28, hear the changes on a listen stream (it is acknowledged on entry)."""
+    if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        yield
+        return
+    async with (
+        client.listen(
+            tools_list_changed=True, prompts_list_changed=True, resources_list_changed=True
+        ) as subscription,
+        anyio.create_task_group() as tg,
+    ):
+
+        async def hear() -> None:
+            async for event in subscription:
+                match event:
+                    case ToolsListChanged():
+                        heard.note("tools")
+                    case PromptsListChanged():
+                        heard.note("prompts")
+                    case ResourcesListChanged():
+                        heard.note("resources")
+                    case _:
+                        pass
+
+        tg.start_soon(hear)
+        yield
+        tg.cancel_scope.cancel()

@@ -1,0 +1,117 @@
+"""A server's requests to its client during a call (sampling, elicitation, roots): who answers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from pydantic import FileUrl
+
+from tests.servers.catalog import CatalogServer, pipe
+from toolkits import result_text
+from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode, answering
+
+pytestmark = pytest.mark.anyio
+
+ERAS: list[ProtocolMode] = ["legacy", "modern"]
+
+
+def config(**keys: Any) -> McpServerConfig:
+    return McpServerConfig(command="in-process", **keys)
+
+
+class Answerer:
+    """Answers every kind of request, and records what it was asked."""
+
+    def __init__(self, name: str = "client") -> None:
+        self.name = name
+        self.asked: list[types.InputRequest] = []
+
+    async def __call__(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        self.asked.append(request)
+        match request:
+            case types.CreateMessageRequest():
+                return types.CreateMessageResult(
+                    role="assistant", content=types.TextContent(text="hi"), model=self.name
+                )
+            case types.ElicitRequest():
+                return types.ElicitResult(action="accept", content={"name": self.name})
+            case types.ListRootsRequest():
+                return types.ListRootsResult(roots=[types.Root(uri=FileUrl("file:///work"))])
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_requests_during_a_call_go_to_whoever_made_it(era: ProtocolMode) -> None:
+    server = CatalogServer("asker")
+    answerer = Answerer()
+    async with McpToolkit("asker", config(protocol=era), target=server.server) as node:
+        with answering(answerer):
+            sampled = await node.call_tool("asker__sample", {"text": "yo"})
+            elicited = await node.call_tool("asker__elicit", {})
+            roots = await node.call_tool("asker__roots", {})
+    assert result_text(sampled) == "sampled 'hi' from client"
+    assert result_text(elicited) == "elicited accept {'name': 'client'}"
+    assert result_text(roots) == "roots ['file:///work']"
+    assert [request.method for request in answerer.asked] == [
+        "sampling/createMessage",
+        "elicitation/create",
+        "roots/list",
+    ]
+    sampling = answerer.asked[0]
+    assert isinstance(sampling, types.CreateMessageRequest)
+    assert sampling.params.messages[0].content == types.TextContent(text="yo")
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_made_for_nobody_has_its_requests_refused(era: ProtocolMode) -> None:
+    server = CatalogServer("asker")
+    async with McpToolkit("asker", config(protocol=era), target=server.server) as node:
+        result = await node.call_tool("asker__sample", {})
+    assert result.is_error
+    assert "sampling/createMessage refused" in result_text(result)
+    assert "not made for an MCP client" in result_text(result)
+
+
+async def test_over_a_pipe_a_request_goes_to_the_one_client_with_calls_in_flight() -> None:
+    # Nothing on a pipe says which call a request belongs to: the calls in flight decide.
+    server = CatalogServer("asker")
+    answerer = Answerer()
+    target = lambda: pipe(server.server)  # noqa: E731
+    async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
+        with answering(answerer):
+            result = await node.call_tool("asker__roots", {})
+    assert result_text(result) == "roots ['file:///work']"
+    assert len(answerer.asked) == 1
+
+
+async def test_over_a_pipe_calls_of_two_clients_make_a_request_ambiguous() -> None:
+    server = CatalogServer("asker")
+    first_asked, release = anyio.Event(), anyio.Event()
+
+    async def slow(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        first_asked.set()
+        await release.wait()
+        return types.ListRootsResult(roots=[])
+
+    target = lambda: pipe(server.server)  # noqa: E731
+    async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
+        results: list[types.CallToolResult] = []
+        second: types.CallToolResult | None = None
+
+        async def first_client() -> None:
+            with answering(slow):
+                results.append(await node.call_tool("asker__roots", {}))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first_client)
+                await first_asked.wait()
+                with answering(Answerer("second")):
+                    second = await node.call_tool("asker__sample", {})
+                release.set()
+    assert second is not None
+    assert second.is_error
+    assert "calls of several clients are in flight" in result_text(second)
+    assert result_text(results[0]) == "roots []"

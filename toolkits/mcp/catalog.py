@@ -1,0 +1,195 @@
+"""What a server offers besides tools: resources, resource templates, prompts, completions.
+
+Fetched live on every call (nothing is cached: the server's `list_changed`, passed on by its
+node, says when to fetch again), every page of a listing followed. Names and URIs are the
+server's own; naming across nodes is the caller's business.
+
+Errors: the server's own answers (no such prompt, a resource it cannot read) come out as the
+`MCPError` it sent, for relaying as they are. A server that is down or dies mid-request raises
+`ServerUnavailable` (`ConnectionLost`), and so does one that gives no answer within the node's
+`timeout` (time spent waiting on our client's answers to its requests does not count, within
+the node's absolute cap). A server that does not offer a feature lists nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import nullcontext
+from typing import Any, TypeVar, cast
+
+import anyio
+import mcp_types
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from ..errors import ServerUnavailable
+from .config import McpServerConfig
+from .server_requests import CallsInFlight
+from .session import OwnedSession, connection_lost
+
+__all__ = ["MAX_LIST_PAGES", "McpCatalog"]
+
+MAX_LIST_PAGES = 1_000
+
+_T = TypeVar("_T")
+_Item = TypeVar("_Item")
+
+
+class McpCatalog:
+    """One server's resources, resource templates, prompts and completions (see the module)."""
+
+    def __init__(
+        self, node: str, config: McpServerConfig, session: OwnedSession, calls: CallsInFlight
+    ) -> None:
+        self._node = node
+        self._config = config
+        self._session = session
+        self._calls = calls
+
+    async def list_resources(self) -> list[mcp_types.Resource]:
+        async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
+            result = await client.list_resources(cursor=cursor)
+            return result.resources, result.next_cursor
+
+        return await self._list("resources", page)
+
+    async def list_resource_templates(self) -> list[mcp_types.ResourceTemplate]:
+        async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
+            result = await client.list_resource_templates(cursor=cursor)
+            return result.resource_templates, result.next_cursor
+
+        return await self._list("resources", page)
+
+    async def list_prompts(self) -> list[mcp_types.Prompt]:
+        async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
+            result = await client.list_prompts(cursor=cursor)
+            return result.prompts, result.next_cursor
+
+        return await self._list("prompts", page)
+
+    async def read_resource(
+        self, uri: str, *, meta: Mapping[str, Any] | None = None
+    ) -> mcp_types.ReadResourceResult:
+        """Read `uri`; the server's requests meanwhile go to the caller (`answering`)."""
+        return await self._request(
+            f"resources/read {uri!r}",
+            lambda client: client.read_resource(uri, meta=_meta(meta)),
+            track=True,
+        )
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        meta: Mapping[str, Any] | None = None,
+    ) -> mcp_types.GetPromptResult:
+        """Get the prompt the server calls `name`; its requests go to the caller (`answering`)."""
+        args = dict(arguments) if arguments is not None else None
+        return await self._request(
+            f"prompts/get {name!r}",
+            lambda client: client.get_prompt(name, args, meta=_meta(meta)),
+            track=True,
+        )
+
+    async def complete(
+        self,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference,
+        argument: mcp_types.CompletionArgument,
+        context_arguments: Mapping[str, str] | None = None,
+    ) -> mcp_types.CompleteResult:
+        """Completions for one argument of a prompt (by the server's name) or a template;
+        none from a server that does not offer completions."""
+        nothing = mcp_types.CompleteResult(completion=mcp_types.Completion(values=[]))
+        if not await self._offers("completions"):
+            return nothing
+        context = dict(context_arguments) if context_arguments is not None else None
+        try:
+            return await self._request(
+                "completion/complete",
+                lambda client: client.complete(
+                    ref, {"name": argument.name, "value": argument.value}, context
+                ),
+                track=False,
+            )
+        except MCPError as exc:
+            if exc.code == mcp_types.METHOD_NOT_FOUND:
+                return nothing  # capabilities were unknown (`protocol = "modern"`)
+            raise
+
+    async def _list(
+        self,
+        feature: str,
+        page: Callable[[Client, str | None], Awaitable[tuple[list[_Item], str | None]]],
+    ) -> list[_Item]:
+        if not await self._offers(feature):
+            return []
+
+        async def every_page(client: Client) -> list[_Item]:
+            items: list[_Item] = []
+            cursor: str | None = None
+            for _ in range(MAX_LIST_PAGES):
+                found, cursor = await page(client, cursor)
+                items.extend(found)
+                if not cursor:
+                    break
+            return items
+
+        try:
+            return await self._request(f"{feature} listing", every_page, track=False)
+        except MCPError as exc:
+            if exc.code == mcp_types.METHOD_NOT_FOUND:
+                return []  # capabilities were unknown (`protocol = "modern"`): it has none
+            raise
+
+    async def _offers(self, feature: str) -> bool:
+        conn = await self._session.ready_connection()
+        assert conn.client is not None
+        capabilities = conn.client.server_capabilities
+        if capabilities == mcp_types.ServerCapabilities():
+            return True  # unknown (no discovery): ask, and take "method not found" for no
+        return getattr(capabilities, feature) is not None
+
+    async def _request(
+        self, what: str, send: Callable[[Client], Awaitable[_T]], *, track: bool
+    ) -> _T:
+        conn = await self._session.ready_connection()
+        assert conn.client is not None
+        timeout = self._config.timeout
+        hard_deadline = anyio.current_time() + self._config.call_cap
+        with anyio.CancelScope(
+            deadline=min(anyio.current_time() + timeout, hard_deadline)
+        ) as scope:
+
+            def on_waiting(waiting: bool) -> None:
+                # The server waits on our client: its clock stops, up to the absolute cap.
+                restart = min(anyio.current_time() + timeout, hard_deadline)
+                scope.deadline = hard_deadline if waiting else restart
+
+            try:
+                with self._calls.track(on_waiting) if track else nullcontext():
+                    return await send(conn.client)
+            except MCPError as exc:
+                if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
+                    raise connection_lost(
+                        self._node, conn, f"the connection closed during {what}"
+                    ) from exc
+                raise
+            except ValidationError as exc:
+                raise MCPError(
+                    mcp_types.INTERNAL_ERROR,
+                    f"MCP server {self._node!r} sent a malformed answer to {what}: {exc}",
+                ) from exc
+        limit = (
+            f"{self._config.call_cap:g} s, the absolute limit"
+            if anyio.current_time() >= hard_deadline
+            else f"{timeout:g} s"
+        )
+        raise ServerUnavailable(
+            f"MCP server {self._node!r} did not answer {what} within {limit}", node=self._node
+        )
+
+
+def _meta(meta: Mapping[str, Any] | None) -> mcp_types.RequestParamsMeta | None:
+    return cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None
