@@ -23,22 +23,21 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.streams.text import TextReceiveStream
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
+
+from _processes import http_process  # noqa: E402
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel  # noqa: E402
 from gateway import Gateway  # noqa: E402
@@ -46,7 +45,6 @@ from gateway.app import open_gateway  # noqa: E402
 from gateway.config import Config, parse_config  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "agent-gateway"
-READY = "agent-gateway: serving MCP on "
 WARMUP = 20
 BLOCK = 25
 PROMPT = {"prompt": "17 * 25"}
@@ -156,47 +154,6 @@ async def over_http(b_config: Path, runs: int) -> None:
     ):
         model = assistant_model(WARMUP + runs)
         report(await compare(cases(client, gateway, model), runs), "direct")
-
-
-@asynccontextmanager
-async def http_process(command: list[str]) -> AsyncGenerator[str]:
-    """Start a gateway serving HTTP on a free port; yield its URL once it is bound."""
-    process = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=REPO
-    )
-    url: list[str] = []
-    ready = anyio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stderr):
-            buffer += chunk
-            *lines, buffer = buffer.split("\n")
-            for line in lines:
-                if line.startswith(READY):
-                    url.append(line.removeprefix(READY))
-                    ready.set()
-        ready.set()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stderr)
-            with anyio.fail_after(30):
-                await ready.wait()
-            if not url:
-                raise RuntimeError(f"{command} did not start")
-            yield url[0]
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            process.terminate()
-            with anyio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
 
 
 async def main(runs: int, workdir: Path) -> None:

@@ -18,29 +18,27 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.streams.text import TextReceiveStream
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
+from _processes import http_process  # noqa: E402
+
 from toolkits import FunctionToolkit, calculator  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "agent-gateway"
 TIME_SERVER = REPO / ".servers/py/bin/mcp-server-time"
 TIME_SERVER_ARGS = ["--local-timezone", "UTC"]
-READY = "agent-gateway: serving MCP on "
 WARMUP = 20
 CALCULATOR_ARGS = {"expression": "2 ** 10"}
 TIME_ARGS = {"timezone": "UTC"}
@@ -65,47 +63,6 @@ def report(label: str, times: list[float], direct: float | None = None) -> float
     extra = f"  (+{p50 - direct:.3f} ms over direct)" if direct is not None else ""
     print(f"  {label:<34} p50 {p50:8.3f} ms   p90 {p90:8.3f} ms{extra}", flush=True)
     return p50
-
-
-@asynccontextmanager
-async def http_process(command: list[str]) -> AsyncGenerator[str]:
-    """Start a gateway serving HTTP on a free port; yield its URL once it is bound."""
-    process = await anyio.open_process(
-        command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=REPO
-    )
-    url: list[str] = []
-    ready = anyio.Event()
-
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stderr):
-            buffer += chunk
-            *lines, buffer = buffer.split("\n")
-            for line in lines:
-                if line.startswith(READY):
-                    url.append(line.removeprefix(READY))
-                    ready.set()
-        ready.set()
-
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stderr)
-            with anyio.fail_after(30):
-                await ready.wait()
-            if not url:
-                raise RuntimeError(f"{command} did not start")
-            yield url[0]
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            process.terminate()
-            with anyio.move_on_after(10):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
-                await process.wait()
-            await process.aclose()
 
 
 async def through_client(
