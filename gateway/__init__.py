@@ -7,8 +7,10 @@ from .errors import (
     GatewayError,
     ToolConflict,
     UnknownAgent,
+    UnknownRun,
     UnknownTool,
 )
+from .store import FileRunStore, RunStore
 from .trace import JsonLinesPrinter, Span, TraceEvent, TraceHook, TracePrinter, Tracer
 
 __all__ = [
@@ -16,11 +18,13 @@ __all__ = [
     "Checkpoint",
     "ConfigError",
     "DepthExceeded",
+    "FileRunStore",
     "Gateway",
     "GatewayError",
     "JsonLinesPrinter",
     "RunResult",
     "RunState",
+    "RunStore",
     "Span",
     "ToolConflict",
     "TraceEvent",
@@ -28,5 +32,6 @@ __all__ = [
     "TracePrinter",
     "Tracer",
     "UnknownAgent",
+    "UnknownRun",
     "UnknownTool",
 ]

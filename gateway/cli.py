@@ -14,17 +14,18 @@ from typing import Any, cast
 
 import anyio
 
-from agent import AgentError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import AgentError, AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel
 from toolkits import ToolkitError, result_text
 from toolkits.mcp import McpToolkit
 
 from .app import open_gateway
 from .config import DEFAULT_CONFIG_FILE, Config, load_config
-from .engine import Gateway, RunResult
+from .engine import Gateway, RunResult, RunState
 from .errors import GatewayError
 from .install import install_claude_desktop
 from .models import ClientSampling, NoModel
-from .trace import JsonLinesPrinter, TraceHook, TracePrinter
+from .store import FileRunStore
+from .trace import JsonLinesPrinter, TraceHook, TracePrinter, new_id
 
 __all__ = ["main"]
 
@@ -58,11 +59,42 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _run(args: argparse.Namespace, config: Config) -> int:
     hooks = _trace_hooks(args)
+    store = FileRunStore(args.state_dir) if args.state_dir else None
     async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
         name = _pick_agent(gateway, args.agent)
         _refuse_client_sampling(gateway, name)
-        result = await gateway.run(name, args.question, session_id=args.session)
+        state = RunState(
+            run_id=new_id(),
+            agent=name,
+            items=[AgentItem(prompt=args.question, session_id=args.session)],
+        )
+        result = await _stored(gateway, state, store)
     return _print_result(result)
+
+
+async def _resume(args: argparse.Namespace, config: Config) -> int:
+    store = FileRunStore(args.state_dir)
+    state = await store.load(args.run_id)
+    async with open_gateway(config, model=args.model, hooks=_trace_hooks(args)) as gateway:
+        result = await _stored(gateway, state, store)
+    return _print_result(result)
+
+
+async def _stored(gateway: Gateway, state: RunState, store: FileRunStore | None) -> RunResult:
+    """Run on from `state`; with a store, checkpoint every step and say how to go on after a
+    failure (the store keeps the state of the last step that completed)."""
+    if store is None:
+        return await gateway.resume(state)
+    await store.save(state)
+    try:
+        result = await gateway.resume(state, checkpoint=store.save)
+    except (AgentError, ToolkitError, GatewayError) as exc:
+        raise GatewayError(
+            f"{exc}\nthe run is stored: agent-gateway resume {state.run_id} "
+            f"--state-dir {store.directory}"
+        ) from exc
+    await store.delete(state.run_id)
+    return result
 
 
 async def _demo(args: argparse.Namespace, config: Config) -> int:
@@ -218,6 +250,15 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
         sub.add_argument("--agent", help="which agent (default: the only one)")
     run.add_argument("--session", help="chat memory session id")
+    resume = command("resume", _resume, "continue a run stored with --state-dir")
+    resume.add_argument("run_id")
+    resume.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
+    for sub in (run, resume):
+        sub.add_argument(
+            "--state-dir",
+            required=sub is resume,
+            help="store the run's state after every step here, to resume it if it stops",
+        )
     tools = command("tools", _tools, "list the tools the config provides")
     del tools
     call = command("call", _call, "call one tool through the gateway and print its result")
@@ -240,7 +281,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="VAR",
         help="env variable with the bearer tokens (overrides tokens_env)",
     )
-    for sub in (run, call, serve):
+    for sub in (run, resume, call, serve):
         sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
         sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
     install = command("install", _install, "add the gateway to an MCP client's config")

@@ -5,7 +5,8 @@
     ├── UnknownAgent         no agent of that name is configured
     ├── UnknownTool          no tool of that name is offered
     ├── ToolConflict         two nodes offer a tool under the same name to one agent
-    └── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
+    ├── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
+    └── UnknownRun           no stored run has that id (or its state cannot be read)
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation.
@@ -19,6 +20,7 @@ __all__ = [
     "GatewayError",
     "ToolConflict",
     "UnknownAgent",
+    "UnknownRun",
     "UnknownTool",
 ]
 
@@ -45,3 +47,7 @@ class ToolConflict(GatewayError):
 
 class DepthExceeded(GatewayError):
     """A request arrived nested deeper than the depth limit (e.g. gateways calling each other)."""
+
+
+class UnknownRun(GatewayError):
+    """No stored run has that id (or its state cannot be read)."""

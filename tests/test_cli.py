@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,31 @@ def test_the_demo_runs_from_the_installed_console_script(tmp_path: Path) -> None
     assert "SCRIPTED demo model" in done.stdout
     assert 'calculator   in={"expression":"17 * 25"} out={"response":"425"}' in done.stdout
     assert done.stdout.endswith("answer: 17 shirts cost 425 dollars.\n")
+
+
+def test_a_stored_run_stopped_by_its_model_resumes_with_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = write_script(
+        tmp_path / "first.json",
+        [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]}],
+    )  # then it has nothing more to say: the run stops after the tool ran
+    state_dir = tmp_path / "runs"
+    args = ["--model", f"scripted:{first}", "--state-dir", str(state_dir)]
+    assert main(["run", "What is 6 * 7?", *args]) == 2
+    err = capsys.readouterr().err
+    assert "has 1 answers and was asked for answer 2" in err
+    match = re.search(r"agent-gateway resume (\w+) --state-dir (\S+)", err)
+    assert match is not None
+    run_id = match.group(1)
+    assert (state_dir / f"{run_id}.json").exists()
+
+    second = write_script(tmp_path / "second.json", [{"content": "It is 42."}])
+    resume = ["resume", run_id, "--state-dir", str(state_dir), "--model", f"scripted:{second}"]
+    assert main([*resume, "--trace"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "It is 42.\n"
+    assert "calculator" not in err  # the tool ran before the stop: it is not run again
+    assert not (state_dir / f"{run_id}.json").exists()
+    assert main(resume) == 2
+    assert f"no stored run {run_id!r}" in capsys.readouterr().err

@@ -1,0 +1,78 @@
+"""Where stored runs live: a `RunStore` keeps the latest `RunState` of each run.
+
+Handed to `Gateway.run(checkpoint=store.save)`, a store holds every run's state after each
+step, so a run stopped by a crash, a deploy or a dead model provider continues later with
+`Gateway.resume(await store.load(run_id))`, in this process or another.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+from pydantic import ValidationError
+
+from .engine import RunState
+from .errors import UnknownRun
+
+__all__ = ["FileRunStore", "RunStore"]
+
+
+class RunStore(Protocol):
+    async def save(self, state: RunState) -> None:
+        """Keep `state` as the latest of its run."""
+        ...
+
+    async def load(self, run_id: str) -> RunState:
+        """The latest state of `run_id`. Raises `UnknownRun`."""
+        ...
+
+    async def delete(self, run_id: str) -> None:
+        """Forget a run (a finished one need not be kept)."""
+        ...
+
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+class FileRunStore:
+    """One JSON file per run in a directory, replaced atomically at every save."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+
+    def path(self, run_id: str) -> Path:
+        if not _RUN_ID.fullmatch(run_id):  # the id becomes a file name: no paths in it
+            raise UnknownRun(f"not a run id: {run_id!r}")
+        return self.directory / f"{run_id}.json"
+
+    async def save(self, state: RunState) -> None:
+        path = self.path(state.run_id)
+        await anyio.to_thread.run_sync(_write_atomically, path, state.model_dump_json())
+
+    async def load(self, run_id: str) -> RunState:
+        path = self.path(run_id)
+        try:
+            text = await anyio.Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UnknownRun(f"no stored run {run_id!r} in {self.directory}") from None
+        try:
+            return RunState.model_validate_json(text)
+        except ValidationError as exc:
+            raise UnknownRun(f"stored run {run_id!r} cannot be resumed: {exc}") from exc
+
+    async def delete(self, run_id: str) -> None:
+        await anyio.Path(self.path(run_id)).unlink(missing_ok=True)
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".json.partial")
+    with partial.open("w", encoding="utf-8") as file:
+        file.write(text)
+        file.flush()
+        os.fsync(file.fileno())
+    partial.replace(path)  # a reader sees the old state or the new one, never half of one
