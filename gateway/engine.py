@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import anyio
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 from agent import (
@@ -40,7 +40,7 @@ from toolkits import (
     result_text,
     split_routed_input,
 )
-from toolkits.mcp import McpToolkit
+from toolkits.mcp import McpToolkit, on_server_log
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
@@ -288,7 +288,8 @@ class Gateway:
         relay: ProgressCallback | None = None,
     ) -> _NodeCall:
         """The one way a node's tool is called: bounded by the limiter, traced, its progress
-        noted (and relayed), its result read for the model. The node's errors propagate."""
+        and its server's log messages noted (progress also relayed), its result read for the
+        model. The node's errors propagate."""
         node = self.nodes[tool.source_node]
         cap = _output_cap(node)
         async with (
@@ -302,7 +303,17 @@ class Gateway:
                 data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
                 await tracer.note("tool", tool.name, span.id, "progress", **data)
 
-            result = await node.call_tool(tool.name, arguments, on_progress=progress, meta=meta)
+            async def server_log(params: LoggingMessageNotificationParams) -> None:
+                # An MCP server's log message during this call (attributed by the node).
+                data: dict[str, JsonValue] = {
+                    "log": params.level,
+                    "logger": params.logger,
+                    "data": params.data,
+                }
+                await tracer.note("tool", tool.name, span.id, "note", **data)
+
+            with on_server_log(server_log):
+                result = await node.call_tool(tool.name, arguments, on_progress=progress, meta=meta)
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error")
                 return _NodeCall(result, error=span.error)

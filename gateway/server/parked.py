@@ -10,7 +10,7 @@ the serving run rather than by one round:
   `InputRequiredResult` whose `requestState` names the parked request (the state boundary
   seals it, bound to the request and the caller); the result ends the last round;
 - the client's retry brings answers to the questions still open, then waits again; the
-  downstream server's progress goes to whichever round is waiting.
+  downstream server's progress and log messages go to whichever round is waiting.
 
 Limits: the retry must reach this process (stdio, HTTP to one replica); elsewhere it is refused
 with a clear error and the client calls again. A question left unanswered for
@@ -32,7 +32,7 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
 from toolkits import ProgressCallback
-from toolkits.mcp import answering
+from toolkits.mcp import ServerLogHandler, answering, on_server_log
 from toolkits.mcp.server_requests import refusal
 
 __all__ = ["ANSWER_TIMEOUT", "KEEP_RESULT", "STATE_PREFIX", "ParkedCalls"]
@@ -68,10 +68,11 @@ class _Parked(Generic[_R]):
         self._outcome: tuple[_R] | BaseException | None = None
         self._taken = anyio.Event()
         self._report: ProgressCallback | None = None
+        self._log: ServerLogHandler | None = None
 
     async def run(self, work: Work[_R], forget: Callable[[], None]) -> None:
         try:
-            with self._scope, answering(self.ask, owner=self):
+            with self._scope, answering(self.ask, owner=self), on_server_log(self.log, owner=self):
                 try:
                     self._outcome = (await work(self.progress),)
                 except Exception as exc:  # delivered to the round, which raises it
@@ -109,6 +110,10 @@ class _Parked(Generic[_R]):
         if self._report is not None:
             await self._report(done, total, message)
 
+    async def log(self, params: types.LoggingMessageNotificationParams) -> None:
+        if self._log is not None:
+            await self._log(params)
+
     def deliver(self, answers: Mapping[str, types.InputResponse]) -> None:
         for key, answer in answers.items():
             question = self._questions.get(key)
@@ -116,8 +121,10 @@ class _Parked(Generic[_R]):
                 question.answer = answer
                 question.answered.set()
 
-    async def round(self, report: ProgressCallback) -> _R | types.InputRequiredResult:
-        self._report = report
+    async def round(
+        self, report: ProgressCallback, log: ServerLogHandler
+    ) -> _R | types.InputRequiredResult:
+        self._report, self._log = report, log
         try:
             while True:
                 changed = self._changed
@@ -139,7 +146,7 @@ class _Parked(Generic[_R]):
             self.cancel()  # the client gave up on the request
             raise
         finally:
-            self._report = None
+            self._report = self._log = None
 
     def _wake(self) -> None:
         self._changed.set()
@@ -160,11 +167,13 @@ class ParkedCalls:
         *,
         check: Callable[[types.InputRequest], str | None],
         report: ProgressCallback,
+        log: ServerLogHandler,
     ) -> _R | types.InputRequiredResult:
         """Run `work` (first round) or continue it (a retry naming it), for one round.
 
-        `check` says why the client cannot answer a question (None: it can). Raises what
-        `work` raised, or `MCPError` for a retry whose request is not running here.
+        The round's `report` and `log` take the request's progress and log messages. `check`
+        says why the client cannot answer a question (None: it can). Raises what `work` raised,
+        or `MCPError` for a retry whose request is not running here.
         """
         state = params.request_state
         if state is None:
@@ -188,4 +197,4 @@ class ParkedCalls:
                 )
             parked = found
             parked.deliver(params.input_responses or {})
-        return await parked.round(report)
+        return await parked.round(report, log)

@@ -5,7 +5,8 @@ Every model call and tool call (start, end, a tool's own progress) becomes a
 (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing when the client
 asked for no progress. The run's milestones also go out as log messages
 (`notifications/message`): on handshake-era connections from info up, on 2026-07-28 ones
-at the level the request opted in to.
+at the level the request opted in to. A downstream server's log message during a tool call
+(a `note` with a `log` level) goes out as the server sent it.
 """
 
 from __future__ import annotations
@@ -16,19 +17,16 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from ..sampling_model import WAITING
 from ..trace import TraceEvent
+from .logs import NOTIFY_TIMEOUT, client_log_levels, send_log
 
 __all__ = ["LOGGER_NAME", "McpNotifier", "describe"]
 
 LOGGER_NAME = "agent-gateway"
-NOTIFY_TIMEOUT = 5.0
-"""A notification that cannot be written in this long is dropped: the run never waits on it."""
 MAX_DETAIL = 500
 
 log = logging.getLogger(__name__)
@@ -38,18 +36,20 @@ class McpNotifier:
     """Maps one run's trace events to progress and log notifications of one MCP request."""
 
     def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._ctx = ctx
         self._session = ctx.session
         self._request_id = ctx.request_id
-        levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
-        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            # Handshake era: every level is allowed, but debug lines would flood the client.
-            levels -= {"debug"}
-        self._levels = levels
+        self._levels = client_log_levels(ctx)
         self._progress = 0
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "error" and event.error == "cancelled":
             # The client cancelled: nobody reads this request's stream any more.
+            return
+        server_log = _server_log(event)
+        if server_log is not None:
+            if server_log.level in self._levels:
+                await send_log(self._ctx, server_log)
             return
         described = describe(event)
         if described is None:
@@ -106,6 +106,23 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
         case _:
             return None
+
+
+def _server_log(event: TraceEvent) -> types.LoggingMessageNotificationParams | None:
+    """A downstream server's log message, as the engine notes it under a tool call."""
+    output = event.output
+    if event.kind != "tool" or event.phase != "note" or not isinstance(output, dict):
+        return None
+    if "log" not in output:
+        return None
+    try:
+        return types.LoggingMessageNotificationParams(
+            level=output["log"],  # pyright: ignore[reportArgumentType]
+            logger=output.get("logger"),  # pyright: ignore[reportArgumentType]
+            data=output.get("data"),
+        )
+    except ValidationError:
+        return None
 
 
 def _calls(output: JsonValue) -> str:

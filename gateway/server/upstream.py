@@ -8,6 +8,9 @@ sampling, elicitation and roots requests (`toolkits.mcp.answering`):
 - 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
   travels in an `InputRequiredResult` (`parked`).
 
+The downstream server's log messages during the call go to our client too (`logs.log_relay`),
+related to the request; to 2026-07-28 clients through whichever round is waiting.
+
 A client that did not declare the capability (sampling, sampling with tools, elicitation in the
 mode asked, roots) is never asked: the downstream server gets an MCP error saying that the
 upstream client lacks it.
@@ -28,9 +31,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from toolkits import ProgressCallback
-from toolkits.mcp import answering
+from toolkits.mcp import answering, on_server_log
 from toolkits.mcp.server_requests import refusal
 
+from .logs import log_relay
 from .parked import ANSWER_TIMEOUT
 from .relay import connection_of
 from .serving import serving
@@ -133,6 +137,7 @@ async def for_client(
             work,
             check=lambda request: upstream_problem(ctx.session, request),
             report=ctx.session.report_progress,
+            log=log_relay(ctx),
         )
 
     async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
@@ -140,5 +145,6 @@ async def for_client(
 
     # Calls of one connection may stand in for each other where the downstream transport
     # cannot tell which call a request belongs to: they all answer to the same client.
-    with answering(ask, owner=connection_of(ctx)):
+    owner = connection_of(ctx)
+    with answering(ask, owner=owner), on_server_log(log_relay(ctx), owner=owner):
         return await work(ctx.session.report_progress)

@@ -150,3 +150,23 @@ async def test_its_resources_prompts_and_completions_are_served(era: str) -> Non
     assert weather.messages[0].content == types.TextContent(text="What's weather in Paris, Texas?")
     assert departments.completion.values == ["Engineering"]
     assert people.completion.values == ["David", "Eve", "Frank"]
+
+
+async def test_its_log_message_during_a_call_reaches_our_client() -> None:
+    # Turning simulated logging on sends one random-leveled message at once, during that call
+    # (then one every 5 s, between calls: for the node's log only). Only a 2026-07-28 client
+    # opting in to debug takes every level, so only that pairing is deterministic.
+    heard: list[types.LoggingMessageNotificationParams] = []
+
+    async def hear(params: types.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    with anyio.fail_after(40):
+        async with through_us("auto", logging_callback=hear, log_level="debug") as client:
+            started = await client.call_tool("everything__toggle-simulated-logging", {})
+            stopped = await client.call_tool("everything__toggle-simulated-logging", {})
+    assert "Started simulated" in result_text(started)
+    assert "Stopped simulated" in result_text(stopped)
+    [message] = heard
+    assert isinstance(message.data, str)
+    assert message.data.lower().startswith(message.level.lower())

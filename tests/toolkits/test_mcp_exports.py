@@ -19,6 +19,7 @@ def test_the_package_exports_what_we_mean() -> None:
         "NodeTools",
         "PrefixPolicy",
         "ProtocolMode",
+        "ServerLogHandler",
         "ServerRequestHandler",
         "Target",
         "ToolsChangedCallback",
@@ -27,6 +28,7 @@ def test_the_package_exports_what_we_mean() -> None:
         "answering",
         "is_offered",
         "load_mcp_servers",
+        "on_server_log",
         "resolve_tool_names",
         "sanitize_name",
     }

@@ -7,7 +7,8 @@ async with McpToolkitGroup(configs) as group:
     prompts = await group["time"].catalog.list_prompts()   # resources, prompts, completions
 
 Requests a server sends its client during a call (sampling, elicitation, roots) go to whoever
-made the call: wrap calls in `answering(handler)`; see `server_requests`.
+made the call: wrap calls in `answering(handler)`; its log messages during a call go to
+`on_server_log(handler)` blocks the same way; see `server_requests`.
 """
 
 from .catalog import McpCatalog
@@ -24,7 +25,7 @@ from .group import McpToolkitGroup
 from .health import HealthState, NodeHealth
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
-from .server_requests import ServerRequestHandler, answering
+from .server_requests import ServerLogHandler, ServerRequestHandler, answering, on_server_log
 from .session import Backoff, Target
 from .transport import TransportFactory
 
@@ -42,6 +43,7 @@ __all__ = [
     "NodeTools",
     "PrefixPolicy",
     "ProtocolMode",
+    "ServerLogHandler",
     "ServerRequestHandler",
     "Target",
     "ToolsChangedCallback",
@@ -50,6 +52,7 @@ __all__ = [
     "answering",
     "is_offered",
     "load_mcp_servers",
+    "on_server_log",
     "resolve_tool_names",
     "sanitize_name",
 ]

@@ -113,6 +113,7 @@ class McpToolkit:
             adopt_listing=self._adopt_listing,
             on_list_changed=self._on_list_changed,
             client_options=self._calls.client_callbacks(),
+            on_server_log=self._calls.relay_log,
             target=target,
             backoff=backoff,
             log=self._log,

@@ -18,6 +18,11 @@ Which call a request belongs to:
   client. A request while no call is in flight (a server syncing roots at startup) is refused.
 
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
+
+Log messages (`notifications/message`) a server sends during a call are attributed the same
+way and go to the handlers of the `on_server_log` blocks the call was made in (the proxy's,
+for its client; the engine's, for the trace). An ambiguous or unattributable message goes to
+nobody: the node writes every message to its Python log anyway.
 """
 
 from __future__ import annotations
@@ -36,8 +41,11 @@ __all__ = [
     "Answerer",
     "CallsInFlight",
     "InFlightCall",
+    "LogListener",
+    "ServerLogHandler",
     "ServerRequestHandler",
     "answering",
+    "on_server_log",
     "refusal",
 ]
 
@@ -57,6 +65,22 @@ class Answerer:
 
 _answerer: ContextVar[Answerer | None] = ContextVar("toolkits.mcp.answerer", default=None)
 
+ServerLogHandler = Callable[[mcp_types.LoggingMessageNotificationParams], Awaitable[None]]
+"""Takes one log message a server sent during a call made in an `on_server_log` block."""
+
+
+@dataclass(frozen=True, eq=False)
+class LogListener:
+    """Who hears the log messages of the calls made in one `on_server_log` block."""
+
+    handle: ServerLogHandler
+    owner: object
+
+
+_log_listeners: ContextVar[tuple[LogListener, ...]] = ContextVar(
+    "toolkits.mcp.log_listeners", default=()
+)
+
 
 @contextmanager
 def answering(handle: ServerRequestHandler, *, owner: object | None = None) -> Generator[None]:
@@ -73,6 +97,22 @@ def answering(handle: ServerRequestHandler, *, owner: object | None = None) -> G
         _answerer.reset(token)
 
 
+@contextmanager
+def on_server_log(handle: ServerLogHandler, *, owner: object | None = None) -> Generator[None]:
+    """Log messages the servers of MCP calls made inside this block send during the call go
+    to `handle` (besides the node's Python log).
+
+    Blocks nest: a call's messages go to every enclosing block, outermost first. `owner` is as
+    for `answering`; the outermost block's owner is the call's, for attribution.
+    """
+    listener = LogListener(handle, owner if owner is not None else object())
+    token = _log_listeners.set((*_log_listeners.get(), listener))
+    try:
+        yield
+    finally:
+        _log_listeners.reset(token)
+
+
 @dataclass(eq=False)
 class InFlightCall:
     """One call a node has in flight, and who answers its server's requests."""
@@ -81,7 +121,16 @@ class InFlightCall:
     on_waiting: Callable[[bool], None] | None = None
     """Told when the call starts (True) and stops (False) waiting on an answer: the node pauses
     the call's idle timeout meanwhile, since the server is waiting on us, not hung."""
+    listeners: tuple[LogListener, ...] = ()
+    """Who hears the server's log messages during the call (`on_server_log`)."""
     _waiting: int = field(default=0, repr=False)
+
+    @property
+    def log_owner(self) -> object | None:
+        """Whom the call's log messages may be attributed to when the transport does not say."""
+        if self.listeners:
+            return self.listeners[0].owner
+        return self.answerer.owner if self.answerer is not None else None
 
     @contextmanager
     def waiting(self) -> Generator[None]:
@@ -115,7 +164,7 @@ class CallsInFlight:
     @contextmanager
     def track(self, on_waiting: Callable[[bool], None] | None = None) -> Generator[InFlightCall]:
         """Hold a call in flight for the block, answered by the current `answering` block."""
-        call = InFlightCall(_answerer.get(), on_waiting)
+        call = InFlightCall(_answerer.get(), on_waiting, _log_listeners.get())
         self._calls.append(call)
         token = _call.set(call)
         try:
@@ -126,8 +175,8 @@ class CallsInFlight:
 
     async def answer(self, request: InputRequest) -> InputResponse | ErrorData:
         """Answer a request of the node's server (see the module docstring)."""
-        call = _call.get()
-        if call is None or not any(call is mine for mine in self._calls):
+        call = self._current()
+        if call is None:
             found = self._attribute()
             if isinstance(found, str):
                 return refusal(request, found)
@@ -138,6 +187,24 @@ class CallsInFlight:
             )
         with call.waiting():
             return await call.answerer.handle(request)
+
+    async def relay_log(self, params: mcp_types.LoggingMessageNotificationParams) -> bool:
+        """Hand a log message of the node's server to the listeners of the call it belongs to
+        (see the module docstring); False when it belongs to no call or to an unknown one."""
+        call = self._current()
+        if call is None:
+            owners = {call.log_owner for call in self._calls}
+            if len(owners) != 1:  # no call in flight, or calls of several owners
+                return False
+            call = self._calls[-1]
+        for listener in call.listeners:
+            await listener.handle(params)
+        return bool(call.listeners)
+
+    def _current(self) -> InFlightCall | None:
+        """The call of the running context, if it is one of this node's."""
+        call = _call.get()
+        return call if call is not None and any(call is mine for mine in self._calls) else None
 
     def _attribute(self) -> InFlightCall | str:
         """The call a request with no known origin belongs to, or why none can be chosen."""

@@ -178,6 +178,8 @@ class OwnedSession:
         adopt_listing: AdoptListing,
         on_list_changed: ListChanged,
         client_options: Mapping[str, Any],
+        on_server_log: Callable[[mcp_types.LoggingMessageNotificationParams], Awaitable[bool]]
+        | None = None,
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         log: logging.Logger,
@@ -187,6 +189,7 @@ class OwnedSession:
         self._adopt_listing = adopt_listing
         self._on_list_changed = on_list_changed
         self._client_options = client_options
+        self._relay_log = on_server_log
         self._target = target
         self._backoff = backoff
         self._log = log
@@ -367,6 +370,9 @@ class OwnedSession:
             cache=None,  # the owner keeps the listing; a refresh must reach the server
             message_handler=partial(self._on_message, conn),
             logging_callback=self._on_server_log,
+            # 2026-07-28 servers log only to requests that opt in: take every level, so that
+            # whoever hears a call's messages (`on_server_log`) can filter for its own client.
+            log_level="debug",
             client_info=_CLIENT_INFO,
             **self._client_options,
         )
@@ -439,6 +445,11 @@ class OwnedSession:
         source = f" [{params.logger}]" if params.logger else ""
         level = _LOG_LEVELS.get(params.level, logging.INFO)
         self._log.log(level, "server log%s: %s", source, params.data)
+        if self._relay_log is not None:
+            try:
+                await self._relay_log(params)
+            except Exception:  # a listener's bug must not touch the session
+                self._log.exception("relaying a server log message failed")
 
     def _set_state(
         self,

@@ -1,0 +1,62 @@
+"""Log messages for our MCP client: the levels it takes, and a downstream server's relayed.
+
+Handshake-era clients (2025-11-25) get info and up (every level is allowed, but debug lines
+would flood them); 2026-07-28 clients what the request opted in to (`_meta`). A downstream
+server's message during a proxied request goes to that request's client as the server sent it
+(level, logger, data), related to the request, so streamable HTTP carries it on the request's
+stream.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from toolkits.mcp import ServerLogHandler
+
+__all__ = ["NOTIFY_TIMEOUT", "client_log_levels", "log_relay", "send_log"]
+
+NOTIFY_TIMEOUT = 5.0
+"""A notification that cannot be written in this long is dropped: the work never waits on it."""
+
+log = logging.getLogger(__name__)
+
+
+def client_log_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.LoggingLevel]:
+    """The levels the client of `ctx` takes log messages at, for this request."""
+    levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
+    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+        levels -= {"debug"}
+    return levels
+
+
+async def send_log(
+    ctx: ServerRequestContext[Any, Any], params: types.LoggingMessageNotificationParams
+) -> None:
+    """One log message to the client of `ctx`, related to its request (bounded, never raises
+    for the client's sake; the caller checks the level)."""
+    with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
+        await ctx.session.send_notification(
+            types.LoggingMessageNotification(params=params), related_request_id=ctx.request_id
+        )
+    if scope.cancelled_caught:
+        log.warning(
+            "dropped a log message for request %s: the client is not reading", ctx.request_id
+        )
+
+
+def log_relay(ctx: ServerRequestContext[Any, Any]) -> ServerLogHandler:
+    """Relays a downstream server's log messages to the client of `ctx` at the levels it takes."""
+    levels = client_log_levels(ctx)
+
+    async def relay(params: types.LoggingMessageNotificationParams) -> None:
+        if params.level in levels:
+            await send_log(ctx, params)
+
+    return relay

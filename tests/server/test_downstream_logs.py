@@ -1,0 +1,144 @@
+"""A node's server logs during a call: the proxied call's client hears it, an agent run notes it.
+
+Every pairing of eras: our client on 2025-11-25 (info and up) or 2026-07-28 (what it opted in
+to; the proxied call is parked, and the message goes to the round waiting), and the node's
+server on either (the message in the call's own context, or on a connection that does not say
+which call it belongs to).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
+
+from agent import ScriptedModel
+from gateway import AgentSpec, Gateway, TraceEvent
+from tests.servers.inprocess import Context, ToyServer, text_result
+from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
+
+from .support import ERAS, call, serve
+
+pytestmark = pytest.mark.anyio
+
+DOWNSTREAM: list[ProtocolMode] = ["legacy", "modern"]
+WARNING = ("warning", "chatty", {"disk": "low", "free_gb": 3})
+DEBUG = ("debug", "chatty", "details nobody asked for")
+
+
+def chatty_node(down: ProtocolMode) -> McpToolkit:
+    """A node whose `chatty` tool logs a debug and a warning message during the call."""
+    toy = ToyServer("toy")
+
+    async def chatty(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        for level, logger, data in (DEBUG, WARNING):
+            # The 2026-07-28 deprecation of logging is not ours to act on here.
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.session.send_log_message(  # pyright: ignore[reportDeprecated]
+                    level, data, logger, related_request_id=ctx.request_id
+                )
+        return text_result("done")
+
+    toy.add("chatty", chatty)
+    config = McpServerConfig(command="in-process", protocol=down)
+    return McpToolkit("toy", config, target=toy.server)
+
+
+class Inbox:
+    """An upstream client's `logging_callback`: what it heard."""
+
+    def __init__(self) -> None:
+        self.messages: list[types.LoggingMessageNotificationParams] = []
+
+    async def __call__(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.messages.append(params)
+
+    def heard(self, logger: str = "chatty") -> list[tuple[str, str | None, Any]]:
+        return [(m.level, m.logger, m.data) for m in self.messages if m.logger == logger]
+
+
+def expected(era: str) -> list[tuple[str, str | None, Any]]:
+    # 2025-11-25 clients get info and up; the 2026-07-28 client below opted in to debug.
+    return [DEBUG, WARNING] if era == "auto" else [WARNING]
+
+
+@pytest.mark.parametrize("down", DOWNSTREAM)
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_proxied_calls_server_logs_reach_our_client(era: str, down: ProtocolMode) -> None:
+    inbox = Inbox()
+    async with (
+        chatty_node(down) as node,
+        Client(
+            serve(Gateway([node], []), expose_tools=True),
+            mode=era,
+            logging_callback=inbox,
+            log_level="debug",
+        ) as client,
+    ):
+        result = await client.call_tool("toy__chatty", {})
+    assert not result.is_error
+    assert inbox.heard() == expected(era)
+
+
+@pytest.mark.parametrize("down", DOWNSTREAM)
+async def test_a_2026_client_gets_the_levels_it_opted_in_to(down: ProtocolMode) -> None:
+    inbox = Inbox()
+    async with (
+        chatty_node(down) as node,
+        Client(
+            serve(Gateway([node], []), expose_tools=True),
+            mode="auto",
+            logging_callback=inbox,
+            log_level="warning",
+        ) as client,
+    ):
+        await client.call_tool("toy__chatty", {})
+    assert inbox.heard() == [WARNING]
+
+
+@pytest.mark.parametrize("down", DOWNSTREAM)
+async def test_an_agent_runs_trace_notes_the_servers_logs_under_the_tool(
+    down: ProtocolMode,
+) -> None:
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
+    spec = AgentSpec("assistant", ScriptedModel([call("toy__chatty"), "ok"]), tools=["toy"])
+    async with chatty_node(down) as node:
+        result = await Gateway([node], [spec], hooks=[record]).run("assistant", "go")
+    assert result.output == "ok"
+    [tool_span] = [e for e in events if e.kind == "tool" and e.phase == "start"]
+    notes = [e for e in events if e.phase == "note"]
+    assert [(e.kind, e.name, e.parent_id) for e in notes] == [
+        ("tool", "toy__chatty", tool_span.id)
+    ] * 2
+    assert [e.output for e in notes] == [
+        {"log": level, "logger": logger, "data": data} for level, logger, data in (DEBUG, WARNING)
+    ]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_served_agents_client_hears_its_tools_server_logs(era: str) -> None:
+    inbox = Inbox()
+    spec = AgentSpec(
+        "assistant",
+        ScriptedModel([call("toy__chatty"), "ok"]),
+        tools=["toy"],
+        description="An agent.",
+    )
+    async with (
+        chatty_node("modern") as node,
+        Client(
+            serve(Gateway([node], [spec])), mode=era, logging_callback=inbox, log_level="debug"
+        ) as client,
+    ):
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert not result.is_error
+    assert inbox.heard() == expected(era)
