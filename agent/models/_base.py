@@ -12,11 +12,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import httpx
+
+from ..errors import ModelConfigError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
-from ._http import ProviderHTTP
+from ._http import ProviderHTTP, Secret
 from ._json import JSONObject
 from ._sse import SSEEvent
+from .retry import RetryPolicy
 from .settings import ModelSettings
 
 
@@ -44,16 +48,36 @@ class HTTPChatModel(ABC):
     """A `ChatModel` over one provider's HTTP API. Its repr shows the name, never the key."""
 
     def __init__(
-        self, *, name: str, provider: str, http: ProviderHTTP, settings: ModelSettings
+        self,
+        *,
+        name: str,
+        provider: str,
+        secret: Secret | None,
+        http_client: httpx.AsyncClient | None,
+        retry: RetryPolicy | None,
+        settings: ModelSettings | None,
     ) -> None:
         self._name = name
         self._provider = provider
-        self._http = http
-        self._settings = settings
+        self._secret = secret
+        self._http = ProviderHTTP(
+            label=name,
+            provider=provider,
+            client=http_client,
+            retry=retry or RetryPolicy(),
+            secret=secret,
+        )
+        self._settings = settings or ModelSettings()
 
     @property
     def name(self) -> str:
         return self._name
+
+    def _key(self) -> str:
+        """The API key, for a provider that cannot be called without one."""
+        if self._secret is None:
+            raise ModelConfigError(f"{self._name} needs an API key")
+        return self._secret.reveal()
 
     @property
     def provider(self) -> str:

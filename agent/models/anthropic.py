@@ -30,7 +30,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest
-from ._http import ProviderHTTP, Secret
+from ._http import Secret
 from ._json import JSONObject, arr, count, is_arr, is_obj, new_call_id, obj, text, tool_call
 from ._sse import SSEEvent
 from .retry import RetryPolicy
@@ -61,18 +61,13 @@ class AnthropicModel(HTTPChatModel):
         if not api_key:
             raise ModelConfigError("anthropic needs an API key (ANTHROPIC_API_KEY)")
         name = f"anthropic:{model}"
-        self._secret = Secret(api_key)
         super().__init__(
             name=name,
             provider="anthropic",
-            http=ProviderHTTP(
-                label=name,
-                provider="anthropic",
-                client=http_client,
-                retry=retry or RetryPolicy(),
-                secret=self._secret,
-            ),
-            settings=settings or ModelSettings(),
+            secret=Secret(api_key),
+            http_client=http_client,
+            retry=retry,
+            settings=settings,
         )
         self._model = model
         self._url = base_url.rstrip("/") + "/messages"
@@ -101,7 +96,7 @@ class AnthropicModel(HTTPChatModel):
             body["temperature"] = self._settings.temperature
         if stream:
             body["stream"] = True
-        headers = {"x-api-key": self._secret.reveal(), "anthropic-version": ANTHROPIC_VERSION}
+        headers = {"x-api-key": self._key(), "anthropic-version": ANTHROPIC_VERSION}
         return HTTPRequest(url=self._url, body=body, headers=headers)
 
     def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:

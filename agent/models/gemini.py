@@ -33,7 +33,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest
-from ._http import ProviderHTTP, Secret
+from ._http import Secret
 from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, text, tool_call
 from ._sse import SSEEvent
 from .retry import RetryPolicy
@@ -62,18 +62,13 @@ class GeminiModel(HTTPChatModel):
             raise ModelConfigError("gemini needs an API key (GEMINI_API_KEY)")
         model = model.removeprefix("models/")
         name = f"gemini:{model}"
-        self._secret = Secret(api_key)
         super().__init__(
             name=name,
             provider="gemini",
-            http=ProviderHTTP(
-                label=name,
-                provider="gemini",
-                client=http_client,
-                retry=retry or RetryPolicy(),
-                secret=self._secret,
-            ),
-            settings=settings or ModelSettings(),
+            secret=Secret(api_key),
+            http_client=http_client,
+            retry=retry,
+            settings=settings,
         )
         # The key travels in a header, never in the URL, so no URL can leak it.
         self._url = f"{base_url.rstrip('/')}/models/{model}"
@@ -99,7 +94,7 @@ class GeminiModel(HTTPChatModel):
             if stream
             else f"{self._url}:generateContent"
         )
-        return HTTPRequest(url=url, body=body, headers={"x-goog-api-key": self._secret.reveal()})
+        return HTTPRequest(url=url, body=body, headers={"x-goog-api-key": self._key()})
 
     def _wire_contents(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
         """Consecutive messages of one role become one turn: all function responses to a model

@@ -35,7 +35,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest
-from ._http import ProviderHTTP, Secret, public_url
+from ._http import Secret, public_url
 from ._json import (
     JSONObject,
     arguments_text,
@@ -81,22 +81,16 @@ class OpenAIModel(HTTPChatModel):
         if urlsplit(base_url).scheme not in ("http", "https"):
             raise ModelConfigError(f"base URL must be http(s): {public_url(base_url)!r}")
         name, provider = self._identity(base_url, model)
-        secret = Secret(api_key) if api_key else None
         super().__init__(
             name=name,
             provider=provider,
-            http=ProviderHTTP(
-                label=name,
-                provider=provider,
-                client=http_client,
-                retry=retry or RetryPolicy(),
-                secret=secret,
-            ),
-            settings=settings or ModelSettings(),
+            secret=Secret(api_key) if api_key else None,
+            http_client=http_client,
+            retry=retry,
+            settings=settings,
         )
         self._model = model
         self._url = base_url.rstrip("/") + "/chat/completions"
-        self._secret = secret
         self._text_tool_calls = text_tool_calls
         self._strict_tools = strict_tools
 
