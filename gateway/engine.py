@@ -377,7 +377,8 @@ class Gateway:
         arguments = split_routed_input(tool, action.input)
         tracer = context.tracer
         if action.node in self.agents:
-            # An agent used as a tool resolves its run right here, inside this call.
+            # An agent used as a tool resolves its run right here, inside this call. It takes
+            # no limiter slot: its own tool calls do, and holding one here could deadlock.
             async with tracer.span(
                 "tool", action.tool, parent_id=parent_id, input=arguments
             ) as span:
