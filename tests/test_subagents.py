@@ -209,3 +209,11 @@ async def test_a_resumed_run_keeps_counting_against_its_budget() -> None:
     resumed = await gateway(resumed_model).resume(state)
     assert (resumed.error or "").startswith("Token budget (10)")
     assert resumed_model.calls == []
+
+
+async def test_nested_agents_run_with_a_single_tool_slot() -> None:
+    gateway, _ = three_levels()
+    single = Gateway(gateway.nodes.values(), gateway.agents.values(), max_concurrency=1)
+    with anyio.fail_after(5):  # an agent tool holding the only slot would deadlock here
+        result = await single.run("assistant", "shirts?")
+    assert result.output == "425 dollars."
