@@ -11,15 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anyio
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
-from pydantic import BaseModel, ConfigDict, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent import (
     Action,
     ActionResponse,
+    AgentError,
     AgentItem,
     AgentOptions,
     AgentResult,
@@ -36,6 +37,7 @@ from toolkits import (
     ProgressCallback,
     Tool,
     Toolkit,
+    ToolkitError,
     result_data,
     result_text,
     split_routed_input,
@@ -43,7 +45,14 @@ from toolkits import (
 from toolkits.mcp import McpToolkit, on_server_log
 from toolkits.observation import DEFAULT_MAX_CHARS
 
-from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
+from .errors import (
+    ConfigError,
+    DepthExceeded,
+    GatewayError,
+    ToolConflict,
+    UnknownAgent,
+    UnknownTool,
+)
 from .models import ClientSampling
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
@@ -82,6 +91,9 @@ class RunState(BaseModel):
     items: list[AgentItem]
     request: EngineRequest | None = None
     response: EngineResponse | None = None
+    children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
+    """Agents running as tools of the pending `request`, by tool-call id: their own states,
+    so a run stopped while they worked resumes them where they were."""
 
 
 class RunResult(BaseModel):
@@ -215,6 +227,7 @@ class Gateway:
                 options=spec.options,
                 memory=self.memory,
             )
+            saver = _Saver(state, checkpoint)
             request, response = state.request, state.response
             while True:
                 if request is None:
@@ -225,14 +238,10 @@ class Gateway:
                     if isinstance(outcome, AgentResult):
                         break
                     request, response = outcome, None
-                    state = state.model_copy(update={"request": request, "response": None})
-                    if checkpoint:
-                        await checkpoint(state)
-                response = await self._dispatch(request, tools, context, agent_span.id)
+                    await saver.save(request=request, response=None)
+                response = await self._dispatch(request, tools, context, agent_span.id, saver)
                 request = None
-                state = state.model_copy(update={"request": None, "response": response})
-                if checkpoint:
-                    await checkpoint(state)
+                await saver.save(request=None, response=response, children={})
             agent_span.output = _outputs(outcome.items)
         return outcome
 
@@ -354,21 +363,35 @@ class Gateway:
         tools: Mapping[str, Tool],
         context: RunContext,
         parent_id: str,
+        saver: _Saver,
     ) -> EngineResponse:
         """Run every action of `request` concurrently; failures become error responses."""
         responses: list[ActionResponse | None] = [None] * len(request.actions)
 
         async def run_one(index: int, action: Action) -> None:
-            responses[index] = await self._run_action(action, tools, context, parent_id)
+            responses[index] = await self._run_action(action, tools, context, parent_id, saver)
 
-        async with anyio.create_task_group() as tg:
-            for index, action in enumerate(request.actions):
-                tg.start_soon(run_one, index, action)
+        try:
+            async with anyio.create_task_group() as tg:
+                for index, action in enumerate(request.actions):
+                    tg.start_soon(run_one, index, action)
+        except BaseExceptionGroup as group:
+            # What escapes an action is a signal for the whole run (a stop, a pause for the
+            # client's answer): let it arrive as itself, not wrapped, however deep it began.
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 
     async def _run_action(
-        self, action: Action, tools: Mapping[str, Tool], context: RunContext, parent_id: str
+        self,
+        action: Action,
+        tools: Mapping[str, Tool],
+        context: RunContext,
+        parent_id: str,
+        saver: _Saver,
     ) -> ActionResponse:
         tool = tools.get(action.tool)
         if tool is None or tool.source_node != action.node:
@@ -382,7 +405,13 @@ class Gateway:
             async with tracer.span(
                 "tool", action.tool, parent_id=parent_id, input=arguments
             ) as span:
-                response = await self._run_agent_tool(action, arguments, context, span.id)
+                try:
+                    response = await self._run_agent_tool(
+                        action, arguments, context, span.id, saver
+                    )
+                except (AgentError, ToolkitError, GatewayError) as exc:
+                    # The inner agent failed (its model, say): for the caller it is a failed tool.
+                    response = ActionResponse(action=action, error=str(exc) or repr(exc))
                 span.output, span.error = response.data, response.error
                 return response
         try:
@@ -394,7 +423,12 @@ class Gateway:
         return ActionResponse(action=action, data=call.data, error=call.error)
 
     async def _run_agent_tool(
-        self, action: Action, arguments: Mapping[str, Any], context: RunContext, parent_id: str
+        self,
+        action: Action,
+        arguments: Mapping[str, Any],
+        context: RunContext,
+        parent_id: str,
+        saver: _Saver,
     ) -> ActionResponse:
         inner = self.agents[action.node]
         if inner.name in context.chain:
@@ -409,10 +443,16 @@ class Gateway:
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
-        state = RunState(
-            run_id=context.tracer.run_id, agent=inner.name, items=[AgentItem(prompt=prompt)]
+        saved = saver.state.children.get(action.tool_call_id)
+        state = (
+            saved  # a stored run stopped while this agent worked: go on where it was
+            if saved is not None and saved.agent == inner.name
+            else RunState(
+                run_id=context.tracer.run_id, agent=inner.name, items=[AgentItem(prompt=prompt)]
+            )
         )
-        outcome = await self._drive(inner, state, context, parent_id)
+        checkpoint = saver.child(action.tool_call_id)
+        outcome = await self._drive(inner, state, context, parent_id, checkpoint=checkpoint)
         item = outcome.items[0]
         if item.error is not None:
             return ActionResponse(action=action, error=item.error, usage=outcome.usage)
@@ -442,6 +482,39 @@ def _definition(tool: Tool) -> ToolDefinition:
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
     )
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves += _leaves(cast(BaseExceptionGroup[BaseException], exc))
+        else:
+            leaves.append(exc)
+    return leaves
+
+
+class _Saver:
+    """A run's latest state, handed to its checkpoint on every change. Agents running as its
+    tools save their own states into it (`children`), so the outer checkpoint holds them."""
+
+    def __init__(self, state: RunState, checkpoint: Checkpoint | None) -> None:
+        self.state = state
+        self._checkpoint = checkpoint
+
+    async def save(self, **update: Any) -> None:
+        self.state = self.state.model_copy(update=update)
+        if self._checkpoint is not None:
+            await self._checkpoint(self.state)
+
+    def child(self, call_id: str) -> Checkpoint | None:
+        if self._checkpoint is None:  # nobody stores this run: its children need not save
+            return None
+
+        async def save_child(child: RunState) -> None:
+            await self.save(children={**self.state.children, call_id: child})
+
+        return save_child
 
 
 def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:

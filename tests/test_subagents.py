@@ -217,3 +217,60 @@ async def test_nested_agents_run_with_a_single_tool_slot() -> None:
     with anyio.fail_after(5):  # an agent tool holding the only slot would deadlock here
         result = await single.run("assistant", "shirts?")
     assert result.output == "425 dollars."
+
+
+async def test_a_run_stopped_inside_a_sub_agent_resumes_it_where_it_was() -> None:
+    from gateway import RunState
+
+    class Stop(Exception):
+        pass
+
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        research = state.children.get("call_1")
+        math = research.children.get("call_1") if research else None
+        if math is not None and math.response is not None:  # the calculator ran: stop here
+            raise Stop
+
+    gateway, _ = three_levels()
+    with pytest.raises(Stop):
+        await gateway.run("assistant", "shirts?", checkpoint=checkpoint)
+
+    # Another process: fresh models that only know what is left to say.
+    state = RunState.model_validate_json(stored[-1])
+    top = ScriptedModel(["425 dollars."])
+    middle = ScriptedModel(["They cost 425."])
+    bottom = ScriptedModel(["425"])
+    ran: list[str] = []
+
+    @function_tool(name="calculator")
+    def counting_calculator(expression: str) -> str:
+        ran.append(expression)
+        return "wrong: the calculator already ran"
+
+    fresh = Gateway(
+        [FunctionToolkit("calculator", [counting_calculator])],
+        [
+            AgentSpec(name="assistant", model=top, tools=["research"]),
+            AgentSpec(name="research", model=middle, tools=["math"]),
+            AgentSpec(name="math", model=bottom, tools=["calculator"]),
+        ],
+    )
+    result = await fresh.resume(state)
+    assert result.output == "425 dollars."
+    assert ran == []
+    assert (len(top.calls), len(middle.calls), len(bottom.calls)) == (1, 1, 1)
+    assert [m.content for m in bottom.calls[0][0] if isinstance(m, ToolMessage)] == ["425"]
+    assert [m.content for m in top.calls[0][0] if isinstance(m, ToolMessage)] == ["They cost 425."]
+
+
+async def test_an_inner_agent_whose_model_fails_is_a_failed_tool() -> None:
+    outer = ScriptedModel([call("inner", prompt="go"), "the inner agent failed"])
+    inner = ScriptedModel([])  # fails at its first call
+    gateway = Gateway([], [AgentSpec("outer", outer, tools=["inner"]), AgentSpec("inner", inner)])
+    result = await gateway.run("outer", "go")
+    assert result.output == "the inner agent failed"
+    observed = next(m for m in outer.calls[1][0] if isinstance(m, ToolMessage))
+    assert observed.content == "Error: scripted has 0 answers and was asked for answer 1"
