@@ -10,6 +10,7 @@ any process.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -42,9 +43,10 @@ from toolkits import (
     result_text,
     split_routed_input,
 )
-from toolkits.mcp import McpToolkit, on_server_log
+from toolkits.mcp import McpToolkit, answering, on_server_log
 from toolkits.observation import DEFAULT_MAX_CHARS
 
+from .agent_answers import ModelAnswers
 from .errors import (
     ConfigError,
     DepthExceeded,
@@ -213,16 +215,15 @@ class Gateway:
     ) -> AgentResult:
         """Alternate the agent's steps and their dispatch until every item is finished."""
         tools = await self.tools_for(spec)
-        context = context.enter(spec.name)
+        chosen = model or _model_for(spec, context)
+        context = context.enter(spec.name, chosen)
         tracer = context.tracer
         async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
             for node in self._unhealthy(spec.tools):
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
             agent = ToolsAgent(
-                model=TracedModel(
-                    model or _model_for(spec, context), tracer, agent_span.id, context.budget
-                ),
+                model=TracedModel(chosen, tracer, agent_span.id, context.budget),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,
                 memory=self.memory,
@@ -295,10 +296,12 @@ class Gateway:
         *,
         meta: Mapping[str, Any],
         relay: ProgressCallback | None = None,
+        agent: RunContext | None = None,
     ) -> _NodeCall:
         """The one way a node's tool is called: bounded by the limiter, traced, its progress
         and its server's log messages noted (progress also relayed), its result read for the
-        model. The node's errors propagate."""
+        model. For an `agent`'s call, the agent's model answers the server's sampling requests.
+        The node's errors propagate."""
         node = self.nodes[tool.source_node]
         cap = _output_cap(node)
         async with (
@@ -321,13 +324,20 @@ class Gateway:
                 }
                 await tracer.note("tool", tool.name, span.id, "note", **data)
 
-            with on_server_log(server_log):
+            answers = None
+            with ExitStack() as scope:
+                scope.enter_context(on_server_log(server_log))
+                if agent is not None and agent.model is not None:
+                    model = TracedModel(agent.model, tracer, span.id, agent.budget)
+                    answers = ModelAnswers(model)
+                    scope.enter_context(answering(answers.handle, owner=tracer))
                 result = await node.call_tool(tool.name, arguments, on_progress=progress, meta=meta)
+            usage = answers.usage if answers is not None else Usage()
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error")
-                return _NodeCall(result, error=span.error)
+                return _NodeCall(result, error=span.error, usage=usage)
             span.output = result_data(result, max_chars=cap)
-            return _NodeCall(result, data=span.output)
+            return _NodeCall(result, data=span.output, usage=usage)
 
     async def _tools_of(self, node_names: Sequence[str], owner: str) -> dict[str, Tool]:
         listed: dict[str, Sequence[Tool]] = {}
@@ -416,11 +426,11 @@ class Gateway:
                 return response
         try:
             call = await self._call_node(
-                tool, arguments, tracer, parent_id, meta=context.call_meta()
+                tool, arguments, tracer, parent_id, meta=context.call_meta(), agent=context
             )
         except Exception as exc:  # a failing tool never fails the run
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
-        return ActionResponse(action=action, data=call.data, error=call.error)
+        return ActionResponse(action=action, data=call.data, error=call.error, usage=call.usage)
 
     async def _run_agent_tool(
         self,
@@ -530,6 +540,8 @@ class _NodeCall:
     data: JsonValue = None
     """What the model reads of a result that is not an error."""
     error: str | None = None
+    usage: Usage = field(default_factory=Usage)
+    """What answering the server's sampling requests cost."""
 
 
 def _output_cap(node: Toolkit) -> int:

@@ -46,6 +46,8 @@ class RunContext:
     """Gateways this run's request passed through before reaching us (from `_meta`)."""
     client_model: ChatModel | None = None
     """The calling MCP client's own model, for every agent of the tree configured to use it."""
+    model: ChatModel | None = None
+    """The current agent's model (it also answers its tools' servers' sampling requests)."""
 
     @property
     def depth(self) -> int:
@@ -56,5 +58,5 @@ class RunContext:
         """The `_meta` for MCP calls made from this run: one more hop."""
         return {HOPS_META_KEY: self.depth}
 
-    def enter(self, agent: str) -> RunContext:
-        return replace(self, chain=(*self.chain, agent))
+    def enter(self, agent: str, model: ChatModel) -> RunContext:
+        return replace(self, chain=(*self.chain, agent), model=model)
