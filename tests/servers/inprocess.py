@@ -110,6 +110,8 @@ class ToyServer:
         async def work(ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
             steps = int(args.get("steps", 3))
             for step in range(1, steps + 1):
+                # The server's own work takes time: what the timeout tests measure is that a
+                # call outlasting its timeout survives because progress keeps arriving.
                 await anyio.sleep(interval)
                 await ctx.session.report_progress(step, steps, f"step {step}")
             return text_result("worked")
