@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Coroutine
-from contextlib import asynccontextmanager
-from typing import Any
+from contextlib import AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
+import anyio.abc
 
-__all__ = ["in_background"]
+__all__ = ["InBackground", "in_background"]
 
 
 @asynccontextmanager
@@ -31,3 +33,31 @@ async def in_background(
             tg.cancel_scope.cancel()
     if error is not None:
         raise error
+
+
+class InBackground:
+    """`async with obj:` runs `obj.run` in the background for the block (see `in_background`)."""
+
+    _exit_stack: AsyncExitStack | None = None
+
+    async def run(
+        self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+    ) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(in_background(self.run))
+            self._exit_stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> bool | None:
+        stack, self._exit_stack = self._exit_stack, None
+        if stack is not None:
+            return await stack.__aexit__(exc_type, exc_val, exc_tb)
+        return None

@@ -14,15 +14,12 @@ listing changes.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AsyncExitStack
-from types import TracebackType
-from typing import Self
 
 import anyio
 import anyio.abc
 
 from ..base import Tool
-from ._background import in_background
+from ._background import InBackground
 from .config import McpServerConfig
 from .health import NodeHealth
 from .naming import resolve_tool_names
@@ -32,7 +29,7 @@ from .session import DEFAULT_BACKOFF, Backoff, Target
 __all__ = ["McpToolkitGroup"]
 
 
-class McpToolkitGroup:
+class McpToolkitGroup(InBackground):
     """The MCP toolkit nodes of one process, keyed by server name (config order kept)."""
 
     def __init__(
@@ -57,7 +54,6 @@ class McpToolkitGroup:
             )
             for name, config in configs.items()
         }
-        self._exit_stack: AsyncExitStack | None = None
 
     def __repr__(self) -> str:
         return f"McpToolkitGroup({list(self._nodes)})"
@@ -113,23 +109,6 @@ class McpToolkitGroup:
                     # Each node's owner task lives in `tg`; `starting` only waits for it to settle.
                     starting.start_soon(tg.start, node.run)
             task_status.started()
-
-    async def __aenter__(self) -> Self:
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(in_background(self.run))
-            self._exit_stack = stack.pop_all()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        stack, self._exit_stack = self._exit_stack, None
-        if stack is not None:
-            return await stack.__aexit__(exc_type, exc_val, exc_tb)
-        return None
 
 
 def _all(unsubscribers: list[Callable[[], None]]) -> Callable[[], None]:

@@ -20,9 +20,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import AsyncExitStack
-from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
@@ -32,7 +30,7 @@ from pydantic import ValidationError
 
 from ..base import ProgressCallback, Tool, error_result
 from ..errors import ServerUnavailable, ToolTimeout, UnknownTool
-from ._background import in_background
+from ._background import InBackground
 from .catalog import McpCatalog
 from .config import McpServerConfig
 from .health import NodeHealth
@@ -80,7 +78,7 @@ class _Listeners:
                 self._log.exception("a %s-changed listener failed", self._what)
 
 
-class McpToolkit:
+class McpToolkit(InBackground):
     """A toolkit node serving one MCP server's tools.
 
     Run it with `async with McpToolkit(name, config) as node:` or start `node.run` in your own
@@ -125,7 +123,6 @@ class McpToolkit:
         self._listeners = {
             kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
         }
-        self._exit_stack: AsyncExitStack | None = None
 
     def __repr__(self) -> str:
         return f"McpToolkit({self._name!r}, {self._config.kind}, {self._session.health.state})"
@@ -368,23 +365,6 @@ class McpToolkit:
         return connection_lost(self._name, conn, what)
 
     # -- running ------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        async with AsyncExitStack() as stack:
-            await stack.enter_async_context(in_background(self.run))
-            self._exit_stack = stack.pop_all()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        stack, self._exit_stack = self._exit_stack, None
-        if stack is not None:
-            return await stack.__aexit__(exc_type, exc_val, exc_tb)
-        return None
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
