@@ -1,0 +1,57 @@
+"""The `agent-gateway` command line: a thin layer over the library.
+
+Each command lives in its own module with a `register(commands)` function that adds its
+subparser and handler; a new command is one module and one entry in `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import logging
+import sys
+from collections.abc import Sequence
+
+import anyio
+
+from agent import AgentError
+from toolkits import ToolkitError
+
+from ..errors import GatewayError
+from . import demo, install, run, serve, tools
+from .common import Commands
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS = (run, demo, tools, serve, install)
+"""Modules with a `register(commands: Commands)` function, in `--help` order."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        if not inspect.iscoroutinefunction(args.handler):
+            return args.handler(args)
+        return anyio.run(args.handler, args)
+    except (GatewayError, AgentError, ToolkitError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def parser() -> argparse.ArgumentParser:
+    """The whole command line, every registered command included."""
+    top = argparse.ArgumentParser(
+        prog="agent-gateway", description="Agents on MCP tools, served over MCP."
+    )
+    top.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    commands = Commands(top)
+    for module in COMMANDS:
+        module.register(commands)
+    return top

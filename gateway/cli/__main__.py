@@ -1,0 +1,7 @@
+"""`python -m gateway.cli`: the command line without the console script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,98 @@
+"""What the commands share: how a command is added, and agents, results and traces."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ..config import Config, load_config
+from ..engine import Gateway, RunResult
+from ..errors import GatewayError
+from ..models import ClientSampling
+from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
+
+__all__ = [
+    "Commands",
+    "Handler",
+    "add_model_options",
+    "add_trace_options",
+    "config_of",
+    "pick_agent",
+    "print_result",
+    "refuse_client_sampling",
+    "trace_hooks",
+]
+
+Handler = Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]]
+"""A command: its parsed arguments in, the exit code out (sync or async)."""
+
+
+class Commands:
+    """The subcommands of `agent-gateway`; `add` gives one its parser and handler."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self._subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    def add(
+        self, name: str, handler: Handler, help: str, *, config: bool = True
+    ) -> argparse.ArgumentParser:
+        """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
+        sub = self._subparsers.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=handler)
+        if config:
+            sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
+        return sub
+
+
+def config_of(args: argparse.Namespace) -> Config:
+    """The config the command names (`--config`), or the one found in the working directory."""
+    path: Any = getattr(args, "config", None)
+    return load_config(path)
+
+
+def add_model_options(sub: argparse.ArgumentParser, *, agent: bool = True) -> None:
+    sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
+    if agent:
+        sub.add_argument("--agent", help="which agent (default: the only one)")
+
+
+def add_trace_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
+    sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
+
+
+def trace_hooks(args: argparse.Namespace) -> list[TraceHook]:
+    hooks: list[TraceHook] = []
+    if getattr(args, "trace", False):
+        hooks.append(TracePrinter(sys.stderr))
+    if getattr(args, "trace_json", False):
+        hooks.append(JsonLinesPrinter(sys.stderr))
+    return hooks
+
+
+def pick_agent(gateway: Gateway, requested: str | None) -> str:
+    if requested is not None:
+        return requested
+    if len(gateway.agents) == 1:
+        return next(iter(gateway.agents))
+    names = ", ".join(sorted(gateway.agents)) or "none"
+    raise GatewayError(f"choose an agent with --agent (configured: {names})")
+
+
+def refuse_client_sampling(gateway: Gateway, name: str) -> None:
+    if isinstance(gateway.agents[name].model, ClientSampling):
+        raise GatewayError(
+            f"agent {name!r}: model 'sampling' needs an MCP client: use `agent-gateway serve` "
+            "(or pass --model SPEC)"
+        )
+
+
+def print_result(result: RunResult, *, label: bool = False) -> int:
+    for item in result.items:
+        if item.error is not None:
+            print(f"error: {item.error}", file=sys.stderr)
+        else:
+            print(f"answer: {item.output}" if label else item.output)
+    return 1 if any(item.error is not None for item in result.items) else 0
