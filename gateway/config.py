@@ -26,21 +26,26 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from agent import DEFAULT_SYSTEM_MESSAGE
 from toolkits.mcp.config import McpServerConfig
 
+from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
 from .errors import ConfigError
 
 __all__ = [
     "BUILTIN_TOOLS",
+    "DEFAULT_AGENT",
     "DEFAULT_CONFIG",
     "DEFAULT_CONFIG_FILE",
     "AgentConfig",
     "Config",
     "GatewaySettings",
     "LocalToolConfig",
+    "find_config_file",
     "load_config",
     "parse_config",
+    "with_default_agent",
 ]
 
 DEFAULT_CONFIG_FILE = "agent-gateway.toml"
+DEFAULT_AGENT = "assistant"
 BUILTIN_TOOLS = ("calculator",)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -163,20 +168,25 @@ DEFAULT_CONFIG = Config(
 
 
 def load_config(path: str | Path | None = None) -> Config:
-    """Read `path`, or `agent-gateway.toml` in the working directory, or the default.
+    """Read `path`; without one, `agent-gateway.toml` in the working directory, else a client's
+    `.mcp.json` there, else the built-in default.
 
-    A `.json` file may be our shape or a Claude Desktop config (`{"mcpServers": ...}`).
-    Raises `ConfigError` naming the file and the key at fault.
+    A `.json` file may be our shape or an MCP client's config (`{"mcpServers": ...}`, with the
+    client's own keys beside it). Raises `ConfigError` naming the file and the key at fault.
     """
     if path is None:
-        if not Path(DEFAULT_CONFIG_FILE).exists():
+        path = find_config_file()
+        if path is None:
             return DEFAULT_CONFIG
-        path = DEFAULT_CONFIG_FILE
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
+        ) from exc
     try:
         data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -185,17 +195,45 @@ def load_config(path: str | Path | None = None) -> Config:
     return _relative_to(parse_config(data, source=str(path)), path.parent)
 
 
+def find_config_file(directory: Path | None = None) -> Path | None:
+    """The config file a command uses when none is named: ours, else a client's."""
+    directory = directory or Path()
+    for name in (DEFAULT_CONFIG_FILE, *CLIENT_CONFIG_FILES):
+        if (directory / name).is_file():
+            return directory / name
+    return None
+
+
 def parse_config(data: Any, *, source: str = "config") -> Config:
-    """Validate already-parsed config data; `source` names it in errors."""
+    """Validate already-parsed config data; `source` names it in errors.
+
+    An MCP client's file (one with `mcpServers`) may carry the client's own settings: they are
+    ignored. Variables in the servers' launch keys are expanded (`client_config`).
+    """
     if isinstance(data, dict):
-        table = cast(dict[str, Any], data)
-        if "mcpServers" in table and not table.keys() & {"agents", "tools", "gateway"}:
-            # A Claude Desktop file carries other settings of the app; only the servers are ours.
-            data = {"mcpServers": table["mcpServers"]}
+        table = dict(cast(dict[str, Any], data))
+        for key in client_keys(table, source=source):
+            del table[key]
+        if isinstance(table.get("mcpServers"), dict):
+            servers = cast(dict[str, Any], table["mcpServers"])
+            table["mcpServers"] = expand_server_variables(servers, source=source)
+        data = table
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {_describe(exc)}") from exc
+
+
+def with_default_agent(config: Config) -> Config:
+    """`config`, or with no agent configured, with an `assistant` agent on every node: what
+    a client's config (servers only) needs to be run as it is."""
+    nodes = [*config.mcp_servers, *config.tools]
+    if config.agents or not nodes or DEFAULT_AGENT in nodes:
+        return config
+    agent = AgentConfig(
+        tools=nodes, description=f"An assistant with the tools of: {', '.join(nodes)}."
+    )
+    return config.model_copy(update={"agents": {DEFAULT_AGENT: agent}})
 
 
 def _relative_to(config: Config, base: Path) -> Config:

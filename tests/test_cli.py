@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
+import gateway.toolbox
 from gateway.cli import main
+
+TOOLBOX = {"command": sys.executable, "args": [gateway.toolbox.__file__]}
+"""The MCP server shipped with the package, as a client's config names a stdio server."""
 
 
 def write_script(path: Path, answers: object) -> Path:
@@ -122,3 +126,72 @@ def test_a_stored_run_stopped_by_its_model_resumes_with_another(
     assert not (state_dir / f"{run_id}.json").exists()
     assert main(resume) == 2
     assert f"no stored run {run_id!r}" in capsys.readouterr().err
+
+
+def test_a_client_config_of_servers_only_runs_with_a_default_assistant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    desktop = tmp_path / "claude_desktop_config.json"
+    desktop.write_text(
+        json.dumps(
+            {
+                "globalShortcut": "Ctrl+Space",
+                "preferences": {"quickEntry": False},
+                "mcpServers": {"toolbox": TOOLBOX},
+            }
+        )
+    )
+    script = write_script(
+        tmp_path / "answers.json",
+        [
+            {"tool_calls": [{"name": "toolbox__text_stats", "arguments": {"text": "a b c"}}]},
+            {"content": "Three words."},
+        ],
+    )
+    code = main(
+        ["run", "Count", "--config", str(desktop), "--model", f"scripted:{script}", "--trace"]
+    )
+    out, err = capsys.readouterr()
+    assert (code, out) == (0, "Three words.\n"), err
+    assert '"words":3' in err
+    assert "agent assistant" in err
+
+
+@pytest.mark.parametrize("command", [["run", "hi"], ["demo"], ["serve", "--stdio"]])
+def test_an_unknown_agent_is_a_clear_error_listing_the_agents(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--agent", "nope"]) == 2
+    assert "error: no agent named 'nope' (configured: assistant)" in capsys.readouterr().err
+
+
+def test_tools_exits_0_when_every_server_is_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX}}))
+    assert main(["tools", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "toolbox__convert_units" in out
+    assert "server toolbox: ready" in out
+    assert "agent assistant: model=none tools=['toolbox']" in out
+
+
+@pytest.mark.integration
+def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path: Path) -> None:
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None
+    empty = tmp_path / "empty.toml"
+    empty.write_text("[gateway]\nmax_depth = 3\n")
+    done = subprocess.run(
+        [executable, "serve", "--stdio", "--config", str(empty)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "warning: serving nothing: no agents and no tools" in done.stderr
+    done = subprocess.run(
+        [executable, "serve", "--stdio"],
+        cwd=tmp_path, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert "warning: agent 'assistant' has no model, so calls to it fail" in done.stderr
+    assert "serving nothing" not in done.stderr

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.app import open_gateway
-from gateway.config import DEFAULT_CONFIG, load_config, parse_config
+from gateway.config import DEFAULT_CONFIG, load_config, parse_config, with_default_agent
 from gateway.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -118,3 +118,84 @@ async def test_an_unimportable_python_tool_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"tools\.t\.python: cannot import"):
         async with open_gateway(config):
             pass
+
+
+def test_a_client_file_keeps_its_own_keys_beside_our_tables(tmp_path: Path) -> None:
+    desktop = {
+        "globalShortcut": "Ctrl+Space",
+        "preferences": {"menuBarEnabled": True},
+        "mcpServers": {"memory": {"command": "npx", "args": ["-y", "server-memory"]}},
+        "agents": {"helper": {"tools": ["memory"]}},
+    }
+    path = tmp_path / "claude_desktop_config.json"
+    path.write_text(json.dumps(desktop))
+    config = load_config(path)
+    assert list(config.agents) == ["helper"]
+    assert list(config.mcp_servers) == ["memory"]
+    with pytest.raises(ConfigError, match=r"agnts: unknown key \(did you mean 'agents'\?\)"):
+        parse_config({**desktop, "agnts": {}}, source="c.json")
+
+
+def test_variables_in_server_launch_keys_expand_as_in_mcp_clients(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("API_TOKEN", "s3cret")
+    monkeypatch.setenv("DATA_DIR", "/data")
+    monkeypatch.setenv("EMPTY", "")
+    monkeypatch.delenv("UNSET_ONE", raising=False)
+    monkeypatch.setenv("PWD", str(tmp_path))
+    servers = {
+        "files": {
+            "command": "${DATA_DIR}/bin/server",
+            "args": ["--root", "${PWD}", "--mode=${UNSET_ONE:-fast}", "${EMPTY:-fallback}"],
+            "env": {"TOKEN": "${env:API_TOKEN}", "HOME_DIR": "${userHome}", "E": "${EMPTY}"},
+        },
+        "web": {
+            "url": "https://${UNSET_ONE:-example.com}/mcp",
+            "headers": {"Authorization": "Bearer ${API_TOKEN}", "X-Note": "$API_TOKEN"},
+        },
+    }
+    config = parse_config({"mcpServers": servers})
+    files, web = config.mcp_servers["files"], config.mcp_servers["web"]
+    assert files.command == "/data/bin/server"
+    assert files.args == ["--root", str(tmp_path), "--mode=fast", "fallback"]
+    assert files.env == {"TOKEN": "s3cret", "HOME_DIR": str(Path.home()), "E": ""}
+    assert web.url == "https://example.com/mcp"
+    assert web.headers == {"Authorization": "Bearer s3cret", "X-Note": "$API_TOKEN"}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("${UNSET_ONE}", r"c\.json: mcpServers\.s\.args: \$\{UNSET_ONE\} is not set"),
+        ("${not a name}", r"mcpServers\.s\.args: cannot expand \$\{not a name\}"),
+    ],
+)
+def test_a_variable_that_cannot_expand_is_a_clear_error(
+    value: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("UNSET_ONE", raising=False)
+    with pytest.raises(ConfigError, match=message):
+        parse_config({"mcpServers": {"s": {"command": "x", "args": [value]}}}, source="c.json")
+
+
+def test_a_client_mcp_json_is_picked_up_when_there_is_no_config_of_ours(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"m": {"command": "srv"}}}))
+    assert list(load_config().mcp_servers) == ["m"]
+    (tmp_path / "agent-gateway.toml").write_text(TOML)
+    assert list(load_config().mcp_servers) == ["time"]
+
+
+def test_a_config_of_servers_only_gets_an_assistant_on_every_node() -> None:
+    config = with_default_agent(
+        parse_config(
+            {"mcpServers": {"a": {"command": "x"}}, "tools": {"c": {"builtin": "calculator"}}}
+        )
+    )
+    assert list(config.agents) == ["assistant"]
+    assert config.agents["assistant"].tools == ["a", "c"]
+    configured = parse_config({"tools": {"c": {"builtin": "calculator"}}, "agents": {"x": {}}})
+    assert with_default_agent(configured) == configured

@@ -7,9 +7,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..config import Config, load_config
+from ..config import Config, load_config, with_default_agent
 from ..engine import Gateway, RunResult
-from ..errors import GatewayError
+from ..errors import GatewayError, UnknownAgent
 from ..models import ClientSampling
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
 
@@ -41,15 +41,21 @@ class Commands:
         """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
         sub.set_defaults(handler=handler)
+        # Also after the command's name; the top-level flag's value stands when not given here.
+        sub.add_argument(
+            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
+        )
         if config:
             sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
         return sub
 
 
-def config_of(args: argparse.Namespace) -> Config:
-    """The config the command names (`--config`), or the one found in the working directory."""
+def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config:
+    """The config the command names (`--config`), or the one found in the working directory;
+    with `default_agent`, a config of servers only gets an `assistant` agent on all of them."""
     path: Any = getattr(args, "config", None)
-    return load_config(path)
+    config = load_config(path)
+    return with_default_agent(config) if default_agent else config
 
 
 def add_model_options(sub: argparse.ArgumentParser, *, agent: bool = True) -> None:
@@ -72,13 +78,16 @@ def trace_hooks(args: argparse.Namespace) -> list[TraceHook]:
     return hooks
 
 
-def pick_agent(gateway: Gateway, requested: str | None) -> str:
+def pick_agent(config: Config, requested: str | None) -> str:
+    """The agent named by `--agent`, or the only one. Raises `UnknownAgent` (listing them)."""
+    names = ", ".join(sorted(config.agents)) or "none"
     if requested is not None:
+        if requested not in config.agents:
+            raise UnknownAgent(f"no agent named {requested!r} (configured: {names})")
         return requested
-    if len(gateway.agents) == 1:
-        return next(iter(gateway.agents))
-    names = ", ".join(sorted(gateway.agents)) or "none"
-    raise GatewayError(f"choose an agent with --agent (configured: {names})")
+    if len(config.agents) == 1:
+        return next(iter(config.agents))
+    raise UnknownAgent(f"choose an agent with --agent (configured: {names})")
 
 
 def refuse_client_sampling(gateway: Gateway, name: str) -> None:

@@ -39,8 +39,8 @@ def register(commands: Commands) -> None:
 
 async def _demo(args: argparse.Namespace) -> int:
     config = config_of(args)
+    name = pick_agent(config, args.agent)
     async with open_gateway(config, model=args.model, hooks=[TracePrinter(sys.stdout)]) as gateway:
-        name = pick_agent(gateway, args.agent)
         refuse_client_sampling(gateway, name)
         spec = gateway.agents[name]
         if isinstance(spec.model, NoModel):

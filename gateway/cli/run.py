@@ -44,9 +44,9 @@ def register(commands: Commands) -> None:
 
 async def _run(args: argparse.Namespace) -> int:
     config = config_of(args)
+    name = pick_agent(config, args.agent)
     store = FileRunStore(args.state_dir) if args.state_dir else None
     async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
-        name = pick_agent(gateway, args.agent)
         refuse_client_sampling(gateway, name)
         state = RunState(
             run_id=new_id(),

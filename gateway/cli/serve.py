@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from ..app import open_gateway
-from ..errors import GatewayError
+from ..config import Config, with_default_agent
+from ..engine import Gateway
+from ..errors import GatewayError, UnknownAgent
+from ..models import NoModel
 from .common import Commands, add_trace_options, config_of, trace_hooks
 
 __all__ = ["register"]
@@ -29,6 +33,13 @@ def register(commands: Commands) -> None:
         metavar="VAR",
         help="env variable with the bearer tokens (overrides tokens_env)",
     )
+    serve.add_argument("--model", help="model spec for every agent, e.g. openai:gpt-4.1-mini")
+    serve.add_argument(
+        "--agent",
+        action="append",
+        metavar="NAME",
+        help="serve only this agent (repeatable; agents it calls are served too)",
+    )
     add_trace_options(serve)
 
 
@@ -36,7 +47,7 @@ async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
 
-    config = config_of(args)
+    config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
         raise GatewayError("--stateless applies to --http only")
     # Every check runs before anything binds or launches.
@@ -45,9 +56,10 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.http
         else None
     )
-    async with open_gateway(config, hooks=trace_hooks(args)) as gateway:
+    async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
         server, router = build_server(gateway, config.gateway)
         await router.check()
+        await _warn_about(gateway, config)
         if options is None:
             await serve_stdio(server)
         else:
@@ -57,3 +69,55 @@ async def _serve(args: argparse.Namespace) -> int:
 
             await serve_http(server, options, on_ready=ready)
     return 0
+
+
+def _served(config: Config, agents: list[str] | None) -> Config:
+    """The config to serve: in proxy mode as it is, else with the default agent of a config of
+    servers only; with `--agent`, only the agents named and the agents they call."""
+    settings = config.gateway
+    if not (settings.expose_tools or settings.expose):
+        config = with_default_agent(config)
+    if not agents:
+        return config
+    names = ", ".join(sorted(config.agents)) or "none"
+    for name in agents:
+        if name not in config.agents:
+            raise UnknownAgent(f"no agent named {name!r} (configured: {names})")
+    return config.model_copy(update={"agents": _reached(config, agents)})
+
+
+def _reached(config: Config, roots: list[str]) -> dict[str, Any]:
+    reached: dict[str, Any] = {}
+    todo = list(roots)
+    while todo:
+        name = todo.pop()
+        if name in reached or name not in config.agents:
+            continue
+        reached[name] = config.agents[name]
+        todo += config.agents[name].tools
+    return {name: reached[name] for name in config.agents if name in reached}
+
+
+async def _warn_about(gateway: Gateway, config: Config) -> None:
+    """Say on stderr what a client would otherwise find out by calling: nothing served, or
+    agents that cannot answer."""
+    settings = config.gateway
+    exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
+    tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
+    if not gateway.agents and not tools:
+        hint = (
+            "none of the exposed nodes offers a tool now"
+            if exposed
+            else "add [agents] or [mcpServers] to the config, or set [gateway] expose_tools"
+        )
+        _warn(f"serving nothing: no agents and no tools ({hint})")
+    for name, spec in gateway.agents.items():
+        if isinstance(spec.model, NoModel):
+            _warn(
+                f"agent {name!r} has no model, so calls to it fail: set `model` in "
+                f"[agents.{name}] or pass --model SPEC"
+            )
+
+
+def _warn(message: str) -> None:
+    print(f"agent-gateway: warning: {message}", file=sys.stderr, flush=True)

@@ -37,7 +37,9 @@ async def _tools(args: argparse.Namespace) -> int:
         servers = [node for node in gateway.nodes.values() if isinstance(node, McpToolkit)]
         for server in servers:
             print(f"server {server.health}")
-    return 1 if any(server.health.state != "ready" for server in servers) else 0
+        # Read while the servers run: once closed, every one of them is "stopped".
+        down = [server for server in servers if server.health.state != "ready"]
+    return 1 if down else 0
 
 
 async def _call(args: argparse.Namespace) -> int:

@@ -1,0 +1,123 @@
+"""MCP clients' own config files, read as they are.
+
+Claude Desktop's `claude_desktop_config.json`, Claude Code's `.mcp.json` and Cursor's
+`mcp.json` share the `mcpServers` table; around it they keep settings of the client itself
+(`globalShortcut`, `preferences`, ...), and in it they write variables the client expands:
+
+    ${VAR}  ${VAR:-default}       Claude Code (command, args, env, url, headers)
+    ${env:VAR}  ${userHome}        Cursor (also ${workspaceFolder}: the working directory)
+    ${PWD}                         the working directory, where the shell has not set PWD
+
+A variable that is unset and has no default is an error naming the server and the key: a
+server started with a literal `${TOKEN}` fails later, and far less clearly.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, cast
+
+from .errors import ConfigError
+
+__all__ = ["CLIENT_CONFIG_FILES", "client_keys", "expand_server_variables"]
+
+CLIENT_CONFIG_FILES = (".mcp.json",)
+"""Client config files picked up from the working directory when it has no
+`agent-gateway.toml` (Claude Code's project file)."""
+
+_OURS = ("gateway", "mcpServers", "tools", "agents")
+_EXPANDED = ("command", "args", "env", "cwd", "url", "headers")
+_VARIABLE = re.compile(r"\$\{([^}]*)\}")
+
+
+def client_keys(table: Mapping[str, Any], *, source: str) -> list[str]:
+    """The top-level keys of a client's config file that are the client's own (ignored).
+
+    Only a file with `mcpServers` is a client's; in ours every key counts. A key that looks
+    like a misspelling of ours (`agnts`) is an error, not a client's setting.
+    """
+    if "mcpServers" not in table:
+        return []
+    foreign = [key for key in table if key not in _OURS]
+    for key in foreign:
+        close = difflib.get_close_matches(key, _OURS, n=1, cutoff=0.75)
+        if close:
+            raise ConfigError(f"{source}: {key}: unknown key (did you mean {close[0]!r}?)")
+    return foreign
+
+
+def expand_server_variables(
+    servers: Mapping[str, Any],
+    *,
+    source: str,
+    environ: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> dict[str, Any]:
+    """`mcpServers` data with the variables of each server's launch keys expanded.
+
+    Raises `ConfigError` for an unset variable without a default, or an unknown form.
+    """
+    lookup = _Lookup(os.environ if environ is None else environ, cwd)
+    expanded: dict[str, Any] = {}
+    for name, entry in servers.items():
+        if not isinstance(entry, Mapping):
+            expanded[name] = entry  # validation says what is wrong with it
+            continue
+        fields = dict(cast(Mapping[str, Any], entry))
+        for key in _EXPANDED:
+            if key in fields:
+                where = f"{source}: mcpServers.{name}.{key}"
+                fields[key] = _expand(fields[key], lambda text, w=where: lookup.expand(text, w))
+        expanded[name] = fields
+    return expanded
+
+
+def _expand(value: Any, expand: Callable[[str], str]) -> Any:
+    if isinstance(value, str):
+        return expand(value)
+    if isinstance(value, list):
+        return [_expand(item, expand) for item in cast(list[Any], value)]
+    if isinstance(value, dict):
+        return {k: _expand(v, expand) for k, v in cast(dict[str, Any], value).items()}
+    return value
+
+
+class _Lookup:
+    def __init__(self, environ: Mapping[str, str], cwd: Path | None) -> None:
+        self._environ = environ
+        self._cwd = cwd
+
+    def expand(self, text: str, where: str) -> str:
+        return _VARIABLE.sub(lambda match: self._value(match.group(1), where), text)
+
+    def _value(self, expression: str, where: str) -> str:
+        name, has_default, default = expression.partition(":-")
+        if name.startswith("env:"):  # Cursor's spelling
+            name = name.removeprefix("env:")
+        elif name in ("userHome", "workspaceFolder"):
+            return str(Path.home() if name == "userHome" else self._working_directory())
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ConfigError(
+                f"{where}: cannot expand ${{{expression}}}: use ${{VAR}}, ${{VAR:-default}} "
+                "or ${env:VAR}"
+            )
+        value = self._environ.get(name)
+        if value is None and name == "PWD":
+            value = str(self._working_directory())
+        if value:
+            return value
+        if has_default:
+            return default
+        if value is not None:
+            return value  # set, but empty
+        raise ConfigError(
+            f"{where}: ${{{name}}} is not set: set the environment variable, or give a default "
+            f"with ${{{name}:-default}}"
+        )
+
+    def _working_directory(self) -> Path:
+        return self._cwd or Path.cwd()
