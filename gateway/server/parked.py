@@ -10,7 +10,8 @@ the serving run rather than by one round:
   `InputRequiredResult` whose `requestState` names the parked request (the state boundary
   seals it, bound to the request and the caller); the result ends the last round;
 - the client's retry brings answers to the questions still open, then waits again; the
-  downstream server's progress and log messages go to whichever round is waiting.
+  downstream server's progress and log messages go to whichever round is waiting, and those
+  that arrive while none waits go out, in order, at the start of the next round.
 
 Limits: the retry must reach this process (stdio, HTTP to one replica); elsewhere it is refused
 with a clear error and the client calls again. A question left unanswered for
@@ -21,7 +22,9 @@ after `KEEP_RESULT` s; cancelling a round (the client gave up) cancels the reque
 from __future__ import annotations
 
 import itertools
+import logging
 import secrets
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -41,11 +44,19 @@ STATE_PREFIX = "agent-gateway/parked:"
 ANSWER_TIMEOUT = 600.0
 """Seconds a question may wait for the client's retry: a person may have to answer it."""
 KEEP_RESULT = 600.0
+MAX_BACKLOG = 10_000
+"""Notifications kept for the next round; past this the oldest go, with a warning."""
+
+log = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
 
 Work = Callable[[ProgressCallback], Awaitable[_R]]
 """The proxied request, given where to report its progress."""
+
+
+_Note = tuple[float, float | None, str | None] | types.LoggingMessageNotificationParams
+"""A progress report (done, total, message) or a log message of the downstream server."""
 
 
 @dataclass
@@ -69,6 +80,7 @@ class _Parked(Generic[_R]):
         self._taken = anyio.Event()
         self._report: ProgressCallback | None = None
         self._log: ServerLogHandler | None = None
+        self._backlog: deque[_Note] = deque(maxlen=MAX_BACKLOG)
 
     async def run(self, work: Work[_R], forget: Callable[[], None]) -> None:
         try:
@@ -107,12 +119,30 @@ class _Parked(Generic[_R]):
         return question.answer
 
     async def progress(self, done: float, total: float | None, message: str | None) -> None:
-        if self._report is not None:
-            await self._report(done, total, message)
+        await self._notify((done, total, message))
 
     async def log(self, params: types.LoggingMessageNotificationParams) -> None:
-        if self._log is not None:
-            await self._log(params)
+        await self._notify(params)
+
+    async def _notify(self, note: _Note) -> None:
+        """Send `note` through the waiting round; between rounds, keep it for the next one."""
+        if self._report is None or self._backlog:
+            if len(self._backlog) == MAX_BACKLOG:
+                log.warning(
+                    "%s: %d notifications wait for a round; dropping the oldest",
+                    self.token,
+                    MAX_BACKLOG,
+                )
+            self._backlog.append(note)
+            return
+        await self._send(note, self._report, self._log)
+
+    @staticmethod
+    async def _send(note: _Note, report: ProgressCallback, log: ServerLogHandler | None) -> None:
+        if isinstance(note, tuple):
+            await report(*note)
+        elif log is not None:
+            await log(note)
 
     def deliver(self, answers: Mapping[str, types.InputResponse]) -> None:
         for key, answer in answers.items():
@@ -126,6 +156,8 @@ class _Parked(Generic[_R]):
     ) -> _R | types.InputRequiredResult:
         self._report, self._log = report, log
         try:
+            while self._backlog:  # what arrived between rounds, in order, before anything new
+                await self._send(self._backlog.popleft(), report, log)
             while True:
                 changed = self._changed
                 open_questions = {

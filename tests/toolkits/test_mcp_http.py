@@ -51,7 +51,7 @@ async def test_headers_and_bearer_token_reach_the_server_and_never_the_log(
             protocol=era,
         )
         async with McpToolkit("toy", config) as node:
-            expected = "2025-11-25" if era == "legacy" else "2026-07-28"
+            expected = "2026-07-28" if era == "modern" else "2025-11-25"
             assert node.health.protocol_version == expected, node.health
             node.subscribe(on_change)
             echo = await node.call_tool("toy__echo", {"a": 1})

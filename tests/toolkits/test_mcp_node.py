@@ -168,7 +168,28 @@ async def test_progress_reaches_the_caller(era: ProtocolMode) -> None:
     async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
         result = await node.call_tool("toy__work", {"steps": 3}, on_progress=on_progress)
     assert result.content == [types.TextContent(text="worked")]
-    assert sorted(seen) == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+    assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_every_progress_is_delivered_in_order_before_the_result(era: ProtocolMode) -> None:
+    # The server reports its last step and answers at once; a caller that takes a while with
+    # each report (relaying it to its own client, say) must still have had all of them, in
+    # order, when the call returns: a relay that sent the result first would lose the rest.
+    toy = ToyServer()
+    toy.add_worker("work", interval=0)
+    seen: list[float] = []
+
+    async def slow_on_progress(progress: float, _total: float | None, _message: str | None) -> None:
+        for _ in range(int(10 - progress * 3)):  # the earlier the report, the slower
+            await anyio.lowlevel.checkpoint()
+        seen.append(progress)
+
+    async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
+        for _ in range(5):
+            seen.clear()
+            await node.call_tool("toy__work", {"steps": 3}, on_progress=slow_on_progress)
+            assert seen == [1, 2, 3]
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -113,7 +113,8 @@ async def test_everything_over_legacy_sse() -> None:
 
 
 @pytest.mark.parametrize(
-    ("protocol", "version"), [("auto", "2026-07-28"), ("legacy", "2025-11-25")]
+    ("protocol", "version"),
+    [("auto", "2025-11-25"), ("modern", "2026-07-28"), ("legacy", "2025-11-25")],
 )
 async def test_time_server_in_both_eras(protocol: ProtocolMode, version: str) -> None:
     async with McpToolkit("time", time_stdio(protocol=protocol, prefix="never")) as node:

@@ -38,7 +38,8 @@ PrefixPolicy = Literal["always", "never", "auto"]
 """`always`: `server__tool`; `never`: the bare name; `auto`: prefixed only on a cross-node clash."""
 
 ProtocolMode = Literal["auto", "legacy", "modern"]
-"""`auto` probes 2026-07-28 and falls back; `legacy` forces the 2025-11-25 handshake;
+"""`auto` prefers the 2025-11-25 handshake (a server can then ask its client during a call)
+and probes 2026-07-28 when the server refuses it; `legacy` forces the handshake;
 `modern` speaks 2026-07-28 without probing."""
 
 TransportKind = Literal["stdio", "http", "sse"]

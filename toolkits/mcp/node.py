@@ -17,14 +17,18 @@ failures, including protocol errors the server answers with, come back as `is_er
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import math
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, cast
 
 import anyio
 import anyio.abc
 import mcp_types
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -46,6 +50,8 @@ from .session import (
 )
 
 __all__ = ["ListChangedCallback", "McpToolkit", "ToolsChangedCallback"]
+
+log = logging.getLogger(__name__)
 
 ListChangedCallback = Callable[[str], Awaitable[None]]
 """Called with the node's name after one of its lists changed."""
@@ -309,12 +315,10 @@ class McpToolkit(InBackground):
             def restart_clock() -> None:
                 scope.deadline = min(anyio.current_time() + timeout, hard_deadline)
 
-            async def progress(progress: float, total: float | None, message: str | None) -> None:
+            def alive() -> None:
                 # Progress proves the tool is alive: give it another `timeout`, within the cap.
                 if not waiting:
                     restart_clock()
-                if on_progress is not None:
-                    await on_progress(progress, total, message)
 
             def on_waiting(now_waiting: bool) -> None:
                 # While the server waits on our client's answer, only the absolute cap applies.
@@ -327,12 +331,13 @@ class McpToolkit(InBackground):
 
             try:
                 with self._calls.track(on_waiting):
-                    return await conn.client.call_tool(
-                        original,
-                        dict(arguments),
-                        progress_callback=progress,
-                        meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
-                    )
+                    async with progress_in_order(on_progress, alive) as progress:
+                        return await conn.client.call_tool(
+                            original,
+                            dict(arguments),
+                            progress_callback=progress,
+                            meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
+                        )
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
                     raise self._unavailable(
@@ -371,3 +376,54 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+_Report = tuple[float, float | None, str | None]
+
+
+@asynccontextmanager
+async def progress_in_order(
+    on_progress: ProgressCallback | None, alive: Callable[[], None]
+) -> AsyncGenerator[ProgressFnT]:
+    """A progress callback for the SDK that hands reports to `on_progress` in arrival order.
+
+    The SDK runs each progress callback in a task of its own, so a slow `on_progress` (one
+    that relays the report to our own client) could still be running, or be overtaken by the
+    next report, when the result arrives; the last reports would then reach the client after
+    the result, which ends the client's request: lost. Here each report is queued the moment
+    it arrives (its task's first step, before the result can wake the caller), one task
+    delivers them in order, and leaving the block waits until every queued report is delivered.
+    """
+    if on_progress is None:
+
+        async def just_alive(progress: float, total: float | None, message: str | None) -> None:
+            alive()
+
+        yield just_alive
+        return
+    send, receive = anyio.create_memory_object_stream[_Report](math.inf)
+
+    async def queue(progress: float, total: float | None, message: str | None) -> None:
+        alive()
+        with contextlib.suppress(anyio.ClosedResourceError):  # a report after the result
+            send.send_nowait((progress, total, message))
+
+    async def deliver() -> None:
+        async with receive:
+            async for report in receive:
+                try:
+                    await on_progress(*report)
+                except Exception:  # as the SDK does: a caller's bug must not fail the call
+                    log.exception("progress callback raised")
+
+    error: Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(deliver)
+        async with send:
+            try:
+                yield queue
+            except Exception as exc:  # re-raised below as itself, not in an ExceptionGroup
+                error = exc
+                tg.cancel_scope.cancel()
+    if error is not None:
+        raise error

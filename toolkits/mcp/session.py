@@ -18,8 +18,8 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from contextlib import suppress
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
@@ -67,7 +67,10 @@ ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
 """Told when the server says its prompts or its resources changed (the owner fetches them live)."""
 
 _CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
-_MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
+_MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
+"""`auto` starts with the handshake era: only there can a server written the usual way
+(`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
+that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
 _MAX_LIST_PAGES = 1_000
 _STDERR_TAIL_LINES = 5
 _RELISTEN_DELAY = 1.0
@@ -197,6 +200,7 @@ class OwnedSession:
         self._conn: Connection | None = None
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
         self._changed = anyio.Event()
+        self._mode = _MODES[config.protocol]
 
     @property
     def health(self) -> NodeHealth:
@@ -333,7 +337,7 @@ class OwnedSession:
         # (`conn.drop`) ends the session from any task.
         connect_deadline = conn.scope.deadline = anyio.current_time() + timeout
         with conn.scope:
-            async with self._client(conn, tail) as client:
+            async with self._connected_client(conn, tail) as client:
                 conn.client = client
                 # Adopted before `ready`, so no call can meet a half-built routing map.
                 announce = self._adopt_listing(await self.fetch_listing(client))
@@ -354,6 +358,19 @@ class OwnedSession:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
         return conn.lost or "the session ended"
 
+    @asynccontextmanager
+    async def _connected_client(self, conn: Connection, tail: StderrTail) -> AsyncGenerator[Client]:
+        async with AsyncExitStack() as stack:
+            try:
+                client = await stack.enter_async_context(self._client(conn, tail))
+            except MCPError as exc:
+                if self._config.protocol != "auto" or self._mode != "legacy":
+                    raise
+                self._log.info("the server refused the 2025-11-25 handshake (%s): probing", exc)
+                self._mode = "auto"
+                client = await stack.enter_async_context(self._client(conn, tail))
+            yield client
+
     def _client(self, conn: Connection, tail: StderrTail) -> Client:
         target = self._target
         server: Server[Any] | MCPServer | Transport
@@ -366,7 +383,7 @@ class OwnedSession:
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(
             server,
-            mode=_MODES[self._config.protocol],
+            mode=self._mode,
             cache=None,  # the owner keeps the listing; a refresh must reach the server
             message_handler=partial(self._on_message, conn),
             logging_callback=self._on_server_log,
