@@ -15,12 +15,15 @@ from pydantic import JsonValue
 from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage
 from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
-__all__ = ["build_steps", "observation", "scratchpad_messages", "tool_usage"]
+__all__ = ["ERROR_PREFIX", "build_steps", "observation", "scratchpad_messages", "tool_usage"]
+
+ERROR_PREFIX = "Error: "
+"""How the observation of a failed call begins."""
 
 
 def observation(response: ActionResponse) -> str:
     if response.error is not None:
-        return f"Error: {response.error}"
+        return f"{ERROR_PREFIX}{response.error}"
     return observation_of(response.data)
 
 
@@ -94,7 +97,7 @@ def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
         messages.append(message)
         for call in message.tool_calls:
             step = by_id.get(call.id)
-            content = step.observation if step else "Error: this call produced no result"
+            content = step.observation if step else f"{ERROR_PREFIX}this call produced no result"
             messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=content))
     return messages
 

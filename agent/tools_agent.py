@@ -3,6 +3,12 @@
 `ToolsAgent.step(items, response)` calls the model once for every unfinished item and returns
 either an `AgentResult` (every item finished) or an `EngineRequest` for the engine to run. It
 never runs a tool; everything it must remember travels in the request's metadata.
+
+Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
+JSON object, and a call repeated once too often. The model may repeat a call once (a clock or a
+search may answer differently the second time); the second repeat of the identical call (same
+tool, same arguments) and every later one are not run again: the observation says so and gives
+the result the model already has. Repeats are counted against calls that already finished.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from .protocol import (
     ItemResult,
     ToolCallStep,
 )
-from .scratchpad import build_steps, scratchpad_messages, tool_usage
+from .scratchpad import ERROR_PREFIX, build_steps, scratchpad_messages, tool_usage
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "ROUTING_KEY", "AgentOptions", "ToolsAgent"]
 
@@ -88,7 +94,7 @@ class ToolsAgent:
                 finished[index] = ItemResult(output=answer.content, steps=steps if keep else None)
                 continue
             answer = _with_unique_call_ids(answer, steps)
-            answered_here, item_actions = self._plan(answer, index)
+            answered_here, item_actions = self._plan(answer, index, steps)
             previous_steps[index] = steps + answered_here
             pending[index] = answer
             actions += item_actions
@@ -130,7 +136,7 @@ class ToolsAgent:
         ]
 
     def _plan(
-        self, answer: AssistantMessage, index: int
+        self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]
     ) -> tuple[list[ToolCallStep], list[Action]]:
         """Actions for the calls the engine must run; steps for those answered right here."""
         by_name = {tool.name: tool for tool in self.tools}
@@ -139,13 +145,16 @@ class ToolsAgent:
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
             problem = self._call_problem(call, tool)
-            if problem is not None or tool is None:
+            said = (
+                f"{ERROR_PREFIX}{problem}" if problem is not None else _repeat_notice(call, steps)
+            )
+            if said is not None or tool is None:
                 answered.append(
                     ToolCallStep(
                         tool_call_id=call.id,
                         tool=call.name,
                         tool_input=call.arguments,
-                        observation=f"Error: {problem}",
+                        observation=said or "",
                         message=answer,
                     )
                 )
@@ -183,6 +192,26 @@ class ToolsAgent:
             f"Max iterations ({n}) reached. "
             "The agent could not complete the task within the allowed number of iterations."
         )
+
+
+REPEATS_RUN = 1
+"""How many times an identical call (same tool, same arguments) is run again before the agent
+answers it with the result the model already has."""
+REPEAT_NOTICE = "Not run again:"
+
+
+def _repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
+    """The observation for a call repeated too often, or None when it may run."""
+    same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
+    if len(same) <= REPEATS_RUN:
+        return None
+    ran = [s for s in same if not s.observation.startswith(REPEAT_NOTICE)]
+    result = ran[-1].observation if ran else same[-1].observation
+    return (
+        f"{REPEAT_NOTICE} you already called {call.name!r} with these exact arguments "
+        f"{len(same)} times. Its result was: {result}\n"
+        "Use that result, or call with different arguments."
+    )
 
 
 def _with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -> AssistantMessage:

@@ -34,6 +34,7 @@ from agent import (
     ToolsAgent,
     Usage,
 )
+from agent.scratchpad import ERROR_PREFIX
 from toolkits import (
     ProgressCallback,
     Tool,
@@ -60,9 +61,10 @@ from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
-__all__ = ["AgentSpec", "Checkpoint", "Gateway", "RunResult", "RunState"]
+__all__ = ["EMPTY_ANSWER", "AgentSpec", "Checkpoint", "Gateway", "RunResult", "RunState"]
 
 RUN_STATE_VERSION = 1
+EMPTY_ANSWER = "the model's final answer was empty"
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,11 +240,17 @@ class Gateway:
                     outcome = await agent.step(state.items, response)
                     if isinstance(outcome, AgentResult):
                         break
+                    await _trace_answered(tracer, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
                 response = await self._dispatch(request, tools, context, agent_span.id, saver)
                 request = None
                 await saver.save(request=None, response=response, children={})
+            for index, item in enumerate(outcome.items):
+                if item.error is None and not (item.output or "").strip():
+                    await tracer.note(
+                        "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
+                    )
             agent_span.output = _outputs(outcome.items)
         return outcome
 
@@ -297,6 +305,7 @@ class Gateway:
         meta: Mapping[str, Any],
         relay: ProgressCallback | None = None,
         agent: RunContext | None = None,
+        call_id: str | None = None,
     ) -> _NodeCall:
         """The one way a node's tool is called: bounded by the limiter, traced, its progress
         and its server's log messages noted (progress also relayed), its result read for the
@@ -306,7 +315,9 @@ class Gateway:
         cap = _output_cap(node)
         async with (
             self._limiter,
-            tracer.span("tool", tool.name, parent_id=parent_id, input=dict(arguments)) as span,
+            tracer.span(
+                "tool", tool.name, parent_id=parent_id, input=dict(arguments), call_id=call_id
+            ) as span,
         ):
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -404,17 +415,23 @@ class Gateway:
         saver: _Saver,
     ) -> ActionResponse:
         tool = tools.get(action.tool)
-        if tool is None or tool.source_node != action.node:
-            error = f"tool {action.tool!r} is not offered by node {action.node!r}"
-            return ActionResponse(action=action, error=error)
-        arguments = split_routed_input(tool, action.input)
         tracer = context.tracer
+        if tool is None or tool.source_node != action.node:
+            # A stored run resumed on a gateway whose nodes changed: the model is told so.
+            async with tracer.span(
+                "tool", action.tool, parent_id=parent_id, input=action.input,
+                call_id=action.tool_call_id,
+            ) as span:  # fmt: skip
+                span.fail(f"tool {action.tool!r} is not offered by node {action.node!r}")
+            return ActionResponse(action=action, error=span.error)
+        arguments = split_routed_input(tool, action.input)
         if action.node in self.agents:
             # An agent used as a tool resolves its run right here, inside this call. It takes
             # no limiter slot: its own tool calls do, and holding one here could deadlock.
             async with tracer.span(
-                "tool", action.tool, parent_id=parent_id, input=arguments
-            ) as span:
+                "tool", action.tool, parent_id=parent_id, input=arguments,
+                call_id=action.tool_call_id,
+            ) as span:  # fmt: skip
                 try:
                     response = await self._run_agent_tool(
                         action, arguments, context, span.id, saver
@@ -426,7 +443,13 @@ class Gateway:
                 return response
         try:
             call = await self._call_node(
-                tool, arguments, tracer, parent_id, meta=context.call_meta(), agent=context
+                tool,
+                arguments,
+                tracer,
+                parent_id,
+                meta=context.call_meta(),
+                agent=context,
+                call_id=action.tool_call_id,
             )
         except Exception as exc:  # a failing tool never fails the run
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
@@ -492,6 +515,31 @@ def _definition(tool: Tool) -> ToolDefinition:
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
     )
+
+
+async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:
+    """A tool span for each call the agent answered itself (an unknown tool, bad arguments, a
+    repeated call), closed at once with what the model was told."""
+    if not tracer.hooks:
+        return
+    metadata = request.metadata
+    running = {action.tool_call_id for action in request.actions}
+    for index, message in metadata.pending.items():
+        steps = {step.tool_call_id: step for step in metadata.previous_steps.get(index, ())}
+        for call in message.tool_calls:
+            step = steps.get(call.id)
+            if step is None or call.id in running:
+                continue
+            said: JsonValue = (
+                call.arguments if call.invalid_arguments is None else call.invalid_arguments
+            )
+            async with tracer.span(
+                "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
+            ) as span:
+                if step.observation.startswith(ERROR_PREFIX):
+                    span.fail(step.observation.removeprefix(ERROR_PREFIX))
+                else:
+                    span.output = step.observation
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

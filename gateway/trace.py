@@ -2,6 +2,9 @@
 
 Every run emits `start` and `end` (or `error`) events for the run, its agent (once, however
 many steps it takes), each model call and each tool call, plus `progress` events from tools.
+Every tool call the model made is a `tool` span, also those the agent answered itself (an
+unknown tool, bad arguments, a repeated call): their `error` (or `output`) is what the model
+was told. When the run streams, each text delta of a model call is a `token` event under it.
 Events carry their parent's id, so nested work prints as a tree. Hooks are async callables;
 a failing hook is logged and never fails the run.
 """
@@ -34,7 +37,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Kind = Literal["run", "agent", "model", "tool"]
-Phase = Literal["start", "end", "error", "progress", "note"]
+Phase = Literal["start", "end", "error", "progress", "note", "token"]
 
 
 class TraceEvent(BaseModel):
@@ -52,6 +55,8 @@ class TraceEvent(BaseModel):
     input: JsonValue = None
     output: JsonValue = None
     error: str | None = None
+    call_id: str | None = None
+    """For a tool span: the id of the model's tool call it answers."""
 
 
 TraceHook = Callable[[TraceEvent], Awaitable[None]]
@@ -123,6 +128,7 @@ class Tracer:
         parent_id: str | None,
         input: JsonValue = None,
         span_id: str | None = None,
+        call_id: str | None = None,
     ) -> AsyncGenerator[Span]:
         span = Span(id=span_id or new_id(), kind=kind, name=name, started=time.perf_counter())
 
@@ -140,6 +146,7 @@ class Tracer:
                 input=input,
                 output=span.output if done else None,
                 error=error,
+                call_id=call_id,
             )
 
         if not self.hooks:  # nobody listens: skip building events on the hot path
@@ -176,6 +183,8 @@ class TracePrinter:
         self._depth: dict[str, int] = {}
 
     async def __call__(self, event: TraceEvent) -> None:
+        if event.phase == "token":  # the model span's end shows the whole text
+            return
         depth = self._depth.get(event.parent_id or "", -1) + 1
         if event.phase == "start":
             self._depth[event.id] = depth
@@ -197,10 +206,13 @@ class TracePrinter:
 
 
 class JsonLinesPrinter:
-    """Every event as one JSON line."""
+    """Every event as one JSON line (streamed tokens only when `tokens`)."""
 
-    def __init__(self, stream: TextIO | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, *, tokens: bool = False) -> None:
         self._stream = stream
+        self._tokens = tokens
 
     async def __call__(self, event: TraceEvent) -> None:
+        if event.phase == "token" and not self._tokens:
+            return
         print(event.model_dump_json(), file=self._stream or sys.stdout, flush=True)

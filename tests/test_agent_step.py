@@ -214,3 +214,25 @@ async def test_intermediate_steps_are_returned_only_when_asked() -> None:
         assert (steps is not None) == keep
         if steps is not None:
             assert steps[0].observation == "1"
+
+
+async def test_a_call_repeated_a_second_time_is_answered_with_the_result_it_already_has() -> None:
+    same = call("calculator", expression="6*7")
+    other = call("calculator", expression="6*8")
+    model = ScriptedModel([same, same, same, other, same, "42"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    ran: list[int] = []
+    outcome = await agent.step(ITEM)
+    turn = 0
+    while isinstance(outcome, EngineRequest):
+        turn += 1
+        if outcome.actions:
+            ran.append(turn)
+        outcome = await agent.step(ITEM, answer_all(outcome, f"result {turn}"))
+    assert ran == [1, 2, 4]  # the call and its first repeat ran; the other arguments ran
+    observed = [m.content for m in model.calls[-1][0] if isinstance(m, ToolMessage)]
+    assert observed[:2] == ["result 1", "result 2"]
+    assert observed[2].startswith("Not run again: you already called 'calculator' with these")
+    assert "2 times. Its result was: result 2" in observed[2]
+    assert observed[3] == "result 4"
+    assert "3 times. Its result was: result 2" in observed[4]

@@ -6,7 +6,17 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from agent import (
+    AgentItem,
+    AgentOptions,
+    AssistantMessage,
+    ChatMessage,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ToolCall,
+    ToolMessage,
+)
 from gateway import AgentSpec, Gateway, RunState, TraceEvent
 from toolkits import FunctionToolkit, calculator, function_tool
 
@@ -180,3 +190,38 @@ async def test_state_round_tripped_through_json_mid_run_resumes_in_a_fresh_gatew
     assert resumed.usage.requests == 3
     first_observation = next(m for m in fresh_model.calls[0][0] if isinstance(m, ToolMessage))
     assert first_observation.content == "425"
+
+
+async def test_every_call_the_model_made_is_a_tool_span_with_what_the_model_was_told() -> None:
+    class GarbledSecondCall(ScriptedModel):
+        """Its second answer's call carries arguments that are not JSON, as weak models write."""
+
+        async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+            answer = await super().invoke(messages, tools, on_token=on_token)
+            if len(self.calls) != 2:
+                return answer
+            bad = ToolCall(id="bad", name="calculator", invalid_arguments='{"expression": 1+')
+            return answer.model_copy(update={"tool_calls": (bad,)})
+
+    same = call("calculator", expression="6 * 7")
+    model = GarbledSecondCall([call("calc", expression="1"), same, same, same, same, "42"])
+    recorder = Recorder()
+    result = await calculator_gateway(model).run("assistant", "6 * 7?", hooks=[recorder])
+    assert result.output == "42"
+
+    told = [m.content for m in model.calls[-1][0] if isinstance(m, ToolMessage)]
+    ends = [e for e in recorder.events if e.kind == "tool" and e.phase in ("end", "error")]
+    assert [(e.name, e.phase) for e in ends] == [
+        ("calc", "error"), ("calculator", "error"), ("calculator", "end"),
+        ("calculator", "end"), ("calculator", "end"),
+    ]  # fmt: skip
+    assert [f"Error: {e.error}" if e.error else e.output for e in ends[:2]] == told[:2]
+    assert ends[1].input == '{"expression": 1+'
+    assert ends[4].output == told[4]
+    assert told[4].startswith("Not run again:")
+    calls_made = [c.id for messages, _ in model.calls[1:] for c in _assistant_calls(messages)]
+    assert [e.call_id for e in ends] == list(dict.fromkeys(calls_made))
+
+
+def _assistant_calls(messages: list[ChatMessage]) -> list[ToolCall]:
+    return [c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import Config, load_config, with_default_agent
-from ..engine import Gateway, RunResult
+from ..engine import EMPTY_ANSWER, Gateway, RunResult
 from ..errors import GatewayError, UnknownAgent
 from ..models import ClientSampling
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
@@ -99,9 +99,14 @@ def refuse_client_sampling(gateway: Gateway, name: str) -> None:
 
 
 def print_result(result: RunResult, *, label: bool = False) -> int:
+    failed = False
     for item in result.items:
+        if item.error is None and not (item.output or "").strip():
+            # Nothing answered is not a success: say so instead of printing a blank answer.
+            item = item.model_copy(update={"error": EMPTY_ANSWER})
         if item.error is not None:
+            failed = True
             print(f"error: {item.error}", file=sys.stderr)
         else:
             print(f"answer: {item.output}" if label else item.output)
-    return 1 if any(item.error is not None for item in result.items) else 0
+    return 1 if failed else 0
