@@ -6,6 +6,7 @@ It records every conversation it was sent, so tests can assert what the agent as
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -36,10 +37,14 @@ class ScriptedAnswer(BaseModel):
 
 
 _SCRIPT = TypeAdapter(list[ScriptedAnswer])
+_WORDS = re.compile(r"(?<=\s)(?=\S)")
+"""Splits text before every word that follows white space: the pieces join back exactly."""
 
 
 class ScriptedModel:
-    """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end."""
+    """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end.
+
+    Given `on_token`, it streams each answer's text word by word before returning it."""
 
     def __init__(self, answers: Sequence[ScriptedAnswer | str], *, name: str = "scripted") -> None:
         self._answers = [ScriptedAnswer(content=a) if isinstance(a, str) else a for a in answers]
@@ -78,8 +83,11 @@ class ScriptedModel:
                 f"{self._name} has {len(self._answers)} answers and was asked for answer {turn + 1}"
             )
         answer = self._answers[turn]
-        if on_token is not None and answer.content:
-            await on_token(answer.content)
+        if on_token is not None:
+            # Word by word, as a provider streams: a listener sees the answer grow.
+            for delta in _WORDS.split(answer.content):
+                if delta:
+                    await on_token(delta)
         calls = tuple(
             ToolCall(id=c.id or f"call_{next(self._ids)}", name=c.name, arguments=c.arguments)
             for c in answer.tool_calls

@@ -153,12 +153,14 @@ class Gateway:
         hooks: Sequence[TraceHook] = (),
         model: ChatModel | None = None,
         hops: int = 0,
+        stream: bool = False,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
         `hooks` are added to the gateway's for this run; `model` replaces the agent's model for
         this run (e.g. the calling MCP client's own model, through sampling); `hops` is how many
-        gateways the request already passed through (served runs read it from `_meta`).
+        gateways the request already passed through (served runs read it from `_meta`);
+        `stream` asks every model of the run to stream, each text delta a `token` event.
         """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
@@ -166,7 +168,9 @@ class Gateway:
             else list(prompt)
         )
         state = RunState(run_id=new_id(), agent=agent, items=items)
-        return await self.resume(state, checkpoint=checkpoint, hooks=hooks, model=model, hops=hops)
+        return await self.resume(
+            state, checkpoint=checkpoint, hooks=hooks, model=model, hops=hops, stream=stream
+        )
 
     async def resume(
         self,
@@ -176,6 +180,7 @@ class Gateway:
         hooks: Sequence[TraceHook] = (),
         model: ChatModel | None = None,
         hops: int = 0,
+        stream: bool = False,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
@@ -187,7 +192,7 @@ class Gateway:
         exchange = state.response or state.request
         # A resumed run has spent what its metadata says: the budget counts on from there.
         budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
-        context = RunContext(tracer, budget, hops=hops, client_model=model)
+        context = RunContext(tracer, budget, hops=hops, client_model=model, stream=stream)
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with tracer.span(
@@ -225,7 +230,9 @@ class Gateway:
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
             agent = ToolsAgent(
-                model=TracedModel(chosen, tracer, agent_span.id, context.budget),
+                model=TracedModel(
+                    chosen, tracer, agent_span.id, context.budget, stream=context.stream
+                ),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,
                 memory=self.memory,

@@ -48,6 +48,8 @@ class RunContext:
     """The calling MCP client's own model, for every agent of the tree configured to use it."""
     model: ChatModel | None = None
     """The current agent's model (it also answers its tools' servers' sampling requests)."""
+    stream: bool = False
+    """Ask the models to stream: their text deltas become `token` trace events."""
 
     @property
     def depth(self) -> int:

@@ -37,17 +37,23 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
 
 
 class TracedModel:
+    """Each call is a `model` span; with `stream`, the model is asked to stream and each text
+    delta is a `token` event under the span."""
+
     def __init__(
         self,
         model: ChatModel,
         tracer: Tracer,
         parent_id: str | None,
         budget: TokenBudget | None = None,
+        *,
+        stream: bool = False,
     ) -> None:
         self._model = model
         self._tracer = tracer
         self._parent_id = parent_id
         self._budget = budget
+        self._stream = stream and bool(tracer.hooks)
 
     @property
     def name(self) -> str:
@@ -66,7 +72,9 @@ class TracedModel:
         ) as span:
             token = _current_span.set((self._tracer, span.id))
             try:
-                answer = await self._model.invoke(messages, tools, on_token=on_token)
+                answer = await self._model.invoke(
+                    messages, tools, on_token=self._tokens(span.id, on_token)
+                )
             finally:
                 _current_span.reset(token)
             if self._budget is not None:
@@ -75,3 +83,15 @@ class TracedModel:
                 mode="json", include={"content", "tool_calls", "usage"}, exclude_defaults=True
             )
             return answer
+
+    def _tokens(self, span_id: str, on_token: TokenCallback | None) -> TokenCallback | None:
+        if not self._stream:
+            return on_token
+        name, tracer = self._model.name, self._tracer
+
+        async def traced(delta: str) -> None:
+            await tracer.note("model", name, span_id, "token", text=delta)
+            if on_token is not None:
+                await on_token(delta)
+
+        return traced

@@ -4,16 +4,157 @@ when piped."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import re
+import shutil
+import subprocess
+import sys
+from io import StringIO
 from pathlib import Path
+from typing import Any
 
+import mcp_types as types
 import pytest
+from pydantic import JsonValue
+from rich.console import Console
 
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli import main
+from gateway.console import open_console
+from tests.servers.inprocess import Context, ToyServer, text_result
+from toolkits import McpServerConfig, McpToolkit
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+ANSWER = "The crunch came out at 42, as expected."
 
 
 def write_script(path: Path, answers: object) -> Path:
     path.write_text(json.dumps(answers))
     return path
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def cruncher() -> ToyServer:
+    toy = ToyServer("numbers")
+
+    async def crunch(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        for step in (1, 2):
+            await ctx.session.report_progress(step, 2, f"pass {step}")
+        return text_result("42")
+
+    toy.add("crunch", crunch)
+    return toy
+
+
+def terminal(file: StringIO) -> Console:
+    return Console(file=file, force_terminal=True, width=100)
+
+
+@pytest.mark.anyio
+async def test_a_terminal_sees_the_answer_stream_in_and_the_calls_in_flight() -> None:
+    out, err = StringIO(), StringIO()
+    seen_while_running: dict[str, str] = {}
+
+    async def look(event: TraceEvent) -> None:
+        # What the terminal showed at the moment a call ended, before the run returned.
+        if event.phase == "end" and event.kind in ("model", "tool"):
+            seen_while_running[f"{event.kind} {len(seen_while_running)}"] = (
+                ANSI.sub("", out.getvalue()) + "|" + ANSI.sub("", err.getvalue())
+            )
+
+    model = ScriptedModel([call("crunch"), ANSWER], name="scripted-test")
+    config = McpServerConfig(command="unused", prefix="never")
+    async with (
+        McpToolkit("numbers", config, target=cruncher().server) as node,
+        open_console(terminal(out), terminal(err)) as console,
+    ):
+        gateway = Gateway([node], [AgentSpec("a", model, tools=["numbers"])])
+        result = await gateway.run("a", "crunch it", hooks=[console, look], stream=True)
+
+    assert result.output == ANSWER
+    first_model, tool, last_model = seen_while_running.values()
+    assert "model scripted-test" in first_model.split("|")[1]  # the status while it thought
+    status = tool.split("|")[1]
+    assert "tool crunch" in status
+    assert "2/2" in status  # the tool's progress, as a bar
+    assert "pass 2" in status
+    assert ANSWER in last_model.split("|")[0]  # on stdout before the model call ended
+    assert ANSI.sub("", out.getvalue()) == ANSWER + "\n"  # once, and nothing else
+    assert console.streamed(result.output)
+
+
+def test_piped_output_is_plain_text_exactly_as_without_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path / "answers.json",
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+            {"content": "It is 42."},
+        ],
+    )
+    code = main(["run", "What is 6 * 7?", "--model", f"scripted:{script}", "--trace"])
+    out, err = capsys.readouterr()
+    assert code == 0
+    assert out == "It is 42.\n"
+    lines = [re.sub(r"^\[\s*\d+ ms\]", "[t]", line) for line in err.splitlines()]
+    assert lines == [
+        "[t]     model scripted:answers.json out={\"tool_calls\":[{\"id\":\"call_1\",\"name\":"
+        "\"calculator\",\"arguments\":{\"expression\":\"6 * 7\"}}],\"usage\":{\"input_tokens\":"
+        "10,\"output_tokens\":1,\"requests\":1}}",
+        "[t]     calculator   in={\"expression\":\"6 * 7\"} out={\"response\":\"42\"}",
+        "[t]     model scripted:answers.json out={\"content\":\"It is 42.\",\"usage\":"
+        "{\"input_tokens\":11,\"output_tokens\":3,\"requests\":1}}",
+        "[t]   agent assistant out=[{\"output\":\"It is 42.\"}]",
+        "[t] run assistant out=[{\"output\":\"It is 42.\"}]",
+    ]  # fmt: skip
+
+
+@pytest.mark.integration
+def test_the_installed_command_streams_the_answer_once_into_a_real_terminal(
+    tmp_path: Path,
+) -> None:
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [executable, "run", "go", "--model", f"scripted:{script}", "--trace"],
+            cwd=tmp_path,
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "TERM": "xterm-256color"},
+        )
+        os.close(secondary)
+        shown = _read_all(primary)
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert ANSI.sub("", shown).replace("\r\n", "\n") == ANSWER + "\n"  # streamed, not repeated
+    assert "\x1b" not in done.stderr  # stderr is a pipe: its trace stays plain
+    assert "run assistant out=" in done.stderr
+
+
+def _read_all(fd: int) -> str:
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the terminal's other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
 
 
 def test_an_empty_final_answer_is_reported_as_such_and_fails_the_run(

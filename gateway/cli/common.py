@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ..config import Config, load_config, with_default_agent
+from ..console import RunConsole
 from ..engine import EMPTY_ANSWER, Gateway, RunResult
 from ..errors import GatewayError, UnknownAgent
 from ..models import ClientSampling
@@ -69,12 +70,15 @@ def add_trace_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
 
 
-def trace_hooks(args: argparse.Namespace) -> list[TraceHook]:
-    hooks: list[TraceHook] = []
+def trace_hooks(args: argparse.Namespace, console: RunConsole | None = None) -> list[TraceHook]:
+    """The trace printers asked for; with a `console`, also it, and they write around its
+    status line."""
+    stderr = console.stream(sys.stderr) if console is not None else sys.stderr
+    hooks: list[TraceHook] = [console] if console is not None else []
     if getattr(args, "trace", False):
-        hooks.append(TracePrinter(sys.stderr))
+        hooks.append(TracePrinter(stderr))
     if getattr(args, "trace_json", False):
-        hooks.append(JsonLinesPrinter(sys.stderr))
+        hooks.append(JsonLinesPrinter(stderr))
     return hooks
 
 
@@ -98,7 +102,10 @@ def refuse_client_sampling(gateway: Gateway, name: str) -> None:
         )
 
 
-def print_result(result: RunResult, *, label: bool = False) -> int:
+def print_result(
+    result: RunResult, *, label: bool = False, shown: Callable[[str | None], bool] | None = None
+) -> int:
+    """Print each answer (unless `shown` says it was streamed already) or error."""
     failed = False
     for item in result.items:
         if item.error is None and not (item.output or "").strip():
@@ -107,6 +114,6 @@ def print_result(result: RunResult, *, label: bool = False) -> int:
         if item.error is not None:
             failed = True
             print(f"error: {item.error}", file=sys.stderr)
-        else:
+        elif shown is None or not shown(item.output):
             print(f"answer: {item.output}" if label else item.output)
     return 1 if failed else 0

@@ -9,6 +9,7 @@ import sys
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 
 from ..app import open_gateway
+from ..console import open_terminal_console
 from ..models import NoModel
 from ..trace import TracePrinter
 from .common import (
@@ -40,7 +41,12 @@ def register(commands: Commands) -> None:
 async def _demo(args: argparse.Namespace) -> int:
     config = config_of(args)
     name = pick_agent(config, args.agent)
-    async with open_gateway(config, model=args.model, hooks=[TracePrinter(sys.stdout)]) as gateway:
+    async with (
+        open_terminal_console(sys.stdout, sys.stderr) as console,
+        open_gateway(
+            config, model=args.model, hooks=[console, TracePrinter(console.stream(sys.stdout))]
+        ) as gateway,
+    ):
         refuse_client_sampling(gateway, name)
         spec = gateway.agents[name]
         if isinstance(spec.model, NoModel):
@@ -51,6 +57,6 @@ async def _demo(args: argparse.Namespace) -> int:
             demo_model = ScriptedModel(DEMO_SCRIPT, name="scripted-demo")
             gateway.agents[name] = dataclasses.replace(spec, model=demo_model)
         print(f"question: {args.question}")
-        result = await gateway.run(name, args.question)
+        result = await gateway.run(name, args.question, stream=True)
     print()
     return print_result(result, label=True)

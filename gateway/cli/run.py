@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
 from ..app import open_gateway
+from ..console import open_terminal_console
 from ..engine import Gateway, RunResult, RunState
 from ..errors import GatewayError
 from ..store import FileRunStore
@@ -46,7 +48,10 @@ async def _run(args: argparse.Namespace) -> int:
     config = config_of(args)
     name = pick_agent(config, args.agent)
     store = FileRunStore(args.state_dir) if args.state_dir else None
-    async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
+    async with (
+        open_terminal_console(sys.stdout, sys.stderr) as console,
+        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+    ):
         refuse_client_sampling(gateway, name)
         state = RunState(
             run_id=new_id(),
@@ -54,26 +59,29 @@ async def _run(args: argparse.Namespace) -> int:
             items=[AgentItem(prompt=args.question, session_id=args.session)],
         )
         result = await _stored(gateway, state, store)
-    return print_result(result)
+    return print_result(result, shown=console.streamed)
 
 
 async def _resume(args: argparse.Namespace) -> int:
     config = config_of(args)
     store = FileRunStore(args.state_dir)
     state = await store.load(args.run_id)
-    async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
+    async with (
+        open_terminal_console(sys.stdout, sys.stderr) as console,
+        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+    ):
         result = await _stored(gateway, state, store)
-    return print_result(result)
+    return print_result(result, shown=console.streamed)
 
 
 async def _stored(gateway: Gateway, state: RunState, store: FileRunStore | None) -> RunResult:
     """Run on from `state`; with a store, checkpoint every step and say how to go on after a
     failure (the store keeps the state of the last step that completed)."""
     if store is None:
-        return await gateway.resume(state)
+        return await gateway.resume(state, stream=True)
     await store.save(state)
     try:
-        result = await gateway.resume(state, checkpoint=store.save)
+        result = await gateway.resume(state, checkpoint=store.save, stream=True)
     except (AgentError, ToolkitError, GatewayError) as exc:
         raise GatewayError(
             f"{exc}\nthe run is stored: agent-gateway resume {state.run_id} "

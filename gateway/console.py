@@ -1,0 +1,275 @@
+"""What a terminal shows of a run while it runs: the answer as the model writes it, and a live
+status line of what is in flight.
+
+`RunConsole` is a trace hook. Given a terminal for the answer (`out`), it writes the text
+deltas (`token` events) of the run's own model calls there as they arrive; a sub-agent's text
+stays out of the answer. Given a terminal for the status (`err`), it keeps one line per model
+or tool call in flight below everything else, with how long it has run and, for a tool that
+reports progress, a bar. The status is transient: it is cleared before any other text is
+written and drawn again after, so the answer and trace lines never mix with it. Without
+terminals it shows nothing, and piped output is exactly what it would be without it.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import AsyncGenerator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import IO, TextIO, cast
+
+import anyio
+from pydantic import JsonValue
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from .trace import TraceEvent
+
+__all__ = ["RunConsole", "open_console", "open_terminal_console"]
+
+REFRESH_SECONDS = 0.125
+"""How often the status line is redrawn (its clocks and spinners move)."""
+_ANSWER_DEPTH = 2
+"""The run's own model calls (run → agent → model): only their text is the answer; a
+sub-agent's model calls sit deeper, under the tool call that runs it."""
+
+
+@dataclass
+class _Call:
+    """A model or tool call in flight, as the status line shows it."""
+
+    kind: str
+    name: str
+    depth: int
+    started: float = field(default_factory=time.monotonic)
+    done: float | None = None
+    total: float | None = None
+    message: str = ""
+    chars: int = 0
+    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+
+
+class RunConsole:
+    """A trace hook that streams a run's answer to `out` and its status to `err`; either may
+    be None (not a terminal)."""
+
+    def __init__(self, *, out: Console | None = None, err: Console | None = None) -> None:
+        self._out = out
+        self._err = err
+        self._calls: dict[str, _Call] = {}
+        self._depth: dict[str, int] = {}
+        self._texts: dict[str, str] = {}
+        self._last_text: str | None = None
+        self._midline = False
+        self._live: Live | None = None
+
+    # -- the trace hook ------------------------------------------------------------------
+
+    async def __call__(self, event: TraceEvent) -> None:
+        depth = self._depth.get(event.parent_id or "", -1) + 1
+        if event.phase == "start":
+            self._depth[event.id] = depth
+            if event.kind in ("model", "tool"):
+                self._calls[event.id] = _Call(event.kind, event.name, depth)
+        elif event.phase == "token":
+            self._token(event)
+        elif event.phase == "progress":
+            self._progress(event)
+        elif event.phase in ("end", "error"):
+            self._calls.pop(event.id, None)
+            if event.kind == "model" and event.id in self._texts:
+                self._finish_text(event.id)
+        self._show()
+
+    def streamed(self, output: str | None) -> bool:
+        """Whether `output` is the text the run's last model call already wrote to `out`."""
+        return output is not None and self._last_text is not None and output == self._last_text
+
+    def stream(self, target: TextIO) -> TextIO:
+        """A text stream onto `target` whose lines are written around the status line (for
+        trace printers); `target` itself when there is no status to keep clear of."""
+        if self._err is None and self._out is None:
+            return target
+        return cast(TextIO, _Lines(self, target))
+
+    def close(self) -> None:
+        """End an unfinished streamed line and clear the status."""
+        self._hide()
+        if self._midline and self._out is not None:
+            self._write(self._out.file, "\n")
+
+    # -- the answer ----------------------------------------------------------------------
+
+    def _token(self, event: TraceEvent) -> None:
+        text = event.output.get("text") if isinstance(event.output, dict) else None
+        if not isinstance(text, str) or event.parent_id is None:
+            return
+        call = self._calls.get(event.parent_id)
+        if call is not None:
+            call.chars += len(text)
+        if self._out is None or self._depth.get(event.parent_id) != _ANSWER_DEPTH:
+            return
+        self._hide()
+        self._texts[event.parent_id] = self._texts.get(event.parent_id, "") + text
+        self._write(self._out.file, text)
+        self._midline = not text.endswith("\n")
+
+    def _finish_text(self, span_id: str) -> None:
+        self._last_text = self._texts.pop(span_id)
+        if self._midline and self._out is not None:
+            self._write(self._out.file, "\n")
+            self._midline = False
+
+    # -- the status line -----------------------------------------------------------------
+
+    def _progress(self, event: TraceEvent) -> None:
+        call = self._calls.get(event.parent_id or "")
+        data = event.output
+        if call is None or not isinstance(data, dict):
+            return
+        done, total, message = data.get("progress"), data.get("total"), data.get("message")
+        call.done = _number(done)
+        call.total = _number(total)
+        call.message = message if isinstance(message, str) else ""
+
+    def _show(self) -> None:
+        """Draw the status when anything is in flight and no streamed line is open."""
+        if self._err is None:
+            return
+        if not self._calls or self._midline:
+            self._hide()
+            return
+        if self._live is None:
+            # A fresh Live each time: a stopped one would move the cursor by its old height.
+            self._live = Live(
+                _Status(self._calls),
+                console=self._err,
+                transient=True,
+                auto_refresh=False,
+                redirect_stdout=False,
+                redirect_stderr=False,
+            )
+            self._live.start(refresh=True)
+        else:
+            self._live.refresh()
+
+    def _hide(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def refresh(self) -> None:
+        """Redraw the status (its clocks and spinners); called by `open_console`'s ticker."""
+        if self._live is not None:
+            self._live.refresh()
+
+    def _write(self, file: IO[str], text: str) -> None:
+        file.write(text)
+        file.flush()
+
+    def write_line(self, target: IO[str], line: str) -> None:
+        """Write a whole line to `target` with the status cleared around it."""
+        self._hide()
+        if self._midline and self._out is not None:
+            self._write(self._out.file, "\n")
+            self._midline = False
+        self._write(target, line)
+        self._show()
+
+
+class _Status:
+    """The status: one line per call in flight, computed when drawn (clocks move)."""
+
+    def __init__(self, calls: dict[str, _Call]) -> None:
+        self._calls = calls
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        now = time.monotonic()
+        rows: list[RenderableType] = []
+        for call in list(self._calls.values()):
+            grid = Table.grid(padding=(0, 1))
+            label = Text("  " * max(call.depth - 2, 0))
+            label.append(f"{call.kind} ", style="dim")
+            label.append(call.name, style="bold")
+            label.append(f"  {now - call.started:.1f} s", style="dim")
+            if call.chars:
+                label.append(f"  {call.chars} chars", style="dim")
+            cells: list[RenderableType] = [call.spinner, label]
+            if call.total:
+                cells.append(ProgressBar(total=call.total, completed=call.done or 0, width=20))
+                cells.append(Text(f"{call.done or 0:g}/{call.total:g}"))
+            elif call.done is not None:
+                cells.append(Text(f"{call.done:g}"))
+            if call.message:
+                cells.append(Text(call.message, style="italic"))
+            grid.add_row(*cells)
+            rows.append(grid)
+        yield Group(*rows)
+
+
+class _Lines(io.TextIOBase):
+    """Collects text into lines and hands each whole line to the console."""
+
+    def __init__(self, console: RunConsole, target: TextIO) -> None:
+        self._console = console
+        self._target = target
+        self._buffer = ""
+
+    def write(self, text: str) -> int:
+        self._buffer += text
+        while "\n" in self._buffer:
+            line, _, self._buffer = self._buffer.partition("\n")
+            self._console.write_line(self._target, line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self._target.flush()
+
+
+def _number(value: JsonValue) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+@asynccontextmanager
+async def open_console(
+    out: Console | None, err: Console | None, *, refresh: float = REFRESH_SECONDS
+) -> AsyncGenerator[RunConsole]:
+    """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open."""
+    console = RunConsole(out=out, err=err)
+
+    async def tick() -> None:
+        while True:
+            await anyio.sleep(refresh)
+            console.refresh()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            if err is not None:
+                tg.start_soon(tick)
+            try:
+                yield console
+            finally:
+                console.close()
+                tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        # What failed is the run inside, never the ticker: let it arrive as itself.
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
+def open_terminal_console(
+    stdout: TextIO, stderr: TextIO
+) -> AbstractAsyncContextManager[RunConsole]:
+    """A `RunConsole` on whichever of `stdout` and `stderr` is a terminal (none when piped)."""
+
+    def terminal(file: TextIO) -> Console | None:
+        console = Console(file=file)
+        return console if console.is_terminal and not console.is_dumb_terminal else None
+
+    return open_console(terminal(stdout), terminal(stderr))
