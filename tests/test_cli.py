@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -109,7 +110,7 @@ def test_a_stored_run_stopped_by_its_model_resumes_with_another(
     )  # then it has nothing more to say: the run stops after the tool ran
     state_dir = tmp_path / "runs"
     args = ["--model", f"scripted:{first}", "--state-dir", str(state_dir)]
-    assert main(["run", "What is 6 * 7?", *args]) == 2
+    assert main(["run", "What is 6 * 7?", *args]) == 1  # the run failed: its model did
     err = capsys.readouterr().err
     assert "has 1 answers and was asked for answer 2" in err
     match = re.search(r"agent-gateway resume (\w+) --state-dir (\S+)", err)
@@ -195,3 +196,123 @@ def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path
     )  # fmt: skip
     assert "warning: agent 'assistant' has no model, so calls to it fail" in done.stderr
     assert "serving nothing" not in done.stderr
+
+
+BROKEN = {"command": "/nonexistent/mcp-server"}
+"""A stdio server that cannot start."""
+
+
+def test_exit_codes_tell_a_failed_run_from_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    empty = write_script(tmp_path / "empty.json", [])
+    assert main(["run", "hi", "--model", f"scripted:{empty}"]) == 1  # the model failed
+    assert "has 0 answers" in capsys.readouterr().err
+    assert main(["run", "hi"]) == 2  # no model configured
+    assert "agent 'assistant' has no model" in capsys.readouterr().err
+    assert main(["run", "hi", "--model", "nope:x"]) == 2
+    assert "unknown model spec 'nope:...'" in capsys.readouterr().err
+
+
+def test_strict_fails_when_a_configured_server_is_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(
+        json.dumps({"mcpServers": {"broken": BROKEN}, "tools": {"calc": {"builtin": "calculator"}}})
+    )
+    script = write_script(tmp_path / "a.json", [{"content": "fine"}])
+    run = ["run", "hi", "--config", str(config), "--model", f"scripted:{script}"]
+    assert main(run) == 0  # the agent still runs on what is up
+    assert capsys.readouterr().out == "fine\n"
+    assert main([*run, "--strict"]) == 1
+    err = capsys.readouterr().err
+    assert "--strict: 1 server(s) down" in err
+    assert "broken: failed" in err
+    assert "No such file or directory" in err
+
+
+def test_run_json_is_one_object_with_output_usage_steps_and_run_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path / "a.json",
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+            {"content": "42"},
+        ],
+    )
+    assert main(["run", "6*7?", "--model", f"scripted:{script}", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output"] == "42"
+    assert printed["error"] is None
+    assert re.fullmatch(r"[0-9a-f]{12}", printed["run_id"])
+    assert printed["usage"]["requests"] == 2
+    assert printed["steps"] == [
+        {"tool": "calculator", "input": {"expression": "6 * 7"}, "observation": "42"}
+    ]
+    empty = write_script(tmp_path / "empty.json", [])
+    assert main(["run", "hi", "--model", f"scripted:{empty}", "--json"]) == 1
+    failed = json.loads(capsys.readouterr().out)
+    assert "has 0 answers" in failed["error"]
+    assert failed["run_id"]
+
+
+def test_tools_json_lists_tools_agents_and_servers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX, "broken": BROKEN}}))
+    assert main(["tools", "--config", str(config), "--json"]) == 1  # a server is down
+    listing = json.loads(capsys.readouterr().out)
+    names = {tool["name"]: tool for tool in listing["tools"]}
+    assert names["toolbox__text_stats"]["original_name"] == "text_stats"
+    assert names["toolbox__text_stats"]["input_schema"]["required"] == ["text"]
+    assert listing["agents"] == [
+        {"name": "assistant", "model": "none", "tools": ["toolbox", "broken"]}
+    ]
+    states = {server["name"]: server["state"] for server in listing["servers"]}
+    assert states == {"toolbox": "ready", "broken": "failed"}
+
+
+def test_version_verbose_after_the_command_and_a_question_from_stdin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert re.fullmatch(r"agent-gateway \S+\n", capsys.readouterr().out)
+    script = write_script(tmp_path / "a.json", [{"content": "from stdin"}])
+    monkeypatch.setattr(sys, "stdin", io.StringIO("What is asked?\n"))
+    assert main(["run", "-", "--model", f"scripted:{script}", "-v", "--trace-json"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "from stdin\n"
+    assert '"input":"What is asked?"' in err
+
+
+def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX, "broken": BROKEN}}))
+    call = ["call", "--config", str(config)]
+    assert main([*call, "text_stats", "--args", '{"text": "x"}']) == 2
+    assert (
+        "no tool named 'text_stats'; did you mean 'toolbox__text_stats'?" in capsys.readouterr().err
+    )
+    assert main([*call, "broken__anything"]) == 1
+    err = capsys.readouterr().err
+    assert "tool 'broken__anything': its server is down: broken: failed" in err
+    assert "No such file or directory" in err
+    assert main([*call, "nothing"]) == 2
+    assert (
+        "servers down, so their tools are not listed:\n  broken: failed" in capsys.readouterr().err
+    )
+    script = write_script(tmp_path / "a.json", [{"content": "I am the assistant."}])
+    agent = ["call", "assistant", "--args", '{"prompt": "who?"}']
+    assert main([*agent, "--config", str(config)]) == 2  # the default assistant has no model
+    assert "has no model" in capsys.readouterr().err
+    with_model = tmp_path / "agent.toml"
+    with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
+    assert main([*agent, "--config", str(with_model)]) == 0
+    assert capsys.readouterr().out == "I am the assistant.\n"

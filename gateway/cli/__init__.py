@@ -11,6 +11,7 @@ import inspect
 import logging
 import sys
 from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 import anyio
 
@@ -20,6 +21,7 @@ from toolkits import ToolkitError
 from ..errors import GatewayError
 from . import demo, install, run, serve, tools
 from .common import Commands
+from .exits import INTERRUPTED, exit_code, report
 
 __all__ = ["COMMANDS", "main"]
 
@@ -39,10 +41,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return args.handler(args)
         return anyio.run(args.handler, args)
     except (GatewayError, AgentError, ToolkitError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        report(exc)
+        return exit_code(exc)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
+
+
+def _version() -> str:
+    try:
+        return version("agent-gateway")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
 
 
 def parser() -> argparse.ArgumentParser:
@@ -51,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
         prog="agent-gateway", description="Agents on MCP tools, served over MCP."
     )
     top.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    top.add_argument("--version", action="version", version=f"agent-gateway {_version()}")
     commands = Commands(top)
     for module in COMMANDS:
         module.register(commands)

@@ -1,29 +1,35 @@
-"""What the commands share: how a command is added, and agents, results and traces."""
+"""What the commands share: how a command is added, its common options, agents and servers."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from toolkits.mcp import McpToolkit
+
 from ..config import Config, load_config, with_default_agent
 from ..console import RunConsole
-from ..engine import EMPTY_ANSWER, Gateway, RunResult
-from ..errors import GatewayError, UnknownAgent
-from ..models import ClientSampling
+from ..engine import Gateway
+from ..errors import ConfigError, GatewayError, UnknownAgent
+from ..models import ClientSampling, NoModel
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
+from .exits import RunFailed
 
 __all__ = [
     "Commands",
     "Handler",
     "add_model_options",
+    "add_strict_option",
     "add_trace_options",
+    "check_runnable",
+    "check_servers",
     "config_of",
     "pick_agent",
-    "print_result",
-    "refuse_client_sampling",
     "trace_hooks",
+    "with_steps",
 ]
 
 Handler = Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]]
@@ -47,7 +53,10 @@ class Commands:
             "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
         )
         if config:
-            sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
+            sub.add_argument(
+                "--config",
+                help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
+            )
         return sub
 
 
@@ -68,6 +77,12 @@ def add_model_options(sub: argparse.ArgumentParser, *, agent: bool = True) -> No
 def add_trace_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
     sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
+
+
+def add_strict_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--strict", action="store_true", help="fail (exit 1) when a configured server is down"
+    )
 
 
 def trace_hooks(args: argparse.Namespace, console: RunConsole | None = None) -> list[TraceHook]:
@@ -94,26 +109,35 @@ def pick_agent(config: Config, requested: str | None) -> str:
     raise UnknownAgent(f"choose an agent with --agent (configured: {names})")
 
 
-def refuse_client_sampling(gateway: Gateway, name: str) -> None:
-    if isinstance(gateway.agents[name].model, ClientSampling):
+def check_runnable(gateway: Gateway, name: str) -> None:
+    """Refuse, as bad input, an agent that cannot run from the command line."""
+    model = gateway.agents[name].model
+    if isinstance(model, ClientSampling):
         raise GatewayError(
             f"agent {name!r}: model 'sampling' needs an MCP client: use `agent-gateway serve` "
             "(or pass --model SPEC)"
         )
+    if isinstance(model, NoModel):
+        raise ConfigError(
+            f"agent {name!r} has no model: set `model` in [agents.{name}] or pass --model SPEC "
+            "(or try `agent-gateway demo`, which needs no key)"
+        )
 
 
-def print_result(
-    result: RunResult, *, label: bool = False, shown: Callable[[str | None], bool] | None = None
-) -> int:
-    """Print each answer (unless `shown` says it was streamed already) or error."""
-    failed = False
-    for item in result.items:
-        if item.error is None and not (item.output or "").strip():
-            # Nothing answered is not a success: say so instead of printing a blank answer.
-            item = item.model_copy(update={"error": EMPTY_ANSWER})
-        if item.error is not None:
-            failed = True
-            print(f"error: {item.error}", file=sys.stderr)
-        elif shown is None or not shown(item.output):
-            print(f"answer: {item.output}" if label else item.output)
-    return 1 if failed else 0
+def check_servers(gateway: Gateway, *, strict: bool) -> None:
+    """With `strict`, fail (exit 1) when any configured MCP server is not ready."""
+    down = [
+        node.health
+        for node in gateway.nodes.values()
+        if isinstance(node, McpToolkit) and node.health.state != "ready"
+    ]
+    if strict and down:
+        lines = "\n".join(f"  {health}" for health in down)
+        raise RunFailed(f"--strict: {len(down)} server(s) down:\n{lines}")
+
+
+def with_steps(gateway: Gateway, name: str) -> None:
+    """Have `name`'s runs return their intermediate steps (for `--json`)."""
+    spec = gateway.agents[name]
+    options = dataclasses.replace(spec.options, return_intermediate_steps=True)
+    gateway.agents[name] = dataclasses.replace(spec, options=options)

@@ -12,14 +12,8 @@ from ..app import open_gateway
 from ..console import open_terminal_console
 from ..models import NoModel
 from ..trace import TracePrinter
-from .common import (
-    Commands,
-    add_model_options,
-    config_of,
-    pick_agent,
-    print_result,
-    refuse_client_sampling,
-)
+from .common import Commands, add_model_options, check_runnable, config_of, pick_agent
+from .results import print_result
 
 __all__ = ["DEMO_QUESTION", "register"]
 
@@ -47,7 +41,6 @@ async def _demo(args: argparse.Namespace) -> int:
             config, model=args.model, hooks=[console, TracePrinter(console.stream(sys.stdout))]
         ) as gateway,
     ):
-        refuse_client_sampling(gateway, name)
         spec = gateway.agents[name]
         if isinstance(spec.model, NoModel):
             print(
@@ -56,6 +49,7 @@ async def _demo(args: argparse.Namespace) -> int:
             )
             demo_model = ScriptedModel(DEMO_SCRIPT, name="scripted-demo")
             gateway.agents[name] = dataclasses.replace(spec, model=demo_model)
+        check_runnable(gateway, name)
         print(f"question: {args.question}")
         result = await gateway.run(name, args.question, stream=True)
     print()

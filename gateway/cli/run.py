@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import io
+import json
 import sys
+from contextlib import AbstractAsyncContextManager
 
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
 from ..app import open_gateway
-from ..console import open_terminal_console
+from ..console import RunConsole, open_terminal_console
 from ..engine import Gateway, RunResult, RunState
 from ..errors import GatewayError
 from ..store import FileRunStore
@@ -17,75 +20,103 @@ from ..trace import new_id
 from .common import (
     Commands,
     add_model_options,
+    add_strict_option,
     add_trace_options,
+    check_runnable,
+    check_servers,
     config_of,
     pick_agent,
-    print_result,
-    refuse_client_sampling,
     trace_hooks,
+    with_steps,
 )
+from .results import print_result
 
 __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
     run = commands.add("run", _run, "ask an agent a question and print its answer")
-    run.add_argument("question")
+    run.add_argument("question", help="the question; - reads it from stdin")
     add_model_options(run)
     run.add_argument("--session", help="chat memory session id")
     run.add_argument(
         "--state-dir", help="store the run's state after every step here, to resume it if it stops"
     )
-    add_trace_options(run)
     resume = commands.add("resume", _resume, "continue a run stored with --state-dir")
     resume.add_argument("run_id")
     add_model_options(resume, agent=False)
     resume.add_argument("--state-dir", required=True, help="where the run is stored")
-    add_trace_options(resume)
+    for sub in (run, resume):
+        sub.add_argument(
+            "--json",
+            action="store_true",
+            help="print one JSON object: run_id, output, error, usage, steps",
+        )
+        add_strict_option(sub)
+        add_trace_options(sub)
 
 
 async def _run(args: argparse.Namespace) -> int:
+    question = sys.stdin.read().strip() if args.question == "-" else args.question
+    if not question:
+        raise GatewayError("the question is empty")
     config = config_of(args)
     name = pick_agent(config, args.agent)
     store = FileRunStore(args.state_dir) if args.state_dir else None
+    state = RunState(
+        run_id=new_id(), agent=name, items=[AgentItem(prompt=question, session_id=args.session)]
+    )
     async with (
-        open_terminal_console(sys.stdout, sys.stderr) as console,
+        _console(args) as console,
         open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
     ):
-        refuse_client_sampling(gateway, name)
-        state = RunState(
-            run_id=new_id(),
-            agent=name,
-            items=[AgentItem(prompt=args.question, session_id=args.session)],
-        )
-        result = await _stored(gateway, state, store)
-    return print_result(result, shown=console.streamed)
+        check_runnable(gateway, name)
+        result = await _stored(gateway, state, store, args)
+    return print_result(result, as_json=args.json, shown=console.streamed)
 
 
 async def _resume(args: argparse.Namespace) -> int:
     config = config_of(args)
     store = FileRunStore(args.state_dir)
     state = await store.load(args.run_id)
+    pick_agent(config, state.agent)
     async with (
-        open_terminal_console(sys.stdout, sys.stderr) as console,
+        _console(args) as console,
         open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
     ):
-        result = await _stored(gateway, state, store)
-    return print_result(result, shown=console.streamed)
+        check_runnable(gateway, state.agent)
+        result = await _stored(gateway, state, store, args)
+    return print_result(result, as_json=args.json, shown=console.streamed)
 
 
-async def _stored(gateway: Gateway, state: RunState, store: FileRunStore | None) -> RunResult:
+async def _stored(
+    gateway: Gateway, state: RunState, store: FileRunStore | None, args: argparse.Namespace
+) -> RunResult:
     """Run on from `state`; with a store, checkpoint every step and say how to go on after a
     failure (the store keeps the state of the last step that completed)."""
-    if store is None:
-        return await gateway.resume(state, stream=True)
-    await store.save(state)
+    if args.json:
+        with_steps(gateway, state.agent)
     try:
-        result = await gateway.resume(state, checkpoint=store.save, stream=True)
+        check_servers(gateway, strict=args.strict)
+        if store is None:
+            return await gateway.resume(state, stream=True)
+        await store.save(state)
+        try:
+            result = await gateway.resume(state, checkpoint=store.save, stream=True)
+        except (AgentError, ToolkitError, GatewayError) as exc:
+            exc.add_note(
+                f"the run is stored: agent-gateway resume {state.run_id} "
+                f"--state-dir {store.directory}"
+            )
+            raise
     except (AgentError, ToolkitError, GatewayError) as exc:
-        raise GatewayError(
-            f"{exc}\nthe run is stored: agent-gateway resume {state.run_id} "
-            f"--state-dir {store.directory}"
-        ) from exc
+        if args.json:  # still one JSON object on stdout, for scripts
+            print(json.dumps({"run_id": state.run_id, "agent": state.agent, "error": str(exc)}))
+        raise
     await store.delete(state.run_id)
     return result
+
+
+def _console(args: argparse.Namespace) -> AbstractAsyncContextManager[RunConsole]:
+    """The live console on the terminal; with `--json`, stdout carries the JSON alone."""
+    return open_terminal_console(io.StringIO() if args.json else sys.stdout, sys.stderr)

@@ -11,7 +11,14 @@ from ..config import Config, with_default_agent
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
 from ..models import NoModel
-from .common import Commands, add_trace_options, config_of, trace_hooks
+from .common import (
+    Commands,
+    add_strict_option,
+    add_trace_options,
+    check_servers,
+    config_of,
+    trace_hooks,
+)
 
 __all__ = ["register"]
 
@@ -40,6 +47,7 @@ def register(commands: Commands) -> None:
         metavar="NAME",
         help="serve only this agent (repeatable; agents it calls are served too)",
     )
+    add_strict_option(serve)
     add_trace_options(serve)
 
 
@@ -59,6 +67,7 @@ async def _serve(args: argparse.Namespace) -> int:
     async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
         server, router = build_server(gateway, config.gateway)
         await router.check()
+        check_servers(gateway, strict=args.strict)
         await _warn_about(gateway, config)
         if options is None:
             await serve_stdio(server)

@@ -1,45 +1,68 @@
-"""`tools` lists what the config provides; `call` calls one tool through the gateway."""
+"""`tools` lists what the config provides; `call` calls one tool (or agent) through the gateway."""
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, NoReturn, cast
 
-from toolkits import result_text
-from toolkits.mcp import McpToolkit
+from toolkits import Tool, result_text
+from toolkits.mcp import McpToolkit, NodeHealth
 
 from ..app import open_gateway
-from ..errors import GatewayError
-from .common import Commands, add_trace_options, config_of, trace_hooks
+from ..engine import Gateway
+from ..errors import GatewayError, UnknownTool
+from .common import (
+    Commands,
+    add_strict_option,
+    add_trace_options,
+    check_runnable,
+    check_servers,
+    config_of,
+    trace_hooks,
+    with_steps,
+)
+from .exits import FAILED, OK, RunFailed
+from .results import print_result
 
 __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    commands.add("tools", _tools, "list the tools the config provides")
-    call = commands.add("call", _call, "call one tool through the gateway and print its result")
-    call.add_argument("tool")
-    call.add_argument("--args", default="{}", help="the arguments as a JSON object")
-    call.add_argument("--json", action="store_true", help="print the whole MCP result as JSON")
+    tools = commands.add("tools", _tools, "list the tools the config provides")
+    tools.add_argument("--json", action="store_true", help="print one JSON object")
+    call = commands.add(
+        "call", _call, "call one tool (or agent) through the gateway and print its result"
+    )
+    call.add_argument("tool", help="a tool's name as `tools` lists it, or an agent's")
+    call.add_argument(
+        "--args", default="{}", help='the arguments as a JSON object (an agent: {"prompt": ...})'
+    )
+    call.add_argument(
+        "--json", action="store_true", help="print the whole MCP result (or run) as JSON"
+    )
+    add_strict_option(call)
     add_trace_options(call)
 
 
 async def _tools(args: argparse.Namespace) -> int:
     async with open_gateway(config_of(args)) as gateway:
-        tools = await gateway.list_tools()
-        for tool in sorted(tools.values(), key=lambda t: (t.source_node, t.name)):
+        tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
+        # Read while the servers run: once closed, every one of them is "stopped".
+        health = _health(gateway)
+    if args.json:
+        print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False))
+    else:
+        for tool in tools:
             summary = (tool.description.strip().splitlines() or [""])[0]
             origin = f" ({tool.original_name})" if tool.original_name else ""
             print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
         for name, agent in gateway.agents.items():
             print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
-        servers = [node for node in gateway.nodes.values() if isinstance(node, McpToolkit)]
-        for server in servers:
-            print(f"server {server.health}")
-        # Read while the servers run: once closed, every one of them is "stopped".
-        down = [server for server in servers if server.health.state != "ready"]
-    return 1 if down else 0
+        for server in health:
+            print(f"server {server}")
+    return FAILED if any(server.state != "ready" for server in health) else OK
 
 
 async def _call(args: argparse.Namespace) -> int:
@@ -51,9 +74,82 @@ async def _call(args: argparse.Namespace) -> int:
         raise GatewayError("--args must be a JSON object")
     arguments = cast(dict[str, Any], arguments)
     async with open_gateway(config_of(args), hooks=trace_hooks(args)) as gateway:
-        result = await gateway.call_tool(args.tool, arguments)
+        check_servers(gateway, strict=args.strict)
+        if args.tool in gateway.agents:
+            return await _call_agent(gateway, args.tool, arguments, as_json=args.json)
+        tools = await gateway.list_tools()
+        tool = tools.get(args.tool)
+        if tool is None:
+            _no_such_tool(args.tool, tools, _health(gateway))
+        result = await gateway.call_tool(tool, arguments)
     if args.json:
         print(result.model_dump_json(by_alias=True, exclude_none=True))
     else:
         print(result_text(result))
-    return 1 if result.is_error else 0
+    return FAILED if result.is_error else OK
+
+
+async def _call_agent(
+    gateway: Gateway, name: str, arguments: Mapping[str, Any], *, as_json: bool
+) -> int:
+    prompt = arguments.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise GatewayError(f'agent {name!r} takes --args \'{{"prompt": "..."}}\'')
+    check_runnable(gateway, name)
+    if as_json:
+        with_steps(gateway, name)
+    session = arguments.get("session_id")
+    result = await gateway.run(
+        name, prompt, session_id=session if isinstance(session, str) else None
+    )
+    return print_result(result, as_json=as_json)
+
+
+def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]) -> NoReturn:
+    """Raise the most useful error for a tool name that is not offered: its server is down
+    (exit 1), or the name is close to one that is (exit 2)."""
+    for server in health:
+        if server.state != "ready" and name.startswith(f"{server.node}__"):
+            raise RunFailed(f"tool {name!r}: its server is down: {server}")
+    same = [t.name for t in tools.values() if name in (t.original_name, t.name.split("__")[-1])]
+    if same:
+        raise UnknownTool(f"no tool named {name!r}; did you mean {' or '.join(map(repr, same))}?")
+    down = [str(server) for server in health if server.state != "ready"]
+    known = ", ".join(sorted(tools)) or "none"
+    message = f"no tool named {name!r} (available: {known})"
+    if down:
+        message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
+    raise UnknownTool(message)
+
+
+def _health(gateway: Gateway) -> list[NodeHealth]:
+    return [node.health for node in gateway.nodes.values() if isinstance(node, McpToolkit)]
+
+
+def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> dict[str, Any]:
+    return {
+        "tools": [
+            {
+                "name": tool.name,
+                "node": tool.source_node,
+                "original_name": tool.original_name,
+                "description": tool.description,
+                "input_schema": dict(tool.input_schema),
+            }
+            for tool in tools
+        ],
+        "agents": [
+            {"name": name, "model": spec.model.name, "tools": list(spec.tools)}
+            for name, spec in gateway.agents.items()
+        ],
+        "servers": [
+            {
+                "name": server.node,
+                "state": server.state,
+                "tools": server.tool_count,
+                "protocol_version": server.protocol_version,
+                "error": server.last_error if server.state != "ready" else None,
+            }
+            for server in health
+        ],
+    }

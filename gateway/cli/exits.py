@@ -1,0 +1,40 @@
+"""Exit codes, and which error means which: what the shell learns from a command.
+
+0    success
+1    the run failed: a model error, max iterations, a server that was needed and is down
+2    bad input: config, arguments, an unknown agent, tool or stored run
+130  interrupted (Ctrl-C)
+"""
+
+from __future__ import annotations
+
+import sys
+
+from agent import AgentError, ModelError
+from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
+
+from ..errors import DepthExceeded, GatewayError
+
+__all__ = ["BAD_INPUT", "FAILED", "INTERRUPTED", "OK", "RunFailed", "exit_code", "report"]
+
+OK = 0
+FAILED = 1
+BAD_INPUT = 2
+INTERRUPTED = 130
+
+
+class RunFailed(GatewayError):
+    """The command ran and failed (exit 1), e.g. `--strict` with a server down."""
+
+
+def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
+    """1 for what failed while running, 2 for what was wrong before anything ran."""
+    failed = (RunFailed, ModelError, DepthExceeded, ServerUnavailable, ToolTimeout)
+    return FAILED if isinstance(exc, failed) else BAD_INPUT
+
+
+def report(exc: BaseException) -> None:
+    """`error: ...` on stderr, with the notes added on the way up (how to resume, ...)."""
+    print(f"error: {exc}", file=sys.stderr)
+    for note in getattr(exc, "__notes__", ()):
+        print(note, file=sys.stderr)

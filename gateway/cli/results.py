@@ -1,0 +1,62 @@
+"""How a command prints what a run returned: the answer as text, or one JSON object."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from agent import ItemResult
+
+from ..engine import EMPTY_ANSWER, RunResult
+from .exits import FAILED, OK
+
+__all__ = ["print_result", "run_json"]
+
+
+def print_result(
+    result: RunResult,
+    *,
+    label: bool = False,
+    as_json: bool = False,
+    shown: Callable[[str | None], bool] | None = None,
+) -> int:
+    """Print each answer on stdout (unless `shown` says it was streamed already) or its error
+    on stderr, or the whole run as JSON; the exit code of the run."""
+    items = [_empty_is_an_error(item) for item in result.items]
+    failed = any(item.error is not None for item in items)
+    if as_json:
+        print(json.dumps(run_json(result, items[0]), ensure_ascii=False))
+        return FAILED if failed else OK
+    for item in items:
+        if item.error is not None:
+            print(f"error: {item.error}", file=sys.stderr)
+        elif shown is None or not shown(item.output):
+            print(f"answer: {item.output}" if label else item.output)
+    return FAILED if failed else OK
+
+
+def _empty_is_an_error(item: ItemResult) -> ItemResult:
+    # Nothing answered is not a success: say so instead of printing a blank answer.
+    if item.error is None and not (item.output or "").strip():
+        return item.model_copy(update={"error": EMPTY_ANSWER})
+    return item
+
+
+def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any]:
+    """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run."""
+    item = item or result.items[0]
+    steps = [
+        {"tool": step.tool, "input": step.tool_input, "observation": step.observation}
+        for step in item.steps or []
+    ]
+    return {
+        "run_id": result.run_id,
+        "agent": result.agent,
+        "output": item.output,
+        "error": item.error,
+        "usage": result.usage.model_dump(),
+        "iterations": result.iterations,
+        "steps": steps,
+    }
