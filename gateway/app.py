@@ -79,6 +79,11 @@ async def open_gateway(
                 agents,
                 memory=WindowMemory(),
                 max_concurrency=config.gateway.max_concurrency,
+                node_limits={
+                    name: server.max_concurrency
+                    for name, server in config.mcp_servers.items()
+                    if server.max_concurrency is not None
+                },
                 max_depth=config.gateway.max_depth,
                 hooks=hooks,
             )

@@ -28,6 +28,7 @@ from toolkits.mcp.config import McpServerConfig
 
 from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
 from .errors import ConfigError
+from .limits import DEFAULT_CLIENT_LIMIT
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -55,8 +56,10 @@ class _Strict(BaseModel):
 
 
 class GatewaySettings(_Strict):
-    max_concurrency: int = Field(default=8, ge=1)
-    """Tool calls in flight at once, across all runs."""
+    max_concurrency: int = Field(default=DEFAULT_CLIENT_LIMIT, ge=1)
+    """Tool calls one client (an MCP client's connection, or a run from the command line) may
+    have in flight on one node; its further calls wait in its own queue. Each node also takes
+    at most its own `max_concurrency` (an MCP server's key; default 64) from all clients."""
     max_depth: int = Field(default=4, ge=1)
     """How deep agents may nest as tools of other agents (and gateways inside gateways)."""
     expose_tools: bool = False

@@ -1,7 +1,8 @@
 """The engine: runs agents, dispatching their requests to tool nodes.
 
 A run alternates between the agent's pure `step` and the dispatch of the `EngineRequest` it
-returns: every action goes to its node concurrently (bounded by one limiter per gateway), and
+returns: every action goes to its node concurrently (bounded per node, and per client and node:
+`limits`), and
 each result or failure becomes an action response. The run's whole state is a `RunState`,
 handed to an optional checkpoint after every step, from which `Gateway.resume` continues in
 any process.
@@ -56,6 +57,7 @@ from .errors import (
     UnknownAgent,
     UnknownTool,
 )
+from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
 from .models import ClientSampling
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
@@ -131,7 +133,8 @@ class Gateway:
         agents: Iterable[AgentSpec] = (),
         *,
         memory: ChatMemory | None = None,
-        max_concurrency: int = 8,
+        max_concurrency: int = DEFAULT_CLIENT_LIMIT,
+        node_limits: Mapping[str, int] | None = None,
         max_depth: int = 4,
         hooks: Sequence[TraceHook] = (),
     ) -> None:
@@ -141,7 +144,13 @@ class Gateway:
         self.hooks = tuple(hooks)
         self.max_depth = max_depth
         """How many agents deep a run may nest (agents calling agents as tools)."""
-        self._limiter = anyio.CapacityLimiter(max_concurrency)
+        self.max_concurrency = max_concurrency
+        """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
+        self._node_limits = PerNode(DEFAULT_NODE_LIMIT, node_limits)
+
+    def client_quota(self) -> PerNode:
+        """A fresh client's share of the nodes (see `limits`)."""
+        return PerNode(self.max_concurrency)
 
     async def run(
         self,
@@ -154,13 +163,15 @@ class Gateway:
         model: ChatModel | None = None,
         hops: int = 0,
         stream: bool = False,
+        quota: PerNode | None = None,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
         `hooks` are added to the gateway's for this run; `model` replaces the agent's model for
         this run (e.g. the calling MCP client's own model, through sampling); `hops` is how many
         gateways the request already passed through (served runs read it from `_meta`);
-        `stream` asks every model of the run to stream, each text delta a `token` event.
+        `stream` asks every model of the run to stream, each text delta a `token` event;
+        `quota` is the calling client's share of the nodes (default: the run's own).
         """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
@@ -169,7 +180,13 @@ class Gateway:
         )
         state = RunState(run_id=new_id(), agent=agent, items=items)
         return await self.resume(
-            state, checkpoint=checkpoint, hooks=hooks, model=model, hops=hops, stream=stream
+            state,
+            checkpoint=checkpoint,
+            hooks=hooks,
+            model=model,
+            hops=hops,
+            stream=stream,
+            quota=quota,
         )
 
     async def resume(
@@ -181,6 +198,7 @@ class Gateway:
         model: ChatModel | None = None,
         hops: int = 0,
         stream: bool = False,
+        quota: PerNode | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
@@ -192,7 +210,8 @@ class Gateway:
         exchange = state.response or state.request
         # A resumed run has spent what its metadata says: the budget counts on from there.
         budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
-        context = RunContext(tracer, budget, hops=hops, client_model=model, stream=stream)
+        quota = quota or self.client_quota()
+        context = RunContext(tracer, budget, quota, hops=hops, client_model=model, stream=stream)
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with tracer.span(
@@ -281,6 +300,7 @@ class Gateway:
         hooks: Sequence[TraceHook] = (),
         on_progress: ProgressCallback | None = None,
         hops: int = 0,
+        quota: PerNode | None = None,
     ) -> CallToolResult:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
         traced like an agent's; `on_progress` receives the tool's progress.
@@ -298,7 +318,13 @@ class Gateway:
             tool = found
         tracer = Tracer(new_id(), (*self.hooks, *hooks))
         call = await self._call_node(
-            tool, arguments, tracer, None, meta={HOPS_META_KEY: hops + 1}, relay=on_progress
+            tool,
+            arguments,
+            tracer,
+            None,
+            quota or self.client_quota(),
+            meta={HOPS_META_KEY: hops + 1},
+            relay=on_progress,
         )
         return call.result
 
@@ -308,20 +334,22 @@ class Gateway:
         arguments: Mapping[str, Any],
         tracer: Tracer,
         parent_id: str | None,
+        quota: PerNode,
         *,
         meta: Mapping[str, Any],
         relay: ProgressCallback | None = None,
         agent: RunContext | None = None,
         call_id: str | None = None,
     ) -> _NodeCall:
-        """The one way a node's tool is called: bounded by the limiter, traced, its progress
+        """The one way a node's tool is called: bounded by the limits, traced, its progress
         and its server's log messages noted (progress also relayed), its result read for the
         model. For an `agent`'s call, the agent's model answers the server's sampling requests.
         The node's errors propagate."""
         node = self.nodes[tool.source_node]
         cap = _output_cap(node)
         async with (
-            self._limiter,
+            quota.limiter(node.name),
+            self._node_limits.limiter(node.name),
             tracer.span(
                 "tool", tool.name, parent_id=parent_id, input=dict(arguments), call_id=call_id
             ) as span,
@@ -454,6 +482,7 @@ class Gateway:
                 arguments,
                 tracer,
                 parent_id,
+                context.quota,
                 meta=context.call_meta(),
                 agent=context,
                 call_id=action.tool_call_id,

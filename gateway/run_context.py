@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from agent import ChatModel, Usage
 
+from .limits import PerNode
 from .trace import Tracer
 
 __all__ = ["HOPS_META_KEY", "RunContext", "TokenBudget"]
@@ -40,6 +41,8 @@ class TokenBudget:
 class RunContext:
     tracer: Tracer
     budget: TokenBudget
+    quota: PerNode
+    """The calling client's share of the nodes, for every call of the run's tree."""
     chain: tuple[str, ...] = ()
     """The agents from the outermost run down to the current one."""
     hops: int = 0

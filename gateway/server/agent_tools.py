@@ -32,6 +32,7 @@ from ..trace import TraceHook, new_id
 from .downstream import incoming_hops
 from .progress import McpNotifier
 from .rounds import decode_state, encode_state
+from .serving import client_quota
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
 
@@ -133,6 +134,7 @@ class AgentTools:
                 session_id=args.session_id,
                 hooks=hooks,
                 hops=incoming_hops(ctx),
+                quota=client_quota(ctx, self._gateway),
             )
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
@@ -175,7 +177,12 @@ class AgentTools:
         model = SamplingModel(ctx, answers=params.input_responses, max_tokens=self._max_tokens)
         try:
             result = await self._gateway.resume(
-                state, checkpoint=keep, hooks=hooks, model=model, hops=incoming_hops(ctx)
+                state,
+                checkpoint=keep,
+                hooks=hooks,
+                model=model,
+                hops=incoming_hops(ctx),
+                quota=client_quota(ctx, self._gateway),
             )
         except SamplingInputRequired as need:
             # The run goes on when the client retries with the answer: resumed from `latest`,

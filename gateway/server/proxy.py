@@ -32,6 +32,7 @@ from toolkits.mcp import McpToolkit
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, ToolConflict
 from .downstream import incoming_hops, without_stamp
+from .serving import client_quota
 from .upstream import for_client
 
 __all__ = ["ProxiedTools", "exposed_nodes", "fit_to_era", "incoming_hops"]
@@ -106,7 +107,11 @@ class ProxiedTools:
         async def work(report: ProgressCallback) -> types.CallToolResult:
             try:
                 return await self._gateway.call_tool(
-                    tool, arguments, on_progress=report, hops=incoming_hops(ctx)
+                    tool,
+                    arguments,
+                    on_progress=report,
+                    hops=incoming_hops(ctx),
+                    quota=client_quota(ctx, self._gateway),
                 )
             except (ToolkitError, GatewayError) as exc:  # e.g. down, timed out, too many hops
                 return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")

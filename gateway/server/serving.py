@@ -1,4 +1,5 @@
-"""What one serving run owns: the task group of parked requests and the change relay.
+"""What one serving run owns: the task group of parked requests, the change relay, and each
+client's share of the nodes.
 
 A run is the server's lifespan: one stdio connection, one HTTP app, one in-process client.
 Handlers reach the run's state through `serving(ctx)`.
@@ -8,30 +9,73 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from weakref import WeakKeyDictionary
 
 import anyio
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkits.mcp import McpToolkit
 
+from ..engine import Gateway
+from ..limits import PerNode
 from .parked import ParkedCalls
-from .relay import ChangeRelay
+from .relay import ChangeRelay, connection_of
 
-__all__ = ["Serving", "lifespan_for", "register_connections", "serving"]
+__all__ = [
+    "ClientQuotas",
+    "Serving",
+    "client_quota",
+    "lifespan_for",
+    "register_connections",
+    "serving",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Serving:
     parked: ParkedCalls
     relay: ChangeRelay
+    quotas: ClientQuotas = field(default_factory=lambda: ClientQuotas())
 
 
 def serving(ctx: ServerRequestContext[Any, Any]) -> Serving | None:
     state = ctx.lifespan_context
     return state if isinstance(state, Serving) else None
+
+
+class ClientQuotas:
+    """Each client's share of the nodes (`gateway.limits`), found by what identifies it.
+
+    A handshake-era client is its connection. A 2026-07-28 request arrives on a connection of
+    its own, so over stdio (and in-process) it is the run's one client, while over stateless
+    HTTP nothing ties its requests together: each is a client of its own there, and only the
+    nodes' own limits bound them all.
+    """
+
+    def __init__(self) -> None:
+        self._by_connection: WeakKeyDictionary[object, PerNode] = WeakKeyDictionary()
+        self._sole: PerNode | None = None
+
+    def of(self, ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNode:
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.request is None:
+            if self._sole is None:
+                self._sole = gateway.client_quota()
+            return self._sole
+        key = connection_of(ctx) or ctx.session
+        quota = self._by_connection.get(key)
+        if quota is None:
+            quota = self._by_connection[key] = gateway.client_quota()
+        return quota
+
+
+def client_quota(ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNode:
+    """The calling client's share of the nodes (see `ClientQuotas`)."""
+    state = serving(ctx)
+    return gateway.client_quota() if state is None else state.quotas.of(ctx, gateway)
 
 
 def lifespan_for(

@@ -79,6 +79,8 @@ class McpServerConfig(BaseModel):
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
     """Characters of observation text the agent reads from one result (the result itself is kept)."""
     protocol: ProtocolMode = "auto"
+    max_concurrency: int | None = Field(default=None, ge=1)
+    """Calls this server takes at once, from all clients together (None: the gateway's default)."""
     bearer_token_env: str | None = None
     """http/sse: name of the environment variable holding a bearer token for `Authorization`."""
 
