@@ -75,3 +75,47 @@ async def test_an_unset_token_variable_is_a_clear_failure(monkeypatch: pytest.Mo
             "ConfigError: environment variable 'TOY_TOKEN_UNSET' (the bearer token of MCP server "
             "'toy') is not set"
         )
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_a_large_result_passes_and_the_session_stays(era: ProtocolMode) -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+
+    async def blob(_ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        return text_result("x" * int(args["size"]))
+
+    toy.add("blob", blob)
+    async with serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as base:
+        config = McpServerConfig(url=f"{base}/mcp", protocol=era)
+        async with McpToolkit("toy", config) as node:
+            with anyio.fail_after(30):
+                for size in (1 << 20, 10 << 20):
+                    result = await node.call_tool("toy__blob", {"size": size})
+                    assert not result.is_error
+                    assert len(result.content[0].text) == size  # type: ignore[union-attr]
+            assert node.health.state == "ready"
+            assert node.health.failures == 0
+
+
+async def test_a_result_over_the_limit_fails_that_call_only() -> None:
+    # Handshake-era servers stream results as server-sent events, which the limit bounds.
+    toy = ToyServer()
+    toy.add_echo("echo")
+
+    async def blob(_ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        return text_result("x" * int(args["size"]))
+
+    toy.add("blob", blob)
+    async with serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as base:
+        config = McpServerConfig(url=f"{base}/mcp", protocol="legacy", max_message_bytes=100_000)
+        async with McpToolkit("toy", config) as node:
+            with anyio.fail_after(30):
+                for _ in range(3):
+                    failed = await node.call_tool("toy__blob", {"size": 200_000})
+                    assert failed.is_error
+                    assert "exceeded the 100000 byte limit" in str(failed.content[0])
+                    echo = await node.call_tool("toy__echo", {})
+                    assert echo.content == [types.TextContent(text="echo:[]")]
+            assert node.health.state == "ready"
+            assert node.health.failures == 0

@@ -33,6 +33,7 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_OUTPUT = 100_000
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 PrefixPolicy = Literal["always", "never", "auto"]
 """`always`: `server__tool`; `never`: the bare name; `auto`: prefixed only on a cross-node clash."""
@@ -78,6 +79,9 @@ class McpServerConfig(BaseModel):
     """Absolute cap on one call, however much progress arrives. Default: 10 x `timeout`."""
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
     """Characters of observation text the agent reads from one result (the result itself is kept)."""
+    max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
+    """http: the largest server-sent event taken from the server (how it streams a result
+    with progress); a larger one fails that call only."""
     protocol: ProtocolMode = "auto"
     max_concurrency: int | None = Field(default=None, ge=1)
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""

@@ -339,7 +339,7 @@ class McpToolkit(InBackground):
                             meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
                         )
             except MCPError as exc:
-                if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
+                if conn.lost is not None or _connection_failed(exc):
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
@@ -376,6 +376,18 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+def _connection_failed(exc: MCPError) -> bool:
+    """Whether a call's error means the connection failed, not just this call.
+
+    The SDK (mcp 2.3) answers a request it could not finish with CONNECTION_CLOSED either way;
+    an HTTP response stream it could not parse ("SSE stream failed: ...", e.g. a result
+    over `max_message_bytes`) came from a live server, so that call alone failed.
+    """
+    return exc.code == mcp_types.CONNECTION_CLOSED and not exc.message.startswith(
+        "SSE stream failed"
+    )
 
 
 _Report = tuple[float, float | None, str | None]

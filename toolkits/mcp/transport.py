@@ -59,7 +59,7 @@ def config_transport(
             return _stdio_with_logged_stderr(params, log, stderr_tail)
         case "http":
             assert config.url is not None
-            return _streamable_http(config.url, _headers(config, name))
+            return _streamable_http(config.url, _headers(config, name), config.max_message_bytes)
         case "sse":
             assert config.url is not None
             return sse_client(config.url, headers=_headers(config, name))
@@ -79,11 +79,15 @@ def _headers(config: McpServerConfig, name: str) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def _streamable_http(url: str, headers: dict[str, str]) -> AsyncGenerator[TransportStreams]:
+async def _streamable_http(
+    url: str, headers: dict[str, str], max_message_bytes: int
+) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers; we own its lifetime.
     async with (
         httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http,
-        streamable_http_client(url, http_client=http) as streams,
+        streamable_http_client(
+            url, http_client=http, max_sse_event_size=max_message_bytes
+        ) as streams,
     ):
         yield streams
 
