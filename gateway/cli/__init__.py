@@ -22,6 +22,7 @@ from ..errors import GatewayError
 from . import demo, install, run, serve, tools
 from .common import Commands
 from .exits import INTERRUPTED, exit_code, report
+from .signals import until_signalled
 
 __all__ = ["COMMANDS", "main"]
 
@@ -39,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not inspect.iscoroutinefunction(args.handler):
             return args.handler(args)
-        return anyio.run(args.handler, args)
+        return anyio.run(until_signalled, args.handler, args)
     except (GatewayError, AgentError, ToolkitError) as exc:
         report(exc)
         return exit_code(exc)

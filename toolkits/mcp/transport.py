@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import sys
 from collections import deque
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
@@ -50,11 +52,9 @@ def config_transport(
     match config.kind:
         case "stdio":
             assert config.command is not None  # the config validator guarantees it
+            command, args = _ending_with_us(config.command, list(config.args))
             params = StdioServerParameters(
-                command=config.command,
-                args=list(config.args),
-                env=dict(config.env) or None,
-                cwd=config.cwd,
+                command=command, args=args, env=dict(config.env) or None, cwd=config.cwd
             )
             return _stdio_with_logged_stderr(params, log, stderr_tail)
         case "http":
@@ -63,6 +63,23 @@ def config_transport(
         case "sse":
             assert config.url is not None
             return sse_client(config.url, headers=_headers(config, name))
+
+
+_SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
+
+
+def _ending_with_us(command: str, args: list[str]) -> tuple[str, list[str]]:
+    """The command line that starts the server so that it ends when this process ends.
+
+    A server that is still starting (or never reads its stdin) would not notice that we are
+    gone, and the SDK starts it in a session of its own, out of reach of signals sent to our
+    process group. On Linux, util-linux's `setpriv` asks the kernel to send it SIGTERM when
+    its parent dies, however that happens (SIGKILL included), then execs the server, keeping
+    its pid. A command that does not resolve is left as it is, so its error stays the usual one.
+    """
+    if _SETPRIV is None or shutil.which(command) is None:
+        return command, args
+    return _SETPRIV, ["--pdeathsig", "TERM", "--", command, *args]
 
 
 def _headers(config: McpServerConfig, name: str) -> dict[str, str]:
