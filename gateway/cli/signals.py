@@ -20,21 +20,28 @@ SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
 
 async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -> int:
-    """`await handler(args)`, or 128 + signum once one of `SIGNALS` arrived and it unwound."""
-    outcome: list[int] = []
+    """`await handler(args)`, or 128 + signum once one of `SIGNALS` arrived and it unwound.
+
+    The handler's errors come out as themselves, not wrapped in an `ExceptionGroup`.
+    """
+    signalled: list[int] = []
+    error: Exception | None = None
+    code = 0
+
+    async def watch(scope: anyio.CancelScope) -> None:
+        with anyio.open_signal_receiver(*SIGNALS) as received:
+            async for signum in received:
+                signalled.append(signum)
+                scope.cancel()
+                return
+
     async with anyio.create_task_group() as tg:
-
-        async def run() -> None:
-            outcome.append(await handler(args))
-            tg.cancel_scope.cancel()
-
-        async def watch() -> None:
-            with anyio.open_signal_receiver(*SIGNALS) as received:
-                async for signum in received:
-                    outcome.append(128 + signum)
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(watch)
-        tg.start_soon(run)
-    return outcome[0]
+        tg.start_soon(watch, tg.cancel_scope)
+        try:
+            code = await handler(args)
+        except Exception as exc:
+            error = exc
+        tg.cancel_scope.cancel()
+    if error is not None:
+        raise error
+    return 128 + signalled[0] if signalled else code
