@@ -1,7 +1,15 @@
 """The Tools Agent: a pure, resumable step over a chat model. Knows nothing of MCP."""
 
-from .errors import AgentError, ModelError, ModelHTTPError, ScriptExhausted, StateError
-from .memory import ChatMemory, WindowMemory
+from .errors import (
+    AgentError,
+    MemoryStoreError,
+    ModelError,
+    ModelHTTPError,
+    ScriptExhausted,
+    StateError,
+    StepInterrupted,
+)
+from .memory import ChatMemory, History, InProcessStore, SessionMemory, SessionStore
 from .messages import (
     AssistantMessage,
     ChatMessage,
@@ -43,14 +51,20 @@ __all__ = [
     "ChatModel",
     "EngineRequest",
     "EngineResponse",
+    "History",
+    "InProcessStore",
     "ItemResult",
+    "MemoryStoreError",
     "ModelError",
     "ModelHTTPError",
     "ScriptExhausted",
     "ScriptedAnswer",
     "ScriptedCall",
     "ScriptedModel",
+    "SessionMemory",
+    "SessionStore",
     "StateError",
+    "StepInterrupted",
     "SystemMessage",
     "TokenCallback",
     "ToolCall",
@@ -60,5 +74,4 @@ __all__ = [
     "ToolsAgent",
     "Usage",
     "UserMessage",
-    "WindowMemory",
 ]

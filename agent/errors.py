@@ -8,19 +8,28 @@
     │   ├── AllModelsFailed        every model of a FallbackModel failed
     │   └── ScriptExhausted        a ScriptedModel ran out of answers
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
-    └── StateError                 metadata or a response that cannot be resumed
+    ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
+    ├── StateError                 metadata or a response that cannot be resumed
+    └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
 
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
-(an item's error, an observation for the model). No message in this tree carries an API key.
+(an item's error, an observation for the model). Nor is a model error that only one item's
+request caused (`fails_only_its_item`): that item fails, the others go on. No message in this
+tree carries an API key.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .protocol import EngineRequest
 
 __all__ = [
     "AgentError",
     "AllModelsFailed",
+    "MemoryStoreError",
     "ModelConfigError",
     "ModelConnectionError",
     "ModelError",
@@ -28,6 +37,8 @@ __all__ = [
     "ModelResponseError",
     "ScriptExhausted",
     "StateError",
+    "StepInterrupted",
+    "fails_only_its_item",
 ]
 
 
@@ -85,5 +96,38 @@ class ModelConfigError(AgentError, ValueError):
     """A model spec or its configuration is wrong: unknown prefix, missing API key, bad URL."""
 
 
+class MemoryStoreError(AgentError):
+    """Chat memory's storage failed (unreachable server, unreadable data), or its URL or a
+    session id is bad. Messages name the store, never its password."""
+
+
 class StateError(AgentError):
     """Agent metadata or an engine response that cannot be resumed."""
+
+
+class StepInterrupted(AgentError):
+    """A model (or chat memory) failed during a step while other items went on.
+
+    `progress` is the step's outcome for everything else: items that finished (their turns
+    saved), and the tool calls of those that asked for tools. Checkpoint it and go on from it
+    later: no item's model is called twice for this step, no turn is saved twice. `error` is
+    the failure (the first, if several items failed).
+    """
+
+    def __init__(self, error: AgentError, progress: EngineRequest) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.progress = progress
+
+
+ITEM_STATUSES = frozenset({400, 413, 422})
+"""Provider answers that reject one request's content (too long, malformed, refused)."""
+
+
+def fails_only_its_item(error: ModelError) -> bool:
+    """Whether `error` is about the one item's request, so retrying later cannot help: the
+    provider rejected its content. Every other model error (unreachable, rate limited, a bad
+    key, a missing model) stops the run, which can resume later."""
+    if isinstance(error, AllModelsFailed):
+        return all(fails_only_its_item(failure) for _, failure in error.failures)
+    return isinstance(error, ModelHTTPError) and error.status_code in ITEM_STATUSES

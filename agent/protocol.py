@@ -82,6 +82,9 @@ class AgentRequestMetadata(_Model):
     pending: dict[int, AssistantMessage] = Field(default_factory=dict[int, AssistantMessage])
     """Per item, the assistant message whose tool calls are being run."""
     iteration_count: int = 0
+    """Steps taken."""
+    iterations: dict[int, int] = Field(default_factory=dict[int, int])
+    """Model calls made per item index (what `max_iterations` limits)."""
     finished_items: dict[int, ItemResult] = Field(default_factory=dict[int, ItemResult])
     usage: Usage = Usage()
 

@@ -1,8 +1,15 @@
 """The Tools Agent as a pure, resumable step.
 
-`ToolsAgent.step(items, response)` calls the model once for every unfinished item and returns
-either an `AgentResult` (every item finished) or an `EngineRequest` for the engine to run. It
-never runs a tool; everything it must remember travels in the request's metadata.
+`ToolsAgent.step(items, response)` calls the model once for every unfinished item of the
+current batch, concurrently, and returns either an `AgentResult` (every item finished) or an
+`EngineRequest` for the engine to run. It never runs a tool; everything it must remember
+travels in the request's metadata.
+
+Items run in batches of `batch_size` (n8n's option): a batch runs to its end before the next
+starts, `delay_between_batches` seconds later. An item fails on its own (max iterations, a
+model that rejected its request) and the others go on, unless `fail_fast`. Any other model
+failure interrupts the step (`StepInterrupted`) with the progress of every other item, so a
+retry repeats no finished model call and saves no turn twice.
 
 Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
 JSON object, and a call repeated once too often. The model may repeat a call once (a clock or a
@@ -14,16 +21,21 @@ the result the model already has. Repeats are counted against calls that already
 from __future__ import annotations
 
 import itertools
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .memory import ChatMemory
+import anyio
+
+from .errors import AgentError, ModelError, StepInterrupted, fails_only_its_item
+from .memory import ChatMemory, summarise
 from .messages import (
     AssistantMessage,
     ChatMessage,
     SystemMessage,
     ToolCall,
     ToolDefinition,
+    Usage,
     UserMessage,
 )
 from .model import ChatModel
@@ -50,11 +62,22 @@ ROUTING_KEY = "tool"
 class AgentOptions:
     system_message: str = DEFAULT_SYSTEM_MESSAGE
     max_iterations: int = 10
+    """Model calls per item."""
     return_intermediate_steps: bool = False
+    batch_size: int = 1
+    """Items that run at once; a batch runs to its end before the next starts."""
+    delay_between_batches: float = 0.0
+    """Seconds to wait before each batch after the first."""
+    fail_fast: bool = False
+    """End the run at the first item that fails (the others fail with the reason)."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
             raise ValueError("max_iterations must be at least 1")
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if self.delay_between_batches < 0:
+            raise ValueError("delay_between_batches cannot be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,52 +86,78 @@ class ToolsAgent:
     tools: Sequence[ToolDefinition] = ()
     options: AgentOptions = field(default_factory=AgentOptions)
     memory: ChatMemory | None = None
+    run_id: str | None = None
+    """Names the turns this run saves to memory (`<run_id>:<item>`), so saving one again
+    (a retried step) stores nothing twice. Without it each turn gets a random key."""
 
     async def step(
         self, items: Sequence[AgentItem], response: EngineResponse | None = None
     ) -> AgentResult | EngineRequest:
-        """Advance every unfinished item by one model call.
+        """Advance every unfinished item of the current batch by one model call.
 
-        Raises `agent.errors.ModelError` when the model fails; the response passed in stays
-        valid, so the step can be retried.
+        Raises `StepInterrupted` when a model (or the memory) fails in a way that stops the
+        run; the response passed in stays valid too, so the step can be retried either way.
         """
         state = response.metadata if response else AgentRequestMetadata()
-        if state.iteration_count >= self.options.max_iterations:
-            return self.stop(items, response, self._max_iterations_error())
         finished = dict(state.finished_items)
+        iterations = dict(state.iterations)
+        usage = state.usage + tool_usage(response)
+        batch = self._batch(len(items), finished)
+        if self._starts_late_batch(batch, iterations):
+            await anyio.sleep(self.options.delay_between_batches)
+
+        outcomes: dict[int, _Outcome] = {}
+
+        async def advance(index: int) -> None:
+            outcomes[index] = await self._advance(items[index], index, response, iterations)
+
+        async with anyio.create_task_group() as tg:
+            for index in batch:
+                tg.start_soon(advance, index)
+
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
         actions: list[Action] = []
-        usage = state.usage + tool_usage(response)
+        failures: list[AgentError] = []
+        failed_item: int | None = None
+        for index in batch:
+            outcome = outcomes[index]
+            usage += outcome.usage
+            if outcome.called_model:
+                iterations[index] = iterations.get(index, 0) + 1
+            if outcome.result is not None:
+                finished[index] = outcome.result
+                if outcome.result.error is not None and failed_item is None:
+                    failed_item = index
+            elif outcome.interrupted is not None:
+                failures.append(outcome.interrupted)
+                previous_steps[index] = outcome.steps
+            else:
+                assert outcome.answer is not None
+                previous_steps[index] = outcome.steps
+                pending[index] = outcome.answer
+                actions += outcome.actions
 
-        for index, item in enumerate(items):
-            if index in finished:
-                continue
-            steps = build_steps(response, index)
-            answer = await self.model.invoke(await self._messages(item, steps), self.tools)
-            usage += answer.usage
-            if not answer.tool_calls:
-                if self.memory is not None and item.session_id is not None:
-                    await self.memory.save(item.session_id, item.prompt, answer.content)
-                keep = self.options.return_intermediate_steps
-                finished[index] = ItemResult(output=answer.content, steps=steps if keep else None)
-                continue
-            answer = _with_unique_call_ids(answer, steps)
-            answered_here, item_actions = self._plan(answer, index, steps)
-            previous_steps[index] = steps + answered_here
-            pending[index] = answer
-            actions += item_actions
-
-        if len(finished) == len(items):
-            results = [finished[i] for i in range(len(items))]
-            return AgentResult(items=results, usage=usage, iterations=state.iteration_count + 1)
+        if failed_item is not None and self.options.fail_fast:
+            reason = f"not finished: item {failed_item} failed and fail_fast is set"
+            for index in range(len(items)):
+                if index not in finished:
+                    steps = previous_steps.get(index) or build_steps(response, index)
+                    finished[index] = ItemResult(error=reason, steps=steps)
         metadata = AgentRequestMetadata(
             previous_steps=previous_steps,
             pending=pending,
             iteration_count=state.iteration_count + 1,
+            iterations=iterations,
             finished_items=finished,
             usage=usage,
         )
+        if failures and len(finished) < len(items):
+            raise StepInterrupted(failures[0], EngineRequest(actions=actions, metadata=metadata))
+        if len(finished) == len(items):
+            results = [finished[i] for i in range(len(items))]
+            return AgentResult(items=results, usage=usage, iterations=state.iteration_count + 1)
+        # An empty request when a batch just ended: the engine resumes at once with the next.
         return EngineRequest(actions=actions, metadata=metadata)
 
     def stop(
@@ -124,16 +173,81 @@ class ToolsAgent:
         usage = state.usage + tool_usage(response)
         return AgentResult(items=results, usage=usage, iterations=state.iteration_count)
 
-    async def _messages(self, item: AgentItem, steps: list[ToolCallStep]) -> list[ChatMessage]:
-        history: list[ChatMessage] = []
-        if self.memory is not None and item.session_id is not None:
-            history = await self.memory.load(item.session_id)
-        return [
-            SystemMessage(content=self.options.system_message),
-            *history,
-            UserMessage(content=item.prompt),
-            *scratchpad_messages(steps),
-        ]
+    def _batch(self, count: int, finished: dict[int, ItemResult]) -> list[int]:
+        """The unfinished items of the first batch that has any."""
+        size = self.options.batch_size
+        for start in range(0, count, size):
+            batch = [i for i in range(start, min(start + size, count)) if i not in finished]
+            if batch:
+                return batch
+        return []
+
+    def _starts_late_batch(self, batch: list[int], iterations: dict[int, int]) -> bool:
+        if not batch or not self.options.delay_between_batches:
+            return False
+        return batch[0] >= self.options.batch_size and not any(i in iterations for i in batch)
+
+    async def _advance(
+        self,
+        item: AgentItem,
+        index: int,
+        response: EngineResponse | None,
+        iterations: dict[int, int],
+    ) -> _Outcome:
+        """One model call for one item, and what came of it. Never raises an `AgentError`."""
+        steps = build_steps(response, index)
+        keep = self.options.return_intermediate_steps
+        if iterations.get(index, 0) >= self.options.max_iterations:
+            return _Outcome(
+                steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
+            )
+        usage = Usage()
+        try:
+            history, usage = await self._history(item)
+            answer = await self.model.invoke(
+                _messages(self.options, history, item, steps), self.tools
+            )
+        except ModelError as exc:
+            if fails_only_its_item(exc):
+                error = f"the model rejected this item: {exc}"
+                return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
+            return _Outcome(steps, usage=usage, interrupted=exc)
+        except AgentError as exc:  # the memory's storage
+            return _Outcome(steps, usage=usage, interrupted=exc)
+        usage += answer.usage
+        if answer.tool_calls:
+            answer = _with_unique_call_ids(answer, steps)
+            answered_here, actions = self._plan(answer, index, steps)
+            return _Outcome(
+                steps + answered_here,
+                usage=usage,
+                called_model=True,
+                answer=answer,
+                actions=actions,
+            )
+        try:
+            await self._remember(item, index, [*scratchpad_messages(steps), answer])
+        except AgentError as exc:
+            return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
+        result = ItemResult(output=answer.content, steps=steps if keep else None)
+        return _Outcome(steps, usage=usage, called_model=True, result=result)
+
+    async def _history(self, item: AgentItem) -> tuple[list[ChatMessage], Usage]:
+        """The item's session history, summarising first what fell out of its window."""
+        if self.memory is None or item.session_id is None:
+            return [], Usage()
+        history = await self.memory.load(item.session_id)
+        if not history.to_summarise:
+            return list(history.messages), Usage()
+        text, usage = await summarise(self.model, history.previous_summary, history.to_summarise)
+        await self.memory.save_summary(item.session_id, history.through, text)
+        return list((await self.memory.load(item.session_id)).messages), usage
+
+    async def _remember(self, item: AgentItem, index: int, turn: list[ChatMessage]) -> None:
+        if self.memory is None or item.session_id is None:
+            return
+        key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
+        await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
 
     def _plan(
         self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]
@@ -227,3 +341,36 @@ def _with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -
         used.add(call.id)
         calls.append(call)
     return answer.model_copy(update={"tool_calls": tuple(calls)}) if changed else answer
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What one item's part of a step came to: finished (`result`), interrupted, or calls."""
+
+    steps: list[ToolCallStep]
+    usage: Usage = field(default_factory=Usage)
+    called_model: bool = False
+    result: ItemResult | None = None
+    interrupted: AgentError | None = None
+    answer: AssistantMessage | None = None
+    actions: list[Action] = field(default_factory=list[Action])
+
+
+def _messages(
+    options: AgentOptions,
+    history: Sequence[ChatMessage],
+    item: AgentItem,
+    steps: Sequence[ToolCallStep],
+) -> list[ChatMessage]:
+    """System, history, question, scratchpad. A summary at the head of the history joins the
+    system message: some chat templates refuse a second system message."""
+    system = [options.system_message]
+    rest = list(history)
+    while rest and isinstance(rest[0], SystemMessage):
+        system.append(rest.pop(0).content)
+    return [
+        SystemMessage(content="\n\n".join(system)),
+        *rest,
+        UserMessage(content=item.prompt),
+        *scratchpad_messages(steps),
+    ]

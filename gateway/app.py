@@ -8,12 +8,13 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
 from mcp.client import Transport
 
-from agent import AgentOptions, WindowMemory
+from agent import AgentOptions
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
@@ -21,6 +22,7 @@ from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 from .config import Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
+from .memory_config import open_memories
 from .models import NoModel, resolve_model, resolve_models
 from .trace import TraceHook
 
@@ -44,9 +46,19 @@ async def open_gateway(
     *,
     model: str | None = None,
     hooks: Sequence[TraceHook] = (),
+    state_dir: str | Path | None = None,
 ) -> AsyncGenerator[Gateway]:
-    """A gateway with every configured node ready; `model` overrides every agent's model."""
+    """A gateway with every configured node ready; `model` overrides every agent's model.
+
+    Chat memory is what the config says, by default a SQLite file in `state_dir` (or the data
+    directory): see `gateway.memory_config`.
+    """
     nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
+    memories, stores = open_memories(
+        config.gateway.memory,
+        {name: spec.memory for name, spec in config.agents.items()},
+        state_dir=state_dir,
+    )
     http_client = new_http_client()  # one pool for every model of this gateway
     override = resolve_model(model, http_client=http_client) if model else None
     agents = [
@@ -63,9 +75,13 @@ async def open_gateway(
                 system_message=spec.system,
                 max_iterations=spec.max_iterations,
                 return_intermediate_steps=spec.return_intermediate_steps,
+                batch_size=spec.batch_size,
+                delay_between_batches=spec.delay_between_batches,
+                fail_fast=spec.fail_fast,
             ),
             description=spec.description,
             token_budget=spec.token_budget,
+            memory=memories[name],
         )
         for name, spec in config.agents.items()
     ]
@@ -77,7 +93,6 @@ async def open_gateway(
             yield Gateway(
                 [*servers, *nodes],
                 agents,
-                memory=WindowMemory(),
                 max_concurrency=config.gateway.max_concurrency,
                 node_limits={
                     name: server.max_concurrency
@@ -90,6 +105,8 @@ async def open_gateway(
     finally:
         with anyio.CancelScope(shield=True):
             await http_client.aclose()
+            for store in stores:
+                await store.aclose()
 
 
 def _stdio_children(

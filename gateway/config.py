@@ -29,6 +29,7 @@ from toolkits.mcp.config import McpServerConfig
 from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
 from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
+from .memory_config import MemoryConfig
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -83,6 +84,8 @@ class GatewaySettings(_Strict):
     same key on every replica behind a load balancer. Default: a key per process."""
     sampling_max_tokens: int = Field(default=4096, ge=1)
     """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
+    memory: MemoryConfig | None = None
+    """Every agent's chat memory: a store URL, or a table (see `gateway.memory_config`)."""
 
 
 class LocalToolConfig(_Strict):
@@ -114,6 +117,14 @@ class AgentConfig(_Strict):
     description: str = ""
     token_budget: int | None = Field(default=None, ge=1)
     """Tokens a run of this agent may spend, counting every agent it calls."""
+    memory: MemoryConfig | None = None
+    """This agent's chat memory, instead of the gateway's."""
+    batch_size: int = Field(default=1, ge=1)
+    """Items of a run that run at once."""
+    delay_between_batches: float = Field(default=0.0, ge=0)
+    """Seconds between batches of items."""
+    fail_fast: bool = False
+    """End a run of several items at the first that fails."""
 
     @field_validator("model")
     @classmethod
@@ -248,17 +259,31 @@ def _relative_to(config: Config, base: Path) -> Config:
             return spec
         return f"scripted:{base / rest}"
 
+    def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
+        # sqlite:///relative.db is relative to the file too.
+        url = settings.url if settings else None
+        if settings is None or url is None or not url.startswith("sqlite:///"):
+            return settings
+        path = Path(url.removeprefix("sqlite:///"))
+        return (
+            settings
+            if path.is_absolute()
+            else settings.model_copy(update={"url": f"sqlite:///{(base / path).absolute()}"})
+        )
+
     agents = {
         name: agent.model_copy(
             update={
                 "model": [resolve(m) for m in agent.model]
                 if isinstance(agent.model, list)
-                else agent.model and resolve(agent.model)
+                else agent.model and resolve(agent.model),
+                "memory": memory(agent.memory),
             }
         )
         for name, agent in config.agents.items()
     }
-    return config.model_copy(update={"agents": agents})
+    gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})
+    return config.model_copy(update={"agents": agents, "gateway": gateway})
 
 
 def _describe(exc: ValidationError) -> str:

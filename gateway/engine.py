@@ -31,6 +31,7 @@ from agent import (
     EngineRequest,
     EngineResponse,
     ItemResult,
+    StepInterrupted,
     ToolDefinition,
     ToolsAgent,
     Usage,
@@ -80,6 +81,8 @@ class AgentSpec:
     description: str = ""
     token_budget: int | None = None
     """Tokens the whole run tree may spend (this agent and every agent it calls)."""
+    memory: ChatMemory | None = None
+    """Where this agent keeps conversations; default: the gateway's."""
 
 
 class RunState(BaseModel):
@@ -254,7 +257,8 @@ class Gateway:
                 ),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,
-                memory=self.memory,
+                memory=spec.memory or self.memory,
+                run_id=state.run_id,
             )
             saver = _Saver(state, checkpoint)
             request, response = state.request, state.response
@@ -263,7 +267,12 @@ class Gateway:
                     if context.budget.exceeded:
                         outcome = agent.stop(state.items, response, context.budget.message())
                         break
-                    outcome = await agent.step(state.items, response)
+                    try:
+                        outcome = await agent.step(state.items, response)
+                    except StepInterrupted as stop:
+                        # What the other items did is kept: a resumed run repeats none of it.
+                        await saver.save(request=stop.progress, response=None)
+                        raise stop.error from None
                     if isinstance(outcome, AgentResult):
                         break
                     await _trace_answered(tracer, agent_span.id, outcome)

@@ -6,3 +6,11 @@ import pytest
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _private_data_dir(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Chat memory's default file goes to a temp dir, never the user's data directory."""
+    monkeypatch.setenv("AGENT_GATEWAY_DATA_DIR", str(tmp_path_factory.mktemp("data")))

@@ -14,14 +14,15 @@ from agent import (
     AssistantMessage,
     EngineRequest,
     EngineResponse,
+    InProcessStore,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
+    SessionMemory,
     ToolCall,
     ToolDefinition,
     ToolMessage,
     ToolsAgent,
-    WindowMemory,
 )
 from agent.scratchpad import observation
 
@@ -188,7 +189,7 @@ async def test_max_iterations_fails_the_item_with_its_partial_steps() -> None:
 
 
 async def test_memory_keeps_a_window_of_turns_per_session() -> None:
-    memory = WindowMemory(turns=1)
+    memory = SessionMemory(InProcessStore(), turns=1)
     model = ScriptedModel(["a1", "a2", "a3"])
     agent = ToolsAgent(model=model, memory=memory)
     await agent.step([AgentItem(prompt="q1", session_id="s")])
@@ -197,7 +198,7 @@ async def test_memory_keeps_a_window_of_turns_per_session() -> None:
     contents = [m.content for m in model.calls[1][0]]
     assert contents[1:] == ["q1", "a1", "q2"]
     assert [m.content for m in model.calls[2][0]][1:] == ["q3"]
-    assert [m.content for m in await memory.load("s")] == ["q2", "a2"]
+    assert [m.content for m in (await memory.load("s")).messages] == ["q2", "a2"]
 
 
 async def test_intermediate_steps_are_returned_only_when_asked() -> None:

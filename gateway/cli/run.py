@@ -68,7 +68,12 @@ async def _run(args: argparse.Namespace) -> int:
     )
     async with (
         _console(args) as console,
-        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args, console),
+            state_dir=args.state_dir,
+        ) as gateway,
     ):
         check_runnable(gateway, name)
         result = await _stored(gateway, state, store, args)
@@ -82,7 +87,12 @@ async def _resume(args: argparse.Namespace) -> int:
     pick_agent(config, state.agent)
     async with (
         _console(args) as console,
-        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args, console),
+            state_dir=args.state_dir,
+        ) as gateway,
     ):
         check_runnable(gateway, state.agent)
         result = await _stored(gateway, state, store, args)

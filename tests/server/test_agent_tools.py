@@ -9,7 +9,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from agent import AgentOptions, ScriptedAnswer, ScriptedModel, WindowMemory
+from agent import AgentOptions, InProcessStore, ScriptedAnswer, ScriptedModel, SessionMemory
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.config import GatewaySettings
 from gateway.server import build_server
@@ -78,7 +78,9 @@ async def test_steps_are_returned_when_the_agent_is_configured_to(era: str) -> N
 
 async def test_session_id_continues_a_conversation(era: str) -> None:
     model = ScriptedModel(["Hello Ada.", "Your name is Ada."])
-    gateway = Gateway([], [AgentSpec(name="chat", model=model)], memory=WindowMemory())
+    gateway = Gateway(
+        [], [AgentSpec(name="chat", model=model)], memory=SessionMemory(InProcessStore())
+    )
     async with Client(serve(gateway), mode=era) as client:
         await client.call_tool("chat", {"prompt": "I am Ada", "session_id": "s1"})
         await client.call_tool("chat", {"prompt": "Who am I?", "session_id": "s1"})

@@ -1,0 +1,33 @@
+"""Chat memory: conversations that last across runs and processes, keyed by session id.
+
+`SessionMemory` (windows by turns and tokens, optional summaries) over a `SessionStore`:
+`InProcessStore`, `SQLiteStore`, and by URL (`store_from_url`) PostgreSQL and Redis, whose
+modules (`postgres_store`, `redis_store`) import their drivers only when used.
+"""
+
+from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
+from .in_process import InProcessStore
+from .session_memory import DEFAULT_TURNS, SessionMemory
+from .sqlite_store import SQLiteStore
+from .summary import summarise
+from .urls import STORE_URL_FORMS, store_from_url
+from .window import count_tokens, is_valid_history, select_window
+
+__all__ = [
+    "DEFAULT_TURNS",
+    "STORE_URL_FORMS",
+    "ChatMemory",
+    "History",
+    "InProcessStore",
+    "SQLiteStore",
+    "SessionInfo",
+    "SessionMemory",
+    "SessionStore",
+    "StoredTurn",
+    "Summary",
+    "count_tokens",
+    "is_valid_history",
+    "select_window",
+    "store_from_url",
+    "summarise",
+]

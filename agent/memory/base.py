@@ -1,0 +1,146 @@
+"""What chat memory is made of: the protocol the agent uses, and the storage under it.
+
+The agent sees a `ChatMemory`: `load` a session's history, `save` a finished turn, and
+`save_summary` when the history asks for one. `SessionMemory` is the implementation that
+ships: windows and summaries over any `SessionStore` (in process, SQLite, PostgreSQL, Redis),
+which only keeps turns and summaries in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+from ..messages import ChatMessage
+
+__all__ = [
+    "ChatMemory",
+    "History",
+    "SessionInfo",
+    "SessionStore",
+    "StoredTurn",
+    "Summary",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class StoredTurn(_Frozen):
+    """One finished turn as its real messages: the user's, every assistant message with its
+    tool calls, every tool result, the final answer. `tokens` counts each message."""
+
+    seq: int
+    """Order within the session, given by the store (1, 2, ...)."""
+    key: str
+    """Unique per turn: saving a key again changes nothing."""
+    messages: list[ChatMessage]
+    tokens: list[int]
+    created_at: float = 0.0
+
+
+class Summary(_Frozen):
+    """What the turns up to `through` (a `StoredTurn.seq`) said, written by the agent's model."""
+
+    through: int
+    text: str
+    tokens: int = 0
+    created_at: float = 0.0
+
+
+class SessionInfo(_Frozen):
+    session_id: str
+    turns: int
+    updated_at: float
+    summarised_through: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class History:
+    """A session as the model should see it before a new question.
+
+    `messages` starts with the summary (a system message) when there is one, then whole turns,
+    oldest first. `to_summarise` holds the turns that fell out of the window since the last
+    summary, when the memory wants them summarised: the agent asks its model for a new summary
+    (`previous_summary` plus these) and hands it back with `save_summary(..., through)`.
+    """
+
+    messages: Sequence[ChatMessage] = ()
+    to_summarise: Sequence[ChatMessage] = ()
+    previous_summary: str | None = None
+    through: int = 0
+    """The last turn `to_summarise` covers."""
+    tokens: int = field(default=0)
+    """What `messages` weigh, as counted by the memory."""
+
+
+@runtime_checkable
+class ChatMemory(Protocol):
+    """Conversation history across runs, keyed by session id.
+
+    Implementations raise `agent.errors.MemoryStoreError` when their storage fails.
+    """
+
+    async def load(self, session_id: str) -> History:
+        """The history to put between the system message and the new question."""
+        ...
+
+    async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
+        """Record one finished turn, once: a second save with the same `key` does nothing."""
+        ...
+
+    async def save_summary(self, session_id: str, through: int, text: str) -> None:
+        """Keep `text` as the summary of every turn up to `through`."""
+        ...
+
+
+class SessionStore(Protocol):
+    """Turns and summaries, kept in order per session. Windows are not its business.
+
+    Every method raises `agent.errors.MemoryStoreError` when the storage fails.
+    """
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        """Add a turn after the others; False (and nothing stored) when `key` is stored already."""
+        ...
+
+    async def turns(
+        self, session_id: str, *, after: int = 0, last: int | None = None
+    ) -> list[StoredTurn]:
+        """The turns with `seq > after`, oldest first; only the `last` N when given."""
+        ...
+
+    async def summary(self, session_id: str) -> Summary | None:
+        """The latest summary, if any."""
+        ...
+
+    async def put_summary(self, session_id: str, summary: Summary) -> None:
+        """Keep `summary` unless one covering more turns is stored already."""
+        ...
+
+    async def sessions(self) -> list[SessionInfo]:
+        """Every session, most recently updated first."""
+        ...
+
+    async def delete(self, session_id: str) -> bool:
+        """Forget a session; False when there was none."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections; the store may be used again after (it reconnects)."""
+        ...
+
+
+def session_key_error(session_id: str) -> str | None:
+    """Why `session_id` cannot name a session, or None."""
+    if not session_id or len(session_id) > 256:
+        return "a session id has 1 to 256 characters"
+    if any(ord(c) < 32 for c in session_id):
+        return "a session id has no control characters"
+    return None

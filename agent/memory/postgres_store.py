@@ -1,0 +1,221 @@
+"""Turns in PostgreSQL (psycopg 3): for gateways on several machines.
+
+The same tables as the SQLite store (`memory_turns`, `memory_messages` with each message as
+`json`, `memory_summaries`), created on first use. Appends to one session are serialised by
+a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers.
+Needs `pip install 'agent-gateway[postgres]'`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import anyio
+import psycopg
+
+from ..errors import MemoryStoreError
+from ..messages import ChatMessage
+from ._rows import message_json, turns_from_rows
+from .base import SessionInfo, StoredTurn, Summary
+
+__all__ = ["PostgresStore"]
+
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS memory_turns (
+    session_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    key TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (session_id, seq),
+    UNIQUE (session_id, key)
+);
+CREATE TABLE IF NOT EXISTS memory_messages (
+    session_id TEXT NOT NULL,
+    seq BIGINT NOT NULL,
+    position INTEGER NOT NULL,
+    role TEXT NOT NULL,
+    message JSON NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq, position)
+);
+CREATE TABLE IF NOT EXISTS memory_summaries (
+    session_id TEXT PRIMARY KEY,
+    through BIGINT NOT NULL,
+    text TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL
+);
+"""
+_SCHEMA_LOCK = 0x61676D656D  # any constant: processes creating the tables take turns
+
+_SELECT_TURNS = """
+SELECT t.seq, t.key, t.created_at, m.message, m.tokens
+FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
+WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s
+ORDER BY t.seq, m.position
+"""
+
+Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+class PostgresStore:
+    """A `SessionStore` in the PostgreSQL database at `url` (`postgresql://user@host/db`)."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._connection: Connection | None = None
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redacted(self._url)!r})"
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        async def append(db: Connection) -> bool:
+            async with db.transaction():
+                await db.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (session_id,))
+                found = await db.execute(
+                    "SELECT 1 FROM memory_turns WHERE session_id = %s AND key = %s",
+                    (session_id, key),
+                )
+                if await found.fetchone() is not None:
+                    return False
+                cursor = await db.execute(
+                    "SELECT COALESCE(MAX(seq), 0) + 1 FROM memory_turns WHERE session_id = %s",
+                    (session_id,),
+                )
+                row = await cursor.fetchone()
+                assert row is not None
+                seq = int(row[0])
+                await db.execute(
+                    "INSERT INTO memory_turns VALUES (%s, %s, %s, %s)",
+                    (session_id, seq, key, time.time()),
+                )
+                async with db.cursor() as many:
+                    await many.executemany(
+                        "INSERT INTO memory_messages VALUES (%s, %s, %s, %s, %s::json, %s)",
+                        [
+                            (session_id, seq, i, m.role, message_json(m), t)
+                            for i, (m, t) in enumerate(zip(messages, tokens, strict=True))
+                        ],
+                    )
+                return True
+
+        return await self._run(append)
+
+    async def turns(
+        self, session_id: str, *, after: int = 0, last: int | None = None
+    ) -> list[StoredTurn]:
+        async def read(db: Connection) -> list[StoredTurn]:
+            floor = 0
+            if last is not None:
+                cursor = await db.execute(
+                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns WHERE session_id = %s",
+                    (session_id,),
+                )
+                row = await cursor.fetchone()
+                floor = int(row[0]) - last if row else 0
+            cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor))
+            return turns_from_rows(await cursor.fetchall())
+
+        return await self._run(read)
+
+    async def summary(self, session_id: str) -> Summary | None:
+        async def read(db: Connection) -> Summary | None:
+            cursor = await db.execute(
+                "SELECT through, text, tokens, created_at FROM memory_summaries "
+                "WHERE session_id = %s",
+                (session_id,),
+            )
+            row = await cursor.fetchone()
+            if row is None:
+                return None
+            return Summary(through=row[0], text=row[1], tokens=row[2], created_at=row[3])
+
+        return await self._run(read)
+
+    async def put_summary(self, session_id: str, summary: Summary) -> None:
+        async def write(db: Connection) -> None:
+            await db.execute(
+                "INSERT INTO memory_summaries VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT (session_id) DO UPDATE SET through = excluded.through, "
+                "text = excluded.text, tokens = excluded.tokens, created_at = excluded.created_at "
+                "WHERE excluded.through > memory_summaries.through",
+                (session_id, summary.through, summary.text, summary.tokens, summary.created_at),
+            )
+
+        await self._run(write)
+
+    async def sessions(self) -> list[SessionInfo]:
+        async def read(db: Connection) -> list[SessionInfo]:
+            cursor = await db.execute(
+                "SELECT t.session_id, COUNT(*), MAX(t.created_at), COALESCE(MAX(s.through), 0) "
+                "FROM memory_turns t LEFT JOIN memory_summaries s USING (session_id) "
+                "GROUP BY t.session_id ORDER BY MAX(t.created_at) DESC"
+            )
+            return [
+                SessionInfo(session_id=r[0], turns=r[1], updated_at=r[2], summarised_through=r[3])
+                for r in await cursor.fetchall()
+            ]
+
+        return await self._run(read)
+
+    async def delete(self, session_id: str) -> bool:
+        async def delete(db: Connection) -> bool:
+            async with db.transaction():
+                cursor = await db.execute(
+                    "DELETE FROM memory_turns WHERE session_id = %s", (session_id,)
+                )
+                await db.execute("DELETE FROM memory_messages WHERE session_id = %s", (session_id,))
+                await db.execute(
+                    "DELETE FROM memory_summaries WHERE session_id = %s", (session_id,)
+                )
+                return cursor.rowcount > 0
+
+        return await self._run(delete)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._connection is not None:
+                connection, self._connection = self._connection, None
+                with anyio.CancelScope(shield=True):
+                    await connection.close()
+
+    async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        """`work` on the store's connection, one at a time."""
+        async with self._lock:
+            try:
+                if self._connection is None or self._connection.closed:
+                    self._connection = await self._connect()
+                return await work(self._connection)
+            except psycopg.Error as exc:
+                if self._connection is not None and self._connection.broken:
+                    self._connection = None  # reconnect next time
+                raise MemoryStoreError(f"chat memory {redacted(self._url)}: {exc}") from exc
+
+    async def _connect(self) -> Connection:
+        db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        try:
+            async with db.transaction():
+                await db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                await db.execute(SCHEMA)
+        except BaseException:
+            await db.close()
+            raise
+        return db
+
+
+def redacted(url: str) -> str:
+    """`url` without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

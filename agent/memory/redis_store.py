@@ -1,0 +1,193 @@
+"""Turns in Redis (redis-py asyncio): for gateways that already share a Redis.
+
+Per session: a list of turns (one JSON document each, its position is its turn number), a
+set of the turn keys saved, and the summary; a sorted set indexes the sessions by their last
+update. Appends and summary updates are Lua scripts, so each is atomic across clients.
+Needs `pip install 'agent-gateway[redis]'`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar, cast
+from urllib.parse import urlsplit
+
+import anyio
+from pydantic import BaseModel, ConfigDict, ValidationError
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from ..errors import MemoryStoreError
+from ..messages import ChatMessage
+from .base import SessionInfo, StoredTurn, Summary
+
+__all__ = ["RedisStore"]
+
+T = TypeVar("T")
+
+DEFAULT_PREFIX = "agent-gateway:memory"
+
+# KEYS: turns list, keys set, sessions index. ARGV: key, turn JSON, time, session id.
+_APPEND = """
+if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
+local n = redis.call('RPUSH', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+return n
+"""
+# KEYS: summary. ARGV: summary JSON, its `through`.
+_PUT_SUMMARY = """
+local known = redis.call('GET', KEYS[1])
+if known and cjson.decode(known)['through'] >= tonumber(ARGV[2]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1
+"""
+
+
+class _Turn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    messages: list[ChatMessage]
+    tokens: list[int]
+    created_at: float
+
+
+class RedisStore:
+    """A `SessionStore` in the Redis at `url` (`redis://host:port/db`), under `prefix`."""
+
+    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX) -> None:
+        self._url = url
+        self._prefix = prefix
+        self._client: Redis | None = None
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        parts = urlsplit(self._url)
+        shown = self._url if parts.password is None else self._url.replace(parts.password, "***")
+        return f"RedisStore({shown!r})"
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        now = time.time()
+        turn = _Turn(key=key, messages=list(messages), tokens=list(tokens), created_at=now)
+        keys = [self._key("turns", session_id), self._key("keys", session_id), self._index]
+
+        async def append(redis: Redis) -> bool:
+            added = await redis.eval(
+                _APPEND, 3, *keys, key, turn.model_dump_json(), now, session_id
+            )
+            return int(added) > 0
+
+        return await self._run(append)
+
+    async def turns(
+        self, session_id: str, *, after: int = 0, last: int | None = None
+    ) -> list[StoredTurn]:
+        name = self._key("turns", session_id)
+
+        async def read(redis: Redis) -> list[StoredTurn]:
+            start = after
+            if last is not None:
+                total = int(await redis.llen(name))
+                start = max(start, total - last)
+            documents = cast(list[bytes], await redis.lrange(name, start, -1))
+            return [_stored(start + i + 1, doc) for i, doc in enumerate(documents)]
+
+        return await self._run(read)
+
+    async def summary(self, session_id: str) -> Summary | None:
+        async def read(redis: Redis) -> Summary | None:
+            document = await redis.get(self._key("summary", session_id))
+            if document is None:
+                return None
+            return Summary.model_validate_json(cast(bytes, document))
+
+        return await self._run(read)
+
+    async def put_summary(self, session_id: str, summary: Summary) -> None:
+        async def write(redis: Redis) -> None:
+            await redis.eval(
+                _PUT_SUMMARY,
+                1,
+                self._key("summary", session_id),
+                summary.model_dump_json(),
+                summary.through,
+            )
+
+        await self._run(write)
+
+    async def sessions(self) -> list[SessionInfo]:
+        async def read(redis: Redis) -> list[SessionInfo]:
+            indexed = cast(
+                list[tuple[bytes, float]],
+                await redis.zrevrange(  # pyright: ignore[reportUnknownMemberType]
+                    self._index, 0, -1, withscores=True
+                ),
+            )
+            infos: list[SessionInfo] = []
+            for raw_id, updated in indexed:
+                session_id = raw_id.decode()
+                summary = await redis.get(self._key("summary", session_id))
+                through = json.loads(cast(bytes, summary))["through"] if summary else 0
+                turns = int(await redis.llen(self._key("turns", session_id)))
+                infos.append(
+                    SessionInfo(
+                        session_id=session_id,
+                        turns=turns,
+                        updated_at=updated,
+                        summarised_through=through,
+                    )
+                )
+            return infos
+
+        return await self._run(read)
+
+    async def delete(self, session_id: str) -> bool:
+        async def delete(redis: Redis) -> bool:
+            names = [self._key(kind, session_id) for kind in ("turns", "keys", "summary")]
+            removed = int(await redis.delete(*names))
+            await redis.zrem(self._index, session_id)
+            return removed > 0
+
+        return await self._run(delete)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._client is not None:
+                client, self._client = self._client, None
+                with anyio.CancelScope(shield=True):
+                    await client.aclose()
+
+    @property
+    def _index(self) -> str:
+        return f"{self._prefix}:sessions"
+
+    def _key(self, kind: str, session_id: str) -> str:
+        return f"{self._prefix}:{kind}:{session_id}"
+
+    async def _run(self, work: Callable[[Redis], Awaitable[T]]) -> T:
+        async with self._lock:
+            if self._client is None:
+                self._client = Redis.from_url(self._url)  # pyright: ignore[reportUnknownMemberType]
+            client = self._client
+        try:
+            return await work(client)
+        except RedisError as exc:
+            raise MemoryStoreError(f"chat memory {self!r}: {exc}") from exc
+
+
+def _stored(seq: int, document: bytes) -> StoredTurn:
+    try:
+        turn = _Turn.model_validate_json(document)
+    except ValidationError as exc:
+        raise MemoryStoreError(f"stored turn {seq} is unreadable: {exc}") from exc
+    return StoredTurn(
+        seq=seq,
+        key=turn.key,
+        messages=turn.messages,
+        tokens=turn.tokens,
+        created_at=turn.created_at,
+    )

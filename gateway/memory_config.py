@@ -1,0 +1,95 @@
+"""Chat memory in the config, and the stores it names.
+
+    [gateway]
+    memory = "redis://127.0.0.1:6379/0"     # every agent's store, by URL (or a table as below)
+
+    [agents.assistant.memory]               # this agent's own settings
+    url = "postgresql://gw@db.internal/gw"  # default: the gateway's, else the default SQLite file
+    turns = 10                              # turns the model sees
+    max_tokens = 4000                       # and at most these tokens of them
+    summarise = true                        # what falls out is summarised by the agent's model
+
+With no URL anywhere, memory is the SQLite file `agent-gateway.sqlite3` in the run's state
+directory (`--state-dir`), else in the data directory: `$AGENT_GATEWAY_DATA_DIR`, else
+`$XDG_DATA_HOME/agent-gateway`, else `~/.local/share/agent-gateway`. Nothing is written until a
+run uses a session.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agent.memory import DEFAULT_TURNS, SessionMemory, SessionStore, store_from_url
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "MEMORY_FILE",
+    "MemoryConfig",
+    "data_dir",
+    "default_memory_url",
+    "open_memories",
+]
+
+DATA_DIR_ENV = "AGENT_GATEWAY_DATA_DIR"
+MEMORY_FILE = "agent-gateway.sqlite3"
+
+
+class MemoryConfig(BaseModel):
+    """Where an agent's conversations are kept and how much of them its model sees."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = None
+    turns: int | None = Field(default=DEFAULT_TURNS, ge=1)
+    max_tokens: int | None = Field(default=None, ge=1)
+    summarise: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _url_alone(cls, value: Any) -> Any:
+        return {"url": value} if isinstance(value, str) else value
+
+
+def data_dir() -> Path:
+    """Where the gateway keeps its data when no state directory is given."""
+    explicit = os.environ.get(DATA_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    xdg = os.environ.get("XDG_DATA_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "agent-gateway"
+
+
+def default_memory_url(state_dir: str | Path | None = None) -> str:
+    directory = Path(state_dir) if state_dir is not None else data_dir()
+    return f"sqlite:///{(directory / MEMORY_FILE).absolute()}"
+
+
+def open_memories(
+    gateway: MemoryConfig | None,
+    agents: Mapping[str, MemoryConfig | None],
+    *,
+    state_dir: str | Path | None = None,
+) -> tuple[dict[str, SessionMemory], list[SessionStore]]:
+    """Each agent's memory, and the stores under them (one per URL, shared; close them).
+
+    Raises `agent.errors.MemoryStoreError` for a bad URL.
+    """
+    stores: dict[str, SessionStore] = {}
+    memories: dict[str, SessionMemory] = {}
+    for name, own in agents.items():
+        chosen = own or gateway or MemoryConfig()
+        url = chosen.url or (gateway.url if gateway else None) or default_memory_url(state_dir)
+        if url not in stores:
+            stores[url] = store_from_url(url)
+        memories[name] = SessionMemory(
+            stores[url],
+            turns=chosen.turns,
+            max_tokens=chosen.max_tokens,
+            summarise=chosen.summarise,
+        )
+    return memories, list(stores.values())

@@ -1,0 +1,158 @@
+"""Conversations through the agent: turns stored as their real messages, windows, summaries,
+and a step that a failing model cannot make repeat itself."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import JsonValue
+
+from agent import (
+    ActionResponse,
+    AgentItem,
+    AgentOptions,
+    AgentResult,
+    AssistantMessage,
+    EngineRequest,
+    EngineResponse,
+    InProcessStore,
+    ModelError,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    SessionMemory,
+    StepInterrupted,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    ToolsAgent,
+    UserMessage,
+)
+from agent.errors import ModelConnectionError
+from agent.memory import is_valid_history
+from tests.prompt_model import PromptModel
+
+pytestmark = pytest.mark.anyio
+
+CALC = ToolDefinition(name="calculator", source_node="calculator")
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def answer_all(request: EngineRequest, data: JsonValue = "42") -> EngineResponse:
+    responses = [ActionResponse(action=a, data={"response": data}) for a in request.actions]
+    return EngineResponse(action_responses=responses, metadata=request.metadata)
+
+
+async def run_to_end(
+    agent: ToolsAgent, items: list[AgentItem], data: JsonValue = "42"
+) -> AgentResult:
+    outcome = await agent.step(items)
+    while isinstance(outcome, EngineRequest):
+        outcome = await agent.step(items, answer_all(outcome, data))
+    return outcome
+
+
+async def test_a_turn_with_tool_calls_comes_back_as_its_real_messages() -> None:
+    memory = SessionMemory(InProcessStore())
+    model = ScriptedModel([call("calculator", expression="6*7"), "It is 42.", "You asked 6*7."])
+    agent = ToolsAgent(model=model, tools=[CALC], memory=memory)
+    await run_to_end(agent, [AgentItem(prompt="What is 6*7?", session_id="s")])
+    await run_to_end(agent, [AgentItem(prompt="What did I ask?", session_id="s")])
+    sent = model.calls[2][0]
+    assert [m.role for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
+    assert isinstance(sent[2], AssistantMessage)
+    assert sent[2].tool_calls[0].arguments == {"expression": "6*7"}
+    assert isinstance(sent[3], ToolMessage)
+    assert (sent[3].tool_call_id, sent[3].content) == (sent[2].tool_calls[0].id, "42")
+    assert [sent[4].content, sent[5].content] == ["It is 42.", "What did I ask?"]
+
+
+async def test_history_keeps_thinking_only_for_providers_that_read_it_later() -> None:
+    memory = SessionMemory(InProcessStore())
+    for provider in ("anthropic", "openai-compatible"):
+        turn = [
+            UserMessage(content="q"),
+            AssistantMessage(content="a", provider=provider, raw={"reasoning_content": "hmm"}),
+        ]
+        await memory.save(provider, "k", turn)
+    kept = (await memory.load("anthropic")).messages[1]
+    dropped = (await memory.load("openai-compatible")).messages[1]
+    assert isinstance(kept, AssistantMessage)
+    assert isinstance(dropped, AssistantMessage)
+    assert kept.raw == {"reasoning_content": "hmm"}
+    assert (dropped.raw, dropped.content) == (None, "a")
+
+
+async def test_what_falls_out_of_the_window_is_summarised_by_the_agents_model() -> None:
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    model = ScriptedModel(["a1", "a2", "The user asked q1; it was a1.", "a3"])
+    agent = ToolsAgent(model=model, memory=memory)
+    result = None
+    for question in ("q1", "q2", "q3"):
+        result = await run_to_end(agent, [AgentItem(prompt=question, session_id="s")])
+    assert result is not None
+    summarising = model.calls[2][0]
+    assert "User: q1\nAssistant: a1" in summarising[-1].content
+    assert "q2" not in summarising[-1].content  # still in the window
+    third = model.calls[3][0]
+    assert isinstance(third[0], SystemMessage)
+    assert third[0].content.endswith(
+        "Summary of the conversation so far:\nThe user asked q1; it was a1."
+    )
+    assert [m.content for m in third[1:]] == ["q2", "a2", "q3"]
+    assert result.usage.requests == 2  # the summary's call counts in the run that made it
+    history = await memory.load("s")  # turn 2 falls out now: the next run summarises it
+    assert [m.content for m in history.to_summarise] == ["q2", "a2"]
+    assert history.previous_summary == "The user asked q1; it was a1."
+    assert is_valid_history(history.messages)
+
+
+async def test_a_long_tool_result_stays_out_of_a_token_window() -> None:
+    memory = SessionMemory(InProcessStore(), max_tokens=200)
+    model = ScriptedModel([call("calculator", expression="big"), "It is huge.", "ok"])
+    agent = ToolsAgent(model=model, tools=[CALC], memory=memory)
+    await run_to_end(agent, [AgentItem(prompt="Compute big", session_id="s")], data="9" * 50_000)
+    await run_to_end(agent, [AgentItem(prompt="And now?", session_id="s")])
+    sent = model.calls[2][0]
+    assert [m.content for m in sent[1:]] == ["Compute big", "It is huge.", "And now?"]
+    assert sum(len(m.content) for m in sent) < 1000
+    assert (await memory.load("s")).tokens <= 200
+
+
+async def test_a_model_failing_mid_step_repeats_no_finished_call_and_no_saved_turn() -> None:
+    store = InProcessStore()
+    model = PromptModel(
+        {"first": ["one"], "second": [call("calculator", expression="1"), "two"]},
+        failures={"second": ModelConnectionError("the provider is down")},
+    )
+    agent = ToolsAgent(
+        model=model,
+        tools=[CALC],
+        memory=SessionMemory(store),
+        options=AgentOptions(batch_size=2),
+        run_id="run1",
+    )
+    items = [
+        AgentItem(prompt="first", session_id="s1"),
+        AgentItem(prompt="second", session_id="s2"),
+    ]
+    with pytest.raises(StepInterrupted, match="the provider is down") as caught:
+        await agent.step(items)
+    progress = caught.value.progress
+    assert isinstance(caught.value.error, ModelError)
+    assert progress.metadata.finished_items[0].output == "one"
+    assert len(await store.turns("s1")) == 1
+    # Retried from the progress, as the engine does after storing it.
+    outcome = await agent.step(items, answer_all(progress))
+    while isinstance(outcome, EngineRequest):
+        outcome = await agent.step(items, answer_all(outcome))
+    assert [r.output for r in outcome.items] == ["one", "two"]
+    assert model.asked("first") == 1  # never called again
+    assert model.asked("second") == 3  # the failure, the tool call, the answer
+    assert len(await store.turns("s1")) == 1
+    assert len(await store.turns("s2")) == 1
+    # Even a retry from the response before the failure saves the finished turn only once.
+    await agent.step(items)
+    assert len(await store.turns("s1")) == 1

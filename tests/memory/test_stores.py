@@ -1,0 +1,119 @@
+"""Every session store keeps turns in order, once per key, and forgets them on request:
+in process, SQLite, and real PostgreSQL and Redis servers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, UserMessage
+from agent.memory import InProcessStore, SessionStore, SQLiteStore, Summary, store_from_url
+
+pytestmark = pytest.mark.anyio
+
+KINDS = ["in_process", "sqlite", "postgres", "redis"]
+
+
+@pytest.fixture(params=KINDS)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionStore]:
+    kind: str = request.param
+    if kind == "in_process":
+        made: SessionStore = InProcessStore()
+    elif kind == "sqlite":
+        made = SQLiteStore(tmp_path / "sub" / "memory.sqlite3")
+    else:
+        url: str = request.getfixturevalue(f"{kind}_url")
+        made = store_from_url(url)
+    # Every test gets its own sessions: the servers live for the whole test session.
+    yield made
+    for info in await made.sessions():
+        await made.delete(info.session_id)
+    await made.aclose()
+
+
+def turn(n: int, *, tool: bool = False) -> list[UserMessage | AssistantMessage | ToolMessage]:
+    messages: list[UserMessage | AssistantMessage | ToolMessage] = [UserMessage(content=f"q{n}")]
+    if tool:
+        call = ToolCall(id=f"c{n}", name="calculator", arguments={"expression": f"{n}*2"})
+        messages += [
+            AssistantMessage(
+                tool_calls=(call,), provider="anthropic", raw={"content": [{"type": "x"}]}
+            ),
+            ToolMessage(tool_call_id=f"c{n}", name="calculator", content=str(n * 2)),
+        ]
+    messages.append(AssistantMessage(content=f"a{n}"))
+    return messages
+
+
+async def test_turns_come_back_in_order_exactly_as_saved(store: SessionStore) -> None:
+    first, second = turn(1, tool=True), turn(2)
+    assert await store.append("s", "k1", first, [1] * len(first))
+    assert await store.append("s", "k2", second, [2] * len(second))
+    turns = await store.turns("s")
+    assert [t.seq for t in turns] == [1, 2]
+    assert [t.key for t in turns] == ["k1", "k2"]
+    assert turns[0].messages == first  # raw provider payloads included
+    assert turns[1].tokens == [2, 2]
+    assert [t.seq for t in await store.turns("s", after=1)] == [2]
+    assert [t.seq for t in await store.turns("s", last=1)] == [2]
+    assert await store.turns("nobody") == []
+
+
+async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
+    assert await store.append("s", "same", turn(1), [1, 1])
+    assert not await store.append("s", "same", turn(1), [1, 1])
+    assert len(await store.turns("s")) == 1
+
+
+async def test_concurrent_appends_get_consecutive_numbers(store: SessionStore) -> None:
+    async with anyio.create_task_group() as tg:
+        for n in range(8):
+            tg.start_soon(store.append, "s", f"k{n}", turn(n), [1, 1])
+    turns = await store.turns("s")
+    assert [t.seq for t in turns] == list(range(1, 9))
+    assert sorted(t.key for t in turns) == sorted(f"k{n}" for n in range(8))
+
+
+async def test_a_summary_never_goes_back_to_fewer_turns(store: SessionStore) -> None:
+    assert await store.summary("s") is None
+    await store.put_summary("s", Summary(through=3, text="three", tokens=5))
+    await store.put_summary("s", Summary(through=2, text="two", tokens=5))
+    summary = await store.summary("s")
+    assert summary is not None
+    assert (summary.through, summary.text) == (3, "three")
+
+
+async def test_sessions_are_listed_newest_first_and_deleted(store: SessionStore) -> None:
+    await store.append("old", "k", turn(1), [1, 1])
+    await store.append("new", "k", turn(1), [1, 1])
+    await store.append("new", "k2", turn(2), [1, 1])
+    await store.put_summary("new", Summary(through=1, text="s"))
+    infos = await store.sessions()
+    assert [(i.session_id, i.turns, i.summarised_through) for i in infos] == [
+        ("new", 2, 1),
+        ("old", 1, 0),
+    ]
+    assert await store.delete("new")
+    assert not await store.delete("new")
+    assert await store.turns("new") == []
+    assert await store.summary("new") is None
+    assert [i.session_id for i in await store.sessions()] == ["old"]
+
+
+async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> None:
+    for url in ("postgresql://gw:secret@127.0.0.1:1/db", "redis://:secret@127.0.0.1:1/0"):
+        store = store_from_url(url)
+        with pytest.raises(MemoryStoreError) as caught:
+            await store.turns("s")
+        assert "secret" not in str(caught.value)
+        assert "127.0.0.1" in str(caught.value)
+        await store.aclose()
+
+
+@pytest.mark.parametrize("url", ["mysql://x", "sqlite://relative", "nothing"])
+def test_an_unknown_or_malformed_url_is_refused(url: str) -> None:
+    with pytest.raises(MemoryStoreError, match="memory URL"):
+        store_from_url(url)

@@ -1,0 +1,177 @@
+"""Real PostgreSQL and Redis servers for the memory stores' tests, on 127.0.0.1 in temp dirs.
+
+`.ci/run` installs them (and the non-root user PostgreSQL must run as); each server here is
+started for the test session and stopped, its directory removed, when the session ends. A
+missing server skips its tests with the reason (a failure under
+`AGENT_GATEWAY_REQUIRE_SERVERS=1`).
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import selectors
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Generator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+__all__ = ["PG_USER", "postgres_server", "redis_server"]
+
+PG_USER = "pgtest"
+"""PostgreSQL refuses to run as root: as root, it runs as this user (`.ci/run` creates it)."""
+START_TIMEOUT = 30.0
+
+
+def _missing(reason: str) -> NoReturn:
+    if os.environ.get("AGENT_GATEWAY_REQUIRE_SERVERS") == "1":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _postgres_binary(name: str) -> str | None:
+    """On PATH, or where Debian's packages put it (not on PATH)."""
+    found = shutil.which(name)
+    if found is not None:
+        return found
+    versions = sorted(Path("/usr/lib/postgresql").glob(f"*/bin/{name}"), key=lambda p: p.parts)
+    return str(versions[-1]) if versions else None
+
+
+@contextmanager
+def postgres_server() -> Generator[str]:
+    """A fresh PostgreSQL cluster; yields the URL of its `postgres` database."""
+    initdb, pg_ctl = _postgres_binary("initdb"), _postgres_binary("pg_ctl")
+    if initdb is None or pg_ctl is None:
+        _missing("PostgreSQL is not installed (initdb, pg_ctl): apt-get install postgresql")
+    as_user: list[str] = []
+    directory = Path(tempfile.mkdtemp(prefix="agent-gateway-pg-"))
+    if os.geteuid() == 0:
+        try:
+            user = pwd.getpwnam(PG_USER)
+        except KeyError:
+            shutil.rmtree(directory)
+            _missing(f"no user {PG_USER!r} to run PostgreSQL as: useradd -m {PG_USER}")
+        os.chown(directory, user.pw_uid, user.pw_gid)
+        as_user = ["runuser", "-u", PG_USER, "--"]
+    data, port = directory / "data", free_port()
+    try:
+        subprocess.run(
+            [*as_user, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT,
+        )
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        subprocess.run(
+            [
+                *as_user,
+                pg_ctl,
+                "-D",
+                str(data),
+                "-o",
+                options,
+                "-l",
+                str(directory / "log"),
+                "-w",
+                "-t",
+                str(int(START_TIMEOUT)),
+                "start",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=START_TIMEOUT + 5,
+        )
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
+            capture_output=True,
+            timeout=START_TIMEOUT,
+            check=False,
+        )
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def redis_server() -> Generator[str]:
+    """A fresh redis-server with no persistence; yields its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        _missing("redis-server is not installed: apt-get install redis-server")
+    directory = Path(tempfile.mkdtemp(prefix="agent-gateway-redis-"))
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(directory),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        _wait_for_line(process, b"Ready to accept connections")
+        # Keep reading its log, or a full pipe would stop the server.
+        threading.Thread(target=_drain, args=(process,), daemon=True).start()
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        assert process.stdout is not None
+        process.stdout.close()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _wait_for_line(process: subprocess.Popen[bytes], marker: bytes) -> None:
+    """Read the server's output until `marker` (the server says it is ready), or fail."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_TIMEOUT
+    seen = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while marker not in seen:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                raise TimeoutError(f"the server did not start: {seen[-500:]!r}")
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                raise RuntimeError(f"the server exited: {seen[-500:]!r}")
+            seen += chunk
+
+
+def _drain(process: subprocess.Popen[bytes]) -> None:
+    assert process.stdout is not None
+    try:
+        while os.read(process.stdout.fileno(), 65536):
+            pass
+    except OSError:  # closed when the server is stopped
+        return
