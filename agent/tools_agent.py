@@ -24,6 +24,7 @@ import itertools
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import anyio
 
@@ -111,9 +112,17 @@ class ToolsAgent:
         async def advance(index: int) -> None:
             outcomes[index] = await self._advance(items[index], index, response, iterations)
 
-        async with anyio.create_task_group() as tg:
-            for index in batch:
-                tg.start_soon(advance, index)
+        if len(batch) == 1:
+            await advance(batch[0])
+        else:
+            try:
+                async with anyio.create_task_group() as tg:
+                    for index in batch:
+                        tg.start_soon(advance, index)
+            except BaseExceptionGroup as group:
+                # Not a failure of ours (those are outcomes): a signal, such as a pause for the
+                # client's answer. Let it arrive as itself, not wrapped.
+                raise _first_leaf(group) from None
 
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
@@ -374,3 +383,10 @@ def _messages(
         UserMessage(content=item.prompt),
         *scratchpad_messages(steps),
     ]
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    if isinstance(first, BaseExceptionGroup):
+        return _first_leaf(cast(BaseExceptionGroup[BaseException], first))
+    return first
