@@ -62,9 +62,18 @@ def openai_stub(answers: Sequence[str | dict[str, Any]]) -> Generator[OpenAIStub
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
-            data = json.dumps(stub.answer(body)).encode()
+            answer = stub.answer(body)
+            if body.get("stream"):
+                data = b"".join(
+                    b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in _chunks(answer)
+                )
+                data += b"data: [DONE]\n\n"
+                kind = "text/event-stream"
+            else:
+                data = json.dumps(answer).encode()
+                kind = "application/json"
             self.send_response(200)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", kind)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
@@ -82,3 +91,20 @@ def openai_stub(answers: Sequence[str | dict[str, Any]]) -> Generator[OpenAIStub
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
+
+
+def _chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
+    """A whole answer as the stream of `chat.completion.chunk`s that carries it."""
+    choice = answer["choices"][0]
+    message = choice["message"]
+    delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("content"):
+        delta["content"] = message["content"]
+    if message.get("tool_calls"):
+        delta["tool_calls"] = [{"index": i, **c} for i, c in enumerate(message["tool_calls"])]
+    base = {"id": answer["id"], "object": "chat.completion.chunk", "model": answer["model"]}
+    return [
+        {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+        {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": choice["finish_reason"]}]},
+        {**base, "choices": [], "usage": answer["usage"]},
+    ]
