@@ -1,7 +1,8 @@
 """Exit codes, and which error means which: what the shell learns from a command.
 
 0    success
-1    the run failed: a model error, max iterations, a server that was needed and is down
+1    the run failed: a model error, max iterations, a server that was needed and is down,
+     chat memory's store unreachable
 2    bad input: config, arguments, an unknown agent, tool or stored run
 130  interrupted (Ctrl-C)
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from agent import AgentError, ModelError
+from agent import AgentError, MemoryStoreError, ModelError
 from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
 
 from ..errors import DepthExceeded, GatewayError
@@ -29,7 +30,14 @@ class RunFailed(GatewayError):
 
 def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
     """1 for what failed while running, 2 for what was wrong before anything ran."""
-    failed = (RunFailed, ModelError, DepthExceeded, ServerUnavailable, ToolTimeout)
+    failed = (
+        RunFailed,
+        ModelError,
+        MemoryStoreError,
+        DepthExceeded,
+        ServerUnavailable,
+        ToolTimeout,
+    )
     return FAILED if isinstance(exc, failed) else BAD_INPUT
 
 

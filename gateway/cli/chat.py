@@ -1,0 +1,102 @@
+"""`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
+
+Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
+end of input) leaves. Answers stream to stdout as the model writes them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import anyio
+from rich.console import Console
+
+from agent.memory import SessionMemory
+
+from ..app import open_gateway
+from ..console import RunConsole, open_console
+from ..engine import Gateway
+from ..errors import GatewayError
+from ..trace import new_id
+from .common import (
+    Commands,
+    add_model_options,
+    add_trace_options,
+    check_runnable,
+    config_of,
+    pick_agent,
+    trace_hooks,
+)
+from .exits import OK
+from .results import print_result
+
+__all__ = ["register"]
+
+HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
+
+
+def register(commands: Commands) -> None:
+    chat = commands.add("chat", _chat, "talk with an agent; the conversation is kept")
+    add_model_options(chat)
+    chat.add_argument("--session", help="continue this session (default: a new one)")
+    chat.add_argument("--state-dir", help="keep the conversation in this directory's database")
+    add_trace_options(chat)
+
+
+async def _chat(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    name = pick_agent(config, args.agent)
+    session = args.session or f"chat-{new_id()[:12]}"
+    interactive = sys.stdin.isatty()
+    # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
+    err = Console(file=sys.stderr)
+    status = err if err.is_terminal and not err.is_dumb_terminal else None
+    async with (
+        open_console(Console(file=sys.stdout), status) as console,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args, console),
+            state_dir=args.state_dir,
+        ) as gateway,
+    ):
+        check_runnable(gateway, name)
+        print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
+        while True:
+            if interactive:
+                print("> ", end="", file=sys.stderr, flush=True)
+            line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            if not line:
+                break
+            text = line.strip()
+            if text in ("/exit", "/quit"):
+                break
+            if text:
+                await _one(gateway, name, session, text, console)
+    return OK
+
+
+async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> None:
+    """Answer one line: a command, or a question for the agent."""
+    if text == "/tools":
+        tools = await gateway.tools_for(gateway.agents[name])
+        for tool in sorted(tools.values(), key=lambda t: t.name):
+            summary = (tool.description.strip().splitlines() or [""])[0]
+            print(f"{tool.name:<32} {summary}", flush=True)
+        if not tools:
+            print("(this agent has no tools)", flush=True)
+        return
+    if text == "/reset":
+        memory = gateway.agents[name].memory or gateway.memory
+        if not isinstance(memory, SessionMemory):
+            raise GatewayError(f"agent {name!r} keeps no conversation to forget")
+        await memory.store.delete(session)
+        print("(the conversation is forgotten)", file=sys.stderr, flush=True)
+        return
+    if text.startswith("/"):
+        print(f"unknown command {text.split()[0]!r}: {HELP}", file=sys.stderr, flush=True)
+        return
+    result = await gateway.run(name, text, session_id=session, stream=True)
+    print_result(result, shown=console.streamed)
+    sys.stdout.flush()

@@ -1,0 +1,100 @@
+"""`sessions list | show ID | delete ID`: the conversations chat memory keeps."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from datetime import datetime
+
+from agent import AssistantMessage, ToolMessage, UserMessage
+from agent.memory import SessionStore
+
+from ..errors import GatewayError
+from ..memory_config import open_memories
+from .common import Commands, config_of, pick_agent
+from .exits import FAILED, OK
+
+__all__ = ["register"]
+
+
+def register(commands: Commands) -> None:
+    sessions = commands.add("sessions", _sessions, "list, show or delete chat memory sessions")
+    sessions.add_argument("action", choices=["list", "show", "delete"])
+    sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
+    sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
+    sessions.add_argument("--state-dir", help="the store of runs kept in this directory")
+    sessions.add_argument("--json", action="store_true", help="print JSON")
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    if args.action != "list" and not args.session_id:
+        raise GatewayError(f"sessions {args.action} needs a session id")
+    config = config_of(args)
+    agent = pick_agent(config, args.agent) if args.agent else None
+    own = {agent: config.agents[agent].memory} if agent else {"": None}
+    memories, stores = open_memories(config.gateway.memory, own, state_dir=args.state_dir)
+    store = next(iter(memories.values())).store
+    try:
+        if args.action == "list":
+            return await _list(store, as_json=args.json)
+        if args.action == "show":
+            return await _show(store, args.session_id, as_json=args.json)
+        return await _delete(store, args.session_id)
+    finally:
+        for opened in stores:
+            await opened.aclose()
+
+
+async def _list(store: SessionStore, *, as_json: bool) -> int:
+    infos = await store.sessions()
+    if as_json:
+        print(json.dumps([info.model_dump() for info in infos]))
+        return OK
+    for info in infos:
+        when = datetime.fromtimestamp(info.updated_at).isoformat(sep=" ", timespec="seconds")
+        summary = f"  summarised through turn {info.summarised_through}" * bool(
+            info.summarised_through
+        )
+        print(f"{info.session_id:<32} {info.turns:>4} turns  {when}{summary}")
+    if not infos:
+        print(f"no sessions in {store!r}")
+    return OK
+
+
+async def _show(store: SessionStore, session_id: str, *, as_json: bool) -> int:
+    turns = await store.turns(session_id)
+    summary = await store.summary(session_id)
+    if not turns:
+        print(f"no session {session_id!r} in {store!r}")
+        return FAILED
+    if as_json:
+        document = {
+            "session_id": session_id,
+            "summary": summary.model_dump() if summary else None,
+            "turns": [turn.model_dump(mode="json") for turn in turns],
+        }
+        print(json.dumps(document, ensure_ascii=False))
+        return OK
+    if summary is not None:
+        print(f"summary of turns 1-{summary.through}: {summary.text}\n")
+    for turn in turns:
+        print(f"--- turn {turn.seq}")
+        for message in turn.messages:
+            if isinstance(message, UserMessage):
+                print(f"user: {message.content}")
+            elif isinstance(message, AssistantMessage):
+                if message.content:
+                    print(f"assistant: {message.content}")
+                for call in message.tool_calls:
+                    print(f"assistant calls {call.name} {json.dumps(call.arguments)}")
+            elif isinstance(message, ToolMessage):
+                print(f"{message.name}: {message.content}")
+    return OK
+
+
+async def _delete(store: SessionStore, session_id: str) -> int:
+    if not await store.delete(session_id):
+        print(f"no session {session_id!r} in {store!r}")
+        return FAILED
+    print(f"deleted session {session_id!r}")
+    return OK

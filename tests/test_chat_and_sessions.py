@@ -1,0 +1,152 @@
+"""`chat` driven through its stdin, `sessions list|show|delete`, and one conversation shared
+by an MCP client (`session_id`) and the command line (`--session`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from gateway.cli import main
+from tests.servers.openai_stub import OpenAIStub, openai_stub
+
+EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+
+
+def config_for(model: OpenAIStub, directory: Path) -> Path:
+    config = directory / "agent-gateway.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[agents.assistant]\nmodel = "{model.spec}"\ntools = ["calculator"]\n'
+    )
+    return config
+
+
+@pytest.mark.integration
+def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
+    tmp_path: Path,
+) -> None:
+    assert EXECUTABLE is not None
+    answers = [
+        {"name": "calculator", "arguments": {"expression": "6 * 7"}},
+        "It is 42, Ada.",
+        "You are Ada.",
+        "I do not know you yet.",
+    ]
+    with openai_stub(answers) as model:
+        config = config_for(model, tmp_path)
+        lines = [
+            "I am Ada. What is 6 * 7?",
+            "/tools",
+            "Who am I?",
+            "/reset",
+            "Who am I?",
+            "/nonsense",
+            "/exit",
+            "never read",
+        ]
+        done = subprocess.run(
+            [EXECUTABLE, "chat", "--config", str(config), "--session", "c1"],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=40,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        out = done.stdout.splitlines()
+        assert out[0] == "It is 42, Ada."
+        assert out[1].startswith("calculator ")
+        assert out[2:] == ["You are Ada.", "I do not know you yet."]
+        assert "agent assistant, session c1" in done.stderr
+        assert "unknown command '/nonsense'" in done.stderr
+        assert len(model.requests) == 4  # nothing after /exit was asked
+        assert model.requests[1]["stream"] is True  # the answers were streamed
+        remembered = [m["role"] for m in model.messages(2)]
+        assert remembered == ["system", "user", "assistant", "tool", "assistant", "user"]
+        assert [m["role"] for m in model.messages(3)] == ["system", "user"]  # after /reset
+
+
+def test_sessions_are_listed_shown_and_deleted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+                {"content": "It is 42."},
+            ]
+        )
+    )
+    state = ["--state-dir", str(tmp_path / "state")]
+    assert (
+        main(["run", "What is 6 * 7?", "--model", f"scripted:{script}", "--session", "s1", *state])
+        == 0
+    )
+    capsys.readouterr()
+    assert main(["sessions", "list", *state]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith("s1 ")
+    assert "1 turns" in listed
+    assert main(["sessions", "show", "s1", *state]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "--- turn 1",
+        "user: What is 6 * 7?",
+        'assistant calls calculator {"expression": "6 * 7"}',
+        "calculator: 42",
+        "assistant: It is 42.",
+    ]
+    assert main(["sessions", "show", "s1", "--json", *state]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [m["role"] for m in shown["turns"][0]["messages"]] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert main(["sessions", "delete", "s1", *state]) == 0
+    assert main(["sessions", "delete", "s1", *state]) == 1
+    assert main(["sessions", "show", "s1", *state]) == 1
+    assert main(["sessions", "show", *state]) == 2
+    assert "needs a session id" in capsys.readouterr().err
+    assert (tmp_path / "state" / "agent-gateway.sqlite3").is_file()
+
+
+@pytest.mark.integration
+@pytest.mark.anyio
+async def test_a_conversation_begun_over_mcp_goes_on_from_the_command_line(
+    tmp_path: Path,
+) -> None:
+    assert EXECUTABLE is not None
+    with openai_stub(["Hello, Ada.", "Your name is Ada."]) as model:
+        config = config_for(model, tmp_path)
+        server = StdioServerParameters(
+            command=EXECUTABLE,
+            args=["serve", "--stdio", "--config", str(config)],
+            env=dict(os.environ),
+        )
+        with anyio.fail_after(30):
+            async with Client(server) as client:
+                result = await client.call_tool(
+                    "assistant", {"prompt": "I am Ada.", "session_id": "shared"}
+                )
+        assert not result.is_error
+        done = await anyio.run_process(
+            [EXECUTABLE, "run", "What is my name?", "--session", "shared", "--config", str(config)],
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        assert done.stdout.decode() == "Your name is Ada.\n"
+        assert [m["content"] for m in model.messages(1)[1:]] == [
+            "I am Ada.",
+            "Hello, Ada.",
+            "What is my name?",
+        ]
