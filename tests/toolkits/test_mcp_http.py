@@ -119,3 +119,33 @@ async def test_a_result_over_the_limit_fails_that_call_only() -> None:
                     assert echo.content == [types.TextContent(text="echo:[]")]
             assert node.health.state == "ready"
             assert node.health.failures == 0
+
+
+class RecordPeers:
+    """ASGI middleware keeping the client address (host, port) of every POST: one per connection."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.peers: list[tuple[str, int]] = []
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            self.peers.append(tuple(scope["client"]))
+        await self.app(scope, receive, send)
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_calls_reuse_their_http_connection(era: ProtocolMode) -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+    app = RecordPeers(toy.server.streamable_http_app(host="127.0.0.1"))
+    async with serve_on_loopback(app) as base:
+        config = McpServerConfig(url=f"{base}/mcp", protocol=era)
+        async with McpToolkit("toy", config) as node:
+            before = len(app.peers)
+            for _ in range(20):
+                await node.call_tool("toy__echo", {})
+            calls = app.peers[before:]
+    # Besides the calls' own connection, a 2026-07-28 session holds one for its listen stream.
+    assert len(calls) >= 20
+    assert len(set(calls)) <= 3, f"{len(set(calls))} connections for 20 sequential calls"

@@ -14,7 +14,7 @@ import os
 import shutil
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
@@ -65,6 +65,51 @@ def config_transport(
             return sse_client(config.url, headers=_headers(config, name))
 
 
+_DRAIN_SECONDS = 0.5
+"""How long closing a response stream may wait for its end, so its connection can be reused."""
+
+
+class _ReusingConnections(httpx2.AsyncBaseTransport):
+    """Keeps POST connections to the server reusable.
+
+    The SDK (mcp 2.3) closes a request's event stream as soon as the response arrived, before
+    the server's end of stream; a connection closed mid-body cannot go back to the pool, so
+    every call would open a new TCP connection. The server ends that stream right after the
+    response, so reading it to the end on close costs one read and keeps the connection.
+    """
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _ReadToEndOnClose(response.stream)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _ReadToEndOnClose(httpx2.AsyncByteStream):
+    def __init__(self, inner: httpx2.AsyncByteStream) -> None:
+        self._inner = inner
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            yield chunk
+
+    async def aclose(self) -> None:
+        try:
+            with anyio.move_on_after(_DRAIN_SECONDS):
+                async for _ in self._inner:
+                    pass
+        except httpx2.HTTPError:
+            pass  # the connection is lost anyway
+        finally:
+            await self._inner.aclose()
+
+
 _SETPRIV = shutil.which("setpriv") if sys.platform == "linux" else None
 
 
@@ -100,8 +145,9 @@ async def _streamable_http(
     url: str, headers: dict[str, str], max_message_bytes: int
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers; we own its lifetime.
+    transport = _ReusingConnections(httpx2.AsyncHTTPTransport())
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT) as http,
+        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT, transport=transport) as http,
         streamable_http_client(
             url, http_client=http, max_sse_event_size=max_message_bytes
         ) as streams,
