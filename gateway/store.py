@@ -16,7 +16,7 @@ import anyio
 from pydantic import ValidationError
 
 from .engine import RunState
-from .errors import UnknownRun
+from .errors import GatewayError, UnknownRun
 
 __all__ = ["FileRunStore", "RunStore"]
 
@@ -51,21 +51,44 @@ class FileRunStore:
 
     async def save(self, state: RunState) -> None:
         path = self.path(state.run_id)
-        await anyio.to_thread.run_sync(_write_atomically, path, state.model_dump_json())
+        try:
+            await anyio.to_thread.run_sync(_write_atomically, path, state.model_dump_json())
+        except OSError as exc:
+            raise GatewayError(f"cannot store run {state.run_id!r} in {path}: {exc}") from exc
 
     async def load(self, run_id: str) -> RunState:
+        """The stored state of `run_id`. Raises `UnknownRun` for a missing, unreadable or
+        invalid file, and for one holding another run (resuming it would run it twice)."""
         path = self.path(run_id)
         try:
             text = await anyio.Path(path).read_text(encoding="utf-8")
         except FileNotFoundError:
             raise UnknownRun(f"no stored run {run_id!r} in {self.directory}") from None
+        except OSError as exc:
+            raise UnknownRun(f"cannot read stored run {path}: {exc.strerror}") from exc
+        except UnicodeDecodeError:
+            raise UnknownRun(f"stored run {path} is not a run's state (not UTF-8 text)") from None
         try:
-            return RunState.model_validate_json(text)
+            state = RunState.model_validate_json(text)
         except ValidationError as exc:
-            raise UnknownRun(f"stored run {run_id!r} cannot be resumed: {exc}") from exc
+            raise UnknownRun(f"stored run {run_id!r} cannot be resumed: {_first(exc)}") from exc
+        if state.run_id != run_id:
+            raise UnknownRun(
+                f"stored run {path} holds run {state.run_id!r}, not {run_id!r}: refused (a run "
+                "is stored under its own id only)"
+            )
+        return state
 
     async def delete(self, run_id: str) -> None:
         await anyio.Path(self.path(run_id)).unlink(missing_ok=True)
+
+
+def _first(exc: ValidationError) -> str:
+    """The first problem of a state that does not validate (the whole dump repeats the file)."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {error['msg']}{more}" if where else f"{error['msg']}{more}"
 
 
 def _write_atomically(path: Path, text: str) -> None:

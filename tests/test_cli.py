@@ -316,3 +316,30 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0
     assert capsys.readouterr().out == "I am the assistant.\n"
+
+
+def test_bad_files_are_clear_errors_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes("[agents.caf\xe9]\n".encode("latin-1"))
+    assert main(["tools", "--config", str(latin1)]) == 2
+    assert (
+        "latin1.toml: not UTF-8 text (byte 11); save the config as UTF-8" in capsys.readouterr().err
+    )
+    assert main(["tools", "--config", str(tmp_path)]) == 2
+    assert "cannot read config" in capsys.readouterr().err
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "binary.json").write_bytes(bytes(range(256)))
+    (runs / "folder.json").mkdir()
+    for run_id, message in [("binary", "not UTF-8 text"), ("folder", "Is a directory")]:
+        assert main(["resume", run_id, "--state-dir", str(runs)]) == 2
+        err = capsys.readouterr().err
+        assert message in err
+        assert "Traceback" not in err
+    script = write_script(tmp_path / "a.json", [{"content": "x"}])
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    assert main(["run", "q", "--model", f"scripted:{script}", "--state-dir", str(not_a_dir)]) == 2
+    assert "cannot store run" in capsys.readouterr().err

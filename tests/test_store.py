@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent import AgentItem
-from gateway import FileRunStore, UnknownRun
+from gateway import FileRunStore, GatewayError, UnknownRun
 from gateway.engine import RunState
 
 pytestmark = pytest.mark.anyio
@@ -36,3 +36,38 @@ async def test_a_corrupt_state_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "r2.json").write_text('{"version": 1, "run_id": "r2"')
     with pytest.raises(UnknownRun, match="stored run 'r2' cannot be resumed"):
         await FileRunStore(tmp_path).load("r2")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"\xff\xfe\x00binary\x80", r"is not a run's state \(not UTF-8 text\)"),
+        (None, "cannot read stored run .*: Is a directory"),
+        (b'{"version": 9}', r"cannot be resumed: version: Input should be 1 \(and"),
+    ],
+)
+async def test_unreadable_state_files_are_clear_errors(
+    tmp_path: Path, content: bytes | None, message: str
+) -> None:
+    path = tmp_path / "r3.json"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(UnknownRun, match=message):
+        await FileRunStore(tmp_path).load("r3")
+
+
+async def test_a_state_filed_under_another_run_id_is_refused(tmp_path: Path) -> None:
+    store = FileRunStore(tmp_path)
+    await store.save(RunState(run_id="original", agent="a", items=[AgentItem(prompt="q")]))
+    (tmp_path / "original.json").rename(tmp_path / "copy.json")
+    with pytest.raises(UnknownRun, match="holds run 'original', not 'copy': refused"):
+        await store.load("copy")
+
+
+async def test_a_state_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "runs").write_text("not a directory")
+    state = RunState(run_id="r4", agent="a", items=[AgentItem(prompt="q")])
+    with pytest.raises(GatewayError, match=r"cannot store run 'r4' in .*runs/r4\.json"):
+        await FileRunStore(tmp_path / "runs").save(state)
