@@ -1,6 +1,6 @@
 """The gateway: runs agents on tool nodes, traces them, and serves them."""
 
-from .engine import AgentSpec, Checkpoint, Gateway, RunResult, RunState
+from .engine import AgentSpec, Checkpoint, Gateway, RunOrigin, RunResult, RunState
 from .errors import (
     ConfigError,
     DepthExceeded,
@@ -22,6 +22,7 @@ __all__ = [
     "Gateway",
     "GatewayError",
     "JsonLinesPrinter",
+    "RunOrigin",
     "RunResult",
     "RunState",
     "RunStore",

@@ -64,7 +64,15 @@ from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
-__all__ = ["EMPTY_ANSWER", "AgentSpec", "Checkpoint", "Gateway", "RunResult", "RunState"]
+__all__ = [
+    "EMPTY_ANSWER",
+    "AgentSpec",
+    "Checkpoint",
+    "Gateway",
+    "RunOrigin",
+    "RunResult",
+    "RunState",
+]
 
 RUN_STATE_VERSION = 1
 EMPTY_ANSWER = "the model's final answer was empty"
@@ -85,6 +93,19 @@ class AgentSpec:
     """Where this agent keeps conversations; default: the gateway's."""
 
 
+class RunOrigin(BaseModel):
+    """How a stored run was started, so it resumes the same way (the engine ignores it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    config: str | None = None
+    """The config file's absolute path; None: the built-in default."""
+    config_sha256: str | None = None
+    """The file's content hash when the run started: a changed config is not resumed blindly."""
+    model: str | None = None
+    """The model spec that replaced every agent's (`--model`), if any."""
+
+
 class RunState(BaseModel):
     """Everything needed to continue a run: the items and the agent's pending exchange.
 
@@ -103,6 +124,8 @@ class RunState(BaseModel):
     children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
     """Agents running as tools of the pending `request`, by tool-call id: their own states,
     so a run stopped while they worked resumes them where they were."""
+    origin: RunOrigin | None = None
+    """How the run was started (config, model), for resuming it."""
 
 
 class RunResult(BaseModel):

@@ -8,6 +8,8 @@ import json
 import sys
 from contextlib import AbstractAsyncContextManager
 
+import anyio
+
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
@@ -29,6 +31,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
+from .origin import origin_of, resume_command, resume_config
 from .results import print_result
 
 __all__ = ["register"]
@@ -42,10 +45,17 @@ def register(commands: Commands) -> None:
     run.add_argument(
         "--state-dir", help="store the run's state after every step here, to resume it if it stops"
     )
-    resume = commands.add("resume", _resume, "continue a run stored with --state-dir")
+    resume = commands.add(
+        "resume",
+        _resume,
+        "continue a run stored with --state-dir, on the config and model it started with",
+    )
     resume.add_argument("run_id")
     add_model_options(resume, agent=False)
     resume.add_argument("--state-dir", required=True, help="where the run is stored")
+    resume.add_argument(
+        "--force", action="store_true", help="resume even though the config file changed"
+    )
     for sub in (run, resume):
         sub.add_argument(
             "--json",
@@ -64,7 +74,10 @@ async def _run(args: argparse.Namespace) -> int:
     name = pick_agent(config, args.agent)
     store = FileRunStore(args.state_dir) if args.state_dir else None
     state = RunState(
-        run_id=new_id(), agent=name, items=[AgentItem(prompt=question, session_id=args.session)]
+        run_id=new_id(),
+        agent=name,
+        items=[AgentItem(prompt=question, session_id=args.session)],
+        origin=origin_of(args) if store else None,
     )
     async with (
         _console(args) as console,
@@ -81,15 +94,16 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _resume(args: argparse.Namespace) -> int:
-    config = config_of(args)
     store = FileRunStore(args.state_dir)
     state = await store.load(args.run_id)
+    config, origin = resume_config(args, state.origin)
+    state = state.model_copy(update={"origin": origin})
     pick_agent(config, state.agent)
     async with (
         _console(args) as console,
         open_gateway(
             config,
-            model=args.model,
+            model=origin.model,
             hooks=trace_hooks(args, console),
             state_dir=args.state_dir,
         ) as gateway,
@@ -114,10 +128,11 @@ async def _stored(
         try:
             result = await gateway.resume(state, checkpoint=store.save, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
-            exc.add_note(
-                f"the run is stored: agent-gateway resume {state.run_id} "
-                f"--state-dir {store.directory}"
-            )
+            exc.add_note(f"the run is stored: {resume_command(state.run_id, store.directory)}")
+            raise
+        except anyio.get_cancelled_exc_class():  # Ctrl-C, or a signal: say how to go on
+            hint = resume_command(state.run_id, store.directory)
+            print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
             raise
     except (AgentError, ToolkitError, GatewayError) as exc:
         if args.json:  # still one JSON object on stdout, for scripts

@@ -1,0 +1,70 @@
+"""A stored run's origin: the config and model it started with, and resuming on the same.
+
+`run --state-dir` records the config file (absolute path and content hash) and the `--model`
+override in the run's state; `resume` uses them unless told otherwise (`--config`,
+`--model`), and refuses a config whose content changed since unless `--force`: its agents
+and tools may no longer be the ones the run's steps were taken with.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import shlex
+from pathlib import Path
+
+from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
+from ..engine import RunOrigin
+from ..errors import ConfigError
+
+__all__ = ["origin_of", "resume_command", "resume_config"]
+
+
+def origin_of(args: argparse.Namespace) -> RunOrigin:
+    """How this `run` starts: its config file (None: the built-in default) and `--model`."""
+    path = Path(args.config) if args.config else find_config_file()
+    if path is None:
+        return RunOrigin(model=args.model)
+    return RunOrigin(config=str(path.resolve()), config_sha256=_digest(path), model=args.model)
+
+
+def resume_config(args: argparse.Namespace, origin: RunOrigin | None) -> tuple[Config, RunOrigin]:
+    """The config to resume on and the origin it makes: `--config`, else the run's own.
+
+    Raises `ConfigError` when the config's content is not what the run started with (unless
+    `--force`), or the run's config file is gone.
+    """
+    model = args.model or (origin.model if origin else None)
+    named: str | None = args.config or (origin.config if origin else None)
+    if named is None:
+        # The built-in default the run started with (not a file found here now), or, for a
+        # run stored before runs had an origin, whatever is found here.
+        config = DEFAULT_CONFIG if origin else load_config(None)
+        return with_default_agent(config), RunOrigin(model=model)
+    path = Path(named)
+    try:
+        config = with_default_agent(load_config(path))
+    except ConfigError as exc:
+        if args.config is None:
+            exc.add_note("the run started with this config; name another with --config FILE")
+        raise
+    now = RunOrigin(config=str(path.resolve()), config_sha256=_digest(path), model=model)
+    started = origin.config_sha256 if origin else None
+    if started is not None and now.config_sha256 != started and not args.force:
+        raise ConfigError(
+            f"config {path} is not the one the run started with (its content changed): "
+            "its agents and tools may differ; pass --force to resume on it anyway"
+        )
+    return config, now
+
+
+def resume_command(run_id: str, state_dir: Path) -> str:
+    """What to type to resume a stored run (its config and model are in its state)."""
+    return f"agent-gateway resume {run_id} --state-dir {shlex.quote(str(state_dir))}"
+
+
+def _digest(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc

@@ -1,0 +1,142 @@
+"""Stored runs from the command line: they resume on the config and model they started with."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+from gateway import FileRunStore
+from gateway.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+STOP_AFTER_THE_TOOL = [
+    {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]}
+]
+"""A script that calls the calculator, then has nothing more to say: the run stops there."""
+
+
+def write(path: Path, content: object) -> Path:
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return path
+
+
+def stopped_run(capsys: pytest.CaptureFixture[str], *args: str) -> list[str]:
+    """Run until the model stops it; the resume command the error printed, as arguments."""
+    assert main(["run", "What is 6 * 7?", *args]) == 1
+    err = capsys.readouterr().err
+    match = re.search(r"the run is stored: agent-gateway (resume .*)$", err, re.MULTILINE)
+    assert match is not None, err
+    return match.group(1).split()
+
+
+def stopped_on_a_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, Path, list[str]]:
+    """A run on `c.toml` with `--model scripted:first.json` that stopped: the script, the
+    config, and the resume command."""
+    script = write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
+    config = write(tmp_path / "c.toml", '[tools.calculator]\nbuiltin = "calculator"\n')
+    state_dir = str(tmp_path / "runs")
+    model = f"scripted:{script}"
+    return (
+        script,
+        config,
+        stopped_run(capsys, "--config", str(config), "--model", model, "--state-dir", state_dir),
+    )
+
+
+def test_resume_uses_the_config_the_run_started_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
+    config = write(
+        tmp_path / "helper.toml",
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[agents.helper]\nmodel = "scripted:first.json"\ntools = ["calculator"]\n',
+    )
+    resume = stopped_run(capsys, "--config", str(config), "--state-dir", str(tmp_path / "runs"))
+    assert "--config" not in resume  # the state knows it
+    write(tmp_path / "first.json", [{"content": "It is 42."}])  # what the model says next
+    monkeypatch.chdir(tmp_path.parent)  # elsewhere: no config to find here
+    assert main([*resume, "--trace"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "It is 42.\n"
+    assert "agent helper" in err
+    assert "calculator" not in err  # it ran before the stop
+
+
+def test_a_changed_config_is_refused_unless_forced(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, config, resume = stopped_on_a_config_file(tmp_path, capsys)
+    write(config, '[tools.calculator]\nbuiltin = "calculator"\ndescription = "Sums."\n')
+    write(script, [{"content": "It is 42."}])
+    assert main(resume) == 2
+    err = capsys.readouterr().err
+    assert f"config {config} is not the one the run started with" in err
+    assert "pass --force to resume on it anyway" in err
+    assert main([*resume, "--force"]) == 0  # on the stored --model, too
+    assert capsys.readouterr().out == "It is 42.\n"
+
+
+def test_a_run_config_that_is_gone_says_how_to_name_another(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, config, resume = stopped_on_a_config_file(tmp_path, capsys)
+    config.rename(tmp_path / "moved.toml")
+    assert main(resume) == 2
+    assert "name another with --config FILE" in capsys.readouterr().err
+    write(script, [{"content": "It is 42."}])
+    assert main([*resume, "--config", str(tmp_path / "moved.toml")]) == 0
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    script = write(
+        tmp_path / "wait.json",
+        [{"tool_calls": [{"name": "wait", "arguments": {"marker": str(marker)}}]}],
+    )
+    config = write(
+        tmp_path / "c.toml",
+        '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["wait"]\n',
+    )
+    state_dir = tmp_path / "runs"
+    command = [sys.executable, "-m", "gateway.cli", "run", "go", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with anyio.fail_after(30):
+        async with await anyio.open_process(
+            [*command, "--state-dir", str(state_dir)], env=env, stdin=None
+        ) as process:
+            assert process.stderr is not None
+            lines = TextReceiveStream(process.stderr)
+            err = ""
+            async for chunk in lines:
+                err += chunk
+                if "wait_until_cancelled: started" in err:
+                    break
+            process.send_signal(signal.SIGINT)
+            async for chunk in lines:
+                err += chunk
+            code = await process.wait()
+    assert code == 130, err
+    assert marker.read_text() == "cancelled"  # the tool was cancelled, not left running
+    match = re.search(
+        r"interrupted: run (\w+) is stored: agent-gateway resume \1 --state-dir (\S+)", err
+    )
+    assert match is not None, err
+    assert match.group(2) == str(state_dir)
+    state = await FileRunStore(state_dir).load(match.group(1))
+    assert state.request is not None  # stopped with the tool call to run again
+    assert state.origin is not None
+    assert state.origin.config == str(config)
