@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import time
 from collections.abc import AsyncGenerator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
 
@@ -28,6 +28,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from .background import alongside
 from .trace import TraceEvent
 
 __all__ = ["RunConsole", "open_console", "open_terminal_console"]
@@ -247,20 +248,11 @@ async def open_console(
             await anyio.sleep(refresh)
             console.refresh()
 
-    try:
-        async with anyio.create_task_group() as tg:
-            if err is not None:
-                tg.start_soon(tick)
-            try:
-                yield console
-            finally:
-                console.close()
-                tg.cancel_scope.cancel()
-    except BaseExceptionGroup as group:
-        # What failed is the run inside, never the ticker: let it arrive as itself.
-        if len(group.exceptions) == 1:
-            raise group.exceptions[0] from None
-        raise
+    async with alongside(tick) if err is not None else nullcontext():
+        try:
+            yield console
+        finally:
+            console.close()
 
 
 def open_terminal_console(

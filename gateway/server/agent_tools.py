@@ -3,7 +3,9 @@
 A call runs the agent through the same engine and trace as the CLI, with one more hook that
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
-cause; cancelling the request cancels the run and every call under it.
+cause; cancelling the request cancels the run and every call under it. While the run has a
+model or tool call in flight, the client hears progress at least every `progress_interval`
+seconds.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError, error_result
 
+from ..background import alongside
 from ..engine import AgentSpec, Gateway, RunResult, RunState
 from ..errors import GatewayError
 from ..models import ClientSampling
@@ -30,7 +33,7 @@ from ..sampling_model import (
 )
 from ..trace import TraceHook, new_id
 from .downstream import incoming_hops
-from .progress import McpNotifier
+from .progress import HEARTBEAT_SECONDS, McpNotifier
 from .rounds import decode_state, encode_state
 from .serving import client_quota
 
@@ -97,9 +100,16 @@ class _Arguments(BaseModel):
 class AgentTools:
     """The gateway's agents as MCP tools."""
 
-    def __init__(self, gateway: Gateway, *, sampling_max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        sampling_max_tokens: int = DEFAULT_MAX_TOKENS,
+        progress_interval: float = HEARTBEAT_SECONDS,
+    ) -> None:
         self._gateway = gateway
         self._max_tokens = sampling_max_tokens
+        self._progress_interval = progress_interval
 
     async def tools(self) -> list[types.Tool]:
         return [
@@ -124,18 +134,21 @@ class AgentTools:
                 for e in exc.errors()
             )
             return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
-        hooks = [McpNotifier(ctx)]  # besides the gateway's own (--trace, ...)
+        notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
+        hooks = [notifier]  # besides the gateway's own (--trace, ...)
         try:
-            if isinstance(spec.model, ClientSampling):
-                return await self._run_on_client_model(ctx, spec, args, params, hooks)
-            result = await self._gateway.run(
-                spec.name,
-                args.prompt,
-                session_id=args.session_id,
-                hooks=hooks,
-                hops=incoming_hops(ctx),
-                quota=client_quota(ctx, self._gateway),
-            )
+            async with alongside(notifier.keep_alive):
+                if isinstance(spec.model, ClientSampling):
+                    return await self._run_on_client_model(ctx, spec, args, params, hooks)
+                result = await self._gateway.run(
+                    spec.name,
+                    args.prompt,
+                    session_id=args.session_id,
+                    hooks=hooks,
+                    hops=incoming_hops(ctx),
+                    quota=client_quota(ctx, self._gateway),
+                    stream=True,  # streamed text shows in the progress of a long model call
+                )
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
         except Exception as exc:  # a bug must not take the connection down

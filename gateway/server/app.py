@@ -159,7 +159,11 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     state key).
     """
     sources: list[ToolSource] = [
-        AgentTools(gateway, sampling_max_tokens=settings.sampling_max_tokens)
+        AgentTools(
+            gateway,
+            sampling_max_tokens=settings.sampling_max_tokens,
+            progress_interval=settings.progress_interval,
+        )
     ]
     nodes = exposed_nodes(gateway, expose_all=settings.expose_tools, names=settings.expose)
     if nodes:

@@ -7,12 +7,19 @@ asked for no progress. The run's milestones also go out as log messages
 (`notifications/message`): on handshake-era connections from info up, on 2026-07-28 ones
 at the level the request opted in to. A downstream server's log message during a tool call
 (a `note` with a `log` level) goes out as the server sent it.
+
+Events alone leave long calls silent (a model thinking for a minute sends none), so while a
+model or tool call is in flight, `keep_alive` sends a progress notification whenever
+`heartbeat` seconds (15 by default) passed without one, saying what runs and for how long;
+text a model streams meanwhile is counted in it (`writing, 1234 chars`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -24,10 +31,12 @@ from ..sampling_model import WAITING
 from ..trace import TraceEvent
 from .logs import NOTIFY_TIMEOUT, client_log_levels, send_log
 
-__all__ = ["LOGGER_NAME", "McpNotifier", "describe"]
+__all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
 
 LOGGER_NAME = "agent-gateway"
 MAX_DETAIL = 500
+HEARTBEAT_SECONDS = 15.0
+"""The longest a client waits for a progress notification while a call is in flight."""
 
 log = logging.getLogger(__name__)
 
@@ -35,14 +44,33 @@ log = logging.getLogger(__name__)
 class McpNotifier:
     """Maps one run's trace events to progress and log notifications of one MCP request."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], *, heartbeat: float = HEARTBEAT_SECONDS
+    ) -> None:
         self._ctx = ctx
         self._session = ctx.session
         self._request_id = ctx.request_id
         self._levels = client_log_levels(ctx)
         self._progress = 0
+        self._heartbeat = heartbeat
+        self._last_sent = time.monotonic()
+        self._in_flight: dict[str, _InFlight] = {}
+
+    async def keep_alive(self) -> None:
+        """Until cancelled: a progress notification whenever `heartbeat` seconds passed
+        without one while a model or tool call is in flight."""
+        while True:
+            wait = self._last_sent + self._heartbeat - time.monotonic()
+            if wait > 0:
+                await anyio.sleep(wait)
+            elif self._in_flight:
+                latest = next(reversed(self._in_flight.values()))
+                await self._report(latest.describe())
+            else:  # nothing in flight: the next call's start is itself a notification
+                await anyio.sleep(self._heartbeat)
 
     async def __call__(self, event: TraceEvent) -> None:
+        self._follow(event)
         if event.phase == "error" and event.error == "cancelled":
             # The client cancelled: nobody reads this request's stream any more.
             return
@@ -57,8 +85,7 @@ class McpNotifier:
         level, text = described
         with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
             if event.kind in ("model", "tool"):
-                self._progress += 1
-                await self._session.report_progress(self._progress, None, text)
+                await self._send_progress(text)
             if level in self._levels:
                 detail = _detail(event)
                 await self._session.send_notification(
@@ -72,9 +99,50 @@ class McpNotifier:
                     related_request_id=self._request_id,
                 )
         if scope.cancelled_caught:
-            log.warning(
-                "dropped a notification for request %s: the client is not reading", self._request_id
-            )
+            self._dropped()
+
+    def _follow(self, event: TraceEvent) -> None:
+        """Keep track of the model and tool calls in flight, and of the text streamed."""
+        if event.kind not in ("model", "tool"):
+            return
+        if event.phase == "start":
+            self._in_flight[event.id] = _InFlight(event.kind, event.name)
+        elif event.phase in ("end", "error"):
+            self._in_flight.pop(event.id, None)
+        elif event.phase == "token" and event.parent_id in self._in_flight:
+            text = event.output.get("text") if isinstance(event.output, dict) else None
+            if isinstance(text, str):
+                self._in_flight[event.parent_id].chars += len(text)
+
+    async def _report(self, text: str) -> None:
+        with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
+            await self._send_progress(text)
+        if scope.cancelled_caught:
+            self._dropped()
+
+    async def _send_progress(self, text: str) -> None:
+        self._progress += 1
+        self._last_sent = time.monotonic()
+        await self._session.report_progress(self._progress, None, text)
+
+    def _dropped(self) -> None:
+        log.warning(
+            "dropped a notification for request %s: the client is not reading", self._request_id
+        )
+
+
+@dataclass
+class _InFlight:
+    kind: str
+    name: str
+    started: float = field(default_factory=time.monotonic)
+    chars: int = 0
+
+    def describe(self) -> str:
+        took = f"{time.monotonic() - self.started:.0f} s"
+        if self.chars:
+            return f"{self.kind} {self.name}: writing, {self.chars} chars ({took})"
+        return f"{self.kind} {self.name}: still running ({took})"
 
 
 def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
