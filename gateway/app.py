@@ -7,7 +7,7 @@ import importlib
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
 from .memory_config import open_memories
 from .models import NoModel, resolve_model, resolve_models
+from .otel import OtelExporter, configure_otel
 from .trace import TraceHook
 
 __all__ = ["SPAWN_DEPTH_ENV", "open_gateway"]
@@ -85,23 +86,26 @@ async def open_gateway(
         )
         for name, spec in config.agents.items()
     ]
+    if config.gateway.otel:
+        hooks = (*hooks, OtelExporter())
     try:
         # Every MCP server connects concurrently; one that fails to start is reported in its
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
         async with McpToolkitGroup(servers_config, targets=targets) as servers:
-            yield Gateway(
-                [*servers, *nodes],
-                agents,
-                max_concurrency=config.gateway.max_concurrency,
-                node_limits={
-                    name: server.max_concurrency
-                    for name, server in config.mcp_servers.items()
-                    if server.max_concurrency is not None
-                },
-                max_depth=config.gateway.max_depth,
-                hooks=hooks,
-            )
+            with configure_otel() if config.gateway.otel else nullcontext():
+                yield Gateway(
+                    [*servers, *nodes],
+                    agents,
+                    max_concurrency=config.gateway.max_concurrency,
+                    node_limits={
+                        name: server.max_concurrency
+                        for name, server in config.mcp_servers.items()
+                        if server.max_concurrency is not None
+                    },
+                    max_depth=config.gateway.max_depth,
+                    hooks=hooks,
+                )
     finally:
         with anyio.CancelScope(shield=True):
             await http_client.aclose()

@@ -86,6 +86,8 @@ class GatewaySettings(_Strict):
     """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
     memory: MemoryConfig | None = None
     """Every agent's chat memory: a store URL, or a table (see `gateway.memory_config`)."""
+    otel: bool = False
+    """Export every run's trace as OpenTelemetry spans (GenAI semantic conventions)."""
     progress_interval: float = Field(default=15.0, gt=0)
     """Served runs: the longest a client waits for a progress notification while a model or
     tool call is in flight."""

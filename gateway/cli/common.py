@@ -65,6 +65,10 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
     with `default_agent`, a config of servers only gets an `assistant` agent on all of them."""
     path: Any = getattr(args, "config", None)
     config = load_config(path)
+    if getattr(args, "otel", False):
+        config = config.model_copy(
+            update={"gateway": config.gateway.model_copy(update={"otel": True})}
+        )
     return with_default_agent(config) if default_agent else config
 
 
@@ -77,6 +81,11 @@ def add_model_options(sub: argparse.ArgumentParser, *, agent: bool = True) -> No
 def add_trace_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument("--trace", action="store_true", help="print the trace to stderr")
     sub.add_argument("--trace-json", action="store_true", help="trace as JSON lines")
+    sub.add_argument(
+        "--otel",
+        action="store_true",
+        help="export the trace as OpenTelemetry spans (as `[gateway] otel = true`)",
+    )
 
 
 def add_strict_option(sub: argparse.ArgumentParser) -> None:

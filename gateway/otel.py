@@ -1,0 +1,199 @@
+"""A run's trace as OpenTelemetry spans, named as the GenAI semantic conventions say.
+
+`OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
+call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
+`gen_ai.usage.*`), each tool call an `execute_tool {tool}` span (`gen_ai.tool.name`,
+`gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans sit under the tool call
+that ran it. The run itself is not a span of its own (its agent is); its id is the
+`agent_gateway.run_id` attribute of every span. A tool's progress and the trace's notes
+(fallbacks, server logs, warnings) are span events; failures set the span's error status and
+`error.type`. Arguments, results and messages are not recorded: they may hold personal data.
+
+Spans go to the tracer provider given, else the global one. `configure_otel` sets a global
+SDK provider up for the CLI when none is: spans go over OTLP when the OTLP exporter package is
+installed and `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set, else as JSON to
+stderr. The API package comes with the MCP SDK; the SDK is the `otel` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from collections.abc import Generator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry import trace
+from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from pydantic import JsonValue
+
+from .errors import ConfigError
+from .trace import TraceEvent
+
+if TYPE_CHECKING:  # the SDK is optional (the `otel` extra)
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+__all__ = ["OtelExporter", "configure_otel"]
+
+INSTRUMENTATION = "agent-gateway"
+RUN_ID = "agent_gateway.run_id"
+_PROVIDERS = {"gemini": "gcp.gemini"}
+"""Our model-spec prefixes whose GenAI `provider.name` differs."""
+_USAGE = {
+    "input_tokens": "gen_ai.usage.input_tokens",
+    "output_tokens": "gen_ai.usage.output_tokens",
+    "cached_tokens": "gen_ai.usage.cache_read.input_tokens",
+    "reasoning_tokens": "gen_ai.usage.reasoning.output_tokens",
+}
+
+
+class OtelExporter:
+    """Maps a run's trace events to OpenTelemetry spans as they happen."""
+
+    def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
+        self._tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
+        self._spans: dict[str, Span | None] = {}
+        """Open spans by trace id; None for a run, whose children hang under its parent."""
+
+    async def __call__(self, event: TraceEvent) -> None:
+        if event.phase == "start":
+            self._start(event)
+        elif event.phase in ("end", "error"):
+            span = self._spans.pop(event.id, None)
+            if span is not None:
+                self._finish(span, event)
+        elif event.phase in ("progress", "note"):
+            parent = self._parent(event.parent_id)
+            if parent is not None:
+                parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
+
+    def _start(self, event: TraceEvent) -> None:
+        parent = self._parent(event.parent_id)
+        if event.kind == "run":
+            self._spans[event.id] = None
+            return
+        context = trace.set_span_in_context(parent) if parent is not None else None
+        name, kind, attributes = _describe(event)
+        attributes[RUN_ID] = event.run_id
+        self._spans[event.id] = self._tracer.start_span(
+            name, context=context, kind=kind, attributes=attributes
+        )
+
+    def _parent(self, parent_id: str | None) -> Span | None:
+        if parent_id is None:
+            return None
+        return self._spans.get(parent_id)
+
+    def _finish(self, span: Span, event: TraceEvent) -> None:
+        if event.kind == "model" and isinstance(event.output, dict):
+            usage = event.output.get("usage")
+            if isinstance(usage, dict):
+                for field, attribute in _USAGE.items():
+                    value = usage.get(field)
+                    if isinstance(value, int):
+                        span.set_attribute(attribute, value)
+        if event.phase == "error":
+            span.set_status(Status(StatusCode.ERROR, event.error))
+            span.set_attribute("error.type", _error_type(event))
+        span.end()
+
+
+def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
+    """The span's name, kind and attributes known at its start."""
+    if event.kind == "agent":
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "invoke_agent",
+            "gen_ai.agent.name": event.name,
+        }
+        return f"invoke_agent {event.name}", SpanKind.INTERNAL, attributes
+    if event.kind == "model":
+        provider, model = _provider_and_model(event.name)
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": provider,
+            "gen_ai.request.model": model,
+        }
+        return f"chat {model}", SpanKind.CLIENT, attributes
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.name}
+    if event.call_id is not None:
+        attributes["gen_ai.tool.call.id"] = event.call_id
+    return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes
+
+
+def _provider_and_model(name: str) -> tuple[str, str]:
+    """`openai:gpt-4.1-mini` → (`openai`, `gpt-4.1-mini`); a model without a spec prefix (a
+    fallback chain, the client's own via sampling) is its own provider."""
+    prefix, colon, rest = name.partition(":")
+    if not colon:
+        return name, name
+    if prefix == "openai-compatible":
+        return prefix, rest.rpartition("#")[2] or rest
+    return _PROVIDERS.get(prefix, prefix), rest
+
+
+def _error_type(event: TraceEvent) -> str:
+    if event.error == "cancelled":
+        return "cancelled"
+    return "tool_error" if event.kind == "tool" else "_OTHER"
+
+
+def _flat(value: JsonValue) -> dict[str, Any]:
+    """Event attributes: scalars as they are, anything else as JSON text."""
+    if not isinstance(value, dict):
+        return {} if value is None else {"value": json.dumps(value, default=str)}
+    flat: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, str | int | float | bool):
+            flat[key] = item
+        elif item is not None:
+            flat[key] = json.dumps(item, separators=(",", ":"), default=str)
+    return flat
+
+
+@contextmanager
+def configure_otel() -> Generator[None]:
+    """Make sure spans go somewhere for the time of a command, and are flushed after.
+
+    A global SDK provider already set (by `opentelemetry-instrument`, or an application
+    embedding the gateway) is used as it is. Raises `ConfigError` when the SDK is missing.
+    """
+    try:
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    except ImportError:
+        raise ConfigError(
+            "OpenTelemetry export needs the SDK: pip install 'agent-gateway[otel]'"
+        ) from None
+    if isinstance(trace.get_tracer_provider(), SdkTracerProvider):
+        yield
+        return
+    provider = SdkTracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(_exporter()))
+    trace.set_tracer_provider(provider)
+    try:
+        yield
+    finally:
+        provider.shutdown()  # flushes what is still batched
+
+
+def _exporter() -> SpanExporter:
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+    if endpoint:
+        try:
+            otlp: Any = importlib.import_module(
+                "opentelemetry.exporter.otlp.proto.http.trace_exporter"
+            )
+        except ImportError:
+            raise ConfigError(
+                "OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OTLP exporter is not installed: "
+                "pip install opentelemetry-exporter-otlp-proto-http"
+            ) from None
+        return otlp.OTLPSpanExporter()  # reads the OTEL_EXPORTER_OTLP_* variables itself
+    # stdout may be the MCP protocol (serve --stdio) or the answer: spans go to stderr.
+    return ConsoleSpanExporter(out=sys.stderr)
