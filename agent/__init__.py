@@ -1,7 +1,9 @@
 """The Tools Agent: a pure, resumable step over a chat model. Knows nothing of MCP."""
 
+from .context_window import ReportsContextWindow, estimate_tokens
 from .errors import (
     AgentError,
+    ContextWindowExceeded,
     MemoryStoreError,
     ModelError,
     ModelHTTPError,
@@ -49,6 +51,7 @@ __all__ = [
     "ChatMemory",
     "ChatMessage",
     "ChatModel",
+    "ContextWindowExceeded",
     "EngineRequest",
     "EngineResponse",
     "History",
@@ -57,6 +60,7 @@ __all__ = [
     "MemoryStoreError",
     "ModelError",
     "ModelHTTPError",
+    "ReportsContextWindow",
     "ScriptExhausted",
     "ScriptedAnswer",
     "ScriptedCall",
@@ -74,4 +78,5 @@ __all__ = [
     "ToolsAgent",
     "Usage",
     "UserMessage",
+    "estimate_tokens",
 ]

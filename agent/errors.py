@@ -6,6 +6,7 @@
     │   ├── ModelConnectionError   the provider could not be reached, even after retries
     │   ├── ModelResponseError     the provider's answer could not be read, or it refused
     │   ├── AllModelsFailed        every model of a FallbackModel failed
+    │   ├── ContextWindowExceeded  the call would not fit the model's context (not sent)
     │   └── ScriptExhausted        a ScriptedModel ran out of answers
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
     ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AgentError",
     "AllModelsFailed",
+    "ContextWindowExceeded",
     "MemoryStoreError",
     "ModelConfigError",
     "ModelConnectionError",
@@ -48,6 +50,11 @@ class AgentError(Exception):
 
 class ModelError(AgentError):
     """A model call failed."""
+
+
+class ContextWindowExceeded(ModelError):
+    """The conversation plus the tools' definitions would not fit the model's context window;
+    the call was not sent."""
 
 
 class ModelHTTPError(ModelError):

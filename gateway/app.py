@@ -83,6 +83,7 @@ async def open_gateway(
             description=spec.description,
             token_budget=spec.token_budget,
             memory=memories[name],
+            context_window=spec.context_window,
         )
         for name, spec in config.agents.items()
     ]

@@ -130,6 +130,9 @@ class AgentConfig(_Strict):
     """Seconds between batches of items."""
     fail_fast: bool = False
     """End a run of several items at the first that fails."""
+    context_window: int | None = Field(default=None, ge=1)
+    """Tokens the model's context holds (for providers that do not report it): a call that
+    would not fit fails with a clear error before it is sent."""
 
     @field_validator("model")
     @classmethod

@@ -91,6 +91,9 @@ class AgentSpec:
     """Tokens the whole run tree may spend (this agent and every agent it calls)."""
     memory: ChatMemory | None = None
     """Where this agent keeps conversations; default: the gateway's."""
+    context_window: int | None = None
+    """Tokens the model's context holds, when its provider does not report it: a call that
+    would not fit fails before it is sent."""
 
 
 class RunOrigin(BaseModel):
@@ -276,7 +279,12 @@ class Gateway:
                 await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
             agent = ToolsAgent(
                 model=TracedModel(
-                    chosen, tracer, agent_span.id, context.budget, stream=context.stream
+                    chosen,
+                    tracer,
+                    agent_span.id,
+                    context.budget,
+                    stream=context.stream,
+                    context_window=spec.context_window,
                 ),
                 tools=[_definition(tool) for tool in tools.values()],
                 options=spec.options,

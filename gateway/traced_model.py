@@ -12,9 +12,11 @@ from agent import (
     ChatMessage,
     ChatModel,
     ModelError,
+    ReportsContextWindow,
     TokenCallback,
     ToolDefinition,
 )
+from agent.context_window import check_context_window
 
 from .run_context import TokenBudget
 from .trace import Tracer
@@ -38,7 +40,8 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
 
 class TracedModel:
     """Each call is a `model` span; with `stream`, the model is asked to stream and each text
-    delta is a `token` event under the span."""
+    delta is a `token` event under the span. A call that would not fit the context window
+    (`context_window`, else what the model's provider reports) fails before it is sent."""
 
     def __init__(
         self,
@@ -48,12 +51,14 @@ class TracedModel:
         budget: TokenBudget | None = None,
         *,
         stream: bool = False,
+        context_window: int | None = None,
     ) -> None:
         self._model = model
         self._tracer = tracer
         self._parent_id = parent_id
         self._budget = budget
         self._stream = stream and bool(tracer.hooks)
+        self._window = context_window
 
     @property
     def name(self) -> str:
@@ -70,6 +75,9 @@ class TracedModel:
         async with self._tracer.span(
             "model", self._model.name, parent_id=self._parent_id, input=summary
         ) as span:
+            window = self._window or await _reported_window(self._model)
+            if window is not None:
+                check_context_window(messages, tools, window, self._model.name)
             token = _current_span.set((self._tracer, span.id))
             try:
                 answer = await self._model.invoke(
@@ -95,3 +103,9 @@ class TracedModel:
                 await on_token(delta)
 
         return traced
+
+
+async def _reported_window(model: ChatModel) -> int | None:
+    if isinstance(model, ReportsContextWindow):
+        return await model.context_window()
+    return None

@@ -8,7 +8,7 @@ end in the same `AssistantMessage`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -68,6 +68,8 @@ class HTTPChatModel(ABC):
             secret=secret,
         )
         self._settings = settings or ModelSettings()
+        self._window: int | None = None
+        self._window_asked = False
 
     @property
     def name(self) -> str:
@@ -114,6 +116,24 @@ class HTTPChatModel(ABC):
 
         await self._http.post_sse(request.url, body, request.headers, on_event)
         return assembler.finish()
+
+    async def context_window(self) -> int | None:
+        """The context window the provider reports for this model (asked once), or None.
+
+        A failed lookup is None: the window is a safeguard, never a reason to fail a run."""
+        if not self._window_asked:
+            self._window_asked = True
+            lookup = self._window_lookup()
+            if lookup is not None:
+                url, headers, read = lookup
+                data = await self._http.get_json(url, headers)
+                self._window = read(data) if data is not None else None
+        return self._window
+
+    def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
+        """Where the provider tells the model's context window, and how to read it there;
+        None for providers that do not tell."""
+        return None
 
     def _replayable(self, message: AssistantMessage) -> bool:
         """Whether `message.raw` came from this provider and may be sent back verbatim."""

@@ -108,6 +108,15 @@ class ProviderHTTP:
                 self._redact(f"{self._label}: answer is not JSON: {response.text[:200]!r}")
             ) from None
 
+    async def get_json(self, url: str, headers: Mapping[str, str]) -> Any:
+        """GET `url` once (no retries) for an optional fact about the model; None when the
+        request or the answer fails."""
+        try:
+            response = await self.client.get(url, headers=headers)
+            return response.json() if response.is_success else None
+        except (httpx.HTTPError, ValueError):
+            return None
+
     async def post_sse(
         self,
         url: str,

@@ -73,6 +73,13 @@ class GeminiModel(HTTPChatModel):
         # The key travels in a header, never in the URL, so no URL can leak it.
         self._url = f"{base_url.rstrip('/')}/models/{model}"
 
+    def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
+        def read(data: Any) -> int | None:
+            value = obj(data).get("inputTokenLimit")  # models.get reports it for every model
+            return value if isinstance(value, int) and value > 0 else None
+
+        return self._url, {"x-goog-api-key": self._key()}, read
+
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
     ) -> HTTPRequest:

@@ -240,6 +240,25 @@ class OpenAICompatibleModel(OpenAIModel):
             strict_tools=strict_tools,
         )
 
+    def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
+        # vLLM lists `max_model_len` in /models, LM Studio and OpenRouter `context_length`.
+        url = self._url.removesuffix("/chat/completions") + "/models"
+        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
+        model = self._model
+
+        def read(data: Any) -> int | None:
+            for entry in arr(obj(data).get("data")):
+                entry = obj(entry)
+                if entry.get("id") != model:
+                    continue
+                for key in ("max_model_len", "context_length", "max_context_length"):
+                    value = entry.get(key)
+                    if isinstance(value, int) and value > 0:
+                        return value
+            return None
+
+        return url, headers, read
+
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
         # Two servers are two providers: reasoning text from one is not replayed to another.

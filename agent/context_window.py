@@ -1,0 +1,79 @@
+"""Whether a model call fits the model's context window, estimated before it is sent.
+
+Counting exactly needs each provider's tokenizer. The estimate counts the characters a call
+carries (message texts, tool calls and their arguments, each tool's name, description and
+JSON schema) at four per token, the usual rule of thumb for English text and JSON, plus a few
+tokens of framing per message and per tool. It is meant to catch a request that clearly
+cannot fit (dozens of tool schemas, a long conversation) with a clear error before the
+provider answers 400, not to fill a window to its last token: real counts differ by tens of
+percent either way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+from .errors import ContextWindowExceeded
+from .messages import AssistantMessage, ChatMessage, ToolDefinition
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "ReportsContextWindow",
+    "check_context_window",
+    "estimate_tokens",
+]
+
+CHARS_PER_TOKEN = 4
+MESSAGE_FRAMING = 4
+"""Tokens a provider adds around each message (role, separators)."""
+TOOL_FRAMING = 8
+"""Tokens a provider adds around each tool definition."""
+
+
+@runtime_checkable
+class ReportsContextWindow(Protocol):
+    """A model that can tell its context window (from its provider, when it reports it)."""
+
+    async def context_window(self) -> int | None:
+        """Tokens the model's context holds, or None when unknown. Never raises."""
+        ...
+
+
+def estimate_tokens(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition]
+) -> tuple[int, int]:
+    """Estimated tokens of the conversation and of the tools' definitions."""
+    chars = 0
+    for message in messages:
+        chars += len(message.content)
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls:
+                chars += len(call.name) + len(call.invalid_arguments or _json(call.arguments))
+    conversation = math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_FRAMING * len(messages)
+    tool_chars = sum(
+        len(tool.name) + len(tool.description) + len(_json(tool.input_schema)) for tool in tools
+    )
+    return conversation, math.ceil(tool_chars / CHARS_PER_TOKEN) + TOOL_FRAMING * len(tools)
+
+
+def check_context_window(
+    messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], window: int, model: str
+) -> None:
+    """Raises `ContextWindowExceeded` when the call would clearly not fit `window` tokens."""
+    conversation, schemas = estimate_tokens(messages, tools)
+    if conversation + schemas <= window:
+        return
+    raise ContextWindowExceeded(
+        f"{model}: the request would not fit the model's context window of {window} tokens: "
+        f"about {conversation + schemas} tokens ({len(tools)} tool definitions ~{schemas}, "
+        f"{len(messages)} messages ~{conversation}; estimated at {CHARS_PER_TOKEN} characters "
+        "per token). Give the agent fewer tools (a server's `include`/`exclude`), a shorter "
+        "prompt or fewer iterations, or a model with a larger context (`context_window`)."
+    )
+
+
+def _json(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

@@ -1,0 +1,118 @@
+"""A call that would not fit the model's context window fails with a clear error before it
+is sent, instead of a provider's 400."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from agent import ContextWindowExceeded, ScriptedModel, ToolDefinition, UserMessage, estimate_tokens
+from agent.models import GeminiModel, OpenAICompatibleModel
+from gateway import AgentSpec, Gateway
+from gateway.app import open_gateway
+from gateway.config import parse_config
+from tests.models.support import FakeProvider, json_response
+from tests.test_engine import Recorder
+from toolkits import FunctionToolkit, calculator
+
+pytestmark = pytest.mark.anyio
+
+LONG_QUESTION = "Please add these numbers for me: " + " + ".join(str(n) for n in range(400))
+
+
+def test_the_estimate_counts_the_conversation_and_the_tool_schemas_apart() -> None:
+    tool = ToolDefinition(
+        name="search",
+        description="x" * 400,
+        input_schema={"type": "object", "properties": {}},
+        source_node="n",
+    )
+    conversation, schemas = estimate_tokens([UserMessage(content="y" * 400)], [tool] * 3)
+    assert conversation == 100 + 4  # four characters a token, and the message's framing
+    schema_chars = len('{"type":"object","properties":{}}')
+    assert schemas == math.ceil(3 * (len("search") + 400 + schema_chars) / 4) + 3 * 8
+
+
+async def test_a_configured_window_refuses_a_call_that_cannot_fit_before_sending_it() -> None:
+    model = ScriptedModel(["never sent"])
+    spec = AgentSpec("a", model, tools=["calculator"], context_window=300)
+    recorder = Recorder()
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    with pytest.raises(ContextWindowExceeded) as caught:
+        await gateway.run("a", LONG_QUESTION, hooks=[recorder])
+    message = str(caught.value)
+    assert "would not fit the model's context window of 300 tokens" in message
+    assert "1 tool definitions" in message
+    assert model.calls == []  # nothing was sent
+    failed = next(e for e in recorder.events if e.kind == "model" and e.phase == "error")
+    assert failed.error == message
+    fits = ScriptedModel(["42"])
+    roomy = AgentSpec("a", fits, tools=["calculator"], context_window=10_000)
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [roomy])
+    assert (await gateway.run("a", LONG_QUESTION)).output == "42"
+
+
+async def test_the_window_an_openai_compatible_server_reports_is_used() -> None:
+    # vLLM's /v1/models, as it answers.
+    models: dict[str, object] = {
+        "object": "list",
+        "data": [
+            {
+                "id": "qwen2.5",
+                "object": "model",
+                "created": 1735689600,
+                "owned_by": "vllm",
+                "root": "Qwen/Qwen2.5-1.5B-Instruct",
+                "parent": None,
+                "max_model_len": 256,
+                "permission": [],
+            }
+        ],
+    }
+    provider = FakeProvider(json_response(200, models))
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:8000/v1", "qwen2.5", http_client=provider.client()
+    )
+    gateway = Gateway([], [AgentSpec("a", model)])
+    with pytest.raises(ContextWindowExceeded, match="context window of 256 tokens"):
+        await gateway.run("a", LONG_QUESTION)
+    assert [(r.method, r.url.path) for r in provider.requests] == [("GET", "/v1/models")]
+
+
+async def test_gemini_reports_its_input_token_limit_and_a_failed_lookup_is_no_window() -> None:
+    described = {
+        "name": "models/gemini-2.0-flash",
+        "version": "2.0",
+        "displayName": "Gemini 2.0 Flash",
+        "inputTokenLimit": 1048576,
+        "outputTokenLimit": 8192,
+        "supportedGenerationMethods": ["generateContent", "countTokens"],
+    }
+    provider = FakeProvider(json_response(200, described))
+    gemini = GeminiModel("gemini-2.0-flash", api_key="k", http_client=provider.client())
+    assert await gemini.context_window() == 1048576
+    assert await gemini.context_window() == 1048576  # asked once
+    assert len(provider.requests) == 1
+    assert provider.requests[0].url.path == "/v1beta/models/gemini-2.0-flash"
+    assert provider.requests[0].headers["x-goog-api-key"] == "k"
+
+    down = FakeProvider(json_response(500, {"error": {"message": "internal"}}))
+    unknown = GeminiModel("gemini-2.0-flash", api_key="k", http_client=down.client())
+    assert await unknown.context_window() is None
+
+
+async def test_context_window_is_an_agent_setting_in_the_config(tmp_path: Path) -> None:
+    script = tmp_path / "never-asked.json"
+    script.write_text("[]")
+    config = parse_config(
+        {
+            "tools": {"calculator": {"builtin": "calculator"}},
+            "agents": {"a": {"tools": ["calculator"], "context_window": 300}},
+        }
+    )
+    async with open_gateway(config, model=f"scripted:{script}") as gateway:
+        assert gateway.agents["a"].context_window == 300
+        with pytest.raises(ContextWindowExceeded, match="context window of 300 tokens"):
+            await gateway.run("a", LONG_QUESTION)
