@@ -12,14 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 from mcp.client import Transport
 
-from agent import AgentOptions
+from agent import AgentOptions, ChatModel
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 
-from .config import Config, LocalToolConfig
+from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
 from .memory_config import open_memories
@@ -48,11 +49,14 @@ async def open_gateway(
     model: str | None = None,
     hooks: Sequence[TraceHook] = (),
     state_dir: str | Path | None = None,
+    http_client: httpx.AsyncClient | None = None,
 ) -> AsyncGenerator[Gateway]:
-    """A gateway with every configured node ready; `model` overrides every agent's model.
+    """A gateway with every configured node ready; `model` overrides every agent's model (each
+    still asked with its agent's `temperature`, `max_tokens`, `top_p`).
 
     Chat memory is what the config says, by default a SQLite file in `state_dir` (or the data
-    directory): see `gateway.memory_config`.
+    directory): see `gateway.memory_config`. The models' requests go through `http_client`
+    (default: a pool of this gateway's own, closed with it).
     """
     nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
     memories, stores = open_memories(
@@ -60,17 +64,28 @@ async def open_gateway(
         {name: spec.memory for name, spec in config.agents.items()},
         state_dir=state_dir,
     )
-    http_client = new_http_client()  # one pool for every model of this gateway
-    override = resolve_model(model, http_client=http_client) if model else None
+    own_client = http_client is None
+    client = http_client or new_http_client()  # one pool for every model of this gateway
+
+    overrides: dict[tuple[float | None, int | None, float | None], ChatModel] = {}
+
+    def model_of(name: str, spec: AgentConfig) -> ChatModel:
+        settings = spec.model_settings
+        if model is None:
+            if not spec.model:
+                return NoModel(name)
+            return resolve_models(spec.model, agent=name, http_client=client, settings=settings)
+        # Agents asking with the same settings share one instance of the override (a
+        # scripted model's answers are one script for the whole run).
+        key = (settings.temperature, settings.max_tokens, settings.top_p)
+        if key not in overrides:
+            overrides[key] = resolve_model(model, http_client=client, settings=settings)
+        return overrides[key]
+
     agents = [
         AgentSpec(
             name=name,
-            model=override
-            or (
-                resolve_models(spec.model, agent=name, http_client=http_client)
-                if spec.model
-                else NoModel(name)
-            ),
+            model=model_of(name, spec),
             tools=spec.tools,
             options=AgentOptions(
                 system_message=spec.system,
@@ -109,7 +124,8 @@ async def open_gateway(
                 )
     finally:
         with anyio.CancelScope(shield=True):
-            await http_client.aclose()
+            if own_client:
+                await client.aclose()
             for store in stores:
                 await store.aclose()
 

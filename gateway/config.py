@@ -24,6 +24,7 @@ from typing import Any, cast
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from agent import DEFAULT_SYSTEM_MESSAGE
+from agent.models import ModelSettings
 from toolkits.mcp.config import McpServerConfig
 
 from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
@@ -133,6 +134,18 @@ class AgentConfig(_Strict):
     context_window: int | None = Field(default=None, ge=1)
     """Tokens the model's context holds (for providers that do not report it): a call that
     would not fit fails with a clear error before it is sent."""
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    """Sent with every request of this agent's model (default: the provider's)."""
+    max_tokens: int | None = Field(default=None, ge=1)
+    """The most tokens one answer may have (Anthropic requires one: 4096 when unset)."""
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    """Nucleus sampling, sent with every request of this agent's model."""
+
+    @property
+    def model_settings(self) -> ModelSettings:
+        return ModelSettings(
+            temperature=self.temperature, max_tokens=self.max_tokens, top_p=self.top_p
+        )
 
     @field_validator("model")
     @classmethod

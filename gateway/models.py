@@ -15,7 +15,7 @@ from agent import (
     ToolDefinition,
 )
 from agent.errors import ModelConfigError
-from agent.models import FallbackModel, model_from_spec
+from agent.models import FallbackModel, ModelSettings, model_from_spec
 
 from .errors import ConfigError
 from .traced_model import note_fallback
@@ -81,14 +81,19 @@ class ClientSampling:
 
 
 def resolve_model(
-    spec: str, *, agent: str | None = None, http_client: httpx.AsyncClient | None = None
+    spec: str,
+    *,
+    agent: str | None = None,
+    http_client: httpx.AsyncClient | None = None,
+    settings: ModelSettings | None = None,
 ) -> ChatModel:
-    """The model a spec names (`openai:gpt-4.1-mini`, `scripted:FILE`, ...), or the `sampling`
-    marker (the MCP client's own model, swapped in when served). Raises `ConfigError`."""
+    """The model a spec names (`openai:gpt-4.1-mini`, `scripted:FILE`, ...), asked with
+    `settings`, or the `sampling` marker (the MCP client's own model, swapped in when served).
+    Raises `ConfigError`."""
     if spec == SAMPLING:
         return ClientSampling(agent)
     try:
-        return model_from_spec(spec, http_client=http_client)
+        return model_from_spec(spec, http_client=http_client, settings=settings)
     except ModelConfigError as exc:
         where = f"agents.{agent}.model: " if agent else ""
         raise ConfigError(f"{where}{exc}") from exc
@@ -99,12 +104,16 @@ def resolve_models(
     *,
     agent: str | None = None,
     http_client: httpx.AsyncClient | None = None,
+    settings: ModelSettings | None = None,
 ) -> ChatModel:
     """One spec, or a list tried in order: on a provider error the next model answers that
     call, and the run's trace says so."""
     if isinstance(specs, str):
-        return resolve_model(specs, agent=agent, http_client=http_client)
-    models = [resolve_model(spec, agent=agent, http_client=http_client) for spec in specs]
+        return resolve_model(specs, agent=agent, http_client=http_client, settings=settings)
+    models = [
+        resolve_model(spec, agent=agent, http_client=http_client, settings=settings)
+        for spec in specs
+    ]
     if len(models) == 1:
         return models[0]
     return FallbackModel(models, on_fallback=note_fallback)

@@ -94,6 +94,8 @@ class AnthropicModel(HTTPChatModel):
             ]
         if self._settings.temperature is not None:
             body["temperature"] = self._settings.temperature
+        if self._settings.top_p is not None:
+            body["top_p"] = self._settings.top_p
         if stream:
             body["stream"] = True
         headers = {"x-api-key": self._key(), "anthropic-version": ANTHROPIC_VERSION}

@@ -94,6 +94,8 @@ class GeminiModel(HTTPChatModel):
             config["maxOutputTokens"] = self._settings.max_tokens
         if self._settings.temperature is not None:
             config["temperature"] = self._settings.temperature
+        if self._settings.top_p is not None:
+            config["topP"] = self._settings.top_p
         if config:
             body["generationConfig"] = config
         url = (

@@ -108,6 +108,8 @@ class OpenAIModel(HTTPChatModel):
             body[self._max_tokens_field] = self._settings.max_tokens
         if self._settings.temperature is not None:
             body["temperature"] = self._settings.temperature
+        if self._settings.top_p is not None:
+            body["top_p"] = self._settings.top_p
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

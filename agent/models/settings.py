@@ -22,6 +22,7 @@ class ModelSettings(BaseModel):
 
     max_tokens: int | None = None
     temperature: float | None = None
+    top_p: float | None = None
     stream: bool | None = None
     extra_body: Mapping[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
 

@@ -24,7 +24,7 @@ from .common import Commands
 from .exits import INTERRUPTED, exit_code, report
 from .signals import until_signalled
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "main", "parser"]
 
 COMMANDS = (run, chat, sessions, demo, tools, serve, install)
 """Modules with a `register(commands: Commands)` function, in `--help` order."""

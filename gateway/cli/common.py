@@ -8,9 +8,11 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import ValidationError
+
 from toolkits.mcp import McpToolkit
 
-from ..config import Config, load_config, with_default_agent
+from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, UnknownAgent
@@ -69,13 +71,49 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
         config = config.model_copy(
             update={"gateway": config.gateway.model_copy(update={"otel": True})}
         )
-    return with_default_agent(config) if default_agent else config
+    config = with_default_agent(config) if default_agent else config
+    return _with_settings(config, args)
 
 
-def add_model_options(sub: argparse.ArgumentParser, *, agent: bool = True) -> None:
+def add_model_options(
+    sub: argparse.ArgumentParser, *, agent: bool = True, settings: bool = True
+) -> None:
     sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
     if agent:
         sub.add_argument("--agent", help="which agent (default: the only one)")
+    if settings:
+        sub.add_argument("--system", help="the agent's system message, instead of its own")
+        sub.add_argument(
+            "--temperature", type=float, help="sampling temperature for every agent's model"
+        )
+        sub.add_argument(
+            "--max-tokens", type=int, help="the most tokens of one answer, for every agent"
+        )
+
+
+def _with_settings(config: Config, args: argparse.Namespace) -> Config:
+    """`--system` for the chosen agent, `--temperature` and `--max-tokens` for every agent;
+    checked as the config's own keys are."""
+    system: str | None = getattr(args, "system", None)
+    update = {
+        key: value
+        for key in ("temperature", "max_tokens")
+        if (value := getattr(args, key, None)) is not None
+    }
+    if system is None and not update:
+        return config
+    chosen = pick_agent(config, getattr(args, "agent", None)) if system is not None else None
+    agents: dict[str, AgentConfig] = {}
+    for name, agent in config.agents.items():
+        changes = {**update, "system": system} if name == chosen else update
+        try:
+            agents[name] = AgentConfig.model_validate({**agent.model_dump(), **changes})
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"--{str(e['loc'][-1]).replace('_', '-')}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(problems) from exc
+    return config.model_copy(update={"agents": agents})
 
 
 def add_trace_options(sub: argparse.ArgumentParser) -> None:

@@ -51,7 +51,7 @@ def register(commands: Commands) -> None:
         "continue a run stored with --state-dir, on the config and model it started with",
     )
     resume.add_argument("run_id")
-    add_model_options(resume, agent=False)
+    add_model_options(resume, agent=False, settings=False)
     resume.add_argument("--state-dir", required=True, help="where the run is stored")
     resume.add_argument(
         "--force", action="store_true", help="resume even though the config file changed"
