@@ -22,12 +22,20 @@ pytestmark = pytest.mark.anyio
 SETTINGS = {"temperature": 0.2, "max_tokens": 321, "top_p": 0.9}
 
 
-def answer(provider: str) -> httpx.Response:
+def answers(spec: str) -> list[httpx.Response]:
+    """What the provider answers: its model listing first where the gateway asks for the
+    context window, then one answer."""
+    provider = spec.split(":")[0]
     if provider == "anthropic":
-        return json_response(200, anthropic_message([{"type": "text", "text": "ok"}], "end_turn"))
+        return [json_response(200, anthropic_message([{"type": "text", "text": "ok"}], "end_turn"))]
     if provider == "gemini":
-        return json_response(200, gemini_answer([{"text": "ok"}]))
-    return json_response(200, openai_completion({"role": "assistant", "content": "ok"}))
+        info = {"name": "models/gemini-2.5-flash", "inputTokenLimit": 1048576}
+        return [json_response(200, info), json_response(200, gemini_answer([{"text": "ok"}]))]
+    completion = json_response(200, openai_completion({"role": "assistant", "content": "ok"}))
+    if provider == "openai-compatible":
+        listing = {"object": "list", "data": [{"id": "qwen2.5", "max_model_len": 32768}]}
+        return [json_response(200, listing), completion]
+    return [completion]
 
 
 @pytest.mark.parametrize(
@@ -51,7 +59,7 @@ async def test_an_agents_settings_reach_its_providers_request(
     for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
         monkeypatch.setenv(key, "test-key-0123")
     config = parse_config({"agents": {"a": {"model": spec, **SETTINGS}}})
-    fake = FakeProvider(answer(spec.split(":")[0]))
+    fake = FakeProvider(*answers(spec))
     async with open_gateway(config, http_client=fake.client()) as gateway:
         result = await gateway.run("a", "hi")
     assert result.output == "ok"
@@ -72,7 +80,7 @@ async def test_system_temperature_and_max_tokens_from_the_command_line(
         ["run", "hi", "--config", str(config), "--agent", "a", "--system", "Be brief.",
          "--temperature", "0", "--max-tokens", "50"]
     )  # fmt: skip
-    fake = FakeProvider(answer("openai"))
+    fake = FakeProvider(*answers("openai:gpt-4.1-mini"))
     async with open_gateway(config_of(args), http_client=fake.client()) as gateway:
         assert gateway.agents["b"].options.system_message == "Be B."  # --system: the chosen one
         await gateway.run("a", "hi")
