@@ -28,7 +28,8 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from .background import alongside
+from toolkits import in_background
+
 from .trace import TraceEvent
 
 __all__ = ["RunConsole", "open_console", "open_terminal_console"]
@@ -248,7 +249,7 @@ async def open_console(
             await anyio.sleep(refresh)
             console.refresh()
 
-    async with alongside(tick) if err is not None else nullcontext():
+    async with in_background(tick, wait_started=False) if err is not None else nullcontext():
         try:
             yield console
         finally:

@@ -1,5 +1,6 @@
 """Where tools come from: MCP servers and local Python functions, as named nodes."""
 
+from .background import in_background
 from .base import ROUTING_KEY, ProgressCallback, Tool, Toolkit, error_result, split_routed_input
 from .calculator import calculator
 from .errors import ConnectionLost, ServerUnavailable, ToolkitError, ToolTimeout, UnknownTool
@@ -26,6 +27,7 @@ __all__ = [
     "calculator",
     "error_result",
     "function_tool",
+    "in_background",
     "load_mcp_servers",
     "result_data",
     "result_text",

@@ -13,6 +13,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
+import anyio.abc
+
+from toolkits import in_background
 
 __all__ = ["until_signalled"]
 
@@ -25,23 +28,17 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     The handler's errors come out as themselves, not wrapped in an `ExceptionGroup`.
     """
     signalled: list[int] = []
-    error: Exception | None = None
     code = 0
+    with anyio.CancelScope() as command:
 
-    async def watch(scope: anyio.CancelScope) -> None:
-        with anyio.open_signal_receiver(*SIGNALS) as received:
-            async for signum in received:
-                signalled.append(signum)
-                scope.cancel()
-                return
+        async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+            with anyio.open_signal_receiver(*SIGNALS) as received:
+                task_status.started()
+                async for signum in received:
+                    signalled.append(signum)
+                    command.cancel()
+                    return
 
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(watch, tg.cancel_scope)
-        try:
+        async with in_background(watch):
             code = await handler(args)
-        except Exception as exc:
-            error = exc
-        tg.cancel_scope.cancel()
-    if error is not None:
-        raise error
     return 128 + signalled[0] if signalled else code

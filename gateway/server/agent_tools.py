@@ -19,9 +19,8 @@ from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agent import AgentError, AgentItem
-from toolkits import ToolkitError, error_result
+from toolkits import ToolkitError, error_result, in_background
 
-from ..background import alongside
 from ..engine import AgentSpec, Gateway, RunResult, RunState
 from ..errors import GatewayError
 from ..models import ClientSampling
@@ -137,7 +136,7 @@ class AgentTools:
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         hooks = [notifier]  # besides the gateway's own (--trace, ...)
         try:
-            async with alongside(notifier.keep_alive):
+            async with in_background(notifier.keep_alive, wait_started=False):
                 if isinstance(spec.model, ClientSampling):
                     return await self._run_on_client_model(ctx, spec, args, params, hooks)
                 result = await self._gateway.run(

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from weakref import WeakKeyDictionary
 
-import anyio
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolkits import in_background
 from toolkits.mcp import McpToolkit
 
 from ..engine import Gateway
@@ -85,23 +85,16 @@ def lifespan_for(
 
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:
-        error: Exception | None = None
         relay = ChangeRelay()
         try:
-            async with anyio.create_task_group() as tg:
-                await tg.start(relay.run)
+            async with in_background(relay.run) as tg:
                 stop_watching = relay.watch(nodes)
                 try:
                     yield Serving(ParkedCalls(tg), relay)
-                except Exception as exc:  # re-raised below as itself, not in an ExceptionGroup
-                    error = exc
                 finally:
                     stop_watching()
-                    tg.cancel_scope.cancel()
         finally:
             relay.close()
-        if error is not None:
-            raise error
 
     return lifespan
 

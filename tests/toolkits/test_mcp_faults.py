@@ -51,7 +51,9 @@ async def test_a_server_killed_mid_call_fails_the_call_and_the_next_call_works(
 
 async def test_a_hung_server_times_out_and_the_node_stays_usable(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
-    async with McpToolkit("everything", killable_everything_stdio(pid_file, timeout=1)) as node:
+    # A call times out after 1 s; starting may take longer on a loaded machine.
+    config = killable_everything_stdio(pid_file, timeout=1, connect_timeout=30)
+    async with McpToolkit("everything", config) as node:
         pid = await read_pid(pid_file)
         os.kill(pid, signal.SIGSTOP)
         try:
@@ -65,7 +67,7 @@ async def test_a_hung_server_times_out_and_the_node_stays_usable(tmp_path: Path)
 
 
 async def test_a_silent_tool_times_out_and_the_session_survives() -> None:
-    async with McpToolkit("everything", everything_stdio(timeout=1)) as node:
+    async with McpToolkit("everything", everything_stdio(timeout=1, connect_timeout=30)) as node:
         # One step over 30 s: no progress before the 1 s timeout.
         with pytest.raises(ToolTimeout, match=LONG_RUN):
             await node.call_tool(LONG_RUN, {"duration": 30, "steps": 1})

@@ -74,7 +74,9 @@ class McpServerConfig(BaseModel):
     exclude: list[str] = Field(default_factory=list[str])
     """fnmatch globs on the server's own tool names; matching tools are never offered."""
     timeout: float = Field(default=DEFAULT_TIMEOUT, gt=0)
-    """Seconds a call may go without a result or a progress notification; also bounds connecting."""
+    """Seconds a call may go without a result or a progress notification."""
+    connect_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to start the server and have its handshake and tool list. Default: `timeout`."""
     max_timeout: float | None = Field(default=None, gt=0)
     """Absolute cap on one call, however much progress arrives. Default: 10 x `timeout`."""
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)

@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import anyio
 import anyio.abc
 
+from ..background import InBackground
 from ..base import Tool
-from ._background import InBackground
 from .config import McpServerConfig
 from .health import NodeHealth
 from .naming import resolve_tool_names

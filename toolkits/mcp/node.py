@@ -32,9 +32,9 @@ from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from ..background import InBackground
 from ..base import ProgressCallback, Tool, error_result
 from ..errors import ServerUnavailable, ToolTimeout, UnknownTool
-from ._background import InBackground
 from .catalog import McpCatalog
 from .config import McpServerConfig
 from .health import NodeHealth
@@ -170,7 +170,7 @@ class McpToolkit(InBackground):
     async def list_tools(self) -> Sequence[Tool]:
         """The tools offered now; while the first connection is being made, waits for it."""
         if self._session.health.state == "connecting":
-            with anyio.move_on_after(self._config.timeout):
+            with anyio.move_on_after(self._config.connect_timeout or self._config.timeout):
                 await self._session.wait_for_health(lambda health: health.state != "connecting")
         return self._tools
 

@@ -1,7 +1,7 @@
 """One MCP server's session, owned by one task: connect, serve, notice loss, reconnect.
 
 The SDK's `Client` must be entered and exited in the same task, so `OwnedSession.run()` is
-that task. It connects (bounded by the server's `timeout`), lists the tools, hands the listing
+that task. It connects (bounded by the server's `connect_timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
 `subscriptions/listen` stream (2026-07-28), and passes the server's prompts and resources
 `list_changed` on to its owner, until the connection is lost — the server closed
@@ -201,6 +201,7 @@ class OwnedSession:
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
+        self._connect_timeout = config.connect_timeout or config.timeout
 
     @property
     def health(self) -> NodeHealth:
@@ -220,7 +221,7 @@ class OwnedSession:
 
         Raises `ServerUnavailable` at once when the server is down and waiting to retry.
         """
-        with anyio.move_on_after(self._config.timeout):
+        with anyio.move_on_after(self._connect_timeout):
             while True:
                 changed = self._changed
                 conn = self._conn
@@ -241,7 +242,7 @@ class OwnedSession:
                     )
                 await changed.wait()
         raise ServerUnavailable(
-            f"MCP server {self._name!r} did not become ready within {self._config.timeout:g} s "
+            f"MCP server {self._name!r} did not become ready within {self._connect_timeout:g} s "
             f"(state: {self._state.state})",
             node=self._name,
         )
@@ -332,7 +333,7 @@ class OwnedSession:
         self, conn: Connection, tail: StderrTail, on_ready: Callable[[], None]
     ) -> str:
         """Connect and serve until the session is lost; returns why. Raises if connecting fails."""
-        timeout = self._config.timeout
+        timeout = self._connect_timeout
         # One scope spans the whole session: its deadline bounds connecting, and cancelling it
         # (`conn.drop`) ends the session from any task.
         connect_deadline = conn.scope.deadline = anyio.current_time() + timeout

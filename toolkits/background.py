@@ -1,4 +1,9 @@
-"""Running a long-lived task for the length of an `async with` block."""
+"""Running a long-lived task for the length of an `async with` block.
+
+The block's own error comes out as itself, not wrapped in the task group's `ExceptionGroup`,
+which is what a caller catching `ToolkitError` (say) needs. Nodes own their sessions this way,
+and the gateway its serving runs and signal watcher.
+"""
 
 from __future__ import annotations
 
@@ -15,18 +20,23 @@ __all__ = ["InBackground", "in_background"]
 
 @asynccontextmanager
 async def in_background(
-    run: Callable[..., Coroutine[Any, Any, None]],
-) -> AsyncGenerator[None]:
-    """Start `run(task_status=...)` and wait for its `started()`; cancel it when the block ends.
+    run: Callable[..., Coroutine[Any, Any, None]], *, wait_started: bool = True
+) -> AsyncGenerator[anyio.abc.TaskGroup]:
+    """Run `run` beside the block, and cancel it when the block ends.
 
-    An error raised in the block comes out as itself, not wrapped in the task group's
-    `ExceptionGroup` (the background task only ends by cancellation).
+    With `wait_started`, `run(task_status=...)` is started and its `started()` awaited first;
+    otherwise `run()` is only scheduled (a clock, a heartbeat). Yields the task group, for more
+    tasks that end with the block. An error raised in the block comes out as itself: the
+    background tasks are never what failed (they only end by cancellation).
     """
     error: Exception | None = None
     async with anyio.create_task_group() as tg:
-        await tg.start(run)
+        if wait_started:
+            await tg.start(run)
+        else:
+            tg.start_soon(run)
         try:
-            yield
+            yield tg
         except Exception as exc:
             error = exc
         finally:
