@@ -37,9 +37,8 @@ from mcp.client.stdio import StdioServerParameters
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from _processes import http_process  # noqa: E402
-
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel  # noqa: E402
+from bench._processes import http_process  # noqa: E402
 from gateway import Gateway  # noqa: E402
 from gateway.app import open_gateway  # noqa: E402
 from gateway.config import Config, parse_config  # noqa: E402

@@ -32,8 +32,7 @@ from mcp.client.stdio import StdioServerParameters
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from _processes import http_process  # noqa: E402
-
+from bench._processes import http_process  # noqa: E402
 from toolkits import FunctionToolkit, calculator  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "agent-gateway"

@@ -1,0 +1,122 @@
+"""The agent workload: agent-gateway's agents with scripted models, served as MCP tools.
+
+- `fanout`: `agent_turns` turns, each asking for `agent_fanout` parallel `sleep(agent_sleep_ms)`
+  calls, then the answer. The critical path is turns x sleep (250 ms). The direct arms make the
+  same calls themselves, turn by turn: the floor for any agent.
+- `loop` and `answer`, on a server of `wide_tools` tools: `loop` calls echo once per iteration
+  for `overhead_iterations` iterations, `answer` answers at once. Agent overhead per iteration
+  = (loop - answer) / iterations - one direct echo call over the same transport.
+
+Peers have no agents: n/a.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from bench._processes import REPO
+
+from .arms import DOWNSTREAM, PYTHON, Arm, Env, Stack
+from .measure import ECHO, Figures, NotApplicable, call_ok, timed
+from .sizes import Sizes
+
+__all__ = ["agent", "agent_config"]
+
+DONE = "done"
+
+
+def _script(path: Path, answers: list[dict[str, Any]]) -> str:
+    path.write_text(json.dumps(answers))
+    return f"scripted:{path}"
+
+
+def agent_config(workdir: Path, sizes: Sizes) -> str:
+    """The [agents] tables of our arms' config, with scripts for every run of one round."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    runs = 1 + sizes.agent_runs  # a warm-up run first
+    sleeps = [
+        {"name": "d__sleep", "arguments": {"ms": sizes.agent_sleep_ms}}
+        for _ in range(sizes.agent_fanout)
+    ]
+    fanout = ([{"tool_calls": sleeps}] * sizes.agent_turns + [{"content": DONE}]) * runs
+    echo = {"tool_calls": [{"name": "wide__echo", "arguments": ECHO}]}
+    loop = ([echo] * sizes.overhead_iterations + [{"content": DONE}]) * runs
+    answer = [{"content": DONE}] * runs
+    tables = ""
+    for name, tools, answers in (
+        ("fanout", "d", fanout),
+        ("loop", "wide", loop),
+        ("answer", "wide", answer),
+    ):
+        model = _script(workdir / f"{name}.json", answers)
+        tables += (
+            f"[agents.{name}]\nmodel = {json.dumps(model)}\ntools = [{json.dumps(tools)}]\n"
+            f"max_iterations = {sizes.overhead_iterations + sizes.agent_turns + 2}\n"
+        )
+    return tables
+
+
+async def agent(arm: Arm, stack: Stack | None, env: Env) -> Figures:
+    assert stack is not None
+    sizes = env.sizes
+    if arm.kind == "direct":
+        run_ms = await _client_fanout(stack, sizes)
+        return {
+            "run_ms": run_ms,
+            "vs_critical": run_ms / sizes.critical_path_ms,
+            "overhead_ms": None,
+        }
+    if not arm.ours:
+        raise NotApplicable("a proxy: no agents")
+    times: dict[str, list[float]] = {"fanout": [], "loop": [], "answer": []}
+    for run in range(1 + sizes.agent_runs):
+        for name, samples in times.items():
+            started = time.perf_counter()
+            result = await call_ok(stack.client, name, {"prompt": "go"})
+            elapsed = (time.perf_counter() - started) * 1000
+            if DONE not in str(result.content):
+                raise RuntimeError(f"agent {name} answered {result.content}")
+            if run:
+                samples.append(elapsed)
+    run_ms = statistics.median(times["fanout"])
+    per_iteration = (
+        statistics.median(times["loop"]) - statistics.median(times["answer"])
+    ) / sizes.overhead_iterations
+    return {
+        "run_ms": run_ms,
+        "vs_critical": run_ms / sizes.critical_path_ms,
+        "overhead_ms": per_iteration - await _direct_echo(arm, env),
+    }
+
+
+async def _client_fanout(stack: Stack, sizes: Sizes) -> float:
+    """The fan-out's calls made by the client itself, turn by turn; median ms."""
+    sleep = stack.tools["sleep"]
+    walls: list[float] = []
+    for _ in range(1 + sizes.agent_runs):
+        started = time.perf_counter()
+        for _turn in range(sizes.agent_turns):
+            async with anyio.create_task_group() as tg:
+                for _ in range(sizes.agent_fanout):
+                    tg.start_soon(call_ok, stack.client, sleep, {"ms": sizes.agent_sleep_ms})
+        walls.append((time.perf_counter() - started) * 1000)
+    return statistics.median(walls[1:])
+
+
+async def _direct_echo(arm: Arm, env: Env) -> float:
+    """One echo on the wide server, called directly over the transport the gateway uses."""
+    target: str | StdioServerParameters = f"{env.downstream}/wide/mcp"
+    if arm.stdio:
+        args = [DOWNSTREAM, "--stdio", "--tools", str(env.sizes.wide_tools)]
+        target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
+    async with Client(target, cache=None) as client:
+        await timed(client, "echo", ECHO, env.sizes.warmup)
+        return statistics.median(await timed(client, "echo", ECHO, max(30, env.sizes.warmup)))

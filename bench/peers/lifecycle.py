@@ -1,0 +1,169 @@
+"""Workloads of sessions and processes: idle sessions, open/close cycles, and cold starts in
+front of 1 and N downstream servers."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from contextlib import AsyncExitStack
+
+import anyio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from bench._processes import REPO, running
+from bench.downstream import READY as DOWNSTREAM_READY
+
+from .arms import (
+    DOWNSTREAM,
+    PYTHON,
+    Arm,
+    Backend,
+    Env,
+    Stack,
+    front,
+    new_stdio_child,
+    stdio_children,
+)
+from .measure import (
+    ECHO,
+    Figures,
+    NotApplicable,
+    call_ok,
+    rss_bytes,
+    session,
+    settle,
+    shared_http,
+)
+
+__all__ = ["cycles", "idle_sessions", "servers"]
+
+HANDSHAKES = 20
+"""Sessions opening at once."""
+
+
+async def idle_sessions(arm: Arm, stack: Stack | None, env: Env) -> Figures:
+    """RSS the front gains per open, idle session (handshake era: a session is server state)."""
+    assert stack is not None
+    url = stack.url
+    if url is None:
+        raise NotApplicable("stdio: one session per process")
+    count = env.sizes.idle_sessions
+    async with shared_http() as http:
+        for _ in range(10):  # the code paths of a session, loaded before the baseline
+            async with session(url, http):
+                pass
+        await settle()
+        before = after = rss_bytes(stack.pid)
+        opened = [0]
+        all_open = anyio.Event()
+        release = anyio.Event()
+        limit = anyio.Semaphore(HANDSHAKES)
+
+        async def hold() -> None:
+            async with AsyncExitStack() as exits:
+                async with limit:
+                    await exits.enter_async_context(session(url, http))
+                opened[0] += 1
+                if opened[0] == count:
+                    all_open.set()
+                await release.wait()
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(count):
+                tg.start_soon(hold)
+            await all_open.wait()
+            await settle()
+            after = rss_bytes(stack.pid)
+            release.set()
+    return {"kb_per_session": (after - before) / count / 1024}
+
+
+async def cycles(arm: Arm, stack: Stack | None, env: Env) -> Figures:
+    """Sessions opened, used once and closed (`cycle_workers` at a time): does the front's RSS
+    drift?"""
+    assert stack is not None
+    url = stack.url
+    if url is None:
+        raise NotApplicable("stdio: a session is a process")
+    sizes = env.sizes
+    echo = stack.tools["echo"]
+    async with shared_http() as http:
+
+        async def cycle(times: int) -> None:
+            for _ in range(times):
+                async with session(url, http) as client:
+                    await call_ok(client, echo, ECHO)
+
+        async def cycles_at_once(total: int) -> None:
+            async with anyio.create_task_group() as tg:
+                for _ in range(sizes.cycle_workers):
+                    tg.start_soon(cycle, total // sizes.cycle_workers)
+
+        await cycles_at_once(max(sizes.cycle_workers, sizes.cycles // 10))
+        await settle()
+        before = rss_bytes(stack.pid)
+        started = time.perf_counter()
+        await cycles_at_once(sizes.cycles)
+        elapsed = time.perf_counter() - started
+        await settle()
+        after = rss_bytes(stack.pid)
+    return {
+        "rss_drift_pct": (after - before) / before * 100,
+        "cycles_per_s": sizes.cycles / elapsed,
+    }
+
+
+async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
+    """Cold start (process start to the first complete tools/list), warm tools/list and RSS,
+    in front of 1 server and of N, each with `tools_per_server` tools."""
+    figures: Figures = {}
+    for label, count in (("1", 1), ("n", env.sizes.servers)):
+        keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb")
+        if count > 1 and arm.kind in ("direct", "mcp-proxy"):
+            figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
+            continue
+        figures.update(zip(keys, await _cold_start(arm, env, count), strict=True))
+    cold1, coldn = figures["cold1_ms"], figures["coldn_ms"]
+    figures["coldn_x1"] = coldn / cold1 if cold1 and coldn else None
+    return figures
+
+
+async def _cold_start(arm: Arm, env: Env, count: int) -> tuple[float, float, float]:
+    per_server = str(env.sizes.tools_per_server)
+    async with AsyncExitStack() as exits:
+        before = stdio_children()
+        started = time.perf_counter()
+        pid: int | None = None
+        target: str | StdioServerParameters
+        if arm.kind == "direct" and arm.stdio:
+            args = [DOWNSTREAM, "--stdio", "--tools", per_server]
+            target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
+        elif arm.kind == "direct":
+            command = [PYTHON, DOWNSTREAM, "--http", "--servers", "1", "--wide", "3"]
+            command += ["--tools-per-server", per_server]
+            process = await exits.enter_async_context(running(command, ready=DOWNSTREAM_READY))
+            target, pid = f"{process.url}/s0/mcp", process.pid
+        else:
+            backends = {
+                f"s{i}": Backend.stdio("--tools", per_server)
+                if arm.stdio
+                else Backend(url=f"{env.downstream}/s{i}/mcp")
+                for i in range(count)
+            }
+            workdir = env.workdir / f"{arm.name}-servers{count}"
+            started_front = await exits.enter_async_context(front(arm, backends, workdir))
+            target, pid = started_front.url, started_front.pid
+        client = await exits.enter_async_context(Client(target, cache=None))
+        tools = (await client.list_tools()).tools
+        cold = (time.perf_counter() - started) * 1000
+        if len(tools) != count * env.sizes.tools_per_server:
+            raise RuntimeError(f"{len(tools)} tools listed, not {count} x {per_server}")
+        if pid is None:
+            pid = new_stdio_child(before)
+        warm: list[float] = []
+        for _ in range(env.sizes.list_repeats):
+            listed = time.perf_counter()
+            await client.list_tools()
+            warm.append((time.perf_counter() - listed) * 1000)
+        return cold, statistics.median(warm), rss_bytes(pid) / 1e6

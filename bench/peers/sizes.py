@@ -1,0 +1,63 @@
+"""How much each workload does: the full benchmark, and `--quick` (the test suite's smoke run)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FULL", "QUICK", "Sizes"]
+
+
+@dataclass(frozen=True)
+class Sizes:
+    warmup: int = 50
+    calls: int = 1000
+    """Sequential small calls per arm and round..."""
+    calls_budget: float = 30
+    """...or as many as fit in this many seconds (at least a tenth of them)."""
+    clients: tuple[int, ...] = (10, 50)
+    seconds: float = 3.0
+    """How long the concurrent clients call, per arm and round."""
+    blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 10), (4_000_000, 4))
+    """(result bytes, calls)."""
+    parallel: int = 10
+    sleep_ms: int = 100
+    parallel_repeats: int = 5
+    servers: int = 50
+    tools_per_server: int = 20
+    list_repeats: int = 20
+    idle_sessions: int = 1000
+    cycles: int = 1000
+    cycle_workers: int = 10
+    """Sessions cycling at once."""
+    agent_turns: int = 5
+    agent_fanout: int = 10
+    agent_sleep_ms: int = 50
+    agent_runs: int = 3
+    overhead_iterations: int = 10
+    wide_tools: int = 100
+    nested_calls: int = 300
+    timeout: float = 900
+    """Seconds one arm may take for one workload before it counts as failed."""
+
+    @property
+    def critical_path_ms(self) -> float:
+        return self.agent_turns * self.agent_sleep_ms
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    warmup=3,
+    calls=30,
+    seconds=0.3,
+    blob_calls=((1_000_000, 2), (4_000_000, 1)),
+    parallel_repeats=1,
+    servers=3,
+    list_repeats=3,
+    idle_sessions=10,
+    cycles=10,
+    cycle_workers=2,
+    agent_runs=1,
+    overhead_iterations=3,
+    nested_calls=20,
+    timeout=60,
+)

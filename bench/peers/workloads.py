@@ -1,0 +1,138 @@
+"""Every workload of the peer benchmark, its figures, and where it runs.
+
+`scope`: "main" workloads run on the round's main stacks (memory ones first, while those
+processes are fresh); "nested" puts a second front of the arm's kind before the main one;
+"servers" starts its own fronts (it times their start).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from . import agents, calls, lifecycle
+from .measure import Workload
+from .sizes import Sizes
+
+__all__ = ["WORKLOADS", "Figure", "WorkloadSpec", "workloads"]
+
+
+@dataclass(frozen=True)
+class Figure:
+    key: str
+    label: str
+    unit: str
+    higher_is_better: bool = False
+    ratio: bool = True
+    """Also shown as a ratio to `direct` from the same round."""
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    title: str
+    figures: tuple[Figure, ...]
+    run: Workload
+    scope: Literal["main", "nested", "servers"] = "main"
+
+
+def _ms(key: str, label: str, ratio: bool = True) -> Figure:
+    return Figure(key, label, "ms", ratio=ratio)
+
+
+def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
+    """In the order a round runs them."""
+    specs = [
+        WorkloadSpec(
+            "idle_sessions",
+            f"{sizes.idle_sessions} idle sessions (handshake era)",
+            (Figure("kb_per_session", "kB per session", "kB", ratio=False),),
+            lifecycle.idle_sessions,
+        ),
+        WorkloadSpec(
+            "cycles",
+            f"{sizes.cycles} session open/call/close cycles, {sizes.cycle_workers} at a time "
+            "(handshake era)",
+            (
+                Figure("rss_drift_pct", "RSS drift", "%", ratio=False),
+                Figure("cycles_per_s", "cycles/s", "/s", higher_is_better=True),
+            ),
+            lifecycle.cycles,
+        ),
+        WorkloadSpec(
+            "sequential",
+            f"{sizes.calls} sequential echo calls (200 B; fewer if {sizes.calls_budget:g} s run out)",
+            (
+                _ms("p50_ms", "p50"),
+                _ms("p90_ms", "p90"),
+                _ms("p99_ms", "p99"),
+                Figure("cpu_ms", "front CPU per call", "ms"),
+            ),
+            calls.sequential,
+        ),
+    ]
+    for count in sizes.clients:
+        specs.append(
+            WorkloadSpec(
+                f"clients{count}",
+                f"{count} concurrent clients, echo, {sizes.seconds:g} s",
+                (Figure("calls_per_s", "calls/s", "/s", higher_is_better=True),),
+                calls.clients(count),
+            )
+        )
+    for size, count in sizes.blob_calls:
+        mb = f"{size / 1e6:g} MB"
+        specs.append(
+            WorkloadSpec(
+                f"blob{size // 1_000_000}mb",
+                f"{mb} results, {count} sequential calls",
+                (Figure("mb_per_s", "MB/s", "MB/s", higher_is_better=True),),
+                calls.blobs(size, count),
+            )
+        )
+    specs += [
+        WorkloadSpec(
+            "parallel_sleep",
+            f"{sizes.parallel} parallel sleep({sizes.sleep_ms}) from one client",
+            (_ms("wall_ms", "wall"),),
+            calls.parallel_sleep,
+        ),
+        WorkloadSpec(
+            "agent",
+            f"agent run: {sizes.agent_turns} turns x {sizes.agent_fanout} parallel "
+            f"sleep({sizes.agent_sleep_ms}) (critical path {sizes.critical_path_ms:g} ms); "
+            f"overhead per iteration with {sizes.wide_tools} tools",
+            (
+                _ms("run_ms", "run"),
+                Figure("vs_critical", "run / critical path", "x", ratio=False),
+                _ms("overhead_ms", "overhead per iteration", ratio=False),
+            ),
+            agents.agent,
+        ),
+        WorkloadSpec(
+            "nested",
+            "nested hop: echo through two fronts of the same kind",
+            (_ms("p50_ms", "p50"),),
+            calls.nested,
+            scope="nested",
+        ),
+        WorkloadSpec(
+            "servers",
+            f"1 vs {sizes.servers} downstream servers x {sizes.tools_per_server} tools",
+            (
+                _ms("cold1_ms", "cold start, 1", ratio=False),
+                _ms("coldn_ms", f"cold start, {sizes.servers}", ratio=False),
+                Figure("coldn_x1", f"cold {sizes.servers} / cold 1", "x", ratio=False),
+                _ms("warm1_ms", "tools/list, 1", ratio=False),
+                _ms("warmn_ms", f"tools/list, {sizes.servers}", ratio=False),
+                Figure("rss1_mb", "RSS, 1", "MB", ratio=False),
+                Figure("rssn_mb", f"RSS, {sizes.servers}", "MB", ratio=False),
+            ),
+            lifecycle.servers,
+            scope="servers",
+        ),
+    ]
+    return tuple(specs)
+
+
+WORKLOADS = tuple(spec.name for spec in workloads(Sizes()))
