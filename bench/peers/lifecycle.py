@@ -43,12 +43,13 @@ HANDSHAKES = 20
 
 
 async def idle_sessions(arm: Arm, stack: Stack | None, env: Env) -> Figures:
-    """RSS the front gains per open, idle session (handshake era: a session is server state)."""
+    """RSS the front gains per open, idle session (handshake era: a session is server state).
+    Opening stops early when `sessions_budget` runs out (at least a tenth are opened)."""
     assert stack is not None
     url = stack.url
     if url is None:
         raise NotApplicable("stdio: one session per process")
-    count = env.sizes.idle_sessions
+    sizes = env.sizes
     async with shared_http() as http:
         for _ in range(10):  # the code paths of a session, loaded before the baseline
             async with session(url, http):
@@ -56,61 +57,71 @@ async def idle_sessions(arm: Arm, stack: Stack | None, env: Env) -> Figures:
         await settle()
         before = after = rss_bytes(stack.pid)
         opened = [0]
-        all_open = anyio.Event()
         release = anyio.Event()
         limit = anyio.Semaphore(HANDSHAKES)
+        deadline = time.perf_counter() + sizes.sessions_budget
 
         async def hold() -> None:
             async with AsyncExitStack() as exits:
-                async with limit:
+                try:
                     await exits.enter_async_context(session(url, http))
+                finally:
+                    limit.release()
                 opened[0] += 1
-                if opened[0] == count:
-                    all_open.set()
                 await release.wait()
 
         async with anyio.create_task_group() as tg:
-            for _ in range(count):
+            for number in range(sizes.idle_sessions):
+                if time.perf_counter() > deadline and number >= sizes.idle_sessions // 10:
+                    break
+                await limit.acquire()
                 tg.start_soon(hold)
-            await all_open.wait()
+            for _ in range(HANDSHAKES):  # the last handshakes are done
+                await limit.acquire()
             await settle()
             after = rss_bytes(stack.pid)
             release.set()
-    return {"kb_per_session": (after - before) / count / 1024}
+    return {"kb_per_session": (after - before) / opened[0] / 1024, "sessions": opened[0]}
 
 
 async def cycles(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     """Sessions opened, used once and closed (`cycle_workers` at a time): does the front's RSS
-    drift?"""
+    drift? Stops early when `sessions_budget` runs out (after at least a tenth)."""
     assert stack is not None
     url = stack.url
     if url is None:
         raise NotApplicable("stdio: a session is a process")
     sizes = env.sizes
     echo = stack.tools["echo"]
+    done = [0]
     async with shared_http() as http:
 
-        async def cycle(times: int) -> None:
+        async def cycle(times: int, deadline: float) -> None:
             for _ in range(times):
                 async with session(url, http) as client:
                     await call_ok(client, echo, ECHO)
+                done[0] += 1
+                if time.perf_counter() > deadline and done[0] >= sizes.cycles // 10:
+                    return
 
-        async def cycles_at_once(total: int) -> None:
+        async def cycles_at_once(total: int, deadline: float) -> None:
             async with anyio.create_task_group() as tg:
                 for _ in range(sizes.cycle_workers):
-                    tg.start_soon(cycle, total // sizes.cycle_workers)
+                    tg.start_soon(cycle, total // sizes.cycle_workers, deadline)
 
-        await cycles_at_once(max(sizes.cycle_workers, sizes.cycles // 10))
+        await cycles_at_once(max(sizes.cycle_workers, sizes.cycles // 10), float("inf"))
         await settle()
         before = rss_bytes(stack.pid)
+        done[0] = 0
         started = time.perf_counter()
-        await cycles_at_once(sizes.cycles)
+        await cycles_at_once(sizes.cycles, started + sizes.sessions_budget)
         elapsed = time.perf_counter() - started
         await settle()
         after = rss_bytes(stack.pid)
     return {
         "rss_drift_pct": (after - before) / before * 100,
-        "cycles_per_s": sizes.cycles / elapsed,
+        "cycles_per_s": done[0] / elapsed,
+        "cycles": done[0],
     }
 
 

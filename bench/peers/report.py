@@ -73,6 +73,8 @@ def _value(results: RoundResults, arm: str, workload: str, key: str) -> float | 
 
 
 def _number(value: float, unit: str) -> str:
+    if unit == "":
+        return f"{value:,.0f}"
     if unit == "/s":
         return f"{value:,.0f}/s"
     if unit == "x":

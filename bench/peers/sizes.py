@@ -26,6 +26,9 @@ class Sizes:
     tools_per_server: int = 20
     list_repeats: int = 20
     idle_sessions: int = 1000
+    sessions_budget: float = 90
+    """Seconds to open the idle sessions, or to run the cycles: a slow front does fewer (at
+    least a tenth), and the figures say how many."""
     cycles: int = 1000
     cycle_workers: int = 10
     """Sessions cycling at once."""

@@ -45,17 +45,22 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
     specs = [
         WorkloadSpec(
             "idle_sessions",
-            f"{sizes.idle_sessions} idle sessions (handshake era)",
-            (Figure("kb_per_session", "kB per session", "kB", ratio=False),),
+            f"{sizes.idle_sessions} idle sessions (handshake era; fewer if "
+            f"{sizes.sessions_budget:g} s run out)",
+            (
+                Figure("kb_per_session", "kB per session", "kB", ratio=False),
+                Figure("sessions", "sessions", "", ratio=False),
+            ),
             lifecycle.idle_sessions,
         ),
         WorkloadSpec(
             "cycles",
             f"{sizes.cycles} session open/call/close cycles, {sizes.cycle_workers} at a time "
-            "(handshake era)",
+            f"(handshake era; fewer if {sizes.sessions_budget:g} s run out)",
             (
                 Figure("rss_drift_pct", "RSS drift", "%", ratio=False),
                 Figure("cycles_per_s", "cycles/s", "/s", higher_is_better=True),
+                Figure("cycles", "cycles", "", ratio=False),
             ),
             lifecycle.cycles,
         ),
