@@ -32,7 +32,7 @@ import psutil
 from bench._processes import REPO
 
 from .arms import ARMS, DIRECT, Arm
-from .report import as_json, plot, summarize, tables
+from .report import as_json, headline, plot, summarize, tables
 from .run import listening_addresses, run_rounds
 from .sizes import FULL, QUICK
 from .venvs import VENVS, install, is_installed
@@ -133,6 +133,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     meta["leftover_processes"] = [p.pid for p in psutil.Process().children(recursive=True)]
     summary = summarize(arms, specs, rounds=results)
     table = tables(arms, specs, summary)
+    if top := headline(arms, specs, summary):
+        table = f"### ratios to direct (direct: its own figures)\n\n{top}\n{table}"
     header = (
         f"{rounds} round(s){' (quick)' if options.quick else ''}, {os.cpu_count()} CPUs, "
         f"load {meta['load_before'][0]:.1f} -> {meta['load_after'][0]:.1f}, "

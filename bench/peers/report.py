@@ -12,7 +12,7 @@ from .arms import DIRECT, Arm
 from .run import RoundResults
 from .workloads import Figure, WorkloadSpec
 
-__all__ = ["as_json", "plot", "summarize", "tables"]
+__all__ = ["as_json", "headline", "plot", "summarize", "tables"]
 
 Summary = dict[str, dict[str, dict[str, Any]]]
 """arm -> workload -> {"figures": {key: {"median", "ratio", "values"}}} or {"n/a"} / {"failed"}."""
@@ -97,6 +97,45 @@ def _cell(arm: str, figure: Figure, entry: dict[str, Any]) -> str:
     if figure.ratio and arm != DIRECT and data["ratio"] is not None:
         text += f" ({data['ratio']:.2f}x)"
     return text
+
+
+HEADLINE = (
+    ("sequential", "p50_ms", "p50"),
+    ("sequential", "p99_ms", "p99"),
+    ("sequential", "cpu_ms", "CPU/call"),
+    ("clients10", "calls_per_s", "10 clients"),
+    ("clients50", "calls_per_s", "50 clients"),
+    ("blob1mb", "mb_per_s", "1 MB"),
+    ("blob4mb", "mb_per_s", "4 MB"),
+    ("parallel_sleep", "wall_ms", "10 parallel sleeps"),
+    ("agent", "run_ms", "agent run"),
+    ("nested", "p50_ms", "nested hop"),
+)
+"""The ratios to direct that say most, in one row per arm."""
+
+
+def headline(arms: Sequence[Arm], specs: Sequence[WorkloadSpec], summary: Summary) -> str:
+    """One table: direct's own figures, every other arm as ratios to direct (same round)."""
+    units = {(s.name, f.key): f.unit for s in specs for f in s.figures}
+    columns = [c for c in HEADLINE if (c[0], c[1]) in units]
+    if not columns:
+        return ""
+    out = [
+        "| arm | " + " | ".join(label for _w, _k, label in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for arm in arms:
+        cells: list[str] = []
+        for workload, key, _label in columns:
+            data = summary[arm.name][workload].get("figures", {}).get(key)
+            if data is None or data["median"] is None:
+                cells.append("n/a")
+            elif arm.name == DIRECT:
+                cells.append(_number(data["median"], units[workload, key]))
+            else:
+                cells.append(f"{data['ratio']:.2f}x" if data["ratio"] is not None else "n/a")
+        out.append(f"| {arm.name} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
 
 
 def tables(arms: Sequence[Arm], specs: Sequence[WorkloadSpec], summary: Summary) -> str:
