@@ -42,13 +42,24 @@ def agent_config(workdir: Path, sizes: Sizes) -> str:
     """The [agents] tables of our arms' config, with scripts for every run of one round."""
     workdir.mkdir(parents=True, exist_ok=True)
     runs = 1 + sizes.agent_runs  # a warm-up run first
-    sleeps = [
-        {"name": "d__sleep", "arguments": {"ms": sizes.agent_sleep_ms}}
-        for _ in range(sizes.agent_fanout)
-    ]
-    fanout = ([{"tool_calls": sleeps}] * sizes.agent_turns + [{"content": DONE}]) * runs
-    echo = {"tool_calls": [{"name": "wide__echo", "arguments": ECHO}]}
-    loop = ([echo] * sizes.overhead_iterations + [{"content": DONE}]) * runs
+
+    # Every call differs (`note`, the message): the engine answers a repeated identical call
+    # from the conversation instead of calling the tool again.
+    def sleeps(turn: int) -> dict[str, Any]:
+        calls = [
+            {"name": "d__sleep", "arguments": {"ms": sizes.agent_sleep_ms, "note": f"{turn}.{i}"}}
+            for i in range(sizes.agent_fanout)
+        ]
+        return {"tool_calls": calls}
+
+    def echo(iteration: int) -> dict[str, Any]:
+        message = f"{iteration:04d}{ECHO['message'][4:]}"
+        return {"tool_calls": [{"name": "wide__echo", "arguments": {"message": message}}]}
+
+    turns = range(sizes.agent_turns)
+    fanout = ([sleeps(t) for t in turns] + [{"content": DONE}]) * runs
+    iterations = range(sizes.overhead_iterations)
+    loop = ([echo(i) for i in iterations] + [{"content": DONE}]) * runs
     answer = [{"content": DONE}] * runs
     tables = ""
     for name, tools, answers in (
