@@ -12,10 +12,10 @@ class Sizes:
     warmup: int = 50
     calls: int = 1000
     """Sequential small calls per arm and round..."""
-    calls_budget: float = 30
+    calls_budget: float = 20
     """...or as many as fit in this many seconds (at least a tenth of them)."""
     clients: tuple[int, ...] = (10, 50)
-    seconds: float = 3.0
+    seconds: float = 2.0
     """How long the concurrent clients call, per arm and round."""
     blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 10), (4_000_000, 4))
     """(result bytes, calls)."""
@@ -25,6 +25,7 @@ class Sizes:
     servers: int = 50
     tools_per_server: int = 20
     list_repeats: int = 20
+    """Warm tools/list calls, or as many as fit in `calls_budget` / 2 seconds (at least 3)."""
     idle_sessions: int = 1000
     sessions_budget: float = 90
     """Seconds to open the idle sessions, or to run the cycles: a slow front does fewer (at
