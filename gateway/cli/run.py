@@ -31,6 +31,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
+from .items import print_items, read_items
 from .origin import origin_of, resume_command, resume_config
 from .results import print_result
 
@@ -39,7 +40,10 @@ __all__ = ["register"]
 
 def register(commands: Commands) -> None:
     run = commands.add("run", _run, "ask an agent a question and print its answer")
-    run.add_argument("question", help="the question; - reads it from stdin")
+    run.add_argument("question", nargs="?", help="the question; - reads it from stdin")
+    run.add_argument(
+        "--items", metavar="FILE", help="many questions, one JSON line each (- for stdin)"
+    )
     add_model_options(run)
     run.add_argument("--session", help="chat memory session id")
     run.add_argument(
@@ -67,16 +71,14 @@ def register(commands: Commands) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    question = sys.stdin.read().strip() if args.question == "-" else args.question
-    if not question:
-        raise GatewayError("the question is empty")
+    items = _items(args)
     config = config_of(args)
     name = pick_agent(config, args.agent)
     store = FileRunStore(args.state_dir) if args.state_dir else None
     state = RunState(
         run_id=new_id(),
         agent=name,
-        items=[AgentItem(prompt=question, session_id=args.session)],
+        items=items,
         origin=origin_of(args) if store else None,
     )
     async with (
@@ -90,7 +92,25 @@ async def _run(args: argparse.Namespace) -> int:
     ):
         check_runnable(gateway, name)
         result = await _stored(gateway, state, store, args)
+    if args.items:
+        return print_items(result)
     return print_result(result, as_json=args.json, shown=console.streamed)
+
+
+def _items(args: argparse.Namespace) -> list[AgentItem]:
+    if args.items:
+        if args.question is not None or args.session is not None:
+            raise GatewayError(
+                "--items takes no question and no --session: each line has its own "
+                '{"prompt": ..., "session_id": ...}'
+            )
+        return read_items(args.items)
+    if args.question is None:
+        raise GatewayError("give a question (or --items FILE)")
+    question = sys.stdin.read().strip() if args.question == "-" else args.question
+    if not question:
+        raise GatewayError("the question is empty")
+    return [AgentItem(prompt=question, session_id=args.session)]
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -110,6 +130,8 @@ async def _resume(args: argparse.Namespace) -> int:
     ):
         check_runnable(gateway, state.agent)
         result = await _stored(gateway, state, store, args)
+    if len(state.items) > 1:
+        return print_items(result)
     return print_result(result, as_json=args.json, shown=console.streamed)
 
 
@@ -144,4 +166,5 @@ async def _stored(
 
 def _console(args: argparse.Namespace) -> AbstractAsyncContextManager[RunConsole]:
     """The live console on the terminal; with `--json`, stdout carries the JSON alone."""
-    return open_terminal_console(io.StringIO() if args.json else sys.stdout, sys.stderr)
+    quiet = args.json or getattr(args, "items", None)  # stdout carries JSON lines alone
+    return open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr)

@@ -10,13 +10,14 @@ seconds.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError, error_result, in_background
@@ -48,8 +49,19 @@ INPUT_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "Continue the conversation kept under this id (chat memory).",
         },
+        "items": {
+            "type": "array",
+            "description": "Instead of `prompt`: many questions in one run, each answered "
+            "on its own (in the agent's batches).",
+            "items": {
+                "type": "object",
+                "properties": {"prompt": {"type": "string"}, "session_id": {"type": "string"}},
+                "required": ["prompt"],
+                "additionalProperties": False,
+            },
+            "minItems": 1,
+        },
     },
-    "required": ["prompt"],
     "additionalProperties": False,
 }
 
@@ -85,15 +97,41 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             },
         },
     },
-    "required": ["output", "usage"],
+    "required": ["usage"],
+}
+OUTPUT_SCHEMA["properties"]["items"] = {
+    "type": "array",
+    "description": "For a call with `items`: each item's answer or error, in order.",
+    "items": {
+        "type": "object",
+        "properties": {
+            "output": OUTPUT_SCHEMA["properties"]["output"],
+            "error": {"type": ["string", "null"]},
+        },
+    },
 }
 
 
 class _Arguments(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt: str
+    prompt: str | None = None
     session_id: str | None = None
+    items: list[AgentItem] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _prompt_or_items(self) -> _Arguments:
+        if (self.prompt is None) == (self.items is None):
+            raise ValueError("give either `prompt` or `items`")
+        if self.items is not None and self.session_id is not None:
+            raise ValueError("with `items`, each item has its own `session_id`")
+        return self
+
+    def agent_items(self) -> list[AgentItem]:
+        if self.items is not None:
+            return self.items
+        assert self.prompt is not None
+        return [AgentItem(prompt=self.prompt, session_id=self.session_id)]
 
 
 class AgentTools:
@@ -141,8 +179,7 @@ class AgentTools:
                     return await self._run_on_client_model(ctx, spec, args, params, hooks)
                 result = await self._gateway.run(
                     spec.name,
-                    args.prompt,
-                    session_id=args.session_id,
+                    args.agent_items(),
                     hooks=hooks,
                     hops=incoming_hops(ctx),
                     quota=client_quota(ctx, self._gateway),
@@ -153,7 +190,9 @@ class AgentTools:
         except Exception as exc:  # a bug must not take the connection down
             log.exception("agent %r crashed", spec.name)
             return error_result(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
-        return run_result(result, steps=spec.options.return_intermediate_steps)
+        return run_result(
+            result, steps=spec.options.return_intermediate_steps, items=args.items is not None
+        )
 
     async def _run_on_client_model(
         self,
@@ -179,8 +218,7 @@ class AgentTools:
                     "agent or version); call the tool again"
                 )
         if state is None:
-            item = AgentItem(prompt=args.prompt, session_id=args.session_id)
-            state = RunState(run_id=new_id(), agent=spec.name, items=[item])
+            state = RunState(run_id=new_id(), agent=spec.name, items=args.agent_items())
         latest = [state]
 
         async def keep(checkpoint: RunState) -> None:
@@ -202,11 +240,23 @@ class AgentTools:
             return types.InputRequiredResult(
                 input_requests={need.key: need.request}, request_state=encode_state(latest[0])
             )
-        return run_result(result, steps=spec.options.return_intermediate_steps)
+        return run_result(
+            result, steps=spec.options.return_intermediate_steps, items=args.items is not None
+        )
 
 
-def run_result(result: RunResult, *, steps: bool) -> types.CallToolResult:
-    """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`."""
+def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.CallToolResult:
+    """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`;
+    with `items`, every item's `{output, error}` (the text: one JSON line each)."""
+    if items:
+        answers = [{"output": i.output, "error": i.error} for i in result.items]
+        usage = result.usage.model_dump(mode="json")
+        lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)
+        return types.CallToolResult(
+            content=[types.TextContent(text=lines)],
+            structured_content={"items": answers, "usage": usage},
+            is_error=all(i.error is not None for i in result.items),
+        )
     item = result.items[0]
     if item.error is not None:
         return error_result(f"agent {result.agent!r} stopped: {item.error}")

@@ -48,8 +48,8 @@ async def test_agents_are_listed_with_their_description_and_schemas(era: str) ->
     assert list(tools) == ["assistant", "researcher"]
     assert tools["researcher"].description == "The researcher agent."
     schema = tools["assistant"].input_schema
-    assert schema["required"] == ["prompt"]
-    assert set(schema["properties"]) == {"prompt", "session_id"}
+    assert "required" not in schema  # `prompt`, or `items`
+    assert set(schema["properties"]) == {"prompt", "session_id", "items"}
     assert tools["assistant"].output_schema is not None
 
 
@@ -115,13 +115,13 @@ async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: s
 async def test_bad_arguments_and_unknown_tools_are_error_results(era: str) -> None:
     gateway = calculator_gateway(calculator_agent([]))
     async with Client(serve(gateway), mode=era) as client:
-        missing = await client.call_tool("assistant", {"question": "?"})
+        missing = await client.call_tool("assistant", {})
         unknown = await client.call_tool("nobody", {"prompt": "?"})
     assert missing.is_error
     assert unknown.is_error
     assert isinstance(missing.content[0], types.TextContent)
     assert "invalid arguments for agent 'assistant'" in missing.content[0].text
-    assert "prompt" in missing.content[0].text
+    assert "give either `prompt` or `items`" in missing.content[0].text
     assert isinstance(unknown.content[0], types.TextContent)
     assert unknown.content[0].text == "no tool named 'nobody' (tools: assistant)"
 
@@ -222,3 +222,24 @@ async def test_served_calls_are_traced_by_the_gateways_hooks() -> None:
     ]
     assert events[-1].input == {"expression": "1 + 1"}
     assert events[-1].output == {"response": "2"}
+
+
+async def test_items_are_answered_each_on_its_own(era: str) -> None:
+    model = ScriptedModel(["one", "two"])
+    options = AgentOptions(batch_size=1)
+    gateway = Gateway([], [AgentSpec(name="batch", model=model, options=options)])
+    async with Client(serve(gateway), mode=era) as client:
+        items = [{"prompt": "first"}, {"prompt": "second", "session_id": "s2"}]
+        result = await client.call_tool("batch", {"items": items})
+        both = await client.call_tool("batch", {"prompt": "x", "items": items})
+    assert not result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["items"] == [
+        {"output": "one", "error": None},
+        {"output": "two", "error": None},
+    ]
+    assert result.content == [
+        types.TextContent(text='{"output": "one", "error": null}\n{"output": "two", "error": null}')
+    ]
+    assert both.is_error
+    assert "give either `prompt` or `items`" in str(both.content)

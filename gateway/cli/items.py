@@ -1,0 +1,57 @@
+"""`run --items FILE.jsonl`: many questions in one run, one JSON line each way.
+
+In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`. Out: one line per item,
+in order, `{"index": N, "output": ..., "error": ...}` (and `"structured"` for agents with an
+output schema).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent import AgentItem
+
+from ..engine import RunResult
+from ..errors import GatewayError
+from .exits import FAILED, OK
+
+__all__ = ["print_items", "read_items"]
+
+
+def read_items(path: str) -> list[AgentItem]:
+    """The items in `path` (`-`: stdin). Raises `GatewayError` naming the line at fault."""
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise GatewayError(f"cannot read items {path}: {exc.strerror}") from exc
+    items: list[AgentItem] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value: Any = json.loads(line)
+            items.append(
+                AgentItem(prompt=value)
+                if isinstance(value, str)
+                else AgentItem.model_validate(value)
+            )
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise GatewayError(
+                f"{path}:{number}: an item is a JSON string or "
+                f'{{"prompt": "...", "session_id": "..."}}: {exc}'
+            ) from exc
+    if not items:
+        raise GatewayError(f"{path}: no items")
+    return items
+
+
+def print_items(result: RunResult) -> int:
+    for index, item in enumerate(result.items):
+        line: dict[str, Any] = {"index": index, "output": item.output, "error": item.error}
+        print(json.dumps(line, ensure_ascii=False), flush=True)
+    return FAILED if any(item.error is not None for item in result.items) else OK

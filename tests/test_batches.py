@@ -1,0 +1,169 @@
+"""Runs of many items: batches, items that fail alone (or, with fail_fast, end the run), and
+a step that a failing model cannot make repeat itself, through the engine and its checkpoints."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from agent import (
+    AgentItem,
+    AgentOptions,
+    AssistantMessage,
+    ChatMessage,
+    InProcessStore,
+    ModelHTTPError,
+    ScriptedAnswer,
+    ScriptedCall,
+    SessionMemory,
+    TokenCallback,
+    ToolCall,
+    ToolDefinition,
+    Usage,
+    UserMessage,
+)
+from agent.errors import ModelConnectionError
+from gateway import AgentSpec, Gateway, RunState
+from gateway.cli import main
+from tests.prompt_model import PromptModel
+from toolkits import FunctionToolkit, calculator
+
+
+class BatchWatcher:
+    """Item `qN` asks the calculator for N * 2, then answers it; `q7` is refused by the
+    provider (HTTP 400). Records the order of calls and how many were in flight at once."""
+
+    name = "watcher"
+
+    def __init__(self) -> None:
+        self.log: list[int] = []
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        question = next(m.content for m in reversed(messages) if isinstance(m, UserMessage))
+        n = int(question.removeprefix("q"))
+        self.log.append(n)
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        for _ in range(5):  # let the other items' calls begin before this one ends
+            await anyio.lowlevel.checkpoint()
+        self.in_flight -= 1
+        if n == 7:
+            raise ModelHTTPError(
+                "openai: HTTP 400: the prompt is too long", status_code=400, provider="openai"
+            )
+        if messages[-1].role == "user":
+            call = ToolCall(id=f"c{n}", name="calculator", arguments={"expression": f"{n} * 2"})
+            return AssistantMessage(tool_calls=(call,), usage=Usage(requests=1))
+        return AssistantMessage(content=messages[-1].content, usage=Usage(requests=1))
+
+
+def batch_gateway(model: BatchWatcher | PromptModel, **options: object) -> Gateway:
+    spec = AgentSpec(
+        name="assistant",
+        model=model,
+        tools=["calculator"],
+        options=AgentOptions(**options),  # type: ignore[arg-type]
+        memory=SessionMemory(InProcessStore()),
+    )
+    return Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+
+
+ITEMS = [AgentItem(prompt=f"q{n}", session_id=f"s{n}") for n in range(20)]
+
+
+@pytest.mark.anyio
+async def test_twenty_items_run_in_batches_of_five_and_a_failing_item_fails_alone() -> None:
+    model = BatchWatcher()
+    result = await batch_gateway(model, batch_size=5).run("assistant", ITEMS)
+    for n, item in enumerate(result.items):
+        if n == 7:
+            assert item.output is None
+            assert item.error is not None
+            assert "the model rejected this item" in item.error
+            assert "HTTP 400" in item.error
+        else:
+            assert (item.output, item.error) == (str(n * 2), None)
+    assert model.most_in_flight == 5
+    batches = [n // 5 for n in model.log]
+    assert batches == sorted(batches)  # a batch ends before the next begins
+    assert len(model.log) == 19 * 2 + 1
+
+
+@pytest.mark.anyio
+async def test_fail_fast_ends_the_run_at_the_first_failing_item() -> None:
+    model = BatchWatcher()
+    result = await batch_gateway(model, batch_size=5, fail_fast=True).run("assistant", ITEMS)
+    assert [item.output for item in result.items[:5]] == ["0", "2", "4", "6", "8"]
+    for item in result.items[8:]:
+        assert item.error == "not finished: item 7 failed and fail_fast is set"
+    assert max(model.log) == 9  # no later batch began
+
+
+@pytest.mark.anyio
+async def test_delay_between_batches_waits_before_each_later_batch() -> None:
+    model = BatchWatcher()
+    items = [item for item in ITEMS if item.prompt != "q7"][:6]
+    started = anyio.current_time()
+    await batch_gateway(model, batch_size=2, delay_between_batches=0.05).run("assistant", items)
+    assert anyio.current_time() - started >= 0.1  # two later batches
+
+
+@pytest.mark.anyio
+async def test_a_run_stopped_by_its_model_resumes_without_repeating_a_finished_item() -> None:
+    call = ScriptedAnswer(
+        tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "1"})]
+    )
+    model = PromptModel(
+        {"first": ["one"], "second": [call, "two"]},
+        failures={"second": ModelConnectionError("the provider is down")},
+    )
+    gateway = batch_gateway(model, batch_size=2)
+    memory = gateway.agents["assistant"].memory
+    assert isinstance(memory, SessionMemory)
+    items = [AgentItem(prompt="first", session_id="a"), AgentItem(prompt="second", session_id="b")]
+    stored: list[RunState] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(RunState.model_validate_json(state.model_dump_json()))
+
+    with pytest.raises(ModelConnectionError):
+        await gateway.run("assistant", items, checkpoint=checkpoint)
+    assert stored[-1].request is not None
+    assert stored[-1].request.metadata.finished_items[0].output == "one"
+    result = await gateway.resume(stored[-1], checkpoint=checkpoint)
+    assert [item.output for item in result.items] == ["one", "two"]
+    assert model.asked("first") == 1
+    assert [len(await memory.store.turns(s)) for s in ("a", "b")] == [1, 1]
+
+
+def test_run_items_reads_json_lines_and_writes_one_line_per_item(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "one"}, {"content": "two"}]))
+    items = tmp_path / "items.jsonl"
+    items.write_text('"first"\n\n{"prompt": "second", "session_id": "s2"}\n')
+    assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        {"index": 0, "output": "one", "error": None},
+        {"index": 1, "output": "two", "error": None},
+    ]
+    items.write_text('{"question": "wrong key"}\n')
+    assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 2
+    assert f"{items}:1: an item is a JSON string" in capsys.readouterr().err
+    assert main(["run", "q", "--items", str(items)]) == 2
+    assert "--items takes no question" in capsys.readouterr().err
