@@ -23,6 +23,7 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel, TokenCallback
+from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
 from .protocol import (
     Action,
     ActionResponse,
@@ -39,6 +40,7 @@ from .tools_agent import DEFAULT_SYSTEM_MESSAGE, ROUTING_KEY, AgentOptions, Tool
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
+    "FINAL_RESULT_TOOL",
     "ROUTING_KEY",
     "Action",
     "ActionResponse",
@@ -60,6 +62,8 @@ __all__ = [
     "MemoryStoreError",
     "ModelError",
     "ModelHTTPError",
+    "OutputInvalid",
+    "OutputSchema",
     "ReportsContextWindow",
     "ScriptExhausted",
     "ScriptedAnswer",

@@ -68,6 +68,8 @@ class ItemResult(_Model):
 
     output: str | None = None
     error: str | None = None
+    structured: JsonValue = None
+    """With an output schema: the validated answer (`output` is its JSON text)."""
     steps: list[ToolCallStep] | None = None
 
 
@@ -85,6 +87,8 @@ class AgentRequestMetadata(_Model):
     """Steps taken."""
     iterations: dict[int, int] = Field(default_factory=dict[int, int])
     """Model calls made per item index (what `max_iterations` limits)."""
+    invalid_answers: dict[int, int] = Field(default_factory=dict[int, int])
+    """Answers per item that did not fit the output schema (what `output_retries` limits)."""
     finished_items: dict[int, ItemResult] = Field(default_factory=dict[int, ItemResult])
     usage: Usage = Usage()
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage
+from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage, UserMessage
 from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
 __all__ = ["ERROR_PREFIX", "build_steps", "observation", "scratchpad_messages", "tool_usage"]
@@ -85,7 +85,8 @@ def tool_usage(response: EngineResponse | None) -> Usage:
 
 
 def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
-    """Each assistant message once, verbatim, followed by a result for every call it made."""
+    """Each assistant message once, verbatim, followed by a result for every call it made (or,
+    for a text answer sent back, by what was wrong with it)."""
     messages: list[ChatMessage] = []
     groups: list[tuple[AssistantMessage, dict[str, ToolCallStep]]] = []
     for step in steps:
@@ -95,6 +96,9 @@ def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
             groups.append((step.message, {step.tool_call_id: step}))
     for message, by_id in groups:
         messages.append(message)
+        if not message.tool_calls:  # an answer sent back: what was wrong comes as the user's turn
+            messages += [UserMessage(content=step.observation) for step in by_id.values()]
+            continue
         for call in message.tool_calls:
             step = by_id.get(call.id)
             content = step.observation if step else f"{ERROR_PREFIX}this call produced no result"

@@ -21,12 +21,14 @@ the result the model already has. Repeats are counted against calls that already
 from __future__ import annotations
 
 import itertools
+import json
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 import anyio
+from pydantic import JsonValue
 
 from .errors import AgentError, ModelError, StepInterrupted, fails_only_its_item
 from .memory import ChatMemory, summarise
@@ -40,6 +42,7 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel
+from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
 from .protocol import (
     Action,
     AgentItem,
@@ -71,6 +74,10 @@ class AgentOptions:
     """Seconds to wait before each batch after the first."""
     fail_fast: bool = False
     """End the run at the first item that fails (the others fail with the reason)."""
+    output: OutputSchema | None = None
+    """The schema answers must fit (see `agent.output`); the run's outputs are then JSON."""
+    output_retries: int = 1
+    """Answers that do not fit the schema sent back to the model before the item fails."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -79,6 +86,8 @@ class AgentOptions:
             raise ValueError("batch_size must be at least 1")
         if self.delay_between_batches < 0:
             raise ValueError("delay_between_batches cannot be negative")
+        if self.output_retries < 0:
+            raise ValueError("output_retries cannot be negative")
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,7 @@ class ToolsAgent:
         state = response.metadata if response else AgentRequestMetadata()
         finished = dict(state.finished_items)
         iterations = dict(state.iterations)
+        invalid_answers = dict(state.invalid_answers)
         usage = state.usage + tool_usage(response)
         batch = self._batch(len(items), finished)
         if self._starts_late_batch(batch, iterations):
@@ -110,7 +120,7 @@ class ToolsAgent:
         outcomes: dict[int, _Outcome] = {}
 
         async def advance(index: int) -> None:
-            outcomes[index] = await self._advance(items[index], index, response, iterations)
+            outcomes[index] = await self._advance(items[index], index, response, state)
 
         if len(batch) == 1:
             await advance(batch[0])
@@ -134,6 +144,8 @@ class ToolsAgent:
             usage += outcome.usage
             if outcome.called_model:
                 iterations[index] = iterations.get(index, 0) + 1
+            if outcome.invalid_answer:
+                invalid_answers[index] = invalid_answers.get(index, 0) + 1
             if outcome.result is not None:
                 finished[index] = outcome.result
                 if outcome.result.error is not None and failed_item is None:
@@ -158,6 +170,7 @@ class ToolsAgent:
             pending=pending,
             iteration_count=state.iteration_count + 1,
             iterations=iterations,
+            invalid_answers=invalid_answers,
             finished_items=finished,
             usage=usage,
         )
@@ -201,12 +214,11 @@ class ToolsAgent:
         item: AgentItem,
         index: int,
         response: EngineResponse | None,
-        iterations: dict[int, int],
+        state: AgentRequestMetadata,
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
         steps = build_steps(response, index)
-        keep = self.options.return_intermediate_steps
-        if iterations.get(index, 0) >= self.options.max_iterations:
+        if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
                 steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
             )
@@ -214,7 +226,7 @@ class ToolsAgent:
         try:
             history, usage = await self._history(item)
             answer = await self.model.invoke(
-                _messages(self.options, history, item, steps), self.tools
+                _messages(self.options, history, item, steps), self._offered()
             )
         except ModelError as exc:
             if fails_only_its_item(exc):
@@ -226,6 +238,29 @@ class ToolsAgent:
         usage += answer.usage
         if answer.tool_calls:
             answer = _with_unique_call_ids(answer, steps)
+        output = self.options.output
+        if output is not None:
+            try:
+                value = _structured_answer(output, answer)
+            except OutputInvalid as invalid:
+                failures = state.invalid_answers.get(index, 0) + 1
+                if failures > self.options.output_retries:
+                    error = (
+                        f"the answer did not fit the output schema after "
+                        f"{self.options.output_retries} retries: {invalid}"
+                    )
+                    return _Outcome(
+                        steps,
+                        usage=usage,
+                        called_model=True,
+                        result=ItemResult(error=error, steps=steps),
+                    )
+                outcome = self._send_back(answer, index, steps, invalid)
+                outcome.usage, outcome.invalid_answer = usage, True
+                return outcome
+            if value is not _NOT_AN_ANSWER:
+                return await self._finish(item, index, steps, answer, usage, value)
+        if answer.tool_calls:
             answered_here, actions = self._plan(answer, index, steps)
             return _Outcome(
                 steps + answered_here,
@@ -234,12 +269,64 @@ class ToolsAgent:
                 answer=answer,
                 actions=actions,
             )
+        return await self._finish(item, index, steps, answer, usage, _NOT_AN_ANSWER)
+
+    async def _finish(
+        self,
+        item: AgentItem,
+        index: int,
+        steps: list[ToolCallStep],
+        answer: AssistantMessage,
+        usage: Usage,
+        structured: JsonValue | object,
+    ) -> _Outcome:
+        """The item's answer: its turn saved, its result made."""
+        final = answer
+        if structured is _NOT_AN_ANSWER:
+            text, structured = answer.content, None
+        else:
+            text = json.dumps(structured, ensure_ascii=False)
+            if answer.tool_calls:  # answered by `final_result`: the turn ends in the answer itself
+                final = AssistantMessage(content=text, usage=answer.usage)
         try:
-            await self._remember(item, index, [*scratchpad_messages(steps), answer])
+            await self._remember(item, index, [*scratchpad_messages(steps), final])
         except AgentError as exc:
             return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
-        result = ItemResult(output=answer.content, steps=steps if keep else None)
+        keep = steps if self.options.return_intermediate_steps else None
+        result = ItemResult(output=text, structured=cast(JsonValue, structured), steps=keep)
         return _Outcome(steps, usage=usage, called_model=True, result=result)
+
+    def _send_back(
+        self,
+        answer: AssistantMessage,
+        index: int,
+        steps: list[ToolCallStep],
+        invalid: OutputInvalid,
+    ) -> _Outcome:
+        """An answer that does not fit the schema goes back to the model with what is wrong."""
+        problem = (
+            f"{ERROR_PREFIX}the answer does not fit the output schema: {invalid}. "
+            f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
+        )
+        if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
+            retry = ToolCallStep(
+                tool_call_id=f"retry_{len(steps) + 1}",
+                tool=FINAL_RESULT_TOOL,
+                tool_input={},
+                observation=problem,
+                message=answer,
+            )
+            return _Outcome([*steps, retry], called_model=True, answer=answer)
+        answered, actions = self._plan(answer, index, steps)
+        answered = [
+            s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
+            for s in answered
+        ]
+        return _Outcome(steps + answered, called_model=True, answer=answer, actions=actions)
+
+    def _offered(self) -> Sequence[ToolDefinition]:
+        output = self.options.output
+        return self.tools if output is None else [*self.tools, output.tool()]
 
     async def _history(self, item: AgentItem) -> tuple[list[ChatMessage], Usage]:
         """The item's session history, summarising first what fell out of its window."""
@@ -363,6 +450,7 @@ class _Outcome:
     interrupted: AgentError | None = None
     answer: AssistantMessage | None = None
     actions: list[Action] = field(default_factory=list[Action])
+    invalid_answer: bool = False
 
 
 def _messages(
@@ -390,3 +478,19 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     if isinstance(first, BaseExceptionGroup):
         return _first_leaf(cast(BaseExceptionGroup[BaseException], first))
     return first
+
+
+_NOT_AN_ANSWER = object()
+"""What `_structured_answer` returns for an answer that only calls other tools."""
+
+
+def _structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
+    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`."""
+    finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
+    if finals:
+        if finals[0].invalid_arguments is not None:
+            raise OutputInvalid(["the arguments were not a JSON object"])
+        return output.from_call(finals[0].arguments)
+    if answer.tool_calls:
+        return _NOT_AN_ANSWER
+    return output.from_text(answer.content)

@@ -15,7 +15,7 @@ import anyio
 import httpx
 from mcp.client import Transport
 
-from agent import AgentOptions, ChatModel
+from agent import AgentOptions, ChatModel, OutputSchema
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
@@ -94,6 +94,10 @@ async def open_gateway(
                 batch_size=spec.batch_size,
                 delay_between_batches=spec.delay_between_batches,
                 fail_fast=spec.fail_fast,
+                output=OutputSchema.from_json_schema(spec.output_schema)
+                if spec.output_schema is not None
+                else None,
+                output_retries=spec.output_retries,
             ),
             description=spec.description,
             token_budget=spec.token_budget,

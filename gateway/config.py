@@ -21,9 +21,17 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from agent import DEFAULT_SYSTEM_MESSAGE
+from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
 from toolkits.mcp.config import McpServerConfig
 
@@ -146,6 +154,18 @@ class AgentConfig(_Strict):
         return ModelSettings(
             temperature=self.temperature, max_tokens=self.max_tokens, top_p=self.top_p
         )
+
+    output_schema: dict[str, JsonValue] | None = None
+    """A JSON Schema every answer must fit (given through a `final_result` tool)."""
+    output_retries: int = Field(default=1, ge=0)
+    """Answers that do not fit `output_schema` sent back to the model before the item fails."""
+
+    @field_validator("output_schema")
+    @classmethod
+    def _a_json_schema(cls, value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        if value is not None:
+            OutputSchema.from_json_schema(value)  # raises ValueError, with the reason
+        return value
 
     @field_validator("model")
     @classmethod

@@ -146,6 +146,12 @@ class RunResult(BaseModel):
         return self.items[0].output
 
     @property
+    def structured(self) -> JsonValue:
+        """The first item's validated answer, for an agent with an output schema (as JSON
+        data: `Model.model_validate(result.structured)` for a pydantic model's)."""
+        return self.items[0].structured
+
+    @property
     def error(self) -> str | None:
         return self.items[0].error
 

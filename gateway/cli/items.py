@@ -1,8 +1,8 @@
 """`run --items FILE.jsonl`: many questions in one run, one JSON line each way.
 
 In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`. Out: one line per item,
-in order, `{"index": N, "output": ..., "error": ...}` (and `"structured"` for agents with an
-output schema).
+in order, `{"index": N, "output": ..., "error": ...}` (`output` is the answer itself, as JSON,
+for agents with an output schema).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ def read_items(path: str) -> list[AgentItem]:
 
 def print_items(result: RunResult) -> int:
     for index, item in enumerate(result.items):
-        line: dict[str, Any] = {"index": index, "output": item.output, "error": item.error}
+        output = item.structured if item.structured is not None else item.output
+        line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
         print(json.dumps(line, ensure_ascii=False), flush=True)
     return FAILED if any(item.error is not None for item in result.items) else OK

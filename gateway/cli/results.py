@@ -45,7 +45,8 @@ def _empty_is_an_error(item: ItemResult) -> ItemResult:
 
 
 def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any]:
-    """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run."""
+    """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run; with an
+    output schema, `output` is the answer itself (JSON), not its text."""
     item = item or result.items[0]
     steps = [
         {"tool": step.tool, "input": step.tool_input, "observation": step.observation}
@@ -54,7 +55,7 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
     return {
         "run_id": result.run_id,
         "agent": result.agent,
-        "output": item.output,
+        "output": item.structured if item.structured is not None else item.output,
         "error": item.error,
         "usage": result.usage.model_dump(),
         "iterations": result.iterations,

@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from agent import AgentError, AgentItem
+from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
 from ..engine import AgentSpec, Gateway, RunResult, RunState
@@ -105,7 +105,7 @@ OUTPUT_SCHEMA["properties"]["items"] = {
     "items": {
         "type": "object",
         "properties": {
-            "output": OUTPUT_SCHEMA["properties"]["output"],
+            "output": {"anyOf": [OUTPUT_SCHEMA["properties"]["output"], {"type": "null"}]},
             "error": {"type": ["string", "null"]},
         },
     },
@@ -154,7 +154,7 @@ class AgentTools:
                 name=spec.name,
                 description=spec.description or f"Ask the agent {spec.name!r}.",
                 input_schema=INPUT_SCHEMA,
-                output_schema=OUTPUT_SCHEMA,
+                output_schema=output_schema(spec),
             )
             for spec in self._gateway.agents.values()
         ]
@@ -245,11 +245,32 @@ class AgentTools:
         )
 
 
+def output_schema(spec: AgentSpec) -> dict[str, Any]:
+    """The agent tool's output schema: with an output schema of the agent's, `output` is it."""
+    output = spec.options.output
+    if output is None:
+        return OUTPUT_SCHEMA
+    answer: dict[str, Any] = dict(output.schema)
+    properties = dict(OUTPUT_SCHEMA["properties"])
+    properties["output"] = answer
+    properties["items"] = {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "output": {"anyOf": [answer, {"type": "null"}]},
+                "error": {"type": ["string", "null"]},
+            },
+        },
+    }
+    return {**OUTPUT_SCHEMA, "properties": properties}
+
+
 def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.CallToolResult:
     """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`;
     with `items`, every item's `{output, error}` (the text: one JSON line each)."""
     if items:
-        answers = [{"output": i.output, "error": i.error} for i in result.items]
+        answers = [{"output": _output(i), "error": i.error} for i in result.items]
         usage = result.usage.model_dump(mode="json")
         lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)
         return types.CallToolResult(
@@ -261,7 +282,10 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
     if item.error is not None:
         return error_result(f"agent {result.agent!r} stopped: {item.error}")
     output = item.output or ""
-    structured: dict[str, Any] = {"output": output, "usage": result.usage.model_dump(mode="json")}
+    structured: dict[str, Any] = {
+        "output": _output(item),
+        "usage": result.usage.model_dump(mode="json"),
+    }
     if steps:
         structured["steps"] = [
             {"tool": s.tool, "tool_input": s.tool_input, "observation": s.observation}
@@ -270,3 +294,8 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
     return types.CallToolResult(
         content=[types.TextContent(text=output)], structured_content=structured
     )
+
+
+def _output(item: ItemResult) -> Any:
+    """What `output` holds: the answer's text, or with an output schema the answer itself."""
+    return item.structured if item.structured is not None else item.output

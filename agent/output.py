@@ -1,0 +1,129 @@
+"""Structured output: an answer that must fit a schema, given through a final-response tool.
+
+An agent with an `OutputSchema` offers the model one more tool, `final_result`, whose input is
+the answer. A call to it ends the item once its arguments validate; a text answer that is
+JSON fitting the schema is accepted too (small models often just write it). Anything else
+goes back to the model with what was wrong, up to `output_retries` times; then the item fails.
+Every provider can do this: it is an ordinary tool call (or, for models that write their
+calls as text, a parsed one).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+from jsonschema import SchemaError, validators
+from pydantic import BaseModel, JsonValue, ValidationError
+
+from .messages import ToolDefinition
+
+__all__ = ["FINAL_RESULT_TOOL", "OutputInvalid", "OutputSchema"]
+
+FINAL_RESULT_TOOL = "final_result"
+_WRAPPED = "response"
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
+
+
+class OutputInvalid(ValueError):
+    """An answer that does not fit the schema; `problems` says where and why, for the model."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSchema:
+    """The JSON Schema an agent's answers must fit, and the check that enforces it.
+
+    `validate` returns the answer as JSON data (normalised, e.g. by a pydantic model) or
+    raises `OutputInvalid`. Build one with `from_json_schema` or `from_model`.
+    """
+
+    schema: dict[str, JsonValue]
+    validate: Callable[[JsonValue], JsonValue]
+    description: str = "Give your final answer by calling this tool; it ends the conversation."
+
+    @classmethod
+    def from_json_schema(cls, schema: dict[str, JsonValue]) -> OutputSchema:
+        """Raises `ValueError` when `schema` is not a valid JSON Schema."""
+        validator_class: Any = validators.validator_for(schema)  # pyright: ignore[reportUnknownMemberType]
+        try:
+            validator_class.check_schema(schema)
+        except SchemaError as exc:
+            raise ValueError(f"not a valid JSON Schema: {exc.message}") from exc
+        validator: Any = validator_class(schema)
+
+        def validate(value: JsonValue) -> JsonValue:
+            errors: list[Any] = list(validator.iter_errors(value))
+            if errors:
+                problems = [_where(e.absolute_path) + str(e.message) for e in errors]
+                raise OutputInvalid(sorted(problems))
+            return value
+
+        return cls(schema=schema, validate=validate)
+
+    @classmethod
+    def from_model(cls, model: type[BaseModel]) -> OutputSchema:
+        """Answers validated by a pydantic model; the run's output is its JSON dump."""
+
+        def validate(value: JsonValue) -> JsonValue:
+            try:
+                return model.model_validate(value).model_dump(mode="json")
+            except ValidationError as exc:
+                raise OutputInvalid(
+                    [_where(e["loc"]) + e["msg"] for e in exc.errors(include_url=False)]
+                ) from None
+
+        schema = cast(dict[str, JsonValue], model.model_json_schema())
+        return cls(schema=schema, validate=validate)
+
+    @property
+    def wraps(self) -> bool:
+        """Whether the tool's input wraps the answer (tool inputs are objects; answers may not be)."""
+        return self.schema.get("type") != "object"
+
+    def tool(self) -> ToolDefinition:
+        schema: dict[str, JsonValue] = self.schema
+        if self.wraps:
+            schema = {"type": "object", "properties": {_WRAPPED: schema}, "required": [_WRAPPED]}
+        return ToolDefinition(
+            name=FINAL_RESULT_TOOL,
+            description=self.description,
+            input_schema=schema,
+            source_node="",
+        )
+
+    def from_call(self, arguments: dict[str, JsonValue]) -> JsonValue:
+        """The answer in a `final_result` call, validated. Raises `OutputInvalid`."""
+        if self.wraps:
+            if _WRAPPED not in arguments:
+                raise OutputInvalid([f"the answer goes in the {_WRAPPED!r} argument"])
+            return self.validate(arguments[_WRAPPED])
+        return self.validate(arguments)
+
+    def from_text(self, text: str) -> JsonValue:
+        """The answer written as JSON text (in a fence or not), validated. Raises
+        `OutputInvalid`, telling the model to call the tool."""
+        stripped = text.strip()
+        fenced = _FENCE.match(stripped)
+        if fenced:
+            stripped = fenced.group(1)
+        try:
+            value: Any = json.loads(stripped)
+        except ValueError:
+            raise OutputInvalid(
+                [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"]
+            ) from None
+        if self.wraps and isinstance(value, dict) and _WRAPPED in value:
+            value = cast(dict[str, Any], value)[_WRAPPED]
+        return self.validate(cast(JsonValue, value))
+
+
+def _where(path: Any) -> str:
+    parts = [str(p) for p in path]
+    return f"at {'.'.join(parts)}: " if parts else ""

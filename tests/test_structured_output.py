@@ -1,0 +1,193 @@
+"""Answers in a schema: given through the final_result tool (or as JSON text), validated,
+sent back with the errors up to output_retries, served over MCP as structured content."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+from pydantic import BaseModel, JsonValue
+
+from agent import (
+    FINAL_RESULT_TOOL,
+    AgentOptions,
+    InProcessStore,
+    OutputSchema,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    SessionMemory,
+    ToolMessage,
+    UserMessage,
+)
+from agent.memory import is_valid_history
+from agent.models import OpenAICompatibleModel
+from gateway import AgentSpec, ConfigError, Gateway
+from gateway.cli import main
+from gateway.config import parse_config
+from tests.server.support import serve
+from toolkits import FunctionToolkit, calculator
+
+pytestmark = pytest.mark.anyio
+
+TOTAL = OutputSchema.from_json_schema(
+    {
+        "type": "object",
+        "properties": {"total": {"type": "number"}, "currency": {"type": "string"}},
+        "required": ["total"],
+        "additionalProperties": False,
+    }
+)
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def gateway_for(model: Any, output: OutputSchema = TOTAL, retries: int = 1) -> Gateway:
+    options = AgentOptions(output=output, output_retries=retries)
+    spec = AgentSpec(
+        name="shop",
+        model=model,
+        tools=["calculator"],
+        options=options,
+        memory=SessionMemory(InProcessStore()),
+    )
+    return Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+
+
+async def test_a_valid_final_result_call_is_the_runs_output() -> None:
+    model = ScriptedModel(
+        [call("calculator", expression="17 * 25"), call(FINAL_RESULT_TOOL, total=425)]
+    )
+    gateway = gateway_for(model)
+    result = await gateway.run("shop", "What do 17 shirts at 25 cost?", session_id="s")
+    assert result.error is None
+    assert result.structured == {"total": 425}
+    assert result.output == '{"total": 425}'
+    offered = [tool.name for tool in model.calls[0][1]]
+    assert offered == ["calculator", FINAL_RESULT_TOOL]
+    assert model.calls[0][1][1].input_schema == TOTAL.schema
+    memory = gateway.agents["shop"].memory
+    assert isinstance(memory, SessionMemory)
+    history = (await memory.load("s")).messages
+    assert is_valid_history(history)  # the final_result call is not left unanswered
+    assert history[-1].content == '{"total": 425}'
+
+
+async def test_an_invalid_answer_goes_back_with_its_errors_and_is_fixed() -> None:
+    model = ScriptedModel(
+        [
+            call(FINAL_RESULT_TOOL, total="many"),
+            "About 425 dollars.",
+            ScriptedAnswer(content='```json\n{"total": 425, "currency": "USD"}\n```'),
+        ]
+    )
+    result = await gateway_for(model, retries=2).run("shop", "What do 17 shirts at 25 cost?")
+    assert result.structured == {"total": 425, "currency": "USD"}
+    second = model.calls[1][0]
+    assert isinstance(second[-1], ToolMessage)
+    assert second[-1].content.startswith("Error: the answer does not fit the output schema: ")
+    assert "at total: 'many' is not of type 'number'" in second[-1].content
+    third = model.calls[2][0]
+    assert isinstance(third[-1], UserMessage)  # the text answer is corrected as the user
+    assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in third[-1].content
+    assert third[-2].content == "About 425 dollars."
+
+
+async def test_an_answer_still_invalid_past_the_retries_fails_its_item() -> None:
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, total="x"), call(FINAL_RESULT_TOOL, cost=1)])
+    result = await gateway_for(model, retries=1).run("shop", "How much?")
+    assert result.structured is None
+    assert result.error is not None
+    assert result.error.startswith("the answer did not fit the output schema after 1 retries: ")
+    assert "'total' is a required property" in result.error
+    assert len(model.calls) == 2
+
+
+class Basket(BaseModel):
+    items: list[str]
+    total: float
+
+
+async def test_a_pydantic_model_validates_and_shapes_the_answer() -> None:
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, items=["shirt"], total="425")])
+    result = await gateway_for(model, OutputSchema.from_model(Basket)).run("shop", "Basket?")
+    assert Basket.model_validate(result.structured) == Basket(items=["shirt"], total=425.0)
+    assert result.structured == {"items": ["shirt"], "total": 425.0}  # coerced by the model
+
+
+async def test_an_answer_that_is_not_an_object_is_wrapped_for_the_tool() -> None:
+    numbers = OutputSchema.from_json_schema({"type": "array", "items": {"type": "integer"}})
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, response=[1, 2, 3])])
+    result = await gateway_for(model, numbers).run("shop", "Three numbers?")
+    assert result.structured == [1, 2, 3]
+    tool = model.calls[0][1][-1]
+    assert tool.input_schema["required"] == ["response"]
+
+
+async def test_a_small_model_writing_its_final_result_as_text_is_understood() -> None:
+    # What a small model behind an OpenAI-compatible server answers: the call in `content`.
+    content = '{"name": "final_result", "arguments": {"total": 425}}'
+    body = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "model": "qwen2.5",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 12, "total_tokens": 62},
+    }
+    sent: list[Any] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        sent.append(json.loads(request.content))
+        return httpx.Response(200, json=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        model = OpenAICompatibleModel("http://127.0.0.1:8080/v1", "qwen2.5", http_client=client)
+        result = await gateway_for(model).run("shop", "How much?")
+    assert result.structured == {"total": 425}
+    assert FINAL_RESULT_TOOL in [t["function"]["name"] for t in sent[0]["tools"]]
+
+
+async def test_over_mcp_the_agent_declares_its_schema_and_returns_structured_content() -> None:
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, total=425)])
+    async with Client(serve(gateway_for(model))) as client:
+        listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+        result = await client.call_tool("shop", {"prompt": "How much?"})
+    schema = listed["shop"].output_schema
+    assert schema is not None
+    assert schema["properties"]["output"] == TOTAL.schema
+    assert not result.is_error
+    assert result.structured_content is not None
+    assert result.structured_content["output"] == {"total": 425}
+    assert result.content == [types.TextContent(text='{"total": 425}')]
+
+
+def test_config_takes_a_json_schema_and_refuses_a_broken_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps([{"tool_calls": [{"name": "final_result", "arguments": {"total": 3}}]}])
+    )
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[agents.shop]\nmodel = "scripted:{script}"\noutput_retries = 0\n'
+        '[agents.shop.output_schema]\ntype = "object"\nrequired = ["total"]\n'
+        '[agents.shop.output_schema.properties.total]\ntype = "integer"\n'
+    )
+    assert main(["run", "How much?", "--config", str(config)]) == 0
+    assert capsys.readouterr().out == '{"total": 3}\n'
+    with pytest.raises(ConfigError, match="not a valid JSON Schema"):
+        parse_config({"agents": {"a": {"output_schema": {"type": "nonsense"}}}})
