@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+# Imported here, at a shallow stack: its pytest plugin otherwise imports it while printing the
+# summary of a failing run, where Python 3.11.7's compiler can fail ("AST constructor recursion
+# depth mismatch") and hide the failures.
+import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
 
