@@ -25,7 +25,8 @@ from anyio.streams.text import TextReceiveStream
 REPO = Path(__file__).resolve().parents[1]
 READY = "agent-gateway: serving MCP on "
 """The line `agent-gateway serve --http` prints to stderr once it listens."""
-START_TIMEOUT = 60
+START_TIMEOUT = 180
+"""Seconds a server may take to start: a front of 50 servers on a loaded 2-core machine is slow."""
 
 
 class StartError(RuntimeError):

@@ -33,7 +33,7 @@ from bench._processes import REPO
 
 from .arms import ARMS, DIRECT, Arm
 from .report import as_json, headline, plot, summarize, tables
-from .run import listening_addresses, run_rounds
+from .run import RoundResults, listening_addresses, run_rounds
 from .sizes import FULL, QUICK
 from .venvs import VENVS, install, is_installed
 from .workloads import WORKLOADS, workloads
@@ -125,8 +125,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     listening: set[str] = set()
     started = time.perf_counter()
     options.out.mkdir(parents=True, exist_ok=True)
+
+    def save(done: list[RoundResults]) -> None:
+        """The rounds so far, in case the run is stopped before the end."""
+        partial = {**meta, "rounds_done": len(done)}
+        summary = summarize(arms, specs, rounds=done)
+        (options.out / "peers.json").write_text(as_json(partial, arms, specs, done, summary))
+
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as workdir:
-        results = anyio.run(run_rounds, arms, specs, sizes, rounds, Path(workdir), log, listening)
+        results = anyio.run(
+            run_rounds, arms, specs, sizes, rounds, Path(workdir), log, listening, save
+        )
+    meta["rounds_done"] = len(results)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_after"] = os.getloadavg()
     meta["listening"] = sorted(listening | listening_addresses())

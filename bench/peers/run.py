@@ -124,7 +124,9 @@ async def run_rounds(
     workdir: Path,
     log: Log,
     listening: set[str],
+    after_round: Callable[[list[RoundResults]], None] = lambda _results: None,
 ) -> list[RoundResults]:
+    """`after_round` gets the rounds so far after each one (a stopped run keeps them)."""
     results: list[RoundResults] = []
     on_stacks = [s for s in specs if s.scope in ("main", "nested")]
     cold = [s for s in specs if s.scope == "servers"]
@@ -146,6 +148,7 @@ async def run_rounds(
                 for arm in order:
                     outcomes[arm.name][spec.name] = await _measure(spec, arm, None, env, log)
         results.append(outcomes)
+        after_round(results)
     return results
 
 
