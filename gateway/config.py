@@ -81,12 +81,17 @@ class GatewaySettings(_Strict):
     """The environment variable holding the HTTP bearer tokens (comma-separated), so no secret
     is in the file. Required to serve HTTP on an address other than loopback."""
     allowed_hosts: list[str] = Field(default_factory=list[str])
-    """Host headers accepted over HTTP besides the bound address, e.g. `gw.example.com:*`
-    (DNS-rebinding protection)."""
+    """Host headers accepted over HTTP besides the bound address: `gw.example.com`,
+    `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection)."""
     allowed_origins: list[str] = Field(default_factory=list[str])
-    """Origin headers accepted over HTTP besides the bound address's own."""
+    """Origin headers accepted over HTTP besides the bound address's own, e.g.
+    `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """The largest HTTP request body accepted (413 beyond)."""
+    http_session_idle_timeout: float = Field(default=600, gt=0)
+    """Seconds a 2025-era HTTP session may stay idle (no request, no open stream)."""
+    http_max_sessions: int = Field(default=1000, ge=1)
+    """2025-era HTTP sessions open at once; the least recently active idle one closes first."""
     state_key_env: str | None = None
     """The environment variable holding the key (>= 32 bytes) that seals the state of
     multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the

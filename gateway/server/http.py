@@ -3,22 +3,28 @@
 - Bearer tokens: read from an environment variable named in config (`[gateway] tokens_env`,
   or `--token-env`), compared in constant time, never logged. Serving on an address other
   than loopback without a token is refused before anything binds.
-- DNS rebinding: `Host` and `Origin` must name the bound address (loopback names for
-  loopback) or an allowed one from config (the SDK's transport security settings).
-- Request bodies above `max_request_bytes` are refused with 413.
+- DNS rebinding: `Host` and `Origin` must name the bound address, host and port exactly
+  (loopback names for loopback), or match an allowed pattern from config (`host_check`).
+- Request bodies above `max_request_bytes` are refused with 413; a body that is not one
+  JSON-RPC message gets its JSON-RPC error (`envelope`).
+- 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
+  are open, the oldest idle one closed to make room (`http_sessions`).
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
+
+Layers of a request, outermost first: Host/Origin, bearer token, body size, envelope,
+session limits, the SDK's session manager.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import os
 import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from typing import Any
 
 import uvicorn
@@ -27,7 +33,7 @@ from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
 from mcp.server.auth.provider import AccessToken
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -36,15 +42,18 @@ from starlette.types import ASGIApp
 
 from ..config import GatewaySettings
 from ..errors import ConfigError, GatewayError
+from .envelope import EnvelopeCheck
+from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
+from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
 
 __all__ = [
     "MCP_PATH",
     "HttpOptions",
     "StaticTokens",
+    "allowed_hosts",
     "http_app",
     "http_options",
     "is_loopback",
-    "security_settings",
     "serve_http",
 ]
 
@@ -53,9 +62,6 @@ SHUTDOWN_GRACE = 5
 """Seconds open streams get to finish when the server stops."""
 
 log = logging.getLogger(__name__)
-
-_LOOPBACK_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]
-_LOOPBACK_ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +73,8 @@ class HttpOptions:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     max_request_bytes: int = 4 * 1024 * 1024
+    session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
+    max_sessions: int = DEFAULT_MAX_SESSIONS
 
     def __repr__(self) -> str:  # the tokens are secrets
         return f"HttpOptions(host={self.host!r}, port={self.port}, tokens={len(self.tokens)})"
@@ -90,7 +98,7 @@ def http_options(
             "(or pass --token-env VAR) and put the tokens, comma-separated, in that variable; "
             "or serve on 127.0.0.1"
         )
-    return HttpOptions(
+    options = HttpOptions(
         host=host,
         port=port,
         tokens=tokens,
@@ -98,16 +106,14 @@ def http_options(
         allowed_hosts=tuple(settings.allowed_hosts),
         allowed_origins=tuple(settings.allowed_origins),
         max_request_bytes=settings.max_request_bytes,
+        session_idle_timeout=settings.http_session_idle_timeout,
+        max_sessions=settings.http_max_sessions,
     )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+        AllowedHosts.build((), 0, options.allowed_hosts, options.allowed_origins)
+    except ValueError as exc:
+        raise ConfigError(f"[gateway] allowed_hosts/allowed_origins: {exc}") from exc
+    return options
 
 
 def _parse_address(address: str) -> tuple[str, int]:
@@ -147,50 +153,75 @@ class StaticTokens:
         return AccessToken(token=label, client_id=label, scopes=[])
 
 
-def security_settings(options: HttpOptions) -> TransportSecuritySettings:
-    """The DNS-rebinding checks for the bound address and the configured extras."""
-    hosts, origins = list(options.allowed_hosts), list(options.allowed_origins)
+def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
+    """The Host/Origin rules for the bound address and the configured patterns; None when
+    the checks are off (a wildcard bind with no `allowed_hosts`). ValueError on a bad pattern.
+    """
     host = options.host
+    names: tuple[str, ...] = (host,)
     if is_loopback(host):
-        hosts += _LOOPBACK_HOSTS
-        origins += _LOOPBACK_ORIGINS
+        names = LOOPBACK_NAMES
     elif host in ("0.0.0.0", "::", ""):
-        if not hosts:
+        if not options.allowed_hosts:
             # Any name may reach a wildcard bind; the bearer token is the protection then.
             log.warning("Host/Origin checks are off: set [gateway] allowed_hosts to turn them on")
-            return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    else:
-        name = f"[{host}]" if ":" in host else host
-        hosts.append(f"{name}:*")
-        origins += [f"http://{name}:*", f"https://{name}:*"]
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
-    )
+            return None
+        names = ()
+    return AllowedHosts.build(names, options.port, options.allowed_hosts, options.allowed_origins)
 
 
 def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
-    """The ASGI app serving `server` at `/mcp` (its lifespan runs the session manager)."""
+    """The ASGI app serving `server` at `/mcp` (its lifespan runs the session manager).
+
+    `options.port` is the bound port the Host check expects; 0 accepts any port.
+    `app.state.sessions` is the `SessionLimits` (None when stateless).
+    """
     manager = StreamableHTTPSessionManager(
         app=server,
         stateless=options.stateless,
-        security_settings=security_settings(options),
+        # Host/Origin are checked by `HostCheck`, exactly; the SDK's own check matches ports
+        # as prefixes. Its Content-Type check stays on.
+        security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
         max_request_body_size=options.max_request_bytes,
+        # `SessionLimits` closes idle sessions; the SDK's cap stays as a backstop.
+        session_idle_timeout=None,
+        max_sessions=options.max_sessions,
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    sessions = None
+    if not options.stateless:
+        sessions = SessionLimits(
+            endpoint, max_sessions=options.max_sessions, idle_timeout=options.session_idle_timeout
+        )
+        endpoint = sessions
+    endpoint = RequestBodyLimitMiddleware(EnvelopeCheck(endpoint), options.max_request_bytes)
     middleware: list[Middleware] = []
+    allowed = allowed_hosts(options)
+    if allowed is not None:
+        middleware.append(Middleware(HostCheck, allowed=allowed))
     if options.tokens:
         endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
-        middleware = [
+        middleware += [
             Middleware(
                 AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokens(options.tokens))
             ),
             Middleware(AuthContextMiddleware),
         ]
-    return Starlette(
-        routes=[Route(MCP_PATH, endpoint=endpoint)],
-        middleware=middleware,
-        lifespan=lambda _app: manager.run(),
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
+        async with manager.run():
+            if sessions is None:
+                yield
+            else:
+                async with sessions.running():
+                    yield
+
+    app = Starlette(
+        routes=[Route(MCP_PATH, endpoint=endpoint)], middleware=middleware, lifespan=lifespan
     )
+    app.state.sessions = sessions
+    return app
 
 
 async def serve_http(
@@ -213,7 +244,7 @@ async def serve_http(
     port = sock.getsockname()[1]
     name = f"[{options.host}]" if ":" in options.host else options.host
     config = uvicorn.Config(
-        http_app(server, options),
+        http_app(server, replace(options, port=port)),
         log_config=None,  # keep the process's logging; uvicorn would install its own
         log_level=logging.getLogger().getEffectiveLevel(),
         access_log=False,

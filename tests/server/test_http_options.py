@@ -7,7 +7,7 @@ import pytest
 from gateway import ConfigError
 from gateway.config import GatewaySettings
 from gateway.server import http_options
-from gateway.server.http import StaticTokens, security_settings
+from gateway.server.http import StaticTokens, allowed_hosts
 
 pytestmark = pytest.mark.anyio
 
@@ -49,20 +49,35 @@ async def test_static_tokens_match_exactly() -> None:
     assert await verifier.verify_token("") is None
 
 
-def test_host_and_origin_lists_follow_the_bound_address(monkeypatch: pytest.MonkeyPatch) -> None:
-    loopback = security_settings(http_options("127.0.0.1:8000", GatewaySettings()))
-    assert loopback.enable_dns_rebinding_protection
-    assert "localhost:*" in loopback.allowed_hosts
-    assert "http://127.0.0.1:*" in loopback.allowed_origins
+def test_host_and_origin_rules_follow_the_bound_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    loopback = allowed_hosts(http_options("127.0.0.1:8000", GatewaySettings()))
+    assert loopback is not None
+    assert loopback.allows_host("localhost:8000")
+    assert loopback.allows_host("[::1]:8000")
+    assert not loopback.allows_host("localhost:8001")
+    assert loopback.allows_origin("http://127.0.0.1:8000")
+    assert not loopback.allows_origin("http://127.0.0.1:6274")
     monkeypatch.setenv("GW_TOKENS", "t")
     settings = GatewaySettings(tokens_env="GW_TOKENS", allowed_hosts=["gw.example.com:*"])
-    public = security_settings(http_options("10.1.2.3:8000", settings))
-    assert public.allowed_hosts == ["gw.example.com:*", "10.1.2.3:*"]
-    assert "https://10.1.2.3:*" in public.allowed_origins
-    wildcard = security_settings(
-        http_options("0.0.0.0:8000", GatewaySettings(tokens_env="GW_TOKENS"))
-    )
-    assert not wildcard.enable_dns_rebinding_protection
-    named = security_settings(http_options("0.0.0.0:8000", settings))
-    assert named.enable_dns_rebinding_protection
-    assert named.allowed_hosts == ["gw.example.com:*"]
+    public = allowed_hosts(http_options("10.1.2.3:8000", settings))
+    assert public is not None
+    assert public.allows_host("gw.example.com:443")
+    assert public.allows_host("gw.example.com")
+    assert public.allows_host("10.1.2.3:8000")
+    assert not public.allows_host("127.0.0.1:8000")
+    assert public.allows_origin("https://10.1.2.3:8000")
+    wildcard = allowed_hosts(http_options("0.0.0.0:8000", GatewaySettings(tokens_env="GW_TOKENS")))
+    assert wildcard is None
+    named = allowed_hosts(http_options("0.0.0.0:8000", settings))
+    assert named is not None
+    assert named.allows_host("gw.example.com:8000")
+    assert not named.allows_host("0.0.0.0:8000")
+
+
+def test_a_host_pattern_that_does_not_parse_is_a_config_error() -> None:
+    settings = GatewaySettings(allowed_hosts=["gw.example.com:port"])
+    with pytest.raises(ConfigError, match=r"'gw\.example\.com:port' is not HOST, HOST:PORT"):
+        http_options("127.0.0.1:8000", settings)
+    settings = GatewaySettings(allowed_origins=["gw.example.com"])
+    with pytest.raises(ConfigError, match=r"is not http\(s\)://HOST"):
+        http_options("127.0.0.1:8000", settings)

@@ -1,0 +1,159 @@
+"""The JSON-RPC envelope of every message a client sends, checked before the SDK sees it.
+
+Both transports answer a message that is not JSON-RPC with a short error and nothing of the
+input but its id: `-32700 Parse error` for bytes that are not UTF-8 JSON, `-32600 Invalid
+Request` for JSON that is not one JSON-RPC 2.0 message (a batch, a bool or float id, a method
+that is not a string, ...). The id is echoed only when it is a valid one, as JSON-RPC asks;
+otherwise it is null. Without this the SDK (mcp 2.3.0) answers 2025-era HTTP requests with a
+pydantic dump of the input, treats a request with a bool/float/array id as a notification
+(202 and no answer ever), and drops bad stdio lines in silence.
+
+check_message(data)  -> the typed message, or a `Refusal` saying why not
+EnvelopeCheck(app)   -> ASGI wrapper answering refused HTTP POST bodies with 400
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, NoReturn, cast
+
+import mcp_types as types
+from pydantic import ValidationError
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["EnvelopeCheck", "Refusal", "check_message"]
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a message is not JSON-RPC: the error to answer it with."""
+
+    code: int
+    message: str
+    id: types.RequestId | None = None
+
+    def error(self) -> types.JSONRPCError:
+        data = types.ErrorData(code=self.code, message=self.message)
+        return types.JSONRPCError(jsonrpc="2.0", id=self.id, error=data)
+
+    def body(self) -> bytes:
+        error = {"code": self.code, "message": self.message}
+        body = {"jsonrpc": "2.0", "id": self.id, "error": error}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _no_constants(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
+    """One JSON-RPC 2.0 message as MCP uses it (params and results are objects), or why not."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Refusal(types.PARSE_ERROR, "Parse error: not UTF-8")
+    try:
+        # NaN and Infinity are Python's, not JSON's. Too many digits is a ValueError, deep
+        # nesting a RecursionError.
+        decoded: Any = json.loads(text, parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        return Refusal(types.PARSE_ERROR, "Parse error: not valid JSON")
+    if isinstance(decoded, list):
+        return _invalid("batches are not supported")
+    if not isinstance(decoded, dict):
+        return _invalid("expected a JSON-RPC object")
+    message = cast(dict[str, Any], decoded)
+    request_id = message.get("id")
+    valid_id = _is_id(request_id)
+    if "id" in message and not valid_id and not (request_id is None and "error" in message):
+        return _invalid("id must be a string or an integer")
+    echo = cast(types.RequestId, request_id) if valid_id else None
+    why = _envelope_fault(message)
+    if why is not None:
+        return _invalid(why, echo)
+    try:
+        return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
+    except ValidationError:  # whatever the SDK's models add; their dump would echo the input
+        return _invalid("not a JSON-RPC request, notification or response", echo)
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _invalid(why: str, request_id: types.RequestId | None = None) -> Refusal:
+    return Refusal(types.INVALID_REQUEST, f"Invalid Request: {why}", request_id)
+
+
+def _envelope_fault(message: dict[str, Any]) -> str | None:
+    if message.get("jsonrpc") != "2.0":
+        return 'jsonrpc must be "2.0"'
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            return "method must be a string"
+        if "params" in message and not isinstance(message["params"], dict):
+            return "params must be an object"
+        if "result" in message or "error" in message:
+            return "a request has no result or error"
+        return None
+    if "id" not in message:
+        return "expected a method, or an id with a result or an error"
+    if ("result" in message) == ("error" in message):
+        return "a response has either a result or an error"
+    if "result" in message and not isinstance(message["result"], dict):
+        return "result must be an object"
+    if "error" in message:
+        error = message["error"]
+        if not isinstance(error, dict):
+            return "error must be an object"
+        fields = cast(dict[str, Any], error)
+        code = fields.get("code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            return "error.code must be an integer"
+        if not isinstance(fields.get("message"), str):
+            return "error.message must be a string"
+    return None
+
+
+class EnvelopeCheck:
+    """ASGI wrapper: a POST body that is not one JSON-RPC message gets a 400 with its error.
+
+    Everything else reaches `app` as it came, the body replayed unchanged. Bound the body's
+    size outside this wrapper: it reads the whole body.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        received: deque[Message] = deque()
+        body = bytearray()
+        while True:
+            message = await receive()
+            received.append(message)
+            if message["type"] != "http.request":
+                break  # the client went away: let the app see that
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                checked = check_message(bytes(body))
+                if isinstance(checked, Refusal):
+                    await _answer(send, checked)
+                    return
+                break
+
+        async def replay() -> Message:
+            return received.popleft() if received else await receive()
+
+        await self.app(scope, replay, send)
+
+
+async def _answer(send: Send, refusal: Refusal) -> None:
+    body = refusal.body()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

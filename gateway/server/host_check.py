@@ -1,0 +1,150 @@
+"""DNS-rebinding protection: `Host` and `Origin` must name this server, host and port exactly.
+
+A header is parsed (`host[:port]`, `scheme://host[:port]`) and compared part by part, never
+as a prefix: `127.0.0.1:8000@evil.com` and `http://127.0.0.1:1.evil.com` are not loopback.
+The bound address allows its own host and port (all loopback names for a loopback bind);
+config adds patterns: `HOST`, `HOST:PORT`, `HOST:*` (any port, or none) for hosts, and the
+same after `http://` or `https://` for origins. A missing `Origin` is fine (not a browser);
+a missing or repeated `Host` is not.
+
+AllowedHosts.build(names, port, hosts, origins)  -> the rules (ValueError on a bad pattern)
+HostCheck(app, allowed)                          -> ASGI: 421 for a Host, 403 for an Origin
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from starlette.responses import PlainTextResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["LOOPBACK_NAMES", "AllowedHosts", "HostCheck", "is_loopback"]
+
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+AnyPort = Literal["*"]
+_NAME = r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
+_HOST = re.compile(rf"(?P<host>{_NAME})(?::(?P<port>[0-9]{{1,5}}|\*))?")
+_ORIGIN = re.compile(rf"(?P<scheme>https?)://(?P<host>{_NAME})(?::(?P<port>[0-9]{{1,5}}|\*))?")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """A parsed host and port; `port` None is no port given, "*" (patterns only) any."""
+
+    host: str
+    port: int | AnyPort | None
+    scheme: str = ""
+
+    def allows(self, given: _Place) -> bool:
+        return (
+            self.scheme == given.scheme
+            and self.host == given.host
+            and (self.port == "*" or self.port == given.port)
+        )
+
+
+def _parse(pattern: re.Pattern[str], text: str, *, wildcard: bool) -> _Place | None:
+    found = pattern.fullmatch(text)
+    if found is None:
+        return None
+    host = found["host"].lower()
+    if host.startswith("["):
+        host = host[1:-1]
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return None
+    port: int | AnyPort | None = None
+    if found["port"] == "*":
+        if not wildcard:
+            return None
+        port = "*"
+    elif found["port"] is not None:
+        port = int(found["port"])
+        if port > 65535:
+            return None
+    scheme = found.groupdict().get("scheme") or ""
+    return _Place(host, port, scheme.lower())
+
+
+@dataclass(frozen=True, slots=True)
+class AllowedHosts:
+    hosts: tuple[_Place, ...]
+    origins: tuple[_Place, ...]
+
+    @classmethod
+    def build(
+        cls,
+        names: tuple[str, ...],
+        port: int,
+        hosts: tuple[str, ...] = (),
+        origins: tuple[str, ...] = (),
+    ) -> AllowedHosts:
+        """The server's own `names` on `port` (0: not known here, so any port) and the
+        patterns `hosts`/`origins`. Raises `ValueError` naming a pattern that does not parse."""
+        names = tuple(name.lower() for name in names)
+        own: int | AnyPort = port or "*"
+        allowed_hosts = [_Place(name, own) for name in names]
+        allowed_origins = [_Place(name, own, scheme) for name in names for scheme in _SCHEMES]
+        if own == 80:  # a client leaves out the scheme's default port
+            allowed_hosts += [_Place(name, None) for name in names]
+            allowed_origins += [_Place(name, None, "http") for name in names]
+        for text in hosts:
+            allowed_hosts.append(_pattern(_HOST, text, "HOST, HOST:PORT or HOST:*"))
+        for text in origins:
+            allowed_origins.append(_pattern(_ORIGIN, text, "http(s)://HOST[:PORT or :*]"))
+        return cls(tuple(allowed_hosts), tuple(allowed_origins))
+
+    def allows_host(self, header: str) -> bool:
+        given = _parse(_HOST, header, wildcard=False)
+        return given is not None and any(rule.allows(given) for rule in self.hosts)
+
+    def allows_origin(self, header: str) -> bool:
+        given = _parse(_ORIGIN, header, wildcard=False)
+        return given is not None and any(rule.allows(given) for rule in self.origins)
+
+
+_SCHEMES = ("http", "https")
+
+
+def _pattern(pattern: re.Pattern[str], text: str, shape: str) -> _Place:
+    place = _parse(pattern, text.strip(), wildcard=True)
+    if place is None:
+        raise ValueError(f"{text!r} is not {shape}")
+    return place
+
+
+class HostCheck:
+    """ASGI middleware refusing requests whose `Host` (421) or `Origin` (403) is not allowed."""
+
+    def __init__(self, app: ASGIApp, allowed: AllowedHosts) -> None:
+        self.app = app
+        self.allowed = allowed
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers: list[tuple[bytes, bytes]] = scope["headers"]
+            hosts = [v.decode("latin-1") for k, v in headers if k == b"host"]
+            origins = [v.decode("latin-1") for k, v in headers if k == b"origin"]
+            if len(hosts) != 1 or not self.allowed.allows_host(hosts[0]):
+                response = PlainTextResponse("Invalid Host header", status_code=421)
+                await response(scope, receive, send)
+                return
+            if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):
+                response = PlainTextResponse("Invalid Origin header", status_code=403)
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)

@@ -1,0 +1,276 @@
+"""2025-era HTTP sessions, bounded: an idle timeout and a cap, the oldest idle evicted first.
+
+Each `initialize` over HTTP opens a session the SDK keeps (~30 KB each) until the client
+deletes it; a client that just goes away leaves it behind. `SessionLimits` wraps the SDK's
+endpoint and tracks each session's requests in flight (an open GET stream is one) and when
+the last one ended. A session idle for `idle_timeout` is closed; opening one more than
+`max_sessions` closes the least recently active idle session first, and when every session
+is busy the new one is refused with 503. A closed session answers 404, which tells its
+client to initialize again (the spec's rule).
+
+Closing is the DELETE the client never sent, made to the SDK's endpoint as the session's
+owner: the one way the SDK (mcp 2.3.0) offers to end a session from outside. The owner is
+compared as the SDK compares it (`authorization_context`), so a request with another
+credential's session id is left to the SDK to refuse and never counts for the session.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import OrderedDict
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    authorization_context,
+)
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
+
+DEFAULT_IDLE_TIMEOUT = 600.0
+"""Ten minutes: longer than any pause between a person's prompts that keeps the client's
+session, short enough that abandoned ones go in minutes, not the SDK's half hour. A client
+that was closed re-initializes in one round trip."""
+DEFAULT_MAX_SESSIONS = 1000
+"""About 30 MB of sessions at most; far above the clients one gateway serves, far below what
+hurts a small host."""
+
+_SESSION_ID = b"mcp-session-id"
+_VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Session:
+    owner: AuthorizationContext | None
+    user: Any
+    """The opening request's `scope["user"]`, for the DELETE made in its name."""
+    last_active: float
+    in_flight: int = 1
+    idle: anyio.Event = field(default_factory=anyio.Event)
+    """Set while no request is in flight."""
+    closed: anyio.Event = field(default_factory=anyio.Event)
+
+
+class SessionLimits:
+    """ASGI wrapper around the SDK's stateful endpoint; `running()` runs its idle timer."""
+
+    def __init__(self, app: ASGIApp, *, max_sessions: int, idle_timeout: float) -> None:
+        self.app = app
+        self.max_sessions = max_sessions
+        self.idle_timeout = idle_timeout
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        """Open sessions, the least recently active first."""
+        self._opening = 0
+        self._lock = anyio.Lock()
+        self._wake = anyio.Event()
+        self._timer_waits = False
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    async def wait_idle(self, session_id: str) -> None:
+        """Return once the session has no request in flight (at once if it is not open)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            await session.idle.wait()
+
+    async def wait_closed(self, session_id: str) -> None:
+        """Return once the session is closed (at once if it is not open)."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            await session.closed.wait()
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[None]:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._close_idle_sessions)
+            yield
+            tg.cancel_scope.cancel()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        session_id = next((v.decode("latin-1") for k, v in headers if k == _SESSION_ID), None)
+        if session_id is not None:
+            await self._serve_in_session(session_id, scope, receive, send)
+        elif scope["method"] == "POST" and _handshake_era(headers):
+            await self._serve_opening(scope, receive, send)
+        else:  # a 2026-07-28 request, or one the SDK refuses for want of a session id
+            await self.app(scope, receive, send)
+
+    async def _serve_in_session(
+        self, session_id: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        session = self._sessions.get(session_id)
+        if session is None or session.owner != _owner(scope):
+            await self.app(scope, receive, send)
+            return
+        if not session.in_flight:
+            session.idle = anyio.Event()
+        session.in_flight += 1
+        statuses: list[int] = []
+
+        async def watch(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                statuses.append(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            self._request_ended(session_id, session)
+        status = statuses[0] if statuses else 0
+        gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
+        if gone and self._sessions.get(session_id) is session:
+            self._forget(session_id)
+
+    async def _serve_opening(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async with self._lock:
+            room = await self._make_room()
+            if room:
+                self._opening += 1
+        if not room:
+            log.warning("refused a new HTTP session: %d sessions, all busy", len(self))
+            busy = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
+            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": busy}, 503)
+            await response(scope, receive, send)
+            return
+        opened: tuple[str, _Session] | None = None
+
+        async def watch(message: Message) -> None:
+            nonlocal opened
+            if message["type"] == "http.response.start" and opened is None:
+                found = _session_id(message) if message["status"] < 400 else None
+                if found is not None:
+                    user = scope.get("user")
+                    session = _Session(_owner(scope), user, anyio.current_time())
+                    self._sessions[found] = session
+                    self._opening -= 1
+                    opened = found, session
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            if opened is None:
+                self._opening -= 1
+            else:
+                self._request_ended(*opened)
+
+    def _request_ended(self, session_id: str, session: _Session) -> None:
+        session.in_flight -= 1
+        if session.in_flight or self._sessions.get(session_id) is not session:
+            return
+        session.last_active = anyio.current_time()
+        session.idle.set()
+        self._sessions.move_to_end(session_id)
+        if self._timer_waits:
+            self._wake.set()
+
+    async def _make_room(self) -> bool:
+        """Close expired sessions, then the least recently active idle ones while full.
+        False when every session is busy."""
+        await self._close_expired()
+        while len(self._sessions) + self._opening >= self.max_sessions:
+            oldest = next((sid for sid, s in self._sessions.items() if not s.in_flight), None)
+            if oldest is None:
+                return False
+            log.info("closing HTTP session %s: %d sessions open", oldest[:8], len(self))
+            await self._close(oldest)
+        return True
+
+    async def _close_idle_sessions(self) -> None:
+        while True:
+            idle = self._oldest_idle()
+            self._wake = anyio.Event()
+            self._timer_waits = idle is None
+            delay = math.inf if idle is None else idle.last_active + self.idle_timeout
+            with anyio.move_on_after(delay - anyio.current_time()):
+                await self._wake.wait()
+            async with self._lock:
+                await self._close_expired()
+
+    def _oldest_idle(self) -> _Session | None:
+        return next((s for s in self._sessions.values() if not s.in_flight), None)
+
+    async def _close_expired(self) -> None:
+        now = anyio.current_time()
+        for session_id, session in list(self._sessions.items()):
+            if session.in_flight:
+                continue
+            if session.last_active + self.idle_timeout > now:
+                break  # the rest were active later
+            log.info("closing HTTP session %s: idle for %.0f s", session_id[:8], self.idle_timeout)
+            await self._close(session_id)
+
+    async def _close(self, session_id: str) -> None:
+        session = self._forget(session_id)
+        scope: Scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "DELETE",
+            "scheme": "http",
+            "path": "/",
+            "raw_path": b"/",
+            "root_path": "",
+            "query_string": b"",
+            "headers": [(_SESSION_ID, session_id.encode())],
+            "client": None,
+            "server": None,
+            "user": session.user,
+        }
+        sent_body = False
+
+        async def receive() -> Message:
+            nonlocal sent_body
+            if sent_body:
+                return {"type": "http.disconnect"}
+            sent_body = True
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def discard(message: Message) -> None:
+            pass
+
+        try:
+            await self.app(scope, receive, discard)
+        except Exception:  # the session is forgotten either way; the caller goes on
+            log.exception("closing HTTP session %s failed", session_id[:8])
+
+    def _forget(self, session_id: str) -> _Session:
+        session = self._sessions.pop(session_id)
+        session.closed.set()
+        session.idle.set()
+        return session
+
+
+def _handshake_era(headers: list[tuple[bytes, bytes]]) -> bool:
+    """Whether the SDK serves this request on its session path: a handshake-era version
+    header, or none (mcp 2.3.0 routes by the header alone)."""
+    version = next((v.decode("latin-1") for k, v in headers if k == _VERSION), None)
+    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _owner(scope: Scope) -> AuthorizationContext | None:
+    user = scope.get("user")
+    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+
+
+def _session_id(message: Message) -> str | None:
+    headers: list[tuple[bytes, bytes]] = message.get("headers", [])
+    return next((v.decode("latin-1") for k, v in headers if k.lower() == _SESSION_ID), None)

@@ -1,0 +1,145 @@
+"""2025-era HTTP sessions are bounded: an idle timeout, and a cap that closes the least
+recently active idle session first. A closed session answers 404 (the spec's "start again")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from anyio.abc import TaskGroup
+
+from gateway.server import HttpOptions, http_app
+from gateway.server.http_sessions import SessionLimits
+from tests.server.support import calculator_gateway, serve
+from tests.servers.asgi import serve_on_loopback
+from toolkits import FunctionToolkit, function_tool
+
+from .wire import LEGACY, HttpWire, calculate, calculated, initialize
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+class Hold:
+    """A local tool that answers once the test releases it."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.release = anyio.Event()
+
+        async def hold() -> str:
+            """Wait for the test."""
+            self.started.set()
+            await self.release.wait()
+            return "released"
+
+        self.node = FunctionToolkit("hold", [function_tool(hold)])
+
+    async def occupy(self, wire: HttpWire, tg: TaskGroup) -> list[int]:
+        """Call `hold` in `wire`'s session; returns once it runs. The list gets its status."""
+        params: dict[str, Any] = {"name": "hold", "arguments": {}}
+        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}
+        statuses: list[int] = []
+
+        async def post() -> None:
+            statuses.append((await wire.post(json.dumps(call).encode())).status)
+
+        tg.start_soon(post)
+        await self.started.wait()
+        return statuses
+
+
+@dataclass
+class Gateway:
+    url: str
+    http: httpx2.AsyncClient
+    sessions: SessionLimits
+
+    async def open(self) -> HttpWire:
+        wire = HttpWire(self.http, self.url, LEGACY)
+        await wire.open()
+        assert wire.session_id is not None
+        return wire
+
+    async def status(self, wire: HttpWire) -> int:
+        """The status of a calculator call in the session (404 once it is closed)."""
+        answer = await wire.post(json.dumps(calculate(1, LEGACY)).encode())
+        if answer.status == 200:
+            assert calculated(answer.reply) == "42"
+        return answer.status
+
+
+@asynccontextmanager
+async def gateway(
+    hold: Hold, *, max_sessions: int = 1000, idle_timeout: float = 600
+) -> AsyncGenerator[Gateway]:
+    server = serve(calculator_gateway(nodes=[hold.node]), expose_tools=True)
+    options = HttpOptions(
+        "127.0.0.1", 0, max_sessions=max_sessions, session_idle_timeout=idle_timeout
+    )
+    app = http_app(server, options)
+    sessions = app.state.sessions
+    assert isinstance(sessions, SessionLimits)
+    async with serve_on_loopback(app) as base, httpx2.AsyncClient(timeout=10) as http:
+        yield Gateway(f"{base}/mcp", http, sessions)
+
+
+async def test_a_full_gateway_closes_the_least_recently_active_idle_session() -> None:
+    async with gateway(Hold(), max_sessions=3) as gw:
+        with anyio.fail_after(30):
+            a, b, c = [await gw.open() for _ in range(3)]
+            assert await gw.status(a) == 200  # a is now the most recently active
+            d = await gw.open()
+            e = await gw.open()
+            assert len(gw.sessions) == 3
+            assert [await gw.status(w) for w in (a, b, c, d, e)] == [200, 404, 404, 200, 200]
+            more = [await gw.open() for _ in range(20)]
+            assert len(gw.sessions) == 3
+            assert [await gw.status(w) for w in more[-3:]] == [200, 200, 200]
+            assert await gw.status(a) == 404
+
+
+async def test_a_busy_session_is_never_closed_to_make_room() -> None:
+    hold = Hold()
+    async with gateway(hold, max_sessions=1) as gw, anyio.create_task_group() as tg:
+        with anyio.fail_after(30):
+            busy = await gw.open()
+            answers = await hold.occupy(busy, tg)
+            refused = await gw.http.post(
+                gw.url,
+                content=json.dumps(initialize()),
+                headers={
+                    "Accept": "application/json, text/event-stream",
+                    "Content-Type": "application/json",
+                },
+            )
+            assert refused.status_code == 503
+            assert refused.json()["error"]["message"] == "Too many open sessions"
+            hold.release.set()
+            await gw.sessions.wait_idle(busy.session_id or "")
+            newer = await gw.open()
+            assert answers == [200]
+            assert [await gw.status(newer), await gw.status(busy)] == [200, 404]
+
+
+async def test_idle_sessions_close_after_the_timeout_and_busy_ones_wait() -> None:
+    hold = Hold()
+    async with gateway(hold, idle_timeout=1.5) as gw, anyio.create_task_group() as tg:
+        with anyio.fail_after(30):
+            busy = await gw.open()
+            await hold.occupy(busy, tg)
+            idle = await gw.open()
+            await gw.sessions.wait_closed(idle.session_id or "")
+            # Open longer than `idle`, but busy all along.
+            assert len(gw.sessions) == 1
+            assert await gw.status(idle) == 404
+            hold.release.set()
+            # The countdown starts when the last request ends.
+            await gw.sessions.wait_closed(busy.session_id or "")
+            assert len(gw.sessions) == 0
+            assert await gw.status(busy) == 404
