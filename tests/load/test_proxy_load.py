@@ -47,6 +47,9 @@ class Load:
     calls_after_warmup: int = 0
     warmed_up: int = 0
     errors: list[str] = field(default_factory=list[str])
+    rss_kib: list[int] = field(default_factory=list[int])
+    """The gateway's RSS after warm-up and at the end."""
+    elapsed: float = 0.0
 
     async def client(self, url: str, number: int) -> None:
         mode = "legacy" if number % 2 else "auto"
@@ -96,11 +99,15 @@ async def test_fifty_clients_through_proxy_mode_get_every_answer_and_rss_holds(
             tg.start_soon(load.client, served.url, number)
         with anyio.fail_after(60):
             await load.warm.wait()
-        warm_rss, started = rss_kib(pid), anyio.current_time()
+        load.rss_kib.append(rss_kib(pid))
+        started = anyio.current_time()
         load.deadline = started + SECONDS
         with anyio.fail_after(SECONDS + 60):
             await load.over.wait()
-        end_rss, elapsed = rss_kib(pid), anyio.current_time() - started
+        load.rss_kib.append(rss_kib(pid))
+        load.elapsed = anyio.current_time() - started
+    warm_rss, end_rss = load.rss_kib
+    elapsed = load.elapsed
     rate = load.calls_after_warmup / elapsed
     print(
         f"\n{CLIENTS} clients, {elapsed:.1f} s after warm-up: {load.calls_after_warmup} calls "
