@@ -1,6 +1,6 @@
 """2025-era HTTP sessions, bounded: an idle timeout and a cap, the oldest idle evicted first.
 
-Each `initialize` over HTTP opens a session the SDK keeps (~30 KB each) until the client
+Each `initialize` over HTTP opens a session the SDK keeps (~36 KB each) until the client
 deletes it; a client that just goes away leaves it behind. `SessionLimits` wraps the SDK's
 endpoint and tracks each session's requests in flight (an open GET stream is one) and when
 the last one ended. A session idle for `idle_timeout` is closed; opening one more than
@@ -43,8 +43,8 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 session, short enough that abandoned ones go in minutes, not the SDK's half hour. A client
 that was closed re-initializes in one round trip."""
 DEFAULT_MAX_SESSIONS = 1000
-"""About 30 MB of sessions at most; far above the clients one gateway serves, far below what
-hurts a small host."""
+"""About 40 MB of sessions at most (2,000 abandoned sessions added 72 MB uncapped); far above
+the clients one gateway serves, far below what hurts a small host."""
 
 _SESSION_ID = b"mcp-session-id"
 _VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()

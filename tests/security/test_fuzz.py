@@ -158,6 +158,7 @@ async def finish(target: Target, returncode: int | None) -> None:
     assert total >= EXAMPLES * PER_EXAMPLE[0]
 
 
+@pytest.mark.timeout(EXAMPLES * 3 + 60)  # ~0.5 s an example on an idle machine
 @settings(
     max_examples=EXAMPLES,
     deadline=None,
