@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp_types as types
+from anyio.abc import TaskGroup
 from mcp.server.auth.middleware.bearer_auth import (
     AuthenticatedUser,
     AuthorizationContext,
@@ -35,6 +35,8 @@ from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolkits import in_background
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
 
@@ -93,12 +95,9 @@ class SessionLimits:
         if session is not None:
             await session.closed.wait()
 
-    @asynccontextmanager
-    async def running(self) -> AsyncGenerator[None]:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(self._close_idle_sessions)
-            yield
-            tg.cancel_scope.cancel()
+    def running(self) -> AbstractAsyncContextManager[TaskGroup]:
+        """Closes idle sessions while the block runs."""
+        return in_background(self._close_idle_sessions, wait_started=False)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
