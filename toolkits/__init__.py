@@ -3,7 +3,14 @@
 from .background import in_background
 from .base import ROUTING_KEY, ProgressCallback, Tool, Toolkit, error_result, split_routed_input
 from .calculator import calculator
-from .errors import ConnectionLost, ServerUnavailable, ToolkitError, ToolTimeout, UnknownTool
+from .errors import (
+    ConnectionLost,
+    NotOffered,
+    ServerUnavailable,
+    ToolkitError,
+    ToolTimeout,
+    UnknownTool,
+)
 from .function import FunctionTool, FunctionToolkit, function_tool
 from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, NodeHealth, load_mcp_servers
 from .observation import result_data, result_text
@@ -17,6 +24,7 @@ __all__ = [
     "McpToolkit",
     "McpToolkitGroup",
     "NodeHealth",
+    "NotOffered",
     "ProgressCallback",
     "ServerUnavailable",
     "Tool",

@@ -3,6 +3,7 @@
     ToolkitError                   base: a node could not serve a call
     ├── ConfigError                a server's configuration cannot be used (bad file, unset env var)
     ├── UnknownTool                the node offers no tool under that name
+    ├── NotOffered                 the node's server does not offer that (e.g. resource subscriptions)
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
     │   └── ConnectionLost         the server went away while the call was in flight
     └── ToolTimeout                no result within the timeout (or the absolute cap)
@@ -18,6 +19,7 @@ from __future__ import annotations
 __all__ = [
     "ConfigError",
     "ConnectionLost",
+    "NotOffered",
     "ServerUnavailable",
     "ToolTimeout",
     "ToolkitError",
@@ -35,6 +37,14 @@ class ConfigError(ToolkitError):
 
 class UnknownTool(ToolkitError):
     """The node offers no tool under that name (the message names both)."""
+
+
+class NotOffered(ToolkitError):
+    """The node's server does not offer what was asked of it (the message says what)."""
+
+    def __init__(self, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.node = node
 
 
 class ServerUnavailable(ToolkitError):

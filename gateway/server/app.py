@@ -4,7 +4,8 @@ Sources are small objects that list MCP tools and answer calls to them: the agen
 (`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). With MCP nodes
 exposed, the server also serves their resources, templates, prompts and completions
 (`resources`, `prompts`), relays their servers' requests to its client during proxied calls
-(`upstream`, `parked`) and their list changes to every client (`relay`); each serving run owns
+(`upstream`, `parked`), their list changes to every client (`relay`) and their resource
+updates to the clients that subscribed (`subscriptions`); each serving run owns
 what that takes (`serving`). The server answers both protocol eras; transports (stdio, HTTP)
 only carry it.
 """
@@ -21,7 +22,6 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
-from mcp.shared.exceptions import MCPError
 
 from toolkits import error_result
 from toolkits.mcp import McpToolkit
@@ -34,7 +34,8 @@ from .prompts import ProxiedPrompts, completions
 from .proxy import ProxiedTools, exposed_nodes
 from .resources import ProxiedResources
 from .rounds import state_boundary
-from .serving import lifespan_for, register_connections, serving
+from .serving import lifespan_for, register_connections
+from .subscriptions import ResourceSubscribers
 
 __all__ = [
     "SERVER_NAME",
@@ -133,13 +134,39 @@ class ToolRouter:
 
 
 class _GatewayServer(Server[Any]):
-    """The SDK's server, announcing the list changes it relays to handshake-era clients too.
+    """The SDK's server, announcing the list changes it relays to handshake-era clients too,
+    and resource subscriptions only when an exposed node's server offers them (as its nodes
+    are connected when a client connects or discovers).
 
     Transports build the handshake's options with `create_initialization_options()` and no
     arguments, so the `listChanged` flags are defaulted here.
     """
 
     announces = NotificationOptions()
+
+    def follows_resources(self) -> bool:
+        """Whether `resources.subscribe` is announced: an exposed node's server offers it."""
+        return False
+
+    def get_capabilities(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+        *,
+        protocol_version: str | None = None,
+    ) -> types.ServerCapabilities:
+        capabilities = super().get_capabilities(
+            notification_options,
+            experimental_capabilities,
+            extensions,
+            protocol_version=protocol_version,
+        )
+        resources = capabilities.resources
+        if resources is None:
+            return capabilities
+        subscribe = resources.model_copy(update={"subscribe": self.follows_resources()})
+        return capabilities.model_copy(update={"resources": subscribe})
 
     def create_initialization_options(
         self,
@@ -200,21 +227,15 @@ def _serve_mcp_nodes(server: _GatewayServer, nodes: list[McpToolkit]) -> None:
     add("prompts/list", types.PaginatedRequestParams, prompts.list_prompts)
     add("prompts/get", types.GetPromptRequestParams, prompts.get_prompt)
     add("completion/complete", types.CompleteRequestParams, completions(prompts, resources))
-    add("subscriptions/listen", types.SubscriptionsListenRequestParams, _listen)
+    subscribers = ResourceSubscribers(resources)
+    add("resources/subscribe", types.SubscribeRequestParams, subscribers.subscribe)
+    add("resources/unsubscribe", types.UnsubscribeRequestParams, subscribers.unsubscribe)
+    add("subscriptions/listen", types.SubscriptionsListenRequestParams, subscribers.listen)
+    server.follows_resources = lambda: any(node.offers_resource_subscriptions for node in nodes)
     server.announces = NotificationOptions(
         prompts_changed=True, resources_changed=True, tools_changed=True
     )
     server.middleware.append(register_connections)
-
-
-async def _listen(
-    ctx: ServerRequestContext[Any, Any], params: types.SubscriptionsListenRequestParams
-) -> types.SubscriptionsListenResult:
-    # Each serving run has its own relay (and bus); the handler is registered once.
-    state = serving(ctx)
-    if state is None:
-        raise MCPError(types.INTERNAL_ERROR, "list changes are not served outside a serving run")
-    return await state.relay.listen(ctx, params)
 
 
 def init_options(server: Server[Any]) -> InitializationOptions:

@@ -118,6 +118,10 @@ class ChangeRelay:
             for kind in sorted(kinds):
                 await self._announce(kind)
 
+    async def publish(self, event: ServerEvent) -> None:
+        """Hand `event` to this run's listen streams (each takes what its client asked for)."""
+        await self._bus.publish(event)
+
     def close(self) -> None:
         self.listen.close()
         self._wake_send.close()

@@ -1,5 +1,5 @@
-"""Helpers for the proxy tests: in-process MCP nodes, a client that answers its server, and
-what a client hears of list changes in either era."""
+"""Helpers for the proxy tests: in-process MCP nodes, a client that answers its server, what
+a client hears of list changes in either era, and a client that follows resource updates."""
 
 from __future__ import annotations
 
@@ -8,17 +8,24 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 import mcp_types as types
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext, IncomingMessage
-from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, ToolsListChanged
+from mcp.server import Server
+from mcp.shared.subscriptions import (
+    PromptsListChanged,
+    ResourcesListChanged,
+    ResourceUpdated,
+    ToolsListChanged,
+)
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
 from tests.servers.catalog import CatalogServer
 from toolkits.mcp import McpServerConfig, McpToolkit
 
-__all__ = ["KINDS", "ClientAnswers", "Heard", "listening", "mcp_nodes"]
+__all__ = ["KINDS", "ClientAnswers", "Follower", "Heard", "listening", "mcp_nodes"]
 
 
 @asynccontextmanager
@@ -138,3 +145,91 @@ async def listening(client: Client, heard: Heard) -> AsyncGenerator[None]:
         tg.start_soon(hear)
         yield
         tg.cancel_scope.cancel()
+
+
+class Follower:
+    """One client following resources through the gateway the way its era does, and the
+    updates it heard, in order."""
+
+    def __init__(self) -> None:
+        self.heard: list[str] = []
+        self._changed = anyio.Event()
+        self._client: Client | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._stream: anyio.CancelScope | None = None
+
+    @property
+    def modern(self) -> bool:
+        assert self._client is not None
+        return self._client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @asynccontextmanager
+    async def connected(
+        self, target: Server[Any] | str | StdioServerParameters, era: str
+    ) -> AsyncGenerator[Client]:
+        """A client of `target` (a gateway in-process, its URL, or its command) in `era`."""
+        async with (
+            Client(target, mode=era, message_handler=self._on_message) as client,
+            anyio.create_task_group() as tg,
+        ):
+            self._client, self._tg = client, tg
+            yield client
+            tg.cancel_scope.cancel()
+
+    async def follow(self, *uris: str) -> None:
+        """Follow `uris` from now on (2026-07-28: a new stream naming exactly them)."""
+        assert self._client is not None
+        assert self._tg is not None
+        if self.modern:
+            old = self._stream
+            self._stream = await self._tg.start(self._listen, uris)
+            if old is not None:
+                old.cancel()
+            return
+        for uri in uris:
+            await self._client.session.send_request(
+                types.SubscribeRequest(params=types.SubscribeRequestParams(uri=uri)),
+                types.EmptyResult,
+            )
+
+    async def stop(self, uri: str, *, still: tuple[str, ...] = ()) -> None:
+        """Stop following `uri` (2026-07-28: a new stream naming `still`, or none)."""
+        assert self._client is not None
+        if self.modern:
+            if still:
+                await self.follow(*still)
+            elif self._stream is not None:
+                self._stream.cancel()
+            return
+        await self._client.session.send_request(
+            types.UnsubscribeRequest(params=types.UnsubscribeRequestParams(uri=uri)),
+            types.EmptyResult,
+        )
+
+    async def until(self, *uris: str) -> None:
+        """Wait until it heard as many updates as `uris`, and check they are exactly those."""
+        while len(self.heard) < len(uris):
+            await self._changed.wait()
+        assert self.heard == list(uris)
+
+    def _note(self, uri: str) -> None:
+        self.heard.append(uri)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def _on_message(self, message: IncomingMessage) -> None:
+        # 2026-07-28 clients hear their stream (the SDK also tees its events here).
+        if isinstance(message, types.ResourceUpdatedNotification) and not self.modern:
+            self._note(message.params.uri)
+
+    async def _listen(
+        self, uris: tuple[str, ...], *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]
+    ) -> None:
+        assert self._client is not None
+        with anyio.CancelScope() as scope:
+            async with self._client.listen(resource_subscriptions=uris) as subscription:
+                assert subscription.honored.resource_subscriptions == list(uris)
+                task_status.started(scope)
+                async for event in subscription:
+                    if isinstance(event, ResourceUpdated):
+                        self._note(event.uri)

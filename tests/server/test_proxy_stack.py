@@ -1,5 +1,6 @@
 """The whole stack as processes: an MCP client → `agent-gateway serve` (stdio or HTTP) →
-server-everything (stdio), in proxy mode. What the server sends reaches the client."""
+server-everything (stdio), in proxy mode. What the server sends reaches the client, resource
+updates included."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ from toolkits import result_text
 
 from ..servers.real import everything_stdio
 from .processes import REPO, SCRIPT, http_server
-from .proxying import ClientAnswers
+from .proxying import ClientAnswers, Follower
 from .support import ERAS, ProgressLog
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+GATEWAY_ENV = {"PYTHONPATH": str(REPO)}
+"""The SDK starts stdio servers with a few safe variables only: run this checkout's code."""
 
 
 def proxy_config(directory: Path) -> Path:
@@ -34,22 +38,30 @@ def proxy_config(directory: Path) -> Path:
 
 
 @asynccontextmanager
+async def gateway(transport: str, directory: Path) -> AsyncGenerator[str | StdioServerParameters]:
+    """`agent-gateway serve` in front of server-everything: what a `Client` connects to."""
+    config = proxy_config(directory)
+    if transport == "stdio":
+        yield StdioServerParameters(
+            command=str(SCRIPT),
+            args=["serve", "--stdio", "--config", str(config)],
+            cwd=REPO,
+            env=GATEWAY_ENV,
+        )
+    else:
+        async with http_server(config) as served:
+            yield served.url
+
+
+@asynccontextmanager
 async def gateway_client(
     transport: str, directory: Path, era: str, answers: ClientAnswers
 ) -> AsyncGenerator[Client]:
-    config = proxy_config(directory)
-    if transport == "stdio":
-        params = StdioServerParameters(
-            command=str(SCRIPT), args=["serve", "--stdio", "--config", str(config)], cwd=REPO
-        )
-        async with Client(params, mode=era, **answers.callbacks()) as client:
-            yield client
-    else:
-        async with (
-            http_server(config) as served,
-            Client(served.url, mode=era, **answers.callbacks()) as client,
-        ):
-            yield client
+    async with (
+        gateway(transport, directory) as target,
+        Client(target, mode=era, **answers.callbacks()) as client,
+    ):
+        yield client
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -87,3 +99,26 @@ async def test_a_client_uses_server_everything_through_a_gateway_process(
     assert len(resources.resources) >= 7
     assert first.contents
     assert prompt.messages
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_client_hears_server_everythings_resource_updates_through_a_gateway_process(
+    tmp_path: Path, transport: str, era: str
+) -> None:
+    follower = Follower()
+    with anyio.fail_after(50):
+        async with (
+            gateway(transport, tmp_path) as target,
+            follower.connected(target, era) as client,
+        ):
+            resources = client.server_capabilities.resources
+            uri = (await client.list_resources()).resources[0].uri
+            await follower.follow(uri)
+            # Sends an update of every resource its session subscribed to at once (and every
+            # 5 s after): the gateway's session subscribed for us.
+            toggled = await client.call_tool("everything__toggle-subscriber-updates", {})
+            await follower.until(uri)
+    assert resources is not None
+    assert resources.subscribe
+    assert "Started simulated resource updated" in result_text(toggled)

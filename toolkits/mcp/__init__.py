@@ -5,6 +5,7 @@ async with McpToolkitGroup(configs) as group:
     tools = await group["time"].list_tools()
     result = await group["time"].call_tool("time__get_current_time", {"timezone": "UTC"})
     prompts = await group["time"].catalog.list_prompts()   # resources, prompts, completions
+    unsubscribe = await group["files"].subscribe_resource(uri, on_updated)   # resource updates
 
 Requests a server sends its client during a call (sampling, elicitation, roots) go to whoever
 made the call: wrap calls in `answering(handler)`; its log messages during a call go to
@@ -27,6 +28,7 @@ from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
 from .server_requests import ServerLogHandler, ServerRequestHandler, answering, on_server_log
 from .session import Backoff, Target
+from .subscriptions import ResourceUpdatedCallback, Unsubscribe
 from .transport import TransportFactory
 
 __all__ = [
@@ -43,12 +45,14 @@ __all__ = [
     "NodeTools",
     "PrefixPolicy",
     "ProtocolMode",
+    "ResourceUpdatedCallback",
     "ServerLogHandler",
     "ServerRequestHandler",
     "Target",
     "ToolsChangedCallback",
     "TransportFactory",
     "TransportKind",
+    "Unsubscribe",
     "answering",
     "is_offered",
     "load_mcp_servers",

@@ -4,7 +4,8 @@ The node offers the server's tools under model-facing names (filtered by `includ
 named by `naming`, routed back through a reverse map) and calls them on the session its
 `OwnedSession` keeps alive. Calls run in the caller's own task, so cancelling the caller
 cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
-what the server offers (resources, prompts, completions) is in `node.catalog`; the requests
+what the server offers (resources, prompts, completions) is in `node.catalog`, and updates of
+its resources come to `subscribe_resource` callbacks (`subscriptions`); the requests
 the server sends its client during a call (sampling, elicitation, roots) are answered by
 whoever made the call (`server_requests`).
 
@@ -28,6 +29,7 @@ from typing import Any, cast
 import anyio
 import anyio.abc
 import mcp_types
+from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
@@ -48,6 +50,7 @@ from .session import (
     Target,
     connection_lost,
 )
+from .subscriptions import ResourceSubscriptions, ResourceUpdatedCallback, Unsubscribe
 
 __all__ = ["ListChangedCallback", "McpToolkit", "ToolsChangedCallback"]
 
@@ -118,11 +121,16 @@ class McpToolkit(InBackground):
             on_list_changed=self._on_list_changed,
             client_options=self._calls.client_callbacks(),
             on_server_log=self._calls.relay_log,
+            on_resource_updated=self._on_resource_updated,
+            serve_connection=self._serve_connection,
             target=target,
             backoff=backoff,
             log=self._log,
         )
         self._catalog = McpCatalog(name, config, self._session, self._calls)
+        self._subscriptions = ResourceSubscriptions(
+            name, self._session, timeout=config.timeout, log=self._log
+        )
         self._listing: dict[str, mcp_types.Tool] = {}
         self._tools: tuple[Tool, ...] = ()
         self._routes: dict[str, str] = {}
@@ -200,6 +208,23 @@ class McpToolkit(InBackground):
         templates) changed."""
         return self._listeners["resources"].add(callback)
 
+    async def subscribe_resource(
+        self, uri: str, on_updated: ResourceUpdatedCallback
+    ) -> Unsubscribe:
+        """Call `on_updated(uri)` whenever the server says the resource at `uri` (or one under
+        it) was updated; returns the coroutine function that ends it (see `subscriptions`).
+
+        The server is subscribed once for every local subscriber of a URI, again after a
+        reconnect. Raises `NotOffered` (the server has no resource subscriptions, or refused
+        that URI), `ServerUnavailable`, or the server's `MCPError`.
+        """
+        return await self._subscriptions.subscribe(uri, on_updated)
+
+    @property
+    def offers_resource_subscriptions(self) -> bool:
+        """Whether the server, connected now, offers resource subscriptions."""
+        return self._subscriptions.offered
+
     def apply_names(self, names: Mapping[str, str]) -> bool:
         """Offer the listed tools under `names` (original name -> model name); True if changed.
 
@@ -223,6 +248,12 @@ class McpToolkit(InBackground):
 
     async def _on_list_changed(self, kind: str) -> None:
         await self._listeners[kind].notify()
+
+    async def _on_resource_updated(self, uri: str) -> None:
+        await self._subscriptions.updated(uri)
+
+    async def _serve_connection(self, conn: Connection, client: Client) -> None:
+        await self._subscriptions.serve(conn, client)
 
     async def refresh_tools(self) -> Sequence[Tool]:
         """List the server's tools again now (they are also refreshed on its change events)."""

@@ -3,8 +3,9 @@
 The SDK's `Client` must be entered and exited in the same task, so `OwnedSession.run()` is
 that task. It connects (bounded by the server's `connect_timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
-`subscriptions/listen` stream (2026-07-28), and passes the server's prompts and resources
-`list_changed` on to its owner, until the connection is lost — the server closed
+`subscriptions/listen` stream (2026-07-28), passes the server's prompts and resources
+`list_changed` and its resource updates on to its owner, and runs what the owner serves beside
+each connection (`serve_connection`), until the connection is lost — the server closed
 its end, or a caller saw the connection close and dropped it. Then it reconnects: at once
 after a session that lived a while, with exponential backoff otherwise. Calls do not go
 through this task: callers use the live `Connection`'s client from their own tasks.
@@ -18,7 +19,7 @@ import dataclasses
 import logging
 import math
 from collections import deque
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -50,6 +51,7 @@ __all__ = [
     "Connection",
     "ListChanged",
     "OwnedSession",
+    "ServeConnection",
     "Target",
     "connection_lost",
     "describe_error",
@@ -65,6 +67,9 @@ it; the session announces only once the connection is `ready`."""
 
 ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
 """Told when the server says its prompts or its resources changed (the owner fetches them live)."""
+
+ServeConnection = Callable[["Connection", Client], Coroutine[Any, Any, None]]
+"""Run beside each live connection, for as long as it lives (cancelled when it ends)."""
 
 _CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
 _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
@@ -183,6 +188,8 @@ class OwnedSession:
         client_options: Mapping[str, Any],
         on_server_log: Callable[[mcp_types.LoggingMessageNotificationParams], Awaitable[bool]]
         | None = None,
+        on_resource_updated: Callable[[str], Awaitable[None]] | None = None,
+        serve_connection: ServeConnection | None = None,
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         log: logging.Logger,
@@ -193,6 +200,8 @@ class OwnedSession:
         self._on_list_changed = on_list_changed
         self._client_options = client_options
         self._relay_log = on_server_log
+        self._on_resource_updated = on_resource_updated
+        self._serve_connection = serve_connection
         self._target = target
         self._backoff = backoff
         self._log = log
@@ -216,6 +225,12 @@ class OwnedSession:
                 return self._state
             await changed.wait()
 
+    @property
+    def live(self) -> Connection | None:
+        """The live connection now, if there is one (no waiting)."""
+        conn = self._conn
+        return conn if conn is not None and conn.lost is None and conn.client is not None else None
+
     async def ready_connection(self) -> Connection:
         """The live connection; waits (up to `timeout`) while one is being made.
 
@@ -224,8 +239,8 @@ class OwnedSession:
         with anyio.move_on_after(self._connect_timeout):
             while True:
                 changed = self._changed
-                conn = self._conn
-                if conn is not None and conn.lost is None and conn.client is not None:
+                conn = self.live
+                if conn is not None:
                     return conn
                 state = self._state
                 if state.state == "stopped":
@@ -354,6 +369,8 @@ class OwnedSession:
                     wanted = _announced_lists(client.server_capabilities)
                     if version in MODERN_PROTOCOL_VERSIONS and wanted:
                         tg.start_soon(self._listen_loop, conn, client, wanted)
+                    if self._serve_connection is not None:
+                        tg.start_soon(self._serve_connection, conn, client)
                     await anyio.sleep_forever()
         if self._conn is not conn and anyio.current_time() >= connect_deadline:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
@@ -456,6 +473,10 @@ class OwnedSession:
             await self._on_list_changed("prompts")
         elif isinstance(message, mcp_types.ResourceListChangedNotification) and not listened:
             await self._on_list_changed("resources")
+        elif isinstance(message, mcp_types.ResourceUpdatedNotification):
+            # Both eras: on 2026-07-28 the listen stream's events arrive here too.
+            if self._on_resource_updated is not None:
+                await self._on_resource_updated(message.params.uri)
         elif isinstance(message, Exception):
             self._log.warning("transport error: %s", describe_error(message))
 
