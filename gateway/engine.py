@@ -58,6 +58,7 @@ from .errors import (
     UnknownAgent,
     UnknownTool,
 )
+from .journal import Journal, RecordedModel, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
 from .models import ClientSampling
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
@@ -234,9 +235,12 @@ class Gateway:
         hops: int = 0,
         stream: bool = False,
         quota: PerNode | None = None,
+        journal: Journal | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
+        With a `journal`, every model and tool call is recorded there, and one it already
+        holds is answered from it, not made again.
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
@@ -253,7 +257,13 @@ class Gateway:
             "run", spec.name, parent_id=None, input=prompt, span_id=state.run_id
         ) as run_span:
             outcome = await self._drive(
-                spec, state, context, state.run_id, checkpoint=checkpoint, model=model
+                spec,
+                state,
+                context,
+                state.run_id,
+                checkpoint=checkpoint,
+                model=model,
+                journal=ScopedJournal(journal) if journal is not None else None,
             )
             run_span.output = _outputs(outcome.items)
         return RunResult(
@@ -273,11 +283,13 @@ class Gateway:
         *,
         checkpoint: Checkpoint | None = None,
         model: ChatModel | None = None,
+        journal: ScopedJournal | None = None,
     ) -> AgentResult:
         """Alternate the agent's steps and their dispatch until every item is finished."""
         tools = await self.tools_for(spec)
         chosen = model or _model_for(spec, context)
         context = context.enter(spec.name, chosen)
+        recorded = RecordedModel(chosen, journal) if journal is not None else chosen
         tracer = context.tracer
         async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
             for node in self._unhealthy(spec.tools):
@@ -285,7 +297,7 @@ class Gateway:
                 await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
             agent = ToolsAgent(
                 model=TracedModel(
-                    chosen,
+                    recorded,
                     tracer,
                     agent_span.id,
                     context.budget,
@@ -297,7 +309,7 @@ class Gateway:
                 memory=spec.memory or self.memory,
                 run_id=state.run_id,
             )
-            saver = _Saver(state, checkpoint)
+            saver = _Saver(state, checkpoint, journal)
             request, response = state.request, state.response
             while True:
                 if request is None:
@@ -471,7 +483,17 @@ class Gateway:
         responses: list[ActionResponse | None] = [None] * len(request.actions)
 
         async def run_one(index: int, action: Action) -> None:
-            responses[index] = await self._run_action(action, tools, context, parent_id, saver)
+            if saver.journal is None:
+                responses[index] = await self._run_action(action, tools, context, parent_id, saver)
+                return
+
+            async def run() -> JsonValue:
+                done = await self._run_action(action, tools, context, parent_id, saver)
+                return done.model_dump(mode="json")
+
+            name = f"tool {action.item_index} {action.tool_call_id}"
+            recorded = await saver.journal.record(name, run)
+            responses[index] = ActionResponse.model_validate(recorded)
 
         try:
             async with anyio.create_task_group() as tg:
@@ -567,7 +589,10 @@ class Gateway:
             )
         )
         checkpoint = saver.child(action.tool_call_id)
-        outcome = await self._drive(inner, state, context, parent_id, checkpoint=checkpoint)
+        journal = saver.journal.child(action.tool_call_id) if saver.journal else None
+        outcome = await self._drive(
+            inner, state, context, parent_id, checkpoint=checkpoint, journal=journal
+        )
         item = outcome.items[0]
         if item.error is not None:
             return ActionResponse(action=action, error=item.error, usage=outcome.usage)
@@ -638,9 +663,12 @@ class _Saver:
     """A run's latest state, handed to its checkpoint on every change. Agents running as its
     tools save their own states into it (`children`), so the outer checkpoint holds them."""
 
-    def __init__(self, state: RunState, checkpoint: Checkpoint | None) -> None:
+    def __init__(
+        self, state: RunState, checkpoint: Checkpoint | None, journal: ScopedJournal | None = None
+    ) -> None:
         self.state = state
         self._checkpoint = checkpoint
+        self.journal = journal
 
     async def save(self, **update: Any) -> None:
         self.state = self.state.model_copy(update=update)

@@ -34,6 +34,7 @@ from .common import (
 from .items import print_items, read_items
 from .origin import origin_of, resume_command, resume_config
 from .results import print_result
+from .runs import add_store_option, run_stored
 
 __all__ = ["register"]
 
@@ -49,6 +50,7 @@ def register(commands: Commands) -> None:
     run.add_argument(
         "--state-dir", help="store the run's state after every step here, to resume it if it stops"
     )
+    add_store_option(run)
     resume = commands.add(
         "resume",
         _resume,
@@ -81,6 +83,8 @@ async def _run(args: argparse.Namespace) -> int:
         items=items,
         origin=origin_of(args) if store else None,
     )
+    if args.store:
+        return await run_stored(args, config, state)
     async with (
         _console(args) as console,
         open_gateway(

@@ -1,0 +1,81 @@
+"""A run's record of its model and tool calls: what makes a resumed run repeat none of them.
+
+The engine hands every tool call (and, through `RecordedModel`, every model call) to a
+`Journal` under a name that is the same in any process that resumes the run. A journal that
+holds a result for that name returns it instead of running the call; one that does not runs
+the call and records what it returned. Without a journal the calls just run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol
+
+from pydantic import JsonValue
+
+from agent import AssistantMessage, ChatMessage, ChatModel, TokenCallback, ToolDefinition
+
+__all__ = ["Journal", "RecordedModel", "ScopedJournal"]
+
+
+class Journal(Protocol):
+    async def record(self, name: str, call: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        """The recorded result of the call named `name` (unique in its run), else `call()`'s,
+        recorded before it is returned. What `call` raises propagates, unrecorded."""
+        ...
+
+
+class ScopedJournal:
+    """A journal for one agent of a run: names carry the path of tool calls that led to it,
+    so the same tool-call id in two sub-agents names two calls."""
+
+    def __init__(self, journal: Journal, path: str = "") -> None:
+        self._journal = journal
+        self.path = path
+
+    def child(self, call_id: str) -> ScopedJournal:
+        return ScopedJournal(self._journal, f"{self.path}{call_id}/")
+
+    async def record(self, name: str, call: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+        return await self._journal.record(self.path + name, call)
+
+
+class RecordedModel:
+    """A model whose answers are recorded: a resumed run gets the same answer to the same
+    request (named by a hash of it, and how many times it was asked before in this agent)."""
+
+    def __init__(self, model: ChatModel, journal: ScopedJournal) -> None:
+        self._model = model
+        self._journal = journal
+        self._asked: dict[str, int] = {}
+
+    @property
+    def name(self) -> str:
+        return self._model.name
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        request = json.dumps(
+            {
+                "model": self._model.name,
+                "messages": [m.model_dump(mode="json") for m in messages],
+                "tools": [t.model_dump(mode="json") for t in tools],
+            },
+            sort_keys=True,
+        )
+        key = hashlib.sha256(request.encode()).hexdigest()[:24]
+        count = self._asked[key] = self._asked.get(key, 0) + 1
+
+        async def ask() -> JsonValue:
+            answer = await self._model.invoke(messages, tools, on_token=on_token)
+            return answer.model_dump(mode="json")
+
+        recorded = await self._journal.record(f"model {key} #{count}", ask)
+        return AssistantMessage.model_validate(recorded)

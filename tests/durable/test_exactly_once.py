@@ -1,0 +1,122 @@
+"""A run killed with SIGKILL between two parallel tool calls finishing is resumed by another
+process: same answer, and the call that had finished is not run again."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).parent / "agent-gateway"
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+
+
+def _setup(directory: Path) -> tuple[Path, Path, Path, Path, Path]:
+    log, hold = directory / "calls.log", directory / "hold"
+    hold.touch()
+    config = directory / "agent-gateway.toml"
+    config.write_text('[tools.logged]\npython = "tests.durable_tools:logged"\n')
+    both = [
+        {"name": "logged", "id": "a", "arguments": {"log": str(log), "name": "A"}},
+        {
+            "name": "logged",
+            "id": "b",
+            "arguments": {"log": str(log), "name": "B", "hold": str(hold)},
+        },
+    ]
+    first = directory / "first.json"
+    first.write_text(json.dumps([{"tool_calls": both}, {"content": "not reached"}]))
+    second = directory / "second.json"
+    second.write_text(json.dumps([{"content": "A and B are done"}]))
+    return config, first, second, log, hold
+
+
+async def _run_until_killed(args: list[str]) -> None:
+    """Start `run`, wait until B is held and A's result is recorded, then SIGKILL it."""
+    process = await anyio.open_process(
+        [str(SCRIPT), "-v", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=_env(),
+    )
+    try:
+        assert process.stderr is not None
+        seen = ""
+        with anyio.fail_after(40):
+            async for chunk in TextReceiveStream(process.stderr):
+                seen += chunk
+                if "logged: holding B" in seen and "recorded tool 0 a" in seen:
+                    break
+        assert "recorded tool 0 b" not in seen
+        process.send_signal(signal.SIGKILL)
+        assert await process.wait() == -signal.SIGKILL
+    finally:
+        if process.returncode is None:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, cwd=REPO, env=_env(), timeout=40
+    )
+
+
+async def test_a_finished_call_is_not_run_again_after_a_kill(tmp_path: Path) -> None:
+    config, first, second, log, hold = _setup(tmp_path)
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    common = ["--config", str(config), "--store", store]
+    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
+    # A finished (and was recorded); B is in flight.
+    assert sorted(log.read_text().splitlines()) == ["end A", "start A", "start B"]
+
+    listed = _cli("runs", "list", "--json", "--store", store)
+    assert listed.returncode == 0, listed.stderr
+    [run] = json.loads(listed.stdout)
+    assert run["status"] == "PENDING"
+    assert run["agent"] == "assistant"
+
+    hold.unlink()
+    resumed = _cli(
+        "runs", "resume", run["run_id"], *common, "--model", f"scripted:{second}", "--json"
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["output"] == "A and B are done"
+    assert [s["observation"] for s in result["steps"]] == ["A done", "B done"]
+    calls = log.read_text().splitlines()
+    assert calls.count("start A") == 1  # recorded: not run again
+    assert calls.count("start B") == 2  # in flight at the kill: run again...
+    assert calls.count("end B") == 1  # ...and finished once
+
+    shown = _cli("runs", "show", run["run_id"], "--json", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    details = json.loads(shown.stdout)
+    assert details["status"] == "SUCCESS"
+    names = [step["name"] for step in details["steps"]]
+    assert names.count("tool 0 a") == 1
+    assert names.count("tool 0 b") == 1
+
+
+def test_a_store_url_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
+    done = _cli("runs", "list", "--store", "redis://127.0.0.1/0")
+    assert done.returncode == 2
+    assert "not a run store URL" in done.stderr
+    missing = _cli("runs", "show", "r1", "--store", f"sqlite:///{tmp_path / 'none.sqlite'}")
+    assert missing.returncode == 2
+    assert "no runs are stored in" in missing.stderr
