@@ -10,13 +10,15 @@
     tools = ["calculator", "time"]  # node names: servers, local tools, other agents
 
 Every node name (server, local tool, agent) is unique across the three tables. With no file,
-`DEFAULT_CONFIG` applies: the calculator and an `assistant` agent with no model.
+`DEFAULT_CONFIG` applies: the calculator, the `toolbox` MCP server shipped with the package,
+and an `assistant` agent on both, with no model.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import sys
 import tomllib
 from pathlib import Path
 from typing import Any, cast
@@ -45,6 +47,7 @@ __all__ = [
     "DEFAULT_AGENT",
     "DEFAULT_CONFIG",
     "DEFAULT_CONFIG_FILE",
+    "TOOLBOX_SERVER",
     "AgentConfig",
     "Config",
     "GatewaySettings",
@@ -216,12 +219,24 @@ class Config(_Strict):
         return self
 
 
+TOOLBOX_SERVER = McpServerConfig(
+    # `-P`: the script's folder (this package) is not put on sys.path, where its modules would
+    # shadow the standard library's (`trace`); the toolbox needs only the MCP SDK.
+    command=sys.executable,
+    args=["-P", str(Path(__file__).with_name("toolbox.py"))],
+)
+"""`gateway/toolbox.py`, the example MCP server shipped with the package, over stdio."""
+
 DEFAULT_CONFIG = Config(
+    mcpServers={"toolbox": TOOLBOX_SERVER},
     tools={"calculator": LocalToolConfig(builtin="calculator")},
     agents={
         "assistant": AgentConfig(
-            tools=["calculator"],
-            description="A helpful assistant that can do arithmetic with a calculator.",
+            tools=["calculator", "toolbox"],
+            description=(
+                "A helpful assistant with a calculator, unit conversion, text statistics, "
+                "times and dates."
+            ),
         )
     },
 )

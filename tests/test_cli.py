@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import gateway.toolbox
 from gateway.cli import main
+from gateway.config import TOOLBOX_SERVER
 
-TOOLBOX = {"command": sys.executable, "args": [gateway.toolbox.__file__]}
+TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
 """The MCP server shipped with the package, as a client's config names a stdio server."""
 
 
@@ -85,20 +85,49 @@ def test_tools_and_call(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["call", "calculator", "--args", '{"expression": "1/0"}']) == 1
     assert "division by zero" in capsys.readouterr().out
     assert main(["call", "abacus"]) == 2
-    assert "no tool named 'abacus' (available: calculator)" in capsys.readouterr().err
+    assert "no tool named 'abacus' (available: calculator, toolbox__convert_units," in (
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.integration
-def test_the_demo_runs_from_the_installed_console_script(tmp_path: Path) -> None:
+@pytest.mark.parametrize("serve", [False, True])
+def test_the_demo_goes_through_an_mcp_server_from_the_installed_console_script(
+    tmp_path: Path, serve: bool
+) -> None:
     executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
     assert executable is not None, "the package is not installed (pip install -e .)"
     done = subprocess.run(
-        [executable, "demo"], cwd=tmp_path, capture_output=True, text=True, timeout=30, check=False
-    )
+        [executable, "demo", *(["--serve"] if serve else [])],
+        cwd=tmp_path, capture_output=True, text=True, timeout=45, check=False,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert "SCRIPTED demo model" in done.stdout
-    assert 'calculator   in={"expression":"17 * 25"} out={"response":"425"}' in done.stdout
-    assert done.stdout.endswith("answer: 17 shirts cost 425 dollars.\n")
+    out = done.stdout
+    assert "SCRIPTED demo model" in out
+    assert re.search(
+        r"node toolbox: ready .*, 4 tools, .*\(an MCP server this gateway started\)", out
+    )
+    assert "node calculator: local Python function" in out
+    mcp_call = 'toolbox__convert_units in={"value":26.2,"from_unit":"mi","to_unit":"km"}'
+    assert f'{mcp_call} out={{"value":42.164813,"unit":"km"}}' in out
+    assert 'calculator   in={"expression":"42.164813 * 6"} out={"response":"252.988878"}' in out
+    answer = "A marathon is 42.16 km; at 6 minutes per kilometre it takes about 253 minutes"
+    if serve:
+        assert "client -> tools/list: assistant\n" in out
+        assert "client <- progress 3: tool toolbox__convert_units: running" in out
+        assert f"client <- result: {answer}" in out
+    else:
+        assert out.endswith(f"answer: {answer} (4 h 13 min).\n")
+
+
+def test_the_scripted_demo_refuses_a_config_without_its_tools(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[tools.calculator]\nbuiltin = "calculator"\n')
+    assert main(["demo", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "the scripted demo model calls tools it does not have (toolbox__convert_units)" in err
 
 
 def test_a_stored_run_stopped_by_its_model_resumes_with_another(
