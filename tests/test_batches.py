@@ -4,6 +4,7 @@ a step that a failing model cannot make repeat itself, through the engine and it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -167,3 +168,23 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
     assert f"{items}:1: an item is a JSON string" in capsys.readouterr().err
     assert main(["run", "q", "--items", str(items)]) == 2
     assert "--items takes no question" in capsys.readouterr().err
+
+
+def test_a_stored_run_of_items_resumes_where_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps([{"content": "one"}]))  # then it has nothing more to say
+    items = tmp_path / "items.jsonl"
+    items.write_text('"first"\n"second"\n')
+    state = ["--state-dir", str(tmp_path / "runs")]
+    assert main(["run", "--items", str(items), "--model", f"scripted:{first}", *state]) == 1
+    err = capsys.readouterr().err
+    match = re.search(r"agent-gateway resume (\w+)", err)
+    assert match is not None, err
+    second = tmp_path / "second.json"
+    second.write_text(json.dumps([{"content": "two"}]))
+    resume = ["resume", match.group(1), "--model", f"scripted:{second}", *state]
+    assert main(resume) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["output"] for line in lines] == ["one", "two"]  # the first was not asked again

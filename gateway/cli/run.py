@@ -86,7 +86,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.store:
         return await run_stored(args, config, state)
     async with (
-        _console(args) as console,
+        _console(args, items=bool(args.items)) as console,
         open_gateway(
             config,
             model=args.model,
@@ -124,7 +124,7 @@ async def _resume(args: argparse.Namespace) -> int:
     state = state.model_copy(update={"origin": origin})
     pick_agent(config, state.agent)
     async with (
-        _console(args) as console,
+        _console(args, items=len(state.items) > 1) as console,
         open_gateway(
             config,
             model=origin.model,
@@ -168,7 +168,10 @@ async def _stored(
     return result
 
 
-def _console(args: argparse.Namespace) -> AbstractAsyncContextManager[RunConsole]:
-    """The live console on the terminal; with `--json`, stdout carries the JSON alone."""
-    quiet = args.json or getattr(args, "items", None)  # stdout carries JSON lines alone
+def _console(
+    args: argparse.Namespace, *, items: bool = False
+) -> AbstractAsyncContextManager[RunConsole]:
+    """The live console on the terminal; with `--json` or many items, stdout carries the JSON
+    alone."""
+    quiet = args.json or items
     return open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr)
