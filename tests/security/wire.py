@@ -7,6 +7,7 @@ requests with their headers); `stdio_wire` runs `serve --stdio` and exchanges li
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -127,7 +128,9 @@ class HttpWire:
         if kind.startswith("text/event-stream"):
             messages = [
                 json.loads(line.removeprefix("data:"))
-                for line in text.splitlines()
+                # SSE ends lines with CR, LF or CRLF only; `splitlines` would also split
+                # inside the JSON, at U+0085, U+2028 and the like.
+                for line in re.split(r"\r\n|\r|\n", text)
                 if line.startswith("data:") and line.removeprefix("data:").strip()
             ]
         elif kind.startswith("application/json") and text:
