@@ -4,6 +4,7 @@ from .background import in_background
 from .base import ROUTING_KEY, ProgressCallback, Tool, Toolkit, error_result, split_routed_input
 from .calculator import calculator
 from .errors import (
+    AuthorizationRequired,
     ConnectionLost,
     NotOffered,
     ServerUnavailable,
@@ -17,6 +18,7 @@ from .observation import result_data, result_text
 
 __all__ = [
     "ROUTING_KEY",
+    "AuthorizationRequired",
     "ConnectionLost",
     "FunctionTool",
     "FunctionToolkit",

@@ -5,7 +5,8 @@
     ├── UnknownTool                the node offers no tool under that name
     ├── NotOffered                 the node's server does not offer that (e.g. resource subscriptions)
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
-    │   └── ConnectionLost         the server went away while the call was in flight
+    │   ├── ConnectionLost         the server went away while the call was in flight
+    │   └── AuthorizationRequired  the server wants an OAuth authorization nobody gave yet
     └── ToolTimeout                no result within the timeout (or the absolute cap)
 
 Failures *of a tool* (bad arguments, the tool's own errors, protocol errors the server answers
@@ -17,6 +18,8 @@ as the observation (`toolkits.base.error_result(str(exc))`).
 from __future__ import annotations
 
 __all__ = [
+    "LOGIN_COMMAND",
+    "AuthorizationRequired",
     "ConfigError",
     "ConnectionLost",
     "NotOffered",
@@ -57,6 +60,18 @@ class ServerUnavailable(ToolkitError):
 
 class ConnectionLost(ServerUnavailable):
     """The server went away while the call was in flight; the node is reconnecting."""
+
+
+LOGIN_COMMAND = "agent-gateway auth login {node}"
+"""What a person runs to authorise the gateway at a server (named in `AuthorizationRequired`)."""
+
+
+class AuthorizationRequired(ServerUnavailable):
+    """The server asked for an authorization this process may not start on its own."""
+
+    def __init__(self, node: str, *, why: str = "needs authorisation") -> None:
+        command = LOGIN_COMMAND.format(node=node)
+        super().__init__(f"MCP server {node!r} {why}: run `{command}`", node=node)
 
 
 class ToolTimeout(ToolkitError):

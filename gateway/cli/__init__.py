@@ -19,14 +19,14 @@ from agent import AgentError
 from toolkits import ToolkitError
 
 from ..errors import GatewayError
-from . import chat, demo, install, run, runs, serve, sessions, tools
+from . import auth, chat, demo, install, run, runs, serve, sessions, tools
 from .common import Commands
 from .exits import INTERRUPTED, exit_code, report
 from .signals import until_signalled
 
 __all__ = ["COMMANDS", "main", "parser"]
 
-COMMANDS = (run, runs, chat, sessions, demo, tools, serve, install)
+COMMANDS = (run, runs, chat, sessions, demo, tools, serve, install, auth)
 """Modules with a `register(commands: Commands)` function, in `--help` order."""
 
 

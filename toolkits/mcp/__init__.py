@@ -10,6 +10,9 @@ async with McpToolkitGroup(configs) as group:
 Requests a server sends its client during a call (sampling, elicitation, roots) go to whoever
 made the call: wrap calls in `answering(handler)`; its log messages during a call go to
 `on_server_log(handler)` blocks the same way; see `server_requests`.
+
+HTTP servers that answer 401 get the MCP authorization flow (`oauth`): tokens live in the
+user's keyring or a private file (`oauth_store`); `authorization` logs in, out and reports.
 """
 
 from .catalog import McpCatalog
@@ -19,6 +22,7 @@ from .config import (
     McpServerConfig,
     PrefixPolicy,
     ProtocolMode,
+    TokenEndpointAuth,
     TransportKind,
     load_mcp_servers,
 )
@@ -26,6 +30,8 @@ from .group import McpToolkitGroup
 from .health import HealthState, NodeHealth
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
+from .oauth import McpOAuth, RedirectMode, oauth_for, uses_oauth
+from .oauth_store import FileStore, KeyringStore, TokenStore, default_store
 from .server_requests import ServerLogHandler, ServerRequestHandler, answering, on_server_log
 from .session import Backoff, Target
 from .subscriptions import ResourceUpdatedCallback, Unsubscribe
@@ -35,9 +41,12 @@ __all__ = [
     "DEFAULT_MAX_OUTPUT",
     "DEFAULT_TIMEOUT",
     "Backoff",
+    "FileStore",
     "HealthState",
+    "KeyringStore",
     "ListChangedCallback",
     "McpCatalog",
+    "McpOAuth",
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",
@@ -45,18 +54,24 @@ __all__ = [
     "NodeTools",
     "PrefixPolicy",
     "ProtocolMode",
+    "RedirectMode",
     "ResourceUpdatedCallback",
     "ServerLogHandler",
     "ServerRequestHandler",
     "Target",
+    "TokenEndpointAuth",
+    "TokenStore",
     "ToolsChangedCallback",
     "TransportFactory",
     "TransportKind",
     "Unsubscribe",
     "answering",
+    "default_store",
     "is_offered",
     "load_mcp_servers",
+    "oauth_for",
     "on_server_log",
     "resolve_tool_names",
     "sanitize_name",
+    "uses_oauth",
 ]

@@ -6,13 +6,14 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`max_output`, `protocol`, `bearer_token_env`). Secrets never live in the model's repr: `env` and
+`max_output`, `protocol`, `bearer_token_env`, and the `oauth*` keys of MCP authorization). Secrets never live in the model's repr: `env` and
 `headers` are hidden, and a bearer token is read from the environment only when connecting.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -27,8 +28,10 @@ __all__ = [
     "McpServerConfig",
     "PrefixPolicy",
     "ProtocolMode",
+    "TokenEndpointAuth",
     "TransportKind",
     "load_mcp_servers",
+    "secret_from_env",
 ]
 
 DEFAULT_TIMEOUT = 60.0
@@ -44,6 +47,9 @@ and probes 2026-07-28 when the server refuses it; `legacy` forces the handshake;
 `modern` speaks 2026-07-28 without probing."""
 
 TransportKind = Literal["stdio", "http", "sse"]
+
+TokenEndpointAuth = Literal["none", "client_secret_basic", "client_secret_post"]
+"""How the client authenticates at the authorization server's token endpoint."""
 
 
 class McpServerConfig(BaseModel):
@@ -89,6 +95,22 @@ class McpServerConfig(BaseModel):
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""
     bearer_token_env: str | None = None
     """http/sse: name of the environment variable holding a bearer token for `Authorization`."""
+    oauth: bool = True
+    """http/sse: answer a 401 from the server with the MCP authorization flow (OAuth 2.1)."""
+    oauth_client_id: str | None = None
+    """A client registered with the authorization server beforehand (else: a client ID
+    metadata document, or dynamic registration)."""
+    oauth_client_secret_env: str | None = None
+    """The environment variable holding that client's secret."""
+    oauth_token_auth: TokenEndpointAuth | None = None
+    """Token endpoint authentication. Default: `client_secret_basic` for a client with a
+    secret, `none` otherwise (also what a dynamically registered client asks for)."""
+    oauth_client_metadata_url: str | None = None
+    """An HTTPS URL serving this client's metadata document, used as its client ID where the
+    authorization server supports client ID metadata documents."""
+    oauth_callback_port: int | None = Field(default=None, ge=1, le=65535)
+    """The loopback port receiving the authorization (`http://127.0.0.1:PORT/callback`); set
+    it when a pre-registered client's redirect URI names one. Default: any free port."""
 
     @model_validator(mode="before")
     @classmethod
@@ -113,12 +135,23 @@ class McpServerConfig(BaseModel):
             if not self.command:
                 raise ValueError("a stdio server needs `command`")
             misplaced = [k for k in ("url", "headers", "bearer_token_env") if getattr(self, k)]
+            misplaced += [k for k in _OAUTH_KEYS if getattr(self, k) is not None]
         else:
             if not self.url:
                 raise ValueError(f"an {kind} server needs `url`")
             misplaced = [k for k in ("command", "args", "env", "cwd") if getattr(self, k)]
         if misplaced:
             raise ValueError(f"{', '.join(map(repr, misplaced))} do not apply to a {kind} server")
+        if self.oauth_client_secret_env is not None and self.oauth_client_id is None:
+            raise ValueError("`oauth_client_secret_env` needs `oauth_client_id`")
+        if (
+            self.oauth_token_auth in ("client_secret_basic", "client_secret_post")
+            and self.oauth_client_id is not None
+            and self.oauth_client_secret_env is None
+        ):
+            raise ValueError(
+                f"`oauth_token_auth = {self.oauth_token_auth!r}` needs `oauth_client_secret_env`"
+            )
         if self.max_timeout is not None and self.max_timeout < self.timeout:
             raise ValueError("`max_timeout` must not be shorter than `timeout`")
         return self
@@ -134,6 +167,15 @@ class McpServerConfig(BaseModel):
     def call_cap(self) -> float:
         """The absolute cap on one call, in seconds."""
         return self.max_timeout if self.max_timeout is not None else 10 * self.timeout
+
+
+_OAUTH_KEYS = (
+    "oauth_client_id",
+    "oauth_client_secret_env",
+    "oauth_token_auth",
+    "oauth_client_metadata_url",
+    "oauth_callback_port",
+)
 
 
 class _ClaudeDesktopFile(BaseModel):
@@ -164,6 +206,14 @@ def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpSer
         raise ConfigError(f"MCP server config is not valid JSON: {exc}") from exc
     except ValidationError as exc:
         raise ConfigError(f"invalid MCP server config: {_describe(exc)}") from exc
+
+
+def secret_from_env(variable: str, what: str) -> str:
+    """The secret in environment variable `variable`; `ConfigError` naming `what` if unset."""
+    value = os.environ.get(variable)
+    if not value:
+        raise ConfigError(f"environment variable {variable!r} ({what}) is not set")
+    return value
 
 
 def _describe(exc: ValidationError) -> str:

@@ -42,6 +42,7 @@ from pydantic import ValidationError
 from ..errors import ConnectionLost, ServerUnavailable
 from .config import McpServerConfig
 from .health import HealthState, NodeHealth
+from .oauth import find_authorization_required
 from .transport import StderrTail, TransportFactory, config_transport, watch_transport
 
 __all__ = [
@@ -311,10 +312,13 @@ class OwnedSession:
                     ready_at = anyio.current_time()
                     settle()
 
+                needs_login = False
                 try:
                     reason = await self._connect_and_serve(conn, tail, on_ready)
                 except Exception as exc:
-                    reason = conn.lost or describe_error(exc)
+                    login = find_authorization_required(exc)
+                    needs_login = login is not None
+                    reason = str(login) if login is not None else conn.lost or describe_error(exc)
                 finally:
                     self._conn = None
                     conn.close()
@@ -325,7 +329,9 @@ class OwnedSession:
                     failures += 1
                     delay = self._backoff.delay(failures)
                     failed = True
-                    self._log.warning("could not connect (attempt %d): %s", failures, reason)
+                    # Retried, so a login made meanwhile is picked up; said loudly once.
+                    level = logging.INFO if needs_login and failures > 1 else logging.WARNING
+                    self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
                 else:
                     failures = 0
                     lived = anyio.current_time() - ready_at

@@ -3,8 +3,9 @@
 Each connection attempt builds a fresh transport (an SDK transport is single-use). On top of
 the SDK we add: a stdio server's stderr goes to the node's logger (and its last lines into the
 error a failed start reports); HTTP and SSE get the configured headers and the bearer token,
-read from the environment at connect time and never logged; and every stream transport tells
-the node when the server closes the connection, so a server that dies while idle is noticed.
+read from the environment at connect time and never logged, or else the MCP authorization
+flow (`oauth`) when the server answers 401; and every stream transport tells the node when the
+server closes the connection, so a server that dies while idle is noticed.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import os
 import shutil
 import sys
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
@@ -28,8 +29,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from ..errors import ConfigError
-from .config import McpServerConfig
+from .config import McpServerConfig, secret_from_env
+from .oauth import oauth_for, redirect_mode_from_env, uses_oauth
 
 __all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
 
@@ -46,9 +47,17 @@ _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
 def config_transport(
-    config: McpServerConfig, *, name: str, log: logging.Logger, stderr_tail: StderrTail
+    config: McpServerConfig,
+    *,
+    name: str,
+    log: logging.Logger,
+    stderr_tail: StderrTail,
+    auth: httpx2.Auth | None = None,
 ) -> Transport:
-    """A new transport for `config`. Raises `ConfigError` when a needed env var is unset."""
+    """A new transport for `config`. Raises `ConfigError` when a needed env var is unset.
+
+    `auth` replaces the authorization flow a node would use (`auth login` runs its own).
+    """
     match config.kind:
         case "stdio":
             assert config.command is not None  # the config validator guarantees it
@@ -59,10 +68,29 @@ def config_transport(
             return _stdio_with_logged_stderr(params, log, stderr_tail)
         case "http":
             assert config.url is not None
-            return _streamable_http(config.url, _headers(config, name), config.max_message_bytes)
+            return _streamable_http(
+                config.url,
+                _headers(config, name),
+                config.max_message_bytes,
+                _auth(config, name, auth),
+            )
         case "sse":
             assert config.url is not None
-            return sse_client(config.url, headers=_headers(config, name))
+            return _sse(config.url, _headers(config, name), _auth(config, name, auth))
+
+
+def _auth(
+    config: McpServerConfig, name: str, given: httpx2.Auth | None
+) -> Callable[[], Awaitable[httpx2.Auth | None]]:
+    async def make() -> httpx2.Auth | None:
+        if given is not None:
+            return given
+        if not uses_oauth(config):
+            return None
+        # A node never opens a browser: it says which command authorises it instead.
+        return await oauth_for(name, config, mode=redirect_mode_from_env("refuse"))
+
+    return make
 
 
 _DRAIN_SECONDS = 0.5
@@ -130,28 +158,37 @@ def _ending_with_us(command: str, args: list[str]) -> tuple[str, list[str]]:
 def _headers(config: McpServerConfig, name: str) -> dict[str, str]:
     headers = dict(config.headers)
     if config.bearer_token_env is not None:
-        token = os.environ.get(config.bearer_token_env)
-        if not token:
-            raise ConfigError(
-                f"environment variable {config.bearer_token_env!r} (the bearer token of MCP "
-                f"server {name!r}) is not set"
-            )
+        what = f"the bearer token of MCP server {name!r}"
+        token = secret_from_env(config.bearer_token_env, what)
         headers["Authorization"] = f"Bearer {token}"
     return headers
 
 
 @asynccontextmanager
 async def _streamable_http(
-    url: str, headers: dict[str, str], max_message_bytes: int
+    url: str,
+    headers: dict[str, str],
+    max_message_bytes: int,
+    auth: Callable[[], Awaitable[httpx2.Auth | None]],
 ) -> AsyncGenerator[TransportStreams]:
-    # The SDK wants an httpx2 client for headers; we own its lifetime.
+    # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     transport = _ReusingConnections(httpx2.AsyncHTTPTransport())
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=_HTTP_TIMEOUT, transport=transport) as http,
+        httpx2.AsyncClient(
+            headers=headers, timeout=_HTTP_TIMEOUT, transport=transport, auth=await auth()
+        ) as http,
         streamable_http_client(
             url, http_client=http, max_sse_event_size=max_message_bytes
         ) as streams,
     ):
+        yield streams
+
+
+@asynccontextmanager
+async def _sse(
+    url: str, headers: dict[str, str], auth: Callable[[], Awaitable[httpx2.Auth | None]]
+) -> AsyncGenerator[TransportStreams]:
+    async with sse_client(url, headers=headers, auth=await auth()) as streams:
         yield streams
 
 

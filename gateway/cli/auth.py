@@ -1,0 +1,96 @@
+"""`agent-gateway auth login|status|logout`: the user's OAuth authorizations at MCP servers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mcp.client.auth import OAuthFlowError
+
+from toolkits import ToolkitError
+from toolkits.mcp import McpServerConfig
+from toolkits.mcp.authorization import login, logout, status_of_all
+from toolkits.mcp.oauth import redirect_mode_from_env
+from toolkits.mcp.oauth_store import default_store
+from toolkits.mcp.session import describe_error
+
+from ..config import Config
+from ..errors import GatewayError
+from .common import Commands, Handler, config_of
+
+__all__ = ["register"]
+
+
+def register(commands: Commands) -> None:
+    auth = commands.add(
+        "auth", _usage, "authorise the gateway at MCP servers that use OAuth", config=False
+    )
+    actions = auth.add_subparsers(required=True, metavar="ACTION")
+
+    def action(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=help, description=help)
+        sub.set_defaults(handler=handler)
+        sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
+        return sub
+
+    login_ = action("login", _login, "open the server's authorisation page; keep the tokens")
+    login_.add_argument("server", help="the server's name in the config")
+    action("status", _status, "per server: authorised or not, until when, which scopes")
+    logout_ = action("logout", _logout, "forget the server's tokens and client registration")
+    logout_.add_argument("server", help="the server's name in the config")
+
+
+def _usage(args: argparse.Namespace) -> int:  # argparse requires an action first
+    del args
+    return 2
+
+
+def _server(config: Config, name: str) -> McpServerConfig:
+    server = config.mcp_servers.get(name)
+    if server is None:
+        known = ", ".join(sorted(config.mcp_servers)) or "none"
+        raise GatewayError(f"no MCP server named {name!r} in the config (servers: {known})")
+    return server
+
+
+async def _login(args: argparse.Namespace) -> int:
+    server = _server(config_of(args, default_agent=False), args.server)
+    mode = redirect_mode_from_env("browser")
+
+    def announce(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        done, tools = await login(args.server, server, mode=mode, announce=announce)
+    except (OAuthFlowError, OSError, TimeoutError) as exc:
+        print(f"error: could not authorise at {args.server!r}: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if isinstance(exc, GatewayError | ToolkitError):
+            raise  # bad input: exit 2
+        print(
+            f"error: could not authorise at {args.server!r}: {describe_error(exc)}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"{done}; {tools} tools")
+    return 0
+
+
+async def _status(args: argparse.Namespace) -> int:
+    config = config_of(args, default_agent=False)
+    store = default_store()
+    print(f"tokens in: {store.description}")
+    found = await status_of_all(config.mcp_servers, store=store)
+    for line in found:
+        print(line)
+    if not found:
+        print("no configured MCP server uses OAuth")
+    return 0
+
+
+async def _logout(args: argparse.Namespace) -> int:
+    config = config_of(args, default_agent=False)
+    forgotten = await logout(args.server, _server(config, args.server))
+    print(f"{args.server}: {'forgotten' if forgotten else 'nothing was stored'}")
+    return 0

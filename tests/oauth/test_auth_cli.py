@@ -1,0 +1,129 @@
+"""`agent-gateway auth login|status|logout` as the installed console script, against a real
+authorization server and a protected MCP server on 127.0.0.1; and what a run says when a
+server needs authorisation."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.servers.oauth import OAuthWorld, oauth_world
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+SCRIPT = Path(sys.executable).parent / "agent-gateway"
+REPO = Path(__file__).resolve().parents[2]
+
+# A stand-in browser: `webbrowser` runs $BROWSER with the URL; this one GETs it and follows the
+# redirects, as a person approving at once would, so the code lands on the loopback callback.
+FAKE_BROWSER = """
+import sys, httpx2
+httpx2.get(sys.argv[1], follow_redirects=True, timeout=10)
+"""
+
+
+def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AGENT_GATEWAY_OAUTH") and key != "BROWSER"
+    }
+    env |= {
+        "AGENT_GATEWAY_OAUTH_STORE": "file",
+        "AGENT_GATEWAY_OAUTH_DIR": str(tmp_path / "oauth"),
+        "PYTHONPATH": str(REPO),
+    }
+    return env | extra
+
+
+def write_config(tmp_path: Path, world: OAuthWorld) -> Path:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[mcpServers.remote]\nurl = "{world.url}"\n[tools.calculator]\nbuiltin = "calculator"\n'
+    )
+    return config
+
+
+async def gateway(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [str(SCRIPT), *args], env=env, cwd=REPO, check=False, stdin=None
+        )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_login_status_use_and_logout(tmp_path: Path) -> None:
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        plain = environment(tmp_path)
+
+        code, out, _ = await gateway(plain, "auth", "status", "--config", config)
+        assert code == 0
+        assert "remote: not authorised (agent-gateway auth login remote)" in out
+
+        code, out, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        assert out.startswith("remote: authorised, token expires ")
+        assert out.endswith(", scopes: read; 2 tools\n")
+
+        code, out, _ = await gateway(plain, "auth", "status", "--config", config)
+        assert "remote: authorised, token expires" in out
+        assert "tokens in: file store" in out
+
+        # Any later process uses the stored tokens, with no person and no fetching.
+        code, out, err = await gateway(plain, "tools", "--config", config)
+        assert code == 0, out + err
+        assert "remote__echo" in out
+
+        code, out, _ = await gateway(plain, "auth", "logout", "remote", "--config", config)
+        assert (code, out) == (0, "remote: forgotten\n")
+    assert world.authority.grants == ["authorization_code"]
+
+
+async def test_login_opens_the_browser_and_takes_the_code_on_the_loopback_callback(
+    tmp_path: Path,
+) -> None:
+    browser = tmp_path / "browser.py"
+    browser.write_text(FAKE_BROWSER)
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        env = environment(tmp_path, BROWSER=f"{sys.executable} {browser} %s")
+        code, out, err = await gateway(env, "auth", "login", "remote", "--config", config)
+        assert code == 0, err
+        assert "Authorise agent-gateway at MCP server 'remote' in your browser." in err
+        assert f"{world.authority.issuer}/authorize?" in err
+        assert out.endswith("2 tools\n")
+
+
+async def test_a_server_needing_authorisation_is_one_line_and_the_others_work(
+    tmp_path: Path,
+) -> None:
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        code, out, err = await gateway(environment(tmp_path), "tools", "--config", config)
+    assert code == 1
+    assert "calculator" in out  # the other node serves
+    needs = "MCP server 'remote' needs authorisation: run `agent-gateway auth login remote`"
+    assert [line for line in err.splitlines() if line] == [
+        f"WARNING toolkits.mcp.remote: could not connect (attempt 1): {needs}"
+    ]
+    assert needs in out  # the node's health line
+
+
+async def test_login_to_a_server_without_oauth_is_a_clear_error(tmp_path: Path) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text('[mcpServers.local]\ncommand = "true"\n')
+    env = environment(tmp_path)
+    code, _, err = await gateway(env, "auth", "login", "local", "--config", str(config))
+    assert (code, err) == (
+        2,
+        "error: MCP server 'local' does not use OAuth: it is a stdio server\n",
+    )
+    code, _, err = await gateway(env, "auth", "login", "nope", "--config", str(config))
+    assert code == 2
+    assert "no MCP server named 'nope'" in err

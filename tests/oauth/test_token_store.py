@@ -1,0 +1,87 @@
+"""Where tokens live: a real keyring backend when there is one (here keyrings.alt's file
+keyring, forced), else a private file store; entries are bound to the server's URL."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+from keyrings.alt.file import PlaintextKeyring
+from mcp.shared.auth import OAuthToken
+
+from tests.servers.oauth import oauth_world
+from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.oauth_store import FileStore, KeyringStore, ServerTokens, default_store
+
+
+@pytest.fixture
+def plaintext_keyring(tmp_path: Path) -> Iterator[PlaintextKeyring]:
+    before: KeyringBackend = keyring.get_keyring()
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring" / "keyring_pass.cfg")  # pyright: ignore[reportAttributeAccessIssue]
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(before)
+
+
+def test_a_low_priority_keyring_is_passed_over_for_the_private_file_store(
+    plaintext_keyring: PlaintextKeyring, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("AGENT_GATEWAY_OAUTH_STORE", raising=False)
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_DIR", str(tmp_path / "files"))
+    assert plaintext_keyring.priority < 1
+    store = default_store()
+    assert isinstance(store, FileStore)
+    assert store.directory == tmp_path / "files"
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_STORE", "keyring")
+    assert isinstance(default_store(), KeyringStore)
+
+
+def test_the_file_store_writes_private_files_atomically(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "loose")
+    (tmp_path / "loose").mkdir(mode=0o755)
+    store.write("k", "v1")
+    store.write("k", "v2")
+    assert store.read("k") == "v2"
+    assert stat.S_IMODE(os.stat(tmp_path / "loose").st_mode) == 0o700
+    assert [p.name for p in (tmp_path / "loose").iterdir()] == ["k.json"]
+    assert stat.S_IMODE(os.stat(tmp_path / "loose" / "k.json").st_mode) == 0o600
+    assert store.delete("k")
+    assert not store.delete("k")
+    assert store.read("k") is None
+
+
+@pytest.mark.anyio
+async def test_an_entry_is_bound_to_the_server_url(tmp_path: Path) -> None:
+    store = FileStore(tmp_path)
+    here = ServerTokens(store, "remote", "http://127.0.0.1:1234/mcp")
+    await here.set_tokens(OAuthToken(access_token="secret-a", expires_in=60))
+    assert (await here.get_tokens()) is not None
+    elsewhere = ServerTokens(store, "remote", "http://127.0.0.1:9999/mcp")
+    assert await elsewhere.get_tokens() is None
+    assert "secret-a" not in repr(await here.load())
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_a_node_keeps_its_tokens_in_the_keyring(
+    plaintext_keyring: PlaintextKeyring, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_STORE", "keyring")
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_DIR", str(tmp_path / "files"))
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_REDIRECT", "fetch")
+    async with (
+        oauth_world() as world,
+        McpToolkit("remote", McpServerConfig(url=world.url)) as toolkit,
+    ):
+        result = await toolkit.call_tool("remote__echo", {"text": "hi"})
+        assert not result.is_error
+    stored = await ServerTokens(KeyringStore(), "remote", world.url).get_tokens()
+    assert stored is not None
+    assert stored.access_token in world.authority.access
+    assert not (tmp_path / "files").exists()

@@ -1,0 +1,331 @@
+"""MCP authorization for HTTP nodes: the SDK's OAuth client, with our storage, modes and limits.
+
+The flow is the SDK's `OAuthClientProvider` (an `httpx2.Auth`): on a 401 it discovers the
+protected resource metadata (the `resource_metadata` hint, then path-based, then root), the
+authorization server's metadata (OAuth and OpenID variants), registers (a pre-registered
+client, a client ID metadata document, or dynamic registration), runs the authorization code
+flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
+
+- tokens and registrations live in the user's store (`oauth_store`), keyed by server name and
+  URL, with the access token's expiry, so a restarted process refreshes an expired token
+  before using it;
+- a 401 to a token we hold first tries the refresh token (a revoked or early-expired access
+  token) before a new authorization;
+- step-up re-authorizations (403 `insufficient_scope`) are limited: after `STEP_UP_LIMIT`
+  for the same challenged scope, the 403 goes back to the caller;
+- who may start an authorization is the `mode`: `refuse` (a run or `serve`: raise
+  `AuthorizationRequired`, which names the command to run), `browser` (`auth login`: open the
+  page, wait for the loopback redirect), `fetch` (tests and CI, with
+  `AGENT_GATEWAY_OAUTH_REDIRECT=fetch`: GET the authorization URL ourselves and follow its
+  redirects to the loopback callback; works with servers that approve without a person).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import webbrowser
+from collections.abc import AsyncGenerator, Callable
+from typing import Literal, cast
+from urllib.parse import urlsplit
+
+import anyio
+import anyio.to_thread
+import httpx2
+from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth.utils import extract_field_from_www_auth
+from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from pydantic import AnyUrl
+
+from ..errors import AuthorizationRequired, ConfigError
+from .config import McpServerConfig, secret_from_env
+from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
+from .oauth_store import ServerTokens, TokenStore, default_store
+
+__all__ = [
+    "OAUTH_REDIRECT_ENV",
+    "STEP_UP_LIMIT",
+    "McpOAuth",
+    "RedirectMode",
+    "find_authorization_required",
+    "oauth_for",
+    "redirect_mode_from_env",
+    "uses_oauth",
+]
+
+RedirectMode = Literal["refuse", "browser", "fetch"]
+
+OAUTH_REDIRECT_ENV = "AGENT_GATEWAY_OAUTH_REDIRECT"
+STEP_UP_LIMIT = 2
+"""Re-authorizations for one challenged scope (per connection) before its 403 is final."""
+
+_CLIENT_NAME = "agent-gateway"
+_BROWSER_TIMEOUT = 300.0
+_FETCH_TIMEOUT = 30.0
+_FETCH_REDIRECTS = 10
+
+log = logging.getLogger(__name__)
+
+
+def redirect_mode_from_env(default: RedirectMode) -> RedirectMode:
+    """`fetch` when `AGENT_GATEWAY_OAUTH_REDIRECT=fetch`, else `default`."""
+    value = os.environ.get(OAUTH_REDIRECT_ENV, "").strip().lower()
+    if value == "fetch":
+        return "fetch"
+    if value not in ("", "browser"):
+        raise ConfigError(f"{OAUTH_REDIRECT_ENV} must be 'fetch' or 'browser', not {value!r}")
+    return default
+
+
+def uses_oauth(config: McpServerConfig) -> bool:
+    """Whether the node answers a 401 with the authorization flow (HTTP/SSE, no static token)."""
+    has_token = config.bearer_token_env is not None or any(
+        key.lower() == "authorization" for key in config.headers
+    )
+    return config.kind != "stdio" and config.oauth and not has_token
+
+
+def find_authorization_required(exc: BaseException) -> AuthorizationRequired | None:
+    """The `AuthorizationRequired` in `exc`, looking through groups and causes."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, AuthorizationRequired):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(cast(BaseExceptionGroup[BaseException], current).exceptions)
+        for linked in (current.__cause__, current.__context__):
+            if linked is not None:
+                stack.append(linked)
+    return None
+
+
+async def oauth_for(
+    name: str,
+    config: McpServerConfig,
+    *,
+    mode: RedirectMode,
+    store: TokenStore | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> McpOAuth:
+    """The auth provider of node `name` (reads its stored registration for the callback port).
+
+    Raises `ConfigError` for an unset client secret variable or a bad metadata document URL.
+    """
+    assert config.url is not None
+    secret: str | None = None
+    if config.oauth_client_secret_env is not None:
+        what = f"the OAuth client secret of MCP server {name!r}"
+        secret = secret_from_env(config.oauth_client_secret_env, what)
+    tokens = ServerTokens(store or default_store(), name, config.url)
+    stored = (await tokens.load()).client_info
+    port = config.oauth_callback_port or _registered_port(stored) or free_loopback_port()
+    callback = AnyUrl(redirect_uri(port))
+    auth: Literal["none", "client_secret_basic", "client_secret_post"] = (
+        config.oauth_token_auth or ("client_secret_basic" if secret else "none")
+    )
+    if config.oauth_client_id is not None:
+        tokens = ServerTokens(
+            tokens.store,
+            name,
+            config.url,
+            fixed_client=OAuthClientInformationFull(
+                client_id=config.oauth_client_id,
+                client_secret=secret,
+                token_endpoint_auth_method=auth,
+                redirect_uris=[callback],
+                client_name=_CLIENT_NAME,
+            ),
+        )
+    metadata = OAuthClientMetadata(
+        client_name=_CLIENT_NAME,
+        redirect_uris=[callback],
+        token_endpoint_auth_method=auth,
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+    )
+    try:
+        return McpOAuth(
+            name,
+            config.url,
+            tokens,
+            metadata,
+            port=port,
+            mode=mode,
+            client_metadata_url=config.oauth_client_metadata_url,
+            announce=announce,
+        )
+    except ValueError as exc:  # the SDK's check of the metadata document URL
+        raise ConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
+
+
+def _registered_port(client: OAuthClientInformationFull | None) -> int | None:
+    # A dynamically registered client is bound to its redirect URI: reuse its port.
+    for uri in (client.redirect_uris or []) if client else []:
+        parts = urlsplit(str(uri))
+        if parts.hostname == "127.0.0.1" and parts.port:
+            return parts.port
+    return None
+
+
+class McpOAuth(OAuthClientProvider):
+    """The SDK's OAuth provider for one node; see the module docstring."""
+
+    def __init__(
+        self,
+        name: str,
+        server_url: str,
+        tokens: ServerTokens,
+        client_metadata: OAuthClientMetadata,
+        *,
+        port: int,
+        mode: RedirectMode,
+        client_metadata_url: str | None = None,
+        announce: Callable[[str], None] | None = None,
+    ) -> None:
+        super().__init__(
+            server_url,
+            client_metadata,
+            tokens,
+            redirect_handler=self._keep_authorization_url,
+            callback_handler=self._await_callback,
+            client_metadata_url=client_metadata_url,
+        )
+        self.name = name
+        self.tokens = tokens
+        self.mode: RedirectMode = mode
+        self._port = port
+        self._announce: Callable[[str], None] = announce or _say_nothing
+        self._authorization_url: str | None = None
+        self._step_ups: dict[str, int] = {}
+        """Re-authorizations asked for by 403 `insufficient_scope`, by the scope challenged."""
+        self.authorized = False
+        """Set once this provider obtained tokens through an authorization (not a refresh)."""
+
+    async def _initialize(self) -> None:
+        # The SDK keeps a token's expiry in memory only; ours survives a restart.
+        entry = await self.tokens.load()
+        context = self.context
+        context.current_tokens = entry.tokens
+        context.token_expiry_time = entry.expires_at
+        context.client_info = await self.tokens.get_client_info()
+        # Without what discovery found, the SDK would refresh at the resource's own origin.
+        if context.oauth_metadata is None and entry.server_metadata is not None:
+            context.oauth_metadata = entry.server_metadata
+            context.protected_resource_metadata = entry.resource_metadata
+            if entry.resource_metadata is not None:
+                context.auth_server_url = str(entry.resource_metadata.authorization_servers[0])
+        self._initialized = True
+
+    async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
+        refreshed = await super()._handle_refresh_response(response)
+        if not refreshed:
+            await self.tokens.clear_tokens()  # a dead refresh token is not worth a retry
+        return refreshed
+
+    async def _handle_token_response(self, response: httpx2.Response) -> None:
+        await super()._handle_token_response(response)
+        self.authorized = True
+        await self.tokens.set_discovery(
+            self.context.protected_resource_metadata, self.context.oauth_metadata
+        )
+
+    async def _auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        refreshed_after_401 = stepped_up = False
+        while True:
+            flow = super()._auth_flow(request)
+            retry_with_refresh = False
+            try:
+                outgoing = await flow.__anext__()
+                while True:
+                    response = yield outgoing
+                    if outgoing is request:
+                        if response.status_code == 401:
+                            if not refreshed_after_401 and self.context.can_refresh_token():
+                                # The server refused a token we hold (revoked, or expired
+                                # early): a refresh may fix it without a person.
+                                refreshed_after_401 = retry_with_refresh = True
+                                break
+                            if self.mode == "refuse":
+                                raise AuthorizationRequired(self.name)
+                        elif _is_step_up(response) and not stepped_up:
+                            # The SDK re-authorizes once per request; we bound it per scope.
+                            stepped_up = True
+                            scope = extract_field_from_www_auth(response, "scope") or ""
+                            tried = self._step_ups.get(scope, 0)
+                            if tried >= STEP_UP_LIMIT:
+                                log.warning(
+                                    "%s: still refused for scope %r after %d re-authorizations; "
+                                    "not asking again",
+                                    self.name,
+                                    scope,
+                                    tried,
+                                )
+                                return
+                            if self.mode == "refuse":
+                                raise AuthorizationRequired(
+                                    self.name,
+                                    why=f"needs authorisation for more scopes ({scope or 'unnamed'})",
+                                )
+                            self._step_ups[scope] = tried + 1
+                    outgoing = await flow.asend(response)
+            except StopAsyncIteration:
+                return
+            finally:
+                await flow.aclose()
+            if retry_with_refresh:
+                self.context.token_expiry_time = 1.0  # long past: the next pass refreshes first
+
+    async def _keep_authorization_url(self, url: str) -> None:
+        if self.mode == "refuse":
+            raise AuthorizationRequired(self.name)
+        self._authorization_url = url
+
+    async def _await_callback(self) -> AuthorizationCodeResult:
+        url = self._authorization_url
+        if url is None:
+            raise OAuthFlowError("no authorization URL to visit")
+        self._authorization_url = None
+        if self.mode == "fetch":
+            return await receive_callback(
+                self._port, lambda: _fetch_authorization(url), within=_FETCH_TIMEOUT
+            )
+
+        async def open_browser() -> None:
+            self._announce(
+                f"Authorise agent-gateway at MCP server {self.name!r} in your browser. "
+                f"If it did not open, visit:\n{url}"
+            )
+            await anyio.to_thread.run_sync(webbrowser.open, url)
+
+        return await receive_callback(self._port, open_browser, within=_BROWSER_TIMEOUT)
+
+
+def _say_nothing(_line: str) -> None:
+    pass
+
+
+def _is_step_up(response: httpx2.Response) -> bool:
+    return (
+        response.status_code == 403
+        and extract_field_from_www_auth(response, "error") == "insufficient_scope"
+    )
+
+
+async def _fetch_authorization(url: str) -> None:
+    """GET the authorization URL and follow its redirects: the last lands on our callback."""
+    async with httpx2.AsyncClient(
+        follow_redirects=True, max_redirects=_FETCH_REDIRECTS, timeout=_FETCH_TIMEOUT
+    ) as http:
+        response = await http.get(url)
+    if urlsplit(str(response.url)).path != "/callback" or response.status_code != 200:
+        raise OAuthFlowError(
+            f"fetching the authorization page ended at HTTP {response.status_code} "
+            "without reaching the callback (does the server need a person to approve?)"
+        )

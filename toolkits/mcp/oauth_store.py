@@ -1,0 +1,268 @@
+"""Where a user's OAuth tokens for MCP servers live: the OS keyring, else a file only they read.
+
+One entry per configured server, keyed by the server's name and URL: a config that points the
+same name at another URL finds nothing, so a token is never sent to a server it was not issued
+for. An entry holds the tokens (with their absolute expiry, which the SDK only keeps in memory)
+and the client registration the authorization server gave us (dynamic registration; a
+pre-registered client's secret stays in the environment and is never stored).
+
+Backends:
+- `KeyringStore`: the `keyring` package's OS keyring (macOS Keychain, Windows Credential
+  Locker, Secret Service), used when it is installed and has a real backend;
+- `FileStore`: one JSON file per entry in a 0700 directory, each file 0600, written atomically.
+
+`AGENT_GATEWAY_OAUTH_STORE=keyring|file` forces a backend; `AGENT_GATEWAY_OAUTH_DIR` moves the
+file store (default: `$XDG_DATA_HOME/agent-gateway/oauth`). Nothing here logs a token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Protocol
+
+import anyio.to_thread
+from mcp.shared.auth import (
+    OAuthClientInformationFull,
+    OAuthMetadata,
+    OAuthToken,
+    ProtectedResourceMetadata,
+)
+from mcp.shared.auth_utils import resource_url_from_server_url
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+__all__ = [
+    "OAUTH_DIR_ENV",
+    "OAUTH_STORE_ENV",
+    "FileStore",
+    "KeyringStore",
+    "OAuthEntry",
+    "ServerTokens",
+    "TokenStore",
+    "default_store",
+    "entry_key",
+]
+
+OAUTH_STORE_ENV = "AGENT_GATEWAY_OAUTH_STORE"
+OAUTH_DIR_ENV = "AGENT_GATEWAY_OAUTH_DIR"
+_KEYRING_SERVICE = "agent-gateway-oauth"
+
+
+class OAuthEntry(BaseModel):
+    """What we keep for one server."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    server_url: str
+    tokens: OAuthToken | None = None
+    expires_at: float | None = None
+    """When the access token expires (epoch seconds), if the server said."""
+    client_info: OAuthClientInformationFull | None = None
+    resource_metadata: ProtectedResourceMetadata | None = None
+    server_metadata: OAuthMetadata | None = None
+    """What discovery found, so a restarted process refreshes at the right token endpoint."""
+
+    def __repr__(self) -> str:  # tokens and client secrets are secrets
+        return f"OAuthEntry(server_url={self.server_url!r}, tokens={self.tokens is not None})"
+
+    __str__ = __repr__
+
+
+def entry_key(name: str, server_url: str) -> str:
+    """The store key of server `name` at `server_url` (readable, and safe as a file name)."""
+    digest = hashlib.sha256(resource_url_from_server_url(server_url).encode()).hexdigest()[:16]
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in name)[:64]
+    return f"{safe}-{digest}"
+
+
+class TokenStore(Protocol):
+    """Keeps entries by key. Implementations are called from a worker thread."""
+
+    description: str
+    """Where entries go, for `auth status` (never a secret)."""
+
+    def read(self, key: str) -> str | None: ...
+
+    def write(self, key: str, value: str) -> None: ...
+
+    def delete(self, key: str) -> bool:
+        """Remove the entry; True if there was one."""
+        ...
+
+
+class FileStore:
+    """Entries as files in a directory only the user can read (0700, files 0600)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.description = f"file store {directory}"
+
+    def _path(self, key: str) -> Path:
+        return self.directory / f"{key}.json"
+
+    def read(self, key: str) -> str | None:
+        try:
+            return self._path(key).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+
+    def write(self, key: str, value: str) -> None:
+        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)  # also when it existed with looser bits
+        # mkstemp creates the file 0600; the rename makes a reader see the old or the new.
+        fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as file:
+                file.write(value)
+            os.replace(temp, self._path(key))
+        except BaseException:
+            Path(temp).unlink(missing_ok=True)
+            raise
+
+    def delete(self, key: str) -> bool:
+        try:
+            self._path(key).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+
+class KeyringStore:
+    """Entries in the OS keyring, one secret per key."""
+
+    def __init__(self) -> None:
+        import keyring  # optional dependency
+
+        self._keyring = keyring
+        self.description = f"keyring ({type(keyring.get_keyring()).__name__})"
+
+    def read(self, key: str) -> str | None:
+        return self._keyring.get_password(_KEYRING_SERVICE, key)
+
+    def write(self, key: str, value: str) -> None:
+        self._keyring.set_password(_KEYRING_SERVICE, key, value)
+
+    def delete(self, key: str) -> bool:
+        from keyring.errors import PasswordDeleteError
+
+        try:
+            self._keyring.delete_password(_KEYRING_SERVICE, key)
+        except PasswordDeleteError:
+            return False
+        return True
+
+
+def default_store() -> TokenStore:
+    """The keyring when it has a real backend (or is forced), else the file store."""
+    choice = os.environ.get(OAUTH_STORE_ENV, "").strip().lower()
+    if choice != "file" and (choice == "keyring" or _usable_keyring()):
+        return KeyringStore()
+    return FileStore(_data_dir())
+
+
+def _usable_keyring() -> bool:
+    try:
+        import keyring
+    except ImportError:
+        return False
+    try:
+        # Priority below 1: the fail/null backends, or plaintext files (no better than ours).
+        return keyring.get_keyring().priority >= 1
+    except Exception:  # a broken backend setup is "no keyring", not a crash
+        return False
+
+
+def _data_dir() -> Path:
+    configured = os.environ.get(OAUTH_DIR_ENV)
+    if configured:
+        return Path(configured)
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "agent-gateway" / "oauth"
+
+
+class ServerTokens:
+    """One server's entry, as the SDK's `TokenStorage` (plus what we add to it).
+
+    `fixed_client` is a pre-registered client (from config): it is returned as the client
+    registration and never written to the store.
+    """
+
+    def __init__(
+        self,
+        store: TokenStore,
+        name: str,
+        server_url: str,
+        *,
+        fixed_client: OAuthClientInformationFull | None = None,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.server_url = server_url
+        self.key = entry_key(name, server_url)
+        self._fixed_client = fixed_client
+
+    async def load(self) -> OAuthEntry:
+        raw = await anyio.to_thread.run_sync(self.store.read, self.key)
+        if raw is not None:
+            try:
+                entry = OAuthEntry.model_validate_json(raw)
+            except ValidationError:
+                entry = None  # unreadable (another version's format): as if absent
+            if entry is not None and _same_resource(entry.server_url, self.server_url):
+                return entry
+        return OAuthEntry(server_url=self.server_url)
+
+    async def save(self, entry: OAuthEntry) -> None:
+        await anyio.to_thread.run_sync(self.store.write, self.key, entry.model_dump_json())
+
+    async def forget(self) -> bool:
+        return await anyio.to_thread.run_sync(self.store.delete, self.key)
+
+    async def set_discovery(
+        self, resource: ProtectedResourceMetadata | None, server: OAuthMetadata | None
+    ) -> None:
+        entry = await self.load()
+        update = {"resource_metadata": resource, "server_metadata": server}
+        await self.save(entry.model_copy(update=update))
+
+    async def clear_tokens(self) -> None:
+        """Drop the tokens, keep the client registration (a new login reuses it)."""
+        entry = await self.load()
+        if entry.tokens is not None:
+            await self.save(entry.model_copy(update={"tokens": None, "expires_at": None}))
+
+    # The SDK's TokenStorage protocol.
+
+    async def get_tokens(self) -> OAuthToken | None:
+        return (await self.load()).tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        entry = await self.load()
+        expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
+        await self.save(entry.model_copy(update={"tokens": tokens, "expires_at": expires_at}))
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        if self._fixed_client is not None:
+            return self._fixed_client
+        return (await self.load()).client_info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        if self._fixed_client is not None and client_info.client_id == self._fixed_client.client_id:
+            return
+        entry = await self.load()
+        await self.save(entry.model_copy(update={"client_info": client_info}))
+
+
+def _same_resource(a: str, b: str) -> bool:
+    return resource_url_from_server_url(a).rstrip("/") == resource_url_from_server_url(b).rstrip(
+        "/"
+    )
