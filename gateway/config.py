@@ -41,6 +41,7 @@ from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_varia
 from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
+from .resource_server import ResourceServerSettings
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -108,6 +109,8 @@ class GatewaySettings(_Strict):
     progress_interval: float = Field(default=15.0, gt=0)
     """Served runs: the longest a client waits for a progress notification while a model or
     tool call is in flight."""
+    oauth: ResourceServerSettings | None = None
+    """Serving HTTP as an OAuth 2.1 resource server (see `resource_server`)."""
 
 
 class LocalToolConfig(_Strict):

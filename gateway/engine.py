@@ -125,6 +125,9 @@ class RunState(BaseModel):
     items: list[AgentItem]
     request: EngineRequest | None = None
     response: EngineResponse | None = None
+    started_by: str | None = None
+    """Who started the run: the authenticated subject of the MCP client that called the agent
+    (served over HTTP with OAuth or static tokens); None when run locally."""
     children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
     """Agents running as tools of the pending `request`, by tool-call id: their own states,
     so a run stopped while they worked resumes them where they were."""
@@ -200,6 +203,7 @@ class Gateway:
         hops: int = 0,
         stream: bool = False,
         quota: PerNode | None = None,
+        started_by: str | None = None,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
@@ -208,13 +212,14 @@ class Gateway:
         gateways the request already passed through (served runs read it from `_meta`);
         `stream` asks every model of the run to stream, each text delta a `token` event;
         `quota` is the calling client's share of the nodes (default: the run's own).
+        `started_by` is who asked (recorded on the state and every trace event).
         """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
             if isinstance(prompt, str)
             else list(prompt)
         )
-        state = RunState(run_id=new_id(), agent=agent, items=items)
+        state = RunState(run_id=new_id(), agent=agent, items=items, started_by=started_by)
         return await self.resume(
             state,
             checkpoint=checkpoint,
@@ -245,7 +250,7 @@ class Gateway:
         """
         spec = self._agent(state.agent)
         self._check_hops(hops)
-        tracer = Tracer(state.run_id, (*self.hooks, *hooks))
+        tracer = Tracer(state.run_id, (*self.hooks, *hooks), subject=state.started_by)
         exchange = state.response or state.request
         # A resumed run has spent what its metadata says: the budget counts on from there.
         budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
@@ -585,7 +590,10 @@ class Gateway:
             saved  # a stored run stopped while this agent worked: go on where it was
             if saved is not None and saved.agent == inner.name
             else RunState(
-                run_id=context.tracer.run_id, agent=inner.name, items=[AgentItem(prompt=prompt)]
+                run_id=context.tracer.run_id,
+                agent=inner.name,
+                items=[AgentItem(prompt=prompt)],
+                started_by=context.tracer.subject,
             )
         )
         checkpoint = saver.child(action.tool_call_id)

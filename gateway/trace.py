@@ -57,6 +57,8 @@ class TraceEvent(BaseModel):
     error: str | None = None
     call_id: str | None = None
     """For a tool span: the id of the model's tool call it answers."""
+    subject: str | None = None
+    """Who started the run (the authenticated MCP client, when served over HTTP with auth)."""
 
 
 TraceHook = Callable[[TraceEvent], Awaitable[None]]
@@ -88,6 +90,7 @@ class Tracer:
 
     run_id: str
     hooks: Sequence[TraceHook] = ()
+    subject: str | None = None
     _t0: float = field(default_factory=time.perf_counter)
 
     def _ms(self, at: float | None = None) -> float:
@@ -116,6 +119,7 @@ class Tracer:
                 run_id=self.run_id,
                 at_ms=self._ms(),
                 output=data,
+                subject=self.subject,
             )
         )
 
@@ -147,6 +151,7 @@ class Tracer:
                 output=span.output if done else None,
                 error=error,
                 call_id=call_id,
+                subject=self.subject,
             )
 
         if not self.hooks:  # nobody listens: skip building events on the hot path

@@ -32,6 +32,7 @@ from ..sampling_model import (
     sampling_problem,
 )
 from ..trace import TraceHook, new_id
+from .auth import authenticated_subject
 from .downstream import incoming_hops
 from .progress import HEARTBEAT_SECONDS, McpNotifier
 from .rounds import decode_state, encode_state
@@ -183,6 +184,7 @@ class AgentTools:
                     hooks=hooks,
                     hops=incoming_hops(ctx),
                     quota=client_quota(ctx, self._gateway),
+                    started_by=authenticated_subject(),
                     stream=True,  # streamed text shows in the progress of a long model call
                 )
         except (AgentError, GatewayError, ToolkitError) as exc:
@@ -218,7 +220,12 @@ class AgentTools:
                     "agent or version); call the tool again"
                 )
         if state is None:
-            state = RunState(run_id=new_id(), agent=spec.name, items=args.agent_items())
+            state = RunState(
+                run_id=new_id(),
+                agent=spec.name,
+                items=args.agent_items(),
+                started_by=authenticated_subject(),
+            )
         latest = [state]
 
         async def keep(checkpoint: RunState) -> None:

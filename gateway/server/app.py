@@ -30,6 +30,7 @@ from ..config import GatewaySettings
 from ..engine import Gateway
 from ..errors import ToolConflict
 from .agent_tools import AgentTools
+from .auth import scope_guard
 from .prompts import ProxiedPrompts, completions
 from .proxy import ProxiedTools, exposed_nodes
 from .resources import ProxiedResources
@@ -210,6 +211,8 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
+    if settings.oauth is not None and settings.oauth.scopes:
+        server.middleware.append(scope_guard(settings.oauth, gateway))
     if mcp_nodes:
         _serve_mcp_nodes(server, mcp_nodes)
     return server, router

@@ -31,9 +31,10 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
-from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -42,6 +43,8 @@ from starlette.types import ASGIApp
 
 from ..config import GatewaySettings
 from ..errors import ConfigError, GatewayError
+from ..resource_server import ResourceServerSettings
+from .auth import AnyOf, OAuthTokens, metadata_routes, resource_metadata_url
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -75,6 +78,8 @@ class HttpOptions:
     max_request_bytes: int = 4 * 1024 * 1024
     session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    oauth: ResourceServerSettings | None = None
+    """Take OAuth access tokens too (`auth`)."""
 
     def __repr__(self) -> str:  # the tokens are secrets
         return f"HttpOptions(host={self.host!r}, port={self.port}, tokens={len(self.tokens)})"
@@ -91,7 +96,7 @@ def http_options(
     host, port = _parse_address(address)
     env = token_env or settings.tokens_env
     tokens = _read_tokens(env) if env else ()
-    if not tokens and not is_loopback(host):
+    if not tokens and settings.oauth is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to serve HTTP on {host} without a bearer token: anyone who can reach it "
             'could run your agents and tools. Set [gateway] tokens_env = "AGENT_GATEWAY_TOKENS" '
@@ -108,6 +113,7 @@ def http_options(
         max_request_bytes=settings.max_request_bytes,
         session_idle_timeout=settings.http_session_idle_timeout,
         max_sessions=settings.http_max_sessions,
+        oauth=settings.oauth,
     )
     try:
         AllowedHosts.build((), 0, options.allowed_hosts, options.allowed_origins)
@@ -199,12 +205,20 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
     allowed = allowed_hosts(options)
     if allowed is not None:
         middleware.append(Middleware(HostCheck, allowed=allowed))
-    if options.tokens:
-        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
+    routes: list[Route] = []
+    verifier: TokenVerifier | None = StaticTokens(options.tokens) if options.tokens else None
+    required: list[str] = []
+    metadata_url: AnyHttpUrl | None = None
+    if options.oauth is not None:  # an OAuth resource server, static tokens beside
+        required = list(options.oauth.required_scopes)
+        static = [verifier] if verifier is not None else []
+        verifier = AnyOf([*static, OAuthTokens(options.oauth)], static_scopes=required)
+        metadata_url = AnyHttpUrl(resource_metadata_url(options.oauth))
+        routes = metadata_routes(options.oauth)
+    if verifier is not None:
+        endpoint = RequireAuthMiddleware(endpoint, required, metadata_url)
         middleware += [
-            Middleware(
-                AuthenticationMiddleware, backend=BearerAuthBackend(StaticTokens(options.tokens))
-            ),
+            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
         ]
 
@@ -218,7 +232,9 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
                     yield
 
     app = Starlette(
-        routes=[Route(MCP_PATH, endpoint=endpoint)], middleware=middleware, lifespan=lifespan
+        routes=[Route(MCP_PATH, endpoint=endpoint), *routes],
+        middleware=middleware,
+        lifespan=lifespan,
     )
     app.state.sessions = sessions
     return app

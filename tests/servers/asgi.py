@@ -29,11 +29,12 @@ class RecordHeaders:
 
 
 @asynccontextmanager
-async def serve_on_loopback(app: Any) -> AsyncGenerator[str]:
-    """Serve `app` with uvicorn on 127.0.0.1 (a free port); yields `http://127.0.0.1:PORT`."""
+async def serve_on_loopback(app: Any, port: int = 0) -> AsyncGenerator[str]:
+    """Serve `app` with uvicorn on 127.0.0.1 (`port`, or a free one); yields
+    `http://127.0.0.1:PORT`."""
     # Bound and listening before uvicorn starts: clients can connect at once, no polling.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     sock.listen()
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))

@@ -1,0 +1,321 @@
+"""`serve --http` as an OAuth 2.1 resource server: protected resource metadata, JWT access
+tokens checked against a real issuer's JWKS over HTTP, opaque tokens by introspection, scopes
+mapped to agents and nodes, no token passthrough, the subject on the run and in its trace."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import jwt
+import mcp_types as types
+import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from gateway.app import open_gateway
+from gateway.config import parse_config
+from gateway.errors import ConfigError
+from gateway.server import build_server, http_app, http_options
+from gateway.trace import TraceEvent
+from tests.servers.asgi import RecordHeaders, serve_on_loopback
+from tests.servers.inprocess import ToyServer
+from toolkits.mcp.oauth_callback import free_loopback_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+INTROSPECTION_CLIENT = "Basic " + base64.b64encode(b"gateway:introspection-secret").decode()
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def b64_int(value: int) -> str:
+    return b64(value.to_bytes((value.bit_length() + 7) // 8, "big"))
+
+
+class Issuer:
+    """An identity provider's token side: signing keys (JWKS), metadata, introspection."""
+
+    def __init__(self) -> None:
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = "key-1"
+        self.url = ""
+        self.opaque: dict[str, dict[str, Any]] = {}
+        self.introspections = 0
+
+    def app(self) -> Starlette:
+        async def metadata(_request: Request) -> JSONResponse:
+            return JSONResponse(
+                {
+                    "issuer": self.url,
+                    "authorization_endpoint": f"{self.url}/authorize",
+                    "token_endpoint": f"{self.url}/token",
+                    "jwks_uri": f"{self.url}/jwks",
+                }
+            )
+
+        async def jwks(_request: Request) -> JSONResponse:
+            numbers = self.key.public_key().public_numbers()
+            public = {"kty": "RSA", "n": b64_int(numbers.n), "e": b64_int(numbers.e)}
+            return JSONResponse({"keys": [public | {"kid": self.kid, "use": "sig"}]})
+
+        async def introspect(request: Request) -> JSONResponse:
+            self.introspections += 1
+            if request.headers.get("authorization") != INTROSPECTION_CLIENT:
+                return JSONResponse({"error": "invalid_client"}, status_code=401)
+            token = str((await request.form()).get("token"))
+            return JSONResponse(self.opaque.get(token, {"active": False}))
+
+        return Starlette(
+            routes=[
+                Route("/.well-known/oauth-authorization-server", metadata),
+                Route("/jwks", jwks),
+                Route("/introspect", introspect, methods=["POST"]),
+            ]
+        )
+
+    def token(self, resource: str, *, key: Any = None, **claims: Any) -> str:
+        now = int(time.time())
+        body = {
+            "iss": self.url,
+            "aud": resource,
+            "sub": "alice",
+            "client_id": "claude",
+            "scope": "mcp",
+            "iat": now,
+            "exp": now + 300,
+            "jti": uuid.uuid4().hex,
+        } | claims
+        body = {k: v for k, v in body.items() if v is not None}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": self.kid})
+
+
+@dataclass
+class Served:
+    url: str
+    issuer: Issuer
+    events: list[TraceEvent]
+    downstream: RecordHeaders
+    static: str = "static-token-9f2e"
+    tokens_seen: list[str] = field(default_factory=list[str])
+
+
+@asynccontextmanager
+async def gateway_behind_oauth(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **oauth: Any
+) -> AsyncGenerator[Served]:
+    issuer = Issuer()
+    monkeypatch.setenv("GW_TOKENS", "static-token-9f2e")
+    monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
+    toy = ToyServer("toy")
+    toy.add_echo("echo")
+    downstream = RecordHeaders(toy.server.streamable_http_app(host="127.0.0.1"))
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "hello from the agent"}]))
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
+    async with (
+        serve_on_loopback(issuer.app()) as issuer_url,
+        serve_on_loopback(downstream) as toy_url,
+    ):
+        issuer.url = issuer_url
+        port = free_loopback_port()
+        resource = f"http://127.0.0.1:{port}/mcp"
+        settings: dict[str, Any] = {
+            "resource": resource,
+            "authorization_servers": [issuer_url],
+            "required_scopes": ["mcp"],
+            "introspection_endpoint": f"{issuer_url}/introspect",
+            "introspection_client_id": "gateway",
+            "introspection_client_secret_env": "GW_INTROSPECT",
+        } | oauth
+        config = parse_config(
+            {
+                "gateway": {"expose_tools": True, "tokens_env": "GW_TOKENS", "oauth": settings},
+                "mcpServers": {"toy": {"url": f"{toy_url}/mcp"}},
+                "tools": {"calculator": {"builtin": "calculator"}},
+                "agents": {"assistant": {"model": f"scripted:{script}", "tools": ["calculator"]}},
+            }
+        )
+        async with open_gateway(config, hooks=[record]) as gateway:
+            server, _router = build_server(gateway, config.gateway)
+            app = http_app(server, http_options(f"127.0.0.1:{port}", config.gateway))
+            async with serve_on_loopback(app, port=port) as base:
+                assert base.endswith(str(port))
+                yield Served(url=resource, issuer=issuer, events=events, downstream=downstream)
+
+
+@asynccontextmanager
+async def client(url: str, token: str) -> AsyncGenerator[Client]:
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+        yield c
+
+
+async def post(url: str, token: str | None) -> httpx2.Response:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    async with httpx2.AsyncClient() as http:
+        return await http.post(url, json=body, headers=headers)
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_metadata_is_published_and_a_401_points_at_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        refused = await post(served.url, None)
+        assert refused.status_code == 401
+        challenge = refused.headers["www-authenticate"]
+        metadata_url = served.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        assert f'resource_metadata="{metadata_url}"' in challenge
+        async with httpx2.AsyncClient() as http:
+            for url in (
+                metadata_url,
+                served.url.replace("/mcp", "/.well-known/oauth-protected-resource"),
+            ):
+                document = (await http.get(url)).json()
+                assert document["resource"] == served.url
+                assert document["authorization_servers"] == [served.issuer.url]
+                assert document["scopes_supported"] == ["mcp"]
+
+
+async def test_a_valid_jwt_calls_an_agent_and_its_subject_is_on_the_run_and_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        token = served.issuer.token(served.url)
+        async with client(served.url, token) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"assistant", "calculator", "toy__echo"} <= names
+            answer = await session.call_tool("assistant", {"prompt": "hi"})
+            assert text(answer) == "hello from the agent"
+            echoed = await session.call_tool("toy__echo", {"a": 1})
+            assert not echoed.is_error
+    [run_id] = {e.run_id for e in served.events if e.kind == "run"}
+    assert {e.subject for e in served.events if e.run_id == run_id} == {"alice"}
+    # The client's token went nowhere downstream: the toy server saw no Authorization at all.
+    assert all("authorization" not in seen for seen in served.downstream.seen)
+
+
+@pytest.mark.parametrize(
+    ("case", "claims"),
+    [
+        ("expired", {"exp": int(time.time()) - 3600, "iat": int(time.time()) - 7200}),
+        ("wrong audience", {"aud": "https://elsewhere.example.com/mcp"}),
+        ("no audience", {"aud": None}),
+        ("wrong issuer", {"iss": "https://idp.evil.example.com"}),
+    ],
+)
+async def test_a_jwt_that_is_not_for_this_gateway_is_refused(
+    case: str, claims: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        refused = await post(served.url, served.issuer.token(served.url, **claims))
+        assert refused.status_code == 401, case
+        assert 'error="invalid_token"' in refused.headers["www-authenticate"]
+        accepted = await post(served.url, served.issuer.token(served.url))
+        assert accepted.status_code not in (401, 403)  # past auth: the MCP layer answers
+
+
+async def test_a_forged_or_unsigned_jwt_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        forged = served.issuer.token(served.url, key=other_key)
+        assert (await post(served.url, forged)).status_code == 401
+        header, body, _ = served.issuer.token(served.url).split(".")
+        unsigned = b64(b'{"alg":"none","typ":"JWT"}') + f".{body}."
+        assert (await post(served.url, unsigned)).status_code == 401
+        assert (await post(served.url, f"{header}.{body}.")).status_code == 401
+
+
+async def test_a_token_without_a_required_scope_is_forbidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        refused = await post(served.url, served.issuer.token(served.url, scope="other"))
+        assert refused.status_code == 403
+        assert 'error="insufficient_scope"' in refused.headers["www-authenticate"]
+
+
+async def test_scopes_decide_which_agents_and_nodes_a_client_sees_and_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scopes = {"agents": ["assistant"], "tools:toy": ["toy"], "admin": ["*"]}
+    async with gateway_behind_oauth(tmp_path, monkeypatch, scopes=scopes) as served:
+        narrow = served.issuer.token(served.url, scope="mcp agents")
+        async with client(served.url, narrow) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert names == {"assistant"}
+            denied = await session.call_tool("toy__echo", {"a": 1})
+            assert denied.is_error
+            assert text(denied) == (
+                "not allowed: calling 'toy__echo' needs the scope admin or tools:toy "
+                "(the token has: mcp agents)"
+            )
+            assert not (await session.call_tool("assistant", {"prompt": "hi"})).is_error
+        wide = served.issuer.token(served.url, scope="mcp admin")
+        async with client(served.url, wide) as session:
+            names = {tool.name for tool in (await session.list_tools()).tools}
+            assert {"assistant", "calculator", "toy__echo"} <= names
+        # A static token is the operator's: it sees everything.
+        async with client(served.url, served.static) as session:
+            assert not (await session.call_tool("toy__echo", {"a": 1})).is_error
+
+
+async def test_opaque_tokens_are_introspected(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        now = int(time.time())
+        good = {"active": True, "sub": "bob", "scope": "mcp", "exp": now + 60, "aud": served.url}
+        served.issuer.opaque = {
+            "opaque-good": good,
+            "opaque-inactive": good | {"active": False},
+            "opaque-elsewhere": good | {"aud": "https://elsewhere.example.com/mcp"},
+            "opaque-expired": good | {"exp": now - 3600},
+        }
+        assert (await post(served.url, "opaque-good")).status_code not in (401, 403)
+        for token in ("opaque-inactive", "opaque-elsewhere", "opaque-expired", "opaque-unknown"):
+            assert (await post(served.url, token)).status_code == 401, token
+        assert served.issuer.introspections == 5
+
+
+def test_oauth_counts_as_protection_for_a_public_address_and_bad_urls_are_refused() -> None:
+    oauth = {
+        "resource": "https://gw.example.com/mcp",
+        "authorization_servers": ["https://idp.example.com"],
+    }
+    settings = parse_config({"gateway": {"oauth": oauth}}).gateway
+    options = http_options("0.0.0.0:8443", settings)
+    assert options.oauth is not None
+    with pytest.raises(ConfigError, match="use https"):
+        parse_config({"gateway": {"oauth": oauth | {"resource": "http://gw.example.com/mcp"}}})
