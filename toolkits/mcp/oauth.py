@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import os
 import webbrowser
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Literal, cast
 from urllib.parse import urlsplit
 
@@ -45,6 +45,7 @@ from .oauth_store import ServerTokens, TokenStore, default_store
 __all__ = [
     "OAUTH_REDIRECT_ENV",
     "STEP_UP_LIMIT",
+    "LazyOAuth",
     "McpOAuth",
     "RedirectMode",
     "find_authorization_required",
@@ -305,6 +306,43 @@ class McpOAuth(OAuthClientProvider):
             await anyio.to_thread.run_sync(webbrowser.open, url)
 
         return await receive_callback(self._port, open_browser, within=_BROWSER_TIMEOUT)
+
+
+class LazyOAuth(httpx2.Auth):
+    """Sends requests as they are until the server asks for authorization (401, or 403
+    `insufficient_scope`); then makes the real provider (`make()`) and lets it answer.
+
+    A server that never asks costs nothing: no token store is read, no port is chosen. One
+    that does costs one refused request per connection (stored tokens are used from then on).
+    """
+
+    requires_response_body = True
+
+    def __init__(self, make: Callable[[], Awaitable[McpOAuth]]) -> None:
+        self._make = make
+        self._real: McpOAuth | None = None
+        self._lock = anyio.Lock()
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        if self._real is None:
+            response = yield request
+            if response.status_code != 401 and not _is_step_up(response):
+                return
+            async with self._lock:
+                if self._real is None:
+                    self._real = await self._make()
+        flow = self._real.async_auth_flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                response = yield outgoing
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
 
 
 def _say_nothing(_line: str) -> None:

@@ -17,6 +17,7 @@ import sys
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from types import TracebackType
 from typing import Any, Self
 
@@ -30,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from .config import McpServerConfig, secret_from_env
-from .oauth import oauth_for, redirect_mode_from_env, uses_oauth
+from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 
 __all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
 
@@ -87,8 +88,9 @@ def _auth(
             return given
         if not uses_oauth(config):
             return None
+        mode = redirect_mode_from_env("refuse")
         # A node never opens a browser: it says which command authorises it instead.
-        return await oauth_for(name, config, mode=redirect_mode_from_env("refuse"))
+        return LazyOAuth(partial(oauth_for, name, config, mode=mode))
 
     return make
 
