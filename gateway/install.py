@@ -1,24 +1,63 @@
-"""`agent-gateway install claude-desktop`: add the gateway to Claude Desktop's MCP servers.
+"""`agent-gateway install CLIENT`: add the gateway to an MCP client's servers.
+
+    claude-desktop   claude_desktop_config.json in the app's folder
+    claude-code      .mcp.json in the project (the working directory)
+    cursor           ~/.cursor/mcp.json, or the project's .cursor/mcp.json (`project=True`)
 
 The client's config file gets one stdio entry, `mcpServers.<name>`, launching
-`agent-gateway serve --stdio --config <abs path>`. Every other entry and key stays as it was
-(keys of our own entry that we do not set, such as `env`, too). A file that would not change
-is not written; otherwise a backup (`<file>.bak`) is written first, then the new file
-atomically.
+`agent-gateway serve --stdio --config <abs path>`, with `env` for what the gateway needs (API
+keys: a desktop app does not pass on the shell's environment). Every other entry and key stays
+as it was (keys of our own entry that we do not set, too). A file that would not change is not
+written; otherwise a backup (`<file>.bak`) is written first, then the new file atomically.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+from agent.models import api_key_names
+
+from .config import Config
 from .errors import GatewayError
 
-__all__ = ["Installation", "claude_desktop_config_path", "install_claude_desktop", "server_entry"]
+__all__ = [
+    "CLIENTS",
+    "ClientKind",
+    "Installation",
+    "claude_desktop_config_path",
+    "client_config_path",
+    "install_claude_desktop",
+    "install_server",
+    "missing_env",
+    "parse_env_assignment",
+    "read_env_file",
+    "server_entry",
+]
+
+ClientKind = Literal["claude-desktop", "claude-code", "cursor"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Client:
+    label: str
+    passes_shell_env: bool
+    """Whether the servers it starts see the environment of the shell that ran `install`."""
+    entry_type: str | None = None
+    """The `type` its entries carry (Claude Code writes `"stdio"`)."""
+
+
+CLIENTS: dict[ClientKind, _Client] = {
+    "claude-desktop": _Client("Claude Desktop", passes_shell_env=False),
+    "claude-code": _Client("Claude Code", passes_shell_env=True, entry_type="stdio"),
+    "cursor": _Client("Cursor", passes_shell_env=False),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +67,8 @@ class Installation:
     """The client config as it will be (or is) on disk."""
     changed: bool
     backup: Path | None = None
+    env: list[str] = field(default_factory=list[str])
+    """The names of the entry's environment variables (their values are secrets)."""
 
 
 def claude_desktop_config_path(platform: str = sys.platform) -> Path:
@@ -47,6 +88,15 @@ def claude_desktop_config_path(platform: str = sys.platform) -> Path:
     return Path.home() / ".config" / "Claude" / "claude_desktop_config.json"
 
 
+def client_config_path(client: ClientKind, *, project: bool = False) -> Path:
+    """The file `client` reads its MCP servers from: its own, or the project's."""
+    if client == "claude-desktop":
+        return claude_desktop_config_path()
+    if client == "claude-code":
+        return Path.cwd() / ".mcp.json"
+    return (Path.cwd() if project else Path.home()) / ".cursor" / "mcp.json"
+
+
 def server_entry(config: Path) -> dict[str, Any]:
     """The stdio entry: the console script beside this Python, or `python -m gateway.cli`."""
     args = ["serve", "--stdio", "--config", str(config.resolve())]
@@ -58,6 +108,59 @@ def server_entry(config: Path) -> dict[str, Any]:
     return {"command": str(Path(sys.executable).absolute()), "args": ["-m", "gateway.cli", *args]}
 
 
+def install_server(
+    config: Path,
+    client: ClientKind = "claude-desktop",
+    *,
+    name: str = "agent-gateway",
+    client_config: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    project: bool = False,
+    dry_run: bool = False,
+) -> Installation:
+    """Merge our entry (with `env` over the entry's own) into the client's config. Raises
+    `GatewayError` for a file we must not touch (unreadable, not a JSON object, `mcpServers`
+    not an object)."""
+    if not name.strip():
+        raise GatewayError("--name must not be empty")
+    path = client_config or client_config_path(client, project=project)
+    current, old_text = _read_client_config(path)
+    servers: Any = current.get("mcpServers", {})
+    if not isinstance(servers, dict):
+        raise GatewayError(f"{path}: mcpServers is not an object; not touching it")
+    servers = cast(dict[str, Any], servers)
+    old_entry: Any = servers.get(name)
+    entry = dict(cast(dict[str, Any], old_entry)) if isinstance(old_entry, dict) else {}
+    kind = CLIENTS[client].entry_type
+    entry.update({"type": kind} if kind else {}, **server_entry(config))
+    old_env: Any = entry.get("env")
+    merged_env = {
+        **(cast(dict[str, str], old_env) if isinstance(old_env, dict) else {}),
+        **(env or {}),
+    }
+    if merged_env:
+        entry["env"] = merged_env
+    merged = {**current, "mcpServers": {**servers, name: entry}}
+    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
+    changed = merged != current
+    done = Installation(path=path, text=text, changed=changed, env=sorted(merged_env))
+    if dry_run or not changed:
+        return done
+    backup = path.with_name(path.name + ".bak") if old_text is not None else None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if backup is not None and old_text is not None:
+            backup.write_text(old_text, encoding="utf-8")
+        partial = path.with_name(path.name + ".tmp")
+        partial.write_text(text, encoding="utf-8")
+        if merged_env:
+            partial.chmod(0o600)  # it holds secrets now
+        partial.replace(path)  # atomic: the client never reads a half-written file
+    except OSError as exc:
+        raise GatewayError(f"cannot write {path}: {exc}") from exc
+    return Installation(path=path, text=text, changed=True, backup=backup, env=done.env)
+
+
 def install_claude_desktop(
     config: Path,
     *,
@@ -65,47 +168,77 @@ def install_claude_desktop(
     client_config: Path | None = None,
     dry_run: bool = False,
 ) -> Installation:
-    """Merge our entry into the client's config. Raises `GatewayError` for a file we must not
-    touch (unreadable, not a JSON object, `mcpServers` not an object)."""
-    if not name.strip():
-        raise GatewayError("--name must not be empty")
-    path = client_config or claude_desktop_config_path()
-    current: dict[str, Any] = {}
-    old_text: str | None = None
-    if path.exists():
-        try:
-            old_text = path.read_text(encoding="utf-8")
-            loaded: Any = json.loads(old_text) if old_text.strip() else {}
-        except (OSError, UnicodeDecodeError) as exc:
-            raise GatewayError(f"cannot read {path}: {exc}") from exc
-        except json.JSONDecodeError as exc:
-            raise GatewayError(
-                f"{path} is not valid JSON ({exc}); fix it or pass --client-config"
-            ) from exc
-        if not isinstance(loaded, dict):
-            raise GatewayError(f"{path} does not hold a JSON object; not touching it")
-        current = cast(dict[str, Any], loaded)
-    servers: Any = current.get("mcpServers", {})
-    if not isinstance(servers, dict):
-        raise GatewayError(f"{path}: mcpServers is not an object; not touching it")
-    servers = cast(dict[str, Any], servers)
-    old_entry: Any = servers.get(name)
-    entry = dict(cast(dict[str, Any], old_entry)) if isinstance(old_entry, dict) else {}
-    entry.update(server_entry(config))
-    merged = {**current, "mcpServers": {**servers, name: entry}}
-    text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
-    changed = merged != current
-    if dry_run or not changed:
-        return Installation(path=path, text=text, changed=changed)
-    backup: Path | None = None
+    """`install_server` for Claude Desktop."""
+    return install_server(
+        config, "claude-desktop", name=name, client_config=client_config, dry_run=dry_run
+    )
+
+
+def missing_env(config: Config, env: Mapping[str, str], client: ClientKind) -> list[str]:
+    """What the gateway will need from its environment that the client will not give it: API
+    keys of the agents' providers, bearer tokens of HTTP servers. One line each."""
+    visible = {**os.environ, **env} if CLIENTS[client].passes_shell_env else dict(env)
+    needs: dict[tuple[str, ...], list[str]] = {}
+    for agent, spec in config.agents.items():
+        specs = [spec.model] if isinstance(spec.model, str) else spec.model or []
+        for model in specs:
+            names = api_key_names(model)
+            if names:
+                needs.setdefault(names, []).append(f"agent {agent!r} ({model})")
+    for server, settings in config.mcp_servers.items():
+        if settings.bearer_token_env:
+            needs.setdefault((settings.bearer_token_env,), []).append(f"server {server!r}")
+    return [
+        f"{' and '.join(users)} {'need' if len(users) > 1 else 'needs'} {' or '.join(names)}"
+        for names, users in needs.items()
+        if not any(visible.get(name) for name in names)
+    ]
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """`KEY=VALUE` lines (a `.env` file: `#` comments, `export `, quotes). Raises
+    `GatewayError` naming the line at fault."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if old_text is not None:
-            backup = path.with_name(path.name + ".bak")
-            backup.write_text(old_text, encoding="utf-8")
-        partial = path.with_name(path.name + ".tmp")
-        partial.write_text(text, encoding="utf-8")
-        partial.replace(path)  # atomic: Claude never reads a half-written file
-    except OSError as exc:
-        raise GatewayError(f"cannot write {path}: {exc}") from exc
-    return Installation(path=path, text=text, changed=True, backup=backup)
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GatewayError(f"cannot read env file {path}: {exc}") from exc
+    values: dict[str, str] = {}
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            key, value = parse_env_assignment(line.removeprefix("export "))
+        except GatewayError as exc:
+            raise GatewayError(f"{path}:{number}: {exc}") from None
+        values[key] = value
+    return values
+
+
+def parse_env_assignment(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` (the value may be quoted). Raises `GatewayError` (never quoting the text:
+    it may be a secret)."""
+    key, equals, value = text.partition("=")
+    key, value = key.strip(), value.strip()
+    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise GatewayError("expected KEY=VALUE (KEY: letters, digits and _)")
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return key, value
+
+
+def _read_client_config(path: Path) -> tuple[dict[str, Any], str | None]:
+    if not path.exists():
+        return {}, None
+    try:
+        text = path.read_text(encoding="utf-8")
+        loaded: Any = json.loads(text) if text.strip() else {}
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GatewayError(f"cannot read {path}: {exc}") from exc
+    except json.JSONDecodeError as exc:
+        raise GatewayError(
+            f"{path} is not valid JSON ({exc}); fix it or pass --client-config"
+        ) from exc
+    if not isinstance(loaded, dict):
+        raise GatewayError(f"{path} does not hold a JSON object; not touching it")
+    return cast(dict[str, Any], loaded), text

@@ -13,10 +13,11 @@ from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
-from .spec import SPEC_FORMS, model_from_spec
+from .spec import API_KEYS, SPEC_FORMS, api_key_names, model_from_spec
 from .text_tool_calls import parse_text_tool_calls
 
 __all__ = [
+    "API_KEYS",
     "SPEC_FORMS",
     "AnthropicModel",
     "FallbackCallback",
@@ -26,6 +27,7 @@ __all__ = [
     "OpenAICompatibleModel",
     "OpenAIModel",
     "RetryPolicy",
+    "api_key_names",
     "model_from_spec",
     "new_http_client",
     "parse_text_tool_calls",

@@ -27,7 +27,7 @@ from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
 
-__all__ = ["SPEC_FORMS", "model_from_spec"]
+__all__ = ["API_KEYS", "SPEC_FORMS", "api_key_names", "model_from_spec"]
 
 SPEC_FORMS = (
     "openai:MODEL",
@@ -36,6 +36,18 @@ SPEC_FORMS = (
     "gemini:MODEL",
     "scripted:FILE",
 )
+
+API_KEYS: Mapping[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+"""The environment variables a provider's key is read from, in order, where one is required."""
+
+
+def api_key_names(spec: str) -> tuple[str, ...]:
+    """The variables one of which must hold a key for `spec` (none: it needs no key)."""
+    return API_KEYS.get(spec.strip().partition(":")[0].lower(), ())
 
 
 def model_from_spec(
@@ -81,7 +93,7 @@ def model_from_spec(
     if kind == "openai":
         return OpenAIModel(
             rest,
-            api_key=required_key("openai", "OPENAI_API_KEY"),
+            api_key=required_key("openai", *API_KEYS["openai"]),
             http_client=http_client,
             settings=settings,
             retry=retry,
@@ -105,7 +117,7 @@ def model_from_spec(
     if kind == "anthropic":
         return AnthropicModel(
             rest,
-            api_key=required_key("anthropic", "ANTHROPIC_API_KEY"),
+            api_key=required_key("anthropic", *API_KEYS["anthropic"]),
             http_client=http_client,
             settings=settings,
             retry=retry,
@@ -113,7 +125,7 @@ def model_from_spec(
     if kind == "gemini":
         return GeminiModel(
             rest,
-            api_key=required_key("gemini", "GEMINI_API_KEY", "GOOGLE_API_KEY"),
+            api_key=required_key("gemini", *API_KEYS["gemini"]),
             http_client=http_client,
             settings=settings,
             retry=retry,

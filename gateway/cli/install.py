@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 from pathlib import Path
+from typing import Any, cast, get_args
 
 from ..config import DEFAULT_CONFIG_FILE
 from ..errors import GatewayError
-from ..install import install_claude_desktop
+from ..install import (
+    CLIENTS,
+    ClientKind,
+    install_server,
+    missing_env,
+    parse_env_assignment,
+    read_env_file,
+)
 from .common import Commands, config_of
 
 __all__ = ["register"]
@@ -15,32 +26,92 @@ __all__ = ["register"]
 
 def register(commands: Commands) -> None:
     install = commands.add("install", _install, "add the gateway to an MCP client's config")
-    install.add_argument("client", choices=["claude-desktop"], help="the client to configure")
+    install.add_argument("client", choices=get_args(ClientKind), help="the client to configure")
     install.add_argument("--name", default="agent-gateway", help="the server's name in the client")
     install.add_argument(
         "--client-config",
         metavar="PATH",
         help="the client's config file (default: its usual place)",
     )
+    install.add_argument(
+        "--project",
+        action="store_true",
+        help="cursor: the project's .cursor/mcp.json, not ~/.cursor/mcp.json",
+    )
+    install.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an environment variable for the gateway (repeatable; KEY alone: this shell's value)",
+    )
+    install.add_argument(
+        "--env-file", metavar="FILE", help="environment variables for the gateway, KEY=VALUE lines"
+    )
     install.add_argument("--dry-run", action="store_true", help="print the result, write nothing")
 
 
 def _install(args: argparse.Namespace) -> int:
-    config_of(args)  # validated here: the client will run the gateway on it, by path
+    client: ClientKind = args.client
+    config = config_of(args)  # validated here: the client will run the gateway on it, by path
     path = Path(args.config or DEFAULT_CONFIG_FILE)
     if not path.is_file():
         raise GatewayError(
             f"no config file {path}: pass --config FILE (the client will run the gateway on it)"
         )
-    client_config = Path(args.client_config) if args.client_config else None
-    done = install_claude_desktop(
-        path, name=args.name, client_config=client_config, dry_run=args.dry_run
+    env = read_env_file(Path(args.env_file)) if args.env_file else {}
+    env.update(_env_option(text) for text in args.env)
+    done = install_server(
+        path,
+        client,
+        name=args.name,
+        client_config=Path(args.client_config) if args.client_config else None,
+        env=env,
+        project=args.project,
+        dry_run=args.dry_run,
     )
+    label = CLIENTS[client].label
+    entry_env = _entry_env(done.text, args.name)
+    where = (
+        "in the entry's env nor in this shell"
+        if CLIENTS[client].passes_shell_env
+        else f"in the entry's env ({label} does not pass on your shell's environment)"
+    )
+    for problem in missing_env(config, entry_env, client):
+        print(
+            f"warning: {problem}, which is not set {where}: add --env KEY=VALUE or --env-file FILE",
+            file=sys.stderr,
+        )
     if args.dry_run:
-        print(done.text, end="")
+        print(_masked(done.text, args.name), end="")
     elif not done.changed:
         print(f"{done.path}: {args.name!r} is already installed")
     else:
         backup = f" (backup: {done.backup})" if done.backup else ""
-        print(f"{done.path}: installed {args.name!r}{backup}; restart Claude Desktop to use it")
+        with_env = f" with env {', '.join(done.env)}" if done.env else ""
+        print(f"{done.path}: installed {args.name!r}{with_env}{backup}; restart {label} to use it")
     return 0
+
+
+def _env_option(text: str) -> tuple[str, str]:
+    if "=" in text:
+        return parse_env_assignment(text)
+    value = os.environ.get(text)
+    if value is None:
+        raise GatewayError(f"--env {text}: not set in this shell; give it as {text}=VALUE")
+    return text, value
+
+
+def _entry_env(text: str, name: str) -> dict[str, str]:
+    data: Any = json.loads(text)
+    env: Any = data["mcpServers"][name].get("env", {})
+    return cast(dict[str, str], env)
+
+
+def _masked(text: str, name: str) -> str:
+    """The config to print: the values of our entry's env are secrets."""
+    data: Any = json.loads(text)
+    entry: dict[str, Any] = data["mcpServers"][name]
+    if "env" in entry:
+        entry["env"] = dict.fromkeys(cast(dict[str, str], entry["env"]), "***")
+    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

@@ -125,3 +125,104 @@ def test_the_default_client_config_path_follows_the_platform(
         claude_desktop_config_path("linux")
         == tmp_path / ".config/Claude/claude_desktop_config.json"
     )
+
+
+def test_env_from_options_and_a_file_is_merged_into_the_entry_and_never_printed(
+    tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = tmp_path / "claude_desktop_config.json"
+    client.write_text(json.dumps(EXISTING))
+    env_file = tmp_path / "keys.env"
+    env_file.write_text('# keys\nexport OPENAI_API_KEY="sk-from-file"\n\nREGION=eu\n')
+    extra = ["--env-file", str(env_file), "--env", "REGION=us", "--env", "EMPTY="]
+    assert install(gateway_config, client, *extra, "--dry-run") == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["mcpServers"]["agent-gateway"]["env"] == {
+        "LOG": "***", "OPENAI_API_KEY": "***", "REGION": "***", "EMPTY": "***"
+    }  # fmt: skip
+    assert install(gateway_config, client, *extra) == 0
+    out = capsys.readouterr().out
+    assert "with env EMPTY, LOG, OPENAI_API_KEY, REGION" in out
+    assert "sk-from-file" not in out
+    entry = json.loads(client.read_text())["mcpServers"]["agent-gateway"]
+    assert entry["env"] == {
+        "LOG": "1",
+        "OPENAI_API_KEY": "sk-from-file",
+        "REGION": "us",
+        "EMPTY": "",
+    }
+    assert client.stat().st_mode & 0o777 == 0o600  # it holds secrets
+
+
+def test_a_bad_env_line_is_a_clear_error_that_does_not_quote_it(
+    tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env_file = tmp_path / "keys.env"
+    env_file.write_text("A=1\nsk-secret-without-a-name\n")
+    client = tmp_path / "c.json"
+    assert install(gateway_config, client, "--env-file", str(env_file)) == 2
+    err = capsys.readouterr().err
+    assert f"{env_file}:2: expected KEY=VALUE" in err
+    assert "sk-secret" not in err
+    assert not client.exists()
+
+
+def test_a_provider_key_the_client_will_not_pass_is_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-in-this-shell")
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[agents.a]\nmodel = ["openai:gpt-4.1-mini", "gemini:gemini-2.5-flash"]\n'
+        '[agents.b]\nmodel = "openai:gpt-4.1-mini"\n'
+        '[agents.local]\nmodel = "openai-compatible:http://127.0.0.1:8080/v1#qwen"\n'
+    )
+    desktop = tmp_path / "claude.json"
+    assert install(config, desktop) == 0
+    err = capsys.readouterr().err
+    assert (
+        "warning: agent 'a' (openai:gpt-4.1-mini) and agent 'b' (openai:gpt-4.1-mini) need "
+        "OPENAI_API_KEY, which is not set in the entry's env (Claude Desktop does not pass on "
+        "your shell's environment): add --env KEY=VALUE or --env-file FILE"
+    ) in err
+    assert "agent 'a' (gemini:gemini-2.5-flash) needs GEMINI_API_KEY or GOOGLE_API_KEY" in err
+    assert "local" not in err  # a local server needs no key
+    assert install(config, desktop, "--env", "OPENAI_API_KEY", "--env", "GEMINI_API_KEY=g") == 0
+    assert capsys.readouterr().err == ""
+    assert json.loads(desktop.read_text())["mcpServers"]["agent-gateway"]["env"] == {
+        "OPENAI_API_KEY": "sk-in-this-shell",  # KEY alone: this shell's value
+        "GEMINI_API_KEY": "g",
+    }
+    # Claude Code starts its servers with the environment it was started in.
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    assert main(["install", "claude-code", "--config", str(config)]) == 0
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" not in err
+    assert "needs GEMINI_API_KEY or GOOGLE_API_KEY, which is not set in the entry's env nor" in err
+
+
+def test_claude_code_and_cursor_get_their_own_files(
+    tmp_path: Path,
+    gateway_config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project, home = tmp_path / "project", tmp_path / "home"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("HOME", str(home))
+    command = ["install", "--config", str(gateway_config)]
+    assert main([command[0], "claude-code", *command[1:]]) == 0
+    assert "restart Claude Code to use it" in capsys.readouterr().out
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]["agent-gateway"]
+    assert entry["type"] == "stdio"
+    assert entry["args"] == ["serve", "--stdio", "--config", str(gateway_config.resolve())]
+    assert main([command[0], "cursor", *command[1:]]) == 0
+    assert "agent-gateway" in json.loads((home / ".cursor/mcp.json").read_text())["mcpServers"]
+    assert main([command[0], "cursor", "--project", *command[1:]]) == 0
+    cursor_entry = json.loads((project / ".cursor/mcp.json").read_text())["mcpServers"]
+    assert "type" not in cursor_entry["agent-gateway"]
