@@ -1,0 +1,162 @@
+"""The examples and the README run exactly as written and print what they say they print.
+
+Each documented command is taken from the document itself and run as the installed console
+script; what the document shows as printed is compared with what is printed, timings, dates
+and ports masked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import anyio
+import pytest
+from anyio.streams.text import TextReceiveStream
+
+from gateway.config import load_config, parse_config
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples"
+BIN = Path(sys.executable).parent
+
+pytestmark = pytest.mark.integration
+
+
+def fenced(path: Path, language: str = "") -> list[str]:
+    """The code blocks of a Markdown file in `language` ("": plain blocks), in order."""
+    blocks: list[str] = []
+    current: list[str] | None = None
+    wanted = False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("```"):
+            if current is not None:
+                current.append(line)
+        elif current is None:
+            current, wanted = [], line[3:].strip() == language
+        else:
+            if wanted:
+                blocks.append("\n".join(current) + "\n")
+            current = None
+    return blocks
+
+
+def commands(text: str) -> list[list[str]]:
+    """The `agent-gateway ...` commands of a shell snippet (comments and `#` prefixes off,
+    continuation lines joined)."""
+    joined = re.sub(r"\\\n\s*(#\s*)?", " ", text)
+    found: list[list[str]] = []
+    for line in joined.splitlines():
+        line = line.strip().removeprefix("#").strip()
+        if line.startswith("agent-gateway "):
+            found.append(shlex.split(line.split(" #")[0].removesuffix("&").strip()))
+    return found
+
+
+def masked(text: str) -> list[str]:
+    """Lines with what changes from run to run masked: timings, dates, ports."""
+    text = re.sub(r"\[\s*\d+ ms\]", "[ ms]", text)
+    text = re.sub(r"\b\d+ ms\b", "N ms", text)
+    text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", "DATE", text)
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+    return text.splitlines()
+
+
+def run(argv: list[str], *, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    assert argv[0] == "agent-gateway"
+    executable = shutil.which("agent-gateway", path=str(BIN))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [executable, *argv[1:]], cwd=cwd, env=env, capture_output=True, text=True, timeout=50
+    )
+
+
+def test_the_demo_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    shown = next(b for b in fenced(REPO / "README.md") if b.startswith("No model configured"))
+    done = run(["agent-gateway", "demo"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert masked(done.stdout) == masked(shown)
+
+
+def test_the_researcher_example_runs_as_its_header_and_the_readme_say() -> None:
+    config = EXAMPLES / "researcher/agent-gateway.toml"
+    (command,) = commands(config.read_text(encoding="utf-8"))
+    where = str(config.relative_to(REPO))
+    in_readme = [c for b in fenced(REPO / "README.md", "sh") for c in commands(b) if where in c]
+    assert in_readme == [command]
+    done = run(command)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "17 shirts cost 425 dollars before tax, 459 dollars with 8% tax.\n"
+    assert "      agent math" in done.stderr  # the sub-agent's span, nested in the tool call
+
+
+def test_two_gateways_over_stdio_print_the_trace_their_readme_shows() -> None:
+    readme = EXAMPLES / "two_gateways/README.md"
+    stdio = next(b for b in fenced(readme, "sh") if "a.toml" in b)
+    (command,) = commands(stdio)
+    shown = fenced(readme)[0]
+    done = run(command)
+    assert done.returncode == 0, done.stderr
+    assert masked(done.stderr + done.stdout) == masked(shown)
+    header = commands((EXAMPLES / "two_gateways/a.toml").read_text(encoding="utf-8"))
+    assert header == [command]
+
+
+@pytest.mark.anyio
+async def test_two_gateways_over_http_print_the_traces_their_readme_shows(tmp_path: Path) -> None:
+    readme = EXAMPLES / "two_gateways/README.md"
+    serve, command = commands(next(b for b in fenced(readme, "sh") if "a-http.toml" in b))
+    shown_a, shown_b = fenced(readme)[1:3]
+    # The documented port, 8765, may be taken on a shared machine: the same commands on a
+    # free port, with A's config pointing there (a copy, beside its scripts).
+    port = free_port()
+    serve = [arg.replace("127.0.0.1:8765", f"127.0.0.1:{port}") for arg in serve]
+    a_http = tmp_path / "a-http.toml"
+    text = (EXAMPLES / "two_gateways/a-http.toml").read_text(encoding="utf-8")
+    a_http.write_text(text.replace("127.0.0.1:8765", f"127.0.0.1:{port}"))
+    shutil.copy(EXAMPLES / "two_gateways/assistant.json", tmp_path)
+    command = [str(a_http) if arg.endswith("a-http.toml") else arg for arg in command]
+    executable = shutil.which("agent-gateway", path=str(BIN))
+    assert executable is not None
+    with anyio.fail_after(50):
+        async with await anyio.open_process([executable, *serve[1:]], cwd=REPO) as b:
+            assert b.stderr is not None
+            b_err = ""
+            async for chunk in TextReceiveStream(b.stderr):
+                b_err += chunk
+                if "serving MCP on" in b_err:
+                    break
+            done = await anyio.to_thread.run_sync(run, command)
+            b.send_signal(signal.SIGTERM)  # `kill %1`
+            async for chunk in TextReceiveStream(b.stderr):
+                b_err += chunk
+            await b.wait()
+    assert done.returncode == 0, done.stderr
+    assert masked(done.stderr + done.stdout) == masked(shown_a)
+    b_lines = [line for line in b_err.splitlines() if line.startswith(("[", "agent-gateway:"))]
+    assert masked("\n".join(b_lines)) == masked(shown_b)
+
+
+def test_every_documented_config_is_valid() -> None:
+    documents = [REPO / "README.md", *EXAMPLES.glob("*.md"), *EXAMPLES.glob("*/README.md")]
+    blocks = [block for path in documents for block in fenced(path, "toml")]
+    assert len(blocks) >= 5
+    for block in blocks:
+        parse_config(tomllib.loads(block), source=block.splitlines()[0])
+    for path in EXAMPLES.glob("*/*.toml"):
+        load_config(path)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
