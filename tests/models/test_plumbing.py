@@ -82,6 +82,7 @@ def test_exports_are_curated_and_sorted() -> None:
     exported = agent.models.__all__
     assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))
     assert set(exported) == {
+        "API_KEYS",
         "SPEC_FORMS",
         "AnthropicModel",
         "FallbackCallback",
@@ -91,6 +92,7 @@ def test_exports_are_curated_and_sorted() -> None:
         "OpenAICompatibleModel",
         "OpenAIModel",
         "RetryPolicy",
+        "api_key_names",
         "model_from_spec",
         "new_http_client",
         "parse_text_tool_calls",
