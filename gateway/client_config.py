@@ -23,7 +23,12 @@ from typing import Any, cast
 
 from .errors import ConfigError
 
-__all__ = ["CLIENT_CONFIG_FILES", "client_keys", "expand_server_variables"]
+__all__ = [
+    "CLIENT_CONFIG_FILES",
+    "client_keys",
+    "expand_server_variables",
+    "required_variables",
+]
 
 CLIENT_CONFIG_FILES = (".mcp.json",)
 """Client config files picked up from the working directory when it has no
@@ -74,6 +79,30 @@ def expand_server_variables(
                 fields[key] = _expand(fields[key], lambda text, w=where: lookup.expand(text, w))
         expanded[name] = fields
     return expanded
+
+
+def required_variables(servers: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The environment variables the servers' launch keys need (no default), with the servers
+    that need each: what must be set wherever the gateway will run."""
+    needed: dict[str, list[str]] = {}
+
+    def collect(server: str) -> Callable[[str], str]:
+        def found(text: str) -> str:
+            for match in _VARIABLE.finditer(text):
+                name, has_default, _ = match.group(1).partition(":-")
+                name = name.removeprefix("env:")
+                if not has_default and name not in ("PWD", "userHome", "workspaceFolder"):
+                    needed.setdefault(name, []).append(server)
+            return text
+
+        return found
+
+    for name, entry in servers.items():
+        if isinstance(entry, Mapping):
+            fields = cast(Mapping[str, Any], entry)
+            for key in _EXPANDED:
+                _expand(fields.get(key), collect(name))
+    return {var: list(dict.fromkeys(names)) for var, names in needed.items()}
 
 
 def _expand(value: Any, expand: Callable[[str], str]) -> Any:

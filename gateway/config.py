@@ -20,6 +20,7 @@ import json
 import re
 import sys
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
@@ -56,6 +57,7 @@ __all__ = [
     "find_config_file",
     "load_config",
     "parse_config",
+    "read_config_data",
     "with_default_agent",
 ]
 
@@ -245,9 +247,12 @@ DEFAULT_CONFIG = Config(
 )
 
 
-def load_config(path: str | Path | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None, *, environ: Mapping[str, str] | None = None
+) -> Config:
     """Read `path`; without one, `agent-gateway.toml` in the working directory, else a client's
-    `.mcp.json` there, else the built-in default.
+    `.mcp.json` there, else the built-in default. `${VAR}`s expand from `environ` (default:
+    this process's environment).
 
     A `.json` file may be our shape or an MCP client's config (`{"mcpServers": ...}`, with the
     client's own keys beside it). Raises `ConfigError` naming the file and the key at fault.
@@ -257,6 +262,13 @@ def load_config(path: str | Path | None = None) -> Config:
         if path is None:
             return DEFAULT_CONFIG
     path = Path(path)
+    config = parse_config(read_config_data(path), source=str(path), environ=environ)
+    return _relative_to(config, path.parent)
+
+
+def read_config_data(path: Path) -> Any:
+    """A config file's data as written (nothing expanded, nothing checked). Raises
+    `ConfigError` for a file that cannot be read or parsed."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -270,7 +282,7 @@ def load_config(path: str | Path | None = None) -> Config:
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         kind = "JSON" if path.suffix == ".json" else "TOML"
         raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    return _relative_to(parse_config(data, source=str(path)), path.parent)
+    return data
 
 
 def find_config_file(directory: Path | None = None) -> Path | None:
@@ -282,11 +294,14 @@ def find_config_file(directory: Path | None = None) -> Path | None:
     return None
 
 
-def parse_config(data: Any, *, source: str = "config") -> Config:
+def parse_config(
+    data: Any, *, source: str = "config", environ: Mapping[str, str] | None = None
+) -> Config:
     """Validate already-parsed config data; `source` names it in errors.
 
     An MCP client's file (one with `mcpServers`) may carry the client's own settings: they are
-    ignored. Variables in the servers' launch keys are expanded (`client_config`).
+    ignored. Variables in the servers' launch keys are expanded from `environ` (default: this
+    process's environment; `client_config`).
     """
     if isinstance(data, dict):
         table = dict(cast(dict[str, Any], data))
@@ -294,7 +309,7 @@ def parse_config(data: Any, *, source: str = "config") -> Config:
             del table[key]
         if isinstance(table.get("mcpServers"), dict):
             servers = cast(dict[str, Any], table["mcpServers"])
-            table["mcpServers"] = expand_server_variables(servers, source=source)
+            table["mcpServers"] = expand_server_variables(servers, source=source, environ=environ)
         data = table
     try:
         return Config.model_validate(data)

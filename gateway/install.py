@@ -60,6 +60,13 @@ CLIENTS: dict[ClientKind, _Client] = {
 }
 
 
+_BASIC = {
+    name: os.environ.get(name, "set")
+    for name in ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "USERPROFILE", "APPDATA")
+}
+"""What every client passes on to the servers it starts (the MCP SDKs' default environment)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Installation:
     path: Path
@@ -174,11 +181,19 @@ def install_claude_desktop(
     )
 
 
-def missing_env(config: Config, env: Mapping[str, str], client: ClientKind) -> list[str]:
+def missing_env(
+    config: Config,
+    env: Mapping[str, str],
+    client: ClientKind,
+    variables: Mapping[str, list[str]] | None = None,
+) -> list[str]:
     """What the gateway will need from its environment that the client will not give it: API
-    keys of the agents' providers, bearer tokens of HTTP servers. One line each."""
-    visible = {**os.environ, **env} if CLIENTS[client].passes_shell_env else dict(env)
+    keys of the agents' providers, bearer tokens of HTTP servers, the `variables` its servers'
+    launch keys name (`client_config.required_variables`). One line each."""
+    visible = {**os.environ, **env} if CLIENTS[client].passes_shell_env else {**_BASIC, **env}
     needs: dict[tuple[str, ...], list[str]] = {}
+    for variable, servers in (variables or {}).items():
+        needs.setdefault((variable,), []).extend(f"server {name!r}" for name in servers)
     for agent, spec in config.agents.items():
         specs = [spec.model] if isinstance(spec.model, str) else spec.model or []
         for model in specs:

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, cast, get_args
 
-from ..config import DEFAULT_CONFIG_FILE
+from ..client_config import required_variables
+from ..config import DEFAULT_CONFIG_FILE, load_config, read_config_data, with_default_agent
 from ..errors import GatewayError
 from ..install import (
     CLIENTS,
@@ -19,7 +20,7 @@ from ..install import (
     parse_env_assignment,
     read_env_file,
 )
-from .common import Commands, config_of
+from .common import Commands
 
 __all__ = ["register"]
 
@@ -53,7 +54,6 @@ def register(commands: Commands) -> None:
 
 def _install(args: argparse.Namespace) -> int:
     client: ClientKind = args.client
-    config = config_of(args)  # validated here: the client will run the gateway on it, by path
     path = Path(args.config or DEFAULT_CONFIG_FILE)
     if not path.is_file():
         raise GatewayError(
@@ -61,6 +61,10 @@ def _install(args: argparse.Namespace) -> int:
         )
     env = read_env_file(Path(args.env_file)) if args.env_file else {}
     env.update(_env_option(text) for text in args.env)
+    # Validated here, as the gateway will read it: the client runs it by path, with `env`.
+    config = with_default_agent(load_config(path, environ={**os.environ, **env}))
+    data: Any = read_config_data(path)
+    servers: Any = cast(dict[str, Any], data).get("mcpServers") if isinstance(data, dict) else None
     done = install_server(
         path,
         client,
@@ -77,7 +81,10 @@ def _install(args: argparse.Namespace) -> int:
         if CLIENTS[client].passes_shell_env
         else f"in the entry's env ({label} does not pass on your shell's environment)"
     )
-    for problem in missing_env(config, entry_env, client):
+    variables = required_variables(
+        cast(dict[str, Any], servers) if isinstance(servers, dict) else {}
+    )
+    for problem in missing_env(config, entry_env, client, variables):
         print(
             f"warning: {problem}, which is not set {where}: add --env KEY=VALUE or --env-file FILE",
             file=sys.stderr,

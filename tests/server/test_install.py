@@ -226,3 +226,30 @@ def test_claude_code_and_cursor_get_their_own_files(
     assert main([command[0], "cursor", "--project", *command[1:]]) == 0
     cursor_entry = json.loads((project / ".cursor/mcp.json").read_text())["mcpServers"]
     assert "type" not in cursor_entry["agent-gateway"]
+
+
+def test_variables_the_config_expands_must_reach_the_gateway_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-in-this-shell")
+    monkeypatch.delenv("ONLY_IN_THE_ENTRY", raising=False)
+    config = tmp_path / "gw.json"
+    servers = {
+        "github": {
+            "command": "gh-mcp",
+            "args": ["--home", "${HOME}"],
+            "env": {"T": "${GITHUB_TOKEN}"},
+        },
+        "other": {"command": "x", "args": ["${ONLY_IN_THE_ENTRY}", "${MODE:-fast}"]},
+    }
+    config.write_text(json.dumps({"mcpServers": servers}))
+    client = tmp_path / "claude.json"
+    assert install(config, client, "--env", "ONLY_IN_THE_ENTRY=1") == 0
+    err = capsys.readouterr().err
+    assert "warning: server 'github' needs GITHUB_TOKEN, which is not set in the entry's env" in err
+    assert "HOME" not in err  # every client passes it on
+    assert "ONLY_IN_THE_ENTRY" not in err
+    assert "MODE" not in err
+    # As the gateway would read the config, without the entry's env: ${ONLY_IN_THE_ENTRY} unset.
+    assert install(config, client) == 2
+    assert "${ONLY_IN_THE_ENTRY} is not set" in capsys.readouterr().err
