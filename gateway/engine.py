@@ -108,6 +108,12 @@ class RunOrigin(BaseModel):
     """The file's content hash when the run started: a changed config is not resumed blindly."""
     model: str | None = None
     """The model spec that replaced every agent's (`--model`), if any."""
+    system: str | None = None
+    """The run's agent's system message, if the run replaced it (`--system`)."""
+    temperature: float | None = None
+    """Every agent's temperature, if the run set it (`--temperature`)."""
+    max_tokens: int | None = None
+    """Every agent's answer length, if the run set it (`--max-tokens`)."""
 
 
 class RunState(BaseModel):

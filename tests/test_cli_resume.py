@@ -14,7 +14,8 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from gateway import FileRunStore
-from gateway.cli import main
+from gateway.cli import main, parser
+from gateway.cli.origin import resume_config
 
 REPO = Path(__file__).resolve().parents[1]
 STOP_AFTER_THE_TOOL = [
@@ -140,3 +141,21 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
     assert state.request is not None  # stopped with the tool call to run again
     assert state.origin is not None
     assert state.origin.config == str(config)
+
+
+def test_resume_keeps_the_settings_the_run_was_given_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
+    state_dir = tmp_path / "runs"
+    settings = ["--system", "Be terse.", "--temperature", "0.1", "--max-tokens", "64"]
+    resume = stopped_run(
+        capsys, "--model", f"scripted:{script}", "--state-dir", str(state_dir), *settings
+    )
+    run_id = resume[1]
+    state = anyio.run(FileRunStore(state_dir).load, run_id)
+    args = parser().parse_args(resume)
+    config, origin = resume_config(args, state.origin, state.agent)
+    assert (origin.system, origin.temperature, origin.max_tokens) == ("Be terse.", 0.1, 64)
+    agent = config.agents["assistant"]
+    assert (agent.system, agent.temperature, agent.max_tokens) == ("Be terse.", 0.1, 64)

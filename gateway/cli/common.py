@@ -31,6 +31,7 @@ __all__ = [
     "config_of",
     "pick_agent",
     "trace_hooks",
+    "with_settings",
     "with_steps",
 ]
 
@@ -72,7 +73,13 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
             update={"gateway": config.gateway.model_copy(update={"otel": True})}
         )
     config = with_default_agent(config) if default_agent else config
-    return _with_settings(config, args)
+    return with_settings(
+        config,
+        agent=getattr(args, "agent", None),
+        system=getattr(args, "system", None),
+        temperature=getattr(args, "temperature", None),
+        max_tokens=getattr(args, "max_tokens", None),
+    )
 
 
 def add_model_options(
@@ -91,23 +98,26 @@ def add_model_options(
         )
 
 
-def _with_settings(config: Config, args: argparse.Namespace) -> Config:
-    """`--system` for the chosen agent, `--temperature` and `--max-tokens` for every agent;
-    checked as the config's own keys are."""
-    system: str | None = getattr(args, "system", None)
-    update = {
-        key: value
-        for key in ("temperature", "max_tokens")
-        if (value := getattr(args, key, None)) is not None
-    }
+def with_settings(
+    config: Config,
+    *,
+    agent: str | None = None,
+    system: str | None = None,
+    temperature: float | None = None,
+    max_tokens: int | None = None,
+) -> Config:
+    """`--system` for the chosen agent (`agent`, or the only one), `--temperature` and
+    `--max-tokens` for every agent; checked as the config's own keys are."""
+    given = {"temperature": temperature, "max_tokens": max_tokens}
+    update = {key: value for key, value in given.items() if value is not None}
     if system is None and not update:
         return config
-    chosen = pick_agent(config, getattr(args, "agent", None)) if system is not None else None
+    chosen = pick_agent(config, agent) if system is not None else None
     agents: dict[str, AgentConfig] = {}
-    for name, agent in config.agents.items():
+    for name, spec in config.agents.items():
         changes = {**update, "system": system} if name == chosen else update
         try:
-            agents[name] = AgentConfig.model_validate({**agent.model_dump(), **changes})
+            agents[name] = AgentConfig.model_validate({**spec.model_dump(), **changes})
         except ValidationError as exc:
             problems = "; ".join(
                 f"--{str(e['loc'][-1]).replace('_', '-')}: {e['msg']}" for e in exc.errors()

@@ -16,46 +16,74 @@ from pathlib import Path
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
 from ..engine import RunOrigin
 from ..errors import ConfigError
+from .common import with_settings
 
 __all__ = ["origin_of", "resume_command", "resume_config"]
 
 
 def origin_of(args: argparse.Namespace) -> RunOrigin:
-    """How this `run` starts: its config file (None: the built-in default) and `--model`."""
+    """How this `run` starts: its config file (None: the built-in default), `--model`, and the
+    settings it gives on the command line."""
+    settings = RunOrigin(
+        model=args.model,
+        system=args.system,
+        temperature=args.temperature,
+        max_tokens=args.max_tokens,
+    )
     path = Path(args.config) if args.config else find_config_file()
     if path is None:
-        return RunOrigin(model=args.model)
-    return RunOrigin(config=str(path.resolve()), config_sha256=_digest(path), model=args.model)
+        return settings
+    return settings.model_copy(
+        update={"config": str(path.resolve()), "config_sha256": _digest(path)}
+    )
 
 
-def resume_config(args: argparse.Namespace, origin: RunOrigin | None) -> tuple[Config, RunOrigin]:
-    """The config to resume on and the origin it makes: `--config`, else the run's own.
+def resume_config(
+    args: argparse.Namespace, origin: RunOrigin | None, agent: str
+) -> tuple[Config, RunOrigin]:
+    """The config to resume `agent`'s run on, with the run's command-line settings, and the
+    origin it makes: `--config`, else the run's own.
 
     Raises `ConfigError` when the config's content is not what the run started with (unless
     `--force`), or the run's config file is gone.
     """
     model = args.model or (origin.model if origin else None)
+    kept = (origin or RunOrigin()).model_copy(update={"model": model})
     named: str | None = args.config or (origin.config if origin else None)
     if named is None:
         # The built-in default the run started with (not a file found here now), or, for a
         # run stored before runs had an origin, whatever is found here.
         config = DEFAULT_CONFIG if origin else load_config(None)
-        return with_default_agent(config), RunOrigin(model=model)
+        now = kept.model_copy(update={"config": None, "config_sha256": None})
+        return _with_origin_settings(config, now, agent), now
     path = Path(named)
     try:
-        config = with_default_agent(load_config(path))
+        config = load_config(path)
     except ConfigError as exc:
         if args.config is None:
             exc.add_note("the run started with this config; name another with --config FILE")
         raise
-    now = RunOrigin(config=str(path.resolve()), config_sha256=_digest(path), model=model)
+    now = kept.model_copy(update={"config": str(path.resolve()), "config_sha256": _digest(path)})
     started = origin.config_sha256 if origin else None
     if started is not None and now.config_sha256 != started and not args.force:
         raise ConfigError(
             f"config {path} is not the one the run started with (its content changed): "
             "its agents and tools may differ; pass --force to resume on it anyway"
         )
-    return config, now
+    return _with_origin_settings(config, now, agent), now
+
+
+def _with_origin_settings(config: Config, origin: RunOrigin, agent: str) -> Config:
+    config = with_default_agent(config)
+    if agent not in config.agents:
+        return config  # the caller says which agents there are
+    return with_settings(
+        config,
+        agent=agent,
+        system=origin.system,
+        temperature=origin.temperature,
+        max_tokens=origin.max_tokens,
+    )
 
 
 def resume_command(run_id: str, state_dir: Path) -> str:

@@ -120,7 +120,7 @@ def _items(args: argparse.Namespace) -> list[AgentItem]:
 async def _resume(args: argparse.Namespace) -> int:
     store = FileRunStore(args.state_dir)
     state = await store.load(args.run_id)
-    config, origin = resume_config(args, state.origin)
+    config, origin = resume_config(args, state.origin, state.agent)
     state = state.model_copy(update={"origin": origin})
     pick_agent(config, state.agent)
     async with (
