@@ -262,7 +262,10 @@ def load_config(
         if path is None:
             return DEFAULT_CONFIG
     path = Path(path)
-    config = parse_config(read_config_data(path), source=str(path), environ=environ)
+    data = read_config_data(path)
+    # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
+    client_file = path.suffix == ".json"
+    config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
     return _relative_to(config, path.parent)
 
 
@@ -295,17 +298,21 @@ def find_config_file(directory: Path | None = None) -> Path | None:
 
 
 def parse_config(
-    data: Any, *, source: str = "config", environ: Mapping[str, str] | None = None
+    data: Any,
+    *,
+    source: str = "config",
+    environ: Mapping[str, str] | None = None,
+    client_file: bool = True,
 ) -> Config:
     """Validate already-parsed config data; `source` names it in errors.
 
-    An MCP client's file (one with `mcpServers`) may carry the client's own settings: they are
-    ignored. Variables in the servers' launch keys are expanded from `environ` (default: this
-    process's environment; `client_config`).
+    With `client_file`, data with `mcpServers` may be an MCP client's file, with the client's
+    own settings beside it: they are ignored. Variables in the servers' launch keys are
+    expanded from `environ` (default: this process's environment; `client_config`).
     """
     if isinstance(data, dict):
         table = dict(cast(dict[str, Any], data))
-        for key in client_keys(table, source=source):
+        for key in client_keys(table, source=source) if client_file else []:
             del table[key]
         if isinstance(table.get("mcpServers"), dict):
             servers = cast(dict[str, Any], table["mcpServers"])

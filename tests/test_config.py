@@ -199,3 +199,10 @@ def test_a_config_of_servers_only_gets_an_assistant_on_every_node() -> None:
     assert config.agents["assistant"].tools == ["a", "c"]
     configured = parse_config({"tools": {"c": {"builtin": "calculator"}}, "agents": {"x": {}}})
     assert with_default_agent(configured) == configured
+
+
+def test_in_a_toml_file_every_key_counts(tmp_path: Path) -> None:
+    path = tmp_path / "agent-gateway.toml"
+    path.write_text('[mcpServers.m]\ncommand = "srv"\n[preferences]\nx = 1\n')
+    with pytest.raises(ConfigError, match="preferences: unknown key"):
+        load_config(path)
