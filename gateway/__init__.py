@@ -1,6 +1,6 @@
 """The gateway: runs agents on tool nodes, traces them, and serves them."""
 
-from .engine import AgentSpec, Checkpoint, Gateway, RunOrigin, RunResult, RunState
+from .engine import AgentSpec, Gateway
 from .errors import (
     ConfigError,
     DepthExceeded,
@@ -10,6 +10,7 @@ from .errors import (
     UnknownRun,
     UnknownTool,
 )
+from .run_state import Checkpoint, RunOrigin, RunResult, RunState
 from .store import FileRunStore, RunStore
 from .trace import JsonLinesPrinter, Span, TraceEvent, TraceHook, TracePrinter, Tracer
 

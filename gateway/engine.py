@@ -1,82 +1,37 @@
-"""The engine: runs agents, dispatching their requests to tool nodes.
+"""The engine: the gateway's named tool nodes and agents, composed.
 
-A run alternates between the agent's pure `step` and the dispatch of the `EngineRequest` it
-returns: every action goes to its node concurrently (bounded per node, and per client and node:
-`limits`), and
-each result or failure becomes an action response. The run's whole state is a `RunState`,
-handed to an optional checkpoint after every step, from which `Gateway.resume` continues in
-any process.
+`Gateway` holds the registry (nodes, agents, limits), lists the tools an agent may call, and
+is the one way a node's tool is called (bounded, traced). Running an agent step by step is
+the `step_loop`'s; what a run stores and returns is the `run_state`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any
 
 import anyio
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import JsonValue
 
-from agent import (
-    Action,
-    ActionResponse,
-    AgentError,
-    AgentItem,
-    AgentOptions,
-    AgentResult,
-    ChatMemory,
-    ChatModel,
-    EngineRequest,
-    EngineResponse,
-    ItemResult,
-    StepInterrupted,
-    ToolDefinition,
-    ToolsAgent,
-    Usage,
-)
-from agent.scratchpad import ERROR_PREFIX
-from toolkits import (
-    ProgressCallback,
-    Tool,
-    Toolkit,
-    ToolkitError,
-    result_data,
-    result_text,
-    split_routed_input,
-)
+from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, Usage
+from toolkits import ProgressCallback, Tool, Toolkit, result_data, result_text
 from toolkits.mcp import McpToolkit, answering, on_server_log
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .errors import (
-    ConfigError,
-    DepthExceeded,
-    GatewayError,
-    ToolConflict,
-    UnknownAgent,
-    UnknownTool,
-)
-from .journal import Journal, RecordedModel, ScopedJournal
+from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
+from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
-from .models import ClientSampling
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
+from .run_state import Checkpoint, RunResult, RunState
+from .step_loop import StepLoop, outputs
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
-__all__ = [
-    "EMPTY_ANSWER",
-    "AgentSpec",
-    "Checkpoint",
-    "Gateway",
-    "RunOrigin",
-    "RunResult",
-    "RunState",
-]
-
-RUN_STATE_VERSION = 1
-EMPTY_ANSWER = "the model's final answer was empty"
+__all__ = ["AgentSpec", "Gateway"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,78 +50,6 @@ class AgentSpec:
     context_window: int | None = None
     """Tokens the model's context holds, when its provider does not report it: a call that
     would not fit fails before it is sent."""
-
-
-class RunOrigin(BaseModel):
-    """How a stored run was started, so it resumes the same way (the engine ignores it)."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    config: str | None = None
-    """The config file's absolute path; None: the built-in default."""
-    config_sha256: str | None = None
-    """The file's content hash when the run started: a changed config is not resumed blindly."""
-    model: str | None = None
-    """The model spec that replaced every agent's (`--model`), if any."""
-    system: str | None = None
-    """The run's agent's system message, if the run replaced it (`--system`)."""
-    temperature: float | None = None
-    """Every agent's temperature, if the run set it (`--temperature`)."""
-    max_tokens: int | None = None
-    """Every agent's answer length, if the run set it (`--max-tokens`)."""
-
-
-class RunState(BaseModel):
-    """Everything needed to continue a run: the items and the agent's pending exchange.
-
-    `request` is set when the agent's actions are still to run, `response` when they ran and
-    the agent is to resume; neither is set before the first step.
-    """
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    version: Literal[1] = RUN_STATE_VERSION
-    run_id: str
-    agent: str
-    items: list[AgentItem]
-    request: EngineRequest | None = None
-    response: EngineResponse | None = None
-    started_by: str | None = None
-    """Who started the run: the authenticated subject of the MCP client that called the agent
-    (served over HTTP with OAuth or static tokens); None when run locally."""
-    children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
-    """Agents running as tools of the pending `request`, by tool-call id: their own states,
-    so a run stopped while they worked resumes them where they were."""
-    origin: RunOrigin | None = None
-    """How the run was started (config, model), for resuming it."""
-
-
-class RunResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    run_id: str
-    agent: str
-    items: list[ItemResult]
-    usage: Usage
-    iterations: int
-
-    @property
-    def output(self) -> str | None:
-        """The first item's answer: what a single-question run returns."""
-        return self.items[0].output
-
-    @property
-    def structured(self) -> JsonValue:
-        """The first item's validated answer, for an agent with an output schema (as JSON
-        data: `Model.model_validate(result.structured)` for a pydantic model's)."""
-        return self.items[0].structured
-
-    @property
-    def error(self) -> str | None:
-        return self.items[0].error
-
-
-Checkpoint = Callable[[RunState], Awaitable[None]]
 
 
 class Gateway:
@@ -192,6 +75,7 @@ class Gateway:
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
         self._node_limits = PerNode(DEFAULT_NODE_LIMIT, node_limits)
+        self._steps = StepLoop(self)
 
     def client_quota(self) -> PerNode:
         """A fresh client's share of the nodes (see `limits`)."""
@@ -267,7 +151,7 @@ class Gateway:
         async with tracer.span(
             "run", spec.name, parent_id=None, input=prompt, span_id=state.run_id
         ) as run_span:
-            outcome = await self._drive(
+            outcome = await self._steps.drive(
                 spec,
                 state,
                 context,
@@ -276,7 +160,7 @@ class Gateway:
                 model=model,
                 journal=ScopedJournal(journal) if journal is not None else None,
             )
-            run_span.output = _outputs(outcome.items)
+            run_span.output = outputs(outcome.items)
         return RunResult(
             run_id=state.run_id,
             agent=spec.name,
@@ -285,73 +169,14 @@ class Gateway:
             iterations=outcome.iterations,
         )
 
-    async def _drive(
-        self,
-        spec: AgentSpec,
-        state: RunState,
-        context: RunContext,
-        parent_id: str,
-        *,
-        checkpoint: Checkpoint | None = None,
-        model: ChatModel | None = None,
-        journal: ScopedJournal | None = None,
-    ) -> AgentResult:
-        """Alternate the agent's steps and their dispatch until every item is finished."""
-        tools = await self.tools_for(spec)
-        chosen = model or _model_for(spec, context)
-        context = context.enter(spec.name, chosen)
-        recorded = RecordedModel(chosen, journal) if journal is not None else chosen
-        tracer = context.tracer
-        async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
-            for node in self._unhealthy(spec.tools):
-                # Its tools are missing from the model's list: say why in the trace.
-                await tracer.note("tool", node.name, agent_span.id, health=str(node.health))
-            agent = ToolsAgent(
-                model=TracedModel(
-                    recorded,
-                    tracer,
-                    agent_span.id,
-                    context.budget,
-                    stream=context.stream,
-                    context_window=spec.context_window,
-                ),
-                tools=[_definition(tool) for tool in tools.values()],
-                options=spec.options,
-                memory=spec.memory or self.memory,
-                run_id=state.run_id,
-            )
-            saver = _Saver(state, checkpoint, journal)
-            request, response = state.request, state.response
-            while True:
-                if request is None:
-                    if context.budget.exceeded:
-                        outcome = agent.stop(state.items, response, context.budget.message())
-                        break
-                    try:
-                        outcome = await agent.step(state.items, response)
-                    except StepInterrupted as stop:
-                        # What the other items did is kept: a resumed run repeats none of it.
-                        await saver.save(request=stop.progress, response=None)
-                        raise stop.error from None
-                    if isinstance(outcome, AgentResult):
-                        break
-                    await _trace_answered(tracer, agent_span.id, outcome)
-                    request, response = outcome, None
-                    await saver.save(request=request, response=None)
-                response = await self._dispatch(request, tools, context, agent_span.id, saver)
-                request = None
-                await saver.save(request=None, response=response, children={})
-            for index, item in enumerate(outcome.items):
-                if item.error is None and not (item.output or "").strip():
-                    await tracer.note(
-                        "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
-                    )
-            agent_span.output = _outputs(outcome.items)
-        return outcome
-
-    def _unhealthy(self, node_names: Sequence[str]) -> list[McpToolkit]:
+    def unhealthy(self, node_names: Sequence[str]) -> dict[str, str]:
+        """The named nodes that are not ready, with their health (their tools are missing)."""
         nodes = (self.nodes.get(name) for name in node_names)
-        return [n for n in nodes if isinstance(n, McpToolkit) and n.health.state != "ready"]
+        return {
+            n.name: str(n.health)
+            for n in nodes
+            if isinstance(n, McpToolkit) and n.health.state != "ready"
+        }
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""
@@ -386,7 +211,7 @@ class Gateway:
                 raise UnknownTool(f"no tool named {tool!r} (available: {known})")
             tool = found
         tracer = Tracer(new_id(), (*self.hooks, *hooks))
-        call = await self._call_node(
+        call = await self.call_node(
             tool,
             arguments,
             tracer,
@@ -397,7 +222,7 @@ class Gateway:
         )
         return call.result
 
-    async def _call_node(
+    async def call_node(
         self,
         tool: Tool,
         arguments: Mapping[str, Any],
@@ -482,136 +307,6 @@ class Gateway:
                 tools[tool.name] = tool
         return tools
 
-    async def _dispatch(
-        self,
-        request: EngineRequest,
-        tools: Mapping[str, Tool],
-        context: RunContext,
-        parent_id: str,
-        saver: _Saver,
-    ) -> EngineResponse:
-        """Run every action of `request` concurrently; failures become error responses."""
-        responses: list[ActionResponse | None] = [None] * len(request.actions)
-
-        async def run_one(index: int, action: Action) -> None:
-            if saver.journal is None:
-                responses[index] = await self._run_action(action, tools, context, parent_id, saver)
-                return
-
-            async def run() -> JsonValue:
-                done = await self._run_action(action, tools, context, parent_id, saver)
-                return done.model_dump(mode="json")
-
-            name = f"tool {action.item_index} {action.tool_call_id}"
-            recorded = await saver.journal.record(name, run)
-            responses[index] = ActionResponse.model_validate(recorded)
-
-        try:
-            async with anyio.create_task_group() as tg:
-                for index, action in enumerate(request.actions):
-                    tg.start_soon(run_one, index, action)
-        except BaseExceptionGroup as group:
-            # What escapes an action is a signal for the whole run (a stop, a pause for the
-            # client's answer): let it arrive as itself, not wrapped, however deep it began.
-            leaves = _leaves(group)
-            if len(leaves) == 1:
-                raise leaves[0] from None
-            raise
-        done = [r for r in responses if r is not None]
-        return EngineResponse(action_responses=done, metadata=request.metadata)
-
-    async def _run_action(
-        self,
-        action: Action,
-        tools: Mapping[str, Tool],
-        context: RunContext,
-        parent_id: str,
-        saver: _Saver,
-    ) -> ActionResponse:
-        tool = tools.get(action.tool)
-        tracer = context.tracer
-        if tool is None or tool.source_node != action.node:
-            # A stored run resumed on a gateway whose nodes changed: the model is told so.
-            async with tracer.span(
-                "tool", action.tool, parent_id=parent_id, input=action.input,
-                call_id=action.tool_call_id,
-            ) as span:  # fmt: skip
-                span.fail(f"tool {action.tool!r} is not offered by node {action.node!r}")
-            return ActionResponse(action=action, error=span.error)
-        arguments = split_routed_input(tool, action.input)
-        if action.node in self.agents:
-            # An agent used as a tool resolves its run right here, inside this call. It takes
-            # no limiter slot: its own tool calls do, and holding one here could deadlock.
-            async with tracer.span(
-                "tool", action.tool, parent_id=parent_id, input=arguments,
-                call_id=action.tool_call_id,
-            ) as span:  # fmt: skip
-                try:
-                    response = await self._run_agent_tool(
-                        action, arguments, context, span.id, saver
-                    )
-                except (AgentError, ToolkitError, GatewayError) as exc:
-                    # The inner agent failed (its model, say): for the caller it is a failed tool.
-                    response = ActionResponse(action=action, error=str(exc) or repr(exc))
-                span.output, span.error = response.data, response.error
-                return response
-        try:
-            call = await self._call_node(
-                tool,
-                arguments,
-                tracer,
-                parent_id,
-                context.quota,
-                meta=context.call_meta(),
-                agent=context,
-                call_id=action.tool_call_id,
-            )
-        except Exception as exc:  # a failing tool never fails the run
-            return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
-        return ActionResponse(action=action, data=call.data, error=call.error, usage=call.usage)
-
-    async def _run_agent_tool(
-        self,
-        action: Action,
-        arguments: Mapping[str, Any],
-        context: RunContext,
-        parent_id: str,
-        saver: _Saver,
-    ) -> ActionResponse:
-        inner = self.agents[action.node]
-        if inner.name in context.chain:
-            cycle = " -> ".join((*context.chain, inner.name))
-            return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
-        if context.depth >= self.max_depth:
-            chain = " -> ".join((*context.chain, inner.name))
-            return ActionResponse(
-                action=action,
-                error=f"agent depth limit ({self.max_depth}) reached: {chain}",
-            )
-        prompt = arguments.get("prompt")
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ActionResponse(action=action, error="`prompt` must be a non-empty string")
-        saved = saver.state.children.get(action.tool_call_id)
-        state = (
-            saved  # a stored run stopped while this agent worked: go on where it was
-            if saved is not None and saved.agent == inner.name
-            else RunState(
-                run_id=context.tracer.run_id,
-                agent=inner.name,
-                items=[AgentItem(prompt=prompt)],
-                started_by=context.tracer.subject,
-            )
-        )
-        checkpoint = saver.child(action.tool_call_id)
-        journal = saver.journal.child(action.tool_call_id) if saver.journal else None
-        outcome = await self._drive(
-            inner, state, context, parent_id, checkpoint=checkpoint, journal=journal
-        )
-        item = outcome.items[0]
-        if item.error is not None:
-            return ActionResponse(action=action, error=item.error, usage=outcome.usage)
-        return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
-
     def _check_hops(self, hops: int) -> None:
         if hops >= self.max_depth:
             raise DepthExceeded(
@@ -625,85 +320,6 @@ class Gateway:
         except KeyError:
             known = ", ".join(sorted(self.agents)) or "none"
             raise UnknownAgent(f"no agent named {name!r} (configured: {known})") from None
-
-
-def _definition(tool: Tool) -> ToolDefinition:
-    schema: dict[str, Any] = dict(tool.input_schema)
-    return ToolDefinition(
-        name=tool.name,
-        description=tool.description,
-        input_schema=schema,
-        source_node=tool.source_node,
-        is_from_toolkit=tool.is_from_toolkit,
-    )
-
-
-async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:
-    """A tool span for each call the agent answered itself (an unknown tool, bad arguments, a
-    repeated call), closed at once with what the model was told."""
-    if not tracer.hooks:
-        return
-    metadata = request.metadata
-    running = {action.tool_call_id for action in request.actions}
-    for index, message in metadata.pending.items():
-        steps = {step.tool_call_id: step for step in metadata.previous_steps.get(index, ())}
-        for call in message.tool_calls:
-            step = steps.get(call.id)
-            if step is None or call.id in running:
-                continue
-            said: JsonValue = (
-                call.arguments if call.invalid_arguments is None else call.invalid_arguments
-            )
-            async with tracer.span(
-                "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
-            ) as span:
-                if step.observation.startswith(ERROR_PREFIX):
-                    span.fail(step.observation.removeprefix(ERROR_PREFIX))
-                else:
-                    span.output = step.observation
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    leaves: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            leaves += _leaves(cast(BaseExceptionGroup[BaseException], exc))
-        else:
-            leaves.append(exc)
-    return leaves
-
-
-class _Saver:
-    """A run's latest state, handed to its checkpoint on every change. Agents running as its
-    tools save their own states into it (`children`), so the outer checkpoint holds them."""
-
-    def __init__(
-        self, state: RunState, checkpoint: Checkpoint | None, journal: ScopedJournal | None = None
-    ) -> None:
-        self.state = state
-        self._checkpoint = checkpoint
-        self.journal = journal
-
-    async def save(self, **update: Any) -> None:
-        self.state = self.state.model_copy(update=update)
-        if self._checkpoint is not None:
-            await self._checkpoint(self.state)
-
-    def child(self, call_id: str) -> Checkpoint | None:
-        if self._checkpoint is None:  # nobody stores this run: its children need not save
-            return None
-
-        async def save_child(child: RunState) -> None:
-            await self.save(children={**self.state.children, call_id: child})
-
-        return save_child
-
-
-def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
-    """The agent's own model; an agent on the client's model (sampling) gets the run's."""
-    if isinstance(spec.model, ClientSampling) and context.client_model is not None:
-        return context.client_model
-    return spec.model
 
 
 @dataclass(frozen=True, slots=True)
@@ -733,9 +349,3 @@ def _agent_tool(spec: AgentSpec) -> Tool:
         source_node=spec.name,
         is_from_toolkit=False,
     )
-
-
-def _outputs(items: Sequence[ItemResult]) -> JsonValue:
-    return [
-        {"output": item.output} if item.error is None else {"error": item.error} for item in items
-    ]

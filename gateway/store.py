@@ -15,8 +15,8 @@ from typing import Protocol
 import anyio
 from pydantic import ValidationError
 
-from .engine import RunState
 from .errors import GatewayError, UnknownRun
+from .run_state import RunState
 
 __all__ = ["FileRunStore", "RunStore"]
 

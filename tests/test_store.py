@@ -8,7 +8,7 @@ import pytest
 
 from agent import AgentItem
 from gateway import FileRunStore, GatewayError, UnknownRun
-from gateway.engine import RunState
+from gateway.run_state import RunState
 
 pytestmark = pytest.mark.anyio
 

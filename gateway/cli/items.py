@@ -16,8 +16,8 @@ from pydantic import ValidationError
 
 from agent import AgentItem
 
-from ..engine import RunResult
 from ..errors import GatewayError
+from ..run_state import RunResult
 from .exits import FAILED, OK
 
 __all__ = ["print_items", "read_items"]

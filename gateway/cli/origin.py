@@ -14,8 +14,8 @@ import shlex
 from pathlib import Path
 
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
-from ..engine import RunOrigin
 from ..errors import ConfigError
+from ..run_state import RunOrigin
 from .common import with_settings
 
 __all__ = ["origin_of", "resume_command", "resume_config"]

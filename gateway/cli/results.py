@@ -9,7 +9,8 @@ from typing import Any
 
 from agent import ItemResult
 
-from ..engine import EMPTY_ANSWER, RunResult
+from ..run_state import RunResult
+from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
 __all__ = ["print_result", "run_json"]

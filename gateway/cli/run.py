@@ -15,8 +15,9 @@ from toolkits import ToolkitError
 
 from ..app import open_gateway
 from ..console import RunConsole, open_terminal_console
-from ..engine import Gateway, RunResult, RunState
+from ..engine import Gateway
 from ..errors import GatewayError
+from ..run_state import RunResult, RunState
 from ..store import FileRunStore
 from ..trace import new_id
 from .common import (

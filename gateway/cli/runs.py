@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 from ..app import open_gateway
 from ..config import Config
 from ..console import open_terminal_console
-from ..engine import RunResult, RunState
 from ..errors import UnknownRun
+from ..run_state import RunResult, RunState
 from .common import (
     Commands,
     add_model_options,

@@ -19,9 +19,10 @@ import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 from pydantic import JsonValue
 
-from ..engine import Gateway, RunResult, RunState
+from ..engine import Gateway
 from ..errors import GatewayError, UnknownRun
 from ..memory_config import data_dir
+from ..run_state import RunResult, RunState
 from ..trace import TraceHook
 
 __all__ = ["DurableRuns", "RunInfo", "RunStep", "StoreError", "default_store_url", "open_runs"]

@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ..engine import AgentSpec, Gateway, RunResult, RunState
+from ..engine import AgentSpec, Gateway
 from ..errors import GatewayError
 from ..models import ClientSampling
+from ..run_state import RunResult, RunState
 from ..sampling_model import (
     DEFAULT_MAX_TOKENS,
     SamplingInputRequired,

@@ -1,0 +1,118 @@
+"""The persisted run model: what a run is, stored between steps, and what it returns.
+
+A `RunState` holds everything needed to continue a run in any process; a `Checkpoint` gets
+each new state; `RunSaver` keeps the latest one while the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from agent import AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
+
+from .journal import ScopedJournal
+
+__all__ = ["RUN_STATE_VERSION", "Checkpoint", "RunOrigin", "RunResult", "RunSaver", "RunState"]
+
+RUN_STATE_VERSION = 1
+
+
+class RunOrigin(BaseModel):
+    """How a stored run was started, so it resumes the same way (the engine ignores it)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    config: str | None = None
+    """The config file's absolute path; None: the built-in default."""
+    config_sha256: str | None = None
+    """The file's content hash when the run started: a changed config is not resumed blindly."""
+    model: str | None = None
+    """The model spec that replaced every agent's (`--model`), if any."""
+    system: str | None = None
+    """The run's agent's system message, if the run replaced it (`--system`)."""
+    temperature: float | None = None
+    """Every agent's temperature, if the run set it (`--temperature`)."""
+    max_tokens: int | None = None
+    """Every agent's answer length, if the run set it (`--max-tokens`)."""
+
+
+class RunState(BaseModel):
+    """Everything needed to continue a run: the items and the agent's pending exchange.
+
+    `request` is set when the agent's actions are still to run, `response` when they ran and
+    the agent is to resume; neither is set before the first step.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    version: Literal[1] = RUN_STATE_VERSION
+    run_id: str
+    agent: str
+    items: list[AgentItem]
+    request: EngineRequest | None = None
+    response: EngineResponse | None = None
+    started_by: str | None = None
+    """Who started the run: the authenticated subject of the MCP client that called the agent
+    (served over HTTP with OAuth or static tokens); None when run locally."""
+    children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
+    """Agents running as tools of the pending `request`, by tool-call id: their own states,
+    so a run stopped while they worked resumes them where they were."""
+    origin: RunOrigin | None = None
+    """How the run was started (config, model), for resuming it."""
+
+
+class RunResult(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    run_id: str
+    agent: str
+    items: list[ItemResult]
+    usage: Usage
+    iterations: int
+
+    @property
+    def output(self) -> str | None:
+        """The first item's answer: what a single-question run returns."""
+        return self.items[0].output
+
+    @property
+    def structured(self) -> JsonValue:
+        """The first item's validated answer, for an agent with an output schema (as JSON
+        data: `Model.model_validate(result.structured)` for a pydantic model's)."""
+        return self.items[0].structured
+
+    @property
+    def error(self) -> str | None:
+        return self.items[0].error
+
+
+Checkpoint = Callable[[RunState], Awaitable[None]]
+
+
+class RunSaver:
+    """A run's latest state, handed to its checkpoint on every change. Agents running as its
+    tools save their own states into it (`children`), so the outer checkpoint holds them."""
+
+    def __init__(
+        self, state: RunState, checkpoint: Checkpoint | None, journal: ScopedJournal | None = None
+    ) -> None:
+        self.state = state
+        self._checkpoint = checkpoint
+        self.journal = journal
+
+    async def save(self, **update: Any) -> None:
+        self.state = self.state.model_copy(update=update)
+        if self._checkpoint is not None:
+            await self._checkpoint(self.state)
+
+    def child(self, call_id: str) -> Checkpoint | None:
+        if self._checkpoint is None:  # nobody stores this run: its children need not save
+            return None
+
+        async def save_child(child: RunState) -> None:
+            await self.save(children={**self.state.children, call_id: child})
+
+        return save_child

@@ -1,0 +1,313 @@
+"""The step loop: one agent's run, alternating its pure `step` and the dispatch of the
+`EngineRequest` it returns.
+
+Every action of a request goes to its node concurrently (bounded by the gateway's limits);
+each result or failure becomes an action response. An agent used as a tool runs its own loop
+right inside its caller's action. After every change the run's state goes to its
+`RunSaver`, so a stopped run continues from there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+from pydantic import JsonValue
+
+from agent import (
+    Action,
+    ActionResponse,
+    AgentError,
+    AgentItem,
+    AgentResult,
+    ChatModel,
+    EngineRequest,
+    EngineResponse,
+    ItemResult,
+    StepInterrupted,
+    ToolDefinition,
+    ToolsAgent,
+)
+from agent.scratchpad import ERROR_PREFIX
+from toolkits import Tool, ToolkitError, split_routed_input
+
+from .errors import GatewayError
+from .journal import RecordedModel, ScopedJournal
+from .models import ClientSampling
+from .run_context import RunContext
+from .run_state import Checkpoint, RunSaver, RunState
+from .trace import Tracer
+from .traced_model import TracedModel
+
+if TYPE_CHECKING:
+    from .engine import AgentSpec, Gateway
+
+__all__ = ["EMPTY_ANSWER", "StepLoop", "outputs"]
+
+EMPTY_ANSWER = "the model's final answer was empty"
+
+
+class StepLoop:
+    """Runs agents of `gateway` step by step on its nodes (and on its agents, as tools)."""
+
+    def __init__(self, gateway: Gateway) -> None:
+        self._gateway = gateway
+
+    async def drive(
+        self,
+        spec: AgentSpec,
+        state: RunState,
+        context: RunContext,
+        parent_id: str,
+        *,
+        checkpoint: Checkpoint | None = None,
+        model: ChatModel | None = None,
+        journal: ScopedJournal | None = None,
+    ) -> AgentResult:
+        """Alternate the agent's steps and their dispatch until every item is finished."""
+        gateway = self._gateway
+        tools = await gateway.tools_for(spec)
+        chosen = model or _model_for(spec, context)
+        context = context.enter(spec.name, chosen)
+        recorded = RecordedModel(chosen, journal) if journal is not None else chosen
+        tracer = context.tracer
+        async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
+            for node, health in gateway.unhealthy(spec.tools).items():
+                # Its tools are missing from the model's list: say why in the trace.
+                await tracer.note("tool", node, agent_span.id, health=health)
+            agent = ToolsAgent(
+                model=TracedModel(
+                    recorded,
+                    tracer,
+                    agent_span.id,
+                    context.budget,
+                    stream=context.stream,
+                    context_window=spec.context_window,
+                ),
+                tools=[_definition(tool) for tool in tools.values()],
+                options=spec.options,
+                memory=spec.memory or gateway.memory,
+                run_id=state.run_id,
+            )
+            saver = RunSaver(state, checkpoint, journal)
+            request, response = state.request, state.response
+            while True:
+                if request is None:
+                    if context.budget.exceeded:
+                        outcome = agent.stop(state.items, response, context.budget.message())
+                        break
+                    try:
+                        outcome = await agent.step(state.items, response)
+                    except StepInterrupted as stop:
+                        # What the other items did is kept: a resumed run repeats none of it.
+                        await saver.save(request=stop.progress, response=None)
+                        raise stop.error from None
+                    if isinstance(outcome, AgentResult):
+                        break
+                    await _trace_answered(tracer, agent_span.id, outcome)
+                    request, response = outcome, None
+                    await saver.save(request=request, response=None)
+                response = await self.dispatch(request, tools, context, agent_span.id, saver)
+                request = None
+                await saver.save(request=None, response=response, children={})
+            for index, item in enumerate(outcome.items):
+                if item.error is None and not (item.output or "").strip():
+                    await tracer.note(
+                        "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
+                    )
+            agent_span.output = outputs(outcome.items)
+        return outcome
+
+    async def dispatch(
+        self,
+        request: EngineRequest,
+        tools: Mapping[str, Tool],
+        context: RunContext,
+        parent_id: str,
+        saver: RunSaver,
+    ) -> EngineResponse:
+        """Run every action of `request` concurrently; failures become error responses."""
+        responses: list[ActionResponse | None] = [None] * len(request.actions)
+
+        async def run_one(index: int, action: Action) -> None:
+            if saver.journal is None:
+                responses[index] = await self.run_action(action, tools, context, parent_id, saver)
+                return
+
+            async def run() -> JsonValue:
+                done = await self.run_action(action, tools, context, parent_id, saver)
+                return done.model_dump(mode="json")
+
+            name = f"tool {action.item_index} {action.tool_call_id}"
+            recorded = await saver.journal.record(name, run)
+            responses[index] = ActionResponse.model_validate(recorded)
+
+        try:
+            async with anyio.create_task_group() as tg:
+                for index, action in enumerate(request.actions):
+                    tg.start_soon(run_one, index, action)
+        except BaseExceptionGroup as group:
+            # What escapes an action is a signal for the whole run (a stop, a pause for the
+            # client's answer): let it arrive as itself, not wrapped, however deep it began.
+            leaves = _leaves(group)
+            if len(leaves) == 1:
+                raise leaves[0] from None
+            raise
+        done = [r for r in responses if r is not None]
+        return EngineResponse(action_responses=done, metadata=request.metadata)
+
+    async def run_action(
+        self,
+        action: Action,
+        tools: Mapping[str, Tool],
+        context: RunContext,
+        parent_id: str,
+        saver: RunSaver,
+    ) -> ActionResponse:
+        """One action: its node's tool called, or its agent run; never raises for a failed
+        tool (the model is told), only for signals that stop the whole run."""
+        tool = tools.get(action.tool)
+        tracer = context.tracer
+        if tool is None or tool.source_node != action.node:
+            # A stored run resumed on a gateway whose nodes changed: the model is told so.
+            async with tracer.span(
+                "tool", action.tool, parent_id=parent_id, input=action.input,
+                call_id=action.tool_call_id,
+            ) as span:  # fmt: skip
+                span.fail(f"tool {action.tool!r} is not offered by node {action.node!r}")
+            return ActionResponse(action=action, error=span.error)
+        arguments = split_routed_input(tool, action.input)
+        if action.node in self._gateway.agents:
+            # An agent used as a tool resolves its run right here, inside this call. It takes
+            # no limiter slot: its own tool calls do, and holding one here could deadlock.
+            async with tracer.span(
+                "tool", action.tool, parent_id=parent_id, input=arguments,
+                call_id=action.tool_call_id,
+            ) as span:  # fmt: skip
+                try:
+                    response = await self._run_agent_tool(
+                        action, arguments, context, span.id, saver
+                    )
+                except (AgentError, ToolkitError, GatewayError) as exc:
+                    # The inner agent failed (its model, say): for the caller it is a failed tool.
+                    response = ActionResponse(action=action, error=str(exc) or repr(exc))
+                span.output, span.error = response.data, response.error
+                return response
+        try:
+            call = await self._gateway.call_node(
+                tool,
+                arguments,
+                tracer,
+                parent_id,
+                context.quota,
+                meta=context.call_meta(),
+                agent=context,
+                call_id=action.tool_call_id,
+            )
+        except Exception as exc:  # a failing tool never fails the run
+            return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
+        return ActionResponse(action=action, data=call.data, error=call.error, usage=call.usage)
+
+    async def _run_agent_tool(
+        self,
+        action: Action,
+        arguments: Mapping[str, Any],
+        context: RunContext,
+        parent_id: str,
+        saver: RunSaver,
+    ) -> ActionResponse:
+        max_depth = self._gateway.max_depth
+        inner = self._gateway.agents[action.node]
+        if inner.name in context.chain:
+            cycle = " -> ".join((*context.chain, inner.name))
+            return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
+        if context.depth >= max_depth:
+            chain = " -> ".join((*context.chain, inner.name))
+            return ActionResponse(
+                action=action,
+                error=f"agent depth limit ({max_depth}) reached: {chain}",
+            )
+        prompt = arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return ActionResponse(action=action, error="`prompt` must be a non-empty string")
+        saved = saver.state.children.get(action.tool_call_id)
+        state = (
+            saved  # a stored run stopped while this agent worked: go on where it was
+            if saved is not None and saved.agent == inner.name
+            else RunState(
+                run_id=context.tracer.run_id,
+                agent=inner.name,
+                items=[AgentItem(prompt=prompt)],
+                started_by=context.tracer.subject,
+            )
+        )
+        checkpoint = saver.child(action.tool_call_id)
+        journal = saver.journal.child(action.tool_call_id) if saver.journal else None
+        outcome = await self.drive(
+            inner, state, context, parent_id, checkpoint=checkpoint, journal=journal
+        )
+        item = outcome.items[0]
+        if item.error is not None:
+            return ActionResponse(action=action, error=item.error, usage=outcome.usage)
+        return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+
+
+def outputs(items: Sequence[ItemResult]) -> JsonValue:
+    """The items' answers or errors, as a run's or an agent's trace output."""
+    return [
+        {"output": item.output} if item.error is None else {"error": item.error} for item in items
+    ]
+
+
+def _definition(tool: Tool) -> ToolDefinition:
+    schema: dict[str, Any] = dict(tool.input_schema)
+    return ToolDefinition(
+        name=tool.name,
+        description=tool.description,
+        input_schema=schema,
+        source_node=tool.source_node,
+        is_from_toolkit=tool.is_from_toolkit,
+    )
+
+
+async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:
+    """A tool span for each call the agent answered itself (an unknown tool, bad arguments, a
+    repeated call), closed at once with what the model was told."""
+    if not tracer.hooks:
+        return
+    metadata = request.metadata
+    running = {action.tool_call_id for action in request.actions}
+    for index, message in metadata.pending.items():
+        steps = {step.tool_call_id: step for step in metadata.previous_steps.get(index, ())}
+        for call in message.tool_calls:
+            step = steps.get(call.id)
+            if step is None or call.id in running:
+                continue
+            said: JsonValue = (
+                call.arguments if call.invalid_arguments is None else call.invalid_arguments
+            )
+            async with tracer.span(
+                "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
+            ) as span:
+                if step.observation.startswith(ERROR_PREFIX):
+                    span.fail(step.observation.removeprefix(ERROR_PREFIX))
+                else:
+                    span.output = step.observation
+
+
+def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves += _leaves(cast(BaseExceptionGroup[BaseException], exc))
+        else:
+            leaves.append(exc)
+    return leaves
+
+
+def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
+    """The agent's own model; an agent on the client's model (sampling) gets the run's."""
+    if isinstance(spec.model, ClientSampling) and context.client_model is not None:
+        return context.client_model
+    return spec.model
