@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 # Imported here, at a shallow stack: its pytest plugin otherwise imports it while printing the
 # summary of a failing run, where Python 3.11.7's compiler can fail ("AST constructor recursion
 # depth mismatch") and hide the failures.
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
+
+from tests.servers.databases import postgres_server, redis_server
 
 
 @pytest.fixture
@@ -18,3 +22,16 @@ def _private_data_dir(
 ) -> None:
     """Chat memory's default file goes to a temp dir, never the user's data directory."""
     monkeypatch.setenv("AGENT_GATEWAY_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server for the whole session; its `postgres` database's URL."""
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    with redis_server() as url:
+        yield url

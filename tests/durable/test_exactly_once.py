@@ -1,5 +1,5 @@
-"""A run killed with SIGKILL between two parallel tool calls finishing is resumed by another
-process: same answer, and the call that had finished is not run again."""
+"""A run killed with SIGKILL is resumed by another process: same answer, and every call that
+had finished (a tool call, a model call) is not made again. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -12,12 +12,16 @@ from pathlib import Path
 
 import anyio
 import pytest
+from anyio.abc import Process
 from anyio.streams.text import TextReceiveStream
+
+from tests.servers.openai_stub import openai_stub
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "agent-gateway"
+TOOLS = '[tools.logged]\npython = "tests.durable_tools:logged"\n'
 
 
 def _env() -> dict[str, str]:
@@ -28,7 +32,7 @@ def _setup(directory: Path) -> tuple[Path, Path, Path, Path, Path]:
     log, hold = directory / "calls.log", directory / "hold"
     hold.touch()
     config = directory / "agent-gateway.toml"
-    config.write_text('[tools.logged]\npython = "tests.durable_tools:logged"\n')
+    config.write_text(TOOLS)
     both = [
         {"name": "logged", "id": "a", "arguments": {"log": str(log), "name": "A"}},
         {
@@ -42,6 +46,11 @@ def _setup(directory: Path) -> tuple[Path, Path, Path, Path, Path]:
     second = directory / "second.json"
     second.write_text(json.dumps([{"content": "A and B are done"}]))
     return config, first, second, log, hold
+
+
+async def _kill(process: Process) -> None:
+    process.send_signal(signal.SIGKILL)
+    assert await process.wait() == -signal.SIGKILL
 
 
 async def _run_until_killed(args: list[str]) -> None:
@@ -62,8 +71,7 @@ async def _run_until_killed(args: list[str]) -> None:
                 if "logged: holding B" in seen and "recorded tool 0 a" in seen:
                     break
         assert "recorded tool 0 b" not in seen
-        process.send_signal(signal.SIGKILL)
-        assert await process.wait() == -signal.SIGKILL
+        await _kill(process)
     finally:
         if process.returncode is None:
             process.kill()
@@ -77,19 +85,22 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-async def test_a_finished_call_is_not_run_again_after_a_kill(tmp_path: Path) -> None:
-    config, first, second, log, hold = _setup(tmp_path)
-    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
-    common = ["--config", str(config), "--store", store]
-    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
-    # A finished (and was recorded); B is in flight.
-    assert sorted(log.read_text().splitlines()) == ["end A", "start A", "start B"]
-
+def _only_run(store: str) -> dict[str, str]:
     listed = _cli("runs", "list", "--json", "--store", store)
     assert listed.returncode == 0, listed.stderr
     [run] = json.loads(listed.stdout)
     assert run["status"] == "PENDING"
     assert run["agent"] == "assistant"
+    return run
+
+
+async def test_a_finished_call_is_not_run_again_after_a_kill(tmp_path: Path, store: str) -> None:
+    config, first, second, log, hold = _setup(tmp_path)
+    common = ["--config", str(config), "--store", store]
+    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
+    # A finished (and was recorded); B is in flight.
+    assert sorted(log.read_text().splitlines()) == ["end A", "start A", "start B"]
+    run = _only_run(store)
 
     hold.unlink()
     resumed = _cli(
@@ -111,6 +122,46 @@ async def test_a_finished_call_is_not_run_again_after_a_kill(tmp_path: Path) -> 
     names = [step["name"] for step in details["steps"]]
     assert names.count("tool 0 a") == 1
     assert names.count("tool 0 b") == 1
+
+
+async def test_a_run_killed_mid_model_call_asks_only_that_call_again(
+    tmp_path: Path, store: str
+) -> None:
+    log = tmp_path / "calls.log"
+    config = tmp_path / "agent-gateway.toml"
+    call = {"name": "logged", "arguments": {"log": str(log), "name": "A"}}
+    # The second model call is held in flight: the run is killed there.
+    with openai_stub([call, "A is done", "A is done"], hold_at=2) as model:
+        config.write_text(
+            f'{TOOLS}[agents.assistant]\nmodel = "{model.spec}"\ntools = ["logged"]\n'
+        )
+        common = ["--config", str(config), "--store", store]
+        process = await anyio.open_process(
+            [str(SCRIPT), "run", "use A", *common],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=REPO,
+            env=_env(),
+        )
+        try:
+            assert await anyio.to_thread.run_sync(model.holding.wait, 40)
+            await _kill(process)
+        finally:
+            if process.returncode is None:
+                process.kill()
+                with anyio.CancelScope(shield=True):
+                    await process.wait()
+        assert log.read_text().splitlines() == ["start A", "end A"]
+        run = _only_run(store)
+
+        resumed = _cli("runs", "resume", run["run_id"], *common, "--json")
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["output"] == "A is done"
+        # The first model call and the tool were recorded: only the call in flight is asked
+        # again, with the very same messages.
+        assert len(model.requests) == 3
+        assert model.messages(2) == model.messages(1)
+    assert log.read_text().splitlines() == ["start A", "end A"]
 
 
 def test_a_store_url_that_is_not_one_is_bad_input(tmp_path: Path) -> None:

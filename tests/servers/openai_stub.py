@@ -16,13 +16,24 @@ __all__ = ["OpenAIStub", "openai_stub"]
 class OpenAIStub:
     """Answers `/v1/chat/completions` with the next scripted answer (a string is a text
     answer, a dict `{"name": ..., "arguments": {...}}` a tool call); `requests` holds every
-    request body."""
+    request body.
 
-    def __init__(self, answers: Sequence[str | dict[str, Any]]) -> None:
+    With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
+    a test kills the caller while its model call is in flight."""
+
+    def __init__(
+        self, answers: Sequence[str | dict[str, Any]], *, hold_at: int | None = None
+    ) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
         self.url = ""
+        self.holding = threading.Event()
+        self._hold_at = hold_at
+        self._released = threading.Event()
         self._lock = threading.Lock()
+
+    def release(self) -> None:
+        self._released.set()
 
     @property
     def spec(self) -> str:
@@ -36,6 +47,9 @@ class OpenAIStub:
             self.requests.append(body)
             n = len(self.requests)
             scripted = self.answers[n - 1] if n <= len(self.answers) else "(script ended)"
+        if n == self._hold_at:
+            self.holding.set()
+            self._released.wait()
         message: dict[str, Any] = {"role": "assistant", "content": scripted}
         if isinstance(scripted, dict):
             arguments = json.dumps(scripted["arguments"])
@@ -55,8 +69,10 @@ class OpenAIStub:
 
 
 @contextmanager
-def openai_stub(answers: Sequence[str | dict[str, Any]]) -> Generator[OpenAIStub]:
-    stub = OpenAIStub(answers)
+def openai_stub(
+    answers: Sequence[str | dict[str, Any]], *, hold_at: int | None = None
+) -> Generator[OpenAIStub]:
+    stub = OpenAIStub(answers, hold_at=hold_at)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
@@ -88,6 +104,7 @@ def openai_stub(answers: Sequence[str | dict[str, Any]]) -> Generator[OpenAIStub
     try:
         yield stub
     finally:
+        stub.release()
         server.shutdown()
         server.server_close()
         thread.join(timeout=10)
