@@ -22,11 +22,13 @@ import hmac
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
+import anyio.abc
 import uvicorn
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
@@ -259,14 +261,42 @@ async def serve_http(
         ) from exc
     port = sock.getsockname()[1]
     name = f"[{options.host}]" if ":" in options.host else options.host
+    app = http_app(server, replace(options, port=port))
+    sessions: SessionLimits | None = app.state.sessions
     config = uvicorn.Config(
-        http_app(server, replace(options, port=port)),
+        app,
         log_config=None,  # keep the process's logging; uvicorn would install its own
         log_level=logging.getLogger().getEffectiveLevel(),
         access_log=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE,
     )
+    uvicorn_server = _Uvicorn(config)
+
+    async def run(tg: anyio.abc.TaskGroup) -> None:
+        # Shielded: a cancelled serve would skip uvicorn's shutdown and leave the lifespan
+        # (the session manager) to be torn down by the loop, logging a CancelledError.
+        with anyio.CancelScope(shield=True):
+            await uvicorn_server.serve(sockets=[sock])
+        tg.cancel_scope.cancel()  # it ended on its own
+
     with sock:
         if on_ready is not None:
             on_ready(f"http://{name}:{port}{MCP_PATH}")
-        await uvicorn.Server(config).serve(sockets=[sock])
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run, tg)
+            try:
+                await anyio.sleep_forever()
+            finally:  # cancelled (a signal, Ctrl-C): shut down gracefully, within the grace
+                with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
+                    if sessions is not None:
+                        await sessions.close_all()
+                uvicorn_server.should_exit = True
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers: SIGINT/SIGTERM belong to the command, which
+    cancels `serve_http` (see `gateway.cli.signals`), and cancelling is what shuts it down."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None]:
+        yield

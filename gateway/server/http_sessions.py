@@ -95,6 +95,14 @@ class SessionLimits:
         if session is not None:
             await session.closed.wait()
 
+    async def close_all(self) -> None:
+        """Close every session as its client's DELETE would, ending its event streams: the
+        server is going away, and uvicorn waits for open streams before it shuts down."""
+        async with self._lock:
+            for session_id in list(self._sessions):
+                log.info("closing HTTP session %s: shutting down", session_id[:8])
+                await self._close(session_id)
+
     def running(self) -> AbstractAsyncContextManager[TaskGroup]:
         """Closes idle sessions while the block runs."""
         return in_background(self._close_idle_sessions, wait_started=False)

@@ -46,6 +46,7 @@ class Served:
     url: str
     process: Process
     stderr: list[str] = field(default_factory=list[str])
+    stderr_closed: anyio.Event = field(default_factory=anyio.Event)
 
 
 @asynccontextmanager
@@ -72,6 +73,7 @@ async def http_server(
                 if line.startswith(READY):
                     served.url = line.removeprefix(READY)
                     ready.set()
+        served.stderr_closed.set()
         ready.set()  # the process ended before it was ready: fail below, with its stderr
 
     try:

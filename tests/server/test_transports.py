@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,23 @@ async def test_over_http(tmp_path: Path, era: str, stateless: bool) -> None:
         with anyio.fail_after(30):
             async with Client(served.url, mode=era) as client:
                 await check_served(client)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("era", ERAS)
+async def test_http_shuts_down_cleanly_on_a_signal(
+    tmp_path: Path, era: str, signum: signal.Signals
+) -> None:
+    config = write_config(tmp_path, TIMES_42)
+    async with http_server(config) as served:
+        with anyio.fail_after(30):
+            async with Client(served.url, mode=era) as client:  # legacy: a session stays open
+                await client.list_tools()
+                served.process.send_signal(signum)
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    assert code == 128 + signum
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 
 async def test_sampling_over_stateless_http(tmp_path: Path) -> None:
