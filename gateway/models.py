@@ -56,8 +56,10 @@ class ClientSampling:
     `SamplingModel` for each call; anywhere else the marker explains itself.
     """
 
-    def __init__(self, agent: str | None = None) -> None:
+    def __init__(self, agent: str | None = None, settings: ModelSettings | None = None) -> None:
         self._agent = agent
+        self.settings = settings or ModelSettings()
+        """What the agent asks the client's model with (`temperature`, `max_tokens`, `top_p`)."""
 
     @property
     def name(self) -> str:
@@ -91,7 +93,7 @@ def resolve_model(
     `settings`, or the `sampling` marker (the MCP client's own model, swapped in when served).
     Raises `ConfigError`."""
     if spec == SAMPLING:
-        return ClientSampling(agent)
+        return ClientSampling(agent, settings)
     try:
         return model_from_spec(spec, http_client=http_client, settings=settings)
     except ModelConfigError as exc:

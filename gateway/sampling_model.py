@@ -44,6 +44,7 @@ from agent import (
     Usage,
     UserMessage,
 )
+from agent.models import ModelSettings
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -105,11 +106,13 @@ class SamplingModel:
         *,
         answers: Mapping[str, types.InputResponse] | None = None,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        settings: ModelSettings | None = None,
         timeout: float = DEFAULT_TIMEOUT,
     ) -> None:
         self._ctx = ctx
         self._answers = dict(answers or {})
-        self._max_tokens = max_tokens
+        self._settings = settings or ModelSettings()
+        self._max_tokens = self._settings.max_tokens or max_tokens
         self._timeout = timeout
 
     @property
@@ -127,7 +130,9 @@ class SamplingModel:
         problem = sampling_problem(session, with_tools=bool(tools))
         if problem is not None:
             raise ModelError(f"cannot use the client's model: {problem}")
-        request = to_sampling_request(messages, tools, max_tokens=self._max_tokens)
+        request = to_sampling_request(
+            messages, tools, max_tokens=self._max_tokens, settings=self._settings
+        )
         key = request_key(request)
         answer = self._answers.get(key)
         if answer is not None:
@@ -169,9 +174,15 @@ def request_key(request: types.CreateMessageRequest) -> str:
 
 
 def to_sampling_request(
-    messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, max_tokens: int
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolDefinition],
+    *,
+    max_tokens: int,
+    settings: ModelSettings | None = None,
 ) -> types.CreateMessageRequest:
-    """Our conversation as a `sampling/createMessage` request."""
+    """Our conversation as a `sampling/createMessage` request, asked with `settings`' temperature;
+    sampling has no `top_p` field, so it goes in the provider metadata the spec passes through."""
+    settings = settings or ModelSettings()
     system: list[str] = []
     sampled: list[types.SamplingMessage] = []
     results: list[types.SamplingMessageContentBlock] = []
@@ -211,6 +222,8 @@ def to_sampling_request(
             messages=sampled,
             system_prompt="\n\n".join(system) or None,
             max_tokens=max_tokens,
+            temperature=settings.temperature,
+            metadata={"top_p": settings.top_p} if settings.top_p is not None else None,
             tools=[_tool(tool) for tool in tools] or None,
         )
     )

@@ -232,7 +232,12 @@ class AgentTools:
         async def keep(checkpoint: RunState) -> None:
             latest[0] = checkpoint
 
-        model = SamplingModel(ctx, answers=params.input_responses, max_tokens=self._max_tokens)
+        model = SamplingModel(
+            ctx,
+            answers=params.input_responses,
+            max_tokens=self._max_tokens,
+            settings=spec.model.settings if isinstance(spec.model, ClientSampling) else None,
+        )
         try:
             result = await self._gateway.resume(
                 state,

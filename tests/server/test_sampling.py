@@ -19,6 +19,7 @@ from agent import (
     ToolMessage,
     UserMessage,
 )
+from agent.models import ModelSettings
 from gateway import AgentSpec, ConfigError, Gateway
 from gateway.cli import main
 from gateway.models import ClientSampling, resolve_model
@@ -98,6 +99,25 @@ async def test_the_agent_runs_on_the_client_model_with_tools(era: str) -> None:
     tool_result = second.messages[2].content_as_list[0]
     assert isinstance(tool_result, types.ToolResultContent)
     assert tool_result.tool_use_id == "use_1"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_agent_asks_the_client_model_with_its_settings(era: str) -> None:
+    settings = ModelSettings(temperature=0.2, max_tokens=321, top_p=0.9)
+    spec = AgentSpec(
+        name="helper", model=resolve_model("sampling", settings=settings), tools=["calculator"]
+    )
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    model = ClientModel()
+    async with Client(
+        serve(gateway), mode=era, sampling_callback=model, sampling_capabilities=SAMPLING_WITH_TOOLS
+    ) as client:
+        result = await client.call_tool("helper", {"prompt": "What is 6 * 7?"})
+    assert result.content == [types.TextContent(text="It is 42.")]
+    assert len(model.requests) == 2
+    for asked in model.requests:
+        assert (asked.temperature, asked.max_tokens) == (0.2, 321)
+        assert asked.metadata == {"top_p": 0.9}
 
 
 async def test_modern_rounds_carry_the_run_sealed_and_refuse_a_forged_state() -> None:
