@@ -30,7 +30,7 @@ from ..config import GatewaySettings
 from ..engine import Gateway
 from ..errors import ToolConflict
 from .agent_tools import AgentTools
-from .auth import scope_guard
+from .auth import ScopePolicy, scope_guard
 from .prompts import ProxiedPrompts, completions
 from .proxy import ProxiedTools, exposed_nodes
 from .resources import ProxiedResources
@@ -144,6 +144,8 @@ class _GatewayServer(Server[Any]):
     """
 
     announces = NotificationOptions()
+    scope_policy: ScopePolicy | None = None
+    """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
 
     def follows_resources(self) -> bool:
         """Whether `resources.subscribe` is announced: an exposed node's server offers it."""
@@ -212,7 +214,8 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
     if settings.oauth is not None and settings.oauth.scopes:
-        server.middleware.append(scope_guard(settings.oauth, gateway))
+        server.scope_policy = ScopePolicy(settings.oauth, gateway)
+        server.middleware.append(scope_guard(server.scope_policy))
     if mcp_nodes:
         _serve_mcp_nodes(server, mcp_nodes)
     return server, router

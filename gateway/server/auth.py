@@ -7,8 +7,10 @@
   the configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`; an opaque token by
   introspection (RFC 7662), with the same audience and expiry rules. The token itself is kept
   nowhere and never passed on: downstream servers get the gateway's own credentials.
-- `scope_guard` maps the token's scopes to the agents and exposed nodes it may call: other
-  tools are not listed and a call to one is refused, naming the scope that would allow it.
+- `ScopePolicy` maps the token's scopes to the agents and exposed nodes it may call: other
+  tools are not listed (`scope_guard`) and a call to one is refused, naming the scope that
+  would allow it: over HTTP with a 403 `insufficient_scope` challenge a client can step up
+  from (`challenges`), else as an MCP error (`scope_guard`).
 - `authenticated_subject()` says who is calling (the token's `sub`, or a static token's
   label), for the run's record and its trace.
 
@@ -20,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -43,12 +45,14 @@ from toolkits import error_result
 from toolkits.mcp.config import secret_from_env
 
 from ..engine import Gateway
-from ..resource_server import ResourceServerSettings
+from ..resource_server import ALL_NODES, ResourceServerSettings
 
 __all__ = [
     "OAUTH_CLAIM",
     "AnyOf",
     "OAuthTokens",
+    "ScopePolicy",
+    "ScopeRefusal",
     "authenticated_subject",
     "metadata_routes",
     "resource_metadata_url",
@@ -275,20 +279,94 @@ def authenticated_subject() -> str | None:
     return access.client_id
 
 
-def scope_guard(settings: ResourceServerSettings, gateway: Gateway) -> Any:
-    """Server middleware: an OAuth client sees and calls only what its scopes grant."""
+@dataclass(frozen=True, slots=True)
+class ScopeRefusal:
+    """Why a token may not make a request, and the scopes that would let it (none: no scope
+    would, so a new token cannot help)."""
 
-    async def node_of(tool: str) -> str:
-        if tool in gateway.agents:
+    message: str
+    would_allow: tuple[str, ...]
+
+    def challenge_scopes(self, settings: ResourceServerSettings, access: AccessToken) -> str:
+        """What a 403 asks for: the required scopes, those held, and the narrowest that would
+        allow the request (held scopes stay named, so a client's new grant keeps them)."""
+        wanted = [*settings.required_scopes, *access.scopes, *self.would_allow[:1]]
+        return " ".join(dict.fromkeys(wanted))
+
+
+@dataclass(frozen=True)
+class ScopePolicy:
+    """What an OAuth token's scopes let it call (`[gateway.oauth.scopes]`)."""
+
+    settings: ResourceServerSettings
+    gateway: Gateway
+
+    @staticmethod
+    def restricts(access: AccessToken | None) -> bool:
+        """Whether `access` is an OAuth token (static tokens are the operator's: unrestricted)."""
+        return access is not None and bool((access.claims or {}).get(OAUTH_CLAIM))
+
+    def granted(self, access: AccessToken) -> frozenset[str] | None:
+        """The agents and nodes `access` may call; None: everything."""
+        return self.settings.nodes_granted(access.scopes)
+
+    async def node_of(self, tool: str) -> str | None:
+        """The agent or node serving `tool`; None when the gateway knows no such tool."""
+        if tool in self.gateway.agents:
             return tool
-        found = (await gateway.list_tools()).get(tool)
-        return found.source_node if found is not None else tool
+        found = (await self.gateway.list_tools()).get(tool)
+        return found.source_node if found is not None else None
+
+    async def refusal(
+        self, access: AccessToken, method: str, params: Mapping[str, Any] | None
+    ) -> ScopeRefusal | None:
+        """Why `access` may not make this request, or None if it may (`tools/list` is
+        filtered, not refused)."""
+        granted = self.granted(access)
+        if granted is None:
+            return None
+        held = " ".join(access.scopes) or "none"
+        if method == "tools/call":
+            name = str((params or {}).get("name", ""))
+            node = await self.node_of(name)
+            if node is not None and node in granted:
+                return None
+            # An unknown tool: only a scope granting everything would reach it.
+            allow = self._narrowest(node if node is not None else ALL_NODES)
+            needed = " or ".join(allow) or "none configured"
+            return ScopeRefusal(
+                f"not allowed: calling {name!r} needs the scope {needed} (the token has: {held})",
+                allow if node is not None else (),
+            )
+        if method.startswith(("resources/", "prompts/", "completion/")):
+            allow = self._narrowest(ALL_NODES)
+            return ScopeRefusal(f"not allowed: {method} needs a scope granting '*'", allow)
+        return None
+
+    def _narrowest(self, node: str) -> tuple[str, ...]:
+        """The scopes that would allow `node`, those granting the fewest nodes first."""
+        scopes = self.settings.scopes
+
+        def breadth(scope: str) -> tuple[int, str]:
+            nodes = scopes[scope]
+            return (len(scopes) + 1 if ALL_NODES in nodes else len(nodes), scope)
+
+        return tuple(sorted(self.settings.scopes_for(node), key=breadth))
+
+
+def scope_guard(policy: ScopePolicy) -> Any:
+    """Server middleware: an OAuth client sees and calls only what its scopes grant.
+
+    Over HTTP, a refusal a new token could lift is answered before this, with a 403 the
+    client can step up from (`challenges`); this answers the rest as MCP errors: a tool the
+    gateway does not know, or one no configured scope grants.
+    """
 
     async def guard(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         access = get_access_token()
-        if access is None or not (access.claims or {}).get(OAUTH_CLAIM):
+        if access is None or not policy.restricts(access):
             return await call_next(ctx)
-        granted = settings.nodes_granted(access.scopes)
+        granted = policy.granted(access)
         if granted is None:
             return await call_next(ctx)
         method = ctx.method
@@ -298,23 +376,14 @@ def scope_guard(settings: ResourceServerSettings, gateway: Gateway) -> Any:
                 result = result.model_dump(by_alias=True, exclude_none=True)
             if isinstance(result, dict):
                 listed = cast(list[dict[str, Any]], result.get("tools", []))
-                kept = [t for t in listed if await node_of(str(t.get("name"))) in granted]
+                kept = [t for t in listed if await policy.node_of(str(t.get("name"))) in granted]
                 result = {**result, "tools": kept}
             return result
+        refused = await policy.refusal(access, method, ctx.params)
+        if refused is None:
+            return await call_next(ctx)
         if method == "tools/call":
-            name = str((ctx.params or {}).get("name", ""))
-            node = await node_of(name)
-            if node not in granted:
-                needed = " or ".join(settings.scopes_for(node)) or "none configured"
-                return error_result(
-                    f"not allowed: calling {name!r} needs the scope {needed} "
-                    f"(the token has: {' '.join(access.scopes) or 'none'})"
-                )
-        elif method.startswith(("resources/", "prompts/", "completion/")):
-            raise MCPError(
-                types.INVALID_REQUEST,
-                f"not allowed: {method} needs a scope granting '*'",
-            )
-        return await call_next(ctx)
+            return error_result(refused.message)
+        raise MCPError(types.INVALID_REQUEST, refused.message)
 
     return guard

@@ -23,7 +23,7 @@ import mcp_types as types
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["EnvelopeCheck", "Refusal", "check_message"]
+__all__ = ["EnvelopeCheck", "Refusal", "buffered_body", "check_message"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,25 +131,33 @@ class EnvelopeCheck:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        received: deque[Message] = deque()
-        body = bytearray()
-        while True:
-            message = await receive()
-            received.append(message)
-            if message["type"] != "http.request":
-                break  # the client went away: let the app see that
-            body += message.get("body", b"")
-            if not message.get("more_body", False):
-                checked = check_message(bytes(body))
-                if isinstance(checked, Refusal):
-                    await _answer(send, checked)
-                    return
-                break
-
-        async def replay() -> Message:
-            return received.popleft() if received else await receive()
-
+        body, replay = await buffered_body(receive)
+        if body is not None:
+            checked = check_message(body)
+            if isinstance(checked, Refusal):
+                await _answer(send, checked)
+                return
         await self.app(scope, replay, send)
+
+
+async def buffered_body(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The whole request body (None when the client went away first), and a `receive` that
+    gives the app the same messages again."""
+    received: deque[Message] = deque()
+    body = bytearray()
+    complete = False
+    while not complete:
+        message = await receive()
+        received.append(message)
+        if message["type"] != "http.request":
+            break  # the client went away: let the app see that
+        body += message.get("body", b"")
+        complete = not message.get("more_body", False)
+
+    async def replay() -> Message:
+        return received.popleft() if received else await receive()
+
+    return (bytes(body) if complete else None), replay
 
 
 async def _answer(send: Send, refusal: Refusal) -> None:

@@ -12,8 +12,8 @@
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
 
-Layers of a request, outermost first: Host/Origin, bearer token, body size, envelope,
-session limits, the SDK's session manager.
+Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size,
+envelope, OAuth scopes (`challenges`), session limits, the SDK's session manager.
 """
 
 from __future__ import annotations
@@ -32,11 +32,10 @@ import anyio.abc
 import uvicorn
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
-from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
-from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -46,7 +45,8 @@ from starlette.types import ASGIApp
 from ..config import GatewaySettings
 from ..errors import ConfigError, GatewayError
 from ..resource_server import ResourceServerSettings
-from .auth import AnyOf, OAuthTokens, metadata_routes, resource_metadata_url
+from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
+from .challenges import RequireToken, ScopeChallenge
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -202,6 +202,10 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
             endpoint, max_sessions=options.max_sessions, idle_timeout=options.session_idle_timeout
         )
         endpoint = sessions
+    policy = getattr(server, "scope_policy", None)
+    metadata_url = resource_metadata_url(options.oauth) if options.oauth is not None else None
+    if options.oauth is not None and isinstance(policy, ScopePolicy):
+        endpoint = ScopeChallenge(endpoint, policy, metadata_url)
     endpoint = RequestBodyLimitMiddleware(EnvelopeCheck(endpoint), options.max_request_bytes)
     middleware: list[Middleware] = []
     allowed = allowed_hosts(options)
@@ -210,15 +214,13 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
     routes: list[Route] = []
     verifier: TokenVerifier | None = StaticTokens(options.tokens) if options.tokens else None
     required: list[str] = []
-    metadata_url: AnyHttpUrl | None = None
     if options.oauth is not None:  # an OAuth resource server, static tokens beside
         required = list(options.oauth.required_scopes)
         static = [verifier] if verifier is not None else []
         verifier = AnyOf([*static, OAuthTokens(options.oauth)], static_scopes=required)
-        metadata_url = AnyHttpUrl(resource_metadata_url(options.oauth))
         routes = metadata_routes(options.oauth)
     if verifier is not None:
-        endpoint = RequireAuthMiddleware(endpoint, required, metadata_url)
+        endpoint = RequireToken(endpoint, required, metadata_url)
         middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),

@@ -1,7 +1,7 @@
 """A real OAuth 2.1 authorization server and an MCP server that requires its tokens, for tests.
 
 The authorization server is the mcp SDK's own handlers (authorize, token with PKCE and client
-authentication, dynamic registration, revocation) over `TestAuthority`, a provider that
+authentication, dynamic registration, revocation; introspection is ours) over `TestAuthority`, a provider that
 approves every authorization at once, as a test server must (no person). Its metadata is
 served where a test asks: OAuth (RFC 8414) or OpenID discovery, at a root or a path issuer.
 
@@ -42,6 +42,7 @@ from mcp.server.auth.provider import (
 from mcp.server.auth.settings import ClientRegistrationOptions
 from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 from starlette.applications import Starlette
+from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -57,6 +58,7 @@ __all__ = [
     "TestAuthority",
     "authority_app",
     "oauth_world",
+    "serve_authority",
 ]
 
 
@@ -187,6 +189,10 @@ class TestAuthority:
         for token, access in list(self.access.items()):
             self.access[token] = access.model_copy(update={"expires_at": int(time.time()) - 10})
 
+    def issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
+        """Tokens as a grant would give them (the test skips the grant)."""
+        return self._issue(client_id, scopes, resource)
+
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         scopes = [s for s in scopes if s not in self.options.withhold]
         token = secrets.token_urlsafe(24)
@@ -287,6 +293,23 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
         where = "/.well-known/openid-configuration"
     authenticator = ClientAuthenticator(authority)
     prefix = options.issuer_path
+
+    async def introspect(request: Request) -> JSONResponse:
+        """RFC 7662, for resource servers taking this server's (opaque) tokens."""
+        access = authority.access.get(str((await request.form()).get("token", "")))
+        if access is None or (access.expires_at is not None and access.expires_at < time.time()):
+            return JSONResponse({"active": False})
+        claims = {
+            "active": True,
+            "client_id": access.client_id,
+            "scope": " ".join(access.scopes),
+            "sub": access.subject,
+            "aud": access.resource,
+            "iss": issuer,
+            "exp": access.expires_at,
+        }
+        return JSONResponse({key: value for key, value in claims.items() if value is not None})
+
     routes = [
         Route(where, MetadataHandler(metadata).handle, methods=["GET"]),
         Route(f"{prefix}/authorize", AuthorizationHandler(authority).handle, methods=["GET"]),
@@ -296,6 +319,7 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
             RevocationHandler(authority, authenticator).handle,
             methods=["POST"],
         ),
+        Route(f"{prefix}/introspect", introspect, methods=["POST"]),
     ]
     if options.registration:
         registration = RegistrationHandler(
@@ -479,15 +503,24 @@ class OAuthWorld:
 
 
 @asynccontextmanager
-async def oauth_world(
-    options: AuthorityOptions | None = None, **protected: Any
-) -> AsyncGenerator[OAuthWorld]:
-    """Serve both; `protected` goes to `ProtectedMcp`."""
+async def serve_authority(
+    options: AuthorityOptions | None = None,
+) -> AsyncGenerator[tuple[TestAuthority, list[SeenRequest]]]:
+    """Serve an authorization server alone (its issuer is `authority.issuer`)."""
     authority = TestAuthority(options)
     seen: list[SeenRequest] = []
     late = _Late()
     async with serve_on_loopback(late) as authority_base:
         late.app = authority_app(authority, authority_base, seen)
+        yield authority, seen
+
+
+@asynccontextmanager
+async def oauth_world(
+    options: AuthorityOptions | None = None, **protected: Any
+) -> AsyncGenerator[OAuthWorld]:
+    """Serve both; `protected` goes to `ProtectedMcp`."""
+    async with serve_authority(options) as (authority, seen):
         resource = ProtectedMcp(authority, **protected)
         async with serve_on_loopback(resource) as resource_base:
             url = resource.served_at(resource_base)

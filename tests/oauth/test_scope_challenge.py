@@ -1,0 +1,169 @@
+"""`serve --http` behind a real authorization server on 127.0.0.1 (its tokens checked by
+introspection): scope refusals a new token could lift are 403 `insufficient_scope` challenges,
+and the SDK's own OAuth client steps up from them; the rest stay MCP errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from gateway.app import open_gateway
+from gateway.config import parse_config
+from gateway.server import build_server, http_app, http_options
+from gateway.trace import TraceEvent
+from tests.servers.asgi import serve_on_loopback
+from tests.servers.inprocess import ToyServer
+from tests.servers.oauth import AuthorityOptions, TestAuthority, serve_authority
+from tests.servers.sdk_oauth import sdk_oauth
+from toolkits.mcp.oauth_callback import free_loopback_port
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+SCOPES = {"agents": ["assistant"], "tools:toy": ["toy"], "admin": ["*"]}
+
+
+@dataclass
+class Served:
+    url: str
+    authority: TestAuthority
+    events: list[TraceEvent]
+
+    def token(self, *scopes: str) -> str:
+        return self.authority.issue("some-client", list(scopes), self.url).access_token
+
+
+@asynccontextmanager
+async def gateway_behind(tmp_path: Path) -> AsyncGenerator[Served]:
+    options = AuthorityOptions(scopes=["mcp", *SCOPES])
+    toy = ToyServer("toy")
+    toy.add_echo("echo")
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "hello"}] * 4))
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
+    async with (
+        serve_authority(options) as (authority, _seen),
+        serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as toy_url,
+    ):
+        port = free_loopback_port()
+        resource = f"http://127.0.0.1:{port}/mcp"
+        oauth: dict[str, Any] = {
+            "resource": resource,
+            "authorization_servers": [authority.issuer],
+            "introspection_endpoint": f"{authority.issuer}/introspect",
+            "required_scopes": ["mcp"],
+            "scopes": SCOPES,
+        }
+        config = parse_config(
+            {
+                "gateway": {"expose_tools": True, "oauth": oauth},
+                "mcpServers": {"toy": {"url": f"{toy_url}/mcp"}},
+                "agents": {"assistant": {"model": f"scripted:{script}", "tools": []}},
+            }
+        )
+        async with open_gateway(config, hooks=[record]) as gateway:
+            server, _router = build_server(gateway, config.gateway)
+            app = http_app(server, http_options(f"127.0.0.1:{port}", config.gateway))
+            async with serve_on_loopback(app, port=port):
+                yield Served(resource, authority, events)
+
+
+async def post(url: str, token: str | None, method: str, **params: Any) -> httpx2.Response:
+    headers = {"Accept": "application/json, text/event-stream"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    async with httpx2.AsyncClient() as http:
+        return await http.post(url, json=body, headers=headers)
+
+
+def challenge(response: httpx2.Response) -> dict[str, str]:
+    value = response.headers["www-authenticate"]
+    assert value.startswith("Bearer ")
+    fields: dict[str, str] = {}
+    for part in value.removeprefix("Bearer ").split('", '):
+        key, _, rest = part.partition("=")
+        fields[key.strip()] = rest.strip().strip('"')
+    return fields
+
+
+def text(result: types.CallToolResult) -> str:
+    block = result.content[0]
+    assert isinstance(block, types.TextContent)
+    return block.text
+
+
+async def test_a_call_the_scopes_do_not_allow_is_a_403_naming_the_scope_that_would(
+    tmp_path: Path,
+) -> None:
+    async with gateway_behind(tmp_path) as served:
+        metadata = served.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
+        narrow = served.token("mcp", "agents")
+
+        refused = await post(served.url, narrow, "tools/call", name="toy__echo", arguments={})
+        assert refused.status_code == 403
+        assert challenge(refused) == {
+            "error": "insufficient_scope",
+            "error_description": "not allowed: calling 'toy__echo' needs the scope tools:toy or "
+            "admin (the token has: mcp agents)",
+            "scope": "mcp agents tools:toy",  # what is held stays, the narrowest scope is added
+            "resource_metadata": metadata,
+        }
+        refused = await post(served.url, narrow, "resources/list")
+        assert refused.status_code == 403
+        assert challenge(refused)["scope"] == "mcp agents admin"
+
+        # Without the required scope, or without a token: the required scope is named.
+        refused = await post(served.url, served.token("agents"), "ping")
+        assert (refused.status_code, challenge(refused)["scope"]) == (403, "agents mcp")
+        refused = await post(served.url, None, "ping")
+        assert refused.status_code == 401
+        assert challenge(refused)["scope"] == "mcp"
+        assert challenge(refused)["resource_metadata"] == metadata
+
+
+async def test_a_refusal_no_token_could_lift_is_an_mcp_error_not_a_403(tmp_path: Path) -> None:
+    async with gateway_behind(tmp_path) as served:
+        token = served.token("mcp", "agents")
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with http, Client(streamable_http_client(served.url, http_client=http)) as client:
+            unknown = await client.call_tool("no_such_tool", {})
+            assert unknown.is_error
+            assert text(unknown).startswith("not allowed: calling 'no_such_tool' needs the scope")
+            assert text(await client.call_tool("assistant", {"prompt": "hi"})) == "hello"
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_the_sdk_client_steps_up_from_the_gateways_403_and_the_call_proceeds(
+    era: str, tmp_path: Path
+) -> None:
+    async with gateway_behind(tmp_path) as served:
+        oauth = sdk_oauth(served.url)
+        http = httpx2.AsyncClient(auth=oauth.provider)
+        async with (
+            http,
+            Client(streamable_http_client(served.url, http_client=http), mode=era) as client,
+        ):
+            assert (await client.list_tools()).tools == []  # "mcp" alone grants no tool
+            echoed = await client.call_tool("toy__echo", {"a": 1})
+            assert not echoed.is_error, echoed
+            assert text(await client.call_tool("assistant", {"prompt": "hi"})) == "hello"
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names == {"assistant", "toy__echo"}
+    # Asked for the required scope first, then one more scope per refused call.
+    assert oauth.asked_scopes == ["mcp", "mcp tools:toy", "mcp tools:toy agents"]
+    assert oauth.storage.tokens is not None
+    assert (oauth.storage.tokens.scope or "").split() == ["mcp", "tools:toy", "agents"]
