@@ -245,7 +245,12 @@ class Gateway:
             quota.limiter(node.name),
             self._node_limits.limiter(node.name),
             tracer.span(
-                "tool", tool.name, parent_id=parent_id, input=dict(arguments), call_id=call_id
+                "tool",
+                tool.name,
+                parent_id=parent_id,
+                input=dict(arguments),
+                call_id=call_id,
+                node=node.name,
             ) as span,
         ):
 

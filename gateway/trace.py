@@ -57,6 +57,8 @@ class TraceEvent(BaseModel):
     error: str | None = None
     call_id: str | None = None
     """For a tool span: the id of the model's tool call it answers."""
+    node: str | None = None
+    """For a tool span: the node that ran it (an MCP server's name for its tools)."""
     subject: str | None = None
     """Who started the run (the authenticated MCP client, when served over HTTP with auth)."""
 
@@ -133,6 +135,7 @@ class Tracer:
         input: JsonValue = None,
         span_id: str | None = None,
         call_id: str | None = None,
+        node: str | None = None,
     ) -> AsyncGenerator[Span]:
         span = Span(id=span_id or new_id(), kind=kind, name=name, started=time.perf_counter())
 
@@ -151,6 +154,7 @@ class Tracer:
                 output=span.output if done else None,
                 error=error,
                 call_id=call_id,
+                node=node,
                 subject=self.subject,
             )
 
@@ -197,6 +201,8 @@ class TracePrinter:
         label = (
             f"{event.kind} {event.name}" if event.kind in ("run", "agent", "model") else event.name
         )
+        if event.node is not None and event.node != event.name:
+            label += f" via {event.node}"  # the hop: the node (e.g. an MCP server) that ran it
         parts = [f"[{event.at_ms:>6.0f} ms]", "  " * depth + f"{label:<12}"]
         if event.input is not None and event.kind == "tool" and event.phase != "progress":
             parts.append(f"in={self._cut(compact(event.input))}")
