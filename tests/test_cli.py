@@ -108,7 +108,9 @@ def test_the_demo_goes_through_an_mcp_server_from_the_installed_console_script(
         r"node toolbox: ready .*, 4 tools, .*\(an MCP server this gateway started\)", out
     )
     assert "node calculator: local Python function" in out
-    mcp_call = 'toolbox__convert_units via toolbox in={"value":26.2,"from_unit":"mi","to_unit":"km"}'
+    mcp_call = (
+        'toolbox__convert_units via toolbox in={"value":26.2,"from_unit":"mi","to_unit":"km"}'
+    )
     assert f'{mcp_call} out={{"value":42.164813,"unit":"km"}}' in out
     assert 'calculator   in={"expression":"42.164813 * 6"} out={"response":"252.988878"}' in out
     answer = "A marathon is 42.16 km; at 6 minutes per kilometre it takes about 253 minutes"
