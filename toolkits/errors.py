@@ -17,6 +17,8 @@ as the observation (`toolkits.base.error_result(str(exc))`).
 
 from __future__ import annotations
 
+from typing import TypeVar, cast
+
 __all__ = [
     "LOGIN_COMMAND",
     "AuthorizationRequired",
@@ -27,6 +29,7 @@ __all__ = [
     "ToolTimeout",
     "ToolkitError",
     "UnknownTool",
+    "find_error",
 ]
 
 
@@ -82,3 +85,23 @@ class ToolTimeout(ToolkitError):
         self.node = node
         self.tool = tool
         self.seconds = seconds
+
+
+E = TypeVar("E", bound=BaseException)
+
+
+def find_error(exc: BaseException, kind: type[E]) -> E | None:
+    """The first `kind` in `exc`, looking through groups (task groups wrap errors) and causes."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        current = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, kind):
+            return current
+        if isinstance(current, BaseExceptionGroup):
+            stack.extend(cast(BaseExceptionGroup[BaseException], current).exceptions)
+        stack += [linked for linked in (current.__cause__, current.__context__) if linked]
+    return None

@@ -3,12 +3,15 @@ and the 2026-07-28 era over HTTP (which the npm servers do not speak)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
@@ -149,3 +152,55 @@ async def test_calls_reuse_their_http_connection(era: ProtocolMode) -> None:
     # Besides the calls' own connection, a 2026-07-28 session holds one for its listen stream.
     assert len(calls) >= 20
     assert len(set(calls)) <= 3, f"{len(set(calls))} connections for 20 sequential calls"
+
+
+class RefuseHandshake:
+    """ASGI middleware making a server of the 2026-07-28 era only: `initialize` gets a 400."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.refused = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        body = b""
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if not message.get("more_body"):
+                break
+        if json.loads(body).get("method") == "initialize":
+            self.refused += 1
+            error = {"code": -32600, "message": "Unsupported protocol version: use 2026-07-28"}
+            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, 400)
+            await response(scope, receive, send)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def test_auto_falls_back_to_the_stateless_era_when_the_handshake_is_refused(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO)
+    toy = growing_toy()
+    app = RefuseHandshake(toy.server.streamable_http_app(host="127.0.0.1"))
+    async with serve_on_loopback(app) as base:
+        config = McpServerConfig(url=f"{base}/mcp", protocol="auto")
+        async with McpToolkit("toy", config) as node:
+            assert node.health.state == "ready", node.health
+            assert node.health.protocol_version == "2026-07-28"
+            echo = await node.call_tool("toy__echo", {"a": 1})
+    assert echo.content == [types.TextContent(text="echo:[('a', 1)]")]
+    assert app.refused == 1  # asked once, then probed
+    assert "refused the 2025-11-25 handshake" in caplog.text

@@ -26,7 +26,7 @@ import logging
 import os
 import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from typing import Literal, cast
+from typing import Literal
 from urllib.parse import urlsplit
 
 import anyio
@@ -37,7 +37,7 @@ from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from pydantic import AnyUrl
 
-from ..errors import AuthorizationRequired, ConfigError
+from ..errors import AuthorizationRequired, ConfigError, find_error
 from .config import McpServerConfig, secret_from_env
 from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
 from .oauth_store import ServerTokens, TokenStore, default_store
@@ -88,21 +88,7 @@ def uses_oauth(config: McpServerConfig) -> bool:
 
 def find_authorization_required(exc: BaseException) -> AuthorizationRequired | None:
     """The `AuthorizationRequired` in `exc`, looking through groups and causes."""
-    seen: set[int] = set()
-    stack: list[BaseException] = [exc]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        if isinstance(current, AuthorizationRequired):
-            return current
-        if isinstance(current, BaseExceptionGroup):
-            stack.extend(cast(BaseExceptionGroup[BaseException], current).exceptions)
-        for linked in (current.__cause__, current.__context__):
-            if linked is not None:
-                stack.append(linked)
-    return None
+    return find_error(exc, AuthorizationRequired)
 
 
 async def oauth_for(

@@ -39,7 +39,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, T
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..errors import ConnectionLost, ServerUnavailable
+from ..errors import ConnectionLost, ServerUnavailable, find_error
 from .config import McpServerConfig
 from .health import HealthState, NodeHealth
 from .oauth import find_authorization_required
@@ -387,10 +387,11 @@ class OwnedSession:
         async with AsyncExitStack() as stack:
             try:
                 client = await stack.enter_async_context(self._client(conn, tail))
-            except MCPError as exc:
-                if self._config.protocol != "auto" or self._mode != "legacy":
+            except Exception as exc:
+                refusal = find_error(exc, MCPError)  # the transport's task group wraps it
+                if refusal is None or self._config.protocol != "auto" or self._mode != "legacy":
                     raise
-                self._log.info("the server refused the 2025-11-25 handshake (%s): probing", exc)
+                self._log.info("the server refused the 2025-11-25 handshake (%s): probing", refusal)
                 self._mode = "auto"
                 client = await stack.enter_async_context(self._client(conn, tail))
             yield client
