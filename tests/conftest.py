@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 # Imported here, at a shallow stack: its pytest plugin otherwise imports it while printing the
@@ -9,6 +10,11 @@ import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
 from tests.servers.databases import postgres_server, redis_server
+
+# Started in the background by a non-interactive shell, pytest ignores SIGINT, and so would
+# every gateway it spawns (an ignored signal survives exec): the Ctrl-C tests need it handled.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
