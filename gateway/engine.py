@@ -195,9 +195,11 @@ class Gateway:
         on_progress: ProgressCallback | None = None,
         hops: int = 0,
         quota: PerNode | None = None,
+        subject: str | None = None,
     ) -> CallToolResult:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
-        traced like an agent's; `on_progress` receives the tool's progress.
+        traced like an agent's; `on_progress` receives the tool's progress. `subject` is who
+        asked (the authenticated MCP client of a proxied call), on every trace event.
 
         Raises `UnknownTool`, `DepthExceeded` when `hops` already reaches the depth limit, and
         the node's own errors (`toolkits.ToolkitError`).
@@ -210,7 +212,7 @@ class Gateway:
                 known = ", ".join(sorted(tools))
                 raise UnknownTool(f"no tool named {tool!r} (available: {known})")
             tool = found
-        tracer = Tracer(new_id(), (*self.hooks, *hooks))
+        tracer = Tracer(new_id(), (*self.hooks, *hooks), subject=subject)
         call = await self.call_node(
             tool,
             arguments,

@@ -60,7 +60,8 @@ class TraceEvent(BaseModel):
     node: str | None = None
     """For a tool span: the node that ran it (an MCP server's name for its tools)."""
     subject: str | None = None
-    """Who started the run (the authenticated MCP client, when served over HTTP with auth)."""
+    """Who started the run or the proxied call (the authenticated MCP client, when served over
+    HTTP with auth)."""
 
 
 TraceHook = Callable[[TraceEvent], Awaitable[None]]

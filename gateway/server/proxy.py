@@ -8,7 +8,8 @@ progress passed through to the client as the node reported it; the downstream se
 requests during the call (sampling, elicitation, roots) go to our client (`upstream`). The only
 changes are what the client's protocol era requires: the downstream server's own `serverInfo`
 stamp is dropped (ours goes on), and a 2025-era client, which only takes an object as
-`structuredContent`, gets a non-object value in the text content alone.
+`structuredContent`, gets a non-object value in the text content alone. Each call is traced
+with the caller's authenticated subject.
 
 The nodes' resources, prompts and completions are served by `resources` and `prompts`.
 """
@@ -31,6 +32,7 @@ from toolkits.mcp import McpToolkit
 
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, ToolConflict
+from .auth import authenticated_subject
 from .downstream import incoming_hops, without_stamp
 from .serving import client_quota
 from .upstream import for_client
@@ -103,6 +105,7 @@ class ProxiedTools:
                 return error_result(f"no tool named {params.name!r} is served any more")
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
+        subject = authenticated_subject()  # read here: `work` may run in another task
 
         async def work(report: ProgressCallback) -> types.CallToolResult:
             try:
@@ -112,6 +115,7 @@ class ProxiedTools:
                     on_progress=report,
                     hops=incoming_hops(ctx),
                     quota=client_quota(ctx, self._gateway),
+                    subject=subject,
                 )
             except (ToolkitError, GatewayError) as exc:  # e.g. down, timed out, too many hops
                 return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")

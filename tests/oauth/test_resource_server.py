@@ -166,9 +166,9 @@ async def gateway_behind_oauth(
 
 
 @asynccontextmanager
-async def client(url: str, token: str) -> AsyncGenerator[Client]:
+async def client(url: str, token: str, mode: str = "legacy") -> AsyncGenerator[Client]:
     http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
-    async with http, Client(streamable_http_client(url, http_client=http), mode="legacy") as c:
+    async with http, Client(streamable_http_client(url, http_client=http), mode=mode) as c:
         yield c
 
 
@@ -223,6 +223,20 @@ async def test_a_valid_jwt_calls_an_agent_and_its_subject_is_on_the_run_and_trac
     assert {e.subject for e in served.events if e.run_id == run_id} == {"alice"}
     # The client's token went nowhere downstream: the toy server saw no Authorization at all.
     assert all("authorization" not in seen for seen in served.downstream.seen)
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_a_proxied_call_records_the_callers_subject_on_its_trace(
+    era: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        for token in (served.issuer.token(served.url, sub="bob"), served.static):
+            async with client(served.url, token, era) as session:
+                assert not (await session.call_tool("toy__echo", {"a": 1})).is_error
+    calls = [e for e in served.events if e.kind == "tool" and e.name == "toy__echo"]
+    by_run = {e.run_id: e.subject for e in calls}
+    assert sorted(by_run.values(), key=str) == ["bob", "token-1"]
+    assert {e.phase for e in calls} == {"start", "end"}
 
 
 @pytest.mark.parametrize(
