@@ -43,6 +43,7 @@ from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
 from .resource_server import ResourceServerSettings
+from .store_config import StoreSettings
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -195,6 +196,8 @@ class Config(_Strict):
     )
     tools: dict[str, LocalToolConfig] = Field(default_factory=dict[str, LocalToolConfig])
     agents: dict[str, AgentConfig] = Field(default_factory=dict[str, AgentConfig])
+    store: StoreSettings = StoreSettings()
+    """Where runs are kept (see `gateway.store_config`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -345,17 +348,17 @@ def _relative_to(config: Config, base: Path) -> Config:
             return spec
         return f"scripted:{base / rest}"
 
-    def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
+    def sqlite(url: str | None) -> str | None:
         # sqlite:///relative.db is relative to the file too.
-        url = settings.url if settings else None
-        if settings is None or url is None or not url.startswith("sqlite:///"):
-            return settings
+        if url is None or not url.startswith("sqlite:///"):
+            return url
         path = Path(url.removeprefix("sqlite:///"))
-        return (
-            settings
-            if path.is_absolute()
-            else settings.model_copy(update={"url": f"sqlite:///{(base / path).absolute()}"})
-        )
+        return url if path.is_absolute() else f"sqlite:///{(base / path).absolute()}"
+
+    def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
+        if settings is None:
+            return None
+        return settings.model_copy(update={"url": sqlite(settings.url)})
 
     agents = {
         name: agent.model_copy(
@@ -369,7 +372,8 @@ def _relative_to(config: Config, base: Path) -> Config:
         for name, agent in config.agents.items()
     }
     gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})
-    return config.model_copy(update={"agents": agents, "gateway": gateway})
+    store = config.store.model_copy(update={"url": sqlite(config.store.url)})
+    return config.model_copy(update={"agents": agents, "gateway": gateway, "store": store})
 
 
 def _describe(exc: ValidationError) -> str:

@@ -6,7 +6,9 @@
     ├── UnknownTool          no tool of that name is offered
     ├── ToolConflict         two nodes offer a tool under the same name to one agent
     ├── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
-    └── UnknownRun           no stored run has that id (or its state cannot be read)
+    ├── UnknownRun           no stored run has that id (or its state cannot be read)
+    └── StoreError           the run store's URL is not one, or the store cannot be used
+        └── StoreUnavailable the run store's database cannot be reached
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation.
@@ -18,6 +20,8 @@ __all__ = [
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
+    "StoreError",
+    "StoreUnavailable",
     "ToolConflict",
     "UnknownAgent",
     "UnknownRun",
@@ -51,3 +55,11 @@ class DepthExceeded(GatewayError):
 
 class UnknownRun(GatewayError):
     """No stored run has that id (or its state cannot be read)."""
+
+
+class StoreError(GatewayError):
+    """The run store's URL is not one, or the store cannot be used (not a database)."""
+
+
+class StoreUnavailable(StoreError):
+    """The run store's database cannot be reached (refused, unknown host, ...)."""

@@ -147,7 +147,9 @@ def test_a_stored_run_stopped_by_its_model_resumes_with_another(
     match = re.search(r"agent-gateway resume (\w+) --state-dir (\S+)", err)
     assert match is not None
     run_id = match.group(1)
-    assert (state_dir / f"{run_id}.json").exists()
+    assert main(["runs", "list", "--state-dir", str(state_dir)]) == 0
+    listed = capsys.readouterr().out
+    assert listed.startswith(f"{run_id}  stopped    assistant  scripted:")
 
     second = write_script(tmp_path / "second.json", [{"content": "It is 42."}])
     resume = ["resume", run_id, "--state-dir", str(state_dir), "--model", f"scripted:{second}"]
@@ -155,9 +157,8 @@ def test_a_stored_run_stopped_by_its_model_resumes_with_another(
     out, err = capsys.readouterr()
     assert out == "It is 42.\n"
     assert "calculator" not in err  # the tool ran before the stop: it is not run again
-    assert not (state_dir / f"{run_id}.json").exists()
-    assert main(resume) == 2
-    assert f"no stored run {run_id!r}" in capsys.readouterr().err
+    assert main(resume) == 2  # it has ended: it is kept, and not run again
+    assert f"run {run_id!r} has ended (succeeded)" in capsys.readouterr().err
 
 
 def test_a_client_config_of_servers_only_runs_with_a_default_assistant(
@@ -360,17 +361,17 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     )
     assert main(["tools", "--config", str(tmp_path)]) == 2
     assert "cannot read config" in capsys.readouterr().err
-    runs = tmp_path / "runs"
-    runs.mkdir()
-    (runs / "binary.json").write_bytes(bytes(range(256)))
-    (runs / "folder.json").mkdir()
-    for run_id, message in [("binary", "not UTF-8 text"), ("folder", "Is a directory")]:
-        assert main(["resume", run_id, "--state-dir", str(runs)]) == 2
+    binary = tmp_path / "binary.sqlite"
+    binary.write_bytes(bytes(range(256)) * 8)
+    folder = tmp_path / "folder.sqlite"
+    folder.mkdir()
+    for store, message in [(binary, "file is not a database"), (folder, "unable to open")]:
+        assert main(["resume", "r1", "--store", f"sqlite:///{store}"]) == 2
         err = capsys.readouterr().err
         assert message in err
-        assert "Traceback" not in err
+        assert err.count("\n") == 1  # one line, no traceback
     script = write_script(tmp_path / "a.json", [{"content": "x"}])
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     assert main(["run", "q", "--model", f"scripted:{script}", "--state-dir", str(not_a_dir)]) == 2
-    assert "cannot store run" in capsys.readouterr().err
+    assert "cannot open the run store" in capsys.readouterr().err

@@ -13,9 +13,11 @@ import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
-from gateway import FileRunStore
+from gateway import RunState
 from gateway.cli import main, parser
 from gateway.cli.origin import resume_config
+from gateway.durable import open_runs
+from gateway.store_config import default_store_url
 
 REPO = Path(__file__).resolve().parents[1]
 STOP_AFTER_THE_TOOL = [
@@ -137,7 +139,10 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
     )
     assert match is not None, err
     assert match.group(2) == str(state_dir)
-    state = await FileRunStore(state_dir).load(match.group(1))
+    async with open_runs(default_store_url(state_dir), launch=False) as runs:
+        assert (await runs.get(match.group(1))).status == "stopped"
+        state = await runs.state(match.group(1))
+    assert state is not None
     assert state.request is not None  # stopped with the tool call to run again
     assert state.origin is not None
     assert state.origin.config == str(config)
@@ -153,7 +158,8 @@ def test_resume_keeps_the_settings_the_run_was_given_on_the_command_line(
         capsys, "--model", f"scripted:{script}", "--state-dir", str(state_dir), *settings
     )
     run_id = resume[1]
-    state = anyio.run(FileRunStore(state_dir).load, run_id)
+    assert main(["runs", "show", run_id, "--json", "--state-dir", str(state_dir)]) == 0
+    state = RunState.model_validate(json.loads(capsys.readouterr().out)["state"])
     args = parser().parse_args(resume)
     config, origin = resume_config(args, state.origin, state.agent)
     assert (origin.system, origin.temperature, origin.max_tokens) == ("Be terse.", 0.1, 64)

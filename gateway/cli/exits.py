@@ -2,7 +2,7 @@
 
 0    success
 1    the run failed: a model error, max iterations, a server that was needed and is down,
-     chat memory's store unreachable
+     chat memory's store or the run store unreachable
 2    bad input: config, arguments, an unknown agent, tool or stored run
 130  interrupted (Ctrl-C)
 """
@@ -14,7 +14,7 @@ import sys
 from agent import AgentError, MemoryStoreError, ModelError
 from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
 
-from ..errors import DepthExceeded, GatewayError
+from ..errors import DepthExceeded, GatewayError, StoreUnavailable
 
 __all__ = ["BAD_INPUT", "FAILED", "INTERRUPTED", "OK", "RunFailed", "exit_code", "report"]
 
@@ -34,6 +34,7 @@ def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
         RunFailed,
         ModelError,
         MemoryStoreError,
+        StoreUnavailable,
         DepthExceeded,
         ServerUnavailable,
         ToolTimeout,

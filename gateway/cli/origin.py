@@ -1,6 +1,6 @@
 """A stored run's origin: the config and model it started with, and resuming on the same.
 
-`run --state-dir` records the config file (absolute path and content hash) and the `--model`
+A stored `run` records the config file (absolute path and content hash) and the `--model`
 override in the run's state; `resume` uses them unless told otherwise (`--config`,
 `--model`), and refuses a config whose content changed since unless `--force`: its agents
 and tools may no longer be the ones the run's steps were taken with.
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import shlex
 from pathlib import Path
 
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
@@ -18,7 +17,7 @@ from ..errors import ConfigError
 from ..run_state import RunOrigin
 from .common import with_settings
 
-__all__ = ["origin_of", "resume_command", "resume_config"]
+__all__ = ["origin_of", "resume_config"]
 
 
 def origin_of(args: argparse.Namespace) -> RunOrigin:
@@ -84,11 +83,6 @@ def _with_origin_settings(config: Config, origin: RunOrigin, agent: str) -> Conf
         temperature=origin.temperature,
         max_tokens=origin.max_tokens,
     )
-
-
-def resume_command(run_id: str, state_dir: Path) -> str:
-    """What to type to resume a stored run (its config and model are in its state)."""
-    return f"agent-gateway resume {run_id} --state-dir {shlex.quote(str(state_dir))}"
 
 
 def _digest(path: Path) -> str:

@@ -13,7 +13,7 @@ from ..run_state import RunResult
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
-__all__ = ["print_result", "run_json"]
+__all__ = ["print_result", "run_error_json", "run_json"]
 
 
 def print_result(
@@ -62,3 +62,8 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
         "iterations": result.iterations,
         "steps": steps,
     }
+
+
+def run_error_json(run_id: str, agent: str, exc: BaseException) -> str:
+    """The one JSON object `--json` prints for a run that failed before it returned."""
+    return json.dumps({"run_id": run_id, "agent": agent, "error": str(exc)})

@@ -1,115 +1,82 @@
-"""`runs list | show | resume | cancel`: durable runs in the run store (`--store URL`).
-
-`run --store URL` starts a run there; see `gateway.durable`.
-"""
+"""`runs list | show | resume | cancel`: the runs in the run store (see `stored`)."""
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import sys
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from ..app import open_gateway
-from ..config import Config
-from ..console import open_terminal_console
+import anyio
+
 from ..errors import UnknownRun
-from ..run_state import RunResult, RunState
-from .common import (
-    Commands,
-    add_model_options,
-    add_strict_option,
-    add_trace_options,
-    check_runnable,
-    check_servers,
-    config_of,
-    pick_agent,
-    trace_hooks,
-    with_steps,
-)
+from .common import Commands
 from .exits import OK
-from .results import print_result
+from .stored import add_resume_options, add_store_options, open_store, resume_stored, store_url
 
 if TYPE_CHECKING:
-    from ..durable import DurableRuns
+    from ..durable import RunInfo
 
-__all__ = ["add_store_option", "register", "run_stored"]
-
-
-def add_store_option(sub: argparse.ArgumentParser) -> None:
-    sub.add_argument(
-        "--store",
-        metavar="URL",
-        help="the run store: sqlite:///FILE or postgresql://... (default: runs.sqlite in the "
-        "data directory)",
-    )
+__all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    runs = commands.add("runs", _needs_action, "durable runs: list, show, resume, cancel")
+    runs = commands.add("runs", _needs_action, "stored runs: list, show, resume, cancel")
     actions = runs.add_subparsers(metavar="ACTION")
     listing = actions.add_parser("list", help="the stored runs, newest first")
     listing.add_argument(
-        "--status", help="only runs in this state: PENDING, SUCCESS, ERROR, CANCELLED"
+        "--status",
+        choices=["running", "stopped", "succeeded", "failed", "cancelled"],
+        help="only runs in this state",
     )
     listing.set_defaults(handler=_list)
     show = actions.add_parser("show", help="a run's status, state and recorded calls")
     show.add_argument("run_id")
     show.set_defaults(handler=_show)
-    resume = actions.add_parser("resume", help="continue a run whose process stopped, here")
-    resume.add_argument("run_id")
-    add_model_options(resume, agent=False)
-    add_strict_option(resume)
-    add_trace_options(resume)
-    resume.set_defaults(handler=_resume)
+    resume = actions.add_parser("resume", help="continue a run that stopped, here")
+    add_resume_options(resume)
+    resume.set_defaults(handler=resume_stored)
     cancel = actions.add_parser("cancel", help="stop a run: it is not resumed")
     cancel.add_argument("run_id")
     cancel.set_defaults(handler=_cancel)
     for sub in (listing, show, resume, cancel):
-        add_store_option(sub)
-        sub.add_argument("--config", help="TOML or JSON config")
+        sub.add_argument("--config", help="TOML or JSON config (for its [store] url)")
+    for sub in (listing, show, cancel):
+        add_store_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")
-
-
-async def _cancel(args: argparse.Namespace) -> int:
-    async with _open(args.store, launch=False) as runs:
-        await runs.cancel(args.run_id)
-    print(f"cancelled {args.run_id}", file=sys.stderr)
-    return OK
-
-
-def _open(url: str | None, *, launch: bool = True) -> AbstractAsyncContextManager[DurableRuns]:
-    # Imported here: DBOS takes seconds to import, and only these commands need it.
-    try:
-        from ..durable import open_runs
-    except ImportError as exc:  # dbos is an optional extra
-        raise UnknownRun(
-            f"durable runs need DBOS: pip install 'agent-gateway[durable]' ({exc})"
-        ) from None
-    return open_runs(url, launch=launch)
 
 
 def _needs_action(args: argparse.Namespace) -> int:
     raise UnknownRun("say what to do: agent-gateway runs list | show ID | resume ID | cancel ID")
 
 
+async def _cancel(args: argparse.Namespace) -> int:
+    async with open_store(store_url(args), launch=False) as runs:
+        await runs.cancel(args.run_id)
+    print(f"cancelled {args.run_id}", file=sys.stderr)
+    return OK
+
+
 async def _list(args: argparse.Namespace) -> int:
-    async with _open(args.store, launch=False) as runs:
-        found = await runs.list(args.status)
+    url = store_url(args)
+    assert url is not None
+    found: list[RunInfo] = []
+    file = anyio.Path(url.removeprefix("sqlite:///"))
+    if not url.startswith("sqlite:///") or await file.exists():  # else no run is stored yet
+        async with open_store(url, launch=False) as runs:
+            found = await runs.list(args.status)
     if args.json:
         print(json.dumps([asdict(info) for info in found]))
         return OK
     for info in found:
-        print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}")
+        why = f"  {info.error}" if info.error else ""
+        print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}{why}")
     return OK
 
 
 async def _show(args: argparse.Namespace) -> int:
-    async with _open(args.store, launch=False) as runs:
+    async with open_store(store_url(args), launch=False) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)
@@ -134,39 +101,3 @@ async def _show(args: argparse.Namespace) -> int:
         said = step.error if step.error is not None else json.dumps(step.output, default=str)
         print(f"{'  ' * (len(path) + 1)}{call}  [{took}]  {said[:200]}")
     return OK
-
-
-async def _resume(args: argparse.Namespace) -> int:
-    config = config_of(args)
-    async with _open(args.store) as runs:
-        info = await runs.get(args.run_id)
-        if info.agent is None:
-            raise UnknownRun(f"run {args.run_id!r} was not stored by this version")
-        return await _drive(args, config, runs, info.agent, lambda: runs.resume(args.run_id))
-
-
-async def run_stored(args: argparse.Namespace, config: Config, state: RunState) -> int:
-    """`run --store`: the run is a durable run in the store."""
-    async with _open(args.store) as runs:
-        return await _drive(args, config, runs, state.agent, lambda: runs.start(state))
-
-
-async def _drive(
-    args: argparse.Namespace,
-    config: Config,
-    runs: DurableRuns,
-    agent: str,
-    go: Callable[[], Awaitable[RunResult]],
-) -> int:
-    pick_agent(config, agent)
-    async with (
-        open_terminal_console(io.StringIO() if args.json else sys.stdout, sys.stderr) as console,
-        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
-    ):
-        check_runnable(gateway, agent)
-        check_servers(gateway, strict=args.strict)
-        if args.json:
-            with_steps(gateway, agent)
-        runs.use(gateway, stream=True)
-        result = await go()
-    return print_result(result, as_json=args.json, shown=console.streamed)

@@ -1,18 +1,25 @@
 """Runs as DBOS workflows in a SQLite file or a PostgreSQL database.
 
-DBOS is one instance per process: `open_runs` launches it (and `DurableRuns.close` destroys
-it). The workflow body is the engine's own `Gateway.resume`, handed a `DbosJournal` that
-records each model and tool call as a DBOS step under the engine's name for it, and a
-checkpoint that keeps the latest `RunState` as the workflow's `state` event.
+DBOS is one instance per process: `open_runs` launches it (and destroys it on exit). The
+workflow body is the engine's own `Gateway.resume`, handed a `DbosJournal` that records each
+model and tool call as a DBOS step under the engine's name for it, and a checkpoint that keeps
+the latest `RunState` as the workflow's `state` event.
+
+A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
+pending, so it can be resumed, here or in another process, once the cause is fixed. The
+process that drove it learns of the failure from its `_Execution`, not from DBOS.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -20,50 +27,50 @@ from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsyn
 from pydantic import JsonValue
 
 from ..engine import Gateway
-from ..errors import GatewayError, UnknownRun
-from ..memory_config import data_dir
-from ..run_state import RunResult, RunState
+from ..errors import StoreError, UnknownRun
+from ..run_state import RunOrigin, RunResult, RunState
+from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
+from .status import (
+    ACTIVE_STATUSES,
+    EXECUTION_EVENT,
+    STATE_EVENT,
+    RunInfo,
+    RunStep,
+    run_info,
+    store_failure,
+)
 
-__all__ = ["DurableRuns", "RunInfo", "RunStep", "StoreError", "default_store_url", "open_runs"]
+__all__ = ["DurableRuns", "open_runs"]
 
 _log = logging.getLogger(__name__)
 
-STORE_FILE = "runs.sqlite"
-STATE_EVENT = "state"
+WORKFLOW = "agent-gateway.run"
 APP_VERSION = "agent-gateway-runs-1"
 """Fixed, not DBOS's hash of the code: records are found by name, so any version resumes."""
-RESUME_POLL_SECONDS = 0.05
+POLL_SECONDS = 0.05
+"""How often a resumed run's queue and a finished run's outcome are looked for."""
+NOTIFICATION_POLL_SECONDS = 0.1
+"""SQLite has no notifications: DBOS polls (and waits this long for its poller to stop)."""
+_FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
+STOP_TIMEOUT = 10.0
+"""How long an interrupted run may take to unwind its calls."""
 
 
-class StoreError(GatewayError):
-    """The run store cannot be opened or used (a bad URL, an unreachable database)."""
+class _Stopped(BaseException):
+    """Leaves a run's workflow pending: DBOS records what an `Exception` ends with as the
+    workflow's final error, and lets anything else through unrecorded."""
 
 
-def default_store_url() -> str:
-    """`runs.sqlite` in the data directory (see `memory_config.data_dir`)."""
-    return f"sqlite:///{(data_dir() / STORE_FILE).absolute()}"
+@dataclass(slots=True)
+class _Execution:
+    """A run's workflow body in this process, and what the driver waiting on it learns."""
 
-
-@dataclass(frozen=True, slots=True)
-class RunInfo:
-    run_id: str
-    status: str
-    """DBOS's: PENDING (running, or stopped by a crash), SUCCESS, ERROR, CANCELLED, ENQUEUED."""
-    agent: str | None
-    created_ms: int | None
-    updated_ms: int | None
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class RunStep:
-    step_id: int
-    name: str
-    output: Any
-    error: str | None
-    started_ms: int | None
-    completed_ms: int | None
+    origin: RunOrigin | None = None
+    """How the run resumes now (another --model, ...): kept in its next checkpoint."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
 
 
 class DbosJournal:
@@ -93,47 +100,72 @@ class _Host:
     gateway: Gateway | None = None
     hooks: Sequence[TraceHook] = ()
     stream: bool = False
+    executions: dict[str, _Execution] = field(default_factory=dict[str, _Execution])
 
 
 _host: _Host | None = None
 
 
-@DBOS.workflow(name="agent-gateway.run")
+@DBOS.workflow(name=WORKFLOW)
 async def _run_workflow(initial: str) -> str:
-    host = _host
-    if host is None or host.gateway is None:
-        raise StoreError("this process has no gateway to run the stored run on")
     run_id = DBOS.workflow_id
-    assert run_id is not None
-    # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
-    steps = await host.client.list_workflow_steps_async(run_id)
-    recorded: dict[str, JsonValue] = {
-        s["function_name"]: s["output"] for s in steps if s["error"] is None
-    }
-    for _ in range(max((s["function_id"] for s in steps), default=0)):
-        DBOS.reserve_step()  # new steps go after the recorded ones, whatever order they come in
-    saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-    state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
+    host = _host
+    execution = host.executions.get(run_id) if host is not None and run_id else None
+    if host is None or host.gateway is None or run_id is None or execution is None:
+        # Picked up by a process that did not ask for it: leave it for the one that will.
+        raise _Stopped
+    try:
+        return await _execute(host, host.gateway, run_id, initial, execution)
+    finally:
+        execution.finished.set()
 
-    async def checkpoint(latest: RunState) -> None:
-        await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
 
-    result = await host.gateway.resume(
-        state,
-        checkpoint=checkpoint,
-        journal=DbosJournal(recorded),
-        hooks=host.hooks,
-        stream=host.stream,
-    )
-    return result.model_dump_json()
+async def _execute(
+    host: _Host, gateway: Gateway, run_id: str, initial: str, execution: _Execution
+) -> str:
+    here = {"host": socket.gethostname(), "pid": os.getpid()}
+    try:
+        # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
+        steps = await host.client.list_workflow_steps_async(run_id)
+        recorded: dict[str, JsonValue] = {
+            s["function_name"]: s["output"] for s in steps if s["error"] is None
+        }
+        for _ in range(max((s["function_id"] for s in steps), default=0)):
+            DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
+        saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
+        state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
+        if execution.origin is not None:
+            state = state.model_copy(update={"origin": execution.origin})
+        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
+
+        async def checkpoint(latest: RunState) -> None:
+            await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
+
+        with execution.scope:
+            result = await gateway.resume(
+                state,
+                checkpoint=checkpoint,
+                journal=DbosJournal(recorded),
+                hooks=host.hooks,
+                stream=host.stream,
+            )
+            return result.model_dump_json()
+        stopped = "interrupted"
+    except Exception as exc:
+        execution.error = exc
+        stopped = str(exc) or type(exc).__name__
+    with anyio.CancelScope(shield=True):
+        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
+    raise _Stopped
 
 
 class DurableRuns:
     """The runs of one store, from the process that opened it."""
 
-    def __init__(self, url: str, client: DBOSClient, *, queue: str | None) -> None:
+    def __init__(self, url: str, host: _Host, *, queue: str | None) -> None:
         self.url = url
-        self._client = client
+        self._host = host
+        self._client = host.client
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
 
@@ -141,42 +173,88 @@ class DurableRuns:
         self, gateway: Gateway, *, hooks: Sequence[TraceHook] = (), stream: bool = False
     ) -> None:
         """Run this process's workflows on `gateway`."""
-        assert _host is not None
-        _host.gateway, _host.hooks, _host.stream = gateway, hooks, stream
+        self._host.gateway, self._host.hooks, self._host.stream = gateway, hooks, stream
 
     async def start(self, state: RunState) -> RunResult:
-        """Run `state` as a new durable run (its id is the workflow's) to the end."""
-        self._need_launch()
-        with SetWorkflowID(state.run_id):
-            handle = await DBOS.start_workflow_async(_run_workflow, state.model_dump_json())
-        return RunResult.model_validate_json(await handle.get_result())
+        """Run `state` as a new durable run (its id is the workflow's) to the end.
 
-    async def resume(self, run_id: str) -> RunResult:
-        """Take over a run that stopped (its process died) and run it to the end here."""
+        Raises what stopped the run (it stays resumable), or the cancellation that
+        interrupted it."""
         self._need_launch()
-        info = await self.get(run_id)
-        if info.status == "SUCCESS":
-            handle: WorkflowHandleAsync[str] = await self._client.retrieve_workflow_async(run_id)
-            return RunResult.model_validate_json(await handle.get_result())
-        if info.status in ("ERROR", "CANCELLED"):
-            raise UnknownRun(f"run {run_id!r} ended ({info.status}): it cannot be resumed")
+        execution = self._host.executions[state.run_id] = _Execution()
+        try:
+            with SetWorkflowID(state.run_id):
+                handle = await DBOS.start_workflow_async(_run_workflow, state.model_dump_json())
+            return await self._outcome(handle, execution)
+        finally:
+            del self._host.executions[state.run_id]
+
+    async def resume(self, run_id: str, *, origin: RunOrigin | None = None) -> RunResult:
+        """Take over a run that stopped (it failed, or its process died) and run it to the
+        end here; `origin` replaces how it was started (kept for later resumes)."""
+        self._need_launch()
+        await self.resumable(run_id)
         # Through a queue only this process listens to: no other process picks the run up.
         assert self._queue is not None
-        await DBOS.register_queue_async(self._queue, polling_interval_sec=RESUME_POLL_SECONDS)
-        handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
-        return RunResult.model_validate_json(await handle.get_result())
+        execution = self._host.executions[run_id] = _Execution(origin=origin)
+        try:
+            await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+            handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+            return await self._outcome(handle, execution)
+        finally:
+            del self._host.executions[run_id]
 
-    async def list(self, status: str | None = None) -> list[RunInfo]:
+    async def resumable(self, run_id: str) -> RunInfo:
+        """The run, if it can be resumed here. Raises `UnknownRun` for a run that is not
+        stored, has ended, or is still running in a live process on this machine."""
+        info = await self.get(run_id)
+        if info.status not in ACTIVE_STATUSES:
+            raise UnknownRun(
+                f"run {run_id!r} has ended ({info.status}): it cannot be resumed; "
+                f"`agent-gateway runs show {run_id}` shows it"
+            )
+        if info.status == "running" and info.host == socket.gethostname():
+            raise UnknownRun(
+                f"run {run_id!r} is running in process {info.pid} on this machine: stop that "
+                "process first, or wait for it"
+            )
+        return info
+
+    async def _outcome(self, handle: WorkflowHandleAsync[str], execution: _Execution) -> RunResult:
+        try:
+            await execution.finished.wait()
+        except anyio.get_cancelled_exc_class():
+            execution.scope.cancel()  # the run's own calls end: it stays resumable
+            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
+                await execution.finished.wait()
+            raise
+        if execution.error is not None:
+            raise execution.error
+        with anyio.fail_after(STOP_TIMEOUT):
+            done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
+        return RunResult.model_validate_json(done)
+
+    async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
+        """The runs, newest first; `status` one of `status.STATUSES`."""
         found = await self._client.list_workflows_async(
-            status=status, name="agent-gateway.run", sort_desc=True
+            name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
         )
-        return [_info(w) for w in found]
+        infos = [await self._info(w) for w in found]
+        return [info for info in infos if status is None or info.status == status]
 
     async def get(self, run_id: str) -> RunInfo:
-        found = await self._client.list_workflows_async(workflow_ids=[run_id])
+        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_output=False)
         if not found:
-            raise UnknownRun(f"no stored run {run_id!r} in {self.url}")
-        return _info(found[0])
+            raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
+        return await self._info(found[0])
+
+    async def _info(self, status: Any) -> RunInfo:
+        execution = None
+        if status.status in ("PENDING", "ENQUEUED"):
+            execution = await self._client.get_event_async(
+                status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
+            )
+        return run_info(status, execution)
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)
@@ -194,8 +272,29 @@ class DurableRuns:
         ]
 
     async def state(self, run_id: str) -> RunState | None:
+        """The run's last checkpoint, else the state it started from."""
         saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-        return RunState.model_validate_json(saved) if isinstance(saved, str) else None
+        if isinstance(saved, str):
+            return RunState.model_validate_json(saved)
+        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_output=False)
+        inputs = found[0].input if found else None
+        return RunState.model_validate_json(inputs["args"][0]) if inputs else None
+
+    async def forget_finished(self, keep_days: float | None) -> int:
+        """Delete the runs that finished more than `keep_days` ago (None: none); how many."""
+        if keep_days is None:
+            return 0
+        before = datetime.now(UTC) - timedelta(days=keep_days)
+        old = await self._client.list_workflows_async(
+            name=WORKFLOW,
+            status=list(_FINISHED),
+            completed_before=before.isoformat(),
+            load_input=False,
+            load_output=False,
+        )
+        if old:
+            await self._client.delete_workflows_async([w.workflow_id for w in old])
+        return len(old)
 
     async def cancel(self, run_id: str) -> None:
         await self.get(run_id)
@@ -206,42 +305,25 @@ class DurableRuns:
             raise StoreError("the run store was opened to read only")
 
 
-def _info(status: Any) -> RunInfo:
-    agent: str | None = None
-    inputs = getattr(status, "input", None)
-    if inputs is not None:
-        try:
-            agent = RunState.model_validate_json(inputs["args"][0]).agent
-        except Exception:  # a run of another version: its agent is unknown, the rest shows
-            agent = None
-    error = getattr(status, "error", None)
-    return RunInfo(
-        run_id=status.workflow_id,
-        status=status.status,
-        agent=agent,
-        created_ms=status.created_at,
-        updated_ms=status.updated_at,
-        error=str(error) if error is not None else None,
-    )
-
-
 @asynccontextmanager
 async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
 
-    Raises `StoreError` when the store cannot be opened.
+    Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
+    cannot be reached.
     """
     global _host
-    url = url or default_store_url()
+    url = check_store_url(url or default_store_url())
     if url.startswith("sqlite:///"):
         file = anyio.Path(url.removeprefix("sqlite:///"))
         if not launch and not await file.exists():
             raise StoreError(f"no runs are stored in {url}")
-        await file.parent.mkdir(parents=True, exist_ok=True)
-    elif not url.startswith(("postgresql://", "postgres://")):
-        raise StoreError(f"not a run store URL (sqlite:///FILE or postgresql://...): {url!r}")
-    _quiet_dbos()
+        try:
+            await file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
+    _log_through_ours()
     queue = f"agent-gateway-{uuid.uuid4().hex}" if launch else None
     if queue is not None:
         config: DBOSConfig = {
@@ -251,6 +333,7 @@ async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGene
             "executor_id": queue,
             "application_version": APP_VERSION,
             "log_level": "WARNING",
+            "notification_listener_polling_interval_sec": NOTIFICATION_POLL_SECONDS,
         }
         try:
             DBOS(config=config)
@@ -258,16 +341,16 @@ async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGene
             DBOS.launch()
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
-            raise StoreError(f"cannot open the run store {url}: {exc}") from exc
+            raise store_failure(url, exc) from None
     try:
         client = DBOSClient(system_database_url=url)
     except Exception as exc:
         if launch:
             DBOS.destroy(destroy_registry=False)
-        raise StoreError(f"cannot open the run store {url}: {exc}") from exc
-    _host = _Host(client)
+        raise store_failure(url, exc) from None
+    host = _host = _Host(client)
     try:
-        yield DurableRuns(url, client, queue=queue)
+        yield DurableRuns(url, host, queue=queue)
     finally:
         _host = None
         client.destroy()
@@ -275,6 +358,14 @@ async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGene
             DBOS.destroy(destroy_registry=False)
 
 
-def _quiet_dbos() -> None:
-    # DBOS logs at INFO by default (and a Conductor hint): only its warnings matter to us.
-    logging.getLogger("dbos").setLevel(logging.WARNING)
+def _log_through_ours() -> None:
+    """DBOS's log records go where ours go (at WARNING: not its INFO lines and Conductor
+    hint), not to the stderr it found when it was first set up (gone, in tests)."""
+    dbos_log = logging.getLogger("dbos")
+    for handler in list(dbos_log.handlers):
+        if handler.name == "__dbos_console_log_handler__":
+            dbos_log.removeHandler(handler)
+    if not dbos_log.handlers:
+        dbos_log.addHandler(logging.NullHandler())  # DBOS adds its own console to none
+    dbos_log.propagate = True
+    dbos_log.setLevel(logging.WARNING)

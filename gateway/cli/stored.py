@@ -1,0 +1,244 @@
+"""Runs kept in the run store, from the command line: which store, and driving a run there.
+
+`run` and `resume` use the store by default (`gateway.store_config`): `--store URL` names one,
+`--state-dir DIR` means the SQLite file in DIR, `--no-store` (on `run`) runs without one.
+The store (DBOS) is imported only when a command uses it: it takes a while.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import io
+import shlex
+import sys
+import threading
+from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import TYPE_CHECKING
+
+import anyio
+
+from agent import AgentError
+from toolkits import ToolkitError
+
+from ..app import open_gateway
+from ..config import Config, load_config
+from ..console import RunConsole, open_terminal_console
+from ..errors import GatewayError, UnknownRun
+from ..run_state import RunResult, RunState
+from ..store_config import check_store_url, default_store_url, redacted
+from .common import (
+    add_model_options,
+    add_strict_option,
+    add_trace_options,
+    check_runnable,
+    check_servers,
+    pick_agent,
+    trace_hooks,
+    with_steps,
+)
+from .items import print_items
+from .origin import resume_config
+from .results import print_result, run_error_json
+
+if TYPE_CHECKING:
+    from ..durable import DurableRuns
+
+__all__ = [
+    "add_output_options",
+    "add_resume_options",
+    "add_store_options",
+    "open_store",
+    "preload_store",
+    "print_run",
+    "resume_hint",
+    "resume_stored",
+    "run_stored",
+    "store_url",
+    "terminal_console",
+]
+
+
+def add_store_options(sub: argparse.ArgumentParser, *, optional: bool = False) -> None:
+    """`--store URL` and `--state-dir DIR`; with `optional`, also `--no-store`."""
+    sub.add_argument(
+        "--store",
+        metavar="URL",
+        help="the run store: sqlite:///FILE or postgresql://... (default: [store] url in the "
+        "config, else agent-gateway.sqlite3 in the data directory)",
+    )
+    sub.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the run store (and chat memory) in the SQLite file agent-gateway.sqlite3 in DIR",
+    )
+    if optional:
+        sub.add_argument(
+            "--no-store", action="store_true", help="keep no record of the run: it cannot resume"
+        )
+
+
+def add_resume_options(resume: argparse.ArgumentParser) -> None:
+    """`resume`'s arguments (also `runs resume`'s)."""
+    resume.add_argument("run_id")
+    add_model_options(resume, agent=False, settings=False)
+    add_store_options(resume)
+    resume.add_argument(
+        "--force", action="store_true", help="resume even though the config file changed"
+    )
+    add_output_options(resume)
+
+
+def add_output_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: run_id, output, error, usage, steps",
+    )
+    add_strict_option(sub)
+    add_trace_options(sub)
+
+
+def store_url(args: argparse.Namespace, config: Config | None = None) -> str | None:
+    """The store the command names, else the config's, else the default; None: `--no-store`.
+    Raises `StoreError` for a URL that is not a store's, and for options that contradict."""
+    given = [
+        name
+        for name in ("store", "state_dir", "no_store")
+        if getattr(args, name, None) not in (None, False)
+    ]
+    if len(given) > 1:
+        options = " and ".join("--" + name.replace("_", "-") for name in given)
+        raise GatewayError(f"give one of {options}")
+    if getattr(args, "no_store", False):
+        return None
+    if args.store:
+        return check_store_url(args.store)
+    if args.state_dir:
+        return default_store_url(args.state_dir)
+    if config is None:
+        config = load_config(getattr(args, "config", None))
+    return config.store.url or default_store_url()
+
+
+def resume_hint(run_id: str, args: argparse.Namespace, url: str) -> str:
+    """What to type to resume a stored run (its config and model are in its state)."""
+    where = ""
+    if args.state_dir:
+        where = f" --state-dir {shlex.quote(str(args.state_dir))}"
+    elif url != default_store_url():
+        where = f" --store {shlex.quote(redacted(url))}"
+    return f"agent-gateway resume {run_id}{where}"
+
+
+def preload_store() -> None:
+    """Start importing the store in a thread: it takes a while (DBOS, SQLAlchemy), and most
+    of it passes while the gateway starts its servers, waiting on other processes."""
+    threading.Thread(target=importlib.import_module, args=("gateway.durable",), daemon=True).start()
+
+
+def open_store(url: str | None, *, launch: bool = True) -> AbstractAsyncContextManager[DurableRuns]:
+    # Imported here (or by `preload_store`): only stored runs need it.
+    from ..durable import open_runs
+
+    return open_runs(url, launch=launch)
+
+
+def terminal_console(
+    args: argparse.Namespace, *, items: bool = False
+) -> AbstractAsyncContextManager[RunConsole]:
+    """The live console on the terminal; with `--json` or many items, stdout carries the JSON
+    alone."""
+    quiet = args.json or items
+    return open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr)
+
+
+async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
+    """`run`: `state` as a new run in the store at `url`."""
+    preload_store()
+
+    async def start(runs: DurableRuns) -> RunResult:
+        await runs.forget_finished(config.store.keep_days or None)
+        return await runs.start(state)
+
+    return await _drive(args, config, state, url, None, start)
+
+
+async def resume_stored(args: argparse.Namespace) -> int:
+    """`resume ID` (and `runs resume ID`): on the config and model the run started with,
+    unless `--config` or `--model` say otherwise."""
+    url = store_url(args)
+    assert url is not None
+    async with open_store(url) as runs:
+        await runs.resumable(args.run_id)
+        state = await runs.state(args.run_id)
+        if state is None:
+            raise UnknownRun(f"run {args.run_id!r} was not stored by this version")
+        config, origin = resume_config(args, state.origin, state.agent)
+        return await _drive(
+            args,
+            config,
+            state,
+            url,
+            runs,
+            lambda runs: runs.resume(args.run_id, origin=origin),
+            model=origin.model,
+        )
+
+
+async def _drive(
+    args: argparse.Namespace,
+    config: Config,
+    state: RunState,
+    url: str,
+    runs: DurableRuns | None,
+    go: Callable[[DurableRuns], Awaitable[RunResult]],
+    *,
+    model: str | None = None,
+) -> int:
+    """Run on the gateway of `config`, in `runs` (else the store at `url`, opened once the
+    gateway is up), saying how to resume a run that stops."""
+    pick_agent(config, state.agent)
+    hint = resume_hint(state.run_id, args, url)
+    async with (
+        terminal_console(args, items=len(state.items) > 1) as console,
+        open_gateway(
+            config,
+            model=model or args.model,
+            hooks=trace_hooks(args, console),
+            state_dir=args.state_dir,
+        ) as gateway,
+    ):
+        check_runnable(gateway, state.agent)
+        try:
+            check_servers(gateway, strict=args.strict)
+            if args.json:
+                with_steps(gateway, state.agent)
+            async with open_store(url) if runs is None else nullcontext(runs) as store:
+                store.use(gateway, stream=True)
+                try:
+                    result = await go(store)
+                except (AgentError, ToolkitError, GatewayError) as exc:
+                    exc.add_note(f"the run is stored: {hint}")
+                    raise
+                except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
+                    print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
+                    raise
+        except (AgentError, ToolkitError, GatewayError) as exc:
+            if args.json:  # still one JSON object on stdout, for scripts
+                print(run_error_json(state.run_id, state.agent, exc))
+            raise
+    return print_run(result, args, items=len(state.items) > 1, shown=console.streamed)
+
+
+def print_run(
+    result: RunResult,
+    args: argparse.Namespace,
+    *,
+    items: bool,
+    shown: Callable[[str | None], bool] | None = None,
+) -> int:
+    if items:
+        return print_items(result)
+    return print_result(result, as_json=args.json, shown=shown)

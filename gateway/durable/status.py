@@ -1,0 +1,119 @@
+"""What a stored run looks like from outside: its status, its recorded steps, store errors.
+
+A run's status is DBOS's, refined by the `execution` event its workflow keeps (where it runs,
+and why it stopped if it did):
+
+    running           its process is at work (or died on another machine: resume it there)
+    stopped           it failed (a model down), was interrupted, or its process on this
+                      machine died: `runs resume` continues it
+    succeeded         it finished (items that failed on their own are in its result)
+    failed            DBOS could not run it at all
+    cancelled         `runs cancel`
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ..errors import StoreError, StoreUnavailable
+from ..run_state import RunState
+from ..store_config import redacted
+
+__all__ = [
+    "ACTIVE_STATUSES",
+    "EXECUTION_EVENT",
+    "STATE_EVENT",
+    "STATUSES",
+    "RunInfo",
+    "RunStep",
+    "run_info",
+    "store_failure",
+]
+
+STATE_EVENT = "state"
+EXECUTION_EVENT = "execution"
+STATUSES = ("running", "stopped", "succeeded", "failed", "cancelled")
+ACTIVE_STATUSES = ("running", "stopped")
+_FINAL = {"SUCCESS": "succeeded", "ERROR": "failed", "CANCELLED": "cancelled"}
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    run_id: str
+    status: str
+    """One of `STATUSES`."""
+    agent: str | None
+    created_ms: int | None
+    updated_ms: int | None
+    error: str | None
+    """Why it stopped or failed."""
+    host: str | None = None
+    pid: int | None = None
+    """Where it last ran."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunStep:
+    step_id: int
+    name: str
+    output: Any
+    error: str | None
+    started_ms: int | None
+    completed_ms: int | None
+
+
+def run_info(status: Any, execution: Any) -> RunInfo:
+    """A DBOS workflow status and the run's `execution` event, as a `RunInfo`."""
+    agent: str | None = None
+    inputs = getattr(status, "input", None)
+    if inputs is not None:
+        try:
+            agent = RunState.model_validate_json(inputs["args"][0]).agent
+        except Exception:  # a run of another version: its agent is unknown, the rest shows
+            agent = None
+    error = getattr(status, "error", None)
+    ours = _FINAL.get(status.status, "running")
+    where: dict[str, Any] = (
+        cast(dict[str, Any], execution) if ours == "running" and isinstance(execution, dict) else {}
+    )
+    host, pid, stopped = where.get("host"), where.get("pid"), where.get("stopped")
+    if where and stopped is None and host == socket.gethostname() and not _alive(pid):
+        stopped = f"its process ({pid}) ended before the run did"
+    if stopped is not None:
+        ours = "stopped"
+    return RunInfo(
+        run_id=status.workflow_id,
+        status=ours,
+        agent=agent,
+        created_ms=status.created_at,
+        updated_ms=status.updated_at,
+        error=str(stopped) if stopped is not None else str(error) if error is not None else None,
+        host=host if isinstance(host, str) else None,
+        pid=pid if isinstance(pid, int) else None,
+    )
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def store_failure(url: str, exc: BaseException) -> StoreError:
+    """One line saying why the store at `url` cannot be used: unreachable (`StoreUnavailable`),
+    or not a store (`StoreError`)."""
+    cause = getattr(exc, "orig", None) or exc
+    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    kind = type(cause).__name__
+    unreachable = kind == "OperationalError" and url.startswith(("postgresql:", "postgres:"))
+    error = StoreUnavailable if unreachable else StoreError
+    return error(f"cannot open the run store {redacted(url)}: {first}")

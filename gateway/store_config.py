@@ -1,0 +1,83 @@
+"""Where durable runs are kept: the run store in the config, its default, its URL.
+
+    [store]
+    url = "postgresql://gw@db.internal:5432/gw"   # default: the SQLite file below
+    keep_days = 30                                 # finished runs are deleted after (0: never)
+
+With no URL, runs are kept in the SQLite file `agent-gateway.sqlite3` in the data directory
+(see `memory_config.data_dir`), the file chat memory uses too. `--store URL` on the command
+line wins over the config; `--state-dir DIR` means the file in DIR; `--no-store` runs without
+a store. This module does not import the store itself (DBOS takes a while to import).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from .errors import StoreError
+from .memory_config import data_dir
+
+__all__ = [
+    "STORE_FILE",
+    "StoreSettings",
+    "check_store_url",
+    "default_store_url",
+    "redacted",
+]
+
+STORE_FILE = "agent-gateway.sqlite3"
+
+
+class StoreSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    url: str | None = None
+    """`sqlite:///FILE` (relative to the config file; four slashes: absolute) or
+    `postgresql://user@host:port/db` (several processes, several machines)."""
+    keep_days: float = Field(default=30, ge=0)
+    """Finished runs (succeeded, failed, cancelled) older than this are deleted when a run
+    starts; 0 keeps them for ever. Runs not finished are never deleted."""
+
+    @field_validator("url")
+    @classmethod
+    def _a_store_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                check_store_url(value)
+            except StoreError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+
+def default_store_url(state_dir: str | Path | None = None) -> str:
+    """The SQLite file in `state_dir`, else in the data directory."""
+    directory = Path(state_dir) if state_dir is not None else data_dir()
+    return f"sqlite:///{(directory / STORE_FILE).absolute()}"
+
+
+def check_store_url(url: str) -> str:
+    """`url` if it names a run store. Raises `StoreError` (bad input) if not."""
+    if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
+        return url
+    if url.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(url)
+        if parts.hostname or parts.path.strip("/"):
+            return url
+    raise StoreError(
+        f"not a run store URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): {redacted(url)!r}"
+    )
+
+
+def redacted(url: str) -> str:
+    """`url` without its password, to be shown or logged."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<a URL that cannot be parsed>"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
