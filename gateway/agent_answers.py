@@ -22,7 +22,7 @@ from agent import (
     Usage,
     UserMessage,
 )
-from toolkits.mcp import ServerRequestHandler
+from toolkits import ServerRequestHandler
 from toolkits.mcp.server_requests import refusal
 
 __all__ = ["ModelAnswers"]

@@ -8,7 +8,6 @@ the `step_loop`'s; what a run stores and returns is the `run_state`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +16,15 @@ from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
 from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, Usage
-from toolkits import ProgressCallback, Tool, Toolkit, result_data, result_text
-from toolkits.mcp import McpToolkit, answering, on_server_log
+from toolkits import (
+    CallContext,
+    HasHealth,
+    HasOutputCap,
+    Tool,
+    Toolkit,
+    result_data,
+    result_text,
+)
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
@@ -31,7 +37,7 @@ from .step_loop import StepLoop, outputs
 from .trace import TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
-__all__ = ["AgentSpec", "Gateway"]
+__all__ = ["AgentSpec", "Gateway", "NodeCall"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +181,7 @@ class Gateway:
         return {
             n.name: str(n.health)
             for n in nodes
-            if isinstance(n, McpToolkit) and n.health.state != "ready"
+            if isinstance(n, HasHealth) and n.health.state != "ready"
         }
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
@@ -192,14 +198,15 @@ class Gateway:
         arguments: Mapping[str, Any],
         *,
         hooks: Sequence[TraceHook] = (),
-        on_progress: ProgressCallback | None = None,
+        context: CallContext | None = None,
         hops: int = 0,
         quota: PerNode | None = None,
         subject: str | None = None,
     ) -> CallToolResult:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
-        traced like an agent's; `on_progress` receives the tool's progress. `subject` is who
-        asked (the authenticated MCP client of a proxied call), on every trace event.
+        traced like an agent's, for the caller `context` describes (its `meta` is replaced by
+        the hop count). `subject` is who asked (the authenticated MCP client of a proxied
+        call), on every trace event.
 
         Raises `UnknownTool`, `DepthExceeded` when `hops` already reaches the depth limit, and
         the node's own errors (`toolkits.ToolkitError`).
@@ -220,7 +227,7 @@ class Gateway:
             None,
             quota or self.client_quota(),
             meta={HOPS_META_KEY: hops + 1},
-            relay=on_progress,
+            caller=context,
         )
         return call.result
 
@@ -233,16 +240,17 @@ class Gateway:
         quota: PerNode,
         *,
         meta: Mapping[str, Any],
-        relay: ProgressCallback | None = None,
+        caller: CallContext | None = None,
         agent: RunContext | None = None,
         call_id: str | None = None,
-    ) -> _NodeCall:
-        """The one way a node's tool is called: bounded by the limits, traced, its progress
-        and its server's log messages noted (progress also relayed), its result read for the
-        model. For an `agent`'s call, the agent's model answers the server's sampling requests.
-        The node's errors propagate."""
+    ) -> NodeCall:
+        """The one way a node's tool is called: bounded by the limits, traced (its progress
+        and its server's log messages noted, after the `caller`'s own handlers had them), its
+        result read for the model. For an `agent`'s call, the agent's model answers the
+        server's sampling requests. The node's errors propagate."""
         node = self.nodes[tool.source_node]
-        cap = _output_cap(node)
+        cap = node.max_output if isinstance(node, HasOutputCap) else DEFAULT_MAX_CHARS
+        caller = caller or CallContext()
         async with (
             quota.limiter(node.name),
             self._node_limits.limiter(node.name),
@@ -257,13 +265,14 @@ class Gateway:
         ):
 
             async def progress(done: float, total: float | None, message: str | None) -> None:
-                if relay is not None:
-                    await relay(done, total, message)
+                if caller.on_progress is not None:
+                    await caller.on_progress(done, total, message)
                 data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
                 await tracer.note("tool", tool.name, span.id, "progress", **data)
 
             async def server_log(params: LoggingMessageNotificationParams) -> None:
-                # An MCP server's log message during this call (attributed by the node).
+                if caller.on_log is not None:
+                    await caller.on_log(params)
                 data: dict[str, JsonValue] = {
                     "log": params.level,
                     "logger": params.logger,
@@ -271,20 +280,22 @@ class Gateway:
                 }
                 await tracer.note("tool", tool.name, span.id, "note", **data)
 
-            answers = None
-            with ExitStack() as scope:
-                scope.enter_context(on_server_log(server_log))
-                if agent is not None and agent.model is not None:
-                    model = TracedModel(agent.model, tracer, span.id, agent.budget)
-                    answers = ModelAnswers(model)
-                    scope.enter_context(answering(answers.handle, owner=tracer))
-                result = await node.call_tool(tool.name, arguments, on_progress=progress, meta=meta)
+            answer, owner, answers = caller.answer, caller.owner, None
+            if answer is None and agent is not None and agent.model is not None:
+                # Nobody else is there to ask: the agent's model answers (calls of one run
+                # may answer for each other).
+                answers = ModelAnswers(TracedModel(agent.model, tracer, span.id, agent.budget))
+                answer, owner = answers.handle, tracer
+            context = CallContext(
+                on_progress=progress, meta=meta, on_log=server_log, answer=answer, owner=owner
+            )
+            result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error")
-                return _NodeCall(result, error=span.error, usage=usage)
+                return NodeCall(result, error=span.error, usage=usage)
             span.output = result_data(result, max_chars=cap)
-            return _NodeCall(result, data=span.output, usage=usage)
+            return NodeCall(result, data=span.output, usage=usage)
 
     async def _tools_of(self, node_names: Sequence[str], owner: str) -> dict[str, Tool]:
         listed: dict[str, Sequence[Tool]] = {}
@@ -330,18 +341,15 @@ class Gateway:
 
 
 @dataclass(frozen=True, slots=True)
-class _NodeCall:
+class NodeCall:
+    """One node call's outcome, as the model reads it."""
+
     result: CallToolResult
     data: JsonValue = None
     """What the model reads of a result that is not an error."""
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     """What answering the server's sampling requests cost."""
-
-
-def _output_cap(node: Toolkit) -> int:
-    """Characters of a result the model reads: the server's own cap for MCP nodes."""
-    return node.max_output if isinstance(node, McpToolkit) else DEFAULT_MAX_CHARS
 
 
 def _agent_tool(spec: AgentSpec) -> Tool:

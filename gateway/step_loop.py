@@ -9,6 +9,7 @@ right inside its caller's action. After every change the run's state goes to its
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +43,8 @@ from .traced_model import TracedModel
 
 if TYPE_CHECKING:
     from .engine import AgentSpec, Gateway
+
+log = logging.getLogger(__name__)
 
 __all__ = ["EMPTY_ANSWER", "StepLoop", "outputs"]
 
@@ -205,8 +208,11 @@ class StepLoop:
                 agent=context,
                 call_id=action.tool_call_id,
             )
-        except Exception as exc:  # a failing tool never fails the run
+        except ToolkitError as exc:  # the node could not serve it: the model is told why
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
+        except Exception:
+            log.exception("node %r failed calling %r", tool.source_node, tool.name)
+            raise
         return ActionResponse(action=action, data=call.data, error=call.error, usage=call.usage)
 
     async def _run_agent_tool(

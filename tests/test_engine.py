@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 import anyio
 import pytest
+from mcp_types import CallToolResult
 from pydantic import JsonValue
 
 from agent import (
@@ -18,7 +22,14 @@ from agent import (
     ToolMessage,
 )
 from gateway import AgentSpec, Gateway, RunState, TraceEvent
-from toolkits import FunctionToolkit, calculator, function_tool
+from toolkits import (
+    CallContext,
+    FunctionToolkit,
+    ServerUnavailable,
+    Tool,
+    calculator,
+    function_tool,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -118,6 +129,44 @@ async def test_a_tool_that_raises_becomes_an_error_observation() -> None:
     assert result.output == "it failed"
     observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
     assert observed.content == "Error: RuntimeError: disk on fire"
+
+
+class BrokenNode:
+    """A node whose calls raise `error`: one of the node errors we define, or a bug."""
+
+    name = "broken"
+
+    def __init__(self, error: Exception) -> None:
+        self._error = error
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return [Tool("probe", "Probes.", {"type": "object"}, self.name, is_from_toolkit=False)]
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, context: CallContext | None = None
+    ) -> CallToolResult:
+        raise self._error
+
+
+async def test_a_node_that_cannot_serve_the_call_is_an_observation_for_the_model() -> None:
+    model = ScriptedModel([call("probe"), "the server is down"])
+    spec = AgentSpec(name="a", model=model, tools=["broken"])
+    down = ServerUnavailable("MCP server 'broken' is not connected", node="broken")
+    result = await Gateway([BrokenNode(down)], [spec]).run("a", "go")
+    assert result.output == "the server is down"
+    observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    assert observed.content == "Error: MCP server 'broken' is not connected"
+
+
+async def test_a_bug_in_a_node_fails_the_run_instead_of_hiding_as_a_tool_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedModel([call("probe"), "never reached"])
+    spec = AgentSpec(name="a", model=model, tools=["broken"])
+    with pytest.raises(KeyError, match="oops"):
+        await Gateway([BrokenNode(KeyError("oops"))], [spec]).run("a", "go")
+    assert len(model.calls) == 1
+    assert "node 'broken' failed calling 'probe'" in caplog.text
 
 
 async def test_bad_arguments_from_the_model_are_reported_to_it() -> None:

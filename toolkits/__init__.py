@@ -1,8 +1,31 @@
 """Where tools come from: MCP servers and local Python functions, as named nodes."""
 
 from .background import in_background
-from .base import ROUTING_KEY, ProgressCallback, Tool, Toolkit, error_result, split_routed_input
+from .base import (
+    ROUTING_KEY,
+    CallContext,
+    ProgressCallback,
+    ServerLogHandler,
+    ServerRequestHandler,
+    Tool,
+    Toolkit,
+    error_result,
+    split_routed_input,
+)
 from .calculator import calculator
+from .capabilities import (
+    AsksCaller,
+    Catalog,
+    FollowsChanges,
+    HasCatalog,
+    HasHealth,
+    HasOutputCap,
+    HasResourceSubscriptions,
+    HasToolDefinitions,
+    ListChangedCallback,
+    ResourceUpdatedCallback,
+    Unsubscribe,
+)
 from .errors import (
     AuthorizationRequired,
     ConnectionLost,
@@ -13,27 +36,43 @@ from .errors import (
     UnknownTool,
 )
 from .function import FunctionTool, FunctionToolkit, function_tool
-from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, NodeHealth, load_mcp_servers
+from .health import HealthState, NodeHealth
+from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import result_data, result_text
 
 __all__ = [
     "ROUTING_KEY",
+    "AsksCaller",
     "AuthorizationRequired",
+    "CallContext",
+    "Catalog",
     "ConnectionLost",
+    "FollowsChanges",
     "FunctionTool",
     "FunctionToolkit",
+    "HasCatalog",
+    "HasHealth",
+    "HasOutputCap",
+    "HasResourceSubscriptions",
+    "HasToolDefinitions",
+    "HealthState",
+    "ListChangedCallback",
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",
     "NodeHealth",
     "NotOffered",
     "ProgressCallback",
+    "ResourceUpdatedCallback",
+    "ServerLogHandler",
+    "ServerRequestHandler",
     "ServerUnavailable",
     "Tool",
     "ToolTimeout",
     "Toolkit",
     "ToolkitError",
     "UnknownTool",
+    "Unsubscribe",
     "calculator",
     "error_result",
     "function_tool",

@@ -1,9 +1,15 @@
-"""What a toolkit is: a named node that lists tools and calls them.
+"""The node contract: a named node that lists tools and calls them (`Toolkit`).
 
 A node's tools carry `source_node` (the node that runs them) and `is_from_toolkit`. A call the
 engine routes to a toolkit node names its tool inside the input (`{**args, "tool": name}`);
 `split_routed_input` takes it out again before the tool is called. Results are MCP
 `CallToolResult`s whatever the source, so every content kind survives for relaying.
+
+What a caller gives one call besides its arguments travels in a `CallContext`: where progress
+goes, the request's `_meta`, where the server's log messages go, and who answers the requests
+a server sends its client mid-call (sampling, elicitation, roots). Nodes that cannot report or
+ask ignore what they do not use. What only some nodes offer (health, prompts and resources,
+change notifications) is in `capabilities`.
 """
 
 from __future__ import annotations
@@ -12,11 +18,21 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from mcp_types import CallToolResult, TextContent
+from mcp_types import (
+    CallToolResult,
+    ErrorData,
+    InputRequest,
+    InputResponse,
+    LoggingMessageNotificationParams,
+    TextContent,
+)
 
 __all__ = [
     "ROUTING_KEY",
+    "CallContext",
     "ProgressCallback",
+    "ServerLogHandler",
+    "ServerRequestHandler",
     "Tool",
     "Toolkit",
     "error_result",
@@ -28,6 +44,31 @@ ROUTING_KEY = "tool"
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 """Receives (progress, total, message) while a tool runs."""
+
+ServerRequestHandler = Callable[[InputRequest], Awaitable[InputResponse | ErrorData]]
+"""Answers one request a server sent its client during a call; an `ErrorData` refuses it."""
+
+ServerLogHandler = Callable[[LoggingMessageNotificationParams], Awaitable[None]]
+"""Takes one log message a server sent during a call."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What the caller of one call gives it besides its arguments (all optional)."""
+
+    on_progress: ProgressCallback | None = None
+    meta: Mapping[str, Any] | None = None
+    """For the MCP request's `_meta` (e.g. the hop count that stops gateways calling each
+    other forever); nodes that are not MCP clients ignore it."""
+    on_log: ServerLogHandler | None = None
+    """Where the log messages the server sends during the call go."""
+    answer: ServerRequestHandler | None = None
+    """Who answers the requests the server sends its client during the call; without it they
+    are refused."""
+    owner: object | None = None
+    """Calls with one owner (one upstream client connection, one run) may answer each other's
+    requests and hear each other's log messages where the transport does not say which call
+    they belong to; None: the call is its own owner."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,16 +103,12 @@ class Toolkit(Protocol):
         name: str,
         arguments: Mapping[str, Any],
         *,
-        on_progress: ProgressCallback | None = None,
-        meta: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> CallToolResult:
-        """Call the tool the model knows as `name`.
-
-        `meta` goes into the MCP request's `_meta` (e.g. the hop count that stops gateways
-        calling each other forever); nodes that are not MCP clients ignore it.
+        """Call the tool the model knows as `name`, for the caller `context` describes.
 
         Tool failures come back as a result with `is_error=True`; an exception means the node
-        itself could not serve the call (dead server, unknown tool name).
+        itself could not serve the call (dead server, unknown tool name): a `ToolkitError`.
         """
         ...
 

@@ -18,7 +18,7 @@ import anyio.to_thread
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from .base import ProgressCallback, Tool, error_result
+from .base import CallContext, Tool, error_result
 from .errors import UnknownTool
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
@@ -135,8 +135,7 @@ class FunctionToolkit:
         name: str,
         arguments: Mapping[str, Any],
         *,
-        on_progress: ProgressCallback | None = None,
-        meta: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> CallToolResult:
         tool = self._tools.get(name)
         if tool is None:

@@ -10,8 +10,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from toolkits.mcp import McpToolkit
-
 from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
@@ -183,11 +181,7 @@ def check_runnable(gateway: Gateway, name: str) -> None:
 
 def check_servers(gateway: Gateway, *, strict: bool) -> None:
     """With `strict`, fail (exit 1) when any configured MCP server is not ready."""
-    down = [
-        node.health
-        for node in gateway.nodes.values()
-        if isinstance(node, McpToolkit) and node.health.state != "ready"
-    ]
+    down = list(gateway.unhealthy(list(gateway.nodes)).values())
     if strict and down:
         lines = "\n".join(f"  {health}" for health in down)
         raise RunFailed(f"--strict: {len(down)} server(s) down:\n{lines}")

@@ -17,8 +17,7 @@ from typing import TextIO
 from mcp import Client
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
-from toolkits import result_text
-from toolkits.mcp import McpToolkit
+from toolkits import HasHealth, result_text
 
 from ..app import open_gateway
 from ..config import Config
@@ -111,7 +110,7 @@ def _show_nodes(gateway: Gateway, name: str, out: TextIO) -> None:
     """Where the agent's tools come from: local functions, MCP servers (and their health)."""
     for node_name in gateway.agents[name].tools:
         node = gateway.nodes.get(node_name)
-        if isinstance(node, McpToolkit):
+        if isinstance(node, HasHealth):
             print(f"node {node.health}  (an MCP server this gateway started)", file=out)
         elif node_name in gateway.agents:
             print(f"node {node_name}: an agent", file=out)

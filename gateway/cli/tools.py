@@ -7,8 +7,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, NoReturn, cast
 
-from toolkits import Tool, result_text
-from toolkits.mcp import McpToolkit, NodeHealth
+from toolkits import HasHealth, NodeHealth, Tool, result_text
 
 from ..app import open_gateway
 from ..engine import Gateway
@@ -123,7 +122,7 @@ def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]
 
 
 def _health(gateway: Gateway) -> list[NodeHealth]:
-    return [node.health for node in gateway.nodes.values() if isinstance(node, McpToolkit)]
+    return [node.health for node in gateway.nodes.values() if isinstance(node, HasHealth)]
 
 
 def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> dict[str, Any]:

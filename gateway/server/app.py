@@ -1,8 +1,9 @@
 """The gateway as an MCP server: the SDK's low-level `Server` over our tool sources.
 
 Sources are small objects that list MCP tools and answer calls to them: the agents
-(`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). With MCP nodes
-exposed, the server also serves their resources, templates, prompts and completions
+(`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). With nodes
+exposed that offer more (`toolkits.capabilities`: an MCP server's node offers it all), the
+server also serves their resources, templates, prompts and completions
 (`resources`, `prompts`), relays their servers' requests to its client during proxied calls
 (`upstream`, `parked`), their list changes to every client (`relay`) and their resource
 updates to the clients that subscribed (`subscriptions`); each serving run owns
@@ -23,8 +24,14 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
 
-from toolkits import error_result
-from toolkits.mcp import McpToolkit
+from toolkits import (
+    AsksCaller,
+    FollowsChanges,
+    HasCatalog,
+    HasResourceSubscriptions,
+    Toolkit,
+    error_result,
+)
 
 from ..config import GatewaySettings
 from ..engine import Gateway
@@ -199,7 +206,6 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     if nodes:
         sources.append(ProxiedTools(gateway, nodes))
     router = ToolRouter(sources)
-    mcp_nodes = [node for name in nodes if isinstance(node := gateway.nodes[name], McpToolkit)]
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,
@@ -216,14 +222,32 @@ def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[An
     if settings.oauth is not None and settings.oauth.scopes:
         server.scope_policy = ScopePolicy(settings.oauth, gateway)
         server.middleware.append(scope_guard(server.scope_policy))
-    if mcp_nodes:
-        _serve_mcp_nodes(server, mcp_nodes)
+    _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes])
     return server, router
 
 
-def _serve_mcp_nodes(server: _GatewayServer, nodes: list[McpToolkit]) -> None:
-    """Serve the exposed MCP nodes' resources, prompts and completions, and their changes."""
-    server.lifespan = lifespan_for(nodes)
+def _serve_node_capabilities(server: _GatewayServer, exposed: list[Toolkit]) -> None:
+    """Serve what the exposed nodes offer besides tools: a serving run for their calls that
+    ask our client and for their changes, their resources, prompts and completions."""
+    asking = [node for node in exposed if isinstance(node, AsksCaller) and node.asks_caller]
+    following = [node for node in exposed if isinstance(node, FollowsChanges)]
+    catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
+    if not (asking or following or catalogs):
+        return
+    server.lifespan = lifespan_for(following)
+    if following:
+        server.announces = NotificationOptions(
+            prompts_changed=True, resources_changed=True, tools_changed=True
+        )
+    if catalogs:
+        _serve_catalogs(server, catalogs)
+    subscribing = [node for node in exposed if isinstance(node, HasResourceSubscriptions)]
+    server.follows_resources = lambda: any(n.offers_resource_subscriptions for n in subscribing)
+    server.middleware.append(register_connections)
+
+
+def _serve_catalogs(server: _GatewayServer, nodes: Sequence[HasCatalog]) -> None:
+    """Serve the nodes' resources, templates, prompts, completions and subscriptions."""
     resources = ProxiedResources(nodes)
     prompts = ProxiedPrompts(nodes)
     add = server.add_request_handler
@@ -237,11 +261,6 @@ def _serve_mcp_nodes(server: _GatewayServer, nodes: list[McpToolkit]) -> None:
     add("resources/subscribe", types.SubscribeRequestParams, subscribers.subscribe)
     add("resources/unsubscribe", types.UnsubscribeRequestParams, subscribers.unsubscribe)
     add("subscriptions/listen", types.SubscriptionsListenRequestParams, subscribers.listen)
-    server.follows_resources = lambda: any(node.offers_resource_subscriptions for node in nodes)
-    server.announces = NotificationOptions(
-        prompts_changed=True, resources_changed=True, tools_changed=True
-    )
-    server.middleware.append(register_connections)
 
 
 def init_options(server: Server[Any]) -> InitializationOptions:

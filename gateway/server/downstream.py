@@ -21,8 +21,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 from pydantic import BaseModel
 
-from toolkits import ToolkitError
-from toolkits.mcp import McpToolkit
+from toolkits import HasCatalog, ToolkitError
 
 from ..run_context import HOPS_META_KEY
 
@@ -35,14 +34,14 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 
 async def list_each(
-    nodes: Sequence[McpToolkit],
-    fetch: Callable[[McpToolkit], Awaitable[list[_Item]]],
+    nodes: Sequence[HasCatalog],
+    fetch: Callable[[HasCatalog], Awaitable[list[_Item]]],
     what: str,
-) -> list[tuple[McpToolkit, list[_Item]]]:
+) -> list[tuple[HasCatalog, list[_Item]]]:
     """`fetch(node)` for every node concurrently, in the nodes' order."""
     listed: dict[str, list[_Item]] = {}
 
-    async def one(node: McpToolkit) -> None:
+    async def one(node: HasCatalog) -> None:
         try:
             listed[node.name] = await fetch(node)
         except (ToolkitError, MCPError) as exc:

@@ -18,7 +18,7 @@ from mcp.server.connection import allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkits.mcp import ServerLogHandler
+from toolkits import ServerLogHandler
 
 __all__ = ["NOTIFY_TIMEOUT", "client_log_levels", "log_relay", "send_log"]
 

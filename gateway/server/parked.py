@@ -34,8 +34,7 @@ import anyio.abc
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from toolkits import ProgressCallback
-from toolkits.mcp import ServerLogHandler, answering, on_server_log
+from toolkits import CallContext, ProgressCallback, ServerLogHandler
 from toolkits.mcp.server_requests import refusal
 
 __all__ = ["ANSWER_TIMEOUT", "KEEP_RESULT", "STATE_PREFIX", "ParkedCalls"]
@@ -51,8 +50,8 @@ log = logging.getLogger(__name__)
 
 _R = TypeVar("_R")
 
-Work = Callable[[ProgressCallback], Awaitable[_R]]
-"""The proxied request, given where to report its progress."""
+Work = Callable[[CallContext], Awaitable[_R]]
+"""The proxied request, given the context to call its node with."""
 
 
 _Note = tuple[float, float | None, str | None] | types.LoggingMessageNotificationParams
@@ -82,11 +81,16 @@ class _Parked(Generic[_R]):
         self._log: ServerLogHandler | None = None
         self._backlog: deque[_Note] = deque(maxlen=MAX_BACKLOG)
 
-    async def run(self, work: Work[_R], forget: Callable[[], None]) -> None:
+    async def run(
+        self, work: Work[_R], meta: Mapping[str, Any], forget: Callable[[], None]
+    ) -> None:
+        context = CallContext(
+            on_progress=self.progress, meta=meta, on_log=self.log, answer=self.ask, owner=self
+        )
         try:
-            with self._scope, answering(self.ask, owner=self), on_server_log(self.log, owner=self):
+            with self._scope:
                 try:
-                    self._outcome = (await work(self.progress),)
+                    self._outcome = (await work(context),)
                 except Exception as exc:  # delivered to the round, which raises it
                     self._outcome = exc
             if self._outcome is None:
@@ -197,13 +201,14 @@ class ParkedCalls:
         params: types.InputResponseRequestParams,
         work: Work[_R],
         *,
+        meta: Mapping[str, Any],
         check: Callable[[types.InputRequest], str | None],
         report: ProgressCallback,
         log: ServerLogHandler,
     ) -> _R | types.InputRequiredResult:
         """Run `work` (first round) or continue it (a retry naming it), for one round.
 
-        The round's `report` and `log` take the request's progress and log messages. `check`
+        `meta` is the `_meta` the request's node call carries. The round's `report` and `log` take the request's progress and log messages. `check`
         says why the client cannot answer a question (None: it can). Raises what `work` raised,
         or `MCPError` for a retry whose request is not running here.
         """
@@ -217,7 +222,7 @@ class ParkedCalls:
                 self._parked.pop(token, None)
 
             # Started from this task, so the request's context variables carry over.
-            self._tg.start_soon(parked.run, work, forget)
+            self._tg.start_soon(parked.run, work, meta, forget)
         else:
             found = self._parked.get(state)
             if found is None:

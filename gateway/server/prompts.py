@@ -20,10 +20,10 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from toolkits import ProgressCallback, ToolkitError
-from toolkits.mcp import McpToolkit, NodeTools, resolve_tool_names
+from toolkits import CallContext, HasCatalog, ToolkitError
+from toolkits.mcp import NodeTools, resolve_tool_names
 
-from .downstream import as_mcp_error, hop_meta, list_each, without_stamp
+from .downstream import as_mcp_error, list_each, without_stamp
 from .resources import ProxiedResources
 from .upstream import for_client
 
@@ -35,9 +35,9 @@ log = logging.getLogger(__name__)
 class ProxiedPrompts:
     """The prompts of the exposed MCP nodes, under names unique across them."""
 
-    def __init__(self, nodes: Sequence[McpToolkit]) -> None:
+    def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
-        self._routes: dict[str, tuple[McpToolkit, str]] = {}
+        self._routes: dict[str, tuple[HasCatalog, str]] = {}
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -49,9 +49,9 @@ class ProxiedPrompts:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         node, original = await self.route(params.name)
 
-        async def work(_report: ProgressCallback) -> types.GetPromptResult:
+        async def work(context: CallContext) -> types.GetPromptResult:
             try:
-                return await node.catalog.get_prompt(original, params.arguments, meta=hop_meta(ctx))
+                return await node.catalog.get_prompt(original, params.arguments, context=context)
             except ToolkitError as exc:
                 raise as_mcp_error(node.name, exc) from exc
 
@@ -60,7 +60,7 @@ class ProxiedPrompts:
             return outcome
         return without_stamp(outcome)
 
-    async def route(self, name: str) -> tuple[McpToolkit, str]:
+    async def route(self, name: str) -> tuple[HasCatalog, str]:
         """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""
         found = self._routes.get(name)
         if found is None:
@@ -74,7 +74,7 @@ class ProxiedPrompts:
 
     async def _listing(self) -> list[types.Prompt]:
         listed = await list_each(self._nodes, lambda n: n.catalog.list_prompts(), "prompts")
-        offered: list[tuple[McpToolkit, dict[str, types.Prompt]]] = []
+        offered: list[tuple[HasCatalog, dict[str, types.Prompt]]] = []
         for node, prompts in listed:
             unique: dict[str, types.Prompt] = {}
             for prompt in prompts:
@@ -84,9 +84,9 @@ class ProxiedPrompts:
                     )
             offered.append((node, unique))
         names = resolve_tool_names(
-            [NodeTools(node.name, node.config.prefix, tuple(prompts)) for node, prompts in offered]
+            [NodeTools(node.name, node.prefix, tuple(prompts)) for node, prompts in offered]
         )
-        routes: dict[str, tuple[McpToolkit, str]] = {}
+        routes: dict[str, tuple[HasCatalog, str]] = {}
         served: list[types.Prompt] = []
         for node, prompts in offered:
             for original, prompt in prompts.items():

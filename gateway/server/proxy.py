@@ -27,8 +27,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolkits import ProgressCallback, Tool, ToolkitError, error_result
-from toolkits.mcp import McpToolkit
+from toolkits import AsksCaller, CallContext, HasToolDefinitions, Tool, ToolkitError, error_result
 
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, ToolConflict
@@ -71,7 +70,7 @@ class ProxiedTools:
             # The server's own definitions, named as the node names them (same snapshot).
             definitions = (
                 {tool.name: tool for tool in node.mcp_tools()}
-                if isinstance(node, McpToolkit)
+                if isinstance(node, HasToolDefinitions)
                 else {}
             )
             listed[name] = (tools, definitions)
@@ -107,12 +106,12 @@ class ProxiedTools:
         arguments: Mapping[str, Any] = params.arguments or {}
         subject = authenticated_subject()  # read here: `work` may run in another task
 
-        async def work(report: ProgressCallback) -> types.CallToolResult:
+        async def work(context: CallContext) -> types.CallToolResult:
             try:
                 return await self._gateway.call_tool(
                     tool,
                     arguments,
-                    on_progress=report,
+                    context=context,
                     hops=incoming_hops(ctx),
                     quota=client_quota(ctx, self._gateway),
                     subject=subject,
@@ -123,8 +122,11 @@ class ProxiedTools:
                 log.exception("node %r crashed calling %r", node, tool.name)
                 return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc!r}")
 
-        if not isinstance(self._gateway.nodes[node], McpToolkit):
-            return fit_to_era(await work(ctx.session.report_progress), ctx.protocol_version)
+        found = self._gateway.nodes[node]
+        if not (isinstance(found, AsksCaller) and found.asks_caller):
+            # Nothing to ask our client: no round to park the call across.
+            context = CallContext(on_progress=ctx.session.report_progress)
+            return fit_to_era(await work(context), ctx.protocol_version)
         try:
             outcome = await for_client(ctx, params, work)
         except MCPError as exc:  # a retry whose parked call is gone

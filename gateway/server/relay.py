@@ -34,7 +34,7 @@ from mcp.server.subscriptions import (
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkits.mcp import ListChangedCallback, McpToolkit
+from toolkits import FollowsChanges, ListChangedCallback
 
 __all__ = ["DEBOUNCE", "ChangeRelay", "ListKind", "connection_of"]
 
@@ -77,7 +77,7 @@ class ChangeRelay:
         # One queued wake-up is enough: the flush that serves it takes every pending kind.
         self._wake_send, self._wake = anyio.create_memory_object_stream[None](1)
 
-    def watch(self, nodes: Sequence[McpToolkit]) -> Callable[[], None]:
+    def watch(self, nodes: Sequence[FollowsChanges]) -> Callable[[], None]:
         """Follow the nodes' changes; returns the function that stops following them."""
         undo: list[Callable[[], None]] = []
         for node in nodes:

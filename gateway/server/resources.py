@@ -25,10 +25,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
-from toolkits import ProgressCallback, ToolkitError
-from toolkits.mcp import McpToolkit
+from toolkits import CallContext, HasCatalog, ToolkitError
 
-from .downstream import as_mcp_error, hop_meta, list_each, without_stamp
+from .downstream import as_mcp_error, list_each, without_stamp
 from .upstream import for_client
 
 __all__ = ["ProxiedResources"]
@@ -39,11 +38,11 @@ log = logging.getLogger(__name__)
 class ProxiedResources:
     """The resources and resource templates of the exposed MCP nodes."""
 
-    def __init__(self, nodes: Sequence[McpToolkit]) -> None:
+    def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
-        self._by_uri: dict[str, McpToolkit] = {}
-        self._by_template: dict[str, McpToolkit] = {}
-        self._matchers: list[tuple[UriTemplate, McpToolkit]] = []
+        self._by_uri: dict[str, HasCatalog] = {}
+        self._by_template: dict[str, HasCatalog] = {}
+        self._matchers: list[tuple[UriTemplate, HasCatalog]] = []
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -60,9 +59,9 @@ class ProxiedResources:
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         node = await self.route(params.uri)
 
-        async def work(_report: ProgressCallback) -> types.ReadResourceResult:
+        async def work(context: CallContext) -> types.ReadResourceResult:
             try:
-                return await node.catalog.read_resource(params.uri, meta=hop_meta(ctx))
+                return await node.catalog.read_resource(params.uri, context=context)
             except ToolkitError as exc:
                 raise as_mcp_error(node.name, exc) from exc
 
@@ -71,7 +70,7 @@ class ProxiedResources:
             return outcome
         return without_stamp(outcome)
 
-    async def route(self, uri: str) -> McpToolkit:
+    async def route(self, uri: str) -> HasCatalog:
         """The node serving `uri` (see the module docstring). Raises `MCPError`."""
         node = self._match(uri)
         if node is None:
@@ -85,7 +84,7 @@ class ProxiedResources:
             raise MCPError(types.INVALID_PARAMS, f"no proxied server offers the resource {uri!r}")
         return node
 
-    async def route_template(self, uri_template: str) -> McpToolkit:
+    async def route_template(self, uri_template: str) -> HasCatalog:
         """The node listing the template `uri_template` (completions name templates so).
 
         Else the node a resource URI given instead routes to. Raises `MCPError`.
@@ -104,7 +103,7 @@ class ProxiedResources:
             )
         return node
 
-    def _match(self, uri: str) -> McpToolkit | None:
+    def _match(self, uri: str) -> HasCatalog | None:
         node = self._by_uri.get(uri)
         if node is not None:
             return node
@@ -115,7 +114,7 @@ class ProxiedResources:
 
     async def _list_resources(self) -> list[types.Resource]:
         listed = await list_each(self._nodes, lambda n: n.catalog.list_resources(), "resources")
-        routes: dict[str, McpToolkit] = {}
+        routes: dict[str, HasCatalog] = {}
         served: list[types.Resource] = []
         for node, resources in listed:
             for resource in resources:
@@ -128,8 +127,8 @@ class ProxiedResources:
         listed = await list_each(
             self._nodes, lambda n: n.catalog.list_resource_templates(), "resource templates"
         )
-        routes: dict[str, McpToolkit] = {}
-        matchers: list[tuple[UriTemplate, McpToolkit]] = []
+        routes: dict[str, HasCatalog] = {}
+        matchers: list[tuple[UriTemplate, HasCatalog]] = []
         served: list[types.ResourceTemplate] = []
         for node, templates in listed:
             for template in templates:
@@ -150,7 +149,7 @@ class ProxiedResources:
         return served
 
 
-def _first_wins(routes: dict[str, McpToolkit], key: str, node: McpToolkit, what: str) -> bool:
+def _first_wins(routes: dict[str, HasCatalog], key: str, node: HasCatalog, what: str) -> bool:
     """Claim `key` for `node` unless it is claimed already; True if it is newly `node`'s."""
     holder = routes.get(key)
     if holder is None:

@@ -17,8 +17,7 @@ from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkits import in_background
-from toolkits.mcp import McpToolkit
+from toolkits import FollowsChanges, in_background
 
 from ..engine import Gateway
 from ..limits import PerNode
@@ -79,9 +78,9 @@ def client_quota(ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNo
 
 
 def lifespan_for(
-    nodes: Sequence[McpToolkit],
+    nodes: Sequence[FollowsChanges],
 ) -> Callable[[Server[Any]], AbstractAsyncContextManager[Serving]]:
-    """The server lifespan that runs a `Serving` for `nodes` (the exposed MCP nodes)."""
+    """The server lifespan that runs a `Serving`, relaying the changes of `nodes`."""
 
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:

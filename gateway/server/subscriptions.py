@@ -4,7 +4,7 @@ A handshake-era client (2025-11-25) subscribes with `resources/subscribe` and en
 `resources/unsubscribe`; a 2026-07-28 client names the URIs in the `subscriptions/listen`
 stream it opens, for as long as the stream lasts. Each URI goes to its node as a read would
 (`resources`), and the node holds one subscription at its server however many clients follow
-the URI (`McpToolkit.subscribe_resource`).
+the URI (`toolkits.HasResourceSubscriptions`).
 
 Updates reach only the clients that follow the URI: `notifications/resources/updated` on a
 handshake-era client's connection (with the URI the server named); for 2026-07-28 clients, an
@@ -29,8 +29,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from toolkits import NotOffered, ToolkitError
-from toolkits.mcp import McpToolkit, Unsubscribe
+from toolkits import HasCatalog, HasResourceSubscriptions, NotOffered, ToolkitError, Unsubscribe
 
 from .downstream import as_mcp_error
 from .relay import NOTIFY_TIMEOUT, ChangeRelay, connection_of
@@ -146,8 +145,10 @@ async def _let_go(held: _Held) -> None:
 
 
 async def _follow(
-    node: McpToolkit, uri: str, on_updated: _ToConnection | _ToStreams
+    node: HasCatalog, uri: str, on_updated: _ToConnection | _ToStreams
 ) -> Unsubscribe:
+    if not isinstance(node, HasResourceSubscriptions):
+        raise MCPError(types.INVALID_PARAMS, f"node {node.name!r} offers no resource subscriptions")
     try:
         return await node.subscribe_resource(uri, on_updated)
     except NotOffered as exc:

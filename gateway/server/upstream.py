@@ -1,8 +1,8 @@
 """A downstream server's requests to its client, relayed to our own client during proxied calls.
 
 A proxied request (`tools/call`, `prompts/get`, `resources/read` of an exposed MCP node) runs
-inside `for_client`, which makes our client the one that answers the downstream server's
-sampling, elicitation and roots requests (`toolkits.mcp.answering`):
+through `for_client`, which hands it the `CallContext` that makes our client the one that
+answers the downstream server's sampling, elicitation and roots requests:
 
 - handshake-era clients (2025-11-25) are asked at once, over the request's back-channel;
 - 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
@@ -30,10 +30,10 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from toolkits import ProgressCallback
-from toolkits.mcp import answering, on_server_log
+from toolkits import CallContext
 from toolkits.mcp.server_requests import refusal
 
+from .downstream import hop_meta
 from .logs import log_relay
 from .parked import ANSWER_TIMEOUT
 from .relay import connection_of
@@ -123,18 +123,20 @@ async def relay_to_client(
 async def for_client(
     ctx: ServerRequestContext[Any, Any],
     params: types.InputResponseRequestParams,
-    work: Callable[[ProgressCallback], Awaitable[_R]],
+    work: Callable[[CallContext], Awaitable[_R]],
 ) -> _R | types.InputRequiredResult:
     """Run a proxied request with our client answering its server's requests (one round).
 
-    `work` is given where to report progress. Raises what `work` raises, or `MCPError` for a
-    2026-07-28 retry whose parked request is gone.
+    `work` is given the `CallContext` to call the node with: our client's progress, log
+    messages and answers, and the `_meta` one hop further. Raises what `work` raises, or
+    `MCPError` for a 2026-07-28 retry whose parked request is gone.
     """
     state = serving(ctx)
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and state is not None:
         return await state.parked.serve(
             params,
             work,
+            meta=hop_meta(ctx),
             check=lambda request: upstream_problem(ctx.session, request),
             report=ctx.session.report_progress,
             log=log_relay(ctx),
@@ -145,6 +147,11 @@ async def for_client(
 
     # Calls of one connection may stand in for each other where the downstream transport
     # cannot tell which call a request belongs to: they all answer to the same client.
-    owner = connection_of(ctx)
-    with answering(ask, owner=owner), on_server_log(log_relay(ctx), owner=owner):
-        return await work(ctx.session.report_progress)
+    context = CallContext(
+        on_progress=ctx.session.report_progress,
+        meta=hop_meta(ctx),
+        on_log=log_relay(ctx),
+        answer=ask,
+        owner=connection_of(ctx),
+    )
+    return await work(context)

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from agent import ScriptedModel
 from gateway import AgentSpec, Gateway, TraceEvent
 from tests.servers.inprocess import Context, ToyServer, text_result
+from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
 from .support import ERAS, call, serve
@@ -142,3 +143,23 @@ async def test_a_served_agents_client_hears_its_tools_server_logs(era: str) -> N
         result = await client.call_tool("assistant", {"prompt": "go"})
     assert not result.is_error
     assert inbox.heard() == expected(era)
+
+
+@pytest.mark.parametrize("down", DOWNSTREAM)
+async def test_a_gateway_calls_server_logs_reach_its_caller_and_its_trace(
+    down: ProtocolMode,
+) -> None:
+    caller = Inbox()
+    traced: list[Any] = []
+
+    async def record(event: TraceEvent) -> None:
+        if event.phase == "note" and isinstance(event.output, dict):
+            traced.append(event.output.get("data"))
+
+    async with chatty_node(down) as node:
+        result = await Gateway([node], []).call_tool(
+            "toy__chatty", {}, hooks=[record], context=CallContext(on_log=caller)
+        )
+    assert not result.is_error
+    assert caller.heard() == [DEBUG, WARNING]
+    assert traced == [DEBUG[2], WARNING[2]]

@@ -13,7 +13,7 @@ from gateway import ConfigError, ToolConflict
 from gateway.config import GatewaySettings
 from gateway.server import build_server
 from gateway.server.app import SERVER_VERSION
-from toolkits import ProgressCallback, Tool
+from toolkits import CallContext, Tool
 
 from .support import ERAS, ProgressLog, calculator_agent, calculator_gateway, serve
 
@@ -55,13 +55,12 @@ class RichNode:
         name: str,
         arguments: Mapping[str, Any],
         *,
-        on_progress: ProgressCallback | None = None,
-        meta: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> types.CallToolResult:
         assert name == "render"
-        if on_progress is not None:
-            await on_progress(1, 3, "drawing")
-            await on_progress(3, 3, "done")
+        if context is not None and context.on_progress is not None:
+            await context.on_progress(1, 3, "drawing")
+            await context.on_progress(3, 3, "done")
         return types.CallToolResult(
             content=[types.TextContent(text="see attached"), IMAGE, AUDIO, EMBEDDED, LINK],
             structured_content=self._structured,

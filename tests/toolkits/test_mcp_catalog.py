@@ -11,6 +11,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.servers.catalog import CatalogServer
 from tests.servers.inprocess import ToyServer
+from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
 pytestmark = pytest.mark.anyio
@@ -52,7 +53,9 @@ async def test_every_page_of_each_list_is_fetched(era: ProtocolMode) -> None:
 async def test_reads_prompts_and_completions_reach_the_server(era: ProtocolMode) -> None:
     docs = docs_server()
     async with McpToolkit("docs", config(protocol=era), target=docs.server) as node:
-        read = await node.catalog.read_resource("memo://docs/3", meta={"example/trace": "t"})
+        read = await node.catalog.read_resource(
+            "memo://docs/3", context=CallContext(meta={"example/trace": "t"})
+        )
         made = await node.catalog.read_resource("memo://made/9")
         prompt = await node.catalog.get_prompt("greet", {"who": "Ada"})
         names = await node.catalog.complete(

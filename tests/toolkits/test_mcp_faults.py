@@ -12,6 +12,7 @@ import anyio
 import pytest
 
 from tests.servers.real import everything_stdio, killable_everything_stdio, read_pid, time_stdio
+from toolkits import CallContext
 from toolkits.errors import ConnectionLost, ToolTimeout
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
 from toolkits.observation import result_text
@@ -41,7 +42,9 @@ async def test_a_server_killed_mid_call_fails_the_call_and_the_next_call_works(
                 tg.start_soon(kill_at_first_progress)
                 with pytest.raises(ConnectionLost, match="'everything' went away"):
                     await node.call_tool(
-                        LONG_RUN, {"duration": 20, "steps": 20}, on_progress=on_progress
+                        LONG_RUN,
+                        {"duration": 20, "steps": 20},
+                        context=CallContext(on_progress=on_progress),
                     )
             echo = await node.call_tool("everything__echo", {"message": "back"})
         assert result_text(echo) == "Echo: back"

@@ -16,7 +16,7 @@ from tests.servers.inprocess import (
     content_kinds_result,
     text_result,
 )
-from toolkits.base import Toolkit, split_routed_input
+from toolkits.base import CallContext, Toolkit, split_routed_input
 from toolkits.errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
@@ -166,7 +166,9 @@ async def test_progress_reaches_the_caller(era: ProtocolMode) -> None:
         seen.append((progress, total, message))
 
     async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
-        result = await node.call_tool("toy__work", {"steps": 3}, on_progress=on_progress)
+        result = await node.call_tool(
+            "toy__work", {"steps": 3}, context=CallContext(on_progress=on_progress)
+        )
     assert result.content == [types.TextContent(text="worked")]
     assert seen == [(1, 3, "step 1"), (2, 3, "step 2"), (3, 3, "step 3")]
 
@@ -188,7 +190,8 @@ async def test_every_progress_is_delivered_in_order_before_the_result(era: Proto
     async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
         for _ in range(5):
             seen.clear()
-            await node.call_tool("toy__work", {"steps": 3}, on_progress=slow_on_progress)
+            context = CallContext(on_progress=slow_on_progress)
+            await node.call_tool("toy__work", {"steps": 3}, context=context)
             assert seen == [1, 2, 3]
 
 

@@ -1,7 +1,7 @@
-"""A server's log messages during a call go to the `on_server_log` blocks of the call they
-belong to: exactly where the SDK says which call (in the call's context), by the single owner
-of the calls in flight where it does not (a pipe); to nobody when that is ambiguous. The
-node's Python log has every message either way."""
+"""A server's log messages during a call go to the `on_log` of the call they belong to:
+exactly where the SDK says which call (in the call's context), by the single owner of the
+calls in flight where it does not (a pipe); to nobody when that is ambiguous. The node's
+Python log has every message either way."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from tests.servers.catalog import pipe
 from tests.servers.inprocess import Context, ToyServer, text_result
-from toolkits.mcp import McpServerConfig, McpToolkit, on_server_log
+from toolkits import CallContext
+from toolkits.mcp import McpServerConfig, McpToolkit
 
 pytestmark = pytest.mark.anyio
 
@@ -62,8 +63,7 @@ def node_for(toy: ToyServer, over: str) -> McpToolkit:
 
 
 async def call_as(node: McpToolkit, n: int, inbox: Inbox, owner: object) -> None:
-    with on_server_log(inbox, owner=owner):
-        await node.call_tool("toy__meet", {"n": n})
+    await node.call_tool("toy__meet", {"n": n}, context=CallContext(on_log=inbox, owner=owner))
 
 
 @pytest.mark.parametrize("over", ["pipe", "context"])
@@ -95,13 +95,3 @@ async def test_messages_of_calls_of_several_owners_go_to_nobody_over_a_pipe(
     assert (first.data, second.data) == ([], [])
     logged = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.toy"]
     assert {"server log [meet]: call 1", "server log [meet]: call 2"} <= set(logged)
-
-
-async def test_nested_blocks_all_hear_a_call() -> None:
-    outer, inner = Inbox(), Inbox()
-    async with node_for(meeting_server(), "pipe") as node, anyio.create_task_group() as tg:
-        with on_server_log(outer):
-            tg.start_soon(call_as, node, 1, inner, object())
-            tg.start_soon(call_as, node, 2, inner, object())
-    # The outer block owns both calls, so even the pipe's messages are attributed.
-    assert sorted(outer.data) == sorted(inner.data) == ["call 1", "call 2"]

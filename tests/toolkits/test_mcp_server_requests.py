@@ -10,8 +10,8 @@ import pytest
 from pydantic import FileUrl
 
 from tests.servers.catalog import CatalogServer, pipe
-from toolkits import result_text
-from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode, answering
+from toolkits import CallContext, result_text
+from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
 pytestmark = pytest.mark.anyio
 
@@ -47,10 +47,10 @@ async def test_requests_during_a_call_go_to_whoever_made_it(era: ProtocolMode) -
     server = CatalogServer("asker")
     answerer = Answerer()
     async with McpToolkit("asker", config(protocol=era), target=server.server) as node:
-        with answering(answerer):
-            sampled = await node.call_tool("asker__sample", {"text": "yo"})
-            elicited = await node.call_tool("asker__elicit", {})
-            roots = await node.call_tool("asker__roots", {})
+        context = CallContext(answer=answerer)
+        sampled = await node.call_tool("asker__sample", {"text": "yo"}, context=context)
+        elicited = await node.call_tool("asker__elicit", {}, context=context)
+        roots = await node.call_tool("asker__roots", {}, context=context)
     assert result_text(sampled) == "sampled 'hi' from client"
     assert result_text(elicited) == "elicited accept {'name': 'client'}"
     assert result_text(roots) == "roots ['file:///work']"
@@ -80,8 +80,7 @@ async def test_over_a_pipe_a_request_goes_to_the_one_client_with_calls_in_flight
     answerer = Answerer()
     target = lambda: pipe(server.server)  # noqa: E731
     async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
-        with answering(answerer):
-            result = await node.call_tool("asker__roots", {})
+        result = await node.call_tool("asker__roots", {}, context=CallContext(answer=answerer))
     assert result_text(result) == "roots ['file:///work']"
     assert len(answerer.asked) == 1
 
@@ -101,15 +100,15 @@ async def test_over_a_pipe_calls_of_two_clients_make_a_request_ambiguous() -> No
         second: types.CallToolResult | None = None
 
         async def first_client() -> None:
-            with answering(slow):
-                results.append(await node.call_tool("asker__roots", {}))
+            context = CallContext(answer=slow)
+            results.append(await node.call_tool("asker__roots", {}, context=context))
 
         with anyio.fail_after(10):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(first_client)
                 await first_asked.wait()
-                with answering(Answerer("second")):
-                    second = await node.call_tool("asker__sample", {})
+                context = CallContext(answer=Answerer("second"))
+                second = await node.call_tool("asker__sample", {}, context=context)
                 release.set()
     assert second is not None
     assert second.is_error

@@ -9,6 +9,7 @@ import mcp_types as types
 import pytest
 
 from tests.servers.real import everything_http, everything_stdio, time_stdio
+from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup, ProtocolMode
 from toolkits.observation import result_data, result_text
 
@@ -25,7 +26,8 @@ async def long_running_operation(node: McpToolkit, name: str) -> list[Progress]:
         seen.append((progress, total, message))
 
     with anyio.fail_after(20):
-        result = await node.call_tool(name, {"duration": 0.6, "steps": 3}, on_progress=on_progress)
+        context = CallContext(on_progress=on_progress)
+        result = await node.call_tool(name, {"duration": 0.6, "steps": 3}, context=context)
     assert "Long running operation completed" in result_text(result)
     return sorted(seen)
 

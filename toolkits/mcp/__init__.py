@@ -8,8 +8,8 @@ async with McpToolkitGroup(configs) as group:
     unsubscribe = await group["files"].subscribe_resource(uri, on_updated)   # resource updates
 
 Requests a server sends its client during a call (sampling, elicitation, roots) go to whoever
-made the call: wrap calls in `answering(handler)`; its log messages during a call go to
-`on_server_log(handler)` blocks the same way; see `server_requests`.
+made the call, and so do its log messages during the call: pass
+`context=CallContext(answer=..., on_log=...)` (`toolkits.CallContext`); see `server_requests`.
 
 HTTP servers that answer 401 get the MCP authorization flow (`oauth`): tokens live in the
 user's keyring or a private file (`oauth_store`); `authorization` logs in, out and reports.
@@ -27,14 +27,11 @@ from .config import (
     load_mcp_servers,
 )
 from .group import McpToolkitGroup
-from .health import HealthState, NodeHealth
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
-from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
+from .node import McpToolkit
 from .oauth import McpOAuth, RedirectMode, oauth_for, uses_oauth
 from .oauth_store import FileStore, KeyringStore, TokenStore, default_store
-from .server_requests import ServerLogHandler, ServerRequestHandler, answering, on_server_log
 from .session import Backoff, Target
-from .subscriptions import ResourceUpdatedCallback, Unsubscribe
 from .transport import TransportFactory
 
 __all__ = [
@@ -42,35 +39,25 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Backoff",
     "FileStore",
-    "HealthState",
     "KeyringStore",
-    "ListChangedCallback",
     "McpCatalog",
     "McpOAuth",
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",
-    "NodeHealth",
     "NodeTools",
     "PrefixPolicy",
     "ProtocolMode",
     "RedirectMode",
-    "ResourceUpdatedCallback",
-    "ServerLogHandler",
-    "ServerRequestHandler",
     "Target",
     "TokenEndpointAuth",
     "TokenStore",
-    "ToolsChangedCallback",
     "TransportFactory",
     "TransportKind",
-    "Unsubscribe",
-    "answering",
     "default_store",
     "is_offered",
     "load_mcp_servers",
     "oauth_for",
-    "on_server_log",
     "resolve_tool_names",
     "sanitize_name",
     "uses_oauth",

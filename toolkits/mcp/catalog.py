@@ -23,6 +23,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from ..base import CallContext
 from ..errors import ServerUnavailable
 from .config import McpServerConfig
 from .server_requests import CallsInFlight
@@ -69,13 +70,14 @@ class McpCatalog:
         return await self._list("prompts", page)
 
     async def read_resource(
-        self, uri: str, *, meta: Mapping[str, Any] | None = None
+        self, uri: str, *, context: CallContext | None = None
     ) -> mcp_types.ReadResourceResult:
-        """Read `uri`; the server's requests meanwhile go to the caller (`answering`)."""
+        """Read `uri`; the server's requests meanwhile go to the caller (`context.answer`)."""
+        meta = _meta(context)
         return await self._request(
             f"resources/read {uri!r}",
-            lambda client: client.read_resource(uri, meta=_meta(meta)),
-            track=True,
+            lambda client: client.read_resource(uri, meta=meta),
+            track=context or CallContext(),
         )
 
     async def get_prompt(
@@ -83,14 +85,16 @@ class McpCatalog:
         name: str,
         arguments: Mapping[str, str] | None = None,
         *,
-        meta: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> mcp_types.GetPromptResult:
-        """Get the prompt the server calls `name`; its requests go to the caller (`answering`)."""
+        """Get the prompt the server calls `name`; its requests go to the caller
+        (`context.answer`)."""
         args = dict(arguments) if arguments is not None else None
+        meta = _meta(context)
         return await self._request(
             f"prompts/get {name!r}",
-            lambda client: client.get_prompt(name, args, meta=_meta(meta)),
-            track=True,
+            lambda client: client.get_prompt(name, args, meta=meta),
+            track=context or CallContext(),
         )
 
     async def complete(
@@ -111,7 +115,7 @@ class McpCatalog:
                 lambda client: client.complete(
                     ref, {"name": argument.name, "value": argument.value}, context
                 ),
-                track=False,
+                track=None,
             )
         except MCPError as exc:
             if exc.code == mcp_types.METHOD_NOT_FOUND:
@@ -137,7 +141,7 @@ class McpCatalog:
             return items
 
         try:
-            return await self._request(f"{feature} listing", every_page, track=False)
+            return await self._request(f"{feature} listing", every_page, track=None)
         except MCPError as exc:
             if exc.code == mcp_types.METHOD_NOT_FOUND:
                 return []  # capabilities were unknown (`protocol = "modern"`): it has none
@@ -152,8 +156,10 @@ class McpCatalog:
         return getattr(capabilities, feature) is not None
 
     async def _request(
-        self, what: str, send: Callable[[Client], Awaitable[_T]], *, track: bool
+        self, what: str, send: Callable[[Client], Awaitable[_T]], *, track: CallContext | None
     ) -> _T:
+        """`send` on the live session, bounded; a `track`ed request is a call in flight for
+        that caller (its server's requests and log messages go to it)."""
         conn = await self._session.ready_connection()
         assert conn.client is not None
         timeout = self._config.timeout
@@ -168,7 +174,7 @@ class McpCatalog:
                 scope.deadline = hard_deadline if waiting else restart
 
             try:
-                with self._calls.track(on_waiting) if track else nullcontext():
+                with self._calls.track(track, on_waiting) if track else nullcontext():
                     return await send(conn.client)
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
@@ -191,5 +197,6 @@ class McpCatalog:
         )
 
 
-def _meta(meta: Mapping[str, Any] | None) -> mcp_types.RequestParamsMeta | None:
+def _meta(context: CallContext | None) -> mcp_types.RequestParamsMeta | None:
+    meta = context.meta if context else None
     return cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None

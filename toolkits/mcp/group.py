@@ -20,10 +20,11 @@ import anyio.abc
 
 from ..background import InBackground
 from ..base import Tool
+from ..capabilities import ListChangedCallback
+from ..health import NodeHealth
 from .config import McpServerConfig
-from .health import NodeHealth
 from .naming import resolve_tool_names
-from .node import ListChangedCallback, McpToolkit, ToolsChangedCallback
+from .node import McpToolkit
 from .session import DEFAULT_BACKOFF, Backoff, Target
 
 __all__ = ["McpToolkitGroup"]
@@ -83,7 +84,7 @@ class McpToolkitGroup(InBackground):
         """Every node's tools (names are unique across the group)."""
         return [tool for node in self._nodes.values() for tool in await node.list_tools()]
 
-    def subscribe(self, callback: ToolsChangedCallback) -> Callable[[], None]:
+    def subscribe(self, callback: ListChangedCallback) -> Callable[[], None]:
         """Call `callback(node_name)` whenever any node's offered tools change."""
         return _all([node.subscribe(callback) for node in self._nodes.values()])
 

@@ -7,7 +7,8 @@ cancels the MCP request (the SDK tells the server with `notifications/cancelled`
 what the server offers (resources, prompts, completions) is in `node.catalog`, and updates of
 its resources come to `subscribe_resource` callbacks (`subscriptions`); the requests
 the server sends its client during a call (sampling, elicitation, roots) are answered by
-whoever made the call (`server_requests`).
+whoever made the call, and its log messages go to them (`CallContext`, `server_requests`).
+The node offers every optional capability of `toolkits.capabilities`.
 
 Timeouts: a call may go `timeout` seconds without a result; each progress notification
 restarts that clock, up to the absolute cap `max_timeout`, and the clock stops while the
@@ -35,11 +36,12 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ..background import InBackground
-from ..base import ProgressCallback, Tool, error_result
+from ..base import CallContext, ProgressCallback, Tool, error_result
+from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
 from ..errors import ServerUnavailable, ToolTimeout, UnknownTool
+from ..health import NodeHealth
 from .catalog import McpCatalog
-from .config import McpServerConfig
-from .health import NodeHealth
+from .config import McpServerConfig, PrefixPolicy
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight
 from .session import (
@@ -50,17 +52,11 @@ from .session import (
     Target,
     connection_lost,
 )
-from .subscriptions import ResourceSubscriptions, ResourceUpdatedCallback, Unsubscribe
+from .subscriptions import ResourceSubscriptions
 
-__all__ = ["ListChangedCallback", "McpToolkit", "ToolsChangedCallback"]
+__all__ = ["McpToolkit"]
 
 log = logging.getLogger(__name__)
-
-ListChangedCallback = Callable[[str], Awaitable[None]]
-"""Called with the node's name after one of its lists changed."""
-
-ToolsChangedCallback = ListChangedCallback
-"""Called with the node's name after the tools it offers changed (names, schemas, or the set)."""
 
 
 class _Listeners:
@@ -152,6 +148,14 @@ class McpToolkit(InBackground):
         return self._config
 
     @property
+    def prefix(self) -> PrefixPolicy:
+        return self._config.prefix
+
+    @property
+    def asks_caller(self) -> bool:
+        return True  # its server may ask for sampling, elicitation or roots during any call
+
+    @property
     def max_output(self) -> int:
         """The observation cap for this node's results: pass it to `result_data(result, ...)`."""
         return self._config.max_output
@@ -195,7 +199,7 @@ class McpToolkit(InBackground):
         """The server's resources, resource templates, prompts and completions, fetched live."""
         return self._catalog
 
-    def subscribe(self, callback: ToolsChangedCallback) -> Callable[[], None]:
+    def subscribe(self, callback: ListChangedCallback) -> Callable[[], None]:
         """Call `callback(node_name)` whenever the offered tools change; returns unsubscribe."""
         return self._listeners["tools"].add(callback)
 
@@ -321,10 +325,10 @@ class McpToolkit(InBackground):
         name: str,
         arguments: Mapping[str, Any],
         *,
-        on_progress: ProgressCallback | None = None,
-        meta: Mapping[str, Any] | None = None,
+        context: CallContext | None = None,
     ) -> mcp_types.CallToolResult:
-        """Call the tool the model knows as `name` on the live session.
+        """Call the tool the model knows as `name` on the live session, for the caller
+        `context` describes (its progress, `_meta`, log messages and server requests).
 
         Raises `UnknownTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
         the call; the node reconnects meanwhile) or `ToolTimeout`. Everything the server
@@ -360,8 +364,10 @@ class McpToolkit(InBackground):
                 else:
                     restart_clock()
 
+            on_progress = context.on_progress if context else None
+            meta = context.meta if context else None
             try:
-                with self._calls.track(on_waiting):
+                with self._calls.track(context, on_waiting):
                     async with progress_in_order(on_progress, alive) as progress:
                         return await conn.client.call_tool(
                             original,

@@ -40,8 +40,8 @@ from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..errors import ConnectionLost, ServerUnavailable, find_error
+from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
-from .health import HealthState, NodeHealth
 from .oauth import find_authorization_required
 from .transport import StderrTail, TransportFactory, config_transport, watch_transport
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
 
@@ -40,16 +39,11 @@ from mcp.client.subscriptions import Subscription, SubscriptionLost
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from ..capabilities import ResourceUpdatedCallback, Unsubscribe
 from ..errors import NotOffered, ServerUnavailable, ToolkitError
 from .session import Connection, OwnedSession, connection_lost, describe_error
 
-__all__ = ["ResourceSubscriptions", "ResourceUpdatedCallback", "Unsubscribe"]
-
-ResourceUpdatedCallback = Callable[[str], Awaitable[None]]
-"""Called with the URI the server says was updated (the subscribed one, or one under it)."""
-
-Unsubscribe = Callable[[], Awaitable[None]]
-"""Ends one subscription (again: nothing); the server is unsubscribed when nobody is left."""
+__all__ = ["ResourceSubscriptions"]
 
 _RELISTEN_DELAY = 1.0
 _LET_GO_TIMEOUT = 5.0

@@ -1,0 +1,162 @@
+"""What only some nodes offer, each as a small Protocol beside the core `Toolkit`.
+
+A caller checks a node with `isinstance(node, Capability)` (they are runtime-checkable) and
+never asks what kind of node it holds. An MCP server's node (`McpToolkit`) offers them all; a
+node of local functions none.
+
+    HasHealth                 a connection whose state can be shown and waited on
+    HasOutputCap              its own cap on the characters of a result a model reads
+    HasToolDefinitions        its tools as the server defines them (for relaying them intact)
+    AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
+    HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
+    FollowsChanges            says when its tools, prompts or resources changed
+    HasResourceSubscriptions  says when a resource it serves was updated
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import mcp_types
+
+from .base import CallContext
+from .health import NodeHealth
+
+if TYPE_CHECKING:  # the MCP package imports this module
+    from .mcp.config import PrefixPolicy
+
+__all__ = [
+    "AsksCaller",
+    "Catalog",
+    "FollowsChanges",
+    "HasCatalog",
+    "HasHealth",
+    "HasOutputCap",
+    "HasResourceSubscriptions",
+    "HasToolDefinitions",
+    "ListChangedCallback",
+    "ResourceUpdatedCallback",
+    "Unsubscribe",
+]
+
+ListChangedCallback = Callable[[str], Awaitable[None]]
+"""Called with the node's name after one of its lists changed."""
+
+ResourceUpdatedCallback = Callable[[str], Awaitable[None]]
+"""Called with the URI the server says was updated (the subscribed one, or one under it)."""
+
+Unsubscribe = Callable[[], Awaitable[None]]
+"""Ends one subscription (again: nothing)."""
+
+
+@runtime_checkable
+class HasHealth(Protocol):
+    @property
+    def health(self) -> NodeHealth:
+        """How the node's connection is doing now."""
+        ...
+
+
+@runtime_checkable
+class HasOutputCap(Protocol):
+    @property
+    def max_output(self) -> int:
+        """Characters of a result the model reads (`result_data(result, max_chars=...)`)."""
+        ...
+
+
+@runtime_checkable
+class HasToolDefinitions(Protocol):
+    def mcp_tools(self) -> list[mcp_types.Tool]:
+        """The server's own tool definitions under the names the node gives them (the same
+        snapshot `list_tools` returns)."""
+        ...
+
+
+@runtime_checkable
+class AsksCaller(Protocol):
+    @property
+    def asks_caller(self) -> bool:
+        """Whether a call may ask its caller mid-call (`CallContext.answer`), so the caller
+        must be able to wait for an answer from its own client."""
+        ...
+
+
+class Catalog(Protocol):
+    """What a server offers besides tools, fetched live. Errors: the server's own answers as
+    the `MCPError` it sent; a server that is down as `ServerUnavailable`."""
+
+    async def list_resources(self) -> list[mcp_types.Resource]: ...
+
+    async def list_resource_templates(self) -> list[mcp_types.ResourceTemplate]: ...
+
+    async def list_prompts(self) -> list[mcp_types.Prompt]: ...
+
+    async def read_resource(
+        self, uri: str, *, context: CallContext | None = None
+    ) -> mcp_types.ReadResourceResult:
+        """Read `uri`; the server's requests meanwhile go to `context.answer`."""
+        ...
+
+    async def get_prompt(
+        self,
+        name: str,
+        arguments: Mapping[str, str] | None = None,
+        *,
+        context: CallContext | None = None,
+    ) -> mcp_types.GetPromptResult:
+        """The prompt the server calls `name`; its requests meanwhile go to `context.answer`."""
+        ...
+
+    async def complete(
+        self,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference,
+        argument: mcp_types.CompletionArgument,
+        context_arguments: Mapping[str, str] | None = None,
+    ) -> mcp_types.CompleteResult:
+        """Completions for one argument of a prompt (by the server's name) or a template."""
+        ...
+
+
+@runtime_checkable
+class HasCatalog(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def prefix(self) -> PrefixPolicy:
+        """How names the node offers are prefixed with its own (tools and prompts)."""
+        ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+
+@runtime_checkable
+class FollowsChanges(Protocol):
+    def subscribe(self, callback: ListChangedCallback) -> Callable[[], None]:
+        """Call `callback(node_name)` whenever the offered tools change; returns unsubscribe."""
+        ...
+
+    def subscribe_prompts(self, callback: ListChangedCallback) -> Callable[[], None]: ...
+
+    def subscribe_resources(self, callback: ListChangedCallback) -> Callable[[], None]: ...
+
+
+@runtime_checkable
+class HasResourceSubscriptions(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def offers_resource_subscriptions(self) -> bool:
+        """Whether the server, connected now, offers resource subscriptions."""
+        ...
+
+    async def subscribe_resource(
+        self, uri: str, on_updated: ResourceUpdatedCallback
+    ) -> Unsubscribe:
+        """Call `on_updated(uri)` whenever the resource at `uri` is updated; returns the
+        coroutine function that ends it. Raises `NotOffered` or `ServerUnavailable`."""
+        ...
