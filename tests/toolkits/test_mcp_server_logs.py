@@ -95,3 +95,12 @@ async def test_messages_of_calls_of_several_owners_go_to_nobody_over_a_pipe(
     assert (first.data, second.data) == ([], [])
     logged = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.toy"]
     assert {"server log [meet]: call 1", "server log [meet]: call 2"} <= set(logged)
+
+
+async def test_an_owner_is_told_apart_by_identity_not_by_hash() -> None:
+    inbox = Inbox()
+    owner: list[str] = []  # unhashable, like a dataclass with eq (the engine's tracer)
+    async with node_for(meeting_server(), "pipe") as node, anyio.create_task_group() as tg:
+        tg.start_soon(call_as, node, 1, inbox, owner)
+        tg.start_soon(call_as, node, 2, inbox, owner)
+    assert sorted(inbox.data) == ["call 1", "call 2"]

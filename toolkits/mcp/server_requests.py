@@ -123,7 +123,7 @@ class CallsInFlight:
         (see the module docstring); False when it belongs to no call or to an unknown one."""
         call = self._current()
         if call is None:
-            owners = {call.owner for call in self._calls}
+            owners = {id(call.owner) for call in self._calls}  # owners need not be hashable
             if len(owners) != 1:  # no call in flight, or calls of several owners
                 return False
             call = self._calls[-1]
@@ -141,7 +141,7 @@ class CallsInFlight:
         """The call a request with no known origin belongs to, or why none can be chosen."""
         if not self._calls:
             return f"no call is in flight on MCP server {self._node!r}, so there is nobody to ask"
-        owners = {call.owner if call.answer else None for call in self._calls}
+        owners = {id(call.owner) if call.answer else None for call in self._calls}
         if len(owners) > 1:
             return (
                 f"calls of several clients are in flight on MCP server {self._node!r}, and its "
