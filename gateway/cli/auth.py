@@ -36,7 +36,9 @@ def register(commands: Commands) -> None:
     login_ = action("login", _login, "open the server's authorisation page; keep the tokens")
     login_.add_argument("server", help="the server's name in the config")
     action("status", _status, "per server: authorised or not, until when, which scopes")
-    logout_ = action("logout", _logout, "forget the server's tokens and client registration")
+    logout_ = action(
+        "logout", _logout, "revoke the server's tokens, forget them and the client registration"
+    )
     logout_.add_argument("server", help="the server's name in the config")
 
 
@@ -91,6 +93,13 @@ async def _status(args: argparse.Namespace) -> int:
 
 async def _logout(args: argparse.Namespace) -> int:
     config = config_of(args, default_agent=False)
-    forgotten = await logout(args.server, _server(config, args.server))
-    print(f"{args.server}: {'forgotten' if forgotten else 'nothing was stored'}")
+    outcome = await logout(args.server, _server(config, args.server))
+    print(outcome)
+    if outcome.failure is not None:
+        print(
+            f"error: could not revoke the tokens of {args.server!r} at its authorization server: "
+            f"{outcome.failure}; they stay valid there until they expire",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.servers.oauth import OAuthWorld, oauth_world
+from tests.servers.oauth import AuthorityOptions, OAuthWorld, oauth_world
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -80,9 +80,41 @@ async def test_login_status_use_and_logout(tmp_path: Path) -> None:
         assert code == 0, out + err
         assert "remote__echo" in out
 
+        [refresh] = world.authority.refresh
+        [access] = world.authority.access
         code, out, _ = await gateway(plain, "auth", "logout", "remote", "--config", config)
-        assert (code, out) == (0, "remote: forgotten\n")
+        assert (code, out) == (
+            0,
+            "remote: tokens revoked at the authorization server, forgotten here\n",
+        )
+        assert world.authority.revoked == [refresh, access]  # RFC 7009, refresh token first
+        assert not world.authority.access
+        assert not world.authority.refresh
+
+        code, out, _ = await gateway(plain, "auth", "status", "--config", config)
+        assert "remote: not authorised" in out
     assert world.authority.grants == ["authorization_code"]
+
+
+async def test_a_failed_revocation_is_reported_and_the_tokens_are_still_forgotten(
+    tmp_path: Path,
+) -> None:
+    async with oauth_world(AuthorityOptions(revocation="broken")) as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        plain = environment(tmp_path)
+        code, out, err = await gateway(plain, "auth", "logout", "remote", "--config", config)
+        assert (code, out) == (1, "remote: forgotten here\n")
+        assert err == (
+            "error: could not revoke the tokens of 'remote' at its authorization server: "
+            f"{world.authority.issuer}/revoke answered HTTP 503 (temporarily_unavailable); "
+            "they stay valid there until they expire\n"
+        )
+        code, out, _ = await gateway(plain, "auth", "status", "--config", config)
+        assert "remote: not authorised" in out
+        assert world.authority.access  # still valid at the server, as the message says
 
 
 async def test_login_opens_the_browser_and_takes_the_code_on_the_loopback_callback(

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -84,6 +84,8 @@ class AuthorityOptions:
     advertise_scopes: bool = True
     withhold: frozenset[str] = frozenset()
     """Scopes never granted, whatever is asked (a step-up that cannot succeed)."""
+    revocation: Literal["works", "absent", "broken"] = "works"
+    """The revocation endpoint: published and working, not published, or answering 503."""
 
 
 class TestAuthority:
@@ -103,6 +105,8 @@ class TestAuthority:
         self.authorizations: list[AuthorizationParams] = []
         self.grants: list[str] = []
         self.registrations = 0
+        self.revoked: list[str] = []
+        """Tokens revoked at the revocation endpoint (RFC 7009), in order."""
 
     # OAuthAuthorizationServerProvider
 
@@ -170,7 +174,9 @@ class TestAuthority:
         return self.access.get(token)
 
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
-        self.revoke_all()
+        self.revoked.append(token.token)
+        self.access.pop(token.token, None)
+        self.refresh.pop(token.token, None)
 
     async def exchange_identity_assertion(
         self, client: OAuthClientInformationFull, params: IdentityAssertionParams
@@ -272,7 +278,7 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
             "authorization_endpoint": f"{issuer}/authorize",
             "token_endpoint": f"{issuer}/token",
             "registration_endpoint": f"{issuer}/register" if options.registration else None,
-            "revocation_endpoint": f"{issuer}/revoke",
+            "revocation_endpoint": f"{issuer}/revoke" if options.revocation != "absent" else None,
             "scopes_supported": options.scopes if options.advertise_scopes else None,
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "token_endpoint_auth_methods_supported": [
@@ -316,7 +322,9 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
         Route(f"{prefix}/token", TokenHandler(authority, authenticator).handle, methods=["POST"]),
         Route(
             f"{prefix}/revoke",
-            RevocationHandler(authority, authenticator).handle,
+            _public_clients_too(RevocationHandler(authority, authenticator).handle)
+            if options.revocation == "works"
+            else _unavailable,
             methods=["POST"],
         ),
         Route(f"{prefix}/introspect", introspect, methods=["POST"]),
@@ -447,6 +455,30 @@ class ProtectedMcp:
             status_code=status,
             headers={"WWW-Authenticate": f"Bearer {', '.join(parts)}"},
         )
+
+
+def _public_clients_too(
+    handle: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    """The SDK's revocation handler wants a `client_secret` field even from a public client
+    (modelcontextprotocol/python-sdk#3508), which RFC 7009 §5 does not; it gets an empty one."""
+
+    async def endpoint(request: Request) -> Response:
+        form = await request.form()
+        if "client_secret" in form:
+            return await handle(request)
+        body = urlencode([*form.multi_items(), ("client_secret", "")]).encode()
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await handle(Request(request.scope, receive))
+
+    return endpoint
+
+
+async def _unavailable(_request: Request) -> Response:
+    return JSONResponse({"error": "temporarily_unavailable"}, status_code=503)
 
 
 def _path_of(url: str) -> str:

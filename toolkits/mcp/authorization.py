@@ -3,7 +3,8 @@
 `login` connects to the server with a provider that may involve a person (`browser`) or fetch
 the authorization page itself (`fetch`); the tokens it gets land in the user's store, where
 every node reads them. `status` says, per server, whether tokens are stored, until when, for
-which scopes. `logout` forgets a server's tokens and registration.
+which scopes. `logout` revokes a server's tokens at its authorization server (RFC 7009, when
+it has a revocation endpoint) and forgets them and the registration.
 """
 
 from __future__ import annotations
@@ -12,22 +13,30 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import anyio
+import httpx2
 from mcp import Client
 from mcp_types.version import LATEST_MODERN_VERSION
 
 from ..errors import ConfigError
 from .config import McpServerConfig
-from .oauth import RedirectMode, oauth_for, uses_oauth
-from .oauth_store import ServerTokens, TokenStore, default_store
+from .oauth import (
+    RedirectMode,
+    client_authentication,
+    oauth_for,
+    registered_client,
+    uses_oauth,
+)
+from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
 from .transport import config_transport
 
-__all__ = ["AuthorizationStatus", "login", "logout", "status", "status_of_all"]
+__all__ = ["AuthorizationStatus", "LogoutOutcome", "login", "logout", "status", "status_of_all"]
 
 _LOGIN_SECONDS = 360.0
+_REVOKE_SECONDS = 10.0
 _MODES = {"auto": "auto", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 
 log = logging.getLogger(__name__)
@@ -134,8 +143,83 @@ async def status_of_all(
     ]
 
 
-async def logout(name: str, config: McpServerConfig, *, store: TokenStore | None = None) -> bool:
-    """Forget the server's tokens and registration; True if anything was stored."""
+@dataclass(frozen=True, slots=True)
+class LogoutOutcome:
+    """What `logout` did. The tokens are deleted here whatever the authorization server said."""
+
+    server: str
+    forgotten: bool
+    """Anything was stored."""
+    revoked: bool = False
+    """The authorization server revoked the stored tokens (RFC 7009)."""
+    failure: str | None = None
+    """Revoking was tried and failed: the tokens may stay valid until they expire."""
+    skipped: str | None = None
+    """Why revoking was not tried."""
+
+    def __str__(self) -> str:
+        if not self.forgotten:
+            return f"{self.server}: nothing was stored"
+        if self.revoked:
+            return f"{self.server}: tokens revoked at the authorization server, forgotten here"
+        if self.skipped is not None:
+            return f"{self.server}: forgotten here (not revoked: {self.skipped})"
+        return f"{self.server}: forgotten here"
+
+
+async def logout(
+    name: str, config: McpServerConfig, *, store: TokenStore | None = None
+) -> LogoutOutcome:
+    """Revoke the server's tokens at its authorization server, when it publishes a revocation
+    endpoint, then forget them and the registration here (also when revoking failed)."""
     config = _oauth_config(name, config)
     assert config.url is not None
-    return await ServerTokens(store or default_store(), name, config.url).forget()
+    tokens = ServerTokens(store or default_store(), name, config.url)
+    entry = await tokens.load()
+    outcome = LogoutOutcome(name, forgotten=False)
+    if entry.tokens is not None:
+        outcome = await _revoke(name, config, entry)
+    return replace(outcome, forgotten=await tokens.forget())
+
+
+async def _revoke(name: str, config: McpServerConfig, entry: OAuthEntry) -> LogoutOutcome:
+    """Revoke the refresh token (which may end the whole grant), then the access token."""
+    assert entry.tokens is not None
+    metadata = entry.server_metadata
+    if metadata is None or metadata.revocation_endpoint is None:
+        why = "no revocation endpoint" if metadata else "its metadata was not stored"
+        return LogoutOutcome(name, forgotten=True, skipped=f"the authorization server has {why}")
+    try:
+        client = registered_client(name, config, entry.client_info)
+    except ConfigError as exc:
+        return LogoutOutcome(name, forgotten=True, failure=str(exc))
+    if client is None:
+        return LogoutOutcome(name, forgotten=True, skipped="no client registration is stored")
+    endpoint = str(metadata.revocation_endpoint)
+    tokens = entry.tokens
+    async with httpx2.AsyncClient(timeout=_REVOKE_SECONDS) as http:
+        for hint, token in (
+            ("refresh_token", tokens.refresh_token),
+            ("access_token", tokens.access_token),
+        ):
+            if token is None:
+                continue
+            data, headers = client_authentication(client, {"token": token, "token_type_hint": hint})
+            try:
+                response = await http.post(endpoint, data=data, headers=headers)
+            except httpx2.HTTPError as exc:
+                why = f"{endpoint} did not answer ({type(exc).__name__}: {exc})"
+                return LogoutOutcome(name, forgotten=True, failure=why)
+            if response.status_code != 200:  # RFC 7009 §2.2: 200 even for an unknown token
+                why = f"{endpoint} answered HTTP {response.status_code}{_error_of(response)}"
+                return LogoutOutcome(name, forgotten=True, failure=why)
+    return LogoutOutcome(name, forgotten=True, revoked=True)
+
+
+def _error_of(response: httpx2.Response) -> str:
+    """The OAuth error a refusal names (RFC 6749 §5.2), if any."""
+    try:
+        error: object = response.json().get("error")
+    except (ValueError, AttributeError):
+        return ""
+    return f" ({error})" if isinstance(error, str) else ""

@@ -22,12 +22,13 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
 
 from __future__ import annotations
 
+import base64
 import logging
 import os
 import webbrowser
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -48,9 +49,11 @@ __all__ = [
     "LazyOAuth",
     "McpOAuth",
     "RedirectMode",
+    "client_authentication",
     "find_authorization_required",
     "oauth_for",
     "redirect_mode_from_env",
+    "registered_client",
     "uses_oauth",
 ]
 
@@ -104,30 +107,15 @@ async def oauth_for(
     Raises `ConfigError` for an unset client secret variable or a bad metadata document URL.
     """
     assert config.url is not None
-    secret: str | None = None
-    if config.oauth_client_secret_env is not None:
-        what = f"the OAuth client secret of MCP server {name!r}"
-        secret = secret_from_env(config.oauth_client_secret_env, what)
+    secret = _client_secret(name, config)
     tokens = ServerTokens(store or default_store(), name, config.url)
     stored = (await tokens.load()).client_info
     port = config.oauth_callback_port or _registered_port(stored) or free_loopback_port()
     callback = AnyUrl(redirect_uri(port))
-    auth: Literal["none", "client_secret_basic", "client_secret_post"] = (
-        config.oauth_token_auth or ("client_secret_basic" if secret else "none")
-    )
+    auth = _auth_method(config, secret)
     if config.oauth_client_id is not None:
-        tokens = ServerTokens(
-            tokens.store,
-            name,
-            config.url,
-            fixed_client=OAuthClientInformationFull(
-                client_id=config.oauth_client_id,
-                client_secret=secret,
-                token_endpoint_auth_method=auth,
-                redirect_uris=[callback],
-                client_name=_CLIENT_NAME,
-            ),
-        )
+        fixed = _pre_registered(config.oauth_client_id, secret, auth, callback)
+        tokens = ServerTokens(tokens.store, name, config.url, fixed_client=fixed)
     metadata = OAuthClientMetadata(
         client_name=_CLIENT_NAME,
         redirect_uris=[callback],
@@ -148,6 +136,63 @@ async def oauth_for(
         )
     except ValueError as exc:  # the SDK's check of the metadata document URL
         raise ConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
+
+
+def registered_client(
+    name: str, config: McpServerConfig, stored: OAuthClientInformationFull | None
+) -> OAuthClientInformationFull | None:
+    """Who the gateway is at the server's authorization server: the config's pre-registered
+    client (its secret read from the environment), else the `stored` registration.
+
+    Raises `ConfigError` for an unset client secret variable.
+    """
+    if config.oauth_client_id is None:
+        return stored
+    secret = _client_secret(name, config)
+    return _pre_registered(config.oauth_client_id, secret, _auth_method(config, secret), None)
+
+
+def client_authentication(
+    client: OAuthClientInformationFull, data: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The form and headers of a request to a token or revocation endpoint, authenticated as
+    `client` registered (RFC 6749 §2.3.1: HTTP Basic, or the secret in the form; a public
+    client names its `client_id` alone)."""
+    form = {**data, "client_id": client.client_id}
+    secret = client.client_secret
+    method = client.token_endpoint_auth_method
+    if method == "client_secret_basic" and secret:
+        pair = f"{quote(client.client_id, safe='')}:{quote(secret, safe='')}"
+        return form, {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
+    if method == "client_secret_post" and secret:
+        form["client_secret"] = secret
+    return form, {}
+
+
+_AuthMethod = Literal["none", "client_secret_basic", "client_secret_post"]
+
+
+def _client_secret(name: str, config: McpServerConfig) -> str | None:
+    if config.oauth_client_secret_env is None:
+        return None
+    what = f"the OAuth client secret of MCP server {name!r}"
+    return secret_from_env(config.oauth_client_secret_env, what)
+
+
+def _auth_method(config: McpServerConfig, secret: str | None) -> _AuthMethod:
+    return config.oauth_token_auth or ("client_secret_basic" if secret else "none")
+
+
+def _pre_registered(
+    client_id: str, secret: str | None, auth: _AuthMethod, callback: AnyUrl | None
+) -> OAuthClientInformationFull:
+    return OAuthClientInformationFull(
+        client_id=client_id,
+        client_secret=secret,
+        token_endpoint_auth_method=auth,
+        redirect_uris=[callback] if callback is not None else None,
+        client_name=_CLIENT_NAME,
+    )
 
 
 def _registered_port(client: OAuthClientInformationFull | None) -> int | None:
