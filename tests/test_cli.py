@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.cli import event_loop_options, main
 from gateway.config import TOOLBOX_SERVER
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
@@ -375,3 +375,10 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     not_a_dir.write_text("")
     assert main(["run", "q", "--model", f"scripted:{script}", "--state-dir", str(not_a_dir)]) == 2
     assert "cannot open the run store" in capsys.readouterr().err
+
+
+def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AGENT_GATEWAY_EVENT_LOOP", raising=False)
+    assert event_loop_options() == {"use_uvloop": True}  # installed with the package on Linux
+    monkeypatch.setenv("AGENT_GATEWAY_EVENT_LOOP", "asyncio")
+    assert event_loop_options() == {"use_uvloop": False}

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _arms(options: argparse.Namespace, log: Any) -> tuple[list[Arm], dict[str, str]]:
-    wanted = set(options.arms or [a.name for a in ARMS]) | {DIRECT}
+    wanted = set(options.arms or [a.name for a in ARMS if a.default]) | {DIRECT}
     chosen: list[Arm] = []
     skipped: dict[str, str] = {}
     for arm in ARMS:

@@ -61,6 +61,10 @@ class Arm:
     peer: str | None = None
     """The venv it needs (`venvs.PEERS`), if not ours."""
     description: str = ""
+    env: tuple[tuple[str, str], ...] = ()
+    """Extra environment of the front process."""
+    default: bool = True
+    """Run unless `--arms` names others; off for variants of ours that a change is weighed by."""
 
     @property
     def ours(self) -> bool:
@@ -72,6 +76,14 @@ ARMS = (
     Arm("direct-stdio", "direct", stdio=True, description="the driver spawns it over stdio"),
     Arm("agent-gateway", "agent-gateway", stdio=False, description="HTTP downstream"),
     Arm("agent-gateway-stdio", "agent-gateway", stdio=True, description="stdio downstream"),
+    Arm(
+        "agent-gateway-asyncio",
+        "agent-gateway",
+        stdio=False,
+        description="HTTP downstream, asyncio's own event loop instead of uvloop",
+        env=(("AGENT_GATEWAY_EVENT_LOOP", "asyncio"),),
+        default=False,
+    ),
     Arm("mcp-proxy", "mcp-proxy", stdio=True, peer="mcp-proxy", description="0.13, stdio"),
     Arm("fastmcp", "fastmcp", stdio=False, peer="fastmcp", description="reused session, HTTP"),
     Arm("fastmcp-fresh", "fastmcp-fresh", stdio=False, peer="fastmcp", description="default"),
@@ -177,7 +189,7 @@ async def front(
     if arm.kind == "agent-gateway":
         config = gateway_config(workdir / "gateway.toml", backends, expose=expose, extra=agents)
         command = [GATEWAY, "serve", "--http", "127.0.0.1:0", "--config", str(config)]
-        async with running(command, ready=READY) as process:
+        async with running(command, ready=READY, env=dict(arm.env)) as process:
             yield Front(process.url, process.pid)
     elif arm.kind == "mcp-proxy":
         (backend,) = backends.values()  # it serves one server per URL: no aggregate

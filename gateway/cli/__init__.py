@@ -7,11 +7,14 @@ subparser and handler; a new command is one module and one entry in `COMMANDS`.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import inspect
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import anyio
 
@@ -30,6 +33,13 @@ COMMANDS = (run, runs, chat, sessions, demo, tools, serve, install, auth)
 """Modules with a `register(commands: Commands)` function, in `--help` order."""
 
 
+def event_loop_options() -> dict[str, Any]:
+    """uvloop where it is installed: a proxied call costs ~25 % less CPU than on asyncio's own
+    loop (bench/RESULTS.md). `AGENT_GATEWAY_EVENT_LOOP=asyncio` keeps asyncio's."""
+    wanted = os.environ.get("AGENT_GATEWAY_EVENT_LOOP", "uvloop")
+    return {"use_uvloop": wanted == "uvloop" and importlib.util.find_spec("uvloop") is not None}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(
@@ -40,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not inspect.iscoroutinefunction(args.handler):
             return args.handler(args)
-        return anyio.run(until_signalled, args.handler, args)
+        return anyio.run(until_signalled, args.handler, args, backend_options=event_loop_options())
     except (GatewayError, AgentError, ToolkitError) as exc:
         report(exc)
         return exit_code(exc)
