@@ -21,9 +21,14 @@ __all__ = ["Journal", "RecordedModel", "ScopedJournal"]
 
 
 class Journal(Protocol):
-    async def record(self, name: str, call: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+    async def record(
+        self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
+    ) -> JsonValue:
         """The recorded result of the call named `name` (unique in its run), else `call()`'s,
-        recorded before it is returned. What `call` raises propagates, unrecorded."""
+        recorded before it is returned. What `call` raises propagates, unrecorded.
+
+        `nested`: the call records calls of its own (an agent run as a tool): they are
+        recorded one by one, as they end, not as parts of this one."""
         ...
 
 
@@ -38,8 +43,10 @@ class ScopedJournal:
     def child(self, call_id: str) -> ScopedJournal:
         return ScopedJournal(self._journal, f"{self.path}{call_id}/")
 
-    async def record(self, name: str, call: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
-        return await self._journal.record(self.path + name, call)
+    async def record(
+        self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
+    ) -> JsonValue:
+        return await self._journal.record(self.path + name, call, nested=nested)
 
 
 class RecordedModel:

@@ -143,7 +143,8 @@ class StepLoop:
                 return done.model_dump(mode="json")
 
             name = f"tool {action.item_index} {action.tool_call_id}"
-            recorded = await saver.journal.record(name, run)
+            nested = action.node in self._gateway.agents  # an agent: its calls are recorded
+            recorded = await saver.journal.record(name, run, nested=nested)
             responses[index] = ActionResponse.model_validate(recorded)
 
         try:

@@ -13,6 +13,7 @@ import anyio
 from ..errors import UnknownRun
 from .common import Commands
 from .exits import OK
+from .run_tree import render_run
 from .stored import add_resume_options, add_store_options, open_store, resume_stored, store_url
 
 if TYPE_CHECKING:
@@ -76,28 +77,23 @@ async def _list(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
+    from ..durable import call_tree
+
     async with open_store(store_url(args), launch=False) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)
+        result = await runs.result(args.run_id)
+    calls = call_tree(steps)
     if args.json:
         shown = {
             **asdict(info),
-            "steps": [asdict(step) for step in steps],
+            "calls": [call.to_json() for call in calls],
+            "result": result.model_dump(mode="json") if result is not None else None,
             "state": state.model_dump(mode="json") if state is not None else None,
+            "steps": [asdict(step) for step in steps],
         }
-        print(json.dumps(shown, default=str))
+        print(json.dumps(shown, default=str, ensure_ascii=False))
         return OK
-    print(f"run {info.run_id}  {info.status}  agent {info.agent or '?'}")
-    if info.error:
-        print(f"error: {info.error}")
-    for step in steps:
-        *path, call = step.name.split("/")
-        took = (
-            f"{step.completed_ms - step.started_ms} ms"
-            if step.started_ms is not None and step.completed_ms is not None
-            else "-"
-        )
-        said = step.error if step.error is not None else json.dumps(step.output, default=str)
-        print(f"{'  ' * (len(path) + 1)}{call}  [{took}]  {said[:200]}")
+    print("\n".join(render_run(info, calls, state, result)))
     return OK

@@ -7,5 +7,6 @@ finished is answered from its record, never made again (see docs/decisions.md).
 
 from .runs import DurableRuns, open_runs
 from .status import STATUSES, RunInfo, RunStep
+from .tree import CallNode, call_tree
 
-__all__ = ["STATUSES", "DurableRuns", "RunInfo", "RunStep", "open_runs"]
+__all__ = ["STATUSES", "CallNode", "DurableRuns", "RunInfo", "RunStep", "call_tree", "open_runs"]

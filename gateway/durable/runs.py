@@ -80,12 +80,17 @@ class DbosJournal:
     def __init__(self, recorded: dict[str, JsonValue]) -> None:
         self._recorded = recorded
 
-    async def record(self, name: str, call: Callable[[], Awaitable[JsonValue]]) -> JsonValue:
+    async def record(
+        self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
+    ) -> JsonValue:
         if name in self._recorded:
             return self._recorded[name]
+        # A nested call (an agent) runs outside any step, and only its result is recorded:
+        # DBOS would run a step's own steps as plain calls, unrecorded.
+        done: JsonValue = await call() if nested else None
 
         async def step() -> JsonValue:
-            return await call()
+            return done if nested else await call()
 
         result: JsonValue = await DBOS.run_step_async({"name": name}, step)
         _log.info("recorded %s", name)
@@ -270,6 +275,12 @@ class DurableRuns:
             for s in await self._client.list_workflow_steps_async(run_id)
             if not s["function_name"].startswith("DBOS.")
         ]
+
+    async def result(self, run_id: str) -> RunResult | None:
+        """What the run returned, if it has succeeded."""
+        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
+        output = found[0].output if found and found[0].status == "SUCCESS" else None
+        return RunResult.model_validate_json(output) if isinstance(output, str) else None
 
     async def state(self, run_id: str) -> RunState | None:
         """The run's last checkpoint, else the state it started from."""

@@ -53,7 +53,7 @@ async def _kill(process: Process) -> None:
     assert await process.wait() == -signal.SIGKILL
 
 
-async def _run_until_killed(args: list[str]) -> None:
+async def _run_until_killed(args: list[str], *, recorded: str = "tool 0 a") -> None:
     """Start `run`, wait until B is held and A's result is recorded, then SIGKILL it."""
     process = await anyio.open_process(
         [str(SCRIPT), "-v", *args],
@@ -68,9 +68,9 @@ async def _run_until_killed(args: list[str]) -> None:
         with anyio.fail_after(40):
             async for chunk in TextReceiveStream(process.stderr):
                 seen += chunk
-                if "logged: holding B" in seen and "recorded tool 0 a" in seen:
+                if "logged: holding B" in seen and f"recorded {recorded}" in seen:
                     break
-        assert "recorded tool 0 b" not in seen
+        assert "tool 0 b" not in seen
         await _kill(process)
     finally:
         if process.returncode is None:
@@ -85,12 +85,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _only_run(store: str) -> dict[str, str]:
+def _only_run(store: str, *, agent: str = "assistant") -> dict[str, str]:
     listed = _cli("runs", "list", "--json", "--store", store)
     assert listed.returncode == 0, listed.stderr
     [run] = json.loads(listed.stdout)
     assert run["status"] == "stopped"  # its process died
-    assert run["agent"] == "assistant"
+    assert run["agent"] == agent
     return run
 
 
@@ -171,3 +171,42 @@ def test_a_store_url_that_is_not_one_is_bad_input(tmp_path: Path) -> None:
     missing = _cli("runs", "show", "r1", "--store", f"sqlite:///{tmp_path / 'none.sqlite'}")
     assert missing.returncode == 2
     assert "no runs are stored in" in missing.stderr
+
+
+async def test_a_sub_agents_finished_calls_are_not_run_again(tmp_path: Path, store: str) -> None:
+    log, hold = tmp_path / "calls.log", tmp_path / "hold"
+    hold.touch()
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'{TOOLS}[agents.lead]\ntools = ["helper"]\n[agents.helper]\ntools = ["logged"]\n'
+    )
+
+    def call(tool: str, call_id: str, **arguments: str) -> dict[str, object]:
+        return {"tool_calls": [{"name": tool, "id": call_id, "arguments": arguments}]}
+
+    first = tmp_path / "first.json"
+    first.write_text(
+        json.dumps(
+            [
+                call("helper", "h1", prompt="log A, then B"),
+                call("logged", "a", log=str(log), name="A"),
+                call("logged", "b", log=str(log), name="B", hold=str(hold)),
+            ]
+        )
+    )
+    second = tmp_path / "second.json"
+    second.write_text(json.dumps([{"content": "A and B"}, {"content": "the helper did A and B"}]))
+    common = ["--config", str(config), "--store", store, "--agent", "lead"]
+    await _run_until_killed(
+        ["run", "go", *common, "--model", f"scripted:{first}"], recorded="h1/tool 0 a"
+    )
+    assert log.read_text().splitlines() == ["start A", "end A", "start B"]
+    run = _only_run(store, agent="lead")
+
+    hold.unlink()
+    resumed = _cli(
+        "runs", "resume", run["run_id"], "--store", store, "--model", f"scripted:{second}"
+    )
+    assert (resumed.returncode, resumed.stdout) == (0, "the helper did A and B\n"), resumed.stderr
+    # A had finished inside the helper: it is not run again; B was in flight.
+    assert log.read_text().splitlines() == ["start A", "end A", "start B", "start B", "end B"]

@@ -1,0 +1,150 @@
+"""A stored run's recorded calls as a tree: its model answers and tool calls in the order
+they began, each agent run as a tool holding its own calls.
+
+The records' names say where each call belongs (`journal.ScopedJournal`): a call made by an
+agent that runs as the tool call `c1` of its caller is named `c1/...`, so it goes under the
+record of the tool call `c1`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from pydantic import JsonValue
+
+from .status import RunStep
+
+__all__ = ["CallNode", "call_tree"]
+
+
+@dataclass(slots=True, eq=False)
+class CallNode:
+    kind: Literal["model", "tool"]
+    name: str
+    """The tool's name; for a model call, "model"."""
+    call_id: str | None = None
+    """The tool call's id (tool calls)."""
+    item: int | None = None
+    """Which of the run's items it served (tool calls)."""
+    started_ms: int | None = None
+    took_ms: int | None = None
+    """From its start to its end; an agent's, from its first call's start."""
+    input: JsonValue = None
+    """What the tool was called with."""
+    output: JsonValue = None
+    """A model's answer (`content`, `tool_calls`), a tool's result."""
+    error: str | None = None
+    usage: dict[str, JsonValue] | None = None
+    calls: list[CallNode] = field(default_factory=list["CallNode"])
+    """The calls of the agent this tool call ran."""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        shown: dict[str, JsonValue] = {
+            "kind": self.kind,
+            "name": self.name,
+            "call_id": self.call_id,
+            "item": self.item,
+            "started_ms": self.started_ms,
+            "took_ms": self.took_ms,
+            "input": self.input,
+            "output": self.output,
+            "error": self.error,
+            "usage": self.usage,
+        }
+        if self.calls:
+            shown["calls"] = [call.to_json() for call in self.calls]
+        return shown
+
+
+def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
+    """The run's own calls, each agent tool's calls under it."""
+    top: list[CallNode] = []
+    agents: dict[str, CallNode] = {}
+    """Tool calls by the path their agent's calls are named under (`c1/`, `c1/c7/`)."""
+
+    def calls_under(path: str) -> list[CallNode]:
+        if not path:
+            return top
+        parent = agents.get(path)
+        if parent is None:  # not recorded yet: in flight when its process died, or resumed
+            above, _, call_id = path.removesuffix("/").rpartition("/")
+            parent = agents[path] = CallNode(kind="tool", name="(in flight)", call_id=call_id)
+            calls_under(f"{above}/" if above else "").append(parent)
+        return parent.calls
+
+    for step in sorted(steps, key=lambda s: s.step_id):
+        path, _, own = step.name.rpartition("/")
+        path = f"{path}/" if path else ""
+        node = _node(own, step)
+        if node is None:
+            continue
+        if node.kind == "tool" and node.call_id is not None:
+            known = agents.get(f"{path}{node.call_id}/")
+            if known is not None:  # its agent's calls were recorded before it
+                node.calls = known.calls
+                siblings = calls_under(path)
+                siblings[siblings.index(known)] = node
+                agents[f"{path}{node.call_id}/"] = node
+                continue
+            agents[f"{path}{node.call_id}/"] = node
+        calls_under(path).append(node)
+    for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
+        _time_from_first_call(agents[path])
+    return top
+
+
+def _time_from_first_call(node: CallNode) -> None:
+    """An agent's tool call is recorded when it ends: it began when its first call did."""
+    starts = [call.started_ms for call in node.calls if call.started_ms is not None]
+    if not starts or node.started_ms is None or node.took_ms is None:
+        return
+    ended = node.started_ms + node.took_ms
+    node.started_ms = min(starts)
+    node.took_ms = ended - node.started_ms
+
+
+def _node(own: str, step: RunStep) -> CallNode | None:
+    took = (
+        step.completed_ms - step.started_ms
+        if step.completed_ms is not None and step.started_ms is not None
+        else None
+    )
+    output: Any = step.output
+    if own.startswith("model "):
+        node = CallNode(kind="model", name="model", started_ms=step.started_ms, took_ms=took)
+        if isinstance(output, dict):
+            answer = cast(dict[str, Any], output)
+            node.output = {
+                "content": answer.get("content"),
+                "tool_calls": [
+                    {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                    for c in cast(list[dict[str, Any]], answer.get("tool_calls") or [])
+                ],
+            }
+            node.usage = answer.get("usage")
+        node.error = step.error
+        return node
+    if own.startswith("tool "):
+        _, item, call_id = own.split(" ", 2)
+        node = CallNode(
+            kind="tool",
+            name="(unknown)",
+            call_id=call_id,
+            item=int(item) if item.isdigit() else None,
+            started_ms=step.started_ms,
+            took_ms=took,
+            error=step.error,
+        )
+        if isinstance(output, dict):
+            response = cast(dict[str, Any], output)
+            action = cast(dict[str, Any], response.get("action") or {})
+            node.name = str(action.get("tool", "(unknown)"))
+            node.input = action.get("input")
+            node.output = response.get("data")
+            node.error = response.get("error") or step.error
+            usage = cast(dict[str, JsonValue], response.get("usage") or {})
+            node.usage = usage if any(usage.values()) else None  # agents' tools spend tokens
+        return node
+    return None

@@ -1,0 +1,105 @@
+"""`runs show` renders every recorded call of a run as a tree (sub-agents nested, with their
+inputs, outputs, usage and timings), and `--json` gives the same tree as data; `runs list
+--status` filters."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.cli import main
+
+CONFIG = """
+[tools.calculator]
+builtin = "calculator"
+[agents.lead]
+tools = ["helper"]
+[agents.helper]
+description = "Does sums."
+tools = ["calculator"]
+"""
+SCRIPT = [
+    {"tool_calls": [{"name": "helper", "id": "h1", "arguments": {"prompt": "6 * 7?"}}]},
+    {"tool_calls": [{"name": "calculator", "id": "c1", "arguments": {"expression": "6 * 7"}}]},
+    {"content": "It is 42."},
+    {"content": "The helper says 42."},
+]
+
+
+def _run(tmp_path: Path, capsys: pytest.CaptureFixture[str], script: list[Any]) -> str:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG)
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps(script))
+    command = ["run", "Ask the helper", "--config", str(config), "--agent", "lead", "--json"]
+    main([*command, "--model", f"scripted:{answers}"])
+    return json.loads(capsys.readouterr().out)["run_id"]
+
+
+def test_show_nests_a_sub_agents_calls_under_its_tool_call(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _run(tmp_path, capsys, SCRIPT)
+    assert main(["runs", "show", run_id, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["status"], shown["agent"]) == ("succeeded", "lead")
+    assert shown["result"]["items"][0]["output"] == "The helper says 42."
+    first, helper, last = shown["calls"]
+    assert first["kind"] == "model"
+    assert first["output"]["tool_calls"] == [
+        {"id": "h1", "name": "helper", "arguments": {"prompt": "6 * 7?"}}
+    ]
+    assert first["usage"]["input_tokens"] > 0
+    assert (helper["kind"], helper["name"], helper["call_id"]) == ("tool", "helper", "h1")
+    assert helper["input"] == {"prompt": "6 * 7?"}
+    assert helper["output"] == {"response": "It is 42."}
+    assert helper["usage"]["requests"] == 2  # the helper's own model calls
+    inner = helper["calls"]
+    assert [c["kind"] for c in inner] == ["model", "tool", "model"]
+    assert (inner[1]["name"], inner[1]["input"], inner[1]["output"]) == (
+        "calculator",
+        {"expression": "6 * 7"},
+        {"response": "42"},
+    )
+    assert inner[2]["output"]["content"] == "It is 42."
+    assert last["output"]["content"] == "The helper says 42."
+    for call in (first, helper, last, *inner):
+        assert isinstance(call["took_ms"], int)
+        assert call["took_ms"] >= 0
+    # The helper took as long as its own calls, from the first's start to its end.
+    assert helper["started_ms"] == inner[0]["started_ms"]
+    assert helper["started_ms"] + helper["took_ms"] >= inner[2]["started_ms"] + inner[2]["took_ms"]
+
+    assert main(["runs", "show", run_id]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"run {run_id}  succeeded  agent lead  ")
+    assert lines[1] == "question: Ask the helper"
+    heads = [line.partition("─ ") for line in lines[2:] if "─ " in line]
+    tree = [f"{indent}{bar}{call.split('  ')[0]}" for indent, bar, call in heads]
+    assert tree == [
+        "├─ model",
+        "├─ tool helper",
+        "│  ├─ model",
+        "│  ├─ tool calculator",
+        "│  └─ model",
+        "└─ model",
+    ]
+    assert '│  │    input  {"expression": "6 * 7"}' in lines
+    assert '│  │    output {"response": "42"}' in lines
+    assert "│       It is 42." in lines
+    assert lines[-2:][0] == "answer: The helper says 42."
+
+
+def test_list_filters_by_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    done = _run(tmp_path, capsys, SCRIPT)
+    stopped = _run(tmp_path, capsys, SCRIPT[:1])  # then it has nothing more to say
+    assert main(["runs", "list", "--status", "stopped", "--json"]) == 0
+    assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [stopped]
+    assert main(["runs", "list", "--status", "succeeded"]) == 0
+    assert capsys.readouterr().out.split()[:3] == [done, "succeeded", "lead"]
+    with pytest.raises(SystemExit) as bad:
+        main(["runs", "list", "--status", "paused"])
+    assert bad.value.code == 2
