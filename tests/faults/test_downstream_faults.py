@@ -14,7 +14,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.servers.asgi import serve_on_loopback
+from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.inprocess import ToyServer
 from toolkits import FunctionToolkit, ToolkitError, calculator
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -36,14 +36,9 @@ class BreaksCalls:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        more = True
-        while more:
-            message = await receive()
-            body += message.get("body", b"")
-            more = message.get("more_body", False)
+        body, replay = await buffered_body(receive)
         if b'"tools/call"' not in body:
-            await self.app(scope, _replay(body, receive), send)
+            await self.app(scope, replay, send)
             return
         self.calls += 1
         request_id = json.loads(body)["id"]
@@ -69,20 +64,6 @@ class BreaksCalls:
             )
             # The connection ends here: the event never completes.
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _replay(body: bytes, receive: Any) -> Any:
-    """The request's body once more, then the connection's own messages (its disconnect)."""
-    sent = False
-
-    async def replayed() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replayed
 
 
 async def _respond(send: Send, status: int, content_type: str, body: bytes) -> None:

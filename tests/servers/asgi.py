@@ -9,9 +9,30 @@ from typing import Any
 
 import anyio
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RecordHeaders", "serve_on_loopback"]
+__all__ = ["RecordHeaders", "buffered_body", "serve_on_loopback"]
+
+
+async def buffered_body(receive: Receive) -> tuple[bytes, Receive]:
+    """A request's whole body, and a `receive` that gives it once more, then the connection's
+    own messages (its disconnect): for middleware that reads a request before passing it on."""
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
 
 
 class RecordHeaders:

@@ -47,7 +47,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from tests.servers.asgi import serve_on_loopback
+from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.inprocess import ToyServer, text_result
 
 __all__ = [
@@ -235,7 +235,7 @@ class _Recorded:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        body, replay = await _buffer(receive)
+        body, replay = await buffered_body(receive)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         self.seen.append(
             SeenRequest(
@@ -246,25 +246,6 @@ class _Recorded:
             )
         )
         await self.app(scope, replay, send)
-
-
-async def _buffer(receive: Receive) -> tuple[bytes, Receive]:
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return body, replay
 
 
 def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenRequest]) -> ASGIApp:
@@ -394,7 +375,7 @@ class ProtectedMcp:
         if scope["type"] != "http":
             await self._mcp(scope, receive, send)  # the lifespan
             return
-        body, replay = await _buffer(receive)
+        body, replay = await buffered_body(receive)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         seen = SeenRequest(
             method=scope["method"],

@@ -11,9 +11,9 @@ import anyio
 import mcp_types as types
 import pytest
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.servers.asgi import RecordHeaders, serve_on_loopback
+from tests.servers.asgi import RecordHeaders, buffered_body, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode
 
@@ -165,27 +165,13 @@ class RefuseHandshake:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        body = b""
-        while True:
-            message = await receive()
-            body += message.get("body", b"")
-            if not message.get("more_body"):
-                break
+        body, replay = await buffered_body(receive)
         if json.loads(body).get("method") == "initialize":
             self.refused += 1
             error = {"code": -32600, "message": "Unsupported protocol version: use 2026-07-28"}
             response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, 400)
             await response(scope, receive, send)
             return
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
         await self.app(scope, replay, send)
 
 
