@@ -17,9 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+from agent import AgentOptions, OutputSchema
 from agent.errors import ModelHTTPError
 from agent.messages import SystemMessage, ToolMessage, UserMessage
 from agent.models import ModelSettings, OpenAICompatibleModel, RetryPolicy
+from gateway import AgentSpec, Gateway
+from toolkits import FunctionToolkit, calculator
 
 from .conftest import load_tools
 from .support import Tokens
@@ -140,3 +143,28 @@ async def test_real_server_error_message_reaches_the_caller(server_url: str) -> 
             await model.invoke(ASK, [])
     assert caught.value.status_code == 400
     assert caught.value.provider_message == "Expected 'messages' to be an array"
+
+
+@pytest.mark.anyio
+async def test_real_server_answers_in_a_schema_through_an_agent(server_url: str) -> None:
+    schema = OutputSchema.from_json_schema(
+        {
+            "type": "object",
+            "properties": {"total": {"type": "integer"}},
+            "required": ["total"],
+            "additionalProperties": False,
+        }
+    )
+    async with httpx.AsyncClient(timeout=httpx.Timeout(50)) as client:
+        spec = AgentSpec(
+            name="adder",
+            model=_model(server_url, client),
+            tools=["calculator"],
+            options=AgentOptions(output=schema, output_retries=2),
+        )
+        gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+        result = await gateway.run("adder", "What is 17 plus 25? Answer with the total.")
+    # The text-tool-call path or a real tool call: either way a validated object comes out.
+    assert result.error is None, result.error
+    assert isinstance(result.structured, dict)
+    assert result.structured == {"total": 42}
