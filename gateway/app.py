@@ -54,8 +54,9 @@ async def open_gateway(
     """A gateway with every configured node ready; `model` overrides every agent's model (each
     still asked with its agent's `temperature`, `max_tokens`, `top_p`).
 
-    Chat memory is what the config says, by default a SQLite file in `state_dir` (or the data
-    directory): see `gateway.memory_config`. The models' requests go through `http_client`
+    Chat memory is what the config says, by default the run store's database (the config's
+    `[store] url`, else a SQLite file in `state_dir` or the data directory): see
+    `gateway.memory_config`. The models' requests go through `http_client`
     (default: a pool of this gateway's own, closed with it).
     """
     nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
@@ -63,6 +64,7 @@ async def open_gateway(
         config.gateway.memory,
         {name: spec.memory for name, spec in config.agents.items()},
         state_dir=state_dir,
+        run_store=config.store.url,
     )
     own_client = http_client is None
     client = http_client or new_http_client()  # one pool for every model of this gateway

@@ -9,7 +9,8 @@
     max_tokens = 4000                       # and at most these tokens of them
     summarise = true                        # what falls out is summarised by the agent's model
 
-With no URL anywhere, memory is the SQLite file `agent-gateway.sqlite3` in the run's state
+With no URL anywhere, memory is kept in the run store's database (`[store] url`, `--store`),
+else in the SQLite file `agent-gateway.sqlite3` (the run store's default file too) in the state
 directory (`--state-dir`), else in the data directory: `$AGENT_GATEWAY_DATA_DIR`, else
 `$XDG_DATA_HOME/agent-gateway`, else `~/.local/share/agent-gateway`. Nothing is written until a
 run uses a session.
@@ -74,16 +75,20 @@ def open_memories(
     agents: Mapping[str, MemoryConfig | None],
     *,
     state_dir: str | Path | None = None,
+    run_store: str | None = None,
 ) -> tuple[dict[str, SessionMemory], list[SessionStore]]:
     """Each agent's memory, and the stores under them (one per URL, shared; close them).
+    With no URL configured, memory is kept in `run_store` (the run store's database, when
+    it names one), else in the default file (in `state_dir`, else the data directory).
 
     Raises `agent.errors.MemoryStoreError` for a bad URL.
     """
     stores: dict[str, SessionStore] = {}
     memories: dict[str, SessionMemory] = {}
+    default = run_store or default_memory_url(state_dir)
     for name, own in agents.items():
         chosen = own or gateway or MemoryConfig()
-        url = chosen.url or (gateway.url if gateway else None) or default_memory_url(state_dir)
+        url = chosen.url or (gateway.url if gateway else None) or default
         if url not in stores:
             stores[url] = store_from_url(url)
         memories[name] = SessionMemory(

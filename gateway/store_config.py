@@ -5,9 +5,9 @@
     keep_days = 30                                 # finished runs are deleted after (0: never)
 
 With no URL, runs are kept in the SQLite file `agent-gateway.sqlite3` in the data directory
-(see `memory_config.data_dir`), the file chat memory uses too. `--store URL` on the command
-line wins over the config; `--state-dir DIR` means the file in DIR; `--no-store` runs without
-a store. This module does not import the store itself (DBOS takes a while to import).
+(see `memory_config.data_dir`). Chat memory is kept in the run store's database too, unless
+the config names another store for it. `--store URL` on the command line wins over the
+config; `--state-dir DIR` means the file in DIR; `--no-store` runs without a store. This module does not import the store itself (DBOS takes a while to import).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .errors import StoreError
-from .memory_config import data_dir
+from .memory_config import MEMORY_FILE, default_memory_url
 
 __all__ = [
     "STORE_FILE",
@@ -28,7 +28,7 @@ __all__ = [
     "redacted",
 ]
 
-STORE_FILE = "agent-gateway.sqlite3"
+STORE_FILE = MEMORY_FILE
 
 
 class StoreSettings(BaseModel):
@@ -53,9 +53,9 @@ class StoreSettings(BaseModel):
 
 
 def default_store_url(state_dir: str | Path | None = None) -> str:
-    """The SQLite file in `state_dir`, else in the data directory."""
-    directory = Path(state_dir) if state_dir is not None else data_dir()
-    return f"sqlite:///{(directory / STORE_FILE).absolute()}"
+    """The SQLite file in `state_dir`, else in the data directory: chat memory's default
+    file, so runs and conversations are kept in one database."""
+    return default_memory_url(state_dir)
 
 
 def check_store_url(url: str) -> str:

@@ -32,7 +32,9 @@ async def _sessions(args: argparse.Namespace) -> int:
     config = config_of(args)
     agent = pick_agent(config, args.agent) if args.agent else None
     own = {agent: config.agents[agent].memory} if agent else {"": None}
-    memories, stores = open_memories(config.gateway.memory, own, state_dir=args.state_dir)
+    memories, stores = open_memories(
+        config.gateway.memory, own, state_dir=args.state_dir, run_store=config.store.url
+    )
     store = next(iter(memories.values())).store
     try:
         if args.action == "list":

@@ -201,6 +201,8 @@ async def _drive(
     gateway is up), saying how to resume a run that stops."""
     pick_agent(config, state.agent)
     hint = resume_hint(state.run_id, args, url)
+    # Chat memory goes to the run's store too, unless the config names its own.
+    config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     async with (
         terminal_console(args, items=len(state.items) > 1) as console,
         open_gateway(
