@@ -17,7 +17,9 @@ from anyio.streams.text import TextReceiveStream
 
 from tests.servers.openai_stub import openai_stub
 
-pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+# Each test runs four or five CLI processes one after another, each importing DBOS (~2 s
+# alone): on a loaded machine that passed 60 s (three timeouts in six full runs at load 4-9).
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "agent-gateway"
