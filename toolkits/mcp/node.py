@@ -43,7 +43,7 @@ from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
-from .server_requests import CallsInFlight
+from .server_requests import CallsInFlight, InFlightCall
 from .session import (
     DEFAULT_BACKOFF,
     Backoff,
@@ -122,6 +122,7 @@ class McpToolkit(InBackground):
             target=target,
             backoff=backoff,
             log=self._log,
+            in_flight=self._calls,
         )
         self._catalog = McpCatalog(name, config, self._session, self._calls)
         self._subscriptions = ResourceSubscriptions(
@@ -366,8 +367,9 @@ class McpToolkit(InBackground):
 
             on_progress = context.on_progress if context else None
             meta = context.meta if context else None
+            tracked: InFlightCall | None = None
             try:
-                with self._calls.track(context, on_waiting):
+                with self._calls.track(context, on_waiting) as tracked:
                     async with progress_in_order(on_progress, alive) as progress:
                         return await conn.client.call_tool(
                             original,
@@ -376,6 +378,8 @@ class McpToolkit(InBackground):
                             meta=cast(mcp_types.RequestParamsMeta, dict(meta)) if meta else None,
                         )
             except MCPError as exc:
+                if tracked is not None and tracked.failed_authorization is not None:
+                    raise tracked.failed_authorization from exc  # what the caller must do
                 if conn.lost is not None or _connection_failed(exc):
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
@@ -386,6 +390,8 @@ class McpToolkit(InBackground):
             except RuntimeError as exc:
                 # The SDK raises these for results that break the tool's output schema, and for a
                 # session that closed under the call.
+                if tracked is not None and tracked.failed_authorization is not None:
+                    raise tracked.failed_authorization from exc
                 if conn.lost is not None:
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"

@@ -13,8 +13,10 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
   token) before a new authorization;
 - step-up re-authorizations (403 `insufficient_scope`) are limited: after `STEP_UP_LIMIT`
   for the same challenged scope, the 403 goes back to the caller;
-- who may start an authorization is the `mode`: `refuse` (a run or `serve`: raise
-  `AuthorizationRequired`, which names the command to run), `browser` (`auth login`: open the
+- who may start an authorization is the `mode`: `refuse` (a run or `serve`: put the page to
+  the caller of the call in flight as a URL-mode elicitation when that caller takes requests,
+  the served gateway's MCP client; else raise `AuthorizationRequired`, which names the command
+  to run), `browser` (`auth login`: open the
   page, wait for the loopback redirect), `fetch` (tests and CI, with
   `AGENT_GATEWAY_OAUTH_REDIRECT=fetch`: GET the authorization URL ourselves and follow its
   redirects to the loopback callback; works with servers that approve without a person).
@@ -25,6 +27,7 @@ from __future__ import annotations
 import base64
 import logging
 import os
+import secrets
 import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Literal
@@ -36,12 +39,14 @@ import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, ErrorData
 from pydantic import AnyUrl
 
 from ..errors import AuthorizationRequired, ConfigError, find_error
 from .config import McpServerConfig, secret_from_env
 from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
 from .oauth_store import ServerTokens, TokenStore, default_store
+from .server_requests import CallsInFlight
 
 __all__ = [
     "OAUTH_REDIRECT_ENV",
@@ -69,6 +74,19 @@ _FETCH_TIMEOUT = 30.0
 _FETCH_REDIRECTS = 10
 
 log = logging.getLogger(__name__)
+
+
+class _NotOurRefusals(logging.Filter):
+    """The SDK logs whatever leaves its flow as "OAuth flow error", with a traceback; an
+    `AuthorizationRequired` is raised on purpose (nobody to authorise) and reported where it
+    is handled."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        return not isinstance(error, AuthorizationRequired)
+
+
+logging.getLogger("mcp.client.auth.oauth2").addFilter(_NotOurRefusals())
 
 
 def redirect_mode_from_env(default: RedirectMode) -> RedirectMode:
@@ -101,8 +119,11 @@ async def oauth_for(
     mode: RedirectMode,
     store: TokenStore | None = None,
     announce: Callable[[str], None] | None = None,
+    in_flight: CallsInFlight | None = None,
 ) -> McpOAuth:
     """The auth provider of node `name` (reads its stored registration for the callback port).
+    In `refuse` mode, an authorization asked for during one of the node's calls `in_flight`
+    is put to its caller when it can take it.
 
     Raises `ConfigError` for an unset client secret variable or a bad metadata document URL.
     """
@@ -133,6 +154,7 @@ async def oauth_for(
             mode=mode,
             client_metadata_url=config.oauth_client_metadata_url,
             announce=announce,
+            in_flight=in_flight,
         )
     except ValueError as exc:  # the SDK's check of the metadata document URL
         raise ConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
@@ -218,6 +240,7 @@ class McpOAuth(OAuthClientProvider):
         mode: RedirectMode,
         client_metadata_url: str | None = None,
         announce: Callable[[str], None] | None = None,
+        in_flight: CallsInFlight | None = None,
     ) -> None:
         super().__init__(
             server_url,
@@ -232,6 +255,9 @@ class McpOAuth(OAuthClientProvider):
         self.mode: RedirectMode = mode
         self._port = port
         self._announce: Callable[[str], None] = announce or _say_nothing
+        self._in_flight = in_flight
+        self._wanted_scope: str | None = None
+        """The scope a step-up asks for (for the caller's page message)."""
         self._authorization_url: str | None = None
         self._step_ups: dict[str, int] = {}
         """Re-authorizations asked for by 403 `insufficient_scope`, by the scope challenged."""
@@ -272,11 +298,13 @@ class McpOAuth(OAuthClientProvider):
         refreshed_after_401 = stepped_up = False
         while True:
             flow = super()._auth_flow(request)
-            retry_with_refresh = False
+            retry_with_refresh = stepping_up = False
+            answered = False  # whether the last response the flow took was the request's
             try:
                 outgoing = await flow.__anext__()
                 while True:
                     response = yield outgoing
+                    answered = outgoing is request
                     if outgoing is request:
                         if response.status_code == 401:
                             if not refreshed_after_401 and self.context.can_refresh_token():
@@ -284,8 +312,9 @@ class McpOAuth(OAuthClientProvider):
                                 # early): a refresh may fix it without a person.
                                 refreshed_after_401 = retry_with_refresh = True
                                 break
-                            if self.mode == "refuse":
+                            if self.mode == "refuse" and not self._can_ask():
                                 raise AuthorizationRequired(self.name)
+                            self._wanted_scope = None
                         elif _is_step_up(response) and not stepped_up:
                             # The SDK re-authorizes once per request; we bound it per scope.
                             stepped_up = True
@@ -300,22 +329,40 @@ class McpOAuth(OAuthClientProvider):
                                     tried,
                                 )
                                 return
-                            if self.mode == "refuse":
+                            if self.mode == "refuse" and not self._can_ask():
                                 raise AuthorizationRequired(
                                     self.name,
                                     why=f"needs authorisation for more scopes ({scope or 'unnamed'})",
                                 )
+                            self._wanted_scope = scope or None
                             self._step_ups[scope] = tried + 1
+                            stepping_up = True
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
+                return
+            except AuthorizationRequired as refused:
+                call = self._in_flight.current_call() if self._in_flight is not None else None
+                if call is None:
+                    raise  # connecting: the session reports it
+                call.failed_authorization = refused
+                if not stepping_up:
+                    raise  # the grant is dead: the node reconnects, and says it needs a login
+                # The grant still serves the server's other tools: only this call fails, with
+                # the server's own 403 (sent again if discovery answered since).
+                if not answered:
+                    yield request
                 return
             finally:
                 await flow.aclose()
             if retry_with_refresh:
                 self.context.token_expiry_time = 1.0  # long past: the next pass refreshes first
 
+    def _can_ask(self) -> bool:
+        """Whether a call in flight has a caller to put the authorization to."""
+        return self._in_flight is not None and self._in_flight.asking_call() is not None
+
     async def _keep_authorization_url(self, url: str) -> None:
-        if self.mode == "refuse":
+        if self.mode == "refuse" and not self._can_ask():
             raise AuthorizationRequired(self.name)
         self._authorization_url = url
 
@@ -324,6 +371,8 @@ class McpOAuth(OAuthClientProvider):
         if url is None:
             raise OAuthFlowError("no authorization URL to visit")
         self._authorization_url = None
+        if self.mode == "refuse":
+            return await self._ask_caller(url)
         if self.mode == "fetch":
             return await receive_callback(
                 self._port, lambda: _fetch_authorization(url), within=_FETCH_TIMEOUT
@@ -337,6 +386,42 @@ class McpOAuth(OAuthClientProvider):
             await anyio.to_thread.run_sync(webbrowser.open, url)
 
         return await receive_callback(self._port, open_browser, within=_BROWSER_TIMEOUT)
+
+    async def _ask_caller(self, url: str) -> AuthorizationCodeResult:
+        """Put the authorization page to the caller of the call in flight (URL-mode
+        elicitation: its client opens the page, its person approves) and wait for the redirect.
+        The tokens are the gateway's own; the caller never sees them."""
+        call = self._in_flight.asking_call() if self._in_flight is not None else None
+        if call is None or call.answer is None:
+            raise AuthorizationRequired(self.name)
+        ask = call.answer
+        more = f" for more access (scopes: {self._wanted_scope})" if self._wanted_scope else ""
+        request = ElicitRequest(
+            params=ElicitRequestURLParams(
+                message=(
+                    f"agent-gateway needs your authorisation at MCP server {self.name!r}"
+                    f"{more} to go on with this call: open the page and approve."
+                ),
+                url=url,
+                elicitation_id=secrets.token_urlsafe(16),
+            )
+        )
+
+        async def visit() -> None:
+            answer = await ask(request)
+            if isinstance(answer, ErrorData):
+                raise AuthorizationRequired(
+                    self.name,
+                    why=f"needs authorisation, and its caller was not asked ({answer.message})",
+                )
+            if not isinstance(answer, ElicitResult) or answer.action != "accept":
+                action = answer.action if isinstance(answer, ElicitResult) else "no answer"
+                raise AuthorizationRequired(
+                    self.name, why=f"needs authorisation, which its caller refused ({action})"
+                )
+
+        with call.waiting():  # a person is at work: the call's idle clock stops meanwhile
+            return await receive_callback(self._port, visit, within=_BROWSER_TIMEOUT)
 
 
 class LazyOAuth(httpx2.Auth):

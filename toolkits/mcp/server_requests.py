@@ -38,6 +38,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import ErrorData, InputRequest, InputResponse
 
 from ..base import CallContext, ServerLogHandler, ServerRequestHandler
+from ..errors import AuthorizationRequired
 
 __all__ = ["CallsInFlight", "InFlightCall", "refusal"]
 
@@ -54,6 +55,9 @@ class InFlightCall:
     on_waiting: Callable[[bool], None] | None = None
     """Told when the call starts (True) and stops (False) waiting on an answer: the node pauses
     the call's idle timeout meanwhile, since the server is waiting on us, not hung."""
+    failed_authorization: AuthorizationRequired | None = None
+    """Set when the server asked for an authorization during the call that nobody gave
+    (`oauth`): the call fails with it, whatever the SDK made of the refusal."""
     _waiting: int = field(default=0, repr=False)
 
     @contextmanager
@@ -102,6 +106,19 @@ class CallsInFlight:
         finally:
             _call.reset(token)
             self._calls.remove(call)
+
+    def current_call(self) -> InFlightCall | None:
+        """The call of the running context, if it is one of this node's."""
+        return self._current()
+
+    def asking_call(self) -> InFlightCall | None:
+        """The call whose caller a request of the node's own would be put to now (the one
+        `answer` would choose), if that caller answers requests."""
+        call = self._current()
+        if call is None:
+            found = self._attribute()
+            call = found if isinstance(found, InFlightCall) else None
+        return call if call is not None and call.answer is not None else None
 
     async def answer(self, request: InputRequest) -> InputResponse | ErrorData:
         """Answer a request of the node's server (see the module docstring)."""

@@ -43,6 +43,7 @@ from ..errors import ConnectionLost, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .oauth import find_authorization_required
+from .server_requests import CallsInFlight
 from .transport import StderrTail, TransportFactory, config_transport, watch_transport
 
 __all__ = [
@@ -194,8 +195,10 @@ class OwnedSession:
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         log: logging.Logger,
+        in_flight: CallsInFlight | None = None,
     ) -> None:
         self._name = name
+        self._in_flight = in_flight
         self._config = config
         self._adopt_listing = adopt_listing
         self._on_list_changed = on_list_changed
@@ -403,7 +406,12 @@ class OwnedSession:
             server = cast(Server[Any] | MCPServer, target)
         else:
             make = target or partial(
-                config_transport, self._config, name=self._name, log=self._log, stderr_tail=tail
+                config_transport,
+                self._config,
+                name=self._name,
+                log=self._log,
+                stderr_tail=tail,
+                in_flight=self._in_flight,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(

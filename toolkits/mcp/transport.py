@@ -32,6 +32,7 @@ from mcp.shared.message import SessionMessage
 
 from .config import McpServerConfig, secret_from_env
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
+from .server_requests import CallsInFlight
 
 __all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
 
@@ -54,10 +55,13 @@ def config_transport(
     log: logging.Logger,
     stderr_tail: StderrTail,
     auth: httpx2.Auth | None = None,
+    in_flight: CallsInFlight | None = None,
 ) -> Transport:
     """A new transport for `config`. Raises `ConfigError` when a needed env var is unset.
 
     `auth` replaces the authorization flow a node would use (`auth login` runs its own).
+    `in_flight` are the node's calls: an authorization the server asks for during one may be
+    put to its caller (`oauth`).
     """
     match config.kind:
         case "stdio":
@@ -73,15 +77,18 @@ def config_transport(
                 config.url,
                 _headers(config, name),
                 config.max_message_bytes,
-                _auth(config, name, auth),
+                _auth(config, name, auth, in_flight),
             )
         case "sse":
             assert config.url is not None
-            return _sse(config.url, _headers(config, name), _auth(config, name, auth))
+            return _sse(config.url, _headers(config, name), _auth(config, name, auth, in_flight))
 
 
 def _auth(
-    config: McpServerConfig, name: str, given: httpx2.Auth | None
+    config: McpServerConfig,
+    name: str,
+    given: httpx2.Auth | None,
+    in_flight: CallsInFlight | None,
 ) -> Callable[[], Awaitable[httpx2.Auth | None]]:
     async def make() -> httpx2.Auth | None:
         if given is not None:
@@ -89,8 +96,8 @@ def _auth(
         if not uses_oauth(config):
             return None
         mode = redirect_mode_from_env("refuse")
-        # A node never opens a browser: it says which command authorises it instead.
-        return LazyOAuth(partial(oauth_for, name, config, mode=mode))
+        # A node never opens a browser: it asks its caller, or says which command authorises it.
+        return LazyOAuth(partial(oauth_for, name, config, mode=mode, in_flight=in_flight))
 
     return make
 
