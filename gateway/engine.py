@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
@@ -28,7 +27,8 @@ from toolkits import (
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .errors import ConfigError, DepthExceeded, ToolConflict, UnknownAgent, UnknownTool
+from .catalog import claim, list_each
+from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
@@ -186,11 +186,11 @@ class Gateway:
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""
-        return await self._tools_of(spec.tools, f"agent {spec.name!r}")
+        return await self.tools_of(spec.tools, f"agent {spec.name!r}")
 
     async def list_tools(self) -> dict[str, Tool]:
         """Every tool of every node, by the name the model sees."""
-        return await self._tools_of(list(self.nodes), "the gateway")
+        return await self.tools_of(list(self.nodes), "the gateway")
 
     async def call_tool(
         self,
@@ -297,32 +297,34 @@ class Gateway:
             span.output = result_data(result, max_chars=cap)
             return NodeCall(result, data=span.output, usage=usage)
 
-    async def _tools_of(self, node_names: Sequence[str], owner: str) -> dict[str, Tool]:
-        listed: dict[str, Sequence[Tool]] = {}
+    async def tools_of(
+        self, node_names: Sequence[str], owner: str, *, remedy: str = "give one a prefix"
+    ) -> dict[str, Tool]:
+        """The tools of the named nodes (an agent's name: that agent, as a tool), by the name
+        the model sees, every node listed at once (`catalog`).
 
-        async def list_node(name: str) -> None:
-            listed[name] = await self.nodes[name].list_tools()
-
-        for name in node_names:
-            if name in self.agents and name not in self.nodes:
-                listed[name] = [_agent_tool(self.agents[name])]
-        missing = [name for name in node_names if name not in self.nodes and name not in listed]
+        Raises `ConfigError` for a name that is neither a node nor an agent, `ToolConflict`
+        (naming `owner` and the `remedy`) for a tool name two nodes offer.
+        """
+        missing = [n for n in node_names if n not in self.nodes and n not in self.agents]
         if missing:
             raise ConfigError(f"{owner} uses nodes that are not configured: {missing}")
-        async with anyio.create_task_group() as tg:
-            for name in node_names:
-                if name not in listed:
-                    tg.start_soon(list_node, name)
+        nodes = [
+            self.nodes[name] if name in self.nodes else _AgentNode(self.agents[name])
+            for name in node_names
+        ]
         tools: dict[str, Tool] = {}
-        for name in node_names:
-            for tool in listed[name]:
-                other = tools.get(tool.name)
-                if other is not None:
-                    raise ToolConflict(
-                        f"{owner}: tool {tool.name!r} is offered by nodes "
-                        f"{other.source_node!r} and {tool.source_node!r}; give one a prefix"
-                    )
-                tools[tool.name] = tool
+        for _node, listed in await list_each(nodes, lambda node: node.list_tools()):
+            for tool in listed:
+                claim(
+                    tools,
+                    tool.name,
+                    tool,
+                    node_of=_node_of,
+                    what="tool",
+                    refuse=remedy,
+                    scope=owner,
+                )
         return tools
 
     def _check_hops(self, hops: int) -> None:
@@ -350,6 +352,24 @@ class NodeCall:
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
     """What answering the server's sampling requests cost."""
+
+
+def _node_of(tool: Tool) -> str:
+    return tool.source_node
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentNode:
+    """An agent listed among the nodes: its one tool is the agent itself."""
+
+    spec: AgentSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return [_agent_tool(self.spec)]
 
 
 def _agent_tool(spec: AgentSpec) -> Tool:

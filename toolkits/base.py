@@ -26,6 +26,7 @@ from mcp_types import (
     LoggingMessageNotificationParams,
     TextContent,
 )
+from mcp_types import Tool as McpTool
 
 __all__ = [
     "ROUTING_KEY",
@@ -83,6 +84,9 @@ class Tool:
     original_name: str | None = None
     """The name at the source (an MCP server's own tool name) when it differs from `name`."""
     annotations: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    definition: McpTool | None = None
+    """The source's own MCP definition under `name` (title, output schema, icons, `_meta`),
+    for relaying the tool as its server defines it; None for tools that have none."""
 
 
 @runtime_checkable

@@ -6,7 +6,6 @@ node of local functions none.
 
     HasHealth                 a connection whose state can be shown and waited on
     HasOutputCap              its own cap on the characters of a result a model reads
-    HasToolDefinitions        its tools as the server defines them (for relaying them intact)
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
@@ -34,7 +33,6 @@ __all__ = [
     "HasHealth",
     "HasOutputCap",
     "HasResourceSubscriptions",
-    "HasToolDefinitions",
     "ListChangedCallback",
     "ResourceUpdatedCallback",
     "Unsubscribe",
@@ -63,14 +61,6 @@ class HasOutputCap(Protocol):
     @property
     def max_output(self) -> int:
         """Characters of a result the model reads (`result_data(result, max_chars=...)`)."""
-        ...
-
-
-@runtime_checkable
-class HasToolDefinitions(Protocol):
-    def mcp_tools(self) -> list[mcp_types.Tool]:
-        """The server's own tool definitions under the names the node gives them (the same
-        snapshot `list_tools` returns)."""
         ...
 
 

@@ -161,6 +161,9 @@ class AgentTools:
             for spec in self._gateway.agents.values()
         ]
 
+    def node_of(self, name: str) -> str | None:
+        return name if name in self._gateway.agents else None
+
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:

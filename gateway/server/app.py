@@ -13,8 +13,7 @@ only carry it.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
 
@@ -33,9 +32,9 @@ from toolkits import (
     error_result,
 )
 
+from ..catalog import Routes, claim
 from ..config import GatewaySettings
 from ..engine import Gateway
-from ..errors import ToolConflict
 from .agent_tools import AgentTools
 from .auth import ScopePolicy, scope_guard
 from .prompts import ProxiedPrompts, completions
@@ -70,12 +69,14 @@ INSTRUCTIONS = (
     "tools. Other tools are served as their servers offer them."
 )
 
-log = logging.getLogger(__name__)
-
 
 class ToolSource(Protocol):
     async def tools(self) -> list[types.Tool]:
         """The tools this source serves now."""
+        ...
+
+    def node_of(self, name: str) -> str | None:
+        """The node (or agent) behind a tool of the last listing, for naming a conflict."""
         ...
 
     async def call(
@@ -94,7 +95,7 @@ class ToolRouter:
 
     def __init__(self, sources: Sequence[ToolSource]) -> None:
         self._sources = list(sources)
-        self._routes: dict[str, ToolSource] = {}
+        self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
         self._schemas: dict[str, dict[str, Any]] = {}
 
     async def check(self) -> None:
@@ -109,14 +110,9 @@ class ToolRouter:
     async def call_tool(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        source = self._routes.get(params.name)
+        source = await self._routes.find(params.name)
         if source is None:
-            # A client may call without listing first, or a node's tools may have changed.
-            await self._listing(strict=False)
-            source = self._routes.get(params.name)
-        if source is None:
-            known = ", ".join(sorted(self._routes)) or "none"
-            return error_result(f"no tool named {params.name!r} (tools: {known})")
+            return error_result(f"no tool named {params.name!r} (tools: {self._routes.names()})")
         return await source.call(ctx, params)
 
     def input_schema(self, name: str) -> dict[str, Any] | None:
@@ -126,19 +122,19 @@ class ToolRouter:
     async def _listing(self, *, strict: bool) -> list[types.Tool]:
         routes: dict[str, ToolSource] = {}
         listed: list[types.Tool] = []
+        remedy = "rename the agent or node" if strict else None
         for source in self._sources:
             for tool in await source.tools():
-                if tool.name in routes:
-                    message = f"two served tools are named {tool.name!r}; rename the agent or node"
-                    if strict:
-                        raise ToolConflict(message)
-                    log.warning("%s (serving the first)", message)
-                    continue
-                routes[tool.name] = source
-                listed.append(tool)
-        self._routes = routes
+                node_of = _node_of(tool.name)
+                if claim(routes, tool.name, source, node_of=node_of, what="tool", refuse=remedy):
+                    listed.append(tool)
+        self._routes.update(routes)
         self._schemas = {tool.name: tool.input_schema for tool in listed}
         return listed
+
+
+def _node_of(name: str) -> Callable[[ToolSource], str]:
+    return lambda source: source.node_of(name) or "?"
 
 
 class _GatewayServer(Server[Any]):

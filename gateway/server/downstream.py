@@ -1,7 +1,5 @@
 """What relaying the exposed MCP nodes' answers takes, whatever the feature.
 
-- `list_each`: one listing from every node at once, in config order; a node that cannot list
-  (down, or failing) is left out with a warning, so one server never hides the others.
 - `without_stamp`: the downstream server's own `serverInfo` stamp (2026-07-28 servers put it
   in `_meta`) is not ours to relay; the SDK adds ours.
 - `hop_meta`: the `_meta` that carries the hop count one gateway further.
@@ -10,48 +8,21 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
-import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types import SERVER_INFO_META_KEY
 from pydantic import BaseModel
 
-from toolkits import HasCatalog, ToolkitError
+from toolkits import ToolkitError
 
 from ..run_context import HOPS_META_KEY
 
-__all__ = ["as_mcp_error", "hop_meta", "incoming_hops", "list_each", "without_stamp"]
+__all__ = ["as_mcp_error", "hop_meta", "incoming_hops", "without_stamp"]
 
-log = logging.getLogger(__name__)
-
-_Item = TypeVar("_Item")
 _Model = TypeVar("_Model", bound=BaseModel)
-
-
-async def list_each(
-    nodes: Sequence[HasCatalog],
-    fetch: Callable[[HasCatalog], Awaitable[list[_Item]]],
-    what: str,
-) -> list[tuple[HasCatalog, list[_Item]]]:
-    """`fetch(node)` for every node concurrently, in the nodes' order."""
-    listed: dict[str, list[_Item]] = {}
-
-    async def one(node: HasCatalog) -> None:
-        try:
-            listed[node.name] = await fetch(node)
-        except (ToolkitError, MCPError) as exc:
-            log.warning("node %r: cannot list its %s (left out): %s", node.name, what, exc)
-            listed[node.name] = []
-
-    async with anyio.create_task_group() as tg:
-        for node in nodes:
-            tg.start_soon(one, node)
-    return [(node, listed[node.name]) for node in nodes]
 
 
 def without_stamp(result: _Model) -> _Model:

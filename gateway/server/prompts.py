@@ -23,7 +23,8 @@ from mcp.shared.exceptions import MCPError
 from toolkits import CallContext, HasCatalog, ToolkitError
 from toolkits.mcp import NodeTools, resolve_tool_names
 
-from .downstream import as_mcp_error, list_each, without_stamp
+from ..catalog import Routes, list_each
+from .downstream import as_mcp_error, without_stamp
 from .resources import ProxiedResources
 from .upstream import for_client
 
@@ -37,7 +38,7 @@ class ProxiedPrompts:
 
     def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
-        self._routes: dict[str, tuple[HasCatalog, str]] = {}
+        self._routes = Routes[tuple[HasCatalog, str]](self._listing)
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -62,18 +63,16 @@ class ProxiedPrompts:
 
     async def route(self, name: str) -> tuple[HasCatalog, str]:
         """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""
-        found = self._routes.get(name)
+        found = await self._routes.find(name)
         if found is None:
-            # A client may get a prompt without listing, or the servers' lists may have changed.
-            await self._listing()
-            found = self._routes.get(name)
-        if found is None:
-            known = ", ".join(sorted(self._routes)) or "none"
+            known = self._routes.names()
             raise MCPError(types.INVALID_PARAMS, f"no prompt named {name!r} (prompts: {known})")
         return found
 
     async def _listing(self) -> list[types.Prompt]:
-        listed = await list_each(self._nodes, lambda n: n.catalog.list_prompts(), "prompts")
+        listed = await list_each(
+            self._nodes, lambda n: n.catalog.list_prompts(), left_out="prompts"
+        )
         offered: list[tuple[HasCatalog, dict[str, types.Prompt]]] = []
         for node, prompts in listed:
             unique: dict[str, types.Prompt] = {}
@@ -83,6 +82,7 @@ class ProxiedPrompts:
                         "node %r lists prompt %r twice; serving the first", node.name, prompt.name
                     )
             offered.append((node, unique))
+        # Named like tools: unique across the nodes by their prefix policies, never clashing.
         names = resolve_tool_names(
             [NodeTools(node.name, node.prefix, tuple(prompts)) for node, prompts in offered]
         )
@@ -93,7 +93,7 @@ class ProxiedPrompts:
                 name = names[node.name][original]
                 routes[name] = (node, original)
                 served.append(prompt.model_copy(update={"name": name}))
-        self._routes = routes
+        self._routes.update(routes)
         return served
 
 

@@ -17,20 +17,20 @@ The nodes' resources, prompts and completions are served by `resources` and `pro
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from toolkits import AsksCaller, CallContext, HasToolDefinitions, Tool, ToolkitError, error_result
+from toolkits import AsksCaller, CallContext, Tool, ToolkitError, error_result
 
+from ..catalog import Routes
 from ..engine import Gateway
-from ..errors import ConfigError, GatewayError, ToolConflict
+from ..errors import ConfigError, GatewayError
 from .auth import authenticated_subject
 from .downstream import incoming_hops, without_stamp
 from .serving import client_quota
@@ -59,49 +59,26 @@ class ProxiedTools:
     def __init__(self, gateway: Gateway, nodes: Iterable[str]) -> None:
         self._gateway = gateway
         self._nodes = list(nodes)
-        self._routes: dict[str, Tool] = {}
+        self._routes = Routes[Tool](self.tools)
 
     async def tools(self) -> list[types.Tool]:
-        listed: dict[str, tuple[Sequence[Tool], dict[str, types.Tool]]] = {}
+        listed = await self._gateway.tools_of(
+            self._nodes, "served tools", remedy="give one a prefix or expose only one"
+        )
+        self._routes.update(listed)
+        # An MCP server's tools as it defines them, under the names their nodes give them.
+        return [tool.definition or _mcp_tool(tool) for tool in listed.values()]
 
-        async def list_node(name: str) -> None:
-            node = self._gateway.nodes[name]
-            tools = await node.list_tools()
-            # The server's own definitions, named as the node names them (same snapshot).
-            definitions = (
-                {tool.name: tool for tool in node.mcp_tools()}
-                if isinstance(node, HasToolDefinitions)
-                else {}
-            )
-            listed[name] = (tools, definitions)
-
-        async with anyio.create_task_group() as tg:
-            for name in self._nodes:
-                tg.start_soon(list_node, name)
-        routes: dict[str, Tool] = {}
-        served: list[types.Tool] = []
-        for name in self._nodes:
-            tools, definitions = listed[name]
-            for tool in tools:
-                other = routes.setdefault(tool.name, tool)
-                if other is not tool:
-                    raise ToolConflict(
-                        f"served tools: {tool.name!r} is offered by nodes {other.source_node!r} "
-                        f"and {tool.source_node!r}; give one a prefix or expose only one"
-                    )
-                served.append(definitions.get(tool.name) or _mcp_tool(tool))
-        self._routes = routes
-        return served
+    def node_of(self, name: str) -> str | None:
+        tool = self._routes.get(name)
+        return tool.source_node if tool is not None else None
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
-        tool = self._routes.get(params.name)
+        tool = await self._routes.find(params.name)
         if tool is None:
-            await self.tools()
-            tool = self._routes.get(params.name)
-            if tool is None:
-                return error_result(f"no tool named {params.name!r} is served any more")
+            return error_result(f"no tool named {params.name!r} is served any more")
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
         subject = authenticated_subject()  # read here: `work` may run in another task

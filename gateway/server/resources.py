@@ -27,7 +27,8 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from toolkits import CallContext, HasCatalog, ToolkitError
 
-from .downstream import as_mcp_error, list_each, without_stamp
+from ..catalog import Routes, claim, list_each
+from .downstream import as_mcp_error, without_stamp
 from .upstream import for_client
 
 __all__ = ["ProxiedResources"]
@@ -40,8 +41,8 @@ class ProxiedResources:
 
     def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
-        self._by_uri: dict[str, HasCatalog] = {}
-        self._by_template: dict[str, HasCatalog] = {}
+        self._by_uri = Routes[HasCatalog](self._list_both)
+        self._by_template = Routes[HasCatalog](self._list_templates)
         self._matchers: list[tuple[UriTemplate, HasCatalog]] = []
 
     async def list_resources(
@@ -75,8 +76,7 @@ class ProxiedResources:
         node = self._match(uri)
         if node is None:
             # A client may read without listing, or the servers' lists may have changed.
-            await self._list_resources()
-            await self._list_templates()
+            await self._list_both()
             node = self._match(uri)
         if node is None and len(self._nodes) == 1:
             node = self._nodes[0]
@@ -89,12 +89,7 @@ class ProxiedResources:
 
         Else the node a resource URI given instead routes to. Raises `MCPError`.
         """
-        node = self._by_template.get(uri_template)
-        if node is None:
-            await self._list_templates()
-            node = self._by_template.get(uri_template)
-        if node is None:
-            node = self._match(uri_template)
+        node = await self._by_template.find(uri_template) or self._match(uri_template)
         if node is None and len(self._nodes) == 1:
             node = self._nodes[0]
         if node is None:
@@ -112,56 +107,51 @@ class ProxiedResources:
                 return owner
         return None
 
+    async def _list_both(self) -> None:
+        await self._list_resources()
+        await self._list_templates()
+
     async def _list_resources(self) -> list[types.Resource]:
-        listed = await list_each(self._nodes, lambda n: n.catalog.list_resources(), "resources")
+        listed = await list_each(
+            self._nodes, lambda n: n.catalog.list_resources(), left_out="resources"
+        )
         routes: dict[str, HasCatalog] = {}
         served: list[types.Resource] = []
         for node, resources in listed:
             for resource in resources:
-                if _first_wins(routes, resource.uri, node, "resource"):
+                if claim(routes, resource.uri, node, node_of=_name, what="resource"):
                     served.append(resource)
-        self._by_uri = routes
+        self._by_uri.update(routes)
         return served
 
     async def _list_templates(self) -> list[types.ResourceTemplate]:
         listed = await list_each(
-            self._nodes, lambda n: n.catalog.list_resource_templates(), "resource templates"
+            self._nodes,
+            lambda n: n.catalog.list_resource_templates(),
+            left_out="resource templates",
         )
         routes: dict[str, HasCatalog] = {}
         matchers: list[tuple[UriTemplate, HasCatalog]] = []
         served: list[types.ResourceTemplate] = []
         for node, templates in listed:
             for template in templates:
-                if not _first_wins(routes, template.uri_template, node, "resource template"):
+                uri_template = template.uri_template
+                if not claim(routes, uri_template, node, node_of=_name, what="resource template"):
                     continue
                 served.append(template)
                 try:
-                    matchers.append((UriTemplate.parse(template.uri_template), node))
+                    matchers.append((UriTemplate.parse(uri_template), node))
                 except InvalidUriTemplate as exc:
                     log.warning(
                         "node %r: cannot route reads by its template %r (%s); listed all the same",
                         node.name,
-                        template.uri_template,
+                        uri_template,
                         exc,
                     )
-        self._by_template = routes
+        self._by_template.update(routes)
         self._matchers = matchers
         return served
 
 
-def _first_wins(routes: dict[str, HasCatalog], key: str, node: HasCatalog, what: str) -> bool:
-    """Claim `key` for `node` unless it is claimed already; True if it is newly `node`'s."""
-    holder = routes.get(key)
-    if holder is None:
-        routes[key] = node
-        return True
-    if holder is not node:
-        log.warning(
-            "%s %r is listed by nodes %r and %r; serving %r's",
-            what,
-            key,
-            holder.name,
-            node.name,
-            holder.name,
-        )
-    return False
+def _name(node: HasCatalog) -> str:
+    return node.name

@@ -139,5 +139,5 @@ async def test_a_non_object_structured_result_reaches_each_era_as_it_allows(
 async def test_an_agent_and_a_tool_of_the_same_name_are_refused_at_startup() -> None:
     gateway = calculator_gateway(calculator_agent([], name="render"), nodes=[RichNode({})])
     _server, router = build_server(gateway, GatewaySettings(expose_tools=True))
-    with pytest.raises(ToolConflict, match="two served tools are named 'render'"):
+    with pytest.raises(ToolConflict, match="tool 'render' is listed by nodes 'render' and 'rich'"):
         await router.check()

@@ -48,7 +48,8 @@ async def test_tools_carry_their_node_and_original_name() -> None:
         assert tool.is_from_toolkit
         assert tool.description == "echoes for echo"
         assert tool.input_schema == {"type": "object"}
-        (relayed,) = node.mcp_tools()
+        relayed = tool.definition
+        assert relayed is not None
         assert relayed.name == "toy__echo"
         assert relayed.description == "echoes for echo"
 

@@ -187,14 +187,6 @@ class McpToolkit(InBackground):
                 await self._session.wait_for_health(lambda health: health.state != "connecting")
         return self._tools
 
-    def mcp_tools(self) -> list[mcp_types.Tool]:
-        """The server's own tool definitions under their model-facing names, for relaying."""
-        return [
-            self._listing[tool.original_name].model_copy(update={"name": tool.name})
-            for tool in self._tools
-            if tool.original_name is not None
-        ]
-
     @property
     def catalog(self) -> McpCatalog:
         """The server's resources, resource templates, prompts and completions, fetched live."""
@@ -295,6 +287,7 @@ class McpToolkit(InBackground):
             is_from_toolkit=True,
             original_name=tool.name,
             annotations=annotations,
+            definition=tool.model_copy(update={"name": name}),
         )
 
     def _take_listing(self, listing: Sequence[mcp_types.Tool]) -> Sequence[McpToolkit]:

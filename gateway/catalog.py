@@ -1,0 +1,131 @@
+"""One catalog: what the nodes offer, listed the same way wherever the gateway lists it.
+
+Agent runs (the tools an agent may call) and every list the gateway serves (tools, prompts,
+resources, resource templates) are listed with these three pieces:
+
+- `list_each`: every node asked at once, the answers kept in the nodes' order. For served lists
+  a node that cannot list (down, failing) is left out with a warning, so one server never
+  hides the others.
+- `claim`: names taken in that order. A name two nodes list is a conflict: refused
+  (`ToolConflict`, naming the remedy) where the caller needs every name to be one thing, else
+  the first node keeps it and a warning says so.
+- `Routes`: what the last listing routed each name to. A name it does not know is listed again
+  before it is refused: a client may call without listing, and a node's list may have changed
+  since (nodes re-list their server's tools themselves on its `list_changed`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Protocol, TypeVar
+
+import anyio
+from mcp.shared.exceptions import MCPError
+
+from toolkits import ToolkitError
+
+from .errors import ToolConflict
+
+__all__ = ["Named", "Routes", "claim", "list_each"]
+
+log = logging.getLogger(__name__)
+
+
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_N = TypeVar("_N", bound=Named)
+_Item = TypeVar("_Item")
+_V = TypeVar("_V")
+
+
+async def list_each(
+    nodes: Sequence[_N],
+    fetch: Callable[[_N], Awaitable[Sequence[_Item]]],
+    *,
+    left_out: str | None = None,
+) -> list[tuple[_N, Sequence[_Item]]]:
+    """`fetch(node)` for every node at once, in the nodes' order.
+
+    With `left_out` (what is listed, for the warning), a node whose fetch raises a
+    `ToolkitError` or an `MCPError` lists nothing; without it, the error propagates.
+    """
+    listed: dict[int, Sequence[_Item]] = {}
+
+    async def one(index: int, node: _N) -> None:
+        if left_out is None:
+            listed[index] = await fetch(node)
+            return
+        try:
+            listed[index] = await fetch(node)
+        except (ToolkitError, MCPError) as exc:
+            log.warning("node %r: cannot list its %s (left out): %s", node.name, left_out, exc)
+            listed[index] = []
+
+    async with anyio.create_task_group() as tg:
+        for index, node in enumerate(nodes):
+            tg.start_soon(one, index, node)
+    return [(node, listed[index]) for index, node in enumerate(nodes)]
+
+
+def claim(
+    routes: dict[str, _V],
+    name: str,
+    value: _V,
+    *,
+    node_of: Callable[[_V], str],
+    what: str,
+    refuse: str | None = None,
+    scope: str | None = None,
+) -> bool:
+    """Route `name` to `value` unless an earlier one holds it; True if it is newly `value`'s.
+
+    A name held by another node is a conflict: with `refuse` (the remedy to name), raises
+    `ToolConflict`; else the first holder keeps it, with a warning. `scope` prefixes the
+    message (whose list it is).
+    """
+    held = routes.get(name)
+    if held is None:
+        routes[name] = value
+        return True
+    first, second = node_of(held), node_of(value)
+    if held is value or first == second:
+        return False
+    conflict = f"{what} {name!r} is listed by nodes {first!r} and {second!r}"
+    if scope is not None:
+        conflict = f"{scope}: {conflict}"
+    if refuse is not None:
+        raise ToolConflict(f"{conflict}; {refuse}")
+    log.warning("%s; serving %r's", conflict, first)
+    return False
+
+
+class Routes(Generic[_V]):
+    """Names to what serves them, as the last listing (`update`) found them."""
+
+    def __init__(self, relist: Callable[[], Awaitable[object]]) -> None:
+        """`relist` lists again, and updates these routes."""
+        self._relist = relist
+        self._routes: dict[str, _V] = {}
+
+    def update(self, routes: dict[str, _V]) -> None:
+        self._routes = routes
+
+    def get(self, name: str) -> _V | None:
+        """What the last listing routed `name` to."""
+        return self._routes.get(name)
+
+    async def find(self, name: str) -> _V | None:
+        """What serves `name`, listing again if the last listing did not have it."""
+        found = self._routes.get(name)
+        if found is None:
+            await self._relist()
+            found = self._routes.get(name)
+        return found
+
+    def names(self) -> str:
+        """The names routed, for an error message."""
+        return ", ".join(sorted(self._routes)) or "none"
