@@ -25,6 +25,7 @@ from .messages import (
 from .model import ChatModel, TokenCallback
 from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
 from .protocol import (
+    ROUTING_KEY,
     Action,
     ActionResponse,
     AgentItem,
@@ -36,7 +37,7 @@ from .protocol import (
     ToolCallStep,
 )
 from .scripted import ScriptedAnswer, ScriptedCall, ScriptedModel
-from .tools_agent import DEFAULT_SYSTEM_MESSAGE, ROUTING_KEY, AgentOptions, ToolsAgent
+from .tools_agent import DEFAULT_SYSTEM_MESSAGE, AgentOptions, ToolsAgent
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",

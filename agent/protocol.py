@@ -16,6 +16,7 @@ from .messages import AssistantMessage, Usage
 
 __all__ = [
     "METADATA_VERSION",
+    "ROUTING_KEY",
     "Action",
     "ActionResponse",
     "AgentItem",
@@ -28,6 +29,10 @@ __all__ = [
 ]
 
 METADATA_VERSION = 1
+
+ROUTING_KEY = "tool"
+"""The input field that names the tool when an action goes to a toolkit node (one node, many
+tools: the seed's `isFromToolkit` routing). A plain tool's node is the tool itself."""
 
 
 class _Model(BaseModel):
@@ -50,6 +55,32 @@ class Action(_Model):
     item_index: int
     tool: str
     """The tool name the model used (for a toolkit node it is also `input["tool"]`)."""
+
+    @classmethod
+    def routed(
+        cls,
+        *,
+        node: str,
+        tool: str,
+        arguments: dict[str, JsonValue],
+        from_toolkit: bool,
+        tool_call_id: str,
+        item_index: int,
+    ) -> Action:
+        """The action for one tool call: to its node, and a toolkit node's input also names
+        the tool (`ROUTING_KEY`)."""
+        node_input = {**arguments, ROUTING_KEY: tool} if from_toolkit else dict(arguments)
+        return cls(
+            node=node, input=node_input, tool_call_id=tool_call_id, item_index=item_index, tool=tool
+        )
+
+    def arguments(self, *, from_toolkit: bool) -> dict[str, JsonValue]:
+        """The tool's own arguments: the input without the routing field a toolkit call
+        carries (a plain tool keeps an argument that happens to be called `tool`)."""
+        arguments = dict(self.input)
+        if from_toolkit:
+            arguments.pop(ROUTING_KEY, None)
+        return arguments
 
 
 class ToolCallStep(_Model):

@@ -55,11 +55,9 @@ from .protocol import (
 )
 from .scratchpad import ERROR_PREFIX, build_steps, scratchpad_messages, tool_usage
 
-__all__ = ["DEFAULT_SYSTEM_MESSAGE", "ROUTING_KEY", "AgentOptions", "ToolsAgent"]
+__all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent"]
 
 DEFAULT_SYSTEM_MESSAGE = "You are a helpful assistant"
-ROUTING_KEY = "tool"
-"""A call routed to a toolkit node names its tool in this input field."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -369,16 +367,14 @@ class ToolsAgent:
                     )
                 )
                 continue
-            node_input = dict(call.arguments)
-            if tool.is_from_toolkit:
-                node_input[ROUTING_KEY] = call.name
             actions.append(
-                Action(
+                Action.routed(
                     node=tool.source_node,
-                    input=node_input,
+                    tool=call.name,
+                    arguments=dict(call.arguments),
+                    from_toolkit=tool.is_from_toolkit,
                     tool_call_id=call.id,
                     item_index=index,
-                    tool=call.name,
                 )
             )
         return answered, actions

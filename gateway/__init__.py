@@ -5,6 +5,7 @@ from .errors import (
     ConfigError,
     DepthExceeded,
     GatewayError,
+    RunPaused,
     StoreError,
     StoreUnavailable,
     ToolConflict,
@@ -14,7 +15,15 @@ from .errors import (
 )
 from .run_state import Checkpoint, RunOrigin, RunResult, RunState
 from .store import FileRunStore, RunStore
-from .trace import JsonLinesPrinter, Span, TraceEvent, TraceHook, TracePrinter, Tracer
+from .trace import (
+    JsonLinesPrinter,
+    Span,
+    ToolProgress,
+    TraceEvent,
+    TraceHook,
+    TracePrinter,
+    Tracer,
+)
 
 __all__ = [
     "AgentSpec",
@@ -26,6 +35,7 @@ __all__ = [
     "GatewayError",
     "JsonLinesPrinter",
     "RunOrigin",
+    "RunPaused",
     "RunResult",
     "RunState",
     "RunStore",
@@ -33,6 +43,7 @@ __all__ = [
     "StoreError",
     "StoreUnavailable",
     "ToolConflict",
+    "ToolProgress",
     "TraceEvent",
     "TraceHook",
     "TracePrinter",

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
 
 import anyio
-from pydantic import JsonValue
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.progress_bar import ProgressBar
@@ -131,13 +130,12 @@ class RunConsole:
 
     def _progress(self, event: TraceEvent) -> None:
         call = self._calls.get(event.parent_id or "")
-        data = event.output
-        if call is None or not isinstance(data, dict):
+        report = event.progress
+        if call is None or report is None:
             return
-        done, total, message = data.get("progress"), data.get("total"), data.get("message")
-        call.done = _number(done)
-        call.total = _number(total)
-        call.message = message if isinstance(message, str) else ""
+        call.done = report.progress
+        call.total = report.total
+        call.message = report.message or ""
 
     def _show(self) -> None:
         """Draw the status when anything is in flight and no streamed line is open."""
@@ -231,10 +229,6 @@ class _Lines(io.TextIOBase):
 
     def flush(self) -> None:
         self._target.flush()
-
-
-def _number(value: JsonValue) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
 
 
 @asynccontextmanager

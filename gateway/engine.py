@@ -34,7 +34,7 @@ from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState
 from .step_loop import StepLoop, outputs
-from .trace import TraceHook, Tracer, new_id
+from .trace import ToolProgress, TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
 __all__ = ["AgentSpec", "Gateway", "NodeCall"]
@@ -267,18 +267,13 @@ class Gateway:
             async def progress(done: float, total: float | None, message: str | None) -> None:
                 if caller.on_progress is not None:
                     await caller.on_progress(done, total, message)
-                data: dict[str, JsonValue] = {"progress": done, "total": total, "message": message}
-                await tracer.note("tool", tool.name, span.id, "progress", **data)
+                report = ToolProgress(progress=done, total=total, message=message)
+                await tracer.progress(tool.name, span.id, report)
 
             async def server_log(params: LoggingMessageNotificationParams) -> None:
                 if caller.on_log is not None:
                     await caller.on_log(params)
-                data: dict[str, JsonValue] = {
-                    "log": params.level,
-                    "logger": params.logger,
-                    "data": params.data,
-                }
-                await tracer.note("tool", tool.name, span.id, "note", **data)
+                await tracer.server_log(tool.name, span.id, params)
 
             answer, owner, answers = caller.answer, caller.owner, None
             if answer is None and agent is not None and agent.model is not None:

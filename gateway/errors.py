@@ -12,6 +12,10 @@
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation.
+
+Not failures: control-flow signals that stop a run for now, to resume it later.
+
+    RunPaused                the run waits for an answer from outside (e.g. the client's model)
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ __all__ = [
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
+    "RunPaused",
     "StoreError",
     "StoreUnavailable",
     "ToolConflict",
@@ -27,6 +32,15 @@ __all__ = [
     "UnknownRun",
     "UnknownTool",
 ]
+
+
+class RunPaused(Exception):  # a control-flow signal, not an error
+    """The run waits for an answer from outside and resumes from its last checkpoint once
+    it has it; the trace marks the spans it ends as `paused` with `reason`."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 class GatewayError(Exception):

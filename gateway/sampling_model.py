@@ -46,6 +46,8 @@ from agent import (
 )
 from agent.models import ModelSettings
 
+from .errors import RunPaused
+
 __all__ = [
     "DEFAULT_MAX_TOKENS",
     "WAITING",
@@ -64,14 +66,14 @@ PROVIDER = "mcp-sampling"
 
 
 WAITING = "waiting for the client's model"
-"""How a run's trace records a pause for `SamplingInputRequired` (its spans end with it)."""
+"""Why a run pauses for `SamplingInputRequired` (its spans end `paused` with it)."""
 
 
-class SamplingInputRequired(Exception):  # a control-flow signal, not an error
+class SamplingInputRequired(RunPaused):
     """The client must answer `request` (under `key`) before the run can go on (2026-07-28)."""
 
     def __init__(self, key: str, request: types.CreateMessageRequest) -> None:
-        super().__init__(f"{WAITING} (input request {key})")
+        super().__init__(f"{WAITING} (input request {key})", reason=WAITING)
         self.key = key
         self.request = request
 

@@ -31,7 +31,7 @@ from agent import (
     ToolsAgent,
 )
 from agent.scratchpad import ERROR_PREFIX
-from toolkits import Tool, ToolkitError, split_routed_input
+from toolkits import Tool, ToolkitError
 
 from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal
@@ -181,7 +181,7 @@ class StepLoop:
             ) as span:  # fmt: skip
                 span.fail(f"tool {action.tool!r} is not offered by node {action.node!r}")
             return ActionResponse(action=action, error=span.error)
-        arguments = split_routed_input(tool, action.input)
+        arguments = action.arguments(from_toolkit=tool.is_from_toolkit)
         if action.node in self._gateway.agents:
             # An agent used as a tool resolves its run right here, inside this call. It takes
             # no limiter slot: its own tool calls do, and holding one here could deadlock.

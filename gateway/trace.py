@@ -7,6 +7,11 @@ unknown tool, bad arguments, a repeated call): their `error` (or `output`) is wh
 was told. When the run streams, each text delta of a model call is a `token` event under it.
 Events carry their parent's id, so nested work prints as a tree. Hooks are async callables;
 a failing hook is logged and never fails the run.
+
+What a hook may act on is typed, besides the JSON `output` every event carries for printing:
+a tool's progress (`progress`), a log message its MCP server sent during the call
+(`server_log`, a `note`), and a span ended by a pause rather than a failure (`paused`, an
+`error` event whose `error` says the same).
 """
 
 from __future__ import annotations
@@ -22,11 +27,15 @@ from dataclasses import dataclass, field
 from typing import Literal, TextIO
 
 import anyio
-from pydantic import BaseModel, ConfigDict, JsonValue
+from mcp_types import LoggingMessageNotificationParams
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+from .errors import RunPaused
 
 __all__ = [
     "JsonLinesPrinter",
     "Span",
+    "ToolProgress",
     "TraceEvent",
     "TraceHook",
     "TracePrinter",
@@ -38,6 +47,16 @@ log = logging.getLogger(__name__)
 
 Kind = Literal["run", "agent", "model", "tool"]
 Phase = Literal["start", "end", "error", "progress", "note", "token"]
+
+
+class ToolProgress(BaseModel):
+    """One progress report of a tool call (as MCP reports it)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    progress: float
+    total: float | None = None
+    message: str | None = None
 
 
 class TraceEvent(BaseModel):
@@ -62,6 +81,13 @@ class TraceEvent(BaseModel):
     subject: str | None = None
     """Who started the run or the proxied call (the authenticated MCP client, when served over
     HTTP with auth)."""
+    # Typed for hooks; printed and serialised as `output` / `error` (not twice).
+    progress: ToolProgress | None = Field(default=None, exclude=True)
+    """For a tool's `progress` event: the report."""
+    server_log: LoggingMessageNotificationParams | None = Field(default=None, exclude=True)
+    """For a tool's `note` of its MCP server's log message: the message as the server sent it."""
+    paused: str | None = Field(default=None, exclude=True)
+    """For an `error` event that is a pause, not a failure: what the run waits for."""
 
 
 TraceHook = Callable[[TraceEvent], Awaitable[None]]
@@ -109,7 +135,32 @@ class Tracer:
     async def note(
         self, kind: Kind, name: str, parent_id: str | None, phase: Phase = "note", **data: JsonValue
     ) -> None:
-        """A point event (progress, a fallback) under `parent_id`."""
+        """A point event (a fallback, a node's health, a streamed token) under `parent_id`."""
+        await self._point(kind, name, parent_id, phase, data)
+
+    async def progress(self, tool: str, parent_id: str, report: ToolProgress) -> None:
+        """A tool's progress report, under its span."""
+        output: JsonValue = report.model_dump(mode="json")
+        await self._point("tool", tool, parent_id, "progress", output, progress=report)
+
+    async def server_log(
+        self, tool: str, parent_id: str, params: LoggingMessageNotificationParams
+    ) -> None:
+        """A log message the tool's MCP server sent during the call, under its span."""
+        output: JsonValue = {"log": params.level, "logger": params.logger, "data": params.data}
+        await self._point("tool", tool, parent_id, "note", output, server_log=params)
+
+    async def _point(
+        self,
+        kind: Kind,
+        name: str,
+        parent_id: str | None,
+        phase: Phase,
+        output: JsonValue,
+        *,
+        progress: ToolProgress | None = None,
+        server_log: LoggingMessageNotificationParams | None = None,
+    ) -> None:
         if not self.hooks:
             return
         await self.emit(
@@ -121,8 +172,10 @@ class Tracer:
                 parent_id=parent_id,
                 run_id=self.run_id,
                 at_ms=self._ms(),
-                output=data,
+                output=output,
                 subject=self.subject,
+                progress=progress,
+                server_log=server_log,
             )
         )
 
@@ -140,7 +193,7 @@ class Tracer:
     ) -> AsyncGenerator[Span]:
         span = Span(id=span_id or new_id(), kind=kind, name=name, started=time.perf_counter())
 
-        def event(phase: Phase, error: str | None = None) -> TraceEvent:
+        def event(phase: Phase, error: str | None = None, paused: str | None = None) -> TraceEvent:
             done = phase != "start"
             return TraceEvent(
                 kind=kind,
@@ -157,6 +210,7 @@ class Tracer:
                 call_id=call_id,
                 node=node,
                 subject=self.subject,
+                paused=paused,
             )
 
         if not self.hooks:  # nobody listens: skip building events on the hot path
@@ -167,8 +221,10 @@ class Tracer:
             yield span
         except BaseException as exc:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
+            error = "cancelled" if cancelled else str(exc) or repr(exc)
+            paused = exc.reason if isinstance(exc, RunPaused) else None
             with anyio.CancelScope(shield=True):  # the record of a cancel must still go out
-                await self.emit(event("error", "cancelled" if cancelled else str(exc) or repr(exc)))
+                await self.emit(event("error", error, paused))
             raise
         await self.emit(event("end" if span.error is None else "error", span.error))
 

@@ -5,18 +5,25 @@ from __future__ import annotations
 import threading
 
 import pytest
+from pydantic import JsonValue
 
-from toolkits import (
-    FunctionToolkit,
-    UnknownTool,
-    calculator,
-    function_tool,
-    result_text,
-    split_routed_input,
-)
+from agent import Action
+from toolkits import FunctionToolkit, Tool, UnknownTool, calculator, function_tool, result_text
 from toolkits.calculator import CalculatorError, evaluate
 
 pytestmark = pytest.mark.anyio
+
+
+def routed_action(tool: Tool, arguments: dict[str, JsonValue]) -> Action:
+    """The action the agent makes of a call to `tool` (the engine routes it by node and name)."""
+    return Action.routed(
+        node=tool.source_node,
+        tool=tool.name,
+        arguments=arguments,
+        from_toolkit=tool.is_from_toolkit,
+        tool_call_id="call_1",
+        item_index=0,
+    )
 
 
 @function_tool
@@ -64,14 +71,15 @@ async def test_one_function_is_a_plain_tool_several_are_a_routed_toolkit() -> No
     single = await FunctionToolkit("weather", [weather]).list_tools()
     assert [(t.name, t.is_from_toolkit) for t in single] == [("weather", False)]
     # A plain tool keeps an argument that happens to be called "tool".
-    assert split_routed_input(single[0], {"city": "x", "tool": "barometer"}) == {
-        "city": "x",
-        "tool": "barometer",
-    }
+    plain = routed_action(single[0], {"city": "x", "tool": "barometer"})
+    assert plain.input == {"city": "x", "tool": "barometer"}
+    assert plain.arguments(from_toolkit=False) == {"city": "x", "tool": "barometer"}
     kit = FunctionToolkit("kit", [weather, add_numbers])
     listed = await kit.list_tools()
     assert all(t.is_from_toolkit and t.source_node == "kit" for t in listed)
-    routed = split_routed_input(listed[1], {"a": 1, "b": 2, "tool": "add"})
+    action = routed_action(listed[1], {"a": 1, "b": 2})
+    assert (action.node, action.input) == ("kit", {"a": 1, "b": 2, "tool": "add"})
+    routed = action.arguments(from_toolkit=True)
     assert routed == {"a": 1, "b": 2}
     result = await kit.call_tool("add", routed)
     assert result.structured_content == {"response": 3.0}

@@ -2,7 +2,6 @@
 
 from .background import in_background
 from .base import (
-    ROUTING_KEY,
     CallContext,
     ProgressCallback,
     ServerLogHandler,
@@ -10,7 +9,6 @@ from .base import (
     Tool,
     Toolkit,
     error_result,
-    split_routed_input,
 )
 from .calculator import calculator
 from .capabilities import (
@@ -40,7 +38,6 @@ from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import result_data, result_text
 
 __all__ = [
-    "ROUTING_KEY",
     "AsksCaller",
     "AuthorizationRequired",
     "CallContext",
@@ -78,5 +75,4 @@ __all__ = [
     "load_mcp_servers",
     "result_data",
     "result_text",
-    "split_routed_input",
 ]

@@ -1,8 +1,7 @@
 """The node contract: a named node that lists tools and calls them (`Toolkit`).
 
-A node's tools carry `source_node` (the node that runs them) and `is_from_toolkit`. A call the
-engine routes to a toolkit node names its tool inside the input (`{**args, "tool": name}`);
-`split_routed_input` takes it out again before the tool is called. Results are MCP
+A node's tools carry `source_node` (the node that runs them) and `is_from_toolkit` (a node of
+many tools, told which one by name, rather than a node that is its one tool). Results are MCP
 `CallToolResult`s whatever the source, so every content kind survives for relaying.
 
 What a caller gives one call besides its arguments travels in a `CallContext`: where progress
@@ -29,7 +28,6 @@ from mcp_types import (
 from mcp_types import Tool as McpTool
 
 __all__ = [
-    "ROUTING_KEY",
     "CallContext",
     "ProgressCallback",
     "ServerLogHandler",
@@ -37,11 +35,7 @@ __all__ = [
     "Tool",
     "Toolkit",
     "error_result",
-    "split_routed_input",
 ]
-
-ROUTING_KEY = "tool"
-"""The input field that names the tool when a call is routed to a toolkit node."""
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 """Receives (progress, total, message) while a tool runs."""
@@ -115,18 +109,6 @@ class Toolkit(Protocol):
         itself could not serve the call (dead server, unknown tool name): a `ToolkitError`.
         """
         ...
-
-
-def split_routed_input(tool: Tool, node_input: Mapping[str, Any]) -> dict[str, Any]:
-    """The tool's own arguments from an engine action's input.
-
-    Toolkit tools receive `{**args, "tool": name}`; the routing field is stripped here, so a
-    plain tool that has an argument called `tool` keeps it.
-    """
-    args = dict(node_input)
-    if tool.is_from_toolkit:
-        args.pop(ROUTING_KEY, None)
-    return args
 
 
 def error_result(message: str) -> CallToolResult:

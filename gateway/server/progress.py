@@ -25,10 +25,9 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from pydantic import JsonValue, ValidationError
+from pydantic import JsonValue
 
-from ..sampling_model import WAITING
-from ..trace import TraceEvent
+from ..trace import ToolProgress, TraceEvent
 from .logs import NOTIFY_TIMEOUT, client_log_levels, send_log
 
 __all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
@@ -74,7 +73,7 @@ class McpNotifier:
         if event.phase == "error" and event.error == "cancelled":
             # The client cancelled: nobody reads this request's stream any more.
             return
-        server_log = _server_log(event)
+        server_log = event.server_log
         if server_log is not None:
             if server_log.level in self._levels:
                 await send_log(self._ctx, server_log)
@@ -148,9 +147,9 @@ class _InFlight:
 def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
     """The log level and one-line text for an event; None for events not worth a message."""
     took = f" in {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
-    if event.phase == "error" and (event.error or "").startswith(WAITING):
-        # A pause for the client's answer (2026-07-28 sampling), not a failure.
-        return ("info", f"agent {event.name}: {WAITING}") if event.kind == "run" else None
+    if event.paused is not None:
+        # A pause for an answer from outside (the client's model, 2026-07-28), not a failure.
+        return ("info", f"agent {event.name}: {event.paused}") if event.kind == "run" else None
     match event.kind, event.phase:
         case "run", "start":
             return "info", f"agent {event.name}: started"
@@ -167,30 +166,13 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
         case "tool", "start":
             return "debug", f"tool {event.name}: running"
         case "tool", "progress":
-            return "debug", f"tool {event.name}: {_progress_text(event.output)}"
+            return "debug", f"tool {event.name}: {_progress_text(event.progress)}"
         case "tool", "end":
             return "info", f"tool {event.name}: done{took}"
         case "tool", "error":
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
         case _:
             return None
-
-
-def _server_log(event: TraceEvent) -> types.LoggingMessageNotificationParams | None:
-    """A downstream server's log message, as the engine notes it under a tool call."""
-    output = event.output
-    if event.kind != "tool" or event.phase != "note" or not isinstance(output, dict):
-        return None
-    if "log" not in output:
-        return None
-    try:
-        return types.LoggingMessageNotificationParams(
-            level=output["log"],  # pyright: ignore[reportArgumentType]
-            logger=output.get("logger"),  # pyright: ignore[reportArgumentType]
-            data=output.get("data"),
-        )
-    except ValidationError:
-        return None
 
 
 def _calls(output: JsonValue) -> str:
@@ -201,13 +183,12 @@ def _calls(output: JsonValue) -> str:
     return f", calling {', '.join(str(name) for name in names)}"
 
 
-def _progress_text(output: JsonValue) -> str:
-    if not isinstance(output, dict):
+def _progress_text(report: ToolProgress | None) -> str:
+    if report is None:
         return "working"
-    message, done, total = output.get("message"), output.get("progress"), output.get("total")
-    if isinstance(message, str) and message:
-        return message
-    return f"{done}/{total}" if total is not None else f"{done}"
+    if report.message:
+        return report.message
+    return f"{report.progress}/{report.total}" if report.total is not None else f"{report.progress}"
 
 
 def _detail(event: TraceEvent) -> str:

@@ -16,7 +16,7 @@ from tests.servers.inprocess import (
     content_kinds_result,
     text_result,
 )
-from toolkits.base import CallContext, Toolkit, split_routed_input
+from toolkits.base import CallContext, Toolkit
 from toolkits.errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
@@ -61,8 +61,7 @@ async def test_calls_route_through_the_reverse_map_not_the_name() -> None:
         tools = await node.list_tools()
         assert len({tool.name for tool in tools}) == 3
         for tool in tools:
-            args = split_routed_input(tool, {"tool": tool.name, "n": 1})
-            result = await node.call_tool(tool.name, args)
+            result = await node.call_tool(tool.name, {"n": 1})
             assert result.content == [types.TextContent(text=f"{tool.original_name}:[('n', 1)]")]
 
 
