@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))  # run as a script from anywhere
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel  # noqa: E402
 from bench._processes import http_process  # noqa: E402
 from gateway import Gateway  # noqa: E402
-from gateway.app import open_gateway  # noqa: E402
+from gateway.assembly import open_gateway  # noqa: E402
 from gateway.config import Config, parse_config  # noqa: E402
 
 SCRIPT = Path(sys.executable).parent / "agent-gateway"

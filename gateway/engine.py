@@ -27,6 +27,7 @@ from toolkits import (
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
+from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
 from .catalog import claim, list_each
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
@@ -370,12 +371,8 @@ class _AgentNode:
 def _agent_tool(spec: AgentSpec) -> Tool:
     return Tool(
         name=spec.name,
-        description=spec.description or f"Ask the {spec.name} agent.",
-        input_schema={
-            "type": "object",
-            "properties": {"prompt": {"type": "string", "description": "What to ask the agent"}},
-            "required": ["prompt"],
-        },
+        description=agent_description(spec.name, spec.description),
+        input_schema=AGENT_INPUT_SCHEMA,
         source_node=spec.name,
         is_from_toolkit=False,
     )

@@ -53,6 +53,7 @@ __all__ = [
     "WAITING",
     "SamplingInputRequired",
     "SamplingModel",
+    "no_back_channel",
     "sampling_problem",
     "to_assistant_message",
     "to_sampling_request",
@@ -78,13 +79,25 @@ class SamplingInputRequired(RunPaused):
         self.request = request
 
 
-def sampling_problem(session: ServerSession, *, with_tools: bool) -> str | None:
-    """Why the client of this request cannot be the model, or None."""
+def no_back_channel(session: ServerSession) -> str | None:
+    """Why the client of this request cannot be asked anything before it ends, or None.
+
+    2026-07-28 clients are asked through input-required rounds; a handshake-era client needs
+    a connection that carries requests to it (not stateless HTTP).
+    """
     if not session.can_send_request and session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return (
-            "this connection cannot reach the client during a call (stateless HTTP and a "
-            "2025-11-25 client: serve without --stateless, or use a 2026-07-28 client)"
+            "this connection cannot carry requests to the client during a call (stateless HTTP "
+            "with a 2025-11-25 client: serve without --stateless, or use a 2026-07-28 client)"
         )
+    return None
+
+
+def sampling_problem(session: ServerSession, *, with_tools: bool) -> str | None:
+    """Why the client of this request cannot be the model, or None."""
+    problem = no_back_channel(session)
+    if problem is not None:
+        return problem
     capabilities = session.client_capabilities
     sampling = capabilities.sampling if capabilities is not None else None
     if sampling is None:

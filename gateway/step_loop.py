@@ -35,7 +35,7 @@ from toolkits import Tool, ToolkitError
 
 from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal
-from .models import ClientSampling
+from .model_specs import ClientSampling
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState
 from .trace import Tracer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import DEFAULT_CONFIG, load_config, parse_config, with_default_agent
 from gateway.errors import ConfigError
 

@@ -11,7 +11,7 @@ import pytest
 from agent import ContextWindowExceeded, ScriptedModel, ToolDefinition, UserMessage, estimate_tokens
 from agent.models import GeminiModel, OpenAICompatibleModel
 from gateway import AgentSpec, Gateway
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from tests.models.support import FakeProvider, json_response
 from tests.test_engine import Recorder

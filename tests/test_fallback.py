@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway import TraceEvent
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 

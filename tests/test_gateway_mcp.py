@@ -11,7 +11,7 @@ from pydantic import JsonValue
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import TraceEvent
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.cli import main
 from gateway.config import Config, parse_config
 from tests.servers.real import everything_stdio, time_stdio

@@ -8,7 +8,7 @@ import pytest
 from pydantic import JsonValue
 
 from agent import Action
-from toolkits import FunctionToolkit, Tool, UnknownTool, calculator, function_tool, result_text
+from toolkits import FunctionToolkit, NoSuchTool, Tool, calculator, function_tool, result_text
 from toolkits.calculator import CalculatorError, evaluate
 
 pytestmark = pytest.mark.anyio
@@ -83,7 +83,7 @@ async def test_one_function_is_a_plain_tool_several_are_a_routed_toolkit() -> No
     assert routed == {"a": 1, "b": 2}
     result = await kit.call_tool("add", routed)
     assert result.structured_content == {"response": 3.0}
-    with pytest.raises(UnknownTool):
+    with pytest.raises(NoSuchTool):
         await kit.call_tool("subtract", {})
 
 

@@ -7,7 +7,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.cli import parser
 from gateway.cli.common import config_of
 from gateway.config import parse_config

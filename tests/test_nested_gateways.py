@@ -20,7 +20,7 @@ from pydantic import JsonValue
 
 from agent import ScriptedModel, ToolMessage
 from gateway import TraceEvent
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import Config, load_config
 from tests.server.processes import REPO, SCRIPT, http_server
 

@@ -8,7 +8,7 @@ from pydantic import JsonValue
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage, Usage
 from gateway import AgentSpec, Gateway, TraceEvent
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from toolkits import FunctionToolkit, calculator, function_tool
 
@@ -171,7 +171,7 @@ async def test_config_agents_listed_as_tools_become_agent_tools() -> None:
 
 
 async def test_agents_on_the_client_model_share_the_run_model_at_every_level() -> None:
-    from gateway.models import ClientSampling
+    from gateway.model_specs import ClientSampling
 
     client_model = ScriptedModel([call("inner", prompt="2 + 2?"), "4", "inner said 4"])
     own = ScriptedModel(["unused"])

@@ -26,11 +26,11 @@ from .capabilities import (
 from .errors import (
     AuthorizationRequired,
     ConnectionLost,
+    NoSuchTool,
     NotOffered,
     ServerUnavailable,
     ToolkitError,
     ToolTimeout,
-    UnknownTool,
 )
 from .function import FunctionTool, FunctionToolkit, function_tool
 from .health import HealthState, NodeHealth
@@ -55,6 +55,7 @@ __all__ = [
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",
+    "NoSuchTool",
     "NodeHealth",
     "NotOffered",
     "ProgressCallback",
@@ -66,7 +67,6 @@ __all__ = [
     "ToolTimeout",
     "Toolkit",
     "ToolkitError",
-    "UnknownTool",
     "Unsubscribe",
     "calculator",
     "error_result",

@@ -1,8 +1,8 @@
 """Exceptions raised by the toolkits package.
 
     ToolkitError                   base: a node could not serve a call
-    ├── ConfigError                a server's configuration cannot be used (bad file, unset env var)
-    ├── UnknownTool                the node offers no tool under that name
+    ├── ServerConfigError          a server's configuration cannot be used (bad file, unset env var)
+    ├── NoSuchTool                 the node offers no tool under that name
     ├── NotOffered                 the node's server does not offer that (e.g. resource subscriptions)
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
     │   ├── ConnectionLost         the server went away while the call was in flight
@@ -22,13 +22,13 @@ from typing import TypeVar, cast
 __all__ = [
     "LOGIN_COMMAND",
     "AuthorizationRequired",
-    "ConfigError",
     "ConnectionLost",
+    "NoSuchTool",
     "NotOffered",
+    "ServerConfigError",
     "ServerUnavailable",
     "ToolTimeout",
     "ToolkitError",
-    "UnknownTool",
     "find_error",
 ]
 
@@ -37,11 +37,11 @@ class ToolkitError(Exception):
     """Base of every error the toolkits package raises."""
 
 
-class ConfigError(ToolkitError):
+class ServerConfigError(ToolkitError):
     """A server's configuration cannot be used."""
 
 
-class UnknownTool(ToolkitError):
+class NoSuchTool(ToolkitError):
     """The node offers no tool under that name (the message names both)."""
 
 

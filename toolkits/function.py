@@ -19,7 +19,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .base import CallContext, Tool, error_result
-from .errors import UnknownTool
+from .errors import NoSuchTool
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
 
@@ -139,7 +139,7 @@ class FunctionToolkit:
     ) -> CallToolResult:
         tool = self._tools.get(name)
         if tool is None:
-            raise UnknownTool(f"node {self._name!r} has no tool {name!r}")
+            raise NoSuchTool(f"node {self._name!r} has no tool {name!r}")
         return await tool(arguments)
 
 

@@ -13,19 +13,30 @@ from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
-from .spec import API_KEYS, SPEC_FORMS, api_key_names, model_from_spec
+from .spec import (
+    API_KEYS,
+    PROVIDERS,
+    SPEC_FORMS,
+    ModelRequest,
+    ProviderFactory,
+    api_key_names,
+    model_from_spec,
+)
 from .text_tool_calls import parse_text_tool_calls
 
 __all__ = [
     "API_KEYS",
+    "PROVIDERS",
     "SPEC_FORMS",
     "AnthropicModel",
     "FallbackCallback",
     "FallbackModel",
     "GeminiModel",
+    "ModelRequest",
     "ModelSettings",
     "OpenAICompatibleModel",
     "OpenAIModel",
+    "ProviderFactory",
     "RetryPolicy",
     "api_key_names",
     "model_from_spec",

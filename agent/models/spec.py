@@ -14,8 +14,10 @@ raises `ModelConfigError` saying so.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import httpx
 
@@ -27,7 +29,15 @@ from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
 
-__all__ = ["API_KEYS", "SPEC_FORMS", "api_key_names", "model_from_spec"]
+__all__ = [
+    "API_KEYS",
+    "PROVIDERS",
+    "SPEC_FORMS",
+    "ModelRequest",
+    "ProviderFactory",
+    "api_key_names",
+    "model_from_spec",
+]
 
 SPEC_FORMS = (
     "openai:MODEL",
@@ -50,6 +60,103 @@ def api_key_names(spec: str) -> tuple[str, ...]:
     return API_KEYS.get(spec.strip().partition(":")[0].lower(), ())
 
 
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """What a provider factory builds a model from: the spec after `provider:`, and how."""
+
+    model: str
+    http_client: httpx.AsyncClient | None
+    settings: ModelSettings | None
+    retry: RetryPolicy | None
+    api_keys: Mapping[str, str]
+    """Keys by environment variable name, looked at before the environment."""
+
+    def key(self, *names: str) -> str | None:
+        """The first of the variables that holds a key, or None."""
+        for name in names:
+            value = self.api_keys.get(name) or os.environ.get(name)
+            if value:
+                return value
+        return None
+
+    def required_key(self, provider: str) -> str:
+        """The provider's key (`API_KEYS`); raises `ModelConfigError` naming where to set it."""
+        names = API_KEYS[provider]
+        value = self.key(*names)
+        if value is None:
+            raise ModelConfigError(f"{provider} needs an API key: set {' or '.join(names)}")
+        return value
+
+
+ProviderFactory = Callable[[ModelRequest], ChatModel]
+"""Builds one provider's model; raises `ModelConfigError` for what it cannot use."""
+
+
+class _KeyedModel(Protocol):
+    def __call__(
+        self,
+        model: str,
+        /,
+        *,
+        api_key: str,
+        http_client: httpx.AsyncClient | None,
+        settings: ModelSettings | None,
+        retry: RetryPolicy | None,
+    ) -> ChatModel: ...
+
+
+def _keyed(provider: str, model_type: _KeyedModel) -> ProviderFactory:
+    """The factory of a hosted provider that needs its key."""
+
+    def build(request: ModelRequest) -> ChatModel:
+        return model_type(
+            request.model,
+            api_key=request.required_key(provider),
+            http_client=request.http_client,
+            settings=request.settings,
+            retry=request.retry,
+        )
+
+    return build
+
+
+def _openai_compatible(request: ModelRequest) -> ChatModel:
+    url, hash_sign, model = request.model.rpartition("#")
+    if not hash_sign or not url or not model:
+        raise ModelConfigError(
+            "openai-compatible needs a base URL and a model: "
+            "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5"
+        )
+    return OpenAICompatibleModel(
+        url,
+        model,
+        # Never OPENAI_API_KEY: that would send a real OpenAI key to whatever URL is named.
+        api_key=request.key("OPENAI_COMPATIBLE_API_KEY"),
+        http_client=request.http_client,
+        settings=request.settings,
+        retry=request.retry,
+    )
+
+
+def _scripted(request: ModelRequest) -> ChatModel:
+    from ..scripted import ScriptedModel  # the scripted model is for tests and demos only
+
+    try:
+        return ScriptedModel.from_file(Path(request.model))
+    except StateError as exc:
+        raise ModelConfigError(str(exc)) from exc
+
+
+PROVIDERS: Mapping[str, ProviderFactory] = {
+    "openai": _keyed("openai", OpenAIModel),
+    "openai-compatible": _openai_compatible,
+    "anthropic": _keyed("anthropic", AnthropicModel),
+    "gemini": _keyed("gemini", GeminiModel),
+    "scripted": _scripted,
+}
+"""The factory of each spec's provider (the part before the first `:`)."""
+
+
 def model_from_spec(
     spec: str,
     *,
@@ -58,7 +165,8 @@ def model_from_spec(
     settings: ModelSettings | None = None,
     retry: RetryPolicy | None = None,
 ) -> ChatModel:
-    """The model `spec` names, e.g. `openai-compatible:http://127.0.0.1:11434/v1#qwen2.5`.
+    """The model `spec` names, e.g. `openai-compatible:http://127.0.0.1:11434/v1#qwen2.5`,
+    built by its provider's factory (`PROVIDERS`).
 
     `api_keys` maps environment variable names (`OPENAI_API_KEY`, ...) to keys and is looked at
     before the environment. `http_client` is shared by the model's requests (pass one client
@@ -74,70 +182,10 @@ def model_from_spec(
             "'sampling' uses the MCP client's own model and is only available when the gateway "
             "is served over MCP; it cannot be built without an MCP session"
         )
-    if not colon or not rest:
+    factory = PROVIDERS.get(kind)
+    if factory is None or not colon or not rest:
         raise _unknown(spec)
-
-    def key(*names: str) -> str | None:
-        for name in names:
-            value = (api_keys or {}).get(name) or os.environ.get(name)
-            if value:
-                return value
-        return None
-
-    def required_key(provider: str, *names: str) -> str:
-        value = key(*names)
-        if value is None:
-            raise ModelConfigError(f"{provider} needs an API key: set {' or '.join(names)}")
-        return value
-
-    if kind == "openai":
-        return OpenAIModel(
-            rest,
-            api_key=required_key("openai", *API_KEYS["openai"]),
-            http_client=http_client,
-            settings=settings,
-            retry=retry,
-        )
-    if kind == "openai-compatible":
-        url, hash_sign, model = rest.rpartition("#")
-        if not hash_sign or not url or not model:
-            raise ModelConfigError(
-                "openai-compatible needs a base URL and a model: "
-                "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5"
-            )
-        return OpenAICompatibleModel(
-            url,
-            model,
-            # Never OPENAI_API_KEY: that would send a real OpenAI key to whatever URL is named.
-            api_key=key("OPENAI_COMPATIBLE_API_KEY"),
-            http_client=http_client,
-            settings=settings,
-            retry=retry,
-        )
-    if kind == "anthropic":
-        return AnthropicModel(
-            rest,
-            api_key=required_key("anthropic", *API_KEYS["anthropic"]),
-            http_client=http_client,
-            settings=settings,
-            retry=retry,
-        )
-    if kind == "gemini":
-        return GeminiModel(
-            rest,
-            api_key=required_key("gemini", *API_KEYS["gemini"]),
-            http_client=http_client,
-            settings=settings,
-            retry=retry,
-        )
-    if kind == "scripted":
-        from ..scripted import ScriptedModel  # the scripted model is for tests and demos only
-
-        try:
-            return ScriptedModel.from_file(Path(rest))
-        except StateError as exc:
-            raise ModelConfigError(str(exc)) from exc
-    raise _unknown(spec)
+    return factory(ModelRequest(rest, http_client, settings, retry, api_keys or {}))
 
 
 def _unknown(spec: str) -> ModelConfigError:

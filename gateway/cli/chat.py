@@ -14,7 +14,7 @@ from rich.console import Console
 
 from agent.memory import SessionMemory
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..console import RunConsole, open_console
 from ..engine import Gateway
 from ..errors import GatewayError

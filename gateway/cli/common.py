@@ -14,7 +14,7 @@ from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, UnknownAgent
-from ..models import ClientSampling, NoModel
+from ..model_specs import ClientSampling, NoModel
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
 from .exits import RunFailed
 

@@ -19,12 +19,12 @@ from mcp import Client
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from toolkits import HasHealth, result_text
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..config import Config
 from ..console import open_terminal_console
 from ..engine import Gateway
 from ..errors import ConfigError
-from ..models import NoModel
+from ..model_specs import NoModel
 from ..trace import TracePrinter
 from .common import Commands, add_model_options, check_runnable, config_of, pick_agent
 from .exits import FAILED, OK

@@ -12,7 +12,7 @@ import sys
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..errors import GatewayError
 from ..run_state import RunState
 from ..trace import new_id

@@ -6,11 +6,11 @@ import argparse
 import sys
 from typing import Any
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..config import Config, with_default_agent
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
-from ..models import NoModel
+from ..model_specs import NoModel
 from .common import (
     Commands,
     add_strict_option,

@@ -22,7 +22,7 @@ import anyio
 from agent import AgentError
 from toolkits import ToolkitError
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import GatewayError, UnknownRun

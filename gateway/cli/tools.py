@@ -9,7 +9,7 @@ from typing import Any, NoReturn, cast
 
 from toolkits import HasHealth, NodeHealth, Tool, result_text
 
-from ..app import open_gateway
+from ..assembly import open_gateway
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownTool
 from .common import (

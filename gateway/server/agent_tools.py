@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
+from ..agent_tool import SERVED_INPUT_SCHEMA, agent_description
 from ..engine import AgentSpec, Gateway
 from ..errors import GatewayError
-from ..models import ClientSampling
+from ..model_specs import ClientSampling
 from ..run_state import RunResult, RunState
 from ..sampling_model import (
     DEFAULT_MAX_TOKENS,
@@ -43,29 +44,7 @@ __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
 
 log = logging.getLogger(__name__)
 
-INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "prompt": {"type": "string", "description": "The question or task for the agent."},
-        "session_id": {
-            "type": "string",
-            "description": "Continue the conversation kept under this id (chat memory).",
-        },
-        "items": {
-            "type": "array",
-            "description": "Instead of `prompt`: many questions in one run, each answered "
-            "on its own (in the agent's batches).",
-            "items": {
-                "type": "object",
-                "properties": {"prompt": {"type": "string"}, "session_id": {"type": "string"}},
-                "required": ["prompt"],
-                "additionalProperties": False,
-            },
-            "minItems": 1,
-        },
-    },
-    "additionalProperties": False,
-}
+INPUT_SCHEMA = SERVED_INPUT_SCHEMA
 
 _USAGE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -154,7 +133,7 @@ class AgentTools:
         return [
             types.Tool(
                 name=spec.name,
-                description=spec.description or f"Ask the agent {spec.name!r}.",
+                description=agent_description(spec.name, spec.description),
                 input_schema=INPUT_SCHEMA,
                 output_schema=output_schema(spec),
             )

@@ -82,23 +82,15 @@ class McpNotifier:
         if described is None:
             return
         level, text = described
-        with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
-            if event.kind in ("model", "tool"):
-                await self._send_progress(text)
-            if level in self._levels:
-                detail = _detail(event)
-                await self._session.send_notification(
-                    types.LoggingMessageNotification(
-                        params=types.LoggingMessageNotificationParams(
-                            level=level,
-                            logger=LOGGER_NAME,
-                            data=f"{text} {detail}" if detail else text,
-                        )
-                    ),
-                    related_request_id=self._request_id,
-                )
-        if scope.cancelled_caught:
-            self._dropped()
+        if event.kind in ("model", "tool"):
+            await self._report(text)
+        if level in self._levels:
+            detail = _detail(event)
+            data = f"{text} {detail}" if detail else text
+            params = types.LoggingMessageNotificationParams(
+                level=level, logger=LOGGER_NAME, data=data
+            )
+            await send_log(self._ctx, params)
 
     def _follow(self, event: TraceEvent) -> None:
         """Keep track of the model and tool calls in flight, and of the text streamed."""
@@ -114,20 +106,15 @@ class McpNotifier:
                 self._in_flight[event.parent_id].chars += len(text)
 
     async def _report(self, text: str) -> None:
-        with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
-            await self._send_progress(text)
-        if scope.cancelled_caught:
-            self._dropped()
-
-    async def _send_progress(self, text: str) -> None:
         self._progress += 1
         self._last_sent = time.monotonic()
-        await self._session.report_progress(self._progress, None, text)
-
-    def _dropped(self) -> None:
-        log.warning(
-            "dropped a notification for request %s: the client is not reading", self._request_id
-        )
+        with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
+            await self._session.report_progress(self._progress, None, text)
+        if scope.cancelled_caught:
+            log.warning(
+                "dropped a progress notification for request %s: the client is not reading",
+                self._request_id,
+            )
 
 
 @dataclass

@@ -36,11 +36,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkits import FollowsChanges, ListChangedCallback
 
+from .logs import NOTIFY_TIMEOUT
+
 __all__ = ["DEBOUNCE", "ChangeRelay", "ListKind", "connection_of"]
 
 DEBOUNCE = 0.2
-NOTIFY_TIMEOUT = 5.0
-"""A client that does not take a notification in this long misses it (it is not waited on)."""
 
 ListKind = Literal["tools", "prompts", "resources"]
 
@@ -56,9 +56,10 @@ log = logging.getLogger(__name__)
 def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
     """The connection a request arrived on.
 
-    The low-level request context does not expose it yet (the SDK's context rework will), but
-    `Connection` is public and its `exit_stack` is the documented place for per-connection
-    cleanup; None if the SDK no longer carries it where we look.
+    SDK private (mcp 2.3.0): the low-level request context does not expose it yet (the SDK's
+    context rework will), so this, the one place we look, reads `ServerSession._connection`.
+    `Connection` itself is public and its `exit_stack` is the documented place for
+    per-connection cleanup; None if the SDK no longer carries it where we look.
     """
     connection = getattr(ctx.session, "_connection", None)
     return connection if isinstance(connection, Connection) else None

@@ -32,7 +32,8 @@ from mcp.shared.exceptions import MCPError
 from toolkits import HasCatalog, HasResourceSubscriptions, NotOffered, ToolkitError, Unsubscribe
 
 from .downstream import as_mcp_error
-from .relay import NOTIFY_TIMEOUT, ChangeRelay, connection_of
+from .logs import NOTIFY_TIMEOUT
+from .relay import ChangeRelay, connection_of
 from .resources import ProxiedResources
 from .serving import serving
 

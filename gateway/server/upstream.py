@@ -33,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 from toolkits import CallContext
 from toolkits.mcp.server_requests import refusal
 
+from ..sampling_model import no_back_channel
 from .downstream import hop_meta
 from .logs import log_relay
 from .parked import ANSWER_TIMEOUT
@@ -70,12 +71,7 @@ def upstream_problem(session: ServerSession, request: types.InputRequest) -> str
         case types.ListRootsRequest():
             if capabilities.roots is None:
                 return "the upstream client lacks roots"
-    if session.protocol_version not in MODERN_PROTOCOL_VERSIONS and not session.can_send_request:
-        return (
-            "the upstream connection cannot carry requests to its client (stateless HTTP with a "
-            "2025-11-25 client: serve without --stateless, or use a 2026-07-28 client)"
-        )
-    return None
+    return no_back_channel(session)
 
 
 async def relay_to_client(

@@ -83,14 +83,17 @@ def test_exports_are_curated_and_sorted() -> None:
     assert exported == sorted(exported, key=lambda n: (not n.isupper(), n))
     assert set(exported) == {
         "API_KEYS",
+        "PROVIDERS",
         "SPEC_FORMS",
         "AnthropicModel",
         "FallbackCallback",
         "FallbackModel",
         "GeminiModel",
+        "ModelRequest",
         "ModelSettings",
         "OpenAICompatibleModel",
         "OpenAIModel",
+        "ProviderFactory",
         "RetryPolicy",
         "api_key_names",
         "model_from_spec",

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.server import build_server, http_app, http_options

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.server import build_server, http_app, http_options
 from gateway.trace import TraceEvent

@@ -22,7 +22,7 @@ from agent import (
 from agent.models import ModelSettings
 from gateway import AgentSpec, ConfigError, Gateway
 from gateway.cli import main
-from gateway.models import ClientSampling, resolve_model
+from gateway.model_specs import ClientSampling, resolve_model
 from gateway.sampling_model import to_assistant_message, to_sampling_request
 from toolkits import FunctionToolkit, calculator
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from toolkits.errors import ConfigError
+from toolkits.errors import ServerConfigError
 from toolkits.mcp import McpServerConfig, load_mcp_servers
 
 CLAUDE_DESKTOP = {
@@ -107,9 +107,9 @@ def test_load_accepts_text_and_paths(tmp_path: Path) -> None:
 
 
 def test_load_errors_name_the_server_and_key(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match=r"mcpServers\.bad\.timeout"):
+    with pytest.raises(ServerConfigError, match=r"mcpServers\.bad\.timeout"):
         load_mcp_servers({"mcpServers": {"bad": {"command": "x", "timeout": "soon"}}})
-    with pytest.raises(ConfigError, match="not valid JSON"):
+    with pytest.raises(ServerConfigError, match="not valid JSON"):
         load_mcp_servers("{nope")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ServerConfigError, match="cannot read"):
         load_mcp_servers(tmp_path / "missing.json")

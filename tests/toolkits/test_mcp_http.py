@@ -75,7 +75,7 @@ async def test_an_unset_token_variable_is_a_clear_failure(monkeypatch: pytest.Mo
     async with McpToolkit("toy", config, backoff=Backoff(60)) as node:
         assert node.health.state == "failed"
         assert node.health.last_error == (
-            "ConfigError: environment variable 'TOY_TOKEN_UNSET' (the bearer token of MCP server "
+            "ServerConfigError: environment variable 'TOY_TOKEN_UNSET' (the bearer token of MCP server "
             "'toy') is not set"
         )
 

@@ -17,7 +17,7 @@ from tests.servers.inprocess import (
     text_result,
 )
 from toolkits.base import CallContext, Toolkit
-from toolkits.errors import ConnectionLost, ServerUnavailable, ToolTimeout, UnknownTool
+from toolkits.errors import ConnectionLost, NoSuchTool, ServerUnavailable, ToolTimeout
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
 pytestmark = pytest.mark.anyio
@@ -68,7 +68,7 @@ async def test_calls_route_through_the_reverse_map_not_the_name() -> None:
 async def test_an_unknown_name_is_an_unknown_tool() -> None:
     toy = toy_with_echo("echo")
     async with McpToolkit("toy", config(), target=toy.server) as node:
-        with pytest.raises(UnknownTool, match="'toy' has no tool named 'echo'"):
+        with pytest.raises(NoSuchTool, match="'toy' has no tool named 'echo'"):
             await node.call_tool("echo", {})  # the original name is not the model's name
 
 
@@ -78,7 +78,7 @@ async def test_include_and_exclude_filter_on_original_names() -> None:
         "t", config(include=["get_*"], exclude=["*secret*"]), target=toy.server
     ) as node:
         assert [tool.name for tool in await node.list_tools()] == ["t__get_a"]
-        with pytest.raises(UnknownTool):
+        with pytest.raises(NoSuchTool):
             await node.call_tool("t__set_a", {})
 
 

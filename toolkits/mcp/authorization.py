@@ -21,7 +21,7 @@ import httpx2
 from mcp import Client
 from mcp_types.version import LATEST_MODERN_VERSION
 
-from ..errors import ConfigError
+from ..errors import ServerConfigError
 from .config import McpServerConfig
 from .oauth import (
     RedirectMode,
@@ -79,7 +79,7 @@ def _oauth_config(name: str, config: McpServerConfig) -> McpServerConfig:
             if config.oauth
             else "its `oauth` is false"
         )
-        raise ConfigError(f"MCP server {name!r} does not use OAuth: {why}")
+        raise ServerConfigError(f"MCP server {name!r} does not use OAuth: {why}")
     return config
 
 
@@ -94,7 +94,7 @@ async def login(
     """Authorise at server `name` now (a new authorization, even with tokens stored).
 
     Returns the stored status and how many tools the server then listed. Raises
-    `ConfigError` for a server that does not use OAuth, `OAuthFlowError` (and other errors
+    `ServerConfigError` for a server that does not use OAuth, `OAuthFlowError` (and other errors
     of the flow) when the authorization fails.
     """
     config = _oauth_config(name, config)
@@ -108,7 +108,7 @@ async def login(
         async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
             listed = await client.list_tools()
     if not provider.authorized:
-        raise ConfigError(f"MCP server {name!r} did not ask for authorisation")
+        raise ServerConfigError(f"MCP server {name!r} did not ask for authorisation")
     return (await status(name, config, store=store)), len(listed.tools)
 
 
@@ -191,7 +191,7 @@ async def _revoke(name: str, config: McpServerConfig, entry: OAuthEntry) -> Logo
         return LogoutOutcome(name, forgotten=True, skipped=f"the authorization server has {why}")
     try:
         client = registered_client(name, config, entry.client_info)
-    except ConfigError as exc:
+    except ServerConfigError as exc:
         return LogoutOutcome(name, forgotten=True, failure=str(exc))
     if client is None:
         return LogoutOutcome(name, forgotten=True, skipped="no client registration is stored")

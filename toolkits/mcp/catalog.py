@@ -13,11 +13,12 @@ the node's absolute cap). A server that does not offer a feature lists nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import nullcontext
+from functools import partial
 from typing import Any, TypeVar, cast
 
-import anyio
 import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -26,12 +27,14 @@ from pydantic import ValidationError
 from ..base import CallContext
 from ..errors import ServerUnavailable
 from .config import McpServerConfig
+from .deadline import Deadline
+from .pages import every_page
 from .server_requests import CallsInFlight
 from .session import OwnedSession, connection_lost
 
-__all__ = ["MAX_LIST_PAGES", "McpCatalog"]
+__all__ = ["McpCatalog"]
 
-MAX_LIST_PAGES = 1_000
+log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _Item = TypeVar("_Item")
@@ -130,18 +133,13 @@ class McpCatalog:
         if not await self._offers(feature):
             return []
 
-        async def every_page(client: Client) -> list[_Item]:
-            items: list[_Item] = []
-            cursor: str | None = None
-            for _ in range(MAX_LIST_PAGES):
-                found, cursor = await page(client, cursor)
-                items.extend(found)
-                if not cursor:
-                    break
-            return items
+        async def listing(client: Client) -> list[_Item]:
+            return await every_page(
+                partial(page, client), what=f"{self._node}'s {feature}", log=log
+            )
 
         try:
-            return await self._request(f"{feature} listing", every_page, track=None)
+            return await self._request(f"{feature} listing", listing, track=None)
         except MCPError as exc:
             if exc.code == mcp_types.METHOD_NOT_FOUND:
                 return []  # capabilities were unknown (`protocol = "modern"`): it has none
@@ -162,19 +160,10 @@ class McpCatalog:
         that caller (its server's requests and log messages go to it)."""
         conn = await self._session.ready_connection()
         assert conn.client is not None
-        timeout = self._config.timeout
-        hard_deadline = anyio.current_time() + self._config.call_cap
-        with anyio.CancelScope(
-            deadline=min(anyio.current_time() + timeout, hard_deadline)
-        ) as scope:
-
-            def on_waiting(waiting: bool) -> None:
-                # The server waits on our client: its clock stops, up to the absolute cap.
-                restart = min(anyio.current_time() + timeout, hard_deadline)
-                scope.deadline = hard_deadline if waiting else restart
-
+        deadline = Deadline(self._config.timeout, self._config.call_cap)
+        with deadline.scope:
             try:
-                with self._calls.track(track, on_waiting) if track else nullcontext():
+                with self._calls.track(track, deadline.waiting) if track else nullcontext():
                     return await send(conn.client)
             except MCPError as exc:
                 if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
@@ -188,9 +177,9 @@ class McpCatalog:
                     f"MCP server {self._node!r} sent a malformed answer to {what}: {exc}",
                 ) from exc
         limit = (
-            f"{self._config.call_cap:g} s, the absolute limit"
-            if anyio.current_time() >= hard_deadline
-            else f"{timeout:g} s"
+            f"{deadline.cap:g} s, the absolute limit"
+            if deadline.capped
+            else f"{deadline.timeout:g} s"
         )
         raise ServerUnavailable(
             f"MCP server {self._node!r} did not answer {what} within {limit}", node=self._node

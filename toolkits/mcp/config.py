@@ -20,7 +20,7 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ..errors import ConfigError
+from ..errors import ServerConfigError
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
@@ -188,7 +188,7 @@ class _ClaudeDesktopFile(BaseModel):
 def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpServerConfig]:
     """Read the servers of a Claude Desktop style config: `{"mcpServers": {name: entry}}`.
 
-    `source` is the parsed JSON, JSON text, or a path to the file. Raises `ConfigError` naming
+    `source` is the parsed JSON, JSON text, or a path to the file. Raises `ServerConfigError` naming
     the server and key at fault.
     """
     data: Any
@@ -201,18 +201,18 @@ def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpSer
             data = source
         return dict(_ClaudeDesktopFile.model_validate(data).mcpServers)
     except OSError as exc:
-        raise ConfigError(f"cannot read MCP server config: {exc}") from exc
+        raise ServerConfigError(f"cannot read MCP server config: {exc}") from exc
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"MCP server config is not valid JSON: {exc}") from exc
+        raise ServerConfigError(f"MCP server config is not valid JSON: {exc}") from exc
     except ValidationError as exc:
-        raise ConfigError(f"invalid MCP server config: {_describe(exc)}") from exc
+        raise ServerConfigError(f"invalid MCP server config: {_describe(exc)}") from exc
 
 
 def secret_from_env(variable: str, what: str) -> str:
-    """The secret in environment variable `variable`; `ConfigError` naming `what` if unset."""
+    """The secret in environment variable `variable`; `ServerConfigError` naming `what` if unset."""
     value = os.environ.get(variable)
     if not value:
-        raise ConfigError(f"environment variable {variable!r} ({what}) is not set")
+        raise ServerConfigError(f"environment variable {variable!r} ({what}) is not set")
     return value
 
 

@@ -38,10 +38,11 @@ from pydantic import ValidationError
 from ..background import InBackground
 from ..base import CallContext, ProgressCallback, Tool, error_result
 from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
-from ..errors import ServerUnavailable, ToolTimeout, UnknownTool
+from ..errors import NoSuchTool, ServerUnavailable, ToolTimeout
 from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
+from .deadline import Deadline
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -324,46 +325,23 @@ class McpToolkit(InBackground):
         """Call the tool the model knows as `name` on the live session, for the caller
         `context` describes (its progress, `_meta`, log messages and server requests).
 
-        Raises `UnknownTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
+        Raises `NoSuchTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
         the call; the node reconnects meanwhile) or `ToolTimeout`. Everything the server
         answers, errors included, comes back as the result.
         """
         original = self._routes.get(name)
         if original is None:
-            raise UnknownTool(f"MCP server {self._name!r} has no tool named {name!r}")
+            raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
         conn = await self._session.ready_connection()
         assert conn.client is not None
-        timeout, cap = self._config.timeout, self._config.call_cap
-        hard_deadline = anyio.current_time() + cap
-
-        with anyio.CancelScope(
-            deadline=min(anyio.current_time() + timeout, hard_deadline)
-        ) as scope:
-            waiting = False
-
-            def restart_clock() -> None:
-                scope.deadline = min(anyio.current_time() + timeout, hard_deadline)
-
-            def alive() -> None:
-                # Progress proves the tool is alive: give it another `timeout`, within the cap.
-                if not waiting:
-                    restart_clock()
-
-            def on_waiting(now_waiting: bool) -> None:
-                # While the server waits on our client's answer, only the absolute cap applies.
-                nonlocal waiting
-                waiting = now_waiting
-                if waiting:
-                    scope.deadline = hard_deadline
-                else:
-                    restart_clock()
-
+        deadline = Deadline(self._config.timeout, self._config.call_cap)
+        with deadline.scope:
             on_progress = context.on_progress if context else None
             meta = context.meta if context else None
             tracked: InFlightCall | None = None
             try:
-                with self._calls.track(context, on_waiting) as tracked:
-                    async with progress_in_order(on_progress, alive) as progress:
+                with self._calls.track(context, deadline.waiting) as tracked:
+                    async with progress_in_order(on_progress, deadline.alive) as progress:
                         return await conn.client.call_tool(
                             original,
                             dict(arguments),
@@ -391,10 +369,10 @@ class McpToolkit(InBackground):
                     ) from exc
                 return error_result(str(exc))
 
-        if anyio.current_time() >= hard_deadline:
-            seconds, why = cap, f"no result within {cap:g} s, the absolute limit"
+        if deadline.capped:
+            seconds, why = deadline.cap, f"no result within {deadline.cap:g} s, the absolute limit"
         else:
-            seconds, why = timeout, f"no result or progress for {timeout:g} s"
+            seconds, why = deadline.timeout, f"no result or progress for {deadline.timeout:g} s"
         raise ToolTimeout(
             f"tool {name!r} of MCP server {self._name!r} timed out ({why}); the call was cancelled",
             node=self._name,

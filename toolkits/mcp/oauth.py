@@ -42,7 +42,7 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull,
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, ErrorData
 from pydantic import AnyUrl
 
-from ..errors import AuthorizationRequired, ConfigError, find_error
+from ..errors import AuthorizationRequired, ServerConfigError, find_error
 from .config import McpServerConfig, secret_from_env
 from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
 from .oauth_store import ServerTokens, TokenStore, default_store
@@ -95,7 +95,7 @@ def redirect_mode_from_env(default: RedirectMode) -> RedirectMode:
     if value == "fetch":
         return "fetch"
     if value not in ("", "browser"):
-        raise ConfigError(f"{OAUTH_REDIRECT_ENV} must be 'fetch' or 'browser', not {value!r}")
+        raise ServerConfigError(f"{OAUTH_REDIRECT_ENV} must be 'fetch' or 'browser', not {value!r}")
     return default
 
 
@@ -125,7 +125,7 @@ async def oauth_for(
     In `refuse` mode, an authorization asked for during one of the node's calls `in_flight`
     is put to its caller when it can take it.
 
-    Raises `ConfigError` for an unset client secret variable or a bad metadata document URL.
+    Raises `ServerConfigError` for an unset client secret variable or a bad metadata document URL.
     """
     assert config.url is not None
     secret = _client_secret(name, config)
@@ -157,7 +157,7 @@ async def oauth_for(
             in_flight=in_flight,
         )
     except ValueError as exc:  # the SDK's check of the metadata document URL
-        raise ConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
+        raise ServerConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
 
 
 def registered_client(
@@ -166,7 +166,7 @@ def registered_client(
     """Who the gateway is at the server's authorization server: the config's pre-registered
     client (its secret read from the environment), else the `stored` registration.
 
-    Raises `ConfigError` for an unset client secret variable.
+    Raises `ServerConfigError` for an unset client secret variable.
     """
     if config.oauth_client_id is None:
         return stored

@@ -43,6 +43,7 @@ from ..errors import ConnectionLost, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .oauth import find_authorization_required
+from .pages import every_page
 from .server_requests import CallsInFlight
 from .transport import StderrTail, TransportFactory, config_transport, watch_transport
 
@@ -78,7 +79,6 @@ _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 """`auto` starts with the handshake era: only there can a server written the usual way
 (`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
-_MAX_LIST_PAGES = 1_000
 _STDERR_TAIL_LINES = 5
 _RELISTEN_DELAY = 1.0
 _LOG_LEVELS = {
@@ -268,17 +268,12 @@ class OwnedSession:
 
     async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
         """Every page of the server's tool list."""
-        tools: list[mcp_types.Tool] = []
-        cursor: str | None = None
-        for _ in range(_MAX_LIST_PAGES):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
-        else:
-            self._log.warning("stopped listing tools after %d pages", _MAX_LIST_PAGES)
-        return tools
+
+        async def page(cursor: str | None) -> tuple[list[mcp_types.Tool], str | None]:
+            listed = await client.list_tools(cursor=cursor)
+            return listed.tools, listed.next_cursor
+
+        return await every_page(page, what="tools", log=self._log)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

@@ -19,12 +19,11 @@ from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 import httpx2
 from mcp.client import Transport
-from mcp.client._transport import ReadStream, TransportStreams
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -33,6 +32,11 @@ from mcp.shared.message import SessionMessage
 from .config import McpServerConfig, secret_from_env
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .server_requests import CallsInFlight
+
+if TYPE_CHECKING:
+    # SDK private (mcp 2.3.0): the stream types a `Transport` yields are not exported
+    # publicly; used here in annotations only, so nothing at run time depends on the module.
+    from mcp.client._transport import ReadStream, TransportStreams
 
 __all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
 
@@ -57,7 +61,7 @@ def config_transport(
     auth: httpx2.Auth | None = None,
     in_flight: CallsInFlight | None = None,
 ) -> Transport:
-    """A new transport for `config`. Raises `ConfigError` when a needed env var is unset.
+    """A new transport for `config`. Raises `ServerConfigError` when a needed env var is unset.
 
     `auth` replaces the authorization flow a node would use (`auth login` runs its own).
     `in_flight` are the node's calls: an authorization the server asks for during one may be

@@ -24,7 +24,7 @@ from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
 from .memory_config import open_memories
-from .models import NoModel, resolve_model, resolve_models
+from .model_specs import NoModel, resolve_model, resolve_models
 from .otel import OtelExporter, configure_otel
 from .trace import TraceHook
 

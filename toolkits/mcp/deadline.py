@@ -1,0 +1,41 @@
+"""How long one MCP request may take: its clock.
+
+A request may go `timeout` seconds without a sign of life (a progress notification restarts
+the clock) and never past its absolute `cap`. While the server waits on our answer to one of
+its own requests, only the cap applies: the server is waiting on us, not hung.
+"""
+
+from __future__ import annotations
+
+import anyio
+
+__all__ = ["Deadline"]
+
+
+class Deadline:
+    """One request's clock; run the request inside `scope`, which it cancels when time is up."""
+
+    def __init__(self, timeout: float, cap: float) -> None:
+        self.timeout = timeout
+        self.cap = cap
+        self._hard = anyio.current_time() + cap
+        self._waiting = False
+        self.scope = anyio.CancelScope(deadline=self._restarted())
+
+    def alive(self) -> None:
+        """A sign of life: another `timeout`, within the cap (not while waiting on us)."""
+        if not self._waiting:
+            self.scope.deadline = self._restarted()
+
+    def waiting(self, now_waiting: bool) -> None:
+        """The server starts (True) or stops (False) waiting on our answer."""
+        self._waiting = now_waiting
+        self.scope.deadline = self._hard if now_waiting else self._restarted()
+
+    @property
+    def capped(self) -> bool:
+        """Whether the absolute cap, not the idle timeout, ended the request."""
+        return anyio.current_time() >= self._hard
+
+    def _restarted(self) -> float:
+        return min(anyio.current_time() + self.timeout, self._hard)
