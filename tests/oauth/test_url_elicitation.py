@@ -19,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from gateway.app import open_gateway
+from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.server import build_server, http_app, http_options
 from tests.servers.asgi import serve_on_loopback
