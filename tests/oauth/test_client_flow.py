@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import parse_qs
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
 
 from tests.servers.oauth import AuthorityOptions, OAuthWorld, oauth_world
-from toolkits.mcp import Backoff, McpServerConfig, McpToolkit
+from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, transport
 from toolkits.mcp.oauth import STEP_UP_LIMIT
 from toolkits.mcp.oauth_callback import free_loopback_port, redirect_uri
 from toolkits.mcp.oauth_store import FileStore, ServerTokens
@@ -237,6 +238,27 @@ async def test_a_stored_token_past_its_expiry_is_refreshed_before_it_is_used(
             assert await call(toolkit) == "echo:hi"
         assert old not in world.protected.tokens_seen()[sent_before:]
     assert world.authority.grants == ["authorization_code", "refresh_token"]
+
+
+async def test_with_a_stored_token_the_refused_first_request_costs_one_round_trip(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with oauth_world() as world:
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+        # Closing a response waits up to this long for the rest of its body; the 401, read to
+        # its end by the authorization flow, has no rest: its close must not wait at all.
+        monkeypatch.setattr(transport, "_DRAIN_SECONDS", 30.0)
+        before = len(world.protected.seen)
+        with anyio.fail_after(10):
+            async with node(world) as toolkit:  # a new process: the token comes from the store
+                assert toolkit.health.state == "ready", toolkit.health
+                assert await call(toolkit) == "echo:hi"
+    refused, retried = [r for r in world.protected.seen[before:] if r.method == "POST"][:2]
+    assert "authorization" not in refused.headers  # the node does not read the store first
+    assert retried.headers["authorization"].startswith("Bearer ")
+    assert retried.client_port == refused.client_port  # and the connection is reused
+    assert world.authority.grants == ["authorization_code"]
 
 
 async def test_a_revoked_grant_leads_to_a_new_authorization() -> None:

@@ -68,6 +68,8 @@ class SeenRequest:
     path: str
     headers: dict[str, str]
     body: bytes
+    client_port: int = 0
+    """The client's end of the TCP connection: the same on two requests, the same connection."""
 
 
 @dataclass
@@ -382,6 +384,7 @@ class ProtectedMcp:
             path=scope["path"],
             headers={k.decode().lower(): v.decode() for k, v in headers},
             body=body,
+            client_port=(scope.get("client") or ("", 0))[1],
         )
         self.seen.append(seen)
         if scope["method"] == "GET" and scope["path"] == _path_of(self.metadata_url()):

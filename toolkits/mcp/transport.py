@@ -135,16 +135,22 @@ class _ReusingConnections(httpx2.AsyncBaseTransport):
 class _ReadToEndOnClose(httpx2.AsyncByteStream):
     def __init__(self, inner: httpx2.AsyncByteStream) -> None:
         self._inner = inner
+        self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
             yield chunk
+        self._ended = True
 
     async def aclose(self) -> None:
         try:
-            with anyio.move_on_after(_DRAIN_SECONDS):
-                async for _ in self._inner:
-                    pass
+            # Not after the end: reading on would wait for bytes of a next response until the
+            # drain timed out, and lose the connection (a body read whole, e.g. a 401 answered
+            # by the authorization flow, cost 0.5 s and a new connection).
+            if not self._ended:
+                with anyio.move_on_after(_DRAIN_SECONDS):
+                    async for _ in self._inner:
+                        pass
         except httpx2.HTTPError:
             pass  # the connection is lost anyway
         finally:
