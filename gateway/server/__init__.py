@@ -4,16 +4,22 @@ their tools, and the MCP servers' resources, prompts, completions, client reques
 build_server(gateway, settings)  -> the SDK's low-level Server (both protocol eras)
 serve_stdio(server)              -> stdin/stdout, what Claude Desktop launches
 serve_http(server, options)      -> streamable HTTP at /mcp, tokens and Host/Origin checks
+
+Where things are: `server` (what the server is made of) and `serving` (one serving run's
+state); `transports/` (stdio, HTTP and its checks, auth); `served/` (agents, proxied tools,
+prompts, resources, subscriptions); `client_requests/` (asking our client, across rounds for
+2026-07-28 clients); `notifications/` (progress, log messages, list changes). One proxied tool
+call reads top to bottom in `served/proxied_tools.py` and `client_requests/ask_client.py`.
 """
 
-from .agent_tools import AgentTools, run_result
-from .app import SERVER_NAME, ToolRouter, ToolSource, build_server
-from .http import HttpOptions, http_app, http_options, serve_http
-from .progress import McpNotifier
-from .prompts import ProxiedPrompts
-from .proxy import ProxiedTools
-from .resources import ProxiedResources
-from .stdio import serve_stdio
+from .notifications.run_progress import McpNotifier
+from .served.agents import AgentTools, run_result
+from .served.proxied_prompts import ProxiedPrompts
+from .served.proxied_resources import ProxiedResources
+from .served.proxied_tools import ProxiedTools
+from .server import SERVER_NAME, ToolRouter, ToolSource, build_server
+from .transports.http import HttpOptions, http_app, http_options, serve_http
+from .transports.stdio import serve_stdio
 
 __all__ = [
     "SERVER_NAME",

@@ -21,8 +21,9 @@ from toolkits import FollowsChanges, in_background
 
 from ..engine import Gateway
 from ..limits import PerNode
-from .parked import ParkedCalls
-from .relay import ChangeRelay, connection_of
+from .client_requests.parked_calls import ParkedCalls
+from .connection import connection_of
+from .notifications.list_changes import ChangeRelay
 
 __all__ = [
     "ClientQuotas",

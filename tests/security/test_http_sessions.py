@@ -15,7 +15,7 @@ import pytest
 from anyio.abc import TaskGroup
 
 from gateway.server import HttpOptions, http_app
-from gateway.server.http_sessions import SessionLimits
+from gateway.server.transports.http_sessions import SessionLimits
 from tests.server.support import calculator_gateway, serve
 from tests.servers.asgi import serve_on_loopback
 from toolkits import FunctionToolkit, function_tool

@@ -7,7 +7,7 @@ import pytest
 from gateway import ConfigError
 from gateway.config import GatewaySettings
 from gateway.server import http_options
-from gateway.server.http import StaticTokens, allowed_hosts
+from gateway.server.transports.http import StaticTokens, allowed_hosts
 
 pytestmark = pytest.mark.anyio
 

@@ -12,7 +12,7 @@ from mcp import Client
 from gateway import ConfigError, ToolConflict
 from gateway.config import GatewaySettings
 from gateway.server import build_server
-from gateway.server.app import SERVER_VERSION
+from gateway.server.server import SERVER_VERSION
 from toolkits import CallContext, Tool
 
 from .support import ERAS, ProgressLog, calculator_agent, calculator_gateway, serve

@@ -12,7 +12,7 @@ import pytest
 from mcp import Client
 
 from gateway import Gateway
-from gateway.server.relay import DEBOUNCE
+from gateway.server.notifications.list_changes import DEBOUNCE
 from tests.servers.catalog import CatalogServer
 from toolkits.mcp import ProtocolMode
 

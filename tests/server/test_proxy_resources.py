@@ -73,7 +73,7 @@ async def test_on_a_clash_the_first_node_serves_it(
     era: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     docs, notes = docs_and_notes()
-    caplog.set_level(logging.WARNING, logger="gateway.server.resources")
+    caplog.set_level(logging.WARNING, logger="gateway.catalog")
     async with (
         mcp_nodes(("docs", docs), ("notes", notes)) as nodes,
         Client(serve(Gateway(nodes, []), expose_tools=True), mode=era) as client,

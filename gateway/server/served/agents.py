@@ -22,23 +22,23 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ..agent_tool import SERVED_INPUT_SCHEMA, agent_description
-from ..engine import AgentSpec, Gateway
-from ..errors import GatewayError
-from ..model_specs import ClientSampling
-from ..run_state import RunResult, RunState
-from ..sampling_model import (
+from ...agent_tool import SERVED_INPUT_SCHEMA, agent_description
+from ...engine import AgentSpec, Gateway
+from ...errors import GatewayError
+from ...model_specs import ClientSampling
+from ...run_state import RunResult, RunState
+from ...sampling_model import (
     DEFAULT_MAX_TOKENS,
     SamplingInputRequired,
     SamplingModel,
     sampling_problem,
 )
-from ..trace import TraceHook, new_id
-from .auth import authenticated_subject
-from .downstream import incoming_hops
-from .progress import HEARTBEAT_SECONDS, McpNotifier
-from .rounds import decode_state, encode_state
-from .serving import client_quota
+from ...trace import TraceHook, new_id
+from ..client_requests.run_rounds import decode_state, encode_state
+from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
+from ..serving import client_quota
+from ..transports.auth import authenticated_subject
+from .relaying import incoming_hops
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
 

@@ -3,7 +3,7 @@
 A handshake-era client (2025-11-25) subscribes with `resources/subscribe` and ends it with
 `resources/unsubscribe`; a 2026-07-28 client names the URIs in the `subscriptions/listen`
 stream it opens, for as long as the stream lasts. Each URI goes to its node as a read would
-(`resources`), and the node holds one subscription at its server however many clients follow
+(`proxied_resources`), and the node holds one subscription at its server however many clients follow
 the URI (`toolkits.HasResourceSubscriptions`).
 
 Updates reach only the clients that follow the URI: `notifications/resources/updated` on a
@@ -31,11 +31,12 @@ from mcp.shared.exceptions import MCPError
 
 from toolkits import HasCatalog, HasResourceSubscriptions, NotOffered, ToolkitError, Unsubscribe
 
-from .downstream import as_mcp_error
-from .logs import NOTIFY_TIMEOUT
-from .relay import ChangeRelay, connection_of
-from .resources import ProxiedResources
-from .serving import serving
+from ..connection import connection_of
+from ..notifications.list_changes import ChangeRelay
+from ..notifications.log_messages import NOTIFY_TIMEOUT
+from ..serving import serving
+from .proxied_resources import ProxiedResources
+from .relaying import as_mcp_error
 
 __all__ = ["MAX_PER_CLIENT", "ResourceSubscribers"]
 

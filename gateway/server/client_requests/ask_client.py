@@ -6,9 +6,9 @@ answers the downstream server's sampling, elicitation and roots requests:
 
 - handshake-era clients (2025-11-25) are asked at once, over the request's back-channel;
 - 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
-  travels in an `InputRequiredResult` (`parked`).
+  travels in an `InputRequiredResult` (`parked_calls`).
 
-The downstream server's log messages during the call go to our client too (`logs.log_relay`),
+The downstream server's log messages during the call go to our client too (`notifications.log_messages.log_relay`),
 related to the request; to 2026-07-28 clients through whichever round is waiting.
 
 A client that did not declare the capability (sampling, sampling with tools, elicitation in the
@@ -33,12 +33,12 @@ from pydantic import BaseModel, ValidationError
 from toolkits import CallContext
 from toolkits.mcp.server_requests import refusal
 
-from ..sampling_model import no_back_channel
-from .downstream import hop_meta
-from .logs import log_relay
-from .parked import ANSWER_TIMEOUT
-from .relay import connection_of
-from .serving import serving
+from ...sampling_model import no_back_channel
+from ..connection import connection_of
+from ..notifications.log_messages import log_relay
+from ..served.relaying import hop_meta
+from ..serving import serving
+from .parked_calls import ANSWER_TIMEOUT
 
 __all__ = ["for_client", "relay_to_client", "upstream_problem"]
 

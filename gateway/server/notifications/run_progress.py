@@ -27,8 +27,8 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import JsonValue
 
-from ..trace import ToolProgress, TraceEvent
-from .logs import NOTIFY_TIMEOUT, client_log_levels, send_log
+from ...trace import ToolProgress, TraceEvent
+from .log_messages import NOTIFY_TIMEOUT, client_log_levels, send_log
 
 __all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
 

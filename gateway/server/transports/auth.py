@@ -44,8 +44,8 @@ from starlette.routing import Route
 from toolkits import error_result
 from toolkits.mcp.config import secret_from_env
 
-from ..engine import Gateway
-from ..resource_server import ALL_NODES, ResourceServerSettings
+from ...engine import Gateway
+from ...resource_server import ALL_NODES, ResourceServerSettings
 
 __all__ = [
     "OAUTH_CLAIM",

@@ -15,8 +15,8 @@ import os
 from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from pydantic import ValidationError
 
-from ..errors import ConfigError
-from ..run_state import RunState
+from ...errors import ConfigError
+from ...run_state import RunState
 
 __all__ = ["STATE_TTL", "decode_state", "encode_state", "state_boundary"]
 

@@ -4,10 +4,10 @@ Prompts are named like tools, by each node's prefix policy (`toolkits.mcp.naming
 gives `node__prompt`, `auto` prefixes only a name two exposed nodes share, `never` keeps the
 bare name) and routed back through the reverse map, never by splitting names. `prompts/get`
 results are relayed intact (only the downstream's `serverInfo` stamp is dropped), and the
-server's requests while it renders the prompt go to our client (`upstream`).
+server's requests while it renders the prompt go to our client (`client_requests.ask_client`).
 
 A completion request is routed by its reference: a prompt by the name we serve it under (sent
-on under the server's own name), a resource template by its URI template (`resources`).
+on under the server's own name), a resource template by its URI template (`proxied_resources`).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from mcp.shared.exceptions import MCPError
 from toolkits import CallContext, HasCatalog, ToolkitError
 from toolkits.mcp import NodeTools, resolve_tool_names
 
-from ..catalog import Routes, list_each
-from .downstream import as_mcp_error, without_stamp
-from .resources import ProxiedResources
-from .upstream import for_client
+from ...catalog import Routes, list_each
+from ..client_requests.ask_client import for_client
+from .proxied_resources import ProxiedResources
+from .relaying import as_mcp_error, without_stamp
 
 __all__ = ["ProxiedPrompts", "completions"]
 

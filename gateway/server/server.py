@@ -4,9 +4,9 @@ Sources are small objects that list MCP tools and answer calls to them: the agen
 (`AgentTools`) and, in proxy mode, the exposed nodes' tools (`ProxiedTools`). With nodes
 exposed that offer more (`toolkits.capabilities`: an MCP server's node offers it all), the
 server also serves their resources, templates, prompts and completions
-(`resources`, `prompts`), relays their servers' requests to its client during proxied calls
-(`upstream`, `parked`), their list changes to every client (`relay`) and their resource
-updates to the clients that subscribed (`subscriptions`); each serving run owns
+(`served/`), relays their servers' requests to its client during proxied calls
+(`client_requests/`), their list changes to every client (`notifications/`) and their resource
+updates to the clients that subscribed (`served/resource_subscriptions`); each serving run owns
 what that takes (`serving`). The server answers both protocol eras; transports (stdio, HTTP)
 only carry it.
 """
@@ -35,14 +35,14 @@ from toolkits import (
 from ..catalog import Routes, claim
 from ..config import GatewaySettings
 from ..engine import Gateway
-from .agent_tools import AgentTools
-from .auth import ScopePolicy, scope_guard
-from .prompts import ProxiedPrompts, completions
-from .proxy import ProxiedTools, exposed_nodes
-from .resources import ProxiedResources
-from .rounds import state_boundary
+from .client_requests.run_rounds import state_boundary
+from .served.agents import AgentTools
+from .served.proxied_prompts import ProxiedPrompts, completions
+from .served.proxied_resources import ProxiedResources
+from .served.proxied_tools import ProxiedTools, exposed_nodes
+from .served.resource_subscriptions import ResourceSubscribers
 from .serving import lifespan_for, register_connections
-from .subscriptions import ResourceSubscribers
+from .transports.auth import ScopePolicy, scope_guard
 
 __all__ = [
     "SERVER_NAME",

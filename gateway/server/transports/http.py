@@ -42,9 +42,9 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from ..config import GatewaySettings
-from ..errors import ConfigError, GatewayError
-from ..resource_server import ResourceServerSettings
+from ...config import GatewaySettings
+from ...errors import ConfigError, GatewayError
+from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
 from .challenges import RequireToken, ScopeChallenge
 from .envelope import EnvelopeCheck

@@ -36,9 +36,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkits import FollowsChanges, ListChangedCallback
 
-from .logs import NOTIFY_TIMEOUT
+from ..connection import connection_of
+from .log_messages import NOTIFY_TIMEOUT
 
-__all__ = ["DEBOUNCE", "ChangeRelay", "ListKind", "connection_of"]
+__all__ = ["DEBOUNCE", "ChangeRelay", "ListKind"]
 
 DEBOUNCE = 0.2
 
@@ -51,18 +52,6 @@ _EVENTS: dict[ListKind, ServerEvent] = {
 }
 
 log = logging.getLogger(__name__)
-
-
-def connection_of(ctx: ServerRequestContext[Any, Any]) -> Connection | None:
-    """The connection a request arrived on.
-
-    SDK private (mcp 2.3.0): the low-level request context does not expose it yet (the SDK's
-    context rework will), so this, the one place we look, reads `ServerSession._connection`.
-    `Connection` itself is public and its `exit_stack` is the documented place for
-    per-connection cleanup; None if the SDK no longer carries it where we look.
-    """
-    connection = getattr(ctx.session, "_connection", None)
-    return connection if isinstance(connection, Connection) else None
 
 
 class ChangeRelay:

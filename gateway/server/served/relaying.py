@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from toolkits import ToolkitError
 
-from ..run_context import HOPS_META_KEY
+from ...run_context import HOPS_META_KEY
 
 __all__ = ["as_mcp_error", "hop_meta", "incoming_hops", "without_stamp"]
 

@@ -11,7 +11,7 @@ server listed. Reads are routed back to a node:
 On a clash the first node in config order wins and a warning is logged: a URI two nodes list
 is served and read from the first; so is a template two nodes list. Reads are relayed intact
 (only the downstream's `serverInfo` stamp is dropped), and the server's requests during a read
-go to our client (`upstream`).
+go to our client (`client_requests.ask_client`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from toolkits import CallContext, HasCatalog, ToolkitError
 
-from ..catalog import Routes, claim, list_each
-from .downstream import as_mcp_error, without_stamp
-from .upstream import for_client
+from ...catalog import Routes, claim, list_each
+from ..client_requests.ask_client import for_client
+from .relaying import as_mcp_error, without_stamp
 
 __all__ = ["ProxiedResources"]
 

@@ -20,7 +20,7 @@ from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
-from .app import init_options
+from ..server import init_options
 from .envelope import Refusal, check_message
 
 __all__ = ["serve_stdio"]

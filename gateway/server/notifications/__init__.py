@@ -1,0 +1,3 @@
+"""What the server tells its clients unasked: a run's progress and log messages
+(`run_progress`), a node's server's log messages (`log_messages`), and that the proxied lists
+changed (`list_changes`)."""
