@@ -55,8 +55,13 @@ async def serve_on_loopback(app: Any, port: int = 0) -> AsyncGenerator[str]:
     `http://127.0.0.1:PORT`."""
     # Bound and listening before uvicorn starts: clients can connect at once, no polling.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", port))
-    sock.listen()
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port chosen earlier
+        sock.bind(("127.0.0.1", port))
+        sock.listen()
+    except OSError:
+        sock.close()  # else a ResourceWarning fails whichever later test collects it
+        raise
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     try:
