@@ -30,7 +30,7 @@ from .config import McpServerConfig
 from .deadline import Deadline
 from .pages import every_page
 from .server_requests import CallsInFlight
-from .session import OwnedSession, connection_lost
+from .session import OwnedSession, lost_during
 
 __all__ = ["McpCatalog"]
 
@@ -166,10 +166,9 @@ class McpCatalog:
                 with self._calls.track(track, deadline.waiting) if track else nullcontext():
                     return await send(conn.client)
             except MCPError as exc:
-                if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
-                    raise connection_lost(
-                        self._node, conn, f"the connection closed during {what}"
-                    ) from exc
+                lost = lost_during(self._node, conn, exc, what)
+                if lost is not None:
+                    raise lost from exc
                 raise
             except ValidationError as exc:
                 raise MCPError(

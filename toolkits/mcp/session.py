@@ -58,6 +58,7 @@ __all__ = [
     "Target",
     "connection_lost",
     "describe_error",
+    "lost_during",
 ]
 
 Target = Server[Any] | MCPServer | TransportFactory
@@ -126,6 +127,14 @@ def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
     """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
     conn.drop(f"{what} (server gone)")
     return ConnectionLost(f"MCP server {node!r} went away: {what}; reconnecting", node=node)
+
+
+def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:
+    """`connection_lost` if `exc`, the answer to a request, means the connection closed during
+    `what`; None for the server's own error answer (relayed as it is)."""
+    if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
+        return connection_lost(node, conn, f"the connection closed during {what}")
+    return None
 
 
 def _now() -> datetime:

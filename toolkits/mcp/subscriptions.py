@@ -41,7 +41,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..capabilities import ResourceUpdatedCallback, Unsubscribe
 from ..errors import NotOffered, ServerUnavailable, ToolkitError
-from .session import Connection, OwnedSession, connection_lost, describe_error
+from .session import Connection, OwnedSession, describe_error, lost_during
 
 __all__ = ["ResourceSubscriptions"]
 
@@ -232,10 +232,9 @@ class ResourceSubscriptions:
         except TimeoutError as exc:
             raise self._no_answer(what) from exc
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
-                raise connection_lost(
-                    self._node, conn, f"the connection closed during {what}"
-                ) from exc
+            lost = lost_during(self._node, conn, exc, what)
+            if lost is not None:
+                raise lost from exc
             raise
 
     def _no_answer(self, what: str) -> ServerUnavailable:

@@ -30,19 +30,20 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from toolkits import CallContext
+from toolkits import CallContext, ToolkitError
 from toolkits.mcp.server_requests import refusal
 
 from ...sampling_model import no_back_channel
 from ..connection import connection_of
 from ..notifications.log_messages import log_relay
-from ..served.relaying import hop_meta
+from ..served.relaying import as_mcp_error, hop_meta, without_stamp
 from ..serving import serving
 from .parked_calls import ANSWER_TIMEOUT
 
-__all__ = ["for_client", "relay_to_client", "upstream_problem"]
+__all__ = ["for_client", "proxy_request", "relay_to_client", "upstream_problem"]
 
 _R = TypeVar("_R")
+_Answer = TypeVar("_Answer", bound=BaseModel)
 
 
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:
@@ -151,3 +152,24 @@ async def for_client(
         owner=connection_of(ctx),
     )
     return await work(context)
+
+
+async def proxy_request(
+    ctx: ServerRequestContext[Any, Any],
+    params: types.InputResponseRequestParams,
+    node: str,
+    request: Callable[[CallContext], Awaitable[_Answer]],
+) -> _Answer | types.InputRequiredResult:
+    """A request (a prompt, a resource) proxied to `node` for our client (`for_client`): the
+    answer as its server gave it (without its stamp), a failure of the node as an MCP error."""
+
+    async def work(context: CallContext) -> _Answer:
+        try:
+            return await request(context)
+        except ToolkitError as exc:
+            raise as_mcp_error(node, exc) from exc
+
+    outcome = await for_client(ctx, params, work)
+    if isinstance(outcome, types.InputRequiredResult):
+        return outcome
+    return without_stamp(outcome)

@@ -24,7 +24,7 @@ from toolkits import CallContext, HasCatalog, ToolkitError
 from toolkits.mcp import NodeTools, resolve_tool_names
 
 from ...catalog import Routes, list_each
-from ..client_requests.ask_client import for_client
+from ..client_requests.ask_client import proxy_request
 from .proxied_resources import ProxiedResources
 from .relaying import as_mcp_error, without_stamp
 
@@ -50,16 +50,10 @@ class ProxiedPrompts:
     ) -> types.GetPromptResult | types.InputRequiredResult:
         node, original = await self.route(params.name)
 
-        async def work(context: CallContext) -> types.GetPromptResult:
-            try:
-                return await node.catalog.get_prompt(original, params.arguments, context=context)
-            except ToolkitError as exc:
-                raise as_mcp_error(node.name, exc) from exc
+        async def get(context: CallContext) -> types.GetPromptResult:
+            return await node.catalog.get_prompt(original, params.arguments, context=context)
 
-        outcome = await for_client(ctx, params, work)
-        if isinstance(outcome, types.InputRequiredResult):
-            return outcome
-        return without_stamp(outcome)
+        return await proxy_request(ctx, params, node.name, get)
 
     async def route(self, name: str) -> tuple[HasCatalog, str]:
         """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""

@@ -25,11 +25,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
-from toolkits import CallContext, HasCatalog, ToolkitError
+from toolkits import CallContext, HasCatalog
 
 from ...catalog import Routes, claim, list_each
-from ..client_requests.ask_client import for_client
-from .relaying import as_mcp_error, without_stamp
+from ..client_requests.ask_client import proxy_request
 
 __all__ = ["ProxiedResources"]
 
@@ -60,16 +59,10 @@ class ProxiedResources:
     ) -> types.ReadResourceResult | types.InputRequiredResult:
         node = await self.route(params.uri)
 
-        async def work(context: CallContext) -> types.ReadResourceResult:
-            try:
-                return await node.catalog.read_resource(params.uri, context=context)
-            except ToolkitError as exc:
-                raise as_mcp_error(node.name, exc) from exc
+        async def read(context: CallContext) -> types.ReadResourceResult:
+            return await node.catalog.read_resource(params.uri, context=context)
 
-        outcome = await for_client(ctx, params, work)
-        if isinstance(outcome, types.InputRequiredResult):
-            return outcome
-        return without_stamp(outcome)
+        return await proxy_request(ctx, params, node.name, read)
 
     async def route(self, uri: str) -> HasCatalog:
         """The node serving `uri` (see the module docstring). Raises `MCPError`."""
