@@ -20,6 +20,7 @@ from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 
+from .approval import ApprovalRule
 from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
@@ -105,6 +106,7 @@ async def open_gateway(
             token_budget=spec.token_budget,
             memory=memories[name],
             context_window=spec.context_window,
+            approval=ApprovalRule(spec.require_approval, spec.require_approval_if_destructive),
         )
         for name, spec in config.agents.items()
     ]
@@ -127,6 +129,11 @@ async def open_gateway(
                     },
                     max_depth=config.gateway.max_depth,
                     hooks=hooks,
+                    approvals={
+                        name: _approval_rule(server)
+                        for name, server in config.mcp_servers.items()
+                        if server.require_approval or server.require_approval_if_destructive
+                    },
                 )
     finally:
         with anyio.CancelScope(shield=True):
@@ -191,3 +198,9 @@ def _import_tool(name: str, target: str) -> FunctionTool:
         return function_tool(function)
     except TypeError as exc:
         raise ConfigError(f"tools.{name}.python: {exc}") from exc
+
+
+def _approval_rule(server: McpServerConfig) -> ApprovalRule:
+    """An MCP server's rule, over its own tool names."""
+    tools = ["*"] if server.require_approval is True else server.require_approval or []
+    return ApprovalRule(tools, server.require_approval_if_destructive)

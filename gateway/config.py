@@ -147,6 +147,11 @@ class AgentConfig(_Strict):
     """Tokens a run of this agent may spend, counting every agent it calls."""
     memory: MemoryConfig | None = None
     """This agent's chat memory, instead of the gateway's."""
+    require_approval: list[str] = Field(default_factory=list[str])
+    """fnmatch globs over the tool names this agent's model sees (`fs__write_*`): a person is
+    asked before such a call runs (see `gateway.approval`)."""
+    require_approval_if_destructive: bool = False
+    """A person is asked before any call of a tool its server marks `destructiveHint`."""
     batch_size: int = Field(default=1, ge=1)
     """Items of a run that run at once."""
     delay_between_batches: float = Field(default=0.0, ge=0)

@@ -28,6 +28,7 @@ from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
 from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
+from .approval import ApprovalRule, Approver
 from .catalog import claim, list_each
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
@@ -57,6 +58,8 @@ class AgentSpec:
     context_window: int | None = None
     """Tokens the model's context holds, when its provider does not report it: a call that
     would not fit fails before it is sent."""
+    approval: ApprovalRule = field(default_factory=ApprovalRule)
+    """Which of its tool calls a person must approve (over the names its model sees)."""
 
 
 class Gateway:
@@ -72,6 +75,7 @@ class Gateway:
         node_limits: Mapping[str, int] | None = None,
         max_depth: int = 4,
         hooks: Sequence[TraceHook] = (),
+        approvals: Mapping[str, ApprovalRule] | None = None,
     ) -> None:
         self.nodes: dict[str, Toolkit] = {node.name: node for node in nodes}
         self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in agents}
@@ -79,6 +83,8 @@ class Gateway:
         self.hooks = tuple(hooks)
         self.max_depth = max_depth
         """How many agents deep a run may nest (agents calling agents as tools)."""
+        self.approvals: dict[str, ApprovalRule] = dict(approvals or {})
+        """Nodes whose tools need a person's approval, by node (over the node's own names)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
         self._node_limits = PerNode(DEFAULT_NODE_LIMIT, node_limits)
@@ -101,6 +107,7 @@ class Gateway:
         stream: bool = False,
         quota: PerNode | None = None,
         started_by: str | None = None,
+        approver: Approver | None = None,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
@@ -109,7 +116,8 @@ class Gateway:
         gateways the request already passed through (served runs read it from `_meta`);
         `stream` asks every model of the run to stream, each text delta a `token` event;
         `quota` is the calling client's share of the nodes (default: the run's own).
-        `started_by` is who asked (recorded on the state and every trace event).
+        `started_by` is who asked (recorded on the state and every trace event); `approver`
+        decides on the calls that need a person's approval (`gateway.approval`).
         """
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
@@ -125,6 +133,7 @@ class Gateway:
             hops=hops,
             stream=stream,
             quota=quota,
+            approver=approver,
         )
 
     async def resume(
@@ -138,11 +147,13 @@ class Gateway:
         stream: bool = False,
         quota: PerNode | None = None,
         journal: Journal | None = None,
+        approver: Approver | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
         With a `journal`, every model and tool call is recorded there, and one it already
-        holds is answered from it, not made again.
+        holds is answered from it, not made again. A call that needs approval waits for the
+        `approver`'s decision (without one, it is refused).
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
@@ -152,7 +163,15 @@ class Gateway:
         # A resumed run has spent what its metadata says: the budget counts on from there.
         budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
         quota = quota or self.client_quota()
-        context = RunContext(tracer, budget, quota, hops=hops, client_model=model, stream=stream)
+        context = RunContext(
+            tracer,
+            budget,
+            quota,
+            hops=hops,
+            client_model=model,
+            stream=stream,
+            approver=approver,
+        )
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
         async with tracer.span(
@@ -184,6 +203,14 @@ class Gateway:
             for n in nodes
             if isinstance(n, HasHealth) and n.health.state != "ready"
         }
+
+    def needs_approval(self, spec: AgentSpec, tool: Tool) -> bool:
+        """Whether a person must approve `spec`'s calls of `tool` (`gateway.approval`)."""
+        node = self.approvals.get(tool.source_node)
+        own = tool.original_name or tool.name
+        return spec.approval.covers(tool.name, tool.annotations) or (
+            node is not None and node.covers(own, tool.annotations)
+        )
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""

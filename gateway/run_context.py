@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from agent import ChatModel, Usage
 
+from .approval import Approver
 from .limits import PerNode
 from .trace import Tracer
 
@@ -45,6 +46,9 @@ class RunContext:
     """The calling client's share of the nodes, for every call of the run's tree."""
     chain: tuple[str, ...] = ()
     """The agents from the outermost run down to the current one."""
+    path: str = ""
+    """The tool calls that led to the current agent (`h1/`, `h1/m2/`): a call's name in its
+    run is its path and its own name (as the journal records it)."""
     hops: int = 0
     """Gateways this run's request passed through before reaching us (from `_meta`)."""
     client_model: ChatModel | None = None
@@ -53,6 +57,8 @@ class RunContext:
     """The current agent's model (it also answers its tools' servers' sampling requests)."""
     stream: bool = False
     """Ask the models to stream: their text deltas become `token` trace events."""
+    approver: Approver | None = None
+    """Who decides on the calls that need a person's approval (None: nobody can)."""
 
     @property
     def depth(self) -> int:
@@ -65,3 +71,7 @@ class RunContext:
 
     def enter(self, agent: str, model: ChatModel) -> RunContext:
         return replace(self, chain=(*self.chain, agent), model=model)
+
+    def inside(self, call_id: str) -> RunContext:
+        """The context of an agent run as the tool call `call_id` of the current one."""
+        return replace(self, path=f"{self.path}{call_id}/")

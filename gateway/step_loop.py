@@ -33,6 +33,7 @@ from agent import (
 from agent.scratchpad import ERROR_PREFIX
 from toolkits import Tool, ToolkitError
 
+from .approval import NOBODY_TO_ASK, ApprovalRequest, rejection
 from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal
 from .model_specs import ClientSampling
@@ -134,12 +135,16 @@ class StepLoop:
         responses: list[ActionResponse | None] = [None] * len(request.actions)
 
         async def run_one(index: int, action: Action) -> None:
+            # A call that needs approval waits for it here, outside its record.
+            refused = await self._approval(action, tools, context, parent_id, saver)
             if saver.journal is None:
-                responses[index] = await self.run_action(action, tools, context, parent_id, saver)
+                responses[index] = refused or await self.run_action(
+                    action, tools, context, parent_id, saver
+                )
                 return
 
             async def run() -> JsonValue:
-                done = await self.run_action(action, tools, context, parent_id, saver)
+                done = refused or await self.run_action(action, tools, context, parent_id, saver)
                 return done.model_dump(mode="json")
 
             name = f"tool {action.item_index} {action.tool_call_id}"
@@ -160,6 +165,41 @@ class StepLoop:
             raise
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
+
+    async def _approval(
+        self,
+        action: Action,
+        tools: Mapping[str, Tool],
+        context: RunContext,
+        parent_id: str,
+        saver: RunSaver,
+    ) -> ActionResponse | None:
+        """None if the action may run (it needs no approval, or was approved); else what the
+        model is told instead (denied, or nobody to ask). Waits for the decision."""
+        tool = tools.get(action.tool)
+        spec = self._gateway.agents.get(context.chain[-1]) if context.chain else None
+        if tool is None or spec is None or not self._gateway.needs_approval(spec, tool):
+            return None
+        request = ApprovalRequest(
+            call=f"{context.path}tool {action.item_index} {action.tool_call_id}",
+            tool=action.tool,
+            input=action.arguments(from_toolkit=tool.is_from_toolkit),
+            agents=list(context.chain),
+            item=action.item_index,
+        )
+        tracer = context.tracer
+        if context.approver is None:
+            await tracer.note("tool", action.tool, parent_id, approval="refused", call=request.call)
+            return ActionResponse(action=action, error=NOBODY_TO_ASK)
+        await tracer.note("tool", action.tool, parent_id, approval="waiting", call=request.call)
+        decision = await context.approver.decide(request)
+        said = "approved" if decision.approved else "denied"
+        await tracer.note("tool", action.tool, parent_id, approval=said, call=request.call)
+        return (
+            None
+            if decision.approved
+            else ActionResponse(action=action, data=rejection(request, decision))
+        )
 
     async def run_action(
         self,
@@ -252,7 +292,12 @@ class StepLoop:
         checkpoint = saver.child(action.tool_call_id)
         journal = saver.journal.child(action.tool_call_id) if saver.journal else None
         outcome = await self.drive(
-            inner, state, context, parent_id, checkpoint=checkpoint, journal=journal
+            inner,
+            state,
+            context.inside(action.tool_call_id),
+            parent_id,
+            checkpoint=checkpoint,
+            journal=journal,
         )
         item = outcome.items[0]
         if item.error is not None:

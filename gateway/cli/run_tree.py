@@ -80,6 +80,8 @@ def _head(call: CallNode) -> str:
         parts.append(call.call_id)
     if call.took_ms is not None:
         parts.append(f"{call.took_ms} ms")
+    if call.approval is not None:
+        parts.append("approved" if call.approval.get("approved") else "denied")
     usage = call.usage or {}
     if usage.get("input_tokens") or usage.get("output_tokens"):
         parts.append(

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from ..approval import ApprovalRequest, Decision
 from ..errors import UnknownRun
 from .common import Commands
 from .exits import OK
@@ -23,12 +24,14 @@ __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    runs = commands.add("runs", _needs_action, "stored runs: list, show, resume, cancel")
+    runs = commands.add(
+        "runs", _needs_action, "stored runs: list, show, resume, cancel, approve, deny"
+    )
     actions = runs.add_subparsers(metavar="ACTION")
     listing = actions.add_parser("list", help="the stored runs, newest first")
     listing.add_argument(
         "--status",
-        choices=["running", "stopped", "succeeded", "failed", "cancelled"],
+        choices=["running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled"],
         help="only runs in this state",
     )
     listing.set_defaults(handler=_list)
@@ -41,15 +44,71 @@ def register(commands: Commands) -> None:
     cancel = actions.add_parser("cancel", help="stop a run: it is not resumed")
     cancel.add_argument("run_id")
     cancel.set_defaults(handler=_cancel)
-    for sub in (listing, show, resume, cancel):
+    decisions: list[argparse.ArgumentParser] = []
+    for verb, handler in (("approve", _approve), ("deny", _deny)):
+        decide = actions.add_parser(verb, help=f"{verb} a run's call waiting for approval")
+        decide.add_argument("run_id")
+        decide.add_argument(
+            "call", nargs="?", help="which call (as `runs show` names it; default: every one)"
+        )
+        decide.add_argument("--message", help="what to tell the model with the decision")
+        decide.set_defaults(handler=handler)
+        decisions.append(decide)
+    for sub in (listing, show, resume, cancel, *decisions):
         sub.add_argument("--config", help="TOML or JSON config (for its [store] url)")
-    for sub in (listing, show, cancel):
+    for sub in (listing, show, cancel, *decisions):
         add_store_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")
 
 
 def _needs_action(args: argparse.Namespace) -> int:
-    raise UnknownRun("say what to do: agent-gateway runs list | show ID | resume ID | cancel ID")
+    raise UnknownRun(
+        "say what to do: agent-gateway runs list | show ID | resume ID | cancel ID | "
+        "approve ID [CALL] | deny ID [CALL]"
+    )
+
+
+async def _approve(args: argparse.Namespace) -> int:
+    return await _decide(args, approved=True)
+
+
+async def _deny(args: argparse.Namespace) -> int:
+    return await _decide(args, approved=False)
+
+
+async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
+    decision = Decision(approved=approved, message=args.message)
+    async with open_store(store_url(args), launch=False) as runs:
+        info = await runs.get(args.run_id)
+        chosen = _chosen(info, args.call)
+        for request in chosen:
+            await runs.decide(args.run_id, request.call, decision)
+    verb = "approved" if approved else "denied"
+    for request in chosen:
+        print(
+            f"{verb} {request.short}: {request.tool} {json.dumps(request.input)}", file=sys.stderr
+        )
+    if info.error is not None:  # nobody runs it now: the decision waits in the store
+        print(
+            f"run {info.run_id} is not running ({info.error}): `agent-gateway resume "
+            f"{info.run_id}` continues it",
+            file=sys.stderr,
+        )
+    return OK
+
+
+def _chosen(info: RunInfo, call: str | None) -> list[ApprovalRequest]:
+    """The waiting calls `call` names (all when None). Raises `UnknownRun` if none."""
+    if not info.waiting:
+        raise UnknownRun(f"run {info.run_id} has no call waiting for approval ({info.status})")
+    if call is None:
+        return list(info.waiting)
+    named = [r for r in info.waiting if call in (r.call, r.short)]
+    if len(named) != 1:
+        waiting = ", ".join(r.short for r in info.waiting)
+        problem = "names several calls" if named else "is not waiting for approval"
+        raise UnknownRun(f"call {call!r} of run {info.run_id} {problem} (waiting: {waiting})")
+    return named
 
 
 async def _cancel(args: argparse.Namespace) -> int:
@@ -68,7 +127,7 @@ async def _list(args: argparse.Namespace) -> int:
         async with open_store(url, launch=False) as runs:
             found = await runs.list(args.status)
     if args.json:
-        print(json.dumps([asdict(info) for info in found]))
+        print(json.dumps([info.to_json() for info in found]))
         return OK
     for info in found:
         why = f"  {info.error}" if info.error else ""
@@ -87,7 +146,7 @@ async def _show(args: argparse.Namespace) -> int:
     calls = call_tree(steps)
     if args.json:
         shown = {
-            **asdict(info),
+            **info.to_json(),
             "calls": [call.to_json() for call in calls],
             "result": result.model_dump(mode="json") if result is not None else None,
             "state": state.model_dump(mode="json") if state is not None else None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import json
 import shlex
 import sys
 import threading
@@ -22,6 +23,7 @@ import anyio
 from agent import AgentError
 from toolkits import ToolkitError
 
+from ..approval import ApprovalRequest
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
@@ -124,12 +126,16 @@ def store_url(args: argparse.Namespace, config: Config | None = None) -> str | N
 
 def resume_hint(run_id: str, args: argparse.Namespace, url: str) -> str:
     """What to type to resume a stored run (its config and model are in its state)."""
-    where = ""
+    return f"agent-gateway resume {run_id}{_store_option(args, url)}"
+
+
+def _store_option(args: argparse.Namespace, url: str) -> str:
+    """The option that names the store at `url` again ("" for the default one)."""
     if args.state_dir:
-        where = f" --state-dir {shlex.quote(str(args.state_dir))}"
-    elif url != default_store_url():
-        where = f" --store {shlex.quote(redacted(url))}"
-    return f"agent-gateway resume {run_id}{where}"
+        return f" --state-dir {shlex.quote(str(args.state_dir))}"
+    if url != default_store_url():
+        return f" --store {shlex.quote(redacted(url))}"
+    return ""
 
 
 def preload_store() -> None:
@@ -218,7 +224,19 @@ async def _drive(
             if args.json:
                 with_steps(gateway, state.agent)
             async with open_store(url) if runs is None else nullcontext(runs) as store:
-                store.use(gateway, stream=True)
+
+                async def waiting(request: ApprovalRequest) -> None:
+                    said = json.dumps(request.input, ensure_ascii=False)
+                    call = f"{state.run_id} {shlex.quote(request.short)}{_store_option(args, url)}"
+                    print(
+                        f"waiting for approval: {request.tool} {said}\n"
+                        f"  agent-gateway runs approve {call}\n"
+                        f"  agent-gateway runs deny {call} [--message TEXT]",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+
+                store.use(gateway, stream=True, on_approval=waiting)
                 try:
                     result = await go(store)
                 except (AgentError, ToolkitError, GatewayError) as exc:

@@ -26,11 +26,13 @@ import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 from pydantic import JsonValue
 
+from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import StoreError, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
+from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
 from .status import (
     ACTIVE_STATUSES,
     EXECUTION_EVENT,
@@ -105,6 +107,7 @@ class _Host:
     gateway: Gateway | None = None
     hooks: Sequence[TraceHook] = ()
     stream: bool = False
+    on_approval: OnWait | None = None
     executions: dict[str, _Execution] = field(default_factory=dict[str, _Execution])
 
 
@@ -135,6 +138,7 @@ async def _execute(
         recorded: dict[str, JsonValue] = {
             s["function_name"]: s["output"] for s in steps if s["error"] is None
         }
+        received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
         saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
@@ -151,6 +155,7 @@ async def _execute(
                 state,
                 checkpoint=checkpoint,
                 journal=DbosJournal(recorded),
+                approver=DbosApprovals(received, host.on_approval),
                 hooks=host.hooks,
                 stream=host.stream,
             )
@@ -175,10 +180,22 @@ class DurableRuns:
         """The queue only this process listens to (None: it runs no workflows)."""
 
     def use(
-        self, gateway: Gateway, *, hooks: Sequence[TraceHook] = (), stream: bool = False
+        self,
+        gateway: Gateway,
+        *,
+        hooks: Sequence[TraceHook] = (),
+        stream: bool = False,
+        on_approval: OnWait | None = None,
     ) -> None:
-        """Run this process's workflows on `gateway`."""
-        self._host.gateway, self._host.hooks, self._host.stream = gateway, hooks, stream
+        """Run this process's workflows on `gateway`; `on_approval` hears of each call that
+        starts waiting for a person's approval."""
+        host = self._host
+        host.gateway, host.hooks, host.stream, host.on_approval = (
+            gateway,
+            hooks,
+            stream,
+            on_approval,
+        )
 
     async def start(self, state: RunState) -> RunResult:
         """Run `state` as a new durable run (its id is the workflow's) to the end.
@@ -218,7 +235,8 @@ class DurableRuns:
                 f"run {run_id!r} has ended ({info.status}): it cannot be resumed; "
                 f"`agent-gateway runs show {run_id}` shows it"
             )
-        if info.status == "running" and info.host == socket.gethostname():
+        alive = info.status in ("running", "waiting_approval") and info.error is None
+        if alive and info.host == socket.gethostname():
             raise UnknownRun(
                 f"run {run_id!r} is running in process {info.pid} on this machine: stop that "
                 "process first, or wait for it"
@@ -254,12 +272,25 @@ class DurableRuns:
         return await self._info(found[0])
 
     async def _info(self, status: Any) -> RunInfo:
-        execution = None
+        execution = waiting = None
         if status.status in ("PENDING", "ENQUEUED"):
             execution = await self._client.get_event_async(
                 status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
             )
-        return run_info(status, execution)
+            waiting = await self._client.get_event_async(
+                status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
+            )
+        return run_info(status, execution, waiting)
+
+    async def waiting(self, run_id: str) -> dict[str, ApprovalRequest]:
+        """The run's calls waiting for a person's approval, by name."""
+        info = await self.get(run_id)
+        return {r.call: r for r in info.waiting}
+
+    async def decide(self, run_id: str, call: str, decision: Decision) -> None:
+        """Send the decision on `call` to the run, wherever it runs (or when it resumes)."""
+        message = decision_message(call, decision)
+        await self._client.send_async(run_id, message, APPROVAL_TOPIC)
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)
@@ -273,7 +304,7 @@ class DurableRuns:
                 completed_ms=s["completed_at_epoch_ms"],
             )
             for s in await self._client.list_workflow_steps_async(run_id)
-            if not s["function_name"].startswith("DBOS.")
+            if not s["function_name"].startswith("DBOS.") or s["function_name"] == "DBOS.recv"
         ]
 
     async def result(self, run_id: str) -> RunResult | None:

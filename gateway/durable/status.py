@@ -4,6 +4,8 @@ A run's status is DBOS's, refined by the `execution` event its workflow keeps (w
 and why it stopped if it did):
 
     running           its process is at work (or died on another machine: resume it there)
+    waiting_approval  calls of it wait for a person: `runs approve|deny` (if its process is
+                      gone, `runs resume` after)
     stopped           it failed (a model down), was interrupted, or its process on this
                       machine died: `runs resume` continues it
     succeeded         it finished (items that failed on their own are in its result)
@@ -15,9 +17,12 @@ from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
+from pydantic import JsonValue
+
+from ..approval import ApprovalRequest
 from ..errors import StoreError, StoreUnavailable
 from ..run_state import RunState
 from ..store_config import redacted
@@ -35,8 +40,8 @@ __all__ = [
 
 STATE_EVENT = "state"
 EXECUTION_EVENT = "execution"
-STATUSES = ("running", "stopped", "succeeded", "failed", "cancelled")
-ACTIVE_STATUSES = ("running", "stopped")
+STATUSES = ("running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled")
+ACTIVE_STATUSES = ("running", "waiting_approval", "stopped")
 _FINAL = {"SUCCESS": "succeeded", "ERROR": "failed", "CANCELLED": "cancelled"}
 
 
@@ -53,6 +58,21 @@ class RunInfo:
     host: str | None = None
     pid: int | None = None
     """Where it last ran."""
+    waiting: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
+    """Its calls waiting for a person's approval."""
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {
+            "run_id": self.run_id,
+            "status": self.status,
+            "agent": self.agent,
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+            "error": self.error,
+            "host": self.host,
+            "pid": self.pid,
+            "waiting": [{**r.model_dump(mode="json"), "short": r.short} for r in self.waiting],
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +85,9 @@ class RunStep:
     completed_ms: int | None
 
 
-def run_info(status: Any, execution: Any) -> RunInfo:
-    """A DBOS workflow status and the run's `execution` event, as a `RunInfo`."""
+def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
+    """A DBOS workflow status and the run's `execution` and `approvals` events, as a
+    `RunInfo`."""
     agent: str | None = None
     inputs = getattr(status, "input", None)
     if inputs is not None:
@@ -84,6 +105,13 @@ def run_info(status: Any, execution: Any) -> RunInfo:
         stopped = f"its process ({pid}) ended before the run did"
     if stopped is not None:
         ours = "stopped"
+    asked = (
+        [ApprovalRequest.model_validate(r) for r in cast(dict[str, Any], waiting).values()]
+        if ours != "succeeded" and _FINAL.get(status.status) is None and isinstance(waiting, dict)
+        else []
+    )
+    if asked:
+        ours = "waiting_approval"  # whether its process lives or not: it needs a person first
     return RunInfo(
         run_id=status.workflow_id,
         status=ours,
@@ -93,6 +121,7 @@ def run_info(status: Any, execution: Any) -> RunInfo:
         error=str(stopped) if stopped is not None else str(error) if error is not None else None,
         host=host if isinstance(host, str) else None,
         pid=pid if isinstance(pid, int) else None,
+        waiting=asked,
     )
 
 

@@ -37,6 +37,8 @@ class CallNode:
     """A model's answer (`content`, `tool_calls`), a tool's result."""
     error: str | None = None
     usage: dict[str, JsonValue] | None = None
+    approval: dict[str, JsonValue] | None = None
+    """A person's decision on the call (`approved`, `message`), if it needed one."""
     calls: list[CallNode] = field(default_factory=list["CallNode"])
     """The calls of the agent this tool call ran."""
 
@@ -52,6 +54,7 @@ class CallNode:
             "output": self.output,
             "error": self.error,
             "usage": self.usage,
+            "approval": self.approval,
         }
         if self.calls:
             shown["calls"] = [call.to_json() for call in self.calls]
@@ -74,6 +77,7 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
             calls_under(f"{above}/" if above else "").append(parent)
         return parent.calls
 
+    decisions = _decisions(steps)
     for step in sorted(steps, key=lambda s: s.step_id):
         path, _, own = step.name.rpartition("/")
         path = f"{path}/" if path else ""
@@ -81,6 +85,7 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
         if node is None:
             continue
         if node.kind == "tool" and node.call_id is not None:
+            node.approval = decisions.get(step.name)
             known = agents.get(f"{path}{node.call_id}/")
             if known is not None:  # its agent's calls were recorded before it
                 node.calls = known.calls
@@ -93,6 +98,19 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])
     return top
+
+
+def _decisions(steps: Sequence[RunStep]) -> dict[str, dict[str, JsonValue]]:
+    """The decisions the run received on its calls that needed approval, by call name."""
+    found: dict[str, dict[str, JsonValue]] = {}
+    for step in steps:
+        message: Any = step.output
+        if step.name == "DBOS.recv" and isinstance(message, dict):
+            data = cast(dict[str, JsonValue], message)
+            call = data.get("call")
+            if isinstance(call, str):
+                found.setdefault(call, {k: v for k, v in data.items() if k != "call"})
+    return found
 
 
 def _time_from_first_call(node: CallNode) -> None:

@@ -30,6 +30,7 @@ __all__ = [
     "TIME_SERVER",
     "everything_http",
     "everything_stdio",
+    "filesystem_stdio",
     "killable_everything_stdio",
     "read_pid",
     "require",
@@ -39,6 +40,7 @@ __all__ = [
 REPO = Path(__file__).resolve().parents[2]
 SERVERS = REPO / ".servers"
 EVERYTHING = SERVERS / "node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+FILESYSTEM = SERVERS / "node/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
 TIME_SERVER = SERVERS / "py/bin/mcp-server-time"
 LOOPBACK = Path(__file__).with_name("loopback.cjs")
 
@@ -68,6 +70,11 @@ def _node() -> str:
 def everything_stdio(**keys: Any) -> McpServerConfig:
     """server-everything over stdio; `keys` are further config keys."""
     return McpServerConfig(command=_node(), args=[str(require(EVERYTHING)), "stdio"], **keys)
+
+
+def filesystem_stdio(root: Path, **keys: Any) -> McpServerConfig:
+    """server-filesystem over stdio, on `root`; `keys` are further config keys."""
+    return McpServerConfig(command=_node(), args=[str(require(FILESYSTEM)), str(root)], **keys)
 
 
 def killable_everything_stdio(pid_file: Path, **keys: Any) -> McpServerConfig:

@@ -93,6 +93,11 @@ class McpServerConfig(BaseModel):
     protocol: ProtocolMode = "auto"
     max_concurrency: int | None = Field(default=None, ge=1)
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""
+    require_approval: bool | list[str] = False
+    """The gateway asks a person before calling these tools: all (`true`), or fnmatch globs on
+    the server's own tool names."""
+    require_approval_if_destructive: bool = False
+    """The gateway asks a person before calling a tool this server marks `destructiveHint`."""
     bearer_token_env: str | None = None
     """http/sse: name of the environment variable holding a bearer token for `Authorization`."""
     oauth: bool = True

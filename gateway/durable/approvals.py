@@ -1,0 +1,89 @@
+"""Approval of a stored run's calls as DBOS messages: a durable wait any process can end.
+
+A call waiting for approval is listed in the run's `approvals` event (what `runs list` and
+`runs approve` read); a decision is a message on the run's `approval` topic,
+`{"call": ..., "approved": ..., "message": ...}`, sent by `runs approve|deny` from any process.
+DBOS records each message the workflow received, so a run resumed after a crash finds the
+decisions it had already received in its records, and waits only for the others (a message
+sent while no process ran the run waits in the store).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, cast
+
+import anyio
+from dbos import DBOS
+from pydantic import JsonValue, ValidationError
+
+from ..approval import ApprovalRequest, Decision
+
+__all__ = ["APPROVALS_EVENT", "APPROVAL_TOPIC", "DbosApprovals", "decision_message"]
+
+APPROVALS_EVENT = "approvals"
+APPROVAL_TOPIC = "approval"
+RECV_SECONDS = 3600.0
+"""One wait for a message; a run waits for as many as it takes."""
+
+OnWait = Callable[[ApprovalRequest], Awaitable[None]]
+
+
+def decision_message(call: str, decision: Decision) -> dict[str, JsonValue]:
+    return {"call": call, **decision.model_dump(mode="json")}
+
+
+class DbosApprovals:
+    """The approver of one execution of a stored run's workflow."""
+
+    def __init__(self, received: Iterable[Any], on_wait: OnWait | None = None) -> None:
+        self._decided: dict[str, Decision] = {}
+        for message in received:
+            self._take(message)
+        self._pending: dict[str, ApprovalRequest] = {}
+        self._on_wait = on_wait
+        self._receiving = anyio.Lock()
+        """One `recv` at a time: a message for another call is kept for it."""
+        self._publishing = anyio.Lock()
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        call = request.call
+        if call not in self._decided:
+            # A decision sent while no process ran the run is waiting already.
+            await self._receive(call, wait_seconds=0)
+        if call not in self._decided:
+            self._pending[call] = request
+            try:
+                await self._publish()
+                if self._on_wait is not None:
+                    await self._on_wait(request)
+                while call not in self._decided:
+                    await self._receive(call, wait_seconds=RECV_SECONDS)
+            finally:
+                del self._pending[call]
+                with anyio.CancelScope(shield=True):
+                    await self._publish()
+        return self._decided[call]
+
+    async def _receive(self, call: str, *, wait_seconds: float) -> None:
+        """Take the next message (for any call), unless `call`'s decision came meanwhile."""
+        async with self._receiving:
+            if call not in self._decided:
+                self._take(await DBOS.recv_async(APPROVAL_TOPIC, wait_seconds))
+
+    def _take(self, message: Any) -> None:
+        if not isinstance(message, dict):
+            return  # a wait that timed out (None), or not one of ours
+        data = cast(dict[str, Any], message)
+        try:
+            decision = Decision.model_validate({k: v for k, v in data.items() if k != "call"})
+        except ValidationError:
+            return
+        call = data.get("call")
+        if isinstance(call, str) and call not in self._decided:  # the first decision stands
+            self._decided[call] = decision
+
+    async def _publish(self) -> None:
+        async with self._publishing:
+            waiting = {call: r.model_dump(mode="json") for call, r in self._pending.items()}
+            await DBOS.set_event_async(APPROVALS_EVENT, waiting)

@@ -1,0 +1,236 @@
+"""Calls that need a person's approval: which do (an agent's globs, an MCP server's globs and
+its destructive tools), and how a run waits for the decision while the step's other calls
+run, goes on when it comes, and tells the model of a denial."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import JsonValue
+
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from gateway import AgentSpec, Gateway
+from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
+from gateway.assembly import open_gateway
+from gateway.config import parse_config
+from tests.servers.real import filesystem_stdio
+from toolkits import FunctionToolkit, Tool, function_tool
+
+pytestmark = pytest.mark.anyio
+
+
+def calls(*pairs: tuple[str, str, dict[str, JsonValue]]) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=n, id=i, arguments=a) for n, i, a in pairs])
+
+
+def told(model: ScriptedModel, call: int) -> dict[str, str]:
+    """What the tools' results said to the model in its `call`-th request, by call id."""
+    return {m.tool_call_id: m.content for m in model.calls[call][0] if isinstance(m, ToolMessage)}
+
+
+class Person:
+    """An approver that says what the test tells it to, when it tells it to."""
+
+    def __init__(self) -> None:
+        self.asked: dict[str, ApprovalRequest] = {}
+        self._answers: dict[str, Decision] = {}
+        self._answered: dict[str, anyio.Event] = {}
+        self._asked_more = anyio.Event()
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked[request.call] = request
+        self._asked_more.set()
+        await self._answered.setdefault(request.call, anyio.Event()).wait()
+        return self._answers[request.call]
+
+    async def wait_until_asked(self, count: int) -> None:
+        while len(self.asked) < count:
+            await self._asked_more.wait()
+            self._asked_more = anyio.Event()
+
+    def say(self, call: str, decision: Decision) -> None:
+        self._answers[call] = decision
+        self._answered.setdefault(call, anyio.Event()).set()
+
+
+@asynccontextmanager
+async def running(
+    gateway: Gateway, agent: str, person: Person, *, answer: str
+) -> AsyncGenerator[None]:
+    """`agent` runs beside the block (which plays the person); it must end with `answer`."""
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                result = await gateway.run(agent, "go", approver=person)
+                assert result.output == answer
+
+            tg.start_soon(run)
+            yield
+
+
+def _log_tool(log: list[str], noted: anyio.Event | None = None) -> FunctionToolkit:
+    async def note(text: str) -> str:
+        """Note a text."""
+        log.append(text)
+        if noted is not None:
+            noted.set()
+        return f"noted {text}"
+
+    async def erase(text: str) -> str:
+        """Erase a text."""
+        log.append(f"erased {text}")
+        return f"erased {text}"
+
+    return FunctionToolkit("log", [function_tool(note), function_tool(erase)])
+
+
+def test_a_rule_covers_globs_and_destructive_tools() -> None:
+    rule = ApprovalRule(["fs__write_*", "git__commit"])
+    assert rule.covers("fs__write_file", {})
+    assert rule.covers("git__commit", {"destructiveHint": False})
+    assert not rule.covers("fs__read_file", {"destructiveHint": True})
+    assert not rule.covers("FS__write_file", {})  # case counts
+    destructive = ApprovalRule(destructive=True)
+    assert destructive.covers("anything", {"destructiveHint": True})
+    assert not destructive.covers("anything", {"destructiveHint": "yes"})
+    assert not destructive.covers("anything", {})
+
+
+def test_the_gateway_asks_by_agent_names_and_by_server_own_names() -> None:
+    gateway = Gateway(
+        agents=[AgentSpec("a", ScriptedModel([]), approval=ApprovalRule(["fs__write_*"]))],
+        approvals={"fs": ApprovalRule(["move_*"], destructive=True)},
+    )
+    spec = gateway.agents["a"]
+
+    def tool(name: str, own: str, **annotations: Any) -> Tool:
+        return Tool(name, "", {}, "fs", True, original_name=own, annotations=annotations)
+
+    assert gateway.needs_approval(spec, tool("fs__write_file", "write_file"))
+    assert gateway.needs_approval(spec, tool("fs__move_file", "move_file"))
+    assert gateway.needs_approval(spec, tool("fs__edit", "edit", destructiveHint=True))
+    assert not gateway.needs_approval(spec, tool("fs__read_file", "read_file"))
+    other = Tool("fs__move_file", "", {}, "elsewhere", True, original_name="move_file")
+    assert not gateway.needs_approval(spec, other)  # the server's rule is for its own tools
+
+
+async def test_the_other_calls_run_while_two_wait_and_each_gets_one_result() -> None:
+    log: list[str] = []
+    model = ScriptedModel(
+        [
+            calls(
+                ("note", "a", {"text": "A"}),
+                ("erase", "b", {"text": "B"}),
+                ("erase", "c", {"text": "C"}),
+            ),
+            "done",
+        ]
+    )
+    spec = AgentSpec("a", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    noted = anyio.Event()
+    gateway = Gateway([_log_tool(log, noted)], [spec])
+    person = Person()
+    async with running(gateway, "a", person, answer="done"):
+        await person.wait_until_asked(2)
+        await noted.wait()  # the call that needs no approval ran while they wait
+        assert log == ["A"]
+        assert sorted(person.asked) == ["tool 0 b", "tool 0 c"]
+        assert person.asked["tool 0 b"].input == {"text": "B"}
+        person.say("tool 0 c", Decision(approved=False, message="keep C"))
+        person.say("tool 0 b", Decision(approved=True))
+    assert log == ["A", "erased B"]
+    assert told(model, 1) == {
+        "a": "noted A",
+        "b": "erased B",
+        "c": "The user rejected the tool call to erase; it did not run. The user said: keep C",
+    }
+
+
+async def test_an_approval_three_agents_deep_is_asked_of_the_outermost_run() -> None:
+    log: list[str] = []
+    model = ScriptedModel(
+        [
+            calls(("middle", "m1", {"prompt": "ask the leaf"})),
+            calls(("leaf", "l1", {"prompt": "erase W"})),
+            calls(("erase", "w1", {"text": "W"})),
+            "leaf: erased",
+            "middle: the leaf erased",
+            "lead: all done",
+        ]
+    )
+    gateway = Gateway(
+        [_log_tool(log)],
+        [
+            AgentSpec("lead", model, tools=["middle"]),
+            AgentSpec("middle", model, tools=["leaf"]),
+            AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"])),
+        ],
+    )
+    person = Person()
+    async with running(gateway, "lead", person, answer="lead: all done"):
+        await person.wait_until_asked(1)
+        [request] = person.asked.values()
+        assert (request.call, request.short) == ("m1/l1/tool 0 w1", "m1/l1/w1")
+        assert request.agents == ["lead", "middle", "leaf"]
+        assert log == []
+        person.say(request.call, Decision(approved=True))
+    assert log == ["erased W"]
+    assert len(model.calls) == 6  # every agent went on where it was: nothing asked twice
+
+
+async def test_without_anyone_to_ask_the_call_is_refused_and_the_run_goes_on() -> None:
+    log: list[str] = []
+    model = ScriptedModel([calls(("erase", "e1", {"text": "E"})), "I could not"])
+    spec = AgentSpec("a", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    result = await Gateway([_log_tool(log)], [spec]).run("a", "go")
+    assert result.output == "I could not"
+    assert log == []
+    assert told(model, 1)["e1"] == f"Error: {NOBODY_TO_ASK}"
+
+
+@pytest.mark.integration
+async def test_a_servers_destructive_tools_and_globs_need_approval(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("kept")
+    server = filesystem_stdio(
+        tmp_path, require_approval=["list_*"], require_approval_if_destructive=True
+    )
+    config = parse_config(
+        {
+            "mcpServers": {"fs": server.model_dump(exclude_defaults=True)},
+            "agents": {"a": {"tools": ["fs"]}},
+        }
+    )
+    target = str(tmp_path / "notes.txt")
+    model = ScriptedModel(
+        [
+            calls(
+                ("fs__write_file", "w", {"path": target, "content": "gone"}),  # destructive
+                ("fs__list_directory", "l", {"path": str(tmp_path)}),  # the server's glob
+                ("fs__read_text_file", "r", {"path": target}),
+            ),
+            "done",
+        ]
+    )
+    person = Person()
+    async with open_gateway(config) as gateway:
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: gateway.run("a", "go", model=model, approver=person))
+                await person.wait_until_asked(2)
+                assert sorted(r.tool for r in person.asked.values()) == [
+                    "fs__list_directory",
+                    "fs__write_file",
+                ]
+                for call in person.asked:
+                    person.say(call, Decision(approved=False))
+    results: Mapping[str, str] = told(model, 1)
+    assert json.loads(results["r"])["content"] == "kept"  # read before any write
+    assert results["w"].startswith("The user rejected the tool call to fs__write_file")
+    assert (tmp_path / "notes.txt").read_text() == "kept"
