@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
@@ -22,6 +22,7 @@ __all__ = [
     "ApprovalRequest",
     "ApprovalRule",
     "Approver",
+    "AsksAtOnce",
     "Decision",
     "rejection",
 ]
@@ -77,7 +78,18 @@ class Decision(BaseModel):
 class Approver(Protocol):
     async def decide(self, request: ApprovalRequest) -> Decision:
         """Ask for a decision on `request` and wait for it. Raises only what stops the whole
-        run (its cancellation)."""
+        run (its cancellation, or a `RunPaused`)."""
+        ...
+
+
+@runtime_checkable
+class AsksAtOnce(Protocol):
+    """An approver that is shown a step's requests before any call of the step runs."""
+
+    async def ask_at_once(self, requests: Sequence[ApprovalRequest]) -> None:
+        """Raise `RunPaused` to ask them in one round outside this run (the step runs again,
+        from the run's last checkpoint, once they are answered); return to decide each call
+        as it comes."""
         ...
 
 

@@ -33,7 +33,7 @@ from agent import (
 from agent.scratchpad import ERROR_PREFIX
 from toolkits import Tool, ToolkitError
 
-from .approval import NOBODY_TO_ASK, ApprovalRequest, rejection
+from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
 from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal
 from .model_specs import ClientSampling
@@ -134,9 +134,17 @@ class StepLoop:
         """Run every action of `request` concurrently; failures become error responses."""
         responses: list[ActionResponse | None] = [None] * len(request.actions)
 
+        asked = {
+            index: needed
+            for index, action in enumerate(request.actions)
+            if (needed := self._approval_request(action, tools, context)) is not None
+        }
+        if asked and isinstance(context.approver, AsksAtOnce):
+            await context.approver.ask_at_once(list(asked.values()))
+
         async def run_one(index: int, action: Action) -> None:
             # A call that needs approval waits for it here, outside its record.
-            refused = await self._approval(action, tools, context, parent_id, saver)
+            refused = await self._approval(action, asked.get(index), context, parent_id)
             if saver.journal is None:
                 responses[index] = refused or await self.run_action(
                     action, tools, context, parent_id, saver
@@ -166,27 +174,33 @@ class StepLoop:
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 
-    async def _approval(
-        self,
-        action: Action,
-        tools: Mapping[str, Tool],
-        context: RunContext,
-        parent_id: str,
-        saver: RunSaver,
-    ) -> ActionResponse | None:
-        """None if the action may run (it needs no approval, or was approved); else what the
-        model is told instead (denied, or nobody to ask). Waits for the decision."""
+    def _approval_request(
+        self, action: Action, tools: Mapping[str, Tool], context: RunContext
+    ) -> ApprovalRequest | None:
+        """What to ask a person before `action` runs; None if it needs no approval."""
         tool = tools.get(action.tool)
         spec = self._gateway.agents.get(context.chain[-1]) if context.chain else None
         if tool is None or spec is None or not self._gateway.needs_approval(spec, tool):
             return None
-        request = ApprovalRequest(
+        return ApprovalRequest(
             call=f"{context.path}tool {action.item_index} {action.tool_call_id}",
             tool=action.tool,
             input=action.arguments(from_toolkit=tool.is_from_toolkit),
             agents=list(context.chain),
             item=action.item_index,
         )
+
+    async def _approval(
+        self,
+        action: Action,
+        request: ApprovalRequest | None,
+        context: RunContext,
+        parent_id: str,
+    ) -> ActionResponse | None:
+        """None if the action may run (it needs no approval, or was approved); else what the
+        model is told instead (denied, or nobody to ask). Waits for the decision."""
+        if request is None:
+            return None
         tracer = context.tracer
         if context.approver is None:
             await tracer.note("tool", action.tool, parent_id, approval="refused", call=request.call)

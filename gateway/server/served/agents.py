@@ -34,6 +34,7 @@ from ...sampling_model import (
     sampling_problem,
 )
 from ...trace import TraceHook, new_id
+from ..client_requests.approvals import ApprovalInputRequired, client_approver
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
@@ -159,27 +160,14 @@ class AgentTools:
         hooks = [notifier]  # besides the gateway's own (--trace, ...)
         try:
             async with in_background(notifier.keep_alive, wait_started=False):
-                if isinstance(spec.model, ClientSampling):
-                    return await self._run_on_client_model(ctx, spec, args, params, hooks)
-                result = await self._gateway.run(
-                    spec.name,
-                    args.agent_items(),
-                    hooks=hooks,
-                    hops=incoming_hops(ctx),
-                    quota=client_quota(ctx, self._gateway),
-                    started_by=authenticated_subject(),
-                    stream=True,  # streamed text shows in the progress of a long model call
-                )
+                return await self._run(ctx, spec, args, params, hooks)
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
         except Exception as exc:  # a bug must not take the connection down
             log.exception("agent %r crashed", spec.name)
             return error_result(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
-        return run_result(
-            result, steps=spec.options.return_intermediate_steps, items=args.items is not None
-        )
 
-    async def _run_on_client_model(
+    async def _run(
         self,
         ctx: ServerRequestContext[Any, Any],
         spec: AgentSpec,
@@ -187,12 +175,22 @@ class AgentTools:
         params: types.CallToolRequestParams,
         hooks: Sequence[TraceHook],
     ) -> types.CallToolResult | types.InputRequiredResult:
-        problem = sampling_problem(ctx.session, with_tools=bool(spec.tools))
-        if problem is not None:
-            return error_result(
-                f'agent {spec.name!r} runs on the client\'s own model (model = "sampling" in '
-                f"[agents.{spec.name}]), but {problem}. To run it here instead, set `model` in "
-                f"[agents.{spec.name}] to a model spec."
+        """The run, or a round of it: a 2026-07-28 client's retry resumes it from the state
+        its last round returned, with the answers to that round's questions."""
+        model: SamplingModel | None = None
+        if isinstance(spec.model, ClientSampling):
+            problem = sampling_problem(ctx.session, with_tools=bool(spec.tools))
+            if problem is not None:
+                return error_result(
+                    f'agent {spec.name!r} runs on the client\'s own model (model = "sampling" '
+                    f"in [agents.{spec.name}]), but {problem}. To run it here instead, set "
+                    f"`model` in [agents.{spec.name}] to a model spec."
+                )
+            model = SamplingModel(
+                ctx,
+                answers=params.input_responses,
+                max_tokens=self._max_tokens,
+                settings=spec.model.settings,
             )
         state: RunState | None = None
         if params.request_state is not None:
@@ -214,12 +212,6 @@ class AgentTools:
         async def keep(checkpoint: RunState) -> None:
             latest[0] = checkpoint
 
-        model = SamplingModel(
-            ctx,
-            answers=params.input_responses,
-            max_tokens=self._max_tokens,
-            settings=spec.model.settings if isinstance(spec.model, ClientSampling) else None,
-        )
         try:
             result = await self._gateway.resume(
                 state,
@@ -228,12 +220,19 @@ class AgentTools:
                 model=model,
                 hops=incoming_hops(ctx),
                 quota=client_quota(ctx, self._gateway),
+                stream=model is None,  # streamed text shows in the progress of a long call
+                approver=client_approver(ctx, params.input_responses),
             )
-        except SamplingInputRequired as need:
-            # The run goes on when the client retries with the answer: resumed from `latest`,
-            # the agent asks the same question again and finds its answer under `need.key`.
+        except (SamplingInputRequired, ApprovalInputRequired) as need:
+            # The run goes on when the client retries with the answers: resumed from
+            # `latest`, it asks the same questions again and finds their answers by key.
+            asked: dict[str, types.InputRequest] = (
+                {need.key: need.request}
+                if isinstance(need, SamplingInputRequired)
+                else need.requests
+            )
             return types.InputRequiredResult(
-                input_requests={need.key: need.request}, request_state=encode_state(latest[0])
+                input_requests=asked, request_state=encode_state(latest[0])
             )
         return run_result(
             result, steps=spec.options.return_intermediate_steps, items=args.items is not None

@@ -1,0 +1,131 @@
+"""A served run's calls that need approval are asked of the MCP client that started the run.
+
+- A handshake-era client (2025-11-25) that declared form elicitation is asked at once, over
+  the request's back-channel: the run waits in the request.
+- A 2026-07-28 client that declared elicitation is asked in an input-required round: before
+  any call of the step runs, the tool call ends with the step's questions
+  (`ApprovalInputRequired`) and the run's state; the client's retry carries the answers, and
+  the step runs with them.
+- A client that can do neither has nobody to ask: the gated calls are refused (the model is
+  told why).
+
+The question is a form with `approve` (boolean) and `message` (told to the model).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ...approval import ApprovalRequest, Approver, Decision
+from ...errors import RunPaused
+from .ask_client import relay_to_client, upstream_problem
+
+__all__ = ["ApprovalInputRequired", "ClientApprover", "RoundApprover", "client_approver"]
+
+WAITING = "waiting for the client's approval"
+
+APPROVAL_FORM: types.ElicitRequestedSchema = {
+    "type": "object",
+    "properties": {
+        "approve": {
+            "type": "boolean",
+            "title": "Allow this tool call",
+            "description": "true runs the call; false refuses it",
+        },
+        "message": {
+            "type": "string",
+            "title": "Message to the agent",
+            "description": "Optional: why, or what to do instead",
+        },
+    },
+    "required": ["approve"],
+}
+
+
+class ApprovalInputRequired(RunPaused):
+    """The client must answer these questions (by key) before the step can run (2026-07-28)."""
+
+    def __init__(self, requests: dict[str, types.InputRequest]) -> None:
+        super().__init__(f"{WAITING} ({', '.join(requests)})", reason=WAITING)
+        self.requests = requests
+
+
+def question(request: ApprovalRequest) -> types.ElicitRequest:
+    said = json.dumps(request.input, ensure_ascii=False)
+    message = f"Agent {request.agents[-1]!r} wants to call {request.tool} with {said}. Allow it?"
+    return types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_FORM)
+    )
+
+
+def answer_key(request: ApprovalRequest) -> str:
+    return f"approve {request.call}"
+
+
+def decision_of(answer: Any) -> Decision:
+    """The client's answer to `question` as a decision: anything but an accepted `approve:
+    true` is a refusal."""
+    if isinstance(answer, types.ErrorData):
+        return Decision(approved=False, message=f"the client could not be asked: {answer.message}")
+    if not isinstance(answer, types.ElicitResult):
+        try:
+            answer = types.ElicitResult.model_validate(
+                answer.model_dump(by_alias=True, exclude_none=True)
+            )
+        except Exception:
+            return Decision(approved=False, message="the client answered something else")
+    content: Mapping[str, Any] = answer.content or {}
+    said = content.get("message")
+    message = said if isinstance(said, str) and said.strip() else None
+    if answer.action != "accept":
+        return Decision(approved=False, message=message or f"the client chose {answer.action}")
+    return Decision(approved=content.get("approve") is True, message=message)
+
+
+class ClientApprover:
+    """Asks a handshake-era client over the request's back-channel (elicitation)."""
+
+    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        self._ctx = ctx
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return decision_of(await relay_to_client(self._ctx, question(request)))
+
+
+class RoundApprover:
+    """Asks a 2026-07-28 client in input-required rounds; `answers` came with this retry."""
+
+    def __init__(self, answers: Mapping[str, types.InputResponse] | None) -> None:
+        self._answers = dict(answers or {})
+
+    async def ask_at_once(self, requests: Sequence[ApprovalRequest]) -> None:
+        missing = {
+            answer_key(r): question(r) for r in requests if answer_key(r) not in self._answers
+        }
+        if missing:
+            raise ApprovalInputRequired(dict[str, types.InputRequest](missing))
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        answer = self._answers.get(answer_key(request))
+        if answer is None:  # only for a call `ask_at_once` was not shown
+            raise ApprovalInputRequired({answer_key(request): question(request)})
+        return decision_of(answer)
+
+
+def client_approver(
+    ctx: ServerRequestContext[Any, Any], answers: Mapping[str, types.InputResponse] | None
+) -> Approver | None:
+    """Who approves the calls of a run this request started, or None: nobody can be asked."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        can = capabilities is not None and capabilities.elicitation is not None
+        return RoundApprover(answers) if can else None
+    probe = question(ApprovalRequest(call="", tool="", input={}, agents=[""], item=0))
+    return ClientApprover(ctx) if upstream_problem(session, probe) is None else None

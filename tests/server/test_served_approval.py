@@ -1,0 +1,141 @@
+"""A served agent's calls that need approval are asked of the MCP client that called it: by
+elicitation (2025-11-25) or in an input-required round (2026-07-28), with a real SDK client.
+A client that declared neither is not asked: the call is refused and the model told why."""
+
+from __future__ import annotations
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from gateway import AgentSpec, Gateway
+from gateway.approval import NOBODY_TO_ASK, ApprovalRule
+from toolkits import FunctionToolkit, function_tool
+
+from .support import ERAS, LogLog, serve
+
+pytestmark = pytest.mark.anyio
+
+
+class Person:
+    """The client's user: answers each question with `approve` and `message`."""
+
+    def __init__(self, *, approve: bool, message: str | None = None) -> None:
+        self.approve = approve
+        self.message = message
+        self.asked: list[str] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        assert isinstance(params, types.ElicitRequestFormParams)
+        assert params.requested_schema["required"] == ["approve"]
+        self.asked.append(params.message)
+        content: dict[str, str | int | float | bool | list[str] | None] = {"approve": self.approve}
+        if self.message is not None:
+            content["message"] = self.message
+        return types.ElicitResult(action="accept", content=content)
+
+
+def _gateway(log: list[str], *agents: AgentSpec) -> Gateway:
+    def note(text: str) -> str:
+        """Note a text."""
+        log.append(text)
+        return f"noted {text}"
+
+    def erase(text: str) -> str:
+        """Erase a text."""
+        log.append(f"erased {text}")
+        return f"erased {text}"
+
+    return Gateway([FunctionToolkit("log", [function_tool(note), function_tool(erase)])], agents)
+
+
+def _calls(*calls: tuple[str, str, str]) -> ScriptedAnswer:
+    return ScriptedAnswer(
+        tool_calls=[ScriptedCall(name=n, id=i, arguments={"text": t}) for n, i, t in calls]
+    )
+
+
+def _told(model: ScriptedModel, call: int) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in model.calls[call][0] if isinstance(m, ToolMessage)}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_client_approves_a_call_and_the_step_runs_each_call_once(era: str) -> None:
+    log: list[str] = []
+    model = ScriptedModel([_calls(("note", "a", "A"), ("erase", "b", "B")), "done"])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=True)
+    heard = LogLog()
+    async with Client(
+        serve(_gateway(log, spec)),
+        mode=era,
+        elicitation_callback=person,
+        logging_callback=heard,
+        log_level="info",
+    ) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert not result.is_error, result.content
+    assert result.content == [types.TextContent(text="done")]
+    # 2026-07-28: one input-required round; 2025-11-25: asked during the call.
+    rounds = heard.lines.count("info: agent assistant: waiting for the client's approval")
+    assert rounds == (0 if era == "legacy" else 1), heard.lines
+    assert person.asked == ['Agent \'assistant\' wants to call erase with {"text": "B"}. Allow it?']
+    assert sorted(log) == ["A", "erased B"]  # the other call ran once, in a round or not
+    assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_clients_refusal_reaches_the_model_with_its_message(era: str) -> None:
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=False, message="B stays")
+    async with Client(serve(_gateway(log, spec)), mode=era, elicitation_callback=person) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="I left B alone.")]
+    assert log == []
+    assert _told(model, 1) == {
+        "b": "The user rejected the tool call to erase; it did not run. The user said: B stays"
+    }
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_sub_agents_call_is_asked_and_the_sub_agent_goes_on_in_place(era: str) -> None:
+    log: list[str] = []
+    model = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[ScriptedCall(name="leaf", id="l1", arguments={"prompt": "erase W"})]
+            ),
+            _calls(("erase", "w1", "W")),
+            "leaf: erased W",
+            "lead: the leaf erased W",
+        ]
+    )
+    lead = AgentSpec("lead", model, tools=["leaf"])
+    leaf = AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=True)
+    async with Client(
+        serve(_gateway(log, lead, leaf)), mode=era, elicitation_callback=person
+    ) as client:
+        result = await client.call_tool("lead", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="lead: the leaf erased W")]
+    assert person.asked == ['Agent \'leaf\' wants to call erase with {"text": "W"}. Allow it?']
+    assert log == ["erased W"]
+    assert len(model.calls) == 4  # no model call was made twice across the round
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_that_cannot_be_asked_gets_the_call_refused(era: str) -> None:
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I could not."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with Client(serve(_gateway(log, spec)), mode=era) as client:  # no elicitation
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="I could not.")]
+    assert log == []
+    assert _told(model, 1) == {"b": f"Error: {NOBODY_TO_ASK}"}
