@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import nullcontext
 from typing import Any
 
 from ..assembly import open_gateway
@@ -11,6 +12,7 @@ from ..config import Config, with_default_agent
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
 from ..model_specs import NoModel
+from ..store_config import check_store_url, default_store_url
 from .common import (
     Commands,
     add_strict_option,
@@ -19,6 +21,7 @@ from .common import (
     config_of,
     trace_hooks,
 )
+from .stored import open_store, preload_store
 
 __all__ = ["register"]
 
@@ -47,6 +50,15 @@ def register(commands: Commands) -> None:
         metavar="NAME",
         help="serve only this agent (repeatable; agents it calls are served too)",
     )
+    serve.add_argument(
+        "--store",
+        metavar="URL",
+        help="keep agent runs in this run store (default: [store] url in the config, else "
+        "none): they survive a restart, and clients that cannot be asked get run handles",
+    )
+    serve.add_argument(
+        "--state-dir", metavar="DIR", help="the run store in agent-gateway.sqlite3 in DIR"
+    )
     add_strict_option(serve)
     add_trace_options(serve)
 
@@ -64,8 +76,18 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.http
         else None
     )
-    async with open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway:
-        server, router = build_server(gateway, config.gateway)
+    url = _store_url(args, config)
+    if url is not None:
+        preload_store()
+        # Chat memory goes to the run store's database too, unless the config names its own.
+        config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
+    async with (
+        open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway,
+        open_store(url) if url is not None else nullcontext() as runs,
+    ):
+        if runs is not None:
+            runs.use(gateway)
+        server, router = build_server(gateway, config.gateway, runs=runs)
         await router.check()
         check_servers(gateway, strict=args.strict)
         await _warn_about(gateway, config)
@@ -78,6 +100,18 @@ async def _serve(args: argparse.Namespace) -> int:
 
             await serve_http(server, options, on_ready=ready)
     return 0
+
+
+def _store_url(args: argparse.Namespace, config: Config) -> str | None:
+    """The run store `serve` keeps runs in: only one named (served runs are not stored by
+    default: each would cost the store's start-up and a few ms per step)."""
+    if args.store and args.state_dir:
+        raise GatewayError("give one of --store and --state-dir")
+    if args.store:
+        return check_store_url(args.store)
+    if args.state_dir:
+        return default_store_url(args.state_dir)
+    return config.store.url
 
 
 def _served(config: Config, agents: list[str] | None) -> Config:

@@ -5,8 +5,17 @@ with `DurableRuns.resume`: it continues from the run's last checkpoint, and ever
 finished is answered from its record, never made again (see docs/decisions.md).
 """
 
-from .runs import DurableRuns, open_runs
+from .runs import DurableRuns, RunOptions, open_runs
 from .status import STATUSES, RunInfo, RunStep
 from .tree import CallNode, call_tree
 
-__all__ = ["STATUSES", "CallNode", "DurableRuns", "RunInfo", "RunStep", "call_tree", "open_runs"]
+__all__ = [
+    "STATUSES",
+    "CallNode",
+    "DurableRuns",
+    "RunInfo",
+    "RunOptions",
+    "RunStep",
+    "call_tree",
+    "open_runs",
+]

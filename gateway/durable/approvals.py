@@ -36,12 +36,22 @@ def decision_message(call: str, decision: Decision) -> dict[str, JsonValue]:
 class DbosApprovals:
     """The approver of one execution of a stored run's workflow."""
 
-    def __init__(self, received: Iterable[Any], on_wait: OnWait | None = None) -> None:
+    def __init__(
+        self,
+        received: Iterable[Any],
+        on_wait: OnWait | None = None,
+        *,
+        pending: dict[str, ApprovalRequest] | None = None,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        """`pending` is kept up to date with the calls waiting; `on_change` is called when
+        one starts or stops waiting."""
         self._decided: dict[str, Decision] = {}
         for message in received:
             self._take(message)
-        self._pending: dict[str, ApprovalRequest] = {}
+        self._pending: dict[str, ApprovalRequest] = {} if pending is None else pending
         self._on_wait = on_wait
+        self._on_change = on_change
         self._receiving = anyio.Lock()
         """One `recv` at a time: a message for another call is kept for it."""
         self._publishing = anyio.Lock()
@@ -87,3 +97,5 @@ class DbosApprovals:
         async with self._publishing:
             waiting = {call: r.model_dump(mode="json") for call, r in self._pending.items()}
             await DBOS.set_event_async(APPROVALS_EVENT, waiting)
+        if self._on_change is not None:  # once what it reads in the store is there
+            self._on_change()

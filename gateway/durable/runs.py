@@ -17,7 +17,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Sequence
 from contextlib import asynccontextmanager, closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -29,7 +29,8 @@ from pydantic import JsonValue
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import StoreError, UnknownRun
+from ..errors import GatewayError, StoreError, UnknownRun
+from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
@@ -44,7 +45,7 @@ from .status import (
     store_failure,
 )
 
-__all__ = ["DurableRuns", "open_runs"]
+__all__ = ["DurableRuns", "RunOptions", "open_runs"]
 
 _log = logging.getLogger(__name__)
 
@@ -65,15 +66,41 @@ class _Stopped(BaseException):
     workflow's final error, and lets anything else through unrecorded."""
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How one run goes in this process, besides what `DurableRuns.use` set for all."""
+
+    hooks: Sequence[TraceHook] = ()
+    """Besides the process's own."""
+    hops: int = 0
+    quota: PerNode | None = None
+    stream: bool | None = None
+    on_approval: OnWait | None = None
+    """Instead of the process's: hears of each call that starts waiting for a decision."""
+
+
 @dataclass(slots=True)
 class _Execution:
     """A run's workflow body in this process, and what the driver waiting on it learns."""
 
     origin: RunOrigin | None = None
     """How the run resumes now (another --model, ...): kept in its next checkpoint."""
+    options: RunOptions = field(default_factory=RunOptions)
+    background: bool = False
+    """Started by `begin` or `adopt`: it leaves `executions` itself when it ends."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     finished: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
+    result: RunResult | None = None
+    waiting: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
+    """Its calls waiting for a decision now."""
+    stirred: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) when a call starts or stops waiting, and when the run ends."""
+    handle: WorkflowHandleAsync[str] | None = None
+
+    def stir(self) -> None:
+        self.stirred.set()
+        self.stirred = anyio.Event()
 
 
 class DbosJournal:
@@ -127,6 +154,9 @@ async def _run_workflow(initial: str) -> str:
         return await _execute(host, host.gateway, run_id, initial, execution)
     finally:
         execution.finished.set()
+        execution.stir()
+        if execution.background and host.executions.get(run_id) is execution:
+            del host.executions[run_id]
 
 
 async def _execute(
@@ -151,15 +181,25 @@ async def _execute(
         async def checkpoint(latest: RunState) -> None:
             await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
 
+        options = execution.options
+        approvals = DbosApprovals(
+            received,
+            options.on_approval or host.on_approval,
+            pending=execution.waiting,
+            on_change=execution.stir,
+        )
         with execution.scope:
             result = await gateway.resume(
                 state,
                 checkpoint=checkpoint,
                 journal=DbosJournal(recorded),
-                approver=DbosApprovals(received, host.on_approval),
-                hooks=host.hooks,
-                stream=host.stream,
+                approver=approvals,
+                hooks=(*host.hooks, *options.hooks),
+                stream=host.stream if options.stream is None else options.stream,
+                hops=options.hops,
+                quota=options.quota,
             )
+            execution.result = result
             return result.model_dump_json()
         stopped = "interrupted"
     except Exception as exc:
@@ -226,6 +266,69 @@ class DurableRuns:
             return await self._outcome(handle, execution)
         finally:
             del self._host.executions[run_id]
+
+    async def begin(self, state: RunState, options: RunOptions | None = None) -> None:
+        """Start `state` as a new run that goes on in the background of this process (as long
+        as it lives); `follow` it."""
+        self._need_launch()
+        execution = self._host.executions[state.run_id] = _Execution(
+            options=options or RunOptions(), background=True
+        )
+        with SetWorkflowID(state.run_id):
+            execution.handle = await DBOS.start_workflow_async(
+                _run_workflow, state.model_dump_json()
+            )
+
+    def here(self, run_id: str) -> bool:
+        """Whether the run executes in this process now."""
+        return run_id in self._host.executions
+
+    async def adopt(self, run_id: str, options: RunOptions | None = None) -> None:
+        """Take over a run that stopped (its process died, say) in the background here,
+        unless it runs here already. Raises `UnknownRun` as `resumable` does."""
+        self._need_launch()
+        if self.here(run_id):
+            return
+        await self.resumable(run_id)
+        assert self._queue is not None
+        execution = self._host.executions[run_id] = _Execution(
+            options=options or RunOptions(), background=True
+        )
+        await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+        execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+
+    async def follow(
+        self, run_id: str, *, decided: Collection[str] = (), pause: bool = True
+    ) -> RunResult | list[ApprovalRequest]:
+        """Wait for a run executing here to end (its result), or with `pause`, to wait for a
+        decision on a call not in `decided` (the calls waiting then).
+
+        Raises what stopped the run, `GatewayError` if it was interrupted, `UnknownRun` if
+        it does not execute here."""
+        execution = self._host.executions.get(run_id)
+        if execution is None:
+            raise UnknownRun(f"run {run_id!r} does not run in this process")
+        while True:
+            stirred = execution.stirred
+            if execution.finished.is_set():
+                if execution.error is not None:
+                    raise execution.error
+                if execution.result is None:
+                    raise GatewayError(f"run {run_id!r} was interrupted: it is stored, resumable")
+                if execution.handle is not None:  # until DBOS has recorded the end, too
+                    with anyio.fail_after(STOP_TIMEOUT):
+                        await execution.handle.get_result(polling_interval_sec=POLL_SECONDS)
+                return execution.result
+            waiting = execution.waiting
+            if pause and waiting and not any(call in waiting for call in decided):
+                return list(waiting.values())
+            await stirred.wait()
+
+    def interrupt(self, run_id: str) -> None:
+        """Stop a run executing here (its calls end; it stays resumable)."""
+        execution = self._host.executions.get(run_id)
+        if execution is not None:
+            execution.scope.cancel()
 
     async def resumable(self, run_id: str) -> RunInfo:
         """The run, if it can be resumed here. Raises `UnknownRun` for a run that is not

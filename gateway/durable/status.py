@@ -60,6 +60,9 @@ class RunInfo:
     """Where it last ran."""
     waiting: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
     """Its calls waiting for a person's approval."""
+    orphaned: bool = False
+    """Its process on this machine ended before it did (killed, restarted): no failure of
+    its own stopped it."""
 
     def to_json(self) -> dict[str, JsonValue]:
         return {
@@ -101,7 +104,8 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         cast(dict[str, Any], execution) if ours == "running" and isinstance(execution, dict) else {}
     )
     host, pid, stopped = where.get("host"), where.get("pid"), where.get("stopped")
-    if where and stopped is None and host == socket.gethostname() and not _alive(pid):
+    orphaned = bool(where) and stopped is None and host == socket.gethostname() and not _alive(pid)
+    if orphaned:
         stopped = f"its process ({pid}) ended before the run did"
     if stopped is not None:
         ours = "stopped"
@@ -122,6 +126,7 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         host=host if isinstance(host, str) else None,
         pid=pid if isinstance(pid, int) else None,
         waiting=asked,
+        orphaned=orphaned,
     )
 
 

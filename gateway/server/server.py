@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import mcp_types as types
 from mcp.server import Server
@@ -41,8 +41,13 @@ from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
 from .served.resource_subscriptions import ResourceSubscribers
+from .served.run_handles import RunHandles
+from .served.stored_runs import StoredAgentRuns
 from .serving import lifespan_for, register_connections
 from .transports.auth import ScopePolicy, scope_guard
+
+if TYPE_CHECKING:
+    from ..durable import DurableRuns
 
 __all__ = [
     "SERVER_NAME",
@@ -185,19 +190,27 @@ class _GatewayServer(Server[Any]):
         )
 
 
-def build_server(gateway: Gateway, settings: GatewaySettings) -> tuple[Server[Any], ToolRouter]:
-    """The MCP server for `gateway`, and its router (to `check` before serving).
+def build_server(
+    gateway: Gateway, settings: GatewaySettings, *, runs: DurableRuns | None = None
+) -> tuple[Server[Any], ToolRouter]:
+    """The MCP server for `gateway`, and its router (to `check` before serving). With
+    `runs` (a run store this process runs workflows in, `use`d with `gateway`), agent runs
+    are stored, and `get_run`, `approve_run`, `deny_run` are served.
 
     Raises `ConfigError` for settings that cannot be served (an unknown exposed node, a bad
     state key).
     """
+    stored = StoredAgentRuns(runs) if runs is not None else None
     sources: list[ToolSource] = [
         AgentTools(
             gateway,
             sampling_max_tokens=settings.sampling_max_tokens,
             progress_interval=settings.progress_interval,
+            stored=stored,
         )
     ]
+    if stored is not None:
+        sources.append(RunHandles(stored, progress_interval=settings.progress_interval))
     nodes = exposed_nodes(gateway, expose_all=settings.expose_tools, names=settings.expose)
     if nodes:
         sources.append(ProxiedTools(gateway, nodes))

@@ -34,12 +34,19 @@ from ...sampling_model import (
     sampling_problem,
 )
 from ...trace import TraceHook, new_id
-from ..client_requests.approvals import ApprovalInputRequired, client_approver
+from ..client_requests.approvals import (
+    ApprovalInputRequired,
+    RoundApprover,
+    answer_key,
+    client_approver,
+    question,
+)
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
+from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
 
@@ -80,6 +87,16 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         },
     },
     "required": ["usage"],
+}
+OUTPUT_SCHEMA["properties"]["run"] = {
+    "type": "object",
+    "description": "With a run store, when the run waits for a person's approval: its id, "
+    "status and waiting calls (decide with approve_run or deny_run, then get_run).",
+    "properties": {
+        "run_id": {"type": "string"},
+        "status": {"type": "string"},
+        "waiting": {"type": "array", "items": {"type": "object"}},
+    },
 }
 OUTPUT_SCHEMA["properties"]["items"] = {
     "type": "array",
@@ -125,10 +142,14 @@ class AgentTools:
         *,
         sampling_max_tokens: int = DEFAULT_MAX_TOKENS,
         progress_interval: float = HEARTBEAT_SECONDS,
+        stored: StoredAgentRuns | None = None,
     ) -> None:
+        """With `stored`, runs are kept in the run store (but for agents on the client's
+        model)."""
         self._gateway = gateway
         self._max_tokens = sampling_max_tokens
         self._progress_interval = progress_interval
+        self._stored = stored
 
     async def tools(self) -> list[types.Tool]:
         return [
@@ -158,8 +179,11 @@ class AgentTools:
             return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         hooks = [notifier]  # besides the gateway's own (--trace, ...)
+        stored = self._stored if not isinstance(spec.model, ClientSampling) else None
         try:
             async with in_background(notifier.keep_alive, wait_started=False):
+                if stored is not None:
+                    return await self._run_stored(ctx, stored, spec, args, params, notifier)
                 return await self._run(ctx, spec, args, params, hooks)
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
@@ -237,6 +261,48 @@ class AgentTools:
         return run_result(
             result, steps=spec.options.return_intermediate_steps, items=args.items is not None
         )
+
+    async def _run_stored(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        stored: StoredAgentRuns,
+        spec: AgentSpec,
+        args: _Arguments,
+        params: types.CallToolRequestParams,
+        notifier: McpNotifier,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The run in the run store (see `stored_runs`): its answer, a round of approval
+        questions, or a run handle."""
+        asker = client_approver(ctx, params.input_responses)
+        run_id = round_run_id(params.request_state)
+        if run_id is not None:  # a 2026-07-28 client's answers to a round
+            decided = await stored.answer_round(run_id, params.input_responses)
+            outcome = await stored.follow(run_id, notifier, decided=decided)
+        else:
+            state = RunState(
+                run_id=new_id(),
+                agent=spec.name,
+                items=args.agent_items(),
+                started_by=authenticated_subject(),
+            )
+            run_id = state.run_id
+            outcome = await stored.start(
+                state,
+                follower=notifier,
+                hops=incoming_hops(ctx),
+                quota=client_quota(ctx, self._gateway),
+                asker=asker,
+            )
+        if isinstance(outcome, RunResult):
+            steps = spec.options.return_intermediate_steps
+            return run_result(outcome, steps=steps, items=args.items is not None)
+        if isinstance(asker, RoundApprover):
+            asked = {answer_key(r): question(r) for r in outcome}
+            return types.InputRequiredResult(
+                input_requests=dict[str, types.InputRequest](asked),
+                request_state=ROUND_STATE_PREFIX + run_id,
+            )
+        return handle_result(run_id, outcome)
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:

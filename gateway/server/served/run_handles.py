@@ -1,0 +1,189 @@
+"""`get_run`, `approve_run`, `deny_run`: stored runs for clients that can be asked nothing.
+
+Served with a run store. A client whose agent call needs a person's approval, and that
+declared no way to be asked, gets a run handle (`stored_runs.handle_result`); with these tools
+it sees the run (status, waiting calls with tool and input, the answer once finished) and
+decides. A decision's call follows the run on, as the agent call would have: it answers with
+the run's output (or the next calls waiting), and a client that stops waiting can ask
+`get_run` later, because the run goes on in the serving process's background either way.
+
+A client sees only the runs it started (the same authenticated subject, or none for both).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError
+
+from agent import AgentError
+from toolkits import ToolkitError, error_result, in_background
+
+from ...approval import ApprovalRequest, Decision
+from ...errors import GatewayError, UnknownRun
+from ...run_state import RunResult
+from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
+from ..transports.auth import authenticated_subject
+from .stored_runs import StoredAgentRuns, waiting_json
+
+if TYPE_CHECKING:
+    from ...durable import RunInfo
+
+__all__ = ["RUN_TOOLS", "RunHandles"]
+
+_RUN_ID = {"type": "string", "description": "The run's id, as the agent call's result named it."}
+_DECISION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "run_id": _RUN_ID,
+        "call": {
+            "type": "string",
+            "description": "The waiting call to decide on (e.g. c1); without it, every one.",
+        },
+        "message": {"type": "string", "description": "Told to the agent (why, or what instead)."},
+    },
+    "required": ["run_id"],
+    "additionalProperties": False,
+}
+RUN_TOOLS = ("get_run", "approve_run", "deny_run")
+
+
+class _RunArgs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    call: str | None = None
+    message: str | None = None
+
+
+class RunHandles:
+    """The run tools, over the serving process's stored runs."""
+
+    def __init__(self, stored: StoredAgentRuns, *, progress_interval: float = HEARTBEAT_SECONDS):
+        self._stored = stored
+        self._runs = stored.runs
+        self._progress_interval = progress_interval
+
+    async def tools(self) -> list[types.Tool]:
+        return [
+            types.Tool(
+                name="get_run",
+                description="A stored agent run started by this client: its status, the calls "
+                "waiting for approval (tool and input), its answer once finished.",
+                input_schema={
+                    "type": "object",
+                    "properties": {"run_id": _RUN_ID},
+                    "required": ["run_id"],
+                    "additionalProperties": False,
+                },
+            ),
+            types.Tool(
+                name="approve_run",
+                description="Approve a stored run's call waiting for approval (or all of "
+                "them); the run goes on, and this answers with its output or what it waits "
+                "for next.",
+                input_schema=_DECISION_SCHEMA,
+            ),
+            types.Tool(
+                name="deny_run",
+                description="Refuse a stored run's call waiting for approval (or all of "
+                "them): the agent is told, with the message, and goes on; this answers with "
+                "its output or what it waits for next.",
+                input_schema=_DECISION_SCHEMA,
+            ),
+        ]
+
+    def node_of(self, name: str) -> str | None:
+        return "runs" if name in RUN_TOOLS else None
+
+    async def call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        try:
+            args = _RunArgs.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"] for e in exc.errors())
+            return error_result(f"invalid arguments for {params.name}: {problems}")
+        try:
+            await self._check_owner(args.run_id)
+            if params.name == "get_run":
+                return await self._report(args.run_id)
+            return await self._decide(ctx, params.name == "approve_run", args)
+        except UnknownRun as exc:
+            return error_result(str(exc))
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            return error_result(f"run {args.run_id} failed: {exc} (it is stored)")
+
+    async def _check_owner(self, run_id: str) -> None:
+        state = await self._runs.state(run_id)
+        if state is None or state.started_by != authenticated_subject():
+            raise UnknownRun(f"no run {run_id!r} started by this client")
+
+    async def _report(self, run_id: str) -> types.CallToolResult:
+        info = await self._runs.get(run_id)
+        if info.orphaned:  # its process is gone (a restart): a stored run is meant to finish
+            await self._stored.adopt(run_id)
+            info = await self._runs.get(run_id)
+        result = await self._runs.result(run_id) if info.status == "succeeded" else None
+        return _report(info, result)
+
+    async def _decide(
+        self, ctx: ServerRequestContext[Any, Any], approved: bool, args: _RunArgs
+    ) -> types.CallToolResult:
+        waiting = await self._runs.waiting(args.run_id)
+        chosen = [
+            r for r in waiting.values() if args.call is None or args.call in (r.call, r.short)
+        ]
+        if not chosen:
+            calls = ", ".join(r.short for r in waiting.values()) or "none"
+            return error_result(
+                f"run {args.run_id}: no call {args.call!r} waits for approval (waiting: {calls})"
+                if args.call is not None
+                else f"run {args.run_id}: no call waits for approval"
+            )
+        await self._stored.decide(
+            args.run_id, chosen, Decision(approved=approved, message=args.message)
+        )
+        notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
+        async with in_background(notifier.keep_alive, wait_started=False):
+            outcome = await self._stored.follow(
+                args.run_id, notifier, decided=[r.call for r in chosen]
+            )
+        if isinstance(outcome, RunResult):
+            return _report(await self._runs.get(args.run_id), outcome)
+        return _report(await self._runs.get(args.run_id), None, waiting=outcome)
+
+
+def _report(
+    info: RunInfo, result: RunResult | None, *, waiting: list[ApprovalRequest] | None = None
+) -> types.CallToolResult:
+    """The run as a tool result: its answer as text once finished, else its status."""
+    pending = info.waiting if waiting is None else waiting
+    report: dict[str, JsonValue] = {
+        "run_id": info.run_id,
+        "status": "waiting_approval" if pending and info.status == "running" else info.status,
+        "agent": info.agent,
+        "waiting": list[JsonValue](waiting_json(pending)),
+        "error": info.error,
+    }
+    if result is not None:
+        report["status"] = "succeeded"
+        item = result.items[0]
+        report["output"] = item.structured if item.structured is not None else item.output
+        report["usage"] = result.usage.model_dump(mode="json")
+        if len(result.items) > 1:
+            report["items"] = [{"output": i.output, "error": i.error} for i in result.items]
+        text = item.output or "" if item.error is None else f"the agent stopped: {item.error}"
+    elif pending:
+        calls = "; ".join(
+            f"{r.short}: {r.tool} {json.dumps(r.input, ensure_ascii=False)}" for r in pending
+        )
+        text = f"run {info.run_id} waits for approval of {calls} (approve_run or deny_run)"
+    else:
+        text = f"run {info.run_id} is {report['status']}" + (
+            f": {info.error}" if info.error else ""
+        )
+    return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=report)

@@ -1,0 +1,190 @@
+"""Served agent runs kept in the run store: each goes on in the background of the serving
+process, and the call that started it follows it.
+
+With a run store (`serve --store`, `[store] url`), a call of an agent tool starts a durable
+run (`DurableRuns.begin`) and waits for its end. A call that needs a person's approval is
+asked of the client that started the run:
+
+- a 2025-11-25 client that declared elicitation is asked during the call; its answer goes to
+  the run as the decision (a DBOS message, as `runs approve` sends);
+- a 2026-07-28 client that declared it gets the waiting calls in an input-required round, its
+  `requestState` naming the run; the retry's answers go to the run as decisions, and the retry
+  follows the run on;
+- a client that can be asked nothing gets a run handle: the result names the run and how to
+  decide (the `get_run`, `approve_run`, `deny_run` tools, or `runs approve` on the store),
+  and the run waits, durable.
+
+A run whose process died (a restart) is taken over here by the first call that decides on it
+or asks after it (`adopt`). An agent on the client's own model is not stored: its model lives
+in the request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import mcp_types as types
+from pydantic import JsonValue
+
+from ...approval import ApprovalRequest, Approver, Decision
+from ...limits import PerNode
+from ...run_state import RunResult, RunState
+from ...trace import TraceEvent, TraceHook
+from ..client_requests.approvals import ClientApprover, answer_key, decision_of
+
+if TYPE_CHECKING:
+    from ...durable import DurableRuns
+
+__all__ = [
+    "ROUND_STATE_PREFIX",
+    "Relay",
+    "StoredAgentRuns",
+    "handle_result",
+    "round_run_id",
+    "waiting_json",
+]
+
+ROUND_STATE_PREFIX = "stored-run:"
+"""The `requestState` of an input-required round of a stored run: this and the run's id."""
+
+
+class Relay:
+    """A run's trace events to whoever follows the run now (nobody: they are dropped)."""
+
+    def __init__(self) -> None:
+        self.target: TraceHook | None = None
+
+    async def __call__(self, event: TraceEvent) -> None:
+        target = self.target
+        if target is not None:
+            await target(event)
+
+
+class StoredAgentRuns:
+    """The serving process's stored runs: started, followed, decided on, taken over."""
+
+    def __init__(self, runs: DurableRuns) -> None:
+        self.runs = runs
+        self._relays: dict[str, Relay] = {}
+
+    async def start(
+        self,
+        state: RunState,
+        *,
+        follower: TraceHook,
+        hops: int,
+        quota: PerNode,
+        asker: Approver | None,
+    ) -> RunResult | list[ApprovalRequest]:
+        """Start `state` and follow it: its result, or the calls waiting for a decision that
+        nobody here is asking for (an `asker` asking during the call has none)."""
+        from ...durable import RunOptions  # imported by whoever opened the store already
+
+        relay = self._relays[state.run_id] = Relay()
+        asking = isinstance(asker, ClientApprover)
+        on_approval = self._asking(asker, state.run_id) if asking else None
+        options = RunOptions(
+            hooks=[relay], hops=hops, quota=quota, stream=True, on_approval=on_approval
+        )
+        await self.runs.begin(state, options)
+        return await self.follow(state.run_id, follower, pause=not asking)
+
+    async def follow(
+        self,
+        run_id: str,
+        follower: TraceHook,
+        *,
+        decided: Sequence[str] = (),
+        pause: bool = True,
+    ) -> RunResult | list[ApprovalRequest]:
+        """Follow a run executing here (taken over first if its process is gone) until it
+        ends or, with `pause`, waits on calls other than `decided`. Cancelled, the run stops
+        too (it stays stored): as a served call's cancellation stops its run."""
+        await self.adopt(run_id)
+        relay = self._relays.setdefault(run_id, Relay())
+        relay.target = follower
+        try:
+            outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
+        except anyio.get_cancelled_exc_class():
+            self.runs.interrupt(run_id)
+            raise
+        finally:
+            relay.target = None
+        if isinstance(outcome, RunResult):
+            self._relays.pop(run_id, None)
+        return outcome
+
+    async def adopt(self, run_id: str) -> None:
+        """Continue a run that does not execute in any live process here. Raises
+        `UnknownRun` for a run that has ended or runs in another live process."""
+        from ...durable import RunOptions
+
+        if self.runs.here(run_id):
+            return
+        relay = self._relays.setdefault(run_id, Relay())
+        await self.runs.adopt(run_id, RunOptions(hooks=[relay], stream=True))
+
+    async def decide(
+        self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
+    ) -> None:
+        for request in calls:
+            await self.runs.decide(run_id, request.call, decision)
+
+    async def answer_round(
+        self, run_id: str, answers: Mapping[str, types.InputResponse] | None
+    ) -> list[str]:
+        """Send a round's answers to the run as decisions; the calls decided."""
+        waiting = await self.runs.waiting(run_id)
+        decided: list[str] = []
+        for call, request in waiting.items():
+            answer = (answers or {}).get(answer_key(request))
+            if answer is not None:
+                await self.runs.decide(run_id, call, decision_of(answer))
+                decided.append(call)
+        return decided
+
+    def _asking(self, asker: ClientApprover, run_id: str) -> Any:
+        async def ask(request: ApprovalRequest) -> None:
+            await self.runs.decide(run_id, request.call, await asker.decide(request))
+
+        return ask
+
+
+def round_run_id(request_state: str | None) -> str | None:
+    """The stored run an input-required round's retry continues, if it is one."""
+    if request_state is None or not request_state.startswith(ROUND_STATE_PREFIX):
+        return None
+    return request_state.removeprefix(ROUND_STATE_PREFIX) or None
+
+
+def waiting_json(requests: Sequence[ApprovalRequest]) -> list[dict[str, JsonValue]]:
+    return [
+        {"call": r.short, "tool": r.tool, "input": r.input, "agents": list[JsonValue](r.agents)}
+        for r in requests
+    ]
+
+
+def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.CallToolResult:
+    """What a client that can be asked nothing is told of a run waiting for approval."""
+    lines = [f"Run {run_id} is waiting for a person's approval of:"]
+    for request in waiting:
+        said = json.dumps(request.input, ensure_ascii=False)
+        lines.append(f"  call {request.short}: {request.tool} {said} (agent {request.agents[-1]})")
+    lines.append(
+        f'Decide with the approve_run or deny_run tool ({{"run_id": "{run_id}", "call": '
+        f'"{waiting[0].short}", "message": "..."}}; without "call", every waiting call); the '
+        f'answer comes back then, or later from get_run ({{"run_id": "{run_id}"}}). On the '
+        f"gateway's machine: agent-gateway runs approve {run_id} {waiting[0].short}"
+    )
+    run: dict[str, JsonValue] = {
+        "run_id": run_id,
+        "status": "waiting_approval",
+        "waiting": list[JsonValue](waiting_json(waiting)),
+    }
+    return types.CallToolResult(
+        content=[types.TextContent(text="\n".join(lines))],
+        structured_content={"usage": {}, "run": run},
+    )

@@ -1,0 +1,195 @@
+"""Served agent runs with a run store: a client that can be asked nothing gets a run handle
+(the run waits, durable) and decides with `approve_run` / `deny_run`; `get_run` reports the
+run. Clients that can be asked are asked, and their runs are stored too. Real SDK clients of
+both eras against the in-process gateway on a real SQLite store."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from gateway import AgentSpec, Gateway
+from gateway.approval import ApprovalRule
+from gateway.config import GatewaySettings
+from gateway.durable import DurableRuns, open_runs
+from gateway.server import build_server
+from toolkits import FunctionToolkit, function_tool
+
+from .support import ERAS
+from .test_served_approval import Person
+
+pytestmark = pytest.mark.anyio
+
+
+class Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def gateway(self, *agents: AgentSpec) -> Gateway:
+        def note(text: str) -> str:
+            """Note a text."""
+            self.lines.append(text)
+            return f"noted {text}"
+
+        def erase(text: str) -> str:
+            """Erase a text."""
+            self.lines.append(f"erased {text}")
+            return f"erased {text}"
+
+        tools = [function_tool(note), function_tool(erase)]
+        return Gateway([FunctionToolkit("log", tools)], agents)
+
+
+def _calls(*calls: tuple[str, str, str]) -> ScriptedAnswer:
+    return ScriptedAnswer(
+        tool_calls=[ScriptedCall(name=n, id=i, arguments={"text": t}) for n, i, t in calls]
+    )
+
+
+def _told(model: ScriptedModel, call: int) -> dict[str, str]:
+    return {m.tool_call_id: m.content for m in model.calls[call][0] if isinstance(m, ToolMessage)}
+
+
+@asynccontextmanager
+async def _served(tmp_path: Path, gateway: Gateway) -> AsyncGenerator[tuple[Any, DurableRuns]]:
+    async with open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
+        runs.use(gateway)
+        server, _router = build_server(gateway, GatewaySettings(), runs=runs)
+        yield server, runs
+
+
+def _structured(result: types.CallToolResult) -> dict[str, Any]:
+    structured: Any = result.structured_content
+    assert isinstance(structured, dict), result
+    return cast(dict[str, Any], structured)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with_a_tool(
+    era: str, tmp_path: Path
+) -> None:
+    log = Log()
+    model = ScriptedModel([_calls(("note", "a", "A"), ("erase", "b", "B")), "done"])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with _served(tmp_path, log.gateway(spec)) as (server, runs):
+        async with Client(server, mode=era) as client:  # declares no elicitation
+            tools = {t.name for t in (await client.list_tools()).tools}
+            assert {"get_run", "approve_run", "deny_run"} <= tools
+            handle = await client.call_tool("assistant", {"prompt": "go"})
+            assert not handle.is_error, handle.content
+            run = _structured(handle)["run"]
+            run_id = run["run_id"]
+            assert run["status"] == "waiting_approval"
+            assert run["waiting"] == [
+                {"call": "b", "tool": "erase", "input": {"text": "B"}, "agents": ["assistant"]}
+            ]
+            text = handle.content[0]
+            assert isinstance(text, types.TextContent)
+            assert f"Run {run_id} is waiting" in text.text
+            assert "approve_run" in text.text
+            assert log.lines == ["A"]  # the other call of the step ran; the gated one waits
+            assert (await runs.get(run_id)).status == "waiting_approval"
+
+            seen = _structured(await client.call_tool("get_run", {"run_id": run_id}))
+            assert seen["status"] == "waiting_approval"
+            assert seen["waiting"][0]["tool"] == "erase"
+            assert "output" not in seen
+
+            approved = await client.call_tool("approve_run", {"run_id": run_id, "call": "b"})
+            assert approved.content == [types.TextContent(text="done")]
+            assert _structured(approved)["status"] == "succeeded"
+            finished = _structured(await client.call_tool("get_run", {"run_id": run_id}))
+        assert finished["status"] == "succeeded"
+        assert finished["output"] == "done"
+        assert (await runs.get(run_id)).status == "succeeded"
+    assert sorted(log.lines) == ["A", "erased B"]  # each call ran once
+    assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_deny_run_tells_the_model_with_the_message_and_the_run_goes_on(
+    era: str, tmp_path: Path
+) -> None:
+    log = Log()
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, _runs),
+        Client(server, mode=era) as client,
+    ):
+        handle = await client.call_tool("assistant", {"prompt": "go"})
+        run_id = _structured(handle)["run"]["run_id"]
+        denied = await client.call_tool("deny_run", {"run_id": run_id, "message": "B stays"})
+        assert denied.content == [types.TextContent(text="I left B alone.")]
+        again = await client.call_tool("deny_run", {"run_id": run_id})
+        assert again.is_error  # nothing waits any more
+    assert log.lines == []
+    assert _told(model, 1) == {
+        "b": "The user rejected the tool call to erase; it did not run. The user said: B stays"
+    }
+
+
+async def test_an_unknown_run_is_an_error_result(tmp_path: Path) -> None:
+    spec = AgentSpec("assistant", ScriptedModel(["hi"]), tools=["log"])
+    async with (
+        _served(tmp_path, Log().gateway(spec)) as (server, _runs),
+        Client(server) as client,
+    ):
+        result = await client.call_tool("get_run", {"run_id": "nope"})
+    assert result.is_error
+    assert result.content == [types.TextContent(text="no run 'nope' started by this client")]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_that_can_be_asked_is_asked_and_its_run_is_stored(
+    era: str, tmp_path: Path
+) -> None:
+    log = Log()
+    model = ScriptedModel([_calls(("note", "a", "A"), ("erase", "b", "B")), "done"])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=True)
+    async with _served(tmp_path, log.gateway(spec)) as (server, runs):
+        async with Client(server, mode=era, elicitation_callback=person) as client:
+            result = await client.call_tool("assistant", {"prompt": "go"})
+        assert result.content == [types.TextContent(text="done")]
+        assert person.asked == [
+            'Agent \'assistant\' wants to call erase with {"text": "B"}. Allow it?'
+        ]
+        (stored,) = await runs.list()
+        assert stored.status == "succeeded"
+    assert sorted(log.lines) == ["A", "erased B"]
+    assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+
+
+async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -> None:
+    log = Log()
+    model = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[ScriptedCall(name="leaf", id="l1", arguments={"prompt": "erase W"})]
+            ),
+            _calls(("erase", "w1", "W")),
+            "leaf: erased W",
+            "lead: the leaf erased W",
+        ]
+    )
+    lead = AgentSpec("lead", model, tools=["leaf"])
+    leaf = AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with (
+        _served(tmp_path, log.gateway(lead, leaf)) as (server, _runs),
+        Client(server) as client,
+    ):
+        handle = await client.call_tool("lead", {"prompt": "go"})
+        run = _structured(handle)["run"]
+        assert [(w["call"], w["agents"]) for w in run["waiting"]] == [("l1/w1", ["lead", "leaf"])]
+        approved = await client.call_tool("approve_run", {"run_id": run["run_id"]})
+    assert approved.content == [types.TextContent(text="lead: the leaf erased W")]
+    assert log.lines == ["erased W"]
+    assert len(model.calls) == 4  # no model call was made twice
