@@ -84,6 +84,9 @@ class GatewaySettings(_Strict):
     templates, prompts and completions) beside the agents."""
     expose: list[str] = Field(default_factory=list[str])
     """Proxy mode for these nodes only."""
+    pass_through: bool = True
+    """Proxy mode over HTTP: a call that needs nothing of the gateway goes to its server as it
+    came, past the SDK (`server.served.pass_through`); false sends every call the usual way."""
     tokens_env: str | None = None
     """The environment variable holding the HTTP bearer tokens (comma-separated), so no secret
     is in the file. Required to serve HTTP on an address other than loopback."""

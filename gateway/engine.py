@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
@@ -93,6 +94,10 @@ class Gateway:
     def client_quota(self) -> PerNode:
         """A fresh client's share of the nodes (see `limits`)."""
         return PerNode(self.max_concurrency)
+
+    def node_limit(self, node: str) -> anyio.CapacityLimiter:
+        """How many calls `node` takes at once, from every client (see `limits`)."""
+        return self._node_limits.limiter(node)
 
     async def run(
         self,
@@ -281,7 +286,7 @@ class Gateway:
         caller = caller or CallContext()
         async with (
             quota.limiter(node.name),
-            self._node_limits.limiter(node.name),
+            self.node_limit(node.name),
             tracer.span(
                 "tool",
                 tool.name,

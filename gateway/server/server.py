@@ -14,6 +14,7 @@ only carry it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -22,6 +23,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from starlette.types import ASGIApp
 
 from toolkits import (
     AsksCaller,
@@ -37,6 +39,7 @@ from ..config import GatewaySettings
 from ..engine import Gateway
 from .client_requests.run_rounds import state_boundary
 from .served.agents import AgentTools
+from .served.pass_through import PassThrough
 from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
@@ -120,6 +123,10 @@ class ToolRouter:
             return error_result(f"no tool named {params.name!r} (tools: {self._routes.names()})")
         return await source.call(ctx, params)
 
+    def served_by(self, name: str) -> ToolSource | None:
+        """The source serving `name`, as last listed (no listing here)."""
+        return self._routes.get(name)
+
     def input_schema(self, name: str) -> dict[str, Any] | None:
         """A served tool's input schema, from the last listing (None: not listed yet)."""
         return self._schemas.get(name)
@@ -153,6 +160,8 @@ class _GatewayServer(Server[Any]):
 
     announces = NotificationOptions()
     scope_policy: ScopePolicy | None = None
+    pass_through: Callable[[ASGIApp], ASGIApp] | None = None
+    """The HTTP layer that passes proxied calls straight through (`served.pass_through`)."""
     """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
 
     def follows_resources(self) -> bool:
@@ -212,8 +221,9 @@ def build_server(
     if stored is not None:
         sources.append(RunHandles(stored, progress_interval=settings.progress_interval))
     nodes = exposed_nodes(gateway, expose_all=settings.expose_tools, names=settings.expose)
-    if nodes:
-        sources.append(ProxiedTools(gateway, nodes))
+    proxied = ProxiedTools(gateway, nodes) if nodes else None
+    if proxied is not None:
+        sources.append(proxied)
     router = ToolRouter(sources)
     server = _GatewayServer(
         SERVER_NAME,
@@ -232,6 +242,14 @@ def build_server(
         server.scope_policy = ScopePolicy(settings.oauth, gateway)
         server.middleware.append(scope_guard(server.scope_policy))
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes])
+    if proxied is not None and settings.pass_through and not gateway.hooks and not settings.oauth:
+        server.pass_through = partial(
+            PassThrough,
+            gateway=gateway,
+            tools=proxied,
+            served_by=router.served_by,
+            stamp=lambda: server.server_info_stamp,
+        )
     return server, router
 
 

@@ -17,6 +17,8 @@ def test_the_package_exports_what_we_mean() -> None:
         "McpOAuth",
         "KeyringStore",
         "FileStore",
+        "Forward",
+        "Refuse",
         "Backoff",
         "McpCatalog",
         "McpServerConfig",

@@ -26,6 +26,7 @@ from .config import (
     TransportKind,
     load_mcp_servers,
 )
+from .forward import Forward, Refuse
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "Backoff",
     "FileStore",
+    "Forward",
     "KeyringStore",
     "McpCatalog",
     "McpOAuth",
@@ -49,6 +51,7 @@ __all__ = [
     "PrefixPolicy",
     "ProtocolMode",
     "RedirectMode",
+    "Refuse",
     "Target",
     "TokenEndpointAuth",
     "TokenStore",

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import anyio
 
-__all__ = ["Deadline"]
+from ..errors import ToolTimeout
+
+__all__ = ["Deadline", "timed_out"]
 
 
 class Deadline:
@@ -39,3 +41,17 @@ class Deadline:
 
     def _restarted(self) -> float:
         return min(anyio.current_time() + self.timeout, self._hard)
+
+
+def timed_out(deadline: Deadline, tool: str, node: str) -> ToolTimeout:
+    """The error for a call to `tool` of MCP server `node` that `deadline` ended."""
+    if deadline.capped:
+        seconds, why = deadline.cap, f"no result within {deadline.cap:g} s, the absolute limit"
+    else:
+        seconds, why = deadline.timeout, f"no result or progress for {deadline.timeout:g} s"
+    return ToolTimeout(
+        f"tool {tool!r} of MCP server {node!r} timed out ({why}); the call was cancelled",
+        node=node,
+        tool=tool,
+        seconds=seconds,
+    )

@@ -25,6 +25,7 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -33,16 +34,18 @@ import mcp_types
 from mcp import Client
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..background import InBackground
 from ..base import CallContext, ProgressCallback, Tool, error_result
 from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
-from ..errors import NoSuchTool, ServerUnavailable, ToolTimeout
+from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
-from .deadline import Deadline
+from .deadline import Deadline, timed_out
+from .forward import Forward
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -369,15 +372,36 @@ class McpToolkit(InBackground):
                     ) from exc
                 return error_result(str(exc))
 
-        if deadline.capped:
-            seconds, why = deadline.cap, f"no result within {deadline.cap:g} s, the absolute limit"
-        else:
-            seconds, why = deadline.timeout, f"no result or progress for {deadline.timeout:g} s"
-        raise ToolTimeout(
-            f"tool {name!r} of MCP server {self._name!r} timed out ({why}); the call was cancelled",
+        raise timed_out(deadline, name, self._name)
+
+    def forward(self, name: str) -> Forward | None:
+        """The tool the caller knows as `name`, to call as raw JSON-RPC on the live session
+        (`forward`); None when it cannot be: no live handshake-era HTTP session now, or no
+        such tool."""
+        original = self._routes.get(name)
+        conn = self._session.live
+        if original is None or conn is None or conn.client is None:
+            return None
+        link = conn.http
+        if link is None or link.client is None or link.session_id is None:
+            return None
+        version = link.protocol_version
+        if version is None or version in MODERN_PROTOCOL_VERSIONS:
+            return None
+        return Forward(
             node=self._name,
             tool=name,
-            seconds=seconds,
+            original=original,
+            conn=conn,
+            link=link,
+            client=link.client,
+            session_id=link.session_id,
+            protocol_version=version,
+            timeout=self._config.timeout,
+            cap=self._config.call_cap,
+            max_event_bytes=self._config.max_message_bytes,
+            on_notification=partial(self._session.on_raw_notification, conn),
+            check_result=conn.client.session.validate_tool_result,
         )
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:

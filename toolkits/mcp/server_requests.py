@@ -40,7 +40,7 @@ from mcp_types import ErrorData, InputRequest, InputResponse
 from ..base import CallContext, ServerLogHandler, ServerRequestHandler
 from ..errors import AuthorizationRequired
 
-__all__ = ["CallsInFlight", "InFlightCall", "refusal"]
+__all__ = ["CallsInFlight", "InFlightCall", "refusal", "refused"]
 
 
 @dataclass(eq=False)
@@ -79,7 +79,12 @@ _call: ContextVar[InFlightCall | None] = ContextVar("toolkits.mcp.call", default
 
 def refusal(request: InputRequest, reason: str) -> ErrorData:
     """The error a server receives for a request we cannot answer."""
-    return ErrorData(code=mcp_types.INVALID_REQUEST, message=f"{request.method} refused: {reason}")
+    return refused(request.method, reason)
+
+
+def refused(method: str, reason: str) -> ErrorData:
+    """The error a server receives for a request of `method` we cannot answer."""
+    return ErrorData(code=mcp_types.INVALID_REQUEST, message=f"{method} refused: {reason}")
 
 
 class CallsInFlight:

@@ -45,7 +45,13 @@ from .config import McpServerConfig
 from .oauth import find_authorization_required
 from .pages import every_page
 from .server_requests import CallsInFlight
-from .transport import StderrTail, TransportFactory, config_transport, watch_transport
+from .transport import (
+    HttpLink,
+    StderrTail,
+    TransportFactory,
+    config_transport,
+    watch_transport,
+)
 
 __all__ = [
     "DEFAULT_BACKOFF",
@@ -168,6 +174,8 @@ class Connection:
         self.scope = anyio.CancelScope()
         self.client: Client | None = None
         self.lost: str | None = None
+        self.http: HttpLink | None = None
+        """A streamable HTTP connection's requests, for calls that pass it through."""
         self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
 
     def drop(self, reason: str) -> None:
@@ -409,6 +417,8 @@ class OwnedSession:
         if isinstance(target, Server | MCPServer):
             server = cast(Server[Any] | MCPServer, target)
         else:
+            if target is None and self._config.kind == "http":
+                conn.http = HttpLink()
             make = target or partial(
                 config_transport,
                 self._config,
@@ -416,6 +426,7 @@ class OwnedSession:
                 log=self._log,
                 stderr_tail=tail,
                 in_flight=self._in_flight,
+                link=conn.http,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(
@@ -498,6 +509,16 @@ class OwnedSession:
                 await self._on_resource_updated(message.params.uri)
         elif isinstance(message, Exception):
             self._log.warning("transport error: %s", describe_error(message))
+
+    async def on_raw_notification(self, conn: Connection, message: Mapping[str, Any]) -> None:
+        """A notification that came on a passed-through call's stream (`forward`), handled as
+        if the SDK client had handed it over."""
+        try:
+            typed = mcp_types.server_notification_adapter.validate_python(message)
+        except ValidationError:
+            self._log.debug("ignored a malformed notification: %.200r", message)
+            return
+        await self._on_message(conn, typed)
 
     async def _on_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         source = f" [{params.logger}]" if params.logger else ""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     # publicly; used here in annotations only, so nothing at run time depends on the module.
     from mcp.client._transport import ReadStream, TransportStreams
 
-__all__ = ["StderrTail", "TransportFactory", "config_transport", "watch_transport"]
+__all__ = ["HttpLink", "StderrTail", "TransportFactory", "config_transport", "watch_transport"]
 
 TransportFactory = Callable[[], Transport]
 """Makes a fresh transport for each connection attempt (transports are single-use)."""
@@ -52,6 +52,26 @@ _STDERR_DRAIN_SECONDS = 1.0
 _HTTP_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
 
 
+class HttpLink:
+    """What a streamable HTTP connection's requests go through, as its own requests show it:
+    the HTTP client (headers, auth, pool), the URL, and once the handshake is done the
+    session id and protocol version they carry. A pass-through call (`forward`) sends its own
+    request the same way."""
+
+    def __init__(self) -> None:
+        self.client: httpx2.AsyncClient | None = None
+        self.url = ""
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+
+    def observe(self, request: httpx2.Request) -> None:
+        headers = request.headers
+        if (session_id := headers.get("mcp-session-id")) is not None:
+            self.session_id = session_id
+        if (version := headers.get("mcp-protocol-version")) is not None:
+            self.protocol_version = version
+
+
 def config_transport(
     config: McpServerConfig,
     *,
@@ -60,12 +80,13 @@ def config_transport(
     stderr_tail: StderrTail,
     auth: httpx2.Auth | None = None,
     in_flight: CallsInFlight | None = None,
+    link: HttpLink | None = None,
 ) -> Transport:
     """A new transport for `config`. Raises `ServerConfigError` when a needed env var is unset.
 
     `auth` replaces the authorization flow a node would use (`auth login` runs its own).
     `in_flight` are the node's calls: an authorization the server asks for during one may be
-    put to its caller (`oauth`).
+    put to its caller (`oauth`). `link` is filled in by a streamable HTTP transport.
     """
     match config.kind:
         case "stdio":
@@ -82,6 +103,7 @@ def config_transport(
                 _headers(config, name),
                 config.max_message_bytes,
                 _auth(config, name, auth, in_flight),
+                link or HttpLink(),
             )
         case "sse":
             assert config.url is not None
@@ -119,10 +141,13 @@ class _ReusingConnections(httpx2.AsyncBaseTransport):
     response, so reading it to the end on close costs one read and keeps the connection.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport, link: HttpLink) -> None:
         self._inner = inner
+        self._link = link
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            self._link.observe(request)
         response = await self._inner.handle_async_request(request)
         if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
             response.stream = _ReadToEndOnClose(response.stream)
@@ -189,9 +214,10 @@ async def _streamable_http(
     headers: dict[str, str],
     max_message_bytes: int,
     auth: Callable[[], Awaitable[httpx2.Auth | None]],
+    link: HttpLink,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
-    transport = _ReusingConnections(httpx2.AsyncHTTPTransport())
+    transport = _ReusingConnections(httpx2.AsyncHTTPTransport(), link)
     async with (
         httpx2.AsyncClient(
             headers=headers, timeout=_HTTP_TIMEOUT, transport=transport, auth=await auth()
@@ -200,7 +226,11 @@ async def _streamable_http(
             url, http_client=http, max_sse_event_size=max_message_bytes
         ) as streams,
     ):
-        yield streams
+        link.client, link.url = http, url
+        try:
+            yield streams
+        finally:
+            link.client = None
 
 
 @asynccontextmanager

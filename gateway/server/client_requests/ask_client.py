@@ -40,7 +40,13 @@ from ..served.relaying import as_mcp_error, hop_meta, without_stamp
 from ..serving import serving
 from .parked_calls import ANSWER_TIMEOUT
 
-__all__ = ["for_client", "proxy_request", "relay_to_client", "upstream_problem"]
+__all__ = [
+    "for_client",
+    "missing_capability",
+    "proxy_request",
+    "relay_to_client",
+    "upstream_problem",
+]
 
 _R = TypeVar("_R")
 _Answer = TypeVar("_Answer", bound=BaseModel)
@@ -49,6 +55,13 @@ _Answer = TypeVar("_Answer", bound=BaseModel)
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:
     """Why our client cannot answer `request`, or None."""
     capabilities = session.client_capabilities or types.ClientCapabilities()
+    return missing_capability(capabilities, request) or no_back_channel(session)
+
+
+def missing_capability(
+    capabilities: types.ClientCapabilities, request: types.InputRequest
+) -> str | None:
+    """The capability a client declaring `capabilities` lacks to answer `request`, or None."""
     match request:
         case types.CreateMessageRequest(params=params):
             sampling = capabilities.sampling
@@ -72,7 +85,7 @@ def upstream_problem(session: ServerSession, request: types.InputRequest) -> str
         case types.ListRootsRequest():
             if capabilities.roots is None:
                 return "the upstream client lacks roots"
-    return no_back_channel(session)
+    return None
 
 
 async def relay_to_client(

@@ -69,6 +69,10 @@ class ProxiedTools:
         # An MCP server's tools as it defines them, under the names their nodes give them.
         return [tool.definition or _mcp_tool(tool) for tool in listed.values()]
 
+    def listed(self, name: str) -> Tool | None:
+        """The tool served as `name`, as last listed (no listing here)."""
+        return self._routes.get(name)
+
     def node_of(self, name: str) -> str | None:
         tool = self._routes.get(name)
         return tool.source_node if tool is not None else None

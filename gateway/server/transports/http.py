@@ -182,7 +182,8 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
     """The ASGI app serving `server` at `/mcp` (its lifespan runs the session manager).
 
     `options.port` is the bound port the Host check expects; 0 accepts any port.
-    `app.state.sessions` is the `SessionLimits` (None when stateless).
+    `app.state.sessions` is the `SessionLimits` (None when stateless), `app.state.pass_through`
+    the layer passing proxied calls through (None when off).
     """
     manager = StreamableHTTPSessionManager(
         app=server,
@@ -202,6 +203,11 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
             endpoint, max_sessions=options.max_sessions, idle_timeout=options.session_idle_timeout
         )
         endpoint = sessions
+    pass_through: Callable[[ASGIApp], ASGIApp] | None = getattr(server, "pass_through", None)
+    if pass_through is not None:  # 2026-07-28 requests only: no session to check
+        endpoint = passing = pass_through(endpoint)
+    else:
+        passing = None
     policy = getattr(server, "scope_policy", None)
     metadata_url = resource_metadata_url(options.oauth) if options.oauth is not None else None
     if options.oauth is not None and isinstance(policy, ScopePolicy):
@@ -241,6 +247,7 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
         lifespan=lifespan,
     )
     app.state.sessions = sessions
+    app.state.pass_through = passing
     return app
 
 

@@ -1,0 +1,362 @@
+"""Proxied tool calls of 2026-07-28 HTTP clients, passed straight through when nothing in them
+needs the SDK.
+
+Most proxied calls change nothing on the way: the client names a tool of an exposed MCP
+server, the server answers, the answer goes back. On the usual path the SDK's server (a
+request context, models, dispatch) and its client (streams, tasks, models per request) cost
+most of the hop (bench/RESULTS.md). `PassThrough` sits in front of the SDK's HTTP endpoint and
+sends such a call on the node's session as raw JSON-RPC (`toolkits.mcp.Forward`): the result
+goes back as the server sent it, with what the usual path changes too (our `serverInfo` stamp
+instead of the server's, the client's id and progress token), progress and log messages as
+they come (`application/json`, or `text/event-stream` once there is something to stream).
+
+A call takes this path only where the usual path would do the same; anything else goes to the
+SDK untouched:
+- a 2026-07-28 POST of one `tools/call` that the SDK's envelope ladder accepts, with no
+  `Mcp-Param-*` header and no input responses or request state (no round to resume);
+- a client that declared no sampling, elicitation or roots: what the server asks during the
+  call is refused for the reason the usual path gives (`missing_capability`), with no round;
+- a tool of an exposed MCP node whose node has a live handshake-era HTTP session now;
+- a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
+`[gateway] pass_through = false` turns it off.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.connection import allowed_log_levels
+from mcp.server.streamable_http import check_accept_headers
+from mcp.shared.inbound import (
+    InboundModernRoute,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+)
+from mcp_types import SERVER_INFO_META_KEY
+from mcp_types.methods import serialize_server_result
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolkits import ToolkitError, error_result
+from toolkits.mcp import Forward, McpToolkit
+
+from ...engine import Gateway
+from ...run_context import HOPS_META_KEY
+from ..client_requests.ask_client import missing_capability
+from ..transports.envelope import buffered_body
+from .proxied_tools import ProxiedTools
+
+__all__ = ["PassThrough"]
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+
+_ASKING = ("sampling", "elicitation", "roots")
+"""Client capabilities that let a server's request during a call reach the client."""
+_PING_SECONDS = 15.0
+"""Silence after which the answer turns into an event stream and pings, as the SDK's does."""
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"connection", b"keep-alive"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    request_id: types.RequestId
+    forward: Forward
+    arguments: JsonObject
+    hops: int
+    progress_token: types.ProgressToken | None
+    log_levels: frozenset[str]
+    protocol_version: str
+
+
+class PassThrough:
+    """ASGI: the calls this module describes go to their server directly; the rest to `app`."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        gateway: Gateway,
+        tools: ProxiedTools,
+        served_by: Callable[[str], object],
+        stamp: Callable[[], JsonObject],
+    ) -> None:
+        self.app = app
+        self._gateway = gateway
+        self._tools = tools
+        self._served_by = served_by
+        self._stamp = stamp
+        self.forwarded = 0
+        """Calls that went this way (for tests and the curious)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST" or not _modern(scope):
+            await self.app(scope, receive, send)
+            return
+        body, replay = await buffered_body(receive)
+        call = self._eligible(scope, body) if body is not None else None
+        if call is None:
+            await self.app(scope, replay, send)
+            return
+        if not await self._forward(call, replay, send):
+            assert body is not None
+            await self.app(scope, _replaying(body, receive), send)
+
+    def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
+        try:
+            message: Any = json.loads(body)
+        except ValueError:
+            return None
+        if not isinstance(message, dict):
+            return None
+        fields = cast(JsonObject, message)
+        params = fields.get("params")
+        if fields.get("method") != "tools/call" or not isinstance(params, dict):
+            return None
+        params = cast(JsonObject, params)
+        if "inputResponses" in params or "requestState" in params:
+            return None
+        request = Request(scope)
+        headers = request.headers
+        if any(name.startswith("mcp-param-") for name in headers):
+            return None
+        if not check_accept_headers(request)[0]:
+            return None
+        if not headers.get("content-type", "").startswith("application/json"):
+            return None
+        raw = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+        if find_duplicated_routing_header(raw) is not None:
+            return None
+        route = classify_inbound_request(fields, headers=dict(headers))
+        if not isinstance(route, InboundModernRoute) or not _cannot_be_asked(route):
+            return None
+        try:
+            checked = types.CallToolRequestParams.model_validate(params, by_name=False)
+        except ValidationError:
+            return None
+        raw_meta = params.get("_meta")
+        meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
+        return self._route(fields["id"], checked, meta, route)
+
+    def _route(
+        self,
+        request_id: types.RequestId,
+        params: types.CallToolRequestParams,
+        meta: JsonObject,
+        route: InboundModernRoute,
+    ) -> _Call | None:
+        if self._served_by(params.name) is not self._tools:
+            return None
+        tool = self._tools.listed(params.name)
+        if tool is None:
+            return None
+        node = self._gateway.nodes.get(tool.source_node)
+        forward = node.forward(tool.name) if isinstance(node, McpToolkit) else None
+        if forward is None:
+            return None
+        hops = meta.get(HOPS_META_KEY, 0)
+        hops = hops if isinstance(hops, int) and hops >= 0 else 0
+        if hops >= self._gateway.max_depth:
+            return None  # the usual path says why
+        return _Call(
+            request_id=request_id,
+            forward=forward,
+            arguments=dict(params.arguments or {}),
+            hops=hops,
+            progress_token=meta.get("progressToken"),
+            log_levels=frozenset(allowed_log_levels(route.protocol_version, meta)),
+            protocol_version=route.protocol_version,
+        )
+
+    async def _forward(self, call: _Call, receive: Receive, send: Send) -> bool:
+        """Answer `call`; False if it never reached the server (the usual path takes it)."""
+        reply = _Reply(send, call.request_id)
+
+        async def progress(done: float, total: float | None, message: str | None) -> None:
+            if call.progress_token is None:
+                return
+            params: JsonObject = {"progressToken": call.progress_token, "progress": done}
+            if total is not None:
+                params["total"] = total
+            if message is not None:
+                params["message"] = message
+            await reply.event("notifications/progress", params)
+
+        async def server_log(params: JsonObject) -> None:
+            if params.get("level") in call.log_levels:
+                await reply.event("notifications/message", params)
+
+        forward = call.forward
+        result: JsonObject | None = None
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(reply.keep_alive)
+            try:
+                async with self._gateway.node_limit(forward.node):
+                    result = await forward.call(
+                        call.arguments,
+                        meta={HOPS_META_KEY: call.hops + 1},
+                        on_progress=progress,
+                        on_log=server_log,
+                        refuse=_refusal,
+                    )
+            except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
+                result = _dump(
+                    error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc}")
+                )
+            except Exception as exc:  # a bug must not take the connection down
+                log.exception("passing %r through to node %r crashed", forward.tool, forward.node)
+                result = _dump(
+                    error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc!r}")
+                )
+            if result is None and not reply.started:
+                tg.cancel_scope.cancel()
+                return False
+            if result is None:  # the usual path cannot take over an answer already begun
+                result = _dump(
+                    error_result(
+                        f"tool {forward.tool!r} (node {forward.node!r}) failed: the server ended the session"
+                    )
+                )
+            self.forwarded += 1
+            await reply.final(self._for_client(result, call.protocol_version))
+            tg.cancel_scope.cancel()
+        return True
+
+    def _for_client(self, result: JsonObject, version: str) -> JsonObject:
+        """The server's result as the SDK would send it to a `version` client: in that
+        version's shape, with our `serverInfo` stamp instead of the server's own."""
+        try:
+            # A handshake-era server's result has no `resultType`: it is complete.
+            result = serialize_server_result(
+                "tools/call", version, {"resultType": "complete", **result}
+            )
+        except ValidationError as exc:  # checked by `Forward` already: a shape of this era
+            result = _dump(error_result(f"the result does not fit protocol {version}: {exc}"))
+        meta = result.get("_meta")
+        rest = (
+            {k: v for k, v in cast(JsonObject, meta).items() if k != SERVER_INFO_META_KEY}
+            if isinstance(meta, dict)
+            else {}
+        )
+        return {**result, "_meta": {**rest, SERVER_INFO_META_KEY: self._stamp()}}
+
+
+class _Reply:
+    """The HTTP answer to one call: JSON, or an event stream once something must go first."""
+
+    def __init__(self, send: Send, request_id: types.RequestId) -> None:
+        self._send = send
+        self._id = request_id
+        self._lock = anyio.Lock()
+        self._quiet_since = anyio.current_time()
+        self.started = False
+
+    async def event(self, method: str, params: JsonObject) -> None:
+        data = _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+        async with self._lock:
+            await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
+
+    async def final(self, result: JsonObject) -> None:
+        data = _dumps({"jsonrpc": "2.0", "id": self._id, "result": result})
+        async with self._lock:
+            if self.started:
+                await self._send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"event: message\r\ndata: " + data + b"\r\n\r\n",
+                    }
+                )
+                return
+            self.started = True
+            headers = [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(data)),
+            ]
+            await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send({"type": "http.response.body", "body": data})
+
+    async def keep_alive(self) -> None:
+        """Pings through silence, so a proxy's idle timeout does not end a long call."""
+        while True:
+            await anyio.sleep_until(self._quiet_since + _PING_SECONDS)
+            async with self._lock:
+                if anyio.current_time() >= self._quiet_since + _PING_SECONDS:
+                    await self._stream(b": ping\r\n\r\n")
+
+    async def _stream(self, chunk: bytes) -> None:
+        if not self.started:
+            self.started = True
+            await self._send(
+                {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+            )
+        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
+        self._quiet_since = anyio.current_time()
+
+
+def _modern(scope: Scope) -> bool:
+    for name, value in scope["headers"]:
+        if name == b"mcp-protocol-version":
+            return value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
+    return False
+
+
+def _cannot_be_asked(route: InboundModernRoute) -> bool:
+    capabilities = route.client_capabilities
+    return isinstance(capabilities, dict) and not any(
+        cast(JsonObject, capabilities).get(name) is not None for name in _ASKING
+    )
+
+
+def _refusal(request: JsonObject) -> str:
+    """Why our client cannot answer the server's `request` (it declared no way to)."""
+    try:
+        typed = types.server_request_adapter.validate_python(request, by_name=False)
+    except ValidationError:
+        return "the request is malformed"
+    if isinstance(typed, types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest):
+        missing = missing_capability(types.ClientCapabilities(), typed)
+        if missing is not None:
+            return missing
+    return f"the upstream client cannot answer {typed.method}"
+
+
+async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    scope.cancel()
+
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def _dumps(message: JsonObject) -> bytes:
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _dump(result: types.CallToolResult) -> JsonObject:
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)

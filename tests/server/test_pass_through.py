@@ -1,0 +1,268 @@
+"""Proxied calls passed straight through over HTTP answer exactly as the usual path does.
+
+One real downstream SDK server over HTTP on 127.0.0.1 (both eras; the gateway keeps a
+handshake-era session to it), two gateways in front of it over real HTTP, one with the pass-through and
+one without, and a 2026-07-28 SDK client: every call gets the same answer from both (content,
+errors, structured content, `_meta`, progress, log messages, a refused elicitation), and the
+first gateway passed them through. A client that can be asked, a cancelled call, a timed-out
+call and a downstream restarted under the gateway are covered too.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import BaseModel
+
+from gateway import Gateway
+from gateway.server import HttpOptions, http_app
+from gateway.server.served.pass_through import PassThrough
+from tests.servers.asgi import serve_on_loopback
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+from .proxying import ClientAnswers
+from .support import serve
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+class Name(BaseModel):
+    name: str
+
+
+class Downstream:
+    """An SDK server written the usual way, and what it saw."""
+
+    def __init__(self) -> None:
+        self.started = anyio.Event()
+        self.cancelled = anyio.Event()
+        server = self.server = MCPServer("down")
+
+        @server.tool()
+        def echo(message: str) -> str:
+            """Say it back."""
+            return message
+
+        @server.tool()
+        def fail() -> str:
+            """Always fails."""
+            raise ValueError("it broke")
+
+        @server.tool()
+        def big(n: int) -> str:
+            """n bytes of text."""
+            return "x" * n
+
+        @server.tool()
+        async def steps(n: int, ctx: Context) -> str:
+            """Report n steps of progress and log each."""
+            for step in range(1, n + 1):
+                await ctx.report_progress(step, n, f"step {step}")
+                with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await ctx.info(f"step {step} of {n}")  # pyright: ignore[reportDeprecated]
+            return f"{n} steps"
+
+        @server.tool()
+        async def ask(ctx: Context) -> str:
+            """Ask the user for a name."""
+            try:
+                elicited = await ctx.elicit("Your name?", Name)
+            except Exception as exc:
+                return f"could not ask: {exc}"
+            return (
+                f"user is {elicited.data.name if elicited.action == 'accept' else elicited.action}"
+            )
+
+        @server.tool()
+        async def wait() -> str:
+            """Wait until cancelled."""
+            self.started.set()
+            try:
+                await anyio.sleep_forever()
+            finally:
+                self.cancelled.set()
+            return "never"  # pragma: no cover
+
+    def app(self) -> Any:
+        return self.server.streamable_http_app(host="127.0.0.1")
+
+
+@asynccontextmanager
+async def front(
+    url: str, *, pass_through: bool, **keys: Any
+) -> AsyncGenerator[tuple[str, PassThrough | None]]:
+    """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
+    config = McpServerConfig(url=url, protocol="auto", **keys)
+    async with McpToolkit("d", config) as node:
+        app = http_app(
+            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
+            HttpOptions("127.0.0.1", 0),
+        )
+        async with serve_on_loopback(app) as base:
+            yield f"{base}/mcp", app.state.pass_through
+
+
+class Heard:
+    def __init__(self) -> None:
+        self.progress: list[tuple[float, float | None, str | None]] = []
+        self.logs: list[str] = []
+
+    async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
+        self.progress.append((progress, total, message))
+
+    async def on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        self.logs.append(f"{params.level}: {params.data}")
+
+
+CALLS: list[tuple[str, dict[str, Any]]] = [
+    ("d__echo", {"message": "héllo ✓"}),
+    ("d__fail", {}),
+    ("d__echo", {}),  # the server refuses the arguments
+    ("d__big", {"n": 3_000_000}),
+    ("d__steps", {"n": 3}),
+    ("d__ask", {}),
+]
+
+
+async def _answers(url: str) -> tuple[list[tuple[Any, ...]], list[str]]:
+    answers: list[tuple[Any, ...]] = []
+    logs = Heard()
+    async with Client(url, logging_callback=logs.on_log, log_level="info") as client:
+        await client.list_tools()  # as clients do; a call before any listing takes the usual path
+        for name, arguments in CALLS:
+            heard = Heard()
+            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
+            answers.append(
+                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
+            )
+    return answers, logs.logs
+
+
+async def test_passed_through_calls_answer_as_the_usual_path_does() -> None:
+    down = Downstream()
+    with anyio.fail_after(60):
+        async with serve_on_loopback(down.app()) as base:
+            url = f"{base}/mcp"
+            async with front(url, pass_through=True) as (fast_url, layer):
+                fast = await _answers(fast_url)
+            async with front(url, pass_through=False) as (usual_url, off):
+                usual = await _answers(usual_url)
+    assert layer is not None
+    assert off is None
+    assert layer.forwarded == len(CALLS)
+    assert fast == usual
+    answers, logs = fast
+    assert logs == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
+    by_name = {name: (result, progress) for name, result, progress in answers}
+    assert by_name["d__steps"][1] == [
+        (1.0, 3.0, "step 1"),
+        (2.0, 3.0, "step 2"),
+        (3.0, 3.0, "step 3"),
+    ]
+    assert by_name["d__fail"][0]["isError"] is True
+    assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    assert len(by_name["d__big"][0]["content"][0]["text"]) == 3_000_000
+
+
+async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() -> None:
+    down = Downstream()
+    answers = ClientAnswers()
+
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            front(f"{base}/mcp", pass_through=True) as (url, layer),
+            Client(url, **answers.callbacks()) as client,
+        ):
+            await client.list_tools()
+            asked = await client.call_tool("d__ask", {})
+    assert layer is not None
+    assert layer.forwarded == 0
+    assert asked.content == [types.TextContent(text="user is Ada")]
+
+
+async def test_a_call_the_client_cancels_is_cancelled_at_the_server() -> None:
+    down = Downstream()
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            front(f"{base}/mcp", pass_through=True) as (url, layer),
+            Client(url) as client,
+        ):
+            await client.list_tools()
+
+            async def wait() -> None:
+                await client.call_tool("d__wait", {})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await down.started.wait()
+                tg.cancel_scope.cancel()
+            await down.cancelled.wait()
+            after = await client.call_tool("d__echo", {"message": "still here"})
+    assert layer is not None
+    assert layer.forwarded == 1
+    assert after.content == [types.TextContent(text="still here")]
+
+
+async def test_a_call_that_times_out_is_cancelled_and_says_so() -> None:
+    down = Downstream()
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            front(f"{base}/mcp", pass_through=True, timeout=0.5) as (url, layer),
+            Client(url) as client,
+        ):
+            await client.list_tools()
+            result = await client.call_tool("d__wait", {})
+            await down.cancelled.wait()
+    assert layer is not None
+    assert layer.forwarded == 1
+    assert result.is_error
+    assert result.content == [
+        types.TextContent(
+            text="tool 'd__wait' (node 'd') failed: tool 'd__wait' of MCP server 'd' timed out "
+            "(no result or progress for 0.5 s); the call was cancelled"
+        )
+    ]
+
+
+async def test_a_restarted_server_is_reached_again() -> None:
+    async def run(app: Any, port: int, stop: anyio.Event, *, task_status: Any) -> None:
+        try:
+            async with serve_on_loopback(app, port) as base:
+                task_status.started(base)
+                await stop.wait()
+        finally:
+            stopped.set()
+
+    stop_first, stopped = anyio.Event(), anyio.Event()
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as servers:
+            base = await servers.start(run, Downstream().app(), 0, stop_first)
+            port = int(base.rsplit(":", 1)[1])
+            async with front(f"{base}/mcp", pass_through=True) as (url, layer):
+                async with Client(url) as client:
+                    await client.list_tools()
+                    before = await client.call_tool("d__echo", {"message": "one"})
+                stop_first.set()  # its sessions end with it; the new one knows none of them
+                await stopped.wait()
+                await servers.start(run, Downstream().app(), port, anyio.Event())
+                async with Client(url) as client:
+                    await client.list_tools()
+                    after = await client.call_tool("d__echo", {"message": "two"})
+                assert layer is not None
+                assert before.content == [types.TextContent(text="one")]
+                assert after.content == [types.TextContent(text="two")]
+            servers.cancel_scope.cancel()
