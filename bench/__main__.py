@@ -11,6 +11,7 @@ COMMANDS = {
     "nested-hop": "bench.nested_hop",
     "mcp-overhead": "bench.mcp_overhead",
     "engine-overhead": "bench.engine_overhead",
+    "store": "bench.store",
 }
 
 

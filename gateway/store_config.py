@@ -40,6 +40,9 @@ class StoreSettings(BaseModel):
     keep_days: float = Field(default=30, ge=0)
     """Finished runs (succeeded, failed, cancelled) older than this are deleted when a run
     starts; 0 keeps them for ever. Runs not finished are never deleted."""
+    takeover_seconds: float = Field(default=5, gt=0)
+    """`serve` on PostgreSQL: how often a replica looks for the runs of replicas that died
+    (it finishes them)."""
 
     @field_validator("url")
     @classmethod

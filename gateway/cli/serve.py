@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from contextlib import nullcontext
 from typing import Any
+from urllib.parse import urlsplit
 
 from ..assembly import open_gateway
 from ..config import Config, with_default_agent
@@ -23,7 +25,10 @@ from .common import (
 )
 from .stored import open_store, preload_store
 
-__all__ = ["register"]
+__all__ = ["REPLICA_URL_ENV", "register"]
+
+REPLICA_URL_ENV = "AGENT_GATEWAY_REPLICA_URL"
+_WILDCARDS = ("0.0.0.0", "::")
 
 
 def register(commands: Commands) -> None:
@@ -59,6 +64,12 @@ def register(commands: Commands) -> None:
     serve.add_argument(
         "--state-dir", metavar="DIR", help="the run store in agent-gateway.sqlite3 in DIR"
     )
+    serve.add_argument(
+        "--replica-url",
+        metavar="URL",
+        help="where the other replicas reach this one, e.g. http://10.0.0.5:8000/mcp "
+        f"(default: ${REPLICA_URL_ENV}, else the bound address unless it is 0.0.0.0 or ::)",
+    )
     add_strict_option(serve)
     add_trace_options(serve)
 
@@ -66,6 +77,7 @@ def register(commands: Commands) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
+    from ..server.server import reachable_at
 
     config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
@@ -83,7 +95,10 @@ async def _serve(args: argparse.Namespace) -> int:
         config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     async with (
         open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway,
-        open_store(url) if url is not None else nullcontext() as runs,
+        # Served over HTTP, a replica: it finishes the runs of replicas that died.
+        open_store(url, replica_every=config.store.takeover_seconds if options else None)
+        if url is not None
+        else nullcontext() as runs,
     ):
         if runs is not None:
             runs.use(gateway)
@@ -96,6 +111,9 @@ async def _serve(args: argparse.Namespace) -> int:
         else:
 
             def ready(url: str) -> None:
+                reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
+                if urlsplit(reached).hostname not in _WILDCARDS:
+                    reachable_at(server, reached)
                 print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
 
             await serve_http(server, options, on_ready=ready)

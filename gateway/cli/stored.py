@@ -144,11 +144,13 @@ def preload_store() -> None:
     threading.Thread(target=importlib.import_module, args=("gateway.durable",), daemon=True).start()
 
 
-def open_store(url: str | None, *, launch: bool = True) -> AbstractAsyncContextManager[DurableRuns]:
+def open_store(
+    url: str | None, *, launch: bool = True, replica_every: float | None = None
+) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
 
-    return open_runs(url, launch=launch)
+    return open_runs(url, launch=launch, replica_every=replica_every)
 
 
 def terminal_console(

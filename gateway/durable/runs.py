@@ -18,7 +18,7 @@ import socket
 import sqlite3
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Sequence
-from contextlib import asynccontextmanager, closing
+from contextlib import AsyncExitStack, asynccontextmanager, closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,6 +35,15 @@ from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
+from .replicas import (
+    REPLICA_PREFIX,
+    alive,
+    follow_elsewhere,
+    on_postgres,
+    owner_of,
+    staying_alive,
+    taking_over,
+)
 from .status import (
     ACTIVE_STATUSES,
     EXECUTION_EVENT,
@@ -290,12 +299,36 @@ class DurableRuns:
         if self.here(run_id):
             return
         await self.resumable(run_id)
+        await self.take_over(run_id, options)
+
+    async def take_over(self, run_id: str, options: RunOptions | None = None) -> None:
+        """Run `run_id` in the background here, whoever ran it (see `adopt`)."""
         assert self._queue is not None
         execution = self._host.executions[run_id] = _Execution(
             options=options or RunOptions(), background=True
         )
         await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
         execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+
+    async def running_elsewhere(self, run_id: str) -> bool:
+        """Whether the run executes in another live process (on PostgreSQL: its process
+        holds its lock; on SQLite: its process on this machine lives)."""
+        if self.here(run_id):
+            return False
+        if on_postgres(self.url):
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+            owner = owner_of(found[0]) if found else None
+            return owner is not None and owner != self._queue and await alive(self.url, owner)
+        info = await self.get(run_id)
+        return info.status in ("running", "waiting_approval") and info.error is None
+
+    async def follow_elsewhere(
+        self, run_id: str, *, decided: Collection[str] = (), pause: bool = True
+    ) -> RunResult | list[ApprovalRequest]:
+        """`follow` for a run executing in another process, through the store."""
+        return await follow_elsewhere(self._client, run_id, decided=decided, pause=pause)
 
     async def follow(
         self, run_id: str, *, decided: Collection[str] = (), pause: bool = True
@@ -339,10 +372,15 @@ class DurableRuns:
                 f"run {run_id!r} has ended ({info.status}): it cannot be resumed; "
                 f"`agent-gateway runs show {run_id}` shows it"
             )
-        alive = info.status in ("running", "waiting_approval") and info.error is None
-        if alive and info.host == socket.gethostname():
+        going = info.status in ("running", "waiting_approval") and info.error is None
+        if going and info.host == socket.gethostname():
             raise UnknownRun(
                 f"run {run_id!r} is running in process {info.pid} on this machine: stop that "
+                "process first, or wait for it"
+            )
+        if going and on_postgres(self.url) and await self.running_elsewhere(run_id):
+            raise UnknownRun(
+                f"run {run_id!r} is running in process {info.pid} on {info.host}: stop that "
                 "process first, or wait for it"
             )
         return info
@@ -452,9 +490,14 @@ class DurableRuns:
 
 
 @asynccontextmanager
-async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGenerator[DurableRuns]:
+async def open_runs(
+    url: str | None = None, *, launch: bool = True, replica_every: float | None = None
+) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
+    On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
+    `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
+    died.
 
     Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
     cannot be reached.
@@ -472,7 +515,11 @@ async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGene
         if launch:
             await anyio.to_thread.run_sync(_write_ahead_log, str(file))
     _log_through_ours()
-    queue = f"agent-gateway-{uuid.uuid4().hex}" if launch else None
+    postgres = on_postgres(url)
+    replica = postgres and replica_every is not None
+    queue = (
+        f"{REPLICA_PREFIX if replica else 'agent-gateway-'}{uuid.uuid4().hex}" if launch else None
+    )
     if queue is not None:
         config: DBOSConfig = {
             "name": "agent-gateway",
@@ -497,8 +544,18 @@ async def open_runs(url: str | None = None, *, launch: bool = True) -> AsyncGene
             DBOS.destroy(destroy_registry=False)
         raise store_failure(url, exc) from None
     host = _host = _Host(client)
+    runs = DurableRuns(url, host, queue=queue)
     try:
-        yield DurableRuns(url, host, queue=queue)
+        async with AsyncExitStack() as stack:
+            if postgres and queue is not None:
+                await stack.enter_async_context(staying_alive(url, queue))
+                if replica_every is not None:
+                    await stack.enter_async_context(
+                        taking_over(
+                            runs, client, url, own=queue, workflow=WORKFLOW, interval=replica_every
+                        )
+                    )
+            yield runs
     finally:
         _host = None
         client.destroy()

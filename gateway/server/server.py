@@ -37,6 +37,7 @@ from toolkits import (
 from ..catalog import Routes, claim
 from ..config import GatewaySettings
 from ..engine import Gateway
+from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .served.agents import AgentTools
 from .served.pass_through import PassThrough
@@ -163,6 +164,8 @@ class _GatewayServer(Server[Any]):
     pass_through: Callable[[ASGIApp], ASGIApp] | None = None
     """The HTTP layer that passes proxied calls straight through (`served.pass_through`)."""
     """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
+    here: Here | None = None
+    """Where other replicas reach this one (`serve --http`): parked requests name it."""
 
     def follows_resources(self) -> bool:
         """Whether `resources.subscribe` is announced: an exposed node's server offers it."""
@@ -237,6 +240,9 @@ def build_server(
     # Registered directly: the constructor's on_set_logging_level warns (logging is
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
+    server.here = Here()
+    # Before the boundary, which replaces the sealed state a retry sent on must carry.
+    server.middleware.append(keep_wire_state)
     server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
     if settings.oauth is not None and settings.oauth.scopes:
         server.scope_policy = ScopePolicy(settings.oauth, gateway)
@@ -251,6 +257,13 @@ def build_server(
             stamp=lambda: server.server_info_stamp,
         )
     return server, router
+
+
+def reachable_at(server: Server[Any], url: str) -> None:
+    """Say where other replicas reach `server` (the requests it parks name it)."""
+    here = getattr(server, "here", None)
+    if isinstance(here, Here):
+        here.url = url
 
 
 def _serve_node_capabilities(server: _GatewayServer, exposed: list[Toolkit]) -> None:

@@ -21,6 +21,7 @@ from toolkits import FollowsChanges, in_background
 
 from ..engine import Gateway
 from ..limits import PerNode
+from .client_requests.forwarding import Here
 from .client_requests.parked_calls import ParkedCalls
 from .connection import connection_of
 from .notifications.list_changes import ChangeRelay
@@ -90,7 +91,8 @@ def lifespan_for(
             async with in_background(relay.run) as tg:
                 stop_watching = relay.watch(nodes)
                 try:
-                    yield Serving(ParkedCalls(tg), relay)
+                    here = getattr(_server, "here", None)
+                    yield Serving(ParkedCalls(tg, here if isinstance(here, Here) else None), relay)
                 finally:
                     stop_watching()
         finally:

@@ -24,14 +24,14 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["PG_USER", "postgres_server", "redis_server"]
+__all__ = ["PG_USER", "free_port", "missing", "postgres_server", "redis_server"]
 
 PG_USER = "pgtest"
 """PostgreSQL refuses to run as root: as root, it runs as this user (`.ci/run` creates it)."""
 START_TIMEOUT = 30.0
 
 
-def _missing(reason: str) -> NoReturn:
+def missing(reason: str) -> NoReturn:
     if os.environ.get("AGENT_GATEWAY_REQUIRE_SERVERS") == "1":
         pytest.fail(reason)
     pytest.skip(reason)
@@ -57,7 +57,7 @@ def postgres_server() -> Generator[str]:
     """A fresh PostgreSQL cluster; yields the URL of its `postgres` database."""
     initdb, pg_ctl = _postgres_binary("initdb"), _postgres_binary("pg_ctl")
     if initdb is None or pg_ctl is None:
-        _missing("PostgreSQL is not installed (initdb, pg_ctl): apt-get install postgresql")
+        missing("PostgreSQL is not installed (initdb, pg_ctl): apt-get install postgresql")
     as_user: list[str] = []
     directory = Path(tempfile.mkdtemp(prefix="agent-gateway-pg-"))
     if os.geteuid() == 0:
@@ -65,7 +65,7 @@ def postgres_server() -> Generator[str]:
             user = pwd.getpwnam(PG_USER)
         except KeyError:
             shutil.rmtree(directory)
-            _missing(f"no user {PG_USER!r} to run PostgreSQL as: useradd -m {PG_USER}")
+            missing(f"no user {PG_USER!r} to run PostgreSQL as: useradd -m {PG_USER}")
         os.chown(directory, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", PG_USER, "--"]
     data, port = directory / "data", free_port()
@@ -112,7 +112,7 @@ def redis_server() -> Generator[str]:
     """A fresh redis-server with no persistence; yields its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
-        _missing("redis-server is not installed: apt-get install redis-server")
+        missing("redis-server is not installed: apt-get install redis-server")
     directory = Path(tempfile.mkdtemp(prefix="agent-gateway-redis-"))
     port = free_port()
     process = subprocess.Popen(

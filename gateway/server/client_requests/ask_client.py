@@ -38,6 +38,7 @@ from ..connection import connection_of
 from ..notifications.log_messages import log_relay
 from ..served.relaying import as_mcp_error, hop_meta, without_stamp
 from ..serving import serving
+from .forwarding import forward_round
 from .parked_calls import ANSWER_TIMEOUT
 
 __all__ = [
@@ -143,13 +144,19 @@ async def for_client(
     """
     state = serving(ctx)
     if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and state is not None:
+        report, log = ctx.session.report_progress, log_relay(ctx)
+
+        async def elsewhere(owner: str, parked: str) -> Any:
+            return await forward_round(owner, ctx, params, parked, report=report, log=log)
+
         return await state.parked.serve(
             params,
             work,
             meta=hop_meta(ctx),
             check=lambda request: upstream_problem(ctx.session, request),
-            report=ctx.session.report_progress,
-            log=log_relay(ctx),
+            report=report,
+            log=log,
+            elsewhere=elsewhere,
         )
 
     async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:

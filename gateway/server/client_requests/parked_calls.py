@@ -13,8 +13,10 @@ the serving run rather than by one round:
   downstream server's progress and log messages go to whichever round is waiting, and those
   that arrive while none waits go out, in order, at the start of the next round.
 
-Limits: the retry must reach this process (stdio, HTTP to one replica); elsewhere it is refused
-with a clear error and the client calls again. A question left unanswered for
+Behind a load balancer the retry may reach another replica: the state names the replica that
+runs the request (`Here`), and another replica sends the round on to it (`forwarding`).
+A retry that reaches no replica running its request is refused with a clear error, and the
+client calls again. A question left unanswered for
 `ANSWER_TIMEOUT` s is refused to the downstream server; a result nobody collects is dropped
 after `KEEP_RESULT` s; cancelling a round (the client gave up) cancels the request.
 """
@@ -37,6 +39,8 @@ from mcp.shared.exceptions import MCPError
 from toolkits import CallContext, ProgressCallback, ServerLogHandler
 from toolkits.mcp.server_requests import refusal
 
+from .forwarding import Here
+
 __all__ = ["ANSWER_TIMEOUT", "KEEP_RESULT", "STATE_PREFIX", "ParkedCalls"]
 
 STATE_PREFIX = "agent-gateway/parked:"
@@ -52,6 +56,9 @@ _R = TypeVar("_R")
 
 Work = Callable[[CallContext], Awaitable[_R]]
 """The proxied request, given the context to call its node with."""
+Elsewhere = Callable[[str, str], Awaitable[Any]]
+"""A round of a request parked on another replica (its URL, the request's state), answered
+there."""
 
 
 _Note = tuple[float, float | None, str | None] | types.LoggingMessageNotificationParams
@@ -190,11 +197,13 @@ class _Parked(Generic[_R]):
 
 
 class ParkedCalls:
-    """The parked requests of one serving run; their tasks live in its task group."""
+    """The parked requests of one serving run; their tasks live in its task group. `here`
+    says where other replicas reach this one (its tokens name it)."""
 
-    def __init__(self, task_group: anyio.abc.TaskGroup) -> None:
+    def __init__(self, task_group: anyio.abc.TaskGroup, here: Here | None = None) -> None:
         self._tg = task_group
         self._parked: dict[str, _Parked[Any]] = {}
+        self._here = here
 
     async def serve(
         self,
@@ -205,8 +214,10 @@ class ParkedCalls:
         check: Callable[[types.InputRequest], str | None],
         report: ProgressCallback,
         log: ServerLogHandler,
+        elsewhere: Elsewhere | None = None,
     ) -> _R | types.InputRequiredResult:
-        """Run `work` (first round) or continue it (a retry naming it), for one round.
+        """Run `work` (first round) or continue it (a retry naming it), for one round; a
+        retry of a request parked on another replica goes to `elsewhere(owner, state)`.
 
         `meta` is the `_meta` the request's node call carries. The round's `report` and `log` take the request's progress and log messages. `check`
         says why the client cannot answer a question (None: it can). Raises what `work` raised,
@@ -214,7 +225,8 @@ class ParkedCalls:
         """
         state = params.request_state
         if state is None:
-            token = STATE_PREFIX + secrets.token_urlsafe(16)
+            here = self._here.url if self._here is not None else None
+            token = STATE_PREFIX + secrets.token_urlsafe(16) + (f"@{here}" if here else "")
             parked: _Parked[_R] = _Parked(token, check)
             self._parked[token] = parked
 
@@ -225,6 +237,11 @@ class ParkedCalls:
             self._tg.start_soon(parked.run, work, meta, forget)
         else:
             found = self._parked.get(state)
+            owner = state.partition("@")[2]
+            here = self._here.url if self._here is not None else None
+            if found is None and elsewhere is not None and owner and owner != here:
+                answer: _R | types.InputRequiredResult = await elsewhere(owner, state)
+                return answer
             if found is None:
                 raise MCPError(
                     types.INVALID_PARAMS,

@@ -102,7 +102,11 @@ class StoredAgentRuns:
     ) -> RunResult | list[ApprovalRequest]:
         """Follow a run executing here (taken over first if its process is gone) until it
         ends or, with `pause`, waits on calls other than `decided`. Cancelled, the run stops
-        too (it stays stored): as a served call's cancellation stops its run."""
+        too (it stays stored): as a served call's cancellation stops its run. A run executing
+        in another live process (a replica behind the same load balancer) is followed there,
+        through the store: its result, or the calls waiting."""
+        if await self.runs.running_elsewhere(run_id):
+            return await self.runs.follow_elsewhere(run_id, decided=decided, pause=pause)
         await self.adopt(run_id)
         relay = self._relays.setdefault(run_id, Relay())
         relay.target = follower

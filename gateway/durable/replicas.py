@@ -1,0 +1,231 @@
+"""Processes on one PostgreSQL store: which are alive, and the runs of a replica that died
+finished by another.
+
+DBOS tags each workflow with its executor's id and leaves finding dead executors to whoever
+runs them (its Conductor service, or an operator calling its recovery endpoint). Here the
+database tells: while a process runs workflows on a PostgreSQL store it holds a session-level
+advisory lock named after its executor id, and PostgreSQL drops the lock when the process's
+connection goes (at once when it dies; when TCP keepalives give up when its machine vanishes).
+Nothing is renewed and nothing expires: no lease of ours.
+
+- A run executing in a live process elsewhere is not taken from it (`alive`): a round or a
+  decision that reaches another replica waits for the run through the store
+  (`follow_elsewhere`).
+- Every `interval` seconds a serving replica looks for runs in flight (pending, not stopped by
+  their replica) of another replica whose lock it can take: that replica is dead. Holding the
+  dead replica's lock meanwhile, so that no other replica does the same, it takes each such
+  run over (DBOS's `resume_workflow` to a queue of its own) and runs it to its end; every call
+  recorded before the death is answered from its record. A run its replica stopped on purpose
+  (failed, interrupted, waiting for a person) stays for `runs resume`, a decision or a client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Collection
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any, cast
+
+import anyio
+import anyio.abc
+import psycopg
+from dbos import DBOSClient
+
+from ..approval import ApprovalRequest
+from ..errors import GatewayError
+from ..run_state import RunResult
+from .approvals import APPROVALS_EVENT
+from .status import EXECUTION_EVENT
+
+if TYPE_CHECKING:
+    from .runs import DurableRuns
+
+__all__ = [
+    "REPLICA_PREFIX",
+    "alive",
+    "follow_elsewhere",
+    "owner_of",
+    "staying_alive",
+    "taking_over",
+]
+
+_log = logging.getLogger(__name__)
+
+REPLICA_PREFIX = "agent-gateway-replica-"
+"""Executor ids (and queue names) of serving replicas: only their runs are taken over; a
+`run` that stopped waits for `runs resume`."""
+FOLLOW_POLL = 0.1
+"""How often a run executing elsewhere is looked at."""
+_LOCK = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
+_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
+
+
+def on_postgres(url: str) -> bool:
+    return url.startswith(("postgresql:", "postgres:"))
+
+
+@asynccontextmanager
+async def staying_alive(url: str, own: str) -> AsyncGenerator[None]:
+    """Hold `own`'s lock while the block runs: the store's other processes see it alive."""
+    connection = await anyio.to_thread.run_sync(_hold, url, own)
+    try:
+        yield
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(connection.close)
+
+
+@asynccontextmanager
+async def taking_over(
+    runs: DurableRuns, client: DBOSClient, url: str, *, own: str, workflow: str, interval: float
+) -> AsyncGenerator[None]:
+    """While the block runs, take over the runs of replicas that died, every `interval` s."""
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_watch, runs, client, url, own, workflow, interval, tg)
+        try:
+            yield
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def alive(url: str, executor: str) -> bool:
+    """Whether the process `executor` holds its lock (it lives)."""
+    lock = await anyio.to_thread.run_sync(_dead, url, executor)
+    if lock is None:
+        return True
+    await anyio.to_thread.run_sync(lock.close)
+    return False
+
+
+def owner_of(status: Any) -> str | None:
+    """The process a pending run is with: the one running it, or the one it is queued to."""
+    owner = status.queue_name if status.status == "ENQUEUED" else status.executor_id
+    return owner if isinstance(owner, str) and owner.startswith("agent-gateway-") else None
+
+
+async def follow_elsewhere(
+    client: DBOSClient, run_id: str, *, decided: Collection[str] = (), pause: bool = True
+) -> RunResult | list[ApprovalRequest]:
+    """Wait, through the store, for a run executing in another process to end (its result),
+    or with `pause`, to wait for a decision on a call not in `decided` (the calls waiting).
+    Raises `GatewayError` when it stops or fails."""
+    while True:
+        found = await client.list_workflows_async(workflow_ids=[run_id], load_input=False)
+        if not found:
+            raise GatewayError(f"run {run_id!r} is not in the store any more")
+        status = found[0]
+        if status.status == "SUCCESS" and isinstance(status.output, str):
+            return RunResult.model_validate_json(status.output)
+        if status.status not in ("PENDING", "ENQUEUED"):
+            raise GatewayError(f"run {run_id!r} ended: {status.status.lower()}")
+        execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+        stopped = (
+            cast(dict[str, Any], execution).get("stopped") if isinstance(execution, dict) else None
+        )
+        if stopped is not None:
+            raise GatewayError(f"run {run_id!r} stopped: {stopped}; it is stored, resumable")
+        waiting = await client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
+        if pause and isinstance(waiting, dict) and waiting:
+            calls = cast(dict[str, Any], waiting)
+            if not any(call in calls for call in decided):
+                return [ApprovalRequest.model_validate(r) for r in calls.values()]
+        await anyio.sleep(FOLLOW_POLL)
+
+
+def _hold(url: str, own: str) -> psycopg.Connection[Any]:
+    connection = psycopg.connect(url, autocommit=True)
+    connection.execute(_LOCK, (own,))
+    return connection
+
+
+def _dead(url: str, owner: str) -> psycopg.Connection[Any] | None:
+    """A connection holding `owner`'s lock if `owner` is dead (close it to release), else
+    None: it lives, or another process is taking its runs over right now."""
+    connection = psycopg.connect(url, autocommit=True)
+    row = connection.execute(_TRY_LOCK, (owner,)).fetchone()
+    if row is not None and row[0] is True:
+        return connection
+    connection.close()
+    return None
+
+
+async def _watch(
+    runs: DurableRuns,
+    client: DBOSClient,
+    url: str,
+    own: str,
+    workflow: str,
+    interval: float,
+    task_group: anyio.abc.TaskGroup,
+) -> None:
+    while True:
+        await anyio.sleep(interval)
+        try:
+            for owner, run_ids in (await _in_flight(client, own, workflow)).items():
+                await _take_over(runs, client, url, owner, run_ids, task_group)
+        except Exception as exc:  # the store is away for a moment: look again later
+            _log.warning("looking for the runs of replicas that died failed: %s", exc)
+
+
+def _replicas(status: Any) -> str | None:
+    owner = owner_of(status)
+    return owner if owner is not None and owner.startswith(REPLICA_PREFIX) else None
+
+
+async def _in_flight(client: DBOSClient, own: str, workflow: str) -> dict[str, list[str]]:
+    """Runs in flight on other replicas, by replica."""
+    found = await client.list_workflows_async(
+        name=workflow, status=["PENDING", "ENQUEUED"], load_input=False, load_output=False
+    )
+    by_owner: dict[str, list[str]] = {}
+    for status in found:
+        owner = _replicas(status)
+        if owner is None or owner == own:
+            continue
+        if status.status == "PENDING" and not await _running(client, status.workflow_id):
+            continue
+        by_owner.setdefault(owner, []).append(status.workflow_id)
+    return by_owner
+
+
+async def _running(client: DBOSClient, run_id: str) -> bool:
+    """Whether the run's replica was running it (rather than stopped it on purpose)."""
+    execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+    return isinstance(execution, dict) and cast(dict[str, Any], execution).get("stopped") is None
+
+
+async def _take_over(
+    runs: DurableRuns,
+    client: DBOSClient,
+    url: str,
+    owner: str,
+    run_ids: list[str],
+    task_group: anyio.abc.TaskGroup,
+) -> None:
+    lock = await anyio.to_thread.run_sync(_dead, url, owner)
+    if lock is None:
+        return
+    try:
+        for run_id in run_ids:
+            # Looked at again under the lock: another replica may have taken it meanwhile.
+            found = await client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+            if not found or _replicas(found[0]) != owner:
+                continue
+            if found[0].status == "PENDING" and not await _running(client, run_id):
+                continue
+            _log.warning("replica %s died: run %s goes on here", owner, run_id)
+            await runs.take_over(run_id)
+            task_group.start_soon(_finish, runs, run_id)
+    finally:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(lock.close)  # its session's end releases the lock
+
+
+async def _finish(runs: DurableRuns, run_id: str) -> None:
+    try:
+        await runs.follow(run_id, pause=False)
+        _log.info("run %s (taken over) finished", run_id)
+    except Exception as exc:
+        _log.warning("run %s (taken over) stopped: %s", run_id, exc)

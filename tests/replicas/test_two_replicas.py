@@ -1,0 +1,138 @@
+"""Two `serve --http --stateless` replicas on one PostgreSQL behind a real nginx (round robin):
+a run started through one is approved and finished through the other; a replica killed
+mid-run has its run finished by the other, no recorded call made again."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.servers.databases import free_port
+from tests.servers.openai_stub import openai_stub
+
+from .cluster import cli, cluster, config, runs_json
+
+# Two replicas, nginx and a few CLI processes, each importing DBOS, on 2 shared cores.
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
+
+TOOLS = '[tools.logged]\npython = "tests.durable_tools:logged"\n'
+
+
+@pytest.fixture
+def store(postgres_url: str) -> str:
+    return f"{postgres_url.rsplit('/', 1)[0]}/replicas_{uuid.uuid4().hex[:12]}"
+
+
+async def never_asked(
+    context: ClientRequestContext, params: types.ElicitRequestParams
+) -> types.ElicitResult:
+    raise AssertionError("the rounds are driven by the test")
+
+
+def _agent(model: str, *, gated: bool) -> str:
+    gate = 'require_approval = ["logged"]\n' if gated else ""
+    return f'{TOOLS}[agents.assistant]\nmodel = "{model}"\ntools = ["logged"]\n{gate}'
+
+
+async def test_a_run_started_on_one_replica_is_approved_and_finished_on_the_other(
+    tmp_path: Path, store: str
+) -> None:
+    log = tmp_path / "calls.log"
+    call = {"name": "logged", "arguments": {"log": str(log), "name": "A"}}
+    port = free_port()
+    with openai_stub([call, "A is done"]) as model:
+        path = config(tmp_path, port, _agent(model.spec, gated=True), store=store)
+        async with (
+            cluster(path, port) as gateways,
+            gateways.http() as http,
+            Client(
+                streamable_http_client(gateways.url, http_client=http),
+                elicitation_callback=never_asked,
+            ) as client,
+        ):
+            first = await client.session.call_tool(
+                "assistant", {"prompt": "use A"}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult), first
+            assert first.request_state is not None
+            [key] = first.input_requests or {}
+            assert key.startswith("approve ")
+
+            # Kept in the store while the client thinks: any process sees it.
+            [run] = runs_json(store)
+            assert run["agent"] == "assistant"
+            assert run["status"] == "waiting_approval"
+            assert log.exists() is False  # the gated call has not run
+
+            yes = types.ElicitResult(action="accept", content={"approve": True})
+            done = await client.session.call_tool(
+                "assistant",
+                {"prompt": "use A"},
+                input_responses={key: yes},
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+            started_on, finished_on = gateways.answered("tools/call")
+        assert isinstance(done, types.CallToolResult), done
+        assert done.content == [types.TextContent(text="A is done")]
+        assert started_on != finished_on  # round robin: the retry reached the other replica
+        assert len(model.requests) == 2  # the first model call was not made again
+    assert log.read_text().splitlines() == ["start A", "end A"]
+    [run] = runs_json(store)
+    assert run["status"] == "succeeded"
+    shown = cli("runs", "show", str(run["run_id"]), "--json", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    names = [step["name"] for step in json.loads(shown.stdout)["steps"]]
+    assert names.count("tool 0 call_1") == 1
+
+
+async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(
+    tmp_path: Path, store: str
+) -> None:
+    log = tmp_path / "calls.log"
+    call = {"name": "logged", "arguments": {"log": str(log), "name": "A"}}
+    port = free_port()
+    # The second model call is held: the replica running the run is killed there, after
+    # the tool call was recorded.
+    with openai_stub([call, "A is done", "A is done"], hold_at=2) as model:
+        path = config(tmp_path, port, _agent(model.spec, gated=False), store=store)
+        async with cluster(path, port) as gateways:
+            lost: list[BaseException] = []
+            line = ""
+
+            async def call_and_lose_it() -> None:
+                async with (
+                    gateways.http() as http,
+                    Client(streamable_http_client(gateways.url, http_client=http)) as client,
+                ):
+                    try:
+                        await client.call_tool("assistant", {"prompt": "use A"})
+                    except Exception as exc:  # its replica dies under it
+                        lost.append(exc)
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_and_lose_it)
+                assert await anyio.to_thread.run_sync(model.holding.wait, 60)
+                [running] = [
+                    r for r in gateways.replicas if any("recorded tool" in x for x in r.lines)
+                ]
+                [other] = [r for r in gateways.replicas if r is not running]
+                await running.kill()
+                with anyio.fail_after(60):
+                    line = await other.said("(taken over) finished")
+                tg.cancel_scope.cancel()
+        assert len(model.requests) == 3  # only the call in flight at the kill was asked again
+    assert log.read_text().splitlines() == ["start A", "end A"]  # recorded: not run again
+    [run] = runs_json(store)
+    assert run["status"] == "succeeded"
+    assert str(run["run_id"]) in line
+    result = cli("runs", "show", str(run["run_id"]), "--json", "--store", store)
+    assert json.loads(result.stdout)["result"]["items"][0]["output"] == "A is done"
