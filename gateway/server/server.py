@@ -23,6 +23,7 @@ from mcp.server import Server
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.models import InitializationOptions
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp
 
 from toolkits import (
@@ -39,6 +40,7 @@ from ..config import GatewaySettings
 from ..engine import Gateway
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
+from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.pass_through import PassThrough
 from .served.proxied_prompts import ProxiedPrompts, completions
@@ -160,6 +162,8 @@ class _GatewayServer(Server[Any]):
     """
 
     announces = NotificationOptions()
+    offers_tasks = False
+    """Agent calls may run as tasks (2025-11-25 connections; with a run store)."""
     scope_policy: ScopePolicy | None = None
     pass_through: Callable[[ASGIApp], ASGIApp] | None = None
     """The HTTP layer that passes proxied calls straight through (`served.pass_through`)."""
@@ -185,6 +189,8 @@ class _GatewayServer(Server[Any]):
             extensions,
             protocol_version=protocol_version,
         )
+        if self.offers_tasks and protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            capabilities = capabilities.model_copy(update={"tasks": _TASKS})
         resources = capabilities.resources
         if resources is None:
             return capabilities
@@ -213,14 +219,13 @@ def build_server(
     state key).
     """
     stored = StoredAgentRuns(runs) if runs is not None else None
-    sources: list[ToolSource] = [
-        AgentTools(
-            gateway,
-            sampling_max_tokens=settings.sampling_max_tokens,
-            progress_interval=settings.progress_interval,
-            stored=stored,
-        )
-    ]
+    agents = AgentTools(
+        gateway,
+        sampling_max_tokens=settings.sampling_max_tokens,
+        progress_interval=settings.progress_interval,
+        stored=stored,
+    )
+    sources: list[ToolSource] = [agents]
     if stored is not None:
         sources.append(RunHandles(stored, progress_interval=settings.progress_interval))
     nodes = exposed_nodes(gateway, expose_all=settings.expose_tools, names=settings.expose)
@@ -256,7 +261,29 @@ def build_server(
             served_by=router.served_by,
             stamp=lambda: server.server_info_stamp,
         )
+    if stored is not None:
+        _serve_tasks(server, AgentTasks(agents, stored))
     return server, router
+
+
+_TASKS = types.ServerTasksCapability(
+    list=types.TasksListCapability(),
+    cancel=types.TasksCancelCapability(),
+    requests=types.ServerTasksRequestsCapability(
+        tools=types.TasksToolsCapability(call=types.TasksCallCapability())
+    ),
+)
+
+
+def _serve_tasks(server: _GatewayServer, tasks: AgentTasks) -> None:
+    """Agent calls as tasks, for 2025-11-25 clients that ask (`served/agent_tasks`)."""
+    server.offers_tasks = True
+    server.middleware.append(tasks.middleware)
+    add = server.add_request_handler
+    add("tasks/get", types.GetTaskRequestParams, tasks.get)
+    add("tasks/result", types.GetTaskPayloadRequestParams, tasks.result)
+    add("tasks/cancel", types.CancelTaskRequestParams, tasks.cancel)
+    add("tasks/list", types.PaginatedRequestParams, tasks.list)
 
 
 def reachable_at(server: Server[Any], url: str) -> None:

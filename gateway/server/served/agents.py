@@ -158,6 +158,10 @@ class AgentTools:
                 description=agent_description(spec.name, spec.description),
                 input_schema=INPUT_SCHEMA,
                 output_schema=output_schema(spec),
+                # With a store, a 2025-11-25 client may ask for a task (`agent_tasks`).
+                execution=types.ToolExecution(task_support="optional")
+                if self._stored is not None and not isinstance(spec.model, ClientSampling)
+                else None,
             )
             for spec in self._gateway.agents.values()
         ]
@@ -261,6 +265,38 @@ class AgentTools:
         return run_result(
             result, steps=spec.options.return_intermediate_steps, items=args.items is not None
         )
+
+    async def begin_task(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> str | types.CallToolResult:
+        """Start a call as a stored run, not followed (a task): the run's id, or why not."""
+        spec = self._gateway.agents[params.name]
+        if self._stored is None:
+            return error_result(f"agent {spec.name!r} cannot run as a task: no run store")
+        if isinstance(spec.model, ClientSampling):
+            return error_result(
+                f"agent {spec.name!r} cannot run as a task: it runs on the client's own model"
+            )
+        try:
+            args = _Arguments.model_validate(params.arguments or {})
+        except ValidationError as exc:
+            problems = "; ".join(e["msg"] for e in exc.errors())
+            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        state = RunState(
+            run_id=new_id(),
+            agent=spec.name,
+            items=args.agent_items(),
+            started_by=authenticated_subject(),
+        )
+        quota = client_quota(ctx, self._gateway)
+        await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)
+        return state.run_id
+
+    def is_agent(self, name: str) -> bool:
+        return name in self._gateway.agents
+
+    def spec(self, name: str) -> AgentSpec | None:
+        return self._gateway.agents.get(name)
 
     async def _run_stored(
         self,

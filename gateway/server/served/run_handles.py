@@ -26,7 +26,6 @@ from ...approval import ApprovalRequest, Decision
 from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
-from ..transports.auth import authenticated_subject
 from .stored_runs import StoredAgentRuns, waiting_json
 
 if TYPE_CHECKING:
@@ -118,8 +117,11 @@ class RunHandles:
             return error_result(f"run {args.run_id} failed: {exc} (it is stored)")
 
     async def _check_owner(self, run_id: str) -> None:
-        state = await self._runs.state(run_id)
-        if state is None or state.started_by != authenticated_subject():
+        try:
+            owned = await self._stored.owns(run_id)
+        except UnknownRun:
+            owned = False
+        if not owned:
             raise UnknownRun(f"no run {run_id!r} started by this client")
 
     async def _report(self, run_id: str) -> types.CallToolResult:

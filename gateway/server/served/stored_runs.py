@@ -30,10 +30,12 @@ import mcp_types as types
 from pydantic import JsonValue
 
 from ...approval import ApprovalRequest, Approver, Decision
+from ...errors import UnknownRun
 from ...limits import PerNode
 from ...run_state import RunResult, RunState
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
+from ..transports.auth import authenticated_subject
 
 if TYPE_CHECKING:
     from ...durable import DurableRuns
@@ -81,16 +83,24 @@ class StoredAgentRuns:
     ) -> RunResult | list[ApprovalRequest]:
         """Start `state` and follow it: its result, or the calls waiting for a decision that
         nobody here is asking for (an `asker` asking during the call has none)."""
+        asking = isinstance(asker, ClientApprover)
+        await self.begin(state, hops=hops, quota=quota, asker=asker)
+        return await self.follow(state.run_id, follower, pause=not asking)
+
+    async def begin(
+        self, state: RunState, *, hops: int, quota: PerNode, asker: Approver | None = None
+    ) -> None:
+        """Start `state` in the background; `asker` (asking during the call) is asked."""
         from ...durable import RunOptions  # imported by whoever opened the store already
 
         relay = self._relays[state.run_id] = Relay()
-        asking = isinstance(asker, ClientApprover)
-        on_approval = self._asking(asker, state.run_id) if asking else None
+        on_approval = (
+            self._asking(asker, state.run_id) if isinstance(asker, ClientApprover) else None
+        )
         options = RunOptions(
             hooks=[relay], hops=hops, quota=quota, stream=True, on_approval=on_approval
         )
         await self.runs.begin(state, options)
-        return await self.follow(state.run_id, follower, pause=not asking)
 
     async def follow(
         self,
@@ -99,12 +109,14 @@ class StoredAgentRuns:
         *,
         decided: Sequence[str] = (),
         pause: bool = True,
+        stop_on_cancel: bool = True,
     ) -> RunResult | list[ApprovalRequest]:
         """Follow a run executing here (taken over first if its process is gone) until it
         ends or, with `pause`, waits on calls other than `decided`. Cancelled, the run stops
-        too (it stays stored): as a served call's cancellation stops its run. A run executing
-        in another live process (a replica behind the same load balancer) is followed there,
-        through the store: its result, or the calls waiting."""
+        too (it stays stored), as a served call's cancellation stops its run, unless not
+        `stop_on_cancel` (a task's). A run executing in another live process (a replica
+        behind the same load balancer) is followed there, through the store: its result, or
+        the calls waiting."""
         if await self.runs.running_elsewhere(run_id):
             return await self.runs.follow_elsewhere(run_id, decided=decided, pause=pause)
         await self.adopt(run_id)
@@ -113,7 +125,8 @@ class StoredAgentRuns:
         try:
             outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
-            self.runs.interrupt(run_id)
+            if stop_on_cancel:
+                self.runs.interrupt(run_id)
             raise
         finally:
             relay.target = None
@@ -130,6 +143,14 @@ class StoredAgentRuns:
             return
         relay = self._relays.setdefault(run_id, Relay())
         await self.runs.adopt(run_id, RunOptions(hooks=[relay], stream=True))
+
+    async def owns(self, run_id: str) -> bool:
+        """Whether the calling client started the run (the same authenticated subject, or
+        none for both). Raises `UnknownRun` if it is not stored."""
+        state = await self.runs.state(run_id)
+        if state is None:
+            raise UnknownRun(f"no stored run {run_id!r}")
+        return state.started_by == authenticated_subject()
 
     async def decide(
         self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
