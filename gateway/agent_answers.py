@@ -3,12 +3,13 @@
 An MCP server may ask its client for a completion mid-call (`sampling/createMessage`). When
 the caller is an agent, nobody else is there to ask, so the agent's model answers (text
 sampling; sampling with tools would hand the model tools it cannot call, and is refused).
-Elicitation and roots need a person or a client, and are refused with the reason.
+Elicitation and roots need a person or a client, and are refused with the reason, but for a
+served agent's approval question, which the run's own approver answers (`remote_approvals`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import mcp_types as types
 from mcp_types import ErrorData, InputRequest, InputResponse
@@ -27,12 +28,16 @@ from toolkits.mcp.server_requests import refusal
 
 __all__ = ["ModelAnswers"]
 
+Approvals = Callable[[InputRequest], Awaitable[InputResponse | ErrorData | None]]
+
 
 class ModelAnswers:
-    """A server-request handler backed by a model; `usage` sums what its answers cost."""
+    """A server-request handler backed by a model; `usage` sums what its answers cost.
+    `approvals` answers the approval questions it recognises (None for others)."""
 
-    def __init__(self, model: ChatModel) -> None:
+    def __init__(self, model: ChatModel, approvals: Approvals | None = None) -> None:
         self._model = model
+        self._approvals = approvals
         self.usage = Usage()
 
     @property
@@ -40,6 +45,10 @@ class ModelAnswers:
         return self._answer
 
     async def _answer(self, request: InputRequest) -> InputResponse | ErrorData:
+        if self._approvals is not None:
+            decided = await self._approvals(request)
+            if decided is not None:
+                return decided
         if not isinstance(request, types.CreateMessageRequest):
             return refusal(
                 request, "the tool was called by an agent: there is no person or client to ask"

@@ -34,6 +34,7 @@ from .catalog import claim, list_each
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
+from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState
 from .step_loop import StepLoop, outputs
@@ -276,6 +277,7 @@ class Gateway:
         caller: CallContext | None = None,
         agent: RunContext | None = None,
         call_id: str | None = None,
+        item: int = 0,
     ) -> NodeCall:
         """The one way a node's tool is called: bounded by the limits, traced (its progress
         and its server's log messages noted, after the `caller`'s own handlers had them), its
@@ -311,8 +313,11 @@ class Gateway:
             answer, owner, answers = caller.answer, caller.owner, None
             if answer is None and agent is not None and agent.model is not None:
                 # Nobody else is there to ask: the agent's model answers (calls of one run
-                # may answer for each other).
-                answers = ModelAnswers(TracedModel(agent.model, tracer, span.id, agent.budget))
+                # may answer for each other), and the run's approver a served agent's
+                # approval question.
+                remote = RemoteApprovals(agent, call_id=call_id, item=item, span_id=span.id)
+                model = TracedModel(agent.model, tracer, span.id, agent.budget)
+                answers = ModelAnswers(model, approvals=remote.answer)
                 answer, owner = answers.handle, tracer
             context = CallContext(
                 on_progress=progress, meta=meta, on_log=server_log, answer=answer, owner=owner

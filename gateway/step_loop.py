@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -37,6 +38,7 @@ from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
 from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal
 from .model_specs import ClientSampling
+from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState
 from .trace import Tracer
@@ -151,13 +153,18 @@ class StepLoop:
                 )
                 return
 
-            async def run() -> JsonValue:
-                done = refused or await self.run_action(action, tools, context, parent_id, saver)
-                return done.model_dump(mode="json")
-
             name = f"tool {action.item_index} {action.tool_call_id}"
             nested = action.node in self._gateway.agents  # an agent: its calls are recorded
-            recorded = await saver.journal.record(name, run, nested=nested)
+            journal = saver.journal
+            # A node's server may ask for approval inside the call's record (a gateway's
+            # agent, `remote_approvals`): the run's approver decides out here.
+            async with nullcontext(context) if nested else decided_here(context) as here:
+
+                async def run() -> JsonValue:
+                    done = refused or await self.run_action(action, tools, here, parent_id, saver)
+                    return done.model_dump(mode="json")
+
+                recorded = await journal.record(name, run, nested=nested)
             responses[index] = ActionResponse.model_validate(recorded)
 
         try:
@@ -262,6 +269,7 @@ class StepLoop:
                 meta=context.call_meta(),
                 agent=context,
                 call_id=action.tool_call_id,
+                item=action.item_index,
             )
         except ToolkitError as exc:  # the node could not serve it: the model is told why
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)

@@ -9,14 +9,15 @@
 - A client that can do neither has nobody to ask: the gated calls are refused (the model is
   told why).
 
-The question is a form with `approve` (boolean) and `message` (told to the model).
+The question is a form with `approve` (boolean) and `message` (told to the model); its
+`_meta` names the call, for a gateway that calls this one (`gateway.remote_approvals`).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -24,6 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...approval import ApprovalRequest, Approver, Decision
 from ...errors import RunPaused
+from ...remote_approvals import approval_meta, approval_schema
 from .ask_client import relay_to_client, upstream_problem
 
 __all__ = ["ApprovalInputRequired", "ClientApprover", "RoundApprover", "client_approver"]
@@ -59,8 +61,15 @@ class ApprovalInputRequired(RunPaused):
 def question(request: ApprovalRequest) -> types.ElicitRequest:
     said = json.dumps(request.input, ensure_ascii=False)
     message = f"Agent {request.agents[-1]!r} wants to call {request.tool} with {said}. Allow it?"
+    # The call travels for a calling gateway (`gateway.remote_approvals`): in `_meta`, and in
+    # the form (2026-07-28 rounds carry no `_meta` on their questions).
+    schema = approval_schema(APPROVAL_FORM, request)
     return types.ElicitRequest(
-        params=types.ElicitRequestFormParams(message=message, requested_schema=APPROVAL_FORM)
+        params=types.ElicitRequestFormParams(
+            message=message,
+            requested_schema=schema,
+            _meta=cast(types.RequestParamsMeta, approval_meta(request)),
+        )
     )
 
 

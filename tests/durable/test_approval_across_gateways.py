@@ -1,0 +1,85 @@
+"""Approval across a nested gateway over MCP: gateway A's stored run calls gateway B's agent
+(B a `serve --stdio` subprocess of A), whose call is gated on B. The question surfaces on A's
+run (`runs approve` on A's store names it), and B's agent goes on where it stopped: its
+model is not asked again and the gated call runs once, after the decision."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from .test_approval_across_processes import REPO, SCRIPT, _call, _cli, _runs, _script, _start, _stop
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+def _gateways(tmp_path: Path, log: Path, *, leaf_answers: list[object]) -> Path:
+    leaf_script = _script(tmp_path / "leaf.json", *leaf_answers)
+    b = tmp_path / "b.toml"
+    b.write_text(
+        '[tools.logged]\npython = "tests.durable_tools:logged"\n'
+        '[tools.guarded]\npython = "tests.durable_tools:logged"\n'
+        f'[agents.leaf]\nmodel = "{leaf_script}"\ntools = ["logged", "guarded"]\n'
+        'require_approval = ["guarded"]\ndescription = "Does what it is told."\n'
+    )
+    a = tmp_path / "a.toml"
+    a.write_text(
+        f"[mcpServers.b]\ncommand = {json.dumps(str(SCRIPT))}\n"
+        f'args = ["serve", "--stdio", "--config", {json.dumps(str(b))}]\n'
+        f"cwd = {json.dumps(str(REPO))}\nenv = {{PYTHONPATH = {json.dumps(str(REPO))}}}\n"
+        '[agents.lead]\ntools = ["b"]\n'
+    )
+    return a
+
+
+@pytest.mark.parametrize("approve", [True, False])
+async def test_a_gated_call_on_a_nested_gateway_is_decided_on_the_outer_run(
+    tmp_path: Path, approve: bool
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    log = tmp_path / "calls.log"
+    config = _gateways(
+        tmp_path,
+        log,
+        leaf_answers=[
+            {
+                "tool_calls": [
+                    _call("logged", "w1", log=str(log), name="A"),
+                    _call("guarded", "w2", log=str(log), name="B"),
+                ]
+            },
+            {"content": "leaf: A done, B " + ("done" if approve else "refused")},
+        ],
+    )
+    lead = _script(
+        tmp_path / "lead.json",
+        {"tool_calls": [{"name": "b__leaf", "id": "l1", "arguments": {"prompt": "do A and B"}}]},
+        {"content": "lead: the leaf reported back"},
+    )
+    run = await _start("go", "--config", str(config), "--store", store, "--model", lead)
+    try:
+        await run.until("waiting for approval: guarded")
+        assert log.read_text().splitlines() == ["start A", "end A"]  # B's other call ran
+        [waiting] = _runs(store)
+        assert waiting["status"] == "waiting_approval"
+        [asked] = waiting["waiting"]
+        assert (asked["short"], asked["tool"], asked["agents"]) == (
+            "l1/w2",
+            "guarded",
+            ["lead", "leaf"],
+        )
+        assert asked["input"]["name"] == "B"
+        decision = ["approve"] if approve else ["deny", "--message", "not B"]
+        decided = _cli("runs", *decision, waiting["run_id"], "l1/w2", "--store", store)
+        assert decided.returncode == 0, decided.stderr
+        assert await run.finish() == (0, "lead: the leaf reported back\n")
+    finally:
+        await _stop(run)
+    ran = ["start A", "end A", "start B", "end B"] if approve else ["start A", "end A"]
+    assert log.read_text().splitlines() == ran  # each call once; the leaf's model not re-asked
+    shown = _cli("runs", "show", waiting["run_id"], "--json", "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    told = json.loads(shown.stdout)["calls"][1]["output"]
+    assert ("B done" in json.dumps(told)) == approve
