@@ -1,22 +1,28 @@
 """Approval across a nested gateway over MCP: gateway A's stored run calls gateway B's agent
 (B a `serve --stdio` subprocess of A), whose call is gated on B. The question surfaces on A's
 run (`runs approve` on A's store names it), and B's agent goes on where it stopped: its
-model is not asked again and the gated call runs once, after the decision."""
+model is not asked again and the gated call runs once, after the decision. A's approver may
+also be A's own MCP client (A served with a store), asked by elicitation or in a round."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import mcp_types as types
 import pytest
+from mcp import Client
+from mcp.client.session import ClientRequestContext
 
-from .test_approval_across_processes import REPO, SCRIPT, _call, _cli, _runs, _script, _start, _stop
+from tests.server.processes import http_server
+
+from .cli_runs import REPO, SCRIPT, cli, list_runs, script_model, start_run, stop_run, tool_call
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
 def _gateways(tmp_path: Path, log: Path, *, leaf_answers: list[object]) -> Path:
-    leaf_script = _script(tmp_path / "leaf.json", *leaf_answers)
+    leaf_script = script_model(tmp_path / "leaf.json", *leaf_answers)
     b = tmp_path / "b.toml"
     b.write_text(
         '[tools.logged]\npython = "tests.durable_tools:logged"\n'
@@ -46,23 +52,23 @@ async def test_a_gated_call_on_a_nested_gateway_is_decided_on_the_outer_run(
         leaf_answers=[
             {
                 "tool_calls": [
-                    _call("logged", "w1", log=str(log), name="A"),
-                    _call("guarded", "w2", log=str(log), name="B"),
+                    tool_call("logged", "w1", log=str(log), name="A"),
+                    tool_call("guarded", "w2", log=str(log), name="B"),
                 ]
             },
             {"content": "leaf: A done, B " + ("done" if approve else "refused")},
         ],
     )
-    lead = _script(
+    lead = script_model(
         tmp_path / "lead.json",
         {"tool_calls": [{"name": "b__leaf", "id": "l1", "arguments": {"prompt": "do A and B"}}]},
         {"content": "lead: the leaf reported back"},
     )
-    run = await _start("go", "--config", str(config), "--store", store, "--model", lead)
+    run = await start_run("go", "--config", str(config), "--store", store, "--model", lead)
     try:
         await run.until("waiting for approval: guarded")
         assert log.read_text().splitlines() == ["start A", "end A"]  # B's other call ran
-        [waiting] = _runs(store)
+        [waiting] = list_runs(store)
         assert waiting["status"] == "waiting_approval"
         [asked] = waiting["waiting"]
         assert (asked["short"], asked["tool"], asked["agents"]) == (
@@ -72,14 +78,55 @@ async def test_a_gated_call_on_a_nested_gateway_is_decided_on_the_outer_run(
         )
         assert asked["input"]["name"] == "B"
         decision = ["approve"] if approve else ["deny", "--message", "not B"]
-        decided = _cli("runs", *decision, waiting["run_id"], "l1/w2", "--store", store)
+        decided = cli("runs", *decision, waiting["run_id"], "l1/w2", "--store", store)
         assert decided.returncode == 0, decided.stderr
         assert await run.finish() == (0, "lead: the leaf reported back\n")
     finally:
-        await _stop(run)
+        await stop_run(run)
     ran = ["start A", "end A", "start B", "end B"] if approve else ["start A", "end A"]
     assert log.read_text().splitlines() == ran  # each call once; the leaf's model not re-asked
-    shown = _cli("runs", "show", waiting["run_id"], "--json", "--store", store)
+    shown = cli("runs", "show", waiting["run_id"], "--json", "--store", store)
     assert shown.returncode == 0, shown.stderr
     told = json.loads(shown.stdout)["calls"][1]["output"]
     assert ("B done" in json.dumps(told)) == approve
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_the_outer_gateways_own_mcp_client_approves_the_nested_call(
+    tmp_path: Path, era: str
+) -> None:
+    log = tmp_path / "calls.log"
+    config = _gateways(
+        tmp_path,
+        log,
+        leaf_answers=[
+            {"tool_calls": [tool_call("guarded", "w2", log=str(log), name="B")]},
+            {"content": "leaf: B done"},
+        ],
+    )
+    lead = script_model(
+        tmp_path / "lead.json",
+        {"tool_calls": [{"name": "b__leaf", "id": "l1", "arguments": {"prompt": "do B"}}]},
+        {"content": "lead: the leaf did B"},
+    )
+    config.write_text(
+        config.read_text().replace("[agents.lead]\n", f'[agents.lead]\nmodel = "{lead}"\n')
+    )
+    asked: list[str] = []
+
+    async def person(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        http_server(config, "--store", store, env={"PYTHONPATH": str(REPO)}) as served,
+        Client(served.url, mode=era, elicitation_callback=person) as client,
+    ):
+        result = await client.call_tool("lead", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="lead: the leaf did B")]
+    assert len(asked) == 1
+    assert asked[0].startswith("Agent 'leaf' wants to call guarded with")
+    assert log.read_text().splitlines() == ["start B", "end B"]

@@ -1,0 +1,87 @@
+"""The `agent-gateway` command line in subprocesses, for the stored-run tests: a `run` read
+as it goes, `runs ...` and other commands run to their end, scripted models."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from anyio.abc import Process
+from anyio.streams.text import TextReceiveStream
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).parent / "agent-gateway"
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO), "NO_COLOR": "1"}
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(SCRIPT), *args], capture_output=True, text=True, cwd=REPO, env=cli_env(), timeout=40
+    )
+
+
+def tool_call(tool: str, call_id: str, **arguments: str) -> dict[str, Any]:
+    return {"name": tool, "id": call_id, "arguments": arguments}
+
+
+def script_model(path: Path, *answers: Any) -> str:
+    path.write_text(json.dumps(list(answers)))
+    return f"scripted:{path}"
+
+
+class Run:
+    """`agent-gateway -v run ...` in a subprocess, its stderr read as it comes."""
+
+    def __init__(self, process: Process) -> None:
+        self.process = process
+        self.err = ""
+        assert process.stderr is not None
+        self._lines = TextReceiveStream(process.stderr)
+
+    async def until(self, *texts: str, count: int = 1) -> None:
+        with anyio.fail_after(40):
+            while not all(self.err.count(text) >= count for text in texts):
+                self.err += await self._lines.receive()
+
+    async def finish(self) -> tuple[int, str]:
+        """Its exit code and stdout, once it ended."""
+        assert self.process.stdout is not None
+        out = ""
+        with anyio.fail_after(40):
+            async for chunk in TextReceiveStream(self.process.stdout):
+                out += chunk
+            async for chunk in self._lines:
+                self.err += chunk
+            return await self.process.wait(), out
+
+
+async def start_run(*args: str) -> Run:
+    process = await anyio.open_process(
+        [str(SCRIPT), "-v", "run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=cli_env(),
+    )
+    return Run(process)
+
+
+async def stop_run(run: Run) -> None:
+    if run.process.returncode is None:
+        run.process.kill()
+        with anyio.CancelScope(shield=True):
+            await run.process.wait()
+
+
+def list_runs(store: str) -> list[dict[str, Any]]:
+    listed = cli("runs", "list", "--json", "--store", store)
+    assert listed.returncode == 0, listed.stderr
+    return json.loads(listed.stdout)
