@@ -12,9 +12,9 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 
 from tests.server.processes import http_server
+from tests.server.test_served_approval import Person
 
 from .cli_runs import REPO, SCRIPT, cli, list_runs, script_model, start_run, stop_run, tool_call
 
@@ -112,13 +112,7 @@ async def test_the_outer_gateways_own_mcp_client_approves_the_nested_call(
     config.write_text(
         config.read_text().replace("[agents.lead]\n", f'[agents.lead]\nmodel = "{lead}"\n')
     )
-    asked: list[str] = []
-
-    async def person(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"approve": True})
+    person = Person(approve=True)
 
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     async with (
@@ -127,6 +121,6 @@ async def test_the_outer_gateways_own_mcp_client_approves_the_nested_call(
     ):
         result = await client.call_tool("lead", {"prompt": "go"})
     assert result.content == [types.TextContent(text="lead: the leaf did B")]
-    assert len(asked) == 1
-    assert asked[0].startswith("Agent 'leaf' wants to call guarded with")
+    assert len(person.asked) == 1
+    assert person.asked[0].startswith("Agent 'leaf' wants to call guarded with")
     assert log.read_text().splitlines() == ["start B", "end B"]

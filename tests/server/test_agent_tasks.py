@@ -19,9 +19,9 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 
 from .processes import http_server
+from .test_served_approval import Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -170,19 +170,13 @@ async def test_tasks_result_asks_a_client_that_can_be_asked(tmp_path: Path) -> N
     log = tmp_path / "calls.log"
     gated = [_call("guarded", "b", log=str(log), name="B")]
     config = _config(tmp_path, [{"tool_calls": gated}, {"content": "B is done"}])
-    asked: list[str] = []
-
-    async def person(
-        context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action="accept", content={"approve": True})
+    person = Person(approve=True)
 
     async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
         task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
         async with Client(served.url, mode="legacy", elicitation_callback=person) as client:
             result = await _result(client, task_id)
     assert result.content == [types.TextContent(text="B is done")]
-    assert len(asked) == 1
-    assert "guarded" in asked[0]
+    assert len(person.asked) == 1
+    assert "guarded" in person.asked[0]
     assert log.read_text().splitlines() == ["start B", "end B"]
