@@ -49,6 +49,7 @@ from .served.proxied_tools import ProxiedTools, exposed_nodes
 from .served.resource_subscriptions import ResourceSubscribers
 from .served.run_handles import RunHandles
 from .served.stored_runs import StoredAgentRuns
+from .served.tool_list_cache import ToolListCache
 from .serving import lifespan_for, register_connections
 from .transports.auth import ScopePolicy, scope_guard
 
@@ -126,6 +127,10 @@ class ToolRouter:
             return error_result(f"no tool named {params.name!r} (tools: {self._routes.names()})")
         return await source.call(ctx, params)
 
+    async def current(self) -> list[types.Tool]:
+        """The tools served now (each source's last listing)."""
+        return await self._listing(strict=False)
+
     def served_by(self, name: str) -> ToolSource | None:
         """The source serving `name`, as last listed (no listing here)."""
         return self._routes.get(name)
@@ -165,8 +170,9 @@ class _GatewayServer(Server[Any]):
     offers_tasks = False
     """Agent calls may run as tasks (2025-11-25 connections; with a run store)."""
     scope_policy: ScopePolicy | None = None
-    pass_through: Callable[[ASGIApp], ASGIApp] | None = None
-    """The HTTP layer that passes proxied calls straight through (`served.pass_through`)."""
+    http_layers: Sequence[Callable[[ASGIApp], ASGIApp]] = ()
+    """Over HTTP, in front of the SDK: shorter paths for requests that need less of it
+    (`served.tool_list_cache`, `served.pass_through`), innermost first."""
     """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
     here: Here | None = None
     """Where other replicas reach this one (`serve --http`): parked requests name it."""
@@ -253,14 +259,7 @@ def build_server(
         server.scope_policy = ScopePolicy(settings.oauth, gateway)
         server.middleware.append(scope_guard(server.scope_policy))
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes])
-    if proxied is not None and settings.pass_through and not gateway.hooks and not settings.oauth:
-        server.pass_through = partial(
-            PassThrough,
-            gateway=gateway,
-            tools=proxied,
-            served_by=router.served_by,
-            stamp=lambda: server.server_info_stamp,
-        )
+    server.http_layers = _http_layers(server, gateway, settings, router, proxied)
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored))
     return server, router
@@ -291,6 +290,26 @@ def reachable_at(server: Server[Any], url: str) -> None:
     here = getattr(server, "here", None)
     if isinstance(here, Here):
         here.url = url
+
+
+def _http_layers(
+    server: _GatewayServer,
+    gateway: Gateway,
+    settings: GatewaySettings,
+    router: ToolRouter,
+    proxied: ProxiedTools | None,
+) -> list[Callable[[ASGIApp], ASGIApp]]:
+    if settings.oauth is not None:  # what a client may see and call depends on its scopes
+        return []
+    layers: list[Callable[[ASGIApp], ASGIApp]] = [partial(ToolListCache, list_tools=router.current)]
+    if proxied is not None and settings.pass_through and not gateway.hooks:
+        stamp: Callable[[], dict[str, Any]] = lambda: server.server_info_stamp  # noqa: E731
+        layers.append(
+            partial(
+                PassThrough, gateway=gateway, tools=proxied, served_by=router.served_by, stamp=stamp
+            )
+        )
+    return layers
 
 
 def _serve_node_capabilities(server: _GatewayServer, exposed: list[Toolkit]) -> None:

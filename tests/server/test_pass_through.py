@@ -110,7 +110,8 @@ async def front(
             HttpOptions("127.0.0.1", 0),
         )
         async with serve_on_loopback(app) as base:
-            yield f"{base}/mcp", app.state.pass_through
+            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
+            yield f"{base}/mcp", layers[0] if layers else None
 
 
 class Heard:

@@ -182,8 +182,8 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
     """The ASGI app serving `server` at `/mcp` (its lifespan runs the session manager).
 
     `options.port` is the bound port the Host check expects; 0 accepts any port.
-    `app.state.sessions` is the `SessionLimits` (None when stateless), `app.state.pass_through`
-    the layer passing proxied calls through (None when off).
+    `app.state.sessions` is the `SessionLimits` (None when stateless), `app.state.layers` the
+    server's `http_layers` as built.
     """
     manager = StreamableHTTPSessionManager(
         app=server,
@@ -203,11 +203,10 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
             endpoint, max_sessions=options.max_sessions, idle_timeout=options.session_idle_timeout
         )
         endpoint = sessions
-    pass_through: Callable[[ASGIApp], ASGIApp] | None = getattr(server, "pass_through", None)
-    if pass_through is not None:  # 2026-07-28 requests only: no session to check
-        endpoint = passing = pass_through(endpoint)
-    else:
-        passing = None
+    layers: list[ASGIApp] = []
+    for layer in getattr(server, "http_layers", ()):  # 2026-07-28 requests: no session to check
+        endpoint = layer(endpoint)
+        layers.append(endpoint)
     policy = getattr(server, "scope_policy", None)
     metadata_url = resource_metadata_url(options.oauth) if options.oauth is not None else None
     if options.oauth is not None and isinstance(policy, ScopePolicy):
@@ -247,7 +246,7 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
         lifespan=lifespan,
     )
     app.state.sessions = sessions
-    app.state.pass_through = passing
+    app.state.layers = layers
     return app
 
 

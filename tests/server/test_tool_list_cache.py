@@ -1,0 +1,71 @@
+"""A 2026-07-28 `tools/list` over HTTP is the SDK's own answer again, byte for byte, until the
+served tools change; then the change shows at once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+
+from gateway import Gateway
+from gateway.server import HttpOptions, http_app
+from gateway.server.served.tool_list_cache import ToolListCache
+from tests.servers.asgi import serve_on_loopback
+from tests.servers.inprocess import ToyServer
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+from .support import serve
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ENVELOPE: dict[str, Any] = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def _list(http: httpx2.AsyncClient, url: str, request_id: Any, **params: Any) -> bytes:
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
+    body["params"] = {"_meta": ENVELOPE, **params}
+    headers = {
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/list",
+        "accept": "application/json, text/event-stream",
+    }
+    response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.content
+
+
+def _names(body: bytes) -> list[str]:
+    return [tool["name"] for tool in json.loads(body)["result"]["tools"]]
+
+
+async def test_a_listing_is_answered_again_until_the_tools_change() -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+    config = McpServerConfig(command="in-process")
+    with anyio.fail_after(30):
+        async with McpToolkit("toy", config, target=toy.server) as node:
+            app = http_app(
+                serve(Gateway([node], []), expose_tools=True), HttpOptions("127.0.0.1", 0)
+            )
+            (cache,) = [layer for layer in app.state.layers if isinstance(layer, ToolListCache)]
+            async with serve_on_loopback(app) as base, httpx2.AsyncClient() as http:
+                url = f"{base}/mcp"
+                first = await _list(http, url, 1)
+                again = await _list(http, url, "two")
+                paged = await _list(http, url, 3, cursor="x")  # the SDK judges a cursor
+                toy.add_echo("added")
+                await node.refresh_tools()
+                changed = await _list(http, url, 4)
+                changed_again = await _list(http, url, 5)
+    assert cache.reused == 2  # `again` and `changed_again`
+    assert again == first.replace(b'"id":1,', b'"id":"two",', 1)
+    assert _names(first) == ["toy__echo"]
+    assert _names(changed) == ["toy__echo", "toy__added"]
+    assert changed_again == changed.replace(b'"id":4,', b'"id":5,', 1)
+    assert json.loads(paged)["id"] == 3
