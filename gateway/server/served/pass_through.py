@@ -40,7 +40,6 @@ from mcp.shared.inbound import (
 )
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -51,7 +50,7 @@ from toolkits.mcp import Forward, McpToolkit
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
-from ..transports.envelope import buffered_body
+from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -104,7 +103,7 @@ class PassThrough:
         """Calls that went this way (for tests and the curious)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _modern(scope):
+        if not is_modern_post(scope):
             await self.app(scope, receive, send)
             return
         body, replay = await buffered_body(receive)
@@ -117,13 +116,9 @@ class PassThrough:
             await self.app(scope, _replaying(body, receive), send)
 
     def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
-        try:
-            message: Any = json.loads(body)
-        except ValueError:
+        fields = posted_object(scope, body)
+        if fields is None:
             return None
-        if not isinstance(message, dict):
-            return None
-        fields = cast(JsonObject, message)
         params = fields.get("params")
         if fields.get("method") != "tools/call" or not isinstance(params, dict):
             return None
@@ -215,23 +210,15 @@ class PassThrough:
                         refuse=_refusal,
                     )
             except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
-                result = _dump(
-                    error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc}")
-                )
+                result = _failed(forward, str(exc))
             except Exception as exc:  # a bug must not take the connection down
                 log.exception("passing %r through to node %r crashed", forward.tool, forward.node)
-                result = _dump(
-                    error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc!r}")
-                )
+                result = _failed(forward, repr(exc))
             if result is None and not reply.started:
                 tg.cancel_scope.cancel()
                 return False
             if result is None:  # the usual path cannot take over an answer already begun
-                result = _dump(
-                    error_result(
-                        f"tool {forward.tool!r} (node {forward.node!r}) failed: the server ended the session"
-                    )
-                )
+                result = _failed(forward, "the server ended the session")
             self.forwarded += 1
             await reply.final(self._for_client(result, call.protocol_version))
             tg.cancel_scope.cancel()
@@ -308,13 +295,6 @@ class _Reply:
         self._quiet_since = anyio.current_time()
 
 
-def _modern(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"mcp-protocol-version":
-            return value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
-    return False
-
-
 def _cannot_be_asked(route: InboundModernRoute) -> bool:
     capabilities = route.client_capabilities
     return isinstance(capabilities, dict) and not any(
@@ -356,6 +336,11 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
 
 def _dumps(message: JsonObject) -> bytes:
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _failed(forward: Forward, why: str) -> JsonObject:
+    """A failed call as the usual path reports it (`ProxiedTools.call`)."""
+    return _dump(error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {why}"))
 
 
 def _dump(result: types.CallToolResult) -> JsonObject:

@@ -17,10 +17,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..transports.envelope import buffered_body
+from ..transports.envelope import buffered_body, is_modern_post, posted_object
 
 __all__ = ["ToolListCache"]
 
@@ -49,11 +48,11 @@ class ToolListCache:
         """Requests answered from a kept answer (for tests and the curious)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _modern(scope):
+        if not is_modern_post(scope):
             await self.app(scope, receive, send)
             return
         body, replay = await buffered_body(receive)
-        request = _listing_request(body) if body is not None else None
+        request = _listing_request(posted_object(scope, body)) if body is not None else None
         if request is None:
             await self.app(scope, replay, send)
             return
@@ -73,23 +72,9 @@ class ToolListCache:
             self._answers[key] = answer
 
 
-def _modern(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"mcp-protocol-version":
-            return value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
-    return False
-
-
-def _listing_request(body: bytes) -> tuple[types.RequestId, str] | None:
+def _listing_request(fields: dict[str, Any] | None) -> tuple[types.RequestId, str] | None:
     """The id of a first-page `tools/list` request and the key of its envelope, or None."""
-    try:
-        message: Any = json.loads(body)
-    except ValueError:
-        return None
-    if not isinstance(message, dict):
-        return None
-    fields = cast(dict[str, Any], message)
-    if fields.get("method") != "tools/list":
+    if fields is None or fields.get("method") != "tools/list":
         return None
     params = fields.get("params")
     request_id = fields.get("id")

@@ -20,10 +20,18 @@ from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 import mcp_types as types
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["EnvelopeCheck", "Refusal", "buffered_body", "check_message"]
+__all__ = [
+    "EnvelopeCheck",
+    "Refusal",
+    "buffered_body",
+    "check_message",
+    "is_modern_post",
+    "posted_object",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,3 +173,31 @@ async def _answer(send: Send, refusal: Refusal) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+_POSTED = "agent_gateway.posted_object"
+
+
+def is_modern_post(scope: Scope) -> bool:
+    """Whether this is an HTTP POST of the 2026-07-28 era (by its protocol version header)."""
+    if scope["type"] != "http" or scope["method"] != "POST":
+        return False
+    for name, value in scope["headers"]:
+        if name == b"mcp-protocol-version":
+            return value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
+    return False
+
+
+def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
+    """The request body as a JSON object (None if it is not one), decoded once per request
+    however many layers ask."""
+    kept: tuple[bytes, dict[str, Any] | None] | None = scope.get(_POSTED)
+    if kept is not None and kept[0] == body:
+        return kept[1]
+    try:
+        decoded: Any = json.loads(body)
+    except ValueError:
+        decoded = None
+    found = cast(dict[str, Any], decoded) if isinstance(decoded, dict) else None
+    scope[_POSTED] = (body, found)
+    return found
