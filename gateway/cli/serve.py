@@ -23,6 +23,7 @@ from .common import (
     config_of,
     trace_hooks,
 )
+from .signals import on_signal
 from .stored import open_store, preload_store
 
 __all__ = ["REPLICA_URL_ENV", "register"]
@@ -96,7 +97,11 @@ async def _serve(args: argparse.Namespace) -> int:
     async with (
         open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway,
         # Served over HTTP, a replica: it finishes the runs of replicas that died.
-        open_store(url, replica_every=config.store.takeover_seconds if options else None)
+        open_store(
+            url,
+            replica_every=config.store.takeover_seconds if options else None,
+            keep_days=config.store.keep_days,
+        )
         if url is not None
         else nullcontext() as runs,
     ):
@@ -116,7 +121,9 @@ async def _serve(args: argparse.Namespace) -> int:
                     reachable_at(server, reached)
                 print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
 
-            await serve_http(server, options, on_ready=ready)
+            # Told to go (a rolling restart), a replica leaves its runs to the others.
+            with on_signal(runs.hand_over) if runs is not None else nullcontext():
+                await serve_http(server, options, on_ready=ready)
     return 0
 
 

@@ -145,12 +145,16 @@ def preload_store() -> None:
 
 
 def open_store(
-    url: str | None, *, launch: bool = True, replica_every: float | None = None
+    url: str | None,
+    *,
+    launch: bool = True,
+    replica_every: float | None = None,
+    keep_days: float = 0,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
 
-    return open_runs(url, launch=launch, replica_every=replica_every)
+    return open_runs(url, launch=launch, replica_every=replica_every, keep_days=keep_days)
 
 
 def terminal_console(
@@ -166,11 +170,7 @@ async def run_stored(args: argparse.Namespace, config: Config, state: RunState, 
     """`run`: `state` as a new run in the store at `url`."""
     preload_store()
 
-    async def start(runs: DurableRuns) -> RunResult:
-        await runs.forget_finished(config.store.keep_days or None)
-        return await runs.start(state)
-
-    return await _drive(args, config, state, url, None, start)
+    return await _drive(args, config, state, url, None, lambda runs: runs.start(state))
 
 
 async def resume_stored(args: argparse.Namespace) -> int:
@@ -225,7 +225,10 @@ async def _drive(
             check_servers(gateway, strict=args.strict)
             if args.json:
                 with_steps(gateway, state.agent)
-            async with open_store(url) if runs is None else nullcontext(runs) as store:
+            kept = config.store.keep_days
+            async with (
+                open_store(url, keep_days=kept) if runs is None else nullcontext(runs) as store
+            ):
 
                 async def waiting(request: ApprovalRequest) -> None:
                     said = json.dumps(request.input, ensure_ascii=False)

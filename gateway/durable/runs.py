@@ -7,7 +7,9 @@ the latest `RunState` as the workflow's `state` event.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
 pending, so it can be resumed, here or in another process, once the cause is fixed. The
-process that drove it learns of the failure from its `_Execution`, not from DBOS.
+process that drove it learns of the failure from its `_Execution`, not from DBOS. A serving
+replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
+they are in flight still, and another replica finishes them (`replicas`).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from .replicas import (
     staying_alive,
     taking_over,
 )
+from .retention import pruning
 from .status import (
     ACTIVE_STATUSES,
     EXECUTION_EVENT,
@@ -106,6 +109,8 @@ class _Execution:
     stirred: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) when a call starts or stops waiting, and when the run ends."""
     handle: WorkflowHandleAsync[str] | None = None
+    running: bool = False
+    """Its workflow body has begun here (`stop_all` waits for those only)."""
 
     def stir(self) -> None:
         self.stirred.set()
@@ -146,6 +151,8 @@ class _Host:
     stream: bool = False
     on_approval: OnWait | None = None
     executions: dict[str, _Execution] = field(default_factory=dict[str, _Execution])
+    leaving: bool = False
+    """The process is going away: its interrupted runs are left in flight, not stopped."""
 
 
 _host: _Host | None = None
@@ -159,6 +166,7 @@ async def _run_workflow(initial: str) -> str:
     if host is None or host.gateway is None or run_id is None or execution is None:
         # Picked up by a process that did not ask for it: leave it for the one that will.
         raise _Stopped
+    execution.running = True
     try:
         return await _execute(host, host.gateway, run_id, initial, execution)
     finally:
@@ -210,6 +218,8 @@ async def _execute(
             )
             execution.result = result
             return result.model_dump_json()
+        if host.leaving:
+            raise _Stopped  # in flight still: another replica takes it over
         stopped = "interrupted"
     except Exception as exc:
         execution.error = exc
@@ -222,12 +232,36 @@ async def _execute(
 class DurableRuns:
     """The runs of one store, from the process that opened it."""
 
-    def __init__(self, url: str, host: _Host, *, queue: str | None) -> None:
+    def __init__(self, url: str, host: _Host, *, queue: str | None, keep_days: float = 0) -> None:
         self.url = url
+        self.keep_days = keep_days
+        """Finished runs are deleted this long after (0: never; `retention`)."""
         self._host = host
         self._client = host.client
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
+
+    @property
+    def replica(self) -> bool:
+        """Whether this process is a serving replica (another takes its runs over)."""
+        return self._queue is not None and self._queue.startswith(REPLICA_PREFIX)
+
+    def hand_over(self) -> None:
+        """This process is about to go (SIGTERM): a replica's runs, interrupted as it goes, are
+        left in flight for another replica to finish; any other process's stop as usual."""
+        if self.replica:
+            self._host.leaving = True
+
+    async def stop_all(self) -> None:
+        """Interrupt every run executing here and wait (at most `STOP_TIMEOUT`) for each to
+        unwind, so that nothing of it runs on once another process may take it over."""
+        executions = list(self._host.executions.values())
+        for execution in executions:
+            execution.scope.cancel()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
+            for execution in executions:
+                if execution.running:
+                    await execution.finished.wait()
 
     def use(
         self,
@@ -491,13 +525,19 @@ class DurableRuns:
 
 @asynccontextmanager
 async def open_runs(
-    url: str | None = None, *, launch: bool = True, replica_every: float | None = None
+    url: str | None = None,
+    *,
+    launch: bool = True,
+    replica_every: float | None = None,
+    keep_days: float = 0,
 ) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
-    died.
+    died. With `launch` and `keep_days`, finished runs older than that are deleted now and
+    hourly while the store is open (`retention`). On exit, the runs executing here are
+    interrupted (`stop_all`) before the lock goes.
 
     Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
     cannot be reached.
@@ -544,17 +584,22 @@ async def open_runs(
             DBOS.destroy(destroy_registry=False)
         raise store_failure(url, exc) from None
     host = _host = _Host(client)
-    runs = DurableRuns(url, host, queue=queue)
+    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
     try:
         async with AsyncExitStack() as stack:
-            if postgres and queue is not None:
-                await stack.enter_async_context(staying_alive(url, queue))
-                if replica_every is not None:
+            if queue is not None:
+                if postgres:
+                    await stack.enter_async_context(staying_alive(url, queue))
+                # On exit: after the watch below stops taking runs over, before the lock goes.
+                stack.push_async_callback(runs.stop_all)
+                if postgres and replica_every is not None:
                     await stack.enter_async_context(
                         taking_over(
                             runs, client, url, own=queue, workflow=WORKFLOW, interval=replica_every
                         )
                     )
+                if keep_days:
+                    await stack.enter_async_context(pruning(runs, keep_days))
             yield runs
     finally:
         _host = None

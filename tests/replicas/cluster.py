@@ -55,6 +55,12 @@ class Replica:
         self.process.send_signal(signal.SIGKILL)
         assert await self.process.wait() == -signal.SIGKILL
 
+    async def terminate(self) -> None:
+        """SIGTERM, as a rolling restart sends it: the replica unwinds and exits 128 + 15."""
+        self.process.send_signal(signal.SIGTERM)
+        with anyio.fail_after(30):
+            assert await self.process.wait() == 128 + signal.SIGTERM, self.lines[-5:]
+
     async def read(self) -> None:
         assert self.process.stderr is not None
         buffer = ""

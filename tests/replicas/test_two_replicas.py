@@ -94,9 +94,13 @@ async def test_a_run_started_on_one_replica_is_approved_and_finished_on_the_othe
     assert names.count("tool 0 call_1") == 1
 
 
-async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(
-    tmp_path: Path, store: str
+@pytest.mark.parametrize("ended", ["kill", "terminate"])
+async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
+    tmp_path: Path, store: str, ended: str
 ) -> None:
+    """Killed (SIGKILL: its lock goes with it) or told to go (SIGTERM: it interrupts its run,
+    leaves it in flight, and lets its lock go last), the replica's run is finished by the
+    other."""
     log = tmp_path / "calls.log"
     call = {"name": "logged", "arguments": {"log": str(log), "name": "A"}}
     port = free_port()
@@ -125,7 +129,7 @@ async def test_a_replica_killed_mid_run_has_its_run_finished_by_the_other(
                     r for r in gateways.replicas if any("recorded tool" in x for x in r.lines)
                 ]
                 [other] = [r for r in gateways.replicas if r is not running]
-                await running.kill()
+                await (running.kill() if ended == "kill" else running.terminate())
                 with anyio.fail_after(60):
                     line = await other.said("(taken over) finished")
                 tg.cancel_scope.cancel()

@@ -19,6 +19,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from .processes import http_server
 from .test_served_approval import Person
@@ -115,6 +116,7 @@ async def test_a_task_waits_for_approval_and_survives_a_restart_of_its_gateway(
         created = await _create_task(first.url, {"prompt": "go"})
         task_id = created["task"]["taskId"]
         assert created["task"]["status"] == "working"
+        assert created["task"]["ttl"] == 30 * 86_400_000  # [store] keep_days, by default 30
         async with Client(first.url, mode="legacy") as client:
             assert client.server_capabilities.tasks is not None
             waiting = await _until(client, task_id, "input_required")
@@ -180,3 +182,25 @@ async def test_tasks_result_asks_a_client_that_can_be_asked(tmp_path: Path) -> N
     assert len(person.asked) == 1
     assert "guarded" in person.asked[0]
     assert log.read_text().splitlines() == ["start B", "end B"]
+
+
+async def test_serve_deletes_the_runs_that_finished_longer_ago_than_keep_days(
+    tmp_path: Path,
+) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    config = _config(tmp_path, [{"content": "done"}])
+    async with http_server(config, "--store", store) as first:
+        task_id = (await _create_task(first.url, {"prompt": "go"}))["task"]["taskId"]
+        async with Client(first.url, mode="legacy") as client:
+            await _until(client, task_id, "completed")
+
+    # Kept a few microseconds: a server opening the store deletes the run before it serves.
+    config.write_text(config.read_text() + "[store]\nkeep_days = 1e-10\n")
+    async with (
+        http_server(config, "--store", store) as second,
+        Client(second.url, mode="legacy") as client,
+    ):
+        listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
+        assert listed.tasks == []
+        with pytest.raises(MCPError, match=task_id):
+            await _task(client, task_id)

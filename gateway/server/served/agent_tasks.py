@@ -46,6 +46,7 @@ __all__ = ["RELATED_TASK", "AgentTasks", "task_status"]
 
 RELATED_TASK = "io.modelcontextprotocol/related-task"
 POLL_MS = 500
+_DAY_MS = 86_400_000
 _FINAL = {"succeeded": "completed", "failed": "failed", "cancelled": "cancelled"}
 
 
@@ -94,12 +95,12 @@ class AgentTasks:
         begun = await self._agents.begin_task(ctx, params)
         if isinstance(begun, types.CallToolResult):
             return begun.model_dump(by_alias=True, mode="json", exclude_none=True)
-        return {"task": _wire(await self._runs.get(begun))}
+        return {"task": self._wire(await self._runs.get(begun))}
 
     async def get(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskRequestParams
     ) -> dict[str, Any]:
-        return _wire(await self._info(params.task_id))
+        return self._wire(await self._info(params.task_id))
 
     async def result(
         self, ctx: ServerRequestContext[Any, Any], params: types.GetTaskPayloadRequestParams
@@ -125,7 +126,7 @@ class AgentTasks:
             raise MCPError(INVALID_PARAMS, f"task {info.run_id} has ended ({status})")
         await self._runs.cancel(info.run_id)
         self._runs.interrupt(info.run_id)
-        return _wire(await self._runs.get(info.run_id))
+        return self._wire(await self._runs.get(info.run_id))
 
     async def list(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams
@@ -133,7 +134,7 @@ class AgentTasks:
         tasks: list[dict[str, Any]] = []
         for info in await self._runs.list(limit=100):
             if await self._stored.owns(info.run_id):
-                tasks.append(_wire(info))
+                tasks.append(self._wire(info))
         return {"tasks": tasks}
 
     async def _info(self, run_id: str) -> RunInfo:
@@ -178,25 +179,28 @@ class AgentTasks:
                     asked.append(request.call)
             info = await self._runs.get(run_id)
 
+    def _wire(self, info: RunInfo) -> dict[str, Any]:
+        """The run as a task on the wire; its `ttl` is the store's `keep_days` (a lower bound:
+        a run is deleted that long after it finished; null: kept until deleted)."""
+        status, message = task_status(info)
+        days = self._runs.keep_days
+        ttl = round(days * _DAY_MS) if days else None
+        task = types.Task(
+            task_id=info.run_id,
+            status=status,
+            status_message=message,
+            created_at=_iso(info.created_ms),
+            last_updated_at=_iso(info.updated_ms or info.created_ms),
+            ttl=ttl,
+            poll_interval=POLL_MS,
+        )
+        # `ttl` is required on the wire, null included.
+        return {**task.model_dump(by_alias=True, mode="json", exclude_none=True), "ttl": ttl}
+
     def _result(self, result: RunResult) -> types.CallToolResult:
         spec = self._agents.spec(result.agent)
         steps = spec.options.return_intermediate_steps if spec is not None else False
         return run_result(result, steps=steps, items=len(result.items) > 1)
-
-
-def _wire(info: RunInfo) -> dict[str, Any]:
-    """The run as a task on the wire (`ttl` null: stored runs are kept until deleted)."""
-    status, message = task_status(info)
-    task = types.Task(
-        task_id=info.run_id,
-        status=status,
-        status_message=message,
-        created_at=_iso(info.created_ms),
-        last_updated_at=_iso(info.updated_ms or info.created_ms),
-        ttl=None,
-        poll_interval=POLL_MS,
-    )
-    return {**task.model_dump(by_alias=True, mode="json", exclude_none=True), "ttl": None}
 
 
 def _iso(ms: int | None) -> str:
