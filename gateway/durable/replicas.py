@@ -10,7 +10,7 @@ Nothing is renewed and nothing expires: no lease of ours.
 
 - A run executing in a live process elsewhere is not taken from it (`alive`): a round or a
   decision that reaches another replica waits for the run through the store
-  (`follow_elsewhere`).
+  (`follow_elsewhere`), telling its client of each call recorded meanwhile.
 - Every `interval` seconds a serving replica looks for runs in flight (pending, not stopped by
   their replica) of another replica whose lock it can take: that replica is dead. Holding the
   dead replica's lock meanwhile, so that no other replica does the same, it takes each such
@@ -22,6 +22,7 @@ Nothing is renewed and nothing expires: no lease of ours.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncGenerator, Collection
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, cast
@@ -34,8 +35,10 @@ from dbos import DBOSClient
 from ..approval import ApprovalRequest
 from ..errors import GatewayError
 from ..run_state import RunResult
+from ..trace import TraceEvent, TraceHook, new_id
 from .approvals import APPROVALS_EVENT
-from .status import EXECUTION_EVENT
+from .status import EXECUTION_EVENT, run_steps
+from .tree import CallNode, recorded_call
 
 if TYPE_CHECKING:
     from .runs import DurableRuns
@@ -104,16 +107,26 @@ def owner_of(status: Any) -> str | None:
 
 
 async def follow_elsewhere(
-    client: DBOSClient, run_id: str, *, decided: Collection[str] = (), pause: bool = True
+    client: DBOSClient,
+    run_id: str,
+    *,
+    decided: Collection[str] = (),
+    pause: bool = True,
+    follower: TraceHook | None = None,
 ) -> RunResult | list[ApprovalRequest]:
     """Wait, through the store, for a run executing in another process to end (its result),
     or with `pause`, to wait for a decision on a call not in `decided` (the calls waiting).
+    `follower` hears of each model and tool call recorded from now on, as it is recorded
+    (an `end` event, or `error`): the run's progress, seen from here.
     Raises `GatewayError` when it stops or fails."""
+    teller = _Teller(run_id, follower, decided) if follower is not None else None
     while True:
         found = await client.list_workflows_async(workflow_ids=[run_id], load_input=False)
         if not found:
             raise GatewayError(f"run {run_id!r} is not in the store any more")
         status = found[0]
+        if teller is not None:  # after the status: every call of a run seen ended is told
+            await teller.tell(client)
         if status.status == "SUCCESS" and isinstance(status.output, str):
             return RunResult.model_validate_json(status.output)
         if status.status not in ("PENDING", "ENQUEUED"):
@@ -130,6 +143,62 @@ async def follow_elsewhere(
             if not any(call in calls for call in decided):
                 return [ApprovalRequest.model_validate(r) for r in calls.values()]
         await anyio.sleep(FOLLOW_POLL)
+
+
+class _Teller:
+    """Tells a follower of the run's calls recorded from now on: after the run received
+    the decisions `decided` (its calls ran once it had them), else since it began to follow
+    (by the clocks of the two processes)."""
+
+    def __init__(self, run_id: str, follower: TraceHook, decided: Collection[str]) -> None:
+        self._run_id = run_id
+        self._follower = follower
+        self._decided = set(decided)
+        self._since_ms = time.time() * 1000
+        self._after_step: int | None = None if decided else -1
+        self._told: set[int] = set()
+
+    async def tell(self, client: DBOSClient) -> None:
+        steps = run_steps(await client.list_workflow_steps_async(self._run_id))
+        if self._after_step is None:
+            received = [s.step_id for s in steps if self._decision(s.name, s.output)]
+            if not received:
+                return  # the decisions have not reached the run yet
+            self._after_step = max(received)
+        for step in steps:
+            if step.step_id <= self._after_step or step.step_id in self._told:
+                continue
+            early = not self._decided and (step.completed_ms or 0) < self._since_ms
+            if step.completed_ms is None or early:
+                continue
+            self._told.add(step.step_id)
+            call = recorded_call(step)
+            if call is not None:
+                await self._follower(self._event(call))
+
+    def _decision(self, name: str, output: Any) -> bool:
+        return (
+            name == "DBOS.recv"
+            and isinstance(output, dict)
+            and cast(dict[str, Any], output).get("call") in self._decided
+        )
+
+    def _event(self, call: CallNode) -> TraceEvent:
+        return TraceEvent(
+            kind=call.kind,
+            phase="error" if call.error else "end",
+            # A tool by its name; the model is named where its process knows it.
+            name=call.name if call.kind == "tool" else "on another replica",
+            id=new_id(),
+            parent_id=None,
+            run_id=self._run_id,
+            at_ms=0.0,
+            duration_ms=call.took_ms,
+            input=call.input,
+            output=call.output,
+            error=call.error,
+            call_id=call.call_id,
+        )
 
 
 def _hold(url: str, own: str) -> psycopg.Connection[Any]:

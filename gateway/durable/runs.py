@@ -54,6 +54,7 @@ from .status import (
     RunInfo,
     RunStep,
     run_info,
+    run_steps,
     store_failure,
 )
 
@@ -359,10 +360,18 @@ class DurableRuns:
         return info.status in ("running", "waiting_approval") and info.error is None
 
     async def follow_elsewhere(
-        self, run_id: str, *, decided: Collection[str] = (), pause: bool = True
+        self,
+        run_id: str,
+        *,
+        decided: Collection[str] = (),
+        pause: bool = True,
+        follower: TraceHook | None = None,
     ) -> RunResult | list[ApprovalRequest]:
-        """`follow` for a run executing in another process, through the store."""
-        return await follow_elsewhere(self._client, run_id, decided=decided, pause=pause)
+        """`follow` for a run executing in another process, through the store; `follower`
+        hears of each call recorded meanwhile."""
+        return await follow_elsewhere(
+            self._client, run_id, decided=decided, pause=pause, follower=follower
+        )
 
     async def follow(
         self, run_id: str, *, decided: Collection[str] = (), pause: bool = True
@@ -470,18 +479,7 @@ class DurableRuns:
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)
-        return [
-            RunStep(
-                step_id=s["function_id"],
-                name=s["function_name"],
-                output=s["output"],
-                error=str(s["error"]) if s["error"] is not None else None,
-                started_ms=s["started_at_epoch_ms"],
-                completed_ms=s["completed_at_epoch_ms"],
-            )
-            for s in await self._client.list_workflow_steps_async(run_id)
-            if not s["function_name"].startswith("DBOS.") or s["function_name"] == "DBOS.recv"
-        ]
+        return run_steps(await self._client.list_workflow_steps_async(run_id))
 
     async def result(self, run_id: str) -> RunResult | None:
         """What the run returned, if it has succeeded."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -35,6 +36,7 @@ __all__ = [
     "RunInfo",
     "RunStep",
     "run_info",
+    "run_steps",
     "store_failure",
 ]
 
@@ -86,6 +88,22 @@ class RunStep:
     error: str | None
     started_ms: int | None
     completed_ms: int | None
+
+
+def run_steps(recorded: Iterable[Any]) -> list[RunStep]:
+    """DBOS's step records (`list_workflow_steps`) of the run's own calls and decisions."""
+    return [
+        RunStep(
+            step_id=s["function_id"],
+            name=s["function_name"],
+            output=s["output"],
+            error=str(s["error"]) if s["error"] is not None else None,
+            started_ms=s["started_at_epoch_ms"],
+            completed_ms=s["completed_at_epoch_ms"],
+        )
+        for s in recorded
+        if not s["function_name"].startswith("DBOS.") or s["function_name"] == "DBOS.recv"
+    ]
 
 
 def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:

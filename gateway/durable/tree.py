@@ -16,7 +16,7 @@ from pydantic import JsonValue
 
 from .status import RunStep
 
-__all__ = ["CallNode", "call_tree"]
+__all__ = ["CallNode", "call_tree", "recorded_call"]
 
 
 @dataclass(slots=True, eq=False)
@@ -98,6 +98,11 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])
     return top
+
+
+def recorded_call(step: RunStep) -> CallNode | None:
+    """One recorded model or tool call on its own (None: a record of something else)."""
+    return _node(step.name.rpartition("/")[2], step)
 
 
 def _decisions(steps: Sequence[RunStep]) -> dict[str, dict[str, JsonValue]]:

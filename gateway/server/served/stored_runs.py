@@ -118,7 +118,9 @@ class StoredAgentRuns:
         behind the same load balancer) is followed there, through the store: its result, or
         the calls waiting."""
         if await self.runs.running_elsewhere(run_id):
-            return await self.runs.follow_elsewhere(run_id, decided=decided, pause=pause)
+            return await self.runs.follow_elsewhere(
+                run_id, decided=decided, pause=pause, follower=follower
+            )
         await self.adopt(run_id)
         relay = self._relays.setdefault(run_id, Relay())
         relay.target = follower
