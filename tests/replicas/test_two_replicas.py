@@ -73,10 +73,12 @@ async def test_a_run_started_on_one_replica_is_approved_and_finished_on_the_othe
             assert log.exists() is False  # the gated call has not run
 
             yes = types.ElicitResult(action="accept", content={"approve": True})
-            progress: list[str] = []
+            said: list[str] = []
 
-            async def on_progress(done: float, total: float | None, message: str | None) -> None:
-                progress.append(message or "")
+            async def on_progress(
+                progress: float, total: float | None, message: str | None
+            ) -> None:
+                said.append(message or "")
 
             done = await client.session.call_tool(
                 "assistant",
@@ -91,10 +93,10 @@ async def test_a_run_started_on_one_replica_is_approved_and_finished_on_the_othe
         assert done.content == [types.TextContent(text="A is done")]
         assert started_on != finished_on  # round robin: the retry reached the other replica
         # ... which followed the run through the store, telling the client each recorded call.
-        assert [m.split(" in ")[0] for m in progress] == [
+        assert [m.split(" in ")[0] for m in said] == [
             "tool logged: done",
             "model on another replica: answered",
-        ], progress
+        ], said
         assert len(model.requests) == 2  # the first model call was not made again
     assert log.read_text().splitlines() == ["start A", "end A"]
     [run] = runs_json(store)
