@@ -104,9 +104,13 @@ class RunSaver:
         self.journal = journal
 
     async def save(self, **update: Any) -> None:
-        self.state = self.state.model_copy(update=update)
+        self.update(**update)
         if self._checkpoint is not None:
             await self._checkpoint(self.state)
+
+    def update(self, **update: Any) -> None:
+        """Change the state without a checkpoint (the next one holds the change)."""
+        self.state = self.state.model_copy(update=update)
 
     def child(self, call_id: str) -> Checkpoint | None:
         if self._checkpoint is None:  # nobody stores this run: its children need not save

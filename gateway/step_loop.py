@@ -116,7 +116,12 @@ class StepLoop:
                     await saver.save(request=request, response=None)
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
-                await saver.save(request=None, response=response, children={})
+                if saver.journal is None:
+                    await saver.save(request=None, response=response, children={})
+                else:
+                    # Every answer is recorded: resumed from the saved request, the run gets
+                    # them all from the record again. One state write per step, not two.
+                    saver.update(request=None, response=response, children={})
             for index, item in enumerate(outcome.items):
                 if item.error is None and not (item.output or "").strip():
                     await tracer.note(
