@@ -1,6 +1,7 @@
 """The peer benchmark: agent-gateway against direct calls, mcp-proxy and FastMCP's proxy.
 
-    python -m bench peers [--rounds 3] [--quick] [--only WORKLOAD ...] [--arms ARM ...] [--out DIR]
+    python -m bench peers [--rounds 3] [--quick] [--only WORKLOAD ...] [--arms ARM ...]
+                          [--checkout DIR ...] [--out DIR]
 
 One driver for every arm (the mcp 2.x `Client`, streamable HTTP; the direct stdio arm over
 stdio), a low-level SDK server downstream (`bench/downstream.py`), all arms interleaved in
@@ -8,7 +9,9 @@ rounds; every figure is also a ratio to `direct` from the same round, and the su
 median over rounds. Prints a table per workload and writes `peers.json`, `peers.md` and
 `peers.png` to `--out`. The peers run from their own venvs in `.bench-venvs/`, created on the
 first full run; `--quick` (seconds: the test suite's smoke run) skips a peer whose venv is
-absent and says so.
+absent and says so. `--checkout DIR` adds an arm of ours running the code of another checkout
+of this repository (`agent-gateway@NAME`, HTTP downstream), to weigh a change against main in
+the same rounds.
 """
 
 from __future__ import annotations
@@ -61,6 +64,14 @@ def _parser() -> argparse.ArgumentParser:
         help="these arms only (direct is always measured: it is the base of every ratio)",
     )
     parser.add_argument(
+        "--checkout",
+        nargs="+",
+        type=Path,
+        default=[],
+        metavar="DIR",
+        help="also an arm of ours on the code in DIR (another checkout or worktree)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=REPO / ".bench-results", help="where the JSON/MD/PNG go"
     )
     return parser
@@ -83,6 +94,18 @@ def _arms(options: argparse.Namespace, log: Any) -> tuple[list[Arm], dict[str, s
                 continue
             install(arm.peer)
         chosen.append(arm)
+    for checkout in options.checkout:
+        if not (checkout / "gateway" / "__init__.py").is_file():
+            raise SystemExit(f"error: --checkout {checkout}: not a checkout of agent-gateway")
+        chosen.append(
+            Arm(
+                f"agent-gateway@{checkout.resolve().name}",
+                "agent-gateway",
+                stdio=False,
+                description=f"HTTP downstream, the code in {checkout}",
+                env=(("PYTHONPATH", str(checkout.resolve())),),
+            )
+        )
     return chosen, skipped
 
 
