@@ -13,6 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,11 +24,13 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from gateway import Gateway
 from gateway.server import HttpOptions, http_app
 from gateway.server.served.pass_through import PassThrough
-from tests.servers.asgi import serve_on_loopback
+from tests.servers.asgi import buffered_body, serve_on_loopback
+from tests.servers.oauth import oauth_world
 from toolkits.mcp import McpServerConfig, McpToolkit
 
 from .proxying import ClientAnswers
@@ -267,3 +270,90 @@ async def test_a_restarted_server_is_reached_again() -> None:
                 assert before.content == [types.TextContent(text="one")]
                 assert after.content == [types.TextContent(text="two")]
             servers.cancel_scope.cancel()
+
+
+class SeenCalls:
+    """ASGI middleware keeping the headers and client port of every `tools/call` POST."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.calls: list[tuple[int, dict[str, str]]] = []
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "POST":
+            body, receive = await buffered_body(receive)
+            if b'"tools/call"' in body:
+                headers: list[tuple[bytes, bytes]] = scope["headers"]
+                seen = {k.decode().lower(): v.decode() for k, v in headers}
+                self.calls.append((scope["client"][1], seen))
+        await self.app(scope, receive, send)
+
+
+async def test_passed_through_calls_go_out_lean_on_one_kept_connection_with_the_nodes_headers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DOWN_TOKEN", "tok-5e1")
+    down = SeenCalls(Downstream().app())
+    keys: dict[str, Any] = {"headers": {"X-Team": "blue"}, "bearer_token_env": "DOWN_TOKEN"}
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down) as base,
+            front(f"{base}/mcp", pass_through=True, **keys) as (url, layer),
+            Client(url) as client,
+        ):
+            await client.list_tools()
+            for n in range(3):
+                result = await client.call_tool("d__echo", {"message": f"call {n}"})
+                assert result.content == [types.TextContent(text=f"call {n}")]
+    assert layer is not None
+    assert layer.forwarded == 3
+    assert len(down.calls) == 3
+    assert len({port for port, _ in down.calls}) == 1  # one connection, kept between calls
+    for _, headers in down.calls:
+        assert headers["user-agent"] == "agent-gateway"  # the lean client, not httpx2
+        assert headers["authorization"] == "Bearer tok-5e1"
+        assert headers["x-team"] == "blue"
+        assert headers["mcp-session-id"]
+
+
+async def test_with_a_proxy_configured_calls_pass_through_on_httpx2(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # never used: NO_PROXY covers it
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    down = SeenCalls(Downstream().app())
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down) as base,
+            front(f"{base}/mcp", pass_through=True) as (url, layer),
+            Client(url) as client,
+        ):
+            await client.list_tools()
+            result = await client.call_tool("d__echo", {"message": "via httpx2"})
+    assert layer is not None
+    assert layer.forwarded == 1
+    assert result.content == [types.TextContent(text="via httpx2")]
+    [(_, headers)] = down.calls
+    assert headers["user-agent"].startswith("python-httpx")
+
+
+async def test_a_node_its_server_asked_to_authorize_passes_calls_through_with_its_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_STORE", "file")
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_DIR", str(tmp_path / "oauth"))
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_REDIRECT", "fetch")
+    with anyio.fail_after(30):
+        async with (
+            oauth_world() as world,
+            front(world.url, pass_through=True) as (url, layer),
+            Client(url) as client,
+        ):
+            await client.list_tools()
+            result = await client.call_tool("d__echo", {"text": "hi"})
+    assert result.content == [types.TextContent(text="echo:hi")]
+    assert layer is not None
+    assert layer.forwarded == 1  # a lean request would have been refused (401): not forwarded
+    [call] = [r for r in world.protected.seen if b'"tools/call"' in r.body]
+    assert call.headers["authorization"].startswith("Bearer ")
+    assert call.headers["user-agent"].startswith("python-httpx")

@@ -12,7 +12,10 @@ server, and a connection lost mid-call is reported and reconnected.
 
 `McpToolkit.forward(name)` offers one when the node's connection can carry it (a handshake-era
 streamable HTTP session); `call` returns None when the request never reached the server (the
-session was gone), so the caller can take the usual path with nothing done twice.
+session was gone), so the caller can take the usual path with nothing done twice. Where the
+link allows (`HttpLink.lean`), requests go out on the lean HTTP client (`lean_http`) instead
+of httpx2's, which costs most of the CPU of a call passed through; a 401 or 403 it gets did
+nothing at the server, so `call` returns None and the usual path runs the authorization flow.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import itertools
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import httpx2
@@ -32,6 +36,7 @@ from pydantic import ValidationError
 from ..base import error_result
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
+from .lean_http import LeanHttp
 from .server_requests import refused
 from .session import Connection, connection_lost
 from .transport import HttpLink
@@ -62,6 +67,8 @@ class Forward:
     conn: Connection
     link: HttpLink
     client: httpx2.AsyncClient
+    lean: LeanHttp | None
+    """Sends the requests instead of `client` when set (`HttpLink.lean`)."""
     session_id: str
     protocol_version: str
     timeout: float
@@ -96,13 +103,13 @@ class Forward:
         sent = False
         try:
             with deadline.scope:
-                async with self.client.stream(
-                    "POST", self.link.url, content=body, headers=self._headers()
-                ) as response:
+                async with self._request(body) as response:
                     sent = True
                     if response.status_code == 404:  # the server no longer knows the session
                         self.conn.drop("the server ended the session")
                         return None
+                    if self.lean is not None and response.status_code in (401, 403):
+                        return None  # refused unread: httpx2's auth flow answers on the usual path
                     messages = _messages(response, self.max_event_bytes)
                     async for message in messages:
                         if message.get("id") == request_id and "method" not in message:
@@ -125,6 +132,11 @@ class Forward:
             await self._cancel(request_id, "timed out")
             raise timed_out(deadline, self.tool, self.node)
         raise self._lost()  # the stream ended without the result
+
+    def _request(self, body: bytes) -> AbstractAsyncContextManager[_Response]:
+        if self.lean is not None:
+            return self.lean.post(body, self._headers())
+        return self.client.stream("POST", self.link.url, content=body, headers=self._headers())
 
     def _headers(self) -> dict[str, str]:
         return {
@@ -198,10 +210,8 @@ class Forward:
 
     async def _post(self, message: JsonObject) -> None:
         try:
-            response = await self.client.post(
-                self.link.url, content=_dumps(message), headers=self._headers()
-            )
-            await response.aclose()
+            async with self._request(_dumps(message)) as response:
+                await response.aread()
         except httpx2.HTTPError as exc:
             log.debug("MCP server %r: could not send %s: %s", self.node, message.get("method"), exc)
 
@@ -211,7 +221,18 @@ class Forward:
         )
 
 
-async def _messages(response: httpx2.Response, max_event_bytes: int) -> AsyncIterator[JsonObject]:
+class _Response(Protocol):
+    """What is read of a response: httpx2's, or the lean client's."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    async def aread(self) -> bytes: ...
+    def aiter_lines(self) -> AsyncIterator[str]: ...
+
+
+async def _messages(response: _Response, max_event_bytes: int) -> AsyncIterator[JsonObject]:
     """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
     if response.headers.get("content-type", "").startswith("application/json"):
         yield _object(await response.aread())

@@ -395,6 +395,7 @@ class McpToolkit(InBackground):
             conn=conn,
             link=link,
             client=link.client,
+            lean=link.lean(),
             session_id=link.session_id,
             protocol_version=version,
             timeout=self._config.timeout,

@@ -439,6 +439,11 @@ class LazyOAuth(httpx2.Auth):
         self._real: McpOAuth | None = None
         self._lock = anyio.Lock()
 
+    @property
+    def engaged(self) -> bool:
+        """Whether the server asked for authorization: from then on requests carry tokens."""
+        return self._real is not None
+
     async def async_auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:

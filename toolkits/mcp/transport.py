@@ -16,7 +16,7 @@ import shutil
 import sys
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from .config import McpServerConfig, secret_from_env
+from .lean_http import LeanHttp
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .server_requests import CallsInFlight
 
@@ -56,13 +57,25 @@ class HttpLink:
     """What a streamable HTTP connection's requests go through, as its own requests show it:
     the HTTP client (headers, auth, pool), the URL, and once the handshake is done the
     session id and protocol version they carry. A pass-through call (`forward`) sends its own
-    request the same way."""
+    request the same way, or on the lean client where that one does the same (`lean()`)."""
 
     def __init__(self) -> None:
         self.client: httpx2.AsyncClient | None = None
         self.url = ""
         self.session_id: str | None = None
         self.protocol_version: str | None = None
+        self.auth: httpx2.Auth | None = None
+        self.lean_http: LeanHttp | None = None
+        """Plain http:// without a proxy: the same origin and headers, minus httpx2."""
+
+    def lean(self) -> LeanHttp | None:
+        """The lean client, while nothing but headers goes with a request: no auth flow in
+        play (none, or one the server has not asked for yet) and no cookies the server set."""
+        if self.lean_http is None or self.client is None or self.client.cookies:
+            return None
+        if self.auth is None or (isinstance(self.auth, LazyOAuth) and not self.auth.engaged):
+            return self.lean_http
+        return None
 
     def observe(self, request: httpx2.Request) -> None:
         headers = request.headers
@@ -218,19 +231,23 @@ async def _streamable_http(
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     transport = _ReusingConnections(httpx2.AsyncHTTPTransport(), link)
+    usable = LeanHttp.usable(url)
+    lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
+    link.auth = await auth()
     async with (
         httpx2.AsyncClient(
-            headers=headers, timeout=_HTTP_TIMEOUT, transport=transport, auth=await auth()
+            headers=headers, timeout=_HTTP_TIMEOUT, transport=transport, auth=link.auth
         ) as http,
         streamable_http_client(
             url, http_client=http, max_sse_event_size=max_message_bytes
         ) as streams,
+        lean or nullcontext(),
     ):
-        link.client, link.url = http, url
+        link.client, link.url, link.lean_http = http, url, lean
         try:
             yield streams
         finally:
-            link.client = None
+            link.client = link.lean_http = None
 
 
 @asynccontextmanager

@@ -1,0 +1,348 @@
+"""The lean HTTP/1.1 client of calls passed through, against a TCP server on 127.0.0.1 that
+answers with exact bytes: framing, connection reuse and its one retry, refusals, and when the
+client is used at all."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass, field
+
+import anyio
+import httpx2
+import pytest
+from anyio.abc import ByteStream, SocketAttribute
+
+from toolkits.mcp.lean_http import LeanHttp
+from toolkits.mcp.oauth import LazyOAuth, McpOAuth
+from toolkits.mcp.transport import HttpLink
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+CLOSE = None
+"""In a script: the server closes the connection here."""
+
+Answer = Sequence[bytes | None]
+"""What the server does for one request: each piece is written (and read by the client before
+the next one is written), or the connection is closed."""
+
+
+@dataclass
+class Server:
+    answers: list[Answer]
+    url: str = ""
+    connections: int = 0
+    requests: list[bytes] = field(default_factory=list[bytes])
+    closed: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the server closed a connection."""
+
+    async def handle(self, stream: ByteStream) -> None:
+        self.connections += 1
+        async with stream:
+            buffer = b""
+            while self.answers:
+                request, buffer = await _read_request(stream, buffer)
+                if request is None:
+                    return
+                self.requests.append(request)
+                for piece in self.answers.pop(0):
+                    if piece is None:  # CLOSE
+                        await stream.aclose()
+                        self.closed.set()
+                        return
+                    await stream.send(piece)
+                    await anyio.wait_all_tasks_blocked()  # the client has read it
+            with suppress(anyio.EndOfStream, anyio.BrokenResourceError):
+                await stream.receive()  # until the client closes
+
+
+async def _read_request(stream: ByteStream, buffer: bytes) -> tuple[bytes | None, bytes]:
+    while b"\r\n\r\n" not in buffer:
+        try:
+            buffer += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return None, b""
+    head, _, rest = buffer.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(rest) < length:
+        rest += await stream.receive()
+    return head + b"\r\n\r\n" + rest[:length], rest[length:]
+
+
+@asynccontextmanager
+async def scripted(*answers: Answer) -> AsyncGenerator[Server]:
+    server = Server(list(answers))
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    server.url = f"http://127.0.0.1:{listener.extra(SocketAttribute.local_port)}/mcp?x=1"
+    with anyio.fail_after(10):
+        async with listener, anyio.create_task_group() as tg:
+            tg.start_soon(listener.serve, server.handle)
+            yield server
+            tg.cancel_scope.cancel()
+
+
+def ok(body: bytes = b"", *headers: bytes) -> bytes:
+    head = b"".join(h + b"\r\n" for h in headers)
+    return b"HTTP/1.1 200 OK\r\n%scontent-length: %d\r\n\r\n%s" % (head, len(body), body)
+
+
+CHUNKED = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+)
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def post(lean: LeanHttp, body: bytes = b"{}") -> bytes:
+    async with lean.post(body, {}) as response:
+        return await response.aread()
+
+
+async def test_a_sized_body_arrives_as_sent_and_the_connection_carries_the_next_request() -> None:
+    async with (
+        scripted([ok(b"hello")[:-2], b"lo"], [ok(b"again")]) as server,
+        LeanHttp(server.url, {"X-Team": "blue", "Accept": "*/*"}) as lean,
+    ):
+        async with lean.post(b'{"n":1}', {"accept": "application/json"}) as response:
+            assert response.status_code == 200
+            assert [piece async for piece in response.aiter_bytes()] == [b"hel", b"lo"]
+        assert await post(lean) == b"again"
+        assert (server.connections, lean.opened, lean.idle) == (1, 1, 1)
+    head, _, body = server.requests[0].partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0] == b"POST /mcp?x=1 HTTP/1.1"
+    port = server.url.split(":")[2].split("/")[0]
+    assert {
+        b"host: 127.0.0.1:" + port.encode(),
+        b"x-team: blue",
+        b"accept: application/json",  # the request's own header wins
+        b"content-length: 7",
+    } <= set(lines)
+    assert b"accept: */*" not in lines
+    assert body == b'{"n":1}'
+
+
+async def test_a_chunked_body_with_line_ends_split_across_writes_ends_where_it_should() -> None:
+    pieces = [
+        CHUNKED + b"3\r",
+        b"\nhel\r",
+        b"\n2;ext=1\r\n",
+        b"lo\r\n0\r\nX-Tr",
+        b"ailer: t\r\n\r",
+        b"\n",
+    ]
+    async with scripted(pieces, [ok(b"next")]) as server, LeanHttp(server.url, {}) as lean:
+        assert await post(lean) == b"hello"
+        assert await post(lean) == b"next"
+        assert (server.connections, lean.opened) == (1, 1)
+
+
+async def test_a_body_without_length_is_read_until_the_server_closes_and_not_reused() -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n"
+    async with (
+        scripted(
+            [head + b"some", b"thing", CLOSE], [ok(b"x", b"connection: close")], [ok()]
+        ) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        assert await post(lean) == b"something"
+        assert lean.idle == 0
+        assert await post(lean) == b"x"  # `connection: close`: not kept either
+        assert lean.idle == 0
+        assert await post(lean) == b""
+        assert (server.connections, lean.opened, lean.idle) == (3, 3, 1)
+
+
+async def test_sse_lines_end_at_lf_crlf_or_cr_across_chunk_boundaries() -> None:
+    body = [
+        chunk(b"event: message\r"),
+        chunk(b'\ndata: {"a":"\xe2\x80\xa8'),  # U+2028 ends no line in an event stream
+        chunk(b'"'),  # no line end at all
+        chunk(b"}\n\nda"),
+        chunk(b"ta: 2\r\r"),
+        chunk(b"\n: ping"),
+    ]
+    async with (
+        scripted([CHUNKED + b"".join(body) + b"0\r\n\r\n"]) as server,
+        LeanHttp(server.url, {}) as lean,
+        lean.post(b"{}", {}) as response,
+    ):
+        lines = [line async for line in response.aiter_lines()]
+    assert response.headers["content-type"] == "text/event-stream"
+    assert lines == ["event: message", 'data: {"a":"\u2028"}', "", "data: 2", "", ": ping"]
+
+
+async def test_a_kept_connection_the_server_closed_is_retried_once_on_a_new_one() -> None:
+    async with (
+        scripted([ok(b"one"), CLOSE], [ok(b"two")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        assert await post(lean) == b"one"
+        assert lean.idle == 1
+        await server.closed.wait()
+        assert await post(lean, b'{"n":2}') == b"two"
+        assert (server.connections, lean.opened) == (2, 2)
+    assert server.requests[1].endswith(b'{"n":2}')
+
+
+async def test_a_new_connection_closed_unanswered_fails_without_a_retry() -> None:
+    async with scripted([CLOSE], [ok()]) as server, LeanHttp(server.url, {}) as lean:
+        with pytest.raises(httpx2.RemoteProtocolError, match="without answering"):
+            await post(lean)
+        assert (server.connections, lean.opened, len(server.requests)) == (1, 1, 1)
+
+
+async def test_a_kept_connection_that_fails_mid_answer_is_not_retried() -> None:
+    async with (
+        scripted([ok(b"one")], [b"HTTP/1.1 200 OK\r\n", CLOSE], [ok()]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        assert await post(lean) == b"one"
+        with pytest.raises(httpx2.RemoteProtocolError, match="mid-answer"):
+            await post(lean)
+        assert (server.connections, lean.opened, len(server.requests)) == (1, 1, 2)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"HTTP/1.1 20 OK\r\n\r\n",
+        b"SPDY/3 200 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nx: " + b"a" * 70_000,
+    ],
+    ids=["status", "version", "header", "length", "encoding", "too-long"],
+)
+async def test_a_malformed_head_is_a_protocol_error(answer: bytes) -> None:
+    async with scripted([answer]) as server, LeanHttp(server.url, {}) as lean:
+        with pytest.raises(httpx2.RemoteProtocolError):
+            await post(lean)
+        assert lean.idle == 0
+
+
+async def test_a_malformed_chunk_size_is_a_protocol_error_and_the_connection_is_closed() -> None:
+    async with scripted([CHUNKED + b"zz\r\nhello\r\n"]) as server, LeanHttp(server.url, {}) as lean:
+        with pytest.raises(httpx2.RemoteProtocolError, match="chunk size"):
+            await post(lean)
+        assert lean.idle == 0
+
+
+async def test_leaving_early_reads_the_rest_and_keeps_the_connection() -> None:
+    async with (
+        scripted([ok(b"unread")[:-3], b"ead"], [ok(b"next")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        async with lean.post(b"{}", {}) as response:
+            assert response.status_code == 200
+        assert lean.idle == 1
+        assert await post(lean) == b"next"
+        assert lean.opened == 1
+
+
+async def test_an_error_inside_the_block_closes_the_connection() -> None:
+    async with scripted([ok(b"a")], [ok(b"b")]) as server, LeanHttp(server.url, {}) as lean:
+        with pytest.raises(LookupError):
+            async with lean.post(b"{}", {}):
+                raise LookupError
+        assert lean.idle == 0
+        assert await post(lean) == b"b"
+        assert (server.connections, lean.opened) == (2, 2)
+
+
+async def test_closing_the_client_fails_a_read_in_flight() -> None:
+    async def read_while_closing(lean: LeanHttp) -> None:
+        async with lean.post(b"{}", {}) as response:
+            pieces = response.aiter_bytes()
+            assert await anext(pieces) == b"par"
+            await lean.aclose()
+            await anext(pieces)
+
+    async with scripted([ok(b"partial")[:-4]]) as server, LeanHttp(server.url, {}) as lean:
+        with pytest.raises(httpx2.ReadError):
+            await read_while_closing(lean)
+        assert lean.idle == 0
+
+
+async def test_a_server_not_listening_is_a_connect_error() -> None:
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1", local_port=0)
+    port = listener.extra(SocketAttribute.local_port)
+    await listener.aclose()
+    async with LeanHttp(f"http://127.0.0.1:{port}/mcp", {}) as lean:
+        with anyio.fail_after(10), pytest.raises(httpx2.ConnectError):
+            await post(lean)
+
+
+async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -> None:
+    with pytest.raises(ValueError, match="line break"):
+        LeanHttp("http://127.0.0.1:9/mcp", {"x-team": "blue\r\nx-admin: 1"})
+    async with LeanHttp("http://127.0.0.1:9/mcp", {}) as lean:
+        with pytest.raises(ValueError, match="line break"):
+            await post_with(lean, {"mcp-session-id": "a\nb"})
+        assert lean.opened == 0
+
+
+async def post_with(lean: LeanHttp, headers: dict[str, str]) -> None:
+    async with lean.post(b"{}", headers):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("url", "proxy", "usable"),
+    [
+        ("http://127.0.0.1:8000/mcp", None, True),
+        ("http://localhost/mcp", None, True),
+        ("https://example.com/mcp", None, False),
+        ("http://user:secret@127.0.0.1/mcp", None, False),
+        ("http://127.0.0.1:notaport/mcp", None, False),
+        ("http://127.0.0.1:8000/mcp", "HTTP_PROXY", False),
+        ("http://127.0.0.1:8000/mcp", "all_proxy", False),
+    ],
+)
+def test_only_plain_http_without_a_proxy_is_usable(
+    url: str, proxy: str | None, usable: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    if proxy is not None:
+        monkeypatch.setenv(proxy, "http://127.0.0.1:3128")
+    assert LeanHttp.usable(url) is usable
+
+
+async def _never_made() -> McpOAuth:
+    raise AssertionError("the server never asked for authorization")
+
+
+@pytest.mark.parametrize(
+    ("auth", "cookie", "lean"),
+    [
+        ("none", False, True),
+        ("lazy-oauth", False, True),  # not engaged: requests go as they are
+        ("basic", False, False),
+        ("none", True, False),
+    ],
+)
+async def test_the_link_offers_the_lean_client_only_while_requests_carry_just_headers(
+    auth: str, cookie: bool, lean: bool
+) -> None:
+    link = HttpLink()
+    auths = {
+        "none": None,
+        "lazy-oauth": LazyOAuth(_never_made),
+        "basic": httpx2.BasicAuth("u", "p"),
+    }
+    async with (
+        httpx2.AsyncClient() as client,
+        LeanHttp("http://127.0.0.1:9/mcp", {}) as client_lean,
+    ):
+        link.client, link.auth, link.lean_http = client, auths[auth], client_lean
+        if cookie:
+            client.cookies.set("affinity", "node-2")
+        assert (link.lean() is client_lean) is lean

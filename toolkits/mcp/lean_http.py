@@ -1,0 +1,168 @@
+"""A lean HTTP/1.1 client for one origin: the POSTs of calls passed through (`forward`).
+
+Why not httpx2 here: a call passed through is one POST and one streamed answer, and httpx2's
+`AsyncClient.stream` around it (auth flow, hooks, pool, its HTTP/1.1 state machine, a model for
+every URL, header set, request and response) was ~27 % of the gateway's samples per call
+(py-spy --gil): ~1.1 ms of CPU where the bytes on the wire need ~0.1 ms. `LeanHttp` writes each
+request in one write on a kept-alive TCP connection and reads the answer itself
+(`lean_response`: Content-Length, chunked, or up to the end of the connection).
+
+It is for where httpx2 adds nothing (`usable`): plain http://, no proxy; its user also leaves
+it when an auth flow or cookies are in play (`HttpLink.lean`). A connection goes back to the
+small idle pool only when its answer was read to the end and may be reused. A kept connection
+that fails before any byte of the answer arrived was most likely closed by the server while
+idle: the request is sent once more on a new connection (never otherwise: a POST is not
+repeated once the server may have acted on it).
+
+Errors are httpx2's, so callers handle both clients alike: `ConnectError`/`ConnectTimeout`
+(nothing was sent), `WriteError`, `ReadError`, `RemoteProtocolError` (an answer broken or not
+HTTP/1.1 as we read it). A header value with CR or LF raises `ValueError`. Only connecting has
+a timeout here: a cancel scope per read cost ~5 % of a call's CPU, and the caller bounds each
+request as a whole anyway (`forward`: the call's deadline, or a cancellation's own limit).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncGenerator, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+from anyio.abc import ByteStream
+
+from .lean_response import LeanResponse, NothingArrived
+
+__all__ = ["LeanHttp", "LeanResponse"]
+
+_IDLE_LIMIT = 20
+"""Idle connections kept (httpx2's default keep-alive pool size)."""
+_PROXY_VARS = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+
+
+class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
+    """POSTs to one `http://` URL with `headers` on every request (per-request ones win)."""
+
+    def __init__(
+        self, url: str, headers: Mapping[str, str], *, connect_timeout: float | None = 30.0
+    ) -> None:
+        if not self.usable(url):
+            raise ValueError(f"not a plain http:// URL reachable without a proxy: {url}")
+        parts = urlsplit(url)
+        self._host, self._port = parts.hostname or "", parts.port or 80
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self._request_line = f"POST {target} HTTP/1.1\r\n".encode()
+        defaults = {
+            "host": parts.netloc,
+            "user-agent": "agent-gateway",
+            "accept-encoding": "identity",
+        }
+        self._headers = _checked({**defaults, **{k.lower(): v for k, v in headers.items()}})
+        self._connect_timeout = connect_timeout
+        self._idle: list[ByteStream] = []
+        self._busy: set[ByteStream] = set()
+        self._closed = False
+        self.opened = 0
+        """Connections opened so far (for tests and the curious)."""
+
+    @staticmethod
+    def usable(url: str) -> bool:
+        """Whether `url` is plain http:// (no credentials in it) and no proxy is configured."""
+        try:
+            parts = urlsplit(url)
+            _ = parts.port  # raises on a malformed port
+        except ValueError:
+            return False
+        plain = parts.scheme == "http" and bool(parts.hostname) and "@" not in parts.netloc
+        return plain and not any(os.environ.get(name) for name in _PROXY_VARS)
+
+    @property
+    def idle(self) -> int:
+        """Connections kept for the next request."""
+        return len(self._idle)
+
+    @asynccontextmanager
+    async def post(self, body: bytes, headers: Mapping[str, str]) -> AsyncGenerator[LeanResponse]:
+        """Send `body`; the response once its head arrived. Leaving the block keeps the
+        connection if the answer is (or soon is) read to the end; an error closes it."""
+        merged = {**self._headers, **_checked({k.lower(): v for k, v in headers.items()})}
+        head = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
+        head += f"content-length: {len(body)}\r\n\r\n"
+        response = await self._send(self._request_line + head.encode("latin-1") + body)
+        keep = False
+        try:
+            yield response
+            keep = await response.finish()
+        finally:
+            await (self._release if keep else self._discard)(response.stream)
+
+    async def _send(self, request: bytes) -> LeanResponse:
+        kept = bool(self._idle)
+        stream = self._idle.pop() if kept else await self._open()
+        while True:
+            self._busy.add(stream)
+            response = LeanResponse(stream)
+            try:
+                await response.send(request)
+                await response.read_head()
+                return response
+            except NothingArrived as exc:
+                await self._discard(stream)
+                if not kept:
+                    raise exc.error from exc.__cause__
+                # The server closed its idle end; the older idle ones are closed too, likely.
+                await _close_all(self._idle)
+                kept, stream = False, await self._open()
+            except BaseException:
+                await self._discard(stream)
+                raise
+
+    async def _open(self) -> ByteStream:
+        if self._closed:
+            raise httpx2.ConnectError("the client is closed")
+        try:
+            with anyio.fail_after(self._connect_timeout):
+                stream = await anyio.connect_tcp(self._host, self._port)
+        except TimeoutError as exc:
+            raise httpx2.ConnectTimeout(f"connecting timed out: {exc}") from exc
+        except OSError as exc:
+            raise httpx2.ConnectError(str(exc) or repr(exc)) from exc
+        self.opened += 1
+        return stream
+
+    async def _release(self, stream: ByteStream) -> None:
+        self._busy.discard(stream)
+        if self._closed or len(self._idle) >= _IDLE_LIMIT:
+            await anyio.aclose_forcefully(stream)
+        else:
+            self._idle.append(stream)
+
+    async def _discard(self, stream: ByteStream) -> None:
+        self._busy.discard(stream)
+        await anyio.aclose_forcefully(stream)
+
+    async def aclose(self) -> None:
+        """Close every connection, those of responses being read too (their reads fail)."""
+        self._closed = True
+        await _close_all(self._idle)
+        await _close_all(self._busy)
+
+    async def __aexit__(self, *_: object) -> None:
+        await self.aclose()
+
+
+async def _close_all(streams: list[ByteStream] | set[ByteStream]) -> None:
+    closing = list(streams)
+    streams.clear()
+    # Shielded: under a cancelled scope the first close would raise and skip the others.
+    with anyio.CancelScope(shield=True):
+        for stream in closing:
+            await anyio.aclose_forcefully(stream)
+
+
+def _checked(headers: dict[str, str]) -> dict[str, str]:
+    for name, value in headers.items():
+        if any(c in name or c in value for c in "\r\n\0") or ":" in name:
+            raise ValueError(f"header {name!r} holds a line break, NUL or colon")
+    return headers
