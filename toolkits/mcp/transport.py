@@ -152,6 +152,11 @@ class _ReusingConnections(httpx2.AsyncBaseTransport):
     the server's end of stream; a connection closed mid-body cannot go back to the pool, so
     every call would open a new TCP connection. The server ends that stream right after the
     response, so reading it to the end on close costs one read and keeps the connection.
+
+    A kept connection can also be closed by the server while idle (uvicorn and Node close
+    theirs after 5 s, as long as the pool keeps its own): a request sent on it in that instant
+    fails with no answer, though the server never read it. Such a request is sent once more,
+    on a new connection; never one that failed on a connection opened for it.
     """
 
     def __init__(self, inner: httpx2.AsyncBaseTransport, link: HttpLink) -> None:
@@ -159,15 +164,46 @@ class _ReusingConnections(httpx2.AsyncBaseTransport):
         self._link = link
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method == "POST":
-            self._link.observe(request)
-        response = await self._inner.handle_async_request(request)
-        if request.method == "POST" and isinstance(response.stream, httpx2.AsyncByteStream):
+        if request.method != "POST":
+            return await self._inner.handle_async_request(request)
+        self._link.observe(request)
+        try:
+            response = await self._on_a_connection(request)
+        except _KeptConnectionClosed:  # the pool now opens a new one: its idle one is gone
+            response = await self._inner.handle_async_request(request)
+        if isinstance(response.stream, httpx2.AsyncByteStream):
             response.stream = _ReadToEndOnClose(response.stream)
         return response
 
+    async def _on_a_connection(self, request: httpx2.Request) -> httpx2.Response:
+        """The response; `_KeptConnectionClosed` if the pool's kept connection failed before
+        any answer (a fresh connection's failure raises as it is)."""
+        opened = False
+        extensions = request.extensions
+        outer = extensions.get("trace")
+
+        async def trace(event: str, info: dict[str, Any]) -> None:
+            nonlocal opened
+            opened = opened or event.startswith("connection.connect_")
+            if outer is not None:
+                await outer(event, info)
+
+        request.extensions = {**extensions, "trace": trace}
+        try:
+            return await self._inner.handle_async_request(request)
+        except (httpx2.RemoteProtocolError, httpx2.ReadError) as exc:
+            if opened or not isinstance(request.stream, httpx2.ByteStream):
+                raise  # a fresh connection's failure, or a body that cannot be sent again
+            raise _KeptConnectionClosed from exc
+        finally:
+            request.extensions = extensions
+
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+class _KeptConnectionClosed(Exception):
+    """The server had closed the kept connection a request went out on."""
 
 
 class _ReadToEndOnClose(httpx2.AsyncByteStream):
