@@ -34,6 +34,7 @@ from .errors import (
 )
 from .function import FunctionTool, FunctionToolkit, function_tool
 from .health import HealthState, NodeHealth
+from .json_bytes import json_bytes
 from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import result_data, result_text
 
@@ -72,6 +73,7 @@ __all__ = [
     "error_result",
     "function_tool",
     "in_background",
+    "json_bytes",
     "load_mcp_servers",
     "result_data",
     "result_text",

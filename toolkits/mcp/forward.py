@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from ..base import error_result
 from ..errors import ConnectionLost
+from ..json_bytes import json_bytes
 from .deadline import Deadline, timed_out
 from .lean_http import LeanHttp
 from .server_requests import refused
@@ -96,7 +97,7 @@ class Forward:
             "arguments": dict(arguments),
             "_meta": {**meta, "progressToken": request_id},
         }
-        body = _dumps(
+        body = json_bytes(
             {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
         )
         deadline = Deadline(self.timeout, self.cap)
@@ -210,7 +211,7 @@ class Forward:
 
     async def _post(self, message: JsonObject) -> None:
         try:
-            async with self._request(_dumps(message)) as response:
+            async with self._request(json_bytes(message)) as response:
                 await response.aread()
         except httpx2.HTTPError as exc:
             log.debug("MCP server %r: could not send %s: %s", self.node, message.get("method"), exc)
@@ -256,10 +257,6 @@ def _object(text: str | bytes) -> JsonObject:
     if not isinstance(decoded, dict):
         raise ValueError("the server sent a JSON-RPC message that is not an object")
     return cast(JsonObject, decoded)
-
-
-def _dumps(message: JsonObject) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _dump(result: mcp_types.CallToolResult) -> JsonObject:

@@ -23,7 +23,6 @@ SDK untouched:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +43,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolkits import ToolkitError, error_result
+from toolkits import ToolkitError, error_result, json_bytes
 from toolkits.mcp import Forward, McpToolkit
 
 from ...engine import Gateway
@@ -254,12 +253,12 @@ class _Reply:
         self.started = False
 
     async def event(self, method: str, params: JsonObject) -> None:
-        data = _dumps({"jsonrpc": "2.0", "method": method, "params": params})
+        data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
         async with self._lock:
             await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 
     async def final(self, result: JsonObject) -> None:
-        data = _dumps({"jsonrpc": "2.0", "id": self._id, "result": result})
+        data = json_bytes({"jsonrpc": "2.0", "id": self._id, "result": result})
         async with self._lock:
             if self.started:
                 await self._send(
@@ -332,10 +331,6 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
-
-
-def _dumps(message: JsonObject) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _failed(forward: Forward, why: str) -> JsonObject:
