@@ -9,7 +9,11 @@ from toolkits import json_bytes
 
 
 def test_compact_utf8_as_the_standard_library_writes_it() -> None:
-    value = {"text": 'é ü \u2028 "quoted"', "items": [1, 2.5, None, True], "nested": {"a": []}}
+    value: dict[str, object] = {
+        "text": 'é ü \u2028 "quoted"',
+        "items": [1, 2.5, None, True],
+        "nested": {"a": []},
+    }
     expected = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
     assert json_bytes(value) == expected
 
