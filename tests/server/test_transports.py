@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import signal
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -162,10 +164,15 @@ async def test_http_checks_host_origin_and_body_size(tmp_path: Path) -> None:
         )
         big = {**INITIALIZE, "params": {**INITIALIZE_PARAMS, "padding": "x" * 5000}}
         too_big = await http.post(served.url, json=big, headers=MCP_HEADERS)
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it comes
+            yield json.dumps(big).encode()
+
+        streamed = await http.post(served.url, content=chunks(), headers=MCP_HEADERS)
     assert good.status_code == 200
     assert origin.status_code == 403
     assert host.status_code == 421
-    assert too_big.status_code == 413
+    assert (too_big.status_code, streamed.status_code) == (413, 413)
 
 
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:

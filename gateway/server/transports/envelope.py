@@ -8,20 +8,22 @@ otherwise it is null. Without this the SDK (mcp 2.3.0) answers 2025-era HTTP req
 pydantic dump of the input, treats a request with a bool/float/array id as a notification
 (202 and no answer ever), and drops bad stdio lines in silence.
 
-check_message(data)  -> the typed message, or a `Refusal` saying why not
-EnvelopeCheck(app)   -> ASGI wrapper answering refused HTTP POST bodies with 400
+check_message(data) -> the typed message, or a `Refusal` saying why not
+EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long)
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
+from collections.abc import Awaitable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = [
@@ -126,20 +128,31 @@ def _envelope_fault(message: dict[str, Any]) -> str | None:
 
 
 class EnvelopeCheck:
-    """ASGI wrapper: a POST body that is not one JSON-RPC message gets a 400 with its error.
+    """ASGI wrapper: a POST body that is not one JSON-RPC message gets a 400 with its error, one
+    longer than `max_body_bytes` a 413 (at once when its Content-Length says so).
 
-    Everything else reaches `app` as it came, the body replayed unchanged. Bound the body's
-    size outside this wrapper: it reads the whole body.
+    Everything else reaches `app` as it came, the body replayed unchanged. Other methods pass
+    unread: the SDK's endpoint bounds their bodies.
     """
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
         self.app = app
+        self.max_body_bytes = max_body_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
+            return self.app(scope, receive, send)  # no frame here while a stream is open
+        return self._check(scope, receive, send)
+
+    async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            if _declared_length(scope) > self.max_body_bytes:
+                raise _TooLarge
+            body, replay = await _buffered(receive, self.max_body_bytes)
+        except _TooLarge:
+            response = Response("Request body too large", status_code=413)  # as the SDK's limit
+            await response(scope, receive, send)
             return
-        body, replay = await buffered_body(receive)
         if body is not None:
             checked = check_message(body)
             if isinstance(checked, Refusal):
@@ -148,10 +161,27 @@ class EnvelopeCheck:
         await self.app(scope, replay, send)
 
 
+class _TooLarge(Exception):
+    """The body is longer than the limit."""
+
+
+def _declared_length(scope: Scope) -> int:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            with suppress(ValueError):
+                return int(value)
+    return 0
+
+
 async def buffered_body(receive: Receive) -> tuple[bytes | None, Receive]:
     """The whole request body (None when the client went away first), and a `receive` that
     gives the app the same messages again."""
-    received: deque[Message] = deque()
+    return await _buffered(receive, None)
+
+
+async def _buffered(receive: Receive, limit: int | None) -> tuple[bytes | None, Receive]:
+    """`buffered_body`, raising `_TooLarge` past `limit` bytes."""
+    received: list[Message] = []
     body = bytearray()
     complete = False
     while not complete:
@@ -160,12 +190,29 @@ async def buffered_body(receive: Receive) -> tuple[bytes | None, Receive]:
         if message["type"] != "http.request":
             break  # the client went away: let the app see that
         body += message.get("body", b"")
+        if limit is not None and len(body) > limit:
+            raise _TooLarge
         complete = not message.get("more_body", False)
+    return (bytes(body) if complete else None), _Replay(received, receive)
 
-    async def replay() -> Message:
-        return received.popleft() if received else await receive()
 
-    return (bytes(body) if complete else None), replay
+class _Replay:
+    """A `receive` giving the messages a layer read, then the client's own.
+
+    Kept small: an HTTP session keeps its last request's `receive` (mcp 2.3.0's dispatcher
+    holds the last message it read, whose metadata is the request) until the next one.
+    """
+
+    __slots__ = ("_read", "_receive")
+
+    def __init__(self, read: list[Message], receive: Receive) -> None:
+        self._read = read
+        self._receive = receive
+
+    async def __call__(self) -> Message:
+        if self._read:
+            return self._read.pop(0)
+        return await self._receive()
 
 
 async def _answer(send: Send, refusal: Refusal) -> None:

@@ -5,15 +5,17 @@
   than loopback without a token is refused before anything binds.
 - DNS rebinding: `Host` and `Origin` must name the bound address, host and port exactly
   (loopback names for loopback), or match an allowed pattern from config (`host_check`).
-- Request bodies above `max_request_bytes` are refused with 413; a body that is not one
-  JSON-RPC message gets its JSON-RPC error (`envelope`).
+- Request bodies above `max_request_bytes` are refused with 413 (POST bodies by `envelope`,
+  the others by the SDK's endpoint); a body that is not one JSON-RPC message gets its
+  JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
 
-Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size,
-envelope, OAuth scopes (`challenges`), session limits, the SDK's session manager.
+Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
+envelope, OAuth scopes (`challenges`), the server's `http_layers`, session limits, the SDK's
+session manager.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
-from mcp.server.transport_security import RequestBodyLimitMiddleware, TransportSecuritySettings
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.authentication import AuthenticationMiddleware
@@ -211,7 +213,7 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
     metadata_url = resource_metadata_url(options.oauth) if options.oauth is not None else None
     if options.oauth is not None and isinstance(policy, ScopePolicy):
         endpoint = ScopeChallenge(endpoint, policy, metadata_url)
-    endpoint = RequestBodyLimitMiddleware(EnvelopeCheck(endpoint), options.max_request_bytes)
+    endpoint = EnvelopeCheck(endpoint, options.max_request_bytes)
     middleware: list[Middleware] = []
     allowed = allowed_hosts(options)
     if allowed is not None:
