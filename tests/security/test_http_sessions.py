@@ -7,11 +7,13 @@ import json
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from types import CoroutineType
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from anyio import TaskInfo
 from anyio.abc import TaskGroup
 
 from gateway.server import HttpOptions, http_app
@@ -143,3 +145,37 @@ async def test_idle_sessions_close_after_the_timeout_and_busy_ones_wait() -> Non
             await gw.sessions.wait_closed(busy.session_id or "")
             assert len(gw.sessions) == 0
             assert await gw.status(busy) == 404
+
+
+async def test_an_open_event_stream_keeps_no_frame_of_the_checks_it_passed() -> None:
+    # An idle session holds its GET stream open as long as it lasts: a layer awaiting the
+    # stream would keep its frame (and what the frame holds) for every idle session.
+    async with gateway(Hold()) as gw:
+        with anyio.fail_after(30):
+            wire = await gw.open()
+            headers = {
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": LEGACY,
+                "Mcp-Session-Id": wire.session_id or "",
+            }
+            async with gw.http.stream("GET", gw.url, headers=headers) as stream:
+                assert stream.status_code == 200
+                streaming = [
+                    chain
+                    for chain in map(_awaiting, anyio.get_running_tasks())
+                    if any(name.endswith("._handle_get_request") for name in chain)
+                ]
+    assert len(streaming) == 1
+    ours = [name for name in streaming[0] if name.startswith("gateway.")]
+    assert ours == ["gateway.server.transports.http_sessions.SessionLimits._serve_in_session"]
+
+
+def _awaiting(task: TaskInfo) -> list[str]:
+    """The coroutines `task` is in, outermost first, as `module.qualname`."""
+    names: list[str] = []
+    coro: object = task.coro
+    while isinstance(coro, CoroutineType) and coro.cr_frame is not None:
+        frame = coro.cr_frame
+        names.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
+        coro = coro.cr_await
+    return names

@@ -24,7 +24,7 @@ SDK untouched:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -101,10 +101,12 @@ class PassThrough:
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if not is_modern_post(scope):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # no frame here while a stream is open
+        return self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         body, replay = await buffered_body(receive)
         call = self._eligible(scope, body) if body is not None else None
         if call is None:

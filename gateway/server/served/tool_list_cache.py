@@ -47,10 +47,12 @@ class ToolListCache:
         self.reused = 0
         """Requests answered from a kept answer (for tests and the curious)."""
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if not is_modern_post(scope):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # no frame here while a stream is open
+        return self._serve(scope, receive, send)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         body, replay = await buffered_body(receive)
         request = _listing_request(posted_object(scope, body)) if body is not None else None
         if request is None:

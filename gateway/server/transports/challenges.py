@@ -17,7 +17,7 @@ metadata (`resource_metadata`) and the scopes wanted (`scope`):
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -71,10 +71,10 @@ class RequireToken:
         self.required = list(required)
         self.metadata_url = metadata_url
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         user = _user(scope)
         if user is None:
-            await send_challenge(
+            return send_challenge(
                 send,
                 401,
                 "invalid_token",
@@ -82,10 +82,9 @@ class RequireToken:
                 scope=" ".join(self.required),
                 metadata_url=self.metadata_url,
             )
-            return
         missing = [name for name in self.required if name not in user.scopes]
         if missing:
-            await send_challenge(
+            return send_challenge(
                 send,
                 403,
                 "insufficient_scope",
@@ -93,8 +92,7 @@ class RequireToken:
                 scope=" ".join(dict.fromkeys([*user.scopes, *self.required])),
                 metadata_url=self.metadata_url,
             )
-            return
-        await self.app(scope, receive, send)
+        return self.app(scope, receive, send)  # no frame here while a stream is open
 
 
 class ScopeChallenge:
@@ -107,7 +105,7 @@ class ScopeChallenge:
         self.policy = policy
         self.metadata_url = metadata_url
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         user = _user(scope)
         if (
             scope["type"] != "http"
@@ -115,8 +113,12 @@ class ScopeChallenge:
             or user is None
             or not self.policy.restricts(user.access_token)
         ):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)  # no frame here while a stream is open
+        return self._check(user, scope, receive, send)
+
+    async def _check(
+        self, user: AuthenticatedUser, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         body, replay = await buffered_body(receive)
         request = _request(body) if body is not None else None
         if request is not None:

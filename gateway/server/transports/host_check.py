@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = ["LOOPBACK_NAMES", "AllowedHosts", "HostCheck", "is_loopback"]
@@ -134,17 +135,17 @@ class HostCheck:
         self.app = app
         self.allowed = allowed
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers: list[tuple[bytes, bytes]] = scope["headers"]
-            hosts = [v.decode("latin-1") for k, v in headers if k == b"host"]
-            origins = [v.decode("latin-1") for k, v in headers if k == b"origin"]
-            if len(hosts) != 1 or not self.allowed.allows_host(hosts[0]):
-                response = PlainTextResponse("Invalid Host header", status_code=421)
-                await response(scope, receive, send)
-                return
-            if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):
-                response = PlainTextResponse("Invalid Origin header", status_code=403)
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        refusal = self._refusal(scope["headers"]) if scope["type"] == "http" else None
+        if refusal is not None:
+            return refusal(scope, receive, send)
+        return self.app(scope, receive, send)  # no frame here while a stream is open
+
+    def _refusal(self, headers: list[tuple[bytes, bytes]]) -> Response | None:
+        hosts = [v.decode("latin-1") for k, v in headers if k == b"host"]
+        origins = [v.decode("latin-1") for k, v in headers if k == b"origin"]
+        if len(hosts) != 1 or not self.allowed.allows_host(hosts[0]):
+            return PlainTextResponse("Invalid Host header", status_code=421)
+        if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):
+            return PlainTextResponse("Invalid Origin header", status_code=403)
+        return None

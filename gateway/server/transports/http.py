@@ -15,7 +15,9 @@
 
 Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
 envelope, OAuth scopes (`challenges`), the server's `http_layers`, session limits, the SDK's
-session manager.
+session manager. A layer hands what it lets through on as the next layer's awaitable (a plain
+`def __call__`) rather than awaiting it in a frame of its own: an open GET stream (one per
+idle 2025-era session) would keep every such frame alive.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
+from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
@@ -107,26 +108,24 @@ class SessionLimits:
         """Closes idle sessions while the block runs."""
         return in_background(self._close_idle_sessions, wait_started=False)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         session_id = next((v.decode("latin-1") for k, v in headers if k == _SESSION_ID), None)
         if session_id is not None:
-            await self._serve_in_session(session_id, scope, receive, send)
+            session = self._sessions.get(session_id)
+            if session is not None and session.owner == _owner(scope):
+                return self._serve_in_session(session_id, session, scope, receive, send)
         elif scope["method"] == "POST" and _handshake_era(headers):
-            await self._serve_opening(scope, receive, send)
-        else:  # a 2026-07-28 request, or one the SDK refuses for want of a session id
-            await self.app(scope, receive, send)
+            return self._serve_opening(scope, receive, send)
+        # A 2026-07-28 request, one the SDK refuses for want of a session id, or one for a
+        # session it does not know (or not for this credential): the SDK answers.
+        return self.app(scope, receive, send)
 
     async def _serve_in_session(
-        self, session_id: str, scope: Scope, receive: Receive, send: Send
+        self, session_id: str, session: _Session, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        session = self._sessions.get(session_id)
-        if session is None or session.owner != _owner(scope):
-            await self.app(scope, receive, send)
-            return
         if not session.in_flight:
             session.idle = anyio.Event()
         session.in_flight += 1
