@@ -21,7 +21,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Awaitable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -62,9 +62,25 @@ class _Session:
     """The opening request's `scope["user"]`, for the DELETE made in its name."""
     last_active: float
     in_flight: int = 1
-    idle: anyio.Event = field(default_factory=anyio.Event)
-    """Set while no request is in flight."""
-    closed: anyio.Event = field(default_factory=anyio.Event)
+    idle: anyio.Event | None = None
+    """Set once no request is in flight; made for a `wait_idle` only (an event is ~0.8 kB)."""
+    closed: anyio.Event | None = None
+    """Set once the session is closed; made for a `wait_closed` only."""
+
+
+class _Status:
+    """`send` noting the response's status (0 until it starts)."""
+
+    __slots__ = ("_send", "status")
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.status = 0
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and not self.status:
+            self.status = message["status"]
+        await self._send(message)
 
 
 class SessionLimits:
@@ -87,13 +103,17 @@ class SessionLimits:
     async def wait_idle(self, session_id: str) -> None:
         """Return once the session has no request in flight (at once if it is not open)."""
         session = self._sessions.get(session_id)
-        if session is not None:
+        if session is not None and session.in_flight:
+            if session.idle is None:
+                session.idle = anyio.Event()
             await session.idle.wait()
 
     async def wait_closed(self, session_id: str) -> None:
         """Return once the session is closed (at once if it is not open)."""
         session = self._sessions.get(session_id)
         if session is not None:
+            if session.closed is None:
+                session.closed = anyio.Event()
             await session.closed.wait()
 
     async def close_all(self) -> None:
@@ -126,21 +146,13 @@ class SessionLimits:
     async def _serve_in_session(
         self, session_id: str, session: _Session, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        if not session.in_flight:
-            session.idle = anyio.Event()
         session.in_flight += 1
-        statuses: list[int] = []
-
-        async def watch(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                statuses.append(message["status"])
-            await send(message)
-
+        watch = _Status(send)
         try:
             await self.app(scope, receive, watch)
         finally:
             self._request_ended(session_id, session)
-        status = statuses[0] if statuses else 0
+        status = watch.status
         gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
         if gone and self._sessions.get(session_id) is session:
             self._forget(session_id)
@@ -183,7 +195,9 @@ class SessionLimits:
         if session.in_flight or self._sessions.get(session_id) is not session:
             return
         session.last_active = anyio.current_time()
-        session.idle.set()
+        if session.idle is not None:
+            session.idle.set()
+            session.idle = None
         self._sessions.move_to_end(session_id)
         if self._timer_waits:
             self._wake.set()
@@ -260,8 +274,9 @@ class SessionLimits:
 
     def _forget(self, session_id: str) -> _Session:
         session = self._sessions.pop(session_id)
-        session.closed.set()
-        session.idle.set()
+        for event in (session.closed, session.idle):
+            if event is not None:
+                event.set()
         return session
 
 
