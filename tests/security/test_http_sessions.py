@@ -3,7 +3,9 @@ recently active idle session first. A closed session answers 404 (the spec's "st
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -15,6 +17,7 @@ import httpx2
 import pytest
 from anyio import TaskInfo
 from anyio.abc import TaskGroup
+from starlette.types import Message, Scope
 
 from gateway.server import HttpOptions, http_app
 from gateway.server.transports.http_sessions import SessionLimits
@@ -168,6 +171,59 @@ async def test_an_open_event_stream_keeps_no_frame_of_the_checks_it_passed() -> 
     assert len(streaming) == 1
     ours = [name for name in streaming[0] if name.startswith("gateway.")]
     assert ours == ["gateway.server.transports.http_sessions.SessionLimits._serve_in_session"]
+
+
+async def test_an_open_session_keeps_nothing_of_the_connection_its_last_request_came_on() -> None:
+    # The SDK keeps a session's last request, and the `receive` it was given, until the next
+    # one; behind that `receive` is the server's connection (uvicorn's: transport, socket).
+    app = http_app(serve(calculator_gateway(), expose_tools=True), HttpOptions("127.0.0.1", 0))
+    body = json.dumps(initialize()).encode()
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"accept", b"application/json, text/event-stream"),
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+    ]
+    scope: Scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/mcp",
+        "raw_path": b"/mcp",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    statuses: list[int] = []
+
+    async def send(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            statuses.append(message["status"])
+
+    async with app.router.lifespan_context(app):
+        with anyio.fail_after(30):
+            connection = _Connection(body)
+            ended = weakref.ref(connection)
+            await app(scope, connection, send)
+            del connection
+            gc.collect()
+            assert statuses == [200]
+            assert len(app.state.sessions) == 1
+            assert ended() is None
+
+
+class _Connection:
+    """The server's `receive` for one request: its body, then the end of the request."""
+
+    def __init__(self, body: bytes) -> None:
+        self.messages: list[Message] = [{"type": "http.request", "body": body}]
+
+    async def __call__(self) -> Message:
+        return self.messages.pop(0) if self.messages else {"type": "http.disconnect"}
 
 
 def _awaiting(task: TaskInfo) -> list[str]:
