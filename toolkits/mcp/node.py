@@ -133,6 +133,8 @@ class McpToolkit(InBackground):
             name, self._session, timeout=config.timeout, log=self._log
         )
         self._listing: dict[str, mcp_types.Tool] = {}
+        self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
+        """The listing and names `_tools` were made of (each node's listing renames them all)."""
         self._tools: tuple[Tool, ...] = ()
         self._routes: dict[str, str] = {}
         self._listeners = {
@@ -235,6 +237,10 @@ class McpToolkit(InBackground):
         """
         if set(names) != set(self._listing):
             names = resolve_tool_names([self.node_tools])[self._name]
+        named = (self._listing, dict(names))
+        if named[0] is self._named[0] and named[1] == self._named[1]:
+            return False  # another node's listing came: ours and its names are as they were
+        self._named = named
         tools = tuple(self._to_tool(names[orig], tool) for orig, tool in self._listing.items())
         self._routes = invert(names)
         if tools == self._tools:
