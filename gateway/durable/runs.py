@@ -19,7 +19,7 @@ import os
 import socket
 import sqlite3
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Sequence
+from collections.abc import AsyncGenerator, Collection, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, closing
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -37,6 +37,7 @@ from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
+from .dbos_journal import DbosJournal
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -116,30 +117,6 @@ class _Execution:
     def stir(self) -> None:
         self.stirred.set()
         self.stirred = anyio.Event()
-
-
-class DbosJournal:
-    """Answers calls recorded by an earlier execution of this workflow by their names; runs
-    the others as DBOS steps named after them."""
-
-    def __init__(self, recorded: dict[str, JsonValue]) -> None:
-        self._recorded = recorded
-
-    async def record(
-        self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
-    ) -> JsonValue:
-        if name in self._recorded:
-            return self._recorded[name]
-        # A nested call (an agent) runs outside any step, and only its result is recorded:
-        # DBOS would run a step's own steps as plain calls, unrecorded.
-        done: JsonValue = await call() if nested else None
-
-        async def step() -> JsonValue:
-            return done if nested else await call()
-
-        result: JsonValue = await DBOS.run_step_async({"name": name}, step)
-        _log.info("recorded %s", name)
-        return result
 
 
 @dataclass(slots=True)
@@ -496,10 +473,8 @@ class DurableRuns:
         inputs = found[0].input if found else None
         return RunState.model_validate_json(inputs["args"][0]) if inputs else None
 
-    async def forget_finished(self, keep_days: float | None) -> int:
-        """Delete the runs that finished more than `keep_days` ago (None: none); how many."""
-        if keep_days is None:
-            return 0
+    async def forget_finished(self, keep_days: float) -> int:
+        """Delete the runs that finished more than `keep_days` ago; how many."""
         before = datetime.now(UTC) - timedelta(days=keep_days)
         old = await self._client.list_workflows_async(
             name=WORKFLOW,
