@@ -24,10 +24,11 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import Gateway
 from gateway.server import HttpOptions, http_app
+from gateway.server.served import pass_through
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.oauth import oauth_world
@@ -49,6 +50,7 @@ class Downstream:
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.cancelled = anyio.Event()
+        self.release = anyio.Event()
         server = self.server = MCPServer("down")
 
         @server.tool()
@@ -96,6 +98,12 @@ class Downstream:
             finally:
                 self.cancelled.set()
             return "never"  # pragma: no cover
+
+        @server.tool()
+        async def held() -> str:
+            """Answer once released."""
+            await self.release.wait()
+            return "released"
 
     def app(self) -> Any:
         return self.server.streamable_http_app(host="127.0.0.1")
@@ -218,6 +226,60 @@ async def test_a_call_the_client_cancels_is_cancelled_at_the_server() -> None:
     assert layer is not None
     assert layer.forwarded == 1
     assert after.content == [types.TextContent(text="still here")]
+
+
+class Pings:
+    """ASGI middleware noting the keep-alive pings in the answers it sends."""
+
+    def __init__(self, app: ASGIApp, wanted: int) -> None:
+        self.app = app
+        self.wanted = wanted
+        self.seen = 0
+        self.enough = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def noting(message: Message) -> None:
+            if message["type"] == "http.response.body" and message["body"] == b": ping\r\n\r\n":
+                self.seen += 1
+                if self.seen == self.wanted:
+                    self.enough.set()
+            await send(message)
+
+        await self.app(scope, receive, noting)
+
+
+async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(pass_through, "_PING_SECONDS", 0.05)
+    down = Downstream()
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            McpToolkit("d", McpServerConfig(url=f"{base}/mcp", protocol="auto")) as node,
+        ):
+            app = http_app(
+                serve(Gateway([node], []), expose_tools=True), HttpOptions("127.0.0.1", 0)
+            )
+            pings = Pings(app, wanted=3)
+            async with (
+                serve_on_loopback(pings) as front_base,
+                Client(f"{front_base}/mcp") as client,
+            ):
+                await client.list_tools()
+                results: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    results.append(await client.call_tool("d__held", {}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await pings.enough.wait()
+                    down.release.set()
+    [layer] = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
+    assert layer.forwarded == 1
+    assert [result.content for result in results] == [[types.TextContent(text="released")]]
+    assert pings.seen >= 3
 
 
 async def test_a_call_that_times_out_is_cancelled_and_says_so() -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 from mcp.server.connection import allowed_log_levels
 from mcp.server.streamable_http import check_accept_headers
@@ -199,8 +200,7 @@ class PassThrough:
         forward = call.forward
         result: JsonObject | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-            tg.start_soon(reply.keep_alive)
+            tg.start_soon(reply.watch, receive, tg.cancel_scope)
             try:
                 async with self._gateway.node_limit(forward.node):
                     result = await forward.call(
@@ -222,7 +222,12 @@ class PassThrough:
                 result = _failed(forward, "the server ended the session")
             self.forwarded += 1
             await reply.final(self._for_client(result, call.protocol_version))
-            tg.cancel_scope.cancel()
+            # The server tells a pending `receive` that the answer is complete, so the watcher
+            # ends by itself; cancelling it would cost more than the rest of the hop's
+            # bookkeeping (anyio formats the task's repr into every cancel reason).
+            await anyio.lowlevel.checkpoint()
+            if not reply.watch_ended:  # a server that does not say so
+                tg.cancel_scope.cancel()
         return True
 
     def _for_client(self, result: JsonObject, version: str) -> JsonObject:
@@ -253,6 +258,8 @@ class _Reply:
         self._lock = anyio.Lock()
         self._quiet_since = anyio.current_time()
         self.started = False
+        self.complete = False
+        self.watch_ended = False
 
     async def event(self, method: str, params: JsonObject) -> None:
         data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
@@ -262,6 +269,7 @@ class _Reply:
     async def final(self, result: JsonObject) -> None:
         data = json_bytes({"jsonrpc": "2.0", "id": self._id, "result": result})
         async with self._lock:
+            self.complete = True
             if self.started:
                 await self._send(
                     {
@@ -278,13 +286,20 @@ class _Reply:
             await self._send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._send({"type": "http.response.body", "body": data})
 
-    async def keep_alive(self) -> None:
-        """Pings through silence, so a proxy's idle timeout does not end a long call."""
+    async def watch(self, receive: Receive, call: anyio.CancelScope) -> None:
+        """Until the answer is complete: cancel `call` if the client goes away, and ping
+        through silence, so a proxy's idle timeout does not end a long call."""
         while True:
-            await anyio.sleep_until(self._quiet_since + _PING_SECONDS)
+            with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
+                if (await receive())["type"] == "http.disconnect":
+                    break
+                continue
             async with self._lock:
                 if anyio.current_time() >= self._quiet_since + _PING_SECONDS:
                     await self._stream(b": ping\r\n\r\n")
+        self.watch_ended = True
+        if not self.complete:
+            call.cancel()
 
     async def _stream(self, chunk: bytes) -> None:
         if not self.started:
@@ -314,12 +329,6 @@ def _refusal(request: JsonObject) -> str:
         if missing is not None:
             return missing
     return f"the upstream client cannot answer {typed.method}"
-
-
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-    scope.cancel()
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:
