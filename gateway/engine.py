@@ -96,7 +96,7 @@ class Gateway:
         """A fresh client's share of the nodes (see `limits`)."""
         return PerNode(self.max_concurrency)
 
-    def node_limit(self, node: str) -> anyio.CapacityLimiter:
+    def node_limit(self, node: str) -> anyio.Semaphore:
         """How many calls `node` takes at once, from every client (see `limits`)."""
         return self._node_limits.limiter(node)
 

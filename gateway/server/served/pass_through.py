@@ -255,7 +255,7 @@ class _Reply:
     def __init__(self, send: Send, request_id: types.RequestId) -> None:
         self._send = send
         self._id = request_id
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # writers always await the send inside
         self._quiet_since = anyio.current_time()
         self.started = False
         self.complete = False
