@@ -60,6 +60,11 @@ def _no_constants(name: str) -> NoReturn:
 
 def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
     """One JSON-RPC 2.0 message as MCP uses it (params and results are objects), or why not."""
+    decoded = _decoded(data)
+    return decoded if isinstance(decoded, Refusal) else _checked(decoded)
+
+
+def _decoded(data: bytes) -> Any | Refusal:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -67,9 +72,12 @@ def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
     try:
         # NaN and Infinity are Python's, not JSON's. Too many digits is a ValueError, deep
         # nesting a RecursionError.
-        decoded: Any = json.loads(text, parse_constant=_no_constants)
+        return json.loads(text, parse_constant=_no_constants)
     except (ValueError, RecursionError):
         return Refusal(types.PARSE_ERROR, "Parse error: not valid JSON")
+
+
+def _checked(decoded: Any) -> types.JSONRPCMessage | Refusal:
     if isinstance(decoded, list):
         return _invalid("batches are not supported")
     if not isinstance(decoded, dict):
@@ -154,10 +162,12 @@ class EnvelopeCheck:
             await response(scope, receive, send)
             return
         if body is not None:
-            checked = check_message(body)
+            decoded = _decoded(body)
+            checked = decoded if isinstance(decoded, Refusal) else _checked(decoded)
             if isinstance(checked, Refusal):
                 await _answer(send, checked)
                 return
+            scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
         try:
             await self.app(scope, replay, send)
         finally:
