@@ -10,6 +10,7 @@ import pytest
 from anyio.abc import SocketAttribute
 
 from tests.servers.scripted_http import CLOSE, ok, scripted
+from toolkits.mcp import lean_response
 from toolkits.mcp.lean_http import LeanHttp
 from toolkits.mcp.oauth import LazyOAuth, McpOAuth
 from toolkits.mcp.transport import HttpLink
@@ -171,6 +172,38 @@ async def test_leaving_early_reads_the_rest_and_keeps_the_connection() -> None:
         assert lean.idle == 1
         assert await post(lean) == b"next"
         assert lean.opened == 1
+
+
+async def test_the_last_chunk_is_read_when_the_connection_is_next_taken_not_before_leaving() -> (
+    None
+):
+    event = chunk(b"data: 1\n\n")
+    async with (
+        scripted([CHUNKED + event, b"0\r\n\r\n"], [ok(b"next")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        async with lean.post(b"{}", {}) as response:
+            lines = response.aiter_lines()
+            assert [await anext(lines), await anext(lines)] == ["data: 1", ""]
+        assert response.unread  # the caller goes on at once; the server sends "0" later
+        assert lean.idle == 1
+        assert await post(lean) == b"next"
+        assert not response.unread
+        assert (server.connections, lean.opened, lean.idle) == (1, 1, 1)
+
+
+async def test_an_unread_rest_that_does_not_end_in_time_costs_the_connection_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lean_response, "_DRAIN_SECONDS", 0.05)
+    async with (
+        scripted([CHUNKED + chunk(b"data: 1\n\n")], [ok(b"next")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        async with lean.post(b"{}", {}) as response:
+            assert await anext(response.aiter_lines()) == "data: 1"
+        assert await post(lean) == b"next"  # on a new connection
+        assert (server.connections, lean.opened) == (2, 2)
 
 
 async def test_an_error_inside_the_block_closes_the_connection() -> None:

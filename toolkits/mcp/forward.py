@@ -23,8 +23,8 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -111,13 +111,14 @@ class Forward:
                         return None
                     if self.lean is not None and response.status_code in (401, 403):
                         return None  # refused unread: httpx2's auth flow answers on the usual path
-                    messages = _messages(response, self.max_event_bytes)
-                    async for message in messages:
-                        if message.get("id") == request_id and "method" not in message:
-                            return await self._result(message)
-                        await self._on_message(
-                            message, request_id, deadline, on_progress, on_log, refuse
-                        )
+                    # Closed here, not by the event loop's finalizer (a task per call).
+                    async with aclosing(_messages(response, self.max_event_bytes)) as messages:
+                        async for message in messages:
+                            if message.get("id") == request_id and "method" not in message:
+                                return await self._result(message)
+                            await self._on_message(
+                                message, request_id, deadline, on_progress, on_log, refuse
+                            )
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
             if not sent:
                 return None
@@ -233,23 +234,28 @@ class _Response(Protocol):
     def aiter_lines(self) -> AsyncIterator[str]: ...
 
 
-async def _messages(response: _Response, max_event_bytes: int) -> AsyncIterator[JsonObject]:
+async def _messages(response: _Response, max_event_bytes: int) -> AsyncGenerator[JsonObject]:
     """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
     if response.headers.get("content-type", "").startswith("application/json"):
         yield _object(await response.aread())
         return
     data: list[str] = []
     size = 0
-    async for line in response.aiter_lines():
-        if line.startswith("data:"):
-            chunk = line[5:].removeprefix(" ")
-            size += len(chunk)
-            if size > max_event_bytes:
-                raise ValueError(f"an event is larger than {max_event_bytes} bytes")
-            data.append(chunk)
-        elif not line and data:
-            yield _object("\n".join(data))
-            data, size = [], 0
+    lines = response.aiter_lines()
+    try:
+        async for line in lines:
+            if line.startswith("data:"):
+                chunk = line[5:].removeprefix(" ")
+                size += len(chunk)
+                if size > max_event_bytes:
+                    raise ValueError(f"an event is larger than {max_event_bytes} bytes")
+                data.append(chunk)
+            elif not line and data:
+                yield _object("\n".join(data))
+                data, size = [], 0
+    finally:
+        if isinstance(lines, AsyncGenerator):
+            await lines.aclose()
 
 
 def _object(text: str | bytes) -> JsonObject:

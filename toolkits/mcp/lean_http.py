@@ -9,7 +9,10 @@ request in one write on a kept-alive TCP connection and reads the answer itself
 
 It is for where httpx2 adds nothing (`usable`): plain http://, no proxy; its user also leaves
 it when an auth flow or cookies are in play (`HttpLink.lean`). A connection goes back to the
-small idle pool only when its answer was read to the end and may be reused. A kept connection
+small idle pool when its answer was read to the end and may be reused, or when only its rest is
+unread: a chunked answer's last chunk often comes a moment after the message the caller waited
+for (~0.2 ms from an SDK server), so the rest is read when the connection is next taken, by
+then long arrived, instead of before the caller may go on. A kept connection
 that fails before any byte of the answer arrived was most likely closed by the server while
 idle: the request is sent once more on a new connection (never otherwise: a POST is not
 repeated once the server may have acted on it).
@@ -60,7 +63,8 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         }
         self._headers = _checked({**defaults, **{k.lower(): v for k, v in headers.items()}})
         self._connect_timeout = connect_timeout
-        self._idle: list[ByteStream] = []
+        self._idle: list[tuple[ByteStream, LeanResponse | None]] = []
+        """Kept connections, each with the answer whose rest is still to be read, if any."""
         self._busy: set[ByteStream] = set()
         self._closed = False
         self.opened = 0
@@ -85,21 +89,23 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
     @asynccontextmanager
     async def post(self, body: bytes, headers: Mapping[str, str]) -> AsyncGenerator[LeanResponse]:
         """Send `body`; the response once its head arrived. Leaving the block keeps the
-        connection if the answer is (or soon is) read to the end; an error closes it."""
+        connection if the answer is (or may still be) read to the end; an error closes it."""
         merged = {**self._headers, **_checked({k.lower(): v for k, v in headers.items()})}
         head = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
         head += f"content-length: {len(body)}\r\n\r\n"
         response = await self._send(self._request_line + head.encode("latin-1") + body)
-        keep = False
         try:
             yield response
-            keep = await response.finish()
-        finally:
-            await (self._release if keep else self._discard)(response.stream)
+        except BaseException:
+            await self._discard(response.stream)
+            raise
+        await self._release(response)
 
     async def _send(self, request: bytes) -> LeanResponse:
-        kept = bool(self._idle)
-        stream = self._idle.pop() if kept else await self._open()
+        stream = await self._kept()
+        kept = stream is not None
+        if stream is None:
+            stream = await self._open()
         while True:
             self._busy.add(stream)
             response = LeanResponse(stream)
@@ -112,7 +118,7 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
                 if not kept:
                     raise exc.error from exc.__cause__
                 # The server closed its idle end; the older idle ones are closed too, likely.
-                await _close_all(self._idle)
+                await _close_all(self._take_idle())
                 kept, stream = False, await self._open()
             except BaseException:
                 await self._discard(stream)
@@ -131,33 +137,47 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         self.opened += 1
         return stream
 
-    async def _release(self, stream: ByteStream) -> None:
+    async def _kept(self) -> ByteStream | None:
+        """A kept connection, its last answer read to the end; None if none is left."""
+        while self._idle:
+            stream, unread = self._idle.pop()
+            self._busy.add(stream)
+            if unread is None or await unread.finish():
+                return stream
+            await self._discard(stream)
+        return None
+
+    async def _release(self, response: LeanResponse) -> None:
+        stream = response.stream
         self._busy.discard(stream)
-        if self._closed or len(self._idle) >= _IDLE_LIMIT:
+        unread = response.unread
+        if self._closed or len(self._idle) >= _IDLE_LIMIT or not (unread or response.reusable):
             await anyio.aclose_forcefully(stream)
         else:
-            self._idle.append(stream)
+            self._idle.append((stream, response if unread else None))
 
     async def _discard(self, stream: ByteStream) -> None:
         self._busy.discard(stream)
         await anyio.aclose_forcefully(stream)
 
+    def _take_idle(self) -> list[ByteStream]:
+        idle, self._idle = self._idle, []
+        return [stream for stream, _ in idle]
+
     async def aclose(self) -> None:
         """Close every connection, those of responses being read too (their reads fail)."""
         self._closed = True
-        await _close_all(self._idle)
-        await _close_all(self._busy)
+        busy, self._busy = list(self._busy), set[ByteStream]()
+        await _close_all(self._take_idle() + busy)
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
 
 
-async def _close_all(streams: list[ByteStream] | set[ByteStream]) -> None:
-    closing = list(streams)
-    streams.clear()
+async def _close_all(streams: list[ByteStream]) -> None:
     # Shielded: under a cancelled scope the first close would raise and skip the others.
     with anyio.CancelScope(shield=True):
-        for stream in closing:
+        for stream in streams:
             await anyio.aclose_forcefully(stream)
 
 

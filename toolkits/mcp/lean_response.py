@@ -100,7 +100,7 @@ class LeanResponse:
         """The body's lines as server-sent events end them: LF, CRLF or CR."""
         parts: list[bytes] = []
         after_cr = False  # a piece ended with CR: an LF opening the next one belongs to it
-        async for data in self.aiter_bytes():
+        while data := await self._read():  # not `aiter_bytes`: the loop closes one left early
             if after_cr and data.startswith(b"\n"):
                 data = data[1:]
             after_cr = data.endswith(b"\r")
@@ -117,17 +117,27 @@ class LeanResponse:
         if parts:
             yield b"".join(parts).decode("utf-8", "replace")
 
+    @property
+    def unread(self) -> bool:
+        """Whether the rest of the answer may still be read to its end (`finish`)."""
+        return not self._done and self._framing != "close"
+
+    @property
+    def reusable(self) -> bool:
+        """Whether the answer was read to its end and the connection may carry another."""
+        return self._done and self._reusable and not self._buffer
+
     async def finish(self) -> bool:
         """Whether the connection may carry the next request: the answer was read to its end,
         now or within a short drain of its unread rest, and nothing followed it."""
-        if not self._done and self._framing != "close":
+        if self.unread:
             with anyio.move_on_after(_DRAIN_SECONDS):
                 try:
                     while await self._read():
                         pass
                 except httpx2.HTTPError:
                     return False
-        return self._done and self._reusable and not self._buffer
+        return self.reusable
 
     async def _read(self) -> bytes:
         """The next piece of the body; b"" at its end."""
