@@ -113,7 +113,7 @@ class PassThrough:
         if call is None:
             await self.app(scope, replay, send)
             return
-        if not await self._forward(call, replay, send):
+        if not await self._forward(call, receive, send):  # the body read: what comes is the end
             assert body is not None
             await self.app(scope, _replaying(body, receive), send)
 
