@@ -142,8 +142,12 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         while self._idle:
             stream, unread = self._idle.pop()
             self._busy.add(stream)
-            if unread is None or await unread.finish():
-                return stream
+            try:
+                if unread is None or await unread.finish():
+                    return stream
+            except BaseException:  # cancelled while reading the rest: the connection goes
+                await self._discard(stream)
+                raise
             await self._discard(stream)
         return None
 
