@@ -42,6 +42,7 @@ from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
+from .served.handshake_sessions import HandshakeSessions
 from .served.pass_through import PassThrough
 from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
@@ -304,9 +305,16 @@ def _http_layers(
     layers: list[Callable[[ASGIApp], ASGIApp]] = [partial(ToolListCache, list_tools=router.current)]
     if proxied is not None and settings.pass_through and not gateway.hooks:
         stamp: Callable[[], dict[str, Any]] = lambda: server.server_info_stamp  # noqa: E731
+        sessions = HandshakeSessions()
+        server.middleware.append(sessions.track)
         layers.append(
             partial(
-                PassThrough, gateway=gateway, tools=proxied, served_by=router.served_by, stamp=stamp
+                PassThrough,
+                gateway=gateway,
+                tools=proxied,
+                served_by=router.served_by,
+                stamp=stamp,
+                sessions=sessions,
             )
         )
     return layers

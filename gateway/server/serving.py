@@ -66,10 +66,13 @@ class ClientQuotas:
             if self._sole is None:
                 self._sole = gateway.client_quota()
             return self._sole
-        key = connection_of(ctx) or ctx.session
-        quota = self._by_connection.get(key)
+        return self.of_connection(connection_of(ctx) or ctx.session, gateway)
+
+    def of_connection(self, connection: object, gateway: Gateway) -> PerNode:
+        """The share of the client on `connection` (a handshake-era client is its connection)."""
+        quota = self._by_connection.get(connection)
         if quota is None:
-            quota = self._by_connection[key] = gateway.client_quota()
+            quota = self._by_connection[connection] = gateway.client_quota()
         return quota
 
 

@@ -10,6 +10,7 @@ stream.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -20,7 +21,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkits import ServerLogHandler
 
-__all__ = ["NOTIFY_TIMEOUT", "client_log_levels", "log_relay", "send_log"]
+__all__ = ["NOTIFY_TIMEOUT", "client_log_levels", "log_levels", "log_relay", "send_log"]
 
 NOTIFY_TIMEOUT = 5.0
 """A notification that cannot be written in this long is dropped: the work never waits on it."""
@@ -30,8 +31,15 @@ log = logging.getLogger(__name__)
 
 def client_log_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.LoggingLevel]:
     """The levels the client of `ctx` takes log messages at, for this request."""
-    levels = allowed_log_levels(ctx.protocol_version, ctx.meta)
-    if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+    return log_levels(ctx.protocol_version, ctx.meta)
+
+
+def log_levels(
+    protocol_version: str, meta: Mapping[str, Any] | None
+) -> frozenset[types.LoggingLevel]:
+    """The levels a `protocol_version` client takes log messages at, for a request with `meta`."""
+    levels = allowed_log_levels(protocol_version, meta)
+    if protocol_version not in MODERN_PROTOCOL_VERSIONS:
         levels -= {"debug"}
     return levels
 

@@ -13,33 +13,42 @@ they come (`application/json`, or `text/event-stream` once there is something to
 A call takes this path only where the usual path would do the same; anything else goes to the
 SDK untouched:
 - a 2026-07-28 POST of one `tools/call` that the SDK's envelope ladder accepts, with no
-  `Mcp-Param-*` header and no input responses or request state (no round to resume);
+  `Mcp-Param-*` header and no input responses or request state (no round to resume); or a
+  `tools/call` POST on a live, initialized 2025-era session (`handshake_sessions`), which is
+  answered as the SDK answers that session: in its protocol version's shape, its log levels,
+  its client's share of the nodes, cancelled by the client's `notifications/cancelled` (not by
+  a closed stream: the spec says a disconnect is no cancel) and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round;
 - a tool of an exposed MCP node whose node has a live handshake-era HTTP session now;
 - a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
 `[gateway] pass_through = false` turns it off.
+
+Over HTTP it sits inside the session limits, which count a session's calls passed through as
+its activity, and in front of an SDK session manager with no event store (nothing to resume:
+a stream that closes loses what was not sent, on either path).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types as types
-from mcp.server.connection import allowed_log_levels
-from mcp.server.streamable_http import check_accept_headers
+from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
 from mcp.shared.inbound import (
     InboundModernRoute,
     classify_inbound_request,
     find_duplicated_routing_header,
 )
 from mcp_types import SERVER_INFO_META_KEY
-from mcp_types.methods import serialize_server_result
+from mcp_types.methods import serialize_server_result, validate_client_request
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -50,7 +59,9 @@ from toolkits.mcp import Forward, McpToolkit
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
+from ..notifications.log_messages import log_levels
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
+from .handshake_sessions import HandshakeSessions, OpenSession, Stopped
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -80,6 +91,8 @@ class _Call:
     progress_token: types.ProgressToken | None
     log_levels: frozenset[str]
     protocol_version: str
+    session: OpenSession | None = None
+    """The 2025-era session the call came on; None for a 2026-07-28 call."""
 
 
 class PassThrough:
@@ -93,19 +106,27 @@ class PassThrough:
         tools: ProxiedTools,
         served_by: Callable[[str], object],
         stamp: Callable[[], JsonObject],
+        sessions: HandshakeSessions | None = None,
     ) -> None:
         self.app = app
         self._gateway = gateway
         self._tools = tools
         self._served_by = served_by
         self._stamp = stamp
+        self._sessions = sessions
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if not is_modern_post(scope):
-            return self.app(scope, receive, send)  # no frame here while a stream is open
-        return self._serve(scope, receive, send)
+        if is_modern_post(scope):
+            return self._serve(scope, receive, send)
+        if self._sessions is not None and scope["type"] == "http":
+            session = self._sessions.find(scope)
+            if session is not None and scope["method"] == "POST":
+                return self._serve_session(session, scope, receive, send)
+            if session is not None and scope["method"] == "DELETE":
+                self._sessions.deleting(session)
+        return self.app(scope, receive, send)  # no frame here while a stream is open
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         body, replay = await buffered_body(receive)
@@ -116,6 +137,50 @@ class PassThrough:
         if not await self._forward(call, receive, send):  # the body read: what comes is the end
             assert body is not None
             await self.app(scope, _replaying(body, receive), send)
+
+    async def _serve_session(
+        self, session: OpenSession, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        body, replay = await buffered_body(receive)
+        fields = posted_object(scope, body) if body is not None else None
+        call = self._in_session(session, scope, fields) if fields is not None else None
+        if call is None:
+            if fields is not None and fields.get("method") == "notifications/cancelled":
+                params = fields.get("params")
+                if isinstance(params, dict):  # the SDK answers it all the same
+                    session.stop(cast(JsonObject, params).get("requestId"), "cancelled")
+            await self.app(scope, replay, send)
+            return
+        if not await self._forward(call, receive, send):  # the body read: what comes is the end
+            assert body is not None
+            await self.app(scope, _replaying(body, receive), send)
+
+    def _in_session(self, session: OpenSession, scope: Scope, fields: JsonObject) -> _Call | None:
+        """The call a POST on `session` passes through, if the SDK would serve it so."""
+        params = fields.get("params")
+        if fields.get("method") != "tools/call" or not isinstance(params, dict):
+            return None
+        params = cast(JsonObject, params)
+        if any(key in params for key in ("inputResponses", "requestState", "task")):
+            return None
+        raw_meta = params.get("_meta")
+        meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
+        if any(key.startswith("io.modelcontextprotocol/") for key in meta):
+            return None  # a 2026-07-28 envelope on a session: the SDK's to judge
+        if not session.cannot_be_asked():
+            return None
+        request = Request(scope)
+        if check_accept_headers(request) != (True, True):
+            return None
+        if not request.headers.get("content-type", "").startswith("application/json"):
+            return None
+        version = session.protocol_version
+        try:
+            validate_client_request("tools/call", version, params)
+            checked = types.CallToolRequestParams.model_validate(params, by_name=False)
+        except (ValidationError, KeyError, ValueError):
+            return None
+        return self._route(fields["id"], checked, meta, version, session)
 
     def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
         fields = posted_object(scope, body)
@@ -147,14 +212,15 @@ class PassThrough:
             return None
         raw_meta = params.get("_meta")
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
-        return self._route(fields["id"], checked, meta, route)
+        return self._route(fields["id"], checked, meta, route.protocol_version)
 
     def _route(
         self,
         request_id: types.RequestId,
         params: types.CallToolRequestParams,
         meta: JsonObject,
-        route: InboundModernRoute,
+        version: str,
+        session: OpenSession | None = None,
     ) -> _Call | None:
         if self._served_by(params.name) is not self._tools:
             return None
@@ -175,13 +241,15 @@ class PassThrough:
             arguments=dict(params.arguments or {}),
             hops=hops,
             progress_token=meta.get("progressToken"),
-            log_levels=frozenset(allowed_log_levels(route.protocol_version, meta)),
-            protocol_version=route.protocol_version,
+            log_levels=frozenset(log_levels(version, meta)),
+            protocol_version=version,
+            session=session,
         )
 
     async def _forward(self, call: _Call, receive: Receive, send: Send) -> bool:
         """Answer `call`; False if it never reached the server (the usual path takes it)."""
-        reply = _Reply(send, call.request_id)
+        session = call.session
+        reply = _Reply(send, call.request_id, session.id if session is not None else None)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             if call.progress_token is None:
@@ -197,24 +265,45 @@ class PassThrough:
             if params.get("level") in call.log_levels:
                 await reply.event("notifications/message", params)
 
+        async def forwarded() -> JsonObject | None:
+            return await forward.call(
+                call.arguments,
+                meta={HOPS_META_KEY: call.hops + 1},
+                on_progress=progress,
+                on_log=server_log,
+                refuse=_refusal,
+            )
+
         forward = call.forward
         result: JsonObject | None = None
+        quota = session.quota(self._gateway) if session is not None else None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(reply.watch, receive, tg.cancel_scope)
-            try:
-                async with self._gateway.node_limit(forward.node):
-                    result = await forward.call(
-                        call.arguments,
-                        meta={HOPS_META_KEY: call.hops + 1},
-                        on_progress=progress,
-                        on_log=server_log,
-                        refuse=_refusal,
+            # A 2026-07-28 client that goes away cancels its call; on a session, only its
+            # `notifications/cancelled` or the session's end do (`session.call`).
+            tg.start_soon(reply.watch, receive, tg.cancel_scope if session is None else None)
+            with session.call(call.request_id) if session is not None else nullcontext() as held:
+                try:
+                    if quota is None:
+                        async with self._gateway.node_limit(forward.node):
+                            result = await forwarded()
+                    else:  # the client's share first, as the usual path takes them
+                        async with (
+                            quota.limiter(forward.node),
+                            self._gateway.node_limit(forward.node),
+                        ):
+                            result = await forwarded()
+                except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
+                    result = _failed(forward, str(exc))
+                except Exception as exc:  # a bug must not take the connection down
+                    log.exception(
+                        "passing %r through to node %r crashed", forward.tool, forward.node
                     )
-            except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
-                result = _failed(forward, str(exc))
-            except Exception as exc:  # a bug must not take the connection down
-                log.exception("passing %r through to node %r crashed", forward.tool, forward.node)
-                result = _failed(forward, repr(exc))
+                    result = _failed(forward, repr(exc))
+            if held is not None and held.stopped is not None and result is None:
+                self.forwarded += 1
+                await reply.stopped(held.stopped)
+                tg.cancel_scope.cancel()
+                return True
             if result is None and not reply.started:
                 tg.cancel_scope.cancel()
                 return False
@@ -232,7 +321,11 @@ class PassThrough:
 
     def _for_client(self, result: JsonObject, version: str) -> JsonObject:
         """The server's result as the SDK would send it to a `version` client: in that
-        version's shape, with our `serverInfo` stamp instead of the server's own."""
+        version's shape, without the server's `serverInfo` stamp and, for a 2026-07-28
+        client, with ours (`ProxiedTools.call`, `fit_to_era`)."""
+        modern = version in MODERN_PROTOCOL_VERSIONS
+        if not modern and not isinstance(result.get("structuredContent", {}), dict):
+            result = {k: v for k, v in result.items() if k != "structuredContent"}
         try:
             # A handshake-era server's result has no `resultType`: it is complete.
             result = serialize_server_result(
@@ -246,15 +339,22 @@ class PassThrough:
             if isinstance(meta, dict)
             else {}
         )
-        return {**result, "_meta": {**rest, SERVER_INFO_META_KEY: self._stamp()}}
+        if modern:
+            return {**result, "_meta": {**rest, SERVER_INFO_META_KEY: self._stamp()}}
+        if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+            result = {k: v for k, v in result.items() if k != "_meta"}
+            return {**result, "_meta": rest} if rest else result
+        return result
 
 
 class _Reply:
     """The HTTP answer to one call: JSON, or an event stream once something must go first."""
 
-    def __init__(self, send: Send, request_id: types.RequestId) -> None:
+    def __init__(self, send: Send, request_id: types.RequestId, session_id: str | None) -> None:
         self._send = send
         self._id = request_id
+        self._session = [] if session_id is None else [(b"mcp-session-id", session_id.encode())]
+        """The SDK names the session on every answer in it."""
         self._lock = anyio.Lock(fast_acquire=True)  # writers always await the send inside
         self._quiet_since = anyio.current_time()
         self.started = False
@@ -267,7 +367,26 @@ class _Reply:
             await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 
     async def final(self, result: JsonObject) -> None:
-        data = json_bytes({"jsonrpc": "2.0", "id": self._id, "result": result})
+        await self._last({"jsonrpc": "2.0", "id": self._id, "result": result})
+
+    async def stopped(self, why: Stopped) -> None:
+        """End the answer of a call stopped on a 2025-era session as the SDK ends it: a
+        cancelled call with its `REQUEST_CANCELLED` error, one of an ended session with none."""
+        if why == "cancelled":
+            error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
+            await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
+            return
+        async with self._lock:
+            self.complete = True
+            if not self.started:
+                self.started = True
+                await self._send(
+                    {"type": "http.response.start", "status": 200, "headers": self._sse_headers()}
+                )
+            await self._send({"type": "http.response.body", "body": b""})
+
+    async def _last(self, message: JsonObject) -> None:
+        data = json_bytes(message)
         async with self._lock:
             self.complete = True
             if self.started:
@@ -282,13 +401,14 @@ class _Reply:
             headers = [
                 (b"content-type", b"application/json"),
                 (b"content-length", b"%d" % len(data)),
+                *self._session,
             ]
             await self._send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._send({"type": "http.response.body", "body": data})
 
-    async def watch(self, receive: Receive, call: anyio.CancelScope) -> None:
-        """Until the answer is complete: cancel `call` if the client goes away, and ping
-        through silence, so a proxy's idle timeout does not end a long call."""
+    async def watch(self, receive: Receive, call: anyio.CancelScope | None) -> None:
+        """Until the answer is complete: cancel `call` (if any) if the client goes away, and
+        ping through silence, so a proxy's idle timeout does not end a long call."""
         while True:
             with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
                 if (await receive())["type"] == "http.disconnect":
@@ -298,17 +418,20 @@ class _Reply:
                 if anyio.current_time() >= self._quiet_since + _PING_SECONDS:
                     await self._stream(b": ping\r\n\r\n")
         self.watch_ended = True
-        if not self.complete:
+        if not self.complete and call is not None:
             call.cancel()
 
     async def _stream(self, chunk: bytes) -> None:
         if not self.started:
             self.started = True
             await self._send(
-                {"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS}
+                {"type": "http.response.start", "status": 200, "headers": self._sse_headers()}
             )
         await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
         self._quiet_since = anyio.current_time()
+
+    def _sse_headers(self) -> list[tuple[bytes, bytes]]:
+        return [*_SSE_HEADERS, *self._session] if self._session else _SSE_HEADERS
 
 
 def _cannot_be_asked(route: InboundModernRoute) -> bool:

@@ -14,8 +14,9 @@
   (2026-07-28 requests are stateless anyway).
 
 Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
-envelope, OAuth scopes (`challenges`), the server's `http_layers`, session limits, the SDK's
-session manager. A layer hands what it lets through on as the next layer's awaitable (a plain
+envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`, the SDK's
+session manager. The server's layers sit inside the session limits so that what they answer
+on a 2025-era session counts as that session's activity. A layer hands what it lets through on as the next layer's awaitable (a plain
 `def __call__`) rather than awaiting it in a frame of its own: an open GET stream (one per
 idle 2025-era session) would keep every such frame alive.
 """
@@ -201,16 +202,16 @@ def http_app(server: Server[Any], options: HttpOptions) -> Starlette:
         max_sessions=options.max_sessions,
     )
     endpoint: ASGIApp = StreamableHTTPASGIApp(manager)
+    layers: list[ASGIApp] = []
+    for layer in getattr(server, "http_layers", ()):
+        endpoint = layer(endpoint)
+        layers.append(endpoint)
     sessions = None
     if not options.stateless:
         sessions = SessionLimits(
             endpoint, max_sessions=options.max_sessions, idle_timeout=options.session_idle_timeout
         )
         endpoint = sessions
-    layers: list[ASGIApp] = []
-    for layer in getattr(server, "http_layers", ()):  # 2026-07-28 requests: no session to check
-        endpoint = layer(endpoint)
-        layers.append(endpoint)
     policy = getattr(server, "scope_policy", None)
     metadata_url = resource_metadata_url(options.oauth) if options.oauth is not None else None
     if options.oauth is not None and isinstance(policy, ScopePolicy):

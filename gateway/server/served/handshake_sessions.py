@@ -1,0 +1,188 @@
+"""The 2025-era HTTP sessions the SDK keeps, as far as passing a call through needs them.
+
+A handshake-era client (2025-11-25 and before: Claude Desktop through mcp-remote, TypeScript
+SDK clients, mcp 1.x) calls tools on a session: what the usual path answers depends on what the
+session negotiated (its protocol version, the capabilities its client declared), on its client
+(the client's share of the nodes) and on its life (a DELETE, or the SDK ending it, ends its
+calls). `HandshakeSessions` keeps that per session id: `track` (server middleware) notes each
+session's SDK `Connection` when its `initialize` is answered, and the connection's exit stack
+forgets it when the SDK ends the session; a DELETE forgets it at once (the SDK answers 404 from
+then on, before the connection winds down). Calls passed through on a session are held here
+too, so that the client's `notifications/cancelled` and the session's end reach them as they
+reach the SDK's own handlers.
+
+Only sessions of the SDK's session manager over HTTP have an id; stdio, in-process and
+stateless connections are never tracked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal, cast
+
+import anyio
+import mcp_types as types
+from mcp.server.auth.middleware.bearer_auth import (
+    AuthenticatedUser,
+    AuthorizationContext,
+    authorization_context,
+)
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.types import Scope
+
+from ...engine import Gateway
+from ...limits import PerNode
+from ..connection import connection_of
+from ..serving import Serving, serving
+
+__all__ = ["HandshakeSessions", "OpenSession", "Stopped"]
+
+_SESSION_ID = b"mcp-session-id"
+_VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()
+_ASKING = ("sampling", "elicitation", "roots")
+"""Client capabilities that let a server's request during a call reach the client."""
+
+Stopped = Literal["cancelled", "closed"]
+"""Why a passed-through call was stopped: its client cancelled it, or its session ended."""
+
+
+@dataclass(slots=True)
+class _Call:
+    scope: anyio.CancelScope
+    stopped: Stopped | None = None
+
+
+@dataclass(slots=True)
+class OpenSession:
+    """One live session: its SDK connection, whose credential opened it, and its calls passed
+    through now."""
+
+    id: str
+    connection: Connection
+    owner: AuthorizationContext | None
+    serving: Serving | None
+    calls: dict[types.RequestId, _Call] | None = field(default=None)
+    """Made for the first call passed through (most sessions are idle most of the time)."""
+
+    @property
+    def protocol_version(self) -> str:
+        return self.connection.protocol_version
+
+    def cannot_be_asked(self) -> bool:
+        """Whether its client declared no way to be asked (sampling, elicitation, roots)."""
+        declared = self.connection.client_capabilities
+        return declared is not None and all(getattr(declared, name) is None for name in _ASKING)
+
+    def quota(self, gateway: Gateway) -> PerNode | None:
+        """Its client's share of the nodes, as the usual path finds it (None: no bound)."""
+        return (
+            None
+            if self.serving is None
+            else self.serving.quotas.of_connection(self.connection, gateway)
+        )
+
+    @contextmanager
+    def call(self, request_id: types.RequestId) -> Generator[_Call]:
+        """Hold a call passed through on this session while the block runs; its scope is
+        cancelled when the client cancels it or the session ends (`_Call.stopped` says which).
+        """
+        calls = self.calls if self.calls is not None else {}
+        self.calls = calls
+        held = _Call(anyio.CancelScope())
+        calls[request_id] = held
+        try:
+            with held.scope:
+                yield held
+        finally:
+            if calls.get(request_id) is held:
+                del calls[request_id]
+
+    def stop(self, request_id: object, why: Stopped) -> None:
+        """Stop the call `request_id` passed through on this session, if one is held."""
+        if not self.calls or not _is_id(request_id):
+            return
+        held = self.calls.get(cast(types.RequestId, request_id))
+        if held is not None and held.stopped is None:
+            held.stopped = why
+            held.scope.cancel()
+
+    def stop_all(self) -> None:
+        for request_id in list(self.calls or ()):
+            self.stop(request_id, "closed")
+
+
+class HandshakeSessions:
+    """The live 2025-era HTTP sessions by id (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, OpenSession] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    async def track(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        """Server middleware: notes a session once its `initialize` is answered."""
+        result = await call_next(ctx)
+        if ctx.method == "initialize":
+            self._opened(ctx)
+        return result
+
+    def find(self, scope: Scope) -> OpenSession | None:
+        """The initialized session a request of `scope` belongs to, if the SDK would serve it
+        on that session: its id, its credential, a handshake-era version header (or none)."""
+        session_id: str | None = None
+        version: str | None = None
+        for name, value in scope["headers"]:
+            if name == _SESSION_ID:
+                session_id = value.decode("latin-1")
+            elif name == _VERSION and version is None:
+                version = value.decode("latin-1")
+        if session_id is None or (
+            version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+        ):
+            return None
+        session = self._open.get(session_id)
+        if session is None or session.owner != _owner(scope.get("user")):
+            return None
+        return session if session.connection.initialize_accepted else None
+
+    def deleting(self, session: OpenSession) -> None:
+        """Its client (or the session limits) deletes `session`: the SDK refuses its requests
+        from now on and ends its calls."""
+        self._closed(session.id)
+
+    def _opened(self, ctx: ServerRequestContext[Any, Any]) -> None:
+        connection = connection_of(ctx)
+        session_id = connection.session_id if connection is not None else None
+        if connection is None or session_id is None or session_id in self._open:
+            return
+        scope: Scope | None = getattr(ctx.request, "scope", None)
+        owner = _owner(scope.get("user") if scope is not None else None)
+        self._open[session_id] = OpenSession(session_id, connection, owner, serving(ctx))
+        # An exit function, not `callback`: its wrapper would cost ~0.5 kB per session.
+        connection.exit_stack.push(partial(self._exited, session_id))
+
+    def _exited(self, session_id: str, *_exc_info: object) -> None:
+        self._closed(session_id)
+
+    def _closed(self, session_id: str) -> None:
+        session = self._open.pop(session_id, None)
+        if session is not None:
+            session.stop_all()
+
+
+def _owner(user: object) -> AuthorizationContext | None:
+    """Whose credential a request carries, as the SDK's session manager compares it."""
+    return authorization_context(user) if isinstance(user, AuthenticatedUser) else None
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))

@@ -1,0 +1,325 @@
+"""Proxied calls on 2025-era HTTP sessions, passed straight through, answer as the SDK's
+session path does.
+
+The downstream server and the two gateways (pass-through on and off) of `test_pass_through`;
+clients of the handshake era: the SDK's `Client` in legacy mode, and raw JSON-RPC over HTTP
+for what only the wire shows (older protocol versions, the messages of a cancelled call, a
+session deleted under a call). Every call is answered alike by both gateways, and the first
+passed it through; a client that can be asked is not passed through.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from gateway import Gateway
+from gateway.server import HttpOptions, http_app
+from gateway.server.served.pass_through import PassThrough
+from tests.servers.asgi import serve_on_loopback
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+from .proxying import ClientAnswers
+from .support import serve
+from .test_pass_through import CALLS, Downstream, Heard
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+JsonObject = dict[str, Any]
+SMALL = [(name, arguments) for name, arguments in CALLS if name != "d__big"]
+"""The SDK client reads no event over 1 MiB: the session path's answer to `d__big` (an event
+stream) fails there, the pass-through's (JSON) does not."""
+_ACCEPT = "application/json, text/event-stream"
+
+
+class RawSession:
+    """A 2025-era session spoken as raw JSON-RPC over HTTP: what the wire carries."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, version: str) -> None:
+        self.http = http
+        self.url = url
+        self.version = version
+        self.id = ""
+        self._ids = 0
+
+    async def open(self, capabilities: JsonObject | None = None) -> None:
+        params = {
+            "protocolVersion": self.version,
+            "capabilities": capabilities or {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
+        response = await self.http.post(
+            self.url,
+            json=self._request("initialize", params),
+            headers={"accept": _ACCEPT},
+        )
+        self.id = response.headers["mcp-session-id"]
+        [answer] = _messages(response.headers["content-type"], response.content)
+        assert answer["result"]["protocolVersion"] == self.version
+        await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def headers(self) -> dict[str, str]:
+        return {
+            "accept": _ACCEPT,
+            "mcp-session-id": self.id,
+            "mcp-protocol-version": self.version,
+        }
+
+    def call(self, name: str, arguments: JsonObject, **meta: Any) -> JsonObject:
+        params: JsonObject = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        return self._request("tools/call", params)
+
+    async def post(self, message: JsonObject) -> list[JsonObject]:
+        """The messages answering `message` (none for a notification)."""
+        response = await self.http.post(self.url, json=message, headers=self.headers())
+        assert response.status_code in (200, 202), response.text
+        assert response.headers.get("mcp-session-id") == self.id
+        return _messages(response.headers.get("content-type", ""), response.content)
+
+    async def answer_into(
+        self, message: JsonObject, answers: dict[str, list[JsonObject]], key: str
+    ) -> None:
+        """`post`, the answer kept under `key` (for a call answered while the test acts)."""
+        answers[key] = await self.post(message)
+
+    async def delete(self) -> int:
+        response = await self.http.delete(self.url, headers=self.headers())
+        return response.status_code
+
+    def _request(self, method: str, params: JsonObject) -> JsonObject:
+        self._ids += 1
+        return {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
+
+
+def _messages(content_type: str, body: bytes) -> list[JsonObject]:
+    """The JSON-RPC messages of an answer, JSON or an event stream alike."""
+    if content_type.startswith("application/json"):
+        return [json.loads(body)] if body else []
+    found: list[JsonObject] = []
+    for event in body.decode().replace("\r\n", "\n").split("\n\n"):
+        data = [line[5:].strip() for line in event.split("\n") if line.startswith("data:")]
+        if data and data != [""]:
+            found.append(cast(JsonObject, json.loads("\n".join(data))))
+    return found
+
+
+@asynccontextmanager
+async def front(
+    url: str, options: HttpOptions, *, pass_through: bool
+) -> AsyncGenerator[tuple[str, PassThrough | None]]:
+    """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
+    async with McpToolkit("d", McpServerConfig(url=url, protocol="auto")) as node:
+        app = http_app(
+            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through), options
+        )
+        async with serve_on_loopback(app) as base:
+            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
+            async with Client(f"{base}/mcp") as client:  # it learns its tools' names
+                await client.list_tools()
+            yield f"{base}/mcp", layers[0] if layers else None
+
+
+@asynccontextmanager
+async def both_fronts(
+    options: HttpOptions | None = None,
+) -> AsyncGenerator[tuple[Downstream, str, str, PassThrough]]:
+    """The downstream, a gateway passing calls through and one that does not."""
+    down = Downstream()
+    options = options or HttpOptions("127.0.0.1", 0)
+    async with (
+        serve_on_loopback(down.app()) as base,
+        front(f"{base}/mcp", options, pass_through=True) as (fast, layer),
+        front(f"{base}/mcp", options, pass_through=False) as (usual, _),
+    ):
+        assert layer is not None
+        yield down, fast, usual, layer
+
+
+async def _sdk_answers(url: str, log_level: types.LoggingLevel | None) -> tuple[Any, ...]:
+    answers: list[tuple[Any, ...]] = []
+    logs = Heard()
+    async with Client(
+        url, mode="legacy", logging_callback=logs.on_log, log_level=log_level
+    ) as client:
+        for name, arguments in SMALL:
+            heard = Heard()
+            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
+            answers.append(
+                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
+            )
+    return answers, logs.logs
+
+
+async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_session_path_does() -> (
+    None
+):
+    with anyio.fail_after(60):
+        async with both_fronts() as (_, fast, usual, layer):
+            for level in ("info", "error", None):  # a set level filters nothing (both paths)
+                before = layer.forwarded
+                passed = await _sdk_answers(fast, level)
+                assert layer.forwarded - before == len(SMALL)
+                assert passed == await _sdk_answers(usual, level)
+            async with Client(fast, mode="legacy") as client:
+                big = await client.call_tool("d__big", {"n": 3_000_000})
+    answers, logs = passed
+    assert logs == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
+    by_name = {name: (result, progress) for name, result, progress in answers}
+    assert by_name["d__steps"][1] == [
+        (1.0, 3.0, "step 1"),
+        (2.0, 3.0, "step 2"),
+        (3.0, 3.0, "step 3"),
+    ]
+    assert by_name["d__fail"][0]["isError"] is True
+    assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    assert "_meta" not in by_name["d__echo"][0]  # handshake-era results carry no serverInfo
+    assert big.content == [types.TextContent(text="x" * 3_000_000)]
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
+async def test_the_wire_answer_of_a_session_call_is_the_sdks_in_every_handshake_version(
+    version: str,
+) -> None:
+    with anyio.fail_after(60):
+        async with both_fronts() as (_, fast, usual, layer), httpx2.AsyncClient() as http:
+            heard: dict[str, list[list[JsonObject]]] = {}
+            for url in (fast, usual):
+                session = RawSession(http, url, version)
+                await session.open()
+                for name, arguments in CALLS:
+                    message = session.call(name, arguments, progressToken=f"p-{name}")
+                    heard.setdefault(url, []).append(await session.post(message))
+                assert await session.delete() == 200
+    assert layer.forwarded == len(CALLS)
+    assert heard[fast] == heard[usual]
+    steps = heard[fast][CALLS.index(("d__steps", {"n": 3}))]
+    assert [m["method"] for m in steps[:-1]] == [
+        "notifications/progress",
+        "notifications/message",
+    ] * 3
+    assert steps[0]["params"] == {
+        "progressToken": "p-d__steps",
+        "progress": 1.0,
+        "total": 3.0,
+        "message": "step 1",
+    }
+
+
+async def test_a_client_that_can_be_asked_takes_the_session_path_and_is_asked() -> None:
+    answers = ClientAnswers()
+    with anyio.fail_after(30):
+        async with (
+            both_fronts() as (_, fast, _usual, layer),
+            Client(fast, mode="legacy", **answers.callbacks()) as client,
+        ):
+            asked = await client.call_tool("d__ask", {})
+    assert layer.forwarded == 0
+    assert asked.content == [types.TextContent(text="user is Ada")]
+
+
+async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_answered_so() -> None:
+    with anyio.fail_after(30):
+        async with both_fronts() as (down, fast, usual, layer), httpx2.AsyncClient() as http:
+            answered: dict[str, list[JsonObject]] = {}
+            for url in (fast, usual):
+                down.started, down.cancelled = anyio.Event(), anyio.Event()
+                session = RawSession(http, url, "2025-11-25")
+                await session.open()
+                call = session.call("d__wait", {})
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(session.answer_into, call, answered, url)
+                    await down.started.wait()
+                    cancel = {"requestId": call["id"], "reason": "enough"}
+                    notification = {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/cancelled",
+                        "params": cancel,
+                    }
+                    assert await session.post(notification) == []
+                    await down.cancelled.wait()
+                again = await session.post(session.call("d__echo", {"message": "still here"}))
+                assert again[0]["result"]["content"] == [{"type": "text", "text": "still here"}]
+    assert layer.forwarded == 2
+    assert answered[fast] == answered[usual]
+    assert answered[fast] == [
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32800, "message": "Request cancelled"},
+        }
+    ]
+
+
+async def test_the_sdk_client_cancelling_a_session_call_cancels_it_at_the_server() -> None:
+    with anyio.fail_after(30):
+        async with (
+            both_fronts() as (down, fast, _usual, layer),
+            Client(fast, mode="legacy") as client,
+        ):
+
+            async def wait() -> None:
+                await client.call_tool("d__wait", {})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(wait)
+                await down.started.wait()
+                tg.cancel_scope.cancel()
+            await down.cancelled.wait()
+            after = await client.call_tool("d__echo", {"message": "still here"})
+    assert layer.forwarded == 2
+    assert after.content == [types.TextContent(text="still here")]
+
+
+async def test_a_session_deleted_under_a_call_ends_it_as_the_session_path_does() -> None:
+    with anyio.fail_after(30):
+        async with both_fronts() as (down, fast, usual, layer), httpx2.AsyncClient() as http:
+            answered: dict[str, list[JsonObject]] = {}
+            for url in (fast, usual):
+                down.started, down.cancelled = anyio.Event(), anyio.Event()
+                session = RawSession(http, url, "2025-11-25")
+                await session.open()
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(session.answer_into, session.call("d__wait", {}), answered, url)
+                    await down.started.wait()
+                    assert await session.delete() == 200
+                    await down.cancelled.wait()
+                gone = await http.post(
+                    url, json=session.call("d__echo", {"message": "x"}), headers=session.headers()
+                )
+                assert gone.status_code == 404
+    assert layer.forwarded == 1
+    assert answered[fast] == answered[usual] == []
+
+
+async def test_a_session_with_a_call_passed_through_is_busy_for_the_session_limits() -> None:
+    options = HttpOptions("127.0.0.1", 0, max_sessions=1)
+    answered: dict[str, list[JsonObject]] = {}
+    with anyio.fail_after(30):
+        async with (
+            both_fronts(options) as (down, fast, _usual, layer),
+            httpx2.AsyncClient() as http,
+        ):
+            busy = RawSession(http, fast, "2025-11-25")
+            await busy.open()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(busy.answer_into, busy.call("d__wait", {}), answered, fast)
+                await down.started.wait()
+                refused = await http.post(
+                    fast,
+                    json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}},
+                    headers={"accept": _ACCEPT},
+                )
+                assert refused.status_code == 503  # the only session is busy: not evicted
+                assert await busy.delete() == 200
+    assert layer.forwarded == 1
+    assert answered[fast] == []
