@@ -302,11 +302,13 @@ def _http_layers(
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
         return []
-    layers: list[Callable[[ASGIApp], ASGIApp]] = [partial(ToolListCache, list_tools=router.current)]
+    sessions = HandshakeSessions()
+    server.middleware.append(sessions.track)
+    layers: list[Callable[[ASGIApp], ASGIApp]] = [
+        partial(ToolListCache, list_tools=router.current, sessions=sessions)
+    ]
     if proxied is not None and settings.pass_through and not gateway.hooks:
         stamp: Callable[[], dict[str, Any]] = lambda: server.server_info_stamp  # noqa: E731
-        sessions = HandshakeSessions()
-        server.middleware.append(sessions.track)
         layers.append(
             partial(
                 PassThrough,

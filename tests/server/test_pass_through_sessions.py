@@ -62,7 +62,7 @@ class RawSession:
             headers={"accept": _ACCEPT},
         )
         self.id = response.headers["mcp-session-id"]
-        [answer] = _messages(response.headers["content-type"], response.content)
+        [answer] = messages(response.headers["content-type"], response.content)
         assert answer["result"]["protocolVersion"] == self.version
         await self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -84,7 +84,7 @@ class RawSession:
         response = await self.http.post(self.url, json=message, headers=self.headers())
         assert response.status_code in (200, 202), response.text
         assert response.headers.get("mcp-session-id") == self.id
-        return _messages(response.headers.get("content-type", ""), response.content)
+        return messages(response.headers.get("content-type", ""), response.content)
 
     async def answer_into(
         self, message: JsonObject, answers: dict[str, list[JsonObject]], key: str
@@ -101,7 +101,7 @@ class RawSession:
         return {"jsonrpc": "2.0", "id": self._ids, "method": method, "params": params}
 
 
-def _messages(content_type: str, body: bytes) -> list[JsonObject]:
+def messages(content_type: str, body: bytes) -> list[JsonObject]:
     """The JSON-RPC messages of an answer, JSON or an event stream alike."""
     if content_type.startswith("application/json"):
         return [json.loads(body)] if body else []

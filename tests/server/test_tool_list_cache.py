@@ -18,6 +18,7 @@ from tests.servers.inprocess import ToyServer
 from toolkits.mcp import McpServerConfig, McpToolkit
 
 from .support import serve
+from .test_pass_through_sessions import RawSession
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -69,3 +70,36 @@ async def test_a_listing_is_answered_again_until_the_tools_change() -> None:
     assert _names(changed) == ["toy__echo", "toy__added"]
     assert changed_again == changed.replace(b'"id":4,', b'"id":5,', 1)
     assert json.loads(paged)["id"] == 3
+
+
+async def test_a_sessions_listing_is_answered_again_for_its_version_until_the_tools_change() -> (
+    None
+):
+    toy = ToyServer()
+    toy.add_echo("echo")
+    config = McpServerConfig(command="in-process")
+    listing = {"jsonrpc": "2.0", "id": 7, "method": "tools/list"}
+    heard: list[list[dict[str, Any]]] = []
+    with anyio.fail_after(30):
+        async with McpToolkit("toy", config, target=toy.server) as node:
+            app = http_app(
+                serve(Gateway([node], []), expose_tools=True), HttpOptions("127.0.0.1", 0)
+            )
+            (cache,) = [layer for layer in app.state.layers if isinstance(layer, ToolListCache)]
+            async with serve_on_loopback(app) as base, httpx2.AsyncClient() as http:
+                for version in ("2025-11-25", "2025-11-25", "2025-03-26", "2025-03-26", "new"):
+                    if version == "new":
+                        toy.add_echo("added")
+                        await node.refresh_tools()
+                        version = "2025-11-25"
+                    session = RawSession(http, f"{base}/mcp", version)
+                    await session.open()
+                    heard.append(await session.post(listing))
+                    paged = {**listing, "params": {"cursor": "x"}}  # the SDK judges a cursor
+                    assert (await session.post(paged))[0]["id"] == 7
+                    assert await session.delete() == 200
+    assert cache.reused == 2  # the second session of each version
+    assert heard[1] == heard[0]  # ours (JSON) is the SDK's (an event stream) again
+    assert heard[3] == heard[2]
+    assert [tool["name"] for tool in heard[0][0]["result"]["tools"]] == ["toy__echo"]
+    assert [tool["name"] for tool in heard[4][0]["result"]["tools"]] == ["toy__echo", "toy__added"]

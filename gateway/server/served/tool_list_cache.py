@@ -1,12 +1,17 @@
-"""A 2026-07-28 `tools/list` over HTTP answered again from the last answer while the tools are
-the same.
+"""A `tools/list` over HTTP answered again from the last answer while the tools are the same.
 
 A gateway in front of many servers lists a thousand tools; the SDK shapes, checks and writes
 each one per request (a warm `tools/list` of 1,000 tools cost ~60 ms of the gateway's time,
 most of it in the SDK's result serialisation). Listing the tools again is cheap (the nodes keep
 their listings), so each request lists them and, when they equal those of the last answer to a
 request with the same envelope, gets that answer's bytes with its own id. Anything else (a
-cursor, a 2025-era request, a change in the tools) goes to the SDK, whose answer is kept.
+cursor, a change in the tools) goes to the SDK, whose answer is kept.
+
+The envelope is a 2026-07-28 request's `_meta`, or a 2025-era session's protocol version (on a
+live, initialized session: `handshake_sessions`; the SDK answers every session of a version
+alike and on its own dispatch, the whole of a session's first-page listing cost a cycle of
+open, list and close ~1 ms). A session's answer is JSON with the session's id, as the
+pass-through answers; the SDK's own is an event stream with one event.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
+from mcp.server.streamable_http import check_accept_headers
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
+from .handshake_sessions import HandshakeSessions, OpenSession
 
 __all__ = ["ToolListCache"]
 
@@ -39,30 +47,45 @@ class ToolListCache:
     """ASGI: see the module docstring. `list_tools` lists the served tools (no I/O)."""
 
     def __init__(
-        self, app: ASGIApp, *, list_tools: Callable[[], Awaitable[list[types.Tool]]]
+        self,
+        app: ASGIApp,
+        *,
+        list_tools: Callable[[], Awaitable[list[types.Tool]]],
+        sessions: HandshakeSessions | None = None,
     ) -> None:
         self.app = app
         self._list_tools = list_tools
+        self._sessions = sessions
         self._answers: dict[str, _Answer] = {}
         self.reused = 0
         """Requests answered from a kept answer (for tests and the curious)."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if not is_modern_post(scope):
-            return self.app(scope, receive, send)  # no frame here while a stream is open
-        return self._serve(scope, receive, send)
+        if is_modern_post(scope):
+            return self._serve(scope, receive, send, None)
+        if self._sessions is not None and scope["type"] == "http" and scope["method"] == "POST":
+            session = self._sessions.find(scope)
+            if session is not None:
+                return self._serve(scope, receive, send, session)
+        return self.app(scope, receive, send)  # no frame here while a stream is open
 
-    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, session: OpenSession | None
+    ) -> None:
         body, replay = await buffered_body(receive)
-        request = _listing_request(posted_object(scope, body)) if body is not None else None
+        fields = posted_object(scope, body) if body is not None else None
+        request = _listing_request(fields) if session is None else _session_listing(scope, fields)
         if request is None:
             await self.app(scope, replay, send)
             return
-        request_id, key = request
+        request_id = request[0]
+        key = request[1] if session is None else f"session {session.protocol_version}"
         tools = await self._list_tools()
         kept = self._answers.get(key)
         if kept is not None and kept.tools == tools:
             self.reused += 1
+            if session is not None:
+                kept = _Answer(kept.tools, kept.result, _json_in(session))
             await _answer(send, kept, request_id)
             return
         captured = _Captured(send)
@@ -85,6 +108,36 @@ def _listing_request(fields: dict[str, Any] | None) -> tuple[types.RequestId, st
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         return None
     return request_id, json.dumps(params, sort_keys=True)
+
+
+def _session_listing(
+    scope: Scope, fields: dict[str, Any] | None
+) -> tuple[types.RequestId, str] | None:
+    """The id of a first-page `tools/list` request on a session that the SDK would answer as
+    it answers any such request of the session's version, or None."""
+    if fields is None or fields.get("method") != "tools/list":
+        return None
+    params = fields.get("params", {})
+    request_id = fields.get("id")
+    if not isinstance(params, dict) or not set(cast(dict[str, Any], params)) <= {"_meta"}:
+        return None  # a cursor, or something the SDK must judge
+    meta = cast(dict[str, Any], params).get("_meta", {})
+    if not isinstance(meta, dict) or any(
+        str(key).startswith("io.modelcontextprotocol/") for key in cast(dict[str, Any], meta)
+    ):
+        return None  # a 2026-07-28 envelope on a session: the SDK's to judge
+    if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+        return None
+    request = Request(scope)
+    if check_accept_headers(request) != (True, True):
+        return None
+    if not request.headers.get("content-type", "").startswith("application/json"):
+        return None
+    return request_id, ""
+
+
+def _json_in(session: OpenSession) -> list[tuple[bytes, bytes]]:
+    return [(b"content-type", b"application/json"), (b"mcp-session-id", session.id.encode())]
 
 
 def _prefix(request_id: types.RequestId) -> bytes:
@@ -118,11 +171,28 @@ class _Captured:
         await self._send(message)
 
     def answer(self, request_id: types.RequestId, tools: list[types.Tool]) -> _Answer | None:
-        json_body = (b"content-type", b"application/json") in self._headers
-        if self._status != 200 or not self._whole or not json_body:
+        """The answer to keep: one whole JSON body, or an event stream of one message."""
+        if self._status != 200:
             return None
-        body, prefix = self._body[0], _prefix(request_id)
-        if not (body.startswith(prefix) and body.endswith(b"}")):
+        if (b"content-type", b"text/event-stream") in self._headers:
+            body = _only_event(b"".join(self._body))
+        elif (b"content-type", b"application/json") in self._headers and self._whole:
+            body = self._body[0]
+        else:
+            return None
+        prefix = _prefix(request_id)
+        if body is None or not (body.startswith(prefix) and body.endswith(b"}")):
             return None
         headers = [(k, v) for k, v in self._headers if k != b"content-length"]
         return _Answer(tools, body[len(prefix) : -1], headers)
+
+
+def _only_event(stream: bytes) -> bytes | None:
+    """The data of an event stream holding one `message` event and nothing else."""
+    events = [e for e in stream.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
+    if len(events) != 1:
+        return None
+    lines = events[0].split(b"\n")
+    if lines[0] != b"event: message" or len(lines) != 2 or not lines[1].startswith(b"data: "):
+        return None
+    return lines[1][6:]
