@@ -305,7 +305,8 @@ def _http_layers(
     sessions = HandshakeSessions()
     server.middleware.append(sessions.track)
     layers: list[Callable[[ASGIApp], ASGIApp]] = [
-        partial(ToolListCache, list_tools=router.current, sessions=sessions)
+        sessions.watch_deletes,
+        partial(ToolListCache, list_tools=router.current, sessions=sessions),
     ]
     if proxied is not None and settings.pass_through and not gateway.hooks:
         stamp: Callable[[], dict[str, Any]] = lambda: server.server_info_stamp  # noqa: E731

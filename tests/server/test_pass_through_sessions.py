@@ -20,6 +20,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from gateway import Gateway
 from gateway.server import HttpOptions, http_app
@@ -124,8 +125,12 @@ async def front(
         )
         async with serve_on_loopback(app) as base:
             layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
-            async with Client(f"{base}/mcp") as client:  # it learns its tools' names
-                await client.list_tools()
+            token = {"authorization": f"Bearer {options.tokens[0]}"} if options.tokens else {}
+            async with (
+                httpx2.AsyncClient(headers=token) as http,
+                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
+            ):
+                await client.list_tools()  # it learns its tools' names
             yield f"{base}/mcp", layers[0] if layers else None
 
 
@@ -323,3 +328,27 @@ async def test_a_session_with_a_call_passed_through_is_busy_for_the_session_limi
                 assert await busy.delete() == 200
     assert layer.forwarded == 1
     assert answered[fast] == []
+
+
+async def test_a_session_is_not_reached_with_another_credential() -> None:
+    options = HttpOptions("127.0.0.1", 0, tokens=("token-a", "token-b"))
+    with anyio.fail_after(30):
+        async with (
+            both_fronts(options) as (_, fast, _usual, layer),
+            httpx2.AsyncClient(headers={"authorization": "Bearer token-a"}) as owner,
+            httpx2.AsyncClient(headers={"authorization": "Bearer token-b"}) as other,
+        ):
+            session = RawSession(owner, fast, "2025-11-25")
+            await session.open()
+            call = session.call("d__echo", {"message": "mine"})
+            stolen = await other.post(fast, json=call, headers=session.headers())
+            listed = await other.post(
+                fast,
+                json={"jsonrpc": "2.0", "id": 9, "method": "tools/list"},
+                headers=session.headers(),
+            )
+            deleted = await other.delete(fast, headers=session.headers())
+            mine = await session.post(call)
+    assert (stolen.status_code, listed.status_code, deleted.status_code) == (404, 404, 404)
+    assert mine[0]["result"]["content"] == [{"type": "text", "text": "mine"}]
+    assert layer.forwarded == 1

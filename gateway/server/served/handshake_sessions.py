@@ -6,8 +6,8 @@ session negotiated (its protocol version, the capabilities its client declared),
 (the client's share of the nodes) and on its life (a DELETE, or the SDK ending it, ends its
 calls). `HandshakeSessions` keeps that per session id: `track` (server middleware) notes each
 session's SDK `Connection` when its `initialize` is answered, and the connection's exit stack
-forgets it when the SDK ends the session; a DELETE forgets it at once (the SDK answers 404 from
-then on, before the connection winds down). Calls passed through on a session are held here
+forgets it when the SDK ends the session; a DELETE forgets it at once (`watch_deletes`, an ASGI
+layer: the SDK answers 404 from then on, before the connection winds down). Calls passed through on a session are held here
 too, so that the client's `notifications/cancelled` and the session's end reach them as they
 reach the SDK's own handlers.
 
@@ -17,7 +17,7 @@ stateless connections are never tracked.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Awaitable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -34,7 +34,7 @@ from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from starlette.types import Scope
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...engine import Gateway
 from ...limits import PerNode
@@ -138,6 +138,21 @@ class HandshakeSessions:
     def find(self, scope: Scope) -> OpenSession | None:
         """The initialized session a request of `scope` belongs to, if the SDK would serve it
         on that session: its id, its credential, a handshake-era version header (or none)."""
+        session = self._of(scope)
+        return session if session is not None and session.connection.initialize_accepted else None
+
+    def watch_deletes(self, app: ASGIApp) -> ASGIApp:
+        """ASGI, in front of the SDK's endpoint: a session's DELETE (its client's, or the
+        session limits') forgets it before the SDK ends it and refuses its requests."""
+        return _WatchDeletes(app, self)
+
+    def deleted(self, scope: Scope) -> None:
+        """A DELETE of `scope` ends its session (if it names one of this credential)."""
+        session = self._of(scope)
+        if session is not None:
+            self._closed(session.id)
+
+    def _of(self, scope: Scope) -> OpenSession | None:
         session_id: str | None = None
         version: str | None = None
         for name, value in scope["headers"]:
@@ -150,14 +165,9 @@ class HandshakeSessions:
         ):
             return None
         session = self._open.get(session_id)
-        if session is None or session.owner != _owner(scope.get("user")):
-            return None
-        return session if session.connection.initialize_accepted else None
-
-    def deleting(self, session: OpenSession) -> None:
-        """Its client (or the session limits) deletes `session`: the SDK refuses its requests
-        from now on and ends its calls."""
-        self._closed(session.id)
+        return (
+            session if session is not None and session.owner == _owner(scope.get("user")) else None
+        )
 
     def _opened(self, ctx: ServerRequestContext[Any, Any]) -> None:
         connection = connection_of(ctx)
@@ -177,6 +187,19 @@ class HandshakeSessions:
         session = self._open.pop(session_id, None)
         if session is not None:
             session.stop_all()
+
+
+class _WatchDeletes:
+    __slots__ = ("_sessions", "app")
+
+    def __init__(self, app: ASGIApp, sessions: HandshakeSessions) -> None:
+        self.app = app
+        self._sessions = sessions
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            self._sessions.deleted(scope)
+        return self.app(scope, receive, send)  # no frame here while a stream is open
 
 
 def _owner(user: object) -> AuthorizationContext | None:

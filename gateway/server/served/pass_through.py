@@ -120,12 +120,10 @@ class PassThrough:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if is_modern_post(scope):
             return self._serve(scope, receive, send)
-        if self._sessions is not None and scope["type"] == "http":
+        if self._sessions is not None and scope["type"] == "http" and scope["method"] == "POST":
             session = self._sessions.find(scope)
-            if session is not None and scope["method"] == "POST":
+            if session is not None:
                 return self._serve_session(session, scope, receive, send)
-            if session is not None and scope["method"] == "DELETE":
-                self._sessions.deleting(session)
         return self.app(scope, receive, send)  # no frame here while a stream is open
 
     async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
