@@ -7,9 +7,9 @@ session negotiated (its protocol version, the capabilities its client declared),
 calls). `HandshakeSessions` keeps that per session id: `track` (server middleware) notes each
 session's SDK `Connection` when its `initialize` is answered, and the connection's exit stack
 forgets it when the SDK ends the session; a DELETE forgets it at once (`watch_deletes`, an ASGI
-layer: the SDK answers 404 from then on, before the connection winds down). Calls passed through on a session are held here
-too, so that the client's `notifications/cancelled` and the session's end reach them as they
-reach the SDK's own handlers.
+layer: the SDK answers 404 from then on, before the connection winds down). Calls passed
+through on a session are held here too, so that the client's `notifications/cancelled` and the
+session's end reach them as they reach the SDK's own handlers.
 
 Only sessions of the SDK's session manager over HTTP have an id; stdio, in-process and
 stateless connections are never tracked.

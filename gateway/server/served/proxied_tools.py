@@ -5,13 +5,14 @@ defines them (title, output schema, icons, annotations, `_meta`), under those na
 node's as its `Tool`s describe them. A call goes to the node and its `CallToolResult` comes
 back as it was (every content kind, `structured_content`, `is_error`, `_meta`), the node's
 progress passed through to the client as the node reported it; the downstream server's
-requests during the call (sampling, elicitation, roots) go to our client (`client_requests.ask_client`). The only
-changes are what the client's protocol era requires: the downstream server's own `serverInfo`
-stamp is dropped (ours goes on), and a 2025-era client, which only takes an object as
-`structuredContent`, gets a non-object value in the text content alone. Each call is traced
-with the caller's authenticated subject.
+requests during the call (sampling, elicitation, roots) go to our client
+(`client_requests.ask_client`). The only changes are what the client's protocol era requires:
+the downstream server's own `serverInfo` stamp is dropped (ours goes on), and a 2025-era
+client, which only takes an object as `structuredContent`, gets a non-object value in the text
+content alone. Each call is traced with the caller's authenticated subject.
 
-The nodes' resources, prompts and completions are served by `proxied_resources` and `proxied_prompts`.
+The nodes' resources, prompts and completions are served by `proxied_resources` and
+`proxied_prompts`.
 """
 
 from __future__ import annotations

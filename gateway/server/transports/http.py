@@ -16,9 +16,10 @@
 Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
 envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`, the SDK's
 session manager. The server's layers sit inside the session limits so that what they answer
-on a 2025-era session counts as that session's activity. A layer hands what it lets through on as the next layer's awaitable (a plain
-`def __call__`) rather than awaiting it in a frame of its own: an open GET stream (one per
-idle 2025-era session) would keep every such frame alive.
+on a 2025-era session counts as that session's activity. A layer hands what it lets through
+on as the next layer's awaitable (a plain `def __call__`) rather than awaiting it in a frame
+of its own: an open GET stream (one per idle 2025-era session) would keep every such frame
+alive.
 """
 
 from __future__ import annotations
