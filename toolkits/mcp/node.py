@@ -45,7 +45,8 @@ from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
-from .forward import Forward
+from .forward import Channel, Forward
+from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -57,6 +58,7 @@ from .session import (
     connection_lost,
 )
 from .subscriptions import ResourceSubscriptions
+from .transport import HttpLink
 
 __all__ = ["McpToolkit"]
 
@@ -382,33 +384,52 @@ class McpToolkit(InBackground):
 
     def forward(self, name: str) -> Forward | None:
         """The tool the caller knows as `name`, to call as raw JSON-RPC on the live session
-        (`forward`); None when it cannot be: no live handshake-era HTTP session now, or no
-        such tool."""
+        (`forward`); None when it cannot be: no live handshake-era HTTP or stdio session now,
+        or no such tool."""
         original = self._routes.get(name)
         conn = self._session.live
         if original is None or conn is None or conn.client is None:
             return None
-        link = conn.http
-        if link is None or link.client is None or link.session_id is None:
+        channel: Channel | None = None
+        calls: CallsInFlight | None = None
+        if conn.stdio is not None:
+            version = conn.client.protocol_version
+            channel = conn.stdio.pipe
+            calls = self._calls  # the pipe does not say which call the server's requests are for
+        elif conn.http is not None:
+            version = conn.http.protocol_version
+            channel = self._http_channel(conn, conn.http, version)
+        else:
             return None
-        version = link.protocol_version
-        if version is None or version in MODERN_PROTOCOL_VERSIONS:
+        if channel is None or version is None or version in MODERN_PROTOCOL_VERSIONS:
             return None
         return Forward(
             node=self._name,
             tool=name,
             original=original,
             conn=conn,
+            channel=channel,
+            timeout=self._config.timeout,
+            cap=self._config.call_cap,
+            on_notification=partial(self._session.on_raw_notification, conn),
+            check_result=conn.client.session.validate_tool_result,
+            calls=calls,
+        )
+
+    def _http_channel(
+        self, conn: Connection, link: HttpLink, version: str | None
+    ) -> HttpChannel | None:
+        if link.client is None or link.session_id is None or version is None:
+            return None
+        return HttpChannel(
+            node=self._name,
+            conn=conn,
             link=link,
             client=link.client,
             lean=link.lean(),
             session_id=link.session_id,
             protocol_version=version,
-            timeout=self._config.timeout,
-            cap=self._config.call_cap,
             max_event_bytes=self._config.max_message_bytes,
-            on_notification=partial(self._session.on_raw_notification, conn),
-            check_result=conn.client.session.validate_tool_result,
         )
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:

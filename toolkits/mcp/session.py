@@ -45,6 +45,7 @@ from .config import McpServerConfig
 from .oauth import find_authorization_required
 from .pages import every_page
 from .server_requests import CallsInFlight
+from .stdio_pipe import StdioLink
 from .transport import (
     HttpLink,
     StderrTail,
@@ -176,6 +177,8 @@ class Connection:
         self.lost: str | None = None
         self.http: HttpLink | None = None
         """A streamable HTTP connection's requests, for calls that pass it through."""
+        self.stdio: StdioLink | None = None
+        """A stdio connection's pipe, for calls that pass it through."""
         self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
 
     def drop(self, reason: str) -> None:
@@ -419,6 +422,8 @@ class OwnedSession:
         else:
             if target is None and self._config.kind == "http":
                 conn.http = HttpLink()
+            elif target is None and self._config.kind == "stdio":
+                conn.stdio = StdioLink()
             make = target or partial(
                 config_transport,
                 self._config,
@@ -427,6 +432,7 @@ class OwnedSession:
                 stderr_tail=tail,
                 in_flight=self._in_flight,
                 link=conn.http,
+                stdio_link=conn.stdio,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(

@@ -2,10 +2,11 @@
 
 Each connection attempt builds a fresh transport (an SDK transport is single-use). On top of
 the SDK we add: a stdio server's stderr goes to the node's logger (and its last lines into the
-error a failed start reports); HTTP and SSE get the configured headers and the bearer token,
-read from the environment at connect time and never logged, or else the MCP authorization
-flow (`oauth`) when the server answers 401; and every stream transport tells the node when the
-server closes the connection, so a server that dies while idle is noticed.
+error a failed start reports), and its pipe also carries calls passed through (`stdio_pipe`);
+HTTP and SSE get the configured headers and the bearer token, read from the environment at
+connect time and never logged, or else the MCP authorization flow (`oauth`) when the server
+answers 401; and every stream transport tells the node when the server closes the connection,
+so a server that dies while idle is noticed.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import anyio
 import httpx2
 from mcp.client import Transport
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
@@ -34,6 +35,7 @@ from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .server_requests import CallsInFlight
+from .stdio_pipe import StdioLink, open_stdio
 
 if TYPE_CHECKING:
     # SDK private (mcp 2.3.0): the stream types a `Transport` yields are not exported
@@ -95,12 +97,14 @@ def config_transport(
     auth: httpx2.Auth | None = None,
     in_flight: CallsInFlight | None = None,
     link: HttpLink | None = None,
+    stdio_link: StdioLink | None = None,
 ) -> Transport:
     """A new transport for `config`. Raises `ServerConfigError` when a needed env var is unset.
 
     `auth` replaces the authorization flow a node would use (`auth login` runs its own).
     `in_flight` are the node's calls: an authorization the server asks for during one may be
-    put to its caller (`oauth`). `link` is filled in by a streamable HTTP transport.
+    put to its caller (`oauth`). `link` is filled in by a streamable HTTP transport,
+    `stdio_link` by a stdio one.
     """
     match config.kind:
         case "stdio":
@@ -109,7 +113,7 @@ def config_transport(
             params = StdioServerParameters(
                 command=command, args=args, env=dict(config.env) or None, cwd=config.cwd
             )
-            return _stdio_with_logged_stderr(params, log, stderr_tail)
+            return _stdio_with_logged_stderr(params, log, stderr_tail, stdio_link or StdioLink())
         case "http":
             assert config.url is not None
             return _streamable_http(
@@ -304,7 +308,7 @@ async def _sse(
 
 @asynccontextmanager
 async def _stdio_with_logged_stderr(
-    params: StdioServerParameters, log: logging.Logger, tail: StderrTail
+    params: StdioServerParameters, log: logging.Logger, tail: StderrTail, link: StdioLink
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK hands `errlog` to the child as its stderr, so it must be a real file: give it
     # the write end of a pipe and read the other end here, line by line, into the logger.
@@ -313,7 +317,7 @@ async def _stdio_with_logged_stderr(
     errlog = os.fdopen(write_fd, "w")
     async with anyio.create_task_group() as tg:
         try:
-            async with stdio_client(params, errlog=errlog) as streams:
+            async with open_stdio(params, errlog, link) as streams:
                 errlog.close()  # the child holds its own copy; EOF comes when it exits
                 tg.start_soon(_pump_stderr, read_fd, log, tail)
                 read_fd = -1  # owned by the pump now

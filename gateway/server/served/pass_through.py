@@ -20,9 +20,9 @@ SDK untouched:
   a closed stream: the spec says a disconnect is no cancel) and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round;
-- a tool of an exposed MCP node whose node has a live handshake-era HTTP session now (for a
-  2025-era session's call, with no authorization flow engaged on it: a step-up would put a
-  page to our client, which the usual path asks of it or refuses saying why);
+- a tool of an exposed MCP node whose node has a live handshake-era HTTP or stdio session now
+  (for a 2025-era session's call, with no authorization flow engaged on it: a step-up would put
+  a page to our client, which the usual path asks of it or refuses saying why);
 - a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
 `[gateway] pass_through = false` turns it off.
 
@@ -181,7 +181,7 @@ class PassThrough:
         except (ValidationError, KeyError, ValueError):
             return None
         call = self._route(fields["id"], checked, meta, version, session)
-        if call is not None and call.forward.lean is None and call.forward.link.auth is not None:
+        if call is not None and call.forward.authorizing:
             # An authorization flow in play may put a page to our client mid-call, which the
             # usual path asks of it (or refuses, saying why): not on this path.
             return None

@@ -1,0 +1,141 @@
+"""A passed-through request over a streamable HTTP session: the `Channel` of `forward`.
+
+The request is POSTed on the node's live session (its client, headers, auth and pooled
+connections, its session id), and the answer read as it streams: one JSON body, or one
+message per server-sent event. Where the link allows (`HttpLink.lean`), requests go out on
+the lean HTTP client (`lean_http`) instead of httpx2's, which costs most of the CPU of a call
+passed through; a 401 or 403 it gets did nothing at the server, so the request counts as not
+sent and the usual path runs the authorization flow.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol, cast
+
+import httpx2
+
+from ..json_bytes import json_bytes
+from .forward import ChannelLost
+from .lean_http import LeanHttp
+from .session import Connection
+from .transport import HttpLink
+
+__all__ = ["HttpChannel"]
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class HttpChannel:
+    """Requests of one node's handshake-era streamable HTTP session."""
+
+    node: str
+    conn: Connection
+    link: HttpLink
+    client: httpx2.AsyncClient
+    lean: LeanHttp | None
+    """Sends the requests instead of `client` when set (`HttpLink.lean`)."""
+    session_id: str
+    protocol_version: str
+    max_event_bytes: int
+
+    @property
+    def authorizing(self) -> bool:
+        # Not lean: an engaged flow, or httpx2 with a flow that may engage.
+        return self.lean is None and self.link.auth is not None
+
+    @asynccontextmanager
+    async def exchange(
+        self, request_id: str, body: bytes
+    ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
+        del request_id  # the answer comes on the request's own response
+        entered = connect_failed = False
+        try:
+            async with self._request(body) as response:
+                entered = True
+                if response.status_code == 404:  # the server no longer knows the session
+                    self.conn.drop("the server ended the session")
+                    yield None
+                elif self.lean is not None and response.status_code in (401, 403):
+                    yield None  # refused unread: httpx2's auth flow answers on the usual path
+                else:
+                    # Closed here, not by the event loop's finalizer (a task per call).
+                    async with aclosing(_messages(response, self.max_event_bytes)) as messages:
+                        yield messages
+        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+            if entered:
+                raise ChannelLost from exc
+            connect_failed = True
+        except httpx2.HTTPError as exc:
+            raise ChannelLost from exc
+        if connect_failed:
+            yield None
+
+    async def post(self, message: JsonObject) -> None:
+        try:
+            async with self._request(json_bytes(message)) as response:
+                await response.aread()
+        except httpx2.HTTPError as exc:
+            log.debug("MCP server %r: could not send %s: %s", self.node, message.get("method"), exc)
+
+    def _request(self, body: bytes) -> AbstractAsyncContextManager[_Response]:
+        if self.lean is not None:
+            return self.lean.post(body, self._headers())
+        return self.client.stream("POST", self.link.url, content=body, headers=self._headers())
+
+    def _headers(self) -> dict[str, str]:
+        return {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-session-id": self.session_id,
+            "mcp-protocol-version": self.protocol_version,
+        }
+
+
+class _Response(Protocol):
+    """What is read of a response: httpx2's, or the lean client's."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+    async def aread(self) -> bytes: ...
+    def aiter_lines(self) -> AsyncIterator[str]: ...
+
+
+async def _messages(response: _Response, max_event_bytes: int) -> AsyncGenerator[JsonObject]:
+    """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        yield _object(await response.aread())
+        return
+    data: list[str] = []
+    size = 0
+    lines = response.aiter_lines()
+    try:
+        async for line in lines:
+            if line.startswith("data:"):
+                chunk = line[5:].removeprefix(" ")
+                size += len(chunk)
+                if size > max_event_bytes:
+                    raise ValueError(f"an event is larger than {max_event_bytes} bytes")
+                data.append(chunk)
+            elif not line and data:
+                yield _object("\n".join(data))
+                data, size = [], 0
+    finally:
+        if isinstance(lines, AsyncGenerator):
+            await lines.aclose()
+
+
+def _object(text: str | bytes) -> JsonObject:
+    decoded = json.loads(text)
+    if not isinstance(decoded, dict):
+        raise ValueError("the server sent a JSON-RPC message that is not an object")
+    return cast(JsonObject, decoded)

@@ -1,0 +1,277 @@
+"""A stdio server's pipes, shared by the node's SDK session and the calls passed through.
+
+The SDK's `stdio_client` parses every line the server writes into pydantic models for its
+session; a call passed through (`forward`) wants its answer as the server sent it. `open_stdio`
+starts and stops the server exactly as the SDK does (its own functions: a process group of
+its own; on exit stdin closed, a grace period, then the process tree ended), yields the
+streams the SDK session expects, and puts a `Pipe` on the `StdioLink` meanwhile:
+
+- A passed-through request is written to stdin as bytes; one lock orders it with the
+  session's writes, so lines never interleave.
+- The stdout reader parses a line as JSON only while such a request waits. The answer to
+  one (its id) and its progress (its id as the progress token) go to that request's waiter;
+  every other line goes to the session as the SDK's reader would hand it over, so the
+  server's own requests, its log messages and its other notifications reach whoever the
+  node routes them to (`server_requests`), and answers reach the session's requests.
+- At the end of stdout every waiter's messages end (the call reports the connection lost),
+  as the session's do.
+
+Lines are split as bytes and joined once, so a result of megabytes costs one copy, not one per
+read (the SDK's reader re-joins its whole buffer with every read).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
+from typing import TYPE_CHECKING, Any, TextIO, cast
+
+import anyio
+import anyio.lowlevel
+import mcp_types
+from anyio.abc import ByteSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.client.stdio import (
+    StdioServerParameters,
+    _aclose_all,  # pyright: ignore[reportPrivateUsage]
+    _create_platform_compatible_process,  # pyright: ignore[reportPrivateUsage]
+    _drain_stdout,  # pyright: ignore[reportPrivateUsage]
+    _get_executable_command,  # pyright: ignore[reportPrivateUsage]
+    _stop_server_process,  # pyright: ignore[reportPrivateUsage]
+    get_default_environment,
+)
+from mcp.shared.message import SessionMessage
+
+from ..json_bytes import json_bytes
+
+if TYPE_CHECKING:
+    from mcp.client._transport import TransportStreams
+
+__all__ = ["Pipe", "StdioLink", "open_stdio"]
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, Any]
+
+_READ_SIZE = 1 << 20
+"""Most bytes taken from stdout at once (a read returns what the pipe holds)."""
+_WRITER_FLUSH_SECONDS = 0.5
+"""As the SDK: how long the session's accepted messages may take to go out at the end."""
+
+
+class _Broken(Exception):
+    """stdin is closed or broken: nothing more reaches the server."""
+
+
+class Pipe:
+    """The raw side of a stdio connection: the `Channel` of the calls passed through."""
+
+    def __init__(self, stdin: ByteSendStream, on_broken: Callable[[], None]) -> None:
+        self._stdin = stdin
+        self._lock = anyio.Lock()
+        self._waiters: dict[str, MemoryObjectSendStream[JsonObject]] = {}
+        self._on_broken = on_broken
+        self.closed = False
+
+    @property
+    def authorizing(self) -> bool:
+        return False  # nothing to authorize on a pipe
+
+    @asynccontextmanager
+    async def exchange(
+        self, request_id: str, body: bytes
+    ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
+        sent = False
+        with self._waiting(request_id) as messages:
+            if not self.closed:
+                try:
+                    await self.write(body + b"\n")
+                    sent = True
+                except _Broken:
+                    pass
+            yield messages if sent else None
+
+    async def post(self, message: JsonObject) -> None:
+        try:
+            await self.write(json_bytes(message) + b"\n")
+        except _Broken:
+            log.debug("could not send %s: the server's stdin is closed", message.get("method"))
+
+    async def write(self, data: bytes) -> None:
+        """Write `data` (whole lines). Raises `_Broken`, and ends the session then: a server
+        that no longer reads its stdin can take no request (the SDK's writer does the same)."""
+        try:
+            async with self._lock:
+                await self._stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            self._on_broken()
+            raise _Broken from exc
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a passed-through request waits for its answer."""
+        return bool(self._waiters)
+
+    def take(self, line: bytes) -> bool:
+        """Hand `line` to the request it belongs to; False when it is not one of theirs."""
+        if not self._waiters:
+            return False
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return False
+        if not isinstance(message, dict):
+            return False
+        message = cast(JsonObject, message)
+        if "method" not in message:
+            key = message.get("id")
+        elif message["method"] == "notifications/progress":
+            params = message.get("params")
+            key = (
+                cast(JsonObject, params).get("progressToken") if isinstance(params, dict) else None
+            )
+        else:
+            return False
+        waiter = self._waiters.get(key) if isinstance(key, str) else None
+        if waiter is None:
+            return False
+        waiter.send_nowait(message)  # unbounded: one slow caller must not hold the pipe
+        return True
+
+    def close(self) -> None:
+        """No more messages: every waiter's end after what it already has."""
+        self.closed = True
+        for waiter in self._waiters.values():
+            waiter.close()
+
+    @contextmanager
+    def _waiting(self, request_id: str) -> Generator[MemoryObjectReceiveStream[JsonObject]]:
+        send, receive = anyio.create_memory_object_stream[JsonObject](math.inf)
+        self._waiters[request_id] = send
+        try:
+            with send, receive:
+                yield receive
+        finally:
+            del self._waiters[request_id]
+
+
+class StdioLink:
+    """Where a stdio connection's `Pipe` is, while its transport is open."""
+
+    def __init__(self) -> None:
+        self.pipe: Pipe | None = None
+
+
+@asynccontextmanager
+async def open_stdio(
+    server: StdioServerParameters, errlog: TextIO, link: StdioLink
+) -> AsyncGenerator[TransportStreams]:
+    """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`."""
+    command = await _get_executable_command(server.command)
+    process = await _create_platform_compatible_process(
+        command=command,
+        args=server.args,
+        env=get_default_environment() | (server.env or {}),
+        errlog=errlog,
+        cwd=server.cwd,
+    )
+    # As the SDK: no awaits from the spawn until the task group, or a cancellation delivered
+    # in the gap would leak the live process.
+    assert process.stdin is not None
+    assert process.stdout is not None
+    stdout = process.stdout
+    read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    # The server may still be alive when its stdin breaks: the session must see the
+    # connection end rather than wait for ever on a request that was never written.
+    pipe = Pipe(process.stdin, read_send.close)
+    shutting_down = False
+    writer_done = anyio.Event()
+
+    async def read_stdout() -> None:
+        try:
+            async with read_send:
+                try:
+                    parts: list[bytes] = []
+                    while True:
+                        try:
+                            chunk = await stdout.receive(_READ_SIZE)
+                        except anyio.EndOfStream:
+                            return
+                        start = 0
+                        while (end := chunk.find(b"\n", start)) >= 0:
+                            line = chunk[start:end]
+                            start = end + 1
+                            if parts:
+                                line = b"".join([*parts, line])
+                                parts = []
+                            if pipe.take(line):
+                                continue
+                            try:
+                                await read_send.send(_session_message(line))
+                            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                                return  # the session is gone; only the drain below remains
+                            if pipe.waiting:
+                                # The session starts a task per notification (a log message
+                                # for one of these calls): one step lets it, so that it runs
+                                # before a next line (the call's answer) wakes the call, as
+                                # on the usual path. The event loop runs tasks in order.
+                                await anyio.lowlevel.checkpoint()
+                        if start < len(chunk):
+                            parts.append(chunk[start:])
+                finally:
+                    pipe.close()
+                    await _drain_stdout(process)
+        except anyio.ClosedResourceError:
+            pass  # our own shutdown closed stdout under the read
+        except (anyio.BrokenResourceError, ConnectionError):
+            if not shutting_down:
+                log.exception("reading the MCP server's stdout failed mid-session")
+
+    async def write_stdin() -> None:
+        try:
+            async with write_receive:
+                async for message in write_receive:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await pipe.write(data.encode() + b"\n")
+        except (_Broken, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            read_send.close()
+        finally:
+            writer_done.set()
+
+    async def shutdown() -> None:
+        # The SDK's order: unblock the reader into its drain (a server stuck writing stdout
+        # cannot read stdin), let the writer flush for a moment, stop the server, release.
+        read_stream.close()
+        write_stream.close()
+        with anyio.move_on_after(_WRITER_FLUSH_SECONDS):
+            await writer_done.wait()
+        await _stop_server_process(process)
+        await _aclose_all(read_stream, write_stream, read_send, write_receive)
+        await anyio.lowlevel.checkpoint()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(read_stdout)
+        tg.start_soon(write_stdin)
+        link.pipe = pipe
+        try:
+            yield read_stream, write_stream
+        finally:
+            link.pipe = None
+            shutting_down = True
+            with anyio.CancelScope(shield=True):  # every wait inside is bounded
+                await shutdown()
+            tg.cancel_scope.cancel()
+    await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+def _session_message(line: bytes) -> SessionMessage | Exception:
+    """A line for the session, parsed as the SDK's reader does (errors as values)."""
+    try:
+        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        log.exception("the server wrote a line that is not a JSON-RPC message")
+        return exc
