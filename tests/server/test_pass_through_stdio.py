@@ -130,6 +130,24 @@ async def test_calls_passed_through_a_pipe_answer_as_the_usual_path_does() -> No
     assert by_name["d__big"][0]["content"][0]["text"] == "x" * 5_000_000
 
 
+async def test_every_log_message_of_a_call_reaches_its_caller_before_its_result() -> None:
+    # Log messages go to the node's SDK session, the result straight to the call: the result
+    # must wait until the session has attributed what came before it.
+    heard: list[int] = []
+    with anyio.fail_after(60):
+        async with front(piped()) as (url, layer, _):
+            logs = Heard()
+            async with Client(url, logging_callback=logs.on_log, log_level="info") as client:
+                await client.list_tools()
+                for _ in range(30):
+                    logs.logs.clear()
+                    await client.call_tool("d__steps", {"n": 4})
+                    heard.append(len(logs.logs))
+    assert heard == [4] * 30
+    assert layer is not None
+    assert layer.forwarded == 30
+
+
 EVERYTHING_CALLS: Calls = [
     ("d__echo", {"message": "héllo ✓"}),
     ("d__get-sum", {"a": 2, "b": 40}),

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import json
 import logging
-import math
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Any, TextIO, cast
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, TextIO, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types
 from anyio.abc import ByteSendStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import (
     StdioServerParameters,
     _aclose_all,  # pyright: ignore[reportPrivateUsage]
@@ -66,13 +67,133 @@ class _Broken(Exception):
     """stdin is closed or broken: nothing more reaches the server."""
 
 
+class _SessionFeed:
+    """The session's read stream, counting what the session has dispatched.
+
+    The SDK's receive loop dispatches one message (a notification: a task started for it),
+    then asks for the next; so when it asks, every message it took before is dispatched."""
+
+    def __init__(self, stream: MemoryObjectReceiveStream[SessionMessage | Exception]) -> None:
+        self._stream = stream
+        self.handed = 0
+        """Messages the reader handed over so far."""
+        self._taken = 0
+        self._dispatched = 0
+        self._closed = False
+        self._waiting: list[tuple[int, anyio.Event]] = []
+
+    async def dispatched(self, count: int) -> None:
+        """Return once the session dispatched its first `count` messages, behind the first step
+        of the tasks it started for them (the event loop runs tasks in order). A log message
+        of a passed-through call is attributed to it in that step (`server_requests`)."""
+        if self._dispatched >= count or self._closed:
+            await anyio.lowlevel.checkpoint()  # its tasks may not have run yet: after them
+            return
+        event = anyio.Event()
+        self._waiting.append((count, event))
+        await event.wait()
+
+    def _caught_up(self) -> None:
+        still: list[tuple[int, anyio.Event]] = []
+        for count, event in self._waiting:
+            if self._dispatched >= count or self._closed:
+                event.set()
+            else:
+                still.append((count, event))
+        self._waiting = still
+
+    async def receive(self) -> SessionMessage | Exception:
+        self._dispatched = self._taken
+        if self._waiting:
+            self._caught_up()
+        item = await self._stream.receive()
+        self._taken += 1
+        return item
+
+    def close(self) -> None:
+        self._closed = True  # nobody waits on a session that is gone
+        self._caught_up()
+        self._stream.close()
+
+    async def aclose(self) -> None:
+        self.close()
+        await anyio.lowlevel.checkpoint()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _Waiter:
+    """The messages of one passed-through request, as the reader hands them over.
+
+    Lighter than a memory object stream (no step through the event loop per message when one
+    is already there); only the reader puts, only the request's task takes. A message that
+    came after lines handed to the session is taken only once the session dispatched them, so
+    that the call hears its log messages before its result, as on the usual path."""
+
+    __slots__ = ("_arrived", "_ended", "_feed", "_messages", "_seen")
+
+    def __init__(self, feed: _SessionFeed) -> None:
+        self._messages: deque[tuple[JsonObject, int]] = deque()
+        self._arrived: anyio.Event | None = None
+        self._ended = False
+        self._feed = feed
+        self._seen = feed.handed
+
+    def put(self, message: JsonObject) -> None:
+        self._messages.append((message, self._feed.handed))
+        if self._arrived is not None:
+            self._arrived.set()
+
+    def end(self) -> None:
+        self._ended = True
+        if self._arrived is not None:
+            self._arrived.set()
+
+    def __aiter__(self) -> _Waiter:
+        return self
+
+    async def __anext__(self) -> JsonObject:
+        while not self._messages:
+            if self._ended:
+                raise StopAsyncIteration
+            self._arrived = anyio.Event()
+            await self._arrived.wait()
+        message, handed = self._messages.popleft()
+        if handed > self._seen:
+            self._seen = handed
+            await self._feed.dispatched(handed)
+        return message
+
+
 class Pipe:
     """The raw side of a stdio connection: the `Channel` of the calls passed through."""
 
-    def __init__(self, stdin: ByteSendStream, on_broken: Callable[[], None]) -> None:
+    def __init__(
+        self, stdin: ByteSendStream, feed: _SessionFeed, on_broken: Callable[[], None]
+    ) -> None:
         self._stdin = stdin
-        self._lock = anyio.Lock()
-        self._waiters: dict[str, MemoryObjectSendStream[JsonObject]] = {}
+        self._feed = feed
+        # Fast: no step through the event loop when free (most writes find it so).
+        self._lock = anyio.Lock(fast_acquire=True)
+        self._waiters: dict[str, _Waiter] = {}
         self._on_broken = on_broken
         self.closed = False
 
@@ -138,22 +259,20 @@ class Pipe:
         waiter = self._waiters.get(key) if isinstance(key, str) else None
         if waiter is None:
             return False
-        waiter.send_nowait(message)  # unbounded: one slow caller must not hold the pipe
+        waiter.put(message)  # unbounded: one slow caller must not hold the pipe
         return True
 
     def close(self) -> None:
         """No more messages: every waiter's end after what it already has."""
         self.closed = True
         for waiter in self._waiters.values():
-            waiter.close()
+            waiter.end()
 
     @contextmanager
-    def _waiting(self, request_id: str) -> Generator[MemoryObjectReceiveStream[JsonObject]]:
-        send, receive = anyio.create_memory_object_stream[JsonObject](math.inf)
-        self._waiters[request_id] = send
+    def _waiting(self, request_id: str) -> Generator[_Waiter]:
+        waiter = self._waiters[request_id] = _Waiter(self._feed)
         try:
-            with send, receive:
-                yield receive
+            yield waiter
         finally:
             del self._waiters[request_id]
 
@@ -183,11 +302,12 @@ async def open_stdio(
     assert process.stdin is not None
     assert process.stdout is not None
     stdout = process.stdout
-    read_send, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    read_send, session_reads = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    read_stream = _SessionFeed(session_reads)
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     # The server may still be alive when its stdin breaks: the session must see the
     # connection end rather than wait for ever on a request that was never written.
-    pipe = Pipe(process.stdin, read_send.close)
+    pipe = Pipe(process.stdin, read_stream, read_send.close)
     shutting_down = False
     writer_done = anyio.Event()
 
@@ -210,16 +330,11 @@ async def open_stdio(
                                 parts = []
                             if pipe.take(line):
                                 continue
+                            read_stream.handed += 1
                             try:
                                 await read_send.send(_session_message(line))
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return  # the session is gone; only the drain below remains
-                            if pipe.waiting:
-                                # The session starts a task per notification (a log message
-                                # for one of these calls): one step lets it, so that it runs
-                                # before a next line (the call's answer) wakes the call, as
-                                # on the usual path. The event loop runs tasks in order.
-                                await anyio.lowlevel.checkpoint()
                         if start < len(chunk):
                             parts.append(chunk[start:])
                 finally:
@@ -250,7 +365,8 @@ async def open_stdio(
         with anyio.move_on_after(_WRITER_FLUSH_SECONDS):
             await writer_done.wait()
         await _stop_server_process(process)
-        await _aclose_all(read_stream, write_stream, read_send, write_receive)
+        await read_stream.aclose()
+        await _aclose_all(write_stream, read_send, write_receive)
         await anyio.lowlevel.checkpoint()
 
     async with anyio.create_task_group() as tg:
