@@ -9,9 +9,9 @@ rounds; every figure is also a ratio to `direct` from the same round, and the su
 median over rounds. Prints a table per workload and writes `peers.json`, `peers.md` and
 `peers.png` to `--out`. The peers run from their own venvs in `.bench-venvs/`, created on the
 first full run; `--quick` (seconds: the test suite's smoke run) skips a peer whose venv is
-absent and says so. `--checkout DIR` adds an arm of ours running the code of another checkout
-of this repository (`agent-gateway@NAME`, HTTP downstream), to weigh a change against main in
-the same rounds.
+absent and says so. `--checkout DIR` adds, for each arm of ours chosen, its twin running the
+code of another checkout of this repository (`ARM@NAME`; `agent-gateway@NAME` when no arm of
+ours is chosen), to weigh a change against main in the same rounds.
 """
 
 from __future__ import annotations
@@ -94,18 +94,24 @@ def _arms(options: argparse.Namespace, log: Any) -> tuple[list[Arm], dict[str, s
                 continue
             install(arm.peer)
         chosen.append(arm)
+    # Each arm of ours chosen gets its twin on the checkout's code (the HTTP arm if none is).
+    ours = [arm for arm in chosen if arm.ours and not arm.env] or [
+        next(arm for arm in ARMS if arm.name == "agent-gateway")
+    ]
     for checkout in options.checkout:
         if not (checkout / "gateway" / "__init__.py").is_file():
             raise SystemExit(f"error: --checkout {checkout}: not a checkout of agent-gateway")
-        chosen.append(
-            Arm(
-                f"agent-gateway@{checkout.resolve().name}",
-                "agent-gateway",
-                stdio=False,
-                description=f"HTTP downstream, the code in {checkout}",
-                env=(("PYTHONPATH", str(checkout.resolve())),),
+        for arm in ours:
+            downstream = "stdio" if arm.stdio else "HTTP"
+            chosen.append(
+                Arm(
+                    f"{arm.name}@{checkout.resolve().name}",
+                    "agent-gateway",
+                    stdio=arm.stdio,
+                    description=f"{downstream} downstream, the code in {checkout}",
+                    env=(("PYTHONPATH", str(checkout.resolve())),),
+                )
             )
-        )
     return chosen, skipped
 
 
