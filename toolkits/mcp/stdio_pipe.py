@@ -2,9 +2,10 @@
 
 The SDK's `stdio_client` parses every line the server writes into pydantic models for its
 session; a call passed through (`forward`) wants its answer as the server sent it. `open_stdio`
-starts and stops the server exactly as the SDK does (its own functions: a process group of
-its own; on exit stdin closed, a grace period, then the process tree ended), yields the
-streams the SDK session expects, and puts a `Pipe` on the `StdioLink` meanwhile:
+starts and stops the server exactly as the SDK does (its own functions, SDK private in mcp
+2.3.0: a process group of its own; on exit stdin closed, a grace period, then the process tree
+ended), yields the streams the SDK session expects, and puts a `Pipe` on the `StdioLink`
+meanwhile:
 
 - A passed-through request is written to stdin as bytes; one lock orders it with the
   session's writes, so lines never interleave.
@@ -13,6 +14,9 @@ streams the SDK session expects, and puts a `Pipe` on the `StdioLink` meanwhile:
   every other line goes to the session as the SDK's reader would hand it over, so the
   server's own requests, its log messages and its other notifications reach whoever the
   node routes them to (`server_requests`), and answers reach the session's requests.
+- A request's message that came after lines handed to the session waits until the session
+  has dispatched them (`_SessionFeed`): a log message of the call is attributed to it there,
+  and must reach the caller before the result, as on the usual path.
 - At the end of stdout every waiter's messages end (the call reports the connection lost),
   as the session's do.
 
@@ -230,11 +234,6 @@ class Pipe:
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             self._on_broken()
             raise _Broken from exc
-
-    @property
-    def waiting(self) -> bool:
-        """Whether a passed-through request waits for its answer."""
-        return bool(self._waiters)
 
     def take(self, line: bytes) -> bool:
         """Hand `line` to the request it belongs to; False when it is not one of theirs."""
