@@ -10,6 +10,8 @@ cancelled is covered too.
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
@@ -313,6 +315,30 @@ async def test_a_node_call_on_the_usual_path_hears_the_same_pipe() -> None:
     assert result["content"] == [{"type": "text", "text": "raw"}]
     assert result_text(steps) == "2 steps"
     assert heard.progress == [(1.0, 2.0, "step 1"), (2.0, 2.0, "step 2")]
+
+
+async def test_a_call_on_a_pipe_already_closed_is_left_to_the_usual_path() -> None:
+    with anyio.fail_after(30):
+        async with McpToolkit("d", piped()) as node:
+            forward = node.forward("d__echo")
+            assert forward is not None
+            pid = int(result_text(await node.call_tool("d__pid", {})))
+            os.kill(pid, signal.SIGKILL)
+            await node.wait_for_health(lambda health: health.state != "ready")
+            result = await forward.call(
+                {"message": "raw"},
+                meta={},
+                on_progress=_no_progress,
+                on_log=_ignore,
+                refuse=lambda _request: "nobody to ask",
+            )
+            echo = await node.call_tool("d__echo", {"message": "usual"})  # after reconnecting
+    assert result is None  # never sent: the usual path may take the call
+    assert result_text(echo) == "usual"
+
+
+async def _no_progress(_progress: float, _total: float | None, _message: str | None) -> None:
+    pass
 
 
 async def _ignore(_params: dict[str, Any]) -> None:

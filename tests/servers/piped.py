@@ -2,7 +2,7 @@
 
 For calls passed through a stdio pipe: `echo`, `fail`, `big(n)` (n bytes of text), `steps(n)`
 (progress and a log message per step), `ask` (elicits), `wait` (reports progress 0, then waits until cancelled), `cancelled`
-(answers once a `wait` was cancelled), `die` (the process exits mid-call) and `grow` (adds a
+(answers once a `wait` was cancelled), `pid`, `die` (the process exits mid-call) and `grow` (adds a
 tool and says so with `tools/list_changed`).
 """
 
@@ -81,6 +81,12 @@ async def cancelled() -> str:
     with anyio.fail_after(10):
         await _cancelled.wait()
     return "a wait was cancelled"
+
+
+@server.tool()
+def pid() -> int:
+    """This process's id."""
+    return os.getpid()
 
 
 @server.tool()
