@@ -153,3 +153,22 @@ async def test_a_client_that_declines_or_cannot_open_pages_gets_the_login_comman
         assert text(await call(url, "legacy", "remote__echo", None)) == "echo:x"
     assert len(world.authority.authorizations) == 1  # only the login
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_a_client_that_cannot_be_asked_hears_why_whichever_path_its_call_takes(
+    era: str,
+) -> None:
+    # Its calls pass straight through (it cannot be asked): the step-up's refusal sends the
+    # call back to the usual path, which says why nobody was asked.
+    async with oauth_world() as world, served_gateway(world) as url:
+        assert text(await call(url, era, "remote__echo", None)) == "echo:x"
+        unable = await call(url, era, "remote__write", None)
+        assert unable.is_error
+        assert text(unable) == (
+            "tool 'remote__write' (node 'remote') failed: MCP server 'remote' needs "
+            "authorisation, and its caller was not asked (elicitation/create refused: the "
+            "upstream client lacks elicitation): run `agent-gateway auth login remote`"
+        )
+        assert text(await call(url, era, "remote__echo", None)) == "echo:x"
+    assert len(world.authority.authorizations) == 1  # only the login

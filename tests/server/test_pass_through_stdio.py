@@ -163,6 +163,34 @@ async def test_every_log_message_of_a_call_reaches_its_caller_before_its_result(
     assert layer.forwarded == 30
 
 
+async def test_a_sessions_log_messages_reach_it_while_another_of_its_calls_waits() -> None:
+    # Over stdio a log message says not which call it is for: with calls of one client in
+    # flight it goes to that client's latest, as on the usual path; with calls of several
+    # clients it would be dropped.
+    with anyio.fail_after(60):
+        async with front(piped()) as (url, layer, _):
+            assert layer is not None
+            logs = Heard()
+            async with Client(
+                url, mode="legacy", logging_callback=logs.on_log, log_level="info"
+            ) as client:
+                await client.list_tools()
+                waiting = Heard()
+
+                async def wait() -> None:
+                    await client.call_tool("d__wait", {}, progress_callback=waiting.on_progress)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait)
+                    await waiting.first_progress.wait()  # in flight at the server
+                    before = layer.forwarded
+                    result = await client.call_tool("d__steps", {"n": 3})
+                    assert layer.forwarded == before + 1
+                    assert result_text(result) == "3 steps"
+                    tg.cancel_scope.cancel()
+    assert logs.logs == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
+
+
 EVERYTHING_CALLS: Calls = [
     ("d__echo", {"message": "héllo ✓"}),
     ("d__get-sum", {"a": 2, "b": 40}),

@@ -79,12 +79,6 @@ class Channel(Protocol):
         """Send a message of ours (an answer, a cancellation); a failure is logged only."""
         ...
 
-    @property
-    def authorizing(self) -> bool:
-        """Whether an authorization flow may be in play on the connection: one that could put
-        a page to the caller mid-call (a step-up), which the usual path does."""
-        ...
-
 
 @dataclass(frozen=True, slots=True)
 class Forward:
@@ -106,11 +100,6 @@ class Forward:
     """The node's calls, where the server's requests and log messages reach the node's SDK
     session rather than the channel (stdio): the call is held among them meanwhile."""
 
-    @property
-    def authorizing(self) -> bool:
-        """Whether an authorization flow may be in play on the node's connection (`Channel`)."""
-        return self.channel.authorizing
-
     async def call(
         self,
         arguments: Mapping[str, Any],
@@ -119,9 +108,12 @@ class Forward:
         on_progress: OnProgress,
         on_log: OnLog,
         refuse: Refuse,
+        owner: object | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it (a protocol error as an error result);
         None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
+        `owner`: the caller's client, whose calls may take each other's server requests and
+        log messages where the channel cannot tell them apart (`CallContext.owner`).
         """
         request_id = f"agent-gateway-{next(_ids)}"
         params = {
@@ -134,7 +126,7 @@ class Forward:
         )
         deadline = Deadline(self.timeout, self.cap)
         try:
-            with deadline.scope, self._in_flight(deadline, on_log, refuse):
+            with deadline.scope, self._in_flight(deadline, on_log, refuse, owner):
                 async with self.channel.exchange(request_id, body) as messages:
                     if messages is None:
                         return None
@@ -157,11 +149,11 @@ class Forward:
         raise self._lost()  # the messages ended without the result
 
     def _in_flight(
-        self, deadline: Deadline, on_log: OnLog, refuse: Refuse
+        self, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
     ) -> AbstractContextManager[object]:
         if self.calls is None:
             return nullcontext()
-        return _held(self.calls, deadline, on_log, refuse)
+        return _held(self.calls, deadline, on_log, refuse, owner)
 
     async def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
@@ -233,7 +225,7 @@ class Forward:
 
 @contextmanager
 def _held(
-    calls: CallsInFlight, deadline: Deadline, on_log: OnLog, refuse: Refuse
+    calls: CallsInFlight, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
 ) -> Generator[object]:
     """The call held among the node's calls: the server's requests meanwhile are refused for
     `refuse`'s reason (the caller cannot be asked), its log messages go to `on_log`, and the
@@ -246,7 +238,8 @@ def _held(
     async def relay_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-    with calls.track(CallContext(on_log=relay_log, answer=answer), deadline.waiting) as call:
+    context = CallContext(on_log=relay_log, answer=answer, owner=owner)
+    with calls.track(context, deadline.waiting) as call:
         yield call
 
 

@@ -5,7 +5,9 @@ connections, its session id), and the answer read as it streams: one JSON body, 
 message per server-sent event. Where the link allows (`HttpLink.lean`), requests go out on
 the lean HTTP client (`lean_http`) instead of httpx2's, which costs most of the CPU of a call
 passed through; a 401 or 403 it gets did nothing at the server, so the request counts as not
-sent and the usual path runs the authorization flow.
+sent and the usual path runs the authorization flow. The same holds on httpx2 when its flow
+gives up for want of someone to ask (`AuthorizationRequired` before any answer: a step-up, or
+a grant gone): the usual path asks the caller, or refuses saying why it could not.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any, Protocol, cast
 
 import httpx2
 
+from ..errors import AuthorizationRequired
 from ..json_bytes import json_bytes
 from .forward import ChannelLost
 from .lean_http import LeanHttp
@@ -46,17 +49,12 @@ class HttpChannel:
     protocol_version: str
     max_event_bytes: int
 
-    @property
-    def authorizing(self) -> bool:
-        # Not lean: an engaged flow, or httpx2 with a flow that may engage.
-        return self.lean is None and self.link.auth is not None
-
     @asynccontextmanager
     async def exchange(
         self, request_id: str, body: bytes
     ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
         del request_id  # the answer comes on the request's own response
-        entered = connect_failed = False
+        entered = not_sent = False
         try:
             async with self._request(body) as response:
                 entered = True
@@ -72,10 +70,14 @@ class HttpChannel:
         except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
             if entered:
                 raise ChannelLost from exc
-            connect_failed = True
+            not_sent = True
         except httpx2.HTTPError as exc:
             raise ChannelLost from exc
-        if connect_failed:
+        except AuthorizationRequired:
+            if entered:
+                raise
+            not_sent = True  # refused before it was read: nobody here to ask for a grant
+        if not_sent:
             yield None
 
     async def post(self, message: JsonObject) -> None:

@@ -201,10 +201,6 @@ class Pipe:
         self._on_broken = on_broken
         self.closed = False
 
-    @property
-    def authorizing(self) -> bool:
-        return False  # nothing to authorize on a pipe
-
     @asynccontextmanager
     async def exchange(
         self, request_id: str, body: bytes

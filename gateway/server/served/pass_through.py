@@ -21,8 +21,8 @@ SDK untouched:
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round;
 - a tool of an exposed MCP node whose node has a live handshake-era HTTP or stdio session now
-  (for a 2025-era session's call, with no authorization flow engaged on it: a step-up would put
-  a page to our client, which the usual path asks of it or refuses saying why);
+  (a call its server refuses for want of a grant the node must ask our client for goes the
+  usual path, which asks, or refuses saying why: `forward_http`);
 - a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
 `[gateway] pass_through = false` turns it off.
 
@@ -180,12 +180,7 @@ class PassThrough:
             checked = types.CallToolRequestParams.model_validate(params, by_name=False)
         except (ValidationError, KeyError, ValueError):
             return None
-        call = self._route(fields["id"], checked, meta, version, session)
-        if call is not None and call.forward.authorizing:
-            # An authorization flow in play may put a page to our client mid-call, which the
-            # usual path asks of it (or refuses, saying why): not on this path.
-            return None
-        return call
+        return self._route(fields["id"], checked, meta, version, session)
 
     def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
         fields = posted_object(scope, body)
@@ -277,6 +272,7 @@ class PassThrough:
                 on_progress=progress,
                 on_log=server_log,
                 refuse=_refusal,
+                owner=session.connection if session is not None else None,
             )
 
         forward = call.forward
