@@ -32,8 +32,10 @@ from mcp.server.auth.middleware.bearer_auth import (
 )
 from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import MCP_PROTOCOL_VERSION_HEADER
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ...engine import Gateway
@@ -41,7 +43,7 @@ from ...limits import PerNode
 from ..connection import connection_of
 from ..serving import Serving, serving
 
-__all__ = ["HandshakeSessions", "OpenSession", "Stopped"]
+__all__ = ["HandshakeSessions", "OpenSession", "Stopped", "answered_as_json"]
 
 _SESSION_ID = b"mcp-session-id"
 _VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()
@@ -200,6 +202,15 @@ class _WatchDeletes:
         if scope["type"] == "http" and scope["method"] == "DELETE":
             self._sessions.deleted(scope)
         return self.app(scope, receive, send)  # no frame here while a stream is open
+
+
+def answered_as_json(scope: Scope) -> bool:
+    """Whether the SDK would take a POST of `scope` on a session: it accepts JSON and event
+    streams, and says its body is JSON (else the SDK answers it with an error)."""
+    request = Request(scope)
+    return check_accept_headers(request) == (True, True) and request.headers.get(
+        "content-type", ""
+    ).startswith("application/json")
 
 
 def _owner(user: object) -> AuthorizationContext | None:

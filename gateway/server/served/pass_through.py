@@ -63,7 +63,7 @@ from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
 from ..notifications.log_messages import log_levels
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
-from .handshake_sessions import HandshakeSessions, OpenSession, Stopped
+from .handshake_sessions import HandshakeSessions, OpenSession, Stopped, answered_as_json
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -167,12 +167,7 @@ class PassThrough:
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
         if any(key.startswith("io.modelcontextprotocol/") for key in meta):
             return None  # a 2026-07-28 envelope on a session: the SDK's to judge
-        if not session.cannot_be_asked():
-            return None
-        request = Request(scope)
-        if check_accept_headers(request) != (True, True):
-            return None
-        if not request.headers.get("content-type", "").startswith("application/json"):
+        if not session.cannot_be_asked() or not answered_as_json(scope):
             return None
         version = session.protocol_version
         try:

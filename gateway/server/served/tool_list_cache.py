@@ -22,12 +22,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
-from mcp.server.streamable_http import check_accept_headers
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
-from .handshake_sessions import HandshakeSessions, OpenSession
+from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 
 __all__ = ["ToolListCache"]
 
@@ -128,10 +126,7 @@ def _session_listing(
         return None  # a 2026-07-28 envelope on a session: the SDK's to judge
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         return None
-    request = Request(scope)
-    if check_accept_headers(request) != (True, True):
-        return None
-    if not request.headers.get("content-type", "").startswith("application/json"):
+    if not answered_as_json(scope):
         return None
     return request_id, ""
 
