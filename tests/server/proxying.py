@@ -25,7 +25,15 @@ from pydantic import FileUrl
 from tests.servers.catalog import CatalogServer
 from toolkits.mcp import McpServerConfig, McpToolkit
 
-__all__ = ["KINDS", "ClientAnswers", "Follower", "Heard", "listening", "mcp_nodes"]
+__all__ = [
+    "KINDS",
+    "ClientAnswers",
+    "Follower",
+    "Heard",
+    "answers_by_name",
+    "listening",
+    "mcp_nodes",
+]
 
 
 @asynccontextmanager
@@ -233,3 +241,21 @@ class Follower:
                 async for event in subscription:
                     if isinstance(event, ResourceUpdated):
                         self._note(event.uri)
+
+
+def answers_by_name(
+    answers: Sequence[tuple[Any, ...]], logs: Sequence[str]
+) -> dict[str, tuple[Any, Any]]:
+    """The (result, progress) of each tool of a pass-through test's calls, checked for what
+    every such downstream answers: `steps(3)` logs and reports each step, `fail` fails, and
+    `ask` cannot elicit from a client that declared no elicitation."""
+    assert list(logs) == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
+    by_name = {name: (result, progress) for name, result, progress in answers}
+    assert by_name["d__steps"][1] == [
+        (1.0, 3.0, "step 1"),
+        (2.0, 3.0, "step 2"),
+        (3.0, 3.0, "step 3"),
+    ]
+    assert by_name["d__fail"][0]["isError"] is True
+    assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    return by_name

@@ -32,6 +32,7 @@ from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.observation import result_text
 
+from .proxying import answers_by_name
 from .support import ERAS, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -132,15 +133,7 @@ async def test_calls_passed_through_a_pipe_answer_as_the_usual_path_does(
         fast, usual = await _both_ways(piped(), calls, mode=mode)
     assert fast == usual
     answers, logs = fast
-    assert logs == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
-    by_name = {name: (result, progress) for name, result, progress in answers}
-    assert by_name["d__steps"][1] == [
-        (1.0, 3.0, "step 1"),
-        (2.0, 3.0, "step 2"),
-        (3.0, 3.0, "step 3"),
-    ]
-    assert by_name["d__fail"][0]["isError"] is True
-    assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    by_name = answers_by_name(answers, logs)
     if mode == "auto":
         assert by_name["d__big"][0]["content"][0]["text"] == "x" * 5_000_000
 

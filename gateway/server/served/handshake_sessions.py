@@ -46,6 +46,8 @@ from ..serving import Serving, serving
 __all__ = ["HandshakeSessions", "OpenSession", "Stopped", "answered_as_json"]
 
 _SESSION_ID = b"mcp-session-id"
+_FOUND = "agent_gateway.handshake_session"
+"""Where `find` keeps its answer in a request's scope."""
 _VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()
 _ASKING = ("sampling", "elicitation", "roots")
 """Client capabilities that let a server's request during a call reach the client."""
@@ -139,9 +141,15 @@ class HandshakeSessions:
 
     def find(self, scope: Scope) -> OpenSession | None:
         """The initialized session a request of `scope` belongs to, if the SDK would serve it
-        on that session: its id, its credential, a handshake-era version header (or none)."""
+        on that session: its id, its credential, a handshake-era version header (or none).
+        Looked up once per request, however many layers ask."""
+        if _FOUND in scope:
+            return scope[_FOUND]
         session = self._of(scope)
-        return session if session is not None and session.connection.initialize_accepted else None
+        if session is not None and not session.connection.initialize_accepted:
+            session = None
+        scope[_FOUND] = session
+        return session
 
     def watch_deletes(self, app: ASGIApp) -> ASGIApp:
         """ASGI, in front of the SDK's endpoint: a session's DELETE (its client's, or the
