@@ -43,11 +43,7 @@ import anyio
 import anyio.lowlevel
 import mcp_types as types
 from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
-from mcp.shared.inbound import (
-    InboundModernRoute,
-    classify_inbound_request,
-    find_duplicated_routing_header,
-)
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -74,6 +70,8 @@ JsonObject = dict[str, Any]
 
 _ASKING = ("sampling", "elicitation", "roots")
 """Client capabilities that let a server's request during a call reach the client."""
+_ROUTING_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
+"""Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
 _PING_SECONDS = 15.0
 """Silence after which the answer turns into an event stream and pings, as the SDK's does."""
 _SSE_HEADERS = [
@@ -187,18 +185,12 @@ class PassThrough:
         params = cast(JsonObject, params)
         if "inputResponses" in params or "requestState" in params:
             return None
-        request = Request(scope)
-        headers = request.headers
-        if any(name.startswith("mcp-param-") for name in headers):
-            return None
-        if not check_accept_headers(request)[0]:
+        headers = _plain_headers(scope)
+        if headers is None or not check_accept_headers(cast(Request, _Headed(headers)))[0]:
             return None
         if not headers.get("content-type", "").startswith("application/json"):
             return None
-        raw = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        if find_duplicated_routing_header(raw) is not None:
-            return None
-        route = classify_inbound_request(fields, headers=dict(headers))
+        route = classify_inbound_request(fields, headers=headers)
         if not isinstance(route, InboundModernRoute) or not _cannot_be_asked(route):
             return None
         try:
@@ -428,6 +420,31 @@ class _Reply:
 
     def _sse_headers(self) -> list[tuple[bytes, bytes]]:
         return [*_SSE_HEADERS, *self._session] if self._session else _SSE_HEADERS
+
+
+@dataclass(frozen=True, slots=True)
+class _Headed:
+    """What `check_accept_headers` reads of a request."""
+
+    headers: dict[str, str]
+
+
+def _plain_headers(scope: Scope) -> dict[str, str] | None:
+    """The request's headers by lowercase name (the first of repeated ones, as Starlette's
+    `Headers` reads them); None if a routing header is repeated or an `Mcp-Param-*` one is
+    there (the SDK's to judge). One pass over the raw list: Starlette's `Headers` scans it
+    again for every name asked."""
+    headers: dict[str, str] = {}
+    for raw_name, raw_value in scope["headers"]:
+        name = raw_name.decode("latin-1").lower()
+        if name in headers:
+            if name in _ROUTING_HEADERS:
+                return None
+            continue
+        if name.startswith("mcp-param-"):
+            return None
+        headers[name] = raw_value.decode("latin-1")
+    return headers
 
 
 def _cannot_be_asked(route: InboundModernRoute) -> bool:
