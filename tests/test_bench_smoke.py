@@ -2,7 +2,7 @@
 comes out with numbers in the table and the JSON. No timing is asserted: the machine is shared.
 
 The peers (mcp-proxy, FastMCP) take part only where their venvs exist (a full run creates them);
-CI has none, so there it is our arms and the direct ones.
+CI has none, so there it is our arms, the direct ones and the floors (`bench/peers/floors.py`).
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ NOT_APPLICABLE = {
     ("mcp-proxy", "agent"),
     ("fastmcp", "agent"),
     ("fastmcp-fresh", "agent"),
+    ("floor-relay", "agent"),
+    ("floor-bare", "agent"),
 }
 """Workloads an arm cannot do (shown as n/a with the reason)."""
 
 NO_FIGURE = {
     (arm, "servers", key)
-    for arm in ("direct", "direct-stdio", "mcp-proxy")
+    for arm in ("direct", "direct-stdio", "mcp-proxy", "floor-relay", "floor-bare")
     for key in ("coldn_ms", "warmn_ms", "rssn_mb", "coldn_x1")
 } | {("direct", "agent", "overhead_ms"), ("direct-stdio", "agent", "overhead_ms")}
 """Single figures an arm cannot have: no aggregate of N servers, no agent."""

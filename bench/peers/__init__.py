@@ -1,4 +1,6 @@
-"""The peer benchmark: agent-gateway against direct calls, mcp-proxy and FastMCP's proxy.
+"""The peer benchmark: agent-gateway against direct calls, mcp-proxy, FastMCP's proxy and two
+floors (`floors.py`: a byte relay, and uvicorn with a bare forwarding app, the least any
+Python front can cost here).
 
     python -m bench peers [--rounds 3] [--quick] [--only WORKLOAD ...] [--arms ARM ...]
                           [--checkout DIR ...] [--out DIR]

@@ -44,12 +44,17 @@ PYTHON = sys.executable
 GATEWAY = str(Path(sys.executable).parent / "agent-gateway")
 DOWNSTREAM = str(REPO / "bench" / "downstream.py")
 FASTMCP_PROXY = str(REPO / "bench" / "peers" / "fastmcp_proxy.py")
+FLOORS = str(REPO / "bench" / "peers" / "floors.py")
 DIRECT = "direct"
 PEER_READY = "bench-peer: serving on "
 """What `fastmcp_proxy.py` prints once it listens (it runs in another venv: no import)."""
+FLOOR_READY = "bench-floor: serving on "
+"""What `floors.py` prints once it listens (a script: not imported here)."""
 ECHO_BYTES = 200
 
-Kind = Literal["direct", "agent-gateway", "mcp-proxy", "fastmcp", "fastmcp-fresh"]
+Kind = Literal[
+    "direct", "agent-gateway", "mcp-proxy", "fastmcp", "fastmcp-fresh", "floor-relay", "floor-bare"
+]
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,18 @@ ARMS = (
     Arm("mcp-proxy", "mcp-proxy", stdio=True, peer="mcp-proxy", description="0.13, stdio"),
     Arm("fastmcp", "fastmcp", stdio=False, peer="fastmcp", description="reused session, HTTP"),
     Arm("fastmcp-fresh", "fastmcp-fresh", stdio=False, peer="fastmcp", description="default"),
+    Arm(
+        "floor-relay",
+        "floor-relay",
+        stdio=False,
+        description="reference: bytes relayed, no HTTP parsed (`floors.py`)",
+    ),
+    Arm(
+        "floor-bare",
+        "floor-bare",
+        stdio=False,
+        description="reference: uvicorn + a bare forwarding app (`floors.py`)",
+    ),
 )
 
 
@@ -214,6 +231,13 @@ async def front(
         command = [str(peer_bin("fastmcp", "python")), FASTMCP_PROXY, *fresh, *urls]
         env = {"FASTMCP_LOG_LEVEL": "WARNING"}
         async with running(command, ready=PEER_READY, env=env) as process:
+            yield Front(process.url, process.pid)
+    elif arm.kind in ("floor-relay", "floor-bare"):
+        (backend,) = backends.values()
+        if not backend.url:
+            raise ValueError(f"{arm.name} forwards to a URL only")
+        kind = arm.kind.removeprefix("floor-")
+        async with running([PYTHON, FLOORS, kind, backend.url], ready=FLOOR_READY) as process:
             yield Front(process.url, process.pid)
     else:
         raise ValueError(f"{arm.name} is not a proxy")

@@ -131,7 +131,7 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     figures: Figures = {}
     for label, count in (("1", 1), ("n", env.sizes.servers)):
         keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb")
-        if count > 1 and arm.kind in ("direct", "mcp-proxy"):
+        if count > 1 and arm.kind in ("direct", "mcp-proxy", "floor-relay", "floor-bare"):
             figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
             continue
         figures.update(zip(keys, await _cold_start(arm, env, count), strict=True))
