@@ -37,6 +37,7 @@ __all__ = [
     "downstream",
     "front",
     "gateway_config",
+    "http_backend",
     "open_stack",
 ]
 
@@ -68,6 +69,8 @@ class Arm:
     description: str = ""
     env: tuple[tuple[str, str], ...] = ()
     """Extra environment of the front process."""
+    protocol: str = ""
+    """Ours: the `protocol` of the nodes to HTTP downstreams (the config's default if empty)."""
     default: bool = True
     """Run unless `--arms` names others; off for variants of ours that a change is weighed by."""
 
@@ -80,6 +83,13 @@ ARMS = (
     Arm(DIRECT, "direct", stdio=False, description="the driver calls the downstream over HTTP"),
     Arm("direct-stdio", "direct", stdio=True, description="the driver spawns it over stdio"),
     Arm("agent-gateway", "agent-gateway", stdio=False, description="HTTP downstream"),
+    Arm(
+        "agent-gateway-modern",
+        "agent-gateway",
+        stdio=False,
+        description="HTTP downstream, reached at 2026-07-28 as direct's driver does",
+        protocol="modern",
+    ),
     Arm("agent-gateway-stdio", "agent-gateway", stdio=True, description="stdio downstream"),
     Arm(
         "agent-gateway-asyncio",
@@ -122,6 +132,8 @@ class Backend:
 
     url: str = ""
     command: tuple[str, ...] = ()
+    protocol: str = ""
+    """Ours: how the node speaks to a URL (`protocol` in its config), if not the default."""
 
     @staticmethod
     def stdio(*args: str) -> Backend:
@@ -172,7 +184,8 @@ async def downstream(servers: int, wide: int) -> AsyncGenerator[Running]:
 
 def _toml_backend(name: str, backend: Backend) -> str:
     if backend.url:
-        return f"[mcpServers.{name}]\nurl = {json.dumps(backend.url)}\n"
+        protocol = f"protocol = {json.dumps(backend.protocol)}\n" if backend.protocol else ""
+        return f"[mcpServers.{name}]\nurl = {json.dumps(backend.url)}\n{protocol}"
     command, *args = backend.command
     return f"[mcpServers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
 
@@ -243,14 +256,20 @@ async def front(
         raise ValueError(f"{arm.name} is not a proxy")
 
 
+def http_backend(arm: Arm, url: str) -> Backend:
+    return Backend(url=url, protocol=arm.protocol)
+
+
 def main_backend(arm: Arm, env: Env) -> Backend:
-    return Backend.stdio() if arm.stdio else Backend(url=f"{env.downstream}/mcp")
+    return Backend.stdio() if arm.stdio else http_backend(arm, f"{env.downstream}/mcp")
 
 
 def wide_backend(arm: Arm, env: Env) -> Backend:
     tools = str(env.sizes.wide_tools)
     return (
-        Backend.stdio("--tools", tools) if arm.stdio else Backend(url=f"{env.downstream}/wide/mcp")
+        Backend.stdio("--tools", tools)
+        if arm.stdio
+        else http_backend(arm, f"{env.downstream}/wide/mcp")
     )
 
 

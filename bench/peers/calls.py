@@ -9,7 +9,17 @@ import time
 import anyio
 from mcp import Client
 
-from .arms import GATEWAY, Arm, Backend, Env, Stack, front, gateway_config, tool_names
+from .arms import (
+    GATEWAY,
+    Arm,
+    Backend,
+    Env,
+    Stack,
+    front,
+    gateway_config,
+    http_backend,
+    tool_names,
+)
 from .measure import (
     ECHO,
     Figures,
@@ -139,7 +149,7 @@ async def nested(arm: Arm, stack: Stack | None, env: Env) -> Figures:
             )
         )
     else:
-        inner = Backend(url=stack.url)
+        inner = http_backend(arm, stack.url)
     async with (
         front(arm, {"b": inner}, workdir) as outer,
         Client(outer.url, cache=None) as client,

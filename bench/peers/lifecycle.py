@@ -22,6 +22,7 @@ from .arms import (
     Env,
     Stack,
     front,
+    http_backend,
     new_stdio_child,
     stdio_children,
 )
@@ -159,7 +160,7 @@ async def _cold_start(arm: Arm, env: Env, count: int) -> tuple[float, float, flo
             backends = {
                 f"s{i}": Backend.stdio("--tools", per_server)
                 if arm.stdio
-                else Backend(url=f"{env.downstream}/s{i}/mcp")
+                else http_backend(arm, f"{env.downstream}/s{i}/mcp")
                 for i in range(count)
             }
             workdir = env.workdir / f"{arm.name}-servers{count}"

@@ -244,11 +244,11 @@ class Follower:
 
 
 def answers_by_name(
-    answers: Sequence[tuple[Any, ...]], logs: Sequence[str]
+    answers: Sequence[tuple[Any, ...]], logs: Sequence[str], *, asked: str = "d__ask"
 ) -> dict[str, tuple[Any, Any]]:
     """The (result, progress) of each tool of a pass-through test's calls, checked for what
     every such downstream answers: `steps(3)` logs and reports each step, `fail` fails, and
-    `ask` cannot elicit from a client that declared no elicitation."""
+    the tool `asked` cannot elicit from a client that declared no elicitation."""
     assert list(logs) == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
     by_name = {name: (result, progress) for name, result, progress in answers}
     assert by_name["d__steps"][1] == [
@@ -257,5 +257,5 @@ def answers_by_name(
         (3.0, 3.0, "step 3"),
     ]
     assert by_name["d__fail"][0]["isError"] is True
-    assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    assert "lacks elicitation" in str(by_name[asked][0]["content"])
     return by_name

@@ -14,14 +14,14 @@ import warnings
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
+from mcp.server.mcpserver import Context, Elicit, Resolve
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,6 +33,7 @@ from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.oauth import oauth_world
 from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.config import ProtocolMode
 
 from .proxying import ClientAnswers, answers_by_name
 from .support import serve
@@ -42,6 +43,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 class Name(BaseModel):
     name: str
+
+
+def name_please() -> Elicit[Name]:
+    return Elicit("Your name?", Name)
 
 
 class Downstream:
@@ -90,6 +95,12 @@ class Downstream:
             )
 
         @server.tool()
+        async def greet(name: Annotated[Name, Resolve(name_please)]) -> str:
+            """Greet the user by the name asked for: in the result's input-required rounds at
+            2026-07-28, mid-call before."""
+            return f"hello {name.name}"
+
+        @server.tool()
         async def wait() -> str:
             """Wait until cancelled."""
             self.started.set()
@@ -109,12 +120,16 @@ class Downstream:
         return self.server.streamable_http_app(host="127.0.0.1")
 
 
+ERAS = pytest.mark.parametrize("protocol", ["auto", "modern"])
+"""The node's protocol: the handshake era (a session), or 2026-07-28 requests."""
+
+
 @asynccontextmanager
 async def front(
-    url: str, *, pass_through: bool, **keys: Any
+    url: str, *, pass_through: bool, protocol: ProtocolMode = "auto", **keys: Any
 ) -> AsyncGenerator[tuple[str, PassThrough | None]]:
     """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
-    config = McpServerConfig(url=url, protocol="auto", **keys)
+    config = McpServerConfig(url=url, protocol=protocol, **keys)
     async with McpToolkit("d", config) as node:
         app = http_app(
             serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
@@ -144,6 +159,7 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("d__big", {"n": 3_000_000}),
     ("d__steps", {"n": 3}),
     ("d__ask", {}),
+    ("d__greet", {}),
 ]
 
 
@@ -161,21 +177,22 @@ async def _answers(url: str) -> tuple[list[tuple[Any, ...]], list[str]]:
     return answers, logs.logs
 
 
-async def test_passed_through_calls_answer_as_the_usual_path_does() -> None:
+@ERAS
+async def test_passed_through_calls_answer_as_the_usual_path_does(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(60):
         async with serve_on_loopback(down.app()) as base:
             url = f"{base}/mcp"
-            async with front(url, pass_through=True) as (fast_url, layer):
+            async with front(url, pass_through=True, protocol=protocol) as (fast_url, layer):
                 fast = await _answers(fast_url)
-            async with front(url, pass_through=False) as (usual_url, off):
+            async with front(url, pass_through=False, protocol=protocol) as (usual_url, off):
                 usual = await _answers(usual_url)
     assert layer is not None
     assert off is None
     assert layer.forwarded == len(CALLS)
     assert fast == usual
     answers, logs = fast
-    by_name = answers_by_name(answers, logs)
+    by_name = answers_by_name(answers, logs, asked="d__ask" if protocol == "auto" else "d__greet")
     assert len(by_name["d__big"][0]["content"][0]["text"]) == 3_000_000
 
 
@@ -196,12 +213,13 @@ async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() ->
     assert asked.content == [types.TextContent(text="user is Ada")]
 
 
-async def test_a_call_the_client_cancels_is_cancelled_at_the_server() -> None:
+@ERAS
+async def test_a_call_the_client_cancels_is_cancelled_at_the_server(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(30):
         async with (
             serve_on_loopback(down.app()) as base,
-            front(f"{base}/mcp", pass_through=True) as (url, layer),
+            front(f"{base}/mcp", pass_through=True, protocol=protocol) as (url, layer),
             Client(url) as client,
         ):
             await client.list_tools()
@@ -274,12 +292,13 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
     assert pings.seen >= 3
 
 
-async def test_a_call_that_times_out_is_cancelled_and_says_so() -> None:
+@ERAS
+async def test_a_call_that_times_out_is_cancelled_and_says_so(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(30):
         async with (
             serve_on_loopback(down.app()) as base,
-            front(f"{base}/mcp", pass_through=True, timeout=0.5) as (url, layer),
+            front(f"{base}/mcp", pass_through=True, protocol=protocol, timeout=0.5) as (url, layer),
             Client(url) as client,
         ):
             await client.list_tools()

@@ -27,10 +27,11 @@ from gateway.server import HttpOptions, http_app
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import serve_on_loopback
 from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.config import ProtocolMode
 
 from .proxying import ClientAnswers, answers_by_name
 from .support import serve
-from .test_pass_through import CALLS, Downstream, Heard
+from .test_pass_through import CALLS, ERAS, Downstream, Heard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -116,10 +117,10 @@ def messages(content_type: str, body: bytes) -> list[JsonObject]:
 
 @asynccontextmanager
 async def front(
-    url: str, options: HttpOptions, *, pass_through: bool
+    url: str, options: HttpOptions, *, pass_through: bool, protocol: ProtocolMode = "auto"
 ) -> AsyncGenerator[tuple[str, PassThrough | None]]:
     """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
-    async with McpToolkit("d", McpServerConfig(url=url, protocol="auto")) as node:
+    async with McpToolkit("d", McpServerConfig(url=url, protocol=protocol)) as node:
         app = http_app(
             serve(Gateway([node], []), expose_tools=True, pass_through=pass_through), options
         )
@@ -136,15 +137,16 @@ async def front(
 
 @asynccontextmanager
 async def both_fronts(
-    options: HttpOptions | None = None,
+    options: HttpOptions | None = None, protocol: ProtocolMode = "auto"
 ) -> AsyncGenerator[tuple[Downstream, str, str, PassThrough]]:
-    """The downstream, a gateway passing calls through and one that does not."""
+    """The downstream, a gateway passing calls through and one that does not; their node
+    speaks `protocol` to the downstream."""
     down = Downstream()
     options = options or HttpOptions("127.0.0.1", 0)
     async with (
         serve_on_loopback(down.app()) as base,
-        front(f"{base}/mcp", options, pass_through=True) as (fast, layer),
-        front(f"{base}/mcp", options, pass_through=False) as (usual, _),
+        front(f"{base}/mcp", options, pass_through=True, protocol=protocol) as (fast, layer),
+        front(f"{base}/mcp", options, pass_through=False, protocol=protocol) as (usual, _),
     ):
         assert layer is not None
         yield down, fast, usual, layer
@@ -165,11 +167,12 @@ async def _sdk_answers(url: str, log_level: types.LoggingLevel | None) -> tuple[
     return answers, logs.logs
 
 
-async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_session_path_does() -> (
-    None
-):
+@ERAS
+async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_session_path_does(
+    protocol: ProtocolMode,
+) -> None:
     with anyio.fail_after(60):
-        async with both_fronts() as (_, fast, usual, layer):
+        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
             for level in ("info", "error", None):  # a set level filters nothing (both paths)
                 before = layer.forwarded
                 passed = await _sdk_answers(fast, level)
@@ -178,17 +181,21 @@ async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_sessi
             async with Client(fast, mode="legacy") as client:
                 big = await client.call_tool("d__big", {"n": 3_000_000})
     answers, logs = passed
-    by_name = answers_by_name(answers, logs)
+    by_name = answers_by_name(answers, logs, asked="d__ask" if protocol == "auto" else "d__greet")
     assert "_meta" not in by_name["d__echo"][0]  # handshake-era results carry no serverInfo
     assert big.content == [types.TextContent(text="x" * 3_000_000)]
 
 
+@ERAS
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
 async def test_the_wire_answer_of_a_session_call_is_the_sdks_in_every_handshake_version(
-    version: str,
+    version: str, protocol: ProtocolMode
 ) -> None:
     with anyio.fail_after(60):
-        async with both_fronts() as (_, fast, usual, layer), httpx2.AsyncClient() as http:
+        async with (
+            both_fronts(protocol=protocol) as (_, fast, usual, layer),
+            httpx2.AsyncClient() as http,
+        ):
             heard: dict[str, list[list[JsonObject]]] = {}
             for url in (fast, usual):
                 session = RawSession(http, url, version)

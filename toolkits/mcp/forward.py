@@ -1,8 +1,8 @@
-"""A tool call passed through: raw JSON-RPC on the session a node keeps to its server.
+"""A tool call passed through: raw JSON-RPC on the connection a node keeps to its server.
 
 A gateway relaying a call it does not change needs none of the SDK client's per-request
 machinery (memory streams, tasks, models for every message). `Forward.call` sends the request
-on the node's live handshake-era session and returns the result as the server sent it, JSON,
+on the node's live connection and returns the result as the server sent it, JSON,
 checked but not rebuilt. On the way, as `McpToolkit.call_tool` would: progress restarts the
 clock and goes to the caller, log messages go to the caller, the server's own requests are
 answered (refused for the reason the caller gives; pings answered), its other notifications
@@ -10,10 +10,13 @@ go to the node, a timeout or a cancelled caller cancels the request at the serve
 connection lost mid-call is reported and reconnected.
 
 How a request goes out and its messages come back is the `Channel`'s: a streamable HTTP
-session's (`forward_http`), or a stdio server's pipe (`stdio_pipe`). Over HTTP the server's
-requests and log messages come on the call's own response; over stdio nothing says which call
-they belong to, so they go to the node's SDK session, and the call is held in flight among
-the node's calls (`server_requests`) to be attributed as any other call would be.
+connection's (`forward_http`: a handshake-era session, or 2026-07-28 requests), or a stdio
+server's pipe (`stdio_pipe`). Over HTTP the server's requests and log messages come on the
+call's own response; over stdio nothing says which call they belong to, so they go to the
+node's SDK session, and the call is held in flight among the node's calls (`server_requests`)
+to be attributed as any other call would be. A 2026-07-28 server asks its questions in the
+result instead (input-required rounds): they are answered by the SDK's own driver, each with
+the caller's refusal, as the SDK client answers them for a caller that cannot be asked.
 
 `McpToolkit.forward(name)` offers one when the node's connection can carry it; `call` returns
 None when the request never reached the server (the session was gone), so the caller can
@@ -35,12 +38,16 @@ from typing import Any, Protocol, cast
 
 import anyio
 import mcp_types
-from mcp_types import ErrorData, InputRequest, InputResponse
+from mcp.client._input_required import (  # the SDK client's own rounds, for the same answers
+    InputRequiredRoundsExceededError,
+    run_input_required_driver,
+)
+from mcp.shared.exceptions import MCPError
+from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse, InputResponses
 from pydantic import ValidationError
 
 from ..base import CallContext, error_result
 from ..errors import ConnectionLost
-from ..json_bytes import json_bytes
 from .deadline import Deadline, timed_out
 from .server_requests import CallsInFlight, refused
 from .session import Connection, connection_lost
@@ -67,12 +74,13 @@ class Channel(Protocol):
     """How a passed-through request reaches the server and its messages come back."""
 
     def exchange(
-        self, request_id: str, body: bytes
+        self, request_id: str, request: JsonObject
     ) -> AbstractAsyncContextManager[AsyncIterator[JsonObject] | None]:
-        """Send `body` (the JSON-RPC request `request_id`); the block gets the server's
-        messages about it, up to its answer (they end early if the connection closed), or
-        None if the request never reached the server. Iterating raises `ChannelLost` when
-        the connection fails, `ValueError` for a message that is not JSON-RPC."""
+        """Send `request` (the JSON-RPC request `request_id`; the channel may add what its
+        protocol era needs); the block gets the server's messages about it, up to its answer
+        (they end early if the connection closed), or None if the request never reached the
+        server. Iterating raises `ChannelLost` when the connection fails, `ValueError` for a
+        message that is not JSON-RPC."""
         ...
 
     async def post(self, message: JsonObject) -> None:
@@ -115,38 +123,33 @@ class Forward:
         `owner`: the caller's client, whose calls may take each other's server requests and
         log messages where the channel cannot tell them apart (`CallContext.owner`).
         """
-        request_id = f"agent-gateway-{next(_ids)}"
-        params = {
-            "name": self.original,
-            "arguments": dict(arguments),
-            "_meta": {**meta, "progressToken": request_id},
-        }
-        body = json_bytes(
-            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        exchange = _Exchange(
+            self, meta, on_progress, on_log, refuse, Deadline(self.timeout, self.cap)
         )
-        deadline = Deadline(self.timeout, self.cap)
+        params: JsonObject = {"name": self.original, "arguments": dict(arguments)}
+        deadline = exchange.deadline
         try:
             with deadline.scope, self._in_flight(deadline, on_log, refuse, owner):
-                async with self.channel.exchange(request_id, body) as messages:
-                    if messages is None:
-                        return None
-                    async for message in messages:
-                        if message.get("id") == request_id and "method" not in message:
-                            return await self._result(message)
-                        await self._on_message(
-                            message, request_id, deadline, on_progress, on_log, refuse
-                        )
+                message = await exchange.send(params)
+                if message is None:
+                    return None
+                if (asking := _input_required(message)) is not None:
+                    message = await exchange.rounds(asking, params)
+                return await self._result(message)
         except ChannelLost as exc:
             raise self._lost() from exc
         except ValueError as exc:  # not JSON, or too big: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
+        except MCPError as exc:  # a round refused: as the usual path says it
+            return _dump(error_result(f"MCP error {exc.code}: {exc.message}"))
+        except InputRequiredRoundsExceededError as exc:
+            return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
-            await self._cancel(request_id, "the caller cancelled the call")
+            await self._cancel(exchange.request_id, "the caller cancelled the call")
             raise
-        if deadline.scope.cancelled_caught:
-            await self._cancel(request_id, "timed out")
-            raise timed_out(deadline, self.tool, self.node)
-        raise self._lost()  # the messages ended without the result
+        assert deadline.scope.cancelled_caught  # every other way out returns or raises
+        await self._cancel(exchange.request_id, "timed out")
+        raise timed_out(deadline, self.tool, self.node)
 
     def _in_flight(
         self, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
@@ -173,7 +176,7 @@ class Forward:
                 return _dump(error_result(str(exc)))
         return cast(JsonObject, result)
 
-    async def _on_message(
+    async def handle_message(
         self,
         message: JsonObject,
         request_id: str,
@@ -182,6 +185,8 @@ class Forward:
         on_log: OnLog,
         refuse: Refuse,
     ) -> None:
+        """What the server sends about request `request_id` besides its answer: progress, log
+        messages and notifications passed on, its own requests answered."""
         method = message.get("method")
         if not isinstance(method, str):
             return  # an answer to something else: not ours to read
@@ -223,6 +228,79 @@ class Forward:
         )
 
 
+@dataclass(slots=True)
+class _Exchange:
+    """The requests of one call passed through: the first, and those of its input-required
+    rounds (2026-07-28), each with an id of its own."""
+
+    forward: Forward
+    meta: Mapping[str, Any]
+    on_progress: OnProgress
+    on_log: OnLog
+    refuse: Refuse
+    deadline: Deadline
+    request_id: str = ""
+    """The request in flight (the one a cancellation names)."""
+
+    async def send(self, params: JsonObject) -> JsonObject | None:
+        """The server's answer to a `tools/call` with `params`; None if the request never
+        reached the server. Raises `ChannelLost` if the messages end without the answer."""
+        request_id = self.request_id = f"agent-gateway-{next(_ids)}"
+        request = {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {**params, "_meta": {**self.meta, "progressToken": request_id}},
+        }
+        forward = self.forward
+        async with forward.channel.exchange(request_id, request) as messages:
+            if messages is None:
+                return None
+            async for message in messages:
+                if message.get("id") == request_id and "method" not in message:
+                    return message
+                await forward.handle_message(
+                    message, request_id, self.deadline, self.on_progress, self.on_log, self.refuse
+                )
+        raise ChannelLost("the messages ended without the answer")
+
+    async def rounds(self, first: JsonObject, params: JsonObject) -> JsonObject:
+        """The answer that ends the input-required rounds `first` opens: each question of the
+        server refused for the caller's reason, by the SDK client's own driver (a refusal
+        ends the rounds with an `MCPError`, as on the usual path)."""
+        last: JsonObject = {}
+
+        async def dispatch(key: str, request: InputRequest) -> InputResponse | ErrorData:
+            del key
+            wire = request.model_dump(mode="json", by_alias=True, exclude_none=True)
+            return refused(request.method, self.refuse(wire))
+
+        async def retry(
+            responses: InputResponses | None, state: str | None
+        ) -> mcp_types.CallToolResult | InputRequiredResult:
+            again = dict(params)
+            if responses is not None:
+                again["inputResponses"] = {
+                    key: response.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for key, response in responses.items()
+                }
+            if state is not None:
+                again["requestState"] = state
+            answer = await self.send(again)
+            if answer is None:
+                raise ChannelLost("the server could not be reached for the next round")
+            last.clear()
+            last.update(answer)
+            if (asking := _input_required(answer)) is not None:
+                return InputRequiredResult.model_validate(asking, by_name=False)
+            # The rounds are over: the answer (a result, or an error) is read from `last`.
+            return mcp_types.CallToolResult(content=[])
+
+        opened = InputRequiredResult.model_validate(first, by_name=False)
+        await run_input_required_driver(opened, dispatch=dispatch, retry=retry)
+        return last
+
+
 @contextmanager
 def _held(
     calls: CallsInFlight, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
@@ -241,6 +319,15 @@ def _held(
     context = CallContext(on_log=relay_log, answer=answer, owner=owner)
     with calls.track(context, deadline.waiting) as call:
         yield call
+
+
+def _input_required(message: JsonObject) -> JsonObject | None:
+    """The result of `message` if it asks for input (2026-07-28 rounds)."""
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return None
+    fields = cast(JsonObject, result)
+    return fields if fields.get("resultType") == "input_required" else None
 
 
 def _dump(result: mcp_types.CallToolResult) -> JsonObject:

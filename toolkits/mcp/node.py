@@ -46,7 +46,7 @@ from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
 from .forward import Channel, Forward
-from .forward_http import HttpChannel
+from .forward_http import HttpChannel, Stamp
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -383,9 +383,9 @@ class McpToolkit(InBackground):
         raise timed_out(deadline, name, self._name)
 
     def forward(self, name: str) -> Forward | None:
-        """The tool the caller knows as `name`, to call as raw JSON-RPC on the live session
-        (`forward`); None when it cannot be: no live handshake-era HTTP or stdio session now,
-        or no such tool."""
+        """The tool the caller knows as `name`, to call as raw JSON-RPC on the live connection
+        (`forward`); None when it cannot be: no live HTTP connection or handshake-era stdio
+        session now, or no such tool."""
         original = self._routes.get(name)
         conn = self._session.live
         if original is None or conn is None or conn.client is None:
@@ -393,15 +393,13 @@ class McpToolkit(InBackground):
         channel: Channel | None = None
         calls: CallsInFlight | None = None
         if conn.stdio is not None:
-            version = conn.client.protocol_version
+            if conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                return None
             channel = conn.stdio.pipe
             calls = self._calls  # the pipe does not say which call the server's requests are for
         elif conn.http is not None:
-            version = conn.http.protocol_version
-            channel = self._http_channel(conn, conn.http, version)
-        else:
-            return None
-        if channel is None or version is None or version in MODERN_PROTOCOL_VERSIONS:
+            channel = self._http_channel(conn, conn.http)
+        if channel is None:
             return None
         return Forward(
             node=self._name,
@@ -416,10 +414,16 @@ class McpToolkit(InBackground):
             calls=calls,
         )
 
-    def _http_channel(
-        self, conn: Connection, link: HttpLink, version: str | None
-    ) -> HttpChannel | None:
-        if link.client is None or link.session_id is None or version is None:
+    def _http_channel(self, conn: Connection, link: HttpLink) -> HttpChannel | None:
+        version = link.protocol_version
+        if link.client is None or conn.client is None or version is None:
+            return None
+        stamp: Stamp | None = None
+        if version in MODERN_PROTOCOL_VERSIONS:
+            # The envelope and headers the SDK session gives each request of its own (client
+            # info, capabilities, log level, `Mcp-Param-*` of the tool): the same here.
+            stamp = conn.client.session._stamp  # pyright: ignore[reportPrivateUsage]
+        elif link.session_id is None:
             return None
         return HttpChannel(
             node=self._name,
@@ -430,6 +434,7 @@ class McpToolkit(InBackground):
             session_id=link.session_id,
             protocol_version=version,
             max_event_bytes=self._config.max_message_bytes,
+            stamp=stamp,
         )
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:

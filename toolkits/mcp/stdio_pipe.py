@@ -203,13 +203,13 @@ class Pipe:
 
     @asynccontextmanager
     async def exchange(
-        self, request_id: str, body: bytes
+        self, request_id: str, request: JsonObject
     ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
         sent = False
         with self._waiting(request_id) as messages:
             if not self.closed:
                 try:
-                    await self.write(body + b"\n")
+                    await self.write(json_bytes(request) + b"\n")
                     sent = True
                 except _Broken:
                     pass

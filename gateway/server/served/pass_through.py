@@ -20,8 +20,9 @@ SDK untouched:
   a closed stream: the spec says a disconnect is no cancel) and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round;
-- a tool of an exposed MCP node whose node has a live handshake-era HTTP or stdio session now
-  (a call its server refuses for want of a grant the node must ask our client for goes the
+- a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
+  2026-07-28 server's questions in input-required rounds are refused the same way) or a live
+  handshake-era stdio session now (a call its server refuses for want of a grant the node must ask our client for goes the
   usual path, which asks, or refuses saying why: `forward_http`);
 - a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
 `[gateway] pass_through = false` turns it off.
