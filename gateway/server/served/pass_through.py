@@ -22,8 +22,9 @@ SDK untouched:
   call is refused for the reason the usual path gives (`missing_capability`), with no round;
 - a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
   2026-07-28 server's questions in input-required rounds are refused the same way) or a live
-  handshake-era stdio session now (a call its server refuses for want of a grant the node must ask our client for goes the
-  usual path, which asks, or refuses saying why: `forward_http`);
+  handshake-era stdio session now (a call its server refuses for want of a grant the node
+  must ask our client for goes the usual path, which asks, or refuses saying why:
+  `forward_http`);
 - a gateway that traces nothing and has no OAuth scope policy, and a hop count under the limit.
 `[gateway] pass_through = false` turns it off.
 
