@@ -17,10 +17,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import AsyncGenerator, Collection, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, closing
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -38,6 +37,7 @@ from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
 from .dbos_journal import DbosJournal
+from .dbos_setup import log_through_ours, write_ahead_log
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -526,8 +526,8 @@ async def open_runs(
         except OSError as exc:
             raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
         if launch:
-            await anyio.to_thread.run_sync(_write_ahead_log, str(file))
-    _log_through_ours()
+            await anyio.to_thread.run_sync(write_ahead_log, str(file))
+    log_through_ours()
     postgres = on_postgres(url)
     replica = postgres and replica_every is not None
     queue = (
@@ -579,25 +579,3 @@ async def open_runs(
         client.destroy()
         if launch:
             DBOS.destroy(destroy_registry=False)
-
-
-def _log_through_ours() -> None:
-    """DBOS's log records go where ours go (at WARNING: not its INFO lines and Conductor
-    hint), not to the stderr it found when it was first set up (gone, in tests)."""
-    dbos_log = logging.getLogger("dbos")
-    for handler in list(dbos_log.handlers):
-        if handler.name == "__dbos_console_log_handler__":
-            dbos_log.removeHandler(handler)
-    if not dbos_log.handlers:
-        dbos_log.addHandler(logging.NullHandler())  # DBOS adds its own console to none
-    dbos_log.propagate = True
-    dbos_log.setLevel(logging.WARNING)
-
-
-def _write_ahead_log(file: str) -> None:
-    """SQLite's write-ahead log (kept in the file): a step's records cost about half."""
-    try:
-        with closing(sqlite3.connect(file, timeout=30)) as db:
-            db.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.Error:
-        return  # not a database: DBOS says so, in its words
