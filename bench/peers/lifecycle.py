@@ -128,10 +128,18 @@ async def cycles(arm: Arm, stack: Stack | None, env: Env) -> Figures:
 
 async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     """Cold start (process start to the first complete tools/list), warm tools/list and RSS,
-    in front of 1 server and of N, each with `tools_per_server` tools."""
+    in front of 1 server and of N, each with `tools_per_server` tools (direct over HTTP: the
+    warm list of as many tools from one server)."""
     figures: Figures = {}
     for label, count in (("1", 1), ("n", env.sizes.servers)):
         keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb")
+        if count > 1 and arm.kind == "direct" and not arm.stdio:
+            # No aggregate, but as many tools from one server: what listing them costs the
+            # driver and a server, against which the fronts' warm list is a ratio.
+            tools = count * env.sizes.tools_per_server
+            _, warm, _ = await _cold_start(arm, env, 1, tools_per_server=tools)
+            figures.update({keys[0]: None, keys[1]: warm, keys[2]: None})
+            continue
         if count > 1 and arm.kind in ("direct", "mcp-proxy", "floor-relay", "floor-bare"):
             figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
             continue
@@ -141,8 +149,10 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     return figures
 
 
-async def _cold_start(arm: Arm, env: Env, count: int) -> tuple[float, float, float]:
-    per_server = str(env.sizes.tools_per_server)
+async def _cold_start(
+    arm: Arm, env: Env, count: int, *, tools_per_server: int | None = None
+) -> tuple[float, float, float]:
+    per_server = str(tools_per_server or env.sizes.tools_per_server)
     async with AsyncExitStack() as exits:
         before = stdio_children()
         started = time.perf_counter()
@@ -169,7 +179,7 @@ async def _cold_start(arm: Arm, env: Env, count: int) -> tuple[float, float, flo
         client = await exits.enter_async_context(Client(target, cache=None))
         tools = (await client.list_tools()).tools
         cold = (time.perf_counter() - started) * 1000
-        if len(tools) != count * env.sizes.tools_per_server:
+        if len(tools) != count * int(per_server):
             raise RuntimeError(f"{len(tools)} tools listed, not {count} x {per_server}")
         if pid is None:
             pid = new_stdio_child(before)
