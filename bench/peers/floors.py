@@ -8,7 +8,9 @@ event loop. `bare` is the floor of an HTTP front on the stack ours uses (uvicorn
 uvloop, the lean client of `toolkits.mcp.lean_http`): it reads each POST, sends it on with its
 headers and streams the answer back, checking, rewriting and limiting nothing (GET and DELETE
 get 405, which MCP clients take as "no stream" and "no session end"). Neither is a proxy
-anyone should run; each prints `READY` + its URL once it listens on 127.0.0.1.
+anyone should run; each prints `READY` + its URL once it listens on 127.0.0.1. The relay is
+written on asyncio's protocols, not anyio's streams, on purpose: a floor pays for nothing it
+does not need (an anyio stream takes a trip through the loop after every write).
 """
 
 from __future__ import annotations
@@ -86,13 +88,21 @@ def relay(upstream: str, sock: socket.socket) -> None:
             else:
                 super().data_received(data)
 
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.transport = None  # gone before the other end was connected: see `_connect`
+            super().connection_lost(exc)
+
         async def _connect(self) -> None:
-            assert self.transport is not None
             loop = asyncio.get_running_loop()
             try:
                 _, outgoing = await loop.create_connection(_Pipe, host, port)
             except OSError:
-                self.transport.close()
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            if self.transport is None:  # the client went meanwhile
+                assert outgoing.transport is not None
+                outgoing.transport.close()
                 return
             outgoing.peer, self.peer = self, outgoing
             assert outgoing.transport is not None
