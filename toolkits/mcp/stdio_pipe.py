@@ -31,13 +31,12 @@ import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, TextIO, cast
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types
-from anyio.abc import ByteSendStream
+from anyio.abc import ByteSendStream, ObjectReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import (
     StdioServerParameters,
@@ -71,7 +70,7 @@ class _Broken(Exception):
     """stdin is closed or broken: nothing more reaches the server."""
 
 
-class _SessionFeed:
+class _SessionFeed(ObjectReceiveStream[SessionMessage | Exception]):
     """The session's read stream, counting what the session has dispatched.
 
     The SDK's receive loop dispatches one message (a notification: a task started for it),
@@ -122,26 +121,6 @@ class _SessionFeed:
     async def aclose(self) -> None:
         self.close()
         await anyio.lowlevel.checkpoint()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 class _Waiter:

@@ -20,11 +20,11 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from functools import cache, partial
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
+from anyio.abc import ObjectReceiveStream
 from mcp.client import Transport
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
@@ -356,7 +356,7 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
         os.close(fd)
 
 
-class _WatchedReadStream:
+class _WatchedReadStream(ObjectReceiveStream[SessionMessage | Exception]):
     """A transport's read stream that reports its end (the server closed the connection)."""
 
     def __init__(
@@ -379,27 +379,6 @@ class _WatchedReadStream:
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> SessionMessage | Exception:
-        try:
-            return await self.receive()
-        except anyio.EndOfStream:
-            raise StopAsyncIteration from None
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
 
 
 @asynccontextmanager
