@@ -22,8 +22,14 @@ from mcp.shared.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
+from gateway import Gateway
+from gateway.server import HttpOptions, http_app
+from gateway.server.served.pass_through import PassThrough
+from tests.servers.asgi import serve_on_loopback
 from tests.servers.catalog import CatalogServer
 from toolkits.mcp import McpServerConfig, McpToolkit
+
+from .support import serve
 
 __all__ = [
     "KINDS",
@@ -259,3 +265,19 @@ def answers_by_name(
     assert by_name["d__fail"][0]["isError"] is True
     assert "lacks elicitation" in str(by_name[asked][0]["content"])
     return by_name
+
+
+@asynccontextmanager
+async def gateway_front(
+    config: McpServerConfig, *, pass_through: bool = True, options: HttpOptions | None = None
+) -> AsyncGenerator[tuple[str, PassThrough | None, McpToolkit]]:
+    """A gateway serving the tools of node `d` (`config`) over HTTP on 127.0.0.1: its MCP URL,
+    its pass-through layer (if on), and the node."""
+    async with McpToolkit("d", config) as node:
+        app = http_app(
+            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
+            options or HttpOptions("127.0.0.1", 0),
+        )
+        async with serve_on_loopback(app) as base:
+            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
+            yield f"{base}/mcp", layers[0] if layers else None, node

@@ -10,7 +10,6 @@ call and a downstream restarted under the gateway are covered too.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,9 +20,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context, Elicit, Resolve
-from mcp.shared.exceptions import MCPDeprecationWarning
-from pydantic import BaseModel
+from mcp.server.mcpserver import Elicit, Resolve
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import Gateway
@@ -32,17 +29,14 @@ from gateway.server.served import pass_through
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.oauth import oauth_world
+from tests.servers.usual_tools import Name, add_usual_tools
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.mcp.config import ProtocolMode
 
-from .proxying import ClientAnswers, answers_by_name
+from .proxying import ClientAnswers, answers_by_name, gateway_front
 from .support import serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
-
-
-class Name(BaseModel):
-    name: str
 
 
 def name_please() -> Elicit[Name]:
@@ -58,41 +52,7 @@ class Downstream:
         self.release = anyio.Event()
         server = self.server = MCPServer("down")
 
-        @server.tool()
-        def echo(message: str) -> str:
-            """Say it back."""
-            return message
-
-        @server.tool()
-        def fail() -> str:
-            """Always fails."""
-            raise ValueError("it broke")
-
-        @server.tool()
-        def big(n: int) -> str:
-            """n bytes of text."""
-            return "x" * n
-
-        @server.tool()
-        async def steps(n: int, ctx: Context) -> str:
-            """Report n steps of progress and log each."""
-            for step in range(1, n + 1):
-                await ctx.report_progress(step, n, f"step {step}")
-                with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
-                    warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await ctx.info(f"step {step} of {n}")  # pyright: ignore[reportDeprecated]
-            return f"{n} steps"
-
-        @server.tool()
-        async def ask(ctx: Context) -> str:
-            """Ask the user for a name."""
-            try:
-                elicited = await ctx.elicit("Your name?", Name)
-            except Exception as exc:
-                return f"could not ask: {exc}"
-            return (
-                f"user is {elicited.data.name if elicited.action == 'accept' else elicited.action}"
-            )
+        add_usual_tools(server)
 
         @server.tool()
         async def greet(name: Annotated[Name, Resolve(name_please)]) -> str:
@@ -120,7 +80,7 @@ class Downstream:
         return self.server.streamable_http_app(host="127.0.0.1")
 
 
-ERAS = pytest.mark.parametrize("protocol", ["auto", "modern"])
+NODE_PROTOCOLS = pytest.mark.parametrize("protocol", ["auto", "modern"])
 """The node's protocol: the handshake era (a session), or 2026-07-28 requests."""
 
 
@@ -130,14 +90,8 @@ async def front(
 ) -> AsyncGenerator[tuple[str, PassThrough | None]]:
     """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
     config = McpServerConfig(url=url, protocol=protocol, **keys)
-    async with McpToolkit("d", config) as node:
-        app = http_app(
-            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
-            HttpOptions("127.0.0.1", 0),
-        )
-        async with serve_on_loopback(app) as base:
-            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
-            yield f"{base}/mcp", layers[0] if layers else None
+    async with gateway_front(config, pass_through=pass_through) as (front_url, layer, _):
+        yield front_url, layer
 
 
 class Heard:
@@ -177,7 +131,7 @@ async def _answers(url: str) -> tuple[list[tuple[Any, ...]], list[str]]:
     return answers, logs.logs
 
 
-@ERAS
+@NODE_PROTOCOLS
 async def test_passed_through_calls_answer_as_the_usual_path_does(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(60):
@@ -213,7 +167,7 @@ async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() ->
     assert asked.content == [types.TextContent(text="user is Ada")]
 
 
-@ERAS
+@NODE_PROTOCOLS
 async def test_a_call_the_client_cancels_is_cancelled_at_the_server(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(30):
@@ -292,7 +246,7 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
     assert pings.seen >= 3
 
 
-@ERAS
+@NODE_PROTOCOLS
 async def test_a_call_that_times_out_is_cancelled_and_says_so(protocol: ProtocolMode) -> None:
     down = Downstream()
     with anyio.fail_after(30):

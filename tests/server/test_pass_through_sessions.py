@@ -22,16 +22,14 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway import Gateway
-from gateway.server import HttpOptions, http_app
+from gateway.server import HttpOptions
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import serve_on_loopback
-from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
-from .proxying import ClientAnswers, answers_by_name
-from .support import serve
-from .test_pass_through import CALLS, ERAS, Downstream, Heard
+from .proxying import ClientAnswers, answers_by_name, gateway_front
+from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -120,19 +118,19 @@ async def front(
     url: str, options: HttpOptions, *, pass_through: bool, protocol: ProtocolMode = "auto"
 ) -> AsyncGenerator[tuple[str, PassThrough | None]]:
     """A gateway serving the downstream's tools over HTTP; its pass-through layer, if on."""
-    async with McpToolkit("d", McpServerConfig(url=url, protocol=protocol)) as node:
-        app = http_app(
-            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through), options
-        )
-        async with serve_on_loopback(app) as base:
-            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
-            token = {"authorization": f"Bearer {options.tokens[0]}"} if options.tokens else {}
-            async with (
-                httpx2.AsyncClient(headers=token) as http,
-                Client(streamable_http_client(f"{base}/mcp", http_client=http)) as client,
-            ):
-                await client.list_tools()  # it learns its tools' names
-            yield f"{base}/mcp", layers[0] if layers else None
+    config = McpServerConfig(url=url, protocol=protocol)
+    async with gateway_front(config, pass_through=pass_through, options=options) as (
+        front_url,
+        layer,
+        _,
+    ):
+        token = {"authorization": f"Bearer {options.tokens[0]}"} if options.tokens else {}
+        async with (
+            httpx2.AsyncClient(headers=token) as http,
+            Client(streamable_http_client(front_url, http_client=http)) as client,
+        ):
+            await client.list_tools()  # it learns its tools' names
+        yield front_url, layer
 
 
 @asynccontextmanager
@@ -167,7 +165,7 @@ async def _sdk_answers(url: str, log_level: types.LoggingLevel | None) -> tuple[
     return answers, logs.logs
 
 
-@ERAS
+@NODE_PROTOCOLS
 async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_session_path_does(
     protocol: ProtocolMode,
 ) -> None:
@@ -186,7 +184,7 @@ async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_sessi
     assert big.content == [types.TextContent(text="x" * 3_000_000)]
 
 
-@ERAS
+@NODE_PROTOCOLS
 @pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2025-03-26"])
 async def test_the_wire_answer_of_a_session_call_is_the_sdks_in_every_handshake_version(
     version: str, protocol: ProtocolMode

@@ -13,8 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,17 +22,14 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway import Gateway
-from gateway.server import HttpOptions, http_app
-from gateway.server.served.pass_through import PassThrough
-from tests.servers.asgi import serve_on_loopback
 from tests.servers.real import everything_stdio
 from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.observation import result_text
 
 from .proxying import answers_by_name
-from .support import ERAS, serve
+from .proxying import gateway_front as front
+from .support import ERAS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -42,22 +38,6 @@ PIPED = Path(__file__).parents[1] / "servers" / "piped.py"
 
 def piped(**keys: Any) -> McpServerConfig:
     return McpServerConfig(command=sys.executable, args=[str(PIPED)], **keys)
-
-
-@asynccontextmanager
-async def front(
-    config: McpServerConfig, *, pass_through: bool = True
-) -> AsyncGenerator[tuple[str, PassThrough | None, McpToolkit]]:
-    """A gateway serving the node's tools over HTTP: its URL, its pass-through layer (if on),
-    and the node."""
-    async with McpToolkit("d", config) as node:
-        app = http_app(
-            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
-            HttpOptions("127.0.0.1", 0),
-        )
-        async with serve_on_loopback(app) as base:
-            layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
-            yield f"{base}/mcp", layers[0] if layers else None, node
 
 
 class Heard:

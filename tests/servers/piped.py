@@ -1,7 +1,7 @@
 """An MCP server written the usual way, run over stdio: `python tests/servers/piped.py`.
 
-For calls passed through a stdio pipe: `echo`, `fail`, `big(n)` (n bytes of text), `steps(n)`
-(progress and a log message per step), `ask` (elicits), `wait` (reports progress 0, then waits until cancelled), `cancelled`
+For calls passed through a stdio pipe: the usual tools (`usual_tools`: `echo`, `fail`, `big`,
+`steps`, `ask`), `wait` (reports progress 0, then waits until cancelled), `cancelled`
 (answers once a `wait` was cancelled), `pid`, `die` (the process exits mid-call) and `grow` (adds a
 tool and says so with `tools/list_changed`).
 """
@@ -9,59 +9,22 @@ tool and says so with `tools/list_changed`).
 from __future__ import annotations
 
 import os
-import warnings
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script
 
 import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPDeprecationWarning
-from pydantic import BaseModel
+
+from tests.servers.usual_tools import add_usual_tools
 
 server = MCPServer("piped")
 _cancelled = anyio.Event()
 
 
-class Name(BaseModel):
-    name: str
-
-
-@server.tool()
-def echo(message: str) -> str:
-    """Say it back."""
-    return message
-
-
-@server.tool()
-def fail() -> str:
-    """Always fails."""
-    raise ValueError("it broke")
-
-
-@server.tool()
-def big(n: int) -> str:
-    """n bytes of text."""
-    return "x" * n
-
-
-@server.tool()
-async def steps(n: int, ctx: Context) -> str:
-    """Report n steps of progress and log each."""
-    for step in range(1, n + 1):
-        await ctx.report_progress(step, n, f"step {step}")
-        with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
-            warnings.simplefilter("ignore", MCPDeprecationWarning)
-            await ctx.info(f"step {step} of {n}")  # pyright: ignore[reportDeprecated]
-    return f"{n} steps"
-
-
-@server.tool()
-async def ask(ctx: Context) -> str:
-    """Ask the user for a name."""
-    try:
-        elicited = await ctx.elicit("Your name?", Name)
-    except Exception as exc:
-        return f"could not ask: {exc}"
-    return f"user is {elicited.data.name if elicited.action == 'accept' else elicited.action}"
+add_usual_tools(server)
 
 
 @server.tool()
