@@ -152,23 +152,23 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
 async def _cold_start(
     arm: Arm, env: Env, count: int, *, tools_per_server: int | None = None
 ) -> tuple[float, float, float]:
-    per_server = str(tools_per_server or env.sizes.tools_per_server)
+    per_server = tools_per_server or env.sizes.tools_per_server
     async with AsyncExitStack() as exits:
         before = stdio_children()
         started = time.perf_counter()
         pid: int | None = None
         target: str | StdioServerParameters
         if arm.kind == "direct" and arm.stdio:
-            args = [DOWNSTREAM, "--stdio", "--tools", per_server]
+            args = [DOWNSTREAM, "--stdio", "--tools", str(per_server)]
             target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
         elif arm.kind == "direct":
             command = [PYTHON, DOWNSTREAM, "--http", "--servers", "1", "--wide", "3"]
-            command += ["--tools-per-server", per_server]
+            command += ["--tools-per-server", str(per_server)]
             process = await exits.enter_async_context(running(command, ready=DOWNSTREAM_READY))
             target, pid = f"{process.url}/s0/mcp", process.pid
         else:
             backends = {
-                f"s{i}": Backend.stdio("--tools", per_server)
+                f"s{i}": Backend.stdio("--tools", str(per_server))
                 if arm.stdio
                 else http_backend(arm, f"{env.downstream}/s{i}/mcp")
                 for i in range(count)
@@ -179,7 +179,7 @@ async def _cold_start(
         client = await exits.enter_async_context(Client(target, cache=None))
         tools = (await client.list_tools()).tools
         cold = (time.perf_counter() - started) * 1000
-        if len(tools) != count * int(per_server):
+        if len(tools) != count * per_server:
             raise RuntimeError(f"{len(tools)} tools listed, not {count} x {per_server}")
         if pid is None:
             pid = new_stdio_child(before)
