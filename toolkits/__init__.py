@@ -34,7 +34,7 @@ from .errors import (
 )
 from .function import FunctionTool, FunctionToolkit, function_tool
 from .health import HealthState, NodeHealth
-from .json_bytes import json_bytes
+from .json_bytes import json_bytes, read_json
 from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import result_data, result_text
 
@@ -75,6 +75,7 @@ __all__ = [
     "in_background",
     "json_bytes",
     "load_mcp_servers",
+    "read_json",
     "result_data",
     "result_text",
 ]

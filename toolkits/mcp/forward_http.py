@@ -15,7 +15,6 @@ the caller, or refuses saying why it could not.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
@@ -25,7 +24,8 @@ from typing import Any, Protocol, cast
 import httpx2
 
 from ..errors import AuthorizationRequired
-from ..json_bytes import json_bytes
+from ..json_bytes import json_bytes, read_json
+from .event_stream import EventData
 from .forward import ChannelLost
 from .lean_http import LeanHttp
 from .session import Connection
@@ -129,7 +129,7 @@ class _Response(Protocol):
     @property
     def headers(self) -> Mapping[str, str]: ...
     async def aread(self) -> bytes: ...
-    def aiter_lines(self) -> AsyncIterator[str]: ...
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
 
 
 async def _messages(response: _Response, max_event_bytes: int) -> AsyncGenerator[JsonObject]:
@@ -137,27 +137,23 @@ async def _messages(response: _Response, max_event_bytes: int) -> AsyncGenerator
     if response.headers.get("content-type", "").startswith("application/json"):
         yield _object(await response.aread())
         return
-    data: list[str] = []
-    size = 0
-    lines = response.aiter_lines()
+    events = EventData(max_event_bytes)
+    pieces = response.aiter_bytes()
     try:
-        async for line in lines:
-            if line.startswith("data:"):
-                chunk = line[5:].removeprefix(" ")
-                size += len(chunk)
-                if size > max_event_bytes:
-                    raise ValueError(f"an event is larger than {max_event_bytes} bytes")
-                data.append(chunk)
-            elif not line and data:
-                yield _object("\n".join(data))
-                data, size = [], 0
+        async for piece in pieces:
+            for data in events.feed(piece):
+                try:
+                    message = _object(data)
+                except UnicodeDecodeError:  # as an event stream is read: not UTF-8 replaced
+                    message = _object(data.decode("utf-8", "replace"))
+                yield message
     finally:
-        if isinstance(lines, AsyncGenerator):
-            await lines.aclose()
+        if isinstance(pieces, AsyncGenerator):  # closed here, not by the event loop's finalizer
+            await pieces.aclose()
 
 
-def _object(text: str | bytes) -> JsonObject:
-    decoded = json.loads(text)
+def _object(data: bytes | str) -> JsonObject:
+    decoded = read_json(data)
     if not isinstance(decoded, dict):
         raise ValueError("the server sent a JSON-RPC message that is not an object")
     return cast(JsonObject, decoded)

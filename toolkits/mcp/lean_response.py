@@ -96,27 +96,6 @@ class LeanResponse:
     async def aread(self) -> bytes:
         return b"".join([data async for data in self.aiter_bytes()])
 
-    async def aiter_lines(self) -> AsyncIterator[str]:
-        """The body's lines as server-sent events end them: LF, CRLF or CR."""
-        parts: list[bytes] = []
-        after_cr = False  # a piece ended with CR: an LF opening the next one belongs to it
-        while data := await self._read():  # not `aiter_bytes`: the loop closes one left early
-            if after_cr and data.startswith(b"\n"):
-                data = data[1:]
-            after_cr = data.endswith(b"\r")
-            if b"\n" not in data and b"\r" not in data:  # memchr: a long line goes by fast
-                parts.append(data)
-                continue
-            lines = data.splitlines()  # bytes break at LF, CRLF and CR only
-            rest = b"" if data.endswith((b"\n", b"\r")) else lines.pop()
-            for line in lines:
-                yield b"".join([*parts, line]).decode("utf-8", "replace")
-                parts = []
-            if rest:
-                parts.append(rest)
-        if parts:
-            yield b"".join(parts).decode("utf-8", "replace")
-
     @property
     def unread(self) -> bool:
         """Whether the rest of the answer may still be read to its end (`finish`)."""

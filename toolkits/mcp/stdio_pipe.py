@@ -26,7 +26,6 @@ read (the SDK's reader re-joins its whole buffer with every read).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
@@ -49,7 +48,7 @@ from mcp.client.stdio import (
 )
 from mcp.shared.message import SessionMessage
 
-from ..json_bytes import json_bytes
+from ..json_bytes import json_bytes, read_json
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -215,7 +214,7 @@ class Pipe:
         if not self._waiters:
             return False
         try:
-            message = json.loads(line)
+            message = read_json(line)
         except ValueError:
             return False
         if not isinstance(message, dict):

@@ -18,13 +18,15 @@ import json
 from collections.abc import Awaitable
 from contextlib import suppress
 from dataclasses import dataclass
-from typing import Any, NoReturn, cast
+from typing import Any, cast
 
 import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolkits import read_json
 
 __all__ = [
     "EnvelopeCheck",
@@ -54,10 +56,6 @@ class Refusal:
         return json.dumps(body, separators=(",", ":")).encode()
 
 
-def _no_constants(name: str) -> NoReturn:
-    raise ValueError(f"{name} is not JSON")
-
-
 def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
     """One JSON-RPC 2.0 message as MCP uses it (params and results are objects), or why not."""
     decoded = _decoded(data)
@@ -72,7 +70,7 @@ def _decoded(data: bytes) -> Any | Refusal:
     try:
         # NaN and Infinity are Python's, not JSON's. Too many digits is a ValueError, deep
         # nesting a RecursionError.
-        return json.loads(text, parse_constant=_no_constants)
+        return read_json(text, constants=False)
     except (ValueError, RecursionError):
         return Refusal(types.PARSE_ERROR, "Parse error: not valid JSON")
 
@@ -266,7 +264,7 @@ def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
     if kept is not None and kept[0] == body:
         return kept[1]
     try:
-        decoded: Any = json.loads(body)
+        decoded: Any = read_json(body)
     except ValueError:
         decoded = None
     found = cast(dict[str, Any], decoded) if isinstance(decoded, dict) else None

@@ -1,0 +1,68 @@
+"""Server-sent events' data from a body's pieces: where lines and events end, whatever the
+pieces' bounds, and the limit on an event's size."""
+
+from __future__ import annotations
+
+import pytest
+
+from toolkits.mcp.event_stream import EventData
+
+STREAM = (
+    b"event: message\r\n"
+    b'data: {"jsonrpc":"2.0","method":"notifications/progress"}\r\n\r\n'
+    b": a comment\n"
+    b"id: 7\n"
+    b"data:first\n"
+    b"data:  second, its second space kept\r"
+    b"\r"
+    b"retry: 10\n\n"  # an event without data: nothing
+    b"data: \xe2\x80\xa8 ends no line\n\n"
+    b"data: never ended"
+)
+EVENTS = [
+    b'{"jsonrpc":"2.0","method":"notifications/progress"}',
+    b"first\n second, its second space kept",
+    b"\xe2\x80\xa8 ends no line",
+]
+
+
+def _read(pieces: list[bytes], limit: int = 1_000) -> list[bytes]:
+    events = EventData(limit)
+    return [data for piece in pieces for data in events.feed(piece)]
+
+
+def test_events_in_one_piece() -> None:
+    assert _read([STREAM]) == EVENTS
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 7, 16])
+def test_events_whatever_the_pieces(size: int) -> None:
+    pieces = [STREAM[at : at + size] for at in range(0, len(STREAM), size)]
+    assert _read(pieces) == EVENTS
+
+
+def test_an_event_is_returned_by_the_piece_that_ends_it() -> None:
+    events = EventData(1_000)
+    assert events.feed(b"data: 1\r") == []
+    assert events.feed(b"\n") == []  # the LF of the CRLF above: no line of its own
+    assert events.feed(b"\r") == [b"1"]
+    assert events.feed(b"\ndata: 2\n") == []  # the LF of "\r\n" again, then a data line
+    assert events.feed(b"\n") == [b"2"]
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        [b"data: " + b"x" * 101 + b"\n\n"],  # one line
+        [b"data: " + b"x" * 60 + b"\n", b"data: " + b"x" * 60 + b"\n\n"],  # two lines
+        [b"data: " + b"x" * 50] * 3,  # a line that never ends: refused before it does
+    ],
+    ids=["one line", "two lines", "unended"],
+)
+def test_an_event_past_the_limit_is_refused(pieces: list[bytes]) -> None:
+    with pytest.raises(ValueError, match="larger than 100 bytes"):
+        _read(pieces, limit=100)
+
+
+def test_an_event_at_the_limit_is_read() -> None:
+    assert _read([b"data: " + b"x" * 100 + b"\n\n"], limit=100) == [b"x" * 100]
