@@ -1,5 +1,6 @@
 """2025-era HTTP sessions are bounded: an idle timeout, and a cap that closes the least
-recently active idle session first. A closed session answers 404 (the spec's "start again")."""
+recently active idle session first. A closed session answers 404 (the spec's "start again").
+The answer that opens one is JSON; the session's later requests are answered on a stream."""
 
 from __future__ import annotations
 
@@ -92,6 +93,31 @@ async def gateway(
     assert isinstance(sessions, SessionLimits)
     async with serve_on_loopback(app) as base, httpx2.AsyncClient(timeout=10) as http:
         yield Gateway(f"{base}/mcp", http, sessions)
+
+
+async def test_the_answer_that_opens_a_session_is_json_and_the_sessions_others_stream() -> None:
+    async with gateway(Hold()) as gw:
+        with anyio.fail_after(30):
+            headers = {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+            }
+            opened = await gw.http.post(gw.url, content=json.dumps(initialize(5)), headers=headers)
+            assert opened.headers["content-type"] == "application/json"
+            assert opened.json()["id"] == 5
+            assert opened.json()["result"]["protocolVersion"] == LEGACY
+            wire = HttpWire(gw.http, gw.url, LEGACY)
+            wire.session_id = opened.headers["mcp-session-id"]
+            done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            assert (await wire.post(json.dumps(done).encode())).status == 202
+            answer = await gw.http.post(
+                gw.url,
+                content=json.dumps(calculate(6, LEGACY)),
+                headers={**headers, "Mcp-Session-Id": wire.session_id},
+            )
+            # Where progress and the server's requests could come before the result.
+            assert answer.headers["content-type"] == "text/event-stream"
+            assert await gw.status(wire) == 200
 
 
 async def test_a_full_gateway_closes_the_least_recently_active_idle_session() -> None:
