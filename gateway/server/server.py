@@ -14,7 +14,7 @@ only carry it.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from functools import partial
+from functools import cache, partial
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -309,7 +309,9 @@ def _http_layers(
         partial(ToolListCache, list_tools=router.current, sessions=sessions),
     ]
     if proxied is not None and settings.pass_through and not gateway.hooks:
-        stamp: Callable[[], dict[str, Any]] = lambda: server.server_info_stamp  # noqa: E731
+        # One copy for every answer (the SDK deep-copies it per access, ~10 us a call): the
+        # server's identity is fixed once read, and the answers only serialize it.
+        stamp: Callable[[], dict[str, Any]] = cache(lambda: server.server_info_stamp)
         layers.append(
             partial(
                 PassThrough,
