@@ -6,8 +6,9 @@
 `relay` is the floor of a hop in Python: a connection in, one out, the bytes copied on the
 event loop. `bare` is the floor of an HTTP front on the stack ours uses (uvicorn on httptools,
 uvloop, the lean client of `toolkits.mcp.lean_http`): it reads each POST, sends it on with its
-headers and streams the answer back, checking, rewriting and limiting nothing (GET and DELETE
-get 405, which MCP clients take as "no stream" and "no session end"). Neither is a proxy
+headers and streams the answer back, checking, rewriting and limiting nothing (a GET gets 405,
+which MCP clients take as "no stream"; a DELETE goes on, so that a session ends at the server:
+sessions left open slow the downstream's 2025-era requests for every arm after). Neither is a proxy
 anyone should run; each prints `READY` + its URL once it listens on 127.0.0.1. The relay is
 written on asyncio's protocols, not anyio's streams, on purpose: a floor pays for nothing it
 does not need (an anyio stream takes a trip through the loop after every write).
@@ -25,6 +26,7 @@ from urllib.parse import urlsplit
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # run as a script
 
+import httpx2  # noqa: E402
 import uvicorn  # noqa: E402
 import uvloop  # noqa: E402
 from starlette.types import Receive, Scope, Send  # noqa: E402
@@ -119,16 +121,28 @@ def relay(upstream: str, sock: socket.socket) -> None:
 
 def bare(upstream: str, sock: socket.socket) -> None:
     lean = LeanHttp(upstream, {})
+    other = httpx2.AsyncClient(timeout=30)  # DELETEs only: one session end per session
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             while True:
                 event = (await receive())["type"].removeprefix("lifespan.")
+                if event == "shutdown":
+                    await other.aclose()
                 await send({"type": f"lifespan.{event}.complete"})
                 if event == "shutdown":
                     return
+        raw: list[tuple[bytes, bytes]] = scope["headers"]
+        headers = {
+            name.decode("latin-1"): value.decode("latin-1")
+            for name, value in raw
+            if name not in _HOP_HEADERS
+        }
         if scope["method"] != "POST":
-            await send({"type": "http.response.start", "status": 405, "headers": []})
+            status = 405
+            if scope["method"] == "DELETE":
+                status = (await other.delete(upstream, headers=headers)).status_code
+            await send({"type": "http.response.start", "status": status, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
         body = bytearray()
@@ -137,12 +151,6 @@ def bare(upstream: str, sock: socket.socket) -> None:
             body += message.get("body", b"")
             if not message.get("more_body"):
                 break
-        raw: list[tuple[bytes, bytes]] = scope["headers"]
-        headers = {
-            name.decode("latin-1"): value.decode("latin-1")
-            for name, value in raw
-            if name not in _HOP_HEADERS
-        }
         async with lean.post(bytes(body), headers) as answer:
             passed = [
                 (name.encode(), answer.headers[name].encode())
