@@ -293,7 +293,7 @@ class _SessionManager(StreamableHTTPSessionManager):
 
     Nothing precedes an `initialize` result on its stream, and a JSON answer spares the client
     an event-stream reader and the server its stream machinery (a handshake-era open, call and
-    close: 0.4 ms less CPU in the client, 0.6 ms less here; bench/RESULTS.md). The session's
+    close: 0.6 ms less CPU in the client, 0.5 ms less here; bench/RESULTS.md). The session's
     later requests are answered as before: on an event stream, where progress, log messages
     and the server's own requests can precede the result.
     """
