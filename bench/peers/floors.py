@@ -125,13 +125,11 @@ def bare(upstream: str, sock: socket.socket) -> None:
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                event = (await receive())["type"].removeprefix("lifespan.")
-                if event == "shutdown":
-                    await other.aclose()
+            while (event := (await receive())["type"].removeprefix("lifespan.")) != "shutdown":
                 await send({"type": f"lifespan.{event}.complete"})
-                if event == "shutdown":
-                    return
+            await other.aclose()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
         raw: list[tuple[bytes, bytes]] = scope["headers"]
         headers = {
             name.decode("latin-1"): value.decode("latin-1")
