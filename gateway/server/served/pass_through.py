@@ -35,14 +35,15 @@ a stream that closes loses what was not sent, on either path).
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from contextlib import nullcontext
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
-import anyio.lowlevel
+import anyio.abc
 import mcp_types as types
 from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
@@ -74,6 +75,8 @@ _ASKING = ("sampling", "elicitation", "roots")
 """Client capabilities that let a server's request during a call reach the client."""
 _ROUTING_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
 """Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
+_WATCH_AFTER = 0.05
+"""Seconds a call runs before its client is watched (for going away) and its answer pinged."""
 _PING_SECONDS = 15.0
 """Silence after which the answer turns into an event stream and pings, as the SDK's does."""
 _SSE_HEADERS = [
@@ -116,8 +119,20 @@ class PassThrough:
         self._served_by = served_by
         self._stamp = stamp
         self._sessions = sessions
+        self._watchers: anyio.abc.TaskGroup | None = None
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[None]:
+        """Serve calls meanwhile: the watchers of the long ones run in a task group of ours."""
+        async with anyio.create_task_group() as tg:
+            self._watchers = tg
+            try:
+                yield
+            finally:
+                self._watchers = None
+                tg.cancel_scope.cancel()
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if is_modern_post(scope):
@@ -267,11 +282,15 @@ class PassThrough:
         forward = call.forward
         result: JsonObject | None = None
         quota = session.quota(self._gateway) if session is not None else None
-        async with anyio.create_task_group() as tg:
-            # A 2026-07-28 client that goes away cancels its call; on a session, only its
-            # `notifications/cancelled` or the session's end do (`session.call`).
-            tg.start_soon(reply.watch, receive, tg.cancel_scope if session is None else None)
-            with session.call(call.request_id) if session is not None else nullcontext() as held:
+        # A 2026-07-28 client that goes away cancels its call; on a session, only its
+        # `notifications/cancelled` or the session's end do (`session.call`).
+        call_scope = anyio.CancelScope()
+        watch = self._watch(reply, receive, call_scope if session is None else None)
+        try:
+            with (
+                call_scope,
+                session.call(call.request_id) if session is not None else nullcontext() as held,
+            ):
                 try:
                     if quota is None:
                         async with self._gateway.node_limit(forward.node):
@@ -289,25 +308,26 @@ class PassThrough:
                         "passing %r through to node %r crashed", forward.tool, forward.node
                     )
                     result = _failed(forward, repr(exc))
+            if call_scope.cancelled_caught:
+                return True  # the client went away: nobody to answer
             if held is not None and held.stopped is not None and result is None:
                 self.forwarded += 1
                 await reply.stopped(held.stopped)
-                tg.cancel_scope.cancel()
                 return True
             if result is None and not reply.started:
-                tg.cancel_scope.cancel()
                 return False
             if result is None:  # the usual path cannot take over an answer already begun
                 result = _failed(forward, "the server ended the session")
             self.forwarded += 1
             await reply.final(self._for_client(result, call.protocol_version))
-            # The server tells a pending `receive` that the answer is complete, so the watcher
-            # ends by itself; cancelling it would cost more than the rest of the hop's
-            # bookkeeping (anyio formats the task's repr into every cancel reason).
-            await anyio.lowlevel.checkpoint()
-            if not reply.watch_ended:  # a server that does not say so
-                tg.cancel_scope.cancel()
-        return True
+            return True
+        finally:
+            watch.stop()
+
+    def _watch(self, reply: _Reply, receive: Receive, call: anyio.CancelScope | None) -> _LateWatch:
+        if self._watchers is None:
+            raise RuntimeError("PassThrough serves inside its running()")
+        return _LateWatch(self._watchers, reply, receive, call)
 
     def _for_client(self, result: JsonObject, version: str) -> JsonObject:
         """The server's result as the SDK would send it to a `version` client: in that
@@ -337,6 +357,44 @@ class PassThrough:
         return result
 
 
+class _LateWatch:
+    """`_Reply.watch` for a call not answered within `_WATCH_AFTER`, in the layer's task group.
+
+    Most calls are answered sooner, and a task (and task group) per call would cost more than
+    the rest of the hop's bookkeeping (bench/RESULTS.md); a client that goes away before the
+    mark has its call cancelled at the mark.
+    """
+
+    def __init__(
+        self,
+        tg: anyio.abc.TaskGroup,
+        reply: _Reply,
+        receive: Receive,
+        call: anyio.CancelScope | None,
+    ) -> None:
+        self._scope: anyio.CancelScope | None = None
+        self._stopped = False
+        self._timer = asyncio.get_running_loop().call_later(
+            _WATCH_AFTER, tg.start_soon, self._run, reply, receive, call
+        )
+
+    async def _run(self, reply: _Reply, receive: Receive, call: anyio.CancelScope | None) -> None:
+        with anyio.CancelScope() as self._scope:
+            if self._stopped:
+                return
+            try:
+                await reply.watch(receive, call)
+            except Exception:  # the layer's task group serves every call: keep it
+                log.exception("watching a call passed through failed")
+
+    def stop(self) -> None:
+        """The answer is complete (or will not be): no more watching."""
+        self._stopped = True
+        self._timer.cancel()
+        if self._scope is not None:
+            self._scope.cancel()
+
+
 class _Reply:
     """The HTTP answer to one call: JSON, or an event stream once something must go first."""
 
@@ -349,7 +407,6 @@ class _Reply:
         self._quiet_since = anyio.current_time()
         self.started = False
         self.complete = False
-        self.watch_ended = False
 
     async def event(self, method: str, params: JsonObject) -> None:
         data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
@@ -399,17 +456,16 @@ class _Reply:
     async def watch(self, receive: Receive, call: anyio.CancelScope | None) -> None:
         """Until the answer is complete: cancel `call` (if any) if the client goes away, and
         ping through silence, so a proxy's idle timeout does not end a long call."""
-        while True:
+        while not self.complete:
             with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
                 if (await receive())["type"] == "http.disconnect":
-                    break
+                    if not self.complete and call is not None:
+                        call.cancel()
+                    return
                 continue
             async with self._lock:
-                if anyio.current_time() >= self._quiet_since + _PING_SECONDS:
+                if not self.complete and anyio.current_time() >= self._quiet_since + _PING_SECONDS:
                     await self._stream(b": ping\r\n\r\n")
-        self.watch_ended = True
-        if not self.complete and call is not None:
-            call.cancel()
 
     async def _stream(self, chunk: bytes) -> None:
         if not self.started:

@@ -30,9 +30,14 @@ import logging
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Generator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import Any, Protocol, cast, runtime_checkable
 
 import anyio
 import anyio.abc
@@ -187,6 +192,13 @@ def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
     return AllowedHosts.build(names, options.port, options.allowed_hosts, options.allowed_origins)
 
 
+@runtime_checkable
+class Running(Protocol):
+    """A layer that runs something of its own while the app serves (its lifespan)."""
+
+    def running(self) -> AbstractAsyncContextManager[object]: ...
+
+
 class HttpApp:
     """ASGI: a request to `/mcp` goes through the middleware to the MCP endpoint; the rest
     (other routes, lifespan) to Starlette. Starlette's own layers (error handlers, router,
@@ -268,12 +280,13 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[None]:
-        async with manager.run():
-            if sessions is None:
-                yield
-            else:
-                async with sessions.running():
-                    yield
+        async with manager.run(), AsyncExitStack() as stack:
+            if sessions is not None:
+                await stack.enter_async_context(sessions.running())
+            for layer in layers:  # those that run something of their own while serving
+                if isinstance(layer, Running):
+                    await stack.enter_async_context(layer.running())
+            yield
 
     rest = Starlette(
         routes=[Route(MCP_PATH, endpoint=endpoint), *routes],
