@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -226,6 +227,7 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
                 serve(Gateway([node], []), expose_tools=True), HttpOptions("127.0.0.1", 0)
             )
             pings = Pings(app, wanted=3)
+            [layer] = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
             async with (
                 serve_on_loopback(pings) as front_base,
                 Client(f"{front_base}/mcp") as client,
@@ -239,8 +241,10 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(call)
                     await pings.enough.wait()
+                    assert len(layer.watching) == 1
                     down.release.set()
-    [layer] = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
+                while layer.watching:  # the answer is complete: its watcher ends by itself
+                    await anyio.lowlevel.checkpoint()
     assert layer.forwarded == 1
     assert [result.content for result in results] == [[types.TextContent(text="released")]]
     assert pings.seen >= 3

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -120,6 +120,8 @@ class PassThrough:
         self._stamp = stamp
         self._sessions = sessions
         self._watchers: anyio.abc.TaskGroup | None = None
+        self.watching: set[object] = set()
+        """The watchers running now (for tests: one ends with its answer)."""
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
 
@@ -327,7 +329,7 @@ class PassThrough:
     def _watch(self, reply: _Reply, receive: Receive, call: anyio.CancelScope | None) -> _LateWatch:
         if self._watchers is None:
             raise RuntimeError("PassThrough serves inside its running()")
-        return _LateWatch(self._watchers, reply, receive, call)
+        return _LateWatch(self._watchers, self.watching, reply, receive, call)
 
     def _for_client(self, result: JsonObject, version: str) -> JsonObject:
         """The server's result as the SDK would send it to a `version` client: in that
@@ -362,36 +364,51 @@ class _LateWatch:
 
     Most calls are answered sooner, and a task (and task group) per call would cost more than
     the rest of the hop's bookkeeping (bench/RESULTS.md); a client that goes away before the
-    mark has its call cancelled at the mark.
+    mark has its call cancelled at the mark. A watcher whose answer is complete ends by itself:
+    the server tells a pending `receive` so (uvicorn, httpx's ASGI transport), and cancelling
+    it would cost more (anyio formats the task's repr into every cancel reason).
     """
+
+    __slots__ = ("_call", "_receive", "_reply", "_running", "_scope", "_stopped", "_tg", "_timer")
 
     def __init__(
         self,
         tg: anyio.abc.TaskGroup,
+        running: set[object],
         reply: _Reply,
         receive: Receive,
         call: anyio.CancelScope | None,
     ) -> None:
+        self._tg = tg
+        self._running = running
+        self._reply = reply
+        self._receive = receive
+        self._call = call
         self._scope: anyio.CancelScope | None = None
         self._stopped = False
-        self._timer = asyncio.get_running_loop().call_later(
-            _WATCH_AFTER, tg.start_soon, self._run, reply, receive, call
-        )
+        self._timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, self._start)
 
-    async def _run(self, reply: _Reply, receive: Receive, call: anyio.CancelScope | None) -> None:
+    def _start(self) -> None:
+        with suppress(RuntimeError):  # the layer stopped serving: its calls are being cancelled
+            self._tg.start_soon(self._run)
+
+    async def _run(self) -> None:
         with anyio.CancelScope() as self._scope:
             if self._stopped:
                 return
+            self._running.add(self)
             try:
-                await reply.watch(receive, call)
+                await self._reply.watch(self._receive, self._call)
             except Exception:  # the layer's task group serves every call: keep it
                 log.exception("watching a call passed through failed")
+            finally:
+                self._running.discard(self)
 
     def stop(self) -> None:
-        """The answer is complete (or will not be): no more watching."""
+        """The call is over: no watcher after all, and one without a complete answer ends."""
         self._stopped = True
         self._timer.cancel()
-        if self._scope is not None:
+        if self._scope is not None and not self._reply.complete:
             self._scope.cancel()
 
 
