@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Awaitable
 from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
+
+import anyio
 
 from ..assembly import open_gateway
 from ..config import Config, with_default_agent
@@ -79,6 +82,7 @@ async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
     from ..server.server import reachable_at
+    from ..server.transports.http import SHUTDOWN_GRACE
 
     config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
@@ -121,9 +125,31 @@ async def _serve(args: argparse.Namespace) -> int:
                     reachable_at(server, reached)
                 print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
 
-            # Told to go (a rolling restart), a replica leaves its runs to the others.
-            with on_signal(runs.hand_over) if runs is not None else nullcontext():
-                await serve_http(server, options, on_ready=ready)
+            # Told to go (a rolling restart), the calls in flight finish first (within the
+            # grace), with their MCP servers still there; a replica leaves its runs to the others.
+            stop, stopped = anyio.Event(), anyio.Event()
+
+            async def drained() -> None:
+                with anyio.move_on_after(SHUTDOWN_GRACE):  # then the calls left end
+                    await stopped.wait()
+
+            def draining() -> Awaitable[None]:
+                print(
+                    f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                stop.set()
+                return drained()
+
+            with (
+                on_signal(runs.hand_over) if runs is not None else nullcontext(),
+                on_signal(draining),
+            ):
+                try:
+                    await serve_http(server, options, on_ready=ready, stop=stop)
+                finally:
+                    stopped.set()
     return 0
 
 

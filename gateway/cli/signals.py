@@ -5,8 +5,9 @@ servers over stdio, HTTP connections) is closed. Cancelling the command instead 
 every server is stopped and every connection closed before the process exits with 128 + the
 signal's number, as a shell reports it.
 
-What must happen before the unwinding starts (a replica handing its runs over rather than
-stopping them) registers with `on_signal`.
+What must happen before the unwinding starts registers with `on_signal`: a replica handing
+its runs over rather than stopping them, an HTTP server letting the calls in flight finish
+(the listener returns what to wait for). A second signal stops the waiting.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ __all__ = ["on_signal", "until_signalled"]
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 
-_listeners: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+Listener = Callable[[], Awaitable[None] | None]
+"""Called when a signal arrives; what it returns (if anything) is awaited before unwinding."""
+
+_listeners: ContextVar[list[Listener] | None] = ContextVar(
     "agent_gateway_signal_listeners", default=None
 )
 
 
 @contextmanager
-def on_signal(listener: Callable[[], None]) -> Generator[None]:
+def on_signal(listener: Listener) -> Generator[None]:
     """While the block runs, `listener()` is called when a signal arrives, before the command
-    is cancelled (outside `until_signalled`, never)."""
+    is cancelled, and what it returns is awaited (outside `until_signalled`, never)."""
     listeners = _listeners.get()
     if listeners is None:
         yield
@@ -52,7 +56,7 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     The handler's errors come out as themselves, not wrapped in an `ExceptionGroup`.
     """
     signalled: list[int] = []
-    listeners: list[Callable[[], None]] = []
+    listeners: list[Listener] = []
     code = 0
     token = _listeners.set(listeners)
     with anyio.CancelScope() as command:
@@ -60,12 +64,15 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             with anyio.open_signal_receiver(*SIGNALS) as received:
                 task_status.started()
-                async for signum in received:
-                    signalled.append(signum)
-                    for listener in list(listeners):
-                        listener()
-                    command.cancel()
-                    return
+                async with anyio.create_task_group() as tg:
+                    async for signum in received:
+                        if signalled:  # a second one: no more waiting
+                            break
+                        signalled.append(signum)
+                        waits = [w for listener in list(listeners) if (w := listener()) is not None]
+                        tg.start_soon(_wait_then_cancel, waits, tg.cancel_scope)
+                    tg.cancel_scope.cancel()
+            command.cancel()
 
         try:
             async with in_background(watch):
@@ -73,3 +80,9 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
         finally:
             _listeners.reset(token)
     return 128 + signalled[0] if signalled else code
+
+
+async def _wait_then_cancel(waits: list[Awaitable[None]], scope: anyio.CancelScope) -> None:
+    for wait in waits:
+        await wait
+    scope.cancel()

@@ -47,6 +47,18 @@ class Served:
     process: Process
     stderr: list[str] = field(default_factory=list[str])
     stderr_closed: anyio.Event = field(default_factory=anyio.Event)
+    more_stderr: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) when a line arrives."""
+
+    async def line_starting(self, prefix: str) -> str:
+        """The first stderr line starting with `prefix`, once there is one."""
+        while True:
+            more = self.more_stderr
+            found = next((line for line in self.stderr if line.startswith(prefix)), None)
+            if found is not None:
+                return found
+            assert not self.stderr_closed.is_set(), f"no line {prefix!r}: {self.stderr}"
+            await more.wait()
 
 
 @asynccontextmanager
@@ -73,7 +85,10 @@ async def http_server(
                 if line.startswith(READY):
                     served.url = line.removeprefix(READY)
                     ready.set()
+            served.more_stderr.set()
+            served.more_stderr = anyio.Event()
         served.stderr_closed.set()
+        served.more_stderr.set()
         ready.set()  # the process ended before it was ready: fail below, with its stderr
 
     try:

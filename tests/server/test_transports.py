@@ -14,6 +14,9 @@ import mcp_types as types
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server import MCPServer
+
+from tests.servers.asgi import serve_on_loopback
 
 from .processes import REPO, SCRIPT, TIMES_42, http_server, write_config
 from .support import ERAS, SAMPLING_WITH_TOOLS
@@ -85,6 +88,61 @@ async def test_http_shuts_down_cleanly_on_a_signal(
                 code = await served.process.wait()
             await served.stderr_closed.wait()
     assert code == 128 + signum
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
+
+
+class Held:
+    """A downstream server whose one tool answers once released."""
+
+    def __init__(self) -> None:
+        self.started, self.release = anyio.Event(), anyio.Event()
+        self.server = MCPServer("down")
+
+        @self.server.tool()
+        async def held() -> str:  # pyright: ignore[reportUnusedFunction]
+            """Answer once released."""
+            self.started.set()
+            await self.release.wait()
+            return "released"
+
+    def config(self, directory: Path, base: str) -> Path:
+        config = directory / "agent-gateway.toml"
+        config.write_text(f'[gateway]\nexpose_tools = true\n[mcpServers.d]\nurl = "{base}/mcp"\n')
+        return config
+
+
+@pytest.mark.parametrize("signals", [1, 2])
+async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_not_wait(
+    tmp_path: Path, signals: int
+) -> None:
+    down = Held()
+    app = down.server.streamable_http_app(host="127.0.0.1")
+    async with serve_on_loopback(app) as base, http_server(down.config(tmp_path, base)) as served:
+        with anyio.fail_after(30):
+            async with Client(served.url) as client:
+                await client.list_tools()
+                results: list[types.CallToolResult] = []
+
+                async def call() -> None:
+                    results.append(await client.call_tool("d__held", {}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await down.started.wait()
+                    served.process.send_signal(signal.SIGTERM)
+                    await served.line_starting("agent-gateway: stopping")
+                    if signals == 1:
+                        down.release.set()  # the gateway waits: its node is still there
+                    else:
+                        served.process.send_signal(signal.SIGTERM)  # no more waiting
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    [result] = results
+    if signals == 1:
+        assert result.content == [types.TextContent(text="released")]
+    else:
+        assert result.is_error
+    assert code == 128 + signal.SIGTERM
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 

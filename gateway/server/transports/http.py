@@ -78,7 +78,11 @@ __all__ = [
 
 MCP_PATH = "/mcp"
 SHUTDOWN_GRACE = 5
-"""Seconds open streams get to finish when the server stops."""
+"""Seconds open streams and the requests in flight get to finish when the server stops."""
+_REQUEST_SLACK = 2
+"""uvicorn's own grace is longer: a caller that ends the calls still running at the end of
+ours (`cli.serve`: their nodes stop) has them answered with their errors, where uvicorn would
+cancel their requests (no answer, and a traceback in the log)."""
 
 log = logging.getLogger(__name__)
 
@@ -331,9 +335,15 @@ class _SessionManager(StreamableHTTPSessionManager):
 
 
 async def serve_http(
-    server: Server[Any], options: HttpOptions, *, on_ready: Callable[[str], None] | None = None
+    server: Server[Any],
+    options: HttpOptions,
+    *,
+    on_ready: Callable[[str], None] | None = None,
+    stop: anyio.Event | None = None,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; `on_ready` gets the URL once the port is bound (port 0 works)."""
+    """Serve until cancelled, or until `stop` is set: then the requests in flight get
+    `SHUTDOWN_GRACE` seconds to finish before it returns. `on_ready` gets the URL once the
+    port is bound (port 0 works)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on connections of such sockets, and
     # without it Nagle's algorithm adds ~40 ms to each 2026-07-28 response.
@@ -358,7 +368,7 @@ async def serve_http(
         access_log=False,
         # Nothing here reads the client's address or scheme that X-Forwarded-* would set.
         proxy_headers=False,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE + _REQUEST_SLACK,
     )
     uvicorn_server = _Uvicorn(config)
 
@@ -375,8 +385,8 @@ async def serve_http(
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, tg)
             try:
-                await anyio.sleep_forever()
-            finally:  # cancelled (a signal, Ctrl-C): shut down gracefully, within the grace
+                await (anyio.sleep_forever() if stop is None else stop.wait())
+            finally:  # stopped or cancelled: shut down gracefully, within the grace
                 with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
                     if sessions is not None:
                         await sessions.close_all()
