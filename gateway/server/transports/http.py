@@ -341,9 +341,10 @@ async def serve_http(
     on_ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
 ) -> None:
-    """Serve until cancelled, or until `stop` is set: then the requests in flight get
-    `SHUTDOWN_GRACE` seconds to finish before it returns. `on_ready` gets the URL once the
-    port is bound (port 0 works)."""
+    """Serve until cancelled, or until `stop` is set; either way no new connection is taken,
+    and the requests in flight get `SHUTDOWN_GRACE` seconds to finish (uvicorn cancels those
+    still running `_REQUEST_SLACK` seconds later). `on_ready` gets the URL once the port is
+    bound (port 0 works)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on connections of such sockets, and
     # without it Nagle's algorithm adds ~40 ms to each 2026-07-28 response.
@@ -395,7 +396,7 @@ async def serve_http(
 
 class _Uvicorn(uvicorn.Server):
     """uvicorn without its own signal handlers: SIGINT/SIGTERM belong to the command, which
-    cancels `serve_http` (see `gateway.cli.signals`), and cancelling is what shuts it down."""
+    stops `serve_http` or cancels it (see `gateway.cli.signals`)."""
 
     @contextmanager
     def capture_signals(self) -> Generator[None]:
