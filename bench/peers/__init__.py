@@ -144,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     rounds = options.rounds or (1 if options.quick else 3)
     sizes = QUICK if options.quick else FULL
+    # Every arm runs as deployed, its bytecode cached after the first start: a checkout that
+    # never got its `.pyc` files would import ~90 ms slower, and the start-up figures would
+    # blame its code (bench/RESULTS.md, item 27).
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     specs = [s for s in workloads(sizes) if not options.only or s.name in options.only]
 
     clock = time.perf_counter()
