@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Awaitable
 from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlsplit
@@ -129,18 +128,15 @@ async def _serve(args: argparse.Namespace) -> int:
             # grace), with their MCP servers still there; a replica leaves its runs to the others.
             stop, stopped = anyio.Event(), anyio.Event()
 
-            async def drained() -> None:
-                with anyio.move_on_after(SHUTDOWN_GRACE):  # then the calls left end
-                    await stopped.wait()
-
-            def draining() -> Awaitable[None]:
+            async def draining() -> None:
                 print(
                     f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish",
                     file=sys.stderr,
                     flush=True,
                 )
                 stop.set()
-                return drained()
+                with anyio.move_on_after(SHUTDOWN_GRACE):  # then the calls left end
+                    await stopped.wait()
 
             with (
                 on_signal(runs.hand_over) if runs is not None else nullcontext(),
