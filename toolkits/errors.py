@@ -5,7 +5,7 @@
     ├── NoSuchTool                 the node offers no tool under that name
     ├── NotOffered                 the node's server does not offer that (e.g. resource subscriptions)
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
-    │   ├── ConnectionLost         the server went away while the call was in flight
+    │   ├── ConnectionLost         the connection ended while the call was in flight
     │   └── AuthorizationRequired  the server wants an OAuth authorization nobody gave yet
     └── ToolTimeout                no result within the timeout (or the absolute cap)
 
@@ -62,7 +62,8 @@ class ServerUnavailable(ToolkitError):
 
 
 class ConnectionLost(ServerUnavailable):
-    """The server went away while the call was in flight; the node is reconnecting."""
+    """The connection ended while the call was in flight: the server went away (the node is
+    reconnecting), or the node is shutting down."""
 
 
 LOGIN_COMMAND = "agent-gateway auth login {node}"

@@ -13,7 +13,7 @@ its runs over rather than stopping them, an HTTP server letting the calls in fli
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -83,6 +83,11 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
 
 
 async def _wait_then_cancel(waits: list[Awaitable[None]], scope: anyio.CancelScope) -> None:
-    for wait in waits:
-        await wait
+    try:
+        for wait in waits:
+            await wait
+    finally:  # a second signal: what was not awaited never will be (no "never awaited" warning)
+        for wait in waits:
+            if isinstance(wait, Coroutine):
+                wait.close()
     scope.cancel()

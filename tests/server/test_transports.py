@@ -140,8 +140,11 @@ async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_no
     [result] = results
     if signals == 1:
         assert result.content == [types.TextContent(text="released")]
-    else:
+    else:  # cut off, and told why (not that its server went away)
         assert result.is_error
+        [text] = [c.text for c in result.content if isinstance(c, types.TextContent)]
+        assert "shutting down" in text
+        assert "went away" not in text
     assert code == 128 + signal.SIGTERM
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 

@@ -89,6 +89,7 @@ _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
 _STDERR_TAIL_LINES = 5
 _RELISTEN_DELAY = 1.0
+_SHUT_DOWN = "the toolkit is shutting down"
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -132,6 +133,10 @@ def describe_error(exc: BaseException) -> str:
 
 def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
     """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
+    if conn.lost == _SHUT_DOWN:  # closed by its owner: nobody reconnects
+        return ConnectionLost(
+            f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node
+        )
     conn.drop(f"{what} (server gone)")
     return ConnectionLost(f"MCP server {node!r} went away: {what}; reconnecting", node=node)
 
@@ -186,6 +191,11 @@ class Connection:
         if self.lost is None:
             self.lost = reason
         self.scope.cancel()
+
+    def shutting_down(self) -> None:
+        """Its owner is being stopped: calls it cuts off say so, not that the server went."""
+        if self.lost is None:
+            self.lost = _SHUT_DOWN
 
     def request_refresh(self) -> None:
         # One pending request is enough: the refresh that serves it lists everything.
@@ -395,7 +405,12 @@ class OwnedSession:
                         tg.start_soon(self._listen_loop, conn, client, wanted)
                     if self._serve_connection is not None:
                         tg.start_soon(self._serve_connection, conn, client)
-                    await anyio.sleep_forever()
+                    try:
+                        await anyio.sleep_forever()
+                    except anyio.get_cancelled_exc_class():
+                        if not tg.cancel_scope.cancel_called:  # not a task of ours failing
+                            conn.shutting_down()  # unless `drop` said why first
+                        raise
         if self._conn is not conn and anyio.current_time() >= connect_deadline:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
         return conn.lost or "the session ended"

@@ -1,0 +1,67 @@
+"""SIGTERM ends a command as Ctrl-C does, after what its listeners wait for (`gateway.cli.signals`).
+
+The signals go to this very process: `until_signalled` receives them before any test code sends
+one, and restores the default handlers when it returns.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+from collections.abc import Awaitable, Callable
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from gateway.cli.signals import on_signal, until_signalled
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_one_signal_waits_for_the_listeners_then_cancels_the_command() -> None:
+    order: list[str] = []
+
+    async def drain() -> None:
+        order.append("draining")
+        await anyio.lowlevel.checkpoint()
+        order.append("drained")
+
+    async def command(_: object) -> int:
+        with on_signal(drain):
+            os.kill(os.getpid(), signal.SIGTERM)
+            try:
+                await anyio.sleep_forever()
+            finally:
+                order.append("cancelled")
+        return 0
+
+    with anyio.fail_after(5):
+        code = await until_signalled(command, None)
+    assert code == 128 + signal.SIGTERM
+    assert order == ["draining", "drained", "cancelled"]
+
+
+async def test_a_second_signal_stops_the_waiting_and_leaves_no_listener_unawaited() -> None:
+    started: list[str] = []
+
+    def waiting(name: str) -> Callable[[], Awaitable[None]]:
+        async def wait() -> None:
+            started.append(name)
+            await anyio.sleep_forever()
+
+        return wait
+
+    async def command(_: object) -> int:
+        with on_signal(waiting("first")), on_signal(waiting("second")):
+            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), signal.SIGTERM)
+            await anyio.sleep_forever()
+        return 0
+
+    with anyio.fail_after(5):
+        code = await until_signalled(command, None)
+    gc.collect()  # a coroutine never awaited would warn here (warnings are errors)
+    assert code == 128 + signal.SIGTERM
+    assert "second" not in started
