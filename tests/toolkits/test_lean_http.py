@@ -87,6 +87,46 @@ async def test_a_body_without_length_is_read_until_the_server_closes_and_not_reu
         assert (server.connections, lean.opened, lean.idle) == (3, 3, 1)
 
 
+async def test_an_interim_answer_is_skipped_and_trailers_are_not_headers() -> None:
+    trailed = CHUNKED + chunk(b"hi") + b"0\r\nx-trailer: t\r\n\r\n"
+    async with (
+        scripted([b"HTTP/1.1 100 Continue\r\n\r\n", trailed]) as server,
+        LeanHttp(server.url, {}) as lean,
+        lean.post(b"{}", {}) as response,
+    ):
+        assert (response.status_code, await response.aread()) == (200, b"hi")
+        assert "x-trailer" not in response.headers
+
+
+async def test_a_reader_that_lags_holds_about_a_megabyte_and_gets_every_byte() -> None:
+    body = bytes(range(256)) * (6 * 4096)  # 6 MiB, written at once
+    held: list[int] = []
+    async with (
+        scripted([ok(body)], [ok(b"next")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        async with lean.post(b"{}", {}) as response:
+            pieces: list[bytes] = []
+            async for piece in response.aiter_bytes():
+                pieces.append(piece)
+                await anyio.wait_all_tasks_blocked()  # the socket has had its chance meanwhile
+                held.append(response.held)
+        assert b"".join(pieces) == body
+        assert await post(lean) == b"next"  # paused and resumed: the connection is kept
+        assert (server.connections, lean.opened) == (1, 1)
+    assert max(held) <= lean_response._MAX_BUFFERED + 262_144  # pyright: ignore[reportPrivateUsage]
+
+
+async def test_a_second_answer_to_one_request_costs_the_connection() -> None:
+    async with (
+        scripted([ok(b"one") + ok(b"extra")], [ok(b"two")]) as server,
+        LeanHttp(server.url, {}) as lean,
+    ):
+        assert await post(lean) == b"one"
+        assert await post(lean) == b"two"
+        assert (server.connections, lean.opened) == (2, 2)
+
+
 async def test_sse_lines_end_at_lf_crlf_or_cr_across_chunk_boundaries() -> None:
     body = [
         chunk(b"event: message\r"),

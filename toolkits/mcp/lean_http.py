@@ -4,15 +4,16 @@ Why not httpx2 here: a call passed through is one POST and one streamed answer, 
 `AsyncClient.stream` around it (auth flow, hooks, pool, its HTTP/1.1 state machine, a model for
 every URL, header set, request and response) was ~27 % of the gateway's samples per call
 (py-spy --gil): ~1.1 ms of CPU where the bytes on the wire need ~0.1 ms. `LeanHttp` writes each
-request in one write on a kept-alive TCP connection and reads the answer itself
-(`lean_response`: Content-Length, chunked, or up to the end of the connection).
+request in one write on a kept-alive TCP connection and reads the answer on the connection's
+own protocol (`lean_response`: llhttp frames it as it arrives).
 
 It is for where httpx2 adds nothing (`usable`): plain http://, no proxy; its user also leaves
 it when an auth flow or cookies are in play (`HttpLink.lean`). A connection goes back to the
 small idle pool when its answer was read to the end and may be reused, or when only its rest is
 unread: a chunked answer's last chunk often comes a moment after the message the caller waited
-for (~0.2 ms from an SDK server), so the rest is read when the connection is next taken, by
-then long arrived, instead of before the caller may go on. A kept connection
+for (~0.2 ms from an SDK server), so the connection drains it by itself while the caller goes
+on, and the next request waits for that only if it takes the connection before the end came.
+A kept connection
 that fails before any byte of the answer arrived was most likely closed by the server while
 idle: the request is sent once more on a new connection (never otherwise: a POST is not
 repeated once the server may have acted on it).
@@ -26,6 +27,7 @@ request as a whole anyway (`forward`: the call's deadline, or a cancellation's o
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -33,9 +35,8 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-from anyio.abc import ByteStream
 
-from .lean_response import LeanResponse, NothingArrived
+from .lean_response import Connection, LeanResponse, NothingArrived
 
 __all__ = ["LeanHttp", "LeanResponse"]
 
@@ -63,9 +64,9 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         }
         self._headers = _checked({**defaults, **{k.lower(): v for k, v in headers.items()}})
         self._connect_timeout = connect_timeout
-        self._idle: list[tuple[ByteStream, LeanResponse | None]] = []
-        """Kept connections, each with the answer whose rest is still to be read, if any."""
-        self._busy: set[ByteStream] = set()
+        self._idle: list[Connection] = []
+        """Kept connections, the last one first (some may still drain their last answer)."""
+        self._busy: set[Connection] = set()
         self._closed = False
         self.opened = 0
         """Connections opened so far (for tests and the curious)."""
@@ -84,7 +85,7 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
     @property
     def idle(self) -> int:
         """Connections kept for the next request."""
-        return len(self._idle)
+        return sum(not conn.closed for conn in self._idle)
 
     @asynccontextmanager
     async def post(self, body: bytes, headers: Mapping[str, str]) -> AsyncGenerator[LeanResponse]:
@@ -93,96 +94,100 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         merged = {**self._headers, **_checked({k.lower(): v for k, v in headers.items()})}
         head = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
         head += f"content-length: {len(body)}\r\n\r\n"
-        response = await self._send(self._request_line + head.encode("latin-1") + body)
+        conn, response = await self._send(self._request_line + head.encode("latin-1") + body)
         try:
             yield response
         except BaseException:
-            await self._discard(response.stream)
+            self._discard(conn)
             raise
-        await self._release(response)
+        self._release(conn, response)
 
-    async def _send(self, request: bytes) -> LeanResponse:
-        stream = await self._kept()
-        kept = stream is not None
-        if stream is None:
-            stream = await self._open()
+    async def _send(self, request: bytes) -> tuple[Connection, LeanResponse]:
+        conn = await self._kept()
+        kept = conn is not None
+        if conn is None:
+            conn = await self._open()
         while True:
-            self._busy.add(stream)
-            response = LeanResponse(stream)
+            self._busy.add(conn)
+            response = conn.start(request)
             try:
-                await response.send(request)
                 await response.read_head()
-                return response
+                return conn, response
             except NothingArrived as exc:
-                await self._discard(stream)
+                self._discard(conn)
                 if not kept:
                     raise exc.error from exc.__cause__
                 # The server closed its idle end; the older idle ones are closed too, likely.
-                await _close_all(self._take_idle())
-                kept, stream = False, await self._open()
+                for idle in self._take_idle():
+                    idle.close()
+                kept, conn = False, await self._open()
             except BaseException:
-                await self._discard(stream)
+                self._discard(conn)
                 raise
 
-    async def _open(self) -> ByteStream:
+    async def _open(self) -> Connection:
         if self._closed:
             raise httpx2.ConnectError("the client is closed")
+        loop = asyncio.get_running_loop()
         try:
             with anyio.fail_after(self._connect_timeout):
-                stream = await anyio.connect_tcp(self._host, self._port)
+                _, conn = await loop.create_connection(Connection, self._host, self._port)
         except TimeoutError as exc:
             raise httpx2.ConnectTimeout(f"connecting timed out: {exc}") from exc
         except OSError as exc:
             raise httpx2.ConnectError(str(exc) or repr(exc)) from exc
         self.opened += 1
-        return stream
+        return conn
 
-    async def _kept(self) -> ByteStream | None:
+    async def _kept(self) -> Connection | None:
         """A kept connection, its last answer read to the end; None if none is left."""
         while self._idle:
-            stream, unread = self._idle.pop()
-            self._busy.add(stream)
-            try:
-                if unread is None or await unread.finish():
-                    return stream
-            except BaseException:  # cancelled while reading the rest: the connection goes
-                await self._discard(stream)
-                raise
-            await self._discard(stream)
+            conn = self._idle.pop()
+            if conn.closed:
+                continue
+            if conn.draining is not None:  # its last answer's rest is still on the way
+                self._busy.add(conn)
+                try:
+                    reusable = await conn.draining
+                except BaseException:  # cancelled meanwhile: the connection goes
+                    self._discard(conn)
+                    raise
+                self._busy.discard(conn)
+                if not reusable:
+                    conn.close()
+                    continue
+            return conn
         return None
 
-    async def _release(self, response: LeanResponse) -> None:
-        stream = response.stream
-        self._busy.discard(stream)
-        unread = response.unread
-        if self._closed or len(self._idle) >= _IDLE_LIMIT or not (unread or response.reusable):
-            await anyio.aclose_forcefully(stream)
+    def _release(self, conn: Connection, response: LeanResponse) -> None:
+        self._busy.discard(conn)
+        if response.unread:
+            conn.drain()
+        elif not conn.reusable:
+            conn.close()
+            return
+        if self._closed or len(self._idle) >= _IDLE_LIMIT:
+            conn.close()
         else:
-            self._idle.append((stream, response if unread else None))
+            self._idle.append(conn)
 
-    async def _discard(self, stream: ByteStream) -> None:
-        self._busy.discard(stream)
-        await anyio.aclose_forcefully(stream)
+    def _discard(self, conn: Connection) -> None:
+        self._busy.discard(conn)
+        conn.close()
 
-    def _take_idle(self) -> list[ByteStream]:
+    def _take_idle(self) -> list[Connection]:
         idle, self._idle = self._idle, []
-        return [stream for stream, _ in idle]
+        return idle
 
     async def aclose(self) -> None:
         """Close every connection, those of responses being read too (their reads fail)."""
         self._closed = True
-        busy, self._busy = list(self._busy), set[ByteStream]()
-        await _close_all(self._take_idle() + busy)
+        busy, self._busy = list(self._busy), set[Connection]()
+        for conn in self._take_idle() + busy:
+            conn.close(httpx2.ReadError("the client is closed"))
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
-
-
-async def _close_all(streams: list[ByteStream]) -> None:
-    # Shielded: under a cancelled scope the first close would raise and skip the others.
-    with anyio.CancelScope(shield=True):
-        for stream in streams:
-            await anyio.aclose_forcefully(stream)
 
 
 def _checked(headers: dict[str, str]) -> dict[str, str]:
