@@ -13,10 +13,11 @@ small idle pool when its answer was read to the end and may be reused, or when o
 unread: a chunked answer's last chunk often comes a moment after the message the caller waited
 for (~0.2 ms from an SDK server), so the connection drains it by itself while the caller goes
 on, and the next request waits for that only if it takes the connection before the end came.
-A kept connection
-that fails before any byte of the answer arrived was most likely closed by the server while
-idle: the request is sent once more on a new connection (never otherwise: a POST is not
-repeated once the server may have acted on it).
+A kept connection that fails before any byte of the answer arrived was most likely closed by
+the server while idle: the request is sent once more on a new connection (never otherwise: a
+POST is not repeated once the server may have acted on it). A host name's addresses are tried
+in turn, with no happy eyeballs (uvloop has none): one that drops packets costs the connect
+timeout before the next is tried, where httpx2 would move on after 0.25 s.
 
 Errors are httpx2's, so callers handle both clients alike: `ConnectError`/`ConnectTimeout`
 (nothing was sent), `WriteError`, `ReadError`, `RemoteProtocolError` (an answer broken or not
