@@ -4,13 +4,15 @@ client is used at all."""
 
 from __future__ import annotations
 
+import socket
+
 import anyio
 import httpx2
 import pytest
 from anyio.abc import SocketAttribute
 
 from tests.servers.scripted_http import CLOSE, ok, scripted
-from toolkits.mcp import lean_response
+from toolkits.mcp import lean_http, lean_response
 from toolkits.mcp.event_stream import EventData
 from toolkits.mcp.lean_http import LeanHttp
 from toolkits.mcp.oauth import LazyOAuth, McpOAuth
@@ -278,6 +280,40 @@ async def test_a_server_not_listening_is_a_connect_error() -> None:
     async with LeanHttp(f"http://127.0.0.1:{port}/mcp", {}) as lean:
         with anyio.fail_after(10), pytest.raises(httpx2.ConnectError):
             await post(lean)
+
+
+async def test_a_host_name_whose_first_address_drops_packets_connects_on_the_next(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with scripted([ok(b"through")]) as server:
+        port = int(server.url.split(":")[2].split("/")[0])
+        # A listener that never accepts, its one-place backlog taken: a SYN to it is dropped.
+        # (127.0.0.2 is loopback too, and the only free address on the server's port.)
+        black = socket.create_server(("127.0.0.2", port), backlog=0)
+        queued = socket.create_connection(("127.0.0.2", port))
+        tried: list[str] = []
+
+        async def addresses(host: str, port: int) -> list[str]:
+            tried.append(host)
+            return ["127.0.0.2", "127.0.0.1"]
+
+        monkeypatch.setattr(lean_http, "_addresses", addresses)
+        try:
+            async with LeanHttp(f"http://mcp.test:{port}/mcp", {}, connect_timeout=30) as lean:
+                with anyio.fail_after(10):  # not the 30 s a dropped SYN would cost alone
+                    assert await post(lean) == b"through"
+        finally:
+            queued.close()
+            black.close()
+    assert tried == ["mcp.test"]
+    assert server.connections == 1
+
+
+async def test_a_host_name_resolves_to_its_addresses_the_families_alternating() -> None:
+    assert await lean_http._addresses("127.0.0.1", 80) == ["127.0.0.1"]  # pyright: ignore[reportPrivateUsage]
+    found = await lean_http._addresses("localhost", 80)  # pyright: ignore[reportPrivateUsage]
+    assert "127.0.0.1" in found
+    assert len(found) == len(set(found))
 
 
 async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -> None:

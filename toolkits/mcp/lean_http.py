@@ -15,9 +15,8 @@ for (~0.2 ms from an SDK server), so the connection drains it by itself while th
 on, and the next request waits for that only if it takes the connection before the end came.
 A kept connection that fails before any byte of the answer arrived was most likely closed by
 the server while idle: the request is sent once more on a new connection (never otherwise: a
-POST is not repeated once the server may have acted on it). A host name's addresses are tried
-in turn, with no happy eyeballs (uvloop has none): one that drops packets costs the connect
-timeout before the next is tried, where httpx2 would move on after 0.25 s.
+POST is not repeated once the server may have acted on it). A host name's addresses are raced
+as httpx2 (anyio) races them: the next is tried beside one that has not answered in 0.25 s.
 
 Errors are httpx2's, so callers handle both clients alike: `ConnectError`/`ConnectTimeout`
 (nothing was sent), `WriteError`, `ReadError`, `RemoteProtocolError` (an answer broken or not
@@ -29,7 +28,10 @@ request as a whole anyway (`forward`: the call's deadline, or a cancellation's o
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import itertools
 import os
+import socket
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from urllib.parse import urlsplit
@@ -41,6 +43,8 @@ from .lean_response import Connection, LeanResponse, NothingArrived
 
 __all__ = ["LeanHttp", "LeanResponse"]
 
+_STAGGER = 0.25
+"""Seconds before the next address of a host name is tried beside one that has not answered."""
 _IDLE_LIMIT = 20
 """Idle connections kept (httpx2's default keep-alive pool size)."""
 _PROXY_VARS = ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
@@ -129,10 +133,9 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
     async def _open(self) -> Connection:
         if self._closed:
             raise httpx2.ConnectError("the client is closed")
-        loop = asyncio.get_running_loop()
         try:
             with anyio.fail_after(self._connect_timeout):
-                _, conn = await loop.create_connection(Connection, self._host, self._port)
+                conn = await _connect(self._host, self._port)
         except TimeoutError as exc:
             raise httpx2.ConnectTimeout(f"connecting timed out: {exc}") from exc
         except OSError as exc:
@@ -189,6 +192,57 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+
+async def _connect(host: str, port: int) -> Connection:
+    """A connection to the first of `host`'s addresses that answers, the next one tried beside
+    each that has not answered within `_STAGGER` (happy eyeballs, RFC 8305; uvloop has none)."""
+    loop = asyncio.get_running_loop()
+    addresses = await _addresses(host, port)
+    winner: Connection | None = None
+    errors: list[OSError] = []
+    async with anyio.create_task_group() as tg:
+
+        async def attempt(address: str, failed: anyio.Event) -> None:
+            nonlocal winner
+            try:
+                _, conn = await loop.create_connection(Connection, address, port)
+            except OSError as exc:
+                errors.append(exc)
+                failed.set()
+                return
+            if winner is None:
+                winner = conn
+                tg.cancel_scope.cancel()
+            else:  # two answered at once
+                conn.close()
+
+        for address in addresses:
+            failed = anyio.Event()
+            tg.start_soon(attempt, address, failed)
+            with anyio.move_on_after(_STAGGER):
+                await failed.wait()
+    if winner is None:
+        if len(errors) == 1:
+            raise errors[0]
+        raise OSError(f"no address of {host!r} answered: " + "; ".join(map(str, errors)))
+    return winner
+
+
+async def _addresses(host: str, port: int) -> list[str]:
+    """`host` if it is an IP address, else its addresses, the families alternating."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return [host]
+    found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    first = found[0][0]
+    ours = [str(info[4][0]) for info in found if info[0] == first]
+    others = [str(info[4][0]) for info in found if info[0] != first]
+    mixed = [a for pair in itertools.zip_longest(ours, others) for a in pair if a is not None]
+    return list(dict.fromkeys(mixed))
 
 
 def _checked(headers: dict[str, str]) -> dict[str, str]:
