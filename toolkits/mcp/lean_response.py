@@ -312,9 +312,7 @@ class Connection(asyncio.Protocol):
 
     def _end(self, response: LeanResponse) -> None:
         response.ended()
-        if self.until_close:
-            self.reusable = False
-        self._settle(self.reusable)
+        self._settle(self.reusable)  # llhttp keeps no connection whose end ends the answer
 
     def _lost(self, error: httpx2.HTTPError) -> None:
         self.closed = True
