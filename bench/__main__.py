@@ -12,6 +12,7 @@ COMMANDS = {
     "mcp-overhead": "bench.mcp_overhead",
     "engine-overhead": "bench.engine_overhead",
     "store": "bench.store",
+    "hot-path": "bench.hot_path",
 }
 
 

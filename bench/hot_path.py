@@ -1,0 +1,318 @@
+"""What one passed-through call costs the front's CPU, with no socket on the way.
+
+    python -m bench hot-path [--calls 3000] [--rounds 7] [--protocol modern|auto] [--gap MS]
+                             [--profile FILE]
+
+The peer benchmark's CPU per call swings by 10-20 % between runs on a shared 2-core machine;
+this figure stays within a few per cent, so a change to the hot path can be weighed in
+seconds (run it on both checkouts with PYTHONPATH). The front is the real one: the app of
+`agent-gateway serve --http` with `expose_tools = true`, in front of the benchmark downstream
+(`bench/downstream.py`) over HTTP. Only its two sockets are replaced:
+
+- the client's: uvicorn's own protocol is fed each request's bytes, and the answer is read
+  off a transport that keeps what is written (the client: a 2026-07-28 `tools/call` of
+  `d__echo` with a 200 B message, as the mcp `Client` sends it);
+- the downstream's: the lean client's connections are given a transport that answers each
+  request with the downstream's real answer to the first one (asked over a socket), its id
+  swapped in, at once or after `--gap` ms.
+
+The node's own session (its handshake and tool list) talks to the real downstream; with
+`--protocol auto` it is a 2025-era session, whose answers are event streams.
+
+CPU is the process's (user + system) per call, the minimum and median over `--rounds`.
+`--gap 1` shows what a real run adds: code that runs after the process sat idle (as it does
+while a real server works on the call) runs slower, on this machine about 1.6-2.5x the same
+code run back to back (bench/RESULTS.md, item 30).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, cast
+
+import anyio
+import httptools
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # run as a script from anywhere
+
+from bench._processes import running  # noqa: E402
+from bench.downstream import READY as DOWNSTREAM_READY  # noqa: E402
+from gateway.assembly import open_gateway  # noqa: E402
+from gateway.config import load_config  # noqa: E402
+from gateway.server import build_server  # noqa: E402
+from gateway.server.transports.http import HttpOptions, http_app  # noqa: E402
+from toolkits import json_bytes  # noqa: E402
+from toolkits.mcp import lean_http  # noqa: E402
+from toolkits.mcp.lean_response import Connection  # noqa: E402
+
+DOWNSTREAM = REPO / "bench" / "downstream.py"
+MESSAGE = "x" * 200
+_ID = re.compile(rb'"id":"([^"]+)"')
+_FRAMING = {b"content-length", b"transfer-encoding"}
+
+
+def client_request(request_id: int) -> bytes:
+    """A 2026-07-28 `tools/call` of `d__echo`, as the mcp `Client` (httpx2) sends it."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": "d__echo", "arguments": {"message": MESSAGE}, "_meta": meta}
+    body = json_bytes(
+        {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+    )
+    head = (
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAccept-Encoding: gzip, deflate\r\n"
+        "Connection: keep-alive\r\nUser-Agent: python-httpx2/2.16.2\r\n"
+        "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
+        "mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: d__echo\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+class _Answer:
+    """httptools callbacks: one whole HTTP answer (status, headers, de-chunked body)."""
+
+    def __init__(self) -> None:
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body = bytearray()
+        self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name.lower(), value))
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+def _ask(host: str, port: int, request: bytes) -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Send `request` on a socket of its own; the whole answer."""
+    answer = _Answer()
+    parser = httptools.HttpResponseParser(answer)
+    with socket.create_connection((host, port), timeout=30) as sock:
+        sock.sendall(request)
+        while not answer.complete:
+            data = sock.recv(65536)
+            if not data:
+                raise RuntimeError("the downstream closed the connection mid-answer")
+            parser.feed_data(data)
+    return parser.get_status_code(), answer.headers, bytes(answer.body)
+
+
+class Replayed(asyncio.Transport):
+    """The downstream, for the lean client: each request gets the downstream's real answer to
+    the first one, with the request's id in place of that one's (after `gap` seconds)."""
+
+    def __init__(self, conn: Connection, origin: tuple[str, int], gap: float) -> None:
+        super().__init__()
+        self._conn = conn
+        self._origin = origin
+        self._gap = gap
+        self._closing = False
+
+    template: tuple[bytes, bytes, bytes] | None = None
+    """The first answer: head (framing headers left out), body, the id in it. Class-wide."""
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        request = bytes(data)
+        found = _ID.search(request)
+        if found is None:
+            raise RuntimeError("a request with no string id reached the downstream")
+        if Replayed.template is None:
+            status, headers, body = _ask(*self._origin, request)
+            kept = b"".join(b"%s: %s\r\n" % kv for kv in headers if kv[0] not in _FRAMING)
+            Replayed.template = (b"HTTP/1.1 %d OK\r\n" % status + kept, body, found.group(1))
+        head, body, first_id = Replayed.template
+        body = body.replace(b'"' + first_id + b'"', b'"' + found.group(1) + b'"')
+        answer = head + b"content-length: %d\r\n\r\n" % len(body) + body
+        loop = asyncio.get_running_loop()
+        if self._gap:
+            loop.call_later(self._gap, self._conn.data_received, answer)
+        else:
+            loop.call_soon(self._conn.data_received, answer)
+
+    def is_closing(self) -> bool:
+        return self._closing
+
+    def close(self) -> None:
+        self._closing = True
+
+    def abort(self) -> None:
+        self._closing = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+class ClientSide(asyncio.Transport):
+    """What the front writes to its client, read as HTTP answers (one per request)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._answer = _Answer()
+        self._parser = httptools.HttpResponseParser(self._answer)
+        self.done: asyncio.Future[bytes] | None = None
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._parser.feed_data(bytes(data))
+        if self._answer.complete:
+            body = bytes(self._answer.body)
+            self._answer = _Answer()
+            self._parser = httptools.HttpResponseParser(self._answer)
+            if self.done is not None and not self.done.done():
+                self.done.set_result(body)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"sockname": ("127.0.0.1", 8000), "peername": ("127.0.0.1", 40000)}.get(
+            name, default
+        )
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        pass
+
+
+@asynccontextmanager
+async def front(protocol: str, gap: float) -> AsyncGenerator[asyncio.Protocol]:
+    """The gateway's HTTP app behind uvicorn's protocol (no socket), its node `d` in front of
+    a fresh benchmark downstream whose answers are replayed (`Replayed`)."""
+    async with running([sys.executable, str(DOWNSTREAM), "--http"], ready=DOWNSTREAM_READY) as down:
+        host, _, port = down.url.removeprefix("http://").partition(":")
+        origin = (host, int(port))
+
+        async def connect(host: str, port: int) -> Connection:
+            conn = Connection()
+            conn.connection_made(Replayed(conn, origin, gap))
+            return conn
+
+        saved = lean_http.__dict__["_connect"]
+        setattr(lean_http, "_connect", connect)  # noqa: B010  # a private seam, on purpose
+        Replayed.template = None
+        try:
+            with tempfile.TemporaryDirectory() as tmp:
+                config_file = Path(tmp) / "gateway.toml"
+                config_file.write_text(
+                    f'[gateway]\nexpose_tools = true\n[mcpServers.d]\nurl = "{down.url}/mcp"\n'
+                    f'protocol = "{protocol}"\n'
+                )
+                config = load_config(config_file)
+            async with open_gateway(config) as gateway:
+                server, router = build_server(gateway, config.gateway, runs=None)
+                await router.check()
+                app = http_app(server, HttpOptions(host="127.0.0.1", port=0))
+                async with app.running():
+                    yield _uvicorn_protocol(app)
+        finally:
+            setattr(lean_http, "_connect", saved)  # noqa: B010
+
+
+def _uvicorn_protocol(app: Any) -> asyncio.Protocol:
+    # uvicorn's internals: its protocol is what `serve --http` feeds each connection's bytes.
+    from uvicorn.config import Config
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.server import ServerState
+
+    config = Config(app, log_config=None, access_log=False, proxy_headers=False, http="httptools")
+    config.load()
+    return cast(
+        asyncio.Protocol,
+        HttpToolsProtocol(config=config, server_state=ServerState(), app_state={}),
+    )
+
+
+async def measure(
+    *, calls: int, rounds: int, protocol: str, gap: float, profile: str | None = None
+) -> list[float]:
+    """CPU microseconds per call, one figure per round (after a warm-up)."""
+    async with front(protocol, gap) as served:
+        client = ClientSide()
+        served.connection_made(client)
+        requests = [client_request(i) for i in range(calls)]
+        loop = asyncio.get_running_loop()
+
+        async def call(index: int) -> bytes:
+            client.done = loop.create_future()
+            served.data_received(requests[index])
+            return await client.done
+
+        answer = await call(0)
+        if b'"isError":false' not in answer or MESSAGE.encode() not in answer:
+            raise RuntimeError(f"not the echo: {answer[:300]!r}")
+        for index in range(min(500, calls)):
+            await call(index)
+        figures: list[float] = []
+        for _ in range(rounds):
+            started = time.process_time()
+            for index in range(calls):
+                await call(index)
+            figures.append((time.process_time() - started) / calls * 1e6)
+        if profile is not None:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for index in range(calls):
+                await call(index)
+            profiler.disable()
+            profiler.dump_stats(profile)
+        served.connection_lost(None)
+        return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench hot-path", description=__doc__)
+    parser.add_argument("--calls", type=int, default=3000, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--protocol", choices=["modern", "auto"], default="modern")
+    parser.add_argument("--gap", type=float, default=0.0, help="ms before each answer")
+    parser.add_argument("--profile", metavar="FILE", help="cProfile one more round to FILE")
+    args = parser.parse_args()
+    figures = anyio.run(
+        lambda: measure(
+            calls=args.calls,
+            rounds=args.rounds,
+            protocol=args.protocol,
+            gap=args.gap / 1000,
+            profile=args.profile,
+        ),
+        backend_options={"use_uvloop": True},
+    )
+    print(
+        f"front CPU per passed-through call ({args.protocol} node, gap {args.gap:g} ms): "
+        f"min {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
+        f"({args.rounds} rounds x {args.calls} calls)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""`python -m bench hot-path`: the front's CPU per passed-through call, sockets replaced.
+
+A smoke run of each era the node may speak: the call really passes through (the echo comes
+back, from the downstream's recorded answer) and a figure is printed. No timing is asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("protocol", ["modern", "auto"])
+def test_a_smoke_run_passes_calls_through_and_prints_the_cpu_per_call(protocol: str) -> None:
+    options = ["--calls", "40", "--rounds", "2", "--protocol", protocol, "--gap", "0.5"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "hot-path", *options],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = done.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(
+        rf"front CPU per passed-through call \({protocol} node, gap 0\.5 ms\): "
+        r"min \d+\.\d us, median \d+\.\d us \(2 rounds x 40 calls\)",
+        line,
+    ), line
