@@ -320,8 +320,9 @@ async def test_a_header_with_a_line_break_is_refused_before_anything_is_sent() -
     with pytest.raises(ValueError, match="line break"):
         LeanHttp("http://127.0.0.1:9/mcp", {"x-team": "blue\r\nx-admin: 1"})
     async with LeanHttp("http://127.0.0.1:9/mcp", {}) as lean:
-        with pytest.raises(ValueError, match="line break"):
-            await post_with(lean, {"mcp-session-id": "a\nb"})
+        for bad in ({"mcp-session-id": "a\nb"}, {"x": "a\rb"}, {"x": "a\0b"}, {"x:y": "z"}):
+            with pytest.raises(ValueError, match="line break, NUL or colon"):
+                await post_with(lean, bad)
         assert lean.opened == 0
 
 

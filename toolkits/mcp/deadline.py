@@ -20,9 +20,10 @@ class Deadline:
     def __init__(self, timeout: float, cap: float) -> None:
         self.timeout = timeout
         self.cap = cap
-        self._hard = anyio.current_time() + cap
+        now = anyio.current_time()
+        self._hard = now + cap
         self._waiting = False
-        self.scope = anyio.CancelScope(deadline=self._restarted())
+        self.scope = anyio.CancelScope(deadline=min(now + timeout, self._hard))
 
     def alive(self) -> None:
         """A sign of life: another `timeout`, within the cap (not while waiting on us)."""

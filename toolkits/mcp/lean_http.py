@@ -31,9 +31,10 @@ import asyncio
 import ipaddress
 import itertools
 import os
+import re
 import socket
-from collections.abc import AsyncGenerator, Mapping
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from urllib.parse import urlsplit
 
 import anyio
@@ -92,20 +93,17 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         """Connections kept for the next request."""
         return sum(not conn.closed for conn in self._idle)
 
-    @asynccontextmanager
-    async def post(self, body: bytes, headers: Mapping[str, str]) -> AsyncGenerator[LeanResponse]:
+    def post(
+        self, body: bytes, headers: Mapping[str, str]
+    ) -> AbstractAsyncContextManager[LeanResponse]:
         """Send `body`; the response once its head arrived. Leaving the block keeps the
         connection if the answer is (or may still be) read to the end; an error closes it."""
         merged = {**self._headers, **_checked({k.lower(): v for k, v in headers.items()})}
         head = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
         head += f"content-length: {len(body)}\r\n\r\n"
-        conn, response = await self._send(self._request_line + head.encode("latin-1") + body)
-        try:
-            yield response
-        except BaseException:
-            self._discard(conn)
-            raise
-        self._release(conn, response)
+        return _Exchange(
+            self._send, self._finished, self._request_line + head.encode("latin-1") + body
+        )
 
     async def _send(self, request: bytes) -> tuple[Connection, LeanResponse]:
         conn = await self._kept()
@@ -163,6 +161,12 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
             return conn
         return None
 
+    def _finished(self, conn: Connection, response: LeanResponse, failed: bool) -> None:
+        if failed:
+            self._discard(conn)
+        else:
+            self._release(conn, response)
+
     def _release(self, conn: Connection, response: LeanResponse) -> None:
         self._busy.discard(conn)
         if response.unread:
@@ -192,6 +196,31 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
 
     async def __aexit__(self, *_: object) -> None:
         await self.aclose()
+
+
+class _Exchange:
+    """`LeanHttp.post`'s block (a class: a generator's block costs more, on every call)."""
+
+    __slots__ = ("_finished", "_request", "_send", "_sent")
+
+    def __init__(
+        self,
+        send: Callable[[bytes], Awaitable[tuple[Connection, LeanResponse]]],
+        finished: Callable[[Connection, LeanResponse, bool], None],
+        request: bytes,
+    ) -> None:
+        self._send = send
+        self._finished = finished
+        self._request = request
+        self._sent: tuple[Connection, LeanResponse] | None = None
+
+    async def __aenter__(self) -> LeanResponse:
+        self._sent = await self._send(self._request)
+        return self._sent[1]
+
+    async def __aexit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        assert self._sent is not None
+        self._finished(*self._sent, kind is not None)
 
 
 async def _connect(host: str, port: int) -> Connection:
@@ -245,8 +274,12 @@ async def _addresses(host: str, port: int) -> list[str]:
     return list(dict.fromkeys(mixed))
 
 
+_UNSAFE_NAME = re.compile(r"[\r\n\0:]")
+_UNSAFE_VALUE = re.compile(r"[\r\n\0]")
+
+
 def _checked(headers: dict[str, str]) -> dict[str, str]:
     for name, value in headers.items():
-        if any(c in name or c in value for c in "\r\n\0") or ":" in name:
+        if _UNSAFE_NAME.search(name) or _UNSAFE_VALUE.search(value):
             raise ValueError(f"header {name!r} holds a line break, NUL or colon")
     return headers

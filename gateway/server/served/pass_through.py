@@ -36,9 +36,10 @@ a stream that closes loses what was not sent, on either path).
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager, nullcontext, suppress
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -73,8 +74,10 @@ JsonObject = dict[str, Any]
 
 _ASKING = ("sampling", "elicitation", "roots")
 """Client capabilities that let a server's request during a call reach the client."""
-_ROUTING_HEADERS = frozenset({"mcp-protocol-version", "mcp-method", "mcp-name"})
+_ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
 """Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
+_READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
+"""What the checks of a 2026-07-28 call read (`check_accept_headers`, the ladder)."""
 _WATCH_AFTER = 0.05
 """Seconds a call runs before its client is watched (for going away) and its answer pinged."""
 _PING_SECONDS = 15.0
@@ -205,7 +208,7 @@ class PassThrough:
         if "inputResponses" in params or "requestState" in params:
             return None
         headers = _plain_headers(scope)
-        if headers is None or not check_accept_headers(cast(Request, _Headed(headers)))[0]:
+        if headers is None or not _takes_json(headers.get("accept", "")):
             return None
         if not headers.get("content-type", "").startswith("application/json"):
             return None
@@ -420,14 +423,16 @@ class _Reply:
         self._id = request_id
         self._session = [] if session_id is None else [(b"mcp-session-id", session_id.encode())]
         """The SDK names the session on every answer in it."""
-        self._lock = anyio.Lock(fast_acquire=True)  # writers always await the send inside
+        self._lock: anyio.Lock | None = None
+        """Made by the first write that may meet another (an event, a ping): most answers are
+        one JSON body, which the call's own task writes alone (`_last_turn`)."""
         self._quiet_since = anyio.current_time()
         self.started = False
         self.complete = False
 
     async def event(self, method: str, params: JsonObject) -> None:
         data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
-        async with self._lock:
+        async with self._writing():
             await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 
     async def final(self, result: JsonObject) -> None:
@@ -440,7 +445,7 @@ class _Reply:
             error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
             await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
             return
-        async with self._lock:
+        async with self._last_turn():
             self.complete = True
             if not self.started:
                 self.started = True
@@ -451,7 +456,7 @@ class _Reply:
 
     async def _last(self, message: JsonObject) -> None:
         data = json_bytes(message)
-        async with self._lock:
+        async with self._last_turn():
             self.complete = True
             if self.started:
                 await self._send(
@@ -480,9 +485,19 @@ class _Reply:
                         call.cancel()
                     return
                 continue
-            async with self._lock:
+            async with self._writing():
                 if not self.complete and anyio.current_time() >= self._quiet_since + _PING_SECONDS:
                     await self._stream(b": ping\r\n\r\n")
+
+    def _writing(self) -> anyio.Lock:
+        if self._lock is None:
+            self._lock = anyio.Lock(fast_acquire=True)  # writers always await the send inside
+        return self._lock
+
+    def _last_turn(self) -> AbstractAsyncContextManager[object]:
+        """The last write's turn: after any write under way; at once if none ever began, for
+        then none can begin before `complete` is set (each checks it first)."""
+        return nullcontext() if self._lock is None else self._lock
 
     async def _stream(self, chunk: bytes) -> None:
         if not self.started:
@@ -504,21 +519,29 @@ class _Headed:
     headers: dict[str, str]
 
 
+@functools.lru_cache(maxsize=64)
+def _takes_json(accept: str) -> bool:
+    """Whether an `Accept` value takes JSON, as the SDK judges it (clients send one or two
+    values, again and again: judged once each)."""
+    return check_accept_headers(cast(Request, _Headed({"accept": accept})))[0]
+
+
 def _plain_headers(scope: Scope) -> dict[str, str] | None:
-    """The request's headers by lowercase name (the first of repeated ones, as Starlette's
-    `Headers` reads them); None if a routing header is repeated or an `Mcp-Param-*` one is
-    there (the SDK's to judge). One pass over the raw list: Starlette's `Headers` scans it
-    again for every name asked."""
+    """The request headers the checks read, by lowercase name (the first of repeated ones, as
+    Starlette's `Headers` reads them); None if a routing header is repeated or an `Mcp-Param-*`
+    one is there (the SDK's to judge). One pass over the raw list, decoding only those."""
     headers: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
-        name = raw_name.decode("latin-1").lower()
-        if name in headers:
-            if name in _ROUTING_HEADERS:
-                return None
-            continue
-        if name.startswith("mcp-param-"):
+        name = raw_name.lower()  # lowercase already from uvicorn: a copy of a short string
+        if name in _READ_HEADERS:
+            text = name.decode("latin-1")
+            if text in headers:
+                if name in _ROUTING_HEADERS:
+                    return None
+                continue
+            headers[text] = raw_value.decode("latin-1")
+        elif name.startswith(b"mcp-param-"):
             return None
-        headers[name] = raw_value.decode("latin-1")
     return headers
 
 

@@ -59,7 +59,9 @@ class Refusal:
 def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
     """One JSON-RPC 2.0 message as MCP uses it (params and results are objects), or why not."""
     decoded = _decoded(data)
-    return decoded if isinstance(decoded, Refusal) else _checked(decoded)
+    if isinstance(decoded, Refusal):
+        return decoded
+    return _refusal(decoded) or _typed(cast(dict[str, Any], decoded))
 
 
 def _decoded(data: bytes) -> Any | Refusal:
@@ -75,7 +77,10 @@ def _decoded(data: bytes) -> Any | Refusal:
         return Refusal(types.PARSE_ERROR, "Parse error: not valid JSON")
 
 
-def _checked(decoded: Any) -> types.JSONRPCMessage | Refusal:
+def _refusal(decoded: Any) -> Refusal | None:
+    """Why `decoded` is not one JSON-RPC message as MCP uses it; None if it is one. What this
+    lets through the SDK's models take too (`_typed`; tests/server/test_envelope_models.py),
+    so the HTTP layer needs no model: the SDK validates the message when it serves it."""
     if isinstance(decoded, list):
         return _invalid("batches are not supported")
     if not isinstance(decoded, dict):
@@ -87,11 +92,15 @@ def _checked(decoded: Any) -> types.JSONRPCMessage | Refusal:
         return _invalid("id must be a string or an integer")
     echo = cast(types.RequestId, request_id) if valid_id else None
     why = _envelope_fault(message)
-    if why is not None:
-        return _invalid(why, echo)
+    return None if why is None else _invalid(why, echo)
+
+
+def _typed(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
     try:
         return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError:  # whatever the SDK's models add; their dump would echo the input
+        request_id = message.get("id")
+        echo = cast(types.RequestId, request_id) if _is_id(request_id) else None
         return _invalid("not a JSON-RPC request, notification or response", echo)
 
 
@@ -161,9 +170,9 @@ class EnvelopeCheck:
             return
         if body is not None:
             decoded = _decoded(body)
-            checked = decoded if isinstance(decoded, Refusal) else _checked(decoded)
-            if isinstance(checked, Refusal):
-                await _answer(send, checked)
+            refused = decoded if isinstance(decoded, Refusal) else _refusal(decoded)
+            if refused is not None:
+                await _answer(send, refused)
                 return
             scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
         try:
@@ -186,7 +195,10 @@ def _declared_length(scope: Scope) -> int:
 
 async def buffered_body(receive: Receive) -> tuple[bytes | None, Receive]:
     """The whole request body (None when the client went away first), and a `receive` that
-    gives the app the same messages again."""
+    gives the app the same messages again. A body an outer layer read is not read again."""
+    if isinstance(receive, _Replay) and receive.whole is not None:
+        replay = receive.taken()
+        return replay.whole, replay
     return await _buffered(receive, None)
 
 
@@ -204,7 +216,8 @@ async def _buffered(receive: Receive, limit: int | None) -> tuple[bytes | None, 
         if limit is not None and len(body) > limit:
             raise _TooLarge
         complete = not message.get("more_body", False)
-    return (bytes(body) if complete else None), _Replay(received, receive)
+    whole = bytes(body) if complete else None
+    return whole, _Replay(received, receive, whole)
 
 
 class _Replay:
@@ -216,21 +229,32 @@ class _Replay:
     per idle session).
     """
 
-    __slots__ = ("_read", "_receive")
+    __slots__ = ("_read", "_receive", "whole")
 
-    def __init__(self, read: list[Message], receive: Receive) -> None:
+    def __init__(self, read: list[Message], receive: Receive, whole: bytes | None) -> None:
         self._read = read
         self._receive = receive
+        self.whole = whole
+        """The whole body, while none of it was given out (`buffered_body`)."""
 
     async def __call__(self) -> Message:
+        self.whole = None
         if self._read:
             return self._read.pop(0)
         return await self._receive()
+
+    def taken(self) -> _Replay:
+        """A replay of the messages this one holds, which this one gives out no more: from now
+        on it goes on after them, as if they had been read from it."""
+        read, self._read = self._read, []
+        whole, self.whole = self.whole, None
+        return _Replay(read, self, whole)
 
     def release(self) -> None:
         """The request is answered: from now on it is over (`http.disconnect`)."""
         self._read.clear()
         self._receive = _disconnected
+        self.whole = None
 
 
 async def _disconnected() -> Message:

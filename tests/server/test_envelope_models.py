@@ -1,0 +1,55 @@
+"""The envelope's own checks let through only what the SDK's message models take: the HTTP
+layer checks a POST without the models (the SDK validates the message when it serves it), so
+a message the checks pass must never be one the models refuse (whose dump would echo it)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gateway.server.transports.envelope import Refusal, check_message
+from toolkits import json_bytes
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+IDS = st.integers(min_value=-(2**70), max_value=2**70) | st.text(max_size=5) | JSON
+FIELD = {
+    "jsonrpc": st.sampled_from(["2.0", "1.0"]) | JSON,
+    "id": IDS,
+    "method": st.text(max_size=8) | JSON,
+    "params": st.dictionaries(st.text(max_size=5), JSON, max_size=3) | JSON,
+    "result": st.dictionaries(st.text(max_size=5), JSON, max_size=3) | JSON,
+    "error": st.fixed_dictionaries(
+        {},
+        optional={
+            "code": st.integers() | JSON,
+            "message": st.text(max_size=5) | JSON,
+            "data": JSON,
+        },
+    )
+    | JSON,
+}
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.sets(st.sampled_from(sorted(FIELD)), min_size=1))
+    message = {name: draw(FIELD[name]) for name in names}
+    if draw(st.booleans()):
+        message["jsonrpc"] = "2.0"
+    return message
+
+
+@settings(max_examples=2000, deadline=None)
+@given(message=messages())
+def test_what_the_checks_pass_the_models_take(message: dict[str, Any]) -> None:
+    checked = check_message(json_bytes(message))
+    if isinstance(checked, Refusal):
+        assert not checked.message.startswith("Invalid Request: not a JSON-RPC"), message
