@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from bench.peers.arms import ARMS
+from bench.peers.arms import ARMS, twin
 from bench.peers.venvs import is_installed
 from bench.peers.workloads import WORKLOADS
 
@@ -131,3 +131,17 @@ def test_everything_listened_on_loopback_only_and_was_stopped(
     _stdout, document, _out = smoke_run
     assert document["meta"]["listening"] == ["127.0.0.1"]
     assert document["meta"]["leftover_processes"] == []
+
+
+def test_a_twin_on_another_checkout_is_the_same_arm_but_for_its_code(tmp_path: Path) -> None:
+    modern = next(arm for arm in ARMS if arm.name == "agent-gateway-modern")
+    on_asyncio = next(arm for arm in ARMS if arm.name == "agent-gateway-asyncio")
+    twin_modern, twin_asyncio = twin(modern, tmp_path / "base"), twin(on_asyncio, tmp_path / "b")
+    assert twin_modern.name == "agent-gateway-modern@base"
+    assert (twin_modern.kind, twin_modern.stdio, twin_modern.protocol) == (
+        "agent-gateway",
+        False,
+        "modern",
+    )
+    assert twin_modern.env == (("PYTHONPATH", str((tmp_path / "base").resolve())),)
+    assert twin_asyncio.env[0] == ("AGENT_GATEWAY_EVENT_LOOP", "asyncio")

@@ -36,7 +36,7 @@ import psutil
 
 from bench._processes import REPO
 
-from .arms import ARMS, DIRECT, Arm
+from .arms import ARMS, DIRECT, Arm, twin
 from .report import as_json, headline, plot, summarize, tables
 from .run import RoundResults, listening_addresses, run_rounds
 from .sizes import FULL, QUICK
@@ -97,23 +97,13 @@ def _arms(options: argparse.Namespace, log: Any) -> tuple[list[Arm], dict[str, s
             install(arm.peer)
         chosen.append(arm)
     # Each arm of ours chosen gets its twin on the checkout's code (the HTTP arm if none is).
-    ours = [arm for arm in chosen if arm.ours and not arm.env] or [
+    ours = [arm for arm in chosen if arm.ours] or [
         next(arm for arm in ARMS if arm.name == "agent-gateway")
     ]
     for checkout in options.checkout:
         if not (checkout / "gateway" / "__init__.py").is_file():
             raise SystemExit(f"error: --checkout {checkout}: not a checkout of agent-gateway")
-        for arm in ours:
-            downstream = "stdio" if arm.stdio else "HTTP"
-            chosen.append(
-                Arm(
-                    f"{arm.name}@{checkout.resolve().name}",
-                    "agent-gateway",
-                    stdio=arm.stdio,
-                    description=f"{downstream} downstream, the code in {checkout}",
-                    env=(("PYTHONPATH", str(checkout.resolve())),),
-                )
-            )
+        chosen += [twin(arm, checkout) for arm in ours]
     return chosen, skipped
 
 

@@ -12,7 +12,7 @@ import json
 import sys
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -77,6 +77,19 @@ class Arm:
     @property
     def ours(self) -> bool:
         return self.kind == "agent-gateway"
+
+
+def twin(arm: Arm, checkout: Path) -> Arm:
+    """`arm` on the code of another checkout of this repository (`--checkout`), the same in
+    every other setting (its downstream, protocol, environment)."""
+    where = checkout.resolve()
+    downstream = "stdio" if arm.stdio else "HTTP"
+    return replace(
+        arm,
+        name=f"{arm.name}@{where.name}",
+        description=f"{downstream} downstream, the code in {checkout}",
+        env=(*arm.env, ("PYTHONPATH", str(where))),
+    )
 
 
 ARMS = (
