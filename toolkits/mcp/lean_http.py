@@ -101,7 +101,7 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         merged = {**self._headers, **_checked({k.lower(): v for k, v in headers.items()})}
         head = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
         head += f"content-length: {len(body)}\r\n\r\n"
-        return _Exchange(
+        return _Posting(
             self._send, self._finished, self._request_line + head.encode("latin-1") + body
         )
 
@@ -198,7 +198,7 @@ class LeanHttp(AbstractAsyncContextManager["LeanHttp"]):
         await self.aclose()
 
 
-class _Exchange:
+class _Posting:
     """`LeanHttp.post`'s block (a class: a generator's block costs more, on every call)."""
 
     __slots__ = ("_finished", "_request", "_send", "_sent")

@@ -532,7 +532,7 @@ def _plain_headers(scope: Scope) -> dict[str, str] | None:
     one is there (the SDK's to judge). One pass over the raw list, decoding only those."""
     headers: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
-        name = raw_name.lower()  # lowercase already from uvicorn: a copy of a short string
+        name = raw_name.lower()  # ASGI servers send names lowercase; one might not
         if name in _READ_HEADERS:
             text = name.decode("latin-1")
             if text in headers:
