@@ -115,32 +115,41 @@ def _ask(host: str, port: int, request: bytes) -> tuple[int, list[tuple[bytes, b
     return parser.get_status_code(), answer.headers, bytes(answer.body)
 
 
-class Replayed(asyncio.Transport):
-    """The downstream, for the lean client: each request gets the downstream's real answer to
-    the first one, with the request's id in place of that one's (after `gap` seconds)."""
+class Recorded:
+    """The downstream's real answer to the first request (asked over a socket of its own),
+    given to every request after it with that request's id in place of the first one's."""
 
-    def __init__(self, conn: Connection, origin: tuple[str, int], gap: float) -> None:
-        super().__init__()
-        self._conn = conn
+    def __init__(self, origin: tuple[str, int]) -> None:
         self._origin = origin
-        self._gap = gap
-        self._closing = False
+        self._first: tuple[bytes, bytes, bytes] | None = None
+        """Head (framing headers left out), body, the id in it."""
 
-    template: tuple[bytes, bytes, bytes] | None = None
-    """The first answer: head (framing headers left out), body, the id in it. Class-wide."""
-
-    def write(self, data: bytes | bytearray | memoryview) -> None:
-        request = bytes(data)
+    def answer(self, request: bytes) -> bytes:
         found = _ID.search(request)
         if found is None:
             raise RuntimeError("a request with no string id reached the downstream")
-        if Replayed.template is None:
+        if self._first is None:
             status, headers, body = _ask(*self._origin, request)
             kept = b"".join(b"%s: %s\r\n" % kv for kv in headers if kv[0] not in _FRAMING)
-            Replayed.template = (b"HTTP/1.1 %d OK\r\n" % status + kept, body, found.group(1))
-        head, body, first_id = Replayed.template
+            self._first = (b"HTTP/1.1 %d OK\r\n" % status + kept, body, found.group(1))
+        head, body, first_id = self._first
         body = body.replace(b'"' + first_id + b'"', b'"' + found.group(1) + b'"')
-        answer = head + b"content-length: %d\r\n\r\n" % len(body) + body
+        return head + b"content-length: %d\r\n\r\n" % len(body) + body
+
+
+class Replayed(asyncio.Transport):
+    """The downstream, for the lean client: each request gets `recorded`'s answer (after
+    `gap` seconds)."""
+
+    def __init__(self, conn: Connection, recorded: Recorded, gap: float) -> None:
+        super().__init__()
+        self._conn = conn
+        self._recorded = recorded
+        self._gap = gap
+        self._closing = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        answer = self._recorded.answer(bytes(data))
         loop = asyncio.get_running_loop()
         if self._gap:
             loop.call_later(self._gap, self._conn.data_received, answer)
@@ -208,16 +217,15 @@ async def front(protocol: str, gap: float) -> AsyncGenerator[asyncio.Protocol]:
     a fresh benchmark downstream whose answers are replayed (`Replayed`)."""
     async with running([sys.executable, str(DOWNSTREAM), "--http"], ready=DOWNSTREAM_READY) as down:
         host, _, port = down.url.removeprefix("http://").partition(":")
-        origin = (host, int(port))
+        recorded = Recorded((host, int(port)))
 
         async def connect(host: str, port: int) -> Connection:
             conn = Connection()
-            conn.connection_made(Replayed(conn, origin, gap))
+            conn.connection_made(Replayed(conn, recorded, gap))
             return conn
 
         saved = lean_http.__dict__["_connect"]
         setattr(lean_http, "_connect", connect)  # noqa: B010  # a private seam, on purpose
-        Replayed.template = None
         try:
             with tempfile.TemporaryDirectory() as tmp:
                 config_file = Path(tmp) / "gateway.toml"

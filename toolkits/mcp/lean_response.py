@@ -48,6 +48,7 @@ class LeanResponse:
         "_conn",
         "_error",
         "_head",
+        "_held",
         "_pieces",
         "_waiter",
         "_whole",
@@ -62,6 +63,8 @@ class LeanResponse:
         self.headers: dict[str, str] = {}
         self._head = conn.loop.create_future()
         self._pieces: list[bytes] = []
+        self._held = 0
+        """Bytes in `_pieces`."""
         self._waiter: asyncio.Future[None] | None = None
         self._whole = False
         """The reader wants the whole body (`aread`): no pausing for it."""
@@ -81,7 +84,7 @@ class LeanResponse:
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         while True:
             if self._pieces:
-                pieces, self._pieces = self._pieces, []
+                pieces, self._pieces, self._held = self._pieces, [], 0
                 self._conn.taken()
                 for piece in pieces:
                     yield piece
@@ -99,7 +102,7 @@ class LeanResponse:
             await self._wait()
         if self._error is not None:
             raise self._error
-        pieces, self._pieces = self._pieces, []
+        pieces, self._pieces, self._held = self._pieces, [], 0
         return b"".join(pieces)
 
     async def _wait(self) -> None:
@@ -112,12 +115,13 @@ class LeanResponse:
     @property
     def held(self) -> int:
         """Body bytes held for a reader that takes them piece by piece (0 for `aread`)."""
-        return 0 if self._whole else sum(map(len, self._pieces))
+        return 0 if self._whole else self._held
 
     def forget(self) -> None:
         """The reader left: what arrives from now on is dropped."""
         self._whole = False
         self._pieces.clear()
+        self._held = 0
 
     # What the connection tells it.
 
@@ -133,6 +137,7 @@ class LeanResponse:
 
     def add(self, piece: bytes) -> None:
         self._pieces.append(piece)
+        self._held += len(piece)
         if not self._whole:  # `aread` wakes at the end only
             self._wake()
 
