@@ -1,7 +1,7 @@
 """What one passed-through call costs the front's CPU, with no socket on the way.
 
     python -m bench hot-path [--calls 3000] [--rounds 7] [--protocol modern|auto] [--gap MS]
-                             [--profile FILE]
+                             [--blob N] [--profile FILE]
 
 The peer benchmark's CPU per call swings by 10-20 % between runs on a shared 2-core machine;
 this figure stays within a few per cent, so a change to the hot path can be weighed in
@@ -11,7 +11,8 @@ seconds (run it on both checkouts with PYTHONPATH). The front is the real one: t
 
 - the client's: uvicorn's own protocol is fed each request's bytes, and the answer is read
   off a transport that keeps what is written (the client: a 2026-07-28 `tools/call` of
-  `d__echo` with a 200 B message, as the mcp `Client` sends it);
+  `d__echo` with a 200 B message, as the mcp `Client` sends it; with `--blob N`, a call of
+  `d__blob` for N bytes of text);
 - the downstream's: the lean client's connections are given a transport that answers each
   request with the downstream's real answer to the first one (asked over a socket), its id
   swapped in, at once or after `--gap` ms.
@@ -48,6 +49,7 @@ sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
 from bench._processes import running  # noqa: E402
 from bench.downstream import READY as DOWNSTREAM_READY  # noqa: E402
+from bench.downstream import blob_text  # noqa: E402
 from gateway.assembly import open_gateway  # noqa: E402
 from gateway.config import load_config  # noqa: E402
 from gateway.server import build_server  # noqa: E402
@@ -62,14 +64,16 @@ _ID = re.compile(rb'"id":"([^"]+)"')
 _FRAMING = {b"content-length", b"transfer-encoding"}
 
 
-def client_request(request_id: int) -> bytes:
-    """A 2026-07-28 `tools/call` of `d__echo`, as the mcp `Client` (httpx2) sends it."""
+def client_request(request_id: int, blob: int = 0) -> bytes:
+    """A 2026-07-28 `tools/call` of `d__echo` (or of `d__blob`, for `blob` bytes), as the mcp
+    `Client` (httpx2) sends it."""
+    tool, arguments = ("d__blob", {"n": blob}) if blob else ("d__echo", {"message": MESSAGE})
     meta = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
         "io.modelcontextprotocol/clientCapabilities": {},
     }
-    params = {"name": "d__echo", "arguments": {"message": MESSAGE}, "_meta": meta}
+    params = {"name": tool, "arguments": arguments, "_meta": meta}
     body = json_bytes(
         {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
     )
@@ -77,7 +81,8 @@ def client_request(request_id: int) -> bytes:
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAccept-Encoding: gzip, deflate\r\n"
         "Connection: keep-alive\r\nUser-Agent: python-httpx2/2.16.2\r\n"
         "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
-        "mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: d__echo\r\n"
+        "mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: "
+        f"{tool}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
@@ -133,7 +138,7 @@ class Recorded:
             kept = b"".join(b"%s: %s\r\n" % kv for kv in headers if kv[0] not in _FRAMING)
             self._first = (b"HTTP/1.1 %d OK\r\n" % status + kept, body, found.group(1))
         head, body, first_id = self._first
-        body = body.replace(b'"' + first_id + b'"', b'"' + found.group(1) + b'"')
+        body = body.replace(b'"' + first_id + b'"', b'"' + found.group(1) + b'"', 1)
         return head + b"content-length: %d\r\n\r\n" % len(body) + body
 
 
@@ -259,13 +264,19 @@ def _uvicorn_protocol(app: Any) -> asyncio.Protocol:
 
 
 async def measure(
-    *, calls: int, rounds: int, protocol: str, gap: float, profile: str | None = None
+    *,
+    calls: int,
+    rounds: int,
+    protocol: str,
+    gap: float,
+    blob: int = 0,
+    profile: str | None = None,
 ) -> list[float]:
     """CPU microseconds per call, one figure per round (after a warm-up)."""
     async with front(protocol, gap) as served:
         client = ClientSide()
         served.connection_made(client)
-        requests = [client_request(i) for i in range(calls)]
+        requests = [client_request(i, blob) for i in range(calls)]
         loop = asyncio.get_running_loop()
 
         async def call(index: int) -> bytes:
@@ -274,8 +285,9 @@ async def measure(
             return await client.done
 
         answer = await call(0)
-        if b'"isError":false' not in answer or MESSAGE.encode() not in answer:
-            raise RuntimeError(f"not the echo: {answer[:300]!r}")
+        expected = blob_text(blob).encode() if blob else MESSAGE.encode()
+        if b'"isError":false' not in answer or expected not in answer:
+            raise RuntimeError(f"not the answer asked for: {answer[:300]!r}")
         for index in range(min(500, calls)):
             await call(index)
         figures: list[float] = []
@@ -303,6 +315,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--protocol", choices=["modern", "auto"], default="modern")
     parser.add_argument("--gap", type=float, default=0.0, help="ms before each answer")
+    parser.add_argument("--blob", type=int, default=0, help="call blob(N) instead of the echo")
     parser.add_argument("--profile", metavar="FILE", help="cProfile one more round to FILE")
     args = parser.parse_args()
     figures = anyio.run(
@@ -311,12 +324,14 @@ def main() -> None:
             rounds=args.rounds,
             protocol=args.protocol,
             gap=args.gap / 1000,
+            blob=args.blob,
             profile=args.profile,
         ),
         backend_options={"use_uvloop": True},
     )
     print(
-        f"front CPU per passed-through call ({args.protocol} node, gap {args.gap:g} ms): "
+        f"front CPU per passed-through call ({args.protocol} node, gap {args.gap:g} ms"
+        f"{f', blob {args.blob} B' if args.blob else ''}): "
         f"min {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
         f"({args.rounds} rounds x {args.calls} calls)"
     )

@@ -38,3 +38,21 @@ def test_a_smoke_run_passes_calls_through_and_prints_the_cpu_per_call(protocol: 
         r"min \d+\.\d us, median \d+\.\d us \(2 rounds x 40 calls\)",
         line,
     ), line
+
+
+@pytest.mark.timeout(120)
+def test_blob_calls_blob_and_checks_that_its_text_came_back_whole() -> None:
+    options = ["--calls", "5", "--rounds", "1", "--blob", "300000"]
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "hot-path", *options],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.startswith(
+        "front CPU per passed-through call (modern node, gap 0 ms, blob 300000 B): min "
+    ), line

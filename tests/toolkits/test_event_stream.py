@@ -3,7 +3,11 @@ pieces' bounds, and the limit on an event's size."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from toolkits.mcp.event_stream import EventData
 
@@ -66,3 +70,33 @@ def test_an_event_past_the_limit_is_refused(pieces: list[bytes]) -> None:
 
 def test_an_event_at_the_limit_is_read() -> None:
     assert _read([b"data: " + b"x" * 100 + b"\n\n"], limit=100) == [b"x" * 100]
+
+
+def _by_lines(stream: bytes) -> list[bytes]:
+    """The events of a whole stream, read the plain way: `splitlines` (LF, CRLF, CR)."""
+    events: list[bytes] = []
+    data: list[bytes] = []
+    for line in stream.splitlines():
+        if line.startswith(b"data:"):
+            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
+        elif not line and data:
+            events.append(b"\n".join(data))
+            data = []
+    return events
+
+
+_PARTS = st.sampled_from(
+    [b"data:", b"data: ", b"data:  ", b"\r", b"\n", b"\r\n", b"x", b"yz", b": c", b"id: 1", b"d"]
+)
+
+
+@settings(max_examples=2_000, deadline=None)
+@given(
+    stream=st.lists(_PARTS, max_size=40).map(b"".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=8),
+)
+def test_any_stream_cut_anywhere_reads_as_its_lines_say(stream: bytes, cuts: list[int]) -> None:
+    bounds = sorted({0, len(stream), *(cut for cut in cuts if cut < len(stream))})
+    pieces = [stream[a:b] for a, b in itertools.pairwise(bounds)]
+    complete = stream[: max(stream.rfind(b"\n"), stream.rfind(b"\r")) + 1]  # a last line unended
+    assert _read(pieces, limit=10_000) == _by_lines(complete)
