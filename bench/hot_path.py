@@ -81,8 +81,7 @@ def client_request(request_id: int, blob: int = 0) -> bytes:
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:8000\r\nAccept-Encoding: gzip, deflate\r\n"
         "Connection: keep-alive\r\nUser-Agent: python-httpx2/2.16.2\r\n"
         "accept: application/json, text/event-stream\r\ncontent-type: application/json\r\n"
-        "mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: "
-        f"{tool}\r\n"
+        f"mcp-protocol-version: 2026-07-28\r\nmcp-method: tools/call\r\nmcp-name: {tool}\r\n"
         f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
