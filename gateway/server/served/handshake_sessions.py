@@ -42,6 +42,7 @@ from ...engine import Gateway
 from ...limits import PerNode
 from ..connection import connection_of
 from ..serving import Serving, serving
+from ..transports.request_headers import first
 
 __all__ = ["HandshakeSessions", "OpenSession", "Stopped", "answered_as_json"]
 
@@ -163,18 +164,13 @@ class HandshakeSessions:
             self._closed(session.id)
 
     def _of(self, scope: Scope) -> OpenSession | None:
-        session_id: str | None = None
-        version: str | None = None
-        for name, value in scope["headers"]:
-            if name == _SESSION_ID:
-                session_id = value.decode("latin-1")
-            elif name == _VERSION and version is None:
-                version = value.decode("latin-1")
+        session_id = first(scope, _SESSION_ID)
+        version = first(scope, _VERSION)
         if session_id is None or (
-            version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
+            version is not None and version.decode("latin-1") not in HANDSHAKE_PROTOCOL_VERSIONS
         ):
             return None
-        session = self._open.get(session_id)
+        session = self._open.get(session_id.decode("latin-1"))
         return (
             session if session is not None and session.owner == _owner(scope.get("user")) else None
         )

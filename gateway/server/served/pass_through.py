@@ -63,6 +63,7 @@ from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
 from ..notifications.log_messages import log_levels
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
+from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, Stopped, answered_as_json
 from .proxied_tools import ProxiedTools
 
@@ -78,6 +79,7 @@ _ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name
 """Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
 _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
 """What the checks of a 2026-07-28 call read (`check_accept_headers`, the ladder)."""
+_READ = tuple((name, name.decode()) for name in _READ_HEADERS)
 _WATCH_AFTER = 0.05
 """Seconds a call runs before its client is watched (for going away) and its answer pinged."""
 _PING_SECONDS = 15.0
@@ -529,7 +531,12 @@ def _takes_json(accept: str) -> bool:
 def _plain_headers(scope: Scope) -> dict[str, str] | None:
     """The request headers the checks read, by lowercase name (the first of repeated ones, as
     Starlette's `Headers` reads them); None if a routing header is repeated or an `Mcp-Param-*`
-    one is there (the SDK's to judge). One pass over the raw list, decoding only those."""
+    one is there (the SDK's to judge). Decodes only those."""
+    found = by_name(scope)
+    if found is not None:  # no name repeated, all lowercase: no scan in Python
+        if b"\nmcp-param-" in b"\n" + b"\n".join(found):
+            return None
+        return {text: found[raw].decode("latin-1") for raw, text in _READ if raw in found}
     headers: dict[str, str] = {}
     for raw_name, raw_value in scope["headers"]:
         name = raw_name.lower()  # ASGI servers send names lowercase; one might not

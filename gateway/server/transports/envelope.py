@@ -28,6 +28,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import read_json
 
+from .request_headers import first
+
 __all__ = [
     "EnvelopeCheck",
     "Refusal",
@@ -186,10 +188,10 @@ class _TooLarge(Exception):
 
 
 def _declared_length(scope: Scope) -> int:
-    for name, value in scope["headers"]:
-        if name == b"content-length":
-            with suppress(ValueError):
-                return int(value)
+    value = first(scope, b"content-length")
+    if value is not None:
+        with suppress(ValueError):
+            return int(value)
     return 0
 
 
@@ -275,10 +277,8 @@ def is_modern_post(scope: Scope) -> bool:
     """Whether this is an HTTP POST of the 2026-07-28 era (by its protocol version header)."""
     if scope["type"] != "http" or scope["method"] != "POST":
         return False
-    for name, value in scope["headers"]:
-        if name == b"mcp-protocol-version":
-            return value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
-    return False
+    value = first(scope, b"mcp-protocol-version")
+    return value is not None and value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
 
 
 def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:

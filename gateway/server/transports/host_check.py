@@ -22,6 +22,8 @@ from typing import Literal
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .request_headers import every
+
 __all__ = ["LOOPBACK_NAMES", "AllowedHosts", "HostCheck", "is_loopback"]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
@@ -140,14 +142,14 @@ class HostCheck:
         request, and parsing it again was ~1 % of a proxied call's CPU."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        refusal = self._refusal(scope["headers"]) if scope["type"] == "http" else None
+        refusal = self._refusal(scope) if scope["type"] == "http" else None
         if refusal is not None:
             return refusal(scope, receive, send)
         return self.app(scope, receive, send)  # no frame here while a stream is open
 
-    def _refusal(self, headers: list[tuple[bytes, bytes]]) -> Response | None:
-        hosts = [v for k, v in headers if k == b"host"]
-        origins = [v.decode("latin-1") for k, v in headers if k == b"origin"]
+    def _refusal(self, scope: Scope) -> Response | None:
+        hosts = every(scope, b"host")
+        origins = [value.decode("latin-1") for value in every(scope, b"origin")]
         if len(hosts) != 1 or not self._allows_host(hosts[0]):
             return PlainTextResponse("Invalid Host header", status_code=421)
         if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):

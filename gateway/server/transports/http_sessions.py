@@ -39,6 +39,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
+from .request_headers import first
+
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
 
 DEFAULT_IDLE_TIMEOUT = 600.0
@@ -131,13 +133,13 @@ class SessionLimits:
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if scope["type"] != "http":
             return self.app(scope, receive, send)
-        headers: list[tuple[bytes, bytes]] = scope["headers"]
-        session_id = next((v.decode("latin-1") for k, v in headers if k == _SESSION_ID), None)
-        if session_id is not None:
+        raw_id = first(scope, _SESSION_ID)
+        if raw_id is not None:
+            session_id = raw_id.decode("latin-1")
             session = self._sessions.get(session_id)
             if session is not None and session.owner == _owner(scope):
                 return self._serve_in_session(session_id, session, scope, receive, send)
-        elif scope["method"] == "POST" and _handshake_era(headers):
+        elif scope["method"] == "POST" and _handshake_era(first(scope, _VERSION)):
             return self._serve_opening(scope, receive, send)
         # A 2026-07-28 request, one the SDK refuses for want of a session id, or one for a
         # session it does not know (or not for this credential): the SDK answers.
@@ -280,11 +282,10 @@ class SessionLimits:
         return session
 
 
-def _handshake_era(headers: list[tuple[bytes, bytes]]) -> bool:
-    """Whether the SDK serves this request on its session path: a handshake-era version
-    header, or none (mcp 2.3.0 routes by the header alone)."""
-    version = next((v.decode("latin-1") for k, v in headers if k == _VERSION), None)
-    return version is None or version in HANDSHAKE_PROTOCOL_VERSIONS
+def _handshake_era(version: bytes | None) -> bool:
+    """Whether the SDK serves a request with this version header on its session path: a
+    handshake-era version, or none (mcp 2.3.0 routes by the header alone)."""
+    return version is None or version.decode("latin-1") in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def _owner(scope: Scope) -> AuthorizationContext | None:

@@ -1,0 +1,166 @@
+"""uvicorn's protocol with each turn's writes sent together: over a real socket on 127.0.0.1,
+answers arrive whole and in order, and a part streamed after an await is not held back."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.lowlevel
+import httptools
+import pytest
+import uvicorn
+from starlette.types import Receive, Scope, Send
+
+from gateway.server.transports.one_write import OneWriteHttp
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@asynccontextmanager
+async def served(app: App) -> AsyncGenerator[int]:
+    """`app` behind uvicorn with `OneWriteHttp` on 127.0.0.1; its port."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    config = uvicorn.Config(app, http=OneWriteHttp, lifespan="off", log_config=None)
+    server = uvicorn.Server(config)
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve, [sock])
+            try:
+                yield sock.getsockname()[1]
+            finally:
+                server.should_exit = server.force_exit = True
+    finally:
+        sock.close()
+
+
+class Answer:
+    """httptools callbacks: status, body parts as they are parsed, completion."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.complete = False
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class Raw:
+    """One keep-alive connection, read with httptools."""
+
+    def __init__(self, stream: anyio.abc.SocketStream) -> None:
+        self.stream = stream
+        self.answer = Answer()
+        self.parser = httptools.HttpResponseParser(self.answer)
+
+    async def get(self, path: str) -> None:
+        self.answer = Answer()
+        self.parser = httptools.HttpResponseParser(self.answer)
+        await self.stream.send(f"GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n".encode())
+
+    async def until(self, done: Callable[[Answer], bool]) -> Answer:
+        while not done(self.answer):
+            self.parser.feed_data(await self.stream.receive())
+        return self.answer
+
+
+def make_app(stream_read: anyio.Event) -> App:
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        assert scope["type"] == "http"
+        start: dict[str, Any] = {"type": "http.response.start", "status": 200}
+        if scope["path"] == "/json":
+            headers = [(b"content-type", b"application/json"), (b"content-length", b"11")]
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": b'{"ok":true}'})
+        elif scope["path"] == "/big":  # 2 MB: sent as a gathered write, not joined
+            await send({**start, "headers": [(b"content-length", str(len(BIG)).encode())]})
+            await send({"type": "http.response.body", "body": BIG})
+        else:  # /stream: a part, then the next only once the client has read it
+            await send({**start, "headers": []})
+            await send({"type": "http.response.body", "body": b"first", "more_body": True})
+            await stream_read.wait()
+            await send({"type": "http.response.body", "body": b"second"})
+
+    return app
+
+
+BIG = bytes(range(256)) * 8192
+
+
+async def test_answers_arrive_whole_and_a_streamed_part_is_not_held() -> None:
+    stream_read = anyio.Event()
+    with anyio.fail_after(20):
+        async with (
+            served(make_app(stream_read)) as port,
+            await anyio.connect_tcp("127.0.0.1", port) as stream,
+        ):
+            raw = Raw(stream)
+            for _ in range(3):  # one kept connection, answer after answer
+                await raw.get("/json")
+                answer = await raw.until(lambda a: a.complete)
+                assert raw.parser.get_status_code() == 200
+                assert b"".join(answer.parts) == b'{"ok":true}'
+            await raw.get("/big")
+            answer = await raw.until(lambda a: a.complete)
+            assert b"".join(answer.parts) == BIG
+            await raw.get("/stream")
+            # The first part comes while the app waits: it was not held for the second.
+            answer = await raw.until(lambda a: b"first" in b"".join(a.parts))
+            assert not answer.complete
+            stream_read.set()
+            answer = await raw.until(lambda a: a.complete)
+            assert b"".join(answer.parts) == b"firstsecond"
+
+
+class Written(asyncio.Transport):
+    """A transport that keeps what it is asked to write, write by write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes | list[bytes]] = []
+        self.closed = False
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+    def writelines(self, list_of_data: Any) -> None:
+        self.writes.append([bytes(d) for d in list_of_data])
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+
+async def test_writes_of_one_turn_go_out_as_one_and_close_sends_what_is_held() -> None:
+    from gateway.server.transports.one_write import _OneWrite  # pyright: ignore[reportPrivateUsage]
+
+    transport = Written()
+    one = _OneWrite(transport, asyncio.get_running_loop())
+    one.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    one.write(b"body")
+    assert transport.writes == []  # held until the turn ends
+    await anyio.lowlevel.checkpoint()
+    assert transport.writes == [b"HTTP/1.1 200 OK\r\n\r\nbody"]
+    one.write(b"last")
+    one.close()  # what is held goes first
+    assert transport.writes[1:] == [b"last"]
+    assert transport.closed
+    await anyio.lowlevel.checkpoint()
+    assert len(transport.writes) == 2  # nothing written twice, nothing after the close
