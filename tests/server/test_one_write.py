@@ -164,3 +164,18 @@ async def test_writes_of_one_turn_go_out_as_one_and_close_sends_what_is_held() -
     assert transport.closed
     await anyio.lowlevel.checkpoint()
     assert len(transport.writes) == 2  # nothing written twice, nothing after the close
+
+
+async def test_a_large_write_is_not_held() -> None:
+    """It reaches the transport at once, so the transport's buffer pauses the app as before."""
+    from gateway.server.transports.one_write import _OneWrite  # pyright: ignore[reportPrivateUsage]
+
+    transport = Written()
+    one = _OneWrite(transport, asyncio.get_running_loop())
+    one.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    one.write(b"x" * 100_000)
+    assert transport.writes == [[b"HTTP/1.1 200 OK\r\n\r\n", b"x" * 100_000]]  # not copied
+    one.write(b"y" * 100_000)
+    assert transport.writes[1:] == [b"y" * 100_000]
+    await anyio.lowlevel.checkpoint()
+    assert len(transport.writes) == 2

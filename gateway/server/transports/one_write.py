@@ -1,10 +1,11 @@
-"""uvicorn's HTTP protocol, writing what a response sends in one turn of the event loop at once.
+"""uvicorn's HTTP protocol, sending what a response writes in one turn of the event loop at once.
 
 uvicorn writes a response's head as soon as the app starts it, and each body part as it
 comes: an answer sent whole (a JSON body) leaves in two socket writes, and its client may wake
-for each (bench/RESULTS.md, item 26). `OneWriteHttp` holds the writes made in one turn of the
-event loop and sends them together at its end: one write for the usual answer, no later than
-before. The head still goes first, and a part the app sends after an await goes in its turn.
+for each (bench/RESULTS.md, items 26 and 34). `OneWriteHttp` holds the writes made in one turn
+of the event loop and sends them together when the turn ends: the usual answer in one write.
+Order is kept, a part the app sends after an await goes out in its own turn, and what passes
+64 kB goes at once, so that the transport's buffer still paces a large body.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 __all__ = ["OneWriteHttp"]
 
-_JOIN_BELOW = 64 * 1024
-"""Parts held together shorter than this are joined into one buffer; longer ones go out as
-a list (a gathered write), so that a large body is not copied."""
+_HOLD_BELOW = 64 * 1024
+"""Writes held past this many bytes go out at once: the transport's own buffer then pauses
+the app (uvicorn's flow control) as it did, rather than holding a large body here; and a
+large body is not copied into a joined buffer (a gathered write sends it with the head)."""
 
 
 class OneWriteHttp(HttpToolsProtocol):
@@ -33,19 +35,24 @@ class OneWriteHttp(HttpToolsProtocol):
 class _OneWrite:
     """A transport whose writes of one turn of the event loop leave together at its end."""
 
-    __slots__ = ("_held", "_loop", "_transport")
+    __slots__ = ("_held", "_loop", "_size", "_transport")
 
     def __init__(self, transport: asyncio.BaseTransport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport: Any = transport
         self._loop = loop
         self._held: list[bytes] | None = None
+        self._size = 0
 
     def write(self, data: bytes) -> None:
         if self._held is None:
             self._held = [data]
+            self._size = len(data)
             self._loop.call_soon(self._flush)
         else:
             self._held.append(data)
+            self._size += len(data)
+        if self._size >= _HOLD_BELOW:
+            self._flush()
 
     def _flush(self) -> None:
         held, self._held = self._held, None
@@ -53,7 +60,7 @@ class _OneWrite:
             return
         if len(held) == 1:
             self._transport.write(held[0])
-        elif sum(map(len, held)) < _JOIN_BELOW:
+        elif self._size < _HOLD_BELOW:
             self._transport.write(b"".join(held))
         else:
             self._transport.writelines(held)
