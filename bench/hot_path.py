@@ -1,7 +1,7 @@
 """What one passed-through call costs the front's CPU, with no socket on the way.
 
     python -m bench hot-path [--calls 3000] [--rounds 7] [--protocol modern|auto] [--gap MS]
-                             [--blob N] [--profile FILE]
+                             [--blob N] [--profile FILE] [--bytecodes]
 
 The peer benchmark's CPU per call swings by 10-20 % between runs on a shared 2-core machine;
 this figure stays within a few per cent, so a change to the hot path can be weighed in
@@ -21,6 +21,10 @@ The node's own session (its handshake and tool list) talks to the real downstrea
 `--protocol auto` it is a 2025-era session, whose answers are event streams.
 
 CPU is the process's (user + system) per call, the minimum and median over `--rounds`.
+`--bytecodes` counts what one more round runs instead of timing it: Python bytecodes per call,
+and the functions that run the most. That count is the same on any host and under any load
+(one run against the next differs by a few of ~7,000), so it weighs a change where the CPU
+figure cannot: on a host whose hypervisor takes half the CPU (bench/RESULTS.md, item 34).
 `--gap 1` shows what a real run adds: code that runs after the process sat idle (as it does
 while a real server works on the call) runs slower, on this machine about 1.6-2.5x the same
 code run back to back (bench/RESULTS.md, item 30).
@@ -36,9 +40,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from types import FrameType
 from typing import Any, cast
 
 import anyio
@@ -54,6 +60,7 @@ from gateway.assembly import open_gateway  # noqa: E402
 from gateway.config import load_config  # noqa: E402
 from gateway.server import build_server  # noqa: E402
 from gateway.server.transports.http import HttpOptions, http_app  # noqa: E402
+from gateway.server.transports.one_write import OneWriteHttp  # noqa: E402
 from toolkits import json_bytes  # noqa: E402
 from toolkits.mcp import lean_http  # noqa: E402
 from toolkits.mcp.lean_response import Connection  # noqa: E402
@@ -249,16 +256,16 @@ async def front(protocol: str, gap: float) -> AsyncGenerator[asyncio.Protocol]:
 
 
 def _uvicorn_protocol(app: Any) -> asyncio.Protocol:
-    # uvicorn's internals: its protocol is what `serve --http` feeds each connection's bytes.
+    # uvicorn's internals: its protocol (ours: each turn's writes in one) is what
+    # `serve --http` feeds each connection's bytes.
     from uvicorn.config import Config
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     from uvicorn.server import ServerState
 
-    config = Config(app, log_config=None, access_log=False, proxy_headers=False, http="httptools")
+    config = Config(app, log_config=None, access_log=False, proxy_headers=False, http=OneWriteHttp)
     config.load()
     return cast(
         asyncio.Protocol,
-        HttpToolsProtocol(config=config, server_state=ServerState(), app_state={}),
+        OneWriteHttp(config=config, server_state=ServerState(), app_state={}),
     )
 
 
@@ -270,8 +277,10 @@ async def measure(
     gap: float,
     blob: int = 0,
     profile: str | None = None,
+    bytecodes: Counter[tuple[str, int, str]] | None = None,
 ) -> list[float]:
-    """CPU microseconds per call, one figure per round (after a warm-up)."""
+    """CPU microseconds per call, one figure per round (after a warm-up); with `bytecodes`,
+    one more round counts the bytecodes each function runs into it."""
     async with front(protocol, gap) as served:
         client = ClientSide()
         served.connection_made(client)
@@ -295,6 +304,13 @@ async def measure(
             for index in range(calls):
                 await call(index)
             figures.append((time.process_time() - started) / calls * 1e6)
+        if bytecodes is not None:
+            sys.settrace(_counting(bytecodes))
+            try:
+                for index in range(calls):
+                    await call(index)
+            finally:
+                sys.settrace(None)
         if profile is not None:
             import cProfile
 
@@ -308,6 +324,32 @@ async def measure(
         return figures
 
 
+def _counting(counts: Counter[tuple[str, int, str]]) -> Any:
+    """A `sys.settrace` function counting each bytecode run, by its function (this file's
+    stand-ins for the two sockets included: ~400 a call)."""
+
+    def opcode(frame: FrameType, event: str, arg: object) -> Any:
+        if event == "opcode":
+            code = frame.f_code
+            counts[(code.co_filename, code.co_firstlineno, code.co_name)] += 1
+        return opcode
+
+    def call(frame: FrameType, event: str, arg: object) -> Any:
+        frame.f_trace_opcodes = True
+        frame.f_trace_lines = False
+        return opcode
+
+    return call
+
+
+def _print_bytecodes(counts: Counter[tuple[str, int, str]], calls: int, top: int = 25) -> None:
+    print(f"bytecodes per passed-through call: {sum(counts.values()) / calls:.0f}")
+    site = str(Path(httptools.__file__).parents[1]) + "/"
+    for (path, line, name), count in counts.most_common(top):
+        where = path.replace(site, "").replace(str(REPO) + "/", "")
+        print(f"{count / calls:8.1f}  {where}:{line} {name}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench hot-path", description=__doc__)
     parser.add_argument("--calls", type=int, default=3000, help="calls per round")
@@ -316,7 +358,11 @@ def main() -> None:
     parser.add_argument("--gap", type=float, default=0.0, help="ms before each answer")
     parser.add_argument("--blob", type=int, default=0, help="call blob(N) instead of the echo")
     parser.add_argument("--profile", metavar="FILE", help="cProfile one more round to FILE")
+    parser.add_argument(
+        "--bytecodes", action="store_true", help="count one more round's bytecodes, by function"
+    )
     args = parser.parse_args()
+    counts: Counter[tuple[str, int, str]] | None = Counter() if args.bytecodes else None
     figures = anyio.run(
         lambda: measure(
             calls=args.calls,
@@ -325,6 +371,7 @@ def main() -> None:
             gap=args.gap / 1000,
             blob=args.blob,
             profile=args.profile,
+            bytecodes=counts,
         ),
         backend_options={"use_uvloop": True},
     )
@@ -334,6 +381,8 @@ def main() -> None:
         f"min {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
         f"({args.rounds} rounds x {args.calls} calls)"
     )
+    if counts is not None:
+        _print_bytecodes(counts, args.calls)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 A smoke run of each era the node may speak: the call really passes through (the echo comes
 back, from the downstream's recorded answer) and a figure is printed; and one of `--blob`, whose
-whole text must come back. No timing is asserted.
+whole text must come back; and one of `--bytecodes`. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _hot_path(*options: str) -> str:
-    """The last line `python -m bench hot-path` prints with `options`."""
+def _hot_path(*options: str) -> list[str]:
+    """The lines `python -m bench hot-path` prints with `options`."""
     done = subprocess.run(
         [sys.executable, "-m", "bench", "hot-path", *options],
         cwd=REPO,
@@ -31,13 +31,13 @@ def _hot_path(*options: str) -> str:
         timeout=100,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout.strip().splitlines()[-1]
+    return done.stdout.strip().splitlines()
 
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("protocol", ["modern", "auto"])
 def test_a_smoke_run_passes_calls_through_and_prints_the_cpu_per_call(protocol: str) -> None:
-    line = _hot_path("--calls", "40", "--rounds", "2", "--protocol", protocol, "--gap", "0.5")
+    line = _hot_path("--calls", "40", "--rounds", "2", "--protocol", protocol, "--gap", "0.5")[-1]
     assert re.fullmatch(
         rf"front CPU per passed-through call \({protocol} node, gap 0\.5 ms\): "
         r"min \d+\.\d us, median \d+\.\d us \(2 rounds x 40 calls\)",
@@ -47,7 +47,20 @@ def test_a_smoke_run_passes_calls_through_and_prints_the_cpu_per_call(protocol: 
 
 @pytest.mark.timeout(120)
 def test_blob_calls_blob_and_checks_that_its_text_came_back_whole() -> None:
-    line = _hot_path("--calls", "5", "--rounds", "1", "--blob", "300000")
+    line = _hot_path("--calls", "5", "--rounds", "1", "--blob", "300000")[-1]
     assert line.startswith(
         "front CPU per passed-through call (modern node, gap 0 ms, blob 300000 B): min "
     ), line
+
+
+@pytest.mark.timeout(120)
+def test_bytecodes_counts_a_round_by_function() -> None:
+    lines = _hot_path("--calls", "20", "--rounds", "1", "--bytecodes")
+    total = re.fullmatch(r"bytecodes per passed-through call: (\d+)", lines[1])
+    assert total is not None, lines
+    rows = [re.fullmatch(r" *(\d+\.\d)  (\S+):(\d+) (\S+)", line) for line in lines[2:]]
+    assert len(rows) == 25
+    assert all(rows), lines
+    # The pass-through's own code is among the busiest (the call really went through it).
+    assert any("gateway/server/served/pass_through.py" in line for line in lines[2:])
+    assert 1_000 < int(total[1]) < 100_000
