@@ -4,9 +4,7 @@ answers arrive whole and in order, and a part streamed after an await is not hel
 from __future__ import annotations
 
 import asyncio
-import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -14,37 +12,18 @@ import anyio.abc
 import anyio.lowlevel
 import httptools
 import pytest
-import uvicorn
 from starlette.types import Receive, Scope, Send
 
 from gateway.server.transports.one_write import OneWriteHttp
+from tests.servers.asgi import serve_on_loopback
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
-@asynccontextmanager
-async def served(app: App) -> AsyncGenerator[int]:
-    """`app` behind uvicorn with `OneWriteHttp` on 127.0.0.1; its port."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen()
-    config = uvicorn.Config(app, http=OneWriteHttp, lifespan="off", log_config=None)
-    server = uvicorn.Server(config)
-    try:
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(server.serve, [sock])
-            try:
-                yield sock.getsockname()[1]
-            finally:
-                server.should_exit = server.force_exit = True
-    finally:
-        sock.close()
-
-
 class Answer:
-    """httptools callbacks: status, body parts as they are parsed, completion."""
+    """httptools callbacks: the body parts as they are parsed, and the end."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -78,7 +57,11 @@ class Raw:
 
 def make_app(stream_read: anyio.Event) -> App:
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
-        assert scope["type"] == "http"
+        if scope["type"] == "lifespan":  # nothing to start or stop
+            while (await receive())["type"] != "lifespan.shutdown":
+                await send({"type": "lifespan.startup.complete"})
+            await send({"type": "lifespan.shutdown.complete"})
+            return
         start: dict[str, Any] = {"type": "http.response.start", "status": 200}
         if scope["path"] == "/json":
             headers = [(b"content-type", b"application/json"), (b"content-length", b"11")]
@@ -103,8 +86,8 @@ async def test_answers_arrive_whole_and_a_streamed_part_is_not_held() -> None:
     stream_read = anyio.Event()
     with anyio.fail_after(20):
         async with (
-            served(make_app(stream_read)) as port,
-            await anyio.connect_tcp("127.0.0.1", port) as stream,
+            serve_on_loopback(make_app(stream_read), http=OneWriteHttp) as base,
+            await anyio.connect_tcp("127.0.0.1", int(base.rsplit(":", 1)[1])) as stream,
         ):
             raw = Raw(stream)
             for _ in range(3):  # one kept connection, answer after answer
