@@ -60,7 +60,6 @@ from gateway.assembly import open_gateway  # noqa: E402
 from gateway.config import load_config  # noqa: E402
 from gateway.server import build_server  # noqa: E402
 from gateway.server.transports.http import HttpOptions, http_app  # noqa: E402
-from gateway.server.transports.one_write import OneWriteHttp  # noqa: E402
 from toolkits import json_bytes  # noqa: E402
 from toolkits.mcp import lean_http  # noqa: E402
 from toolkits.mcp.lean_response import Connection  # noqa: E402
@@ -256,16 +255,16 @@ async def front(protocol: str, gap: float) -> AsyncGenerator[asyncio.Protocol]:
 
 
 def _uvicorn_protocol(app: Any) -> asyncio.Protocol:
-    # uvicorn's internals: its protocol (ours: each turn's writes in one) is what
-    # `serve --http` feeds each connection's bytes.
+    # uvicorn's internals: its protocol is what `serve --http` feeds each connection's bytes.
     from uvicorn.config import Config
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
     from uvicorn.server import ServerState
 
-    config = Config(app, log_config=None, access_log=False, proxy_headers=False, http=OneWriteHttp)
+    config = Config(app, log_config=None, access_log=False, proxy_headers=False, http="httptools")
     config.load()
     return cast(
         asyncio.Protocol,
-        OneWriteHttp(config=config, server_state=ServerState(), app_state={}),
+        HttpToolsProtocol(config=config, server_state=ServerState(), app_state={}),
     )
 
 

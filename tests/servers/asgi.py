@@ -50,9 +50,9 @@ class RecordHeaders:
 
 
 @asynccontextmanager
-async def serve_on_loopback(app: Any, port: int = 0, *, http: Any = "auto") -> AsyncGenerator[str]:
-    """Serve `app` with uvicorn on 127.0.0.1 (`port`, or a free one; `http`: uvicorn's HTTP
-    protocol, by name or class); yields `http://127.0.0.1:PORT`."""
+async def serve_on_loopback(app: Any, port: int = 0) -> AsyncGenerator[str]:
+    """Serve `app` with uvicorn on 127.0.0.1 (`port`, or a free one); yields
+    `http://127.0.0.1:PORT`."""
     # Bound and listening before uvicorn starts: clients can connect at once, no polling.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -63,7 +63,7 @@ async def serve_on_loopback(app: Any, port: int = 0, *, http: Any = "auto") -> A
         sock.close()  # else a ResourceWarning fails whichever later test collects it
         raise
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", http=http))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])

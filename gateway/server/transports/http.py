@@ -63,7 +63,6 @@ from .challenges import RequireToken, ScopeChallenge
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
-from .one_write import OneWriteHttp
 
 __all__ = [
     "MCP_PATH",
@@ -370,7 +369,6 @@ async def serve_http(
         access_log=False,
         # Nothing here reads the client's address or scheme that X-Forwarded-* would set.
         proxy_headers=False,
-        http=OneWriteHttp,  # httptools, with each answer's head and body in one write
         timeout_graceful_shutdown=SHUTDOWN_GRACE + _REQUEST_SLACK,
     )
     uvicorn_server = _Uvicorn(config)
