@@ -13,6 +13,7 @@ COMMANDS = {
     "engine-overhead": "bench.engine_overhead",
     "store": "bench.store",
     "hot-path": "bench.hot_path",
+    "paired": "bench.paired",
 }
 
 

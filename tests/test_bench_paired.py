@@ -1,0 +1,53 @@
+"""`python -m bench paired`: two fronts timed call by call against each other.
+
+A smoke run of each call kind: both fronts really pass the calls through (the script checks
+every answer's text and fails otherwise) and the table and the ratios are printed. No timing is
+asserted; a path that is not a checkout is refused before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _paired(*options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bench", "paired", *options],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=100,
+    )
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("call", [(), ("--blob", "20000", "--protocol", "auto")])
+def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(call: tuple[str, ...]) -> None:
+    done = _paired("--against", str(REPO), "--calls", "16", "--warmup", "2", *call)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert lines[0].startswith("16 blob(20000) calls" if call else "16 echo calls")
+    number = r"\s+(\d+\.\d{3})"
+    for name, line in zip(("base", "against"), lines[2:4], strict=True):
+        found = re.match(rf"{name}{number * 4}\s+{re.escape(str(REPO))}$", line)
+        assert found, line
+        assert all(float(value) > 0 for value in found.groups())
+    assert re.match(r"ratio(\s+\d+\.\d{3}x){4}\s+\(against / base\)$", lines[4]), lines[4]
+
+
+@pytest.mark.timeout(60)
+def test_a_directory_that_is_not_a_checkout_is_refused(tmp_path: Path) -> None:
+    done = _paired("--against", str(tmp_path), "--calls", "1")
+    assert done.returncode != 0
+    assert f"{tmp_path}: not a checkout of agent-gateway" in done.stderr
