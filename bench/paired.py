@@ -61,6 +61,7 @@ def _checked(checkout: Path) -> Path:
     found = subprocess.run(
         [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
         env={"PYTHONPATH": str(where), "PATH": ""},
+        cwd="/",  # not this checkout, which `-c` would put first
         capture_output=True,
         text=True,
         check=False,

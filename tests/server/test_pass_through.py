@@ -251,13 +251,16 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
 
 
 @NODE_PROTOCOLS
-async def test_a_call_that_times_out_is_cancelled_and_says_so(protocol: ProtocolMode) -> None:
+@pytest.mark.parametrize("session", [False, True], ids=["2026-07-28", "on-a-2025-session"])
+async def test_a_call_that_times_out_is_cancelled_and_says_so(
+    protocol: ProtocolMode, session: bool
+) -> None:
     down = Downstream()
     with anyio.fail_after(30):
         async with (
             serve_on_loopback(down.app()) as base,
             front(f"{base}/mcp", pass_through=True, protocol=protocol, timeout=0.5) as (url, layer),
-            Client(url) as client,
+            Client(url, mode="legacy") if session else Client(url) as client,
         ):
             await client.list_tools()
             result = await client.call_tool("d__wait", {})

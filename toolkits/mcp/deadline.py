@@ -7,6 +7,8 @@ its own requests, only the cap applies: the server is waiting on us, not hung.
 
 from __future__ import annotations
 
+import math
+
 import anyio
 
 from ..errors import ToolTimeout
@@ -15,15 +17,24 @@ __all__ = ["Deadline", "timed_out"]
 
 
 class Deadline:
-    """One request's clock; run the request inside `scope`, which it cancels when time is up."""
+    """One request's clock; run the request inside `scope`, which it cancels when time is up.
 
-    def __init__(self, timeout: float, cap: float) -> None:
+    `scope`, if given, is the caller's, entered around more than the request (a cancel scope
+    costs a call through a gateway more than the rest of its clock): the clock runs on it
+    until `stop`, and `expired` tells its cancellation from the caller's own.
+    """
+
+    def __init__(self, timeout: float, cap: float, scope: anyio.CancelScope | None = None) -> None:
         self.timeout = timeout
         self.cap = cap
         now = anyio.current_time()
         self._hard = now + cap
         self._waiting = False
-        self.scope = anyio.CancelScope(deadline=min(now + timeout, self._hard))
+        if scope is None:
+            self.scope = anyio.CancelScope(deadline=min(now + timeout, self._hard))
+        else:
+            self.scope = scope
+            scope.deadline = min(now + timeout, self._hard)
 
     def alive(self) -> None:
         """A sign of life: another `timeout`, within the cap (not while waiting on us)."""
@@ -34,6 +45,15 @@ class Deadline:
         """The server starts (True) or stops (False) waiting on our answer."""
         self._waiting = now_waiting
         self.scope.deadline = self._hard if now_waiting else self._restarted()
+
+    @property
+    def expired(self) -> bool:
+        """Whether the clock ran out (the scope may also have been cancelled by its owner)."""
+        return anyio.current_time() >= self.scope.deadline
+
+    def stop(self) -> None:
+        """The request is over: the clock stops (for a scope that outlives it)."""
+        self.scope.deadline = math.inf
 
     @property
     def capped(self) -> bool:

@@ -117,19 +117,23 @@ class Forward:
         on_log: OnLog,
         refuse: Refuse,
         owner: object | None = None,
+        scope: anyio.CancelScope | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it (a protocol error as an error result);
         None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
         `owner`: the caller's client, whose calls may take each other's server requests and
         log messages where the channel cannot tell them apart (`CallContext.owner`).
+        `scope`: a cancel scope the caller entered around the call, for the call's clock to
+        run on instead of a scope of its own (`Deadline`); a timeout raises out of it.
         """
-        exchange = _Exchange(
-            self, meta, on_progress, on_log, refuse, Deadline(self.timeout, self.cap)
-        )
+        deadline = Deadline(self.timeout, self.cap, scope)
+        exchange = _Exchange(self, meta, on_progress, on_log, refuse, deadline)
         params: JsonObject = {"name": self.original, "arguments": dict(arguments)}
-        deadline = exchange.deadline
         try:
-            with deadline.scope, self._in_flight(deadline, on_log, refuse, owner):
+            with (
+                deadline.scope if scope is None else nullcontext(),
+                self._in_flight(deadline, on_log, refuse, owner),
+            ):
                 message = await exchange.send(params)
                 if message is None:
                     return None
@@ -145,9 +149,15 @@ class Forward:
         except InputRequiredRoundsExceededError as exc:
             return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
-            await self._cancel(exchange.request_id, "the caller cancelled the call")
-            raise
-        assert deadline.scope.cancelled_caught  # every other way out returns or raises
+            if scope is None or not deadline.expired:
+                await self._cancel(exchange.request_id, "the caller cancelled the call")
+                raise
+            # The clock ran out on the caller's scope: a timeout, as below.
+        finally:
+            if scope is not None:
+                deadline.stop()
+        # Every other way out returns or raises.
+        assert scope is not None or deadline.scope.cancelled_caught
         await self._cancel(exchange.request_id, "timed out")
         raise timed_out(deadline, self.tool, self.node)
 

@@ -93,17 +93,16 @@ class OpenSession:
         )
 
     @contextmanager
-    def call(self, request_id: types.RequestId) -> Generator[_Call]:
-        """Hold a call passed through on this session while the block runs; its scope is
-        cancelled when the client cancels it or the session ends (`_Call.stopped` says which).
-        """
+    def call(self, request_id: types.RequestId, scope: anyio.CancelScope) -> Generator[_Call]:
+        """Hold a call passed through on this session while the block runs; `scope` (entered
+        around the block) is cancelled when the client cancels the call or the session ends
+        (`_Call.stopped` says which)."""
         calls = self.calls if self.calls is not None else {}
         self.calls = calls
-        held = _Call(anyio.CancelScope())
+        held = _Call(scope)
         calls[request_id] = held
         try:
-            with held.scope:
-                yield held
+            yield held
         finally:
             if calls.get(request_id) is held:
                 del calls[request_id]

@@ -284,19 +284,23 @@ class PassThrough:
                 on_log=server_log,
                 refuse=_refusal,
                 owner=session.connection if session is not None else None,
+                scope=call_scope,
             )
 
         forward = call.forward
         result: JsonObject | None = None
         quota = session.quota(self._gateway) if session is not None else None
         # A 2026-07-28 client that goes away cancels its call; on a session, only its
-        # `notifications/cancelled` or the session's end do (`session.call`).
+        # `notifications/cancelled` or the session's end do (`session.call`). The call's
+        # clock runs on the same scope (`Forward.call`): one scope a call.
         call_scope = anyio.CancelScope()
         watch = self._watch(reply, receive, call_scope if session is None else None)
         try:
             with (
                 call_scope,
-                session.call(call.request_id) if session is not None else nullcontext() as held,
+                session.call(call.request_id, call_scope)
+                if session is not None
+                else nullcontext() as held,
             ):
                 try:
                     if quota is None:
@@ -315,12 +319,12 @@ class PassThrough:
                         "passing %r through to node %r crashed", forward.tool, forward.node
                     )
                     result = _failed(forward, repr(exc))
-            if call_scope.cancelled_caught:
-                return True  # the client went away: nobody to answer
             if held is not None and held.stopped is not None and result is None:
                 self.forwarded += 1
                 await reply.stopped(held.stopped)
                 return True
+            if call_scope.cancelled_caught:
+                return True  # the client went away: nobody to answer
             if result is None and not reply.started:
                 return False
             if result is None:  # the usual path cannot take over an answer already begun
