@@ -80,8 +80,10 @@ _ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name
 _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
 """What the checks of a 2026-07-28 call read (`check_accept_headers`, the ladder)."""
 _READ = tuple((name, name.decode()) for name in _READ_HEADERS)
-_WATCH_AFTER = 0.05
-"""Seconds a call runs before its client is watched (for going away) and its answer pinged."""
+_WATCH_AFTER = 0.5
+"""Seconds a call runs before its client is watched (for going away) and its answer pinged.
+Under load most calls wait longer than they work: at 50 ms, 50 clients made every call start
+a watcher, 10 % of the front's CPU a call (bench/RESULTS.md, item 35)."""
 _PING_SECONDS = 15.0
 """Silence after which the answer turns into an event stream and pings, as the SDK's does."""
 _SSE_HEADERS = [
