@@ -1,20 +1,23 @@
-"""Two checkouts' fronts timed call by call against each other: a change weighed to ~0.5 %.
+"""Two fronts timed call by call against each other: a change weighed to ~0.5 %.
 
-    python -m bench paired --against DIR [--base DIR] [--protocol modern|auto] [--calls 1500]
+    python -m bench paired --against SIDE [--base SIDE] [--protocol modern|auto] [--calls 1500]
                            [--warmup 300] [--blob N] [--clients N]
 
+A SIDE is a checkout of this repository (a directory: `agent-gateway serve --http` with
+`expose_tools = true` on that code), `direct` (no front: the driver calls the downstream) or
+`floor-bare` (uvicorn with a bare forwarding app, `peers/floors.py`: what any Python front
+costs). `--base` is this checkout by default.
+
 Rounds of separate runs cannot weigh a change of 1-2 % on a shared host: what the host does
-between them moves every figure by more (bench/RESULTS.md, item 34). Here two fronts (`agent-
-gateway serve --http` with `expose_tools = true`, one on the code in `--base`, this checkout by
-default, one on the code in `--against`) stand in front of one benchmark downstream over HTTP,
-and one driver (the mcp `Client`, a session to each) calls `d__echo` (200 B; `--blob N`:
-`d__blob`, N bytes) through them in turn, one call at a time, the order swapped every pair; so
-whatever the host does falls on both alike. With `--clients N`, each front has N clients, and
-the fronts take turns in blocks of calls (four from each of its clients at once): the load of
-the throughput workloads, where a call waits on others. Printed per front: p50, p90, mean, its
-CPU per call (user + system, from the process) and its calls per second while it had its
-turns; and the ratios of `--against` to `--base`. Two fronts of the same code come out within
-0.3-0.5 % of each other on p50 and CPU with one client.
+between them moves every figure by more (bench/RESULTS.md, item 34). Here both sides stand in
+front of one benchmark downstream over HTTP, and one driver (the mcp `Client`, a session to
+each) calls `echo` (200 B; `--blob N`: `blob`, N bytes) through them in turn, one call at a
+time, the order swapped every pair; so whatever the host does falls on both alike. With
+`--clients N` each side has N clients, and the sides take turns in blocks of calls (four from
+each of its clients at once): the load of the throughput workloads. Printed per side: p50,
+p90, mean, the front's CPU per call (user + system, from the process) and the calls per second
+while it had its turns; and the ratios of `--against` to `--base`. Two fronts of the same code
+come out within 0.3-0.5 % of each other on p50 and CPU with one client.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import AsyncExitStack
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,16 +44,24 @@ from bench.downstream import READY as DOWNSTREAM_READY  # noqa: E402
 from bench.downstream import blob_text  # noqa: E402
 
 GATEWAY = str(Path(sys.executable).parent / "agent-gateway")
+FLOORS = str(REPO / "bench" / "peers" / "floors.py")
+FLOOR_READY = "bench-floor: serving on "
+NAMED_SIDES = ("direct", "floor-bare")
 _CALLS_PER_CLIENT_AND_BLOCK = 4
 
 
 @dataclass
-class _Front:
-    checkout: Path
+class _Side:
+    name: str
+    """A checkout's path, or one of `NAMED_SIDES`."""
     latencies: list[float] = field(default_factory=list[float])
     cpu_seconds: float = 0.0
     busy_seconds: float = 0.0
-    """Time its blocks of calls took (`--clients`): calls per second under that load."""
+    """Time its turns took: calls per second."""
+
+    @property
+    def ours(self) -> bool:
+        return self.name not in NAMED_SIDES
 
     def summary(self) -> dict[str, float]:
         ordered = sorted(self.latencies)
@@ -63,9 +75,11 @@ class _Front:
         }
 
 
-def _checked(checkout: Path) -> Path:
-    """`checkout`, once its code is what a front started with it imports."""
-    where = checkout.resolve()
+def _side(text: str) -> str:
+    """`text` as a side: a named one, or a checkout whose code a front started on it runs."""
+    if text in NAMED_SIDES:
+        return text
+    where = Path(text).resolve()
     found = subprocess.run(
         [sys.executable, "-c", "import gateway; print(gateway.__file__)"],
         env={"PYTHONPATH": str(where), "PATH": ""},
@@ -74,31 +88,50 @@ def _checked(checkout: Path) -> Path:
         text=True,
         check=False,
     ).stdout.strip()
-    if not found.startswith(str(where) + "/"):
-        raise SystemExit(f"error: {checkout}: not a checkout of agent-gateway ({found or 'none'})")
-    return where
+    if not found.startswith(f"{where}/"):
+        raise SystemExit(f"error: {text}: not a checkout of agent-gateway ({found or 'none'})")
+    return str(where)
 
 
-def _cpu(pid: int) -> float:
+def _cpu(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
     times = psutil.Process(pid).cpu_times()
     return times.user + times.system
 
 
+@asynccontextmanager
+async def _front(
+    side: _Side, downstream: str, config: Path
+) -> AsyncGenerator[tuple[str, int | None]]:
+    """The URL the driver calls for `side`, and the process of its front (none for direct)."""
+    if side.name == "direct":
+        yield downstream, None
+        return
+    if side.name == "floor-bare":
+        command, ready, env = [sys.executable, FLOORS, "bare", downstream], FLOOR_READY, {}
+    else:
+        command = [GATEWAY, "serve", "--http", "127.0.0.1:0", "--config", str(config)]
+        ready, env = READY, {"PYTHONPATH": side.name}
+    async with running(command, ready=ready, env=env) as front:
+        yield front.url, front.pid
+
+
 async def run(
-    base: Path,
-    against: Path,
+    base: str,
+    against: str,
     *,
     protocol: str,
     calls: int,
     warmup: int,
     blob: int,
     clients: int = 1,
-) -> tuple[_Front, _Front]:
+) -> tuple[_Side, _Side]:
     from mcp import Client
 
-    tool, arguments = ("d__blob", {"n": blob}) if blob else ("d__echo", {"message": "x" * 200})
+    tool, arguments = ("blob", {"n": blob}) if blob else ("echo", {"message": "x" * 200})
     expected = blob_text(blob) if blob else arguments["message"]
-    fronts = (_Front(base), _Front(against))
+    sides = (_Side(base), _Side(against))
     async with AsyncExitStack() as stack:
         downstream = await stack.enter_async_context(
             running(
@@ -111,38 +144,34 @@ async def run(
             f'[gateway]\nexpose_tools = true\n[mcpServers.d]\nurl = "{downstream.url}/mcp"\n'
             f'protocol = "{protocol}"\n'
         )
-        pids: list[int] = []
-        sessions: list[list[Client]] = []
-        for front in fronts:
-            served = await stack.enter_async_context(
-                running(
-                    [GATEWAY, "serve", "--http", "127.0.0.1:0", "--config", str(config)],
-                    ready=READY,
-                    env={"PYTHONPATH": str(front.checkout)},
-                )
+        pids: list[int | None] = []
+        sessions: list[Sequence[Client]] = []
+        for side in sides:
+            url, pid = await stack.enter_async_context(
+                _front(side, f"{downstream.url}/mcp", config)
             )
-            pids.append(served.pid)
-            sessions.append(
-                [await stack.enter_async_context(Client(served.url)) for _ in range(clients)]
-            )
+            pids.append(pid)
+            sessions.append([await stack.enter_async_context(Client(url)) for _ in range(clients)])
 
-        async def call(client: Client, front: _Front | None) -> None:
+        async def call(client: Client, side: _Side | None, name: str) -> None:
             started = time.perf_counter()
-            result = await client.call_tool(tool, arguments)
-            if front is not None:
-                front.latencies.append(time.perf_counter() - started)
+            result = await client.call_tool(name, arguments)
+            if side is not None:
+                side.latencies.append(time.perf_counter() - started)
             text = getattr(result.content[0], "text", None) if result.content else None
             if result.is_error or text != expected:
                 raise SystemExit(f"error: a call through a front failed: {result}")
 
-        async def block(k: int, each: int, timed: bool) -> None:
-            """`each` calls from every client of front `k` at once; timed: counted."""
-            front = fronts[k] if timed else None
+        async def turn(k: int, each: int, timed: bool) -> None:
+            """`each` calls from every client of side `k` at once; timed: counted."""
+            side = sides[k]
+            name = f"d__{tool}" if side.ours else tool
+            counted = side if timed else None
             cpu, started = _cpu(pids[k]), time.perf_counter()
 
             async def client_calls(client: Client) -> None:
                 for _ in range(each):
-                    await call(client, front)
+                    await call(client, counted, name)
 
             if clients == 1:
                 await client_calls(sessions[k][0])
@@ -151,35 +180,52 @@ async def run(
                     for client in sessions[k]:
                         tg.start_soon(client_calls, client)
             if timed:
-                fronts[k].busy_seconds += time.perf_counter() - started
-                fronts[k].cpu_seconds += _cpu(pids[k]) - cpu
+                side.busy_seconds += time.perf_counter() - started
+                side.cpu_seconds += _cpu(pids[k]) - cpu
 
-        # Blocks of calls alternate between the fronts, the order swapped every pair: one call
-        # from the one client, or a few from each of `clients` at once.
+        # Turns alternate between the sides, the order swapped every pair: one call from the
+        # one client, or a few from each of `clients` at once.
         each = 1 if clients == 1 else _CALLS_PER_CLIENT_AND_BLOCK
         for i in range(max(1, warmup // (each * clients))):
             for k in (0, 1) if i % 2 else (1, 0):
-                await block(k, each, timed=False)
+                await turn(k, each, timed=False)
         for i in range(max(1, calls // (each * clients))):
             for k in (0, 1) if i % 2 else (1, 0):
-                await block(k, each, timed=True)
-    return fronts
+                await turn(k, each, timed=True)
+    return sides
+
+
+def _report(sides: tuple[_Side, _Side], what: str) -> None:
+    a, b = (side.summary() for side in sides)
+    print(what)
+    print(
+        f"{'side':<8} {'p50 ms':>8} {'p90 ms':>8} {'mean ms':>8} {'CPU ms/call':>12} {'calls/s':>8}"
+    )
+    for label, row, side in (("base", a, sides[0]), ("against", b, sides[1])):
+        cpu = f"{row['cpu']:12.3f}" if side.name != "direct" else f"{'-':>12}"
+        print(
+            f"{label:<8} {row['p50']:8.3f} {row['p90']:8.3f} {row['mean']:8.3f}"
+            f" {cpu} {row['calls/s']:8.1f}  {side.name}"
+        )
+    ratios = {key: (b[key] / a[key] if a[key] and b[key] else None) for key in a}
+    shown = [f"{ratio:7.3f}x" if ratio is not None else f"{'-':>8}" for ratio in ratios.values()]
+    print(f"{'ratio':<8} {' '.join(shown[:3])} {shown[3]:>12} {shown[4]:>8}  (against / base)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench paired", description=__doc__)
-    parser.add_argument("--base", type=Path, default=REPO, help="default: this checkout")
-    parser.add_argument("--against", type=Path, required=True, help="the other checkout")
+    parser.add_argument("--base", default=str(REPO), help="default: this checkout")
+    parser.add_argument("--against", required=True, help="a checkout, direct or floor-bare")
     parser.add_argument("--protocol", choices=["modern", "auto"], default="modern")
-    parser.add_argument("--calls", type=int, default=1500, help="calls through each front")
+    parser.add_argument("--calls", type=int, default=1500, help="calls through each side")
     parser.add_argument("--warmup", type=int, default=300, help="calls before the timing")
     parser.add_argument("--blob", type=int, default=0, help="call blob(N) instead of the echo")
     parser.add_argument(
-        "--clients", type=int, default=1, help="concurrent clients per front (blocks of calls)"
+        "--clients", type=int, default=1, help="concurrent clients per side (turns in blocks)"
     )
     options = parser.parse_args()
-    base, against = _checked(options.base), _checked(options.against)
-    fronts = anyio.run(
+    base, against = _side(options.base), _side(options.against)
+    sides = anyio.run(
         lambda: run(
             base,
             against,
@@ -191,25 +237,10 @@ def main() -> None:
         ),
         backend_options={"use_uvloop": True},
     )
-    a, b = (front.summary() for front in fronts)
     what = f"blob({options.blob})" if options.blob else "echo"
     load = "one client" if options.clients == 1 else f"{options.clients} clients at once"
-    print(
-        f"{len(fronts[0].latencies)} {what} calls through each front ({load}), {options.protocol}"
-    )
-    print(
-        f"{'front':<10} {'p50 ms':>8} {'p90 ms':>8} {'mean ms':>8} {'CPU ms/call':>12} {'calls/s':>8}"
-    )
-    for name, row, front in (("base", a, fronts[0]), ("against", b, fronts[1])):
-        print(
-            f"{name:<10} {row['p50']:8.3f} {row['p90']:8.3f} {row['mean']:8.3f}"
-            f" {row['cpu']:12.3f} {row['calls/s']:8.1f}  {front.checkout}"
-        )
-    ratios = {key: b[key] / a[key] for key in a}
-    print(
-        f"{'ratio':<10} {ratios['p50']:7.3f}x {ratios['p90']:7.3f}x {ratios['mean']:7.3f}x"
-        f" {ratios['cpu']:11.3f}x {ratios['calls/s']:7.3f}x  (against / base)"
-    )
+    calls = len(sides[0].latencies)
+    _report(sides, f"{calls} {what} calls through each side ({load}), {options.protocol}")
 
 
 if __name__ == "__main__":

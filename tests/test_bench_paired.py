@@ -18,6 +18,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
+_NUMBERS = r"(\s+\d+\.\d{3}){4}\s+\d+\.\d"
+"""p50, p90, mean and CPU per call to the microsecond, calls/s to a tenth."""
 
 
 def _paired(*options: str) -> subprocess.CompletedProcess[str]:
@@ -35,9 +37,9 @@ def _paired(*options: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(
     ("call", "first"),
     [
-        ((), "16 echo calls through each front (one client), modern"),
-        (("--blob", "20000", "--protocol", "auto"), "16 blob(20000) calls through each front"),
-        (("--clients", "2"), "16 echo calls through each front (2 clients at once)"),
+        ((), "16 echo calls through each side (one client), modern"),
+        (("--blob", "20000", "--protocol", "auto"), "16 blob(20000) calls through each side"),
+        (("--clients", "2"), "16 echo calls through each side (2 clients at once)"),
     ],
 )
 def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(
@@ -47,12 +49,21 @@ def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(
     assert done.returncode == 0, done.stderr[-3000:]
     lines = done.stdout.strip().splitlines()
     assert lines[0].startswith(first), lines[0]
-    numbers = r"(\s+\d+\.\d{3}){4}\s+\d+\.\d"
     for name, line in zip(("base", "against"), lines[2:4], strict=True):
-        found = re.match(rf"{name}{numbers}\s+{re.escape(str(REPO))}$", line)
-        assert found, line
+        assert re.match(rf"{name}{_NUMBERS}\s+{re.escape(str(REPO))}$", line), line
         assert all(float(value) > 0 for value in line.split()[1:6])
     assert re.match(r"ratio(\s+\d+\.\d{3}x){5}\s+\(against / base\)$", lines[4]), lines[4]
+
+
+@pytest.mark.timeout(120)
+def test_the_bare_floor_and_a_direct_call_are_sides_too() -> None:
+    done = _paired("--base", "floor-bare", "--against", "direct", "--calls", "8", "--warmup", "4")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.strip().splitlines()
+    assert re.match(rf"base{_NUMBERS}\s+floor-bare$", lines[2]), lines[2]
+    # No front, no front's CPU.
+    assert re.match(r"against(\s+\d+\.\d{3}){3}\s+-\s+\d+\.\d\s+direct$", lines[3]), lines[3]
+    assert re.match(r"ratio(\s+\d+\.\d{3}x){3}\s+-(\s+\d+\.\d{3}x)", lines[4]), lines[4]
 
 
 @pytest.mark.timeout(60)
