@@ -5,6 +5,7 @@ client is used at all."""
 from __future__ import annotations
 
 import socket
+from contextlib import AsyncExitStack
 
 import anyio
 import httpx2
@@ -56,6 +57,17 @@ async def test_a_sized_body_arrives_as_sent_and_the_connection_carries_the_next_
     } <= set(lines)
     assert b"accept: */*" not in lines
     assert body == b'{"n":1}'
+
+
+async def test_as_many_connections_as_were_busy_at_once_are_kept_for_the_next_wave() -> None:
+    wave = 30  # more than the 20 kept at least
+    async with scripted(*[[ok(b"x")]] * (2 * wave)) as server, LeanHttp(server.url, {}) as lean:
+        for _ in range(2):
+            async with AsyncExitStack() as stack:
+                for _ in range(wave):  # each block holds its connection until the stack ends
+                    response = await stack.enter_async_context(lean.post(b"{}", {}))
+                    assert await response.aread() == b"x"
+        assert (server.connections, lean.opened, lean.idle) == (wave, wave, wave)
 
 
 async def test_a_chunked_body_with_line_ends_split_across_writes_ends_where_it_should() -> None:
