@@ -1,7 +1,7 @@
 """Two fronts timed call by call against each other: a change weighed to ~0.5 %.
 
     python -m bench paired --against SIDE [--base SIDE] [--protocol modern|auto] [--calls 1500]
-                           [--warmup 300] [--blob N] [--clients N]
+                           [--warmup 300] [--blob N] [--clients N [--turn 16]]
 
 A SIDE is a checkout of this repository (a directory: `agent-gateway serve --http` with
 `expose_tools = true` on that code), `direct` (no front: the driver calls the downstream) or
@@ -13,8 +13,9 @@ between them moves every figure by more (bench/RESULTS.md, item 34). Here both s
 front of one benchmark downstream over HTTP, and one driver (the mcp `Client`, a session to
 each) calls `echo` (200 B; `--blob N`: `blob`, N bytes) through them in turn, one call at a
 time, the order swapped every pair; so whatever the host does falls on both alike. With
-`--clients N` each side has N clients, and the sides take turns in blocks of calls (four from
-each of its clients at once): the load of the throughput workloads. Printed per side: p50,
+`--clients N` each side has N clients, and the sides take turns in blocks of calls (`--turn`
+from each of its clients at once; a turn ends with fewer calls in flight, which blunts the
+calls/s of short turns): the load of the throughput workloads. Printed per side: p50,
 p90, mean, the front's CPU per call (user + system, from the process) and the calls per second
 while it had its turns; and the ratios of `--against` to `--base`. Two fronts of the same code
 come out within 0.3-0.5 % of each other on p50 and CPU with one client.
@@ -47,7 +48,6 @@ GATEWAY = str(Path(sys.executable).parent / "agent-gateway")
 FLOORS = str(REPO / "bench" / "peers" / "floors.py")
 FLOOR_READY = "bench-floor: serving on "
 NAMED_SIDES = ("direct", "floor-bare")
-_CALLS_PER_CLIENT_AND_BLOCK = 4
 
 
 @dataclass
@@ -126,6 +126,7 @@ async def run(
     warmup: int,
     blob: int,
     clients: int = 1,
+    per_turn: int = 16,
 ) -> tuple[_Side, _Side]:
     from mcp import Client
 
@@ -185,7 +186,7 @@ async def run(
 
         # Turns alternate between the sides, the order swapped every pair: one call from the
         # one client, or a few from each of `clients` at once.
-        each = 1 if clients == 1 else _CALLS_PER_CLIENT_AND_BLOCK
+        each = 1 if clients == 1 else per_turn
         for i in range(max(1, warmup // (each * clients))):
             for k in (0, 1) if i % 2 else (1, 0):
                 await turn(k, each, timed=False)
@@ -223,6 +224,9 @@ def main() -> None:
     parser.add_argument(
         "--clients", type=int, default=1, help="concurrent clients per side (turns in blocks)"
     )
+    parser.add_argument(
+        "--turn", type=int, default=16, help="with --clients: calls from each client per turn"
+    )
     options = parser.parse_args()
     base, against = _side(options.base), _side(options.against)
     sides = anyio.run(
@@ -234,6 +238,7 @@ def main() -> None:
             warmup=options.warmup,
             blob=options.blob,
             clients=options.clients,
+            per_turn=options.turn,
         ),
         backend_options={"use_uvloop": True},
     )

@@ -39,7 +39,7 @@ def _paired(*options: str) -> subprocess.CompletedProcess[str]:
     [
         ((), "16 echo calls through each side (one client), modern"),
         (("--blob", "20000", "--protocol", "auto"), "16 blob(20000) calls through each side"),
-        (("--clients", "2"), "16 echo calls through each side (2 clients at once)"),
+        (("--clients", "2", "--turn", "4"), "16 echo calls through each side (2 clients at once)"),
     ],
 )
 def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(
