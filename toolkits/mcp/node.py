@@ -398,10 +398,9 @@ class McpToolkit(InBackground):
         if conn is not self._forwards_on:  # forget the last connection's
             self._forwards, self._forwards_on = {}, conn
         link = conn.http
-        made_of = (
+        made_of = (  # on this connection (`_forwards_on`)
             (
                 original,
-                conn,
                 conn.client,
                 link.client,
                 link.lean(),
@@ -409,7 +408,7 @@ class McpToolkit(InBackground):
                 link.protocol_version,
             )
             if link is not None
-            else (original, conn, conn.client, conn.client.protocol_version)
+            else (original, conn.client, conn.client.protocol_version)
         )
         cached = self._forwards.get(name)
         if cached is not None and cached[0] == made_of:
