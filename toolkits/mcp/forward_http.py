@@ -16,9 +16,11 @@ the caller, or refuses saying why it could not.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Any, Protocol, cast
 
 import httpx2
@@ -57,10 +59,9 @@ class HttpChannel:
     stamp: Stamp | None = None
     """Set for a 2026-07-28 connection: what the SDK session adds to each request."""
 
-    @asynccontextmanager
-    async def exchange(
+    def exchange(
         self, request_id: str, request: JsonObject
-    ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
+    ) -> AbstractAsyncContextManager[AsyncIterator[JsonObject] | None]:
         del request_id  # the answer comes on the request's own response
         headers = self._headers()
         if self.stamp is not None:
@@ -68,31 +69,7 @@ class HttpChannel:
             self.stamp(request, options)
             stamped: dict[str, str] = options.get("headers", {})
             headers.update({name.lower(): value for name, value in stamped.items()})
-        entered = not_sent = False
-        try:
-            async with self._request(json_bytes(request), headers) as response:
-                entered = True
-                if response.status_code == 404 and self.session_id is not None:  # gone
-                    self.conn.drop("the server ended the session")
-                    yield None
-                elif self.lean is not None and response.status_code in (401, 403):
-                    yield None  # refused unread: httpx2's auth flow answers on the usual path
-                else:
-                    # Closed here, not by the event loop's finalizer (a task per call).
-                    async with aclosing(_messages(response, self.max_event_bytes)) as messages:
-                        yield messages
-        except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
-            if entered:
-                raise ChannelLost from exc
-            not_sent = True
-        except httpx2.HTTPError as exc:
-            raise ChannelLost from exc
-        except AuthorizationRequired:
-            if entered:
-                raise
-            not_sent = True  # refused before it was read: nobody here to ask for a grant
-        if not_sent:
-            yield None
+        return _Exchange(self, self._request(json_bytes(request), headers))
 
     async def post(self, message: JsonObject) -> None:
         if self.stamp is not None:
@@ -132,23 +109,101 @@ class _Response(Protocol):
     def aiter_bytes(self) -> AsyncIterator[bytes]: ...
 
 
-async def _messages(response: _Response, max_event_bytes: int) -> AsyncGenerator[JsonObject]:
+class _Exchange:
+    """`HttpChannel.exchange`'s block. A class, as the lean client's is: a generator's block
+    and an async generator of the messages cost ~90 bytecodes a call more (bench/RESULTS.md,
+    item 36)."""
+
+    __slots__ = ("_channel", "_messages", "_request", "_response")
+
+    def __init__(
+        self, channel: HttpChannel, request: AbstractAsyncContextManager[_Response]
+    ) -> None:
+        self._channel = channel
+        self._request = request
+        self._response: _Response | None = None
+        """Set once the answer began: the block then ends the request."""
+        self._messages: _Messages | None = None
+
+    async def __aenter__(self) -> AsyncIterator[JsonObject] | None:
+        try:
+            response = self._response = await self._request.__aenter__()
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            return None  # not sent
+        except httpx2.HTTPError as exc:
+            raise ChannelLost from exc
+        except AuthorizationRequired:
+            return None  # refused before it was read: nobody here to ask for a grant
+        channel = self._channel
+        if response.status_code == 404 and channel.session_id is not None:  # gone
+            channel.conn.drop("the server ended the session")
+            return None
+        if channel.lean is not None and response.status_code in (401, 403):
+            return None  # refused unread: httpx2's auth flow answers on the usual path
+        self._messages = _Messages(response, channel.max_event_bytes)
+        return self._messages
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._response is None:
+            return
+        try:
+            try:
+                if self._messages is not None:
+                    await self._messages.aclose()  # here, not by the event loop's finalizer
+            finally:
+                await self._request.__aexit__(kind, exc, tb)
+        except httpx2.HTTPError as failed:
+            raise ChannelLost from failed
+        if isinstance(exc, httpx2.HTTPError):
+            raise ChannelLost from exc
+
+
+class _Messages:
     """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
-    if response.headers.get("content-type", "").startswith("application/json"):
-        yield _object(await response.aread())
-        return
-    events = EventData(max_event_bytes)
-    pieces = response.aiter_bytes()
-    try:
-        async for piece in pieces:
-            for data in events.feed(piece):
-                try:
-                    message = _object(data)
-                except UnicodeDecodeError:  # as an event stream is read: not UTF-8 replaced
-                    message = _object(data.decode("utf-8", "replace"))
-                yield message
-    finally:
-        if isinstance(pieces, AsyncGenerator):  # closed here, not by the event loop's finalizer
+
+    __slots__ = ("_events", "_pieces", "_ready", "_response")
+
+    def __init__(self, response: _Response, max_event_bytes: int) -> None:
+        self._response: _Response | None = response
+        self._events: EventData | None = None
+        if not response.headers.get("content-type", "").startswith("application/json"):
+            self._events = EventData(max_event_bytes)
+        self._pieces: AsyncIterator[bytes] | None = None
+        self._ready: deque[bytes] = deque()
+        """Events read but not yet taken."""
+
+    def __aiter__(self) -> _Messages:
+        return self
+
+    async def __anext__(self) -> JsonObject:
+        if self._events is None:  # one JSON body
+            response, self._response = self._response, None
+            if response is None:
+                raise StopAsyncIteration
+            return _object(await response.aread())
+        while not self._ready:
+            if self._pieces is None:
+                if self._response is None:
+                    raise StopAsyncIteration
+                self._pieces = self._response.aiter_bytes()
+            try:
+                piece = await anext(self._pieces)
+            except StopAsyncIteration:
+                self._response = None
+                await self.aclose()
+                raise
+            self._ready.extend(self._events.feed(piece))
+        data = self._ready.popleft()
+        try:
+            return _object(data)
+        except UnicodeDecodeError:  # as an event stream is read: not UTF-8 replaced
+            return _object(data.decode("utf-8", "replace"))
+
+    async def aclose(self) -> None:
+        pieces, self._pieces = self._pieces, None
+        if isinstance(pieces, AsyncGenerator):
             await pieces.aclose()
 
 

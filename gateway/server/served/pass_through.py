@@ -127,6 +127,10 @@ class PassThrough:
         self._stamp = stamp
         self._sessions = sessions
         self._watchers: anyio.abc.TaskGroup | None = None
+        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
+        """The running backend's own scope class (`running`): `anyio.CancelScope()` asks
+        which library runs and builds its scope twice over (its `__new__` returns the
+        backend's, whose `__init__` Python then calls again): ~120 bytecodes a call."""
         self.watching: set[object] = set()
         """The watchers running now (for tests: one ends with its answer)."""
         self.forwarded = 0
@@ -137,6 +141,7 @@ class PassThrough:
         """Serve calls meanwhile: the watchers of the long ones run in a task group of ours."""
         async with anyio.create_task_group() as tg:
             self._watchers = tg
+            self._new_scope = type(tg.cancel_scope)
             try:
                 yield
             finally:
@@ -295,7 +300,7 @@ class PassThrough:
         # A 2026-07-28 client that goes away cancels its call; on a session, only its
         # `notifications/cancelled` or the session's end do (`session.call`). The call's
         # clock runs on the same scope (`Forward.call`): one scope a call.
-        call_scope = anyio.CancelScope()
+        call_scope = self._new_scope()
         watch = self._watch(reply, receive, call_scope if session is None else None)
         try:
             with (
@@ -434,7 +439,7 @@ class _Reply:
         self._lock: anyio.Lock | None = None
         """Made by the first write that may meet another (an event, a ping): most answers are
         one JSON body, which the call's own task writes alone (`_last_turn`)."""
-        self._quiet_since = anyio.current_time()
+        self._quiet_since = asyncio.get_running_loop().time()  # anyio's clock on asyncio
         self.started = False
         self.complete = False
 
