@@ -3,10 +3,17 @@ and the nested hop (a second proxy of the arm's kind in front of it)."""
 
 from __future__ import annotations
 
+import math
+import random
 import statistics
 import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
+import mcp_types as types
 from mcp import Client
 
 from .arms import (
@@ -24,7 +31,7 @@ from .measure import (
     ECHO,
     Figures,
     NotApplicable,
-    Workload,
+    Together,
     call_ok,
     cpu_seconds,
     percentile,
@@ -35,78 +42,212 @@ from .venvs import peer_bin
 __all__ = ["blobs", "clients", "nested", "parallel_sleep", "sequential"]
 
 
-async def sequential(arm: Arm, stack: Stack | None, env: Env) -> Figures:
-    assert stack is not None
-    echo = stack.tools["echo"]
-    await timed(stack.client, echo, ECHO, env.sizes.warmup)
-    cpu = cpu_seconds(stack.pid)
-    samples = await timed(stack.client, echo, ECHO, env.sizes.calls, env.sizes.calls_budget)
-    cpu = cpu_seconds(stack.pid) - cpu
-    return {
-        "p50_ms": percentile(samples, 50),
-        "p90_ms": percentile(samples, 90),
-        "p99_ms": percentile(samples, 99),
-        "cpu_ms": cpu * 1000 / len(samples),
-    }
+async def sequential(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
+    """Sequential echo calls, in turns (`_in_turns`)."""
+    sizes = env.sizes
+    turns = await _in_turns(stacks, env, "echo", ECHO, sizes.calls, sizes.warmup)
+    return {t.stack.arm.name: t.failed or t.latencies() for t in turns}
 
 
-def clients(count: int) -> Workload:
-    async def workload(arm: Arm, stack: Stack | None, env: Env) -> Figures:
-        assert stack is not None
-        if stack.url is None:
-            raise NotApplicable("stdio serves the one client that spawned it")
-        return {"calls_per_s": await _throughput(stack, count, env.sizes.seconds)}
+def blobs(size: int, calls: int) -> Together:
+    """Sequential calls of `blob(size)`, in turns (`_in_turns`): bytes of results a second."""
 
-    return workload
-
-
-async def _throughput(stack: Stack, count: int, seconds: float) -> float:
-    """`count` clients, each on its own session and connection, calling echo in a loop for
-    `seconds`; completed calls per second."""
-    url = stack.url
-    assert url is not None
-    echo = stack.tools["echo"]
-    done = [0]
-    connected = [0]
-    all_connected = anyio.Event()
-    start = anyio.Event()
-    deadline = [0.0]
-
-    async def loop() -> None:
-        async with Client(url, cache=None) as client:
-            connected[0] += 1
-            if connected[0] == count:
-                all_connected.set()
-            await start.wait()
-            while time.perf_counter() < deadline[0]:
-                await call_ok(client, echo, ECHO)
-                done[0] += 1
-
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for _ in range(count):
-            tg.start_soon(loop)
-        await all_connected.wait()
-        started = time.perf_counter()
-        deadline[0] = started + seconds
-        start.set()
-    return done[0] / (time.perf_counter() - started)
-
-
-def blobs(size: int, calls: int) -> Workload:
-    async def workload(arm: Arm, stack: Stack | None, env: Env) -> Figures:
-        assert stack is not None
-        blob = stack.tools["blob"]
-        result = await call_ok(stack.client, blob, {"n": size})  # warm up, and check the size
-        text = getattr(result.content[0], "text", "")
+    def sized(result: types.CallToolResult) -> None:
+        text = getattr(result.content[0], "text", "") if result.content else ""
         if len(text) != size:
             raise RuntimeError(f"blob({size}) came back with {len(text)} characters")
-        started = time.perf_counter()
-        for _ in range(calls):
-            await call_ok(stack.client, blob, {"n": size})
-        return {"mb_per_s": size * calls / (time.perf_counter() - started) / 1e6}
+
+    async def workload(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
+        turns = await _in_turns(stacks, env, "blob", {"n": size}, calls, 1, sized)
+        return {
+            t.stack.arm.name: t.failed or {"mb_per_s": size * len(t.samples) / t.spent / 1e6}
+            for t in turns
+        }
 
     return workload
+
+
+async def _in_turns(
+    stacks: Sequence[Stack],
+    env: Env,
+    tool: str,
+    arguments: dict[str, Any],
+    calls: int,
+    warmup: int,
+    check: Callable[[types.CallToolResult], None] = lambda _result: None,
+) -> list[_Turns]:
+    """`calls` sequential calls of `tool` from every arm, the arms taking turns call by call
+    in a new order each pass: whatever the host does meanwhile falls on every arm alike. Timed
+    one arm after another, each in its own seconds, the figures moved with the host between
+    two workloads of one round by more than the arms differ (bench/RESULTS.md, item 37). An arm
+    whose calls have taken `calls_budget` seconds, with a tenth of them made, stops taking
+    part; so does one whose call fails."""
+    sizes = env.sizes
+    pids = Counter([env.downstream_pid, *(stack.pid for stack in stacks)])
+    turns = [
+        _Turns(stack, stack.tools[tool], arguments, check, sizes.timeout, pids[stack.pid] > 1)
+        for stack in stacks
+    ]
+    order = random.Random(len(stacks))
+    for _ in range(warmup):
+        for t in order.sample(turns, len(turns)):
+            await t.call(counted=False)
+    taking = [t for t in turns if t.failed is None]
+    for t in taking:
+        t.start()
+    for _ in range(calls):
+        order.shuffle(taking)
+        for t in list(taking):
+            done = not await t.call(counted=True)
+            if not done and t.spent > sizes.calls_budget:
+                done = len(t.samples) >= calls // 10
+            if done:
+                t.stop()
+                taking.remove(t)
+        if not taking:
+            break
+    for t in taking:
+        t.stop()
+    return turns
+
+
+class _Turns:
+    """One arm's part in `_in_turns`."""
+
+    def __init__(
+        self,
+        stack: Stack,
+        tool: str,
+        arguments: dict[str, Any],
+        check: Callable[[types.CallToolResult], None],
+        seconds: float,
+        shared: bool,
+    ) -> None:
+        self.stack = stack
+        self.tool = tool
+        self.arguments = arguments
+        self.check = check
+        self.seconds = seconds
+        """How long one call may take before the arm counts as failed."""
+        self.samples: list[float] = []
+        """ms each"""
+        self.spent = 0.0
+        """Seconds its counted calls took."""
+        self.failed: Exception | None = None
+        self._shared = shared
+        """Its process serves other arms too (direct's is the downstream): its CPU is counted
+        during its own calls only, not from the first to the last."""
+        self._cpu = 0.0
+
+    def start(self) -> None:
+        """Its counted calls begin."""
+        if not self._shared:
+            self._cpu = cpu_seconds(self.stack.pid)
+
+    async def call(self, counted: bool) -> bool:
+        """One call; False if it failed (the arm is out)."""
+        if self.failed is not None:
+            return False
+        cpu = cpu_seconds(self.stack.pid) if counted and self._shared else 0.0
+        started = time.perf_counter()
+        try:
+            with anyio.fail_after(self.seconds):
+                self.check(await call_ok(self.stack.client, self.tool, self.arguments))
+        except Exception as exc:
+            self.failed = exc
+            return False
+        if counted:
+            elapsed = time.perf_counter() - started
+            self.samples.append(elapsed * 1000)
+            self.spent += elapsed
+            if self._shared:
+                self._cpu += cpu_seconds(self.stack.pid) - cpu
+        return True
+
+    def stop(self) -> None:
+        """Its counted calls are over: the process's CPU up to here is theirs."""
+        if not self._shared:
+            self._cpu = cpu_seconds(self.stack.pid) - self._cpu
+
+    def latencies(self) -> Figures:
+        return {
+            "p50_ms": percentile(self.samples, 50),
+            "p90_ms": percentile(self.samples, 90),
+            "p99_ms": percentile(self.samples, 99),
+            "cpu_ms": self._cpu * 1000 / len(self.samples),
+        }
+
+
+def clients(count: int) -> Together:
+    """`count` clients per arm, each on its own session and connection, calling echo in a
+    loop. The arms take turns (in a new order each pass) until each has been counted for
+    `seconds`: a turn counts the calls that end within `window` seconds from the moment every
+    client has had an answer (the steady rate, whatever the arm's latency: counted from the
+    start, a slower arm's ramp and drain would weigh on its rate), and the calls still in
+    flight at the end of it finish uncounted. So whatever the host does falls on every arm in
+    turn, not on one arm's two seconds (bench/RESULTS.md, item 37)."""
+
+    async def workload(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
+        sizes = env.sizes
+        found: dict[str, Figures | Exception] = {}
+        pools: dict[str, tuple[str, list[Client]]] = {}
+        async with AsyncExitStack() as exits:
+            for stack in stacks:
+                name, url = stack.arm.name, stack.url
+                if url is None:
+                    found[name] = NotApplicable("stdio serves the one client that spawned it")
+                    continue
+                try:
+                    sessions = [Client(url, cache=None) for _ in range(count)]
+                    opened = [await exits.enter_async_context(c) for c in sessions]
+                except Exception as exc:
+                    found[name] = exc
+                    continue
+                pools[name] = (stack.tools["echo"], opened)
+            counted = dict.fromkeys(pools, 0)
+            order = random.Random(count)
+            turns = math.ceil(sizes.seconds / sizes.window)
+            for _ in range(turns):
+                for name in order.sample(list(pools), len(pools)):
+                    if name in found:
+                        continue
+                    echo, opened = pools[name]
+                    try:
+                        with anyio.fail_after(sizes.timeout):
+                            counted[name] += await _turn(opened, echo, sizes.window)
+                    except Exception as exc:
+                        found[name] = exc
+            for name, calls in counted.items():
+                found.setdefault(name, {"calls_per_s": calls / (turns * sizes.window)})
+        return found
+
+    return workload
+
+
+async def _turn(clients: Sequence[Client], echo: str, window: float) -> int:
+    """Calls that end within `window` seconds of every client's first answer."""
+    answered = [0]
+    counted = [0]
+    opens, closes = [math.inf], [math.inf]
+
+    async def loop(client: Client) -> None:
+        await call_ok(client, echo, ECHO)
+        answered[0] += 1
+        if answered[0] == len(clients):
+            opens[0] = time.perf_counter()
+            closes[0] = opens[0] + window
+        while True:
+            await call_ok(client, echo, ECHO)
+            now = time.perf_counter()
+            if now > closes[0]:
+                return
+            if now >= opens[0]:
+                counted[0] += 1
+
+    async with anyio.create_task_group() as tg:
+        for client in clients:
+            tg.start_soon(loop, client)
+    return counted[0]
 
 
 async def parallel_sleep(arm: Arm, stack: Stack | None, env: Env) -> Figures:

@@ -21,6 +21,7 @@ __all__ = [
     "ECHO",
     "Figures",
     "NotApplicable",
+    "Together",
     "Workload",
     "call_ok",
     "cpu_seconds",
@@ -38,6 +39,8 @@ Figures = dict[str, float | None]
 """A workload's figures for one arm in one round; None: not applicable to this arm."""
 Workload = Callable[[Arm, Stack | None, Env], Awaitable[Figures]]
 """Main and nested workloads get the arm's running stack; the servers workload starts its own."""
+Together = Callable[[Sequence[Stack], Env], Awaitable[dict[str, Figures | Exception]]]
+"""A workload on every arm's stack at once: figures by arm name, or why that arm failed."""
 
 
 class NotApplicable(Exception):

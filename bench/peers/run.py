@@ -15,13 +15,14 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import anyio
 import psutil
 
 from .agents import agent_config
 from .arms import Arm, Env, Stack, downstream, open_stack
-from .measure import Figures, NotApplicable
+from .measure import Figures, NotApplicable, Together, Workload
 from .sizes import Sizes
 from .workloads import WorkloadSpec
 
@@ -103,7 +104,7 @@ async def _measure(
         return Outcome(failed=stack)
     try:
         with anyio.fail_after(env.sizes.timeout):
-            figures = await spec.run(arm, stack, env)
+            figures = await cast(Workload, spec.run)(arm, stack, env)
     except NotApplicable as exc:
         return Outcome(not_applicable=str(exc))
     except Exception as exc:
@@ -114,6 +115,30 @@ async def _measure(
     shown = ", ".join(f"{k} {v:.4g}" for k, v in figures.items() if v is not None)
     log(f"  {spec.name:<15} {arm.name:<20} {shown}")
     return Outcome(figures=figures)
+
+
+async def _measure_together(
+    spec: WorkloadSpec,
+    arms: Sequence[Arm],
+    stacks: dict[str, Stack | str],
+    env: Env,
+    log: Log,
+) -> dict[str, Outcome]:
+    outcomes = {name: Outcome(failed=why) for name, why in stacks.items() if isinstance(why, str)}
+    live = [stack for arm in arms if isinstance(stack := stacks[arm.name], Stack)]
+    together = cast(Together, spec.run)
+    for name, figures in (await together(live, env)).items():
+        if isinstance(figures, NotApplicable):
+            outcomes[name] = Outcome(not_applicable=str(figures))
+            continue
+        if isinstance(figures, Exception):
+            log(f"  {name} {spec.name} failed: {describe(figures)}")
+            outcomes[name] = Outcome(failed=describe(figures))
+            continue
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in figures.items() if v is not None)
+        log(f"  {spec.name:<15} {name:<20} {shown}")
+        outcomes[name] = Outcome(figures=figures)
+    return outcomes
 
 
 async def run_rounds(
@@ -128,7 +153,7 @@ async def run_rounds(
 ) -> list[RoundResults]:
     """`after_round` gets the rounds so far after each one (a stopped run keeps them)."""
     results: list[RoundResults] = []
-    on_stacks = [s for s in specs if s.scope in ("main", "nested")]
+    on_stacks = [s for s in specs if s.scope in ("main", "together", "nested")]
     cold = [s for s in specs if s.scope == "servers"]
     for number in range(rounds):
         shift = number % len(arms)
@@ -141,6 +166,11 @@ async def run_rounds(
                 async with open_stacks(order, env, log) as stacks:
                     listening |= listening_addresses()
                     for spec in on_stacks:
+                        if spec.scope == "together":
+                            together = await _measure_together(spec, order, stacks, env, log)
+                            for name, outcome in together.items():
+                                outcomes[name][spec.name] = outcome
+                            continue
                         for arm in order:
                             outcome = await _measure(spec, arm, stacks[arm.name], env, log)
                             outcomes[arm.name][spec.name] = outcome

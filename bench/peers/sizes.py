@@ -16,7 +16,9 @@ class Sizes:
     """...or as many as fit in this many seconds (at least a tenth of them)."""
     clients: tuple[int, ...] = (10, 50)
     seconds: float = 2.0
-    """How long the concurrent clients call, per arm and round."""
+    """How long the concurrent clients' calls are counted, per arm and round..."""
+    window: float = 0.5
+    """...in turns of this many seconds (`calls.clients`)."""
     blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 10), (4_000_000, 4))
     """(result bytes, calls)."""
     parallel: int = 10
@@ -53,6 +55,7 @@ QUICK = Sizes(
     warmup=3,
     calls=30,
     seconds=0.3,
+    window=0.15,
     blob_calls=((1_000_000, 2), (4_000_000, 1)),
     parallel_repeats=1,
     servers=3,

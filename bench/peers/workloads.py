@@ -1,8 +1,10 @@
 """Every workload of the peer benchmark, its figures, and where it runs.
 
 `scope`: "main" workloads run on the round's main stacks (memory ones first, while those
-processes are fresh); "nested" puts a second front of the arm's kind before the main one;
-"servers" starts its own fronts (it times their start).
+processes are fresh), one arm after another; "together" ones on all of them at once, the
+arms taking turns call by call or in short turns (`calls.sequential`, `calls.clients`);
+"nested" puts a second front of the arm's kind before the main one; "servers" starts its own
+fronts (it times their start).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from . import agents, calls, lifecycle
-from .measure import Workload
+from .measure import Together, Workload
 from .sizes import Sizes
 
 __all__ = ["WORKLOADS", "Figure", "WorkloadSpec", "workloads"]
@@ -32,8 +34,9 @@ class WorkloadSpec:
     name: str
     title: str
     figures: tuple[Figure, ...]
-    run: Workload
-    scope: Literal["main", "nested", "servers"] = "main"
+    run: Workload | Together
+    """A `Together` for the "together" scope, else a `Workload`."""
+    scope: Literal["main", "together", "nested", "servers"] = "main"
 
 
 def _ms(key: str, label: str, ratio: bool = True) -> Figure:
@@ -66,7 +69,8 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
         ),
         WorkloadSpec(
             "sequential",
-            f"{sizes.calls} sequential echo calls (200 B; fewer if {sizes.calls_budget:g} s run out)",
+            f"{sizes.calls} sequential echo calls (200 B; fewer if {sizes.calls_budget:g} s run "
+            "out), the arms taking turns call by call",
             (
                 _ms("p50_ms", "p50"),
                 _ms("p90_ms", "p90"),
@@ -74,15 +78,18 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
                 Figure("cpu_ms", "front CPU per call", "ms"),
             ),
             calls.sequential,
+            scope="together",
         ),
     ]
     for count in sizes.clients:
         specs.append(
             WorkloadSpec(
                 f"clients{count}",
-                f"{count} concurrent clients, echo, {sizes.seconds:g} s",
+                f"{count} concurrent clients, echo, {sizes.seconds:g} s counted in turns of "
+                f"{sizes.window:g} s",
                 (Figure("calls_per_s", "calls/s", "/s", higher_is_better=True),),
                 calls.clients(count),
+                scope="together",
             )
         )
     for size, count in sizes.blob_calls:
@@ -90,9 +97,10 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
         specs.append(
             WorkloadSpec(
                 f"blob{size // 1_000_000}mb",
-                f"{mb} results, {count} sequential calls",
+                f"{mb} results, {count} sequential calls, the arms taking turns call by call",
                 (Figure("mb_per_s", "MB/s", "MB/s", higher_is_better=True),),
                 calls.blobs(size, count),
+                scope="together",
             )
         )
     specs += [
