@@ -191,15 +191,17 @@ def clients(count: int) -> Together:
         sizes = env.sizes
         found: dict[str, Figures | Exception] = {}
         pools: dict[str, tuple[str, list[Client]]] = {}
-        async with AsyncExitStack() as exits:
+        exits: dict[str, AsyncExitStack] = {}
+        try:
             for stack in stacks:
                 name, url = stack.arm.name, stack.url
                 if url is None:
                     found[name] = NotApplicable("stdio serves the one client that spawned it")
                     continue
+                arm_exits = exits[name] = AsyncExitStack()
                 try:
                     sessions = [Client(url, cache=None) for _ in range(count)]
-                    opened = [await exits.enter_async_context(c) for c in sessions]
+                    opened = [await arm_exits.enter_async_context(c) for c in sessions]
                 except Exception as exc:
                     found[name] = exc
                     continue
@@ -219,6 +221,14 @@ def clients(count: int) -> Together:
                         found[name] = exc
             for name, calls in counted.items():
                 found.setdefault(name, {"calls_per_s": calls / (turns * sizes.window)})
+        finally:
+            # Last opened, first closed (each client holds a task group of this task); one
+            # arm's clients failing to close fail that arm only.
+            for name, arm_exits in reversed(exits.items()):
+                try:
+                    await arm_exits.aclose()
+                except Exception as exc:
+                    found[name] = exc
         return found
 
     return workload
