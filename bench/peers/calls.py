@@ -200,8 +200,10 @@ def clients(count: int) -> Together:
                     continue
                 arm_exits = exits[name] = AsyncExitStack()
                 try:
-                    sessions = [Client(url, cache=None) for _ in range(count)]
-                    opened = [await arm_exits.enter_async_context(c) for c in sessions]
+                    opened = [
+                        await arm_exits.enter_async_context(Client(url, cache=None))
+                        for _ in range(count)
+                    ]
                 except Exception as exc:
                     found[name] = exc
                     continue

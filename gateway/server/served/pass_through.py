@@ -127,10 +127,9 @@ class PassThrough:
         self._stamp = stamp
         self._sessions = sessions
         self._watchers: anyio.abc.TaskGroup | None = None
+        # The backend's scope class (set in `running`): `anyio.CancelScope()` asks which
+        # library runs, then builds the scope twice (~120 bytecodes a call).
         self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
-        """The running backend's own scope class (`running`): `anyio.CancelScope()` asks
-        which library runs and builds its scope twice over (its `__new__` returns the
-        backend's, whose `__init__` Python then calls again): ~120 bytecodes a call."""
         self.watching: set[object] = set()
         """The watchers running now (for tests: one ends with its answer)."""
         self.forwarded = 0
