@@ -181,11 +181,13 @@ class _Turns:
 def clients(count: int) -> Together:
     """`count` clients per arm, each on its own session and connection, calling echo in a
     loop. The arms take turns (in a new order each pass) until each has been counted for
-    `seconds`: a turn counts the calls that end within `window` seconds from the moment every
-    client has had an answer (the steady rate, whatever the arm's latency: counted from the
-    start, a slower arm's ramp and drain would weigh on its rate), and the calls still in
-    flight at the end of it finish uncounted. So whatever the host does falls on every arm in
-    turn, not on one arm's two seconds (bench/RESULTS.md, item 37)."""
+    `seconds`: a turn counts the calls that end from the moment every client has had an answer
+    (the steady rate, whatever the arm's latency: counted from the start, a slower arm's ramp
+    and drain would weigh on its rate) for `window` seconds or `waves` times the time that
+    first answer took, whichever is longer; the calls still in flight at the end of it finish
+    uncounted. So whatever the host does falls on every arm in turn, not on one arm's two
+    seconds, and a turn holds many calls per client even when each takes 200 ms (bench/
+    RESULTS.md, items 37 and 38)."""
 
     async def workload(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
         sizes = env.sizes
@@ -209,20 +211,21 @@ def clients(count: int) -> Together:
                     continue
                 pools[name] = (stack.tools["echo"], opened)
             counted = dict.fromkeys(pools, 0)
+            spent = dict.fromkeys(pools, 0.0)
             order = random.Random(count)
-            turns = math.ceil(sizes.seconds / sizes.window)
-            for _ in range(turns):
-                for name in order.sample(list(pools), len(pools)):
-                    if name in found:
-                        continue
+            while due := [n for n in pools if n not in found and spent[n] < sizes.seconds]:
+                for name in order.sample(due, len(due)):
                     echo, opened = pools[name]
                     try:
                         with anyio.fail_after(sizes.timeout):
-                            counted[name] += await _turn(opened, echo, sizes.window)
+                            calls, seconds = await _turn(opened, echo, sizes.window, sizes.waves)
                     except Exception as exc:
                         found[name] = exc
+                        continue
+                    counted[name] += calls
+                    spent[name] += seconds
             for name, calls in counted.items():
-                found.setdefault(name, {"calls_per_s": calls / (turns * sizes.window)})
+                found.setdefault(name, {"calls_per_s": calls / spent[name]})
         finally:
             # Last opened, first closed (each client holds a task group of this task); one
             # arm's clients failing to close fail that arm only.
@@ -236,18 +239,22 @@ def clients(count: int) -> Together:
     return workload
 
 
-async def _turn(clients: Sequence[Client], echo: str, window: float) -> int:
-    """Calls that end within `window` seconds of every client's first answer."""
+async def _turn(
+    clients: Sequence[Client], echo: str, window: float, waves: int
+) -> tuple[int, float]:
+    """The calls that end within the counted span after every client's first answer, and the
+    span: `window` seconds or `waves` times that first answer's wait, whichever is longer."""
     answered = [0]
     counted = [0]
     opens, closes = [math.inf], [math.inf]
+    started = time.perf_counter()
 
     async def loop(client: Client) -> None:
         await call_ok(client, echo, ECHO)
         answered[0] += 1
         if answered[0] == len(clients):
             opens[0] = time.perf_counter()
-            closes[0] = opens[0] + window
+            closes[0] = opens[0] + max(window, waves * (opens[0] - started))
         while True:
             await call_ok(client, echo, ECHO)
             now = time.perf_counter()
@@ -259,7 +266,7 @@ async def _turn(clients: Sequence[Client], echo: str, window: float) -> int:
     async with anyio.create_task_group() as tg:
         for client in clients:
             tg.start_soon(loop, client)
-    return counted[0]
+    return counted[0], closes[0] - opens[0]
 
 
 async def parallel_sleep(arm: Arm, stack: Stack | None, env: Env) -> Figures:

@@ -15,10 +15,12 @@ class Sizes:
     calls_budget: float = 20
     """...or as many as fit in this many seconds (at least a tenth of them)."""
     clients: tuple[int, ...] = (10, 50)
-    seconds: float = 2.0
+    seconds: float = 12.0
     """How long the concurrent clients' calls are counted, per arm and round..."""
     window: float = 0.5
-    """...in turns of this many seconds (`calls.clients`)."""
+    """...in turns of at least this many seconds (`calls.clients`)..."""
+    waves: int = 4
+    """...and at least this many times a turn's first answer took (a call's wait under load)."""
     blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 10), (4_000_000, 4))
     """(result bytes, calls)."""
     parallel: int = 10
@@ -56,6 +58,7 @@ QUICK = Sizes(
     calls=30,
     seconds=0.3,
     window=0.15,
+    waves=3,
     blob_calls=((1_000_000, 2), (4_000_000, 1)),
     parallel_repeats=1,
     servers=3,

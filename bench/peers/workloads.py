@@ -86,7 +86,7 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
             WorkloadSpec(
                 f"clients{count}",
                 f"{count} concurrent clients, echo, {sizes.seconds:g} s counted in turns of "
-                f"{sizes.window:g} s",
+                f"{sizes.window:g} s or {sizes.waves} waits, the longer",
                 (Figure("calls_per_s", "calls/s", "/s", higher_is_better=True),),
                 calls.clients(count),
                 scope="together",
