@@ -225,7 +225,8 @@ def clients(count: int) -> Together:
                     counted[name] += calls
                     spent[name] += seconds
             for name, calls in counted.items():
-                found.setdefault(name, {"calls_per_s": calls / spent[name]})
+                if name not in found:
+                    found[name] = {"calls_per_s": calls / spent[name]}
         finally:
             # Last opened, first closed (each client holds a task group of this task); one
             # arm's clients failing to close fail that arm only.
