@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import Gateway
 from gateway.server import HttpOptions, http_app
-from gateway.server.served import pass_through
+from gateway.server.served import pass_through_reply
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.oauth import oauth_world
@@ -216,7 +216,7 @@ class Pings:
 async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(pass_through, "_PING_SECONDS", 0.05)
+    monkeypatch.setattr(pass_through_reply, "_PING_SECONDS", 0.05)
     down = Downstream()
     with anyio.fail_after(30):
         async with (

@@ -8,7 +8,8 @@ most of the hop (bench/RESULTS.md). `PassThrough` sits in front of the SDK's HTT
 sends such a call on the node's session as raw JSON-RPC (`toolkits.mcp.Forward`): the result
 goes back as the server sent it, with what the usual path changes too (our `serverInfo` stamp
 instead of the server's, the client's id and progress token), progress and log messages as
-they come (`application/json`, or `text/event-stream` once there is something to stream).
+they come (`application/json`, or `text/event-stream` once there is something to stream:
+`pass_through_reply`).
 
 A call takes this path only where the usual path would do the same; anything else goes to the
 SDK untouched:
@@ -35,18 +36,17 @@ a stream that closes loses what was not sent, on either path).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext, suppress
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp.server.streamable_http import REQUEST_CANCELLED, check_accept_headers
+from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
@@ -55,7 +55,7 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolkits import ToolkitError, error_result, json_bytes
+from toolkits import ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit
 
 from ...engine import Gateway
@@ -64,7 +64,8 @@ from ..client_requests.ask_client import missing_capability
 from ..notifications.log_messages import log_levels
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
-from .handshake_sessions import HandshakeSessions, OpenSession, Stopped, answered_as_json
+from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
+from .pass_through_reply import LateWatch, Reply
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -80,18 +81,6 @@ _ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name
 _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
 """What the checks of a 2026-07-28 call read (`check_accept_headers`, the ladder)."""
 _READ = tuple((name, name.decode()) for name in _READ_HEADERS)
-_WATCH_AFTER = 0.5
-"""Seconds a call runs before its client is watched (for going away) and its answer pinged.
-Under load most calls wait longer than they work: at 50 ms, 50 clients made every call start
-a watcher, 10 % of the front's CPU a call (bench/RESULTS.md, item 35)."""
-_PING_SECONDS = 15.0
-"""Silence after which the answer turns into an event stream and pings, as the SDK's does."""
-_SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache, no-transform"),
-    (b"connection", b"keep-alive"),
-    (b"x-accel-buffering", b"no"),
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +255,7 @@ class PassThrough:
     async def _forward(self, call: _Call, receive: Receive, send: Send) -> bool:
         """Answer `call`; False if it never reached the server (the usual path takes it)."""
         session = call.session
-        reply = _Reply(send, call.request_id, session.id if session is not None else None)
+        reply = Reply(send, call.request_id, session.id if session is not None else None)
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
             if call.progress_token is None:
@@ -341,10 +330,10 @@ class PassThrough:
         finally:
             watch.stop()
 
-    def _watch(self, reply: _Reply, receive: Receive, call: anyio.CancelScope | None) -> _LateWatch:
+    def _watch(self, reply: Reply, receive: Receive, call: anyio.CancelScope | None) -> LateWatch:
         if self._watchers is None:
             raise RuntimeError("PassThrough serves inside its running()")
-        return _LateWatch(self._watchers, self.watching, reply, receive, call)
+        return LateWatch(self._watchers, self.watching, reply, receive, call)
 
     def _for_client(self, result: JsonObject, version: str) -> JsonObject:
         """The server's result as the SDK would send it to a `version` client: in that
@@ -372,156 +361,6 @@ class PassThrough:
             result = {k: v for k, v in result.items() if k != "_meta"}
             return {**result, "_meta": rest} if rest else result
         return result
-
-
-class _LateWatch:
-    """`_Reply.watch` for a call not answered within `_WATCH_AFTER`, in the layer's task group.
-
-    Most calls are answered sooner, and a task (and task group) per call would cost more than
-    the rest of the hop's bookkeeping (bench/RESULTS.md); a client that goes away before the
-    mark has its call cancelled at the mark. A watcher whose answer is complete ends by itself:
-    the server tells a pending `receive` so (uvicorn, httpx's ASGI transport), and cancelling
-    it would cost more (anyio formats the task's repr into every cancel reason).
-    """
-
-    __slots__ = ("_call", "_receive", "_reply", "_running", "_scope", "_stopped", "_tg", "_timer")
-
-    def __init__(
-        self,
-        tg: anyio.abc.TaskGroup,
-        running: set[object],
-        reply: _Reply,
-        receive: Receive,
-        call: anyio.CancelScope | None,
-    ) -> None:
-        self._tg = tg
-        self._running = running
-        self._reply = reply
-        self._receive = receive
-        self._call = call
-        self._scope: anyio.CancelScope | None = None
-        self._stopped = False
-        self._timer = asyncio.get_running_loop().call_later(_WATCH_AFTER, self._start)
-
-    def _start(self) -> None:
-        with suppress(RuntimeError):  # the layer stopped serving: its calls are being cancelled
-            self._tg.start_soon(self._run)
-
-    async def _run(self) -> None:
-        with anyio.CancelScope() as self._scope:
-            if self._stopped:
-                return
-            self._running.add(self)
-            try:
-                await self._reply.watch(self._receive, self._call)
-            except Exception:  # the layer's task group serves every call: keep it
-                log.exception("watching a call passed through failed")
-            finally:
-                self._running.discard(self)
-
-    def stop(self) -> None:
-        """The call is over: no watcher after all, and one without a complete answer ends."""
-        self._stopped = True
-        self._timer.cancel()
-        if self._scope is not None and not self._reply.complete:
-            self._scope.cancel()
-
-
-class _Reply:
-    """The HTTP answer to one call: JSON, or an event stream once something must go first."""
-
-    def __init__(self, send: Send, request_id: types.RequestId, session_id: str | None) -> None:
-        self._send = send
-        self._id = request_id
-        self._session = [] if session_id is None else [(b"mcp-session-id", session_id.encode())]
-        """The SDK names the session on every answer in it."""
-        self._lock: anyio.Lock | None = None
-        """Made by the first write that may meet another (an event, a ping): most answers are
-        one JSON body, which the call's own task writes alone (`_last_turn`)."""
-        self._quiet_since = asyncio.get_running_loop().time()  # anyio's clock on asyncio
-        self.started = False
-        self.complete = False
-
-    async def event(self, method: str, params: JsonObject) -> None:
-        data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
-        async with self._writing():
-            await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
-
-    async def final(self, result: JsonObject) -> None:
-        await self._last({"jsonrpc": "2.0", "id": self._id, "result": result})
-
-    async def stopped(self, why: Stopped) -> None:
-        """End the answer of a call stopped on a 2025-era session as the SDK ends it: a
-        cancelled call with its `REQUEST_CANCELLED` error, one of an ended session with none."""
-        if why == "cancelled":
-            error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
-            await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
-            return
-        async with self._last_turn():
-            self.complete = True
-            if not self.started:
-                self.started = True
-                await self._send(
-                    {"type": "http.response.start", "status": 200, "headers": self._sse_headers()}
-                )
-            await self._send({"type": "http.response.body", "body": b""})
-
-    async def _last(self, message: JsonObject) -> None:
-        data = json_bytes(message)
-        async with self._last_turn():
-            self.complete = True
-            if self.started:
-                await self._send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"event: message\r\ndata: " + data + b"\r\n\r\n",
-                    }
-                )
-                return
-            self.started = True
-            headers = [
-                (b"content-type", b"application/json"),
-                (b"content-length", b"%d" % len(data)),
-                *self._session,
-            ]
-            await self._send({"type": "http.response.start", "status": 200, "headers": headers})
-            await self._send({"type": "http.response.body", "body": data})
-
-    async def watch(self, receive: Receive, call: anyio.CancelScope | None) -> None:
-        """Until the answer is complete: cancel `call` (if any) if the client goes away, and
-        ping through silence, so a proxy's idle timeout does not end a long call."""
-        while not self.complete:
-            with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
-                if (await receive())["type"] == "http.disconnect":
-                    if not self.complete and call is not None:
-                        call.cancel()
-                    return
-                continue
-            async with self._writing():
-                if not self.complete and anyio.current_time() >= self._quiet_since + _PING_SECONDS:
-                    await self._stream(b": ping\r\n\r\n")
-
-    def _writing(self) -> anyio.Lock:
-        if self._lock is None:
-            self._lock = anyio.Lock(fast_acquire=True)  # writers always await the send inside
-        return self._lock
-
-    def _last_turn(self) -> AbstractAsyncContextManager[object]:
-        """The last write's turn: after any write under way; at once if none ever began, for
-        then none can begin before `complete` is set (each checks it first)."""
-        return nullcontext() if self._lock is None else self._lock
-
-    async def _stream(self, chunk: bytes) -> None:
-        if not self.started:
-            self.started = True
-            await self._send(
-                {"type": "http.response.start", "status": 200, "headers": self._sse_headers()}
-            )
-        await self._send({"type": "http.response.body", "body": chunk, "more_body": True})
-        self._quiet_since = anyio.current_time()
-
-    def _sse_headers(self) -> list[tuple[bytes, bytes]]:
-        return [*_SSE_HEADERS, *self._session] if self._session else _SSE_HEADERS
 
 
 @dataclass(frozen=True, slots=True)
