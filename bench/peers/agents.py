@@ -4,8 +4,9 @@
   calls, then the answer. The critical path is turns x sleep (250 ms). The direct arms make the
   same calls themselves, turn by turn: the floor for any agent.
 - `loop` and `answer`, on a server of `wide_tools` tools: `loop` calls echo once per iteration
-  for `overhead_iterations` iterations, `answer` answers at once. Agent overhead per iteration
-  = (loop - answer) / iterations - one direct echo call over the same transport.
+  for `overhead_iterations` iterations, `answer` answers at once (`overhead_runs` times each,
+  in turns). Agent overhead per iteration = (loop - answer) / iterations - one direct echo
+  call over the same transport.
 
 Peers have no agents: n/a.
 """
@@ -42,6 +43,7 @@ def agent_config(workdir: Path, sizes: Sizes) -> str:
     """The [agents] tables of our arms' config, with scripts for every run of one round."""
     workdir.mkdir(parents=True, exist_ok=True)
     runs = 1 + sizes.agent_runs  # a warm-up run first
+    overhead_runs = 1 + sizes.overhead_runs
 
     # Every call differs (`note`, the message): the engine answers a repeated identical call
     # from the conversation instead of calling the tool again.
@@ -59,8 +61,8 @@ def agent_config(workdir: Path, sizes: Sizes) -> str:
     turns = range(sizes.agent_turns)
     fanout = ([sleeps(t) for t in turns] + [{"content": DONE}]) * runs
     iterations = range(sizes.overhead_iterations)
-    loop = ([echo(i) for i in iterations] + [{"content": DONE}]) * runs
-    answer = [{"content": DONE}] * runs
+    loop = ([echo(i) for i in iterations] + [{"content": DONE}]) * overhead_runs
+    answer = [{"content": DONE}] * overhead_runs
     tables = ""
     for name, tools, answers in (
         ("fanout", "d", fanout),
@@ -88,14 +90,16 @@ async def agent(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     if not arm.ours:
         raise NotApplicable("a proxy: no agents")
     times: dict[str, list[float]] = {"fanout": [], "loop": [], "answer": []}
-    for run in range(1 + sizes.agent_runs):
+    for run in range(1 + max(sizes.agent_runs, sizes.overhead_runs)):
         for name, samples in times.items():
+            if run > (sizes.agent_runs if name == "fanout" else sizes.overhead_runs):
+                continue
             started = time.perf_counter()
             result = await call_ok(stack.client, name, {"prompt": "go"})
             elapsed = (time.perf_counter() - started) * 1000
             if DONE not in str(result.content):
                 raise RuntimeError(f"agent {name} answered {result.content}")
-            if run:
+            if run:  # the first is a warm-up
                 samples.append(elapsed)
     run_ms = statistics.median(times["fanout"])
     per_iteration = (
