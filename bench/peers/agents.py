@@ -127,11 +127,16 @@ async def _client_fanout(stack: Stack, sizes: Sizes) -> float:
 
 
 async def _direct_echo(arm: Arm, env: Env) -> float:
-    """One echo on the wide server, called directly over the transport the gateway uses."""
+    """One echo on the wide server, called directly over the transport and in the protocol
+    era the gateway's node uses: the SDK's server answers a 2026-07-28 call to a server of 100
+    tools with ~2-3 ms more CPU than one on a handshake-era session (it lists the tools for
+    every stateless call), which a direct call in the other era would put on the agent
+    (bench/RESULTS.md, item 39)."""
     target: str | StdioServerParameters = f"{env.downstream}/wide/mcp"
     if arm.stdio:
         args = [DOWNSTREAM, "--stdio", "--tools", str(env.sizes.wide_tools)]
         target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
-    async with Client(target, cache=None) as client:
+    mode = "auto" if arm.protocol == "modern" else "legacy"  # a node's default: the handshake
+    async with Client(target, mode=mode, cache=None) as client:
         await timed(client, "echo", ECHO, env.sizes.warmup)
         return statistics.median(await timed(client, "echo", ECHO, max(30, env.sizes.warmup)))
