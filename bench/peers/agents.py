@@ -6,7 +6,7 @@
 - `loop` and `answer`, on a server of `wide_tools` tools: `loop` calls echo once per iteration
   for `overhead_iterations` iterations, `answer` answers at once (`overhead_runs` times each,
   in turns). Agent overhead per iteration = (loop - answer) / iterations - one direct echo
-  call over the same transport.
+  call over the same transport, in the node's protocol era.
 
 Peers have no agents: n/a.
 """
@@ -128,9 +128,9 @@ async def _client_fanout(stack: Stack, sizes: Sizes) -> float:
 
 async def _direct_echo(arm: Arm, env: Env) -> float:
     """One echo on the wide server, called directly over the transport and in the protocol
-    era the gateway's node uses: the SDK's server answers a 2026-07-28 call to a server of 100
-    tools with ~2-3 ms more CPU than one on a handshake-era session (it lists the tools for
-    every stateless call), which a direct call in the other era would put on the agent
+    era the gateway's node uses: the SDK's server lists its 100 tools for every 2026-07-28
+    call, so such a call waits 1.2-1.7 ms longer here than one on a handshake-era session,
+    which a direct call in the other era would take off the agent's figure or add to it
     (bench/RESULTS.md, item 39)."""
     target: str | StdioServerParameters = f"{env.downstream}/wide/mcp"
     if arm.stdio:
