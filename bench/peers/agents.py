@@ -4,9 +4,9 @@
   calls, then the answer. The critical path is turns x sleep (250 ms). The direct arms make the
   same calls themselves, turn by turn: the floor for any agent.
 - `loop` and `answer`, on a server of `wide_tools` tools: `loop` calls echo once per iteration
-  for `overhead_iterations` iterations, `answer` answers at once (`overhead_runs` times each,
-  in turns). Agent overhead per iteration = (loop - answer) / iterations - one direct echo
-  call over the same transport, in the node's protocol era.
+  for `overhead_iterations` iterations, `answer` answers at once; `overhead_runs` turns of
+  both and of as many direct echo calls (over the same transport, in the node's protocol era).
+  Agent overhead per iteration = (loop - answer) / iterations - a direct echo (medians).
 
 Peers have no agents: n/a.
 """
@@ -90,17 +90,23 @@ async def agent(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     if not arm.ours:
         raise NotApplicable("a proxy: no agents")
     times: dict[str, list[float]] = {"fanout": [], "loop": [], "answer": []}
-    for run in range(1 + max(sizes.agent_runs, sizes.overhead_runs)):
-        for name, samples in times.items():
-            if run > (sizes.agent_runs if name == "fanout" else sizes.overhead_runs):
-                continue
-            started = time.perf_counter()
-            result = await call_ok(stack.client, name, {"prompt": "go"})
-            elapsed = (time.perf_counter() - started) * 1000
-            if DONE not in str(result.content):
-                raise RuntimeError(f"agent {name} answered {result.content}")
-            if run:  # the first is a warm-up
-                samples.append(elapsed)
+    direct_ms: list[float] = []
+    async with _direct_client(arm, env) as direct:
+        for run in range(1 + max(sizes.agent_runs, sizes.overhead_runs)):
+            for name, samples in times.items():
+                if run > (sizes.agent_runs if name == "fanout" else sizes.overhead_runs):
+                    continue
+                started = time.perf_counter()
+                result = await call_ok(stack.client, name, {"prompt": "go"})
+                elapsed = (time.perf_counter() - started) * 1000
+                if DONE not in str(result.content):
+                    raise RuntimeError(f"agent {name} answered {result.content}")
+                if run:  # the first is a warm-up
+                    samples.append(elapsed)
+            if run <= sizes.overhead_runs:  # the direct calls, in the same turns
+                echoes = await timed(direct, "echo", ECHO, sizes.overhead_iterations)
+                if run:
+                    direct_ms += echoes
     run_ms = statistics.median(times["fanout"])
     per_iteration = (
         statistics.median(times["loop"]) - statistics.median(times["answer"])
@@ -108,7 +114,7 @@ async def agent(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     return {
         "run_ms": run_ms,
         "vs_critical": run_ms / sizes.critical_path_ms,
-        "overhead_ms": per_iteration - await _direct_echo(arm, env),
+        "overhead_ms": per_iteration - statistics.median(direct_ms),
     }
 
 
@@ -126,17 +132,15 @@ async def _client_fanout(stack: Stack, sizes: Sizes) -> float:
     return statistics.median(walls[1:])
 
 
-async def _direct_echo(arm: Arm, env: Env) -> float:
-    """One echo on the wide server, called directly over the transport and in the protocol
-    era the gateway's node uses: the SDK's server lists its 100 tools for every 2026-07-28
-    call, so such a call waits 1.2-1.7 ms longer here than one on a handshake-era session,
-    which a direct call in the other era would take off the agent's figure or add to it
-    (bench/RESULTS.md, item 39)."""
+def _direct_client(arm: Arm, env: Env) -> Client:
+    """A client of the wide server, over the transport and in the protocol era the gateway's
+    node uses: the SDK's server lists its 100 tools for every 2026-07-28 call, so such a call
+    waits 1.2-1.7 ms longer here than one on a handshake-era session, which a direct call in
+    the other era would take off the agent's figure or add to it (bench/RESULTS.md, item 39).
+    """
     target: str | StdioServerParameters = f"{env.downstream}/wide/mcp"
     if arm.stdio:
         args = [DOWNSTREAM, "--stdio", "--tools", str(env.sizes.wide_tools)]
         target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
     mode = "auto" if arm.protocol == "modern" else "legacy"  # a node's default: the handshake
-    async with Client(target, mode=mode, cache=None) as client:
-        await timed(client, "echo", ECHO, env.sizes.warmup)
-        return statistics.median(await timed(client, "echo", ECHO, max(30, env.sizes.warmup)))
+    return Client(target, mode=mode, cache=None)
