@@ -89,12 +89,13 @@ async def agent(arm: Arm, stack: Stack | None, env: Env) -> Figures:
         }
     if not arm.ours:
         raise NotApplicable("a proxy: no agents")
-    times: dict[str, list[float]] = {"fanout": [], "loop": [], "answer": []}
+    runs = {"fanout": sizes.agent_runs, "loop": sizes.overhead_runs, "answer": sizes.overhead_runs}
+    times: dict[str, list[float]] = {name: [] for name in runs}
     direct_ms: list[float] = []
     async with _direct_client(arm, env) as direct:
-        for run in range(1 + max(sizes.agent_runs, sizes.overhead_runs)):
+        for run in range(1 + max(runs.values())):
             for name, samples in times.items():
-                if run > (sizes.agent_runs if name == "fanout" else sizes.overhead_runs):
+                if run > runs[name]:
                     continue
                 started = time.perf_counter()
                 result = await call_ok(stack.client, name, {"prompt": "go"})
