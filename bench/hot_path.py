@@ -14,11 +14,11 @@ seconds (run it on both checkouts with PYTHONPATH). The front is the real one: t
   `d__echo` with a 200 B message, as the mcp `Client` sends it; with `--blob N`, a call of
   `d__blob` for N bytes of text);
 - the downstream's: the lean client's connections are given a transport that answers each
-  request with the downstream's real answer to the first one (asked over a socket), its id
-  swapped in, at once or after `--gap` ms.
+  request passed through with the downstream's real answer to the first one (asked over a
+  socket), its id swapped in, at once or after `--gap` ms.
 
-The node's own session (its handshake and tool list) talks to the real downstream; with
-`--protocol auto` it is a 2025-era session, whose answers are event streams.
+The node's own session (its handshake, tool list, listening) talks to the real downstream;
+with `--protocol auto` it is a 2025-era session, whose answers are event streams.
 
 CPU is the process's (user + system) per call, the minimum and median over `--rounds`.
 `--bytecodes` counts what one more round runs instead of timing it: Python bytecodes per call,
@@ -67,6 +67,7 @@ from toolkits.mcp.lean_response import Connection  # noqa: E402
 DOWNSTREAM = REPO / "bench" / "downstream.py"
 MESSAGE = "x" * 200
 _ID = re.compile(rb'"id":"([^"]+)"')
+_CALL = b'"method":"tools/call"'
 _FRAMING = {b"content-length", b"transfer-encoding"}
 
 
@@ -130,7 +131,7 @@ class Recorded:
     given to every request after it with that request's id in place of the first one's."""
 
     def __init__(self, origin: tuple[str, int]) -> None:
-        self._origin = origin
+        self.origin = origin
         self._first: tuple[bytes, bytes, bytes] | None = None
         """Head (framing headers left out), body, the id in it."""
 
@@ -139,7 +140,7 @@ class Recorded:
         if found is None:
             raise RuntimeError("a request with no string id reached the downstream")
         if self._first is None:
-            status, headers, body = _ask(*self._origin, request)
+            status, headers, body = _ask(*self.origin, request)
             kept = b"".join(b"%s: %s\r\n" % kv for kv in headers if kv[0] not in _FRAMING)
             self._first = (b"HTTP/1.1 %d OK\r\n" % status + kept, body, found.group(1))
         head, body, first_id = self._first
@@ -148,8 +149,9 @@ class Recorded:
 
 
 class Replayed(asyncio.Transport):
-    """The downstream, for the lean client: each request gets `recorded`'s answer (after
-    `gap` seconds)."""
+    """The downstream, for the lean client: each call passed through gets `recorded`'s
+    answer (after `gap` seconds); the node's own session's requests (its listening, its
+    refreshes) go to the real downstream, on a socket."""
 
     def __init__(self, conn: Connection, recorded: Recorded, gap: float) -> None:
         super().__init__()
@@ -157,23 +159,43 @@ class Replayed(asyncio.Transport):
         self._recorded = recorded
         self._gap = gap
         self._closing = False
+        self._real: socket.socket | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        answer = self._recorded.answer(bytes(data))
-        loop = asyncio.get_running_loop()
+        data, loop = bytes(data), asyncio.get_running_loop()
+        if _CALL not in data:
+            if self._real is None:
+                self._real = socket.create_connection(self._recorded.origin, timeout=30)
+                loop.add_reader(self._real, self._relay)
+            self._real.sendall(data)
+            return
+        answer = self._recorded.answer(data)
         if self._gap:
             loop.call_later(self._gap, self._conn.data_received, answer)
         else:
             loop.call_soon(self._conn.data_received, answer)
+
+    def _relay(self) -> None:
+        assert self._real is not None
+        data = self._real.recv(65536)
+        if data:
+            self._conn.data_received(data)
+        else:
+            self.close()
+            self._conn.connection_lost(None)
 
     def is_closing(self) -> bool:
         return self._closing
 
     def close(self) -> None:
         self._closing = True
+        if self._real is not None:
+            asyncio.get_running_loop().remove_reader(self._real)
+            self._real.close()
+            self._real = None
 
     def abort(self) -> None:
-        self._closing = True
+        self.close()
 
     def pause_reading(self) -> None:
         pass

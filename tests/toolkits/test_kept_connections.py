@@ -9,15 +9,13 @@ import httpx2
 import pytest
 
 from tests.servers.scripted_http import CLOSE, ok, scripted
-from toolkits.mcp.transport import HttpLink, _ReusingConnections  # pyright: ignore[reportPrivateUsage]
+from toolkits.mcp.transport import _ReusingConnections  # pyright: ignore[reportPrivateUsage]
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
 def client() -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        transport=_ReusingConnections(httpx2.AsyncHTTPTransport(), HttpLink())
-    )
+    return httpx2.AsyncClient(transport=_ReusingConnections(httpx2.AsyncHTTPTransport()))
 
 
 async def test_a_request_on_a_kept_connection_the_server_closed_goes_out_again() -> None:

@@ -11,6 +11,7 @@ so a server that dies while idle is noticed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import shutil
@@ -33,6 +34,7 @@ from mcp.shared.message import SessionMessage
 
 from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
+from .lean_transport import LeanPosts
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .server_requests import CallsInFlight
 from .stdio_pipe import StdioLink, open_stdio
@@ -171,14 +173,12 @@ class _ReusingConnections(httpx2.AsyncBaseTransport):
     on a new connection; never one that failed on a connection opened for it.
     """
 
-    def __init__(self, inner: httpx2.AsyncBaseTransport, link: HttpLink) -> None:
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
         self._inner = inner
-        self._link = link
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST":
             return await self._inner.handle_async_request(request)
-        self._link.observe(request)
         try:
             response = await self._on_a_connection(request)
         except _KeptConnectionClosed:  # the pool now opens a new one: its idle one is gone
@@ -278,9 +278,10 @@ async def _streamable_http(
     link: HttpLink,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
-    transport = _ReusingConnections(httpx2.AsyncHTTPTransport(verify=_tls()), link)
-    usable = LeanHttp.usable(url)
+    usable = LeanHttp.usable(url) and _on_asyncio()
     lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
+    reusing = _ReusingConnections(httpx2.AsyncHTTPTransport(verify=_tls()))
+    transport = LeanPosts(reusing, lean, url, link.observe)
     link.auth = await auth()
     async with (
         httpx2.AsyncClient(
@@ -296,6 +297,15 @@ async def _streamable_http(
             yield streams
         finally:
             link.client = link.lean_http = None
+
+
+def _on_asyncio() -> bool:
+    """Whether this runs on asyncio, which the lean client needs (the gateway does)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 @asynccontextmanager

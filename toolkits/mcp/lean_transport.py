@@ -1,0 +1,134 @@
+"""The SDK's own POSTs on the lean HTTP client: httpx2 above, `lean_http` below.
+
+A node's calls that are not passed through (an agent's tool calls, listings, the handshake) go
+through the SDK's streamable HTTP transport, which wants an httpx2 client. Below httpx2's
+client, httpcore2 and h11 were ~17 % of the gateway's samples in a served agent loop (py-spy,
+bench/RESULTS.md item 40): more than the lean client spends on a whole call passed through.
+`LeanPosts` is that client's transport: a POST to the node's URL with a body in memory goes out
+on `LeanHttp`; everything else (the GET of a listening stream, the DELETE that ends a session,
+a redirect elsewhere, a streamed body) on the inner transport. Auth flows, cookies, redirects
+and the request's headers stay httpx2's: they happen above a transport.
+
+httpx2's read timeout holds as it did: for the head, and for each wait for more of the body.
+A body left unread when the response is closed is drained by the connection (a stream's last
+chunk comes just after the message the SDK waited for) unless the closing task is cancelled:
+a cancelled request's connection is closed, so that the server sees its stream end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+import httpx2
+
+from .lean_http import LeanHttp, LeanResponse
+
+__all__ = ["LeanPosts"]
+
+_LEFT_OUT = frozenset({"host", "content-length", "connection", "accept-encoding", "user-agent"})
+"""Request headers the lean client writes itself (or, `connection`, needs not)."""
+
+
+class LeanPosts(httpx2.AsyncBaseTransport):
+    """POSTs to `url` on `lean` (when given), all else on `inner`; `observe` sees every POST."""
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncBaseTransport,
+        lean: LeanHttp | None,
+        url: str,
+        observe: Callable[[httpx2.Request], None],
+    ) -> None:
+        self._inner = inner
+        self._lean = lean
+        self._url = httpx2.URL(url)
+        self._observe = observe
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method != "POST":
+            return await self._inner.handle_async_request(request)
+        self._observe(request)
+        lean = self._lean
+        if (
+            lean is None
+            or request.url != self._url
+            or not isinstance(request.stream, httpx2.ByteStream)
+        ):
+            return await self._inner.handle_async_request(request)
+        headers = {
+            name: value for name, value in request.headers.multi_items() if name not in _LEFT_OUT
+        }
+        timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+        timeout: float | None = timeouts.get("read")
+        posting = lean.post(request.content, headers)
+        try:
+            with anyio.fail_after(timeout):
+                response = await posting.__aenter__()
+        except TimeoutError as exc:
+            raise httpx2.ReadTimeout("no answer in time", request=request) from exc
+        return httpx2.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Body(response, posting, timeout),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},
+        )
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _Body(httpx2.AsyncByteStream):
+    def __init__(
+        self,
+        response: LeanResponse,
+        posting: AbstractAsyncContextManager[LeanResponse],
+        timeout: float | None,
+    ) -> None:
+        self._response = response
+        self._posting = posting
+        self._timeout = timeout
+        self._failed = False
+        self._closed = False
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        response = self._response
+        try:
+            if "content-length" in response.headers:  # one wake at its end, not one per read
+                with anyio.fail_after(self._timeout):
+                    whole = await response.aread()
+                yield whole
+                return
+            pieces = response.aiter_bytes()
+            while True:
+                with anyio.fail_after(self._timeout):
+                    piece = await anext(pieces, None)
+                if piece is None:
+                    return
+                yield piece
+        except TimeoutError as exc:
+            self._failed = True
+            raise httpx2.ReadTimeout("the answer stalled") from exc
+        except GeneratorExit:  # the reader stopped early: `aclose` decides
+            raise
+        except BaseException:
+            self._failed = True
+            raise
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        failed = self._failed
+        try:
+            if not failed and not self._response.done:
+                await anyio.lowlevel.checkpoint_if_cancelled()
+        except BaseException:
+            failed = True  # cancelled: closing the connection ends the request's stream
+            raise
+        finally:
+            await self._posting.__aexit__(BaseException if failed else None, None, None)
