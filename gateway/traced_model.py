@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextvars import ContextVar
+from typing import cast
 
 from pydantic import JsonValue
 
@@ -59,6 +60,8 @@ class TracedModel:
         self._budget = budget
         self._stream = stream and bool(tracer.hooks)
         self._window = context_window
+        self._reports_window: bool | None = None
+        """Asked at the first call, once: a runtime protocol check is slow on Python 3.11."""
 
     @property
     def name(self) -> str:
@@ -75,7 +78,12 @@ class TracedModel:
         async with self._tracer.span(
             "model", self._model.name, parent_id=self._parent_id, input=summary
         ) as span:
-            window = self._window or await _reported_window(self._model)
+            window = self._window
+            if window is None:
+                if self._reports_window is None:
+                    self._reports_window = isinstance(self._model, ReportsContextWindow)
+                if self._reports_window:
+                    window = await cast(ReportsContextWindow, self._model).context_window()
             if window is not None:
                 check_context_window(messages, tools, window, self._model.name)
             token = _current_span.set((self._tracer, span.id))
@@ -103,9 +111,3 @@ class TracedModel:
                 await on_token(delta)
 
         return traced
-
-
-async def _reported_window(model: ChatModel) -> int | None:
-    if isinstance(model, ReportsContextWindow):
-        return await model.context_window()
-    return None
