@@ -164,7 +164,7 @@ class Tracer:
         if not self.hooks:
             return
         await self.emit(
-            TraceEvent(
+            TraceEvent.model_construct(  # our own values, JSON already: not checked again
                 kind=kind,
                 phase=phase,
                 name=name,
@@ -195,7 +195,9 @@ class Tracer:
 
         def event(phase: Phase, error: str | None = None, paused: str | None = None) -> TraceEvent:
             done = phase != "start"
-            return TraceEvent(
+            # Built twice a span, for every model and tool call: not validated (our values,
+            # JSON already), which was ~2 % of a served agent's CPU.
+            return TraceEvent.model_construct(
                 kind=kind,
                 phase=phase,
                 name=name,
