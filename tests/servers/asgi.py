@@ -36,16 +36,18 @@ async def buffered_body(receive: Receive) -> tuple[bytes, Receive]:
 
 
 class RecordHeaders:
-    """ASGI middleware keeping every HTTP request's headers (lower-cased names)."""
+    """ASGI middleware keeping every HTTP request's headers (lower-cased names) and method."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
         self.seen: list[dict[str, str]] = []
+        self.methods: list[str] = []
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers: list[tuple[bytes, bytes]] = scope["headers"]
             self.seen.append({k.decode().lower(): v.decode() for k, v in headers})
+            self.methods.append(scope["method"])
         await self.app(scope, receive, send)
 
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import anyio
 import httpx2
 import pytest
-from starlette.types import ASGIApp, Receive, Scope, Send
 
-from tests.servers.asgi import serve_on_loopback
+from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import ToyServer
 from tests.servers.scripted_http import scripted
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
@@ -18,20 +17,6 @@ from toolkits.mcp.lean_transport import LeanPosts
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
-class RecordClients:
-    """ASGI middleware keeping each HTTP request's method and user agent."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-        self.seen: list[tuple[str, str]] = []
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = dict(scope["headers"])
-            self.seen.append((scope["method"], headers.get(b"user-agent", b"").decode()))
-        await self.app(scope, receive, send)
-
-
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 async def test_a_nodes_posts_go_out_on_the_lean_client_and_a_cancelled_call_ends(
     era: ProtocolMode,
@@ -39,7 +24,7 @@ async def test_a_nodes_posts_go_out_on_the_lean_client_and_a_cancelled_call_ends
     toy = ToyServer()
     toy.add_echo("echo")
     started, cancelled = toy.add_hanging("hang")
-    app = RecordClients(toy.server.streamable_http_app(host="127.0.0.1"))
+    app = RecordHeaders(toy.server.streamable_http_app(host="127.0.0.1"))
     async with serve_on_loopback(app) as base:
         config = McpServerConfig(url=f"{base}/mcp", protocol=era)
         async with McpToolkit("toy", config) as node:
@@ -57,9 +42,11 @@ async def test_a_nodes_posts_go_out_on_the_lean_client_and_a_cancelled_call_ends
                 await cancelled.wait()
             result = await node.call_tool("toy__echo", {"n": "after"})
             assert not result.is_error
-    posts = {agent for method, agent in app.seen if method == "POST"}
-    assert posts == {"agent-gateway"}  # the lean client's, not python-httpx's
-    assert all(agent.startswith("python-httpx") for method, agent in app.seen if method != "POST")
+    agents = [
+        (method, seen["user-agent"]) for method, seen in zip(app.methods, app.seen, strict=True)
+    ]
+    assert {agent for method, agent in agents if method == "POST"} == {"agent-gateway"}  # lean's
+    assert all(agent.startswith("python-httpx") for method, agent in agents if method != "POST")
 
 
 def client(url: str, lean: LeanHttp, seen: list[str]) -> httpx2.AsyncClient:

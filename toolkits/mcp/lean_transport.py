@@ -30,7 +30,7 @@ from .lean_http import LeanHttp, LeanResponse
 __all__ = ["LeanPosts"]
 
 _LEFT_OUT = frozenset({"host", "content-length", "connection", "accept-encoding", "user-agent"})
-"""Request headers the lean client writes itself (or, `connection`, needs not)."""
+"""Request headers the lean client writes itself, or (`connection`) does without."""
 
 
 class LeanPosts(httpx2.AsyncBaseTransport):
