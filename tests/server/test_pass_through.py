@@ -29,6 +29,7 @@ from gateway.server import HttpOptions, http_app
 from gateway.server.served import pass_through_reply
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
+from tests.servers.inprocess import Context, ToyServer, content_kinds_result, text_result
 from tests.servers.oauth import oauth_world
 from tests.servers.usual_tools import Name, add_usual_tools
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -149,6 +150,73 @@ async def test_passed_through_calls_answer_as_the_usual_path_does(protocol: Prot
     answers, logs = fast
     by_name = answers_by_name(answers, logs, asked="d__ask" if protocol == "auto" else "d__greet")
     assert len(by_name["d__big"][0]["content"][0]["text"]) == 3_000_000
+
+
+def _results_of_every_shape() -> ToyServer:
+    """A low-level server answering as it likes: text alone (with `_meta`), `_meta` with a
+    null, every content kind, and text alone from a tool that declares an output schema."""
+    toy = ToyServer("shapes")
+
+    async def plain(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        blocks: list[types.ContentBlock] = [
+            types.TextContent(text="a"),
+            types.TextContent(text="b"),
+        ]
+        return types.CallToolResult(content=blocks, _meta={"note": {"n": [1, 2.5]}})
+
+    async def nulled(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return types.CallToolResult(content=[], _meta={"gone": None, "kept": 1}, is_error=True)
+
+    async def kinds(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return content_kinds_result()
+
+    async def unstructured(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return text_result("no structured content")
+
+    toy.add("plain", plain)
+    toy.add("nulled", nulled)
+    toy.add("kinds", kinds)
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    toy.tools["unstructured"] = (
+        types.Tool(name="unstructured", input_schema={"type": "object"}, output_schema=schema),
+        unstructured,
+    )
+    return toy
+
+
+@NODE_PROTOCOLS
+async def test_results_of_every_shape_answer_as_the_usual_path_does(protocol: ProtocolMode) -> None:
+    names = ["plain", "nulled", "kinds", "unstructured"]
+    answers: dict[bool, list[dict[str, Any]]] = {}
+    forwarded = 0
+    with anyio.fail_after(60):
+        async with serve_on_loopback(
+            _results_of_every_shape().server.streamable_http_app()
+        ) as base:
+            for pass_through in (True, False):
+                async with (
+                    front(f"{base}/mcp", pass_through=pass_through, protocol=protocol) as (
+                        url,
+                        layer,
+                    ),
+                    Client(url) as client,
+                ):
+                    await client.list_tools()
+                    answers[pass_through] = [
+                        (await client.call_tool(f"d__{name}", {})).model_dump(by_alias=True)
+                        for name in names
+                    ]
+                    forwarded += layer.forwarded if layer is not None else 0
+    assert answers[True] == answers[False]
+    assert forwarded == len(names)
+    plain, nulled, kinds, unstructured = answers[True]
+    assert [block["text"] for block in plain["content"]] == ["a", "b"]
+    assert plain["_meta"]["note"] == {"n": [1, 2.5]}
+    assert nulled["isError"] is True
+    assert nulled["_meta"]["kept"] == 1
+    assert len(kinds["content"]) == 6
+    assert unstructured["isError"] is True
+    assert "has an output schema but did not return structured content" in str(unstructured)
 
 
 async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() -> None:

@@ -31,7 +31,9 @@ def test_the_package_exports_what_we_mean() -> None:
         "TransportFactory",
         "TransportKind",
         "is_offered",
+        "is_plain_text",
         "load_mcp_servers",
+        "plain_for_era",
         "resolve_tool_names",
         "sanitize_name",
     }

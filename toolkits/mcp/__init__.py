@@ -32,6 +32,7 @@ from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit
 from .oauth import McpOAuth, RedirectMode, oauth_for, uses_oauth
 from .oauth_store import FileStore, KeyringStore, TokenStore, default_store
+from .plain_result import is_plain_text, plain_for_era
 from .session import Backoff, Target
 from .transport import TransportFactory
 
@@ -59,8 +60,10 @@ __all__ = [
     "TransportKind",
     "default_store",
     "is_offered",
+    "is_plain_text",
     "load_mcp_servers",
     "oauth_for",
+    "plain_for_era",
     "resolve_tool_names",
     "sanitize_name",
     "uses_oauth",

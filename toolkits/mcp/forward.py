@@ -49,6 +49,7 @@ from pydantic import ValidationError
 from ..base import CallContext, error_result
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
+from .plain_result import is_plain_text
 from .server_requests import CallsInFlight, refused
 from .session import Connection, connection_lost
 
@@ -104,6 +105,8 @@ class Forward:
     on_notification: Callable[[JsonObject], Awaitable[None]]
     check_result: Callable[[str, mcp_types.CallToolResult], Awaitable[None]]
     """The SDK client's check of a result against the tool's output schema (RuntimeError)."""
+    output_schema: bool = False
+    """Whether the tool as the node lists it declares an output schema to check results by."""
     calls: CallsInFlight | None = None
     """The node's calls, where the server's requests and log messages reach the node's SDK
     session rather than the channel (stdio): the call is held among them meanwhile."""
@@ -175,6 +178,8 @@ class Forward:
             text = f"MCP error {fields.get('code')}: {fields.get('message')}"
             return _dump(error_result(text))
         result = message.get("result")
+        if not self.output_schema and is_plain_text(result):
+            return cast(JsonObject, result)  # what the checks below take as it is
         try:
             checked = mcp_types.CallToolResult.model_validate(result)
         except ValidationError as exc:

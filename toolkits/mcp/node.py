@@ -398,9 +398,11 @@ class McpToolkit(InBackground):
         if conn is not self._forwards_on:  # forget the last connection's
             self._forwards, self._forwards_on = {}, conn
         link = conn.http
-        made_of = (  # on this connection (`_forwards_on`)
+        listed = self._listing.get(original)
+        made_of = (  # on this connection (`_forwards_on`), of this listing
             (
                 original,
+                listed,
                 conn.client,
                 link.client,
                 link.lean(),
@@ -408,7 +410,7 @@ class McpToolkit(InBackground):
                 link.protocol_version,
             )
             if link is not None
-            else (original, conn.client, conn.client.protocol_version)
+            else (original, listed, conn.client, conn.client.protocol_version)
         )
         cached = self._forwards.get(name)
         if cached is not None and cached[0] == made_of:
@@ -422,6 +424,7 @@ class McpToolkit(InBackground):
 
     def _new_forward(self, name: str, original: str, conn: Connection) -> Forward | None:
         assert conn.client is not None
+        listed = self._listing.get(original)
         channel: Channel | None = None
         calls: CallsInFlight | None = None
         if conn.stdio is not None:
@@ -443,6 +446,7 @@ class McpToolkit(InBackground):
             cap=self._config.call_cap,
             on_notification=partial(self._session.on_raw_notification, conn),
             check_result=conn.client.session.validate_tool_result,
+            output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
         )
 

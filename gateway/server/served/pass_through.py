@@ -56,7 +56,7 @@ from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import ToolkitError, error_result
-from toolkits.mcp import Forward, McpToolkit
+from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
@@ -340,15 +340,19 @@ class PassThrough:
         version's shape, without the server's `serverInfo` stamp and, for a 2026-07-28
         client, with ours (`ProxiedTools.call`, `fit_to_era`)."""
         modern = version in MODERN_PROTOCOL_VERSIONS
-        if not modern and not isinstance(result.get("structuredContent", {}), dict):
-            result = {k: v for k, v in result.items() if k != "structuredContent"}
-        try:
-            # A handshake-era server's result has no `resultType`: it is complete.
-            result = serialize_server_result(
-                "tools/call", version, {"resultType": "complete", **result}
-            )
-        except ValidationError as exc:  # checked by `Forward` already: a shape of this era
-            result = _dump(error_result(f"the result does not fit protocol {version}: {exc}"))
+        shaped = plain_for_era(result, version) if is_plain_text(result) else None
+        if shaped is not None:
+            result = shaped
+        else:
+            if not modern and not isinstance(result.get("structuredContent", {}), dict):
+                result = {k: v for k, v in result.items() if k != "structuredContent"}
+            try:
+                # A handshake-era server's result has no `resultType`: it is complete.
+                result = serialize_server_result(
+                    "tools/call", version, {"resultType": "complete", **result}
+                )
+            except ValidationError as exc:  # checked by `Forward` already: a shape of this era
+                result = _dump(error_result(f"the result does not fit protocol {version}: {exc}"))
         meta = result.get("_meta")
         rest = (
             {k: v for k, v in cast(JsonObject, meta).items() if k != SERVER_INFO_META_KEY}
