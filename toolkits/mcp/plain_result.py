@@ -57,8 +57,9 @@ def plain_for_era(result: JsonObject, version: str) -> JsonObject | None:
     """A plain-text `result` (`is_plain_text`) as the SDK shapes it for a `version` client
     (`serialize_server_result("tools/call", version, {"resultType": "complete", **result})`);
     None for a version the SDK does not know, or a `_meta` value that shaping would change
-    (JSON mode writes NaN and infinity as null; a 2026-07-28 `_meta` drops a null). The server's `serverInfo` stamp in `_meta` is
-    left as it came: whoever serves the result replaces it."""
+    (JSON mode writes NaN and infinity as null; a 2026-07-28 `_meta` drops a null). The
+    server's `serverInfo` stamp in `_meta` is left as it came: whoever serves the result
+    replaces it."""
     if version not in _ERAS:
         return None
     modern = version in MODERN_PROTOCOL_VERSIONS
