@@ -415,16 +415,17 @@ class McpToolkit(InBackground):
         cached = self._forwards.get(name)
         if cached is not None and cached[0] == made_of:
             return cached[1]
-        forward = self._new_forward(name, original, conn)
+        forward = self._new_forward(name, original, listed, conn)
         if forward is None:
             self._forwards.pop(name, None)
         else:
             self._forwards[name] = (made_of, forward)
         return forward
 
-    def _new_forward(self, name: str, original: str, conn: Connection) -> Forward | None:
+    def _new_forward(
+        self, name: str, original: str, listed: mcp_types.Tool | None, conn: Connection
+    ) -> Forward | None:
         assert conn.client is not None
-        listed = self._listing.get(original)
         channel: Channel | None = None
         calls: CallsInFlight | None = None
         if conn.stdio is not None:
