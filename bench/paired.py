@@ -35,12 +35,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
-import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
-from bench._processes import READY, running  # noqa: E402
+from bench._processes import READY, cpu_seconds, running  # noqa: E402
 from bench.downstream import READY as DOWNSTREAM_READY  # noqa: E402
 from bench.downstream import blob_text  # noqa: E402
 
@@ -94,10 +93,7 @@ def _side(text: str) -> str:
 
 
 def _cpu(pid: int | None) -> float:
-    if pid is None:
-        return 0.0
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
+    return 0.0 if pid is None else cpu_seconds(pid)
 
 
 @asynccontextmanager

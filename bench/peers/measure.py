@@ -15,6 +15,8 @@ import psutil
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from bench._processes import cpu_seconds
+
 from .arms import ECHO_BYTES, Arm, Env, Stack
 
 __all__ = [
@@ -51,12 +53,6 @@ def percentile(samples: Sequence[float], q: int) -> float:
     if len(samples) == 1:
         return samples[0]
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of the process itself (not of its children)."""
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system
 
 
 def rss_bytes(pid: int) -> int:
