@@ -10,6 +10,7 @@ served agent's approval question, which the run's own approver answers (`remote_
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import mcp_types as types
 from mcp_types import ErrorData, InputRequest, InputResponse
@@ -43,6 +44,14 @@ class ModelAnswers:
     @property
     def handle(self) -> ServerRequestHandler:
         return self._answer
+
+    @property
+    def answerable(self) -> dict[str, Any]:
+        """What it answers, as client capabilities (`CallContext.answerable`): sampling
+        without tools, and form elicitation when there are approval questions to answer."""
+        if self._approvals is None:
+            return {"sampling": {}}
+        return {"sampling": {}, "elicitation": {"form": {}}}
 
     async def _answer(self, request: InputRequest) -> InputResponse | ErrorData:
         if self._approvals is not None:

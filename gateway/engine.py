@@ -310,7 +310,8 @@ class Gateway:
                     await caller.on_log(params)
                 await tracer.server_log(tool.name, span.id, params)
 
-            answer, owner, answers = caller.answer, caller.owner, None
+            answer, owner, answerable = caller.answer, caller.owner, caller.answerable
+            answers = None
             if answer is None and agent is not None and agent.model is not None:
                 # Nobody else is there to ask: the agent's model answers (calls of one run
                 # may answer for each other), and the run's approver a served agent's
@@ -318,9 +319,14 @@ class Gateway:
                 remote = RemoteApprovals(agent, call_id=call_id, item=item, span_id=span.id)
                 model = TracedModel(agent.model, tracer, span.id, agent.budget)
                 answers = ModelAnswers(model, approvals=remote.answer)
-                answer, owner = answers.handle, tracer
+                answer, owner, answerable = answers.handle, tracer, answers.answerable
             context = CallContext(
-                on_progress=progress, meta=meta, on_log=server_log, answer=answer, owner=owner
+                on_progress=progress,
+                meta=meta,
+                on_log=server_log,
+                answer=answer,
+                owner=owner,
+                answerable=answerable,
             )
             result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()

@@ -8,6 +8,7 @@ from pydantic import JsonValue
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage, UserMessage
 from gateway import AgentSpec, Gateway, TraceEvent
 from tests.servers.catalog import CatalogServer
+from tests.servers.inprocess import ToyServer
 from toolkits import McpServerConfig, McpToolkit
 from toolkits.mcp import ProtocolMode
 
@@ -54,3 +55,18 @@ async def test_elicitation_during_an_agent_run_is_refused_with_the_reason() -> N
     assert result.output == "nobody to ask"
     observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
     assert "elicitation/create refused: the tool was called by an agent" in observed.content
+
+
+async def test_an_agents_call_declares_to_a_modern_server_only_what_the_agent_answers() -> None:
+    server = ToyServer("caps")
+    server.add_declared("declared")
+    model = ScriptedModel([call("caps__declared"), "done"])
+    config = McpServerConfig(command="in-process", protocol="modern")
+    async with McpToolkit("caps", config, target=server.server) as node:
+        gateway = Gateway([node], [AgentSpec("a", model, tools=["caps"])])
+        result = await gateway.run("a", "what may it ask?")
+    assert result.output == "done"
+    observed = next(m for m in model.calls[1][0] if isinstance(m, ToolMessage))
+    # Text sampling (the agent's model) and form elicitation (approval questions): no sampling
+    # with tools, no roots.
+    assert observed.content == repr({"sampling": {}, "elicitation": {"form": {}}})

@@ -64,6 +64,11 @@ class CallContext:
     """Calls with one owner (one upstream client connection, one run) may answer each other's
     requests and hear each other's log messages where the transport does not say which call
     they belong to; None: the call is its own owner."""
+    answerable: Mapping[str, Any] | None = None
+    """Which of the server's requests `answer` takes, as the client capabilities an MCP client
+    declares for them (`sampling`, `elicitation`, `roots`; wire JSON, e.g. `{"elicitation":
+    {"form": {}}}`); None: all that a node declares. A 2026-07-28 node tells its server, per
+    call, only these (none without `answer`)."""
 
 
 @dataclass(frozen=True, slots=True)

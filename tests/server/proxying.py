@@ -250,11 +250,14 @@ class Follower:
 
 
 def answers_by_name(
-    answers: Sequence[tuple[Any, ...]], logs: Sequence[str], *, asked: str = "d__ask"
+    answers: Sequence[tuple[Any, ...]], logs: Sequence[str], *, protocol: str = "auto"
 ) -> dict[str, tuple[Any, Any]]:
     """The (result, progress) of each tool of a pass-through test's calls, checked for what
     every such downstream answers: `steps(3)` logs and reports each step, `fail` fails, and
-    the tool `asked` cannot elicit from a client that declared no elicitation."""
+    a tool that asks cannot elicit from a client that declared no elicitation. A handshake-era
+    node (`protocol` auto) declared it to its server, which asks (`ask`) and is refused; a
+    2026-07-28 node declares, per call, only what its caller can answer, so the server's
+    resolver (`greet`) refuses before asking."""
     assert list(logs) == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
     by_name = {name: (result, progress) for name, result, progress in answers}
     assert by_name["d__steps"][1] == [
@@ -263,7 +266,11 @@ def answers_by_name(
         (3.0, 3.0, "step 3"),
     ]
     assert by_name["d__fail"][0]["isError"] is True
-    assert "lacks elicitation" in str(by_name[asked][0]["content"])
+    if protocol == "auto":
+        assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
+    else:
+        why = "did not declare the form elicitation capability required by resolver"
+        assert why in str(by_name["d__greet"][0]["content"])
     return by_name
 
 

@@ -21,6 +21,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context as ToolContext
 from mcp.server.mcpserver import Elicit, Resolve
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -61,6 +62,13 @@ class Downstream:
             """Greet the user by the name asked for: in the result's input-required rounds at
             2026-07-28, mid-call before."""
             return f"hello {name.name}"
+
+        @server.tool()
+        async def declared(ctx: ToolContext) -> str:
+            """Which of the asking capabilities this request's client declared."""
+            capabilities = ctx.session.client_capabilities
+            asking = ("sampling", "elicitation", "roots")
+            return ",".join(k for k in asking if getattr(capabilities, k, None)) or "none"
 
         @server.tool()
         async def wait() -> str:
@@ -148,7 +156,7 @@ async def test_passed_through_calls_answer_as_the_usual_path_does(protocol: Prot
     assert layer.forwarded == len(CALLS)
     assert fast == usual
     answers, logs = fast
-    by_name = answers_by_name(answers, logs, asked="d__ask" if protocol == "auto" else "d__greet")
+    by_name = answers_by_name(answers, logs, protocol=protocol)
     assert len(by_name["d__big"][0]["content"][0]["text"]) == 3_000_000
 
 
@@ -234,6 +242,58 @@ async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() ->
     assert layer is not None
     assert layer.forwarded == 0
     assert asked.content == [types.TextContent(text="user is Ada")]
+
+
+async def test_a_modern_node_declares_per_call_only_what_the_caller_answers_on_both_paths() -> None:
+    down = Downstream()
+    answers = ClientAnswers()
+    seen: dict[tuple[bool, str], str] = {}
+
+    async def ask_through(url: str, pass_through: bool) -> None:
+        elicits = {"elicitation_callback": answers.callbacks()["elicitation_callback"]}
+        async with Client(url) as plain, Client(url, **elicits) as one:
+            for who, client in (("plain", plain), ("elicits", one)):
+                await client.list_tools()
+                result = await client.call_tool("d__declared", {})
+                seen[pass_through, who] = str(getattr(result.content[0], "text", ""))
+
+    with anyio.fail_after(30):
+        async with serve_on_loopback(down.app()) as base:
+            for pass_through in (True, False):
+                async with front(f"{base}/mcp", pass_through=pass_through, protocol="modern") as (
+                    url,
+                    layer,
+                ):
+                    await ask_through(url, pass_through)
+                    if layer is not None:
+                        assert layer.forwarded == 1  # the plain client's call
+    # The server hears what the call's client can answer, whichever path the call took.
+    assert seen == {
+        (True, "plain"): "none",
+        (True, "elicits"): "elicitation",
+        (False, "plain"): "none",
+        (False, "elicits"): "elicitation",
+    }
+
+
+async def test_a_call_through_two_modern_fronts_passes_through_both() -> None:
+    down = Downstream()
+    with anyio.fail_after(30):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            front(f"{base}/mcp", pass_through=True, protocol="modern") as (inner_url, inner),
+            front(inner_url, pass_through=True, protocol="modern") as (outer_url, outer),
+            Client(outer_url) as client,
+        ):
+            await client.list_tools()
+            echoed = await client.call_tool("d__d__echo", {"message": "two hops"})
+            steps = await client.call_tool("d__d__steps", {"n": 2})
+    assert echoed.content == [types.TextContent(text="two hops")]
+    assert steps.content == [types.TextContent(text="2 steps")]
+    # The outer node declared no asking capability to the inner front, so it passed through too.
+    assert outer is not None
+    assert inner is not None
+    assert (outer.forwarded, inner.forwarded) == (2, 2)
 
 
 @NODE_PROTOCOLS

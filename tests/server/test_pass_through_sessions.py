@@ -179,7 +179,7 @@ async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_sessi
             async with Client(fast, mode="legacy") as client:
                 big = await client.call_tool("d__big", {"n": 3_000_000})
     answers, logs = passed
-    by_name = answers_by_name(answers, logs, asked="d__ask" if protocol == "auto" else "d__greet")
+    by_name = answers_by_name(answers, logs, protocol=protocol)
     assert "_meta" not in by_name["d__echo"][0]  # handshake-era results carry no serverInfo
     assert big.content == [types.TextContent(text="x" * 3_000_000)]
 

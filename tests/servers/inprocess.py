@@ -75,6 +75,8 @@ class ToyServer:
         self.page_size = page_size
         self.tools: dict[str, tuple[types.Tool, ToolHandler]] = {}
         self.list_requests = 0
+        self.listed_for: list[types.ClientCapabilities | None] = []
+        """The client capabilities each tools/list request declared."""
         self.bus = InMemorySubscriptionBus()
         self.server: Server[Any] = Server(
             name,
@@ -103,6 +105,18 @@ class ToyServer:
             return text_result(f"{name}:{sorted(args.items())}")
 
         self.add(name, echo, description=description)
+
+    def add_declared(self, name: str) -> None:
+        """A tool answering which of sampling, elicitation and roots its request's client
+        declared, and how (the repr of their wire JSON)."""
+
+        async def declared(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+            capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
+            seen = capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+            asking = ("sampling", "elicitation", "roots")
+            return text_result(repr({key: seen[key] for key in asking if key in seen}))
+
+        self.add(name, declared)
 
     def add_worker(self, name: str, *, interval: float) -> None:
         """`name(steps=3)`: simulated work, a step every `interval` s, each reported as progress."""
@@ -141,9 +155,10 @@ class ToyServer:
             await ctx.session.send_tool_list_changed()
 
     async def _list_tools(
-        self, _ctx: Context, params: types.PaginatedRequestParams | None
+        self, ctx: Context, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
         self.list_requests += 1
+        self.listed_for.append(ctx.session.client_capabilities)
         tools = [tool for tool, _ in self.tools.values()]
         if self.page_size is None:
             return types.ListToolsResult(tools=tools)

@@ -10,6 +10,7 @@ import pytest
 from pydantic import FileUrl
 
 from tests.servers.catalog import CatalogServer, pipe
+from tests.servers.inprocess import ToyServer
 from toolkits import CallContext, result_text
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
@@ -114,3 +115,44 @@ async def test_over_a_pipe_calls_of_two_clients_make_a_request_ambiguous() -> No
     assert second.is_error
     assert "calls of several clients are in flight" in result_text(second)
     assert result_text(results[0]) == "roots []"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_modern_node_declares_per_call_what_the_caller_answers(era: ProtocolMode) -> None:
+    everything: dict[str, Any] = {
+        "sampling": {"tools": {}},
+        "elicitation": {"form": {}, "url": {}},
+        "roots": {"listChanged": True},
+    }
+    calls = {
+        "answers all": CallContext(answer=Answerer()),
+        "answers forms": CallContext(
+            answer=Answerer(), answerable={"elicitation": {"form": {}}, "tools": {}}
+        ),
+        "answers nothing": CallContext(answer=Answerer(), answerable={}),
+        "no answerer": CallContext(on_progress=None),
+        "no context": None,
+    }
+    server = ToyServer("caps")
+    server.add_declared("declared")
+    async with McpToolkit("caps", config(protocol=era), target=server.server) as node:
+        seen = {
+            who: result_text(await node.call_tool("caps__declared", {}, context=context))
+            for who, context in calls.items()
+        }
+        await node.refresh_tools()
+    # The node's own requests declare all three, so servers offer the tools that need them.
+    assert server.listed_for
+    for listed in server.listed_for:
+        assert listed is not None
+        assert listed.model_dump(mode="json", by_alias=True, exclude_none=True) == everything
+    if era == "legacy":  # declared once, for the session
+        assert set(seen.values()) == {repr(everything)}
+        return
+    assert seen == {
+        "answers all": repr(everything),
+        "answers forms": repr({"elicitation": {"form": {}}}),  # only asking ones, as named
+        "answers nothing": "{}",
+        "no answerer": "{}",
+        "no context": "{}",
+    }

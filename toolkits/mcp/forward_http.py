@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from types import TracebackType
@@ -30,6 +30,7 @@ from ..json_bytes import json_bytes, read_json
 from .event_stream import EventData
 from .forward import ChannelLost
 from .lean_http import LeanHttp
+from .server_requests import Stamp
 from .session import Connection
 from .transport import HttpLink
 
@@ -38,8 +39,6 @@ __all__ = ["HttpChannel"]
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
-Stamp = Callable[[JsonObject, Any], None]
-"""The SDK session's stamp of a 2026-07-28 request: its `_meta` envelope, its headers."""
 
 
 @dataclass(frozen=True, slots=True)

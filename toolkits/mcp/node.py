@@ -46,7 +46,7 @@ from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
 from .forward import Channel, Forward
-from .forward_http import HttpChannel, Stamp
+from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -455,12 +455,12 @@ class McpToolkit(InBackground):
         version = link.protocol_version
         if link.client is None or conn.client is None or version is None:
             return None
-        stamp: Stamp | None = None
-        if version in MODERN_PROTOCOL_VERSIONS:
-            # The envelope and headers the SDK session gives each request of its own (client
-            # info, capabilities, log level, `Mcp-Param-*` of the tool): the same here.
-            stamp = conn.client.session._stamp  # pyright: ignore[reportPrivateUsage]
-        elif link.session_id is None:
+        # 2026-07-28: the envelope and headers the SDK session gives each request of its own
+        # (client info, capabilities, log level, `Mcp-Param-*` of the tool), but declaring none
+        # of the asking capabilities, since a call passed through refuses them all.
+        modern = version in MODERN_PROTOCOL_VERSIONS
+        stamp = conn.stamp_passed_through if modern else None
+        if (stamp if modern else link.session_id) is None:
             return None
         return HttpChannel(
             node=self._name,

@@ -20,6 +20,14 @@ Which call a request belongs to:
 
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
+What is declared: a handshake-era node declares sampling, elicitation and roots once, for its
+session. In the 2026-07-28 era a client's capabilities travel with each request, so a node of
+that era tells its server, per call, only what the call's caller can answer
+(`CallContext.answerable`; nothing for a call without `answer`, nor for a call passed through,
+which refuses every request: `declaring_none`); its own requests (lists, subscriptions) still
+declare all three, so servers offer the tools that need them. A server then knows before it
+asks, and a gateway in front of it can pass such calls straight through.
+
 Log messages (`notifications/message`) a server sends during a call are attributed the same
 way and go to the call's `CallContext.on_log`. An ambiguous or unattributable message goes to
 nobody: the node writes every message to its Python log anyway.
@@ -27,20 +35,34 @@ nobody: the node writes every message to its Python log anyway.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types
-from mcp.client.session import ClientRequestContext
-from mcp_types import ErrorData, InputRequest, InputResponse
+from mcp.client.session import ClientRequestContext, ClientSession
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, ErrorData, InputRequest, InputResponse
 
 from ..base import CallContext, ServerLogHandler, ServerRequestHandler
 from ..errors import AuthorizationRequired
 
-__all__ = ["CallsInFlight", "InFlightCall", "refusal", "refused"]
+__all__ = [
+    "ASKING",
+    "CallsInFlight",
+    "InFlightCall",
+    "Stamp",
+    "declaring_none",
+    "refusal",
+    "refused",
+]
+
+JsonObject = dict[str, Any]
+Stamp = Callable[[JsonObject, Any], None]
+"""The SDK session's stamp of a 2026-07-28 request: its `_meta` envelope, its headers."""
+ASKING = ("sampling", "elicitation", "roots")
+"""The client capabilities that let a server ask its client during a call."""
 
 
 @dataclass(eq=False)
@@ -58,6 +80,8 @@ class InFlightCall:
     failed_authorization: AuthorizationRequired | None = None
     """Set when the server asked for an authorization during the call that nobody gave
     (`oauth`): the call fails with it, whatever the SDK made of the refusal."""
+    answerable: Mapping[str, Any] | None = None
+    """What the caller answers, as client capabilities (`CallContext.answerable`); None: all."""
     _waiting: int = field(default=0, repr=False)
 
     @contextmanager
@@ -104,6 +128,10 @@ class CallsInFlight:
         if answer is not None or on_log is not None:
             owner = context.owner if context and context.owner is not None else object()
         call = InFlightCall(answer, on_log, owner, on_waiting)
+        if answer is None:
+            call.answerable = {}
+        elif context is not None:
+            call.answerable = context.answerable
         self._calls.append(call)
         token = _call.set(call)
         try:
@@ -153,6 +181,24 @@ class CallsInFlight:
             return False
         await call.on_log(params)
         return True
+
+    def declare_per_call(self, session: ClientSession) -> Stamp:
+        """Make the 2026-07-28 `session` declare, on each request of a call of this node, only
+        what the call's caller answers (see the module docstring). Returns its stamp for
+        requests passed through, which declare none (`declaring_none`)."""
+        stamp: Stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
+
+        def per_call(data: JsonObject, options: Any) -> None:
+            stamp(data, options)
+            call = self._current()
+            if call is not None and call.answerable is not None:
+                meta = data["params"]["_meta"]
+                meta[CLIENT_CAPABILITIES_META_KEY] = _declared(
+                    meta[CLIENT_CAPABILITIES_META_KEY], call.answerable
+                )
+
+        session._stamp = per_call  # pyright: ignore[reportPrivateUsage]
+        return declaring_none(stamp)
 
     def _current(self) -> InFlightCall | None:
         """The call of the running context, if it is one of this node's."""
@@ -211,3 +257,28 @@ class CallsInFlight:
             "elicitation_callback": elicitation,
             "list_roots_callback": roots,
         }
+
+
+def declaring_none(stamp: Stamp) -> Stamp:
+    """`stamp` for requests whose caller answers nothing (calls passed through): the session's
+    client capabilities without `ASKING`."""
+    last: list[JsonObject] = [{}, {}]  # the session's capabilities, and those without ASKING
+
+    def without_asking(data: JsonObject, options: Any) -> None:
+        stamp(data, options)
+        meta = data["params"]["_meta"]
+        declared = meta[CLIENT_CAPABILITIES_META_KEY]
+        if declared is not last[0]:  # the session stamps the same object each time
+            last[:] = declared, _declared(declared, {})
+        meta[CLIENT_CAPABILITIES_META_KEY] = last[1]
+
+    return without_asking
+
+
+def _declared(capabilities: JsonObject, answerable: Mapping[str, Any]) -> JsonObject:
+    """`capabilities` with only the `ASKING` ones that `answerable` names too, as it names them."""
+    kept = {key: value for key, value in capabilities.items() if key not in ASKING}
+    for key in ASKING:
+        if key in capabilities and key in answerable:
+            kept[key] = answerable[key]
+    return kept

@@ -44,7 +44,7 @@ from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .oauth import find_authorization_required
 from .pages import every_page
-from .server_requests import CallsInFlight
+from .server_requests import CallsInFlight, Stamp
 from .stdio_pipe import StdioLink
 from .transport import (
     HttpLink,
@@ -184,6 +184,8 @@ class Connection:
         """A streamable HTTP connection's requests, for calls that pass it through."""
         self.stdio: StdioLink | None = None
         """A stdio connection's pipe, for calls that pass it through."""
+        self.stamp_passed_through: Stamp | None = None
+        """A 2026-07-28 connection's stamp for requests passed through (`declare_per_call`)."""
         self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
 
     def drop(self, reason: str) -> None:
@@ -389,6 +391,11 @@ class OwnedSession:
         with conn.scope:
             async with self._connected_client(conn, tail) as client:
                 conn.client = client
+                if (
+                    self._in_flight is not None
+                    and client.protocol_version in MODERN_PROTOCOL_VERSIONS
+                ):
+                    conn.stamp_passed_through = self._in_flight.declare_per_call(client.session)
                 # Adopted before `ready`, so no call can meet a half-built routing map.
                 announce = self._adopt_listing(await self.fetch_listing(client))
                 conn.scope.deadline = math.inf

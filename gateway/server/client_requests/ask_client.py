@@ -13,7 +13,8 @@ related to the request; to 2026-07-28 clients through whichever round is waiting
 
 A client that did not declare the capability (sampling, sampling with tools, elicitation in the
 mode asked, roots) is never asked: the downstream server gets an MCP error saying that the
-upstream client lacks it.
+upstream client lacks it. A 2026-07-28 node tells its server, for the call, only what our
+client declared (`answerable`), so such a server knows before it asks.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
 from toolkits import CallContext, ToolkitError
-from toolkits.mcp.server_requests import refusal
+from toolkits.mcp.server_requests import ASKING, refusal
 
 from ...sampling_model import no_back_channel
 from ..connection import connection_of
@@ -42,6 +43,7 @@ from .forwarding import forward_round
 from .parked_calls import ANSWER_TIMEOUT
 
 __all__ = [
+    "answerable",
     "for_client",
     "missing_capability",
     "proxy_request",
@@ -51,6 +53,15 @@ __all__ = [
 
 _R = TypeVar("_R")
 _Answer = TypeVar("_Answer", bound=BaseModel)
+
+
+def answerable(session: ServerSession) -> dict[str, Any]:
+    """What our client answers of a server's requests, as the client capabilities it declared
+    for them (`CallContext.answerable`): none where it cannot be asked at all."""
+    if no_back_channel(session) is not None or session.client_capabilities is None:
+        return {}
+    declared = session.client_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {key: value for key, value in declared.items() if key in ASKING}
 
 
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:
@@ -154,6 +165,7 @@ async def for_client(
             work,
             meta=hop_meta(ctx),
             check=lambda request: upstream_problem(ctx.session, request),
+            answerable=answerable(ctx.session),
             report=report,
             log=log,
             elsewhere=elsewhere,
@@ -170,6 +182,7 @@ async def for_client(
         on_log=log_relay(ctx),
         answer=ask,
         owner=connection_of(ctx),
+        answerable=answerable(ctx.session),
     )
     return await work(context)
 

@@ -89,10 +89,19 @@ class _Parked(Generic[_R]):
         self._backlog: deque[_Note] = deque(maxlen=MAX_BACKLOG)
 
     async def run(
-        self, work: Work[_R], meta: Mapping[str, Any], forget: Callable[[], None]
+        self,
+        work: Work[_R],
+        meta: Mapping[str, Any],
+        answerable: Mapping[str, Any] | None,
+        forget: Callable[[], None],
     ) -> None:
         context = CallContext(
-            on_progress=self.progress, meta=meta, on_log=self.log, answer=self.ask, owner=self
+            on_progress=self.progress,
+            meta=meta,
+            on_log=self.log,
+            answer=self.ask,
+            owner=self,
+            answerable=answerable,
         )
         try:
             with self._scope:
@@ -212,6 +221,7 @@ class ParkedCalls:
         *,
         meta: Mapping[str, Any],
         check: Callable[[types.InputRequest], str | None],
+        answerable: Mapping[str, Any] | None = None,
         report: ProgressCallback,
         log: ServerLogHandler,
         elsewhere: Elsewhere | None = None,
@@ -220,7 +230,8 @@ class ParkedCalls:
         retry of a request parked on another replica goes to `elsewhere(owner, state)`.
 
         `meta` is the `_meta` the request's node call carries. The round's `report` and `log` take the request's progress and log messages. `check`
-        says why the client cannot answer a question (None: it can). Raises what `work` raised,
+        says why the client cannot answer a question (None: it can); `answerable`, what it
+        answers, as client capabilities (`CallContext.answerable`). Raises what `work` raised,
         or `MCPError` for a retry whose request is not running here.
         """
         state = params.request_state
@@ -234,7 +245,7 @@ class ParkedCalls:
                 self._parked.pop(token, None)
 
             # Started from this task, so the request's context variables carry over.
-            self._tg.start_soon(parked.run, work, meta, forget)
+            self._tg.start_soon(parked.run, work, meta, answerable, forget)
         else:
             found = self._parked.get(state)
             owner = state.partition("@")[2]

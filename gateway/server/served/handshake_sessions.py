@@ -38,6 +38,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from toolkits.mcp.server_requests import ASKING
+
 from ...engine import Gateway
 from ...limits import PerNode
 from ..connection import connection_of
@@ -50,8 +52,6 @@ _SESSION_ID = b"mcp-session-id"
 _FOUND = "agent_gateway.handshake_session"
 """Where `find` keeps its answer in a request's scope."""
 _VERSION = MCP_PROTOCOL_VERSION_HEADER.encode()
-_ASKING = ("sampling", "elicitation", "roots")
-"""Client capabilities that let a server's request during a call reach the client."""
 
 Stopped = Literal["cancelled", "closed"]
 """Why a passed-through call was stopped: its client cancelled it, or its session ended."""
@@ -82,7 +82,7 @@ class OpenSession:
     def cannot_be_asked(self) -> bool:
         """Whether its client declared no way to be asked (sampling, elicitation, roots)."""
         declared = self.connection.client_capabilities
-        return declared is not None and all(getattr(declared, name) is None for name in _ASKING)
+        return declared is not None and all(getattr(declared, name) is None for name in ASKING)
 
     def quota(self, gateway: Gateway) -> PerNode | None:
         """Its client's share of the nodes, as the usual path finds it (None: no bound)."""

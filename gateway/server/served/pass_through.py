@@ -20,7 +20,8 @@ SDK untouched:
   its client's share of the nodes, cancelled by the client's `notifications/cancelled` (not by
   a closed stream: the spec says a disconnect is no cancel) and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
-  call is refused for the reason the usual path gives (`missing_capability`), with no round;
+  call is refused for the reason the usual path gives (`missing_capability`), with no round
+  (a 2026-07-28 node declares none of them for such a call, on either path);
 - a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
   2026-07-28 server's questions in input-required rounds are refused the same way) or a live
   handshake-era stdio session now (a call its server refuses for want of a grant the node
@@ -57,6 +58,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
+from toolkits.mcp.server_requests import ASKING
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
@@ -74,8 +76,6 @@ log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
 
-_ASKING = ("sampling", "elicitation", "roots")
-"""Client capabilities that let a server's request during a call reach the client."""
 _ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
 """Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
 _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
@@ -408,7 +408,7 @@ def _plain_headers(scope: Scope) -> dict[str, str] | None:
 def _cannot_be_asked(route: InboundModernRoute) -> bool:
     capabilities = route.client_capabilities
     return isinstance(capabilities, dict) and not any(
-        cast(JsonObject, capabilities).get(name) is not None for name in _ASKING
+        cast(JsonObject, capabilities).get(name) is not None for name in ASKING
     )
 
 
