@@ -92,7 +92,7 @@ class _Parked(Generic[_R]):
         self,
         work: Work[_R],
         meta: Mapping[str, Any],
-        answerable: Mapping[str, Any] | None,
+        answerable: Mapping[str, Any],
         forget: Callable[[], None],
     ) -> None:
         context = CallContext(
@@ -221,7 +221,7 @@ class ParkedCalls:
         *,
         meta: Mapping[str, Any],
         check: Callable[[types.InputRequest], str | None],
-        answerable: Mapping[str, Any] | None = None,
+        answerable: Mapping[str, Any],
         report: ProgressCallback,
         log: ServerLogHandler,
         elsewhere: Elsewhere | None = None,
