@@ -129,7 +129,7 @@ async def cycles(arm: Arm, stack: Stack | None, env: Env) -> Figures:
 async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     """Cold start (process start to the first complete tools/list), warm tools/list and RSS,
     in front of 1 server and of N, each with `tools_per_server` tools (direct over HTTP: the
-    warm list of as many tools from one server)."""
+    warm list of as many tools from one server); each the median of `cold_starts` starts."""
     figures: Figures = {}
     for label, count in (("1", 1), ("n", env.sizes.servers)):
         keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb")
@@ -143,7 +143,9 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
         if count > 1 and arm.kind in ("direct", "mcp-proxy", "floor-relay", "floor-bare"):
             figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
             continue
-        figures.update(zip(keys, await _cold_start(arm, env, count), strict=True))
+        starts = [await _cold_start(arm, env, count) for _ in range(env.sizes.cold_starts)]
+        medians = (statistics.median(figure) for figure in zip(*starts, strict=True))
+        figures.update(zip(keys, medians, strict=True))
     cold1, coldn = figures["cold1_ms"], figures["coldn_ms"]
     figures["coldn_x1"] = coldn / cold1 if cold1 and coldn else None
     return figures

@@ -30,6 +30,9 @@ class Sizes:
     tools_per_server: int = 20
     list_repeats: int = 20
     """Warm tools/list calls, or as many as fit in `calls_budget` / 2 seconds (at least 3)."""
+    cold_starts: int = 3
+    """Starts per arm, server count and round, the median of each figure kept: one start on
+    a loaded host moves by tens of per cent."""
     idle_sessions: int = 1000
     sessions_budget: float = 90
     """Seconds to open the idle sessions, or to run the cycles: a slow front does fewer (at
@@ -66,6 +69,7 @@ QUICK = Sizes(
     parallel_repeats=1,
     servers=3,
     list_repeats=3,
+    cold_starts=1,
     idle_sessions=10,
     cycles=10,
     cycle_workers=2,

@@ -133,7 +133,8 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
         ),
         WorkloadSpec(
             "servers",
-            f"1 vs {sizes.servers} downstream servers x {sizes.tools_per_server} tools",
+            f"1 vs {sizes.servers} downstream servers x {sizes.tools_per_server} tools, median of "
+            f"{sizes.cold_starts} starts",
             (
                 _ms("cold1_ms", "cold start, 1", ratio=False),
                 _ms("coldn_ms", f"cold start, {sizes.servers}", ratio=False),

@@ -17,9 +17,10 @@ import hashlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from .config import PrefixPolicy
 
@@ -67,8 +68,10 @@ def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str])
     return not any(fnmatchcase(name, pattern) for pattern in exclude)
 
 
-def _unique(originals: Iterable[str], prefix: str | None) -> dict[str, str]:
-    """Names for one node's tools, distinct within the node."""
+@lru_cache(maxsize=1024)
+def _unique(originals: tuple[str, ...], prefix: str | None) -> Mapping[str, str]:
+    """Names for one node's tools, distinct within the node. Kept: every node's listing is
+    resolved again whenever one changes (50 servers starting: 50 times), mostly unchanged."""
     head = f"{sanitize_name(prefix)}{PREFIX_SEPARATOR}" if prefix is not None else ""
     wanted = {orig: _fit(head + _INVALID.sub("_", orig), orig) for orig in dict.fromkeys(originals)}
     names: dict[str, str] = {}
@@ -105,8 +108,8 @@ def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
     Names are unique across all nodes: any clash left over (a bare name that happens to equal
     another node's prefixed one) is settled by a hash suffix on the later node's tool.
     """
-    bare = {n.node: _unique(n.tools, None) for n in nodes}
-    prefixed = {n.node: _unique(n.tools, n.node) for n in nodes}
+    bare = {n.node: _unique(tuple(n.tools), None) for n in nodes}
+    prefixed = {n.node: _unique(tuple(n.tools), n.node) for n in nodes}
     claims = Counter(name for n in nodes if n.prefix != "always" for name in bare[n.node].values())
 
     resolved: dict[str, dict[str, str]] = {}
