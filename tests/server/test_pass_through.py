@@ -35,6 +35,7 @@ from tests.servers.oauth import oauth_world
 from tests.servers.usual_tools import Name, add_usual_tools
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.mcp.config import ProtocolMode
+from toolkits.mcp.server_requests import ASKING
 
 from .proxying import ClientAnswers, answers_by_name, gateway_front
 from .support import serve
@@ -67,8 +68,7 @@ class Downstream:
         async def declared(ctx: ToolContext) -> str:
             """Which of the asking capabilities this request's client declared."""
             capabilities = ctx.session.client_capabilities
-            asking = ("sampling", "elicitation", "roots")
-            return ",".join(k for k in asking if getattr(capabilities, k, None)) or "none"
+            return ",".join(k for k in ASKING if getattr(capabilities, k, None)) or "none"
 
         @server.tool()
         async def wait() -> str:

@@ -22,6 +22,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.memory import create_client_server_memory_streams
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from toolkits.mcp.server_requests import ASKING
+
 __all__ = [
     "Context",
     "CrashableTransport",
@@ -113,8 +115,7 @@ class ToyServer:
         async def declared(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
             capabilities = ctx.session.client_capabilities or types.ClientCapabilities()
             seen = capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
-            asking = ("sampling", "elicitation", "roots")
-            return text_result(repr({key: seen[key] for key in asking if key in seen}))
+            return text_result(repr({key: seen[key] for key in ASKING if key in seen}))
 
         self.add(name, declared)
 

@@ -24,7 +24,7 @@ What is declared: a handshake-era node declares sampling, elicitation and roots 
 session. In the 2026-07-28 era a client's capabilities travel with each request, so a node of
 that era tells its server, per call, only what the call's caller can answer
 (`CallContext.answerable`; nothing for a call without `answer`, nor for a call passed through,
-which refuses every request: `declaring_none`); its own requests (lists, subscriptions) still
+which refuses every request: `_declaring_none`); its own requests (lists, subscriptions) still
 declare all three, so servers offer the tools that need them. A server then knows before it
 asks, and a gateway in front of it can pass such calls straight through.
 
@@ -53,7 +53,6 @@ __all__ = [
     "CallsInFlight",
     "InFlightCall",
     "Stamp",
-    "declaring_none",
     "refusal",
     "refused",
 ]
@@ -127,11 +126,11 @@ class CallsInFlight:
         owner = None
         if answer is not None or on_log is not None:
             owner = context.owner if context and context.owner is not None else object()
-        call = InFlightCall(answer, on_log, owner, on_waiting)
-        if answer is None:
-            call.answerable = {}
-        elif context is not None:
-            call.answerable = context.answerable
+        # Nobody to answer: nothing to declare. Else what the caller says (None: all).
+        answerable: Mapping[str, Any] | None = {}
+        if context is not None and answer is not None:
+            answerable = context.answerable
+        call = InFlightCall(answer, on_log, owner, on_waiting, answerable=answerable)
         self._calls.append(call)
         token = _call.set(call)
         try:
@@ -185,7 +184,7 @@ class CallsInFlight:
     def declare_per_call(self, session: ClientSession) -> Stamp:
         """Make the 2026-07-28 `session` declare, on each request of a call of this node, only
         what the call's caller answers (see the module docstring). Returns its stamp for
-        requests passed through, which declare none (`declaring_none`)."""
+        requests passed through, which declare none (`_declaring_none`)."""
         stamp: Stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
 
         def per_call(data: JsonObject, options: Any) -> None:
@@ -198,7 +197,7 @@ class CallsInFlight:
                 )
 
         session._stamp = per_call  # pyright: ignore[reportPrivateUsage]
-        return declaring_none(stamp)
+        return _declaring_none(stamp)
 
     def _current(self) -> InFlightCall | None:
         """The call of the running context, if it is one of this node's."""
@@ -259,7 +258,7 @@ class CallsInFlight:
         }
 
 
-def declaring_none(stamp: Stamp) -> Stamp:
+def _declaring_none(stamp: Stamp) -> Stamp:
     """`stamp` for requests whose caller answers nothing (calls passed through): the session's
     client capabilities without `ASKING`."""
     last: list[JsonObject] = [{}, {}]  # the session's capabilities, and those without ASKING
