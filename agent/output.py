@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from jsonschema import SchemaError, validators
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from .messages import ToolDefinition
@@ -51,6 +50,10 @@ class OutputSchema:
     @classmethod
     def from_json_schema(cls, schema: dict[str, JsonValue]) -> OutputSchema:
         """Raises `ValueError` when `schema` is not a valid JSON Schema."""
+        # Imported here: jsonschema takes ~50 ms to import, at every start of every command,
+        # and only an agent with an output schema needs it.
+        from jsonschema import SchemaError, validators
+
         validator_class: Any = validators.validator_for(schema)  # pyright: ignore[reportUnknownMemberType]
         try:
             validator_class.check_schema(schema)

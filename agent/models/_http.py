@@ -29,10 +29,27 @@ _shared_client: httpx.AsyncClient | None = None
 
 def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
     """A pooled client with bounded timeouts, suitable to share between all models."""
-    return httpx.AsyncClient(
-        timeout=timeout,
-        limits=httpx.Limits(max_connections=32, max_keepalive_connections=8),
-    )
+    limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
+    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits))
+
+
+class _PoolOnFirstRequest(httpx.AsyncBaseTransport):
+    """httpx's connection pool, made at the first request rather than with the client: making
+    it reads the CA bundle (50-80 ms), which every start of a gateway paid, with or without a
+    model that calls out."""
+
+    def __init__(self, limits: httpx.Limits) -> None:
+        self._limits = limits
+        self._pool: httpx.AsyncHTTPTransport | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._pool is None:
+            self._pool = httpx.AsyncHTTPTransport(limits=self._limits)
+        return await self._pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
 
 
 def shared_http_client() -> httpx.AsyncClient:

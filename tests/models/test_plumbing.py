@@ -5,12 +5,18 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 import agent.models
-from agent.models import RetryPolicy
+from agent import UserMessage
+from agent.models import OpenAICompatibleModel, RetryPolicy, new_http_client
 from agent.models._http import Secret, public_url
 from agent.models._sse import SSEDecoder, SSEEvent
 from agent.models.retry import parse_retry_after
+from tests.servers.asgi import serve_on_loopback
 
 from .support import NOW
 
@@ -103,3 +109,30 @@ def test_exports_are_curated_and_sorted() -> None:
     }
     for name in exported:
         assert hasattr(agent.models, name)
+
+
+@pytest.mark.anyio
+async def test_a_gateways_client_makes_its_pool_when_first_asked_and_keeps_its_connection() -> None:
+    peers: list[tuple[str, int]] = []
+
+    async def chat(request: Request) -> JSONResponse:
+        assert request.client is not None
+        peers.append((request.client.host, request.client.port))
+        model = (await request.json())["model"]
+        message = {"role": "assistant", "content": f"{model} here"}
+        return JSONResponse(
+            {"choices": [{"index": 0, "message": message, "finish_reason": "stop"}]}
+        )
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    async with serve_on_loopback(app) as base:
+        client = new_http_client()  # no pool yet: starting a gateway reads no CA bundle
+        try:
+            model = OpenAICompatibleModel(f"{base}/v1", "qwen2.5", http_client=client)
+            for _ in range(2):
+                answer = await model.invoke([UserMessage(content="hi")], [])
+                assert answer.content == "qwen2.5 here"
+        finally:
+            await client.aclose()
+    assert len(peers) == 2
+    assert peers[0] == peers[1]  # one pooled connection, kept

@@ -52,9 +52,12 @@ class RecordHeaders:
 
 
 @asynccontextmanager
-async def serve_on_loopback(app: Any, port: int = 0) -> AsyncGenerator[str]:
+async def serve_on_loopback(
+    app: Any, port: int = 0, *, certificate: str | None = None
+) -> AsyncGenerator[str]:
     """Serve `app` with uvicorn on 127.0.0.1 (`port`, or a free one); yields
-    `http://127.0.0.1:PORT`."""
+    `http://127.0.0.1:PORT`, or `https://` with `certificate` (a PEM file of the key and the
+    certificate chain)."""
     # Bound and listening before uvicorn starts: clients can connect at once, no polling.
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
@@ -65,12 +68,13 @@ async def serve_on_loopback(app: Any, port: int = 0) -> AsyncGenerator[str]:
         sock.close()  # else a ResourceWarning fails whichever later test collects it
         raise
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", ssl_certfile=certificate)
+    server = uvicorn.Server(config)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])
             try:
-                yield f"http://127.0.0.1:{port}"
+                yield f"{'https' if certificate else 'http'}://127.0.0.1:{port}"
             finally:
                 # Open SSE streams would hold a graceful shutdown: end them too.
                 server.should_exit = server.force_exit = True

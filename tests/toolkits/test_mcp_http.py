@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
+import trustme
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.asgi import RecordHeaders, buffered_body, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
-from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode
+from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode, transport
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -152,6 +155,56 @@ async def test_calls_reuse_their_http_connection(era: ProtocolMode) -> None:
     # Besides the calls' own connection, a 2026-07-28 session holds one for its listen stream.
     assert len(calls) >= 20
     assert len(set(calls)) <= 3, f"{len(set(calls))} connections for 20 sequential calls"
+
+
+@pytest.fixture
+def trust_store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """Where `SSL_CERT_FILE` points (nothing there yet), read again by the next node that
+    makes a TLS connection (the TLS settings are made once per process)."""
+    path = tmp_path / "trusted.pem"
+    monkeypatch.setenv("SSL_CERT_FILE", str(path))
+    transport._tls.cache_clear()  # pyright: ignore[reportPrivateUsage]
+    yield path
+    transport._tls.cache_clear()  # pyright: ignore[reportPrivateUsage]
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_a_server_over_https_is_verified_against_the_trust_store(
+    era: ProtocolMode, trust_store: Path, tmp_path: Path
+) -> None:
+    authority = trustme.CA()
+    certificate = tmp_path / "server.pem"
+    authority.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(certificate)
+    authority.cert_pem.write_to_path(trust_store)
+    toy = ToyServer()
+    toy.add_echo("echo")
+    app = toy.server.streamable_http_app(host="127.0.0.1")
+    async with serve_on_loopback(app, certificate=str(certificate)) as base:
+        assert base.startswith("https://")
+        config = McpServerConfig(url=f"{base}/mcp", protocol=era)
+        async with McpToolkit("toy", config, backoff=Backoff(60)) as node:
+            assert node.health.state == "ready", node.health
+            result = await node.call_tool("toy__echo", {"a": 1})
+            assert not result.is_error
+
+        trustme.CA().cert_pem.write_to_path(trust_store)  # another authority only
+        transport._tls.cache_clear()  # pyright: ignore[reportPrivateUsage]
+        async with McpToolkit("toy", config, backoff=Backoff(60)) as node:
+            assert node.health.state == "failed"
+            assert "CERTIFICATE_VERIFY_FAILED" in (node.health.last_error or ""), node.health
+
+
+@pytest.mark.usefixtures("trust_store")  # with no file there, making TLS settings fails
+async def test_a_plain_http_server_needs_no_trust_store() -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+    app = toy.server.streamable_http_app(host="127.0.0.1")
+    async with (
+        serve_on_loopback(app) as base,
+        McpToolkit("toy", McpServerConfig(url=f"{base}/mcp")) as node,
+    ):
+        assert node.health.state == "ready", node.health
+        assert not (await node.call_tool("toy__echo", {})).is_error
 
 
 class RefuseHandshake:

@@ -155,8 +155,34 @@ _DRAIN_SECONDS = 0.5
 @cache
 def _tls() -> ssl.SSLContext:
     """The TLS settings of every HTTP server's client, made once: making them reads the CA
-    bundle (~20 ms), which per server was most of the start of a gateway with 50 of them."""
+    bundle (~20-50 ms), which per server was most of the start of a gateway with 50 of them."""
     return httpx2.create_ssl_context()
+
+
+_NO_TRUST = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+"""The plain pool's: it never makes a TLS connection, and with no CA to trust this context
+would refuse every server if it did."""
+
+
+class _PoolPerScheme(httpx2.AsyncBaseTransport):
+    """httpx's connection pools, one for `http` and one for `https`, each made at its first
+    request: a node of a plain-HTTP server (every local one) then never reads the CA bundle,
+    while its authorization flow can still reach an authorization server over TLS."""
+
+    def __init__(self) -> None:
+        self._pools: dict[bool, httpx2.AsyncHTTPTransport] = {}
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        tls = request.url.scheme == "https"
+        pool = self._pools.get(tls)
+        if pool is None:
+            verify = _tls() if tls else _NO_TRUST
+            pool = self._pools[tls] = httpx2.AsyncHTTPTransport(verify=verify)
+        return await pool.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        for pool in self._pools.values():
+            await pool.aclose()
 
 
 class _ReusingConnections(httpx2.AsyncBaseTransport):
@@ -280,7 +306,7 @@ async def _streamable_http(
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     usable = LeanHttp.usable(url) and _on_asyncio()
     lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
-    reusing = _ReusingConnections(httpx2.AsyncHTTPTransport(verify=_tls()))
+    reusing = _ReusingConnections(_PoolPerScheme())
     transport = LeanPosts(reusing, lean, url, link.observe)
     link.auth = await auth()
     async with (
