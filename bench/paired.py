@@ -1,7 +1,7 @@
 """Two fronts timed call by call against each other: a change weighed to ~0.5 %.
 
     python -m bench paired --against SIDE [--base SIDE] [--protocol modern|auto] [--calls 1500]
-                           [--warmup 300] [--blob N] [--clients N [--turn 16]]
+                           [--warmup 300] [--blob N] [--clients N [--turn 16]] [--asking]
 
 A SIDE is a checkout of this repository (a directory: `agent-gateway serve --http` with
 `expose_tools = true` on that code), `direct` (no front: the driver calls the downstream) or
@@ -19,6 +19,10 @@ calls/s of short turns): the load of the throughput workloads. Printed per side:
 p90, mean, the front's CPU per call (user + system, from the process) and the calls per second
 while it had its turns; and the ratios of `--against` to `--base`. Two fronts of the same code
 come out within 0.3-0.5 % of each other on p50 and CPU with one client.
+
+The driver's sessions declare nothing by default, as the peer benchmark's do. `--asking` makes
+them what most desktop clients open: a 2025-era session (`mode="legacy"`) that declares roots,
+so its servers may ask it during a call.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import anyio
 
@@ -123,8 +128,15 @@ async def run(
     blob: int,
     clients: int = 1,
     per_turn: int = 16,
+    asking: bool = False,
 ) -> tuple[_Side, _Side]:
     from mcp import Client
+    from mcp_types import ListRootsResult
+
+    async def no_roots(_ctx: object) -> ListRootsResult:
+        return ListRootsResult(roots=[])
+
+    declared: dict[str, Any] = {"mode": "legacy", "list_roots_callback": no_roots} if asking else {}
 
     tool, arguments = ("blob", {"n": blob}) if blob else ("echo", {"message": "x" * 200})
     expected = blob_text(blob) if blob else arguments["message"]
@@ -148,7 +160,9 @@ async def run(
                 _front(side, f"{downstream.url}/mcp", config)
             )
             pids.append(pid)
-            sessions.append([await stack.enter_async_context(Client(url)) for _ in range(clients)])
+            sessions.append(
+                [await stack.enter_async_context(Client(url, **declared)) for _ in range(clients)]
+            )
 
         async def call(client: Client, side: _Side | None, name: str) -> None:
             started = time.perf_counter()
@@ -223,6 +237,9 @@ def main() -> None:
     parser.add_argument(
         "--turn", type=int, default=16, help="with --clients: calls from each client per turn"
     )
+    parser.add_argument(
+        "--asking", action="store_true", help="2025-era sessions that declare roots"
+    )
     options = parser.parse_args()
     base, against = _side(options.base), _side(options.against)
     sides = anyio.run(
@@ -235,11 +252,14 @@ def main() -> None:
             blob=options.blob,
             clients=options.clients,
             per_turn=options.turn,
+            asking=options.asking,
         ),
         backend_options={"use_uvloop": True},
     )
     what = f"blob({options.blob})" if options.blob else "echo"
     load = "one client" if options.clients == 1 else f"{options.clients} clients at once"
+    if options.asking:
+        load += ", 2025-era sessions declaring roots"
     calls = len(sides[0].latencies)
     _report(sides, f"{calls} {what} calls through each side ({load}), {options.protocol}")
 

@@ -40,6 +40,7 @@ def _paired(*options: str) -> subprocess.CompletedProcess[str]:
         ((), "16 echo calls through each side (one client), modern"),
         (("--blob", "20000", "--protocol", "auto"), "16 blob(20000) calls through each side"),
         (("--clients", "2", "--turn", "4"), "16 echo calls through each side (2 clients at once)"),
+        (("--asking",), "16 echo calls through each side (one client, 2025-era sessions declaring"),
     ],
 )
 def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(

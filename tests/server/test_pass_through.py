@@ -23,6 +23,8 @@ from mcp import Client
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context as ToolContext
 from mcp.server.mcpserver import Elicit, Resolve
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import Gateway
@@ -30,6 +32,7 @@ from gateway.server import HttpOptions, http_app
 from gateway.server.served import pass_through_reply
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
+from tests.servers.catalog import sampling_request
 from tests.servers.inprocess import Context, ToyServer, content_kinds_result, text_result
 from tests.servers.oauth import oauth_world
 from tests.servers.usual_tools import Name, add_usual_tools
@@ -69,6 +72,40 @@ class Downstream:
             """Which of the asking capabilities this request's client declared."""
             capabilities = ctx.session.client_capabilities
             return ",".join(k for k in ASKING if getattr(capabilities, k, None)) or "none"
+
+        @server.tool()
+        async def sample(ctx: ToolContext) -> str:
+            """Ask the client's model, on the call's own stream."""
+            try:  # not `create_message`, which warns that sampling is deprecated at 2026-07-28
+                answer = await ctx.session.send_request(
+                    sampling_request("6 * 7?"),
+                    types.CreateMessageResult,
+                    metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+                )
+            except MCPError as exc:
+                return f"could not ask: {exc}"
+            return f"{answer.model} says {getattr(answer.content, 'text', '?')}"
+
+        @server.tool()
+        async def roots(ctx: ToolContext) -> str:
+            """Ask for the client's roots on the session's own stream, not the call's."""
+            try:
+                listed = await ctx.session.send_request(
+                    types.ListRootsRequest(), types.ListRootsResult
+                )
+            except MCPError as exc:
+                return f"could not ask: {exc}"
+            return ", ".join(f"{root.name} {root.uri}" for root in listed.roots)
+
+        @server.tool()
+        async def hesitate(ctx: ToolContext) -> str:
+            """Ask for a name; a cancel meanwhile sets `cancelled`."""
+            try:
+                await ctx.elicit("Your name?", Name)
+            except anyio.get_cancelled_exc_class():
+                self.cancelled.set()
+                raise
+            return "answered"
 
         @server.tool()
         async def wait() -> str:

@@ -11,7 +11,7 @@ passed it through; a client that can be asked is not passed through.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from gateway.server import HttpOptions
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import serve_on_loopback
+from toolkits import result_text
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
@@ -217,16 +218,157 @@ async def test_the_wire_answer_of_a_session_call_is_the_sdks_in_every_handshake_
     }
 
 
-async def test_a_client_that_can_be_asked_takes_the_session_path_and_is_asked() -> None:
-    answers = ClientAnswers()
-    with anyio.fail_after(30):
+ASKING_TOOLS = ("d__ask", "d__sample", "d__roots")
+"""A server's questions during a call: on the call's own stream (elicitation, sampling), and on
+the session's (roots)."""
+
+
+@NODE_PROTOCOLS
+async def test_a_client_that_can_be_asked_is_asked_through_a_call_passed_through(
+    protocol: ProtocolMode,
+) -> None:
+    """A handshake-era node's calls pass through and their server's questions are put to the
+    client as on the session path; a 2026-07-28 node's take the usual path, which declares
+    to the server what the client answers."""
+    asked: dict[str, list[str]] = {}
+    answers: dict[str, ClientAnswers] = {}
+    with anyio.fail_after(60):
+        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
+            for url in (fast, usual):
+                answers[url] = ClientAnswers()
+                async with Client(url, mode="legacy", **answers[url].callbacks()) as client:
+                    asked[url] = [
+                        result_text(await client.call_tool(name, {})) for name in ASKING_TOOLS
+                    ]
+    assert asked[fast] == asked[usual]
+    for seen in ("elicited", "sampled", "roots_asked"):
+        assert getattr(answers[fast], seen) == getattr(answers[usual], seen)
+    if protocol == "modern":
+        assert layer.forwarded == 0
+        return
+    assert layer.forwarded == len(ASKING_TOOLS)
+    assert asked[fast] == ["user is Ada", "upstream-model says 42", "work file:///work"]
+    assert answers[fast].roots_asked == 1
+
+
+async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session_path() -> None:
+    asked: dict[str, list[str]] = {}
+    roots_only = {"list_roots_callback": ClientAnswers().callbacks()["list_roots_callback"]}
+    with anyio.fail_after(60):
+        async with both_fronts() as (_, fast, usual, layer):
+            for url in (fast, usual):
+                async with Client(url, mode="legacy", **roots_only) as client:
+                    asked[url] = [
+                        result_text(await client.call_tool(name, {})) for name in ASKING_TOOLS
+                    ]
+    assert layer.forwarded == len(ASKING_TOOLS)
+    assert asked[fast] == asked[usual]
+    ask, sample, roots = asked[fast]
+    assert "elicitation/create refused: the upstream client lacks elicitation" in ask
+    assert "sampling/createMessage refused: the upstream client lacks sampling" in sample
+    assert roots == "work file:///work"
+
+
+async def _answered_on_the_wire(
+    session: RawSession, name: str, answer: Callable[[JsonObject], JsonObject]
+) -> tuple[list[JsonObject], list[JsonObject]]:
+    """Call `name` and reply to each question of its server with `answer(question)`, as its
+    own POST: what the call's answer carried, and the questions."""
+    heard: list[JsonObject] = []
+    questions: list[JsonObject] = []
+    call = session.call(name, {})
+    async with session.http.stream(
+        "POST", session.url, json=call, headers=session.headers()
+    ) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        async for line in response.aiter_lines():
+            if not line.startswith("data:"):
+                continue
+            message = json.loads(line[5:])
+            heard.append(message)
+            if "method" in message and "id" in message:
+                questions.append(message)
+                reply = {"jsonrpc": "2.0", "id": message["id"], **answer(message)}
+                assert await session.post(reply) == []  # 202, nothing to read
+    return heard, questions
+
+
+async def test_a_question_on_the_wire_and_the_clients_refusal_passed_on() -> None:
+    def refuse(_question: JsonObject) -> JsonObject:
+        return {"error": {"code": -1, "message": "not now"}}
+
+    def malformed(_question: JsonObject) -> JsonObject:
+        return {"result": {"action": "perhaps"}}
+
+    heard: dict[str, list[list[JsonObject]]] = {}
+    asked: dict[str, list[JsonObject]] = {}
+    with anyio.fail_after(60):
         async with (
-            both_fronts() as (_, fast, _usual, layer),
-            Client(fast, mode="legacy", **answers.callbacks()) as client,
+            both_fronts() as (_, fast, usual, layer),
+            httpx2.AsyncClient() as http,
         ):
-            asked = await client.call_tool("d__ask", {})
-    assert layer.forwarded == 0
-    assert asked.content == [types.TextContent(text="user is Ada")]
+            for url in (fast, usual):
+                session = RawSession(http, url, "2025-11-25")
+                await session.open({"elicitation": {}})
+                for answer in (refuse, malformed):
+                    messages, questions = await _answered_on_the_wire(session, "d__ask", answer)
+                    heard.setdefault(url, []).append(messages)
+                    asked.setdefault(url, []).extend(questions)
+                assert await session.delete() == 200
+    assert layer.forwarded == 2
+    # The SDK numbers its questions; ours are strings it never uses.
+    assert [type(q["id"]) for q in asked[fast]] == [str, str]
+    assert [type(q["id"]) for q in asked[usual]] == [int, int]
+    for question in (*asked[fast], *asked[usual]):
+        del question["id"]
+    assert asked[fast] == asked[usual]
+    assert asked[fast][0]["method"] == "elicitation/create"
+    assert [m[1:] for m in heard[fast]] == [m[1:] for m in heard[usual]]  # all but the question
+    refused, broken = (m[-1]["result"]["content"][0]["text"] for m in heard[fast])
+    assert refused == "could not ask: not now"
+    assert "the upstream client's answer is malformed" in broken
+
+
+async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_path() -> None:
+    heard: dict[str, list[JsonObject]] = {}
+    with anyio.fail_after(60):
+        async with both_fronts() as (down, fast, usual, layer), httpx2.AsyncClient() as http:
+            for url in (fast, usual):
+                down.cancelled = anyio.Event()
+                session = RawSession(http, url, "2025-11-25")
+                await session.open({"elicitation": {}})
+                call = session.call("d__hesitate", {})
+                heard[url] = []
+                async with session.http.stream(
+                    "POST", url, json=call, headers=session.headers()
+                ) as response:
+                    async for line in response.aiter_lines():
+                        if not line.startswith("data:"):
+                            continue
+                        message = json.loads(line[5:])
+                        heard[url].append(message)
+                        if message.get("method") == "elicitation/create":
+                            cancel = {"requestId": call["id"], "reason": "enough"}
+                            await session.post(
+                                {
+                                    "jsonrpc": "2.0",
+                                    "method": "notifications/cancelled",
+                                    "params": cancel,
+                                }
+                            )
+                            late = {
+                                "jsonrpc": "2.0",
+                                "id": message["id"],
+                                "result": {"action": "decline"},
+                            }
+                            assert await session.post(late) == []  # answered all the same
+                await down.cancelled.wait()
+                again = await session.post(session.call("d__echo", {"message": "still here"}))
+                assert again[0]["result"]["content"] == [{"type": "text", "text": "still here"}]
+    assert layer.forwarded == 2
+    for messages in heard.values():
+        assert [m.get("method") for m in messages] == ["elicitation/create", None]
+        assert messages[-1]["error"] == {"code": -32800, "message": "Request cancelled"}
 
 
 async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_answered_so() -> None:

@@ -25,9 +25,10 @@ from mcp import Client
 from tests.servers.real import everything_stdio
 from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.server_requests import refusal
 from toolkits.observation import result_text
 
-from .proxying import answers_by_name
+from .proxying import ClientAnswers, answers_by_name
 from .proxying import gateway_front as front
 from .support import ERAS
 
@@ -116,6 +117,27 @@ async def test_calls_passed_through_a_pipe_answer_as_the_usual_path_does(
     by_name = answers_by_name(answers, logs)
     if mode == "auto":
         assert by_name["d__big"][0]["content"][0]["text"] == "x" * 5_000_000
+
+
+async def test_a_handshake_era_client_that_can_be_asked_is_asked_through_the_pipe() -> None:
+    """The server asks on the pipe, where nothing says which call the question is for: the
+    call passed through is held among the node's calls, which put it to its client."""
+    asked: list[str] = []
+    answers = ClientAnswers()
+    with anyio.fail_after(60):
+        for pass_through in (True, False):
+            async with (
+                front(piped(), pass_through=pass_through) as (url, layer, _),
+                Client(url, mode="legacy", **answers.callbacks()) as client,
+            ):
+                await client.list_tools()
+                asked.append(result_text(await client.call_tool("d__ask", {})))
+                assert (layer.forwarded if layer is not None else None) == (
+                    1 if pass_through else None
+                )
+    assert asked == ["user is Ada", "user is Ada"]
+    assert len(answers.elicited) == 2
+    assert answers.elicited[0] == answers.elicited[1]
 
 
 async def test_every_log_message_of_a_call_reaches_its_caller_before_its_result() -> None:
@@ -320,7 +342,7 @@ async def test_a_node_call_on_the_usual_path_hears_the_same_pipe() -> None:
                 meta={},
                 on_progress=heard.on_progress,
                 on_log=_ignore,
-                refuse=lambda _request: "nobody to ask",
+                answer=_nobody,
             )
             steps = await node.call_tool(
                 "d__steps", {"n": 2}, context=CallContext(on_progress=heard.on_progress)
@@ -344,7 +366,7 @@ async def test_a_call_on_a_pipe_already_closed_is_left_to_the_usual_path() -> No
                 meta={},
                 on_progress=_no_progress,
                 on_log=_ignore,
-                refuse=lambda _request: "nobody to ask",
+                answer=_nobody,
             )
             echo = await node.call_tool("d__echo", {"message": "usual"})  # after reconnecting
     assert result is None  # never sent: the usual path may take the call
@@ -357,3 +379,7 @@ async def _no_progress(_progress: float, _total: float | None, _message: str | N
 
 async def _ignore(_params: dict[str, Any]) -> None:
     pass
+
+
+async def _nobody(request: types.InputRequest) -> types.ErrorData:
+    return refusal(request, "nobody to ask")

@@ -18,7 +18,6 @@ def test_the_package_exports_what_we_mean() -> None:
         "KeyringStore",
         "FileStore",
         "Forward",
-        "Refuse",
         "Backoff",
         "McpCatalog",
         "McpServerConfig",

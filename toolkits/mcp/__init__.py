@@ -26,7 +26,7 @@ from .config import (
     TransportKind,
     load_mcp_servers,
 )
-from .forward import Forward, Refuse
+from .forward import Forward
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit
@@ -52,7 +52,6 @@ __all__ = [
     "PrefixPolicy",
     "ProtocolMode",
     "RedirectMode",
-    "Refuse",
     "Target",
     "TokenEndpointAuth",
     "TokenStore",

@@ -5,8 +5,7 @@ machinery (memory streams, tasks, models for every message). `Forward.call` send
 on the node's live connection and returns the result as the server sent it, JSON,
 checked but not rebuilt. On the way, as `McpToolkit.call_tool` would: progress restarts the
 clock and goes to the caller, log messages go to the caller, the server's own requests are
-answered (refused for the reason the caller gives; pings answered), its other notifications
-go to the node, a timeout or a cancelled caller cancels the request at the server, and a
+answered by the caller (`answer`; pings by us), its other notifications go to the node, a timeout or a cancelled caller cancels the request at the server, and a
 connection lost mid-call is reported and reconnected.
 
 How a request goes out and its messages come back is the `Channel`'s: a streamable HTTP
@@ -15,8 +14,9 @@ server's pipe (`stdio_pipe`). Over HTTP the server's requests and log messages c
 call's own response; over stdio nothing says which call they belong to, so they go to the
 node's SDK session, and the call is held in flight among the node's calls (`server_requests`)
 to be attributed as any other call would be. A 2026-07-28 server asks its questions in the
-result instead (input-required rounds): they are answered by the SDK's own driver, each with
-the caller's refusal, as the SDK client answers them for a caller that cannot be asked.
+result instead (input-required rounds): the SDK's own driver takes them to the caller, as the
+SDK client does; the node declares no asking capability for such a call (`declares_none`), so
+they are the rare server's that asks regardless, and refused.
 
 `McpToolkit.forward(name)` offers one when the node's connection can carry it; `call` returns
 None when the request never reached the server (the session was gone), so the caller can
@@ -46,17 +46,14 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse, InputResponses
 from pydantic import ValidationError
 
-from ..base import CallContext, error_result
+from ..base import CallContext, ServerRequestHandler, error_result
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .plain_result import is_plain_text
 from .server_requests import CallsInFlight, refused
 from .session import Connection, connection_lost
 
-__all__ = ["Channel", "ChannelLost", "Forward", "Refuse"]
-
-Refuse = Callable[[dict[str, Any]], str]
-"""Why the caller cannot answer this request of the server (it is refused with that)."""
+__all__ = ["Channel", "ChannelLost", "Forward"]
 
 JsonObject = dict[str, Any]
 OnProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -108,8 +105,16 @@ class Forward:
     output_schema: bool = False
     """Whether the tool as the node lists it declares an output schema to check results by."""
     calls: CallsInFlight | None = None
-    """The node's calls, where the server's requests and log messages reach the node's SDK
-    session rather than the channel (stdio): the call is held among them meanwhile."""
+    """The node's calls, where the server's requests and log messages may reach the node's SDK
+    session rather than the channel: the call is held among them meanwhile."""
+    says_which_call: bool = False
+    """Whether the channel brings the server's requests and log messages about a call on the
+    call's own response (HTTP): only a server asking outside it (on its session's own stream)
+    reaches `calls`, so a call is held there only if its caller can be asked."""
+    declares_none: bool = False
+    """Whether the server is told, with each call, that its caller can be asked nothing
+    (2026-07-28): then only a caller that cannot be asked may take this way, as on the usual
+    path, which declares what the caller answers."""
 
     async def call(
         self,
@@ -118,24 +123,27 @@ class Forward:
         meta: Mapping[str, Any],
         on_progress: OnProgress,
         on_log: OnLog,
-        refuse: Refuse,
+        answer: ServerRequestHandler,
+        askable: bool = False,
         owner: object | None = None,
         scope: anyio.CancelScope | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it (a protocol error as an error result);
         None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
+        `answer` takes the server's requests (sampling, elicitation, roots) meanwhile;
+        `askable`: whether it may answer any (else it only refuses them).
         `owner`: the caller's client, whose calls may take each other's server requests and
         log messages where the channel cannot tell them apart (`CallContext.owner`).
         `scope`: a cancel scope the caller entered around the call, for the call's clock to
         run on instead of a scope of its own (`Deadline`); a timeout raises out of it.
         """
         deadline = Deadline(self.timeout, self.cap, scope)
-        exchange = _Exchange(self, meta, on_progress, on_log, refuse, deadline)
+        exchange = _Exchange(self, meta, on_progress, on_log, answer, deadline)
         params: JsonObject = {"name": self.original, "arguments": dict(arguments)}
         try:
             with (
                 deadline.scope if scope is None else nullcontext(),
-                self._in_flight(deadline, on_log, refuse, owner),
+                self._in_flight(deadline, on_log, answer, askable, owner),
             ):
                 message = await exchange.send(params)
                 if message is None:
@@ -165,11 +173,16 @@ class Forward:
         raise timed_out(deadline, self.tool, self.node)
 
     def _in_flight(
-        self, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
+        self,
+        deadline: Deadline,
+        on_log: OnLog,
+        answer: ServerRequestHandler,
+        askable: bool,
+        owner: object | None,
     ) -> AbstractContextManager[object]:
-        if self.calls is None:
+        if self.calls is None or (self.says_which_call and not askable):
             return nullcontext()
-        return _held(self.calls, deadline, on_log, refuse, owner)
+        return _held(self.calls, deadline, on_log, answer, owner)
 
     async def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
@@ -198,7 +211,7 @@ class Forward:
         deadline: Deadline,
         on_progress: OnProgress,
         on_log: OnLog,
-        refuse: Refuse,
+        answer: ServerRequestHandler,
     ) -> None:
         """What the server sends about request `request_id` besides its answer: progress, log
         messages and notifications passed on, its own requests answered."""
@@ -208,7 +221,7 @@ class Forward:
         params = message.get("params")
         fields = cast(JsonObject, params) if isinstance(params, dict) else {}
         if "id" in message:
-            await self._answer(message, method, refuse)
+            await self._answer(message, method, answer, deadline)
         elif method == "notifications/progress":
             if fields.get("progressToken") == request_id:
                 deadline.alive()
@@ -222,12 +235,16 @@ class Forward:
         else:
             await self.on_notification(message)
 
-    async def _answer(self, request: JsonObject, method: str, refuse: Refuse) -> None:
+    async def _answer(
+        self, request: JsonObject, method: str, answer: ServerRequestHandler, deadline: Deadline
+    ) -> None:
         reply: JsonObject = {"jsonrpc": "2.0", "id": request["id"]}
         if method == "ping":
             reply["result"] = {}
         else:
-            reply["error"] = refused(method, refuse(request)).model_dump(exclude_none=True)
+            answered = await _asked(request, method, answer, deadline)
+            key = "error" if isinstance(answered, ErrorData) else "result"
+            reply[key] = answered.model_dump(mode="json", by_alias=True, exclude_none=True)
         await self.channel.post(reply)
 
     async def _cancel(self, request_id: str, reason: str) -> None:
@@ -252,7 +269,7 @@ class _Exchange:
     meta: Mapping[str, Any]
     on_progress: OnProgress
     on_log: OnLog
-    refuse: Refuse
+    answer: ServerRequestHandler
     deadline: Deadline
     request_id: str = ""
     """The request in flight (the one a cancellation names)."""
@@ -275,20 +292,19 @@ class _Exchange:
                 if message.get("id") == request_id and "method" not in message:
                     return message
                 await forward.handle_message(
-                    message, request_id, self.deadline, self.on_progress, self.on_log, self.refuse
+                    message, request_id, self.deadline, self.on_progress, self.on_log, self.answer
                 )
         raise ChannelLost("the messages ended without the answer")
 
     async def rounds(self, first: JsonObject, params: JsonObject) -> JsonObject:
         """The answer that ends the input-required rounds `first` opens: each question of the
-        server refused for the caller's reason, by the SDK client's own driver (a refusal
-        ends the rounds with an `MCPError`, as on the usual path)."""
+        server put to the caller by the SDK client's own driver (a refusal ends the rounds
+        with an `MCPError`, as on the usual path)."""
         last: JsonObject = {}
 
         async def dispatch(key: str, request: InputRequest) -> InputResponse | ErrorData:
             del key
-            wire = request.model_dump(mode="json", by_alias=True, exclude_none=True)
-            return refused(request.method, self.refuse(wire))
+            return await _waited_on(self.answer, request, self.deadline)
 
         async def retry(
             responses: InputResponses | None, state: str | None
@@ -318,15 +334,15 @@ class _Exchange:
 
 @contextmanager
 def _held(
-    calls: CallsInFlight, deadline: Deadline, on_log: OnLog, refuse: Refuse, owner: object | None
+    calls: CallsInFlight,
+    deadline: Deadline,
+    on_log: OnLog,
+    answer: ServerRequestHandler,
+    owner: object | None,
 ) -> Generator[object]:
-    """The call held among the node's calls: the server's requests meanwhile are refused for
-    `refuse`'s reason (the caller cannot be asked), its log messages go to `on_log`, and the
-    clock stops while the server waits on an answer, as for a call on the usual path."""
-
-    async def answer(request: InputRequest) -> InputResponse | ErrorData:
-        wire = request.model_dump(mode="json", by_alias=True, exclude_none=True)
-        return refused(request.method, refuse(wire))
+    """The call held among the node's calls: the server's requests meanwhile go to `answer`,
+    its log messages to `on_log`, and the clock stops while the server waits on an answer,
+    as for a call on the usual path."""
 
     async def relay_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
@@ -334,6 +350,37 @@ def _held(
     context = CallContext(on_log=relay_log, answer=answer, owner=owner)
     with calls.track(context, deadline.waiting) as call:
         yield call
+
+
+_ASKS = (
+    mcp_types.CreateMessageRequest,
+    mcp_types.ElicitRequest,
+    mcp_types.ListRootsRequest,
+)
+
+
+async def _asked(
+    request: JsonObject, method: str, answer: ServerRequestHandler, deadline: Deadline
+) -> InputResponse | ErrorData:
+    """The caller's answer to a request the server sent on the call's messages."""
+    try:
+        typed = mcp_types.server_request_adapter.validate_python(request, by_name=False)
+    except ValidationError:
+        return refused(method, "the request is malformed")
+    if not isinstance(typed, _ASKS):
+        return refused(method, f"the upstream client cannot answer {method}")
+    return await _waited_on(answer, typed, deadline)
+
+
+async def _waited_on(
+    answer: ServerRequestHandler, request: InputRequest, deadline: Deadline
+) -> InputResponse | ErrorData:
+    """`answer(request)`, the call's clock stopped meanwhile: the server waits on us."""
+    deadline.waiting(True)
+    try:
+        return await answer(request)
+    finally:
+        deadline.waiting(False)
 
 
 def _input_required(message: JsonObject) -> JsonObject | None:

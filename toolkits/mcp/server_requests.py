@@ -24,7 +24,8 @@ What is declared: a handshake-era node declares sampling, elicitation and roots 
 session. In the 2026-07-28 era a client's capabilities travel with each request, so a node of
 that era tells its server, per call, only what the call's caller can answer
 (`CallContext.answerable`; nothing for a call without `answer`, nor for a call passed through,
-which refuses every request: `_declaring_none`); its own requests (lists, subscriptions) still
+which only a caller that cannot be asked makes on such a node: `_declaring_none`); its own
+requests (lists, subscriptions) still
 declare all three, so servers offer the tools that need them. A server then knows before it
 asks, and a gateway in front of it can pass such calls straight through.
 

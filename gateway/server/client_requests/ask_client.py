@@ -43,6 +43,7 @@ from .forwarding import forward_round
 from .parked_calls import ANSWER_TIMEOUT
 
 __all__ = [
+    "answer_type",
     "answerable",
     "for_client",
     "missing_capability",
@@ -107,21 +108,11 @@ async def relay_to_client(
     problem = upstream_problem(ctx.session, request)
     if problem is not None:
         return refusal(request, problem)
-    result_type: type[BaseModel]
-    match request:
-        case types.CreateMessageRequest(params=params):
-            result_type = (
-                types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
-            )
-        case types.ElicitRequest():
-            result_type = types.ElicitResult
-        case types.ListRootsRequest():
-            result_type = types.ListRootsResult
     try:
         with anyio.fail_after(ANSWER_TIMEOUT):
             answer = await ctx.session.send_request(
                 request,
-                result_type,
+                answer_type(request),
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )
     except TimeoutError:
@@ -140,6 +131,17 @@ async def relay_to_client(
         | types.ListRootsResult,
     )
     return answer
+
+
+def answer_type(request: types.InputRequest) -> type[types.InputResponse]:
+    """The model a client's answer to `request` must fit."""
+    match request:
+        case types.CreateMessageRequest(params=params):
+            return types.CreateMessageResultWithTools if params.tools else types.CreateMessageResult
+        case types.ElicitRequest():
+            return types.ElicitResult
+        case types.ListRootsRequest():
+            return types.ListRootsResult
 
 
 async def for_client(

@@ -9,7 +9,8 @@ session's SDK `Connection` when its `initialize` is answered, and the connection
 forgets it when the SDK ends the session; a DELETE forgets it at once (`watch_deletes`, an ASGI
 layer: the SDK answers 404 from then on, before the connection winds down). Calls passed
 through on a session are held here too, so that the client's `notifications/cancelled` and the
-session's end reach them as they reach the SDK's own handlers.
+session's end reach them as they reach the SDK's own handlers, and so are the questions their
+servers wait to have answered by the session's client (`session_questions`).
 
 Only sessions of the SDK's session manager over HTTP have an id; stdio, in-process and
 stateless connections are never tracked.
@@ -45,6 +46,7 @@ from ...limits import PerNode
 from ..connection import connection_of
 from ..serving import Serving, serving
 from ..transports.request_headers import first
+from .session_questions import SessionQuestions, Write
 
 __all__ = ["HandshakeSessions", "OpenSession", "Stopped", "answered_as_json"]
 
@@ -74,6 +76,8 @@ class OpenSession:
     serving: Serving | None
     calls: dict[types.RequestId, _Call] | None = field(default=None)
     """Made for the first call passed through (most sessions are idle most of the time)."""
+    questions: SessionQuestions | None = None
+    """Made for the first question a server asks the client through a call passed through."""
 
     @property
     def protocol_version(self) -> str:
@@ -83,6 +87,15 @@ class OpenSession:
         """Whether its client declared no way to be asked (sampling, elicitation, roots)."""
         declared = self.connection.client_capabilities
         return declared is not None and all(getattr(declared, name) is None for name in ASKING)
+
+    async def ask(
+        self, write: Write, request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData:
+        """Put a server's `request` to the session's client on a call's answer (`write`)."""
+        if self.questions is None:
+            declared = self.connection.client_capabilities or types.ClientCapabilities()
+            self.questions = SessionQuestions(declared, self.protocol_version)
+        return await self.questions.ask(write, request)
 
     def quota(self, gateway: Gateway) -> PerNode | None:
         """Its client's share of the nodes, as the usual path finds it (None: no bound)."""

@@ -21,7 +21,9 @@ SDK untouched:
   a closed stream: the spec says a disconnect is no cancel) and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round
-  (a 2026-07-28 node declares none of them for such a call, on either path);
+  (a 2026-07-28 node declares none of them for such a call, on either path); or a 2025-era
+  session's client that did, on a node of the handshake era: the server's questions are put
+  to it on the call's answer, as the SDK puts them (`session_questions`);
 - a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
   2026-07-28 server's questions in input-required rounds are refused the same way) or a live
   handshake-era stdio session now (a call its server refuses for want of a grant the node
@@ -56,9 +58,9 @@ from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolkits import ToolkitError, error_result
+from toolkits import ServerRequestHandler, ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
-from toolkits.mcp.server_requests import ASKING
+from toolkits.mcp.server_requests import ASKING, refusal
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
@@ -162,6 +164,14 @@ class PassThrough:
         fields = posted_object(scope, body) if body is not None else None
         call = self._in_session(session, scope, fields) if fields is not None else None
         if call is None:
+            if (
+                fields is not None
+                and session.questions is not None
+                and answered_as_json(scope)  # else the SDK refuses the POST: so do we
+                and session.questions.answered(fields)
+            ):
+                await _accepted(send, session.id)
+                return
             if fields is not None and fields.get("method") == "notifications/cancelled":
                 params = fields.get("params")
                 if isinstance(params, dict):  # the SDK answers it all the same
@@ -184,7 +194,7 @@ class PassThrough:
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
         if any(key.startswith("io.modelcontextprotocol/") for key in meta):
             return None  # a 2026-07-28 envelope on a session: the SDK's to judge
-        if not session.cannot_be_asked() or not answered_as_json(scope):
+        if session.connection.client_capabilities is None or not answered_as_json(scope):
             return None
         version = session.protocol_version
         try:
@@ -192,7 +202,10 @@ class PassThrough:
             checked = types.CallToolRequestParams.model_validate(params, by_name=False)
         except (ValidationError, KeyError, ValueError):
             return None
-        return self._route(fields["id"], checked, meta, version, session)
+        call = self._route(fields["id"], checked, meta, version, session)
+        if call is not None and call.forward.declares_none and not session.cannot_be_asked():
+            return None  # the usual path declares what the client answers; this way, nothing
+        return call
 
     def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
         fields = posted_object(scope, body)
@@ -277,11 +290,15 @@ class PassThrough:
                 meta={HOPS_META_KEY: call.hops + 1},
                 on_progress=progress,
                 on_log=server_log,
-                refuse=_refusal,
+                answer=answer,
+                askable=answer is not _refuse,
                 owner=session.connection if session is not None else None,
                 scope=call_scope,
             )
 
+        answer: ServerRequestHandler = _refuse
+        if session is not None and not session.cannot_be_asked():
+            answer = functools.partial(session.ask, reply.message)
         forward = call.forward
         result: JsonObject | None = None
         quota = session.quota(self._gateway) if session is not None else None
@@ -412,17 +429,17 @@ def _cannot_be_asked(route: InboundModernRoute) -> bool:
     )
 
 
-def _refusal(request: JsonObject) -> str:
-    """Why our client cannot answer the server's `request` (it declared no way to)."""
-    try:
-        typed = types.server_request_adapter.validate_python(request, by_name=False)
-    except ValidationError:
-        return "the request is malformed"
-    if isinstance(typed, types.CreateMessageRequest | types.ElicitRequest | types.ListRootsRequest):
-        missing = missing_capability(types.ClientCapabilities(), typed)
-        if missing is not None:
-            return missing
-    return f"the upstream client cannot answer {typed.method}"
+async def _refuse(request: types.InputRequest) -> types.ErrorData:
+    """The server's `request` refused for a client that declared no way to answer it."""
+    missing = missing_capability(types.ClientCapabilities(), request)
+    return refusal(request, missing or f"the upstream client cannot answer {request.method}")
+
+
+async def _accepted(send: Send, session_id: str) -> None:
+    """Answer a POST of the client's answer to a question as the SDK answers one (202)."""
+    headers = [(b"content-type", b"application/json"), (b"mcp-session-id", session_id.encode())]
+    await send({"type": "http.response.start", "status": 202, "headers": headers})
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _replaying(body: bytes, receive: Receive) -> Receive:

@@ -55,7 +55,11 @@ class Reply:
         self.complete = False
 
     async def event(self, method: str, params: JsonObject) -> None:
-        data = json_bytes({"jsonrpc": "2.0", "method": method, "params": params})
+        await self.message({"jsonrpc": "2.0", "method": method, "params": params})
+
+    async def message(self, message: JsonObject) -> None:
+        """Send `message` (a notification, a question to the client) before the answer."""
+        data = json_bytes(message)
         async with self._writing():
             await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 

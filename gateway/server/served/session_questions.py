@@ -1,0 +1,103 @@
+"""A server's questions during a call passed through on a 2025-era session, put to the
+session's client as the SDK's session path puts them (`ask_client.relay_to_client`).
+
+A question goes out on the call's own answer (an event stream from then on) under an id of
+ours, a string, which the SDK's own requests (numbered) never take. The client POSTs its
+answer on the session; `PassThrough` hands it here before the SDK could see it, and drop it as
+the answer to a request it never sent. A client that lacks the capability is not asked (the
+usual path's refusal), nor waited on past `ANSWER_TIMEOUT`; a call that ends meanwhile
+(cancelled, its session gone) forgets its question, and a late answer goes to the SDK, which
+ignores it as it ignores any answer it no longer waits for.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp_types.methods import validate_client_result
+from pydantic import ValidationError
+
+from toolkits.mcp.server_requests import refusal
+
+from ..client_requests.ask_client import answer_type, missing_capability
+from ..client_requests.parked_calls import ANSWER_TIMEOUT
+
+__all__ = ["SessionQuestions", "Write"]
+
+JsonObject = dict[str, Any]
+
+Write = Callable[[JsonObject], Awaitable[None]]
+"""Sends one message to the client on the answer of the call that asks."""
+
+_ids = itertools.count(1)
+
+
+@dataclass(slots=True)
+class _Waiting:
+    arrived: anyio.Event
+    answer: JsonObject | None = None
+
+
+class SessionQuestions:
+    """The questions of one session's calls that wait on its client."""
+
+    __slots__ = ("_capabilities", "_version", "_waiting")
+
+    def __init__(self, capabilities: types.ClientCapabilities, version: str) -> None:
+        self._capabilities = capabilities
+        self._version = version
+        self._waiting: dict[str, _Waiting] = {}
+
+    async def ask(
+        self, write: Write, request: types.InputRequest
+    ) -> types.InputResponse | types.ErrorData:
+        """The client's answer to `request`, or why it was not asked or did not answer."""
+        problem = missing_capability(self._capabilities, request)
+        if problem is not None:
+            return refusal(request, problem)
+        question_id = f"agent-gateway-question-{next(_ids)}"
+        waiting = self._waiting[question_id] = _Waiting(anyio.Event())
+        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        try:
+            with anyio.fail_after(ANSWER_TIMEOUT):
+                await write({"jsonrpc": "2.0", "id": question_id, **wire})
+                await waiting.arrived.wait()
+        except TimeoutError:
+            why = f"the upstream client gave no answer within {ANSWER_TIMEOUT:g} s"
+            return refusal(request, why)
+        finally:
+            del self._waiting[question_id]
+        assert waiting.answer is not None
+        return self._read(request, waiting.answer)
+
+    def answered(self, message: JsonObject) -> bool:
+        """Take `message`, POSTed by the client, if it answers a question waiting here."""
+        question_id = message.get("id")
+        waiting = self._waiting.get(question_id) if isinstance(question_id, str) else None
+        if waiting is None or waiting.answer is not None or "method" in message:
+            return False
+        waiting.answer = message
+        waiting.arrived.set()
+        return True
+
+    def _read(
+        self, request: types.InputRequest, message: JsonObject
+    ) -> types.InputResponse | types.ErrorData:
+        """The answer as the SDK reads it (`ServerSession.send_request`)."""
+        try:
+            if "error" in message:  # the client's own refusal, passed on as it is
+                return types.ErrorData.model_validate(message["error"], by_name=False)
+            result = message.get("result")
+            if not isinstance(result, dict):
+                raise TypeError("it has no result")
+            with suppress(KeyError):  # a method this version has no surface for: the model judges
+                validate_client_result(request.method, self._version, cast(JsonObject, result))
+            return answer_type(request).model_validate(result, by_name=False)
+        except (ValidationError, TypeError) as exc:
+            return refusal(request, f"the upstream client's answer is malformed: {exc}")
