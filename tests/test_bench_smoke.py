@@ -62,6 +62,7 @@ def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, 
         timeout=840,
     )
     assert done.returncode == 0, done.stderr[-3000:]
+    (out / "run.log").write_text(done.stderr)  # the run's own log, for a failure's message
     return done.stdout, json.loads((out / "peers.json").read_text()), out
 
 
@@ -75,14 +76,15 @@ def expected_arms() -> list[str]:
 def test_every_arm_has_numbers_for_every_workload_in_the_json(
     smoke_run: tuple[str, dict[str, Any], Path],
 ) -> None:
-    _stdout, document, _out = smoke_run
+    _stdout, document, out = smoke_run
     assert list(document["arms"]) == expected_arms()
     assert list(document["workloads"]) == list(WORKLOADS)
     summary = document["summary"]
+    log = (out / "run.log").read_text()[-4000:]
     for arm in expected_arms():
         for workload, spec in document["workloads"].items():
             entry = summary[arm][workload]
-            assert "failed" not in entry, (arm, workload, entry)
+            assert "failed" not in entry, (arm, workload, entry, log)
             if (arm, workload) in NOT_APPLICABLE:
                 assert entry["n/a"], (arm, workload)
                 continue

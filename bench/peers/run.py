@@ -177,6 +177,11 @@ async def run_rounds(
             for spec in cold:
                 for arm in order:
                     outcomes[arm.name][spec.name] = await _measure(spec, arm, None, env, log)
+        for arm in arms:  # a workload left out without an error must not pass for measured
+            for spec in specs:
+                if spec.name not in outcomes[arm.name]:
+                    log(f"  {arm.name} {spec.name}: not measured in round {number + 1}")
+                    outcomes[arm.name][spec.name] = Outcome(failed="not measured")
         results.append(outcomes)
         after_round(results)
     return results

@@ -5,8 +5,9 @@ machinery (memory streams, tasks, models for every message). `Forward.call` send
 on the node's live connection and returns the result as the server sent it, JSON,
 checked but not rebuilt. On the way, as `McpToolkit.call_tool` would: progress restarts the
 clock and goes to the caller, log messages go to the caller, the server's own requests are
-answered by the caller (`answer`; pings by us), its other notifications go to the node, a timeout or a cancelled caller cancels the request at the server, and a
-connection lost mid-call is reported and reconnected.
+answered by the caller (`answer`; pings by us), its other notifications go to the node, a
+timeout or a cancelled caller cancels the request at the server, and a connection lost
+mid-call is reported and reconnected.
 
 How a request goes out and its messages come back is the `Channel`'s: a streamable HTTP
 connection's (`forward_http`: a handshake-era session, or 2026-07-28 requests), or a stdio
