@@ -29,6 +29,7 @@ NOT_APPLICABLE = {
     ("direct-stdio", "cycles"),
     ("direct-stdio", "clients10"),
     ("direct-stdio", "clients50"),
+    ("direct-stdio", "asking"),
     ("mcp-proxy", "agent"),
     ("fastmcp", "agent"),
     ("fastmcp-fresh", "agent"),

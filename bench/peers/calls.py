@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -39,7 +40,7 @@ from .measure import (
 )
 from .venvs import peer_bin
 
-__all__ = ["blobs", "clients", "nested", "parallel_sleep", "sequential"]
+__all__ = ["asking", "blobs", "clients", "nested", "parallel_sleep", "sequential"]
 
 
 async def sequential(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
@@ -47,6 +48,35 @@ async def sequential(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | E
     sizes = env.sizes
     turns = await _in_turns(stacks, env, "echo", ECHO, sizes.calls, sizes.warmup)
     return {t.stack.arm.name: t.failed or t.latencies() for t in turns}
+
+
+async def asking(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
+    """`sequential` from what desktop clients open (Claude Code, VS Code, Cursor): a 2025-era
+    session that declares roots, so its servers may ask it during a call. The other call
+    workloads' clients declare nothing."""
+    sizes = env.sizes
+    found: dict[str, Figures | Exception] = {}
+    async with AsyncExitStack() as exits:
+        sessions: list[Stack] = []
+        for stack in stacks:
+            if stack.url is None:
+                found[stack.arm.name] = NotApplicable("stdio: the one client that spawned it")
+                continue
+            try:
+                client = await exits.enter_async_context(
+                    Client(stack.url, mode="legacy", list_roots_callback=_no_roots, cache=None)
+                )
+            except Exception as exc:
+                found[stack.arm.name] = exc
+                continue
+            sessions.append(replace(stack, client=client))
+        turns = await _in_turns(sessions, env, "echo", ECHO, sizes.asking_calls, sizes.warmup)
+        found |= {t.stack.arm.name: t.failed or t.latencies() for t in turns}
+    return found
+
+
+async def _no_roots(_ctx: object) -> types.ListRootsResult:
+    return types.ListRootsResult(roots=[])
 
 
 def blobs(size: int, calls: int) -> Together:

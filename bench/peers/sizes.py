@@ -50,6 +50,8 @@ class Sizes:
     millisecond of overhead per iteration."""
     wide_tools: int = 100
     nested_calls: int = 300
+    asking_calls: int = 500
+    """Sequential calls from a client that can be asked (`calls.asking`)."""
     timeout: float = 900
     """Seconds one arm may take for one workload before it counts as failed."""
 
@@ -77,5 +79,6 @@ QUICK = Sizes(
     overhead_iterations=3,
     overhead_runs=1,
     nested_calls=20,
+    asking_calls=20,
     timeout=60,
 )

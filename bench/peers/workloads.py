@@ -82,6 +82,14 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
             calls.sequential,
             scope="together",
         ),
+        WorkloadSpec(
+            "asking",
+            f"{sizes.asking_calls} sequential echo calls from a 2025-era session that declares "
+            "roots (as desktop clients do), the arms taking turns call by call",
+            (_ms("p50_ms", "p50"), Figure("cpu_ms", "front CPU per call", "ms")),
+            calls.asking,
+            scope="together",
+        ),
     ]
     for count in sizes.clients:
         specs.append(
