@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 
 from .arms import (
     GATEWAY,
@@ -75,7 +76,8 @@ async def asking(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Excep
     return found
 
 
-async def _no_roots(_ctx: object) -> types.ListRootsResult:
+async def _no_roots(context: ClientRequestContext) -> types.ListRootsResult:
+    del context
     return types.ListRootsResult(roots=[])
 
 

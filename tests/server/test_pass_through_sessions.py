@@ -227,9 +227,10 @@ the session's (roots)."""
 async def test_a_client_that_can_be_asked_is_asked_through_a_call_passed_through(
     protocol: ProtocolMode,
 ) -> None:
-    """A handshake-era node's calls pass through and their server's questions are put to the
-    client as on the session path; a 2026-07-28 node's take the usual path, which declares
-    to the server what the client answers."""
+    """The calls pass through and their server's questions are put to the client as on the
+    session path: asked mid-call (a handshake-era node) or in input-required rounds (`greet`,
+    a 2026-07-28 node, which declares with each call what the client answers)."""
+    tools = (*ASKING_TOOLS, "d__greet", "d__declared")
     asked: dict[str, list[str]] = {}
     answers: dict[str, ClientAnswers] = {}
     with anyio.fail_after(60):
@@ -237,33 +238,36 @@ async def test_a_client_that_can_be_asked_is_asked_through_a_call_passed_through
             for url in (fast, usual):
                 answers[url] = ClientAnswers()
                 async with Client(url, mode="legacy", **answers[url].callbacks()) as client:
-                    asked[url] = [
-                        result_text(await client.call_tool(name, {})) for name in ASKING_TOOLS
-                    ]
+                    asked[url] = [result_text(await client.call_tool(name, {})) for name in tools]
+    assert layer.forwarded == len(tools)
     assert asked[fast] == asked[usual]
     for seen in ("elicited", "sampled", "roots_asked"):
         assert getattr(answers[fast], seen) == getattr(answers[usual], seen)
-    if protocol == "modern":
-        assert layer.forwarded == 0
-        return
-    assert layer.forwarded == len(ASKING_TOOLS)
-    assert asked[fast] == ["user is Ada", "upstream-model says 42", "work file:///work"]
-    assert answers[fast].roots_asked == 1
+    assert asked[fast][-2:] == ["hello Ada", "sampling,elicitation,roots"]
+    if protocol == "auto":
+        assert asked[fast][:3] == ["user is Ada", "upstream-model says 42", "work file:///work"]
+        assert answers[fast].roots_asked == 1
 
 
-async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session_path() -> None:
+@NODE_PROTOCOLS
+async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session_path(
+    protocol: ProtocolMode,
+) -> None:
+    tools = (*ASKING_TOOLS, "d__declared")
     asked: dict[str, list[str]] = {}
     roots_only = {"list_roots_callback": ClientAnswers().callbacks()["list_roots_callback"]}
     with anyio.fail_after(60):
-        async with both_fronts() as (_, fast, usual, layer):
+        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
             for url in (fast, usual):
                 async with Client(url, mode="legacy", **roots_only) as client:
-                    asked[url] = [
-                        result_text(await client.call_tool(name, {})) for name in ASKING_TOOLS
-                    ]
-    assert layer.forwarded == len(ASKING_TOOLS)
+                    asked[url] = [result_text(await client.call_tool(name, {})) for name in tools]
+    assert layer.forwarded == len(tools)
     assert asked[fast] == asked[usual]
-    ask, sample, roots = asked[fast]
+    ask, sample, roots, declared = asked[fast]
+    if protocol == "modern":  # told with the call: roots only
+        assert declared == "roots"
+        return
+    assert declared == "sampling,elicitation,roots"  # the node's session declared all three
     assert "elicitation/create refused: the upstream client lacks elicitation" in ask
     assert "sampling/createMessage refused: the upstream client lacks sampling" in sample
     assert roots == "work file:///work"

@@ -16,8 +16,7 @@ call's own response; over stdio nothing says which call they belong to, so they 
 node's SDK session, and the call is held in flight among the node's calls (`server_requests`)
 to be attributed as any other call would be. A 2026-07-28 server asks its questions in the
 result instead (input-required rounds): the SDK's own driver takes them to the caller, as the
-SDK client does; the node declares no asking capability for such a call (`declares_none`), so
-they are the rare server's that asks regardless, and refused.
+SDK client does, having declared to the server only what the caller answers.
 
 `McpToolkit.forward(name)` offers one when the node's connection can carry it; `call` returns
 None when the request never reached the server (the session was gone), so the caller can
@@ -111,11 +110,8 @@ class Forward:
     says_which_call: bool = False
     """Whether the channel brings the server's requests and log messages about a call on the
     call's own response (HTTP): only a server asking outside it (on its session's own stream)
-    reaches `calls`, so a call is held there only if its caller can be asked."""
-    declares_none: bool = False
-    """Whether the server is told, with each call, that its caller can be asked nothing
-    (2026-07-28): then only a caller that cannot be asked may take this way, as on the usual
-    path, which declares what the caller answers."""
+    reaches `calls`, so a call is held there only if its caller can be asked (where a
+    2026-07-28 connection's stamp finds what the caller answers)."""
 
     async def call(
         self,
@@ -125,14 +121,15 @@ class Forward:
         on_progress: OnProgress,
         on_log: OnLog,
         answer: ServerRequestHandler,
-        askable: bool = False,
+        answerable: Mapping[str, Any] | None = None,
         owner: object | None = None,
         scope: anyio.CancelScope | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it (a protocol error as an error result);
         None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
         `answer` takes the server's requests (sampling, elicitation, roots) meanwhile;
-        `askable`: whether it may answer any (else it only refuses them).
+        `answerable`: which of them it may answer, as client capabilities (none: it only
+        refuses them; a 2026-07-28 server is told so with the request).
         `owner`: the caller's client, whose calls may take each other's server requests and
         log messages where the channel cannot tell them apart (`CallContext.owner`).
         `scope`: a cancel scope the caller entered around the call, for the call's clock to
@@ -144,7 +141,7 @@ class Forward:
         try:
             with (
                 deadline.scope if scope is None else nullcontext(),
-                self._in_flight(deadline, on_log, answer, askable, owner),
+                self._in_flight(deadline, on_log, answer, answerable, owner),
             ):
                 message = await exchange.send(params)
                 if message is None:
@@ -178,12 +175,12 @@ class Forward:
         deadline: Deadline,
         on_log: OnLog,
         answer: ServerRequestHandler,
-        askable: bool,
+        answerable: Mapping[str, Any] | None,
         owner: object | None,
     ) -> AbstractContextManager[object]:
-        if self.calls is None or (self.says_which_call and not askable):
+        if self.calls is None or (self.says_which_call and not answerable):
             return nullcontext()
-        return _held(self.calls, deadline, on_log, answer, owner)
+        return _held(self.calls, deadline, on_log, answer, answerable, owner)
 
     async def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
@@ -339,6 +336,7 @@ def _held(
     deadline: Deadline,
     on_log: OnLog,
     answer: ServerRequestHandler,
+    answerable: Mapping[str, Any] | None,
     owner: object | None,
 ) -> Generator[object]:
     """The call held among the node's calls: the server's requests meanwhile go to `answer`,
@@ -348,7 +346,7 @@ def _held(
     async def relay_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-    context = CallContext(on_log=relay_log, answer=answer, owner=owner)
+    context = CallContext(on_log=relay_log, answer=answer, owner=owner, answerable=answerable)
     with calls.track(context, deadline.waiting) as call:
         yield call
 

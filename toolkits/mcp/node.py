@@ -435,8 +435,9 @@ class McpToolkit(InBackground):
             calls = self._calls  # the pipe does not say which call the server's requests are for
         elif conn.http is not None:
             channel = self._http_channel(conn, conn.http)
-            if channel is not None and channel.stamp is None:  # a session: it may ask on its own
-                calls = self._calls  # stream, out of the call's response
+            # A session may ask on its own stream, out of the call's response; a 2026-07-28
+            # connection's stamp looks there for what the caller answers.
+            calls = self._calls
         if channel is None:
             return None
         return Forward(
@@ -452,7 +453,6 @@ class McpToolkit(InBackground):
             output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
             says_which_call=isinstance(channel, HttpChannel),
-            declares_none=isinstance(channel, HttpChannel) and channel.stamp is not None,
         )
 
     def _http_channel(self, conn: Connection, link: HttpLink) -> HttpChannel | None:
@@ -460,8 +460,8 @@ class McpToolkit(InBackground):
         if link.client is None or conn.client is None or version is None:
             return None
         # 2026-07-28: the envelope and headers the SDK session gives each request of its own
-        # (client info, capabilities, log level, `Mcp-Param-*` of the tool), but declaring none
-        # of the asking capabilities: only a caller that answers none passes a call through.
+        # (client info, capabilities, log level, `Mcp-Param-*` of the tool), declaring of the
+        # asking capabilities only what the call's caller answers.
         modern = version in MODERN_PROTOCOL_VERSIONS
         stamp = conn.stamp_passed_through if modern else None
         if (stamp if modern else link.session_id) is None:

@@ -23,9 +23,8 @@ Refusals are `ErrorData` the server receives as an MCP error whose message says 
 What is declared: a handshake-era node declares sampling, elicitation and roots once, for its
 session. In the 2026-07-28 era a client's capabilities travel with each request, so a node of
 that era tells its server, per call, only what the call's caller can answer
-(`CallContext.answerable`; nothing for a call without `answer`, nor for a call passed through,
-which only a caller that cannot be asked makes on such a node: `_declaring_none`); its own
-requests (lists, subscriptions) still
+(`CallContext.answerable`; nothing for a call without `answer`, nor for a call passed through
+whose caller cannot be asked: `_passed_through`); its own requests (lists, subscriptions) still
 declare all three, so servers offer the tools that need them. A server then knows before it
 asks, and a gateway in front of it can pass such calls straight through.
 
@@ -185,7 +184,7 @@ class CallsInFlight:
     def declare_per_call(self, session: ClientSession) -> Stamp:
         """Make the 2026-07-28 `session` declare, on each request of a call of this node, only
         what the call's caller answers (see the module docstring). Returns its stamp for
-        requests passed through, which declare none (`_declaring_none`)."""
+        requests passed through (`_passed_through`)."""
         stamp: Stamp = session._stamp  # pyright: ignore[reportPrivateUsage]
 
         def per_call(data: JsonObject, options: Any) -> None:
@@ -198,7 +197,7 @@ class CallsInFlight:
                 )
 
         session._stamp = per_call  # pyright: ignore[reportPrivateUsage]
-        return _declaring_none(stamp)
+        return _passed_through(stamp, self._current)
 
     def _current(self) -> InFlightCall | None:
         """The call of the running context, if it is one of this node's."""
@@ -259,20 +258,25 @@ class CallsInFlight:
         }
 
 
-def _declaring_none(stamp: Stamp) -> Stamp:
-    """`stamp` for requests whose caller answers nothing (calls passed through): the session's
-    client capabilities without `ASKING`."""
+def _passed_through(stamp: Stamp, current: Callable[[], InFlightCall | None]) -> Stamp:
+    """`stamp` for requests passed through: the session's client capabilities with what the
+    call's caller answers of `ASKING`, if the call is held among the node's calls (a caller
+    that can be asked), else none of them."""
     last: list[JsonObject] = [{}, {}]  # the session's capabilities, and those without ASKING
 
-    def without_asking(data: JsonObject, options: Any) -> None:
+    def declaring(data: JsonObject, options: Any) -> None:
         stamp(data, options)
         meta = data["params"]["_meta"]
         declared = meta[CLIENT_CAPABILITIES_META_KEY]
+        call = current()
+        if call is not None and call.answerable:
+            meta[CLIENT_CAPABILITIES_META_KEY] = _declared(declared, call.answerable)
+            return
         if declared is not last[0]:  # the session stamps the same object each time
             last[:] = declared, _declared(declared, {})
         meta[CLIENT_CAPABILITIES_META_KEY] = last[1]
 
-    return without_asking
+    return declaring
 
 
 def _declared(capabilities: JsonObject, answerable: Mapping[str, Any]) -> JsonObject:

@@ -78,6 +78,7 @@ class OpenSession:
     """Made for the first call passed through (most sessions are idle most of the time)."""
     questions: SessionQuestions | None = None
     """Made for the first question a server asks the client through a call passed through."""
+    _answerable: dict[str, Any] | None = None
 
     @property
     def protocol_version(self) -> str:
@@ -87,6 +88,19 @@ class OpenSession:
         """Whether its client declared no way to be asked (sampling, elicitation, roots)."""
         declared = self.connection.client_capabilities
         return declared is not None and all(getattr(declared, name) is None for name in ASKING)
+
+    def answerable(self) -> dict[str, Any]:
+        """What its client answers of a server's requests, as the capabilities it declared
+        for them (`ask_client.answerable`, for the call's `CallContext.answerable`)."""
+        if self._answerable is None:
+            declared = self.connection.client_capabilities
+            dump = (
+                declared.model_dump(mode="json", by_alias=True, exclude_none=True)
+                if declared
+                else {}
+            )
+            self._answerable = {key: value for key, value in dump.items() if key in ASKING}
+        return self._answerable
 
     async def ask(
         self, write: Write, request: types.InputRequest

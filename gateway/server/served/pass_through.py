@@ -22,8 +22,9 @@ SDK untouched:
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round
   (a 2026-07-28 node declares none of them for such a call, on either path); or a 2025-era
-  session's client that did, on a node of the handshake era: the server's questions are put
-  to it on the call's answer, as the SDK puts them (`session_questions`);
+  session's client that did: the server's questions are put to it on the call's answer, as
+  the SDK puts them (`session_questions`), and a 2026-07-28 node declares, with the call,
+  what it answers, as on the usual path;
 - a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
   2026-07-28 server's questions in input-required rounds are refused the same way) or a live
   handshake-era stdio session now (a call its server refuses for want of a grant the node
@@ -202,10 +203,7 @@ class PassThrough:
             checked = types.CallToolRequestParams.model_validate(params, by_name=False)
         except (ValidationError, KeyError, ValueError):
             return None
-        call = self._route(fields["id"], checked, meta, version, session)
-        if call is not None and call.forward.declares_none and not session.cannot_be_asked():
-            return None  # the usual path declares what the client answers; this way, nothing
-        return call
+        return self._route(fields["id"], checked, meta, version, session)
 
     def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
         fields = posted_object(scope, body)
@@ -291,14 +289,16 @@ class PassThrough:
                 on_progress=progress,
                 on_log=server_log,
                 answer=answer,
-                askable=answer is not _refuse,
+                answerable=answerable,
                 owner=session.connection if session is not None else None,
                 scope=call_scope,
             )
 
         answer: ServerRequestHandler = _refuse
+        answerable: JsonObject = {}
         if session is not None and not session.cannot_be_asked():
             answer = functools.partial(session.ask, reply.message)
+            answerable = session.answerable()
         forward = call.forward
         result: JsonObject | None = None
         quota = session.quota(self._gateway) if session is not None else None
