@@ -78,7 +78,7 @@ class OpenSession:
     """Made for the first call passed through (most sessions are idle most of the time)."""
     questions: SessionQuestions | None = None
     """Made for the first question a server asks the client through a call passed through."""
-    _answerable: dict[str, Any] | None = None
+    _answerable: dict[str, Any] | None = field(default=None, init=False, repr=False)
 
     @property
     def protocol_version(self) -> str:
