@@ -39,6 +39,7 @@ from .measure import (
     percentile,
     timed,
 )
+from .sizes import Sizes
 from .venvs import peer_bin
 
 __all__ = ["asking", "blobs", "clients", "nested", "parallel_sleep", "sequential"]
@@ -224,52 +225,92 @@ def clients(count: int) -> Together:
     async def workload(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
         sizes = env.sizes
         found: dict[str, Figures | Exception] = {}
-        pools: dict[str, tuple[str, list[Client]]] = {}
-        exits: dict[str, AsyncExitStack] = {}
-        try:
+        pools: dict[str, _Pool] = {}
+        counted: dict[str, int] = {}
+        spent: dict[str, float] = {}
+        async with anyio.create_task_group() as tg:
             for stack in stacks:
-                name, url = stack.arm.name, stack.url
-                if url is None:
-                    found[name] = NotApplicable("stdio serves the one client that spawned it")
+                if stack.url is None:
+                    found[stack.arm.name] = NotApplicable(
+                        "stdio serves the one client that spawned it"
+                    )
                     continue
-                arm_exits = exits[name] = AsyncExitStack()
-                try:
-                    opened = [
-                        await arm_exits.enter_async_context(Client(url, cache=None))
-                        for _ in range(count)
-                    ]
-                except Exception as exc:
-                    found[name] = exc
-                    continue
-                pools[name] = (stack.tools["echo"], opened)
-            counted = dict.fromkeys(pools, 0)
-            spent = dict.fromkeys(pools, 0.0)
-            order = random.Random(count)
-            while due := [n for n in pools if n not in found and spent[n] < sizes.seconds]:
-                for name in order.sample(due, len(due)):
-                    echo, opened = pools[name]
-                    try:
-                        with anyio.fail_after(sizes.timeout):
-                            calls, seconds = await _turn(opened, echo, sizes.window, sizes.waves)
-                    except Exception as exc:
-                        found[name] = exc
-                        continue
-                    counted[name] += calls
-                    spent[name] += seconds
-            for name, calls in counted.items():
-                if name not in found:
-                    found[name] = {"calls_per_s": calls / spent[name]}
-        finally:
-            # Last opened, first closed (each client holds a task group of this task); one
-            # arm's clients failing to close fail that arm only.
-            for name, arm_exits in reversed(exits.items()):
-                try:
-                    await arm_exits.aclose()
-                except Exception as exc:
-                    found[name] = exc
+                pool = pools[stack.arm.name] = _Pool(stack.url, stack.tools["echo"], count)
+                tg.start_soon(pool.hold)
+            try:
+                for pool in pools.values():
+                    await pool.ready.wait()
+                counted.update(dict.fromkeys(pools, 0))
+                spent.update(dict.fromkeys(pools, 0.0))
+                order = random.Random(count)
+                while due := [n for n, p in pools.items() if p.ok and spent[n] < sizes.seconds]:
+                    for name in order.sample(due, len(due)):
+                        turn = await pools[name].turn(sizes)
+                        if turn is not None:
+                            counted[name] += turn[0]
+                            spent[name] += turn[1]
+            finally:
+                for pool in pools.values():
+                    pool.release()
+        for name, pool in pools.items():
+            found[name] = pool.failed or {"calls_per_s": counted[name] / spent[name]}
         return found
 
     return workload
+
+
+class _Pool:
+    """One arm's clients, held open by a task of their own (`hold`): a client that fails
+    inside cancels the task it was opened in, and only that arm must stop (opened in the
+    workload's task, such a failure once ended every later workload of the round without a
+    word: bench/RESULTS.md, item 53)."""
+
+    def __init__(self, url: str, echo: str, count: int) -> None:
+        self.url = url
+        self.echo = echo
+        self.count = count
+        self.ready = anyio.Event()
+        self.failed: Exception | None = None
+        self._asks, self._asked = anyio.create_memory_object_stream[Sizes](1)
+        self._answers, self._answered = anyio.create_memory_object_stream[tuple[int, float]](1)
+
+    @property
+    def ok(self) -> bool:
+        return self.failed is None
+
+    async def hold(self) -> None:
+        """Open the clients, run the turns asked for, close them when released."""
+        try:
+            async with AsyncExitStack() as exits:
+                clients = [
+                    await exits.enter_async_context(Client(self.url, cache=None))
+                    for _ in range(self.count)
+                ]
+                self.ready.set()
+                async with self._asked, self._answers:
+                    async for sizes in self._asked:
+                        with anyio.fail_after(sizes.timeout):
+                            turn = await _turn(clients, self.echo, sizes.window, sizes.waves)
+                        await self._answers.send(turn)
+        except Exception as exc:
+            self.failed = self.failed or exc
+        finally:
+            self.ready.set()
+            self._answers.close()
+
+    async def turn(self, sizes: Sizes) -> tuple[int, float] | None:
+        """One turn's (counted calls, seconds); None if the arm failed (`failed` says why)."""
+        try:
+            await self._asks.send(sizes)
+            return await self._answered.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.failed = self.failed or RuntimeError("the clients ended")
+            return None
+
+    def release(self) -> None:
+        """No more turns: `hold` closes the clients."""
+        self._asks.close()
+        self._answered.close()
 
 
 async def _turn(
