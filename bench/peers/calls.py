@@ -58,22 +58,39 @@ async def asking(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Excep
     workloads' clients declare nothing."""
     sizes = env.sizes
     found: dict[str, Figures | Exception] = {}
-    async with AsyncExitStack() as exits:
-        sessions: list[Stack] = []
+    sessions: list[Stack] = []
+    release = anyio.Event()
+
+    async def hold(stack: Stack, url: str, opened: anyio.Event) -> None:
+        # A session in a task of its own: one failing inside ends this task, not the round's
+        # (bench/RESULTS.md, item 53); its arm's next call fails, and the arm with it.
+        try:
+            session = Client(url, mode="legacy", list_roots_callback=_no_roots, cache=None)
+            async with session as client:
+                sessions.append(replace(stack, client=client))
+                opened.set()
+                await release.wait()
+        except Exception as exc:
+            found[stack.arm.name] = exc
+        finally:
+            opened.set()
+
+    turns: list[_Turns] = []
+    async with anyio.create_task_group() as tg:
         for stack in stacks:
             if stack.url is None:
                 found[stack.arm.name] = NotApplicable("stdio: the one client that spawned it")
                 continue
-            try:
-                client = await exits.enter_async_context(
-                    Client(stack.url, mode="legacy", list_roots_callback=_no_roots, cache=None)
-                )
-            except Exception as exc:
-                found[stack.arm.name] = exc
-                continue
-            sessions.append(replace(stack, client=client))
-        turns = await _in_turns(sessions, env, "echo", ECHO, sizes.asking_calls, sizes.warmup)
-        found |= {t.stack.arm.name: t.failed or t.latencies() for t in turns}
+            opened = anyio.Event()
+            tg.start_soon(hold, stack, stack.url, opened)
+            await opened.wait()
+        try:
+            turns = await _in_turns(sessions, env, "echo", ECHO, sizes.asking_calls, sizes.warmup)
+        finally:
+            release.set()
+    for t in turns:  # a session's own failure says more than its arm's failed call
+        name = t.stack.arm.name
+        found[name] = (found.get(name) or t.failed) if t.failed else t.latencies()
     return found
 
 
