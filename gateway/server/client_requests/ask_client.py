@@ -45,6 +45,7 @@ from .parked_calls import ANSWER_TIMEOUT
 __all__ = [
     "answer_type",
     "answerable",
+    "asking_capabilities",
     "for_client",
     "missing_capability",
     "proxy_request",
@@ -59,10 +60,17 @@ _Answer = TypeVar("_Answer", bound=BaseModel)
 def answerable(session: ServerSession) -> dict[str, Any]:
     """What our client answers of a server's requests, as the client capabilities it declared
     for them (`CallContext.answerable`): none where it cannot be asked at all."""
-    if no_back_channel(session) is not None or session.client_capabilities is None:
+    if no_back_channel(session) is not None:
         return {}
-    declared = session.client_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return {key: value for key, value in declared.items() if key in ASKING}
+    return asking_capabilities(session.client_capabilities)
+
+
+def asking_capabilities(declared: types.ClientCapabilities | None) -> dict[str, Any]:
+    """The `ASKING` ones of a client's `declared` capabilities, as it declared them."""
+    if declared is None:
+        return {}
+    dump = declared.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {key: value for key, value in dump.items() if key in ASKING}
 
 
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:

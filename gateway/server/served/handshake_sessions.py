@@ -43,6 +43,7 @@ from toolkits.mcp.server_requests import ASKING
 
 from ...engine import Gateway
 from ...limits import PerNode
+from ..client_requests.ask_client import asking_capabilities
 from ..connection import connection_of
 from ..serving import Serving, serving
 from ..transports.request_headers import first
@@ -93,13 +94,7 @@ class OpenSession:
         """What its client answers of a server's requests, as the capabilities it declared
         for them (`ask_client.answerable`, for the call's `CallContext.answerable`)."""
         if self._answerable is None:
-            declared = self.connection.client_capabilities
-            dump = (
-                declared.model_dump(mode="json", by_alias=True, exclude_none=True)
-                if declared
-                else {}
-            )
-            self._answerable = {key: value for key, value in dump.items() if key in ASKING}
+            self._answerable = asking_capabilities(self.connection.client_capabilities)
         return self._answerable
 
     async def ask(

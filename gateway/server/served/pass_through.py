@@ -294,11 +294,11 @@ class PassThrough:
                 scope=call_scope,
             )
 
+        # A session's client declared its capabilities (`_in_session`): none to ask, or some.
+        answerable: JsonObject = session.answerable() if session is not None else {}
         answer: ServerRequestHandler = _refuse
-        answerable: JsonObject = {}
-        if session is not None and not session.cannot_be_asked():
+        if session is not None and answerable:
             answer = functools.partial(session.ask, reply.message)
-            answerable = session.answerable()
         forward = call.forward
         result: JsonObject | None = None
         quota = session.quota(self._gateway) if session is not None else None
