@@ -39,8 +39,6 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.requests import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from toolkits.mcp.server_requests import ASKING
-
 from ...engine import Gateway
 from ...limits import PerNode
 from ..client_requests.ask_client import asking_capabilities
@@ -84,11 +82,6 @@ class OpenSession:
     @property
     def protocol_version(self) -> str:
         return self.connection.protocol_version
-
-    def cannot_be_asked(self) -> bool:
-        """Whether its client declared no way to be asked (sampling, elicitation, roots)."""
-        declared = self.connection.client_capabilities
-        return declared is not None and all(getattr(declared, name) is None for name in ASKING)
 
     def answerable(self) -> dict[str, Any]:
         """What its client answers of a server's requests, as the capabilities it declared
