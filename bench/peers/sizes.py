@@ -21,7 +21,7 @@ class Sizes:
     """...in turns of at least this many seconds (`calls.clients`)..."""
     waves: int = 4
     """...and at least this many times a turn's first answer took (a call's wait under load)."""
-    blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 10), (4_000_000, 4))
+    blob_calls: tuple[tuple[int, int], ...] = ((1_000_000, 100), (4_000_000, 25))
     """(result bytes, calls)."""
     parallel: int = 10
     sleep_ms: int = 100
