@@ -1,7 +1,7 @@
 """Two fronts timed call by call against each other: a change weighed to ~0.5 %.
 
     python -m bench paired --against SIDE [--base SIDE] [--protocol modern|auto] [--calls 1500]
-                           [--warmup 300] [--blob N] [--clients N [--turn 16]] [--asking]
+                           [--warmup 300] [--blob N] [--clients N [--turn 16]] [--asking [legacy|modern]]
 
 A SIDE is a checkout of this repository (a directory: `agent-gateway serve --http` with
 `expose_tools = true` on that code), `direct` (no front: the driver calls the downstream) or
@@ -22,7 +22,8 @@ come out within 0.3-0.5 % of each other on p50 and CPU with one client.
 
 The driver's sessions declare nothing by default, as the peer benchmark's do. `--asking` makes
 them what most desktop clients open: a 2025-era session (`mode="legacy"`) that declares roots,
-so its servers may ask it during a call.
+so its servers may ask it during a call; `--asking modern`: 2026-07-28 clients that declare
+roots (as the SDK's `Client` does given a roots callback), asked in input-required rounds.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ async def run(
     blob: int,
     clients: int = 1,
     per_turn: int = 16,
-    asking: bool = False,
+    asking: str = "",
 ) -> tuple[_Side, _Side]:
     from mcp import Client
     from mcp_types import ListRootsResult
@@ -136,7 +137,9 @@ async def run(
     async def no_roots(_ctx: object) -> ListRootsResult:
         return ListRootsResult(roots=[])
 
-    declared: dict[str, Any] = {"mode": "legacy", "list_roots_callback": no_roots} if asking else {}
+    declared: dict[str, Any] = {"list_roots_callback": no_roots} if asking else {}
+    if asking == "legacy":
+        declared["mode"] = "legacy"
 
     tool, arguments = ("blob", {"n": blob}) if blob else ("echo", {"message": "x" * 200})
     expected = blob_text(blob) if blob else arguments["message"]
@@ -238,7 +241,12 @@ def main() -> None:
         "--turn", type=int, default=16, help="with --clients: calls from each client per turn"
     )
     parser.add_argument(
-        "--asking", action="store_true", help="2025-era sessions that declare roots"
+        "--asking",
+        nargs="?",
+        const="legacy",
+        default="",
+        choices=["legacy", "modern"],
+        help="sessions that declare roots: 2025-era (the default) or 2026-07-28 clients",
     )
     options = parser.parse_args()
     base, against = _side(options.base), _side(options.against)
@@ -259,7 +267,8 @@ def main() -> None:
     what = f"blob({options.blob})" if options.blob else "echo"
     load = "one client" if options.clients == 1 else f"{options.clients} clients at once"
     if options.asking:
-        load += ", 2025-era sessions declaring roots"
+        era = "2025-era sessions" if options.asking == "legacy" else "2026-07-28 clients"
+        load += f", {era} declaring roots"
     calls = len(sides[0].latencies)
     _report(sides, f"{calls} {what} calls through each side ({load}), {options.protocol}")
 

@@ -103,7 +103,7 @@ async def _relay(
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize(
     ("workload", "figure"),
-    [(calls.clients(4), "calls_per_s"), (calls.asking, "p50_ms")],
+    [(calls.clients(4), "calls_per_s"), (calls.asking("legacy"), "p50_ms")],
     ids=["clients", "asking"],
 )
 async def test_a_front_dying_during_a_workload_fails_its_arm_only(

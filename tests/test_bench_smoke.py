@@ -30,6 +30,7 @@ NOT_APPLICABLE = {
     ("direct-stdio", "clients10"),
     ("direct-stdio", "clients50"),
     ("direct-stdio", "asking"),
+    ("direct-stdio", "asking_modern"),
     ("mcp-proxy", "agent"),
     ("fastmcp", "agent"),
     ("fastmcp-fresh", "agent"),

@@ -52,10 +52,20 @@ async def sequential(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | E
     return {t.stack.arm.name: t.failed or t.latencies() for t in turns}
 
 
-async def asking(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
-    """`sequential` from what desktop clients open (Claude Code, VS Code, Cursor): a 2025-era
-    session that declares roots, so its servers may ask it during a call. The other call
-    workloads' clients declare nothing."""
+def asking(mode: str) -> Together:
+    """`sequential` from a client that declares roots, so its servers may ask it during a
+    call: with `mode="legacy"`, what desktop clients open (Claude Code, VS Code, Cursor), a
+    2025-era session; with `mode="auto"`, the SDK's `Client` given a roots callback, which
+    speaks 2026-07-28 where the front does. The other call workloads' clients declare
+    nothing."""
+
+    async def workload(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Exception]:
+        return await _asking(stacks, env, mode)
+
+    return workload
+
+
+async def _asking(stacks: Sequence[Stack], env: Env, mode: str) -> dict[str, Figures | Exception]:
     sizes = env.sizes
     found: dict[str, Figures | Exception] = {}
     sessions: list[Stack] = []
@@ -65,7 +75,7 @@ async def asking(stacks: Sequence[Stack], env: Env) -> dict[str, Figures | Excep
         # A session in a task of its own: one failing inside ends this task, not the round's
         # (bench/RESULTS.md, item 53); its arm's next call fails, and the arm with it.
         try:
-            session = Client(url, mode="legacy", list_roots_callback=_no_roots, cache=None)
+            session = Client(url, mode=mode, list_roots_callback=_no_roots, cache=None)
             async with session as client:
                 sessions.append(replace(stack, client=client))
                 opened.set()

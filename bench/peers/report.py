@@ -104,6 +104,7 @@ HEADLINE = (
     ("sequential", "p99_ms", "p99"),
     ("sequential", "cpu_ms", "CPU/call"),
     ("asking", "p50_ms", "p50, asking client"),
+    ("asking_modern", "p50_ms", "p50, asking 2026 client"),
     ("clients10", "calls_per_s", "10 clients"),
     ("clients50", "calls_per_s", "50 clients"),
     ("blob1mb", "mb_per_s", "1 MB"),

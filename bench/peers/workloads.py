@@ -87,7 +87,15 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
             f"{sizes.asking_calls} sequential echo calls from a 2025-era session that declares "
             "roots (as desktop clients do), the arms taking turns call by call",
             (_ms("p50_ms", "p50"), Figure("cpu_ms", "front CPU per call", "ms")),
-            calls.asking,
+            calls.asking("legacy"),
+            scope="together",
+        ),
+        WorkloadSpec(
+            "asking_modern",
+            f"{sizes.asking_calls} sequential echo calls from the SDK's client given a roots "
+            "callback (2026-07-28 where the front speaks it), the arms taking turns call by call",
+            (_ms("p50_ms", "p50"), Figure("cpu_ms", "front CPU per call", "ms")),
+            calls.asking("auto"),
             scope="together",
         ),
     ]

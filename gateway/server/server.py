@@ -44,6 +44,7 @@ from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
 from .served.pass_through import PassThrough
+from .served.pass_through_rounds import Rounds
 from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
@@ -51,7 +52,7 @@ from .served.resource_subscriptions import ResourceSubscribers
 from .served.run_handles import RunHandles
 from .served.stored_runs import StoredAgentRuns
 from .served.tool_list_cache import ToolListCache
-from .serving import lifespan_for, register_connections
+from .serving import ServingNow, lifespan_for, register_connections
 from .transports.auth import ScopePolicy, scope_guard
 
 if TYPE_CHECKING:
@@ -255,12 +256,15 @@ def build_server(
     server.here = Here()
     # Before the boundary, which replaces the sealed state a retry sent on must carry.
     server.middleware.append(keep_wire_state)
-    server.middleware.append(state_boundary(SERVER_NAME, settings.state_key_env))
+    boundary = state_boundary(SERVER_NAME, settings.state_key_env)
+    server.middleware.append(boundary)
     if settings.oauth is not None and settings.oauth.scopes:
         server.scope_policy = ScopePolicy(settings.oauth, gateway)
         server.middleware.append(scope_guard(server.scope_policy))
-    _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes])
-    server.http_layers = _http_layers(server, gateway, settings, router, proxied)
+    now = ServingNow()
+    _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
+    rounds = Rounds(gateway, now, boundary)
+    server.http_layers = _http_layers(server, gateway, settings, router, proxied, rounds)
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored))
     return server, router
@@ -299,6 +303,7 @@ def _http_layers(
     settings: GatewaySettings,
     router: ToolRouter,
     proxied: ProxiedTools | None,
+    rounds: Rounds,
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
         return []
@@ -320,20 +325,24 @@ def _http_layers(
                 served_by=router.served_by,
                 stamp=stamp,
                 sessions=sessions,
+                rounds=rounds,
             )
         )
     return layers
 
 
-def _serve_node_capabilities(server: _GatewayServer, exposed: list[Toolkit]) -> None:
+def _serve_node_capabilities(
+    server: _GatewayServer, exposed: list[Toolkit], now: ServingNow
+) -> None:
     """Serve what the exposed nodes offer besides tools: a serving run for their calls that
-    ask our client and for their changes, their resources, prompts and completions."""
+    ask our client and for their changes (told to `now` while it runs), their resources,
+    prompts and completions."""
     asking = [node for node in exposed if isinstance(node, AsksCaller) and node.asks_caller]
     following = [node for node in exposed if isinstance(node, FollowsChanges)]
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     if not (asking or following or catalogs):
         return
-    server.lifespan = lifespan_for(following)
+    server.lifespan = lifespan_for(following, now)
     if following:
         server.announces = NotificationOptions(
             prompts_changed=True, resources_changed=True, tools_changed=True

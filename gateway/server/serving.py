@@ -29,6 +29,7 @@ from .notifications.list_changes import ChangeRelay
 __all__ = [
     "ClientQuotas",
     "Serving",
+    "ServingNow",
     "client_quota",
     "lifespan_for",
     "register_connections",
@@ -46,6 +47,14 @@ class Serving:
 def serving(ctx: ServerRequestContext[Any, Any]) -> Serving | None:
     state = ctx.lifespan_context
     return state if isinstance(state, Serving) else None
+
+
+class ServingNow:
+    """The serving run in progress, for what serves requests before the SDK's handlers do and
+    has no `ctx` to find it by (`served.pass_through`)."""
+
+    def __init__(self) -> None:
+        self.current: Serving | None = None
 
 
 class ClientQuotas:
@@ -83,9 +92,10 @@ def client_quota(ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNo
 
 
 def lifespan_for(
-    nodes: Sequence[FollowsChanges],
+    nodes: Sequence[FollowsChanges], now: ServingNow | None = None
 ) -> Callable[[Server[Any]], AbstractAsyncContextManager[Serving]]:
-    """The server lifespan that runs a `Serving`, relaying the changes of `nodes`."""
+    """The server lifespan that runs a `Serving`, relaying the changes of `nodes` (and
+    telling `now` while it runs)."""
 
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:
@@ -95,8 +105,15 @@ def lifespan_for(
                 stop_watching = relay.watch(nodes)
                 try:
                     here = getattr(_server, "here", None)
-                    yield Serving(ParkedCalls(tg, here if isinstance(here, Here) else None), relay)
+                    state = Serving(
+                        ParkedCalls(tg, here if isinstance(here, Here) else None), relay
+                    )
+                    if now is not None:
+                        now.current = state
+                    yield state
                 finally:
+                    if now is not None:
+                        now.current = None
                     stop_watching()
         finally:
             relay.close()

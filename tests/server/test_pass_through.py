@@ -4,8 +4,9 @@ One real downstream SDK server over HTTP on 127.0.0.1 (both eras; the gateway ke
 handshake-era session to it), two gateways in front of it over real HTTP, one with the pass-through and
 one without, and a 2026-07-28 SDK client: every call gets the same answer from both (content,
 errors, structured content, `_meta`, progress, log messages, a refused elicitation), and the
-first gateway passed them through. A client that can be asked, a cancelled call, a timed-out
-call and a downstream restarted under the gateway are covered too.
+first gateway passed them through. A client that can be asked (in input-required rounds:
+`test_pass_through_rounds`), a cancelled call, a timed-out call and a downstream restarted
+under the gateway are covered too.
 """
 
 from __future__ import annotations
@@ -264,7 +265,7 @@ async def test_results_of_every_shape_answer_as_the_usual_path_does(protocol: Pr
     assert "has an output schema but did not return structured content" in str(unstructured)
 
 
-async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() -> None:
+async def test_a_client_that_can_be_asked_passes_through_and_is_asked_in_rounds() -> None:
     down = Downstream()
     answers = ClientAnswers()
 
@@ -277,8 +278,9 @@ async def test_a_client_that_can_be_asked_takes_the_usual_path_and_is_asked() ->
             await client.list_tools()
             asked = await client.call_tool("d__ask", {})
     assert layer is not None
-    assert layer.forwarded == 0
+    assert layer.forwarded == 1  # its first round (`test_pass_through_rounds`)
     assert asked.content == [types.TextContent(text="user is Ada")]
+    assert [params.message for params in answers.elicited] == ["Your name?"]
 
 
 async def test_a_modern_node_declares_per_call_only_what_the_caller_answers_on_both_paths() -> None:
@@ -303,7 +305,7 @@ async def test_a_modern_node_declares_per_call_only_what_the_caller_answers_on_b
                 ):
                     await ask_through(url, pass_through)
                     if layer is not None:
-                        assert layer.forwarded == 1  # the plain client's call
+                        assert layer.forwarded == 2
     # The server hears what the call's client can answer, whichever path the call took.
     assert seen == {
         (True, "plain"): "none",

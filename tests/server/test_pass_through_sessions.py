@@ -5,7 +5,8 @@ The downstream server and the two gateways (pass-through on and off) of `test_pa
 clients of the handshake era: the SDK's `Client` in legacy mode, and raw JSON-RPC over HTTP
 for what only the wire shows (older protocol versions, the messages of a cancelled call, a
 session deleted under a call). Every call is answered alike by both gateways, and the first
-passed it through; a client that can be asked is not passed through.
+passed it through, a client that can be asked included (its server's questions put to it on
+the call's answer).
 """
 
 from __future__ import annotations
@@ -223,47 +224,44 @@ ASKING_TOOLS = ("d__ask", "d__sample", "d__roots")
 the session's (roots)."""
 
 
-@NODE_PROTOCOLS
-async def test_a_client_that_can_be_asked_is_asked_through_a_call_passed_through(
-    protocol: ProtocolMode,
-) -> None:
-    """The calls pass through and their server's questions are put to the client as on the
-    session path: asked mid-call (a handshake-era node) or in input-required rounds (`greet`,
-    a 2026-07-28 node, which declares with each call what the client answers)."""
-    tools = (*ASKING_TOOLS, "d__greet", "d__declared")
+async def asked_on_both_paths(
+    protocol: ProtocolMode, mode: str, tools: tuple[str, ...], *, roots_only: bool = False
+) -> dict[str, list[str]]:
+    """What `tools` answer (echoing "hi") to a client of `mode` that can be asked (all three
+    capabilities, or roots only), through both gateways; each gateway's client answers and
+    records its questions alike (compared here), and every call passed through."""
     asked: dict[str, list[str]] = {}
     answers: dict[str, ClientAnswers] = {}
     with anyio.fail_after(60):
         async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
             for url in (fast, usual):
                 answers[url] = ClientAnswers()
-                async with Client(url, mode="legacy", **answers[url].callbacks()) as client:
-                    asked[url] = [result_text(await client.call_tool(name, {})) for name in tools]
+                declared = answers[url].callbacks()
+                if roots_only:
+                    declared = {"list_roots_callback": declared["list_roots_callback"]}
+                async with Client(url, mode=mode, **declared) as client:
+                    await client.list_tools()
+                    asked[url] = [
+                        result_text(await client.call_tool(name, {"message": "hi"}))
+                        for name in tools
+                    ]
     assert layer.forwarded == len(tools)
     assert asked[fast] == asked[usual]
     for seen in ("elicited", "sampled", "roots_asked"):
         assert getattr(answers[fast], seen) == getattr(answers[usual], seen)
-    assert asked[fast][-2:] == ["hello Ada", "sampling,elicitation,roots"]
+    return {"fast": asked[fast], "usual": asked[usual]}
+
+
+def check_asked(protocol: ProtocolMode, asked: list[str]) -> None:
+    """`ASKING_TOOLS`, then `greet`, `declared`, `echo`, asked of a client declaring all three."""
+    assert asked[-3:] == ["hello Ada", "sampling,elicitation,roots", "hi"]
     if protocol == "auto":
-        assert asked[fast][:3] == ["user is Ada", "upstream-model says 42", "work file:///work"]
-        assert answers[fast].roots_asked == 1
+        assert asked[:3] == ["user is Ada", "upstream-model says 42", "work file:///work"]
 
 
-@NODE_PROTOCOLS
-async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session_path(
-    protocol: ProtocolMode,
-) -> None:
-    tools = (*ASKING_TOOLS, "d__declared")
-    asked: dict[str, list[str]] = {}
-    roots_only = {"list_roots_callback": ClientAnswers().callbacks()["list_roots_callback"]}
-    with anyio.fail_after(60):
-        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
-            for url in (fast, usual):
-                async with Client(url, mode="legacy", **roots_only) as client:
-                    asked[url] = [result_text(await client.call_tool(name, {})) for name in tools]
-    assert layer.forwarded == len(tools)
-    assert asked[fast] == asked[usual]
-    ask, sample, roots, declared = asked[fast]
+def check_not_asked(protocol: ProtocolMode, asked: list[str]) -> None:
+    """`ASKING_TOOLS`, then `declared`, asked of a client declaring roots only."""
+    ask, sample, roots, declared = asked
     if protocol == "modern":  # told with the call: roots only
         assert declared == "roots"
         return
@@ -271,6 +269,29 @@ async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session
     assert "elicitation/create refused: the upstream client lacks elicitation" in ask
     assert "sampling/createMessage refused: the upstream client lacks sampling" in sample
     assert roots == "work file:///work"
+
+
+ASKED = (*ASKING_TOOLS, "d__greet", "d__declared", "d__echo")
+
+
+@NODE_PROTOCOLS
+async def test_a_client_that_can_be_asked_is_asked_through_a_call_passed_through(
+    protocol: ProtocolMode,
+) -> None:
+    """The calls pass through and their server's questions are put to the client as on the
+    session path: asked mid-call (a handshake-era node) or in input-required rounds (`greet`,
+    a 2026-07-28 node, which declares with each call what the client answers)."""
+    asked = await asked_on_both_paths(protocol, "legacy", ASKED)
+    check_asked(protocol, asked["fast"])
+
+
+@NODE_PROTOCOLS
+async def test_what_the_client_did_not_declare_it_is_not_asked_as_on_the_session_path(
+    protocol: ProtocolMode,
+) -> None:
+    tools = (*ASKING_TOOLS, "d__declared")
+    asked = await asked_on_both_paths(protocol, "legacy", tools, roots_only=True)
+    check_not_asked(protocol, asked["fast"])
 
 
 async def _answered_on_the_wire(

@@ -23,8 +23,10 @@ SDK untouched:
   call is refused for the reason the usual path gives (`missing_capability`), with no round
   (a 2026-07-28 node declares none of them for such a call, on either path); or a 2025-era
   session's client that did: the server's questions are put to it on the call's answer, as
-  the SDK puts them (`session_questions`), and a 2026-07-28 node declares, with the call,
-  what it answers, as on the usual path;
+  the SDK puts them (`session_questions`); or a 2026-07-28 client that did, while a serving
+  run parks requests: the call is parked as on the usual path, its questions go to the client
+  in input-required rounds, and the retries are the usual path's (`pass_through_rounds`). A
+  2026-07-28 node declares, with the call, what the client answers, as on the usual path;
 - a tool of an exposed MCP node whose node has a live HTTP connection (either era: a
   2026-07-28 server's questions in input-required rounds are refused the same way) or a live
   handshake-era stdio session now (a call its server refuses for want of a grant the node
@@ -40,6 +42,7 @@ a stream that closes loses what was not sent, on either path).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -61,7 +64,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import ServerRequestHandler, ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
-from toolkits.mcp.server_requests import ASKING, refusal
+from toolkits.mcp.server_requests import refusal
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
@@ -71,6 +74,7 @@ from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 from .pass_through_reply import LateWatch, Reply
+from .pass_through_rounds import FirstRound, Rounds, asking_declared
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -97,6 +101,8 @@ class _Call:
     protocol_version: str
     session: OpenSession | None = None
     """The 2025-era session the call came on; None for a 2026-07-28 call."""
+    asked_in_rounds: FirstRound | None = None
+    """A 2026-07-28 call whose client can be asked: parked, its questions in rounds."""
 
 
 class PassThrough:
@@ -111,6 +117,7 @@ class PassThrough:
         served_by: Callable[[str], object],
         stamp: Callable[[], JsonObject],
         sessions: HandshakeSessions | None = None,
+        rounds: Rounds | None = None,
     ) -> None:
         self.app = app
         self._gateway = gateway
@@ -118,6 +125,7 @@ class PassThrough:
         self._served_by = served_by
         self._stamp = stamp
         self._sessions = sessions
+        self._rounds = rounds
         self._watchers: anyio.abc.TaskGroup | None = None
         # The backend's scope class (set in `running`): `anyio.CancelScope()` asks which
         # library runs, then builds the scope twice (~120 bytecodes a call).
@@ -221,7 +229,14 @@ class PassThrough:
         if not headers.get("content-type", "").startswith("application/json"):
             return None
         route = classify_inbound_request(fields, headers=headers)
-        if not isinstance(route, InboundModernRoute) or not _cannot_be_asked(route):
+        if not isinstance(route, InboundModernRoute):
+            return None
+        capabilities = route.client_capabilities
+        if not isinstance(capabilities, dict):
+            return None
+        capabilities = cast(JsonObject, capabilities)
+        answerable = asking_declared(capabilities)
+        if answerable and (self._rounds is None or not self._rounds.open()):
             return None
         try:
             checked = types.CallToolRequestParams.model_validate(params, by_name=False)
@@ -229,7 +244,11 @@ class PassThrough:
             return None
         raw_meta = params.get("_meta")
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
-        return self._route(fields["id"], checked, meta, route.protocol_version)
+        call = self._route(fields["id"], checked, meta, route.protocol_version)
+        if call is None or not answerable:
+            return call
+        asked = FirstRound(checked.name, call.arguments, call.hops, capabilities, answerable)
+        return dataclasses.replace(call, asked_in_rounds=asked)
 
     def _route(
         self,
@@ -283,6 +302,11 @@ class PassThrough:
                 await reply.event("notifications/message", params)
 
         async def forwarded() -> JsonObject | None:
+            if call.asked_in_rounds is not None:
+                assert self._rounds is not None
+                return await self._rounds.first(
+                    forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
+                )
             return await forward.call(
                 call.arguments,
                 meta={HOPS_META_KEY: call.hops + 1},
@@ -315,7 +339,9 @@ class PassThrough:
                 else nullcontext() as held,
             ):
                 try:
-                    if quota is None:
+                    if call.asked_in_rounds is not None:  # the parked call holds the limit
+                        result = await forwarded()
+                    elif quota is None:
                         async with self._gateway.node_limit(forward.node):
                             result = await forwarded()
                     else:  # the client's share first, as the usual path takes them
@@ -420,13 +446,6 @@ def _plain_headers(scope: Scope) -> dict[str, str] | None:
         elif name.startswith(b"mcp-param-"):
             return None
     return headers
-
-
-def _cannot_be_asked(route: InboundModernRoute) -> bool:
-    capabilities = route.client_capabilities
-    return isinstance(capabilities, dict) and not any(
-        cast(JsonObject, capabilities).get(name) is not None for name in ASKING
-    )
 
 
 async def _refuse(request: types.InputRequest) -> types.ErrorData:

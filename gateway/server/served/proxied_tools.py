@@ -35,6 +35,7 @@ from ...errors import ConfigError, GatewayError
 from ..client_requests.ask_client import for_client
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
+from .pass_through_rounds import call_result
 from .relaying import incoming_hops, without_stamp
 
 __all__ = ["ProxiedTools", "exposed_nodes", "fit_to_era", "incoming_hops"]
@@ -115,7 +116,9 @@ class ProxiedTools:
             return error_result(exc.error.message)
         if isinstance(outcome, types.InputRequiredResult):
             return outcome
-        return fit_to_era(outcome, ctx.protocol_version)
+        # A retry continues the parked call its state names, whoever began it: one that was
+        # passed through in its first round ends with its server's JSON.
+        return fit_to_era(call_result(outcome), ctx.protocol_version)
 
 
 def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:
