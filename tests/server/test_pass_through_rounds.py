@@ -20,10 +20,11 @@ from mcp import Client
 
 from gateway.server import HttpOptions
 from tests.server.proxying import ClientAnswers
+from tests.servers.asgi import serve_on_loopback
 from toolkits import result_text
 from toolkits.mcp.config import ProtocolMode
 
-from .test_pass_through import NODE_PROTOCOLS
+from .test_pass_through import NODE_PROTOCOLS, Downstream, front
 from .test_pass_through_sessions import (
     ASKED,
     ASKING_TOOLS,
@@ -187,3 +188,27 @@ async def test_a_round_sealed_for_one_caller_is_refused_to_another_as_on_the_usu
         stolen, own = answers[url]
         assert stolen["error"]["message"] == "Invalid or expired requestState"
         assert own["result"]["content"] == [{"type": "text", "text": "hello Ada"}]
+
+
+async def test_a_client_asked_in_rounds_through_two_modern_fronts_passes_through_both() -> None:
+    """The outer front's node declares with the call what the client answers, so the inner
+    front passes it through too and parks it; its rounds reach the client through the
+    outer front's, and each retry goes back the same way."""
+    down = Downstream()
+    answers = ClientAnswers()
+    with anyio.fail_after(60):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            front(f"{base}/mcp", pass_through=True, protocol="modern") as (inner_url, inner),
+            front(inner_url, pass_through=True, protocol="modern") as (outer_url, outer),
+            Client(outer_url, **answers.callbacks()) as client,
+        ):
+            await client.list_tools()
+            greeted = await client.call_tool("d__d__greet", {})
+            declared = await client.call_tool("d__d__declared", {})
+    assert result_text(greeted) == "hello Ada"
+    assert result_text(declared) == "sampling,elicitation,roots"
+    assert [params.message for params in answers.elicited] == ["Your name?"]
+    assert outer is not None
+    assert inner is not None
+    assert (outer.forwarded, inner.forwarded) == (2, 2)
