@@ -24,7 +24,7 @@ from tests.servers.asgi import serve_on_loopback
 from toolkits import result_text
 from toolkits.mcp.config import ProtocolMode
 
-from .test_pass_through import NODE_PROTOCOLS, Downstream, front
+from .test_pass_through import NODE_PROTOCOLS, Downstream, Heard, front
 from .test_pass_through_sessions import (
     ASKED,
     ASKING_TOOLS,
@@ -58,6 +58,34 @@ async def test_what_a_client_asked_in_rounds_did_not_declare_it_is_not_asked(
     tools = (*ASKING_TOOLS, "d__declared")
     asked = await asked_on_both_paths(protocol, "auto", tools, roots_only=True)
     check_not_asked(protocol, asked["fast"])
+
+
+@NODE_PROTOCOLS
+async def test_progress_and_log_messages_reach_a_client_asked_in_rounds_as_on_the_usual_path(
+    protocol: ProtocolMode,
+) -> None:
+    heard: dict[str, tuple[str, Any, list[str]]] = {}
+    with anyio.fail_after(60):
+        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
+            for url in (fast, usual):
+                logs, progress = Heard(), Heard()
+                async with Client(
+                    url,
+                    logging_callback=logs.on_log,
+                    log_level="info",
+                    **ClientAnswers().callbacks(),
+                ) as client:
+                    await client.list_tools()
+                    result = await client.call_tool(
+                        "d__steps", {"n": 3}, progress_callback=progress.on_progress
+                    )
+                heard[url] = (result_text(result), progress.progress, logs.logs)
+    assert layer.forwarded == 1
+    assert heard[fast] == heard[usual]
+    text, steps, logged = heard[fast]
+    assert text == "3 steps"
+    assert steps == [(1.0, 3.0, "step 1"), (2.0, 3.0, "step 2"), (3.0, 3.0, "step 3")]
+    assert len(logged) == 3
 
 
 class ModernClient:
