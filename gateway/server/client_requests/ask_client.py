@@ -19,7 +19,7 @@ client declared (`answerable`), so such a server knows before it asks.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
@@ -46,6 +46,7 @@ __all__ = [
     "answer_type",
     "answerable",
     "asking_capabilities",
+    "asking_declared",
     "for_client",
     "missing_capability",
     "proxy_request",
@@ -69,8 +70,12 @@ def asking_capabilities(declared: types.ClientCapabilities | None) -> dict[str, 
     """The `ASKING` ones of a client's `declared` capabilities, as it declared them."""
     if declared is None:
         return {}
-    dump = declared.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return {key: value for key, value in dump.items() if key in ASKING}
+    return asking_declared(declared.model_dump(mode="json", by_alias=True, exclude_none=True))
+
+
+def asking_declared(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """The `ASKING` ones of client capabilities as the wire carries them (JSON)."""
+    return {key: value for key in ASKING if (value := capabilities.get(key)) is not None}
 
 
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:

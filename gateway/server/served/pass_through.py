@@ -68,13 +68,13 @@ from toolkits.mcp.server_requests import refusal
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
-from ..client_requests.ask_client import missing_capability
+from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 from .pass_through_reply import LateWatch, Reply
-from .pass_through_rounds import FirstRound, Rounds, asking_declared
+from .pass_through_rounds import FirstRound, Rounds
 from .proxied_tools import ProxiedTools
 
 __all__ = ["PassThrough"]
@@ -302,11 +302,6 @@ class PassThrough:
                 await reply.event("notifications/message", params)
 
         async def forwarded() -> JsonObject | None:
-            if call.asked_in_rounds is not None:
-                assert self._rounds is not None
-                return await self._rounds.first(
-                    forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
-                )
             return await forward.call(
                 call.arguments,
                 meta={HOPS_META_KEY: call.hops + 1},
@@ -339,8 +334,11 @@ class PassThrough:
                 else nullcontext() as held,
             ):
                 try:
-                    if call.asked_in_rounds is not None:  # the parked call holds the limit
-                        result = await forwarded()
+                    if call.asked_in_rounds is not None:  # parked: it holds the limit itself
+                        assert self._rounds is not None
+                        result = await self._rounds.first(
+                            forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
+                        )
                     elif quota is None:
                         async with self._gateway.node_limit(forward.node):
                             result = await forwarded()

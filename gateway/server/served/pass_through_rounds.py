@@ -29,7 +29,6 @@ from pydantic import ValidationError
 
 from toolkits import CallContext, ToolkitError, error_result
 from toolkits.mcp import Forward
-from toolkits.mcp.server_requests import ASKING
 
 from ...engine import Gateway
 from ...run_context import HOPS_META_KEY
@@ -37,7 +36,7 @@ from ..client_requests.ask_client import missing_capability
 from ..client_requests.parked_calls import ParkedCalls
 from ..serving import ServingNow
 
-__all__ = ["Rounds", "asking_declared", "call_result"]
+__all__ = ["FirstRound", "Rounds", "call_result"]
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +45,6 @@ _FIRST = types.InputResponseRequestParams()
 """A first round's: no answers, no state (read only)."""
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 LogFields = Callable[[JsonObject], Awaitable[None]]
-
-
-def asking_declared(capabilities: JsonObject) -> JsonObject:
-    """The `ASKING` ones of a 2026-07-28 request's client capabilities, as it declared them."""
-    return {key: value for key in ASKING if (value := capabilities.get(key)) is not None}
 
 
 class Rounds:
@@ -174,7 +168,7 @@ class FirstRound:
     capabilities: JsonObject
     """The client capabilities the request declared."""
     answerable: JsonObject
-    """The `ASKING` ones of them (`asking_declared`)."""
+    """The `ASKING` ones of them (`ask_client.asking_declared`)."""
 
 
 @dataclass(frozen=True, slots=True)
