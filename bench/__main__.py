@@ -14,6 +14,7 @@ COMMANDS = {
     "store": "bench.store",
     "hot-path": "bench.hot_path",
     "paired": "bench.paired",
+    "keep-alive": "bench.keep_alive",
 }
 
 

@@ -124,14 +124,21 @@ def http_app(servers: dict[str, Server[Any]]) -> Starlette:
     return Starlette(routes=routes, lifespan=lifespan)
 
 
-async def serve_http(servers: dict[str, Server[Any]]) -> None:
+async def serve_http(servers: dict[str, Server[Any]], keep_alive: int = 120) -> None:
     # IPPROTO_TCP: asyncio sets TCP_NODELAY only on such sockets' connections (no Nagle delay).
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
+    # uvicorn's 5 s keep-alive is the mcp `Client`'s own idle limit: a client idle that long
+    # sends its next call as the server closes the connection and dies of it (the direct
+    # arm's `clients` workload lost rounds so: bench/RESULTS.md, item 56).
     config = uvicorn.Config(
-        http_app(servers), log_level="warning", access_log=False, timeout_graceful_shutdown=1
+        http_app(servers),
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=keep_alive,
     )
     with sock:
         print(f"{READY}http://127.0.0.1:{sock.getsockname()[1]}", file=sys.stderr, flush=True)
@@ -152,6 +159,9 @@ def main() -> None:
     parser.add_argument("--servers", type=int, default=0, help="http: /s{i}/mcp servers")
     parser.add_argument("--tools-per-server", type=int, default=20)
     parser.add_argument("--wide", type=int, default=100, help="http: tools at /wide/mcp")
+    parser.add_argument(
+        "--keep-alive", type=int, default=120, help="http: seconds an idle connection stays open"
+    )
     options = parser.parse_args()
     if options.stdio:
         anyio.run(serve_stdio, bench_server("bench", options.tools))
@@ -160,7 +170,7 @@ def main() -> None:
     for i in range(options.servers):
         servers[f"s{i}"] = bench_server(f"s{i}", options.tools_per_server)
     with contextlib.suppress(KeyboardInterrupt):
-        anyio.run(serve_http, servers)
+        anyio.run(serve_http, servers, options.keep_alive)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,11 @@ class GatewaySettings(_Strict):
     """Seconds a 2025-era HTTP session may stay idle (no request, no open stream)."""
     http_max_sessions: int = Field(default=1000, ge=1)
     """2025-era HTTP sessions open at once; the least recently active idle one closes first."""
+    http_keep_alive: int = Field(default=120, ge=1)
+    """Seconds an idle HTTP connection stays open for its client's next request. Longer than
+    the clients and proxies in front keep theirs idle (httpx 5 s, aiohttp 15 s, nginx's and
+    AWS ALB's upstreams 60 s, Go 90 s): one that sends a request on a connection just as the
+    server closes it gets no answer, and the mcp SDK's `Client` dies of it."""
     state_key_env: str | None = None
     """The environment variable holding the key (>= 32 bytes) that seals the state of
     multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the

@@ -162,7 +162,12 @@ def bare(upstream: str, sock: socket.socket) -> None:
         await send({"type": "http.response.body", "body": b""})
 
     config = uvicorn.Config(
-        app, loop="uvloop", http="httptools", log_level="warning", proxy_headers=False
+        app,
+        loop="uvloop",
+        http="httptools",
+        log_level="warning",
+        proxy_headers=False,
+        timeout_keep_alive=120,  # as agent-gateway's (bench/RESULTS.md, item 56)
     )
     server = uvicorn.Server(config)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx2
 import pytest
 
 from gateway import ConfigError
@@ -81,3 +82,14 @@ def test_a_host_pattern_that_does_not_parse_is_a_config_error() -> None:
     settings = GatewaySettings(allowed_origins=["gw.example.com"])
     with pytest.raises(ConfigError, match=r"is not http\(s\)://HOST"):
         http_options("127.0.0.1:8000", settings)
+
+
+def test_idle_connections_outlive_the_mcp_clients_own() -> None:
+    """A server that closes an idle connection when its client may still reuse it loses that
+    client's next request, and the mcp SDK's `Client` (httpx2) dies of it; uvicorn's default
+    (5 s) is httpx2's own."""
+    keep_alive = http_options("127.0.0.1:8000", GatewaySettings()).keep_alive
+    expiry = httpx2.Limits().keepalive_expiry
+    assert expiry is not None
+    assert keep_alive > 10 * expiry
+    assert http_options("127.0.0.1:8000", GatewaySettings(http_keep_alive=7)).keep_alive == 7

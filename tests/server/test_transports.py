@@ -236,6 +236,46 @@ async def test_http_checks_host_origin_and_body_size(tmp_path: Path) -> None:
     assert (too_big.status_code, streamed.status_code) == (413, 413)
 
 
+async def test_an_idle_connection_stays_open_for_http_keep_alive(tmp_path: Path) -> None:
+    """The next request goes on the same connection; one idle for `http_keep_alive` s is
+    closed by the server."""
+    config = write_config(tmp_path, TIMES_42, gateway="http_keep_alive = 1")
+    async with http_server(config) as served:
+        address = served.url.removeprefix("http://").removesuffix("/mcp")
+        host, port = address.rsplit(":", 1)
+        body = json.dumps({**INITIALIZE, "method": "ping", "params": {}}).encode()
+        request = (
+            f"POST /mcp HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+        ).encode() + body
+        with anyio.fail_after(20):
+            async with await anyio.connect_tcp(host, int(port)) as stream:
+                for _ in range(2):
+                    await stream.send(request)
+                    head, _body = await _http_answer(stream)
+                    assert head.startswith(b"HTTP/1.1 ")
+                    assert b"connection: close" not in head.lower()
+                # Closed after 1 s idle (uvicorn's default would wait 5 s).
+                with anyio.fail_after(3), pytest.raises(anyio.EndOfStream):
+                    await stream.receive()
+
+
+async def _http_answer(stream: anyio.abc.ByteStream) -> tuple[bytes, bytes]:
+    """One HTTP/1.1 answer with a Content-Length: its head and its body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += await stream.receive()
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += await stream.receive()
+    return head, body
+
+
 async def run_cli(*args: str, env: dict[str, str] | None = None) -> tuple[int, str]:
     with anyio.fail_after(30):
         done = await anyio.run_process([str(SCRIPT), *args], check=False, cwd=REPO, env=env)

@@ -10,6 +10,9 @@
   JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
+- An idle connection stays open `http_keep_alive` s (120; uvicorn's own 5 s is what the mcp
+  SDK's `Client` keeps one idle too: a request sent as the server closes it gets no answer,
+  and the client's session dies of that).
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
 
@@ -77,6 +80,7 @@ __all__ = [
 ]
 
 MCP_PATH = "/mcp"
+DEFAULT_KEEP_ALIVE = 120
 SHUTDOWN_GRACE = 5
 """Seconds open streams and the requests in flight get to finish when the server stops."""
 _REQUEST_SLACK = 2
@@ -98,6 +102,8 @@ class HttpOptions:
     max_request_bytes: int = 4 * 1024 * 1024
     session_idle_timeout: float = DEFAULT_IDLE_TIMEOUT
     max_sessions: int = DEFAULT_MAX_SESSIONS
+    keep_alive: int = DEFAULT_KEEP_ALIVE
+    """Seconds an idle connection stays open."""
     oauth: ResourceServerSettings | None = None
     """Take OAuth access tokens too (`auth`)."""
 
@@ -133,6 +139,7 @@ def http_options(
         max_request_bytes=settings.max_request_bytes,
         session_idle_timeout=settings.http_session_idle_timeout,
         max_sessions=settings.http_max_sessions,
+        keep_alive=settings.http_keep_alive,
         oauth=settings.oauth,
     )
     try:
@@ -370,6 +377,7 @@ async def serve_http(
         # Nothing here reads the client's address or scheme that X-Forwarded-* would set.
         proxy_headers=False,
         timeout_graceful_shutdown=SHUTDOWN_GRACE + _REQUEST_SLACK,
+        timeout_keep_alive=options.keep_alive,
     )
     uvicorn_server = _Uvicorn(config)
 
