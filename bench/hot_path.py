@@ -1,7 +1,7 @@
 """What one passed-through call costs the front's CPU, with no socket on the way.
 
     python -m bench hot-path [--calls 3000] [--rounds 7] [--protocol modern|auto] [--gap MS]
-                             [--blob N] [--profile FILE] [--bytecodes]
+                             [--blob N] [--asking] [--profile FILE] [--bytecodes]
 
 The peer benchmark's CPU per call swings by 10-20 % between runs on a shared 2-core machine;
 this figure stays within a few per cent, so a change to the hot path can be weighed in
@@ -12,7 +12,8 @@ seconds (run it on both checkouts with PYTHONPATH). The front is the real one: t
 - the client's: uvicorn's own protocol is fed each request's bytes, and the answer is read
   off a transport that keeps what is written (the client: a 2026-07-28 `tools/call` of
   `d__echo` with a 200 B message, as the mcp `Client` sends it; with `--blob N`, a call of
-  `d__blob` for N bytes of text);
+  `d__blob` for N bytes of text; with `--asking`, from a client that declares roots, whose
+  calls are parked: `pass_through_rounds`);
 - the downstream's: the lean client's connections are given a transport that answers each
   request passed through with the downstream's real answer to the first one (asked over a
   socket), its id swapped in, at once or after `--gap` ms.
@@ -71,14 +72,15 @@ _CALL = b'"method":"tools/call"'
 _FRAMING = {b"content-length", b"transfer-encoding"}
 
 
-def client_request(request_id: int, blob: int = 0) -> bytes:
+def client_request(request_id: int, blob: int = 0, asking: bool = False) -> bytes:
     """A 2026-07-28 `tools/call` of `d__echo` (or of `d__blob`, for `blob` bytes), as the mcp
-    `Client` (httpx2) sends it."""
+    `Client` (httpx2) sends it; `asking`: from a client that declares roots."""
     tool, arguments = ("d__blob", {"n": blob}) if blob else ("d__echo", {"message": MESSAGE})
-    meta = {
+    capabilities: dict[str, object] = {"roots": {}} if asking else {}
+    meta: dict[str, object] = {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientInfo": {"name": "mcp", "version": "0.1.0"},
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
     }
     params = {"name": tool, "arguments": arguments, "_meta": meta}
     body = json_bytes(
@@ -297,6 +299,7 @@ async def measure(
     protocol: str,
     gap: float,
     blob: int = 0,
+    asking: bool = False,
     profile: str | None = None,
     bytecodes: Counter[tuple[str, int, str]] | None = None,
 ) -> list[float]:
@@ -305,7 +308,7 @@ async def measure(
     async with front(protocol, gap) as served:
         client = ClientSide()
         served.connection_made(client)
-        requests = [client_request(i, blob) for i in range(calls)]
+        requests = [client_request(i, blob, asking) for i in range(calls)]
         loop = asyncio.get_running_loop()
 
         async def call(index: int) -> bytes:
@@ -378,6 +381,9 @@ def main() -> None:
     parser.add_argument("--protocol", choices=["modern", "auto"], default="modern")
     parser.add_argument("--gap", type=float, default=0.0, help="ms before each answer")
     parser.add_argument("--blob", type=int, default=0, help="call blob(N) instead of the echo")
+    parser.add_argument(
+        "--asking", action="store_true", help="a client that declares roots (parked rounds)"
+    )
     parser.add_argument("--profile", metavar="FILE", help="cProfile one more round to FILE")
     parser.add_argument(
         "--bytecodes", action="store_true", help="count one more round's bytecodes, by function"
@@ -391,6 +397,7 @@ def main() -> None:
             protocol=args.protocol,
             gap=args.gap / 1000,
             blob=args.blob,
+            asking=args.asking,
             profile=args.profile,
             bytecodes=counts,
         ),
@@ -398,7 +405,7 @@ def main() -> None:
     )
     print(
         f"front CPU per passed-through call ({args.protocol} node, gap {args.gap:g} ms"
-        f"{f', blob {args.blob} B' if args.blob else ''}): "
+        f"{f', blob {args.blob} B' if args.blob else ''}{', asking client' if args.asking else ''}): "
         f"min {min(figures):.1f} us, median {statistics.median(figures):.1f} us "
         f"({args.rounds} rounds x {args.calls} calls)"
     )

@@ -2,7 +2,8 @@
 
 A smoke run of each era the node may speak: the call really passes through (the echo comes
 back, from the downstream's recorded answer) and a figure is printed; and one of `--blob`, whose
-whole text must come back; and one of `--bytecodes`. No timing is asserted.
+whole text must come back; one of `--bytecodes`; and one of `--asking`, whose calls are
+parked. No timing is asserted.
 """
 
 from __future__ import annotations
@@ -64,3 +65,13 @@ def test_bytecodes_counts_a_round_by_function() -> None:
     # The pass-through's own code is among the busiest (the call really went through it).
     assert any("gateway/server/served/pass_through.py" in line for line in lines[2:])
     assert 1_000 < int(total[1]) < 100_000
+
+
+@pytest.mark.timeout(120)
+def test_asking_parks_each_call_of_a_client_that_declares_roots() -> None:
+    lines = _hot_path("--calls", "20", "--rounds", "1", "--asking", "--bytecodes")
+    assert lines[0].startswith(
+        "front CPU per passed-through call (modern node, gap 0 ms, asking client): min "
+    ), lines
+    # Parked in the serving run (`pass_through_rounds`), its first round passed through.
+    assert any("gateway/server/client_requests/parked_calls.py" in line for line in lines[2:])

@@ -19,13 +19,13 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[1]
+OPTIONS = ("--clients", "6", "--calls", "2", "--pause", "1.0", "--server-keep-alive", "1")
 
 
 @pytest.mark.timeout(120)
 def test_a_smoke_run_counts_the_clients_that_died_and_the_answers() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "bench", "keep-alive", "--clients", "6", "--calls", "2"]
-        + ["--pause", "1.0", "--server-keep-alive", "1"],
+        [sys.executable, "-m", "bench", "keep-alive", *OPTIONS],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,

@@ -418,16 +418,23 @@ async def test_a_long_call_is_kept_alive_by_pings_and_then_answered(
 
 
 @NODE_PROTOCOLS
-@pytest.mark.parametrize("session", [False, True], ids=["2026-07-28", "on-a-2025-session"])
+@pytest.mark.parametrize("caller", ["2026-07-28", "on-a-2025-session", "asked-in-rounds"])
 async def test_a_call_that_times_out_is_cancelled_and_says_so(
-    protocol: ProtocolMode, session: bool
+    protocol: ProtocolMode, caller: str
 ) -> None:
+    """Whichever way the call passes through; a client that can be asked has its call
+    parked (`pass_through_rounds`), the node call's clock on the parked request's scope."""
     down = Downstream()
+    client_keys: dict[str, Any] = {
+        "2026-07-28": {},
+        "on-a-2025-session": {"mode": "legacy"},
+        "asked-in-rounds": ClientAnswers().callbacks(),
+    }[caller]
     with anyio.fail_after(30):
         async with (
             serve_on_loopback(down.app()) as base,
             front(f"{base}/mcp", pass_through=True, protocol=protocol, timeout=0.5) as (url, layer),
-            Client(url, mode="legacy") if session else Client(url) as client,
+            Client(url, **client_keys) as client,
         ):
             await client.list_tools()
             result = await client.call_tool("d__wait", {})

@@ -75,18 +75,38 @@ class _Question:
 class _Parked(Generic[_R]):
     """One proxied request running across rounds."""
 
-    def __init__(self, token: str, check: Callable[[types.InputRequest], str | None]) -> None:
-        self.token = token
+    def __init__(
+        self,
+        check: Callable[[types.InputRequest], str | None],
+        register: Callable[[_Parked[Any]], str],
+        scope: anyio.CancelScope,
+    ) -> None:
+        self._token: str | None = None
+        self._register = register
         self._check = check
-        self._scope = anyio.CancelScope()
+        self._scope = scope
         self._questions: dict[str, _Question] = {}
         self._keys = itertools.count(1)
-        self._changed = anyio.Event()
+        self._changed: anyio.Event | None = None
+        """Set when a question or the outcome comes; made by a round that waits for one."""
         self._outcome: tuple[_R] | BaseException | None = None
-        self._taken = anyio.Event()
+        self._taken = False
+        self._was_taken: anyio.Event | None = None
         self._report: ProgressCallback | None = None
         self._log: ServerLogHandler | None = None
         self._backlog: deque[_Note] = deque(maxlen=MAX_BACKLOG)
+
+    @property
+    def token(self) -> str:
+        """The state a retry names it by: made when first needed (most requests finish in
+        their first round, and nothing retries them)."""
+        if self._token is None:
+            self._token = self._register(self)
+        return self._token
+
+    @property
+    def registered(self) -> str | None:
+        return self._token
 
     async def run(
         self,
@@ -112,14 +132,22 @@ class _Parked(Generic[_R]):
             if self._outcome is None:
                 self._outcome = MCPError(types.REQUEST_TIMEOUT, "the request was cancelled")
             self._wake()
+            if self._report is not None or self._taken:  # a round waits: it takes the outcome
+                return
+            self._was_taken = anyio.Event()
             with anyio.move_on_after(KEEP_RESULT):
-                await self._taken.wait()
+                await self._was_taken.wait()
         finally:
             forget()
 
     def cancel(self) -> None:
         self._scope.cancel()
-        self._taken.set()
+        self._take()
+
+    def _take(self) -> None:
+        self._taken = True
+        if self._was_taken is not None:
+            self._was_taken.set()
 
     async def ask(self, request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         """The downstream server's question: asked of the client in the next round."""
@@ -180,6 +208,8 @@ class _Parked(Generic[_R]):
                 await self._send(self._backlog.popleft(), report, log)
             while True:
                 changed = self._changed
+                if changed is None:
+                    changed = self._changed = anyio.Event()
                 open_questions = {
                     key: q.request for key, q in self._questions.items() if not q.answered.is_set()
                 }
@@ -189,7 +219,7 @@ class _Parked(Generic[_R]):
                     )
                 outcome = self._outcome
                 if outcome is not None:
-                    self._taken.set()
+                    self._take()
                     if isinstance(outcome, BaseException):
                         raise outcome
                     return outcome[0]
@@ -201,8 +231,9 @@ class _Parked(Generic[_R]):
             self._report = self._log = None
 
     def _wake(self) -> None:
-        self._changed.set()
-        self._changed = anyio.Event()
+        if self._changed is not None:
+            self._changed.set()
+            self._changed = None
 
 
 class ParkedCalls:
@@ -213,6 +244,18 @@ class ParkedCalls:
         self._tg = task_group
         self._parked: dict[str, _Parked[Any]] = {}
         self._here = here
+        self._scope_type = type(task_group.cancel_scope)
+        """The backend's: `anyio.CancelScope()` asks which library runs first, every time."""
+
+    def new_scope(self) -> anyio.CancelScope:
+        """A cancel scope for `serve`'s request to run in."""
+        return self._scope_type()
+
+    def _register(self, parked: _Parked[Any]) -> str:
+        here = self._here.url if self._here is not None else None
+        token = STATE_PREFIX + secrets.token_urlsafe(16) + (f"@{here}" if here else "")
+        self._parked[token] = parked
+        return token
 
     async def serve(
         self,
@@ -225,24 +268,27 @@ class ParkedCalls:
         report: ProgressCallback,
         log: ServerLogHandler,
         elsewhere: Elsewhere | None = None,
+        scope: anyio.CancelScope | None = None,
     ) -> _R | types.InputRequiredResult:
         """Run `work` (first round) or continue it (a retry naming it), for one round; a
         retry of a request parked on another replica goes to `elsewhere(owner, state)`.
 
-        `meta` is the `_meta` the request's node call carries. The round's `report` and `log` take the request's progress and log messages. `check`
-        says why the client cannot answer a question (None: it can); `answerable`, what it
-        answers, as client capabilities (`CallContext.answerable`). Raises what `work` raised,
-        or `MCPError` for a retry whose request is not running here.
+        `meta` is the `_meta` the request's node call carries. The round's `report` and `log`
+        take the request's progress and log messages. `check` says why the client cannot
+        answer a question (None: it can); `answerable`, what it answers, as client
+        capabilities (`CallContext.answerable`). Raises what `work` raised, or `MCPError` for a
+        retry whose request is not running here. `scope` (from `new_scope`): the one the
+        request runs in, for `work` to set deadlines on (a node call's clock); cancelled when
+        a round is (the client gave up).
         """
         state = params.request_state
         if state is None:
-            here = self._here.url if self._here is not None else None
-            token = STATE_PREFIX + secrets.token_urlsafe(16) + (f"@{here}" if here else "")
-            parked: _Parked[_R] = _Parked(token, check)
-            self._parked[token] = parked
+            parked: _Parked[_R] = _Parked(check, self._register, scope or self.new_scope())
 
             def forget() -> None:
-                self._parked.pop(token, None)
+                token = parked.registered
+                if token is not None:
+                    self._parked.pop(token, None)
 
             # Started from this task, so the request's context variables carry over.
             self._tg.start_soon(parked.run, work, meta, answerable, forget)

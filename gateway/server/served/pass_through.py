@@ -42,7 +42,6 @@ a stream that closes loses what was not sent, on either path).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
@@ -244,11 +243,8 @@ class PassThrough:
             return None
         raw_meta = params.get("_meta")
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
-        call = self._route(fields["id"], checked, meta, route.protocol_version)
-        if call is None or not answerable:
-            return call
-        asked = FirstRound(checked.name, call.arguments, call.hops, capabilities, answerable)
-        return dataclasses.replace(call, asked_in_rounds=asked)
+        asking = (capabilities, answerable) if answerable else None
+        return self._route(fields["id"], checked, meta, route.protocol_version, asking=asking)
 
     def _route(
         self,
@@ -257,7 +253,11 @@ class PassThrough:
         meta: JsonObject,
         version: str,
         session: OpenSession | None = None,
+        *,
+        asking: tuple[JsonObject, JsonObject] | None = None,
     ) -> _Call | None:
+        """The call, if it goes this way; `asking`: the capabilities a 2026-07-28 client that
+        can be asked declared, and the asking ones of them (its call is asked in rounds)."""
         if self._served_by(params.name) is not self._tools:
             return None
         tool = self._tools.listed(params.name)
@@ -271,15 +271,19 @@ class PassThrough:
         hops = hops if isinstance(hops, int) and hops >= 0 else 0
         if hops >= self._gateway.max_depth:
             return None  # the usual path says why
+        arguments = dict(params.arguments or {})
         return _Call(
             request_id=request_id,
             forward=forward,
-            arguments=dict(params.arguments or {}),
+            arguments=arguments,
             hops=hops,
             progress_token=meta.get("progressToken"),
             log_levels=frozenset(log_levels(version, meta)),
             protocol_version=version,
             session=session,
+            asked_in_rounds=None
+            if asking is None
+            else FirstRound(params.name, arguments, hops, *asking),
         )
 
     async def _forward(self, call: _Call, receive: Receive, send: Send) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary
@@ -88,14 +89,17 @@ class Rounds:
         async def relay_log(params: types.LoggingMessageNotificationParams) -> None:
             await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
+        # One scope for the parked request and its node call's clock (`Forward.call`).
+        scope = parked.new_scope()
         outcome = await parked.serve(
             _FIRST,
-            self._work(forward, call),
+            self._work(forward, call, scope),
             meta={HOPS_META_KEY: call.hops + 1},
             check=check,
             answerable=call.answerable,
             report=on_progress,
             log=relay_log,
+            scope=scope,
         )
         if not isinstance(outcome, types.InputRequiredResult):
             return outcome
@@ -105,7 +109,7 @@ class Rounds:
         return asked
 
     def _work(
-        self, forward: Forward, call: FirstRound
+        self, forward: Forward, call: FirstRound, scope: anyio.CancelScope
     ) -> Callable[[CallContext], Awaitable[JsonObject | None]]:
         gateway = self._gateway
 
@@ -133,6 +137,7 @@ class Rounds:
                         answer=context.answer,
                         answerable=context.answerable,
                         owner=context.owner,
+                        scope=scope,
                     )
                 except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
                     failed = error_result(
