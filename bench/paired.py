@@ -2,6 +2,7 @@
 
     python -m bench paired --against SIDE [--base SIDE] [--protocol modern|auto] [--calls 1500]
                            [--warmup 300] [--blob N] [--clients N [--turn 16]] [--asking [legacy|modern]]
+                           [--pause MS]
 
 A SIDE is a checkout of this repository (a directory: `agent-gateway serve --http` with
 `expose_tools = true` on that code), `direct` (no front: the driver calls the downstream) or
@@ -24,6 +25,10 @@ The driver's sessions declare nothing by default, as the peer benchmark's do. `-
 them what most desktop clients open: a 2025-era session (`mode="legacy"`) that declares roots,
 so its servers may ask it during a call; `--asking modern`: 2026-07-28 clients that declare
 roots (as the SDK's `Client` does given a roots callback), asked in input-required rounds.
+
+`--pause MS` leaves the host quiet for MS after each turn, as `bench peers` leaves each front
+idle while the other arms take their calls: code that runs after a process sat idle runs
+slower (bench/RESULTS.md, item 54), and this weighs how much slower, side against side.
 """
 
 from __future__ import annotations
@@ -130,6 +135,7 @@ async def run(
     clients: int = 1,
     per_turn: int = 16,
     asking: str = "",
+    pause: float = 0.0,
 ) -> tuple[_Side, _Side]:
     from mcp import Client
     from mcp_types import ListRootsResult
@@ -196,6 +202,8 @@ async def run(
             if timed:
                 side.busy_seconds += time.perf_counter() - started
                 side.cpu_seconds += _cpu(pids[k]) - cpu
+            if pause:  # as while the other arms of `bench peers` take their calls
+                await anyio.sleep(pause)
 
         # Turns alternate between the sides, the order swapped every pair: one call from the
         # one client, or a few from each of `clients` at once.
@@ -241,6 +249,9 @@ def main() -> None:
         "--turn", type=int, default=16, help="with --clients: calls from each client per turn"
     )
     parser.add_argument(
+        "--pause", type=float, default=0.0, help="ms of quiet after each turn (not timed)"
+    )
+    parser.add_argument(
         "--asking",
         nargs="?",
         const="legacy",
@@ -261,6 +272,7 @@ def main() -> None:
             clients=options.clients,
             per_turn=options.turn,
             asking=options.asking,
+            pause=options.pause / 1000,
         ),
         backend_options={"use_uvloop": True},
     )
@@ -270,6 +282,8 @@ def main() -> None:
         era = "2025-era sessions" if options.asking == "legacy" else "2026-07-28 clients"
         load += f", {era} declaring roots"
     calls = len(sides[0].latencies)
+    if options.pause:
+        load += f", {options.pause:g} ms quiet after each turn"
     _report(sides, f"{calls} {what} calls through each side ({load}), {options.protocol}")
 
 

@@ -42,6 +42,7 @@ def _paired(*options: str) -> subprocess.CompletedProcess[str]:
         (("--clients", "2", "--turn", "4"), "16 echo calls through each side (2 clients at once)"),
         (("--asking",), "16 echo calls through each side (one client, 2025-era sessions declaring"),
         (("--asking", "modern"), "16 echo calls through each side (one client, 2026-07-28 client"),
+        (("--pause", "2"), "16 echo calls through each side (one client, 2 ms quiet after each"),
     ],
 )
 def test_a_smoke_run_times_both_fronts_and_prints_their_ratio(

@@ -106,6 +106,7 @@ class _Parked(Generic[_R]):
 
     @property
     def registered(self) -> str | None:
+        """The token, if one was made (only then can a retry find it)."""
         return self._token
 
     async def run(
