@@ -9,7 +9,7 @@ as the client sends its next request on it: no answer, `httpx2.ReadError`, and t
 session dies (bench/RESULTS.md, item 56). `--clients` SDK clients call `echo` `--calls` times
 each, every client with a pause of its own between calls, spread over `--pause` +- `--spread`
 / 2 seconds, against:
-- `uvicorn default`: the benchmark downstream with `--server-keep-alive` s (uvicorn's 5);
+- `uvicorn, keep-alive N s`: the benchmark downstream with `--server-keep-alive` N (uvicorn's 5);
 - `agent-gateway`: `serve --http` of this checkout (and of each `--checkout`), `expose_tools`
   in front of the downstream on its own default (120 s).
 Printed per target: the clients whose session died, and the calls answered. No timing.
