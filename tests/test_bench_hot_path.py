@@ -8,29 +8,18 @@ parked. No timing is asserted.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.integration
+from tests.bench_command import run_bench
 
-REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.integration
 
 
 def _hot_path(*options: str) -> list[str]:
     """The lines `python -m bench hot-path` prints with `options`."""
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "hot-path", *options],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+    done = run_bench("hot-path", *options)
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()
 

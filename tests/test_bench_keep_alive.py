@@ -8,30 +8,20 @@ reports rather than fails on. No timing is asserted.
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from tests.bench_command import run_bench
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
 OPTIONS = ("--clients", "6", "--calls", "2", "--pause", "1.0", "--server-keep-alive", "1")
 
 
 @pytest.mark.timeout(120)
 def test_a_smoke_run_counts_the_clients_that_died_and_the_answers() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "keep-alive", *OPTIONS],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+    done = run_bench("keep-alive", *OPTIONS)
     assert done.returncode == 0, done.stderr[-3000:]
     rows = {
         found.group(1).strip(): (int(found.group(2)), int(found.group(3)))

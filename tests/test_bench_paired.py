@@ -7,30 +7,22 @@ asserted; a path that is not a checkout is refused before anything starts.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench_command import REPO, run_bench
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
 _NUMBERS = r"(\s+\d+\.\d{3}){4}\s+\d+\.\d"
 """p50, p90, mean and CPU per call to the microsecond, calls/s to a tenth."""
 
 
 def _paired(*options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bench", "paired", *options],
-        cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=100,
-    )
+    return run_bench("paired", *options)
 
 
 @pytest.mark.timeout(120)

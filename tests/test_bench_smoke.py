@@ -8,9 +8,6 @@ CI has none, so there it is our arms, the direct ones and the floors (`bench/pee
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +16,10 @@ import pytest
 from bench.peers.arms import ARMS, twin
 from bench.peers.venvs import is_installed
 from bench.peers.workloads import WORKLOADS
+from tests.bench_command import run_bench
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[1]
 
 NOT_APPLICABLE = {
     ("direct-stdio", "idle_sessions"),
@@ -54,15 +51,7 @@ from one server), no agent."""
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("bench")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(
-        [sys.executable, "-m", "bench", "peers", "--quick", "--out", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=840,
-    )
+    done = run_bench("peers", "--quick", "--out", str(out), timeout=840)
     assert done.returncode == 0, done.stderr[-3000:]
     (out / "run.log").write_text(done.stderr)  # the run's own log, for a failure's message
     return done.stdout, json.loads((out / "peers.json").read_text()), out

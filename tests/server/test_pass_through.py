@@ -315,13 +315,25 @@ async def test_a_modern_node_declares_per_call_only_what_the_caller_answers_on_b
     }
 
 
+@asynccontextmanager
+async def two_modern_fronts(
+    down: Downstream,
+) -> AsyncGenerator[tuple[str, PassThrough | None, PassThrough | None]]:
+    """`down` behind two gateways passing calls through, the outer one's node a `modern`
+    client of the inner one: the outer one's URL, and the inner and outer layers."""
+    async with (
+        serve_on_loopback(down.app()) as base,
+        front(f"{base}/mcp", pass_through=True, protocol="modern") as (inner_url, inner),
+        front(inner_url, pass_through=True, protocol="modern") as (outer_url, outer),
+    ):
+        yield outer_url, inner, outer
+
+
 async def test_a_call_through_two_modern_fronts_passes_through_both() -> None:
     down = Downstream()
     with anyio.fail_after(30):
         async with (
-            serve_on_loopback(down.app()) as base,
-            front(f"{base}/mcp", pass_through=True, protocol="modern") as (inner_url, inner),
-            front(inner_url, pass_through=True, protocol="modern") as (outer_url, outer),
+            two_modern_fronts(down) as (outer_url, inner, outer),
             Client(outer_url) as client,
         ):
             await client.list_tools()

@@ -20,11 +20,10 @@ from mcp import Client
 
 from gateway.server import HttpOptions
 from tests.server.proxying import ClientAnswers
-from tests.servers.asgi import serve_on_loopback
 from toolkits import result_text
 from toolkits.mcp.config import ProtocolMode
 
-from .test_pass_through import NODE_PROTOCOLS, Downstream, Heard, front
+from .test_pass_through import NODE_PROTOCOLS, Downstream, Heard, two_modern_fronts
 from .test_pass_through_sessions import (
     ASKED,
     ASKING_TOOLS,
@@ -226,9 +225,7 @@ async def test_a_client_asked_in_rounds_through_two_modern_fronts_passes_through
     answers = ClientAnswers()
     with anyio.fail_after(60):
         async with (
-            serve_on_loopback(down.app()) as base,
-            front(f"{base}/mcp", pass_through=True, protocol="modern") as (inner_url, inner),
-            front(inner_url, pass_through=True, protocol="modern") as (outer_url, outer),
+            two_modern_fronts(down) as (outer_url, inner, outer),
             Client(outer_url, **answers.callbacks()) as client,
         ):
             await client.list_tools()
