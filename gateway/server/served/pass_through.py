@@ -47,7 +47,7 @@ import logging
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import anyio
 import anyio.abc
@@ -89,8 +89,7 @@ _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
 _READ = tuple((name, name.decode()) for name in _READ_HEADERS)
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
+class _Call(NamedTuple):  # a tuple: a third of a frozen dataclass's cost to make
     request_id: types.RequestId
     forward: Forward
     arguments: JsonObject
