@@ -3,16 +3,20 @@ front of 1 and N downstream servers."""
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from contextlib import AsyncExitStack
+from typing import Any
 
 import anyio
+import httpx2
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from bench._processes import REPO, running
 from bench.downstream import READY as DOWNSTREAM_READY
+from toolkits import json_bytes
 
 from .arms import (
     DOWNSTREAM,
@@ -127,24 +131,28 @@ async def cycles(arm: Arm, stack: Stack | None, env: Env) -> Figures:
 
 
 async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
-    """Cold start (process start to the first complete tools/list), warm tools/list and RSS,
-    in front of 1 server and of N, each with `tools_per_server` tools (direct over HTTP: the
-    warm list of as many tools from one server); each the median of `cold_starts` starts."""
+    """Cold start (process start to the first complete tools/list), warm tools/list (through
+    the mcp `Client`, and answered: a raw request's last byte) and RSS, in front of 1 server
+    and of N, each with `tools_per_server` tools (direct over HTTP: the warm list of as many
+    tools from one server); each the median of `cold_starts` starts."""
     figures: Figures = {}
     for label, count in (("1", 1), ("n", env.sizes.servers)):
-        keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb")
+        keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb", f"answered{label}_ms")
         if count > 1 and arm.kind == "direct" and not arm.stdio:
             # No aggregate, but as many tools from one server: what listing them costs the
             # driver and a server, against which the fronts' warm list is a ratio.
             tools = count * env.sizes.tools_per_server
-            _, warm, _ = await _cold_start(arm, env, 1, tools_per_server=tools)
-            figures.update({keys[0]: None, keys[1]: warm, keys[2]: None})
+            _, warm, _, answered = await _cold_start(arm, env, 1, tools_per_server=tools)
+            figures.update({keys[0]: None, keys[1]: warm, keys[2]: None, keys[3]: answered})
             continue
         if count > 1 and arm.kind in ("direct", "mcp-proxy", "floor-relay", "floor-bare"):
             figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
             continue
         starts = [await _cold_start(arm, env, count) for _ in range(env.sizes.cold_starts)]
-        medians = (statistics.median(figure) for figure in zip(*starts, strict=True))
+        medians = (
+            None if None in figure else statistics.median(figure)
+            for figure in zip(*starts, strict=True)
+        )
         figures.update(zip(keys, medians, strict=True))
     cold1, coldn = figures["cold1_ms"], figures["coldn_ms"]
     figures["coldn_x1"] = coldn / cold1 if cold1 and coldn else None
@@ -153,7 +161,9 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
 
 async def _cold_start(
     arm: Arm, env: Env, count: int, *, tools_per_server: int | None = None
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, float | None]:
+    """Cold start, warm list (the mcp `Client`'s), RSS, and the warm list's answer alone (a
+    raw request's last byte: no client parse; None over stdio), ms, ms, MB, ms."""
     per_server = tools_per_server or env.sizes.tools_per_server
     async with AsyncExitStack() as exits:
         before = stdio_children()
@@ -193,4 +203,57 @@ async def _cold_start(
             warm.append((time.perf_counter() - listed) * 1000)
             if listed > deadline and len(warm) >= 3:
                 break
-        return cold, statistics.median(warm), rss_bytes(pid) / 1e6
+        answered = None
+        if isinstance(target, str):
+            answered = await _answered_list(target, count * per_server, env.sizes.list_repeats)
+        return cold, statistics.median(warm), rss_bytes(pid) / 1e6, answered
+
+
+async def _answered_list(url: str, tools: int, repeats: int) -> float:
+    """The median time, ms, from sending a tools/list to the last byte of its answer, on a
+    2025-era session of raw HTTP requests (every arm speaks that era): what the server spends
+    answering and the wire, without the mcp `Client`'s parse of the tools into models."""
+    headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    }
+    async with httpx2.AsyncClient(timeout=60) as http:
+        opened = await http.post(url, json=initialize, headers=headers)
+        opened.raise_for_status()
+        version = _json_rpc(opened.content)["result"]["protocolVersion"]
+        headers["mcp-protocol-version"] = version
+        if "mcp-session-id" in opened.headers:
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        (await http.post(url, json=note, headers=headers)).raise_for_status()
+        times: list[float] = []
+        for index in range(1 + repeats):  # the first: checked, not timed
+            body = json_bytes({"jsonrpc": "2.0", "id": index + 1, "method": "tools/list"})
+            sent = time.perf_counter()
+            async with http.stream("POST", url, content=body, headers=headers) as answer:
+                data = await answer.aread()
+            if index:
+                times.append((time.perf_counter() - sent) * 1000)
+            else:
+                listed = _json_rpc(data)["result"]["tools"]
+                if len(listed) != tools or "nextCursor" in _json_rpc(data)["result"]:
+                    raise RuntimeError(f"a raw tools/list had {len(listed)} tools, not {tools}")
+        if "mcp-session-id" in headers:
+            await http.delete(url, headers=headers)
+        return statistics.median(times)
+
+
+def _json_rpc(data: bytes) -> dict[str, Any]:
+    """The one JSON-RPC answer in a JSON body or an event stream."""
+    if data.lstrip().startswith(b"{"):
+        return json.loads(data)
+    events = [line[5:] for line in data.splitlines() if line.startswith(b"data:")]
+    answers = [json.loads(event) for event in events if event.strip()]
+    return next(answer for answer in answers if "id" in answer)

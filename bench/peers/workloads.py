@@ -157,6 +157,8 @@ def workloads(sizes: Sizes) -> tuple[WorkloadSpec, ...]:
                 Figure("coldn_x1", f"cold {sizes.servers} / cold 1", "x", ratio=False),
                 _ms("warm1_ms", "tools/list, 1"),
                 _ms("warmn_ms", f"tools/list, {sizes.servers}"),
+                _ms("answered1_ms", "answered, 1"),
+                _ms("answeredn_ms", f"answered, {sizes.servers}"),
                 Figure("rss1_mb", "RSS, 1", "MB", ratio=False),
                 Figure("rssn_mb", f"RSS, {sizes.servers}", "MB", ratio=False),
             ),
