@@ -112,7 +112,7 @@ class FunctionToolkit:
         if len(self._tools) != len(tools):
             raise ValueError(f"node {name!r} has two tools with the same name")
         many = len(tools) > 1
-        self._listed = [
+        self._listed = tuple(  # a tuple: unchanged for as long as the node lives
             Tool(
                 name=t.name,
                 description=t.description,
@@ -121,7 +121,7 @@ class FunctionToolkit:
                 is_from_toolkit=many,
             )
             for t in tools
-        ]
+        )
 
     @property
     def name(self) -> str:

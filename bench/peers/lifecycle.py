@@ -242,9 +242,11 @@ async def _answered_list(url: str, tools: int, repeats: int) -> float:
             if index:
                 times.append((time.perf_counter() - sent) * 1000)
             else:
-                listed = _json_rpc(data)["result"]["tools"]
-                if len(listed) != tools or "nextCursor" in _json_rpc(data)["result"]:
-                    raise RuntimeError(f"a raw tools/list had {len(listed)} tools, not {tools}")
+                result = _json_rpc(data)["result"]
+                if len(result["tools"]) != tools or "nextCursor" in result:
+                    raise RuntimeError(
+                        f"a raw tools/list had {len(result['tools'])} tools, not {tools}"
+                    )
         if "mcp-session-id" in headers:
             await http.delete(url, headers=headers)
         return statistics.median(times)

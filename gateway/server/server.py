@@ -13,6 +13,7 @@ only carry it.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from functools import cache, partial
 from importlib.metadata import PackageNotFoundError, version
@@ -111,6 +112,8 @@ class ToolRouter:
         self._sources = list(sources)
         self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
         self._schemas: dict[str, dict[str, Any]] = {}
+        self._listed: tuple[list[list[types.Tool]], list[types.Tool]] = ([], [])
+        """The sources' last lists, and the tools served of them (the same while they are)."""
 
     async def check(self) -> None:
         """Raise `ToolConflict` if two sources serve a tool under the same name."""
@@ -142,16 +145,21 @@ class ToolRouter:
         return self._schemas.get(name)
 
     async def _listing(self, *, strict: bool) -> list[types.Tool]:
+        each = [await source.tools() for source in self._sources]
+        last, served = self._listed
+        if not strict and len(last) == len(each) and all(map(operator.is_, last, each)):
+            return served  # the sources give the same lists while their tools are the same
         routes: dict[str, ToolSource] = {}
         listed: list[types.Tool] = []
         remedy = "rename the agent or node" if strict else None
-        for source in self._sources:
-            for tool in await source.tools():
+        for source, tools in zip(self._sources, each, strict=True):
+            for tool in tools:
                 node_of = _node_of(tool.name)
                 if claim(routes, tool.name, source, node_of=node_of, what="tool", refuse=remedy):
                     listed.append(tool)
         self._routes.update(routes)
         self._schemas = {tool.name: tool.input_schema for tool in listed}
+        self._listed = (each, listed)
         return listed
 
 

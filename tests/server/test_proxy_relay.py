@@ -75,3 +75,31 @@ async def test_a_later_change_is_heard_again(era: str, down: ProtocolMode) -> No
             await heard.more_than(first, "tools")
         tools = {tool.name for tool in (await client.list_tools()).tools}
     assert {"a__added_4", "a__added_5"} <= tools
+
+
+@pytest.mark.parametrize("down", ["legacy", "modern"])
+async def test_a_listing_kept_while_the_tools_are_the_same_is_not_served_after_they_change(
+    down: ProtocolMode,
+) -> None:
+    """The listing is made once for as long as the nodes list the same tools (the router,
+    the served tools and the gateway keep what they made of them): a change is served."""
+    a, b = CatalogServer("a"), CatalogServer("b")
+    heard = Heard()
+    async with mcp_nodes(("a", a), ("b", b), protocol=down) as nodes:
+        gateway = Gateway(nodes, [])
+        async with (
+            Client(serve(gateway, expose_tools=True), message_handler=heard.on_message) as client,
+            listening(client, heard),
+        ):
+            before = {tool.name for tool in (await client.list_tools()).tools}
+            kept = await gateway.list_tools()
+            assert await gateway.list_tools() is kept  # the same tools: made once
+            with anyio.fail_after(10):
+                await client.call_tool("b__change", {"lists": ["tools"]})
+                await heard.until(kinds={"tools"})
+            after = {tool.name for tool in (await client.list_tools()).tools}
+            changed = await gateway.list_tools()
+    assert "b__added_4" not in before
+    assert after == before | {"b__added_4"}
+    assert changed is not kept
+    assert "b__added_4" in changed

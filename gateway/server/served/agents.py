@@ -150,8 +150,18 @@ class AgentTools:
         self._max_tokens = sampling_max_tokens
         self._progress_interval = progress_interval
         self._stored = stored
+        self._served: tuple[tuple[AgentSpec, ...], list[types.Tool]] = ((), [])
+        """The agents last listed, and their tools (the same list while the agents are)."""
 
     async def tools(self) -> list[types.Tool]:
+        specs = tuple(self._gateway.agents.values())
+        if len(specs) != len(self._served[0]) or any(
+            spec is not was for spec, was in zip(specs, self._served[0], strict=True)
+        ):
+            self._served = (specs, self._tools(specs))
+        return self._served[1]
+
+    def _tools(self, specs: tuple[AgentSpec, ...]) -> list[types.Tool]:
         return [
             types.Tool(
                 name=spec.name,
@@ -163,7 +173,7 @@ class AgentTools:
                 if self._stored is not None and not isinstance(spec.model, ClientSampling)
                 else None,
             )
-            for spec in self._gateway.agents.values()
+            for spec in specs
         ]
 
     def node_of(self, name: str) -> str | None:

@@ -62,14 +62,19 @@ class ProxiedTools:
         self._gateway = gateway
         self._nodes = list(nodes)
         self._routes = Routes[Tool](self.tools)
+        self._served: tuple[dict[str, Tool], list[types.Tool]] = ({}, [])
+        """The last tools listed, and what was served of them (the same while they are)."""
 
     async def tools(self) -> list[types.Tool]:
         listed = await self._gateway.tools_of(
             self._nodes, "served tools", remedy="give one a prefix or expose only one"
         )
         self._routes.update(listed)
-        # An MCP server's tools as it defines them, under the names their nodes give them.
-        return [tool.definition or _mcp_tool(tool) for tool in listed.values()]
+        if listed is not self._served[0]:  # `tools_of` gives the same dict while unchanged
+            # An MCP server's tools as it defines them, under the names their nodes give them.
+            served = [tool.definition or _mcp_tool(tool) for tool in listed.values()]
+            self._served = (listed, served)
+        return self._served[1]
 
     def listed(self, name: str) -> Tool | None:
         """The tool served as `name`, as last listed (no listing here)."""

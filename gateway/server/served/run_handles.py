@@ -58,6 +58,36 @@ class _RunArgs(BaseModel):
     message: str | None = None
 
 
+_TOOLS = [
+    types.Tool(
+        name="get_run",
+        description="A stored agent run started by this client: its status, the calls "
+        "waiting for approval (tool and input), its answer once finished.",
+        input_schema={
+            "type": "object",
+            "properties": {"run_id": _RUN_ID},
+            "required": ["run_id"],
+            "additionalProperties": False,
+        },
+    ),
+    types.Tool(
+        name="approve_run",
+        description="Approve a stored run's call waiting for approval (or all of "
+        "them); the run goes on, and this answers with its output or what it waits "
+        "for next.",
+        input_schema=_DECISION_SCHEMA,
+    ),
+    types.Tool(
+        name="deny_run",
+        description="Refuse a stored run's call waiting for approval (or all of "
+        "them): the agent is told, with the message, and goes on; this answers with "
+        "its output or what it waits for next.",
+        input_schema=_DECISION_SCHEMA,
+    ),
+]
+"""The run tools (never changed: served to every client as they are)."""
+
+
 class RunHandles:
     """The run tools, over the serving process's stored runs."""
 
@@ -67,33 +97,7 @@ class RunHandles:
         self._progress_interval = progress_interval
 
     async def tools(self) -> list[types.Tool]:
-        return [
-            types.Tool(
-                name="get_run",
-                description="A stored agent run started by this client: its status, the calls "
-                "waiting for approval (tool and input), its answer once finished.",
-                input_schema={
-                    "type": "object",
-                    "properties": {"run_id": _RUN_ID},
-                    "required": ["run_id"],
-                    "additionalProperties": False,
-                },
-            ),
-            types.Tool(
-                name="approve_run",
-                description="Approve a stored run's call waiting for approval (or all of "
-                "them); the run goes on, and this answers with its output or what it waits "
-                "for next.",
-                input_schema=_DECISION_SCHEMA,
-            ),
-            types.Tool(
-                name="deny_run",
-                description="Refuse a stored run's call waiting for approval (or all of "
-                "them): the agent is told, with the message, and goes on; this answers with "
-                "its output or what it waits for next.",
-                input_schema=_DECISION_SCHEMA,
-            ),
-        ]
+        return _TOOLS  # the same list each time: the router's listing keeps what it made of it
 
     def node_of(self, name: str) -> str | None:
         return "runs" if name in RUN_TOOLS else None
