@@ -17,6 +17,7 @@ resources, resource templates) are listed with these three pieces:
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Protocol, TypeVar
 
@@ -27,7 +28,7 @@ from toolkits import ToolkitError
 
 from .errors import ToolConflict
 
-__all__ = ["Named", "Routes", "claim", "list_each"]
+__all__ = ["Named", "Routes", "claim", "list_each", "same_objects"]
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,12 @@ async def list_each(
         for index, node in enumerate(nodes):
             tg.start_soon(one, index, node)
     return [(node, listed[index]) for index, node in enumerate(nodes)]
+
+
+def same_objects(kept: Sequence[object], now: Sequence[object]) -> bool:
+    """Whether `now` holds the very objects `kept` holds, in order (what was made of `kept`
+    still holds for `now`, if each is replaced rather than changed)."""
+    return len(kept) == len(now) and all(map(operator.is_, kept, now))
 
 
 def claim(

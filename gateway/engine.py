@@ -30,7 +30,7 @@ from toolkits.observation import DEFAULT_MAX_CHARS
 from .agent_answers import ModelAnswers
 from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
 from .approval import ApprovalRule, Approver
-from .catalog import claim, list_each
+from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
@@ -358,7 +358,11 @@ class Gateway:
         listings = [listed for _, listed in await list_each(nodes, lambda n: n.list_tools())]
         key = tuple(node_names)
         kept = self._listed.get(key)
-        if kept is not None and _same_listings(kept[0], listings):
+        if (  # a tuple cannot have changed since
+            kept is not None
+            and same_objects(kept[0], listings)
+            and all(type(listed) is tuple for listed in listings)
+        ):
             return kept[1]  # 1,000 tools claimed again cost a warm tools/list ~0.3 ms
         tools: dict[str, Tool] = {}
         for listed in listings:
@@ -404,13 +408,6 @@ class NodeCall:
 
 def _node_of(tool: Tool) -> str:
     return tool.source_node
-
-
-def _same_listings(kept: list[Sequence[Tool]], listings: list[Sequence[Tool]]) -> bool:
-    """Whether `listings` are the very ones `kept` holds, each a tuple (so unchanged since)."""
-    return len(kept) == len(listings) and all(
-        was is now and type(now) is tuple for was, now in zip(kept, listings, strict=True)
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from mcp.client.stdio import StdioServerParameters
 from bench._processes import REPO, running
 from bench.downstream import READY as DOWNSTREAM_READY
 from toolkits import json_bytes
+from toolkits.mcp.event_stream import EventData
 
 from .arms import (
     DOWNSTREAM,
@@ -237,8 +238,7 @@ async def _answered_list(url: str, tools: int, repeats: int) -> float:
         for index in range(1 + repeats):  # the first: checked, not timed
             body = json_bytes({"jsonrpc": "2.0", "id": index + 1, "method": "tools/list"})
             sent = time.perf_counter()
-            async with http.stream("POST", url, content=body, headers=headers) as answer:
-                data = await answer.aread()
+            data = (await http.post(url, content=body, headers=headers)).content
             if index:
                 times.append((time.perf_counter() - sent) * 1000)
             else:
@@ -256,6 +256,6 @@ def _json_rpc(data: bytes) -> dict[str, Any]:
     """The one JSON-RPC answer in a JSON body or an event stream."""
     if data.lstrip().startswith(b"{"):
         return json.loads(data)
-    events = [line[5:] for line in data.splitlines() if line.startswith(b"data:")]
+    events = EventData(len(data) + 1).feed(data)
     answers = [json.loads(event) for event in events if event.strip()]
     return next(answer for answer in answers if "id" in answer)

@@ -13,7 +13,6 @@ only carry it.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from functools import cache, partial
 from importlib.metadata import PackageNotFoundError, version
@@ -36,7 +35,7 @@ from toolkits import (
     error_result,
 )
 
-from ..catalog import Routes, claim
+from ..catalog import Routes, claim, same_objects
 from ..config import GatewaySettings
 from ..engine import Gateway
 from .client_requests.forwarding import Here, keep_wire_state
@@ -147,7 +146,7 @@ class ToolRouter:
     async def _listing(self, *, strict: bool) -> list[types.Tool]:
         each = [await source.tools() for source in self._sources]
         last, served = self._listed
-        if not strict and len(last) == len(each) and all(map(operator.is_, last, each)):
+        if not strict and same_objects(last, each):
             return served  # the sources give the same lists while their tools are the same
         routes: dict[str, ToolSource] = {}
         listed: list[types.Tool] = []

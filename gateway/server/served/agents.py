@@ -23,6 +23,7 @@ from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
 from ...agent_tool import SERVED_INPUT_SCHEMA, agent_description
+from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError
 from ...model_specs import ClientSampling
@@ -155,9 +156,7 @@ class AgentTools:
 
     async def tools(self) -> list[types.Tool]:
         specs = tuple(self._gateway.agents.values())
-        if len(specs) != len(self._served[0]) or any(
-            spec is not was for spec, was in zip(specs, self._served[0], strict=True)
-        ):
+        if not same_objects(self._served[0], specs):
             self._served = (specs, self._tools(specs))
         return self._served[1]
 
