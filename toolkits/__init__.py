@@ -20,6 +20,7 @@ from .capabilities import (
     HasOutputCap,
     HasResourceSubscriptions,
     ListChangedCallback,
+    ListsAtHand,
     ResourceUpdatedCallback,
     Unsubscribe,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "HasResourceSubscriptions",
     "HealthState",
     "ListChangedCallback",
+    "ListsAtHand",
     "McpServerConfig",
     "McpToolkit",
     "McpToolkitGroup",

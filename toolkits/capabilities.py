@@ -5,6 +5,7 @@ never asks what kind of node it holds. An MCP server's node (`McpToolkit`) offer
 node of local functions none.
 
     HasHealth                 a connection whose state can be shown and waited on
+    ListsAtHand               its tools told without waiting, while it need not wait
     HasOutputCap              its own cap on the characters of a result a model reads
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
@@ -14,12 +15,12 @@ node of local functions none.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import mcp_types
 
-from .base import CallContext
+from .base import CallContext, Tool
 from .health import NodeHealth
 
 if TYPE_CHECKING:  # the MCP package imports this module
@@ -34,6 +35,7 @@ __all__ = [
     "HasOutputCap",
     "HasResourceSubscriptions",
     "ListChangedCallback",
+    "ListsAtHand",
     "ResourceUpdatedCallback",
     "Unsubscribe",
 ]
@@ -53,6 +55,14 @@ class HasHealth(Protocol):
     @property
     def health(self) -> NodeHealth:
         """How the node's connection is doing now."""
+        ...
+
+
+@runtime_checkable
+class ListsAtHand(Protocol):
+    def tools_at_hand(self) -> Sequence[Tool] | None:
+        """What `list_tools` would return now, if it would not have to wait (None if it
+        would): a caller listing many nodes reads them without a task each."""
         ...
 
 

@@ -130,6 +130,9 @@ class FunctionToolkit:
     async def list_tools(self) -> Sequence[Tool]:
         return self._listed
 
+    def tools_at_hand(self) -> Sequence[Tool]:
+        return self._listed
+
     async def call_tool(
         self,
         name: str,

@@ -200,6 +200,10 @@ class McpToolkit(InBackground):
                 await self._session.wait_for_health(lambda health: health.state != "connecting")
         return self._tools
 
+    def tools_at_hand(self) -> Sequence[Tool] | None:
+        """The tools offered now, unless the first connection is still being made."""
+        return None if self._session.health.state == "connecting" else self._tools
+
     @property
     def catalog(self) -> McpCatalog:
         """The server's resources, resource templates, prompts and completions, fetched live."""
