@@ -135,7 +135,8 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     """Cold start (process start to the first complete tools/list), warm tools/list (through
     the mcp `Client`, and answered: a raw request's last byte) and RSS, in front of 1 server
     and of N, each with `tools_per_server` tools (direct over HTTP: the warm list of as many
-    tools from one server); each the median of `cold_starts` starts."""
+    tools from one server; direct over stdio: N servers started at once, the floor of a stdio
+    front's cold start); each the median of `cold_starts` starts."""
     figures: Figures = {}
     for label, count in (("1", 1), ("n", env.sizes.servers)):
         keys = (f"cold{label}_ms", f"warm{label}_ms", f"rss{label}_mb", f"answered{label}_ms")
@@ -145,6 +146,13 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
             tools = count * env.sizes.tools_per_server
             _, warm, _, answered = await _cold_start(arm, env, 1, tools_per_server=tools)
             figures.update({keys[0]: None, keys[1]: warm, keys[2]: None, keys[3]: answered})
+            continue
+        if count > 1 and arm.kind == "direct" and arm.stdio:
+            # No aggregate either, but the floor of a stdio front's cold start: the servers'
+            # own start, all at once on this host.
+            cold = [await _stdio_servers_at_once(env, count) for _ in range(env.sizes.cold_starts)]
+            figures.update(dict.fromkeys(keys))
+            figures[keys[0]] = statistics.median(cold)
             continue
         if count > 1 and arm.kind in ("direct", "mcp-proxy", "floor-relay", "floor-bare"):
             figures.update(dict.fromkeys(keys, None))  # one server per URL: no aggregate list
@@ -158,6 +166,34 @@ async def servers(arm: Arm, stack: Stack | None, env: Env) -> Figures:
     cold1, coldn = figures["cold1_ms"], figures["coldn_ms"]
     figures["coldn_x1"] = coldn / cold1 if cold1 and coldn else None
     return figures
+
+
+async def _stdio_servers_at_once(env: Env, count: int) -> float:
+    """`count` stdio servers started at once by the driver, a client each, from the first
+    start to the last first tools/list, ms: what any stdio front's cold start waits for."""
+    args = [DOWNSTREAM, "--stdio", "--tools", str(env.sizes.tools_per_server)]
+    target = StdioServerParameters(command=PYTHON, args=args, cwd=REPO)
+    listed = 0
+    every_one_listed = anyio.Event()
+    took = 0.0
+    started = time.perf_counter()
+
+    async def start_one() -> None:
+        nonlocal listed, took
+        async with Client(target, cache=None) as client:
+            tools = (await client.list_tools()).tools
+            if len(tools) != env.sizes.tools_per_server:
+                raise RuntimeError(f"{len(tools)} tools listed, not {env.sizes.tools_per_server}")
+            listed += 1
+            if listed == count:
+                took = (time.perf_counter() - started) * 1000
+                every_one_listed.set()
+            await every_one_listed.wait()  # all of them up at once, as behind a front
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(count):
+            tg.start_soon(start_one)
+    return took
 
 
 async def _cold_start(
