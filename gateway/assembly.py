@@ -117,6 +117,8 @@ async def open_gateway(
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
         async with McpToolkitGroup(servers_config, targets=targets) as servers:
+            for server in servers:  # "the usual way" is the SDK's at both ends
+                server.raw_calls = config.gateway.pass_through
             with configure_otel() if config.gateway.otel else nullcontext():
                 yield Gateway(
                     [*servers, *nodes],

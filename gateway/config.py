@@ -86,7 +86,9 @@ class GatewaySettings(_Strict):
     """Proxy mode for these nodes only."""
     pass_through: bool = True
     """Proxy mode over HTTP: a call that needs nothing of the gateway goes to its server as it
-    came, past the SDK (`server.served.pass_through`); false sends every call the usual way."""
+    came, past the SDK (`server.served.pass_through`); every other call of an MCP server's
+    tool still goes to it as raw JSON-RPC (`McpToolkit.raw_calls`). False sends every call
+    the usual way, through the SDK's server and client."""
     tokens_env: str | None = None
     """The environment variable holding the HTTP bearer tokens (comma-separated), so no secret
     is in the file. Required to serve HTTP on an address other than loopback."""

@@ -281,6 +281,7 @@ async def gateway_front(
     """A gateway serving the tools of node `d` (`config`) over HTTP on 127.0.0.1: its MCP URL,
     its pass-through layer (if on), and the node."""
     async with McpToolkit("d", config) as node:
+        node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
         app = http_app(
             serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
             options or HttpOptions("127.0.0.1", 0),

@@ -64,7 +64,7 @@ def test_an_event_is_returned_by_the_piece_that_ends_it() -> None:
     ids=["one line", "two lines", "unended"],
 )
 def test_an_event_past_the_limit_is_refused(pieces: list[bytes]) -> None:
-    with pytest.raises(ValueError, match="larger than 100 bytes"):
+    with pytest.raises(ValueError, match="exceeded the 100 byte limit"):
         _read(pieces, limit=100)
 
 

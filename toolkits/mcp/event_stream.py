@@ -57,12 +57,12 @@ class EventData:
         self._line.append(part)
         self._line_size += len(part)
         if self._size + self._line_size > self._max + len(b"data: "):
-            raise ValueError(f"an event is larger than {self._max} bytes")
+            raise ValueError(f"a server-sent event exceeded the {self._max} byte limit")
 
     def _add(self, data: bytes) -> None:
         self._size += len(data)
         if self._size > self._max:
-            raise ValueError(f"an event is larger than {self._max} bytes")
+            raise ValueError(f"a server-sent event exceeded the {self._max} byte limit")
         self._data.append(data)
 
 

@@ -20,7 +20,9 @@ SDK client does, having declared to the server only what the caller answers.
 
 `McpToolkit.forward(name)` offers one when the node's connection can carry it; `call` returns
 None when the request never reached the server (the session was gone), so the caller can
-take the usual path with nothing done twice.
+take the usual path with nothing done twice. `call_for` is the same call for a caller as
+`McpToolkit.call_tool` takes one (a `CallContext`), the result as the SDK client returns it:
+the node's own calls go this way too, at a fifth of the SDK client's CPU.
 """
 
 from __future__ import annotations
@@ -50,10 +52,10 @@ from ..base import CallContext, ServerRequestHandler, error_result
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .plain_result import is_plain_text
-from .server_requests import CallsInFlight, refused
+from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
 from .session import Connection, connection_lost
 
-__all__ = ["Channel", "ChannelLost", "Forward"]
+__all__ = ["Channel", "ChannelLost", "Forward", "call_for"]
 
 JsonObject = dict[str, Any]
 OnProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -128,8 +130,9 @@ class Forward:
         """The `CallToolResult` as the server sent it (a protocol error as an error result);
         None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
         `answer` takes the server's requests (sampling, elicitation, roots) meanwhile;
-        `answerable`: which of them it may answer, as client capabilities (none: it only
-        refuses them; a 2026-07-28 server is told so with the request).
+        `answerable`: which of them it may answer, as client capabilities (empty: it only
+        refuses them; a 2026-07-28 server is told so with the request; None: all that the
+        node declares).
         `owner`: the caller's client, whose calls may take each other's server requests and
         log messages where the channel cannot tell them apart (`CallContext.owner`).
         `scope`: a cancel scope the caller entered around the call, for the call's clock to
@@ -178,7 +181,7 @@ class Forward:
         answerable: Mapping[str, Any] | None,
         owner: object | None,
     ) -> AbstractContextManager[object]:
-        if self.calls is None or (self.says_which_call and not answerable):
+        if self.calls is None or (self.says_which_call and answerable == {}):
             return nullcontext()
         return _held(self.calls, deadline, on_log, answer, answerable, owner)
 
@@ -328,6 +331,53 @@ class _Exchange:
         opened = InputRequiredResult.model_validate(first, by_name=False)
         await run_input_required_driver(opened, dispatch=dispatch, retry=retry)
         return last
+
+
+async def call_for(
+    forward: Forward,
+    arguments: Mapping[str, Any],
+    context: CallContext | None,
+    note_log: Callable[[mcp_types.LoggingMessageNotificationParams], None],
+) -> mcp_types.CallToolResult | None:
+    """`forward.call` for the caller `context` describes, as `McpToolkit.call_tool` serves it
+    (the server's log messages also go to `note_log`, the node's log); None if the request
+    never reached the server. Raises what `Forward.call` raises."""
+    context = context or CallContext()
+    on_log = context.on_log
+
+    async def server_log(fields: JsonObject) -> None:
+        try:
+            params = mcp_types.LoggingMessageNotificationParams.model_validate(fields)
+        except ValidationError:
+            return  # as the SDK client drops a malformed notification
+        note_log(params)
+        if on_log is not None:
+            await on_log(params)
+
+    asks = context.answer
+    result = await forward.call(
+        arguments,
+        meta=context.meta or {},
+        on_progress=context.on_progress or _unheard,
+        on_log=server_log,
+        answer=asks or _nobody_asked,
+        answerable={} if asks is None else context.answerable,
+        owner=context.owner,
+    )
+    if result is None:
+        return None
+    try:
+        return mcp_types.CallToolResult.model_validate(result)
+    except ValidationError as exc:  # checked already unless plain text, which validates
+        return error_result(f"MCP server {forward.node!r} sent a malformed result: {exc}")
+
+
+async def _unheard(progress: float, total: float | None, message: str | None) -> None:
+    del progress, total, message
+
+
+async def _nobody_asked(request: InputRequest) -> ErrorData:
+    return refused(request.method, NOT_FOR_A_CLIENT)
 
 
 @contextmanager

@@ -193,7 +193,8 @@ class _Messages:
                 self._response = None
                 await self.aclose()
                 raise
-            self._ready.extend(self._events.feed(piece))
+            # An event without data primes a stream for resuming (SEP-1699): no message.
+            self._ready.extend(data for data in self._events.feed(piece) if data)
         data = self._ready.popleft()
         try:
             return _object(data)

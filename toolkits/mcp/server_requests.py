@@ -50,6 +50,7 @@ from ..errors import AuthorizationRequired
 
 __all__ = [
     "ASKING",
+    "NOT_FOR_A_CLIENT",
     "CallsInFlight",
     "InFlightCall",
     "Stamp",
@@ -98,6 +99,10 @@ class InFlightCall:
 
 
 _call: ContextVar[InFlightCall | None] = ContextVar("toolkits.mcp.call", default=None)
+
+
+NOT_FOR_A_CLIENT = "the call in flight was not made for an MCP client (e.g. an agent's call)"
+"""Why a server's request during a call whose caller answers none is refused."""
 
 
 def refusal(request: InputRequest, reason: str) -> ErrorData:
@@ -161,9 +166,7 @@ class CallsInFlight:
                 return refusal(request, found)
             call = found
         if call.answer is None:
-            return refusal(
-                request, "the call in flight was not made for an MCP client (e.g. an agent's call)"
-            )
+            return refusal(request, NOT_FOR_A_CLIENT)
         with call.waiting():
             return await call.answer(request)
 
@@ -260,8 +263,8 @@ class CallsInFlight:
 
 def _passed_through(stamp: Stamp, current: Callable[[], InFlightCall | None]) -> Stamp:
     """`stamp` for requests passed through: the session's client capabilities with what the
-    call's caller answers of `ASKING`, if the call is held among the node's calls (a caller
-    that can be asked), else none of them."""
+    call's caller answers of `ASKING` (all of them for a caller that answers all), if the call
+    is held among the node's calls (a caller that can be asked), else none of them."""
     last: list[JsonObject] = [{}, {}]  # the session's capabilities, and those without ASKING
 
     def declaring(data: JsonObject, options: Any) -> None:
@@ -269,6 +272,8 @@ def _passed_through(stamp: Stamp, current: Callable[[], InFlightCall | None]) ->
         meta = data["params"]["_meta"]
         declared = meta[CLIENT_CAPABILITIES_META_KEY]
         call = current()
+        if call is not None and call.answerable is None:
+            return  # its caller answers all that the session declares
         if call is not None and call.answerable:
             meta[CLIENT_CAPABILITIES_META_KEY] = _declared(declared, call.answerable)
             return

@@ -548,10 +548,14 @@ class OwnedSession:
             return
         await self._on_message(conn, typed)
 
-    async def _on_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+    def note_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        """Write a log message of the server to the node's log."""
         source = f" [{params.logger}]" if params.logger else ""
         level = _LOG_LEVELS.get(params.level, logging.INFO)
         self._log.log(level, "server log%s: %s", source, params.data)
+
+    async def _on_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
+        self.note_server_log(params)
         if self._relay_log is not None:
             try:
                 await self._relay_log(params)
