@@ -5,6 +5,7 @@ over both node eras on HTTP and a handshake-era stdio pipe."""
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
@@ -78,15 +79,23 @@ CALLERS = {
 
 
 async def _calls(
-    toolkit: McpToolkit, calls: list[tuple[str, dict[str, Any]]], raw: bool
+    toolkit: McpToolkit,
+    calls: list[tuple[str, dict[str, Any]]],
+    raw: bool,
+    caplog: pytest.LogCaptureFixture,
 ) -> list[tuple[Any, ...]]:
+    """Each caller's calls: who, the tool, the result, what the caller heard; and last, what
+    the node wrote to its log of the server's log messages meanwhile."""
     toolkit.raw_calls = raw
+    caplog.clear()
     made: list[tuple[Any, ...]] = []
     for who, caller_of in CALLERS.items():
         for name, arguments in calls:
             caller = caller_of()
             result = await toolkit.call_tool(name, arguments, context=caller.context)
             made.append((who, name, result.model_dump(by_alias=True), caller.heard))
+    written = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.d"]
+    made.append(("the node's log", [line for line in written if line.startswith("server log")]))
     return made
 
 
@@ -114,21 +123,27 @@ async def http_node(app: Any, protocol: ProtocolMode) -> AsyncGenerator[McpToolk
 
 @pytest.mark.parametrize("protocol", ["auto", "modern"])
 async def test_calls_over_http_answer_as_through_the_sdk_client(
-    protocol: ProtocolMode, counted: list[str]
+    protocol: ProtocolMode, counted: list[str], caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="toolkits.mcp.d")
     with anyio.fail_after(60):
         async with http_node(Downstream().app(), protocol) as toolkit:
-            raw = await _calls(toolkit, CALLS, raw=True)
-            usual = await _calls(toolkit, CALLS, raw=False)
+            raw = await _calls(toolkit, CALLS, raw=True, caplog=caplog)
+            usual = await _calls(toolkit, CALLS, raw=False, caplog=caplog)
         async with http_node(_results_of_every_shape().server.streamable_http_app(), protocol) as (
             toolkit
         ):
             shapes: list[tuple[str, dict[str, Any]]] = [(name, {}) for name in SHAPES]
-            raw_shapes = await _calls(toolkit, shapes, raw=True)
-            usual_shapes = await _calls(toolkit, shapes, raw=False)
+            raw_shapes = await _calls(toolkit, shapes, raw=True, caplog=caplog)
+            usual_shapes = await _calls(toolkit, shapes, raw=False, caplog=caplog)
     assert raw == usual
     assert raw_shapes == usual_shapes
-    assert len(counted) == len(raw) + len(raw_shapes)  # every one went raw, none twice
+    assert len(counted) == len(raw) + len(raw_shapes) - 2  # every one went raw, none twice
+    *raw, (_, logged) = raw
+    assert (
+        logged
+        == ["server log: step 1 of 3", "server log: step 2 of 3", "server log: step 3 of 3"] * 3
+    )
     results = {(who, name): (result, heard) for who, name, result, heard in raw}
     steps, heard = results["answers none", "d__steps"]
     assert steps["content"][0]["text"] == "3 steps"
@@ -154,14 +169,19 @@ async def test_calls_over_http_answer_as_through_the_sdk_client(
         }
 
 
-async def test_calls_over_a_pipe_answer_as_through_the_sdk_client(counted: list[str]) -> None:
+async def test_calls_over_a_pipe_answer_as_through_the_sdk_client(
+    counted: list[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolkits.mcp.d")
     calls = [call for call in CALLS if call[0] not in ("d__greet", "d__sample", "d__declared")]
     with anyio.fail_after(60):
         config = McpServerConfig(command=sys.executable, args=[str(PIPED)], protocol="legacy")
         async with McpToolkit("d", config) as toolkit:
-            raw = await _calls(toolkit, calls, raw=True)
-            usual = await _calls(toolkit, calls, raw=False)
+            raw = await _calls(toolkit, calls, raw=True, caplog=caplog)
+            usual = await _calls(toolkit, calls, raw=False, caplog=caplog)
     assert raw == usual
-    assert len(counted) == len(raw)
+    assert len(counted) == len(raw) - 1
+    *raw, (_, logged) = raw
+    assert len(logged) == 9  # each of the three callers' steps(3), once
     results = {(who, name): result for who, name, result, _ in raw}
     assert results["answers all", "d__ask"]["content"][0]["text"] == "user is Ada"

@@ -106,6 +106,9 @@ class Forward:
     """The SDK client's check of a result against the tool's output schema (RuntimeError)."""
     output_schema: bool = False
     """Whether the tool as the node lists it declares an output schema to check results by."""
+    note_log: Callable[[JsonObject], None] | None = None
+    """Writes a log message the server sent among the call's own messages to the node's log
+    (those on its session's stream reach the node's SDK session, which writes them)."""
     calls: CallsInFlight | None = None
     """The node's calls, where the server's requests and log messages may reach the node's SDK
     session rather than the channel: the call is held among them meanwhile."""
@@ -232,6 +235,8 @@ class Forward:
                     said = fields.get("message")
                     await on_progress(progress, total, said if isinstance(said, str) else None)
         elif method == "notifications/message":
+            if self.note_log is not None:
+                self.note_log(fields)
             await on_log(fields)
         else:
             await self.on_notification(message)
@@ -334,25 +339,21 @@ class _Exchange:
 
 
 async def call_for(
-    forward: Forward,
-    arguments: Mapping[str, Any],
-    context: CallContext | None,
-    note_log: Callable[[mcp_types.LoggingMessageNotificationParams], None],
+    forward: Forward, arguments: Mapping[str, Any], context: CallContext | None
 ) -> mcp_types.CallToolResult | None:
-    """`forward.call` for the caller `context` describes, as `McpToolkit.call_tool` serves it
-    (the server's log messages also go to `note_log`, the node's log); None if the request
-    never reached the server. Raises what `Forward.call` raises."""
+    """`forward.call` for the caller `context` describes, as `McpToolkit.call_tool` serves it;
+    None if the request never reached the server. Raises what `Forward.call` raises."""
     context = context or CallContext()
     on_log = context.on_log
 
     async def server_log(fields: JsonObject) -> None:
+        if on_log is None:
+            return
         try:
             params = mcp_types.LoggingMessageNotificationParams.model_validate(fields)
         except ValidationError:
             return  # as the SDK client drops a malformed notification
-        note_log(params)
-        if on_log is not None:
-            await on_log(params)
+        await on_log(params)
 
     asks = context.answer
     result = await forward.call(
@@ -364,12 +365,7 @@ async def call_for(
         answerable={} if asks is None else context.answerable,
         owner=context.owner,
     )
-    if result is None:
-        return None
-    try:
-        return mcp_types.CallToolResult.model_validate(result)
-    except ValidationError as exc:  # checked already unless plain text, which validates
-        return error_result(f"MCP server {forward.node!r} sent a malformed result: {exc}")
+    return None if result is None else mcp_types.CallToolResult.model_validate(result)
 
 
 async def _unheard(progress: float, total: float | None, message: str | None) -> None:

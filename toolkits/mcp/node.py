@@ -355,10 +355,9 @@ class McpToolkit(InBackground):
         original = self._routes.get(name)
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
-        forward = self.forward(name) if self.raw_calls else None
+        forward = self._raw(name)
         if forward is not None:
-            note = self._session.note_server_log
-            result = await call_for(forward, arguments, context, note)
+            result = await call_for(forward, arguments, context)
             if result is not None:
                 return result  # else it never reached the server: the SDK client's way
         conn = await self._session.ready_connection()
@@ -399,6 +398,17 @@ class McpToolkit(InBackground):
                 return error_result(str(exc))
 
         raise timed_out(deadline, name, self._name)
+
+    def _raw(self, name: str) -> Forward | None:
+        """`forward(name)` for a call of the node's own, unless it goes through the SDK client:
+        by choice (`raw_calls`), or while an auth flow is in play (the flow's step-ups, and
+        when it gives up, are the SDK client's to tell)."""
+        conn = self._session.live
+        if not self.raw_calls or (
+            conn is not None and conn.http is not None and conn.http.authorizing()
+        ):
+            return None
+        return self.forward(name)
 
     def forward(self, name: str) -> Forward | None:
         """The tool the caller knows as `name`, to call as raw JSON-RPC on the live connection
@@ -462,11 +472,19 @@ class McpToolkit(InBackground):
             timeout=self._config.timeout,
             cap=self._config.call_cap,
             on_notification=partial(self._session.on_raw_notification, conn),
+            note_log=self._note_log,
             check_result=conn.client.session.validate_tool_result,
             output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
             says_which_call=isinstance(channel, HttpChannel),
         )
+
+    def _note_log(self, fields: dict[str, Any]) -> None:
+        try:
+            params = mcp_types.LoggingMessageNotificationParams.model_validate(fields)
+        except ValidationError:
+            return  # not a log message the SDK session would write either
+        self._session.note_server_log(params)
 
     def _http_channel(self, conn: Connection, link: HttpLink) -> HttpChannel | None:
         version = link.protocol_version

@@ -75,12 +75,17 @@ class HttpLink:
 
     def lean(self) -> LeanHttp | None:
         """The lean client, while nothing but headers goes with a request: no auth flow in
-        play (none, or one the server has not asked for yet) and no cookies the server set."""
+        play and no cookies the server set."""
         if self.lean_http is None or self.client is None or self.client.cookies:
             return None
-        if self.auth is None or (isinstance(self.auth, LazyOAuth) and not self.auth.engaged):
-            return self.lean_http
-        return None
+        return None if self.authorizing() else self.lean_http
+
+    def authorizing(self) -> bool:
+        """Whether an auth flow is in play: an auth other than ours, or ours once the server
+        asked for authorization."""
+        return self.auth is not None and not (
+            isinstance(self.auth, LazyOAuth) and not self.auth.engaged
+        )
 
     def observe(self, request: httpx2.Request) -> None:
         headers = request.headers
