@@ -394,7 +394,10 @@ class Gateway:
         listings: list[Sequence[Tool]] = []
         for name in node_names:
             node = self._at_hand.get(name)
-            listed = node.tools_at_hand() if node is not None else self._agent_listing(name)
+            if node is not None and node is self.nodes.get(name):  # not replaced since
+                listed = node.tools_at_hand()
+            else:
+                listed = self._agent_listing(name)
             if listed is None:
                 return None
             listings.append(listed)

@@ -14,7 +14,14 @@ from mcp_types import CallToolResult
 from agent import ScriptedModel
 from gateway import AgentSpec, Gateway
 from tests.servers.inprocess import CrashableTransport, ToyServer
-from toolkits import CallContext, FunctionToolkit, Tool, calculator, error_result
+from toolkits import (
+    CallContext,
+    FunctionToolkit,
+    Tool,
+    calculator,
+    error_result,
+    function_tool,
+)
 from toolkits.mcp import McpServerConfig, McpToolkit
 
 pytestmark = pytest.mark.anyio
@@ -119,3 +126,15 @@ async def test_an_agent_listed_as_a_tool_is_the_agent_it_is_now() -> None:
     again = await gateway.tools_of(["calculator", "helper"], "a test")
     assert again["helper"].description == "Helps better."
     assert first["helper"].description == "Helps."
+
+
+async def test_a_node_replaced_after_the_gateway_was_made_is_listed_as_it_is_now() -> None:
+    @function_tool
+    def shout(text: str) -> str:
+        """Says it louder."""
+        return text.upper()
+
+    gateway = Gateway([FunctionToolkit("words", [calculator])])
+    assert list(await gateway.list_tools()) == ["calculator"]
+    gateway.nodes["words"] = FunctionToolkit("words", [shout])
+    assert list(await gateway.list_tools()) == ["shout"]
