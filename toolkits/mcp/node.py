@@ -346,7 +346,8 @@ class McpToolkit(InBackground):
         context: CallContext | None = None,
     ) -> mcp_types.CallToolResult:
         """Call the tool the model knows as `name` on the live session, for the caller
-        `context` describes (its progress, `_meta`, log messages and server requests).
+        `context` describes (its progress, `_meta`, log messages and server requests): as raw
+        JSON-RPC where the connection carries it (`raw_calls`), else through the SDK client.
 
         Raises `NoSuchTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
         the call; the node reconnects meanwhile) or `ToolTimeout`. Everything the server
