@@ -57,6 +57,7 @@ from .session import (
     Target,
     connection_lost,
 )
+from .stdio_pipe import StampedPipe
 from .subscriptions import ResourceSubscriptions
 from .transport import HttpLink
 
@@ -413,8 +414,8 @@ class McpToolkit(InBackground):
 
     def forward(self, name: str) -> Forward | None:
         """The tool the caller knows as `name`, to call as raw JSON-RPC on the live connection
-        (`forward`); None when it cannot be: no live HTTP connection or handshake-era stdio
-        session now, or no such tool."""
+        (`forward`); None when it cannot be: no live HTTP or stdio connection now, or no such
+        tool."""
         original = self._routes.get(name)
         conn = self._session.live
         if original is None or conn is None or conn.client is None:
@@ -453,9 +454,10 @@ class McpToolkit(InBackground):
         channel: Channel | None = None
         calls: CallsInFlight | None = None
         if conn.stdio is not None:
-            if conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                return None
-            channel = conn.stdio.pipe
+            channel = pipe = conn.stdio.pipe
+            if pipe is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                stamp = conn.stamp_passed_through
+                channel = StampedPipe(pipe, stamp) if stamp is not None else None
             calls = self._calls  # the pipe does not say which call the server's requests are for
         elif conn.http is not None:
             channel = self._http_channel(conn, conn.http)

@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 import anyio
@@ -53,7 +54,7 @@ from ..json_bytes import json_bytes, read_json
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
-__all__ = ["Pipe", "StdioLink", "open_stdio"]
+__all__ = ["Pipe", "StampedPipe", "StdioLink", "open_stdio"]
 
 log = logging.getLogger(__name__)
 
@@ -248,6 +249,26 @@ class Pipe:
             yield waiter
         finally:
             del self._waiters[request_id]
+
+
+@dataclass(frozen=True, slots=True)
+class StampedPipe:
+    """A 2026-07-28 connection's `Pipe`: each request and notification stamped as the node's
+    SDK session stamps its own (the `_meta` envelope; a pipe has no headers)."""
+
+    pipe: Pipe
+    stamp: Callable[[JsonObject, Any], None]
+
+    def exchange(
+        self, request_id: str, request: JsonObject
+    ) -> AbstractAsyncContextManager[AsyncIterator[JsonObject] | None]:
+        self.stamp(request, {})
+        return self.pipe.exchange(request_id, request)
+
+    async def post(self, message: JsonObject) -> None:
+        if "method" in message:  # an answer of ours carries no envelope
+            self.stamp(message, {})
+        await self.pipe.post(message)
 
 
 class StdioLink:
