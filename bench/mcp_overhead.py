@@ -8,6 +8,10 @@
    SDK `Client` on its own session to the same server, interleaved in blocks; medians and
    their ratio. Once over stdio (server-everything) and once in-process (a low-level SDK
    `Server`, where no IPC hides the node's own cost).
+3. Raw calls: the same node's `call_tool` as raw JSON-RPC (`McpToolkit.raw_calls`, the
+   default) and through the SDK client, alternating in blocks: this process's CPU and the
+   wall time per call, against the benchmark downstream (`bench/downstream.py`) over HTTP in
+   both protocol eras, and server-everything over stdio.
 """
 
 from __future__ import annotations
@@ -120,6 +124,53 @@ async def per_call_in_process(calls: int) -> tuple[float, float]:
         return await compare_calls(node, client, calls)
 
 
+async def raw_against_sdk(node: McpToolkit, tool: str, calls: int) -> dict[bool, list[float]]:
+    """Median (CPU, wall) seconds per call of `tool` with `raw_calls` on and off, the two
+    alternating in blocks of BLOCK."""
+    arguments = {"message": "x" * 200}
+    samples: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
+    for turn in range(2 + 2 * max(1, calls // BLOCK)):
+        raw = turn % 2 == 0
+        node.raw_calls = raw
+        cpu, wall = time.process_time(), time.perf_counter()
+        for _ in range(BLOCK):
+            result = await node.call_tool(tool, arguments)
+            assert not result.is_error, result
+        if turn >= 2:  # the first pair warms both ways up
+            samples[raw].append(
+                ((time.process_time() - cpu) / BLOCK, (time.perf_counter() - wall) / BLOCK)
+            )
+    return {
+        raw: [statistics.median(figure) for figure in zip(*blocks, strict=True)]
+        for raw, blocks in samples.items()
+    }
+
+
+async def raw_calls(calls: int) -> None:
+    from bench._processes import running
+    from bench.downstream import READY
+
+    downstream = [sys.executable, str(REPO / "bench" / "downstream.py"), "--http"]
+    async with running(downstream, ready=READY) as down:
+        for protocol in ("modern", "legacy"):
+            config = McpServerConfig(url=f"{down.url}/mcp", protocol=protocol)
+            async with McpToolkit("d", config) as node:
+                _report_raw(f"HTTP, {protocol}", await raw_against_sdk(node, "d__echo", calls))
+    command, args = everything_params()
+    async with McpToolkit("everything", McpServerConfig(command=command, args=args)) as node:
+        figures = await raw_against_sdk(node, "everything__echo", calls)
+        _report_raw("stdio", figures)
+
+
+def _report_raw(label: str, figures: dict[bool, list[float]]) -> None:
+    (raw_cpu, raw_wall), (sdk_cpu, sdk_wall) = figures[True], figures[False]
+    print(
+        f"  {label:13s}: raw CPU {ms(raw_cpu)} wall {ms(raw_wall)}   SDK client CPU "
+        f"{ms(sdk_cpu)} wall {ms(sdk_wall)}   CPU {raw_cpu / sdk_cpu:5.2f}x",
+        flush=True,
+    )
+
+
 def ms(seconds: float) -> str:
     return f"{seconds * 1000:8.3f} ms"
 
@@ -145,6 +196,9 @@ async def main() -> None:
             f"  {label:10s}: node {ms(via_node)}   bare Client {ms(via_client)}   "
             f"overhead {ms(via_node - via_client)}   ratio {via_node / via_client:5.2f}x"
         )
+
+    print(f"raw calls against the SDK client's way (echo, {options.calls} calls each)")
+    await raw_calls(options.calls)
 
 
 if __name__ == "__main__":
