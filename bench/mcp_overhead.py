@@ -34,6 +34,8 @@ from mcp.server import Server
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))  # run as a script from anywhere
 
+from bench._processes import running  # noqa: E402
+from bench.downstream import READY as DOWNSTREAM_READY  # noqa: E402
 from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup  # noqa: E402
 
 EVERYTHING = (
@@ -147,11 +149,8 @@ async def raw_against_sdk(node: McpToolkit, tool: str, calls: int) -> dict[bool,
 
 
 async def raw_calls(calls: int) -> None:
-    from bench._processes import running
-    from bench.downstream import READY
-
     downstream = [sys.executable, str(REPO / "bench" / "downstream.py"), "--http"]
-    async with running(downstream, ready=READY) as down:
+    async with running(downstream, ready=DOWNSTREAM_READY) as down:
         for protocol in ("modern", "legacy"):
             config = McpServerConfig(url=f"{down.url}/mcp", protocol=protocol)
             async with McpToolkit("d", config) as node:
