@@ -26,3 +26,15 @@ async def wait_until_cancelled(marker: str) -> str:
             await anyio.Path(marker).write_text("cancelled")
         print("wait_until_cancelled: cancelled", file=sys.stderr, flush=True)
     return "released"
+
+
+async def released_by(fifo: str) -> str:
+    """Wait for a line on the named pipe `fifo` and answer it (`released_by: started` on
+    stderr once it waits)."""
+    print("released_by: started", file=sys.stderr, flush=True)
+
+    def read() -> str:
+        with open(fifo, encoding="utf-8") as released:
+            return released.readline().strip()
+
+    return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)

@@ -1,0 +1,203 @@
+"""`serve --stdio` on what a client hands it: pipes read and written on the event loop, a file
+in a worker thread; at the end of stdin every request read is still answered.
+
+A client may write its requests and close stdin (a shell pipeline, a script); the spec has a
+client close stdin to stop the server. Either way an answer the server still owes is written
+before it stops, unless the client cancelled that request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import pytest
+from anyio.abc import Process
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.text import TextReceiveStream
+
+from tests.server.processes import REPO, SCRIPT, Served, stop
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def _call(request_id: int, name: str, **arguments: object) -> dict[str, Any]:
+    params = {"name": name, "arguments": arguments}
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+def _lines(*messages: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+def _config(tmp_path: Path) -> Path:
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        "[gateway]\nexpose_tools = true\n"
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[tools.released]\npython = "tests.sample_tools:released_by"\n'
+        '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+    )
+    return config
+
+
+def _text(answer: dict[str, Any]) -> str:
+    return answer["result"]["content"][0]["text"]
+
+
+@asynccontextmanager
+async def _front(config: Path) -> AsyncGenerator[tuple[Served, BufferedByteReceiveStream]]:
+    """`serve --stdio` on pipes, its stderr read into lines; stopped on exit."""
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(config)]
+    process = await anyio.open_process(command, cwd=REPO)
+    served = Served(url="", process=process)
+    assert process.stdout is not None
+
+    async def read_stderr() -> None:
+        assert process.stderr is not None
+        buffer = ""
+        async for chunk in TextReceiveStream(process.stderr):
+            *lines, buffer = (buffer + chunk).split("\n")
+            served.stderr += lines
+            served.more_stderr.set()
+            served.more_stderr = anyio.Event()
+        served.stderr_closed.set()
+        served.more_stderr.set()
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read_stderr)
+            yield served, BufferedByteReceiveStream(process.stdout)
+            tg.cancel_scope.cancel()
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop(process)
+
+
+@asynccontextmanager
+async def _serving_on(
+    tmp_path: Path, stdin: int | IO[bytes], stdout: int | IO[bytes]
+) -> AsyncGenerator[Process]:
+    """`serve --stdio` reading `stdin` and writing `stdout`; stopped on exit."""
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(_config(tmp_path))]
+    process = await anyio.open_process(
+        command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, cwd=REPO
+    )
+    try:
+        yield process
+    finally:
+        with anyio.CancelScope(shield=True):
+            await stop(process)
+
+
+async def _reply(stdout: BufferedByteReceiveStream, request_id: int) -> dict[str, Any]:
+    while True:
+        message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+        if message.get("id") == request_id and "method" not in message:
+            return message
+
+
+async def test_a_call_in_flight_when_stdin_closes_is_answered(tmp_path: Path) -> None:
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    release = os.open(fifo, os.O_RDWR)  # never blocks, and the tool's open finds a writer
+    try:
+        async with _front(_config(tmp_path)) as (front, stdout):
+            stdin = front.process.stdin
+            assert stdin is not None
+            with anyio.fail_after(30):
+                call = _call(2, "released", fifo=str(fifo))
+                await stdin.send(_lines(INITIALIZE, INITIALIZED, call))
+                await front.line_starting("released_by: started")
+                await stdin.aclose()
+                os.write(release, b"released after stdin closed\n")
+                answer = await _reply(stdout, 2)
+                assert await front.process.wait() == 0
+    finally:
+        os.close(release)
+    assert _text(answer) == "released after stdin closed"
+
+
+async def test_a_call_the_client_cancelled_does_not_hold_the_end(tmp_path: Path) -> None:
+    marker = tmp_path / "cancelled.txt"
+    cancel = {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": 2, "reason": "changed my mind"},
+    }
+    async with _front(_config(tmp_path)) as (front, _stdout):
+        stdin = front.process.stdin
+        assert stdin is not None
+        with anyio.fail_after(30):
+            await stdin.send(_lines(INITIALIZE, INITIALIZED, _call(2, "wait", marker=str(marker))))
+            await front.line_starting("wait_until_cancelled: started")
+            await stdin.send(_lines(cancel))
+            await stdin.aclose()
+            assert await front.process.wait() == 0
+    assert marker.read_text() == "cancelled"
+
+
+async def test_a_file_on_stdin_and_stdout_is_served_to_its_end(tmp_path: Path) -> None:
+    """Files cannot be polled: read and written in a worker thread, every line answered."""
+    requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"
+    long_expression = "1 + " * 30_000 + "1"  # one line over several reads
+    requests.write_bytes(
+        _lines(INITIALIZE, INITIALIZED, _call(2, "calculator", expression=long_expression))
+        + b"not json\n\n"
+        + json.dumps(_call(3, "calculator", expression="6 * 7")).encode()  # no newline
+    )
+    with requests.open("rb") as stdin, answers.open("wb") as stdout, anyio.fail_after(30):
+        async with _serving_on(tmp_path, stdin, stdout) as process:
+            assert await process.wait() == 0
+    by_id = {m.get("id"): m for m in map(json.loads, answers.read_text().splitlines())}
+    assert set(by_id) == {1, 2, 3, None}
+    assert "longer than 1000 characters" in _text(by_id[2])
+    assert by_id[None]["error"]["code"] == -32700
+    assert _text(by_id[3]) == "42"
+
+
+async def test_the_pipes_handed_over_are_left_blocking(tmp_path: Path) -> None:
+    """The gateway makes its ends of the pipes non-blocking, a flag their other holders share
+    (a shell's terminal, a parent's copy): it puts the flag back before it exits."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    try:
+        with anyio.fail_after(30):
+            async with _serving_on(tmp_path, stdin_read, stdout_write) as process:
+                # Many lines in one read, the last without a newline (less than a pipe holds).
+                call = _call(2, "calculator", expression="6 * 7")
+                os.write(stdin_write, _lines(INITIALIZE, INITIALIZED) + json.dumps(call).encode())
+                os.close(stdin_write)
+                stdin_write = -1
+                assert await process.wait() == 0
+        assert os.get_blocking(stdin_read)
+        assert os.get_blocking(stdout_write)
+        os.close(stdout_write)
+        stdout_write = -1
+        with os.fdopen(stdout_read, "rb") as stdout:
+            stdout_read = -1
+            answers = [json.loads(line) for line in stdout.read().splitlines()]
+        assert [answer["id"] for answer in answers] == [1, 2]
+        assert _text(answers[1]) == "42"
+    finally:
+        for fd in (stdin_read, stdin_write, stdout_read, stdout_write):
+            if fd >= 0:
+                os.close(fd)
