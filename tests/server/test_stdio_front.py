@@ -8,6 +8,7 @@ before it stops, unless the client cancelled that request.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -55,6 +56,7 @@ def _config(tmp_path: Path) -> Path:
         '[tools.calculator]\nbuiltin = "calculator"\n'
         '[tools.released]\npython = "tests.sample_tools:released_by"\n'
         '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+        '[tools.shout]\npython = "tests.sample_tools:shout"\n'
     )
     return config
 
@@ -110,7 +112,7 @@ async def _serving_on(
 
 async def _reply(stdout: BufferedByteReceiveStream, request_id: int) -> dict[str, Any]:
     while True:
-        message = json.loads(await stdout.receive_until(b"\n", 1 << 20))
+        message = json.loads(await stdout.receive_until(b"\n", 1 << 24))
         if message.get("id") == request_id and "method" not in message:
             return message
 
@@ -134,6 +136,19 @@ async def test_a_call_in_flight_when_stdin_closes_is_answered(tmp_path: Path) ->
     finally:
         os.close(release)
     assert _text(answer) == "released after stdin closed"
+
+
+async def test_an_answer_bigger_than_the_pipe_goes_out_whole(tmp_path: Path) -> None:
+    """Written in parts, each once the client has read enough of the last."""
+    async with _front(_config(tmp_path)) as (front, stdout):
+        stdin = front.process.stdin
+        assert stdin is not None
+        with anyio.fail_after(30):
+            await stdin.send(_lines(INITIALIZE, INITIALIZED, _call(2, "shout", text="ab" * 500)))
+            await stdin.send(_lines(_call(3, "shout", text="cd" * 500, times=3000)))
+            small, big = await _reply(stdout, 2), await _reply(stdout, 3)
+    assert _text(small) == "AB" * 500
+    assert _text(big) == " ".join(["CD" * 500] * 3000)  # 3 MB, twice in the message
 
 
 async def test_a_call_the_client_cancelled_does_not_hold_the_end(tmp_path: Path) -> None:
@@ -190,6 +205,8 @@ async def test_the_pipes_handed_over_are_left_blocking(tmp_path: Path) -> None:
                 assert await process.wait() == 0
         assert os.get_blocking(stdin_read)
         assert os.get_blocking(stdout_write)
+        if hasattr(fcntl, "F_GETPIPE_SZ"):  # Linux: widened for big messages, and left so
+            assert fcntl.fcntl(stdout_write, fcntl.F_GETPIPE_SZ) == 1 << 20
         os.close(stdout_write)
         stdout_write = -1
         with os.fdopen(stdout_read, "rb") as stdout:
