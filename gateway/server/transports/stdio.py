@@ -10,8 +10,8 @@ so a client that writes its requests and closes stdin gets every answer (a clien
 not wait ends the process with a signal, as the spec has it, which cancels what still runs).
 
 Pipes and sockets (what a client that launches us hands over) are read and written on the
-event loop, non-blocking; anything else (a file, a terminal) in a worker thread, which costs
-two thread hand-offs a message (bench/RESULTS.md, item 67).
+event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
+per read and per write (bench/RESULTS.md, item 67).
 """
 
 from __future__ import annotations
