@@ -6,7 +6,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +50,21 @@ class Served:
     more_stderr: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) when a line arrives."""
 
+    async def follow_stderr(self, on_line: Callable[[str], None] | None = None) -> None:
+        """Read the process's stderr into `stderr`, line by line, until it closes."""
+        assert self.process.stderr is not None
+        buffer = ""
+        async for chunk in TextReceiveStream(self.process.stderr):
+            *lines, buffer = (buffer + chunk).split("\n")
+            for line in lines:
+                self.stderr.append(line)
+                if on_line is not None:
+                    on_line(line)
+            self.more_stderr.set()
+            self.more_stderr = anyio.Event()
+        self.stderr_closed.set()
+        self.more_stderr.set()
+
     async def line_starting(self, prefix: str) -> str:
         """The first stderr line starting with `prefix`, once there is one."""
         while True:
@@ -74,21 +89,13 @@ async def http_server(
     ready = anyio.Event()
     served = Served(url="", process=process)
 
+    def note_ready(line: str) -> None:
+        if line.startswith(READY):
+            served.url = line.removeprefix(READY)
+            ready.set()
+
     async def read_stderr() -> None:
-        assert process.stderr is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stderr):
-            buffer += chunk
-            *lines, buffer = buffer.split("\n")
-            for line in lines:
-                served.stderr.append(line)
-                if line.startswith(READY):
-                    served.url = line.removeprefix(READY)
-                    ready.set()
-            served.more_stderr.set()
-            served.more_stderr = anyio.Event()
-        served.stderr_closed.set()
-        served.more_stderr.set()
+        await served.follow_stderr(note_ready)
         ready.set()  # the process ended before it was ready: fail below, with its stderr
 
     try:

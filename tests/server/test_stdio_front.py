@@ -21,7 +21,6 @@ import anyio
 import pytest
 from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
-from anyio.streams.text import TextReceiveStream
 
 from tests.server.processes import REPO, SCRIPT, Served, stop
 
@@ -73,20 +72,9 @@ async def _front(config: Path) -> AsyncGenerator[tuple[Served, BufferedByteRecei
     served = Served(url="", process=process)
     assert process.stdout is not None
 
-    async def read_stderr() -> None:
-        assert process.stderr is not None
-        buffer = ""
-        async for chunk in TextReceiveStream(process.stderr):
-            *lines, buffer = (buffer + chunk).split("\n")
-            served.stderr += lines
-            served.more_stderr.set()
-            served.more_stderr = anyio.Event()
-        served.stderr_closed.set()
-        served.more_stderr.set()
-
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(read_stderr)
+            tg.start_soon(served.follow_stderr)
             yield served, BufferedByteReceiveStream(process.stdout)
             tg.cancel_scope.cancel()
     finally:

@@ -77,12 +77,14 @@ class _Fd:
         view = memoryview(data)
         while view:
             if not self.polled:
-                view = view[await anyio.to_thread.run_sync(os.write, self.fd, view) :]
-                continue
-            try:
-                view = view[os.write(self.fd, view) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self.fd)
+                written = await anyio.to_thread.run_sync(os.write, self.fd, view)
+            else:
+                try:
+                    written = os.write(self.fd, view)
+                except BlockingIOError:
+                    await anyio.wait_writable(self.fd)
+                    continue
+            view = view[written:]
 
 
 class _Unanswered:
@@ -112,7 +114,8 @@ class _Unanswered:
         """The client is gone: nothing more can reach it."""
         self._client_gone = True
         self._ids.clear()
-        self._settle(None)
+        if self._none_left is not None:
+            self._none_left.set()
 
     async def all_answered(self) -> None:
         if self._ids and not self._client_gone:
