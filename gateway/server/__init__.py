@@ -3,13 +3,15 @@ their tools, and the MCP servers' resources, prompts, completions, client reques
 
 build_server(gateway, settings)  -> the SDK's low-level Server (both protocol eras)
 serve_stdio(server)              -> stdin/stdout, what Claude Desktop launches
+serve_pipes(server, r, w)        -> the same on other pipes or a socket
 serve_http(server, options)      -> streamable HTTP at /mcp, tokens and Host/Origin checks
 
 Where things are: `server` (what the server is made of) and `serving` (one serving run's
 state); `transports/` (stdio, HTTP and its checks, auth); `served/` (agents, proxied tools,
 prompts, resources, subscriptions); `client_requests/` (asking our client, across rounds for
 2026-07-28 clients); `notifications/` (progress, log messages, list changes). One proxied tool
-call reads top to bottom in `served/proxied_tools.py` and `client_requests/ask_client.py`.
+call reads top to bottom in `served/proxied_tools.py` and `client_requests/ask_client.py`; one
+passed straight through in `served/passing.py`.
 """
 
 from .notifications.run_progress import McpNotifier
@@ -19,7 +21,7 @@ from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools
 from .server import SERVER_NAME, ToolRouter, ToolSource, build_server
 from .transports.http import HttpOptions, http_app, http_options, serve_http
-from .transports.stdio import serve_stdio
+from .transports.stdio import serve_pipes, serve_stdio
 
 __all__ = [
     "SERVER_NAME",
@@ -36,5 +38,6 @@ __all__ = [
     "http_options",
     "run_result",
     "serve_http",
+    "serve_pipes",
     "serve_stdio",
 ]

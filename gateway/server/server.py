@@ -45,11 +45,13 @@ from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
 from .served.pass_through import PassThrough
 from .served.pass_through_rounds import Rounds
+from .served.passing import Passing
 from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
 from .served.resource_subscriptions import ResourceSubscribers
 from .served.run_handles import RunHandles
+from .served.stdio_pass_through import StdioPassThrough
 from .served.stored_runs import StoredAgentRuns
 from .served.tool_list_cache import ToolListCache
 from .serving import ServingNow, lifespan_for, register_connections
@@ -183,6 +185,8 @@ class _GatewayServer(Server[Any]):
     """Over HTTP, in front of the SDK: shorter paths for requests that need less of it
     (`served.tool_list_cache`, `served.pass_through`), innermost first."""
     """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
+    stdio_shortcut: StdioPassThrough | None = None
+    """Over stdio, in front of the SDK: proxied calls passed through (`served.stdio_pass_through`)."""
     here: Here | None = None
     """Where other replicas reach this one (`serve --http`): parked requests name it."""
 
@@ -271,7 +275,7 @@ def build_server(
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(gateway, now, boundary)
-    server.http_layers = _http_layers(server, gateway, settings, router, proxied, rounds)
+    server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds)
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored))
     return server, router
@@ -304,7 +308,7 @@ def reachable_at(server: Server[Any], url: str) -> None:
         here.url = url
 
 
-def _http_layers(
+def _shortcuts(
     server: _GatewayServer,
     gateway: Gateway,
     settings: GatewaySettings,
@@ -312,6 +316,7 @@ def _http_layers(
     proxied: ProxiedTools | None,
     rounds: Rounds,
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
+    """The HTTP layers in front of the SDK; the stdio shortcut is set on `server`."""
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
         return []
     sessions = HandshakeSessions()
@@ -324,17 +329,15 @@ def _http_layers(
         # One copy for every answer (the SDK deep-copies it per access, ~10 us a call): the
         # server's identity is fixed once read, and the answers only serialize it.
         stamp: Callable[[], dict[str, Any]] = cache(lambda: server.server_info_stamp)
-        layers.append(
-            partial(
-                PassThrough,
-                gateway=gateway,
-                tools=proxied,
-                served_by=router.served_by,
-                stamp=stamp,
-                sessions=sessions,
-                rounds=rounds,
-            )
+        passing = Passing(
+            gateway=gateway,
+            tools=proxied,
+            served_by=router.served_by,
+            stamp=stamp,
+            rounds=rounds,
         )
+        layers.append(partial(PassThrough, passing=passing, sessions=sessions))
+        server.stdio_shortcut = StdioPassThrough(passing, sessions)
     return layers
 
 

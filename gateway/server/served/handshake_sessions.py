@@ -12,13 +12,14 @@ through on a session are held here too, so that the client's `notifications/canc
 session's end reach them as they reach the SDK's own handlers, and so are the questions their
 servers wait to have answered by the session's client (`session_questions`).
 
-Only sessions of the SDK's session manager over HTTP have an id; stdio, in-process and
-stateless connections are never tracked.
+Only sessions of the SDK's session manager over HTTP have an id; a connection without one
+(stdio, in-process, stateless) is handed to `unnamed`, if set: stdio serves one connection, and
+its pass-through (`stdio_pass_through`) keeps it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -69,7 +70,8 @@ class OpenSession:
     """One live session: its SDK connection, whose credential opened it, and its calls passed
     through now."""
 
-    id: str
+    id: str | None
+    """None for a connection without one (stdio)."""
     connection: Connection
     owner: AuthorizationContext | None
     serving: Serving | None
@@ -141,6 +143,8 @@ class HandshakeSessions:
 
     def __init__(self) -> None:
         self._open: dict[str, OpenSession] = {}
+        self.unnamed: Callable[[OpenSession], None] | None = None
+        """Told of each connection without a session id when its `initialize` is answered."""
 
     def __len__(self) -> int:
         return len(self._open)
@@ -174,7 +178,7 @@ class HandshakeSessions:
     def deleted(self, scope: Scope) -> None:
         """A DELETE of `scope` ends its session (if it names one of this credential)."""
         session = self._of(scope)
-        if session is not None:
+        if session is not None and session.id is not None:  # of `_open`: it has one
             self._closed(session.id)
 
     def _of(self, scope: Scope) -> OpenSession | None:
@@ -191,8 +195,14 @@ class HandshakeSessions:
 
     def _opened(self, ctx: ServerRequestContext[Any, Any]) -> None:
         connection = connection_of(ctx)
-        session_id = connection.session_id if connection is not None else None
-        if connection is None or session_id is None or session_id in self._open:
+        if connection is None:
+            return
+        session_id = connection.session_id
+        if session_id is None:
+            if self.unnamed is not None:
+                self.unnamed(OpenSession(None, connection, None, serving(ctx)))
+            return
+        if session_id in self._open:
             return
         scope: Scope | None = getattr(ctx.request, "scope", None)
         owner = _owner(scope.get("user") if scope is not None else None)

@@ -43,42 +43,28 @@ a stream that closes loses what was not sent, on either path).
 from __future__ import annotations
 
 import functools
-import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from mcp.server.streamable_http import check_accept_headers
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
-from mcp_types import SERVER_INFO_META_KEY
-from mcp_types.methods import serialize_server_result, validate_client_request
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from toolkits import ServerRequestHandler, ToolkitError, error_result
-from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
-from toolkits.mcp.server_requests import refusal
-
-from ...engine import Gateway
-from ...run_context import HOPS_META_KEY
-from ..client_requests.ask_client import asking_declared, missing_capability
-from ..notifications.log_messages import log_levels
+from ..client_requests.ask_client import asking_declared
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 from .pass_through_reply import LateWatch, Reply
-from .pass_through_rounds import FirstRound, Rounds
-from .proxied_tools import ProxiedTools
+from .passing import PassedCall, Passing
 
 __all__ = ["PassThrough"]
-
-log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
 
@@ -89,56 +75,30 @@ _READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
 _READ = tuple((name, name.decode()) for name in _READ_HEADERS)
 
 
-class _Call(NamedTuple):  # a tuple: made in a fifth of a frozen dataclass's bytecodes
-    request_id: types.RequestId
-    forward: Forward
-    arguments: JsonObject
-    hops: int
-    progress_token: types.ProgressToken | None
-    log_levels: frozenset[str]
-    protocol_version: str
-    session: OpenSession | None = None
-    """The 2025-era session the call came on; None for a 2026-07-28 call."""
-    asked_in_rounds: FirstRound | None = None
-    """A 2026-07-28 call whose client can be asked: parked, its questions in rounds."""
-
-
 class PassThrough:
     """ASGI: the calls this module describes go to their server directly; the rest to `app`."""
 
     def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        gateway: Gateway,
-        tools: ProxiedTools,
-        served_by: Callable[[str], object],
-        stamp: Callable[[], JsonObject],
-        sessions: HandshakeSessions | None = None,
-        rounds: Rounds | None = None,
+        self, app: ASGIApp, *, passing: Passing, sessions: HandshakeSessions | None = None
     ) -> None:
         self.app = app
-        self._gateway = gateway
-        self._tools = tools
-        self._served_by = served_by
-        self._stamp = stamp
+        self.passing = passing
         self._sessions = sessions
-        self._rounds = rounds
         self._watchers: anyio.abc.TaskGroup | None = None
-        # The backend's scope class (set in `running`): `anyio.CancelScope()` asks which
-        # library runs, then builds the scope twice (~120 bytecodes a call).
-        self._new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self.watching: set[object] = set()
         """The watchers running now (for tests: one ends with its answer)."""
-        self.forwarded = 0
+
+    @property
+    def forwarded(self) -> int:
         """Calls that went this way (for tests and the curious)."""
+        return self.passing.forwarded
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None]:
         """Serve calls meanwhile: the watchers of the long ones run in a task group of ours."""
         async with anyio.create_task_group() as tg:
             self._watchers = tg
-            self._new_scope = type(tg.cancel_scope)
+            self.passing.new_scope = type(tg.cancel_scope)
             try:
                 yield
             finally:
@@ -169,7 +129,9 @@ class PassThrough:
     ) -> None:
         body, replay = await buffered_body(receive)
         fields = posted_object(scope, body) if body is not None else None
-        call = self._in_session(session, scope, fields) if fields is not None else None
+        call = self.passing.in_session(session, fields) if fields is not None else None
+        if call is not None and not answered_as_json(scope):
+            call = None  # the SDK refuses such a POST: so does it, on the usual path
         if call is None:
             if (
                 fields is not None
@@ -177,6 +139,7 @@ class PassThrough:
                 and answered_as_json(scope)  # else the SDK refuses the POST: so do we
                 and session.questions.answered(fields)
             ):
+                assert session.id is not None  # sessions over HTTP have one
                 await _accepted(send, session.id)
                 return
             if fields is not None and fields.get("method") == "notifications/cancelled":
@@ -189,29 +152,7 @@ class PassThrough:
             assert body is not None
             await self.app(scope, _replaying(body, receive), send)
 
-    def _in_session(self, session: OpenSession, scope: Scope, fields: JsonObject) -> _Call | None:
-        """The call a POST on `session` passes through, if the SDK would serve it so."""
-        params = fields.get("params")
-        if fields.get("method") != "tools/call" or not isinstance(params, dict):
-            return None
-        params = cast(JsonObject, params)
-        if any(key in params for key in ("inputResponses", "requestState", "task")):
-            return None
-        raw_meta = params.get("_meta")
-        meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
-        if any(key.startswith("io.modelcontextprotocol/") for key in meta):
-            return None  # a 2026-07-28 envelope on a session: the SDK's to judge
-        if session.connection.client_capabilities is None or not answered_as_json(scope):
-            return None
-        version = session.protocol_version
-        try:
-            validate_client_request("tools/call", version, params)
-            checked = types.CallToolRequestParams.model_validate(params, by_name=False)
-        except (ValidationError, KeyError, ValueError):
-            return None
-        return self._route(fields["id"], checked, meta, version, session)
-
-    def _eligible(self, scope: Scope, body: bytes) -> _Call | None:
+    def _eligible(self, scope: Scope, body: bytes) -> PassedCall | None:
         fields = posted_object(scope, body)
         if fields is None:
             return None
@@ -234,7 +175,8 @@ class PassThrough:
             return None
         capabilities = cast(JsonObject, capabilities)
         answerable = asking_declared(capabilities)
-        if answerable and (self._rounds is None or not self._rounds.open()):
+        rounds = self.passing.rounds
+        if answerable and (rounds is None or not rounds.open()):
             return None
         try:
             checked = types.CallToolRequestParams.model_validate(params, by_name=False)
@@ -243,172 +185,27 @@ class PassThrough:
         raw_meta = params.get("_meta")
         meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
         asking = (capabilities, answerable) if answerable else None
-        return self._route(fields["id"], checked, meta, route.protocol_version, asking=asking)
-
-    def _route(
-        self,
-        request_id: types.RequestId,
-        params: types.CallToolRequestParams,
-        meta: JsonObject,
-        version: str,
-        session: OpenSession | None = None,
-        *,
-        asking: tuple[JsonObject, JsonObject] | None = None,
-    ) -> _Call | None:
-        """The call, if it goes this way; `asking`: the capabilities a 2026-07-28 client that
-        can be asked declared, and the asking ones of them (its call is asked in rounds)."""
-        if self._served_by(params.name) is not self._tools:
-            return None
-        tool = self._tools.listed(params.name)
-        if tool is None:
-            return None
-        node = self._gateway.nodes.get(tool.source_node)
-        forward = node.forward(tool.name) if isinstance(node, McpToolkit) else None
-        if forward is None:
-            return None
-        hops = meta.get(HOPS_META_KEY, 0)
-        hops = hops if isinstance(hops, int) and hops >= 0 else 0
-        if hops >= self._gateway.max_depth:
-            return None  # the usual path says why
-        arguments = dict(params.arguments or {})
-        return _Call(
-            request_id=request_id,
-            forward=forward,
-            arguments=arguments,
-            hops=hops,
-            progress_token=meta.get("progressToken"),
-            log_levels=frozenset(log_levels(version, meta)),
-            protocol_version=version,
-            session=session,
-            asked_in_rounds=None
-            if asking is None
-            else FirstRound(params.name, arguments, hops, *asking),
+        return self.passing.route(
+            fields["id"], checked, meta, route.protocol_version, asking=asking
         )
 
-    async def _forward(self, call: _Call, receive: Receive, send: Send) -> bool:
+    async def _forward(self, call: PassedCall, receive: Receive, send: Send) -> bool:
         """Answer `call`; False if it never reached the server (the usual path takes it)."""
         session = call.session
         reply = Reply(send, call.request_id, session.id if session is not None else None)
-
-        async def progress(done: float, total: float | None, message: str | None) -> None:
-            if call.progress_token is None:
-                return
-            params: JsonObject = {"progressToken": call.progress_token, "progress": done}
-            if total is not None:
-                params["total"] = total
-            if message is not None:
-                params["message"] = message
-            await reply.event("notifications/progress", params)
-
-        async def server_log(params: JsonObject) -> None:
-            if params.get("level") in call.log_levels:
-                await reply.event("notifications/message", params)
-
-        async def forwarded() -> JsonObject | None:
-            return await forward.call(
-                call.arguments,
-                meta={HOPS_META_KEY: call.hops + 1},
-                on_progress=progress,
-                on_log=server_log,
-                answer=answer,
-                answerable=answerable,
-                owner=session.connection if session is not None else None,
-                scope=call_scope,
-            )
-
-        # A session's client declared its capabilities (`_in_session`): none to ask, or some.
-        answerable: JsonObject = session.answerable() if session is not None else {}
-        answer: ServerRequestHandler = _refuse
-        if session is not None and answerable:
-            answer = functools.partial(session.ask, reply.message)
-        forward = call.forward
-        result: JsonObject | None = None
-        quota = session.quota(self._gateway) if session is not None else None
         # A 2026-07-28 client that goes away cancels its call; on a session, only its
         # `notifications/cancelled` or the session's end do (`session.call`). The call's
         # clock runs on the same scope (`Forward.call`): one scope a call.
-        call_scope = self._new_scope()
-        watch = self._watch(reply, receive, call_scope if session is None else None)
-        try:
-            with (
-                call_scope,
-                session.call(call.request_id, call_scope)
-                if session is not None
-                else nullcontext() as held,
-            ):
-                try:
-                    if call.asked_in_rounds is not None:  # parked: it holds the limit itself
-                        assert self._rounds is not None
-                        result = await self._rounds.first(
-                            forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
-                        )
-                    elif quota is None:
-                        async with self._gateway.node_limit(forward.node):
-                            result = await forwarded()
-                    else:  # the client's share first, as the usual path takes them
-                        async with (
-                            quota.limiter(forward.node),
-                            self._gateway.node_limit(forward.node),
-                        ):
-                            result = await forwarded()
-                except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
-                    result = _failed(forward, str(exc))
-                except Exception as exc:  # a bug must not take the connection down
-                    log.exception(
-                        "passing %r through to node %r crashed", forward.tool, forward.node
-                    )
-                    result = _failed(forward, repr(exc))
-            if held is not None and held.stopped is not None and result is None:
-                self.forwarded += 1
-                await reply.stopped(held.stopped)
-                return True
-            if call_scope.cancelled_caught:
-                return True  # the client went away: nobody to answer
-            if result is None and not reply.started:
-                return False
-            if result is None:  # the usual path cannot take over an answer already begun
-                result = _failed(forward, "the server ended the session")
-            self.forwarded += 1
-            await reply.final(self._for_client(result, call.protocol_version))
-            return True
-        finally:
-            watch.stop()
-
-    def _watch(self, reply: Reply, receive: Receive, call: anyio.CancelScope | None) -> LateWatch:
+        call_scope = self.passing.new_scope()
         if self._watchers is None:
             raise RuntimeError("PassThrough serves inside its running()")
-        return LateWatch(self._watchers, self.watching, reply, receive, call)
-
-    def _for_client(self, result: JsonObject, version: str) -> JsonObject:
-        """The server's result as the SDK would send it to a `version` client: in that
-        version's shape, without the server's `serverInfo` stamp and, for a 2026-07-28
-        client, with ours (`ProxiedTools.call`, `fit_to_era`)."""
-        modern = version in MODERN_PROTOCOL_VERSIONS
-        shaped = plain_for_era(result, version) if is_plain_text(result) else None
-        if shaped is not None:
-            result = shaped
-        else:
-            if not modern and not isinstance(result.get("structuredContent", {}), dict):
-                result = {k: v for k, v in result.items() if k != "structuredContent"}
-            try:
-                # A handshake-era server's result has no `resultType`: it is complete.
-                result = serialize_server_result(
-                    "tools/call", version, {"resultType": "complete", **result}
-                )
-            except ValidationError as exc:  # checked by `Forward` already: a shape of this era
-                result = _dump(error_result(f"the result does not fit protocol {version}: {exc}"))
-        meta = result.get("_meta")
-        rest = (
-            {k: v for k, v in cast(JsonObject, meta).items() if k != SERVER_INFO_META_KEY}
-            if isinstance(meta, dict)
-            else {}
+        watch = LateWatch(
+            self._watchers, self.watching, reply, receive, call_scope if session is None else None
         )
-        if modern:
-            return {**result, "_meta": {**rest, SERVER_INFO_META_KEY: self._stamp()}}
-        if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
-            result = {k: v for k, v in result.items() if k != "_meta"}
-            return {**result, "_meta": rest} if rest else result
-        return result
+        try:
+            return await self.passing.answer(call, reply, call_scope)
+        finally:
+            watch.stop()
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,12 +246,6 @@ def _plain_headers(scope: Scope) -> dict[str, str] | None:
     return headers
 
 
-async def _refuse(request: types.InputRequest) -> types.ErrorData:
-    """The server's `request` refused for a client that declared no way to answer it."""
-    missing = missing_capability(types.ClientCapabilities(), request)
-    return refusal(request, missing or f"the upstream client cannot answer {request.method}")
-
-
 async def _accepted(send: Send, session_id: str) -> None:
     """Answer a POST of the client's answer to a question as the SDK answers one (202)."""
     headers = [(b"content-type", b"application/json"), (b"mcp-session-id", session_id.encode())]
@@ -473,12 +264,3 @@ def _replaying(body: bytes, receive: Receive) -> Receive:
         return {"type": "http.request", "body": body, "more_body": False}
 
     return replay
-
-
-def _failed(forward: Forward, why: str) -> JsonObject:
-    """A failed call as the usual path reports it (`ProxiedTools.call`)."""
-    return _dump(error_result(f"tool {forward.tool!r} (node {forward.node!r}) failed: {why}"))
-
-
-def _dump(result: types.CallToolResult) -> JsonObject:
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)

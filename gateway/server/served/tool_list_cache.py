@@ -132,7 +132,8 @@ def _session_listing(
 
 
 def _json_in(session: OpenSession) -> list[tuple[bytes, bytes]]:
-    return [(b"content-type", b"application/json"), (b"mcp-session-id", session.id.encode())]
+    named = [] if session.id is None else [(b"mcp-session-id", session.id.encode())]
+    return [(b"content-type", b"application/json"), *named]
 
 
 def _prefix(request_id: types.RequestId) -> bytes:

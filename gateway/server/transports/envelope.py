@@ -9,6 +9,8 @@ pydantic dump of the input, treats a request with a bool/float/array id as a not
 (202 and no answer ever), and drops bad stdio lines in silence.
 
 check_message(data) -> the typed message, or a `Refusal` saying why not
+decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
+typed_message(obj)  -> a decoded message as the SDK's model
 EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long)
 """
 
@@ -35,8 +37,10 @@ __all__ = [
     "Refusal",
     "buffered_body",
     "check_message",
+    "decode_message",
     "is_modern_post",
     "posted_object",
+    "typed_message",
 ]
 
 
@@ -60,10 +64,16 @@ class Refusal:
 
 def check_message(data: bytes) -> types.JSONRPCMessage | Refusal:
     """One JSON-RPC 2.0 message as MCP uses it (params and results are objects), or why not."""
+    decoded = decode_message(data)
+    return decoded if isinstance(decoded, Refusal) else typed_message(decoded)
+
+
+def decode_message(data: bytes) -> dict[str, Any] | Refusal:
+    """`check_message` without the model: the message's JSON object, or why it is not one."""
     decoded = _decoded(data)
     if isinstance(decoded, Refusal):
         return decoded
-    return _refusal(decoded) or _typed(cast(dict[str, Any], decoded))
+    return _refusal(decoded) or cast(dict[str, Any], decoded)
 
 
 def _decoded(data: bytes) -> Any | Refusal:
@@ -81,7 +91,7 @@ def _decoded(data: bytes) -> Any | Refusal:
 
 def _refusal(decoded: Any) -> Refusal | None:
     """Why `decoded` is not one JSON-RPC message as MCP uses it; None if it is one. What this
-    lets through the SDK's models take too (`_typed`; tests/server/test_envelope_models.py),
+    lets through the SDK's models take too (`typed_message`; tests/server/test_envelope_models.py),
     so the HTTP layer needs no model: the SDK validates the message when it serves it."""
     if isinstance(decoded, list):
         return _invalid("batches are not supported")
@@ -97,7 +107,8 @@ def _refusal(decoded: Any) -> Refusal | None:
     return None if why is None else _invalid(why, echo)
 
 
-def _typed(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
+def typed_message(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
+    """A message `decode_message` gave, as the SDK's model (or why the model refuses it)."""
     try:
         return types.jsonrpc_message_adapter.validate_python(message, by_name=False)
     except ValidationError:  # whatever the SDK's models add; their dump would echo the input

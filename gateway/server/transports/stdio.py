@@ -12,6 +12,10 @@ not wait ends the process with a signal, as the spec has it, which cancels what 
 Pipes and sockets (what a client that launches us hands over) are read and written on the
 event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
 per read and per write (bench/RESULTS.md, item 67).
+
+A server may offer a `Shortcut` (`stdio_shortcut`): each message is offered to it first, and
+what it takes it answers with lines of its own, past the SDK's server (`served.
+stdio_pass_through`: proxied calls passed straight through).
 """
 
 from __future__ import annotations
@@ -19,38 +23,67 @@ from __future__ import annotations
 import fcntl
 import os
 import stat
-from collections.abc import Generator
+from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager, suppress
-from typing import Any
+from typing import Any, Protocol, cast
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
 from ..server import init_options
-from .envelope import Refusal, check_message
+from .envelope import Refusal, decode_message, typed_message
 
-__all__ = ["serve_stdio"]
+__all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
 
 _CHUNK = 1 << 16
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
+
+JsonObject = dict[str, Any]
+WriteLine = Callable[[bytes], Awaitable[None]]
+"""Writes one message (JSON, no newline) to the client, among the server's."""
+
+
+class Shortcut(Protocol):
+    """Takes some of the client's messages past the SDK's server."""
+
+    def take(self, message: JsonObject, write: WriteLine) -> Awaitable[bool] | None:
+        """None: the server's to answer. Else the work of answering it, run in a task of its
+        own, with `write`: True once done (answered, or ended as the server would end it),
+        False if the server must answer it after all (nothing written)."""
+        ...
 
 
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one client until it closes stdin."""
     with _claimed(0, os.O_RDONLY) as stdin, _claimed(1, os.O_WRONLY) as stdout:
-        to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
-        server_writes, to_client = anyio.create_memory_object_stream[SessionMessage]()
-        unanswered = _Unanswered()
-        async with anyio.create_task_group() as writing:
-            # The writer ends once every sender is closed, after the last answer is out.
-            writing.start_soon(_write_lines, to_client, stdout, unanswered)
-            async with server_writes, anyio.create_task_group() as reading:
-                reading.start_soon(_read_lines, stdin, to_server, server_writes.clone(), unanswered)
-                await server.run(server_reads, server_writes, init_options(server))
-                reading.cancel_scope.cancel()
+        await _serve(server, stdin, stdout)
+
+
+async def serve_pipes(server: Server[Any], read_fd: int, write_fd: int) -> None:
+    """Serve one client on two file descriptors (a pipe's or a socket's), as `serve_stdio`
+    serves stdin and stdout, until `read_fd` ends; the caller owns both."""
+    for fd in (read_fd, write_fd):
+        os.set_blocking(fd, False)
+    await _serve(server, _Fd(read_fd), _Fd(write_fd))
+
+
+async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd) -> None:
+    to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
+    server_writes, to_client = anyio.create_memory_object_stream[SessionMessage | bytes]()
+    unanswered = _Unanswered()
+    shortcut: Shortcut | None = getattr(server, "stdio_shortcut", None)
+    async with anyio.create_task_group() as writing:
+        # The writer ends once every sender is closed, after the last answer is out.
+        writing.start_soon(_write_lines, to_client, stdout, unanswered)
+        async with server_writes, anyio.create_task_group() as reading:
+            reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut)
+            reading.start_soon(reader.run, stdin)
+            await server.run(server_reads, server_writes, init_options(server))
+            reading.cancel_scope.cancel()
 
 
 class _Fd:
@@ -72,6 +105,8 @@ class _Fd:
                 return os.read(self.fd, _CHUNK)
             except BlockingIOError:
                 await anyio.wait_readable(self.fd)
+            except ConnectionResetError:  # a socket's client went away: the end, as for a pipe
+                return b""
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -95,20 +130,24 @@ class _Unanswered:
         self._none_left: anyio.Event | None = None
         self._client_gone = False
 
-    def read(self, message: types.JSONRPCMessage) -> None:
-        if isinstance(message, types.JSONRPCRequest):
-            self._ids.add(message.id)
-        elif (
-            isinstance(message, types.JSONRPCNotification)
-            and message.method == "notifications/cancelled"
-            and message.params is not None
-        ):
+    def read(self, message: JsonObject) -> None:
+        """Note a message the client sent (checked by `decode_message`)."""
+        method = message.get("method")
+        if method is None:
+            return
+        if "id" in message:
+            self._ids.add(message["id"])
+        elif method == "notifications/cancelled":
             # A cancelled request may never be answered (the spec: it SHOULD NOT be).
-            self._settle(message.params.get("requestId"))
+            params = message.get("params")
+            if isinstance(params, dict):
+                self.settle(cast(JsonObject, params).get("requestId"))
 
-    def written(self, message: types.JSONRPCMessage) -> None:
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self._settle(message.id)
+    def settle(self, request_id: object) -> None:
+        """The request `request_id` is answered (or ended unanswered, as the server would)."""
+        self._ids.discard(request_id)
+        if not self._ids and self._none_left is not None:
+            self._none_left.set()
 
     def give_up(self) -> None:
         """The client is gone: nothing more can reach it."""
@@ -122,56 +161,90 @@ class _Unanswered:
             self._none_left = anyio.Event()
             await self._none_left.wait()
 
-    def _settle(self, request_id: object) -> None:
-        self._ids.discard(request_id)
-        if not self._ids and self._none_left is not None:
-            self._none_left.set()
 
+class _Reader:
+    """Cuts stdin into lines, checks each, and hands it to the shortcut or the server."""
 
-async def _read_lines(
-    stdin: _Fd,
-    to_server: ObjectSendStream[SessionMessage | Exception],
-    to_client: ObjectSendStream[SessionMessage],
-    unanswered: _Unanswered,
-) -> None:
-    async def take(line: bytes) -> None:
+    def __init__(
+        self,
+        to_server: ObjectSendStream[SessionMessage | Exception],
+        to_client: ObjectSendStream[SessionMessage | bytes],
+        unanswered: _Unanswered,
+        shortcut: Shortcut | None,
+    ) -> None:
+        self._to_server = to_server
+        self._to_client = to_client
+        self._unanswered = unanswered
+        self._shortcut = shortcut
+        self._taken: anyio.abc.TaskGroup | None = None
+
+    async def run(self, stdin: _Fd) -> None:
+        async with self._to_server, self._to_client, anyio.create_task_group() as self._taken:
+            pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
+            while chunk := await stdin.read():
+                start = 0
+                while (end := chunk.find(b"\n", start)) >= 0:
+                    pending.append(chunk[start:end])
+                    start = end + 1
+                    await self._take(b"".join(pending))
+                    pending.clear()
+                if start < len(chunk):
+                    pending.append(chunk[start:])
+            await self._take(b"".join(pending))  # a last line with no newline
+            # Closing `to_server` stops the server and cancels what it still runs.
+            await self._unanswered.all_answered()
+            # What is left was cancelled by the client, or the client is gone.
+            self._taken.cancel_scope.cancel()
+
+    async def _take(self, line: bytes) -> None:
         if not line.strip():
             return  # an empty line frames nothing
-        checked = check_message(line)
-        if isinstance(checked, Refusal):
-            await to_client.send(SessionMessage(checked.error()))
-        else:
-            unanswered.read(checked)
-            await to_server.send(SessionMessage(checked))
+        message = decode_message(line)
+        if isinstance(message, Refusal):
+            await self._to_client.send(SessionMessage(message.error()))
+            return
+        self._unanswered.read(message)
+        if self._shortcut is not None:
+            taken = self._shortcut.take(message, self._to_client.send)
+            if taken is not None:
+                assert self._taken is not None
+                self._taken.start_soon(self._answer, message, taken)
+                return
+        await self._to_server_typed(message)
 
-    async with to_server, to_client:
-        pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
-        while chunk := await stdin.read():
-            start = 0
-            while (end := chunk.find(b"\n", start)) >= 0:
-                pending.append(chunk[start:end])
-                start = end + 1
-                await take(b"".join(pending))
-                pending.clear()
-            if start < len(chunk):
-                pending.append(chunk[start:])
-        await take(b"".join(pending))  # a last line with no newline
-        # Closing `to_server` stops the server and cancels what it still runs.
-        await unanswered.all_answered()
+    async def _answer(self, message: JsonObject, taken: Awaitable[bool]) -> None:
+        if await taken:
+            if "id" in message:
+                self._unanswered.settle(message["id"])
+        else:  # nothing written: the server answers it after all
+            await self._to_server_typed(message)
+
+    async def _to_server_typed(self, message: JsonObject) -> None:
+        typed = typed_message(message)
+        if isinstance(typed, Refusal):
+            await self._to_client.send(SessionMessage(typed.error()))
+        else:
+            await self._to_server.send(SessionMessage(typed))
 
 
 async def _write_lines(
-    messages: ObjectReceiveStream[SessionMessage], stdout: _Fd, unanswered: _Unanswered
+    messages: ObjectReceiveStream[SessionMessage | bytes], stdout: _Fd, unanswered: _Unanswered
 ) -> None:
     async with messages:
         async for message in messages:
-            data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+            if isinstance(message, bytes):  # a shortcut's: it settles its own request
+                data = message
+            else:
+                data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
             try:
-                await stdout.write(data.encode() + b"\n")
+                await stdout.write(data + b"\n")
             except OSError:  # the client is gone; closing `messages` tells the senders
                 unanswered.give_up()
                 return
-            unanswered.written(message.message)
+            if not isinstance(message, bytes):
+                written = message.message
+                if isinstance(written, types.JSONRPCResponse | types.JSONRPCError):
+                    unanswered.settle(written.id)
 
 
 def _widen(fd: int) -> None:

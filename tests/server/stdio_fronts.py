@@ -1,0 +1,99 @@
+"""A gateway served over a socket pair as `serve --stdio` serves its pipes (`serve_pipes`), and
+its clients: the SDK's `Client` over the socket, and raw JSON-RPC lines for what only the wire
+shows."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import anyio
+import anyio.abc
+import mcp_types as types
+from anyio.streams.buffered import BufferedByteReceiveStream
+from mcp.client._transport import TransportStreams
+from mcp.shared.message import SessionMessage
+
+from gateway import Gateway
+from gateway.server import serve_pipes
+from gateway.server.served.stdio_pass_through import StdioPassThrough
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+from .support import serve
+
+JsonObject = dict[str, Any]
+_LINE_LIMIT = 16 << 20
+
+
+class StdioFront:
+    """One gateway serving node `d` on one end of a socket pair; the other end is ours."""
+
+    def __init__(self, stream: anyio.abc.SocketStream, shortcut: StdioPassThrough | None) -> None:
+        self.stream = stream
+        self.shortcut = shortcut
+        self._lines = BufferedByteReceiveStream(stream)
+
+    @property
+    def forwarded(self) -> int:
+        return self.shortcut.passing.forwarded if self.shortcut is not None else 0
+
+    async def send(self, message: JsonObject) -> None:
+        await self.stream.send(json.dumps(message).encode() + b"\n")
+
+    async def receive(self) -> JsonObject:
+        line = await self._lines.receive_until(b"\n", _LINE_LIMIT)
+        return cast(JsonObject, json.loads(line))
+
+    @asynccontextmanager
+    async def client(self) -> AsyncGenerator[TransportStreams]:
+        """The socket as a transport of the SDK's `Client` (its messages as lines)."""
+        to_client, client_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
+        client_writes, to_server = anyio.create_memory_object_stream[SessionMessage]()
+
+        async def read() -> None:
+            async with to_client:
+                while True:
+                    try:
+                        line = await self._lines.receive_until(b"\n", _LINE_LIMIT)
+                    except (anyio.EndOfStream, anyio.IncompleteRead):
+                        return
+                    message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+                    await to_client.send(SessionMessage(message))
+
+        async def write() -> None:
+            async with to_server:
+                async for message in to_server:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                    await self.stream.send(data.encode() + b"\n")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(read)
+            tg.start_soon(write)
+            async with client_reads, client_writes:
+                yield client_reads, client_writes
+            tg.cancel_scope.cancel()
+
+
+@asynccontextmanager
+async def stdio_front(
+    config: McpServerConfig, *, pass_through: bool = True, **settings: Any
+) -> AsyncGenerator[StdioFront]:
+    """A gateway exposing the tools of node `d` (`config`) over a socket pair, served as over
+    stdio until we close our end."""
+    async with McpToolkit("d", config) as node:
+        node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
+        server = serve(
+            Gateway([node], []), expose_tools=True, pass_through=pass_through, **settings
+        )
+        ours, theirs = socket.socketpair()
+        with theirs:
+            stream = await anyio.abc.SocketStream.from_socket(ours)
+            async with stream, anyio.create_task_group() as tg:
+                tg.start_soon(serve_pipes, server, theirs.fileno(), theirs.fileno())
+                try:
+                    yield StdioFront(stream, getattr(server, "stdio_shortcut", None))
+                finally:
+                    await stream.send_eof()  # the client closes stdin: the server stops
