@@ -1,14 +1,17 @@
 """Proxy mode with real MCP servers as nodes: what the gateway relays is what the server sent.
 
 server-everything (TypeScript, 2025-11-25) covers every content kind and progress;
-mcp-server-time (Python, 2026-07-28) a server that stamps its own `serverInfo`.
+mcp-server-time (Python, 2026-07-28) a server that stamps its own `serverInfo`. Last, both
+behind the real `serve --stdio` process, with calls passed straight through and not.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +23,7 @@ from gateway import Gateway
 from toolkits.mcp import McpServerConfig, McpToolkitGroup
 
 from ..servers.real import everything_stdio, time_stdio
+from .processes import REPO, SCRIPT
 from .support import ERAS, ProgressLog, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -117,3 +121,56 @@ async def test_a_modern_servers_result_carries_our_stamp_not_its_own(era: str) -
     else:
         assert stamp is not None
         assert stamp["name"] == "agent-gateway"
+
+
+def _served_over_stdio(directory: Path, *, pass_through: bool) -> StdioServerParameters:
+    """The real `agent-gateway serve --stdio` in front of server-everything and mcp-server-time
+    over stdio."""
+    everything, time = everything_stdio(), time_stdio()
+    config = directory / f"gateway-{pass_through}.toml"
+    config.write_text(
+        f"[gateway]\nexpose_tools = true\npass_through = {str(pass_through).lower()}\n"
+        f"[mcpServers.everything]\ncommand = {json.dumps(everything.command)}\n"
+        f"args = {json.dumps(everything.args)}\n"
+        f"[mcpServers.time]\ncommand = {json.dumps(time.command)}\n"
+        f"args = {json.dumps(time.args)}\n"
+    )
+    return StdioServerParameters(
+        command=str(SCRIPT), args=["serve", "--stdio", "--config", str(config)], cwd=str(REPO)
+    )
+
+
+async def test_through_a_real_stdio_front_calls_answer_alike_with_and_without_pass_through(
+    tmp_path: Path,
+) -> None:
+    """A handshake-era client (as Claude Desktop) of `serve --stdio`: each call of a real server
+    answers the same whether the gateway passes it through or not (results, progress)."""
+    calls = [
+        *((f"everything__{tool}", args) for tool, args in EVERYTHING_CALLS),
+        ("everything__trigger-long-running-operation", {"duration": 0.2, "steps": 2}),
+        (
+            "time__convert_time",
+            {"source_timezone": "UTC", "time": "12:00", "target_timezone": "Asia/Tokyo"},
+        ),
+    ]
+    answers: dict[bool, list[tuple[Any, ...]]] = {}
+    for pass_through in (True, False):
+        with anyio.fail_after(60):
+            async with Client(
+                _served_over_stdio(tmp_path, pass_through=pass_through), mode="legacy"
+            ) as gateway:
+                await gateway.list_tools()
+                answers[pass_through] = []
+                for tool, args in calls:
+                    progress = ProgressLog()
+                    result = await gateway.call_tool(tool, args, progress_callback=progress)
+                    dumped = result.model_dump(by_alias=True, exclude_none=True)
+                    answers[pass_through].append((tool, dumped, progress.updates))
+    assert answers[True] == answers[False]
+    by_tool = {tool: (result, updates) for tool, result, updates in answers[True]}
+    assert by_tool["everything__get-sum"][0]["isError"] is True
+    assert [u[:2] for u in by_tool["everything__trigger-long-running-operation"][1]] == [
+        (1, 2),
+        (2, 2),
+    ]
+    assert "_meta" not in by_tool["time__convert_time"][0]  # the server's stamp, removed
