@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -31,11 +32,15 @@ pytestmark = pytest.mark.anyio
 class Log:
     def __init__(self) -> None:
         self.lines: list[str] = []
+        self.noted = anyio.Event()
+        """Set by the first `note`: it runs beside a gated call, which may be reported
+        waiting before it ran."""
 
     def gateway(self, *agents: AgentSpec) -> Gateway:
-        def note(text: str) -> str:
+        async def note(text: str) -> str:
             """Note a text."""
             self.lines.append(text)
+            self.noted.set()
             return f"noted {text}"
 
         def erase(text: str) -> str:
@@ -94,6 +99,8 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
             assert isinstance(text, types.TextContent)
             assert f"Run {run_id} is waiting" in text.text
             assert "approve_run" in text.text
+            with anyio.fail_after(10):
+                await log.noted.wait()
             assert log.lines == ["A"]  # the other call of the step ran; the gated one waits
             assert (await runs.get(run_id)).status == "waiting_approval"
 
