@@ -275,7 +275,7 @@ def build_server(
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(gateway, now, boundary)
-    server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds)
+    server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds, now)
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored))
     return server, router
@@ -315,6 +315,7 @@ def _shortcuts(
     router: ToolRouter,
     proxied: ProxiedTools | None,
     rounds: Rounds,
+    now: ServingNow,
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
     """The HTTP layers in front of the SDK; the stdio shortcut is set on `server`."""
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
@@ -337,7 +338,7 @@ def _shortcuts(
             rounds=rounds,
         )
         layers.append(partial(PassThrough, passing=passing, sessions=sessions))
-        server.stdio_shortcut = StdioPassThrough(passing, sessions)
+        server.stdio_shortcut = StdioPassThrough(passing, sessions, now)
     return layers
 
 

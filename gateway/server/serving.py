@@ -72,10 +72,14 @@ class ClientQuotas:
 
     def of(self, ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNode:
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.request is None:
-            if self._sole is None:
-                self._sole = gateway.client_quota()
-            return self._sole
+            return self.sole(gateway)
         return self.of_connection(connection_of(ctx) or ctx.session, gateway)
+
+    def sole(self, gateway: Gateway) -> PerNode:
+        """The share of the run's one 2026-07-28 client (over stdio, or in-process)."""
+        if self._sole is None:
+            self._sole = gateway.client_quota()
+        return self._sole
 
     def of_connection(self, connection: object, gateway: Gateway) -> PerNode:
         """The share of the client on `connection` (a handshake-era client is its connection)."""

@@ -50,14 +50,10 @@ from typing import Any, cast
 
 import anyio
 import anyio.abc
-import mcp_types as types
 from mcp.server.streamable_http import check_accept_headers
-from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..client_requests.ask_client import asking_declared
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
@@ -167,27 +163,7 @@ class PassThrough:
             return None
         if not headers.get("content-type", "").startswith("application/json"):
             return None
-        route = classify_inbound_request(fields, headers=headers)
-        if not isinstance(route, InboundModernRoute):
-            return None
-        capabilities = route.client_capabilities
-        if not isinstance(capabilities, dict):
-            return None
-        capabilities = cast(JsonObject, capabilities)
-        answerable = asking_declared(capabilities)
-        rounds = self.passing.rounds
-        if answerable and (rounds is None or not rounds.open()):
-            return None
-        try:
-            checked = types.CallToolRequestParams.model_validate(params, by_name=False)
-        except ValidationError:
-            return None
-        raw_meta = params.get("_meta")
-        meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
-        asking = (capabilities, answerable) if answerable else None
-        return self.passing.route(
-            fields["id"], checked, meta, route.protocol_version, asking=asking
-        )
+        return self.passing.enveloped(fields, params, headers)
 
     async def _forward(self, call: PassedCall, receive: Receive, send: Send) -> bool:
         """Answer `call`; False if it never reached the server (the usual path takes it)."""

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import anyio
 import mcp_types as types
+from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
@@ -26,8 +27,9 @@ from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
 from toolkits.mcp.server_requests import refusal
 
 from ...engine import Gateway
+from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
-from ..client_requests.ask_client import missing_capability
+from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
@@ -120,6 +122,31 @@ class Passing:
             return None
         return self.route(fields["id"], checked, meta, version, session)
 
+    def enveloped(
+        self, fields: JsonObject, params: JsonObject, headers: dict[str, str] | None = None
+    ) -> PassedCall | None:
+        """The 2026-07-28 `tools/call` request `fields` (with `params`, a `tools/call`'s, no
+        round to resume), if it goes this way as far as its envelope shows (over HTTP checked
+        against its `headers` too, as the SDK's ladder checks them)."""
+        route = classify_inbound_request(fields, headers=headers)
+        if not isinstance(route, InboundModernRoute):
+            return None
+        capabilities = route.client_capabilities
+        if not isinstance(capabilities, dict):
+            return None
+        capabilities = cast(JsonObject, capabilities)
+        answerable = asking_declared(capabilities)
+        if answerable and (self.rounds is None or not self.rounds.open()):
+            return None
+        try:
+            checked = types.CallToolRequestParams.model_validate(params, by_name=False)
+        except ValidationError:
+            return None
+        raw_meta = params.get("_meta")
+        meta = cast(JsonObject, raw_meta) if isinstance(raw_meta, dict) else {}
+        asking = (capabilities, answerable) if answerable else None
+        return self.route(fields["id"], checked, meta, route.protocol_version, asking=asking)
+
     def route(
         self,
         request_id: types.RequestId,
@@ -160,10 +187,17 @@ class Passing:
             else FirstRound(params.name, arguments, hops, *asking),
         )
 
-    async def answer(self, call: PassedCall, reply: Answer, call_scope: anyio.CancelScope) -> bool:
+    async def answer(
+        self,
+        call: PassedCall,
+        reply: Answer,
+        call_scope: anyio.CancelScope,
+        quota: PerNode | None = None,
+    ) -> bool:
         """Answer `call` on `reply`; False if it never reached the server (the usual path
         takes it). `call_scope` (made by `new_scope`, not entered) is the call's: cancelling
-        it cancels the call (its client went away); the call's clock runs on it too."""
+        it cancels the call (its client went away); the call's clock runs on it too. `quota`:
+        the client's share of the nodes, for a call on no session (a session's is its own)."""
         session = call.session
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -200,7 +234,8 @@ class Passing:
         forward = call.forward
         result: JsonObject | None = None
         gateway = self.gateway
-        quota = session.quota(gateway) if session is not None else None
+        if session is not None:
+            quota = session.quota(gateway)
         with (
             call_scope,
             session.call(call.request_id, call_scope)
