@@ -40,12 +40,23 @@ class StdioFront:
     def forwarded(self) -> int:
         return self.shortcut.passing.forwarded if self.shortcut is not None else 0
 
-    async def send(self, message: JsonObject) -> None:
-        await self.stream.send(json.dumps(message).encode() + b"\n")
+    async def send(self, *messages: JsonObject) -> None:
+        """`messages` as lines, in one write."""
+        await self.stream.send(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
     async def receive(self) -> JsonObject:
         line = await self._lines.receive_until(b"\n", _LINE_LIMIT)
         return cast(JsonObject, json.loads(line))
+
+    async def end(self) -> list[JsonObject]:
+        """Close stdin: the lines the gateway still writes before it stops."""
+        await self.stream.send_eof()  # again on exit: a no-op
+        rest: list[JsonObject] = []
+        while True:
+            try:
+                rest.append(await self.receive())
+            except anyio.IncompleteRead:  # its stdout ended
+                return rest
 
     @asynccontextmanager
     async def client(self) -> AsyncGenerator[TransportStreams]:
@@ -61,7 +72,12 @@ class StdioFront:
                     except (anyio.EndOfStream, anyio.IncompleteRead):
                         return
                     message = types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-                    await to_client.send(SessionMessage(message))
+                    try:
+                        await to_client.send(SessionMessage(message))
+                    except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                        # The client's session ended (as the SDK's stdio transport has it): a
+                        # late line, such as a node's list change, is nobody's.
+                        return
 
         async def write() -> None:
             async with to_server:
@@ -91,8 +107,13 @@ async def stdio_front(
         ours, theirs = socket.socketpair()
         with theirs:
             stream = await anyio.abc.SocketStream.from_socket(ours)
+
+            async def run() -> None:
+                await serve_pipes(server, theirs.fileno(), theirs.fileno())
+                theirs.shutdown(socket.SHUT_WR)  # its stdout ends as the process exits
+
             async with stream, anyio.create_task_group() as tg:
-                tg.start_soon(serve_pipes, server, theirs.fileno(), theirs.fileno())
+                tg.start_soon(run)
                 try:
                     yield StdioFront(stream, getattr(server, "stdio_shortcut", None))
                 finally:

@@ -47,18 +47,20 @@ class StdioPassThrough:
 
     def __init__(self, passing: Passing, sessions: HandshakeSessions, now: ServingNow) -> None:
         self.passing = passing
+        self._sessions = sessions
         self._now = now
         self._modern: bool | None = None
         """The connection's era, once its first request said it."""
         self._session: OpenSession | None = None
         self._enveloped: dict[object, anyio.CancelScope] = {}
         """The 2026-07-28 calls passed through now, by request id (a session holds its own)."""
-        sessions.unnamed = self._opened
 
     def _opened(self, session: OpenSession) -> None:
         self._session = session
 
     def take(self, message: JsonObject, write: WriteLine) -> Awaitable[bool] | None:
+        if self._sessions.unnamed is None:  # serving over stdio: its connection is ours to note
+            self._sessions.unnamed = self._opened
         method = message.get("method")
         if method is None:  # a response: to a question of ours, or to the SDK's own request
             questions = self._session.questions if self._session is not None else None
