@@ -432,3 +432,27 @@ async def test_a_call_written_with_the_initialize_it_follows_is_answered_rightly
     initialized, early, later = heard["fast"]
     assert initialized["result"]["protocolVersion"] == "2025-11-25"
     assert (text(early), text(later)) == ("early", "later")
+
+
+async def test_a_fault_in_the_pass_through_answers_an_internal_error_and_the_client_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug past the server (here: shaping the result) is logged, the call gets JSON-RPC's
+    internal error rather than no answer, and the connection serves on."""
+    with anyio.fail_after(30):
+        async with both_fronts() as (_, fast, _usual):
+            assert fast.shortcut is not None
+            passing = fast.shortcut.passing
+            raw = Raw(fast)
+            await raw.open()
+
+            def broken(result: JsonObject, version: str) -> JsonObject:
+                raise RuntimeError("a bug")
+
+            with monkeypatch.context() as patched:
+                patched.setattr(passing, "for_client", broken)
+                [failed] = await raw.ask(raw.call("d__echo", {"message": "lost"}))
+            [answer] = await raw.ask(raw.call("d__echo", {"message": "next"}))
+    assert failed["error"] == {"code": types.INTERNAL_ERROR, "message": "Internal error"}
+    assert text(answer) == "next"
+    assert "answering 'tools/call' past the server failed" in caplog.text

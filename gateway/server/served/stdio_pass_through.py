@@ -23,8 +23,8 @@ handshake answered), and any call `Passing` does not take.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 from mcp_types import PROTOCOL_VERSION_META_KEY
@@ -37,9 +37,10 @@ from .passing import PassedCall, Passing
 
 __all__ = ["StdioPassThrough"]
 
+if TYPE_CHECKING:  # the transport imports the server, which imports this
+    from ..transports.stdio import WriteLine
+
 JsonObject = dict[str, Any]
-WriteLine = Callable[[bytes], Awaitable[None]]
-"""The transport's writer of one message (`transports.stdio.WriteLine`)."""
 
 
 class StdioPassThrough:

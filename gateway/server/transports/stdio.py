@@ -21,6 +21,7 @@ stdio_pass_through`: proxied calls passed straight through).
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import stat
 from collections.abc import Awaitable, Callable, Generator
@@ -38,6 +39,8 @@ from ..server import init_options
 from .envelope import Refusal, decode_message, typed_message
 
 __all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
+
+log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 16
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
@@ -213,11 +216,22 @@ class _Reader:
         await self._to_server_typed(message)
 
     async def _answer(self, message: JsonObject, taken: Awaitable[bool]) -> None:
-        if await taken:
-            if "id" in message:
-                self._unanswered.settle(message["id"])
-        else:  # nothing written: the server answers it after all
+        request_id = message.get("id")
+        try:
+            answered = await taken
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            return  # the client is gone (`_write_lines`)
+        except Exception:  # a bug must not take the connection down, nor leave the client waiting
+            log.exception("answering %r past the server failed", message.get("method"))
+            error = types.ErrorData(code=types.INTERNAL_ERROR, message="Internal error")
+            if request_id is not None:
+                reply = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=error)
+                await self._to_client.send(SessionMessage(reply))
+            return
+        if not answered:  # nothing written: the server answers it after all
             await self._to_server_typed(message)
+        elif request_id is not None:
+            self._unanswered.settle(request_id)
 
     async def _to_server_typed(self, message: JsonObject) -> None:
         typed = typed_message(message)
