@@ -11,7 +11,7 @@ under the gateway are covered too.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any
@@ -154,6 +154,18 @@ class Heard:
         self.logs.append(f"{params.level}: {params.data}")
 
 
+async def answered_each(
+    client: Client, calls: Sequence[tuple[str, dict[str, Any]]]
+) -> list[tuple[Any, ...]]:
+    """Each call's name, result (as on the wire) and the progress heard, one call at a time."""
+    answers: list[tuple[Any, ...]] = []
+    for name, arguments in calls:
+        heard = Heard()
+        result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
+        answers.append((name, result.model_dump(by_alias=True, exclude_none=True), heard.progress))
+    return answers
+
+
 CALLS: list[tuple[str, dict[str, Any]]] = [
     ("d__echo", {"message": "héllo ✓"}),
     ("d__fail", {}),
@@ -166,16 +178,10 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
 
 
 async def _answers(url: str) -> tuple[list[tuple[Any, ...]], list[str]]:
-    answers: list[tuple[Any, ...]] = []
     logs = Heard()
     async with Client(url, logging_callback=logs.on_log, log_level="info") as client:
         await client.list_tools()  # as clients do; a call before any listing takes the usual path
-        for name, arguments in CALLS:
-            heard = Heard()
-            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
-            answers.append(
-                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
-            )
+        answers = await answered_each(client, CALLS)
     return answers, logs.logs
 
 

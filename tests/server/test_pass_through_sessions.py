@@ -31,7 +31,7 @@ from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
 from .proxying import ClientAnswers, answers_by_name, gateway_front
-from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard
+from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answered_each
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -153,17 +153,11 @@ async def both_fronts(
 
 
 async def _sdk_answers(url: str, log_level: types.LoggingLevel | None) -> tuple[Any, ...]:
-    answers: list[tuple[Any, ...]] = []
     logs = Heard()
     async with Client(
         url, mode="legacy", logging_callback=logs.on_log, log_level=log_level
     ) as client:
-        for name, arguments in SMALL:
-            heard = Heard()
-            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
-            answers.append(
-                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
-            )
+        answers = await answered_each(client, SMALL)
     return answers, logs.logs
 
 

@@ -28,7 +28,7 @@ from toolkits.mcp.config import ProtocolMode
 
 from .proxying import ClientAnswers, answers_by_name
 from .stdio_fronts import StdioFront, stdio_front
-from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard
+from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answered_each
 from .test_pass_through_sessions import (
     ASKED,
     ASKING_TOOLS,
@@ -61,18 +61,12 @@ async def both_fronts(
 
 
 async def _sdk_answers(front: StdioFront, log_level: types.LoggingLevel | None) -> tuple[Any, ...]:
-    answers: list[tuple[Any, ...]] = []
     logs = Heard()
     async with Client(
         front.client(), mode="legacy", logging_callback=logs.on_log, log_level=log_level
     ) as client:
         await client.list_tools()  # as clients do; a call before any listing takes the usual path
-        for name, arguments in SMALL:
-            heard = Heard()
-            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
-            answers.append(
-                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
-            )
+        answers = await answered_each(client, SMALL)
     return answers, logs.logs
 
 

@@ -20,7 +20,7 @@ from toolkits.mcp.config import ProtocolMode
 
 from .proxying import ClientAnswers, answers_by_name
 from .stdio_fronts import StdioFront
-from .test_pass_through import CALLS, NODE_PROTOCOLS, Heard
+from .test_pass_through import CALLS, NODE_PROTOCOLS, Heard, answered_each
 from .test_pass_through_sessions import ASKED, check_asked
 from .test_stdio_pass_through import both_fronts
 
@@ -36,17 +36,11 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 
 
 async def _answers(front: StdioFront) -> tuple[list[tuple[Any, ...]], list[str]]:
-    answers: list[tuple[Any, ...]] = []
     logs = Heard()
     async with Client(front.client(), logging_callback=logs.on_log, log_level="info") as client:
         assert client.protocol_version == MODERN
         await client.list_tools()  # as clients do; a call before any listing takes the usual path
-        for name, arguments in CALLS:
-            heard = Heard()
-            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
-            answers.append(
-                (name, result.model_dump(by_alias=True, exclude_none=True), heard.progress)
-            )
+        answers = await answered_each(client, CALLS)
     return answers, logs.logs
 
 
