@@ -15,6 +15,7 @@ COMMANDS = {
     "hot-path": "bench.hot_path",
     "paired": "bench.paired",
     "keep-alive": "bench.keep_alive",
+    "stdio-front": "bench.stdio_front",
 }
 
 
