@@ -51,7 +51,7 @@ from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
 from .served.resource_subscriptions import ResourceSubscribers
 from .served.run_handles import RunHandles
-from .served.stdio_pass_through import StdioPassThrough
+from .served.stdio_shortcut import StdioShortcut
 from .served.stored_runs import StoredAgentRuns
 from .served.tool_list_cache import ToolListCache
 from .serving import ServingNow, lifespan_for, register_connections
@@ -185,8 +185,9 @@ class _GatewayServer(Server[Any]):
     """Over HTTP, in front of the SDK: shorter paths for requests that need less of it
     (`served.tool_list_cache`, `served.pass_through`), innermost first."""
     """What OAuth tokens may call, when scopes are configured (HTTP answers refusals with 403)."""
-    stdio_shortcut: StdioPassThrough | None = None
-    """Over stdio, in front of the SDK: proxied calls passed through (`served.stdio_pass_through`)."""
+    stdio_shortcut: StdioShortcut | None = None
+    """Over stdio, in front of the SDK: calls passed through, listings answered again
+    (`served.stdio_shortcut`)."""
     here: Here | None = None
     """Where other replicas reach this one (`serve --http`): parked requests name it."""
 
@@ -326,6 +327,7 @@ def _shortcuts(
         sessions.watch_deletes,
         partial(ToolListCache, list_tools=router.current, sessions=sessions),
     ]
+    passing: Passing | None = None
     if proxied is not None and settings.pass_through and not gateway.hooks:
         # One copy for every answer (the SDK deep-copies it per access, ~10 us a call): the
         # server's identity is fixed once read, and the answers only serialize it.
@@ -338,7 +340,7 @@ def _shortcuts(
             rounds=rounds,
         )
         layers.append(partial(PassThrough, passing=passing, sessions=sessions))
-        server.stdio_shortcut = StdioPassThrough(passing, sessions, now)
+    server.stdio_shortcut = StdioShortcut(sessions, now, router.current, passing)
     return layers
 
 

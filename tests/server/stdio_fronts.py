@@ -19,8 +19,8 @@ from mcp.shared.message import SessionMessage
 
 from gateway import Gateway
 from gateway.server import serve_pipes
-from gateway.server.served.stdio_pass_through import StdioPassThrough
-from toolkits.mcp import McpServerConfig, McpToolkit
+from gateway.server.served.stdio_shortcut import StdioShortcut
+from toolkits.mcp import McpServerConfig, McpToolkit, Target
 
 from .support import serve
 
@@ -31,22 +31,29 @@ _LINE_LIMIT = 16 << 20
 class StdioFront:
     """One gateway serving node `d` on one end of a socket pair; the other end is ours."""
 
-    def __init__(self, stream: anyio.abc.SocketStream, shortcut: StdioPassThrough | None) -> None:
+    def __init__(
+        self, stream: anyio.abc.SocketStream, shortcut: StdioShortcut, node: McpToolkit
+    ) -> None:
         self.stream = stream
         self.shortcut = shortcut
+        self.node = node
         self._lines = BufferedByteReceiveStream(stream)
 
     @property
     def forwarded(self) -> int:
-        return self.shortcut.passing.forwarded if self.shortcut is not None else 0
+        passing = self.shortcut.passing
+        return passing.forwarded if passing is not None else 0
 
     async def send(self, *messages: JsonObject) -> None:
         """`messages` as lines, in one write."""
         await self.stream.send(b"".join(json.dumps(m).encode() + b"\n" for m in messages))
 
     async def receive(self) -> JsonObject:
-        line = await self._lines.receive_until(b"\n", _LINE_LIMIT)
-        return cast(JsonObject, json.loads(line))
+        return cast(JsonObject, json.loads(await self.line()))
+
+    async def line(self) -> bytes:
+        """The next line, as written."""
+        return await self._lines.receive_until(b"\n", _LINE_LIMIT)
 
     async def end(self) -> list[JsonObject]:
         """Close stdin: the lines the gateway still writes before it stops."""
@@ -95,11 +102,15 @@ class StdioFront:
 
 @asynccontextmanager
 async def stdio_front(
-    config: McpServerConfig, *, pass_through: bool = True, **settings: Any
+    config: McpServerConfig,
+    *,
+    pass_through: bool = True,
+    target: Target | None = None,
+    **settings: Any,
 ) -> AsyncGenerator[StdioFront]:
-    """A gateway exposing the tools of node `d` (`config`) over a socket pair, served as over
-    stdio until we close our end."""
-    async with McpToolkit("d", config) as node:
+    """A gateway exposing the tools of node `d` (`config`; `target`: an in-process server)
+    over a socket pair, served as over stdio until we close our end."""
+    async with McpToolkit("d", config, target=target) as node:
         node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
         server = serve(
             Gateway([node], []), expose_tools=True, pass_through=pass_through, **settings
@@ -115,6 +126,8 @@ async def stdio_front(
             async with stream, anyio.create_task_group() as tg:
                 tg.start_soon(run)
                 try:
-                    yield StdioFront(stream, getattr(server, "stdio_shortcut", None))
+                    shortcut = getattr(server, "stdio_shortcut", None)
+                    assert isinstance(shortcut, StdioShortcut)
+                    yield StdioFront(stream, shortcut, node)
                 finally:
                     await stream.send_eof()  # the client closes stdin: the server stops

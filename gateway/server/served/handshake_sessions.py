@@ -14,7 +14,7 @@ servers wait to have answered by the session's client (`session_questions`).
 
 Only sessions of the SDK's session manager over HTTP have an id; a connection without one
 (stdio, in-process, stateless) is handed to `unnamed`, if set: stdio serves one connection, and
-its pass-through (`stdio_pass_through`) keeps it.
+its shortcut (`stdio_shortcut`) keeps it.
 """
 
 from __future__ import annotations

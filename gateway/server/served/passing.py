@@ -1,7 +1,7 @@
 """A proxied tool call passed straight through, whatever carries it: which calls may go so
 (`Passing.route`, `Passing.in_session`), and answering one on the node's session as raw JSON-RPC
 (`Passing.answer`) onto an `Answer`: an HTTP response (`pass_through`) or lines on stdout
-(`stdio_pass_through`). Each transport judges what only it sees (headers, a session's
+(`stdio_shortcut`). Each transport judges what only it sees (headers, a session's
 requests) and hands the rest here, so routing, limits, cancellation, the server's questions and
 the result's shape are one code for both.
 """

@@ -27,7 +27,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 
-__all__ = ["ToolListCache"]
+__all__ = ["ToolListCache", "listing_prefix", "modern_listing", "session_listing"]
 
 _MAX_ENTRIES = 64
 """Envelopes (client name, version, capabilities) whose answers are kept."""
@@ -72,7 +72,7 @@ class ToolListCache:
     ) -> None:
         body, replay = await buffered_body(receive)
         fields = posted_object(scope, body) if body is not None else None
-        request = _listing_request(fields) if session is None else _session_listing(scope, fields)
+        request = modern_listing(fields) if session is None else _session_listing(scope, fields)
         if request is None:
             await self.app(scope, replay, send)
             return
@@ -95,7 +95,7 @@ class ToolListCache:
             self._answers[key] = answer
 
 
-def _listing_request(fields: dict[str, Any] | None) -> tuple[types.RequestId, str] | None:
+def modern_listing(fields: dict[str, Any] | None) -> tuple[types.RequestId, str] | None:
     """The id of a first-page `tools/list` request and the key of its envelope, or None."""
     if fields is None or fields.get("method") != "tools/list":
         return None
@@ -108,11 +108,9 @@ def _listing_request(fields: dict[str, Any] | None) -> tuple[types.RequestId, st
     return request_id, json.dumps(params, sort_keys=True)
 
 
-def _session_listing(
-    scope: Scope, fields: dict[str, Any] | None
-) -> tuple[types.RequestId, str] | None:
-    """The id of a first-page `tools/list` request on a session that the SDK would answer as
-    it answers any such request of the session's version, or None."""
+def session_listing(fields: dict[str, Any] | None) -> types.RequestId | None:
+    """The id of a first-page `tools/list` request on a 2025-era session (which the SDK
+    answers as it answers any such request of the session's version), or None."""
     if fields is None or fields.get("method") != "tools/list":
         return None
     params = fields.get("params", {})
@@ -126,7 +124,15 @@ def _session_listing(
         return None  # a 2026-07-28 envelope on a session: the SDK's to judge
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         return None
-    if not answered_as_json(scope):
+    return request_id
+
+
+def _session_listing(
+    scope: Scope, fields: dict[str, Any] | None
+) -> tuple[types.RequestId, str] | None:
+    """`session_listing` of a POST the SDK takes (JSON, accepting both answers' types)."""
+    request_id = session_listing(fields)
+    if request_id is None or not answered_as_json(scope):
         return None
     return request_id, ""
 
@@ -136,12 +142,13 @@ def _json_in(session: OpenSession) -> list[tuple[bytes, bytes]]:
     return [(b"content-type", b"application/json"), *named]
 
 
-def _prefix(request_id: types.RequestId) -> bytes:
+def listing_prefix(request_id: types.RequestId) -> bytes:
+    """How the SDK's answer to `request_id` begins, up to its `result` (compact JSON)."""
     return b'{"jsonrpc":"2.0","id":' + json.dumps(request_id).encode() + b',"result":'
 
 
 async def _answer(send: Send, kept: _Answer, request_id: types.RequestId) -> None:
-    body = _prefix(request_id) + kept.result + b"}"
+    body = listing_prefix(request_id) + kept.result + b"}"
     headers = [*kept.headers, (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -176,7 +183,7 @@ class _Captured:
             body = self._body[0]
         else:
             return None
-        prefix = _prefix(request_id)
+        prefix = listing_prefix(request_id)
         if body is None or not (body.startswith(prefix) and body.endswith(b"}")):
             return None
         headers = [(k, v) for k, v in self._headers if k != b"content-length"]

@@ -14,8 +14,8 @@ event loop, non-blocking; anything else (a file, a terminal) in a worker thread,
 per read and per write (bench/RESULTS.md, item 67).
 
 A server may offer a `Shortcut` (`stdio_shortcut`): each message is offered to it first, and
-what it takes it answers with lines of its own, past the SDK's server (`served.
-stdio_pass_through`: proxied calls passed straight through).
+what it takes it answers with lines of its own, past the SDK's server (`served.stdio_shortcut`:
+proxied calls passed straight through, a warm `tools/list` answered again).
 """
 
 from __future__ import annotations
@@ -59,6 +59,10 @@ class Shortcut(Protocol):
         False if the server must answer it after all (nothing written)."""
         ...
 
+    def answered(self, request_id: object, line: bytes) -> None:
+        """The server answered `request_id` with `line` (a result or an error), as written."""
+        ...
+
 
 async def serve_stdio(server: Server[Any]) -> None:
     """Serve one client until it closes stdin."""
@@ -81,7 +85,7 @@ async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd) -> None:
     shortcut: Shortcut | None = getattr(server, "stdio_shortcut", None)
     async with anyio.create_task_group() as writing:
         # The writer ends once every sender is closed, after the last answer is out.
-        writing.start_soon(_write_lines, to_client, stdout, unanswered)
+        writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
         async with server_writes, anyio.create_task_group() as reading:
             reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut)
             reading.start_soon(reader.run, stdin)
@@ -242,7 +246,10 @@ class _Reader:
 
 
 async def _write_lines(
-    messages: ObjectReceiveStream[SessionMessage | bytes], stdout: _Fd, unanswered: _Unanswered
+    messages: ObjectReceiveStream[SessionMessage | bytes],
+    stdout: _Fd,
+    unanswered: _Unanswered,
+    shortcut: Shortcut | None,
 ) -> None:
     async with messages:
         async for message in messages:
@@ -259,6 +266,8 @@ async def _write_lines(
                 written = message.message
                 if isinstance(written, types.JSONRPCResponse | types.JSONRPCError):
                     unanswered.settle(written.id)
+                    if shortcut is not None:
+                        shortcut.answered(written.id, data)
 
 
 def _widen(fd: int) -> None:
