@@ -1,9 +1,10 @@
 """A proxied tool call passed straight through, whatever carries it: which calls may go so
-(`Passing.route`, `Passing.in_session`), and answering one on the node's session as raw JSON-RPC
+(`Passing.in_session` for a 2025-era session's, `Passing.enveloped` for a 2026-07-28 call's,
+both by `Passing.route`), and answering one on the node's connection as raw JSON-RPC
 (`Passing.answer`) onto an `Answer`: an HTTP response (`pass_through`) or lines on stdout
-(`stdio_shortcut`). Each transport judges what only it sees (headers, a session's
-requests) and hands the rest here, so routing, limits, cancellation, the server's questions and
-the result's shape are one code for both.
+(`stdio_shortcut`). Each transport judges what only it sees (headers, its sessions) and hands
+the rest here, so routing, limits, cancellation, the server's questions and the result's shape
+are one code for both.
 """
 
 from __future__ import annotations
