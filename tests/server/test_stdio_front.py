@@ -23,6 +23,10 @@ from anyio.abc import Process
 from anyio.streams.buffered import BufferedByteReceiveStream
 
 from tests.server.processes import REPO, SCRIPT, Served, stop
+from tests.servers.inprocess import ToyServer
+from toolkits.mcp import McpServerConfig
+
+from .stdio_fronts import stdio_front
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -206,3 +210,32 @@ async def test_the_pipes_handed_over_are_left_blocking(tmp_path: Path) -> None:
         for fd in (stdin_read, stdin_write, stdout_read, stdout_write):
             if fd >= 0:
                 os.close(fd)
+
+
+async def test_a_listen_stream_open_at_the_end_of_stdin_does_not_keep_the_server() -> None:
+    """A 2026-07-28 client's `subscriptions/listen` is answered only when its stream ends: a
+    client that closes stdin with one open (it exited) must not leave the gateway, and the
+    servers it started, running."""
+    toy = ToyServer()
+    toy.add_echo("echo")
+    envelope: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    listen: dict[str, Any] = {"_meta": envelope, "notifications": {"toolsListChanged": True}}
+    with anyio.fail_after(20):
+        async with stdio_front(McpServerConfig(command="in-process"), target=toy.server) as front:
+            discover: dict[str, Any] = {"_meta": envelope}
+            await front.send(
+                {"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": discover}
+            )
+            assert (await front.receive())["id"] == 1
+            await front.send(
+                {"jsonrpc": "2.0", "id": 2, "method": "subscriptions/listen", "params": listen}
+            )
+            acknowledged = await front.receive()
+            assert acknowledged["method"] == "notifications/subscriptions/acknowledged"
+            rest = await front.end()  # returns once the gateway stopped: its stdout ended
+    [ended] = rest  # the stream, ended as the server stops
+    assert ended["id"] == 2
+    assert "error" in ended

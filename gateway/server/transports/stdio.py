@@ -7,7 +7,8 @@ duplicates. Each line is one message, checked by `check_message` before the serv
 a line that is not JSON-RPC is answered with its error, never dropped in silence. At the end
 of stdin the server stops once every request read is answered (or cancelled by the client),
 so a client that writes its requests and closes stdin gets every answer (a client that will
-not wait ends the process with a signal, as the spec has it, which cancels what still runs).
+not wait ends the process with a signal, as the spec has it, which cancels what still runs);
+a `subscriptions/listen` stream, answered only when it ends, is not waited for.
 
 Pipes and sockets (what a client that launches us hands over) are read and written on the
 event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
@@ -46,6 +47,8 @@ _CHUNK = 1 << 16
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
 
 JsonObject = dict[str, Any]
+_OPEN_ENDED = frozenset({"subscriptions/listen"})
+"""Requests answered only when their stream ends: a client that closes stdin stopped them."""
 WriteLine = Callable[[bytes], Awaitable[None]]
 """Writes one message (JSON, no newline) to the client, among the server's."""
 
@@ -143,7 +146,8 @@ class _Unanswered:
         if method is None:
             return
         if "id" in message:
-            self._ids.add(message["id"])
+            if method not in _OPEN_ENDED:
+                self._ids.add(message["id"])
         elif method == "notifications/cancelled":
             # A cancelled request may never be answered (the spec: it SHOULD NOT be).
             params = message.get("params")
