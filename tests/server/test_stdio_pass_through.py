@@ -286,6 +286,20 @@ async def test_a_question_on_the_wire_and_the_clients_refusal_passed_on() -> Non
     assert "the upstream client's answer is malformed" in broken
 
 
+async def _after_a_cancel(raw: Raw) -> list[JsonObject]:
+    """Up to the answer of a next call, then all the gateway writes before it stops."""
+    after = await raw.ask(raw.call("d__echo", {"message": "still here"}))
+    return after + await raw.end()
+
+
+def _only_the_next_call_answered(heard: dict[str, list[JsonObject]], cancelled: JsonObject) -> None:
+    """Both gateways wrote the same, and that is the next call's answer alone: the cancelled
+    call was never answered."""
+    assert heard["fast"] == heard["usual"]
+    [answer] = heard["fast"]
+    assert (answer["id"], text(answer)) == (cancelled["id"] + 1, "still here")
+
+
 async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_never_answered() -> None:
     heard: dict[str, list[JsonObject]] = {}
     with anyio.fail_after(30):
@@ -299,13 +313,9 @@ async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_never_an
                 await down.started.wait()
                 await front.send(cancel(call["id"]))
                 await down.cancelled.wait()
-                # Up to the next call's answer, then all the gateway writes before it stops.
-                after = await raw.ask(raw.call("d__echo", {"message": "still here"}))
-                heard[who] = after + await raw.end()
+                heard[who] = await _after_a_cancel(raw)
             assert fast.forwarded == 2
-    assert heard["fast"] == heard["usual"]
-    [answer] = heard["fast"]
-    assert (answer["id"], text(answer)) == (call["id"] + 1, "still here")
+    _only_the_next_call_answered(heard, call)
 
 
 async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_path() -> None:
@@ -323,12 +333,9 @@ async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_
                 late = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
                 await front.send(cancel(call["id"]), late)  # the answer comes too late
                 await down.cancelled.wait()
-                after = await raw.ask(raw.call("d__echo", {"message": "still here"}))
-                heard[who] = after + await raw.end()
+                heard[who] = await _after_a_cancel(raw)
             assert fast.forwarded == 2
-    assert heard["fast"] == heard["usual"]
-    [answer] = heard["fast"]
-    assert (answer["id"], text(answer)) == (call["id"] + 1, "still here")
+    _only_the_next_call_answered(heard, call)
 
 
 async def test_at_the_end_of_stdin_a_call_in_flight_is_answered_a_cancelled_one_is_not() -> None:
