@@ -178,7 +178,8 @@ class HandshakeSessions:
     def deleted(self, scope: Scope) -> None:
         """A DELETE of `scope` ends its session (if it names one of this credential)."""
         session = self._of(scope)
-        if session is not None and session.id is not None:  # of `_open`: it has one
+        if session is not None:
+            assert session.id is not None  # one of `_open`: named by its id
             self._closed(session.id)
 
     def _of(self, scope: Scope) -> OpenSession | None:

@@ -138,8 +138,8 @@ def _session_listing(
 
 
 def _json_in(session: OpenSession) -> list[tuple[bytes, bytes]]:
-    named = [] if session.id is None else [(b"mcp-session-id", session.id.encode())]
-    return [(b"content-type", b"application/json"), *named]
+    assert session.id is not None  # sessions over HTTP have one
+    return [(b"content-type", b"application/json"), (b"mcp-session-id", session.id.encode())]
 
 
 def listing_prefix(request_id: types.RequestId) -> bytes:
