@@ -7,6 +7,7 @@
     ├── ToolConflict         two nodes offer a tool under the same name to one agent
     ├── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
     ├── UnknownRun           no stored run has that id (or its state cannot be read)
+    ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
         └── StoreUnavailable the run store's database cannot be reached
 
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
+    "RunCancelled",
     "RunPaused",
     "StoreError",
     "StoreUnavailable",
@@ -69,6 +71,10 @@ class DepthExceeded(GatewayError):
 
 class UnknownRun(GatewayError):
     """No stored run has that id (or its state cannot be read)."""
+
+
+class RunCancelled(GatewayError):
+    """The stored run was cancelled (`runs cancel`, from any process) while it ran here."""
 
 
 class StoreError(GatewayError):

@@ -2,7 +2,7 @@
 
 0    success
 1    the run failed: a model error, max iterations, a server that was needed and is down,
-     chat memory's store or the run store unreachable
+     chat memory's store or the run store unreachable, the run cancelled (`runs cancel`)
 2    bad input: config, arguments, an unknown agent, tool or stored run
 130  interrupted (Ctrl-C)
 """
@@ -14,7 +14,7 @@ import sys
 from agent import AgentError, MemoryStoreError, ModelError
 from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
 
-from ..errors import DepthExceeded, GatewayError, StoreUnavailable
+from ..errors import DepthExceeded, GatewayError, RunCancelled, StoreUnavailable
 
 __all__ = ["BAD_INPUT", "FAILED", "INTERRUPTED", "OK", "RunFailed", "exit_code", "report"]
 
@@ -32,6 +32,7 @@ def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
     """1 for what failed while running, 2 for what was wrong before anything ran."""
     failed = (
         RunFailed,
+        RunCancelled,
         ModelError,
         MemoryStoreError,
         StoreUnavailable,

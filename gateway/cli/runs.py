@@ -15,7 +15,14 @@ from ..errors import UnknownRun
 from .common import Commands
 from .exits import OK
 from .run_tree import render_run
-from .stored import add_resume_options, add_store_options, open_store, resume_stored, store_url
+from .stored import (
+    add_resume_options,
+    add_store_options,
+    open_store,
+    resume_hint,
+    resume_stored,
+    store_url,
+)
 
 if TYPE_CHECKING:
     from ..durable import RunInfo
@@ -78,7 +85,9 @@ async def _deny(args: argparse.Namespace) -> int:
 
 async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     decision = Decision(approved=approved, message=args.message)
-    async with open_store(store_url(args), launch=False) as runs:
+    url = store_url(args)
+    assert url is not None  # `runs` has no --no-store
+    async with open_store(url, launch=False) as runs:
         info = await runs.get(args.run_id)
         chosen = _chosen(info, args.call)
         for request in chosen:
@@ -90,8 +99,8 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
         )
     if info.error is not None:  # nobody runs it now: the decision waits in the store
         print(
-            f"run {info.run_id} is not running ({info.error}): `agent-gateway resume "
-            f"{info.run_id}` continues it",
+            f"run {info.run_id} is not running ({info.error}): "
+            f"`{resume_hint(info.run_id, args, url)}` continues it",
             file=sys.stderr,
         )
     return OK

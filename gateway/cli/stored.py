@@ -27,7 +27,7 @@ from ..approval import ApprovalRequest
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
-from ..errors import GatewayError, UnknownRun
+from ..errors import GatewayError, RunCancelled, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from .common import (
@@ -244,6 +244,8 @@ async def _drive(
                 store.use(gateway, stream=True, on_approval=waiting)
                 try:
                     result = await go(store)
+                except RunCancelled:
+                    raise  # it has ended: nothing to resume
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
                     raise

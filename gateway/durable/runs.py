@@ -7,7 +7,9 @@ the latest `RunState` as the workflow's `state` event.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
 pending, so it can be resumed, here or in another process, once the cause is fixed. The
-process that drove it learns of the failure from its `_Execution`, not from DBOS. A serving
+process that drove it learns of the failure from its `_Execution`, not from DBOS. A run
+cancelled from any process (`runs cancel`) stops where it runs, its calls in flight too:
+DBOS would notice only at its next step, and never in a wait for approval. A serving
 replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
 they are in flight still, and another replica finishes them (`replicas`).
 """
@@ -19,18 +21,21 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Collection, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
+from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 from pydantic import JsonValue
+
+from toolkits import in_background
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import GatewayError, StoreError, UnknownRun
+from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
 from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
@@ -57,6 +62,7 @@ from .status import (
     run_info,
     run_steps,
     store_failure,
+    working_elsewhere,
 )
 
 __all__ = ["DurableRuns", "RunOptions", "open_runs"]
@@ -73,6 +79,9 @@ NOTIFICATION_POLL_SECONDS = 0.1
 _FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
+WATCH_SECONDS = 0.5
+"""How often the runs executing here are looked up for a cancel, and a run being resumed
+here for another process that resumed it at the same moment."""
 
 
 class _Stopped(BaseException):
@@ -113,6 +122,8 @@ class _Execution:
     handle: WorkflowHandleAsync[str] | None = None
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
+    cancelled: bool = False
+    """`runs cancel` (from any process) stopped it."""
 
     def stir(self) -> None:
         self.stirred.set()
@@ -167,6 +178,11 @@ async def _execute(
         received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
+        went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+        if working_elsewhere(went, here):
+            # Resumed at the same moment by two processes: the other got there first.
+            execution.error = _taken(run_id)
+            raise _Stopped
         saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
         if execution.origin is not None:
@@ -196,15 +212,63 @@ async def _execute(
             )
             execution.result = result
             return result.model_dump_json()
-        if host.leaving:
+        if host.leaving and not execution.cancelled:
             raise _Stopped  # in flight still: another replica takes it over
         stopped = "interrupted"
     except Exception as exc:
         execution.error = exc
         stopped = str(exc) or type(exc).__name__
+    except BaseException as exc:
+        if not _cancelled(exc):
+            raise
+        execution.cancelled = True  # DBOS saw it first, at a step
+        stopped = "cancelled"
+    if execution.cancelled:
+        execution.error = RunCancelled(f"run {run_id} was cancelled")
+        raise _Stopped  # DBOS has recorded the end
     with anyio.CancelScope(shield=True):
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
     raise _Stopped
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """Whether `exc` is DBOS's word that the run was cancelled (alone, or among others)."""
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast(BaseExceptionGroup[BaseException], exc)
+        return group.subgroup(DBOSWorkflowCancelledError) is not None
+    return isinstance(exc, DBOSWorkflowCancelledError)
+
+
+def _taken(run_id: str) -> UnknownRun:
+    return UnknownRun(
+        f"run {run_id!r} was resumed by another process at the same moment: it runs there "
+        f"(`agent-gateway runs show {run_id}`)"
+    )
+
+
+def _cancels_watched(host: _Host) -> AbstractAsyncContextManager[object]:
+    """While the block runs, stop the runs executing here that were cancelled."""
+
+    async def watch() -> None:
+        while True:
+            await anyio.sleep(WATCH_SECONDS)
+            going = [run_id for run_id, e in host.executions.items() if e.running]
+            if not going:
+                continue
+            try:
+                found = await host.client.list_workflows_async(
+                    workflow_ids=going, status=["CANCELLED"], load_input=False, load_output=False
+                )
+            except Exception as exc:  # the store is down: the runs learn it at their next step
+                _log.debug("cannot look for cancelled runs: %s", exc)
+                continue
+            for status in found:
+                execution = host.executions.get(status.workflow_id)
+                if execution is not None:
+                    execution.cancelled = True
+                    execution.scope.cancel()
+
+    return in_background(watch, wait_started=False)
 
 
 class DurableRuns:
@@ -284,7 +348,7 @@ class DurableRuns:
         try:
             await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
             handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
-            return await self._outcome(handle, execution)
+            return await self._outcome(handle, execution, resumed=True)
         finally:
             del self._host.executions[run_id]
 
@@ -405,18 +469,34 @@ class DurableRuns:
             )
         return info
 
-    async def _outcome(self, handle: WorkflowHandleAsync[str], execution: _Execution) -> RunResult:
+    async def _outcome(
+        self, handle: WorkflowHandleAsync[str], execution: _Execution, *, resumed: bool = False
+    ) -> RunResult:
+        """The run's result once it ends here. Resumed, it may never begin here: DBOS hands a
+        run to the last process that resumed it, and another one may have after this one."""
         try:
+            while resumed and not execution.running:
+                with anyio.move_on_after(WATCH_SECONDS):
+                    await execution.finished.wait()
+                found = await self._client.list_workflows_async(
+                    workflow_ids=[handle.workflow_id], load_input=False, load_output=False
+                )
+                if found and found[0].queue_name != self._queue and not execution.running:
+                    raise _taken(handle.workflow_id)
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable
-            with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
-                await execution.finished.wait()
+            if execution.running:
+                with anyio.CancelScope(shield=True), anyio.move_on_after(STOP_TIMEOUT):
+                    await execution.finished.wait()
             raise
         if execution.error is not None:
             raise execution.error
-        with anyio.fail_after(STOP_TIMEOUT):
-            done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
+        try:
+            with anyio.fail_after(STOP_TIMEOUT):
+                done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
+        except DBOSAwaitedWorkflowCancelledError:  # at its very end
+            raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
         return RunResult.model_validate_json(done)
 
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
@@ -563,8 +643,9 @@ async def open_runs(
             if queue is not None:
                 if postgres:
                     await stack.enter_async_context(staying_alive(url, queue))
-                # On exit: after the watch below stops taking runs over, before the lock goes.
+                # On exit: after the watches below stop, before the lock goes.
                 stack.push_async_callback(runs.stop_all)
+                await stack.enter_async_context(_cancels_watched(host))
                 if postgres and replica_every is not None:
                     await stack.enter_async_context(
                         taking_over(

@@ -38,6 +38,7 @@ __all__ = [
     "run_info",
     "run_steps",
     "store_failure",
+    "working_elsewhere",
 ]
 
 STATE_EVENT = "state"
@@ -145,6 +146,20 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         pid=pid if isinstance(pid, int) else None,
         waiting=asked,
         orphaned=orphaned,
+    )
+
+
+def working_elsewhere(execution: Any, here: dict[str, Any]) -> bool:
+    """Whether a run's `execution` event says that another live process on this machine
+    (not the one at `here`, `{"host", "pid"}`) runs it now."""
+    if not isinstance(execution, dict):
+        return False
+    where = cast(dict[str, Any], execution)
+    return (
+        where.get("stopped") is None
+        and where.get("host") == here["host"]
+        and where.get("pid") != here["pid"]
+        and _alive(where.get("pid"))
     )
 
 

@@ -176,7 +176,7 @@ async def test_a_run_killed_while_waiting_for_approval_resumes_after_it(
     run_id = waiting["run_id"]
     approved = cli("runs", "approve", run_id, "b", "--store", store)
     assert approved.returncode == 0, approved.stderr
-    assert f"`agent-gateway resume {run_id}` continues it" in approved.stderr
+    assert f"`agent-gateway resume {run_id} --store " in approved.stderr  # to paste as it is
 
     second = script_model(tmp_path / "second.json", {"content": "A and B are done"})
     resumed = cli("resume", run_id, "--store", store, "--model", second)

@@ -212,3 +212,28 @@ async def test_a_sub_agents_finished_calls_are_not_run_again(tmp_path: Path, sto
     assert (resumed.returncode, resumed.stdout) == (0, "the helper did A and B\n"), resumed.stderr
     # A had finished inside the helper: it is not run again; B was in flight.
     assert log.read_text().splitlines() == ["start A", "end A", "start B", "start B", "end B"]
+
+
+async def test_two_resumes_at_once_finish_the_run_once(tmp_path: Path, store: str) -> None:
+    config, first, second, log, hold = _setup(tmp_path)
+    common = ["--config", str(config), "--store", store]
+    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
+    run = _only_run(store)
+    hold.unlink()
+    resume = ["runs", "resume", run["run_id"], *common, "--model", f"scripted:{second}"]
+    done: list[subprocess.CompletedProcess[str]] = []
+
+    async def resumed() -> None:
+        done.append(await anyio.to_thread.run_sync(lambda: _cli(*resume)))
+
+    async with anyio.create_task_group() as tg:  # DBOS hands the run to the last to ask
+        tg.start_soon(resumed)
+        tg.start_soon(resumed)
+    [won] = [d for d in done if d.returncode == 0]
+    [lost] = [d for d in done if d.returncode != 0]
+    assert won.stdout == "A and B are done\n"
+    assert lost.returncode == 2
+    elsewhere = ("resumed by another process at the same moment", "is running in process")
+    assert any(said in lost.stderr for said in elsewhere), lost.stderr
+    calls = log.read_text().splitlines()
+    assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (1, 2, 1)

@@ -99,6 +99,8 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
             assert isinstance(text, types.TextContent)
             assert f"Run {run_id} is waiting" in text.text
             assert "approve_run" in text.text
+            store = f"sqlite:///{tmp_path / 'runs.sqlite'}"  # as `runs approve` must name it
+            assert text.text.endswith(f"agent-gateway runs approve {run_id} b --store {store}")
             with anyio.fail_after(10):
                 await log.noted.wait()
             assert log.lines == ["A"]  # the other call of the step ran; the gated one waits

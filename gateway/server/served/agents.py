@@ -347,7 +347,7 @@ class AgentTools:
                 input_requests=dict[str, types.InputRequest](asked),
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
-        return handle_result(run_id, outcome)
+        return handle_result(run_id, outcome, stored.store_option)
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:

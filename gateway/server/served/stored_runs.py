@@ -22,6 +22,7 @@ in the request.
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +34,7 @@ from ...approval import ApprovalRequest, Approver, Decision
 from ...errors import UnknownRun
 from ...limits import PerNode
 from ...run_state import RunResult, RunState
+from ...store_config import default_store_url, redacted
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
 from ..transports.auth import authenticated_subject
@@ -71,6 +73,12 @@ class StoredAgentRuns:
     def __init__(self, runs: DurableRuns) -> None:
         self.runs = runs
         self._relays: dict[str, Relay] = {}
+
+    @property
+    def store_option(self) -> str:
+        """What names this store on the command line: " --store URL" ("" for the default)."""
+        url = self.runs.url
+        return "" if url == default_store_url() else f" --store {shlex.quote(redacted(url))}"
 
     async def start(
         self,
@@ -194,8 +202,11 @@ def waiting_json(requests: Sequence[ApprovalRequest]) -> list[dict[str, JsonValu
     ]
 
 
-def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.CallToolResult:
-    """What a client that can be asked nothing is told of a run waiting for approval."""
+def handle_result(
+    run_id: str, waiting: Sequence[ApprovalRequest], store: str = ""
+) -> types.CallToolResult:
+    """What a client that can be asked nothing is told of a run waiting for approval;
+    `store` names the run store for the command line (" --store URL", "" for the default)."""
     lines = [f"Run {run_id} is waiting for a person's approval of:"]
     for request in waiting:
         said = json.dumps(request.input, ensure_ascii=False)
@@ -204,7 +215,7 @@ def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.Call
         f'Decide with the approve_run or deny_run tool ({{"run_id": "{run_id}", "call": '
         f'"{waiting[0].short}", "message": "..."}}; without "call", every waiting call); the '
         f'answer comes back then, or later from get_run ({{"run_id": "{run_id}"}}). On the '
-        f"gateway's machine: agent-gateway runs approve {run_id} {waiting[0].short}"
+        f"gateway's machine: agent-gateway runs approve {run_id} {waiting[0].short}{store}"
     )
     run: dict[str, JsonValue] = {
         "run_id": run_id,
