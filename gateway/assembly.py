@@ -6,6 +6,7 @@ import dataclasses
 import importlib
 import logging
 import os
+import sys
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager, nullcontext
 from pathlib import Path
@@ -179,14 +180,18 @@ def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:
         tool = _BUILTINS[config.builtin]
     else:
         assert config.python is not None
-        tool = _import_tool(name, config.python)
+        tool = _import_tool(name, config.python, config.directory)
     # The node's name is the tool's name, as the model will see it.
     tool = dataclasses.replace(tool, name=name, description=config.description or tool.description)
     return FunctionToolkit(name, [tool])
 
 
-def _import_tool(name: str, target: str) -> FunctionTool:
+def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool:
     module_name, _, attribute = target.partition(":")
+    if directory is not None and str(directory) not in sys.path:
+        # The installed command has no working directory on its path (`python -m` has): a
+        # module written beside the config file is found as the README's examples expect.
+        sys.path.append(str(directory))
     try:
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:

@@ -29,6 +29,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -129,8 +130,20 @@ class GatewaySettings(_Strict):
 class LocalToolConfig(_Strict):
     builtin: str | None = None
     python: str | None = None
-    """`module:function`, a typed function (or a `FunctionTool`) to offer as a tool."""
+    """`module:function`, a typed function (or a `FunctionTool`) to offer as a tool; the
+    module is looked for on the Python path, then beside the config file (`directory`)."""
     description: str | None = None
+    _directory: Path | None = PrivateAttr(default=None)
+
+    @property
+    def directory(self) -> Path | None:
+        """The directory of the config file this tool was read from."""
+        return self._directory
+
+    def beside(self, directory: Path) -> LocalToolConfig:
+        copy = self.model_copy()
+        copy._directory = directory
+        return copy
 
     @model_validator(mode="after")
     def _one_source(self) -> LocalToolConfig:
@@ -355,7 +368,8 @@ def with_default_agent(config: Config) -> Config:
 
 
 def _relative_to(config: Config, base: Path) -> Config:
-    """Paths in a config file (script files of `scripted:` models) are relative to the file."""
+    """Paths in a config file (script files of `scripted:` models, SQLite files) are relative
+    to the file, and a local tool's module is looked for there too."""
 
     def resolve(spec: str) -> str:
         kind, _, rest = spec.partition(":")
@@ -388,7 +402,10 @@ def _relative_to(config: Config, base: Path) -> Config:
     }
     gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})
     store = config.store.model_copy(update={"url": sqlite(config.store.url)})
-    return config.model_copy(update={"agents": agents, "gateway": gateway, "store": store})
+    tools = {name: tool.beside(base.absolute()) for name, tool in config.tools.items()}
+    return config.model_copy(
+        update={"agents": agents, "gateway": gateway, "store": store, "tools": tools}
+    )
 
 
 def _describe(exc: ValidationError) -> str:

@@ -113,11 +113,31 @@ def test_sessions_are_listed_shown_and_deleted(
         "assistant",
     ]
     assert main(["sessions", "delete", "s1", *state]) == 0
-    assert main(["sessions", "delete", "s1", *state]) == 1
-    assert main(["sessions", "show", "s1", *state]) == 1
+    capsys.readouterr()
+    for action in ("delete", "show"):  # bad input, said on stderr: stdout stays JSON or empty
+        assert main(["sessions", action, "s1", "--json", *state]) == 2
+        gone = capsys.readouterr()
+        assert (gone.out, gone.err.startswith("error: no session 's1' in ")) == ("", True)
     assert main(["sessions", "show", *state]) == 2
     assert "needs a session id" in capsys.readouterr().err
     assert (tmp_path / "state" / "agent-gateway.sqlite3").is_file()
+
+
+def test_sessions_kept_in_a_named_store_are_found_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    store = ["--store", f"sqlite:///{tmp_path / 'elsewhere.sqlite3'}"]
+    state = ["--state-dir", str(tmp_path / "state")]
+    assert main(["run", "Hi", "--model", f"scripted:{script}", "--session", "s2", *store]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "list", *store]) == 0
+    assert capsys.readouterr().out.startswith("s2 ")
+    assert main(["sessions", "show", "s2", *store]) == 0
+    assert capsys.readouterr().out.splitlines() == ["--- turn 1", "user: Hi", "assistant: Hello."]
+    assert main(["sessions", "list", *store, *state]) == 2
+    assert "give one of --store and --state-dir" in capsys.readouterr().err
 
 
 @pytest.mark.integration

@@ -113,6 +113,18 @@ async def test_a_python_function_becomes_a_tool_named_after_its_node() -> None:
     assert result.structured_content == {"response": "HI HI"}
 
 
+async def test_a_python_tool_is_found_beside_its_config_file(tmp_path: Path) -> None:
+    module = f"beside_{tmp_path.name.replace('-', '_')}"  # not imported by an earlier test
+    (tmp_path / f"{module}.py").write_text(
+        'def twice(text: str) -> str:\n    """Say it twice."""\n    return text * 2\n'
+    )
+    file = tmp_path / "agent-gateway.toml"
+    file.write_text(f'[tools.twice]\npython = "{module}:twice"\n')
+    async with open_gateway(load_config(file)) as gateway:
+        result = await gateway.call_tool("twice", {"text": "ab"})
+    assert result.structured_content == {"response": "abab"}
+
+
 async def test_an_unimportable_python_tool_is_a_config_error() -> None:
     config = parse_config({"tools": {"t": {"python": "tests.sample_tools:missing"}}})
     with pytest.raises(ConfigError, match=r"tools\.t\.python: cannot import"):

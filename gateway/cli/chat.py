@@ -30,6 +30,7 @@ from .common import (
 )
 from .exits import OK
 from .results import print_result
+from .sessions import memory_store_url
 
 __all__ = ["register"]
 
@@ -41,11 +42,15 @@ def register(commands: Commands) -> None:
     add_model_options(chat)
     chat.add_argument("--session", help="continue this session (default: a new one)")
     chat.add_argument("--state-dir", help="keep the conversation in this directory's database")
+    chat.add_argument("--store", metavar="URL", help="keep it in the run store at URL")
     add_trace_options(chat)
 
 
 async def _chat(args: argparse.Namespace) -> int:
     config = config_of(args)
+    if args.store is not None:  # chat memory goes where the config's run store would
+        store = config.store.model_copy(update={"url": memory_store_url(args, config)})
+        config = config.model_copy(update={"store": store})
     name = pick_agent(config, args.agent)
     session = args.session or f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()

@@ -9,12 +9,25 @@ from datetime import datetime
 from agent import AssistantMessage, ToolMessage, UserMessage
 from agent.memory import SessionStore
 
+from ..config import Config
 from ..errors import GatewayError
 from ..memory_config import open_memories
+from ..store_config import check_store_url
 from .common import Commands, config_of, pick_agent
-from .exits import FAILED, OK
+from .exits import OK
 
-__all__ = ["register"]
+__all__ = ["memory_store_url", "register"]
+
+
+class UnknownSession(GatewayError):
+    """No session of that id in the store (bad input: exit 2)."""
+
+
+def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
+    """Where chat memory is kept by default: `--store URL`, else the config's run store."""
+    if args.store is not None and args.state_dir is not None:
+        raise GatewayError("give one of --store and --state-dir")
+    return check_store_url(args.store) if args.store is not None else config.store.url
 
 
 def register(commands: Commands) -> None:
@@ -23,6 +36,7 @@ def register(commands: Commands) -> None:
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
     sessions.add_argument("--state-dir", help="the store of runs kept in this directory")
+    sessions.add_argument("--store", metavar="URL", help="the run store at URL (as `run --store`)")
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -33,7 +47,10 @@ async def _sessions(args: argparse.Namespace) -> int:
     agent = pick_agent(config, args.agent) if args.agent else None
     own = {agent: config.agents[agent].memory} if agent else {"": None}
     memories, stores = open_memories(
-        config.gateway.memory, own, state_dir=args.state_dir, run_store=config.store.url
+        config.gateway.memory,
+        own,
+        state_dir=args.state_dir,
+        run_store=memory_store_url(args, config),
     )
     store = next(iter(memories.values())).store
     try:
@@ -67,8 +84,7 @@ async def _show(store: SessionStore, session_id: str, *, as_json: bool) -> int:
     turns = await store.turns(session_id)
     summary = await store.summary(session_id)
     if not turns:
-        print(f"no session {session_id!r} in {store!r}")
-        return FAILED
+        raise UnknownSession(f"no session {session_id!r} in {store!r}")
     if as_json:
         document = {
             "session_id": session_id,
@@ -96,7 +112,6 @@ async def _show(store: SessionStore, session_id: str, *, as_json: bool) -> int:
 
 async def _delete(store: SessionStore, session_id: str) -> int:
     if not await store.delete(session_id):
-        print(f"no session {session_id!r} in {store!r}")
-        return FAILED
+        raise UnknownSession(f"no session {session_id!r} in {store!r}")
     print(f"deleted session {session_id!r}")
     return OK

@@ -69,10 +69,13 @@ class DbosApprovals:
                     await self._on_wait(request)
                 while call not in self._decided:
                     await self._receive(call, wait_seconds=RECV_SECONDS)
-            finally:
+            except BaseException:
+                # Interrupted (Ctrl-C, a signal): the call still waits in the store, where
+                # `runs approve` finds it, and the run resumed later takes the decision.
                 del self._pending[call]
-                with anyio.CancelScope(shield=True):
-                    await self._publish()
+                raise
+            del self._pending[call]
+            await self._publish()
         return self._decided[call]
 
     async def _receive(self, call: str, *, wait_seconds: float) -> None:

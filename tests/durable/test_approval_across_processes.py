@@ -152,8 +152,9 @@ async def test_an_approval_three_agents_deep_surfaces_on_the_outermost_run(
     assert log.read_text().splitlines() == ["start W", "end W"]
 
 
-async def test_a_run_killed_while_waiting_for_approval_resumes_after_it(
-    tmp_path: Path, store: str
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+async def test_a_run_stopped_while_waiting_for_approval_resumes_after_it(
+    tmp_path: Path, store: str, stop: signal.Signals
 ) -> None:
     log = tmp_path / "calls.log"
     config = tmp_path / "agent-gateway.toml"
@@ -166,13 +167,17 @@ async def test_a_run_killed_while_waiting_for_approval_resumes_after_it(
     run = await start_run("go", "--config", str(config), "--store", store, "--model", first)
     try:
         await run.until("waiting for approval: guarded", "recorded tool 0 a")
-        run.process.send_signal(signal.SIGKILL)
-        assert await run.process.wait() == -signal.SIGKILL
+        run.process.send_signal(stop)
+        assert await run.process.wait() == (-stop if stop == signal.SIGKILL else 130)
     finally:
         await stop_run(run)
     [waiting] = list_runs(store)
-    assert waiting["status"] == "waiting_approval"
-    assert "ended before the run did" in waiting["error"]
+    assert waiting["status"] == "waiting_approval"  # the call still waits, in the store
+    assert [w["short"] for w in waiting["waiting"]] == ["b"]
+    assert waiting["error"] in (
+        "interrupted",
+        f"its process ({waiting['pid']}) ended before the run did",
+    )
     run_id = waiting["run_id"]
     approved = cli("runs", "approve", run_id, "b", "--store", store)
     assert approved.returncode == 0, approved.stderr
