@@ -21,13 +21,13 @@ __all__ = ["origin_of", "resume_config"]
 
 
 def origin_of(args: argparse.Namespace) -> RunOrigin:
-    """How this `run` starts: its config file (None: the built-in default), `--model`, and the
+    """How this `run` (or a run `serve` stores) starts: its config file (None: the built-in default), `--model`, and the
     settings it gives on the command line."""
-    settings = RunOrigin(
+    settings = RunOrigin(  # `serve` sets no agent's settings
         model=args.model,
-        system=args.system,
-        temperature=args.temperature,
-        max_tokens=args.max_tokens,
+        system=getattr(args, "system", None),
+        temperature=getattr(args, "temperature", None),
+        max_tokens=getattr(args, "max_tokens", None),
     )
     path = Path(args.config) if args.config else find_config_file()
     if path is None:

@@ -25,6 +25,7 @@ from .common import (
     config_of,
     trace_hooks,
 )
+from .origin import origin_of
 from .signals import on_signal
 from .stored import open_store, preload_store
 
@@ -110,7 +111,8 @@ async def _serve(args: argparse.Namespace) -> int:
     ):
         if runs is not None:
             runs.use(gateway)
-        server, router = build_server(gateway, config.gateway, runs=runs)
+        origin = origin_of(args) if runs is not None else None
+        server, router = build_server(gateway, config.gateway, runs=runs, origin=origin)
         await router.check()
         check_servers(gateway, strict=args.strict)
         await _warn_about(gateway, config)

@@ -38,6 +38,7 @@ from toolkits import (
 from ..catalog import Routes, claim, same_objects
 from ..config import GatewaySettings
 from ..engine import Gateway
+from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .served.agent_tasks import AgentTasks
@@ -229,16 +230,21 @@ class _GatewayServer(Server[Any]):
 
 
 def build_server(
-    gateway: Gateway, settings: GatewaySettings, *, runs: DurableRuns | None = None
+    gateway: Gateway,
+    settings: GatewaySettings,
+    *,
+    runs: DurableRuns | None = None,
+    origin: RunOrigin | None = None,
 ) -> tuple[Server[Any], ToolRouter]:
     """The MCP server for `gateway`, and its router (to `check` before serving). With
     `runs` (a run store this process runs workflows in, `use`d with `gateway`), agent runs
-    are stored, and `get_run`, `approve_run`, `deny_run` are served.
+    are stored, each with `origin` (how this process serves: resumed so), and `get_run`,
+    `approve_run`, `deny_run` are served.
 
     Raises `ConfigError` for settings that cannot be served (an unknown exposed node, a bad
     state key).
     """
-    stored = StoredAgentRuns(runs) if runs is not None else None
+    stored = StoredAgentRuns(runs, origin) if runs is not None else None
     agents = AgentTools(
         gateway,
         sampling_max_tokens=settings.sampling_max_tokens,

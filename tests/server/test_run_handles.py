@@ -20,6 +20,7 @@ from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRule
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
+from gateway.run_state import RunOrigin
 from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
@@ -27,6 +28,9 @@ from .support import ERAS
 from .test_served_approval import Person
 
 pytestmark = pytest.mark.anyio
+
+ORIGIN = RunOrigin(config="/srv/agent-gateway.toml", config_sha256="0" * 64, model="scripted:x")
+"""How the serving process was started: what `agent-gateway resume` of its runs goes on with."""
 
 
 class Log:
@@ -66,7 +70,7 @@ def _told(model: ScriptedModel, call: int) -> dict[str, str]:
 async def _served(tmp_path: Path, gateway: Gateway) -> AsyncGenerator[tuple[Any, DurableRuns]]:
     async with open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
         runs.use(gateway)
-        server, _router = build_server(gateway, GatewaySettings(), runs=runs)
+        server, _router = build_server(gateway, GatewaySettings(), runs=runs, origin=ORIGIN)
         yield server, runs
 
 
@@ -105,6 +109,9 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
                 await log.noted.wait()
             assert log.lines == ["A"]  # the other call of the step ran; the gated one waits
             assert (await runs.get(run_id)).status == "waiting_approval"
+            stored = await runs.state(run_id)
+            assert stored is not None
+            assert stored.origin == ORIGIN
 
             seen = _structured(await client.call_tool("get_run", {"run_id": run_id}))
             assert seen["status"] == "waiting_approval"

@@ -296,6 +296,7 @@ class AgentTools:
             agent=spec.name,
             items=args.agent_items(),
             started_by=authenticated_subject(),
+            origin=self._stored.origin,
         )
         quota = client_quota(ctx, self._gateway)
         await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)
@@ -329,6 +330,7 @@ class AgentTools:
                 agent=spec.name,
                 items=args.agent_items(),
                 started_by=authenticated_subject(),
+                origin=stored.origin,
             )
             run_id = state.run_id
             outcome = await stored.start(

@@ -33,7 +33,7 @@ from pydantic import JsonValue
 from ...approval import ApprovalRequest, Approver, Decision
 from ...errors import UnknownRun
 from ...limits import PerNode
-from ...run_state import RunResult, RunState
+from ...run_state import RunOrigin, RunResult, RunState
 from ...store_config import default_store_url, redacted
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
@@ -70,8 +70,11 @@ class Relay:
 class StoredAgentRuns:
     """The serving process's stored runs: started, followed, decided on, taken over."""
 
-    def __init__(self, runs: DurableRuns) -> None:
+    def __init__(self, runs: DurableRuns, origin: RunOrigin | None = None) -> None:
         self.runs = runs
+        self.origin = origin
+        """How the process serves (its config, `--model`): kept in each run it starts, so
+        that `agent-gateway resume` continues it the same way."""
         self._relays: dict[str, Relay] = {}
 
     @property
