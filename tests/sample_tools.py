@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 
 import anyio
 
@@ -38,3 +39,10 @@ async def released_by(fifo: str) -> str:
             return released.readline().strip()
 
     return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
+
+
+def sleep_blocking(seconds: float) -> str:
+    """Block the calling thread for `seconds` (`sleep_blocking: started` on stderr first)."""
+    print("sleep_blocking: started", file=sys.stderr, flush=True)
+    time.sleep(seconds)
+    return "slept"

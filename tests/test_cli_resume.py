@@ -165,3 +165,37 @@ def test_resume_keeps_the_settings_the_run_was_given_on_the_command_line(
     assert (origin.system, origin.temperature, origin.max_tokens) == ("Be terse.", 0.1, 64)
     agent = config.agents["assistant"]
     assert (agent.system, agent.temperature, agent.max_tokens) == ("Be terse.", 0.1, 64)
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_ctrl_c_during_a_blocking_python_tool_exits_at_once(tmp_path: Path) -> None:
+    script = write(
+        tmp_path / "sleep.json",
+        [{"tool_calls": [{"name": "nap", "arguments": {"seconds": 600}}]}],
+    )
+    config = write(
+        tmp_path / "c.toml",
+        '[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["nap"]\n',
+    )
+    command = [sys.executable, "-m", "gateway.cli", "run", "go", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with anyio.fail_after(30):  # not the tool's 600 s: its thread is not waited for
+        async with await anyio.open_process(
+            [*command, "--state-dir", str(tmp_path / "runs")], env=env, stdin=None
+        ) as process:
+            assert process.stderr is not None
+            lines = TextReceiveStream(process.stderr)
+            err = ""
+            async for chunk in lines:
+                err += chunk
+                if "sleep_blocking: started" in err:
+                    break
+            process.send_signal(signal.SIGINT)
+            async for chunk in lines:
+                err += chunk
+            code = await process.wait()
+    assert code == 130, err
+    assert "interrupted: run " in err
+    assert "Traceback" not in err

@@ -51,8 +51,11 @@ class FunctionTool:
             if inspect.iscoroutinefunction(self.function):
                 value = await cast(Callable[..., Awaitable[Any]], self.function)(**kwargs)
             elif self.blocking:
-                # A plain function may block: keep it off the event loop.
-                value = await anyio.to_thread.run_sync(partial(self.function, **kwargs))
+                # A plain function may block: keep it off the event loop. It cannot be
+                # stopped; cancelled, its call ends at once and the thread runs out alone.
+                value = await anyio.to_thread.run_sync(
+                    partial(self.function, **kwargs), abandon_on_cancel=True
+                )
             else:
                 value = self.function(**kwargs)
         except Exception as exc:

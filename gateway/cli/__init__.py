@@ -12,7 +12,9 @@ import importlib.util
 import inspect
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -43,6 +45,25 @@ def event_loop_options() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv`; None: this process's own (the `agent-gateway` command)."""
+    code = _main(argv)
+    if argv is None and code in INTERRUPTED_CODES and _left_running():
+        # A blocking local tool's thread cannot be stopped: its call ended at the signal, and
+        # the process does not wait for the thread as the interpreter's exit would.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+INTERRUPTED_CODES = (INTERRUPTED, 128 + signal.SIGTERM, 128 + signal.SIGHUP)
+
+
+def _left_running() -> bool:
+    main_thread = threading.main_thread()
+    return any(t is not main_thread and not t.daemon for t in threading.enumerate())
+
+
+def _main(argv: Sequence[str] | None) -> int:
     if argv is None:
         # What the imports made lives as long as the process: left to the collector, every
         # full collection while the nodes connect walks it again and frees nothing of it (50
