@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import event_loop_options, main
+from gateway.cli import event_loop_options, main, parser
 from gateway.config import TOOLBOX_SERVER
+from tests.durable.cli_runs import cli
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
 """The MCP server shipped with the package, as a client's config names a stdio server."""
@@ -382,3 +383,48 @@ def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.Monkey
     assert event_loop_options() == {"use_uvloop": True}  # installed with the package on Linux
     monkeypatch.setenv("AGENT_GATEWAY_EVENT_LOOP", "asyncio")
     assert event_loop_options() == {"use_uvloop": False}
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["runs", "list"],
+        ["runs", "show", "r1"],
+        ["runs", "resume", "r1"],
+        ["runs", "cancel", "r1"],
+        ["runs", "approve", "r1"],
+        ["auth", "status"],
+        ["auth", "login", "s"],
+    ],
+)
+def test_verbose_goes_after_an_action_too(command: list[str]) -> None:
+    assert parser().parse_args([*command, "-v"]).verbose is True
+    assert parser().parse_args(["-v", *command]).verbose is True
+    assert parser().parse_args(command).verbose is False
+
+
+def test_verbose_after_an_action_in_the_installed_console_script(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'none.sqlite'}"  # no run is stored yet
+    done = cli("runs", "list", "-v", "--store", store)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
+def test_a_stdio_server_that_cannot_start_is_named(tmp_path: Path) -> None:
+    config = tmp_path / "c.json"
+    missing = {"command": "no-such-mcp-server-4f1c", "args": ["x"]}
+    elsewhere = {"command": sys.executable, "cwd": str(tmp_path / "gone")}
+    servers = {"broken": BROKEN, "missing": missing, "elsewhere": elsewhere}
+    config.write_text(json.dumps({"mcpServers": servers}))
+    done = cli("tools", "--config", str(config))  # on uvloop, whose errors name nothing
+    assert done.returncode == 1
+    health = {line.split(":")[0]: line for line in done.stdout.splitlines()}
+    assert health["server broken"].endswith(
+        "FileNotFoundError: [Errno 2] No such file or directory: '/nonexistent/mcp-server'"
+    )
+    assert health["server missing"].endswith(
+        "FileNotFoundError: command 'no-such-mcp-server-4f1c' not found on PATH"
+    )
+    gone = str(tmp_path / "gone")
+    assert health["server elsewhere"].endswith(
+        f"FileNotFoundError: the server's working directory {gone!r} does not exist"
+    )

@@ -16,7 +16,7 @@ from toolkits.mcp.session import describe_error
 
 from ..config import Config
 from ..errors import GatewayError
-from .common import Commands, Handler, config_of
+from .common import Commands, Handler, add_verbose_option, config_of
 
 __all__ = ["register"]
 
@@ -30,6 +30,7 @@ def register(commands: Commands) -> None:
     def action(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         sub = actions.add_parser(name, help=help, description=help)
         sub.set_defaults(handler=handler)
+        add_verbose_option(sub)
         sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
         return sub
 

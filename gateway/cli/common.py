@@ -24,6 +24,7 @@ __all__ = [
     "add_model_options",
     "add_strict_option",
     "add_trace_options",
+    "add_verbose_option",
     "check_runnable",
     "check_servers",
     "config_of",
@@ -49,16 +50,21 @@ class Commands:
         """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
         sub.set_defaults(handler=handler)
-        # Also after the command's name; the top-level flag's value stands when not given here.
-        sub.add_argument(
-            "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
-        )
+        add_verbose_option(sub)
         if config:
             sub.add_argument(
                 "--config",
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def add_verbose_option(sub: argparse.ArgumentParser) -> None:
+    """`-v` after a command's name (or its action's, as `runs list -v`); the value given
+    before it stands when not given here."""
+    sub.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
+    )
 
 
 def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from agent import ItemResult
+from agent import AgentRequestMetadata, ItemResult, ToolCallStep
+from agent.scratchpad import build_steps, tool_usage
 
-from ..run_state import RunResult
+from ..run_state import RunResult, RunState
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
@@ -49,10 +50,6 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
     """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run; with an
     output schema, `output` is the answer itself (JSON), not its text."""
     item = item or result.items[0]
-    steps = [
-        {"tool": step.tool, "input": step.tool_input, "observation": step.observation}
-        for step in item.steps or []
-    ]
     return {
         "run_id": result.run_id,
         "agent": result.agent,
@@ -60,10 +57,39 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
         "error": item.error,
         "usage": result.usage.model_dump(),
         "iterations": result.iterations,
-        "steps": steps,
+        "steps": _steps(item.steps or []),
     }
 
 
-def run_error_json(run_id: str, agent: str, exc: BaseException) -> str:
-    """The one JSON object `--json` prints for a run that failed before it returned."""
-    return json.dumps({"run_id": run_id, "agent": agent, "error": str(exc)})
+def run_error_json(
+    run_id: str, agent: str, exc: BaseException, state: RunState | None = None
+) -> str:
+    """The one JSON object `--json` prints for a run that failed before it returned: the keys
+    of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
+    at hand, else null and empty."""
+    usage: dict[str, Any] | None = None
+    iterations: int | None = None
+    steps: list[ToolCallStep] = []
+    if state is not None:
+        exchange = state.response or state.request
+        metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
+        usage = (metadata.usage + tool_usage(state.response)).model_dump()
+        iterations = metadata.iteration_count
+        steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    shown = {
+        "run_id": run_id,
+        "agent": agent,
+        "output": None,
+        "error": str(exc),
+        "usage": usage,
+        "iterations": iterations,
+        "steps": _steps(steps),
+    }
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def _steps(steps: Sequence[ToolCallStep]) -> list[dict[str, Any]]:
+    return [
+        {"tool": step.tool, "input": step.tool_input, "observation": step.observation}
+        for step in steps
+    ]

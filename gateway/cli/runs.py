@@ -12,7 +12,7 @@ import anyio
 
 from ..approval import ApprovalRequest, Decision
 from ..errors import UnknownRun
-from .common import Commands
+from .common import Commands, add_verbose_option
 from .exits import OK
 from .run_tree import render_run
 from .stored import (
@@ -62,6 +62,7 @@ def register(commands: Commands) -> None:
         decide.set_defaults(handler=handler)
         decisions.append(decide)
     for sub in (listing, show, resume, cancel, *decisions):
+        add_verbose_option(sub)
         sub.add_argument("--config", help="TOML or JSON config (for its [store] url)")
     for sub in (listing, show, cancel, *decisions):
         add_store_options(sub)

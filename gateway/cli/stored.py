@@ -211,8 +211,10 @@ async def _drive(
     hint = resume_hint(state.run_id, args, url)
     # Chat memory goes to the run's store too, unless the config names its own.
     config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
+    items = _as_items(args, state)
+    so_far: RunState | None = None  # a failed run's last checkpoint, for --json
     async with (
-        terminal_console(args, items=len(state.items) > 1) as console,
+        terminal_console(args, items=items) as console,
         open_gateway(
             config,
             model=model or args.model,
@@ -248,15 +250,33 @@ async def _drive(
                     raise  # it has ended: nothing to resume
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
+                    if args.json:
+                        so_far = await _last_state(store, state.run_id)
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
                     print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json:  # still one JSON object on stdout, for scripts
-                print(run_error_json(state.run_id, state.agent, exc))
+                print(run_error_json(state.run_id, state.agent, exc, so_far))
             raise
-    return print_run(result, args, items=len(state.items) > 1, shown=console.streamed)
+    return print_run(result, args, items=items, shown=console.streamed)
+
+
+def _as_items(args: argparse.Namespace, state: RunState) -> bool:
+    """Whether the answers are JSON lines: `run --items`, even of one line. A resumed run's
+    `--items` is not recorded: one of several items is."""
+    if hasattr(args, "items"):
+        return bool(args.items)
+    return len(state.items) > 1
+
+
+async def _last_state(runs: DurableRuns, run_id: str) -> RunState | None:
+    """The run's last checkpoint, if the store still answers (what failed may be the store)."""
+    try:
+        return await runs.state(run_id)
+    except Exception:
+        return None
 
 
 def print_run(

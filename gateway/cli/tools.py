@@ -7,11 +7,14 @@ import json
 from collections.abc import Mapping
 from typing import Any, NoReturn, cast
 
-from toolkits import HasHealth, NodeHealth, Tool, result_text
+from agent import AgentError, AgentItem
+from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, result_text
 
 from ..assembly import open_gateway
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownTool
+from ..run_state import RunState
+from ..trace import new_id
 from .common import (
     Commands,
     add_strict_option,
@@ -23,7 +26,7 @@ from .common import (
     with_steps,
 )
 from .exits import FAILED, OK, RunFailed
-from .results import print_result
+from .results import print_result, run_error_json
 
 __all__ = ["register"]
 
@@ -98,9 +101,19 @@ async def _call_agent(
     if as_json:
         with_steps(gateway, name)
     session = arguments.get("session_id")
-    result = await gateway.run(
-        name, prompt, session_id=session if isinstance(session, str) else None
-    )
+    item = AgentItem(prompt=prompt, session_id=session if isinstance(session, str) else None)
+    state = RunState(run_id=new_id(), agent=name, items=[item])
+    latest: list[RunState] = []
+
+    async def keep(saved: RunState) -> None:  # what a failed run did so far, for --json
+        latest[:] = [saved]
+
+    try:
+        result = await gateway.resume(state, checkpoint=keep if as_json else None)
+    except (AgentError, ToolkitError, GatewayError) as exc:
+        if as_json:  # still one JSON object on stdout, as `run --json`
+            print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
+        raise
     return print_result(result, as_json=as_json)
 
 

@@ -1,5 +1,5 @@
-"""How DBOS is set up in this process: its log records go where ours go, and a SQLite store
-keeps a write-ahead log."""
+"""How DBOS is set up in this process: its log records go where ours go, each in one line,
+and a SQLite store keeps a write-ahead log."""
 
 from __future__ import annotations
 
@@ -21,6 +21,36 @@ def log_through_ours() -> None:
         dbos_log.addHandler(logging.NullHandler())  # DBOS adds its own console to none
     dbos_log.propagate = True
     dbos_log.setLevel(logging.WARNING)
+    if not any(isinstance(f, _OneLine) for f in dbos_log.filters):
+        dbos_log.addFilter(_OneLine())
+
+
+_SAID_BY_US = (
+    "DBOS failed to launch",
+    "Error connecting to the DBOS system database",
+    "Could not connect to postgres database to verify existence",
+)
+"""DBOS's words for a store that cannot be opened: `open_runs` says why in one line."""
+
+
+class _OneLine(logging.Filter):
+    """Drops DBOS's records of a store it cannot open, and folds any other traceback or
+    multi-line message (SQL, parameters) into its first line: a store's failure is one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith(_SAID_BY_US):
+            return False
+        cause = record.exc_info[1] if record.exc_info else None
+        if cause is None and "\n" not in message:
+            return True
+        first = message.strip().splitlines()[0] if message.strip() else ""
+        if cause is not None:
+            said = (str(cause).strip().splitlines() or [""])[0]
+            first = f"{first} {type(cause).__name__}: {said}".strip()
+        record.msg, record.args = first, None
+        record.exc_info = record.exc_text = None
+        return True
 
 
 def write_ahead_log(file: str) -> None:

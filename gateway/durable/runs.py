@@ -20,8 +20,13 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import AsyncGenerator, Collection, Sequence
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from collections.abc import AsyncGenerator, Collection, Generator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    AsyncExitStack,
+    asynccontextmanager,
+    contextmanager,
+)
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -30,6 +35,7 @@ import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
 from pydantic import JsonValue
+from sqlalchemy.exc import SQLAlchemyError
 
 from toolkits import in_background
 
@@ -499,19 +505,32 @@ class DurableRuns:
             raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
         return RunResult.model_validate_json(done)
 
+    @contextmanager
+    def _reading(self) -> Generator[None]:
+        """A database error as one line (`store_failure`): a file that is not a database, a
+        server that went away."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise store_failure(self.url, exc) from None
+
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
         """The runs, newest first; `status` one of `status.STATUSES`."""
-        found = await self._client.list_workflows_async(
-            name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
-        )
-        infos = [await self._info(w) for w in found]
+        with self._reading():
+            found = await self._client.list_workflows_async(
+                name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
+            )
+            infos = [await self._info(w) for w in found]
         return [info for info in infos if status is None or info.status == status]
 
     async def get(self, run_id: str) -> RunInfo:
-        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_output=False)
-        if not found:
-            raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
-        return await self._info(found[0])
+        with self._reading():
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_output=False
+            )
+            if not found:
+                raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
+            return await self._info(found[0])
 
     async def _info(self, status: Any) -> RunInfo:
         execution = waiting = None
@@ -536,20 +555,25 @@ class DurableRuns:
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)
-        return run_steps(await self._client.list_workflow_steps_async(run_id))
+        with self._reading():
+            return run_steps(await self._client.list_workflow_steps_async(run_id))
 
     async def result(self, run_id: str) -> RunResult | None:
         """What the run returned, if it has succeeded."""
-        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
+        with self._reading():
+            found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
         output = found[0].output if found and found[0].status == "SUCCESS" else None
         return RunResult.model_validate_json(output) if isinstance(output, str) else None
 
     async def state(self, run_id: str) -> RunState | None:
         """The run's last checkpoint, else the state it started from."""
-        saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-        if isinstance(saved, str):
-            return RunState.model_validate_json(saved)
-        found = await self._client.list_workflows_async(workflow_ids=[run_id], load_output=False)
+        with self._reading():
+            saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
+            if isinstance(saved, str):
+                return RunState.model_validate_json(saved)
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_output=False
+            )
         inputs = found[0].input if found else None
         return RunState.model_validate_json(inputs["args"][0]) if inputs else None
 
@@ -568,8 +592,16 @@ class DurableRuns:
         return len(old)
 
     async def cancel(self, run_id: str) -> None:
-        await self.get(run_id)
-        await self._client.cancel_workflow_async(run_id)
+        """Stop the run wherever it runs; it is not resumed. Raises `UnknownRun` for a run that
+        is not stored or has ended (DBOS would leave it as it was, and say nothing)."""
+        info = await self.get(run_id)
+        if info.status not in ACTIVE_STATUSES:
+            raise UnknownRun(
+                f"run {run_id!r} has ended ({info.status}): it cannot be cancelled; "
+                f"`agent-gateway runs show {run_id}` shows it"
+            )
+        with self._reading():
+            await self._client.cancel_workflow_async(run_id)
 
     def _need_launch(self) -> None:
         if self._queue is None:

@@ -20,6 +20,7 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 from pydantic import JsonValue
 
@@ -180,7 +181,17 @@ def store_failure(url: str, exc: BaseException) -> StoreError:
     or not a store (`StoreError`)."""
     cause = getattr(exc, "orig", None) or exc
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
+    password = _password(url)
+    if password:  # a driver may quote its connection string
+        first = first.replace(password, "***")
     kind = type(cause).__name__
     unreachable = kind == "OperationalError" and url.startswith(("postgresql:", "postgres:"))
     error = StoreUnavailable if unreachable else StoreError
     return error(f"cannot open the run store {redacted(url)}: {first}")
+
+
+def _password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None

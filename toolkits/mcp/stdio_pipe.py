@@ -27,6 +27,8 @@ read (the SDK's reader re-joins its whole buffer with every read).
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
@@ -278,19 +280,37 @@ class StdioLink:
         self.pipe: Pipe | None = None
 
 
+def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) -> OSError:
+    """`exc` naming what was not found: uvloop's spawn names neither the command nor the
+    working directory (asyncio's names one of them)."""
+    if not isinstance(exc, FileNotFoundError | PermissionError) or exc.errno is None:
+        return exc
+    command, cwd = server.command, server.cwd
+    if cwd is not None and not os.path.isdir(cwd):
+        return FileNotFoundError(f"the server's working directory {str(cwd)!r} does not exist")
+    found = command if os.sep in command else shutil.which(command, path=path)
+    if isinstance(exc, FileNotFoundError) and found is not None and os.path.exists(found):
+        return FileNotFoundError(
+            f"command {found!r} exists, but the interpreter its #! names does not"
+        )
+    if found is None:
+        return FileNotFoundError(f"command {command!r} not found on PATH")
+    return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
+
+
 @asynccontextmanager
 async def open_stdio(
     server: StdioServerParameters, errlog: TextIO, link: StdioLink
 ) -> AsyncGenerator[TransportStreams]:
     """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`."""
     command = await _get_executable_command(server.command)
-    process = await _create_platform_compatible_process(
-        command=command,
-        args=server.args,
-        env=get_default_environment() | (server.env or {}),
-        errlog=errlog,
-        cwd=server.cwd,
-    )
+    env = get_default_environment() | (server.env or {})
+    try:
+        process = await _create_platform_compatible_process(
+            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
+        )
+    except OSError as exc:
+        raise _not_started(server, env.get("PATH"), exc) from None
     # As the SDK: no awaits from the spawn until the task group, or a cancellation delivered
     # in the gap would leak the live process.
     assert process.stdin is not None

@@ -1,0 +1,110 @@
+"""The command line's answers at the edges of the run store, in subprocesses (where DBOS's own
+log records reach stderr): a store that is not one or cannot be reached says so in one line;
+a run that has ended is not cancelled; `--json` prints every key also when the run fails;
+`--items` of one line answers in JSON lines, stored or not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.durable.cli_runs import cli, script_model, tool_call
+
+CONFIG = '[tools.calculator]\nbuiltin = "calculator"\n[agents.assistant]\ntools = ["calculator"]\n'
+KEYS = ["run_id", "agent", "output", "error", "usage", "iterations", "steps"]
+"""What `run --json` prints, as the README lists it."""
+
+
+def _config(tmp_path: Path) -> str:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG)
+    return str(config)
+
+
+def test_a_store_that_is_not_one_or_is_down_is_one_line_with_the_right_exit_code(
+    tmp_path: Path,
+) -> None:
+    junk = tmp_path / "notdb.sqlite"
+    junk.write_text("junk\n")
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    run = ["run", "q", "--config", _config(tmp_path), "--model", model]
+    not_a_db = f"sqlite:///{junk}"
+    for command in (
+        [*run, "--store", not_a_db],
+        ["runs", "list", "--store", not_a_db],
+        ["runs", "show", "r1", "--store", not_a_db],
+        ["runs", "cancel", "r1", "--store", not_a_db],
+    ):
+        done = cli(*command)
+        assert done.returncode == 2, (command, done.stderr)  # bad input
+        assert (
+            done.stderr == f"error: cannot open the run store {not_a_db}: file is not a database\n"
+        )
+    down = "postgresql://gw:s3cret@127.0.0.1:1/gw"  # nothing listens on port 1
+    for command in ([*run, "--store", down], ["runs", "list", "--store", down]):
+        done = cli(*command)
+        assert done.returncode == 1, (command, done.stderr)  # the database cannot be reached
+        assert done.stderr.count("\n") == 1, done.stderr
+        assert done.stderr.startswith("error: cannot open the run store postgresql://gw:***@")
+        assert "s3cret" not in done.stderr
+
+
+def test_a_run_that_has_ended_is_not_cancelled(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    done = cli(
+        "run", "q", "--config", _config(tmp_path), "--model", model, "--store", store, "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    cancel = cli("runs", "cancel", run_id, "--store", store)
+    assert cancel.returncode == 2
+    assert cancel.stderr == (
+        f"error: run {run_id!r} has ended (succeeded): it cannot be cancelled; "
+        f"`agent-gateway runs show {run_id}` shows it\n"
+    )
+    listed = cli("runs", "list", "--store", store)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:2] == [run_id, "succeeded"]
+
+
+def test_json_of_a_failed_run_has_every_key_and_what_it_did_so_far(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    # One tool call, then the model has nothing more to say: the run fails at its second call.
+    model = script_model(
+        tmp_path / "a.json", {"tool_calls": [tool_call("calculator", "c1", expression="6 * 7")]}
+    )
+    so_far = [{"tool": "calculator", "input": {"expression": "6 * 7"}, "observation": "42"}]
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    for where in (["--store", store], ["--no-store"]):
+        done = cli("run", "q", "--config", config, "--model", model, "--json", *where)
+        assert done.returncode == 1, done.stderr
+        printed = json.loads(done.stdout)
+        assert list(printed) == KEYS
+        assert printed["output"] is None
+        assert "has 1 answers and was asked for answer 2" in printed["error"]
+        if where[0] == "--store":  # its last checkpoint is at hand
+            assert printed["usage"]["requests"] == 1
+            assert printed["steps"] == so_far
+    with_model = tmp_path / "with_model.toml"
+    with_model.write_text(CONFIG + f'model = "{model}"\n')
+    done = cli(
+        "call", "assistant", "--config", str(with_model), "--args", '{"prompt": "6*7?"}', "--json"
+    )
+    assert done.returncode == 1, done.stderr
+    printed = json.loads(done.stdout)
+    assert list(printed) == KEYS
+    assert (printed["agent"], printed["output"], printed["steps"]) == ("assistant", None, so_far)
+    assert printed["usage"]["requests"] == 1
+    assert "has 1 answers" in printed["error"]
+
+
+def test_items_of_one_line_answer_in_json_lines_stored_or_not(tmp_path: Path) -> None:
+    items = tmp_path / "one.jsonl"
+    items.write_text('"one?"\n')
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    run = ["run", "--items", str(items), "--config", _config(tmp_path), "--model", model]
+    for where in (["--store", f"sqlite:///{tmp_path / 'runs.sqlite'}"], ["--no-store"]):
+        done = cli(*run, *where)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"index": 0, "output": "hi", "error": None}
