@@ -52,6 +52,7 @@ async def open_gateway(
     hooks: Sequence[TraceHook] = (),
     state_dir: str | Path | None = None,
     http_client: httpx.AsyncClient | None = None,
+    start_wait: float | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
     still asked with its agent's `temperature`, `max_tokens`, `top_p`).
@@ -59,7 +60,9 @@ async def open_gateway(
     Chat memory is what the config says, by default the run store's database (the config's
     `[store] url`, else a SQLite file in `state_dir` or the data directory): see
     `gateway.memory_config`. The models' requests go through `http_client`
-    (default: a pool of this gateway's own, closed with it).
+    (default: a pool of this gateway's own, closed with it). With `start_wait`, the gateway
+    comes up after that many seconds at most: a server still starting then joins it once
+    ready (its tools appear; their node says so to subscribers).
     """
     nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
     memories, stores = open_memories(
@@ -117,7 +120,9 @@ async def open_gateway(
         # Every MCP server connects concurrently; one that fails to start is reported in its
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
-        async with McpToolkitGroup(servers_config, targets=targets) as servers:
+        async with McpToolkitGroup(
+            servers_config, targets=targets, settle_within=start_wait
+        ) as servers:
             for server in servers:  # "the usual way" is the SDK's at both ends
                 server.raw_calls = config.gateway.pass_through
             with configure_otel() if config.gateway.otel else nullcontext():

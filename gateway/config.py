@@ -80,6 +80,11 @@ class GatewaySettings(_Strict):
     at most its own `max_concurrency` (an MCP server's key; default 64) from all clients."""
     max_depth: int = Field(default=4, ge=1)
     """How deep agents may nest as tools of other agents (and gateways inside gateways)."""
+    start_wait: float = Field(default=10.0, ge=0)
+    """How long `serve` waits for its MCP servers to start before it answers (not with
+    `--strict`): clients give up on `initialize` after 60 s (Claude Desktop, the TS SDK), and
+    one slow server must not cost the others. One still starting joins once ready: its tools
+    appear, and clients are told the list changed."""
     expose_tools: bool = False
     """Proxy mode for every node: serve its tools (and an MCP server's resources, resource
     templates, prompts and completions) beside the agents."""

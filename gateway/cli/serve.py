@@ -99,7 +99,12 @@ async def _serve(args: argparse.Namespace) -> int:
         # Chat memory goes to the run store's database too, unless the config names its own.
         config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     async with (
-        open_gateway(config, model=args.model, hooks=trace_hooks(args)) as gateway,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args),
+            start_wait=None if args.strict else config.gateway.start_wait,
+        ) as gateway,
         # Served over HTTP, a replica: it finishes the runs of replicas that died.
         open_store(
             url,

@@ -7,13 +7,16 @@
 
 Entering starts every node's owner task concurrently and returns once each has settled (ready,
 or failed and retrying in the background): a server that cannot start never holds the others
-back. Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
+back. With `settle_within`, it returns after that long at most: a server still starting goes on
+in the background, and its node says when its tools arrive (`subscribe`). Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
 listing changes.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 
 import anyio
 import anyio.abc
@@ -39,8 +42,10 @@ class McpToolkitGroup(InBackground):
         *,
         targets: Mapping[str, Target] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
+        settle_within: float | None = None,
     ) -> None:
         """`targets` replaces the transport of the servers it names (tests, embedding)."""
+        self._settle_within = settle_within
         targets = targets or {}
         unknown = set(targets) - set(configs)
         if unknown:
@@ -103,13 +108,30 @@ class McpToolkitGroup(InBackground):
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Run every node until cancelled; `started()` once all of them have settled."""
+        """Run every node until cancelled; `started()` once all of them have settled, or
+        `settle_within` s have passed (a node still starting then lists no tools until ready)."""
+        wait = math.inf if self._settle_within is None else self._settle_within
         async with anyio.create_task_group() as tg:
-            async with anyio.create_task_group() as starting:
-                for node in self._nodes.values():
-                    # Each node's owner task lives in `tg`; `starting` only waits for it to settle.
-                    starting.start_soon(tg.start, node.run)
+            settled = {node: _Settled() for node in self._nodes.values()}
+            for node, status in settled.items():
+                tg.start_soon(partial(node.run, task_status=status))
+            with anyio.move_on_after(wait):
+                for status in settled.values():
+                    await status.event.wait()
+            for node, status in settled.items():
+                if not status.event.is_set():
+                    node.stop_awaiting()
             task_status.started()
+
+
+class _Settled(anyio.abc.TaskStatus[None]):
+    """A node's owner task's `started()`, heard without waiting on the task itself."""
+
+    def __init__(self) -> None:
+        self.event = anyio.Event()
+
+    def started(self, value: None = None) -> None:
+        self.event.set()
 
 
 def _all(unsubscribers: list[Callable[[], None]]) -> Callable[[], None]:

@@ -136,6 +136,8 @@ class McpToolkit(InBackground):
             name, self._session, timeout=config.timeout, log=self._log
         )
         self._listing: dict[str, mcp_types.Tool] = {}
+        self._awaited = True
+        """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
         """The listing and names `_tools` were made of (each node's listing renames them all)."""
         self._tools: tuple[Tool, ...] = ()
@@ -198,15 +200,23 @@ class McpToolkit(InBackground):
         return NodeTools(self._name, self._config.prefix, tuple(self._listing))
 
     async def list_tools(self) -> Sequence[Tool]:
-        """The tools offered now; while the first connection is being made, waits for it."""
-        if self._session.health.state == "connecting":
+        """The tools offered now; while the first connection is being made, waits for it
+        (unless told to stop awaiting it)."""
+        if self._awaited and self._session.health.state == "connecting":
             with anyio.move_on_after(self._config.connect_timeout or self._config.timeout):
                 await self._session.wait_for_health(lambda health: health.state != "connecting")
         return self._tools
 
     def tools_at_hand(self) -> Sequence[Tool] | None:
         """The tools offered now, unless the first connection is still being made."""
-        return None if self._session.health.state == "connecting" else self._tools
+        connecting = self._awaited and self._session.health.state == "connecting"
+        return None if connecting else self._tools
+
+    def stop_awaiting(self) -> None:
+        """List no tools while the first connection is still being made, as for a server that
+        is down: a gateway that has waited long enough goes on without this one, which joins
+        once ready (its tools appear; `subscribe` hears of it)."""
+        self._awaited = False
 
     @property
     def catalog(self) -> McpCatalog:

@@ -1,0 +1,86 @@
+"""`serve` answers while a slow MCP server is still starting (after `start_wait`), and the
+server joins once ready: its tools appear and the client is told the list changed. A real
+`agent-gateway serve --stdio` with two real stdio servers; the slow one waits on a FIFO the
+test opens."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from anyio.streams.buffered import BufferedByteReceiveStream
+
+from .processes import REPO, SCRIPT
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+PIPED = REPO / "tests" / "servers" / "piped.py"
+LATE = (
+    "import runpy, sys; open(sys.argv[1]).close(); "  # blocks until the test opens the FIFO
+    "runpy.run_path(sys.argv[2], run_name='__main__')"
+)
+
+
+def _config(directory: Path, fifo: Path) -> Path:
+    config = directory / "agent-gateway.toml"
+    config.write_text(
+        "[gateway]\nexpose_tools = true\nstart_wait = 1\n"
+        f'[mcpServers.quick]\ncommand = "{sys.executable}"\nargs = ["{PIPED}"]\n'
+        'prefix = "always"\n'
+        f'[mcpServers.late]\ncommand = "{sys.executable}"\n'
+        f'args = ["-c", "{LATE}", "{fifo}", "{PIPED}"]\nprefix = "always"\n'
+    )
+    return config
+
+
+async def test_a_slow_server_does_not_hold_the_others_back(tmp_path: Path) -> None:
+    fifo = tmp_path / "start"
+    os.mkfifo(fifo)
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(_config(tmp_path, fifo))]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = await anyio.open_process(command, env=env, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    lines = BufferedByteReceiveStream(process.stdout)
+
+    async def send(message: dict[str, Any]) -> None:
+        assert process.stdin is not None
+        await process.stdin.send(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+
+    async def receive() -> dict[str, Any]:
+        return json.loads(await lines.receive_until(b"\n", 1 << 20))
+
+    async def tool_names(request: int) -> set[str]:
+        await send({"id": request, "method": "tools/list"})
+        answer = await receive()
+        while answer.get("id") != request:
+            answer = await receive()
+        return {tool["name"].split("__")[0] for tool in answer["result"]["tools"]}
+
+    try:
+        with anyio.fail_after(30):  # the late server's connect_timeout is 60 s
+            client = {"name": "test", "version": "1"}
+            params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+            await send({"id": 1, "method": "initialize", "params": params})
+            assert (await receive())["id"] == 1
+            await send({"method": "notifications/initialized"})
+            assert await tool_names(2) == {"quick"}
+
+            await anyio.to_thread.run_sync(lambda: fifo.open("w").close())  # late may start
+            while (await receive()).get("method") != "notifications/tools/list_changed":
+                pass
+            assert await tool_names(3) == {"quick", "late"}
+    finally:
+        await process.stdin.aclose()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.wait()
