@@ -13,10 +13,14 @@ Which call a request belongs to:
   the call is known exactly (a context variable the node sets for the call's duration: the
   SDK's own context propagation is what tells the calls apart).
 - Handshake-era stdio and SSE say nothing about it on the wire. Then the node looks at its calls
-  in flight: if they all have one owner (`CallContext.owner`: one upstream client), that owner
-  answers; calls of several owners make the request ambiguous, and it is refused rather than
-  shown to the wrong client. A request while no call is in flight (a server syncing roots at
-  startup) is refused.
+  in flight whose caller can answer the request (has `answer`, and declared the capability it
+  needs: `CallContext.answerable`); the others cannot have it shown to them whoever it belongs
+  to, so they do not make it ambiguous. If those calls all have one owner
+  (`CallContext.owner`: one upstream client), that owner answers; calls of several owners make
+  the request ambiguous, and it is refused rather than shown to the wrong client. If none can
+  answer it and the calls that have `answer` are of one owner, its answerer refuses it (saying
+  what its caller lacks); of several owners, the refusal says that nobody can answer it. A
+  request while no call is in flight (a server syncing roots at startup) is refused.
 
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
@@ -148,12 +152,13 @@ class CallsInFlight:
         """The call of the running context, if it is one of this node's."""
         return self._current()
 
-    def asking_call(self) -> InFlightCall | None:
-        """The call whose caller a request of the node's own would be put to now (the one
-        `answer` would choose), if that caller answers requests."""
+    def asking_call(self, asks: str = "elicitation") -> InFlightCall | None:
+        """The call whose caller a request of the node's own needing capability `asks` would
+        be put to now (the one `answer` would choose), if that caller answers requests. The
+        node's own requests are URL-mode elicitations (`oauth`)."""
         call = self._current()
         if call is None:
-            found = self._attribute()
+            found = self._attribute(asks)
             call = found if isinstance(found, InFlightCall) else None
         return call if call is not None and call.answer is not None else None
 
@@ -161,7 +166,7 @@ class CallsInFlight:
         """Answer a request of the node's server (see the module docstring)."""
         call = self._current()
         if call is None:
-            found = self._attribute()
+            found = self._attribute(_needs(request))
             if isinstance(found, str):
                 return refusal(request, found)
             call = found
@@ -207,17 +212,28 @@ class CallsInFlight:
         call = _call.get()
         return call if call is not None and any(call is mine for mine in self._calls) else None
 
-    def _attribute(self) -> InFlightCall | str:
-        """The call a request with no known origin belongs to, or why none can be chosen."""
+    def _attribute(self, asks: str) -> InFlightCall | str:
+        """The call a request with no known origin, needing client capability `asks`,
+        belongs to, or why none can be chosen (see the module docstring)."""
         if not self._calls:
             return f"no call is in flight on MCP server {self._node!r}, so there is nobody to ask"
-        owners = {id(call.owner) if call.answer else None for call in self._calls}
-        if len(owners) > 1:
+        askable = [call for call in self._calls if call.answer is not None]
+        if not askable:
+            return self._calls[-1]  # refused as not made for a client
+        able = [call for call in askable if call.answerable is None or asks in call.answerable]
+        if _owners(able) > 1:
             return (
                 f"calls of several clients are in flight on MCP server {self._node!r}, and its "
                 "transport does not say which call this request belongs to"
             )
-        return self._calls[-1]
+        if able:
+            return able[-1]
+        if _owners(askable) == 1:
+            return askable[-1]  # its answerer says what its caller lacks
+        return (
+            f"none of the clients with calls in flight on MCP server {self._node!r} declared "
+            f"{asks}, so nobody can answer it"
+        )
 
     def client_callbacks(self) -> dict[str, Any]:
         """The SDK `Client` keyword arguments that declare the capabilities and route here."""
@@ -259,6 +275,22 @@ class CallsInFlight:
             "elicitation_callback": elicitation,
             "list_roots_callback": roots,
         }
+
+
+def _needs(request: InputRequest) -> str:
+    """The client capability (of `ASKING`) a caller must have declared to answer `request`."""
+    match request:
+        case mcp_types.CreateMessageRequest():
+            return "sampling"
+        case mcp_types.ElicitRequest():
+            return "elicitation"
+        case mcp_types.ListRootsRequest():
+            return "roots"
+
+
+def _owners(calls: list[InFlightCall]) -> int:
+    """How many owners `calls` have (owners need not be hashable)."""
+    return len({id(call.owner) for call in calls})
 
 
 def _passed_through(stamp: Stamp, current: Callable[[], InFlightCall | None]) -> Stamp:
