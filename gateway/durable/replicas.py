@@ -129,6 +129,8 @@ async def follow_elsewhere(
             await teller.tell(client)
         if status.status == "SUCCESS" and isinstance(status.output, str):
             return RunResult.model_validate_json(status.output)
+        if status.status == "ERROR":  # every item failed (`ItemsFailed`), or DBOS could not run it
+            raise GatewayError(f"run {run_id!r} failed: {status.error}")
         if status.status not in ("PENDING", "ENQUEUED"):
             raise GatewayError(f"run {run_id!r} ended: {status.status.lower()}")
         execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)

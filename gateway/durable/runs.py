@@ -26,6 +26,7 @@ from contextlib import (
     AsyncExitStack,
     asynccontextmanager,
     contextmanager,
+    suppress,
 )
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -163,12 +164,28 @@ async def _run_workflow(initial: str) -> str:
         raise _Stopped
     execution.running = True
     try:
-        return await _execute(host, host.gateway, run_id, initial, execution)
+        done = await _execute(host, host.gateway, run_id, initial, execution)
     finally:
         execution.finished.set()
         execution.stir()
         if execution.background and host.executions.get(run_id) is execution:
             del host.executions[run_id]
+    failed = _failed(execution.result)
+    if failed is not None:
+        raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
+    return done
+
+
+class ItemsFailed(Exception):
+    """Every item of a run failed on its own (max iterations, a request the model refused):
+    the run ended, and failed. Its result is the driver's (`_Execution.result`)."""
+
+
+def _failed(result: RunResult | None) -> str | None:
+    """The error of a run whose every item failed (the first item's), else None."""
+    if result is None or not result.items or any(i.error is None for i in result.items):
+        return None
+    return result.items[0].error
 
 
 async def _execute(
@@ -439,7 +456,7 @@ class DurableRuns:
                 if execution.result is None:
                     raise GatewayError(f"run {run_id!r} was interrupted: it is stored, resumable")
                 if execution.handle is not None:  # until DBOS has recorded the end, too
-                    with anyio.fail_after(STOP_TIMEOUT):
+                    with anyio.fail_after(STOP_TIMEOUT), suppress(ItemsFailed):
                         await execution.handle.get_result(polling_interval_sec=POLL_SECONDS)
                 return execution.result
             waiting = execution.waiting
@@ -499,10 +516,13 @@ class DurableRuns:
         if execution.error is not None:
             raise execution.error
         try:
-            with anyio.fail_after(STOP_TIMEOUT):
+            with anyio.fail_after(STOP_TIMEOUT):  # until DBOS has recorded the end, too
                 done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
         except DBOSAwaitedWorkflowCancelledError:  # at its very end
             raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
+        except ItemsFailed:
+            assert execution.result is not None
+            return execution.result
         return RunResult.model_validate_json(done)
 
     @contextmanager
@@ -541,6 +561,9 @@ class DurableRuns:
             waiting = await self._client.get_event_async(
                 status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
             )
+        elif status.status == "ERROR" and status.error is None:
+            # Loaded with the output only, which a list leaves out (it may be large).
+            [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
         return run_info(status, execution, waiting)
 
     async def waiting(self, run_id: str) -> dict[str, ApprovalRequest]:

@@ -9,7 +9,8 @@ and why it stopped if it did):
     stopped           it failed (a model down), was interrupted, or its process on this
                       machine died: `runs resume` continues it
     succeeded         it finished (items that failed on their own are in its result)
-    failed            DBOS could not run it at all
+    failed            every item of it failed on its own (max iterations, ...), or DBOS
+                      could not run it at all
     cancelled         `runs cancel`
 """
 

@@ -108,3 +108,24 @@ def test_items_of_one_line_answer_in_json_lines_stored_or_not(tmp_path: Path) ->
         done = cli(*run, *where)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"index": 0, "output": "hi", "error": None}
+
+
+def test_a_run_whose_item_failed_is_stored_as_failed(tmp_path: Path) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        CONFIG.replace("[agents.assistant]\n", "[agents.assistant]\nmax_iterations = 1\n")
+    )
+    call = {"tool_calls": [tool_call("calculator", "c1", expression="1 + 1")]}
+    model = script_model(tmp_path / "loop.json", call, call, call)
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    done = cli("run", "q", "--config", str(config), "--model", model, "--store", store, "--json")
+    assert done.returncode == 1, done.stderr
+    printed = json.loads(done.stdout)
+    assert printed["error"].startswith("Max iterations (1) reached")
+    listed = cli("runs", "list", "--status", "failed", "--json", "--store", store)
+    [failed] = json.loads(listed.stdout)
+    assert (failed["run_id"], failed["error"]) == (printed["run_id"], printed["error"])
+    assert failed["agent"] == "assistant"
+    again = cli("resume", printed["run_id"], "--store", store)
+    assert again.returncode == 2
+    assert "has ended (failed)" in again.stderr
