@@ -119,7 +119,7 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with anyio.fail_after(30):
         async with await anyio.open_process(
-            [*command, "--state-dir", str(state_dir)], env=env, stdin=None
+            [*command, "--state-dir", str(state_dir), "--json"], env=env, stdin=None
         ) as process:
             assert process.stderr is not None
             lines = TextReceiveStream(process.stderr)
@@ -132,7 +132,11 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
             async for chunk in lines:
                 err += chunk
             code = await process.wait()
+            assert process.stdout is not None
+            out = "".join([chunk async for chunk in TextReceiveStream(process.stdout)])
     assert code == 130, err
+    printed = json.loads(out)  # --json: one object on stdout, also when interrupted
+    assert printed["error"].startswith("interrupted: the run is stored: agent-gateway resume ")
     assert marker.read_text() == "cancelled"  # the tool was cancelled, not left running
     match = re.search(
         r"interrupted: run (\w+) is stored: agent-gateway resume \1 --state-dir (\S+)", err

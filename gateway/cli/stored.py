@@ -255,6 +255,9 @@ async def _drive(
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
                     print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
+                    if args.json:  # still one JSON object on stdout, for scripts
+                        stopped = GatewayError(f"interrupted: the run is stored: {hint}")
+                        print(run_error_json(state.run_id, state.agent, stopped), flush=True)
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json:  # still one JSON object on stdout, for scripts
