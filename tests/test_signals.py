@@ -65,3 +65,34 @@ async def test_a_second_signal_stops_the_waiting_and_leaves_no_listener_unawaite
     gc.collect()  # a coroutine never awaited would warn here (warnings are errors)
     assert code == 128 + signal.SIGTERM
     assert "second" not in started
+
+
+async def test_ctrl_c_after_a_signal_stops_the_waiting_too() -> None:
+    waiting = anyio.Event()
+    stray: list[int] = []  # a SIGINT that reached the process's own handler
+
+    async def wait() -> None:
+        waiting.set()
+        await anyio.sleep_forever()
+
+    async def command(_: object) -> int:
+        with on_signal(wait):
+            os.kill(os.getpid(), signal.SIGTERM)
+            await waiting.wait()
+            os.kill(os.getpid(), signal.SIGINT)
+            await anyio.sleep_forever()
+        return 0
+
+    def record(signum: int, _frame: object) -> None:
+        stray.append(signum)
+
+    previous = signal.signal(signal.SIGINT, record)
+    try:
+        with anyio.fail_after(5):
+            code = await until_signalled(command, None)
+        restored = signal.getsignal(signal.SIGINT)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert code == 128 + signal.SIGTERM
+    assert stray == []
+    assert restored is record  # put back once the waiting ended

@@ -7,13 +7,13 @@ signal's number, as a shell reports it.
 
 What must happen before the unwinding starts registers with `on_signal`: a replica handing
 its runs over rather than stopping them, an HTTP server letting the calls in flight finish
-(the listener returns what to wait for). A second signal stops the waiting.
+(the listener returns what to wait for). A second signal stops the waiting, Ctrl-C too.
 """
 
 from __future__ import annotations
 
 import signal
-from collections.abc import Awaitable, Callable, Coroutine, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
@@ -26,6 +26,8 @@ from toolkits import in_background
 __all__ = ["on_signal", "until_signalled"]
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""What ends a command after its listeners' waits. SIGINT before them is left to the event
+loop's own handler, which cancels the command at once, as Ctrl-C always did."""
 
 Listener = Callable[[], Awaitable[None] | None]
 """Called when a signal arrives; what it returns (if anything) is awaited before unwinding."""
@@ -64,14 +66,21 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             with anyio.open_signal_receiver(*SIGNALS) as received:
                 task_status.started()
-                async with anyio.create_task_group() as tg:
-                    async for signum in received:
-                        if signalled:  # a second one: no more waiting
-                            break
-                        signalled.append(signum)
-                        waits = [w for listener in list(listeners) if (w := listener()) is not None]
+                async for signum in received:
+                    signalled.append(signum)
+                    break
+                waits = [w for listener in list(listeners) if (w := listener()) is not None]
+                # While they wait, Ctrl-C is a second signal too: the loop's own handler
+                # would cancel only the task that runs the command, not the waits. After
+                # them, the loop's handler is back (not Python's, which raises anywhere).
+                with (
+                    _restored(signal.SIGINT),
+                    anyio.open_signal_receiver(signal.SIGINT) as interrupted,
+                ):
+                    async with anyio.create_task_group() as tg:
                         tg.start_soon(_wait_then_cancel, waits, tg.cancel_scope)
-                    tg.cancel_scope.cancel()
+                        for second in (received, interrupted):  # no more waiting
+                            tg.start_soon(_cancel_on_next, second, tg.cancel_scope)
             command.cancel()
 
         try:
@@ -80,6 +89,21 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
         finally:
             _listeners.reset(token)
     return 128 + signalled[0] if signalled else code
+
+
+@contextmanager
+def _restored(signum: signal.Signals) -> Generator[None]:
+    previous = signal.getsignal(signum)
+    try:
+        yield
+    finally:
+        if previous is not None:
+            signal.signal(signum, previous)
+
+
+async def _cancel_on_next(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:
+    await anext(signals)
+    scope.cancel()
 
 
 async def _wait_then_cancel(waits: list[Awaitable[None]], scope: anyio.CancelScope) -> None:

@@ -8,10 +8,13 @@ before it stops, unless the client cancelled that request.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import signal
 import subprocess
+import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,6 +44,25 @@ INITIALIZE = {
     },
 }
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+HANGING_SERVER = """
+import os, sys
+import anyio
+from mcp.server import MCPServer
+
+server = MCPServer("hang")
+
+
+@server.tool()
+async def hang() -> str:
+    \"\"\"Never answers; writes this process's pid to the FIFO `sys.argv[1]` first.\"\"\"
+    with open(sys.argv[1], "w") as fifo:
+        fifo.write(str(os.getpid()))
+    await anyio.sleep_forever()
+    return "never"
+
+
+server.run()
+"""
 
 
 def _call(request_id: int, name: str, **arguments: object) -> dict[str, Any]:
@@ -88,10 +110,15 @@ async def _front(config: Path) -> AsyncGenerator[tuple[Served, BufferedByteRecei
 
 @asynccontextmanager
 async def _serving_on(
-    tmp_path: Path, stdin: int | IO[bytes], stdout: int | IO[bytes]
+    tmp_path: Path,
+    stdin: int | IO[bytes],
+    stdout: int | IO[bytes],
+    *,
+    config: Path | None = None,
 ) -> AsyncGenerator[Process]:
     """`serve --stdio` reading `stdin` and writing `stdout`; stopped on exit."""
-    command = [str(SCRIPT), "serve", "--stdio", "--config", str(_config(tmp_path))]
+    config = config or _config(tmp_path)
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(config)]
     process = await anyio.open_process(
         command, stdin=stdin, stdout=stdout, stderr=subprocess.DEVNULL, cwd=REPO
     )
@@ -239,3 +266,61 @@ async def test_a_listen_stream_open_at_the_end_of_stdin_does_not_keep_the_server
     [ended] = rest  # the stream, ended as the server stops
     assert ended["id"] == 2
     assert "error" in ended
+
+
+async def _pid_from(fifo: Path) -> int:
+    """What the writer of `fifo` wrote, once it closed it (a wait that can be cancelled)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # no POLLHUP before a writer came
+    try:
+        data = b""
+        while True:
+            await anyio.wait_readable(fd)
+            if not (chunk := os.read(fd, 64)):
+                return int(data)
+            data += chunk
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("first", ["stdin", "stdout"])
+async def test_a_client_gone_mid_call_stops_the_gateway_and_its_servers(
+    tmp_path: Path, first: str
+) -> None:
+    """A client killed mid-call closes both pipes: no answer can reach it any more, so the
+    gateway cancels the call and exits, its server with it, rather than wait for the call's
+    timeout (10 minutes here)."""
+    fifo, script = tmp_path / "pid", tmp_path / "hang.py"
+    os.mkfifo(fifo)
+    script.write_text(HANGING_SERVER)
+    config = tmp_path / "gateway.json"
+    server = {"command": sys.executable, "args": [str(script), str(fifo)], "timeout": 600}
+    config.write_text(json.dumps({"gateway": {"expose_tools": True}, "mcpServers": {"h": server}}))
+    # Pipes of our own: closing a process stream of anyio's leaves its pipe open.
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    ours = {"stdin": stdin_write, "stdout": stdout_read}
+    pid: int | None = None
+    try:
+        async with _serving_on(tmp_path, stdin_read, stdout_write, config=config) as process:
+            for fd in (stdin_read, stdout_write):  # the gateway's ends
+                os.close(fd)
+            stdin_read = stdout_write = -1
+            with anyio.fail_after(50):  # two Python processes start, on a loaded machine maybe
+                os.write(stdin_write, _lines(INITIALIZE, INITIALIZED, _call(2, "h__hang")))
+                pid = await _pid_from(fifo)
+            hung = os.pidfd_open(pid)
+            try:
+                for end in sorted(ours, key=lambda name: name != first):
+                    os.close(ours.pop(end))
+                with anyio.fail_after(5):
+                    assert await process.wait() == 0
+                    await anyio.wait_readable(hung)  # readable once the server process ended
+            finally:
+                os.close(hung)
+    finally:
+        for fd in (stdin_read, stdout_write, *ours.values()):
+            if fd >= 0:
+                os.close(fd)
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # an orphan this test found must not outlive it

@@ -396,10 +396,15 @@ async def serve_http(
             try:
                 await (anyio.sleep_forever() if stop is None else stop.wait())
             finally:  # stopped or cancelled: shut down gracefully, within the grace
-                with anyio.CancelScope(shield=True), anyio.move_on_after(SHUTDOWN_GRACE):
-                    if sessions is not None:
-                        await sessions.close_all()
+                # No new connection from now on; those in flight go on (uvicorn waits).
                 uvicorn_server.should_exit = True
+                if sessions is not None:
+                    # Open GET streams would hold uvicorn's shutdown: the sessions close, each
+                    # once its calls in flight end; those still running when uvicorn cancels
+                    # stateless requests are cut off with them (the caller's cut-off at the
+                    # grace has them answered first).
+                    with anyio.CancelScope(shield=True):
+                        await sessions.close_all(grace=SHUTDOWN_GRACE + _REQUEST_SLACK)
 
 
 class _Uvicorn(uvicorn.Server):

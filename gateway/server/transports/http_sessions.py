@@ -12,6 +12,9 @@ Closing is the DELETE the client never sent, made to the SDK's endpoint as the s
 owner: the one way the SDK (mcp 2.3.0) offers to end a session from outside. The owner is
 compared as the SDK compares it (`authorization_context`), so a request with another
 credential's session id is left to the SDK to refuse and never counts for the session.
+
+At shutdown (`close_all`) a session without calls in flight (an open GET stream is not one)
+closes at once; one with calls is closed once they end, within the grace the server gives.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ class _Session:
     """The opening request's `scope["user"]`, for the DELETE made in its name."""
     last_active: float
     in_flight: int = 1
+    calls: int = 1
+    """Requests in flight other than GET streams (the opening request is one)."""
     idle: anyio.Event | None = None
     """Set once no request is in flight; made for a `wait_idle` only (an event is ~0.8 kB)."""
     closed: anyio.Event | None = None
@@ -98,6 +103,8 @@ class SessionLimits:
         self._lock = anyio.Lock()
         self._wake = anyio.Event()
         self._timer_waits = False
+        self._calls_ended: anyio.Event | None = None
+        """Set when a session's last call ends, while `close_all` waits for that."""
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -118,12 +125,28 @@ class SessionLimits:
                 session.closed = anyio.Event()
             await session.closed.wait()
 
-    async def close_all(self) -> None:
+    async def close_all(self, grace: float = 0) -> None:
         """Close every session as its client's DELETE would, ending its event streams: the
-        server is going away, and uvicorn waits for open streams before it shuts down."""
+        server is going away, and uvicorn waits for open streams before it shuts down.
+
+        A session with calls in flight is closed once they end, or after `grace` seconds:
+        closing it would end their event streams without an answer.
+        """
+        with anyio.move_on_after(grace):
+            while True:
+                ended = self._calls_ended = anyio.Event()
+                async with self._lock:
+                    for session_id, session in list(self._sessions.items()):
+                        if not session.calls:
+                            log.info("closing HTTP session %s: shutting down", session_id[:8])
+                            await self._close(session_id)
+                if not self._sessions:
+                    break
+                await ended.wait()
+        self._calls_ended = None
         async with self._lock:
             for session_id in list(self._sessions):
-                log.info("closing HTTP session %s: shutting down", session_id[:8])
+                log.info("closing HTTP session %s: shutting down, calls cut off", session_id[:8])
                 await self._close(session_id)
 
     def running(self) -> AbstractAsyncContextManager[TaskGroup]:
@@ -148,12 +171,14 @@ class SessionLimits:
     async def _serve_in_session(
         self, session_id: str, session: _Session, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        call = scope["method"] != "GET"
         session.in_flight += 1
+        session.calls += call
         watch = _Status(send)
         try:
             await self.app(scope, receive, watch)
         finally:
-            self._request_ended(session_id, session)
+            self._request_ended(session_id, session, call=call)
         status = watch.status
         gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
         if gone and self._sessions.get(session_id) is session:
@@ -190,10 +215,13 @@ class SessionLimits:
             if opened is None:
                 self._opening -= 1
             else:
-                self._request_ended(*opened)
+                self._request_ended(*opened, call=True)
 
-    def _request_ended(self, session_id: str, session: _Session) -> None:
+    def _request_ended(self, session_id: str, session: _Session, *, call: bool) -> None:
         session.in_flight -= 1
+        session.calls -= call
+        if not session.calls and self._calls_ended is not None:
+            self._calls_ended.set()
         if session.in_flight or self._sessions.get(session_id) is not session:
             return
         session.last_active = anyio.current_time()

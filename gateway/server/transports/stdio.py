@@ -8,7 +8,9 @@ a line that is not JSON-RPC is answered with its error, never dropped in silence
 of stdin the server stops once every request read is answered (or cancelled by the client),
 so a client that writes its requests and closes stdin gets every answer (a client that will
 not wait ends the process with a signal, as the spec has it, which cancels what still runs);
-a `subscriptions/listen` stream, answered only when it ends, is not waited for.
+a `subscriptions/listen` stream, answered only when it ends, is not waited for. Nor is
+anything once stdout's reader is gone too (a client killed mid-call): no answer can reach it,
+so what still runs is cancelled and the server stops, rather than wait for the calls' timeouts.
 
 Pipes and sockets (what a client that launches us hands over) are read and written on the
 event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
@@ -24,6 +26,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import select
 import stat
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager, suppress
@@ -91,7 +94,7 @@ async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd) -> None:
         writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
         async with server_writes, anyio.create_task_group() as reading:
             reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut)
-            reading.start_soon(reader.run, stdin)
+            reading.start_soon(reader.run, stdin, stdout)
             await server.run(server_reads, server_writes, init_options(server))
             reading.cancel_scope.cancel()
 
@@ -117,6 +120,22 @@ class _Fd:
                 await anyio.wait_readable(self.fd)
             except ConnectionResetError:  # a socket's client went away: the end, as for a pipe
                 return b""
+
+    async def wait_unread(self) -> None:
+        """Return once nothing reads what is written here any more: the pipe's read end is
+        closed (POLLERR), or the socket's peer (POLLHUP). Linux only (epoll); elsewhere, and
+        for a file or a terminal, never."""
+        epoll = getattr(select, "epoll", None)
+        if not self.polled or epoll is None:
+            await anyio.sleep_forever()
+            return
+        # An epoll instance of our own, polled by the loop: it is readable once the fd has
+        # an error or a hang-up (always reported, whatever the mask), with no busy wait while
+        # the fd is merely writable.
+        with epoll() as watch:
+            watch.register(self.fd, 0)
+            while not watch.poll(0):
+                await anyio.wait_readable(watch.fileno())
 
     async def write(self, data: bytes) -> None:
         view = memoryview(data)
@@ -189,7 +208,7 @@ class _Reader:
         self._shortcut = shortcut
         self._taken: anyio.abc.TaskGroup | None = None
 
-    async def run(self, stdin: _Fd) -> None:
+    async def run(self, stdin: _Fd, stdout: _Fd) -> None:
         async with self._to_server, self._to_client, anyio.create_task_group() as self._taken:
             pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
             while chunk := await stdin.read():
@@ -203,9 +222,19 @@ class _Reader:
                     pending.append(chunk[start:])
             await self._take(b"".join(pending))  # a last line with no newline
             # Closing `to_server` stops the server and cancels what it still runs.
-            await self._unanswered.all_answered()
+            async with anyio.create_task_group() as waiting:
+                # A client killed mid-call closed stdout too: nothing written would arrive,
+                # and until something is written only this notices.
+                waiting.start_soon(self._give_up_once_unread, stdout)
+                await self._unanswered.all_answered()
+                waiting.cancel_scope.cancel()
             # What is left was cancelled by the client, or the client is gone.
             self._taken.cancel_scope.cancel()
+
+    async def _give_up_once_unread(self, stdout: _Fd) -> None:
+        await stdout.wait_unread()
+        log.info("stdout is no longer read: cancelling the requests in flight")
+        self._unanswered.give_up()
 
     async def _take(self, line: bytes) -> None:
         if not line.strip():
