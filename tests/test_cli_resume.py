@@ -115,25 +115,8 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
         f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["wait"]\n',
     )
     state_dir = tmp_path / "runs"
-    command = [sys.executable, "-m", "gateway.cli", "run", "go", "--config", str(config)]
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with anyio.fail_after(30):
-        async with await anyio.open_process(
-            [*command, "--state-dir", str(state_dir), "--json"], env=env, stdin=None
-        ) as process:
-            assert process.stderr is not None
-            lines = TextReceiveStream(process.stderr)
-            err = ""
-            async for chunk in lines:
-                err += chunk
-                if "wait_until_cancelled: started" in err:
-                    break
-            process.send_signal(signal.SIGINT)
-            async for chunk in lines:
-                err += chunk
-            code = await process.wait()
-            assert process.stdout is not None
-            out = "".join([chunk async for chunk in TextReceiveStream(process.stdout)])
+    run = ["--config", str(config), "--state-dir", str(state_dir), "--json"]
+    code, out, err = await _interrupted_run(run, once="wait_until_cancelled: started")
     assert code == 130, err
     printed = json.loads(out)  # --json: one object on stdout, also when interrupted
     assert printed["error"].startswith("interrupted: the run is stored: agent-gateway resume ")
@@ -183,23 +166,32 @@ async def test_ctrl_c_during_a_blocking_python_tool_exits_at_once(tmp_path: Path
         '[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\n'
         f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["nap"]\n',
     )
-    command = [sys.executable, "-m", "gateway.cli", "run", "go", "--config", str(config)]
+    run = ["--config", str(config), "--state-dir", str(tmp_path / "runs")]
+    # Within 30 s, not the tool's 600 s: its thread is not waited for.
+    code, _, err = await _interrupted_run(run, once="sleep_blocking: started")
+    assert code == 130, err
+    assert "interrupted: run " in err
+    assert "Traceback" not in err
+
+
+async def _interrupted_run(options: list[str], *, once: str) -> tuple[int, str, str]:
+    """`run go OPTIONS` in a process, sent SIGINT once its stderr says `once`: its exit
+    code, stdout and stderr (within 30 s)."""
+    command = [sys.executable, "-m", "gateway.cli", "run", "go", *options]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    with anyio.fail_after(30):  # not the tool's 600 s: its thread is not waited for
-        async with await anyio.open_process(
-            [*command, "--state-dir", str(tmp_path / "runs")], env=env, stdin=None
-        ) as process:
+    with anyio.fail_after(30):
+        async with await anyio.open_process(command, env=env, stdin=None) as process:
             assert process.stderr is not None
+            assert process.stdout is not None
             lines = TextReceiveStream(process.stderr)
             err = ""
             async for chunk in lines:
                 err += chunk
-                if "sleep_blocking: started" in err:
+                if once in err:
                     break
             process.send_signal(signal.SIGINT)
             async for chunk in lines:
                 err += chunk
             code = await process.wait()
-    assert code == 130, err
-    assert "interrupted: run " in err
-    assert "Traceback" not in err
+            out = "".join([chunk async for chunk in TextReceiveStream(process.stdout)])
+    return code, out, err

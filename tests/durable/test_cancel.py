@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,59 +21,51 @@ CONFIG = (
 )
 
 
-async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, store: str) -> None:
+async def _cancelled_once(
+    tmp_path: Path, store: str, call: dict[str, Any], *, once: str, json_out: bool = False
+) -> tuple[str, int, str]:
+    """A run of `call` cancelled by `runs cancel` once its stderr says `once`: its id, its
+    exit code and stdout; its stderr has no traceback and says it was cancelled."""
     config = tmp_path / "agent-gateway.toml"
     config.write_text(CONFIG)
-    marker = tmp_path / "marker"
-    model = script_model(
-        tmp_path / "s.json",
-        {"tool_calls": [tool_call("wait", "w1", marker=str(marker))]},
-        {"content": "never"},
-    )
-    args = ("go", "--config", str(config), "--store", store, "--model", model, "--json")
-    run = await start_run(*args)
+    model = script_model(tmp_path / "s.json", {"tool_calls": [call]}, {"content": "never"})
+    args = ["go", "--config", str(config), "--store", store, "--model", model]
+    run = await start_run(*args, *(["--json"] if json_out else []))
     try:
-        await run.until("wait_until_cancelled: started")
-        [running] = list_runs(store)
-        cancelled = cli("runs", "cancel", running["run_id"], "--store", store)
+        await run.until(once)
+        [going] = list_runs(store)
+        cancelled = cli("runs", "cancel", going["run_id"], "--store", store)
         assert cancelled.returncode == 0, cancelled.stderr
         code, out = await run.finish()
     finally:
         await stop_run(run)
+    assert f"error: run {going['run_id']} was cancelled" in run.err
+    assert "Traceback" not in run.err
+    return going["run_id"], code, out
+
+
+async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, store: str) -> None:
+    marker = tmp_path / "marker"
+    call = tool_call("wait", "w1", marker=str(marker))
+    run_id, code, out = await _cancelled_once(
+        tmp_path, store, call, once="wait_until_cancelled: started", json_out=True
+    )
     assert marker.read_text() == "cancelled"  # the call in flight stopped
     assert code == 1
-    assert f"error: run {running['run_id']} was cancelled" in run.err
-    assert "Traceback" not in run.err
     printed = json.loads(out)
-    assert printed["run_id"] == running["run_id"]
-    assert printed["error"].startswith(f"run {running['run_id']} was cancelled")
+    assert printed["run_id"] == run_id
+    assert printed["error"].startswith(f"run {run_id} was cancelled")
     assert list_runs(store)[0]["status"] == "cancelled"
-    again = cli("resume", running["run_id"], "--store", store)
+    again = cli("resume", run_id, "--store", store)
     assert again.returncode == 2
     assert "has ended (cancelled)" in again.stderr
 
 
 async def test_a_run_cancelled_while_it_waits_for_approval_ends(tmp_path: Path, store: str) -> None:
-    config = tmp_path / "agent-gateway.toml"
-    config.write_text(CONFIG)
     log = tmp_path / "calls.log"
-    model = script_model(
-        tmp_path / "s.json",
-        {"tool_calls": [tool_call("logged", "g1", log=str(log), name="G")]},
-        {"content": "never"},
-    )
-    run = await start_run("go", "--config", str(config), "--store", store, "--model", model)
-    try:
-        await run.until("waiting for approval: logged")
-        [waiting] = list_runs(store)
-        cancelled = cli("runs", "cancel", waiting["run_id"], "--store", store)
-        assert cancelled.returncode == 0, cancelled.stderr
-        code, out = await run.finish()
-    finally:
-        await stop_run(run)
+    call = tool_call("logged", "g1", log=str(log), name="G")
+    _, code, out = await _cancelled_once(tmp_path, store, call, once="waiting for approval: logged")
     assert (code, out) == (1, "")
-    assert f"error: run {waiting['run_id']} was cancelled" in run.err
-    assert "Traceback" not in run.err
     assert not log.exists()
     [ended] = list_runs(store)
     assert (ended["status"], ended["waiting"]) == ("cancelled", [])
