@@ -195,3 +195,12 @@ async def _interrupted_run(options: list[str], *, once: str) -> tuple[int, str, 
             code = await process.wait()
             out = "".join([chunk async for chunk in TextReceiveStream(process.stdout)])
     return code, out, err
+
+
+def test_resume_in_a_store_that_does_not_exist_makes_none(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = tmp_path / "no-such-dir"
+    assert main(["resume", "abc", "--state-dir", str(typo)]) == 2
+    assert "error: no stored run 'abc': no runs are stored in sqlite:///" in capsys.readouterr().err
+    assert not typo.exists()

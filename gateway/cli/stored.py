@@ -178,6 +178,12 @@ async def resume_stored(args: argparse.Namespace) -> int:
     unless `--config` or `--model` say otherwise."""
     url = store_url(args)
     assert url is not None
+    if (
+        url.startswith("sqlite:///")
+        and not await anyio.Path(url.removeprefix("sqlite:///")).exists()
+    ):
+        # Opening it to look would make it (a mistyped --state-dir: a new empty store).
+        raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {url}")
     async with open_store(url) as runs:
         await runs.resumable(args.run_id)
         state = await runs.state(args.run_id)
