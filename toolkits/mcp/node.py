@@ -1,7 +1,7 @@
 """One configured MCP server as a toolkit node (implements `toolkits.Toolkit`).
 
 The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
-named by `naming`, routed back through a reverse map) and calls them on the session its
+without those that run only as tasks, named by `naming`, routed back through a reverse map) and calls them on the session its
 `OwnedSession` keeps alive. Calls run in the caller's own task, so cancelling the caller
 cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
 what the server offers (resources, prompts, completions) is in `node.catalog`, and updates of
@@ -136,6 +136,8 @@ class McpToolkit(InBackground):
             name, self._session, timeout=config.timeout, log=self._log
         )
         self._listing: dict[str, mcp_types.Tool] = {}
+        self._task_only: set[str] = set()
+        """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
         self._awaited = True
         """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
@@ -328,11 +330,21 @@ class McpToolkit(InBackground):
     def _take_listing(self, listing: Sequence[mcp_types.Tool]) -> Sequence[McpToolkit]:
         """Adopt a fresh listing and name it; returns the nodes whose offered tools changed."""
         offered: dict[str, mcp_types.Tool] = {}
+        task_only: list[str] = []
         for tool in listing:
             if tool.name in offered:
                 self._log.warning("the server lists tool %r twice; keeping the first", tool.name)
+            elif tool.execution is not None and tool.execution.task_support == "required":
+                task_only.append(tool.name)
             elif is_offered(tool.name, self._config.include, self._config.exclude):
                 offered[tool.name] = tool
+        if task_only and set(task_only) != self._task_only:
+            # No model or client of ours could call them: they would only fail when called.
+            self._log.warning(
+                "left out tools that run only as tasks (not supported here): %s",
+                ", ".join(task_only),
+            )
+        self._task_only = set(task_only)
         self._listing = offered
         if self._resolve_names is not None:
             return self._resolve_names()
