@@ -62,9 +62,11 @@ def default_store_url(state_dir: str | Path | None = None) -> str:
 
 
 def check_store_url(url: str) -> str:
-    """`url` if it names a run store. Raises `StoreError` (bad input) if not."""
+    """`url` if it names a run store (a relative SQLite file made absolute: a hint that names
+    it, or another process, finds the same file). Raises `StoreError` (bad input) if not."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
-        return url
+        path = Path(url.removeprefix("sqlite:///"))
+        return url if path.is_absolute() else f"sqlite:///{path.absolute()}"
     if url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
         if parts.hostname or parts.path.strip("/"):

@@ -204,3 +204,12 @@ def test_resume_in_a_store_that_does_not_exist_makes_none(
     assert main(["resume", "abc", "--state-dir", str(typo)]) == 2
     assert "error: no stored run 'abc': no runs are stored in sqlite:///" in capsys.readouterr().err
     assert not typo.exists()
+
+
+def test_a_relative_store_is_named_absolute_in_the_resume_hint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    script = write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
+    resume = stopped_run(capsys, "--model", f"scripted:{script}", "--store", "sqlite:///rel.db")
+    assert resume[2:] == ["--store", f"sqlite:///{tmp_path / 'rel.db'}"]
