@@ -138,6 +138,10 @@ def test_sessions_kept_in_a_named_store_are_found_there(
     assert capsys.readouterr().out.splitlines() == ["--- turn 1", "user: Hi", "assistant: Hello."]
     assert main(["sessions", "list", *store, *state]) == 2
     assert "give one of --store and --state-dir" in capsys.readouterr().err
+    typo = tmp_path / "no-such-dir"
+    assert main(["sessions", "list", "--state-dir", str(typo)]) == 2
+    assert f"no sessions are kept in {typo}" in capsys.readouterr().err
+    assert not typo.exists()  # looking made no store
 
 
 @pytest.mark.integration

@@ -6,12 +6,14 @@ import argparse
 import json
 from datetime import datetime
 
+import anyio
+
 from agent import AssistantMessage, ToolMessage, UserMessage
 from agent.memory import SessionStore
 
 from ..config import Config
 from ..errors import GatewayError
-from ..memory_config import open_memories
+from ..memory_config import MEMORY_FILE, open_memories
 from ..store_config import check_store_url
 from .common import Commands, config_of, pick_agent
 from .exits import OK
@@ -44,13 +46,14 @@ async def _sessions(args: argparse.Namespace) -> int:
     if args.action != "list" and not args.session_id:
         raise GatewayError(f"sessions {args.action} needs a session id")
     config = config_of(args)
+    run_store = memory_store_url(args, config)
+    if args.state_dir is not None and not await (anyio.Path(args.state_dir) / MEMORY_FILE).exists():
+        # Opening it to look would make it (a mistyped --state-dir: a new empty store).
+        raise UnknownSession(f"no sessions are kept in {args.state_dir}: it has no {MEMORY_FILE}")
     agent = pick_agent(config, args.agent) if args.agent else None
     own = {agent: config.agents[agent].memory} if agent else {"": None}
     memories, stores = open_memories(
-        config.gateway.memory,
-        own,
-        state_dir=args.state_dir,
-        run_store=memory_store_url(args, config),
+        config.gateway.memory, own, state_dir=args.state_dir, run_store=run_store
     )
     store = next(iter(memories.values())).store
     try:
