@@ -11,6 +11,8 @@ from urllib.parse import urlsplit
 
 import anyio
 
+from toolkits import HasHealth
+
 from ..assembly import open_gateway
 from ..config import Config, with_default_agent
 from ..engine import Gateway
@@ -207,6 +209,14 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
             if exposed
             else "add [agents] or [mcpServers] to the config, or set [gateway] expose_tools"
         )
+        starting = [
+            name
+            for name in exposed
+            if isinstance(node := gateway.nodes[name], HasHealth)
+            and node.health.state == "connecting"
+        ]
+        if starting:  # after `start_wait`: their tools come when they are ready
+            hint += f"; still starting: {', '.join(starting)}"
         _warn(f"serving nothing: no agents and no tools ({hint})")
     for name, spec in gateway.agents.items():
         if isinstance(spec.model, NoModel):

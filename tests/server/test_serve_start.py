@@ -27,16 +27,38 @@ LATE = (
 )
 
 
-def _config(directory: Path, fifo: Path) -> Path:
+def _config(directory: Path, fifo: Path, *, quick: bool = True) -> Path:
     config = directory / "agent-gateway.toml"
     config.write_text(
         "[gateway]\nexpose_tools = true\nstart_wait = 1\n"
-        f'[mcpServers.quick]\ncommand = "{sys.executable}"\nargs = ["{PIPED}"]\n'
-        'prefix = "always"\n'
-        f'[mcpServers.late]\ncommand = "{sys.executable}"\n'
+        + (
+            f'[mcpServers.quick]\ncommand = "{sys.executable}"\nargs = ["{PIPED}"]\n'
+            'prefix = "always"\n'
+        )
+        * quick
+        + f'[mcpServers.late]\ncommand = "{sys.executable}"\n'
         f'args = ["-c", "{LATE}", "{fifo}", "{PIPED}"]\nprefix = "always"\n'
     )
     return config
+
+
+async def test_serving_nothing_yet_says_which_servers_are_still_starting(tmp_path: Path) -> None:
+    fifo = tmp_path / "start"
+    os.mkfifo(fifo)  # never opened: the server stays starting
+    config = _config(tmp_path, fifo, quick=False)
+    command = [str(SCRIPT), "serve", "--stdio", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with anyio.fail_after(30):  # the late server's connect_timeout is 60 s
+        async with await anyio.open_process(command, env=env) as process:
+            assert process.stderr is not None
+            lines = BufferedByteReceiveStream(process.stderr)
+            said = b""
+            while b"agent-gateway: warning: serving nothing" not in said:
+                said += await lines.receive_until(b"\n", 1 << 16) + b"\n"
+            assert b"still starting: late" in said
+            assert process.stdin is not None
+            await process.stdin.aclose()  # the end of stdin: the gateway stops, its server too
+            assert await process.wait() == 0
 
 
 async def test_a_slow_server_does_not_hold_the_others_back(tmp_path: Path) -> None:
