@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -153,19 +154,35 @@ def install_server(
     done = Installation(path=path, text=text, changed=changed, env=sorted(merged_env))
     if dry_run or not changed:
         return done
-    backup = path.with_name(path.name + ".bak") if old_text is not None else None
+    target = path.resolve()  # a symlinked file (dotfiles) is written where it lives
+    backup = target.with_name(target.name + ".bak") if old_text is not None else None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if backup is not None and old_text is not None:
-            backup.write_text(old_text, encoding="utf-8")
-        partial = path.with_name(path.name + ".tmp")
-        partial.write_text(text, encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # The file keeps its mode, never wider; with our env in it, readable by its owner only.
+        mode = stat.S_IMODE(target.stat().st_mode) if old_text is not None else None
         if merged_env:
-            partial.chmod(0o600)  # it holds secrets now
-        partial.replace(path)  # atomic: the client never reads a half-written file
+            mode = 0o600 if mode is None else mode & 0o600
+        if backup is not None and old_text is not None:
+            _write(backup, old_text, mode)  # the old secrets, as private as they were
+        partial = target.with_name(target.name + ".tmp")
+        _write(partial, text, mode)
+        partial.replace(target)  # atomic: the client never reads a half-written file
     except OSError as exc:
         raise GatewayError(f"cannot write {path}: {exc}") from exc
     return Installation(path=path, text=text, changed=True, backup=backup, env=done.env)
+
+
+def _write(path: Path, text: str, mode: int | None) -> None:
+    """`text` in `path` with `mode` from the start (never readable by more in between);
+    None: a new file's usual mode (the umask's)."""
+    path.unlink(missing_ok=True)
+    descriptor = os.open(
+        path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666 if mode is None else mode
+    )
+    with open(descriptor, "w", encoding="utf-8") as file:
+        file.write(text)
+    if mode is not None:
+        os.chmod(path, mode)  # the umask may have narrowed it at creation
 
 
 def install_claude_desktop(

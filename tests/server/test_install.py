@@ -152,6 +152,24 @@ def test_env_from_options_and_a_file_is_merged_into_the_entry_and_never_printed(
         "EMPTY": "",
     }
     assert client.stat().st_mode & 0o777 == 0o600  # it holds secrets
+    backup = client.with_name(client.name + ".bak")
+    assert backup.stat().st_mode & 0o777 == 0o600  # the old file: the same secrets, as kept
+
+
+def test_a_private_file_stays_private_and_a_link_is_followed(
+    tmp_path: Path, gateway_config: Path
+) -> None:
+    real = tmp_path / "dotfiles" / "claude_desktop_config.json"
+    real.parent.mkdir()
+    real.write_text(json.dumps(EXISTING))
+    real.chmod(0o600)  # the other servers' secrets are in it
+    link = tmp_path / "claude_desktop_config.json"
+    link.symlink_to(real)
+    assert install(gateway_config, link) == 0
+    assert link.is_symlink()  # still the link: the file it names got the entry
+    assert "agent-gateway" in json.loads(real.read_text())["mcpServers"]
+    for written in (real, real.with_name(real.name + ".bak")):
+        assert written.stat().st_mode & 0o777 == 0o600
 
 
 def test_a_bad_env_line_is_a_clear_error_that_does_not_quote_it(
