@@ -9,6 +9,7 @@
     │   ├── ContextWindowExceeded  the call would not fit the model's context (not sent)
     │   └── ScriptExhausted        a ScriptedModel ran out of answers
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
+    │   └── MissingApiKey          the provider's API key is not set
     ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
     ├── StateError                 metadata or a response that cannot be resumed
     └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
@@ -32,6 +33,7 @@ __all__ = [
     "AllModelsFailed",
     "ContextWindowExceeded",
     "MemoryStoreError",
+    "MissingApiKey",
     "ModelConfigError",
     "ModelConnectionError",
     "ModelError",
@@ -101,6 +103,10 @@ class ScriptExhausted(ModelError):
 
 class ModelConfigError(AgentError, ValueError):
     """A model spec or its configuration is wrong: unknown prefix, missing API key, bad URL."""
+
+
+class MissingApiKey(ModelConfigError):
+    """The provider's API key is not set (the message names the variable, never a value)."""
 
 
 class MemoryStoreError(AgentError):

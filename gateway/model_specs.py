@@ -14,13 +14,21 @@ from agent import (
     TokenCallback,
     ToolDefinition,
 )
-from agent.errors import ModelConfigError
+from agent.errors import MissingApiKey, ModelConfigError
 from agent.models import FallbackModel, ModelSettings, model_from_spec
 
 from .errors import ConfigError
 from .traced_model import note_fallback
 
-__all__ = ["SAMPLING", "ClientSampling", "NoModel", "resolve_model", "resolve_models"]
+__all__ = [
+    "SAMPLING",
+    "ClientSampling",
+    "KeylessModel",
+    "NoModel",
+    "cannot_run",
+    "resolve_model",
+    "resolve_models",
+]
 
 SAMPLING = "sampling"
 """The model spec for the calling MCP client's own model (MCP sampling)."""
@@ -47,6 +55,40 @@ class NoModel:
             f"agent {self._agent!r} has no model: set `model` in [agents.{self._agent}] "
             "or pass --model SPEC (or try `agent-gateway demo`, which needs no key)"
         )
+
+
+class KeylessModel:
+    """Stands in for a model whose provider's API key is not set: the gateway starts (its
+    tools, its other agents), a fallback list goes on to its next model, and a call to this
+    one fails saying which variable to set."""
+
+    def __init__(self, spec: str, reason: str) -> None:
+        self._spec = spec
+        self.reason = reason
+
+    @property
+    def name(self) -> str:
+        return self._spec
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        raise ModelError(self.reason)
+
+
+def cannot_run(model: ChatModel) -> str | None:
+    """Why an agent's `model` can answer nothing from the command line (keys not set), or None."""
+    if isinstance(model, KeylessModel):
+        return model.reason
+    if isinstance(model, FallbackModel):
+        reasons = [cannot_run(m) for m in model.models]
+        if all(reasons):
+            return "; ".join(r for r in reasons if r)
+    return None
 
 
 class ClientSampling:
@@ -94,10 +136,12 @@ def resolve_model(
     Raises `ConfigError`."""
     if spec == SAMPLING:
         return ClientSampling(agent, settings)
+    where = f"agents.{agent}.model: " if agent else ""
     try:
         return model_from_spec(spec, http_client=http_client, settings=settings)
+    except MissingApiKey as exc:
+        return KeylessModel(spec, f"{where}{exc}")
     except ModelConfigError as exc:
-        where = f"agents.{agent}.model: " if agent else ""
         raise ConfigError(f"{where}{exc}") from exc
 
 
@@ -116,6 +160,8 @@ def resolve_models(
         resolve_model(spec, agent=agent, http_client=http_client, settings=settings)
         for spec in specs
     ]
+    # A model whose key is not set would fail every call first: the list goes on without it.
+    models = [m for m in models if not isinstance(m, KeylessModel)] or models
     if len(models) == 1:
         return models[0]
     return FallbackModel(models, on_fallback=note_fallback)

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from agent import ModelError
 from gateway import TraceEvent
 from gateway.assembly import open_gateway
+from gateway.cli import main
 from gateway.config import parse_config
-from gateway.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
 
@@ -39,11 +40,36 @@ async def test_the_next_model_answers_and_the_trace_records_the_fallback(tmp_pat
     assert note.parent_id == model_span.id
 
 
-async def test_a_missing_api_key_is_a_config_error_naming_the_agent(
-    monkeypatch: pytest.MonkeyPatch,
+async def test_a_missing_api_key_costs_only_that_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    config = parse_config({"agents": {"writer": {"model": "anthropic:claude-sonnet-4-5"}}})
-    with pytest.raises(ConfigError, match=r"agents\.writer\.model: anthropic needs an API key"):
-        async with open_gateway(config):
-            pass
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps([{"content": "from the scripted model"}]))
+    config = parse_config(
+        {
+            "tools": {"calculator": {"builtin": "calculator"}},
+            "agents": {
+                "writer": {"model": "anthropic:claude-sonnet-4-5", "tools": ["calculator"]},
+                "both": {"model": ["anthropic:claude-sonnet-4-5", f"scripted:{good}"]},
+            },
+        }
+    )
+    async with open_gateway(config) as gateway:  # the gateway starts: its tools serve
+        assert (await gateway.call_tool("calculator", {"expression": "6 * 7"})).content
+        # A fallback list goes on without the model it has no key for.
+        assert (await gateway.run("both", "hello")).output == "from the scripted model"
+        with pytest.raises(ModelError, match=r"agents\.writer\.model: anthropic needs an API key"):
+            await gateway.agents["writer"].model.invoke([], [])
+
+
+def test_run_refuses_an_agent_whose_key_is_missing_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    file = tmp_path / "agent-gateway.toml"
+    file.write_text('[agents.writer]\nmodel = "anthropic:claude-sonnet-4-5"\n')
+    assert main(["run", "hi", "--config", str(file), "--no-store"]) == 2  # before it starts
+    assert "error: agents.writer.model: anthropic needs an API key: set ANTHROPIC_API_KEY" in (
+        capsys.readouterr().err
+    )

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..errors import ModelConfigError
+from ..errors import MissingApiKey
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
 from ._http import ProviderHTTP, Secret
@@ -78,7 +78,7 @@ class HTTPChatModel(ABC):
     def _key(self) -> str:
         """The API key, for a provider that cannot be called without one."""
         if self._secret is None:
-            raise ModelConfigError(f"{self._name} needs an API key")
+            raise MissingApiKey(f"{self._name} needs an API key")
         return self._secret.reveal()
 
     @property

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ModelConfigError, ModelResponseError
+from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -59,7 +59,7 @@ class AnthropicModel(HTTPChatModel):
         retry: RetryPolicy | None = None,
     ) -> None:
         if not api_key:
-            raise ModelConfigError("anthropic needs an API key (ANTHROPIC_API_KEY)")
+            raise MissingApiKey("anthropic needs an API key (ANTHROPIC_API_KEY)")
         name = f"anthropic:{model}"
         super().__init__(
             name=name,

@@ -22,7 +22,7 @@ from typing import Any
 
 import httpx
 
-from ..errors import ModelConfigError, ModelResponseError
+from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -59,7 +59,7 @@ class GeminiModel(HTTPChatModel):
         retry: RetryPolicy | None = None,
     ) -> None:
         if not api_key:
-            raise ModelConfigError("gemini needs an API key (GEMINI_API_KEY)")
+            raise MissingApiKey("gemini needs an API key (GEMINI_API_KEY)")
         model = model.removeprefix("models/")
         name = f"gemini:{model}"
         super().__init__(

@@ -21,7 +21,7 @@ from typing import Protocol
 
 import httpx
 
-from ..errors import ModelConfigError, StateError
+from ..errors import MissingApiKey, ModelConfigError, StateError
 from ..model import ChatModel
 from .anthropic import AnthropicModel
 from .gemini import GeminiModel
@@ -84,7 +84,7 @@ class ModelRequest:
         names = API_KEYS[provider]
         value = self.key(*names)
         if value is None:
-            raise ModelConfigError(f"{provider} needs an API key: set {' or '.join(names)}")
+            raise MissingApiKey(f"{provider} needs an API key: set {' or '.join(names)}")
         return value
 
 

@@ -17,7 +17,7 @@ from ..assembly import open_gateway
 from ..config import Config, with_default_agent
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
-from ..model_specs import NoModel
+from ..model_specs import NoModel, cannot_run
 from ..store_config import check_store_url, default_store_url
 from .common import (
     Commands,
@@ -224,6 +224,8 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
                 f"agent {name!r} has no model, so calls to it fail: set `model` in "
                 f"[agents.{name}] or pass --model SPEC"
             )
+        elif (reason := cannot_run(spec.model)) is not None:
+            _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
 
 
 def _warn(message: str) -> None:
