@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +16,7 @@ import pytest
 
 from gateway.cli import event_loop_options, main, parser
 from gateway.config import TOOLBOX_SERVER
-from tests.durable.cli_runs import cli
+from tests.durable.cli_runs import REPO, cli
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
 """The MCP server shipped with the package, as a client's config names a stdio server."""
@@ -428,3 +430,19 @@ def test_a_stdio_server_that_cannot_start_is_named(tmp_path: Path) -> None:
     assert health["server elsewhere"].endswith(
         f"FileNotFoundError: the server's working directory {gone!r} does not exist"
     )
+
+
+def test_output_piped_to_a_reader_that_left_is_no_traceback(tmp_path: Path) -> None:
+    # As `agent-gateway tools | head -1`: the reader goes before all is written.
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "agent-gateway"), "tools"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # before it writes a line: every write meets a closed pipe
+    _, err = process.communicate(timeout=40)
+    assert process.returncode == 128 + signal.SIGPIPE
+    assert b"Traceback" not in err

@@ -120,6 +120,7 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
     assert code == 130, err
     printed = json.loads(out)  # --json: one object on stdout, also when interrupted
     assert printed["error"].startswith("interrupted: the run is stored: agent-gateway resume ")
+    assert printed["usage"]["requests"] == 1  # what it did so far: the model was asked once
     assert marker.read_text() == "cancelled"  # the tool was cancelled, not left running
     match = re.search(
         r"interrupted: run (\w+) is stored: agent-gateway resume \1 --state-dir (\S+)", err

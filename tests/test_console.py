@@ -171,3 +171,6 @@ def test_an_empty_final_answer_is_reported_as_such_and_fails_the_run(
     out, err = capsys.readouterr()
     assert "answer:" not in out
     assert "error: the model's final answer was empty" in err
+    assert main(["run", "anything?", "--model", f"scripted:{script}", "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert (printed["output"], printed["error"]) == (None, "the model's final answer was empty")

@@ -85,6 +85,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return exit_code(exc)
     except KeyboardInterrupt:
         return INTERRUPTED
+    except BrokenPipeError:  # `... | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 128 + signal.SIGPIPE
 
 
 def _version() -> str:

@@ -42,7 +42,7 @@ def print_result(
 def _empty_is_an_error(item: ItemResult) -> ItemResult:
     # Nothing answered is not a success: say so instead of printing a blank answer.
     if item.error is None and not (item.output or "").strip():
-        return item.model_copy(update={"error": EMPTY_ANSWER})
+        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
     return item
 
 

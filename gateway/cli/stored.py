@@ -263,13 +263,19 @@ async def _drive(
                     print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
                     if args.json:  # still one JSON object on stdout, for scripts
                         stopped = GatewayError(f"interrupted: the run is stored: {hint}")
-                        print(run_error_json(state.run_id, state.agent, stopped), flush=True)
+                        with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
+                            so_far = await _last_state(store, state.run_id)
+                        print(run_error_json(state.run_id, state.agent, stopped, so_far))
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json:  # still one JSON object on stdout, for scripts
                 print(run_error_json(state.run_id, state.agent, exc, so_far))
             raise
     return print_run(result, args, items=items, shown=console.streamed)
+
+
+STORE_READ = 2.0
+"""How long an interrupted run waits for its last checkpoint, for `--json`."""
 
 
 def _as_items(args: argparse.Namespace, state: RunState) -> bool:
