@@ -14,6 +14,8 @@ from typing import Any, Literal, cast
 
 from pydantic import JsonValue
 
+from agent import ROUTING_KEY
+
 from .status import RunStep
 
 __all__ = ["CallNode", "call_tree", "recorded_call"]
@@ -164,10 +166,20 @@ def _node(own: str, step: RunStep) -> CallNode | None:
             response = cast(dict[str, Any], output)
             action = cast(dict[str, Any], response.get("action") or {})
             node.name = str(action.get("tool", "(unknown)"))
-            node.input = action.get("input")
+            node.input = _as_the_model_wrote(action.get("input"), node.name)
             node.output = response.get("data")
             node.error = response.get("error") or step.error
             usage = cast(dict[str, JsonValue], response.get("usage") or {})
             node.usage = usage if any(usage.values()) else None  # agents' tools spend tokens
         return node
     return None
+
+
+def _as_the_model_wrote(given: Any, tool: str) -> Any:
+    """A call's input without the routing key a toolkit node's calls carry (`ROUTING_KEY`)."""
+    if not isinstance(given, dict):
+        return given
+    arguments = cast(dict[str, Any], given)
+    if arguments.get(ROUTING_KEY) != tool:
+        return arguments
+    return {key: value for key, value in arguments.items() if key != ROUTING_KEY}

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 
 from gateway.cli import main
+from gateway.durable.status import RunStep
+from gateway.durable.tree import recorded_call
 
 CONFIG = """
 [tools.calculator]
@@ -103,3 +105,19 @@ def test_list_filters_by_status(tmp_path: Path, capsys: pytest.CaptureFixture[st
     with pytest.raises(SystemExit) as bad:
         main(["runs", "list", "--status", "paused"])
     assert bad.value.code == 2
+
+
+def test_a_toolkit_calls_input_is_shown_as_the_model_wrote_it() -> None:
+    # A call routed to a toolkit node carries the tool's name (`{**args, "tool": name}`).
+    routed = {"path": "notes/a.txt", "tool": "fs__write_file"}
+    step = RunStep(
+        step_id=1,
+        name="tool 0 call_1",
+        output={"action": {"tool": "fs__write_file", "input": routed}, "data": "denied"},
+        error=None,
+        started_ms=0,
+        completed_ms=1,
+    )
+    node = recorded_call(step)
+    assert node is not None
+    assert node.input == {"path": "notes/a.txt"}
