@@ -22,6 +22,7 @@ from .traced_model import note_fallback
 
 __all__ = [
     "SAMPLING",
+    "CannotAnswer",
     "ClientSampling",
     "KeylessModel",
     "NoModel",
@@ -34,41 +35,16 @@ SAMPLING = "sampling"
 """The model spec for the calling MCP client's own model (MCP sampling)."""
 
 
-class NoModel:
-    """Stands in for an agent's model until one is configured; says how to set one."""
+class CannotAnswer:
+    """Stands in for a model that cannot answer, and says why at each call."""
 
-    def __init__(self, agent: str) -> None:
-        self._agent = agent
-
-    @property
-    def name(self) -> str:
-        return "none"
-
-    async def invoke(
-        self,
-        messages: Sequence[ChatMessage],
-        tools: Sequence[ToolDefinition],
-        *,
-        on_token: TokenCallback | None = None,
-    ) -> AssistantMessage:
-        raise ModelError(
-            f"agent {self._agent!r} has no model: set `model` in [agents.{self._agent}] "
-            "or pass --model SPEC (or try `agent-gateway demo`, which needs no key)"
-        )
-
-
-class KeylessModel:
-    """Stands in for a model whose provider's API key is not set: the gateway starts (its
-    tools, its other agents), a fallback list goes on to its next model, and a call to this
-    one fails saying which variable to set."""
-
-    def __init__(self, spec: str, reason: str) -> None:
-        self._spec = spec
+    def __init__(self, name: str, reason: str) -> None:
+        self._name = name
         self.reason = reason
 
     @property
     def name(self) -> str:
-        return self._spec
+        return self._name
 
     async def invoke(
         self,
@@ -80,9 +56,26 @@ class KeylessModel:
         raise ModelError(self.reason)
 
 
+class NoModel(CannotAnswer):
+    """An agent's model until one is configured: says how to set one."""
+
+    def __init__(self, agent: str) -> None:
+        super().__init__(
+            "none",
+            f"agent {agent!r} has no model: set `model` in [agents.{agent}] or pass "
+            "--model SPEC (or try `agent-gateway demo`, which needs no key)",
+        )
+
+
+class KeylessModel(CannotAnswer):
+    """A model whose provider's API key is not set: the gateway starts (its tools, its other
+    agents), a fallback list goes on to its next model, and a call to this one fails saying
+    which variable to set."""
+
+
 def cannot_run(model: ChatModel) -> str | None:
-    """Why an agent's `model` can answer nothing from the command line (keys not set), or None."""
-    if isinstance(model, KeylessModel):
+    """Why an agent's `model` can answer nothing (none set, keys not set), or None."""
+    if isinstance(model, CannotAnswer):
         return model.reason
     if isinstance(model, FallbackModel):
         reasons = [cannot_run(m) for m in model.models]

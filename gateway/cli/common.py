@@ -14,7 +14,7 @@ from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, UnknownAgent
-from ..model_specs import ClientSampling, NoModel, cannot_run
+from ..model_specs import ClientSampling, cannot_run
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
 from .exits import RunFailed
 
@@ -178,13 +178,8 @@ def check_runnable(gateway: Gateway, name: str) -> None:
             f"agent {name!r}: model 'sampling' needs an MCP client: use `agent-gateway serve` "
             "(or pass --model SPEC)"
         )
-    if isinstance(model, NoModel):
-        raise ConfigError(
-            f"agent {name!r} has no model: set `model` in [agents.{name}] or pass --model SPEC "
-            "(or try `agent-gateway demo`, which needs no key)"
-        )
     reason = cannot_run(model)
-    if reason is not None:  # its provider's key is not set
+    if reason is not None:  # none configured, or its provider's key is not set
         raise ConfigError(reason)
 
 
