@@ -446,3 +446,22 @@ def test_output_piped_to_a_reader_that_left_is_no_traceback(tmp_path: Path) -> N
     _, err = process.communicate(timeout=40)
     assert process.returncode == 128 + signal.SIGPIPE
     assert b"Traceback" not in err
+
+
+def test_a_local_tool_is_called_without_waiting_for_a_server_that_hangs(tmp_path: Path) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[mcpServers.stuck]\ncommand = "{sys.executable}"\n'
+        'args = ["-c", "import time; time.sleep(600)"]\nconnect_timeout = 600\n'
+    )
+    script = str(Path(sys.executable).parent / "agent-gateway")
+    call = [script, "call", "calculator", "--args", '{"expression": "6 * 7"}']
+    done = subprocess.run(  # its server's handshake never comes: 600 s if it were waited for
+        [*call, "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr

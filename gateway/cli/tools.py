@@ -75,7 +75,12 @@ async def _call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise GatewayError("--args must be a JSON object")
     arguments = cast(dict[str, Any], arguments)
-    async with open_gateway(config_of(args), hooks=trace_hooks(args)) as gateway:
+    config = config_of(args)
+    # A local tool needs no MCP server: the call does not wait for theirs to start.
+    local = args.tool in config.tools and not args.strict
+    async with open_gateway(
+        config, hooks=trace_hooks(args), start_wait=0 if local else None
+    ) as gateway:
         check_servers(gateway, strict=args.strict)
         if args.tool in gateway.agents:
             return await _call_agent(gateway, args.tool, arguments, as_json=args.json)

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, TextIO, cast
 import anyio
 import anyio.lowlevel
 import mcp_types
-from anyio.abc import ByteSendStream, ObjectReceiveStream
+from anyio.abc import ByteSendStream, ObjectReceiveStream, Process
 from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import (
     StdioServerParameters,
@@ -49,6 +49,7 @@ from mcp.client.stdio import (
     _stop_server_process,  # pyright: ignore[reportPrivateUsage]
     get_default_environment,
 )
+from mcp.os.win32.utilities import FallbackProcess
 from mcp.shared.message import SessionMessage
 
 from ..json_bytes import json_bytes, read_json
@@ -298,6 +299,18 @@ def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) 
     return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
 
 
+async def _spawned(
+    command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
+) -> Process | FallbackProcess:
+    """The server's process. Shielded: cancelled while spawning (a gateway that stops as it
+    starts), it would live on unowned; spawned, the cancellation ends it as it ends any."""
+    with anyio.CancelScope(shield=True):
+        return await _create_platform_compatible_process(
+            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
+        )
+    raise AssertionError("unreachable: a shield swallows no exception")
+
+
 @asynccontextmanager
 async def open_stdio(
     server: StdioServerParameters, errlog: TextIO, link: StdioLink
@@ -306,9 +319,7 @@ async def open_stdio(
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
     try:
-        process = await _create_platform_compatible_process(
-            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
-        )
+        process = await _spawned(command, server, env, errlog)
     except OSError as exc:
         raise _not_started(server, env.get("PATH"), exc) from None
     # As the SDK: no awaits from the spawn until the task group, or a cancellation delivered
