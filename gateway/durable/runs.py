@@ -22,7 +22,6 @@ import socket
 import uuid
 from collections.abc import AsyncGenerator, Collection, Generator, Sequence
 from contextlib import (
-    AbstractAsyncContextManager,
     AsyncExitStack,
     asynccontextmanager,
     contextmanager,
@@ -30,15 +29,13 @@ from contextlib import (
 )
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
-from dbos._error import DBOSAwaitedWorkflowCancelledError, DBOSWorkflowCancelledError
+from dbos._error import DBOSAwaitedWorkflowCancelledError
 from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
-
-from toolkits import in_background
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
@@ -50,6 +47,14 @@ from ..trace import TraceHook
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
 from .dbos_journal import DbosJournal
 from .dbos_setup import log_through_ours, write_ahead_log
+from .endings import (
+    WATCH_SECONDS,
+    ItemsFailed,
+    cancelled_by_dbos,
+    cancels_watched,
+    failed_items,
+    taken,
+)
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -86,9 +91,6 @@ NOTIFICATION_POLL_SECONDS = 0.1
 _FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
-WATCH_SECONDS = 0.5
-"""How often the runs executing here are looked up for a cancel, and a run being resumed
-here for another process that resumed it at the same moment."""
 
 
 class _Stopped(BaseException):
@@ -170,22 +172,10 @@ async def _run_workflow(initial: str) -> str:
         execution.stir()
         if execution.background and host.executions.get(run_id) is execution:
             del host.executions[run_id]
-    failed = _failed(execution.result)
+    failed = failed_items(execution.result)
     if failed is not None:
         raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
     return done
-
-
-class ItemsFailed(Exception):
-    """Every item of a run failed on its own (max iterations, a request the model refused):
-    the run ended, and failed. Its result is the driver's (`_Execution.result`)."""
-
-
-def _failed(result: RunResult | None) -> str | None:
-    """The error of a run whose every item failed (the first item's), else None."""
-    if result is None or not result.items or any(i.error is None for i in result.items):
-        return None
-    return result.items[0].error
 
 
 async def _execute(
@@ -204,7 +194,7 @@ async def _execute(
         went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
         if working_elsewhere(went, here):
             # Resumed at the same moment by two processes: the other got there first.
-            execution.error = _taken(run_id)
+            execution.error = taken(run_id)
             raise _Stopped
         saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
@@ -242,7 +232,7 @@ async def _execute(
         execution.error = exc
         stopped = str(exc) or type(exc).__name__
     except BaseException as exc:
-        if not _cancelled(exc):
+        if not cancelled_by_dbos(exc):
             raise
         execution.cancelled = True  # DBOS saw it first, at a step
         stopped = "cancelled"
@@ -252,46 +242,6 @@ async def _execute(
     with anyio.CancelScope(shield=True):
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
     raise _Stopped
-
-
-def _cancelled(exc: BaseException) -> bool:
-    """Whether `exc` is DBOS's word that the run was cancelled (alone, or among others)."""
-    if isinstance(exc, BaseExceptionGroup):
-        group = cast(BaseExceptionGroup[BaseException], exc)
-        return group.subgroup(DBOSWorkflowCancelledError) is not None
-    return isinstance(exc, DBOSWorkflowCancelledError)
-
-
-def _taken(run_id: str) -> UnknownRun:
-    return UnknownRun(
-        f"run {run_id!r} was resumed by another process at the same moment: it runs there "
-        f"(`agent-gateway runs show {run_id}`)"
-    )
-
-
-def _cancels_watched(host: _Host) -> AbstractAsyncContextManager[object]:
-    """While the block runs, stop the runs executing here that were cancelled."""
-
-    async def watch() -> None:
-        while True:
-            await anyio.sleep(WATCH_SECONDS)
-            going = [run_id for run_id, e in host.executions.items() if e.running]
-            if not going:
-                continue
-            try:
-                found = await host.client.list_workflows_async(
-                    workflow_ids=going, status=["CANCELLED"], load_input=False, load_output=False
-                )
-            except Exception as exc:  # the store is down: the runs learn it at their next step
-                _log.debug("cannot look for cancelled runs: %s", exc)
-                continue
-            for status in found:
-                execution = host.executions.get(status.workflow_id)
-                if execution is not None:
-                    execution.cancelled = True
-                    execution.scope.cancel()
-
-    return in_background(watch, wait_started=False)
 
 
 class DurableRuns:
@@ -505,7 +455,7 @@ class DurableRuns:
                     workflow_ids=[handle.workflow_id], load_input=False, load_output=False
                 )
                 if found and found[0].queue_name != self._queue and not execution.running:
-                    raise _taken(handle.workflow_id)
+                    raise taken(handle.workflow_id)
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable
@@ -700,7 +650,7 @@ async def open_runs(
                     await stack.enter_async_context(staying_alive(url, queue))
                 # On exit: after the watches below stop, before the lock goes.
                 stack.push_async_callback(runs.stop_all)
-                await stack.enter_async_context(_cancels_watched(host))
+                await stack.enter_async_context(cancels_watched(host.executions, host.client))
                 if postgres and replica_every is not None:
                     await stack.enter_async_context(
                         taking_over(
