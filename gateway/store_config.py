@@ -12,6 +12,7 @@ config; `--state-dir DIR` means the file in DIR; `--no-store` runs without a sto
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -26,6 +27,7 @@ __all__ = [
     "check_store_url",
     "default_store_url",
     "redacted",
+    "store_option",
 ]
 
 STORE_FILE = MEMORY_FILE
@@ -59,6 +61,12 @@ def default_store_url(state_dir: str | Path | None = None) -> str:
     """The SQLite file in `state_dir`, else in the data directory: chat memory's default
     file, so runs and conversations are kept in one database."""
     return default_memory_url(state_dir)
+
+
+def store_option(url: str) -> str:
+    """What names the store at `url` on the command line: " --store URL" ("" for the
+    default one), its password hidden."""
+    return "" if url == default_store_url() else f" --store {shlex.quote(redacted(url))}"
 
 
 def check_store_url(url: str) -> str:

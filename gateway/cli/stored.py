@@ -29,7 +29,7 @@ from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import GatewayError, RunCancelled, UnknownRun
 from ..run_state import RunResult, RunState
-from ..store_config import check_store_url, default_store_url, redacted
+from ..store_config import check_store_url, default_store_url, store_option
 from .common import (
     add_model_options,
     add_strict_option,
@@ -133,9 +133,7 @@ def _store_option(args: argparse.Namespace, url: str) -> str:
     """The option that names the store at `url` again ("" for the default one)."""
     if args.state_dir:
         return f" --state-dir {shlex.quote(str(args.state_dir))}"
-    if url != default_store_url():
-        return f" --store {shlex.quote(redacted(url))}"
-    return ""
+    return store_option(url)
 
 
 def preload_store() -> None:

@@ -14,7 +14,6 @@ listing changes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 
@@ -110,12 +109,11 @@ class McpToolkitGroup(InBackground):
     ) -> None:
         """Run every node until cancelled; `started()` once all of them have settled, or
         `settle_within` s have passed (a node still starting then lists no tools until ready)."""
-        wait = math.inf if self._settle_within is None else self._settle_within
         async with anyio.create_task_group() as tg:
             settled = {node: _Settled() for node in self._nodes.values()}
             for node, status in settled.items():
                 tg.start_soon(partial(node.run, task_status=status))
-            with anyio.move_on_after(wait):
+            with anyio.move_on_after(self._settle_within):
                 for status in settled.values():
                     await status.event.wait()
             for node, status in settled.items():

@@ -22,7 +22,6 @@ in the request.
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +33,7 @@ from ...approval import ApprovalRequest, Approver, Decision
 from ...errors import UnknownRun
 from ...limits import PerNode
 from ...run_state import RunOrigin, RunResult, RunState
-from ...store_config import default_store_url, redacted
+from ...store_config import store_option
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
 from ..transports.auth import authenticated_subject
@@ -80,8 +79,7 @@ class StoredAgentRuns:
     @property
     def store_option(self) -> str:
         """What names this store on the command line: " --store URL" ("" for the default)."""
-        url = self.runs.url
-        return "" if url == default_store_url() else f" --store {shlex.quote(redacted(url))}"
+        return store_option(self.runs.url)
 
     async def start(
         self,
