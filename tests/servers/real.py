@@ -100,12 +100,15 @@ def time_stdio(**keys: Any) -> McpServerConfig:
 
 
 @asynccontextmanager
-async def everything_http(transport: Literal["streamableHttp", "sse"]) -> AsyncGenerator[str]:
-    """Run server-everything over HTTP on 127.0.0.1 (a free port); yields its endpoint URL."""
+async def everything_http(
+    transport: Literal["streamableHttp", "sse"], port: int = 0
+) -> AsyncGenerator[str]:
+    """Run server-everything over HTTP on 127.0.0.1 (`port`, or a free one); yields its endpoint
+    URL."""
     js = require(EVERYTHING)
     process = await anyio.open_process(
         [_node(), "--require", str(LOOPBACK), str(js), transport],
-        env={**os.environ, "PORT": "0"},
+        env={**os.environ, "PORT": str(port)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

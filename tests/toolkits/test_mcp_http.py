@@ -18,6 +18,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.asgi import RecordHeaders, buffered_body, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
+from toolkits.errors import ConnectionLost
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode, transport
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -243,3 +244,47 @@ async def test_auto_falls_back_to_the_stateless_era_when_the_handshake_is_refuse
     assert echo.content == [types.TextContent(text="echo:[('a', 1)]")]
     assert app.refused == 1  # asked once, then probed
     assert "refused the 2025-11-25 handshake" in caplog.text
+
+
+class ServedUntil:
+    """A loopback server in a task of its own, stopped at will (not at a block's end)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.stop = anyio.Event()
+        self.stopped = anyio.Event()
+
+    async def run(self, port: int, *, task_status: anyio.abc.TaskStatus[str]) -> None:
+        try:
+            async with serve_on_loopback(self.app, port) as base:
+                task_status.started(base)
+                await self.stop.wait()
+        finally:
+            self.stopped.set()
+
+
+@pytest.mark.parametrize("era", ["modern", "legacy"])
+async def test_a_server_that_stopped_while_idle_went_away_and_is_reconnected_to(
+    era: ProtocolMode,
+) -> None:
+    """Not "the toolkit is shutting down": only the node's owner stopping it says that."""
+    toy = ToyServer()
+    toy.add_echo("echo")
+    first = ServedUntil(toy.server.streamable_http_app(host="127.0.0.1"))
+    async with anyio.create_task_group() as tg:
+        base: str = await tg.start(first.run, 0)
+        config = McpServerConfig(url=f"{base}/mcp", protocol=era)
+        async with McpToolkit("toy", config, backoff=Backoff(initial=0.05, maximum=0.05)) as node:
+            with anyio.fail_after(30):
+                assert not (await node.call_tool("toy__echo", {"text": "a"})).is_error
+                first.stop.set()  # the server stops while the session is idle
+                await first.stopped.wait()
+                with pytest.raises(ConnectionLost) as lost:
+                    await node.call_tool("toy__echo", {"text": "b"})
+                assert "went away" in str(lost.value)
+                assert "shutting down" not in str(lost.value)
+                again = ServedUntil(toy.server.streamable_http_app(host="127.0.0.1"))
+                await tg.start(again.run, int(base.rsplit(":", 1)[1]))
+                await node.wait_for_health(lambda health: health.state == "ready")
+                assert not (await node.call_tool("toy__echo", {"text": "c"})).is_error
+                again.stop.set()

@@ -104,6 +104,35 @@ async def test_everything_over_streamable_http(
     assert "s3cr3t-token-value" not in caplog.text
 
 
+async def test_a_restarted_server_everything_answers_the_first_call_after_it() -> None:
+    """It answers the old session id with 400 (the spec says 404): a new session, same call."""
+
+    gone = anyio.Event()
+
+    async def serve(
+        port: int, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[str]
+    ) -> None:
+        async with everything_http("streamableHttp", port) as url:
+            task_status.started(url)
+            await stop.wait()
+        gone.set()
+
+    async with anyio.create_task_group() as tg:
+        first = anyio.Event()
+        url = await tg.start(serve, 0, first)
+        async with McpToolkit("everything", McpServerConfig(url=url)) as node:
+            with anyio.fail_after(30):
+                echo = await node.call_tool("everything__echo", {"message": "before"})
+                assert result_text(echo) == "Echo: before"
+                first.set()
+                await gone.wait()  # its process ended: the port is free for the next one
+                second = anyio.Event()
+                await tg.start(serve, int(url.rsplit(":", 1)[1].split("/")[0]), second)
+                echo = await node.call_tool("everything__echo", {"message": "after"})
+                assert result_text(echo) == "Echo: after"
+                second.set()
+
+
 async def test_everything_over_legacy_sse() -> None:
     async with (
         everything_http("sse") as url,

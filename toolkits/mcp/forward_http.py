@@ -134,8 +134,13 @@ class _Exchange:
         except AuthorizationRequired:
             return None  # refused before it was read: nobody here to ask for a grant
         channel = self._channel
-        if response.status_code == 404 and channel.session_id is not None:  # gone
-            channel.conn.drop("the server ended the session")
+        if response.status_code in (400, 404) and channel.session_id is not None:
+            # The spec says 404 for a session the server no longer knows; servers built on the
+            # TypeScript SDK's examples (server-everything) answer 400, e.g. after a restart.
+            # Either way the request was refused unread: it goes again on a new session.
+            channel.conn.drop(
+                f"the server no longer knows the session (HTTP {response.status_code})"
+            )
             return None
         if channel.lean is not None and response.status_code in (401, 403):
             return None  # refused unread: httpx2's auth flow answers on the usual path

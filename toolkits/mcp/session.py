@@ -318,6 +318,30 @@ class OwnedSession:
         if self._running:
             raise RuntimeError(f"MCP toolkit {self._name!r} is already running")
         self._running = True
+        try:
+            async with anyio.create_task_group() as owner:
+                owner.start_soon(self._hear_shutdown)
+                await self._own(task_status)
+        finally:
+            self._running = False
+            self._conn = None
+            self._set_state("stopped")
+
+    async def _hear_shutdown(self) -> None:
+        """Label the live session's end as the owner's doing the moment `run()` is cancelled.
+
+        A task beside the session, not a handler inside it: a transport that fails cancels the
+        session's tasks too, and that is the server going away. Both tasks hear an owner's
+        cancellation in one pass of the loop, before a call it cuts off can wake.
+        """
+        try:
+            await anyio.sleep_forever()
+        finally:
+            if self._conn is not None:
+                self._conn.shutting_down()
+
+    async def _own(self, task_status: anyio.abc.TaskStatus[None]) -> None:
+        """`run()`'s loop: a session, then the next once it is lost (after a backoff)."""
         settled = False
         attempts = 0
         failures = 0  # failed connection attempts in a row
@@ -329,56 +353,51 @@ class OwnedSession:
                 settled = True
                 task_status.started()
 
-        try:
-            while True:
-                self._set_state("connecting" if attempts == 0 else "reconnecting")
-                attempts += 1
-                conn = Connection()
-                tail: StderrTail = deque(maxlen=_STDERR_TAIL_LINES)
-                ready_at: float | None = None
+        while True:
+            self._set_state("connecting" if attempts == 0 else "reconnecting")
+            attempts += 1
+            conn = Connection()
+            tail: StderrTail = deque(maxlen=_STDERR_TAIL_LINES)
+            ready_at: float | None = None
 
-                def on_ready() -> None:
-                    nonlocal ready_at
-                    ready_at = anyio.current_time()
-                    settle()
+            def on_ready() -> None:
+                nonlocal ready_at
+                ready_at = anyio.current_time()
+                settle()
 
-                needs_login = False
-                try:
-                    reason = await self._connect_and_serve(conn, tail, on_ready)
-                except Exception as exc:
-                    login = find_authorization_required(exc)
-                    needs_login = login is not None
-                    reason = str(login) if login is not None else conn.lost or describe_error(exc)
-                finally:
-                    self._conn = None
-                    conn.close()
+            needs_login = False
+            try:
+                reason = await self._connect_and_serve(conn, tail, on_ready)
+            except Exception as exc:
+                login = find_authorization_required(exc)
+                needs_login = login is not None
+                reason = str(login) if login is not None else conn.lost or describe_error(exc)
+            finally:
+                self._conn = None
+                conn.close()
 
-                if ready_at is None:
-                    if tail:
-                        reason = f"{reason} (stderr: {' | '.join(tail)})"
-                    failures += 1
-                    delay = self._backoff.delay(failures)
-                    failed = True
-                    # Retried, so a login made meanwhile is picked up; said loudly once.
-                    level = logging.INFO if needs_login and failures > 1 else logging.WARNING
-                    self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
-                else:
-                    failures = 0
-                    lived = anyio.current_time() - ready_at
-                    flaps = flaps + 1 if lived < self._backoff.stable_after else 0
-                    delay = self._backoff.delay(flaps - 1)
-                    failed = delay > 0
-                    self._log.warning("connection lost: %s", reason)
-                self._state = dataclasses.replace(self._state, last_error=reason)
-                if failed:
-                    retry_at = _now() + timedelta(seconds=delay)
-                    self._set_state("failed", failures=max(failures, flaps), retry_at=retry_at)
-                    settle()
-                await anyio.sleep(delay)
-        finally:
-            self._running = False
-            self._conn = None
-            self._set_state("stopped")
+            if ready_at is None:
+                if tail:
+                    reason = f"{reason} (stderr: {' | '.join(tail)})"
+                failures += 1
+                delay = self._backoff.delay(failures)
+                failed = True
+                # Retried, so a login made meanwhile is picked up; said loudly once.
+                level = logging.INFO if needs_login and failures > 1 else logging.WARNING
+                self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
+            else:
+                failures = 0
+                lived = anyio.current_time() - ready_at
+                flaps = flaps + 1 if lived < self._backoff.stable_after else 0
+                delay = self._backoff.delay(flaps - 1)
+                failed = delay > 0
+                self._log.warning("connection lost: %s", reason)
+            self._state = dataclasses.replace(self._state, last_error=reason)
+            if failed:
+                retry_at = _now() + timedelta(seconds=delay)
+                self._set_state("failed", failures=max(failures, flaps), retry_at=retry_at)
+                settle()
+            await anyio.sleep(delay)
 
     async def _connect_and_serve(
         self, conn: Connection, tail: StderrTail, on_ready: Callable[[], None]
@@ -412,12 +431,7 @@ class OwnedSession:
                         tg.start_soon(self._listen_loop, conn, client, wanted)
                     if self._serve_connection is not None:
                         tg.start_soon(self._serve_connection, conn, client)
-                    try:
-                        await anyio.sleep_forever()
-                    except anyio.get_cancelled_exc_class():
-                        if not tg.cancel_scope.cancel_called:  # not a task of ours failing
-                            conn.shutting_down()  # unless `drop` said why first
-                        raise
+                    await anyio.sleep_forever()
         if self._conn is not conn and anyio.current_time() >= connect_deadline:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
         return conn.lost or "the session ended"
