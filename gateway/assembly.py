@@ -7,8 +7,8 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager, nullcontext
+from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import anyio
 import httpx
 from mcp.client import Transport
 
-from agent import AgentOptions, ChatModel, OutputSchema
+from agent import AgentOptions, ChatModel, OutputSchema, SessionMemory
 from agent.models import new_http_client
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
@@ -64,7 +64,8 @@ async def open_gateway(
     comes up after that many seconds at most: a server still starting then joins it once
     ready (its tools appear; their node says so to subscribers).
     """
-    nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
+    with _naming_file(config):
+        nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
     memories, stores = open_memories(
         config.gateway.memory,
         {name: spec.memory for name, spec in config.agents.items()},
@@ -89,34 +90,14 @@ async def open_gateway(
             overrides[key] = resolve_model(model, http_client=client, settings=settings)
         return overrides[key]
 
-    agents = [
-        AgentSpec(
-            name=name,
-            model=model_of(name, spec),
-            tools=spec.tools,
-            options=AgentOptions(
-                system_message=spec.system,
-                max_iterations=spec.max_iterations,
-                return_intermediate_steps=spec.return_intermediate_steps,
-                batch_size=spec.batch_size,
-                delay_between_batches=spec.delay_between_batches,
-                fail_fast=spec.fail_fast,
-                output=OutputSchema.from_json_schema(spec.output_schema)
-                if spec.output_schema is not None
-                else None,
-                output_retries=spec.output_retries,
-            ),
-            description=spec.description,
-            token_budget=spec.token_budget,
-            memory=memories[name],
-            context_window=spec.context_window,
-            approval=ApprovalRule(spec.require_approval, spec.require_approval_if_destructive),
-        )
-        for name, spec in config.agents.items()
-    ]
-    if config.gateway.otel:
-        hooks = (*hooks, OtelExporter())
     try:
+        with _naming_file(config):  # a model spec at fault
+            agents = [
+                _agent_spec(name, spec, model_of(name, spec), memories[name])
+                for name, spec in config.agents.items()
+            ]
+        if config.gateway.otel:
+            hooks = (*hooks, OtelExporter())
         # Every MCP server connects concurrently; one that fails to start is reported in its
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
@@ -149,6 +130,42 @@ async def open_gateway(
                 await client.aclose()
             for store in stores:
                 await store.aclose()
+
+
+def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionMemory) -> AgentSpec:
+    return AgentSpec(
+        name=name,
+        model=model,
+        tools=spec.tools,
+        options=AgentOptions(
+            system_message=spec.system,
+            max_iterations=spec.max_iterations,
+            return_intermediate_steps=spec.return_intermediate_steps,
+            batch_size=spec.batch_size,
+            delay_between_batches=spec.delay_between_batches,
+            fail_fast=spec.fail_fast,
+            output=OutputSchema.from_json_schema(spec.output_schema)
+            if spec.output_schema is not None
+            else None,
+            output_retries=spec.output_retries,
+        ),
+        description=spec.description,
+        token_budget=spec.token_budget,
+        memory=memory,
+        context_window=spec.context_window,
+        approval=ApprovalRule(spec.require_approval, spec.require_approval_if_destructive),
+    )
+
+
+@contextmanager
+def _naming_file(config: Config) -> Generator[None]:
+    """A config error found while assembling names its file, as the loader's errors do."""
+    try:
+        yield
+    except ConfigError as exc:
+        if config.source is None:
+            raise
+        raise ConfigError(f"{config.source}: {exc}") from exc
 
 
 def _stdio_children(

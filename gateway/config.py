@@ -231,8 +231,20 @@ class Config(_Strict):
     agents: dict[str, AgentConfig] = Field(default_factory=dict[str, AgentConfig])
     store: StoreSettings = StoreSettings()
     """Where runs are kept (see `gateway.store_config`)."""
+    _source: Path | None = PrivateAttr(default=None)
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @property
+    def source(self) -> Path | None:
+        """The file this config was read from, for errors found after loading it."""
+        return self._source
+
+    def read_from(self, path: Path) -> Config:
+        """This config, noted as read from `path`."""
+        copy = self.model_copy()
+        copy._source = path
+        return copy
 
     @model_validator(mode="after")
     def _names_resolve(self) -> Config:
@@ -302,7 +314,7 @@ def load_config(
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
     client_file = path.suffix == ".json"
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
-    return _relative_to(config, path.parent)
+    return _relative_to(config, path.parent).read_from(path)
 
 
 def read_config_data(path: Path) -> Any:

@@ -78,6 +78,25 @@ def test_bad_script_and_bad_config_are_clear_errors(
     assert "agents.a.max_iterations" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("model", "said"),
+    [
+        ("scripted:missing.json", "cannot read script {dir}/missing.json"),
+        ("scripted:bad.json", "invalid script {dir}/bad.json"),
+        ("nope:x", "unknown model spec 'nope:...'"),
+    ],
+)
+def test_a_model_spec_at_fault_is_reported_with_its_config_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], model: str, said: str
+) -> None:
+    (tmp_path / "bad.json").write_text("{")
+    config = tmp_path / "c.toml"
+    config.write_text(f'[agents.a]\nmodel = "{model}"\n')
+    assert main(["run", "q", "--config", str(config), "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {config}: agents.a.model: {said.format(dir=tmp_path)}" in err
+
+
 def test_tools_and_call(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["tools"]) == 0
     listing = capsys.readouterr().out

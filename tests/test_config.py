@@ -40,7 +40,8 @@ def test_toml_and_json_with_the_same_keys_give_the_same_config(tmp_path: Path) -
     json_file = tmp_path / "agent-gateway.json"
     json_file.write_text(json.dumps(tomllib.loads(TOML)))
     from_toml, from_json = load_config(toml_file), load_config(json_file)
-    assert from_toml == from_json
+    assert from_toml.model_dump() == from_json.model_dump()
+    assert (from_toml.source, from_json.source) == (toml_file, json_file)
     assert from_toml.gateway.max_concurrency == 4
     assert from_toml.agents["assistant"].tools == ["calc", "time"]
     assert from_toml.mcp_servers["time"].args == ["--local-timezone", "UTC"]
