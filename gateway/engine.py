@@ -172,7 +172,12 @@ class Gateway:
         """
         spec = self._agent(state.agent)
         self._check_hops(hops)
-        tracer = Tracer(state.run_id, (*self.hooks, *hooks), subject=state.started_by)
+        tracer = Tracer(
+            state.run_id,
+            (*self.hooks, *hooks),
+            subject=state.started_by,
+            caller_trace=state.caller_trace,
+        )
         exchange = state.response or state.request
         # A resumed run has spent what its metadata says: the budget counts on from there.
         budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
@@ -244,11 +249,13 @@ class Gateway:
         hops: int = 0,
         quota: PerNode | None = None,
         subject: str | None = None,
+        caller_trace: dict[str, str] | None = None,
     ) -> CallToolResult:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
         traced like an agent's, for the caller `context` describes (its `meta` is replaced by
         the hop count). `subject` is who asked (the authenticated MCP client of a proxied
-        call), on every trace event.
+        call), on every trace event; `caller_trace` the trace context it sent, for the call's
+        span to continue.
 
         Raises `UnknownTool`, `DepthExceeded` when `hops` already reaches the depth limit, and
         the node's own errors (`toolkits.ToolkitError`).
@@ -261,7 +268,7 @@ class Gateway:
                 known = ", ".join(sorted(tools))
                 raise UnknownTool(f"no tool named {tool!r} (available: {known})")
             tool = found
-        tracer = Tracer(new_id(), (*self.hooks, *hooks), subject=subject)
+        tracer = Tracer(new_id(), (*self.hooks, *hooks), subject=subject, caller_trace=caller_trace)
         call = await self.call_node(
             tool,
             arguments,
@@ -328,15 +335,16 @@ class Gateway:
                 model = TracedModel(agent.model, tracer, span.id, agent.budget)
                 answers = ModelAnswers(model, approvals=remote.answer)
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
-            context = CallContext(
-                on_progress=progress,
-                meta=meta,
-                on_log=server_log,
-                answer=answer,
-                owner=owner,
-                answerable=answerable,
-            )
-            result = await node.call_tool(tool.name, arguments, context=context)
+            with tracer.calling_from(span.id) as carrier:  # the server's spans continue it
+                context = CallContext(
+                    on_progress=progress,
+                    meta={**meta, **carrier} if carrier else meta,
+                    on_log=server_log,
+                    answer=answer,
+                    owner=owner,
+                    answerable=answerable,
+                )
+                result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error")

@@ -9,6 +9,10 @@ that ran it. The run itself is not a span of its own (its agent is); its id is t
 (fallbacks, server logs, warnings) are span events; failures set the span's error status and
 `error.type`. Arguments, results and messages are not recorded: they may hold personal data.
 
+Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
+continues the caller's trace, and each tool call puts its span's context (and the caller's
+baggage) in the `_meta` of its request, so a gateway or server behind this one continues it.
+
 Spans go to the tracer provider given, else the global one. `configure_otel` sets a global
 SDK provider up for the CLI when none is: spans go over OTLP when the OTLP exporter package is
 installed and `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set, else as JSON to
@@ -25,8 +29,13 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.baggage.propagation import W3CBaggagePropagator
+from opentelemetry.context import Context
+from opentelemetry.propagators.composite import CompositePropagator
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvider
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
 from .errors import ConfigError
@@ -39,6 +48,8 @@ __all__ = ["OtelExporter", "configure_otel"]
 
 INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
+_PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
+"""W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _PROVIDERS = {"gemini": "gcp.gemini"}
 """Our model-spec prefixes whose GenAI `provider.name` differs."""
 _USAGE = {
@@ -50,41 +61,57 @@ _USAGE = {
 
 
 class OtelExporter:
-    """Maps a run's trace events to OpenTelemetry spans as they happen."""
+    """Maps a run's trace events to OpenTelemetry spans as they happen, and hands each tool
+    call's span on to the MCP server it calls (`trace_context`)."""
 
     def __init__(self, tracer_provider: TracerProvider | None = None) -> None:
         self._tracer = trace.get_tracer(INSTRUMENTATION, tracer_provider=tracer_provider)
-        self._spans: dict[str, Span | None] = {}
-        """Open spans by trace id; None for a run, whose children hang under its parent."""
+        self._spans: dict[str, Span] = {}
+        """Open spans by trace id."""
+        self._contexts: dict[str, Context | None] = {}
+        """What the children of each open trace id start in: its span's context; for a run,
+        which is no span, the trace its caller sent (SEP-414), else none (a new trace)."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
             self._start(event)
         elif event.phase in ("end", "error"):
+            self._contexts.pop(event.id, None)
             span = self._spans.pop(event.id, None)
             if span is not None:
                 self._finish(span, event)
         elif event.phase in ("progress", "note"):
-            parent = self._parent(event.parent_id)
+            parent = self._spans.get(event.parent_id or "")
             if parent is not None:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
 
-    def _start(self, event: TraceEvent) -> None:
-        parent = self._parent(event.parent_id)
-        if event.kind == "run":
-            self._spans[event.id] = None
+    @contextmanager
+    def calling_from(self, span_id: str) -> Generator[dict[str, str]]:
+        context = self._contexts.get(span_id)
+        if context is None:
+            yield {}
             return
-        context = trace.set_span_in_context(parent) if parent is not None else None
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier, context=context)
+        token = otel_context.attach(context)
+        try:
+            yield carrier
+        finally:
+            otel_context.detach(token)
+
+    def _start(self, event: TraceEvent) -> None:
+        if event.parent_id is not None:
+            parent = self._contexts.get(event.parent_id)
+        else:
+            parent = _caller(event)
+        if event.kind == "run":
+            self._contexts[event.id] = parent
+            return
         name, kind, attributes = _describe(event)
         attributes[RUN_ID] = event.run_id
-        self._spans[event.id] = self._tracer.start_span(
-            name, context=context, kind=kind, attributes=attributes
-        )
-
-    def _parent(self, parent_id: str | None) -> Span | None:
-        if parent_id is None:
-            return None
-        return self._spans.get(parent_id)
+        span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
+        self._spans[event.id] = span
+        self._contexts[event.id] = trace.set_span_in_context(span)
 
     def _finish(self, span: Span, event: TraceEvent) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
@@ -98,6 +125,18 @@ class OtelExporter:
             span.set_status(Status(StatusCode.ERROR, event.error))
             span.set_attribute("error.type", _error_type(event))
         span.end()
+
+
+def _caller(event: TraceEvent) -> Context | None:
+    """What a span with no parent here continues: the span current where it starts (the MCP
+    SDK's span of the request being served, itself continuing the client's trace), else the
+    trace the client sent with a run started earlier (resumed now), else nothing."""
+    current = otel_context.get_current()
+    if trace.get_current_span(current).get_span_context().is_valid:
+        return current
+    if event.caller_trace is not None:
+        return _PROPAGATOR.extract(event.caller_trace)  # a malformed one is ignored
+    return None
 
 
 def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:

@@ -62,6 +62,9 @@ class RunState(BaseModel):
     so a run stopped while they worked resumes them where they were."""
     origin: RunOrigin | None = None
     """How the run was started (config, model), for resuming it."""
+    caller_trace: dict[str, str] | None = None
+    """The W3C trace context the MCP client sent with its call (`traceparent`, ...): the run's
+    spans continue the client's trace, also when resumed later."""
 
 
 class RunResult(BaseModel):

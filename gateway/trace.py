@@ -21,10 +21,10 @@ import logging
 import sys
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
+from contextlib import AbstractContextManager, ExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
-from typing import Literal, TextIO
+from typing import Any, Literal, Protocol, TextIO, runtime_checkable
 
 import anyio
 from mcp_types import LoggingMessageNotificationParams
@@ -34,6 +34,7 @@ from .errors import RunPaused
 
 __all__ = [
     "JsonLinesPrinter",
+    "PropagatesTrace",
     "Span",
     "ToolProgress",
     "TraceEvent",
@@ -41,6 +42,7 @@ __all__ = [
     "TracePrinter",
     "Tracer",
     "new_id",
+    "trace_context_in",
 ]
 
 log = logging.getLogger(__name__)
@@ -88,9 +90,34 @@ class TraceEvent(BaseModel):
     """For a tool's `note` of its MCP server's log message: the message as the server sent it."""
     paused: str | None = Field(default=None, exclude=True)
     """For an `error` event that is a pause, not a failure: what the run waits for."""
+    caller_trace: dict[str, str] | None = Field(default=None, exclude=True)
+    """For a span with no parent here: the W3C trace context its MCP client sent in the
+    request's `_meta` (`traceparent`, `tracestate`; SEP-414), for the span to continue."""
 
 
 TraceHook = Callable[[TraceEvent], Awaitable[None]]
+
+
+@runtime_checkable
+class PropagatesTrace(Protocol):
+    """A hook whose spans continue in the MCP servers a tool call reaches (`OtelExporter`)."""
+
+    def calling_from(self, span_id: str) -> AbstractContextManager[dict[str, str]]:
+        """For the time of a request made inside the open span `span_id`: that span as the
+        current one (an instrumented client's own span nests under it); yields the W3C trace
+        context (`traceparent`, ...) for the request's `_meta`, empty if there is none."""
+        ...
+
+
+_TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
+"""The `_meta` keys of a W3C trace context (SEP-414), the exception to prefixed keys."""
+
+
+def trace_context_in(meta: Mapping[str, Any] | None) -> dict[str, str] | None:
+    """The W3C trace context in a request's `_meta`, if it has one."""
+    if not meta or not isinstance(meta.get("traceparent"), str):
+        return None
+    return {key: meta[key] for key in _TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
 
 
 def new_id() -> str:
@@ -120,10 +147,23 @@ class Tracer:
     run_id: str
     hooks: Sequence[TraceHook] = ()
     subject: str | None = None
+    caller_trace: dict[str, str] | None = None
+    """The trace context the caller sent (`TraceEvent.caller_trace`), on parentless spans."""
     _t0: float = field(default_factory=time.perf_counter)
 
     def _ms(self, at: float | None = None) -> float:
         return round(((at or time.perf_counter()) - self._t0) * 1000, 1)
+
+    @contextmanager
+    def calling_from(self, span_id: str) -> Generator[dict[str, str]]:
+        """For a request made inside span `span_id`: the trace context for its `_meta`, the
+        span current meanwhile (`PropagatesTrace`)."""
+        with ExitStack() as stack:
+            carrier: dict[str, str] = {}
+            for hook in self.hooks:
+                if isinstance(hook, PropagatesTrace):
+                    carrier.update(stack.enter_context(hook.calling_from(span_id)))
+            yield carrier
 
     async def emit(self, event: TraceEvent) -> None:
         for hook in self.hooks:
@@ -211,6 +251,7 @@ class Tracer:
                 node=node,
                 subject=self.subject,
                 paused=paused,
+                caller_trace=self.caller_trace if parent_id is None else None,
             )
 
         if not self.hooks:  # nobody listens: skip building events on the hot path

@@ -8,9 +8,13 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
+from mcp.client import Client
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,8 +23,12 @@ from pydantic import JsonValue
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
+from gateway.config import GatewaySettings
 from gateway.otel import OtelExporter
+from gateway.server import build_server
+from tests.server.processes import SCRIPT, http_server
 from toolkits import FunctionToolkit, calculator
+from toolkits.mcp import McpServerConfig, McpToolkit
 
 
 def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
@@ -103,6 +111,69 @@ async def test_a_run_becomes_agent_chat_and_tool_spans_nested_as_in_the_trace() 
     assert "there is no tool named 'nope'" in unknown.status.description
 
 
+@pytest.mark.anyio
+async def test_a_trace_continues_through_a_gateway_behind_and_stays_one_trace() -> None:
+    """A calls B's agent and B's proxied calculator (SEP-414: the context rides in `_meta`)."""
+    b_hook, b_spans = exporter()
+    inner = ScriptedModel([call("calculator", expression="6 * 7"), "42"], name="scripted:math")
+    b = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [AgentSpec("math", inner, tools=["calculator"], description="Does sums.")],
+        hooks=[b_hook],
+    )
+    served, _router = build_server(b, GatewaySettings(expose_tools=True))
+    a_hook, a_spans = exporter()
+    outer = ScriptedModel(
+        [call("b__math", prompt="6 * 7?"), call("b__calculator", expression="1 + 1"), "42."],
+        name="scripted:outer",
+    )
+    async with McpToolkit("b", McpServerConfig(command="in-process"), target=served) as node:
+        a = Gateway([node], [AgentSpec("assistant", outer, tools=["b"])], hooks=[a_hook])
+        result = await a.run("assistant", "What is 6 * 7?")
+    assert result.output == "42."
+
+    theirs, ours = b_spans.get_finished_spans(), a_spans.get_finished_spans()
+    assert {s.context.trace_id for s in (*theirs, *ours) if s.context is not None} == {
+        next(s for s in ours if s.name == "invoke_agent assistant").context.trace_id  # type: ignore[union-attr]
+    }
+
+    def span_id(spans: Sequence[ReadableSpan], name: str) -> int:
+        context = next(s for s in spans if s.name == name).context
+        assert context is not None
+        return context.span_id
+
+    def parent_id(spans: Sequence[ReadableSpan], name: str) -> int | None:
+        parent = next(s for s in spans if s.name == name).parent
+        return parent.span_id if parent is not None else None
+
+    # B's work hangs under the tool call of A that asked for it.
+    assert parent_id(theirs, "invoke_agent math") == span_id(ours, "execute_tool b__math")
+    # B's calculator ran twice: for its agent, and proxied for A's own call.
+    calculators = [s for s in theirs if s.name == "execute_tool calculator"]
+    assert {s.parent.span_id for s in calculators if s.parent is not None} == {
+        span_id(theirs, "invoke_agent math"),
+        span_id(ours, "execute_tool b__calculator"),
+    }
+
+
+@pytest.mark.anyio
+async def test_a_malformed_traceparent_starts_a_trace_of_its_own() -> None:
+    hook, memory = exporter()
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [AgentSpec("math", ScriptedModel(["42"]), tools=["calculator"])],
+        hooks=[hook],
+    )
+    served, _router = build_server(gateway, GatewaySettings())
+    async with Client(served) as client:
+        meta = {"traceparent": "00-not-a-trace-01"}
+        result = await client.call_tool("math", {"prompt": "6 * 7?"}, meta=meta)  # type: ignore[arg-type]
+    assert not result.is_error
+    spans = memory.get_finished_spans()
+    assert next(s for s in spans if s.name == "invoke_agent math").parent is None
+    assert len({s.context.trace_id for s in spans if s.context is not None}) == 1
+
+
 def run_installed(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
     assert executable is not None, "the package is not installed (pip install -e .)"
@@ -154,3 +225,59 @@ def test_otel_in_the_config_exports_too_and_is_off_by_default(tmp_path: Path) ->
     done = run_installed(tmp_path)
     assert done.returncode == 0, done.stderr
     assert '"name": "invoke_agent assistant"' in done.stderr
+
+
+TWO_GATEWAYS = Path(__file__).parent.parent / "examples" / "two_gateways"
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_two_gateway_processes_over_http_write_one_trace(tmp_path: Path) -> None:
+    """The example's gateway A runs with --otel; B, serving over HTTP, exports its own spans."""
+    b_config = tmp_path / "b.toml"
+    b_config.write_text(
+        (TWO_GATEWAYS / "b.toml").read_text().replace("scripted:", f"scripted:{TWO_GATEWAYS}/")
+        + "\n[gateway]\notel = true\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    # B's spans go out in batches: in 50 ms, not at its exit (after this test reads them).
+    async with http_server(b_config, env={**env, "OTEL_BSP_SCHEDULE_DELAY": "50"}) as b:
+        a_config = tmp_path / "a.toml"
+        a_config.write_text(
+            f'[mcpServers.b]\nurl = "{b.url}"\n[agents.assistant]\n'
+            f'model = "scripted:{TWO_GATEWAYS}/assistant.json"\ntools = ["b"]\n'
+        )
+        with anyio.fail_after(30):
+            done = await anyio.run_process(
+                [str(SCRIPT), "run", "shirts?", "--config", str(a_config), "--otel", "--no-store"],
+                env=env,
+                check=False,
+            )
+            assert done.returncode == 0, done.stderr.decode()
+            while True:  # until B's agent span is out (it ends after its children)
+                more = b.more_stderr
+                theirs = exported_spans("\n".join(b.stderr))
+                if "invoke_agent math" in theirs:
+                    break
+                await more.wait()
+    ours = exported_spans(done.stderr.decode())
+    trace_id = ours["invoke_agent assistant"]["context"]["trace_id"]
+    call = ("tools/call math", "invoke_agent math", "chat math.json", "execute_tool calculator")
+    assert {theirs[name]["context"]["trace_id"] for name in call} == {trace_id}
+    # B's work hangs under its SDK's span of the request, and that under A's call of it.
+    assert (
+        theirs["invoke_agent math"]["parent_id"] == theirs["tools/call math"]["context"]["span_id"]
+    )
+    assert (
+        theirs["tools/call math"]["parent_id"] == ours["execute_tool b__math"]["context"]["span_id"]
+    )
+
+
+def exported_spans(text: str) -> dict[str, Any]:
+    """The spans `ConsoleSpanExporter` wrote in `text` (JSON objects among other lines), by
+    name (the last of a name)."""
+    decoder, spans = json.JSONDecoder(), dict[str, Any]()
+    for start in (m.start() for m in re.finditer(r"^\{", text, re.M)):
+        span, _end = decoder.raw_decode(text, start)
+        spans[span["name"]] = span
+    return spans

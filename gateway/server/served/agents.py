@@ -34,7 +34,7 @@ from ...sampling_model import (
     SamplingModel,
     sampling_problem,
 )
-from ...trace import TraceHook, new_id
+from ...trace import TraceHook, new_id, trace_context_in
 from ..client_requests.approvals import (
     ApprovalInputRequired,
     RoundApprover,
@@ -243,6 +243,7 @@ class AgentTools:
                 agent=spec.name,
                 items=args.agent_items(),
                 started_by=authenticated_subject(),
+                caller_trace=trace_context_in(ctx.meta),
             )
         latest = [state]
 
@@ -297,6 +298,7 @@ class AgentTools:
             items=args.agent_items(),
             started_by=authenticated_subject(),
             origin=self._stored.origin,
+            caller_trace=trace_context_in(ctx.meta),
         )
         quota = client_quota(ctx, self._gateway)
         await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)
@@ -330,6 +332,7 @@ class AgentTools:
                 agent=spec.name,
                 items=args.agent_items(),
                 started_by=authenticated_subject(),
+                caller_trace=trace_context_in(ctx.meta),
                 origin=stored.origin,
             )
             run_id = state.run_id

@@ -32,6 +32,7 @@ from toolkits import AsksCaller, CallContext, Tool, ToolkitError, error_result
 from ...catalog import Routes
 from ...engine import Gateway
 from ...errors import ConfigError, GatewayError
+from ...trace import trace_context_in
 from ..client_requests.ask_client import for_client
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
@@ -93,6 +94,7 @@ class ProxiedTools:
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
         subject = authenticated_subject()  # read here: `work` may run in another task
+        trace = trace_context_in(ctx.meta)
 
         async def work(context: CallContext) -> types.CallToolResult:
             try:
@@ -103,6 +105,7 @@ class ProxiedTools:
                     hops=incoming_hops(ctx),
                     quota=client_quota(ctx, self._gateway),
                     subject=subject,
+                    caller_trace=trace,
                 )
             except (ToolkitError, GatewayError) as exc:  # e.g. down, timed out, too many hops
                 return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc}")
