@@ -12,7 +12,10 @@
         └── StoreUnavailable the run store's database cannot be reached
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
-(`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation.
+(`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation. A
+call cut off because its node is being stopped (`toolkits.NodeStopped`: the gateway is going
+away) had no outcome: it ends the run instead (a stored run is left to resume, or to another
+replica).
 
 Not failures: control-flow signals that stop a run for now, to resume it later.
 

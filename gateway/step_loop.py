@@ -32,7 +32,7 @@ from agent import (
     ToolsAgent,
 )
 from agent.scratchpad import ERROR_PREFIX
-from toolkits import Tool, ToolkitError
+from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
 from .errors import GatewayError
@@ -273,6 +273,8 @@ class StepLoop:
                     response = await self._run_agent_tool(
                         action, arguments, context, span.id, saver
                     )
+                except NodeStopped:
+                    raise  # as below: no outcome, and this run stops too
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     # The inner agent failed (its model, say): for the caller it is a failed tool.
                     response = ActionResponse(action=action, error=str(exc) or repr(exc))
@@ -290,6 +292,8 @@ class StepLoop:
                 call_id=action.tool_call_id,
                 item=action.item_index,
             )
+        except NodeStopped:
+            raise  # the gateway is stopping: the call had no outcome to tell the model of
         except ToolkitError as exc:  # the node could not serve it: the model is told why
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
         except Exception:

@@ -22,14 +22,17 @@ from agent import (
     ToolMessage,
 )
 from gateway import AgentSpec, Gateway, RunState, TraceEvent
+from tests.servers.inprocess import Context, ToyServer
 from toolkits import (
     CallContext,
     FunctionToolkit,
+    NodeStopped,
     ServerUnavailable,
     Tool,
     calculator,
     function_tool,
 )
+from toolkits.mcp import McpServerConfig, McpToolkit
 
 pytestmark = pytest.mark.anyio
 
@@ -274,3 +277,43 @@ async def test_every_call_the_model_made_is_a_tool_span_with_what_the_model_was_
 
 def _assistant_calls(messages: list[ChatMessage]) -> list[ToolCall]:
     return [c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls]
+
+
+async def test_a_run_whose_mcp_node_stops_under_a_call_stops_too_and_tells_the_model_nothing() -> (
+    None
+):
+    """The call had no outcome (the gateway is going away): it is not an observation."""
+    toy = ToyServer()
+    started = anyio.Event()
+
+    async def held(_ctx: Context, _args: dict[str, Any]) -> CallToolResult:
+        started.set()
+        await anyio.sleep_forever()
+        raise AssertionError("never")
+
+    toy.add("held", held)
+    node = McpToolkit("toy", McpServerConfig(command="in-process"), target=toy.server)
+    model = ScriptedModel([call("toy__held"), "the tool said nothing"])
+    gateway = Gateway([node], [AgentSpec("a", model, tools=["toy"])])
+    failed: list[BaseException] = []
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            owner = anyio.CancelScope()
+
+            async def own_the_node() -> None:
+                with owner:
+                    await node.run()
+
+            async def run() -> None:
+                try:
+                    await gateway.run("a", "go")
+                except NodeStopped as exc:
+                    failed.append(exc)
+
+            tg.start_soon(own_the_node)
+            tg.start_soon(run)
+            await started.wait()
+            owner.cancel()  # the node's owner stops it, as a gateway that shuts down does
+    [error] = failed
+    assert "shutting down" in str(error)
+    assert len(model.calls) == 1

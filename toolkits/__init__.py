@@ -27,6 +27,7 @@ from .capabilities import (
 from .errors import (
     AuthorizationRequired,
     ConnectionLost,
+    NodeStopped,
     NoSuchTool,
     NotOffered,
     ServerUnavailable,
@@ -60,6 +61,7 @@ __all__ = [
     "McpToolkitGroup",
     "NoSuchTool",
     "NodeHealth",
+    "NodeStopped",
     "NotOffered",
     "ProgressCallback",
     "ResourceUpdatedCallback",

@@ -6,24 +6,27 @@
     ├── NotOffered                 the node's server does not offer that (e.g. resource subscriptions)
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
     │   ├── ConnectionLost         the connection ended while the call was in flight
+    │   │   └── NodeStopped        ... because the node is being stopped (or is not running)
     │   └── AuthorizationRequired  the server wants an OAuth authorization nobody gave yet
     └── ToolTimeout                no result within the timeout (or the absolute cap)
 
 Failures *of a tool* (bad arguments, the tool's own errors, protocol errors the server answers
 with) are not exceptions: they come back as a `CallToolResult` with `is_error=True`, like every
 other tool outcome. Messages are written for a model to read: a gateway may pass `str(exc)` on
-as the observation (`toolkits.base.error_result(str(exc))`).
+as the observation (`toolkits.base.error_result(str(exc))`), except `NodeStopped`: that call
+had no outcome, its caller is going away too.
 """
 
 from __future__ import annotations
 
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "LOGIN_COMMAND",
     "AuthorizationRequired",
     "ConnectionLost",
     "NoSuchTool",
+    "NodeStopped",
     "NotOffered",
     "ServerConfigError",
     "ServerUnavailable",
@@ -45,25 +48,42 @@ class NoSuchTool(ToolkitError):
     """The node offers no tool under that name (the message names both)."""
 
 
-class NotOffered(ToolkitError):
+class _OfNode(ToolkitError):
+    """An error about one node (`node`), whatever its class's own arguments."""
+
+    def __init__(self, message: str, *, node: str) -> None:
+        super().__init__(message)
+        self.node = node
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as its message and node: a run store records a failed step's error so, and
+        # the default (the class called with `args`) misses a keyword-only `node`.
+        return (_rebuilt, (type(self), str(self), self.node))
+
+
+def _rebuilt(kind: type[_OfNode], message: str, node: str) -> _OfNode:
+    error = kind.__new__(kind)
+    _OfNode.__init__(error, message, node=node)
+    return error
+
+
+class NotOffered(_OfNode):
     """The node's server does not offer what was asked of it (the message says what)."""
 
-    def __init__(self, message: str, *, node: str) -> None:
-        super().__init__(message)
-        self.node = node
 
-
-class ServerUnavailable(ToolkitError):
+class ServerUnavailable(_OfNode):
     """The node's server is not connected, so the call was not made (or not finished)."""
-
-    def __init__(self, message: str, *, node: str) -> None:
-        super().__init__(message)
-        self.node = node
 
 
 class ConnectionLost(ServerUnavailable):
     """The connection ended while the call was in flight: the server went away (the node is
     reconnecting), or the node is shutting down."""
+
+
+class NodeStopped(ConnectionLost):
+    """The node was stopped under the call (its owner is shutting down), or is not running:
+    the call has no outcome, and whatever made it is being stopped as well (an agent run
+    must not take this for the tool's answer)."""
 
 
 LOGIN_COMMAND = "agent-gateway auth login {node}"

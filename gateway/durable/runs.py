@@ -37,6 +37,9 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
+from toolkits import NodeStopped
+from toolkits.errors import find_error
+
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
@@ -229,6 +232,8 @@ async def _execute(
             raise _Stopped  # in flight still: another replica takes it over
         stopped = "interrupted"
     except Exception as exc:
+        if host.leaving and find_error(exc, NodeStopped) is not None:
+            raise _Stopped from None  # its MCP servers stopped first: in flight still, as above
         execution.error = exc
         stopped = str(exc) or type(exc).__name__
     except BaseException as exc:

@@ -98,6 +98,20 @@ class Cluster:
 
         return httpx2.AsyncClient(event_hooks={"response": [note]}, timeout=60, **kwargs)  # pyright: ignore[reportArgumentType]
 
+    async def saying(self, text: str) -> Replica:
+        """The first replica to say `text` on stderr (bound it with `fail_after`)."""
+        found: list[Replica] = []
+        async with anyio.create_task_group() as tg:
+
+            async def watch(replica: Replica) -> None:
+                await replica.said(text)
+                found.append(replica)
+                tg.cancel_scope.cancel()
+
+            for replica in self.replicas:
+                tg.start_soon(watch, replica)
+        return found[0]
+
     def replica_at(self, address: str) -> Replica:
         [found] = [r for r in self.replicas if r.address == address]
         return found

@@ -5,7 +5,9 @@ mid-run has its run finished by the other, no recorded call made again."""
 from __future__ import annotations
 
 import json
+import sys
 import uuid
+from contextlib import suppress
 from pathlib import Path
 
 import anyio
@@ -148,6 +150,53 @@ async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
                 tg.cancel_scope.cancel()
         assert len(model.requests) == 3  # only the call in flight at the kill was asked again
     assert log.read_text().splitlines() == ["start A", "end A"]  # recorded: not run again
+    [run] = runs_json(store)
+    assert run["status"] == "succeeded"
+    assert str(run["run_id"]) in line
+    result = cli("runs", "show", str(run["run_id"]), "--json", "--store", store)
+    assert json.loads(result.stdout)["result"]["items"][0]["output"] == "A is done"
+
+
+async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_other(
+    tmp_path: Path, store: str
+) -> None:
+    """SIGTERM while an MCP server's tool call runs past the grace: the call had no outcome
+    (its server stopped under it), so the run is not answered with that error but left in
+    flight, and the other replica makes the call again and finishes the run."""
+    log, hold = tmp_path / "calls.log", tmp_path / "hold"
+    hold.touch()
+    call = {"name": "slow__logged", "arguments": {"log": str(log), "name": "A", "hold": str(hold)}}
+    server = Path(__file__).parent.parent / "servers" / "logged_stdio.py"
+    body = (
+        f'[mcpServers.slow]\ncommand = "{sys.executable}"\nargs = ["{server}"]\n'
+        '[agents.assistant]\nmodel = "{model}"\ntools = ["slow"]\n'
+    )
+    port = free_port()
+    with openai_stub([call, "A is done"]) as model:
+        path = config(tmp_path, port, body.replace("{model}", model.spec), store=store)
+        async with cluster(path, port) as gateways:
+            line = ""
+
+            async def call_and_lose_it() -> None:
+                async with (
+                    gateways.http() as http,
+                    Client(streamable_http_client(gateways.url, http_client=http)) as client,
+                ):
+                    with suppress(Exception):  # its replica goes under it
+                        await client.call_tool("assistant", {"prompt": "use A"})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_and_lose_it)
+                with anyio.fail_after(60):
+                    running = await gateways.saying("logged: holding A")
+                [other] = [r for r in gateways.replicas if r is not running]
+                hold.unlink()  # the call made again on the other replica goes through
+                await running.terminate()  # past the grace: the held call is cut off
+                with anyio.fail_after(60):
+                    line = await other.said("(taken over) finished")
+                tg.cancel_scope.cancel()
+        assert len(model.requests) == 2  # not told of the cut-off call; its call not asked again
+    assert log.read_text().splitlines() == ["start A", "start A", "end A"]
     [run] = runs_json(store)
     assert run["status"] == "succeeded"
     assert str(run["run_id"]) in line

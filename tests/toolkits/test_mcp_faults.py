@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import signal
 import sys
 from pathlib import Path
@@ -13,7 +14,14 @@ import pytest
 
 from tests.servers.real import everything_stdio, killable_everything_stdio, read_pid, time_stdio
 from toolkits import CallContext
-from toolkits.errors import ConnectionLost, ToolTimeout
+from toolkits.errors import (
+    AuthorizationRequired,
+    ConnectionLost,
+    NodeStopped,
+    NotOffered,
+    ToolkitError,
+    ToolTimeout,
+)
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
 from toolkits.observation import result_text
 
@@ -111,3 +119,17 @@ async def test_servers_that_never_start_leave_the_others_serving(
             assert report[0].endswith("No such file or directory: '/nonexistent/mcp-server'")
             assert report[3].startswith("time: ready since ")
     assert "stderr: boom: bad config" in caplog.messages
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        NodeStopped("stopped", node="a"),
+        ConnectionLost("lost", node="b"),
+        AuthorizationRequired("c"),
+        NotOffered("no", node="d"),
+    ],
+)
+def test_a_node_error_survives_pickling_as_a_run_store_records_it(error: ToolkitError) -> None:
+    again = pickle.loads(pickle.dumps(error))
+    assert (type(again), str(again), again.node) == (type(error), str(error), error.node)  # type: ignore[attr-defined]

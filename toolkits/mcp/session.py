@@ -39,7 +39,7 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, T
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..errors import ConnectionLost, ServerUnavailable, find_error
+from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .oauth import find_authorization_required
@@ -134,9 +134,7 @@ def describe_error(exc: BaseException) -> str:
 def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
     """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
     if conn.lost == _SHUT_DOWN:  # closed by its owner: nobody reconnects
-        return ConnectionLost(
-            f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node
-        )
+        return NodeStopped(f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node)
     conn.drop(f"{what} (server gone)")
     return ConnectionLost(f"MCP server {node!r} went away: {what}; reconnecting", node=node)
 
@@ -280,9 +278,7 @@ class OwnedSession:
                     return conn
                 state = self._state
                 if state.state == "stopped":
-                    raise ServerUnavailable(
-                        f"MCP server {self._name!r} is not running", node=self._name
-                    )
+                    raise NodeStopped(f"MCP server {self._name!r} is not running", node=self._name)
                 if state.state == "failed":
                     retry = (
                         f"; next attempt at {state.retry_at:%H:%M:%S}Z" if state.retry_at else ""
