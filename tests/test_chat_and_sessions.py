@@ -15,7 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from gateway.cli import main
-from tests.servers.openai_stub import OpenAIStub, openai_stub
+from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
 
@@ -72,6 +72,25 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
         remembered = [m["role"] for m in model.messages(2)]
         assert remembered == ["system", "user", "assistant", "tool", "assistant", "user"]
         assert [m["role"] for m in model.messages(3)] == ["system", "user"]  # after /reset
+
+
+@pytest.mark.integration
+def test_a_question_that_fails_is_reported_and_the_chat_goes_on(tmp_path: Path) -> None:
+    assert EXECUTABLE is not None
+    with openai_stub([Refusal(401, "Incorrect API key provided"), "Hello again."]) as model:
+        done = subprocess.run(
+            [EXECUTABLE, "chat", "--config", str(config_for(model, tmp_path))],
+            input="hello\nsecond\n",
+            capture_output=True,
+            text=True,
+            timeout=40,
+            check=False,
+        )
+    assert done.returncode == 1  # something failed
+    assert "HTTP 401" in done.stderr
+    assert "Incorrect API key provided" in done.stderr
+    assert done.stdout == "Hello again.\n"
+    assert "Traceback" not in done.stderr
 
 
 def test_sessions_are_listed_shown_and_deleted(

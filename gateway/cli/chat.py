@@ -1,7 +1,8 @@
 """`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
-end of input) leaves. Answers stream to stdout as the model writes them.
+end of input) leaves. Answers stream to stdout as the model writes them. A question that
+fails is reported and the conversation goes on; the exit code says whether any failed.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ import sys
 import anyio
 from rich.console import Console
 
+from agent import AgentError
 from agent.memory import SessionMemory
+from toolkits import ToolkitError
 
 from ..assembly import open_gateway
 from ..console import RunConsole, open_console
@@ -28,7 +31,7 @@ from .common import (
     pick_agent,
     trace_hooks,
 )
-from .exits import OK
+from .exits import OK, exit_code, report
 from .results import print_result
 from .sessions import memory_store_url
 
@@ -68,6 +71,7 @@ async def _chat(args: argparse.Namespace) -> int:
     ):
         check_runnable(gateway, name)
         print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
+        code = OK
         while True:
             if interactive:
                 print("> ", end="", file=sys.stderr, flush=True)
@@ -77,9 +81,16 @@ async def _chat(args: argparse.Namespace) -> int:
             text = line.strip()
             if text in ("/exit", "/quit"):
                 break
-            if text:
+            if not text:
+                continue
+            try:
                 await _one(gateway, name, session, text, console)
-    return OK
+            except (AgentError, GatewayError, ToolkitError) as exc:
+                # One question failed (the provider is down, say): the conversation goes on,
+                # and the exit code still says something failed.
+                report(exc)
+                code = max(code, exit_code(exc))
+    return code
 
 
 async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> None:

@@ -7,22 +7,34 @@ import json
 import threading
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 __all__ = ["OpenAIStub", "openai_stub"]
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A scripted answer that is an HTTP error, with OpenAI's error body."""
+
+    status: int
+    message: str
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": "invalid_request_error", "code": None}}
+
+
 class OpenAIStub:
     """Answers `/v1/chat/completions` with the next scripted answer (a string is a text
-    answer, a dict `{"name": ..., "arguments": {...}}` a tool call); `requests` holds every
-    request body.
+    answer, a dict `{"name": ..., "arguments": {...}}` a tool call, a `Refusal` an HTTP
+    error); `requests` holds every request body.
 
     With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
     a test kills the caller while its model call is in flight."""
 
     def __init__(
-        self, answers: Sequence[str | dict[str, Any]], *, hold_at: int | None = None
+        self, answers: Sequence[str | dict[str, Any] | Refusal], *, hold_at: int | None = None
     ) -> None:
         self.answers = list(answers)
         self.requests: list[dict[str, Any]] = []
@@ -42,7 +54,7 @@ class OpenAIStub:
     def messages(self, index: int) -> list[dict[str, Any]]:
         return self.requests[index]["messages"]
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, body: dict[str, Any]) -> dict[str, Any] | Refusal:
         with self._lock:
             self.requests.append(body)
             n = len(self.requests)
@@ -50,6 +62,8 @@ class OpenAIStub:
         if n == self._hold_at:
             self.holding.set()
             self._released.wait()
+        if isinstance(scripted, Refusal):
+            return scripted
         message: dict[str, Any] = {"role": "assistant", "content": scripted}
         if isinstance(scripted, dict):
             arguments = json.dumps(scripted["arguments"])
@@ -70,7 +84,7 @@ class OpenAIStub:
 
 @contextmanager
 def openai_stub(
-    answers: Sequence[str | dict[str, Any]], *, hold_at: int | None = None
+    answers: Sequence[str | dict[str, Any] | Refusal], *, hold_at: int | None = None
 ) -> Generator[OpenAIStub]:
     stub = OpenAIStub(answers, hold_at=hold_at)
 
@@ -79,6 +93,14 @@ def openai_stub(
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
             answer = stub.answer(body)
+            if isinstance(answer, Refusal):
+                data = json.dumps(answer.body()).encode()
+                self.send_response(answer.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return
             if body.get("stream"):
                 data = b"".join(
                     b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in _chunks(answer)
