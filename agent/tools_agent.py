@@ -233,7 +233,7 @@ class ToolsAgent:
             )
         except ModelError as exc:
             if fails_only_its_item(exc):
-                error = f"the model rejected this item: {exc}"
+                error = f"the model rejected the request: {exc}"
                 return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
             return _Outcome(steps, usage=usage, interrupted=exc)
         except AgentError as exc:  # the memory's storage

@@ -93,7 +93,7 @@ async def test_twenty_items_run_in_batches_of_five_and_a_failing_item_fails_alon
         if n == 7:
             assert item.output is None
             assert item.error is not None
-            assert "the model rejected this item" in item.error
+            assert "the model rejected the request" in item.error
             assert "HTTP 400" in item.error
         else:
             assert (item.output, item.error) == (str(n * 2), None)

@@ -7,6 +7,8 @@ import logging
 import sqlite3
 from contextlib import closing
 
+from .endings import ItemsFailed
+
 __all__ = ["log_through_ours", "write_ahead_log"]
 
 
@@ -29,8 +31,10 @@ _SAID_BY_US = (
     "DBOS failed to launch",
     "Error connecting to the DBOS system database",
     "Could not connect to postgres database to verify existence",
+    "Asyncio task cancelled for workflow or step",  # a run interrupted here, on purpose
 )
-"""DBOS's words for a store that cannot be opened: `open_runs` says why in one line."""
+"""DBOS's words for what we say ourselves: a store that cannot be opened (`open_runs` says
+why in one line), a run interrupted as the command stops."""
 
 
 class _OneLine(logging.Filter):
@@ -42,6 +46,8 @@ class _OneLine(logging.Filter):
         if message.startswith(_SAID_BY_US):
             return False
         cause = record.exc_info[1] if record.exc_info else None
+        if isinstance(cause, ItemsFailed):
+            return False  # ended so on purpose (the run is `failed`); the command says why
         if cause is None and "\n" not in message:
             return True
         first = message.strip().splitlines()[0] if message.strip() else ""

@@ -120,6 +120,7 @@ def test_a_run_whose_item_failed_is_stored_as_failed(tmp_path: Path) -> None:
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     done = cli("run", "q", "--config", str(config), "--model", model, "--store", store, "--json")
     assert done.returncode == 1, done.stderr
+    assert "dbos" not in done.stderr  # the failure is said once, by the command
     printed = json.loads(done.stdout)
     assert printed["error"].startswith("Max iterations (1) reached")
     listed = cli("runs", "list", "--status", "failed", "--json", "--store", store)
