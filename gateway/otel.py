@@ -50,6 +50,8 @@ INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
+_CHAIN = "fallback("
+"""How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
 _PROVIDERS = {"gemini": "gcp.gemini"}
 """Our model-spec prefixes whose GenAI `provider.name` differs."""
 _USAGE = {
@@ -84,6 +86,10 @@ class OtelExporter:
             parent = self._spans.get(event.parent_id or "")
             if parent is not None:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
+                if event.kind == "model" and isinstance(event.output, dict):
+                    following = event.output.get("fallback_to")
+                    if isinstance(following, str):  # the chain's next model is asked now
+                        _name_the_model(parent, following)
 
     @contextmanager
     def calling_from(self, span_id: str) -> Generator[dict[str, str]]:
@@ -161,9 +167,18 @@ def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
     return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes
 
 
+def _name_the_model(span: Span, name: str) -> None:
+    provider, model = _provider_and_model(name)
+    span.update_name(f"chat {model}")
+    span.set_attributes({"gen_ai.provider.name": provider, "gen_ai.request.model": model})
+
+
 def _provider_and_model(name: str) -> tuple[str, str]:
-    """`openai:gpt-4.1-mini` → (`openai`, `gpt-4.1-mini`); a model without a spec prefix (a
-    fallback chain, the client's own via sampling) is its own provider."""
+    """`openai:gpt-4.1-mini` → (`openai`, `gpt-4.1-mini`); a fallback chain is its first model
+    (a fallback renames the span); a model without a spec prefix (the client's own, via
+    sampling) is its own provider."""
+    if name.startswith(_CHAIN) and name.endswith(")"):
+        name = name.removeprefix(_CHAIN).removesuffix(")").split(", ")[0]
     prefix, colon, rest = name.partition(":")
     if not colon:
         return name, name

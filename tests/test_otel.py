@@ -23,7 +23,8 @@ from pydantic import JsonValue
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
-from gateway.config import GatewaySettings
+from gateway.assembly import open_gateway
+from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
 from gateway.server import build_server
 from tests.server.processes import SCRIPT, http_server
@@ -154,6 +155,26 @@ async def test_a_trace_continues_through_a_gateway_behind_and_stays_one_trace() 
         span_id(theirs, "invoke_agent math"),
         span_id(ours, "execute_tool b__calculator"),
     }
+
+
+@pytest.mark.anyio
+async def test_a_fallback_chain_is_named_by_the_model_that_was_asked(tmp_path: Path) -> None:
+    empty, good = tmp_path / "empty.json", tmp_path / "good.json"
+    empty.write_text("[]")  # fails at once: it has no answers
+    good.write_text(json.dumps([{"content": "hi"}, {"content": "hi again"}]))
+    chain = [f"scripted:{empty}", f"scripted:{good}"]
+    hook, memory = exporter()
+    config = parse_config({"agents": {"a": {"model": chain}}})
+    async with open_gateway(config, hooks=[hook]) as gateway:
+        assert (await gateway.run("a", "hello")).output == "hi"
+    [chat] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.name == "chat good.json"  # the model that answered, not the chain's text
+    assert chat.attributes is not None
+    assert chat.attributes["gen_ai.provider.name"] == "scripted"
+    assert chat.attributes["gen_ai.request.model"] == "good.json"
+    assert [e.attributes["fallback_to"] for e in chat.events if e.attributes] == [
+        f"scripted:{good.name}"
+    ]
 
 
 @pytest.mark.anyio
