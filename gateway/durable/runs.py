@@ -17,7 +17,6 @@ they are in flight still, and another replica finishes them (`replicas`).
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Collection, Generator, Sequence
@@ -77,6 +76,7 @@ from .status import (
     run_info,
     run_steps,
     store_failure,
+    this_process,
     working_elsewhere,
 )
 
@@ -184,7 +184,7 @@ async def _run_workflow(initial: str) -> str:
 async def _execute(
     host: _Host, gateway: Gateway, run_id: str, initial: str, execution: _Execution
 ) -> str:
-    here = {"host": socket.gethostname(), "pid": os.getpid()}
+    here = this_process()
     try:
         # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
         steps = await host.client.list_workflow_steps_async(run_id)

@@ -125,7 +125,12 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         cast(dict[str, Any], execution) if ours == "running" and isinstance(execution, dict) else {}
     )
     host, pid, stopped = where.get("host"), where.get("pid"), where.get("stopped")
-    orphaned = bool(where) and stopped is None and host == socket.gethostname() and not _alive(pid)
+    orphaned = (
+        bool(where)
+        and stopped is None
+        and host == socket.gethostname()
+        and not _alive(pid, where.get("since"))
+    )
     if orphaned:
         stopped = f"its process ({pid}) ended before the run did"
     if stopped is not None:
@@ -151,9 +156,16 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
     )
 
 
+def this_process() -> dict[str, Any]:
+    """Where a run executes, as its `execution` event records it: the host, the pid, and
+    (on Linux) when the process started, so that a pid reused later is not taken for it."""
+    pid = os.getpid()
+    return {"host": socket.gethostname(), "pid": pid, "since": _started(pid)}
+
+
 def working_elsewhere(execution: Any, here: dict[str, Any]) -> bool:
     """Whether a run's `execution` event says that another live process on this machine
-    (not the one at `here`, `{"host", "pid"}`) runs it now."""
+    (not the one at `here`, `this_process()`) runs it now."""
     if not isinstance(execution, dict):
         return False
     where = cast(dict[str, Any], execution)
@@ -161,13 +173,19 @@ def working_elsewhere(execution: Any, here: dict[str, Any]) -> bool:
         where.get("stopped") is None
         and where.get("host") == here["host"]
         and where.get("pid") != here["pid"]
-        and _alive(where.get("pid"))
+        and _alive(where.get("pid"), where.get("since"))
     )
 
 
-def _alive(pid: object) -> bool:
+def _alive(pid: object, since: object = None) -> bool:
+    """Whether process `pid` runs (a zombie has ended: killed, its parent has not reaped it
+    yet), and is the one that started at `since` when that is known."""
     if not isinstance(pid, int) or pid <= 0:
         return False
+    stat = _stat(pid)
+    if stat is not None:
+        state, started = stat
+        return state not in ("Z", "X") and (since is None or since == started)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -175,6 +193,28 @@ def _alive(pid: object) -> bool:
     except PermissionError:  # someone else's process: alive
         return True
     return True
+
+
+def _started(pid: int) -> int | None:
+    stat = _stat(pid)
+    return stat[1] if stat is not None else None
+
+
+def _stat(pid: int) -> tuple[str, int] | None:
+    """Linux's state letter and start time (clock ticks since boot) of `pid`; None where
+    there is no /proc, or no such process."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as file:
+            text = file.read().decode(errors="replace")
+    except OSError:
+        return None
+    # `pid (comm) state ppid ...`: comm may hold spaces and parentheses, so split after
+    # the last ')'; the start time is field 22 of the line, the 20th after comm.
+    fields = text[text.rfind(")") + 2 :].split()
+    try:
+        return fields[0], int(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
 def store_failure(url: str, exc: BaseException) -> StoreError:
