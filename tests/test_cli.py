@@ -138,7 +138,8 @@ def test_the_demo_goes_through_an_mcp_server_from_the_installed_console_script(
     answer = "A marathon is 42.16 km; at 6 minutes per kilometre it takes about 253 minutes"
     if serve:
         assert "client -> tools/list: assistant\n" in out
-        assert "client <- progress 3: tool toolbox__convert_units: running" in out
+        assert re.search(r"client <- progress 1: agent assistant: started \(run \w+\)", out)
+        assert "client <- progress 4: tool toolbox__convert_units: running" in out
         assert f"client <- result: {answer}" in out
     else:
         assert out.endswith(f"answer: {answer} (4 h 13 min).\n")

@@ -30,22 +30,36 @@ class NodeHealth:
     last_error: str | None = None
     """Why the last connection failed or ended; kept after a later success, for the record."""
     failures: int = 0
-    """Connection attempts that failed in a row."""
+    """Connection attempts that failed in a row (kept while the next one is made)."""
     retry_at: datetime | None = None
     """When the next attempt starts, while `failed`."""
     protocol_version: str | None = None
     """The protocol version of the live connection, while `ready`."""
 
+    @property
+    def retrying(self) -> bool:
+        """Making another attempt after failed ones."""
+        return self.state in ("connecting", "reconnecting") and self.failures > 0
+
+    @property
+    def shown_state(self) -> HealthState:
+        """The state as a person reads it: a node trying again after failed attempts is
+        `failed` still, whether it is read during the backoff or during the attempt."""
+        return "failed" if self.retrying else self.state
+
     def __str__(self) -> str:
+        state, retrying = self.shown_state, self.retrying
         parts = [
-            f"{self.node}: {self.state} since {self.since:%Y-%m-%d %H:%M:%S}Z",
+            f"{self.node}: {state} since {self.since:%Y-%m-%d %H:%M:%S}Z",
             f"{self.tool_count} tools",
         ]
         if self.protocol_version is not None:
             parts.append(f"protocol {self.protocol_version}")
-        if self.state == "failed":
+        if state == "failed":
             parts.append(f"{self.failures} failed attempt{'s' if self.failures != 1 else ''}")
-            if self.retry_at is not None:
+            if retrying:
+                parts.append("trying again now")
+            elif self.retry_at is not None:
                 parts.append(f"next try at {self.retry_at:%H:%M:%S}Z")
         line = ", ".join(parts)
         if self.last_error is not None and self.state != "ready":

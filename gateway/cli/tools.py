@@ -162,7 +162,7 @@ def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> d
         "servers": [
             {
                 "name": server.node,
-                "state": server.state,
+                "state": server.shown_state,
                 "tools": server.tool_count,
                 "protocol_version": server.protocol_version,
                 "error": server.last_error if server.state != "ready" else None,

@@ -131,7 +131,9 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
     progress = ProgressLog()
     async with Client(serve(gateway), mode=era) as client:
         await client.call_tool("assistant", {"prompt": "6 * 7?"}, progress_callback=progress)
-    assert [re.sub(r" in \d+ ms", "", m) for m in progress.messages] == [
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    assert re.fullmatch(r"agent assistant: started \(run [0-9a-f]{12}\)", messages[0])
+    assert messages[1:] == [
         "model scripted: thinking",
         "model scripted: answered, calling calculator",
         "tool calculator: running",
@@ -139,7 +141,7 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
         "model scripted: thinking",
         "model scripted: answered",
     ]
-    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6]
+    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7]
 
 
 async def test_run_milestones_arrive_as_log_messages() -> None:
@@ -154,7 +156,7 @@ async def test_run_milestones_arrive_as_log_messages() -> None:
         result = await client.call_tool("assistant", {"prompt": "6 * 7?"})
     assert result.is_error  # the script ran out: the call still completes
     # Handshake era: info and up; 2026-07-28: what the request opted in to, nothing without.
-    assert legacy_log.lines[0] == "info: agent assistant: started"
+    assert legacy_log.lines[0].startswith("info: agent assistant: started (run ")
     assert any(line.startswith("info: tool calculator: done") for line in legacy_log.lines)
     assert not any(e.level == "debug" for e in legacy_log.entries)
     assert 'debug: tool calculator: running in={"expression":"6 * 7"}' in opted_in.lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -71,6 +73,35 @@ async def test_a_server_that_cannot_start_does_not_hold_back_the_others() -> Non
             ServerUnavailable, match="'bad' is unavailable: OSError: connection refused by test"
         ):
             await group["bad"].refresh_tools()
+
+
+async def test_a_server_tried_again_after_failing_is_failing_still() -> None:
+    """Read during its next attempt (not only while it waits), it says it failed so far."""
+    attempts: list[int] = []
+    trying = anyio.Event()
+
+    @asynccontextmanager
+    async def silent() -> AsyncGenerator[Any]:  # a server that never answers the handshake
+        send, read = anyio.create_memory_object_stream[Any](1)
+        write, _received = anyio.create_memory_object_stream[Any](1)
+        trying.set()
+        async with send, read, write, _received:
+            yield read, write
+
+    def fails_then_hangs() -> Transport:
+        attempts.append(1)
+        return unreachable() if len(attempts) == 1 else silent()
+
+    group = McpToolkitGroup(
+        {"bad": config()}, targets={"bad": fails_then_hangs}, backoff=Backoff(0.01)
+    )
+    async with group:
+        with anyio.fail_after(10):
+            await trying.wait()
+        health = group["bad"].health
+        assert (health.state, health.failures, health.shown_state) == ("reconnecting", 1, "failed")
+        assert "bad: failed since" in str(health)
+        assert "1 failed attempt, trying again now" in str(health)
 
 
 async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() -> None:

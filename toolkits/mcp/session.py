@@ -350,7 +350,10 @@ class OwnedSession:
                 task_status.started()
 
         while True:
-            self._set_state("connecting" if attempts == 0 else "reconnecting")
+            # A retry keeps the count of failed attempts: the node is still failing until
+            # this one succeeds (a status shows it so, whatever moment it is read at).
+            retrying = max(failures, flaps)
+            self._set_state("connecting" if attempts == 0 else "reconnecting", failures=retrying)
             attempts += 1
             conn = Connection()
             tail: StderrTail = deque(maxlen=_STDERR_TAIL_LINES)

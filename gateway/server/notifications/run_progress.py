@@ -1,7 +1,7 @@
 """A trace hook that tells the MCP client how a run is going, while it runs.
 
-Every model call and tool call (start, end, a tool's own progress) becomes a
-`notifications/progress` for the request being served, so a client with a read cut-off
+The run's start (naming the run) and every model call and tool call (start, end, a tool's
+own progress) become a `notifications/progress` for the request being served, so a client with a read cut-off
 (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing when the client
 asked for no progress. The run's milestones also go out as log messages
 (`notifications/message`): on handshake-era connections from info up, on 2026-07-28 ones
@@ -82,7 +82,9 @@ class McpNotifier:
         if described is None:
             return
         level, text = described
-        if event.kind in ("model", "tool"):
+        if event.kind in ("model", "tool") or (event.kind == "run" and event.phase == "start"):
+            # The run's start names it: a client whose connection breaks (its replica died,
+            # say) can still find the run by that id (`get_run`, `runs show`).
             await self._report(text)
         if level in self._levels:
             detail = _detail(event)
@@ -139,7 +141,7 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
         return ("info", f"agent {event.name}: {event.paused}") if event.kind == "run" else None
     match event.kind, event.phase:
         case "run", "start":
-            return "info", f"agent {event.name}: started"
+            return "info", f"agent {event.name}: started (run {event.run_id})"
         case "run", "end":
             return "info", f"agent {event.name}: finished{took}"
         case "run", "error":
