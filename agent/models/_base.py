@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..errors import MissingApiKey
+from ..errors import MissingApiKey, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
 from ._http import ProviderHTTP, Secret
@@ -101,6 +101,22 @@ class HTTPChatModel(ABC):
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
         """Answer `messages`; raises `ModelError` (see `agent.errors`) when the provider fails."""
+        try:
+            return await self._answer(messages, tools, on_token)
+        except ModelResponseError as error:
+            # Built from the provider's own words (an `error` in a 200 body, a stream's error
+            # event), which may echo the key: scrubbed here, once for every provider.
+            scrubbed = self._http.redact(str(error))
+            if scrubbed == str(error):
+                raise
+            raise ModelResponseError(scrubbed) from None
+
+    async def _answer(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
         stream = self._settings.wants_stream(on_token is not None)
         request = self._request(messages, tools, stream=stream)
         body = {**request.body, **self._settings.extra_body}

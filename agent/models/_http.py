@@ -213,6 +213,10 @@ class ProviderHTTP:
             provider_message=detail or None,
         )
 
+    def redact(self, message: str) -> str:
+        """`message` with the API key, wherever it appears, replaced by `***`."""
+        return self._redact(message)
+
     def _redact(self, message: str) -> str:
         if self._secret is not None and self._secret.reveal():
             message = message.replace(self._secret.reveal(), "***")

@@ -319,3 +319,18 @@ async def test_an_empty_tool_result_is_sent_without_content(sleeps: Sleeps) -> N
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}],
     }
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    error = {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}
+    fake = FakeProvider(
+        json_response(200, {"type": "error", "error": error}),
+        sse_response([("error", {"type": "error", "error": error})]),
+    )
+    claude = model(fake, sleeps)
+    for on_token in (None, Tokens()):
+        with pytest.raises(ModelResponseError) as caught:
+            await claude.invoke(ASK, [], on_token=on_token)
+        assert KEY not in str(caught.value)
+        assert "invalid x-api-key ***" in str(caught.value)

@@ -255,3 +255,13 @@ async def test_retry_after_as_http_date(sleeps: Sleeps) -> None:
     answer = await model(fake, sleeps).invoke(ASK, [])
     assert answer.content == "ok"
     assert sleeps.delays == [7.0]  # the fake clock says 12:00:00
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    error = {"error": {"code": 400, "message": f"API key not valid: {KEY}", "status": "INVALID"}}
+    fake = FakeProvider(sse_response([(None, error)]))
+    with pytest.raises(ModelResponseError) as caught:
+        await model(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+    assert KEY not in str(caught.value)
+    assert "API key not valid: ***" in str(caught.value)

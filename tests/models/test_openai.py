@@ -527,3 +527,18 @@ async def test_invalid_arguments_in_history(sleeps: Sleeps, factory: Any, sent: 
     ]
     await factory(fake, sleeps).invoke(history, [GET_SUM])
     assert fake.body()["messages"][2]["tool_calls"][0]["function"]["arguments"] == sent
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    echoed = {"error": {"message": f"Incorrect API key provided: {KEY}.", "type": "auth"}}
+    fake = FakeProvider(
+        json_response(200, echoed),
+        sse_response([(None, chunk({"content": "Hel"})), (None, echoed)]),
+    )
+    model = openai(fake, sleeps)
+    for on_token in (None, Tokens()):
+        with pytest.raises(ModelResponseError) as caught:
+            await model.invoke(ASK, [], on_token=on_token)
+        assert KEY not in str(caught.value)
+        assert "Incorrect API key provided: ***." in str(caught.value)
