@@ -4,7 +4,9 @@
 the blocks exactly as Anthropic sent them, `thinking` (with `signature`) and
 `redacted_thinking` included, and a streamed answer is rebuilt into the same blocks. When a
 conversation comes back to Anthropic, an assistant message it wrote is sent as those blocks,
-so extended thinking with tool use keeps its signatures and the next call does not fail.
+so extended thinking with tool use keeps its signatures and the next call does not fail. Only a
+`tool_use` whose streamed input was not a JSON object goes back with `input: {}` (the API
+requires an object); the model is still told its arguments were malformed.
 
 Usage: `input_tokens` counts every prompt token, cache reads and writes included;
 `cached_tokens` is the cache reads.
@@ -130,7 +132,7 @@ class AnthropicModel(HTTPChatModel):
         if self._replayable(message):
             original = obj(message.raw).get("content")
             if is_arr(original):
-                return list(original)  # a copy: `add` may extend it
+                return [_replayable_block(block) for block in original]  # a copy: `add` extends it
         blocks: list[Any] = []
         if message.content:
             blocks.append({"type": "text", "text": message.content})
@@ -173,6 +175,15 @@ class AnthropicModel(HTTPChatModel):
 
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _EventAssembler:
         return _EventAssembler(label=self.name, build=self._message)
+
+
+def _replayable_block(block: Any) -> Any:
+    """`block` as it may be sent back: a `tool_use` whose streamed input was not a JSON object
+    (kept as its text, so the model is told its arguments were malformed) goes back with `{}`,
+    since the Messages API answers 400 to any other `input`."""
+    if is_obj(block) and block.get("type") == "tool_use" and not is_obj(block.get("input")):
+        return {**block, "input": {}}
+    return block
 
 
 @dataclass(slots=True)
