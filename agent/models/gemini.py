@@ -4,7 +4,8 @@
 the parts as Gemini sent them, `thoughtSignature` on function-call and text parts and `thought`
 summaries included (streamed text fragments are joined where no signature sits between them).
 When the conversation comes back to Gemini, a model turn it wrote is sent as those parts, so
-thinking models get their signatures back and do not answer 400.
+thinking models get their signatures back and do not answer 400; only empty text parts without
+a signature are left out (Gemini rejects them).
 
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
 function response carries an `id` only when Gemini gave one.
@@ -141,7 +142,9 @@ class GeminiModel(HTTPChatModel):
         if self._replayable(message):
             original = obj(message.raw).get("parts")
             if is_arr(original):
-                return list(original)  # a copy: `add` may extend it
+                # Gemini rejects the empty text parts it streams after function calls; a part
+                # with a `thoughtSignature` is not plain text and always goes back.
+                return [p for p in original if not (_plain_text(obj(p)) and not obj(p)["text"])]
         parts: list[Any] = [{"text": message.content}] if message.content else []
         parts.extend(
             {"functionCall": {"name": call.name, "args": call.arguments}}

@@ -265,3 +265,23 @@ async def test_a_key_echoed_in_a_stream_error_is_scrubbed(sleeps: Sleeps) -> Non
         await model(fake, sleeps).invoke(ASK, [], on_token=Tokens())
     assert KEY not in str(caught.value)
     assert "API key not valid: ***" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_empty_text_parts_are_not_sent_back_but_signed_ones_are(sleeps: Sleeps) -> None:
+    # Gemini streams `{"text": ""}` after function calls, and rejects empty text parts sent
+    # back; an empty part that carries a thought signature must go back as it came.
+    signed_empty = {"text": "", "thoughtSignature": SIGNATURE}
+    chunks: list[tuple[str | None, Any]] = [
+        (None, generated(PARTS[1:])),
+        (None, generated([{"text": ""}])),
+        (None, generated([signed_empty])),
+    ]
+    fake = FakeProvider(sse_response(chunks), json_response(200, generated([{"text": "4"}])))
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, TOOLS, on_token=Tokens())
+    results = [ToolMessage(tool_call_id=c.id, name=c.name, content="x") for c in first.tool_calls]
+    await gemini.invoke([*ASK, first, *results], TOOLS)
+    sent = fake.body()["contents"][1]
+    assert sent["role"] == "model"
+    assert sent["parts"] == [*PARTS[1:], signed_empty]
