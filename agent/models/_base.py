@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..errors import MissingApiKey, ModelResponseError
+from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
 from ._http import ProviderHTTP, Secret
@@ -40,8 +40,21 @@ class StreamAssembler(Protocol):
         ...
 
     def finish(self) -> AssistantMessage:
-        """The whole answer, exactly as the non-streaming path would have returned it."""
+        """The whole answer, exactly as the non-streaming path would have returned it.
+
+        Raises `ModelConnectionError` (see `cut_short`) when the provider's end event never
+        came: half an answer is not an answer.
+        """
         ...
+
+
+def cut_short(label: str, expected: str) -> ModelConnectionError:
+    """The error for a stream that closed before its end event (`expected`, as the provider
+    names it). A connection error, as a stream that breaks is: a `FallbackModel` moves on, a
+    stopped run resumes later; not retried here, since tokens may have been shown already."""
+    return ModelConnectionError(
+        f"{label}: the stream ended before the answer was complete (no {expected})"
+    )
 
 
 class HTTPChatModel(ABC):

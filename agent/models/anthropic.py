@@ -31,7 +31,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
 from ._json import JSONObject, arr, count, is_arr, is_obj, new_call_id, obj, text, tool_call
 from ._sse import SSEEvent
@@ -196,6 +196,7 @@ class _EventAssembler:
     _json: dict[int, list[str]] = field(default_factory=dict[int, list[str]])
     _usage: JSONObject = field(default_factory=dict[str, Any])
     _stop_reason: Any = None
+    _stopped: bool = False
 
     def feed(self, event: SSEEvent) -> str:
         try:
@@ -215,6 +216,8 @@ class _EventAssembler:
         elif kind == "message_delta":
             self._stop_reason = obj(data.get("delta")).get("stop_reason", self._stop_reason)
             self._add_usage(obj(data.get("usage")))
+        elif kind == "message_stop":
+            self._stopped = True
         elif kind == "error":
             error = obj(data.get("error"))
             raise ModelResponseError(
@@ -255,5 +258,9 @@ class _EventAssembler:
         self._usage.update({k: v for k, v in usage.items() if v is not None})
 
     def finish(self) -> AssistantMessage:
+        # The stop reason arrives in `message_delta`, just before `message_stop`: either shows
+        # every block arrived.
+        if not self._stopped and self._stop_reason is None:
+            raise cut_short(self.label, "message_stop")
         blocks: list[Any] = [self._blocks[i] for i in sorted(self._blocks)]
         return self.build(blocks, self._stop_reason, self._usage)

@@ -33,7 +33,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
 from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, text, tool_call
 from ._sse import SSEEvent
@@ -239,7 +239,7 @@ class _ChunkAssembler:
         delta = ""
         for candidate in map(obj, arr(chunk.get("candidates"))[:1]):
             self._seen_candidate = True
-            self._finish_reason = candidate.get("finishReason", self._finish_reason)
+            self._finish_reason = candidate.get("finishReason") or self._finish_reason
             for part in map(obj, arr(obj(candidate.get("content")).get("parts"))):
                 if "text" in part and not part.get("thought"):
                     delta += text(part.get("text"))
@@ -261,4 +261,6 @@ class _ChunkAssembler:
     def finish(self) -> AssistantMessage:
         if not self._seen_candidate:
             raise _refusal(self.label, self._last)
+        if self._finish_reason is None:  # sent on the candidate of the last chunk only
+            raise cut_short(self.label, "finishReason")
         return self.build(list(self._parts), self._finish_reason, self._usage)

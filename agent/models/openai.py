@@ -34,7 +34,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, public_url
 from ._json import (
     JSONObject,
@@ -301,9 +301,11 @@ class _ChunkAssembler:
     _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
     _finish_reason: Any = None
     _usage: Any = None
+    _done: bool = False
 
     def feed(self, event: SSEEvent) -> str:
         if event.data.strip() == "[DONE]":
+            self._done = True
             return ""
         try:
             chunk = obj(json.loads(event.data))
@@ -352,6 +354,10 @@ class _ChunkAssembler:
             draft.arguments.append(json.dumps(arguments))
 
     def finish(self) -> AssistantMessage:
+        # Either end will do: some servers stop after the finish_reason, others send [DONE]
+        # without one.
+        if self._finish_reason is None and not self._done:
+            raise cut_short(self.label, "finish_reason or [DONE]")
         message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
         for key, parts in self._reasoning.items():
             message[key] = "".join(parts)

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelConfigError, ModelHTTPError, ModelResponseError
+from agent.errors import (
+    ModelConfigError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+)
 from agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -390,3 +395,20 @@ async def test_a_call_whose_input_is_not_an_object_is_replayed_with_an_empty_obj
     replayed = fake.body()["messages"][1]["content"]
     assert [block["input"] for block in replayed] == [{}, {}, {"a": 1, "b": 2}]
     assert [block["id"] for block in replayed] == ["toolu_00", "toolu_01", "toolu_02"]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        tool_use_stream('{"a": 1, "b": 2}', '{"a": 3', stop_reason=None, ended=False),
+        thinking_stream()[:12],
+    ],
+    ids=["calls", "text"],
+)
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_message_stop_is_not_an_answer(
+    sleeps: Sleeps, events: list[tuple[str | None, Any]]
+) -> None:
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await model(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelHTTPError, ModelResponseError
+from agent.errors import ModelConnectionError, ModelHTTPError, ModelResponseError
 from agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -285,3 +285,21 @@ async def test_empty_text_parts_are_not_sent_back_but_signed_ones_are(sleeps: Sl
     sent = fake.body()["contents"][1]
     assert sent["role"] == "model"
     assert sent["parts"] == [*PARTS[1:], signed_empty]
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_its_finish_reason_is_not_an_answer(
+    sleeps: Sleeps,
+) -> None:
+    def unfinished(parts: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk = generated(parts, {"promptTokenCount": 120})
+        del chunk["candidates"][0]["finishReason"]
+        return chunk
+
+    chunks: list[tuple[str | None, Any]] = [
+        (None, unfinished([{"text": "The sums"}])),
+        (None, unfinished(PARTS[1:2])),
+    ]
+    fake = FakeProvider(sse_response(chunks))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await model(fake, sleeps).invoke(ASK, TOOLS, on_token=Tokens())

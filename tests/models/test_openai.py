@@ -542,3 +542,41 @@ async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: 
             await model.invoke(ASK, [], on_token=on_token)
         assert KEY not in str(caught.value)
         assert "Incorrect API key provided: ***." in str(caught.value)
+
+
+THREE_CALLS_CUT_SHORT = [
+    (None, chunk({"role": "assistant", "content": None})),
+    (None, chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                  "function": {"name": "get-sum", "arguments": '{"a": 1, "b": 2}'}}]})),
+    (None, chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                                  "function": {"name": "get-sum", "arguments": '{"a": 3'}}]})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [(None, chunk({"role": "assistant", "content": "The answer "})), (None, chunk({"content": "is"}))],
+        THREE_CALLS_CUT_SHORT,
+        [],
+    ],
+    ids=["text", "parallel-calls", "nothing"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_its_end_is_not_an_answer(
+    sleeps: Sleeps, events: list[tuple[str | None, Any]]
+) -> None:
+    # Cleanly closed, but without a finish_reason or `[DONE]`: a broken answer, as when the
+    # connection drops (so a FallbackModel moves on, and a stopped run can resume).
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await openai(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_a_finish_reason_ends_a_stream_without_done(sleeps: Sleeps) -> None:
+    events = [(None, chunk({"content": "42"})), (None, chunk({}, "stop"))]
+    fake = FakeProvider(sse_response(events))
+    answer = await compatible(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+    assert answer.content == "42"
