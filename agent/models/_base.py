@@ -143,8 +143,13 @@ class HTTPChatModel(ABC):
             if delta and on_token is not None:
                 await on_token(delta)
 
-        await self._http.post_sse(request.url, body, request.headers, on_event)
-        return assembler.finish()
+        whole = await self._http.post_sse(request.url, body, request.headers, on_event)
+        if whole is None:
+            return assembler.finish()
+        answer = self._parse(whole.data, tools)
+        if answer.content and on_token is not None:
+            await on_token(answer.content)  # one delta: a listener still sees the text
+        return answer
 
     async def context_window(self) -> int | None:
         """The context window the provider reports for this model (asked once), or None.

@@ -153,7 +153,14 @@ class GeminiModel(HTTPChatModel):
         return parts
 
     def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
-        body = obj(arr(data)[0] if is_arr(data) and data else data)
+        if is_arr(data):
+            # streamGenerateContent without `alt=sse` (a proxy may drop the query): the
+            # stream's chunks in one JSON array.
+            assembler = self._assembler(tools)
+            for chunk in data:
+                assembler.add(obj(chunk))
+            return assembler.finish()
+        body = obj(data)
         candidates = arr(body.get("candidates"))
         if not candidates:
             raise _refusal(self.name, body)
@@ -229,6 +236,10 @@ class _ChunkAssembler:
             chunk = obj(json.loads(event.data))
         except ValueError:
             raise ModelResponseError(f"{self.label}: unreadable stream event") from None
+        return self.add(chunk)
+
+    def add(self, chunk: JSONObject) -> str:
+        """Take one chunk already read from JSON; return its text delta."""
         if "error" in chunk:
             raise ModelResponseError(
                 f"{self.label}: stream error: {obj(chunk['error']).get('message')}"

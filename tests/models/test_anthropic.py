@@ -412,3 +412,14 @@ async def test_a_stream_that_stops_before_message_stop_is_not_an_answer(
     fake = FakeProvider(sse_response(events))
     with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
         await model(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_a_whole_json_answer_to_a_streaming_request_is_read(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, message(CONTENT)))
+    tokens = Tokens()
+    answer = await model(fake, sleeps).invoke(ASK, TOOLS, on_token=tokens)
+    assert fake.body()["stream"] is True
+    assert answer.content == "I'll add them."
+    assert len(answer.tool_calls) == 2
+    assert tokens.received == ["I'll add them."]

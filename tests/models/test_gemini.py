@@ -303,3 +303,21 @@ async def test_a_stream_that_stops_before_its_finish_reason_is_not_an_answer(
     fake = FakeProvider(sse_response(chunks))
     with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
         await model(fake, sleeps).invoke(ASK, TOOLS, on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_a_json_array_answer_to_a_streaming_request_is_read(sleeps: Sleeps) -> None:
+    # streamGenerateContent without `alt=sse` (a proxy that drops the query) sends its chunks
+    # as one JSON array.
+    chunks = [
+        generated([{"text": "The sums"}], {"promptTokenCount": 120}),
+        generated([{"text": " are coming."}, *PARTS[1:]]),
+    ]
+    del chunks[0]["candidates"][0]["finishReason"]
+    fake = FakeProvider(json_response(200, chunks))
+    tokens = Tokens()
+    answer = await model(fake, sleeps).invoke(ASK, TOOLS, on_token=tokens)
+    assert answer.content == "The sums are coming."
+    assert [c.arguments for c in answer.tool_calls] == [{"a": 17, "b": 25}, {"a": 1, "b": 2}]
+    assert answer.usage.output_tokens == 80
+    assert tokens.received == ["The sums are coming."]

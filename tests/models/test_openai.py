@@ -580,3 +580,38 @@ async def test_a_finish_reason_ends_a_stream_without_done(sleeps: Sleeps) -> Non
     fake = FakeProvider(sse_response(events))
     answer = await compatible(fake, sleeps).invoke(ASK, [], on_token=Tokens())
     assert answer.content == "42"
+
+
+@pytest.mark.parametrize("factory", [openai, compatible], ids=["openai", "compatible"])
+@pytest.mark.anyio
+async def test_a_whole_json_answer_to_a_streaming_request_is_read(
+    sleeps: Sleeps, factory: Any
+) -> None:
+    # Some OpenAI-compatible servers ignore `stream: true` and send the whole completion.
+    message = {
+        "role": "assistant",
+        "content": "Adding.",
+        "tool_calls": [call("call_1", "get-sum", '{"a": 1, "b": 2}')],
+    }
+    fake = FakeProvider(json_response(200, completion(message, "tool_calls")))
+    tokens = Tokens()
+    answer = await factory(fake, sleeps).invoke(ASK, [GET_SUM], on_token=tokens)
+    assert fake.body()["stream"] is True
+    assert answer.content == "Adding."
+    assert answer.tool_calls == (ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),)
+    assert answer.usage.input_tokens == 82
+    assert tokens.received == ["Adding."]  # a listener still sees the text
+
+
+@pytest.mark.anyio
+async def test_a_json_error_or_unreadable_json_answer_to_a_streaming_request(
+    sleeps: Sleeps,
+) -> None:
+    error = {"error": {"message": "model 'qwen2.5' not loaded", "type": "invalid_request"}}
+    broken = httpx.Response(200, headers={"content-type": "application/json"}, text="{oops")
+    fake = FakeProvider(json_response(200, error), broken)
+    model = compatible(fake, sleeps)
+    with pytest.raises(ModelResponseError, match=r"model 'qwen2\.5' not loaded"):
+        await model.invoke(ASK, [], on_token=Tokens())
+    with pytest.raises(ModelResponseError, match="not JSON"):
+        await model.invoke(ASK, [], on_token=Tokens())
