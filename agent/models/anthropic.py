@@ -25,6 +25,7 @@ from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
@@ -33,7 +34,18 @@ from ..messages import (
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
-from ._json import JSONObject, arr, count, is_arr, is_obj, new_call_id, obj, text, tool_call
+from ._json import (
+    JSONObject,
+    arr,
+    count,
+    is_arr,
+    is_obj,
+    new_call_id,
+    obj,
+    read_stop,
+    text,
+    tool_call,
+)
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .schema import anthropic_input_schema
@@ -45,6 +57,14 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 """Anthropic requires `max_tokens`; this is used when the settings give none."""
+_STOPS: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_calls",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",  # cut off just the same
+    "refusal": "refusal",
+}
 
 
 class AnthropicModel(HTTPChatModel):
@@ -158,9 +178,12 @@ class AnthropicModel(HTTPChatModel):
             if b.get("type") == "tool_use"
         )
         cache_read = count(usage.get("cache_read_input_tokens"))
+        reason, detail = read_stop(stop_reason, _STOPS)
         return AssistantMessage(
             content=content,
             tool_calls=calls,
+            stop_reason=reason,
+            stop_detail=detail,
             usage=Usage(
                 input_tokens=count(usage.get("input_tokens"))
                 + cache_read

@@ -27,6 +27,7 @@ from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
@@ -35,7 +36,7 @@ from ..messages import (
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
-from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, text, tool_call
+from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .schema import gemini_parameters
@@ -44,6 +45,14 @@ from .settings import ModelSettings
 __all__ = ["GEMINI_BASE_URL", "GeminiModel"]
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+_FILTERED = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
+_STOPS: dict[str, StopReason] = {
+    "STOP": "end",
+    "MAX_TOKENS": "max_tokens",
+    **dict.fromkeys(_FILTERED, "content_filter"),
+    "MALFORMED_FUNCTION_CALL": "malformed_tool_call",
+    "UNEXPECTED_TOOL_CALL": "malformed_tool_call",
+}
 
 
 class GeminiModel(HTTPChatModel):
@@ -182,9 +191,14 @@ class GeminiModel(HTTPChatModel):
             if "functionCall" in p
         )
         thoughts = count(usage.get("thoughtsTokenCount"))
+        reason, detail = read_stop(finish_reason, _STOPS)
+        if reason == "end" and calls:
+            reason = "tool_calls"  # Gemini says STOP either way
         return AssistantMessage(
             content=content,
             tool_calls=calls,
+            stop_reason=reason,
+            stop_detail=detail,
             usage=Usage(
                 input_tokens=count(usage.get("promptTokenCount")),
                 output_tokens=count(usage.get("candidatesTokenCount")) + thoughts,

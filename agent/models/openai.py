@@ -27,6 +27,7 @@ from ..errors import ModelConfigError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -44,6 +45,7 @@ from ._json import (
     is_obj,
     new_call_id,
     obj,
+    read_stop,
     text,
     tool_call,
 )
@@ -57,6 +59,13 @@ __all__ = ["OPENAI_BASE_URL", "OpenAICompatibleModel", "OpenAIModel"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+_STOPS: dict[str, StopReason] = {
+    "stop": "end",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
 
 
 class OpenAIModel(HTTPChatModel):
@@ -196,10 +205,13 @@ class OpenAIModel(HTTPChatModel):
         )
         if not calls and self._text_tool_calls and tools:
             content, calls = parse_text_tool_calls(content, {tool.name for tool in tools})
+        reason, detail = read_stop(finish_reason, _STOPS)
         return AssistantMessage(
             content=content,
             tool_calls=calls,
             usage=_usage(usage),
+            stop_reason=reason,
+            stop_detail=detail,
             provider=self._provider,
             raw={"model": self.name, "message": message, "finish_reason": finish_reason},
         )

@@ -423,3 +423,30 @@ async def test_a_whole_json_answer_to_a_streaming_request_is_read(sleeps: Sleeps
     assert answer.content == "I'll add them."
     assert len(answer.tool_calls) == 2
     assert tokens.received == ["I'll add them."]
+
+
+@pytest.mark.parametrize(
+    ("provider_reason", "stop_reason"),
+    [
+        ("end_turn", "end"),
+        ("stop_sequence", "end"),
+        ("tool_use", "tool_calls"),
+        ("max_tokens", "max_tokens"),
+        ("refusal", "refusal"),
+        ("pause_turn", "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, provider_reason: str, stop_reason: str
+) -> None:
+    fake = FakeProvider(
+        json_response(200, message([TOOL_USES[0]], provider_reason)),
+        sse_response(tool_use_stream('{"a": 17, "b": 25}', stop_reason=provider_reason)),
+    )
+    claude = model(fake, sleeps)
+    for answer in (
+        await claude.invoke(ASK, TOOLS),
+        await claude.invoke(ASK, TOOLS, on_token=Tokens()),
+    ):
+        assert (answer.stop_reason, answer.stop_detail) == (stop_reason, provider_reason)

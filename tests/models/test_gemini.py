@@ -321,3 +321,32 @@ async def test_a_json_array_answer_to_a_streaming_request_is_read(sleeps: Sleeps
     assert [c.arguments for c in answer.tool_calls] == [{"a": 17, "b": 25}, {"a": 1, "b": 2}]
     assert answer.usage.output_tokens == 80
     assert tokens.received == ["The sums are coming."]
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "parts", "stop_reason"),
+    [
+        ("STOP", [{"text": "42"}], "end"),
+        ("STOP", PARTS[1:], "tool_calls"),
+        ("MAX_TOKENS", [{"text": "The sums are"}], "max_tokens"),
+        ("SAFETY", [], "content_filter"),
+        ("RECITATION", [], "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", [], "malformed_tool_call"),
+        ("OTHER", [], "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, finish_reason: str, parts: list[dict[str, Any]], stop_reason: str
+) -> None:
+    answer = generated(parts)
+    answer["candidates"][0]["finishReason"] = finish_reason
+    if not parts:  # a stopped candidate may come without content
+        del answer["candidates"][0]["content"]
+    fake = FakeProvider(json_response(200, answer), sse_response([(None, answer)]))
+    gemini = model(fake, sleeps)
+    for got in (
+        await gemini.invoke(ASK, TOOLS),
+        await gemini.invoke(ASK, TOOLS, on_token=Tokens()),
+    ):
+        assert (got.stop_reason, got.stop_detail) == (stop_reason, finish_reason)

@@ -615,3 +615,25 @@ async def test_a_json_error_or_unreadable_json_answer_to_a_streaming_request(
         await model.invoke(ASK, [], on_token=Tokens())
     with pytest.raises(ModelResponseError, match="not JSON"):
         await model.invoke(ASK, [], on_token=Tokens())
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "stop_reason"),
+    [
+        ("stop", "end"),
+        ("tool_calls", "tool_calls"),
+        ("length", "max_tokens"),
+        ("content_filter", "content_filter"),
+        ("eos", "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, finish_reason: str, stop_reason: str
+) -> None:
+    whole = completion({"role": "assistant", "content": "The answer is"}, finish_reason)
+    events = [(None, chunk({"content": "The answer is"})), (None, chunk({}, finish_reason))]
+    fake = FakeProvider(json_response(200, whole), sse_response(events))
+    model = openai(fake, sleeps)
+    for answer in (await model.invoke(ASK, []), await model.invoke(ASK, [], on_token=Tokens())):
+        assert (answer.stop_reason, answer.stop_detail) == (stop_reason, finish_reason)
