@@ -16,6 +16,7 @@ from .memory import ChatMemory, History, InProcessStore, SessionMemory, SessionS
 from .messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -76,6 +77,7 @@ __all__ = [
     "SessionStore",
     "StateError",
     "StepInterrupted",
+    "StopReason",
     "SystemMessage",
     "TokenCallback",
     "ToolCall",

@@ -12,8 +12,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 __all__ = [
+    "STOPPED_SHORT",
     "AssistantMessage",
     "ChatMessage",
+    "StopReason",
     "SystemMessage",
     "ToolCall",
     "ToolDefinition",
@@ -85,16 +87,34 @@ class UserMessage(_Frozen):
     content: str
 
 
+StopReason = Literal[
+    "end", "tool_calls", "max_tokens", "content_filter", "refusal", "malformed_tool_call", "other"
+]
+"""Why a model stopped, in words common to every provider: it was done (`end`), it asked for
+tools, it hit its output token limit (the answer is cut off), a content filter or safety
+system stopped it, it refused, it wrote a tool call the provider could not read, or
+something else the provider named."""
+
+STOPPED_SHORT: frozenset[StopReason] = frozenset(
+    {"max_tokens", "content_filter", "refusal", "malformed_tool_call"}
+)
+"""Stop reasons after which the answer is not whole."""
+
+
 class AssistantMessage(_Frozen):
     """A model's answer: text, tool calls, usage, and the provider's raw message.
 
     `provider` names who wrote `raw`; a provider only replays raw payloads that are its own.
+    `stop_reason` is None when the model did not say why it stopped; `stop_detail` is the
+    provider's own word for it (`length`, `max_tokens`, `SAFETY`), for messages.
     """
 
     role: Literal["assistant"] = "assistant"
     content: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = Usage()
+    stop_reason: StopReason | None = None
+    stop_detail: str | None = None
     provider: str | None = None
     raw: JsonValue = None
 

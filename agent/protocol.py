@@ -95,7 +95,9 @@ class ToolCallStep(_Model):
 
 
 class ItemResult(_Model):
-    """How one item ended: an answer, or an error with the steps taken so far."""
+    """How one item ended: an answer, or an error with the steps taken so far. An answer that
+    stopped short (cut off at the token limit, filtered) is an error that keeps its text in
+    `output`."""
 
     output: str | None = None
     error: str | None = None

@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 
 from .errors import ScriptExhausted, StateError
-from .messages import AssistantMessage, ChatMessage, ToolCall, ToolDefinition, Usage
+from .messages import AssistantMessage, ChatMessage, StopReason, ToolCall, ToolDefinition, Usage
 from .model import TokenCallback
 
 __all__ = ["ScriptedAnswer", "ScriptedCall", "ScriptedModel"]
@@ -28,12 +28,15 @@ class ScriptedCall(BaseModel):
 
 
 class ScriptedAnswer(BaseModel):
-    """One answer, as written in a script file: `{"content": ..., "tool_calls": [...]}`."""
+    """One answer, as written in a script file: `{"content": ..., "tool_calls": [...]}`, and
+    optionally `"stop_reason"`."""
 
     model_config = ConfigDict(extra="forbid")
 
     content: str = ""
     tool_calls: list[ScriptedCall] = Field(default_factory=list[ScriptedCall])
+    stop_reason: StopReason | None = None
+    """Why the answer stopped, as a provider would say (e.g. `max_tokens` for a cut-off one)."""
 
 
 _SCRIPT = TypeAdapter(list[ScriptedAnswer])
@@ -98,4 +101,6 @@ class ScriptedModel:
             output_tokens=len(answer.content.split()) + len(calls),
             requests=1,
         )
-        return AssistantMessage(content=answer.content, tool_calls=calls, usage=usage)
+        return AssistantMessage(
+            content=answer.content, tool_calls=calls, usage=usage, stop_reason=answer.stop_reason
+        )

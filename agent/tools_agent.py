@@ -12,7 +12,9 @@ failure interrupts the step (`StepInterrupted`) with the progress of every other
 retry repeats no finished model call and saves no turn twice.
 
 Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
-JSON object, and a call repeated once too often. The model may repeat a call once (a clock or a
+JSON object (or were cut off at the model's token limit), and a call repeated once too often.
+An answer without calls that stopped short (`STOPPED_SHORT`: cut off, filtered, refused) fails
+its item with the reason, keeping its text as the output. The model may repeat a call once (a clock or a
 search may answer differently the second time); the second repeat of the identical call (same
 tool, same arguments) and every later one are not run again: the observation says so and gives
 the result the model already has. Repeats are counted against calls that already finished.
@@ -33,8 +35,10 @@ from pydantic import JsonValue
 from .errors import AgentError, ModelError, StepInterrupted, fails_only_its_item
 from .memory import ChatMemory, summarise
 from .messages import (
+    STOPPED_SHORT,
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -239,6 +243,11 @@ class ToolsAgent:
         except AgentError as exc:  # the memory's storage
             return _Outcome(steps, usage=usage, interrupted=exc)
         usage += answer.usage
+        if not answer.tool_calls and answer.stop_reason in STOPPED_SHORT:
+            # Cut off, filtered or refused: not an answer to give as whole. The item fails and
+            # says why; what text there was stays in its output.
+            result = ItemResult(output=answer.content or None, error=_stopped(answer), steps=steps)
+            return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
             answer = _with_unique_call_ids(answer, steps)
         output = self.options.output
@@ -357,7 +366,7 @@ class ToolsAgent:
         actions: list[Action] = []
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
-            problem = self._call_problem(call, tool)
+            problem = self._call_problem(call, tool, answer)
             said = (
                 f"{ERROR_PREFIX}{problem}" if problem is not None else _repeat_notice(call, steps)
             )
@@ -384,12 +393,21 @@ class ToolsAgent:
             )
         return answered, actions
 
-    def _call_problem(self, call: ToolCall, tool: ToolDefinition | None) -> str | None:
+    def _call_problem(
+        self, call: ToolCall, tool: ToolDefinition | None, answer: AssistantMessage
+    ) -> str | None:
         if tool is None:
             # Never drop the call: the model learns what exists and can try again.
             names = ", ".join(t.name for t in self.tools)
             available = f"Available tools: {names}." if names else "This agent has no tools."
             return f"there is no tool named {call.name!r}. {available}"
+        if call.invalid_arguments is not None and answer.stop_reason == "max_tokens":
+            # The JSON is not wrong, only unfinished: asking for valid JSON would loop.
+            return (
+                f"your answer was cut off at the output token limit while writing the "
+                f"arguments for {call.name!r}. Call it again with shorter arguments, or make "
+                "fewer calls at once."
+            )
         if call.invalid_arguments is not None:
             return (
                 f"the arguments for {call.name!r} were not a JSON object: "
@@ -481,6 +499,25 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return first
 
 
+_STOPPED: dict[StopReason, str] = {
+    "max_tokens": "the answer was cut off at the model's output token limit",
+    "content_filter": "the model stopped: content filter",
+    "refusal": "the model stopped: it refused to answer",
+    "malformed_tool_call": "the model stopped: it wrote a tool call the provider could not read",
+}
+
+
+def _stopped(answer: AssistantMessage) -> str:
+    """Why an answer that stopped short is not the item's answer (see `STOPPED_SHORT`)."""
+    reason = answer.stop_reason or "other"
+    said = _STOPPED.get(reason, f"the model stopped: {reason}")
+    if answer.stop_detail:
+        said += f" ({answer.stop_detail})"
+    if reason == "max_tokens":
+        said += "; raise the model's max_tokens, or ask for a shorter answer"
+    return said
+
+
 _NOT_AN_ANSWER = object()
 """What `_structured_answer` returns for an answer that only calls other tools."""
 
@@ -489,6 +526,8 @@ def _structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonVa
     """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`."""
     finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
     if finals:
+        if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
+            raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])
         if finals[0].invalid_arguments is not None:
             raise OutputInvalid(["the arguments were not a JSON object"])
         return output.from_call(finals[0].arguments)

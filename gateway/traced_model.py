@@ -96,7 +96,9 @@ class TracedModel:
             if self._budget is not None:
                 self._budget.charge(answer.usage)
             span.output = answer.model_dump(
-                mode="json", include={"content", "tool_calls", "usage"}, exclude_defaults=True
+                mode="json",
+                include={"content", "tool_calls", "usage", "stop_reason", "stop_detail"},
+                exclude_defaults=True,
             )
             return answer
 

@@ -237,3 +237,72 @@ async def test_a_call_repeated_a_second_time_is_answered_with_the_result_it_alre
     assert "2 times. Its result was: result 2" in observed[2]
     assert observed[3] == "result 4"
     assert "3 times. Its result was: result 2" in observed[4]
+
+
+class CutOff(ScriptedModel):
+    """Its answers with calls end at the token limit, the last call's arguments unfinished."""
+
+    async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+        answer = await super().invoke(messages, tools, on_token=on_token)
+        if not answer.tool_calls:
+            return answer
+        whole, *_ = answer.tool_calls
+        cut = ToolCall(id="cut", name="calculator", invalid_arguments='{"expression": "1+')
+        return answer.model_copy(
+            update={
+                "tool_calls": (whole, cut),
+                "stop_reason": "max_tokens",
+                "stop_detail": "length",
+            }
+        )
+
+
+async def test_a_call_cut_off_at_the_token_limit_is_told_so_not_that_its_json_was_bad() -> None:
+    model = CutOff([call("calculator", expression="2"), "ok"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert [a.input for a in request.actions] == [{"expression": "2"}]  # the whole call runs
+    await agent.step(ITEM, answer_all(request))
+    told = {m.tool_call_id: m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)}
+    assert told["cut"].startswith("Error: your answer was cut off at the output token limit")
+    assert "not a JSON object" not in told["cut"]
+
+
+@pytest.mark.parametrize(
+    ("stopped", "content", "error"),
+    [
+        (
+            ("max_tokens", "length"),
+            "The three causes are: first,",
+            "the answer was cut off at the model's output token limit (length); raise the "
+            "model's max_tokens, or ask for a shorter answer",
+        ),
+        (("content_filter", "SAFETY"), "", "the model stopped: content filter (SAFETY)"),
+        (("refusal", "refusal"), "", "the model stopped: it refused to answer (refusal)"),
+        (
+            ("malformed_tool_call", "MALFORMED_FUNCTION_CALL"),
+            "",
+            "the model stopped: it wrote a tool call the provider could not read "
+            "(MALFORMED_FUNCTION_CALL)",
+        ),
+    ],
+    ids=["max_tokens", "content_filter", "refusal", "malformed_tool_call"],
+)
+async def test_an_answer_that_stopped_short_fails_its_item_and_says_why(
+    stopped: tuple[str, str], content: str, error: str
+) -> None:
+    class Stopped(ScriptedModel):
+        async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+            answer = await super().invoke(messages, tools, on_token=on_token)
+            reason, detail = stopped
+            return answer.model_copy(update={"stop_reason": reason, "stop_detail": detail})
+
+    memory = SessionMemory(InProcessStore())
+    agent = ToolsAgent(model=Stopped([content]), memory=memory)
+    result = await agent.step([AgentItem(prompt="question", session_id="s")])
+    assert isinstance(result, AgentResult)
+    item = result.items[0]
+    assert item.error == error
+    assert item.output == (content or None)  # what text there was is kept
+    assert (await memory.load("s")).messages == []  # not remembered as an answer

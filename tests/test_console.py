@@ -174,3 +174,21 @@ def test_an_empty_final_answer_is_reported_as_such_and_fails_the_run(
     assert main(["run", "anything?", "--model", f"scripted:{script}", "--json"]) == 1
     printed = json.loads(capsys.readouterr().out)
     assert (printed["output"], printed["error"]) == (None, "the model's final answer was empty")
+
+
+def test_an_answer_cut_off_at_the_token_limit_fails_the_run_and_keeps_its_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = write_script(
+        tmp_path / "cut.json", [{"content": "The three causes are", "stop_reason": "max_tokens"}]
+    )
+    code = main(["run", "why?", "--model", f"scripted:{script}", "--trace"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert out == ""  # not printed as if it were the answer
+    assert "error: the answer was cut off at the model's output token limit" in err
+    assert '"stop_reason":"max_tokens"' in err  # the model span says why it stopped
+    assert main(["run", "why?", "--model", f"scripted:{script}", "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output"] == "The three causes are"
+    assert printed["error"].startswith("the answer was cut off at the model's output token limit")

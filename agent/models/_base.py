@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from ..errors import MissingApiKey
+from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
 from ._http import ProviderHTTP, Secret
@@ -40,8 +40,21 @@ class StreamAssembler(Protocol):
         ...
 
     def finish(self) -> AssistantMessage:
-        """The whole answer, exactly as the non-streaming path would have returned it."""
+        """The whole answer, exactly as the non-streaming path would have returned it.
+
+        Raises `ModelConnectionError` (see `cut_short`) when the provider's end event never
+        came: half an answer is not an answer.
+        """
         ...
+
+
+def cut_short(label: str, expected: str) -> ModelConnectionError:
+    """The error for a stream that closed before its end event (`expected`, as the provider
+    names it). A connection error, as a stream that breaks is: a `FallbackModel` moves on, a
+    stopped run resumes later; not retried here, since tokens may have been shown already."""
+    return ModelConnectionError(
+        f"{label}: the stream ended before the answer was complete (no {expected})"
+    )
 
 
 class HTTPChatModel(ABC):
@@ -101,6 +114,22 @@ class HTTPChatModel(ABC):
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
         """Answer `messages`; raises `ModelError` (see `agent.errors`) when the provider fails."""
+        try:
+            return await self._answer(messages, tools, on_token)
+        except ModelResponseError as error:
+            # Built from the provider's own words (an `error` in a 200 body, a stream's error
+            # event), which may echo the key: scrubbed here, once for every provider.
+            scrubbed = self._http.redact(str(error))
+            if scrubbed == str(error):
+                raise
+            raise ModelResponseError(scrubbed) from None
+
+    async def _answer(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
         stream = self._settings.wants_stream(on_token is not None)
         request = self._request(messages, tools, stream=stream)
         body = {**request.body, **self._settings.extra_body}
@@ -114,8 +143,13 @@ class HTTPChatModel(ABC):
             if delta and on_token is not None:
                 await on_token(delta)
 
-        await self._http.post_sse(request.url, body, request.headers, on_event)
-        return assembler.finish()
+        whole = await self._http.post_sse(request.url, body, request.headers, on_event)
+        if whole is None:
+            return assembler.finish()
+        answer = self._parse(whole.data, tools)
+        if answer.content and on_token is not None:
+            await on_token(answer.content)  # one delta: a listener still sees the text
+        return answer
 
     async def context_window(self) -> int | None:
         """The context window the provider reports for this model (asked once), or None.

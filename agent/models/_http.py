@@ -8,6 +8,7 @@ API keys out of messages) lives here once.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -19,7 +20,14 @@ from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after
 
-__all__ = ["ProviderHTTP", "Secret", "new_http_client", "public_url", "shared_http_client"]
+__all__ = [
+    "ProviderHTTP",
+    "Secret",
+    "WholeAnswer",
+    "new_http_client",
+    "public_url",
+    "shared_http_client",
+]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 """Reads may be long: a reasoning model can think for minutes before its first byte."""
@@ -91,6 +99,18 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+@dataclass(frozen=True, slots=True)
+class WholeAnswer:
+    """The JSON body a server sent where a stream of events was asked for."""
+
+    data: Any
+
+
+def _is_json(response: httpx.Response) -> bool:
+    media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
 class ProviderHTTP:
     """POSTs JSON to one provider with retries, and turns every failure into a `ModelError`.
 
@@ -118,6 +138,9 @@ class ProviderHTTP:
 
     async def post_json(self, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
         response = await self._send(url, body, headers, stream=False)
+        return self._json(response)
+
+    def _json(self, response: httpx.Response) -> Any:
         try:
             return response.json()
         except ValueError:
@@ -140,8 +163,9 @@ class ProviderHTTP:
         body: Mapping[str, Any],
         headers: Mapping[str, str],
         on_event: Callable[[SSEEvent], Awaitable[None]],
-    ) -> None:
-        """POST and hand each server-sent event to `on_event`, in order, until the stream ends.
+    ) -> WholeAnswer | None:
+        """POST and hand each server-sent event to `on_event`, in order, until the stream ends;
+        or, when the server answered with JSON instead of a stream, return that JSON.
 
         Only failures before the first byte are retried: after that the caller may already
         have shown tokens, and a second answer would not continue the first.
@@ -149,6 +173,9 @@ class ProviderHTTP:
         response = await self._send(url, body, headers, stream=True)
         decoder = SSEDecoder()
         try:
+            if _is_json(response):  # some OpenAI-compatible servers ignore `stream: true`
+                await response.aread()
+                return WholeAnswer(self._json(response))
             async for line in response.aiter_lines():
                 event = decoder.feed(line)
                 if event is not None:
@@ -156,6 +183,7 @@ class ProviderHTTP:
             event = decoder.flush()
             if event is not None:
                 await on_event(event)
+            return None
         except httpx.RequestError as exc:
             raise ModelConnectionError(
                 self._redact(f"{self._label}: stream broke: {type(exc).__name__}: {exc}")
@@ -212,6 +240,10 @@ class ProviderHTTP:
             provider=self._provider,
             provider_message=detail or None,
         )
+
+    def redact(self, message: str) -> str:
+        """`message` with the API key, wherever it appears, replaced by `***`."""
+        return self._redact(message)
 
     def _redact(self, message: str) -> str:
         if self._secret is not None and self._secret.reveal():

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from ..messages import ToolCall
+from ..messages import StopReason, ToolCall
 
 JSONObject = dict[str, Any]
 
@@ -76,3 +77,13 @@ def arguments_text(call: ToolCall) -> str:
     if call.invalid_arguments is not None:
         return call.invalid_arguments
     return json.dumps(call.arguments, ensure_ascii=False)
+
+
+def read_stop(
+    value: object, known: Mapping[str, StopReason]
+) -> tuple[StopReason | None, str | None]:
+    """The provider's reason for stopping in common words (`other` for one not in `known`),
+    and the provider's own word; `(None, None)` when it gave none."""
+    if not isinstance(value, str) or not value:
+        return None, None
+    return known.get(value, "other"), value

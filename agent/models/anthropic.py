@@ -4,7 +4,9 @@
 the blocks exactly as Anthropic sent them, `thinking` (with `signature`) and
 `redacted_thinking` included, and a streamed answer is rebuilt into the same blocks. When a
 conversation comes back to Anthropic, an assistant message it wrote is sent as those blocks,
-so extended thinking with tool use keeps its signatures and the next call does not fail.
+so extended thinking with tool use keeps its signatures and the next call does not fail. Only a
+`tool_use` whose streamed input was not a JSON object goes back with `input: {}` (the API
+requires an object); the model is still told its arguments were malformed.
 
 Usage: `input_tokens` counts every prompt token, cache reads and writes included;
 `cached_tokens` is the cache reads.
@@ -23,15 +25,27 @@ from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
-from ._json import JSONObject, arr, count, is_arr, is_obj, new_call_id, obj, text, tool_call
+from ._json import (
+    JSONObject,
+    arr,
+    count,
+    is_arr,
+    is_obj,
+    new_call_id,
+    obj,
+    read_stop,
+    text,
+    tool_call,
+)
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .schema import anthropic_input_schema
@@ -43,6 +57,14 @@ ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 """Anthropic requires `max_tokens`; this is used when the settings give none."""
+_STOPS: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "end",
+    "tool_use": "tool_calls",
+    "max_tokens": "max_tokens",
+    "model_context_window_exceeded": "max_tokens",  # cut off just the same
+    "refusal": "refusal",
+}
 
 
 class AnthropicModel(HTTPChatModel):
@@ -130,7 +152,7 @@ class AnthropicModel(HTTPChatModel):
         if self._replayable(message):
             original = obj(message.raw).get("content")
             if is_arr(original):
-                return list(original)  # a copy: `add` may extend it
+                return [_replayable_block(block) for block in original]  # a copy: `add` extends it
         blocks: list[Any] = []
         if message.content:
             blocks.append({"type": "text", "text": message.content})
@@ -156,9 +178,12 @@ class AnthropicModel(HTTPChatModel):
             if b.get("type") == "tool_use"
         )
         cache_read = count(usage.get("cache_read_input_tokens"))
+        reason, detail = read_stop(stop_reason, _STOPS)
         return AssistantMessage(
             content=content,
             tool_calls=calls,
+            stop_reason=reason,
+            stop_detail=detail,
             usage=Usage(
                 input_tokens=count(usage.get("input_tokens"))
                 + cache_read
@@ -175,6 +200,15 @@ class AnthropicModel(HTTPChatModel):
         return _EventAssembler(label=self.name, build=self._message)
 
 
+def _replayable_block(block: Any) -> Any:
+    """`block` as it may be sent back: a `tool_use` whose streamed input was not a JSON object
+    (kept as its text, so the model is told its arguments were malformed) goes back with `{}`,
+    since the Messages API answers 400 to any other `input`."""
+    if is_obj(block) and block.get("type") == "tool_use" and not is_obj(block.get("input")):
+        return {**block, "input": {}}
+    return block
+
+
 @dataclass(slots=True)
 class _EventAssembler:
     """Rebuilds the content blocks from `message_start` ... `message_stop` events."""
@@ -185,6 +219,7 @@ class _EventAssembler:
     _json: dict[int, list[str]] = field(default_factory=dict[int, list[str]])
     _usage: JSONObject = field(default_factory=dict[str, Any])
     _stop_reason: Any = None
+    _stopped: bool = False
 
     def feed(self, event: SSEEvent) -> str:
         try:
@@ -204,6 +239,8 @@ class _EventAssembler:
         elif kind == "message_delta":
             self._stop_reason = obj(data.get("delta")).get("stop_reason", self._stop_reason)
             self._add_usage(obj(data.get("usage")))
+        elif kind == "message_stop":
+            self._stopped = True
         elif kind == "error":
             error = obj(data.get("error"))
             raise ModelResponseError(
@@ -244,5 +281,9 @@ class _EventAssembler:
         self._usage.update({k: v for k, v in usage.items() if v is not None})
 
     def finish(self) -> AssistantMessage:
+        # The stop reason arrives in `message_delta`, just before `message_stop`: either shows
+        # every block arrived.
+        if not self._stopped and self._stop_reason is None:
+            raise cut_short(self.label, "message_stop")
         blocks: list[Any] = [self._blocks[i] for i in sorted(self._blocks)]
         return self.build(blocks, self._stop_reason, self._usage)

@@ -4,7 +4,8 @@
 the parts as Gemini sent them, `thoughtSignature` on function-call and text parts and `thought`
 summaries included (streamed text fragments are joined where no signature sits between them).
 When the conversation comes back to Gemini, a model turn it wrote is sent as those parts, so
-thinking models get their signatures back and do not answer 400.
+thinking models get their signatures back and do not answer 400; only empty text parts without
+a signature are left out (Gemini rejects them).
 
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
 function response carries an `id` only when Gemini gave one.
@@ -26,15 +27,16 @@ from ..errors import MissingApiKey, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret
-from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, text, tool_call
+from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .schema import gemini_parameters
@@ -43,6 +45,14 @@ from .settings import ModelSettings
 __all__ = ["GEMINI_BASE_URL", "GeminiModel"]
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
+_FILTERED = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
+_STOPS: dict[str, StopReason] = {
+    "STOP": "end",
+    "MAX_TOKENS": "max_tokens",
+    **dict.fromkeys(_FILTERED, "content_filter"),
+    "MALFORMED_FUNCTION_CALL": "malformed_tool_call",
+    "UNEXPECTED_TOOL_CALL": "malformed_tool_call",
+}
 
 
 class GeminiModel(HTTPChatModel):
@@ -141,7 +151,9 @@ class GeminiModel(HTTPChatModel):
         if self._replayable(message):
             original = obj(message.raw).get("parts")
             if is_arr(original):
-                return list(original)  # a copy: `add` may extend it
+                # Gemini rejects the empty text parts it streams after function calls; a part
+                # with a `thoughtSignature` is not plain text and always goes back.
+                return [p for p in original if not (_plain_text(obj(p)) and not obj(p)["text"])]
         parts: list[Any] = [{"text": message.content}] if message.content else []
         parts.extend(
             {"functionCall": {"name": call.name, "args": call.arguments}}
@@ -150,7 +162,14 @@ class GeminiModel(HTTPChatModel):
         return parts
 
     def _parse(self, data: Any, tools: Sequence[ToolDefinition]) -> AssistantMessage:
-        body = obj(arr(data)[0] if is_arr(data) and data else data)
+        if is_arr(data):
+            # streamGenerateContent without `alt=sse` (a proxy may drop the query): the
+            # stream's chunks in one JSON array.
+            assembler = self._assembler(tools)
+            for chunk in data:
+                assembler.add(obj(chunk))
+            return assembler.finish()
+        body = obj(data)
         candidates = arr(body.get("candidates"))
         if not candidates:
             raise _refusal(self.name, body)
@@ -172,9 +191,14 @@ class GeminiModel(HTTPChatModel):
             if "functionCall" in p
         )
         thoughts = count(usage.get("thoughtsTokenCount"))
+        reason, detail = read_stop(finish_reason, _STOPS)
+        if reason == "end" and calls:
+            reason = "tool_calls"  # Gemini says STOP either way
         return AssistantMessage(
             content=content,
             tool_calls=calls,
+            stop_reason=reason,
+            stop_detail=detail,
             usage=Usage(
                 input_tokens=count(usage.get("promptTokenCount")),
                 output_tokens=count(usage.get("candidatesTokenCount")) + thoughts,
@@ -226,6 +250,10 @@ class _ChunkAssembler:
             chunk = obj(json.loads(event.data))
         except ValueError:
             raise ModelResponseError(f"{self.label}: unreadable stream event") from None
+        return self.add(chunk)
+
+    def add(self, chunk: JSONObject) -> str:
+        """Take one chunk already read from JSON; return its text delta."""
         if "error" in chunk:
             raise ModelResponseError(
                 f"{self.label}: stream error: {obj(chunk['error']).get('message')}"
@@ -236,7 +264,7 @@ class _ChunkAssembler:
         delta = ""
         for candidate in map(obj, arr(chunk.get("candidates"))[:1]):
             self._seen_candidate = True
-            self._finish_reason = candidate.get("finishReason", self._finish_reason)
+            self._finish_reason = candidate.get("finishReason") or self._finish_reason
             for part in map(obj, arr(obj(candidate.get("content")).get("parts"))):
                 if "text" in part and not part.get("thought"):
                     delta += text(part.get("text"))
@@ -258,4 +286,6 @@ class _ChunkAssembler:
     def finish(self) -> AssistantMessage:
         if not self._seen_candidate:
             raise _refusal(self.label, self._last)
+        if self._finish_reason is None:  # sent on the candidate of the last chunk only
+            raise cut_short(self.label, "finishReason")
         return self.build(list(self._parts), self._finish_reason, self._usage)

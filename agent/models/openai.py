@@ -27,6 +27,7 @@ from ..errors import ModelConfigError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
+    StopReason,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -34,7 +35,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, public_url
 from ._json import (
     JSONObject,
@@ -44,6 +45,7 @@ from ._json import (
     is_obj,
     new_call_id,
     obj,
+    read_stop,
     text,
     tool_call,
 )
@@ -57,6 +59,13 @@ __all__ = ["OPENAI_BASE_URL", "OpenAICompatibleModel", "OpenAIModel"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+_STOPS: dict[str, StopReason] = {
+    "stop": "end",
+    "tool_calls": "tool_calls",
+    "function_call": "tool_calls",
+    "length": "max_tokens",
+    "content_filter": "content_filter",
+}
 
 
 class OpenAIModel(HTTPChatModel):
@@ -196,10 +205,13 @@ class OpenAIModel(HTTPChatModel):
         )
         if not calls and self._text_tool_calls and tools:
             content, calls = parse_text_tool_calls(content, {tool.name for tool in tools})
+        reason, detail = read_stop(finish_reason, _STOPS)
         return AssistantMessage(
             content=content,
             tool_calls=calls,
             usage=_usage(usage),
+            stop_reason=reason,
+            stop_detail=detail,
             provider=self._provider,
             raw={"model": self.name, "message": message, "finish_reason": finish_reason},
         )
@@ -301,9 +313,11 @@ class _ChunkAssembler:
     _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
     _finish_reason: Any = None
     _usage: Any = None
+    _done: bool = False
 
     def feed(self, event: SSEEvent) -> str:
         if event.data.strip() == "[DONE]":
+            self._done = True
             return ""
         try:
             chunk = obj(json.loads(event.data))
@@ -352,6 +366,10 @@ class _ChunkAssembler:
             draft.arguments.append(json.dumps(arguments))
 
     def finish(self) -> AssistantMessage:
+        # Either end will do: some servers stop after the finish_reason, others send [DONE]
+        # without one.
+        if self._finish_reason is None and not self._done:
+            raise cut_short(self.label, "finish_reason or [DONE]")
         message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
         for key, parts in self._reasoning.items():
             message[key] = "".join(parts)

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelConfigError, ModelHTTPError, ModelResponseError
+from agent.errors import (
+    ModelConfigError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+)
 from agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -319,3 +324,129 @@ async def test_an_empty_tool_result_is_sent_without_content(sleeps: Sleeps) -> N
         "role": "user",
         "content": [{"type": "tool_result", "tool_use_id": "toolu_9"}],
     }
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    error = {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}
+    fake = FakeProvider(
+        json_response(200, {"type": "error", "error": error}),
+        sse_response([("error", {"type": "error", "error": error})]),
+    )
+    claude = model(fake, sleeps)
+    for on_token in (None, Tokens()):
+        with pytest.raises(ModelResponseError) as caught:
+            await claude.invoke(ASK, [], on_token=on_token)
+        assert KEY not in str(caught.value)
+        assert "invalid x-api-key ***" in str(caught.value)
+
+
+def tool_use_stream(
+    *inputs: str, stop_reason: str | None = "tool_use", ended: bool = True
+) -> list[tuple[str | None, Any]]:
+    """A streamed answer with one `get-sum` call per text in `inputs`, each sent as the call's
+    whole `partial_json`."""
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_01", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [], "stop_reason": None, "usage": {"input_tokens": 40, "output_tokens": 1},
+        }}),
+    ]  # fmt: skip
+    for index, source in enumerate(inputs):
+        block: dict[str, Any] = {
+            "type": "tool_use",
+            "id": f"toolu_0{index}",
+            "name": "get-sum",
+            "input": {},
+        }
+        json_delta = {"type": "input_json_delta", "partial_json": source}
+        events += [
+            ("content_block_start", {"type": "content_block_start", "index": index,
+                                     "content_block": block}),
+            ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                     "delta": json_delta}),
+            ("content_block_stop", {"type": "content_block_stop", "index": index}),
+        ]  # fmt: skip
+    if stop_reason is not None:
+        events.append(
+            ("message_delta", {"type": "message_delta",
+                               "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                               "usage": {"output_tokens": 30}})
+        )  # fmt: skip
+    if ended:
+        events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+@pytest.mark.anyio
+async def test_a_call_whose_input_is_not_an_object_is_replayed_with_an_empty_object(
+    sleeps: Sleeps,
+) -> None:
+    # The Messages API answers 400 to a `tool_use.input` that is not an object.
+    fake = FakeProvider(
+        sse_response(tool_use_stream('{"a": 1, "b": 1+', "[1, 2]", '{"a": 1, "b": 2}')),
+        json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")),
+    )
+    claude = model(fake, sleeps)
+    first = await claude.invoke(ASK, [GET_SUM], on_token=Tokens())
+    assert [c.invalid_arguments for c in first.tool_calls] == ['{"a": 1, "b": 1+', "[1, 2]", None]
+    results = [ToolMessage(tool_call_id=c.id, name=c.name, content="x") for c in first.tool_calls]
+    await claude.invoke([*ASK, first, *results], [GET_SUM])
+    replayed = fake.body()["messages"][1]["content"]
+    assert [block["input"] for block in replayed] == [{}, {}, {"a": 1, "b": 2}]
+    assert [block["id"] for block in replayed] == ["toolu_00", "toolu_01", "toolu_02"]
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        tool_use_stream('{"a": 1, "b": 2}', '{"a": 3', stop_reason=None, ended=False),
+        thinking_stream()[:12],
+    ],
+    ids=["calls", "text"],
+)
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_message_stop_is_not_an_answer(
+    sleeps: Sleeps, events: list[tuple[str | None, Any]]
+) -> None:
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await model(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_a_whole_json_answer_to_a_streaming_request_is_read(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, message(CONTENT)))
+    tokens = Tokens()
+    answer = await model(fake, sleeps).invoke(ASK, TOOLS, on_token=tokens)
+    assert fake.body()["stream"] is True
+    assert answer.content == "I'll add them."
+    assert len(answer.tool_calls) == 2
+    assert tokens.received == ["I'll add them."]
+
+
+@pytest.mark.parametrize(
+    ("provider_reason", "stop_reason"),
+    [
+        ("end_turn", "end"),
+        ("stop_sequence", "end"),
+        ("tool_use", "tool_calls"),
+        ("max_tokens", "max_tokens"),
+        ("refusal", "refusal"),
+        ("pause_turn", "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, provider_reason: str, stop_reason: str
+) -> None:
+    fake = FakeProvider(
+        json_response(200, message([TOOL_USES[0]], provider_reason)),
+        sse_response(tool_use_stream('{"a": 17, "b": 25}', stop_reason=provider_reason)),
+    )
+    claude = model(fake, sleeps)
+    for answer in (
+        await claude.invoke(ASK, TOOLS),
+        await claude.invoke(ASK, TOOLS, on_token=Tokens()),
+    ):
+        assert (answer.stop_reason, answer.stop_detail) == (stop_reason, provider_reason)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelHTTPError, ModelResponseError
+from agent.errors import ModelConnectionError, ModelHTTPError, ModelResponseError
 from agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -255,3 +255,98 @@ async def test_retry_after_as_http_date(sleeps: Sleeps) -> None:
     answer = await model(fake, sleeps).invoke(ASK, [])
     assert answer.content == "ok"
     assert sleeps.delays == [7.0]  # the fake clock says 12:00:00
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    error = {"error": {"code": 400, "message": f"API key not valid: {KEY}", "status": "INVALID"}}
+    fake = FakeProvider(sse_response([(None, error)]))
+    with pytest.raises(ModelResponseError) as caught:
+        await model(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+    assert KEY not in str(caught.value)
+    assert "API key not valid: ***" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_empty_text_parts_are_not_sent_back_but_signed_ones_are(sleeps: Sleeps) -> None:
+    # Gemini streams `{"text": ""}` after function calls, and rejects empty text parts sent
+    # back; an empty part that carries a thought signature must go back as it came.
+    signed_empty = {"text": "", "thoughtSignature": SIGNATURE}
+    chunks: list[tuple[str | None, Any]] = [
+        (None, generated(PARTS[1:])),
+        (None, generated([{"text": ""}])),
+        (None, generated([signed_empty])),
+    ]
+    fake = FakeProvider(sse_response(chunks), json_response(200, generated([{"text": "4"}])))
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, TOOLS, on_token=Tokens())
+    results = [ToolMessage(tool_call_id=c.id, name=c.name, content="x") for c in first.tool_calls]
+    await gemini.invoke([*ASK, first, *results], TOOLS)
+    sent = fake.body()["contents"][1]
+    assert sent["role"] == "model"
+    assert sent["parts"] == [*PARTS[1:], signed_empty]
+
+
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_its_finish_reason_is_not_an_answer(
+    sleeps: Sleeps,
+) -> None:
+    def unfinished(parts: list[dict[str, Any]]) -> dict[str, Any]:
+        chunk = generated(parts, {"promptTokenCount": 120})
+        del chunk["candidates"][0]["finishReason"]
+        return chunk
+
+    chunks: list[tuple[str | None, Any]] = [
+        (None, unfinished([{"text": "The sums"}])),
+        (None, unfinished(PARTS[1:2])),
+    ]
+    fake = FakeProvider(sse_response(chunks))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await model(fake, sleeps).invoke(ASK, TOOLS, on_token=Tokens())
+
+
+@pytest.mark.anyio
+async def test_a_json_array_answer_to_a_streaming_request_is_read(sleeps: Sleeps) -> None:
+    # streamGenerateContent without `alt=sse` (a proxy that drops the query) sends its chunks
+    # as one JSON array.
+    chunks = [
+        generated([{"text": "The sums"}], {"promptTokenCount": 120}),
+        generated([{"text": " are coming."}, *PARTS[1:]]),
+    ]
+    del chunks[0]["candidates"][0]["finishReason"]
+    fake = FakeProvider(json_response(200, chunks))
+    tokens = Tokens()
+    answer = await model(fake, sleeps).invoke(ASK, TOOLS, on_token=tokens)
+    assert answer.content == "The sums are coming."
+    assert [c.arguments for c in answer.tool_calls] == [{"a": 17, "b": 25}, {"a": 1, "b": 2}]
+    assert answer.usage.output_tokens == 80
+    assert tokens.received == ["The sums are coming."]
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "parts", "stop_reason"),
+    [
+        ("STOP", [{"text": "42"}], "end"),
+        ("STOP", PARTS[1:], "tool_calls"),
+        ("MAX_TOKENS", [{"text": "The sums are"}], "max_tokens"),
+        ("SAFETY", [], "content_filter"),
+        ("RECITATION", [], "content_filter"),
+        ("MALFORMED_FUNCTION_CALL", [], "malformed_tool_call"),
+        ("OTHER", [], "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, finish_reason: str, parts: list[dict[str, Any]], stop_reason: str
+) -> None:
+    answer = generated(parts)
+    answer["candidates"][0]["finishReason"] = finish_reason
+    if not parts:  # a stopped candidate may come without content
+        del answer["candidates"][0]["content"]
+    fake = FakeProvider(json_response(200, answer), sse_response([(None, answer)]))
+    gemini = model(fake, sleeps)
+    for got in (
+        await gemini.invoke(ASK, TOOLS),
+        await gemini.invoke(ASK, TOOLS, on_token=Tokens()),
+    ):
+        assert (got.stop_reason, got.stop_detail) == (stop_reason, finish_reason)

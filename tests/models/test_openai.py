@@ -527,3 +527,113 @@ async def test_invalid_arguments_in_history(sleeps: Sleeps, factory: Any, sent: 
     ]
     await factory(fake, sleeps).invoke(history, [GET_SUM])
     assert fake.body()["messages"][2]["tool_calls"][0]["function"]["arguments"] == sent
+
+
+@pytest.mark.anyio
+async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
+    echoed = {"error": {"message": f"Incorrect API key provided: {KEY}.", "type": "auth"}}
+    fake = FakeProvider(
+        json_response(200, echoed),
+        sse_response([(None, chunk({"content": "Hel"})), (None, echoed)]),
+    )
+    model = openai(fake, sleeps)
+    for on_token in (None, Tokens()):
+        with pytest.raises(ModelResponseError) as caught:
+            await model.invoke(ASK, [], on_token=on_token)
+        assert KEY not in str(caught.value)
+        assert "Incorrect API key provided: ***." in str(caught.value)
+
+
+THREE_CALLS_CUT_SHORT = [
+    (None, chunk({"role": "assistant", "content": None})),
+    (None, chunk({"tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                  "function": {"name": "get-sum", "arguments": '{"a": 1, "b": 2}'}}]})),
+    (None, chunk({"tool_calls": [{"index": 1, "id": "call_2", "type": "function",
+                                  "function": {"name": "get-sum", "arguments": '{"a": 3'}}]})),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "events",
+    [
+        [(None, chunk({"role": "assistant", "content": "The answer "})), (None, chunk({"content": "is"}))],
+        THREE_CALLS_CUT_SHORT,
+        [],
+    ],
+    ids=["text", "parallel-calls", "nothing"],
+)  # fmt: skip
+@pytest.mark.anyio
+async def test_a_stream_that_stops_before_its_end_is_not_an_answer(
+    sleeps: Sleeps, events: list[tuple[str | None, Any]]
+) -> None:
+    # Cleanly closed, but without a finish_reason or `[DONE]`: a broken answer, as when the
+    # connection drops (so a FallbackModel moves on, and a stopped run can resume).
+    fake = FakeProvider(sse_response(events))
+    with pytest.raises(ModelConnectionError, match="stream ended before the answer was complete"):
+        await openai(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())
+    assert len(fake.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_a_finish_reason_ends_a_stream_without_done(sleeps: Sleeps) -> None:
+    events = [(None, chunk({"content": "42"})), (None, chunk({}, "stop"))]
+    fake = FakeProvider(sse_response(events))
+    answer = await compatible(fake, sleeps).invoke(ASK, [], on_token=Tokens())
+    assert answer.content == "42"
+
+
+@pytest.mark.parametrize("factory", [openai, compatible], ids=["openai", "compatible"])
+@pytest.mark.anyio
+async def test_a_whole_json_answer_to_a_streaming_request_is_read(
+    sleeps: Sleeps, factory: Any
+) -> None:
+    # Some OpenAI-compatible servers ignore `stream: true` and send the whole completion.
+    message = {
+        "role": "assistant",
+        "content": "Adding.",
+        "tool_calls": [call("call_1", "get-sum", '{"a": 1, "b": 2}')],
+    }
+    fake = FakeProvider(json_response(200, completion(message, "tool_calls")))
+    tokens = Tokens()
+    answer = await factory(fake, sleeps).invoke(ASK, [GET_SUM], on_token=tokens)
+    assert fake.body()["stream"] is True
+    assert answer.content == "Adding."
+    assert answer.tool_calls == (ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),)
+    assert answer.usage.input_tokens == 82
+    assert tokens.received == ["Adding."]  # a listener still sees the text
+
+
+@pytest.mark.anyio
+async def test_a_json_error_or_unreadable_json_answer_to_a_streaming_request(
+    sleeps: Sleeps,
+) -> None:
+    error = {"error": {"message": "model 'qwen2.5' not loaded", "type": "invalid_request"}}
+    broken = httpx.Response(200, headers={"content-type": "application/json"}, text="{oops")
+    fake = FakeProvider(json_response(200, error), broken)
+    model = compatible(fake, sleeps)
+    with pytest.raises(ModelResponseError, match=r"model 'qwen2\.5' not loaded"):
+        await model.invoke(ASK, [], on_token=Tokens())
+    with pytest.raises(ModelResponseError, match="not JSON"):
+        await model.invoke(ASK, [], on_token=Tokens())
+
+
+@pytest.mark.parametrize(
+    ("finish_reason", "stop_reason"),
+    [
+        ("stop", "end"),
+        ("tool_calls", "tool_calls"),
+        ("length", "max_tokens"),
+        ("content_filter", "content_filter"),
+        ("eos", "other"),
+    ],
+)
+@pytest.mark.anyio
+async def test_why_the_answer_stopped_is_kept(
+    sleeps: Sleeps, finish_reason: str, stop_reason: str
+) -> None:
+    whole = completion({"role": "assistant", "content": "The answer is"}, finish_reason)
+    events = [(None, chunk({"content": "The answer is"})), (None, chunk({}, finish_reason))]
+    fake = FakeProvider(json_response(200, whole), sse_response(events))
+    model = openai(fake, sleeps)
+    for answer in (await model.invoke(ASK, []), await model.invoke(ASK, [], on_token=Tokens())):
+        assert (answer.stop_reason, answer.stop_detail) == (stop_reason, finish_reason)
