@@ -4,6 +4,7 @@
     ├── ModelError                 a model call failed
     │   ├── ModelHTTPError         the provider answered with an error status
     │   ├── ModelConnectionError   the provider could not be reached, even after retries
+    │   │   └── ModelTimeout       it was reached but sent nothing within the read timeout
     │   ├── ModelResponseError     the provider's answer could not be read, or it refused
     │   ├── AllModelsFailed        every model of a FallbackModel failed
     │   ├── ContextWindowExceeded  the call would not fit the model's context (not sent)
@@ -39,6 +40,7 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "ModelResponseError",
+    "ModelTimeout",
     "ScriptExhausted",
     "StateError",
     "StepInterrupted",
@@ -82,6 +84,18 @@ class ModelHTTPError(ModelError):
 
 class ModelConnectionError(ModelError):
     """The provider could not be reached (connect, read or protocol failure), after retries."""
+
+
+class ModelTimeout(ModelConnectionError):
+    """The provider took the request but sent nothing within the read timeout (`seconds`).
+
+    Not retried: the request reached the provider, so asking again would have it generate,
+    and bill, the answer again; a `FallbackModel` moves on at once.
+    """
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
 
 
 class ModelResponseError(ModelError):

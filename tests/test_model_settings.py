@@ -95,3 +95,25 @@ def test_out_of_range_settings_are_clear_errors(tmp_path: Any) -> None:
     args = parser().parse_args(["run", "hi", "--max-tokens", "0"])
     with pytest.raises(ConfigError, match="--max-tokens: Input should be greater than or equal"):
         config_of(args)
+
+
+async def test_an_agents_model_timeout_is_its_requests_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-0123")
+    config = parse_config(
+        {
+            "agents": {
+                "slow": {"model": "openai:gpt-4.1-mini", "model_timeout": 900},
+                "quick": {"model": "openai:gpt-4.1-mini"},
+            }
+        }
+    )
+    fake = FakeProvider(*answers("openai:gpt-4.1-mini"), *answers("openai:gpt-4.1-mini"))
+    async with open_gateway(config, http_client=fake.client()) as gateway:
+        await gateway.run("slow", "hi")
+        await gateway.run("quick", "hi")
+    reads = [request.extensions["timeout"]["read"] for request in fake.requests]
+    assert reads == [900, 5.0]  # the other agent keeps its client's timeout
+    with pytest.raises(ConfigError, match=r"agents\.a\.model_timeout: Input should be greater"):
+        parse_config({"agents": {"a": {"model_timeout": 0}}})

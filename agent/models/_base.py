@@ -60,14 +60,15 @@ class HTTPChatModel(ABC):
         self._name = name
         self._provider = provider
         self._secret = secret
+        self._settings = settings or ModelSettings()
         self._http = ProviderHTTP(
             label=name,
             provider=provider,
             client=http_client,
             retry=retry or RetryPolicy(),
             secret=secret,
+            read_timeout=self._settings.timeout,
         )
-        self._settings = settings or ModelSettings()
         self._window: int | None = None
         self._window_asked = False
 

@@ -7,6 +7,7 @@ API keys out of messages) lives here once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -14,7 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 import anyio
 import httpx
 
-from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError
+from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
 from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after
@@ -22,7 +23,11 @@ from .retry import RetryPolicy, parse_retry_after
 __all__ = ["ProviderHTTP", "Secret", "new_http_client", "public_url", "shared_http_client"]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-"""Reads may be long: a reasoning model can think for minutes before its first byte."""
+"""Reads may be long: a reasoning model can think for minutes before its first byte. A
+model's `ModelSettings.timeout` replaces the read timeout for its requests."""
+
+LOOKUP_TIMEOUT = 10.0
+"""Seconds an optional lookup (the context window) may take: it must not hold a call up."""
 
 _shared_client: httpx.AsyncClient | None = None
 
@@ -105,12 +110,14 @@ class ProviderHTTP:
         client: httpx.AsyncClient | None,
         retry: RetryPolicy,
         secret: Secret | None,
+        read_timeout: float | None = None,
     ) -> None:
         self._label = label
         self._provider = provider
         self._client = client
         self._retry = retry
         self._secret = secret
+        self._read_timeout = read_timeout
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -129,7 +136,7 @@ class ProviderHTTP:
         """GET `url` once (no retries) for an optional fact about the model; None when the
         request or the answer fails."""
         try:
-            response = await self.client.get(url, headers=headers)
+            response = await self.client.get(url, headers=headers, timeout=LOOKUP_TIMEOUT)
             return response.json() if response.is_success else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -169,13 +176,29 @@ class ProviderHTTP:
     ) -> httpx.Response:
         policy = self._retry
         client = self.client
+        timeout = self._timeout(client)
         attempt = 0
         while True:
             attempt += 1
             last = attempt >= policy.max_attempts
             try:
-                request = client.build_request("POST", url, json=body, headers=headers)
+                request = client.build_request(
+                    "POST", url, json=body, headers=headers, timeout=timeout
+                )
                 response = await client.send(request, stream=stream)
+            except httpx.ReadTimeout as exc:
+                # The request reached the provider, which is still working on it (or hung):
+                # sending it again would have it generate, and bill, the answer once more,
+                # and hold a fallback model back for attempts times the timeout.
+                seconds = timeout.read if timeout.read is not None else math.inf
+                raise ModelTimeout(
+                    self._redact(
+                        f"{self._label}: the model did not answer within {seconds:g} s "
+                        f"({public_url(url)}); not retried, as the request reached it. A slow "
+                        "model needs a longer `model_timeout` (ModelSettings.timeout)"
+                    ),
+                    seconds=seconds,
+                ) from exc
             except httpx.RequestError as exc:
                 if last:
                     raise ModelConnectionError(
@@ -203,6 +226,18 @@ class ProviderHTTP:
                 await policy.sleep(wait if wait is not None else policy.backoff(attempt))
                 continue
             raise self._http_error(response)
+
+    def _timeout(self, client: httpx.AsyncClient) -> httpx.Timeout:
+        """The client's timeouts, with this model's read timeout when it has one."""
+        default = client.timeout
+        if self._read_timeout is None:
+            return default
+        return httpx.Timeout(
+            connect=default.connect,
+            read=self._read_timeout,
+            write=default.write,
+            pool=default.pool,
+        )
 
     def _http_error(self, response: httpx.Response) -> ModelHTTPError:
         detail = self._redact(error_detail(response))

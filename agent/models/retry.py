@@ -21,7 +21,8 @@ def _utc_now() -> datetime:
 class RetryPolicy:
     """Bounded retries with exponential backoff and jitter, honouring `Retry-After`.
 
-    Retried: HTTP 408, 429, every 5xx, and connection failures before any answer arrived. A
+    Retried: HTTP 408, 429, every 5xx, and connection failures before the request reached the
+    provider (a read timeout is not: the provider has the request and would answer it twice). A
     `Retry-After` longer than `max_retry_after` is not waited for: the call fails at once, so
     a `FallbackModel` can move on. `sleep`, `random` and `now` are injectable so tests never
     wait on real time.
