@@ -14,6 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx
+from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
 from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
 from ._json import is_arr, is_obj
@@ -33,23 +34,37 @@ _shared_client: httpx.AsyncClient | None = None
 
 
 def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
-    """A pooled client with bounded timeouts, suitable to share between all models."""
+    """A pooled client with bounded timeouts, suitable to share between all models.
+
+    The environment's proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`) apply as
+    they do to a plain `httpx.AsyncClient()`, which ignores them once given its own transport:
+    they are mounted here, each a pool made at its first request too.
+    """
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
-    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits))
+    mounts: dict[str, httpx.AsyncBaseTransport | None] = {
+        pattern: None if proxy is None else _PoolOnFirstRequest(limits, httpx.Proxy(proxy))
+        for pattern, proxy in get_environment_proxies().items()
+    }
+    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits), mounts=mounts)
 
 
 class _PoolOnFirstRequest(httpx.AsyncBaseTransport):
-    """httpx's connection pool, made at the first request rather than with the client: making
-    it reads the CA bundle (50-80 ms), which every start of a gateway paid, with or without a
-    model that calls out."""
+    """httpx's connection pool (direct, or through `proxy`), made at the first request rather
+    than with the client: making it reads the CA bundle (50-80 ms), which every start of a
+    gateway paid, with or without a model that calls out."""
 
-    def __init__(self, limits: httpx.Limits) -> None:
+    def __init__(self, limits: httpx.Limits, proxy: httpx.Proxy | None = None) -> None:
         self._limits = limits
+        self._proxy = proxy
         self._pool: httpx.AsyncHTTPTransport | None = None
+
+    @property
+    def proxy(self) -> httpx.Proxy | None:
+        return self._proxy
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._pool is None:
-            self._pool = httpx.AsyncHTTPTransport(limits=self._limits)
+            self._pool = httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy)
         return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
 import anyio
+import anyio.abc
 import httpx
 import pytest
 from starlette.applications import Starlette
@@ -13,6 +18,7 @@ from starlette.routing import Route
 from agent import UserMessage
 from agent.errors import ModelConnectionError, ModelTimeout
 from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel, new_http_client
+from agent.models._http import _PoolOnFirstRequest  # pyright: ignore[reportPrivateUsage]
 from tests.servers.asgi import serve_on_loopback
 
 from .support import FakeProvider, Sleeps, json_response, retry_policy
@@ -104,3 +110,119 @@ async def test_the_models_timeout_is_the_requests_read_timeout(sleeps: Sleeps) -
 def test_a_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="greater than 0"):
         ModelSettings(timeout=0)
+
+
+PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+@pytest.fixture
+def no_proxies(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The environment without proxies of its own (lower case wins over upper case)."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    return monkeypatch
+
+
+@asynccontextmanager
+async def forward_proxy(answer: bytes) -> AsyncGenerator[tuple[str, list[str]]]:
+    """A plain HTTP forward proxy on 127.0.0.1 that answers every request itself: yields its
+    URL and the request lines it was sent (`POST http://host/path HTTP/1.1`)."""
+    seen: list[str] = []
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(anyio.abc.SocketAttribute.local_port)
+
+    async def serve(stream: anyio.abc.SocketStream) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += await stream.receive()
+            head, _, body = data.partition(b"\r\n\r\n")
+            lines = head.decode().split("\r\n")
+            seen.append(lines[0])
+            fields = dict(line.lower().split(": ", 1) for line in lines[1:])
+            while len(body) < int(fields.get("content-length", "0")):
+                body += await stream.receive()
+            await stream.send(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+                + f"content-length: {len(answer)}\r\nconnection: close\r\n\r\n".encode()
+                + answer
+            )
+
+    async with listener, anyio.create_task_group() as tg:
+        tg.start_soon(listener.serve, serve)
+        try:
+            yield f"http://127.0.0.1:{port}", seen
+        finally:
+            tg.cancel_scope.cancel()
+
+
+async def test_model_calls_go_through_the_environments_proxy(
+    no_proxies: pytest.MonkeyPatch,
+) -> None:
+    async with forward_proxy(json.dumps(ANSWER).encode()) as (proxy, seen):
+        no_proxies.setenv("HTTP_PROXY", proxy)
+        client = new_http_client()
+        try:
+            # model.invalid resolves nowhere: only the proxy can have answered
+            model = OpenAICompatibleModel("http://model.invalid/v1", "m1", http_client=client)
+            with anyio.fail_after(10):
+                answer = await model.invoke(ASK, [])
+        finally:
+            await client.aclose()
+    assert answer.content == "42"
+    assert seen == ["POST http://model.invalid/v1/chat/completions HTTP/1.1"]
+
+
+async def test_no_proxy_hosts_are_called_directly(no_proxies: pytest.MonkeyPatch) -> None:
+    async def chat(request: Request) -> JSONResponse:
+        return JSONResponse(ANSWER)
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    async with (
+        forward_proxy(b"{}") as (proxy, seen),
+        serve_on_loopback(app) as base,
+    ):
+        no_proxies.setenv("HTTP_PROXY", proxy)
+        no_proxies.setenv("NO_PROXY", "localhost,127.0.0.1")
+        client = new_http_client()
+        try:
+            model = OpenAICompatibleModel(f"{base}/v1", "m1", http_client=client)
+            with anyio.fail_after(10):
+                answer = await model.invoke(ASK, [])
+        finally:
+            await client.aclose()
+    assert answer.content == "42"
+    assert seen == []
+
+
+async def test_proxies_are_mounted_as_a_plain_client_mounts_them(
+    no_proxies: pytest.MonkeyPatch,
+) -> None:
+    no_proxies.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    no_proxies.setenv("ALL_PROXY", "http://other.example:8080")
+    no_proxies.setenv("NO_PROXY", "internal.example,10.0.0.1")
+    ours, plain = new_http_client(), httpx.AsyncClient()
+    try:
+        routes = {
+            str(pattern.pattern): transport
+            for pattern, transport in ours._mounts.items()  # pyright: ignore[reportPrivateUsage]
+        }
+        expected = {
+            str(p.pattern)
+            for p in plain._mounts  # pyright: ignore[reportPrivateUsage]
+        }
+        assert set(routes) == expected
+        assert routes["all://*internal.example"] is None
+        proxied = {
+            pattern: str(transport.proxy.url)
+            for pattern, transport in routes.items()
+            if isinstance(transport, _PoolOnFirstRequest) and transport.proxy is not None
+        }
+        assert proxied == {
+            "https://": "http://proxy.example:3128",
+            "all://": "http://other.example:8080",
+        }
+    finally:
+        await ours.aclose()
+        await plain.aclose()
