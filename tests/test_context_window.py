@@ -156,4 +156,5 @@ def test_a_stored_run_checks_the_window_the_provider_reports(
     assert "would not fit the model's context window of 256 tokens" in capsys.readouterr().err
     assert main(["runs", "list"]) == 0
     listed = capsys.readouterr().out  # it was a stored run, which says why it stopped
-    assert "assistant" in listed and "would not fit the m" in listed
+    assert "assistant" in listed
+    assert "would not fit the m" in listed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 import httpx
@@ -117,3 +118,33 @@ async def test_an_agents_model_timeout_is_its_requests_read_timeout(
     assert reads == [900, 5.0]  # the other agent keeps its client's timeout
     with pytest.raises(ConfigError, match=r"agents\.a\.model_timeout: Input should be greater"):
         parse_config({"agents": {"a": {"model_timeout": 0}}})
+
+
+@pytest.mark.parametrize(
+    ("spec", "table", "expected"),
+    [
+        (
+            "anthropic:claude-sonnet-4-5",
+            'thinking = { type = "enabled", budget_tokens = 2048 }',
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+        ),
+        ("openai:gpt-4.1-mini", 'reasoning_effort = "high"', {"reasoning_effort": "high"}),
+        (
+            "gemini:gemini-2.5-flash",
+            "generationConfig = { thinkingConfig = { thinkingBudget = 1024 } }",
+            {"generationConfig": {"temperature": 0.2, "thinkingConfig": {"thinkingBudget": 1024}}},
+        ),
+    ],
+)
+async def test_an_agents_extra_body_reaches_its_providers_request(
+    spec: str, table: str, expected: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.setenv(key, "test-key-0123")
+    source = f'[agents.a]\nmodel = "{spec}"\ntemperature = 0.2\n[agents.a.extra_body]\n{table}\n'
+    config = parse_config(tomllib.loads(source))
+    fake = FakeProvider(*answers(spec))
+    async with open_gateway(config, http_client=fake.client()) as gateway:
+        assert (await gateway.run("a", "hi")).output == "ok"
+    body = fake.body()
+    assert {key: body[key] for key in expected} == expected

@@ -21,7 +21,14 @@ from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after
 
-__all__ = ["ProviderHTTP", "Secret", "new_http_client", "public_url", "shared_http_client"]
+__all__ = [
+    "ProviderHTTP",
+    "Secret",
+    "endpoint",
+    "new_http_client",
+    "public_url",
+    "shared_http_client",
+]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 """Reads may be long: a reasoning model can think for minutes before its first byte. A
@@ -109,6 +116,13 @@ def public_url(url: str) -> str:
         host = f"[{host}]"
     netloc = f"{host}:{parts.port}" if parts.port is not None else host
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """`path` appended to the path of `base_url`, before its query (Azure's `?api-version=`),
+    which every request to the server keeps."""
+    parts = urlsplit(base_url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
 
 
 class ProviderHTTP:

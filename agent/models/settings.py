@@ -14,8 +14,10 @@ class ModelSettings(BaseModel):
 
     `stream`: `None` streams exactly when an `on_token` callback is given; `True`/`False`
     force it either way (both paths return the same `AssistantMessage`). `extra_body` is
-    merged last into the request body, for provider options without a field here (e.g.
-    Anthropic `{"thinking": {"type": "enabled", "budget_tokens": 2048}}`). `timeout`: seconds
+    merged last into the request body (objects key by key, so a nested option keeps the fields
+    beside it), for provider options without a field here (e.g. Anthropic `{"thinking":
+    {"type": "enabled", "budget_tokens": 2048}}`, OpenAI `{"reasoning_effort": "high"}`, Gemini
+    `{"generationConfig": {"thinkingConfig": {"thinkingBudget": 1024}}}`). `timeout`: seconds
     to wait for the provider's next bytes (its answer, or the next piece of a stream) before
     the call fails; None keeps the client's (300 s by default, for models that think long).
     """
