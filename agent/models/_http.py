@@ -7,10 +7,11 @@ API keys out of messages) lives here once.
 
 from __future__ import annotations
 
+import base64
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
 import httpx
@@ -28,6 +29,7 @@ __all__ = [
     "new_http_client",
     "public_url",
     "shared_http_client",
+    "without_credentials",
 ]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
@@ -118,6 +120,27 @@ def public_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """`url` without its user and password, and `headers` with them as HTTP Basic auth.
+
+    Credentials in a model's URL name a user of that one server, so they win over an API key
+    (`OPENAI_COMPATIBLE_API_KEY` is one variable for every server), which that server is then
+    not sent. Taken out before the request is made, they never reach a log line (httpx logs
+    every request's URL at INFO) or an error.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, dict(headers)
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    netloc = parts.netloc.rpartition("@")[2]
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    kept = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    return (
+        urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+        {**kept, "Authorization": f"Basic {token}"},
+    )
+
+
 def endpoint(base_url: str, path: str) -> str:
     """`path` appended to the path of `base_url`, before its query (Azure's `?api-version=`),
     which every request to the server keeps."""
@@ -164,8 +187,9 @@ class ProviderHTTP:
     async def get_json(self, url: str, headers: Mapping[str, str]) -> Any:
         """GET `url` once (no retries) for an optional fact about the model; None when the
         request or the answer fails."""
+        url, sent = without_credentials(url, headers)
         try:
-            response = await self.client.get(url, headers=headers, timeout=LOOKUP_TIMEOUT)
+            response = await self.client.get(url, headers=sent, timeout=LOOKUP_TIMEOUT)
             return response.json() if response.is_success else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -206,6 +230,7 @@ class ProviderHTTP:
         policy = self._retry
         client = self.client
         timeout = self._timeout(client)
+        url, headers = without_credentials(url, headers)
         attempt = 0
         while True:
             attempt += 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 
@@ -226,3 +228,44 @@ async def test_proxies_are_mounted_as_a_plain_client_mounts_them(
     finally:
         await ours.aclose()
         await plain.aclose()
+
+
+async def test_a_password_in_the_model_url_reaches_no_log_line(
+    caplog: pytest.LogCaptureFixture, sleeps: Sleeps
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    listing = {"object": "list", "data": [{"id": "m1", "max_model_len": 4096}]}
+    fake = FakeProvider(json_response(200, ANSWER), json_response(200, listing))
+    model = OpenAICompatibleModel(
+        "http://bob:PASS%2Fword@127.0.0.1:8080/v1",
+        "m1",
+        http_client=fake.client(),
+        retry=retry_policy(sleeps),
+    )
+    await model.invoke(ASK, [])
+    assert await model.context_window() == 4096
+    assert "HTTP Request: POST http://127.0.0.1:8080/v1/chat/completions" in caplog.text
+    assert "PASS" not in caplog.text
+    basic = "Basic " + base64.b64encode(b"bob:PASS/word").decode()
+    for request in fake.requests:
+        assert request.url.userinfo == b""
+        assert request.headers["authorization"] == basic
+
+
+async def test_credentials_in_the_url_win_over_the_key_which_that_server_is_not_sent(
+    sleeps: Sleeps,
+) -> None:
+    fake = FakeProvider(json_response(200, ANSWER), json_response(200, ANSWER))
+    for url in ("http://bob:pw@127.0.0.1:8080/v1", "http://127.0.0.1:8080/v1"):
+        model = OpenAICompatibleModel(
+            url,
+            "m1",
+            api_key="sk-compat-key",
+            http_client=fake.client(),
+            retry=retry_policy(sleeps),
+        )
+        await model.invoke(ASK, [])
+    with_user, without = (request.headers["authorization"] for request in fake.requests)
+    assert with_user == "Basic " + base64.b64encode(b"bob:pw").decode()
+    assert "sk-compat-key" not in str(fake.requests[0].headers)
+    assert without == "Bearer sk-compat-key"
