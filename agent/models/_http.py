@@ -20,7 +20,7 @@ from httpx._utils import get_environment_proxies  # what a plain AsyncClient() r
 from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
 from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
-from .retry import RetryPolicy, parse_retry_after
+from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
 __all__ = [
     "ProviderHTTP",
@@ -272,6 +272,8 @@ class ProviderHTTP:
             finally:
                 await response.aclose()
             wait = parse_retry_after(response.headers, policy.now())
+            if wait is None:
+                wait = parse_retry_info(_body(response))  # Gemini's wait is in the body
             if (
                 not last
                 and policy.retryable_status(response.status_code)
@@ -306,6 +308,14 @@ class ProviderHTTP:
         if self._secret is not None and self._secret.reveal():
             message = message.replace(self._secret.reveal(), "***")
         return message
+
+
+def _body(response: httpx.Response) -> Any:
+    """The JSON of a read error answer, or None."""
+    try:
+        return response.json()
+    except (httpx.ResponseNotRead, ValueError):
+        return None
 
 
 def error_detail(response: httpx.Response) -> str:

@@ -18,12 +18,20 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agent import UserMessage
-from agent.errors import ModelConnectionError, ModelTimeout
-from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel, new_http_client
+from agent.errors import ModelConnectionError, ModelHTTPError, ModelTimeout
+from agent.models import (
+    GeminiModel,
+    ModelSettings,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    new_http_client,
+)
 from agent.models._http import _PoolOnFirstRequest  # pyright: ignore[reportPrivateUsage]
+from agent.models.retry import parse_retry_info
 from tests.servers.asgi import serve_on_loopback
 
 from .support import FakeProvider, Sleeps, json_response, retry_policy
+from .test_gemini import generated
 from .test_openai import completion
 
 pytestmark = pytest.mark.anyio
@@ -269,3 +277,78 @@ async def test_credentials_in_the_url_win_over_the_key_which_that_server_is_not_
     assert with_user == "Basic " + base64.b64encode(b"bob:pw").decode()
     assert "sk-compat-key" not in str(fake.requests[0].headers)
     assert without == "Bearer sk-compat-key"
+
+
+def gemini_quota_exceeded(delay: str) -> dict[str, object]:
+    """Gemini's 429, as it answers a free tier over its per-minute quota."""
+    return {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details. Please retry in 36.6s.",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [
+                        {
+                            "quotaMetric": "generativelanguage.googleapis.com/"
+                            "generate_content_free_tier_requests",
+                            "quotaId": "GenerateRequestsPerMinutePerProjectPerModel-FreeTier",
+                            "quotaDimensions": {"location": "global", "model": "gemini-2.5-flash"},
+                            "quotaValue": "10",
+                        }
+                    ],
+                },
+                {
+                    "@type": "type.googleapis.com/google.rpc.Help",
+                    "links": [
+                        {
+                            "description": "Learn more about Gemini API quotas",
+                            "url": "https://ai.google.dev/gemini-api/docs/rate-limits",
+                        }
+                    ],
+                },
+                {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": delay},
+            ],
+        }
+    }
+
+
+def gemini(fake: FakeProvider, sleeps: Sleeps) -> GeminiModel:
+    return GeminiModel(
+        "gemini-2.5-flash", api_key="AIza-k", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+
+
+async def test_geminis_retry_delay_in_the_body_is_waited_for(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        json_response(429, gemini_quota_exceeded("37s")),
+        json_response(200, generated([{"text": "ok"}])),
+    )
+    assert (await gemini(fake, sleeps).invoke(ASK, [])).content == "ok"
+    assert sleeps.delays == [37.0]  # not the 0.375 s backoff
+
+
+async def test_a_retry_delay_longer_than_allowed_fails_at_once(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(429, [gemini_quota_exceeded("3600s")]))
+    with pytest.raises(ModelHTTPError) as caught:
+        await gemini(fake, sleeps).invoke(ASK, [])
+    assert caught.value.status_code == 429
+    assert len(fake.requests) == 1  # so a fallback model answers now
+    assert sleeps.delays == []
+
+
+@pytest.mark.parametrize(
+    ("body", "seconds"),
+    [
+        (gemini_quota_exceeded("0.250s"), 0.25),
+        ([gemini_quota_exceeded("5s")], 5.0),
+        (gemini_quota_exceeded("soon"), None),
+        ({"error": {"code": 429, "message": "Too many requests"}}, None),
+        ("Too many requests", None),
+        (None, None),
+    ],
+)
+def test_retry_info(body: object, seconds: float | None) -> None:
+    assert parse_retry_info(body) == seconds
