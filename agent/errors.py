@@ -4,6 +4,7 @@
     ├── ModelError                 a model call failed
     │   ├── ModelHTTPError         the provider answered with an error status
     │   ├── ModelConnectionError   the provider could not be reached, even after retries
+    │   │   └── ModelTimeout       it was reached but sent nothing within the read timeout
     │   ├── ModelResponseError     the provider's answer could not be read, or it refused
     │   ├── AllModelsFailed        every model of a FallbackModel failed
     │   ├── ContextWindowExceeded  the call would not fit the model's context (not sent)
@@ -17,13 +18,14 @@
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
 (an item's error, an observation for the model). Nor is a model error that only one item's
 request caused (`fails_only_its_item`): that item fails, the others go on. No message in this
-tree carries an API key.
+tree carries an API key. Every error pickles with its type, message and fields: a run store
+(DBOS) records a failed step's error so, and `runs show` reads it back.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .protocol import EngineRequest
@@ -39,6 +41,7 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "ModelResponseError",
+    "ModelTimeout",
     "ScriptExhausted",
     "StateError",
     "StepInterrupted",
@@ -48,6 +51,16 @@ __all__ = [
 
 class AgentError(Exception):
     """Base of every error the agent package raises."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuilt from its args and fields without calling `__init__`: the default (the class
+        # called with `args`) misses keyword-only fields (ModelHTTPError's) and gets the wrong
+        # arguments where `__init__` makes the message (AllModelsFailed, StepInterrupted).
+        return (_rebuilt, (type(self), self.args), self.__dict__ or None)
+
+
+def _rebuilt(kind: type[AgentError], args: tuple[Any, ...]) -> AgentError:
+    return kind.__new__(kind, *args)  # sets `args`; pickle then restores `__dict__`
 
 
 class ModelError(AgentError):
@@ -82,6 +95,18 @@ class ModelHTTPError(ModelError):
 
 class ModelConnectionError(ModelError):
     """The provider could not be reached (connect, read or protocol failure), after retries."""
+
+
+class ModelTimeout(ModelConnectionError):
+    """The provider took the request but sent nothing within the read timeout (`seconds`).
+
+    Not retried: the request reached the provider, so asking again would have it generate,
+    and bill, the answer again; a `FallbackModel` moves on at once.
+    """
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
 
 
 class ModelResponseError(ModelError):

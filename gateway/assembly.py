@@ -55,7 +55,7 @@ async def open_gateway(
     start_wait: float | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
-    still asked with its agent's `temperature`, `max_tokens`, `top_p`).
+    still asked with its agent's `temperature`, `max_tokens`, `top_p`, `model_timeout`).
 
     Chat memory is what the config says, by default the run store's database (the config's
     `[store] url`, else a SQLite file in `state_dir` or the data directory): see
@@ -75,7 +75,7 @@ async def open_gateway(
     own_client = http_client is None
     client = http_client or new_http_client()  # one pool for every model of this gateway
 
-    overrides: dict[tuple[float | None, int | None, float | None], ChatModel] = {}
+    overrides: dict[str, ChatModel] = {}
 
     def model_of(name: str, spec: AgentConfig) -> ChatModel:
         settings = spec.model_settings
@@ -85,7 +85,7 @@ async def open_gateway(
             return resolve_models(spec.model, agent=name, http_client=client, settings=settings)
         # Agents asking with the same settings share one instance of the override (a
         # scripted model's answers are one script for the whole run).
-        key = (settings.temperature, settings.max_tokens, settings.top_p)
+        key = settings.model_dump_json()
         if key not in overrides:
             overrides[key] = resolve_model(model, http_client=client, settings=settings)
         return overrides[key]

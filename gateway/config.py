@@ -195,11 +195,23 @@ class AgentConfig(_Strict):
     """The most tokens one answer may have (Anthropic requires one: 4096 when unset)."""
     top_p: float | None = Field(default=None, gt=0, le=1)
     """Nucleus sampling, sent with every request of this agent's model."""
+    extra_body: dict[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
+    """Provider-specific fields merged into every request body of this agent's model (objects
+    key by key): Anthropic `thinking`, OpenAI `reasoning_effort`, Gemini
+    `generationConfig.thinkingConfig`, a server's own options."""
+    model_timeout: float | None = Field(default=None, gt=0)
+    """Seconds to wait for the model's answer (or the next piece of its stream) before the
+    call fails, not retried (default 300: reasoning models think long before their first
+    token); a fallback list then moves on to its next model."""
 
     @property
     def model_settings(self) -> ModelSettings:
         return ModelSettings(
-            temperature=self.temperature, max_tokens=self.max_tokens, top_p=self.top_p
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            top_p=self.top_p,
+            timeout=self.model_timeout,
+            extra_body=self.extra_body,
         )
 
     output_schema: dict[str, JsonValue] | None = None

@@ -15,7 +15,14 @@ from typing import Protocol
 
 from pydantic import JsonValue
 
-from agent import AssistantMessage, ChatMessage, ChatModel, TokenCallback, ToolDefinition
+from agent import (
+    AssistantMessage,
+    ChatMessage,
+    ChatModel,
+    ReportsContextWindow,
+    TokenCallback,
+    ToolDefinition,
+)
 
 __all__ = ["Journal", "RecordedModel", "ScopedJournal"]
 
@@ -61,6 +68,13 @@ class RecordedModel:
     @property
     def name(self) -> str:
         return self._model.name
+
+    async def context_window(self) -> int | None:
+        """The window the wrapped model reports, so a stored run checks a call's size as an
+        unstored one does. Not recorded: it is a safeguard before a call, asked afresh."""
+        if isinstance(self._model, ReportsContextWindow):
+            return await self._model.context_window()
+        return None
 
     async def invoke(
         self,

@@ -6,14 +6,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import httpx
 import pytest
 
 from agent import ContextWindowExceeded, ScriptedModel, ToolDefinition, UserMessage, estimate_tokens
-from agent.models import GeminiModel, OpenAICompatibleModel
+from agent.models import FallbackModel, GeminiModel, OpenAICompatibleModel
 from gateway import AgentSpec, Gateway
 from gateway.assembly import open_gateway
+from gateway.cli import main
 from gateway.config import parse_config
 from tests.models.support import FakeProvider, json_response
+from tests.servers.openai_stub import openai_stub
 from tests.test_engine import Recorder
 from toolkits import FunctionToolkit, calculator
 
@@ -116,3 +119,42 @@ async def test_context_window_is_an_agent_setting_in_the_config(tmp_path: Path) 
         assert gateway.agents["a"].context_window == 300
         with pytest.raises(ContextWindowExceeded, match="context window of 300 tokens"):
             await gateway.run("a", LONG_QUESTION)
+
+
+def _vllm_listing(window: int) -> httpx.Response:
+    entry = {"id": "qwen2.5", "object": "model", "owned_by": "vllm", "max_model_len": window}
+    return json_response(200, {"object": "list", "data": [entry]})
+
+
+async def test_a_fallback_list_checks_the_window_of_its_first_model() -> None:
+    reporting = OpenAICompatibleModel(
+        "http://127.0.0.1:8000/v1", "qwen2.5", http_client=FakeProvider(_vllm_listing(256)).client()
+    )
+    backup = ScriptedModel(["never asked"])
+    gateway = Gateway([], [AgentSpec("a", FallbackModel([reporting, backup]))])
+    with pytest.raises(ContextWindowExceeded, match="context window of 256 tokens"):
+        await gateway.run("a", LONG_QUESTION)
+    assert backup.calls == []
+    # Second in the list, the small window does not refuse what the first model can take.
+    later = OpenAICompatibleModel(
+        "http://127.0.0.1:8000/v1", "qwen2.5", http_client=FakeProvider(_vllm_listing(256)).client()
+    )
+    first = ScriptedModel(["42"])
+    gateway = Gateway([], [AgentSpec("a", FallbackModel([first, later]))])
+    assert (await gateway.run("a", LONG_QUESTION)).output == "42"
+
+
+def test_a_stored_run_checks_the_window_the_provider_reports(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with openai_stub(["never sent"], context_window=256) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(f'[agents.assistant]\nmodel = "{model.spec}"\n')
+        code = main(["run", LONG_QUESTION, "--config", str(config)])  # stored: the default
+        assert model.requests == []  # refused before it was sent
+    assert code == 1
+    assert "would not fit the model's context window of 256 tokens" in capsys.readouterr().err
+    assert main(["runs", "list"]) == 0
+    listed = capsys.readouterr().out  # it was a stored run, which says why it stopped
+    assert "assistant" in listed
+    assert "would not fit the m" in listed

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tomllib
 from typing import Any
 
 import httpx
@@ -95,3 +96,55 @@ def test_out_of_range_settings_are_clear_errors(tmp_path: Any) -> None:
     args = parser().parse_args(["run", "hi", "--max-tokens", "0"])
     with pytest.raises(ConfigError, match="--max-tokens: Input should be greater than or equal"):
         config_of(args)
+
+
+async def test_an_agents_model_timeout_is_its_requests_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-0123")
+    config = parse_config(
+        {
+            "agents": {
+                "slow": {"model": "openai:gpt-4.1-mini", "model_timeout": 900},
+                "quick": {"model": "openai:gpt-4.1-mini"},
+            }
+        }
+    )
+    fake = FakeProvider(*answers("openai:gpt-4.1-mini"), *answers("openai:gpt-4.1-mini"))
+    async with open_gateway(config, http_client=fake.client()) as gateway:
+        await gateway.run("slow", "hi")
+        await gateway.run("quick", "hi")
+    reads = [request.extensions["timeout"]["read"] for request in fake.requests]
+    assert reads == [900, 5.0]  # the other agent keeps its client's timeout
+    with pytest.raises(ConfigError, match=r"agents\.a\.model_timeout: Input should be greater"):
+        parse_config({"agents": {"a": {"model_timeout": 0}}})
+
+
+@pytest.mark.parametrize(
+    ("spec", "table", "expected"),
+    [
+        (
+            "anthropic:claude-sonnet-4-5",
+            'thinking = { type = "enabled", budget_tokens = 2048 }',
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+        ),
+        ("openai:gpt-4.1-mini", 'reasoning_effort = "high"', {"reasoning_effort": "high"}),
+        (
+            "gemini:gemini-2.5-flash",
+            "generationConfig = { thinkingConfig = { thinkingBudget = 1024 } }",
+            {"generationConfig": {"temperature": 0.2, "thinkingConfig": {"thinkingBudget": 1024}}},
+        ),
+    ],
+)
+async def test_an_agents_extra_body_reaches_its_providers_request(
+    spec: str, table: str, expected: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.setenv(key, "test-key-0123")
+    source = f'[agents.a]\nmodel = "{spec}"\ntemperature = 0.2\n[agents.a.extra_body]\n{table}\n'
+    config = parse_config(tomllib.loads(source))
+    fake = FakeProvider(*answers(spec))
+    async with open_gateway(config, http_client=fake.client()) as gateway:
+        assert (await gateway.run("a", "hi")).output == "ok"
+    body = fake.body()
+    assert {key: body[key] for key in expected} == expected

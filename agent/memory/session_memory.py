@@ -64,8 +64,8 @@ class SessionMemory:
         window = select_window(turns, max_turns=self.turns, max_tokens=budget)
         dropped = window.dropped if self.summarise else []
         return History(
-            messages=[*head, *(for_history(m) for m in window.messages)],
-            to_summarise=[for_history(m) for turn in dropped for m in turn.messages],
+            messages=[*head, *for_history(window.messages)],
+            to_summarise=for_history([m for turn in dropped for m in turn.messages]),
             previous_summary=summary.text if summary else None,
             through=dropped[-1].seq if dropped else 0,
             tokens=window.tokens + (summary.tokens if summary else 0),

@@ -34,9 +34,9 @@ MESSAGE_OVERHEAD = 4
 """Tokens a message costs besides its text (role, separators), as chat templates spend them."""
 
 THINKING_ACROSS_TURNS = frozenset({"anthropic", "gemini"})
-"""Providers that read the thinking of earlier, finished turns (Claude keeps thinking blocks
-in context; Gemini's thought signatures help its reasoning). Others are sent none of it:
-OpenAI-style servers (DeepSeek) reject `reasoning_content` from earlier turns."""
+"""Providers that read the thinking of every earlier, finished turn (Claude keeps thinking
+blocks in context; Gemini's thought signatures help its reasoning). Others get it back only
+from turns that called tools (see `for_history`)."""
 
 
 def estimate_tokens(message: ChatMessage) -> int:
@@ -106,8 +106,34 @@ def select_window(
     return Window(messages=messages, tokens=used, dropped=list(turns[:start]))
 
 
-def for_history(message: ChatMessage) -> ChatMessage:
-    """A stored message as an earlier turn is sent: without thinking no provider reads."""
+def for_history(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Stored turns (each from its question on) as earlier turns are sent: without thinking
+    no provider reads.
+
+    A turn that called tools keeps the thinking of all its answers, for every provider:
+    DeepSeek's thinking mode answers 400 ("The reasoning_content in the thinking mode must be
+    passed back to the API") to a later request without it, and OpenAI-style servers that do
+    not need it were sent it within that turn already. A turn without tool calls keeps it only
+    for `THINKING_ACROSS_TURNS`: DeepSeek ignores it there, and its older reasoner model
+    rejects it.
+    """
+    kept: list[ChatMessage] = []
+    turn: list[ChatMessage] = []
+
+    def close_turn() -> None:
+        called_tools = any(isinstance(m, AssistantMessage) and m.tool_calls for m in turn)
+        kept.extend(turn if called_tools else map(_without_thinking, turn))
+        turn.clear()
+
+    for message in messages:
+        if isinstance(message, UserMessage):
+            close_turn()
+        turn.append(message)
+    close_turn()
+    return kept
+
+
+def _without_thinking(message: ChatMessage) -> ChatMessage:
     if (
         isinstance(message, AssistantMessage)
         and message.raw is not None

@@ -8,7 +8,7 @@ end in the same `AssistantMessage`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -18,7 +18,7 @@ from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
 from ._http import ProviderHTTP, Secret
-from ._json import JSONObject
+from ._json import JSONObject, is_obj
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .settings import ModelSettings
@@ -57,6 +57,16 @@ def cut_short(label: str, expected: str) -> ModelConnectionError:
     )
 
 
+def merged(body: JSONObject, extra: Mapping[str, Any]) -> JSONObject:
+    """`body` with `extra` merged in: objects in both are merged the same way (Gemini's
+    `generationConfig.thinkingConfig` beside the temperature), anything else in `extra` wins."""
+    out = dict(body)
+    for key, value in extra.items():
+        inner = out.get(key)
+        out[key] = merged(inner, value) if is_obj(inner) and is_obj(value) else value
+    return out
+
+
 class HTTPChatModel(ABC):
     """A `ChatModel` over one provider's HTTP API. Its repr shows the name, never the key."""
 
@@ -73,14 +83,15 @@ class HTTPChatModel(ABC):
         self._name = name
         self._provider = provider
         self._secret = secret
+        self._settings = settings or ModelSettings()
         self._http = ProviderHTTP(
             label=name,
             provider=provider,
             client=http_client,
             retry=retry or RetryPolicy(),
             secret=secret,
+            read_timeout=self._settings.timeout,
         )
-        self._settings = settings or ModelSettings()
         self._window: int | None = None
         self._window_asked = False
 
@@ -132,7 +143,7 @@ class HTTPChatModel(ABC):
     ) -> AssistantMessage:
         stream = self._settings.wants_stream(on_token is not None)
         request = self._request(messages, tools, stream=stream)
-        body = {**request.body, **self._settings.extra_body}
+        body = merged(request.body, self._settings.extra_body)
         if not stream:
             data = await self._http.post_json(request.url, body, request.headers)
             return self._parse(data, tools)

@@ -7,52 +7,75 @@ API keys out of messages) lives here once.
 
 from __future__ import annotations
 
+import base64
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
 import httpx
+from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
-from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError
+from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
 from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
-from .retry import RetryPolicy, parse_retry_after
+from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
 __all__ = [
     "ProviderHTTP",
     "Secret",
     "WholeAnswer",
+    "endpoint",
     "new_http_client",
     "public_url",
     "shared_http_client",
+    "without_credentials",
 ]
 
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-"""Reads may be long: a reasoning model can think for minutes before its first byte."""
+"""Reads may be long: a reasoning model can think for minutes before its first byte. A
+model's `ModelSettings.timeout` replaces the read timeout for its requests."""
+
+LOOKUP_TIMEOUT = 10.0
+"""Seconds an optional lookup (the context window) may take: it must not hold a call up."""
 
 _shared_client: httpx.AsyncClient | None = None
 
 
 def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
-    """A pooled client with bounded timeouts, suitable to share between all models."""
+    """A pooled client with bounded timeouts, suitable to share between all models.
+
+    The environment's proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`) apply as
+    they do to a plain `httpx.AsyncClient()`, which ignores them once given its own transport:
+    they are mounted here, each a pool made at its first request too.
+    """
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
-    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits))
+    mounts: dict[str, httpx.AsyncBaseTransport | None] = {
+        pattern: None if proxy is None else _PoolOnFirstRequest(limits, httpx.Proxy(proxy))
+        for pattern, proxy in get_environment_proxies().items()
+    }
+    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits), mounts=mounts)
 
 
 class _PoolOnFirstRequest(httpx.AsyncBaseTransport):
-    """httpx's connection pool, made at the first request rather than with the client: making
-    it reads the CA bundle (50-80 ms), which every start of a gateway paid, with or without a
-    model that calls out."""
+    """httpx's connection pool (direct, or through `proxy`), made at the first request rather
+    than with the client: making it reads the CA bundle (50-80 ms), which every start of a
+    gateway paid, with or without a model that calls out."""
 
-    def __init__(self, limits: httpx.Limits) -> None:
+    def __init__(self, limits: httpx.Limits, proxy: httpx.Proxy | None = None) -> None:
         self._limits = limits
+        self._proxy = proxy
         self._pool: httpx.AsyncHTTPTransport | None = None
+
+    @property
+    def proxy(self) -> httpx.Proxy | None:
+        return self._proxy
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if self._pool is None:
-            self._pool = httpx.AsyncHTTPTransport(limits=self._limits)
+            self._pool = httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy)
         return await self._pool.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -111,6 +134,34 @@ def _is_json(response: httpx.Response) -> bool:
     return media == "application/json" or media.endswith("+json")
 
 
+def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """`url` without its user and password, and `headers` with them as HTTP Basic auth.
+
+    Credentials in a model's URL name a user of that one server, so they win over an API key
+    (`OPENAI_COMPATIBLE_API_KEY` is one variable for every server), which that server is then
+    not sent. Taken out before the request is made, they never reach a log line (httpx logs
+    every request's URL at INFO) or an error.
+    """
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, dict(headers)
+    user, password = unquote(parts.username or ""), unquote(parts.password or "")
+    netloc = parts.netloc.rpartition("@")[2]
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    kept = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+    return (
+        urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
+        {**kept, "Authorization": f"Basic {token}"},
+    )
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """`path` appended to the path of `base_url`, before its query (Azure's `?api-version=`),
+    which every request to the server keeps."""
+    parts = urlsplit(base_url)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + path, parts.query, ""))
+
+
 class ProviderHTTP:
     """POSTs JSON to one provider with retries, and turns every failure into a `ModelError`.
 
@@ -125,12 +176,14 @@ class ProviderHTTP:
         client: httpx.AsyncClient | None,
         retry: RetryPolicy,
         secret: Secret | None,
+        read_timeout: float | None = None,
     ) -> None:
         self._label = label
         self._provider = provider
         self._client = client
         self._retry = retry
         self._secret = secret
+        self._read_timeout = read_timeout
 
     @property
     def client(self) -> httpx.AsyncClient:
@@ -151,8 +204,9 @@ class ProviderHTTP:
     async def get_json(self, url: str, headers: Mapping[str, str]) -> Any:
         """GET `url` once (no retries) for an optional fact about the model; None when the
         request or the answer fails."""
+        url, sent = without_credentials(url, headers)
         try:
-            response = await self.client.get(url, headers=headers)
+            response = await self.client.get(url, headers=sent, timeout=LOOKUP_TIMEOUT)
             return response.json() if response.is_success else None
         except (httpx.HTTPError, ValueError):
             return None
@@ -197,13 +251,30 @@ class ProviderHTTP:
     ) -> httpx.Response:
         policy = self._retry
         client = self.client
+        timeout = self._timeout(client)
+        url, headers = without_credentials(url, headers)
         attempt = 0
         while True:
             attempt += 1
             last = attempt >= policy.max_attempts
             try:
-                request = client.build_request("POST", url, json=body, headers=headers)
+                request = client.build_request(
+                    "POST", url, json=body, headers=headers, timeout=timeout
+                )
                 response = await client.send(request, stream=stream)
+            except httpx.ReadTimeout as exc:
+                # The request reached the provider, which is still working on it (or hung):
+                # sending it again would have it generate, and bill, the answer once more,
+                # and hold a fallback model back for attempts times the timeout.
+                seconds = timeout.read if timeout.read is not None else math.inf
+                raise ModelTimeout(
+                    self._redact(
+                        f"{self._label}: the model did not answer within {seconds:g} s "
+                        f"({public_url(url)}); not retried, as the request reached it. A slow "
+                        "model needs a longer `model_timeout` (ModelSettings.timeout)"
+                    ),
+                    seconds=seconds,
+                ) from exc
             except httpx.RequestError as exc:
                 if last:
                     raise ModelConnectionError(
@@ -223,6 +294,8 @@ class ProviderHTTP:
             finally:
                 await response.aclose()
             wait = parse_retry_after(response.headers, policy.now())
+            if wait is None:
+                wait = parse_retry_info(_body(response))  # Gemini's wait is in the body
             if (
                 not last
                 and policy.retryable_status(response.status_code)
@@ -231,6 +304,18 @@ class ProviderHTTP:
                 await policy.sleep(wait if wait is not None else policy.backoff(attempt))
                 continue
             raise self._http_error(response)
+
+    def _timeout(self, client: httpx.AsyncClient) -> httpx.Timeout:
+        """The client's timeouts, with this model's read timeout when it has one."""
+        default = client.timeout
+        if self._read_timeout is None:
+            return default
+        return httpx.Timeout(
+            connect=default.connect,
+            read=self._read_timeout,
+            write=default.write,
+            pool=default.pool,
+        )
 
     def _http_error(self, response: httpx.Response) -> ModelHTTPError:
         detail = self._redact(error_detail(response))
@@ -249,6 +334,14 @@ class ProviderHTTP:
         if self._secret is not None and self._secret.reveal():
             message = message.replace(self._secret.reveal(), "***")
         return message
+
+
+def _body(response: httpx.Response) -> Any:
+    """The JSON of a read error answer, or None."""
+    try:
+        return response.json()
+    except (httpx.ResponseNotRead, ValueError):
+        return None
 
 
 def error_detail(response: httpx.Response) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from ..context_window import ReportsContextWindow
 from ..errors import AllModelsFailed, ModelConfigError, ModelError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import ChatModel, TokenCallback
@@ -44,6 +45,20 @@ class FallbackModel:
 
     def __repr__(self) -> str:
         return f"FallbackModel(name={self.name!r})"
+
+    async def context_window(self) -> int | None:
+        """The window of the first model, which every call is sent to first (None when it
+        reports none).
+
+        Not the smallest of all: that would refuse calls the first model can take, for a model
+        only asked when it fails. A later model with a smaller window that gets a call too
+        long for it answers with its provider's error, as a model without a reported window
+        does.
+        """
+        first = self._models[0]
+        if isinstance(first, ReportsContextWindow):
+            return await first.context_window()
+        return None
 
     async def invoke(
         self,

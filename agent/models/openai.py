@@ -36,7 +36,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
-from ._http import Secret, public_url
+from ._http import Secret, endpoint, public_url
 from ._json import (
     JSONObject,
     arguments_text,
@@ -99,7 +99,8 @@ class OpenAIModel(HTTPChatModel):
             settings=settings,
         )
         self._model = model
-        self._url = base_url.rstrip("/") + "/chat/completions"
+        self._base_url = base_url
+        self._url = endpoint(base_url, "/chat/completions")
         self._text_tool_calls = text_tool_calls
         self._strict_tools = strict_tools
 
@@ -256,7 +257,7 @@ class OpenAICompatibleModel(OpenAIModel):
 
     def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
         # vLLM lists `max_model_len` in /models, LM Studio and OpenRouter `context_length`.
-        url = self._url.removesuffix("/chat/completions") + "/models"
+        url = endpoint(self._base_url, "/models")
         headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
         model = self._model
 

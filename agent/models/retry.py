@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import anyio
 
-__all__ = ["RetryPolicy", "parse_retry_after"]
+from ._json import arr, is_arr, obj
+
+__all__ = ["RetryPolicy", "parse_retry_after", "parse_retry_info"]
 
 
 def _utc_now() -> datetime:
@@ -21,8 +25,10 @@ def _utc_now() -> datetime:
 class RetryPolicy:
     """Bounded retries with exponential backoff and jitter, honouring `Retry-After`.
 
-    Retried: HTTP 408, 429, every 5xx, and connection failures before any answer arrived. A
-    `Retry-After` longer than `max_retry_after` is not waited for: the call fails at once, so
+    Retried: HTTP 408, 429, every 5xx, and connection failures before the request reached the
+    provider (a read timeout is not: the provider has the request and would answer it twice). A
+    `Retry-After` (or Gemini's `RetryInfo` in the body, read the same way) longer than
+    `max_retry_after` is not waited for: the call fails at once, so
     a `FallbackModel` can move on. `sleep`, `random` and `now` are injectable so tests never
     wait on real time.
     """
@@ -75,3 +81,22 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - now).total_seconds())
+
+
+_RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+_DURATION = re.compile(r"\s*(\d+(?:\.\d*)?)s\s*")
+
+
+def parse_retry_info(body: Any) -> float | None:
+    """Seconds a Google API error body asks to wait: `error.details[]`'s `RetryInfo`, whose
+    `retryDelay` is a JSON Duration (`"37s"`, `"0.250s"`). Gemini says it there, not in a
+    header; the body may come wrapped in a list. None when there is none."""
+    if is_arr(body) and body:
+        body = body[0]
+    for detail in map(obj, arr(obj(obj(body).get("error")).get("details"))):
+        delay = detail.get("retryDelay")
+        if detail.get("@type") == _RETRY_INFO and isinstance(delay, str):
+            match = _DURATION.fullmatch(delay)
+            if match is not None:
+                return float(match.group(1))
+    return None

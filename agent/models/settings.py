@@ -14,8 +14,12 @@ class ModelSettings(BaseModel):
 
     `stream`: `None` streams exactly when an `on_token` callback is given; `True`/`False`
     force it either way (both paths return the same `AssistantMessage`). `extra_body` is
-    merged last into the request body, for provider options without a field here (e.g.
-    Anthropic `{"thinking": {"type": "enabled", "budget_tokens": 2048}}`).
+    merged last into the request body (objects key by key, so a nested option keeps the fields
+    beside it), for provider options without a field here (e.g. Anthropic `{"thinking":
+    {"type": "enabled", "budget_tokens": 2048}}`, OpenAI `{"reasoning_effort": "high"}`, Gemini
+    `{"generationConfig": {"thinkingConfig": {"thinkingBudget": 1024}}}`). `timeout`: seconds
+    to wait for the provider's next bytes (its answer, or the next piece of a stream) before
+    the call fails; None keeps the client's (300 s by default, for models that think long).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -24,6 +28,7 @@ class ModelSettings(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     stream: bool | None = None
+    timeout: float | None = Field(default=None, gt=0)
     extra_body: Mapping[str, JsonValue] = Field(default_factory=dict[str, JsonValue])
 
     def wants_stream(self, has_token_callback: bool) -> bool:

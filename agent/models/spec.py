@@ -1,10 +1,14 @@
 """Model specs, the strings config files and the CLI use to name a model.
 
-    openai:MODEL                      OPENAI_API_KEY
+    openai:MODEL                      OPENAI_API_KEY; elsewhere: OPENAI_BASE_URL
     openai-compatible:URL#MODEL       key optional: OPENAI_COMPATIBLE_API_KEY
-    anthropic:MODEL                   ANTHROPIC_API_KEY
-    gemini:MODEL                      GEMINI_API_KEY (or GOOGLE_API_KEY)
+    anthropic:MODEL                   ANTHROPIC_API_KEY; elsewhere: ANTHROPIC_BASE_URL
+    gemini:MODEL                      GEMINI_API_KEY (or GOOGLE_API_KEY); GOOGLE_GEMINI_BASE_URL
     scripted:FILE                     a ScriptedModel replaying a JSON script
+
+A hosted provider's base URL variable is the one its official SDK reads, meaning what it means
+there (so one value serves both): OpenAI's includes `/v1`, Anthropic's and Gemini's are the
+server's root (`/v1`, `/v1beta` follow).
 
 `sampling` (asking the MCP client's own model) is not a spec this package can build: it needs
 an MCP session, so the gateway must recognise it before calling `model_from_spec`; here it
@@ -18,19 +22,22 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
 from ..errors import MissingApiKey, ModelConfigError, StateError
 from ..model import ChatModel
-from .anthropic import AnthropicModel
-from .gemini import GeminiModel
-from .openai import OpenAICompatibleModel, OpenAIModel
+from ._http import public_url
+from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
+from .gemini import GEMINI_BASE_URL, GeminiModel
+from .openai import OPENAI_BASE_URL, OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
 
 __all__ = [
     "API_KEYS",
+    "BASE_URLS",
     "PROVIDERS",
     "SPEC_FORMS",
     "ModelRequest",
@@ -54,6 +61,14 @@ API_KEYS: Mapping[str, tuple[str, ...]] = {
 }
 """The environment variables a provider's key is read from, in order, where one is required."""
 
+BASE_URLS: Mapping[str, tuple[str, str, str]] = {
+    "openai": ("OPENAI_BASE_URL", "", OPENAI_BASE_URL),
+    "anthropic": ("ANTHROPIC_BASE_URL", "/v1", ANTHROPIC_BASE_URL),
+    "gemini": ("GOOGLE_GEMINI_BASE_URL", "/v1beta", GEMINI_BASE_URL),
+}
+"""Per hosted provider: the variable its official SDK reads its base URL from, the path the
+SDK puts after it, and the URL used when the variable is not set."""
+
 
 def api_key_names(spec: str) -> tuple[str, ...]:
     """The variables one of which must hold a key for `spec` (none: it needs no key)."""
@@ -69,15 +84,27 @@ class ModelRequest:
     settings: ModelSettings | None
     retry: RetryPolicy | None
     api_keys: Mapping[str, str]
-    """Keys by environment variable name, looked at before the environment."""
+    """Keys (and base URLs) by environment variable name, looked at before the environment."""
 
     def key(self, *names: str) -> str | None:
-        """The first of the variables that holds a key, or None."""
+        """The first of the variables that holds a value, or None."""
         for name in names:
             value = self.api_keys.get(name) or os.environ.get(name)
             if value:
                 return value
         return None
+
+    def base_url(self, provider: str) -> str:
+        """The provider's API root: from its SDK's variable (`BASE_URLS`), else the default.
+
+        Raises `ModelConfigError` for a value that is not an http(s) URL."""
+        name, suffix, default = BASE_URLS[provider]
+        value = self.key(name)
+        if value is None:
+            return default
+        if urlsplit(value).scheme not in ("http", "https") or not urlsplit(value).hostname:
+            raise ModelConfigError(f"{name} must be an http(s) URL, not {public_url(value)!r}")
+        return value.rstrip("/") + suffix
 
     def required_key(self, provider: str) -> str:
         """The provider's key (`API_KEYS`); raises `ModelConfigError` naming where to set it."""
@@ -99,6 +126,7 @@ class _KeyedModel(Protocol):
         /,
         *,
         api_key: str,
+        base_url: str,
         http_client: httpx.AsyncClient | None,
         settings: ModelSettings | None,
         retry: RetryPolicy | None,
@@ -112,6 +140,7 @@ def _keyed(provider: str, model_type: _KeyedModel) -> ProviderFactory:
         return model_type(
             request.model,
             api_key=request.required_key(provider),
+            base_url=request.base_url(provider),
             http_client=request.http_client,
             settings=request.settings,
             retry=request.retry,

@@ -3,6 +3,7 @@ and a step that a failing model cannot make repeat itself."""
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from pydantic import JsonValue
 
@@ -29,6 +30,10 @@ from agent import (
 )
 from agent.errors import ModelConnectionError
 from agent.memory import is_valid_history
+from agent.models import OpenAICompatibleModel
+from tests.models.support import FakeProvider, json_response
+from tests.models.test_openai import call as calling
+from tests.models.test_openai import completion
 from tests.prompt_model import PromptModel
 
 pytestmark = pytest.mark.anyio
@@ -156,3 +161,35 @@ async def test_a_model_failing_mid_step_repeats_no_finished_call_and_no_saved_tu
     # Even a retry from the response before the failure saves the finished turn only once.
     await agent.step(items)
     assert len(await store.turns("s1")) == 1
+
+
+async def test_deepseek_gets_back_the_reasoning_of_an_earlier_turn_that_called_tools() -> None:
+    def deepseek(message: dict[str, object]) -> httpx.Response:
+        return json_response(200, completion({"role": "assistant", **message}))
+
+    fake = FakeProvider(
+        deepseek(
+            {
+                "content": "",
+                "reasoning_content": "I need the calculator.",
+                "tool_calls": [calling("call_0", "calculator", '{"expression": "6*7"}')],
+            }
+        ),
+        deepseek({"content": "It is 42.", "reasoning_content": "The tool said 42."}),
+        deepseek({"content": "Hello.", "reasoning_content": "A greeting."}),
+        deepseek({"content": "You asked 6*7.", "reasoning_content": "Looking back."}),
+    )
+    model = OpenAICompatibleModel(
+        "https://api.deepseek.com/v1", "deepseek-chat", http_client=fake.client()
+    )
+    agent = ToolsAgent(model=model, tools=[CALC], memory=SessionMemory(InProcessStore()))
+    for question in ("What is 6*7?", "Hi", "What did I ask?"):
+        await run_to_end(agent, [AgentItem(prompt=question, session_id="s")])
+    sent = fake.body(3)["messages"]
+    answers = [m for m in sent if m["role"] == "assistant"]
+    # The turn with tool calls: every answer's reasoning, as DeepSeek requires (400 otherwise).
+    assert [a.get("reasoning_content") for a in answers] == [
+        "I need the calculator.",
+        "The tool said 42.",
+        None,  # a turn without tool calls: DeepSeek ignores it, so it is not sent
+    ]

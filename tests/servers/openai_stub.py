@@ -31,12 +31,18 @@ class OpenAIStub:
     error); `requests` holds every request body.
 
     With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
-    a test kills the caller while its model call is in flight."""
+    a test kills the caller while its model call is in flight. With `context_window`,
+    `GET /v1/models` lists the model with it, as vLLM's `max_model_len`."""
 
     def __init__(
-        self, answers: Sequence[str | dict[str, Any] | Refusal], *, hold_at: int | None = None
+        self,
+        answers: Sequence[str | dict[str, Any] | Refusal],
+        *,
+        hold_at: int | None = None,
+        context_window: int | None = None,
     ) -> None:
         self.answers = list(answers)
+        self.context_window = context_window
         self.requests: list[dict[str, Any]] = []
         self.url = ""
         self.holding = threading.Event()
@@ -84,11 +90,26 @@ class OpenAIStub:
 
 @contextmanager
 def openai_stub(
-    answers: Sequence[str | dict[str, Any] | Refusal], *, hold_at: int | None = None
+    answers: Sequence[str | dict[str, Any] | Refusal],
+    *,
+    hold_at: int | None = None,
+    context_window: int | None = None,
 ) -> Generator[OpenAIStub]:
-    stub = OpenAIStub(answers, hold_at=hold_at)
+    stub = OpenAIStub(answers, hold_at=hold_at, context_window=context_window)
 
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            if self.path != "/v1/models" or stub.context_window is None:
+                self.send_error(404)
+                return
+            entry = {"id": "stub", "object": "model", "max_model_len": stub.context_window}
+            data = json.dumps({"object": "list", "data": [entry]}).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
         def do_POST(self) -> None:
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
