@@ -58,8 +58,10 @@ class DbosApprovals:
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         call = request.call
-        if call not in self._decided:
-            # A decision sent while no process ran the run is waiting already.
+        if call not in self._decided and not self._receiving.locked():
+            # A decision sent while no process ran the run is waiting already. (While another
+            # call waits for its decision, that wait takes the messages in for every call: this
+            # one is listed at once, not after that wait.)
             await self._receive(call, wait_seconds=0)
         if call not in self._decided:
             self._pending[call] = request

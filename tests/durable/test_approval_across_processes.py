@@ -152,6 +152,42 @@ async def test_an_approval_three_agents_deep_surfaces_on_the_outermost_run(
     assert log.read_text().splitlines() == ["start W", "end W"]
 
 
+async def test_approvals_asked_by_sub_agents_in_parallel_are_all_listed(tmp_path: Path) -> None:
+    """Each sub-agent asks when its own model has answered: a wait already begun for one
+    call's decision must not keep a later call from being listed."""
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    log = tmp_path / "calls.log"
+    leaves = [{"name": "leaf", "arguments": {"prompt": f"write W{n}"}} for n in (1, 2, 3)]
+    # The leaves ask their model in any order: any leaf may get any of these answers.
+    writes = [
+        {"name": "guarded", "arguments": {"log": str(log), "name": f"W{n}"}} for n in (1, 2, 3)
+    ]
+    answers = [leaves, *writes, *["leaf: written"] * 3, "lead: all three written"]
+    # The third leaf's model answers once the other two calls wait for their decisions.
+    with openai_stub(answers, hold_at=4) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(
+            TOOLS + f'[agents.lead]\nmodel = "{model.spec}"\ntools = ["leaf"]\n'
+            f'[agents.leaf]\nmodel = "{model.spec}"\ntools = ["guarded"]\n'
+            'require_approval = ["guarded"]\n'
+        )
+        run = await start_run("go", "--config", str(config), "--store", store, "--agent", "lead")
+        try:
+            await run.until("waiting for approval: guarded", count=2)
+            model.release()
+            await run.until("waiting for approval: guarded", count=3)
+            [waiting] = list_runs(store)
+            assert waiting["status"] == "waiting_approval"
+            assert len(waiting["waiting"]) == 3
+            assert cli("runs", "approve", waiting["run_id"], "--store", store).returncode == 0
+            assert await run.finish() == (0, "lead: all three written\n")
+        finally:
+            await stop_run(run)
+    assert sorted(log.read_text().splitlines()) == sorted(
+        f"{step} W{n}" for n in (1, 2, 3) for step in ("start", "end")
+    )
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 async def test_a_run_stopped_while_waiting_for_approval_resumes_after_it(
     tmp_path: Path, store: str, stop: signal.Signals

@@ -25,10 +25,15 @@ class Refusal:
         return {"error": {"message": self.message, "type": "invalid_request_error", "code": None}}
 
 
+Answer = str | dict[str, Any] | list[dict[str, Any]] | Refusal
+"""A text answer, a tool call `{"name": ..., "arguments": {...}}`, several at once, or an
+HTTP error."""
+
+
 class OpenAIStub:
     """Answers `/v1/chat/completions` with the next scripted answer (a string is a text
-    answer, a dict `{"name": ..., "arguments": {...}}` a tool call, a `Refusal` an HTTP
-    error); `requests` holds every request body.
+    answer, a dict `{"name": ..., "arguments": {...}}` a tool call, a list of them calls made
+    at once, a `Refusal` an HTTP error); `requests` holds every request body.
 
     With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
     a test kills the caller while its model call is in flight. With `context_window`,
@@ -36,7 +41,7 @@ class OpenAIStub:
 
     def __init__(
         self,
-        answers: Sequence[str | dict[str, Any] | Refusal],
+        answers: Sequence[Answer],
         *,
         hold_at: int | None = None,
         context_window: int | None = None,
@@ -71,13 +76,19 @@ class OpenAIStub:
         if isinstance(scripted, Refusal):
             return scripted
         message: dict[str, Any] = {"role": "assistant", "content": scripted}
-        if isinstance(scripted, dict):
-            arguments = json.dumps(scripted["arguments"])
-            call = {"name": scripted["name"], "arguments": arguments}
+        if isinstance(scripted, dict | list):
+            calls = scripted if isinstance(scripted, list) else [scripted]
             message = {
                 "role": "assistant",
                 "content": None,
-                "tool_calls": [{"id": f"call_{n}", "type": "function", "function": call}],
+                "tool_calls": [
+                    {
+                        "id": f"call_{n}" if len(calls) == 1 else f"call_{n}_{i}",
+                        "type": "function",
+                        "function": {"name": c["name"], "arguments": json.dumps(c["arguments"])},
+                    }
+                    for i, c in enumerate(calls, 1)
+                ],
             }
         return {
             "id": f"chatcmpl-{n}",
@@ -90,7 +101,7 @@ class OpenAIStub:
 
 @contextmanager
 def openai_stub(
-    answers: Sequence[str | dict[str, Any] | Refusal],
+    answers: Sequence[Answer],
     *,
     hold_at: int | None = None,
     context_window: int | None = None,
