@@ -1,13 +1,11 @@
 """Runs as DBOS workflows in a SQLite file or a PostgreSQL database.
 
-DBOS is one instance per process: `open_runs` launches it (and destroys it on exit). The
-workflow body is the engine's own `Gateway.resume`, handed a `DbosJournal` that records each
-model and tool call as a DBOS step under the engine's name for it, and a checkpoint that keeps
-the latest `RunState` as the workflow's `state` event.
+DBOS is one instance per process: `open_runs` launches it (and destroys it on exit). Each run
+is a workflow whose body (`workflow`) is the engine's own `Gateway.resume`, every model and
+tool call a recorded step. `DurableRuns` starts, resumes, follows, lists and steers them.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
-pending, so it can be resumed, here or in another process, once the cause is fixed. The
-process that drove it learns of the failure from its `_Execution`, not from DBOS. A run
+pending, so it can be resumed, here or in another process, once the cause is fixed. A run
 cancelled from any process (`runs cancel`) stops where it runs, its calls in flight too:
 DBOS would notice only at its next step, and never in a wait for approval. A serving
 replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
@@ -16,7 +14,6 @@ they are in flight still, and another replica finishes them (`replicas`).
 
 from __future__ import annotations
 
-import logging
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Collection, Generator, Sequence
@@ -26,35 +23,26 @@ from contextlib import (
     contextmanager,
     suppress,
 )
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError
-from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
-
-from toolkits import NodeStopped
-from toolkits.errors import find_error
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
-from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted
 from ..trace import TraceHook
-from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, DbosApprovals, OnWait, decision_message
-from .dbos_journal import DbosJournal
+from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, OnWait, decision_message
 from .dbos_setup import log_through_ours, write_ahead_log
 from .endings import (
     WATCH_SECONDS,
     ItemsFailed,
-    cancelled_by_dbos,
     cancels_watched,
-    failed_items,
     taken,
 )
 from .replicas import (
@@ -76,15 +64,12 @@ from .status import (
     run_info,
     run_steps,
     store_failure,
-    this_process,
-    working_elsewhere,
 )
+from .workflow import WORKFLOW, Execution, Host, RunOptions, hosting, run_workflow
 
 __all__ = ["DurableRuns", "RunOptions", "open_runs"]
 
-_log = logging.getLogger(__name__)
 
-WORKFLOW = "agent-gateway.run"
 APP_VERSION = "agent-gateway-runs-1"
 """Fixed, not DBOS's hash of the code: records are found by name, so any version resumes."""
 POLL_SECONDS = 0.05
@@ -96,163 +81,10 @@ STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
 
 
-class _Stopped(BaseException):
-    """Leaves a run's workflow pending: DBOS records what an `Exception` ends with as the
-    workflow's final error, and lets anything else through unrecorded."""
-
-
-@dataclass(frozen=True, slots=True)
-class RunOptions:
-    """How one run goes in this process, besides what `DurableRuns.use` set for all."""
-
-    hooks: Sequence[TraceHook] = ()
-    """Besides the process's own."""
-    hops: int = 0
-    quota: PerNode | None = None
-    stream: bool | None = None
-    on_approval: OnWait | None = None
-    """Instead of the process's: hears of each call that starts waiting for a decision."""
-
-
-@dataclass(slots=True)
-class _Execution:
-    """A run's workflow body in this process, and what the driver waiting on it learns."""
-
-    origin: RunOrigin | None = None
-    """How the run resumes now (another --model, ...): kept in its next checkpoint."""
-    options: RunOptions = field(default_factory=RunOptions)
-    background: bool = False
-    """Started by `begin` or `adopt`: it leaves `executions` itself when it ends."""
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    finished: anyio.Event = field(default_factory=anyio.Event)
-    error: BaseException | None = None
-    result: RunResult | None = None
-    waiting: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
-    """Its calls waiting for a decision now."""
-    stirred: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) when a call starts or stops waiting, and when the run ends."""
-    handle: WorkflowHandleAsync[str] | None = None
-    running: bool = False
-    """Its workflow body has begun here (`stop_all` waits for those only)."""
-    cancelled: bool = False
-    """`runs cancel` (from any process) stopped it."""
-
-    def stir(self) -> None:
-        self.stirred.set()
-        self.stirred = anyio.Event()
-
-
-@dataclass(slots=True)
-class _Host:
-    """What the workflow body needs from the process that runs it (DBOS has one per process)."""
-
-    client: DBOSClient
-    gateway: Gateway | None = None
-    hooks: Sequence[TraceHook] = ()
-    stream: bool = False
-    on_approval: OnWait | None = None
-    executions: dict[str, _Execution] = field(default_factory=dict[str, _Execution])
-    leaving: bool = False
-    """The process is going away: its interrupted runs are left in flight, not stopped."""
-
-
-_host: _Host | None = None
-
-
-@DBOS.workflow(name=WORKFLOW)
-async def _run_workflow(initial: str) -> str:
-    run_id = DBOS.workflow_id
-    host = _host
-    execution = host.executions.get(run_id) if host is not None and run_id else None
-    if host is None or host.gateway is None or run_id is None or execution is None:
-        # Picked up by a process that did not ask for it: leave it for the one that will.
-        raise _Stopped
-    execution.running = True
-    try:
-        done = await _execute(host, host.gateway, run_id, initial, execution)
-    finally:
-        execution.finished.set()
-        execution.stir()
-        if execution.background and host.executions.get(run_id) is execution:
-            del host.executions[run_id]
-    failed = failed_items(execution.result)
-    if failed is not None:
-        raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
-    return done
-
-
-async def _execute(
-    host: _Host, gateway: Gateway, run_id: str, initial: str, execution: _Execution
-) -> str:
-    here = this_process()
-    try:
-        # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
-        steps = await host.client.list_workflow_steps_async(run_id)
-        recorded: dict[str, JsonValue] = {
-            s["function_name"]: s["output"] for s in steps if s["error"] is None
-        }
-        received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
-        for _ in range(max((s["function_id"] for s in steps), default=0)):
-            DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
-        went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
-        if working_elsewhere(went, here):
-            # Resumed at the same moment by two processes: the other got there first.
-            execution.error = taken(run_id)
-            raise _Stopped
-        saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-        state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
-        if execution.origin is not None:
-            state = state.model_copy(update={"origin": execution.origin})
-        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
-
-        async def checkpoint(latest: RunState) -> None:
-            await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
-
-        options = execution.options
-        approvals = DbosApprovals(
-            received,
-            options.on_approval or host.on_approval,
-            pending=execution.waiting,
-            on_change=execution.stir,
-        )
-        with execution.scope:
-            result = await gateway.resume(
-                state,
-                checkpoint=checkpoint,
-                journal=DbosJournal(recorded),
-                approver=approvals,
-                hooks=(*host.hooks, *options.hooks),
-                stream=host.stream if options.stream is None else options.stream,
-                hops=options.hops,
-                quota=options.quota,
-            )
-            execution.result = result
-            return result.model_dump_json()
-        if host.leaving and not execution.cancelled:
-            raise _Stopped  # in flight still: another replica takes it over
-        stopped = "interrupted"
-    except Exception as exc:
-        if host.leaving and find_error(exc, NodeStopped) is not None:
-            raise _Stopped from None  # its MCP servers stopped first: in flight still, as above
-        execution.error = exc
-        stopped = str(exc) or type(exc).__name__
-    except BaseException as exc:
-        if not cancelled_by_dbos(exc):
-            raise
-        execution.cancelled = True  # DBOS saw it first, at a step
-        stopped = "cancelled"
-    if execution.cancelled:
-        execution.error = RunCancelled(f"run {run_id} was cancelled")
-        raise _Stopped  # DBOS has recorded the end
-    with anyio.CancelScope(shield=True):
-        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
-    raise _Stopped
-
-
 class DurableRuns:
     """The runs of one store, from the process that opened it."""
 
-    def __init__(self, url: str, host: _Host, *, queue: str | None, keep_days: float = 0) -> None:
+    def __init__(self, url: str, host: Host, *, queue: str | None, keep_days: float = 0) -> None:
         self.url = url
         self.keep_days = keep_days
         """Finished runs are deleted this long after (0: never; `retention`)."""
@@ -307,10 +139,10 @@ class DurableRuns:
         Raises what stopped the run (it stays resumable), or the cancellation that
         interrupted it."""
         self._need_launch()
-        execution = self._host.executions[state.run_id] = _Execution()
+        execution = self._host.executions[state.run_id] = Execution()
         try:
             with SetWorkflowID(state.run_id):
-                handle = await DBOS.start_workflow_async(_run_workflow, state.model_dump_json())
+                handle = await DBOS.start_workflow_async(run_workflow, state.model_dump_json())
             return await self._outcome(handle, execution)
         finally:
             del self._host.executions[state.run_id]
@@ -322,7 +154,7 @@ class DurableRuns:
         await self.resumable(run_id)
         # Through a queue only this process listens to: no other process picks the run up.
         assert self._queue is not None
-        execution = self._host.executions[run_id] = _Execution(origin=origin)
+        execution = self._host.executions[run_id] = Execution(origin=origin)
         try:
             await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
             handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
@@ -334,12 +166,12 @@ class DurableRuns:
         """Start `state` as a new run that goes on in the background of this process (as long
         as it lives); `follow` it."""
         self._need_launch()
-        execution = self._host.executions[state.run_id] = _Execution(
+        execution = self._host.executions[state.run_id] = Execution(
             options=options or RunOptions(), background=True
         )
         with SetWorkflowID(state.run_id):
             execution.handle = await DBOS.start_workflow_async(
-                _run_workflow, state.model_dump_json()
+                run_workflow, state.model_dump_json()
             )
 
     def here(self, run_id: str) -> bool:
@@ -358,7 +190,7 @@ class DurableRuns:
     async def take_over(self, run_id: str, options: RunOptions | None = None) -> None:
         """Run `run_id` in the background here, whoever ran it (see `adopt`)."""
         assert self._queue is not None
-        execution = self._host.executions[run_id] = _Execution(
+        execution = self._host.executions[run_id] = Execution(
             options=options or RunOptions(), background=True
         )
         await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
@@ -448,7 +280,7 @@ class DurableRuns:
         return info
 
     async def _outcome(
-        self, handle: WorkflowHandleAsync[str], execution: _Execution, *, resumed: bool = False
+        self, handle: WorkflowHandleAsync[str], execution: Execution, *, resumed: bool = False
     ) -> RunResult:
         """The run's result once it ends here. Resumed, it may never begin here: DBOS hands a
         run to the last process that resumed it, and another one may have after this one."""
@@ -605,7 +437,6 @@ async def open_runs(
     Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
     cannot be reached.
     """
-    global _host
     url = check_store_url(url or default_store_url())
     if url.startswith("sqlite:///"):
         file = anyio.Path(url.removeprefix("sqlite:///"))
@@ -646,10 +477,11 @@ async def open_runs(
         if launch:
             DBOS.destroy(destroy_registry=False)
         raise store_failure(url, exc) from None
-    host = _host = _Host(client)
+    host = Host(client)
     runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
     try:
         async with AsyncExitStack() as stack:
+            stack.enter_context(hosting(host))
             if queue is not None:
                 if postgres:
                     await stack.enter_async_context(staying_alive(url, queue))
@@ -666,7 +498,6 @@ async def open_runs(
                     await stack.enter_async_context(pruning(runs, keep_days))
             yield runs
     finally:
-        _host = None
         client.destroy()
         if launch:
             DBOS.destroy(destroy_registry=False)

@@ -67,7 +67,9 @@ async def test_a_gated_call_on_a_nested_gateway_is_decided_on_the_outer_run(
     run = await start_run("go", "--config", str(config), "--store", store, "--model", lead)
     try:
         await run.until("waiting for approval: guarded")
-        assert log.read_text().splitlines() == ["start A", "end A"]  # B's other call ran
+        # B waits; its step's other call (A) runs meanwhile, done by now or soon (not ordered
+        # with the question: checked once the run ends).
+        assert not log.exists() or "B" not in log.read_text()
         [waiting] = list_runs(store)
         assert waiting["status"] == "waiting_approval"
         [asked] = waiting["waiting"]

@@ -1,0 +1,202 @@
+"""The workflow body of a stored run, and what it needs from the process that runs it.
+
+The body is the engine's own `Gateway.resume`, handed a `DbosJournal` that records each model
+and tool call as a DBOS step under the engine's name for it, and a checkpoint that keeps the
+latest `RunState` as the workflow's `state` event. A run that fails or is interrupted does not
+end: its workflow stays pending (`Stopped`), so it can be resumed, here or in another process.
+The process that drove it learns of the failure from its `Execution`, not from DBOS.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import anyio
+from dbos import DBOS, DBOSClient, WorkflowHandleAsync
+from pydantic import JsonValue
+
+from toolkits import NodeStopped
+from toolkits.errors import find_error
+
+from ..approval import ApprovalRequest
+from ..engine import Gateway
+from ..errors import RunCancelled
+from ..limits import PerNode
+from ..run_state import RunOrigin, RunResult, RunState
+from ..trace import TraceHook
+from .approvals import DbosApprovals, OnWait
+from .dbos_journal import DbosJournal
+from .endings import ItemsFailed, cancelled_by_dbos, failed_items, taken
+from .status import EXECUTION_EVENT, STATE_EVENT, this_process, working_elsewhere
+
+__all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
+
+
+WORKFLOW = "agent-gateway.run"
+
+
+class Stopped(BaseException):
+    """Leaves a run's workflow pending: DBOS records what an `Exception` ends with as the
+    workflow's final error, and lets anything else through unrecorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How one run goes in this process, besides what `DurableRuns.use` set for all."""
+
+    hooks: Sequence[TraceHook] = ()
+    """Besides the process's own."""
+    hops: int = 0
+    quota: PerNode | None = None
+    stream: bool | None = None
+    on_approval: OnWait | None = None
+    """Instead of the process's: hears of each call that starts waiting for a decision."""
+
+
+@dataclass(slots=True)
+class Execution:
+    """A run's workflow body in this process, and what the driver waiting on it learns."""
+
+    origin: RunOrigin | None = None
+    """How the run resumes now (another --model, ...): kept in its next checkpoint."""
+    options: RunOptions = field(default_factory=RunOptions)
+    background: bool = False
+    """Started by `begin` or `adopt`: it leaves `executions` itself when it ends."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+    result: RunResult | None = None
+    waiting: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
+    """Its calls waiting for a decision now."""
+    stirred: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) when a call starts or stops waiting, and when the run ends."""
+    handle: WorkflowHandleAsync[str] | None = None
+    running: bool = False
+    """Its workflow body has begun here (`stop_all` waits for those only)."""
+    cancelled: bool = False
+    """`runs cancel` (from any process) stopped it."""
+
+    def stir(self) -> None:
+        self.stirred.set()
+        self.stirred = anyio.Event()
+
+
+@dataclass(slots=True)
+class Host:
+    """What the workflow body needs from the process that runs it (DBOS has one per process)."""
+
+    client: DBOSClient
+    gateway: Gateway | None = None
+    hooks: Sequence[TraceHook] = ()
+    stream: bool = False
+    on_approval: OnWait | None = None
+    executions: dict[str, Execution] = field(default_factory=dict[str, Execution])
+    leaving: bool = False
+    """The process is going away: its interrupted runs are left in flight, not stopped."""
+
+
+_host: Host | None = None
+"""The host of this process's workflows while a store is open here (`hosting`)."""
+
+
+@DBOS.workflow(name=WORKFLOW)
+async def run_workflow(initial: str) -> str:
+    run_id = DBOS.workflow_id
+    host = _host
+    execution = host.executions.get(run_id) if host is not None and run_id else None
+    if host is None or host.gateway is None or run_id is None or execution is None:
+        # Picked up by a process that did not ask for it: leave it for the one that will.
+        raise Stopped
+    execution.running = True
+    try:
+        done = await _execute(host, host.gateway, run_id, initial, execution)
+    finally:
+        execution.finished.set()
+        execution.stir()
+        if execution.background and host.executions.get(run_id) is execution:
+            del host.executions[run_id]
+    failed = failed_items(execution.result)
+    if failed is not None:
+        raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
+    return done
+
+
+async def _execute(
+    host: Host, gateway: Gateway, run_id: str, initial: str, execution: Execution
+) -> str:
+    here = this_process()
+    try:
+        # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
+        steps = await host.client.list_workflow_steps_async(run_id)
+        recorded: dict[str, JsonValue] = {
+            s["function_name"]: s["output"] for s in steps if s["error"] is None
+        }
+        received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
+        for _ in range(max((s["function_id"] for s in steps), default=0)):
+            DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
+        went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+        if working_elsewhere(went, here):
+            # Resumed at the same moment by two processes: the other got there first.
+            execution.error = taken(run_id)
+            raise Stopped
+        saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
+        state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
+        if execution.origin is not None:
+            state = state.model_copy(update={"origin": execution.origin})
+        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
+
+        async def checkpoint(latest: RunState) -> None:
+            await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
+
+        options = execution.options
+        approvals = DbosApprovals(
+            received,
+            options.on_approval or host.on_approval,
+            pending=execution.waiting,
+            on_change=execution.stir,
+        )
+        with execution.scope:
+            result = await gateway.resume(
+                state,
+                checkpoint=checkpoint,
+                journal=DbosJournal(recorded),
+                approver=approvals,
+                hooks=(*host.hooks, *options.hooks),
+                stream=host.stream if options.stream is None else options.stream,
+                hops=options.hops,
+                quota=options.quota,
+            )
+            execution.result = result
+            return result.model_dump_json()
+        if host.leaving and not execution.cancelled:
+            raise Stopped  # in flight still: another replica takes it over
+        stopped = "interrupted"
+    except Exception as exc:
+        if host.leaving and find_error(exc, NodeStopped) is not None:
+            raise Stopped from None  # its MCP servers stopped first: in flight still, as above
+        execution.error = exc
+        stopped = str(exc) or type(exc).__name__
+    except BaseException as exc:
+        if not cancelled_by_dbos(exc):
+            raise
+        execution.cancelled = True  # DBOS saw it first, at a step
+        stopped = "cancelled"
+    if execution.cancelled:
+        execution.error = RunCancelled(f"run {run_id} was cancelled")
+        raise Stopped  # DBOS has recorded the end
+    with anyio.CancelScope(shield=True):
+        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
+    raise Stopped
+
+
+@contextmanager
+def hosting(host: Host) -> Generator[None]:
+    """`host` runs this process's workflows for the block (DBOS has one per process)."""
+    global _host
+    _host = host
+    try:
+        yield
+    finally:
+        _host = None
