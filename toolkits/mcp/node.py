@@ -19,12 +19,9 @@ failures, including protocol errors the server answers with, come back as `is_er
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
-import math
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -32,13 +29,12 @@ import anyio
 import anyio.abc
 import mcp_types
 from mcp import Client
-from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..background import InBackground
-from ..base import CallContext, ProgressCallback, Tool, error_result
+from ..base import CallContext, Tool, error_result
 from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
 from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
@@ -48,6 +44,7 @@ from .deadline import Deadline, timed_out
 from .forward import Channel, Forward, call_for
 from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
+from .progress import progress_in_order
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
     DEFAULT_BACKOFF,
@@ -556,54 +553,3 @@ def _connection_failed(exc: MCPError) -> bool:
     return exc.code == mcp_types.CONNECTION_CLOSED and not exc.message.startswith(
         "SSE stream failed"
     )
-
-
-_Report = tuple[float, float | None, str | None]
-
-
-@asynccontextmanager
-async def progress_in_order(
-    on_progress: ProgressCallback | None, alive: Callable[[], None]
-) -> AsyncGenerator[ProgressFnT]:
-    """A progress callback for the SDK that hands reports to `on_progress` in arrival order.
-
-    The SDK runs each progress callback in a task of its own, so a slow `on_progress` (one
-    that relays the report to our own client) could still be running, or be overtaken by the
-    next report, when the result arrives; the last reports would then reach the client after
-    the result, which ends the client's request: lost. Here each report is queued the moment
-    it arrives (its task's first step, before the result can wake the caller), one task
-    delivers them in order, and leaving the block waits until every queued report is delivered.
-    """
-    if on_progress is None:
-
-        async def just_alive(progress: float, total: float | None, message: str | None) -> None:
-            alive()
-
-        yield just_alive
-        return
-    send, receive = anyio.create_memory_object_stream[_Report](math.inf)
-
-    async def queue(progress: float, total: float | None, message: str | None) -> None:
-        alive()
-        with contextlib.suppress(anyio.ClosedResourceError):  # a report after the result
-            send.send_nowait((progress, total, message))
-
-    async def deliver() -> None:
-        async with receive:
-            async for report in receive:
-                try:
-                    await on_progress(*report)
-                except Exception:  # as the SDK does: a caller's bug must not fail the call
-                    log.exception("progress callback raised")
-
-    error: Exception | None = None
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(deliver)
-        async with send:
-            try:
-                yield queue
-            except Exception as exc:  # re-raised below as itself, not in an ExceptionGroup
-                error = exc
-                tg.cancel_scope.cancel()
-    if error is not None:
-        raise error
