@@ -67,6 +67,7 @@ def masked(text: str) -> list[str]:
     text = re.sub(r"\b\d+ ms\b", "N ms", text)
     text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", "DATE", text)
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
+    text = re.sub(r"\(run [0-9a-f]{12}\)", "(run ID)", text)
     return text.splitlines()
 
 
