@@ -7,7 +7,8 @@ travels in the request's metadata.
 
 Items run in batches of `batch_size` (n8n's option): a batch runs to its end before the next
 starts, `delay_between_batches` seconds later. An item fails on its own (max iterations, a
-model that rejected its request) and the others go on, unless `fail_fast`. Any other model
+model that rejected its request, a request too long for the context window) and the others go
+on, unless `fail_fast`. Any other model
 failure interrupts the step (`StepInterrupted`) with the progress of every other item, so a
 retry repeats no finished model call and saves no turn twice.
 
@@ -32,7 +33,13 @@ from typing import cast
 import anyio
 from pydantic import JsonValue
 
-from .errors import AgentError, ModelError, StepInterrupted, fails_only_its_item
+from .errors import (
+    AgentError,
+    ContextWindowExceeded,
+    ModelError,
+    StepInterrupted,
+    fails_only_its_item,
+)
 from .memory import ChatMemory, summarise
 from .messages import (
     STOPPED_SHORT,
@@ -237,7 +244,12 @@ class ToolsAgent:
             )
         except ModelError as exc:
             if fails_only_its_item(exc):
-                error = f"the model rejected the request: {exc}"
+                # Not sent at all when it would not fit the window: say so, not "rejected".
+                error = (
+                    str(exc)
+                    if isinstance(exc, ContextWindowExceeded)
+                    else f"the model rejected the request: {exc}"
+                )
                 return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
             return _Outcome(steps, usage=usage, interrupted=exc)
         except AgentError as exc:  # the memory's storage
