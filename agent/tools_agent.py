@@ -26,13 +26,14 @@ from __future__ import annotations
 import itertools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 import anyio
 from pydantic import JsonValue
 
+from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
     ContextWindowExceeded,
@@ -66,9 +67,13 @@ from .protocol import (
 )
 from .scratchpad import ERROR_PREFIX, build_steps, scratchpad_messages, tool_usage
 
-__all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent"]
+__all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
 
 DEFAULT_SYSTEM_MESSAGE = "You are a helpful assistant"
+
+WarningCallback = Callable[[int, str], Awaitable[None]]
+"""Told (item index, what happened) when the agent goes on past a problem the user should
+know of: history left out to fit the context window, a summary that failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +113,25 @@ class ToolsAgent:
     run_id: str | None = None
     """Names the turns this run saves to memory (`<run_id>:<item>`), so saving one again
     (a retried step) stores nothing twice. Without it each turn gets a random key."""
+    fit_history_to_window: bool = False
+    """Leave a session's oldest turns out of a call that would not fit the context window the
+    model reports (`ReportsContextWindow`), rather than send it (the gateway's models check
+    the window before sending: the call would be refused). Off, no window is asked for."""
+    on_warning: WarningCallback | None = None
     _by_name: Mapping[str, ToolDefinition] = field(init=False, repr=False, compare=False)
     """The tools by name, made once: a step with 100 tools spent ~5 % of its time on it."""
+    _knows_window: bool = field(init=False, repr=False, compare=False)
+    """Whether the model tells its context window, for fitting the memory's history to it
+    (asked once, and only with memory: a runtime protocol check is slow on Python 3.11)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {tool.name: tool for tool in self.tools})
+        knows = (
+            self.fit_history_to_window
+            and self.memory is not None
+            and isinstance(self.model, ReportsContextWindow)
+        )
+        object.__setattr__(self, "_knows_window", knows)
 
     async def step(
         self, items: Sequence[AgentItem], response: EngineResponse | None = None
@@ -239,9 +258,8 @@ class ToolsAgent:
         usage = Usage()
         try:
             history, usage = await self._history(item)
-            answer = await self.model.invoke(
-                _messages(self.options, history, item, steps), self._offered()
-            )
+            messages = await self._within_window(history, item, index, steps)
+            answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc):
                 # Not sent at all when it would not fit the window: say so, not "rejected".
@@ -351,6 +369,40 @@ class ToolsAgent:
     def _offered(self) -> Sequence[ToolDefinition]:
         output = self.options.output
         return self.tools if output is None else [*self.tools, output.tool()]
+
+    async def _within_window(
+        self,
+        history: list[ChatMessage],
+        item: AgentItem,
+        index: int,
+        steps: list[ToolCallStep],
+    ) -> list[ChatMessage]:
+        """The call's messages. A session history that would not let the call fit the
+        model's context window loses its oldest turns for this call (they stay stored; the
+        warning says so): a session that outgrew the window would otherwise fail every turn
+        from then on, whatever was asked."""
+        messages = _messages(self.options, history, item, steps)
+        if not history or not self._knows_window:
+            return messages
+        window = await cast(ReportsContextWindow, self.model).context_window()
+        offered = self._offered()
+        if window is None or sum(estimate_tokens(messages, offered)) <= window:
+            return messages
+        fitted = fit_history(history, _messages(self.options, [], item, steps), offered, window)
+        if self.on_warning is not None:
+            parts: list[str] = []
+            if fitted.turns_left_out:
+                parts.append(f"its {fitted.turns_left_out} oldest of {fitted.turns} turns")
+            if fitted.summary_left_out:
+                parts.append("its summary")
+            await self.on_warning(
+                index,
+                f"the session's history did not fit the model's context window "
+                f"({window} tokens) with this turn; left out of this call (still stored): "
+                f"{' and '.join(parts)}. The memory's max_tokens (or turns) sets how much of "
+                "the history the model sees; /reset or `sessions delete` starts afresh.",
+            )
+        return _messages(self.options, fitted.messages, item, steps)
 
     async def _history(self, item: AgentItem) -> tuple[list[ChatMessage], Usage]:
         """The item's session history, summarising first what fell out of its window."""
