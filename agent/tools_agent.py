@@ -23,7 +23,6 @@ the result the model already has. Repeats are counted against calls that already
 
 from __future__ import annotations
 
-import itertools
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -65,7 +64,14 @@ from .protocol import (
     ItemResult,
     ToolCallStep,
 )
-from .scratchpad import ERROR_PREFIX, build_steps, scratchpad_messages, tool_usage
+from .scratchpad import (
+    ERROR_PREFIX,
+    build_steps,
+    repeat_notice,
+    scratchpad_messages,
+    tool_usage,
+    with_unique_call_ids,
+)
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
 
@@ -279,7 +285,7 @@ class ToolsAgent:
             result = ItemResult(output=answer.content or None, error=_stopped(answer), steps=steps)
             return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
-            answer = _with_unique_call_ids(answer, steps)
+            answer = with_unique_call_ids(answer, steps)
         output = self.options.output
         if output is not None:
             try:
@@ -431,9 +437,7 @@ class ToolsAgent:
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
             problem = self._call_problem(call, tool, answer)
-            said = (
-                f"{ERROR_PREFIX}{problem}" if problem is not None else _repeat_notice(call, steps)
-            )
+            said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
             if said is not None or tool is None:
                 answered.append(
                     ToolCallStep(
@@ -485,41 +489,6 @@ class ToolsAgent:
             f"Max iterations ({n}) reached. "
             "The agent could not complete the task within the allowed number of iterations."
         )
-
-
-REPEATS_RUN = 1
-"""How many times an identical call (same tool, same arguments) is run again before the agent
-answers it with the result the model already has."""
-REPEAT_NOTICE = "Not run again:"
-
-
-def _repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
-    """The observation for a call repeated too often, or None when it may run."""
-    same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
-    if len(same) <= REPEATS_RUN:
-        return None
-    ran = [s for s in same if not s.observation.startswith(REPEAT_NOTICE)]
-    result = ran[-1].observation if ran else same[-1].observation
-    return (
-        f"{REPEAT_NOTICE} you already called {call.name!r} with these exact arguments "
-        f"{len(same)} times. Its result was: {result}\n"
-        "Use that result, or call with different arguments."
-    )
-
-
-def _with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -> AssistantMessage:
-    """Give every call an id no earlier call used: results are matched to calls by id."""
-    used = {step.tool_call_id for step in steps}
-    fresh = (f"call_{n}" for n in itertools.count(len(used) + 1))
-    calls: list[ToolCall] = []
-    changed = False
-    for call in answer.tool_calls:
-        if not call.id or call.id in used:
-            call = call.model_copy(update={"id": next(i for i in fresh if i not in used)})
-            changed = True
-        used.add(call.id)
-        calls.append(call)
-    return answer.model_copy(update={"tool_calls": tuple(calls)}) if changed else answer
 
 
 @dataclass(slots=True)
