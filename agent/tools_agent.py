@@ -263,7 +263,7 @@ class ToolsAgent:
             )
         usage = Usage()
         try:
-            history, usage = await self._history(item)
+            history, usage = await self._history(item, index)
             messages = await self._within_window(history, item, index, steps)
             answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
@@ -410,14 +410,28 @@ class ToolsAgent:
             )
         return _messages(self.options, fitted.messages, item, steps)
 
-    async def _history(self, item: AgentItem) -> tuple[list[ChatMessage], Usage]:
-        """The item's session history, summarising first what fell out of its window."""
+    async def _history(self, item: AgentItem, index: int) -> tuple[list[ChatMessage], Usage]:
+        """The item's session history, summarising first what fell out of its window.
+
+        The summary is an optimisation: when the model fails to write it, the turn goes on
+        with the window alone (a warning says so) and the next turn asks again."""
         if self.memory is None or item.session_id is None:
             return [], Usage()
         history = await self.memory.load(item.session_id)
         if not history.to_summarise:
             return list(history.messages), Usage()
-        text, usage = await summarise(self.model, history.previous_summary, history.to_summarise)
+        try:
+            text, usage = await summarise(
+                self.model, history.previous_summary, history.to_summarise
+            )
+        except ModelError as exc:
+            if self.on_warning is not None:
+                await self.on_warning(
+                    index,
+                    f"the summary of the session's older turns failed: {exc}. This turn goes "
+                    "on without them (the window only); the next turn asks for it again.",
+                )
+            return list(history.messages), Usage()
         await self.memory.save_summary(item.session_id, history.through, text)
         return list((await self.memory.load(item.session_id)).messages), usage
 

@@ -18,8 +18,8 @@ from agent import (
     UserMessage,
 )
 from agent.context_window import estimate_tokens, fit_history
-from agent.tools_agent import WarningCallback
 from gateway import AgentSpec, Gateway
+from tests.memory.test_conversations import collect
 from tests.test_engine import Recorder
 
 pytestmark = pytest.mark.anyio
@@ -68,13 +68,6 @@ async def test_a_session_that_outgrew_the_window_leaves_out_its_oldest_turns_and
     assert "left out of this call (still stored): its 1 oldest of 3 turns." in warning
     assert "max_tokens" in warning
     assert len((await memory.load("s")).messages) == 8  # every turn is still stored
-
-
-def collect(warnings: list[tuple[int, str]]) -> WarningCallback:
-    async def warn(item: int, warning: str) -> None:
-        warnings.append((item, warning))
-
-    return warn
 
 
 class WindowedModel(ScriptedModel):
