@@ -478,6 +478,14 @@ class ToolsAgent:
     def _call_problem(
         self, call: ToolCall, tool: ToolDefinition | None, answer: AssistantMessage
     ) -> str | None:
+        if tool is None and call.name == FINAL_RESULT_TOOL and self.options.output is not None:
+            # With other calls (see `_structured_answer`): it was written before their results.
+            others = sorted({c.name for c in answer.tool_calls if c.name != FINAL_RESULT_TOOL})
+            return (
+                f"{FINAL_RESULT_TOOL} was not taken: it was called together with "
+                f"{', '.join(others)}, so it could not use their results (given with this "
+                f"one). Call {FINAL_RESULT_TOOL} alone once you have read them."
+            )
         if tool is None:
             # Never drop the call: the model learns what exists and can try again.
             names = ", ".join(t.name for t in self.tools)
@@ -566,12 +574,18 @@ def _stopped(answer: AssistantMessage) -> str:
 
 
 _NOT_AN_ANSWER = object()
-"""What `_structured_answer` returns for an answer that only calls other tools."""
+"""What `_structured_answer` returns for an answer that calls other tools (`final_result`
+among them or not)."""
 
 
 def _structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
-    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`."""
+    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`.
+
+    A `final_result` called with other tools is no answer yet: it was written before their
+    results. The other calls run and the model is told to call it alone (`_call_problem`)."""
     finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
+    if finals and len(finals) < len(answer.tool_calls):
+        return _NOT_AN_ANSWER
     if finals:
         if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
             raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])
