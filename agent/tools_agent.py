@@ -204,10 +204,13 @@ class ToolsAgent:
                 if index not in finished:
                     steps = previous_steps.get(index) or build_steps(response, index)
                     finished[index] = ItemResult(error=reason, steps=steps)
+        # A step that only found items out of iterations called no model: it is no iteration.
+        called = any(outcome.called_model for outcome in outcomes.values())
+        iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
             previous_steps=previous_steps,
             pending=pending,
-            iteration_count=state.iteration_count + 1,
+            iteration_count=iteration_count,
             iterations=iterations,
             invalid_answers=invalid_answers,
             finished_items=finished,
@@ -217,7 +220,7 @@ class ToolsAgent:
             raise StepInterrupted(failures[0], EngineRequest(actions=actions, metadata=metadata))
         if len(finished) == len(items):
             results = [finished[i] for i in range(len(items))]
-            return AgentResult(items=results, usage=usage, iterations=state.iteration_count + 1)
+            return AgentResult(items=results, usage=usage, iterations=iteration_count)
         # An empty request when a batch just ended: the engine resumes at once with the next.
         return EngineRequest(actions=actions, metadata=metadata)
 
