@@ -14,16 +14,19 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import ContextWindowExceeded
-from .messages import AssistantMessage, ChatMessage, ToolDefinition
+from .messages import AssistantMessage, ChatMessage, SystemMessage, ToolDefinition, UserMessage
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "FittedHistory",
     "ReportsContextWindow",
     "check_context_window",
     "estimate_tokens",
+    "fit_history",
 ]
 
 CHARS_PER_TOKEN = 4
@@ -72,6 +75,61 @@ def check_context_window(
         f"{len(messages)} messages ~{conversation}; estimated at {CHARS_PER_TOKEN} characters "
         "per token). Give the agent fewer tools (a server's `include`/`exclude`), a shorter "
         "prompt or fewer iterations, or a model with a larger context (`context_window`)."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class FittedHistory:
+    """A session history cut to fit a call: what is kept, and what was left out."""
+
+    messages: list[ChatMessage]
+    turns_left_out: int
+    summary_left_out: bool
+    turns: int
+    """Turns the history had."""
+
+
+def fit_history(
+    history: Sequence[ChatMessage],
+    others: Sequence[ChatMessage],
+    tools: Sequence[ToolDefinition],
+    window: int,
+) -> FittedHistory:
+    """The part of `history` (a summary as leading system messages, then whole turns, each
+    from its question on) that fits `window` next to the call's `others` (system message,
+    question, scratchpad) and `tools`, as `check_context_window` counts.
+
+    The memory's own rule decides what goes first: the summary is kept while it fits, then
+    the newest turns, whole; the oldest are left out. Each part is estimated on its own, which
+    counts a little more than the whole, so what is kept always fits.
+    """
+    summary: list[ChatMessage] = []
+    rest = list(history)
+    while rest and isinstance(rest[0], SystemMessage):
+        summary.append(rest.pop(0))
+    turns: list[list[ChatMessage]] = []
+    for message in rest:
+        if isinstance(message, UserMessage) or not turns:
+            turns.append([])
+        turns[-1].append(message)
+    conversation, schemas = estimate_tokens(others, tools)
+    room = window - conversation - schemas
+    summary_tokens = estimate_tokens(summary, ())[0]
+    keep_summary = summary_tokens <= room
+    if keep_summary:
+        room -= summary_tokens
+    kept: list[list[ChatMessage]] = []
+    for turn in reversed(turns):
+        tokens = estimate_tokens(turn, ())[0]
+        if tokens > room:
+            break
+        kept.append(turn)
+        room -= tokens
+    return FittedHistory(
+        messages=[*(summary if keep_summary else ()), *(m for t in reversed(kept) for m in t)],
+        turns_left_out=len(turns) - len(kept),
+        summary_left_out=bool(summary) and not keep_summary,
+        turns=len(turns),
     )
 
 

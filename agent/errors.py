@@ -17,7 +17,8 @@
 
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
 (an item's error, an observation for the model). Nor is a model error that only one item's
-request caused (`fails_only_its_item`): that item fails, the others go on. No message in this
+request caused (`fails_only_its_item`: the provider rejected its content, or it would not fit
+the context window): that item fails, the others go on. No message in this
 tree carries an API key. Every error pickles with its type, message and fields: a run store
 (DBOS) records a failed step's error so, and `runs show` reads it back.
 """
@@ -164,8 +165,11 @@ ITEM_STATUSES = frozenset({400, 413, 422})
 
 def fails_only_its_item(error: ModelError) -> bool:
     """Whether `error` is about the one item's request, so retrying later cannot help: the
-    provider rejected its content. Every other model error (unreachable, rate limited, a bad
-    key, a missing model) stops the run, which can resume later."""
+    provider rejected its content, or it would not fit the model's context window (the same
+    request would not fit on resume either). Every other model error (unreachable, rate
+    limited, a bad key, a missing model) stops the run, which can resume later."""
     if isinstance(error, AllModelsFailed):
         return all(fails_only_its_item(failure) for _, failure in error.failures)
+    if isinstance(error, ContextWindowExceeded):
+        return True
     return isinstance(error, ModelHTTPError) and error.status_code in ITEM_STATUSES

@@ -117,7 +117,7 @@ class AgentRequestMetadata(_Model):
     pending: dict[int, AssistantMessage] = Field(default_factory=dict[int, AssistantMessage])
     """Per item, the assistant message whose tool calls are being run."""
     iteration_count: int = 0
-    """Steps taken."""
+    """Steps that called the model (for any item): a run's `iterations`."""
     iterations: dict[int, int] = Field(default_factory=dict[int, int])
     """Model calls made per item index (what `max_iterations` limits)."""
     invalid_answers: dict[int, int] = Field(default_factory=dict[int, int])

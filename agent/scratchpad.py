@@ -3,10 +3,14 @@
 Rules (as n8n's Tools Agent V3): steps are previous steps plus newly arrived results, de-duplicated
 by tool-call id. An observation is `Error: <message>` for a failure, the value of a lone
 `response` field, the text itself for a string, and compact JSON for anything else.
+
+Also read from the steps: whether a call repeats one too often (`repeat_notice`), and call ids
+no earlier call used (`with_unique_call_ids`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 
@@ -15,7 +19,16 @@ from pydantic import JsonValue
 from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage, UserMessage
 from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
-__all__ = ["ERROR_PREFIX", "build_steps", "observation", "scratchpad_messages", "tool_usage"]
+__all__ = [
+    "ERROR_PREFIX",
+    "REPEAT_NOTICE",
+    "build_steps",
+    "observation",
+    "repeat_notice",
+    "scratchpad_messages",
+    "tool_usage",
+    "with_unique_call_ids",
+]
 
 ERROR_PREFIX = "Error: "
 """How the observation of a failed call begins."""
@@ -110,3 +123,38 @@ def _find_call(message: AssistantMessage | None, call_id: str) -> ToolCall | Non
     if message is None:
         return None
     return next((c for c in message.tool_calls if c.id == call_id), None)
+
+
+REPEATS_RUN = 1
+"""How many times an identical call (same tool, same arguments) is run again before the agent
+answers it with the result the model already has."""
+REPEAT_NOTICE = "Not run again:"
+
+
+def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
+    """The observation for a call repeated too often, or None when it may run."""
+    same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
+    if len(same) <= REPEATS_RUN:
+        return None
+    ran = [s for s in same if not s.observation.startswith(REPEAT_NOTICE)]
+    result = ran[-1].observation if ran else same[-1].observation
+    return (
+        f"{REPEAT_NOTICE} you already called {call.name!r} with these exact arguments "
+        f"{len(same)} times. Its result was: {result}\n"
+        "Use that result, or call with different arguments."
+    )
+
+
+def with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -> AssistantMessage:
+    """Give every call an id no earlier call used: results are matched to calls by id."""
+    used = {step.tool_call_id for step in steps}
+    fresh = (f"call_{n}" for n in itertools.count(len(used) + 1))
+    calls: list[ToolCall] = []
+    changed = False
+    for call in answer.tool_calls:
+        if not call.id or call.id in used:
+            call = call.model_copy(update={"id": next(i for i in fresh if i not in used)})
+            changed = True
+        used.add(call.id)
+        calls.append(call)
+    return answer.model_copy(update={"tool_calls": tuple(calls)}) if changed else answer

@@ -7,7 +7,8 @@ travels in the request's metadata.
 
 Items run in batches of `batch_size` (n8n's option): a batch runs to its end before the next
 starts, `delay_between_batches` seconds later. An item fails on its own (max iterations, a
-model that rejected its request) and the others go on, unless `fail_fast`. Any other model
+model that rejected its request, a request too long for the context window) and the others go
+on, unless `fail_fast`. Any other model
 failure interrupts the step (`StepInterrupted`) with the progress of every other item, so a
 retry repeats no finished model call and saves no turn twice.
 
@@ -22,17 +23,23 @@ the result the model already has. Repeats are counted against calls that already
 
 from __future__ import annotations
 
-import itertools
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 import anyio
 from pydantic import JsonValue
 
-from .errors import AgentError, ModelError, StepInterrupted, fails_only_its_item
+from .context_window import ReportsContextWindow, estimate_tokens, fit_history
+from .errors import (
+    AgentError,
+    ContextWindowExceeded,
+    ModelError,
+    StepInterrupted,
+    fails_only_its_item,
+)
 from .memory import ChatMemory, summarise
 from .messages import (
     STOPPED_SHORT,
@@ -57,11 +64,22 @@ from .protocol import (
     ItemResult,
     ToolCallStep,
 )
-from .scratchpad import ERROR_PREFIX, build_steps, scratchpad_messages, tool_usage
+from .scratchpad import (
+    ERROR_PREFIX,
+    build_steps,
+    repeat_notice,
+    scratchpad_messages,
+    tool_usage,
+    with_unique_call_ids,
+)
 
-__all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent"]
+__all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
 
 DEFAULT_SYSTEM_MESSAGE = "You are a helpful assistant"
+
+WarningCallback = Callable[[int, str], Awaitable[None]]
+"""Told (item index, what happened) when the agent goes on past a problem the user should
+know of: history left out to fit the context window, a summary that failed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +119,25 @@ class ToolsAgent:
     run_id: str | None = None
     """Names the turns this run saves to memory (`<run_id>:<item>`), so saving one again
     (a retried step) stores nothing twice. Without it each turn gets a random key."""
+    fit_history_to_window: bool = False
+    """Leave a session's oldest turns out of a call that would not fit the context window the
+    model reports (`ReportsContextWindow`), rather than send it (the gateway's models check
+    the window before sending: the call would be refused). Off, no window is asked for."""
+    on_warning: WarningCallback | None = None
     _by_name: Mapping[str, ToolDefinition] = field(init=False, repr=False, compare=False)
     """The tools by name, made once: a step with 100 tools spent ~5 % of its time on it."""
+    _knows_window: bool = field(init=False, repr=False, compare=False)
+    """Whether the model tells its context window, for fitting the memory's history to it
+    (asked once, and only with memory: a runtime protocol check is slow on Python 3.11)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_by_name", {tool.name: tool for tool in self.tools})
+        knows = (
+            self.fit_history_to_window
+            and self.memory is not None
+            and isinstance(self.model, ReportsContextWindow)
+        )
+        object.__setattr__(self, "_knows_window", knows)
 
     async def step(
         self, items: Sequence[AgentItem], response: EngineResponse | None = None
@@ -172,10 +204,13 @@ class ToolsAgent:
                 if index not in finished:
                     steps = previous_steps.get(index) or build_steps(response, index)
                     finished[index] = ItemResult(error=reason, steps=steps)
+        # A step that only found items out of iterations called no model: it is no iteration.
+        called = any(outcome.called_model for outcome in outcomes.values())
+        iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
             previous_steps=previous_steps,
             pending=pending,
-            iteration_count=state.iteration_count + 1,
+            iteration_count=iteration_count,
             iterations=iterations,
             invalid_answers=invalid_answers,
             finished_items=finished,
@@ -185,7 +220,7 @@ class ToolsAgent:
             raise StepInterrupted(failures[0], EngineRequest(actions=actions, metadata=metadata))
         if len(finished) == len(items):
             results = [finished[i] for i in range(len(items))]
-            return AgentResult(items=results, usage=usage, iterations=state.iteration_count + 1)
+            return AgentResult(items=results, usage=usage, iterations=iteration_count)
         # An empty request when a batch just ended: the engine resumes at once with the next.
         return EngineRequest(actions=actions, metadata=metadata)
 
@@ -231,13 +266,17 @@ class ToolsAgent:
             )
         usage = Usage()
         try:
-            history, usage = await self._history(item)
-            answer = await self.model.invoke(
-                _messages(self.options, history, item, steps), self._offered()
-            )
+            history, usage = await self._history(item, index)
+            messages = await self._within_window(history, item, index, steps)
+            answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc):
-                error = f"the model rejected the request: {exc}"
+                # Not sent at all when it would not fit the window: say so, not "rejected".
+                error = (
+                    str(exc)
+                    if isinstance(exc, ContextWindowExceeded)
+                    else f"the model rejected the request: {exc}"
+                )
                 return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
             return _Outcome(steps, usage=usage, interrupted=exc)
         except AgentError as exc:  # the memory's storage
@@ -249,7 +288,7 @@ class ToolsAgent:
             result = ItemResult(output=answer.content or None, error=_stopped(answer), steps=steps)
             return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
-            answer = _with_unique_call_ids(answer, steps)
+            answer = with_unique_call_ids(answer, steps)
         output = self.options.output
         if output is not None:
             try:
@@ -340,14 +379,62 @@ class ToolsAgent:
         output = self.options.output
         return self.tools if output is None else [*self.tools, output.tool()]
 
-    async def _history(self, item: AgentItem) -> tuple[list[ChatMessage], Usage]:
-        """The item's session history, summarising first what fell out of its window."""
+    async def _within_window(
+        self,
+        history: list[ChatMessage],
+        item: AgentItem,
+        index: int,
+        steps: list[ToolCallStep],
+    ) -> list[ChatMessage]:
+        """The call's messages. A session history that would not let the call fit the
+        model's context window loses its oldest turns for this call (they stay stored; the
+        warning says so): a session that outgrew the window would otherwise fail every turn
+        from then on, whatever was asked."""
+        messages = _messages(self.options, history, item, steps)
+        if not history or not self._knows_window:
+            return messages
+        window = await cast(ReportsContextWindow, self.model).context_window()
+        offered = self._offered()
+        if window is None or sum(estimate_tokens(messages, offered)) <= window:
+            return messages
+        fitted = fit_history(history, _messages(self.options, [], item, steps), offered, window)
+        if self.on_warning is not None:
+            parts: list[str] = []
+            if fitted.turns_left_out:
+                parts.append(f"its {fitted.turns_left_out} oldest of {fitted.turns} turns")
+            if fitted.summary_left_out:
+                parts.append("its summary")
+            await self.on_warning(
+                index,
+                f"the session's history did not fit the model's context window "
+                f"({window} tokens) with this turn; left out of this call (still stored): "
+                f"{' and '.join(parts)}. The memory's max_tokens (or turns) sets how much of "
+                "the history the model sees; /reset or `sessions delete` starts afresh.",
+            )
+        return _messages(self.options, fitted.messages, item, steps)
+
+    async def _history(self, item: AgentItem, index: int) -> tuple[list[ChatMessage], Usage]:
+        """The item's session history, summarising first what fell out of its window.
+
+        The summary is an optimisation: when the model fails to write it, the turn goes on
+        with the window alone (a warning says so) and the next turn asks again."""
         if self.memory is None or item.session_id is None:
             return [], Usage()
         history = await self.memory.load(item.session_id)
         if not history.to_summarise:
             return list(history.messages), Usage()
-        text, usage = await summarise(self.model, history.previous_summary, history.to_summarise)
+        try:
+            text, usage = await summarise(
+                self.model, history.previous_summary, history.to_summarise
+            )
+        except ModelError as exc:
+            if self.on_warning is not None:
+                await self.on_warning(
+                    index,
+                    f"the summary of the session's older turns failed: {exc}. This turn goes "
+                    "on without them (the window only); the next turn asks for it again.",
+                )
+            return list(history.messages), Usage()
         await self.memory.save_summary(item.session_id, history.through, text)
         return list((await self.memory.load(item.session_id)).messages), usage
 
@@ -367,9 +454,7 @@ class ToolsAgent:
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
             problem = self._call_problem(call, tool, answer)
-            said = (
-                f"{ERROR_PREFIX}{problem}" if problem is not None else _repeat_notice(call, steps)
-            )
+            said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
             if said is not None or tool is None:
                 answered.append(
                     ToolCallStep(
@@ -396,6 +481,14 @@ class ToolsAgent:
     def _call_problem(
         self, call: ToolCall, tool: ToolDefinition | None, answer: AssistantMessage
     ) -> str | None:
+        if tool is None and call.name == FINAL_RESULT_TOOL and self.options.output is not None:
+            # With other calls (see `_structured_answer`): it was written before their results.
+            others = sorted({c.name for c in answer.tool_calls if c.name != FINAL_RESULT_TOOL})
+            return (
+                f"{FINAL_RESULT_TOOL} was not taken: it was called together with "
+                f"{', '.join(others)}, so it could not use their results (given with this "
+                f"one). Call {FINAL_RESULT_TOOL} alone once you have read them."
+            )
         if tool is None:
             # Never drop the call: the model learns what exists and can try again.
             names = ", ".join(t.name for t in self.tools)
@@ -421,41 +514,6 @@ class ToolsAgent:
             f"Max iterations ({n}) reached. "
             "The agent could not complete the task within the allowed number of iterations."
         )
-
-
-REPEATS_RUN = 1
-"""How many times an identical call (same tool, same arguments) is run again before the agent
-answers it with the result the model already has."""
-REPEAT_NOTICE = "Not run again:"
-
-
-def _repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
-    """The observation for a call repeated too often, or None when it may run."""
-    same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
-    if len(same) <= REPEATS_RUN:
-        return None
-    ran = [s for s in same if not s.observation.startswith(REPEAT_NOTICE)]
-    result = ran[-1].observation if ran else same[-1].observation
-    return (
-        f"{REPEAT_NOTICE} you already called {call.name!r} with these exact arguments "
-        f"{len(same)} times. Its result was: {result}\n"
-        "Use that result, or call with different arguments."
-    )
-
-
-def _with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -> AssistantMessage:
-    """Give every call an id no earlier call used: results are matched to calls by id."""
-    used = {step.tool_call_id for step in steps}
-    fresh = (f"call_{n}" for n in itertools.count(len(used) + 1))
-    calls: list[ToolCall] = []
-    changed = False
-    for call in answer.tool_calls:
-        if not call.id or call.id in used:
-            call = call.model_copy(update={"id": next(i for i in fresh if i not in used)})
-            changed = True
-        used.add(call.id)
-        calls.append(call)
-    return answer.model_copy(update={"tool_calls": tuple(calls)}) if changed else answer
 
 
 @dataclass(slots=True)
@@ -519,12 +577,18 @@ def _stopped(answer: AssistantMessage) -> str:
 
 
 _NOT_AN_ANSWER = object()
-"""What `_structured_answer` returns for an answer that only calls other tools."""
+"""What `_structured_answer` returns for an answer that calls other tools (`final_result`
+among them or not)."""
 
 
 def _structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
-    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`."""
+    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`.
+
+    A `final_result` called with other tools is no answer yet: it was written before their
+    results. The other calls run and the model is told to call it alone (`_call_problem`)."""
     finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
+    if finals and len(finals) < len(answer.tool_calls):
+        return _NOT_AN_ANSWER
     if finals:
         if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
             raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])

@@ -32,6 +32,7 @@ from agent import (
     ToolsAgent,
 )
 from agent.scratchpad import ERROR_PREFIX
+from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
@@ -109,6 +110,8 @@ class StepLoop:
                 options=spec.options,
                 memory=spec.memory or gateway.memory,
                 run_id=state.run_id,
+                fit_history_to_window=True,
+                on_warning=_warning_note(tracer, spec.name, agent_span.id),
             )
             saver = RunSaver(state, checkpoint, journal)
             request, response = state.request, state.response
@@ -391,6 +394,16 @@ async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest
                     span.fail(step.observation.removeprefix(ERROR_PREFIX))
                 else:
                     span.output = step.observation
+
+
+def _warning_note(tracer: Tracer, agent: str, span_id: str) -> WarningCallback:
+    """The agent's warnings (history left out to fit the window, a failed summary), as
+    `warning` notes under its span."""
+
+    async def note(item: int, warning: str) -> None:
+        await tracer.note("agent", agent, span_id, warning=warning, item=item)
+
+    return note
 
 
 def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:

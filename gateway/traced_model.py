@@ -78,12 +78,7 @@ class TracedModel:
         async with self._tracer.span(
             "model", self._model.name, parent_id=self._parent_id, input=summary
         ) as span:
-            window = self._window
-            if window is None:
-                if self._reports_window is None:
-                    self._reports_window = isinstance(self._model, ReportsContextWindow)
-                if self._reports_window:
-                    window = await cast(ReportsContextWindow, self._model).context_window()
+            window = await self.context_window()
             if window is not None:
                 check_context_window(messages, tools, window, self._model.name)
             token = _current_span.set((self._tracer, span.id))
@@ -101,6 +96,17 @@ class TracedModel:
                 exclude_defaults=True,
             )
             return answer
+
+    async def context_window(self) -> int | None:
+        """The window calls are checked against: `context_window`, else what the model
+        reports (None: unknown, no check)."""
+        if self._window is not None:
+            return self._window
+        if self._reports_window is None:
+            self._reports_window = isinstance(self._model, ReportsContextWindow)
+        if self._reports_window:
+            return await cast(ReportsContextWindow, self._model).context_window()
+        return None
 
     def _tokens(self, span_id: str, on_token: TokenCallback | None) -> TokenCallback | None:
         if not self._stream:

@@ -168,6 +168,10 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
     assert f"{items}:1: an item is a JSON string" in capsys.readouterr().err
     assert main(["run", "q", "--items", str(items)]) == 2
     assert "--items takes no question" in capsys.readouterr().err
+    for blank in ('{"prompt": ""}', '"  "'):
+        items.write_text(f'"first"\n{blank}\n')
+        assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 2
+        assert f"{items}:2: the item's prompt is empty" in capsys.readouterr().err
 
 
 def test_a_stored_run_of_items_resumes_where_it_stopped(

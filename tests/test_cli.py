@@ -63,6 +63,10 @@ def test_a_run_that_hits_max_iterations_exits_nonzero(
     )
     assert main(["run", "loop", "--config", str(config)]) == 1
     assert "Max iterations (2) reached" in capsys.readouterr().err
+    assert main(["run", "loop", "--config", str(config), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["error"].startswith("Max iterations (2) reached")
+    assert (printed["iterations"], printed["usage"]["requests"]) == (2, 2)  # not 3
 
 
 def test_bad_script_and_bad_config_are_clear_errors(

@@ -3,22 +3,25 @@ is sent, instead of a provider's 400."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 import httpx
 import pytest
 
-from agent import ContextWindowExceeded, ScriptedModel, ToolDefinition, UserMessage, estimate_tokens
+from agent import AgentItem, ScriptedModel, ToolDefinition, UserMessage, estimate_tokens
 from agent.models import FallbackModel, GeminiModel, OpenAICompatibleModel
+from agent.scripted import ScriptedAnswer
 from gateway import AgentSpec, Gateway
 from gateway.assembly import open_gateway
 from gateway.cli import main
 from gateway.config import parse_config
 from tests.models.support import FakeProvider, json_response
+from tests.sample_tools import shout
 from tests.servers.openai_stub import openai_stub
 from tests.test_engine import Recorder
-from toolkits import FunctionToolkit, calculator
+from toolkits import FunctionToolkit, calculator, function_tool
 
 pytestmark = pytest.mark.anyio
 
@@ -43,9 +46,8 @@ async def test_a_configured_window_refuses_a_call_that_cannot_fit_before_sending
     spec = AgentSpec("a", model, tools=["calculator"], context_window=300)
     recorder = Recorder()
     gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
-    with pytest.raises(ContextWindowExceeded) as caught:
-        await gateway.run("a", LONG_QUESTION, hooks=[recorder])
-    message = str(caught.value)
+    refused = await gateway.run("a", LONG_QUESTION, hooks=[recorder])
+    message = refused.error or ""
     assert "would not fit the model's context window of 300 tokens" in message
     assert "1 tool definitions" in message
     assert model.calls == []  # nothing was sent
@@ -79,8 +81,7 @@ async def test_the_window_an_openai_compatible_server_reports_is_used() -> None:
         "http://127.0.0.1:8000/v1", "qwen2.5", http_client=provider.client()
     )
     gateway = Gateway([], [AgentSpec("a", model)])
-    with pytest.raises(ContextWindowExceeded, match="context window of 256 tokens"):
-        await gateway.run("a", LONG_QUESTION)
+    assert "context window of 256 tokens" in ((await gateway.run("a", LONG_QUESTION)).error or "")
     assert [(r.method, r.url.path) for r in provider.requests] == [("GET", "/v1/models")]
 
 
@@ -117,8 +118,8 @@ async def test_context_window_is_an_agent_setting_in_the_config(tmp_path: Path) 
     )
     async with open_gateway(config, model=f"scripted:{script}") as gateway:
         assert gateway.agents["a"].context_window == 300
-        with pytest.raises(ContextWindowExceeded, match="context window of 300 tokens"):
-            await gateway.run("a", LONG_QUESTION)
+        refused = await gateway.run("a", LONG_QUESTION)
+        assert "context window of 300 tokens" in (refused.error or "")
 
 
 def _vllm_listing(window: int) -> httpx.Response:
@@ -132,8 +133,7 @@ async def test_a_fallback_list_checks_the_window_of_its_first_model() -> None:
     )
     backup = ScriptedModel(["never asked"])
     gateway = Gateway([], [AgentSpec("a", FallbackModel([reporting, backup]))])
-    with pytest.raises(ContextWindowExceeded, match="context window of 256 tokens"):
-        await gateway.run("a", LONG_QUESTION)
+    assert "context window of 256 tokens" in ((await gateway.run("a", LONG_QUESTION)).error or "")
     assert backup.calls == []
     # Second in the list, the small window does not refuse what the first model can take.
     later = OpenAICompatibleModel(
@@ -158,3 +158,67 @@ def test_a_stored_run_checks_the_window_the_provider_reports(
     listed = capsys.readouterr().out  # it was a stored run, which says why it stopped
     assert "assistant" in listed
     assert "would not fit the m" in listed
+
+
+LONG_RESULT: dict[str, object] = {
+    "name": "shout",
+    "arguments": {"text": "long text", "times": 2000},
+}
+"""A call whose result (~20,000 characters) cannot fit a window of 3,000 tokens."""
+
+
+def _window_config(tmp_path: Path, window: int) -> Path:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.shout]\npython = "tests.sample_tools:shout"\n'
+        f'[agents.assistant]\ntools = ["shout"]\ncontext_window = {window}\n'
+    )
+    return config
+
+
+def call_answer(call: dict[str, object]) -> ScriptedAnswer:
+    return ScriptedAnswer.model_validate({"tool_calls": [call]})
+
+
+async def test_an_item_too_long_for_the_window_fails_alone_and_the_others_answer() -> None:
+    model = ScriptedModel(["first", call_answer(LONG_RESULT), "third"])
+    spec = AgentSpec("a", model, tools=["shout"], context_window=3000)
+    gateway = Gateway([FunctionToolkit("shout", [function_tool(shout)])], [spec])
+    items = [AgentItem(prompt=p) for p in ("one?", "two?", "three?")]
+    result = await gateway.run("a", items)
+    assert [i.output for i in result.items] == ["first", None, "third"]
+    error = result.items[1].error or ""
+    assert "would not fit the model's context window of 3000 tokens" in error
+    assert "rejected" not in error  # it was never sent
+    assert len(model.calls) == 3  # the refused call was not sent
+
+
+def test_a_stored_items_run_reports_each_item_and_a_single_run_too_long_is_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _window_config(tmp_path, 3000)
+    script = tmp_path / "script.json"
+    script.write_text(
+        json.dumps([{"content": "first"}, {"tool_calls": [LONG_RESULT]}, {"content": "third"}])
+    )
+    items = tmp_path / "f.jsonl"
+    items.write_text('"one?"\n"two?"\n"three?"\n')
+    run = ["--config", str(config), "--model", f"scripted:{script}"]
+    assert main(["run", "--items", str(items), *run]) == 1
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["index"], line["output"]) for line in lines] == [
+        (0, "first"),
+        (1, None),
+        (2, "third"),
+    ]
+    assert "would not fit the model's context window" in lines[1]["error"]
+
+    script.write_text(json.dumps([{"tool_calls": [LONG_RESULT]}]))
+    assert main(["run", "two?", "--json", *run]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert "would not fit the model's context window" in printed["error"]
+    assert main(["runs", "list", "--status", "failed", "--json"]) == 0
+    [failed] = json.loads(capsys.readouterr().out)
+    assert failed["run_id"] == printed["run_id"]  # failed: resuming cannot make it fit
+    assert main(["resume", printed["run_id"]]) == 2
+    assert "has ended (failed)" in capsys.readouterr().err

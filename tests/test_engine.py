@@ -188,6 +188,7 @@ async def test_the_run_stops_after_max_iterations_with_the_partial_steps() -> No
     assert item.steps is not None
     assert [s.observation for s in item.steps] == ["1", "2", "3"]
     assert len(model.calls) == 3
+    assert result.iterations == 3  # the step that found it out of iterations called no model
 
 
 async def test_an_unknown_tool_name_yields_an_observation_listing_the_real_tools() -> None:

@@ -31,6 +31,7 @@ from gateway import AgentSpec, ConfigError, Gateway
 from gateway.cli import main
 from gateway.config import parse_config
 from tests.server.support import serve
+from tests.test_engine import Recorder
 from toolkits import FunctionToolkit, calculator
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +79,30 @@ async def test_a_valid_final_result_call_is_the_runs_output() -> None:
     history = (await memory.load("s")).messages
     assert is_valid_history(history)  # the final_result call is not left unanswered
     assert history[-1].content == '{"total": 425}'
+
+
+async def test_a_final_result_called_with_other_tools_waits_for_their_results() -> None:
+    both = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="calculator", arguments={"expression": "2+2"}),
+            ScriptedCall(name=FINAL_RESULT_TOOL, arguments={"total": 1}),
+        ]
+    )
+    model = ScriptedModel([both, call(FINAL_RESULT_TOOL, total=4)])
+    recorder = Recorder()
+    result = await gateway_for(model).run("shop", "2+2?", hooks=[recorder])
+    assert result.structured == {"total": 4}  # not the answer written before the result
+    assert result.iterations == 2
+    told = {m.name: m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)}
+    assert told["calculator"] == "4"  # it ran
+    assert told[FINAL_RESULT_TOOL] == (
+        "Error: final_result was not taken: it was called together with calculator, so it "
+        "could not use their results (given with this one). Call final_result alone once you "
+        "have read them."
+    )
+    ended = {(e.name, e.phase) for e in recorder.events if e.kind == "tool"}
+    assert ("calculator", "end") in ended
+    assert (FINAL_RESULT_TOOL, "error") in ended  # --trace says so
 
 
 async def test_an_invalid_answer_goes_back_with_its_errors_and_is_fixed() -> None:

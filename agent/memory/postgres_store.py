@@ -2,7 +2,8 @@
 
 The same tables as the SQLite store (`memory_turns`, `memory_messages` with each message as
 `json`, `memory_summaries`), created on first use. Appends to one session are serialised by
-a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers.
+a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers. A
+connection the server ended (a restart) is replaced at its next use, which runs once more.
 Needs `pip install 'agent-gateway[postgres]'`.
 """
 
@@ -188,16 +189,34 @@ class PostgresStore:
                     await connection.close()
 
     async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
-        """`work` on the store's connection, one at a time."""
+        """`work` on the store's connection, one at a time.
+
+        A kept connection the server ended since its last use (a restart, an administrator's
+        `pg_terminate_backend`) fails only at that use: `work` runs once more on a new one.
+        Every `work` may run twice: the broken transaction was rolled back, and a turn or a
+        summary written again is stored once (turn keys; summaries only move forward).
+        """
         async with self._lock:
+            kept = self._connection is not None and not self._connection.closed
             try:
-                if self._connection is None or self._connection.closed:
-                    self._connection = await self._connect()
-                return await work(self._connection)
+                try:
+                    return await self._attempt(work)
+                except psycopg.Error:
+                    if not kept or self._connection is not None:
+                        raise  # a new connection failed, or the query did: not a broken one
+                    return await self._attempt(work)
             except psycopg.Error as exc:
-                if self._connection is not None and self._connection.broken:
-                    self._connection = None  # reconnect next time
                 raise MemoryStoreError(f"chat memory {redacted(self._url)}: {exc}") from exc
+
+    async def _attempt(self, work: Callable[[Connection], Awaitable[T]]) -> T:
+        try:
+            if self._connection is None or self._connection.closed:
+                self._connection = await self._connect()
+            return await work(self._connection)
+        except psycopg.Error:
+            if self._connection is not None and self._connection.broken:
+                self._connection = None  # connect anew
+            raise
 
     async def _connect(self) -> Connection:
         db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)

@@ -1,8 +1,8 @@
 """`run --items FILE.jsonl`: many questions in one run, one JSON line each way.
 
-In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`. Out: one line per item,
-in order, `{"index": N, "output": ..., "error": ...}` (`output` is the answer itself, as JSON,
-for agents with an output schema).
+In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`; an empty prompt is bad
+input. Out: one line per item, in order, `{"index": N, "output": ..., "error": ...}` (`output`
+is the answer itself, as JSON, for agents with an output schema).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def read_items(path: str) -> list[AgentItem]:
             continue
         try:
             value: Any = json.loads(line)
-            items.append(
+            item = (
                 AgentItem(prompt=value)
                 if isinstance(value, str)
                 else AgentItem.model_validate(value)
@@ -45,6 +45,9 @@ def read_items(path: str) -> list[AgentItem]:
                 f"{path}:{number}: an item is a JSON string or "
                 f'{{"prompt": "...", "session_id": "..."}}: {exc}'
             ) from exc
+        if not item.prompt.strip():  # as an agent called as a tool refuses it
+            raise GatewayError(f"{path}:{number}: the item's prompt is empty (or only spaces)")
+        items.append(item)
     if not items:
         raise GatewayError(f"{path}: no items")
     return items

@@ -31,6 +31,7 @@ from agent import (
 from agent.errors import ModelConnectionError
 from agent.memory import is_valid_history
 from agent.models import OpenAICompatibleModel
+from agent.tools_agent import WarningCallback
 from tests.models.support import FakeProvider, json_response
 from tests.models.test_openai import call as calling
 from tests.models.test_openai import completion
@@ -39,6 +40,13 @@ from tests.prompt_model import PromptModel
 pytestmark = pytest.mark.anyio
 
 CALC = ToolDefinition(name="calculator", source_node="calculator")
+
+
+def collect(warnings: list[tuple[int, str]]) -> WarningCallback:
+    async def warn(item: int, warning: str) -> None:
+        warnings.append((item, warning))
+
+    return warn
 
 
 def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
@@ -112,6 +120,45 @@ async def test_what_falls_out_of_the_window_is_summarised_by_the_agents_model() 
     assert [m.content for m in history.to_summarise] == ["q2", "a2"]
     assert history.previous_summary == "The user asked q1; it was a1."
     assert is_valid_history(history.messages)
+
+
+async def test_a_summary_the_model_refuses_leaves_the_turn_to_go_on_with_the_window() -> None:
+    def answer(text: str) -> httpx.Response:
+        return json_response(200, completion({"role": "assistant", "content": text}))
+
+    refused = {
+        "error": {
+            "message": "This model's maximum context length is 8192 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    fake = FakeProvider(
+        answer("a1"),
+        answer("a2"),
+        json_response(400, refused),  # the summary of turn 1
+        answer("a3"),
+        answer("Turns 1 and 2: q1, q2."),  # asked again, with turn 2 now out of the window too
+        answer("a4"),
+    )
+    model = OpenAICompatibleModel("http://127.0.0.1:8000/v1", "qwen", http_client=fake.client())
+    warnings: list[tuple[int, str]] = []
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    agent = ToolsAgent(model=model, memory=memory, on_warning=collect(warnings))
+    outputs: list[str | None] = []
+    for question in ("q1", "q2", "q3", "q4"):
+        result = await run_to_end(agent, [AgentItem(prompt=question, session_id="s")])
+        outputs.append(result.items[0].output)
+    assert outputs == ["a1", "a2", "a3", "a4"]  # the third turn was answered
+    third = fake.body(3)["messages"]
+    assert [m["content"] for m in third] == ["You are a helpful assistant", "q2", "a2", "q3"]
+    [(item, warning)] = warnings
+    assert item == 0
+    assert warning.startswith("the summary of the session's older turns failed: ")
+    assert "maximum context length is 8192 tokens" in warning
+    assert "User: q1\nAssistant: a1\nUser: q2" in fake.body(4)["messages"][-1]["content"]
+    assert fake.body(5)["messages"][0]["content"].endswith("Turns 1 and 2: q1, q2.")
 
 
 async def test_a_long_tool_result_stays_out_of_a_token_window() -> None:

@@ -3,11 +3,14 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
+import psycopg
 import pytest
+from psycopg import sql
 
 from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, UserMessage
 from agent.memory import InProcessStore, SessionStore, SQLiteStore, Summary, store_from_url
@@ -117,3 +120,29 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
 def test_an_unknown_or_malformed_url_is_refused(url: str) -> None:
     with pytest.raises(MemoryStoreError, match="memory URL"):
         store_from_url(url)
+
+
+async def test_postgres_goes_on_after_the_server_ended_its_connection(postgres_url: str) -> None:
+    # What a server restart does to a kept connection (`pg_ctl restart`), from the next use on:
+    # "terminating connection due to administrator command".
+    database = f"memory_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+        store = store_from_url(f"{postgres_url.rsplit('/', 1)[0]}/{database}")
+        try:
+            assert await store.append("s", "k1", turn(1), [1, 1])
+            ended = await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+            assert [row[0] for row in await ended.fetchall()] == [True]
+            assert [t.key for t in await store.turns("s")] == ["k1"]  # on a new connection
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+                (database,),
+            )
+            assert await store.append("s", "k2", turn(2), [1, 1])  # a write too, once
+            assert [t.key for t in await store.turns("s")] == ["k1", "k2"]
+        finally:
+            await store.aclose()
+            await admin.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(database)))
