@@ -24,10 +24,11 @@ def test_addresses_parse_with_ipv6_brackets_and_refuse_nonsense() -> None:
 def test_tokens_come_from_the_named_variable_and_never_show(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("GW_TOKENS", " first , second ,")
+    first, second = "first-" + "a" * 20, "second-" + "b" * 20
+    monkeypatch.setenv("GW_TOKENS", f" {first} , {second} ,")
     options = http_options("10.1.2.3:8000", GatewaySettings(tokens_env="GW_TOKENS"))
-    assert options.tokens == ("first", "second")
-    assert "first" not in repr(options)
+    assert options.tokens == (first, second)
+    assert first not in repr(options)
     monkeypatch.setenv("OTHER", "third")
     assert http_options(
         "127.0.0.1:1", GatewaySettings(tokens_env="GW_TOKENS"), token_env="OTHER"
@@ -38,6 +39,11 @@ def test_tokens_come_from_the_named_variable_and_never_show(
         http_options("10.1.2.3:8000", GatewaySettings())
     with pytest.raises(ConfigError, match=r"refusing to serve HTTP on gw\.example\.com"):
         http_options("gw.example.com:8000", GatewaySettings())
+    # A short token is refused where others can reach the port, fine on loopback.
+    monkeypatch.setenv("GW_TOKENS", f"{first},short")
+    with pytest.raises(ConfigError, match=r"bearer token #2 in GW_TOKENS is shorter than 16"):
+        http_options("0.0.0.0:8000", GatewaySettings(tokens_env="GW_TOKENS"))
+    assert http_options("127.0.0.1:1", GatewaySettings(tokens_env="GW_TOKENS")).tokens[1] == "short"
 
 
 async def test_static_tokens_match_exactly() -> None:
@@ -58,7 +64,7 @@ def test_host_and_origin_rules_follow_the_bound_address(monkeypatch: pytest.Monk
     assert not loopback.allows_host("localhost:8001")
     assert loopback.allows_origin("http://127.0.0.1:8000")
     assert not loopback.allows_origin("http://127.0.0.1:6274")
-    monkeypatch.setenv("GW_TOKENS", "t")
+    monkeypatch.setenv("GW_TOKENS", "t" * 32)
     settings = GatewaySettings(tokens_env="GW_TOKENS", allowed_hosts=["gw.example.com:*"])
     public = allowed_hosts(http_options("10.1.2.3:8000", settings))
     assert public is not None

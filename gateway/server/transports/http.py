@@ -80,6 +80,8 @@ __all__ = [
 ]
 
 MCP_PATH = "/mcp"
+MIN_TOKEN_CHARS = 16
+"""Shorter bearer tokens are refused on an address others can reach: they could be guessed."""
 DEFAULT_KEEP_ALIVE = 120
 SHUTDOWN_GRACE = 5
 """Seconds open streams and the requests in flight get to finish when the server stops."""
@@ -128,6 +130,14 @@ def http_options(
             'could run your agents and tools. Set [gateway] tokens_env = "AGENT_GATEWAY_TOKENS" '
             "(or pass --token-env VAR) and put the tokens, comma-separated, in that variable; "
             "or serve on 127.0.0.1"
+        )
+    short = [i for i, token in enumerate(tokens, 1) if len(token) < MIN_TOKEN_CHARS]
+    if short and not is_loopback(host):
+        which = ", ".join(f"#{i}" for i in short)
+        raise ConfigError(
+            f"refusing to serve HTTP on {host}: bearer token {which} in {env} is shorter than "
+            f"{MIN_TOKEN_CHARS} characters, so anyone who can reach it could guess it. Use long "
+            "random tokens, e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))'"
         )
     options = HttpOptions(
         host=host,
