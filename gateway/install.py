@@ -291,8 +291,14 @@ def missing_env(
 ) -> list[str]:
     """What the gateway will need from its environment that the client will not give it: API
     keys of the agents' providers, bearer tokens of HTTP servers, the `variables` its servers'
-    launch keys name (`client_config.required_variables`). One line each."""
-    visible = {**os.environ, **env} if CLIENTS[client].passes_shell_env else {**_BASIC, **env}
+    launch keys name (`client_config.required_variables`). One line each, naming the fix."""
+    known = CLIENTS[client]
+    visible = {**os.environ, **env} if known.passes_shell_env else {**_BASIC, **env}
+    where = (
+        "in the entry's env nor in this shell"
+        if known.passes_shell_env
+        else f"in the entry's env ({known.label} does not pass on your shell's environment)"
+    )
     needs: dict[tuple[str, ...], list[str]] = {}
     for variable, servers in (variables or {}).items():
         needs.setdefault((variable,), []).extend(f"server {name!r}" for name in servers)
@@ -306,7 +312,8 @@ def missing_env(
         if settings.bearer_token_env:
             needs.setdefault((settings.bearer_token_env,), []).append(f"server {server!r}")
     return [
-        f"{' and '.join(users)} {'need' if len(users) > 1 else 'needs'} {' or '.join(names)}"
+        f"{' and '.join(users)} {'need' if len(users) > 1 else 'needs'} {' or '.join(names)}, "
+        f"which is not set {where}: add --env {names[0]}=VALUE or --env-file FILE"
         for names, users in needs.items()
         if not any(visible.get(name) for name in names)
     ]

@@ -64,10 +64,17 @@ def _install(args: argparse.Namespace) -> int:
         )
     env = read_env_file(Path(args.env_file)) if args.env_file else {}
     env.update(_env_option(text) for text in args.env)
-    # Validated here, as the gateway will read it: the client runs it by path, with `env`.
-    config = with_default_agent(load_config(path, environ={**os.environ, **env}))
     data: Any = read_config_data(path)
     servers: Any = cast(dict[str, Any], data).get("mcpServers") if isinstance(data, dict) else None
+    variables = required_variables(
+        cast(dict[str, Any], servers) if isinstance(servers, dict) else {}
+    )
+    # Validated here, as the gateway will read it: the client runs it by path, with `env`.
+    # A variable of the servers' that is not set yet is a warning below (naming the fix), not
+    # an error: the client may well have it.
+    environ = {**os.environ, **env}
+    environ.update({name: f"${{{name}}}" for name in variables if name not in environ})
+    config = with_default_agent(load_config(path, environ=environ))
     done = install_server(
         path,
         client,
@@ -81,19 +88,8 @@ def _install(args: argparse.Namespace) -> int:
     label = CLIENTS[client].label
     _explain_references(done, env, label, args.name)
     entry_env = _entry_env(done.text, args.name)
-    where = (
-        "in the entry's env nor in this shell"
-        if CLIENTS[client].passes_shell_env
-        else f"in the entry's env ({label} does not pass on your shell's environment)"
-    )
-    variables = required_variables(
-        cast(dict[str, Any], servers) if isinstance(servers, dict) else {}
-    )
     for problem in missing_env(config, entry_env, client, variables):
-        print(
-            f"warning: {problem}, which is not set {where}: add --env KEY=VALUE or --env-file FILE",
-            file=sys.stderr,
-        )
+        print(f"warning: {problem}", file=sys.stderr)
     if args.dry_run:
         print(_masked(done.text, args.name), end="")
     elif not done.changed:

@@ -203,7 +203,7 @@ def test_a_provider_key_the_client_will_not_pass_is_warned_about(
     assert (
         "warning: agent 'a' (openai:gpt-4.1-mini) and agent 'b' (openai:gpt-4.1-mini) need "
         "OPENAI_API_KEY, which is not set in the entry's env (Claude Desktop does not pass on "
-        "your shell's environment): add --env KEY=VALUE or --env-file FILE"
+        "your shell's environment): add --env OPENAI_API_KEY=VALUE or --env-file FILE"
     ) in err
     assert "agent 'a' (gemini:gemini-2.5-flash) needs GEMINI_API_KEY or GOOGLE_API_KEY" in err
     assert "local" not in err  # a local server needs no key
@@ -268,9 +268,17 @@ def test_variables_the_config_expands_must_reach_the_gateway_too(
     assert "HOME" not in err  # every client passes it on
     assert "ONLY_IN_THE_ENTRY" not in err
     assert "MODE" not in err
-    # As the gateway would read the config, without the entry's env: ${ONLY_IN_THE_ENTRY} unset.
-    assert install(config, client) == 2
-    assert "${ONLY_IN_THE_ENTRY} is not set" in capsys.readouterr().err
+    # Without the entry's env, ${ONLY_IN_THE_ENTRY} is unset: a warning naming the fix (the
+    # client may have it), not an error; --dry-run too.
+    fresh = tmp_path / "fresh.json"
+    for extra in (["--dry-run"], []):
+        assert install(config, fresh, *extra) == 0
+        assert (
+            "warning: server 'other' needs ONLY_IN_THE_ENTRY, which is not set in the entry's "
+            "env (Claude Desktop does not pass on your shell's environment): add --env "
+            "ONLY_IN_THE_ENTRY=VALUE or --env-file FILE"
+        ) in capsys.readouterr().err
+    assert "agent-gateway" in json.loads(fresh.read_text())["mcpServers"]
 
 
 def test_a_projects_file_gets_references_not_the_secrets_given(
