@@ -21,6 +21,7 @@ from .common import (
     add_model_options,
     check_runnable,
     check_servers,
+    check_session_id,
     config_of,
     pick_agent,
     trace_hooks,
@@ -101,4 +102,5 @@ def _items(args: argparse.Namespace) -> list[AgentItem]:
     question = sys.stdin.read().strip() if args.question == "-" else args.question
     if not question:
         raise GatewayError("the question is empty")
-    return [AgentItem(prompt=question, session_id=args.session)]
+    session = check_session_id(args.session) if args.session is not None else None
+    return [AgentItem(prompt=question, session_id=session)]
