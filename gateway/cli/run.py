@@ -74,7 +74,12 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_stored(args, config, state, url)
     async with (
         terminal_console(args, items=bool(args.items)) as console,
-        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args, console),
+            on_waiting=console.waiting_for,
+        ) as gateway,
     ):
         check_runnable(gateway, name)
         try:
