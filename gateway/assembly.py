@@ -206,7 +206,12 @@ def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:
         assert config.python is not None
         tool = _import_tool(name, config.python, config.directory)
     # The node's name is the tool's name, as the model will see it.
-    tool = dataclasses.replace(tool, name=name, description=config.description or tool.description)
+    tool = dataclasses.replace(
+        tool,
+        name=name,
+        description=config.description or tool.description,
+        timeout=config.timeout if config.timeout is not None else tool.timeout,
+    )
     return FunctionToolkit(name, [tool])
 
 
