@@ -53,6 +53,7 @@ async def open_gateway(
     state_dir: str | Path | None = None,
     http_client: httpx.AsyncClient | None = None,
     start_wait: float | None = None,
+    on_waiting: Callable[[Sequence[str]], None] | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
     still asked with its agent's `temperature`, `max_tokens`, `top_p`, `model_timeout`).
@@ -62,7 +63,8 @@ async def open_gateway(
     `gateway.memory_config`. The models' requests go through `http_client`
     (default: a pool of this gateway's own, closed with it). With `start_wait`, the gateway
     comes up after that many seconds at most: a server still starting then joins it once
-    ready (its tools appear; their node says so to subscribers).
+    ready (its tools appear; their node says so to subscribers). `on_waiting` hears which
+    servers it still waits for while it starts (`McpToolkitGroup`).
     """
     with _naming_file(config):
         nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
@@ -102,7 +104,7 @@ async def open_gateway(
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
         async with McpToolkitGroup(
-            servers_config, targets=targets, settle_within=start_wait
+            servers_config, targets=targets, settle_within=start_wait, on_waiting=on_waiting
         ) as servers:
             for server in servers:  # "the usual way" is the SDK's at both ends
                 server.raw_calls = config.gateway.pass_through
@@ -204,7 +206,12 @@ def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:
         assert config.python is not None
         tool = _import_tool(name, config.python, config.directory)
     # The node's name is the tool's name, as the model will see it.
-    tool = dataclasses.replace(tool, name=name, description=config.description or tool.description)
+    tool = dataclasses.replace(
+        tool,
+        name=name,
+        description=config.description or tool.description,
+        timeout=config.timeout if config.timeout is not None else tool.timeout,
+    )
     return FunctionToolkit(name, [tool])
 
 

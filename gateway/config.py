@@ -138,6 +138,9 @@ class LocalToolConfig(_Strict):
     """`module:function`, a typed function (or a `FunctionTool`) to offer as a tool; the
     module is looked for on the Python path, then beside the config file (`directory`)."""
     description: str | None = None
+    timeout: float | None = Field(default=None, gt=0)
+    """Seconds a call may take; then the model is told it timed out. An async function is
+    cancelled; a plain one's thread cannot be stopped and is left to finish alone."""
     _directory: Path | None = PrivateAttr(default=None)
 
     @property

@@ -6,15 +6,16 @@ deltas (`token` events) of the run's own model calls there as they arrive; a sub
 stays out of the answer. Given a terminal for the status (`err`), it keeps one line per model
 or tool call in flight below everything else, with how long it has run and, for a tool that
 reports progress, a bar. The status is transient: it is cleared before any other text is
-written and drawn again after, so the answer and trace lines never mix with it. Without
-terminals it shows nothing, and piped output is exactly what it would be without it.
+written and drawn again after, so the answer and trace lines never mix with it. Before the
+run, while the gateway waits for MCP servers to start (`waiting_for`), the status names them.
+Without terminals it shows nothing, and piped output is exactly what it would be without it.
 """
 
 from __future__ import annotations
 
 import io
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
@@ -55,6 +56,15 @@ class _Call:
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
 
 
+@dataclass
+class _Waiting:
+    """MCP servers the gateway waits for before anything runs."""
+
+    names: list[str] = field(default_factory=list[str])
+    started: float = field(default_factory=time.monotonic)
+    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+
+
 class RunConsole:
     """A trace hook that streams a run's answer to `out` and its status to `err`; either may
     be None (not a terminal)."""
@@ -68,6 +78,7 @@ class RunConsole:
         self._last_text: str | None = None
         self._midline = False
         self._live: Live | None = None
+        self._waiting = _Waiting()
 
     # -- the trace hook ------------------------------------------------------------------
 
@@ -85,6 +96,13 @@ class RunConsole:
             self._calls.pop(event.id, None)
             if event.kind == "model" and event.id in self._texts:
                 self._finish_text(event.id)
+        self._show()
+
+    def waiting_for(self, servers: Sequence[str]) -> None:
+        """Show that the gateway waits for these MCP servers to start (none: it stopped)."""
+        if servers and not self._waiting.names:
+            self._waiting.started = time.monotonic()
+        self._waiting.names = list(servers)
         self._show()
 
     def streamed(self, output: str | None) -> bool:
@@ -141,13 +159,13 @@ class RunConsole:
         """Draw the status when anything is in flight and no streamed line is open."""
         if self._err is None:
             return
-        if not self._calls or self._midline:
+        if not (self._calls or self._waiting.names) or self._midline:
             self._hide()
             return
         if self._live is None:
             # A fresh Live each time: a stopped one would move the cursor by its old height.
             self._live = Live(
-                _Status(self._calls),
+                _Status(self._calls, self._waiting),
                 console=self._err,
                 transient=True,
                 auto_refresh=False,
@@ -185,12 +203,21 @@ class RunConsole:
 class _Status:
     """The status: one line per call in flight, computed when drawn (clocks move)."""
 
-    def __init__(self, calls: dict[str, _Call]) -> None:
+    def __init__(self, calls: dict[str, _Call], waiting: _Waiting) -> None:
         self._calls = calls
+        self._waiting = waiting
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         now = time.monotonic()
         rows: list[RenderableType] = []
+        waiting = self._waiting
+        if waiting.names:
+            label = Text("waiting for MCP servers to start: ", style="dim")
+            label.append(", ".join(waiting.names), style="bold")
+            label.append(f"  {now - waiting.started:.1f} s", style="dim")
+            grid = Table.grid(padding=(0, 1))
+            grid.add_row(waiting.spinner, label)
+            rows.append(grid)
         for call in list(self._calls.values()):
             grid = Table.grid(padding=(0, 1))
             label = Text("  " * max(call.depth - 2, 0))

@@ -9,6 +9,12 @@ The client's config file gets one stdio entry, `mcpServers.<name>`, launching
 keys: a desktop app does not pass on the shell's environment). Every other entry and key stays
 as it was (keys of our own entry that we do not set, too). A file that would not change is not
 written; otherwise a backup (`<file>.bak`) is written first, then the new file atomically.
+
+A project's file (`.mcp.json`, a project's `.cursor/mcp.json`) is meant to be checked in, so
+a secret never goes into it: its value is written as a reference the client fills in from its
+own environment when it starts the gateway (`${VAR}` for Claude Code, `${env:VAR}` for
+Cursor). A secret is a variable the config names as one (provider keys, `bearer_token_env`,
+`tokens_env`, `state_key_env`) or whose name says so (KEY, TOKEN, SECRET, PASSWORD, ...).
 """
 
 from __future__ import annotations
@@ -18,12 +24,12 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from agent.models import api_key_names
+from agent.models import API_KEYS, api_key_names
 
 from .config import Config
 from .errors import GatewayError
@@ -36,9 +42,12 @@ __all__ = [
     "client_config_path",
     "install_claude_desktop",
     "install_server",
+    "is_project_file",
     "missing_env",
     "parse_env_assignment",
     "read_env_file",
+    "reference_name",
+    "secret_names",
     "server_entry",
 ]
 
@@ -52,13 +61,22 @@ class _Client:
     """Whether the servers it starts see the environment of the shell that ran `install`."""
     entry_type: str | None = None
     """The `type` its entries carry (Claude Code writes `"stdio"`)."""
+    reference: str | None = None
+    """How its project file refers to an environment variable (`{}`: the name), if it can."""
 
 
 CLIENTS: dict[ClientKind, _Client] = {
     "claude-desktop": _Client("Claude Desktop", passes_shell_env=False),
-    "claude-code": _Client("Claude Code", passes_shell_env=True, entry_type="stdio"),
-    "cursor": _Client("Cursor", passes_shell_env=False),
+    "claude-code": _Client(
+        "Claude Code", passes_shell_env=True, entry_type="stdio", reference="${{{}}}"
+    ),
+    "cursor": _Client("Cursor", passes_shell_env=False, reference="${{env:{}}}"),
 }
+
+_SECRET_WORDS = re.compile(
+    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.IGNORECASE
+)
+_REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 _BASIC = {
@@ -77,6 +95,10 @@ class Installation:
     backup: Path | None = None
     env: list[str] = field(default_factory=list[str])
     """The names of the entry's environment variables (their values are secrets)."""
+    references: list[str] = field(default_factory=list[str])
+    """Secrets written as references to the client's environment (a project's file)."""
+    backup_secrets: list[str] = field(default_factory=list[str])
+    """Secrets whose values the old file held (so its backup does), now references."""
 
 
 def claude_desktop_config_path(platform: str = sys.platform) -> Path:
@@ -105,6 +127,31 @@ def client_config_path(client: ClientKind, *, project: bool = False) -> Path:
     return (Path.cwd() if project else Path.home()) / ".cursor" / "mcp.json"
 
 
+def is_project_file(client: ClientKind, path: Path) -> bool:
+    """Whether `path` is a project's config for `client`, meant to be shared (checked in)."""
+    if client == "claude-code":
+        return path.name == ".mcp.json"
+    if client == "cursor":
+        folder = path.absolute().parent
+        return folder.name == ".cursor" and folder.parent != Path.home().absolute()
+    return False
+
+
+def secret_names(config: Config) -> set[str]:
+    """The environment variables `config` names as holding secrets."""
+    names = {name for names in API_KEYS.values() for name in names}
+    names.update(s.bearer_token_env for s in config.mcp_servers.values() if s.bearer_token_env)
+    names.update(n for n in (config.gateway.tokens_env, config.gateway.state_key_env) if n)
+    return names
+
+
+def reference_name(value: str) -> str | None:
+    """The variable `value` refers to, when it is a reference and nothing else (`${VAR}`,
+    `${env:VAR}`)."""
+    match = _REFERENCE.fullmatch(value)
+    return match.group(1) if match else None
+
+
 def server_entry(config: Path) -> dict[str, Any]:
     """The stdio entry: the console script beside this Python, or `python -m gateway.cli`."""
     args = ["serve", "--stdio", "--config", str(config.resolve())]
@@ -125,10 +172,12 @@ def install_server(
     env: Mapping[str, str] | None = None,
     project: bool = False,
     dry_run: bool = False,
+    secrets: Collection[str] = (),
 ) -> Installation:
-    """Merge our entry (with `env` over the entry's own) into the client's config. Raises
-    `GatewayError` for a file we must not touch (unreadable, not a JSON object, `mcpServers`
-    not an object)."""
+    """Merge our entry (with `env` over the entry's own) into the client's config; in a
+    project's file, the values of secrets (`secrets`, and names that say so) as references.
+    Raises `GatewayError` for a file we must not touch (unreadable, not a JSON object,
+    `mcpServers` not an object)."""
     if not name.strip():
         raise GatewayError("--name must not be empty")
     path = client_config or client_config_path(client, project=project)
@@ -146,12 +195,29 @@ def install_server(
         **(cast(dict[str, str], old_env) if isinstance(old_env, dict) else {}),
         **(env or {}),
     }
+    references: list[str] = []
+    backup_secrets: list[str] = []
+    reference = CLIENTS[client].reference
+    if reference and is_project_file(client, path):
+        for key, value in merged_env.items():
+            if (key in secrets or _SECRET_WORDS.search(key)) and reference_name(value) is None:
+                merged_env[key] = reference.format(key)
+                references.append(key)
+                if _held_a_value(old_env, key):
+                    backup_secrets.append(key)
     if merged_env:
         entry["env"] = merged_env
     merged = {**current, "mcpServers": {**servers, name: entry}}
     text = json.dumps(merged, indent=2, ensure_ascii=False) + "\n"
     changed = merged != current
-    done = Installation(path=path, text=text, changed=changed, env=sorted(merged_env))
+    done = Installation(
+        path=path,
+        text=text,
+        changed=changed,
+        env=sorted(merged_env),
+        references=sorted(references),
+        backup_secrets=sorted(backup_secrets),
+    )
     if dry_run or not changed:
         return done
     target = path.resolve()  # a symlinked file (dotfiles) is written where it lives
@@ -159,17 +225,36 @@ def install_server(
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         # The file keeps its mode, never wider; with our env in it, readable by its owner only.
-        mode = stat.S_IMODE(target.stat().st_mode) if old_text is not None else None
-        if merged_env:
-            mode = 0o600 if mode is None else mode & 0o600
+        kept = stat.S_IMODE(target.stat().st_mode) if old_text is not None else None
+        private = 0o600 if kept is None else kept & 0o600
+        # References are no secrets; a value of our entry's env may be one.
+        values = any(reference_name(value) is None for value in merged_env.values())
+        mode = private if values else kept
         if backup is not None and old_text is not None:
-            _write(backup, old_text, mode)  # the old secrets, as private as they were
+            # The old secrets, as private as they were (or now are).
+            _write(backup, old_text, private if values or backup_secrets else kept)
         partial = target.with_name(target.name + ".tmp")
         _write(partial, text, mode)
         partial.replace(target)  # atomic: the client never reads a half-written file
     except OSError as exc:
         raise GatewayError(f"cannot write {path}: {exc}") from exc
-    return Installation(path=path, text=text, changed=True, backup=backup, env=done.env)
+    return Installation(
+        path=path,
+        text=text,
+        changed=True,
+        backup=backup,
+        env=done.env,
+        references=done.references,
+        backup_secrets=done.backup_secrets if backup else [],
+    )
+
+
+def _held_a_value(old_env: Any, key: str) -> bool:
+    """Whether the entry's old `env` held a value of its own (not a reference) for `key`."""
+    if not isinstance(old_env, dict):
+        return False
+    value: Any = cast(dict[str, Any], old_env).get(key)
+    return isinstance(value, str) and bool(value) and reference_name(value) is None
 
 
 def _write(path: Path, text: str, mode: int | None) -> None:
@@ -206,8 +291,14 @@ def missing_env(
 ) -> list[str]:
     """What the gateway will need from its environment that the client will not give it: API
     keys of the agents' providers, bearer tokens of HTTP servers, the `variables` its servers'
-    launch keys name (`client_config.required_variables`). One line each."""
-    visible = {**os.environ, **env} if CLIENTS[client].passes_shell_env else {**_BASIC, **env}
+    launch keys name (`client_config.required_variables`). One line each, naming the fix."""
+    known = CLIENTS[client]
+    visible = {**os.environ, **env} if known.passes_shell_env else {**_BASIC, **env}
+    where = (
+        "in the entry's env nor in this shell"
+        if known.passes_shell_env
+        else f"in the entry's env ({known.label} does not pass on your shell's environment)"
+    )
     needs: dict[tuple[str, ...], list[str]] = {}
     for variable, servers in (variables or {}).items():
         needs.setdefault((variable,), []).extend(f"server {name!r}" for name in servers)
@@ -221,7 +312,8 @@ def missing_env(
         if settings.bearer_token_env:
             needs.setdefault((settings.bearer_token_env,), []).append(f"server {server!r}")
     return [
-        f"{' and '.join(users)} {'need' if len(users) > 1 else 'needs'} {' or '.join(names)}"
+        f"{' and '.join(users)} {'need' if len(users) > 1 else 'needs'} {' or '.join(names)}, "
+        f"which is not set {where}: add --env {names[0]}=VALUE or --env-file FILE"
         for names, users in needs.items()
         if not any(visible.get(name) for name in names)
     ]

@@ -489,3 +489,23 @@ def test_a_local_tool_is_called_without_waiting_for_a_server_that_hangs(tmp_path
         timeout=30,
     )
     assert (done.returncode, done.stdout) == (0, "42\n"), done.stderr
+
+
+def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = write_script(tmp_path / "answers.json", [{"content": "never asked"}])
+    state = ["--state-dir", str(tmp_path / "state")]
+    run = ["run", "hi", "--model", f"scripted:{script}", *state]
+    for bad, problem in (
+        ("", "a session id has 1 to 256 characters"),
+        ("s" * 5000, "a session id has 1 to 256 characters"),
+        ("a\nb", "a session id has no control characters"),
+    ):
+        for command in (
+            [*run, "--session", bad],
+            ["chat", "--model", f"scripted:{script}", *state, "--session", bad],
+            ["sessions", "show", bad, *state],
+        ):
+            assert main(command) == 2, command
+            err = capsys.readouterr().err
+            assert err.startswith(f"error: bad session id {bad[:40]!r}: {problem}"), err
+    assert not (tmp_path / "state").exists()  # refused before anything ran

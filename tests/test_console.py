@@ -192,3 +192,34 @@ def test_an_answer_cut_off_at_the_token_limit_fails_the_run_and_keeps_its_text(
     printed = json.loads(capsys.readouterr().out)
     assert printed["output"] == "The three causes are"
     assert printed["error"].startswith("the answer was cut off at the model's output token limit")
+
+
+def test_a_terminal_is_told_which_servers_the_run_waits_for(tmp_path: Path) -> None:
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    # Reads the handshake and never answers: the run waits its connect_timeout for it.
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[mcpServers.silent]\ncommand = "bash"\nargs = ["-c", "cat > /dev/null"]\n'
+        "connect_timeout = 2\n"
+    )
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [executable, "run", "go", "--model", f"scripted:{script}"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=secondary,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "TERM": "xterm-256color"},
+        )
+        os.close(secondary)
+        shown = ANSI.sub("", _read_all(primary))
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, shown
+    assert done.stdout == ANSWER + "\n"
+    assert "waiting for MCP servers to start: silent" in shown
+    assert "no handshake and tool list within 2 s" in shown  # then it goes on without it

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import json
 import threading
+from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import JsonValue
 
 from agent import Action
-from toolkits import FunctionToolkit, NoSuchTool, Tool, calculator, function_tool, result_text
+from gateway.cli import main
+from toolkits import (
+    FunctionToolkit,
+    NoSuchTool,
+    Tool,
+    ToolTimeout,
+    calculator,
+    function_tool,
+    result_text,
+)
 from toolkits.calculator import CalculatorError, evaluate
 
 pytestmark = pytest.mark.anyio
@@ -125,3 +137,71 @@ async def test_calculator_evaluates_arithmetic(expression: str, value: str) -> N
 def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, problem: str) -> None:
     with pytest.raises(CalculatorError, match=problem):
         evaluate(expression)
+
+
+async def test_a_local_tool_that_outlives_its_timeout_is_a_timeout_error() -> None:
+    released = threading.Event()
+    cancelled = anyio.Event()
+
+    @function_tool(timeout=0.2)
+    async def hangs() -> str:
+        try:
+            await anyio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    @function_tool(timeout=0.2)
+    def blocks() -> str:
+        released.wait(10)
+        return "late"
+
+    with anyio.fail_after(5):
+        with pytest.raises(ToolTimeout) as stopped:
+            await hangs({})
+        assert cancelled.is_set()
+        assert str(stopped.value) == (
+            "local tool 'hangs' timed out (no result within 0.2 s); the call was cancelled"
+        )
+        with pytest.raises(ToolTimeout) as abandoned:
+            await blocks({})
+    released.set()
+    assert str(abandoned.value) == (
+        "local tool 'blocks' timed out (no result within 0.2 s); its thread could not be "
+        "stopped and was left to finish alone"
+    )
+    assert (abandoned.value.node, abandoned.value.tool, abandoned.value.seconds) == (
+        "blocks",
+        "blocks",
+        0.2,
+    )
+
+
+def test_a_configured_timeout_reaches_the_tool_and_the_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text('[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\ntimeout = 0.5\n')
+    code = main(["call", "nap", "--args", '{"seconds": 2}', "--config", str(config)])
+    assert code == 1
+    assert capsys.readouterr().err.endswith(
+        "error: local tool 'nap' timed out (no result within 0.5 s); its thread could not be "
+        "stopped and was left to finish alone\n"
+    )
+    # A run's model is told, and the run goes on.
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "nap", "arguments": {"seconds": 2}}]},
+                {"content": "It slept too long."},
+            ]
+        )
+    )
+    run = ["run", "nap", "--model", f"scripted:{script}", "--config", str(config), "--json"]
+    assert main([*run, "--no-store"]) == 0
+    [step] = json.loads(capsys.readouterr().out)["steps"]
+    assert "timed out (no result within 0.5 s)" in json.dumps(step["observation"])
+    config.write_text('[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\ntimeout = 0\n')
+    assert main(["tools", "--config", str(config)]) == 2
+    assert "tools.nap.timeout" in capsys.readouterr().err

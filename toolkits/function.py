@@ -3,6 +3,11 @@
 `@function_tool` reads a typed function's signature into a pydantic model: that gives the JSON
 schema the model sees and validates the arguments it sends. A node holding one function is a
 plain tool (called with its arguments); a node holding several is a toolkit (routed by name).
+
+A tool with a `timeout` that gives no result in time raises `ToolTimeout`, as an MCP server's
+tool does: a coroutine function is cancelled; a plain (blocking) function cannot be stopped, so
+its call ends and its worker thread is left to finish alone; a non-blocking plain function runs
+on the event loop, where nothing can interrupt it (no timeout applies).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .base import CallContext, Tool, error_result
-from .errors import NoSuchTool
+from .errors import NoSuchTool, ToolTimeout
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
 
@@ -34,6 +39,8 @@ class FunctionTool:
     arguments: type[BaseModel]
     blocking: bool = True
     """Run a plain function in a worker thread; False for quick pure functions (saves ~150 us)."""
+    timeout: float | None = None
+    """Seconds a call may take (None: no limit); then it fails with `ToolTimeout`."""
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -41,12 +48,35 @@ class FunctionTool:
         schema.pop("title", None)
         return schema
 
-    async def __call__(self, arguments: Mapping[str, Any]) -> CallToolResult:
+    async def __call__(
+        self, arguments: Mapping[str, Any], *, node: str | None = None
+    ) -> CallToolResult:
+        """Call the function with `arguments` (of node `node`, by default the tool's name).
+        Raises `ToolTimeout` past `timeout`."""
         try:
             parsed = self.arguments.model_validate(dict(arguments))
         except ValidationError as exc:
             return error_result(f"invalid arguments for {self.name}: {_brief(exc)}")
         kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        if self.timeout is None:
+            return await self._call(kwargs)
+        with anyio.move_on_after(self.timeout) as scope:
+            return await self._call(kwargs)
+        assert scope.cancelled_caught  # every other way out returned or raised
+        threaded = self.blocking and not inspect.iscoroutinefunction(self.function)
+        ending = (
+            "its thread could not be stopped and was left to finish alone"
+            if threaded
+            else "the call was cancelled"
+        )
+        raise ToolTimeout(
+            f"local tool {self.name!r} timed out (no result within {self.timeout:g} s); {ending}",
+            node=node or self.name,
+            tool=self.name,
+            seconds=self.timeout,
+        )
+
+    async def _call(self, kwargs: dict[str, Any]) -> CallToolResult:
         try:
             if inspect.iscoroutinefunction(self.function):
                 value = await cast(Callable[..., Awaitable[Any]], self.function)(**kwargs)
@@ -70,6 +100,7 @@ def function_tool(
     name: str | None = None,
     description: str | None = None,
     blocking: bool = True,
+    timeout: float | None = None,
 ) -> FunctionTool: ...
 
 
@@ -80,6 +111,7 @@ def function_tool(
     name: str | None = None,
     description: str | None = None,
     blocking: bool = True,
+    timeout: float | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -89,6 +121,7 @@ def function_tool(
     name: str | None = None,
     description: str | None = None,
     blocking: bool = True,
+    timeout: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options."""
 
@@ -99,6 +132,7 @@ def function_tool(
             function=fn,
             arguments=_arguments_model(fn),
             blocking=blocking,
+            timeout=timeout,
         )
 
     return wrap(function) if function is not None else wrap
@@ -146,7 +180,7 @@ class FunctionToolkit:
         tool = self._tools.get(name)
         if tool is None:
             raise NoSuchTool(f"node {self._name!r} has no tool {name!r}")
-        return await tool(arguments)
+        return await tool(arguments, node=self._name)
 
 
 def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:

@@ -8,6 +8,7 @@ import sys
 from mcp.client.auth import OAuthFlowError
 
 from toolkits import ToolkitError
+from toolkits.errors import find_error
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.authorization import login, logout, status_of_all
 from toolkits.mcp.oauth import redirect_mode_from_env
@@ -71,8 +72,9 @@ async def _login(args: argparse.Namespace) -> int:
     except Exception as exc:
         if isinstance(exc, GatewayError | ToolkitError):
             raise  # bad input: exit 2
+        flow = find_error(exc, OAuthFlowError)  # its message says it all, wrapped or not
         print(
-            f"error: could not authorise at {args.server!r}: {describe_error(exc)}",
+            f"error: could not authorise at {args.server!r}: {flow or describe_error(exc)}",
             file=sys.stderr,
         )
         return 1

@@ -27,6 +27,7 @@ from .common import (
     add_model_options,
     add_trace_options,
     check_runnable,
+    check_session_id,
     config_of,
     pick_agent,
     trace_hooks,
@@ -50,12 +51,14 @@ def register(commands: Commands) -> None:
 
 
 async def _chat(args: argparse.Namespace) -> int:
+    if args.session is not None:
+        check_session_id(args.session)
     config = config_of(args)
     if args.store is not None:  # chat memory goes where the config's run store would
         store = config.store.model_copy(update={"url": memory_store_url(args, config)})
         config = config.model_copy(update={"store": store})
     name = pick_agent(config, args.agent)
-    session = args.session or f"chat-{new_id()[:12]}"
+    session = args.session if args.session is not None else f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()
     # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
     err = Console(file=sys.stderr)
@@ -67,6 +70,7 @@ async def _chat(args: argparse.Namespace) -> int:
             model=args.model,
             hooks=trace_hooks(args, console),
             state_dir=args.state_dir,
+            on_waiting=console.waiting_for,
         ) as gateway,
     ):
         check_runnable(gateway, name)

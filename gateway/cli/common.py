@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agent.memory.base import session_key_error
+
 from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
@@ -27,6 +29,7 @@ __all__ = [
     "add_verbose_option",
     "check_runnable",
     "check_servers",
+    "check_session_id",
     "config_of",
     "pick_agent",
     "trace_hooks",
@@ -57,6 +60,15 @@ class Commands:
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def check_session_id(session_id: str) -> str:
+    """`session_id` as given on the command line; `GatewayError` (bad input, exit 2) when it
+    cannot name a session, before anything runs."""
+    problem = session_key_error(session_id)
+    if problem is not None:
+        raise GatewayError(f"bad session id {session_id[:40]!r}: {problem}")
+    return session_id
 
 
 def add_verbose_option(sub: argparse.ArgumentParser) -> None:

@@ -15,10 +15,13 @@ from ..errors import GatewayError
 from ..install import (
     CLIENTS,
     ClientKind,
+    Installation,
     install_server,
     missing_env,
     parse_env_assignment,
     read_env_file,
+    reference_name,
+    secret_names,
 )
 from .common import Commands
 
@@ -61,10 +64,17 @@ def _install(args: argparse.Namespace) -> int:
         )
     env = read_env_file(Path(args.env_file)) if args.env_file else {}
     env.update(_env_option(text) for text in args.env)
-    # Validated here, as the gateway will read it: the client runs it by path, with `env`.
-    config = with_default_agent(load_config(path, environ={**os.environ, **env}))
     data: Any = read_config_data(path)
     servers: Any = cast(dict[str, Any], data).get("mcpServers") if isinstance(data, dict) else None
+    variables = required_variables(
+        cast(dict[str, Any], servers) if isinstance(servers, dict) else {}
+    )
+    # Validated here, as the gateway will read it: the client runs it by path, with `env`.
+    # A variable of the servers' that is not set yet is a warning below (naming the fix), not
+    # an error: the client may well have it.
+    environ = {**os.environ, **env}
+    environ.update({name: f"${{{name}}}" for name in variables if name not in environ})
+    config = with_default_agent(load_config(path, environ=environ))
     done = install_server(
         path,
         client,
@@ -73,22 +83,13 @@ def _install(args: argparse.Namespace) -> int:
         env=env,
         project=args.project,
         dry_run=args.dry_run,
+        secrets=secret_names(config),
     )
     label = CLIENTS[client].label
+    _explain_references(done, env, label, args.name)
     entry_env = _entry_env(done.text, args.name)
-    where = (
-        "in the entry's env nor in this shell"
-        if CLIENTS[client].passes_shell_env
-        else f"in the entry's env ({label} does not pass on your shell's environment)"
-    )
-    variables = required_variables(
-        cast(dict[str, Any], servers) if isinstance(servers, dict) else {}
-    )
     for problem in missing_env(config, entry_env, client, variables):
-        print(
-            f"warning: {problem}, which is not set {where}: add --env KEY=VALUE or --env-file FILE",
-            file=sys.stderr,
-        )
+        print(f"warning: {problem}", file=sys.stderr)
     if args.dry_run:
         print(_masked(done.text, args.name), end="")
     elif not done.changed:
@@ -98,6 +99,41 @@ def _install(args: argparse.Namespace) -> int:
         with_env = f" with env {', '.join(done.env)}" if done.env else ""
         print(f"{done.path}: installed {args.name!r}{with_env}{backup}; restart {label} to use it")
     return 0
+
+
+def _explain_references(done: Installation, given: dict[str, str], label: str, server: str) -> None:
+    """What a project's file holds instead of the secrets given, and where they must be."""
+    if not done.references:
+        return
+    written = _entry_env(done.text, server)
+    shown = ", ".join(f"{name} as {written[name]}" for name in done.references)
+    print(
+        f"note: {done.path.name} is the project's file, meant to be shared: secrets go in as "
+        f"references ({shown}), which {label} fills in from its environment when it starts "
+        "the gateway",
+        file=sys.stderr,
+    )
+    for name in done.references:
+        if name in given and reference_name(given[name]) is None:
+            if os.environ.get(name) != given[name]:
+                state = "different" if os.environ.get(name) else "not set"
+                print(
+                    f"warning: {name} is {state} in this shell; the value given with --env is "
+                    f"not written into {done.path.name}: set {name} where {label} runs",
+                    file=sys.stderr,
+                )
+        elif not os.environ.get(name):
+            print(
+                f"warning: {name} is not set in this shell: set it where {label} runs",
+                file=sys.stderr,
+            )
+    if done.backup is not None and done.backup_secrets:
+        print(
+            f"warning: {done.backup} holds the old value of {', '.join(done.backup_secrets)} "
+            "(readable by you only): delete it once you have checked the new file, and keep "
+            "it out of version control",
+            file=sys.stderr,
+        )
 
 
 def _env_option(text: str) -> tuple[str, str]:
@@ -120,5 +156,8 @@ def _masked(text: str, name: str) -> str:
     data: Any = json.loads(text)
     entry: dict[str, Any] = data["mcpServers"][name]
     if "env" in entry:
-        entry["env"] = dict.fromkeys(cast(dict[str, str], entry["env"]), "***")
+        entry["env"] = {
+            key: value if reference_name(value) else "***"  # a reference is no secret
+            for key, value in cast(dict[str, str], entry["env"]).items()
+        }
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"

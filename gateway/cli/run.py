@@ -21,6 +21,7 @@ from .common import (
     add_model_options,
     check_runnable,
     check_servers,
+    check_session_id,
     config_of,
     pick_agent,
     trace_hooks,
@@ -73,7 +74,12 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_stored(args, config, state, url)
     async with (
         terminal_console(args, items=bool(args.items)) as console,
-        open_gateway(config, model=args.model, hooks=trace_hooks(args, console)) as gateway,
+        open_gateway(
+            config,
+            model=args.model,
+            hooks=trace_hooks(args, console),
+            on_waiting=console.waiting_for,
+        ) as gateway,
     ):
         check_runnable(gateway, name)
         try:
@@ -101,4 +107,5 @@ def _items(args: argparse.Namespace) -> list[AgentItem]:
     question = sys.stdin.read().strip() if args.question == "-" else args.question
     if not question:
         raise GatewayError("the question is empty")
-    return [AgentItem(prompt=question, session_id=args.session)]
+    session = check_session_id(args.session) if args.session is not None else None
+    return [AgentItem(prompt=question, session_id=session)]

@@ -15,7 +15,7 @@ from ..config import Config
 from ..errors import GatewayError
 from ..memory_config import MEMORY_FILE, open_memories
 from ..store_config import check_store_url
-from .common import Commands, config_of, pick_agent
+from .common import Commands, check_session_id, config_of, pick_agent
 from .exits import OK
 
 __all__ = ["memory_store_url", "register"]
@@ -43,8 +43,10 @@ def register(commands: Commands) -> None:
 
 
 async def _sessions(args: argparse.Namespace) -> int:
-    if args.action != "list" and not args.session_id:
-        raise GatewayError(f"sessions {args.action} needs a session id")
+    if args.action != "list":
+        if args.session_id is None:
+            raise GatewayError(f"sessions {args.action} needs a session id")
+        check_session_id(args.session_id)
     config = config_of(args)
     run_store = memory_store_url(args, config)
     if args.state_dir is not None and not await (anyio.Path(args.state_dir) / MEMORY_FILE).exists():

@@ -224,6 +224,7 @@ async def _drive(
             model=model or args.model,
             hooks=trace_hooks(args, console),
             state_dir=args.state_dir,
+            on_waiting=console.waiting_for,
         ) as gateway,
     ):
         check_runnable(gateway, state.agent)

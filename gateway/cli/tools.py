@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import sys
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
 from agent import AgentError, AgentItem
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, result_text
 
 from ..assembly import open_gateway
+from ..console import RunConsole, open_terminal_console
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownTool
 from ..run_state import RunState
@@ -48,8 +52,16 @@ def register(commands: Commands) -> None:
     add_trace_options(call)
 
 
+def status_console() -> AbstractAsyncContextManager[RunConsole]:
+    """The status line alone, on stderr when it is a terminal: stdout is the command's."""
+    return open_terminal_console(io.StringIO(), sys.stderr)
+
+
 async def _tools(args: argparse.Namespace) -> int:
-    async with open_gateway(config_of(args)) as gateway:
+    async with (
+        status_console() as console,
+        open_gateway(config_of(args), on_waiting=console.waiting_for) as gateway,
+    ):
         tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
         # Read while the servers run: once closed, every one of them is "stopped".
         health = _health(gateway)
@@ -78,9 +90,15 @@ async def _call(args: argparse.Namespace) -> int:
     config = config_of(args)
     # A local tool needs no MCP server: the call does not wait for theirs to start.
     local = args.tool in config.tools and not args.strict
-    async with open_gateway(
-        config, hooks=trace_hooks(args), start_wait=0 if local else None
-    ) as gateway:
+    async with (
+        status_console() as console,
+        open_gateway(
+            config,
+            hooks=trace_hooks(args),
+            start_wait=0 if local else None,
+            on_waiting=console.waiting_for,
+        ) as gateway,
+    ):
         check_servers(gateway, strict=args.strict)
         if args.tool in gateway.agents:
             return await _call_agent(gateway, args.tool, arguments, as_json=args.json)

@@ -159,3 +159,43 @@ async def test_login_to_a_server_without_oauth_is_a_clear_error(tmp_path: Path) 
     code, _, err = await gateway(env, "auth", "login", "nope", "--config", str(config))
     assert code == 2
     assert "no MCP server named 'nope'" in err
+
+
+async def test_login_registers_afresh_when_the_server_forgot_the_client(tmp_path: Path) -> None:
+    browser = tmp_path / "browser.py"
+    browser.write_text(FAKE_BROWSER)
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        for env in (fetching, environment(tmp_path, BROWSER=f"{sys.executable} {browser} %s")):
+            world.authority.clients.clear()  # it restarted, and forgot every registration
+            registered = world.authority.registrations
+            code, out, err = await gateway(env, "auth", "login", "remote", "--config", config)
+            assert code == 0, err
+            assert "Traceback" not in err
+            assert "ERROR" not in err
+            assert out.endswith("2 tools\n")
+            assert world.authority.registrations == registered + 1
+        # One browser visit: the page the server refused was never opened.
+        assert err.count("in your browser") == 1
+
+
+async def test_a_refused_authorization_request_shows_the_servers_own_words(
+    tmp_path: Path,
+) -> None:
+    async with oauth_world() as world:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(
+            f'[mcpServers.remote]\nurl = "{world.url}"\noauth_client_id = "not-registered"\n'
+        )
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", str(config))
+    assert code == 1
+    assert err == (
+        "error: could not authorise at 'remote': the authorization server refused the "
+        "authorization request (HTTP 400, invalid_request: Client ID 'not-registered' not "
+        "found): is mcpServers.remote.oauth_client_id registered there?\n"
+    )
+    assert world.authority.registrations == 0

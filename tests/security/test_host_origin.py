@@ -67,10 +67,26 @@ async def test_host_and_origin_name_the_bound_loopback_port_exactly(tmp_path: Pa
         }
         seen = await statuses(served, {**refused, **allowed})
         again = await statuses(served, {**refused, **allowed})  # each judged once, then known
+        # Each refused value is logged once (a WARNING, shown at the default level); the
+        # last request's line comes after every line the others caused.
+        last = "WARNING gateway.server.transports.host_check: refused a request with Host "
+        await statuses(served, {"last": {"Host": "last.example.com"}})
+        with anyio.fail_after(10):
+            await served.line_starting(f"{last}'last.example.com'")
     expected = {case: 421 if case.startswith("Host") else 403 for case in refused}
     expected |= dict.fromkeys(allowed, 200)
     assert seen == expected
     assert again == expected
+    warnings = [line for line in served.stderr if "refused a request with" in line]
+    assert len(warnings) == len(refused) + 1, warnings
+    assert (
+        "WARNING gateway.server.transports.host_check: refused a request with Host "
+        f"'evil.com:{port}' (HTTP 421); if this server is meant to answer to it, add it to "
+        "[gateway] allowed_hosts (logged once per value)"
+    ) in warnings
+    assert any(
+        "Origin 'null' (HTTP 403)" in line and "allowed_origins" in line for line in warnings
+    )
 
 
 async def test_configured_hosts_and_origins_match_host_and_port_exactly(tmp_path: Path) -> None:

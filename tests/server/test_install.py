@@ -203,7 +203,7 @@ def test_a_provider_key_the_client_will_not_pass_is_warned_about(
     assert (
         "warning: agent 'a' (openai:gpt-4.1-mini) and agent 'b' (openai:gpt-4.1-mini) need "
         "OPENAI_API_KEY, which is not set in the entry's env (Claude Desktop does not pass on "
-        "your shell's environment): add --env KEY=VALUE or --env-file FILE"
+        "your shell's environment): add --env OPENAI_API_KEY=VALUE or --env-file FILE"
     ) in err
     assert "agent 'a' (gemini:gemini-2.5-flash) needs GEMINI_API_KEY or GOOGLE_API_KEY" in err
     assert "local" not in err  # a local server needs no key
@@ -268,6 +268,78 @@ def test_variables_the_config_expands_must_reach_the_gateway_too(
     assert "HOME" not in err  # every client passes it on
     assert "ONLY_IN_THE_ENTRY" not in err
     assert "MODE" not in err
-    # As the gateway would read the config, without the entry's env: ${ONLY_IN_THE_ENTRY} unset.
-    assert install(config, client) == 2
-    assert "${ONLY_IN_THE_ENTRY} is not set" in capsys.readouterr().err
+    # Without the entry's env, ${ONLY_IN_THE_ENTRY} is unset: a warning naming the fix (the
+    # client may have it), not an error; --dry-run too.
+    fresh = tmp_path / "fresh.json"
+    for extra in (["--dry-run"], []):
+        assert install(config, fresh, *extra) == 0
+        assert (
+            "warning: server 'other' needs ONLY_IN_THE_ENTRY, which is not set in the entry's "
+            "env (Claude Desktop does not pass on your shell's environment): add --env "
+            "ONLY_IN_THE_ENTRY=VALUE or --env-file FILE"
+        ) in capsys.readouterr().err
+    assert "agent-gateway" in json.loads(fresh.read_text())["mcpServers"]
+
+
+def test_a_projects_file_gets_references_not_the_secrets_given(
+    tmp_path: Path,
+    gateway_config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    command = ["install", "claude-code", "--config", str(gateway_config)]
+    given = ["--env", "OPENAI_API_KEY=sk-live-xyz", "--env", "NOTES_DIR=/srv/notes"]
+    assert main([*command, *given]) == 0
+    mcp = project / ".mcp.json"
+    assert "sk-live-xyz" not in mcp.read_text()
+    entry = json.loads(mcp.read_text())["mcpServers"]["agent-gateway"]
+    # Claude Code expands ${VAR} in .mcp.json env values; a path is no secret.
+    assert entry["env"] == {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "NOTES_DIR": "/srv/notes"}
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY as ${OPENAI_API_KEY}" in err
+    assert "warning: OPENAI_API_KEY is not set in this shell" in err
+    assert "sk-live-xyz" not in err
+    # Again, with the key this shell has: no backup holds it, no warning.
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-live-xyz")
+    monkeypatch.setenv("DS_TOKEN", "t0k")
+    assert main([*command, *given, "--env", "DS_TOKEN"]) == 0
+    assert "sk-live-xyz" not in (project / ".mcp.json.bak").read_text()
+    assert "t0k" not in mcp.read_text()
+    assert "warning" not in capsys.readouterr().err
+    # Cursor's project file: ${env:VAR}; its global file keeps the value (readable by you only).
+    cursor = [*command[:1], "cursor", *command[2:], *given]
+    assert main([*cursor, "--project"]) == 0
+    project_entry = json.loads((project / ".cursor/mcp.json").read_text())["mcpServers"]
+    assert project_entry["agent-gateway"]["env"]["OPENAI_API_KEY"] == "${env:OPENAI_API_KEY}"
+    assert main(cursor) == 0
+    user_file = tmp_path / "home/.cursor/mcp.json"
+    user_entry = json.loads(user_file.read_text())["mcpServers"]["agent-gateway"]
+    assert user_entry["env"]["OPENAI_API_KEY"] == "sk-live-xyz"
+    assert user_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_secret_an_older_install_left_in_a_projects_file_is_replaced(
+    tmp_path: Path,
+    gateway_config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-old")
+    mcp = tmp_path / ".mcp.json"
+    old = {"agent-gateway": {"command": "x", "env": {"OPENAI_API_KEY": "sk-old", "LOG": "1"}}}
+    mcp.write_text(json.dumps({"mcpServers": old}))
+    assert main(["install", "claude-code", "--config", str(gateway_config), "--dry-run"]) == 0
+    printed = json.loads(capsys.readouterr().out)["mcpServers"]["agent-gateway"]["env"]
+    assert printed == {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "LOG": "***"}
+    assert main(["install", "claude-code", "--config", str(gateway_config)]) == 0
+    entry = json.loads(mcp.read_text())["mcpServers"]["agent-gateway"]
+    assert entry["env"] == {"OPENAI_API_KEY": "${OPENAI_API_KEY}", "LOG": "1"}
+    backup = tmp_path / ".mcp.json.bak"
+    assert f"warning: {backup} holds the old value of OPENAI_API_KEY" in capsys.readouterr().err
+    assert backup.stat().st_mode & 0o777 == 0o600

@@ -170,3 +170,16 @@ async def test_its_log_message_during_a_call_reaches_our_client() -> None:
     [message] = heard
     assert isinstance(message.data, str)
     assert message.data.lower().startswith(message.level.lower())
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_error_it_prefixed_itself_reaches_our_client_prefixed_once(era: str) -> None:
+    arguments = {"url": "https://example.com/approve", "errorPath": True}
+    with anyio.fail_after(40):
+        async with through_us(era) as client:
+            refused = await client.call_tool("everything__trigger-url-elicitation", arguments)
+    assert refused.is_error
+    assert "MCP error -32042: This request requires browser-based authorization." in (
+        result_text(refused)
+    )
+    assert "MCP error -32042: MCP error" not in result_text(refused)

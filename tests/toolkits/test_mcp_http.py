@@ -84,6 +84,61 @@ async def test_an_unset_token_variable_is_a_clear_failure(monkeypatch: pytest.Mo
         )
 
 
+class OneToken:
+    """Lets through requests carrying `Bearer <token>`; answers others 401 `invalid_token`."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            sent = dict(scope["headers"]).get(b"authorization", b"").decode()
+            if sent != f"Bearer {self.token}":
+                refusal = JSONResponse(
+                    {"error": "invalid_token"},
+                    status_code=401,
+                    headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+                )
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+@pytest.mark.parametrize("era", ["modern", "auto", "legacy"])
+async def test_a_refused_token_says_so_and_where_it_came_from(
+    era: ProtocolMode, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("DS_TOK", "wrong-tok-1c9e")
+    toy = ToyServer()
+    toy.add_echo("echo")
+    app = OneToken(toy.server.streamable_http_app(host="127.0.0.1"), "right")
+    refused = (
+        "ServerConfigError: MCP server 'ds' answered HTTP 401 (invalid_token): it refused the "
+        "token in $DS_TOK"
+    )
+    async with serve_on_loopback(app) as base:
+        config = McpServerConfig(url=f"{base}/mcp", bearer_token_env="DS_TOK", protocol=era)
+        async with McpToolkit("ds", config, backoff=Backoff(60)) as node:
+            assert node.health.state == "failed"
+            assert node.health.last_error == refused
+        # A server that stops taking a token mid-session: the call fails, the node says why.
+        monkeypatch.setenv("DS_TOK", "right")
+        async with McpToolkit("ds", config, backoff=Backoff(60)) as node:
+            assert node.health.state == "ready"
+            app.token = "rotated"
+            with pytest.raises(ConnectionLost):
+                await node.call_tool("ds__echo", {})
+            with anyio.fail_after(10):
+                await node.wait_for_health(lambda health: health.state == "failed")
+            assert node.health.last_error is not None
+            assert node.health.last_error.endswith(
+                "answered HTTP 401 (invalid_token): it refused the token in $DS_TOK"
+            ), node.health
+    assert "wrong-tok-1c9e" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
 @pytest.mark.parametrize("era", ["modern", "legacy"])
 async def test_a_large_result_passes_and_the_session_stays(era: ProtocolMode) -> None:
     toy = ToyServer()

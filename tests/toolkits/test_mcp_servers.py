@@ -180,3 +180,23 @@ async def test_everything_in_legacy_mode_and_a_modern_time_server_in_one_group()
             assert not (
                 await group["time"].call_tool("get_current_time", {"timezone": "UTC"})
             ).is_error
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamableHttp"])
+async def test_an_error_the_server_prefixed_itself_is_prefixed_once(transport: str) -> None:
+    # The TypeScript SDK's McpError puts "MCP error CODE: " in its message already.
+    arguments = {"url": "https://example.com/approve", "errorPath": True}
+    with anyio.fail_after(30):
+        if transport == "stdio":
+            async with McpToolkit("everything", everything_stdio()) as node:
+                result = await node.call_tool("everything__trigger-url-elicitation", arguments)
+        else:
+            async with (
+                everything_http("streamableHttp") as url,
+                McpToolkit("everything", McpServerConfig(url=url)) as node,
+            ):
+                result = await node.call_tool("everything__trigger-url-elicitation", arguments)
+    assert result.is_error
+    assert result_text(result) == (
+        "MCP error -32042: This request requires browser-based authorization."
+    )

@@ -53,7 +53,7 @@ from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
-from .session import Connection, connection_lost
+from .session import Connection, connection_lost, error_text
 
 __all__ = ["Channel", "ChannelLost", "Forward", "call_for"]
 
@@ -160,7 +160,7 @@ class Forward:
         except ValueError as exc:  # not JSON, or too big: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
         except MCPError as exc:  # a round refused: as the usual path says it
-            return _dump(error_result(f"MCP error {exc.code}: {exc.message}"))
+            return _dump(error_result(error_text(exc.code, exc.message)))
         except InputRequiredRoundsExceededError as exc:
             return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
@@ -192,7 +192,7 @@ class Forward:
         error = message.get("error")
         if isinstance(error, dict):
             fields = cast(JsonObject, error)
-            text = f"MCP error {fields.get('code')}: {fields.get('message')}"
+            text = error_text(fields.get("code"), fields.get("message"))
             return _dump(error_result(text))
         result = message.get("result")
         if not self.output_schema and is_plain_text(result):

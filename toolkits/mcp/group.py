@@ -8,7 +8,9 @@
 Entering starts every node's owner task concurrently and returns once each has settled (ready,
 or failed and retrying in the background): a server that cannot start never holds the others
 back. With `settle_within`, it returns after that long at most: a server still starting goes on
-in the background, and its node says when its tools arrive (`subscribe`). Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
+in the background, and its node says when its tools arrive (`subscribe`). `on_waiting` hears
+which servers it still waits for, whenever that changes, and `[]` once it stops waiting (a
+terminal's status line). Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
 listing changes.
 """
 
@@ -42,9 +44,11 @@ class McpToolkitGroup(InBackground):
         targets: Mapping[str, Target] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         settle_within: float | None = None,
+        on_waiting: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         """`targets` replaces the transport of the servers it names (tests, embedding)."""
         self._settle_within = settle_within
+        self._on_waiting = on_waiting
         targets = targets or {}
         unknown = set(targets) - set(configs)
         if unknown:
@@ -113,9 +117,17 @@ class McpToolkitGroup(InBackground):
             settled = {node: _Settled() for node in self._nodes.values()}
             for node, status in settled.items():
                 tg.start_soon(partial(node.run, task_status=status))
+            told: list[str] | None = None
             with anyio.move_on_after(self._settle_within):
                 for status in settled.values():
+                    if not status.event.is_set() and self._on_waiting is not None:
+                        pending = [n.name for n, s in settled.items() if not s.event.is_set()]
+                        if pending != told:
+                            self._on_waiting(pending)
+                            told = pending
                     await status.event.wait()
+            if told is not None and self._on_waiting is not None:
+                self._on_waiting([])
             for node, status in settled.items():
                 if not status.event.is_set():
                     node.stop_awaiting()

@@ -53,6 +53,7 @@ from .session import (
     OwnedSession,
     Target,
     connection_lost,
+    error_text,
 )
 from .stdio_pipe import StampedPipe
 from .subscriptions import ResourceSubscriptions
@@ -404,7 +405,7 @@ class McpToolkit(InBackground):
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
-                return error_result(f"MCP error {exc.code}: {exc.message}")
+                return error_result(error_text(exc.code, exc.message))
             except ValidationError as exc:
                 return error_result(f"MCP server {self._name!r} sent a malformed result: {exc}")
             except RuntimeError as exc:

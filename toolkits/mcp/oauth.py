@@ -19,7 +19,11 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
   to run), `browser` (`auth login`: open the
   page, wait for the loopback redirect), `fetch` (tests and CI, with
   `AGENT_GATEWAY_OAUTH_REDIRECT=fetch`: GET the authorization URL ourselves and follow its
-  redirects to the loopback callback; works with servers that approve without a person).
+  redirects to the loopback callback; works with servers that approve without a person);
+- `auth login` looks at a page before sending a person to it (`oauth_page`): a server
+  that refuses the request itself no longer knows our client (it restarted and forgot a
+  dynamic registration), so the registration is dropped and made afresh, once; a refusal
+  that stays is an error with the server's own words.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from pydantic import AnyUrl
 from ..errors import AuthorizationRequired, ServerConfigError, find_error
 from .config import McpServerConfig, secret_from_env
 from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
+from .oauth_page import AuthorizationPageRefused, fetch_authorization, probe_authorization_page
 from .oauth_store import ServerTokens, TokenStore, default_store
 from .server_requests import CallsInFlight
 
@@ -71,19 +76,19 @@ STEP_UP_LIMIT = 2
 _CLIENT_NAME = "agent-gateway"
 _BROWSER_TIMEOUT = 300.0
 _FETCH_TIMEOUT = 30.0
-_FETCH_REDIRECTS = 10
 
 log = logging.getLogger(__name__)
 
 
 class _NotOurRefusals(logging.Filter):
-    """The SDK logs whatever leaves its flow as "OAuth flow error", with a traceback; an
-    `AuthorizationRequired` is raised on purpose (nobody to authorise) and reported where it
-    is handled."""
+    """The SDK logs whatever leaves its flow as "OAuth flow error", with a traceback, and
+    raises it on. An `AuthorizationRequired` is raised on purpose (nobody to authorise), and
+    an `OAuthFlowError` says what went wrong in its message: both are reported where they are
+    handled (`auth login`, a node's connection), once."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         error = record.exc_info[1] if record.exc_info else None
-        return not isinstance(error, AuthorizationRequired)
+        return not isinstance(error, AuthorizationRequired | OAuthFlowError)
 
 
 logging.getLogger("mcp.client.auth.oauth2").addFilter(_NotOurRefusals())
@@ -295,7 +300,7 @@ class McpOAuth(OAuthClientProvider):
     async def _auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        refreshed_after_401 = stepped_up = False
+        refreshed_after_401 = stepped_up = registered_afresh = False
         while True:
             flow = super()._auth_flow(request)
             retry_with_refresh = stepping_up = False
@@ -340,6 +345,26 @@ class McpOAuth(OAuthClientProvider):
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 return
+            except AuthorizationPageRefused as refused:
+                if registered_afresh:
+                    raise AuthorizationPageRefused(
+                        refused.status, refused.detail, why="even with a new client registration"
+                    ) from None
+                cannot = self._cannot_register_again()
+                if cannot:
+                    raise AuthorizationPageRefused(
+                        refused.status, refused.detail, why=cannot
+                    ) from None
+                log.info(
+                    "%s: the authorization server refused our client registration (%s); "
+                    "registering again",
+                    self.name,
+                    refused.detail or f"HTTP {refused.status}",
+                )
+                self.context.client_info = None
+                self.context.clear_tokens()  # issued to the client it forgot
+                await self.tokens.forget_client()
+                registered_afresh = True
             except AuthorizationRequired as refused:
                 call = self._in_flight.current_call() if self._in_flight is not None else None
                 if call is None:
@@ -356,6 +381,23 @@ class McpOAuth(OAuthClientProvider):
                 await flow.aclose()
             if retry_with_refresh:
                 self.context.token_expiry_time = 1.0  # long past: the next pass refreshes first
+
+    def _cannot_register_again(self) -> str | None:
+        """Why the client refused at the authorization page cannot be registered afresh (its
+        ID comes from the config), or None."""
+        if self.tokens.pre_registered:
+            return f"is mcpServers.{self.name}.oauth_client_id registered there?"
+        client = self.context.client_info
+        if client is not None and client.client_id == self.context.client_metadata_url:
+            return f"does it accept mcpServers.{self.name}.oauth_client_metadata_url?"
+        return None
+
+    async def _probe(self, url: str) -> None:
+        """Look at the page before a person is sent to it, unless our client was registered
+        just now (then the server knows it): a page that refuses us is no page for a person."""
+        client = self.context.client_info
+        if client is None or client.client_id not in self.tokens.registered_now:
+            await probe_authorization_page(url)
 
     def _can_ask(self) -> bool:
         """Whether a call in flight has a caller to put the authorization to."""
@@ -375,8 +417,9 @@ class McpOAuth(OAuthClientProvider):
             return await self._ask_caller(url)
         if self.mode == "fetch":
             return await receive_callback(
-                self._port, lambda: _fetch_authorization(url), within=_FETCH_TIMEOUT
+                self._port, lambda: fetch_authorization(url), within=_FETCH_TIMEOUT
             )
+        await self._probe(url)
 
         async def open_browser() -> None:
             self._announce(
@@ -475,16 +518,3 @@ def _is_step_up(response: httpx2.Response) -> bool:
         response.status_code == 403
         and extract_field_from_www_auth(response, "error") == "insufficient_scope"
     )
-
-
-async def _fetch_authorization(url: str) -> None:
-    """GET the authorization URL and follow its redirects: the last lands on our callback."""
-    async with httpx2.AsyncClient(
-        follow_redirects=True, max_redirects=_FETCH_REDIRECTS, timeout=_FETCH_TIMEOUT
-    ) as http:
-        response = await http.get(url)
-    if urlsplit(str(response.url)).path != "/callback" or response.status_code != 200:
-        raise OAuthFlowError(
-            f"fetching the authorization page ended at HTTP {response.status_code} "
-            "without reaching the callback (does the server need a person to approve?)"
-        )

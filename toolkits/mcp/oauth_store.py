@@ -209,6 +209,8 @@ class ServerTokens:
         self.server_url = server_url
         self.key = entry_key(name, server_url)
         self._fixed_client = fixed_client
+        self.registered_now: set[str] = set()
+        """Client IDs registered through this object (so known to the server right now)."""
 
     async def load(self) -> OAuthEntry:
         raw = await anyio.to_thread.run_sync(self.store.read, self.key)
@@ -233,6 +235,19 @@ class ServerTokens:
         entry = await self.load()
         update = {"resource_metadata": resource, "server_metadata": server}
         await self.save(entry.model_copy(update=update))
+
+    @property
+    def pre_registered(self) -> bool:
+        """Whether the client registration is the config's (never stored, never replaced)."""
+        return self._fixed_client is not None
+
+    async def forget_client(self) -> None:
+        """Drop the stored client registration (the authorization server no longer knows it)
+        and the tokens issued to it."""
+        entry = await self.load()
+        await self.save(
+            entry.model_copy(update={"client_info": None, "tokens": None, "expires_at": None})
+        )
 
     async def clear_tokens(self) -> None:
         """Drop the tokens, keep the client registration (a new login reuses it)."""
@@ -260,6 +275,7 @@ class ServerTokens:
             return
         entry = await self.load()
         await self.save(entry.model_copy(update={"client_info": client_info}))
+        self.registered_now.add(client_info.client_id)
 
 
 def _same_resource(a: str, b: str) -> bool:

@@ -65,6 +65,7 @@ __all__ = [
     "Target",
     "connection_lost",
     "describe_error",
+    "error_text",
     "lost_during",
 ]
 
@@ -129,6 +130,14 @@ def describe_error(exc: BaseException) -> str:
         exc = group.exceptions[0]
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def error_text(code: object, message: object) -> str:
+    """A server's JSON-RPC error as a tool's error text: `MCP error CODE: MESSAGE`, once (the
+    TypeScript SDK's servers already put that prefix in the message)."""
+    prefix = f"MCP error {code}: "
+    text = str(message)
+    return text if text.startswith(prefix) else prefix + text
 
 
 def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:

@@ -4,9 +4,10 @@ Each connection attempt builds a fresh transport (an SDK transport is single-use
 the SDK we add: a stdio server's stderr goes to the node's logger (and its last lines into the
 error a failed start reports), and its pipe also carries calls passed through (`stdio_pipe`);
 HTTP and SSE get the configured headers and the bearer token, read from the environment at
-connect time and never logged, or else the MCP authorization flow (`oauth`) when the server
-answers 401; and every stream transport tells the node when the server closes the connection,
-so a server that dies while idle is noticed.
+connect time and never logged (a 401 to it is an error naming where it came from, not the
+SDK's "Server returned an error response"), or else the MCP authorization flow (`oauth`) when
+the server answers 401; and every stream transport tells the node when the server closes the
+connection, so a server that dies while idle is noticed.
 """
 
 from __future__ import annotations
@@ -27,11 +28,13 @@ import anyio
 import httpx2
 from anyio.abc import ObjectReceiveStream
 from mcp.client import Transport
+from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from ..errors import ServerConfigError
 from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
@@ -44,7 +47,14 @@ if TYPE_CHECKING:
     # publicly; used here in annotations only, so nothing at run time depends on the module.
     from mcp.client._transport import ReadStream, TransportStreams
 
-__all__ = ["HttpLink", "StderrTail", "TransportFactory", "config_transport", "watch_transport"]
+__all__ = [
+    "HttpLink",
+    "StaticCredentials",
+    "StderrTail",
+    "TransportFactory",
+    "config_transport",
+    "watch_transport",
+]
 
 TransportFactory = Callable[[], Transport]
 """Makes a fresh transport for each connection attempt (transports are single-use)."""
@@ -84,7 +94,8 @@ class HttpLink:
         """Whether an auth flow is in play: an auth other than ours, or ours once the server
         asked for authorization."""
         return self.auth is not None and not (
-            isinstance(self.auth, LazyOAuth) and not self.auth.engaged
+            isinstance(self.auth, StaticCredentials)
+            or (isinstance(self.auth, LazyOAuth) and not self.auth.engaged)
         )
 
     def observe(self, request: httpx2.Request) -> None:
@@ -145,12 +156,49 @@ def _auth(
         if given is not None:
             return given
         if not uses_oauth(config):
-            return None
+            return StaticCredentials.of(config, name)
         mode = redirect_mode_from_env("refuse")
         # A node never opens a browser: it asks its caller, or says which command authorises it.
         return LazyOAuth(partial(oauth_for, name, config, mode=mode, in_flight=in_flight))
 
     return make
+
+
+class StaticCredentials(httpx2.Auth):
+    """Sends requests as they are (the credential is in the client's headers) and makes a 401
+    to them an error that says whose credential the server refused: no retry will change it."""
+
+    def __init__(self, name: str, source: str) -> None:
+        self._name = name
+        self._source = source
+
+    @classmethod
+    def of(cls, config: McpServerConfig, name: str) -> StaticCredentials | None:
+        """The watcher of `config`'s static credential, if it sends one."""
+        if config.bearer_token_env is not None:
+            return cls(name, f"the token in ${config.bearer_token_env}")
+        if any(key.lower() == "authorization" for key in config.headers):
+            return cls(name, f"the Authorization header of mcpServers.{name}.headers")
+        return None
+
+    async def async_auth_flow(
+        self, request: httpx2.Request
+    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        response = yield request
+        if response.status_code != 401:
+            return
+        said = [
+            field
+            for field in (
+                extract_field_from_www_auth(response, "error"),
+                extract_field_from_www_auth(response, "error_description"),
+            )
+            if field
+        ]
+        why = f" ({': '.join(said)})" if said else ""
+        raise ServerConfigError(
+            f"MCP server {self._name!r} answered HTTP 401{why}: it refused {self._source}"
+        )
 
 
 _DRAIN_SECONDS = 0.5

@@ -9,11 +9,16 @@ a missing or repeated `Host` is not.
 
 AllowedHosts.build(names, port, hosts, origins)  -> the rules (ValueError on a bad pattern)
 HostCheck(app, allowed)                          -> ASGI: 421 for a Host, 403 for an Origin
+
+Each refused value is logged once, as a WARNING naming the setting that would allow it (a
+proxy in front that passes its own Host is the usual cause); after `_WARNED_LIMIT` distinct
+values one more line says the rest go unlogged, so a scanner cannot flood the log.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -27,6 +32,8 @@ from .request_headers import every
 __all__ = ["LOOPBACK_NAMES", "AllowedHosts", "HostCheck", "is_loopback"]
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
+
+log = logging.getLogger(__name__)
 
 AnyPort = Literal["*"]
 _NAME = r"\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?"
@@ -122,6 +129,8 @@ class AllowedHosts:
 
 _SCHEMES = ("http", "https")
 _JUDGED_LIMIT = 256
+_WARNED_LIMIT = 32
+_SHOWN_CHARACTERS = 100
 
 
 def _pattern(pattern: re.Pattern[str], text: str, shape: str) -> _Place:
@@ -140,6 +149,8 @@ class HostCheck:
         self._judged: dict[bytes, bool] = {}
         """`Host` values seen, and whether each is allowed: a client sends the same one on every
         request, and parsing it again was ~1 % of a proxied call's CPU."""
+        self._warned: set[tuple[str, str]] = set()
+        """Refused (header, value) pairs logged already."""
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         refusal = self._refusal(scope) if scope["type"] == "http" else None
@@ -151,10 +162,43 @@ class HostCheck:
         hosts = every(scope, b"host")
         origins = [value.decode("latin-1") for value in every(scope, b"origin")]
         if len(hosts) != 1 or not self._allows_host(hosts[0]):
+            self._warn("Host", [host.decode("latin-1") for host in hosts], "allowed_hosts")
             return PlainTextResponse("Invalid Host header", status_code=421)
         if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):
+            self._warn("Origin", origins, "allowed_origins")
             return PlainTextResponse("Invalid Origin header", status_code=403)
         return None
+
+    def _warn(self, header: str, values: list[str], setting: str) -> None:
+        """Say once per refused value why the request was refused and what would allow it."""
+        shown = ", ".join(repr(value[:_SHOWN_CHARACTERS]) for value in values) or "none"
+        key = (header, shown)
+        if key in self._warned or len(self._warned) > _WARNED_LIMIT:
+            return
+        self._warned.add(key)
+        if len(self._warned) > _WARNED_LIMIT:
+            log.warning(
+                "refused requests with more than %d different Host or Origin headers; not "
+                "logging further ones",
+                _WARNED_LIMIT,
+            )
+            return
+        if len(values) == 1:
+            log.warning(
+                "refused a request with %s %s (%s); if this server is meant to answer to it, "
+                "add it to [gateway] %s (logged once per value)",
+                header,
+                shown,
+                "HTTP 421" if header == "Host" else "HTTP 403",
+                setting,
+            )
+        else:
+            log.warning(
+                "refused a request with %d %s headers (%s): a request carries exactly one",
+                len(values),
+                header,
+                shown,
+            )
 
     def _allows_host(self, raw: bytes) -> bool:
         allowed = self._judged.get(raw)
