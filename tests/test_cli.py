@@ -308,7 +308,12 @@ def test_run_json_is_one_object_with_output_usage_steps_and_run_id(
     assert re.fullmatch(r"[0-9a-f]{12}", printed["run_id"])
     assert printed["usage"]["requests"] == 2
     assert printed["steps"] == [
-        {"tool": "calculator", "input": {"expression": "6 * 7"}, "observation": "42"}
+        {
+            "call_id": "call_1",
+            "tool": "calculator",
+            "input": {"expression": "6 * 7"},
+            "observation": "42",
+        }
     ]
     empty = write_script(tmp_path / "empty.json", [])
     assert main(["run", "hi", "--model", f"scripted:{empty}", "--json"]) == 1

@@ -90,6 +90,11 @@ def run_error_json(
 
 def _steps(steps: Sequence[ToolCallStep]) -> list[dict[str, Any]]:
     return [
-        {"tool": step.tool, "input": step.tool_input, "observation": step.observation}
+        {
+            "call_id": step.tool_call_id,
+            "tool": step.tool,
+            "input": step.tool_input,
+            "observation": step.observation,
+        }
         for step in steps
     ]

@@ -74,7 +74,14 @@ def test_json_of_a_failed_run_has_every_key_and_what_it_did_so_far(tmp_path: Pat
     model = script_model(
         tmp_path / "a.json", {"tool_calls": [tool_call("calculator", "c1", expression="6 * 7")]}
     )
-    so_far = [{"tool": "calculator", "input": {"expression": "6 * 7"}, "observation": "42"}]
+    so_far = [
+        {
+            "call_id": "c1",
+            "tool": "calculator",
+            "input": {"expression": "6 * 7"},
+            "observation": "42",
+        }
+    ]
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     for where in (["--store", store], ["--no-store"]):
         done = cli("run", "q", "--config", config, "--model", model, "--json", *where)

@@ -72,7 +72,12 @@ async def test_steps_are_returned_when_the_agent_is_configured_to(era: str) -> N
         result = await client.call_tool("assistant", {"prompt": "What is 6 * 7?"})
     assert result.structured_content is not None
     assert result.structured_content["steps"] == [
-        {"tool": "calculator", "tool_input": {"expression": "6 * 7"}, "observation": "42"}
+        {
+            "tool_call_id": "call_1",
+            "tool": "calculator",
+            "tool_input": {"expression": "6 * 7"},
+            "observation": "42",
+        }
     ]
 
 

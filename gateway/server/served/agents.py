@@ -80,6 +80,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
+                    "tool_call_id": {"type": "string"},
                     "tool": {"type": "string"},
                     "tool_input": {"type": "object"},
                     "observation": {"type": "string"},
@@ -398,7 +399,12 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
     }
     if steps:
         structured["steps"] = [
-            {"tool": s.tool, "tool_input": s.tool_input, "observation": s.observation}
+            {
+                "tool_call_id": s.tool_call_id,
+                "tool": s.tool,
+                "tool_input": s.tool_input,
+                "observation": s.observation,
+            }
             for s in item.steps or ()
         ]
     return types.CallToolResult(
