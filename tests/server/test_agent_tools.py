@@ -121,12 +121,18 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(era: str) -> No
     gateway = calculator_gateway(calculator_agent([]))
     async with Client(serve(gateway), mode=era) as client:
         missing = await client.call_tool("assistant", {})
+        blank = await client.call_tool("assistant", {"prompt": "  "})
+        blank_item = await client.call_tool("assistant", {"items": [{"prompt": ""}]})
         unknown = await client.call_tool("nobody", {"prompt": "?"})
     assert missing.is_error
     assert unknown.is_error
     assert isinstance(missing.content[0], types.TextContent)
     assert "invalid arguments for agent 'assistant'" in missing.content[0].text
     assert "give either `prompt` or `items`" in missing.content[0].text
+    for refused in (blank, blank_item):
+        assert refused.is_error
+        assert isinstance(refused.content[0], types.TextContent)
+        assert "a prompt must not be empty" in refused.content[0].text
     assert isinstance(unknown.content[0], types.TextContent)
     assert unknown.content[0].text == "no tool named 'nobody' (tools: assistant)"
 

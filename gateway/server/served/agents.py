@@ -124,6 +124,9 @@ class _Arguments(BaseModel):
     def _prompt_or_items(self) -> _Arguments:
         if (self.prompt is None) == (self.items is None):
             raise ValueError("give either `prompt` or `items`")
+        prompts = [self.prompt] if self.items is None else [i.prompt for i in self.items]
+        if any(not (p or "").strip() for p in prompts):
+            raise ValueError("a prompt must not be empty")  # as an agent called as a tool says
         if self.items is not None and self.session_id is not None:
             raise ValueError("with `items`, each item has its own `session_id`")
         return self
