@@ -76,7 +76,23 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
                 message=message,
             )
         )
-    return steps
+    return _in_call_order(steps)
+
+
+def _in_call_order(steps: list[ToolCallStep]) -> list[ToolCallStep]:
+    """The steps of each model answer in the order the model made its calls: the calls the
+    agent answered itself were recorded before the engine's results of the same answer."""
+    ordered: list[ToolCallStep] = []
+    start = 0
+    for end in range(1, len(steps) + 1):
+        if end == len(steps) or steps[end].message != steps[start].message:
+            group = steps[start:end]
+            if len(group) > 1:
+                position = {call.id: i for i, call in enumerate(group[0].message.tool_calls)}
+                group.sort(key=lambda step: position.get(step.tool_call_id, len(position)))
+            ordered += group
+            start = end
+    return ordered
 
 
 def tool_usage(response: EngineResponse | None) -> Usage:

@@ -200,6 +200,26 @@ async def test_an_unknown_tool_name_yields_an_observation_listing_the_real_tools
     assert result.iterations == 3
 
 
+async def test_the_steps_of_one_answer_are_in_the_order_the_model_made_its_calls() -> None:
+    """Also the calls the agent answered itself (an unknown tool), recorded first."""
+    both = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="calculator", arguments={"expression": "1 + 1"}),
+            ScriptedCall(name="calc", arguments={}),
+            ScriptedCall(name="calculator", arguments={"expression": "2 + 2"}),
+        ]
+    )
+    options = AgentOptions(return_intermediate_steps=True)
+    spec = AgentSpec("assistant", ScriptedModel([both, "done"]), ["calculator"], options=options)
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    [item] = (await gateway.run("assistant", "go")).items
+    assert [(s.tool, s.observation) for s in item.steps or ()] == [
+        ("calculator", "2"),
+        ("calc", "Error: there is no tool named 'calc'. Available tools: calculator."),
+        ("calculator", "4"),
+    ]
+
+
 async def test_an_item_finished_in_the_first_step_is_not_sent_to_the_model_again() -> None:
     model = ScriptedModel(
         ["four", call("calculator", expression="6 * 7"), "forty-two"]  # item 0, item 1, item 1
