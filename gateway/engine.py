@@ -347,7 +347,7 @@ class Gateway:
                 result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()
             if result.is_error:
-                span.fail(result_text(result, cap) or "the tool reported an error")
+                span.fail(result_text(result, cap) or "the tool reported an error", private=True)
                 return NodeCall(result, error=span.error, usage=usage)
             span.output = result_data(result, max_chars=cap)
             return NodeCall(result, data=span.output, usage=usage)

@@ -7,7 +7,9 @@ call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, toke
 that ran it. The run itself is not a span of its own (its agent is); its id is the
 `agent_gateway.run_id` attribute of every span. A tool's progress and the trace's notes
 (fallbacks, server logs, warnings) are span events; failures set the span's error status and
-`error.type`. Arguments, results and messages are not recorded: they may hold personal data.
+`error.type`. Arguments, results and messages are not recorded: they may hold personal data,
+and so may a tool's own error text, or one quoting the call (`error_private`): such a status
+has no description.
 
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
 continues the caller's trace, and each tool call puts its span's context (and the caller's
@@ -128,7 +130,8 @@ class OtelExporter:
                     if isinstance(value, int):
                         span.set_attribute(attribute, value)
         if event.phase == "error":
-            span.set_status(Status(StatusCode.ERROR, event.error))
+            said = None if event.error_private else event.error  # a tool's words stay out
+            span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))
         span.end()
 

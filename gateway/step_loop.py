@@ -391,7 +391,9 @@ async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest
                 "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
             ) as span:
                 if step.observation.startswith(ERROR_PREFIX):
-                    span.fail(step.observation.removeprefix(ERROR_PREFIX))
+                    # Bad arguments are quoted in what the model is told.
+                    private = call.invalid_arguments is not None
+                    span.fail(step.observation.removeprefix(ERROR_PREFIX), private=private)
                 else:
                     span.output = step.observation
 

@@ -90,6 +90,9 @@ class TraceEvent(BaseModel):
     """For a tool's `note` of its MCP server's log message: the message as the server sent it."""
     paused: str | None = Field(default=None, exclude=True)
     """For an `error` event that is a pause, not a failure: what the run waits for."""
+    error_private: bool = Field(default=False, exclude=True)
+    """For a tool span's `error`: the tool's own words, or the call's arguments quoted, which
+    may hold personal data (shown to the model and in the trace, kept from telemetry)."""
     caller_trace: dict[str, str] | None = Field(default=None, exclude=True)
     """For a span with no parent here: the W3C trace context its MCP client sent in the
     request's `_meta` (`traceparent`, `tracestate`; SEP-414), for the span to continue."""
@@ -134,10 +137,13 @@ class Span:
     started: float
     output: JsonValue = None
     error: str | None = None
+    error_private: bool = False
 
-    def fail(self, error: str) -> None:
-        """Close as failed without raising: a tool error is an outcome, not an exception."""
+    def fail(self, error: str, *, private: bool = False) -> None:
+        """Close as failed without raising: a tool error is an outcome, not an exception.
+        `private`: the text is the tool's own or quotes the call (`TraceEvent.error_private`)."""
         self.error = error
+        self.error_private = private
 
 
 @dataclass
@@ -251,6 +257,7 @@ class Tracer:
                 node=node,
                 subject=self.subject,
                 paused=paused,
+                error_private=span.error_private,
                 caller_trace=self.caller_trace if parent_id is None else None,
             )
 

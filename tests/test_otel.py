@@ -195,6 +195,37 @@ async def test_a_malformed_traceparent_starts_a_trace_of_its_own() -> None:
     assert len({s.context.trace_id for s in spans if s.context is not None}) == 1
 
 
+@pytest.mark.anyio
+async def test_a_tools_own_error_text_stays_out_of_the_span() -> None:
+    """It may quote the call (the README: arguments and results are not recorded); the
+    gateway's own words (an unknown tool) are kept."""
+    model = ScriptedModel(
+        [
+            call("calculator", expression="my_salary * 2"),
+            call("calculator", expr="1"),  # not its schema: refused, the arguments quoted
+            call("nope"),
+            "done",
+        ]
+    )
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])], [AgentSpec("a", model, ["calculator"])]
+    )
+    hook, memory = exporter()
+    assert (await gateway.run("a", "go", hooks=[hook])).output == "done"
+    failed = [s for s in memory.get_finished_spans() if s.status.status_code == StatusCode.ERROR]
+    said = {s.name: s.status.description for s in failed}
+    assert [s.name for s in failed] == [
+        "execute_tool calculator",
+        "execute_tool calculator",
+        "execute_tool nope",
+    ]
+    assert [s.status.description for s in failed[:2]] == [None, None]  # quoted the call
+    assert "there is no tool named 'nope'" in (said["execute_tool nope"] or "")
+    assert all(
+        s.attributes is not None and s.attributes["error.type"] == "tool_error" for s in failed
+    )
+
+
 def run_installed(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
     assert executable is not None, "the package is not installed (pip install -e .)"
