@@ -195,7 +195,8 @@ class OpenAIModel(HTTPChatModel):
         usage: Any,
         tools: Sequence[ToolDefinition],
     ) -> AssistantMessage:
-        content = text(message.get("content")) or text(message.get("refusal"))
+        refusal = text(message.get("refusal"))
+        content = text(message.get("content")) or refusal
         calls = tuple(
             tool_call(
                 text(obj(item).get("id")) or new_call_id(),
@@ -207,6 +208,9 @@ class OpenAIModel(HTTPChatModel):
         if not calls and self._text_tool_calls and tools:
             content, calls = parse_text_tool_calls(content, {tool.name for tool in tools})
         reason, detail = read_stop(finish_reason, _STOPS)
+        if refusal and not calls and not text(message.get("content")):
+            # Said in `refusal`, not `content` (the finish_reason, `stop`, says nothing).
+            reason, detail = "refusal", None
         return AssistantMessage(
             content=content,
             tool_calls=calls,
@@ -310,6 +314,7 @@ class _ChunkAssembler:
     label: str
     build: Callable[[JSONObject, Any, Any], AssistantMessage]
     _content: list[str] = field(default_factory=list[str])
+    _refusal: list[str] = field(default_factory=list[str])
     _reasoning: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
     _finish_reason: Any = None
@@ -337,6 +342,8 @@ class _ChunkAssembler:
                 self._finish_reason = choice["finish_reason"]
             delta = obj(choice.get("delta"))
             delta_text += text(delta.get("content"))
+            if isinstance(delta.get("refusal"), str):
+                self._refusal.append(delta["refusal"])
             for key in _REASONING_FIELDS:
                 if isinstance(delta.get(key), str):
                     self._reasoning.setdefault(key, []).append(delta[key])
@@ -372,6 +379,8 @@ class _ChunkAssembler:
         if self._finish_reason is None and not self._done:
             raise cut_short(self.label, "finish_reason or [DONE]")
         message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
+        if self._refusal:
+            message["refusal"] = "".join(self._refusal)
         for key, parts in self._reasoning.items():
             message[key] = "".join(parts)
         if self._calls:

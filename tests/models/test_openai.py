@@ -637,3 +637,16 @@ async def test_why_the_answer_stopped_is_kept(
     model = openai(fake, sleeps)
     for answer in (await model.invoke(ASK, []), await model.invoke(ASK, [], on_token=Tokens())):
         assert (answer.stop_reason, answer.stop_detail) == (stop_reason, finish_reason)
+
+
+@pytest.mark.anyio
+async def test_a_refusal_is_not_an_answer(sleeps: Sleeps) -> None:
+    """OpenAI says it in `refusal` (streamed as `delta.refusal`), with finish_reason `stop`."""
+    said = "I'm sorry, I can't help with that."
+    whole = completion({"role": "assistant", "content": None, "refusal": said}, "stop")
+    events = [(None, chunk({"refusal": said[:8]})), (None, chunk({"refusal": said[8:]}))]
+    events.append((None, chunk({}, "stop")))
+    fake = FakeProvider(json_response(200, whole), sse_response(events))
+    model = openai(fake, sleeps)
+    for answer in (await model.invoke(ASK, []), await model.invoke(ASK, [], on_token=Tokens())):
+        assert (answer.content, answer.stop_reason) == (said, "refusal")
