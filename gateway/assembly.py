@@ -53,6 +53,7 @@ async def open_gateway(
     state_dir: str | Path | None = None,
     http_client: httpx.AsyncClient | None = None,
     start_wait: float | None = None,
+    for_agent: str | None = None,
     on_waiting: Callable[[Sequence[str]], None] | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
@@ -63,8 +64,10 @@ async def open_gateway(
     `gateway.memory_config`. The models' requests go through `http_client`
     (default: a pool of this gateway's own, closed with it). With `start_wait`, the gateway
     comes up after that many seconds at most: a server still starting then joins it once
-    ready (its tools appear; their node says so to subscribers). `on_waiting` hears which
-    servers it still waits for while it starts (`McpToolkitGroup`).
+    ready (its tools appear; their node says so to subscribers). With `for_agent`, it waits
+    only for the servers that agent uses, itself or through the agents it calls; the others
+    start in the background. `on_waiting` hears which servers it still waits for while it
+    starts (`McpToolkitGroup`).
     """
     with _naming_file(config):
         nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
@@ -104,7 +107,11 @@ async def open_gateway(
         # node's health and retried, while the others serve.
         servers_config, targets = _stdio_children(config.mcp_servers, config.gateway.max_depth)
         async with McpToolkitGroup(
-            servers_config, targets=targets, settle_within=start_wait, on_waiting=on_waiting
+            servers_config,
+            targets=targets,
+            settle_within=start_wait,
+            wait_for=None if for_agent is None else config.nodes_of(for_agent),
+            on_waiting=on_waiting,
         ) as servers:
             for server in servers:  # "the usual way" is the SDK's at both ends
                 server.raw_calls = config.gateway.pass_through

@@ -20,7 +20,7 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -254,6 +254,23 @@ class Config(_Strict):
     def source(self) -> Path | None:
         """The file this config was read from, for errors found after loading it."""
         return self._source
+
+    def reached_from(self, roots: Sequence[str]) -> dict[str, AgentConfig]:
+        """The agents `roots` name and every agent they call, in config order."""
+        reached: set[str] = set()
+        todo = list(roots)
+        while todo:
+            name = todo.pop()
+            if name in reached or name not in self.agents:
+                continue
+            reached.add(name)
+            todo += self.agents[name].tools
+        return {name: spec for name, spec in self.agents.items() if name in reached}
+
+    def nodes_of(self, agent: str) -> set[str]:
+        """The MCP servers and local tools `agent` uses, itself or through agents it calls."""
+        used = {tool for spec in self.reached_from([agent]).values() for tool in spec.tools}
+        return used - set(self.agents)
 
     def read_from(self, path: Path) -> Config:
         """This config, noted as read from `path`."""

@@ -219,3 +219,21 @@ def test_in_a_toml_file_every_key_counts(tmp_path: Path) -> None:
     path.write_text('[mcpServers.m]\ncommand = "srv"\n[preferences]\nx = 1\n')
     with pytest.raises(ConfigError, match="preferences: unknown key"):
         load_config(path)
+
+
+def test_an_agent_reaches_the_agents_it_calls_and_their_nodes() -> None:
+    config = parse_config(
+        {
+            "mcpServers": {name: {"command": "x"} for name in ("s1", "s2", "s3", "s4")},
+            "agents": {
+                "other": {"tools": ["s4"]},
+                "lead": {"tools": ["middle", "s1"]},
+                "middle": {"tools": ["leaf", "s2", "lead"]},  # a cycle ends where it began
+                "leaf": {"tools": ["s3"]},
+            },
+        }
+    )
+    assert list(config.reached_from(["lead"])) == ["lead", "middle", "leaf"]
+    assert config.nodes_of("lead") == {"s1", "s2", "s3"}
+    assert config.nodes_of("leaf") == {"s3"}
+    assert config.nodes_of("nobody") == set()

@@ -223,3 +223,30 @@ def test_a_terminal_is_told_which_servers_the_run_waits_for(tmp_path: Path) -> N
     assert done.stdout == ANSWER + "\n"
     assert "waiting for MCP servers to start: silent" in shown
     assert "no handshake and tool list within 2 s" in shown  # then it goes on without it
+
+
+@pytest.mark.parametrize("store", [["--no-store"], ["--state-dir", "state"]])
+def test_a_run_does_not_wait_for_a_server_its_agent_does_not_use(
+    tmp_path: Path, store: list[str]
+) -> None:
+    """It would wait its connect_timeout (10 minutes) for it; the test's timeout is 30 s."""
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[mcpServers.silent]\ncommand = "bash"\nargs = ["-c", "cat > /dev/null"]\n'
+        "connect_timeout = 600\n"
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[agents.sums]\ntools = ["calculator"]\n'
+        '[agents.chatty]\ntools = ["silent", "sums"]\n'
+    )
+    done = subprocess.run(
+        [executable, "run", "go", "--agent", "sums", "--model", f"scripted:{script}", *store],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ANSWER + "\n"

@@ -78,6 +78,8 @@ async def _run(args: argparse.Namespace) -> int:
             config,
             model=args.model,
             hooks=trace_hooks(args, console),
+            # Servers the agent does not use start meanwhile (--strict checks every one).
+            for_agent=None if args.strict else name,
             on_waiting=console.waiting_for,
         ) as gateway,
     ):

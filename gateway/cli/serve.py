@@ -6,7 +6,6 @@ import argparse
 import os
 import sys
 from contextlib import nullcontext
-from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -182,19 +181,7 @@ def _served(config: Config, agents: list[str] | None) -> Config:
     for name in agents:
         if name not in config.agents:
             raise UnknownAgent(f"no agent named {name!r} (configured: {names})")
-    return config.model_copy(update={"agents": _reached(config, agents)})
-
-
-def _reached(config: Config, roots: list[str]) -> dict[str, Any]:
-    reached: dict[str, Any] = {}
-    todo = list(roots)
-    while todo:
-        name = todo.pop()
-        if name in reached or name not in config.agents:
-            continue
-        reached[name] = config.agents[name]
-        todo += config.agents[name].tools
-    return {name: reached[name] for name in config.agents if name in reached}
+    return config.model_copy(update={"agents": config.reached_from(agents)})
 
 
 async def _warn_about(gateway: Gateway, config: Config) -> None:

@@ -8,7 +8,8 @@
 Entering starts every node's owner task concurrently and returns once each has settled (ready,
 or failed and retrying in the background): a server that cannot start never holds the others
 back. With `settle_within`, it returns after that long at most: a server still starting goes on
-in the background, and its node says when its tools arrive (`subscribe`). `on_waiting` hears
+in the background, and its node says when its tools arrive (`subscribe`); `wait_for` names the
+servers worth waiting for at all (the others start in the background too). `on_waiting` hears
 which servers it still waits for, whenever that changes, and `[]` once it stops waiting (a
 terminal's status line). Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
 listing changes.
@@ -16,7 +17,7 @@ listing changes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import partial
 
 import anyio
@@ -44,10 +45,12 @@ class McpToolkitGroup(InBackground):
         targets: Mapping[str, Target] | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
         settle_within: float | None = None,
+        wait_for: Collection[str] | None = None,
         on_waiting: Callable[[Sequence[str]], None] | None = None,
     ) -> None:
         """`targets` replaces the transport of the servers it names (tests, embedding)."""
         self._settle_within = settle_within
+        self._wait_for = wait_for
         self._on_waiting = on_waiting
         targets = targets or {}
         unknown = set(targets) - set(configs)
@@ -117,6 +120,11 @@ class McpToolkitGroup(InBackground):
             settled = {node: _Settled() for node in self._nodes.values()}
             for node, status in settled.items():
                 tg.start_soon(partial(node.run, task_status=status))
+            if self._wait_for is not None:  # the others join when ready
+                waited = set(self._wait_for)
+                for node in [n for n in settled if n.name not in waited]:
+                    node.stop_awaiting()
+                    del settled[node]
             told: list[str] | None = None
             with anyio.move_on_after(self._settle_within):
                 for status in settled.values():
