@@ -84,12 +84,16 @@ def result_data(result: CallToolResult, max_chars: int = DEFAULT_MAX_CHARS) -> J
     """The JSON value the agent's observation is built from (for a result that is not an error).
 
     Structured content wins when the tool gave some and it fits in `max_chars` as compact JSON;
-    if it does not fit, the agent gets its JSON text, truncated.
+    if it does not fit, the agent gets the result's text instead (which MCP has the tool give
+    beside it), else the JSON text, truncated: a lone text (`{"response": "..."}`, a local
+    tool's string) is cut as itself, not inside its JSON.
     """
     structured = result.structured_content
     if structured is not None:
         text = json.dumps(structured, separators=(",", ":"), ensure_ascii=False, default=str)
         if len(text) <= max_chars:
             return structured
+        if result.content:
+            return {"response": result_text(result, max_chars)}
         return {"response": truncate(text, max_chars)}
     return {"response": result_text(result, max_chars)}

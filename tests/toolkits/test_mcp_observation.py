@@ -44,6 +44,14 @@ def test_large_structured_content_falls_back_to_truncated_json() -> None:
     assert "truncated" in response
 
 
+def test_large_structured_content_with_text_beside_it_gives_the_text_truncated() -> None:
+    long = "x" * 200
+    result = types.CallToolResult(
+        content=[types.TextContent(text=long)], structured_content={"response": long}
+    )
+    assert result_data(result, max_chars=50) == {"response": truncate(long, 50)}
+
+
 def test_missing_mime_types_are_named() -> None:
     result = types.CallToolResult(content=[types.ResourceLink(name="", uri="memo://x")])
     assert result_text(result) == "[resource link: memo://x]"
