@@ -30,6 +30,13 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ANSWER = "The crunch came out at 42, as expected."
 
 
+def installed() -> str:
+    """The `agent-gateway` console script of this environment."""
+    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
+    assert executable is not None, "the package is not installed (pip install -e .)"
+    return executable
+
+
 def write_script(path: Path, answers: object) -> Path:
     path.write_text(json.dumps(answers))
     return path
@@ -119,8 +126,7 @@ def test_piped_output_is_plain_text_exactly_as_without_a_terminal(
 def test_the_installed_command_streams_the_answer_once_into_a_real_terminal(
     tmp_path: Path,
 ) -> None:
-    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
-    assert executable is not None, "the package is not installed (pip install -e .)"
+    executable = installed()
     script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
     primary, secondary = pty.openpty()
     try:
@@ -195,8 +201,7 @@ def test_an_answer_cut_off_at_the_token_limit_fails_the_run_and_keeps_its_text(
 
 
 def test_a_terminal_is_told_which_servers_the_run_waits_for(tmp_path: Path) -> None:
-    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
-    assert executable is not None, "the package is not installed (pip install -e .)"
+    executable = installed()
     script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
     # Reads the handshake and never answers: the run waits its connect_timeout for it.
     (tmp_path / "agent-gateway.toml").write_text(
@@ -230,8 +235,7 @@ def test_a_run_does_not_wait_for_a_server_its_agent_does_not_use(
     tmp_path: Path, store: list[str]
 ) -> None:
     """It would wait its connect_timeout (10 minutes) for it; the test's timeout is 30 s."""
-    executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
-    assert executable is not None, "the package is not installed (pip install -e .)"
+    executable = installed()
     script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
     (tmp_path / "agent-gateway.toml").write_text(
         '[mcpServers.silent]\ncommand = "bash"\nargs = ["-c", "cat > /dev/null"]\n'

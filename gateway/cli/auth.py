@@ -11,9 +11,9 @@ from toolkits import ToolkitError
 from toolkits.errors import find_error
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.authorization import login, logout, status_of_all
+from toolkits.mcp.error_text import describe_error
 from toolkits.mcp.oauth import redirect_mode_from_env
 from toolkits.mcp.oauth_store import default_store
-from toolkits.mcp.session import describe_error
 
 from ..config import Config
 from ..errors import GatewayError

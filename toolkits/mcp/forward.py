@@ -51,9 +51,10 @@ from pydantic import ValidationError
 from ..base import CallContext, ServerRequestHandler, error_result
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
+from .error_text import error_text
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
-from .session import Connection, connection_lost, error_text
+from .session import Connection, connection_lost
 
 __all__ = ["Channel", "ChannelLost", "Forward", "call_for"]
 

@@ -41,6 +41,7 @@ from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
+from .error_text import error_text
 from .forward import Channel, Forward, call_for
 from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
@@ -53,7 +54,6 @@ from .session import (
     OwnedSession,
     Target,
     connection_lost,
-    error_text,
 )
 from .stdio_pipe import StampedPipe
 from .subscriptions import ResourceSubscriptions

@@ -42,6 +42,7 @@ from pydantic import ValidationError
 from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
+from .error_text import describe_error
 from .oauth import find_authorization_required
 from .pages import every_page
 from .server_requests import CallsInFlight, Stamp
@@ -64,8 +65,6 @@ __all__ = [
     "ServeConnection",
     "Target",
     "connection_lost",
-    "describe_error",
-    "error_text",
     "lost_during",
 ]
 
@@ -119,25 +118,6 @@ class Backoff:
 
 
 DEFAULT_BACKOFF = Backoff()
-
-
-def describe_error(exc: BaseException) -> str:
-    """`Type: message`, looking through single-exception groups (task groups wrap errors)."""
-    while isinstance(exc, BaseExceptionGroup):
-        group = cast(BaseExceptionGroup[BaseException], exc)
-        if len(group.exceptions) != 1:
-            return "; ".join(describe_error(inner) for inner in group.exceptions)
-        exc = group.exceptions[0]
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def error_text(code: object, message: object) -> str:
-    """A server's JSON-RPC error as a tool's error text: `MCP error CODE: MESSAGE`, once (the
-    TypeScript SDK's servers already put that prefix in the message)."""
-    prefix = f"MCP error {code}: "
-    text = str(message)
-    return text if text.startswith(prefix) else prefix + text
 
 
 def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:

@@ -41,7 +41,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..capabilities import ResourceUpdatedCallback, Unsubscribe
 from ..errors import NotOffered, ServerUnavailable, ToolkitError
-from .session import Connection, OwnedSession, describe_error, lost_during
+from .error_text import describe_error
+from .session import Connection, OwnedSession, lost_during
 
 __all__ = ["ResourceSubscriptions"]
 
