@@ -282,6 +282,13 @@ class ToolsAgent:
         except AgentError as exc:  # the memory's storage
             return _Outcome(steps, usage=usage, interrupted=exc)
         usage += answer.usage
+        if _unreadable_call(answer) and _asked_again(steps) < UNREADABLE_CALL_RETRIES:
+            # The provider lost a call it could not parse: the model gets to write it again.
+            if self.on_warning is not None:
+                await self.on_warning(index, f"{_stopped(answer)}; asking it again")
+            return _Outcome(
+                [*steps, _ask_again(answer, steps)], usage=usage, called_model=True, answer=answer
+            )
         if not answer.tool_calls and answer.stop_reason in STOPPED_SHORT:
             # Cut off, filtered or refused: not an answer to give as whole. The item fails and
             # says why; what text there was stays in its output.
@@ -574,6 +581,40 @@ def _stopped(answer: AssistantMessage) -> str:
     if reason == "max_tokens":
         said += "; raise the model's max_tokens, or ask for a shorter answer"
     return said
+
+
+UNREADABLE_CALL_RETRIES = 2
+"""How many times in a row the model is asked again after writing a tool call its provider
+could not read (Gemini's MALFORMED_FUNCTION_CALL) before the item fails and says why."""
+
+
+def _unreadable_call(answer: AssistantMessage) -> bool:
+    return not answer.tool_calls and answer.stop_reason == "malformed_tool_call"
+
+
+def _asked_again(steps: Sequence[ToolCallStep]) -> int:
+    """How many of the item's last model answers in a row were unreadable calls."""
+    count = 0
+    for step in reversed(steps):
+        if not _unreadable_call(step.message):
+            break
+        count += 1
+    return count
+
+
+def _ask_again(answer: AssistantMessage, steps: Sequence[ToolCallStep]) -> ToolCallStep:
+    """The step that answers an unreadable call: what went wrong, as the user's next turn."""
+    detail = f" ({answer.stop_detail})" if answer.stop_detail else ""
+    return ToolCallStep(
+        tool_call_id=f"retry_{len(steps) + 1}",
+        tool="",
+        tool_input={},
+        observation=(
+            f"{ERROR_PREFIX}your last tool call could not be read{detail}. Call the tool again "
+            "with arguments that are one valid JSON object, and only tools you were given."
+        ),
+        message=answer,
+    )
 
 
 _NOT_AN_ANSWER = object()
