@@ -45,7 +45,6 @@ from .messages import (
     STOPPED_SHORT,
     AssistantMessage,
     ChatMessage,
-    StopReason,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -71,6 +70,13 @@ from .scratchpad import (
     scratchpad_messages,
     tool_usage,
     with_unique_call_ids,
+)
+from .stopped import (
+    UNREADABLE_CALL_RETRIES,
+    ask_again,
+    times_asked_again,
+    unreadable_call,
+    why_stopped,
 )
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
@@ -282,17 +288,19 @@ class ToolsAgent:
         except AgentError as exc:  # the memory's storage
             return _Outcome(steps, usage=usage, interrupted=exc)
         usage += answer.usage
-        if _unreadable_call(answer) and _asked_again(steps) < UNREADABLE_CALL_RETRIES:
+        if unreadable_call(answer) and times_asked_again(steps) < UNREADABLE_CALL_RETRIES:
             # The provider lost a call it could not parse: the model gets to write it again.
             if self.on_warning is not None:
-                await self.on_warning(index, f"{_stopped(answer)}; asking it again")
+                await self.on_warning(index, f"{why_stopped(answer)}; asking it again")
             return _Outcome(
-                [*steps, _ask_again(answer, steps)], usage=usage, called_model=True, answer=answer
+                [*steps, ask_again(answer, steps)], usage=usage, called_model=True, answer=answer
             )
         if not answer.tool_calls and answer.stop_reason in STOPPED_SHORT:
             # Cut off, filtered or refused: not an answer to give as whole. The item fails and
             # says why; what text there was stays in its output.
-            result = ItemResult(output=answer.content or None, error=_stopped(answer), steps=steps)
+            result = ItemResult(
+                output=answer.content or None, error=why_stopped(answer), steps=steps
+            )
             return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
             answer = with_unique_call_ids(answer, steps)
@@ -562,59 +570,6 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     if isinstance(first, BaseExceptionGroup):
         return _first_leaf(cast(BaseExceptionGroup[BaseException], first))
     return first
-
-
-_STOPPED: dict[StopReason, str] = {
-    "max_tokens": "the answer was cut off at the model's output token limit",
-    "content_filter": "the model stopped: content filter",
-    "refusal": "the model stopped: it refused to answer",
-    "malformed_tool_call": "the model stopped: it wrote a tool call the provider could not read",
-}
-
-
-def _stopped(answer: AssistantMessage) -> str:
-    """Why an answer that stopped short is not the item's answer (see `STOPPED_SHORT`)."""
-    reason = answer.stop_reason or "other"
-    said = _STOPPED.get(reason, f"the model stopped: {reason}")
-    if answer.stop_detail:
-        said += f" ({answer.stop_detail})"
-    if reason == "max_tokens":
-        said += "; raise the model's max_tokens, or ask for a shorter answer"
-    return said
-
-
-UNREADABLE_CALL_RETRIES = 2
-"""How many times in a row the model is asked again after writing a tool call its provider
-could not read (Gemini's MALFORMED_FUNCTION_CALL) before the item fails and says why."""
-
-
-def _unreadable_call(answer: AssistantMessage) -> bool:
-    return not answer.tool_calls and answer.stop_reason == "malformed_tool_call"
-
-
-def _asked_again(steps: Sequence[ToolCallStep]) -> int:
-    """How many of the item's last model answers in a row were unreadable calls."""
-    count = 0
-    for step in reversed(steps):
-        if not _unreadable_call(step.message):
-            break
-        count += 1
-    return count
-
-
-def _ask_again(answer: AssistantMessage, steps: Sequence[ToolCallStep]) -> ToolCallStep:
-    """The step that answers an unreadable call: what went wrong, as the user's next turn."""
-    detail = f" ({answer.stop_detail})" if answer.stop_detail else ""
-    return ToolCallStep(
-        tool_call_id=f"retry_{len(steps) + 1}",
-        tool="",
-        tool_input={},
-        observation=(
-            f"{ERROR_PREFIX}your last tool call could not be read{detail}. Call the tool again "
-            "with arguments that are one valid JSON object, and only tools you were given."
-        ),
-        message=answer,
-    )
 
 
 _NOT_AN_ANSWER = object()

@@ -27,7 +27,7 @@ from agent import (
     UserMessage,
 )
 from agent.scratchpad import observation
-from agent.tools_agent import UNREADABLE_CALL_RETRIES
+from agent.stopped import UNREADABLE_CALL_RETRIES
 
 pytestmark = pytest.mark.anyio
 
