@@ -7,7 +7,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import AsyncGenerator, Callable, Generator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ async def open_gateway(
     state_dir: str | Path | None = None,
     http_client: httpx.AsyncClient | None = None,
     start_wait: float | None = None,
-    for_agent: str | None = None,
+    wait_for: Collection[str] | None = None,
     on_waiting: Callable[[Sequence[str]], None] | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
@@ -64,9 +64,9 @@ async def open_gateway(
     `gateway.memory_config`. The models' requests go through `http_client`
     (default: a pool of this gateway's own, closed with it). With `start_wait`, the gateway
     comes up after that many seconds at most: a server still starting then joins it once
-    ready (its tools appear; their node says so to subscribers). With `for_agent`, it waits
-    only for the servers that agent uses, itself or through the agents it calls; the others
-    start in the background. `on_waiting` hears which servers it still waits for while it
+    ready (its tools appear; their node says so to subscribers). With `wait_for`, it waits
+    only for the servers named there (e.g. `Config.nodes_of` an agent); the others start in
+    the background. `on_waiting` hears which servers it still waits for while it
     starts (`McpToolkitGroup`).
     """
     with _naming_file(config):
@@ -110,7 +110,7 @@ async def open_gateway(
             servers_config,
             targets=targets,
             settle_within=start_wait,
-            wait_for=None if for_agent is None else config.nodes_of(for_agent),
+            wait_for=wait_for,
             on_waiting=on_waiting,
         ) as servers:
             for server in servers:  # "the usual way" is the SDK's at both ends

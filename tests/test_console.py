@@ -254,3 +254,36 @@ def test_a_run_does_not_wait_for_a_server_its_agent_does_not_use(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == ANSWER + "\n"
+
+
+@pytest.mark.parametrize(
+    ("tool", "args", "said"),
+    [
+        ("piped__echo", '{"message": "hi"}', "hi\n"),
+        ("sums", '{"prompt": "go"}', ANSWER + "\n"),
+    ],
+    ids=["server tool", "agent"],
+)
+def test_call_waits_only_for_the_server_its_tool_or_agent_names(
+    tmp_path: Path, tool: str, args: str, said: str
+) -> None:
+    """A silent server's connect_timeout (10 minutes) is not waited for; the test's is 60 s."""
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    piped = Path(__file__).parent / "servers" / "piped.py"
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[mcpServers.silent]\ncommand = "bash"\nargs = ["-c", "cat > /dev/null"]\n'
+        "connect_timeout = 600\n"
+        f'[mcpServers.piped]\ncommand = "{sys.executable}"\nargs = ["{piped}"]\n'
+        'prefix = "always"\n'
+        f'[agents.sums]\ntools = ["piped"]\nmodel = "scripted:{script}"\n'
+    )
+    done = subprocess.run(
+        [installed(), "call", tool, "--args", args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == said

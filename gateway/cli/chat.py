@@ -70,7 +70,7 @@ async def _chat(args: argparse.Namespace) -> int:
             model=args.model,
             hooks=trace_hooks(args, console),
             state_dir=args.state_dir,
-            for_agent=name,
+            wait_for=config.nodes_of(name),
             on_waiting=console.waiting_for,
         ) as gateway,
     ):

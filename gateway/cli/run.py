@@ -79,7 +79,7 @@ async def _run(args: argparse.Namespace) -> int:
             model=args.model,
             hooks=trace_hooks(args, console),
             # Servers the agent does not use start meanwhile (--strict checks every one).
-            for_agent=None if args.strict else name,
+            wait_for=None if args.strict else config.nodes_of(name),
             on_waiting=console.waiting_for,
         ) as gateway,
     ):

@@ -224,7 +224,7 @@ async def _drive(
             model=model or args.model,
             hooks=trace_hooks(args, console),
             state_dir=args.state_dir,
-            for_agent=None if args.strict else state.agent,
+            wait_for=None if args.strict else config.nodes_of(state.agent),
             on_waiting=console.waiting_for,
         ) as gateway,
     ):

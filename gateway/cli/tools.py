@@ -14,6 +14,7 @@ from agent import AgentError, AgentItem
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, result_text
 
 from ..assembly import open_gateway
+from ..config import Config
 from ..console import RunConsole, open_terminal_console
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownTool
@@ -96,6 +97,7 @@ async def _call(args: argparse.Namespace) -> int:
             config,
             hooks=trace_hooks(args),
             start_wait=0 if local else None,
+            wait_for=None if args.strict else _servers_used(config, args.tool),
             on_waiting=console.waiting_for,
         ) as gateway,
     ):
@@ -138,6 +140,17 @@ async def _call_agent(
             print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
         raise
     return print_result(result, as_json=as_json)
+
+
+def _servers_used(config: Config, name: str) -> set[str] | None:
+    """The servers a call of `name` needs started, when its name tells (an agent's, or a tool
+    named `SERVER__TOOL`); None: every server, one of them may offer it."""
+    if name in config.agents:
+        return config.nodes_of(name)
+    server, separator, _ = name.partition("__")
+    if separator and server in config.mcp_servers:
+        return {server}
+    return None
 
 
 def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]) -> NoReturn:
