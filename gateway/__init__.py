@@ -1,5 +1,8 @@
 """The gateway: runs agents on tool nodes, traces them, and serves them."""
 
+from .approval import ApprovalRule, Approver
+from .assembly import open_gateway
+from .config import Config, load_config
 from .engine import AgentSpec, Gateway
 from .errors import (
     ConfigError,
@@ -14,6 +17,8 @@ from .errors import (
     UnknownRun,
     UnknownTool,
 )
+from .journal import Journal
+from .limits import PerNode
 from .run_state import Checkpoint, RunOrigin, RunResult, RunState
 from .store import FileRunStore, RunStore
 from .trace import (
@@ -28,13 +33,18 @@ from .trace import (
 
 __all__ = [
     "AgentSpec",
+    "ApprovalRule",
+    "Approver",
     "Checkpoint",
+    "Config",
     "ConfigError",
     "DepthExceeded",
     "FileRunStore",
     "Gateway",
     "GatewayError",
+    "Journal",
     "JsonLinesPrinter",
+    "PerNode",
     "RunCancelled",
     "RunOrigin",
     "RunPaused",
@@ -53,4 +63,6 @@ __all__ = [
     "UnknownAgent",
     "UnknownRun",
     "UnknownTool",
+    "load_config",
+    "open_gateway",
 ]

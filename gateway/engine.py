@@ -133,6 +133,8 @@ class Gateway:
         `started_by` is who asked (recorded on the state and every trace event); `approver`
         decides on the calls that need a person's approval (`gateway.approval`).
         """
+        if not isinstance(prompt, str) and session_id is not None:
+            raise ValueError("session_id goes with a prompt; items carry their own session_id")
         items = (
             [AgentItem(prompt=prompt, session_id=session_id)]
             if isinstance(prompt, str)

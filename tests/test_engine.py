@@ -338,3 +338,9 @@ async def test_a_run_whose_mcp_node_stops_under_a_call_stops_too_and_tells_the_m
     [error] = failed
     assert "shutting down" in str(error)
     assert len(model.calls) == 1
+
+
+async def test_a_session_id_beside_items_is_refused_not_dropped() -> None:
+    gateway = calculator_gateway(ScriptedModel(["never asked"]))
+    with pytest.raises(ValueError, match="items carry their own session_id"):
+        await gateway.run("assistant", [AgentItem(prompt=QUESTION)], session_id="s1")
