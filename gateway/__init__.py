@@ -20,6 +20,7 @@ from .errors import (
 from .journal import Journal
 from .limits import PerNode
 from .run_state import Checkpoint, RunOrigin, RunResult, RunState
+from .step_loop import tool_definition
 from .store import FileRunStore, RunStore
 from .trace import (
     JsonLinesPrinter,
@@ -65,4 +66,5 @@ __all__ = [
     "UnknownTool",
     "load_config",
     "open_gateway",
+    "tool_definition",
 ]

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_ANSWER", "StepLoop", "outputs"]
+__all__ = ["EMPTY_ANSWER", "StepLoop", "outputs", "tool_definition"]
 
 EMPTY_ANSWER = "the model's final answer was empty"
 
@@ -70,7 +70,7 @@ class StepLoop:
         for name, tool in tools.items():
             made = kept.get(name)
             fresh[name] = (
-                made if made is not None and made[0] is tool else (tool, _definition(tool))
+                made if made is not None and made[0] is tool else (tool, tool_definition(tool))
             )
         self._defined[agent] = fresh  # only the tools listed now: none kept past their time
         return [definition for _, definition in fresh.values()]
@@ -360,7 +360,10 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     ]
 
 
-def _definition(tool: Tool) -> ToolDefinition:
+def tool_definition(tool: Tool) -> ToolDefinition:
+    """What the agent is told of a node's tool. For an engine of one's own: the agent's
+    actions name `tool.source_node`, and a toolkit node's input also names the tool
+    (`agent.ROUTING_KEY`), to take out before `call_tool`."""
     schema: dict[str, Any] = dict(tool.input_schema)
     return ToolDefinition(
         name=tool.name,

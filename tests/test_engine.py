@@ -11,17 +11,22 @@ from mcp_types import CallToolResult
 from pydantic import JsonValue
 
 from agent import (
+    ROUTING_KEY,
+    ActionResponse,
     AgentItem,
     AgentOptions,
     AssistantMessage,
     ChatMessage,
+    EngineRequest,
+    EngineResponse,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
     ToolCall,
     ToolMessage,
+    ToolsAgent,
 )
-from gateway import AgentSpec, Gateway, RunState, TraceEvent
+from gateway import AgentSpec, Gateway, RunState, TraceEvent, tool_definition
 from tests.servers.inprocess import Context, ToyServer
 from toolkits import (
     CallContext,
@@ -31,6 +36,7 @@ from toolkits import (
     Tool,
     calculator,
     function_tool,
+    result_data,
 )
 from toolkits.mcp import McpServerConfig, McpToolkit
 
@@ -344,3 +350,25 @@ async def test_a_session_id_beside_items_is_refused_not_dropped() -> None:
     gateway = calculator_gateway(ScriptedModel(["never asked"]))
     with pytest.raises(ValueError, match="items carry their own session_id"):
         await gateway.run("assistant", [AgentItem(prompt=QUESTION)], session_id="s1")
+
+
+async def test_an_engine_of_ones_own_runs_the_agent_on_toolkit_nodes() -> None:
+    """The step by hand, as the README's protocol says: the agent asks, the engine calls."""
+    nodes = {"calculator": FunctionToolkit("calculator", [calculator])}
+    tools = {t.name: t for node in nodes.values() for t in await node.list_tools()}
+    model = ScriptedModel([call("calculator", expression="17 * 25"), "It is 425."])
+    agent = ToolsAgent(model=model, tools=[tool_definition(t) for t in tools.values()])
+    items = [AgentItem(prompt=QUESTION)]
+    step = await agent.step(items)
+    while isinstance(step, EngineRequest):
+        answers: list[ActionResponse] = []
+        for action in step.actions:
+            arguments = {k: v for k, v in action.input.items() if k != ROUTING_KEY}
+            result = await nodes[action.node].call_tool(action.tool, arguments)
+            answers.append(ActionResponse(action=action, data=result_data(result)))
+        step = await agent.step(
+            items, EngineResponse(action_responses=answers, metadata=step.metadata)
+        )
+    assert step.items[0].output == "It is 425."
+    told = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert told == ["425"]
