@@ -287,3 +287,29 @@ def test_call_waits_only_for_the_server_its_tool_or_agent_names(
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == said
+
+
+def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
+    """A stdio server that outlives its stdin is stopped after a 2 s grace (the SDK's): the
+    answer is out before that, not after. The server notes when it is told to stop."""
+    piped = Path(__file__).parent / "servers" / "piped.py"
+    marker = tmp_path / "stopped"
+    wrapper = (
+        f'trap "echo stopped > {marker}; exit 0" TERM; '
+        f'"{sys.executable}" "{piped}"; sleep 60 & wait'
+    )
+    (tmp_path / "agent-gateway.toml").write_text(
+        f'[mcpServers.piped]\ncommand = "bash"\nargs = ["-c", {json.dumps(wrapper)}]\n'
+    )
+    with subprocess.Popen(
+        [installed(), "call", "piped__echo", "--args", '{"message": "hi"}'],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as running:
+        assert running.stdout is not None
+        assert running.stdout.readline() == "hi\n"
+        assert not marker.exists()  # the grace has 2 s to go
+        assert running.wait(timeout=60) == 0
+    assert marker.read_text() == "stopped\n"

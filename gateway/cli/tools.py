@@ -64,19 +64,10 @@ async def _tools(args: argparse.Namespace) -> int:
         open_gateway(config_of(args), on_waiting=console.waiting_for) as gateway,
     ):
         tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
-        # Read while the servers run: once closed, every one of them is "stopped".
+        # Read while the servers run: once closed, every one of them is "stopped". Said
+        # before they stop, too: a stdio server may take its 2 s grace to exit.
         health = _health(gateway)
-    if args.json:
-        print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False))
-    else:
-        for tool in tools:
-            summary = (tool.description.strip().splitlines() or [""])[0]
-            origin = f" ({tool.original_name})" if tool.original_name else ""
-            print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
-        for name, agent in gateway.agents.items():
-            print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
-        for server in health:
-            print(f"server {server}")
+        _print_listing(gateway, tools, health, as_json=args.json)
     return FAILED if any(server.state != "ready" for server in health) else OK
 
 
@@ -109,10 +100,11 @@ async def _call(args: argparse.Namespace) -> int:
         if tool is None:
             _no_such_tool(args.tool, tools, _health(gateway))
         result = await gateway.call_tool(tool, arguments)
-    if args.json:
-        print(result.model_dump_json(by_alias=True, exclude_none=True))
-    else:
-        print(result_text(result))
+        # Said before the servers stop: a stdio server may take its 2 s grace to exit.
+        if args.json:
+            print(result.model_dump_json(by_alias=True, exclude_none=True), flush=True)
+        else:
+            print(result_text(result), flush=True)
     return FAILED if result.is_error else OK
 
 
@@ -168,6 +160,23 @@ def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]
     if down:
         message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
     raise UnknownTool(message)
+
+
+def _print_listing(
+    gateway: Gateway, tools: list[Tool], health: list[NodeHealth], *, as_json: bool
+) -> None:
+    if as_json:
+        print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False), flush=True)
+        return
+    for tool in tools:
+        summary = (tool.description.strip().splitlines() or [""])[0]
+        origin = f" ({tool.original_name})" if tool.original_name else ""
+        print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
+    for name, agent in gateway.agents.items():
+        print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
+    for server in health:
+        print(f"server {server}")
+    sys.stdout.flush()
 
 
 def _health(gateway: Gateway) -> list[NodeHealth]:
