@@ -86,6 +86,12 @@ async def test_a_tool_that_runs_only_as_a_task_is_left_out(
         # Called as a plain request, an optional one answers; a required one never would.
         assert {tool.name for tool in await node.list_tools()} == {"now", "either"}
     assert "left out tools that run only as tasks (not supported here): later" in caplog.text
+    caplog.clear()
+    async with McpToolkit(
+        "t", config(prefix="never", exclude=["later"]), target=toy.server
+    ) as node:
+        assert {tool.name for tool in await node.list_tools()} == {"now", "either"}
+    assert "run only as tasks" not in caplog.text  # excluded: nothing to warn about
 
 
 async def test_include_and_exclude_filter_on_original_names() -> None:

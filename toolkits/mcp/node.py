@@ -332,14 +332,17 @@ class McpToolkit(InBackground):
         for tool in listing:
             if tool.name in offered:
                 self._log.warning("the server lists tool %r twice; keeping the first", tool.name)
+            elif not is_offered(tool.name, self._config.include, self._config.exclude):
+                continue
             elif tool.execution is not None and tool.execution.task_support == "required":
                 task_only.append(tool.name)
-            elif is_offered(tool.name, self._config.include, self._config.exclude):
+            else:
                 offered[tool.name] = tool
         if task_only and set(task_only) != self._task_only:
             # No model or client of ours could call them: they would only fail when called.
             self._log.warning(
-                "left out tools that run only as tasks (not supported here): %s",
+                "left out tools that run only as tasks (not supported here): %s "
+                "(exclude = [...] in the server's config says you know)",
                 ", ".join(task_only),
             )
         self._task_only = set(task_only)
