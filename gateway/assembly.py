@@ -238,7 +238,7 @@ def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool
         raise ConfigError(f"tools.{name}.python: {target!r} is not a function")
     function: Callable[..., Any] = found
     try:
-        return function_tool(function)
+        return function_tool(function, name=name)  # its own name may be none a model takes
     except TypeError as exc:
         raise ConfigError(f"tools.{name}.python: {exc}") from exc
 

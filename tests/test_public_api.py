@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+import toolkits
+import toolkits.errors
+import toolkits.mcp
+
 ROOT = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
     "agent": {"gateway", "toolkits", "mcp", "mcp_types"},
@@ -41,3 +45,10 @@ def test_layers_do_not_import_upwards(package: str) -> None:
                 if n.split(".")[0] in FORBIDDEN[package]
             ]
     assert offenders == []
+
+
+def test_toolkits_exports_its_errors_and_the_types_its_nodes_take() -> None:
+    errors = {n for n in toolkits.errors.__all__ if isinstance(getattr(toolkits.errors, n), type)}
+    assert errors <= set(toolkits.__all__)
+    assert toolkits.ServerConfigError is toolkits.errors.ServerConfigError
+    assert toolkits.Backoff is toolkits.mcp.Backoff  # McpToolkit(backoff=...)

@@ -30,6 +30,7 @@ from .errors import (
     NodeStopped,
     NoSuchTool,
     NotOffered,
+    ServerConfigError,
     ServerUnavailable,
     ToolkitError,
     ToolTimeout,
@@ -37,12 +38,13 @@ from .errors import (
 from .function import FunctionTool, FunctionToolkit, function_tool
 from .health import HealthState, NodeHealth
 from .json_bytes import json_bytes, read_json
-from .mcp import McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
+from .mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import result_data, result_text
 
 __all__ = [
     "AsksCaller",
     "AuthorizationRequired",
+    "Backoff",
     "CallContext",
     "Catalog",
     "ConnectionLost",
@@ -65,6 +67,7 @@ __all__ = [
     "NotOffered",
     "ProgressCallback",
     "ResourceUpdatedCallback",
+    "ServerConfigError",
     "ServerLogHandler",
     "ServerRequestHandler",
     "ServerUnavailable",

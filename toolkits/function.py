@@ -1,8 +1,21 @@
 """Local Python functions as tool nodes.
 
 `@function_tool` reads a typed function's signature into a pydantic model: that gives the JSON
-schema the model sees and validates the arguments it sends. A node holding one function is a
-plain tool (called with its arguments); a node holding several is a toolkit (routed by name).
+schema the model sees and validates the arguments it sends. Any parameter name works (`_x`,
+`schema`, `model_config`): the model's fields carry the real names as aliases. A
+`functools.partial` offers the parameters it leaves open (those it binds are not the model's
+to choose), a callable object its `__call__`'s. A node holding one function is a plain tool
+(called with its arguments); a node holding several is a toolkit (routed by name).
+
+What a function returns becomes JSON once, by pydantic's rules (`to_jsonable_python`: models
+and dataclasses as objects, datetimes ISO 8601, `Decimal` and `UUID` as strings, tuples and
+sets as lists, enums as their values, dict keys as strings, NaN and infinities as null, bytes
+inside a value as URL-safe base64); the result's text and its structured content are that one
+value (a dict as itself, anything else as `{"response": value}`; a string's text is the string).
+Bytes returned alone are an MCP image when they are a PNG, JPEG, GIF or WebP, else
+`{"base64url": ...}`. An MCP content block (or a list of them) is the result's content, a
+`CallToolResult` the result itself. A value that cannot be made JSON is the tool's error
+result, naming its type.
 
 A tool with a `timeout` that gives no result in time raises `ToolTimeout`, as an MCP server's
 tool does: a coroutine function is cancelled; a plain (blocking) function cannot be stopped, so
@@ -12,21 +25,44 @@ on the event loop, where nothing can interrupt it (no timeout applies).
 
 from __future__ import annotations
 
+import base64
 import inspect
 import json
+import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, cast, get_type_hints, overload
 
 import anyio.to_thread
-from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from mcp_types import (
+    AudioContent,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic_core import to_jsonable_python
 
 from .base import CallContext, Tool, error_result
 from .errors import NoSuchTool, ToolTimeout
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
+
+logger = logging.getLogger(__name__)
+
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what every provider accepts (as mcp.naming)
+_CONTENT_BLOCKS = (TextContent, ImageContent, AudioContent, ResourceLink, EmbeddedResource)
+_IMAGE_SIGNATURES = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +77,13 @@ class FunctionTool:
     """Run a plain function in a worker thread; False for quick pure functions (saves ~150 us)."""
     timeout: float | None = None
     """Seconds a call may take (None: no limit); then it fails with `ToolTimeout`."""
+    _is_async: bool = field(init=False, repr=False, compare=False)
+    _positional: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    """Parameters passed by position (positional-only ones), in order."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_is_async", _is_async(self.function))
+        object.__setattr__(self, "_positional", _positional_only(self.function))
 
     @property
     def input_schema(self) -> dict[str, Any]:
@@ -57,13 +100,18 @@ class FunctionTool:
             parsed = self.arguments.model_validate(dict(arguments))
         except ValidationError as exc:
             return error_result(f"invalid arguments for {self.name}: {_brief(exc)}")
-        kwargs = {name: getattr(parsed, name) for name in type(parsed).model_fields}
+        # Fields may be stand-ins for names pydantic keeps for itself: the alias is the real one.
+        kwargs = {
+            info.alias or name: getattr(parsed, name)
+            for name, info in type(parsed).model_fields.items()
+        }
+        args = [kwargs.pop(name) for name in self._positional if name in kwargs]
         if self.timeout is None:
-            return await self._call(kwargs)
+            return await self._call(args, kwargs)
         with anyio.move_on_after(self.timeout) as scope:
-            return await self._call(kwargs)
+            return await self._call(args, kwargs)
         assert scope.cancelled_caught  # every other way out returned or raised
-        threaded = self.blocking and not inspect.iscoroutinefunction(self.function)
+        threaded = self.blocking and not self._is_async
         ending = (
             "its thread could not be stopped and was left to finish alone"
             if threaded
@@ -76,21 +124,23 @@ class FunctionTool:
             seconds=self.timeout,
         )
 
-    async def _call(self, kwargs: dict[str, Any]) -> CallToolResult:
+    async def _call(self, args: list[Any], kwargs: dict[str, Any]) -> CallToolResult:
         try:
-            if inspect.iscoroutinefunction(self.function):
-                value = await cast(Callable[..., Awaitable[Any]], self.function)(**kwargs)
+            if self._is_async:
+                value = await cast(Callable[..., Awaitable[Any]], self.function)(*args, **kwargs)
             elif self.blocking:
                 # A plain function may block: keep it off the event loop. It cannot be
                 # stopped; cancelled, its call ends at once and the thread runs out alone.
                 value = await anyio.to_thread.run_sync(
-                    partial(self.function, **kwargs), abandon_on_cancel=True
+                    partial(self.function, *args, **kwargs), abandon_on_cancel=True
                 )
             else:
-                value = self.function(**kwargs)
+                value = self.function(*args, **kwargs)
+            if inspect.isawaitable(value):  # a plain function (a decorator's) that returns one
+                value = await value
         except Exception as exc:
             return error_result(f"{type(exc).__name__}: {exc}")
-        return _result(value)
+        return _result(value, self.name)
 
 
 @overload
@@ -123,14 +173,21 @@ def function_tool(
     blocking: bool = True,
     timeout: float | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options."""
+    """Make a `FunctionTool` of a typed function; usable as `@function_tool` or with options.
+
+    Also takes a `functools.partial` or a callable object. The tool is named `name`, else
+    after the function (a partial's function, a callable object's class); a name models
+    refuse (a lambda's `<lambda>`; anything but letters, digits, `_` and `-`, 1-64) is a
+    `ValueError` asking for `name=`. A callable whose parameters cannot become arguments
+    (`*args`, `**kwargs`, type hints that do not resolve) is a `TypeError`."""
 
     def wrap(fn: Callable[..., Any]) -> FunctionTool:
+        tool_name = _tool_name(fn, name)
         return FunctionTool(
-            name=name or fn.__name__,
-            description=description or inspect.cleandoc(fn.__doc__ or ""),
+            name=tool_name,
+            description=description or _description(fn),
             function=fn,
-            arguments=_arguments_model(fn),
+            arguments=_arguments_model(fn, tool_name),
             blocking=blocking,
             timeout=timeout,
         )
@@ -183,25 +240,141 @@ class FunctionToolkit:
         return await tool(arguments, node=self._name)
 
 
-def _arguments_model(fn: Callable[..., Any]) -> type[BaseModel]:
-    hints = get_type_hints(fn)
+def _innermost(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str]]:
+    """The callable a chain of partials wraps, and the keywords the partials bind."""
+    bound: set[str] = set()
+    while isinstance(fn, partial):
+        wrapped = cast(partial[Any], fn)
+        bound |= wrapped.keywords.keys()
+        fn = wrapped.func
+    return fn, frozenset(bound)
+
+
+def _is_routine(fn: object) -> bool:
+    return inspect.isroutine(fn) or isinstance(fn, type)
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    target, _ = _innermost(fn)
+    if _is_routine(target):
+        return inspect.iscoroutinefunction(target)
+    return inspect.iscoroutinefunction(type(target).__call__)
+
+
+def _positional_only(fn: Callable[..., Any]) -> tuple[str, ...]:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # some builtins have no signature: pass by keyword
+        return ()
+    return tuple(p.name for p in parameters if p.kind is p.POSITIONAL_ONLY)
+
+
+def _tool_name(fn: Callable[..., Any], name: str | None) -> str:
+    target, _ = _innermost(fn)
+    chosen = name or getattr(target, "__name__", None) or type(target).__name__
+    if not _TOOL_NAME.match(chosen):
+        given = "" if name else " (taken from the function; pass name=)"
+        raise ValueError(
+            f"{chosen!r} is not a valid tool name{given}: "
+            "tool names use letters, digits, '_' and '-' (1-64 characters)"
+        )
+    return chosen
+
+
+def _description(fn: Callable[..., Any]) -> str:
+    target, _ = _innermost(fn)
+    if _is_routine(target):
+        doc = target.__doc__
+    else:  # a callable object: its class says what it is, else its __call__
+        doc = type(target).__doc__ or type(target).__call__.__doc__
+    return inspect.cleandoc(doc or "")
+
+
+def _arguments_model(fn: Callable[..., Any], tool_name: str) -> type[BaseModel]:
+    target, bound = _innermost(fn)
+    annotated: Any = target if _is_routine(target) else type(target).__call__
+    if isinstance(annotated, type):
+        annotated = annotated.__init__
+    try:
+        hints = get_type_hints(annotated, include_extras=True)
+        parameters = inspect.signature(fn).parameters.values()
+    except (NameError, TypeError, ValueError) as exc:
+        raise TypeError(f"{tool_name}: cannot read its parameters' types: {exc}") from exc
     fields: dict[str, Any] = {}
-    for param in inspect.signature(fn).parameters.values():
+    for param in parameters:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            raise TypeError(f"{fn.__name__}: *args and **kwargs cannot become tool arguments")
+            raise TypeError(f"{tool_name}: *args and **kwargs cannot become tool arguments")
+        if param.name in bound:  # a partial fixed it: not the model's to choose
+            continue
         annotation = hints.get(param.name, Any)
         default = ... if param.default is param.empty else param.default
-        fields[param.name] = (annotation, default)
+        # Fields named apart from the parameters, which pydantic might refuse (`model_dump`),
+        # keep private (`_x`, `model_config`) or warn about (`schema`); the alias is the name
+        # the model sees, validation takes and errors report.
+        fields[f"p{len(fields)}"] = (annotation, Field(default, alias=param.name))
     config = ConfigDict(extra="forbid")
-    return create_model(f"{fn.__name__}_arguments", __config__=config, **fields)
+    return create_model(f"{tool_name}_arguments", __config__=config, **fields)
 
 
-def _result(value: Any) -> CallToolResult:
+def _result(value: Any, tool_name: str) -> CallToolResult:
+    """What the function returned, as a tool result (see the module's docstring)."""
     if isinstance(value, CallToolResult):
         return value
-    structured = cast(dict[str, Any], value) if isinstance(value, dict) else {"response": value}
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    blocks = _content_blocks(value)
+    if blocks is not None:
+        return CallToolResult(content=blocks)
+    if isinstance(value, bytes | bytearray | memoryview):
+        data = bytes(cast("bytes | bytearray | memoryview[int]", value))
+        mime_type = _image_type(data)
+        if mime_type is not None:
+            encoded = base64.b64encode(data).decode("ascii")
+            return CallToolResult(content=[ImageContent(data=encoded, mime_type=mime_type)])
+        value = {"base64url": base64.urlsafe_b64encode(data).decode("ascii")}
+    try:
+        # One JSON value for both views, so the text and the structured content agree.
+        data_value: Any = to_jsonable_python(value, bytes_mode="base64", inf_nan_mode="null")
+    except (ValueError, TypeError, RecursionError) as exc:
+        message = (
+            f"local tool {tool_name!r} returned a {_type_name(value)}, "
+            f"which cannot be made JSON ({exc}); a tool returns JSON-like data, a pydantic "
+            "model or dataclass, bytes, MCP content, or a CallToolResult"
+        )
+        logger.warning("%s", message)
+        return error_result(message)
+    structured = (
+        cast(dict[str, Any], data_value)
+        if isinstance(data_value, dict)
+        else {"response": data_value}
+    )
+    text = data_value if isinstance(data_value, str) else json.dumps(data_value, ensure_ascii=False)
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
+
+
+def _content_blocks(value: object) -> list[ContentBlock] | None:
+    """`value` as MCP content: one content block, or a non-empty list of nothing else."""
+    if isinstance(value, _CONTENT_BLOCKS):
+        return [value]
+    if not isinstance(value, list) or not value:
+        return None
+    items = cast(list[object], value)
+    if all(isinstance(item, _CONTENT_BLOCKS) for item in items):
+        return cast(list[ContentBlock], items)
+    return None
+
+
+def _type_name(value: object) -> str:
+    kind = type(value)
+    return (
+        kind.__qualname__
+        if kind.__module__ == "builtins"
+        else f"{kind.__module__}.{kind.__qualname__}"
+    )
+
+
+def _image_type(data: bytes) -> str | None:
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return next((mime for magic, mime in _IMAGE_SIGNATURES if data.startswith(magic)), None)
 
 
 def _brief(exc: ValidationError) -> str:

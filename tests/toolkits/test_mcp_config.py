@@ -113,3 +113,17 @@ def test_load_errors_name_the_server_and_key(tmp_path: Path) -> None:
         load_mcp_servers("{nope")
     with pytest.raises(ServerConfigError, match="cannot read"):
         load_mcp_servers(tmp_path / "missing.json")
+
+
+def test_a_file_name_given_as_text_is_told_to_be_a_path(tmp_path: Path) -> None:
+    """A str is JSON text: a file's name in one is refused saying so, not as bad JSON."""
+    hint = "looks like a file name, but a str is JSON text; pass a pathlib.Path for a file"
+    with pytest.raises(ServerConfigError, match=f"'claude_desktop_config.json' {hint}"):
+        load_mcp_servers("claude_desktop_config.json")  # need not exist: the name says it
+    existing = tmp_path / "servers.conf"
+    existing.write_text(json.dumps(CLAUDE_DESKTOP))
+    with pytest.raises(ServerConfigError, match=hint):
+        load_mcp_servers(f" {existing}\n")
+    assert load_mcp_servers(existing) == load_mcp_servers(CLAUDE_DESKTOP)
+    with pytest.raises(ServerConfigError, match="not valid JSON"):
+        load_mcp_servers("servers")  # neither JSON nor a file

@@ -193,14 +193,15 @@ class _ClaudeDesktopFile(BaseModel):
 def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpServerConfig]:
     """Read the servers of a Claude Desktop style config: `{"mcpServers": {name: entry}}`.
 
-    `source` is the parsed JSON, JSON text, or a path to the file. Raises `ServerConfigError` naming
-    the server and key at fault.
+    `source` is the parsed JSON, JSON text (a `str`), or the file's `pathlib.Path`. Raises
+    `ServerConfigError` naming the server and key at fault.
     """
     data: Any
     try:
         if isinstance(source, Path):
             data = json.loads(source.read_text(encoding="utf-8"))
         elif isinstance(source, str):
+            _refuse_file_name(source)
             data = json.loads(source)
         else:
             data = source
@@ -211,6 +212,22 @@ def load_mcp_servers(source: Mapping[str, Any] | str | Path) -> dict[str, McpSer
         raise ServerConfigError(f"MCP server config is not valid JSON: {exc}") from exc
     except ValidationError as exc:
         raise ServerConfigError(f"invalid MCP server config: {_describe(exc)}") from exc
+
+
+def _refuse_file_name(text: str) -> None:
+    """A file's name given as text: say how to pass a file, not that it is not JSON."""
+    stripped = text.strip()
+    if stripped.startswith(("{", "[")) or "\n" in stripped:
+        return
+    try:
+        names_a_file = Path(stripped).is_file()
+    except (OSError, ValueError):  # too long a name, or a NUL in it: not a path either
+        names_a_file = False
+    if names_a_file or stripped.lower().endswith(".json"):
+        raise ServerConfigError(
+            f"MCP server config {stripped!r} looks like a file name, but a str is JSON text; "
+            "pass a pathlib.Path for a file"
+        )
 
 
 def secret_from_env(variable: str, what: str) -> str:
