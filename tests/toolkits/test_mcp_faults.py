@@ -133,3 +133,48 @@ async def test_servers_that_never_start_leave_the_others_serving(
 def test_a_node_error_survives_pickling_as_a_run_store_records_it(error: ToolkitError) -> None:
     again = pickle.loads(pickle.dumps(error))
     assert (type(again), str(again), again.node) == (type(error), str(error), error.node)  # type: ignore[attr-defined]
+
+
+STRAY_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    for n in range(4):  # a server printing its own log on stdout
+        print(f"DEBUG {n}: not JSON-RPC", flush=True)
+    print('{"not": "a JSON-RPC message"}', flush=True)
+    method = message["method"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "stray", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "ok", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"content": [{"type": "text", "text": "fine"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+async def test_stray_stdout_lines_are_said_briefly_and_the_calls_go_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    script = tmp_path / "stray.py"
+    script.write_text(STRAY_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never")
+    with caplog.at_level(logging.DEBUG, logger="toolkits.mcp"):
+        async with McpToolkit("stray", config) as node:
+            with anyio.fail_after(30):
+                result = await node.call_tool("ok", {})
+    assert result_text(result) == "fine"
+    said = [r for r in caplog.records if "not JSON-RPC" in r.getMessage()]
+    warned = [r.getMessage() for r in said if r.levelno == logging.WARNING]
+    assert warned[0] == (
+        "the server wrote a line on stdout that is not JSON-RPC, ignored (servers log to "
+        "stderr): 'DEBUG 0: not JSON-RPC'"
+    )
+    assert len(warned) == 5
+    assert warned[-1].endswith("further such lines are logged at DEBUG")
+    assert len(said) > 5  # the rest at DEBUG
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback for a stray line
+    assert "transport error" not in caplog.text

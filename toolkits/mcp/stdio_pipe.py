@@ -313,9 +313,13 @@ async def _spawned(
 
 @asynccontextmanager
 async def open_stdio(
-    server: StdioServerParameters, errlog: TextIO, link: StdioLink
+    server: StdioServerParameters,
+    errlog: TextIO,
+    link: StdioLink,
+    node_log: logging.Logger = log,
 ) -> AsyncGenerator[TransportStreams]:
-    """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`."""
+    """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`;
+    `node_log` hears of stdout lines that are not JSON-RPC."""
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
     try:
@@ -335,6 +339,7 @@ async def open_stdio(
     pipe = Pipe(process.stdin, read_stream, read_send.close)
     shutting_down = False
     writer_done = anyio.Event()
+    stray = _StrayLines(node_log)
 
     async def read_stdout() -> None:
         try:
@@ -355,9 +360,13 @@ async def open_stdio(
                                 parts = []
                             if pipe.take(line):
                                 continue
+                            message = _session_message(line)
+                            if message is None:
+                                stray.note(line)
+                                continue
                             read_stream.handed += 1
                             try:
-                                await read_send.send(_session_message(line))
+                                await read_send.send(message)
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return  # the session is gone; only the drain below remains
                         if start < len(chunk):
@@ -409,10 +418,33 @@ async def open_stdio(
     await anyio.lowlevel.cancel_shielded_checkpoint()
 
 
-def _session_message(line: bytes) -> SessionMessage | Exception:
-    """A line for the session, parsed as the SDK's reader does (errors as values)."""
+def _session_message(line: bytes) -> SessionMessage | None:
+    """A line for the session, parsed as the SDK's reader does; None if it is no JSON-RPC
+    message (the SDK would hand the session its error, to be logged again with no more said)."""
     try:
         return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
-    except ValueError as exc:
-        log.exception("the server wrote a line that is not a JSON-RPC message")
-        return exc
+    except ValueError:
+        return None
+
+
+class _StrayLines:
+    """Lines on stdout that are not JSON-RPC (a server printing its own log there): said in
+    one line each, the first few; a chatty server must not flood the gateway's log."""
+
+    SAID = 5
+
+    def __init__(self, node_log: logging.Logger) -> None:
+        self._log = node_log
+        self._count = 0
+
+    def note(self, line: bytes) -> None:
+        self._count += 1
+        if self._count > self.SAID:
+            self._log.debug("a line on stdout that is not JSON-RPC: %.200r", line)
+            return
+        self._log.warning(
+            "the server wrote a line on stdout that is not JSON-RPC, ignored (servers log to "
+            "stderr): %.200r%s",
+            line.decode("utf-8", "replace"),
+            "; further such lines are logged at DEBUG" if self._count == self.SAID else "",
+        )

@@ -406,7 +406,7 @@ async def _stdio_with_logged_stderr(
     errlog = os.fdopen(write_fd, "w")
     async with anyio.create_task_group() as tg:
         try:
-            async with open_stdio(params, errlog, link) as streams:
+            async with open_stdio(params, errlog, link, log) as streams:
                 errlog.close()  # the child holds its own copy; EOF comes when it exits
                 tg.start_soon(_pump_stderr, read_fd, log, tail)
                 read_fd = -1  # owned by the pump now
