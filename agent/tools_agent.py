@@ -310,11 +310,10 @@ class ToolsAgent:
                 value = _structured_answer(output, answer)
             except OutputInvalid as invalid:
                 failures = state.invalid_answers.get(index, 0) + 1
-                if failures > self.options.output_retries:
-                    error = (
-                        f"the answer did not fit the output schema after "
-                        f"{self.options.output_retries} retries: {invalid}"
-                    )
+                retries = self.options.output_retries
+                if failures > retries:
+                    after = "1 retry" if retries == 1 else f"{retries} retries"
+                    error = f"the answer did not fit the output schema after {after}: {invalid}"
                     return _Outcome(
                         steps,
                         usage=usage,

@@ -36,6 +36,7 @@ __all__ = [
     "ProviderHTTP",
     "Secret",
     "WholeAnswer",
+    "checked_base_url",
     "endpoint",
     "new_http_client",
     "public_url",
@@ -206,6 +207,17 @@ def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict
         urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment)),
         {**kept, "Authorization": f"Basic {token}"},
     )
+
+
+def checked_base_url(base_url: str) -> str:
+    """`base_url` when it is an http(s) URL with a host; else `ModelConfigError`, at once: a
+    request to it could only fail, after every retry."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https"):
+        raise ModelConfigError(f"base URL must be http(s): {public_url(base_url)!r}")
+    if not parts.hostname:
+        raise ModelConfigError(f"base URL names no host: {public_url(base_url)!r}")
+    return base_url
 
 
 def endpoint(base_url: str, path: str) -> str:
