@@ -100,15 +100,14 @@ def tool_usage(response: EngineResponse | None) -> Usage:
     total = Usage()
     if response is None:
         return total
-    counted: set[str] = set()
+    counted: set[tuple[int, str]] = set()  # a call id names one call of one item only
     for result in response.action_responses:
         action = result.action
+        call = (action.item_index, action.tool_call_id)
         earlier = response.metadata.previous_steps.get(action.item_index, ())
-        if action.tool_call_id in counted or any(
-            s.tool_call_id == action.tool_call_id for s in earlier
-        ):
+        if call in counted or any(s.tool_call_id == action.tool_call_id for s in earlier):
             continue
-        counted.add(action.tool_call_id)
+        counted.add(call)
         total += result.usage
     return total
 
