@@ -41,3 +41,17 @@ def test_layers_do_not_import_upwards(package: str) -> None:
                 if n.split(".")[0] in FORBIDDEN[package]
             ]
     assert offenders == []
+
+
+def test_the_agent_package_exports_every_error_and_what_the_readme_names() -> None:
+    import agent
+    import agent.errors
+
+    errors = {
+        name
+        for name in agent.errors.__all__
+        if isinstance(getattr(agent.errors, name), type)  # the classes, not the helper
+    }
+    assert errors - set(agent.__all__) == set()
+    # The type of ToolsAgent.on_warning, and the stores the README names beside InProcessStore.
+    assert {"WarningCallback", "SQLiteStore", "store_from_url"} <= set(agent.__all__)
