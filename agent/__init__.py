@@ -3,16 +3,29 @@
 from .context_window import ReportsContextWindow, estimate_tokens
 from .errors import (
     AgentError,
+    AllModelsFailed,
     ContextWindowExceeded,
     MemoryStoreError,
     MissingApiKey,
+    ModelConfigError,
+    ModelConnectionError,
     ModelError,
     ModelHTTPError,
+    ModelResponseError,
+    ModelTimeout,
     ScriptExhausted,
     StateError,
     StepInterrupted,
 )
-from .memory import ChatMemory, History, InProcessStore, SessionMemory, SessionStore
+from .memory import (
+    ChatMemory,
+    History,
+    InProcessStore,
+    SessionMemory,
+    SessionStore,
+    SQLiteStore,
+    store_from_url,
+)
 from .messages import (
     AssistantMessage,
     ChatMessage,
@@ -39,7 +52,7 @@ from .protocol import (
     ToolCallStep,
 )
 from .scripted import ScriptedAnswer, ScriptedCall, ScriptedModel
-from .tools_agent import DEFAULT_SYSTEM_MESSAGE, AgentOptions, ToolsAgent
+from .tools_agent import DEFAULT_SYSTEM_MESSAGE, AgentOptions, ToolsAgent, WarningCallback
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
@@ -52,6 +65,7 @@ __all__ = [
     "AgentOptions",
     "AgentRequestMetadata",
     "AgentResult",
+    "AllModelsFailed",
     "AssistantMessage",
     "ChatMemory",
     "ChatMessage",
@@ -64,11 +78,16 @@ __all__ = [
     "ItemResult",
     "MemoryStoreError",
     "MissingApiKey",
+    "ModelConfigError",
+    "ModelConnectionError",
     "ModelError",
     "ModelHTTPError",
+    "ModelResponseError",
+    "ModelTimeout",
     "OutputInvalid",
     "OutputSchema",
     "ReportsContextWindow",
+    "SQLiteStore",
     "ScriptExhausted",
     "ScriptedAnswer",
     "ScriptedCall",
@@ -87,5 +106,7 @@ __all__ = [
     "ToolsAgent",
     "Usage",
     "UserMessage",
+    "WarningCallback",
     "estimate_tokens",
+    "store_from_url",
 ]

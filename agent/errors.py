@@ -12,7 +12,8 @@
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
     │   └── MissingApiKey          the provider's API key is not set
     ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
-    ├── StateError                 metadata or a response that cannot be resumed
+    ├── StateError                 metadata or a response that cannot be resumed (also a
+    │                              ValueError: parsing another version's metadata raises it)
     └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
 
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
@@ -140,8 +141,10 @@ class MemoryStoreError(AgentError):
     session id is bad. Messages name the store, never its password."""
 
 
-class StateError(AgentError):
-    """Agent metadata or an engine response that cannot be resumed."""
+class StateError(AgentError, ValueError):
+    """Agent metadata or an engine response that cannot be resumed: another version's
+    metadata (refused while it is parsed, so pydantic's `ValidationError` carries the
+    message), or a response that does not fit the step's items or the calls they made."""
 
 
 class StepInterrupted(AgentError):

@@ -8,10 +8,11 @@ stored after any step and resumed in another process.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
 
+from .errors import StateError
 from .messages import AssistantMessage, Usage
 
 __all__ = [
@@ -110,6 +111,9 @@ class AgentRequestMetadata(_Model):
     """All loop state of a run. Versioned: a stored run from another version is refused."""
 
     version: Literal[1] = METADATA_VERSION
+    items_digest: str | None = None
+    """Which items the run is over (`resume_check.items_digest`): a step given other items
+    refuses the response. None in metadata from before it was kept."""
     previous_steps: dict[int, list[ToolCallStep]] = Field(
         default_factory=dict[int, list[ToolCallStep]]
     )
@@ -124,6 +128,22 @@ class AgentRequestMetadata(_Model):
     """Answers per item that did not fit the output schema (what `output_retries` limits)."""
     finished_items: dict[int, ItemResult] = Field(default_factory=dict[int, ItemResult])
     usage: Usage = Usage()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _same_version(cls, data: Any) -> Any:
+        """Another version's metadata is refused before its fields are read: they may mean
+        something else. A `StateError` (also a ValueError), so parsing raises pydantic's
+        `ValidationError` with its message, as for any other input that does not fit."""
+        fields: dict[str, Any] = cast(dict[str, Any], data) if isinstance(data, dict) else {}
+        version = fields.get("version", METADATA_VERSION)
+        if version != METADATA_VERSION:
+            raise StateError(
+                f"the agent metadata is version {version!r}; this agent resumes version "
+                f"{METADATA_VERSION} only: finish or restart the run with the version "
+                "that began it"
+            )
+        return cast(Any, data)
 
 
 class EngineRequest(_Model):

@@ -21,6 +21,7 @@ from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
 __all__ = [
     "ERROR_PREFIX",
+    "NO_RESULT",
     "REPEAT_NOTICE",
     "build_steps",
     "observation",
@@ -32,6 +33,9 @@ __all__ = [
 
 ERROR_PREFIX = "Error: "
 """How the observation of a failed call begins."""
+
+NO_RESULT = f"{ERROR_PREFIX}this call produced no result"
+"""The observation of a call the engine answered with no result."""
 
 
 def observation(response: ActionResponse) -> str:
@@ -76,6 +80,20 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
                 message=message,
             )
         )
+    if pending is not None:
+        # A call the engine returned no result for (it lost it) is not left out: the model
+        # would see neither the call nor that it failed. It is told the call produced none.
+        steps += [
+            ToolCallStep(
+                tool_call_id=call.id,
+                tool=call.name,
+                tool_input=call.arguments,
+                observation=NO_RESULT,
+                message=pending,
+            )
+            for call in pending.tool_calls
+            if call.id not in seen
+        ]
     return _in_call_order(steps)
 
 
@@ -100,15 +118,14 @@ def tool_usage(response: EngineResponse | None) -> Usage:
     total = Usage()
     if response is None:
         return total
-    counted: set[str] = set()
+    counted: set[tuple[int, str]] = set()  # a call id names one call of one item only
     for result in response.action_responses:
         action = result.action
+        call = (action.item_index, action.tool_call_id)
         earlier = response.metadata.previous_steps.get(action.item_index, ())
-        if action.tool_call_id in counted or any(
-            s.tool_call_id == action.tool_call_id for s in earlier
-        ):
+        if call in counted or any(s.tool_call_id == action.tool_call_id for s in earlier):
             continue
-        counted.add(action.tool_call_id)
+        counted.add(call)
         total += result.usage
     return total
 
@@ -130,7 +147,7 @@ def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
             continue
         for call in message.tool_calls:
             step = by_id.get(call.id)
-            content = step.observation if step else f"{ERROR_PREFIX}this call produced no result"
+            content = step.observation if step else NO_RESULT
             messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=content))
     return messages
 

@@ -63,6 +63,7 @@ from .protocol import (
     ItemResult,
     ToolCallStep,
 )
+from .resume_check import items_digest, resumed_state
 from .scratchpad import (
     ERROR_PREFIX,
     build_steps,
@@ -152,8 +153,9 @@ class ToolsAgent:
 
         Raises `StepInterrupted` when a model (or the memory) fails in a way that stops the
         run; the response passed in stays valid too, so the step can be retried either way.
+        Raises `StateError` for a response that is not of a run over `items`.
         """
-        state = response.metadata if response else AgentRequestMetadata()
+        state = resumed_state(items, response)
         finished = dict(state.finished_items)
         iterations = dict(state.iterations)
         invalid_answers = dict(state.invalid_answers)
@@ -214,6 +216,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
+            items_digest=items_digest(items),
             previous_steps=previous_steps,
             pending=pending,
             iteration_count=iteration_count,
@@ -234,7 +237,7 @@ class ToolsAgent:
         self, items: Sequence[AgentItem], response: EngineResponse | None, error: str
     ) -> AgentResult:
         """End the run now: unfinished items fail with `error` and keep their steps so far."""
-        state = response.metadata if response else AgentRequestMetadata()
+        state = resumed_state(items, response)
         results = [
             state.finished_items.get(index)
             or ItemResult(error=error, steps=build_steps(response, index))
@@ -310,11 +313,10 @@ class ToolsAgent:
                 value = _structured_answer(output, answer)
             except OutputInvalid as invalid:
                 failures = state.invalid_answers.get(index, 0) + 1
-                if failures > self.options.output_retries:
-                    error = (
-                        f"the answer did not fit the output schema after "
-                        f"{self.options.output_retries} retries: {invalid}"
-                    )
+                retries = self.options.output_retries
+                if failures > retries:
+                    after = "1 retry" if retries == 1 else f"{retries} retries"
+                    error = f"the answer did not fit the output schema after {after}: {invalid}"
                     return _Outcome(
                         steps,
                         usage=usage,

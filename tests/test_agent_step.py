@@ -24,6 +24,7 @@ from agent import (
     ToolDefinition,
     ToolMessage,
     ToolsAgent,
+    Usage,
     UserMessage,
 )
 from agent.scratchpad import observation
@@ -174,6 +175,33 @@ async def test_repeated_call_ids_are_made_unique() -> None:
     ids = [a.tool_call_id for a in request.actions]
     assert len(set(ids)) == 2
     assert [c.id for c in request.metadata.pending[0].tool_calls] == ids
+
+
+async def test_tool_usage_of_two_items_counts_twice_though_their_call_ids_are_the_same() -> None:
+    same = ScriptedAnswer(tool_calls=[ScriptedCall(name="calculator", id="call_0")])
+    items = [AgentItem(prompt="a"), AgentItem(prompt="b")]
+
+    async def run(tool_usage: Usage) -> Usage:
+        model = ScriptedModel([same, same, "a", "b"])
+        agent = ToolsAgent(model=model, tools=[CALC], options=AgentOptions(batch_size=2))
+        request = await agent.step(items)
+        assert isinstance(request, EngineRequest)
+        assert [(a.item_index, a.tool_call_id) for a in request.actions] == [
+            (0, "call_0"),
+            (1, "call_0"),
+        ]
+        done = [ActionResponse(action=a, data="r", usage=tool_usage) for a in request.actions]
+        result = await agent.step(
+            items, EngineResponse(action_responses=done, metadata=request.metadata)
+        )
+        assert isinstance(result, AgentResult)
+        return result.usage
+
+    models_only = await run(Usage())
+    # What an agent run as the tool spent, once for each item's call.
+    with_tools = await run(Usage(input_tokens=100, requests=1))
+    assert with_tools.input_tokens == models_only.input_tokens + 200
+    assert with_tools.requests == models_only.requests + 2
 
 
 async def test_max_iterations_fails_the_item_with_its_partial_steps() -> None:

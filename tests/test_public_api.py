@@ -52,3 +52,17 @@ def test_toolkits_exports_its_errors_and_the_types_its_nodes_take() -> None:
     assert errors <= set(toolkits.__all__)
     assert toolkits.ServerConfigError is toolkits.errors.ServerConfigError
     assert toolkits.Backoff is toolkits.mcp.Backoff  # McpToolkit(backoff=...)
+
+
+def test_the_agent_package_exports_every_error_and_what_the_readme_names() -> None:
+    import agent
+    import agent.errors
+
+    errors = {
+        name
+        for name in agent.errors.__all__
+        if isinstance(getattr(agent.errors, name), type)  # the classes, not the helper
+    }
+    assert errors - set(agent.__all__) == set()
+    # The type of ToolsAgent.on_warning, and the stores the README names beside InProcessStore.
+    assert {"WarningCallback", "SQLiteStore", "store_from_url"} <= set(agent.__all__)

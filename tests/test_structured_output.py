@@ -130,7 +130,7 @@ async def test_an_answer_still_invalid_past_the_retries_fails_its_item() -> None
     result = await gateway_for(model, retries=1).run("shop", "How much?")
     assert result.structured is None
     assert result.error is not None
-    assert result.error.startswith("the answer did not fit the output schema after 1 retries: ")
+    assert result.error.startswith("the answer did not fit the output schema after 1 retry: ")
     assert "'total' is a required property" in result.error
     assert len(model.calls) == 2
 

@@ -1,7 +1,7 @@
 """Real model providers behind the `ChatModel` protocol, and a spec parser to pick one.
 
-Every provider is a small module over shared plumbing (`_http`: one pooled `httpx` client,
-retries with backoff and `Retry-After`, SSE, errors from `agent.errors`). A provider writes
+Every provider is a small module over shared plumbing (`_http`: a pooled `httpx` client per
+event loop, retries with backoff and `Retry-After`, SSE, errors from `agent.errors`). A provider writes
 its own id into `AssistantMessage.provider` and its wire payload into `raw` (always with
 `raw["model"]`, the answering model's name), and replays `raw` only to itself.
 """

@@ -7,9 +7,12 @@ API keys out of messages) lives here once.
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import math
-from collections.abc import Awaitable, Callable, Mapping
+import threading
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -18,7 +21,13 @@ import anyio
 import httpx
 from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
-from ..errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
+from ..errors import (
+    ModelConfigError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+    ModelTimeout,
+)
 from ._json import is_arr, is_obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
@@ -27,6 +36,7 @@ __all__ = [
     "ProviderHTTP",
     "Secret",
     "WholeAnswer",
+    "checked_base_url",
     "endpoint",
     "new_http_client",
     "public_url",
@@ -40,8 +50,6 @@ model's `ModelSettings.timeout` replaces the read timeout for its requests."""
 
 LOOKUP_TIMEOUT = 10.0
 """Seconds an optional lookup (the context window) may take: it must not hold a call up."""
-
-_shared_client: httpx.AsyncClient | None = None
 
 
 def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
@@ -84,15 +92,61 @@ class _PoolOnFirstRequest(httpx.AsyncBaseTransport):
 
 
 def shared_http_client() -> httpx.AsyncClient:
-    """The process-wide client used by models that were given none.
+    """The client used by models that were given none: one for each running event loop.
+
+    A pool's connections belong to the event loop that opened them, so one process-wide
+    client failed every other `asyncio.run` (its sockets were bound to the loop before). Each
+    loop gets its own, closed as the loop shuts down (`asyncio.run`, `anyio.run` and
+    `asyncio.Runner` close async generators then, which is how it learns of it). A loop closed
+    without `loop.shutdown_asyncgens()` leaves its client unclosed; the next call forgets it.
 
     Long-lived applications should create their own with `new_http_client()`, pass it to every
-    model, and close it on shutdown; this one lives as long as the process.
+    model, and close it on shutdown.
     """
-    global _shared_client
-    if _shared_client is None or _shared_client.is_closed:
-        _shared_client = new_http_client()
-    return _shared_client
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise ModelConfigError(
+            "a model without an http_client calls out from an asyncio event loop only: "
+            "under another (trio), give it one, new_http_client()"
+        ) from None
+    with _loop_clients_lock:
+        for ended in [known for known in _loop_clients if known.is_closed()]:
+            del _loop_clients[ended]  # its sockets went with the loop: not reusable
+        held = _loop_clients.get(loop)
+        if held is not None and not held.client.is_closed:
+            return held.client
+        client = new_http_client()
+        closer = _close_with_loop(loop, client)
+        _loop_clients[loop] = _LoopClient(client, closer)
+    # Started here, in the loop: the loop then finalizes it when it shuts down.
+    with contextlib.suppress(StopIteration):  # how a first `yield` ends the step
+        closer.asend(None).send(None)
+    return client
+
+
+@dataclass(frozen=True, slots=True)
+class _LoopClient:
+    client: httpx.AsyncClient
+    closer: AsyncGenerator[None]
+    """Kept so that it lives as long as the loop: its `finally` closes the client."""
+
+
+_loop_clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
+_loop_clients_lock = threading.Lock()
+
+
+async def _close_with_loop(
+    loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
+) -> AsyncGenerator[None]:
+    try:
+        yield
+    finally:
+        with _loop_clients_lock:
+            held = _loop_clients.get(loop)
+            if held is not None and held.client is client:
+                del _loop_clients[loop]
+        await client.aclose()
 
 
 class Secret:
@@ -155,6 +209,17 @@ def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict
     )
 
 
+def checked_base_url(base_url: str) -> str:
+    """`base_url` when it is an http(s) URL with a host; else `ModelConfigError`, at once: a
+    request to it could only fail, after every retry."""
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https"):
+        raise ModelConfigError(f"base URL must be http(s): {public_url(base_url)!r}")
+    if not parts.hostname:
+        raise ModelConfigError(f"base URL names no host: {public_url(base_url)!r}")
+    return base_url
+
+
 def endpoint(base_url: str, path: str) -> str:
     """`path` appended to the path of `base_url`, before its query (Azure's `?api-version=`),
     which every request to the server keeps."""
@@ -208,7 +273,7 @@ class ProviderHTTP:
         try:
             response = await self.client.get(url, headers=sent, timeout=LOOKUP_TIMEOUT)
             return response.json() if response.is_success else None
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, RuntimeError):
             return None
 
     async def post_sse(
@@ -275,14 +340,12 @@ class ProviderHTTP:
                     ),
                     seconds=seconds,
                 ) from exc
-            except httpx.RequestError as exc:
-                if last:
-                    raise ModelConnectionError(
-                        self._redact(
-                            f"{self._label}: cannot reach {public_url(url)} after {attempt} "
-                            f"attempts: {type(exc).__name__}: {exc}"
-                        )
-                    ) from exc
+            except (httpx.RequestError, httpx.InvalidURL, RuntimeError) as exc:
+                # RuntimeError: httpx's for a closed client, asyncio's for a connection opened
+                # in an event loop that has ended (one client used by two `asyncio.run`s);
+                # httpx drops that connection, so another attempt opens a fresh one.
+                if last or client.is_closed or isinstance(exc, _HOPELESS):
+                    raise ModelConnectionError(self._unreachable(url, attempt, exc)) from exc
                 await policy.sleep(policy.backoff(attempt))
                 continue
             if response.is_success:
@@ -304,6 +367,17 @@ class ProviderHTTP:
                 await policy.sleep(wait if wait is not None else policy.backoff(attempt))
                 continue
             raise self._http_error(response)
+
+    def _unreachable(self, url: str, attempt: int, exc: Exception) -> str:
+        tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
+        said = f"{self._label}: cannot reach {public_url(url)} after {tries}: "
+        said += f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, RuntimeError):
+            said += (
+                ". An httpx client serves one event loop, until it is closed: give each "
+                "event loop its own client (new_http_client()), or none"
+            )
+        return self._redact(said)
 
     def _timeout(self, client: httpx.AsyncClient) -> httpx.Timeout:
         """The client's timeouts, with this model's read timeout when it has one."""
@@ -334,6 +408,10 @@ class ProviderHTTP:
         if self._secret is not None and self._secret.reveal():
             message = message.replace(self._secret.reveal(), "***")
         return message
+
+
+_HOPELESS = (httpx.UnsupportedProtocol, httpx.InvalidURL)
+"""Failures another attempt cannot mend: the URL itself is wrong."""
 
 
 def _body(response: httpx.Response) -> Any:

@@ -33,7 +33,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
-from ._http import Secret
+from ._http import Secret, checked_base_url
 from ._json import (
     JSONObject,
     arr,
@@ -92,7 +92,7 @@ class AnthropicModel(HTTPChatModel):
             settings=settings,
         )
         self._model = model
-        self._url = base_url.rstrip("/") + "/messages"
+        self._url = checked_base_url(base_url).rstrip("/") + "/messages"
 
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool

@@ -35,7 +35,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
-from ._http import Secret
+from ._http import Secret, checked_base_url
 from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
 from ._sse import SSEEvent
 from .retry import RetryPolicy
@@ -81,7 +81,7 @@ class GeminiModel(HTTPChatModel):
             settings=settings,
         )
         # The key travels in a header, never in the URL, so no URL can leak it.
-        self._url = f"{base_url.rstrip('/')}/models/{model}"
+        self._url = f"{checked_base_url(base_url).rstrip('/')}/models/{model}"
 
     def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
         def read(data: Any) -> int | None:

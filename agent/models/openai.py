@@ -19,11 +19,10 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import ModelConfigError, ModelResponseError
+from ..errors import ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -36,7 +35,7 @@ from ..messages import (
     UserMessage,
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
-from ._http import Secret, endpoint, public_url
+from ._http import Secret, checked_base_url, endpoint, public_url
 from ._json import (
     JSONObject,
     arguments_text,
@@ -87,8 +86,7 @@ class OpenAIModel(HTTPChatModel):
         text_tool_calls: bool = False,
         strict_tools: bool = True,
     ) -> None:
-        if urlsplit(base_url).scheme not in ("http", "https"):
-            raise ModelConfigError(f"base URL must be http(s): {public_url(base_url)!r}")
+        checked_base_url(base_url)
         name, provider = self._identity(base_url, model)
         super().__init__(
             name=name,

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from pydantic import JsonValue
 
 from agent import UserMessage
-from agent.errors import ModelConfigError
-from agent.models import ModelSettings, OpenAICompatibleModel, model_from_spec
+from agent.errors import ModelConfigError, ModelConnectionError
+from agent.models import (
+    AnthropicModel,
+    GeminiModel,
+    ModelSettings,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    model_from_spec,
+)
 from agent.models.spec import BASE_URLS
 
-from .support import FakeProvider, json_response
+from .support import FakeProvider, Sleeps, json_response, retry_policy
 from .test_anthropic import message as anthropic_message
 from .test_gemini import generated
 from .test_openai import completion
@@ -87,6 +95,23 @@ def test_a_base_url_that_is_not_http_is_a_clear_error(monkeypatch: pytest.Monkey
         model_from_spec("anthropic:claude-sonnet-4-5", api_keys=KEYS)
 
 
+@pytest.mark.parametrize("make", [OpenAIModel, AnthropicModel, GeminiModel])
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        ("ftp://llm.corp.example/v1", "base URL must be http(s): 'ftp://llm.corp.example/v1'"),
+        ("llm.corp.example/v1", "base URL must be http(s): 'llm.corp.example/v1'"),
+        ("https:///v1", "base URL names no host: 'https:///v1'"),
+    ],
+)
+def test_every_provider_refuses_a_base_url_it_could_never_call(
+    make: type[OpenAIModel | AnthropicModel | GeminiModel], base_url: str, said: str
+) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        make("m1", api_key="secret-key", base_url=base_url)
+    assert str(caught.value) == said
+
+
 async def test_a_query_in_an_openai_compatible_url_stays_after_the_path() -> None:
     listing = {"object": "list", "data": [{"id": "gpt-4o", "context_length": 128000}]}
     fake = FakeProvider(json_response(200, _answer("openai")), json_response(200, listing))
@@ -118,3 +143,14 @@ async def test_extra_body_merges_into_nested_options() -> None:
         "temperature": 0.2,
         "thinkingConfig": {"thinkingBudget": 1024},
     }
+
+
+async def test_a_scheme_the_transport_cannot_speak_is_not_retried(sleeps: Sleeps) -> None:
+    # A redirect or a custom transport can still meet one: asking again cannot help.
+    fake = FakeProvider(httpx.UnsupportedProtocol("Request URL has an unsupported protocol"))
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:9/v1", "m1", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    with pytest.raises(ModelConnectionError, match="after 1 attempt: UnsupportedProtocol"):
+        await model.invoke(ASK, [])
+    assert sleeps.delays == []
