@@ -24,7 +24,7 @@ from agent import (
     ToolDefinition,
 )
 
-__all__ = ["Journal", "RecordedModel", "ScopedJournal"]
+__all__ = ["Journal", "RecordedModel", "ScopedJournal", "call_key"]
 
 
 class Journal(Protocol):
@@ -37,6 +37,14 @@ class Journal(Protocol):
         `nested`: the call records calls of its own (an agent run as a tool): they are
         recorded one by one, as they end, not as parts of this one."""
         ...
+
+
+def call_key(item: int, call_id: str) -> str:
+    """What names an agent run as a tool call: among its run's `children`, and as the path of
+    its journal (`ScopedJournal.child`). A call id is unique within its item only (two items'
+    models may both say `call_0`); the first item's key is the id alone, as before items were
+    told apart, so runs stored then resume."""
+    return call_id if item == 0 else f"{item}:{call_id}"
 
 
 class ScopedJournal:

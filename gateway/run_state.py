@@ -58,8 +58,8 @@ class RunState(BaseModel):
     """Who started the run: the authenticated subject of the MCP client that called the agent
     (served over HTTP with OAuth or static tokens); None when run locally."""
     children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
-    """Agents running as tools of the pending `request`, by tool-call id: their own states,
-    so a run stopped while they worked resumes them where they were."""
+    """Agents running as tools of the pending `request`, by `journal.call_key` (the tool-call
+    id): their own states, so a run stopped while they worked resumes them where they were."""
     origin: RunOrigin | None = None
     """How the run was started (config, model), for resuming it."""
     caller_trace: dict[str, str] | None = None

@@ -37,7 +37,7 @@ from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
 from .errors import GatewayError
-from .journal import RecordedModel, ScopedJournal
+from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
@@ -326,7 +326,8 @@ class StepLoop:
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
-        saved = saver.state.children.get(action.tool_call_id)
+        key = call_key(action.item_index, action.tool_call_id)
+        saved = saver.state.children.get(key)
         state = (
             saved  # a stored run stopped while this agent worked: go on where it was
             if saved is not None and saved.agent == inner.name
@@ -337,8 +338,8 @@ class StepLoop:
                 started_by=context.tracer.subject,
             )
         )
-        checkpoint = saver.child(action.tool_call_id)
-        journal = saver.journal.child(action.tool_call_id) if saver.journal else None
+        checkpoint = saver.child(key)
+        journal = saver.journal.child(key) if saver.journal else None
         outcome = await self.drive(
             inner,
             state,

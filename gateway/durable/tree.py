@@ -16,6 +16,7 @@ from pydantic import JsonValue
 
 from agent import ROUTING_KEY
 
+from ..journal import call_key
 from .status import RunStep
 
 __all__ = ["CallNode", "call_tree", "recorded_call"]
@@ -74,8 +75,14 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
             return top
         parent = agents.get(path)
         if parent is None:  # not recorded yet: in flight when its process died, or resumed
-            above, _, call_id = path.removesuffix("/").rpartition("/")
-            parent = agents[path] = CallNode(kind="tool", name="(in flight)", call_id=call_id)
+            above, _, key = path.removesuffix("/").rpartition("/")
+            item, _, call_id = key.rpartition(":")
+            parent = agents[path] = CallNode(
+                kind="tool",
+                name="(in flight)",
+                call_id=call_id,
+                item=int(item) if item.isdigit() else 0,
+            )
             calls_under(f"{above}/" if above else "").append(parent)
         return parent.calls
 
@@ -88,14 +95,15 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
             continue
         if node.kind == "tool" and node.call_id is not None:
             node.approval = decisions.get(step.name)
-            known = agents.get(f"{path}{node.call_id}/")
+            under = f"{path}{call_key(node.item or 0, node.call_id)}/"
+            known = agents.get(under)
             if known is not None:  # its agent's calls were recorded before it
                 node.calls = known.calls
                 siblings = calls_under(path)
                 siblings[siblings.index(known)] = node
-                agents[f"{path}{node.call_id}/"] = node
+                agents[under] = node
                 continue
-            agents[f"{path}{node.call_id}/"] = node
+            agents[under] = node
         calls_under(path).append(node)
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])

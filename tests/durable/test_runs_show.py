@@ -121,3 +121,36 @@ def test_a_toolkit_calls_input_is_shown_as_the_model_wrote_it() -> None:
     node = recorded_call(step)
     assert node is not None
     assert node.input == {"path": "notes/a.txt"}
+
+
+def test_two_items_whose_calls_share_ids_keep_their_sub_agents_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each item's model says `h1` and `c1`: the second item's helper must not be given the
+    first one's recorded calculator result, and `runs show` nests each helper's own calls."""
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG)
+    answers = tmp_path / "answers.json"
+    script: list[Any] = []
+    for question, sum_, total in (("6 * 7?", "6 * 7", "42"), ("2 + 2?", "2 + 2", "4")):
+        script += [
+            {"tool_calls": [{"name": "helper", "id": "h1", "arguments": {"prompt": question}}]},
+            {"tool_calls": [{"name": "calculator", "id": "c1", "arguments": {"expression": sum_}}]},
+            {"content": f"It is {total}."},
+            {"content": f"The helper says {total}."},
+        ]
+    answers.write_text(json.dumps(script))
+    items = tmp_path / "items.jsonl"
+    items.write_text('"Ask the helper for 6 * 7"\n"Ask the helper for 2 + 2"\n')
+    command = ["run", "--items", str(items), "--config", str(config), "--agent", "lead"]
+    assert main([*command, "--model", f"scripted:{answers}", "--json"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["output"] for line in lines] == ["The helper says 42.", "The helper says 4."]
+    assert main(["runs", "list", "--json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)
+    assert main(["runs", "show", run["run_id"], "--json"]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    helpers = [c for c in calls if c["kind"] == "tool"]
+    assert [(h["item"], h["call_id"]) for h in helpers] == [(0, "h1"), (1, "h1")]
+    sums = [[c["output"] for c in h["calls"] if c["kind"] == "tool"] for h in helpers]
+    assert sums == [[{"response": "42"}], [{"response": "4"}]]
