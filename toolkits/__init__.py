@@ -9,6 +9,7 @@ from .base import (
     Tool,
     Toolkit,
     error_result,
+    validation_brief,
 )
 from .calculator import calculator
 from .capabilities import (
@@ -85,4 +86,5 @@ __all__ = [
     "read_json",
     "result_data",
     "result_text",
+    "validation_brief",
 ]

@@ -26,6 +26,7 @@ from mcp_types import (
     TextContent,
 )
 from mcp_types import Tool as McpTool
+from pydantic import ValidationError
 
 __all__ = [
     "CallContext",
@@ -35,6 +36,7 @@ __all__ = [
     "Tool",
     "Toolkit",
     "error_result",
+    "validation_brief",
 ]
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -118,3 +120,17 @@ class Toolkit(Protocol):
 
 def error_result(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=message)], is_error=True)
+
+
+def validation_brief(exc: ValidationError, whole: str = "the value") -> str:
+    """What pydantic found wrong, one `place: problem` per fault on one line (its own text is
+    several lines with a link, not for a model or a log line)."""
+    faults = [
+        f"{'.'.join(str(part) for part in err['loc']) or whole}: {err['msg']}"
+        for err in exc.errors()[:_FAULTS_SAID]
+    ]
+    more = len(exc.errors()) - _FAULTS_SAID
+    return "; ".join(faults) + (f"; and {more} more" if more > 0 else "")
+
+
+_FAULTS_SAID = 5

@@ -48,7 +48,7 @@ from mcp_types import (
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from .base import CallContext, Tool, error_result
+from .base import CallContext, Tool, error_result, validation_brief
 from .errors import NoSuchTool, ToolTimeout
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
@@ -99,7 +99,9 @@ class FunctionTool:
         try:
             parsed = self.arguments.model_validate(dict(arguments))
         except ValidationError as exc:
-            return error_result(f"invalid arguments for {self.name}: {_brief(exc)}")
+            return error_result(
+                f"invalid arguments for {self.name}: {validation_brief(exc, 'arguments')}"
+            )
         # Fields may be stand-ins for names pydantic keeps for itself: the alias is the real one.
         kwargs = {
             info.alias or name: getattr(parsed, name)
@@ -375,10 +377,3 @@ def _image_type(data: bytes) -> str | None:
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
         return "image/webp"
     return next((mime for magic, mime in _IMAGE_SIGNATURES if data.startswith(magic)), None)
-
-
-def _brief(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-        for err in exc.errors()
-    )

@@ -178,3 +178,38 @@ async def test_stray_stdout_lines_are_said_briefly_and_the_calls_go_on(
     assert len(said) > 5  # the rest at DEBUG
     assert all(r.exc_info is None for r in caplog.records)  # no traceback for a stray line
     assert "transport error" not in caplog.text
+
+
+MALFORMED_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "malformed", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "bad", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"isError": False}  # no content
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_a_malformed_result_is_said_in_one_line_on_either_path(
+    tmp_path: Path, raw: bool
+) -> None:
+    script = tmp_path / "malformed.py"
+    script.write_text(MALFORMED_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never")
+    async with McpToolkit("m", config) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30):
+            result = await node.call_tool("bad", {})
+    assert result.is_error
+    assert result_text(result) == (
+        "MCP server 'm' sent a malformed result: content: Field required"
+    )

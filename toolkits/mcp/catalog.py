@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from ..base import CallContext
+from ..base import CallContext, validation_brief
 from ..errors import ServerUnavailable
 from .config import McpServerConfig
 from .deadline import Deadline
@@ -173,7 +173,8 @@ class McpCatalog:
             except ValidationError as exc:
                 raise MCPError(
                     mcp_types.INTERNAL_ERROR,
-                    f"MCP server {self._node!r} sent a malformed answer to {what}: {exc}",
+                    f"MCP server {self._node!r} sent a malformed answer to {what}: "
+                    f"{validation_brief(exc, 'the answer')}",
                 ) from exc
         limit = (
             f"{deadline.cap:g} s, the absolute limit"

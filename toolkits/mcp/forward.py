@@ -48,7 +48,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse, InputResponses
 from pydantic import ValidationError
 
-from ..base import CallContext, ServerRequestHandler, error_result
+from ..base import CallContext, ServerRequestHandler, error_result, validation_brief
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .error_text import error_text
@@ -201,7 +201,8 @@ class Forward:
         try:
             checked = mcp_types.CallToolResult.model_validate(result)
         except ValidationError as exc:
-            return _dump(error_result(f"MCP server {self.node!r} sent a malformed result: {exc}"))
+            said = validation_brief(exc, "the result")
+            return _dump(error_result(f"MCP server {self.node!r} sent a malformed result: {said}"))
         if not checked.is_error:
             try:
                 await self.check_result(self.original, checked)

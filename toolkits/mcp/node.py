@@ -34,7 +34,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from ..background import InBackground
-from ..base import CallContext, Tool, error_result
+from ..base import CallContext, Tool, error_result, validation_brief
 from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
 from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
@@ -410,7 +410,8 @@ class McpToolkit(InBackground):
                     ) from exc
                 return error_result(error_text(exc.code, exc.message))
             except ValidationError as exc:
-                return error_result(f"MCP server {self._name!r} sent a malformed result: {exc}")
+                said = validation_brief(exc, "the result")
+                return error_result(f"MCP server {self._name!r} sent a malformed result: {said}")
             except RuntimeError as exc:
                 # The SDK raises these for results that break the tool's output schema, and for a
                 # session that closed under the call.

@@ -28,7 +28,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary
 from pydantic import ValidationError
 
-from toolkits import CallContext, ToolkitError, error_result
+from toolkits import CallContext, ToolkitError, error_result, validation_brief
 from toolkits.mcp import Forward
 
 from ...engine import Gateway
@@ -192,4 +192,4 @@ def call_result(outcome: object) -> types.CallToolResult:
     try:
         return types.CallToolResult.model_validate(outcome)
     except ValidationError as exc:
-        return error_result(f"the server sent a malformed result: {exc}")
+        return error_result(f"the server sent a malformed result: {validation_brief(exc, 'it')}")
