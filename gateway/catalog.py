@@ -8,7 +8,8 @@ resources, resource templates) are listed with these three pieces:
   hides the others.
 - `claim`: names taken in that order. A name two nodes list is a conflict: refused
   (`ToolConflict`, naming the remedy) where the caller needs every name to be one thing, else
-  the first node keeps it and a warning says so.
+  the first node keeps it and a warning says so (once per clash, for a list served again
+  and again).
 - `Routes`: what the last listing routed each name to. A name it does not know is listed again
   before it is refused: a client may call without listing, and a node's list may have changed
   since (nodes re-list their server's tools themselves on its `list_changed`).
@@ -16,6 +17,7 @@ resources, resource templates) are listed with these three pieces:
 
 from __future__ import annotations
 
+import difflib
 import logging
 import operator
 from collections.abc import Awaitable, Callable, Sequence
@@ -37,6 +39,9 @@ class Named(Protocol):
     @property
     def name(self) -> str: ...
 
+
+_LISTED_IN_FULL = 10
+"""Up to this many names, an unknown name's error lists them all."""
 
 _N = TypeVar("_N", bound=Named)
 _Item = TypeVar("_Item")
@@ -87,12 +92,14 @@ def claim(
     what: str,
     refuse: str | None = None,
     scope: str | None = None,
+    warned: set[str] | None = None,
 ) -> bool:
     """Route `name` to `value` unless an earlier one holds it; True if it is newly `value`'s.
 
     A name held by another node is a conflict: with `refuse` (the remedy to name), raises
     `ToolConflict`; else the first holder keeps it, with a warning. `scope` prefixes the
-    message (whose list it is).
+    message (whose list it is). `warned`: the conflicts already warned of, for a caller that
+    claims again at every listing to warn of each once.
     """
     held = routes.get(name)
     if held is None:
@@ -106,7 +113,10 @@ def claim(
         conflict = f"{scope}: {conflict}"
     if refuse is not None:
         raise ToolConflict(f"{conflict}; {refuse}")
-    log.warning("%s; serving %r's", conflict, first)
+    if warned is None or conflict not in warned:
+        log.warning("%s; serving %r's", conflict, first)
+        if warned is not None:
+            warned.add(conflict)
     return False
 
 
@@ -133,6 +143,13 @@ class Routes(Generic[_V]):
             found = self._routes.get(name)
         return found
 
-    def names(self) -> str:
-        """The names routed, for an error message."""
-        return ", ".join(sorted(self._routes)) or "none"
+    def unknown(self, name: str, what: str) -> str:
+        """Why `name` (a `what`) is refused, short enough for a model to read: every name
+        routed if they are few, else the closest ones and how many there are."""
+        if len(self._routes) <= _LISTED_IN_FULL:
+            known = ", ".join(sorted(self._routes)) or "none"
+            return f"no {what} named {name!r} ({what}s: {known})"
+        close = difflib.get_close_matches(name, list(self._routes), n=3)
+        guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        count = len(self._routes)
+        return f"no {what} named {name!r}{guess} ({count} {what}s: {what}s/list names them)"

@@ -254,8 +254,8 @@ class Gateway:
         caller_trace: dict[str, str] | None = None,
     ) -> CallToolResult:
         """One call of a node's tool (by name, or as listed) outside any agent, bounded and
-        traced like an agent's, for the caller `context` describes (its `meta` is replaced by
-        the hop count). `subject` is who asked (the authenticated MCP client of a proxied
+        traced like an agent's, for the caller `context` describes (its `meta` goes on, with
+        the hop count set). `subject` is who asked (the authenticated MCP client of a proxied
         call), on every trace event; `caller_trace` the trace context it sent, for the call's
         span to continue.
 
@@ -277,7 +277,7 @@ class Gateway:
             tracer,
             None,
             quota or self.client_quota(),
-            meta={HOPS_META_KEY: hops + 1},
+            meta={**(context.meta if context and context.meta else {}), HOPS_META_KEY: hops + 1},
             caller=context,
         )
         return call.result

@@ -131,7 +131,7 @@ class ToolRouter:
     ) -> types.CallToolResult | types.InputRequiredResult:
         source = await self._routes.find(params.name)
         if source is None:
-            return error_result(f"no tool named {params.name!r} (tools: {self._routes.names()})")
+            return error_result(self._routes.unknown(params.name, "tool"))
         return await source.call(ctx, params)
 
     async def current(self) -> list[types.Tool]:

@@ -257,7 +257,7 @@ def answers_by_name(
     a tool that asks cannot elicit from a client that declared no elicitation. A handshake-era
     node (`protocol` auto) declared it to its server, which asks (`ask`) and is refused; a
     2026-07-28 node declares, per call, only what its caller can answer, so the server's
-    resolver (`greet`) refuses before asking."""
+    resolver (`greet`) refuses before asking, with a JSON-RPC error of its own."""
     assert list(logs) == ["info: step 1 of 3", "info: step 2 of 3", "info: step 3 of 3"]
     by_name = {name: (result, progress) for name, result, progress in answers}
     assert by_name["d__steps"][1] == [
@@ -269,8 +269,11 @@ def answers_by_name(
     if protocol == "auto":
         assert "lacks elicitation" in str(by_name["d__ask"][0]["content"])
     else:
+        # The server's JSON-RPC error, relayed as it sent it.
+        error = by_name["d__greet"][0]["error"]
+        assert error["code"] == types.MISSING_REQUIRED_CLIENT_CAPABILITY, error
         why = "did not declare the form elicitation capability required by resolver"
-        assert why in str(by_name["d__greet"][0]["content"])
+        assert why in error["message"]
     return by_name
 
 

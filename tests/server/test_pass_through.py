@@ -157,12 +157,18 @@ class Heard:
 async def answered_each(
     client: Client, calls: Sequence[tuple[str, dict[str, Any]]]
 ) -> list[tuple[Any, ...]]:
-    """Each call's name, result (as on the wire) and the progress heard, one call at a time."""
+    """Each call's name, result (as on the wire; a JSON-RPC error as `{"error": ...}`) and
+    the progress heard, one call at a time."""
     answers: list[tuple[Any, ...]] = []
     for name, arguments in calls:
         heard = Heard()
-        result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
-        answers.append((name, result.model_dump(by_alias=True, exclude_none=True), heard.progress))
+        try:
+            result = await client.call_tool(name, arguments, progress_callback=heard.on_progress)
+        except MCPError as exc:  # the server's error, relayed as it sent it
+            answered = {"error": exc.error.model_dump(by_alias=True, exclude_none=True)}
+        else:
+            answered = result.model_dump(by_alias=True, exclude_none=True)
+        answers.append((name, answered, heard.progress))
     return answers
 
 

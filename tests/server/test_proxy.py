@@ -9,7 +9,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from gateway import ConfigError, ToolConflict
+from gateway import ConfigError, Gateway, ToolConflict
 from gateway.config import GatewaySettings
 from gateway.server import build_server
 from gateway.server.server import SERVER_VERSION
@@ -141,3 +141,37 @@ async def test_an_agent_and_a_tool_of_the_same_name_are_refused_at_startup() -> 
     _server, router = build_server(gateway, GatewaySettings(expose_tools=True))
     with pytest.raises(ToolConflict, match="tool 'render' is listed by nodes 'render' and 'rich'"):
         await router.check()
+
+
+class ManyNode:
+    """A toolkit node with 267 tools: `t000` ... `t266`."""
+
+    name = "many"
+
+    async def list_tools(self) -> Sequence[Tool]:
+        schema: dict[str, Any] = {"type": "object", "properties": {}}
+        return [
+            Tool(f"t{i:03}", "", schema, source_node=self.name, is_from_toolkit=False)
+            for i in range(267)
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: Mapping[str, Any], *, context: CallContext | None = None
+    ) -> types.CallToolResult:
+        return types.CallToolResult(content=[types.TextContent(text=name)])
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_unknown_tool_among_many_is_refused_briefly(era: str) -> None:
+    async with Client(serve(Gateway([ManyNode()], []), expose_tools=True), mode=era) as client:
+        wrong = await client.call_tool("f__t003", {})
+        none_close = await client.call_tool("zzzzzzzz", {})
+    assert wrong.is_error
+    assert wrong.content == [
+        types.TextContent(
+            text="no tool named 'f__t003'; did you mean 't003'? (267 tools: tools/list names them)"
+        )
+    ]
+    assert none_close.content == [
+        types.TextContent(text="no tool named 'zzzzzzzz' (267 tools: tools/list names them)")
+    ]

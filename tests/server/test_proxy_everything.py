@@ -11,12 +11,13 @@ import base64
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from gateway import Gateway
 from toolkits import result_text
@@ -172,14 +173,29 @@ async def test_its_log_message_during_a_call_reaches_our_client() -> None:
     assert message.data.lower().startswith(message.level.lower())
 
 
-@pytest.mark.parametrize("era", ERAS)
-async def test_an_error_it_prefixed_itself_reaches_our_client_prefixed_once(era: str) -> None:
+async def test_its_url_elicitation_error_reaches_a_handshake_client_as_sent() -> None:
+    # The client runs the URL flow from the error's data: an error result would lose it.
     arguments = {"url": "https://example.com/approve", "errorPath": True}
     with anyio.fail_after(40):
-        async with through_us(era) as client:
+        async with through_us("legacy") as client:
+            with pytest.raises(MCPError) as raised:
+                await client.call_tool("everything__trigger-url-elicitation", arguments)
+    error = raised.value.error
+    assert error.code == types.URL_ELICITATION_REQUIRED
+    assert error.message == "MCP error -32042: This request requires browser-based authorization."
+    [asked] = cast(dict[str, Any], error.data)["elicitations"]
+    assert (asked["mode"], asked["url"]) == ("url", "https://modelcontextprotocol.io")
+
+
+async def test_an_error_it_prefixed_itself_reaches_a_modern_client_prefixed_once() -> None:
+    # 2026-07-28 has no -32042: its client gets the error result, the URL named.
+    arguments = {"url": "https://example.com/approve", "errorPath": True}
+    with anyio.fail_after(40):
+        async with through_us("auto") as client:
             refused = await client.call_tool("everything__trigger-url-elicitation", arguments)
     assert refused.is_error
-    assert "MCP error -32042: This request requires browser-based authorization." in (
-        result_text(refused)
+    assert result_text(refused).startswith(
+        "MCP error -32042: This request requires browser-based authorization.; "
+        "open https://modelcontextprotocol.io"  # its URL, whatever we gave
     )
     assert "MCP error -32042: MCP error" not in result_text(refused)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -65,6 +67,25 @@ async def test_each_nodes_own_policy_applies() -> None:
     ):
         names = [p.name for p in (await client.list_prompts()).prompts]
     assert names == ["docs__greet", "docs__summary", "greet", "jot"]
+
+
+async def test_a_prompt_clash_is_warned_of_once_as_a_prompt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    docs, notes = servers()
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp.naming")
+    async with (
+        mcp_nodes(("docs", docs), ("notes", notes), prefix="never") as nodes,
+        Client(serve(Gateway(nodes, []), expose_tools=True)) as client,
+    ):
+        names: list[str] = []
+        for _ in range(3):
+            names = [p.name for p in (await client.list_prompts()).prompts]
+    assert names == ["greet", "summary", "notes__greet", "jot"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "prompt 'greet' of 'notes' clashes with another node's that also has prefix='never'; "
+        "offering it as 'notes__greet'"
+    ]
 
 
 @pytest.mark.parametrize("era", ERAS)

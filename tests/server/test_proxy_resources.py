@@ -78,19 +78,19 @@ async def test_on_a_clash_the_first_node_serves_it(
         mcp_nodes(("docs", docs), ("notes", notes)) as nodes,
         Client(serve(Gateway(nodes, []), expose_tools=True), mode=era) as client,
     ):
-        listed = [r.uri for r in (await client.list_resources()).resources]
-        await client.list_resource_templates()
+        listed: list[str] = []
+        for _ in range(3):  # a clash is warned of once, not at every listing
+            listed = [r.uri for r in (await client.list_resources()).resources]
+            await client.list_resource_templates()
         shared = await client.read_resource("memo://shared/1")
         made = await client.read_resource("memo://made/5")
     assert listed.count("memo://shared/1") == 1
     assert text_of(shared) == "the docs' copy"
     assert text_of(made) == "docs made memo://made/5"
     warnings = [r.getMessage() for r in caplog.records]
-    assert (
-        "resource 'memo://shared/1' is listed by nodes 'docs' and 'notes'; serving 'docs''s"
-        in warnings
-    )
-    assert any("resource template 'memo://made/{id}'" in w for w in warnings)
+    clash = "resource 'memo://shared/1' is listed by nodes 'docs' and 'notes'; serving 'docs''s"
+    assert warnings.count(clash) == 1
+    assert len([w for w in warnings if "resource template 'memo://made/{id}'" in w]) == 1
 
 
 @pytest.mark.parametrize("era", ERAS)

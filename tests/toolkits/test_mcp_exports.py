@@ -25,6 +25,7 @@ def test_the_package_exports_what_we_mean() -> None:
         "McpToolkitGroup",
         "NodeTools",
         "PrefixPolicy",
+        "ProtocolErrorResult",
         "ProtocolMode",
         "Target",
         "TransportFactory",
@@ -33,6 +34,8 @@ def test_the_package_exports_what_we_mean() -> None:
         "is_plain_text",
         "load_mcp_servers",
         "plain_for_era",
+        "protocol_error",
+        "protocol_error_result",
         "resolve_tool_names",
         "sanitize_name",
     }

@@ -82,6 +82,17 @@ def test_two_never_nodes_cannot_share_a_name(caplog: pytest.LogCaptureFixture) -
     assert "clashes" in caplog.text
 
 
+def test_a_clash_resolved_again_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    nodes = [NodeTools("a", "never", ["search"]), NodeTools("b", "never", ["search"])]
+    warned: set[tuple[str, str]] = set()
+    for _ in range(3):  # as a group resolves again when each node settles
+        assert resolve_tool_names(nodes, warned=warned)["b"] == {"search": "b__search"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "tool 'search' of 'b' clashes with another node's that also has prefix='never'; "
+        "offering it as 'b__search'"
+    ]
+
+
 def test_leftover_clashes_are_settled_by_a_hash() -> None:
     # Node "a" offers a bare tool named exactly like node "b"'s prefixed one.
     names = resolve_tool_names(

@@ -197,6 +197,7 @@ async def test_an_error_the_server_prefixed_itself_is_prefixed_once(transport: s
             ):
                 result = await node.call_tool("everything__trigger-url-elicitation", arguments)
     assert result.is_error
-    assert result_text(result) == (
-        "MCP error -32042: This request requires browser-based authorization."
+    assert result_text(result).startswith(
+        "MCP error -32042: This request requires browser-based authorization.; "
+        "open https://modelcontextprotocol.io"  # for the model to pass on (its URL, not ours)
     )

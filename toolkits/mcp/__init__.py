@@ -26,6 +26,7 @@ from .config import (
     TransportKind,
     load_mcp_servers,
 )
+from .error_text import ProtocolErrorResult, protocol_error, protocol_error_result
 from .forward import Forward
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
@@ -50,6 +51,7 @@ __all__ = [
     "McpToolkitGroup",
     "NodeTools",
     "PrefixPolicy",
+    "ProtocolErrorResult",
     "ProtocolMode",
     "RedirectMode",
     "Target",
@@ -63,6 +65,8 @@ __all__ = [
     "load_mcp_servers",
     "oauth_for",
     "plain_for_era",
+    "protocol_error",
+    "protocol_error_result",
     "resolve_tool_names",
     "sanitize_name",
     "uses_oauth",

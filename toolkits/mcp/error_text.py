@@ -1,11 +1,21 @@
 """A failure as one line of text: an exception (through the groups task groups wrap it in), or
-a server's JSON-RPC error as a tool's error text."""
+a server's JSON-RPC error as a tool's error text; and that error kept beside its text
+(`ProtocolErrorResult`) for a proxy, which relays the error as the server sent it."""
 
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
-__all__ = ["describe_error", "error_text"]
+from mcp_types import URL_ELICITATION_REQUIRED, CallToolResult, ErrorData, TextContent
+from pydantic import PrivateAttr
+
+__all__ = [
+    "ProtocolErrorResult",
+    "describe_error",
+    "error_text",
+    "protocol_error",
+    "protocol_error_result",
+]
 
 
 def describe_error(exc: BaseException) -> str:
@@ -25,3 +35,46 @@ def error_text(code: object, message: object) -> str:
     prefix = f"MCP error {code}: "
     text = str(message)
     return text if text.startswith(prefix) else prefix + text
+
+
+class ProtocolErrorResult(CallToolResult):
+    """A server's JSON-RPC error to a tool call, as the error result a model reads, with the
+    error itself as the server sent it (`error`): a proxy relays that to its client."""
+
+    _error: ErrorData = PrivateAttr()
+
+    @property
+    def error(self) -> ErrorData:
+        return self._error
+
+    @classmethod
+    def of(cls, error: ErrorData, text: str) -> ProtocolErrorResult:
+        result = cls(content=[TextContent(text=text)], is_error=True)
+        result._error = error
+        return result
+
+
+def protocol_error_result(error: ErrorData) -> ProtocolErrorResult:
+    """`error` as a tool's error result: its text (`error_text`), and where the server wants a
+    URL opened first (-32042), each URL, for a model that cannot open it to pass on."""
+    text = error_text(error.code, error.message)
+    if error.code == URL_ELICITATION_REQUIRED:
+        text = "; ".join([text, *_urls_to_open(error.data)])
+    return ProtocolErrorResult.of(error, text)
+
+
+def protocol_error(result: object) -> ErrorData | None:
+    """The server's JSON-RPC error `result` stands for, if it is one (`protocol_error_result`)."""
+    return result.error if isinstance(result, ProtocolErrorResult) else None
+
+
+def _urls_to_open(data: Any) -> list[str]:
+    fields = cast(dict[str, Any], data) if isinstance(data, dict) else {}
+    asked = fields.get("elicitations")
+    lines: list[str] = []
+    for each in cast(list[Any], asked) if isinstance(asked, list) else []:
+        said = cast(dict[str, Any], each) if isinstance(each, dict) else {}
+        url, why = said.get("url"), said.get("message")
+        if isinstance(url, str):
+            lines.append(f"open {url} ({why})" if isinstance(why, str) and why else f"open {url}")
+    return lines

@@ -51,7 +51,7 @@ from pydantic import ValidationError
 from ..base import CallContext, ServerRequestHandler, error_result, validation_brief
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
-from .error_text import error_text
+from .error_text import error_text, protocol_error_result
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
 from .session import Connection, connection_lost
@@ -131,8 +131,10 @@ class Forward:
         owner: object | None = None,
         scope: anyio.CancelScope | None = None,
     ) -> JsonObject | None:
-        """The `CallToolResult` as the server sent it (a protocol error as an error result);
-        None if the request never reached the server. Raises `ConnectionLost`, `ToolTimeout`.
+        """The `CallToolResult` as the server sent it; None if the request never reached the
+        server. Raises `ConnectionLost`, `ToolTimeout`, and `MCPError` for the server's
+        JSON-RPC error, as the SDK client does (a question of an input-required round refused
+        ends the call with an error result: it is no error of the server's).
         `answer` takes the server's requests (sampling, elicitation, roots) meanwhile;
         `answerable`: which of them it may answer, as client capabilities (empty: it only
         refuses them; a 2026-07-28 server is told so with the request; None: all that the
@@ -154,14 +156,15 @@ class Forward:
                 if message is None:
                     return None
                 if (asking := _input_required(message)) is not None:
-                    message = await exchange.rounds(asking, params)
+                    try:
+                        message = await exchange.rounds(asking, params)
+                    except MCPError as exc:  # a question refused: no error of the server's
+                        return _dump(error_result(error_text(exc.code, exc.message)))
                 return await self._result(message)
         except ChannelLost as exc:
             raise self._lost() from exc
         except ValueError as exc:  # not JSON, or too big: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
-        except MCPError as exc:  # a round refused: as the usual path says it
-            return _dump(error_result(error_text(exc.code, exc.message)))
         except InputRequiredRoundsExceededError as exc:
             return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
@@ -192,9 +195,14 @@ class Forward:
     async def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
         if isinstance(error, dict):
-            fields = cast(JsonObject, error)
-            text = error_text(fields.get("code"), fields.get("message"))
-            return _dump(error_result(text))
+            try:
+                sent = ErrorData.model_validate(error)
+            except ValidationError as exc:
+                said = validation_brief(exc, "the error")
+                return _dump(
+                    error_result(f"MCP server {self.node!r} sent a malformed error: {said}")
+                )
+            raise MCPError.from_error_data(sent)
         result = message.get("result")
         if not self.output_schema and is_plain_text(result):
             return cast(JsonObject, result)  # what the checks below take as it is
@@ -290,6 +298,9 @@ class _Exchange:
             "jsonrpc": "2.0",
             "id": request_id,
             "method": "tools/call",
+            # A token of ours whether or not the caller asked for progress: the server's
+            # progress keeps the call's clock alive (`Deadline.alive`) as on the usual path;
+            # the caller's own token, if any, is what it hears it under (`on_progress`).
             "params": {**params, "_meta": {**self.meta, "progressToken": request_id}},
         }
         forward = self.forward
@@ -358,15 +369,18 @@ async def call_for(
         await on_log(params)
 
     asks = context.answer
-    result = await forward.call(
-        arguments,
-        meta=context.meta or {},
-        on_progress=context.on_progress or _unheard,
-        on_log=server_log,
-        answer=asks or _nobody_asked,
-        answerable={} if asks is None else context.answerable,
-        owner=context.owner,
-    )
+    try:
+        result = await forward.call(
+            arguments,
+            meta=context.meta or {},
+            on_progress=context.on_progress or _unheard,
+            on_log=server_log,
+            answer=asks or _nobody_asked,
+            answerable={} if asks is None else context.answerable,
+            owner=context.owner,
+        )
+    except MCPError as exc:  # as `McpToolkit.call_tool` takes it from the SDK client
+        return protocol_error_result(exc.error)
     return None if result is None else mcp_types.CallToolResult.model_validate(result)
 
 

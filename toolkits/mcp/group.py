@@ -52,6 +52,8 @@ class McpToolkitGroup(InBackground):
         self._settle_within = settle_within
         self._wait_for = wait_for
         self._on_waiting = on_waiting
+        self._warned: set[tuple[str, str]] = set()
+        """Name clashes warned of: the names are resolved again as each node settles."""
         targets = targets or {}
         unknown = set(targets) - set(configs)
         if unknown:
@@ -108,7 +110,9 @@ class McpToolkitGroup(InBackground):
         return _all([node.subscribe_resources(callback) for node in self._nodes.values()])
 
     def _resolve_names(self) -> Sequence[McpToolkit]:
-        names = resolve_tool_names([node.node_tools for node in self._nodes.values()])
+        names = resolve_tool_names(
+            [node.node_tools for node in self._nodes.values()], warned=self._warned
+        )
         return [node for node in self._nodes.values() if node.apply_names(names[node.name])]
 
     async def run(

@@ -97,8 +97,12 @@ class NodeTools:
     tools: Sequence[str]
 
 
-def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
-    """Model-facing names for every node's tools: `{node: {original: model_name}}`.
+def resolve_tool_names(
+    nodes: Sequence[NodeTools], *, what: str = "tool", warned: set[tuple[str, str]] | None = None
+) -> dict[str, dict[str, str]]:
+    """Model-facing names for every node's tools (`what`: or prompts, named alike):
+    `{node: {original: model_name}}`. `warned`: the clashes (node, name) already warned of,
+    for a caller that resolves again and again to warn of each once.
 
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
@@ -124,13 +128,17 @@ def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
             elif n.prefix == "auto":
                 name = long if claims[plain] > 1 else plain
             elif plain in held_by_never:
-                logger.warning(
-                    "tool %r of %r clashes with another node's that also has prefix='never'; "
-                    "offering it as %r",
-                    orig,
-                    n.node,
-                    long,
-                )
+                if warned is None or (n.node, orig) not in warned:
+                    logger.warning(
+                        "%s %r of %r clashes with another node's that also has "
+                        "prefix='never'; offering it as %r",
+                        what,
+                        orig,
+                        n.node,
+                        long,
+                    )
+                    if warned is not None:
+                        warned.add((n.node, orig))
                 name = long
             else:
                 held_by_never.add(plain)

@@ -41,7 +41,7 @@ from ..health import NodeHealth
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
-from .error_text import error_text
+from .error_text import error_text, protocol_error_result
 from .forward import Channel, Forward, call_for
 from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
@@ -394,6 +394,8 @@ class McpToolkit(InBackground):
             tracked: InFlightCall | None = None
             try:
                 with self._calls.track(context, deadline.waiting) as tracked:
+                    # Always a callback, so the SDK asks for progress (a token of its own)
+                    # whether or not the caller did: progress keeps the call's clock alive.
                     async with progress_in_order(on_progress, deadline.alive) as progress:
                         return await conn.client.call_tool(
                             original,
@@ -408,7 +410,11 @@ class McpToolkit(InBackground):
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
-                return error_result(error_text(exc.code, exc.message))
+                if tracked is not None and tracked.refused == exc.error and _in_rounds(conn):
+                    # A question of the rounds refused: the SDK client's end of the call, no
+                    # error of the server's (`Forward.call` says it so too).
+                    return error_result(error_text(exc.code, exc.message))
+                return protocol_error_result(exc.error)
             except ValidationError as exc:
                 said = validation_brief(exc, "the result")
                 return error_result(f"MCP server {self._name!r} sent a malformed result: {said}")
@@ -546,6 +552,11 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+def _in_rounds(conn: Connection) -> bool:
+    """Whether the server asks its questions in input-required rounds (2026-07-28)."""
+    return conn.client is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _connection_failed(exc: MCPError) -> bool:

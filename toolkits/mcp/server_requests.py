@@ -86,6 +86,10 @@ class InFlightCall:
     (`oauth`): the call fails with it, whatever the SDK made of the refusal."""
     answerable: Mapping[str, Any] | None = None
     """What the caller answers, as client capabilities (`CallContext.answerable`); None: all."""
+    refused: ErrorData | None = None
+    """The last refusal of a request of the server during the call (the caller's, or ours
+    for it): in input-required rounds the SDK client ends the call with it, as an `MCPError`
+    that is no error of the server's."""
     _waiting: int = field(default=0, repr=False)
 
     @contextmanager
@@ -171,9 +175,13 @@ class CallsInFlight:
                 return refusal(request, found)
             call = found
         if call.answer is None:
-            return refusal(request, NOT_FOR_A_CLIENT)
-        with call.waiting():
-            return await call.answer(request)
+            answer: InputResponse | ErrorData = refusal(request, NOT_FOR_A_CLIENT)
+        else:
+            with call.waiting():
+                answer = await call.answer(request)
+        if isinstance(answer, ErrorData):
+            call.refused = answer
+        return answer
 
     async def relay_log(self, params: mcp_types.LoggingMessageNotificationParams) -> bool:
         """Hand a log message of the node's server to the caller of the call it belongs to

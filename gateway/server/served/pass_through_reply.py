@@ -66,6 +66,9 @@ class Reply:
     async def final(self, result: JsonObject) -> None:
         await self._last({"jsonrpc": "2.0", "id": self._id, "result": result})
 
+    async def error(self, error: JsonObject) -> None:
+        await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
+
     async def stopped(self, why: Stopped) -> None:
         """End the answer of a call stopped on a 2025-era session as the SDK ends it: a
         cancelled call with its `REQUEST_CANCELLED` error, one of an ended session with none."""

@@ -26,16 +26,17 @@ import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.request_state import RequestStateBoundary
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from toolkits import CallContext, ToolkitError, error_result, validation_brief
-from toolkits.mcp import Forward
+from toolkits.mcp import Forward, ProtocolErrorResult, protocol_error_result
 
 from ...engine import Gateway
-from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
 from ..client_requests.parked_calls import ParkedCalls
 from ..serving import ServingNow
+from .relaying import forwarded_meta
 
 __all__ = ["FirstRound", "Rounds", "call_result"]
 
@@ -70,7 +71,8 @@ class Rounds:
     ) -> JsonObject | None:
         """The first round of `call`: the server's result, or an input-required result with
         its questions and the sealed state the client's retry continues it by; None if the
-        request never reached the server (the usual path takes it)."""
+        request never reached the server (the usual path takes it). Raises the server's
+        JSON-RPC error (`MCPError`), to pass on as sent."""
         serving = self._now.current
         if serving is None:
             return None
@@ -94,13 +96,15 @@ class Rounds:
         outcome = await parked.serve(
             _FIRST,
             self._work(forward, call, scope),
-            meta={HOPS_META_KEY: call.hops + 1},
+            meta=forwarded_meta(call.meta, call.hops),
             check=check,
             answerable=call.answerable,
             report=on_progress,
             log=relay_log,
             scope=scope,
         )
+        if isinstance(outcome, ProtocolErrorResult):
+            raise MCPError.from_error_data(outcome.error)  # the server's, to pass on as sent
         if not isinstance(outcome, types.InputRequiredResult):
             return outcome
         asked = outcome.model_dump(mode="json", by_alias=True, exclude_none=True)
@@ -110,10 +114,10 @@ class Rounds:
 
     def _work(
         self, forward: Forward, call: FirstRound, scope: anyio.CancelScope
-    ) -> Callable[[CallContext], Awaitable[JsonObject | None]]:
+    ) -> Callable[[CallContext], Awaitable[JsonObject | ProtocolErrorResult | None]]:
         gateway = self._gateway
 
-        async def work(context: CallContext) -> JsonObject | None:
+        async def work(context: CallContext) -> JsonObject | ProtocolErrorResult | None:
             async def server_log(fields: JsonObject) -> None:
                 if context.on_log is None:
                     return
@@ -139,6 +143,8 @@ class Rounds:
                         owner=context.owner,
                         scope=scope,
                     )
+                except MCPError as exc:  # the server's error: kept for a retry's answer too
+                    return protocol_error_result(exc.error)
                 except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
                     failed = error_result(
                         f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc}"
@@ -170,6 +176,8 @@ class FirstRound:
     """The name the client called it by."""
     arguments: JsonObject
     hops: int
+    meta: JsonObject
+    """The `_meta` the client sent."""
     capabilities: JsonObject
     """The client capabilities the request declared."""
     answerable: JsonObject

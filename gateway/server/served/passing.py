@@ -17,6 +17,7 @@ from typing import Any, NamedTuple, Protocol, cast
 
 import anyio
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import InboundModernRoute, classify_inbound_request
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
@@ -24,7 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolkits import ServerRequestHandler, ToolkitError, error_result
-from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
+from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era, protocol_error_result
 from toolkits.mcp.server_requests import refusal
 
 from ...engine import Gateway
@@ -35,6 +36,7 @@ from ..notifications.log_messages import log_levels
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
 from .proxied_tools import ProxiedTools
+from .relaying import forwarded_meta, relayed_error
 
 __all__ = ["Answer", "PassedCall", "Passing"]
 
@@ -58,6 +60,10 @@ class Answer(Protocol):
 
     async def final(self, result: JsonObject) -> None: ...
 
+    async def error(self, error: JsonObject) -> None:
+        """Answer with a JSON-RPC error (the server's, as it sent it)."""
+        ...
+
     async def stopped(self, why: Stopped) -> None:
         """End the answer of a call its client cancelled, or whose session ended."""
         ...
@@ -68,6 +74,8 @@ class PassedCall(NamedTuple):  # a tuple: made in a fifth of a frozen dataclass'
     forward: Forward
     arguments: JsonObject
     hops: int
+    meta: JsonObject
+    """The `_meta` the client sent."""
     progress_token: types.ProgressToken | None
     log_levels: frozenset[str]
     protocol_version: str
@@ -179,13 +187,14 @@ class Passing:
             forward=forward,
             arguments=arguments,
             hops=hops,
+            meta=meta,
             progress_token=meta.get("progressToken"),
             log_levels=frozenset(log_levels(version, meta)),
             protocol_version=version,
             session=session,
             asked_in_rounds=None
             if asking is None
-            else FirstRound(params.name, arguments, hops, *asking),
+            else FirstRound(params.name, arguments, hops, meta, *asking),
         )
 
     async def answer(
@@ -218,7 +227,7 @@ class Passing:
         async def forwarded() -> JsonObject | None:
             return await forward.call(
                 call.arguments,
-                meta={HOPS_META_KEY: call.hops + 1},
+                meta=forwarded_meta(call.meta, call.hops),
                 on_progress=progress,
                 on_log=server_log,
                 answer=answer,
@@ -234,6 +243,7 @@ class Passing:
             answer = functools.partial(session.ask, reply.message)
         forward = call.forward
         result: JsonObject | None = None
+        error: types.ErrorData | None = None
         gateway = self.gateway
         if session is not None:
             quota = session.quota(gateway)
@@ -255,18 +265,27 @@ class Passing:
                 else:  # the client's share first, as the usual path takes them
                     async with quota.limiter(forward.node), gateway.node_limit(forward.node):
                         result = await forwarded()
+            except MCPError as exc:  # the server's JSON-RPC error (or a refused round)
+                error = exc.error
             except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
                 result = _failed(forward, str(exc))
             except Exception as exc:  # a bug must not take the connection down
                 log.exception("passing %r through to node %r crashed", forward.tool, forward.node)
                 result = _failed(forward, repr(exc))
-        if held is not None and held.stopped is not None and result is None:
+        if held is not None and held.stopped is not None and result is None and error is None:
             self.forwarded += 1
             await reply.stopped(held.stopped)
             return True
         if call_scope.cancelled_caught:
             return True  # the client went away: nobody to answer
-        if result is None and not reply.started:
+        if error is not None:  # as the usual path relays it (`proxied_tools.answered`)
+            relayed = relayed_error(error, call.protocol_version)
+            if relayed is not None:
+                self.forwarded += 1
+                await reply.error(relayed.model_dump(mode="json", by_alias=True, exclude_none=True))
+                return True
+            result = _dump(protocol_error_result(error))
+        elif result is None and not reply.started:
             return False
         if result is None:  # the usual path cannot take over an answer already begun
             result = _failed(forward, "the server ended the session")

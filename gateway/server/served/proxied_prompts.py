@@ -39,6 +39,8 @@ class ProxiedPrompts:
     def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
         self._routes = Routes[tuple[HasCatalog, str]](self._listing)
+        self._warned: set[tuple[str, str]] = set()
+        """The clashes warned of: each once, not at every listing."""
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -59,8 +61,7 @@ class ProxiedPrompts:
         """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""
         found = await self._routes.find(name)
         if found is None:
-            known = self._routes.names()
-            raise MCPError(types.INVALID_PARAMS, f"no prompt named {name!r} (prompts: {known})")
+            raise MCPError(types.INVALID_PARAMS, self._routes.unknown(name, "prompt"))
         return found
 
     async def _listing(self) -> list[types.Prompt]:
@@ -78,7 +79,9 @@ class ProxiedPrompts:
             offered.append((node, unique))
         # Named like tools: unique across the nodes by their prefix policies, never clashing.
         names = resolve_tool_names(
-            [NodeTools(node.name, node.prefix, tuple(prompts)) for node, prompts in offered]
+            [NodeTools(node.name, node.prefix, tuple(prompts)) for node, prompts in offered],
+            what="prompt",
+            warned=self._warned,  # listed again at every prompts/list
         )
         routes: dict[str, tuple[HasCatalog, str]] = {}
         served: list[types.Prompt] = []

@@ -43,6 +43,8 @@ class ProxiedResources:
         self._by_uri = Routes[HasCatalog](self._list_both)
         self._by_template = Routes[HasCatalog](self._list_templates)
         self._matchers: list[tuple[UriTemplate, HasCatalog]] = []
+        self._warned: set[str] = set()
+        """The clashes warned of: each once, not at every listing."""
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -112,7 +114,9 @@ class ProxiedResources:
         served: list[types.Resource] = []
         for node, resources in listed:
             for resource in resources:
-                if claim(routes, resource.uri, node, node_of=_name, what="resource"):
+                if claim(
+                    routes, resource.uri, node, node_of=_name, what="resource", warned=self._warned
+                ):
                     served.append(resource)
         self._by_uri.update(routes)
         return served
@@ -129,7 +133,14 @@ class ProxiedResources:
         for node, templates in listed:
             for template in templates:
                 uri_template = template.uri_template
-                if not claim(routes, uri_template, node, node_of=_name, what="resource template"):
+                if not claim(
+                    routes,
+                    uri_template,
+                    node,
+                    node_of=_name,
+                    what="resource template",
+                    warned=self._warned,
+                ):
                     continue
                 served.append(template)
                 try:

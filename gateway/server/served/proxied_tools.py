@@ -28,6 +28,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from toolkits import AsksCaller, CallContext, Tool, ToolkitError, error_result
+from toolkits.mcp import protocol_error
 
 from ...catalog import Routes
 from ...engine import Gateway
@@ -37,7 +38,7 @@ from ..client_requests.ask_client import for_client
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .pass_through_rounds import call_result
-from .relaying import incoming_hops, without_stamp
+from .relaying import hop_meta, incoming_hops, relayed_error, without_stamp
 
 __all__ = ["ProxiedTools", "exposed_nodes", "fit_to_era", "incoming_hops"]
 
@@ -116,8 +117,8 @@ class ProxiedTools:
         found = self._gateway.nodes[node]
         if not (isinstance(found, AsksCaller) and found.asks_caller):
             # Nothing to ask our client: no round to park the call across.
-            context = CallContext(on_progress=ctx.session.report_progress)
-            return fit_to_era(await work(context), ctx.protocol_version)
+            context = CallContext(on_progress=ctx.session.report_progress, meta=hop_meta(ctx))
+            return answered(await work(context), ctx.protocol_version)
         try:
             outcome = await for_client(ctx, params, work)
         except MCPError as exc:  # a retry whose parked call is gone
@@ -126,7 +127,17 @@ class ProxiedTools:
             return outcome
         # A retry continues the parked call its state names, whoever began it: one that was
         # passed through in its first round ends with its server's JSON.
-        return fit_to_era(call_result(outcome), ctx.protocol_version)
+        return answered(call_result(outcome), ctx.protocol_version)
+
+
+def answered(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:
+    """The node's result as this client receives it (`fit_to_era`); raises the server's
+    JSON-RPC error where the result stands for one, for the client to get it as sent
+    (`relayed_error`)."""
+    error = relayed_error(protocol_error(result), protocol_version)
+    if error is not None:
+        raise MCPError.from_error_data(error)
+    return fit_to_era(result, protocol_version)
 
 
 def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:

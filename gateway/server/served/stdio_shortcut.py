@@ -211,6 +211,9 @@ class _Lines:
     async def final(self, result: JsonObject) -> None:
         await self.message({"jsonrpc": "2.0", "id": self._id, "result": result})
 
+    async def error(self, error: JsonObject) -> None:
+        await self.message({"jsonrpc": "2.0", "id": self._id, "error": error})
+
     async def stopped(self, why: Stopped) -> None:
         """Nothing to write: over stdio the SDK never answers a request its client cancelled,
         and a session that ended has nobody to read."""
