@@ -32,6 +32,7 @@ __all__ = [
     "is_offered",
     "resolve_tool_names",
     "sanitize_name",
+    "unmatched_globs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,11 @@ def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str])
     if include is not None and not any(fnmatchcase(name, pattern) for pattern in include):
         return False
     return not any(fnmatchcase(name, pattern) for pattern in exclude)
+
+
+def unmatched_globs(globs: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    """The globs that match none of `names` (a misspelt `include` leaves its tool out)."""
+    return tuple(g for g in globs if not any(fnmatchcase(name, g) for name in names))
 
 
 @lru_cache(maxsize=1024)
