@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from gateway.assembly import open_gateway
-from gateway.config import DEFAULT_CONFIG, load_config, parse_config, with_default_agent
+from gateway.config import (
+    DEFAULT_CONFIG,
+    TOOLBOX_SERVER,
+    load_config,
+    parse_config,
+    with_default_agent,
+)
 from gateway.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -124,6 +130,33 @@ async def test_a_python_tool_is_found_beside_its_config_file(tmp_path: Path) -> 
     async with open_gateway(load_config(file)) as gateway:
         result = await gateway.call_tool("twice", {"text": "ab"})
     assert result.structured_content == {"response": "abab"}
+
+
+async def test_a_local_tool_keeps_its_name_against_a_servers_bare_one() -> None:
+    # The server offers convert_units with prefix "never"; so does the local tool. A call of
+    # the name goes where the listing says, whether the servers were waited for or not.
+    config = parse_config(
+        {
+            "mcpServers": {"tb1": {**_toolbox(), "prefix": "never"}},
+            "tools": {"convert_units": {"python": "tests.sample_tools:shout"}},
+        }
+    )
+    async with open_gateway(config) as gateway:
+        tools = await gateway.list_tools()
+        assert tools["convert_units"].source_node == "convert_units"
+        assert tools["tb1__convert_units"].source_node == "tb1"
+        assert tools["text_stats"].source_node == "tb1"  # the others stay bare
+        server = await gateway.call_tool(
+            "tb1__convert_units", {"value": 1, "from_unit": "km", "to_unit": "m"}
+        )
+        assert server.structured_content == {"value": 1000.0, "unit": "m"}
+    async with open_gateway(config, start_wait=0) as gateway:  # as `call` of a local tool
+        local = await gateway.call_tool("convert_units", {"text": "hi"})
+    assert local.structured_content == {"response": "HI"}
+
+
+def _toolbox() -> dict[str, object]:
+    return {"command": TOOLBOX_SERVER.command, "args": TOOLBOX_SERVER.args}
 
 
 async def test_an_unimportable_python_tool_is_a_config_error() -> None:

@@ -17,7 +17,7 @@ import hashlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -30,6 +30,7 @@ __all__ = [
     "NodeTools",
     "invert",
     "is_offered",
+    "reserved_clashes",
     "resolve_tool_names",
     "sanitize_name",
     "unmatched_globs",
@@ -103,8 +104,14 @@ class NodeTools:
     tools: Sequence[str]
 
 
-def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
+def resolve_tool_names(
+    nodes: Sequence[NodeTools], reserved: Collection[str] = ()
+) -> dict[str, dict[str, str]]:
     """Model-facing names for every node's tools: `{node: {original: model_name}}`.
+
+    `reserved` names are held by tools that have no prefix to give (the gateway's local tools
+    and agents): a server's tool that would take one bare gets `node__tool` instead, whatever
+    its prefix policy (`reserved_clashes` says which, for a warning).
 
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
@@ -120,12 +127,13 @@ def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
 
     resolved: dict[str, dict[str, str]] = {}
     held_by_never: set[str] = set()
-    used: set[str] = set()
+    reserved = set(reserved)
+    used = set(reserved)
     for n in nodes:
         names: dict[str, str] = {}
         for orig in bare[n.node]:
             plain, long = bare[n.node][orig], prefixed[n.node][orig]
-            if n.prefix == "always":
+            if n.prefix == "always" or plain in reserved:
                 name = long
             elif n.prefix == "auto":
                 name = long if claims[plain] > 1 else plain
@@ -149,6 +157,20 @@ def resolve_tool_names(nodes: Sequence[NodeTools]) -> dict[str, dict[str, str]]:
             names[orig] = name
         resolved[n.node] = names
     return resolved
+
+
+def reserved_clashes(
+    nodes: Sequence[NodeTools], reserved: Collection[str]
+) -> list[tuple[str, str, str]]:
+    """`(node, original, reserved name)` of each tool that would be offered bare (`never`,
+    `auto`) under a `reserved` name, and so is offered prefixed (`resolve_tool_names`)."""
+    return [
+        (n.node, orig, plain)
+        for n in nodes
+        if n.prefix != "always"
+        for orig, plain in _unique(tuple(n.tools), None).items()
+        if plain in reserved
+    ]
 
 
 def invert(names: Mapping[str, str]) -> dict[str, str]:
