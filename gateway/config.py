@@ -39,7 +39,12 @@ from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
 from toolkits.mcp.config import McpServerConfig
 
-from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
+from .client_config import (
+    CLIENT_CONFIG_FILES,
+    CLIENT_FILE_NAMES,
+    client_keys,
+    expand_server_variables,
+)
 from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
@@ -346,7 +351,10 @@ def load_config(
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
     client_file = path.suffix == ".json"
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
-    return _relative_to(config, path.parent).read_from(path)
+    config = _relative_to(config, path.parent)
+    if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning
+        config = _servers_beside(config, path.parent)
+    return config.read_from(path)
 
 
 def read_config_data(path: Path) -> Any:
@@ -455,6 +463,27 @@ def _relative_to(config: Config, base: Path) -> Config:
     return config.model_copy(
         update={"agents": agents, "gateway": gateway, "store": store, "tools": tools}
     )
+
+
+def _servers_beside(config: Config, base: Path) -> Config:
+    """A stdio server of our own file starts beside the file, wherever the gateway is run
+    from: a relative `cwd` is the file's folder's, no `cwd` is that folder (so are relative
+    paths in `args`: they are the server's own, passed as written), and a `command` that is
+    a relative path (`./run.sh`, `bin/server`) is found there; a bare command is looked up on
+    PATH. An MCP client's own file (`CLIENT_FILE_NAMES`) keeps the client's meaning: paths
+    are the gateway's working directory's, as the client's are its own."""
+    folder = base.absolute()
+    servers: dict[str, McpServerConfig] = {}
+    for name, server in config.mcp_servers.items():
+        if server.kind != "stdio" or server.command is None:
+            servers[name] = server
+            continue
+        command = server.command
+        if "/" in command and not Path(command).is_absolute():
+            command = str(folder / command)
+        cwd = folder / server.cwd if server.cwd is not None else folder
+        servers[name] = server.model_copy(update={"command": command, "cwd": str(cwd)})
+    return config.model_copy(update={"mcp_servers": servers})
 
 
 def _describe(exc: ValidationError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -157,6 +158,64 @@ async def test_a_local_tool_keeps_its_name_against_a_servers_bare_one() -> None:
 
 def _toolbox() -> dict[str, object]:
     return {"command": TOOLBOX_SERVER.command, "args": TOOLBOX_SERVER.args}
+
+
+def test_a_stdio_server_of_our_file_starts_beside_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    file = folder / "agent-gateway.toml"
+    file.write_text(
+        '[mcpServers.plain]\ncommand = "python3"\nargs = ["srv/tb.py"]\n'
+        '[mcpServers.script]\ncommand = "./run.sh"\ncwd = "srv"\n'
+        '[mcpServers.placed]\ncommand = "bin/server"\ncwd = "/opt"\n'
+        '[mcpServers.remote]\nurl = "http://127.0.0.1:3001/mcp"\n'
+    )
+    servers = load_config(file).mcp_servers
+    # A bare command is looked up on PATH; its relative args resolve in its cwd: the folder.
+    assert (servers["plain"].command, servers["plain"].cwd) == ("python3", str(folder))
+    assert servers["plain"].args == ["srv/tb.py"]
+    assert (servers["script"].command, servers["script"].cwd) == (
+        str(folder / "run.sh"),
+        str(folder / "srv"),
+    )
+    assert (servers["placed"].command, servers["placed"].cwd) == (
+        str(folder / "bin" / "server"),
+        "/opt",
+    )
+    assert servers["remote"].cwd is None
+
+
+def test_an_mcp_clients_file_keeps_the_clients_meaning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    entry = {"command": "./run.sh", "args": ["srv/tb.py"], "cwd": "srv"}
+    for name in (".mcp.json", "claude_desktop_config.json"):
+        (tmp_path / name).write_text(json.dumps({"mcpServers": {"s": entry}}))
+        server = load_config(tmp_path / name).mcp_servers["s"]
+        assert (server.command, server.args, server.cwd) == ("./run.sh", ["srv/tb.py"], "srv")
+
+
+async def test_a_server_with_relative_paths_starts_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The toolbox, run by a script given relative to the file, from another folder.
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "tb.py").write_text(
+        f"import runpy\nrunpy.run_path({TOOLBOX_SERVER.args[-1]!r}, run_name='__main__')\n"
+    )
+    file = tmp_path / "agent-gateway.toml"
+    file.write_text(f'[mcpServers.tb]\ncommand = {sys.executable!r}\nargs = ["-P", "srv/tb.py"]\n')
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    async with open_gateway(load_config(file)) as gateway:
+        result = await gateway.call_tool("tb__text_stats", {"text": "two words"})
+    assert result.structured_content is not None
+    assert result.structured_content["words"] == 2
 
 
 async def test_an_unimportable_python_tool_is_a_config_error() -> None:

@@ -121,6 +121,18 @@ async def test_servers_that_never_start_leave_the_others_serving(
     assert "stderr: boom: bad config" in caplog.messages
 
 
+async def test_a_relative_working_directory_that_is_missing_says_relative_to_what(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = McpServerConfig(command=sys.executable, cwd="srv")
+    async with McpToolkit("rel", config, backoff=Backoff(initial=60)) as node:
+        assert node.health.last_error == (
+            f"FileNotFoundError: the server's working directory 'srv' (relative to this "
+            f"process's, {tmp_path}) does not exist"
+        )
+
+
 @pytest.mark.parametrize(
     "error",
     [
