@@ -16,13 +16,14 @@ and an `assistant` agent on both, with no model.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -492,6 +493,49 @@ def _describe(exc: ValidationError) -> str:
         where = ".".join(str(part) for part in err["loc"])
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + _did_you_mean(err["loc"])
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
+
+
+def _did_you_mean(loc: Sequence[int | str]) -> str:
+    """` (did you mean 'agents'?)` for an unknown key close to one that is known there."""
+    *path, key = loc
+    known = _keys_at(Config, path)
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
+    if not close:  # a case slip (`mcpservers`) is near whatever the length
+        close = [k for k in known if k.lower() == str(key).lower()]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _keys_at(model: type[BaseModel], path: Sequence[int | str]) -> list[str]:
+    """The keys the table at `path` (below `model`) takes; [] where that is not known."""
+    current: object = model
+    for part in path:
+        current = _table_type(current)
+        if current is None:
+            return []
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            fields = current.model_fields
+            field = next((f for name, f in fields.items() if part in (name, f.alias)), None)
+            if field is None:
+                return []
+            current = field.annotation
+        else:  # a table of named entries: the name chooses no type
+            current = get_args(current)[1]
+    current = _table_type(current)
+    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        return []
+    keys = [field.alias or name for name, field in current.model_fields.items()]
+    return [*keys, "type"] if current is McpServerConfig else keys
+
+
+def _table_type(annotation: object) -> object | None:
+    """A model, or a `dict[str, ...]`, that `annotation` is (with None, or beside plain
+    values: `MemoryConfig | str | None`); None if it is neither."""
+    if get_origin(annotation) is dict:
+        return annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    tables = [a for a in get_args(annotation) if _table_type(a) is not None]
+    return tables[0] if len(tables) == 1 else None

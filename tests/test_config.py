@@ -88,6 +88,43 @@ def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"agnts": {}}, "agnts: unknown key (did you mean 'agents'?)"),
+        ({"agent": {"x": {}}}, "agent: unknown key (did you mean 'agents'?)"),
+        ({"mcpservers": {"x": {}}}, "mcpservers: unknown key (did you mean 'mcpServers'?)"),
+        (
+            {"agents": {"a": {"max_iteration": 3}}},
+            "agents.a.max_iteration: unknown key (did you mean 'max_iterations'?)",
+        ),
+        (
+            {"gateway": {"max_concurency": 3}},
+            "gateway.max_concurency: unknown key (did you mean 'max_concurrency'?)",
+        ),
+        (
+            {"mcpServers": {"x": {"command": "c", "conect_timeout": 3}}},
+            "mcpServers.x.conect_timeout: unknown key (did you mean 'connect_timeout'?)",
+        ),
+        (
+            {"agents": {"a": {"memory": {"turn": 3}}}},
+            "agents.a.memory.turn: unknown key (did you mean 'turns'?)",
+        ),
+        ({"store": {"kep_days": 1}}, "store.kep_days: unknown key (did you mean 'keep_days'?)"),
+        ({"colour": "blue"}, "colour: unknown key"),  # near nothing: nothing suggested
+    ],
+)
+def test_an_unknown_key_of_our_file_suggests_the_known_one(data: object, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="cfg.toml", client_file=False)
+    assert str(caught.value) == f"cfg.toml: {message}"
+
+
+def test_a_store_table_in_a_client_file_is_ours_not_the_clients() -> None:
+    data = {"mcpServers": {}, "store": {"url": "sqlite:////tmp/runs.db"}, "globalShortcut": "x"}
+    assert parse_config(data).store.url == "sqlite:////tmp/runs.db"
+
+
 def test_unreadable_and_malformed_files_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.toml")
