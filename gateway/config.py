@@ -235,12 +235,28 @@ class AgentConfig(_Strict):
             OutputSchema.from_json_schema(value)  # raises ValueError, with the reason
         return value
 
-    @field_validator("model")
+    @field_validator("model", mode="before")
     @classmethod
-    def _models_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and not value:
+    def _model_specs(cls, value: object) -> object:
+        # Checked here, before pydantic tries each type of the union and reports each.
+        if value is None:
+            return value
+        specs = cast(list[object], value) if isinstance(value, list) else [value]
+        if not all(isinstance(spec, str) for spec in specs):
+            raise ValueError(
+                f'must be a model spec ("openai:gpt-4.1-mini") or a list of them, not {value!r}'
+            )
+        if not specs:
             raise ValueError("an empty list of models; give at least one spec or leave it out")
-        return value
+        for spec in cast(list[str], specs):
+            if "${" in spec:
+                raise ValueError(
+                    f"{spec!r}: ${{VAR}} is expanded only in the mcpServers' launch keys "
+                    "(command, args, env, cwd, url, headers); write the spec itself, or pass "
+                    "--model SPEC"
+                )
+        stripped = [cast(str, spec).strip() for spec in specs]  # a stray space is no model
+        return stripped if isinstance(value, list) else stripped[0]
 
 
 class Config(_Strict):

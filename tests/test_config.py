@@ -120,6 +120,45 @@ def test_an_unknown_key_of_our_file_suggests_the_known_one(data: object, message
     assert str(caught.value) == f"cfg.toml: {message}"
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"agents": {"a": {"model": 5}}},
+            'agents.a.model: must be a model spec ("openai:gpt-4.1-mini") or a list of them, not 5',
+        ),
+        (
+            {"agents": {"a": {"model": ["openai:gpt-4.1", 5]}}},
+            'agents.a.model: must be a model spec ("openai:gpt-4.1-mini") or a list of them, '
+            "not ['openai:gpt-4.1', 5]",
+        ),
+        (
+            {"agents": {"a": {"model": "${MODEL}"}}},
+            "agents.a.model: '${MODEL}': ${VAR} is expanded only in the mcpServers' launch keys "
+            "(command, args, env, cwd, url, headers); write the spec itself, or pass --model SPEC",
+        ),
+        (
+            {"store": {"url": "postgresql://gw:${PW}@db/gw"}},
+            "store.url: 'postgresql://gw:***@db/gw': ${VAR} is expanded only in the "
+            "mcpServers' launch keys; write the URL itself, or pass --store URL",
+        ),
+    ],
+)
+def test_a_bad_model_or_a_variable_where_none_expands_is_one_clear_line(
+    data: object, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="cfg.toml")
+    assert str(caught.value) == f"cfg.toml: {message}"
+
+
+def test_a_stray_space_around_a_model_spec_is_dropped() -> None:
+    agents = parse_config(
+        {"agents": {"a": {"model": "openai:gpt-4.1-mini "}, "b": {"model": [" openai:o3"]}}}
+    ).agents
+    assert (agents["a"].model, agents["b"].model) == ("openai:gpt-4.1-mini", ["openai:o3"])
+
+
 def test_a_store_table_in_a_client_file_is_ours_not_the_clients() -> None:
     data = {"mcpServers": {}, "store": {"url": "sqlite:////tmp/runs.db"}, "globalShortcut": "x"}
     assert parse_config(data).store.url == "sqlite:////tmp/runs.db"

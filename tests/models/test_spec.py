@@ -115,7 +115,23 @@ def test_compatible_spec_needs_url_and_model() -> None:
         model_from_spec("openai-compatible:127.0.0.1:8080#m")
 
 
-@pytest.mark.parametrize("spec", ["gpt-4", "ollama:qwen", "openai:", ""])
+@pytest.mark.parametrize(
+    ("spec", "form"),
+    [
+        ("openai:", "openai:MODEL"),
+        ("openai", "openai:MODEL"),
+        ("Anthropic: ", "anthropic:MODEL"),
+        ("openai-compatible:", "openai-compatible:URL#MODEL"),
+        ("scripted:", "scripted:FILE"),
+    ],
+)
+def test_a_known_provider_with_no_model_says_the_model_is_missing(spec: str, form: str) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(spec)
+    assert str(caught.value) == f"model spec {spec.strip()!r} names no model: write {form}"
+
+
+@pytest.mark.parametrize("spec", ["gpt-4", "ollama:qwen", ":gpt-4", ""])
 def test_unknown_specs_list_the_valid_forms(spec: str) -> None:
     with pytest.raises(ModelConfigError) as caught:
         model_from_spec(spec)
