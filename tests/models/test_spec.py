@@ -157,6 +157,31 @@ def test_scripted_file(tmp_path: Path) -> None:
         model_from_spec(f"scripted:{tmp_path / 'bad.json'}")
 
 
+def test_a_bad_script_says_each_problem_on_a_line_of_its_own(tmp_path: Path) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text(
+        json.dumps([{"content": "ok"}, {"contnt": "x", "tool_calls": [{"nam": "add"}]}, "hi"])
+    )
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(f"scripted:{script}")
+    assert str(caught.value).splitlines() == [
+        f"invalid script {script}, answer 2: tool_calls[0].name: Field required",
+        f"invalid script {script}, answer 2: tool_calls[0].nam: unknown key (did you mean 'name'?)",
+        f"invalid script {script}, answer 2: contnt: unknown key (did you mean 'content'?)",
+        f'invalid script {script}, answer 3: must be an object: {{"content": "...", ...}}',
+    ]
+    script.write_text('{"content": "one answer, not a list"}')
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(f"scripted:{script}")
+    assert str(caught.value) == (
+        f"invalid script {script}: must be a JSON list of answers: "
+        '[{"content": "...", "tool_calls": [...]}, ...]'
+    )
+    script.write_text("[{")
+    with pytest.raises(ModelConfigError, match=r"^invalid script .*: not valid JSON: [^\n]*$"):
+        model_from_spec(f"scripted:{script}")
+
+
 def test_settings_reach_the_model() -> None:
     settings = ModelSettings(max_tokens=100)
     model = model_from_spec("openai:gpt-4.1", api_keys=KEYS, settings=settings)
