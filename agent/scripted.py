@@ -5,12 +5,14 @@ It records every conversation it was sent, so tests can assert what the agent as
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic_core import ErrorDetails
 
 from .errors import ScriptExhausted, StateError
 from .messages import AssistantMessage, ChatMessage, StopReason, ToolCall, ToolDefinition, Usage
@@ -44,6 +46,36 @@ _WORDS = re.compile(r"(?<=\s)(?=\S)")
 """Splits text before every word that follows white space: the pieces join back exactly."""
 
 
+def _where(loc: tuple[int | str, ...]) -> str:
+    """`, answer 2: tool_calls[0].name` for the place `loc` names in a script (answers count
+    from 1, as `ScriptExhausted` counts them; lists inside one from 0, as JSON indexes)."""
+    if not loc:
+        return ""
+    answer, *inside = loc
+    key = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in inside)
+    return f", answer {answer + 1 if isinstance(answer, int) else answer}" + (
+        f": {key.removeprefix('.')}" if key else ""
+    )
+
+
+def _what(err: ErrorDetails) -> str:
+    """A validation error's problem in one line (pydantic's own carries its input and a link)."""
+    kind, loc = err["type"], err["loc"]
+    if kind == "json_invalid":
+        return f"not valid JSON: {err['ctx']['error'] if 'ctx' in err else err['msg']}"
+    if kind == "list_type" and not loc:
+        return 'must be a JSON list of answers: [{"content": "...", "tool_calls": [...]}, ...]'
+    if kind == "model_type":
+        call = "tool_calls" in loc
+        shape = '{"name": "...", "arguments": {...}}' if call else '{"content": "...", ...}'
+        return f"must be an object: {shape}"
+    if kind == "extra_forbidden":
+        model = ScriptedCall if "tool_calls" in loc else ScriptedAnswer
+        close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+        return "unknown key" + (f" (did you mean {close[0]!r}?)" if close else "")
+    return err["msg"]
+
+
 class ScriptedModel:
     """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end.
 
@@ -65,7 +97,10 @@ class ScriptedModel:
         except OSError as exc:
             raise StateError(f"cannot read script {path}: {exc.strerror}") from exc
         except ValidationError as exc:
-            raise StateError(f"invalid script {path}: {exc}") from exc
+            problems = [
+                f"invalid script {path}{_where(err['loc'])}: {_what(err)}" for err in exc.errors()
+            ]
+            raise StateError("\n".join(problems)) from exc
         return cls(answers, name=f"scripted:{path.name}")
 
     @property

@@ -112,6 +112,13 @@ async def open_gateway(
             settle_within=start_wait,
             wait_for=wait_for,
             on_waiting=on_waiting,
+            # Local tools and agents have no prefix to give: a server's tool of their name
+            # is the one prefixed, so a call goes where every listing says, servers started
+            # or not (`call` of a local tool does not wait for them).
+            reserved_names={
+                **dict.fromkeys(config.tools, "local tool"),
+                **dict.fromkeys(config.agents, "agent"),
+            },
         ) as servers:
             for server in servers:  # "the usual way" is the SDK's at both ends
                 server.raw_calls = config.gateway.pass_through

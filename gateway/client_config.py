@@ -25,6 +25,7 @@ from .errors import ConfigError
 
 __all__ = [
     "CLIENT_CONFIG_FILES",
+    "CLIENT_FILE_NAMES",
     "client_keys",
     "expand_server_variables",
     "required_variables",
@@ -34,7 +35,13 @@ CLIENT_CONFIG_FILES = (".mcp.json",)
 """Client config files picked up from the working directory when it has no
 `agent-gateway.toml` (Claude Code's project file)."""
 
-_OURS = ("gateway", "mcpServers", "tools", "agents")
+CLIENT_FILE_NAMES = frozenset(
+    {".mcp.json", "mcp.json", "claude_desktop_config.json", "mcp_config.json"}
+)
+"""The names MCP clients give their config files (Claude Code, Cursor, Claude Desktop,
+Windsurf): the servers in one start as the client would start them (`config`)."""
+
+_OURS = ("gateway", "mcpServers", "tools", "agents", "store")
 _EXPANDED = ("command", "args", "env", "cwd", "url", "headers")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
 

@@ -16,13 +16,14 @@ and an `assistant` agent on both, with no model.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, cast, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -39,7 +40,12 @@ from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
 from toolkits.mcp.config import McpServerConfig
 
-from .client_config import CLIENT_CONFIG_FILES, client_keys, expand_server_variables
+from .client_config import (
+    CLIENT_CONFIG_FILES,
+    CLIENT_FILE_NAMES,
+    client_keys,
+    expand_server_variables,
+)
 from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
@@ -229,12 +235,28 @@ class AgentConfig(_Strict):
             OutputSchema.from_json_schema(value)  # raises ValueError, with the reason
         return value
 
-    @field_validator("model")
+    @field_validator("model", mode="before")
     @classmethod
-    def _models_not_empty(cls, value: str | list[str] | None) -> str | list[str] | None:
-        if isinstance(value, list) and not value:
+    def _model_specs(cls, value: object) -> object:
+        # Checked here, before pydantic tries each type of the union and reports each.
+        if value is None:
+            return value
+        specs = cast(list[object], value) if isinstance(value, list) else [value]
+        if not all(isinstance(spec, str) for spec in specs):
+            raise ValueError(
+                f'must be a model spec ("openai:gpt-4.1-mini") or a list of them, not {value!r}'
+            )
+        if not specs:
             raise ValueError("an empty list of models; give at least one spec or leave it out")
-        return value
+        for spec in cast(list[str], specs):
+            if "${" in spec:
+                raise ValueError(
+                    f"{spec!r}: ${{VAR}} is expanded only in the mcpServers' launch keys "
+                    "(command, args, env, cwd, url, headers); write the spec itself, or pass "
+                    "--model SPEC"
+                )
+        stripped = [cast(str, spec).strip() for spec in specs]  # a stray space is no model
+        return stripped if isinstance(value, list) else stripped[0]
 
 
 class Config(_Strict):
@@ -346,7 +368,10 @@ def load_config(
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
     client_file = path.suffix == ".json"
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
-    return _relative_to(config, path.parent).read_from(path)
+    config = _relative_to(config, path.parent)
+    if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning
+        config = _servers_beside(config, path.parent)
+    return config.read_from(path)
 
 
 def read_config_data(path: Path) -> Any:
@@ -457,12 +482,76 @@ def _relative_to(config: Config, base: Path) -> Config:
     )
 
 
+def _servers_beside(config: Config, base: Path) -> Config:
+    """A stdio server of our own file starts beside the file, wherever the gateway is run
+    from: a relative `cwd` is the file's folder's, no `cwd` is that folder (so are relative
+    paths in `args`: they are the server's own, passed as written), and a `command` that is
+    a relative path (`./run.sh`, `bin/server`) is found there; a bare command is looked up on
+    PATH. An MCP client's own file (`CLIENT_FILE_NAMES`) keeps the client's meaning: paths
+    are the gateway's working directory's, as the client's are its own."""
+    folder = base.absolute()
+    servers: dict[str, McpServerConfig] = {}
+    for name, server in config.mcp_servers.items():
+        if server.kind != "stdio" or server.command is None:
+            servers[name] = server
+            continue
+        command = server.command
+        if "/" in command and not Path(command).is_absolute():
+            command = str(folder / command)
+        cwd = folder / server.cwd if server.cwd is not None else folder
+        servers[name] = server.model_copy(update={"command": command, "cwd": str(cwd)})
+    return config.model_copy(update={"mcp_servers": servers})
+
+
 def _describe(exc: ValidationError) -> str:
     lines: list[str] = []
     for err in exc.errors():
         where = ".".join(str(part) for part in err["loc"])
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
-            message = "unknown key"
+            message = "unknown key" + _did_you_mean(err["loc"])
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
+
+
+def _did_you_mean(loc: Sequence[int | str]) -> str:
+    """` (did you mean 'agents'?)` for an unknown key close to one that is known there."""
+    *path, key = loc
+    known = _keys_at(Config, path)
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
+    if not close:  # a case slip (`mcpservers`) is near whatever the length
+        close = [k for k in known if k.lower() == str(key).lower()]
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _keys_at(model: type[BaseModel], path: Sequence[int | str]) -> list[str]:
+    """The keys the table at `path` (below `model`) takes; [] where that is not known."""
+    current: object = model
+    for part in path:
+        current = _table_type(current)
+        if current is None:
+            return []
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            fields = current.model_fields
+            field = next((f for name, f in fields.items() if part in (name, f.alias)), None)
+            if field is None:
+                return []
+            current = field.annotation
+        else:  # a table of named entries: the name chooses no type
+            current = get_args(current)[1]
+    current = _table_type(current)
+    if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        return []
+    keys = [field.alias or name for name, field in current.model_fields.items()]
+    return [*keys, "type"] if current is McpServerConfig else keys
+
+
+def _table_type(annotation: object) -> object | None:
+    """A model, or a `dict[str, ...]`, that `annotation` is (with None, or beside plain
+    values: `MemoryConfig | str | None`); None if it is neither."""
+    if get_origin(annotation) is dict:
+        return annotation
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    tables = [a for a in get_args(annotation) if _table_type(a) is not None]
+    return tables[0] if len(tables) == 1 else None

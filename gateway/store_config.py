@@ -50,6 +50,11 @@ class StoreSettings(BaseModel):
     @classmethod
     def _a_store_url(cls, value: str | None) -> str | None:
         if value is not None:
+            if "${" in value:
+                raise ValueError(
+                    f"{redacted(value)!r}: ${{VAR}} is expanded only in the mcpServers' launch "
+                    "keys; write the URL itself, or pass --store URL"
+                )
             try:
                 check_store_url(value)
             except StoreError as exc:

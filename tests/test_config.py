@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
 
 from gateway.assembly import open_gateway
-from gateway.config import DEFAULT_CONFIG, load_config, parse_config, with_default_agent
+from gateway.config import (
+    DEFAULT_CONFIG,
+    TOOLBOX_SERVER,
+    load_config,
+    parse_config,
+    with_default_agent,
+)
 from gateway.errors import ConfigError
 
 pytestmark = pytest.mark.anyio
@@ -81,6 +88,82 @@ def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"agnts": {}}, "agnts: unknown key (did you mean 'agents'?)"),
+        ({"agent": {"x": {}}}, "agent: unknown key (did you mean 'agents'?)"),
+        ({"mcpservers": {"x": {}}}, "mcpservers: unknown key (did you mean 'mcpServers'?)"),
+        (
+            {"agents": {"a": {"max_iteration": 3}}},
+            "agents.a.max_iteration: unknown key (did you mean 'max_iterations'?)",
+        ),
+        (
+            {"gateway": {"max_concurency": 3}},
+            "gateway.max_concurency: unknown key (did you mean 'max_concurrency'?)",
+        ),
+        (
+            {"mcpServers": {"x": {"command": "c", "conect_timeout": 3}}},
+            "mcpServers.x.conect_timeout: unknown key (did you mean 'connect_timeout'?)",
+        ),
+        (
+            {"agents": {"a": {"memory": {"turn": 3}}}},
+            "agents.a.memory.turn: unknown key (did you mean 'turns'?)",
+        ),
+        ({"store": {"kep_days": 1}}, "store.kep_days: unknown key (did you mean 'keep_days'?)"),
+        ({"colour": "blue"}, "colour: unknown key"),  # near nothing: nothing suggested
+    ],
+)
+def test_an_unknown_key_of_our_file_suggests_the_known_one(data: object, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="cfg.toml", client_file=False)
+    assert str(caught.value) == f"cfg.toml: {message}"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"agents": {"a": {"model": 5}}},
+            'agents.a.model: must be a model spec ("openai:gpt-4.1-mini") or a list of them, not 5',
+        ),
+        (
+            {"agents": {"a": {"model": ["openai:gpt-4.1", 5]}}},
+            'agents.a.model: must be a model spec ("openai:gpt-4.1-mini") or a list of them, '
+            "not ['openai:gpt-4.1', 5]",
+        ),
+        (
+            {"agents": {"a": {"model": "${MODEL}"}}},
+            "agents.a.model: '${MODEL}': ${VAR} is expanded only in the mcpServers' launch keys "
+            "(command, args, env, cwd, url, headers); write the spec itself, or pass --model SPEC",
+        ),
+        (
+            {"store": {"url": "postgresql://gw:${PW}@db/gw"}},
+            "store.url: 'postgresql://gw:***@db/gw': ${VAR} is expanded only in the "
+            "mcpServers' launch keys; write the URL itself, or pass --store URL",
+        ),
+    ],
+)
+def test_a_bad_model_or_a_variable_where_none_expands_is_one_clear_line(
+    data: object, message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="cfg.toml")
+    assert str(caught.value) == f"cfg.toml: {message}"
+
+
+def test_a_stray_space_around_a_model_spec_is_dropped() -> None:
+    agents = parse_config(
+        {"agents": {"a": {"model": "openai:gpt-4.1-mini "}, "b": {"model": [" openai:o3"]}}}
+    ).agents
+    assert (agents["a"].model, agents["b"].model) == ("openai:gpt-4.1-mini", ["openai:o3"])
+
+
+def test_a_store_table_in_a_client_file_is_ours_not_the_clients() -> None:
+    data = {"mcpServers": {}, "store": {"url": "sqlite:////tmp/runs.db"}, "globalShortcut": "x"}
+    assert parse_config(data).store.url == "sqlite:////tmp/runs.db"
+
+
 def test_unreadable_and_malformed_files_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read config"):
         load_config(tmp_path / "missing.toml")
@@ -124,6 +207,91 @@ async def test_a_python_tool_is_found_beside_its_config_file(tmp_path: Path) -> 
     async with open_gateway(load_config(file)) as gateway:
         result = await gateway.call_tool("twice", {"text": "ab"})
     assert result.structured_content == {"response": "abab"}
+
+
+async def test_a_local_tool_keeps_its_name_against_a_servers_bare_one() -> None:
+    # The server offers convert_units with prefix "never"; so does the local tool. A call of
+    # the name goes where the listing says, whether the servers were waited for or not.
+    config = parse_config(
+        {
+            "mcpServers": {"tb1": {**_toolbox(), "prefix": "never"}},
+            "tools": {"convert_units": {"python": "tests.sample_tools:shout"}},
+        }
+    )
+    async with open_gateway(config) as gateway:
+        tools = await gateway.list_tools()
+        assert tools["convert_units"].source_node == "convert_units"
+        assert tools["tb1__convert_units"].source_node == "tb1"
+        assert tools["text_stats"].source_node == "tb1"  # the others stay bare
+        server = await gateway.call_tool(
+            "tb1__convert_units", {"value": 1, "from_unit": "km", "to_unit": "m"}
+        )
+        assert server.structured_content == {"value": 1000.0, "unit": "m"}
+    async with open_gateway(config, start_wait=0) as gateway:  # as `call` of a local tool
+        local = await gateway.call_tool("convert_units", {"text": "hi"})
+    assert local.structured_content == {"response": "HI"}
+
+
+def _toolbox() -> dict[str, object]:
+    return {"command": TOOLBOX_SERVER.command, "args": TOOLBOX_SERVER.args}
+
+
+def test_a_stdio_server_of_our_file_starts_beside_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    file = folder / "agent-gateway.toml"
+    file.write_text(
+        '[mcpServers.plain]\ncommand = "python3"\nargs = ["srv/tb.py"]\n'
+        '[mcpServers.script]\ncommand = "./run.sh"\ncwd = "srv"\n'
+        '[mcpServers.placed]\ncommand = "bin/server"\ncwd = "/opt"\n'
+        '[mcpServers.remote]\nurl = "http://127.0.0.1:3001/mcp"\n'
+    )
+    servers = load_config(file).mcp_servers
+    # A bare command is looked up on PATH; its relative args resolve in its cwd: the folder.
+    assert (servers["plain"].command, servers["plain"].cwd) == ("python3", str(folder))
+    assert servers["plain"].args == ["srv/tb.py"]
+    assert (servers["script"].command, servers["script"].cwd) == (
+        str(folder / "run.sh"),
+        str(folder / "srv"),
+    )
+    assert (servers["placed"].command, servers["placed"].cwd) == (
+        str(folder / "bin" / "server"),
+        "/opt",
+    )
+    assert servers["remote"].cwd is None
+
+
+def test_an_mcp_clients_file_keeps_the_clients_meaning(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    entry = {"command": "./run.sh", "args": ["srv/tb.py"], "cwd": "srv"}
+    for name in (".mcp.json", "claude_desktop_config.json"):
+        (tmp_path / name).write_text(json.dumps({"mcpServers": {"s": entry}}))
+        server = load_config(tmp_path / name).mcp_servers["s"]
+        assert (server.command, server.args, server.cwd) == ("./run.sh", ["srv/tb.py"], "srv")
+
+
+async def test_a_server_with_relative_paths_starts_from_any_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The toolbox, run by a script given relative to the file, from another folder.
+    (tmp_path / "srv").mkdir()
+    (tmp_path / "srv" / "tb.py").write_text(
+        f"import runpy\nrunpy.run_path({TOOLBOX_SERVER.args[-1]!r}, run_name='__main__')\n"
+    )
+    file = tmp_path / "agent-gateway.toml"
+    file.write_text(f'[mcpServers.tb]\ncommand = {sys.executable!r}\nargs = ["-P", "srv/tb.py"]\n')
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    async with open_gateway(load_config(file)) as gateway:
+        result = await gateway.call_tool("tb__text_stats", {"text": "two words"})
+    assert result.structured_content is not None
+    assert result.structured_content["words"] == 2
 
 
 async def test_an_unimportable_python_tool_is_a_config_error() -> None:

@@ -107,9 +107,11 @@ def serve_stdio(config: Path) -> str:
 
 
 def example_over_stdio() -> Config:
-    """The example's A, starting B by the script's full path (the venv need not be on PATH)."""
+    """The example's A, starting B by the script's full path (the venv need not be on PATH),
+    in A's folder as the file says."""
     config = load_config(EXAMPLE / "a.toml")
-    b = config.mcp_servers["b"].model_copy(update={"command": str(SCRIPT), "cwd": str(REPO)})
+    assert config.mcp_servers["b"].cwd == str(EXAMPLE)
+    b = config.mcp_servers["b"].model_copy(update={"command": str(SCRIPT)})
     return config.model_copy(update={"mcp_servers": {"b": b}})
 
 

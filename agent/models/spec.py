@@ -212,7 +212,10 @@ def model_from_spec(
             "is served over MCP; it cannot be built without an MCP session"
         )
     factory = PROVIDERS.get(kind)
-    if factory is None or not colon or not rest:
+    if factory is not None and not rest.strip():
+        form = next(f for f in SPEC_FORMS if f.startswith(f"{kind}:"))
+        raise ModelConfigError(f"model spec {spec.strip()!r} names no model: write {form}")
+    if factory is None or not colon:
         raise _unknown(spec)
     return factory(ModelRequest(rest, http_client, settings, retry, api_keys or {}))
 

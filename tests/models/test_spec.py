@@ -115,7 +115,23 @@ def test_compatible_spec_needs_url_and_model() -> None:
         model_from_spec("openai-compatible:127.0.0.1:8080#m")
 
 
-@pytest.mark.parametrize("spec", ["gpt-4", "ollama:qwen", "openai:", ""])
+@pytest.mark.parametrize(
+    ("spec", "form"),
+    [
+        ("openai:", "openai:MODEL"),
+        ("openai", "openai:MODEL"),
+        ("Anthropic: ", "anthropic:MODEL"),
+        ("openai-compatible:", "openai-compatible:URL#MODEL"),
+        ("scripted:", "scripted:FILE"),
+    ],
+)
+def test_a_known_provider_with_no_model_says_the_model_is_missing(spec: str, form: str) -> None:
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(spec)
+    assert str(caught.value) == f"model spec {spec.strip()!r} names no model: write {form}"
+
+
+@pytest.mark.parametrize("spec", ["gpt-4", "ollama:qwen", ":gpt-4", ""])
 def test_unknown_specs_list_the_valid_forms(spec: str) -> None:
     with pytest.raises(ModelConfigError) as caught:
         model_from_spec(spec)
@@ -139,6 +155,31 @@ def test_scripted_file(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text("{")
     with pytest.raises(ModelConfigError, match="invalid script"):
         model_from_spec(f"scripted:{tmp_path / 'bad.json'}")
+
+
+def test_a_bad_script_says_each_problem_on_a_line_of_its_own(tmp_path: Path) -> None:
+    script = tmp_path / "bad.json"
+    script.write_text(
+        json.dumps([{"content": "ok"}, {"contnt": "x", "tool_calls": [{"nam": "add"}]}, "hi"])
+    )
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(f"scripted:{script}")
+    assert str(caught.value).splitlines() == [
+        f"invalid script {script}, answer 2: tool_calls[0].name: Field required",
+        f"invalid script {script}, answer 2: tool_calls[0].nam: unknown key (did you mean 'name'?)",
+        f"invalid script {script}, answer 2: contnt: unknown key (did you mean 'content'?)",
+        f'invalid script {script}, answer 3: must be an object: {{"content": "...", ...}}',
+    ]
+    script.write_text('{"content": "one answer, not a list"}')
+    with pytest.raises(ModelConfigError) as caught:
+        model_from_spec(f"scripted:{script}")
+    assert str(caught.value) == (
+        f"invalid script {script}: must be a JSON list of answers: "
+        '[{"content": "...", "tool_calls": [...]}, ...]'
+    )
+    script.write_text("[{")
+    with pytest.raises(ModelConfigError, match=r"^invalid script .*: not valid JSON: [^\n]*$"):
+        model_from_spec(f"scripted:{script}")
 
 
 def test_settings_reach_the_model() -> None:

@@ -78,6 +78,14 @@ def test_transport_is_read_from_type_or_transport_or_inferred(
         ({"command": "x", "prefix": "sometimes"}, "prefix"),
         ({"command": "x", "protocol": "2025-11-25"}, "protocol"),
         ({"command": "x", "timeout": 0}, "greater than 0"),
+        (
+            {"url": "127.0.0.1:3001/mcp"},
+            "`url` must be an http\\(s\\) URL like http://127.0.0.1:3001/mcp, not "
+            "'127.0.0.1:3001/mcp'",
+        ),
+        ({"url": "localhost:3001/mcp"}, "not 'localhost:3001/mcp'"),
+        ({"type": "sse", "url": "ws://127.0.0.1:1/sse"}, "not 'ws://127.0.0.1:1/sse'"),
+        ({"url": "https:///mcp?token=hunter2"}, "not 'https:///mcp'"),  # no host; no query shown
     ],
 )
 def test_invalid_entries_are_refused_clearly(entry: dict[str, object], message: str) -> None:

@@ -121,6 +121,49 @@ async def test_servers_that_never_start_leave_the_others_serving(
     assert "stderr: boom: bad config" in caplog.messages
 
 
+NPM_NOTICE = [
+    "npm notice",
+    "npm notice New minor version of npm available! 10.8.2 -> 10.9.3",
+    "npm notice Changelog: https://github.com/npm/cli/releases/tag/v10.9.3",
+    "npm notice To update run: npm install -g npm@10.9.3",
+    "npm notice",
+]
+
+
+async def test_a_failed_start_quotes_the_error_not_npms_notices() -> None:
+    # As `npx -y @modelcontextprotocol/server-filesystem /srv/notes` fails: its error and the
+    # stack under it, then npm's five-line notice as npx exits.
+    said = [
+        "Warning: Cannot access directory /srv/notes, skipping",
+        "Error: None of the specified directories are accessible",
+        *(f"    at frame{n} (index.js:{n}:1)" for n in range(6)),
+        *NPM_NOTICE,
+        "npm warn exec The following package was not found and will be installed",
+    ]
+    script = f"import sys; sys.stderr.write({chr(10).join(said) + chr(10)!r}); sys.exit(1)"
+    config = McpServerConfig(command=sys.executable, args=["-c", script])
+    async with McpToolkit("fs", config, backoff=Backoff(initial=60)) as node:
+        assert node.health.last_error is not None
+        quoted = node.health.last_error.partition(" (stderr: ")[2].removesuffix(")")
+    assert quoted.split(" | ") == [
+        "Error: None of the specified directories are accessible",
+        "...",
+        *(f"    at frame{n} (index.js:{n}:1)" for n in range(1, 6)),
+    ]
+
+
+async def test_a_relative_working_directory_that_is_missing_says_relative_to_what(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    config = McpServerConfig(command=sys.executable, cwd="srv")
+    async with McpToolkit("rel", config, backoff=Backoff(initial=60)) as node:
+        assert node.health.last_error == (
+            f"FileNotFoundError: the server's working directory 'srv' (relative to this "
+            f"process's, {tmp_path}) does not exist"
+        )
+
+
 @pytest.mark.parametrize(
     "error",
     [

@@ -52,6 +52,27 @@ async def test_auto_prefix_is_resolved_across_nodes_and_calls_reach_the_right_se
         ]
 
 
+async def test_a_tool_named_like_a_local_tool_is_prefixed_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = toy("convert_units", "text_stats")
+    async with McpToolkitGroup(
+        {"tb1": config("never")},
+        targets={"tb1": server.server},
+        reserved_names={"convert_units": "local tool"},
+    ) as group:
+        names = sorted(tool.name for tool in await group.list_tools())
+        assert names == ["tb1__convert_units", "text_stats"]
+        await group["tb1"].refresh_tools()  # named again: not said again
+        result = await group["tb1"].call_tool("tb1__convert_units", {})
+        assert result.content == [types.TextContent(text="convert_units:[]")]
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        "server 'tb1': its tool 'convert_units' has the name of the local tool "
+        "'convert_units', which has no prefix: offering the server's as 'tb1__convert_units'"
+    ]
+
+
 async def test_a_server_that_cannot_start_does_not_hold_back_the_others() -> None:
     configs = {"good": config(), "bad": config()}
     group = McpToolkitGroup(

@@ -5,6 +5,7 @@ import re
 import pytest
 
 from toolkits.mcp import NodeTools, is_offered, resolve_tool_names, sanitize_name
+from toolkits.mcp.naming import reserved_clashes
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
@@ -101,6 +102,26 @@ def test_leftover_clashes_are_settled_by_a_hash() -> None:
     assert names["a"] == {"b__echo": "b__echo"}
     assert names["b"]["echo"].startswith("b__echo_")
     assert VALID.match(names["b"]["echo"])
+
+
+def test_a_reserved_name_is_never_offered_bare() -> None:
+    # A local tool (or an agent) has no prefix to give: the server's tool takes one instead.
+    nodes = [
+        NodeTools("a", "never", ["convert", "other"]),
+        NodeTools("b", "auto", ["convert"]),
+        NodeTools("c", "always", ["convert"]),
+    ]
+    names = resolve_tool_names(nodes, reserved={"convert"})
+    assert names == {
+        "a": {"convert": "a__convert", "other": "other"},
+        "b": {"convert": "b__convert"},
+        "c": {"convert": "c__convert"},
+    }
+    assert reserved_clashes(nodes, {"convert"}) == [
+        ("a", "convert", "convert"),
+        ("b", "convert", "convert"),
+    ]
+    assert resolve_tool_names(nodes)["a"]["convert"] == "convert"  # none reserved: as before
 
 
 @pytest.mark.parametrize(

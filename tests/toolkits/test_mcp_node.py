@@ -104,6 +104,35 @@ async def test_include_and_exclude_filter_on_original_names() -> None:
             await node.call_tool("t__set_a", {})
 
 
+async def test_an_include_glob_that_matches_nothing_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A typo in `include` (convert_unit) would leave the agent without its tool, silently.
+    toy = toy_with_echo("convert_units", "text_stats")
+    caplog.set_level("INFO", logger="toolkits.mcp.tb")
+    keys = config(include=["convert_unit", "text_*"], exclude=["nothing_*"])
+    async with McpToolkit("tb", keys, target=toy.server) as node:
+        assert [tool.name for tool in await node.list_tools()] == ["tb__text_stats"]
+        await node.refresh_tools()  # the same listing: said once
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "include 'convert_unit': matches no tool of the server (did you mean 'convert_units'?); "
+        "the server's tools: convert_units, text_stats"
+    ]
+    notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("exclude")]
+    assert notes == ["exclude 'nothing_*': matches no tool of the server"]
+    assert all(r.levelname == "INFO" for r in caplog.records if r.getMessage() in notes)
+
+
+async def test_globs_that_all_match_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    toy = toy_with_echo("get_a", "get_secret")
+    caplog.set_level("INFO", logger="toolkits.mcp.t")
+    keys = config(include=["get_*"], exclude=["*secret*"])
+    async with McpToolkit("t", keys, target=toy.server) as node:
+        assert len(await node.list_tools()) == 1
+    assert "no tool of the server" not in caplog.text
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_listing_follows_pagination(era: ProtocolMode) -> None:
     toy = toy_with_echo(*(f"tool_{i:03}" for i in range(250)), page_size=60)

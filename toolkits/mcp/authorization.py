@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -31,6 +30,7 @@ from .oauth import (
     uses_oauth,
 )
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
+from .stderr_tail import StderrTail
 from .transport import config_transport
 
 __all__ = ["AuthorizationStatus", "LogoutOutcome", "login", "logout", "status", "status_of_all"]
@@ -103,7 +103,9 @@ async def login(
     tokens = ServerTokens(store, name, config.url)
     await tokens.clear_tokens()  # keep the registration: a new login reuses it
     provider = await oauth_for(name, config, mode=mode, store=store, announce=announce)
-    transport = config_transport(config, name=name, log=log, stderr_tail=deque(), auth=provider)
+    transport = config_transport(
+        config, name=name, log=log, stderr_tail=StderrTail(), auth=provider
+    )
     with anyio.fail_after(_LOGIN_SECONDS):
         async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
             listed = await client.list_tools()

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -144,6 +145,7 @@ class McpServerConfig(BaseModel):
         else:
             if not self.url:
                 raise ValueError(f"an {kind} server needs `url`")
+            _check_url(self.url)
             misplaced = [k for k in ("command", "args", "env", "cwd") if getattr(self, k)]
         if misplaced:
             raise ValueError(f"{', '.join(map(repr, misplaced))} do not apply to a {kind} server")
@@ -172,6 +174,17 @@ class McpServerConfig(BaseModel):
     def call_cap(self) -> float:
         """The absolute cap on one call, in seconds."""
         return self.max_timeout if self.max_timeout is not None else 10 * self.timeout
+
+
+def _check_url(url: str) -> None:
+    """Refuse a `url` the HTTP client could not connect to (`127.0.0.1:3001/mcp`: no scheme)
+    now, not at the first connection as `UnsupportedProtocol`."""
+    parts = urlsplit(url)
+    if parts.scheme.lower() in ("http", "https") and parts.hostname:
+        return
+    # Shown without what may be a secret: user info, query, fragment.
+    shown = url.split("?")[0].split("#")[0].rpartition("@")[2]
+    raise ValueError(f"`url` must be an http(s) URL like http://127.0.0.1:3001/mcp, not {shown!r}")
 
 
 _OAUTH_KEYS = (

@@ -17,6 +17,7 @@ listing changes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from functools import partial
 
@@ -28,11 +29,13 @@ from ..base import Tool
 from ..capabilities import ListChangedCallback
 from ..health import NodeHealth
 from .config import McpServerConfig
-from .naming import resolve_tool_names
+from .naming import reserved_clashes, resolve_tool_names
 from .node import McpToolkit
 from .session import DEFAULT_BACKOFF, Backoff, Target
 
 __all__ = ["McpToolkitGroup"]
+
+log = logging.getLogger(__name__)
 
 
 class McpToolkitGroup(InBackground):
@@ -47,9 +50,19 @@ class McpToolkitGroup(InBackground):
         settle_within: float | None = None,
         wait_for: Collection[str] | None = None,
         on_waiting: Callable[[Sequence[str]], None] | None = None,
+        reserved_names: Mapping[str, str] | None = None,
     ) -> None:
-        """`targets` replaces the transport of the servers it names (tests, embedding)."""
+        """`targets` replaces the transport of the servers it names (tests, embedding).
+
+        `reserved_names` are tool names other nodes hold that have no prefix to give (a
+        gateway's local tools and agents), each with what holds it (`"local tool"`): a
+        server's tool of such a name is offered as `server__tool` (warned once), whatever its
+        prefix policy, so every listing and every call agrees on what the bare name is.
+        """
         self._settle_within = settle_within
+        self._reserved = dict(reserved_names or {})
+        self._moved: set[tuple[str, str]] = set()
+        """The (server, tool) already warned of as moved off a reserved name."""
         self._wait_for = wait_for
         self._on_waiting = on_waiting
         self._warned: set[tuple[str, str]] = set()
@@ -110,9 +123,20 @@ class McpToolkitGroup(InBackground):
         return _all([node.subscribe_resources(callback) for node in self._nodes.values()])
 
     def _resolve_names(self) -> Sequence[McpToolkit]:
-        names = resolve_tool_names(
-            [node.node_tools for node in self._nodes.values()], warned=self._warned
-        )
+        listed = [node.node_tools for node in self._nodes.values()]
+        names = resolve_tool_names(listed, self._reserved, warned=self._warned)
+        for server, tool, bare in reserved_clashes(listed, self._reserved):
+            if (server, tool) not in self._moved:
+                self._moved.add((server, tool))
+                log.warning(
+                    "server %r: its tool %r has the name of the %s %r, which has no prefix: "
+                    "offering the server's as %r",
+                    server,
+                    tool,
+                    self._reserved[bare],
+                    bare,
+                    names[server][tool],
+                )
         return [node for node in self._nodes.values() if node.apply_names(names[node.name])]
 
     async def run(

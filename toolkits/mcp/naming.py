@@ -17,7 +17,7 @@ import hashlib
 import logging
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
@@ -30,8 +30,10 @@ __all__ = [
     "NodeTools",
     "invert",
     "is_offered",
+    "reserved_clashes",
     "resolve_tool_names",
     "sanitize_name",
+    "unmatched_globs",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,11 @@ def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str])
     return not any(fnmatchcase(name, pattern) for pattern in exclude)
 
 
+def unmatched_globs(globs: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
+    """The globs that match none of `names` (a misspelt `include` leaves its tool out)."""
+    return tuple(g for g in globs if not any(fnmatchcase(name, g) for name in names))
+
+
 @lru_cache(maxsize=1024)
 def _unique(originals: tuple[str, ...], prefix: str | None) -> Mapping[str, str]:
     """Names for one node's tools, distinct within the node. Kept: every node's listing is
@@ -98,11 +105,19 @@ class NodeTools:
 
 
 def resolve_tool_names(
-    nodes: Sequence[NodeTools], *, what: str = "tool", warned: set[tuple[str, str]] | None = None
+    nodes: Sequence[NodeTools],
+    reserved: Collection[str] = (),
+    *,
+    what: str = "tool",
+    warned: set[tuple[str, str]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Model-facing names for every node's tools (`what`: or prompts, named alike):
     `{node: {original: model_name}}`. `warned`: the clashes (node, name) already warned of,
     for a caller that resolves again and again to warn of each once.
+
+    `reserved` names are held by tools that have no prefix to give (the gateway's local tools
+    and agents): a server's tool that would take one bare gets `node__tool` instead, whatever
+    its prefix policy (`reserved_clashes` says which, for a warning).
 
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
@@ -118,12 +133,13 @@ def resolve_tool_names(
 
     resolved: dict[str, dict[str, str]] = {}
     held_by_never: set[str] = set()
-    used: set[str] = set()
+    reserved = set(reserved)
+    used = set(reserved)
     for n in nodes:
         names: dict[str, str] = {}
         for orig in bare[n.node]:
             plain, long = bare[n.node][orig], prefixed[n.node][orig]
-            if n.prefix == "always":
+            if n.prefix == "always" or plain in reserved:
                 name = long
             elif n.prefix == "auto":
                 name = long if claims[plain] > 1 else plain
@@ -151,6 +167,20 @@ def resolve_tool_names(
             names[orig] = name
         resolved[n.node] = names
     return resolved
+
+
+def reserved_clashes(
+    nodes: Sequence[NodeTools], reserved: Collection[str]
+) -> list[tuple[str, str, str]]:
+    """`(node, original, reserved name)` of each tool that would be offered bare (`never`,
+    `auto`) under a `reserved` name, and so is offered prefixed (`resolve_tool_names`)."""
+    return [
+        (n.node, orig, plain)
+        for n in nodes
+        if n.prefix != "always"
+        for orig, plain in _unique(tuple(n.tools), None).items()
+        if plain in reserved
+    ]
 
 
 def invert(names: Mapping[str, str]) -> dict[str, str]:

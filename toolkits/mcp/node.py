@@ -20,6 +20,7 @@ failures, including protocol errors the server answers with, come back as `is_er
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -44,7 +45,7 @@ from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Channel, Forward, call_for
 from .forward_http import HttpChannel
-from .naming import NodeTools, invert, is_offered, resolve_tool_names
+from .naming import NodeTools, invert, is_offered, resolve_tool_names, unmatched_globs
 from .progress import progress_in_order
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -136,6 +137,8 @@ class McpToolkit(InBackground):
         self._listing: dict[str, mcp_types.Tool] = {}
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
+        self._unmatched: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+        """The `include` and `exclude` globs the last listing had no tool for (warned once)."""
         self._awaited = True
         """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
@@ -346,10 +349,35 @@ class McpToolkit(InBackground):
                 ", ".join(task_only),
             )
         self._task_only = set(task_only)
+        self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
         if self._resolve_names is not None:
             return self._resolve_names()
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
+
+    def _note_unmatched_globs(self, names: Sequence[str]) -> None:
+        """Say which `include`/`exclude` globs match none of the server's tools (a typo in
+        `include` leaves the agent without the tool, and nothing else would say so); once
+        for each change of what is unmatched."""
+        unmatched = (
+            unmatched_globs(self._config.include or (), names),
+            unmatched_globs(self._config.exclude, names),
+        )
+        if unmatched == self._unmatched:
+            return
+        self._unmatched = unmatched
+        include, exclude = unmatched
+        if include:
+            self._log.warning(
+                "include %s: %s; the server's tools: %s",
+                ", ".join(map(repr, include)),
+                _no_match(include, names),
+                _listed(names),
+            )
+        if exclude:
+            self._log.info(
+                "exclude %s: %s", ", ".join(map(repr, exclude)), _no_match(exclude, names)
+            )
 
     def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
         changed = self._take_listing(listing)
@@ -557,6 +585,24 @@ class McpToolkit(InBackground):
 def _in_rounds(conn: Connection) -> bool:
     """Whether the server asks its questions in input-required rounds (2026-07-28)."""
     return conn.client is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _no_match(globs: Sequence[str], names: Sequence[str]) -> str:
+    """'match(es) no tool of the server', with the closest tool name of each glob that has one."""
+    hints = [
+        f"{close[0]!r}" if len(globs) == 1 else f"{close[0]!r} for {glob!r}"
+        for glob in globs
+        if (close := difflib.get_close_matches(glob, names, n=1))
+    ]
+    said = f"{'matches' if len(globs) == 1 else 'match'} no tool of the server"
+    return f"{said} (did you mean {', '.join(hints)}?)" if hints else said
+
+
+def _listed(names: Sequence[str], most: int = 30) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 def _connection_failed(exc: MCPError) -> bool:

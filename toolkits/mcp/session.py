@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections import deque
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
@@ -46,10 +45,10 @@ from .error_text import describe_error
 from .oauth import find_authorization_required
 from .pages import every_page
 from .server_requests import CallsInFlight, Stamp
+from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
 from .transport import (
     HttpLink,
-    StderrTail,
     TransportFactory,
     config_transport,
     watch_transport,
@@ -87,7 +86,6 @@ _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 """`auto` starts with the handshake era: only there can a server written the usual way
 (`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
-_STDERR_TAIL_LINES = 5
 _RELISTEN_DELAY = 1.0
 _SHUT_DOWN = "the toolkit is shutting down"
 _LOG_LEVELS = {
@@ -345,7 +343,7 @@ class OwnedSession:
             self._set_state("connecting" if attempts == 0 else "reconnecting", failures=retrying)
             attempts += 1
             conn = Connection()
-            tail: StderrTail = deque(maxlen=_STDERR_TAIL_LINES)
+            tail = StderrTail()
             ready_at: float | None = None
 
             def on_ready() -> None:
@@ -366,7 +364,7 @@ class OwnedSession:
 
             if ready_at is None:
                 if tail:
-                    reason = f"{reason} (stderr: {' | '.join(tail)})"
+                    reason = f"{reason} (stderr: {tail})"
                 failures += 1
                 delay = self._backoff.delay(failures)
                 failed = True

@@ -288,7 +288,10 @@ def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) 
         return exc
     command, cwd = server.command, server.cwd
     if cwd is not None and not os.path.isdir(cwd):
-        return FileNotFoundError(f"the server's working directory {str(cwd)!r} does not exist")
+        where = "" if os.path.isabs(cwd) else f" (relative to this process's, {os.getcwd()})"
+        return FileNotFoundError(
+            f"the server's working directory {str(cwd)!r}{where} does not exist"
+        )
     found = command if os.sep in command else shutil.which(command, path=path)
     if isinstance(exc, FileNotFoundError) and found is not None and os.path.exists(found):
         return FileNotFoundError(

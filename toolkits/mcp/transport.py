@@ -18,7 +18,6 @@ import os
 import shutil
 import ssl
 import sys
-from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, nullcontext
 from functools import cache, partial
@@ -40,6 +39,7 @@ from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .server_requests import CallsInFlight
+from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink, open_stdio
 
 if TYPE_CHECKING:
@@ -58,9 +58,6 @@ __all__ = [
 
 TransportFactory = Callable[[], Transport]
 """Makes a fresh transport for each connection attempt (transports are single-use)."""
-
-StderrTail = deque[str]
-"""The last lines a stdio server wrote to stderr (for the error report of a failed start)."""
 
 _STDERR_LINE_LIMIT = 2_000
 _STDERR_READ_SIZE = 65_536
