@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.asgi import buffered_body
 
-__all__ = ["CUT", "Fault", "FaultyFront", "faulty_server"]
+__all__ = ["CUT", "NGINX_502", "Fault", "FaultyFront", "Waiting", "faulty_server"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import mcp_types as types
 import pytest
 
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
-from tests.servers.faulty_http import NGINX_502, Fault, FaultyFront, Waiting, faulty_server
+from tests.servers.faulty_http import CUT, NGINX_502, Fault, FaultyFront, Waiting, faulty_server
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 from toolkits.observation import result_text
 
@@ -185,3 +185,40 @@ async def test_an_http_error_at_connect_says_its_status(
         r for r in caplog.records if r.name.startswith("mcp.") and r.levelno >= logging.ERROR
     ]
     assert sdk_errors == []  # we said it; the SDK's "Unexpected content type" is not said too
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+@pytest.mark.parametrize("protocol", ["auto", "modern"])
+async def test_a_call_whose_connection_is_cut_fails_alone_while_the_server_still_answers(
+    raw: bool, protocol: ProtocolMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="toolkits.mcp.f")
+    waiting = Waiting(expected=3)
+    server = faulty_server(waiting, "cut")
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), calls={"cut": CUT})
+    results: list[types.CallToolResult] = []
+    with anyio.fail_after(30):
+        async with faulty_node(front, protocol) as node:
+            node.raw_calls = raw
+
+            async def wait() -> None:
+                results.append(await node.call_tool("f__wait", {}))
+
+            async with anyio.create_task_group() as tg:
+                for _ in range(3):
+                    tg.start_soon(wait)
+                await waiting.all_began.wait()
+                results.append(await node.call_tool("f__cut", {}))
+                waiting.release.set()
+            assert node.health.state == "ready"
+    cut, *waited = [(r.is_error, result_text(r)) for r in results]
+    assert cut == (
+        True,
+        "MCP server 'f' closed the connection during a call to 'f__cut', but still answers: "
+        "only this call failed (it may have run)",
+    )
+    assert waited == [(False, "waited")] * 3
+    said_by_node = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.f"]
+    assert [line for line in said_by_node if line.startswith("connect")] == [
+        f"connected (protocol {'2026-07-28' if protocol == 'modern' else '2025-11-25'})"
+    ]  # once: the connection was never lost

@@ -42,7 +42,7 @@ from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
 from .error_text import error_text
-from .forward import Channel, Forward, call_for
+from .forward import Channel, Forward, call_for, cut_short, still_there, too_large
 from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names
 from .progress import progress_in_order
@@ -405,9 +405,13 @@ class McpToolkit(InBackground):
                 if tracked is not None and tracked.failed_authorization is not None:
                     raise tracked.failed_authorization from exc  # what the caller must do
                 if conn.lost is not None or _connection_failed(exc):
+                    if conn.http is not None and await still_there(conn):
+                        return error_result(cut_short(self._name, name))  # as `Forward`'s
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
+                if exc.message.startswith(_SDK_TOO_LARGE):
+                    return error_result(too_large(self._name, self._config.max_message_bytes))
                 return error_result(error_text(exc.code, exc.message))
             except ValidationError as exc:
                 return error_result(f"MCP server {self._name!r} sent a malformed result: {exc}")
@@ -503,6 +507,7 @@ class McpToolkit(InBackground):
             output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
             says_which_call=isinstance(channel, HttpChannel),
+            probe=isinstance(channel, HttpChannel),
         )
 
     def _note_log(self, fields: dict[str, Any]) -> None:
@@ -545,6 +550,10 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+_SDK_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"
+"""How the SDK (mcp 2.3, httpx2) says an event was over `max_sse_event_size`."""
 
 
 def _connection_failed(exc: MCPError) -> bool:
