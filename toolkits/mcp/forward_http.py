@@ -163,9 +163,14 @@ class _Exchange:
         self._messages: _Messages | _Said | None = None
 
     async def __aenter__(self) -> _Messages | _Said | None:
-        response = await self._sent()
-        if response is None:
-            return None
+        try:  # as `_sent`, inline: this runs on every call
+            response = self._response = await self._request.__aenter__()
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            return None  # not sent
+        except httpx2.HTTPError as exc:
+            raise ChannelLost from exc
+        except AuthorizationRequired:
+            return None  # refused before it was read: nobody here to ask for a grant
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200:
             return await self._not_ok(response, content_type)
