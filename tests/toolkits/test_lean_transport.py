@@ -52,7 +52,7 @@ async def test_a_nodes_posts_go_out_on_the_lean_client_and_a_cancelled_call_ends
 def client(url: str, lean: LeanHttp, seen: list[str]) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
         transport=LeanPosts(
-            httpx2.AsyncHTTPTransport(), lean, url, lambda r: seen.append(r.method)
+            httpx2.AsyncHTTPTransport(), lean, url, lambda r: seen.append(r.method), node="toy"
         ),
         timeout=httpx2.Timeout(5.0, read=0.2),
     )

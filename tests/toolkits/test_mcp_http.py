@@ -20,6 +20,7 @@ from tests.servers.asgi import RecordHeaders, buffered_body, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits.errors import ConnectionLost
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode, transport
+from toolkits.observation import result_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -160,7 +161,10 @@ async def test_a_large_result_passes_and_the_session_stays(era: ProtocolMode) ->
             assert node.health.failures == 0
 
 
-async def test_a_result_over_the_limit_fails_that_call_only() -> None:
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_a_result_over_the_limit_fails_that_call_only_saying_which_setting(
+    raw: bool,
+) -> None:
     # Handshake-era servers stream results as server-sent events, which the limit bounds.
     toy = ToyServer()
     toy.add_echo("echo")
@@ -172,11 +176,15 @@ async def test_a_result_over_the_limit_fails_that_call_only() -> None:
     async with serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as base:
         config = McpServerConfig(url=f"{base}/mcp", protocol="legacy", max_message_bytes=100_000)
         async with McpToolkit("toy", config) as node:
+            node.raw_calls = raw
             with anyio.fail_after(30):
                 for _ in range(3):
                     failed = await node.call_tool("toy__blob", {"size": 200_000})
                     assert failed.is_error
-                    assert "exceeded the 100000 byte limit" in str(failed.content[0])
+                    assert result_text(failed) == (
+                        "MCP server 'toy' sent an answer larger than the 100000 byte limit: "
+                        "raise mcpServers.toy.max_message_bytes to take it"
+                    )
                     echo = await node.call_tool("toy__echo", {})
                     assert echo.content == [types.TextContent(text="echo:[]")]
             assert node.health.state == "ready"
@@ -248,6 +256,11 @@ async def test_a_server_over_https_is_verified_against_the_trust_store(
         async with McpToolkit("toy", config, backoff=Backoff(60)) as node:
             assert node.health.state == "failed"
             assert "CERTIFICATE_VERIFY_FAILED" in (node.health.last_error or ""), node.health
+            assert (node.health.last_error or "").endswith(
+                "(a server whose certificate a private CA signed: set SSL_CERT_FILE to that CA's "
+                "certificate, PEM, or SSL_CERT_DIR to a directory of them, before the gateway "
+                "starts)"
+            )
 
 
 @pytest.mark.usefixtures("trust_store")  # with no file there, making TLS settings fails

@@ -17,6 +17,12 @@ __all__ = [
     "protocol_error_result",
 ]
 
+_UNTRUSTED = "CERTIFICATE_VERIFY_FAILED"
+_TRUST_HINT = (
+    " (a server whose certificate a private CA signed: set SSL_CERT_FILE to that CA's"
+    " certificate, PEM, or SSL_CERT_DIR to a directory of them, before the gateway starts)"
+)
+
 
 def describe_error(exc: BaseException) -> str:
     """`Type: message`, looking through single-exception groups (task groups wrap errors)."""
@@ -26,6 +32,8 @@ def describe_error(exc: BaseException) -> str:
             return "; ".join(describe_error(inner) for inner in group.exceptions)
         exc = group.exceptions[0]
     text = str(exc)
+    if _UNTRUSTED in text:
+        text += _TRUST_HINT
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -52,11 +52,20 @@ from ..base import CallContext, ServerRequestHandler, error_result, validation_b
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
+from .event_stream import EventTooLarge
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
 from .session import Connection, connection_lost
 
-__all__ = ["Channel", "ChannelLost", "Forward", "call_for"]
+__all__ = [
+    "Channel",
+    "ChannelLost",
+    "Forward",
+    "call_for",
+    "cut_short",
+    "still_there",
+    "too_large",
+]
 
 JsonObject = dict[str, Any]
 OnProgress = Callable[[float, float | None, str | None], Awaitable[None]]
@@ -65,6 +74,8 @@ OnLog = Callable[[JsonObject], Awaitable[None]]
 _ids = itertools.count(1)
 _CANCEL_SECONDS = 2.0
 """How long telling the server that a call was cancelled may take."""
+_PROBE_SECONDS = 5.0
+"""How long the server may take to answer the request that tells whether it is still there."""
 
 
 class ChannelLost(Exception):
@@ -113,6 +124,10 @@ class Forward:
     calls: CallsInFlight | None = None
     """The node's calls, where the server's requests and log messages may reach the node's SDK
     session rather than the channel: the call is held among them meanwhile."""
+    probe: bool = False
+    """Whether a request's connection failing mid-call is checked against the session
+    (`still_there`) before it counts as the server gone: over HTTP each request has a
+    connection of its own, and a proxy may cut one while the server serves the others."""
     says_which_call: bool = False
     """Whether the channel brings the server's requests and log messages about a call on the
     call's own response (HTTP): only a server asking outside it (on its session's own stream)
@@ -162,8 +177,12 @@ class Forward:
                         return _dump(error_result(error_text(exc.code, exc.message)))
                 return await self._result(message)
         except ChannelLost as exc:
+            if self.probe and await still_there(self.conn):
+                return _dump(error_result(cut_short(self.node, self.tool)))
             raise self._lost() from exc
-        except ValueError as exc:  # not JSON, or too big: the call fails, the session stays
+        except EventTooLarge as exc:  # the call fails, the session stays
+            return _dump(error_result(too_large(self.node, exc.limit)))
+        except ValueError as exc:  # not JSON: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
         except InputRequiredRoundsExceededError as exc:
             return _dump(error_result(str(exc)))
@@ -382,6 +401,38 @@ async def call_for(
     except MCPError as exc:  # as `McpToolkit.call_tool` takes it from the SDK client
         return protocol_error_result(exc.error)
     return None if result is None else mcp_types.CallToolResult.model_validate(result)
+
+
+async def still_there(conn: Connection) -> bool:
+    """Whether `conn`'s server still answers on its session, after one request's own HTTP
+    connection failed: then that call failed alone. Asked with a listing's first page through
+    the SDK client (every server answers it; 2026-07-28 has no ping)."""
+    client = conn.client
+    if client is None or conn.lost is not None:
+        return False
+    with anyio.move_on_after(_PROBE_SECONDS):
+        try:
+            await client.list_tools()
+        except Exception:  # MCPError, or the transport failed: it is gone
+            return False
+        return conn.lost is None
+    return False
+
+
+def cut_short(node: str, tool: str) -> str:
+    """A call whose connection closed while the server stayed (`still_there`)."""
+    return (
+        f"MCP server {node!r} closed the connection during a call to {tool!r}, but still "
+        "answers: only this call failed (it may have run)"
+    )
+
+
+def too_large(node: str, limit: int) -> str:
+    """A call whose answer came as a server-sent event over the node's `max_message_bytes`."""
+    return (
+        f"MCP server {node!r} sent an answer larger than the {limit} byte limit: raise "
+        f"mcpServers.{node}.max_message_bytes to take it"
+    )
 
 
 async def _unheard(progress: float, total: float | None, message: str | None) -> None:

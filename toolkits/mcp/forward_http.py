@@ -18,17 +18,23 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, cast
 
 import httpx2
+import mcp_types
+from mcp.client.streamable_http import (  # the SDK's own words for a redirect not followed
+    _unfollowed_redirect,  # pyright: ignore[reportPrivateUsage]
+)
+from mcp.shared._httpx_utils import stream_within_origin  # the SDK's own redirect rule
 
 from ..errors import AuthorizationRequired
 from ..json_bytes import json_bytes, read_json
 from .event_stream import EventData
 from .forward import ChannelLost
+from .http_refusal import is_refusal, refusal_answer
 from .lean_http import LeanHttp
 from .server_requests import Stamp
 from .session import Connection
@@ -39,6 +45,7 @@ __all__ = ["HttpChannel"]
 log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
+_REDIRECTS = (301, 302, 303, 307, 308)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,20 +68,25 @@ class HttpChannel:
     def exchange(
         self, request_id: str, request: JsonObject
     ) -> AbstractAsyncContextManager[AsyncIterator[JsonObject] | None]:
-        del request_id  # the answer comes on the request's own response
         headers = self._headers()
         if self.stamp is not None:
             options: dict[str, Any] = {}
             self.stamp(request, options)
             stamped: dict[str, str] = options.get("headers", {})
             headers.update({name.lower(): value for name, value in stamped.items()})
-        return _Exchange(self, self._request(json_bytes(request), headers))
+        body = json_bytes(request)
+        return _Exchange(self, request_id, body, headers, self._request(body, headers))
 
     async def post(self, message: JsonObject) -> None:
         if self.stamp is not None:
             return  # 2026-07-28: a request is cancelled by closing its stream, as it was
+        body, headers = json_bytes(message), self._headers()
         try:
-            async with self._request(json_bytes(message), self._headers()) as response:
+            async with self._request(body, headers) as response:
+                await response.aread()
+                if response.status_code not in _REDIRECTS:
+                    return
+            async with self.followed(body, headers) as response:
                 await response.aread()
         except httpx2.HTTPError as exc:
             log.debug("MCP server %r: could not send %s: %s", self.node, message.get("method"), exc)
@@ -85,6 +97,16 @@ class HttpChannel:
         if self.lean is not None:
             return self.lean.post(body, headers)
         return self.client.stream("POST", self.link.url, content=body, headers=headers)
+
+    def followed(
+        self, body: bytes, headers: dict[str, str]
+    ) -> AbstractAsyncContextManager[httpx2.Response]:
+        """The request sent again on httpx2, following redirects within the URL's origin as
+        the SDK's own requests do (a server at `/mcp` may live at `/mcp/`); a redirect
+        elsewhere is answered as it is, and nothing is sent there."""
+        return stream_within_origin(
+            self.client, "POST", self.link.url, content=body, headers=headers
+        )
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -113,19 +135,35 @@ class _Exchange:
     and an async generator of the messages cost ~90 bytecodes a call more (bench/RESULTS.md,
     item 36)."""
 
-    __slots__ = ("_channel", "_messages", "_request", "_response")
+    __slots__ = (
+        "_body",
+        "_channel",
+        "_headers",
+        "_messages",
+        "_request",
+        "_request_id",
+        "_response",
+    )
 
     def __init__(
-        self, channel: HttpChannel, request: AbstractAsyncContextManager[_Response]
+        self,
+        channel: HttpChannel,
+        request_id: str,
+        body: bytes,
+        headers: dict[str, str],
+        request: AbstractAsyncContextManager[_Response],
     ) -> None:
         self._channel = channel
+        self._request_id = request_id
+        self._body = body
+        self._headers = headers
         self._request = request
         self._response: _Response | None = None
         """Set once the answer began: the block then ends the request."""
-        self._messages: _Messages | None = None
+        self._messages: _Messages | _Said | None = None
 
-    async def __aenter__(self) -> AsyncIterator[JsonObject] | None:
-        try:
+    async def __aenter__(self) -> _Messages | _Said | None:
+        try:  # as `_sent`, inline: this runs on every call
             response = self._response = await self._request.__aenter__()
         except (httpx2.ConnectError, httpx2.ConnectTimeout):
             return None  # not sent
@@ -133,19 +171,76 @@ class _Exchange:
             raise ChannelLost from exc
         except AuthorizationRequired:
             return None  # refused before it was read: nobody here to ask for a grant
+        content_type = response.headers.get("content-type", "")
+        if response.status_code != 200:
+            return await self._not_ok(response, content_type)
+        if content_type.startswith("application/json"):
+            self._messages = _Messages(response, None)
+        elif content_type.startswith("text/event-stream"):
+            self._messages = _Messages(response, EventData(self._channel.max_event_bytes))
+        else:
+            return await self._not_ok(response, content_type)
+        return self._messages
+
+    async def _sent(self) -> _Response | None:
+        """The answer's head; None if the request was not sent (or refused unread)."""
+        try:
+            self._response = await self._request.__aenter__()
+        except (httpx2.ConnectError, httpx2.ConnectTimeout):
+            return None  # not sent
+        except httpx2.HTTPError as exc:
+            raise ChannelLost from exc
+        except AuthorizationRequired:
+            return None  # refused before it was read: nobody here to ask for a grant
+        return self._response
+
+    async def _not_ok(self, response: _Response, content_type: str) -> _Messages | _Said | None:
+        """The messages of an answer other than a 200 in JSON or an event stream: a refusal
+        (`http_refusal`) answers this request alone; the connection stays."""
         channel = self._channel
-        if response.status_code in (400, 404) and channel.session_id is not None:
+        status = response.status_code
+        if status in (400, 404) and channel.session_id is not None:
             # The spec says 404 for a session the server no longer knows; servers built on the
             # TypeScript SDK's examples (server-everything) answer 400, e.g. after a restart.
             # Either way the request was refused unread: it goes again on a new session.
-            channel.conn.drop(
-                f"the server no longer knows the session (HTTP {response.status_code})"
-            )
+            channel.conn.drop(f"the server no longer knows the session (HTTP {status})")
             return None
-        if channel.lean is not None and response.status_code in (401, 403):
+        if channel.lean is not None and status in (401, 403):
             return None  # refused unread: httpx2's auth flow answers on the usual path
-        self._messages = _Messages(response, channel.max_event_bytes)
+        if status in _REDIRECTS:
+            return await self._redirected()
+        if is_refusal(status, content_type):
+            said = await refusal_answer(
+                channel.node, self._request_id, status, content_type, response.aiter_bytes()
+            )
+            self._messages = _Said(said)
+        else:  # another 2xx, or a content type in capitals
+            json = content_type.lower().startswith("application/json")
+            events = None if json else EventData(channel.max_event_bytes)
+            self._messages = _Messages(response, events)
         return self._messages
+
+    async def _redirected(self) -> _Messages | _Said | None:
+        """The messages of the request sent again, following redirects as the SDK does."""
+        await self._end()
+        self._request = self._channel.followed(self._body, self._headers)
+        response = await self._sent()
+        if response is None:
+            return None
+        if response.status_code in _REDIRECTS:  # elsewhere, or too many: not followed
+            assert isinstance(response, httpx2.Response)
+            said = _unfollowed_redirect(response) or f"HTTP {response.status_code}"
+            error = {"code": mcp_types.INVALID_REQUEST, "message": said}
+            self._messages = _Said({"jsonrpc": "2.0", "id": self._request_id, "error": error})
+            return self._messages
+        return await self._not_ok(response, response.headers.get("content-type", ""))
+
+    async def _end(self) -> None:
+        """End the request sent, its answer unread: the block goes on with another."""
+        if self._response is not None:
+            self._response = None
+            with suppress(httpx2.HTTPError):  # that answer is not wanted
+                await self._request.__aexit__(None, None, None)
 
     async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -164,16 +259,36 @@ class _Exchange:
             raise ChannelLost from exc
 
 
+class _Said:
+    """The one message a refusal answers its request with (`http_refusal`)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: JsonObject) -> None:
+        self._message: JsonObject | None = message
+
+    def __aiter__(self) -> _Said:
+        return self
+
+    async def __anext__(self) -> JsonObject:
+        message, self._message = self._message, None
+        if message is None:
+            raise StopAsyncIteration
+        return message
+
+    async def aclose(self) -> None:
+        self._message = None
+
+
 class _Messages:
     """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
 
     __slots__ = ("_events", "_pieces", "_ready", "_response")
 
-    def __init__(self, response: _Response, max_event_bytes: int) -> None:
+    def __init__(self, response: _Response, events: EventData | None) -> None:
+        """`events`: None for one JSON body, else the reader of an event stream's."""
         self._response: _Response | None = response
-        self._events: EventData | None = None
-        if not response.headers.get("content-type", "").startswith("application/json"):
-            self._events = EventData(max_event_bytes)
+        self._events = events
         self._pieces: AsyncIterator[bytes] | None = None
         self._ready: deque[bytes] = deque()
         """Events read but not yet taken."""

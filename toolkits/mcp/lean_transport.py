@@ -19,12 +19,14 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import httpx2
 
+from ..json_bytes import json_bytes, read_json
+from .http_refusal import ANSWERS, is_refusal, refusal_answer
 from .lean_http import LeanHttp, LeanResponse
 
 __all__ = ["LeanPosts"]
@@ -34,7 +36,9 @@ _LEFT_OUT = frozenset({"host", "content-length", "connection", "accept-encoding"
 
 
 class LeanPosts(httpx2.AsyncBaseTransport):
-    """POSTs to `url` on `lean` (when given), all else on `inner`; `observe` sees every POST."""
+    """POSTs to `url` on `lean` (when given), all else on `inner`; `observe` sees every POST.
+    An answer to a request that is no answer (`http_refusal`: an error status, an HTML page)
+    reaches the SDK as the JSON-RPC error it means, naming `node`."""
 
     def __init__(
         self,
@@ -42,11 +46,14 @@ class LeanPosts(httpx2.AsyncBaseTransport):
         lean: LeanHttp | None,
         url: str,
         observe: Callable[[httpx2.Request], None],
+        *,
+        node: str,
     ) -> None:
         self._inner = inner
         self._lean = lean
         self._url = httpx2.URL(url)
         self._observe = observe
+        self._node = node
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST":
@@ -58,7 +65,10 @@ class LeanPosts(httpx2.AsyncBaseTransport):
             or request.url != self._url
             or not isinstance(request.stream, httpx2.ByteStream)
         ):
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
+            if response.status_code != 200 or not _answer(response.headers.get("content-type")):
+                return await self._read(request, response)
+            return response
         headers = {
             name: value for name, value in request.headers.multi_items() if name not in _LEFT_OUT
         }
@@ -70,16 +80,50 @@ class LeanPosts(httpx2.AsyncBaseTransport):
                 response = await posting.__aenter__()
         except TimeoutError as exc:
             raise httpx2.ReadTimeout("no answer in time", request=request) from exc
-        return httpx2.Response(
+        answer = httpx2.Response(
             response.status_code,
             headers=response.headers,
             stream=_Body(response, posting, timeout),
             request=request,
             extensions={"http_version": b"HTTP/1.1"},
         )
+        if response.status_code != 200 or not _answer(response.headers.get("content-type")):
+            return await self._read(request, answer)
+        return answer
+
+    async def _read(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
+        """`response`, or the JSON-RPC error it means if it refused a request."""
+        status, content_type = response.status_code, response.headers.get("content-type", "")
+        if not is_refusal(status, content_type):
+            return response
+        if status == 404 and "mcp-session-id" in request.headers:
+            return response  # the SDK's: the session is gone
+        try:
+            message = read_json(await request.aread())  # a redirected request's is not read
+        except (ValueError, httpx2.StreamError):
+            return response
+        if not isinstance(message, dict) or "id" not in message or "method" not in message:
+            return response  # a notification, an answer: the SDK reads nothing of it
+        request_id = cast(dict[str, Any], message)["id"]
+        try:
+            said = await refusal_answer(
+                self._node, request_id, status, content_type, response.aiter_bytes()
+            )
+        finally:
+            await response.aclose()
+        return httpx2.Response(
+            status if status >= 400 else 200,
+            headers={"content-type": "application/json"},
+            content=json_bytes(said),
+            request=request,
+        )
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _answer(content_type: str | None) -> bool:
+    return content_type is not None and content_type.startswith(ANSWERS)
 
 
 class _Body(httpx2.AsyncByteStream):

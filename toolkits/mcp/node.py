@@ -43,7 +43,7 @@ from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
-from .forward import Channel, Forward, call_for
+from .forward import Channel, Forward, call_for, cut_short, still_there, too_large
 from .forward_http import HttpChannel
 from .naming import NodeTools, invert, is_offered, resolve_tool_names, unmatched_globs
 from .progress import progress_in_order
@@ -435,6 +435,8 @@ class McpToolkit(InBackground):
                 if tracked is not None and tracked.failed_authorization is not None:
                     raise tracked.failed_authorization from exc  # what the caller must do
                 if conn.lost is not None or _connection_failed(exc):
+                    if conn.http is not None and await still_there(conn):
+                        return error_result(cut_short(self._name, name))  # as `Forward`'s
                     raise self._unavailable(
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
@@ -442,6 +444,8 @@ class McpToolkit(InBackground):
                     # A question of the rounds refused: the SDK client's end of the call, no
                     # error of the server's (`Forward.call` says it so too).
                     return error_result(error_text(exc.code, exc.message))
+                if exc.message.startswith(_SDK_TOO_LARGE):
+                    return error_result(too_large(self._name, self._config.max_message_bytes))
                 return protocol_error_result(exc.error)
             except ValidationError as exc:
                 said = validation_brief(exc, "the result")
@@ -538,6 +542,7 @@ class McpToolkit(InBackground):
             output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
             says_which_call=isinstance(channel, HttpChannel),
+            probe=isinstance(channel, HttpChannel),
         )
 
     def _note_log(self, fields: dict[str, Any]) -> None:
@@ -603,6 +608,10 @@ def _listed(names: Sequence[str], most: int = 30) -> str:
         return "none"
     shown = ", ".join(names[:most])
     return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
+
+
+_SDK_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"
+"""How the SDK (mcp 2.3, httpx2) says an event was over `max_sse_event_size`."""
 
 
 def _connection_failed(exc: MCPError) -> bool:

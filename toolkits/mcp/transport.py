@@ -137,6 +137,7 @@ def config_transport(
                 config.max_message_bytes,
                 _auth(config, name, auth, in_flight),
                 link or HttpLink(),
+                name,
             )
         case "sse":
             assert config.url is not None
@@ -352,12 +353,13 @@ async def _streamable_http(
     max_message_bytes: int,
     auth: Callable[[], Awaitable[httpx2.Auth | None]],
     link: HttpLink,
+    name: str,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     usable = LeanHttp.usable(url) and _on_asyncio()
     lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
     reusing = _ReusingConnections(_PoolPerScheme())
-    transport = LeanPosts(reusing, lean, url, link.observe)
+    transport = LeanPosts(reusing, lean, url, link.observe, node=name)
     link.auth = await auth()
     async with (
         httpx2.AsyncClient(
