@@ -41,6 +41,8 @@ from ..engine import Gateway
 from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
+from .connection import connection_of
+from .notifications.log_messages import set_level
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
@@ -397,5 +399,8 @@ def init_options(server: Server[Any]) -> InitializationOptions:
 async def _set_log_level(
     ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
 ) -> types.EmptyResult:
-    # Handshake-era runs log at info and above whatever the level; clients filter the rest.
+    # Per connection: one client's level is no other's (`notifications.log_messages`).
+    connection = connection_of(ctx)
+    if connection is not None:
+        set_level(connection, params.level)
     return types.EmptyResult()

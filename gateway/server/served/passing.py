@@ -180,7 +180,7 @@ class Passing:
             arguments=arguments,
             hops=hops,
             progress_token=meta.get("progressToken"),
-            log_levels=frozenset(log_levels(version, meta)),
+            log_levels=log_levels(version, meta, session.connection if session else None),
             protocol_version=version,
             session=session,
             asked_in_rounds=None
