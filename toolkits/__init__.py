@@ -19,9 +19,11 @@ from .capabilities import (
     HasHealth,
     HasOutputCap,
     HasResourceSubscriptions,
+    HasServerLogs,
     ListChangedCallback,
     ListsAtHand,
     ResourceUpdatedCallback,
+    ServerLogCallback,
     Unsubscribe,
 )
 from .errors import (
@@ -53,6 +55,7 @@ __all__ = [
     "HasHealth",
     "HasOutputCap",
     "HasResourceSubscriptions",
+    "HasServerLogs",
     "HealthState",
     "ListChangedCallback",
     "ListsAtHand",
@@ -65,6 +68,7 @@ __all__ = [
     "NotOffered",
     "ProgressCallback",
     "ResourceUpdatedCallback",
+    "ServerLogCallback",
     "ServerLogHandler",
     "ServerRequestHandler",
     "ServerUnavailable",

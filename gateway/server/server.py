@@ -5,7 +5,8 @@ Sources are small objects that list MCP tools and answer calls to them: the agen
 exposed that offer more (`toolkits.capabilities`: an MCP server's node offers it all), the
 server also serves their resources, templates, prompts and completions
 (`served/`), relays their servers' requests to its client during proxied calls
-(`client_requests/`), their list changes to every client (`notifications/`) and their resource
+(`client_requests/`), their list changes and their servers' log messages outside calls to every
+client (`notifications/`) and their resource
 updates to the clients that subscribed (`served/resource_subscriptions`); each serving run owns
 what that takes (`serving`). The server answers both protocol eras; transports (stdio, HTTP)
 only carry it.
@@ -31,6 +32,7 @@ from toolkits import (
     FollowsChanges,
     HasCatalog,
     HasResourceSubscriptions,
+    HasServerLogs,
     Toolkit,
     error_result,
 )
@@ -363,7 +365,8 @@ def _serve_node_capabilities(
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     if not (asking or following or catalogs):
         return
-    server.lifespan = lifespan_for(following, now)
+    logging_nodes = [node for node in exposed if isinstance(node, HasServerLogs)]
+    server.lifespan = lifespan_for(following, now, logging_nodes)
     if following:
         server.announces = NotificationOptions(
             prompts_changed=True, resources_changed=True, tools_changed=True
