@@ -3,13 +3,15 @@
 An MCP server may ask its client for a completion mid-call (`sampling/createMessage`). When
 the caller is an agent, nobody else is there to ask, so the agent's model answers (text
 sampling; sampling with tools would hand the model tools it cannot call, and is refused).
-Elicitation and roots need a person or a client, and are refused with the reason, but for a
-served agent's approval question, which the run's own approver answers (`remote_approvals`).
+Elicitation needs a person or a client: a served agent's approval question is answered by the
+run's own approver (`remote_approvals`), any other goes to the MCP client attending the run
+(`ClientQuestions`), or is refused saying why nobody can answer it. Roots are the client's own
+to give a server it called, and are refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import mcp_types as types
@@ -27,6 +29,8 @@ from agent import (
 from toolkits import ServerRequestHandler
 from toolkits.mcp.server_requests import refusal
 
+from .run_context import UNATTENDED, ClientQuestions
+
 __all__ = ["ModelAnswers"]
 
 Approvals = Callable[[InputRequest], Awaitable[InputResponse | ErrorData | None]]
@@ -34,11 +38,18 @@ Approvals = Callable[[InputRequest], Awaitable[InputResponse | ErrorData | None]
 
 class ModelAnswers:
     """A server-request handler backed by a model; `usage` sums what its answers cost.
-    `approvals` answers the approval questions it recognises (None for others)."""
+    `approvals` answers the approval questions it recognises (None for others); `questions`
+    the other elicitations (or says why nobody can)."""
 
-    def __init__(self, model: ChatModel, approvals: Approvals | None = None) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        approvals: Approvals | None = None,
+        questions: ClientQuestions | str = UNATTENDED,
+    ) -> None:
         self._model = model
         self._approvals = approvals
+        self._questions = questions
         self.usage = Usage()
 
     @property
@@ -48,20 +59,30 @@ class ModelAnswers:
     @property
     def answerable(self) -> dict[str, Any]:
         """What it answers, as client capabilities (`CallContext.answerable`): sampling
-        without tools, and form elicitation when there are approval questions to answer."""
-        if self._approvals is None:
+        without tools, form elicitation when there are approval questions to answer, and the
+        elicitation the attending client declared."""
+        elicitation: dict[str, Any] = {"form": {}} if self._approvals is not None else {}
+        if isinstance(self._questions, ClientQuestions):
+            declared = self._questions.answerable.get("elicitation")
+            if isinstance(declared, Mapping):
+                # A capability naming no mode means form mode (2025-06-18 clients).
+                elicitation = {**elicitation, **(declared or {"form": {}})}
+        if not elicitation:
             return {"sampling": {}}
-        return {"sampling": {}, "elicitation": {"form": {}}}
+        return {"sampling": {}, "elicitation": elicitation}
 
     async def _answer(self, request: InputRequest) -> InputResponse | ErrorData:
         if self._approvals is not None:
             decided = await self._approvals(request)
             if decided is not None:
                 return decided
+        if isinstance(request, types.ElicitRequest):
+            questions = self._questions
+            if isinstance(questions, ClientQuestions):
+                return await questions.ask(request)
+            return refusal(request, questions)
         if not isinstance(request, types.CreateMessageRequest):
-            return refusal(
-                request, "the tool was called by an agent: there is no person or client to ask"
-            )
+            return refusal(request, "the tool was called by an agent: it gives no client's roots")
         params = request.params
         if params.tools:
             return refusal(request, "an agent answers sampling requests only without tools")

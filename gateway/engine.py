@@ -36,7 +36,7 @@ from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
 from .remote_approvals import RemoteApprovals
-from .run_context import HOPS_META_KEY, RunContext, TokenBudget
+from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState
 from .step_loop import StepLoop, outputs
 from .trace import ToolProgress, TraceHook, Tracer, new_id
@@ -122,6 +122,7 @@ class Gateway:
         quota: PerNode | None = None,
         started_by: str | None = None,
         approver: Approver | None = None,
+        questions: ClientQuestions | str = UNATTENDED,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
@@ -131,7 +132,9 @@ class Gateway:
         `stream` asks every model of the run to stream, each text delta a `token` event;
         `quota` is the calling client's share of the nodes (default: the run's own).
         `started_by` is who asked (recorded on the state and every trace event); `approver`
-        decides on the calls that need a person's approval (`gateway.approval`).
+        decides on the calls that need a person's approval (`gateway.approval`); `questions`
+        answers the elicitations of its tools' servers (the MCP client attending a served run),
+        or says why nobody can.
         """
         if not isinstance(prompt, str) and session_id is not None:
             raise ValueError("session_id goes with a prompt; items carry their own session_id")
@@ -150,6 +153,7 @@ class Gateway:
             stream=stream,
             quota=quota,
             approver=approver,
+            questions=questions,
         )
 
     async def resume(
@@ -164,6 +168,7 @@ class Gateway:
         quota: PerNode | None = None,
         journal: Journal | None = None,
         approver: Approver | None = None,
+        questions: ClientQuestions | str = UNATTENDED,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
@@ -192,6 +197,7 @@ class Gateway:
             client_model=model,
             stream=stream,
             approver=approver,
+            questions=questions,
         )
         summary: dict[str, JsonValue] = {"agent": spec.name, "items": len(state.items)}
         prompt: JsonValue = state.items[0].prompt if len(state.items) == 1 else summary
@@ -330,12 +336,12 @@ class Gateway:
             answer, owner, answerable = caller.answer, caller.owner, caller.answerable
             answers = None
             if answer is None and agent is not None and agent.model is not None:
-                # Nobody else is there to ask: the agent's model answers (calls of one run
-                # may answer for each other), and the run's approver a served agent's
-                # approval question.
+                # The agent's model answers sampling (calls of one run may answer for each
+                # other), the run's approver a served agent's approval question, and the
+                # client attending the run (if any) the other elicitations.
                 remote = RemoteApprovals(agent, call_id=call_id, item=item, span_id=span.id)
                 model = TracedModel(agent.model, tracer, span.id, agent.budget)
-                answers = ModelAnswers(model, approvals=remote.answer)
+                answers = ModelAnswers(model, approvals=remote.answer, questions=agent.questions)
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
             with tracer.calling_from(span.id) as carrier:  # the server's spans continue it
                 context = CallContext(

@@ -3,18 +3,37 @@ agents that led here, and the token budget of the whole tree."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from agent import ChatModel, Usage
+from toolkits import ServerRequestHandler
 
 from .approval import Approver
 from .limits import PerNode
 from .trace import Tracer
 
-__all__ = ["HOPS_META_KEY", "RunContext", "TokenBudget"]
+__all__ = ["HOPS_META_KEY", "UNATTENDED", "ClientQuestions", "RunContext", "TokenBudget"]
 
 HOPS_META_KEY = "agent-gateway/hops"
 """The `_meta` key of an MCP request that says how many gateways it already passed through."""
+
+
+UNATTENDED = (
+    "the tool was called by an agent whose run nobody attends: there is no person or client to ask"
+)
+"""Why a server's elicitation during an agent's tool call is refused, when no client is there."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuestions:
+    """The MCP client attending a served run, for the elicitations of its tools' servers: who
+    puts a question to it (during the run's request), and what it answers (its declared
+    `elicitation` capability, as client capabilities in wire JSON)."""
+
+    ask: ServerRequestHandler
+    answerable: Mapping[str, Any]
 
 
 @dataclass
@@ -59,6 +78,9 @@ class RunContext:
     """Ask the models to stream: their text deltas become `token` trace events."""
     approver: Approver | None = None
     """Who decides on the calls that need a person's approval (None: nobody can)."""
+    questions: ClientQuestions | str = UNATTENDED
+    """Who answers its tools' servers' elicitations (the client attending a served run), or
+    why nobody can."""
 
     @property
     def depth(self) -> int:

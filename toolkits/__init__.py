@@ -20,9 +20,11 @@ from .capabilities import (
     HasHealth,
     HasOutputCap,
     HasResourceSubscriptions,
+    HasServerLogs,
     ListChangedCallback,
     ListsAtHand,
     ResourceUpdatedCallback,
+    ServerLogCallback,
     Unsubscribe,
 )
 from .errors import (
@@ -56,6 +58,7 @@ __all__ = [
     "HasHealth",
     "HasOutputCap",
     "HasResourceSubscriptions",
+    "HasServerLogs",
     "HealthState",
     "ListChangedCallback",
     "ListsAtHand",
@@ -69,6 +72,7 @@ __all__ = [
     "ProgressCallback",
     "ResourceUpdatedCallback",
     "ServerConfigError",
+    "ServerLogCallback",
     "ServerLogHandler",
     "ServerRequestHandler",
     "ServerUnavailable",

@@ -11,6 +11,7 @@ node of local functions none.
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
     HasResourceSubscriptions  says when a resource it serves was updated
+    HasServerLogs             says what its server logs outside any call
 """
 
 from __future__ import annotations
@@ -34,9 +35,11 @@ __all__ = [
     "HasHealth",
     "HasOutputCap",
     "HasResourceSubscriptions",
+    "HasServerLogs",
     "ListChangedCallback",
     "ListsAtHand",
     "ResourceUpdatedCallback",
+    "ServerLogCallback",
     "Unsubscribe",
 ]
 
@@ -45,6 +48,9 @@ ListChangedCallback = Callable[[str], Awaitable[None]]
 
 ResourceUpdatedCallback = Callable[[str], Awaitable[None]]
 """Called with the URI the server says was updated (the subscribed one, or one under it)."""
+
+ServerLogCallback = Callable[[str, mcp_types.LoggingMessageNotificationParams], Awaitable[None]]
+"""Called with the node's name and a log message its server sent outside any call."""
 
 Unsubscribe = Callable[[], Awaitable[None]]
 """Ends one subscription (again: nothing)."""
@@ -159,4 +165,13 @@ class HasResourceSubscriptions(Protocol):
     ) -> Unsubscribe:
         """Call `on_updated(uri)` whenever the resource at `uri` is updated; returns the
         coroutine function that ends it. Raises `NotOffered` or `ServerUnavailable`."""
+        ...
+
+
+@runtime_checkable
+class HasServerLogs(Protocol):
+    def subscribe_logs(self, callback: ServerLogCallback) -> Callable[[], None]:
+        """Call `callback(node_name, params)` for each log message the server sends while no
+        call is in flight (a call's go to its caller, `CallContext.on_log`); returns
+        unsubscribe. The callback must not wait on anyone: the node's session waits on it."""
         ...

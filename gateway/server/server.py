@@ -5,7 +5,8 @@ Sources are small objects that list MCP tools and answer calls to them: the agen
 exposed that offer more (`toolkits.capabilities`: an MCP server's node offers it all), the
 server also serves their resources, templates, prompts and completions
 (`served/`), relays their servers' requests to its client during proxied calls
-(`client_requests/`), their list changes to every client (`notifications/`) and their resource
+(`client_requests/`), their list changes and their servers' log messages outside calls to every
+client (`notifications/`) and their resource
 updates to the clients that subscribed (`served/resource_subscriptions`); each serving run owns
 what that takes (`serving`). The server answers both protocol eras; transports (stdio, HTTP)
 only carry it.
@@ -31,6 +32,7 @@ from toolkits import (
     FollowsChanges,
     HasCatalog,
     HasResourceSubscriptions,
+    HasServerLogs,
     Toolkit,
     error_result,
 )
@@ -41,6 +43,8 @@ from ..engine import Gateway
 from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
+from .connection import connection_of
+from .notifications.log_messages import set_level
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
@@ -361,7 +365,8 @@ def _serve_node_capabilities(
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     if not (asking or following or catalogs):
         return
-    server.lifespan = lifespan_for(following, now)
+    logging_nodes = [node for node in exposed if isinstance(node, HasServerLogs)]
+    server.lifespan = lifespan_for(following, now, logging_nodes)
     if following:
         server.announces = NotificationOptions(
             prompts_changed=True, resources_changed=True, tools_changed=True
@@ -397,5 +402,8 @@ def init_options(server: Server[Any]) -> InitializationOptions:
 async def _set_log_level(
     ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
 ) -> types.EmptyResult:
-    # Handshake-era runs log at info and above whatever the level; clients filter the rest.
+    # Per connection: one client's level is no other's (`notifications.log_messages`).
+    connection = connection_of(ctx)
+    if connection is not None:
+        set_level(connection, params.level)
     return types.EmptyResult()

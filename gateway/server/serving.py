@@ -17,7 +17,7 @@ from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from toolkits import FollowsChanges, in_background
+from toolkits import FollowsChanges, HasServerLogs, in_background
 
 from ..engine import Gateway
 from ..limits import PerNode
@@ -25,6 +25,7 @@ from .client_requests.forwarding import Here
 from .client_requests.parked_calls import ParkedCalls
 from .connection import connection_of
 from .notifications.list_changes import ChangeRelay
+from .notifications.server_logs import ServerLogRelay
 
 __all__ = [
     "ClientQuotas",
@@ -96,17 +97,22 @@ def client_quota(ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNo
 
 
 def lifespan_for(
-    nodes: Sequence[FollowsChanges], now: ServingNow | None = None
+    nodes: Sequence[FollowsChanges],
+    now: ServingNow | None = None,
+    logging_nodes: Sequence[HasServerLogs] = (),
 ) -> Callable[[Server[Any]], AbstractAsyncContextManager[Serving]]:
-    """The server lifespan that runs a `Serving`, relaying the changes of `nodes` (and
-    telling `now` while it runs)."""
+    """The server lifespan that runs a `Serving`, relaying the changes of `nodes` and the log
+    messages `logging_nodes`' servers send outside calls (and telling `now` while it runs)."""
 
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:
         relay = ChangeRelay()
+        logs = ServerLogRelay(lambda: relay.connections)
         try:
             async with in_background(relay.run) as tg:
+                await tg.start(logs.run)
                 stop_watching = relay.watch(nodes)
+                stop_logs = logs.watch(logging_nodes)
                 try:
                     here = getattr(_server, "here", None)
                     state = Serving(
@@ -119,8 +125,10 @@ def lifespan_for(
                     if now is not None:
                         now.current = None
                     stop_watching()
+                    stop_logs()
         finally:
             relay.close()
+            logs.close()
 
     return lifespan
 

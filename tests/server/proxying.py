@@ -3,6 +3,7 @@ a client hears of list changes in either era, and a client that follows resource
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -13,6 +14,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.server import Server
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.shared.subscriptions import (
     PromptsListChanged,
     ResourcesListChanged,
@@ -33,12 +35,15 @@ from .support import serve
 
 __all__ = [
     "KINDS",
+    "LEVELS_HEARD",
     "ClientAnswers",
     "Follower",
     "Heard",
     "answers_by_name",
+    "heard_at_levels",
     "listening",
     "mcp_nodes",
+    "set_log_level",
 ]
 
 
@@ -55,6 +60,31 @@ async def mcp_nodes(
             node = McpToolkit(name, config, target=server.server)
             nodes.append(await stack.enter_async_context(node))
         yield nodes
+
+
+async def set_log_level(client: Client, level: types.LoggingLevel) -> None:
+    """`logging/setLevel`, as a handshake-era client sends it."""
+    with warnings.catch_warnings():  # logging is deprecated at 2026-07-28: not ours to act on
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        await client.set_logging_level(level)  # pyright: ignore[reportDeprecated]
+
+
+LEVELS_HEARD = [["debug: at debug", "warning: at warning"], ["warning: at warning"], []]
+"""What `heard_at_levels` hears: every level before the client sets one, then what it set."""
+
+
+async def heard_at_levels(client: Client, heard: list[str]) -> list[list[str]]:
+    """What a handshake-era `client` (its log messages noted in `heard`) hears of a `levels`
+    call (a debug and a warning message) before it sets a level, then at warning, then at
+    error."""
+    each: list[list[str]] = []
+    for level in (None, "warning", "error"):
+        if level is not None:
+            await set_log_level(client, level)
+        await client.call_tool("d__levels", {})
+        each.append(heard[:])
+        heard.clear()
+    return each
 
 
 class ClientAnswers:

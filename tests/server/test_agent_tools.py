@@ -15,6 +15,7 @@ from gateway.config import GatewaySettings
 from gateway.server import build_server
 from toolkits import FunctionToolkit, calculator
 
+from .proxying import set_log_level
 from .support import (
     ERAS,
     Blocker,
@@ -156,20 +157,28 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
 
 
 async def test_run_milestones_arrive_as_log_messages() -> None:
-    gateway = calculator_gateway(calculator_agent(times_42() + times_42()))
+    gateway = calculator_gateway(calculator_agent(times_42() + times_42() + times_42()))
     legacy_log, opted_in, silent = LogLog(), LogLog(), LogLog()
     server = serve(gateway)
     async with Client(server, mode="legacy", logging_callback=legacy_log) as client:
+        await client.call_tool("assistant", {"prompt": "6 * 7?"})
+        await set_log_level(client, "info")
         await client.call_tool("assistant", {"prompt": "6 * 7?"})
     async with Client(server, logging_callback=opted_in, log_level="debug") as client:
         await client.call_tool("assistant", {"prompt": "6 * 7?"})
     async with Client(server, logging_callback=silent) as client:
         result = await client.call_tool("assistant", {"prompt": "6 * 7?"})
     assert result.is_error  # the script ran out: the call still completes
-    # Handshake era: info and up; 2026-07-28: what the request opted in to, nothing without.
-    assert legacy_log.lines[0].startswith("info: agent assistant: started (run ")
-    assert any(line.startswith("info: tool calculator: done") for line in legacy_log.lines)
-    assert not any(e.level == "debug" for e in legacy_log.entries)
+    # Handshake era: every level until the client sets one, then what it set; 2026-07-28:
+    # what the request opted in to, nothing without.
+    ends = [i for i, line in enumerate(legacy_log.lines) if ": agent assistant: finished" in line]
+    first_run = ends[0] + 1
+    unset, at_info = legacy_log.lines[:first_run], legacy_log.lines[first_run:]
+    assert unset[0].startswith("info: agent assistant: started (run ")
+    assert 'debug: tool calculator: running in={"expression":"6 * 7"}' in unset
+    assert at_info[0].startswith("info: agent assistant: started (run ")
+    assert any(line.startswith("info: tool calculator: done") for line in at_info)
+    assert not any(line.startswith("debug: ") for line in at_info)
     assert 'debug: tool calculator: running in={"expression":"6 * 7"}' in opted_in.lines
     assert all(e.logger == "agent-gateway" for e in opted_in.entries)
     assert silent.entries == []

@@ -1,7 +1,7 @@
 """A node's server logs during a call: the proxied call's client hears it, an agent run notes it.
 
-Every pairing of eras: our client on 2025-11-25 (info and up) or 2026-07-28 (what it opted in
-to; the proxied call is parked, and the message goes to the round waiting), and the node's
+Every pairing of eras: our client on 2025-11-25 (every level until it sets one with
+`logging/setLevel`, then what it set) or 2026-07-28 (what it opted in to; the proxied call is parked, and the message goes to the round waiting), and the node's
 server on either (the message in the call's own context, or on a connection that does not say
 which call it belongs to).
 """
@@ -22,6 +22,7 @@ from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import CallContext
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
+from .proxying import set_log_level
 from .support import ERAS, call, serve
 
 pytestmark = pytest.mark.anyio
@@ -64,8 +65,9 @@ class Inbox:
 
 
 def expected(era: str) -> list[tuple[str, str | None, Any]]:
-    # 2025-11-25 clients get info and up; the 2026-07-28 client below opted in to debug.
-    return [DEBUG, WARNING] if era == "auto" else [WARNING]
+    # 2025-11-25 clients that set no level get every level, as the SDK's servers send them;
+    # the 2026-07-28 clients below opted in to debug.
+    return [DEBUG, WARNING]
 
 
 @pytest.mark.parametrize("down", DOWNSTREAM)
@@ -100,6 +102,27 @@ async def test_a_2026_client_gets_the_levels_it_opted_in_to(down: ProtocolMode) 
     ):
         await client.call_tool("toy__chatty", {})
     assert inbox.heard() == [WARNING]
+
+
+@pytest.mark.parametrize("down", DOWNSTREAM)
+async def test_each_2025_client_gets_the_levels_it_set(down: ProtocolMode) -> None:
+    quiet, warned, unset = Inbox(), Inbox(), Inbox()
+    async with chatty_node(down) as node:
+        server = serve(Gateway([node], []), expose_tools=True)
+        async with (
+            Client(server, mode="legacy", logging_callback=quiet) as first,
+            Client(server, mode="legacy", logging_callback=warned) as second,
+            Client(server, mode="legacy", logging_callback=unset) as third,
+        ):
+            await set_log_level(first, "error")
+            await set_log_level(second, "warning")
+            for client in (first, second, third):
+                await client.call_tool("toy__chatty", {})
+            await set_log_level(first, "debug")  # a level set again replaces the last
+            await first.call_tool("toy__chatty", {})
+    assert quiet.heard() == [DEBUG, WARNING]
+    assert warned.heard() == [WARNING]
+    assert unset.heard() == [DEBUG, WARNING]
 
 
 @pytest.mark.parametrize("down", DOWNSTREAM)

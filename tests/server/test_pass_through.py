@@ -58,6 +58,8 @@ class Downstream:
         self.started = anyio.Event()
         self.cancelled = anyio.Event()
         self.release = anyio.Event()
+        self.session: Any = None
+        """The session of the last `hold_session` call."""
         server = self.server = MCPServer("down")
 
         add_usual_tools(server)
@@ -117,6 +119,12 @@ class Downstream:
             finally:
                 self.cancelled.set()
             return "never"  # pragma: no cover
+
+        @server.tool()
+        async def hold_session(ctx: ToolContext) -> str:
+            """Keep the session, for a test to send on it outside any call."""
+            self.session = ctx.session
+            return "held"
 
         @server.tool()
         async def held() -> str:

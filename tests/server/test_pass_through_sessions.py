@@ -30,7 +30,14 @@ from toolkits import result_text
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
-from .proxying import ClientAnswers, answers_by_name, gateway_front
+from .proxying import (
+    LEVELS_HEARD,
+    ClientAnswers,
+    answers_by_name,
+    gateway_front,
+    heard_at_levels,
+    set_log_level,
+)
 from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answered_each
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -211,6 +218,32 @@ async def test_the_wire_answer_of_a_session_call_is_the_sdks_in_every_handshake_
         "total": 3.0,
         "message": "step 1",
     }
+
+
+@NODE_PROTOCOLS
+async def test_a_session_hears_the_levels_its_client_set_on_either_path(
+    protocol: ProtocolMode,
+) -> None:
+    with anyio.fail_after(60):
+        async with both_fronts(protocol=protocol) as (_, fast, usual, layer):
+            heard: dict[str, list[list[str]]] = {}
+            for url in (fast, usual):
+                logs = Heard()
+                async with Client(url, mode="legacy", logging_callback=logs.on_log) as client:
+                    await client.list_tools()
+                    heard[url] = await heard_at_levels(client, logs.logs)
+            assert layer.forwarded == 3
+            # One client's level is its own: another session on the same gateway, at once.
+            quiet, chatty = Heard(), Heard()
+            async with (
+                Client(fast, mode="legacy", logging_callback=quiet.on_log) as first,
+                Client(fast, mode="legacy", logging_callback=chatty.on_log) as second,
+            ):
+                await set_log_level(first, "error")
+                await first.call_tool("d__levels", {})
+                await second.call_tool("d__levels", {})
+    assert heard[fast] == heard[usual] == LEVELS_HEARD
+    assert (quiet.logs, chatty.logs) == ([], LEVELS_HEARD[0])
 
 
 ASKING_TOOLS = ("d__ask", "d__sample", "d__roots")

@@ -26,7 +26,7 @@ from toolkits import result_text
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
-from .proxying import ClientAnswers, answers_by_name
+from .proxying import LEVELS_HEARD, ClientAnswers, answers_by_name, heard_at_levels
 from .stdio_fronts import StdioFront, stdio_front
 from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answered_each
 from .test_pass_through_sessions import (
@@ -82,6 +82,24 @@ async def test_calls_of_a_stdio_client_pass_through_and_answer_as_the_session_pa
     answers, logs = passed
     by_name = answers_by_name(answers, logs, protocol=protocol)
     assert "_meta" not in by_name["d__echo"][0]  # handshake-era results carry no serverInfo
+
+
+@NODE_PROTOCOLS
+async def test_a_stdio_client_hears_the_levels_it_set_on_either_path(
+    protocol: ProtocolMode,
+) -> None:
+    heard: list[list[list[str]]] = []
+    with anyio.fail_after(60):
+        async with both_fronts(protocol) as (_, fast, usual):
+            for front in (fast, usual):
+                logs = Heard()
+                async with Client(
+                    front.client(), mode="legacy", logging_callback=logs.on_log
+                ) as client:
+                    await client.list_tools()
+                    heard.append(await heard_at_levels(client, logs.logs))
+            assert (fast.forwarded, usual.forwarded) == (3, 0)
+    assert heard == [LEVELS_HEARD, LEVELS_HEARD]
 
 
 class Raw:

@@ -1,6 +1,6 @@
 """The tools every pass-through downstream has, written the usual way: `echo`, `fail`,
-`big(n)` (n bytes of text), `steps(n)` (progress and a log message per step) and `ask`
-(elicits a `Name`). The HTTP downstream of `tests/server/test_pass_through.py` and the stdio
+`big(n)` (n bytes of text), `steps(n)` (progress and a log message per step), `levels` (a log
+message at debug and one at warning) and `ask` (elicits a `Name`). The HTTP downstream of `tests/server/test_pass_through.py` and the stdio
 one of `piped.py` add them to their servers, so both transports answer the same calls."""
 
 from __future__ import annotations
@@ -44,6 +44,15 @@ def add_usual_tools(server: MCPServer) -> None:
                 warnings.simplefilter("ignore", MCPDeprecationWarning)
                 await ctx.info(f"step {step} of {n}")  # pyright: ignore[reportDeprecated]
         return f"{n} steps"
+
+    @server.tool()
+    async def levels(ctx: Context) -> str:  # pyright: ignore[reportUnusedFunction]
+        """Log at debug, then at warning."""
+        with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
+            warnings.simplefilter("ignore", MCPDeprecationWarning)
+            await ctx.debug("at debug")  # pyright: ignore[reportDeprecated]
+            await ctx.warning("at warning")  # pyright: ignore[reportDeprecated]
+        return "logged"
 
     @server.tool()
     async def ask(ctx: Context) -> str:  # pyright: ignore[reportUnusedFunction]

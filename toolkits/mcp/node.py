@@ -36,7 +36,12 @@ from pydantic import ValidationError
 
 from ..background import InBackground
 from ..base import CallContext, Tool, error_result, validation_brief
-from ..capabilities import ListChangedCallback, ResourceUpdatedCallback, Unsubscribe
+from ..capabilities import (
+    ListChangedCallback,
+    ResourceUpdatedCallback,
+    ServerLogCallback,
+    Unsubscribe,
+)
 from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
 from .catalog import McpCatalog
@@ -122,7 +127,7 @@ class McpToolkit(InBackground):
             adopt_listing=self._adopt_listing,
             on_list_changed=self._on_list_changed,
             client_options=self._calls.client_callbacks(),
-            on_server_log=self._calls.relay_log,
+            on_server_log=self._server_log,
             on_resource_updated=self._on_resource_updated,
             serve_connection=self._serve_connection,
             target=target,
@@ -156,6 +161,7 @@ class McpToolkit(InBackground):
         self._listeners = {
             kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
         }
+        self._log_listeners: list[ServerLogCallback] = []
 
     def __repr__(self) -> str:
         return f"McpToolkit({self._name!r}, {self._config.kind}, {self._session.health.state})"
@@ -238,6 +244,29 @@ class McpToolkit(InBackground):
         """Call `callback(node_name)` whenever the server says its resources (or resource
         templates) changed."""
         return self._listeners["resources"].add(callback)
+
+    def subscribe_logs(self, callback: ServerLogCallback) -> Callable[[], None]:
+        """Call `callback(node_name, params)` for each log message the server sends while no
+        call is in flight (a call's go to its caller); returns unsubscribe."""
+        self._log_listeners.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._log_listeners:
+                self._log_listeners.remove(callback)
+
+        return unsubscribe
+
+    async def _server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> bool:
+        """A log message of the server (the node's log has it): its call's caller's, or, with
+        no call in flight, its listeners'."""
+        if not self._calls.idle or not self._log_listeners:
+            return await self._calls.relay_log(params)
+        for callback in list(self._log_listeners):
+            try:
+                await callback(self._name, params)
+            except Exception:  # a listener's bug must not touch the session
+                self._log.exception("a server-log listener failed")
+        return True
 
     async def subscribe_resource(
         self, uri: str, on_updated: ResourceUpdatedCallback

@@ -34,7 +34,8 @@ asks, and a gateway in front of it can pass such calls straight through.
 
 Log messages (`notifications/message`) a server sends during a call are attributed the same
 way and go to the call's `CallContext.on_log`. An ambiguous or unattributable message goes to
-nobody: the node writes every message to its Python log anyway.
+nobody: the node writes every message to its Python log anyway. One sent while no call is in
+flight is the node's own listeners' (`McpToolkit.subscribe_logs`).
 """
 
 from __future__ import annotations
@@ -151,6 +152,11 @@ class CallsInFlight:
         finally:
             _call.reset(token)
             self._calls.remove(call)
+
+    @property
+    def idle(self) -> bool:
+        """Whether no call is in flight."""
+        return not self._calls
 
     def current_call(self) -> InFlightCall | None:
         """The call of the running context, if it is one of this node's."""

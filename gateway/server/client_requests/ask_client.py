@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 from toolkits import CallContext, ToolkitError
 from toolkits.mcp.server_requests import ASKING, refusal
 
+from ...run_context import ClientQuestions
 from ...sampling_model import no_back_channel
 from ..connection import connection_of
 from ..notifications.log_messages import log_relay
@@ -43,6 +44,7 @@ from .forwarding import forward_round
 from .parked_calls import ANSWER_TIMEOUT
 
 __all__ = [
+    "agent_questions",
     "answer_type",
     "answerable",
     "asking_capabilities",
@@ -144,6 +146,29 @@ async def relay_to_client(
         | types.ListRootsResult,
     )
     return answer
+
+
+def agent_questions(ctx: ServerRequestContext[Any, Any]) -> ClientQuestions | str:
+    """Who answers the elicitations of the tools' servers of an agent run the request of `ctx`
+    serves: its client, asked during the request, if it can be and declared elicitation; else
+    why nobody can (the run's `questions`)."""
+    session = ctx.session
+    if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return (
+            "the tool was called by an agent whose MCP client speaks 2026-07-28: it is asked "
+            "only between rounds of its call, and a tool call in flight cannot wait for one"
+        )
+    problem = no_back_channel(session)
+    if problem is not None:
+        return f"the tool was called by an agent whose MCP client cannot be asked: {problem}"
+    declared = asking_capabilities(session.client_capabilities).get("elicitation")
+    if declared is None:
+        return "the tool was called by an agent whose MCP client declared no elicitation"
+
+    async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
+        return await relay_to_client(ctx, request)
+
+    return ClientQuestions(ask, {"elicitation": declared})
 
 
 def answer_type(request: types.InputRequest) -> type[types.InputResponse]:

@@ -16,7 +16,7 @@ every client of its serving run:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import suppress
 from functools import partial
 from typing import Any, Literal
@@ -83,6 +83,11 @@ class ChangeRelay:
                 unsubscribe()
 
         return stop
+
+    @property
+    def connections(self) -> Collection[Connection]:
+        """The handshake-era connections with a standalone channel, open now."""
+        return self._connections
 
     def register(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Remember the handshake-era connection of `ctx` until it closes."""

@@ -1,47 +1,69 @@
 """Log messages for our MCP client: the levels it takes, and a downstream server's relayed.
 
-Handshake-era clients (2025-11-25) get info and up (every level is allowed, but debug lines
-would flood them); 2026-07-28 clients what the request opted in to (`_meta`). A downstream
-server's message during a proxied request goes to that request's client as the server sent it
-(level, logger, data), related to the request, so streamable HTTP carries it on the request's
-stream.
+A handshake-era client (2025-11-25) gets the levels from the one it last set with
+`logging/setLevel` up, on its own connection (`set_level`); every level until it sets one, as
+the SDK's servers send them (the spec names no default). A 2026-07-28 client gets what the
+request opted in to (`_meta`). A downstream server's message during a proxied request goes to
+that request's client as the server sent it (level, logger, data), related to the request, so
+streamable HTTP carries it on the request's stream.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import mcp_types as types
-from mcp.server.connection import allowed_log_levels
+from mcp.server.connection import Connection, allowed_log_levels
 from mcp.server.context import ServerRequestContext
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from toolkits import ServerLogHandler
 
-__all__ = ["NOTIFY_TIMEOUT", "client_log_levels", "log_levels", "log_relay", "send_log"]
+from ..connection import connection_of
+
+__all__ = [
+    "NOTIFY_TIMEOUT",
+    "client_log_levels",
+    "log_levels",
+    "log_relay",
+    "send_log",
+    "set_level",
+]
 
 NOTIFY_TIMEOUT = 5.0
 """A notification that cannot be written in this long is dropped: the work never waits on it."""
 
 log = logging.getLogger(__name__)
 
+_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
+_EVERY_LEVEL = frozenset(_LEVELS)
+_SET_LEVEL = "agent-gateway/log-levels"
+"""Where a handshake-era connection's `state` keeps the levels its client set."""
+
+
+def set_level(connection: Connection, level: types.LoggingLevel) -> None:
+    """The client on `connection` takes log messages at `level` and up from now on."""
+    connection.state[_SET_LEVEL] = frozenset(_LEVELS[_LEVELS.index(level) :])
+
 
 def client_log_levels(ctx: ServerRequestContext[Any, Any]) -> frozenset[types.LoggingLevel]:
     """The levels the client of `ctx` takes log messages at, for this request."""
-    return log_levels(ctx.protocol_version, ctx.meta)
+    return log_levels(ctx.protocol_version, ctx.meta, connection_of(ctx))
 
 
 def log_levels(
-    protocol_version: str, meta: Mapping[str, Any] | None
+    protocol_version: str, meta: Mapping[str, Any] | None, connection: Connection | None = None
 ) -> frozenset[types.LoggingLevel]:
-    """The levels a `protocol_version` client takes log messages at, for a request with `meta`."""
-    levels = allowed_log_levels(protocol_version, meta)
-    if protocol_version not in MODERN_PROTOCOL_VERSIONS:
-        levels -= {"debug"}
-    return levels
+    """The levels a `protocol_version` client takes log messages at, for a request with `meta`
+    on `connection` (a handshake-era client's: the level it set there, if it did)."""
+    if protocol_version in MODERN_PROTOCOL_VERSIONS:
+        return allowed_log_levels(protocol_version, meta)
+    if connection is None:
+        return _EVERY_LEVEL
+    return connection.state.get(_SET_LEVEL, _EVERY_LEVEL)
 
 
 async def send_log(

@@ -42,6 +42,7 @@ from ..client_requests.approvals import (
     client_approver,
     question,
 )
+from ..client_requests.ask_client import agent_questions
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
@@ -264,6 +265,7 @@ class AgentTools:
                 quota=client_quota(ctx, self._gateway),
                 stream=model is None,  # streamed text shows in the progress of a long call
                 approver=client_approver(ctx, params.input_responses),
+                questions=agent_questions(ctx),
             )
         except (SamplingInputRequired, ApprovalInputRequired) as need:
             # The run goes on when the client retries with the answers: resumed from

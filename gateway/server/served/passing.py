@@ -189,7 +189,7 @@ class Passing:
             hops=hops,
             meta=meta,
             progress_token=meta.get("progressToken"),
-            log_levels=frozenset(log_levels(version, meta)),
+            log_levels=log_levels(version, meta, session.connection if session else None),
             protocol_version=version,
             session=session,
             asked_in_rounds=None
