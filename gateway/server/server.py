@@ -114,8 +114,15 @@ class ToolRouter:
     a clash outright, for startup.
     """
 
-    def __init__(self, sources: Sequence[ToolSource]) -> None:
+    def __init__(
+        self,
+        sources: Sequence[ToolSource],
+        why_missing: Callable[[str], str | None] | None = None,
+    ) -> None:
+        """`why_missing` says why a name that no source lists may be missing (its server is
+        down), better than that no such tool exists."""
         self._sources = list(sources)
+        self._why_missing = why_missing
         self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
         self._schemas: dict[str, dict[str, Any]] = {}
         self._listed: tuple[list[list[types.Tool]], list[types.Tool]] = ([], [])
@@ -135,7 +142,8 @@ class ToolRouter:
     ) -> types.CallToolResult | types.InputRequiredResult:
         source = await self._routes.find(params.name)
         if source is None:
-            return error_result(self._routes.unknown(params.name, "tool"))
+            said = self._why_missing(params.name) if self._why_missing is not None else None
+            return error_result(said or self._routes.unknown(params.name, "tool"))
         return await source.call(ctx, params)
 
     async def current(self) -> list[types.Tool]:
@@ -262,7 +270,7 @@ def build_server(
     proxied = ProxiedTools(gateway, nodes) if nodes else None
     if proxied is not None:
         sources.append(proxied)
-    router = ToolRouter(sources)
+    router = ToolRouter(sources, proxied.why_missing if proxied is not None else None)
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,

@@ -93,6 +93,17 @@ async def test_a_slow_server_does_not_hold_the_others_back(tmp_path: Path) -> No
             assert (await receive())["id"] == 1
             await send({"method": "notifications/initialized"})
             assert await tool_names(2) == {"quick"}
+            # Its tools are not known yet: a call names the server that is not ready.
+            call = {"name": "late__echo", "arguments": {"message": "hi"}}
+            await send({"id": 10, "method": "tools/call", "params": call})
+            answer = await receive()
+            while answer.get("id") != 10:
+                answer = await receive()
+            assert answer["result"]["isError"]
+            said = answer["result"]["content"][0]["text"]
+            assert said.startswith(
+                "tool 'late__echo' is not offered now: its server is not ready (late: connecting"
+            ), said
 
             await anyio.to_thread.run_sync(lambda: fifo.open("w").close())  # late may start
             while (await receive()).get("method") != "notifications/tools/list_changed":

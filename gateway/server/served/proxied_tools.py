@@ -86,6 +86,17 @@ class ProxiedTools:
         tool = self._routes.get(name)
         return tool.source_node if tool is not None else None
 
+    def why_missing(self, name: str) -> str | None:
+        """Why `name`, named like a tool of one of these nodes (`NODE__TOOL`), is not listed:
+        that node is not ready (starting, or failed), so its tools are not known now."""
+        node, separator, _ = name.partition("__")
+        if not separator or node not in self._nodes:
+            return None
+        down = self._gateway.unhealthy([node])
+        if node not in down:
+            return None
+        return f"tool {name!r} is not offered now: its server is not ready ({down[node]})"
+
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
