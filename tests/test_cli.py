@@ -514,3 +514,17 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
             err = capsys.readouterr().err
             assert err.startswith(f"error: bad session id {bad[:40]!r}: {problem}"), err
     assert not (tmp_path / "state").exists()  # refused before anything ran
+
+
+def test_an_interruption_wrapped_in_a_task_group_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second Ctrl-C raised inside a task reaches the top wrapped in the task group's
+    `BaseExceptionGroup`: it was printed as a traceback, exit 1."""
+
+    async def interrupted(_args: object) -> object:
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", [KeyboardInterrupt()])
+
+    monkeypatch.setattr("gateway.cli.run._items", interrupted)
+    assert main(["run", "hi", "--no-store"]) == 130
+    assert capsys.readouterr().err == ""

@@ -7,9 +7,12 @@ import json
 import os
 import pty
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -313,3 +316,48 @@ def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
         assert not marker.exists()  # the grace has 2 s to go
         assert running.wait(timeout=60) == 0
     assert marker.read_text() == "stopped\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("reads", [["-"], ["--items", "-"]])
+def test_ctrl_c_while_a_run_waits_for_stdin_on_a_terminal_ends_it_at_once(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    """The read blocked the event loop: the first Ctrl-C went unheard, the second printed a
+    traceback (exit 1)."""
+    executable = installed()
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        [executable, "run", *reads, "--no-store", "--model", f"scripted:{script}"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "TERM": "xterm-256color"},
+    ) as process:
+        try:
+            os.close(secondary)
+            hint = _read_until(primary, "from stdin (end it with Ctrl-D)")
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+            shown = hint + _read_all(primary)
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read()
+    assert code == 130, shown
+    assert "Traceback" not in shown
+    assert out == b""
+
+
+def _read_until(fd: int, wanted: str, timeout: float = 30) -> str:
+    """What the terminal shows, read until `wanted` appears (AssertionError after `timeout`)."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in shown:
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown!r}"
+        shown += os.read(fd, 4096).decode()
+    return shown

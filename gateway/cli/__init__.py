@@ -85,6 +85,12 @@ def _main(argv: Sequence[str] | None) -> int:
         return exit_code(exc)
     except KeyboardInterrupt:
         return INTERRUPTED
+    except BaseExceptionGroup as group:
+        # A second Ctrl-C can land inside a task of a task group, which wraps it: still an
+        # interruption, not a traceback.
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return INTERRUPTED
+        raise
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 128 + signal.SIGPIPE
