@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -114,7 +116,8 @@ def test_sessions_are_listed_shown_and_deleted(
     assert main(["sessions", "list", *state]) == 0
     listed = capsys.readouterr().out
     assert listed.startswith("s1 ")
-    assert "1 turns" in listed
+    assert " 1 turn  " in listed
+    assert listed.rstrip().endswith(" UTC")  # as `runs show` says its times
     assert main(["sessions", "show", "s1", *state]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "--- turn 1",
@@ -158,9 +161,50 @@ def test_sessions_kept_in_a_named_store_are_found_there(
     assert main(["sessions", "list", *store, *state]) == 2
     assert "give one of --store and --state-dir" in capsys.readouterr().err
     typo = tmp_path / "no-such-dir"
-    assert main(["sessions", "list", "--state-dir", str(typo)]) == 2
+    assert main(["sessions", "list", "--state-dir", str(typo)]) == 0  # none there
     assert f"no sessions are kept in {typo}" in capsys.readouterr().err
+    assert main(["sessions", "list", "--state-dir", str(typo), "--json"]) == 0
+    assert capsys.readouterr().out == "[]\n"
     assert not typo.exists()  # looking made no store
+
+
+def _tables(file: Path) -> set[str]:
+    with closing(sqlite3.connect(file)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_before_any_run_is_stored_the_listings_show_none_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine: `sessions list` made the default file (chat memory's tables only),
+    and `runs list` then failed on it (`no such table: main.workflow_status`, exit 2)."""
+    file = Path(os.environ["AGENT_GATEWAY_DATA_DIR"]) / "agent-gateway.sqlite3"
+    assert main(["sessions", "list"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["sessions", "show", "s1"]) == 2
+    assert capsys.readouterr().err == f"error: no session 's1' in {file}\n"  # not a repr
+    assert not file.exists()  # looking made no store
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    assert (
+        main(["run", "Hi", "--model", f"scripted:{script}", "--session", "s1", "--no-store"]) == 0
+    )
+    assert "workflow_status" not in _tables(file)  # chat memory alone made it
+    capsys.readouterr()
+    assert main(["runs", "list"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["runs", "list", "--json"]) == 0
+    assert capsys.readouterr().out == "[]\n"
+    assert main(["runs", "show", "r1"]) == 2
+    assert "no runs are stored in" in capsys.readouterr().err
+    assert main(["resume", "r1"]) == 2
+    assert "no stored run 'r1'" in capsys.readouterr().err
+    assert "workflow_status" not in _tables(file)  # looking wrote nothing
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal is told of none
+    assert main(["runs", "list", "--status", "failed"]) == 0
+    assert capsys.readouterr() == ("", f"no failed runs in sqlite:///{file}\n")
+    assert main(["sessions", "list", "--store", f"sqlite:///{tmp_path / 'other.sqlite3'}"]) == 0
+    assert capsys.readouterr() == ("", f"no sessions in {tmp_path / 'other.sqlite3'}\n")
 
 
 @pytest.mark.integration

@@ -17,7 +17,7 @@ from toolkits.mcp.oauth_store import default_store
 
 from ..config import Config
 from ..errors import GatewayError
-from .common import Commands, Handler, add_verbose_option, config_of
+from .common import Commands, Handler, add_verbose_option, config_of, plural
 
 __all__ = ["register"]
 
@@ -78,7 +78,7 @@ async def _login(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"{done}; {tools} tools")
+    print(f"{done}; {plural(tools, 'tool')}")
     return 0
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "check_session_id",
     "config_of",
     "pick_agent",
+    "plural",
     "trace_hooks",
     "with_settings",
     "with_steps",
@@ -60,6 +61,11 @@ class Commands:
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 turn`, `2 turns`: a count and its noun (a regular plural)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def check_session_id(session_id: str) -> str:

@@ -12,6 +12,7 @@ import anyio
 
 from ..approval import ApprovalRequest, Decision
 from ..errors import UnknownRun
+from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option
 from .exits import OK
 from .run_tree import render_run
@@ -132,8 +133,7 @@ async def _list(args: argparse.Namespace) -> int:
     url = store_url(args)
     assert url is not None
     found: list[RunInfo] = []
-    file = anyio.Path(url.removeprefix("sqlite:///"))
-    if not url.startswith("sqlite:///") or await file.exists():  # else no run is stored yet
+    if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
         async with open_store(url, launch=False) as runs:
             found = await runs.list(args.status)
     if args.json:
@@ -142,6 +142,9 @@ async def _list(args: argparse.Namespace) -> int:
     for info in found:
         why = f"  {info.error}" if info.error else ""
         print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}{why}")
+    if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
+        status = f" {args.status}" if args.status else ""
+        print(f"no{status} runs in {redacted(url)}", file=sys.stderr)
     return OK
 
 

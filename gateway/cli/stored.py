@@ -29,7 +29,7 @@ from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import GatewayError, RunCancelled, UnknownRun
 from ..run_state import RunResult, RunState
-from ..store_config import check_store_url, default_store_url, store_option
+from ..store_config import check_store_url, default_store_url, runs_stored, store_option
 from .common import (
     add_model_options,
     add_strict_option,
@@ -176,10 +176,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
     unless `--config` or `--model` say otherwise."""
     url = store_url(args)
     assert url is not None
-    if (
-        url.startswith("sqlite:///")
-        and not await anyio.Path(url.removeprefix("sqlite:///")).exists()
-    ):
+    if not await anyio.to_thread.run_sync(runs_stored, url):
         # Opening it to look would make it (a mistyped --state-dir: a new empty store).
         raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {url}")
     async with open_store(url) as runs:
