@@ -376,6 +376,10 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     agent = ["call", "assistant", "--args", '{"prompt": "who?"}']
     assert main([*agent, "--config", str(config)]) == 2  # the default assistant has no model
     assert "has no model" in capsys.readouterr().err
+    # What that error says to do works for `call` as for `run`.
+    assert main([*agent, "--config", str(config), "--model", f"scripted:{script}"]) == 0
+    assert capsys.readouterr().out == "I am the assistant.\n"
+    script = write_script(tmp_path / "a.json", [{"content": "I am the assistant."}])
     with_model = tmp_path / "agent.toml"
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0

@@ -22,6 +22,7 @@ from ..run_state import RunState
 from ..trace import new_id
 from .common import (
     Commands,
+    add_model_options,
     add_strict_option,
     add_trace_options,
     check_runnable,
@@ -49,6 +50,7 @@ def register(commands: Commands) -> None:
     call.add_argument(
         "--json", action="store_true", help="print the whole MCP result (or run) as JSON"
     )
+    add_model_options(call, agent=False, settings=False)  # an agent's model, as `run --model`
     add_strict_option(call)
     add_trace_options(call)
 
@@ -86,6 +88,7 @@ async def _call(args: argparse.Namespace) -> int:
         status_console() as console,
         open_gateway(
             config,
+            model=args.model,
             hooks=trace_hooks(args),
             start_wait=0 if local else None,
             wait_for=None if args.strict else _servers_used(config, args.tool),
