@@ -109,7 +109,18 @@ def test_tools_and_call(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["call", "calculator", "--args", '{"expression": "2 ** 10"}']) == 0
     assert capsys.readouterr().out == "1024\n"
     assert main(["call", "calculator", "--args", '{"expression": "1/0"}']) == 1
-    assert "division by zero" in capsys.readouterr().out
+    # A tool's error is an error: said on stderr, as every other one; stdout is for results.
+    assert capsys.readouterr() == ("", "error: CalculatorError: division by zero\n")
+    assert main(["call", "calculator", "--args", '{"expression": "1/0"}', "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["isError"] is True
+    assert "division by zero" in printed["content"][0]["text"]
+    assert main(["call", "calculator", "--args", '{"nope": 1}']) == 1
+    failed = capsys.readouterr()
+    assert (failed.out, failed.err.startswith("error: invalid arguments for calculator")) == (
+        "",
+        True,
+    )
     assert main(["call", "abacus"]) == 2
     assert "no tool named 'abacus' (available: calculator, toolbox__convert_units," in (
         capsys.readouterr().err
@@ -379,7 +390,6 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     # What that error says to do works for `call` as for `run`.
     assert main([*agent, "--config", str(config), "--model", f"scripted:{script}"]) == 0
     assert capsys.readouterr().out == "I am the assistant.\n"
-    script = write_script(tmp_path / "a.json", [{"content": "I am the assistant."}])
     with_model = tmp_path / "agent.toml"
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0

@@ -106,6 +106,8 @@ async def _call(args: argparse.Namespace) -> int:
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
         if args.json:
             print(result.model_dump_json(by_alias=True, exclude_none=True), flush=True)
+        elif result.is_error:  # an error, said where errors go: stdout is for results
+            print(f"error: {result_text(result)}", file=sys.stderr, flush=True)
         else:
             print(result_text(result), flush=True)
     return FAILED if result.is_error else OK
