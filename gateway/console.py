@@ -121,6 +121,14 @@ class RunConsole:
         self._hide()
         if self._midline and self._out is not None:
             self._write(self._out.file, "\n")
+            self._midline = False
+
+    def cancelled(self) -> None:
+        """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
+        showing them, and end the streamed line."""
+        self._calls.clear()
+        self._texts.clear()
+        self.close()
 
     # -- the answer ----------------------------------------------------------------------
 

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from contextlib import closing
 from pathlib import Path
 
@@ -237,3 +241,78 @@ async def test_a_conversation_begun_over_mcp_goes_on_from_the_command_line(
             "Hello, Ada.",
             "What is my name?",
         ]
+
+
+class _Terminal:
+    """The terminal side of a pty: what the program shows on it, read as it comes."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.shown = ""
+
+    def until(self, text: str, *, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.shown.count(text) < count:
+            left = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], left)
+            assert ready, f"{text!r} ({count}) not shown within {timeout} s: {self.shown!r}"
+            self.shown += os.read(self.fd, 4096).decode(errors="replace")
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, f"{line}\n".encode())
+
+
+@pytest.mark.integration
+def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Path) -> None:
+    """A REPL's Ctrl-C: the answer in flight is cancelled and the prompt comes back; at the
+    prompt it leaves, saying how to continue. (It ended the whole chat, mid-answer.)"""
+    assert EXECUTABLE is not None
+    marker = tmp_path / "marker"
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "wait", "arguments": {"marker": str(marker)}}]},
+                {"content": "The second answer."},
+            ]
+        )
+    )
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["wait"]\n'
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "c7"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("first")
+            terminal.until("wait_until_cancelled: started")
+            process.send_signal(signal.SIGINT)
+            terminal.until("(interrupted: the answer was cancelled")
+            terminal.until("> ", count=2)
+            terminal.type("second")
+            terminal.until("> ", count=3)
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+            terminal.until("continues it")
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read().decode()
+    assert code == 130, terminal.shown
+    assert marker.read_text() == "cancelled"  # the tool's call ended with the answer
+    assert out == "The second answer.\n"
+    assert "session c7: `agent-gateway chat --session c7` continues it" in terminal.shown
+    assert "Traceback" not in terminal.shown

@@ -23,7 +23,7 @@ import anyio.abc
 
 from toolkits import in_background
 
-__all__ = ["on_signal", "until_signalled"]
+__all__ = ["interrupts", "on_signal", "until_signalled"]
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """What ends a command after its listeners' waits. SIGINT before them is left to the event
@@ -89,6 +89,15 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
         finally:
             _listeners.reset(token)
     return 128 + signalled[0] if signalled else code
+
+
+@contextmanager
+def interrupts() -> Generator[AsyncIterator[signal.Signals]]:
+    """Ctrl-C (SIGINT) as signals to receive during the block, instead of the event loop's
+    handler cancelling the whole command; that handler is back after it (the loop alone would
+    put back Python's, which raises `KeyboardInterrupt` anywhere)."""
+    with _restored(signal.SIGINT), anyio.open_signal_receiver(signal.SIGINT) as received:
+        yield received
 
 
 @contextmanager
