@@ -39,7 +39,7 @@ from .common import (
 from .exits import INTERRUPTED, OK, exit_code, report
 from .results import print_result
 from .sessions import memory_store_url
-from .signals import interrupts
+from .signals import interrupts, stopping_shown
 
 __all__ = ["register"]
 
@@ -69,7 +69,7 @@ async def _chat(args: argparse.Namespace) -> int:
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     async with (
-        open_console(Console(file=sys.stdout), status) as console,
+        stopping_shown(open_console(Console(file=sys.stdout), status)) as console,
         open_gateway(
             config,
             model=args.model,

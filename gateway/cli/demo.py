@@ -29,6 +29,7 @@ from ..trace import TracePrinter
 from .common import Commands, add_model_options, check_runnable, config_of, pick_agent
 from .exits import FAILED, OK
 from .results import print_result
+from .signals import stopping_shown
 
 __all__ = ["DEMO_QUESTION", "DEMO_SCRIPT", "register"]
 
@@ -71,7 +72,7 @@ def register(commands: Commands) -> None:
 async def _demo(args: argparse.Namespace) -> int:
     config = config_of(args)
     name = pick_agent(config, args.agent)
-    async with open_terminal_console(sys.stdout, sys.stderr) as console:
+    async with stopping_shown(open_terminal_console(sys.stdout, sys.stderr)) as console:
         out = console.stream(sys.stdout)  # lines written around the live status line
         hooks = [console, TracePrinter(out)]
         async with open_gateway(config, model=args.model, hooks=hooks) as gateway:

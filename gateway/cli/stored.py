@@ -43,6 +43,7 @@ from .common import (
 from .items import print_items
 from .origin import resume_config
 from .results import print_result, run_error_json
+from .signals import stopping_shown
 
 if TYPE_CHECKING:
     from ..durable import DurableRuns
@@ -161,7 +162,7 @@ def terminal_console(
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
     alone."""
     quiet = args.json or items
-    return open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr)
+    return stopping_shown(open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr))
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:

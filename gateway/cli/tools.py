@@ -33,6 +33,7 @@ from .common import (
 )
 from .exits import FAILED, OK, RunFailed
 from .results import print_result, run_error_json
+from .signals import stopping_shown
 
 __all__ = ["register"]
 
@@ -57,7 +58,7 @@ def register(commands: Commands) -> None:
 
 def status_console() -> AbstractAsyncContextManager[RunConsole]:
     """The status line alone, on stderr when it is a terminal: stdout is the command's."""
-    return open_terminal_console(io.StringIO(), sys.stderr)
+    return stopping_shown(open_terminal_console(io.StringIO(), sys.stderr))
 
 
 async def _tools(args: argparse.Namespace) -> int:
