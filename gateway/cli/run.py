@@ -26,6 +26,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
+from .exits import BAD_INPUT, exit_code
 from .items import read_items, read_stdin
 from .origin import origin_of
 from .results import run_error_json
@@ -89,7 +90,7 @@ async def _run(args: argparse.Namespace) -> int:
                 with_steps(gateway, name)
             result = await gateway.resume(state, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
-            if args.json:  # still one JSON object on stdout, for scripts
+            if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 print(run_error_json(state.run_id, state.agent, exc))
             raise
     return print_run(result, args, items=bool(args.items), shown=console.streamed)

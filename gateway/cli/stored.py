@@ -40,6 +40,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
+from .exits import BAD_INPUT, exit_code
 from .items import print_items
 from .origin import resume_config
 from .results import print_result, run_error_json
@@ -215,6 +216,7 @@ async def _drive(
     config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     items = _as_items(args, state)
     so_far: RunState | None = None  # a failed run's last checkpoint, for --json
+    stored = runs is not None  # else not until the store opens: no run id to show before
     async with (
         terminal_console(args, items=items) as console,
         open_gateway(
@@ -235,6 +237,7 @@ async def _drive(
             async with (
                 open_store(url, keep_days=kept) if runs is None else nullcontext(runs) as store
             ):
+                stored = True
 
                 async def waiting(request: ApprovalRequest) -> None:
                     said = json.dumps(request.input, ensure_ascii=False)
@@ -266,8 +269,9 @@ async def _drive(
                         print(run_error_json(state.run_id, state.agent, stopped, so_far))
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
-            if args.json:  # still one JSON object on stdout, for scripts
-                print(run_error_json(state.run_id, state.agent, exc, so_far))
+            if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
+                run_id = state.run_id if stored else None
+                print(run_error_json(run_id, state.agent, exc, so_far))
             raise
     return print_run(result, args, items=items, shown=console.streamed)
 

@@ -31,7 +31,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
-from .exits import FAILED, OK, RunFailed
+from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 
@@ -134,7 +134,7 @@ async def _call_agent(
     try:
         result = await gateway.resume(state, checkpoint=keep if as_json else None)
     except (AgentError, ToolkitError, GatewayError) as exc:
-        if as_json:  # still one JSON object on stdout, as `run --json`
+        if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
         raise
     return print_result(result, as_json=as_json)
