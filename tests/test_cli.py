@@ -542,3 +542,19 @@ def test_an_interruption_wrapped_in_a_task_group_exits_130_without_a_traceback(
     monkeypatch.setattr("gateway.cli.run._items", interrupted)
     assert main(["run", "hi", "--no-store"]) == 130
     assert capsys.readouterr().err == ""
+
+
+def test_an_empty_config_says_it_configures_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said `choose an agent with --agent (configured: none)`, and `tools` printed nothing."""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    for command in (["run", "hi", "--no-store"], ["demo"]):
+        assert main([*command, "--config", str(empty)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {empty} defines no agents, nor any MCP server or tool for a default one: "
+            "add [agents.NAME] (or [mcpServers.NAME])\n"
+        )
+    assert main(["tools", "--config", str(empty)]) == 0
+    assert capsys.readouterr() == ("", f"no servers, tools or agents configured in {empty}\n")

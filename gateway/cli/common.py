@@ -178,7 +178,13 @@ def trace_hooks(args: argparse.Namespace, console: RunConsole | None = None) -> 
 
 def pick_agent(config: Config, requested: str | None) -> str:
     """The agent named by `--agent`, or the only one. Raises `UnknownAgent` (listing them)."""
-    names = ", ".join(sorted(config.agents)) or "none"
+    if not config.agents:
+        where = str(config.source) if config.source is not None else "the config"
+        raise UnknownAgent(
+            f"{where} defines no agents, nor any MCP server or tool for a default one: "
+            "add [agents.NAME] (or [mcpServers.NAME])"
+        )
+    names = ", ".join(sorted(config.agents))
     if requested is not None:
         if requested not in config.agents:
             raise UnknownAgent(f"no agent named {requested!r} (configured: {names})")

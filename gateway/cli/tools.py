@@ -62,9 +62,14 @@ def status_console() -> AbstractAsyncContextManager[RunConsole]:
 
 
 async def _tools(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    if not (config.mcp_servers or config.tools or config.agents):
+        where = str(config.source) if config.source is not None else "the config"
+        print(f"no servers, tools or agents configured in {where}", file=sys.stderr)
+        return OK
     async with (
         status_console() as console,
-        open_gateway(config_of(args), on_waiting=console.waiting_for) as gateway,
+        open_gateway(config, on_waiting=console.waiting_for) as gateway,
     ):
         tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
         # Read while the servers run: once closed, every one of them is "stopped". Said
