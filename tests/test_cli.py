@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -558,3 +559,46 @@ def test_an_empty_config_says_it_configures_nothing(
         )
     assert main(["tools", "--config", str(empty)]) == 0
     assert capsys.readouterr() == ("", f"no servers, tools or agents configured in {empty}\n")
+
+
+def test_the_command_line_says_what_to_type(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2  # the help, not argparse's "the following arguments are required"
+    err = capsys.readouterr().err
+    assert err.startswith("usage: agent-gateway")
+    assert "Agents on MCP tools, served over MCP." in err
+    for command, said in (
+        ("auth", "say what to do: agent-gateway auth login NAME | status | logout NAME"),
+        ("sessions", "say what to do: agent-gateway sessions list | show ID | delete ID"),
+    ):
+        assert main([command]) == 2
+        assert capsys.readouterr().err == f"error: {said}\n"
+    for command in (["call", "calculator", "--bogus"], ["runs", "list", "--bogus"]):
+        with pytest.raises(SystemExit) as refused:
+            main(command)
+        assert refused.value.code == 2
+        err = capsys.readouterr().err  # the command's own usage, naming it
+        name = " ".join(command[:-1] if command[0] == "runs" else command[:1])
+        assert err.startswith(f"usage: agent-gateway {name} ")
+        assert err.endswith(f"agent-gateway {name}: error: unrecognized arguments: --bogus\n")
+
+
+def test_help_names_things_as_the_readme_does() -> None:
+    top = parser()
+
+    def help_of(*command: str) -> str:
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            top.parse_args([*command, "--help"])
+        return " ".join(out.getvalue().split())
+
+    for command in (["chat"], ["sessions"], ["run"]):
+        assert "--state-dir DIR" in help_of(*command)
+        assert "STATE_DIR" not in help_of(*command)
+    assert "run_id, agent, output, error, usage, iterations, steps" in help_of("run")
+    assert "--model SPEC" in help_of("call")
+    assert "the one to resume the run on" in help_of("runs", "resume")
+    assert "as `runs list --json` names it under `waiting`" in help_of("runs", "approve")
+    for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
+        positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
+        assert "the " in positional  # each one has its help

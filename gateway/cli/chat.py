@@ -49,8 +49,10 @@ HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
 def register(commands: Commands) -> None:
     chat = commands.add("chat", _chat, "talk with an agent; the conversation is kept")
     add_model_options(chat)
-    chat.add_argument("--session", help="continue this session (default: a new one)")
-    chat.add_argument("--state-dir", help="keep the conversation in this directory's database")
+    chat.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    chat.add_argument(
+        "--state-dir", metavar="DIR", help="keep the conversation in this directory's database"
+    )
     chat.add_argument("--store", metavar="URL", help="keep it in the run store at URL")
     add_trace_options(chat)
 

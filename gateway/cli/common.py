@@ -53,11 +53,12 @@ class Commands:
     ) -> argparse.ArgumentParser:
         """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_parser=sub)
         add_verbose_option(sub)
         if config:
             sub.add_argument(
                 "--config",
+                metavar="FILE",
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
@@ -107,7 +108,9 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
 def add_model_options(
     sub: argparse.ArgumentParser, *, agent: bool = True, settings: bool = True
 ) -> None:
-    sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
+    sub.add_argument(
+        "--model", metavar="SPEC", help="model spec for every agent, e.g. scripted:FILE"
+    )
     if agent:
         sub.add_argument("--agent", help="which agent (default: the only one)")
     if settings:

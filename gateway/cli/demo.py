@@ -60,7 +60,9 @@ calculator, then the answer. Its tools (not its numbers) are real."""
 
 def register(commands: Commands) -> None:
     demo = commands.add("demo", _demo, "run the example agent with its trace; needs no API key")
-    demo.add_argument("question", nargs="?", default=DEMO_QUESTION)
+    demo.add_argument(
+        "question", nargs="?", default=DEMO_QUESTION, help="the question (default: a marathon's)"
+    )
     add_model_options(demo)
     demo.add_argument(
         "--serve",

@@ -51,7 +51,7 @@ def register(commands: Commands) -> None:
         "--items", metavar="FILE", help="many questions, one JSON line each (- for stdin)"
     )
     add_model_options(run)
-    run.add_argument("--session", help="chat memory session id")
+    run.add_argument("--session", metavar="ID", help="chat memory session id")
     add_store_options(run, optional=True)
     add_output_options(run)
     resume = commands.add(

@@ -44,27 +44,38 @@ def register(commands: Commands) -> None:
     )
     listing.set_defaults(handler=_list)
     show = actions.add_parser("show", help="a run's status, state and recorded calls")
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run's id (as `runs list` shows it)")
     show.set_defaults(handler=_show)
     resume = actions.add_parser("resume", help="continue a run that stopped, here")
     add_resume_options(resume)
     resume.set_defaults(handler=resume_stored)
     cancel = actions.add_parser("cancel", help="stop a run: it is not resumed")
-    cancel.add_argument("run_id")
+    cancel.add_argument("run_id", help="the run's id (as `runs list` shows it)")
     cancel.set_defaults(handler=_cancel)
     decisions: list[argparse.ArgumentParser] = []
     for verb, handler in (("approve", _approve), ("deny", _deny)):
         decide = actions.add_parser(verb, help=f"{verb} a run's call waiting for approval")
-        decide.add_argument("run_id")
+        decide.add_argument("run_id", help="the run's id (as `runs list` shows it)")
         decide.add_argument(
-            "call", nargs="?", help="which call (as `runs show` names it; default: every one)"
+            "call",
+            nargs="?",
+            help="which waiting call, e.g. c1 (as `runs list --json` names it under `waiting`, "
+            "and the run's own message; default: every one)",
         )
         decide.add_argument("--message", help="what to tell the model with the decision")
         decide.set_defaults(handler=handler)
         decisions.append(decide)
     for sub in (listing, show, resume, cancel, *decisions):
+        sub.set_defaults(command_parser=sub)
         add_verbose_option(sub)
-        sub.add_argument("--config", help="TOML or JSON config (for its [store] url)")
+        sub.add_argument(
+            "--config",
+            metavar="FILE",
+            help="TOML or JSON config: the one to resume the run on (default: the one it "
+            "started with), and its [store] url"
+            if sub is resume
+            else "TOML or JSON config (for its [store] url)",
+        )
     for sub in (listing, show, cancel, *decisions):
         add_store_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")

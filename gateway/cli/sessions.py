@@ -35,15 +35,19 @@ def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 def register(commands: Commands) -> None:
     sessions = commands.add("sessions", _sessions, "list, show or delete chat memory sessions")
-    sessions.add_argument("action", choices=["list", "show", "delete"])
+    sessions.add_argument("action", nargs="?", choices=["list", "show", "delete"])
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
-    sessions.add_argument("--state-dir", help="the store of runs kept in this directory")
+    sessions.add_argument(
+        "--state-dir", metavar="DIR", help="the store of runs kept in this directory"
+    )
     sessions.add_argument("--store", metavar="URL", help="the run store at URL (as `run --store`)")
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    if args.action is None:
+        raise GatewayError("say what to do: agent-gateway sessions list | show ID | delete ID")
     if args.action != "list":
         if args.session_id is None:
             raise GatewayError(f"sessions {args.action} needs a session id")

@@ -85,7 +85,7 @@ def add_store_options(sub: argparse.ArgumentParser, *, optional: bool = False) -
 
 def add_resume_options(resume: argparse.ArgumentParser) -> None:
     """`resume`'s arguments (also `runs resume`'s)."""
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the stopped run's id (as `runs list` shows it)")
     add_model_options(resume, agent=False, settings=False)
     add_store_options(resume)
     resume.add_argument(
@@ -98,7 +98,8 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: run_id, output, error, usage, steps",
+        help="print one JSON object: run_id, agent, output, error, usage, iterations, steps "
+        "(of many items: a JSON line each)",
     )
     add_strict_option(sub)
     add_trace_options(sub)
