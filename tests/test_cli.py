@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import event_loop_options, main, parser
+from gateway.cli.demo import DEMO_QUESTION
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, cli
 
@@ -421,7 +422,7 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     assert main(["run", "q", "--model", f"scripted:{script}", "--state-dir", str(not_a_dir)]) == 2
-    assert "cannot open the run store" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: --state-dir {not_a_dir}: not a directory\n"
 
 
 def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -602,3 +603,33 @@ def test_help_names_things_as_the_readme_does() -> None:
     for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
         positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
         assert "the " in positional  # each one has its help
+
+
+def test_mistyped_names_get_a_suggestion_and_bad_paths_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["call", "calculater", "--args", '{"expression": "1"}']) == 2
+    assert "no tool named 'calculater'; did you mean 'calculator'?" in capsys.readouterr().err
+    config = tmp_path / "c.toml"
+    config.write_text('[agents.researcher]\n[agents.writer]\nmodel = "scripted:x.json"\n')
+    assert main(["run", "hi", "--config", str(config), "--agent", "reseacher"]) == 2
+    assert capsys.readouterr().err == (
+        "error: no agent named 'reseacher'; did you mean 'researcher'? "
+        "(configured: researcher, writer)\n"
+    )
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for command in (["run", "hi"], ["chat"], ["sessions", "list"]):
+        assert main([*command, "--state-dir", str(a_file)]) == 2  # it said "File exists"
+        assert capsys.readouterr().err == f"error: --state-dir {a_file}: not a directory\n"
+
+
+def test_the_scripted_demo_says_it_answers_its_own_question(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A question of one's own was silently not asked: the script answered its own."""
+    assert main(["demo", "What is the capital of France?"]) == 0
+    out = capsys.readouterr().out
+    assert "The scripted model answers only its own question" in out
+    assert f"question: {DEMO_QUESTION}" in out
+    assert "question: What is the capital of France?" not in out

@@ -26,7 +26,7 @@ from toolkits import ToolkitError
 
 from ..errors import GatewayError
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
-from .common import Commands
+from .common import Commands, check_state_dir
 from .exits import BAD_INPUT, INTERRUPTED, exit_code, report
 from .signals import until_signalled
 
@@ -79,6 +79,7 @@ def _main(argv: Sequence[str] | None) -> int:
         stream=sys.stderr,
     )
     try:
+        check_state_dir(args)
         if not inspect.iscoroutinefunction(args.handler):
             return args.handler(args)
         return anyio.run(until_signalled, args.handler, args, backend_options=event_loop_options())

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,7 +32,9 @@ __all__ = [
     "check_runnable",
     "check_servers",
     "check_session_id",
+    "check_state_dir",
     "config_of",
+    "did_you_mean",
     "pick_agent",
     "plural",
     "trace_hooks",
@@ -62,6 +66,20 @@ class Commands:
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def check_state_dir(args: argparse.Namespace) -> None:
+    """`--state-dir` (any command's) names a directory, or where one can be made; else
+    `GatewayError` (bad input): opening the store in it said `File exists`."""
+    value: str | None = getattr(args, "state_dir", None)
+    if value is not None and Path(value).exists() and not Path(value).is_dir():
+        raise GatewayError(f"--state-dir {value}: not a directory")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean 'X'?` for the known names closest to a mistyped `name` ("" if none)."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
 
 
 def plural(count: int, noun: str) -> str:
@@ -190,7 +208,10 @@ def pick_agent(config: Config, requested: str | None) -> str:
     names = ", ".join(sorted(config.agents))
     if requested is not None:
         if requested not in config.agents:
-            raise UnknownAgent(f"no agent named {requested!r} (configured: {names})")
+            raise UnknownAgent(
+                f"no agent named {requested!r}{did_you_mean(requested, config.agents)} "
+                f"(configured: {names})"
+            )
         return requested
     if len(config.agents) == 1:
         return next(iter(config.agents))

@@ -6,7 +6,7 @@ import argparse
 import io
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
@@ -28,6 +28,7 @@ from .common import (
     check_runnable,
     check_servers,
     config_of,
+    did_you_mean,
     trace_hooks,
     with_steps,
 )
@@ -107,7 +108,7 @@ async def _call(args: argparse.Namespace) -> int:
         tools = await gateway.list_tools()
         tool = tools.get(args.tool)
         if tool is None:
-            _no_such_tool(args.tool, tools, _health(gateway))
+            _no_such_tool(args.tool, tools, gateway.agents, _health(gateway))
         result = await gateway.call_tool(tool, arguments)
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
         if args.json:
@@ -156,7 +157,9 @@ def _servers_used(config: Config, name: str) -> set[str] | None:
     return None
 
 
-def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]) -> NoReturn:
+def _no_such_tool(
+    name: str, tools: Mapping[str, Tool], agents: Iterable[str], health: list[NodeHealth]
+) -> NoReturn:
     """Raise the most useful error for a tool name that is not offered: its server is down
     (exit 1), or the name is close to one that is (exit 2)."""
     for server in health:
@@ -167,7 +170,7 @@ def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]
         raise UnknownTool(f"no tool named {name!r}; did you mean {' or '.join(map(repr, same))}?")
     down = [str(server) for server in health if server.state != "ready"]
     known = ", ".join(sorted(tools)) or "none"
-    message = f"no tool named {name!r} (available: {known})"
+    message = f"no tool named {name!r}{did_you_mean(name, [*tools, *agents])} (available: {known})"
     if down:
         message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
     raise UnknownTool(message)
