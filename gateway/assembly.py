@@ -88,14 +88,21 @@ async def open_gateway(
             if not spec.model:
                 return NoModel(name)
             return resolve_models(spec.model, agent=name, http_client=client, settings=settings)
-        # Agents asking with the same settings share one instance of the override (a
-        # scripted model's answers are one script for the whole run).
-        key = settings.model_dump_json()
-        if key not in overrides:
-            overrides[key] = resolve_model(model, http_client=client, settings=settings)
-        return overrides[key]
+        return overrides[settings.model_dump_json()]
 
     try:
+        # Agents asking with the same settings share one instance of the override (a
+        # scripted model's answers are one script for the whole run). Made before the
+        # config's own models: an override at fault is not the config file's fault.
+        for spec in config.agents.values():
+            key = spec.model_settings.model_dump_json()
+            if model is not None and key not in overrides:
+                try:
+                    overrides[key] = resolve_model(
+                        model, http_client=client, settings=spec.model_settings
+                    )
+                except ConfigError as exc:
+                    raise ConfigError(f"model {model}: {exc}") from exc
         with _naming_file(config):  # a model spec at fault
             agents = [
                 _agent_spec(name, spec, model_of(name, spec), memories[name])

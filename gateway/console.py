@@ -58,11 +58,13 @@ class _Call:
 
 @dataclass
 class _Waiting:
-    """MCP servers the gateway waits for before anything runs."""
+    """MCP servers the gateway waits for before anything runs; or, once interrupted, that
+    the command is stopping (since `stopping`)."""
 
     names: list[str] = field(default_factory=list[str])
     started: float = field(default_factory=time.monotonic)
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
+    stopping: float | None = None
 
 
 class RunConsole:
@@ -100,6 +102,8 @@ class RunConsole:
 
     def waiting_for(self, servers: Sequence[str]) -> None:
         """Show that the gateway waits for these MCP servers to start (none: it stopped)."""
+        if self._waiting.stopping is not None:
+            return
         if servers and not self._waiting.names:
             self._waiting.started = time.monotonic()
         self._waiting.names = list(servers)
@@ -121,6 +125,25 @@ class RunConsole:
         self._hide()
         if self._midline and self._out is not None:
             self._write(self._out.file, "\n")
+            self._midline = False
+
+    def stopping(self) -> None:
+        """The command was interrupted (Ctrl-C): show that it is stopping (its MCP servers take
+        a moment) instead of what was in flight, which will not end."""
+        self._waiting.names = []
+        self._waiting.stopping = time.monotonic()
+        self._calls.clear()
+        if self._midline and self._out is not None:
+            self._write(self._out.file, "\n")
+            self._midline = False
+        self._show()
+
+    def cancelled(self) -> None:
+        """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
+        showing them, and end the streamed line."""
+        self._calls.clear()
+        self._texts.clear()
+        self.close()
 
     # -- the answer ----------------------------------------------------------------------
 
@@ -159,7 +182,8 @@ class RunConsole:
         """Draw the status when anything is in flight and no streamed line is open."""
         if self._err is None:
             return
-        if not (self._calls or self._waiting.names) or self._midline:
+        shown = self._calls or self._waiting.names or self._waiting.stopping is not None
+        if not shown or self._midline:
             self._hide()
             return
         if self._live is None:
@@ -211,6 +235,12 @@ class _Status:
         now = time.monotonic()
         rows: list[RenderableType] = []
         waiting = self._waiting
+        if waiting.stopping is not None:
+            label = Text("stopping…", style="bold")
+            label.append(f"  {now - waiting.stopping:.1f} s", style="dim")
+            grid = Table.grid(padding=(0, 1))
+            grid.add_row(waiting.spinner, label)
+            rows.append(grid)
         if waiting.names:
             label = Text("waiting for MCP servers to start: ", style="dim")
             label.append(", ".join(waiting.names), style="bold")

@@ -33,6 +33,7 @@ __all__ = [
     "MemoryConfig",
     "data_dir",
     "default_memory_url",
+    "memory_url",
     "open_memories",
 ]
 
@@ -70,6 +71,19 @@ def default_memory_url(state_dir: str | Path | None = None) -> str:
     return f"sqlite:///{(directory / MEMORY_FILE).absolute()}"
 
 
+def memory_url(
+    gateway: MemoryConfig | None,
+    own: MemoryConfig | None,
+    *,
+    state_dir: str | Path | None = None,
+    run_store: str | None = None,
+) -> str:
+    """Where an agent's memory is kept: its own URL, else the gateway's, else `run_store`,
+    else the default file (in `state_dir`, else the data directory)."""
+    named = (own.url if own else None) or (gateway.url if gateway else None)
+    return named or run_store or default_memory_url(state_dir)
+
+
 def open_memories(
     gateway: MemoryConfig | None,
     agents: Mapping[str, MemoryConfig | None],
@@ -85,10 +99,9 @@ def open_memories(
     """
     stores: dict[str, SessionStore] = {}
     memories: dict[str, SessionMemory] = {}
-    default = run_store or default_memory_url(state_dir)
     for name, own in agents.items():
         chosen = own or gateway or MemoryConfig()
-        url = chosen.url or (gateway.url if gateway else None) or default
+        url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
         if url not in stores:
             stores[url] = store_from_url(url)
         memories[name] = SessionMemory(

@@ -13,6 +13,8 @@ config; `--state-dir DIR` means the file in DIR; `--no-store` runs without a sto
 from __future__ import annotations
 
 import shlex
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,6 +29,7 @@ __all__ = [
     "check_store_url",
     "default_store_url",
     "redacted",
+    "runs_stored",
     "store_option",
 ]
 
@@ -66,6 +69,27 @@ def default_store_url(state_dir: str | Path | None = None) -> str:
     """The SQLite file in `state_dir`, else in the data directory: chat memory's default
     file, so runs and conversations are kept in one database."""
     return default_memory_url(state_dir)
+
+
+def runs_stored(url: str) -> bool:
+    """Whether the store at `url` can hold a run yet: not a SQLite file that does not exist,
+    nor one without the runs' tables (chat memory alone made it, before any run was stored).
+    Looks without writing (opening the store to read would fail on the missing tables; to
+    run, would create them). Blocks: call it in a worker thread."""
+    if not url.startswith("sqlite:///"):
+        return True
+    path = Path(url.removeprefix("sqlite:///"))
+    if not path.exists():
+        return False
+    try:
+        # mode=rw: a file removed meanwhile is not created again.
+        with closing(sqlite3.connect(f"{path.as_uri()}?mode=rw", uri=True)) as db:
+            found = db.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'workflow_status'"
+            ).fetchone()
+    except sqlite3.Error:
+        return True  # not a database, say: opening the store says so, as it did
+    return found is not None
 
 
 def store_option(url: str) -> str:

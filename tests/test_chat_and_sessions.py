@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -114,7 +120,8 @@ def test_sessions_are_listed_shown_and_deleted(
     assert main(["sessions", "list", *state]) == 0
     listed = capsys.readouterr().out
     assert listed.startswith("s1 ")
-    assert "1 turns" in listed
+    assert " 1 turn  " in listed
+    assert listed.rstrip().endswith(" UTC")  # as `runs show` says its times
     assert main(["sessions", "show", "s1", *state]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "--- turn 1",
@@ -158,9 +165,50 @@ def test_sessions_kept_in_a_named_store_are_found_there(
     assert main(["sessions", "list", *store, *state]) == 2
     assert "give one of --store and --state-dir" in capsys.readouterr().err
     typo = tmp_path / "no-such-dir"
-    assert main(["sessions", "list", "--state-dir", str(typo)]) == 2
+    assert main(["sessions", "list", "--state-dir", str(typo)]) == 0  # none there
     assert f"no sessions are kept in {typo}" in capsys.readouterr().err
+    assert main(["sessions", "list", "--state-dir", str(typo), "--json"]) == 0
+    assert capsys.readouterr().out == "[]\n"
     assert not typo.exists()  # looking made no store
+
+
+def _tables(file: Path) -> set[str]:
+    with closing(sqlite3.connect(file)) as db:
+        return {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+
+
+def test_before_any_run_is_stored_the_listings_show_none_and_write_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fresh machine: `sessions list` made the default file (chat memory's tables only),
+    and `runs list` then failed on it (`no such table: main.workflow_status`, exit 2)."""
+    file = Path(os.environ["AGENT_GATEWAY_DATA_DIR"]) / "agent-gateway.sqlite3"
+    assert main(["sessions", "list"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["sessions", "show", "s1"]) == 2
+    assert capsys.readouterr().err == f"error: no session 's1' in {file}\n"  # not a repr
+    assert not file.exists()  # looking made no store
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    assert (
+        main(["run", "Hi", "--model", f"scripted:{script}", "--session", "s1", "--no-store"]) == 0
+    )
+    assert "workflow_status" not in _tables(file)  # chat memory alone made it
+    capsys.readouterr()
+    assert main(["runs", "list"]) == 0
+    assert capsys.readouterr() == ("", "")
+    assert main(["runs", "list", "--json"]) == 0
+    assert capsys.readouterr().out == "[]\n"
+    assert main(["runs", "show", "r1"]) == 2
+    assert "no runs are stored in" in capsys.readouterr().err
+    assert main(["resume", "r1"]) == 2
+    assert "no stored run 'r1'" in capsys.readouterr().err
+    assert "workflow_status" not in _tables(file)  # looking wrote nothing
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)  # a terminal is told of none
+    assert main(["runs", "list", "--status", "failed"]) == 0
+    assert capsys.readouterr() == ("", f"no failed runs in sqlite:///{file}\n")
+    assert main(["sessions", "list", "--store", f"sqlite:///{tmp_path / 'other.sqlite3'}"]) == 0
+    assert capsys.readouterr() == ("", f"no sessions in {tmp_path / 'other.sqlite3'}\n")
 
 
 @pytest.mark.integration
@@ -193,3 +241,78 @@ async def test_a_conversation_begun_over_mcp_goes_on_from_the_command_line(
             "Hello, Ada.",
             "What is my name?",
         ]
+
+
+class _Terminal:
+    """The terminal side of a pty: what the program shows on it, read as it comes."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.shown = ""
+
+    def until(self, text: str, *, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.shown.count(text) < count:
+            left = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], left)
+            assert ready, f"{text!r} ({count}) not shown within {timeout} s: {self.shown!r}"
+            self.shown += os.read(self.fd, 4096).decode(errors="replace")
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, f"{line}\n".encode())
+
+
+@pytest.mark.integration
+def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Path) -> None:
+    """A REPL's Ctrl-C: the answer in flight is cancelled and the prompt comes back; at the
+    prompt it leaves, saying how to continue. (It ended the whole chat, mid-answer.)"""
+    assert EXECUTABLE is not None
+    marker = tmp_path / "marker"
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "wait", "arguments": {"marker": str(marker)}}]},
+                {"content": "The second answer."},
+            ]
+        )
+    )
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["wait"]\n'
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "c7"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("first")
+            terminal.until("wait_until_cancelled: started")
+            process.send_signal(signal.SIGINT)
+            terminal.until("(interrupted: the answer was cancelled")
+            terminal.until("> ", count=2)
+            terminal.type("second")
+            terminal.until("> ", count=3)
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+            terminal.until("continues it")
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read().decode()
+    assert code == 130, terminal.shown
+    assert marker.read_text() == "cancelled"  # the tool's call ended with the answer
+    assert out == "The second answer.\n"
+    assert "session c7: `agent-gateway chat --session c7` continues it" in terminal.shown
+    assert "Traceback" not in terminal.shown

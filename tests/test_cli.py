@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import event_loop_options, main, parser
+from gateway.cli.demo import DEMO_QUESTION
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, cli
 
@@ -109,7 +111,18 @@ def test_tools_and_call(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["call", "calculator", "--args", '{"expression": "2 ** 10"}']) == 0
     assert capsys.readouterr().out == "1024\n"
     assert main(["call", "calculator", "--args", '{"expression": "1/0"}']) == 1
-    assert "division by zero" in capsys.readouterr().out
+    # A tool's error is an error: said on stderr, as every other one; stdout is for results.
+    assert capsys.readouterr() == ("", "error: CalculatorError: division by zero\n")
+    assert main(["call", "calculator", "--args", '{"expression": "1/0"}', "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["isError"] is True
+    assert "division by zero" in printed["content"][0]["text"]
+    assert main(["call", "calculator", "--args", '{"nope": 1}']) == 1
+    failed = capsys.readouterr()
+    assert (failed.out, failed.err.startswith("error: invalid arguments for calculator")) == (
+        "",
+        True,
+    )
     assert main(["call", "abacus"]) == 2
     assert "no tool named 'abacus' (available: calculator, toolbox__convert_units," in (
         capsys.readouterr().err
@@ -376,6 +389,9 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     agent = ["call", "assistant", "--args", '{"prompt": "who?"}']
     assert main([*agent, "--config", str(config)]) == 2  # the default assistant has no model
     assert "has no model" in capsys.readouterr().err
+    # What that error says to do works for `call` as for `run`.
+    assert main([*agent, "--config", str(config), "--model", f"scripted:{script}"]) == 0
+    assert capsys.readouterr().out == "I am the assistant.\n"
     with_model = tmp_path / "agent.toml"
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0
@@ -406,7 +422,7 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("")
     assert main(["run", "q", "--model", f"scripted:{script}", "--state-dir", str(not_a_dir)]) == 2
-    assert "cannot open the run store" in capsys.readouterr().err
+    assert capsys.readouterr().err == f"error: --state-dir {not_a_dir}: not a directory\n"
 
 
 def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -514,3 +530,106 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
             err = capsys.readouterr().err
             assert err.startswith(f"error: bad session id {bad[:40]!r}: {problem}"), err
     assert not (tmp_path / "state").exists()  # refused before anything ran
+
+
+def test_an_interruption_wrapped_in_a_task_group_exits_130_without_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second Ctrl-C raised inside a task reaches the top wrapped in the task group's
+    `BaseExceptionGroup`: it was printed as a traceback, exit 1."""
+
+    async def interrupted(_args: object) -> object:
+        raise BaseExceptionGroup("unhandled errors in a TaskGroup", [KeyboardInterrupt()])
+
+    monkeypatch.setattr("gateway.cli.run._items", interrupted)
+    assert main(["run", "hi", "--no-store"]) == 130
+    assert capsys.readouterr().err == ""
+
+
+def test_an_empty_config_says_it_configures_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It said `choose an agent with --agent (configured: none)`, and `tools` printed nothing."""
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    for command in (["run", "hi", "--no-store"], ["demo"]):
+        assert main([*command, "--config", str(empty)]) == 2
+        assert capsys.readouterr().err == (
+            f"error: {empty} defines no agents, nor any MCP server or tool for a default one: "
+            "add [agents.NAME] (or [mcpServers.NAME])\n"
+        )
+    assert main(["tools", "--config", str(empty)]) == 0
+    assert capsys.readouterr() == ("", f"no servers, tools or agents configured in {empty}\n")
+
+
+def test_the_command_line_says_what_to_type(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2  # the help, not argparse's "the following arguments are required"
+    err = capsys.readouterr().err
+    assert err.startswith("usage: agent-gateway")
+    assert "Agents on MCP tools, served over MCP." in err
+    for command, said in (
+        ("auth", "say what to do: agent-gateway auth login NAME | status | logout NAME"),
+        ("sessions", "say what to do: agent-gateway sessions list | show ID | delete ID"),
+    ):
+        assert main([command]) == 2
+        assert capsys.readouterr().err == f"error: {said}\n"
+    for command in (["call", "calculator", "--bogus"], ["runs", "list", "--bogus"]):
+        with pytest.raises(SystemExit) as refused:
+            main(command)
+        assert refused.value.code == 2
+        err = capsys.readouterr().err  # the command's own usage, naming it
+        name = " ".join(command[:-1] if command[0] == "runs" else command[:1])
+        assert err.startswith(f"usage: agent-gateway {name} ")
+        assert err.endswith(f"agent-gateway {name}: error: unrecognized arguments: --bogus\n")
+
+
+def test_help_names_things_as_the_readme_does() -> None:
+    top = parser()
+
+    def help_of(*command: str) -> str:
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            top.parse_args([*command, "--help"])
+        return " ".join(out.getvalue().split())
+
+    for command in (["chat"], ["sessions"], ["run"]):
+        assert "--state-dir DIR" in help_of(*command)
+        assert "STATE_DIR" not in help_of(*command)
+    assert "run_id, agent, output, error, usage, iterations, steps" in help_of("run")
+    assert "--model SPEC" in help_of("call")
+    assert "the one to resume the run on" in help_of("runs", "resume")
+    assert "as `runs list --json` names it under `waiting`" in help_of("runs", "approve")
+    for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
+        positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
+        assert "the " in positional  # each one has its help
+
+
+def test_mistyped_names_get_a_suggestion_and_bad_paths_a_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["call", "calculater", "--args", '{"expression": "1"}']) == 2
+    assert "no tool named 'calculater'; did you mean 'calculator'?" in capsys.readouterr().err
+    config = tmp_path / "c.toml"
+    config.write_text('[agents.researcher]\n[agents.writer]\nmodel = "scripted:x.json"\n')
+    assert main(["run", "hi", "--config", str(config), "--agent", "reseacher"]) == 2
+    assert capsys.readouterr().err == (
+        "error: no agent named 'reseacher'; did you mean 'researcher'? "
+        "(configured: researcher, writer)\n"
+    )
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for command in (["run", "hi"], ["chat"], ["sessions", "list"]):
+        assert main([*command, "--state-dir", str(a_file)]) == 2  # it said "File exists"
+        assert capsys.readouterr().err == f"error: --state-dir {a_file}: not a directory\n"
+
+
+def test_the_scripted_demo_says_it_answers_its_own_question(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A question of one's own was silently not asked: the script answered its own."""
+    assert main(["demo", "What is the capital of France?"]) == 0
+    out = capsys.readouterr().out
+    assert "The scripted model answers only its own question" in out
+    assert f"question: {DEMO_QUESTION}" in out
+    assert "question: What is the capital of France?" not in out

@@ -76,6 +76,26 @@ def test_resume_uses_the_config_the_run_started_with(
     assert "calculator" not in err  # it ran before the stop
 
 
+def test_a_relative_scripted_model_is_recorded_so_resume_finds_it_from_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--model scripted:REL.json` was recorded as given: resumed from another folder, the
+    script was looked for there, and the error blamed the config file."""
+    write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
+    config = write(tmp_path / "c.toml", '[tools.calculator]\nbuiltin = "calculator"\n')
+    monkeypatch.chdir(tmp_path)
+    state = ["--state-dir", str(tmp_path / "runs")]
+    resume = stopped_run(capsys, "--config", str(config), "--model", "scripted:first.json", *state)
+    write(tmp_path / "first.json", [{"content": "It is 42."}])
+    monkeypatch.chdir(tmp_path.parent)
+    assert main(resume) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out == "It is 42.\n"
+    assert main(["run", "hi", "--config", str(config), "--model", "scripted:gone.json"]) == 2
+    err = capsys.readouterr().err  # a command-line value at fault is not the file's fault
+    assert err.startswith("error: model scripted:gone.json: cannot read script gone.json")
+    assert str(config) not in err
+
+
 def test_a_changed_config_is_refused_unless_forced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

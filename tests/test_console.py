@@ -3,13 +3,17 @@ when piped."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
 import re
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -313,3 +317,97 @@ def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
         assert not marker.exists()  # the grace has 2 s to go
         assert running.wait(timeout=60) == 0
     assert marker.read_text() == "stopped\n"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("reads", [["-"], ["--items", "-"]])
+def test_ctrl_c_while_a_run_waits_for_stdin_on_a_terminal_ends_it_at_once(
+    tmp_path: Path, reads: list[str]
+) -> None:
+    """The read blocked the event loop: the first Ctrl-C went unheard, the second printed a
+    traceback (exit 1)."""
+    executable = installed()
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        [executable, "run", *reads, "--no-store", "--model", f"scripted:{script}"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "TERM": "xterm-256color"},
+    ) as process:
+        try:
+            os.close(secondary)
+            hint = _read_until(primary, "from stdin (end it with Ctrl-D)")
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+            shown = hint + _read_all(primary)
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read()
+    assert code == 130, shown
+    assert "Traceback" not in shown
+    assert out == b""
+
+
+def _read_until(fd: int, wanted: str, timeout: float = 30) -> str:
+    """What the terminal shows, read until `wanted` appears (AssertionError after `timeout`)."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in ANSI.sub("", shown):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
+        shown += os.read(fd, 4096).decode(errors="replace")
+    return shown
+
+
+@pytest.mark.integration
+def test_ctrl_c_while_servers_start_says_stopping_and_a_second_ends_them_at_once(
+    tmp_path: Path,
+) -> None:
+    """The status went on ticking "waiting for MCP servers" while they stopped (seconds); a
+    second Ctrl-C exited, leaving a server's child running (its own session: the terminal's
+    Ctrl-C never reaches it)."""
+    child_pid = tmp_path / "child.pid"
+    server = tmp_path / "server.sh"
+    # Never answers the handshake; outlives stdin's end and SIGTERM: a server slow to stop.
+    server.write_text(f"#!/bin/sh\ntrap '' TERM\nsleep 60 &\necho $! > {child_pid}\nwait\n")
+    server.chmod(0o755)
+    script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
+    (tmp_path / "agent-gateway.toml").write_text(
+        f'[mcpServers.slow]\ncommand = "{server}"\nconnect_timeout = 60\n'
+    )
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        [installed(), "run", "go", "--no-store", "--model", f"scripted:{script}"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "TERM": "xterm-256color"},
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = _read_until(primary, "waiting for MCP servers to start: slow")
+            while not child_pid.exists() or not child_pid.read_text().strip():
+                shown += _read_until(primary, "\r")  # the status redrawn meanwhile
+            child = os.pidfd_open(int(child_pid.read_text()))
+            process.send_signal(signal.SIGINT)
+            shown += _read_until(primary, "stopping…")
+            process.send_signal(signal.SIGINT)
+            code = process.wait(timeout=10)
+            ended, _, _ = select.select([child], [], [], 10)
+            os.close(child)
+        finally:
+            process.kill()
+            os.close(primary)
+            if child_pid.exists() and child_pid.read_text().strip():  # none left behind
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(child_pid.read_text()), signal.SIGKILL)
+        assert process.stdout is not None
+        out = process.stdout.read()
+    assert code == 130, shown
+    assert ended, "the server's child outlived the gateway"
+    assert out == b""

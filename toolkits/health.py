@@ -51,7 +51,7 @@ class NodeHealth:
         state, retrying = self.shown_state, self.retrying
         parts = [
             f"{self.node}: {state} since {self.since:%Y-%m-%d %H:%M:%S}Z",
-            f"{self.tool_count} tools",
+            f"{self.tool_count} tool{'s' if self.tool_count != 1 else ''}",
         ]
         if self.protocol_version is not None:
             parts.append(f"protocol {self.protocol_version}")

@@ -26,11 +26,11 @@ from toolkits import ToolkitError
 
 from ..errors import GatewayError
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
-from .common import Commands
-from .exits import INTERRUPTED, exit_code, report
+from .common import Commands, check_state_dir
+from .exits import BAD_INPUT, INTERRUPTED, exit_code, report
 from .signals import until_signalled
 
-__all__ = ["COMMANDS", "main", "parser"]
+__all__ = ["COMMANDS", "main", "parse", "parser"]
 
 COMMANDS = (run, runs, chat, sessions, demo, tools, serve, install, auth)
 """Modules with a `register(commands: Commands)` function, in `--help` order."""
@@ -70,13 +70,16 @@ def _main(argv: Sequence[str] | None) -> int:
         # servers: three such collections, ~100 ms of a 1.2 s start; bench/RESULTS.md). Only
         # for a process of our own: a caller's objects are not ours to keep forever.
         gc.freeze()
-    args = parser().parse_args(argv)
+    args = parse(list(sys.argv[1:] if argv is None else argv))
+    if args is None:
+        return BAD_INPUT
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     try:
+        check_state_dir(args)
         if not inspect.iscoroutinefunction(args.handler):
             return args.handler(args)
         return anyio.run(until_signalled, args.handler, args, backend_options=event_loop_options())
@@ -85,6 +88,12 @@ def _main(argv: Sequence[str] | None) -> int:
         return exit_code(exc)
     except KeyboardInterrupt:
         return INTERRUPTED
+    except BaseExceptionGroup as group:
+        # A second Ctrl-C can land inside a task of a task group, which wraps it: still an
+        # interruption, not a traceback.
+        if group.subgroup(KeyboardInterrupt) is not None:
+            return INTERRUPTED
+        raise
     except BrokenPipeError:  # `... | head`: the reader has what it wanted
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 128 + signal.SIGPIPE
@@ -95,6 +104,21 @@ def _version() -> str:
         return version("agent-gateway")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
+
+
+def parse(argv: list[str]) -> argparse.Namespace | None:
+    """`argv` parsed; None when it is empty (the help is printed: what to type first). An
+    option the command does not take is refused by the command's own parser, with its usage
+    (not the top level's)."""
+    top = parser()
+    if not argv:
+        top.print_help(sys.stderr)
+        return None
+    args, extras = top.parse_known_args(argv)
+    if extras:
+        command: argparse.ArgumentParser = getattr(args, "command_parser", top)
+        command.error(f"unrecognized arguments: {' '.join(extras)}")
+    return args
 
 
 def parser() -> argparse.ArgumentParser:

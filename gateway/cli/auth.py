@@ -17,7 +17,7 @@ from toolkits.mcp.oauth_store import default_store
 
 from ..config import Config
 from ..errors import GatewayError
-from .common import Commands, Handler, add_verbose_option, config_of
+from .common import Commands, Handler, add_verbose_option, config_of, plural
 
 __all__ = ["register"]
 
@@ -26,13 +26,15 @@ def register(commands: Commands) -> None:
     auth = commands.add(
         "auth", _usage, "authorise the gateway at MCP servers that use OAuth", config=False
     )
-    actions = auth.add_subparsers(required=True, metavar="ACTION")
+    actions = auth.add_subparsers(metavar="ACTION")
 
     def action(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:
         sub = actions.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_parser=sub)
         add_verbose_option(sub)
-        sub.add_argument("--config", help="TOML or JSON config (default: ./agent-gateway.toml)")
+        sub.add_argument(
+            "--config", metavar="FILE", help="TOML or JSON config (default: ./agent-gateway.toml)"
+        )
         return sub
 
     login_ = action("login", _login, "open the server's authorisation page; keep the tokens")
@@ -44,9 +46,9 @@ def register(commands: Commands) -> None:
     logout_.add_argument("server", help="the server's name in the config")
 
 
-def _usage(args: argparse.Namespace) -> int:  # argparse requires an action first
+def _usage(args: argparse.Namespace) -> int:
     del args
-    return 2
+    raise GatewayError("say what to do: agent-gateway auth login NAME | status | logout NAME")
 
 
 def _server(config: Config, name: str) -> McpServerConfig:
@@ -78,7 +80,7 @@ async def _login(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"{done}; {tools} tools")
+    print(f"{done}; {plural(tools, 'tool')}")
     return 0
 
 

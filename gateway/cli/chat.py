@@ -2,20 +2,24 @@
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
 end of input) leaves. Answers stream to stdout as the model writes them. A question that
-fails is reported and the conversation goes on; the exit code says whether any failed.
+fails is reported and the conversation goes on; the exit code says whether any failed. On a
+terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
+leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the session.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 
 import anyio
 from rich.console import Console
 
 from agent import AgentError
 from agent.memory import SessionMemory
-from toolkits import ToolkitError
+from toolkits import ToolkitError, in_background
 
 from ..assembly import open_gateway
 from ..console import RunConsole, open_console
@@ -32,9 +36,10 @@ from .common import (
     pick_agent,
     trace_hooks,
 )
-from .exits import OK, exit_code, report
+from .exits import INTERRUPTED, OK, exit_code, report
 from .results import print_result
 from .sessions import memory_store_url
+from .signals import interrupts, stopping_shown
 
 __all__ = ["register"]
 
@@ -44,8 +49,10 @@ HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
 def register(commands: Commands) -> None:
     chat = commands.add("chat", _chat, "talk with an agent; the conversation is kept")
     add_model_options(chat)
-    chat.add_argument("--session", help="continue this session (default: a new one)")
-    chat.add_argument("--state-dir", help="keep the conversation in this directory's database")
+    chat.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
+    chat.add_argument(
+        "--state-dir", metavar="DIR", help="keep the conversation in this directory's database"
+    )
     chat.add_argument("--store", metavar="URL", help="keep it in the run store at URL")
     add_trace_options(chat)
 
@@ -64,7 +71,7 @@ async def _chat(args: argparse.Namespace) -> int:
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     async with (
-        open_console(Console(file=sys.stdout), status) as console,
+        stopping_shown(open_console(Console(file=sys.stdout), status)) as console,
         open_gateway(
             config,
             model=args.model,
@@ -76,18 +83,43 @@ async def _chat(args: argparse.Namespace) -> int:
     ):
         check_runnable(gateway, name)
         print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
-        code = OK
-        while True:
-            if interactive:
-                print("> ", end="", file=sys.stderr, flush=True)
+        steps = _Steps()
+        async with steps.interruptible() if interactive else nullcontext():
+            code = await _converse(gateway, name, session, console, steps, interactive)
+    if interactive:
+        print(
+            f"session {session}: `agent-gateway chat --session {session}` continues it",
+            file=sys.stderr,
+        )
+    return code
+
+
+async def _converse(
+    gateway: Gateway,
+    name: str,
+    session: str,
+    console: RunConsole,
+    steps: _Steps,
+    interactive: bool,
+) -> int:
+    """Answer line after line until the input ends (or `/exit`, or Ctrl-C at the prompt)."""
+    code = OK
+    while True:
+        if interactive:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = ""
+        with steps.step():
             line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-            if not line:
-                break
-            text = line.strip()
-            if text in ("/exit", "/quit"):
-                break
-            if not text:
-                continue
+        if steps.interrupted or not line:  # Ctrl-C or Ctrl-D at the prompt leaves
+            if interactive:
+                print(file=sys.stderr)  # the prompt's line was left open
+            return INTERRUPTED if steps.interrupted else code
+        text = line.strip()
+        if text in ("/exit", "/quit"):
+            break
+        if not text:
+            continue
+        with steps.step():
             try:
                 await _one(gateway, name, session, text, console)
             except (AgentError, GatewayError, ToolkitError) as exc:
@@ -95,7 +127,46 @@ async def _chat(args: argparse.Namespace) -> int:
                 # and the exit code still says something failed.
                 report(exc)
                 code = max(code, exit_code(exc))
+        if steps.interrupted:
+            console.cancelled()
+            print(
+                "(interrupted: the answer was cancelled; Ctrl-C again or Ctrl-D leaves)",
+                file=sys.stderr,
+                flush=True,
+            )
     return code
+
+
+class _Steps:
+    """On a terminal, Ctrl-C cancels the step in flight (a question's answer, or the wait for
+    the next line at the prompt) rather than the whole chat, and is remembered."""
+
+    def __init__(self) -> None:
+        self._scope: anyio.CancelScope | None = None
+        self.interrupted = False
+
+    @asynccontextmanager
+    async def interruptible(self) -> AsyncGenerator[None]:
+        with interrupts() as received:
+
+            async def watch() -> None:
+                async for _ in received:
+                    if self._scope is not None:
+                        self.interrupted = True
+                        self._scope.cancel()
+
+            async with in_background(watch, wait_started=False):
+                yield
+
+    @contextmanager
+    def step(self) -> Generator[None]:
+        self.interrupted = False
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            try:
+                yield
+            finally:
+                self._scope = None
 
 
 async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> None:

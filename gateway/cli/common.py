@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -30,8 +32,11 @@ __all__ = [
     "check_runnable",
     "check_servers",
     "check_session_id",
+    "check_state_dir",
     "config_of",
+    "did_you_mean",
     "pick_agent",
+    "plural",
     "trace_hooks",
     "with_settings",
     "with_steps",
@@ -52,14 +57,34 @@ class Commands:
     ) -> argparse.ArgumentParser:
         """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler)
+        sub.set_defaults(handler=handler, command_parser=sub)
         add_verbose_option(sub)
         if config:
             sub.add_argument(
                 "--config",
+                metavar="FILE",
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def check_state_dir(args: argparse.Namespace) -> None:
+    """`--state-dir` (any command's) names a directory, or where one can be made; else
+    `GatewayError` (bad input): opening the store in it said `File exists`."""
+    value: str | None = getattr(args, "state_dir", None)
+    if value is not None and Path(value).exists() and not Path(value).is_dir():
+        raise GatewayError(f"--state-dir {value}: not a directory")
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`; did you mean 'X'?` for the known names closest to a mistyped `name` ("" if none)."""
+    close = difflib.get_close_matches(name, list(known), n=3)
+    return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def plural(count: int, noun: str) -> str:
+    """`1 turn`, `2 turns`: a count and its noun (a regular plural)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def check_session_id(session_id: str) -> str:
@@ -101,7 +126,9 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
 def add_model_options(
     sub: argparse.ArgumentParser, *, agent: bool = True, settings: bool = True
 ) -> None:
-    sub.add_argument("--model", help="model spec for every agent, e.g. scripted:FILE")
+    sub.add_argument(
+        "--model", metavar="SPEC", help="model spec for every agent, e.g. scripted:FILE"
+    )
     if agent:
         sub.add_argument("--agent", help="which agent (default: the only one)")
     if settings:
@@ -172,10 +199,19 @@ def trace_hooks(args: argparse.Namespace, console: RunConsole | None = None) -> 
 
 def pick_agent(config: Config, requested: str | None) -> str:
     """The agent named by `--agent`, or the only one. Raises `UnknownAgent` (listing them)."""
-    names = ", ".join(sorted(config.agents)) or "none"
+    if not config.agents:
+        where = str(config.source) if config.source is not None else "the config"
+        raise UnknownAgent(
+            f"{where} defines no agents, nor any MCP server or tool for a default one: "
+            "add [agents.NAME] (or [mcpServers.NAME])"
+        )
+    names = ", ".join(sorted(config.agents))
     if requested is not None:
         if requested not in config.agents:
-            raise UnknownAgent(f"no agent named {requested!r} (configured: {names})")
+            raise UnknownAgent(
+                f"no agent named {requested!r}{did_you_mean(requested, config.agents)} "
+                f"(configured: {names})"
+            )
         return requested
     if len(config.agents) == 1:
         return next(iter(config.agents))

@@ -29,6 +29,7 @@ from ..trace import TracePrinter
 from .common import Commands, add_model_options, check_runnable, config_of, pick_agent
 from .exits import FAILED, OK
 from .results import print_result
+from .signals import stopping_shown
 
 __all__ = ["DEMO_QUESTION", "DEMO_SCRIPT", "register"]
 
@@ -59,7 +60,9 @@ calculator, then the answer. Its tools (not its numbers) are real."""
 
 def register(commands: Commands) -> None:
     demo = commands.add("demo", _demo, "run the example agent with its trace; needs no API key")
-    demo.add_argument("question", nargs="?", default=DEMO_QUESTION)
+    demo.add_argument(
+        "question", nargs="?", default=DEMO_QUESTION, help="the question (default: a marathon's)"
+    )
     add_model_options(demo)
     demo.add_argument(
         "--serve",
@@ -71,25 +74,33 @@ def register(commands: Commands) -> None:
 async def _demo(args: argparse.Namespace) -> int:
     config = config_of(args)
     name = pick_agent(config, args.agent)
-    async with open_terminal_console(sys.stdout, sys.stderr) as console:
+    async with stopping_shown(open_terminal_console(sys.stdout, sys.stderr)) as console:
         out = console.stream(sys.stdout)  # lines written around the live status line
         hooks = [console, TracePrinter(out)]
         async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
-            await _scripted_if_no_model(gateway, name, out)
+            question: str = args.question
+            if await _scripted_if_no_model(gateway, name, out) and question != DEMO_QUESTION:
+                print(
+                    "The scripted model answers only its own question, so it is asked instead "
+                    "of yours;\npass --model SPEC to ask yours.\n",
+                    file=out,
+                )
+                question = DEMO_QUESTION
             check_runnable(gateway, name)
             _show_nodes(gateway, name, out)
-            print(f"question: {args.question}", file=out)
+            print(f"question: {question}", file=out)
             if args.serve:
-                return await _through_mcp(gateway, config, name, args.question, out)
-            result = await gateway.run(name, args.question, stream=True)
+                return await _through_mcp(gateway, config, name, question, out)
+            result = await gateway.run(name, question, stream=True)
     print()
     return print_result(result, label=True)
 
 
-async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO) -> None:
+async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO) -> bool:
+    """Give the agent the scripted demo model when it has none; whether it did."""
     spec = gateway.agents[name]
     if not isinstance(spec.model, NoModel):
-        return
+        return False
     tools = await gateway.tools_for(spec)
     missing = sorted({call.name for a in DEMO_SCRIPT for call in a.tool_calls} - set(tools))
     if missing:
@@ -104,6 +115,7 @@ async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO) -> Non
     )
     model = ScriptedModel(DEMO_SCRIPT, name="scripted-demo")
     gateway.agents[name] = dataclasses.replace(spec, model=model)
+    return True
 
 
 def _show_nodes(gateway: Gateway, name: str, out: TextIO) -> None:

@@ -16,6 +16,7 @@ from ..install import (
     CLIENTS,
     ClientKind,
     Installation,
+    client_config_path,
     install_server,
     missing_env,
     parse_env_assignment,
@@ -75,11 +76,13 @@ def _install(args: argparse.Namespace) -> int:
     environ = {**os.environ, **env}
     environ.update({name: f"${{{name}}}" for name in variables if name not in environ})
     config = with_default_agent(load_config(path, environ=environ))
+    target = _client_file(args, client)
+    new_file = not target.exists()
     done = install_server(
         path,
         client,
         name=args.name,
-        client_config=Path(args.client_config) if args.client_config else None,
+        client_config=target,
         env=env,
         project=args.project,
         dry_run=args.dry_run,
@@ -97,8 +100,28 @@ def _install(args: argparse.Namespace) -> int:
     else:
         backup = f" (backup: {done.backup})" if done.backup else ""
         with_env = f" with env {', '.join(done.env)}" if done.env else ""
-        print(f"{done.path}: installed {args.name!r}{with_env}{backup}; restart {label} to use it")
+        made = " (a new file)" if new_file else ""
+        print(
+            f"{done.path}{made}: installed {args.name!r}{with_env}{backup}; "
+            f"restart {label} to use it"
+        )
     return 0
+
+
+def _client_file(args: argparse.Namespace, client: ClientKind) -> Path:
+    """The client's config file to install into: `--client-config`, else the client's own.
+    A folder that does not exist is made only for the client's own file: a mistyped
+    `--client-config` would put a file where no client reads it."""
+    own = client_config_path(client, project=args.project)
+    if not args.client_config:
+        return own
+    path = Path(args.client_config)
+    if not path.parent.is_dir() and path.absolute() != own.absolute():
+        raise GatewayError(
+            f"--client-config {path}: there is no folder {path.parent} "
+            f"({CLIENTS[client].label}'s own file is {own})"
+        )
+    return path
 
 
 def _explain_references(done: Installation, given: dict[str, str], label: str, server: str) -> None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 
 from agent import AgentItem
@@ -20,13 +21,25 @@ from ..errors import GatewayError
 from ..run_state import RunResult
 from .exits import FAILED, OK
 
-__all__ = ["print_items", "read_items"]
+__all__ = ["print_items", "read_items", "read_stdin"]
 
 
-def read_items(path: str) -> list[AgentItem]:
+async def read_stdin(what: str) -> str:
+    """All of stdin. Read in a thread that Ctrl-C abandons: a read blocking the event loop
+    would let the first Ctrl-C go unheard and the second raise inside it. On a terminal,
+    first a line saying what is awaited, and how to end it."""
+    if sys.stdin.isatty():
+        print(f"reading {what} from stdin (end it with Ctrl-D)", file=sys.stderr, flush=True)
+    return await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+
+
+async def read_items(path: str) -> list[AgentItem]:
     """The items in `path` (`-`: stdin). Raises `GatewayError` naming the line at fault."""
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        if path == "-":
+            text = await read_stdin("the items, one JSON line each,")
+        else:
+            text = await anyio.Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise GatewayError(f"cannot read items {path}: {exc.strerror}") from exc
     items: list[AgentItem] = []

@@ -24,7 +24,7 @@ def origin_of(args: argparse.Namespace) -> RunOrigin:
     """How this `run` (or a run `serve` stores) starts: its config file (None: the built-in default), `--model`, and the
     settings it gives on the command line."""
     settings = RunOrigin(  # `serve` sets no agent's settings
-        model=args.model,
+        model=_absolute(args.model),
         system=getattr(args, "system", None),
         temperature=getattr(args, "temperature", None),
         max_tokens=getattr(args, "max_tokens", None),
@@ -35,6 +35,17 @@ def origin_of(args: argparse.Namespace) -> RunOrigin:
     return settings.model_copy(
         update={"config": str(path.resolve()), "config_sha256": _digest(path)}
     )
+
+
+def _absolute(model: str | None) -> str | None:
+    """`--model scripted:FILE` with FILE absolute, as recorded: a `resume` from another
+    directory reads the same script (a config file's are relative to the file already)."""
+    if model is None:
+        return None
+    kind, _, path = model.partition(":")
+    if kind != "scripted" or not path:
+        return model
+    return f"scripted:{Path(path).absolute()}"
 
 
 def resume_config(

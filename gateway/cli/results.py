@@ -62,11 +62,12 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
 
 
 def run_error_json(
-    run_id: str, agent: str, exc: BaseException, state: RunState | None = None
+    run_id: str | None, agent: str, exc: BaseException, state: RunState | None = None
 ) -> str:
     """The one JSON object `--json` prints for a run that failed before it returned: the keys
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
-    at hand, else null and empty."""
+    at hand, else null and empty (`run_id` null: no run was stored, the store failed).
+    Bad input (exit 2) prints none: nothing ran."""
     usage: dict[str, Any] | None = None
     iterations: int | None = None
     steps: list[ToolCallStep] = []

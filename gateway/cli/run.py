@@ -7,7 +7,6 @@ crash, Ctrl-C) says how to resume it.
 from __future__ import annotations
 
 import argparse
-import sys
 
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
@@ -27,7 +26,8 @@ from .common import (
     trace_hooks,
     with_steps,
 )
-from .items import read_items
+from .exits import BAD_INPUT, exit_code
+from .items import read_items, read_stdin
 from .origin import origin_of
 from .results import run_error_json
 from .stored import (
@@ -51,7 +51,7 @@ def register(commands: Commands) -> None:
         "--items", metavar="FILE", help="many questions, one JSON line each (- for stdin)"
     )
     add_model_options(run)
-    run.add_argument("--session", help="chat memory session id")
+    run.add_argument("--session", metavar="ID", help="chat memory session id")
     add_store_options(run, optional=True)
     add_output_options(run)
     resume = commands.add(
@@ -63,7 +63,7 @@ def register(commands: Commands) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    items = _items(args)
+    items = await _items(args)
     config = config_of(args)
     name = pick_agent(config, args.agent)
     url = store_url(args, config)
@@ -90,24 +90,24 @@ async def _run(args: argparse.Namespace) -> int:
                 with_steps(gateway, name)
             result = await gateway.resume(state, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
-            if args.json:  # still one JSON object on stdout, for scripts
+            if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 print(run_error_json(state.run_id, state.agent, exc))
             raise
     return print_run(result, args, items=bool(args.items), shown=console.streamed)
 
 
-def _items(args: argparse.Namespace) -> list[AgentItem]:
+async def _items(args: argparse.Namespace) -> list[AgentItem]:
     if args.items:
         if args.question is not None or args.session is not None:
             raise GatewayError(
                 "--items takes no question and no --session: each line has its own "
                 '{"prompt": ..., "session_id": ...}'
             )
-        return read_items(args.items)
+        return await read_items(args.items)
     if args.question is None:
         raise GatewayError("give a question (or --items FILE)")
-    question = sys.stdin.read().strip() if args.question == "-" else args.question
+    session = check_session_id(args.session) if args.session is not None else None
+    question = (await read_stdin("the question")).strip() if args.question == "-" else args.question
     if not question:
         raise GatewayError("the question is empty")
-    session = check_session_id(args.session) if args.session is not None else None
     return [AgentItem(prompt=question, session_id=session)]

@@ -12,6 +12,7 @@ import anyio
 
 from ..approval import ApprovalRequest, Decision
 from ..errors import UnknownRun
+from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option
 from .exits import OK
 from .run_tree import render_run
@@ -43,27 +44,38 @@ def register(commands: Commands) -> None:
     )
     listing.set_defaults(handler=_list)
     show = actions.add_parser("show", help="a run's status, state and recorded calls")
-    show.add_argument("run_id")
+    show.add_argument("run_id", help="the run's id (as `runs list` shows it)")
     show.set_defaults(handler=_show)
     resume = actions.add_parser("resume", help="continue a run that stopped, here")
     add_resume_options(resume)
     resume.set_defaults(handler=resume_stored)
     cancel = actions.add_parser("cancel", help="stop a run: it is not resumed")
-    cancel.add_argument("run_id")
+    cancel.add_argument("run_id", help="the run's id (as `runs list` shows it)")
     cancel.set_defaults(handler=_cancel)
     decisions: list[argparse.ArgumentParser] = []
     for verb, handler in (("approve", _approve), ("deny", _deny)):
         decide = actions.add_parser(verb, help=f"{verb} a run's call waiting for approval")
-        decide.add_argument("run_id")
+        decide.add_argument("run_id", help="the run's id (as `runs list` shows it)")
         decide.add_argument(
-            "call", nargs="?", help="which call (as `runs show` names it; default: every one)"
+            "call",
+            nargs="?",
+            help="which waiting call, e.g. c1 (as `runs list --json` names it under `waiting`, "
+            "and the run's own message; default: every one)",
         )
         decide.add_argument("--message", help="what to tell the model with the decision")
         decide.set_defaults(handler=handler)
         decisions.append(decide)
     for sub in (listing, show, resume, cancel, *decisions):
+        sub.set_defaults(command_parser=sub)
         add_verbose_option(sub)
-        sub.add_argument("--config", help="TOML or JSON config (for its [store] url)")
+        sub.add_argument(
+            "--config",
+            metavar="FILE",
+            help="TOML or JSON config: the one to resume the run on (default: the one it "
+            "started with), and its [store] url"
+            if sub is resume
+            else "TOML or JSON config (for its [store] url)",
+        )
     for sub in (listing, show, cancel, *decisions):
         add_store_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")
@@ -132,8 +144,7 @@ async def _list(args: argparse.Namespace) -> int:
     url = store_url(args)
     assert url is not None
     found: list[RunInfo] = []
-    file = anyio.Path(url.removeprefix("sqlite:///"))
-    if not url.startswith("sqlite:///") or await file.exists():  # else no run is stored yet
+    if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
         async with open_store(url, launch=False) as runs:
             found = await runs.list(args.status)
     if args.json:
@@ -142,6 +153,9 @@ async def _list(args: argparse.Namespace) -> int:
     for info in found:
         why = f"  {info.error}" if info.error else ""
         print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}{why}")
+    if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
+        status = f" {args.status}" if args.status else ""
+        print(f"no{status} runs in {redacted(url)}", file=sys.stderr)
     return OK
 
 

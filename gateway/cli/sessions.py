@@ -4,18 +4,19 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import datetime
+import sys
+from datetime import UTC, datetime
 
 import anyio
 
 from agent import AssistantMessage, ToolMessage, UserMessage
-from agent.memory import SessionStore
+from agent.memory import SessionInfo, SessionStore, SQLiteStore
 
 from ..config import Config
 from ..errors import GatewayError
-from ..memory_config import MEMORY_FILE, open_memories
-from ..store_config import check_store_url
-from .common import Commands, check_session_id, config_of, pick_agent
+from ..memory_config import MEMORY_FILE, memory_url, open_memories
+from ..store_config import check_store_url, redacted
+from .common import Commands, check_session_id, config_of, pick_agent, plural
 from .exits import OK
 
 __all__ = ["memory_store_url", "register"]
@@ -34,62 +35,76 @@ def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 def register(commands: Commands) -> None:
     sessions = commands.add("sessions", _sessions, "list, show or delete chat memory sessions")
-    sessions.add_argument("action", choices=["list", "show", "delete"])
+    sessions.add_argument("action", nargs="?", choices=["list", "show", "delete"])
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
-    sessions.add_argument("--state-dir", help="the store of runs kept in this directory")
+    sessions.add_argument(
+        "--state-dir", metavar="DIR", help="the store of runs kept in this directory"
+    )
     sessions.add_argument("--store", metavar="URL", help="the run store at URL (as `run --store`)")
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
 
 async def _sessions(args: argparse.Namespace) -> int:
+    if args.action is None:
+        raise GatewayError("say what to do: agent-gateway sessions list | show ID | delete ID")
     if args.action != "list":
         if args.session_id is None:
             raise GatewayError(f"sessions {args.action} needs a session id")
         check_session_id(args.session_id)
     config = config_of(args)
     run_store = memory_store_url(args, config)
-    if args.state_dir is not None and not await (anyio.Path(args.state_dir) / MEMORY_FILE).exists():
-        # Opening it to look would make it (a mistyped --state-dir: a new empty store).
-        raise UnknownSession(f"no sessions are kept in {args.state_dir}: it has no {MEMORY_FILE}")
     agent = pick_agent(config, args.agent) if args.agent else None
-    own = {agent: config.agents[agent].memory} if agent else {"": None}
+    own = config.agents[agent].memory if agent else None
     memories, stores = open_memories(
-        config.gateway.memory, own, state_dir=args.state_dir, run_store=run_store
+        config.gateway.memory, {agent or "": own}, state_dir=args.state_dir, run_store=run_store
     )
     store = next(iter(memories.values())).store
+    url = memory_url(config.gateway.memory, own, state_dir=args.state_dir, run_store=run_store)
+    where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
+        if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
+            # Opening it to look would make it: a new empty store (or a mistyped --state-dir's).
+            if args.action != "list":
+                raise UnknownSession(f"no session {args.session_id!r} in {where}")
+            if args.state_dir is not None and not args.json:  # said even when not a terminal
+                print(
+                    f"no sessions are kept in {args.state_dir}: it has no {MEMORY_FILE}",
+                    file=sys.stderr,
+                )
+                return OK
+            return _print_list([], where, as_json=args.json)
         if args.action == "list":
-            return await _list(store, as_json=args.json)
+            return _print_list(await store.sessions(), where, as_json=args.json)
         if args.action == "show":
-            return await _show(store, args.session_id, as_json=args.json)
-        return await _delete(store, args.session_id)
+            return await _show(store, args.session_id, where, as_json=args.json)
+        return await _delete(store, args.session_id, where)
     finally:
         for opened in stores:
             await opened.aclose()
 
 
-async def _list(store: SessionStore, *, as_json: bool) -> int:
-    infos = await store.sessions()
+def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
+    """The sessions, latest first (UTC times); on a terminal, a note on stderr if none."""
     if as_json:
         print(json.dumps([info.model_dump() for info in infos]))
         return OK
     for info in infos:
-        when = datetime.fromtimestamp(info.updated_at).isoformat(sep=" ", timespec="seconds")
+        when = datetime.fromtimestamp(info.updated_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         summary = f"  summarised through turn {info.summarised_through}" * bool(
             info.summarised_through
         )
-        print(f"{info.session_id:<32} {info.turns:>4} turns  {when}{summary}")
-    if not infos:
-        print(f"no sessions in {store!r}")
+        print(f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}")
+    if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
+        print(f"no sessions in {where}", file=sys.stderr)
     return OK
 
 
-async def _show(store: SessionStore, session_id: str, *, as_json: bool) -> int:
+async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:
     turns = await store.turns(session_id)
     summary = await store.summary(session_id)
     if not turns:
-        raise UnknownSession(f"no session {session_id!r} in {store!r}")
+        raise UnknownSession(f"no session {session_id!r} in {where}")
     if as_json:
         document = {
             "session_id": session_id,
@@ -115,8 +130,8 @@ async def _show(store: SessionStore, session_id: str, *, as_json: bool) -> int:
     return OK
 
 
-async def _delete(store: SessionStore, session_id: str) -> int:
+async def _delete(store: SessionStore, session_id: str, where: str) -> int:
     if not await store.delete(session_id):
-        raise UnknownSession(f"no session {session_id!r} in {store!r}")
+        raise UnknownSession(f"no session {session_id!r} in {where}")
     print(f"deleted session {session_id!r}")
     return OK

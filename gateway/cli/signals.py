@@ -8,22 +8,42 @@ signal's number, as a shell reports it.
 What must happen before the unwinding starts registers with `on_signal`: a replica handing
 its runs over rather than stopping them, an HTTP server letting the calls in flight finish
 (the listener returns what to wait for). A second signal stops the waiting, Ctrl-C too.
+
+Ctrl-C itself is the event loop's: the first cancels the command, the second raises
+`KeyboardInterrupt` wherever the program is. Around that, what registers with
+`on_interrupt` hears the first at once (a status line says it is stopping: MCP servers take
+a moment), and the second ends the stdio MCP servers this process started (their process
+groups): in sessions of their own, the terminal's Ctrl-C never reached them, and the
+unwinding that would have stopped them is cut short.
 """
 
 from __future__ import annotations
 
+import asyncio
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator
-from contextlib import contextmanager
+import threading
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Coroutine,
+    Generator,
+)
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
+from types import FrameType
 from typing import Any
 
 import anyio
 import anyio.abc
 
 from toolkits import in_background
+from toolkits.mcp.stdio_pipe import kill_stdio_servers
 
-__all__ = ["on_signal", "until_signalled"]
+from ..console import RunConsole
+
+__all__ = ["interrupts", "on_interrupt", "on_signal", "stopping_shown", "until_signalled"]
 
 SIGNALS = (signal.SIGTERM, signal.SIGHUP)
 """What ends a command after its listeners' waits. SIGINT before them is left to the event
@@ -35,6 +55,36 @@ Listener = Callable[[], Awaitable[None] | None]
 _listeners: ContextVar[list[Listener] | None] = ContextVar(
     "agent_gateway_signal_listeners", default=None
 )
+
+
+_interrupt_listeners: ContextVar[list[Callable[[], None]] | None] = ContextVar(
+    "agent_gateway_interrupt_listeners", default=None
+)
+
+
+@contextmanager
+def on_interrupt(listener: Callable[[], None]) -> Generator[None]:
+    """While the block runs, `listener()` is called in the event loop at the first Ctrl-C,
+    as the command starts to unwind (outside `until_signalled`, never)."""
+    listeners = _interrupt_listeners.get()
+    if listeners is None:
+        yield
+        return
+    listeners.append(listener)
+    try:
+        yield
+    finally:
+        listeners.remove(listener)
+
+
+@asynccontextmanager
+async def stopping_shown(
+    console: AbstractAsyncContextManager[RunConsole],
+) -> AsyncGenerator[RunConsole]:
+    """`console`, whose status says the command is stopping from the first Ctrl-C on."""
+    async with console as opened:
+        with on_interrupt(opened.stopping):
+            yield opened
 
 
 @contextmanager
@@ -61,7 +111,9 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     listeners: list[Listener] = []
     code = 0
     token = _listeners.set(listeners)
-    with anyio.CancelScope() as command:
+    heard: list[Callable[[], None]] = []
+    heard_token = _interrupt_listeners.set(heard)
+    with _noting_interrupts(heard), anyio.CancelScope() as command:
 
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             with anyio.open_signal_receiver(*SIGNALS) as received:
@@ -88,7 +140,50 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
                 code = await handler(args)
         finally:
             _listeners.reset(token)
+            _interrupt_listeners.reset(heard_token)
     return 128 + signalled[0] if signalled else code
+
+
+@contextmanager
+def _noting_interrupts(listeners: list[Callable[[], None]]) -> Generator[None]:
+    """Ctrl-C's handler (the event loop's) with `listeners` told of the first, in the loop,
+    and the stdio servers ended at the second, before the handler does what it does."""
+    previous = signal.getsignal(signal.SIGINT)
+    if not callable(previous) or threading.current_thread() is not threading.main_thread():
+        # Ignored (SIG_IGN), not set from Python, or not ours to set (only the main thread's)
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    count = 0
+
+    def tell() -> None:
+        for listener in list(listeners):
+            listener()
+
+    def noted(signum: int, frame: FrameType | None) -> Any:
+        nonlocal count
+        count += 1
+        if count == 1:
+            loop.call_soon_threadsafe(tell)
+        else:
+            kill_stdio_servers()
+        return previous(signum, frame)
+
+    signal.signal(signal.SIGINT, noted)
+    try:
+        yield
+    finally:
+        if signal.getsignal(signal.SIGINT) is noted:
+            signal.signal(signal.SIGINT, previous)
+
+
+@contextmanager
+def interrupts() -> Generator[AsyncIterator[signal.Signals]]:
+    """Ctrl-C (SIGINT) as signals to receive during the block, instead of the event loop's
+    handler cancelling the whole command; that handler is back after it (the loop alone would
+    put back Python's, which raises `KeyboardInterrupt` anywhere)."""
+    with _restored(signal.SIGINT), anyio.open_signal_receiver(signal.SIGINT) as received:
+        yield received
 
 
 @contextmanager

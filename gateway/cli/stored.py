@@ -29,7 +29,7 @@ from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import GatewayError, RunCancelled, UnknownRun
 from ..run_state import RunResult, RunState
-from ..store_config import check_store_url, default_store_url, store_option
+from ..store_config import check_store_url, default_store_url, runs_stored, store_option
 from .common import (
     add_model_options,
     add_strict_option,
@@ -40,9 +40,11 @@ from .common import (
     trace_hooks,
     with_steps,
 )
+from .exits import BAD_INPUT, exit_code
 from .items import print_items
 from .origin import resume_config
 from .results import print_result, run_error_json
+from .signals import stopping_shown
 
 if TYPE_CHECKING:
     from ..durable import DurableRuns
@@ -83,7 +85,7 @@ def add_store_options(sub: argparse.ArgumentParser, *, optional: bool = False) -
 
 def add_resume_options(resume: argparse.ArgumentParser) -> None:
     """`resume`'s arguments (also `runs resume`'s)."""
-    resume.add_argument("run_id")
+    resume.add_argument("run_id", help="the stopped run's id (as `runs list` shows it)")
     add_model_options(resume, agent=False, settings=False)
     add_store_options(resume)
     resume.add_argument(
@@ -96,7 +98,8 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: run_id, output, error, usage, steps",
+        help="print one JSON object: run_id, agent, output, error, usage, iterations, steps "
+        "(of many items: a JSON line each)",
     )
     add_strict_option(sub)
     add_trace_options(sub)
@@ -161,7 +164,7 @@ def terminal_console(
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
     alone."""
     quiet = args.json or items
-    return open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr)
+    return stopping_shown(open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr))
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
@@ -176,10 +179,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
     unless `--config` or `--model` say otherwise."""
     url = store_url(args)
     assert url is not None
-    if (
-        url.startswith("sqlite:///")
-        and not await anyio.Path(url.removeprefix("sqlite:///")).exists()
-    ):
+    if not await anyio.to_thread.run_sync(runs_stored, url):
         # Opening it to look would make it (a mistyped --state-dir: a new empty store).
         raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {url}")
     async with open_store(url) as runs:
@@ -217,6 +217,7 @@ async def _drive(
     config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     items = _as_items(args, state)
     so_far: RunState | None = None  # a failed run's last checkpoint, for --json
+    stored = runs is not None  # else not until the store opens: no run id to show before
     async with (
         terminal_console(args, items=items) as console,
         open_gateway(
@@ -237,6 +238,7 @@ async def _drive(
             async with (
                 open_store(url, keep_days=kept) if runs is None else nullcontext(runs) as store
             ):
+                stored = True
 
                 async def waiting(request: ApprovalRequest) -> None:
                     said = json.dumps(request.input, ensure_ascii=False)
@@ -268,8 +270,9 @@ async def _drive(
                         print(run_error_json(state.run_id, state.agent, stopped, so_far))
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
-            if args.json:  # still one JSON object on stdout, for scripts
-                print(run_error_json(state.run_id, state.agent, exc, so_far))
+            if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
+                run_id = state.run_id if stored else None
+                print(run_error_json(run_id, state.agent, exc, so_far))
             raise
     return print_run(result, args, items=items, shown=console.streamed)
 

@@ -6,7 +6,7 @@ import argparse
 import io
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
@@ -22,16 +22,19 @@ from ..run_state import RunState
 from ..trace import new_id
 from .common import (
     Commands,
+    add_model_options,
     add_strict_option,
     add_trace_options,
     check_runnable,
     check_servers,
     config_of,
+    did_you_mean,
     trace_hooks,
     with_steps,
 )
-from .exits import FAILED, OK, RunFailed
+from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
 from .results import print_result, run_error_json
+from .signals import stopping_shown
 
 __all__ = ["register"]
 
@@ -49,19 +52,25 @@ def register(commands: Commands) -> None:
     call.add_argument(
         "--json", action="store_true", help="print the whole MCP result (or run) as JSON"
     )
+    add_model_options(call, agent=False, settings=False)  # an agent's model, as `run --model`
     add_strict_option(call)
     add_trace_options(call)
 
 
 def status_console() -> AbstractAsyncContextManager[RunConsole]:
     """The status line alone, on stderr when it is a terminal: stdout is the command's."""
-    return open_terminal_console(io.StringIO(), sys.stderr)
+    return stopping_shown(open_terminal_console(io.StringIO(), sys.stderr))
 
 
 async def _tools(args: argparse.Namespace) -> int:
+    config = config_of(args)
+    if not (config.mcp_servers or config.tools or config.agents):
+        where = str(config.source) if config.source is not None else "the config"
+        print(f"no servers, tools or agents configured in {where}", file=sys.stderr)
+        return OK
     async with (
         status_console() as console,
-        open_gateway(config_of(args), on_waiting=console.waiting_for) as gateway,
+        open_gateway(config, on_waiting=console.waiting_for) as gateway,
     ):
         tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
         # Read while the servers run: once closed, every one of them is "stopped". Said
@@ -86,6 +95,7 @@ async def _call(args: argparse.Namespace) -> int:
         status_console() as console,
         open_gateway(
             config,
+            model=args.model,
             hooks=trace_hooks(args),
             start_wait=0 if local else None,
             wait_for=None if args.strict else _servers_used(config, args.tool),
@@ -98,11 +108,13 @@ async def _call(args: argparse.Namespace) -> int:
         tools = await gateway.list_tools()
         tool = tools.get(args.tool)
         if tool is None:
-            _no_such_tool(args.tool, tools, _health(gateway))
+            _no_such_tool(args.tool, tools, gateway.agents, _health(gateway))
         result = await gateway.call_tool(tool, arguments)
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
         if args.json:
             print(result.model_dump_json(by_alias=True, exclude_none=True), flush=True)
+        elif result.is_error:  # an error, said where errors go: stdout is for results
+            print(f"error: {result_text(result)}", file=sys.stderr, flush=True)
         else:
             print(result_text(result), flush=True)
     return FAILED if result.is_error else OK
@@ -128,7 +140,7 @@ async def _call_agent(
     try:
         result = await gateway.resume(state, checkpoint=keep if as_json else None)
     except (AgentError, ToolkitError, GatewayError) as exc:
-        if as_json:  # still one JSON object on stdout, as `run --json`
+        if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
         raise
     return print_result(result, as_json=as_json)
@@ -145,7 +157,9 @@ def _servers_used(config: Config, name: str) -> set[str] | None:
     return None
 
 
-def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]) -> NoReturn:
+def _no_such_tool(
+    name: str, tools: Mapping[str, Tool], agents: Iterable[str], health: list[NodeHealth]
+) -> NoReturn:
     """Raise the most useful error for a tool name that is not offered: its server is down
     (exit 1), or the name is close to one that is (exit 2)."""
     for server in health:
@@ -156,7 +170,7 @@ def _no_such_tool(name: str, tools: Mapping[str, Tool], health: list[NodeHealth]
         raise UnknownTool(f"no tool named {name!r}; did you mean {' or '.join(map(repr, same))}?")
     down = [str(server) for server in health if server.state != "ready"]
     known = ", ".join(sorted(tools)) or "none"
-    message = f"no tool named {name!r} (available: {known})"
+    message = f"no tool named {name!r}{did_you_mean(name, [*tools, *agents])} (available: {known})"
     if down:
         message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
     raise UnknownTool(message)

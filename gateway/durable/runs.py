@@ -35,7 +35,7 @@ from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
-from ..store_config import check_store_url, default_store_url, redacted
+from ..store_config import check_store_url, default_store_url, redacted, runs_stored
 from ..trace import TraceHook
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, OnWait, decision_message
 from .dbos_setup import log_through_ours, write_ahead_log
@@ -440,7 +440,7 @@ async def open_runs(
     url = check_store_url(url or default_store_url())
     if url.startswith("sqlite:///"):
         file = anyio.Path(url.removeprefix("sqlite:///"))
-        if not launch and not await file.exists():
+        if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
             raise StoreError(f"no runs are stored in {url}")
         try:
             await file.parent.mkdir(parents=True, exist_ok=True)

@@ -47,6 +47,17 @@ def test_a_store_that_is_not_one_or_is_down_is_one_line_with_the_right_exit_code
         assert done.stderr.count("\n") == 1, done.stderr
         assert done.stderr.startswith("error: cannot open the run store postgresql://gw:***@")
         assert "s3cret" not in done.stderr
+    # --json: bad input prints no JSON, as an unknown agent's; a run that failed prints its
+    # object, with no run id for a run the store never held (it printed a fresh one).
+    for command in ([*run, "--store", not_a_db], [*run, "--agent", "nope", "--no-store"]):
+        done = cli(*command, "--json")
+        assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    done = cli(*run, "--store", down, "--json")
+    assert done.returncode == 1, done.stderr
+    printed = json.loads(done.stdout)
+    assert list(printed) == KEYS
+    assert printed["run_id"] is None
+    assert printed["error"].startswith("cannot open the run store postgresql://gw:***@")
 
 
 def test_a_run_that_has_ended_is_not_cancelled(tmp_path: Path) -> None:

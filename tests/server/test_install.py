@@ -63,6 +63,7 @@ def test_installing_twice_changes_nothing(
     tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     client = tmp_path / "nested" / "claude_desktop_config.json"
+    client.parent.mkdir()
     assert install(gateway_config, client, "--name", "gw") == 0
     first = client.read_text()
     assert not (client.parent / "claude_desktop_config.json.bak").exists()  # nothing to back up
@@ -343,3 +344,18 @@ def test_a_secret_an_older_install_left_in_a_projects_file_is_replaced(
     backup = tmp_path / ".mcp.json.bak"
     assert f"warning: {backup} holds the old value of OPENAI_API_KEY" in capsys.readouterr().err
     assert backup.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_client_config_in_a_folder_that_does_not_exist_is_refused(
+    tmp_path: Path, gateway_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped --client-config made its folders and a file no client reads, silently."""
+    client = tmp_path / "no-such-dir" / "claude.json"
+    assert install(gateway_config, client) == 2
+    err = capsys.readouterr().err
+    assert f"--client-config {client}: there is no folder {client.parent}" in err
+    assert "Claude Desktop's own file is" in err
+    assert not client.parent.exists()
+    client = tmp_path / "claude.json"  # a folder that exists: the new file is said
+    assert install(gateway_config, client) == 0
+    assert capsys.readouterr().out.startswith(f"{client} (a new file): installed 'agent-gateway'")

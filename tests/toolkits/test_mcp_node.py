@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
@@ -18,6 +19,7 @@ from tests.servers.inprocess import (
 )
 from toolkits.base import CallContext, Toolkit
 from toolkits.errors import ConnectionLost, NoSuchTool, ServerUnavailable, ToolTimeout
+from toolkits.health import NodeHealth
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
 pytestmark = pytest.mark.anyio
@@ -373,3 +375,10 @@ async def test_health_follows_the_lifecycle() -> None:
         with pytest.raises(RuntimeError, match="already running"):
             await node.run()
     assert node.health.state == "stopped"
+
+
+def test_a_health_line_counts_one_tool_in_the_singular() -> None:
+    since = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    one = NodeHealth(node="calc", state="ready", since=since, tool_count=1)
+    assert str(one) == "calc: ready since 2026-01-02 03:04:05Z, 1 tool"
+    assert ", 3 tools" in str(NodeHealth(node="calc", state="ready", since=since, tool_count=3))

@@ -29,9 +29,10 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
@@ -57,7 +58,7 @@ from ..json_bytes import json_bytes, read_json
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
-__all__ = ["Pipe", "StampedPipe", "StdioLink", "open_stdio"]
+__all__ = ["Pipe", "StampedPipe", "StdioLink", "kill_stdio_servers", "open_stdio"]
 
 log = logging.getLogger(__name__)
 
@@ -302,6 +303,23 @@ def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) 
     return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
 
 
+_running: set[int] = set()
+"""The stdio servers running in this process: each one's pid, its process group's id (the
+SDK starts each in a session of its own)."""
+
+
+def kill_stdio_servers() -> None:
+    """End every stdio server this process started, and what they started, at once: SIGKILL
+    to each one's process group. For a second Ctrl-C, which leaves no time to stop them the
+    usual way (stdin closed, a grace period, SIGTERM): in their own sessions, the terminal's
+    SIGINT never reached them, and they would live on. Safe in a signal handler."""
+    if not hasattr(os, "killpg"):  # Windows: the SDK's job objects end them with us
+        return
+    for pid in list(_running):
+        with suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
 async def _spawned(
     command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
 ) -> Process | FallbackProcess:
@@ -406,6 +424,7 @@ async def open_stdio(
         await _aclose_all(write_stream, read_send, write_receive)
         await anyio.lowlevel.checkpoint()
 
+    _running.add(process.pid)
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdout)
         tg.start_soon(write_stdin)
@@ -415,8 +434,11 @@ async def open_stdio(
         finally:
             link.pipe = None
             shutting_down = True
-            with anyio.CancelScope(shield=True):  # every wait inside is bounded
-                await shutdown()
+            try:
+                with anyio.CancelScope(shield=True):  # every wait inside is bounded
+                    await shutdown()
+            finally:
+                _running.discard(process.pid)
             tg.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
 

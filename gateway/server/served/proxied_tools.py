@@ -53,7 +53,8 @@ def exposed_nodes(gateway: Gateway, *, expose_all: bool, names: Iterable[str]) -
     missing = [name for name in chosen if name not in gateway.nodes]
     if missing:
         known = ", ".join(sorted(gateway.nodes)) or "none"
-        raise ConfigError(f"gateway.expose: no node named {missing} (nodes: {known})")
+        named = ", ".join(repr(name) for name in missing)  # the names, not a list's repr
+        raise ConfigError(f"gateway.expose: no node named {named} (nodes: {known})")
     return chosen
 
 
