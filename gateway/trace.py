@@ -289,6 +289,9 @@ class TracePrinter:
     """Human-readable lines, one per finished span, indented by nesting:
 
     `[  129 ms] calculator in={"expression":"17 * 25"} out={"response":"425"}`
+
+    A server's log messages at `debug` are left out (the JSON trace has them): a gateway
+    behind this one, asked for every level, sends its milestones so.
     """
 
     def __init__(self, stream: TextIO | None = None, *, max_chars: int = 300) -> None:
@@ -299,6 +302,8 @@ class TracePrinter:
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "token":  # the model span's end shows the whole text
             return
+        if event.server_log is not None and event.server_log.level == "debug":
+            return  # a server's debug chatter: in the JSON trace, not in the lines
         depth = self._depth.get(event.parent_id or "", -1) + 1
         if event.phase == "start":
             self._depth[event.id] = depth
