@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 from contextlib import nullcontext
 from urllib.parse import urlsplit
@@ -27,7 +28,7 @@ from .common import (
     trace_hooks,
 )
 from .origin import origin_of
-from .signals import on_signal
+from .signals import SIGNALS, on_signal
 from .stored import open_store, preload_store
 
 __all__ = ["REPLICA_URL_ENV", "register"]
@@ -38,6 +39,8 @@ _WILDCARDS = ("0.0.0.0", "::")
 
 def register(commands: Commands) -> None:
     serve = commands.add("serve", _serve, "serve the agents (and exposed tools) over MCP")
+    # Ctrl-C stops a server as SIGTERM does: calls in flight get their grace, a second ends it.
+    serve.set_defaults(signals=(signal.SIGINT, *SIGNALS))
     transport = serve.add_mutually_exclusive_group(required=True)
     transport.add_argument(
         "--stdio", action="store_true", help="on stdin/stdout (for Claude Desktop)"

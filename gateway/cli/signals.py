@@ -103,10 +103,13 @@ def on_signal(listener: Listener) -> Generator[None]:
 
 
 async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -> int:
-    """`await handler(args)`, or 128 + signum once one of `SIGNALS` arrived and it unwound.
+    """`await handler(args)`, or 128 + signum once one of `SIGNALS` arrived and it unwound
+    (`args.signals`, if the command sets it: `serve` adds SIGINT, so that Ctrl-C gives calls
+    in flight their grace as SIGTERM does).
 
     The handler's errors come out as themselves, not wrapped in an `ExceptionGroup`.
     """
+    signals: tuple[signal.Signals, ...] = getattr(args, "signals", SIGNALS)
     signalled: list[int] = []
     listeners: list[Listener] = []
     code = 0
@@ -116,7 +119,7 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     with _noting_interrupts(heard), anyio.CancelScope() as command:
 
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-            with anyio.open_signal_receiver(*SIGNALS) as received:
+            with anyio.open_signal_receiver(*signals) as received:
                 task_status.started()
                 async for signum in received:
                     signalled.append(signum)

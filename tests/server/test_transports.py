@@ -116,8 +116,12 @@ class Held:
     "second", [None, signal.SIGTERM, signal.SIGINT], ids=["once", "twice", "then-ctrl-c"]
 )
 @pytest.mark.parametrize("era", ["auto", "legacy"])  # a 2025-era call runs in a session
+@pytest.mark.parametrize("first", [signal.SIGTERM, signal.SIGINT], ids=["term", "ctrl-c"])
 async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_not_wait(
-    tmp_path: Path, era: Literal["auto", "legacy"], second: signal.Signals | None
+    tmp_path: Path,
+    era: Literal["auto", "legacy"],
+    second: signal.Signals | None,
+    first: signal.Signals,
 ) -> None:
     down = Held()
     app = down.server.streamable_http_app(host="127.0.0.1")
@@ -133,7 +137,7 @@ async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_no
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(call)
                     await down.started.wait()
-                    served.process.send_signal(signal.SIGTERM)
+                    served.process.send_signal(first)
                     await served.line_starting("agent-gateway: stopping")
                     if second is None:
                         down.release.set()  # the gateway waits: its node is still there
@@ -151,7 +155,7 @@ async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_no
         [text] = [c.text for c in result.content if isinstance(c, types.TextContent)]
         assert "shutting down" in text
         assert "went away" not in text
-    assert code == 128 + signal.SIGTERM
+    assert code == 128 + first
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 
