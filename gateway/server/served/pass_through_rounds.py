@@ -31,7 +31,7 @@ from pydantic import ValidationError
 from toolkits import CallContext, ToolkitError, error_result
 from toolkits.mcp import Forward
 
-from ...engine import Gateway
+from ...limits import Share
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import missing_capability
 from ..client_requests.parked_calls import ParkedCalls
@@ -51,8 +51,7 @@ LogFields = Callable[[JsonObject], Awaitable[None]]
 class Rounds:
     """The serving run's parked requests and state boundary, for calls passed through."""
 
-    def __init__(self, gateway: Gateway, now: ServingNow, boundary: RequestStateBoundary) -> None:
-        self._gateway = gateway
+    def __init__(self, now: ServingNow, boundary: RequestStateBoundary) -> None:
         self._now = now
         self._boundary = boundary
 
@@ -67,10 +66,12 @@ class Rounds:
         *,
         on_progress: Progress,
         on_log: LogFields,
+        share: Share,
     ) -> JsonObject | None:
         """The first round of `call`: the server's result, or an input-required result with
         its questions and the sealed state the client's retry continues it by; None if the
-        request never reached the server (the usual path takes it)."""
+        request never reached the server (the usual path takes it). The call holds a slot of
+        the client's `share` of the node across its rounds."""
         serving = self._now.current
         if serving is None:
             return None
@@ -93,7 +94,7 @@ class Rounds:
         scope = parked.new_scope()
         outcome = await parked.serve(
             _FIRST,
-            self._work(forward, call, scope),
+            self._work(forward, call, scope, share),
             meta={HOPS_META_KEY: call.hops + 1},
             check=check,
             answerable=call.answerable,
@@ -109,10 +110,8 @@ class Rounds:
         return asked
 
     def _work(
-        self, forward: Forward, call: FirstRound, scope: anyio.CancelScope
+        self, forward: Forward, call: FirstRound, scope: anyio.CancelScope, share: Share
     ) -> Callable[[CallContext], Awaitable[JsonObject | None]]:
-        gateway = self._gateway
-
         async def work(context: CallContext) -> JsonObject | None:
             async def server_log(fields: JsonObject) -> None:
                 if context.on_log is None:
@@ -127,7 +126,7 @@ class Rounds:
             assert context.on_progress is not None
             assert context.answer is not None
             # Held for the whole call, across its rounds, as the usual path holds it.
-            async with gateway.node_limit(forward.node):
+            async with share:
                 try:
                     return await forward.call(
                         call.arguments,

@@ -198,7 +198,8 @@ class Passing:
         """Answer `call` on `reply`; False if it never reached the server (the usual path
         takes it). `call_scope` (made by `new_scope`, not entered) is the call's: cancelling
         it cancels the call (its client went away); the call's clock runs on it too. `quota`:
-        the client's share of the nodes, for a call on no session (a session's is its own)."""
+        the client's share of the nodes, for a call on no session (a session's is its own;
+        none: the call is a client of its own)."""
         session = call.session
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -237,6 +238,7 @@ class Passing:
         gateway = self.gateway
         if session is not None:
             quota = session.quota(gateway)
+        share = (quota or gateway.client_quota()).limiter(forward.node)
         with (
             call_scope,
             session.call(call.request_id, call_scope)
@@ -247,13 +249,14 @@ class Passing:
                 if call.asked_in_rounds is not None:  # parked: it holds the limit itself
                     assert self.rounds is not None
                     result = await self.rounds.first(
-                        forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
+                        forward,
+                        call.asked_in_rounds,
+                        on_progress=progress,
+                        on_log=server_log,
+                        share=share,
                     )
-                elif quota is None:
-                    async with gateway.node_limit(forward.node):
-                        result = await forwarded()
-                else:  # the client's share first, as the usual path takes them
-                    async with quota.limiter(forward.node), gateway.node_limit(forward.node):
+                else:
+                    async with share:  # as the usual path holds it
                         result = await forwarded()
             except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
                 result = _failed(forward, str(exc))
