@@ -344,6 +344,7 @@ def _shortcuts(
             served_by=router.served_by,
             stamp=stamp,
             rounds=rounds,
+            now=now,
         )
         layers.append(partial(PassThrough, passing=passing, sessions=sessions))
     server.stdio_shortcut = StdioShortcut(sessions, now, router.current, passing)

@@ -22,6 +22,7 @@ from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.types import Scope
 
 from toolkits import ServerRequestHandler, ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era
@@ -32,6 +33,7 @@ from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
+from ..serving import ServingNow, caller_of
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
 from .proxied_tools import ProxiedTools
@@ -88,8 +90,10 @@ class Passing:
         served_by: Callable[[str], object],
         stamp: Callable[[], JsonObject],
         rounds: Rounds | None = None,
+        now: ServingNow | None = None,
     ) -> None:
         self.gateway = gateway
+        self._now = now
         self._tools = tools
         self._served_by = served_by
         self._stamp = stamp
@@ -99,6 +103,12 @@ class Passing:
         self.new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
+
+    def caller_quota(self, scope: Scope) -> PerNode | None:
+        """The share of the nodes of who sent the HTTP request `scope` on no session, as the
+        usual path finds it (`ClientQuotas`); None if no serving run keeps them."""
+        serving = self._now.current if self._now is not None else None
+        return None if serving is None else serving.quotas.of_caller(caller_of(scope), self.gateway)
 
     def in_session(self, session: OpenSession, fields: JsonObject) -> PassedCall | None:
         """The `tools/call` request `fields` on a 2025-era `session`, if it goes this way as
