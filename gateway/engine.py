@@ -11,7 +11,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
@@ -34,7 +33,7 @@ from .approval import ApprovalRule, Approver
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
-from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, PerNode
+from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState
@@ -90,7 +89,7 @@ class Gateway:
         """Nodes whose tools need a person's approval, by node (over the node's own names)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
-        self._node_limits = PerNode(DEFAULT_NODE_LIMIT, node_limits)
+        self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits)
         self._steps = StepLoop(self)
         self._listed: dict[tuple[str, ...], tuple[list[Sequence[Tool]], dict[str, Tool]]] = {}
         """The last tools of each set of nodes, by the listings they were made of."""
@@ -101,12 +100,12 @@ class Gateway:
         """Each agent's one tool, while it is that agent."""
 
     def client_quota(self) -> PerNode:
-        """A fresh client's share of the nodes (see `limits`)."""
-        return PerNode(self.max_concurrency)
+        """A fresh client's share of the nodes, within the nodes' own limits (see `limits`)."""
+        return PerNode(self.max_concurrency, self._node_limits)
 
-    def node_limit(self, node: str) -> anyio.Semaphore:
-        """How many calls `node` takes at once, from every client (see `limits`)."""
-        return self._node_limits.limiter(node)
+    def node_limit(self, node: str) -> NodeLimit:
+        """How many calls `node` takes at once, from every client, and who waits (see `limits`)."""
+        return self._node_limits.of(node)
 
     async def run(
         self,
@@ -310,8 +309,7 @@ class Gateway:
         cap = node.max_output if isinstance(node, HasOutputCap) else DEFAULT_MAX_CHARS
         caller = caller or CallContext()
         async with (
-            quota.limiter(node.name),
-            self.node_limit(node.name),
+            quota.limiter(node.name),  # the client's share of the node's slots
             tracer.span(
                 "tool",
                 tool.name,

@@ -2,19 +2,36 @@
 
 A node (an MCP server, a set of local functions) takes at most its own limit of calls at once,
 whoever makes them, so no server is flooded. Within that, each client (an MCP client
-connection, or one run started from the command line) has a quota per node: its calls beyond
-it wait in that client's own queue, so one client with many hung calls never delays another
-client, and a call to one node never waits for calls to another (a local tool never waits
-behind a slow server). Waiting is first come, first served at both levels.
+connection, a 2026-07-28 HTTP caller, or one run started from the command line: see
+`server.serving.ClientQuotas`) has a quota per node: its calls beyond it wait in that
+client's own queue, and a call to one node never waits for calls to another (a local tool
+never waits behind a slow server).
+
+A full node shares its slots fairly: a slot that frees goes to the waiting client with the
+fewest calls running on that node (among equals, the one served longest ago), so a client's
+first call waits for one call to end, never behind another client's queue. Within one client,
+first come, first served.
+
+A client's calls on a node (`Share`) take a slot with a counter check and no allocation when
+nothing waits: every proxied call passes here.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Mapping
+from types import TracebackType
 
 import anyio
 
-__all__ = ["DEFAULT_CLIENT_LIMIT", "DEFAULT_NODE_LIMIT", "PerNode"]
+__all__ = [
+    "DEFAULT_CLIENT_LIMIT",
+    "DEFAULT_NODE_LIMIT",
+    "NodeLimit",
+    "NodeLimits",
+    "PerNode",
+    "Share",
+]
 
 DEFAULT_CLIENT_LIMIT = 16
 """Calls one client may have in flight on one node."""
@@ -22,23 +39,138 @@ DEFAULT_NODE_LIMIT = 64
 """Calls one node takes at once, across all clients."""
 
 
-class PerNode:
-    """A first-come-first-served limiter per node, made on first use.
+class NodeLimit:
+    """One node's slots, shared by its clients' `Share`s."""
 
-    A client's quota is one (`PerNode(client_limit)`); the nodes' own limits are another.
-    """
+    __slots__ = ("capacity", "free", "waiting")
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.free = capacity
+        self.waiting: dict[Share, None] = {}
+        """The shares with calls waiting, in the order they were last served (a set, ordered)."""
+
+    def hand_out(self) -> None:
+        """Give the free slots to the waiting calls, fairly (see the module docstring)."""
+        while self.free > 0:
+            chosen: Share | None = None
+            for share in self.waiting:
+                if share.running < share.quota and (
+                    chosen is None or share.running < chosen.running
+                ):
+                    chosen = share
+            if chosen is None:  # every waiting client is at its own quota
+                return
+            chosen.grant()
+
+
+class NodeLimits:
+    """The nodes' own limits, each made on first use."""
 
     def __init__(self, default: int, limits: Mapping[str, int] | None = None) -> None:
         self._default = default
         self._limits = dict(limits or {})
-        self._by_node: dict[str, anyio.Semaphore] = {}
+        self._by_node: dict[str, NodeLimit] = {}
 
-    def limiter(self, node: str) -> anyio.Semaphore:
-        limiter = self._by_node.get(node)
-        if limiter is None:
-            capacity = self._limits.get(node, self._default)
-            # A call always waits on its node before it lets go of the limit: a free slot can
-            # be taken without the extra trip through the event loop (a CapacityLimiter's).
-            limiter = anyio.Semaphore(capacity, fast_acquire=True)
-            self._by_node[node] = limiter
-        return limiter
+    def of(self, node: str) -> NodeLimit:
+        limit = self._by_node.get(node)
+        if limit is None:
+            limit = self._by_node[node] = NodeLimit(self._limits.get(node, self._default))
+        return limit
+
+
+class Share:
+    """One client's calls on one node: `async with share:` holds a slot of the node's, at most
+    `quota` of them at once."""
+
+    __slots__ = ("_node", "_queue", "quota", "running")
+
+    def __init__(self, quota: int, node: NodeLimit) -> None:
+        self.quota = quota
+        self.running = 0
+        """Calls holding a slot now."""
+        self._node = node
+        self._queue: deque[anyio.Event] | None = None
+        """The calls waiting, first come first (made when one first waits)."""
+
+    @property
+    def waiting(self) -> int:
+        return len(self._queue) if self._queue is not None else 0
+
+    async def __aenter__(self) -> None:
+        node = self._node
+        # Nothing of ours waits, so no other client's waiting call could have this slot: a
+        # waiting client below its quota is handed a slot the moment one frees.
+        if self.running < self.quota and node.free > 0 and not self._queue:
+            self.running += 1
+            node.free -= 1
+            return
+        await self._wait()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def release(self) -> None:
+        self.running -= 1
+        node = self._node
+        node.free += 1
+        if node.waiting:
+            node.hand_out()
+
+    def grant(self) -> None:
+        """Give this share's first waiting call a slot (`NodeLimit.hand_out`)."""
+        queue = self._queue
+        assert queue
+        node = self._node
+        self.running += 1
+        node.free -= 1
+        del node.waiting[self]
+        if len(queue) > 1:  # served: behind the other waiting clients now
+            node.waiting[self] = None
+        queue.popleft().set()
+
+    async def _wait(self) -> None:
+        queue = self._queue
+        if queue is None:
+            queue = self._queue = deque()
+        if not queue:
+            self._node.waiting[self] = None
+        granted = anyio.Event()
+        queue.append(granted)
+        try:
+            await granted.wait()
+        except BaseException:  # cancelled: a slot handed out meanwhile goes to the next
+            if granted.is_set():
+                self.release()
+            else:
+                queue.remove(granted)
+                if not queue:
+                    del self._node.waiting[self]
+            raise
+
+
+class PerNode:
+    """One client's quota on every node: a `Share` of each, made on first use."""
+
+    __slots__ = ("_by_node", "_nodes", "_quota")
+
+    def __init__(self, quota: int, nodes: NodeLimits) -> None:
+        self._quota = quota
+        self._nodes = nodes
+        self._by_node: dict[str, Share] = {}
+
+    def limiter(self, node: str) -> Share:
+        share = self._by_node.get(node)
+        if share is None:
+            share = self._by_node[node] = Share(self._quota, self._nodes.of(node))
+        return share
+
+    @property
+    def idle(self) -> bool:
+        """Whether none of its calls runs or waits (so a fresh quota could stand in for it)."""
+        return not any(share.running or share.waiting for share in self._by_node.values())

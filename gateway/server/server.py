@@ -293,7 +293,7 @@ def build_server(
         server.middleware.append(scope_guard(server.scope_policy))
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
-    rounds = Rounds(gateway, now, boundary)
+    rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds, now)
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored))
@@ -356,6 +356,7 @@ def _shortcuts(
             served_by=router.served_by,
             stamp=stamp,
             rounds=rounds,
+            now=now,
         )
         layers.append(partial(PassThrough, passing=passing, sessions=sessions))
     server.stdio_shortcut = StdioShortcut(sessions, now, router.current, passing)

@@ -15,7 +15,10 @@ from weakref import WeakKeyDictionary
 
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from starlette.requests import Request
+from starlette.types import Scope
 
 from toolkits import FollowsChanges, HasServerLogs, in_background
 
@@ -26,11 +29,13 @@ from .client_requests.parked_calls import ParkedCalls
 from .connection import connection_of
 from .notifications.list_changes import ChangeRelay
 from .notifications.server_logs import ServerLogRelay
+from .transports.auth import authenticated_subject
 
 __all__ = [
     "ClientQuotas",
     "Serving",
     "ServingNow",
+    "caller_of",
     "client_quota",
     "lifespan_for",
     "register_connections",
@@ -61,18 +66,33 @@ class ServingNow:
 class ClientQuotas:
     """Each client's share of the nodes (`gateway.limits`), found by what identifies it.
 
-    A handshake-era client is its connection. A 2026-07-28 request arrives on a connection of
-    its own, so over stdio (and in-process) it is the run's one client, while over stateless
-    HTTP nothing ties its requests together: each is a client of its own there, and only the
-    nodes' own limits bound them all.
+    A handshake-era client is its connection (over HTTP, its session). A 2026-07-28 request
+    over stdio (or in-process) comes from the run's one client. Over HTTP, a request on no
+    session (every 2026-07-28 request, and a 2025-era one served statelessly) carries nothing
+    that ties it to the caller's other requests but who sent it (`caller_of`): the
+    authenticated principal when there is one, else the address it came from. So unless they
+    send tokens of their own, all such clients on one host share one quota, as do all that
+    come through one reverse proxy. The 2026-07-28 `clientInfo` is no identity: it names the
+    client's software (every SDK client sends the same), and says what the client claims.
+
+    A caller's quota is dropped once idle, when many have gathered: a fresh one stands in.
     """
 
     def __init__(self) -> None:
         self._by_connection: WeakKeyDictionary[object, PerNode] = WeakKeyDictionary()
+        self._by_caller: dict[str, PerNode] = {}
+        self._sweep_at = _CALLERS_KEPT
         self._sole: PerNode | None = None
 
     def of(self, ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNode:
-        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS and ctx.request is None:
+        request = ctx.request
+        if isinstance(request, Request):  # over HTTP
+            if (
+                ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+                or MCP_SESSION_ID_HEADER not in request.headers
+            ):
+                return self.of_caller(caller_of(request.scope), gateway)
+        elif ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             return self.sole(gateway)
         return self.of_connection(connection_of(ctx) or ctx.session, gateway)
 
@@ -88,6 +108,40 @@ class ClientQuotas:
         if quota is None:
             quota = self._by_connection[connection] = gateway.client_quota()
         return quota
+
+    def of_caller(self, caller: str, gateway: Gateway) -> PerNode:
+        """The share of the HTTP caller `caller` (`caller_of`) of requests on no session."""
+        quota = self._by_caller.get(caller)
+        if quota is None:
+            if len(self._by_caller) >= self._sweep_at:
+                self._drop_idle()
+            quota = self._by_caller[caller] = gateway.client_quota()
+        return quota
+
+    @property
+    def callers(self) -> int:
+        """Callers' quotas kept now."""
+        return len(self._by_caller)
+
+    def _drop_idle(self) -> None:
+        # A quota handed out but not yet taken looks idle too: its caller may have two for a
+        # moment, which bounds it a little less, never more.
+        self._by_caller = {caller: q for caller, q in self._by_caller.items() if not q.idle}
+        self._sweep_at = max(_CALLERS_KEPT, 2 * len(self._by_caller))  # a sweep per as many
+
+
+_CALLERS_KEPT = 256
+"""Callers' quotas kept before the idle ones are dropped."""
+
+
+def caller_of(scope: Scope) -> str:
+    """Who sent an HTTP request on no session, for its quota: the authenticated principal
+    (an OAuth subject, a static token's label), else the client's address."""
+    subject = authenticated_subject()
+    if subject is not None:
+        return f"principal {subject}"
+    client = scope.get("client")
+    return f"address {client[0]}" if client else "address unknown"
 
 
 def client_quota(ctx: ServerRequestContext[Any, Any], gateway: Gateway) -> PerNode:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Self
 
 import anyio
 import mcp_types as types
@@ -129,3 +129,66 @@ async def test_a_server_takes_no_more_than_its_own_limit_from_all_clients() -> N
                 assert slow.running == 3
                 slow.release.set()
         assert slow.running == 6
+
+
+class Turnstile:
+    """`gate__pass {"who": ...}` calls wait for a ticket each (`let_through`); `started` says
+    whose calls reached the server, in order."""
+
+    def __init__(self) -> None:
+        self.started: list[str] = []
+        self._changed = anyio.Event()
+        self._send, self._tickets = anyio.create_memory_object_stream[None](1000)
+        self.toy = ToyServer("gate")
+        self.toy.add("pass", self._pass)
+
+    async def _pass(self, _ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        self.started.append(str(args["who"]))
+        self._changed.set()
+        await self._tickets.receive()
+        return text_result("through")
+
+    def let_through(self, count: int) -> None:
+        for _ in range(count):
+            self._send.send_nowait(None)
+
+    async def until_started(self, count: int) -> None:
+        while len(self.started) < count:
+            self._changed = anyio.Event()
+            await self._changed.wait()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        self._send.close()
+        self._tickets.close()
+
+
+async def waiting_clients(gateway: Gateway, node: str, count: int) -> None:
+    """Until `count` clients have calls waiting for the node's slots."""
+    while len(gateway.node_limit(node).waiting) < count:
+        await anyio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_full_server_gives_its_next_slot_to_a_client_that_waits_with_none_running(
+    era: str,
+) -> None:
+    gate = Turnstile()
+    config = McpServerConfig(command="in-process", protocol="legacy")
+    async with gate, McpToolkit("gate", config, target=gate.toy.server) as node:
+        gateway = Gateway([node], [], node_limits={"gate": 2})
+        async with clients(gateway, 2, era) as (a, b):
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as tg:
+                    for _ in range(6):  # within a's own quota: four wait for the server's slots
+                        tg.start_soon(a.call_tool, "gate__pass", {"who": "a"})
+                    await gate.until_started(2)
+                    tg.start_soon(b.call_tool, "gate__pass", {"who": "b"})
+                    await waiting_clients(gateway, "gate", 2)
+                    gate.let_through(1)  # one of a's calls ends: b's first call is next
+                    await gate.until_started(3)
+                    assert gate.started == ["a", "a", "b"]
+                    gate.let_through(6)
+            assert gate.started.count("a") == 6

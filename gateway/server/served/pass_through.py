@@ -54,6 +54,7 @@ from mcp.server.streamable_http import check_accept_headers
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ...limits import PerNode
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
@@ -116,7 +117,9 @@ class PassThrough:
         if call is None:
             await self.app(scope, replay, send)
             return
-        if not await self._forward(call, receive, send):  # the body read: what comes is the end
+        quota = self.passing.caller_quota(scope)
+        # The body read: what comes is the end.
+        if not await self._forward(call, receive, send, quota):
             assert body is not None
             await self.app(scope, _replaying(body, receive), send)
 
@@ -165,8 +168,11 @@ class PassThrough:
             return None
         return self.passing.enveloped(fields, params, headers)
 
-    async def _forward(self, call: PassedCall, receive: Receive, send: Send) -> bool:
-        """Answer `call`; False if it never reached the server (the usual path takes it)."""
+    async def _forward(
+        self, call: PassedCall, receive: Receive, send: Send, quota: PerNode | None = None
+    ) -> bool:
+        """Answer `call`; False if it never reached the server (the usual path takes it).
+        `quota`: its client's share of the nodes, for a call on no session."""
         session = call.session
         reply = Reply(send, call.request_id, session.id if session is not None else None)
         # A 2026-07-28 client that goes away cancels its call; on a session, only its
@@ -179,7 +185,7 @@ class PassThrough:
             self._watchers, self.watching, reply, receive, call_scope if session is None else None
         )
         try:
-            return await self.passing.answer(call, reply, call_scope)
+            return await self.passing.answer(call, reply, call_scope, quota)
         finally:
             watch.stop()
 

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from toolkits import CallContext, ToolkitError, error_result, validation_brief
 from toolkits.mcp import Forward, ProtocolErrorResult, protocol_error_result
 
-from ...engine import Gateway
+from ...limits import Share
 from ..client_requests.ask_client import missing_capability
 from ..client_requests.parked_calls import ParkedCalls
 from ..serving import ServingNow
@@ -52,8 +52,7 @@ LogFields = Callable[[JsonObject], Awaitable[None]]
 class Rounds:
     """The serving run's parked requests and state boundary, for calls passed through."""
 
-    def __init__(self, gateway: Gateway, now: ServingNow, boundary: RequestStateBoundary) -> None:
-        self._gateway = gateway
+    def __init__(self, now: ServingNow, boundary: RequestStateBoundary) -> None:
         self._now = now
         self._boundary = boundary
 
@@ -68,11 +67,13 @@ class Rounds:
         *,
         on_progress: Progress,
         on_log: LogFields,
+        share: Share,
     ) -> JsonObject | None:
         """The first round of `call`: the server's result, or an input-required result with
         its questions and the sealed state the client's retry continues it by; None if the
         request never reached the server (the usual path takes it). Raises the server's
-        JSON-RPC error (`MCPError`), to pass on as sent."""
+        JSON-RPC error (`MCPError`), to pass on as sent. The call holds a slot of the
+        client's `share` of the node across its rounds."""
         serving = self._now.current
         if serving is None:
             return None
@@ -95,7 +96,7 @@ class Rounds:
         scope = parked.new_scope()
         outcome = await parked.serve(
             _FIRST,
-            self._work(forward, call, scope),
+            self._work(forward, call, scope, share),
             meta=forwarded_meta(call.meta, call.hops),
             check=check,
             answerable=call.answerable,
@@ -113,10 +114,8 @@ class Rounds:
         return asked
 
     def _work(
-        self, forward: Forward, call: FirstRound, scope: anyio.CancelScope
+        self, forward: Forward, call: FirstRound, scope: anyio.CancelScope, share: Share
     ) -> Callable[[CallContext], Awaitable[JsonObject | ProtocolErrorResult | None]]:
-        gateway = self._gateway
-
         async def work(context: CallContext) -> JsonObject | ProtocolErrorResult | None:
             async def server_log(fields: JsonObject) -> None:
                 if context.on_log is None:
@@ -131,7 +130,7 @@ class Rounds:
             assert context.on_progress is not None
             assert context.answer is not None
             # Held for the whole call, across its rounds, as the usual path holds it.
-            async with gateway.node_limit(forward.node):
+            async with share:
                 try:
                     return await forward.call(
                         call.arguments,

@@ -23,6 +23,7 @@ from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.methods import serialize_server_result, validate_client_request
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
+from starlette.types import Scope
 
 from toolkits import ServerRequestHandler, ToolkitError, error_result
 from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era, protocol_error_result
@@ -33,6 +34,7 @@ from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
+from ..serving import ServingNow, caller_of
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
 from .proxied_tools import ProxiedTools
@@ -96,8 +98,10 @@ class Passing:
         served_by: Callable[[str], object],
         stamp: Callable[[], JsonObject],
         rounds: Rounds | None = None,
+        now: ServingNow | None = None,
     ) -> None:
         self.gateway = gateway
+        self._now = now
         self._tools = tools
         self._served_by = served_by
         self._stamp = stamp
@@ -107,6 +111,12 @@ class Passing:
         self.new_scope: type[anyio.CancelScope] = anyio.CancelScope
         self.forwarded = 0
         """Calls that went this way (for tests and the curious)."""
+
+    def caller_quota(self, scope: Scope) -> PerNode | None:
+        """The share of the nodes of who sent the HTTP request `scope` on no session, as the
+        usual path finds it (`ClientQuotas`); None if no serving run keeps them."""
+        serving = self._now.current if self._now is not None else None
+        return None if serving is None else serving.quotas.of_caller(caller_of(scope), self.gateway)
 
     def in_session(self, session: OpenSession, fields: JsonObject) -> PassedCall | None:
         """The `tools/call` request `fields` on a 2025-era `session`, if it goes this way as
@@ -207,7 +217,8 @@ class Passing:
         """Answer `call` on `reply`; False if it never reached the server (the usual path
         takes it). `call_scope` (made by `new_scope`, not entered) is the call's: cancelling
         it cancels the call (its client went away); the call's clock runs on it too. `quota`:
-        the client's share of the nodes, for a call on no session (a session's is its own)."""
+        the client's share of the nodes, for a call on no session (a session's is its own;
+        none: the call is a client of its own)."""
         session = call.session
 
         async def progress(done: float, total: float | None, message: str | None) -> None:
@@ -247,6 +258,7 @@ class Passing:
         gateway = self.gateway
         if session is not None:
             quota = session.quota(gateway)
+        share = (quota or gateway.client_quota()).limiter(forward.node)
         with (
             call_scope,
             session.call(call.request_id, call_scope)
@@ -257,13 +269,14 @@ class Passing:
                 if call.asked_in_rounds is not None:  # parked: it holds the limit itself
                     assert self.rounds is not None
                     result = await self.rounds.first(
-                        forward, call.asked_in_rounds, on_progress=progress, on_log=server_log
+                        forward,
+                        call.asked_in_rounds,
+                        on_progress=progress,
+                        on_log=server_log,
+                        share=share,
                     )
-                elif quota is None:
-                    async with gateway.node_limit(forward.node):
-                        result = await forwarded()
-                else:  # the client's share first, as the usual path takes them
-                    async with quota.limiter(forward.node), gateway.node_limit(forward.node):
+                else:
+                    async with share:  # as the usual path holds it
                         result = await forwarded()
             except MCPError as exc:  # the server's JSON-RPC error (or a refused round)
                 error = exc.error
