@@ -131,6 +131,9 @@ class ToolsAgent:
     model reports (`ReportsContextWindow`), rather than send it (the gateway's models check
     the window before sending: the call would be refused). Off, no window is asked for."""
     on_warning: WarningCallback | None = None
+    why_missing: Callable[[str], str | None] | None = None
+    """Why a tool the model called is not among `tools`, if the engine knows (its server is
+    down): said to the model instead of that no such tool exists."""
     _by_name: Mapping[str, ToolDefinition] = field(init=False, repr=False, compare=False)
     """The tools by name, made once: a step with 100 tools spent ~5 % of its time on it."""
     _knows_window: bool = field(init=False, repr=False, compare=False)
@@ -510,6 +513,9 @@ class ToolsAgent:
             # Never drop the call: the model learns what exists and can try again.
             names = ", ".join(t.name for t in self.tools)
             available = f"Available tools: {names}." if names else "This agent has no tools."
+            reason = self.why_missing(call.name) if self.why_missing is not None else None
+            if reason is not None:
+                return f"{reason}. {available}"
             return f"there is no tool named {call.name!r}. {available}"
         if call.invalid_arguments is not None and answer.stop_reason == "max_tokens":
             # The JSON is not wrong, only unfinished: asking for valid JSON would loop.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -112,6 +113,7 @@ class StepLoop:
                 run_id=state.run_id,
                 fit_history_to_window=True,
                 on_warning=_warning_note(tracer, spec.name, agent_span.id),
+                why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)
             request, response = state.request, state.response
@@ -359,6 +361,17 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     return [
         {"output": item.output} if item.error is None else {"error": item.error} for item in items
     ]
+
+
+def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:
+    """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says."""
+    node, separator, _ = name.partition("__")
+    if not separator or node not in nodes:
+        return None
+    down = gateway.unhealthy([node])
+    if node not in down:
+        return None
+    return f"tool {name!r} is not available now: its server is not ready ({down[node]})"
 
 
 def tool_definition(tool: Tool) -> ToolDefinition:

@@ -633,3 +633,24 @@ def test_the_scripted_demo_says_it_answers_its_own_question(
     assert "The scripted model answers only its own question" in out
     assert f"question: {DEMO_QUESTION}" in out
     assert "question: What is the capital of France?" not in out
+
+
+def test_a_call_to_a_down_servers_tool_tells_the_model_its_server_is_not_ready(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its tools were never listed; the model, told of them by its prompt, calls one."""
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[mcpServers.bad]\ncommand = "{sys.executable}"\nargs = ["-c", "raise SystemExit(3)"]\n'
+        '[agents.a]\ntools = ["bad"]\n'
+    )
+    answers = [{"tool_calls": [{"name": "bad__count", "arguments": {}}]}, {"content": "sorry"}]
+    script = write_script(tmp_path / "answers.json", answers)
+    command = ["run", "count", "--config", str(config), "--json", "--no-store"]
+    code = main([*command, "--model", f"scripted:{script}"])
+    assert code == 0
+    [step] = json.loads(capsys.readouterr().out)["steps"]
+    assert step["observation"].startswith(
+        "Error: tool 'bad__count' is not available now: its server is not ready (bad: failed"
+    ), step["observation"]
+    assert step["observation"].endswith("This agent has no tools.")
