@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any, Self
+from typing import Any
 
 import anyio
 import mcp_types as types
@@ -18,6 +18,7 @@ from mcp import Client
 from gateway import Gateway
 from tests.server.support import ERAS, serve
 from tests.servers.inprocess import Context, ToyServer, text_result
+from tests.servers.turnstile import Turnstile
 from toolkits import FunctionToolkit, calculator, result_text
 from toolkits.mcp import McpServerConfig, McpToolkit
 
@@ -129,40 +130,6 @@ async def test_a_server_takes_no_more_than_its_own_limit_from_all_clients() -> N
                 assert slow.running == 3
                 slow.release.set()
         assert slow.running == 6
-
-
-class Turnstile:
-    """`gate__pass {"who": ...}` calls wait for a ticket each (`let_through`); `started` says
-    whose calls reached the server, in order."""
-
-    def __init__(self) -> None:
-        self.started: list[str] = []
-        self._changed = anyio.Event()
-        self._send, self._tickets = anyio.create_memory_object_stream[None](1000)
-        self.toy = ToyServer("gate")
-        self.toy.add("pass", self._pass)
-
-    async def _pass(self, _ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
-        self.started.append(str(args["who"]))
-        self._changed.set()
-        await self._tickets.receive()
-        return text_result("through")
-
-    def let_through(self, count: int) -> None:
-        for _ in range(count):
-            self._send.send_nowait(None)
-
-    async def until_started(self, count: int) -> None:
-        while len(self.started) < count:
-            self._changed = anyio.Event()
-            await self._changed.wait()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self._send.close()
-        self._tickets.close()
 
 
 async def waiting_clients(gateway: Gateway, node: str, count: int) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import Self
 
 import anyio
 import anyio.lowlevel
@@ -19,13 +18,13 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.server import MCPServer
 
 from gateway import Gateway
 from gateway.server import HttpOptions, http_app
 from gateway.server.served.pass_through import PassThrough
 from gateway.server.serving import ClientQuotas
 from tests.servers.asgi import serve_on_loopback
+from tests.servers.turnstile import Turnstile
 from toolkits.mcp import McpServerConfig, McpToolkit
 
 from .processes import http_server
@@ -34,41 +33,6 @@ from .support import serve
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 TOKENS = ("tok-a-5e1", "tok-b-5e1")
-
-
-class Turnstile:
-    """A downstream whose `pass {"who": ...}` calls wait for a ticket each (`let_through`);
-    `started` says whose calls reached it, in order."""
-
-    def __init__(self) -> None:
-        self.started: list[str] = []
-        self._changed = anyio.Event()
-        self._send, self._tickets = anyio.create_memory_object_stream[None](1000)
-        self.server = MCPServer("down")
-
-        @self.server.tool(name="pass")
-        async def pass_(who: str) -> str:  # pyright: ignore[reportUnusedFunction]
-            """Wait for a ticket."""
-            self.started.append(who)
-            self._changed.set()
-            await self._tickets.receive()
-            return "through"
-
-    def let_through(self, count: int) -> None:
-        for _ in range(count):
-            self._send.send_nowait(None)
-
-    async def until_started(self, count: int) -> None:
-        while len(self.started) < count:
-            self._changed = anyio.Event()
-            await self._changed.wait()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(self, *_exc: object) -> None:
-        self._send.close()
-        self._tickets.close()
 
 
 @asynccontextmanager
