@@ -33,7 +33,7 @@ from collections.abc import (
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -52,6 +52,8 @@ loop's own handler, which cancels the command at once, as Ctrl-C always did."""
 Listener = Callable[[], Awaitable[None] | None]
 """Called when a signal arrives; what it returns (if anything) is awaited before unwinding."""
 
+_L = TypeVar("_L")
+
 _listeners: ContextVar[list[Listener] | None] = ContextVar(
     "agent_gateway_signal_listeners", default=None
 )
@@ -66,15 +68,8 @@ _interrupt_listeners: ContextVar[list[Callable[[], None]] | None] = ContextVar(
 def on_interrupt(listener: Callable[[], None]) -> Generator[None]:
     """While the block runs, `listener()` is called in the event loop at the first Ctrl-C,
     as the command starts to unwind (outside `until_signalled`, never)."""
-    listeners = _interrupt_listeners.get()
-    if listeners is None:
+    with _listening(_interrupt_listeners, listener):
         yield
-        return
-    listeners.append(listener)
-    try:
-        yield
-    finally:
-        listeners.remove(listener)
 
 
 @asynccontextmanager
@@ -91,7 +86,14 @@ async def stopping_shown(
 def on_signal(listener: Listener) -> Generator[None]:
     """While the block runs, `listener()` is called when a signal arrives, before the command
     is cancelled, and what it returns is awaited (outside `until_signalled`, never)."""
-    listeners = _listeners.get()
+    with _listening(_listeners, listener):
+        yield
+
+
+@contextmanager
+def _listening(registry: ContextVar[list[_L] | None], listener: _L) -> Generator[None]:
+    """`listener` in the list `registry` holds (if any: outside `until_signalled`, none)."""
+    listeners = registry.get()
     if listeners is None:
         yield
         return
