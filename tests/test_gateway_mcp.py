@@ -95,7 +95,10 @@ async def test_a_server_that_never_starts_leaves_the_others_serving() -> None:
     assert isinstance(health.output, dict)
     assert str(health.output["health"]).startswith("broken: failed since")
     observed = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
-    assert observed[0].startswith("Error: there is no tool named 'broken__anything'")
+    assert observed[0].startswith(
+        "Error: tool 'broken__anything' is not available now: its server is not ready "
+        "(broken: failed since"
+    )
     refused = next(e for e in events if e.name == "broken__anything" and e.phase == "error")
     assert f"Error: {refused.error}" == observed[0]  # the trace shows what the model was told
     assert '"timezone":"UTC"' in observed[1].replace(" ", "")
