@@ -161,7 +161,7 @@ def lifespan_for(
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:
         relay = ChangeRelay()
-        logs = ServerLogRelay(lambda: relay.connections)
+        logs = ServerLogRelay(lambda: relay.anonymous_connections)
         try:
             async with in_background(relay.run) as tg:
                 await tg.start(logs.run)

@@ -6,21 +6,26 @@ the message comes on the node's session either way."""
 
 from __future__ import annotations
 
+import logging
 import warnings
 from typing import Any
 
 import anyio
+import anyio.lowlevel
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from gateway import Gateway
+from gateway.server import HttpOptions
 from tests.servers.asgi import serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits.mcp import McpServerConfig, McpToolkit
 
-from .proxying import set_log_level
+from .proxying import gateway_front, set_log_level
 from .stdio_fronts import stdio_front
 from .support import serve
 from .test_pass_through import Downstream, front
@@ -132,3 +137,30 @@ async def test_a_log_outside_calls_reaches_a_stdio_client_on_both_paths() -> Non
                     assert stdio.forwarded == (1 if pass_through else 0)
                 heard.append(inbox.heard)
     assert heard == [[("notice", "d/watcher", "tock")]] * 2
+
+
+async def test_a_log_outside_calls_goes_to_no_client_that_came_with_a_token(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """With tokens, clients may be different people: a message that belongs to no call is
+    for the gateway's own log only."""
+    down = Downstream()
+    inbox = Inbox()
+    options = HttpOptions("127.0.0.1", 0, tokens=("token-of-ann-5e1f",))
+    with anyio.fail_after(30), caplog.at_level(logging.DEBUG, "gateway.server.notifications"):
+        async with (
+            serve_on_loopback(down.app()) as base,
+            gateway_front(McpServerConfig(url=f"{base}/mcp"), options=options) as (url, _, _),
+            httpx2.AsyncClient(headers={"authorization": "Bearer token-of-ann-5e1f"}) as http,
+            Client(
+                streamable_http_client(url, http_client=http),
+                mode="legacy",
+                logging_callback=inbox,
+            ) as client,
+        ):
+            await client.list_tools()
+            await client.call_tool("d__hold_session", {})
+            await log_outside(down.session, "error", "ann's disk full")
+            while "d logged outside calls: no client to tell" not in caplog.text:
+                await anyio.lowlevel.checkpoint()
+    assert inbox.heard == []

@@ -38,6 +38,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from toolkits import FollowsChanges, ListChangedCallback
 
 from ..connection import connection_of
+from ..transports.auth import authenticated_subject
 from .log_messages import NOTIFY_TIMEOUT
 
 __all__ = ["DEBOUNCE", "ChangeRelay", "ListKind"]
@@ -64,6 +65,8 @@ class ChangeRelay:
         self.listen = ListenHandler(self._bus)
         """Serves `subscriptions/listen` for this run's 2026-07-28 clients."""
         self._connections: set[Connection] = set()
+        self._anonymous: set[Connection] = set()
+        """Those of them that came without a token (stdio, a tokenless HTTP server)."""
         self._pending: set[ListKind] = set()
         # One queued wake-up is enough: the flush that serves it takes every pending kind.
         self._wake_send, self._wake = anyio.create_memory_object_stream[None](1)
@@ -89,6 +92,13 @@ class ChangeRelay:
         """The handshake-era connections with a standalone channel, open now."""
         return self._connections
 
+    @property
+    def anonymous_connections(self) -> Collection[Connection]:
+        """Those of `connections` that came without a token: what belongs to no client (a
+        server's log outside calls) may go to them; clients with tokens may be different
+        people."""
+        return self._anonymous
+
     def register(self, ctx: ServerRequestContext[Any, Any]) -> None:
         """Remember the handshake-era connection of `ctx` until it closes."""
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
@@ -101,11 +111,14 @@ class ChangeRelay:
         ):
             return
         self._connections.add(connection)
+        if authenticated_subject() is None:
+            self._anonymous.add(connection)
         # An exit function, not `callback`: its wrapper would cost ~0.5 kB per connection.
         connection.exit_stack.push(partial(self._closed, connection))
 
     def _closed(self, connection: Connection, *_exc_info: object) -> None:
         self._connections.discard(connection)
+        self._anonymous.discard(connection)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED

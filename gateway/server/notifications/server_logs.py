@@ -3,7 +3,8 @@
 A server may log while no call is in flight (a watcher, a timer; the 2025-11-25 spec lets a
 server send `notifications/message` on its standalone stream). Such a message belongs to no
 request, so it goes to every handshake-era client of the serving run that has a standalone
-channel (the stdio pipe; an HTTP session's GET stream) and takes its level
+channel (the stdio pipe; an HTTP session's GET stream) and came without a token (clients with
+tokens may be different people: the gateway's own log has the message), and takes its level
 (`log_messages.log_levels`), its `logger` naming the node (`<node>` or `<node>/<logger>`) so
 the client knows which server said it. 2026-07-28 clients have no channel outside requests,
 and hear none.
@@ -66,7 +67,8 @@ class ServerLogRelay:
 
     async def _heard(self, node: str, params: types.LoggingMessageNotificationParams) -> None:
         if not self._connections():
-            return  # nobody to tell: no queue to fill
+            log.debug("%s logged outside calls: no client to tell", node)
+            return  # no queue to fill
         try:
             self._send.send_nowait((node, params))
             self._dropping = False
