@@ -73,9 +73,12 @@ def default_store_url(state_dir: str | Path | None = None) -> str:
 
 def runs_stored(url: str) -> bool:
     """Whether the store at `url` can hold a run yet: not a SQLite file that does not exist,
-    nor one without the runs' tables (chat memory alone made it, before any run was stored).
-    Looks without writing (opening the store to read would fail on the missing tables; to
-    run, would create them). Blocks: call it in a worker thread."""
+    nor a database without the runs' tables (chat memory alone made it, before any run was
+    stored). Looks without writing (opening the store to read would fail on the missing
+    tables; to run, would create them); a database it cannot reach is for opening the store
+    to report. Blocks: call it in a worker thread."""
+    if url.startswith(("postgresql:", "postgres:")):
+        return _postgres_holds_runs(url)
     if not url.startswith("sqlite:///"):
         return True
     path = Path(url.removeprefix("sqlite:///"))
@@ -123,3 +126,14 @@ def redacted(url: str) -> str:
         return url
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _postgres_holds_runs(url: str) -> bool:
+    import psycopg  # here: PostgreSQL stores only, and importing it costs every command
+
+    try:
+        with psycopg.connect(url, connect_timeout=10) as connection:
+            row = connection.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()
+    except psycopg.Error:
+        return True
+    return row is not None and row[0] is not None

@@ -438,10 +438,10 @@ async def open_runs(
     cannot be reached.
     """
     url = check_store_url(url or default_store_url())
+    if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
+        raise StoreError(f"no runs are stored in {redacted(url)}")
     if url.startswith("sqlite:///"):
         file = anyio.Path(url.removeprefix("sqlite:///"))
-        if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
-            raise StoreError(f"no runs are stored in {url}")
         try:
             await file.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
