@@ -644,8 +644,10 @@ def test_a_call_to_a_down_servers_tool_tells_the_model_its_server_is_not_ready(
         f'[mcpServers.bad]\ncommand = "{sys.executable}"\nargs = ["-c", "raise SystemExit(3)"]\n'
         '[agents.a]\ntools = ["bad"]\n'
     )
-    answers = [{"tool_calls": [{"name": "bad__count", "arguments": {}}]}, {"content": "sorry"}]
-    script = write_script(tmp_path / "answers.json", answers)
+    script = tmp_path / "answers.json"
+    script.write_text(
+        '[{"tool_calls": [{"name": "bad__count", "arguments": {}}]}, {"content": "sorry"}]'
+    )
     command = ["run", "count", "--config", str(config), "--json", "--no-store"]
     code = main([*command, "--model", f"scripted:{script}"])
     assert code == 0

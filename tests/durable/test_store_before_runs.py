@@ -9,6 +9,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from gateway.cli import main
 
@@ -19,7 +20,7 @@ def test_a_store_with_chat_memory_alone_lists_no_runs(
     if store.startswith("postgresql:"):  # a database of its own, as a user would make it
         server, name = store.rsplit("/", 1)
         with psycopg.connect(f"{server}/postgres", autocommit=True) as admin:
-            admin.execute(f"CREATE DATABASE {name}")
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     script = tmp_path / "answers.json"
     script.write_text(json.dumps([{"content": "Hello."}]))
     monkeypatch.setattr("sys.stdin", io.StringIO("Hi\n"))
