@@ -18,9 +18,15 @@ from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from .messages import ToolDefinition
+from .messages import AssistantMessage, ToolDefinition
 
-__all__ = ["FINAL_RESULT_TOOL", "OutputInvalid", "OutputSchema"]
+__all__ = [
+    "FINAL_RESULT_TOOL",
+    "NOT_AN_ANSWER",
+    "OutputInvalid",
+    "OutputSchema",
+    "structured_answer",
+]
 
 FINAL_RESULT_TOOL = "final_result"
 _WRAPPED = "response"
@@ -130,3 +136,27 @@ class OutputSchema:
 def _where(path: Any) -> str:
     parts = [str(p) for p in path]
     return f"at {'.'.join(parts)}: " if parts else ""
+
+
+NOT_AN_ANSWER = object()
+"""What `structured_answer` returns for an answer that calls other tools (`final_result`
+among them or not)."""
+
+
+def structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
+    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`.
+
+    A `final_result` called with other tools is no answer yet: it was written before their
+    results. The other calls run and the model is told to call it alone (`ToolsAgent._call_problem`)."""
+    finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
+    if finals and len(finals) < len(answer.tool_calls):
+        return NOT_AN_ANSWER
+    if finals:
+        if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
+            raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])
+        if finals[0].invalid_arguments is not None:
+            raise OutputInvalid(["the arguments were not a JSON object"])
+        return output.from_call(finals[0].arguments)
+    if answer.tool_calls:
+        return NOT_AN_ANSWER
+    return output.from_text(answer.content)

@@ -52,7 +52,13 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel
-from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
+from .output import (
+    FINAL_RESULT_TOOL,
+    NOT_AN_ANSWER,
+    OutputInvalid,
+    OutputSchema,
+    structured_answer,
+)
 from .protocol import (
     Action,
     AgentItem,
@@ -313,7 +319,7 @@ class ToolsAgent:
         output = self.options.output
         if output is not None:
             try:
-                value = _structured_answer(output, answer)
+                value = structured_answer(output, answer)
             except OutputInvalid as invalid:
                 failures = state.invalid_answers.get(index, 0) + 1
                 retries = self.options.output_retries
@@ -329,7 +335,7 @@ class ToolsAgent:
                 outcome = self._send_back(answer, index, steps, invalid)
                 outcome.usage, outcome.invalid_answer = usage, True
                 return outcome
-            if value is not _NOT_AN_ANSWER:
+            if value is not NOT_AN_ANSWER:
                 return await self._finish(item, index, steps, answer, usage, value)
         if answer.tool_calls:
             answered_here, actions = self._plan(answer, index, steps)
@@ -340,7 +346,7 @@ class ToolsAgent:
                 answer=answer,
                 actions=actions,
             )
-        return await self._finish(item, index, steps, answer, usage, _NOT_AN_ANSWER)
+        return await self._finish(item, index, steps, answer, usage, NOT_AN_ANSWER)
 
     async def _finish(
         self,
@@ -353,7 +359,7 @@ class ToolsAgent:
     ) -> _Outcome:
         """The item's answer: its turn saved, its result made."""
         final = answer
-        if structured is _NOT_AN_ANSWER:
+        if structured is NOT_AN_ANSWER:
             text, structured = answer.content, None
         else:
             text = json.dumps(structured, ensure_ascii=False)
@@ -502,7 +508,7 @@ class ToolsAgent:
         self, call: ToolCall, tool: ToolDefinition | None, answer: AssistantMessage
     ) -> str | None:
         if tool is None and call.name == FINAL_RESULT_TOOL and self.options.output is not None:
-            # With other calls (see `_structured_answer`): it was written before their results.
+            # With other calls (see `structured_answer`): it was written before their results.
             others = sorted({c.name for c in answer.tool_calls if c.name != FINAL_RESULT_TOOL})
             return (
                 f"{FINAL_RESULT_TOOL} was not taken: it was called together with "
@@ -578,27 +584,3 @@ def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
     if isinstance(first, BaseExceptionGroup):
         return _first_leaf(cast(BaseExceptionGroup[BaseException], first))
     return first
-
-
-_NOT_AN_ANSWER = object()
-"""What `_structured_answer` returns for an answer that calls other tools (`final_result`
-among them or not)."""
-
-
-def _structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
-    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`.
-
-    A `final_result` called with other tools is no answer yet: it was written before their
-    results. The other calls run and the model is told to call it alone (`_call_problem`)."""
-    finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
-    if finals and len(finals) < len(answer.tool_calls):
-        return _NOT_AN_ANSWER
-    if finals:
-        if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
-            raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])
-        if finals[0].invalid_arguments is not None:
-            raise OutputInvalid(["the arguments were not a JSON object"])
-        return output.from_call(finals[0].arguments)
-    if answer.tool_calls:
-        return _NOT_AN_ANSWER
-    return output.from_text(answer.content)
