@@ -13,6 +13,7 @@ string splitting.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import logging
 import re
@@ -28,6 +29,7 @@ __all__ = [
     "MAX_NAME_LENGTH",
     "PREFIX_SEPARATOR",
     "NodeTools",
+    "globs_unmatched",
     "invert",
     "is_offered",
     "reserved_clashes",
@@ -73,6 +75,30 @@ def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str])
 def unmatched_globs(globs: Sequence[str], names: Sequence[str]) -> tuple[str, ...]:
     """The globs that match none of `names` (a misspelt `include` leaves its tool out)."""
     return tuple(g for g in globs if not any(fnmatchcase(name, g) for name in names))
+
+
+def globs_unmatched(
+    key: str, globs: Sequence[str], names: Sequence[str], *, listing: bool = False
+) -> str:
+    """`KEY 'g': match(es) no tool of the server`, with the closest tool name of each glob
+    that has one, and (`listing`) the server's tools."""
+    hints = [
+        f"{close[0]!r}" if len(globs) == 1 else f"{close[0]!r} for {glob!r}"
+        for glob in globs
+        if (close := difflib.get_close_matches(glob, names, n=1))
+    ]
+    said = f"{key} {', '.join(map(repr, globs))}: "
+    said += f"{'matches' if len(globs) == 1 else 'match'} no tool of the server"
+    if hints:
+        said += f" (did you mean {', '.join(hints)}?)"
+    return f"{said}; the server's tools: {_listed(names)}" if listing else said
+
+
+def _listed(names: Sequence[str], most: int = 30) -> str:
+    if not names:
+        return "none"
+    shown = ", ".join(names[:most])
+    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 @lru_cache(maxsize=1024)

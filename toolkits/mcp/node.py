@@ -20,7 +20,6 @@ failures, including protocol errors the server answers with, come back as `is_er
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
@@ -50,7 +49,14 @@ from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Channel, Forward, call_for, cut_short, still_there, too_large
 from .forward_http import HttpChannel
-from .naming import NodeTools, invert, is_offered, resolve_tool_names, unmatched_globs
+from .naming import (
+    NodeTools,
+    globs_unmatched,
+    invert,
+    is_offered,
+    resolve_tool_names,
+    unmatched_globs,
+)
 from .progress import progress_in_order
 from .server_requests import CallsInFlight, InFlightCall
 from .session import (
@@ -397,16 +403,9 @@ class McpToolkit(InBackground):
         self._unmatched = unmatched
         include, exclude = unmatched
         if include:
-            self._log.warning(
-                "include %s: %s; the server's tools: %s",
-                ", ".join(map(repr, include)),
-                _no_match(include, names),
-                _listed(names),
-            )
+            self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
         if exclude:
-            self._log.info(
-                "exclude %s: %s", ", ".join(map(repr, exclude)), _no_match(exclude, names)
-            )
+            self._log.info("%s", globs_unmatched("exclude", exclude, names))
 
     def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
         changed = self._take_listing(listing)
@@ -619,24 +618,6 @@ class McpToolkit(InBackground):
 def _in_rounds(conn: Connection) -> bool:
     """Whether the server asks its questions in input-required rounds (2026-07-28)."""
     return conn.client is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-def _no_match(globs: Sequence[str], names: Sequence[str]) -> str:
-    """'match(es) no tool of the server', with the closest tool name of each glob that has one."""
-    hints = [
-        f"{close[0]!r}" if len(globs) == 1 else f"{close[0]!r} for {glob!r}"
-        for glob in globs
-        if (close := difflib.get_close_matches(glob, names, n=1))
-    ]
-    said = f"{'matches' if len(globs) == 1 else 'match'} no tool of the server"
-    return f"{said} (did you mean {', '.join(hints)}?)" if hints else said
-
-
-def _listed(names: Sequence[str], most: int = 30) -> str:
-    if not names:
-        return "none"
-    shown = ", ".join(names[:most])
-    return shown if len(names) <= most else f"{shown} and {len(names) - most} more"
 
 
 _SDK_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"
