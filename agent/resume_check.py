@@ -29,21 +29,25 @@ def items_digest(items: Sequence[AgentItem]) -> str:
 
 
 def resumed_state(
-    items: Sequence[AgentItem], response: EngineResponse | None
+    items: Sequence[AgentItem], response: EngineResponse | None, digest: str | None = None
 ) -> AgentRequestMetadata:
-    """The loop state to go on from: `response`'s metadata once checked, or a fresh one."""
+    """The loop state to go on from: `response`'s metadata once checked, or a fresh one.
+    `digest`: the items' `items_digest`, if the caller made it already."""
     if response is None:
         return AgentRequestMetadata()
-    check_response(items, response)
+    check_response(items, response, digest)
     return response.metadata
 
 
-def check_response(items: Sequence[AgentItem], response: EngineResponse) -> None:
-    """Raise `StateError` when `response` cannot resume a step over `items`."""
+def check_response(
+    items: Sequence[AgentItem], response: EngineResponse, digest: str | None = None
+) -> None:
+    """Raise `StateError` when `response` cannot resume a step over `items` (whose
+    `items_digest` is `digest`, if the caller made it already)."""
     state = response.metadata
     count = len(items)
     resume_hint = "resume a run with the items it started with"
-    if state.items_digest is not None and state.items_digest != items_digest(items):
+    if state.items_digest is not None and state.items_digest != (digest or items_digest(items)):
         raise StateError(
             f"the response's metadata belongs to a run over other items than the {count} "
             f"given (other prompts or sessions, or another number of them): {resume_hint}"

@@ -164,7 +164,8 @@ class ToolsAgent:
         run; the response passed in stays valid too, so the step can be retried either way.
         Raises `StateError` for a response that is not of a run over `items`.
         """
-        state = resumed_state(items, response)
+        digest = items_digest(items)  # once: it reads every prompt
+        state = resumed_state(items, response, digest)
         finished = dict(state.finished_items)
         iterations = dict(state.iterations)
         invalid_answers = dict(state.invalid_answers)
@@ -225,7 +226,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            items_digest=items_digest(items),
+            items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
             iteration_count=iteration_count,
