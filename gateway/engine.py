@@ -7,7 +7,7 @@ the `step_loop`'s; what a run stores and returns is the `run_state`'s.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -220,6 +220,14 @@ class Gateway:
             usage=outcome.usage,
             iterations=outcome.iterations,
         )
+
+    def not_ready(self, tool: str, nodes: Collection[str]) -> str | None:
+        """The health of the node of `nodes` that `tool` is named after (`NODE__TOOL`), if it
+        is not ready: its tools are not listed, so a call of one finds no such tool."""
+        node, separator, _ = tool.partition("__")
+        if not separator or node not in nodes:
+            return None
+        return self.unhealthy([node]).get(node)
 
     def unhealthy(self, node_names: Sequence[str]) -> dict[str, str]:
         """The named nodes that are not ready, with their health (their tools are missing)."""

@@ -365,13 +365,10 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:
     """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says."""
-    node, separator, _ = name.partition("__")
-    if not separator or node not in nodes:
+    health = gateway.not_ready(name, nodes)
+    if health is None:
         return None
-    down = gateway.unhealthy([node])
-    if node not in down:
-        return None
-    return f"tool {name!r} is not available now: its server is not ready ({down[node]})"
+    return f"tool {name!r} is not available now: its server is not ready ({health})"
 
 
 def tool_definition(tool: Tool) -> ToolDefinition:

@@ -90,13 +90,10 @@ class ProxiedTools:
     def why_missing(self, name: str) -> str | None:
         """Why `name`, named like a tool of one of these nodes (`NODE__TOOL`), is not listed:
         that node is not ready (starting, or failed), so its tools are not known now."""
-        node, separator, _ = name.partition("__")
-        if not separator or node not in self._nodes:
+        health = self._gateway.not_ready(name, self._nodes)
+        if health is None:
             return None
-        down = self._gateway.unhealthy([node])
-        if node not in down:
-            return None
-        return f"tool {name!r} is not offered now: its server is not ready ({down[node]})"
+        return f"tool {name!r} is not offered now: its server is not ready ({health})"
 
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
