@@ -1,9 +1,10 @@
 """One configured MCP server as a toolkit node (implements `toolkits.Toolkit`).
 
 The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
-without those that run only as tasks, named by `naming`, routed back through a reverse map) and calls them on the session its
-`OwnedSession` keeps alive. Calls run in the caller's own task, so cancelling the caller
-cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
+without those that run only as tasks, named by `naming`, routed back through a reverse map)
+and calls them on the session its `OwnedSession` keeps alive: as raw JSON-RPC where the
+connection carries it (`forwards`), else through the SDK client. Calls run in the caller's own
+task, so cancelling the caller cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
 what the server offers (resources, prompts, completions) is in `node.catalog`, and updates of
 its resources come to `subscribe_resource` callbacks (`subscriptions`); the requests
 the server sends its client during a call (sampling, elicitation, roots) are answered by
@@ -22,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -47,8 +47,8 @@ from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
-from .forward import Channel, Forward, call_for, cut_short, still_there, too_large
-from .forward_http import HttpChannel
+from .forward import Forward, call_for, cut_short, still_there, too_large
+from .forwards import Forwards
 from .naming import (
     NodeTools,
     globs_unmatched,
@@ -67,9 +67,7 @@ from .session import (
     Target,
     connection_lost,
 )
-from .stdio_pipe import StampedPipe
 from .subscriptions import ResourceSubscriptions
-from .transport import HttpLink
 
 __all__ = ["McpToolkit"]
 
@@ -159,11 +157,7 @@ class McpToolkit(InBackground):
         """Calls go as raw JSON-RPC on the live connection where it carries them (`forward`),
         at a fifth of the SDK client's CPU, the same answers; False: through the SDK client."""
         self._routes: dict[str, str] = {}
-        self._forwards: dict[str, tuple[tuple[object, ...], Forward]] = {}
-        """`forward`'s answers on the connection `_forwards_on`, by name, each with what it was
-        made of: made again when that changes (session, protocol, lean client, name), else
-        reused (making one was ~4 % of a passed-through call's CPU)."""
-        self._forwards_on: Connection | None = None
+        self._forwards = Forwards(name, config, self._session, self._calls)
         self._listeners = {
             kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
         }
@@ -508,100 +502,9 @@ class McpToolkit(InBackground):
         tool."""
         original = self._routes.get(name)
         conn = self._session.live
-        if original is None or conn is None or conn.client is None:
+        if original is None or conn is None:
             return None
-        if conn is not self._forwards_on:  # forget the last connection's
-            self._forwards, self._forwards_on = {}, conn
-        link = conn.http
-        listed = self._listing.get(original)
-        made_of = (  # on this connection (`_forwards_on`), of this listing
-            (
-                original,
-                listed,
-                conn.client,
-                link.client,
-                link.lean(),
-                link.session_id,
-                link.protocol_version,
-            )
-            if link is not None
-            else (original, listed, conn.client, conn.client.protocol_version)
-        )
-        cached = self._forwards.get(name)
-        if cached is not None and cached[0] == made_of:
-            return cached[1]
-        forward = self._new_forward(name, original, listed, conn)
-        if forward is None:
-            self._forwards.pop(name, None)
-        else:
-            self._forwards[name] = (made_of, forward)
-        return forward
-
-    def _new_forward(
-        self, name: str, original: str, listed: mcp_types.Tool | None, conn: Connection
-    ) -> Forward | None:
-        assert conn.client is not None
-        channel: Channel | None = None
-        calls: CallsInFlight | None = None
-        if conn.stdio is not None:
-            channel = pipe = conn.stdio.pipe
-            if pipe is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                stamp = conn.stamp_passed_through
-                channel = StampedPipe(pipe, stamp) if stamp is not None else None
-            calls = self._calls  # the pipe does not say which call the server's requests are for
-        elif conn.http is not None:
-            channel = self._http_channel(conn, conn.http)
-            # A session may ask on its own stream, out of the call's response; a 2026-07-28
-            # connection's stamp looks there for what the caller answers.
-            calls = self._calls
-        if channel is None:
-            return None
-        return Forward(
-            node=self._name,
-            tool=name,
-            original=original,
-            conn=conn,
-            channel=channel,
-            timeout=self._config.timeout,
-            cap=self._config.call_cap,
-            on_notification=partial(self._session.on_raw_notification, conn),
-            note_log=self._note_log,
-            check_result=conn.client.session.validate_tool_result,
-            output_schema=listed is not None and listed.output_schema is not None,
-            calls=calls,
-            says_which_call=isinstance(channel, HttpChannel),
-            probe=isinstance(channel, HttpChannel),
-        )
-
-    def _note_log(self, fields: dict[str, Any]) -> None:
-        try:
-            params = mcp_types.LoggingMessageNotificationParams.model_validate(fields)
-        except ValidationError:
-            return  # not a log message the SDK session would write either
-        self._session.note_server_log(params)
-
-    def _http_channel(self, conn: Connection, link: HttpLink) -> HttpChannel | None:
-        version = link.protocol_version
-        if link.client is None or conn.client is None or version is None:
-            return None
-        # 2026-07-28: the envelope and headers the SDK session gives each request of its own
-        # (client info, capabilities, log level, `Mcp-Param-*` of the tool), declaring of the
-        # asking capabilities only what the call's caller answers.
-        modern = version in MODERN_PROTOCOL_VERSIONS
-        stamp = conn.stamp_passed_through if modern else None
-        if (stamp if modern else link.session_id) is None:
-            return None
-        return HttpChannel(
-            node=self._name,
-            conn=conn,
-            link=link,
-            client=link.client,
-            lean=link.lean(),
-            session_id=link.session_id,
-            protocol_version=version,
-            max_event_bytes=self._config.max_message_bytes,
-            stamp=stamp,
-        )
+        return self._forwards.get(name, original, self._listing.get(original), conn)
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:
         return connection_lost(self._name, conn, what)
