@@ -1,15 +1,16 @@
 """One configured MCP server as a toolkit node (implements `toolkits.Toolkit`).
 
 The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
-without those that run only as tasks, named by `naming`, routed back through a reverse map)
-and calls them on the session its `OwnedSession` keeps alive: as raw JSON-RPC where the
-connection carries it (`forwards`), else through the SDK client. Calls run in the caller's own
-task, so cancelling the caller cancels the MCP request (the SDK tells the server with `notifications/cancelled`). The rest of
-what the server offers (resources, prompts, completions) is in `node.catalog`, and updates of
-its resources come to `subscribe_resource` callbacks (`subscriptions`); the requests
-the server sends its client during a call (sampling, elicitation, roots) are answered by
-whoever made the call, and its log messages go to them (`CallContext`, `server_requests`).
-The node offers every optional capability of `toolkits.capabilities`.
+without those that run only as tasks, named by `naming`, routed back through a reverse map) and
+calls them on the session its `OwnedSession` keeps alive: as raw JSON-RPC where the connection
+carries it (`forwards`), else through the SDK client. Calls run in the caller's own task, so
+cancelling the caller cancels the MCP request (the SDK tells the server with
+`notifications/cancelled`). The rest of what the server offers (resources, prompts,
+completions) is in `node.catalog`, and updates of its resources come to `subscribe_resource`
+callbacks (`subscriptions`); the requests the server sends its client during a call (sampling,
+elicitation, roots) are answered by whoever made the call, and its log messages go to them
+(`CallContext`, `server_requests`). The node offers every optional capability of
+`toolkits.capabilities`.
 
 Timeouts: a call may go `timeout` seconds without a result; each progress notification
 restarts that clock, up to the absolute cap `max_timeout`, and the clock stops while the
