@@ -48,7 +48,9 @@ async def test_a_server_killed_mid_call_fails_the_call_and_the_next_call_works(
         with anyio.fail_after(30):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(kill_at_first_progress)
-                with pytest.raises(ConnectionLost, match="'everything' went away"):
+                with pytest.raises(
+                    ConnectionLost, match=r"'everything' went away: .*; it was killed by SIGKILL;"
+                ):
                     await node.call_tool(
                         LONG_RUN,
                         {"duration": 20, "steps": 20},
@@ -255,4 +257,26 @@ async def test_a_malformed_result_is_said_in_one_line_on_either_path(
     assert result.is_error
     assert result_text(result) == (
         "MCP server 'm' sent a malformed result: content: Field required"
+    )
+
+
+EXITING_SERVER = MALFORMED_SERVER.replace(
+    'result = {"isError": False}  # no content', "sys.exit(3)"
+)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_a_server_that_exits_mid_call_is_said_with_its_exit_status(
+    tmp_path: Path, raw: bool
+) -> None:
+    script = tmp_path / "exiting.py"
+    script.write_text(EXITING_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never")
+    async with McpToolkit("x", config, backoff=Backoff(initial=60, maximum=60)) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30), pytest.raises(ConnectionLost) as lost:
+            await node.call_tool("bad", {})
+    assert str(lost.value) == (
+        "MCP server 'x' went away: the connection closed during a call to 'bad'; "
+        "it exited with status 3; reconnecting"
     )

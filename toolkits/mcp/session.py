@@ -122,8 +122,9 @@ def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
     """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
     if conn.lost == _SHUT_DOWN:  # closed by its owner: nobody reconnects
         return NodeStopped(f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node)
-    conn.drop(f"{what} (server gone)")
-    return ConnectionLost(f"MCP server {node!r} went away: {what}; reconnecting", node=node)
+    ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
+    conn.drop(f"{what} (server gone{ended})")
+    return ConnectionLost(f"MCP server {node!r} went away: {what}{ended}; reconnecting", node=node)
 
 
 def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:

@@ -68,6 +68,9 @@ _READ_SIZE = 1 << 20
 """Most bytes taken from stdout at once (a read returns what the pipe holds)."""
 _WRITER_FLUSH_SECONDS = 0.5
 """As the SDK: how long the session's accepted messages may take to go out at the end."""
+_EXIT_WAIT_SECONDS = 0.5
+"""How long a server whose stdout ended may take to exit before its calls are told it went
+away without its exit status (a server may close stdout and live on)."""
 
 
 class _Broken(Exception):
@@ -276,10 +279,25 @@ class StampedPipe:
 
 
 class StdioLink:
-    """Where a stdio connection's `Pipe` is, while its transport is open."""
+    """Where a stdio connection's `Pipe` is, while its transport is open, and how its server
+    exited, once it has."""
 
     def __init__(self) -> None:
         self.pipe: Pipe | None = None
+        self.exit_status: int | None = None
+        """The server's exit status (negative: the signal that ended it), once its stdout
+        ended and it exited on its own."""
+
+    def how_it_ended(self) -> str:
+        """`exit_status` in words for an error (empty while unknown)."""
+        status = self.exit_status
+        if status is None:
+            return ""
+        if status < 0:
+            with suppress(ValueError):
+                return f"; it was killed by {signal.Signals(-status).name}"
+            return f"; it was killed by signal {-status}"
+        return f"; it exited with status {status}"
 
 
 def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) -> OSError:
@@ -371,6 +389,8 @@ async def open_stdio(
                         try:
                             chunk = await stdout.receive(_READ_SIZE)
                         except anyio.EndOfStream:
+                            if not shutting_down:  # it ended on its own: say how, if it did
+                                await _note_exit(process, link)
                             return
                         start = 0
                         while (end := chunk.find(b"\n", start)) >= 0:
@@ -441,6 +461,13 @@ async def open_stdio(
                 _running.discard(process.pid)
             tg.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
+
+
+async def _note_exit(process: Process | FallbackProcess, link: StdioLink) -> None:
+    """Put the server's exit status on `link`, waiting a moment for it: a server's stdout
+    ends as it exits, and the calls it leaves unanswered say how it ended."""
+    with anyio.move_on_after(_EXIT_WAIT_SECONDS):
+        link.exit_status = await process.wait()
 
 
 def _session_message(line: bytes) -> SessionMessage | None:
