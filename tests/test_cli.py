@@ -381,6 +381,13 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     err = capsys.readouterr().err
     assert "tool 'broken__anything': its server is down: broken: failed" in err
     assert "No such file or directory" in err
+    # With --json, the error result an MCP client of `serve` gets; bad input prints none.
+    assert main([*call, "broken__anything", "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["isError"] is True
+    assert "its server is down: broken: failed" in printed["content"][0]["text"]
+    assert main([*call, "nothing", "--json"]) == 2
+    assert capsys.readouterr().out == ""
     assert main([*call, "nothing"]) == 2
     assert (
         "servers down, so their tools are not listed:\n  broken: failed" in capsys.readouterr().err

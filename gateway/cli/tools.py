@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
 from agent import AgentError, AgentItem
-from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, result_text
+from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
 
 from ..assembly import open_gateway
 from ..config import Config
@@ -107,9 +107,17 @@ async def _call(args: argparse.Namespace) -> int:
             return await _call_agent(gateway, args.tool, arguments, as_json=args.json)
         tools = await gateway.list_tools()
         tool = tools.get(args.tool)
-        if tool is None:
-            _no_such_tool(args.tool, tools, gateway.agents, _health(gateway))
-        result = await gateway.call_tool(tool, arguments)
+        try:
+            if tool is None:
+                _no_such_tool(args.tool, tools, gateway.agents, _health(gateway))
+            result = await gateway.call_tool(tool, arguments)
+        except (ToolkitError, GatewayError) as exc:
+            if args.json and exit_code(exc) != BAD_INPUT:  # the error result `serve` answers
+                print(
+                    error_result(str(exc)).model_dump_json(by_alias=True, exclude_none=True),
+                    flush=True,
+                )
+            raise
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
         if args.json:
             print(result.model_dump_json(by_alias=True, exclude_none=True), flush=True)
