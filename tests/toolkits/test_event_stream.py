@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkits.mcp.event_stream import EventData, EventTooLarge
+from toolkits.mcp.event_stream import AnswerTooLarge, EventData
 
 STREAM = (
     b"event: message\r\n"
@@ -64,7 +64,7 @@ def test_an_event_is_returned_by_the_piece_that_ends_it() -> None:
     ids=["one line", "two lines", "unended"],
 )
 def test_an_event_past_the_limit_is_refused(pieces: list[bytes]) -> None:
-    with pytest.raises(EventTooLarge, match="larger than the 100 byte limit"):
+    with pytest.raises(AnswerTooLarge, match="larger than the 100 byte limit"):
         _read(pieces, limit=100)
 
 

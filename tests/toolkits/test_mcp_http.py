@@ -161,11 +161,16 @@ async def test_a_large_result_passes_and_the_session_stays(era: ProtocolMode) ->
             assert node.health.failures == 0
 
 
-@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+@pytest.mark.parametrize(
+    ("era", "raw"),
+    [("legacy", True), ("legacy", False), ("modern", True)],
+    ids=["events-raw", "events-sdk", "json-raw"],
+)
 async def test_a_result_over_the_limit_fails_that_call_only_saying_which_setting(
-    raw: bool,
+    era: ProtocolMode, raw: bool
 ) -> None:
-    # Handshake-era servers stream results as server-sent events, which the limit bounds.
+    # Handshake-era servers stream results as server-sent events, 2026-07-28 ones answer a
+    # JSON body: the limit bounds both (the SDK client reads a JSON body whole).
     toy = ToyServer()
     toy.add_echo("echo")
 
@@ -174,7 +179,7 @@ async def test_a_result_over_the_limit_fails_that_call_only_saying_which_setting
 
     toy.add("blob", blob)
     async with serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as base:
-        config = McpServerConfig(url=f"{base}/mcp", protocol="legacy", max_message_bytes=100_000)
+        config = McpServerConfig(url=f"{base}/mcp", protocol=era, max_message_bytes=100_000)
         async with McpToolkit("toy", config) as node:
             node.raw_calls = raw
             with anyio.fail_after(30):

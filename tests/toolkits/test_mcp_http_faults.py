@@ -222,3 +222,28 @@ async def test_a_call_whose_connection_is_cut_fails_alone_while_the_server_still
     assert [line for line in said_by_node if line.startswith("connect")] == [
         f"connected (protocol {'2026-07-28' if protocol == 'modern' else '2025-11-25'})"
     ]  # once: the connection was never lost
+
+
+@pytest.mark.parametrize("protocol", ["auto", "modern"])
+async def test_a_json_answer_over_the_limit_fails_its_call_unread(protocol: ProtocolMode) -> None:
+    # Chunked (no Content-Length): the body is counted as it comes, and not kept past the limit.
+    huge = Fault(
+        200, "application/json", b'{"jsonrpc": "2.0", "id": 1, "result": "' + b"x" * 300_000
+    )
+    server = faulty_server(Waiting(), "huge")
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), calls={"huge": huge})
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base:
+            config = McpServerConfig(
+                url=f"{base}/mcp", protocol=protocol, max_message_bytes=100_000
+            )
+            async with McpToolkit("f", config) as node:
+                failed = await node.call_tool("f__huge", {})
+                ok = await node.call_tool("f__ok", {})
+                assert node.health.state == "ready"
+    assert (failed.is_error, result_text(failed)) == (
+        True,
+        "MCP server 'f' sent an answer larger than the 100000 byte limit: "
+        "raise mcpServers.f.max_message_bytes to take it",
+    )
+    assert result_text(ok) == "ok"

@@ -89,8 +89,10 @@ class McpServerConfig(BaseModel):
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
     """Characters of observation text the agent reads from one result (the result itself is kept)."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
-    """http: the largest server-sent event taken from the server (how it streams a result
-    with progress); a larger one fails that call only."""
+    """http: the largest answer taken from the server, a server-sent event (how it streams a
+    result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails
+    that call only, unread. (The SDK client's own requests, the handshake, listings and calls
+    during an authorization flow, take a JSON body whole.)"""
     protocol: ProtocolMode = "auto"
     max_concurrency: int | None = Field(default=None, ge=1)
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""

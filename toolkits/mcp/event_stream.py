@@ -10,7 +10,7 @@ an event the stream ends before its empty line.
 
 from __future__ import annotations
 
-__all__ = ["EventData", "EventTooLarge"]
+__all__ = ["AnswerTooLarge", "EventData"]
 
 _SPLIT_BELOW = 4096
 """Pieces shorter than this are cut into lines by `splitlines`, the fastest for short lines;
@@ -18,11 +18,12 @@ longer ones by `find` (memchr): `splitlines` steps through every byte in C, 1 ms
 line here."""
 
 
-class EventTooLarge(ValueError):
-    """An event larger than the limit (`max_message_bytes`): not malformed, too large."""
+class AnswerTooLarge(ValueError):
+    """A message larger than the limit (`max_message_bytes`), as a server-sent event or a JSON
+    body: not malformed, too large."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(f"a server-sent event is larger than the {limit} byte limit")
+        super().__init__(f"a message is larger than the {limit} byte limit")
         self.limit = limit
 
 
@@ -39,7 +40,7 @@ class EventData:
         self._size = 0
 
     def feed(self, piece: bytes) -> list[bytes]:
-        """The data of each event that `piece` ends. Raises `EventTooLarge` past the limit."""
+        """The data of each event that `piece` ends. Raises `AnswerTooLarge` past the limit."""
         if self._after_cr and piece.startswith(b"\n"):
             piece = piece[1:]
         self._after_cr = piece.endswith(b"\r")
@@ -65,12 +66,12 @@ class EventData:
         self._line.append(part)
         self._line_size += len(part)
         if self._size + self._line_size > self._max + len(b"data: "):
-            raise EventTooLarge(self._max)
+            raise AnswerTooLarge(self._max)
 
     def _add(self, data: bytes) -> None:
         self._size += len(data)
         if self._size > self._max:
-            raise EventTooLarge(self._max)
+            raise AnswerTooLarge(self._max)
         self._data.append(data)
 
 

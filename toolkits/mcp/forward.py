@@ -52,7 +52,7 @@ from ..base import CallContext, ServerRequestHandler, error_result, validation_b
 from ..errors import ConnectionLost
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
-from .event_stream import EventTooLarge
+from .event_stream import AnswerTooLarge
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
 from .session import Connection, connection_lost
@@ -180,7 +180,7 @@ class Forward:
             if self.probe and await still_there(self.conn):
                 return _dump(error_result(cut_short(self.node, self.tool)))
             raise self._lost() from exc
-        except EventTooLarge as exc:  # the call fails, the session stays
+        except AnswerTooLarge as exc:  # the call fails, the session stays
             return _dump(error_result(too_large(self.node, exc.limit)))
         except ValueError as exc:  # not JSON: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
@@ -428,7 +428,8 @@ def cut_short(node: str, tool: str) -> str:
 
 
 def too_large(node: str, limit: int) -> str:
-    """A call whose answer came as a server-sent event over the node's `max_message_bytes`."""
+    """A call whose answer (a server-sent event, or a JSON body) is over the node's
+    `max_message_bytes`."""
     return (
         f"MCP server {node!r} sent an answer larger than the {limit} byte limit: raise "
         f"mcpServers.{node}.max_message_bytes to take it"

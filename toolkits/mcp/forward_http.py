@@ -32,7 +32,7 @@ from mcp.shared._httpx_utils import stream_within_origin  # the SDK's own redire
 
 from ..errors import AuthorizationRequired
 from ..json_bytes import json_bytes, read_json
-from .event_stream import EventData
+from .event_stream import AnswerTooLarge, EventData
 from .forward import ChannelLost
 from .http_refusal import is_refusal, refusal_answer
 from .lean_http import LeanHttp
@@ -175,9 +175,9 @@ class _Exchange:
         if response.status_code != 200:
             return await self._not_ok(response, content_type)
         if content_type.startswith("application/json"):
-            self._messages = _Messages(response, None)
+            self._messages = _Messages(response, None, self._channel.max_event_bytes)
         elif content_type.startswith("text/event-stream"):
-            self._messages = _Messages(response, EventData(self._channel.max_event_bytes))
+            self._messages = _Messages(response, EventData(self._channel.max_event_bytes), 0)
         else:
             return await self._not_ok(response, content_type)
         return self._messages
@@ -217,7 +217,7 @@ class _Exchange:
         else:  # another 2xx, or a content type in capitals
             json = content_type.lower().startswith("application/json")
             events = None if json else EventData(channel.max_event_bytes)
-            self._messages = _Messages(response, events)
+            self._messages = _Messages(response, events, channel.max_event_bytes)
         return self._messages
 
     async def _redirected(self) -> _Messages | _Said | None:
@@ -283,12 +283,14 @@ class _Said:
 class _Messages:
     """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
 
-    __slots__ = ("_events", "_pieces", "_ready", "_response")
+    __slots__ = ("_events", "_limit", "_pieces", "_ready", "_response")
 
-    def __init__(self, response: _Response, events: EventData | None) -> None:
-        """`events`: None for one JSON body, else the reader of an event stream's."""
+    def __init__(self, response: _Response, events: EventData | None, limit: int) -> None:
+        """`events`: None for one JSON body of at most `limit` bytes, else the reader of an
+        event stream's."""
         self._response: _Response | None = response
         self._events = events
+        self._limit = limit
         self._pieces: AsyncIterator[bytes] | None = None
         self._ready: deque[bytes] = deque()
         """Events read but not yet taken."""
@@ -301,7 +303,10 @@ class _Messages:
             response, self._response = self._response, None
             if response is None:
                 raise StopAsyncIteration
-            return _object(await response.aread())
+            length = response.headers.get("content-length")
+            if length is not None and int(length) <= self._limit:  # one wake at its end
+                return _object(await response.aread())
+            return _object(await _counted(response, self._limit))
         while not self._ready:
             if self._pieces is None:
                 if self._response is None:
@@ -325,6 +330,26 @@ class _Messages:
         pieces, self._pieces = self._pieces, None
         if isinstance(pieces, AsyncGenerator):
             await pieces.aclose()
+
+
+async def _counted(response: _Response, limit: int) -> bytes:
+    """A JSON answer's body, counted as it comes: `AnswerTooLarge` past `limit` bytes, the
+    rest left unread."""
+    if response.headers.get("content-length") is not None:  # said too long
+        raise AnswerTooLarge(limit)
+    pieces: list[bytes] = []
+    size = 0
+    reading = response.aiter_bytes()
+    try:
+        async for piece in reading:
+            size += len(piece)
+            if size > limit:
+                raise AnswerTooLarge(limit)
+            pieces.append(piece)
+    finally:
+        if isinstance(reading, AsyncGenerator):
+            await reading.aclose()
+    return b"".join(pieces)
 
 
 def _object(data: bytes | str) -> JsonObject:
