@@ -17,7 +17,7 @@ import httpx
 from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
-from ._http import ProviderHTTP, Secret
+from ._http import ProviderHTTP, Secret, url_secrets
 from ._json import JSONObject, is_obj
 from ._sse import SSEEvent
 from .retry import RetryPolicy
@@ -76,6 +76,7 @@ class HTTPChatModel(ABC):
         name: str,
         provider: str,
         secret: Secret | None,
+        base_url: str,
         http_client: httpx.AsyncClient | None,
         retry: RetryPolicy | None,
         settings: ModelSettings | None,
@@ -89,7 +90,8 @@ class HTTPChatModel(ABC):
             provider=provider,
             client=http_client,
             retry=retry or RetryPolicy(),
-            secret=secret,
+            # A server may echo the URL's password (or its Basic token) as it may the key.
+            secrets=[*([secret] if secret else []), *url_secrets(base_url)],
             read_timeout=self._settings.timeout,
         )
         self._window: int | None = None

@@ -12,7 +12,7 @@ import base64
 import contextlib
 import math
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -41,6 +41,7 @@ __all__ = [
     "new_http_client",
     "public_url",
     "shared_http_client",
+    "url_secrets",
     "without_credentials",
 ]
 
@@ -209,6 +210,25 @@ def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict
     )
 
 
+def url_secrets(url: str) -> list[Secret]:
+    """The credentials in `url`'s user info, in every form a server may say them back: the
+    password as written and percent-decoded, `user:password`, and the HTTP Basic token
+    `without_credentials` sends for them. A user without a password is itself the secret (a
+    token in the user's place, `https://TOKEN@host`)."""
+    parts = urlsplit(url)
+    raw_user, raw_password = parts.username, parts.password
+    if raw_user is None and raw_password is None:
+        return []
+    user, password = unquote(raw_user or ""), unquote(raw_password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    said = {token, token.rstrip("=")}
+    if raw_password is None:
+        said |= {raw_user or "", user}
+    else:
+        said |= {raw_password, password, f"{raw_user or ''}:{raw_password}", f"{user}:{password}"}
+    return [Secret(value) for value in said if value]
+
+
 def checked_base_url(base_url: str) -> str:
     """`base_url` when it is an http(s) URL with a host; else `ModelConfigError`, at once: a
     request to it could only fail, after every retry."""
@@ -230,7 +250,8 @@ def endpoint(base_url: str, path: str) -> str:
 class ProviderHTTP:
     """POSTs JSON to one provider with retries, and turns every failure into a `ModelError`.
 
-    `label` (the model's name) starts every error message; `secret` is scrubbed from them.
+    `label` (the model's name) starts every error message; `secrets` (the API key, the
+    credentials of the model's URL: `url_secrets`) are scrubbed from them.
     """
 
     def __init__(
@@ -240,14 +261,16 @@ class ProviderHTTP:
         provider: str,
         client: httpx.AsyncClient | None,
         retry: RetryPolicy,
-        secret: Secret | None,
+        secrets: Sequence[Secret],
         read_timeout: float | None = None,
     ) -> None:
         self._label = label
         self._provider = provider
         self._client = client
         self._retry = retry
-        self._secret = secret
+        # Longest first: a password inside `user:password` must not leave `user:***`.
+        values = {secret.reveal() for secret in secrets if secret.reveal()}
+        self._secrets = sorted(values, key=len, reverse=True)
         self._read_timeout = read_timeout
 
     @property
@@ -401,12 +424,13 @@ class ProviderHTTP:
         )
 
     def redact(self, message: str) -> str:
-        """`message` with the API key, wherever it appears, replaced by `***`."""
+        """`message` with every secret (the API key, the URL's credentials), wherever it
+        appears, replaced by `***`."""
         return self._redact(message)
 
     def _redact(self, message: str) -> str:
-        if self._secret is not None and self._secret.reveal():
-            message = message.replace(self._secret.reveal(), "***")
+        for value in self._secrets:
+            message = message.replace(value, "***")
         return message
 
 

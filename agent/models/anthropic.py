@@ -87,6 +87,7 @@ class AnthropicModel(HTTPChatModel):
             name=name,
             provider="anthropic",
             secret=Secret(api_key),
+            base_url=base_url,
             http_client=http_client,
             retry=retry,
             settings=settings,

@@ -76,6 +76,7 @@ class GeminiModel(HTTPChatModel):
             name=name,
             provider="gemini",
             secret=Secret(api_key),
+            base_url=base_url,
             http_client=http_client,
             retry=retry,
             settings=settings,

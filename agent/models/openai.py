@@ -92,6 +92,7 @@ class OpenAIModel(HTTPChatModel):
             name=name,
             provider=provider,
             secret=Secret(api_key) if api_key else None,
+            base_url=base_url,
             http_client=http_client,
             retry=retry,
             settings=settings,

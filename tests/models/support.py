@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -16,11 +16,15 @@ from agent.models import RetryPolicy
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
+Answer = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
+"""A queued answer: a response, an exception to raise, or a response built from the request."""
+
+
 class FakeProvider:
     """Answers each request with the next queued response (or raises the queued exception)
     and records every request it was sent."""
 
-    def __init__(self, *answers: httpx.Response | Exception) -> None:
+    def __init__(self, *answers: Answer) -> None:
         self._answers = list(answers)
         self.requests: list[httpx.Request] = []
 
@@ -31,7 +35,7 @@ class FakeProvider:
         answer = self._answers.pop(0)
         if isinstance(answer, Exception):
             raise answer
-        return answer
+        return answer if isinstance(answer, httpx.Response) else answer(request)
 
     def client(self) -> httpx.AsyncClient:
         return httpx.AsyncClient(transport=httpx.MockTransport(self._handle))

@@ -7,6 +7,7 @@ import json
 import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -18,19 +19,21 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agent import UserMessage
-from agent.errors import ModelConnectionError, ModelHTTPError, ModelTimeout
+from agent.errors import ModelConnectionError, ModelHTTPError, ModelResponseError, ModelTimeout
 from agent.models import (
+    AnthropicModel,
     GeminiModel,
     ModelSettings,
     OpenAICompatibleModel,
     OpenAIModel,
     new_http_client,
 )
+from agent.models._base import HTTPChatModel
 from agent.models._http import _PoolOnFirstRequest  # pyright: ignore[reportPrivateUsage]
 from agent.models.retry import parse_retry_info
 from tests.servers.asgi import serve_on_loopback
 
-from .support import FakeProvider, Sleeps, json_response, retry_policy
+from .support import FakeProvider, Sleeps, Tokens, json_response, retry_policy, sse_response
 from .test_gemini import generated
 from .test_openai import completion
 
@@ -277,6 +280,75 @@ async def test_credentials_in_the_url_win_over_the_key_which_that_server_is_not_
     assert with_user == "Basic " + base64.b64encode(b"bob:pw").decode()
     assert "sk-compat-key" not in str(fake.requests[0].headers)
     assert without == "Bearer sk-compat-key"
+
+
+PASSWORD = "Sup3r%40S3cret"  # as written in the URL: "Sup3r@S3cret"
+USER_URL = f"http://alice:{PASSWORD}@127.0.0.1:18711/v1"
+
+
+def echoes_credentials(request: httpx.Request) -> httpx.Response:
+    """A 401 that says back what it was sent, as a misconfigured proxy does: the Basic
+    header, its decoded pair, and the password as typed in the URL."""
+    header = request.headers["authorization"]
+    pair = base64.b64decode(header.removeprefix("Basic ")).decode()
+    said = f"Unauthorized: got header {header!r} ({pair}; typed {PASSWORD})"
+    return httpx.Response(401, json={"error": {"message": said, "type": "auth"}})
+
+
+def models_at(url: str, client: httpx.AsyncClient, sleeps: Sleeps) -> list[HTTPChatModel]:
+    retry = retry_policy(sleeps, max_attempts=1)
+    common: dict[str, Any] = {"base_url": url, "http_client": client, "retry": retry}
+    return [
+        OpenAICompatibleModel(url, "m1", http_client=client, retry=retry),
+        OpenAIModel("gpt-4.1-mini", api_key="sk-k", **common),
+        AnthropicModel("claude-sonnet-4-5", api_key="sk-ant-k", **common),
+        GeminiModel("gemini-2.5-flash", api_key="AIza-k", **common),
+    ]
+
+
+def assert_no_credentials(said: str) -> None:
+    token = base64.b64encode(b"alice:Sup3r@S3cret").decode()
+    for secret in ("Sup3r", "S3cret", token, token.rstrip("=")):
+        assert secret not in said
+    assert "***" in said
+
+
+async def test_a_url_password_the_provider_echoes_in_an_error_is_scrubbed(sleeps: Sleeps) -> None:
+    fake = FakeProvider(*[echoes_credentials] * 4)
+    for model in models_at(USER_URL, fake.client(), sleeps):
+        with pytest.raises(ModelHTTPError) as caught:
+            await model.invoke(ASK, [])
+        assert_no_credentials(str(caught.value))
+        assert_no_credentials(caught.value.provider_message or "")
+    assert len(fake.requests) == 4  # each provider sent the URL's credentials, as Basic auth
+    assert all(r.headers["authorization"].startswith("Basic ") for r in fake.requests)
+
+
+async def test_a_url_password_echoed_in_an_answer_or_a_stream_is_scrubbed(sleeps: Sleeps) -> None:
+    said = f"bad user alice:Sup3r@S3cret (typed {PASSWORD})"
+    fake = FakeProvider(
+        json_response(200, {"error": {"message": said}}),
+        sse_response([(None, {"error": {"message": said}})]),
+    )
+    model = models_at(USER_URL, fake.client(), sleeps)[0]
+    for on_token in (None, Tokens()):
+        with pytest.raises(ModelResponseError) as caught:
+            await model.invoke(ASK, [], on_token=on_token)
+        assert_no_credentials(str(caught.value))
+
+
+async def test_a_token_in_the_users_place_is_a_secret_too(sleeps: Sleeps) -> None:
+    fake = FakeProvider(echoes_credentials)
+    model = OpenAICompatibleModel(
+        "http://tok-0123456789@127.0.0.1:18711/v1",
+        "m1",
+        http_client=fake.client(),
+        retry=retry_policy(sleeps),
+    )
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.invoke(ASK, [])
+    assert "tok-0123456789" not in str(caught.value)
+    assert base64.b64encode(b"tok-0123456789:").decode() not in str(caught.value)
 
 
 def gemini_quota_exceeded(delay: str) -> dict[str, object]:
