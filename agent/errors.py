@@ -3,6 +3,7 @@
     AgentError
     ├── ModelError                 a model call failed
     │   ├── ModelHTTPError         the provider answered with an error status
+    │   │   └── ModelAuthError     it refused the key (401, 403, Gemini's 400 API_KEY_INVALID)
     │   ├── ModelConnectionError   the provider could not be reached, even after retries
     │   │   └── ModelTimeout       it was reached but sent nothing within the read timeout
     │   ├── ModelResponseError     the provider's answer could not be read, or it refused
@@ -38,6 +39,7 @@ __all__ = [
     "ContextWindowExceeded",
     "MemoryStoreError",
     "MissingApiKey",
+    "ModelAuthError",
     "ModelConfigError",
     "ModelConnectionError",
     "ModelError",
@@ -93,6 +95,12 @@ class ModelHTTPError(ModelError):
         self.status_code = status_code
         self.provider = provider
         self.provider_message = provider_message
+
+
+class ModelAuthError(ModelHTTPError):
+    """The provider refused the credentials: a key that is wrong, expired or not allowed this
+    model (HTTP 401 or 403; Gemini says a wrong key with 400 and the reason `API_KEY_INVALID`).
+    Never one item's fault: it stops the run, which can resume once the key is mended."""
 
 
 class ModelConnectionError(ModelError):
@@ -175,4 +183,6 @@ def fails_only_its_item(error: ModelError) -> bool:
         return all(fails_only_its_item(failure) for _, failure in error.failures)
     if isinstance(error, ContextWindowExceeded):
         return True
+    if isinstance(error, ModelAuthError):  # a 400, from Gemini: yet every item would fail
+        return False
     return isinstance(error, ModelHTTPError) and error.status_code in ITEM_STATUSES

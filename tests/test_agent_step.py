@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import httpx
 import pytest
 from pydantic import JsonValue
 
@@ -16,10 +17,12 @@ from agent import (
     EngineRequest,
     EngineResponse,
     InProcessStore,
+    ModelAuthError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
     SessionMemory,
+    StepInterrupted,
     ToolCall,
     ToolDefinition,
     ToolMessage,
@@ -27,6 +30,7 @@ from agent import (
     Usage,
     UserMessage,
 )
+from agent.models import GeminiModel
 from agent.scratchpad import observation
 from agent.stopped import UNREADABLE_CALL_RETRIES
 
@@ -377,3 +381,31 @@ async def test_calls_still_unreadable_after_two_retries_fail_the_item_and_say_wh
         "the model stopped: it wrote a tool call the provider could not read"
     )
     assert len(model.calls) == 3
+
+
+async def test_a_wrong_gemini_key_stops_the_step_rather_than_failing_the_item() -> None:
+    """Gemini says a wrong key with HTTP 400, as it says a request it rejects: the step must
+    stop (resumable once the key is mended), not fail every item one by one."""
+    invalid = {
+        "error": {
+            "code": 400,
+            "message": "API key not valid. Please pass a valid API key.",
+            "status": "INVALID_ARGUMENT",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                    "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com",
+                    "metadata": {"service": "generativelanguage.googleapis.com"},
+                }
+            ],
+        }
+    }
+    transport = httpx.MockTransport(lambda request: httpx.Response(400, json=invalid))
+    async with httpx.AsyncClient(transport=transport) as client:
+        model = GeminiModel("gemini-2.5-flash", api_key="AIza-wrong", http_client=client)
+        agent = ToolsAgent(model=model)
+        with pytest.raises(StepInterrupted) as caught:
+            await agent.step([AgentItem(prompt="one"), AgentItem(prompt="two")])
+    assert isinstance(caught.value.error, ModelAuthError)
+    assert "API key not valid" in str(caught.value)

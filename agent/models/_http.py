@@ -22,13 +22,14 @@ import httpx
 from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
 from ..errors import (
+    ModelAuthError,
     ModelConfigError,
     ModelConnectionError,
     ModelHTTPError,
     ModelResponseError,
     ModelTimeout,
 )
-from ._json import is_arr, is_obj
+from ._json import arr, is_arr, is_obj, obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
@@ -416,7 +417,8 @@ class ProviderHTTP:
 
     def _http_error(self, response: httpx.Response) -> ModelHTTPError:
         detail = self._redact(error_detail(response))
-        return ModelHTTPError(
+        kind = ModelAuthError if _refuses_the_key(response) else ModelHTTPError
+        return kind(
             f"{self._label}: HTTP {response.status_code}: {detail or response.reason_phrase}",
             status_code=response.status_code,
             provider=self._provider,
@@ -444,6 +446,26 @@ def _body(response: httpx.Response) -> Any:
         return response.json()
     except (httpx.ResponseNotRead, ValueError):
         return None
+
+
+_KEY_REFUSED = frozenset({401, 403})
+_GOOGLE_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+def _refuses_the_key(response: httpx.Response) -> bool:
+    """Whether an error answer refuses the credentials: 401 or 403, or Gemini's 400 whose
+    `error.details[]` hold an `ErrorInfo` with reason `API_KEY_INVALID` (a 400 is otherwise
+    about the one request's content)."""
+    if response.status_code in _KEY_REFUSED:
+        return True
+    body = _body(response)
+    if is_arr(body) and body:
+        body = body[0]
+    details = arr(obj(obj(body).get("error")).get("details"))
+    return any(
+        detail.get("@type") == _GOOGLE_ERROR_INFO and detail.get("reason") == "API_KEY_INVALID"
+        for detail in map(obj, details)
+    )
 
 
 def error_detail(response: httpx.Response) -> str:

@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from agent.errors import ModelConnectionError, ModelHTTPError, ModelResponseError
+from agent.errors import (
+    ModelAuthError,
+    ModelConnectionError,
+    ModelHTTPError,
+    ModelResponseError,
+    fails_only_its_item,
+)
 from agent.messages import (
     AssistantMessage,
     SystemMessage,
@@ -242,6 +248,55 @@ async def test_400_error_in_a_list_body(sleeps: Sleeps) -> None:
         "Function call is missing a thought_signature in functionCall parts."
     )
     assert KEY not in str(caught.value)
+    assert not isinstance(caught.value, ModelAuthError)
+    assert fails_only_its_item(caught.value)  # that one request's content
+
+
+API_KEY_INVALID = {
+    "error": {
+        "code": 400,
+        "message": "API key not valid. Please pass a valid API key.",
+        "status": "INVALID_ARGUMENT",
+        "details": [
+            {
+                "@type": "type.googleapis.com/google.rpc.ErrorInfo",
+                "reason": "API_KEY_INVALID",
+                "domain": "googleapis.com",
+                "metadata": {"service": "generativelanguage.googleapis.com"},
+            },
+            {
+                "@type": "type.googleapis.com/google.rpc.LocalizedMessage",
+                "locale": "en-US",
+                "message": "API key not valid. Please pass a valid API key.",
+            },
+        ],
+    }
+}
+PERMISSION_DENIED = {
+    "error": {
+        "code": 403,
+        "message": "Method doesn't allow unregistered callers (callers without established "
+        "identity). Please use API Key or other form of API consumer identity to call this API.",
+        "status": "PERMISSION_DENIED",
+    }
+}
+
+
+@pytest.mark.anyio
+async def test_a_wrong_key_stops_the_run_though_gemini_says_400(sleeps: Sleeps) -> None:
+    fake = FakeProvider(
+        json_response(400, API_KEY_INVALID),
+        json_response(400, [API_KEY_INVALID]),  # as streamGenerateContent wraps it
+        json_response(403, PERMISSION_DENIED),
+    )
+    gemini = model(fake, sleeps)
+    for on_token in (None, Tokens(), None):
+        with pytest.raises(ModelAuthError) as caught:
+            await gemini.invoke(ASK, [], on_token=on_token)
+        assert not fails_only_its_item(caught.value)  # every item would fail the same way
+        assert caught.value.provider == "gemini"
+    assert caught.value.status_code == 403
+    assert len(fake.requests) == 3  # not retried
 
 
 @pytest.mark.anyio
