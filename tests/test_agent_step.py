@@ -409,3 +409,30 @@ async def test_a_wrong_gemini_key_stops_the_step_rather_than_failing_the_item() 
             await agent.step([AgentItem(prompt="one"), AgentItem(prompt="two")])
     assert isinstance(caught.value.error, ModelAuthError)
     assert "API key not valid" in str(caught.value)
+
+
+async def test_a_prompt_gemini_blocks_fails_its_item_and_the_others_go_on() -> None:
+    blocked = {
+        "promptFeedback": {"blockReason": "SAFETY"},
+        "usageMetadata": {"promptTokenCount": 8, "totalTokenCount": 8},
+    }
+    answered = {
+        "candidates": [
+            {"content": {"parts": [{"text": "4"}], "role": "model"}, "finishReason": "STOP"}
+        ],
+        "usageMetadata": {"promptTokenCount": 8, "candidatesTokenCount": 1},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        said = request.content.decode()
+        return httpx.Response(200, json=blocked if "forbidden" in said else answered)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        model = GeminiModel("gemini-2.5-flash", api_key="AIza-k", http_client=client)
+        agent = ToolsAgent(model=model, options=AgentOptions(batch_size=2))
+        items = [AgentItem(prompt="forbidden"), AgentItem(prompt="2 + 2")]
+        result = await agent.step(items)
+    assert isinstance(result, AgentResult)
+    first, second = result.items
+    assert first.error == "the model stopped: content filter (prompt blocked: SAFETY)"
+    assert (second.output, second.error) == ("4", None)

@@ -1,6 +1,7 @@
 """Google's Gemini API: `generateContent` and `streamGenerateContent` (`gemini:MODEL`).
 
-`AssistantMessage.raw` is `{"model": name, "parts": [<content parts>], "finish_reason": ...}`:
+`AssistantMessage.raw` is `{"model": name, "parts": [<content parts>], "finish_reason": ...}`
+(and `"block_reason"` for a prompt Gemini blocked: no parts, stopped by a content filter):
 the parts as Gemini sent them, `thoughtSignature` on function-call and text parts and `thought`
 summaries included (streamed text fragments are joined where no signature sits between them).
 When the conversation comes back to Gemini, a model turn it wrote is sent as those parts, so
@@ -173,12 +174,22 @@ class GeminiModel(HTTPChatModel):
         body = obj(data)
         candidates = arr(body.get("candidates"))
         if not candidates:
-            raise _refusal(self.name, body)
+            blocked = _block_reason(body)
+            if blocked is None:
+                raise ModelResponseError(f"{self.name}: no candidates in the answer")
+            return self._blocked(blocked, obj(body.get("usageMetadata")))
         candidate = obj(candidates[0])
         parts = arr(obj(candidate.get("content")).get("parts"))
         return self._message(parts, candidate.get("finishReason"), obj(body.get("usageMetadata")))
 
-    def _message(self, parts: list[Any], finish_reason: Any, usage: JSONObject) -> AssistantMessage:
+    def _message(
+        self,
+        parts: list[Any],
+        finish_reason: Any,
+        usage: JSONObject,
+        *,
+        blocked: str | None = None,
+    ) -> AssistantMessage:
         content = "".join(
             text(p.get("text")) for p in map(obj, parts) if "text" in p and not p.get("thought")
         )
@@ -195,6 +206,10 @@ class GeminiModel(HTTPChatModel):
         reason, detail = read_stop(finish_reason, _STOPS)
         if reason == "end" and calls:
             reason = "tool_calls"  # Gemini says STOP either way
+        raw: JSONObject = {"model": self.name, "parts": parts, "finish_reason": finish_reason}
+        if blocked is not None:
+            reason, detail = "content_filter", f"prompt blocked: {blocked}"
+            raw["block_reason"] = blocked
         return AssistantMessage(
             content=content,
             tool_calls=calls,
@@ -208,11 +223,18 @@ class GeminiModel(HTTPChatModel):
                 requests=1,
             ),
             provider=self._provider,
-            raw={"model": self.name, "parts": parts, "finish_reason": finish_reason},
+            raw=raw,
         )
 
+    def _blocked(self, reason: str, usage: JSONObject) -> AssistantMessage:
+        """The answer to a prompt Gemini's filters blocked before the model saw it: no
+        candidate, only `promptFeedback.blockReason`. A content filter's stop, as a candidate
+        blocked with `finishReason: SAFETY` is: the item fails and says why, and asking again
+        (a resumed run) would be blocked again."""
+        return self._message([], None, usage, blocked=reason)
+
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
-        return _ChunkAssembler(label=self.name, build=self._message)
+        return _ChunkAssembler(label=self.name, build=self._message, blocked=self._blocked)
 
 
 def _declaration(tool: ToolDefinition) -> JSONObject:
@@ -223,11 +245,10 @@ def _declaration(tool: ToolDefinition) -> JSONObject:
     return declaration
 
 
-def _refusal(label: str, body: JSONObject) -> ModelResponseError:
-    reason = obj(body.get("promptFeedback")).get("blockReason")
-    if reason:
-        return ModelResponseError(f"{label}: the prompt was blocked ({reason})")
-    return ModelResponseError(f"{label}: no candidates in the answer")
+def _block_reason(chunk: JSONObject) -> str | None:
+    """`promptFeedback.blockReason` (`SAFETY`, `OTHER`, `PROHIBITED_CONTENT`...), or None."""
+    reason = obj(chunk.get("promptFeedback")).get("blockReason")
+    return reason if isinstance(reason, str) and reason else None
 
 
 def _plain_text(part: JSONObject) -> bool:
@@ -240,10 +261,11 @@ class _ChunkAssembler:
 
     label: str
     build: Callable[[list[Any], Any, JSONObject], AssistantMessage]
+    blocked: Callable[[str, JSONObject], AssistantMessage]
     _parts: list[JSONObject] = field(default_factory=list[JSONObject])
     _finish_reason: Any = None
     _usage: JSONObject = field(default_factory=dict[str, Any])
-    _last: JSONObject = field(default_factory=dict[str, Any])
+    _block_reason: str | None = None
     _seen_candidate: bool = False
 
     def feed(self, event: SSEEvent) -> str:
@@ -259,7 +281,7 @@ class _ChunkAssembler:
             raise ModelResponseError(
                 f"{self.label}: stream error: {obj(chunk['error']).get('message')}"
             )
-        self._last = chunk
+        self._block_reason = _block_reason(chunk) or self._block_reason
         if chunk.get("usageMetadata"):
             self._usage = obj(chunk["usageMetadata"])
         delta = ""
@@ -286,7 +308,9 @@ class _ChunkAssembler:
 
     def finish(self) -> AssistantMessage:
         if not self._seen_candidate:
-            raise _refusal(self.label, self._last)
+            if self._block_reason is None:
+                raise ModelResponseError(f"{self.label}: no candidates in the answer")
+            return self.blocked(self._block_reason, self._usage)
         if self._finish_reason is None:  # sent on the candidate of the last chunk only
             raise cut_short(self.label, "finishReason")
         return self.build(list(self._parts), self._finish_reason, self._usage)

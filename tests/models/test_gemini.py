@@ -217,16 +217,40 @@ async def test_stream_gives_tokens_and_the_same_message(sleeps: Sleeps) -> None:
 
 
 @pytest.mark.anyio
-async def test_blocked_prompt_is_a_response_error(sleeps: Sleeps) -> None:
+async def test_a_blocked_prompt_is_stopped_by_a_content_filter_not_an_error(
+    sleeps: Sleeps,
+) -> None:
+    # What Gemini answers when its filters block the prompt itself: no candidates at all.
     blocked = {
-        "promptFeedback": {"blockReason": "SAFETY"},
-        "usageMetadata": {"promptTokenCount": 8},
+        "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+        "usageMetadata": {"promptTokenCount": 8, "totalTokenCount": 8},
+        "modelVersion": "gemini-2.5-flash",
+        "responseId": "mPLcaNP2J7nN7M8PqKvYgAg",
     }
     fake = FakeProvider(json_response(200, blocked), sse_response([(None, blocked)]))
     gemini = model(fake, sleeps)
-    with pytest.raises(ModelResponseError, match=r"blocked \(SAFETY\)"):
+    tokens = Tokens()
+    answers = [await gemini.invoke(ASK, []), await gemini.invoke(ASK, [], on_token=tokens)]
+    for answer in answers:
+        # As `finishReason: SAFETY` is: the item fails and says why; the run goes on.
+        assert answer.stop_reason == "content_filter"
+        assert answer.stop_detail == "prompt blocked: PROHIBITED_CONTENT"
+        assert (answer.content, answer.tool_calls) == ("", ())
+        assert answer.usage == Usage(input_tokens=8, requests=1)
+        assert raw_of(answer)["block_reason"] == "PROHIBITED_CONTENT"
+    assert tokens.received == []
+
+
+@pytest.mark.anyio
+async def test_an_answer_without_candidates_or_a_block_reason_is_unreadable(
+    sleeps: Sleeps,
+) -> None:
+    empty = {"usageMetadata": {"promptTokenCount": 8}, "modelVersion": "gemini-2.5-flash"}
+    fake = FakeProvider(json_response(200, empty), sse_response([(None, empty)]))
+    gemini = model(fake, sleeps)
+    with pytest.raises(ModelResponseError, match="no candidates in the answer"):
         await gemini.invoke(ASK, [])
-    with pytest.raises(ModelResponseError, match=r"blocked \(SAFETY\)"):
+    with pytest.raises(ModelResponseError, match="no candidates in the answer"):
         await gemini.invoke(ASK, [], on_token=Tokens())
 
 
