@@ -108,7 +108,8 @@ class ModelConnectionError(ModelError):
 
 
 class ModelTimeout(ModelConnectionError):
-    """The provider took the request but sent nothing within the read timeout (`seconds`).
+    """The provider took the request but sent nothing within the read timeout (`seconds`),
+    before its answer began or part-way through it.
 
     Not retried: the request reached the provider, so asking again would have it generate,
     and bill, the answer again; a `FallbackModel` moves on at once.

@@ -327,9 +327,20 @@ class ProviderHTTP:
             if event is not None:
                 await on_event(event)
             return None
+        except httpx.ReadTimeout as exc:
+            seconds = self._read_seconds()
+            raise ModelTimeout(
+                self._redact(
+                    f"{self._label}: the model stopped sending mid-answer: nothing came for "
+                    f"{seconds:g} s ({public_url(url)}); not retried, as part of the answer "
+                    "was already read. A slow model needs a longer `model_timeout` "
+                    "(ModelSettings.timeout)"
+                ),
+                seconds=seconds,
+            ) from exc
         except httpx.RequestError as exc:
             raise ModelConnectionError(
-                self._redact(f"{self._label}: stream broke: {type(exc).__name__}: {exc}")
+                self._redact(f"{self._label}: stream broke: {_said(exc)}")
             ) from exc
         finally:
             with anyio.CancelScope(shield=True):  # return the connection even when cancelled
@@ -355,7 +366,7 @@ class ProviderHTTP:
                 # The request reached the provider, which is still working on it (or hung):
                 # sending it again would have it generate, and bill, the answer once more,
                 # and hold a fallback model back for attempts times the timeout.
-                seconds = timeout.read if timeout.read is not None else math.inf
+                seconds = self._read_seconds()
                 raise ModelTimeout(
                     self._redact(
                         f"{self._label}: the model did not answer within {seconds:g} s "
@@ -395,13 +406,18 @@ class ProviderHTTP:
     def _unreachable(self, url: str, attempt: int, exc: Exception) -> str:
         tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
         said = f"{self._label}: cannot reach {public_url(url)} after {tries}: "
-        said += f"{type(exc).__name__}: {exc}"
+        said += _said(exc)
         if isinstance(exc, RuntimeError):
             said += (
                 ". An httpx client serves one event loop, until it is closed: give each "
                 "event loop its own client (new_http_client()), or none"
             )
         return self._redact(said)
+
+    def _read_seconds(self) -> float:
+        """The read timeout in effect, in seconds (inf when there is none)."""
+        read = self._timeout(self.client).read
+        return read if read is not None else math.inf
 
     def _timeout(self, client: httpx.AsyncClient) -> httpx.Timeout:
         """The client's timeouts, with this model's read timeout when it has one."""
@@ -434,6 +450,13 @@ class ProviderHTTP:
         for value in self._secrets:
             message = message.replace(value, "***")
         return message
+
+
+def _said(exc: Exception) -> str:
+    """`exc`'s type and text; its type alone when the text is empty (httpx's `ReadTimeout`,
+    `RemoteProtocolError` often are), never a colon followed by nothing."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 _HOPELESS = (httpx.UnsupportedProtocol, httpx.InvalidURL)

@@ -15,7 +15,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from agent import UserMessage
@@ -92,6 +92,83 @@ async def test_a_read_timeout_is_not_retried_and_says_the_timeout(sleeps: Sleeps
         await model.invoke(ASK, [])
     assert len(fake.requests) == 1
     assert sleeps.delays == []
+
+
+async def test_a_provider_that_hangs_mid_answer_says_so_and_the_timeout(sleeps: Sleeps) -> None:
+    release = anyio.Event()
+    first = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {"role": "assistant", "content": "The"}}],
+    }
+
+    async def chat(request: Request) -> StreamingResponse:
+        async def events() -> AsyncGenerator[bytes]:
+            yield f"data: {json.dumps(first)}\n\n".encode()
+            await release.wait()  # hung after its first tokens
+
+        return StreamingResponse(events(), media_type="text/event-stream")
+
+    app = Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    tokens = Tokens()
+    async with serve_on_loopback(app) as base:
+        client = new_http_client()
+        try:
+            model = OpenAICompatibleModel(
+                f"{base}/v1",
+                "m1",
+                http_client=client,
+                settings=ModelSettings(timeout=0.3),
+                retry=retry_policy(sleeps),
+            )
+            with anyio.fail_after(10), pytest.raises(ModelTimeout) as caught:
+                await model.invoke(ASK, [], on_token=tokens)
+        finally:
+            release.set()
+            await client.aclose()
+    assert tokens.received == ["The"]
+    assert caught.value.seconds == 0.3
+    said = str(caught.value)
+    assert said.startswith(
+        "openai-compatible:http://127.0.0.1:"  # then the port
+    )
+    assert "stopped sending mid-answer: nothing came for 0.3 s" in said
+    assert "needs a longer `model_timeout`" in said
+    assert not said.rstrip().endswith(":")
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [httpx.RemoteProtocolError(""), httpx.ReadError("")],
+    ids=["protocol", "read"],
+)
+async def test_a_broken_stream_never_says_an_empty_reason(
+    sleeps: Sleeps, failure: httpx.RequestError
+) -> None:
+    async def broken() -> AsyncGenerator[bytes]:
+        yield b'data: {"choices": [{"index": 0, "delta": {"content": "The"}}]}\n\n'
+        raise failure
+
+    fake = FakeProvider(
+        httpx.Response(200, headers={"content-type": "text/event-stream"}, content=broken()),
+        httpx.ConnectError(""),
+        httpx.ConnectError(""),
+    )
+    model = OpenAIModel(
+        "gpt-4.1-mini",
+        api_key="sk-proj-0123456789",
+        http_client=fake.client(),
+        retry=retry_policy(sleeps, max_attempts=2),
+    )
+    with pytest.raises(ModelConnectionError) as broke:
+        await model.invoke(ASK, [], on_token=Tokens())
+    assert str(broke.value) == (f"openai:gpt-4.1-mini: stream broke: {type(failure).__name__}")
+    with pytest.raises(ModelConnectionError) as unreachable:
+        await model.invoke(ASK, [])
+    assert str(unreachable.value) == (
+        "openai:gpt-4.1-mini: cannot reach https://api.openai.com/v1/chat/completions "
+        "after 2 attempts: ConnectError"
+    )
 
 
 async def test_a_refused_connection_is_still_retried(sleeps: Sleeps) -> None:
