@@ -37,6 +37,7 @@ class Usage(_Frozen):
     cached_tokens: int = 0
     reasoning_tokens: int = 0
     requests: int = 0
+    """Model calls answered: one per answer, however many HTTP attempts (retries) it took."""
 
     def __add__(self, other: Usage) -> Usage:
         return Usage.model_construct(  # both sides are valid already: skip re-validation

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import logging
 import math
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
@@ -49,6 +50,9 @@ __all__ = [
 DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
 """Reads may be long: a reasoning model can think for minutes before its first byte. A
 model's `ModelSettings.timeout` replaces the read timeout for its requests."""
+
+_log = logging.getLogger("agent.models")
+"""Retries are said here, as warnings: a provider that rate limits holds a call up for seconds."""
 
 LOOKUP_TIMEOUT = 10.0
 """Seconds an optional lookup (the context window) may take: it must not hold a call up."""
@@ -381,7 +385,8 @@ class ProviderHTTP:
                 # httpx drops that connection, so another attempt opens a fresh one.
                 if last or client.is_closed or isinstance(exc, _HOPELESS):
                     raise ModelConnectionError(self._unreachable(url, attempt, exc)) from exc
-                await policy.sleep(policy.backoff(attempt))
+                problem = f"cannot reach {public_url(url)}: {_said(exc)}"
+                await self._retry_after(problem, policy.backoff(attempt), attempt)
                 continue
             if response.is_success:
                 return response
@@ -394,14 +399,31 @@ class ProviderHTTP:
             wait = parse_retry_after(response.headers, policy.now())
             if wait is None:
                 wait = parse_retry_info(_body(response))  # Gemini's wait is in the body
-            if (
-                not last
-                and policy.retryable_status(response.status_code)
-                and (wait is None or wait <= policy.max_retry_after)
-            ):
-                await policy.sleep(wait if wait is not None else policy.backoff(attempt))
+            retryable = policy.retryable_status(response.status_code)
+            if retryable and wait is not None and wait > policy.max_retry_after:
+                raise self._http_error(response, self._too_long(wait))
+            if retryable and not last:
+                problem = _status_problem(response, error_detail(response))
+                delay = wait if wait is not None else policy.backoff(attempt)
+                await self._retry_after(problem, delay, attempt)
                 continue
             raise self._http_error(response)
+
+    async def _retry_after(self, problem: str, seconds: float, attempt: int) -> None:
+        """Say why and when the request is sent again (a warning: the user waits meanwhile),
+        then wait."""
+        tries = self._retry.max_attempts
+        said = f"{problem}. Retrying in {_seconds(seconds)} s (attempt {attempt + 1} of {tries})"
+        _log.warning("%s: %s", self._label, self._redact(said))
+        await self._retry.sleep(seconds)
+
+    def _too_long(self, wait: float) -> str:
+        cap = self._retry.max_retry_after
+        return (
+            f"; the provider asked to wait {_seconds(wait)} s before trying again, longer than "
+            f"this model waits ({_seconds(cap)} s, RetryPolicy.max_retry_after): not retried, "
+            "so a fallback model can answer now"
+        )
 
     def _unreachable(self, url: str, attempt: int, exc: Exception) -> str:
         tries = "1 attempt" if attempt == 1 else f"{attempt} attempts"
@@ -431,11 +453,13 @@ class ProviderHTTP:
             pool=default.pool,
         )
 
-    def _http_error(self, response: httpx.Response) -> ModelHTTPError:
+    def _http_error(self, response: httpx.Response, note: str = "") -> ModelHTTPError:
+        """The error for `response`; `note` (why it was not retried) ends its message."""
         detail = self._redact(error_detail(response))
         kind = ModelAuthError if _refuses_the_key(response) else ModelHTTPError
+        said = detail or response.reason_phrase
         return kind(
-            f"{self._label}: HTTP {response.status_code}: {detail or response.reason_phrase}",
+            f"{self._label}: HTTP {response.status_code}: {said}{note}",
             status_code=response.status_code,
             provider=self._provider,
             provider_message=detail or None,
@@ -450,6 +474,21 @@ class ProviderHTTP:
         for value in self._secrets:
             message = message.replace(value, "***")
         return message
+
+
+def _seconds(value: float) -> str:
+    return f"{round(value, 1):g}"
+
+
+def _status_problem(response: httpx.Response, detail: str) -> str:
+    """What an error status that is retried means, for a warning: the provider's words
+    (cut short: a rate limit's can run to a paragraph), else the status's phrase."""
+    status = response.status_code
+    said = (detail or response.reason_phrase).strip().rstrip(".")
+    if len(said) > 200:
+        said = said[:200] + "..."
+    head = f"rate limited (HTTP {status})" if status == 429 else f"HTTP {status}"
+    return f"{head}: {said}" if said else head
 
 
 def _said(exc: Exception) -> str:

@@ -29,8 +29,9 @@ class RetryPolicy:
     provider (a read timeout is not: the provider has the request and would answer it twice). A
     `Retry-After` (or Gemini's `RetryInfo` in the body, read the same way) longer than
     `max_retry_after` is not waited for: the call fails at once, so
-    a `FallbackModel` can move on. `sleep`, `random` and `now` are injectable so tests never
-    wait on real time.
+    a `FallbackModel` can move on, and its error says the wait asked for. Each retry is
+    logged as a warning (logger `agent.models`): why, how long, which attempt comes next.
+    `sleep`, `random` and `now` are injectable so tests never wait on real time.
     """
 
     max_attempts: int = 4
