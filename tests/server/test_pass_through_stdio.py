@@ -290,7 +290,7 @@ async def test_a_server_that_dies_mid_call_fails_the_call_and_is_started_again()
     assert died.content == [
         types.TextContent(
             text="tool 'd__die' (node 'd') failed: MCP server 'd' went away: the connection "
-            "closed during a call to 'd__die'; reconnecting"
+            "closed during a call to 'd__die'; it exited with status 3; reconnecting"
         )
     ]
     assert after.content == [types.TextContent(text="back")]
