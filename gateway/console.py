@@ -9,14 +9,27 @@ reports progress, a bar. The status is transient: it is cleared before any other
 written and drawn again after, so the answer and trace lines never mix with it. Before the
 run, while the gateway waits for MCP servers to start (`waiting_for`), the status names them.
 Without terminals it shows nothing, and piped output is exactly what it would be without it.
+
+Whole lines for the terminals (trace printers', and log records of handlers that write to
+them, while `open_console` is open) never split a streamed answer's line: they wait until
+it ends. A model that fails mid-answer and hands the call to the next one of a fallback list
+has its partial text ended there, with a note saying so; only the answering model's text
+counts as what was streamed (`streamed`).
 """
 
 from __future__ import annotations
 
 import io
+import logging
+import threading
 import time
-from collections.abc import AsyncGenerator, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from collections.abc import AsyncGenerator, Collection, Generator, Sequence
+from contextlib import (
+    AbstractAsyncContextManager,
+    asynccontextmanager,
+    contextmanager,
+    nullcontext,
+)
 from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
 
@@ -39,6 +52,8 @@ REFRESH_SECONDS = 0.125
 _ANSWER_DEPTH = 2
 """The run's own model calls (run → agent → model): only their text is the answer; a
 sub-agent's model calls sit deeper, under the tool call that runs it."""
+_NOTE_CHARS = 160
+"""The most of a failed model's error a fallback note shows (the trace has it whole)."""
 
 
 @dataclass
@@ -79,35 +94,44 @@ class RunConsole:
         self._texts: dict[str, str] = {}
         self._last_text: str | None = None
         self._midline = False
+        self._held: list[tuple[IO[str], str]] = []
+        """Whole lines that came while a streamed answer's line was open: written when it ends."""
         self._live: Live | None = None
         self._waiting = _Waiting()
+        # Log records arrive on any thread (a plain local tool runs in one): one writer at a
+        # time, and the state it reads is whole.
+        self._lock = threading.RLock()
 
     # -- the trace hook ------------------------------------------------------------------
 
     async def __call__(self, event: TraceEvent) -> None:
-        depth = self._depth.get(event.parent_id or "", -1) + 1
-        if event.phase == "start":
-            self._depth[event.id] = depth
-            if event.kind in ("model", "tool"):
-                self._calls[event.id] = _Call(event.kind, event.name, depth)
-        elif event.phase == "token":
-            self._token(event)
-        elif event.phase == "progress":
-            self._progress(event)
-        elif event.phase in ("end", "error"):
-            self._calls.pop(event.id, None)
-            if event.kind == "model" and event.id in self._texts:
-                self._finish_text(event.id)
-        self._show()
+        with self._lock:
+            depth = self._depth.get(event.parent_id or "", -1) + 1
+            if event.phase == "start":
+                self._depth[event.id] = depth
+                if event.kind in ("model", "tool"):
+                    self._calls[event.id] = _Call(event.kind, event.name, depth)
+            elif event.phase == "token":
+                self._token(event)
+            elif event.phase == "note" and event.kind == "model":
+                self._fallback(event)
+            elif event.phase == "progress":
+                self._progress(event)
+            elif event.phase in ("end", "error"):
+                self._calls.pop(event.id, None)
+                if event.kind == "model" and event.id in self._texts:
+                    self._finish_text(event.id)
+            self._show()
 
     def waiting_for(self, servers: Sequence[str]) -> None:
         """Show that the gateway waits for these MCP servers to start (none: it stopped)."""
-        if self._waiting.stopping is not None:
-            return
-        if servers and not self._waiting.names:
-            self._waiting.started = time.monotonic()
-        self._waiting.names = list(servers)
-        self._show()
+        with self._lock:
+            if self._waiting.stopping is not None:
+                return
+            if servers and not self._waiting.names:
+                self._waiting.started = time.monotonic()
+            self._waiting.names = list(servers)
+            self._show()
 
     def streamed(self, output: str | None) -> bool:
         """Whether `output` is the text the run's last model call already wrote to `out`."""
@@ -121,29 +145,30 @@ class RunConsole:
         return cast(TextIO, _Lines(self, target))
 
     def close(self) -> None:
-        """End an unfinished streamed line and clear the status."""
-        self._hide()
-        if self._midline and self._out is not None:
-            self._write(self._out.file, "\n")
-            self._midline = False
+        """End an unfinished streamed line (the lines held for its end follow) and clear the
+        status."""
+        with self._lock:
+            self._hide()
+            self._end_line()
 
     def stopping(self) -> None:
         """The command was interrupted (Ctrl-C): show that it is stopping (its MCP servers take
         a moment) instead of what was in flight, which will not end."""
-        self._waiting.names = []
-        self._waiting.stopping = time.monotonic()
-        self._calls.clear()
-        if self._midline and self._out is not None:
-            self._write(self._out.file, "\n")
-            self._midline = False
-        self._show()
+        with self._lock:
+            self._waiting.names = []
+            self._waiting.stopping = time.monotonic()
+            self._calls.clear()
+            self._hide()
+            self._end_line()
+            self._show()
 
     def cancelled(self) -> None:
         """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
         showing them, and end the streamed line."""
-        self._calls.clear()
-        self._texts.clear()
-        self.close()
+        with self._lock:
+            self._calls.clear()
+            self._texts.clear()
+            self.close()
 
     # -- the answer ----------------------------------------------------------------------
 
@@ -160,12 +185,53 @@ class RunConsole:
         self._texts[event.parent_id] = self._texts.get(event.parent_id, "") + text
         self._write(self._out.file, text)
         self._midline = not text.endswith("\n")
+        if not self._midline:
+            self._release()
+
+    def _fallback(self, event: TraceEvent) -> None:
+        """A model of a fallback list failed and the next one takes the call (a note under the
+        call's span): what the failed one streamed is not the answer. Its line is ended, and
+        a dim note says what happened before the next model's text begins."""
+        said = event.output if isinstance(event.output, dict) else {}
+        following, error = said.get("fallback_to"), said.get("error")
+        span_id = event.parent_id or ""
+        if not isinstance(following, str) or self._depth.get(span_id) != _ANSWER_DEPTH:
+            return
+        call = self._calls.get(span_id)
+        if call is not None:
+            call.chars = 0  # counts the next model's text
+        partial = self._texts.pop(span_id, None)
+        self._hide()
+        self._end_line()
+        if self._err is not None:
+            terminal = self._err
+        elif partial is not None and self._out is not None and self._out.is_terminal:
+            terminal = self._out  # the note follows the cut-off text it explains
+        else:
+            return  # no terminal for notes (a piped `chat`), or nothing to explain on `out`
+        reason = " ".join(str(error).split()) if error is not None else "no reason given"
+        reason = reason.removeprefix(f"{event.name}: ")  # named once is enough
+        if len(reason) > _NOTE_CHARS:
+            reason = reason[: _NOTE_CHARS - 1] + "…"
+        when = " mid-answer" if partial else ""
+        note = f"{event.name} failed{when} ({reason}); {following} answers instead"
+        terminal.print(Text(note, style="dim"), highlight=False, soft_wrap=True)
 
     def _finish_text(self, span_id: str) -> None:
         self._last_text = self._texts.pop(span_id)
+        self._end_line()
+
+    def _end_line(self) -> None:
+        """End the streamed answer's open line, then write the lines that waited for it."""
         if self._midline and self._out is not None:
             self._write(self._out.file, "\n")
-            self._midline = False
+        self._midline = False
+        self._release()
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        for target, line in held:
+            self._write(target, line)
 
     # -- the status line -----------------------------------------------------------------
 
@@ -207,21 +273,24 @@ class RunConsole:
 
     def refresh(self) -> None:
         """Redraw the status (its clocks and spinners); called by `open_console`'s ticker."""
-        if self._live is not None:
-            self._live.refresh()
+        with self._lock:
+            if self._live is not None:
+                self._live.refresh()
 
     def _write(self, file: IO[str], text: str) -> None:
         file.write(text)
         file.flush()
 
     def write_line(self, target: IO[str], line: str) -> None:
-        """Write a whole line to `target` with the status cleared around it."""
-        self._hide()
-        if self._midline and self._out is not None:
-            self._write(self._out.file, "\n")
-            self._midline = False
-        self._write(target, line)
-        self._show()
+        """Write a whole line to `target` with the status cleared around it; while a streamed
+        answer's line is open, once that line ends (the answer's text stays whole)."""
+        with self._lock:
+            if self._midline:
+                self._held.append((target, line))
+                return
+            self._hide()
+            self._write(target, line)
+            self._show()
 
 
 class _Status:
@@ -300,11 +369,36 @@ async def open_console(
             await anyio.sleep(refresh)
             console.refresh()
 
-    async with in_background(tick, wait_started=False) if err is not None else nullcontext():
-        try:
-            yield console
-        finally:
-            console.close()
+    terminals = {terminal.file for terminal in (out, err) if terminal is not None}
+    with _logs_through(console, terminals):
+        async with in_background(tick, wait_started=False) if err is not None else nullcontext():
+            try:
+                yield console
+            finally:
+                console.close()
+
+
+@contextmanager
+def _logs_through(console: RunConsole, files: Collection[IO[str]]) -> Generator[None]:
+    """While open, the root logger's handlers that write to one of `files` (`basicConfig`'s
+    on stderr) write through `console`: a log record neither lands on the status line nor
+    splits a streamed answer."""
+    moved: list[tuple[logging.StreamHandler[IO[str]], IO[str]]] = []
+    for handler in logging.getLogger().handlers:
+        if not isinstance(handler, logging.StreamHandler) or isinstance(
+            handler, logging.FileHandler
+        ):
+            continue
+        writer = cast(logging.StreamHandler[IO[str]], handler)
+        stream = writer.stream
+        if any(stream is file for file in files):
+            writer.setStream(console.stream(cast(TextIO, stream)))
+            moved.append((writer, stream))
+    try:
+        yield
+    finally:
+        for handler, stream in moved:
+            handler.setStream(stream)
 
 
 def open_terminal_console(

@@ -4,7 +4,8 @@
 Every action of a request goes to its node concurrently (bounded by the gateway's limits);
 each result or failure becomes an action response. An agent used as a tool runs its own loop
 right inside its caller's action. After every change the run's state goes to its
-`RunSaver`, so a stopped run continues from there.
+`RunSaver`, so a stopped run continues from there. The run tree's token budget is checked
+before every model call and every dispatch: once it is spent, no further call is made.
 """
 
 from __future__ import annotations
@@ -133,6 +134,13 @@ class StepLoop:
                     await _trace_answered(tracer, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
+                if context.budget.exceeded:
+                    # The answer that spent the budget (or a sibling's) asked for tools: none
+                    # runs. The saved request keeps them pending, so a run resumed with a
+                    # larger budget makes each call once.
+                    stopped = context.budget.message()
+                    outcome = agent.stop(state.items, _not_run(request, stopped), stopped)
+                    break
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
                 if saver.journal is None:
@@ -361,6 +369,15 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     return [
         {"output": item.output} if item.error is None else {"error": item.error} for item in items
     ]
+
+
+def _not_run(request: EngineRequest, why: str) -> EngineResponse:
+    """`request`'s calls answered, without being made, with `why` (for the run's result: the
+    saved state keeps them pending)."""
+    return EngineResponse(
+        action_responses=[ActionResponse(action=action, error=why) for action in request.actions],
+        metadata=request.metadata,
+    )
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:

@@ -46,3 +46,10 @@ def sleep_blocking(seconds: float) -> str:
     print("sleep_blocking: started", file=sys.stderr, flush=True)
     time.sleep(seconds)
     return "slept"
+
+
+def append_line(path: str, line: str) -> str:
+    """Append `line` to the file `path`: a side effect a test can count."""
+    with open(path, "a", encoding="utf-8") as file:
+        file.write(line + "\n")
+    return f"appended {line!r}"

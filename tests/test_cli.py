@@ -663,3 +663,30 @@ def test_a_call_to_a_down_servers_tool_tells_the_model_its_server_is_not_ready(
         "Error: tool 'bad__count' is not available now: its server is not ready (bad: failed"
     ), step["observation"]
     assert step["observation"].endswith("This agent has no tools.")
+
+
+def test_a_stored_run_over_its_token_budget_stops_before_the_tools_its_model_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The tool ran (and wrote) after the model call that spent the budget; then the run
+    stopped."""
+    written = tmp_path / "written.txt"
+    script = write_script(
+        tmp_path / "answers.json",
+        [{"tool_calls": [{"name": "append", "arguments": {"path": str(written), "line": "x"}}]}],
+    )
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.append]\npython = "tests.sample_tools:append_line"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["append"]\ntoken_budget = 5\n'
+    )
+    state_dir = ["--state-dir", str(tmp_path / "runs")]
+    question = "Write an x into the file, please, right now."
+    assert main(["run", question, "--config", str(config), *state_dir, "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["error"].startswith("Token budget (5) exceeded: the run used ")
+    assert not written.exists()
+    assert main(["runs", "show", printed["run_id"], "--json", *state_dir]) == 0
+    state = json.loads(capsys.readouterr().out)["state"]
+    assert state["response"] is None  # the call is kept as still to make
+    assert [action["tool"] for action in state["request"]["actions"]] == ["append"]

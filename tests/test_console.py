@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import pty
 import re
@@ -14,19 +15,25 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator
 from io import StringIO
 from pathlib import Path
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 from pydantic import JsonValue
 from rich.console import Console
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent.models import AnthropicModel, FallbackModel
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli import main
+from gateway.cli.results import print_result
 from gateway.console import open_console
+from gateway.traced_model import note_fallback
+from tests.models.support import FakeProvider, Sleeps, retry_policy
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import McpServerConfig, McpToolkit
 
@@ -97,6 +104,123 @@ async def test_a_terminal_sees_the_answer_stream_in_and_the_calls_in_flight() ->
     assert ANSWER in last_model.split("|")[0]  # on stdout before the model call ended
     assert ANSI.sub("", out.getvalue()) == ANSWER + "\n"  # once, and nothing else
     assert console.streamed(result.output)
+
+
+def anthropic_cut_off_after(*texts: str) -> AnthropicModel:
+    """Anthropic streaming `texts` as the answer's first deltas, then the connection reset."""
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("message_start", {"type": "message_start", "message": {
+            "id": "msg_01XFDUDYJgAACzvnptvVoYEL", "type": "message", "role": "assistant",
+            "model": "claude-sonnet-4-5", "content": [], "stop_reason": None,
+            "stop_sequence": None, "usage": {"input_tokens": 12, "output_tokens": 1}}}),
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": {"type": "text", "text": ""}}),
+        *(("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                   "delta": {"type": "text_delta", "text": text}})
+          for text in texts),
+    ]  # fmt: skip
+
+    async def reset() -> AsyncIterator[bytes]:
+        for name, data in events:
+            yield f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        raise httpx.ReadError("connection reset by peer")
+
+    provider = FakeProvider(
+        httpx.Response(200, headers={"content-type": "text/event-stream"}, content=reset())
+    )
+    return AnthropicModel(
+        "claude-sonnet-4-5",
+        api_key="sk-ant-test",
+        http_client=provider.client(),
+        retry=retry_policy(Sleeps()),  # a second request would fail the test: none is sent
+    )
+
+
+@pytest.mark.anyio
+async def test_a_model_cut_off_mid_answer_ends_its_line_and_the_fallback_answers_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The dead model's partial text was glued to the fallback's answer, which was then
+    printed a second time, and nothing said the first model failed."""
+    out, err = StringIO(), StringIO()
+    shown_at_note: list[str] = []
+
+    async def look(event: TraceEvent) -> None:
+        if event.phase == "note":  # after the console's hook: what it showed by then
+            shown_at_note.append(ANSI.sub("", out.getvalue()) + "|" + ANSI.sub("", err.getvalue()))
+
+    model = FallbackModel(
+        [anthropic_cut_off_after("Anthropic ", "pa"), ScriptedModel([ANSWER], name="backup")],
+        on_fallback=note_fallback,
+    )
+    async with open_console(terminal(out), terminal(err)) as console:
+        gateway = Gateway([], [AgentSpec("a", model)])
+        result = await gateway.run("a", "go", hooks=[console, look], stream=True)
+
+    assert result.output == ANSWER
+    assert ANSI.sub("", out.getvalue()) == "Anthropic pa\n" + ANSWER + "\n"
+    streamed_then, said_then = shown_at_note[0].split("|")
+    assert streamed_then == "Anthropic pa\n"  # ended before the next model's text
+    assert (
+        "anthropic:claude-sonnet-4-5 failed mid-answer (stream broke: ReadError: connection "
+        "reset by peer); backup answers instead\n"
+    ) in said_then
+    assert "\x1b[2m" in err.getvalue()  # dim
+    assert console.streamed(result.output)
+    assert print_result(result, shown=console.streamed) == 0
+    assert capsys.readouterr().out == ""  # not printed a second time
+
+
+@pytest.mark.anyio
+async def test_a_log_record_waits_for_the_streamed_answer_line_to_end() -> None:
+    """A WARNING from a server starting in the background landed inside the answer's text."""
+    screen, err = StringIO(), StringIO()  # stdout and stderr on one terminal
+    handler = logging.StreamHandler(screen)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    tokens = 0
+
+    async def log_between_tokens(event: TraceEvent) -> None:
+        nonlocal tokens
+        if event.phase == "token":
+            tokens += 1
+            if tokens == 2:
+                logging.getLogger("toolkits.mcp.everything").warning("left out tools")
+
+    try:
+        async with open_console(terminal(screen), terminal(err)) as console:
+            gateway = Gateway([], [AgentSpec("a", ScriptedModel([ANSWER + "\nSecond line."]))])
+            await gateway.run("a", "go", hooks=[console, log_between_tokens], stream=True)
+        logging.getLogger("tests").warning("after the console")
+    finally:
+        root.removeHandler(handler)
+    assert tokens > 3
+    assert ANSI.sub("", screen.getvalue()) == (
+        f"{ANSWER}\nWARNING toolkits.mcp.everything: left out tools\nSecond line.\n"
+        "WARNING tests: after the console\n"  # the handler writes straight again
+    )
+    assert handler.stream is screen
+
+
+@pytest.mark.anyio
+async def test_a_log_record_clears_the_status_line_first() -> None:
+    """A WARNING was written right after the status (`... 0.3 sWARNING ...`)."""
+    screen = StringIO()
+    handler = logging.StreamHandler(screen)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        async with open_console(None, terminal(screen)) as console:
+            console.waiting_for(["everything"])
+            shown = ANSI.sub("", screen.getvalue())
+            logging.getLogger("tests").warning("left out tools")
+            console.waiting_for([])
+    finally:
+        root.removeHandler(handler)
+    assert "waiting for MCP servers to start: everything" in shown
+    # The status is erased (its line cleared), then the record has a line of its own.
+    assert "\x1b[2Kleft out tools\n" in screen.getvalue()
 
 
 def test_piped_output_is_plain_text_exactly_as_without_a_terminal(

@@ -372,3 +372,55 @@ async def test_an_engine_of_ones_own_runs_the_agent_on_toolkit_nodes() -> None:
     assert step.items[0].output == "It is 425."
     told = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
     assert told == ["425"]
+
+
+def recording_gateway(model: ScriptedModel, budget: int, ran: list[str]) -> Gateway:
+    """An agent whose one tool notes every call it gets in `ran`."""
+
+    @function_tool
+    def order(item: str) -> str:
+        """Orders an item (a side effect: it must not happen twice, or unasked)."""
+        ran.append(item)
+        return f"ordered {item}"
+
+    spec = AgentSpec("a", model, tools=["shop"], token_budget=budget)
+    return Gateway([FunctionToolkit("shop", [order])], [spec])
+
+
+async def test_tools_asked_for_by_the_answer_that_spends_the_budget_do_not_run() -> None:
+    """They ran (their side effects too), and only then the run stopped over budget."""
+    ran: list[str] = []
+    stored: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(RunState.model_validate_json(state.model_dump_json()))
+
+    model = ScriptedModel([call("order", item="shirt"), "never asked"])
+    question = " ".join(["word"] * 40)  # the scripted model counts words as tokens
+    result = await recording_gateway(model, 10, ran).run("a", question, checkpoint=keep)
+
+    assert ran == []
+    used = result.usage.total_tokens  # that one model call's
+    assert used > 40
+    said = f"Token budget (10) exceeded: the run used {used} tokens and was stopped."
+    assert result.error == said
+    assert len(model.calls) == 1
+    steps = result.items[0].steps
+    assert steps is not None
+    assert [(s.tool, s.observation) for s in steps] == [("order", f"Error: {said}")]
+    # What is stored: the calls still to make, none made.
+    last = stored[-1]
+    assert last.request is not None
+    assert last.response is None
+    assert [a.tool for a in last.request.actions] == ["order"]
+
+    # Resumed on the same budget: still nothing runs. On a larger one: each call runs once.
+    again = await recording_gateway(ScriptedModel([]), 10, ran).resume(last)
+    assert (again.error or "").startswith("Token budget (10) exceeded")
+    assert ran == []
+    fresh = ScriptedModel(["Ordered."])
+    resumed = await recording_gateway(fresh, 1000, ran).resume(last)
+    assert resumed.output == "Ordered."
+    assert ran == ["shirt"]
+    told = [m.content for m in fresh.calls[0][0] if isinstance(m, ToolMessage)]
+    assert told == ["ordered shirt"]

@@ -153,6 +153,30 @@ async def test_a_token_budget_stops_the_whole_tree_cleanly() -> None:
     assert result.items[0].steps[0].observation.startswith("Error: Token budget (30) exceeded")
 
 
+async def test_a_sub_agent_over_the_budget_makes_none_of_the_calls_it_asked_for() -> None:
+    """The inner agent's tool ran after its model call had spent the whole tree's budget."""
+    ran: list[str] = []
+
+    @function_tool
+    def order(item: str) -> str:
+        """Orders an item."""
+        ran.append(item)
+        return f"ordered {item}"
+
+    outer = ScriptedModel([call("buyer", prompt="buy " * 40), "never reached"])
+    inner = ScriptedModel([call("order", item="shirt"), "bought"])
+    agents = [
+        AgentSpec("outer", outer, tools=["buyer"], token_budget=30),
+        AgentSpec("buyer", inner, tools=["shop"]),
+    ]
+    result = await Gateway([FunctionToolkit("shop", [order])], agents).run("outer", "go")
+    assert ran == []
+    assert (len(outer.calls), len(inner.calls)) == (1, 1)
+    assert (result.error or "").startswith("Token budget (30) exceeded")
+    assert result.items[0].steps is not None
+    assert result.items[0].steps[0].observation.startswith("Error: Token budget (30) exceeded")
+
+
 async def test_config_agents_listed_as_tools_become_agent_tools() -> None:
     config = parse_config(
         {
