@@ -34,6 +34,7 @@ from gateway.server import build_server, http_app, http_options
 from gateway.trace import TraceEvent
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import ToyServer
+from tests.servers.openai_stub import openai_stub
 from toolkits.mcp.oauth_callback import free_loopback_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -119,8 +120,10 @@ class Served:
 
 @asynccontextmanager
 async def gateway_behind_oauth(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **oauth: Any
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, model: str | None = None, **oauth: Any
 ) -> AsyncGenerator[Served]:
+    """The gateway serving `assistant` (on `model`, by default a script saying hello; chat
+    memory in this process) and the calculator and toy servers behind OAuth."""
     issuer = Issuer()
     monkeypatch.setenv("GW_TOKENS", "static-token-9f2e")
     monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
@@ -151,10 +154,17 @@ async def gateway_behind_oauth(
         } | oauth
         config = parse_config(
             {
-                "gateway": {"expose_tools": True, "tokens_env": "GW_TOKENS", "oauth": settings},
+                "gateway": {
+                    "expose_tools": True,
+                    "tokens_env": "GW_TOKENS",
+                    "oauth": settings,
+                    "memory": "memory://",
+                },
                 "mcpServers": {"toy": {"url": f"{toy_url}/mcp"}},
                 "tools": {"calculator": {"builtin": "calculator"}},
-                "agents": {"assistant": {"model": f"scripted:{script}", "tools": ["calculator"]}},
+                "agents": {
+                    "assistant": {"model": model or f"scripted:{script}", "tools": ["calculator"]}
+                },
             }
         )
         async with open_gateway(config, hooks=[record]) as gateway:
@@ -223,6 +233,27 @@ async def test_a_valid_jwt_calls_an_agent_and_its_subject_is_on_the_run_and_trac
     assert {e.subject for e in served.events if e.run_id == run_id} == {"alice"}
     # The client's token went nowhere downstream: the toy server saw no Authorization at all.
     assert all("authorization" not in seen for seen in served.downstream.seen)
+
+
+async def test_each_subjects_sessions_are_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob naming alice's `session_id` gets a conversation of his own: his model is sent none
+    of hers, and his turns are not added to hers."""
+    answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42."]
+    with openai_stub(answers) as model:
+        async with gateway_behind_oauth(tmp_path, monkeypatch, model=model.spec) as served:
+            for subject, question in (
+                ("alice", "my secret is PINEAPPLE-42"),
+                ("bob", "what is my secret?"),
+                ("alice", "what is my secret?"),
+            ):
+                async with client(served.url, served.issuer.token(served.url, sub=subject)) as c:
+                    arguments = {"prompt": question, "session_id": "shared1"}
+                    assert not (await c.call_tool("assistant", arguments)).is_error
+    sent = [[m["content"] for m in model.messages(n)[1:]] for n in range(3)]
+    assert sent[1] == ["what is my secret?"]
+    assert sent[2] == ["my secret is PINEAPPLE-42", "Noted.", "what is my secret?"]
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])
