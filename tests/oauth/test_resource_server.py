@@ -29,7 +29,9 @@ from starlette.routing import Route
 
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
+from gateway.durable import open_runs
 from gateway.errors import ConfigError
+from gateway.run_state import RunOrigin
 from gateway.server import build_server, http_app, http_options
 from gateway.trace import TraceEvent
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
@@ -40,6 +42,7 @@ from toolkits.mcp.oauth_callback import free_loopback_port
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
+ORIGIN = RunOrigin(config="/srv/agent-gateway.toml", config_sha256="0" * 64, model="scripted:x")
 INTROSPECTION_CLIENT = "Basic " + base64.b64encode(b"gateway:introspection-secret").decode()
 
 
@@ -120,10 +123,16 @@ class Served:
 
 @asynccontextmanager
 async def gateway_behind_oauth(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, model: str | None = None, **oauth: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    assistant: dict[str, Any] | None = None,
+    stored: bool = False,
+    **oauth: Any,
 ) -> AsyncGenerator[Served]:
-    """The gateway serving `assistant` (on `model`, by default a script saying hello; chat
-    memory in this process) and the calculator and toy servers behind OAuth."""
+    """The gateway serving `assistant` (a script saying hello, with what `assistant` sets in
+    its table; chat memory in this process) and the calculator and toy servers behind OAuth;
+    with `stored`, its runs in a run store (and the run handles served)."""
     issuer = Issuer()
     monkeypatch.setenv("GW_TOKENS", "static-token-9f2e")
     monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
@@ -163,12 +172,20 @@ async def gateway_behind_oauth(
                 "mcpServers": {"toy": {"url": f"{toy_url}/mcp"}},
                 "tools": {"calculator": {"builtin": "calculator"}},
                 "agents": {
-                    "assistant": {"model": model or f"scripted:{script}", "tools": ["calculator"]}
+                    "assistant": {"model": f"scripted:{script}", "tools": ["calculator"]}
+                    | (assistant or {})
                 },
             }
         )
-        async with open_gateway(config, hooks=[record]) as gateway:
-            server, _router = build_server(gateway, config.gateway)
+        async with (
+            open_gateway(config, hooks=[record]) as gateway,
+            open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs,
+        ):
+            if stored:
+                runs.use(gateway)
+            server, _router = build_server(
+                gateway, config.gateway, runs=runs if stored else None, origin=ORIGIN
+            )
             app = http_app(server, http_options(f"127.0.0.1:{port}", config.gateway))
             async with serve_on_loopback(app, port=port) as base:
                 assert base.endswith(str(port))
@@ -242,7 +259,9 @@ async def test_each_subjects_sessions_are_its_own(
     of hers, and his turns are not added to hers."""
     answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42."]
     with openai_stub(answers) as model:
-        async with gateway_behind_oauth(tmp_path, monkeypatch, model=model.spec) as served:
+        async with gateway_behind_oauth(
+            tmp_path, monkeypatch, assistant={"model": model.spec}
+        ) as served:
             for subject, question in (
                 ("alice", "my secret is PINEAPPLE-42"),
                 ("bob", "what is my secret?"),

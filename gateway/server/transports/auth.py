@@ -10,7 +10,9 @@
 - `ScopePolicy` maps the token's scopes to the agents and exposed nodes it may call: other
   tools are not listed (`scope_guard`) and a call to one is refused, naming the scope that
   would allow it: over HTTP with a 403 `insufficient_scope` challenge a client can step up
-  from (`challenges`), else as an MCP error (`scope_guard`).
+  from (`challenges`), else as an MCP error (`scope_guard`). The run handles (`get_run`,
+  `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the agents: any client that
+  may call one may use them, on its own runs only.
 - `authenticated_subject()` says who is calling (the token's `sub`, or a static token's
   label), for the run's record and its trace.
 
@@ -300,6 +302,10 @@ class ScopePolicy:
 
     settings: ResourceServerSettings
     gateway: Gateway
+    run_tools: frozenset[str] = frozenset()
+    """The tools of served stored runs (`get_run`, ...), of no node: any client that may call
+    an agent may use them, as the MCP tasks of agent calls (`tasks/*`); each checks that the
+    run is the caller's own."""
 
     @staticmethod
     def restricts(access: AccessToken | None) -> bool:
@@ -317,6 +323,15 @@ class ScopePolicy:
         found = (await self.gateway.list_tools()).get(tool)
         return found.source_node if found is not None else None
 
+    async def may_call(self, granted: frozenset[str], tool: str) -> bool:
+        """Whether a client granted `granted` may call (and is shown) `tool`."""
+        if tool in self.run_tools:
+            return self._calls_an_agent(granted)
+        return await self.node_of(tool) in granted
+
+    def _calls_an_agent(self, granted: frozenset[str]) -> bool:
+        return any(agent in granted for agent in self.gateway.agents)
+
     async def refusal(
         self, access: AccessToken, method: str, params: Mapping[str, Any] | None
     ) -> ScopeRefusal | None:
@@ -326,8 +341,19 @@ class ScopePolicy:
         if granted is None:
             return None
         held = " ".join(access.scopes) or "none"
+        name = str((params or {}).get("name", "")) if method == "tools/call" else ""
+        if name in self.run_tools or method.startswith("tasks/"):
+            if self._calls_an_agent(granted):
+                return None
+            allow = self._narrowest(*self.gateway.agents)
+            needed = " or ".join(allow) or "none configured"
+            what = f"calling {name!r}" if name else method
+            return ScopeRefusal(
+                f"not allowed: {what} needs a scope granting an agent: {needed} "
+                f"(the token has: {held})",
+                allow,
+            )
         if method == "tools/call":
-            name = str((params or {}).get("name", ""))
             node = await self.node_of(name)
             if node is not None and node in granted:
                 return None
@@ -343,15 +369,16 @@ class ScopePolicy:
             return ScopeRefusal(f"not allowed: {method} needs a scope granting '*'", allow)
         return None
 
-    def _narrowest(self, node: str) -> tuple[str, ...]:
-        """The scopes that would allow `node`, those granting the fewest nodes first."""
+    def _narrowest(self, *nodes: str) -> tuple[str, ...]:
+        """The scopes that would allow one of `nodes`, those granting the fewest nodes first."""
         scopes = self.settings.scopes
 
         def breadth(scope: str) -> tuple[int, str]:
-            nodes = scopes[scope]
-            return (len(scopes) + 1 if ALL_NODES in nodes else len(nodes), scope)
+            granted = scopes[scope]
+            return (len(scopes) + 1 if ALL_NODES in granted else len(granted), scope)
 
-        return tuple(sorted(self.settings.scopes_for(node), key=breadth))
+        found = {scope for node in nodes for scope in self.settings.scopes_for(node)}
+        return tuple(sorted(found, key=breadth))
 
 
 def scope_guard(policy: ScopePolicy) -> Any:
@@ -376,7 +403,7 @@ def scope_guard(policy: ScopePolicy) -> Any:
                 result = result.model_dump(by_alias=True, exclude_none=True)
             if isinstance(result, dict):
                 listed = cast(list[dict[str, Any]], result.get("tools", []))
-                kept = [t for t in listed if await policy.node_of(str(t.get("name"))) in granted]
+                kept = [t for t in listed if await policy.may_call(granted, str(t.get("name")))]
                 result = {**result, "tools": kept}
             return result
         refused = await policy.refusal(access, method, ctx.params)
