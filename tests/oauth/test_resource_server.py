@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -307,6 +308,33 @@ async def test_a_jwt_that_is_not_for_this_gateway_is_refused(
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
         accepted = await post(served.url, served.issuer.token(served.url))
         assert accepted.status_code not in (401, 403)  # past auth: the MCP layer answers
+
+
+async def test_a_token_expired_within_the_leeway_is_taken_and_one_past_it_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`exp` is allowed 30 s of clock skew (`leeway`), for JWTs and introspected tokens alike;
+    a token past that is refused with the reason in the log, as every refused token is."""
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.auth")
+    now = int(time.time())
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        good = {"active": True, "sub": "bob", "scope": "mcp", "aud": served.url}
+        served.issuer.opaque = {
+            "opaque-skewed": good | {"exp": now - 10},
+            "opaque-expired": good | {"exp": now - 100},
+        }
+        skewed = served.issuer.token(served.url, exp=now - 10, iat=now - 310)
+        for token in (skewed, "opaque-skewed"):
+            assert (await post(served.url, token)).status_code not in (401, 403), token
+        assert "refused a bearer token" not in caplog.text
+        expired = served.issuer.token(served.url, exp=now - 100, iat=now - 400)
+        for token in (expired, "opaque-expired"):
+            assert (await post(served.url, token)).status_code == 401, token
+    refusals = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+    assert refusals == [
+        "refused a bearer token: Signature has expired",
+        "refused a bearer token: the token has expired",
+    ]
 
 
 async def test_a_forged_or_unsigned_jwt_is_refused(

@@ -136,12 +136,15 @@ class OAuthTokens:
         subject = claims.get("sub")
         client = claims.get("client_id") or claims.get("azp") or subject or "unknown"
         exp = claims.get("exp")
+        # The SDK's bearer backend refuses a token past `expires_at` with no leeway (and no
+        # log): a token checked here with the leeway must not be refused there without it.
+        expires_at = int(exp + self.settings.leeway) if isinstance(exp, int | float) else None
         return AccessToken(
             # Only a digest: the token itself is kept nowhere.
             token="sha256:" + hashlib.sha256(token.encode()).hexdigest()[:16],
             client_id=str(client),
             scopes=scopes,
-            expires_at=int(exp) if isinstance(exp, int | float) else None,
+            expires_at=expires_at,
             resource=self.settings.resource,
             subject=str(subject) if subject is not None else None,
             claims={"iss": claims.get("iss"), OAUTH_CLAIM: True},
