@@ -291,7 +291,8 @@ def build_server(
     if settings.oauth is not None and settings.oauth.scopes:
         run_tools = frozenset(RUN_TOOLS if stored is not None else ())
         server.scope_policy = ScopePolicy(settings.oauth, gateway, run_tools)
-        server.middleware.append(scope_guard(server.scope_policy))
+        guard = scope_guard(server.scope_policy, lambda: server.server_info_stamp)
+        server.middleware.append(guard)
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(now, boundary)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -48,6 +48,7 @@ from toolkits.mcp.config import secret_from_env
 
 from ...engine import Gateway
 from ...resource_server import ALL_NODES, ResourceServerSettings
+from ..wire_results import tool_result_for
 
 __all__ = [
     "OAUTH_CLAIM",
@@ -384,12 +385,13 @@ class ScopePolicy:
         return tuple(sorted(found, key=breadth))
 
 
-def scope_guard(policy: ScopePolicy) -> Any:
+def scope_guard(policy: ScopePolicy, stamp: Callable[[], dict[str, Any]]) -> Any:
     """Server middleware: an OAuth client sees and calls only what its scopes grant.
 
     Over HTTP, a refusal a new token could lift is answered before this, with a 403 the
     client can step up from (`challenges`); this answers the rest as MCP errors: a tool the
-    gateway does not know, or one no configured scope grants.
+    gateway does not know, or one no configured scope grants (an error result shaped as the
+    session's others, `stamp` giving the server's `serverInfo`).
     """
 
     async def guard(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -413,7 +415,7 @@ def scope_guard(policy: ScopePolicy) -> Any:
         if refused is None:
             return await call_next(ctx)
         if method == "tools/call":
-            return error_result(refused.message)
+            return tool_result_for(error_result(refused.message), ctx.protocol_version, stamp)
         raise MCPError(types.INVALID_REQUEST, refused.message)
 
     return guard
