@@ -130,7 +130,8 @@ class Gateway:
         gateways the request already passed through (served runs read it from `_meta`);
         `stream` asks every model of the run to stream, each text delta a `token` event;
         `quota` is the calling client's share of the nodes (default: the run's own).
-        `started_by` is who asked (recorded on the state and every trace event); `approver`
+        `started_by` is who asked (recorded on the state and every trace event; its chat
+        memory sessions are its own, see `session_owners`); `approver`
         decides on the calls that need a person's approval (`gateway.approval`); `questions`
         answers the elicitations of its tools' servers (the MCP client attending a served run),
         or says why nobody can.

@@ -44,6 +44,7 @@ from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState
+from .session_owners import owned_memory
 from .trace import Tracer
 from .traced_model import TracedModel
 
@@ -110,7 +111,8 @@ class StepLoop:
                 ),
                 tools=self._definitions(spec.name, tools),
                 options=spec.options,
-                memory=spec.memory or gateway.memory,
+                # An authenticated caller's sessions are its own (`session_owners`).
+                memory=owned_memory(spec.memory or gateway.memory, state.started_by),
                 run_id=state.run_id,
                 fit_history_to_window=True,
                 on_warning=_warning_note(tracer, spec.name, agent_span.id),

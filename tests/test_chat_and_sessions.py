@@ -17,10 +17,13 @@ from contextlib import closing
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 
 from gateway.cli import main
+from tests.server.processes import http_server
 from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
@@ -240,6 +243,59 @@ async def test_a_conversation_begun_over_mcp_goes_on_from_the_command_line(
             "I am Ada.",
             "Hello, Ada.",
             "What is my name?",
+        ]
+
+
+@pytest.mark.integration
+@pytest.mark.anyio
+async def test_over_http_each_tokens_sessions_are_its_own_and_the_operator_reaches_them(
+    tmp_path: Path,
+) -> None:
+    """Two tokens naming the same `session_id` hold two conversations; from the command line,
+    `sessions list` says whose each is and its key (`@token-1/shared1`) continues it."""
+    assert EXECUTABLE is not None
+    tokens = {"token-1": "first-token-0123456789", "token-2": "second-token-0123456789"}
+    answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42."]
+    state = ["--state-dir", str(tmp_path / "state")]
+    with openai_stub(answers) as model:
+        config = config_for(model, tmp_path)
+        config.write_text('[gateway]\ntokens_env = "GW_TEST_TOKENS"\n' + config.read_text())
+        env = {"GW_TEST_TOKENS": ",".join(tokens.values())}
+        async with http_server(config, *state, env=env) as served:
+            for label, question in (
+                ("token-1", "my secret is PINEAPPLE-42"),
+                ("token-2", "what is my secret?"),
+            ):
+                headers = {"Authorization": f"Bearer {tokens[label]}"}
+                with anyio.fail_after(30):
+                    async with (
+                        httpx2.AsyncClient(headers=headers) as http,
+                        Client(streamable_http_client(served.url, http_client=http)) as client,
+                    ):
+                        arguments = {"prompt": question, "session_id": "shared1"}
+                        answer = await client.call_tool("assistant", arguments)
+                assert not answer.is_error, answer
+        # The second token's model saw no history: the question alone.
+        assert [m["content"] for m in model.messages(1)[1:]] == ["what is my secret?"]
+
+        async def cli(*command: str) -> tuple[int, str]:
+            argv = [str(EXECUTABLE), *command, "--config", str(config), *state]
+            done = await anyio.run_process(argv, check=False)
+            return done.returncode, done.stdout.decode()
+
+        code, out = await cli("sessions", "list", "--json")
+        assert code == 0
+        listed = {s["session_id"]: s["owner"] for s in json.loads(out)}
+        assert listed == {"@token-1/shared1": "token-1", "@token-2/shared1": "token-2"}
+        code, out = await cli("sessions", "list")
+        assert out.splitlines()[-1].endswith(" UTC  of token-1")
+        assert (await cli("sessions", "show", "shared1"))[0] == 2  # nobody's: none
+        code, out = await cli("run", "What is my secret?", "--session", "@token-1/shared1")
+        assert (code, out) == (0, "It is PINEAPPLE-42.\n")
+        assert [m["content"] for m in model.messages(2)[1:]] == [
+            "my secret is PINEAPPLE-42",
+            "Noted.",
+            "What is my secret?",
         ]
 
 

@@ -1,4 +1,5 @@
-"""`sessions list | show ID | delete ID`: the conversations chat memory keeps."""
+"""`sessions list | show ID | delete ID`: the conversations chat memory keeps (a caller's
+own, `@caller/ID`, named by that key; see `session_owners`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from agent.memory import SessionInfo, SessionStore, SQLiteStore
 from ..config import Config
 from ..errors import GatewayError
 from ..memory_config import MEMORY_FILE, memory_url, open_memories
+from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
 from .common import Commands, check_session_id, config_of, pick_agent, plural
 from .exits import OK
@@ -87,14 +89,17 @@ async def _sessions(args: argparse.Namespace) -> int:
 def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     """The sessions, latest first (UTC times); on a terminal, a note on stderr if none."""
     if as_json:
-        print(json.dumps([info.model_dump() for info in infos]))
+        listed = [info.model_dump() | {"owner": session_owner(info.session_id)} for info in infos]
+        print(json.dumps(listed))
         return OK
     for info in infos:
         when = datetime.fromtimestamp(info.updated_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
         summary = f"  summarised through turn {info.summarised_through}" * bool(
             info.summarised_through
         )
-        print(f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}")
+        owner = session_owner(info.session_id)
+        whose = f"  of {owner}" if owner is not None else ""
+        print(f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}")
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
         print(f"no sessions in {where}", file=sys.stderr)
     return OK

@@ -55,7 +55,7 @@ from .served.proxied_prompts import ProxiedPrompts, completions
 from .served.proxied_resources import ProxiedResources
 from .served.proxied_tools import ProxiedTools, exposed_nodes
 from .served.resource_subscriptions import ResourceSubscribers
-from .served.run_handles import RunHandles
+from .served.run_handles import RUN_TOOLS, RunHandles
 from .served.stdio_shortcut import StdioShortcut
 from .served.stored_runs import StoredAgentRuns
 from .served.tool_list_cache import ToolListCache
@@ -289,8 +289,10 @@ def build_server(
     boundary = state_boundary(SERVER_NAME, settings.state_key_env)
     server.middleware.append(boundary)
     if settings.oauth is not None and settings.oauth.scopes:
-        server.scope_policy = ScopePolicy(settings.oauth, gateway)
-        server.middleware.append(scope_guard(server.scope_policy))
+        run_tools = frozenset(RUN_TOOLS if stored is not None else ())
+        server.scope_policy = ScopePolicy(settings.oauth, gateway, run_tools)
+        guard = scope_guard(server.scope_policy, lambda: server.server_info_stamp)
+        server.middleware.append(guard)
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(now, boundary)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
@@ -29,16 +30,20 @@ from starlette.routing import Route
 
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
+from gateway.durable import open_runs
 from gateway.errors import ConfigError
+from gateway.run_state import RunOrigin
 from gateway.server import build_server, http_app, http_options
 from gateway.trace import TraceEvent
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import ToyServer
+from tests.servers.openai_stub import openai_stub
 from toolkits.mcp.oauth_callback import free_loopback_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 
+ORIGIN = RunOrigin(config="/srv/agent-gateway.toml", config_sha256="0" * 64, model="scripted:x")
 INTROSPECTION_CLIENT = "Basic " + base64.b64encode(b"gateway:introspection-secret").decode()
 
 
@@ -119,8 +124,16 @@ class Served:
 
 @asynccontextmanager
 async def gateway_behind_oauth(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **oauth: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    assistant: dict[str, Any] | None = None,
+    stored: bool = False,
+    **oauth: Any,
 ) -> AsyncGenerator[Served]:
+    """The gateway serving `assistant` (a script saying hello, with what `assistant` sets in
+    its table; chat memory in this process) and the calculator and toy servers behind OAuth;
+    with `stored`, its runs in a run store (and the run handles served)."""
     issuer = Issuer()
     monkeypatch.setenv("GW_TOKENS", "static-token-9f2e")
     monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
@@ -151,14 +164,29 @@ async def gateway_behind_oauth(
         } | oauth
         config = parse_config(
             {
-                "gateway": {"expose_tools": True, "tokens_env": "GW_TOKENS", "oauth": settings},
+                "gateway": {
+                    "expose_tools": True,
+                    "tokens_env": "GW_TOKENS",
+                    "oauth": settings,
+                    "memory": "memory://",
+                },
                 "mcpServers": {"toy": {"url": f"{toy_url}/mcp"}},
                 "tools": {"calculator": {"builtin": "calculator"}},
-                "agents": {"assistant": {"model": f"scripted:{script}", "tools": ["calculator"]}},
+                "agents": {
+                    "assistant": {"model": f"scripted:{script}", "tools": ["calculator"]}
+                    | (assistant or {})
+                },
             }
         )
-        async with open_gateway(config, hooks=[record]) as gateway:
-            server, _router = build_server(gateway, config.gateway)
+        async with (
+            open_gateway(config, hooks=[record]) as gateway,
+            open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs,
+        ):
+            if stored:
+                runs.use(gateway)
+            server, _router = build_server(
+                gateway, config.gateway, runs=runs if stored else None, origin=ORIGIN
+            )
             app = http_app(server, http_options(f"127.0.0.1:{port}", config.gateway))
             async with serve_on_loopback(app, port=port) as base:
                 assert base.endswith(str(port))
@@ -225,6 +253,29 @@ async def test_a_valid_jwt_calls_an_agent_and_its_subject_is_on_the_run_and_trac
     assert all("authorization" not in seen for seen in served.downstream.seen)
 
 
+async def test_each_subjects_sessions_are_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bob naming alice's `session_id` gets a conversation of his own: his model is sent none
+    of hers, and his turns are not added to hers."""
+    answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42."]
+    with openai_stub(answers) as model:
+        async with gateway_behind_oauth(
+            tmp_path, monkeypatch, assistant={"model": model.spec}
+        ) as served:
+            for subject, question in (
+                ("alice", "my secret is PINEAPPLE-42"),
+                ("bob", "what is my secret?"),
+                ("alice", "what is my secret?"),
+            ):
+                async with client(served.url, served.issuer.token(served.url, sub=subject)) as c:
+                    arguments = {"prompt": question, "session_id": "shared1"}
+                    assert not (await c.call_tool("assistant", arguments)).is_error
+    sent = [[m["content"] for m in model.messages(n)[1:]] for n in range(3)]
+    assert sent[1] == ["what is my secret?"]
+    assert sent[2] == ["my secret is PINEAPPLE-42", "Noted.", "what is my secret?"]
+
+
 @pytest.mark.parametrize("era", ["legacy", "auto"])
 async def test_a_proxied_call_records_the_callers_subject_on_its_trace(
     era: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -257,6 +308,33 @@ async def test_a_jwt_that_is_not_for_this_gateway_is_refused(
         assert 'error="invalid_token"' in refused.headers["www-authenticate"]
         accepted = await post(served.url, served.issuer.token(served.url))
         assert accepted.status_code not in (401, 403)  # past auth: the MCP layer answers
+
+
+async def test_a_token_expired_within_the_leeway_is_taken_and_one_past_it_is_logged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`exp` is allowed 30 s of clock skew (`leeway`), for JWTs and introspected tokens alike;
+    a token past that is refused with the reason in the log, as every refused token is."""
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.auth")
+    now = int(time.time())
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        good = {"active": True, "sub": "bob", "scope": "mcp", "aud": served.url}
+        served.issuer.opaque = {
+            "opaque-skewed": good | {"exp": now - 10},
+            "opaque-expired": good | {"exp": now - 100},
+        }
+        skewed = served.issuer.token(served.url, exp=now - 10, iat=now - 310)
+        for token in (skewed, "opaque-skewed"):
+            assert (await post(served.url, token)).status_code not in (401, 403), token
+        assert "refused a bearer token" not in caplog.text
+        expired = served.issuer.token(served.url, exp=now - 100, iat=now - 400)
+        for token in (expired, "opaque-expired"):
+            assert (await post(served.url, token)).status_code == 401, token
+    refusals = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+    assert refusals == [
+        "refused a bearer token: Signature has expired",
+        "refused a bearer token: the token has expired",
+    ]
 
 
 async def test_a_forged_or_unsigned_jwt_is_refused(

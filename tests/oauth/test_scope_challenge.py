@@ -29,6 +29,7 @@ from toolkits.mcp.oauth_callback import free_loopback_port
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
+MODERN = "2026-07-28"
 SCOPES = {"agents": ["assistant"], "tools:toy": ["toy"], "admin": ["*"]}
 
 
@@ -144,6 +145,76 @@ async def test_a_refusal_no_token_could_lift_is_an_mcp_error_not_a_403(tmp_path:
             assert unknown.is_error
             assert text(unknown).startswith("not allowed: calling 'no_such_tool' needs the scope")
             assert text(await client.call_tool("assistant", {"prompt": "hi"})) == "hello"
+
+
+class RawSession:
+    """`tools/call`s as raw JSON-RPC over HTTP, in a 2025-11-25 session or as 2026-07-28
+    requests: their results as sent."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str, version: str) -> None:
+        self.http, self.url, self.version = http, url, version
+        self.headers = {"Accept": "application/json, text/event-stream"}
+
+    async def send(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        response = await self.http.post(self.url, json=body, headers=self.headers)
+        assert response.status_code in (200, 202), response.text
+        if "mcp-session-id" in response.headers:
+            self.headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+        for line in response.text.splitlines():
+            if line.startswith(("data:", "{")):
+                return json.loads(line.removeprefix("data:"))
+        return None
+
+    async def open(self) -> None:
+        if self.version == MODERN:
+            self.headers["Mcp-Protocol-Version"] = MODERN
+            return
+        hello = {
+            "protocolVersion": self.version,
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        }
+        await self.send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello})
+        self.headers["Mcp-Protocol-Version"] = self.version
+        await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        headers = {}
+        if self.version == MODERN:
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": MODERN,
+                "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            headers = {"Mcp-Method": "tools/call", "Mcp-Name": name}
+        self.headers.update(headers)
+        answer = await self.send(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+        )
+        assert answer is not None
+        return answer["result"]
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", MODERN])
+async def test_a_refusal_result_is_shaped_as_the_sessions_other_results(
+    version: str, tmp_path: Path
+) -> None:
+    """No 2026-07-28 `resultType` in a 2025-11-25 session; a 2026-07-28 one has it and the
+    gateway's `serverInfo` stamp, as every other result there."""
+    async with gateway_behind(tmp_path) as served:
+        headers = {"Authorization": f"Bearer {served.token('mcp', 'agents')}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            session = RawSession(http, served.url, version)
+            await session.open()
+            refused = await session.call("no_such_tool", {})
+            failed = await session.call("assistant", {})  # bad arguments: the handler's result
+    assert refused["isError"] is failed["isError"] is True
+    assert refused["content"][0]["text"].startswith("not allowed: calling 'no_such_tool'")
+    assert set(refused) == set(failed)
+    assert refused.get("resultType") == failed.get("resultType")
+    assert refused.get("_meta") == failed.get("_meta")
+    assert ("resultType" in refused) is (version == MODERN)
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])

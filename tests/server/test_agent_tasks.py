@@ -168,6 +168,26 @@ async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["start H"]
 
 
+async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
+    tmp_path: Path,
+) -> None:
+    """Bad arguments: an error result as the 2025-11-25 session has every other (no
+    2026-07-28 `resultType`)."""
+    config = _config(tmp_path, [{"content": "never"}])
+    async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
+        refused = await _create_task(served.url, {"prompt": ""})
+    assert refused == {
+        "content": [
+            {
+                "type": "text",
+                "text": "invalid arguments for agent 'assistant': Value error, a prompt must "
+                "not be empty",
+            }
+        ],
+        "isError": True,
+    }
+
+
 async def test_tasks_result_asks_a_client_that_can_be_asked(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     gated = [_call("guarded", "b", log=str(log), name="B")]

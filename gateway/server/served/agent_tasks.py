@@ -36,6 +36,7 @@ from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
+from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
 from .stored_runs import StoredAgentRuns
 
@@ -94,7 +95,7 @@ class AgentTasks:
         params = types.CallToolRequestParams.model_validate(raw, by_name=False)
         begun = await self._agents.begin_task(ctx, params)
         if isinstance(begun, types.CallToolResult):
-            return begun.model_dump(by_alias=True, mode="json", exclude_none=True)
+            return tool_result_for(begun, ctx.protocol_version)
         return {"task": self._wire(await self._runs.get(begun))}
 
     async def get(

@@ -10,7 +10,9 @@
 - `ScopePolicy` maps the token's scopes to the agents and exposed nodes it may call: other
   tools are not listed (`scope_guard`) and a call to one is refused, naming the scope that
   would allow it: over HTTP with a 403 `insufficient_scope` challenge a client can step up
-  from (`challenges`), else as an MCP error (`scope_guard`).
+  from (`challenges`), else as an MCP error (`scope_guard`). The run handles (`get_run`,
+  `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the agents: any client that
+  may call one may use them, on its own runs only.
 - `authenticated_subject()` says who is calling (the token's `sub`, or a static token's
   label), for the run's record and its trace.
 
@@ -22,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -46,6 +48,7 @@ from toolkits.mcp.config import secret_from_env
 
 from ...engine import Gateway
 from ...resource_server import ALL_NODES, ResourceServerSettings
+from ..wire_results import tool_result_for
 
 __all__ = [
     "OAUTH_CLAIM",
@@ -134,12 +137,15 @@ class OAuthTokens:
         subject = claims.get("sub")
         client = claims.get("client_id") or claims.get("azp") or subject or "unknown"
         exp = claims.get("exp")
+        # The SDK's bearer backend refuses a token past `expires_at` with no leeway (and no
+        # log): a token checked here with the leeway must not be refused there without it.
+        expires_at = int(exp + self.settings.leeway) if isinstance(exp, int | float) else None
         return AccessToken(
             # Only a digest: the token itself is kept nowhere.
             token="sha256:" + hashlib.sha256(token.encode()).hexdigest()[:16],
             client_id=str(client),
             scopes=scopes,
-            expires_at=int(exp) if isinstance(exp, int | float) else None,
+            expires_at=expires_at,
             resource=self.settings.resource,
             subject=str(subject) if subject is not None else None,
             claims={"iss": claims.get("iss"), OAUTH_CLAIM: True},
@@ -300,6 +306,10 @@ class ScopePolicy:
 
     settings: ResourceServerSettings
     gateway: Gateway
+    run_tools: frozenset[str] = frozenset()
+    """The tools of served stored runs (`get_run`, ...), of no node: any client that may call
+    an agent may use them, as the MCP tasks of agent calls (`tasks/*`); each checks that the
+    run is the caller's own."""
 
     @staticmethod
     def restricts(access: AccessToken | None) -> bool:
@@ -317,6 +327,15 @@ class ScopePolicy:
         found = (await self.gateway.list_tools()).get(tool)
         return found.source_node if found is not None else None
 
+    async def may_call(self, granted: frozenset[str], tool: str) -> bool:
+        """Whether a client granted `granted` may call (and is shown) `tool`."""
+        if tool in self.run_tools:
+            return self._calls_an_agent(granted)
+        return await self.node_of(tool) in granted
+
+    def _calls_an_agent(self, granted: frozenset[str]) -> bool:
+        return any(agent in granted for agent in self.gateway.agents)
+
     async def refusal(
         self, access: AccessToken, method: str, params: Mapping[str, Any] | None
     ) -> ScopeRefusal | None:
@@ -326,8 +345,19 @@ class ScopePolicy:
         if granted is None:
             return None
         held = " ".join(access.scopes) or "none"
+        name = str((params or {}).get("name", "")) if method == "tools/call" else ""
+        if name in self.run_tools or method.startswith("tasks/"):
+            if self._calls_an_agent(granted):
+                return None
+            allow = self._narrowest(*self.gateway.agents)
+            needed = " or ".join(allow) or "none configured"
+            what = f"calling {name!r}" if name else method
+            return ScopeRefusal(
+                f"not allowed: {what} needs a scope granting an agent: {needed} "
+                f"(the token has: {held})",
+                allow,
+            )
         if method == "tools/call":
-            name = str((params or {}).get("name", ""))
             node = await self.node_of(name)
             if node is not None and node in granted:
                 return None
@@ -343,23 +373,25 @@ class ScopePolicy:
             return ScopeRefusal(f"not allowed: {method} needs a scope granting '*'", allow)
         return None
 
-    def _narrowest(self, node: str) -> tuple[str, ...]:
-        """The scopes that would allow `node`, those granting the fewest nodes first."""
+    def _narrowest(self, *nodes: str) -> tuple[str, ...]:
+        """The scopes that would allow one of `nodes`, those granting the fewest nodes first."""
         scopes = self.settings.scopes
 
         def breadth(scope: str) -> tuple[int, str]:
-            nodes = scopes[scope]
-            return (len(scopes) + 1 if ALL_NODES in nodes else len(nodes), scope)
+            granted = scopes[scope]
+            return (len(scopes) + 1 if ALL_NODES in granted else len(granted), scope)
 
-        return tuple(sorted(self.settings.scopes_for(node), key=breadth))
+        found = {scope for node in nodes for scope in self.settings.scopes_for(node)}
+        return tuple(sorted(found, key=breadth))
 
 
-def scope_guard(policy: ScopePolicy) -> Any:
+def scope_guard(policy: ScopePolicy, stamp: Callable[[], dict[str, Any]]) -> Any:
     """Server middleware: an OAuth client sees and calls only what its scopes grant.
 
     Over HTTP, a refusal a new token could lift is answered before this, with a 403 the
     client can step up from (`challenges`); this answers the rest as MCP errors: a tool the
-    gateway does not know, or one no configured scope grants.
+    gateway does not know, or one no configured scope grants (an error result shaped as the
+    session's others, `stamp` giving the server's `serverInfo`).
     """
 
     async def guard(ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
@@ -376,14 +408,14 @@ def scope_guard(policy: ScopePolicy) -> Any:
                 result = result.model_dump(by_alias=True, exclude_none=True)
             if isinstance(result, dict):
                 listed = cast(list[dict[str, Any]], result.get("tools", []))
-                kept = [t for t in listed if await policy.node_of(str(t.get("name"))) in granted]
+                kept = [t for t in listed if await policy.may_call(granted, str(t.get("name")))]
                 result = {**result, "tools": kept}
             return result
         refused = await policy.refusal(access, method, ctx.params)
         if refused is None:
             return await call_next(ctx)
         if method == "tools/call":
-            return error_result(refused.message)
+            return tool_result_for(error_result(refused.message), ctx.protocol_version, stamp)
         raise MCPError(types.INVALID_REQUEST, refused.message)
 
     return guard

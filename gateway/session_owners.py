@@ -1,0 +1,79 @@
+"""Whose a chat memory session is: an authenticated caller's sessions are its own.
+
+A run started by an authenticated caller (`RunState.started_by`: an OAuth token's subject, a
+static token's label, the identity its stored run is kept under) keeps its conversations
+under `@<caller>/<session_id>`, so another caller naming the same `session_id` gets a
+conversation of its own, empty at first. A run nobody authenticated (the command line, a
+server without tokens) uses the session id as given: the stored key, which is how the
+operator reaches a caller's session (`run --session @alice/s1`, `sessions show @alice/s1`).
+
+The key is composed here, above the stores, so every store keeps sessions as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import unquote
+
+from agent import ChatMemory, ChatMessage, History, MemoryStoreError
+from agent.memory.base import session_key_error
+
+__all__ = ["OwnedMemory", "owned_memory", "owned_session", "session_owner"]
+
+_MARK = "@"
+
+
+def owned_session(owner: str, session_id: str) -> str:
+    """The stored key of `owner`'s session `session_id`. `/` and `%` in the owner are
+    escaped, so the first `/` ends it and no two callers' keys meet."""
+    escaped = owner.replace("%", "%25").replace("/", "%2F")
+    return f"{_MARK}{escaped}/{session_id}"
+
+
+def session_owner(key: str) -> str | None:
+    """Whose the session stored under `key` is (None: nobody's, a session kept as named)."""
+    if not key.startswith(_MARK):
+        return None
+    escaped, separator, _ = key[len(_MARK) :].partition("/")
+    return unquote(escaped) if separator and escaped else None
+
+
+def owned_memory(memory: ChatMemory | None, owner: str | None) -> ChatMemory | None:
+    """`memory` as `owner` sees it; as it is for a run nobody authenticated."""
+    if memory is None or owner is None:
+        return memory
+    return OwnedMemory(memory, owner)
+
+
+class OwnedMemory:
+    """A `ChatMemory` whose session ids are `owner`'s own (see the module's docstring)."""
+
+    def __init__(self, memory: ChatMemory, owner: str) -> None:
+        self.memory = memory
+        self.owner = owner
+
+    def __repr__(self) -> str:
+        return f"OwnedMemory({self.memory!r}, owner={self.owner!r})"
+
+    def _key(self, session_id: str) -> str:
+        problem = session_key_error(session_id)
+        if problem is None:
+            key = owned_session(self.owner, session_id)
+            if session_key_error(key) is not None:
+                extra = len(key) - len(session_id)
+                problem = (
+                    f"the stored key adds the caller's name ({extra} characters) and a "
+                    "session id has at most 256 with it; use a shorter one"
+                )
+            else:
+                return key
+        raise MemoryStoreError(f"bad session id {session_id[:40]!r}: {problem}")
+
+    async def load(self, session_id: str) -> History:
+        return await self.memory.load(self._key(session_id))
+
+    async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
+        await self.memory.save(self._key(session_id), key, turn)
+
+    async def save_summary(self, session_id: str, through: int, text: str) -> None:
+        await self.memory.save_summary(self._key(session_id), through, text)
