@@ -109,7 +109,8 @@ class GatewaySettings(_Strict):
     `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection)."""
     allowed_origins: list[str] = Field(default_factory=list[str])
     """Origin headers accepted over HTTP besides the bound address's own, e.g.
-    `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`."""
+    `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`.
+    These origins (only these) get CORS too: a browser app on one can call the gateway."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """The largest HTTP request body accepted (413 beyond)."""
     http_session_idle_timeout: float = Field(default=600, gt=0)

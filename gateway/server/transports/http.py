@@ -5,6 +5,8 @@
   than loopback without a token is refused before anything binds.
 - DNS rebinding: `Host` and `Origin` must name the bound address, host and port exactly
   (loopback names for loopback), or match an allowed pattern from config (`host_check`).
+- CORS for the configured `allowed_origins` (a browser app such as the MCP Inspector UI):
+  preflights answered before the token check, answers naming the origin (`cors`).
 - Request bodies above `max_request_bytes` are refused with 413 (POST bodies by `envelope`,
   the others by the SDK's endpoint); a body that is not one JSON-RPC message gets its
   JSON-RPC error (`envelope`).
@@ -16,14 +18,14 @@
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
 
-Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
-envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`, the SDK's
-session manager. The server's layers sit inside the session limits so that what they answer
-on a 2025-era session counts as that session's activity. A layer hands what it lets through
-on as the next layer's awaitable (a plain `def __call__`) rather than awaiting it in a frame
-of its own: an open GET stream (one per idle 2025-era session) would keep every such frame
-alive. A request to `/mcp` skips Starlette's own layers (`HttpApp`): they do nothing for it
-but cost CPU on every call and a frame each on every open stream.
+Layers of a request, outermost first: Host/Origin, CORS, bearer token (`challenges`), body
+size and envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`,
+the SDK's session manager. The server's layers sit inside the session limits so that what
+they answer on a 2025-era session counts as that session's activity. A layer hands what it
+lets through on as the next layer's awaitable (a plain `def __call__`) rather than awaiting
+it in a frame of its own: an open GET stream (one per idle 2025-era session) would keep every
+such frame alive. A request to `/mcp` skips Starlette's own layers (`HttpApp`): they do
+nothing for it but cost CPU on every call and a frame each on every open stream.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
 from .challenges import RequireToken, ScopeChallenge
+from .cors import Cors
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -294,6 +297,9 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         routes = metadata_routes(options.oauth)
     if verifier is not None:
         endpoint = RequireToken(endpoint, required, metadata_url)
+    if options.allowed_origins:  # a browser's preflight carries no token: answered before
+        endpoint = Cors(endpoint, options.allowed_origins)
+    if verifier is not None:
         middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
