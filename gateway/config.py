@@ -122,6 +122,11 @@ class GatewaySettings(_Strict):
     the clients and proxies in front keep theirs idle (httpx 5 s, aiohttp 15 s, nginx's and
     AWS ALB's upstreams 60 s, Go 90 s): one that sends a request on a connection just as the
     server closes it gets no answer, and the mcp SDK's `Client` dies of it."""
+    http_max_connections: int = Field(default=2048, ge=1)
+    """HTTP connections open at once. One more closes the one waiting longest for a request
+    (a head still coming in, an idle one), or is refused with 503 when all are serving. With
+    the 30 s a connection has to send a request's head, what keeps a client that opens
+    connections and never finishes a request from holding them all."""
     state_key_env: str | None = None
     """The environment variable holding the key (>= 32 bytes) that seals the state of
     multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the

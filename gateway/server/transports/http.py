@@ -12,6 +12,9 @@
   JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
+- A connection must send its request's head within `read_timeout` (30 s), and at most
+  `http_max_connections` are open, the one waiting longest for a request closed to make room
+  (`connections`): before any token is checked, a client could otherwise hold them all.
 - An idle connection stays open `http_keep_alive` s (120; uvicorn's own 5 s is what the mcp
   SDK's `Client` keeps one idle too: a request sent as the server closes it gets no answer,
   and the client's session dies of that).
@@ -65,6 +68,12 @@ from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
 from .challenges import RequireToken, ScopeChallenge
+from .connections import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT,
+    ConnectionLimits,
+    raise_file_limit,
+)
 from .cors import Cors
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
@@ -109,6 +118,9 @@ class HttpOptions:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     keep_alive: int = DEFAULT_KEEP_ALIVE
     """Seconds an idle connection stays open."""
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    """Seconds a connection has to send a request's head (`connections`)."""
     oauth: ResourceServerSettings | None = None
     """Take OAuth access tokens too (`auth`)."""
 
@@ -153,6 +165,7 @@ def http_options(
         session_idle_timeout=settings.http_session_idle_timeout,
         max_sessions=settings.http_max_sessions,
         keep_alive=settings.http_keep_alive,
+        max_connections=settings.http_max_connections,
         oauth=settings.oauth,
     )
     try:
@@ -394,8 +407,12 @@ async def serve_http(
     name = f"[{options.host}]" if ":" in options.host else options.host
     app = http_app(server, replace(options, port=port))
     sessions: SessionLimits | None = app.state.sessions
+    raise_file_limit(options.max_connections)
+    connections = ConnectionLimits(options.max_connections, options.read_timeout)
     config = uvicorn.Config(
         app,
+        http=connections.protocol(),  # uvicorn's httptools protocol, bounded (`connections`)
+        ws="none",
         log_config=None,  # keep the process's logging; uvicorn would install its own
         log_level=logging.getLogger().getEffectiveLevel(),
         access_log=False,
