@@ -106,7 +106,8 @@ class GatewaySettings(_Strict):
     is in the file. Required to serve HTTP on an address other than loopback."""
     allowed_hosts: list[str] = Field(default_factory=list[str])
     """Host headers accepted over HTTP besides the bound address: `gw.example.com`,
-    `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection)."""
+    `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection).
+    Bound to a wildcard address (0.0.0.0, ::), Host and Origin are checked only when set."""
     allowed_origins: list[str] = Field(default_factory=list[str])
     """Origin headers accepted over HTTP besides the bound address's own, e.g.
     `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`.
