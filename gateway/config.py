@@ -106,10 +106,12 @@ class GatewaySettings(_Strict):
     is in the file. Required to serve HTTP on an address other than loopback."""
     allowed_hosts: list[str] = Field(default_factory=list[str])
     """Host headers accepted over HTTP besides the bound address: `gw.example.com`,
-    `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection)."""
+    `gw.example.com:8443`, or `gw.example.com:*` for any port (DNS-rebinding protection).
+    Bound to a wildcard address (0.0.0.0, ::), Host and Origin are checked only when set."""
     allowed_origins: list[str] = Field(default_factory=list[str])
     """Origin headers accepted over HTTP besides the bound address's own, e.g.
-    `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`."""
+    `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`.
+    These origins (only these) get CORS too: a browser app on one can call the gateway."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     """The largest HTTP request body accepted (413 beyond)."""
     http_session_idle_timeout: float = Field(default=600, gt=0)
@@ -121,6 +123,11 @@ class GatewaySettings(_Strict):
     the clients and proxies in front keep theirs idle (httpx 5 s, aiohttp 15 s, nginx's and
     AWS ALB's upstreams 60 s, Go 90 s): one that sends a request on a connection just as the
     server closes it gets no answer, and the mcp SDK's `Client` dies of it."""
+    http_max_connections: int = Field(default=2048, ge=1)
+    """HTTP connections open at once. One more closes the one waiting longest for a request
+    (a head still coming in, an idle one), or is refused with 503 when all are serving. With
+    the 30 s a connection has to send a request's head, what keeps a client that opens
+    connections and never finishes a request from holding them all."""
     state_key_env: str | None = None
     """The environment variable holding the key (>= 32 bytes) that seals the state of
     multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the

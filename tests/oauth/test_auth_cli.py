@@ -5,6 +5,7 @@ server needs authorisation."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -94,6 +95,26 @@ async def test_login_status_use_and_logout(tmp_path: Path) -> None:
         code, out, _ = await gateway(plain, "auth", "status", "--config", config)
         assert "remote: not authorised" in out
     assert world.authority.grants == ["authorization_code"]
+
+
+async def test_login_verbose_logs_the_requests_but_not_the_code_or_the_state(
+    tmp_path: Path,
+) -> None:
+    """`-v` logs httpx2's request lines: the callback's URL held the authorization code and
+    the flow's state (and the authorization page's the state)."""
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "-v", "remote", "--config", config)
+        [authorization] = world.authority.authorizations
+    assert code == 0, err
+    [callback] = [line for line in err.splitlines() if "/callback?" in line]
+    assert callback.startswith("INFO httpx2: HTTP Request: GET http://127.0.0.1:")
+    assert "/callback?code=[redacted]&state=[redacted]&iss=" in callback
+    assert f"{world.authority.issuer}/authorize?" in err  # the page's line, redacted too
+    assert authorization.state is not None
+    assert authorization.state not in err
+    assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)
 
 
 async def test_a_failed_revocation_is_reported_and_the_tokens_are_still_forgotten(

@@ -223,7 +223,8 @@ async def test_metadata_is_published_and_a_401_points_at_it(
         assert refused.status_code == 401
         challenge = refused.headers["www-authenticate"]
         metadata_url = served.url.replace("/mcp", "/.well-known/oauth-protected-resource/mcp")
-        assert f'resource_metadata="{metadata_url}"' in challenge
+        # No credentials sent: no error code (RFC 6750 §3.1), what to ask for and where.
+        assert challenge == f'Bearer scope="mcp", resource_metadata="{metadata_url}"'
         async with httpx2.AsyncClient() as http:
             for url in (
                 metadata_url,

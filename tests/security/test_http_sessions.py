@@ -265,3 +265,26 @@ def _awaiting(task: TaskInfo) -> list[str]:
         names.append(f"{frame.f_globals['__name__']}.{frame.f_code.co_qualname}")
         coro = coro.cr_await
     return names
+
+
+async def test_a_refused_request_without_a_session_id_is_handed_no_session_id() -> None:
+    """The SDK opens (and discards) a session for any request without an id: its refusal
+    carried that session's id. The one opened by an `initialize` is the only one handed out."""
+    async with gateway(Hold()) as gw:
+        with anyio.fail_after(30):
+            headers = {"Accept": "application/json, text/event-stream"}
+            refused = [
+                await gw.http.request(method, gw.url, headers=headers)
+                for method in ("GET", "DELETE", "OPTIONS", "PUT")
+            ]
+            not_initialize = await gw.http.post(
+                gw.url,
+                content=json.dumps(calculate(1, LEGACY)),
+                headers={**headers, "Content-Type": "application/json"},
+            )
+            opened = await gw.open()
+            assert len(gw.sessions) == 1
+    assert [r.status_code for r in refused] == [400, 400, 405, 405]
+    assert not_initialize.status_code == 400
+    assert [r.headers.get("mcp-session-id") for r in [*refused, not_initialize]] == [None] * 5
+    assert opened.session_id is not None

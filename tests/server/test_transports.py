@@ -210,8 +210,16 @@ async def test_http_wants_the_bearer_token(tmp_path: Path) -> None:
             wrong = await http.post(
                 served.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Bearer nope"}
             )
-        assert (missing.status_code, wrong.status_code) == (401, 401)
-        assert missing.headers["www-authenticate"].startswith("Bearer")
+            basic = await http.post(
+                served.url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": "Basic eDp5"}
+            )
+        assert (missing.status_code, wrong.status_code, basic.status_code) == (401, 401, 401)
+        # RFC 6750 §3.1: no error code for a request without a bearer token.
+        assert missing.headers["www-authenticate"] == "Bearer"
+        assert basic.headers["www-authenticate"] == "Bearer"
+        assert wrong.headers["www-authenticate"] == (
+            'Bearer error="invalid_token", error_description="Authentication required"'
+        )
         with anyio.fail_after(30):
             async with (
                 httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}) as authorized,

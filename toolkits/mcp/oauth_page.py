@@ -6,13 +6,18 @@ with an error page. A browser then shows that page and never comes back to our c
 `auth login` would wait for nothing. `probe_authorization_page` asks once, without following
 the redirect, and raises `AuthorizationPageRefused` (with the server's own words) for such an
 answer; `fetch_authorization` (no person: tests and CI) follows the redirects itself.
+
+httpx2 logs every request's URL at INFO (`-v`): the authorization page's carries the flow's
+`state`, the callback's (fetched here) the authorization code. Their values are logged as
+`[redacted]`, in this process's every httpx2 line (`_RedactedSecrets`).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, cast
-from urllib.parse import urlsplit
+from urllib.parse import unquote_plus, urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthFlowError
@@ -25,6 +30,38 @@ _PROBE_TIMEOUT = 10.0
 _FETCH_TIMEOUT = 30.0
 _FETCH_REDIRECTS = 10
 _MAX_DETAIL = 300
+_SECRET_PARAMETERS = frozenset(
+    {"code", "state", "code_verifier", "access_token", "refresh_token", "id_token", "client_secret"}
+)
+"""Query parameters of an OAuth flow whose values are never logged."""
+
+
+class _RedactedSecrets(logging.Filter):
+    """Logs httpx2's request lines with the OAuth secrets in their URLs' queries redacted."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(arg, httpx2.URL) for arg in record.args
+        ):
+            record.args = tuple(
+                _redacted(arg) if isinstance(arg, httpx2.URL) else arg for arg in record.args
+            )
+        return True
+
+
+def _redacted(url: httpx2.URL) -> httpx2.URL | str:
+    parts = url.query.decode("ascii", "replace").split("&")
+    secret = [unquote_plus(part.partition("=")[0]) in _SECRET_PARAMETERS for part in parts]
+    if not any(secret):
+        return url
+    shown = [
+        f"{part.partition('=')[0]}=[redacted]" if hidden else part
+        for part, hidden in zip(parts, secret, strict=True)
+    ]
+    return f"{url.copy_with(query=None)}?{'&'.join(shown)}"
+
+
+logging.getLogger("httpx2").addFilter(_RedactedSecrets())
 
 
 class AuthorizationPageRefused(OAuthFlowError):

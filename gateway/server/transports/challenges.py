@@ -3,9 +3,10 @@
 RFC 6750 §3 as the MCP authorization spec uses it, each answer naming the protected resource
 metadata (`resource_metadata`) and the scopes wanted (`scope`):
 
-- `RequireToken`: a request without a valid token gets 401 `invalid_token`, naming the
-  required scopes (so a client asks for those, not everything the metadata lists); a token
-  lacking one of them gets 403 `insufficient_scope`.
+- `RequireToken`: a request without a valid token gets 401, naming the required scopes (so a
+  client asks for those, not everything the metadata lists): `invalid_token` for a bearer
+  token refused, no error code when none was sent (§3.1: the client may not have known it
+  needs one); a token lacking a required scope gets 403 `insufficient_scope`.
 - `ScopeChallenge`: a JSON-RPC request the token's scopes do not allow (`ScopePolicy`: a call
   to a tool of a node no held scope grants, a resource, prompt or completion without `*`)
   gets 403 `insufficient_scope` naming the narrowest scope that would allow it beside the
@@ -25,6 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import ScopePolicy
 from .envelope import buffered_body
+from .request_headers import first
 
 __all__ = ["RequireToken", "ScopeChallenge", "send_challenge"]
 
@@ -32,23 +34,26 @@ __all__ = ["RequireToken", "ScopeChallenge", "send_challenge"]
 async def send_challenge(
     send: Send,
     status: int,
-    error: str,
+    error: str | None,
     description: str,
     *,
     scope: str | None,
     metadata_url: str | None,
 ) -> None:
-    """Answer with `status` and a Bearer challenge (and the same error as a JSON body)."""
-    parts = [f'error="{error}"', f'error_description="{_quoted(description)}"']
+    """Answer with `status` and a Bearer challenge (and the same error as a JSON body). With
+    `error` None the challenge carries no error code or description, only the body does."""
+    parts = [f'error="{error}"', f'error_description="{_quoted(description)}"'] if error else []
     if scope:
         parts.append(f'scope="{_quoted(scope)}"')
     if metadata_url:
         parts.append(f'resource_metadata="{metadata_url}"')
-    body = json.dumps({"error": error, "error_description": description}).encode()
+    said = {"error": error, "error_description": description} if error else {}
+    body = json.dumps(said or {"error_description": description}).encode()
+    challenge = f"Bearer {', '.join(parts)}" if parts else "Bearer"
     headers = [
         (b"content-type", b"application/json"),
         (b"content-length", b"%d" % len(body)),
-        (b"www-authenticate", f"Bearer {', '.join(parts)}".encode()),
+        (b"www-authenticate", challenge.encode()),
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -56,6 +61,11 @@ async def send_challenge(
 
 def _quoted(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _sent_bearer(scope: Scope) -> bool:
+    authorization = first(scope, b"authorization")
+    return authorization is not None and authorization[:7].lower() == b"bearer "
 
 
 def _user(scope: Scope) -> AuthenticatedUser | None:
@@ -77,7 +87,7 @@ class RequireToken:
             return send_challenge(
                 send,
                 401,
-                "invalid_token",
+                "invalid_token" if _sent_bearer(scope) else None,
                 "Authentication required",
                 scope=" ".join(self.required),
                 metadata_url=self.metadata_url,

@@ -5,25 +5,30 @@
   than loopback without a token is refused before anything binds.
 - DNS rebinding: `Host` and `Origin` must name the bound address, host and port exactly
   (loopback names for loopback), or match an allowed pattern from config (`host_check`).
+- CORS for the configured `allowed_origins` (a browser app such as the MCP Inspector UI):
+  preflights answered before the token check, answers naming the origin (`cors`).
 - Request bodies above `max_request_bytes` are refused with 413 (POST bodies by `envelope`,
   the others by the SDK's endpoint); a body that is not one JSON-RPC message gets its
   JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
+- A connection must send its request's head within `read_timeout` (30 s), and at most
+  `http_max_connections` are open, the one waiting longest for a request closed to make room
+  (`connections`): before any token is checked, a client could otherwise hold them all.
 - An idle connection stays open `http_keep_alive` s (120; uvicorn's own 5 s is what the mcp
   SDK's `Client` keeps one idle too: a request sent as the server closes it gets no answer,
   and the client's session dies of that).
 - `stateless=True` keeps no session between requests, for replicas behind a load balancer
   (2026-07-28 requests are stateless anyway).
 
-Layers of a request, outermost first: Host/Origin, bearer token (`challenges`), body size and
-envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`, the SDK's
-session manager. The server's layers sit inside the session limits so that what they answer
-on a 2025-era session counts as that session's activity. A layer hands what it lets through
-on as the next layer's awaitable (a plain `def __call__`) rather than awaiting it in a frame
-of its own: an open GET stream (one per idle 2025-era session) would keep every such frame
-alive. A request to `/mcp` skips Starlette's own layers (`HttpApp`): they do nothing for it
-but cost CPU on every call and a frame each on every open stream.
+Layers of a request, outermost first: Host/Origin, CORS, bearer token (`challenges`), body
+size and envelope, OAuth scopes (`challenges`), session limits, the server's `http_layers`,
+the SDK's session manager. The server's layers sit inside the session limits so that what
+they answer on a 2025-era session counts as that session's activity. A layer hands what it
+lets through on as the next layer's awaitable (a plain `def __call__`) rather than awaiting
+it in a frame of its own: an open GET stream (one per idle 2025-era session) would keep every
+such frame alive. A request to `/mcp` skips Starlette's own layers (`HttpApp`): they do
+nothing for it but cost CPU on every call and a frame each on every open stream.
 """
 
 from __future__ import annotations
@@ -63,6 +68,13 @@ from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
 from .challenges import RequireToken, ScopeChallenge
+from .connections import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT,
+    ConnectionLimits,
+    raise_file_limit,
+)
+from .cors import Cors
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -106,6 +118,9 @@ class HttpOptions:
     max_sessions: int = DEFAULT_MAX_SESSIONS
     keep_alive: int = DEFAULT_KEEP_ALIVE
     """Seconds an idle connection stays open."""
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+    """Seconds a connection has to send a request's head (`connections`)."""
     oauth: ResourceServerSettings | None = None
     """Take OAuth access tokens too (`auth`)."""
 
@@ -150,6 +165,7 @@ def http_options(
         session_idle_timeout=settings.http_session_idle_timeout,
         max_sessions=settings.http_max_sessions,
         keep_alive=settings.http_keep_alive,
+        max_connections=settings.http_max_connections,
         oauth=settings.oauth,
     )
     try:
@@ -294,6 +310,9 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         routes = metadata_routes(options.oauth)
     if verifier is not None:
         endpoint = RequireToken(endpoint, required, metadata_url)
+    if options.allowed_origins:  # a browser's preflight carries no token: answered before
+        endpoint = Cors(endpoint, options.allowed_origins)
+    if verifier is not None:
         middleware += [
             Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
             Middleware(AuthContextMiddleware),
@@ -323,13 +342,18 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
 
 
 class _SessionManager(StreamableHTTPSessionManager):
-    """The SDK's, but the answer that opens a 2025-era session is JSON, not an event stream.
+    """The SDK's, but the answer that opens a 2025-era session is JSON, not an event stream,
+    and a refusal hands out no session id.
 
     Nothing precedes an `initialize` result on its stream, and a JSON answer spares the client
     an event-stream reader and the server its stream machinery (a handshake-era open, call and
     close: 0.6 ms less CPU in the client, 0.5 ms less here; bench/RESULTS.md). The session's
     later requests are answered as before: on an event stream, where progress, log messages
     and the server's own requests can precede the result.
+
+    The SDK makes a session for every request without a session id (a GET, a DELETE, an
+    OPTIONS too) and discards it when the answer is an error; the error still carried the
+    discarded session's `mcp-session-id`, a session id handed out for nothing.
     """
 
     async def _serve_opening_request(  # mcp 2.3: where a new session's transport answers first
@@ -342,6 +366,10 @@ class _SessionManager(StreamableHTTPSessionManager):
         async def sending(message: Message) -> None:
             if message["type"] == "http.response.start":  # answered: the rest as before
                 http_transport.is_json_response_enabled = False
+                if message["status"] >= 400:  # no session: the SDK discards it
+                    headers: list[tuple[bytes, bytes]] = message.get("headers", [])
+                    kept = [(k, v) for k, v in headers if k.lower() != b"mcp-session-id"]
+                    message = {**message, "headers": kept}
             await send(message)
 
         http_transport.is_json_response_enabled = True
@@ -379,8 +407,12 @@ async def serve_http(
     name = f"[{options.host}]" if ":" in options.host else options.host
     app = http_app(server, replace(options, port=port))
     sessions: SessionLimits | None = app.state.sessions
+    raise_file_limit(options.max_connections)
+    connections = ConnectionLimits(options.max_connections, options.read_timeout)
     config = uvicorn.Config(
         app,
+        http=connections.protocol(),  # uvicorn's httptools protocol, bounded (`connections`)
+        ws="none",
         log_config=None,  # keep the process's logging; uvicorn would install its own
         log_level=logging.getLogger().getEffectiveLevel(),
         access_log=False,
