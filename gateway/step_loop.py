@@ -3,7 +3,8 @@
 
 Every action of a request goes to its node concurrently (bounded by the gateway's limits);
 each result or failure becomes an action response. An agent used as a tool runs its own loop
-right inside its caller's action. After every change the run's state goes to its
+right inside its caller's action: what fails its item is the caller's failed tool, what stops
+its run stops the caller's too (once the other actions ended). After every change the run's state goes to its
 `RunSaver`, so a stopped run continues from there.
 """
 
@@ -37,7 +38,6 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
-from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
@@ -168,7 +168,17 @@ class StepLoop:
         if asked and isinstance(context.approver, AsksAtOnce):
             await context.approver.ask_at_once(list(asked.values()))
 
+        stopped: list[AgentError] = []
+
         async def run_one(index: int, action: Action) -> None:
+            try:
+                await answer(index, action)
+            except AgentError as failure:
+                # A sub-agent's run stopped (its model unreachable, say): this run stops too,
+                # once the other calls have ended (each recorded), so a resumed run repeats none.
+                stopped.append(failure)
+
+        async def answer(index: int, action: Action) -> None:
             # A call that needs approval waits for it here, outside its record.
             refused = await self._approval(action, asked.get(index), context, parent_id)
             if saver.journal is None:
@@ -202,6 +212,8 @@ class StepLoop:
             if len(leaves) == 1:
                 raise leaves[0] from None
             raise
+        if stopped:
+            raise stopped[0]
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 
@@ -255,7 +267,8 @@ class StepLoop:
         saver: RunSaver,
     ) -> ActionResponse:
         """One action: its node's tool called, or its agent run; never raises for a failed
-        tool (the model is told), only for signals that stop the whole run."""
+        tool (the model is told), only for signals that stop the whole run, and for what stops
+        an agent's run (as it would at the top: its model unreachable, a bad key, ...)."""
         tool = tools.get(action.tool)
         tracer = context.tracer
         if tool is None or tool.source_node != action.node:
@@ -270,19 +283,13 @@ class StepLoop:
         if action.node in self._gateway.agents:
             # An agent used as a tool resolves its run right here, inside this call. It takes
             # no limiter slot: its own tool calls do, and holding one here could deadlock.
+            # Its items' failures are the caller's failed tool; what stops its run stops this
+            # one (its state is kept in this one's, so a resumed run goes on inside it).
             async with tracer.span(
                 "tool", action.tool, parent_id=parent_id, input=arguments,
                 call_id=action.tool_call_id,
             ) as span:  # fmt: skip
-                try:
-                    response = await self._run_agent_tool(
-                        action, arguments, context, span.id, saver
-                    )
-                except NodeStopped:
-                    raise  # as below: no outcome, and this run stops too
-                except (AgentError, ToolkitError, GatewayError) as exc:
-                    # The inner agent failed (its model, say): for the caller it is a failed tool.
-                    response = ActionResponse(action=action, error=str(exc) or repr(exc))
+                response = await self._run_agent_tool(action, arguments, context, span.id, saver)
                 span.output, span.error = response.data, response.error
                 return response
         try:
@@ -342,18 +349,29 @@ class StepLoop:
         )
         checkpoint = saver.child(key)
         journal = saver.journal.child(key) if saver.journal else None
-        outcome = await self.drive(
-            inner,
-            state,
-            context.inside(action.tool_call_id),
-            parent_id,
-            checkpoint=checkpoint,
-            journal=journal,
-        )
+        try:
+            outcome = await self.drive(
+                inner,
+                state,
+                context.inside(action.tool_call_id),
+                parent_id,
+                checkpoint=checkpoint,
+                journal=journal,
+            )
+        except AgentError as failure:
+            _say_where(failure, (*context.chain, inner.name))
+            raise
         item = outcome.items[0]
         if item.error is not None:
             return ActionResponse(action=action, error=item.error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+
+
+def _say_where(failure: AgentError, chain: Sequence[str]) -> None:
+    """Name the sub-agent whose run `failure` stopped (the deepest one: said once)."""
+    said = "stopped in the sub-agent "
+    if not any(note.startswith(said) for note in getattr(failure, "__notes__", ())):
+        failure.add_note(f"{said}{chain[-1]!r} ({' -> '.join(chain)})")
 
 
 def outputs(items: Sequence[ItemResult]) -> JsonValue:
