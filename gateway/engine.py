@@ -54,7 +54,8 @@ class AgentSpec:
     options: AgentOptions = field(default_factory=AgentOptions)
     description: str = ""
     token_budget: int | None = None
-    """Tokens the whole run tree may spend (this agent and every agent it calls)."""
+    """Tokens the whole run tree may spend (this agent and every agent it calls); called as a
+    tool, its subtree, within its caller's budget."""
     memory: ChatMemory | None = None
     """Where this agent keeps conversations; default: the gateway's."""
     context_window: int | None = None

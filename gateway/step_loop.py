@@ -42,7 +42,7 @@ from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
-from .run_state import Checkpoint, RunSaver, RunState
+from .run_state import Checkpoint, RunSaver, RunState, spent
 from .trace import Tracer
 from .traced_model import TracedModel
 
@@ -349,11 +349,13 @@ class StepLoop:
         )
         checkpoint = saver.child(key)
         journal = saver.journal.child(key) if saver.journal else None
+        # Its own token_budget caps its subtree (from what it spent before a stop), inside ours.
+        budget = context.budget.within(inner.token_budget, inner.name, spent(state))
         try:
             outcome = await self.drive(
                 inner,
                 state,
-                context.inside(action.tool_call_id),
+                context.inside(action.tool_call_id, budget),
                 parent_id,
                 checkpoint=checkpoint,
                 journal=journal,

@@ -478,3 +478,34 @@ async def test_the_other_calls_of_the_step_end_before_a_failed_sub_agent_stops_t
     with anyio.fail_after(5), pytest.raises(ModelConnectionError):
         await gateway.run("outer", "go")
     assert finished == ["slow"]  # not cancelled: its result is recorded, a resumed run has it
+
+
+def budgeted(outer: int | None, middle: int | None) -> tuple[Gateway, list[ScriptedModel]]:
+    """`three_levels` with token budgets on the outer and the middle agent."""
+    gateway, models = three_levels()
+    specs = [
+        AgentSpec(s.name, s.model, tools=s.tools, token_budget=budget)
+        for s, budget in zip(gateway.agents.values(), (outer, middle, None), strict=True)
+    ]
+    return Gateway(gateway.nodes.values(), specs), models
+
+
+async def test_a_sub_agents_own_token_budget_caps_its_subtree() -> None:
+    gateway, (top, middle, bottom) = budgeted(None, 20)
+    result = await gateway.run("assistant", "shirts?")
+    assert result.output == "425 dollars."  # the outer agent went on with what it was told
+    # The middle agent's first call (13 tokens) and the bottom one's (9) spent its 20: the
+    # bottom agent stopped before its second call, the middle one too.
+    assert (len(middle.calls), len(bottom.calls)) == (1, 1)
+    told = next(m for m in top.calls[1][0] if isinstance(m, ToolMessage))
+    assert told.content == (
+        "Error: Token budget (20) of agent 'research' exceeded: it used 22 tokens and was stopped."
+    )
+
+    gateway, (top, middle, bottom) = budgeted(1000, 20)  # the outer budget is not reached
+    assert (await gateway.run("assistant", "shirts?")).output == "425 dollars."
+
+    gateway, (top, middle, bottom) = budgeted(12, 1000)  # the outer budget still caps it all
+    result = await gateway.run("assistant", "shirts?")
+    assert result.error == "Token budget (12) exceeded: the run used 20 tokens and was stopped."
+    assert (len(top.calls), len(middle.calls), len(bottom.calls)) == (1, 1, 0)
