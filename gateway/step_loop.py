@@ -364,8 +364,11 @@ class StepLoop:
             _say_where(failure, (*context.chain, inner.name))
             raise
         item = outcome.items[0]
-        if item.error is not None:
-            return ActionResponse(action=action, error=item.error, usage=outcome.usage)
+        error = item.error
+        if error is None and not (item.output or "").strip():
+            error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
+        if error is not None:
+            return ActionResponse(action=action, error=error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 
 

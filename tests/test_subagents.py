@@ -509,3 +509,15 @@ async def test_a_sub_agents_own_token_budget_caps_its_subtree() -> None:
     result = await gateway.run("assistant", "shirts?")
     assert result.error == "Token budget (12) exceeded: the run used 20 tokens and was stopped."
     assert (len(top.calls), len(middle.calls), len(bottom.calls)) == (1, 1, 0)
+
+
+async def test_a_sub_agents_empty_answer_is_an_error_the_outer_model_reads() -> None:
+    outer = ScriptedModel([call("inner", prompt="go"), "the inner agent said nothing"])
+    inner = ScriptedModel(["  "])
+    gateway = Gateway([], [AgentSpec("outer", outer, tools=["inner"]), AgentSpec("inner", inner)])
+    result = await gateway.run("outer", "go")
+    assert result.output == "the inner agent said nothing"
+    told = next(m for m in outer.calls[1][0] if isinstance(m, ToolMessage))
+    assert told.content == (
+        "Error: agent 'inner' gave an empty answer (the model's final answer was empty)"
+    )
