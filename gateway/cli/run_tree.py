@@ -97,13 +97,15 @@ def _head(call: CallNode) -> str:
 
 
 def _body(call: CallNode) -> list[str]:
-    if call.error is not None:
-        return [f"error: {_short(call.error)}"]
     if call.kind == "tool":
         lines = [f"input  {_json(call.input)}"] if call.input is not None else []
+        if call.error is not None:  # with its input: what it failed on
+            return [*lines, f"error: {_short(call.error)}"]
         if not call.calls or call.output is not None:
             lines.append(f"output {_json(call.output)}")
         return lines
+    if call.error is not None:
+        return [f"error: {_short(call.error)}"]
     lines: list[str] = []
     answer = call.output if isinstance(call.output, dict) else {}
     content = answer.get("content")
