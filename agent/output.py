@@ -34,11 +34,14 @@ _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 class OutputInvalid(ValueError):
-    """An answer that does not fit the schema; `problems` says where and why, for the model."""
+    """An answer that does not fit the schema; `problems` says where and why, for the model,
+    `what` what was wrong, for a person (default: the first problem, and how many more)."""
 
-    def __init__(self, problems: list[str]) -> None:
+    def __init__(self, problems: list[str], *, what: str | None = None) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        self.what = what or (problems[0] + more if problems else "")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,10 @@ class OutputSchema:
         """The answer in a `final_result` call, validated. Raises `OutputInvalid`."""
         if self.wraps:
             if _WRAPPED not in arguments:
-                raise OutputInvalid([f"the answer goes in the {_WRAPPED!r} argument"])
+                raise OutputInvalid(
+                    [f"the answer goes in the {_WRAPPED!r} argument"],
+                    what=f"its {FINAL_RESULT_TOOL!r} call had no {_WRAPPED!r} argument",
+                )
             return self.validate(arguments[_WRAPPED])
         return self.validate(arguments)
 
@@ -126,7 +132,8 @@ class OutputSchema:
             value: Any = json.loads(stripped)
         except ValueError:
             raise OutputInvalid(
-                [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"]
+                [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"],
+                what=f"it was text, not JSON, and no call of {FINAL_RESULT_TOOL!r}",
             ) from None
         if self.wraps and isinstance(value, dict) and _WRAPPED in value:
             value = cast(dict[str, Any], value)[_WRAPPED]
@@ -153,7 +160,10 @@ def structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonVal
         return NOT_AN_ANSWER
     if finals:
         if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
-            raise OutputInvalid(["the answer was cut off at the output token limit; shorten it"])
+            raise OutputInvalid(
+                ["the answer was cut off at the output token limit; shorten it"],
+                what="it was cut off at the output token limit",
+            )
         if finals[0].invalid_arguments is not None:
             raise OutputInvalid(["the arguments were not a JSON object"])
         return output.from_call(finals[0].arguments)

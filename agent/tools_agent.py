@@ -326,7 +326,10 @@ class ToolsAgent:
                 retries = self.options.output_retries
                 if failures > retries:
                     after = "1 retry" if retries == 1 else f"{retries} retries"
-                    error = f"the answer did not fit the output schema after {after}: {invalid}"
+                    error = (
+                        f"the model's answer did not fit the output schema after {after}: "
+                        f"{invalid.what}"
+                    )
                     return _Outcome(
                         steps,
                         usage=usage,

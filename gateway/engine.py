@@ -36,7 +36,7 @@ from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
-from .run_state import Checkpoint, RunResult, RunState
+from .run_state import Checkpoint, RunResult, RunState, spent
 from .step_loop import StepLoop, outputs
 from .trace import ToolProgress, TraceHook, Tracer, new_id
 from .traced_model import TracedModel
@@ -54,7 +54,8 @@ class AgentSpec:
     options: AgentOptions = field(default_factory=AgentOptions)
     description: str = ""
     token_budget: int | None = None
-    """Tokens the whole run tree may spend (this agent and every agent it calls)."""
+    """Tokens the whole run tree may spend (this agent and every agent it calls); called as a
+    tool, its subtree, within its caller's budget."""
     memory: ChatMemory | None = None
     """Where this agent keeps conversations; default: the gateway's."""
     context_window: int | None = None
@@ -185,9 +186,9 @@ class Gateway:
             subject=state.started_by,
             caller_trace=state.caller_trace,
         )
-        exchange = state.response or state.request
-        # A resumed run has spent what its metadata says: the budget counts on from there.
-        budget = TokenBudget(spec.token_budget, exchange.metadata.usage if exchange else Usage())
+        # A resumed run has spent what its state says (its sub-agents' calls included): the
+        # budget counts on from there.
+        budget = TokenBudget(spec.token_budget, spent(state))
         quota = quota or self.client_quota()
         context = RunContext(
             tracer,

@@ -1,5 +1,6 @@
 """What every part of one run shares, however deeply agents nest: its tracer, the chain of
-agents that led here, and the token budget of the whole tree."""
+agents that led here, and the token budget of the whole tree (and of a sub-agent's subtree,
+when it has its own)."""
 
 from __future__ import annotations
 
@@ -38,19 +39,44 @@ class ClientQuestions:
 
 @dataclass
 class TokenBudget:
-    """Tokens spent by every model call of a run tree, against an optional limit."""
+    """Tokens spent by every model call of a run tree (or of a sub-agent's subtree, within
+    the budget of the tree around it: `within`), against an optional limit."""
 
     limit: int | None = None
     used: Usage = field(default_factory=Usage)
+    around: TokenBudget | None = None
+    """The budget of the tree this sub-agent's is in: charged with all this one is."""
+    owner: str | None = None
+    """The sub-agent whose own budget this is; None: the run's."""
+
+    def within(self, limit: int | None, owner: str, used: Usage) -> TokenBudget:
+        """The budget of sub-agent `owner`'s subtree (its own `limit`, `used` so far), inside
+        this one; without a limit of its own, it spends this one."""
+        if limit is None:
+            return self
+        return TokenBudget(limit, used, around=self, owner=owner)
 
     def charge(self, usage: Usage) -> None:
         self.used += usage
+        if self.around is not None:
+            self.around.charge(usage)
 
     @property
     def exceeded(self) -> bool:
+        return self._own_exceeded or (self.around is not None and self.around.exceeded)
+
+    @property
+    def _own_exceeded(self) -> bool:
         return self.limit is not None and self.used.total_tokens >= self.limit
 
     def message(self) -> str:
+        if self.around is not None and self.around.exceeded:
+            return self.around.message()  # the wider budget's: it stops more than this agent
+        if self.owner is not None:
+            return (
+                f"Token budget ({self.limit}) of agent {self.owner!r} exceeded: it used "
+                f"{self.used.total_tokens} tokens and was stopped."
+            )
         return (
             f"Token budget ({self.limit}) exceeded: the run used {self.used.total_tokens} tokens "
             "and was stopped."
@@ -94,6 +120,7 @@ class RunContext:
     def enter(self, agent: str, model: ChatModel) -> RunContext:
         return replace(self, chain=(*self.chain, agent), model=model)
 
-    def inside(self, call_id: str) -> RunContext:
-        """The context of an agent run as the tool call `call_id` of the current one."""
-        return replace(self, path=f"{self.path}{call_id}/")
+    def inside(self, call_id: str, budget: TokenBudget) -> RunContext:
+        """The context of an agent run as the tool call `call_id` of the current one, spending
+        `budget` (its own, within this one's, or this one's)."""
+        return replace(self, path=f"{self.path}{call_id}/", budget=budget)

@@ -12,10 +12,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent import AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
+from agent.scratchpad import tool_usage
 
 from .journal import ScopedJournal
 
-__all__ = ["RUN_STATE_VERSION", "Checkpoint", "RunOrigin", "RunResult", "RunSaver", "RunState"]
+__all__ = [
+    "RUN_STATE_VERSION",
+    "Checkpoint",
+    "RunOrigin",
+    "RunResult",
+    "RunSaver",
+    "RunState",
+    "spent",
+]
 
 RUN_STATE_VERSION = 1
 
@@ -65,6 +74,18 @@ class RunState(BaseModel):
     caller_trace: dict[str, str] | None = None
     """The W3C trace context the MCP client sent with its call (`traceparent`, ...): the run's
     spans continue the client's trace, also when resumed later."""
+
+
+def spent(state: RunState) -> Usage:
+    """What the run's model calls had cost by its last checkpoint: its agent's, the agents'
+    it ran as tools that finished, and those of the agents still working as its tools (their
+    own states, in `children`), so a run stopped inside a sub-agent counts its calls too."""
+    exchange = state.response or state.request
+    used = exchange.metadata.usage if exchange is not None else Usage()
+    used += tool_usage(state.response)
+    for child in state.children.values():
+        used += spent(child)
+    return used
 
 
 class RunResult(BaseModel):

@@ -3,9 +3,11 @@
 
 Every action of a request goes to its node concurrently (bounded by the gateway's limits);
 each result or failure becomes an action response. An agent used as a tool runs its own loop
-right inside its caller's action. After every change the run's state goes to its
-`RunSaver`, so a stopped run continues from there. The run tree's token budget is checked
-before every model call and every dispatch: once it is spent, no further call is made.
+right inside its caller's action: what fails its item is the caller's failed tool, what stops
+its run stops the caller's too (once the other actions ended). After every change the run's
+state goes to its `RunSaver`, so a stopped run continues from there. The run tree's token
+budget is checked before every model call and every dispatch: once it is spent, no further
+call is made.
 """
 
 from __future__ import annotations
@@ -38,12 +40,11 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
-from .errors import GatewayError
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
-from .run_state import Checkpoint, RunSaver, RunState
+from .run_state import Checkpoint, RunSaver, RunState, spent
 from .session_owners import owned_memory
 from .trace import Tracer
 from .traced_model import TracedModel
@@ -141,7 +142,8 @@ class StepLoop:
                     # runs. The saved request keeps them pending, so a run resumed with a
                     # larger budget makes each call once.
                     stopped = context.budget.message()
-                    outcome = agent.stop(state.items, _not_run(request, stopped), stopped)
+                    not_run = _not_run(request, stopped, state.children)
+                    outcome = agent.stop(state.items, not_run, stopped)
                     break
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
@@ -178,7 +180,17 @@ class StepLoop:
         if asked and isinstance(context.approver, AsksAtOnce):
             await context.approver.ask_at_once(list(asked.values()))
 
+        stopped: list[AgentError] = []
+
         async def run_one(index: int, action: Action) -> None:
+            try:
+                await answer(index, action)
+            except AgentError as failure:
+                # A sub-agent's run stopped (its model unreachable, say): this run stops too,
+                # once the other calls have ended (each recorded), so a resumed run repeats none.
+                stopped.append(failure)
+
+        async def answer(index: int, action: Action) -> None:
             # A call that needs approval waits for it here, outside its record.
             refused = await self._approval(action, asked.get(index), context, parent_id)
             if saver.journal is None:
@@ -212,6 +224,8 @@ class StepLoop:
             if len(leaves) == 1:
                 raise leaves[0] from None
             raise
+        if stopped:
+            raise stopped[0]
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 
@@ -265,7 +279,8 @@ class StepLoop:
         saver: RunSaver,
     ) -> ActionResponse:
         """One action: its node's tool called, or its agent run; never raises for a failed
-        tool (the model is told), only for signals that stop the whole run."""
+        tool (the model is told), only for signals that stop the whole run, and for what stops
+        an agent's run (as it would at the top: its model unreachable, a bad key, ...)."""
         tool = tools.get(action.tool)
         tracer = context.tracer
         if tool is None or tool.source_node != action.node:
@@ -280,19 +295,13 @@ class StepLoop:
         if action.node in self._gateway.agents:
             # An agent used as a tool resolves its run right here, inside this call. It takes
             # no limiter slot: its own tool calls do, and holding one here could deadlock.
+            # Its items' failures are the caller's failed tool; what stops its run stops this
+            # one (its state is kept in this one's, so a resumed run goes on inside it).
             async with tracer.span(
                 "tool", action.tool, parent_id=parent_id, input=arguments,
                 call_id=action.tool_call_id,
             ) as span:  # fmt: skip
-                try:
-                    response = await self._run_agent_tool(
-                        action, arguments, context, span.id, saver
-                    )
-                except NodeStopped:
-                    raise  # as below: no outcome, and this run stops too
-                except (AgentError, ToolkitError, GatewayError) as exc:
-                    # The inner agent failed (its model, say): for the caller it is a failed tool.
-                    response = ActionResponse(action=action, error=str(exc) or repr(exc))
+                response = await self._run_agent_tool(action, arguments, context, span.id, saver)
                 span.output, span.error = response.data, response.error
                 return response
         try:
@@ -352,18 +361,34 @@ class StepLoop:
         )
         checkpoint = saver.child(key)
         journal = saver.journal.child(key) if saver.journal else None
-        outcome = await self.drive(
-            inner,
-            state,
-            context.inside(action.tool_call_id),
-            parent_id,
-            checkpoint=checkpoint,
-            journal=journal,
-        )
+        # Its own token_budget caps its subtree (from what it spent before a stop), inside ours.
+        budget = context.budget.within(inner.token_budget, inner.name, spent(state))
+        try:
+            outcome = await self.drive(
+                inner,
+                state,
+                context.inside(action.tool_call_id, budget),
+                parent_id,
+                checkpoint=checkpoint,
+                journal=journal,
+            )
+        except AgentError as failure:
+            _say_where(failure, (*context.chain, inner.name))
+            raise
         item = outcome.items[0]
-        if item.error is not None:
-            return ActionResponse(action=action, error=item.error, usage=outcome.usage)
+        error = item.error
+        if error is None and not (item.output or "").strip():
+            error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
+        if error is not None:
+            return ActionResponse(action=action, error=error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
+
+
+def _say_where(failure: AgentError, chain: Sequence[str]) -> None:
+    """Name the sub-agent whose run `failure` stopped (the deepest one: said once)."""
+    said = "stopped in the sub-agent "
+    if not any(note.startswith(said) for note in getattr(failure, "__notes__", ())):
+        failure.add_note(f"{said}{chain[-1]!r} ({' -> '.join(chain)})")
 
 
 def outputs(items: Sequence[ItemResult]) -> JsonValue:
@@ -373,11 +398,19 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     ]
 
 
-def _not_run(request: EngineRequest, why: str) -> EngineResponse:
+def _not_run(
+    request: EngineRequest, why: str, children: Mapping[str, RunState]
+) -> EngineResponse:
     """`request`'s calls answered, without being made, with `why` (for the run's result: the
-    saved state keeps them pending)."""
+    saved state keeps them pending); an agent run as a tool that began before the run stopped
+    (`children`) with what it spent."""
     return EngineResponse(
-        action_responses=[ActionResponse(action=action, error=why) for action in request.actions],
+        action_responses=[
+            ActionResponse(action=action, error=why, usage=spent(child))
+            if (child := children.get(call_key(action.item_index, action.tool_call_id)))
+            else ActionResponse(action=action, error=why)
+            for action in request.actions
+        ],
         metadata=request.metadata,
     )
 

@@ -174,6 +174,31 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
         assert f"{items}:2: the item's prompt is empty" in capsys.readouterr().err
 
 
+def test_run_items_says_on_stderr_how_many_items_failed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    looping = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1 + 1"}}]}
+    script.write_text(json.dumps([{"content": "one"}, looping, {"content": "three"}]))
+    config = tmp_path / "c.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[agents.a]\nmodel = "scripted:answers.json"\ntools = ["calculator"]\n'
+        "max_iterations = 1\n"
+    )
+    items = tmp_path / "items.jsonl"
+    items.write_text('"first"\n"second"\n"third"\n')
+    assert main(["run", "--items", str(items), "--config", str(config), "--no-store"]) == 1
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["output"] for line in out.splitlines()] == ["one", None, "three"]
+    reason = "Max iterations (1) reached. The agent could not complete the task within the"
+    assert err.startswith(f"1 of 3 items failed (item 1: {reason}")
+    script.write_text(json.dumps([looping, looping, {"content": "three"}]))
+    assert main(["run", "--items", str(items), "--config", str(config), "--no-store"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"2 of 3 items failed (the first, item 0: {reason}")
+
+
 def test_a_stored_run_of_items_resumes_where_it_stopped(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

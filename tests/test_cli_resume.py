@@ -8,6 +8,7 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -119,6 +120,66 @@ def test_a_run_config_that_is_gone_says_how_to_name_another(
     assert "name another with --config FILE" in capsys.readouterr().err
     write(script, [{"content": "It is 42."}])
     assert main([*resume, "--config", str(tmp_path / "moved.toml")]) == 0
+
+
+def test_a_run_stopped_in_a_sub_agent_counts_its_calls_and_resumes_inside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lead = write(
+        tmp_path / "lead.json", [{"tool_calls": [{"name": "helper", "arguments": {"prompt": "x"}}]}]
+    )
+    helper = write(
+        tmp_path / "helper.json",
+        [
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]},
+            {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]},
+        ],  # then nothing more to say: its model fails as a provider that is down would
+    )
+    config = write(
+        tmp_path / "c.toml",
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[agents.lead]\nmodel = "scripted:lead.json"\ntools = ["helper"]\n'
+        '[agents.helper]\nmodel = "scripted:helper.json"\ntools = ["calculator"]\n',
+    )
+    state_dir = str(tmp_path / "runs")
+    run = ["run", "go", "--config", str(config), "--agent", "lead", "--state-dir", state_dir]
+    assert main([*run, "--json"]) == 1
+    out, err = capsys.readouterr()
+    shown = json.loads(out)
+    assert shown["error"] == "scripted:helper.json has 2 answers and was asked for answer 3"
+    assert "stopped in the sub-agent 'helper' (lead -> helper)" in err
+    match = re.search(r"the run is stored: agent-gateway (resume .*)$", err, re.MULTILINE)
+    assert match is not None, err
+    resume = match.group(1).split()
+
+    show = ["runs", "show", resume[1], "--state-dir", state_dir]
+    assert main([*show, "--json"]) == 0
+    billed = _model_usages(json.loads(capsys.readouterr().out)["calls"])
+    assert len(billed) == 3  # the lead's call and the helper's two
+    used = {key: sum(u[key] for u in billed) for key in ("input_tokens", "output_tokens")}
+    assert shown["usage"]["requests"] == 3
+    assert {key: shown["usage"][key] for key in used} == used
+    assert main(show) == 0
+    said = f"usage so far: {used['input_tokens']} in / {used['output_tokens']} out tokens, 3 model"
+    assert said in capsys.readouterr().out
+
+    write(lead, [{"content": "The helper says 2 and 4."}])  # what the models say next
+    write(helper, [{"content": "2 and 4"}])
+    assert main([*resume, "--trace"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "The helper says 2 and 4.\n"
+    assert "calculator" not in err  # both calls ran before the stop
+    assert 'scripted:helper.json out={"content":"2 and 4"' in err  # it went on inside
+
+
+def _model_usages(calls: list[Any]) -> list[dict[str, int]]:
+    """The usage of every model call of a `runs show --json` tree, sub-agents' included."""
+    found: list[dict[str, int]] = []
+    for node in calls:
+        if node["kind"] == "model" and node["usage"]:
+            found.append(node["usage"])
+        found += _model_usages(node.get("calls", []))
+    return found
 
 
 @pytest.mark.anyio

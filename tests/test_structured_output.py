@@ -130,9 +130,22 @@ async def test_an_answer_still_invalid_past_the_retries_fails_its_item() -> None
     result = await gateway_for(model, retries=1).run("shop", "How much?")
     assert result.structured is None
     assert result.error is not None
-    assert result.error.startswith("the answer did not fit the output schema after 1 retry: ")
-    assert "'total' is a required property" in result.error
+    assert result.error == (
+        "the model's answer did not fit the output schema after 1 retry: "
+        "'total' is a required property (and 1 more)"  # `cost` is not allowed either
+    )
     assert len(model.calls) == 2
+
+
+async def test_a_schema_failure_says_what_was_wrong_not_what_the_model_was_told() -> None:
+    model = ScriptedModel(["About 425.", "Roughly 425 dollars."])
+    result = await gateway_for(model, retries=1).run("shop", "How much?")
+    assert result.error == (
+        "the model's answer did not fit the output schema after 1 retry: "
+        f"it was text, not JSON, and no call of {FINAL_RESULT_TOOL!r}"
+    )
+    told = model.calls[1][0][-1]
+    assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
 
 
 class Basket(BaseModel):

@@ -6,7 +6,14 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage, Usage
+from agent import (
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptExhausted,
+    ToolMessage,
+    Usage,
+)
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
@@ -290,11 +297,251 @@ async def test_a_run_stopped_inside_a_sub_agent_resumes_it_where_it_was() -> Non
     assert [m.content for m in top.calls[0][0] if isinstance(m, ToolMessage)] == ["They cost 425."]
 
 
-async def test_an_inner_agent_whose_model_fails_is_a_failed_tool() -> None:
-    outer = ScriptedModel([call("inner", prompt="go"), "the inner agent failed"])
-    inner = ScriptedModel([])  # fails at its first call
+async def test_a_sub_agent_whose_model_fails_stops_the_run_and_its_calls_are_counted() -> None:
+    from gateway import RunState
+    from gateway.run_state import spent
+
+    outer = ScriptedModel([call("inner", prompt="go"), "never asked"])
+    inner = ScriptedModel(
+        [call("calculator", expression="1 + 1"), call("calculator", expression="2 + 2")]
+    )
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [
+            AgentSpec("outer", outer, tools=["inner"]),
+            AgentSpec("inner", inner, tools=["calculator"]),
+        ],
+    )
+    stored: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(state)
+
+    recorder = Recorder()
+    with pytest.raises(ScriptExhausted) as stopped:
+        await gateway.run("outer", "go", hooks=[recorder], checkpoint=keep)
+    # As a top-level run stops: not a failed tool the outer model reads, but the run's failure.
+    assert len(outer.calls) == 1
+    assert stopped.value.__notes__ == ["stopped in the sub-agent 'inner' (outer -> inner)"]
+    billed = Usage()
+    for event in recorder.events:
+        if event.kind == "model" and event.phase == "end" and isinstance(event.output, dict):
+            billed += Usage.model_validate(event.output["usage"])
+    assert billed.requests == 3  # the outer's call and the inner's two
+    assert spent(stored[-1]) == billed  # what the stored run says it cost (`run --json`)
+    assert stored[-1].children["call_1"].request is not None  # where it resumes
+
+
+async def test_a_resumed_run_budgets_the_calls_of_the_sub_agent_it_stopped_in() -> None:
+    from gateway import RunState
+    from gateway.run_state import spent
+
+    class Stop(Exception):
+        pass
+
+    stored: list[RunState] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state)
+        research = state.children.get("call_1")
+        math = research.children.get("call_1") if research else None
+        if math is not None and math.response is not None:  # the calculator ran: stop here
+            raise Stop
+
+    gateway, _ = three_levels()
+    with pytest.raises(Stop):
+        await gateway.run("assistant", "shirts?", checkpoint=checkpoint)
+    state = stored[-1]
+    assert state.request is not None
+    own = state.request.metadata.usage.total_tokens  # the outer agent's own call
+    assert spent(state).total_tokens > own  # and the sub-agents' two calls
+
+    top, middle, bottom = (ScriptedModel([f"{name} again"]) for name in ("top", "mid", "bottom"))
+    spent_up = Gateway(
+        gateway.nodes.values(),
+        [
+            AgentSpec("assistant", top, tools=["research"], token_budget=spent(state).total_tokens),
+            AgentSpec("research", middle, tools=["math"]),
+            AgentSpec("math", bottom, tools=["calculator"]),
+        ],
+    )
+    result = await spent_up.resume(state)
+    assert (result.error or "").startswith("Token budget (")
+    assert (len(top.calls), len(middle.calls), len(bottom.calls)) == (0, 0, 0)
+    assert result.usage == spent(state)
+
+
+async def test_a_sub_agent_on_a_provider_that_is_down_stops_the_run_which_resumes_inside_it() -> (
+    None
+):
+    from agent.models import OpenAICompatibleModel
+    from gateway import RunState
+    from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
+
+    def completion(message: dict[str, JsonValue], finish: str) -> dict[str, JsonValue]:
+        return {
+            "id": "chatcmpl-BkDU2",
+            "object": "chat.completion",
+            "created": 1750000000,
+            "model": "qwen3",
+            "choices": [
+                {"index": 0, "message": message, "logprobs": None, "finish_reason": finish}
+            ],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49},
+        }
+
+    def calls(*expressions: str) -> dict[str, JsonValue]:
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"c{n}",
+                    "type": "function",
+                    "function": {"name": "calculator", "arguments": f'{{"expression": "{e}"}}'},
+                }
+                for n, e in enumerate(expressions)
+            ],
+        }
+
+    overloaded = {"error": {"message": "overloaded", "type": "server_error", "code": None}}
+    down = FakeProvider(
+        json_response(200, completion(calls("1 + 1", "2 * 3"), "tool_calls")),
+        *(json_response(500, overloaded) for _ in range(4)),  # every attempt of the next call
+    )
+    ran: list[str] = []
+
+    @function_tool(name="calculator")
+    def counting_calculator(expression: str) -> str:
+        ran.append(expression)
+        return str(eval(expression))  # the two expressions above
+
+    def gateway(outer: ScriptedModel, provider: FakeProvider) -> Gateway:
+        model = OpenAICompatibleModel(
+            "http://models.internal/v1",
+            "qwen3",
+            http_client=provider.client(),
+            retry=retry_policy(Sleeps()),
+        )
+        return Gateway(
+            [FunctionToolkit("calculator", [counting_calculator])],
+            [
+                AgentSpec("outer", outer, tools=["inner"]),
+                # A window of its own: the provider is not asked for it (GET /models).
+                AgentSpec("inner", model, tools=["calculator"], context_window=100_000),
+            ],
+        )
+
+    stored: list[str] = []
+
+    async def keep(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+
+    from agent import ModelHTTPError
+
+    outer = ScriptedModel([call("inner", prompt="1 + 1 and 2 * 3?"), "never asked"])
+    with pytest.raises(ModelHTTPError, match="HTTP 500"):
+        await gateway(outer, down).run("outer", "go", checkpoint=keep)
+    assert len(outer.calls) == 1  # the outer model read no error: the run stopped
+    assert sorted(ran) == ["1 + 1", "2 * 3"]
+
+    healthy = FakeProvider(
+        json_response(200, completion({"role": "assistant", "content": "2 and 6"}, "stop"))
+    )
+    resumed_outer = ScriptedModel(["The inner agent says 2 and 6."])
+    state = RunState.model_validate_json(stored[-1])
+    result = await gateway(resumed_outer, healthy).resume(state)
+    assert result.output == "The inner agent says 2 and 6."
+    assert sorted(ran) == ["1 + 1", "2 * 3"]  # each tool ran exactly once
+    sent = healthy.body()["messages"]
+    assert [m["content"] for m in sent if m["role"] == "tool"] == ["2", "6"]
+    told = [m.content for m in resumed_outer.calls[0][0] if isinstance(m, ToolMessage)]
+    assert told == ["2 and 6"]
+    assert result.usage.requests == 4  # both runs: the outer's two calls, the inner's two answered
+
+
+async def test_the_other_calls_of_the_step_end_before_a_failed_sub_agent_stops_the_run() -> None:
+    from collections.abc import Sequence
+
+    from agent import AssistantMessage, ChatMessage, ModelConnectionError, ToolDefinition
+
+    failed = anyio.Event()
+    finished: list[str] = []
+
+    class Unreachable:
+        name = "unreachable"
+
+        async def invoke(
+            self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], **_: object
+        ) -> AssistantMessage:
+            failed.set()
+            raise ModelConnectionError("unreachable: connection refused")
+
+    @function_tool
+    async def slow() -> str:
+        """Ends after the sub-agent failed."""
+        await failed.wait()
+        await anyio.lowlevel.checkpoint()
+        finished.append("slow")
+        return "done"
+
+    outer = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[
+                    ScriptedCall(name="inner", arguments={"prompt": "go"}),
+                    ScriptedCall(name="slow"),
+                ]
+            )
+        ]
+    )
+    gateway = Gateway(
+        [FunctionToolkit("slow", [slow])],
+        [AgentSpec("outer", outer, tools=["inner", "slow"]), AgentSpec("inner", Unreachable())],
+    )
+    with anyio.fail_after(5), pytest.raises(ModelConnectionError):
+        await gateway.run("outer", "go")
+    assert finished == ["slow"]  # not cancelled: its result is recorded, a resumed run has it
+
+
+def budgeted(outer: int | None, middle: int | None) -> tuple[Gateway, list[ScriptedModel]]:
+    """`three_levels` with token budgets on the outer and the middle agent."""
+    gateway, models = three_levels()
+    specs = [
+        AgentSpec(s.name, s.model, tools=s.tools, token_budget=budget)
+        for s, budget in zip(gateway.agents.values(), (outer, middle, None), strict=True)
+    ]
+    return Gateway(gateway.nodes.values(), specs), models
+
+
+async def test_a_sub_agents_own_token_budget_caps_its_subtree() -> None:
+    gateway, (top, middle, bottom) = budgeted(None, 20)
+    result = await gateway.run("assistant", "shirts?")
+    assert result.output == "425 dollars."  # the outer agent went on with what it was told
+    # The middle agent's first call (13 tokens) and the bottom one's (9) spent its 20: the
+    # bottom agent stopped before its second call, the middle one too.
+    assert (len(middle.calls), len(bottom.calls)) == (1, 1)
+    told = next(m for m in top.calls[1][0] if isinstance(m, ToolMessage))
+    assert told.content == (
+        "Error: Token budget (20) of agent 'research' exceeded: it used 22 tokens and was stopped."
+    )
+
+    gateway, (top, middle, bottom) = budgeted(1000, 20)  # the outer budget is not reached
+    assert (await gateway.run("assistant", "shirts?")).output == "425 dollars."
+
+    gateway, (top, middle, bottom) = budgeted(12, 1000)  # the outer budget still caps it all
+    result = await gateway.run("assistant", "shirts?")
+    assert result.error == "Token budget (12) exceeded: the run used 20 tokens and was stopped."
+    assert (len(top.calls), len(middle.calls), len(bottom.calls)) == (1, 1, 0)
+
+
+async def test_a_sub_agents_empty_answer_is_an_error_the_outer_model_reads() -> None:
+    outer = ScriptedModel([call("inner", prompt="go"), "the inner agent said nothing"])
+    inner = ScriptedModel(["  "])
     gateway = Gateway([], [AgentSpec("outer", outer, tools=["inner"]), AgentSpec("inner", inner)])
     result = await gateway.run("outer", "go")
-    assert result.output == "the inner agent failed"
-    observed = next(m for m in outer.calls[1][0] if isinstance(m, ToolMessage))
-    assert observed.content == "Error: scripted has 0 answers and was asked for answer 1"
+    assert result.output == "the inner agent said nothing"
+    told = next(m for m in outer.calls[1][0] if isinstance(m, ToolMessage))
+    assert told.content == (
+        "Error: agent 'inner' gave an empty answer (the model's final answer was empty)"
+    )

@@ -1,8 +1,9 @@
 """Exit codes, and which error means which: what the shell learns from a command.
 
 0    success
-1    the run failed: a model error, max iterations, a server that was needed and is down,
-     chat memory's store or the run store unreachable, the run cancelled (`runs cancel`)
+1    the run failed: a model error, max iterations (of any item of `run --items`), a server
+     that was needed and is down, chat memory's store or the run store unreachable, the run
+     cancelled (`runs cancel`)
 2    bad input: config, arguments, an unknown agent, tool or stored run
 130  interrupted (Ctrl-C)
 """

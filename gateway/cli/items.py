@@ -2,7 +2,8 @@
 
 In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`; an empty prompt is bad
 input. Out: one line per item, in order, `{"index": N, "output": ..., "error": ...}` (`output`
-is the answer itself, as JSON, for agents with an output schema).
+is the answer itself, as JSON, for agents with an output schema); any item failed: a line on
+stderr says how many, and exit code 1.
 """
 
 from __future__ import annotations
@@ -67,8 +68,18 @@ async def read_items(path: str) -> list[AgentItem]:
 
 
 def print_items(result: RunResult) -> int:
+    """One JSON line per item on stdout; if any failed, a line on stderr that says how many
+    (and the first one's error): the exit code is 1 then."""
     for index, item in enumerate(result.items):
         output = item.structured if item.structured is not None else item.output
         line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
         print(json.dumps(line, ensure_ascii=False), flush=True)
-    return FAILED if any(item.error is not None for item in result.items) else OK
+    failed = [
+        (index, item.error) for index, item in enumerate(result.items) if item.error is not None
+    ]
+    if not failed:
+        return OK
+    first, error = failed[0]
+    which = f"item {first}: {error}" if len(failed) == 1 else f"the first, item {first}: {error}"
+    print(f"{len(failed)} of {len(result.items)} items failed ({which})", file=sys.stderr)
+    return FAILED

@@ -8,9 +8,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from agent import AgentRequestMetadata, ItemResult, ToolCallStep
-from agent.scratchpad import build_steps, tool_usage
+from agent.scratchpad import build_steps
 
-from ..run_state import RunResult, RunState
+from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
@@ -74,7 +74,7 @@ def run_error_json(
     if state is not None:
         exchange = state.response or state.request
         metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
-        usage = (metadata.usage + tool_usage(state.response)).model_dump()
+        usage = spent(state).model_dump()  # its sub-agents' calls too
         iterations = metadata.iteration_count
         steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
     shown = {

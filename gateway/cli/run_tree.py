@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
-from ..run_state import RunResult, RunState
+from ..run_state import RunResult, RunState, spent
 
 if TYPE_CHECKING:
     from ..durable import CallNode, RunInfo
@@ -59,6 +59,12 @@ def render_run(
             f"usage: {usage.input_tokens} in / {usage.output_tokens} out tokens, "
             f"{usage.requests} model calls, {result.iterations} iterations"
         )
+    elif state is not None and (state.request or state.response) is not None:
+        usage = spent(state)  # by its last checkpoint, its sub-agents' calls included
+        lines.append(
+            f"usage so far: {usage.input_tokens} in / {usage.output_tokens} out tokens, "
+            f"{usage.requests} model calls"
+        )
     return lines
 
 
@@ -91,13 +97,15 @@ def _head(call: CallNode) -> str:
 
 
 def _body(call: CallNode) -> list[str]:
-    if call.error is not None:
-        return [f"error: {_short(call.error)}"]
     if call.kind == "tool":
         lines = [f"input  {_json(call.input)}"] if call.input is not None else []
+        if call.error is not None:  # with its input: what it failed on
+            return [*lines, f"error: {_short(call.error)}"]
         if not call.calls or call.output is not None:
             lines.append(f"output {_json(call.output)}")
         return lines
+    if call.error is not None:
+        return [f"error: {_short(call.error)}"]
     lines: list[str] = []
     answer = call.output if isinstance(call.output, dict) else {}
     content = answer.get("content")

@@ -95,6 +95,22 @@ def test_show_nests_a_sub_agents_calls_under_its_tool_call(
     assert lines[-2:][0] == "answer: The helper says 42."
 
 
+def test_show_gives_a_failed_tool_calls_input_with_its_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = [
+        SCRIPT[0],
+        {"tool_calls": [{"name": "calculator", "id": "c1", "arguments": {"expression": "1 / 0"}}]},
+        {"content": "It cannot be done."},
+        {"content": "The helper cannot."},
+    ]
+    run_id = _run(tmp_path, capsys, script)
+    assert main(["runs", "show", run_id]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index('│  │    input  {"expression": "1 / 0"}')
+    assert lines[at + 1].startswith("│  │    error: ")
+
+
 def test_list_filters_by_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = _run(tmp_path, capsys, SCRIPT)
     stopped = _run(tmp_path, capsys, SCRIPT[:1])  # then it has nothing more to say
