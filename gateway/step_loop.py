@@ -398,9 +398,7 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     ]
 
 
-def _not_run(
-    request: EngineRequest, why: str, children: Mapping[str, RunState]
-) -> EngineResponse:
+def _not_run(request: EngineRequest, why: str, children: Mapping[str, RunState]) -> EngineResponse:
     """`request`'s calls answered, without being made, with `why` (for the run's result: the
     saved state keeps them pending); an agent run as a tool that began before the run stopped
     (`children`) with what it spent."""
