@@ -28,7 +28,12 @@ from toolkits import (
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
+from .agent_tool import (
+    AGENT_INPUT_SCHEMA,
+    agent_description,
+    answer_data,
+    reported_usage,
+)
 from .approval import ApprovalRule, Approver
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
@@ -368,10 +373,18 @@ class Gateway:
                 )
                 result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()
+            reported = reported_usage(result)
+            if reported is not None:  # an agent served by another gateway: its run's usage
+                usage += reported
+                if agent is not None:
+                    agent.budget.charge(reported)
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error", private=True)
                 return NodeCall(result, error=span.error, usage=usage)
-            span.output = result_data(result, max_chars=cap)
+            if reported is not None:
+                span.output = answer_data(result, cap)  # the answer, not the usage
+            else:
+                span.output = result_data(result, max_chars=cap)
             return NodeCall(result, data=span.output, usage=usage)
 
     async def tools_of(
@@ -469,7 +482,8 @@ class NodeCall:
     """What the model reads of a result that is not an error."""
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
-    """What answering the server's sampling requests cost."""
+    """What answering the server's sampling requests cost, and the run of an agent served by
+    another gateway (as it reported)."""
 
 
 def _node_of(tool: Tool) -> str:
