@@ -1,15 +1,38 @@
-"""An agent as a tool: how it is described and what it takes, to another agent and to an MCP
-client alike.
+"""An agent as a tool: how it is described, what it takes and what its answer is read as, to
+another agent and to an MCP client alike.
 
 Another agent asks it with a `prompt`. An MCP client may also continue a conversation
 (`session_id`) or send many questions in one call (`items`, answered in the agent's batches).
+
+A served agent answers with its text, and `{output, usage, steps?}` as structured content
+(for MCP clients); its result's `_meta` has the run's usage too (`USAGE_META_KEY`), which says
+to a calling gateway's agent that this is an agent's answer: its usage rolls up into the
+calling run (and its token budget), and its model reads the answer (`answer_data`), not the
+usage.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, cast
 
-__all__ = ["AGENT_INPUT_SCHEMA", "SERVED_INPUT_SCHEMA", "agent_description"]
+from mcp_types import CallToolResult
+from pydantic import JsonValue
+
+from agent import Usage
+from toolkits import result_data
+
+__all__ = [
+    "AGENT_INPUT_SCHEMA",
+    "SERVED_INPUT_SCHEMA",
+    "USAGE_META_KEY",
+    "agent_description",
+    "answer_data",
+    "reported_usage",
+]
+
+USAGE_META_KEY = "agent-gateway/usage"
+"""The `_meta` key of a served agent's result: what its run cost (`Usage`, as JSON)."""
 
 _PROMPT: dict[str, Any] = {"type": "string", "description": "The question or task for the agent."}
 
@@ -49,3 +72,37 @@ SERVED_INPUT_SCHEMA: dict[str, Any] = {
 def agent_description(name: str, description: str) -> str:
     """The agent's own description, else one that says what it is."""
     return description or f"Ask the agent {name!r}."
+
+
+def reported_usage(result: CallToolResult) -> Usage | None:
+    """What the run behind a served agent's `result` cost, as its gateway reported it; None
+    for another tool's result. Counts that are not whole numbers of zero or more are left out
+    (a newer gateway may report more)."""
+    meta = result.meta
+    reported: object = meta.get(USAGE_META_KEY) if meta else None
+    if not isinstance(reported, dict):
+        return None
+    fields = cast("dict[str, object]", reported)
+    counts = {
+        name: value
+        for name in Usage.model_fields
+        if isinstance(value := fields.get(name), int) and value >= 0
+    }
+    return Usage.model_validate(counts)
+
+
+def answer_data(result: CallToolResult, max_chars: int) -> JsonValue:
+    """What a model reads of a served agent's answer: the answer (and its steps, when the
+    agent returns them), without the usage, which rolls up instead; the text when that does
+    not fit in `max_chars`."""
+    structured: object = result.structured_content
+    if isinstance(structured, dict):
+        fields = cast("dict[str, JsonValue]", structured)
+        rest = {key: value for key, value in fields.items() if key != "usage"}
+        read: JsonValue = rest.get("output") if rest.keys() == {"output"} else rest
+        if isinstance(read, str):
+            read = {"response": read}
+        text = json.dumps(read, separators=(",", ":"), ensure_ascii=False, default=str)
+        if read not in (None, {}) and len(text) <= max_chars:
+            return read
+    return result_data(result.model_copy(update={"structured_content": None}), max_chars)

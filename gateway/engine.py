@@ -28,12 +28,18 @@ from toolkits import (
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
+from .agent_tool import (
+    AGENT_INPUT_SCHEMA,
+    agent_description,
+    answer_data,
+    reported_usage,
+)
 from .approval import ApprovalRule, Approver
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
+from .loops import LoopGuard, new_gateway_id
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState, spent
@@ -79,13 +85,20 @@ class Gateway:
         max_depth: int = 4,
         hooks: Sequence[TraceHook] = (),
         approvals: Mapping[str, ApprovalRule] | None = None,
+        gateway_id: str | None = None,
     ) -> None:
+        """`gateway_id`: this gateway's id in the tools it serves (`loops`); default a new
+        random one. Two gateways given one id take each other's tools for their own."""
         self.nodes: dict[str, Toolkit] = {node.name: node for node in nodes}
         self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in agents}
         self.memory = memory
         self.hooks = tuple(hooks)
         self.max_depth = max_depth
-        """How many agents deep a run may nest (agents calling agents as tools)."""
+        """How many agents deep a run may nest (agents calling agents as tools), and how many
+        gateways a request may pass through."""
+        self.gateway_id = gateway_id or new_gateway_id()
+        """This gateway's id, in the `_meta` of the tools it serves (`loops`)."""
+        self._loops = LoopGuard(self.gateway_id)
         self.approvals: dict[str, ApprovalRule] = dict(approvals or {})
         """Nodes whose tools need a person's approval, by node (over the node's own names)."""
         self.max_concurrency = max_concurrency
@@ -362,17 +375,26 @@ class Gateway:
                 )
                 result = await node.call_tool(tool.name, arguments, context=context)
             usage = answers.usage if answers is not None else Usage()
+            reported = reported_usage(result)
+            if reported is not None:  # an agent served by another gateway: its run's usage
+                usage += reported
+                if agent is not None:
+                    agent.budget.charge(reported)
             if result.is_error:
                 span.fail(result_text(result, cap) or "the tool reported an error", private=True)
                 return NodeCall(result, error=span.error, usage=usage)
-            span.output = result_data(result, max_chars=cap)
+            if reported is not None:
+                span.output = answer_data(result, cap)  # the answer, not the usage
+            else:
+                span.output = result_data(result, max_chars=cap)
             return NodeCall(result, data=span.output, usage=usage)
 
     async def tools_of(
         self, node_names: Sequence[str], owner: str, *, remedy: str = "give one a prefix"
     ) -> dict[str, Tool]:
         """The tools of the named nodes (an agent's name: that agent, as a tool), by the name
-        the model sees, every node listed at once (`catalog`).
+        the model sees, every node listed at once (`catalog`), without those that came around
+        a loop of gateways or as many gateways deep as the depth limit (`loops`).
 
         Raises `ConfigError` for a name that is neither a node nor an agent, `ToolConflict`
         (naming `owner` and the `remedy`) for a tool name two nodes offer. While the nodes list
@@ -398,7 +420,7 @@ class Gateway:
             return kept[1]  # 1,000 tools claimed again cost a warm tools/list ~0.3 ms
         tools: dict[str, Tool] = {}
         for listed in listings:
-            for tool in listed:
+            for tool in self._loops.kept(listed, self.max_depth):  # gateways in a loop
                 claim(
                     tools,
                     tool.name,
@@ -462,7 +484,8 @@ class NodeCall:
     """What the model reads of a result that is not an error."""
     error: str | None = None
     usage: Usage = field(default_factory=Usage)
-    """What answering the server's sampling requests cost."""
+    """What answering the server's sampling requests cost, and the run of an agent served by
+    another gateway (as it reported)."""
 
 
 def _node_of(tool: Tool) -> str:

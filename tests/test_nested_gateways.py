@@ -13,12 +13,13 @@ import logging
 from collections.abc import Generator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, cast
 
 import anyio
 import pytest
 from pydantic import JsonValue
 
-from agent import ScriptedModel, ToolMessage
+from agent import ScriptedModel, ToolMessage, Usage
 from gateway import TraceEvent
 from gateway.assembly import open_gateway
 from gateway.config import Config, load_config
@@ -108,10 +109,11 @@ def serve_stdio(config: Path) -> str:
 
 def example_over_stdio() -> Config:
     """The example's A, starting B by the script's full path (the venv need not be on PATH),
-    in A's folder as the file says."""
+    in A's folder as the file says, on this checkout's code."""
     config = load_config(EXAMPLE / "a.toml")
     assert config.mcp_servers["b"].cwd == str(EXAMPLE)
-    b = config.mcp_servers["b"].model_copy(update={"command": str(SCRIPT)})
+    update = {"command": str(SCRIPT), "env": {"PYTHONPATH": str(REPO)}}
+    b = config.mcp_servers["b"].model_copy(update=update)
     return config.model_copy(update={"mcp_servers": {"b": b}})
 
 
@@ -142,8 +144,7 @@ async def test_an_agent_calls_another_gateways_agent_over_stdio_and_traces_its_p
     assert result.error is None
     assert result.output == ANSWER
     end = recorder.end_of(recorder.start_of("tool", "b__math"))
-    assert isinstance(end.output, dict)
-    assert end.output["output"] == "459"
+    assert end.output == {"response": "459"}  # B's answer, not its usage
     check_b_progress_nested(recorder)
 
 
@@ -162,6 +163,47 @@ async def test_an_agent_calls_another_gateways_agent_over_http(tmp_path: Path) -
                 result = await gateway.run("assistant", "17 shirts with tax?", hooks=[recorder])
     assert result.output == ANSWER
     check_b_progress_nested(recorder)
+
+
+def model_usages(recorder: Recorder) -> list[Usage]:
+    """What each model call in the trace cost (this gateway's own models)."""
+    ends = [e for e in recorder.events if e.kind == "model" and e.phase == "end"]
+    return [Usage.model_validate(cast(dict[str, Any], e.output)["usage"]) for e in ends]
+
+
+async def test_a_served_agents_answer_is_read_and_its_usage_rolls_up(tmp_path: Path) -> None:
+    prompt = "17 * 25 dollars, plus 8% tax"  # what A's model asks B's math agent
+    async with open_gateway(load_config(EXAMPLE / "b.toml")) as b_alone:
+        b_usage = (await b_alone.run("math", prompt)).usage
+    assert b_usage.input_tokens > 0
+    a = tmp_path / "a.toml"
+    (tmp_path / "assistant.json").write_text((EXAMPLE / "assistant.json").read_text())
+    async with http_server(EXAMPLE / "b.toml") as b:
+        tools = f"[mcpServers.b]\nurl = {json.dumps(b.url)}\n"
+        agent = '[agents.assistant]\nmodel = "scripted:assistant.json"\ntools = ["b"]\n'
+        a.write_text(tools + agent)
+        recorder = Recorder()
+        with anyio.fail_after(30):
+            async with open_gateway(load_config(a)) as gateway:
+                model = gateway.agents["assistant"].model
+                assert isinstance(model, ScriptedModel)
+                result = await gateway.run("assistant", "17 shirts with tax?", hooks=[recorder])
+        # A's model read B's answer, and A's usage is its own and B's.
+        [observed] = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+        assert observed == "459"
+        first, second = model_usages(recorder)
+        assert result.usage == first + second + b_usage
+    # A budget that A's first call leaves room for is spent once B's usage is counted (B's
+    # scripted model, like A's, answers one run: a B of its own).
+    budget = first.total_tokens + 1
+    async with http_server(EXAMPLE / "b.toml") as b:
+        tools = f"[mcpServers.b]\nurl = {json.dumps(b.url)}\n"
+        a.write_text(f"{tools}{agent}token_budget = {budget}\n")
+        with anyio.fail_after(30):
+            async with open_gateway(load_config(a)) as gateway:
+                stopped = await gateway.run("assistant", "17 shirts with tax?")
+    assert stopped.usage == first + b_usage
+    assert (stopped.error or "").startswith(f"Token budget ({budget}) exceeded")
 
 
 async def test_gateways_that_call_each_other_stop_at_the_depth_limit(tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ from toolkits import (
 from ..catalog import Routes, claim, same_objects
 from ..config import GatewaySettings
 from ..engine import Gateway
+from ..loops import Stamps
 from ..run_state import RunOrigin
 from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
@@ -118,11 +119,15 @@ class ToolRouter:
         self,
         sources: Sequence[ToolSource],
         why_missing: Callable[[str], str | None] | None = None,
+        *,
+        gateway_id: str,
     ) -> None:
         """`why_missing` says why a name that no source lists may be missing (its server is
-        down), better than that no such tool exists."""
+        down), better than that no such tool exists. Each tool is served with `gateway_id`
+        added to the gateways it came through (`loops`)."""
         self._sources = list(sources)
         self._why_missing = why_missing
+        self._stamps = Stamps(gateway_id)
         self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
         self._schemas: dict[str, dict[str, Any]] = {}
         self._listed: tuple[list[list[types.Tool]], list[types.Tool]] = ([], [])
@@ -173,6 +178,7 @@ class ToolRouter:
                     listed.append(tool)
         self._routes.update(routes)
         self._schemas = {tool.name: tool.input_schema for tool in listed}
+        listed = self._stamps.stamped(listed)
         self._listed = (each, listed)
         return listed
 
@@ -270,7 +276,8 @@ def build_server(
     proxied = ProxiedTools(gateway, nodes) if nodes else None
     if proxied is not None:
         sources.append(proxied)
-    router = ToolRouter(sources, proxied.why_missing if proxied is not None else None)
+    why_missing = proxied.why_missing if proxied is not None else None
+    router = ToolRouter(sources, why_missing, gateway_id=gateway.gateway_id)
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,

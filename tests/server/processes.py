@@ -78,10 +78,13 @@ class Served:
 
 @asynccontextmanager
 async def http_server(
-    config: Path, *extra: str, env: Mapping[str, str] | None = None
+    config: Path,
+    *extra: str,
+    env: Mapping[str, str] | None = None,
+    address: str = "127.0.0.1:0",
 ) -> AsyncGenerator[Served]:
-    """`agent-gateway serve --http 127.0.0.1:0`, ready to take requests."""
-    command = [str(SCRIPT), "serve", "--http", "127.0.0.1:0", "--config", str(config), *extra]
+    """`agent-gateway serve --http 127.0.0.1:0` (or at `address`), ready to take requests."""
+    command = [str(SCRIPT), "serve", "--http", address, "--config", str(config), *extra]
     full_env = {**os.environ, **(env or {})}
     process = await anyio.open_process(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=REPO, env=full_env

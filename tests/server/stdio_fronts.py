@@ -112,9 +112,9 @@ async def stdio_front(
     over a socket pair, served as over stdio until we close our end."""
     async with McpToolkit("d", config, target=target) as node:
         node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
-        server = serve(
-            Gateway([node], []), expose_tools=True, pass_through=pass_through, **settings
-        )
+        # One id for every front: both paths' listings are compared, `_meta` and all.
+        gateway = Gateway([node], [], gateway_id="front")
+        server = serve(gateway, expose_tools=True, pass_through=pass_through, **settings)
         ours, theirs = socket.socketpair()
         with theirs:
             stream = await anyio.abc.SocketStream.from_socket(ours)

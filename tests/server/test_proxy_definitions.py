@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from gateway import Gateway
+from gateway.loops import VIA_META_KEY
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits.mcp import McpServerConfig, McpToolkit
 
@@ -42,14 +43,14 @@ async def test_the_whole_definition_is_served_under_the_nodes_name(era: str) -> 
     toy = ToyServer("weather")
     toy.tools["forecast"] = (RICH, forecast)
     node = McpToolkit("weather", McpServerConfig(command="in-process"), target=toy.server)
-    async with (
-        node,
-        Client(serve(calculator_gateway(nodes=[node]), expose_tools=True), mode=era) as client,
-    ):
+    gateway = calculator_gateway(nodes=[node])
+    async with node, Client(serve(gateway, expose_tools=True), mode=era) as client:
         listed = {tool.name: tool for tool in (await client.list_tools()).tools}
         result = await client.call_tool("weather__forecast", {"city": "Oslo"})
     served = listed["weather__forecast"]
-    assert served.model_dump(exclude={"name"}) == RICH.model_dump(exclude={"name"})
+    assert served.model_dump(exclude={"name", "meta"}) == RICH.model_dump(exclude={"name", "meta"})
+    # Its `_meta` as the server's, with the gateways it came through (`gateway.loops`).
+    assert served.meta == {**(RICH.meta or {}), VIA_META_KEY: [gateway.gateway_id]}
     assert result.structured_content == {"celsius": 21}
     # A local node's tools are still described by their `Tool`.
     assert listed["calculator"].title is None

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import SERVED_INPUT_SCHEMA, agent_description
+from ...agent_tool import SERVED_INPUT_SCHEMA, USAGE_META_KEY, agent_description
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError
@@ -384,24 +384,25 @@ def output_schema(spec: AgentSpec) -> dict[str, Any]:
 
 def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.CallToolResult:
     """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`;
-    with `items`, every item's `{output, error}` (the text: one JSON line each)."""
+    with `items`, every item's `{output, error}` (the text: one JSON line each). Its `_meta`
+    has the usage too, for a calling gateway to roll up (`agent_tool`)."""
+    usage = result.usage.model_dump(mode="json")
+    meta = {USAGE_META_KEY: usage}
     if items:
         answers = [{"output": _output(i), "error": i.error} for i in result.items]
-        usage = result.usage.model_dump(mode="json")
         lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)
         return types.CallToolResult(
             content=[types.TextContent(text=lines)],
             structured_content={"items": answers, "usage": usage},
             is_error=all(i.error is not None for i in result.items),
+            _meta=meta,
         )
     item = result.items[0]
     if item.error is not None:
-        return error_result(f"agent {result.agent!r} stopped: {item.error}")
+        failed = error_result(f"agent {result.agent!r} stopped: {item.error}")
+        return failed.model_copy(update={"meta": meta})
     output = item.output or ""
-    structured: dict[str, Any] = {
-        "output": _output(item),
-        "usage": result.usage.model_dump(mode="json"),
-    }
+    structured: dict[str, Any] = {"output": _output(item), "usage": usage}
     if steps:
         structured["steps"] = [
             {
@@ -413,7 +414,7 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
             for s in item.steps or ()
         ]
     return types.CallToolResult(
-        content=[types.TextContent(text=output)], structured_content=structured
+        content=[types.TextContent(text=output)], structured_content=structured, _meta=meta
     )
 
 
