@@ -139,7 +139,10 @@ async def test_a_task_waits_for_approval_and_survives_a_restart_of_its_gateway(
         assert approved.content == [types.TextContent(text="A and B are done")]
         result = await _result(client, task_id)
         assert result.content == [types.TextContent(text="A and B are done")]
-        assert result.meta == {"io.modelcontextprotocol/related-task": {"taskId": task_id}}
+        assert result.meta is not None
+        # The run's usage, as a tools/call answer of the agent carries it (`reported_usage`).
+        assert set(result.meta) == {"io.modelcontextprotocol/related-task", "agent-gateway/usage"}
+        assert result.meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
         assert (await _task(client, task_id)).status == "completed"
         listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
         assert [t.task_id for t in listed.tasks] == [task_id]
