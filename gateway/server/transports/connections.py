@@ -9,8 +9,9 @@ real clients would be the ones refused. So each connection is watched here:
 - Its request's head must arrive within `read_timeout` of the connection's opening (or of the
   request's first byte, on a kept-alive connection); and when the answer went out before the
   body came in (a 401 answered from the head), the rest of the body within `read_timeout` of
-  the answer. Otherwise the connection is closed. A request being served (an open GET stream,
-  a long call) has no deadline here.
+  the answer. Otherwise the connection is closed (by a sweep every `read_timeout / 4`: a timer
+  per request cost ~1 % of a passed-through call's CPU). A request being served (an open GET
+  stream, a long call) has no deadline here.
 - At most `max_connections` are open. One more closes the connection that has waited longest
   for a request (a head still coming in, or an idle kept-alive one); when every one is serving
   a request, the new connection is answered 503 and closed.
@@ -23,8 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import resource
-from collections import OrderedDict
 from typing import ClassVar, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -79,13 +80,16 @@ def raise_file_limit(max_connections: int) -> None:
 
 
 class ConnectionLimits:
-    """The open connections, and those waiting for a request, the longest waiting first."""
+    """The open connections, each with when it began waiting for a request (see the module
+    docstring). A request pays for two stamps (when its head begins, when it is answered), no
+    timer: one sweep, `read_timeout / 4` apart while any connection is open, closes those
+    whose head is late."""
 
     def __init__(self, max_connections: int, read_timeout: float) -> None:
         self.max_connections = max_connections
         self.read_timeout = read_timeout
         self._open: set[_Guarded] = set()
-        self._waiting: OrderedDict[_Guarded, None] = OrderedDict()
+        self._sweep: asyncio.TimerHandle | None = None
         self._warned_at: float | None = None
 
     def __len__(self) -> int:
@@ -101,18 +105,38 @@ class ConnectionLimits:
         return Guarded
 
     def admit(self, connection: _Guarded) -> bool:
-        """Count `connection` in, closing a waiting one to make room; False: no room."""
+        """Count `connection` in, closing the one waiting longest for a request to make room;
+        False: no room (every connection serves a request)."""
         while len(self._open) >= self.max_connections:
-            if not self._waiting:
+            oldest = min(
+                (c for c in self._open if c.waiting_since is not None),
+                key=_waiting_since,
+                default=None,
+            )
+            if oldest is None:
                 self._warn("all serving requests: refusing new ones with 503")
                 return False
-            oldest, _ = self._waiting.popitem(last=False)
             self._warn("closing the ones waiting longest for a request")
             self.forget(oldest)
             oldest.transport.close()
         self._open.add(connection)
-        self._waiting[connection] = None
+        if self._sweep is None:
+            self._sweep = connection.loop.call_later(self.read_timeout / 4, self._swept)
         return True
+
+    def forget(self, connection: _Guarded) -> None:
+        self._open.discard(connection)
+
+    def _swept(self) -> None:
+        """Close the connections whose head (or the rest of a body answered early) is late."""
+        self._sweep = None
+        if not self._open:
+            return
+        loop = asyncio.get_running_loop()
+        late = loop.time() - self.read_timeout
+        for connection in [c for c in self._open if c.timed and _waiting_since(c) <= late]:
+            connection.too_slow()
+        self._sweep = loop.call_later(self.read_timeout / 4, self._swept)
 
     def _warn(self, what: str) -> None:
         now = asyncio.get_running_loop().time()
@@ -125,38 +149,35 @@ class ConnectionLimits:
                 what,
             )
 
-    def waits(self, connection: _Guarded) -> None:
-        if connection in self._open:
-            self._waiting[connection] = None
-            self._waiting.move_to_end(connection)
 
-    def serves(self, connection: _Guarded) -> None:
-        self._waiting.pop(connection, None)
-
-    def forget(self, connection: _Guarded) -> None:
-        self._open.discard(connection)
-        self._waiting.pop(connection, None)
+def _waiting_since(connection: _Guarded) -> float:
+    since = connection.waiting_since
+    return since if since is not None else math.inf
 
 
 class _Guarded(HttpToolsProtocol):
     """uvicorn's httptools protocol with `ConnectionLimits`' deadline and cap."""
 
     _limits: ClassVar[ConnectionLimits]
-    _read_timer: asyncio.TimerHandle | None = None
+    waiting_since: float | None = None
+    """When the connection began waiting for a request (None: one is being served)."""
+    timed = False
+    """Whether what it waits for has a deadline: a head begun (or due since the connection
+    opened), or the rest of a body answered early; not an idle kept-alive connection."""
     _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self.waiting_since, self.timed = self.loop.time(), True
         if not self._limits.admit(self):
             # Answered without reading the request: closing a socket with unread data resets
             # it, losing the answer; so end our side, and close once the client could read it.
             self._refused = True
+            self.waiting_since = None
             transport.write(_BUSY)
             if transport.can_write_eof():
                 transport.write_eof()
-            self._read_timer = self.loop.call_later(_REFUSED_LINGER, transport.close)
-            return
-        self._arm_read_timer()
+            self.loop.call_later(_REFUSED_LINGER, transport.close)
 
     def data_received(self, data: bytes) -> None:
         if not self._refused:
@@ -164,43 +185,30 @@ class _Guarded(HttpToolsProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._limits.forget(self)
-        self._cancel_read_timer()
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._read_timer is None:  # a kept-alive connection's next request
-            self._arm_read_timer()
+        if not self.timed:  # a kept-alive connection's next request: its head from now
+            self.waiting_since, self.timed = self.loop.time(), True
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._cancel_read_timer()
-        self._limits.serves(self)
+        self.waiting_since = None
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._cancel_read_timer()
+        self.timed = False  # its body came whole
 
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)
         super().on_response_complete()
         if pipelined or self.transport.is_closing():
             return
-        self._limits.waits(self)
-        if self.cycle.more_body:  # answered before its body came: the rest has a deadline
-            self._arm_read_timer()
+        # Idle, or answered before its body came (a 401 from the head): the rest has a deadline.
+        self.waiting_since, self.timed = self.loop.time(), self.cycle.more_body
 
-    def _arm_read_timer(self) -> None:
-        self._cancel_read_timer()
-        self._read_timer = self.loop.call_later(self._limits.read_timeout, self._read_too_slow)
-
-    def _cancel_read_timer(self) -> None:
-        if self._read_timer is not None:
-            self._read_timer.cancel()
-            self._read_timer = None
-
-    def _read_too_slow(self) -> None:
-        self._read_timer = None
+    def too_slow(self) -> None:
         cycle = cast("RequestResponseCycle | None", self.cycle)  # None before a first request
         if cycle is not None and not cycle.response_complete:
             return  # a pipelined head behind a request being served: bounded by that one
