@@ -2,10 +2,11 @@
 
 A call waiting for approval is listed in the run's `approvals` event (what `runs list` and
 `runs approve` read); a decision is a message on the run's `approval` topic,
-`{"call": ..., "approved": ..., "message": ...}`, sent by `runs approve|deny` from any process.
-DBOS records each message the workflow received, so a run resumed after a crash finds the
-decisions it had already received in its records, and waits only for the others (a message
-sent while no process ran the run waits in the store).
+`{"call": ..., "approved": ..., "message": ..., "by": ..., "at_ms": ..., "id": ...}`, sent by
+`runs approve|deny` from any process, once per call (`decisions`). DBOS records each message
+the workflow received, so a run resumed after a crash finds the decisions it had already
+received in its records, and waits only for the others (a message sent while no process ran
+the run waits in the store).
 """
 
 from __future__ import annotations
@@ -29,8 +30,17 @@ RECV_SECONDS = 3600.0
 OnWait = Callable[[ApprovalRequest], Awaitable[None]]
 
 
-def decision_message(call: str, decision: Decision) -> dict[str, JsonValue]:
-    return {"call": call, **decision.model_dump(mode="json")}
+def decision_message(
+    call: str, decision: Decision, *, by: str, at_ms: int, decision_id: str
+) -> dict[str, JsonValue]:
+    """A decision on `call` as its message: who sent it (`by`), when, and its own id."""
+    return {
+        "call": call,
+        **decision.model_dump(mode="json"),
+        "by": by,
+        "at_ms": at_ms,
+        "id": decision_id,
+    }
 
 
 class DbosApprovals:
@@ -90,8 +100,10 @@ class DbosApprovals:
         if not isinstance(message, dict):
             return  # a wait that timed out (None), or not one of ours
         data = cast(dict[str, Any], message)
-        try:
-            decision = Decision.model_validate({k: v for k, v in data.items() if k != "call"})
+        try:  # who sent it, and when, are for people
+            decision = Decision.model_validate(
+                {"approved": data.get("approved"), "message": data.get("message")}
+            )
         except ValidationError:
             return
         call = data.get("call")

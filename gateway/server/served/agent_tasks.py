@@ -20,6 +20,7 @@ that the SDK does not implement; they are not offered there.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import suppress
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,13 +33,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from agent import AgentError
 from toolkits import ToolkitError, error_result
 
-from ...errors import GatewayError, UnknownRun
+from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
-from .stored_runs import StoredAgentRuns
+from .stored_runs import StoredAgentRuns, client_decider
 
 if TYPE_CHECKING:
     from ...durable import RunInfo
@@ -176,7 +177,8 @@ class AgentTasks:
             for request in outcome:
                 if request.call not in asked:
                     decision = await asking.decide(request)
-                    await self._runs.decide(run_id, request.call, decision)
+                    with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                        await self._runs.decide(run_id, request.call, decision, by=client_decider())
                     asked.append(request.call)
             info = await self._runs.get(run_id)
 

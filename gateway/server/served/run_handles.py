@@ -23,7 +23,7 @@ from agent import AgentError
 from toolkits import ToolkitError, error_result, in_background
 
 from ...approval import ApprovalRequest, Decision
-from ...errors import GatewayError, UnknownRun
+from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from .stored_runs import StoredAgentRuns, waiting_json
@@ -115,7 +115,7 @@ class RunHandles:
             if params.name == "get_run":
                 return await self._report(args.run_id)
             return await self._decide(ctx, params.name == "approve_run", args)
-        except UnknownRun as exc:
+        except (UnknownRun, AlreadyDecided) as exc:
             return error_result(str(exc))
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"run {args.run_id} failed: {exc} (it is stored)")

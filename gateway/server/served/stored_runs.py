@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,7 +31,7 @@ import mcp_types as types
 from pydantic import JsonValue
 
 from ...approval import ApprovalRequest, Approver, Decision
-from ...errors import UnknownRun
+from ...errors import AlreadyDecided, UnknownRun
 from ...limits import PerNode
 from ...run_state import RunOrigin, RunResult, RunState
 from ...store_config import store_option
@@ -45,6 +46,7 @@ __all__ = [
     "ROUND_STATE_PREFIX",
     "Relay",
     "StoredAgentRuns",
+    "client_decider",
     "handle_result",
     "round_run_id",
     "waiting_json",
@@ -166,8 +168,15 @@ class StoredAgentRuns:
     async def decide(
         self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
     ) -> None:
+        """Raises `AlreadyDecided` naming the calls decided before (the others are sent)."""
+        refused: list[str] = []
         for request in calls:
-            await self.runs.decide(run_id, request.call, decision)
+            try:
+                await self.runs.decide(run_id, request.call, decision, by=client_decider())
+            except AlreadyDecided as exc:
+                refused.append(str(exc))
+        if refused:
+            raise AlreadyDecided("; ".join(refused))
 
     async def answer_round(
         self, run_id: str, answers: Mapping[str, types.InputResponse] | None
@@ -178,15 +187,27 @@ class StoredAgentRuns:
         for call, request in waiting.items():
             answer = (answers or {}).get(answer_key(request))
             if answer is not None:
-                await self.runs.decide(run_id, call, decision_of(answer))
+                with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                    decision = decision_of(answer)
+                    await self.runs.decide(run_id, call, decision, by=client_decider())
                 decided.append(call)
         return decided
 
     def _asking(self, asker: ClientApprover, run_id: str) -> Any:
+        by = client_decider()  # now, in the request: the run asks in its own task
+
         async def ask(request: ApprovalRequest) -> None:
-            await self.runs.decide(run_id, request.call, await asker.decide(request))
+            decision = await asker.decide(request)
+            with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                await self.runs.decide(run_id, request.call, decision, by=by)
 
         return ask
+
+
+def client_decider() -> str:
+    """Who decides, as a decision the calling MCP client sends records it."""
+    subject = authenticated_subject()
+    return f"MCP client {subject}" if subject else "an MCP client"
 
 
 def round_run_id(request_state: str | None) -> str | None:
