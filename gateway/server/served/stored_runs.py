@@ -6,7 +6,8 @@ run (`DurableRuns.begin`) and waits for its end. A call that needs a person's ap
 asked of the client that started the run:
 
 - a 2025-11-25 client that declared elicitation is asked during the call; its answer goes to
-  the run as the decision (a DBOS message, as `runs approve` sends);
+  the run as the decision (a DBOS message, as `runs approve` sends), unless a decision from
+  elsewhere came first (then the form is withdrawn); a client gone answers nothing;
 - a 2026-07-28 client that declared it gets the waiting calls in an input-required round, its
   `requestState` naming the run; the retry's answers go to the run as decisions, and the retry
   follows the run on;
@@ -22,6 +23,7 @@ in the request.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -51,6 +53,8 @@ __all__ = [
     "round_run_id",
     "waiting_json",
 ]
+
+_log = logging.getLogger(__name__)
 
 ROUND_STATE_PREFIX = "stored-run:"
 """The `requestState` of an input-required round of a stored run: this and the run's id."""
@@ -197,11 +201,24 @@ class StoredAgentRuns:
         by = client_decider()  # now, in the request: the run asks in its own task
 
         async def ask(request: ApprovalRequest) -> None:
-            decision = await asker.decide(request)
-            with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
-                await self.runs.decide(run_id, request.call, decision, by=by)
+            await self.ask_client(asker, run_id, request, by=by)
 
         return ask
+
+    async def ask_client(
+        self, asker: ClientApprover, run_id: str, request: ApprovalRequest, *, by: str
+    ) -> None:
+        """Show the client the form for `request` and send its answer to the run as the
+        decision. The run waits for a decision from elsewhere too (`runs approve`,
+        `approve_run`): a client that is gone sends none, and one that answers after another
+        decision came is not heard (whoever cancels this, once decided, withdraws the form)."""
+        try:
+            decision = await asker.ask(request)
+            if decision is not None:
+                with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                    await self.runs.decide(run_id, request.call, decision, by=by)
+        except Exception:  # no answer: the call waits for a decision from elsewhere
+            _log.exception("asking the client about %s of run %s failed", request.call, run_id)
 
 
 def client_decider() -> str:
