@@ -175,7 +175,7 @@ class AgentTasks:
                     failed = f"run {run_id} {status}" + (f": {message}" if message else "")
                     return error_result(failed)
                 outcome = await self._stored.follow(
-                    run_id, _dropped, decided=asked, pause=asking is not None, stop_on_cancel=False
+                    run_id, _dropped, decided=asked, pause=asking is not None
                 )
                 if isinstance(outcome, RunResult):
                     return self._result(outcome)

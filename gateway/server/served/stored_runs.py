@@ -15,6 +15,10 @@ asked of the client that started the run:
   decide (the `get_run`, `approve_run`, `deny_run` tools, or `runs approve` on the store),
   and the run waits, durable.
 
+The run goes on when the request that follows it ends, unless its client cancelled it (a
+2025-11-25 `notifications/cancelled`): a dropped connection, a closed session, a 2026-07-28
+client that closed its stream (also what one that dies does) leave it going on.
+
 A run whose process died (a restart) is taken over here by the first call that decides on it
 or asks after it (`adopt`). An agent on the client's own model is not stored: its model lives
 in the request.
@@ -95,12 +99,14 @@ class StoredAgentRuns:
         hops: int,
         quota: PerNode,
         asker: Approver | None,
+        stop: anyio.Event | None = None,
     ) -> RunResult | list[ApprovalRequest]:
-        """Start `state` and follow it: its result, or the calls waiting for a decision that
-        nobody here is asking for (an `asker` asking during the call has none)."""
+        """Start `state` and follow it (`stop` as `follow` takes it): its result, or the calls
+        waiting for a decision that nobody here is asking for (an `asker` asking during the
+        call has none)."""
         asking = isinstance(asker, ClientApprover)
         await self.begin(state, hops=hops, quota=quota, asker=asker)
-        return await self.follow(state.run_id, follower, pause=not asking)
+        return await self.follow(state.run_id, follower, pause=not asking, stop=stop)
 
     async def begin(
         self, state: RunState, *, hops: int, quota: PerNode, asker: Approver | None = None
@@ -124,14 +130,16 @@ class StoredAgentRuns:
         *,
         decided: Sequence[str] = (),
         pause: bool = True,
-        stop_on_cancel: bool = True,
+        stop: anyio.Event | None = None,
     ) -> RunResult | list[ApprovalRequest]:
         """Follow a run executing here (taken over first if its process is gone) until it
         ends or, with `pause`, waits on calls other than `decided`. Cancelled, the run stops
-        too (it stays stored), as a served call's cancellation stops its run, unless not
-        `stop_on_cancel` (a task's). A run executing in another live process (a replica
-        behind the same load balancer) is followed there, through the store: its result, or
-        the calls waiting."""
+        too (it stays stored) if `stop` is set: the client cancelled its request
+        (`connection.cancel_requested`). Any other end of the request (its connection
+        dropped, its session closed, a 2026-07-28 client closed its stream, which is its
+        only way to cancel) leaves the run going on. A run executing in another live process
+        (a replica behind the same load balancer) is followed there, through the store: its
+        result, or the calls waiting."""
         if await self.runs.running_elsewhere(run_id):
             return await self.runs.follow_elsewhere(
                 run_id, decided=decided, pause=pause, follower=follower
@@ -142,7 +150,7 @@ class StoredAgentRuns:
         try:
             outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
-            if stop_on_cancel:
+            if stop is not None and stop.is_set():
                 self.runs.interrupt(run_id)
             raise
         finally:
