@@ -116,9 +116,9 @@ class AgentTasks:
             outcome = await self._outcome(ctx, info)
         except (AgentError, GatewayError, ToolkitError) as exc:
             outcome = error_result(f"agent {info.agent!r} failed: {exc} (run {run_id} is stored)")
-        dumped = outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
-        dumped["_meta"] = {**dumped.get("_meta", {}), RELATED_TASK: {"taskId": run_id}}
-        return dumped
+        wire = tool_result_for(outcome, ctx.protocol_version)  # as its era has tools/call's
+        wire["_meta"] = {**wire.get("_meta", {}), RELATED_TASK: {"taskId": run_id}}
+        return wire
 
     async def cancel(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
