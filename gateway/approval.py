@@ -25,6 +25,7 @@ __all__ = [
     "AsksAtOnce",
     "Decision",
     "rejection",
+    "short_call",
 ]
 
 NOBODY_TO_ASK = (
@@ -63,8 +64,13 @@ class ApprovalRequest(BaseModel):
     @property
     def short(self) -> str:
         """The call's name without its item: the tool call ids down to it (`h1/c2`)."""
-        path, _, own = self.call.rpartition("/")
-        return f"{path}/{own.split(' ')[-1]}" if path else own.split(" ")[-1]
+        return short_call(self.call)
+
+
+def short_call(call: str) -> str:
+    """A call's name (`ApprovalRequest.call`) without its item: `h1/c2` for `h1/tool 0 c2`."""
+    path, _, own = call.rpartition("/")
+    return f"{path}/{own.split(' ')[-1]}" if path else own.split(" ")[-1]
 
 
 class Decision(BaseModel):

@@ -7,6 +7,7 @@
     ├── ToolConflict         two nodes offer a tool under the same name to one agent
     ├── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
     ├── UnknownRun           no stored run has that id (or its state cannot be read)
+    ├── AlreadyDecided       a call waiting for approval had a decision already (the first stands)
     ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
         └── StoreUnavailable the run store's database cannot be reached
@@ -25,6 +26,7 @@ Not failures: control-flow signals that stop a run for now, to resume it later.
 from __future__ import annotations
 
 __all__ = [
+    "AlreadyDecided",
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
@@ -74,6 +76,10 @@ class DepthExceeded(GatewayError):
 
 class UnknownRun(GatewayError):
     """No stored run has that id (or its state cannot be read)."""
+
+
+class AlreadyDecided(GatewayError):
+    """A decision on a call waiting for approval came after another one: the first stands."""
 
 
 class RunCancelled(GatewayError):

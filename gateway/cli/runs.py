@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ..approval import ApprovalRequest, Decision
-from ..errors import UnknownRun
+from ..errors import AlreadyDecided, UnknownRun
 from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option
 from .exits import OK
@@ -100,22 +100,31 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     decision = Decision(approved=approved, message=args.message)
     url = store_url(args)
     assert url is not None  # `runs` has no --no-store
+    refused: list[str] = []
     async with open_store(url, launch=False) as runs:
         info = await runs.get(args.run_id)
         chosen = _chosen(info, args.call)
+        sent: list[ApprovalRequest] = []
         for request in chosen:
-            await runs.decide(args.run_id, request.call, decision)
+            try:
+                await runs.decide(args.run_id, request.call, decision)
+            except AlreadyDecided as exc:  # the first decision stands
+                refused.append(str(exc))
+            else:
+                sent.append(request)
     verb = "approved" if approved else "denied"
-    for request in chosen:
+    for request in sent:
         print(
             f"{verb} {request.short}: {request.tool} {json.dumps(request.input)}", file=sys.stderr
         )
-    if info.error is not None:  # nobody runs it now: the decision waits in the store
+    if sent and info.error is not None:  # nobody runs it now: the decision waits in the store
         print(
             f"run {info.run_id} is not running ({info.error}): "
             f"`{resume_hint(info.run_id, args, url)}` continues it",
             file=sys.stderr,
         )
+    if refused:
+        raise AlreadyDecided("; ".join(refused))
     return OK
 
 

@@ -2,20 +2,29 @@
 
 A call waiting for approval is listed in the run's `approvals` event (what `runs list` and
 `runs approve` read); a decision is a message on the run's `approval` topic,
-`{"call": ..., "approved": ..., "message": ...}`, sent by `runs approve|deny` from any process.
-DBOS records each message the workflow received, so a run resumed after a crash finds the
-decisions it had already received in its records, and waits only for the others (a message
-sent while no process ran the run waits in the store).
+`{"call": ..., "approved": ..., "message": ..., "by": ..., "at_ms": ..., "id": ...}`, sent by
+`runs approve|deny` from any process, once per call (`decisions`). DBOS records each message
+the workflow received, so a run resumed after a crash finds the decisions it had already
+received in its records, and waits only for the others (a message sent while no process ran
+the run waits in the store).
+
+Where the run can ask someone itself (`on_wait`: a form shown to the MCP client that started
+it), it asks while it waits for the message: whichever comes first decides, and the other is
+dropped (the form is withdrawn; a decision the form sends after another is refused).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Iterable
+from functools import partial
 from typing import Any, cast
 
 import anyio
 from dbos import DBOS
 from pydantic import JsonValue, ValidationError
+
+from toolkits import in_background
 
 from ..approval import ApprovalRequest, Decision
 
@@ -27,10 +36,23 @@ RECV_SECONDS = 3600.0
 """One wait for a message; a run waits for as many as it takes."""
 
 OnWait = Callable[[ApprovalRequest], Awaitable[None]]
+"""Asks someone about a call waiting for approval, and sends their decision (as `runs approve`
+would); cancelled when a decision came from elsewhere first."""
+
+_log = logging.getLogger(__name__)
 
 
-def decision_message(call: str, decision: Decision) -> dict[str, JsonValue]:
-    return {"call": call, **decision.model_dump(mode="json")}
+def decision_message(
+    call: str, decision: Decision, *, by: str, at_ms: int, decision_id: str
+) -> dict[str, JsonValue]:
+    """A decision on `call` as its message: who sent it (`by`), when, and its own id."""
+    return {
+        "call": call,
+        **decision.model_dump(mode="json"),
+        "by": by,
+        "at_ms": at_ms,
+        "id": decision_id,
+    }
 
 
 class DbosApprovals:
@@ -67,10 +89,9 @@ class DbosApprovals:
             self._pending[call] = request
             try:
                 await self._publish()
-                if self._on_wait is not None:
-                    await self._on_wait(request)
-                while call not in self._decided:
-                    await self._receive(call, wait_seconds=RECV_SECONDS)
+                async with in_background(partial(self._ask, request), wait_started=False):
+                    while call not in self._decided:
+                        await self._receive(call, wait_seconds=RECV_SECONDS)
             except BaseException:
                 # Interrupted (Ctrl-C, a signal): the call still waits in the store, where
                 # `runs approve` finds it, and the run resumed later takes the decision.
@@ -79,6 +100,16 @@ class DbosApprovals:
             del self._pending[call]
             await self._publish()
         return self._decided[call]
+
+    async def _ask(self, request: ApprovalRequest) -> None:
+        """Ask `on_wait` while the decision may come from elsewhere too (then this is
+        cancelled). Its failure is no answer: the call waits for a decision all the same."""
+        if self._on_wait is None:
+            return
+        try:
+            await self._on_wait(request)
+        except Exception:
+            _log.exception("asking about %s failed; it waits for `runs approve`", request.call)
 
     async def _receive(self, call: str, *, wait_seconds: float) -> None:
         """Take the next message (for any call), unless `call`'s decision came meanwhile."""
@@ -90,8 +121,10 @@ class DbosApprovals:
         if not isinstance(message, dict):
             return  # a wait that timed out (None), or not one of ours
         data = cast(dict[str, Any], message)
-        try:
-            decision = Decision.model_validate({k: v for k, v in data.items() if k != "call"})
+        try:  # who sent it, and when, are for people
+            decision = Decision.model_validate(
+                {"approved": data.get("approved"), "message": data.get("message")}
+            )
         except ValidationError:
             return
         call = data.get("call")

@@ -37,8 +37,9 @@ from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted, runs_stored
 from ..trace import TraceHook
-from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT, OnWait, decision_message
+from .approvals import APPROVALS_EVENT, OnWait
 from .dbos_setup import log_through_ours, write_ahead_log
+from .decisions import send_decision, this_person
 from .endings import (
     WATCH_SECONDS,
     ItemsFailed,
@@ -358,10 +359,18 @@ class DurableRuns:
         info = await self.get(run_id)
         return {r.call: r for r in info.waiting}
 
-    async def decide(self, run_id: str, call: str, decision: Decision) -> None:
-        """Send the decision on `call` to the run, wherever it runs (or when it resumes)."""
-        message = decision_message(call, decision)
-        await self._client.send_async(run_id, message, APPROVAL_TOPIC)
+    async def decide(
+        self, run_id: str, call: str, decision: Decision, *, by: str | None = None
+    ) -> None:
+        """Send the decision on `call` to the run, wherever it runs (or when it resumes);
+        `by` says who decides (default: this process's user and host).
+
+        The first decision on a call stands: raises `AlreadyDecided` if another one was sent
+        before (from any process; while the run's process lives or not), naming it."""
+        with self._reading():
+            await send_decision(
+                self._client, self.url, run_id, call, decision, by=by or this_person()
+            )
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)

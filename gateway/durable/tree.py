@@ -124,7 +124,7 @@ def _decisions(steps: Sequence[RunStep]) -> dict[str, dict[str, JsonValue]]:
             data = cast(dict[str, JsonValue], message)
             call = data.get("call")
             if isinstance(call, str):
-                found.setdefault(call, {k: v for k, v in data.items() if k != "call"})
+                found.setdefault(call, {k: v for k, v in data.items() if k not in ("call", "id")})
     return found
 
 

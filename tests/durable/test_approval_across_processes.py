@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 from pathlib import Path
 
 import pytest
@@ -111,8 +112,13 @@ async def test_parallel_calls_approved_denied_and_ungated_each_get_one_result(
         "c": "The user rejected the tool call to guarded; it did not run. The user said: no C",
     }
     assert tools["a"]["approval"] is None
-    assert tools["b"]["approval"] == {"approved": True, "message": None}
-    assert tools["c"]["approval"] == {"approved": False, "message": "no C"}
+    decided = {call: tools[call]["approval"] for call in ("b", "c")}
+    assert {call: (d["approved"], d["message"]) for call, d in decided.items()} == {
+        "b": (True, None),
+        "c": (False, "no C"),
+    }
+    assert all(d["by"].endswith(f"@{socket.gethostname()}") for d in decided.values())
+    assert all(isinstance(d["at_ms"], int) for d in decided.values())
 
 
 async def test_an_approval_three_agents_deep_surfaces_on_the_outermost_run(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +50,13 @@ def _call(tool: str, call_id: str, **arguments: str) -> dict[str, Any]:
     return {"name": tool, "id": call_id, "arguments": arguments}
 
 
-async def _create_task(url: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """A 2025-11-25 `tools/call` of the agent asking for a task: its `CreateTaskResult`."""
+Post = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+@asynccontextmanager
+async def _legacy_session(url: str) -> AsyncGenerator[Post]:
+    """A 2025-11-25 session in plain JSON-RPC over HTTP: posts a message, and gives the
+    answer to it (None for a notification)."""
     headers = {"Accept": "application/json, text/event-stream"}
     async with httpx2.AsyncClient(timeout=30) as http:
 
@@ -77,10 +84,20 @@ async def _create_task(url: str, arguments: dict[str, Any]) -> dict[str, Any]:
         assert "tasks" in initialized["result"]["capabilities"], initialized
         headers["Mcp-Protocol-Version"] = LEGACY
         await post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        params = {"name": "assistant", "arguments": arguments, "task": {"ttl": 60000}}
-        created = await post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
-        assert created is not None
-        return created["result"]
+        yield post
+
+
+async def _task_of(post: Post, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A 2025-11-25 `tools/call` of the agent asking for a task: its `CreateTaskResult`."""
+    params = {"name": "assistant", "arguments": arguments, "task": {"ttl": 60000}}
+    created = await post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+    assert created is not None
+    return created["result"]
+
+
+async def _create_task(url: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async with _legacy_session(url) as post:
+        return await _task_of(post, arguments)
 
 
 async def _task(client: Client, task_id: str) -> types.GetTaskResult:
@@ -227,3 +244,24 @@ async def test_serve_deletes_the_runs_that_finished_longer_ago_than_keep_days(
         assert listed.tasks == []
         with pytest.raises(MCPError, match=task_id):
             await _task(client, task_id)
+
+
+async def test_tasks_result_is_shaped_as_a_2025_tools_call_result(tmp_path: Path) -> None:
+    """No 2026-07-28 `resultType` in a 2025-11-25 session: the result as its `tools/call`
+    would have been, with the related task."""
+    config = _config(tmp_path, [{"content": "done"}])
+    async with (
+        http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served,
+        _legacy_session(served.url) as post,
+    ):
+        task_id = (await _task_of(post, {"prompt": "go"}))["task"]["taskId"]
+        params = {"taskId": task_id}
+        with anyio.fail_after(30):
+            answer = await post(
+                {"jsonrpc": "2.0", "id": 3, "method": "tasks/result", "params": params}
+            )
+    assert answer is not None
+    result = answer["result"]
+    assert "resultType" not in result
+    assert result["content"] == [{"type": "text", "text": "done"}]
+    assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}

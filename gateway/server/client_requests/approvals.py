@@ -21,6 +21,7 @@ from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ...approval import ApprovalRequest, Approver, Decision
@@ -105,6 +106,17 @@ class ClientApprover:
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         return decision_of(await relay_to_client(self._ctx, question(request)))
+
+    async def ask(self, request: ApprovalRequest) -> Decision | None:
+        """The client's decision, or None if it gave none because it is gone: its connection
+        closed, or the request that carried the question ended (a run that can wait for a
+        decision from elsewhere does; `decide` takes that as a refusal)."""
+        answer = await relay_to_client(self._ctx, question(request))
+        if isinstance(answer, types.ErrorData) and (
+            answer.code == CONNECTION_CLOSED or not self._ctx.session.can_send_request
+        ):
+            return None
+        return decision_of(answer)
 
 
 class RoundApprover:

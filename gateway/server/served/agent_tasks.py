@@ -21,8 +21,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
+import anyio
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -30,7 +32,7 @@ from mcp_types import INVALID_PARAMS
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agent import AgentError
-from toolkits import ToolkitError, error_result
+from toolkits import ToolkitError, error_result, in_background
 
 from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
@@ -38,7 +40,7 @@ from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
-from .stored_runs import StoredAgentRuns
+from .stored_runs import StoredAgentRuns, client_decider
 
 if TYPE_CHECKING:
     from ...durable import RunInfo
@@ -114,9 +116,9 @@ class AgentTasks:
             outcome = await self._outcome(ctx, info)
         except (AgentError, GatewayError, ToolkitError) as exc:
             outcome = error_result(f"agent {info.agent!r} failed: {exc} (run {run_id} is stored)")
-        dumped = outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
-        dumped["_meta"] = {**dumped.get("_meta", {}), RELATED_TASK: {"taskId": run_id}}
-        return dumped
+        wire = tool_result_for(outcome, ctx.protocol_version)  # as its era has tools/call's
+        wire["_meta"] = {**wire.get("_meta", {}), RELATED_TASK: {"taskId": run_id}}
+        return wire
 
     async def cancel(
         self, ctx: ServerRequestContext[Any, Any], params: types.CancelTaskRequestParams
@@ -158,27 +160,33 @@ class AgentTasks:
         asker = client_approver(ctx, None)
         asking = asker if isinstance(asker, ClientApprover) else None
         asked: list[str] = []
-        while True:
-            status, message = task_status(info)
-            if status == "completed":
-                found = await self._runs.result(run_id)
-                if found is None:
-                    return error_result(f"run {run_id} left no result")
-                return self._result(found)
-            if status in ("failed", "cancelled"):
-                return error_result(f"run {run_id} {status}" + (f": {message}" if message else ""))
-            outcome = await self._stored.follow(
-                run_id, _dropped, decided=asked, pause=asking is not None, stop_on_cancel=False
-            )
-            if isinstance(outcome, RunResult):
-                return self._result(outcome)
-            assert asking is not None
-            for request in outcome:
-                if request.call not in asked:
-                    decision = await asking.decide(request)
-                    await self._runs.decide(run_id, request.call, decision)
-                    asked.append(request.call)
-            info = await self._runs.get(run_id)
+        by = client_decider()
+        # The forms shown while the run goes on: withdrawn when it ends (a decision on their
+        # calls may come from elsewhere: `runs approve`, `approve_run`).
+        async with in_background(anyio.sleep_forever, wait_started=False) as forms:
+            while True:
+                status, message = task_status(info)
+                if status == "completed":
+                    found = await self._runs.result(run_id)
+                    if found is None:
+                        return error_result(f"run {run_id} left no result")
+                    return self._result(found)
+                if status in ("failed", "cancelled"):
+                    failed = f"run {run_id} {status}" + (f": {message}" if message else "")
+                    return error_result(failed)
+                outcome = await self._stored.follow(
+                    run_id, _dropped, decided=asked, pause=asking is not None
+                )
+                if isinstance(outcome, RunResult):
+                    return self._result(outcome)
+                assert asking is not None
+                for request in outcome:
+                    if request.call not in asked:
+                        asked.append(request.call)
+                        forms.start_soon(
+                            partial(self._stored.ask_client, asking, run_id, request, by=by)
+                        )
+                info = await self._runs.get(run_id)
 
     def _wire(self, info: RunInfo) -> dict[str, Any]:
         """The run as a task on the wire; its `ttl` is the store's `keep_days` (a lower bound:

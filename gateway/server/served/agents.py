@@ -3,9 +3,9 @@
 A call runs the agent through the same engine and trace as the CLI, with one more hook that
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
-cause; cancelling the request cancels the run and every call under it. While the run has a
-model or tool call in flight, the client hears progress at least every `progress_interval`
-seconds.
+cause; cancelling the request cancels the run and every call under it (a stored run only
+when the client cancels it: see `stored_runs`). While the run has a model or tool call in
+flight, the client hears progress at least every `progress_interval` seconds.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from ..client_requests.approvals import (
 )
 from ..client_requests.ask_client import agent_questions
 from ..client_requests.run_rounds import decode_state, encode_state
+from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
@@ -331,7 +332,9 @@ class AgentTools:
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
             decided = await stored.answer_round(run_id, params.input_responses)
-            outcome = await stored.follow(run_id, notifier, decided=decided)
+            outcome = await stored.follow(
+                run_id, notifier, decided=decided, stop=cancel_requested(ctx)
+            )
         else:
             state = RunState(
                 run_id=new_id(),
@@ -348,6 +351,7 @@ class AgentTools:
                 hops=incoming_hops(ctx),
                 quota=client_quota(ctx, self._gateway),
                 asker=asker,
+                stop=cancel_requested(ctx),
             )
         if isinstance(outcome, RunResult):
             steps = spec.options.return_intermediate_steps

@@ -23,8 +23,9 @@ from agent import AgentError
 from toolkits import ToolkitError, error_result, in_background
 
 from ...approval import ApprovalRequest, Decision
-from ...errors import GatewayError, UnknownRun
+from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
+from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from .stored_runs import StoredAgentRuns, waiting_json
 
@@ -115,7 +116,7 @@ class RunHandles:
             if params.name == "get_run":
                 return await self._report(args.run_id)
             return await self._decide(ctx, params.name == "approve_run", args)
-        except UnknownRun as exc:
+        except (UnknownRun, AlreadyDecided) as exc:
             return error_result(str(exc))
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"run {args.run_id} failed: {exc} (it is stored)")
@@ -156,7 +157,10 @@ class RunHandles:
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         async with in_background(notifier.keep_alive, wait_started=False):
             outcome = await self._stored.follow(
-                args.run_id, notifier, decided=[r.call for r in chosen]
+                args.run_id,
+                notifier,
+                decided=[r.call for r in chosen],
+                stop=cancel_requested(ctx),
             )
         if isinstance(outcome, RunResult):
             return _report(await self._runs.get(args.run_id), outcome)

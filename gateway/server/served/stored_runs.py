@@ -6,13 +6,18 @@ run (`DurableRuns.begin`) and waits for its end. A call that needs a person's ap
 asked of the client that started the run:
 
 - a 2025-11-25 client that declared elicitation is asked during the call; its answer goes to
-  the run as the decision (a DBOS message, as `runs approve` sends);
+  the run as the decision (a DBOS message, as `runs approve` sends), unless a decision from
+  elsewhere came first (then the form is withdrawn); a client gone answers nothing;
 - a 2026-07-28 client that declared it gets the waiting calls in an input-required round, its
   `requestState` naming the run; the retry's answers go to the run as decisions, and the retry
   follows the run on;
 - a client that can be asked nothing gets a run handle: the result names the run and how to
   decide (the `get_run`, `approve_run`, `deny_run` tools, or `runs approve` on the store),
   and the run waits, durable.
+
+The run goes on when the request that follows it ends, unless its client cancelled it (a
+2025-11-25 `notifications/cancelled`): a dropped connection, a closed session, a 2026-07-28
+client that closed its stream (also what one that dies does) leave it going on.
 
 A run whose process died (a restart) is taken over here by the first call that decides on it
 or asks after it (`adopt`). An agent on the client's own model is not stored: its model lives
@@ -22,7 +27,9 @@ in the request.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -30,7 +37,7 @@ import mcp_types as types
 from pydantic import JsonValue
 
 from ...approval import ApprovalRequest, Approver, Decision
-from ...errors import UnknownRun
+from ...errors import AlreadyDecided, UnknownRun
 from ...limits import PerNode
 from ...run_state import RunOrigin, RunResult, RunState
 from ...store_config import store_option
@@ -45,10 +52,13 @@ __all__ = [
     "ROUND_STATE_PREFIX",
     "Relay",
     "StoredAgentRuns",
+    "client_decider",
     "handle_result",
     "round_run_id",
     "waiting_json",
 ]
+
+_log = logging.getLogger(__name__)
 
 ROUND_STATE_PREFIX = "stored-run:"
 """The `requestState` of an input-required round of a stored run: this and the run's id."""
@@ -89,12 +99,14 @@ class StoredAgentRuns:
         hops: int,
         quota: PerNode,
         asker: Approver | None,
+        stop: anyio.Event | None = None,
     ) -> RunResult | list[ApprovalRequest]:
-        """Start `state` and follow it: its result, or the calls waiting for a decision that
-        nobody here is asking for (an `asker` asking during the call has none)."""
+        """Start `state` and follow it (`stop` as `follow` takes it): its result, or the calls
+        waiting for a decision that nobody here is asking for (an `asker` asking during the
+        call has none)."""
         asking = isinstance(asker, ClientApprover)
         await self.begin(state, hops=hops, quota=quota, asker=asker)
-        return await self.follow(state.run_id, follower, pause=not asking)
+        return await self.follow(state.run_id, follower, pause=not asking, stop=stop)
 
     async def begin(
         self, state: RunState, *, hops: int, quota: PerNode, asker: Approver | None = None
@@ -118,14 +130,16 @@ class StoredAgentRuns:
         *,
         decided: Sequence[str] = (),
         pause: bool = True,
-        stop_on_cancel: bool = True,
+        stop: anyio.Event | None = None,
     ) -> RunResult | list[ApprovalRequest]:
         """Follow a run executing here (taken over first if its process is gone) until it
         ends or, with `pause`, waits on calls other than `decided`. Cancelled, the run stops
-        too (it stays stored), as a served call's cancellation stops its run, unless not
-        `stop_on_cancel` (a task's). A run executing in another live process (a replica
-        behind the same load balancer) is followed there, through the store: its result, or
-        the calls waiting."""
+        too (it stays stored) if `stop` is set: the client cancelled its request
+        (`connection.cancel_requested`). Any other end of the request (its connection
+        dropped, its session closed, a 2026-07-28 client closed its stream, which is its
+        only way to cancel) leaves the run going on. A run executing in another live process
+        (a replica behind the same load balancer) is followed there, through the store: its
+        result, or the calls waiting."""
         if await self.runs.running_elsewhere(run_id):
             return await self.runs.follow_elsewhere(
                 run_id, decided=decided, pause=pause, follower=follower
@@ -136,7 +150,7 @@ class StoredAgentRuns:
         try:
             outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
-            if stop_on_cancel:
+            if stop is not None and stop.is_set():
                 self.runs.interrupt(run_id)
             raise
         finally:
@@ -166,8 +180,15 @@ class StoredAgentRuns:
     async def decide(
         self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
     ) -> None:
+        """Raises `AlreadyDecided` naming the calls decided before (the others are sent)."""
+        refused: list[str] = []
         for request in calls:
-            await self.runs.decide(run_id, request.call, decision)
+            try:
+                await self.runs.decide(run_id, request.call, decision, by=client_decider())
+            except AlreadyDecided as exc:
+                refused.append(str(exc))
+        if refused:
+            raise AlreadyDecided("; ".join(refused))
 
     async def answer_round(
         self, run_id: str, answers: Mapping[str, types.InputResponse] | None
@@ -178,15 +199,40 @@ class StoredAgentRuns:
         for call, request in waiting.items():
             answer = (answers or {}).get(answer_key(request))
             if answer is not None:
-                await self.runs.decide(run_id, call, decision_of(answer))
+                with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                    decision = decision_of(answer)
+                    await self.runs.decide(run_id, call, decision, by=client_decider())
                 decided.append(call)
         return decided
 
     def _asking(self, asker: ClientApprover, run_id: str) -> Any:
+        by = client_decider()  # now, in the request: the run asks in its own task
+
         async def ask(request: ApprovalRequest) -> None:
-            await self.runs.decide(run_id, request.call, await asker.decide(request))
+            await self.ask_client(asker, run_id, request, by=by)
 
         return ask
+
+    async def ask_client(
+        self, asker: ClientApprover, run_id: str, request: ApprovalRequest, *, by: str
+    ) -> None:
+        """Show the client the form for `request` and send its answer to the run as the
+        decision. The run waits for a decision from elsewhere too (`runs approve`,
+        `approve_run`): a client that is gone sends none, and one that answers after another
+        decision came is not heard (whoever cancels this, once decided, withdraws the form)."""
+        try:
+            decision = await asker.ask(request)
+            if decision is not None:
+                with suppress(AlreadyDecided):  # decided elsewhere meanwhile: that stands
+                    await self.runs.decide(run_id, request.call, decision, by=by)
+        except Exception:  # no answer: the call waits for a decision from elsewhere
+            _log.exception("asking the client about %s of run %s failed", request.call, run_id)
+
+
+def client_decider() -> str:
+    """Who decides, as a decision the calling MCP client sends records it."""
+    subject = authenticated_subject()
+    return f"MCP client {subject}" if subject else "an MCP client"
 
 
 def round_run_id(request_state: str | None) -> str | None:

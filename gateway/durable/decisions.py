@@ -1,0 +1,115 @@
+"""One decision per call waiting for approval, whoever sends it, from wherever, whenever.
+
+A decision is a DBOS message to its run (topic `approval`, see `approvals`), sent with an
+idempotency key named after the call. DBOS stores a message once per key and destination (the
+key makes the row's primary key, and a second insert of it is dropped), so of any number of
+decisions on one call, sent from any processes at any moment, while the run's process lives or
+not, exactly one is stored, and it is the one the run takes. The sender then reads the run's
+stored decisions back (DBOS's `notifications` table, in its system schema): if the one on its
+call is not its own (each carries an id), another came first, and the sender is told whose
+(`AlreadyDecided`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import socket
+import sqlite3
+import time
+import uuid
+from contextlib import closing
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import anyio
+import psycopg
+from dbos import DBOSClient, WorkflowSerializationFormat
+from pydantic import JsonValue
+
+from ..approval import Decision, short_call
+from ..errors import AlreadyDecided
+from .approvals import APPROVAL_TOPIC, decision_message
+from .replicas import on_postgres
+from .status import store_failure
+
+__all__ = ["send_decision", "this_person"]
+
+_PORTABLE = "portable_json"
+"""DBOS's name for a message stored as JSON (`WorkflowSerializationFormat.PORTABLE`)."""
+_SQLITE_QUERY = (
+    "SELECT message FROM notifications WHERE destination_uuid = ? AND topic = ? "
+    "AND serialization = ? ORDER BY created_at_epoch_ms, message_uuid"
+)
+_POSTGRES_QUERY = (
+    "SELECT message FROM dbos.notifications WHERE destination_uuid = %s AND topic = %s "
+    "AND serialization = %s ORDER BY created_at_epoch_ms, message_uuid"
+)
+"""DBOS's system tables are in the schema `dbos` unless told otherwise (we never do)."""
+
+
+def this_person() -> str:
+    """Who decides from this process, as a decision records it: `user@host`."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in this environment (a container, say)
+        user = "someone"
+    return f"{user}@{socket.gethostname()}"
+
+
+async def send_decision(
+    client: DBOSClient, url: str, run_id: str, call: str, decision: Decision, *, by: str
+) -> None:
+    """Send `decision` on `call` to the run, unless another decision on it was sent first.
+
+    Raises `AlreadyDecided` (naming that decision: approved or denied, by whom, when) if one
+    was, `StoreError` if the store cannot be read."""
+    message = decision_message(
+        call, decision, by=by, at_ms=int(time.time() * 1000), decision_id=uuid.uuid4().hex
+    )
+    await client.send_async(
+        run_id,
+        message,
+        APPROVAL_TOPIC,
+        idempotency_key=f"approval {call}",
+        serialization_type=WorkflowSerializationFormat.PORTABLE,
+    )
+    stored = await anyio.to_thread.run_sync(_stored_decision, url, run_id, call)
+    if stored is not None and stored.get("id") != message["id"]:
+        raise AlreadyDecided(already_decided(run_id, call, stored))
+
+
+def already_decided(run_id: str, call: str, stored: dict[str, Any]) -> str:
+    verdict = "approved" if stored.get("approved") is True else "denied"
+    who = stored.get("by")
+    at_ms = stored.get("at_ms")
+    by = f", by {who}" if isinstance(who, str) else ""
+    at = (
+        f" at {datetime.fromtimestamp(at_ms / 1000, UTC):%Y-%m-%d %H:%M:%S} UTC"
+        if isinstance(at_ms, int)
+        else ""
+    )
+    return f"call {short_call(call)} of run {run_id} is already decided ({verdict}{by}{at})"
+
+
+def _stored_decision(url: str, run_id: str, call: str) -> dict[str, JsonValue] | None:
+    """The first decision on `call` stored for the run (the one it takes), if any."""
+    try:
+        rows = _rows(url, run_id)
+    except (psycopg.Error, sqlite3.Error) as exc:
+        raise store_failure(url, exc) from None
+    for (text,) in rows:
+        message: Any = json.loads(text)
+        if isinstance(message, dict) and cast(dict[str, Any], message).get("call") == call:
+            return cast(dict[str, JsonValue], message)
+    return None
+
+
+def _rows(url: str, run_id: str) -> list[tuple[str]]:
+    arguments = (run_id, APPROVAL_TOPIC, _PORTABLE)
+    if on_postgres(url):
+        with psycopg.connect(url, autocommit=True) as connection:
+            return connection.execute(_POSTGRES_QUERY, arguments).fetchall()
+    path = url.removeprefix("sqlite:///")
+    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+        return connection.execute(_SQLITE_QUERY, arguments).fetchall()
