@@ -18,3 +18,17 @@ async def logged(log: str, name: str, hold: str = "") -> str:
     async with await anyio.open_file(log, "a") as file:
         await file.write(f"end {name}\n")
     return f"{name} done"
+
+
+async def gated(log: str, name: str, gate: str) -> str:
+    """`logged`, but while the named pipe `gate` exists the call waits (after saying `gated:
+    waiting for NAME` on stderr) until the test opens it to write, and closes it."""
+    async with await anyio.open_file(log, "a") as file:
+        await file.write(f"start {name}\n")
+    if await anyio.Path(gate).exists():
+        print(f"gated: waiting for {name}", file=sys.stderr, flush=True)
+        async with await anyio.open_file(gate) as pipe:  # opened once a writer opens it
+            await pipe.read()  # ...and read to its end once the writer closes it
+    async with await anyio.open_file(log, "a") as file:
+        await file.write(f"end {name}\n")
+    return f"{name} done"
