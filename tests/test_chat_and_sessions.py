@@ -125,6 +125,11 @@ def test_sessions_are_listed_shown_and_deleted(
     assert listed.startswith("s1 ")
     assert " 1 turn  " in listed
     assert listed.rstrip().endswith(" UTC")  # as `runs show` says its times
+    assert main(["sessions", "list", "--json", *state]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    assert list(info) == ["session_id", "turns", "updated_ms", "summarised_through", "owner"]
+    assert isinstance(info["updated_ms"], int)  # as `runs list --json` gives its times
+    assert abs(info["updated_ms"] / 1000 - time.time()) < 600
     assert main(["sessions", "show", "s1", *state]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "--- turn 1",

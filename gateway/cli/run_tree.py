@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
 from ..run_state import RunResult, RunState, spent
+from .common import utc
 
 if TYPE_CHECKING:
     from ..durable import CallNode, RunInfo
@@ -35,11 +35,7 @@ WIDTH = 300
 def render_run(
     info: RunInfo, calls: Sequence[CallNode], state: RunState | None, result: RunResult | None
 ) -> list[str]:
-    started = (
-        datetime.fromtimestamp(info.created_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        if info.created_ms is not None
-        else ""
-    )
+    started = utc(info.created_ms) if info.created_ms is not None else ""
     lines = [f"run {info.run_id}  {info.status}  agent {info.agent or '?'}  {started}".rstrip()]
     if info.error:
         lines.append(f"error: {info.error}")

@@ -13,7 +13,7 @@ import anyio
 from ..approval import ApprovalRequest, Decision
 from ..errors import UnknownRun
 from ..store_config import redacted, runs_stored
-from .common import Commands, add_verbose_option
+from .common import Commands, add_verbose_option, utc
 from .exits import OK
 from .run_tree import render_run
 from .stored import (
@@ -151,8 +151,12 @@ async def _list(args: argparse.Namespace) -> int:
         print(json.dumps([info.to_json() for info in found]))
         return OK
     for info in found:
+        at = info.updated_ms or info.created_ms
+        when = utc(at) if at is not None else "-"
+        calls = sorted(r.short for r in info.waiting)
+        waits = f"  waiting on {', '.join(calls)}" if calls else ""
         why = f"  {info.error}" if info.error else ""
-        print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}{why}")
+        print(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}")
     if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
         status = f" {args.status}" if args.status else ""
         print(f"no{status} runs in {redacted(url)}", file=sys.stderr)

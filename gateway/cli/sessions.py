@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 
 import anyio
 
@@ -18,7 +17,7 @@ from ..errors import GatewayError
 from ..memory_config import MEMORY_FILE, default_memory_url, memory_url, open_memories
 from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
-from .common import Commands, check_session_id, config_of, pick_agent, plural
+from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
 from .exits import OK
 
 __all__ = ["memory_store_url", "register"]
@@ -109,11 +108,11 @@ async def _sessions(args: argparse.Namespace) -> int:
 def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     """The sessions, latest first (UTC times); on a terminal, a note on stderr if none."""
     if as_json:
-        listed = [info.model_dump() | {"owner": session_owner(info.session_id)} for info in infos]
+        listed = [_as_json(info) for info in infos]
         print(json.dumps(listed))
         return OK
     for info in infos:
-        when = datetime.fromtimestamp(info.updated_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = utc(info.updated_at * 1000)
         summary = f"  summarised through turn {info.summarised_through}" * bool(
             info.summarised_through
         )
@@ -123,6 +122,17 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
         print(f"no sessions in {where}", file=sys.stderr)
     return OK
+
+
+def _as_json(info: SessionInfo) -> dict[str, object]:
+    """As `runs list --json` gives times: `updated_ms`, milliseconds since the epoch."""
+    return {
+        "session_id": info.session_id,
+        "turns": info.turns,
+        "updated_ms": round(info.updated_at * 1000),
+        "summarised_through": info.summarised_through,
+        "owner": session_owner(info.session_id),
+    }
 
 
 async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:
