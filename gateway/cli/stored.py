@@ -272,8 +272,8 @@ async def _drive(
                 store.use(gateway, stream=True, on_approval=waiting)
                 try:
                     result = await go(store)
-                except RunCancelled:
-                    raise  # it has ended: nothing to resume
+                except (RunCancelled, UnknownRun):
+                    raise  # it has ended, or runs elsewhere: nothing to resume here
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
                     if args.json:

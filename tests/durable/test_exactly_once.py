@@ -235,5 +235,6 @@ async def test_two_resumes_at_once_finish_the_run_once(tmp_path: Path, store: st
     assert lost.returncode == 2
     elsewhere = ("resumed by another process at the same moment", "is running in process")
     assert any(said in lost.stderr for said in elsewhere), lost.stderr
+    assert "the run is stored" not in lost.stderr  # it is not this one's to resume
     calls = log.read_text().splitlines()
     assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (1, 2, 1)
