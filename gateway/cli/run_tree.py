@@ -80,6 +80,8 @@ def _head(call: CallNode) -> str:
     parts = [call.kind if call.kind == "model" else f"tool {call.name}"]
     if call.call_id is not None:
         parts.append(call.call_id)
+    if call.in_flight:
+        parts.append("(in flight)")
     if call.took_ms is not None:
         parts.append(f"{call.took_ms} ms")
     if call.approval is not None:
@@ -95,6 +97,8 @@ def _head(call: CallNode) -> str:
 def _body(call: CallNode) -> list[str]:
     if call.kind == "tool":
         lines = [f"input  {_json(call.input)}"] if call.input is not None else []
+        if call.in_flight:
+            return lines  # no output yet
         if call.error is not None:  # with its input: what it failed on
             return [*lines, f"error: {_short(call.error)}"]
         if not call.calls or call.output is not None:

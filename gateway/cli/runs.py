@@ -165,13 +165,14 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _show(args: argparse.Namespace) -> int:
     from ..durable import call_tree
+    from ..durable.status import ACTIVE_STATUSES
 
     async with open_store(store_url(args), launch=False) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)
         result = await runs.result(args.run_id)
-    calls = call_tree(steps)
+    calls = call_tree(steps, in_flight=info.status in ACTIVE_STATUSES)
     if args.json:
         shown = {
             **info.to_json(),
