@@ -113,9 +113,12 @@ def check_store_url(url: str) -> str:
         path = Path(url.removeprefix("sqlite:///"))
         return url if path.is_absolute() else f"sqlite:///{path.absolute()}"
     if url.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(url)
-        if parts.hostname or parts.path.strip("/"):
+        if urlsplit(url).path.strip("/"):
             return url
+        raise StoreError(  # DBOS needs one: it creates it if need be
+            f"the store URL names no database: {redacted(url)!r} "
+            "(postgresql://USER@HOST:PORT/DBNAME)"
+        )
     raise StoreError(
         f"not a run store URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): {redacted(url)!r}"
     )
