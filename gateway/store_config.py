@@ -3,6 +3,7 @@
     [store]
     url = "postgresql://gw@db.internal:5432/gw"   # default: the SQLite file below
     keep_days = 30                                 # finished runs are deleted after (0: never)
+    unreachable_wait = 60                          # s a run waits for a store gone away
 
 With no URL, runs are kept in the SQLite file `agent-gateway.sqlite3` in the data directory
 (see `memory_config.data_dir`). Chat memory is kept in the run store's database too, unless
@@ -45,6 +46,10 @@ class StoreSettings(BaseModel):
     keep_days: float = Field(default=30, ge=0)
     """Finished runs (succeeded, failed, cancelled) older than this are deleted when a run
     starts; 0 keeps them for ever. Runs not finished are never deleted."""
+    unreachable_wait: float = Field(default=60, gt=0)
+    """A PostgreSQL store that becomes unreachable while a run executes: seconds the run waits
+    for it (it goes on if the store is back), then it stops (exit 1), resumable from its last
+    recorded step."""
     takeover_seconds: float = Field(default=5, gt=0)
     """`serve` on PostgreSQL: how often a replica looks for the runs of replicas that died
     (it finishes them)."""
@@ -108,9 +113,12 @@ def check_store_url(url: str) -> str:
         path = Path(url.removeprefix("sqlite:///"))
         return url if path.is_absolute() else f"sqlite:///{path.absolute()}"
     if url.startswith(("postgresql://", "postgres://")):
-        parts = urlsplit(url)
-        if parts.hostname or parts.path.strip("/"):
+        if urlsplit(url).path.strip("/"):
             return url
+        raise StoreError(  # DBOS needs one: it creates it if need be
+            f"the store URL names no database: {redacted(url)!r} "
+            "(postgresql://USER@HOST:PORT/DBNAME)"
+        )
     raise StoreError(
         f"not a run store URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): {redacted(url)!r}"
     )

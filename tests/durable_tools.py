@@ -21,17 +21,20 @@ async def logged(log: str, name: str, hold: str = "") -> str:
     return f"{name} done"
 
 
-async def released(log: str, name: str, gate: str) -> str:
-    """Append `start NAME` to `log`, then wait until the test, which holds the FIFO `gate`
-    open for writing (its open returns once this call waits), closes it; then `end NAME`."""
+async def gated(log: str, name: str, gate: str) -> str:
+    """`logged`, but while the named pipe `gate` exists the call waits (after saying `gated:
+    waiting for NAME` on stderr) until the test opens it to write, and closes it. A cancelled
+    call stops waiting at once."""
     async with await anyio.open_file(log, "a") as file:
         await file.write(f"start {name}\n")
-    await anyio.to_thread.run_sync(_read_to_the_end, gate, abandon_on_cancel=True)
+    if await anyio.Path(gate).exists():
+        print(f"gated: waiting for {name}", file=sys.stderr, flush=True)
+        await anyio.to_thread.run_sync(_read_to_the_end, gate, abandon_on_cancel=True)
     async with await anyio.open_file(log, "a") as file:
         await file.write(f"end {name}\n")
     return f"{name} done"
 
 
 def _read_to_the_end(path: str) -> None:
-    with open(path, "rb") as fifo:
-        fifo.read()
+    with open(path, "rb") as fifo:  # opened once a writer opens it
+        fifo.read()  # ...and read to its end once the writer closes it

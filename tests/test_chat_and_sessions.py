@@ -125,6 +125,11 @@ def test_sessions_are_listed_shown_and_deleted(
     assert listed.startswith("s1 ")
     assert " 1 turn  " in listed
     assert listed.rstrip().endswith(" UTC")  # as `runs show` says its times
+    assert main(["sessions", "list", "--json", *state]) == 0
+    [info] = json.loads(capsys.readouterr().out)
+    assert list(info) == ["session_id", "turns", "updated_ms", "summarised_through", "owner"]
+    assert isinstance(info["updated_ms"], int)  # as `runs list --json` gives its times
+    assert abs(info["updated_ms"] / 1000 - time.time()) < 600
     assert main(["sessions", "show", "s1", *state]) == 0
     assert capsys.readouterr().out.splitlines() == [
         "--- turn 1",
@@ -173,6 +178,32 @@ def test_sessions_kept_in_a_named_store_are_found_there(
     assert main(["sessions", "list", "--state-dir", str(typo), "--json"]) == 0
     assert capsys.readouterr().out == "[]\n"
     assert not typo.exists()  # looking made no store
+
+
+def test_a_store_named_on_the_command_line_is_the_one_looked_into(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions ... --store URL` listed and deleted the sessions of the memory store the
+    config names (exit 0), not of the database named."""
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[gateway]\nmemory = "sqlite:///memory.db"\n[tools.calculator]\nbuiltin = "calculator"\n'
+    )
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}, {"content": "Hi."}]))
+    other = tmp_path / "other.sqlite3"
+    common = ["--config", str(config), "--model", f"scripted:{script}"]
+    assert main(["run", "Hi", *common, "--session", "kept", "--no-store"]) == 0
+    assert main(["run", "Hi", *common, "--session", "s2", "--state-dir", str(tmp_path)]) == 0
+    capsys.readouterr()
+    for named in (["--store", f"sqlite:///{other}"], ["--state-dir", str(tmp_path)]):
+        assert main(["sessions", "list", "--config", str(config), "--json", *named]) == 0
+        assert capsys.readouterr().out == "[]\n"  # the config's memory.db keeps them both
+        assert main(["sessions", "delete", "kept", "--config", str(config), *named]) == 2
+        assert "error: no session 'kept' in " in capsys.readouterr().err
+    assert main(["sessions", "list", "--config", str(config), "--json"]) == 0
+    kept = [info["session_id"] for info in json.loads(capsys.readouterr().out)]
+    assert sorted(kept) == ["kept", "s2"]  # memory is the config's: `run --store` is the runs'
 
 
 def _tables(file: Path) -> set[str]:

@@ -189,7 +189,8 @@ def test_a_stored_run_stopped_by_its_model_resumes_with_another(
     run_id = match.group(1)
     assert main(["runs", "list", "--state-dir", str(state_dir)]) == 0
     listed = capsys.readouterr().out
-    assert listed.startswith(f"{run_id}  stopped    assistant  scripted:")
+    when = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC"  # when it last changed
+    assert re.match(rf"{run_id}  stopped          {when}  assistant  scripted:", listed), listed
 
     second = write_script(tmp_path / "second.json", [{"content": "It is 42."}])
     resume = ["resume", run_id, "--state-dir", str(state_dir), "--model", f"scripted:{second}"]

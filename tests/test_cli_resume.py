@@ -17,7 +17,8 @@ from anyio.streams.text import TextReceiveStream
 from gateway import RunState
 from gateway.cli import main, parser
 from gateway.cli.origin import resume_config
-from gateway.durable import open_runs
+from gateway.durable import DurableRuns, open_runs
+from gateway.durable.endings import taken
 from gateway.store_config import default_store_url
 
 REPO = Path(__file__).resolve().parents[1]
@@ -295,3 +296,23 @@ def test_a_relative_store_is_named_absolute_in_the_resume_hint(
     script = write(tmp_path / "first.json", STOP_AFTER_THE_TOOL)
     resume = stopped_run(capsys, "--model", f"scripted:{script}", "--store", "sqlite:///rel.db")
     assert resume[2:] == ["--store", f"sqlite:///{tmp_path / 'rel.db'}"]
+
+
+def test_a_resume_another_process_took_says_so_without_a_hint_to_resume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The loser of two `resume`s at once said where the run runs, then `the run is stored:
+    agent-gateway resume RUN` for a run running elsewhere."""
+    _, _, resume = stopped_on_a_config_file(tmp_path, capsys)
+    run_id = resume[1]
+
+    async def taken_meanwhile(self: DurableRuns, run: str, **_: object) -> None:
+        raise taken(run)  # what DBOS's hand-over to the other process makes `resume` raise
+
+    monkeypatch.setattr(DurableRuns, "resume", taken_meanwhile)
+    assert main(resume) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"error: run {run_id!r} was resumed by another process at the same moment: it runs "
+        f"there (`agent-gateway runs show {run_id}`)\n"
+    )

@@ -1,7 +1,8 @@
 """Turns in PostgreSQL (psycopg 3): for gateways on several machines.
 
 The same tables as the SQLite store (`memory_turns`, `memory_messages` with each message as
-`json`, `memory_summaries`), created on first use. Appends to one session are serialised by
+`json`, `memory_summaries`), created on first use, and the database too if it does not exist
+(as the run store does). Appends to one session are serialised by
 a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers. A
 connection the server ended (a restart) is replaced at its next use, which runs once more.
 Needs `pip install 'agent-gateway[postgres]'`.
@@ -12,13 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
+from ._redact import redacted
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 
@@ -219,7 +222,12 @@ class PostgresStore:
             raise
 
     async def _connect(self) -> Connection:
-        db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        try:
+            db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        except psycopg.OperationalError:
+            if not await _made_database(self._url):  # no such database: made, as the run store's
+                raise
+            db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
         try:
             async with db.transaction():
                 await db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
@@ -230,11 +238,31 @@ class PostgresStore:
         return db
 
 
-def redacted(url: str) -> str:
-    """`url` without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+async def _made_database(url: str) -> bool:
+    """Whether the database `url` names did not exist and is now made (as the run store's
+    DBOS makes its own: through the server's `postgres` database). False when the server
+    cannot be reached, or the database exists (the connection failed for another reason).
+    Raises `MemoryStoreError`, saying how to make it, when making it fails."""
+    name = str(conninfo_to_dict(url).get("dbname") or "")
+    try:
+        admin = await psycopg.AsyncConnection.connect(
+            make_conninfo(url, dbname="postgres"), autocommit=True
+        )
+    except psycopg.Error:
+        return False
+    async with admin:
+        found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if not name or await found.fetchone() is not None:
+            return False
+        try:
+            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        except psycopg.errors.DuplicateDatabase:
+            return True  # another process made it meanwhile
+        except psycopg.Error as exc:
+            said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise MemoryStoreError(
+                f"chat memory {redacted(url)}: database {name!r} does not exist, and creating "
+                f"it failed ({said}): create it (`createdb {name}`, or CREATE DATABASE as its "
+                "owner)"
+            ) from exc
+    return True

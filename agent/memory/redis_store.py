@@ -12,7 +12,6 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
-from urllib.parse import urlsplit
 
 import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -21,6 +20,7 @@ from redis.exceptions import RedisError
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
+from ._redact import redacted
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["RedisStore"]
@@ -64,9 +64,7 @@ class RedisStore:
         self._lock = anyio.Lock()
 
     def __repr__(self) -> str:
-        parts = urlsplit(self._url)
-        shown = self._url if parts.password is None else self._url.replace(parts.password, "***")
-        return f"RedisStore({shown!r})"
+        return f"RedisStore({redacted(self._url)!r})"
 
     async def append(
         self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
@@ -176,7 +174,7 @@ class RedisStore:
         try:
             return await work(client)
         except RedisError as exc:
-            raise MemoryStoreError(f"chat memory {self!r}: {exc}") from exc
+            raise MemoryStoreError(f"chat memory {redacted(self._url)}: {exc}") from exc
 
 
 def _stored(seq: int, document: bytes) -> StoredTurn:

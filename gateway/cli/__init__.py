@@ -27,7 +27,7 @@ from toolkits import ToolkitError
 from ..errors import GatewayError
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
 from .common import Commands, check_state_dir
-from .exits import BAD_INPUT, INTERRUPTED, exit_code, report
+from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
 from .signals import until_signalled
 
 __all__ = ["COMMANDS", "main", "parse", "parser"]
@@ -46,9 +46,10 @@ def event_loop_options() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv`; None: this process's own (the `agent-gateway` command)."""
     code = _main(argv)
-    if argv is None and code in INTERRUPTED_CODES and _left_running():
+    if argv is None and code in LEAVING_CODES and _left_running():
         # A blocking local tool's thread cannot be stopped: its call ended at the signal, and
-        # the process does not wait for the thread as the interpreter's exit would.
+        # the process does not wait for the thread as the interpreter's exit would. Nor for
+        # DBOS's, retrying a store that went away until its backoff (up to a minute) ends.
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
@@ -56,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 INTERRUPTED_CODES = (INTERRUPTED, 128 + signal.SIGTERM, 128 + signal.SIGHUP)
+LEAVING_CODES = (FAILED, *INTERRUPTED_CODES)
+"""Exits that leave work behind unfinished: threads still running are not waited for."""
 
 
 def _left_running() -> bool:

@@ -7,6 +7,7 @@ import dataclasses
 import difflib
 import sys
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "pick_agent",
     "plural",
     "trace_hooks",
+    "utc",
     "with_settings",
     "with_steps",
 ]
@@ -80,6 +82,11 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`; did you mean 'X'?` for the known names closest to a mistyped `name` ("" if none)."""
     close = difflib.get_close_matches(name, list(known), n=3)
     return f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+
+
+def utc(ms: float) -> str:
+    """`2026-12-01 04:45:06 UTC`: a time (milliseconds since the epoch) as the commands show it."""
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def plural(count: int, noun: str) -> str:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pydantic import JsonValue
 
 from ..run_state import RunResult, RunState, spent
+from .common import utc
 
 if TYPE_CHECKING:
     from ..durable import CallNode, RunInfo
@@ -35,11 +35,7 @@ WIDTH = 300
 def render_run(
     info: RunInfo, calls: Sequence[CallNode], state: RunState | None, result: RunResult | None
 ) -> list[str]:
-    started = (
-        datetime.fromtimestamp(info.created_ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-        if info.created_ms is not None
-        else ""
-    )
+    started = utc(info.created_ms) if info.created_ms is not None else ""
     lines = [f"run {info.run_id}  {info.status}  agent {info.agent or '?'}  {started}".rstrip()]
     if info.error:
         lines.append(f"error: {info.error}")
@@ -84,6 +80,8 @@ def _head(call: CallNode) -> str:
     parts = [call.kind if call.kind == "model" else f"tool {call.name}"]
     if call.call_id is not None:
         parts.append(call.call_id)
+    if call.in_flight:
+        parts.append("(in flight)")
     if call.took_ms is not None:
         parts.append(f"{call.took_ms} ms")
     if call.approval is not None:
@@ -99,6 +97,8 @@ def _head(call: CallNode) -> str:
 def _body(call: CallNode) -> list[str]:
     if call.kind == "tool":
         lines = [f"input  {_json(call.input)}"] if call.input is not None else []
+        if call.in_flight:
+            return lines  # no output yet
         if call.error is not None:  # with its input: what it failed on
             return [*lines, f"error: {_short(call.error)}"]
         if not call.calls or call.output is not None:

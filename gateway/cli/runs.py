@@ -13,7 +13,7 @@ import anyio
 from ..approval import ApprovalRequest, Decision
 from ..errors import AlreadyDecided, UnknownRun
 from ..store_config import redacted, runs_stored
-from .common import Commands, add_verbose_option
+from .common import Commands, add_verbose_option, utc
 from .exits import OK
 from .run_tree import render_run
 from .stored import (
@@ -160,8 +160,12 @@ async def _list(args: argparse.Namespace) -> int:
         print(json.dumps([info.to_json() for info in found]))
         return OK
     for info in found:
+        at = info.updated_ms or info.created_ms
+        when = utc(at) if at is not None else "-"
+        calls = sorted(r.short for r in info.waiting)
+        waits = f"  waiting on {', '.join(calls)}" if calls else ""
         why = f"  {info.error}" if info.error else ""
-        print(f"{info.run_id}  {info.status:<10} {info.agent or '?'}{why}")
+        print(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}")
     if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
         status = f" {args.status}" if args.status else ""
         print(f"no{status} runs in {redacted(url)}", file=sys.stderr)
@@ -170,13 +174,14 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _show(args: argparse.Namespace) -> int:
     from ..durable import call_tree
+    from ..durable.status import ACTIVE_STATUSES
 
     async with open_store(store_url(args), launch=False) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)
         result = await runs.result(args.run_id)
-    calls = call_tree(steps)
+    calls = call_tree(steps, in_flight=info.status in ACTIVE_STATUSES)
     if args.json:
         shown = {
             **info.to_json(),

@@ -114,6 +114,7 @@ async def _serve(args: argparse.Namespace) -> int:
             url,
             replica_every=config.store.takeover_seconds if options else None,
             keep_days=config.store.keep_days,
+            unreachable_wait=config.store.unreachable_wait,
         )
         if url is not None
         else nullcontext() as runs,

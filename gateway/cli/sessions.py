@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
 
 import anyio
 
@@ -15,10 +14,10 @@ from agent.memory import SessionInfo, SessionStore, SQLiteStore
 
 from ..config import Config
 from ..errors import GatewayError
-from ..memory_config import MEMORY_FILE, memory_url, open_memories
+from ..memory_config import MEMORY_FILE, default_memory_url, memory_url, open_memories
 from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
-from .common import Commands, check_session_id, config_of, pick_agent, plural
+from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
 from .exits import OK
 
 __all__ = ["memory_store_url", "register"]
@@ -35,15 +34,31 @@ def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
     return check_store_url(args.store) if args.store is not None else config.store.url
 
 
+def _named_store(args: argparse.Namespace) -> str | None:
+    """The database `--store URL` or `--state-dir DIR` names: `sessions` looks there, not in
+    a memory store the config names (a `sessions delete` must act on the database named)."""
+    if args.store is not None and args.state_dir is not None:
+        raise GatewayError("give one of --store and --state-dir")
+    if args.store is not None:
+        return check_store_url(args.store)
+    return default_memory_url(args.state_dir) if args.state_dir is not None else None
+
+
 def register(commands: Commands) -> None:
     sessions = commands.add("sessions", _sessions, "list, show or delete chat memory sessions")
     sessions.add_argument("action", nargs="?", choices=["list", "show", "delete"])
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
     sessions.add_argument(
-        "--state-dir", metavar="DIR", help="the store of runs kept in this directory"
+        "--state-dir",
+        metavar="DIR",
+        help="the SQLite file kept in this directory (not the memory store the config names)",
     )
-    sessions.add_argument("--store", metavar="URL", help="the run store at URL (as `run --store`)")
+    sessions.add_argument(
+        "--store",
+        metavar="URL",
+        help="the database at URL, as `run --store` (not the memory store the config names)",
+    )
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
 
@@ -55,14 +70,18 @@ async def _sessions(args: argparse.Namespace) -> int:
             raise GatewayError(f"sessions {args.action} needs a session id")
         check_session_id(args.session_id)
     config = config_of(args)
-    run_store = memory_store_url(args, config)
+    named = _named_store(args)
     agent = pick_agent(config, args.agent) if args.agent else None
     own = config.agents[agent].memory if agent else None
+    # The config's memory store, unless the command names one.
+    configured = config.gateway.memory if named is None else None
+    own = own if named is None else None
+    run_store = named or config.store.url
     memories, stores = open_memories(
-        config.gateway.memory, {agent or "": own}, state_dir=args.state_dir, run_store=run_store
+        configured, {agent or "": own}, state_dir=args.state_dir, run_store=run_store
     )
     store = next(iter(memories.values())).store
-    url = memory_url(config.gateway.memory, own, state_dir=args.state_dir, run_store=run_store)
+    url = memory_url(configured, own, state_dir=args.state_dir, run_store=run_store)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
@@ -89,11 +108,11 @@ async def _sessions(args: argparse.Namespace) -> int:
 def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     """The sessions, latest first (UTC times); on a terminal, a note on stderr if none."""
     if as_json:
-        listed = [info.model_dump() | {"owner": session_owner(info.session_id)} for info in infos]
+        listed = [_as_json(info) for info in infos]
         print(json.dumps(listed))
         return OK
     for info in infos:
-        when = datetime.fromtimestamp(info.updated_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        when = utc(info.updated_at * 1000)
         summary = f"  summarised through turn {info.summarised_through}" * bool(
             info.summarised_through
         )
@@ -103,6 +122,17 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
         print(f"no sessions in {where}", file=sys.stderr)
     return OK
+
+
+def _as_json(info: SessionInfo) -> dict[str, object]:
+    """As `runs list --json` gives times: `updated_ms`, milliseconds since the epoch."""
+    return {
+        "session_id": info.session_id,
+        "turns": info.turns,
+        "updated_ms": round(info.updated_at * 1000),
+        "summarised_through": info.summarised_through,
+        "owner": session_owner(info.session_id),
+    }
 
 
 async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:

@@ -29,7 +29,13 @@ from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import GatewayError, RunCancelled, UnknownRun
 from ..run_state import RunResult, RunState
-from ..store_config import check_store_url, default_store_url, runs_stored, store_option
+from ..store_config import (
+    StoreSettings,
+    check_store_url,
+    default_store_url,
+    runs_stored,
+    store_option,
+)
 from .common import (
     add_model_options,
     add_strict_option,
@@ -151,11 +157,18 @@ def open_store(
     launch: bool = True,
     replica_every: float | None = None,
     keep_days: float = 0,
+    unreachable_wait: float | None = None,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
 
-    return open_runs(url, launch=launch, replica_every=replica_every, keep_days=keep_days)
+    return open_runs(
+        url,
+        launch=launch,
+        replica_every=replica_every,
+        keep_days=keep_days,
+        unreachable_wait=unreachable_wait or StoreSettings().unreachable_wait,
+    )
 
 
 def terminal_console(
@@ -234,11 +247,16 @@ async def _drive(
             check_servers(gateway, strict=args.strict)
             if args.json:
                 with_steps(gateway, state.agent)
-            kept = config.store.keep_days
+            settings = config.store
             async with (
-                open_store(url, keep_days=kept) if runs is None else nullcontext(runs) as store
+                open_store(
+                    url, keep_days=settings.keep_days, unreachable_wait=settings.unreachable_wait
+                )
+                if runs is None
+                else nullcontext(runs) as store
             ):
                 stored = True
+                store.unreachable_wait = settings.unreachable_wait  # resumed: its config's
 
                 async def waiting(request: ApprovalRequest) -> None:
                     said = json.dumps(request.input, ensure_ascii=False)
@@ -254,8 +272,8 @@ async def _drive(
                 store.use(gateway, stream=True, on_approval=waiting)
                 try:
                     result = await go(store)
-                except RunCancelled:
-                    raise  # it has ended: nothing to resume
+                except (RunCancelled, UnknownRun):
+                    raise  # it has ended, or runs elsewhere: nothing to resume here
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
                     if args.json:

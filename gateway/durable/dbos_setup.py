@@ -8,6 +8,7 @@ import sqlite3
 from contextlib import closing
 
 from .endings import ItemsFailed
+from .outage import suspect
 
 __all__ = ["log_through_ours", "write_ahead_log"]
 
@@ -42,6 +43,8 @@ class _OneLine(logging.Filter):
     multi-line message (SQL, parameters) into its first line: a store's failure is one line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if suspect(record):
+            return False  # a store gone away: the outage watch says it once (`outage`)
         message = record.getMessage()
         if message.startswith(_SAID_BY_US):
             return False

@@ -33,7 +33,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import GatewayError, RunCancelled, StoreError, UnknownRun
+from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import check_store_url, default_store_url, redacted, runs_stored
 from ..trace import TraceHook
@@ -46,6 +46,7 @@ from .endings import (
     cancels_watched,
     taken,
 )
+from .outage import Outage, noticing, watching
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -80,6 +81,9 @@ NOTIFICATION_POLL_SECONDS = 0.1
 _FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
+UNREACHABLE_WAIT = 60.0
+"""How long runs wait for a PostgreSQL store that became unreachable (`[store]
+unreachable_wait`)."""
 
 
 class DurableRuns:
@@ -98,6 +102,29 @@ class DurableRuns:
     def replica(self) -> bool:
         """Whether this process is a serving replica (another takes its runs over)."""
         return self._queue is not None and self._queue.startswith(REPLICA_PREFIX)
+
+    @property
+    def unreachable_wait(self) -> float | None:
+        """How long the runs here wait for a PostgreSQL store that became unreachable before
+        they stop (`outage`); None: not a PostgreSQL store this process runs on."""
+        outage = self._host.outage
+        return outage.wait if outage is not None else None
+
+    @unreachable_wait.setter
+    def unreachable_wait(self, seconds: float) -> None:
+        if self._host.outage is not None:
+            self._host.outage.wait = seconds
+
+    def stop_for_store(self, error: StoreUnavailable) -> None:
+        """The store stayed unreachable for the whole wait: every run here stops with `error`
+        (each stays resumable from its last recorded step)."""
+        for execution in self._host.executions.values():
+            if execution.error is None:
+                execution.error = error
+            execution.scope.cancel()
+            if not execution.running:  # a resumed run that never began here
+                execution.finished.set()
+                execution.stir()
 
     def hand_over(self) -> None:
         """This process is about to go (SIGTERM): a replica's runs, interrupted as it goes, are
@@ -289,6 +316,8 @@ class DurableRuns:
             while resumed and not execution.running:
                 with anyio.move_on_after(WATCH_SECONDS):
                     await execution.finished.wait()
+                if execution.finished.is_set():
+                    break
                 found = await self._client.list_workflows_async(
                     workflow_ids=[handle.workflow_id], load_input=False, load_output=False
                 )
@@ -434,13 +463,15 @@ async def open_runs(
     launch: bool = True,
     replica_every: float | None = None,
     keep_days: float = 0,
+    unreachable_wait: float = UNREACHABLE_WAIT,
 ) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
     died. With `launch` and `keep_days`, finished runs older than that are deleted now and
-    hourly while the store is open (`retention`). On exit, the runs executing here are
+    hourly while the store is open (`retention`). With `launch` on PostgreSQL, runs wait
+    `unreachable_wait` seconds for a store that became unreachable, then stop (`outage`). On exit, the runs executing here are
     interrupted (`stop_all`) before the lock goes.
 
     Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
@@ -463,6 +494,7 @@ async def open_runs(
     queue = (
         f"{REPLICA_PREFIX if replica else 'agent-gateway-'}{uuid.uuid4().hex}" if launch else None
     )
+    outage = Outage(url, unreachable_wait) if postgres and launch else None
     if queue is not None:
         config: DBOSConfig = {
             "name": "agent-gateway",
@@ -474,9 +506,11 @@ async def open_runs(
             "notification_listener_polling_interval_sec": NOTIFICATION_POLL_SECONDS,
         }
         try:
-            DBOS(config=config)
+            dbos = DBOS(config=config)
             DBOS.listen_queues([queue])
             DBOS.launch()
+            if outage is not None:
+                outage.bound(getattr(dbos, "_sys_db"))  # noqa: B009
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
             raise store_failure(url, exc) from None
@@ -486,27 +520,37 @@ async def open_runs(
         if launch:
             DBOS.destroy(destroy_registry=False)
         raise store_failure(url, exc) from None
-    host = Host(client)
+    if outage is not None:
+        outage.bound(getattr(client, "_sys_db"))  # noqa: B009
+    host = Host(client, outage=outage)
     runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
-    try:
-        async with AsyncExitStack() as stack:
-            stack.enter_context(hosting(host))
-            if queue is not None:
-                if postgres:
-                    await stack.enter_async_context(staying_alive(url, queue))
-                # On exit: after the watches below stop, before the lock goes.
-                stack.push_async_callback(runs.stop_all)
-                await stack.enter_async_context(cancels_watched(host.executions, host.client))
-                if postgres and replica_every is not None:
-                    await stack.enter_async_context(
-                        taking_over(
-                            runs, client, url, own=queue, workflow=WORKFLOW, interval=replica_every
+    with noticing(outage):  # until DBOS is destroyed: its threads log till then
+        try:
+            async with AsyncExitStack() as stack:
+                stack.enter_context(hosting(host))
+                if queue is not None:
+                    if postgres:
+                        await stack.enter_async_context(staying_alive(url, queue))
+                    if outage is not None:
+                        await stack.enter_async_context(watching(outage, runs.stop_for_store))
+                    # On exit: after the watches below stop, before the lock goes.
+                    stack.push_async_callback(runs.stop_all)
+                    await stack.enter_async_context(cancels_watched(host.executions, host.client))
+                    if postgres and replica_every is not None:
+                        await stack.enter_async_context(
+                            taking_over(
+                                runs,
+                                client,
+                                url,
+                                own=queue,
+                                workflow=WORKFLOW,
+                                interval=replica_every,
+                            )
                         )
-                    )
-                if keep_days:
-                    await stack.enter_async_context(pruning(runs, keep_days))
-            yield runs
-    finally:
-        client.destroy()
-        if launch:
-            DBOS.destroy(destroy_registry=False)
+                    if keep_days:
+                        await stack.enter_async_context(pruning(runs, keep_days))
+                yield runs
+        finally:
+            client.destroy()
+            if launch:
+                DBOS.destroy(destroy_registry=False)

@@ -44,6 +44,8 @@ class CallNode:
     """A person's decision on the call (`approved`, `message`), if it needed one."""
     calls: list[CallNode] = field(default_factory=list["CallNode"])
     """The calls of the agent this tool call ran."""
+    in_flight: bool = False
+    """Asked for and not recorded yet: under way (or not begun) when the run stopped."""
 
     def to_json(self) -> dict[str, JsonValue]:
         shown: dict[str, JsonValue] = {
@@ -61,11 +63,15 @@ class CallNode:
         }
         if self.calls:
             shown["calls"] = [call.to_json() for call in self.calls]
+        if self.in_flight:
+            shown["in_flight"] = True
         return shown
 
 
-def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
-    """The run's own calls, each agent tool's calls under it."""
+def call_tree(steps: Sequence[RunStep], *, in_flight: bool = False) -> list[CallNode]:
+    """The run's own calls, each agent tool's calls under it. With `in_flight` (a run that
+    has not ended), also the tool calls each agent's last model call asked for that have no
+    record: they were under way when it stopped, or had not begun."""
     top: list[CallNode] = []
     agents: dict[str, CallNode] = {}
     """Tool calls by the path their agent's calls are named under (`c1/`, `c1/c7/`)."""
@@ -79,9 +85,10 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
             item, _, call_id = key.rpartition(":")
             parent = agents[path] = CallNode(
                 kind="tool",
-                name="(in flight)",
+                name="(unknown)",
                 call_id=call_id,
                 item=int(item) if item.isdigit() else 0,
+                in_flight=True,
             )
             calls_under(f"{above}/" if above else "").append(parent)
         return parent.calls
@@ -107,7 +114,37 @@ def call_tree(steps: Sequence[RunStep]) -> list[CallNode]:
         calls_under(path).append(node)
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])
+    if in_flight:
+        _add_in_flight(top)
     return top
+
+
+def _add_in_flight(calls: list[CallNode]) -> None:
+    """The tool calls the last model call of `calls` asked for and that were not recorded
+    (an agent's that began: its calls were), named as the model asked; the same below."""
+    for call in calls:
+        if call.calls:
+            _add_in_flight(call.calls)
+    models = [index for index, call in enumerate(calls) if call.kind == "model"]
+    if not models or not isinstance(answer := calls[models[-1]].output, dict):
+        return
+    asked = answer.get("tool_calls")
+    after = {c.call_id: c for c in calls[models[-1] + 1 :] if c.kind == "tool"}
+    for ask in cast(list[dict[str, Any]], asked if isinstance(asked, list) else []):
+        call_id, name = ask.get("id"), str(ask.get("name"))
+        found = after.get(call_id) if isinstance(call_id, str) else None
+        if found is None:
+            calls.append(
+                CallNode(
+                    kind="tool",
+                    name=name,
+                    call_id=call_id if isinstance(call_id, str) else None,
+                    input=ask.get("arguments"),
+                    in_flight=True,
+                )
+            )
+        elif found.in_flight:  # an agent under way: its own calls were recorded
+            found.name, found.input = name, ask.get("arguments")
 
 
 def recorded_call(step: RunStep) -> CallNode | None:

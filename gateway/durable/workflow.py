@@ -29,6 +29,7 @@ from ..trace import TraceHook
 from .approvals import DbosApprovals, OnWait
 from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, taken
+from .outage import Outage
 from .status import EXECUTION_EVENT, STATE_EVENT, this_process, working_elsewhere
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
@@ -95,6 +96,8 @@ class Host:
     executions: dict[str, Execution] = field(default_factory=dict[str, Execution])
     leaving: bool = False
     """The process is going away: its interrupted runs are left in flight, not stopped."""
+    outage: Outage | None = None
+    """A PostgreSQL store's: whether it is reachable."""
 
 
 _host: Host | None = None
@@ -176,7 +179,8 @@ async def _execute(
     except Exception as exc:
         if host.leaving and find_error(exc, NodeStopped) is not None:
             raise Stopped from None  # its MCP servers stopped first: in flight still, as above
-        execution.error = exc
+        if execution.error is None:  # else the store's outage stopped it (and this followed)
+            execution.error = exc
         stopped = str(exc) or type(exc).__name__
     except BaseException as exc:
         if not cancelled_by_dbos(exc):
@@ -186,6 +190,8 @@ async def _execute(
     if execution.cancelled:
         execution.error = RunCancelled(f"run {run_id} was cancelled")
         raise Stopped  # DBOS has recorded the end
+    if host.outage is not None and host.outage.unreachable:
+        raise Stopped  # it would wait for the store: its process, gone, says it stopped
     with anyio.CancelScope(shield=True):
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
     raise Stopped

@@ -103,6 +103,13 @@ async def test_a_finished_call_is_not_run_again_after_a_kill(tmp_path: Path, sto
     # A finished (and was recorded); B is in flight.
     assert sorted(log.read_text().splitlines()) == ["end A", "start A", "start B"]
     run = _only_run(store)
+    shown = _cli("runs", "show", run["run_id"], "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    heads = [line.split("─ ", 1)[1] for line in shown.stdout.splitlines() if "─ " in line]
+    assert [head.split("  ")[0] for head in heads] == ["model", "tool logged", "tool logged"]
+    assert heads[1].startswith("tool logged  a  ")  # it ended
+    assert heads[2] == "tool logged  b  (in flight)"  # asked for, not recorded
+    assert f'input  {{"log": "{log}", "name": "B", "hold": "{hold}"}}' in shown.stdout
 
     hold.unlink()
     resumed = _cli(
@@ -204,6 +211,19 @@ async def test_a_sub_agents_finished_calls_are_not_run_again(tmp_path: Path, sto
     )
     assert log.read_text().splitlines() == ["start A", "end A", "start B"]
     run = _only_run(store, agent="lead")
+    shown = _cli("runs", "show", run["run_id"], "--store", store)
+    assert shown.returncode == 0, shown.stderr
+    heads = [line.rpartition("─ ")[::2] for line in shown.stdout.splitlines() if "─ " in line]
+    assert [(indent, head.split("  ")[0]) for indent, head in heads] == [
+        ("├", "model"),
+        ("└", "tool helper"),
+        ("   ├", "model"),
+        ("   ├", "tool logged"),
+        ("   ├", "model"),
+        ("   └", "tool logged"),
+    ]
+    assert heads[1][1] == "tool helper  h1  (in flight)"  # its calls were recorded, not it
+    assert heads[5][1] == "tool logged  b  (in flight)"
 
     hold.unlink()
     resumed = _cli(
@@ -235,5 +255,6 @@ async def test_two_resumes_at_once_finish_the_run_once(tmp_path: Path, store: st
     assert lost.returncode == 2
     elsewhere = ("resumed by another process at the same moment", "is running in process")
     assert any(said in lost.stderr for said in elsewhere), lost.stderr
+    assert "the run is stored" not in lost.stderr  # it is not this one's to resume
     calls = log.read_text().splitlines()
     assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (1, 2, 1)

@@ -83,6 +83,12 @@ def test_the_config_names_the_store_relative_to_itself(
     [
         (["--store", "redis://127.0.0.1/0"], "not a run store URL (sqlite:///FILE or postgresql:"),
         (["--store", "sqlite:///"], "not a run store URL"),
+        (  # DBOS said `DBOS Error 3: Error initializing DBOS Transact: Database name must...`
+            ["--store", "postgres://gw:s3cret@x"],
+            "error: the store URL names no database: 'postgres://gw:***@x' "
+            "(postgresql://USER@HOST:PORT/DBNAME)\n",
+        ),
+        (["--store", "postgresql://x:5432/"], "the store URL names no database"),
         (["--store", "sqlite:///x.db", "--state-dir", "d"], "give one of --store and --state-dir"),
         (["--no-store", "--state-dir", "d"], "give one of --state-dir and --no-store"),
     ],

@@ -112,8 +112,36 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
         with pytest.raises(MemoryStoreError) as caught:
             await store.turns("s")
         assert "secret" not in str(caught.value)
-        assert "127.0.0.1" in str(caught.value)
+        # Each named by its plain URL (Redis's was `RedisStore('redis://:***@...')`).
+        shown = url.replace("secret", "***")
+        assert str(caught.value).startswith(f"chat memory {shown}: "), caught.value
         await store.aclose()
+
+
+async def test_a_postgres_database_that_does_not_exist_is_made(postgres_url: str) -> None:
+    """It failed the run (exit 1), while the run store made its own database."""
+    server = postgres_url.rsplit("/", 1)[0]
+    database = f"memory_{uuid.uuid4().hex[:12]}"
+    store = store_from_url(f"{server}/{database}")
+    try:
+        assert await store.append("s", "k1", turn(1), [1, 1])
+        assert [t.key for t in await store.turns("s")] == ["k1"]
+    finally:
+        await store.aclose()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        await admin.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(database)))
+        # A user who may not create one is told how it is done.
+        await admin.execute("DROP ROLE IF EXISTS plain; CREATE ROLE plain LOGIN")
+        store = store_from_url(f"{server.replace('postgres@', 'plain@')}/{database}")
+        with pytest.raises(MemoryStoreError) as caught:
+            await store.turns("s")
+        await store.aclose()
+        await admin.execute("DROP ROLE plain")
+    said = str(caught.value)
+    assert said.startswith(f"chat memory postgresql://plain@{server.split('@')[1]}/{database}: ")
+    assert f"database '{database}' does not exist, and creating it failed (" in said
+    assert "permission denied" in said
+    assert said.endswith(f"create it (`createdb {database}`, or CREATE DATABASE as its owner)")
 
 
 @pytest.mark.parametrize("url", ["mysql://x", "sqlite://relative", "nothing"])

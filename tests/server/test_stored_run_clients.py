@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 TOOLS = (
     '[tools.logged]\npython = "tests.durable_tools:logged"\n'
     '[tools.guarded]\npython = "tests.durable_tools:logged"\n'
-    '[tools.slow]\npython = "tests.durable_tools:released"\n'
+    '[tools.slow]\npython = "tests.durable_tools:gated"\n'
 )
 
 

@@ -24,7 +24,15 @@ from typing import NoReturn
 
 import pytest
 
-__all__ = ["PG_USER", "free_port", "missing", "postgres_server", "redis_server"]
+__all__ = [
+    "PG_USER",
+    "PostgresCluster",
+    "free_port",
+    "missing",
+    "postgres_cluster",
+    "postgres_server",
+    "redis_server",
+]
 
 PG_USER = "pgtest"
 """PostgreSQL refuses to run as root: as root, it runs as this user (`.ci/run` creates it)."""
@@ -52,9 +60,47 @@ def _postgres_binary(name: str) -> str | None:
     return str(versions[-1]) if versions else None
 
 
+class PostgresCluster:
+    """A PostgreSQL cluster in a temp dir, to stop and start again (a store that goes away)."""
+
+    def __init__(self, directory: Path, as_user: list[str], pg_ctl: str) -> None:
+        self.directory, self._as_user, self._pg_ctl = directory, as_user, pg_ctl
+        self.data, self.port = directory / "data", free_port()
+
+    @property
+    def url(self) -> str:
+        """Its `postgres` database's URL."""
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._ctl(
+            "-o",
+            options,
+            "-l",
+            str(self.directory / "log"),
+            "-w",
+            "-t",
+            str(int(START_TIMEOUT)),
+            "start",
+        )
+
+    def stop(self, mode: str = "fast", *, check: bool = True) -> None:
+        """Stopped: its connections are closed, and new ones refused."""
+        self._ctl("-m", mode, "-w", "stop", check=check)
+
+    def _ctl(self, *args: str, check: bool = True) -> None:
+        subprocess.run(
+            [*self._as_user, self._pg_ctl, "-D", str(self.data), *args],
+            check=check,
+            capture_output=True,
+            timeout=START_TIMEOUT + 5,
+        )
+
+
 @contextmanager
-def postgres_server() -> Generator[str]:
-    """A fresh PostgreSQL cluster; yields the URL of its `postgres` database."""
+def postgres_cluster() -> Generator[PostgresCluster]:
+    """A fresh PostgreSQL cluster, started; stopped and removed after the block."""
     initdb, pg_ctl = _postgres_binary("initdb"), _postgres_binary("pg_ctl")
     if initdb is None or pg_ctl is None:
         missing("PostgreSQL is not installed (initdb, pg_ctl): apt-get install postgresql")
@@ -68,43 +114,26 @@ def postgres_server() -> Generator[str]:
             missing(f"no user {PG_USER!r} to run PostgreSQL as: useradd -m {PG_USER}")
         os.chown(directory, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", PG_USER, "--"]
-    data, port = directory / "data", free_port()
+    cluster = PostgresCluster(directory, as_user, pg_ctl)
     try:
         subprocess.run(
-            [*as_user, initdb, "-D", str(data), "-U", "postgres", "-A", "trust"],
+            [*as_user, initdb, "-D", str(cluster.data), "-U", "postgres", "-A", "trust"],
             check=True,
             capture_output=True,
             timeout=START_TIMEOUT,
         )
-        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-        subprocess.run(
-            [
-                *as_user,
-                pg_ctl,
-                "-D",
-                str(data),
-                "-o",
-                options,
-                "-l",
-                str(directory / "log"),
-                "-w",
-                "-t",
-                str(int(START_TIMEOUT)),
-                "start",
-            ],
-            check=True,
-            capture_output=True,
-            timeout=START_TIMEOUT + 5,
-        )
-        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        cluster.start()
+        yield cluster
     finally:
-        subprocess.run(
-            [*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"],
-            capture_output=True,
-            timeout=START_TIMEOUT,
-            check=False,
-        )
+        cluster.stop("immediate", check=False)
         shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextmanager
+def postgres_server() -> Generator[str]:
+    """A fresh PostgreSQL cluster; yields the URL of its `postgres` database."""
+    with postgres_cluster() as cluster:
+        yield cluster.url
 
 
 @contextmanager

@@ -1,0 +1,194 @@
+"""A PostgreSQL run store that becomes unreachable while runs execute here.
+
+DBOS retries an operation that lost its database for ever (`db_retry`: a step's record
+waits until the server is back), and its background threads log a warning at every poll: a
+run hung, stderr filled, and nothing said why. Here, DBOS's retries ask an `Outage` whether to
+go on (it stands in for the system database's `_retry_connection_errors`, read at each
+retry), and DBOS's log records of failed connections mark the store suspect too (`suspect`).
+`watching` then checks the database itself every `PROBE_SECONDS`:
+
+- unreachable, it says so once (a warning naming the store and the wait); DBOS's own
+  warnings about it are dropped meanwhile (logged at DEBUG when that is on);
+- reachable again within the wait, it says so, and the runs go on (DBOS's next retry, on its
+  growing backoff, succeeds);
+- still unreachable after the wait (`[store] unreachable_wait`), it gives up: the runs
+  executing here stop with `StoreUnavailable`, resumable from their last recorded step, and
+  DBOS's retries raise instead of waiting, until the store is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Generator
+from contextlib import asynccontextmanager, contextmanager
+from urllib.parse import urlsplit
+
+import anyio
+
+from toolkits import in_background
+
+from ..errors import StoreUnavailable
+from ..store_config import redacted
+
+__all__ = ["PROBE_SECONDS", "Outage", "noticing", "suspect", "watching"]
+
+_log = logging.getLogger(__name__)
+
+PROBE_SECONDS = 1.0
+"""How often a suspect store is looked at."""
+PROBE_TIMEOUT = 2
+"""Seconds a look may take to connect (psycopg's least)."""
+
+
+class Outage:
+    """What this process knows of its PostgreSQL run store being unreachable. DBOS's threads
+    and the event loop both use it: each field is written whole, and a race costs at most one
+    look more."""
+
+    def __init__(self, url: str, wait: float) -> None:
+        self.url = url
+        self.wait = wait
+        """Seconds the runs here wait for the store before they stop."""
+        self.suspected = False
+        """Something failed to reach the store: look."""
+        self.down_since: float | None = None
+        """When a look first found it unreachable (`time.monotonic`); None: it is not."""
+        self.gave_up = False
+        """The wait is over: DBOS's retries raise, the runs here have stopped."""
+        self.cause = ""
+
+    def __bool__(self) -> bool:
+        """DBOS's question at each retry of an operation that could not reach the database:
+        go on retrying? Yes, until the wait is over."""
+        self.suspected = True
+        return not self.gave_up
+
+    @property
+    def unreachable(self) -> bool:
+        """Whether a write now would wait for the store (so an ending run does not try)."""
+        return self.suspected or self.down_since is not None
+
+    def error(self) -> StoreUnavailable:
+        waited = f"{self.wait:g} s"
+        return StoreUnavailable(
+            f"the run store {redacted(self.url)} was unreachable for {waited}: {self.cause}"
+        )
+
+    def bound(self, sys_db: object) -> None:
+        """`sys_db` (a DBOS system database, DBOS's own or a client's) asks this outage
+        whether to retry a lost connection, instead of retrying for ever."""
+        # DBOS 3.4 reads it at each retry (`getattr(db, "_retry_connection_errors", True)`);
+        # its public switch (DBOSClient's `retry_connection_errors`) is fixed at creation.
+        setattr(sys_db, "_retry_connection_errors", self)  # noqa: B010
+
+
+_current: Outage | None = None
+"""The outage watch of the store open in this process (DBOS has one per process)."""
+
+
+def suspect(record: logging.LogRecord) -> bool:
+    """Whether DBOS's log `record` says it could not reach the store; if so the store is
+    suspect, and the record is DBOS's to keep to itself while the outage is being watched
+    (True: drop it)."""
+    outage = _current
+    if outage is None or record.levelno >= logging.ERROR:
+        return False
+    said = record.getMessage()
+    cause = record.exc_info[1] if record.exc_info else None
+    if cause is not None:
+        said = f"{said} {type(cause).__name__}: {cause}"
+    if not any(word in said for word in _CONNECTION_WORDS):
+        return False
+    outage.suspected = True
+    if logging.getLogger().isEnabledFor(logging.DEBUG):
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return False
+    return True
+
+
+_CONNECTION_WORDS = ("OperationalError", "onnection", "Database connection failed")
+"""What DBOS's warnings of a lost database say (psycopg's `OperationalError`, `connection
+failed`, `server closed the connection`, db_retry's own words)."""
+
+
+@contextmanager
+def noticing(outage: Outage | None) -> Generator[None]:
+    """While the block runs, DBOS's log records of a lost store mark `outage` suspect (and are
+    dropped: see `suspect`); until DBOS is destroyed, its threads may log."""
+    global _current
+    _current = outage
+    try:
+        yield
+    finally:
+        _current = None
+
+
+@asynccontextmanager
+async def watching(
+    outage: Outage, give_up: Callable[[StoreUnavailable], None]
+) -> AsyncGenerator[None]:
+    """While the block runs, a suspect store is looked at; `give_up(error)` stops the runs
+    here once the wait is over. After it, DBOS's retries raise (the store is being closed)."""
+
+    async def watch() -> None:
+        while True:
+            await anyio.sleep(PROBE_SECONDS)
+            if outage.suspected or outage.down_since is not None:
+                await _look(outage, give_up)
+
+    try:
+        async with in_background(watch, wait_started=False):
+            yield
+    finally:
+        outage.gave_up = True
+
+
+async def _look(outage: Outage, give_up: Callable[[StoreUnavailable], None]) -> None:
+    outage.suspected = False
+    cause = await anyio.to_thread.run_sync(_unreachable, outage.url, abandon_on_cancel=True)
+    now = time.monotonic()
+    if cause is None:
+        if outage.down_since is not None:
+            _log.warning(
+                "the run store %s is reachable again after %.0f s: runs go on",
+                redacted(outage.url),
+                now - outage.down_since,
+            )
+        outage.down_since, outage.gave_up = None, False
+        return
+    outage.cause = cause
+    if outage.down_since is None:
+        outage.down_since = now
+        _log.warning(
+            "the run store %s is unreachable (%s): runs here wait up to %g s for it "
+            "([store] unreachable_wait), then stop; a stopped run resumes from its last "
+            "recorded step (Ctrl-C stops it now). DBOS's retries are logged at DEBUG",
+            redacted(outage.url),
+            cause,
+            outage.wait,
+        )
+    if not outage.gave_up and now - outage.down_since >= outage.wait:
+        outage.gave_up = True
+        give_up(outage.error())
+
+
+def _unreachable(url: str) -> str | None:
+    """Why the database at `url` cannot be reached now, in one line; None if it can."""
+    import psycopg  # here: PostgreSQL stores only
+
+    try:
+        with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT) as connection:
+            connection.execute("SELECT 1")
+    except psycopg.Error as exc:
+        return _one_line(exc, url)
+    return None
+
+
+def _one_line(exc: BaseException, url: str) -> str:
+    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    return said.replace(password, "***") if password else said  # a driver may quote it
