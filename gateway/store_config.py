@@ -17,9 +17,11 @@ import shlex
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from agent.memory import redacted_url as redacted
 
 from .errors import StoreError
 from .memory_config import MEMORY_FILE, default_memory_url
@@ -122,18 +124,6 @@ def check_store_url(url: str) -> str:
     raise StoreError(
         f"not a run store URL (sqlite:///FILE or postgresql://USER@HOST:PORT/DB): {redacted(url)!r}"
     )
-
-
-def redacted(url: str) -> str:
-    """`url` without its password, to be shown or logged."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<a URL that cannot be parsed>"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
 
 
 def _postgres_holds_runs(url: str) -> bool:

@@ -5,6 +5,7 @@
 modules (`postgres_store`, `redis_store`) import their drivers only when used.
 """
 
+from ._redact import redacted as redacted_url
 from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
 from .in_process import InProcessStore
 from .session_memory import DEFAULT_TURNS, SessionMemory
@@ -27,6 +28,7 @@ __all__ = [
     "Summary",
     "count_tokens",
     "is_valid_history",
+    "redacted_url",
     "select_window",
     "store_from_url",
     "summarise",
