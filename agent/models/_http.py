@@ -332,15 +332,10 @@ class ProviderHTTP:
                 await on_event(event)
             return None
         except httpx.ReadTimeout as exc:
-            seconds = self._read_seconds()
-            raise ModelTimeout(
-                self._redact(
-                    f"{self._label}: the model stopped sending mid-answer: nothing came for "
-                    f"{seconds:g} s ({public_url(url)}); not retried, as part of the answer "
-                    "was already read. A slow model needs a longer `model_timeout` "
-                    "(ModelSettings.timeout)"
-                ),
-                seconds=seconds,
+            raise self._timed_out(
+                url,
+                "the model stopped sending mid-answer: nothing came for",
+                "part of the answer was already read",
             ) from exc
         except httpx.RequestError as exc:
             raise ModelConnectionError(
@@ -370,14 +365,8 @@ class ProviderHTTP:
                 # The request reached the provider, which is still working on it (or hung):
                 # sending it again would have it generate, and bill, the answer once more,
                 # and hold a fallback model back for attempts times the timeout.
-                seconds = self._read_seconds()
-                raise ModelTimeout(
-                    self._redact(
-                        f"{self._label}: the model did not answer within {seconds:g} s "
-                        f"({public_url(url)}); not retried, as the request reached it. A slow "
-                        "model needs a longer `model_timeout` (ModelSettings.timeout)"
-                    ),
-                    seconds=seconds,
+                raise self._timed_out(
+                    url, "the model did not answer within", "the request reached it"
                 ) from exc
             except (httpx.RequestError, httpx.InvalidURL, RuntimeError) as exc:
                 # RuntimeError: httpx's for a closed client, asyncio's for a connection opened
@@ -435,6 +424,16 @@ class ProviderHTTP:
                 "event loop its own client (new_http_client()), or none"
             )
         return self._redact(said)
+
+    def _timed_out(self, url: str, what: str, why: str) -> ModelTimeout:
+        """A read that timed out: `what` happened for the timeout's seconds, not retried
+        because of `why`."""
+        seconds = self._read_seconds()
+        said = (
+            f"{self._label}: {what} {seconds:g} s ({public_url(url)}); not retried, as {why}. "
+            "A slow model needs a longer `model_timeout` (ModelSettings.timeout)"
+        )
+        return ModelTimeout(self._redact(said), seconds=seconds)
 
     def _read_seconds(self) -> float:
         """The read timeout in effect, in seconds (inf when there is none)."""
