@@ -9,8 +9,9 @@ retry), and DBOS's log records of failed connections mark the store suspect too 
 
 - unreachable, it says so once (a warning naming the store and the wait); DBOS's own
   warnings about it are dropped meanwhile (logged at DEBUG when that is on);
-- reachable again within the wait, it says so, and the runs go on (DBOS's next retry, on its
-  growing backoff, succeeds);
+- reachable again within the wait, it says so, and the runs go on: each of DBOS's retries
+  waited for this look (`Outage.__bool__`), so it comes within about two seconds, not on DBOS's
+  backoff, grown meanwhile (up to a minute), and after the line, not before it;
 - still unreachable after the wait (`[store] unreachable_wait`), it gives up: the runs
   executing here stop with `StoreUnavailable`, resumable from their last recorded step, and
   DBOS's retries raise instead of waiting, until the store is back.
@@ -19,6 +20,7 @@ retry), and DBOS's log records of failed connections mark the store suspect too 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
@@ -44,7 +46,7 @@ PROBE_TIMEOUT = 2
 class Outage:
     """What this process knows of its PostgreSQL run store being unreachable. DBOS's threads
     and the event loop both use it: each field is written whole, and a race costs at most one
-    look more."""
+    look more; what DBOS's retries wait on (`__bool__`) is guarded by `_looked`."""
 
     def __init__(self, url: str, wait: float) -> None:
         self.url = url
@@ -57,12 +59,29 @@ class Outage:
         self.gave_up = False
         """The wait is over: DBOS's retries raise, the runs here have stopped."""
         self.cause = ""
+        self.watched_from: int | None = None
+        """The thread of the event loop that looks (`watching`); None: nothing looks."""
+        self._looked = threading.Condition()
+        """Notified when a look found the store reachable, and when the wait is over."""
+        self._looks = 0
+        """Looks begun."""
+        self._reachable_at = 0
+        """The latest look that found the store reachable (its number in `_looks`)."""
 
     def __bool__(self) -> bool:
         """DBOS's question at each retry of an operation that could not reach the database:
-        go on retrying? Yes, until the wait is over."""
-        self.suspected = True
-        return not self.gave_up
+        go on retrying? Yes, until the wait is over. While the store is watched, the answer
+        waits for a look begun after the question: DBOS then sleeps its backoff, which grows
+        at each retry (1 s doubling, to 60 s), so without the wait a store back in seconds
+        might be retried only a minute later, and the runs could end before the look that
+        says the store is back."""
+        with self._looked:
+            self.suspected = True  # under the lock: a look begun after `after` sees it
+            after = self._looks
+            if self.watched_from in (None, threading.get_ident()):
+                return not self.gave_up  # not watched, or asked by the watcher's own loop
+            self._looked.wait_for(lambda: self.gave_up or self._reachable_at > after)
+            return not self.gave_up
 
     @property
     def unreachable(self) -> bool:
@@ -81,6 +100,26 @@ class Outage:
         # DBOS 3.4 reads it at each retry (`getattr(db, "_retry_connection_errors", True)`);
         # its public switch (DBOSClient's `retry_connection_errors`) is fixed at creation.
         setattr(sys_db, "_retry_connection_errors", self)  # noqa: B010
+
+    def look_begins(self) -> int:
+        """A look at the store begins: its number."""
+        with self._looked:
+            self.suspected = False
+            self._looks += 1
+            return self._looks
+
+    def reachable(self, look: int) -> None:
+        """Look number `look` reached the store: DBOS's retries go on."""
+        with self._looked:
+            self.down_since, self.gave_up = None, False
+            self._reachable_at = look
+            self._looked.notify_all()
+
+    def give_up(self) -> None:
+        """The wait is over: DBOS's retries raise, those waiting now too."""
+        with self._looked:
+            self.gave_up = True
+            self._looked.notify_all()
 
 
 _current: Outage | None = None
@@ -137,15 +176,17 @@ async def watching(
             if outage.suspected or outage.down_since is not None:
                 await _look(outage, give_up)
 
+    outage.watched_from = threading.get_ident()
     try:
         async with in_background(watch, wait_started=False):
             yield
     finally:
-        outage.gave_up = True
+        outage.give_up()
+        outage.watched_from = None
 
 
 async def _look(outage: Outage, give_up: Callable[[StoreUnavailable], None]) -> None:
-    outage.suspected = False
+    look = outage.look_begins()
     cause = await anyio.to_thread.run_sync(_unreachable, outage.url, abandon_on_cancel=True)
     now = time.monotonic()
     if cause is None:
@@ -155,7 +196,7 @@ async def _look(outage: Outage, give_up: Callable[[StoreUnavailable], None]) -> 
                 redacted(outage.url),
                 now - outage.down_since,
             )
-        outage.down_since, outage.gave_up = None, False
+        outage.reachable(look)  # after the line: DBOS's retries waited for it
         return
     outage.cause = cause
     if outage.down_since is None:
@@ -169,7 +210,7 @@ async def _look(outage: Outage, give_up: Callable[[StoreUnavailable], None]) -> 
             outage.wait,
         )
     if not outage.gave_up and now - outage.down_since >= outage.wait:
-        outage.gave_up = True
+        outage.give_up()
         give_up(outage.error())
 
 

@@ -6,6 +6,7 @@ and resumes later with every recorded call answered from its record; Ctrl-C stop
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -15,6 +16,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from gateway.durable.outage import Outage, watching
+from gateway.errors import StoreUnavailable
 from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
 from tests.servers.databases import PostgresCluster, postgres_cluster
 
@@ -31,6 +34,41 @@ UNREACHABLE = "is unreachable (connection failed: "
 def cluster() -> Iterator[PostgresCluster]:
     with postgres_cluster() as started:
         yield started
+
+
+class Said(logging.Handler):
+    """The outage watch's lines, as it says them (on the event loop)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self._changed = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, text: str) -> None:
+        with anyio.fail_after(20):
+            while not any(text in line for line in self.lines):
+                await self._changed.wait()
+
+
+@pytest.fixture
+def said() -> Iterator[Said]:
+    handler, logger = Said(), logging.getLogger("gateway.durable.outage")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def dbos_retry(outage: Outage, said: Said) -> tuple[bool, list[str]]:
+    """What DBOS's `db_retry` does after a failed connection, in its thread: asks whether to
+    retry (then sleeps its backoff, and retries); and what the watch had said by the answer."""
+    return bool(outage), list(said.lines)
 
 
 class Setup:
@@ -92,6 +130,44 @@ async def test_a_store_that_comes_back_within_the_wait_lets_the_run_go_on(
     assert "is reachable again after" in run.err
     _quiet(run.err)
     assert sorted(setup.calls()) == ["end A", "end B", "start A", "start B"]
+
+
+async def test_dbos_retries_once_the_store_is_seen_back_and_after_the_line_saying_so(
+    cluster: PostgresCluster, said: Said
+) -> None:
+    # Was: the retry went on at once, to sleep DBOS's backoff (1 s doubling, to 60 s): a store
+    # back in seconds was retried up to a minute later, or the run ended before the line.
+    outage, gave_up = Outage(cluster.url, wait=60), list[StoreUnavailable]()
+    answered: list[tuple[bool, list[str]]] = []
+    with anyio.fail_after(40):
+        async with watching(outage, gave_up.append), anyio.create_task_group() as tg:
+            await anyio.to_thread.run_sync(cluster.stop)
+
+            async def retry() -> None:
+                answered.append(await anyio.to_thread.run_sync(dbos_retry, outage, said))
+
+            tg.start_soon(retry)
+            await said.until(UNREACHABLE)
+            assert not answered  # it waits while the store is away
+            assert outage  # asked on the watching loop itself, it does not wait (nor deadlock)
+            await anyio.to_thread.run_sync(cluster.start)
+    [(retried, lines)] = answered
+    assert retried
+    assert "is reachable again after" in lines[-1], lines
+    assert not gave_up
+
+
+async def test_dbos_retries_raise_at_once_when_the_wait_is_over(
+    cluster: PostgresCluster, said: Said
+) -> None:
+    outage, gave_up = Outage(cluster.url, wait=1), list[StoreUnavailable]()
+    async with watching(outage, gave_up.append):
+        await anyio.to_thread.run_sync(cluster.stop)
+        with anyio.fail_after(10):  # the wait, and a look a second
+            retried, _ = await anyio.to_thread.run_sync(dbos_retry, outage, said)
+        assert not retried  # DBOS raises: the run stops
+        assert len(gave_up) == 1
+        assert not outage  # and so do its retries from now on, until the store is back
 
 
 async def test_a_store_that_stays_away_stops_the_run_which_resumes_once_it_is_back(
