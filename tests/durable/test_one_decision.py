@@ -11,7 +11,7 @@ import pytest
 
 from agent import AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, Gateway
-from gateway.approval import ApprovalRule, Decision
+from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.durable import DurableRuns, open_runs
 from gateway.errors import AlreadyDecided, GatewayError
 from gateway.run_state import RunResult, RunState
@@ -110,11 +110,19 @@ async def test_of_two_decisions_at_the_same_moment_exactly_one_wins(store: str) 
             else:
                 outcomes[by] = "sent"
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(decide, "ann@desk", Decision(approved=False, message="NO"))
-            tg.start_soon(decide, "bob@desk", Decision(approved=True))
+        followed: list[RunResult | list[ApprovalRequest]] = []
+
+        async def follow() -> None:
+            followed.append(await runs.follow(run_id, decided=[CALL]))
+
         with anyio.fail_after(20):
-            result = await runs.follow(run_id, decided=[CALL])
+            async with anyio.create_task_group() as tg:
+                # Followed first: the run may end, and leave this process, as soon as the
+                # winning decision lands.
+                tg.start_soon(follow)
+                tg.start_soon(decide, "ann@desk", Decision(approved=False, message="NO"))
+                tg.start_soon(decide, "bob@desk", Decision(approved=True))
+    [result] = followed
     assert isinstance(result, RunResult)
     [winner] = [by for by, said in outcomes.items() if said == "sent"]
     [loser] = [by for by in outcomes if by != winner]
