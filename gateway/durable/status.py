@@ -165,12 +165,14 @@ def this_process() -> dict[str, Any]:
 
 def working_elsewhere(execution: Any, here: dict[str, Any]) -> bool:
     """Whether a run's `execution` event says that another live process on this machine
-    (not the one at `here`, `this_process()`) runs it now."""
+    (not the one at `here`, `this_process()`) runs it now: not one that left it in flight for
+    another replica (`left`: it may live on a moment, running nothing of it)."""
     if not isinstance(execution, dict):
         return False
     where = cast(dict[str, Any], execution)
     return (
         where.get("stopped") is None
+        and not where.get("left")
         and where.get("host") == here["host"]
         and where.get("pid") != here["pid"]
         and _alive(where.get("pid"), where.get("since"))

@@ -173,15 +173,15 @@ async def _execute(
             )
             execution.result = result
             return result.model_dump_json()
-        if host.leaving and not execution.cancelled:
-            raise Stopped  # in flight still: another replica takes it over
-        stopped = "interrupted"
+        # Left in flight as this replica goes: another replica takes it over.
+        stopped = None if host.leaving and not execution.cancelled else "interrupted"
     except Exception as exc:
         if host.leaving and find_error(exc, NodeStopped) is not None:
-            raise Stopped from None  # its MCP servers stopped first: in flight still, as above
-        if execution.error is None:  # else the store's outage stopped it (and this followed)
-            execution.error = exc
-        stopped = str(exc) or type(exc).__name__
+            stopped = None  # its MCP servers stopped first: in flight still, as above
+        else:
+            if execution.error is None:  # else the store's outage stopped it (and this followed)
+                execution.error = exc
+            stopped = str(exc) or type(exc).__name__
     except BaseException as exc:
         if not cancelled_by_dbos(exc):
             raise
@@ -192,8 +192,11 @@ async def _execute(
         raise Stopped  # DBOS has recorded the end
     if host.outage is not None and host.outage.unreachable:
         raise Stopped  # it would wait for the store: its process, gone, says it stopped
+    # Left: nothing of it runs here any more, though this process lives on a moment after its
+    # lock goes (`staying_alive`): the replica taking it over must not wait for it to end.
+    left = {"left": True} if stopped is None else {}
     with anyio.CancelScope(shield=True):
-        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
+        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
     raise Stopped
 
 
