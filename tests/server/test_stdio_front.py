@@ -130,10 +130,20 @@ async def _serving_on(
 
 
 async def _reply(stdout: BufferedByteReceiveStream, request_id: int) -> dict[str, Any]:
-    while True:
+    return (await _replies(stdout, request_id))[request_id]
+
+
+async def _replies(
+    stdout: BufferedByteReceiveStream, *request_ids: int
+) -> dict[int, dict[str, Any]]:
+    """The answers to `request_ids` by id, in whatever order they come: calls run at once, so
+    a later one may be answered first (under load, the 3 MB one before the small one)."""
+    found: dict[int, dict[str, Any]] = {}
+    while len(found) < len(request_ids):
         message = json.loads(await stdout.receive_until(b"\n", 1 << 24))
-        if message.get("id") == request_id and "method" not in message:
-            return message
+        if message.get("id") in request_ids and "method" not in message:
+            found[message["id"]] = message
+    return found
 
 
 async def test_a_call_in_flight_when_stdin_closes_is_answered(tmp_path: Path) -> None:
@@ -165,9 +175,10 @@ async def test_an_answer_bigger_than_the_pipe_goes_out_whole(tmp_path: Path) -> 
         with anyio.fail_after(30):
             await stdin.send(_lines(INITIALIZE, INITIALIZED, _call(2, "shout", text="ab" * 500)))
             await stdin.send(_lines(_call(3, "shout", text="cd" * 500, times=3000)))
-            small, big = await _reply(stdout, 2), await _reply(stdout, 3)
-    assert _text(small) == "AB" * 500
-    assert _text(big) == " ".join(["CD" * 500] * 3000)  # 3 MB, twice in the message
+            # Was: the answer to 2 awaited first, and one to 3 read meanwhile dropped.
+            answers = await _replies(stdout, 2, 3)
+    assert _text(answers[2]) == "AB" * 500
+    assert _text(answers[3]) == " ".join(["CD" * 500] * 3000)  # 3 MB, twice in the message
 
 
 async def test_a_call_the_client_cancelled_does_not_hold_the_end(tmp_path: Path) -> None:
