@@ -304,9 +304,11 @@ class _Messages:
             if response is None:
                 raise StopAsyncIteration
             length = response.headers.get("content-length")
-            if length is not None and int(length) <= self._limit:  # one wake at its end
-                return _object(await response.aread())
-            return _object(await _counted(response, self._limit))
+            if length is None:  # chunked: counted as it comes
+                return _object(await _counted(response, self._limit))
+            if int(length) > self._limit:  # refused unread
+                raise AnswerTooLarge(self._limit)
+            return _object(await response.aread())  # one wake at its end
         while not self._ready:
             if self._pieces is None:
                 if self._response is None:
@@ -333,10 +335,8 @@ class _Messages:
 
 
 async def _counted(response: _Response, limit: int) -> bytes:
-    """A JSON answer's body, counted as it comes: `AnswerTooLarge` past `limit` bytes, the
-    rest left unread."""
-    if response.headers.get("content-length") is not None:  # said too long
-        raise AnswerTooLarge(limit)
+    """A JSON answer's body without a length, counted as it comes: `AnswerTooLarge` past
+    `limit` bytes, the rest left unread."""
     pieces: list[bytes] = []
     size = 0
     reading = response.aiter_bytes()
