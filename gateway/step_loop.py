@@ -34,6 +34,7 @@ from agent import (
     StepInterrupted,
     ToolDefinition,
     ToolsAgent,
+    Usage,
 )
 from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
@@ -404,13 +405,17 @@ def _not_run(request: EngineRequest, why: str, children: Mapping[str, RunState])
     (`children`) with what it spent."""
     return EngineResponse(
         action_responses=[
-            ActionResponse(action=action, error=why, usage=spent(child))
-            if (child := children.get(call_key(action.item_index, action.tool_call_id)))
-            else ActionResponse(action=action, error=why)
+            ActionResponse(action=action, error=why, usage=_spent_in(children, action))
             for action in request.actions
         ],
         metadata=request.metadata,
     )
+
+
+def _spent_in(children: Mapping[str, RunState], action: Action) -> Usage:
+    """What the agent `action` ran as a tool had spent (nothing: not an agent, or not begun)."""
+    child = children.get(call_key(action.item_index, action.tool_call_id))
+    return spent(child) if child is not None else Usage()
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:
