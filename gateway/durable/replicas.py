@@ -6,15 +6,16 @@ runs them (its Conductor service, or an operator calling its recovery endpoint).
 database tells: while a process runs workflows on a PostgreSQL store it holds a session-level
 advisory lock named after its executor id, and PostgreSQL drops the lock when the process's
 connection goes (at once when it dies; when TCP keepalives give up when its machine vanishes).
-Nothing is renewed and nothing expires: no lease of ours.
+Nothing is renewed and nothing expires: no lease of ours (`lock`).
 
 - A run executing in a live process elsewhere is not taken from it (`alive`): a round or a
   decision that reaches another replica waits for the run through the store
   (`follow_elsewhere`), telling its client of each call recorded meanwhile.
-- Every `interval` seconds a serving replica looks for runs in flight (pending, not stopped by
-  their replica) of another replica whose lock it can take: that replica is dead. Holding the
-  dead replica's lock meanwhile, so that no other replica does the same, it takes each such
-  run over (DBOS's `resume_workflow` to a queue of its own) and runs it to its end; every call
+- Every `interval` seconds a serving replica whose own lock is settled (`HeldLock.settled`:
+  not taken again a moment ago) looks for runs in flight (pending, not stopped by their
+  replica) of another replica whose lock it can take: that replica is dead. Holding the dead
+  replica's lock meanwhile, so that no other replica does the same, it takes each such run
+  over (DBOS's `resume_workflow` to a queue of its own) and runs it to its end; every call
   recorded before the death is answered from its record. A run its replica stopped on purpose
   (failed, interrupted, waiting for a person) stays for `runs resume`, a decision or a client.
 """
@@ -25,18 +26,21 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Collection
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
 import anyio.abc
-import psycopg
 from dbos import DBOSClient
+
+from toolkits import in_background
 
 from ..approval import ApprovalRequest
 from ..errors import GatewayError
 from ..run_state import RunResult
 from ..trace import TraceEvent, TraceHook, new_id
 from .approvals import APPROVALS_EVENT
+from .lock import HeldLock, try_lock
 from .status import EXECUTION_EVENT, run_steps
 from .tree import CallNode, recorded_call
 
@@ -48,7 +52,6 @@ __all__ = [
     "alive",
     "follow_elsewhere",
     "owner_of",
-    "staying_alive",
     "taking_over",
 ]
 
@@ -59,8 +62,6 @@ REPLICA_PREFIX = "agent-gateway-replica-"
 `run` that stopped waits for `runs resume`."""
 FOLLOW_POLL = 0.1
 """How often a run executing elsewhere is looked at."""
-_LOCK = "SELECT pg_advisory_lock(hashtextextended(%s, 0))"
-_TRY_LOCK = "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))"
 
 
 def on_postgres(url: str) -> bool:
@@ -68,32 +69,20 @@ def on_postgres(url: str) -> bool:
 
 
 @asynccontextmanager
-async def staying_alive(url: str, own: str) -> AsyncGenerator[None]:
-    """Hold `own`'s lock while the block runs: the store's other processes see it alive."""
-    connection = await anyio.to_thread.run_sync(_hold, url, own)
-    try:
-        yield
-    finally:
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(connection.close)
-
-
-@asynccontextmanager
 async def taking_over(
-    runs: DurableRuns, client: DBOSClient, url: str, *, own: str, workflow: str, interval: float
+    runs: DurableRuns, client: DBOSClient, lock: HeldLock, *, workflow: str, interval: float
 ) -> AsyncGenerator[None]:
-    """While the block runs, take over the runs of replicas that died, every `interval` s."""
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(_watch, runs, client, url, own, workflow, interval, tg)
-        try:
-            yield
-        finally:
-            tg.cancel_scope.cancel()
+    """While the block runs, take over the runs of replicas that died, every `interval` s;
+    `lock` is this process's own."""
+    async with in_background(
+        partial(_watch, runs, client, lock, workflow, interval), wait_started=False
+    ):
+        yield
 
 
 async def alive(url: str, executor: str) -> bool:
     """Whether the process `executor` holds its lock (it lives)."""
-    lock = await anyio.to_thread.run_sync(_dead, url, executor)
+    lock = await anyio.to_thread.run_sync(try_lock, url, executor)
     if lock is None:
         return True
     await anyio.to_thread.run_sync(lock.close)
@@ -203,39 +192,25 @@ class _Teller:
         )
 
 
-def _hold(url: str, own: str) -> psycopg.Connection[Any]:
-    connection = psycopg.connect(url, autocommit=True)
-    connection.execute(_LOCK, (own,))
-    return connection
-
-
-def _dead(url: str, owner: str) -> psycopg.Connection[Any] | None:
-    """A connection holding `owner`'s lock if `owner` is dead (close it to release), else
-    None: it lives, or another process is taking its runs over right now."""
-    connection = psycopg.connect(url, autocommit=True)
-    row = connection.execute(_TRY_LOCK, (owner,)).fetchone()
-    if row is not None and row[0] is True:
-        return connection
-    connection.close()
-    return None
-
-
 async def _watch(
     runs: DurableRuns,
     client: DBOSClient,
-    url: str,
-    own: str,
+    lock: HeldLock,
     workflow: str,
     interval: float,
-    task_group: anyio.abc.TaskGroup,
 ) -> None:
-    while True:
-        await anyio.sleep(interval)
-        try:
-            for owner, run_ids in (await _in_flight(client, own, workflow)).items():
-                await _take_over(runs, client, url, owner, run_ids, task_group)
-        except Exception as exc:  # the store is away for a moment: look again later
-            _log.warning("looking for the runs of replicas that died failed: %s", exc)
+    async with anyio.create_task_group() as taken:  # the runs taken over, followed to the end
+        while True:
+            await anyio.sleep(interval)
+            if not lock.settled:
+                # Ours was lost a moment ago (the server restarted?): so were the others', and
+                # they may be taking theirs again right now.
+                continue
+            try:
+                for owner, run_ids in (await _in_flight(client, lock.own, workflow)).items():
+                    await _take_over(runs, client, lock.url, owner, run_ids, taken)
+            except Exception as exc:  # the store is away for a moment: look again later
+                _log.warning("looking for the runs of replicas that died failed: %s", exc)
 
 
 def _replicas(status: Any) -> str | None:
@@ -273,7 +248,8 @@ async def _take_over(
     run_ids: list[str],
     task_group: anyio.abc.TaskGroup,
 ) -> None:
-    lock = await anyio.to_thread.run_sync(_dead, url, owner)
+    # Its lock free: `owner` is dead (None: it lives, or another is taking its runs now).
+    lock = await anyio.to_thread.run_sync(try_lock, url, owner)
     if lock is None:
         return
     try:

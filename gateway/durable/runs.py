@@ -46,6 +46,7 @@ from .endings import (
     cancels_watched,
     taken,
 )
+from .lock import staying_alive
 from .outage import Outage, noticing, watching
 from .replicas import (
     REPLICA_PREFIX,
@@ -53,7 +54,6 @@ from .replicas import (
     follow_elsewhere,
     on_postgres,
     owner_of,
-    staying_alive,
     taking_over,
 )
 from .retention import pruning
@@ -131,6 +131,18 @@ class DurableRuns:
         left in flight for another replica to finish; any other process's stop as usual."""
         if self.replica:
             self._host.leaving = True
+
+    def supersede_all(self) -> None:
+        """Another process took this one's lock while it was away from the store: it is
+        taking the runs executing here over. They stop here, left in flight for it."""
+        for execution in self._host.executions.values():
+            if execution.error is None:
+                execution.error = GatewayError(
+                    "this process lost the store for a while and another took its runs over:"
+                    " the run goes on there (its result will be in the store)"
+                )
+            execution.superseded = True
+            execution.scope.cancel()
 
     async def stop_all(self) -> None:
         """Interrupt every run executing here and wait (at most `STOP_TIMEOUT`) for each to
@@ -529,22 +541,22 @@ async def open_runs(
             async with AsyncExitStack() as stack:
                 stack.enter_context(hosting(host))
                 if queue is not None:
-                    if postgres:
-                        await stack.enter_async_context(staying_alive(url, queue))
+                    lock = (
+                        await stack.enter_async_context(
+                            staying_alive(url, queue, superseded=runs.supersede_all)
+                        )
+                        if postgres
+                        else None
+                    )
                     if outage is not None:
                         await stack.enter_async_context(watching(outage, runs.stop_for_store))
                     # On exit: after the watches below stop, before the lock goes.
                     stack.push_async_callback(runs.stop_all)
                     await stack.enter_async_context(cancels_watched(host.executions, host.client))
-                    if postgres and replica_every is not None:
+                    if lock is not None and replica_every is not None:
                         await stack.enter_async_context(
                             taking_over(
-                                runs,
-                                client,
-                                url,
-                                own=queue,
-                                workflow=WORKFLOW,
-                                interval=replica_every,
+                                runs, client, lock, workflow=WORKFLOW, interval=replica_every
                             )
                         )
                     if keep_days:

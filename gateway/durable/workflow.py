@@ -78,6 +78,9 @@ class Execution:
     """Its workflow body has begun here (`stop_all` waits for those only)."""
     cancelled: bool = False
     """`runs cancel` (from any process) stopped it."""
+    superseded: bool = False
+    """Another process is taking it over (this one was away from the store): it is left in
+    flight, as when this process goes."""
 
     def stir(self) -> None:
         self.stirred.set()
@@ -173,10 +176,10 @@ async def _execute(
             )
             execution.result = result
             return result.model_dump_json()
-        # Left in flight as this replica goes: another replica takes it over.
-        stopped = None if host.leaving and not execution.cancelled else "interrupted"
+        # Left in flight as this replica goes, or as another takes it over: it goes on there.
+        stopped = None if _leaving(host, execution) and not execution.cancelled else "interrupted"
     except Exception as exc:
-        if host.leaving and find_error(exc, NodeStopped) is not None:
+        if _leaving(host, execution) and find_error(exc, NodeStopped) is not None:
             stopped = None  # its MCP servers stopped first: in flight still, as above
         else:
             if execution.error is None:  # else the store's outage stopped it (and this followed)
@@ -198,6 +201,10 @@ async def _execute(
     with anyio.CancelScope(shield=True):
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
     raise Stopped
+
+
+def _leaving(host: Host, execution: Execution) -> bool:
+    return host.leaving or execution.superseded
 
 
 @contextmanager

@@ -1,0 +1,80 @@
+"""The PostgreSQL server under two replicas restarts while one of them runs a run: each takes
+its lock again, and the other does not take the live replica's run over (it would run its
+calls a second time)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import suppress
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.servers.databases import PostgresCluster, free_port, postgres_cluster
+from tests.servers.openai_stub import openai_stub
+
+from .cluster import cluster, config, runs_json
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
+
+HELD_AGAIN = "holds its lock on the store again"
+
+
+@pytest.fixture
+def database() -> Iterator[PostgresCluster]:
+    with postgres_cluster() as started:
+        yield started
+
+
+async def test_a_store_restart_leaves_each_run_with_its_live_replica(
+    tmp_path: Path, database: PostgresCluster
+) -> None:
+    store = f"{database.url.rsplit('/', 1)[0]}/runs"
+    log, gate = tmp_path / "calls.log", tmp_path / "gate"
+    os.mkfifo(gate)
+    call = {"name": "gated", "arguments": {"log": str(log), "name": "A", "gate": str(gate)}}
+    body = (
+        '[tools.gated]\npython = "tests.durable_tools:gated"\n'
+        '[agents.assistant]\nmodel = "{model}"\ntools = ["gated"]\n'
+    )
+    port = free_port()
+    answers: list[str] = []
+    answered = anyio.Event()
+    with openai_stub([call, "A is done"]) as model:
+        path = config(tmp_path, port, body.replace("{model}", model.spec), store=store)
+        async with cluster(path, port) as gateways:
+
+            async def call() -> None:
+                async with (
+                    gateways.http() as http,
+                    Client(streamable_http_client(gateways.url, http_client=http)) as client,
+                ):
+                    with suppress(Exception):  # the answers are what is checked
+                        result = await client.call_tool("assistant", {"prompt": "use A"})
+                        answers.extend(str(getattr(c, "text", c)) for c in result.content)
+                answered.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                with anyio.fail_after(60):
+                    running = await gateways.saying("gated: waiting for A")
+                [other] = [r for r in gateways.replicas if r is not running]
+                await anyio.to_thread.run_sync(database.stop)
+                await anyio.to_thread.run_sync(database.start)
+                with anyio.fail_after(60):
+                    await running.said(HELD_AGAIN)
+                    await other.said(HELD_AGAIN)
+                # Any takeover would have come in the moment before the retakes: it would
+                # have made the call again on `other`, which would now wait at the gate too.
+                await anyio.to_thread.run_sync(lambda: open(gate, "w").close())
+                with anyio.fail_after(60):
+                    await answered.wait()
+    assert answers == ["A is done"]
+    assert log.read_text().splitlines() == ["start A", "end A"]
+    assert not any("died" in line for line in other.lines), other.lines
+    [run] = runs_json(store)
+    assert run["status"] == "succeeded"
