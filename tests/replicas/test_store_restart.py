@@ -36,7 +36,7 @@ async def test_a_store_restart_leaves_each_run_with_its_live_replica(
     store = f"{database.url.rsplit('/', 1)[0]}/runs"
     log, gate = tmp_path / "calls.log", tmp_path / "gate"
     os.mkfifo(gate)
-    call = {"name": "gated", "arguments": {"log": str(log), "name": "A", "gate": str(gate)}}
+    gated = {"name": "gated", "arguments": {"log": str(log), "name": "A", "gate": str(gate)}}
     body = (
         '[tools.gated]\npython = "tests.durable_tools:gated"\n'
         '[agents.assistant]\nmodel = "{model}"\ntools = ["gated"]\n'
@@ -44,7 +44,8 @@ async def test_a_store_restart_leaves_each_run_with_its_live_replica(
     port = free_port()
     answers: list[str] = []
     answered = anyio.Event()
-    with openai_stub([call, "A is done"]) as model:
+    said: list[str] = []
+    with openai_stub([gated, "A is done"]) as model:
         path = config(tmp_path, port, body.replace("{model}", model.spec), store=store)
         async with cluster(path, port) as gateways:
 
@@ -73,8 +74,9 @@ async def test_a_store_restart_leaves_each_run_with_its_live_replica(
                 await anyio.to_thread.run_sync(lambda: open(gate, "w").close())
                 with anyio.fail_after(60):
                     await answered.wait()
+                said = other.lines
     assert answers == ["A is done"]
     assert log.read_text().splitlines() == ["start A", "end A"]
-    assert not any("died" in line for line in other.lines), other.lines
+    assert not any("died" in line for line in said), said
     [run] = runs_json(store)
     assert run["status"] == "succeeded"
