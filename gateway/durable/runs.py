@@ -452,8 +452,9 @@ class DurableRuns:
         return len(old)
 
     async def cancel(self, run_id: str) -> None:
-        """Stop the run wherever it runs; it is not resumed. Raises `UnknownRun` for a run that
-        is not stored or has ended (DBOS would leave it as it was, and say nothing)."""
+        """Stop the run wherever it runs (one executing here has stopped on return); it is not
+        resumed. Raises `UnknownRun` for a run that is not stored or has ended (DBOS would
+        leave it as it was, and say nothing)."""
         info = await self.get(run_id)
         if info.status not in ACTIVE_STATUSES:
             raise UnknownRun(
@@ -462,6 +463,13 @@ class DurableRuns:
             )
         with self._reading():
             await self._client.cancel_workflow_async(run_id)
+        execution = self._host.executions.get(run_id)
+        if execution is not None and execution.running:
+            # Here: stopped now, not at the watch's next look, and its calls ended on return.
+            execution.cancelled = True
+            execution.scope.cancel()
+            with anyio.move_on_after(STOP_TIMEOUT):
+                await execution.finished.wait()
 
     def _need_launch(self) -> None:
         if self._queue is None:

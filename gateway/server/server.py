@@ -257,7 +257,7 @@ def build_server(
     """The MCP server for `gateway`, and its router (to `check` before serving). With
     `runs` (a run store this process runs workflows in, `use`d with `gateway`), agent runs
     are stored, each with `origin` (how this process serves: resumed so), and `get_run`,
-    `approve_run`, `deny_run` are served.
+    `approve_run`, `deny_run`, `cancel_run` are served.
 
     Raises `ConfigError` for settings that cannot be served (an unknown exposed node, a bad
     state key).

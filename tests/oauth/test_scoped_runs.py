@@ -19,7 +19,7 @@ from .test_resource_server import client, gateway_behind_oauth, text
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 SCOPES = {"agents": ["assistant"], "calc": ["calculator"], "admin": ["*"]}
-RUN_TOOLS = {"get_run", "approve_run", "deny_run"}
+RUN_TOOLS = {"get_run", "approve_run", "deny_run", "cancel_run"}
 
 
 def _gated(tmp_path: Path) -> dict[str, Any]:

@@ -195,6 +195,30 @@ async def test_a_2026_client_that_goes_away_leaves_its_run_going_on(tmp_path: Pa
     assert slow.log.read_text().splitlines() == ["start S", "end S"]
 
 
+async def test_a_2026_client_stops_its_run_for_good_with_cancel_run(tmp_path: Path) -> None:
+    slow = Slow(tmp_path)
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    config = _config(tmp_path, slow.answers())
+    async with http_server(config, "--store", store) as served:
+        async with Client(served.url, mode="auto") as client, anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "assistant", {"prompt": "go"})
+            await slow.started()
+            [run] = list_runs(store)
+            result = await client.call_tool("cancel_run", {"run_id": run["run_id"]})
+            assert not result.is_error, result
+            report = cast(dict[str, Any], result.structured_content)
+            assert report["status"] == "cancelled"
+            again = await client.call_tool("cancel_run", {"run_id": run["run_id"]})
+            assert again.is_error
+            assert isinstance(text := again.content[0], types.TextContent)
+            assert text.text == f"run {run['run_id']} has ended (cancelled): get_run shows it"
+            tg.cancel_scope.cancel()
+        slow.release()
+        [run] = list_runs(store)
+    assert run["status"] == "cancelled"
+    assert slow.log.read_text().splitlines() == ["start S"]  # the call in flight was stopped
+
+
 async def test_a_2025_clients_cancel_stops_its_run_which_stays_stored(tmp_path: Path) -> None:
     slow = Slow(tmp_path)
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"

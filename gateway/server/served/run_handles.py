@@ -1,4 +1,5 @@
-"""`get_run`, `approve_run`, `deny_run`: stored runs for clients that can be asked nothing.
+"""`get_run`, `approve_run`, `deny_run`, `cancel_run`: stored runs for clients that can be
+asked nothing, or stop them in no other way.
 
 Served with a run store. A client whose agent call needs a person's approval, and that
 declared no way to be asked, gets a run handle (`stored_runs.handle_result`); with these tools
@@ -6,6 +7,8 @@ it sees the run (status, waiting calls with tool and input, the answer once fini
 decides. A decision's call follows the run on, as the agent call would have: it answers with
 the run's output (or the next calls waiting), and a client that stops waiting can ask
 `get_run` later, because the run goes on in the serving process's background either way.
+`cancel_run` stops a run for good (as `runs cancel`): a 2026-07-28 client has no other way,
+since closing its request, as a client that dies does, leaves the run going on.
 
 A client sees only the runs it started (the same authenticated subject, or none for both).
 """
@@ -48,7 +51,13 @@ _DECISION_SCHEMA: dict[str, Any] = {
     "required": ["run_id"],
     "additionalProperties": False,
 }
-RUN_TOOLS = ("get_run", "approve_run", "deny_run")
+_RUN_ONLY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"run_id": _RUN_ID},
+    "required": ["run_id"],
+    "additionalProperties": False,
+}
+RUN_TOOLS = ("get_run", "approve_run", "deny_run", "cancel_run")
 
 
 class _RunArgs(BaseModel):
@@ -64,12 +73,7 @@ _TOOLS = [
         name="get_run",
         description="A stored agent run started by this client: its status, the calls "
         "waiting for approval (tool and input), its answer once finished.",
-        input_schema={
-            "type": "object",
-            "properties": {"run_id": _RUN_ID},
-            "required": ["run_id"],
-            "additionalProperties": False,
-        },
+        input_schema=_RUN_ONLY_SCHEMA,
     ),
     types.Tool(
         name="approve_run",
@@ -84,6 +88,12 @@ _TOOLS = [
         "them): the agent is told, with the message, and goes on; this answers with "
         "its output or what it waits for next.",
         input_schema=_DECISION_SCHEMA,
+    ),
+    types.Tool(
+        name="cancel_run",
+        description="Stop a stored agent run started by this client, for good: its calls in "
+        "flight end, and it is not resumed. Answers with its status.",
+        input_schema=_RUN_ONLY_SCHEMA,
     ),
 ]
 """The run tools (never changed: served to every client as they are)."""
@@ -115,6 +125,8 @@ class RunHandles:
             await self._check_owner(args.run_id)
             if params.name == "get_run":
                 return await self._report(args.run_id)
+            if params.name == "cancel_run":
+                return await self._cancel(args.run_id)
             return await self._decide(ctx, params.name == "approve_run", args)
         except (UnknownRun, AlreadyDecided) as exc:
             return error_result(str(exc))
@@ -136,6 +148,14 @@ class RunHandles:
             info = await self._runs.get(run_id)
         result = await self._runs.result(run_id) if info.status == "succeeded" else None
         return _report(info, result)
+
+    async def _cancel(self, run_id: str) -> types.CallToolResult:
+        try:
+            await self._runs.cancel(run_id)
+        except UnknownRun:  # it is the caller's (checked): it has ended
+            info = await self._runs.get(run_id)
+            return error_result(f"run {run_id} has ended ({info.status}): get_run shows it")
+        return _report(await self._runs.get(run_id), None)
 
     async def _decide(
         self, ctx: ServerRequestContext[Any, Any], approved: bool, args: _RunArgs
