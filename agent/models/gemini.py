@@ -11,6 +11,9 @@ a signature are left out (Gemini rejects them).
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
 function response carries an `id` only when Gemini gave one.
 
+Arguments a free-form object was declared for as JSON text (see `gemini_schema`) are read back
+into that object; `raw` keeps Gemini's own arguments, as they go back to it.
+
 Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
 `reasoning_tokens` the thoughts.
 """
@@ -18,8 +21,9 @@ Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -30,6 +34,7 @@ from ..messages import (
     ChatMessage,
     StopReason,
     SystemMessage,
+    ToolCall,
     ToolDefinition,
     ToolMessage,
     Usage,
@@ -39,8 +44,9 @@ from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
 from ._sse import SSEEvent
+from .gemini_schema import gemini_json_text_fields
 from .retry import RetryPolicy
-from .schema import gemini_parameters
+from .schema import described, gemini_parameters
 from .settings import ModelSettings
 
 __all__ = ["GEMINI_BASE_URL", "GeminiModel"]
@@ -180,7 +186,8 @@ class GeminiModel(HTTPChatModel):
             return self._blocked(blocked, obj(body.get("usageMetadata")))
         candidate = obj(candidates[0])
         parts = arr(obj(candidate.get("content")).get("parts"))
-        return self._message(parts, candidate.get("finishReason"), obj(body.get("usageMetadata")))
+        usage = obj(body.get("usageMetadata"))
+        return self._message(parts, candidate.get("finishReason"), usage, tools=tools)
 
     def _message(
         self,
@@ -188,20 +195,15 @@ class GeminiModel(HTTPChatModel):
         finish_reason: Any,
         usage: JSONObject,
         *,
+        tools: Sequence[ToolDefinition] = (),
         blocked: str | None = None,
     ) -> AssistantMessage:
         content = "".join(
             text(p.get("text")) for p in map(obj, parts) if "text" in p and not p.get("thought")
         )
-        calls = tuple(
-            tool_call(
-                text(obj(p["functionCall"]).get("id")) or new_call_id(),
-                text(obj(p["functionCall"]).get("name")),
-                obj(p["functionCall"]).get("args"),
-            )
-            for p in map(obj, parts)
-            if "functionCall" in p
-        )
+        called = [obj(p["functionCall"]) for p in map(obj, parts) if "functionCall" in p]
+        by_name = {tool.name: tool for tool in tools} if called else {}
+        calls = tuple(_read_call(call, by_name) for call in called)
         thoughts = count(usage.get("thoughtsTokenCount"))
         reason, detail = read_stop(finish_reason, _STOPS)
         if reason == "end" and calls:
@@ -234,15 +236,30 @@ class GeminiModel(HTTPChatModel):
         return self._message([], None, usage, blocked=reason)
 
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
-        return _ChunkAssembler(label=self.name, build=self._message, blocked=self._blocked)
+        build = partial(self._message, tools=tools)
+        return _ChunkAssembler(label=self.name, build=build, blocked=self._blocked)
 
 
 def _declaration(tool: ToolDefinition) -> JSONObject:
-    declaration: JSONObject = {"name": tool.name, "description": tool.description}
+    description = described(tool.description, tool.input_schema)
+    declaration: JSONObject = {"name": tool.name, "description": description}
     parameters = gemini_parameters(tool.input_schema)
     if parameters is not None:
         declaration["parameters"] = parameters
     return declaration
+
+
+def _read_call(call: JSONObject, tools: Mapping[str, ToolDefinition]) -> ToolCall:
+    """A function call, with the JSON text Gemini wrote for free-form objects read back into
+    them."""
+    name = text(call.get("name"))
+    arguments = call.get("args")
+    tool = tools.get(name)
+    if tool is not None:
+        json_text = gemini_json_text_fields(tool.input_schema)
+        if json_text is not None:
+            arguments = json_text.decode(arguments)
+    return tool_call(text(call.get("id")) or new_call_id(), name, arguments)
 
 
 def _block_reason(chunk: JSONObject) -> str | None:

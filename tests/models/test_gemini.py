@@ -429,3 +429,32 @@ async def test_why_the_answer_stopped_is_kept(
         await gemini.invoke(ASK, TOOLS, on_token=Tokens()),
     ):
         assert (got.stop_reason, got.stop_detail) == (stop_reason, finish_reason)
+
+
+EDGE = load_tools("schema-edge-cases")
+ANNOTATE = next(t for t in EDGE if t.name == "annotate")
+GET_ISSUE = next(t for t in EDGE if t.name == "get_issue")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_free_form_objects_go_as_json_text_and_come_back_as_objects(
+    sleeps: Sleeps, streamed: bool
+) -> None:
+    args = {"path": "notes.txt", "meta": '{"tags": ["a"], "pinned": true}'}
+    answer = generated([{"functionCall": {"name": "annotate", "args": args}}])
+    fake = FakeProvider(sse_response([(None, answer)]) if streamed else json_response(200, answer))
+    tokens = Tokens() if streamed else None
+    message = await model(fake, sleeps).invoke(ASK, [ANNOTATE, GET_ISSUE], on_token=tokens)
+
+    annotate, get_issue = fake.body()["tools"][0]["functionDeclarations"]
+    meta = annotate["parameters"]["properties"]["meta"]
+    assert meta == {"type": "string", "description": "A JSON object, written as JSON text."}
+    assert get_issue["description"].endswith(
+        "Arguments must match exactly one of these forms: (1) with `identifier`; (2) with `url`."
+    )
+    assert set(get_issue["parameters"]["properties"]) == {"identifier", "url"}
+    [call] = message.tool_calls
+    assert call.name == "annotate"
+    assert call.arguments == {"path": "notes.txt", "meta": {"tags": ["a"], "pinned": True}}
+    assert raw_of(message)["parts"][0]["functionCall"]["args"] == args  # Gemini's own, to replay
