@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from agent.messages import (
     AssistantMessage,
     SystemMessage,
     ToolCall,
+    ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
@@ -458,3 +460,41 @@ async def test_free_form_objects_go_as_json_text_and_come_back_as_objects(
     assert call.name == "annotate"
     assert call.arguments == {"path": "notes.txt", "meta": {"tags": ["a"], "pinned": True}}
     assert raw_of(message)["parts"][0]["functionCall"]["args"] == args  # Gemini's own, to replay
+
+
+@pytest.mark.anyio
+async def test_names_gemini_refuses_are_declared_under_names_it_takes(sleeps: Sleeps) -> None:
+    def tool(name: str) -> ToolDefinition:
+        return ToolDefinition(name=name, description=name, source_node="n")
+
+    tools = [tool("1pw__image"), tool("3d-render"), tool("_3d-render"), tool("get-sum")]
+    parts: list[dict[str, Any]] = [{"functionCall": {"name": "_1pw__image", "args": {}}}]
+    fake = FakeProvider(
+        json_response(200, generated(parts)), json_response(200, generated([{"text": "done"}]))
+    )
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, tools)
+
+    declared = [d["name"] for d in fake.body()["tools"][0]["functionDeclarations"]]
+    assert declared[0] == "_1pw__image"
+    assert declared[1].startswith("_3d-render_")  # `_3d-render` is another tool's own name
+    assert declared[2:] == ["_3d-render", "get-sum"]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}", name) for name in declared)
+    assert [c.name for c in first.tool_calls] == ["1pw__image"]  # the tool's own name
+
+    foreign = AssistantMessage(
+        tool_calls=(ToolCall(id="toolu_1", name="3d-render"),), provider="anthropic"
+    )
+    history = [
+        *ASK,
+        first,
+        ToolMessage(tool_call_id=first.tool_calls[0].id, name="1pw__image", content="png"),
+        foreign,
+        ToolMessage(tool_call_id="toolu_1", name="3d-render", content="ok"),
+    ]
+    await gemini.invoke(history, tools)
+    contents = fake.body()["contents"]
+    assert contents[1] == {"role": "model", "parts": parts}
+    assert contents[2]["parts"][0]["functionResponse"]["name"] == "_1pw__image"
+    assert contents[3]["parts"][0]["functionCall"]["name"] == declared[1]
+    assert contents[4]["parts"][0]["functionResponse"]["name"] == declared[1]
