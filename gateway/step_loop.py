@@ -36,6 +36,7 @@ from agent import (
     ToolsAgent,
     Usage,
 )
+from agent.models.schema import unexpressed
 from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
@@ -74,9 +75,10 @@ class StepLoop:
         fresh: dict[str, tuple[Tool, ToolDefinition]] = {}
         for name, tool in tools.items():
             made = kept.get(name)
-            fresh[name] = (
-                made if made is not None and made[0] is tool else (tool, tool_definition(tool))
-            )
+            if made is None or made[0] is not tool:
+                made = (tool, tool_definition(tool))
+                _warn_unexpressed(agent, made[1])
+            fresh[name] = made
         self._defined[agent] = fresh  # only the tools listed now: none kept past their time
         return [definition for _, definition in fresh.values()]
 
@@ -438,6 +440,21 @@ def tool_definition(tool: Tool) -> ToolDefinition:
         source_node=tool.source_node,
         is_from_toolkit=tool.is_from_toolkit,
     )
+
+
+def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
+    """Say, before the model is first called, what a tool's schema asks that no model can be
+    told: the model is offered the tool without it, and the tool's own check answers calls
+    that miss it."""
+    lost = unexpressed(tool.input_schema)
+    if lost:
+        log.warning(
+            "agent %r: tool %r: its input schema cannot be told to a model whole: %s; "
+            "the model is offered the tool without it",
+            agent,
+            tool.name,
+            "; ".join(lost),
+        )
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

@@ -178,6 +178,35 @@ async def test_a_bug_in_a_node_fails_the_run_instead_of_hiding_as_a_tool_error(
     assert "node 'broken' failed calling 'probe'" in caplog.text
 
 
+class OddSchemaNode(BrokenNode):
+    """A node whose one tool takes a string, or an object: no model can be told the string."""
+
+    name = "odd"
+    schema: Mapping[str, Any] = {
+        "oneOf": [{"type": "object", "properties": {"q": {}}}, {"type": "string"}]
+    }
+    tools = (Tool("lookup", "Looks up.", schema, "odd", is_from_toolkit=False),)
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return self.tools  # listed once, as an MCP server's tools are until they change
+
+
+async def test_a_schema_no_model_can_be_told_whole_is_named_before_the_model_is_asked(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    model = ScriptedModel(["first", "second"])
+    gateway = Gateway([OddSchemaNode(KeyError("unused"))], [AgentSpec("a", model, tools=["odd"])])
+    await gateway.run("a", "go")
+    await gateway.run("a", "again")
+    warned = [r.getMessage() for r in caplog.records if r.name == "gateway.step_loop"]
+    assert warned == [
+        "agent 'a': tool 'lookup': its input schema cannot be told to a model whole: the "
+        "`oneOf` alternatives that are not objects; the model is offered the tool without it"
+    ]  # once: the definition is made once for the tool as listed
+    [offered] = model.calls[0][1]
+    assert offered.input_schema == OddSchemaNode.schema  # as listed: each provider translates it
+
+
 async def test_bad_arguments_from_the_model_are_reported_to_it() -> None:
     model = ScriptedModel([call("calculator", expr="1"), "oops"])
     await calculator_gateway(model).run("assistant", "?")

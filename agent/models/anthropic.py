@@ -48,7 +48,7 @@ from ._json import (
 )
 from ._sse import SSEEvent
 from .retry import RetryPolicy
-from .schema import anthropic_input_schema
+from .schema import anthropic_input_schema, described
 from .settings import ModelSettings
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
@@ -110,7 +110,7 @@ class AnthropicModel(HTTPChatModel):
             body["tools"] = [
                 {
                     "name": tool.name,
-                    "description": tool.description,
+                    "description": described(tool.description, tool.input_schema),
                     "input_schema": anthropic_input_schema(tool.input_schema),
                 }
                 for tool in tools

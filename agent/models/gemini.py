@@ -11,15 +11,24 @@ a signature are left out (Gemini rejects them).
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
 function response carries an `id` only when Gemini gave one.
 
+Tool names Gemini refuses (it wants `^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$`; a server called `1pw`
+gives `1pw__image`) are declared under a name it takes (`_1pw__image`), and its calls are read
+back under the tool's own name; arguments a free-form object was declared for as JSON text
+(see `gemini_schema`) are read back into that object. `raw` keeps Gemini's own names and
+arguments, as they go back to it.
+
 Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
 `reasoning_tokens` the thoughts.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import httpx
@@ -30,6 +39,7 @@ from ..messages import (
     ChatMessage,
     StopReason,
     SystemMessage,
+    ToolCall,
     ToolDefinition,
     ToolMessage,
     Usage,
@@ -39,8 +49,9 @@ from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
 from ._sse import SSEEvent
+from .gemini_schema import gemini_json_text_fields
 from .retry import RetryPolicy
-from .schema import gemini_parameters
+from .schema import described, gemini_parameters
 from .settings import ModelSettings
 
 __all__ = ["GEMINI_BASE_URL", "GeminiModel"]
@@ -95,12 +106,15 @@ class GeminiModel(HTTPChatModel):
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
     ) -> HTTPRequest:
-        body: JSONObject = {"contents": self._wire_contents(messages)}
+        body: JSONObject = {}
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         if system:
             body["systemInstruction"] = {"parts": [{"text": system}]}
+        names = gemini_names([tool.name for tool in tools])
+        body["contents"] = self._wire_contents(messages, names)
         if tools:
-            body["tools"] = [{"functionDeclarations": [_declaration(tool) for tool in tools]}]
+            declarations = [_declaration(tool, names[tool.name]) for tool in tools]
+            body["tools"] = [{"functionDeclarations": declarations}]
         config: JSONObject = {}
         if self._settings.max_tokens is not None:
             config["maxOutputTokens"] = self._settings.max_tokens
@@ -117,9 +131,12 @@ class GeminiModel(HTTPChatModel):
         )
         return HTTPRequest(url=url, body=body, headers={"x-goog-api-key": self._key()})
 
-    def _wire_contents(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+    def _wire_contents(
+        self, messages: Sequence[ChatMessage], names: Mapping[str, str]
+    ) -> list[JSONObject]:
         """Consecutive messages of one role become one turn: all function responses to a model
-        turn must arrive together in the next user turn."""
+        turn must arrive together in the next user turn. Tools go by their names on the wire
+        (`names`)."""
         contents: list[JSONObject] = []
         gemini_ids: set[str] = set()
 
@@ -136,20 +153,20 @@ class GeminiModel(HTTPChatModel):
                 add("user", [{"text": message.content}] if message.content else [])
             elif isinstance(message, ToolMessage):
                 response: JSONObject = {
-                    "name": message.name,
+                    "name": names.get(message.name) or gemini_name(message.name),
                     "response": {"result": message.content},
                 }
                 if message.tool_call_id in gemini_ids:
                     response["id"] = message.tool_call_id
                 add("user", [{"functionResponse": response}])
             elif isinstance(message, AssistantMessage):
-                parts = self._model_parts(message)
+                parts = self._model_parts(message, names)
                 ids = (text(obj(obj(part).get("functionCall")).get("id")) for part in parts)
                 gemini_ids.update(i for i in ids if i)
                 add("model", parts)
         return contents
 
-    def _model_parts(self, message: AssistantMessage) -> list[Any]:
+    def _model_parts(self, message: AssistantMessage, names: Mapping[str, str]) -> list[Any]:
         if self._replayable(message):
             original = obj(message.raw).get("parts")
             if is_arr(original):
@@ -158,7 +175,12 @@ class GeminiModel(HTTPChatModel):
                 return [p for p in original if not (_plain_text(obj(p)) and not obj(p)["text"])]
         parts: list[Any] = [{"text": message.content}] if message.content else []
         parts.extend(
-            {"functionCall": {"name": call.name, "args": call.arguments}}
+            {
+                "functionCall": {
+                    "name": names.get(call.name) or gemini_name(call.name),
+                    "args": call.arguments,
+                }
+            }
             for call in message.tool_calls
         )
         return parts
@@ -180,7 +202,8 @@ class GeminiModel(HTTPChatModel):
             return self._blocked(blocked, obj(body.get("usageMetadata")))
         candidate = obj(candidates[0])
         parts = arr(obj(candidate.get("content")).get("parts"))
-        return self._message(parts, candidate.get("finishReason"), obj(body.get("usageMetadata")))
+        usage = obj(body.get("usageMetadata"))
+        return self._message(parts, candidate.get("finishReason"), usage, tools=tools)
 
     def _message(
         self,
@@ -188,20 +211,18 @@ class GeminiModel(HTTPChatModel):
         finish_reason: Any,
         usage: JSONObject,
         *,
+        tools: Sequence[ToolDefinition] = (),
         blocked: str | None = None,
     ) -> AssistantMessage:
         content = "".join(
             text(p.get("text")) for p in map(obj, parts) if "text" in p and not p.get("thought")
         )
-        calls = tuple(
-            tool_call(
-                text(obj(p["functionCall"]).get("id")) or new_call_id(),
-                text(obj(p["functionCall"]).get("name")),
-                obj(p["functionCall"]).get("args"),
-            )
-            for p in map(obj, parts)
-            if "functionCall" in p
-        )
+        called = [obj(p["functionCall"]) for p in map(obj, parts) if "functionCall" in p]
+        by_wire_name: dict[str, ToolDefinition] = {}
+        if called:
+            names = gemini_names([tool.name for tool in tools])
+            by_wire_name = {names[tool.name]: tool for tool in tools}
+        calls = tuple(_read_call(call, by_wire_name) for call in called)
         thoughts = count(usage.get("thoughtsTokenCount"))
         reason, detail = read_stop(finish_reason, _STOPS)
         if reason == "end" and calls:
@@ -234,15 +255,70 @@ class GeminiModel(HTTPChatModel):
         return self._message([], None, usage, blocked=reason)
 
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
-        return _ChunkAssembler(label=self.name, build=self._message, blocked=self._blocked)
+        build = partial(self._message, tools=tools)
+        return _ChunkAssembler(label=self.name, build=build, blocked=self._blocked)
 
 
-def _declaration(tool: ToolDefinition) -> JSONObject:
-    declaration: JSONObject = {"name": tool.name, "description": tool.description}
+def _declaration(tool: ToolDefinition, name: str) -> JSONObject:
+    description = described(tool.description, tool.input_schema)
+    declaration: JSONObject = {"name": name, "description": description}
     parameters = gemini_parameters(tool.input_schema)
     if parameters is not None:
         declaration["parameters"] = parameters
     return declaration
+
+
+def _read_call(call: JSONObject, tools: Mapping[str, ToolDefinition]) -> ToolCall:
+    """A function call under its tool's own name, with the JSON text Gemini wrote for
+    free-form objects read back into them."""
+    name = text(call.get("name"))
+    arguments = call.get("args")
+    tool = tools.get(name)
+    if tool is not None:
+        name = tool.name
+        json_text = gemini_json_text_fields(tool.input_schema)
+        if json_text is not None:
+            arguments = json_text.decode(arguments)
+    return tool_call(text(call.get("id")) or new_call_id(), name, arguments)
+
+
+_GEMINI_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}")
+_NAME_LENGTH = 64
+
+
+def gemini_name(name: str) -> str:
+    """`name` as Gemini takes a function's name: other characters become `_`, one that does
+    not start with a letter or `_` gains a leading `_`, and one too long keeps its head plus
+    8 hex digits of a hash of the whole."""
+    if _GEMINI_NAME.fullmatch(name):
+        return name
+    fitted = re.sub(r"[^A-Za-z0-9_.:-]", "_", name)
+    if not re.match(r"[A-Za-z_]", fitted):
+        fitted = f"_{fitted}"
+    if len(fitted) > _NAME_LENGTH:
+        fitted = f"{fitted[: _NAME_LENGTH - 9]}_{_digest(name)}"
+    return fitted
+
+
+def gemini_names(names: Sequence[str]) -> dict[str, str]:
+    """Each of `names` and the name Gemini is told it by, all different: a name Gemini takes
+    as it is keeps it; one changed into a name already taken gains a hash of itself."""
+    taken = {name for name in names if _GEMINI_NAME.fullmatch(name)}
+    wire: dict[str, str] = {}
+    for name in names:
+        if name in taken:
+            wire[name] = name
+            continue
+        fitted = gemini_name(name)
+        if fitted in taken:
+            fitted = f"{fitted[: _NAME_LENGTH - 9]}_{_digest(name)}"
+        taken.add(fitted)
+        wire[name] = fitted
+    return wire
+
+
+def _digest(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:8]
 
 
 def _block_reason(chunk: JSONObject) -> str | None:

@@ -50,7 +50,7 @@ from ._json import (
 )
 from ._sse import SSEEvent
 from .retry import RetryPolicy
-from .schema import openai_parameters
+from .schema import described, openai_parameters
 from .settings import ModelSettings
 from .text_tool_calls import parse_text_tool_calls
 
@@ -128,8 +128,9 @@ class OpenAIModel(HTTPChatModel):
     def _wire_tool(self, tool: ToolDefinition) -> JSONObject:
         parameters, strict = openai_parameters(tool.input_schema)
         function: JSONObject = {"name": tool.name, "parameters": parameters}
-        if tool.description:
-            function["description"] = tool.description
+        description = described(tool.description, tool.input_schema)
+        if description:
+            function["description"] = description
         if self._strict_tools and strict:
             function["strict"] = True
         return {"type": "function", "function": function}

@@ -114,6 +114,30 @@ async def test_request_headers_system_tools_and_parsed_answer(sleeps: Sleeps) ->
 
 
 @pytest.mark.anyio
+async def test_a_root_oneof_anthropic_refuses_is_said_in_the_description(sleeps: Sleeps) -> None:
+    edge = {tool.name: tool for tool in load_tools("schema-edge-cases")}
+    fake = FakeProvider(json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")))
+    await model(fake, sleeps).invoke(ASK, [edge["get_issue"], edge["find"]])
+    get_issue, find = fake.body()["tools"]
+    assert get_issue["input_schema"] == {
+        "type": "object",
+        "properties": {
+            "identifier": {"type": "string", "description": "Issue identifier, e.g. PROJ-12"},
+            "url": {"type": "string", "format": "uri"},
+        },
+        "additionalProperties": False,
+    }
+    assert get_issue["description"].endswith(
+        "\n\nArguments must match exactly one of these forms: (1) with `identifier`; (2) with `url`."
+    )
+    # A root anyOf of whole objects, without a type: one object, needing what both need.
+    assert find["input_schema"]["type"] == "object"
+    assert set(find["input_schema"]["properties"]) == {"name", "id", "limit"}
+    assert find["input_schema"]["required"] == ["limit"]
+    assert "anyOf" not in find["input_schema"]
+
+
+@pytest.mark.anyio
 async def test_thinking_blocks_and_signatures_are_replayed_exactly(sleeps: Sleeps) -> None:
     fake = FakeProvider(
         json_response(200, message(CONTENT)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from agent.messages import (
     AssistantMessage,
     SystemMessage,
     ToolCall,
+    ToolDefinition,
     ToolMessage,
     Usage,
     UserMessage,
@@ -429,3 +431,70 @@ async def test_why_the_answer_stopped_is_kept(
         await gemini.invoke(ASK, TOOLS, on_token=Tokens()),
     ):
         assert (got.stop_reason, got.stop_detail) == (stop_reason, finish_reason)
+
+
+EDGE = load_tools("schema-edge-cases")
+ANNOTATE = next(t for t in EDGE if t.name == "annotate")
+GET_ISSUE = next(t for t in EDGE if t.name == "get_issue")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("streamed", [False, True])
+async def test_free_form_objects_go_as_json_text_and_come_back_as_objects(
+    sleeps: Sleeps, streamed: bool
+) -> None:
+    args = {"path": "notes.txt", "meta": '{"tags": ["a"], "pinned": true}'}
+    answer = generated([{"functionCall": {"name": "annotate", "args": args}}])
+    fake = FakeProvider(sse_response([(None, answer)]) if streamed else json_response(200, answer))
+    tokens = Tokens() if streamed else None
+    message = await model(fake, sleeps).invoke(ASK, [ANNOTATE, GET_ISSUE], on_token=tokens)
+
+    annotate, get_issue = fake.body()["tools"][0]["functionDeclarations"]
+    meta = annotate["parameters"]["properties"]["meta"]
+    assert meta == {"type": "string", "description": "A JSON object, written as JSON text."}
+    assert get_issue["description"].endswith(
+        "Arguments must match exactly one of these forms: (1) with `identifier`; (2) with `url`."
+    )
+    assert set(get_issue["parameters"]["properties"]) == {"identifier", "url"}
+    [call] = message.tool_calls
+    assert call.name == "annotate"
+    assert call.arguments == {"path": "notes.txt", "meta": {"tags": ["a"], "pinned": True}}
+    assert raw_of(message)["parts"][0]["functionCall"]["args"] == args  # Gemini's own, to replay
+
+
+@pytest.mark.anyio
+async def test_names_gemini_refuses_are_declared_under_names_it_takes(sleeps: Sleeps) -> None:
+    def tool(name: str) -> ToolDefinition:
+        return ToolDefinition(name=name, description=name, source_node="n")
+
+    tools = [tool("1pw__image"), tool("3d-render"), tool("_3d-render"), tool("get-sum")]
+    parts: list[dict[str, Any]] = [{"functionCall": {"name": "_1pw__image", "args": {}}}]
+    fake = FakeProvider(
+        json_response(200, generated(parts)), json_response(200, generated([{"text": "done"}]))
+    )
+    gemini = model(fake, sleeps)
+    first = await gemini.invoke(ASK, tools)
+
+    declared = [d["name"] for d in fake.body()["tools"][0]["functionDeclarations"]]
+    assert declared[0] == "_1pw__image"
+    assert declared[1].startswith("_3d-render_")  # `_3d-render` is another tool's own name
+    assert declared[2:] == ["_3d-render", "get-sum"]
+    assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.:-]{0,63}", name) for name in declared)
+    assert [c.name for c in first.tool_calls] == ["1pw__image"]  # the tool's own name
+
+    foreign = AssistantMessage(
+        tool_calls=(ToolCall(id="toolu_1", name="3d-render"),), provider="anthropic"
+    )
+    history = [
+        *ASK,
+        first,
+        ToolMessage(tool_call_id=first.tool_calls[0].id, name="1pw__image", content="png"),
+        foreign,
+        ToolMessage(tool_call_id="toolu_1", name="3d-render", content="ok"),
+    ]
+    await gemini.invoke(history, tools)
+    contents = fake.body()["contents"]
+    assert contents[1] == {"role": "model", "parts": parts}
+    assert contents[2]["parts"][0]["functionResponse"]["name"] == "_1pw__image"
+    assert contents[3]["parts"][0]["functionCall"]["name"] == declared[1]
+    assert contents[4]["parts"][0]["functionResponse"]["name"] == declared[1]

@@ -156,6 +156,33 @@ async def test_optional_parameters_are_sent_without_strict(sleeps: Sleeps) -> No
 
 
 @pytest.mark.anyio
+async def test_schemas_openai_refuses_as_written_are_sent_as_it_takes_them(
+    sleeps: Sleeps,
+) -> None:
+    edge = {tool.name: tool for tool in load_tools("schema-edge-cases")}
+    tools = [edge["get_issue"], edge["bulk_update"], edge["plot"]]
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "ok"})))
+    await openai(fake, sleeps).invoke(ASK, tools)
+    get_issue, bulk_update, plot = (tool["function"] for tool in fake.body()["tools"])
+    # The root's oneOf (refused at the top level) is said in the description instead.
+    assert get_issue["parameters"] == {
+        "type": "object",
+        "properties": {
+            "identifier": {"type": "string", "description": "Issue identifier, e.g. PROJ-12"},
+            "url": {"type": "string", "format": "uri"},
+        },
+        "additionalProperties": False,
+    }
+    assert get_issue["description"] == (
+        "Get an issue by its identifier or its URL.\n\n"
+        "Arguments must match exactly one of these forms: (1) with `identifier`; (2) with `url`."
+    )
+    # Arrays are refused without items: any item, as the schema allowed.
+    assert bulk_update["parameters"]["properties"]["ids"] == {"type": "array", "items": {}}
+    assert plot["parameters"]["properties"]["point"]["items"] == {}  # a pydantic tuple
+
+
+@pytest.mark.anyio
 async def test_parallel_tool_calls_and_invalid_arguments(sleeps: Sleeps) -> None:
     message = {
         "role": "assistant",
