@@ -30,6 +30,7 @@ from .memory import (
 from .messages import (
     AssistantMessage,
     ChatMessage,
+    MediaPart,
     StopReason,
     SystemMessage,
     ToolCall,
@@ -77,6 +78,7 @@ __all__ = [
     "History",
     "InProcessStore",
     "ItemResult",
+    "MediaPart",
     "MemoryStoreError",
     "MissingApiKey",
     "ModelAuthError",

@@ -3,7 +3,7 @@
 Counting exactly needs each provider's tokenizer. The estimate counts the characters a call
 carries (message texts, tool calls and their arguments, each tool's name, description and
 JSON schema) at four per token, the usual rule of thumb for English text and JSON, plus a few
-tokens of framing per message and per tool. It is meant to catch a request that clearly
+tokens of framing per message and per tool, and `MEDIA_TOKENS` per image or audio clip. It is meant to catch a request that clearly
 cannot fit (dozens of tool schemas, a long conversation) with a clear error before the
 provider answers 400, not to fill a window to its last token: real counts differ by tens of
 percent either way.
@@ -18,10 +18,18 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .errors import ContextWindowExceeded
-from .messages import AssistantMessage, ChatMessage, SystemMessage, ToolDefinition, UserMessage
+from .messages import (
+    AssistantMessage,
+    ChatMessage,
+    SystemMessage,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "MEDIA_TOKENS",
     "FittedHistory",
     "ReportsContextWindow",
     "check_context_window",
@@ -34,6 +42,9 @@ MESSAGE_FRAMING = 4
 """Tokens a provider adds around each message (role, separators)."""
 TOOL_FRAMING = 8
 """Tokens a provider adds around each tool definition."""
+MEDIA_TOKENS = 1_600
+"""Tokens an image (or audio clip) in a tool's result is counted as: about what Anthropic
+charges for the largest image it reads whole (1.15 megapixels)."""
 
 
 @runtime_checkable
@@ -49,13 +60,17 @@ def estimate_tokens(
     messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition]
 ) -> tuple[int, int]:
     """Estimated tokens of the conversation and of the tools' definitions."""
-    chars = 0
+    chars = media = 0
     for message in messages:
         chars += len(message.content)
+        if isinstance(message, ToolMessage):
+            media += len(message.media)
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls:
                 chars += len(call.name) + len(call.invalid_arguments or _json(call.arguments))
-    conversation = math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_FRAMING * len(messages)
+    conversation = (
+        math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_FRAMING * len(messages) + MEDIA_TOKENS * media
+    )
     tool_chars = sum(
         len(tool.name) + len(tool.description) + len(_json(tool.input_schema)) for tool in tools
     )

@@ -7,14 +7,23 @@ content) so the next call can send it back exactly.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 __all__ = [
     "STOPPED_SHORT",
     "AssistantMessage",
     "ChatMessage",
+    "MediaPart",
+    "MediaRecord",
     "StopReason",
     "SystemMessage",
     "ToolCall",
@@ -120,8 +129,45 @@ class AssistantMessage(_Frozen):
     raw: JsonValue = None
 
 
-class ToolMessage(_Frozen):
-    """The observation for one tool call, as the model will read it."""
+class MediaPart(_Frozen):
+    """An image or audio clip a tool returned, for a model that can read it.
+
+    `data` is the base64 text the tool sent; `media_type` its MIME type (`image/png`). The
+    observation's text describes it too (`[image: image/png, 4033 bytes]`), in its place among
+    the text, so a model (or provider) that cannot take it still learns it was there.
+    """
+
+    type: Literal["image", "audio"]
+    media_type: str
+    data: str
+
+    @property
+    def size(self) -> int:
+        """Decoded byte count, without decoding."""
+        data = self.data.rstrip()
+        return len(data) * 3 // 4 - (len(data) - len(data.rstrip("=")))
+
+
+class MediaRecord(_Frozen):
+    """Base of the records that carry `media`: empty, the field is not written at all, so
+    what is stored or hashed of a result without media is what it was before media existed
+    (chat memory rows, recorded model calls a resumed run looks up, older readers)."""
+
+    media: tuple[MediaPart, ...] = ()
+
+    @model_serializer(mode="wrap")
+    def _media_only_when_some(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.media:
+            data.pop("media", None)
+        return data
+
+
+class ToolMessage(MediaRecord):
+    """The observation for one tool call, as the model will read it: `content` is its text,
+    `media` what it showed besides (each also described in `content`, in its place). Providers
+    send the media the model can read (see each provider's module) and leave the rest to the
+    text."""
 
     role: Literal["tool"] = "tool"
     tool_call_id: str

@@ -8,12 +8,13 @@ stored after any step and resumed in another process.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from .errors import StateError
-from .messages import AssistantMessage, Usage
+from .messages import AssistantMessage, MediaRecord, Usage
 
 __all__ = [
     "METADATA_VERSION",
@@ -27,9 +28,15 @@ __all__ = [
     "EngineResponse",
     "ItemResult",
     "ToolCallStep",
+    "metadata_version",
 ]
 
-METADATA_VERSION = 1
+METADATA_VERSION = 2
+"""The newest metadata version, which this agent writes when it must; it resumes version 1
+too. Version 2 adds media to steps (`ToolCallStep.media`): a run is version 2 only while a
+step carries some, so an older agent refuses such a run with its own clear message, and
+still resumes every other run this one stored."""
+READABLE_VERSIONS = (1, 2)
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
@@ -84,8 +91,9 @@ class Action(_Model):
         return arguments
 
 
-class ToolCallStep(_Model):
-    """One finished tool call: what the model asked for and what it observed."""
+class ToolCallStep(MediaRecord):
+    """One finished tool call: what the model asked for and what it observed (`observation`,
+    its text, and `media`: the images or audio it showed, each described in the text too)."""
 
     tool_call_id: str
     tool: str
@@ -106,11 +114,28 @@ class ItemResult(_Model):
     """With an output schema: the validated answer (`output` is its JSON text)."""
     steps: list[ToolCallStep] | None = None
 
+    @field_validator("steps")
+    @classmethod
+    def _steps_without_media(cls, steps: list[ToolCallStep] | None) -> list[ToolCallStep] | None:
+        """A result's steps are for reading (and stored with the run): their observations say
+        what media there was; the bytes were for the model alone."""
+        if steps is None or not any(step.media for step in steps):
+            return steps
+        return [step.model_copy(update={"media": ()}) if step.media else step for step in steps]
+
+
+def metadata_version(previous_steps: Mapping[int, Sequence[ToolCallStep]]) -> Literal[1, 2]:
+    """The version metadata with these steps is written as: the oldest that can hold them."""
+    with_media = any(step.media for steps in previous_steps.values() for step in steps)
+    return 2 if with_media else 1
+
 
 class AgentRequestMetadata(_Model):
-    """All loop state of a run. Versioned: a stored run from another version is refused."""
+    """All loop state of a run. Versioned: a stored run of a version this agent does not know
+    is refused (see `METADATA_VERSION`)."""
 
-    version: Literal[1] = METADATA_VERSION
+    version: Literal[1, 2] = 1
+    """1 unless a step carries media (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""
@@ -136,12 +161,12 @@ class AgentRequestMetadata(_Model):
         something else. A `StateError` (also a ValueError), so parsing raises pydantic's
         `ValidationError` with its message, as for any other input that does not fit."""
         fields: dict[str, Any] = cast(dict[str, Any], data) if isinstance(data, dict) else {}
-        version = fields.get("version", METADATA_VERSION)
-        if version != METADATA_VERSION:
+        version = fields.get("version", 1)
+        if version not in READABLE_VERSIONS:
+            readable = " and ".join(str(v) for v in READABLE_VERSIONS)
             raise StateError(
-                f"the agent metadata is version {version!r}; this agent resumes version "
-                f"{METADATA_VERSION} only: finish or restart the run with the version "
-                "that began it"
+                f"the agent metadata is version {version!r}; this agent resumes versions "
+                f"{readable} only: finish or restart the run with the version that began it"
             )
         return cast(Any, data)
 
@@ -157,8 +182,9 @@ class EngineRequest(_Model):
     metadata: AgentRequestMetadata
 
 
-class ActionResponse(_Model):
-    """The outcome of one action: `data` from the node, or `error` when it failed.
+class ActionResponse(MediaRecord):
+    """The outcome of one action: `data` from the node, or `error` when it failed, and
+    `media`, the images or audio the result showed (described in `data`'s text too).
 
     `usage` is what models spent inside the tool (an agent run as a tool); it rolls up into
     the calling run's usage.

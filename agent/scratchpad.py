@@ -16,11 +16,20 @@ from collections.abc import Sequence
 
 from pydantic import JsonValue
 
-from .messages import AssistantMessage, ChatMessage, ToolCall, ToolMessage, Usage, UserMessage
+from .messages import (
+    AssistantMessage,
+    ChatMessage,
+    MediaPart,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
 from .protocol import ActionResponse, EngineResponse, ToolCallStep
 
 __all__ = [
     "ERROR_PREFIX",
+    "MEDIA_BYTES_PER_CALL",
     "NO_RESULT",
     "REPEAT_NOTICE",
     "build_steps",
@@ -36,6 +45,11 @@ ERROR_PREFIX = "Error: "
 
 NO_RESULT = f"{ERROR_PREFIX}this call produced no result"
 """The observation of a call the engine answered with no result."""
+
+MEDIA_BYTES_PER_CALL = 10_000_000
+"""Media bytes (decoded) one model call carries at most: the newest results' first. Base64
+makes them a third larger: ~13 MB, within Gemini's 20 MB request and Anthropic's 32 MB. Older
+media are left out of the call (their description stays in the observation's text)."""
 
 
 def observation(response: ActionResponse) -> str:
@@ -78,6 +92,7 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
                 tool_input=call.arguments,
                 observation=observation(result),
                 message=message,
+                media=result.media,
             )
         )
     if pending is not None:
@@ -130,9 +145,12 @@ def tool_usage(response: EngineResponse | None) -> Usage:
     return total
 
 
-def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
+def scratchpad_messages(steps: Sequence[ToolCallStep], *, media: bool = True) -> list[ChatMessage]:
     """Each assistant message once, verbatim, followed by a result for every call it made (or,
-    for a text answer sent back, by what was wrong with it)."""
+    for a text answer sent back, by what was wrong with it). With `media`, results carry
+    their steps' media, the newest first, up to `MEDIA_BYTES_PER_CALL`; without, text only
+    (what chat memory keeps)."""
+    shown = _media_within_budget(steps) if media else {}
     messages: list[ChatMessage] = []
     groups: list[tuple[AssistantMessage, dict[str, ToolCallStep]]] = []
     for step in steps:
@@ -148,8 +166,31 @@ def scratchpad_messages(steps: Sequence[ToolCallStep]) -> list[ChatMessage]:
         for call in message.tool_calls:
             step = by_id.get(call.id)
             content = step.observation if step else NO_RESULT
-            messages.append(ToolMessage(tool_call_id=call.id, name=call.name, content=content))
+            messages.append(
+                ToolMessage(
+                    tool_call_id=call.id,
+                    name=call.name,
+                    content=content,
+                    media=shown.get(call.id, ()),
+                )
+            )
     return messages
+
+
+def _media_within_budget(steps: Sequence[ToolCallStep]) -> dict[str, tuple[MediaPart, ...]]:
+    """Per call id, the media a model call carries: the newest steps' first, each part that
+    still fits `MEDIA_BYTES_PER_CALL`."""
+    left = MEDIA_BYTES_PER_CALL
+    shown: dict[str, tuple[MediaPart, ...]] = {}
+    for step in reversed(steps):
+        kept: list[MediaPart] = []
+        for part in step.media:
+            if part.size <= left:
+                kept.append(part)
+                left -= part.size
+        if kept:
+            shown[step.tool_call_id] = tuple(kept)
+    return shown
 
 
 def _find_call(message: AssistantMessage | None, call_id: str) -> ToolCall | None:

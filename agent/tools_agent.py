@@ -68,6 +68,7 @@ from .protocol import (
     EngineResponse,
     ItemResult,
     ToolCallStep,
+    metadata_version,
 )
 from .resume_check import items_digest, resumed_state
 from .scratchpad import (
@@ -226,6 +227,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
+            version=metadata_version(previous_steps),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
@@ -370,7 +372,10 @@ class ToolsAgent:
             if answer.tool_calls:  # answered by `final_result`: the turn ends in the answer itself
                 final = AssistantMessage(content=text, usage=answer.usage)
         try:
-            await self._remember(item, index, [*scratchpad_messages(steps), final])
+            # Text only: the media were for this turn's calls, and would weigh on every later
+            # turn of the session (and on its stored rows).
+            turn = [*scratchpad_messages(steps, media=False), final]
+            await self._remember(item, index, turn)
         except AgentError as exc:
             return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
         keep = steps if self.options.return_intermediate_steps else None

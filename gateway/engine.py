@@ -14,7 +14,7 @@ from typing import Any
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
-from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, Usage
+from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, MediaPart, Usage
 from toolkits import (
     CallContext,
     HasHealth,
@@ -22,8 +22,9 @@ from toolkits import (
     ListsAtHand,
     Tool,
     Toolkit,
+    observed_text,
     result_data,
-    result_text,
+    result_media,
 )
 from toolkits.observation import DEFAULT_MAX_CHARS
 
@@ -380,14 +381,19 @@ class Gateway:
                 usage += reported
                 if agent is not None:
                     agent.budget.charge(reported)
+            media = tuple(
+                MediaPart(type=m.kind, media_type=m.mime_type, data=m.data)
+                for m in result_media(result)
+            )
             if result.is_error:
-                span.fail(result_text(result, cap) or "the tool reported an error", private=True)
-                return NodeCall(result, error=span.error, usage=usage)
+                why = observed_text(result, cap) or "the tool reported an error"
+                span.fail(why, private=True)
+                return NodeCall(result, error=span.error, usage=usage, media=media)
             if reported is not None:
                 span.output = answer_data(result, cap)  # the answer, not the usage
             else:
                 span.output = result_data(result, max_chars=cap)
-            return NodeCall(result, data=span.output, usage=usage)
+            return NodeCall(result, data=span.output, usage=usage, media=media)
 
     async def tools_of(
         self, node_names: Sequence[str], owner: str, *, remedy: str = "give one a prefix"
@@ -486,6 +492,8 @@ class NodeCall:
     usage: Usage = field(default_factory=Usage)
     """What answering the server's sampling requests cost, and the run of an agent served by
     another gateway (as it reported)."""
+    media: tuple[MediaPart, ...] = ()
+    """The result's images and audio, for a model that reads them (described in the text too)."""
 
 
 def _node_of(tool: Tool) -> str:

@@ -210,10 +210,16 @@ def to_sampling_request(
 
     for message in messages:
         if isinstance(message, ToolMessage):
+            media: list[types.ContentBlock] = [
+                types.ImageContent(data=part.data, mime_type=part.media_type)
+                if part.type == "image"
+                else types.AudioContent(data=part.data, mime_type=part.media_type)
+                for part in message.media
+            ]
             results.append(
                 types.ToolResultContent(
                     tool_use_id=message.tool_call_id,
-                    content=[types.TextContent(text=message.content)],
+                    content=[types.TextContent(text=message.content), *media],
                 )
             )
             continue

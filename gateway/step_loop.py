@@ -326,7 +326,9 @@ class StepLoop:
         except Exception:
             log.exception("node %r failed calling %r", tool.source_node, tool.name)
             raise
-        return ActionResponse(action=action, data=call.data, error=call.error, usage=call.usage)
+        return ActionResponse(
+            action=action, data=call.data, error=call.error, usage=call.usage, media=call.media
+        )
 
     async def _run_agent_tool(
         self,

@@ -18,7 +18,14 @@ import pytest
 from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, JsonValue
 
-from agent import AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from agent import (
+    AgentOptions,
+    MediaPart,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ToolMessage,
+)
 from gateway import AgentSpec, Gateway
 from tests.test_engine import Recorder
 from toolkits import FunctionToolkit, function_tool, result_text
@@ -220,3 +227,43 @@ async def test_a_run_whose_tools_return_python_values_completes() -> None:
     assert [(step.tool, step.observation) for step in steps] == [
         (tool.name, text) for tool, text in zip(tools, observed, strict=True)
     ]
+
+
+@function_tool
+def chart() -> CallToolResult:
+    """A caption, an image and structured content, as an MCP server may answer."""
+    image = ImageContent(data=base64.b64encode(PNG).decode(), mime_type="image/png")
+    return CallToolResult(
+        content=[TextContent(text="here is a chart"), image], structured_content={"chart": "bars"}
+    )
+
+
+@function_tool
+def failing() -> CallToolResult:
+    return CallToolResult(content=[], structured_content={"code": "E42"}, is_error=True)
+
+
+async def test_a_tools_image_reaches_the_model_beside_all_its_text() -> None:
+    """Once the model read only `{"chart":"bars"}`, and an image only as its description; an
+    error with structured content only read "the tool reported an error"."""
+    tools = [picture, chart, failing]
+    every_tool = ScriptedAnswer(tool_calls=[ScriptedCall(name=tool.name) for tool in tools])
+    model = ScriptedModel([every_tool, "done"])
+    spec = AgentSpec(name="a", model=model, tools=["local"])
+    recorder = Recorder()
+    gateway = Gateway([FunctionToolkit("local", tools)], [spec])
+    with anyio.fail_after(10):
+        result = await gateway.run("a", "go", hooks=[recorder])
+    assert result.output == "done"
+    sent = [m for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    described = f"[image: image/png, {len(PNG)} bytes]"
+    assert [m.content for m in sent] == [
+        described,
+        f'here is a chart\n{described}\n{{"chart":"bars"}}',
+        'Error: {"code":"E42"}',
+    ]
+    image = MediaPart(type="image", media_type="image/png", data=base64.b64encode(PNG).decode())
+    assert [m.media for m in sent] == [(image,), (image,), ()]
+    # The trace holds the text; the bytes went to the model only.
+    outputs = [e.output for e in recorder.events if e.kind == "tool" and e.phase == "end"]
+    assert base64.b64encode(PNG).decode() not in json.dumps(outputs)

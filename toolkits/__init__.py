@@ -42,7 +42,7 @@ from .function import FunctionTool, FunctionToolkit, function_tool
 from .health import HealthState, NodeHealth
 from .json_bytes import json_bytes, read_json
 from .mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
-from .observation import result_data, result_text
+from .observation import observed_text, result_data, result_media, result_text
 
 __all__ = [
     "AsksCaller",
@@ -87,8 +87,10 @@ __all__ = [
     "in_background",
     "json_bytes",
     "load_mcp_servers",
+    "observed_text",
     "read_json",
     "result_data",
+    "result_media",
     "result_text",
     "validation_brief",
 ]

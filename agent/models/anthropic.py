@@ -8,6 +8,10 @@ so extended thinking with tool use keeps its signatures and the next call does n
 `tool_use` whose streamed input was not a JSON object goes back with `input: {}` (the API
 requires an object); the model is still told its arguments were malformed.
 
+A tool's images go back inside its `tool_result`, as image blocks after its text (base64;
+JPEG, PNG, GIF or WebP, what Anthropic reads). Other media (audio, other image types) stay
+described in the text only.
+
 Usage: `input_tokens` counts every prompt token, cache reads and writes included;
 `cached_tokens` is the cache reads.
 """
@@ -65,6 +69,8 @@ _STOPS: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",  # cut off just the same
     "refusal": "refusal",
 }
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types Anthropic reads (in a tool result as anywhere else)."""
 
 
 class AnthropicModel(HTTPChatModel):
@@ -141,10 +147,7 @@ class AnthropicModel(HTTPChatModel):
             if isinstance(message, UserMessage):
                 add("user", [{"type": "text", "text": message.content}] if message.content else [])
             elif isinstance(message, ToolMessage):
-                block = {"type": "tool_result", "tool_use_id": message.tool_call_id}
-                if message.content:
-                    block["content"] = message.content  # an empty text is rejected; none is not
-                add("user", [block])
+                add("user", [_tool_result(message)])
             elif isinstance(message, AssistantMessage):
                 add("assistant", self._assistant_blocks(message))
         return wire
@@ -199,6 +202,24 @@ class AnthropicModel(HTTPChatModel):
 
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _EventAssembler:
         return _EventAssembler(label=self.name, build=self._message)
+
+
+def _tool_result(message: ToolMessage) -> JSONObject:
+    block: JSONObject = {"type": "tool_result", "tool_use_id": message.tool_call_id}
+    images: list[JSONObject] = [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": part.media_type, "data": part.data},
+        }
+        for part in message.media
+        if part.type == "image" and part.media_type in IMAGE_TYPES
+    ]
+    if images:
+        text_block = [{"type": "text", "text": message.content}] if message.content else []
+        block["content"] = [*text_block, *images]
+    elif message.content:
+        block["content"] = message.content  # an empty text is rejected; none is not
+    return block
 
 
 def _replayable_block(block: Any) -> Any:

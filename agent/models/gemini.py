@@ -17,6 +17,11 @@ back under the tool's own name; arguments a free-form object was declared for as
 (see `gemini_schema`) are read back into that object. `raw` keeps Gemini's own names and
 arguments, as they go back to it.
 
+A tool's images and audio follow the function responses of their turn as `inlineData` parts
+(each tool's after a text part naming it): every Gemini model reads those, where media inside
+`functionResponse.parts` are for Gemini 3 models only. Types Gemini does not read stay
+described in the function response's text only.
+
 Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
 `reasoning_tokens` the thoughts.
 """
@@ -65,6 +70,16 @@ _STOPS: dict[str, StopReason] = {
     "MALFORMED_FUNCTION_CALL": "malformed_tool_call",
     "UNEXPECTED_TOOL_CALL": "malformed_tool_call",
 }
+
+
+MEDIA_TYPES = frozenset(
+    {
+        *("image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"),
+        *("audio/wav", "audio/mp3", "audio/mpeg", "audio/aiff", "audio/aac", "audio/ogg"),
+        "audio/flac",
+    }
+)
+"""The image and audio types Gemini reads inline."""
 
 
 class GeminiModel(HTTPChatModel):
@@ -139,6 +154,7 @@ class GeminiModel(HTTPChatModel):
         (`names`)."""
         contents: list[JSONObject] = []
         gemini_ids: set[str] = set()
+        media: list[JSONObject] = []  # of the tool results since the last model turn
 
         def add(role: str, parts: list[Any]) -> None:
             if not parts:
@@ -149,9 +165,7 @@ class GeminiModel(HTTPChatModel):
                 contents.append({"role": role, "parts": parts})
 
         for message in messages:
-            if isinstance(message, UserMessage):
-                add("user", [{"text": message.content}] if message.content else [])
-            elif isinstance(message, ToolMessage):
+            if isinstance(message, ToolMessage):
                 response: JSONObject = {
                     "name": names.get(message.name) or gemini_name(message.name),
                     "response": {"result": message.content},
@@ -159,11 +173,18 @@ class GeminiModel(HTTPChatModel):
                 if message.tool_call_id in gemini_ids:
                     response["id"] = message.tool_call_id
                 add("user", [{"functionResponse": response}])
-            elif isinstance(message, AssistantMessage):
+                media += _media_parts(message)
+                continue
+            add("user", media)  # after all function responses: Gemini counts them as a block
+            media = []
+            if isinstance(message, AssistantMessage):
                 parts = self._model_parts(message, names)
                 ids = (text(obj(obj(part).get("functionCall")).get("id")) for part in parts)
                 gemini_ids.update(i for i in ids if i)
                 add("model", parts)
+            elif isinstance(message, UserMessage):
+                add("user", [{"text": message.content}] if message.content else [])
+        add("user", media)
         return contents
 
     def _model_parts(self, message: AssistantMessage, names: Mapping[str, str]) -> list[Any]:
@@ -325,6 +346,18 @@ def _block_reason(chunk: JSONObject) -> str | None:
     """`promptFeedback.blockReason` (`SAFETY`, `OTHER`, `PROHIBITED_CONTENT`...), or None."""
     reason = obj(chunk.get("promptFeedback")).get("blockReason")
     return reason if isinstance(reason, str) and reason else None
+
+
+def _media_parts(message: ToolMessage) -> list[JSONObject]:
+    """The tool's media Gemini reads, after a text naming the call they came from."""
+    parts: list[JSONObject] = [
+        {"inlineData": {"mimeType": part.media_type, "data": part.data}}
+        for part in message.media
+        if part.media_type in MEDIA_TYPES
+    ]
+    if not parts:
+        return []
+    return [{"text": f"Returned by {message.name} (call {message.tool_call_id}):"}, *parts]
 
 
 def _plain_text(part: JSONObject) -> bool:

@@ -7,6 +7,11 @@ null), a call whose arguments were not JSON is sent back with `{}` (llama.cpp an
 `max_completion_tokens`, no strict tool schemas, and tool calls written as text in `content`
 are recovered (see `text_tool_calls`).
 
+A tool message carries text only: a tool's images follow the tool messages of their turn in a
+user message (a text naming the call, then its images as `data:` URLs), as other frameworks
+send them. JPEG, PNG, GIF and WebP go so; audio and other types stay described in the text. A
+model that reads no images answers such a request with an error, which fails the item.
+
 `AssistantMessage.raw` is `{"model": name, "message": <the choice's message>, "finish_reason":
 ...}`; a streamed answer is assembled into the same shape. Reasoning text (DeepSeek's and
 llama.cpp's `reasoning_content`, vLLM's `reasoning`) is sent back with its message when the
@@ -65,6 +70,8 @@ _STOPS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
+IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
+"""The image types chat completions read."""
 
 
 class OpenAIModel(HTTPChatModel):
@@ -137,10 +144,9 @@ class OpenAIModel(HTTPChatModel):
 
     def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
         wire: list[JSONObject] = []
+        images: list[JSONObject] = []  # of the tool messages since the last other message
         for message in messages:
-            if isinstance(message, SystemMessage | UserMessage):
-                wire.append({"role": message.role, "content": message.content})
-            elif isinstance(message, ToolMessage):
+            if isinstance(message, ToolMessage):
                 wire.append(
                     {
                         "role": "tool",
@@ -148,8 +154,17 @@ class OpenAIModel(HTTPChatModel):
                         "content": message.content,
                     }
                 )
+                images += _image_parts(message)
+                continue
+            if images:  # after every tool message of the turn: each must follow its call
+                wire.append({"role": "user", "content": images})
+                images = []
+            if isinstance(message, SystemMessage | UserMessage):
+                wire.append({"role": message.role, "content": message.content})
             else:
                 wire.append(self._wire_assistant(message))
+        if images:
+            wire.append({"role": "user", "content": images})
         return wire
 
     def _wire_assistant(self, message: AssistantMessage) -> JSONObject:
@@ -283,6 +298,22 @@ class OpenAICompatibleModel(OpenAIModel):
         # Two servers are two providers: reasoning text from one is not replayed to another.
         server = public_url(base_url)
         return f"openai-compatible:{server}#{model}", f"openai-compatible:{server}"
+
+
+def _image_parts(message: ToolMessage) -> list[JSONObject]:
+    """The tool's images, after a text naming the call they came from."""
+    parts: list[JSONObject] = [
+        {"type": "image_url", "image_url": {"url": f"data:{part.media_type};base64,{part.data}"}}
+        for part in message.media
+        if part.type == "image" and part.media_type in IMAGE_TYPES
+    ]
+    if not parts:
+        return []
+    text_part = {
+        "type": "text",
+        "text": f"Returned by {message.name} (call {message.tool_call_id}):",
+    }
+    return [text_part, *parts]
 
 
 def _usage(value: Any) -> Usage:

@@ -12,6 +12,7 @@ from mcp.shared.exceptions import MCPError
 
 from agent import (
     AssistantMessage,
+    MediaPart,
     ModelError,
     SystemMessage,
     ToolCall,
@@ -240,6 +241,27 @@ async def test_a_failing_client_model_is_an_error_result() -> None:
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
     assert "the client's model failed: the user declined" in result.content[0].text
+
+
+def test_a_tools_media_go_to_the_clients_model_in_its_result() -> None:
+    image = MediaPart(type="image", media_type="image/png", data="iVBORw0KGgo=")
+    audio = MediaPart(type="audio", media_type="audio/wav", data="UklGRiQAAAA=")
+    shown = ToolMessage(
+        tool_call_id="a", name="shot", content="[image: image/png, 8 bytes]", media=(image, audio)
+    )
+    call = ToolCall(id="a", name="shot", arguments={})
+    request = to_sampling_request(
+        [UserMessage(content="Look"), AssistantMessage(tool_calls=(call,)), shown],
+        [ToolDefinition(name="shot", source_node="shot")],
+        max_tokens=100,
+    )
+    [result] = request.params.messages[2].content_as_list
+    assert isinstance(result, types.ToolResultContent)
+    assert result.content == [
+        types.TextContent(text="[image: image/png, 8 bytes]"),
+        types.ImageContent(data="iVBORw0KGgo=", mime_type="image/png"),
+        types.AudioContent(data="UklGRiQAAAA=", mime_type="audio/wav"),
+    ]
 
 
 def test_messages_map_to_sampling_and_back() -> None:

@@ -1,9 +1,24 @@
 from __future__ import annotations
 
-import mcp_types as types
+import base64
+import json
 
-from tests.servers.inprocess import content_kinds_result, text_result
-from toolkits.observation import result_data, result_text, truncate
+import mcp_types as types
+import pytest
+
+from tests.servers.inprocess import PNG_BYTES, WAV_BYTES, content_kinds_result, text_result
+from toolkits.observation import (
+    MAX_MEDIA_BYTES,
+    Media,
+    observed_text,
+    result_data,
+    result_media,
+    result_text,
+    truncate,
+)
+
+PNG = base64.b64encode(PNG_BYTES).decode()
+WAV = base64.b64encode(WAV_BYTES).decode()
 
 
 def test_every_content_kind_has_a_compact_text() -> None:
@@ -20,9 +35,98 @@ def test_every_content_kind_has_a_compact_text() -> None:
     ]
 
 
-def test_structured_content_is_the_observation_when_present() -> None:
-    assert result_data(content_kinds_result()) == {"kinds": 6}
+def test_structured_content_alone_is_the_observation_when_the_text_repeats_it() -> None:
+    def result(*texts: str, structured: dict[str, object]) -> types.CallToolResult:
+        blocks: list[types.ContentBlock] = [types.TextContent(text=text) for text in texts]
+        return types.CallToolResult(content=blocks, structured_content=structured)
+
+    chart: dict[str, object] = {"chart": "bars", "n": 3}
+    assert result_data(result(json.dumps(chart, indent=2), structured=chart)) == chart
+    assert result_data(result(structured=chart)) == chart
+    # the Python SDK's wrapped values, and a local tool's
+    assert result_data(result("5", structured={"result": 5})) == {"result": 5}
+    assert result_data(result('"a"', '"b"', structured={"result": ["a", "b"]})) == {
+        "result": ["a", "b"]
+    }
+    assert result_data(result("9.99", structured={"response": "9.99"})) == {"response": "9.99"}
+    # a field of it (server-filesystem's read_text_file)
+    assert result_data(result("kept", structured={"content": "kept"})) == {"content": "kept"}
     assert result_data(text_result("hello")) == {"response": "hello"}
+
+
+def test_structured_content_beside_other_content_is_given_with_all_of_it() -> None:
+    """Once the model got only `{"kinds":6}`, not the text, image and resources beside it."""
+    assert result_data(content_kinds_result()) == {
+        "response": result_text(content_kinds_result()) + '\n{"kinds":6}'
+    }
+    mixed = types.CallToolResult(
+        content=[
+            types.TextContent(text="here is a chart"),
+            types.ImageContent(data=PNG, mime_type="image/png"),
+        ],
+        structured_content={"chart": "bars"},
+    )
+    text = f'here is a chart\n[image: image/png, {len(PNG_BYTES)} bytes]\n{{"chart":"bars"}}'
+    assert result_data(mixed) == {"response": text}
+    assert observed_text(mixed) == text
+    caption = types.CallToolResult(
+        content=[types.TextContent(text="21.5 degrees")], structured_content={"temp": 21.5}
+    )
+    assert result_data(caption) == {"response": '21.5 degrees\n{"temp":21.5}'}
+
+
+def test_an_error_keeps_its_structured_content() -> None:
+    only = types.CallToolResult(
+        content=[], structured_content={"code": "E42", "field": "id"}, is_error=True
+    )
+    assert observed_text(only) == '{"code":"E42","field":"id"}'
+    both = only.model_copy(update={"content": [types.TextContent(text="bad id")]})
+    assert observed_text(both) == 'bad id\n{"code":"E42","field":"id"}'
+
+
+def test_a_text_blob_shows_its_text() -> None:
+    def blob(mime_type: str, data: bytes) -> types.CallToolResult:
+        encoded = base64.b64encode(data).decode()
+        resource = types.BlobResourceContents(
+            uri="file:///n.txt", mime_type=mime_type, blob=encoded
+        )
+        return types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
+
+    assert result_text(blob("text/plain", "café\nline 2".encode())) == (
+        "[resource: file:///n.txt (text/plain)]\ncafé\nline 2"
+    )
+    assert result_text(blob("application/json; charset=utf-8", b'{"a":1}')).endswith('\n{"a":1}')
+    assert result_text(blob("text/plain", b"\xff\xfeok")).endswith("\n\ufffd\ufffdok")
+    assert result_text(blob("application/zip", b"PK\x03\x04")) == (
+        "[resource: file:///n.txt, application/zip, 4 bytes]"
+    )
+
+
+def test_images_and_audio_are_given_as_media_up_to_the_cap() -> None:
+    assert result_media(content_kinds_result()) == (
+        Media(kind="image", mime_type="image/png", data=PNG),
+        Media(kind="audio", mime_type="audio/wav", data=WAV),
+    )
+    as_resource = types.EmbeddedResource(
+        resource=types.BlobResourceContents(uri="file:///a.jpg", mime_type="Image/JPEG", blob=PNG)
+    )
+    huge = "A" * (MAX_MEDIA_BYTES // 3 * 4 + 4)
+    over = types.ImageContent(data=huge, mime_type="image/png")
+    result = types.CallToolResult(content=[as_resource, over])
+    assert result_media(result) == (Media(kind="image", mime_type="image/jpeg", data=PNG),)
+    described = result_text(result).splitlines()
+    assert described[1] == (
+        f"[image: image/png, {len(huge) * 3 // 4} bytes; too large to show the model "
+        f"(over {MAX_MEDIA_BYTES} bytes)]"
+    )
+    assert result_media(text_result("no media")) == ()
+
+
+@pytest.mark.parametrize("mime_type", ["", "application/pdf"])
+def test_other_blobs_are_no_media(mime_type: str) -> None:
+    resource = types.BlobResourceContents(uri="file:///x", mime_type=mime_type or None, blob=PNG)
+    result = types.CallToolResult(content=[types.EmbeddedResource(resource=resource)])
+    assert result_media(result) == ()
 
 
 def test_long_text_is_cut_with_a_notice() -> None:

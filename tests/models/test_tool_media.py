@@ -1,0 +1,143 @@
+"""A tool's images (and audio, where the provider takes it) reach the model as media it reads:
+what each provider's request carries for the same conversation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.messages import (
+    AssistantMessage,
+    ChatMessage,
+    MediaPart,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from agent.models import AnthropicModel, GeminiModel, OpenAICompatibleModel, OpenAIModel
+
+from .support import FakeProvider, Sleeps, json_response, retry_policy
+from .test_anthropic import message as anthropic_message
+from .test_gemini import generated
+from .test_openai import completion
+
+pytestmark = pytest.mark.anyio
+
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+"""A 1x1 red PNG, as a tool sends it."""
+WAV = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
+TIFF = "SUkqAAgAAAA="
+
+IMAGE = MediaPart(type="image", media_type="image/png", data=PNG)
+AUDIO = MediaPart(type="audio", media_type="audio/wav", data=WAV)
+UNREAD = MediaPart(type="image", media_type="image/tiff", data=TIFF)
+
+CHART_TEXT = (
+    "here is a chart\n[image: image/png, 70 bytes]\n[audio: audio/wav, 44 bytes]\n"
+    '[image: image/tiff, 8 bytes]\n{"chart":"bars"}'
+)
+CALLS = (
+    ToolCall(id="call_chart", name="raw__mixed", arguments={}),
+    ToolCall(id="call_time", name="time__now", arguments={}),
+)
+HISTORY: list[ChatMessage] = [
+    SystemMessage(content="Be brief."),
+    UserMessage(content="Draw the chart and tell the time."),
+    AssistantMessage(tool_calls=CALLS),
+    ToolMessage(
+        tool_call_id="call_chart",
+        name="raw__mixed",
+        content=CHART_TEXT,
+        media=(IMAGE, AUDIO, UNREAD),
+    ),
+    ToolMessage(tool_call_id="call_time", name="time__now", content="12:00"),
+]
+
+
+async def test_anthropic_gets_images_inside_the_tool_result(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, anthropic_message([{"type": "text", "text": "ok"}])))
+    claude = AnthropicModel(
+        "claude-sonnet-4-5", api_key="k", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    await claude.invoke(HISTORY, [])
+    results = fake.body()["messages"][2]
+    assert results == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "call_chart",
+                "content": [
+                    {"type": "text", "text": CHART_TEXT},
+                    # audio and TIFF: Anthropic reads neither; the text describes them
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+                    },
+                ],
+            },
+            {"type": "tool_result", "tool_use_id": "call_time", "content": "12:00"},
+        ],
+    }
+
+
+async def test_gemini_gets_media_after_the_function_responses_of_the_turn(sleeps: Sleeps) -> None:
+    fake = FakeProvider(json_response(200, generated([{"text": "ok"}])))
+    gemini = GeminiModel(
+        "gemini-2.5-flash", api_key="k", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    await gemini.invoke([*HISTORY, UserMessage(content="And in words?")], [])
+    contents = fake.body()["contents"]
+    assert [c["role"] for c in contents] == ["user", "model", "user"]
+    assert contents[2]["parts"] == [
+        {"functionResponse": {"name": "raw__mixed", "response": {"result": CHART_TEXT}}},
+        {"functionResponse": {"name": "time__now", "response": {"result": "12:00"}}},
+        {"text": "Returned by raw__mixed (call call_chart):"},
+        {"inlineData": {"mimeType": "image/png", "data": PNG}},
+        {"inlineData": {"mimeType": "audio/wav", "data": WAV}},  # Gemini reads audio too
+        {"text": "And in words?"},
+    ]
+
+
+@pytest.mark.parametrize("compatible", [False, True])
+async def test_openai_gets_images_in_a_user_message_after_the_tool_messages(
+    sleeps: Sleeps, compatible: bool
+) -> None:
+    answer = completion({"role": "assistant", "content": "ok", "refusal": None})
+    fake = FakeProvider(json_response(200, answer))
+    client, retry = fake.client(), retry_policy(sleeps)
+    gpt = (
+        OpenAICompatibleModel(
+            "http://127.0.0.1:8080/v1", "qwen2.5-vl", http_client=client, retry=retry
+        )
+        if compatible
+        else OpenAIModel("gpt-4.1-mini", api_key="k", http_client=client, retry=retry)
+    )
+    await gpt.invoke(HISTORY, [])
+    sent: list[dict[str, Any]] = fake.body()["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "user"]
+    assert sent[3] == {"role": "tool", "tool_call_id": "call_chart", "content": CHART_TEXT}
+    assert sent[4] == {"role": "tool", "tool_call_id": "call_time", "content": "12:00"}
+    assert sent[5]["content"] == [
+        {"type": "text", "text": "Returned by raw__mixed (call call_chart):"},
+        {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+    ]
+
+
+async def test_a_result_without_readable_media_is_sent_as_before(sleeps: Sleeps) -> None:
+    unread = [*HISTORY[:3], HISTORY[3].model_copy(update={"media": (UNREAD,)}), HISTORY[4]]
+    fake = FakeProvider(
+        json_response(200, completion({"role": "assistant", "content": "ok", "refusal": None})),
+        json_response(200, anthropic_message([{"type": "text", "text": "ok"}])),
+    )
+    client, retry = fake.client(), retry_policy(sleeps)
+    await OpenAIModel("gpt-4.1-mini", api_key="k", http_client=client, retry=retry).invoke(
+        unread, []
+    )
+    assert [m["role"] for m in fake.body()["messages"]][-1] == "tool"  # no user message of images
+    await AnthropicModel("claude-sonnet-4-5", api_key="k", http_client=client, retry=retry).invoke(
+        unread, []
+    )
+    assert fake.body()["messages"][2]["content"][0]["content"] == CHART_TEXT  # a plain string
