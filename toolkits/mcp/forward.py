@@ -413,6 +413,8 @@ async def still_there(conn: Connection) -> bool:
     with anyio.move_on_after(_PROBE_SECONDS):
         try:
             await client.list_tools()
+        except ValidationError:  # a page the SDK refuses (`tool_listing`) is an answer too
+            pass
         except Exception:  # MCPError, or the transport failed: it is gone
             return False
         return conn.lost is None

@@ -42,11 +42,12 @@ from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .error_text import describe_error
+from .naming import is_offered
 from .oauth import find_authorization_required
-from .pages import every_page
 from .server_requests import CallsInFlight, Stamp
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
+from .tool_listing import ToolListing
 from .transport import (
     HttpLink,
     TransportFactory,
@@ -233,6 +234,11 @@ class OwnedSession:
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
         self._connect_timeout = config.connect_timeout or config.timeout
+        self._listing = ToolListing(
+            name,
+            log=log,
+            offered=partial(is_offered, include=config.include, exclude=config.exclude),
+        )
 
     @property
     def health(self) -> NodeHealth:
@@ -283,13 +289,9 @@ class OwnedSession:
         )
 
     async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
-        """Every page of the server's tool list."""
-
-        async def page(cursor: str | None) -> tuple[list[mcp_types.Tool], str | None]:
-            listed = await client.list_tools(cursor=cursor)
-            return listed.tools, listed.next_cursor
-
-        return await every_page(page, what="tools", log=self._log)
+        """Every page of the server's tool list (an entry that is no tool left out, with a
+        warning: `tool_listing`)."""
+        return await self._listing.fetch(client)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
