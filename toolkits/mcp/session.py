@@ -136,6 +136,20 @@ def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> Connec
     return None
 
 
+def _results_unchecked(client: Client) -> None:
+    """Make `client` return a tool's result that breaks the tool's own output schema as the
+    server sent it, as `Forward` does. The SDK client replaces it with an error (`Invalid
+    structured content...`), and so a proxy's client got our error instead of the server's
+    result, and a model lost what the tool said; a client of the proxy may check it itself."""
+
+    async def unchecked(name: str, result: mcp_types.CallToolResult) -> None:
+        del name, result
+
+    # An attribute of this one session: `validate_tool_result` is where the SDK's client and
+    # session both check results (a method of ours in its place, as `declare_per_call` does).
+    setattr(client.session, "validate_tool_result", unchecked)  # noqa: B010
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -399,6 +413,7 @@ class OwnedSession:
         with conn.scope:
             async with self._connected_client(conn, tail) as client:
                 conn.client = client
+                _results_unchecked(client)
                 if (
                     self._in_flight is not None
                     and client.protocol_version in MODERN_PROTOCOL_VERSIONS
