@@ -65,3 +65,23 @@ async def test_a_result_that_breaks_its_output_schema_is_relayed_as_sent(
     assert "structuredContent" not in missing
     assert bad["structuredContent"] == {"temp": "warm"}
     assert not bad.get("isError")
+
+
+async def test_a_lone_surrogate_passed_through_is_relayed_as_it_came() -> None:
+    with anyio.fail_after(60):
+        async with raw_session(pass_through=True) as (session, layer):
+            response = await session.http.post(
+                session.url, json=session.call("d__cut", {}), headers=session.headers()
+            )
+            assert layer.forwarded == 1
+    assert response.status_code == 200
+    # The escape the server wrote, not U+FFFD, and no 500 for bytes UTF-8 has none of.
+    assert b'"text":"bad\\ud800x"' in response.content
+
+
+async def test_a_lone_surrogate_on_the_usual_path_is_u_fffd() -> None:
+    with anyio.fail_after(60):
+        async with raw_session(pass_through=False) as (session, _):
+            cut = await _result(session, "d__cut")
+    assert cut["content"] == [{"type": "text", "text": "bad\ufffdx"}]
+    assert not cut.get("isError")
