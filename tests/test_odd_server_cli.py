@@ -36,6 +36,20 @@ def test_call_prints_a_lone_surrogate_as_u_fffd(
     assert printed["content"] == [{"type": "text", "text": "bad\ufffdx"}]
 
 
+def test_call_json_prints_the_result_as_the_server_sent_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = odd_config(tmp_path)
+    assert main(["call", "odd__plain", "--config", str(config), "--json"]) == 0
+    # No "isError": false nor "resultType": "complete", which the server did not send.
+    assert json.loads(capsys.readouterr().out) == {"content": [{"type": "text", "text": "plain"}]}
+    assert main(["call", "odd__echo", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "echo: {}"}],
+        "isError": False,
+    }
+
+
 def test_a_stored_run_reads_a_lone_surrogate_as_u_fffd(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
