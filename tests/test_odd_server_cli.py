@@ -72,3 +72,17 @@ def test_a_stored_run_reads_a_lone_surrogate_as_u_fffd(
     assert printed["steps"][0]["observation"] == "bad\ufffdx"
     assert main(["runs", "show", printed["run_id"], "--state-dir", str(state), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["status"] == "succeeded"
+
+
+def test_a_clients_file_with_a_server_key_that_is_no_node_name_works_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = {"command": sys.executable, "args": [str(ODD)]}
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"Odd Server": server}}))
+    assert main(["tools", "--config", str(config), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in listed["servers"]] == ["Odd_Server"]
+    assert "Odd_Server__plain" in [tool["name"] for tool in listed["tools"]]
+    assert main(["call", "Odd_Server__plain", "--config", str(config)]) == 0
+    assert capsys.readouterr().out == "plain\n"
