@@ -10,11 +10,18 @@ Claude Desktop's `claude_desktop_config.json`, Claude Code's `.mcp.json` and Cur
 
 A variable that is unset and has no default is an error naming the server and the key: a
 server started with a literal `${TOKEN}` fails later, and far less clearly.
+
+A client names a server as it likes (`"acme.tools"`, `"Google Drive"`); a node's name is a
+tool prefix a model must take (`NODE__TOOL`), so each other character becomes `_`
+(`acme_tools`, `Google_Drive`: `node_names`), the agents of the file may name the server
+either way, and an error about it names the key as written.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
+import logging
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -28,7 +35,10 @@ __all__ = [
     "CLIENT_FILE_NAMES",
     "client_keys",
     "expand_server_variables",
+    "key_path",
+    "node_names",
     "required_variables",
+    "servers_as_nodes",
 ]
 
 CLIENT_CONFIG_FILES = (".mcp.json",)
@@ -43,7 +53,11 @@ Windsurf): the servers in one start as the client would start them (`config`).""
 
 _OURS = ("gateway", "mcpServers", "tools", "agents", "store")
 _EXPANDED = ("command", "args", "env", "cwd", "url", "headers")
+_log = logging.getLogger("gateway.config")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def client_keys(table: Mapping[str, Any], *, source: str) -> list[str]:
@@ -60,6 +74,73 @@ def client_keys(table: Mapping[str, Any], *, source: str) -> list[str]:
         if close:
             raise ConfigError(f"{source}: {key}: unknown key (did you mean {close[0]!r}?)")
     return foreign
+
+
+def node_names(servers: Mapping[str, Any], *, source: str) -> dict[str, str]:
+    """The node name of each server key of a client's file (the key itself where it is one
+    already), by key. Raises `ConfigError` for two keys that make the same name, or a key that
+    makes none (empty, or longer than 64 characters)."""
+    names: dict[str, str] = {}
+    taken: dict[str, str] = {}
+    for key in servers:
+        name = _NOT_IN_NAMES.sub("_", key)
+        if not _NAME.fullmatch(name):
+            raise ConfigError(
+                f"{source}: {key_path('mcpServers', key)}: a server's name may have 1-64 characters"
+            )
+        if name in taken:
+            raise ConfigError(
+                f"{source}: {key_path('mcpServers', key)} and {key_path('mcpServers', taken[name])} "
+                f"would both be node {name!r} (other characters than letters, digits, '_' and "
+                "'-' become '_'): rename one"
+            )
+        names[key] = name
+        taken[name] = key
+    return names
+
+
+def servers_as_nodes(
+    table: dict[str, Any], servers: dict[str, Any], *, source: str
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """A client's `servers` under node names (`node_names`: `"Google Drive"` is node
+    `Google_Drive`), and each key that changed by its node name, for errors to name it as
+    written. The agents in `table` may name a server by its key as written too (changed here)."""
+    names = node_names(servers, source=source)
+    renamed = {key: name for key, name in names.items() if key != name}
+    if not renamed:
+        return servers, {}
+    for key, name in renamed.items():
+        _log.info("%s: %s is node %r", source, key_path("mcpServers", key), name)
+    agents = table.get("agents")
+    if isinstance(agents, dict):
+        table["agents"] = {
+            agent: _tools_renamed(spec, renamed)
+            for agent, spec in cast(dict[str, Any], agents).items()
+        }
+    as_nodes = {names[key]: entry for key, entry in servers.items()}
+    return as_nodes, {name: key for key, name in renamed.items()}
+
+
+def _tools_renamed(spec: object, renamed: Mapping[str, str]) -> object:
+    """An agent's entry, its `tools` naming servers by node name."""
+    if not isinstance(spec, dict):
+        return spec
+    fields = cast(dict[str, Any], spec)
+    tools: object = fields.get("tools")
+    if not isinstance(tools, list):
+        return fields
+    named = [renamed.get(t, t) if isinstance(t, str) else t for t in cast(list[object], tools)]
+    return {**fields, "tools": named}
+
+
+def key_path(table: str, key: str) -> str:
+    """`table.key`, the key quoted as TOML quotes it where it is not a bare key
+    (`mcpServers."acme.tools"`, not `mcpServers.acme.tools`)."""
+    return (
+        f"{table}.{key}"
+        if _BARE_KEY.fullmatch(key)
+        else f"{table}.{json.dumps(key, ensure_ascii=False)}"
+    )
 
 
 def expand_server_variables(
@@ -82,7 +163,7 @@ def expand_server_variables(
         fields = dict(cast(Mapping[str, Any], entry))
         for key in _EXPANDED:
             if key in fields:
-                where = f"{source}: mcpServers.{name}.{key}"
+                where = f"{source}: {key_path('mcpServers', name)}.{key}"
                 fields[key] = _expand(fields[key], lambda text, w=where: lookup.expand(text, w))
         expanded[name] = fields
     return expanded

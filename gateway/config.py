@@ -45,6 +45,8 @@ from .client_config import (
     CLIENT_FILE_NAMES,
     client_keys,
     expand_server_variables,
+    key_path,
+    servers_as_nodes,
 )
 from .errors import ConfigError
 from .limits import DEFAULT_CLIENT_LIMIT
@@ -316,12 +318,14 @@ class Config(_Strict):
             ("agents", self.agents),
         ):
             for name in names:
+                where = key_path(table, name)
                 if not _NAME.fullmatch(name):
                     raise ValueError(
-                        f"{table}.{name}: names may use letters, digits, '_' and '-' (1-64)"
+                        f"{where}: names may use letters, digits, '_' and '-' (1-64)"
+                        + _server_hint(table, name)
                     )
                 if name in seen:
-                    raise ValueError(f"{table}.{name}: the name is already used in {seen[name]}")
+                    raise ValueError(f"{where}: the name is already used in {seen[name]}")
                 seen[name] = table
         for agent, spec in self.agents.items():
             for node in spec.tools:
@@ -331,6 +335,17 @@ class Config(_Strict):
                         f"agents.{agent}.tools: no node named {node!r} (known: {known})"
                     )
         return self
+
+
+def _server_hint(table: str, name: str) -> str:
+    """How a server key of ours that is no node name can be one (a client's file renames it)."""
+    if table != "mcpServers":
+        return ""
+    suggested = re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "server"
+    return (
+        f": name it {suggested!r} (a tool prefix a model takes); a client's .json file may keep "
+        "its own key, its other characters become '_'"
+    )
 
 
 TOOLBOX_SERVER = McpServerConfig(
@@ -422,18 +437,22 @@ def parse_config(
     own settings beside it: they are ignored. Variables in the servers' launch keys are
     expanded from `environ` (default: this process's environment; `client_config`).
     """
+    as_written: dict[str, str] = {}  # a client's server keys, by the node names they became
     if isinstance(data, dict):
         table = dict(cast(dict[str, Any], data))
         for key in client_keys(table, source=source) if client_file else []:
             del table[key]
         if isinstance(table.get("mcpServers"), dict):
             servers = cast(dict[str, Any], table["mcpServers"])
-            table["mcpServers"] = expand_server_variables(servers, source=source, environ=environ)
+            servers = expand_server_variables(servers, source=source, environ=environ)
+            if client_file:
+                servers, as_written = servers_as_nodes(table, servers, source=source)
+            table["mcpServers"] = servers
         data = table
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_describe(exc)}") from exc
+        raise ConfigError(f"{source}: {_describe(exc, as_written)}") from exc
 
 
 def with_default_agent(config: Config) -> Config:
@@ -510,15 +529,23 @@ def _servers_beside(config: Config, base: Path) -> Config:
     return config.model_copy(update={"mcp_servers": servers})
 
 
-def _describe(exc: ValidationError) -> str:
+def _describe(exc: ValidationError, as_written: Mapping[str, str]) -> str:
     lines: list[str] = []
     for err in exc.errors():
-        where = ".".join(str(part) for part in err["loc"])
+        where = _where(err["loc"], as_written)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key" + _did_you_mean(err["loc"])
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
+
+
+def _where(loc: Sequence[int | str], as_written: Mapping[str, str]) -> str:
+    """The key at fault, as the file wrote it: a client's server by its own key."""
+    if len(loc) >= 2 and loc[0] == "mcpServers" and isinstance(loc[1], str):
+        server = key_path("mcpServers", as_written.get(loc[1], loc[1]))
+        return ".".join([server, *(str(part) for part in loc[2:])])
+    return ".".join(str(part) for part in loc)
 
 
 def _did_you_mean(loc: Sequence[int | str]) -> str:

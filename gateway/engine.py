@@ -27,6 +27,7 @@ from toolkits import (
     result_media,
 )
 from toolkits.observation import DEFAULT_MAX_CHARS
+from toolkits.well_formed import well_formed_result
 
 from .agent_answers import ModelAnswers
 from .agent_tool import (
@@ -375,6 +376,8 @@ class Gateway:
                     answerable=answerable,
                 )
                 result = await node.call_tool(tool.name, arguments, context=context)
+            # Read, printed, stored and sent to models from here on: text UTF-8 can carry.
+            result = well_formed_result(result)
             usage = answers.usage if answers is not None else Usage()
             reported = reported_usage(result)
             if reported is not None:  # an agent served by another gateway: its run's usage

@@ -23,6 +23,7 @@ from agent import (
     TokenCallback,
     ToolDefinition,
 )
+from toolkits.well_formed import well_formed
 
 __all__ = ["Journal", "RecordedModel", "ScopedJournal", "call_key"]
 
@@ -61,7 +62,10 @@ class ScopedJournal:
     async def record(
         self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
     ) -> JsonValue:
-        return await self._journal.record(self.path + name, call, nested=nested)
+        recorded = await self._journal.record(self.path + name, call, nested=nested)
+        # A run recorded before its results were made well-formed (`call_node`) may hold a
+        # lone surrogate, which no checkpoint could store: read as U+FFFD, it resumes.
+        return well_formed(recorded)
 
 
 class RecordedModel:

@@ -78,7 +78,7 @@ def test_a_claude_desktop_file_is_read_for_its_servers(tmp_path: Path) -> None:
             {"tools": {"x": {"builtin": "calculator"}}, "agents": {"x": {}}},
             "agents.x: the name is already used in tools",
         ),
-        ({"agents": {"has space": {}}}, "agents.has space: names may use"),
+        ({"agents": {"has space": {}}}, 'agents."has space": names may use'),
     ],
 )
 def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
@@ -380,6 +380,56 @@ def test_a_config_of_servers_only_gets_an_assistant_on_every_node() -> None:
     assert config.agents["assistant"].tools == ["a", "c"]
     configured = parse_config({"tools": {"c": {"builtin": "calculator"}}, "agents": {"x": {}}})
     assert with_default_agent(configured) == configured
+
+
+def test_a_clients_server_keys_become_node_names(tmp_path: Path) -> None:
+    servers = {
+        "acme.tools": {"command": "acme"},
+        "Google Drive": {"url": "https://example.com/mcp"},
+        "plain": {"command": "p"},
+    }
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": servers}))
+    config = with_default_agent(load_config(path))
+    assert list(config.mcp_servers) == ["acme_tools", "Google_Drive", "plain"]
+    assert config.agents["assistant"].tools == ["acme_tools", "Google_Drive", "plain"]
+    # The file's agents may name a server by its key as written.
+    named = parse_config({"mcpServers": servers, "agents": {"a": {"tools": ["Google Drive"]}}})
+    assert named.agents["a"].tools == ["Google_Drive"]
+
+
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        (
+            {"a.b": {"command": "x"}, "a_b": {"command": "y"}},
+            "x.json: mcpServers.a_b and mcpServers.\"a.b\" would both be node 'a_b'",
+        ),
+        (
+            {"acme.tools": {"command": "x", "timout": 1}},
+            "x.json: mcpServers.\"acme.tools\".timout: unknown key (did you mean 'timeout'?)",
+        ),
+        ({"": {"command": "x"}}, 'x.json: mcpServers."": a server\'s name may have 1-64'),
+    ],
+)
+def test_a_clients_server_key_at_fault_is_named_as_written(
+    servers: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"mcpServers": servers}, source="x.json")
+    assert str(caught.value).startswith(message)
+
+
+def test_a_server_name_of_our_file_must_be_a_node_name(tmp_path: Path) -> None:
+    path = tmp_path / "agent-gateway.toml"
+    path.write_text('[mcpServers."acme.tools"]\ncommand = "srv"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f"{path}: mcpServers.\"acme.tools\": names may use letters, digits, '_' and '-' (1-64): "
+        "name it 'acme_tools' (a tool prefix a model takes); a client's .json file may keep its "
+        "own key, its other characters become '_'"
+    )
 
 
 def test_in_a_toml_file_every_key_counts(tmp_path: Path) -> None:

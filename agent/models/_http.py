@@ -10,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import json
 import logging
 import math
+import re
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -189,6 +191,22 @@ class WholeAnswer:
     data: Any
 
 
+def json_body(body: Mapping[str, Any]) -> bytes:
+    """`body` as httpx's `json=` writes it (compact, UTF-8), each lone UTF-16 surrogate in it
+    as U+FFFD: a tool result may hold one (JSON's `"\\ud800"`, from a server that cut a string
+    in the middle of an emoji), UTF-8 has no bytes for it, and a provider takes no escape of
+    it either; the model reads the character Unicode has for what could not be read."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Only a string can hold one: replacing it in the JSON text replaces it in the value.
+        return _SURROGATE.sub("\N{REPLACEMENT CHARACTER}", text).encode("utf-8")
+
+
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+
+
 def _is_json(response: httpx.Response) -> bool:
     media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
@@ -352,13 +370,15 @@ class ProviderHTTP:
         client = self.client
         timeout = self._timeout(client)
         url, headers = without_credentials(url, headers)
+        content = json_body(body)
+        sent = {"Content-Type": "application/json", **headers}
         attempt = 0
         while True:
             attempt += 1
             last = attempt >= policy.max_attempts
             try:
                 request = client.build_request(
-                    "POST", url, json=body, headers=headers, timeout=timeout
+                    "POST", url, content=content, headers=sent, timeout=timeout
                 )
                 response = await client.send(request, stream=stream)
             except httpx.ReadTimeout as exc:

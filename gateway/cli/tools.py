@@ -119,8 +119,8 @@ async def _call(args: argparse.Namespace) -> int:
                 )
             raise
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
-        if args.json:
-            print(result.model_dump_json(by_alias=True, exclude_none=True), flush=True)
+        if args.json:  # the fields the server sent, and only they (no defaults of the SDK's)
+            print(result.model_dump_json(by_alias=True, exclude_unset=True), flush=True)
         elif result.is_error:  # an error, said where errors go: stdout is for results
             print(f"error: {result_text(result)}", file=sys.stderr, flush=True)
         else:

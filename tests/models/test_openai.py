@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -308,6 +309,23 @@ async def test_assistant_tool_calls_and_results_are_sent_back(
         "tool_calls": [call("call_9", "get-sum", '{"a": 17, "b": 25}')],
     }
     assert messages[3] == {"role": "tool", "tool_call_id": "call_9", "content": "42"}
+
+
+@pytest.mark.anyio
+async def test_a_lone_surrogate_in_a_tool_result_is_sent_as_u_fffd(sleeps: Sleeps) -> None:
+    # What a JavaScript server sends when it cuts a string in the middle of an emoji: JSON's
+    # "\ud800", which Python reads as a string UTF-8 cannot encode.
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": "42"})))
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=(HISTORY_CALL,)),
+        ToolMessage(tool_call_id="call_9", name="get-sum", content="bad\ud800x \U0001f600"),
+    ]
+    answer = await openai(fake, sleeps).invoke(history, [GET_SUM])
+    assert answer.content == "42"
+    request = fake.requests[-1]
+    assert request.headers["content-type"] == "application/json"
+    assert json.loads(request.content)["messages"][3]["content"] == "bad\ufffdx \U0001f600"
 
 
 @pytest.mark.anyio

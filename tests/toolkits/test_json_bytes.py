@@ -29,6 +29,15 @@ def test_what_orjson_refuses_is_written_all_the_same() -> None:
     )
 
 
+def test_a_lone_surrogate_is_written_as_the_escape_it_was_read_from() -> None:
+    # JSON a JavaScript server sends when it cuts a string in the middle of an emoji.
+    sent = b'{"text":"bad\\ud800x \xc3\xa9","\\udc00":"\\\\\\ud800"}'
+    value = read_json(sent)
+    assert value == {"text": "bad\ud800x \u00e9", "\udc00": "\\\ud800"}
+    assert json_bytes(value) == sent
+    assert read_json(json_bytes(value)) == value
+
+
 _READ_ALIKE = [
     '{"jsonrpc":"2.0","id":"a-1","result":{"content":[{"type":"text","text":"é ✓ 😀"}]}}',
     '"\\ud83d\\ude00 \\u00e9 \\" \\\\ \\/ \\b\\f\\n\\r\\t"',

@@ -31,6 +31,7 @@ from .oauth import (
 )
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
 from .stderr_tail import StderrTail
+from .tool_listing import ToolListing
 from .transport import config_transport
 
 __all__ = ["AuthorizationStatus", "LogoutOutcome", "login", "logout", "status", "status_of_all"]
@@ -68,6 +69,11 @@ class AuthorizationStatus:
                 parts.append(f"token expires {when}")
         parts.append(f"scopes: {' '.join(self.scopes) or '(none named)'}")
         return ", ".join(parts)
+
+
+def _every(name: str) -> bool:
+    del name
+    return True
 
 
 def _oauth_config(name: str, config: McpServerConfig) -> McpServerConfig:
@@ -108,10 +114,11 @@ async def login(
     )
     with anyio.fail_after(_LOGIN_SECONDS):
         async with Client(transport, mode=_MODES[config.protocol], cache=None) as client:
-            listed = await client.list_tools()
+            # One tool the SDK refuses must not fail the login (`tool_listing`).
+            listed = await ToolListing(name, log=log, offered=_every).fetch(client)
     if not provider.authorized:
         raise ServerConfigError(f"MCP server {name!r} did not ask for authorisation")
-    return (await status(name, config, store=store)), len(listed.tools)
+    return (await status(name, config, store=store)), len(listed)
 
 
 async def status(

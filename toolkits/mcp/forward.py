@@ -114,10 +114,6 @@ class Forward:
     timeout: float
     cap: float
     on_notification: Callable[[JsonObject], Awaitable[None]]
-    check_result: Callable[[str, mcp_types.CallToolResult], Awaitable[None]]
-    """The SDK client's check of a result against the tool's output schema (RuntimeError)."""
-    output_schema: bool = False
-    """Whether the tool as the node lists it declares an output schema to check results by."""
     note_log: Callable[[JsonObject], None] | None = None
     """Writes a log message the server sent among the call's own messages to the node's log
     (those on its session's stream reach the node's SDK session, which writes them)."""
@@ -175,7 +171,7 @@ class Forward:
                         message = await exchange.rounds(asking, params)
                     except MCPError as exc:  # a question refused: no error of the server's
                         return _dump(error_result(error_text(exc.code, exc.message)))
-                return await self._result(message)
+                return self._result(message)
         except ChannelLost as exc:
             if self.probe and await still_there(self.conn):
                 return _dump(error_result(cut_short(self.node, self.tool)))
@@ -211,7 +207,7 @@ class Forward:
             return nullcontext()
         return _held(self.calls, deadline, on_log, answer, answerable, owner)
 
-    async def _result(self, message: JsonObject) -> JsonObject:
+    def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
         if isinstance(error, dict):
             try:
@@ -223,18 +219,15 @@ class Forward:
                 )
             raise MCPError.from_error_data(sent)
         result = message.get("result")
-        if not self.output_schema and is_plain_text(result):
-            return cast(JsonObject, result)  # what the checks below take as it is
+        if is_plain_text(result):
+            return cast(JsonObject, result)  # what the check below takes as it is
+        # A result that breaks the tool's own output schema is still the server's: relayed as
+        # it is (the client may check it), and a model reads what the tool said.
         try:
-            checked = mcp_types.CallToolResult.model_validate(result)
+            mcp_types.CallToolResult.model_validate(result)
         except ValidationError as exc:
             said = validation_brief(exc, "the result")
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed result: {said}"))
-        if not checked.is_error:
-            try:
-                await self.check_result(self.original, checked)
-            except RuntimeError as exc:  # as `McpToolkit.call_tool` reports it
-                return _dump(error_result(str(exc)))
         return cast(JsonObject, result)
 
     async def handle_message(
@@ -413,6 +406,8 @@ async def still_there(conn: Connection) -> bool:
     with anyio.move_on_after(_PROBE_SECONDS):
         try:
             await client.list_tools()
+        except ValidationError:  # a page the SDK refuses (`tool_listing`) is an answer too
+            pass
         except Exception:  # MCPError, or the transport failed: it is gone
             return False
         return conn.lost is None

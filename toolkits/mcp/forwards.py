@@ -45,11 +45,9 @@ class Forwards:
         """By name, on the connection `_on`: each with what it was made of."""
         self._on: Connection | None = None
 
-    def get(
-        self, name: str, original: str, listed: mcp_types.Tool | None, conn: Connection
-    ) -> Forward | None:
-        """The `Forward` of the tool the caller knows as `name` (the server's `original`, as
-        `listed`) on `conn`, a live connection; None when that connection cannot carry it."""
+    def get(self, name: str, original: str, conn: Connection) -> Forward | None:
+        """The `Forward` of the tool the caller knows as `name` (the server's `original`) on
+        `conn`, a live connection; None when that connection cannot carry it."""
         if conn is not self._on:  # forget the last connection's
             self._made, self._on = {}, conn
         client = conn.client
@@ -58,7 +56,6 @@ class Forwards:
         made_of = (
             (
                 original,
-                listed,
                 client,
                 link.client,
                 link.lean(),
@@ -66,21 +63,19 @@ class Forwards:
                 link.protocol_version,
             )
             if link is not None
-            else (original, listed, client, client.protocol_version)
+            else (original, client, client.protocol_version)
         )
         kept = self._made.get(name)
         if kept is not None and kept[0] == made_of:
             return kept[1]
-        forward = self._make(name, original, listed, conn)
+        forward = self._make(name, original, conn)
         if forward is None:
             self._made.pop(name, None)
         else:
             self._made[name] = (made_of, forward)
         return forward
 
-    def _make(
-        self, name: str, original: str, listed: mcp_types.Tool | None, conn: Connection
-    ) -> Forward | None:
+    def _make(self, name: str, original: str, conn: Connection) -> Forward | None:
         assert conn.client is not None
         channel: Channel | None = None
         calls: CallsInFlight | None = None
@@ -107,8 +102,6 @@ class Forwards:
             cap=self._config.call_cap,
             on_notification=partial(self._session.on_raw_notification, conn),
             note_log=self._note_log,
-            check_result=conn.client.session.validate_tool_result,
-            output_schema=listed is not None and listed.output_schema is not None,
             calls=calls,
             says_which_call=isinstance(channel, HttpChannel),
             probe=isinstance(channel, HttpChannel),

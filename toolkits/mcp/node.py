@@ -474,8 +474,8 @@ class McpToolkit(InBackground):
                 said = validation_brief(exc, "the result")
                 return error_result(f"MCP server {self._name!r} sent a malformed result: {said}")
             except RuntimeError as exc:
-                # The SDK raises these for results that break the tool's output schema, and for a
-                # session that closed under the call.
+                # The SDK raises these for a session that closed under the call (its check of a
+                # result against the tool's output schema is off: `session._results_unchecked`).
                 if tracked is not None and tracked.failed_authorization is not None:
                     raise tracked.failed_authorization from exc
                 if conn.lost is not None:
@@ -505,7 +505,7 @@ class McpToolkit(InBackground):
         conn = self._session.live
         if original is None or conn is None:
             return None
-        return self._forwards.get(name, original, self._listing.get(original), conn)
+        return self._forwards.get(name, original, conn)
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:
         return connection_lost(self._name, conn, what)

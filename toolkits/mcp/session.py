@@ -42,11 +42,12 @@ from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from .config import McpServerConfig
 from .error_text import describe_error
+from .naming import is_offered
 from .oauth import find_authorization_required
-from .pages import every_page
 from .server_requests import CallsInFlight, Stamp
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
+from .tool_listing import ToolListing
 from .transport import (
     HttpLink,
     TransportFactory,
@@ -133,6 +134,20 @@ def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> Connec
     if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
         return connection_lost(node, conn, f"the connection closed during {what}")
     return None
+
+
+def _results_unchecked(client: Client) -> None:
+    """Make `client` return a tool's result that breaks the tool's own output schema as the
+    server sent it, as `Forward` does. The SDK client replaces it with an error (`Invalid
+    structured content...`), and so a proxy's client got our error instead of the server's
+    result, and a model lost what the tool said; a client of the proxy may check it itself."""
+
+    async def unchecked(name: str, result: mcp_types.CallToolResult) -> None:
+        del name, result
+
+    # An attribute of this one session: `validate_tool_result` is where the SDK's client and
+    # session both check results (a method of ours in its place, as `declare_per_call` does).
+    setattr(client.session, "validate_tool_result", unchecked)  # noqa: B010
 
 
 def _now() -> datetime:
@@ -233,6 +248,11 @@ class OwnedSession:
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
         self._connect_timeout = config.connect_timeout or config.timeout
+        self._listing = ToolListing(
+            name,
+            log=log,
+            offered=partial(is_offered, include=config.include, exclude=config.exclude),
+        )
 
     @property
     def health(self) -> NodeHealth:
@@ -283,13 +303,9 @@ class OwnedSession:
         )
 
     async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
-        """Every page of the server's tool list."""
-
-        async def page(cursor: str | None) -> tuple[list[mcp_types.Tool], str | None]:
-            listed = await client.list_tools(cursor=cursor)
-            return listed.tools, listed.next_cursor
-
-        return await every_page(page, what="tools", log=self._log)
+        """Every page of the server's tool list (an entry that is no tool left out, with a
+        warning: `tool_listing`)."""
+        return await self._listing.fetch(client)
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -397,6 +413,7 @@ class OwnedSession:
         with conn.scope:
             async with self._connected_client(conn, tail) as client:
                 conn.client = client
+                _results_unchecked(client)
                 if (
                     self._in_flight is not None
                     and client.protocol_version in MODERN_PROTOCOL_VERSIONS

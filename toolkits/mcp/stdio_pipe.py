@@ -54,6 +54,7 @@ from mcp.os.win32.utilities import FallbackProcess
 from mcp.shared.message import SessionMessage
 
 from ..json_bytes import json_bytes, read_json
+from ..well_formed import well_formed
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -472,10 +473,18 @@ async def _note_exit(process: Process | FallbackProcess, link: StdioLink) -> Non
 
 def _session_message(line: bytes) -> SessionMessage | None:
     """A line for the session, parsed as the SDK's reader does; None if it is no JSON-RPC
-    message (the SDK would hand the session its error, to be logged again with no more said)."""
+    message (the SDK would hand the session its error, to be logged again with no more said).
+    A lone UTF-16 surrogate (JSON's `"\\ud800"`), which the SDK's reader refuses, so that the
+    request it answers would wait for its timeout, is read as U+FFFD (`well_formed`)."""
+    adapter = mcp_types.jsonrpc_message_adapter
     try:
-        return SessionMessage(mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        return SessionMessage(adapter.validate_json(line, by_name=False))
     except ValueError:
+        pass
+    try:
+        value = well_formed(read_json(line))
+        return SessionMessage(adapter.validate_python(value, by_name=False))
+    except (ValueError, RecursionError):  # not JSON-RPC after all (nested too deep, say)
         return None
 
 

@@ -1,0 +1,96 @@
+"""A hand-written MCP server over stdio that answers what SDK servers would never send:
+`python tests/servers/odd_stdio.py` (2025-11-25 handshake, one JSON-RPC message a line).
+
+Real servers written in other languages do send these. Its `tools/list` page holds:
+- `echo`: a tool as it should be (answers `echo: {arguments as JSON}`);
+- `either`: an `inputSchema` of `{"anyOf": [...]}` with no root `type`;
+- `stringly`: an `inputSchema` of `{"type": "string"}`;
+- an entry with no `name`;
+- `weather`: an `outputSchema`, but it answers text alone (`21.5 degrees`);
+- `weather_bad`: an `outputSchema` its structured content breaks (`{"temp": "warm"}`);
+- `cut`: text with a lone UTF-16 surrogate (`bad\\ud800x`, what a JavaScript server sends
+  when it cut a string in the middle of an emoji), written as JSON escapes;
+- `plain`: text alone, no `isError` (nor any other key).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+_OBJECT = {"type": "object"}
+_TEMP = {"type": "object", "properties": {"temp": {"type": "number"}}, "required": ["temp"]}
+TOOLS: list[dict[str, Any]] = [
+    {"name": "echo", "description": "echo the arguments", "inputSchema": _OBJECT},
+    {
+        "name": "either",
+        "description": "an id or a url",
+        "inputSchema": {
+            "anyOf": [
+                {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+                {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
+            ]
+        },
+    },
+    {"name": "stringly", "description": "not an object", "inputSchema": {"type": "string"}},
+    {"description": "no name", "inputSchema": _OBJECT},
+    {"name": "weather", "inputSchema": _OBJECT, "outputSchema": _TEMP},
+    {"name": "weather_bad", "inputSchema": _OBJECT, "outputSchema": _TEMP},
+    {"name": "cut", "inputSchema": _OBJECT},
+    {"name": "plain", "inputSchema": _OBJECT},
+]
+
+_RESULTS: dict[str, dict[str, Any]] = {
+    "weather": {"content": [{"type": "text", "text": "21.5 degrees"}]},
+    "weather_bad": {
+        "content": [{"type": "text", "text": "warm"}],
+        "structuredContent": {"temp": "warm"},
+    },
+    "cut": {"content": [{"type": "text", "text": "bad\ud800x"}]},
+    "plain": {"content": [{"type": "text", "text": "plain"}]},
+}
+
+
+def _result(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    if name in _RESULTS:
+        return _RESULTS[name]
+    said = json.dumps(arguments, sort_keys=True)
+    return {"content": [{"type": "text", "text": f"{name}: {said}"}], "isError": False}
+
+
+def _answer(message: dict[str, Any]) -> dict[str, Any]:
+    method = message.get("method")
+    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "initialize":
+        reply["result"] = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "odd", "version": "1"},
+        }
+    elif method == "tools/list":
+        reply["result"] = {"tools": TOOLS}
+    elif method == "tools/call":
+        params = message["params"]
+        reply["result"] = _result(params["name"], params.get("arguments") or {})
+    elif method == "ping":
+        reply["result"] = {}
+    else:
+        reply["error"] = {"code": -32601, "message": f"Method not found: {method}"}
+    return reply
+
+
+def main() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        message = json.loads(line)
+        if "id" not in message or "method" not in message:
+            continue  # a notification, or an answer to nothing we asked
+        # ASCII JSON: the lone surrogate goes out as the escape `\ud800`, as a JS server's would.
+        sys.stdout.write(json.dumps(_answer(message)) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The command line against a server that sends what SDK servers would not
+(`tests/servers/odd_stdio.py`, a real subprocess): `call`, `call --json`, and a stored run."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from gateway.cli import main
+
+pytestmark = pytest.mark.integration
+
+ODD = Path(__file__).parent / "servers" / "odd_stdio.py"
+
+
+def odd_config(tmp_path: Path, agent: str = "") -> Path:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f"[mcpServers.odd]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ODD))}]\n"
+        + agent
+    )
+    return config
+
+
+def test_call_prints_a_lone_surrogate_as_u_fffd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = odd_config(tmp_path)
+    assert main(["call", "odd__cut", "--config", str(config)]) == 0
+    assert capsys.readouterr().out == "bad\ufffdx\n"
+    assert main(["call", "odd__cut", "--config", str(config), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["content"] == [{"type": "text", "text": "bad\ufffdx"}]
+
+
+def test_call_json_prints_the_result_as_the_server_sent_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = odd_config(tmp_path)
+    assert main(["call", "odd__plain", "--config", str(config), "--json"]) == 0
+    # No "isError": false nor "resultType": "complete", which the server did not send.
+    assert json.loads(capsys.readouterr().out) == {"content": [{"type": "text", "text": "plain"}]}
+    assert main(["call", "odd__echo", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "echo: {}"}],
+        "isError": False,
+    }
+
+
+def test_a_stored_run_reads_a_lone_surrogate_as_u_fffd(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"id": "c1", "name": "odd__cut", "arguments": {}}]},
+                {"content": "done"},
+            ]
+        )
+    )
+    agent = f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["odd"]\n'
+    config = odd_config(tmp_path, agent)
+    state = tmp_path / "state"
+    run = ["run", "go", "--config", str(config), "--state-dir", str(state), "--json"]
+    assert main(run) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output"] == "done"
+    assert printed["steps"][0]["observation"] == "bad\ufffdx"
+    assert main(["runs", "show", printed["run_id"], "--state-dir", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "succeeded"
+
+
+def test_a_clients_file_with_a_server_key_that_is_no_node_name_works_unchanged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    server = {"command": sys.executable, "args": [str(ODD)]}
+    config = tmp_path / ".mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"Odd Server": server}}))
+    assert main(["tools", "--config", str(config), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [s["name"] for s in listed["servers"]] == ["Odd_Server"]
+    assert "Odd_Server__plain" in [tool["name"] for tool in listed["tools"]]
+    assert main(["call", "Odd_Server__plain", "--config", str(config)]) == 0
+    assert capsys.readouterr().out == "plain\n"

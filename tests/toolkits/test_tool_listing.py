@@ -1,0 +1,91 @@
+"""A tool list with entries that are not valid MCP tools: the node keeps the others.
+
+A real subprocess server (`tests/servers/odd_stdio.py`) lists a tool whose `inputSchema` has
+no root `type`, one whose schema is a string's, and an entry with no name, beside good tools.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.server.proxying import gateway_front
+from tests.servers.odd_stdio import TOOLS
+from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.tool_listing import sift_tools
+from toolkits.observation import result_text
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ODD = Path(__file__).parents[1] / "servers" / "odd_stdio.py"
+GOOD = ["echo", "either", "weather", "weather_bad", "cut", "plain"]
+
+
+def odd(**keys: Any) -> McpServerConfig:
+    return McpServerConfig(command=sys.executable, args=[str(ODD)], **keys)
+
+
+def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+async def test_one_bad_tool_leaves_the_others_listed_and_is_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    with anyio.fail_after(30):
+        async with McpToolkit("odd", odd(prefix="never")) as node:
+            tools = {tool.name: tool for tool in await node.list_tools()}
+            assert node.health.state == "ready"
+            assert list(tools) == GOOD
+            either = tools["either"]
+            # Given the root type every tool's arguments have; the rest as the server sent it.
+            assert either.input_schema == {"type": "object", **TOOLS[1]["inputSchema"]}
+            said = await node.call_tool("either", {"id": "x"})
+            assert result_text(said) == 'either: {"id": "x"}'
+
+            await node.refresh_tools()  # listed again: the same, not said again
+            assert [tool.name for tool in await node.list_tools()] == GOOD
+    assert _warnings(caplog) == [
+        "MCP server 'odd': tool 'either' has an inputSchema with no \"type\"; it is taken as "
+        '"type": "object" (a tool\'s arguments are always an object)',
+        "MCP server 'odd': tool 'stringly' is not a valid MCP tool and is left out: "
+        "inputSchema.type: Input should be 'object'",
+        "MCP server 'odd': entry 3 of the tool list is not a valid MCP tool and is left out: "
+        "name: Field required",
+    ]
+
+
+async def test_a_bad_tool_excluded_is_left_out_quietly(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    with anyio.fail_after(30):
+        async with McpToolkit("odd", odd(prefix="never", exclude=["stringly"])) as node:
+            assert [tool.name for tool in await node.list_tools()] == GOOD
+    assert not any("stringly" in warning for warning in _warnings(caplog))
+
+
+async def test_a_proxy_serves_the_good_tools_as_the_server_defines_them() -> None:
+    with anyio.fail_after(60):
+        async with gateway_front(odd()) as (url, _, _), Client(url) as client:
+            listed = {tool.name: tool for tool in (await client.list_tools()).tools}
+            called = await client.call_tool("d__either", {"url": "u"})
+    assert sorted(listed) == sorted(f"d__{name}" for name in GOOD)
+    assert listed["d__either"].input_schema == {"type": "object", **TOOLS[1]["inputSchema"]}
+    assert listed["d__echo"].description == "echo the arguments"
+    assert called.content == [types.TextContent(text='either: {"url": "u"}')]
+
+
+def test_an_entry_that_is_no_object_is_named_by_its_place() -> None:
+    tools, warnings = sift_tools("s", ["echo", TOOLS[0]], "2025-11-25", lambda _: True)
+    assert [tool.name for tool in tools] == ["echo"]
+    assert warnings == [
+        "MCP server 's': entry 0 of the tool list is not a valid MCP tool and is left out: "
+        "the entry: Input should be a valid dictionary or instance of Tool"
+    ]
