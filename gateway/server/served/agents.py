@@ -226,8 +226,8 @@ class AgentTools:
             if problem is not None:
                 return error_result(
                     f'agent {spec.name!r} runs on the client\'s own model (model = "sampling" '
-                    f"in [agents.{spec.name}]), but {problem}. To run it here instead, set "
-                    f"`model` in [agents.{spec.name}] to a model spec."
+                    f"in [agents.{spec.name}]), which this client cannot be: {problem}. To run "
+                    f"it here instead, set `model` in [agents.{spec.name}] to a model spec."
                 )
             model = SamplingModel(
                 ctx,
