@@ -24,6 +24,7 @@ from toolkits import result_data
 
 __all__ = [
     "AGENT_INPUT_SCHEMA",
+    "PROMPT_OR_ITEMS",
     "SERVED_INPUT_SCHEMA",
     "USAGE_META_KEY",
     "agent_description",
@@ -43,10 +44,16 @@ AGENT_INPUT_SCHEMA: dict[str, Any] = {
 }
 """What an agent calling an agent sends."""
 
+PROMPT_OR_ITEMS = 'give `prompt` (text) or `items` (a list of {"prompt": ...})'
+"""What a served agent's call must have (its schema cannot say so: see `SERVED_INPUT_SCHEMA`)."""
+
 SERVED_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "prompt": _PROMPT,
+        "prompt": {
+            "type": "string",
+            "description": "The question or task for the agent. Give this, or `items` (not both).",
+        },
         "session_id": {
             "type": "string",
             "description": "Continue the conversation kept under this id (chat memory).",
@@ -66,7 +73,9 @@ SERVED_INPUT_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-"""What an MCP client calling a served agent sends: a `prompt` or `items`."""
+"""What an MCP client calling a served agent sends: a `prompt` or `items`. The choice is said
+in the descriptions, not as a top-level `anyOf`/`oneOf`: model providers refuse those in a
+tool's parameters, and a calling gateway hands this schema to its model."""
 
 
 def agent_description(name: str, description: str) -> str:

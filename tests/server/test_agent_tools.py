@@ -49,8 +49,10 @@ async def test_agents_are_listed_with_their_description_and_schemas(era: str) ->
     assert list(tools) == ["assistant", "researcher"]
     assert tools["researcher"].description == "The researcher agent."
     schema = tools["assistant"].input_schema
-    assert "required" not in schema  # `prompt`, or `items`
+    # `prompt` or `items`: said in words, since providers refuse a top-level anyOf / oneOf.
+    assert not {"required", "anyOf", "oneOf", "allOf"} & set(schema)
     assert set(schema["properties"]) == {"prompt", "session_id", "items"}
+    assert "Give this, or `items` (not both)" in schema["properties"]["prompt"]["description"]
     assert tools["assistant"].output_schema is not None
 
 
@@ -122,14 +124,23 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(era: str) -> No
     gateway = calculator_gateway(calculator_agent([]))
     async with Client(serve(gateway), mode=era) as client:
         missing = await client.call_tool("assistant", {})
+        wrong_type = await client.call_tool("assistant", {"prompt": 42})
         blank = await client.call_tool("assistant", {"prompt": "  "})
         blank_item = await client.call_tool("assistant", {"items": [{"prompt": ""}]})
         unknown = await client.call_tool("nobody", {"prompt": "?"})
     assert missing.is_error
     assert unknown.is_error
-    assert isinstance(missing.content[0], types.TextContent)
-    assert "invalid arguments for agent 'assistant'" in missing.content[0].text
-    assert "give either `prompt` or `items`" in missing.content[0].text
+    assert missing.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'assistant': no question: give `prompt` (text) "
+            'or `items` (a list of {"prompt": ...})'
+        )
+    ]
+    assert wrong_type.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'assistant': prompt: Input should be a valid string"
+        )
+    ]
     for refused in (blank, blank_item):
         assert refused.is_error
         assert isinstance(refused.content[0], types.TextContent)
@@ -263,5 +274,9 @@ async def test_items_are_answered_each_on_its_own(era: str) -> None:
     assert result.content == [
         types.TextContent(text='{"output": "one", "error": null}\n{"output": "two", "error": null}')
     ]
+    assert both.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'batch': give `prompt` or `items`, not both"
+        )
+    ]
     assert both.is_error
-    assert "give either `prompt` or `items`" in str(both.content)

@@ -18,11 +18,17 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import SERVED_INPUT_SCHEMA, USAGE_META_KEY, agent_description
+from ...agent_tool import (
+    PROMPT_OR_ITEMS,
+    SERVED_INPUT_SCHEMA,
+    USAGE_META_KEY,
+    agent_description,
+)
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError
@@ -124,8 +130,10 @@ class _Arguments(BaseModel):
 
     @model_validator(mode="after")
     def _prompt_or_items(self) -> _Arguments:
-        if (self.prompt is None) == (self.items is None):
-            raise ValueError("give either `prompt` or `items`")
+        if self.prompt is None and self.items is None:
+            raise ValueError(f"no question: {PROMPT_OR_ITEMS}")
+        if self.prompt is not None and self.items is not None:
+            raise ValueError("give `prompt` or `items`, not both")
         prompts = [self.prompt] if self.items is None else [i.prompt for i in self.items]
         if any(not (p or "").strip() for p in prompts):
             raise ValueError("a prompt must not be empty")  # as an agent called as a tool says
@@ -138,6 +146,24 @@ class _Arguments(BaseModel):
             return self.items
         assert self.prompt is not None
         return [AgentItem(prompt=self.prompt, session_id=self.session_id)]
+
+
+def _arguments(agent: str, given: dict[str, Any] | None) -> _Arguments | types.CallToolResult:
+    """The call's arguments, or an error result that says what is wrong with them."""
+    try:
+        return _Arguments.model_validate(given or {})
+    except ValidationError as exc:
+        problems = "; ".join(_problem(error) for error in exc.errors())
+        return error_result(f"invalid arguments for agent {agent!r}: {problems}")
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One validation error in plain words: our own checks' message as written, a field's
+    with the field's name."""
+    ctx = error.get("ctx") or {}
+    said = str(ctx["error"]) if error["type"] == "value_error" and "error" in ctx else error["msg"]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {said}" if where else said
 
 
 class AgentTools:
@@ -188,14 +214,9 @@ class AgentTools:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = self._gateway.agents[params.name]
-        try:
-            args = _Arguments.model_validate(params.arguments or {})
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        args = _arguments(spec.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         hooks = [notifier]  # besides the gateway's own (--trace, ...)
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
@@ -294,11 +315,9 @@ class AgentTools:
             return error_result(
                 f"agent {spec.name!r} cannot run as a task: it runs on the client's own model"
             )
-        try:
-            args = _Arguments.model_validate(params.arguments or {})
-        except ValidationError as exc:
-            problems = "; ".join(e["msg"] for e in exc.errors())
-            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        args = _arguments(spec.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
         state = RunState(
             run_id=new_id(),
             agent=spec.name,
