@@ -56,6 +56,31 @@ async def test_agents_are_listed_with_their_description_and_schemas(era: str) ->
     assert tools["assistant"].output_schema is not None
 
 
+async def test_an_agent_without_a_description_is_described_by_its_config(era: str) -> None:
+    instructions = (
+        "\nYou answer questions about money: prices, taxes and exchange rates, always with "
+        "the calculator, never from memory, and you say which rates you used and when they "
+        "were last updated.\nBe brief."
+    )
+    outer = AgentSpec(
+        name="outer",
+        model=ScriptedModel([]),
+        tools=["calculator", "inner"],
+        options=AgentOptions(system_message=instructions),
+    )
+    inner = AgentSpec(name="inner", model=ScriptedModel([]))
+    async with Client(serve(calculator_gateway(outer, inner)), mode=era) as client:
+        listing = await client.list_tools()
+    described = {tool.name: tool.description for tool in listing.tools}
+    assert described == {
+        "outer": "Ask the agent 'outer'. It can use the tools of: calculator, inner. Its "
+        'instructions begin: "You answer questions about money: prices, taxes and exchange '
+        "rates, always with the calculator, never from memory, and you say which rates you "
+        'used and when..."',
+        "inner": "Ask the agent 'inner'.",  # no tools, the default instructions: nothing more
+    }
+
+
 async def test_an_agent_answers_with_text_and_structured_output(era: str) -> None:
     gateway = calculator_gateway(calculator_agent(times_42()))
     async with Client(serve(gateway), mode=era) as client:

@@ -27,7 +27,6 @@ from ...agent_tool import (
     PROMPT_OR_ITEMS,
     SERVED_INPUT_SCHEMA,
     USAGE_META_KEY,
-    agent_description,
 )
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
@@ -196,7 +195,7 @@ class AgentTools:
         return [
             types.Tool(
                 name=spec.name,
-                description=agent_description(spec.name, spec.description),
+                description=spec.tool_description(),
                 input_schema=INPUT_SCHEMA,
                 output_schema=output_schema(spec),
                 # With a store, a 2025-11-25 client may ask for a task (`agent_tasks`).
