@@ -25,7 +25,7 @@ from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
 from .support import ERAS
-from .test_served_approval import Person
+from .test_served_approval import Person, Unanswered
 
 pytestmark = pytest.mark.anyio
 
@@ -182,6 +182,23 @@ async def test_a_client_that_can_be_asked_is_asked_and_its_run_is_stored(
         assert stored.status == "succeeded"
     assert sorted(log.lines) == ["A", "erased B"]
     assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_declined_form_reaches_a_stored_run_as_a_decline(era: str, tmp_path: Path) -> None:
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    declines = Unanswered(types.ElicitResult(action="decline"))
+    log = Log()
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, _runs),
+        Client(server, mode=era, elicitation_callback=declines) as client,
+    ):
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="I left B alone.")]
+    assert log.lines == []
+    # Through the store's decision message, as what it was: not a person's words.
+    assert _told(model, 1) == {"b": "The tool call to erase did not run: the user declined."}
 
 
 async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -> None:
