@@ -82,7 +82,7 @@ def _structured(result: types.CallToolResult) -> dict[str, Any]:
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with_a_tool(
-    era: str, tmp_path: Path
+    era: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = Log()
     model = ScriptedModel([_calls(("note", "a", "A"), ("erase", "b", "B")), "done"])
@@ -103,8 +103,16 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
             assert isinstance(text, types.TextContent)
             assert f"Run {run_id} is waiting" in text.text
             assert "approve_run" in text.text
+            # The store is the operator's: named in the gateway's log, never to the client.
+            assert text.text.endswith(
+                f"its operator can run: agent-gateway runs approve {run_id} b"
+            )
+            assert str(tmp_path) not in handle.model_dump_json()
             store = f"sqlite:///{tmp_path / 'runs.sqlite'}"  # as `runs approve` must name it
-            assert text.text.endswith(f"agent-gateway runs approve {run_id} b --store {store}")
+            assert (
+                f"run {run_id} waits for a person's approval of b (erase): agent-gateway runs "
+                f"approve|deny {run_id} b --store {store}"
+            ) in caplog.messages
             with anyio.fail_after(10):
                 await log.noted.wait()
             assert log.lines == ["A"]  # the other call of the step ran; the gated one waits

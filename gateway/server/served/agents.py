@@ -380,7 +380,8 @@ class AgentTools:
                 input_requests=dict[str, types.InputRequest](asked),
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
-        return handle_result(run_id, outcome, stored.store_option)
+        stored.log_waiting(run_id, outcome)
+        return handle_result(run_id, outcome)
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:
