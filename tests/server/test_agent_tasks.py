@@ -200,8 +200,7 @@ async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
         "content": [
             {
                 "type": "text",
-                "text": "invalid arguments for agent 'assistant': Value error, a prompt must "
-                "not be empty",
+                "text": "invalid arguments for agent 'assistant': a prompt must not be empty",
             }
         ],
         "isError": True,
