@@ -188,6 +188,28 @@ async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["start H"]
 
 
+async def test_a_task_whose_model_failed_says_its_run_stopped_and_can_be_resumed(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path, [])  # the model has no answer: a model error, not the question's
+    async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
+        task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
+        async with Client(served.url, mode="legacy") as client:
+            task = await _until(client, task_id, "failed")
+            result = await _result(client, task_id)
+        await served.line_starting(f"WARNING gateway.server.served.run_failures: run {task_id}")
+    assert task.status_message is not None
+    assert "has 0 answers and was asked for answer 1" in task.status_message
+    [text] = result.content
+    assert isinstance(text, types.TextContent)
+    assert text.text.startswith("agent 'assistant' stopped: ")
+    assert text.text.endswith(
+        f"Run {task_id} is stored where it stopped: the gateway's operator can continue it "
+        f"(agent-gateway runs resume {task_id}); or call again (a new run) once the cause is gone."
+    )
+    assert str(tmp_path) not in text.text
+
+
 async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
     tmp_path: Path,
 ) -> None:

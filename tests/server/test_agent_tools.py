@@ -129,8 +129,10 @@ async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> No
         result = await client.call_tool("assistant", {"prompt": "loop"})
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
-    assert result.content[0].text.startswith(
-        "agent 'assistant' stopped: Max iterations (2) reached"
+    assert result.content[0].text.startswith("agent 'assistant' failed: Max iterations (2) reached")
+    assert result.content[0].text.endswith(
+        "The run has ended and cannot be continued: calling "
+        "again with the same prompt would likely fail the same way."
     )
 
 
@@ -140,7 +142,7 @@ async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: s
         result = await client.call_tool("assistant", {"prompt": "go"})
         assert result.is_error
         assert isinstance(result.content[0], types.TextContent)
-        assert "agent 'assistant' failed" in result.content[0].text
+        assert "agent 'assistant' stopped" in result.content[0].text  # a model error
         assert "has 1 answers and was asked for answer 2" in result.content[0].text
         assert len((await client.list_tools()).tools) == 1
 

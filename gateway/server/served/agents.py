@@ -3,7 +3,7 @@
 A call runs the agent through the same engine and trace as the CLI, with one more hook that
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
-cause; cancelling the request cancels the run and every call under it (a stored run only
+cause, and saying whether the run failed or stopped (`run_failures`); cancelling the request cancels the run and every call under it (a stored run only
 when the client cancels it: see `stored_runs`). While the run has a model or tool call in
 flight, the client hears progress at least every `progress_interval` seconds.
 """
@@ -54,6 +54,7 @@ from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
+from .run_failures import item_failed, stopped, stored_failure
 from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
@@ -225,7 +226,7 @@ class AgentTools:
                     return await self._run_stored(ctx, stored, spec, args, params, notifier)
                 return await self._run(ctx, spec, args, params, hooks)
         except (AgentError, GatewayError, ToolkitError) as exc:
-            return error_result(f"agent {spec.name!r} failed: {exc}")
+            return error_result(stopped(spec.name, exc))
         except Exception as exc:  # a bug must not take the connection down
             log.exception("agent %r crashed", spec.name)
             return error_result(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
@@ -350,9 +351,7 @@ class AgentTools:
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
             decided = await stored.answer_round(run_id, params.input_responses)
-            outcome = await stored.follow(
-                run_id, notifier, decided=decided, stop=cancel_requested(ctx)
-            )
+            following = stored.follow(run_id, notifier, decided=decided, stop=cancel_requested(ctx))
         else:
             state = RunState(
                 run_id=new_id(),
@@ -363,7 +362,7 @@ class AgentTools:
                 origin=stored.origin,
             )
             run_id = state.run_id
-            outcome = await stored.start(
+            following = stored.start(
                 state,
                 follower=notifier,
                 hops=incoming_hops(ctx),
@@ -371,9 +370,13 @@ class AgentTools:
                 asker=asker,
                 stop=cancel_requested(ctx),
             )
+        try:
+            outcome = await following
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            return await stored_failure(stored, spec.name, run_id, exc)
         if isinstance(outcome, RunResult):
             steps = spec.options.return_intermediate_steps
-            return run_result(outcome, steps=steps, items=args.items is not None)
+            return run_result(outcome, steps=steps, items=args.items is not None, stored=True)
         if isinstance(asker, RoundApprover):
             asked = {answer_key(r): question(r) for r in outcome}
             return types.InputRequiredResult(
@@ -405,10 +408,13 @@ def output_schema(spec: AgentSpec) -> dict[str, Any]:
     return {**OUTPUT_SCHEMA, "properties": properties}
 
 
-def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.CallToolResult:
+def run_result(
+    result: RunResult, *, steps: bool, items: bool = False, stored: bool = False
+) -> types.CallToolResult:
     """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`;
     with `items`, every item's `{output, error}` (the text: one JSON line each). Its `_meta`
-    has the usage too, for a calling gateway to roll up (`agent_tool`)."""
+    has the usage too, for a calling gateway to roll up (`agent_tool`). A `stored` run's
+    failure names the run."""
     usage = result.usage.model_dump(mode="json")
     meta = {USAGE_META_KEY: usage}
     if items:
@@ -422,7 +428,8 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
         )
     item = result.items[0]
     if item.error is not None:
-        failed = error_result(f"agent {result.agent!r} stopped: {item.error}")
+        run_id = result.run_id if stored else None
+        failed = error_result(item_failed(result.agent, item.error, run_id))
         return failed.model_copy(update={"meta": meta})
     output = item.output or ""
     structured: dict[str, Any] = {"output": _output(item), "usage": usage}
