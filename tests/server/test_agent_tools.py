@@ -190,8 +190,37 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
         "tool calculator: done",
         "model scripted: thinking",
         "model scripted: answered",
+        "agent assistant: finished",  # the last word: the call is done
     ]
-    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7]
+    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+async def test_a_called_agents_progress_names_it(era: str) -> None:
+    outer = AgentSpec(
+        name="outer",
+        model=ScriptedModel([call("inner", prompt="6 * 7?"), "Inner says 42."]),
+        tools=["inner"],
+    )
+    inner = calculator_agent(times_42(), name="inner")
+    progress = ProgressLog()
+    async with Client(serve(calculator_gateway(outer, inner)), mode=era) as client:
+        await client.call_tool("outer", {"prompt": "ask inner"}, progress_callback=progress)
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    assert messages[1:] == [
+        "model scripted: thinking",
+        "model scripted: answered, calling inner",
+        "tool inner: running",  # the outer agent's call of the inner one
+        "inner: model scripted: thinking",
+        "inner: model scripted: answered, calling calculator",
+        "inner: tool calculator: running",
+        "inner: tool calculator: done",
+        "inner: model scripted: thinking",
+        "inner: model scripted: answered",
+        "tool inner: done",
+        "model scripted: thinking",
+        "model scripted: answered",
+        "agent outer: finished",
+    ]
 
 
 async def test_run_milestones_arrive_as_log_messages() -> None:
