@@ -10,6 +10,7 @@ call is sent as plain JSON-RPC over HTTP; everything else goes through the SDK's
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from .processes import http_server
+from .support import ProgressLog
 from .test_served_approval import Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -165,6 +167,28 @@ async def test_a_task_waits_for_approval_and_survives_a_restart_of_its_gateway(
         assert [t.task_id for t in listed.tasks] == [task_id]
     # A had finished before the kill: not run again; B ran once, after the approval.
     assert log.read_text().splitlines() == ["start A", "end A", "start B", "end B"]
+
+
+async def test_tasks_list_and_get_see_only_the_runs_started_as_tasks(tmp_path: Path) -> None:
+    config = _config(tmp_path, [{"content": "plain"}, {"content": "as a task"}])
+    progress = ProgressLog()
+    async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
+        async with Client(served.url, mode="legacy") as client:
+            plain = await client.call_tool(
+                "assistant", {"prompt": "go"}, progress_callback=progress
+            )
+        assert plain.content == [types.TextContent(text="plain")]
+        started = re.fullmatch(r"agent assistant: started \(run (\w+)\)", progress.messages[0])
+        assert started is not None, progress.messages
+        task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
+        async with Client(served.url, mode="legacy") as client:
+            await _until(client, task_id, "completed")
+            listed = await client.session.send_request(
+                types.ListTasksRequest(), types.ListTasksResult
+            )
+            with pytest.raises(MCPError, match="no task"):
+                await _task(client, started.group(1))  # a stored run, but no task
+    assert [t.task_id for t in listed.tasks] == [task_id]
 
 
 async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:

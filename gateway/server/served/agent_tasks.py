@@ -10,7 +10,8 @@ process: a gateway serving the same store reports it and finishes it.
   `runs approve`), `completed`, `failed` (its error as the status message), `cancelled`.
 - `tasks/result`: waits for the run's end and returns its `CallToolResult`.
 - `tasks/cancel`: cancels the run (as `runs cancel`).
-- `tasks/list`: the runs this client started.
+- `tasks/list`: the runs this client started as tasks (its other runs are no tasks: the
+  run tools see them).
 
 The SDK validates a `tools/call` result as a `CallToolResult`, so a server middleware creates
 the task ahead of it. On 2026-07-28 tasks are an extension (`io.modelcontextprotocol/tasks`)
@@ -137,14 +138,14 @@ class AgentTasks:
     ) -> dict[str, Any]:
         tasks: list[dict[str, Any]] = []
         for info in await self._runs.list(limit=100):
-            if await self._stored.owns(info.run_id):
+            if await self._stored.owns(info.run_id, task=True):
                 tasks.append(self._wire(info))
         return {"tasks": tasks}
 
     async def _info(self, run_id: str) -> RunInfo:
         """The run of a task of this client's, taken over if its process is gone."""
         try:
-            if not await self._stored.owns(run_id):
+            if not await self._stored.owns(run_id, task=True):
                 raise UnknownRun(run_id)
             info = await self._runs.get(run_id)
             if info.orphaned:

@@ -325,6 +325,7 @@ class AgentTools:
             started_by=authenticated_subject(),
             origin=self._stored.origin,
             caller_trace=trace_context_in(ctx.meta),
+            task=True,
         )
         quota = client_quota(ctx, self._gateway)
         await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)

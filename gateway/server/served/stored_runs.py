@@ -182,13 +182,14 @@ class StoredAgentRuns:
         relay = self._relays.setdefault(run_id, Relay())
         await self.runs.adopt(run_id, RunOptions(hooks=[relay], stream=True))
 
-    async def owns(self, run_id: str) -> bool:
+    async def owns(self, run_id: str, *, task: bool = False) -> bool:
         """Whether the calling client started the run (the same authenticated subject, or
-        none for both). Raises `UnknownRun` if it is not stored."""
+        none for both), with `task` as an MCP task. Raises `UnknownRun` if it is not
+        stored."""
         state = await self.runs.state(run_id)
         if state is None:
             raise UnknownRun(f"no stored run {run_id!r}")
-        return state.started_by == authenticated_subject()
+        return state.started_by == authenticated_subject() and (state.task or not task)
 
     async def decide(
         self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
