@@ -14,22 +14,27 @@ usage.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 from mcp_types import CallToolResult
 from pydantic import JsonValue
 
-from agent import Usage
+from agent import DEFAULT_SYSTEM_MESSAGE, Usage
 from toolkits import result_data
 
 __all__ = [
     "AGENT_INPUT_SCHEMA",
+    "PROMPT_OR_ITEMS",
     "SERVED_INPUT_SCHEMA",
     "USAGE_META_KEY",
     "agent_description",
     "answer_data",
     "reported_usage",
 ]
+
+MAX_INSTRUCTIONS_SHOWN = 160
+"""The most of an agent's instructions its made-up description quotes."""
 
 USAGE_META_KEY = "agent-gateway/usage"
 """The `_meta` key of a served agent's result: what its run cost (`Usage`, as JSON)."""
@@ -43,10 +48,16 @@ AGENT_INPUT_SCHEMA: dict[str, Any] = {
 }
 """What an agent calling an agent sends."""
 
+PROMPT_OR_ITEMS = 'give `prompt` (text) or `items` (a list of {"prompt": ...})'
+"""What a served agent's call must have (its schema cannot say so: see `SERVED_INPUT_SCHEMA`)."""
+
 SERVED_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "prompt": _PROMPT,
+        "prompt": {
+            "type": "string",
+            "description": "The question or task for the agent. Give this, or `items` (not both).",
+        },
         "session_id": {
             "type": "string",
             "description": "Continue the conversation kept under this id (chat memory).",
@@ -66,12 +77,34 @@ SERVED_INPUT_SCHEMA: dict[str, Any] = {
     },
     "additionalProperties": False,
 }
-"""What an MCP client calling a served agent sends: a `prompt` or `items`."""
+"""What an MCP client calling a served agent sends: a `prompt` or `items`. The choice is said
+in the descriptions, not as a top-level `anyOf`/`oneOf`: model providers refuse those in a
+tool's parameters, and a calling gateway hands this schema to its model."""
 
 
-def agent_description(name: str, description: str) -> str:
-    """The agent's own description, else one that says what it is."""
-    return description or f"Ask the agent {name!r}."
+def agent_description(
+    name: str, description: str, *, tools: Sequence[str] = (), instructions: str = ""
+) -> str:
+    """The agent's own description, else one made of its config for a caller (a model) to
+    choose it by: what it can use (`tools`: its nodes) and how its `instructions` (its system
+    message) begin, unless they are the default."""
+    if description:
+        return description
+    said = [f"Ask the agent {name!r}."]
+    if tools:
+        said.append(f"It can use the tools of: {', '.join(tools)}.")
+    first_line = next((line.strip() for line in instructions.splitlines() if line.strip()), "")
+    if first_line and instructions.strip() != DEFAULT_SYSTEM_MESSAGE:
+        said.append(f'Its instructions begin: "{_shortened(first_line)}"')
+    return " ".join(said)
+
+
+def _shortened(text: str) -> str:
+    """`text`, or its first words within `MAX_INSTRUCTIONS_SHOWN` characters and "..."."""
+    if len(text) <= MAX_INSTRUCTIONS_SHOWN:
+        return text
+    cut = text[: MAX_INSTRUCTIONS_SHOWN + 1].rsplit(" ", 1)[0] or text[:MAX_INSTRUCTIONS_SHOWN]
+    return cut.rstrip(" ,;:.") + "..."
 
 
 def reported_usage(result: CallToolResult) -> Usage | None:

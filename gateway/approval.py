@@ -18,7 +18,10 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, JsonValue
 
 __all__ = [
+    "CANCELLED",
+    "DECLINED",
     "NOBODY_TO_ASK",
+    "NOT_ASKED",
     "ApprovalRequest",
     "ApprovalRule",
     "Approver",
@@ -73,12 +76,22 @@ def short_call(call: str) -> str:
     return f"{path}/{own.split(' ')[-1]}" if path else own.split(" ")[-1]
 
 
+DECLINED = "the user declined"
+CANCELLED = "the approval was cancelled"
+NOT_ASKED = "the approval could not be asked"
+"""What refused a call that no person rejected (`Decision.refused_as`): the approval form
+declined or cancelled, or not shown (`NOT_ASKED: why`)."""
+
+
 class Decision(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     approved: bool
     message: str | None = None
-    """What the person said, for the model (a denial's reason, say)."""
+    """What the person said, for the model (a denial's reason, say): only their own words."""
+    refused_as: str | None = None
+    """For a refusal that is not a person's rejection of the call (`DECLINED`, `CANCELLED`,
+    `NOT_ASKED`): what happened, told to the model in place of "The user rejected"."""
 
 
 class Approver(Protocol):
@@ -102,4 +115,6 @@ class AsksAtOnce(Protocol):
 def rejection(request: ApprovalRequest, decision: Decision) -> str:
     """What the model is told of a denied call."""
     said = f" The user said: {decision.message}" if decision.message else ""
+    if decision.refused_as:
+        return f"The tool call to {request.tool} did not run: {decision.refused_as}.{said}"
     return f"The user rejected the tool call to {request.tool}; it did not run.{said}"

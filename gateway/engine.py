@@ -72,6 +72,15 @@ class AgentSpec:
     approval: ApprovalRule = field(default_factory=ApprovalRule)
     """Which of its tool calls a person must approve (over the names its model sees)."""
 
+    def tool_description(self) -> str:
+        """What a caller (a model, an MCP client) reads of this agent as a tool."""
+        return agent_description(
+            self.name,
+            self.description,
+            tools=self.tools,
+            instructions=self.options.system_message,
+        )
+
 
 class Gateway:
     """Named tool nodes and agents, and the engine that runs the agents on those nodes."""
@@ -520,7 +529,7 @@ class _AgentNode:
 def _agent_tool(spec: AgentSpec) -> Tool:
     return Tool(
         name=spec.name,
-        description=agent_description(spec.name, spec.description),
+        description=spec.tool_description(),
         input_schema=AGENT_INPUT_SCHEMA,
         source_node=spec.name,
         is_from_toolkit=False,

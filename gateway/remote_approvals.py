@@ -26,7 +26,7 @@ from pydantic import JsonValue
 
 from toolkits.mcp.server_requests import refusal
 
-from .approval import ApprovalRequest, AsksAtOnce, Decision
+from .approval import CANCELLED, DECLINED, NOT_ASKED, ApprovalRequest, AsksAtOnce, Decision
 from .run_context import RunContext
 
 __all__ = [
@@ -89,6 +89,14 @@ class RemoteApprovals:
         }
         if decision.message:
             content["message"] = decision.message
+        # A refusal nobody wrote goes back as what it was, for the model over there.
+        if decision.refused_as == DECLINED:
+            return types.ElicitResult(action="decline", content=content)
+        if decision.refused_as == CANCELLED:
+            return types.ElicitResult(action="cancel", content=content)
+        if decision.refused_as is not None:
+            why = decision.refused_as.removeprefix(f"{NOT_ASKED}: ")
+            return ErrorData(code=types.INTERNAL_ERROR, message=why)
         return types.ElicitResult(action="accept", content=content)
 
 

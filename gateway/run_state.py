@@ -74,6 +74,8 @@ class RunState(BaseModel):
     caller_trace: dict[str, str] | None = None
     """The W3C trace context the MCP client sent with its call (`traceparent`, ...): the run's
     spans continue the client's trace, also when resumed later."""
+    task: bool = False
+    """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it."""
 
 
 def spent(state: RunState) -> Usage:

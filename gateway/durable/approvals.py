@@ -2,7 +2,8 @@
 
 A call waiting for approval is listed in the run's `approvals` event (what `runs list` and
 `runs approve` read); a decision is a message on the run's `approval` topic,
-`{"call": ..., "approved": ..., "message": ..., "by": ..., "at_ms": ..., "id": ...}`, sent by
+`{"call": ..., "approved": ..., "message": ..., "refused_as": ..., "by": ..., "at_ms": ...,
+"id": ...}`, sent by
 `runs approve|deny` from any process, once per call (`decisions`). DBOS records each message
 the workflow received, so a run resumed after a crash finds the decisions it had already
 received in its records, and waits only for the others (a message sent while no process ran
@@ -123,7 +124,11 @@ class DbosApprovals:
         data = cast(dict[str, Any], message)
         try:  # who sent it, and when, are for people
             decision = Decision.model_validate(
-                {"approved": data.get("approved"), "message": data.get("message")}
+                {
+                    "approved": data.get("approved"),
+                    "message": data.get("message"),
+                    "refused_as": data.get("refused_as"),
+                }
             )
         except ValidationError:
             return

@@ -10,6 +10,7 @@ call is sent as plain JSON-RPC over HTTP; everything else goes through the SDK's
 from __future__ import annotations
 
 import json
+import re
 import signal
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,6 +25,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from .processes import http_server
+from .support import ProgressLog
 from .test_served_approval import Person
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -167,6 +169,28 @@ async def test_a_task_waits_for_approval_and_survives_a_restart_of_its_gateway(
     assert log.read_text().splitlines() == ["start A", "end A", "start B", "end B"]
 
 
+async def test_tasks_list_and_get_see_only_the_runs_started_as_tasks(tmp_path: Path) -> None:
+    config = _config(tmp_path, [{"content": "plain"}, {"content": "as a task"}])
+    progress = ProgressLog()
+    async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
+        async with Client(served.url, mode="legacy") as client:
+            plain = await client.call_tool(
+                "assistant", {"prompt": "go"}, progress_callback=progress
+            )
+        assert plain.content == [types.TextContent(text="plain")]
+        started = re.fullmatch(r"agent assistant: started \(run (\w+)\)", progress.messages[0])
+        assert started is not None, progress.messages
+        task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
+        async with Client(served.url, mode="legacy") as client:
+            await _until(client, task_id, "completed")
+            listed = await client.session.send_request(
+                types.ListTasksRequest(), types.ListTasksResult
+            )
+            with pytest.raises(MCPError, match="no task"):
+                await _task(client, started.group(1))  # a stored run, but no task
+    assert [t.task_id for t in listed.tasks] == [task_id]
+
+
 async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:
     log = tmp_path / "calls.log"
     hold = tmp_path / "hold"
@@ -188,6 +212,28 @@ async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:
     assert log.read_text().splitlines() == ["start H"]
 
 
+async def test_a_task_whose_model_failed_says_its_run_stopped_and_can_be_resumed(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path, [])  # the model has no answer: a model error, not the question's
+    async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
+        task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
+        async with Client(served.url, mode="legacy") as client:
+            task = await _until(client, task_id, "failed")
+            result = await _result(client, task_id)
+        await served.line_starting(f"WARNING gateway.server.served.run_failures: run {task_id}")
+    assert task.status_message is not None
+    assert "has 0 answers and was asked for answer 1" in task.status_message
+    [text] = result.content
+    assert isinstance(text, types.TextContent)
+    assert text.text.startswith("agent 'assistant' stopped: ")
+    assert text.text.endswith(
+        f"Run {task_id} is stored where it stopped: the gateway's operator can continue it "
+        f"(agent-gateway runs resume {task_id}); or call again (a new run) once the cause is gone."
+    )
+    assert str(tmp_path) not in text.text
+
+
 async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
     tmp_path: Path,
 ) -> None:
@@ -200,8 +246,7 @@ async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
         "content": [
             {
                 "type": "text",
-                "text": "invalid arguments for agent 'assistant': Value error, a prompt must "
-                "not be empty",
+                "text": "invalid arguments for agent 'assistant': a prompt must not be empty",
             }
         ],
         "isError": True,

@@ -49,9 +49,36 @@ async def test_agents_are_listed_with_their_description_and_schemas(era: str) ->
     assert list(tools) == ["assistant", "researcher"]
     assert tools["researcher"].description == "The researcher agent."
     schema = tools["assistant"].input_schema
-    assert "required" not in schema  # `prompt`, or `items`
+    # `prompt` or `items`: said in words, since providers refuse a top-level anyOf / oneOf.
+    assert not {"required", "anyOf", "oneOf", "allOf"} & set(schema)
     assert set(schema["properties"]) == {"prompt", "session_id", "items"}
+    assert "Give this, or `items` (not both)" in schema["properties"]["prompt"]["description"]
     assert tools["assistant"].output_schema is not None
+
+
+async def test_an_agent_without_a_description_is_described_by_its_config(era: str) -> None:
+    instructions = (
+        "\nYou answer questions about money: prices, taxes and exchange rates, always with "
+        "the calculator, never from memory, and you say which rates you used and when they "
+        "were last updated.\nBe brief."
+    )
+    outer = AgentSpec(
+        name="outer",
+        model=ScriptedModel([]),
+        tools=["calculator", "inner"],
+        options=AgentOptions(system_message=instructions),
+    )
+    inner = AgentSpec(name="inner", model=ScriptedModel([]))
+    async with Client(serve(calculator_gateway(outer, inner)), mode=era) as client:
+        listing = await client.list_tools()
+    described = {tool.name: tool.description for tool in listing.tools}
+    assert described == {
+        "outer": "Ask the agent 'outer'. It can use the tools of: calculator, inner. Its "
+        'instructions begin: "You answer questions about money: prices, taxes and exchange '
+        "rates, always with the calculator, never from memory, and you say which rates you "
+        'used and when..."',
+        "inner": "Ask the agent 'inner'.",  # no tools, the default instructions: nothing more
+    }
 
 
 async def test_an_agent_answers_with_text_and_structured_output(era: str) -> None:
@@ -102,8 +129,10 @@ async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> No
         result = await client.call_tool("assistant", {"prompt": "loop"})
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
-    assert result.content[0].text.startswith(
-        "agent 'assistant' stopped: Max iterations (2) reached"
+    assert result.content[0].text.startswith("agent 'assistant' failed: Max iterations (2) reached")
+    assert result.content[0].text.endswith(
+        "The run has ended and cannot be continued: calling "
+        "again with the same prompt would likely fail the same way."
     )
 
 
@@ -113,7 +142,7 @@ async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: s
         result = await client.call_tool("assistant", {"prompt": "go"})
         assert result.is_error
         assert isinstance(result.content[0], types.TextContent)
-        assert "agent 'assistant' failed" in result.content[0].text
+        assert "agent 'assistant' stopped" in result.content[0].text  # a model error
         assert "has 1 answers and was asked for answer 2" in result.content[0].text
         assert len((await client.list_tools()).tools) == 1
 
@@ -122,14 +151,23 @@ async def test_bad_arguments_and_unknown_tools_are_error_results(era: str) -> No
     gateway = calculator_gateway(calculator_agent([]))
     async with Client(serve(gateway), mode=era) as client:
         missing = await client.call_tool("assistant", {})
+        wrong_type = await client.call_tool("assistant", {"prompt": 42})
         blank = await client.call_tool("assistant", {"prompt": "  "})
         blank_item = await client.call_tool("assistant", {"items": [{"prompt": ""}]})
         unknown = await client.call_tool("nobody", {"prompt": "?"})
     assert missing.is_error
     assert unknown.is_error
-    assert isinstance(missing.content[0], types.TextContent)
-    assert "invalid arguments for agent 'assistant'" in missing.content[0].text
-    assert "give either `prompt` or `items`" in missing.content[0].text
+    assert missing.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'assistant': no question: give `prompt` (text) "
+            'or `items` (a list of {"prompt": ...})'
+        )
+    ]
+    assert wrong_type.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'assistant': prompt: Input should be a valid string"
+        )
+    ]
     for refused in (blank, blank_item):
         assert refused.is_error
         assert isinstance(refused.content[0], types.TextContent)
@@ -152,8 +190,37 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
         "tool calculator: done",
         "model scripted: thinking",
         "model scripted: answered",
+        "agent assistant: finished",  # the last word: the call is done
     ]
-    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7]
+    assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+async def test_a_called_agents_progress_names_it(era: str) -> None:
+    outer = AgentSpec(
+        name="outer",
+        model=ScriptedModel([call("inner", prompt="6 * 7?"), "Inner says 42."]),
+        tools=["inner"],
+    )
+    inner = calculator_agent(times_42(), name="inner")
+    progress = ProgressLog()
+    async with Client(serve(calculator_gateway(outer, inner)), mode=era) as client:
+        await client.call_tool("outer", {"prompt": "ask inner"}, progress_callback=progress)
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    assert messages[1:] == [
+        "model scripted: thinking",
+        "model scripted: answered, calling inner",
+        "tool inner: running",  # the outer agent's call of the inner one
+        "inner: model scripted: thinking",
+        "inner: model scripted: answered, calling calculator",
+        "inner: tool calculator: running",
+        "inner: tool calculator: done",
+        "inner: model scripted: thinking",
+        "inner: model scripted: answered",
+        "tool inner: done",
+        "model scripted: thinking",
+        "model scripted: answered",
+        "agent outer: finished",
+    ]
 
 
 async def test_run_milestones_arrive_as_log_messages() -> None:
@@ -263,5 +330,9 @@ async def test_items_are_answered_each_on_its_own(era: str) -> None:
     assert result.content == [
         types.TextContent(text='{"output": "one", "error": null}\n{"output": "two", "error": null}')
     ]
+    assert both.content == [
+        types.TextContent(
+            text="invalid arguments for agent 'batch': give `prompt` or `items`, not both"
+        )
+    ]
     assert both.is_error
-    assert "give either `prompt` or `items`" in str(both.content)

@@ -104,3 +104,30 @@ async def test_a_silent_tool_call_sends_progress_every_interval(era: str) -> Non
     assert not result.is_error
     assert result.structured_content is not None
     assert result.structured_content["output"] == "It is done."
+
+
+async def test_a_called_agents_silent_tool_call_is_named_by_its_agent(era: str) -> None:
+    beats = Heartbeats("inner: tool wait_for_it: still running")
+
+    @function_tool
+    async def wait_for_it() -> str:
+        """Returns once the client has heard the heartbeat."""
+        await beats.enough.wait()
+        return "done"
+
+    inner = AgentSpec(
+        "inner",
+        ScriptedModel([ScriptedAnswer(tool_calls=[ScriptedCall(name="wait_for_it")]), "Done."]),
+        tools=["waiting"],
+    )
+    outer_answers = [
+        ScriptedAnswer(tool_calls=[ScriptedCall(name="inner", arguments={"prompt": "go"})])
+    ]
+    outer = AgentSpec("outer", ScriptedModel([*outer_answers, "Inner is done."]), tools=["inner"])
+    gateway = calculator_gateway(outer, inner, nodes=[FunctionToolkit("waiting", [wait_for_it])])
+    async with Client(serve(gateway, progress_interval=INTERVAL), mode=era) as client:
+        with anyio.fail_after(20):
+            result = await client.call_tool("outer", {"prompt": "go"}, progress_callback=beats)
+    assert result.content[0].model_dump()["text"] == "Inner is done."
+    # The outer agent's call of the inner one is in flight too: the latest call is named.
+    assert sum("inner: tool wait_for_it: still running" in m for m in beats.messages) >= BEATS

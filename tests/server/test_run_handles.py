@@ -25,7 +25,7 @@ from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
 from .support import ERAS
-from .test_served_approval import Person
+from .test_served_approval import Person, Unanswered
 
 pytestmark = pytest.mark.anyio
 
@@ -82,7 +82,7 @@ def _structured(result: types.CallToolResult) -> dict[str, Any]:
 
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with_a_tool(
-    era: str, tmp_path: Path
+    era: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     log = Log()
     model = ScriptedModel([_calls(("note", "a", "A"), ("erase", "b", "B")), "done"])
@@ -103,8 +103,16 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
             assert isinstance(text, types.TextContent)
             assert f"Run {run_id} is waiting" in text.text
             assert "approve_run" in text.text
+            # The store is the operator's: named in the gateway's log, never to the client.
+            assert text.text.endswith(
+                f"its operator can run: agent-gateway runs approve {run_id} b"
+            )
+            assert str(tmp_path) not in handle.model_dump_json()
             store = f"sqlite:///{tmp_path / 'runs.sqlite'}"  # as `runs approve` must name it
-            assert text.text.endswith(f"agent-gateway runs approve {run_id} b --store {store}")
+            assert (
+                f"run {run_id} waits for a person's approval of b (erase): agent-gateway runs "
+                f"approve|deny {run_id} b --store {store}"
+            ) in caplog.messages
             with anyio.fail_after(10):
                 await log.noted.wait()
             assert log.lines == ["A"]  # the other call of the step ran; the gated one waits
@@ -182,6 +190,23 @@ async def test_a_client_that_can_be_asked_is_asked_and_its_run_is_stored(
         assert stored.status == "succeeded"
     assert sorted(log.lines) == ["A", "erased B"]
     assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_declined_form_reaches_a_stored_run_as_a_decline(era: str, tmp_path: Path) -> None:
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    declines = Unanswered(types.ElicitResult(action="decline"))
+    log = Log()
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, _runs),
+        Client(server, mode=era, elicitation_callback=declines) as client,
+    ):
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="I left B alone.")]
+    assert log.lines == []
+    # Through the store's decision message, as what it was: not a person's words.
+    assert _told(model, 1) == {"b": "The tool call to erase did not run: the user declined."}
 
 
 async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -> None:

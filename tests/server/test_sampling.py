@@ -199,7 +199,12 @@ async def test_sampling_without_tools_support_is_refused_for_an_agent_with_tools
         result = await client.call_tool("helper", {"prompt": "hi"})
     assert result.is_error
     assert isinstance(result.content[0], types.TextContent)
-    assert "not with tools (sampling.tools)" in result.content[0].text
+    assert result.content[0].text == (
+        "agent 'helper' runs on the client's own model (model = \"sampling\" in "
+        "[agents.helper]), which this client cannot be: the client supports sampling, but not "
+        "with tools (sampling.tools). To run it here instead, set `model` in [agents.helper] "
+        "to a model spec."
+    )
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -11,7 +11,20 @@ from mcp.client.session import ClientRequestContext
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, Gateway
-from gateway.approval import NOBODY_TO_ASK, ApprovalRule
+from gateway.approval import (
+    CANCELLED,
+    DECLINED,
+    NOBODY_TO_ASK,
+    NOT_ASKED,
+    ApprovalRequest,
+    ApprovalRule,
+    Decision,
+)
+from gateway.limits import NodeLimits, PerNode
+from gateway.remote_approvals import RemoteApprovals
+from gateway.run_context import RunContext, TokenBudget
+from gateway.server.client_requests.approvals import decision_of, question
+from gateway.trace import Tracer
 from toolkits import FunctionToolkit, function_tool
 
 from .support import ERAS, LogLog, serve
@@ -103,6 +116,48 @@ async def test_the_clients_refusal_reaches_the_model_with_its_message(era: str) 
     }
 
 
+class Unanswered:
+    """The client's side of a form nobody filled in: declined, cancelled, or its own error."""
+
+    def __init__(self, answer: types.ElicitResult | types.ErrorData) -> None:
+        self.answer = answer
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        return self.answer
+
+
+UNANSWERED = [
+    *((era, types.ElicitResult(action="decline"), "the user declined.") for era in ERAS),
+    *((era, types.ElicitResult(action="cancel"), "the approval was cancelled.") for era in ERAS),
+    # Only a 2025-11-25 client answers a form with an error: the SDK's 2026-07-28 round
+    # raises it in the client instead.
+    (
+        "legacy",
+        types.ErrorData(code=types.INTERNAL_ERROR, message="the form broke"),
+        "the approval could not be asked: the form broke.",
+    ),
+]
+
+
+@pytest.mark.parametrize(("era", "answer", "told"), UNANSWERED)
+async def test_a_form_nobody_filled_in_is_told_to_the_model_as_what_it_was(
+    era: str, answer: types.ElicitResult | types.ErrorData, told: str
+) -> None:
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with Client(
+        serve(_gateway(log, spec)), mode=era, elicitation_callback=Unanswered(answer)
+    ) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="I left B alone.")]
+    assert log == []
+    # Nobody "said" anything, nor "rejected" the call.
+    assert _told(model, 1) == {"b": f"The tool call to erase did not run: {told}"}
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_sub_agents_call_is_asked_and_the_sub_agent_goes_on_in_place(era: str) -> None:
     log: list[str] = []
@@ -139,3 +194,36 @@ async def test_a_client_that_cannot_be_asked_gets_the_call_refused(era: str) -> 
     assert result.content == [types.TextContent(text="I could not.")]
     assert log == []
     assert _told(model, 1) == {"b": f"Error: {NOBODY_TO_ASK}"}
+
+
+class Decides:
+    """A calling run's approver that decides every call so."""
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        return self.decision
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [
+        Decision(approved=False, message="B stays"),
+        Decision(approved=False, refused_as=DECLINED),
+        Decision(approved=False, refused_as=CANCELLED),
+        Decision(approved=False, refused_as=f"{NOT_ASKED}: the form broke"),
+    ],
+)
+async def test_a_calling_gateways_decision_reaches_the_served_run_as_it_was(
+    decision: Decision,
+) -> None:
+    """A served agent's question answered by the run of another gateway calling it: the
+    decision its approver made arrives as that one (a decline stays a decline)."""
+    context = RunContext(
+        Tracer("r1"), TokenBudget(), PerNode(1, NodeLimits(1)), approver=Decides(decision)
+    )
+    asked = ApprovalRequest(call="tool 0 b", tool="erase", input={}, agents=["leaf"], item=0)
+    remote = RemoteApprovals(context, call_id="l1", item=0, span_id="s1")
+    answer = await remote.answer(question(asked))
+    assert decision_of(answer) == decision

@@ -24,7 +24,7 @@ from mcp.server.context import ServerRequestContext
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from ...approval import ApprovalRequest, Approver, Decision
+from ...approval import CANCELLED, DECLINED, NOT_ASKED, ApprovalRequest, Approver, Decision
 from ...errors import RunPaused
 from ...remote_approvals import approval_meta, approval_schema
 from .ask_client import relay_to_client, upstream_problem
@@ -80,21 +80,25 @@ def answer_key(request: ApprovalRequest) -> str:
 
 def decision_of(answer: Any) -> Decision:
     """The client's answer to `question` as a decision: anything but an accepted `approve:
-    true` is a refusal."""
+    true` is a refusal. Only a message the person wrote is theirs (`Decision.message`); a
+    form declined, cancelled or not shown says so (`Decision.refused_as`)."""
     if isinstance(answer, types.ErrorData):
-        return Decision(approved=False, message=f"the client could not be asked: {answer.message}")
+        return Decision(approved=False, refused_as=f"{NOT_ASKED}: {answer.message}")
     if not isinstance(answer, types.ElicitResult):
         try:
             answer = types.ElicitResult.model_validate(
                 answer.model_dump(by_alias=True, exclude_none=True)
             )
         except Exception:
-            return Decision(approved=False, message="the client answered something else")
+            unread = f"{NOT_ASKED}: the client's answer was not one to the form"
+            return Decision(approved=False, refused_as=unread)
     content: Mapping[str, Any] = answer.content or {}
     said = content.get("message")
     message = said if isinstance(said, str) and said.strip() else None
+    if answer.action == "decline":
+        return Decision(approved=False, message=message, refused_as=DECLINED)
     if answer.action != "accept":
-        return Decision(approved=False, message=message or f"the client chose {answer.action}")
+        return Decision(approved=False, message=message, refused_as=CANCELLED)
     return Decision(approved=content.get("approve") is True, message=message)
 
 

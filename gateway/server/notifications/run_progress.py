@@ -1,11 +1,13 @@
 """A trace hook that tells the MCP client how a run is going, while it runs.
 
-The run's start (naming the run) and every model call and tool call (start, end, a tool's
-own progress) become a `notifications/progress` for the request being served, so a client with a read cut-off
-(Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing when the client
-asked for no progress. The run's milestones also go out as log messages
-(`notifications/message`): on handshake-era connections from info up, on 2026-07-28 ones
-at the level the request opted in to. A downstream server's log message during a tool call
+The run's start (naming the run), every model call and tool call (start, end, a tool's own
+progress) and the run's end (finished, failed, or paused for an answer: the call's last
+progress) become a `notifications/progress` for the request being served, so a client with a
+read cut-off (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing
+when the client asked for no progress. The work of an agent that the run's agent called
+(however deep) says whose it is (`inner: model ...: thinking`). The run's milestones also go
+out as log messages (`notifications/message`): on handshake-era connections from info up, on
+2026-07-28 ones at the level the request opted in to. A downstream server's log message during a tool call
 (a `note` with a `log` level) goes out as the server sent it.
 
 Events alone leave long calls silent (a model thinking for a minute sends none), so while a
@@ -54,6 +56,10 @@ class McpNotifier:
         self._heartbeat = heartbeat
         self._last_sent = time.monotonic()
         self._in_flight: dict[str, _InFlight] = {}
+        self._parents: dict[str, str | None] = {}
+        """The open spans' parents, to find the agent a span is under."""
+        self._agents: dict[str, str] = {}
+        """The open agent spans' agents."""
 
     async def keep_alive(self) -> None:
         """Until cancelled: a progress notification whenever `heartbeat` seconds passed
@@ -82,9 +88,13 @@ class McpNotifier:
         if described is None:
             return
         level, text = described
-        if event.kind in ("model", "tool") or (event.kind == "run" and event.phase == "start"):
+        agent = self._nested_agent(event)
+        if agent is not None:
+            text = f"{agent}: {text}"
+        if event.kind in ("model", "tool", "run"):
             # The run's start names it: a client whose connection breaks (its replica died,
-            # say) can still find the run by that id (`get_run`, `runs show`).
+            # say) can still find the run by that id (`get_run`, `runs show`). Its end is the
+            # call's last progress: what the client heard last says the run finished.
             await self._report(text)
         if level in self._levels:
             detail = _detail(event)
@@ -95,17 +105,39 @@ class McpNotifier:
             await send_log(self._ctx, params)
 
     def _follow(self, event: TraceEvent) -> None:
-        """Keep track of the model and tool calls in flight, and of the text streamed."""
+        """Keep track of the open spans, the model and tool calls in flight, and of the text
+        streamed."""
+        if event.phase == "start":
+            self._parents[event.id] = event.parent_id
+            if event.kind == "agent":
+                self._agents[event.id] = event.name
         if event.kind not in ("model", "tool"):
+            if event.phase in ("end", "error"):
+                self._parents.pop(event.id, None)
+                self._agents.pop(event.id, None)
             return
         if event.phase == "start":
-            self._in_flight[event.id] = _InFlight(event.kind, event.name)
+            self._in_flight[event.id] = _InFlight(event.kind, event.name, self._nested_agent(event))
         elif event.phase in ("end", "error"):
             self._in_flight.pop(event.id, None)
+            self._parents.pop(event.id, None)
         elif event.phase == "token" and event.parent_id in self._in_flight:
             text = event.output.get("text") if isinstance(event.output, dict) else None
             if isinstance(text, str):
                 self._in_flight[event.parent_id].chars += len(text)
+
+    def _nested_agent(self, event: TraceEvent) -> str | None:
+        """The agent whose work `event` is, when that is an agent the run's own agent called
+        (however deep): progress names it, since its model and tools are not the run's."""
+        nearest: str | None = None
+        agents_above = 0
+        parent = event.parent_id if event.kind != "agent" else None
+        while parent is not None:
+            if parent in self._agents:
+                agents_above += 1
+                nearest = nearest or self._agents[parent]
+            parent = self._parents.get(parent)
+        return nearest if agents_above > 1 else None
 
     async def _report(self, text: str) -> None:
         self._progress += 1
@@ -123,14 +155,17 @@ class McpNotifier:
 class _InFlight:
     kind: str
     name: str
+    agent: str | None = None
+    """The agent it works for, when not the run's own (`McpNotifier._nested_agent`)."""
     started: float = field(default_factory=time.monotonic)
     chars: int = 0
 
     def describe(self) -> str:
         took = f"{time.monotonic() - self.started:.0f} s"
+        whose = f"{self.agent}: " if self.agent else ""
         if self.chars:
-            return f"{self.kind} {self.name}: writing, {self.chars} chars ({took})"
-        return f"{self.kind} {self.name}: still running ({took})"
+            return f"{whose}{self.kind} {self.name}: writing, {self.chars} chars ({took})"
+        return f"{whose}{self.kind} {self.name}: still running ({took})"
 
 
 def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:

@@ -10,7 +10,8 @@ process: a gateway serving the same store reports it and finishes it.
   `runs approve`), `completed`, `failed` (its error as the status message), `cancelled`.
 - `tasks/result`: waits for the run's end and returns its `CallToolResult`.
 - `tasks/cancel`: cancels the run (as `runs cancel`).
-- `tasks/list`: the runs this client started.
+- `tasks/list`: the runs this client started as tasks (its other runs are no tasks: the
+  run tools see them).
 
 The SDK validates a `tools/call` result as a `CallToolResult`, so a server middleware creates
 the task ahead of it. On 2026-07-28 tasks are an extension (`io.modelcontextprotocol/tasks`)
@@ -40,6 +41,7 @@ from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
+from .run_failures import run_ended, stored_failure
 from .stored_runs import StoredAgentRuns, client_decider
 
 if TYPE_CHECKING:
@@ -115,7 +117,7 @@ class AgentTasks:
         try:
             outcome = await self._outcome(ctx, info)
         except (AgentError, GatewayError, ToolkitError) as exc:
-            outcome = error_result(f"agent {info.agent!r} failed: {exc} (run {run_id} is stored)")
+            outcome = await stored_failure(self._stored, info.agent or "?", run_id, exc)
         wire = tool_result_for(outcome, ctx.protocol_version)  # as its era has tools/call's
         wire["_meta"] = {**wire.get("_meta", {}), RELATED_TASK: {"taskId": run_id}}
         return wire
@@ -136,14 +138,14 @@ class AgentTasks:
     ) -> dict[str, Any]:
         tasks: list[dict[str, Any]] = []
         for info in await self._runs.list(limit=100):
-            if await self._stored.owns(info.run_id):
+            if await self._stored.owns(info.run_id, task=True):
                 tasks.append(self._wire(info))
         return {"tasks": tasks}
 
     async def _info(self, run_id: str) -> RunInfo:
         """The run of a task of this client's, taken over if its process is gone."""
         try:
-            if not await self._stored.owns(run_id):
+            if not await self._stored.owns(run_id, task=True):
                 raise UnknownRun(run_id)
             info = await self._runs.get(run_id)
             if info.orphaned:
@@ -172,8 +174,10 @@ class AgentTasks:
                         return error_result(f"run {run_id} left no result")
                     return self._result(found)
                 if status in ("failed", "cancelled"):
-                    failed = f"run {run_id} {status}" + (f": {message}" if message else "")
-                    return error_result(failed)
+                    agent = info.agent or "?"
+                    return error_result(
+                        run_ended(self._stored, agent, run_id, info.status, message)
+                    )
                 outcome = await self._stored.follow(
                     run_id, _dropped, decided=asked, pause=asking is not None
                 )
@@ -209,7 +213,7 @@ class AgentTasks:
     def _result(self, result: RunResult) -> types.CallToolResult:
         spec = self._agents.spec(result.agent)
         steps = spec.options.return_intermediate_steps if spec is not None else False
-        return run_result(result, steps=steps, items=len(result.items) > 1)
+        return run_result(result, steps=steps, items=len(result.items) > 1, stored=True)
 
 
 def _iso(ms: int | None) -> str:

@@ -3,7 +3,7 @@
 A call runs the agent through the same engine and trace as the CLI, with one more hook that
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
-cause; cancelling the request cancels the run and every call under it (a stored run only
+cause, and saying whether the run failed or stopped (`run_failures`); cancelling the request cancels the run and every call under it (a stored run only
 when the client cancels it: see `stored_runs`). While the run has a model or tool call in
 flight, the client hears progress at least every `progress_interval` seconds.
 """
@@ -18,11 +18,16 @@ from typing import Any
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import SERVED_INPUT_SCHEMA, USAGE_META_KEY, agent_description
+from ...agent_tool import (
+    PROMPT_OR_ITEMS,
+    SERVED_INPUT_SCHEMA,
+    USAGE_META_KEY,
+)
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError
@@ -49,6 +54,7 @@ from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
+from .run_failures import item_failed, stopped, stored_failure
 from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
@@ -124,8 +130,10 @@ class _Arguments(BaseModel):
 
     @model_validator(mode="after")
     def _prompt_or_items(self) -> _Arguments:
-        if (self.prompt is None) == (self.items is None):
-            raise ValueError("give either `prompt` or `items`")
+        if self.prompt is None and self.items is None:
+            raise ValueError(f"no question: {PROMPT_OR_ITEMS}")
+        if self.prompt is not None and self.items is not None:
+            raise ValueError("give `prompt` or `items`, not both")
         prompts = [self.prompt] if self.items is None else [i.prompt for i in self.items]
         if any(not (p or "").strip() for p in prompts):
             raise ValueError("a prompt must not be empty")  # as an agent called as a tool says
@@ -138,6 +146,24 @@ class _Arguments(BaseModel):
             return self.items
         assert self.prompt is not None
         return [AgentItem(prompt=self.prompt, session_id=self.session_id)]
+
+
+def _arguments(agent: str, given: dict[str, Any] | None) -> _Arguments | types.CallToolResult:
+    """The call's arguments, or an error result that says what is wrong with them."""
+    try:
+        return _Arguments.model_validate(given or {})
+    except ValidationError as exc:
+        problems = "; ".join(_problem(error) for error in exc.errors())
+        return error_result(f"invalid arguments for agent {agent!r}: {problems}")
+
+
+def _problem(error: ErrorDetails) -> str:
+    """One validation error in plain words: our own checks' message as written, a field's
+    with the field's name."""
+    ctx = error.get("ctx") or {}
+    said = str(ctx["error"]) if error["type"] == "value_error" and "error" in ctx else error["msg"]
+    where = ".".join(str(part) for part in error["loc"])
+    return f"{where}: {said}" if where else said
 
 
 class AgentTools:
@@ -170,7 +196,7 @@ class AgentTools:
         return [
             types.Tool(
                 name=spec.name,
-                description=agent_description(spec.name, spec.description),
+                description=spec.tool_description(),
                 input_schema=INPUT_SCHEMA,
                 output_schema=output_schema(spec),
                 # With a store, a 2025-11-25 client may ask for a task (`agent_tasks`).
@@ -188,14 +214,9 @@ class AgentTools:
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = self._gateway.agents[params.name]
-        try:
-            args = _Arguments.model_validate(params.arguments or {})
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
-                for e in exc.errors()
-            )
-            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        args = _arguments(spec.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         hooks = [notifier]  # besides the gateway's own (--trace, ...)
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
@@ -205,7 +226,7 @@ class AgentTools:
                     return await self._run_stored(ctx, stored, spec, args, params, notifier)
                 return await self._run(ctx, spec, args, params, hooks)
         except (AgentError, GatewayError, ToolkitError) as exc:
-            return error_result(f"agent {spec.name!r} failed: {exc}")
+            return error_result(stopped(spec.name, exc))
         except Exception as exc:  # a bug must not take the connection down
             log.exception("agent %r crashed", spec.name)
             return error_result(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
@@ -226,8 +247,8 @@ class AgentTools:
             if problem is not None:
                 return error_result(
                     f'agent {spec.name!r} runs on the client\'s own model (model = "sampling" '
-                    f"in [agents.{spec.name}]), but {problem}. To run it here instead, set "
-                    f"`model` in [agents.{spec.name}] to a model spec."
+                    f"in [agents.{spec.name}]), which this client cannot be: {problem}. To run "
+                    f"it here instead, set `model` in [agents.{spec.name}] to a model spec."
                 )
             model = SamplingModel(
                 ctx,
@@ -294,11 +315,9 @@ class AgentTools:
             return error_result(
                 f"agent {spec.name!r} cannot run as a task: it runs on the client's own model"
             )
-        try:
-            args = _Arguments.model_validate(params.arguments or {})
-        except ValidationError as exc:
-            problems = "; ".join(e["msg"] for e in exc.errors())
-            return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
+        args = _arguments(spec.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
         state = RunState(
             run_id=new_id(),
             agent=spec.name,
@@ -306,6 +325,7 @@ class AgentTools:
             started_by=authenticated_subject(),
             origin=self._stored.origin,
             caller_trace=trace_context_in(ctx.meta),
+            task=True,
         )
         quota = client_quota(ctx, self._gateway)
         await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)
@@ -332,9 +352,7 @@ class AgentTools:
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
             decided = await stored.answer_round(run_id, params.input_responses)
-            outcome = await stored.follow(
-                run_id, notifier, decided=decided, stop=cancel_requested(ctx)
-            )
+            following = stored.follow(run_id, notifier, decided=decided, stop=cancel_requested(ctx))
         else:
             state = RunState(
                 run_id=new_id(),
@@ -345,7 +363,7 @@ class AgentTools:
                 origin=stored.origin,
             )
             run_id = state.run_id
-            outcome = await stored.start(
+            following = stored.start(
                 state,
                 follower=notifier,
                 hops=incoming_hops(ctx),
@@ -353,16 +371,21 @@ class AgentTools:
                 asker=asker,
                 stop=cancel_requested(ctx),
             )
+        try:
+            outcome = await following
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            return await stored_failure(stored, spec.name, run_id, exc)
         if isinstance(outcome, RunResult):
             steps = spec.options.return_intermediate_steps
-            return run_result(outcome, steps=steps, items=args.items is not None)
+            return run_result(outcome, steps=steps, items=args.items is not None, stored=True)
         if isinstance(asker, RoundApprover):
             asked = {answer_key(r): question(r) for r in outcome}
             return types.InputRequiredResult(
                 input_requests=dict[str, types.InputRequest](asked),
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
-        return handle_result(run_id, outcome, stored.store_option)
+        stored.log_waiting(run_id, outcome)
+        return handle_result(run_id, outcome)
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:
@@ -386,10 +409,13 @@ def output_schema(spec: AgentSpec) -> dict[str, Any]:
     return {**OUTPUT_SCHEMA, "properties": properties}
 
 
-def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.CallToolResult:
+def run_result(
+    result: RunResult, *, steps: bool, items: bool = False, stored: bool = False
+) -> types.CallToolResult:
     """A finished run as a tool result: the answer as text and as `{output, usage, steps?}`;
     with `items`, every item's `{output, error}` (the text: one JSON line each). Its `_meta`
-    has the usage too, for a calling gateway to roll up (`agent_tool`)."""
+    has the usage too, for a calling gateway to roll up (`agent_tool`). A `stored` run's
+    failure names the run."""
     usage = result.usage.model_dump(mode="json")
     meta = {USAGE_META_KEY: usage}
     if items:
@@ -403,7 +429,8 @@ def run_result(result: RunResult, *, steps: bool, items: bool = False) -> types.
         )
     item = result.items[0]
     if item.error is not None:
-        failed = error_result(f"agent {result.agent!r} stopped: {item.error}")
+        run_id = result.run_id if stored else None
+        failed = error_result(item_failed(result.agent, item.error, run_id))
         return failed.model_copy(update={"meta": meta})
     output = item.output or ""
     structured: dict[str, Any] = {"output": _output(item), "usage": usage}

@@ -30,6 +30,7 @@ from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
 from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
+from .run_failures import item_failed
 from .stored_runs import StoredAgentRuns, waiting_json
 
 if TYPE_CHECKING:
@@ -200,13 +201,19 @@ def _report(
         "error": info.error,
     }
     if result is not None:
-        report["status"] = "succeeded"
+        # As the store has it: a run whose every item failed has failed (and ended).
+        failed = all(i.error is not None for i in result.items)
+        report["status"] = "failed" if failed else "succeeded"
         item = result.items[0]
         report["output"] = item.structured if item.structured is not None else item.output
         report["usage"] = result.usage.model_dump(mode="json")
         if len(result.items) > 1:
             report["items"] = [{"output": i.output, "error": i.error} for i in result.items]
-        text = item.output or "" if item.error is None else f"the agent stopped: {item.error}"
+        text = (
+            item.output or ""
+            if item.error is None
+            else item_failed(result.agent, item.error, info.run_id)
+        )
     elif pending:
         calls = "; ".join(
             f"{r.short}: {r.tool} {json.dumps(r.input, ensure_ascii=False)}" for r in pending
@@ -216,4 +223,9 @@ def _report(
         text = f"run {info.run_id} is {report['status']}" + (
             f": {info.error}" if info.error else ""
         )
+        if info.status == "stopped":
+            text += (
+                f". The gateway's operator can continue it (agent-gateway runs resume "
+                f"{info.run_id})"
+            )
     return types.CallToolResult(content=[types.TextContent(text=text)], structured_content=report)

@@ -91,6 +91,19 @@ class StoredAgentRuns:
         """What names this store on the command line: " --store URL" ("" for the default)."""
         return store_option(self.runs.url)
 
+    def log_waiting(self, run_id: str, waiting: Sequence[ApprovalRequest]) -> None:
+        """Tell the gateway's operator (its log) how to decide on a run a client got a handle
+        of: the command in full, with the store, which the client is not shown."""
+        calls = ", ".join(f"{r.short} ({r.tool})" for r in waiting)
+        _log.warning(
+            "run %s waits for a person's approval of %s: agent-gateway runs approve|deny %s %s%s",
+            run_id,
+            calls,
+            run_id,
+            waiting[0].short,
+            self.store_option,
+        )
+
     async def start(
         self,
         state: RunState,
@@ -169,13 +182,14 @@ class StoredAgentRuns:
         relay = self._relays.setdefault(run_id, Relay())
         await self.runs.adopt(run_id, RunOptions(hooks=[relay], stream=True))
 
-    async def owns(self, run_id: str) -> bool:
+    async def owns(self, run_id: str, *, task: bool = False) -> bool:
         """Whether the calling client started the run (the same authenticated subject, or
-        none for both). Raises `UnknownRun` if it is not stored."""
+        none for both), with `task` as an MCP task. Raises `UnknownRun` if it is not
+        stored."""
         state = await self.runs.state(run_id)
         if state is None:
             raise UnknownRun(f"no stored run {run_id!r}")
-        return state.started_by == authenticated_subject()
+        return state.started_by == authenticated_subject() and (state.task or not task)
 
     async def decide(
         self, run_id: str, calls: Sequence[ApprovalRequest], decision: Decision
@@ -249,11 +263,10 @@ def waiting_json(requests: Sequence[ApprovalRequest]) -> list[dict[str, JsonValu
     ]
 
 
-def handle_result(
-    run_id: str, waiting: Sequence[ApprovalRequest], store: str = ""
-) -> types.CallToolResult:
-    """What a client that can be asked nothing is told of a run waiting for approval;
-    `store` names the run store for the command line (" --store URL", "" for the default)."""
+def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.CallToolResult:
+    """What a client that can be asked nothing is told of a run waiting for approval. The
+    command for the gateway's machine does not name the store: its URL or path is the
+    operator's (`log_waiting` tells the operator in full)."""
     lines = [f"Run {run_id} is waiting for a person's approval of:"]
     for request in waiting:
         said = json.dumps(request.input, ensure_ascii=False)
@@ -262,7 +275,8 @@ def handle_result(
         f'Decide with the approve_run or deny_run tool ({{"run_id": "{run_id}", "call": '
         f'"{waiting[0].short}", "message": "..."}}; without "call", every waiting call); the '
         f'answer comes back then, or later from get_run ({{"run_id": "{run_id}"}}). On the '
-        f"gateway's machine: agent-gateway runs approve {run_id} {waiting[0].short}{store}"
+        f"gateway's machine, its operator can run: agent-gateway runs approve {run_id} "
+        f"{waiting[0].short}"
     )
     run: dict[str, JsonValue] = {
         "run_id": run_id,

@@ -1,0 +1,104 @@
+"""What a served agent's caller is told when its run ends without an answer, and what it can
+do about it.
+
+A run *failed* when its question got an error of its own (the model rejected the request,
+max iterations, an answer cut off): the run has ended, and the same question would likely
+fail the same way. A run *stopped* when something outside the question broke (the model
+unreachable or failing after retries, a bad API key, chat memory down): with a run store it
+is kept where it stopped (`stopped`, resumable: `agent-gateway runs resume` on the gateway's
+machine continues it), and calling again may work once the cause is gone. With a store, the
+words follow the run's stored status, and name the run. The store itself is never named to
+the client (its URL or path is the operator's): the gateway's log says how to resume.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import mcp_types as types
+
+from agent import (
+    AgentError,
+    MemoryStoreError,
+    ModelAuthError,
+    ModelConfigError,
+    ModelError,
+    StepInterrupted,
+)
+from toolkits import NodeStopped, ToolkitError, error_result
+
+from ...errors import GatewayError
+
+if TYPE_CHECKING:
+    from .stored_runs import StoredAgentRuns
+
+__all__ = ["item_failed", "run_ended", "stopped", "stored_failure"]
+
+_log = logging.getLogger(__name__)
+
+_SAME_AGAIN = "calling again with the same prompt would likely fail the same way"
+
+
+def item_failed(agent: str, error: str, run_id: str | None = None) -> str:
+    """A question that failed on its own (`ItemResult.error`); `run_id`: its stored run's."""
+    ended = f"Run {run_id} has ended (failed)" if run_id else "The run has ended"
+    return f"agent {agent!r} failed: {error}. {ended} and cannot be continued: {_SAME_AGAIN}."
+
+
+def stopped(agent: str, exc: Exception) -> str:
+    """A run without a store that raised `exc`: stopped, if calling again can help."""
+    hint = _retry_hint(exc)
+    if hint is None:
+        return f"agent {agent!r} failed: {exc}"
+    return f"agent {agent!r} stopped: {exc}. The run is not stored (the gateway has no run store): {hint}."
+
+
+async def stored_failure(
+    stored: StoredAgentRuns, agent: str, run_id: str, exc: Exception
+) -> types.CallToolResult:
+    """A stored run that raised `exc` (to the call following it), told as the store has it."""
+    try:
+        info = await stored.runs.get(run_id)
+    except (AgentError, GatewayError, ToolkitError):  # the store cannot say: the error can
+        return error_result(f"agent {agent!r} failed: {exc} (run {run_id})")
+    return error_result(run_ended(stored, agent, run_id, info.status, str(exc)))
+
+
+def run_ended(
+    stored: StoredAgentRuns, agent: str, run_id: str, status: str, error: str | None
+) -> str:
+    """A stored run that ended without an answer, or follows no more, as its `status` says."""
+    why = f": {error}" if error else ""
+    if status == "failed":
+        return item_failed(agent, error or "its question failed", run_id)
+    if status == "stopped":
+        _log.warning(
+            "run %s of agent %r stopped%s; to continue it: agent-gateway runs resume %s%s",
+            run_id,
+            agent,
+            why,
+            run_id,
+            stored.store_option,
+        )
+        return (
+            f"agent {agent!r} stopped{why}. Run {run_id} is stored where it stopped: the "
+            f"gateway's operator can continue it (agent-gateway runs resume {run_id}); or "
+            "call again (a new run) once the cause is gone."
+        )
+    if status == "cancelled":
+        return f"agent {agent!r}: run {run_id} was cancelled"
+    return f"agent {agent!r} failed{why} (run {run_id} is {status}: get_run shows it)"
+
+
+def _retry_hint(exc: Exception) -> str | None:
+    """What calling again can do after `exc` stopped a run; None: it is no passing trouble."""
+    cause = exc.error if isinstance(exc, StepInterrupted) else exc
+    if isinstance(cause, ModelAuthError | ModelConfigError):
+        return (
+            "calling again fails the same way until the gateway's operator mends the model's "
+            "configuration (its API key or model spec)"
+        )
+    if isinstance(cause, ModelError | MemoryStoreError | NodeStopped):
+        return "calling again starts it over, and may work once the cause is gone"
+    return None
