@@ -9,7 +9,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from agent import AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
 from agent.scratchpad import tool_usage
@@ -75,7 +82,16 @@ class RunState(BaseModel):
     """The W3C trace context the MCP client sent with its call (`traceparent`, ...): the run's
     spans continue the client's trace, also when resumed later."""
     task: bool = False
-    """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it."""
+    """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it.
+    Written only when set: a state without it is one an earlier version (a replica not yet
+    upgraded) reads."""
+
+    @model_serializer(mode="wrap")
+    def _task_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        if not self.task:
+            data.pop("task", None)
+        return data
 
 
 def spent(state: RunState) -> Usage:
