@@ -38,6 +38,7 @@ from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
+from ..running_calls import RunningCalls, note_if_ended
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
 from .stored_runs import StoredAgentRuns, client_decider
@@ -76,10 +77,15 @@ async def _dropped(event: TraceEvent) -> None:
 class AgentTasks:
     """The task methods and the middleware that turns an agent call into a task."""
 
-    def __init__(self, agents: AgentTools, stored: StoredAgentRuns) -> None:
+    def __init__(
+        self, agents: AgentTools, stored: StoredAgentRuns, running: RunningCalls | None = None
+    ) -> None:
+        """`tasks/result` requests run in `running`, which may end them (the server is
+        stopping): the run goes on."""
         self._agents = agents
         self._stored = stored
         self._runs = stored.runs
+        self._running = running or RunningCalls()
 
     async def middleware(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -113,7 +119,9 @@ class AgentTasks:
         run_id = params.task_id
         info = await self._info(run_id)
         try:
-            outcome = await self._outcome(ctx, info)
+            outcome = await self._running.answer(
+                partial(self._outcome, ctx, info), partial(_ended, run_id)
+            )
         except (AgentError, GatewayError, ToolkitError) as exc:
             outcome = error_result(f"agent {info.agent!r} failed: {exc} (run {run_id} is stored)")
         wire = tool_result_for(outcome, ctx.protocol_version)  # as its era has tools/call's
@@ -157,6 +165,9 @@ class AgentTasks:
         self, ctx: ServerRequestContext[Any, Any], info: RunInfo
     ) -> types.CallToolResult:
         run_id = info.run_id
+        note_if_ended(
+            "The task goes on where a gateway serves its store: ask for its result again."
+        )
         asker = client_approver(ctx, None)
         asking = asker if isinstance(asker, ClientApprover) else None
         asked: list[str] = []
@@ -210,6 +221,10 @@ class AgentTasks:
         spec = self._agents.spec(result.agent)
         steps = spec.options.return_intermediate_steps if spec is not None else False
         return run_result(result, steps=steps, items=len(result.items) > 1)
+
+
+def _ended(run_id: str, why: str) -> types.CallToolResult:
+    return error_result(f"tasks/result for task {run_id} was stopped: {why}")
 
 
 def _iso(ms: int | None) -> str:

@@ -46,6 +46,7 @@ from ..client_requests.ask_client import agent_questions
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
+from ..running_calls import note_if_ended
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
@@ -331,6 +332,7 @@ class AgentTools:
         asker = client_approver(ctx, params.input_responses)
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
+            _note_stored(run_id)
             decided = await stored.answer_round(run_id, params.input_responses)
             outcome = await stored.follow(
                 run_id, notifier, decided=decided, stop=cancel_requested(ctx)
@@ -345,6 +347,7 @@ class AgentTools:
                 origin=stored.origin,
             )
             run_id = state.run_id
+            _note_stored(run_id)
             outcome = await stored.start(
                 state,
                 follower=notifier,
@@ -363,6 +366,14 @@ class AgentTools:
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
         return handle_result(run_id, outcome, stored.store_option)
+
+
+def _note_stored(run_id: str) -> None:
+    """What a client whose call the server ends (it is stopping) can do about its run."""
+    note_if_ended(
+        f"Run {run_id} is stored and goes on where a gateway serves its store: "
+        f'get_run {{"run_id": "{run_id}"}} gives its answer.'
+    )
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:
