@@ -8,10 +8,11 @@ asked for no progress. The run's milestones also go out as log messages
 at the level the request opted in to. A downstream server's log message during a tool call
 (a `note` with a `log` level) goes out as the server sent it.
 
-Events alone leave long calls silent (a model thinking for a minute sends none), so while a
-model or tool call is in flight, `keep_alive` sends a progress notification whenever
-`heartbeat` seconds (15 by default) passed without one, saying what runs and for how long;
-text a model streams meanwhile is counted in it (`writing, 1234 chars`).
+Events alone leave long calls silent (a model thinking for a minute sends none, a person
+takes their time to approve a call), so `keep_alive` sends a progress notification whenever
+`heartbeat` seconds (15 by default) passed without one, saying what the run waits on and for
+how long: the model or tool call in flight (text a model streams meanwhile is counted in it:
+`writing, 1234 chars`), the call waiting for a person's approval, else the last thing said.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ __all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
 LOGGER_NAME = "agent-gateway"
 MAX_DETAIL = 500
 HEARTBEAT_SECONDS = 15.0
-"""The longest a client waits for a progress notification while a call is in flight."""
+"""The longest a client waits for a progress notification while a served call runs."""
+APPROVAL_WAIT = "waiting for a person's approval"
 
 log = logging.getLogger(__name__)
 
@@ -54,19 +56,20 @@ class McpNotifier:
         self._heartbeat = heartbeat
         self._last_sent = time.monotonic()
         self._in_flight: dict[str, _InFlight] = {}
+        self._last_said = _Said("the call began")
 
     async def keep_alive(self) -> None:
         """Until cancelled: a progress notification whenever `heartbeat` seconds passed
-        without one while a model or tool call is in flight."""
+        without one, saying what the run waits on."""
         while True:
             wait = self._last_sent + self._heartbeat - time.monotonic()
             if wait > 0:
                 await anyio.sleep(wait)
             elif self._in_flight:
                 latest = next(reversed(self._in_flight.values()))
-                await self._report(latest.describe())
-            else:  # nothing in flight: the next call's start is itself a notification
-                await anyio.sleep(self._heartbeat)
+                await self._report(latest.describe(), heartbeat=True)
+            else:  # between calls, or waiting on what sends no event (a stored run's store)
+                await self._report(self._last_said.describe(), heartbeat=True)
 
     async def __call__(self, event: TraceEvent) -> None:
         self._follow(event)
@@ -95,10 +98,19 @@ class McpNotifier:
             await send_log(self._ctx, params)
 
     def _follow(self, event: TraceEvent) -> None:
-        """Keep track of the model and tool calls in flight, and of the text streamed."""
+        """Keep track of the model and tool calls in flight (a call waiting for approval too),
+        and of the text streamed."""
         if event.kind not in ("model", "tool"):
             return
-        if event.phase == "start":
+        noted = event.output if isinstance(event.output, dict) else {}
+        approval = noted.get("approval")
+        if event.phase == "note" and isinstance(approval, str):  # the gate (`step_loop`)
+            key = f"approval {noted.get('call')}"
+            if approval == "waiting":
+                self._in_flight[key] = _InFlight(event.kind, event.name, waits=APPROVAL_WAIT)
+            else:  # approved, denied, or refused (nobody to ask)
+                self._in_flight.pop(key, None)
+        elif event.phase == "start":
             self._in_flight[event.id] = _InFlight(event.kind, event.name)
         elif event.phase in ("end", "error"):
             self._in_flight.pop(event.id, None)
@@ -107,7 +119,9 @@ class McpNotifier:
             if isinstance(text, str):
                 self._in_flight[event.parent_id].chars += len(text)
 
-    async def _report(self, text: str) -> None:
+    async def _report(self, text: str, *, heartbeat: bool = False) -> None:
+        if not heartbeat:
+            self._last_said = _Said(text)
         self._progress += 1
         self._last_sent = time.monotonic()
         with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
@@ -125,12 +139,27 @@ class _InFlight:
     name: str
     started: float = field(default_factory=time.monotonic)
     chars: int = 0
+    waits: str | None = None
+    """What the call waits for before it runs, if it does."""
 
     def describe(self) -> str:
         took = f"{time.monotonic() - self.started:.0f} s"
+        if self.waits is not None:
+            return f"{self.kind} {self.name}: {self.waits} ({took})"
         if self.chars:
             return f"{self.kind} {self.name}: writing, {self.chars} chars ({took})"
         return f"{self.kind} {self.name}: still running ({took})"
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The last progress an event gave, and when."""
+
+    text: str
+    at: float = field(default_factory=time.monotonic)
+
+    def describe(self) -> str:
+        return f"still working, nothing new for {time.monotonic() - self.at:.0f} s ({self.text})"
 
 
 def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:

@@ -4,8 +4,9 @@ A call runs the agent through the same engine and trace as the CLI, with one mor
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
 cause; cancelling the request cancels the run and every call under it (a stored run only
-when the client cancels it: see `stored_runs`). While the run has a model or tool call in
-flight, the client hears progress at least every `progress_interval` seconds.
+when the client cancels it: see `stored_runs`). While the run goes on (a model or tool call
+in flight, a call waiting for a person's approval), the client hears progress at least every
+`progress_interval` seconds.
 """
 
 from __future__ import annotations
