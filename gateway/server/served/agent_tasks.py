@@ -8,7 +8,9 @@ process: a gateway serving the same store reports it and finishes it.
 - `tasks/get`: the run's status: `working`, `input_required` (a call waits for approval:
   `tasks/result` asks a client that declared elicitation; else `approve_run` / `deny_run` or
   `runs approve`), `completed`, `failed` (its error as the status message), `cancelled`.
-- `tasks/result`: waits for the run's end and returns its `CallToolResult`.
+- `tasks/result`: waits for the run's end and returns its `CallToolResult`; the approval
+  forms it shows meanwhile carry the task in `_meta` (`io.modelcontextprotocol/related-task`),
+  as the result does.
 - `tasks/cancel`: cancels the run (as `runs cancel`).
 - `tasks/list`: the runs this client started.
 
@@ -168,7 +170,8 @@ class AgentTasks:
         note_if_ended(
             "The task goes on where a gateway serves its store: ask for its result again."
         )
-        asker = client_approver(ctx, None)
+        # A form the task depends on is related to it (spec 2025-11-25, tasks).
+        asker = client_approver(ctx, None, {RELATED_TASK: {"taskId": run_id}})
         asking = asker if isinstance(asker, ClientApprover) else None
         asked: list[str] = []
         by = client_decider()
