@@ -259,3 +259,41 @@ async def test_a_2025_clients_cancel_stops_its_run_which_stays_stored(tmp_path: 
         slow.release()
     assert report["error"] == "interrupted"
     assert slow.log.read_text().splitlines() == ["start S"]  # the call was stopped too
+
+
+async def test_a_2026_round_sent_again_after_its_run_ended_gets_the_runs_result(
+    tmp_path: Path,
+) -> None:
+    """A client that lost the answer to its round sends it again: the run has ended, and its
+    stored result is the answer (the approved call ran once)."""
+    log = tmp_path / "calls.log"
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        http_server(_gated(tmp_path, log), "--store", store) as served,
+        Client(served.url, mode="auto", elicitation_callback=Form()) as client,
+    ):
+        with anyio.fail_after(30):
+            first = await client.session.call_tool(
+                "assistant", {"prompt": "go"}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult), first
+            [key] = first.input_requests or {}
+            approved: dict[str, types.InputResponse] = {
+                key: types.ElicitResult(action="accept", content={"approve": True})
+            }
+            once, again = [
+                await client.session.call_tool(
+                    "assistant",
+                    {"prompt": "go"},
+                    input_responses=approved,
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                for _ in range(2)
+            ]
+    assert isinstance(once, types.CallToolResult)
+    assert once.content == [types.TextContent(text="B is done")]
+    assert isinstance(again, types.CallToolResult)
+    assert again.content == once.content
+    assert again.structured_content == once.structured_content
+    assert log.read_text().splitlines() == ["start B", "end B"]

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -24,9 +26,10 @@ from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
 from ...agent_tool import SERVED_INPUT_SCHEMA, USAGE_META_KEY, agent_description
+from ...approval import ApprovalRequest
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
-from ...errors import GatewayError
+from ...errors import GatewayError, UnknownRun
 from ...model_specs import ClientSampling
 from ...run_state import RunResult, RunState
 from ...sampling_model import (
@@ -51,6 +54,7 @@ from ..running_calls import note_if_ended
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
+from .round_replays import RoundReplays, round_key
 from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
@@ -159,6 +163,7 @@ class AgentTools:
         self._max_tokens = sampling_max_tokens
         self._progress_interval = progress_interval
         self._stored = stored
+        self._rounds = RoundReplays()
         self._served: tuple[tuple[AgentSpec, ...], list[types.Tool]] = ((), [])
         """The agents last listed, and their tools (the same list while the agents are)."""
 
@@ -199,13 +204,31 @@ class AgentTools:
             )
             return error_result(f"invalid arguments for agent {spec.name!r}: {problems}")
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
-        hooks = [notifier]  # besides the gateway's own (--trace, ...)
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
+        async with in_background(notifier.keep_alive, wait_started=False):
+            if stored is None and params.request_state is not None:
+                # A round's answers: however often they are sent, the round runs once.
+                subject = authenticated_subject()
+                key = round_key(spec.name, subject, params.request_state, params.input_responses)
+                answer = partial(self._answer, ctx, spec, args, params, notifier, None)
+                return await self._rounds.once(key, spec.name, answer)
+            return await self._answer(ctx, spec, args, params, notifier, stored)
+
+    async def _answer(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        spec: AgentSpec,
+        args: _Arguments,
+        params: types.CallToolRequestParams,
+        notifier: McpNotifier,
+        stored: StoredAgentRuns | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The run's answer (or its next round), a failure as an error result."""
         try:
-            async with in_background(notifier.keep_alive, wait_started=False):
-                if stored is not None:
-                    return await self._run_stored(ctx, stored, spec, args, params, notifier)
-                return await self._run(ctx, spec, args, params, hooks)
+            if stored is not None:
+                return await self._run_stored(ctx, stored, spec, args, params, notifier)
+            # The notifier besides the gateway's own hooks (--trace, ...).
+            return await self._run(ctx, spec, args, params, [notifier])
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(f"agent {spec.name!r} failed: {exc}")
         except Exception as exc:  # a bug must not take the connection down
@@ -334,10 +357,13 @@ class AgentTools:
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
             _note_stored(run_id)
-            decided = await stored.answer_round(run_id, params.input_responses)
-            outcome = await stored.follow(
-                run_id, notifier, decided=decided, stop=cancel_requested(ctx)
-            )
+            # Sent again (its answer was lost) after the run ended: the run's end, once more.
+            ended = await stored.ended(run_id)
+            if ended is None:
+                ended = await _answered(stored, run_id, params, notifier, cancel_requested(ctx))
+            if isinstance(ended, str):
+                return error_result(f"agent {spec.name!r}: {ended}")
+            outcome = ended
         else:
             state = RunState(
                 run_id=new_id(),
@@ -367,6 +393,25 @@ class AgentTools:
                 request_state=ROUND_STATE_PREFIX + run_id,
             )
         return handle_result(run_id, outcome, stored.store_option)
+
+
+async def _answered(
+    stored: StoredAgentRuns,
+    run_id: str,
+    params: types.CallToolRequestParams,
+    notifier: McpNotifier,
+    stop: anyio.Event | None,
+) -> RunResult | list[ApprovalRequest] | str:
+    """A round's answers sent to its stored run, which is followed on; a run that ended
+    meanwhile (a round sent twice at once) gives its end."""
+    decided = await stored.answer_round(run_id, params.input_responses)
+    try:
+        return await stored.follow(run_id, notifier, decided=decided, stop=stop)
+    except UnknownRun:
+        ended = await stored.ended(run_id)
+        if ended is None:
+            raise
+        return ended
 
 
 def _note_stored(run_id: str) -> None:
