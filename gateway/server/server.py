@@ -46,6 +46,7 @@ from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
 from .notifications.log_messages import set_level
+from .running_calls import RunningCalls
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
@@ -121,11 +122,14 @@ class ToolRouter:
         why_missing: Callable[[str], str | None] | None = None,
         *,
         gateway_id: str,
+        running: RunningCalls | None = None,
     ) -> None:
         """`why_missing` says why a name that no source lists may be missing (its server is
         down), better than that no such tool exists. Each tool is served with `gateway_id`
-        added to the gateways it came through (`loops`)."""
+        added to the gateways it came through (`loops`). Calls run in `running`, which may end
+        them (the server is stopping)."""
         self._sources = list(sources)
+        self._running = running or RunningCalls()
         self._why_missing = why_missing
         self._stamps = Stamps(gateway_id)
         self._routes = Routes[ToolSource](lambda: self._listing(strict=False))
@@ -149,7 +153,7 @@ class ToolRouter:
         if source is None:
             said = self._why_missing(params.name) if self._why_missing is not None else None
             return error_result(said or self._routes.unknown(params.name, "tool"))
-        return await source.call(ctx, params)
+        return await self._running.answer(partial(source.call, ctx, params), _ended(params.name))
 
     async def current(self) -> list[types.Tool]:
         """The tools served now (each source's last listing)."""
@@ -187,6 +191,11 @@ def _node_of(name: str) -> Callable[[ToolSource], str]:
     return lambda source: source.node_of(name) or "?"
 
 
+def _ended(name: str) -> Callable[[str], types.CallToolResult]:
+    """The answer to a call of `name` that the server ended, saying why."""
+    return lambda why: error_result(f"the call to {name!r} was stopped: {why}")
+
+
 class _GatewayServer(Server[Any]):
     """The SDK's server, announcing the list changes it relays to handshake-era clients too,
     and resource subscriptions only when an exposed node's server offers them (as its nodes
@@ -209,6 +218,14 @@ class _GatewayServer(Server[Any]):
     (`served.stdio_shortcut`)."""
     here: Here | None = None
     """Where other replicas reach this one (`serve --http`): parked requests name it."""
+    running: RunningCalls | None = None
+    """The tool calls (and `tasks/result` requests) being answered."""
+
+    def end_calls(self, why: str) -> None:
+        """Answer every call still running, and every one to come, with an error result
+        saying `why` (the server is stopping: `transports.http`)."""
+        if self.running is not None:
+            self.running.end_all(why)
 
     def follows_resources(self) -> bool:
         """Whether `resources.subscribe` is announced: an exposed node's server offers it."""
@@ -277,7 +294,8 @@ def build_server(
     if proxied is not None:
         sources.append(proxied)
     why_missing = proxied.why_missing if proxied is not None else None
-    router = ToolRouter(sources, why_missing, gateway_id=gateway.gateway_id)
+    running = RunningCalls()
+    router = ToolRouter(sources, why_missing, gateway_id=gateway.gateway_id, running=running)
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,
@@ -291,6 +309,7 @@ def build_server(
     # deprecated at 2026-07-28), but handshake-era clients still set a level before logs.
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.here = Here()
+    server.running = running
     # Before the boundary, which replaces the sealed state a retry sent on must carry.
     server.middleware.append(keep_wire_state)
     boundary = state_boundary(SERVER_NAME, settings.state_key_env)
@@ -305,7 +324,7 @@ def build_server(
     rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds, now)
     if stored is not None:
-        _serve_tasks(server, AgentTasks(agents, stored))
+        _serve_tasks(server, AgentTasks(agents, stored, running))
     return server, router
 
 

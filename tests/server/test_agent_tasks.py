@@ -22,6 +22,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
 from .processes import http_server
@@ -254,18 +255,29 @@ async def test_a_task_that_cannot_begin_is_an_error_result_of_the_sessions_era(
 
 
 async def test_tasks_result_asks_a_client_that_can_be_asked(tmp_path: Path) -> None:
+    """The form is related to the task, as the spec wants of a request a task depends on."""
     log = tmp_path / "calls.log"
     gated = [_call("guarded", "b", log=str(log), name="B")]
     config = _config(tmp_path, [{"tool_calls": gated}, {"content": "B is done"}])
     person = Person(approve=True)
+    metas: list[dict[str, Any]] = []
+
+    async def shown(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        metas.append(dict(params.meta or {}))
+        return await person(context, params)
 
     async with http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served:
         task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
-        async with Client(served.url, mode="legacy", elicitation_callback=person) as client:
+        async with Client(served.url, mode="legacy", elicitation_callback=shown) as client:
             result = await _result(client, task_id)
     assert result.content == [types.TextContent(text="B is done")]
     assert len(person.asked) == 1
     assert "guarded" in person.asked[0]
+    [meta] = metas
+    assert meta["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    assert meta["agent-gateway/approval"]["tool"] == "guarded"  # the call, as before
     assert log.read_text().splitlines() == ["start B", "end B"]
 
 

@@ -1,12 +1,18 @@
-"""A served run keeps the client's progress clock going while a model or tool call is silent."""
+"""A served run keeps the client's progress clock going while a model or tool call is silent,
+while a call waits for a person's approval, and while it waits on what sends no event."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.session import ClientRequestContext
+from mcp.server import Server
+from mcp.server.context import ServerRequestContext
 
 from agent import (
     AssistantMessage,
@@ -18,7 +24,9 @@ from agent import (
     ToolDefinition,
 )
 from gateway import AgentSpec
-from toolkits import FunctionToolkit, function_tool
+from gateway.approval import ApprovalRule
+from gateway.server import McpNotifier
+from toolkits import FunctionToolkit, function_tool, in_background
 
 from .support import ERAS, calculator_gateway, serve
 
@@ -131,3 +139,65 @@ async def test_a_called_agents_silent_tool_call_is_named_by_its_agent(era: str) 
     assert result.content[0].model_dump()["text"] == "Inner is done."
     # The outer agent's call of the inner one is in flight too: the latest call is named.
     assert sum("inner: tool wait_for_it: still running" in m for m in beats.messages) >= BEATS
+
+
+async def test_a_call_waiting_for_approval_sends_progress_every_interval_saying_so() -> None:
+    """A 2025-11-25 client is shown the form during the call; its person takes their time."""
+    beats = Heartbeats("tool note: waiting for a person's approval")
+    noted: list[str] = []
+
+    @function_tool
+    def note(text: str) -> str:
+        """Note a text."""
+        noted.append(text)
+        return "noted"
+
+    async def person(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        await beats.enough.wait()  # thinking it over
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    model = ScriptedModel(
+        [ScriptedAnswer(tool_calls=[ScriptedCall(name="note", arguments={"text": "A"})]), "Noted."]
+    )
+    spec = AgentSpec("assistant", model, tools=["notes"], approval=ApprovalRule(["note"]))
+    gateway = calculator_gateway(spec, nodes=[FunctionToolkit("notes", [note])])
+    async with Client(
+        serve(gateway, progress_interval=INTERVAL), mode="legacy", elicitation_callback=person
+    ) as client:
+        with anyio.fail_after(20):
+            result = await client.call_tool("assistant", {"prompt": "go"}, progress_callback=beats)
+    assert result.content == [types.TextContent(text="Noted.")]
+    assert noted == ["A"]
+    assert sum("waiting for a person's approval" in m for m in beats.messages) >= BEATS
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_waiting_on_what_sends_no_event_sends_progress_saying_what_it_last_did(
+    era: str,
+) -> None:
+    """A served stored run's follower may wait on the store, which sends no event."""
+    beats = Heartbeats("still working, nothing new for")
+
+    async def quiet_call(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        notifier = McpNotifier(ctx, heartbeat=INTERVAL)
+        async with in_background(notifier.keep_alive, wait_started=False):
+            await beats.enough.wait()
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    async def tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="quiet", input_schema={"type": "object"})]
+        )
+
+    server = Server[Any]("quiet", on_call_tool=quiet_call, on_list_tools=tools)
+    async with Client(server, mode=era) as client:
+        with anyio.fail_after(20):
+            result = await client.call_tool("quiet", {}, progress_callback=beats)
+    assert result.content == [types.TextContent(text="done")]
+    assert beats.messages[0].startswith("still working, nothing new for 0 s (the call began)")

@@ -4,6 +4,7 @@ A client that declared neither is not asked: the call is refused and the model t
 
 from __future__ import annotations
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
@@ -27,7 +28,7 @@ from gateway.server.client_requests.approvals import decision_of, question
 from gateway.trace import Tracer
 from toolkits import FunctionToolkit, function_tool
 
-from .support import ERAS, LogLog, serve
+from .support import ERAS, Blocker, LogLog, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -227,3 +228,98 @@ async def test_a_calling_gateways_decision_reaches_the_served_run_as_it_was(
     remote = RemoteApprovals(context, call_id="l1", item=0, span_id="s1")
     answer = await remote.answer(question(asked))
     assert decision_of(answer) == decision
+
+
+async def _first_round(client: Client, spec_prompt: str = "go") -> types.InputRequiredResult:
+    first = await client.session.call_tool(
+        "assistant", {"prompt": spec_prompt}, allow_input_required=True
+    )
+    assert isinstance(first, types.InputRequiredResult), first
+    return first
+
+
+def _approval(approve: bool) -> types.ElicitResult:
+    return types.ElicitResult(action="accept", content={"approve": approve})
+
+
+async def test_a_round_sent_again_gets_the_first_answer_and_runs_nothing_twice() -> None:
+    """A 2026-07-28 client that lost the answer to its round and sends it again (no store)."""
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "B is erased."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with Client(serve(_gateway(log, spec)), elicitation_callback=Person(approve=True)) as c:
+        first = await _first_round(c)
+        [key] = first.input_requests or {}
+        answers: dict[str, types.InputResponse] = {key: _approval(True)}
+        state = first.request_state
+        once, again = [
+            await c.session.call_tool(
+                "assistant",
+                {"prompt": "go"},
+                input_responses=answers,
+                request_state=state,
+                allow_input_required=True,
+            )
+            for _ in range(2)
+        ]
+        otherwise = await c.session.call_tool(
+            "assistant",
+            {"prompt": "go"},
+            input_responses={key: _approval(False)},
+            request_state=state,
+            allow_input_required=True,
+        )
+    assert isinstance(once, types.CallToolResult)
+    assert once.content == [types.TextContent(text="B is erased.")]
+    assert again == once
+    assert log == ["erased B"]  # one approval, one erase
+    assert len(model.calls) == 2
+    assert isinstance(otherwise, types.CallToolResult)
+    assert otherwise.is_error
+    assert otherwise.content == [
+        types.TextContent(
+            text="agent 'assistant': this round was answered already, with other answers, and "
+            "its decision stands. Call the tool again to start over."
+        )
+    ]
+
+
+async def test_a_round_whose_first_answer_was_cut_off_is_refused_when_sent_again() -> None:
+    """Its request closed while the approved call ran (no store: the run stops with it), so
+    the call may have run: the client starts over rather than running it twice."""
+    blocker = Blocker()
+    model = ScriptedModel(
+        [ScriptedAnswer(tool_calls=[ScriptedCall(name="wait_here", id="w")]), "never"]
+    )
+    spec = AgentSpec("assistant", model, tools=["wait_here"], approval=ApprovalRule(["wait_here"]))
+    gateway = Gateway([blocker.node], [spec])
+    async with Client(serve(gateway), elicitation_callback=Person(approve=True)) as c:
+        first = await _first_round(c)
+        [key] = first.input_requests or {}
+        answers: dict[str, types.InputResponse] = {key: _approval(True)}
+
+        async def answer() -> types.CallToolResult | types.InputRequiredResult:
+            return await c.session.call_tool(
+                "assistant",
+                {"prompt": "go"},
+                input_responses=answers,
+                request_state=first.request_state,
+                allow_input_required=True,
+            )
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(answer)
+                await blocker.started.wait()
+                tg.cancel_scope.cancel()  # the client goes: its request closes
+            await blocker.cancelled.wait()
+            again = await answer()
+    assert isinstance(again, types.CallToolResult)
+    assert again.is_error
+    assert again.content == [
+        types.TextContent(
+            text="agent 'assistant': this round was answered already, but its call ended "
+            "before it answered (its request was closed), and what it approved may have run. "
+            "Call the tool again to start over."
+        )
+    ]

@@ -25,6 +25,7 @@ from mcp.client.session import ClientRequestContext
 from tests.durable.cli_runs import cli, cli_env, list_runs
 
 from .processes import REPO, http_server
+from .test_keep_alive import Heartbeats
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -99,6 +100,30 @@ async def test_runs_approve_decides_while_the_client_is_shown_the_form(tmp_path:
     assert results[0].content == [types.TextContent(text="B is done")]
     assert log.read_text().splitlines() == ["start B", "end B"]
     assert list_runs(store)[0]["status"] == "succeeded"
+
+
+async def test_a_2025_client_shown_the_form_hears_progress_while_its_person_thinks(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "calls.log"
+    config = _gated(tmp_path, log)
+    config.write_text("[gateway]\nprogress_interval = 0.2\n" + config.read_text())
+    beats = Heartbeats("tool guarded: waiting for a person's approval")
+
+    async def person(
+        context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult:
+        await beats.enough.wait()  # thinking it over
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    async with (
+        http_server(config, "--store", f"sqlite:///{tmp_path / 'runs.sqlite'}") as served,
+        Client(served.url, mode="legacy", elicitation_callback=person) as client,
+    ):
+        with anyio.fail_after(30):
+            result = await client.call_tool("assistant", {"prompt": "go"}, progress_callback=beats)
+    assert result.content == [types.TextContent(text="B is done")]
+    assert log.read_text().splitlines() == ["start B", "end B"]
 
 
 async def test_a_killed_clients_form_holds_up_no_decision_of_another_session(
@@ -234,3 +259,41 @@ async def test_a_2025_clients_cancel_stops_its_run_which_stays_stored(tmp_path: 
         slow.release()
     assert report["error"] == "interrupted"
     assert slow.log.read_text().splitlines() == ["start S"]  # the call was stopped too
+
+
+async def test_a_2026_round_sent_again_after_its_run_ended_gets_the_runs_result(
+    tmp_path: Path,
+) -> None:
+    """A client that lost the answer to its round sends it again: the run has ended, and its
+    stored result is the answer (the approved call ran once)."""
+    log = tmp_path / "calls.log"
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with (
+        http_server(_gated(tmp_path, log), "--store", store) as served,
+        Client(served.url, mode="auto", elicitation_callback=Form()) as client,
+    ):
+        with anyio.fail_after(30):
+            first = await client.session.call_tool(
+                "assistant", {"prompt": "go"}, allow_input_required=True
+            )
+            assert isinstance(first, types.InputRequiredResult), first
+            [key] = first.input_requests or {}
+            approved: dict[str, types.InputResponse] = {
+                key: types.ElicitResult(action="accept", content={"approve": True})
+            }
+            once, again = [
+                await client.session.call_tool(
+                    "assistant",
+                    {"prompt": "go"},
+                    input_responses=approved,
+                    request_state=first.request_state,
+                    allow_input_required=True,
+                )
+                for _ in range(2)
+            ]
+    assert isinstance(once, types.CallToolResult)
+    assert once.content == [types.TextContent(text="B is done")]
+    assert isinstance(again, types.CallToolResult)
+    assert again.content == once.content
+    assert again.structured_content == once.structured_content
+    assert log.read_text().splitlines() == ["start B", "end B"]

@@ -23,6 +23,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp_types import CONNECTION_CLOSED
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import JsonValue
 
 from ...approval import CANCELLED, DECLINED, NOT_ASKED, ApprovalRequest, Approver, Decision
 from ...errors import RunPaused
@@ -59,7 +60,10 @@ class ApprovalInputRequired(RunPaused):
         self.requests = requests
 
 
-def question(request: ApprovalRequest) -> types.ElicitRequest:
+def question(
+    request: ApprovalRequest, meta: Mapping[str, JsonValue] | None = None
+) -> types.ElicitRequest:
+    """The form asking about `request`; `meta` adds to its `_meta` (the task it is for)."""
     said = json.dumps(request.input, ensure_ascii=False)
     message = f"Agent {request.agents[-1]!r} wants to call {request.tool} with {said}. Allow it?"
     # The call travels for a calling gateway (`gateway.remote_approvals`): in `_meta`, and in
@@ -69,7 +73,7 @@ def question(request: ApprovalRequest) -> types.ElicitRequest:
         params=types.ElicitRequestFormParams(
             message=message,
             requested_schema=schema,
-            _meta=cast(types.RequestParamsMeta, approval_meta(request)),
+            _meta=cast(types.RequestParamsMeta, {**approval_meta(request), **(meta or {})}),
         )
     )
 
@@ -103,19 +107,23 @@ def decision_of(answer: Any) -> Decision:
 
 
 class ClientApprover:
-    """Asks a handshake-era client over the request's back-channel (elicitation)."""
+    """Asks a handshake-era client over the request's back-channel (elicitation); each form
+    carries `meta` in its `_meta` too (the task it is for: `served.agent_tasks`)."""
 
-    def __init__(self, ctx: ServerRequestContext[Any, Any]) -> None:
+    def __init__(
+        self, ctx: ServerRequestContext[Any, Any], meta: Mapping[str, JsonValue] | None = None
+    ) -> None:
         self._ctx = ctx
+        self._meta = dict(meta or {})
 
     async def decide(self, request: ApprovalRequest) -> Decision:
-        return decision_of(await relay_to_client(self._ctx, question(request)))
+        return decision_of(await relay_to_client(self._ctx, question(request, self._meta)))
 
     async def ask(self, request: ApprovalRequest) -> Decision | None:
         """The client's decision, or None if it gave none because it is gone: its connection
         closed, or the request that carried the question ended (a run that can wait for a
         decision from elsewhere does; `decide` takes that as a refusal)."""
-        answer = await relay_to_client(self._ctx, question(request))
+        answer = await relay_to_client(self._ctx, question(request, self._meta))
         if isinstance(answer, types.ErrorData) and (
             answer.code == CONNECTION_CLOSED or not self._ctx.session.can_send_request
         ):
@@ -144,13 +152,16 @@ class RoundApprover:
 
 
 def client_approver(
-    ctx: ServerRequestContext[Any, Any], answers: Mapping[str, types.InputResponse] | None
+    ctx: ServerRequestContext[Any, Any],
+    answers: Mapping[str, types.InputResponse] | None,
+    meta: Mapping[str, JsonValue] | None = None,
 ) -> Approver | None:
-    """Who approves the calls of a run this request started, or None: nobody can be asked."""
+    """Who approves the calls of a run this request started (or follows), or None: nobody
+    can be asked. A form shown during the request carries `meta` in its `_meta` too."""
     session = ctx.session
     capabilities = session.client_capabilities
     if session.protocol_version in MODERN_PROTOCOL_VERSIONS:
         can = capabilities is not None and capabilities.elicitation is not None
         return RoundApprover(answers) if can else None
     probe = question(ApprovalRequest(call="", tool="", input={}, agents=[""], item=0))
-    return ClientApprover(ctx) if upstream_problem(session, probe) is None else None
+    return ClientApprover(ctx, meta) if upstream_problem(session, probe) is None else None

@@ -10,10 +10,11 @@ out as log messages (`notifications/message`): on handshake-era connections from
 2026-07-28 ones at the level the request opted in to. A downstream server's log message during a tool call
 (a `note` with a `log` level) goes out as the server sent it.
 
-Events alone leave long calls silent (a model thinking for a minute sends none), so while a
-model or tool call is in flight, `keep_alive` sends a progress notification whenever
-`heartbeat` seconds (15 by default) passed without one, saying what runs and for how long;
-text a model streams meanwhile is counted in it (`writing, 1234 chars`).
+Events alone leave long calls silent (a model thinking for a minute sends none, a person
+takes their time to approve a call), so `keep_alive` sends a progress notification whenever
+`heartbeat` seconds (15 by default) passed without one, saying what the run waits on and for
+how long: the model or tool call in flight (text a model streams meanwhile is counted in it:
+`writing, 1234 chars`), the call waiting for a person's approval, else the last thing said.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ __all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
 LOGGER_NAME = "agent-gateway"
 MAX_DETAIL = 500
 HEARTBEAT_SECONDS = 15.0
-"""The longest a client waits for a progress notification while a call is in flight."""
+"""The longest a client waits for a progress notification while a served call runs."""
+APPROVAL_WAIT = "waiting for a person's approval"
 
 log = logging.getLogger(__name__)
 
@@ -60,19 +62,20 @@ class McpNotifier:
         """The open spans' parents, to find the agent a span is under."""
         self._agents: dict[str, str] = {}
         """The open agent spans' agents."""
+        self._last_said = _Said("the call began")
 
     async def keep_alive(self) -> None:
         """Until cancelled: a progress notification whenever `heartbeat` seconds passed
-        without one while a model or tool call is in flight."""
+        without one, saying what the run waits on."""
         while True:
             wait = self._last_sent + self._heartbeat - time.monotonic()
             if wait > 0:
                 await anyio.sleep(wait)
             elif self._in_flight:
                 latest = next(reversed(self._in_flight.values()))
-                await self._report(latest.describe())
-            else:  # nothing in flight: the next call's start is itself a notification
-                await anyio.sleep(self._heartbeat)
+                await self._report(latest.describe(), heartbeat=True)
+            else:  # between calls, or waiting on what sends no event (a stored run's store)
+                await self._report(self._last_said.describe(), heartbeat=True)
 
     async def __call__(self, event: TraceEvent) -> None:
         self._follow(event)
@@ -105,8 +108,8 @@ class McpNotifier:
             await send_log(self._ctx, params)
 
     def _follow(self, event: TraceEvent) -> None:
-        """Keep track of the open spans, the model and tool calls in flight, and of the text
-        streamed."""
+        """Keep track of the open spans, the model and tool calls in flight (a call waiting
+        for approval too), and of the text streamed."""
         if event.phase == "start":
             self._parents[event.id] = event.parent_id
             if event.kind == "agent":
@@ -116,7 +119,17 @@ class McpNotifier:
                 self._parents.pop(event.id, None)
                 self._agents.pop(event.id, None)
             return
-        if event.phase == "start":
+        noted = event.output if isinstance(event.output, dict) else {}
+        approval = noted.get("approval")
+        if event.phase == "note" and isinstance(approval, str):  # the gate (`step_loop`)
+            key = f"approval {noted.get('call')}"
+            if approval == "waiting":
+                self._in_flight[key] = _InFlight(
+                    event.kind, event.name, self._nested_agent(event), waits=APPROVAL_WAIT
+                )
+            else:  # approved, denied, or refused (nobody to ask)
+                self._in_flight.pop(key, None)
+        elif event.phase == "start":
             self._in_flight[event.id] = _InFlight(event.kind, event.name, self._nested_agent(event))
         elif event.phase in ("end", "error"):
             self._in_flight.pop(event.id, None)
@@ -139,7 +152,9 @@ class McpNotifier:
             parent = self._parents.get(parent)
         return nearest if agents_above > 1 else None
 
-    async def _report(self, text: str) -> None:
+    async def _report(self, text: str, *, heartbeat: bool = False) -> None:
+        if not heartbeat:
+            self._last_said = _Said(text)
         self._progress += 1
         self._last_sent = time.monotonic()
         with anyio.move_on_after(NOTIFY_TIMEOUT) as scope:
@@ -159,13 +174,28 @@ class _InFlight:
     """The agent it works for, when not the run's own (`McpNotifier._nested_agent`)."""
     started: float = field(default_factory=time.monotonic)
     chars: int = 0
+    waits: str | None = None
+    """What the call waits for before it runs, if it does."""
 
     def describe(self) -> str:
         took = f"{time.monotonic() - self.started:.0f} s"
         whose = f"{self.agent}: " if self.agent else ""
+        if self.waits is not None:
+            return f"{whose}{self.kind} {self.name}: {self.waits} ({took})"
         if self.chars:
             return f"{whose}{self.kind} {self.name}: writing, {self.chars} chars ({took})"
         return f"{whose}{self.kind} {self.name}: still running ({took})"
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The last progress an event gave, and when."""
+
+    text: str
+    at: float = field(default_factory=time.monotonic)
+
+    def describe(self) -> str:
+        return f"still working, nothing new for {time.monotonic() - self.at:.0f} s ({self.text})"
 
 
 def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:

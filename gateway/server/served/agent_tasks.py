@@ -8,7 +8,9 @@ process: a gateway serving the same store reports it and finishes it.
 - `tasks/get`: the run's status: `working`, `input_required` (a call waits for approval:
   `tasks/result` asks a client that declared elicitation; else `approve_run` / `deny_run` or
   `runs approve`), `completed`, `failed` (its error as the status message), `cancelled`.
-- `tasks/result`: waits for the run's end and returns its `CallToolResult`.
+- `tasks/result`: waits for the run's end and returns its `CallToolResult`; the approval
+  forms it shows meanwhile carry the task in `_meta` (`io.modelcontextprotocol/related-task`),
+  as the result does.
 - `tasks/cancel`: cancels the run (as `runs cancel`).
 - `tasks/list`: the runs this client started as tasks (its other runs are no tasks: the
   run tools see them).
@@ -39,6 +41,7 @@ from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
+from ..running_calls import RunningCalls, note_if_ended
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
 from .run_failures import run_ended, stored_failure
@@ -78,10 +81,15 @@ async def _dropped(event: TraceEvent) -> None:
 class AgentTasks:
     """The task methods and the middleware that turns an agent call into a task."""
 
-    def __init__(self, agents: AgentTools, stored: StoredAgentRuns) -> None:
+    def __init__(
+        self, agents: AgentTools, stored: StoredAgentRuns, running: RunningCalls | None = None
+    ) -> None:
+        """`tasks/result` requests run in `running`, which may end them (the server is
+        stopping): the run goes on."""
         self._agents = agents
         self._stored = stored
         self._runs = stored.runs
+        self._running = running or RunningCalls()
 
     async def middleware(
         self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
@@ -115,7 +123,9 @@ class AgentTasks:
         run_id = params.task_id
         info = await self._info(run_id)
         try:
-            outcome = await self._outcome(ctx, info)
+            outcome = await self._running.answer(
+                partial(self._outcome, ctx, info), partial(_ended, run_id)
+            )
         except (AgentError, GatewayError, ToolkitError) as exc:
             outcome = await stored_failure(self._stored, info.agent or "?", run_id, exc)
         wire = tool_result_for(outcome, ctx.protocol_version)  # as its era has tools/call's
@@ -159,7 +169,11 @@ class AgentTasks:
         self, ctx: ServerRequestContext[Any, Any], info: RunInfo
     ) -> types.CallToolResult:
         run_id = info.run_id
-        asker = client_approver(ctx, None)
+        note_if_ended(
+            "The task goes on where a gateway serves its store: ask for its result again."
+        )
+        # A form the task depends on is related to it (spec 2025-11-25, tasks).
+        asker = client_approver(ctx, None, {RELATED_TASK: {"taskId": run_id}})
         asking = asker if isinstance(asker, ClientApprover) else None
         asked: list[str] = []
         by = client_decider()
@@ -214,6 +228,10 @@ class AgentTasks:
         spec = self._agents.spec(result.agent)
         steps = spec.options.return_intermediate_steps if spec is not None else False
         return run_result(result, steps=steps, items=len(result.items) > 1, stored=True)
+
+
+def _ended(run_id: str, why: str) -> types.CallToolResult:
+    return error_result(f"tasks/result for task {run_id} was stopped: {why}")
 
 
 def _iso(ms: int | None) -> str:

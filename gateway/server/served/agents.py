@@ -3,9 +3,10 @@
 A call runs the agent through the same engine and trace as the CLI, with one more hook that
 turns the trace into the client's progress and log notifications. Every way a run can fail
 (max iterations, a model error, a misconfigured node) is an `is_error` result naming the
-cause, and saying whether the run failed or stopped (`run_failures`); cancelling the request cancels the run and every call under it (a stored run only
-when the client cancels it: see `stored_runs`). While the run has a model or tool call in
-flight, the client hears progress at least every `progress_interval` seconds.
+cause, and saying whether the run failed or stopped (`run_failures`); cancelling the request
+cancels the run and every call under it (a stored run only when the client cancels it: see
+`stored_runs`). While the run goes on (a model or tool call in flight, a call waiting for a
+person's approval), the client hears progress at least every `progress_interval` seconds.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -23,14 +26,11 @@ from pydantic_core import ErrorDetails
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import (
-    PROMPT_OR_ITEMS,
-    SERVED_INPUT_SCHEMA,
-    USAGE_META_KEY,
-)
+from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, USAGE_META_KEY
+from ...approval import ApprovalRequest
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
-from ...errors import GatewayError
+from ...errors import GatewayError, UnknownRun
 from ...model_specs import ClientSampling
 from ...run_state import RunResult, RunState
 from ...sampling_model import (
@@ -51,9 +51,11 @@ from ..client_requests.ask_client import agent_questions
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
+from ..running_calls import note_if_ended
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
+from .round_replays import RoundReplays, round_key
 from .run_failures import item_failed, stopped, stored_failure
 from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
@@ -183,6 +185,7 @@ class AgentTools:
         self._max_tokens = sampling_max_tokens
         self._progress_interval = progress_interval
         self._stored = stored
+        self._rounds = RoundReplays()
         self._served: tuple[tuple[AgentSpec, ...], list[types.Tool]] = ((), [])
         """The agents last listed, and their tools (the same list while the agents are)."""
 
@@ -218,13 +221,31 @@ class AgentTools:
         if isinstance(args, types.CallToolResult):
             return args
         notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
-        hooks = [notifier]  # besides the gateway's own (--trace, ...)
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
+        async with in_background(notifier.keep_alive, wait_started=False):
+            if stored is None and params.request_state is not None:
+                # A round's answers: however often they are sent, the round runs once.
+                subject = authenticated_subject()
+                key = round_key(spec.name, subject, params.request_state, params.input_responses)
+                answer = partial(self._answer, ctx, spec, args, params, notifier, None)
+                return await self._rounds.once(key, spec.name, answer)
+            return await self._answer(ctx, spec, args, params, notifier, stored)
+
+    async def _answer(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        spec: AgentSpec,
+        args: _Arguments,
+        params: types.CallToolRequestParams,
+        notifier: McpNotifier,
+        stored: StoredAgentRuns | None,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The run's answer (or its next round), a failure as an error result."""
         try:
-            async with in_background(notifier.keep_alive, wait_started=False):
-                if stored is not None:
-                    return await self._run_stored(ctx, stored, spec, args, params, notifier)
-                return await self._run(ctx, spec, args, params, hooks)
+            if stored is not None:
+                return await self._run_stored(ctx, stored, spec, args, params, notifier)
+            # The notifier besides the gateway's own hooks (--trace, ...).
+            return await self._run(ctx, spec, args, params, [notifier])
         except (AgentError, GatewayError, ToolkitError) as exc:
             return error_result(stopped(spec.name, exc))
         except Exception as exc:  # a bug must not take the connection down
@@ -351,8 +372,7 @@ class AgentTools:
         asker = client_approver(ctx, params.input_responses)
         run_id = round_run_id(params.request_state)
         if run_id is not None:  # a 2026-07-28 client's answers to a round
-            decided = await stored.answer_round(run_id, params.input_responses)
-            following = stored.follow(run_id, notifier, decided=decided, stop=cancel_requested(ctx))
+            following = _answered(stored, run_id, params, notifier, cancel_requested(ctx))
         else:
             state = RunState(
                 run_id=new_id(),
@@ -371,10 +391,13 @@ class AgentTools:
                 asker=asker,
                 stop=cancel_requested(ctx),
             )
+        _note_stored(run_id)
         try:
             outcome = await following
         except (AgentError, GatewayError, ToolkitError) as exc:
             return await stored_failure(stored, spec.name, run_id, exc)
+        if isinstance(outcome, str):  # a round sent again after its run ended without an answer
+            return error_result(f"agent {spec.name!r}: {outcome}")
         if isinstance(outcome, RunResult):
             steps = spec.options.return_intermediate_steps
             return run_result(outcome, steps=steps, items=args.items is not None, stored=True)
@@ -386,6 +409,37 @@ class AgentTools:
             )
         stored.log_waiting(run_id, outcome)
         return handle_result(run_id, outcome)
+
+
+async def _answered(
+    stored: StoredAgentRuns,
+    run_id: str,
+    params: types.CallToolRequestParams,
+    notifier: McpNotifier,
+    stop: anyio.Event | None,
+) -> RunResult | list[ApprovalRequest] | str:
+    """A round's answers sent to its stored run, which is followed on; a run that has ended
+    (the round sent again: its answer was lost) or ends meanwhile (sent twice at once) gives
+    its end once more."""
+    ended = await stored.ended(run_id)
+    if ended is not None:
+        return ended
+    decided = await stored.answer_round(run_id, params.input_responses)
+    try:
+        return await stored.follow(run_id, notifier, decided=decided, stop=stop)
+    except UnknownRun:
+        ended = await stored.ended(run_id)
+        if ended is None:
+            raise
+        return ended
+
+
+def _note_stored(run_id: str) -> None:
+    """What a client whose call the server ends (it is stopping) can do about its run."""
+    note_if_ended(
+        f"Run {run_id} is stored and goes on where a gateway serves its store: "
+        f'get_run {{"run_id": "{run_id}"}} gives its answer.'
+    )
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:

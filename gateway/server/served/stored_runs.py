@@ -60,6 +60,8 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+_ENDED = ("succeeded", "failed", "cancelled")
+
 ROUND_STATE_PREFIX = "stored-run:"
 """The `requestState` of an input-required round of a stored run: this and the run's id."""
 
@@ -171,6 +173,17 @@ class StoredAgentRuns:
         if isinstance(outcome, RunResult):
             self._relays.pop(run_id, None)
         return outcome
+
+    async def ended(self, run_id: str) -> RunResult | str | None:
+        """A run that has ended: its result if it succeeded, else what ended it; None while
+        it goes on. Raises `UnknownRun` if it is not stored."""
+        info = await self.runs.get(run_id)
+        if info.status not in _ENDED:
+            return None
+        found = await self.runs.result(run_id) if info.status == "succeeded" else None
+        if found is not None:
+            return found
+        return f"run {run_id} {info.status}" + (f": {info.error}" if info.error else "")
 
     async def adopt(self, run_id: str) -> None:
         """Continue a run that does not execute in any live process here. Raises

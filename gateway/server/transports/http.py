@@ -98,9 +98,13 @@ DEFAULT_KEEP_ALIVE = 120
 SHUTDOWN_GRACE = 5
 """Seconds open streams and the requests in flight get to finish when the server stops."""
 _REQUEST_SLACK = 2
-"""uvicorn's own grace is longer: a caller that ends the calls still running at the end of
-ours (`cli.serve`: their nodes stop) has them answered with their errors, where uvicorn would
-cancel their requests (no answer, and a traceback in the log)."""
+"""uvicorn's own grace is longer: the calls still running at the end of ours are answered
+with an error result (`EndsCalls`), where uvicorn would cancel their requests (no answer, and
+a traceback in the log)."""
+CUT_OFF = (
+    "agent-gateway is shutting down, and the call was still running when its time to finish "
+    "ran out."
+)
 
 log = logging.getLogger(__name__)
 
@@ -227,6 +231,13 @@ def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
             return None
         names = ()
     return AllowedHosts.build(names, options.port, options.allowed_hosts, options.allowed_origins)
+
+
+@runtime_checkable
+class EndsCalls(Protocol):
+    """A server that can answer the calls it is still running with an error result."""
+
+    def end_calls(self, why: str) -> None: ...
 
 
 @runtime_checkable
@@ -387,9 +398,10 @@ async def serve_http(
     stop: anyio.Event | None = None,
 ) -> None:
     """Serve until cancelled, or until `stop` is set; either way no new connection is taken,
-    and the requests in flight get `SHUTDOWN_GRACE` seconds to finish (uvicorn cancels those
-    still running `_REQUEST_SLACK` seconds later). `on_ready` gets the URL once the port is
-    bound (port 0 works)."""
+    and the requests in flight get `SHUTDOWN_GRACE` seconds to finish (after `stop`, a cancel
+    cuts that short). Then a server that `EndsCalls` answers the calls it still runs with an
+    error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds later).
+    `on_ready` gets the URL once the port is bound (port 0 works)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on connections of such sockets, and
     # without it Nagle's algorithm adds ~40 ms to each 2026-07-28 response.
@@ -422,31 +434,53 @@ async def serve_http(
         timeout_keep_alive=options.keep_alive,
     )
     uvicorn_server = _Uvicorn(config)
+    finished = anyio.Event()
 
     async def run(tg: anyio.abc.TaskGroup) -> None:
         # Shielded: a cancelled serve would skip uvicorn's shutdown and leave the lifespan
         # (the session manager) to be torn down by the loop, logging a CancelledError.
         with anyio.CancelScope(shield=True):
-            await uvicorn_server.serve(sockets=[sock])
+            try:
+                await uvicorn_server.serve(sockets=[sock])
+            finally:
+                finished.set()
         tg.cancel_scope.cancel()  # it ended on its own
+
+    async def close_sessions(sessions: SessionLimits) -> None:
+        # Open GET streams would hold uvicorn's shutdown: the sessions close, each once its
+        # calls in flight end (answered by the cut-off at the latest).
+        with anyio.CancelScope(shield=True):
+            await sessions.close_all(grace=SHUTDOWN_GRACE + _REQUEST_SLACK)
 
     with sock:
         if on_ready is not None:
             on_ready(f"http://{name}:{port}{MCP_PATH}")
         async with anyio.create_task_group() as tg:
             tg.start_soon(run, tg)
+            told = False
             try:
                 await (anyio.sleep_forever() if stop is None else stop.wait())
+                told = True
             finally:  # stopped or cancelled: shut down gracefully, within the grace
                 # No new connection from now on; those in flight go on (uvicorn waits).
                 uvicorn_server.should_exit = True
                 if sessions is not None:
-                    # Open GET streams would hold uvicorn's shutdown: the sessions close, each
-                    # once its calls in flight end; those still running when uvicorn cancels
-                    # stateless requests are cut off with them (the caller's cut-off at the
-                    # grace has them answered first).
+                    tg.start_soon(close_sessions, sessions)
+                try:
+                    # Told to stop, the caller may cut the grace short (cancels: a second
+                    # signal); cancelled, the grace is ours to give.
+                    with (
+                        anyio.CancelScope(shield=not told),
+                        anyio.move_on_after(SHUTDOWN_GRACE),
+                    ):
+                        await finished.wait()
+                finally:
+                    # The calls still running are answered now, saying so: uvicorn would
+                    # cancel their requests, which leaves their clients no answer.
+                    if isinstance(server, EndsCalls):
+                        server.end_calls(CUT_OFF)
                     with anyio.CancelScope(shield=True):
-                        await sessions.close_all(grace=SHUTDOWN_GRACE + _REQUEST_SLACK)
+                        await finished.wait()  # uvicorn's own timeout is the backstop
 
 
 class _Uvicorn(uvicorn.Server):

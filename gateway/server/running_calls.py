@@ -1,0 +1,69 @@
+"""The calls a server is answering now, so that a server told to stop can answer those still
+running at the end of its grace with an error result that says so.
+
+Nothing else would end them in time: a call's own work (a model request, a local tool) runs
+in its request's task, which only the HTTP server's own timeout cancels, and a cancelled
+request gets no answer at all (a 2025-era client reads "SSE stream ended without a
+response", a 2026-07-28 one an error with no text). A call on an MCP node would end when its
+node stops, but the nodes stop only once the HTTP server has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from typing import TypeVar
+
+import anyio
+
+__all__ = ["AGAIN", "RunningCalls", "note_if_ended"]
+
+_R = TypeVar("_R")
+
+_notes: ContextVar[list[str] | None] = ContextVar("agent_gateway_cut_off_notes", default=None)
+
+
+AGAIN = "Call again once the gateway is back."
+"""What a client whose call was ended can do, unless the call noted otherwise."""
+
+
+def note_if_ended(text: str) -> None:
+    """Say `text` instead of `AGAIN` if the server ends the calling request (what its client
+    can still do: a stored run goes on). Outside `RunningCalls.answer`, nothing."""
+    notes = _notes.get()
+    if notes is not None:
+        notes.append(text)
+
+
+class RunningCalls:
+    """The calls in flight, each in a cancel scope that `end_all` cancels."""
+
+    def __init__(self) -> None:
+        self._scopes: set[anyio.CancelScope] = set()
+        self._why: str | None = None
+
+    async def answer(self, call: Callable[[], Awaitable[_R]], ended: Callable[[str], _R]) -> _R:
+        """`await call()`; once `end_all(why)` ended it (or ended all before it began),
+        `ended(text)`: `why`, then the call's notes (`note_if_ended`) or `AGAIN`."""
+        if self._why is not None:
+            return ended(f"{self._why} {AGAIN}")
+        notes: list[str] = []
+        token = _notes.set(notes)
+        try:
+            with anyio.CancelScope() as scope:
+                self._scopes.add(scope)
+                try:
+                    return await call()
+                finally:
+                    self._scopes.discard(scope)
+        finally:
+            _notes.reset(token)
+        # Reached only when `end_all` cancelled the call.
+        return ended(" ".join([self._why or "", *(notes or [AGAIN])]))
+
+    def end_all(self, why: str) -> None:
+        """The server is stopping: end every call in flight, and every call that begins from
+        now on, saying `why`."""
+        self._why = why
+        for scope in list(self._scopes):
+            scope.cancel()

@@ -1,0 +1,96 @@
+"""`serve --http` told to stop (SIGTERM, Ctrl-C) while an agent's call runs: the call gets the
+grace, and one still running at its end is answered with an error result that says the gateway
+is shutting down, in both eras; the log has no error in it. Real processes over HTTP."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.durable.cli_runs import list_runs
+
+from .processes import http_server
+from .support import ERAS
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+
+def _held_call_config(directory: Path) -> Path:
+    """An agent whose one tool call waits for ever (while the file `hold` exists)."""
+    hold = directory / "hold"
+    hold.touch()
+    arguments = {"log": str(directory / "calls.log"), "name": "H", "hold": str(hold)}
+    script = directory / "answers.json"
+    script.write_text(
+        json.dumps(
+            [{"tool_calls": [{"name": "logged", "arguments": arguments}]}, {"content": "never"}]
+        )
+    )
+    config = directory / "agent-gateway.toml"
+    config.write_text(
+        '[tools.logged]\npython = "tests.durable_tools:logged"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["logged"]\n'
+    )
+    return config
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["term", "ctrl-c"])
+@pytest.mark.parametrize("era", ERAS)
+async def test_an_agent_call_still_running_after_the_grace_ends_with_an_error_result(
+    tmp_path: Path, era: str, signum: signal.Signals
+) -> None:
+    results: list[types.CallToolResult] = []
+    async with http_server(_held_call_config(tmp_path)) as served:
+        with anyio.fail_after(30):
+            async with Client(served.url, mode=era) as client:
+
+                async def call() -> None:
+                    results.append(await client.call_tool("assistant", {"prompt": "go"}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await served.line_starting("logged: holding H")
+                    served.process.send_signal(signum)
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    [result] = results
+    assert result.is_error
+    [text] = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    assert "agent-gateway is shutting down" in text
+    assert "still running" in text
+    assert code == 128 + signum
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
+
+
+async def test_a_stored_runs_call_cut_off_names_the_run_that_goes_on(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    results: list[types.CallToolResult] = []
+    async with http_server(_held_call_config(tmp_path), "--store", store) as served:
+        with anyio.fail_after(30):
+            async with Client(served.url, mode="legacy") as client:
+
+                async def call() -> None:
+                    results.append(await client.call_tool("assistant", {"prompt": "go"}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await served.line_starting("logged: holding H")
+                    served.process.send_signal(signal.SIGTERM)
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    [run] = list_runs(store)
+    [result] = results
+    assert result.is_error
+    [text] = [c.text for c in result.content if isinstance(c, types.TextContent)]
+    print(text)
+    assert "agent-gateway is shutting down" in text
+    assert f'get_run {{"run_id": "{run["run_id"]}"}}' in text
+    assert run["status"] == "stopped"
+    assert code == 128 + signal.SIGTERM
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
