@@ -10,7 +10,9 @@ are recovered (see `text_tool_calls`).
 A tool message carries text only: a tool's images follow the tool messages of their turn in a
 user message (a text naming the call, then its images as `data:` URLs), as other frameworks
 send them. JPEG, PNG, GIF and WebP go so; audio and other types stay described in the text. A
-model that reads no images answers such a request with an error, which fails the item.
+model that reads no images (a text-only model, a local server without a vision projector)
+refuses such a request: it is sent again without the images, and if that is answered, the
+model is sent none from then on (one warning says so); the text describes them still.
 
 `AssistantMessage.raw` is `{"model": name, "message": <the choice's message>, "finish_reason":
 ...}`; a streamed answer is assembled into the same shape. Reasoning text (DeepSeek's and
@@ -21,13 +23,14 @@ conversation returns to the same provider.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from ..errors import ModelResponseError
+from ..errors import ModelError, ModelHTTPError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -39,6 +42,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..model import TokenCallback
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url, endpoint, public_url
 from ._json import (
@@ -63,6 +67,7 @@ __all__ = ["OPENAI_BASE_URL", "OpenAICompatibleModel", "OpenAIModel"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 _REASONING_FIELDS = ("reasoning_content", "reasoning")
+_log = logging.getLogger(__name__)
 _STOPS: dict[str, StopReason] = {
     "stop": "end",
     "tool_calls": "tool_calls",
@@ -109,10 +114,40 @@ class OpenAIModel(HTTPChatModel):
         self._url = endpoint(base_url, "/chat/completions")
         self._text_tool_calls = text_tool_calls
         self._strict_tools = strict_tools
+        self._send_images = True
+        """False once the model refused a request for its images (see the module docstring)."""
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
         return f"openai:{model}", "openai"
+
+    async def _answer(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
+        images = self._send_images and any(_image_parts(m) for m in _tool_messages(messages))
+        if not images:
+            return await super()._answer(messages, tools, on_token)
+        try:
+            return await super()._answer(messages, tools, on_token)
+        except ModelHTTPError as refused:
+            if not _may_refuse_images(refused):
+                raise
+            self._send_images = False
+            try:
+                answer = await super()._answer(messages, tools, on_token)
+            except ModelError:
+                self._send_images = True  # not the images, then: the first refusal stands
+                raise refused from None
+            _log.warning(
+                "%s refused a request with a tool's images (%s): it is sent none from now "
+                "on, only their descriptions",
+                self.name,
+                refused,
+            )
+            return answer
 
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
@@ -154,7 +189,8 @@ class OpenAIModel(HTTPChatModel):
                         "content": message.content,
                     }
                 )
-                images += _image_parts(message)
+                if self._send_images:
+                    images += _image_parts(message)
                 continue
             if images:  # after every tool message of the turn: each must follow its call
                 wire.append({"role": "user", "content": images})
@@ -298,6 +334,19 @@ class OpenAICompatibleModel(OpenAIModel):
         # Two servers are two providers: reasoning text from one is not replayed to another.
         server = public_url(base_url)
         return f"openai-compatible:{server}#{model}", f"openai-compatible:{server}"
+
+
+def _tool_messages(messages: Sequence[ChatMessage]) -> list[ToolMessage]:
+    return [m for m in messages if isinstance(m, ToolMessage) and m.media]
+
+
+def _may_refuse_images(error: ModelHTTPError) -> bool:
+    """Whether `error` may be a model refusing images: a request refused as bad (not a key,
+    a quota or a rate), or a server error that names them (llama.cpp without a projector)."""
+    if error.status_code in (400, 404, 415, 422):
+        return True
+    said = f"{error} {error.provider_message or ''}".lower()
+    return error.status_code >= 500 and any(w in said for w in ("image", "vision", "multimodal"))
 
 
 def _image_parts(message: ToolMessage) -> list[JSONObject]:

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from agent.errors import ModelHTTPError
 from agent.messages import (
     AssistantMessage,
     ChatMessage,
@@ -141,3 +142,65 @@ async def test_a_result_without_readable_media_is_sent_as_before(sleeps: Sleeps)
         unread, []
     )
     assert fake.body()["messages"][2]["content"][0]["content"] == CHART_TEXT  # a plain string
+
+
+# What a model that reads no images answers a request with an image: OpenAI's own error body
+# for a text-only model, and vLLM's for a model that is not multimodal.
+OPENAI_NO_IMAGES = {
+    "error": {
+        "message": "Invalid content type. image_url is only supported by certain models.",
+        "type": "invalid_request_error",
+        "param": "messages.[5].content.[1].type",
+        "code": None,
+    }
+}
+VLLM_NO_IMAGES = {
+    "object": "error",
+    "message": "qwen2.5 is not a multimodal model",
+    "type": "BadRequestError",
+    "param": None,
+    "code": 400,
+}
+
+
+@pytest.mark.parametrize("refusal", [OPENAI_NO_IMAGES, VLLM_NO_IMAGES])
+async def test_a_model_that_reads_no_images_is_sent_their_descriptions_from_then_on(
+    sleeps: Sleeps, refusal: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    answer = completion({"role": "assistant", "content": "ok", "refusal": None})
+    fake = FakeProvider(
+        json_response(400, refusal), json_response(200, answer), json_response(200, answer)
+    )
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:8080/v1", "qwen2.5", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    first = await model.invoke(HISTORY, [])
+    second = await model.invoke(HISTORY, [])
+    assert (first.content, second.content) == ("ok", "ok")
+    assert len(fake.requests) == 3  # refused, sent again without them, then none from the start
+    assert fake.body(0)["messages"][-1]["role"] == "user"  # the images' message
+    for later in (1, 2):
+        sent = fake.body(later)["messages"]
+        assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+        assert sent[3]["content"] == CHART_TEXT  # the text still describes them
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "refused a request with a tool's images" in warning
+    assert "it is sent none from now on" in warning
+
+
+async def test_a_refusal_that_was_not_about_the_images_stands_and_they_are_sent_again(
+    sleeps: Sleeps,
+) -> None:
+    too_long = {"error": {"message": "context_length_exceeded", "type": "invalid_request_error"}}
+    answer = completion({"role": "assistant", "content": "ok", "refusal": None})
+    fake = FakeProvider(
+        json_response(400, too_long), json_response(400, too_long), json_response(200, answer)
+    )
+    model = OpenAIModel(
+        "gpt-4.1-mini", api_key="k", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    with pytest.raises(ModelHTTPError, match="context_length_exceeded") as refused:
+        await model.invoke(HISTORY, [])
+    assert refused.value.status_code == 400
+    await model.invoke(HISTORY, [])
+    assert fake.body(2)["messages"][-1]["role"] == "user"  # images sent again: not the cause
