@@ -181,8 +181,7 @@ class DurableRuns:
         self._need_launch()
         execution = self._host.executions[state.run_id] = Execution()
         try:
-            with SetWorkflowID(state.run_id):
-                handle = await DBOS.start_workflow_async(run_workflow, state.model_dump_json())
+            handle = await _start_workflow(state)
             return await self._outcome(handle, execution)
         finally:
             del self._host.executions[state.run_id]
@@ -209,10 +208,7 @@ class DurableRuns:
         execution = self._host.executions[state.run_id] = Execution(
             options=options or RunOptions(), background=True
         )
-        with SetWorkflowID(state.run_id):
-            execution.handle = await DBOS.start_workflow_async(
-                run_workflow, state.model_dump_json()
-            )
+        execution.handle = await _start_workflow(state)
 
     def here(self, run_id: str) -> bool:
         """Whether the run executes in this process now."""
@@ -474,6 +470,17 @@ class DurableRuns:
     def _need_launch(self) -> None:
         if self._queue is None:
             raise StoreError("the run store was opened to read only")
+
+
+async def _start_workflow(state: RunState) -> WorkflowHandleAsync[str]:
+    """`state`'s workflow, started. Shielded: a Ctrl-C then still finds the run stored (as
+    it is told), not lost between DBOS's awaits before its insert; the run itself stops
+    right after, with the rest of the process's runs (`stop_all`)."""
+    handle: WorkflowHandleAsync[str] | None = None
+    with SetWorkflowID(state.run_id), anyio.CancelScope(shield=True):
+        handle = await DBOS.start_workflow_async(run_workflow, state.model_dump_json())
+    assert handle is not None  # a shielded scope is not cancelled
+    return handle
 
 
 @asynccontextmanager
