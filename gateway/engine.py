@@ -390,6 +390,10 @@ class Gateway:
             usage = answers.usage if answers is not None else Usage()
             reported = reported_usage(result)
             if reported is not None:  # an agent served by another gateway: its run's usage
+                if answers is not None and answers.usage.requests:
+                    # Its requests to this side's model (sampling) are counted here already.
+                    requests = max(0, reported.requests - answers.usage.requests)
+                    reported = reported.model_copy(update={"requests": requests})
                 usage += reported
                 if agent is not None:
                     agent.budget.charge(reported)

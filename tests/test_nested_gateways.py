@@ -269,3 +269,32 @@ async def test_cancelling_the_outer_run_cancels_the_tool_the_inner_gateway_runs(
             await b_stderr.wait_for("wait_until_cancelled: cancelled")
             assert marker.read_text() == "cancelled"
     assert recorder.end_of(recorder.start_of("tool", "b__math")).error == "cancelled"
+
+
+async def test_a_served_agent_on_the_callers_model_is_counted_once(tmp_path: Path) -> None:
+    """B's agent runs on A's model (sampling): each request B makes, A's model answers and
+    counts; B's rolled-up usage counts it too, and A did not add it twice."""
+    b = tmp_path / "b.toml"
+    b.write_text(
+        '[agents.helper]\nmodel = "sampling"\ndescription = "Answers on your model."\n'
+    )
+    script = [
+        {"tool_calls": [{"name": "b__helper", "arguments": {"prompt": "2 + 2?"}}]},
+        {"content": "4"},  # A's model, answering B's sampling request
+        {"content": "B says 4."},
+    ]
+    (tmp_path / "assistant.json").write_text(json.dumps(script))
+    a = tmp_path / "a.toml"
+    async with http_server(b) as served:
+        a.write_text(
+            f"[mcpServers.b]\nurl = {json.dumps(served.url)}\n"
+            '[agents.assistant]\nmodel = "scripted:assistant.json"\ntools = ["b"]\n'
+        )
+        recorder = Recorder()
+        with anyio.fail_after(30):
+            async with open_gateway(load_config(a)) as gateway:
+                result = await gateway.run("assistant", "Ask B.", hooks=[recorder])
+    assert result.output == "B says 4."
+    own = model_usages(recorder)
+    assert len(own) == 3  # its two turns and its answer to B
+    assert result.usage == sum(own, Usage())  # was: one request more, B's count of A's answer
