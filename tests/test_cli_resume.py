@@ -308,16 +308,19 @@ def test_a_resume_another_process_took_says_so_without_a_hint_to_resume(
     agent-gateway resume RUN` for a run running elsewhere."""
     _, _, resume = stopped_on_a_config_file(tmp_path, capsys)
     run_id = resume[1]
+    url = default_store_url(str(tmp_path / "runs"))  # the store it is in, named as one
 
     async def taken_meanwhile(self: DurableRuns, run: str, **_: object) -> None:
-        raise taken(run)  # what DBOS's hand-over to the other process makes `resume` raise
+        raise taken(
+            run, self.url
+        )  # what DBOS's hand-over to the other process makes `resume` raise
 
     monkeypatch.setattr(DurableRuns, "resume", taken_meanwhile)
     assert main(resume) == 2
     err = capsys.readouterr().err
     assert err == (
         f"error: run {run_id!r} was resumed by another process at the same moment: it runs "
-        f"there (`agent-gateway runs show {run_id}`)\n"
+        f"there (`agent-gateway runs show {run_id} --store {url}`)\n"
     )
 
 
