@@ -365,3 +365,19 @@ def test_resume_with_otel_exports_the_resumed_runs_spans(
     assert done.stdout == "It is 42.\n"
     assert '"name": "invoke_agent assistant"' in done.stderr  # the console exporter's spans
     assert '"name": "chat first.json"' in done.stderr
+
+
+def test_approving_a_stopped_run_with_no_call_listed_says_to_resume_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that stopped listing no waiting call (an older version's, stopped while it
+    waited: it cleared its list) is told how to be asked again, in its own store."""
+    _, _, resume = stopped_on_a_config_file(tmp_path, capsys)
+    run_id, state_dir = resume[1], resume[3]
+    for verb in ("approve", "deny"):
+        assert main(["runs", verb, run_id, "c1", "--state-dir", state_dir]) == 2
+        assert capsys.readouterr().err == (
+            f"error: run {run_id} has no call waiting for approval (stopped): if it stopped "
+            f"waiting for one, resume it (agent-gateway resume {run_id} --state-dir "
+            f"{state_dir}); it will ask again\n"
+        )
