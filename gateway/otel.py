@@ -15,21 +15,16 @@ Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `trace
 continues the caller's trace, and each tool call puts its span's context (and the caller's
 baggage) in the `_meta` of its request, so a gateway or server behind this one continues it.
 
-Spans go to the tracer provider given, else the global one. `configure_otel` sets a global
-SDK provider up for the CLI when none is: spans go over OTLP when the OTLP exporter package is
-installed and `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set, else as JSON to
-stderr. The API package comes with the MCP SDK; the SDK is the `otel` extra.
+Spans go to the tracer provider given, else the global one (`otel_export.configure_otel` sets
+one up for a command when none is).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
 from collections.abc import Generator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -40,13 +35,9 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
-from .errors import ConfigError
 from .trace import TraceEvent
 
-if TYPE_CHECKING:  # the SDK is optional (the `otel` extra)
-    from opentelemetry.sdk.trace.export import SpanExporter
-
-__all__ = ["OtelExporter", "configure_otel"]
+__all__ = ["OtelExporter"]
 
 INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
@@ -207,50 +198,3 @@ def _flat(value: JsonValue) -> dict[str, Any]:
         elif item is not None:
             flat[key] = json.dumps(item, separators=(",", ":"), default=str)
     return flat
-
-
-@contextmanager
-def configure_otel() -> Generator[None]:
-    """Make sure spans go somewhere for the time of a command, and are flushed after.
-
-    A global SDK provider already set (by `opentelemetry-instrument`, or an application
-    embedding the gateway) is used as it is. Raises `ConfigError` when the SDK is missing.
-    """
-    try:
-        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError:
-        raise ConfigError(
-            "OpenTelemetry export needs the SDK: pip install 'agent-gateway[otel]'"
-        ) from None
-    if isinstance(trace.get_tracer_provider(), SdkTracerProvider):
-        yield
-        return
-    provider = SdkTracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(_exporter()))
-    trace.set_tracer_provider(provider)
-    try:
-        yield
-    finally:
-        provider.shutdown()  # flushes what is still batched
-
-
-def _exporter() -> SpanExporter:
-    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if endpoint:
-        try:
-            otlp: Any = importlib.import_module(
-                "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-            )
-        except ImportError:
-            raise ConfigError(
-                "OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OTLP exporter is not installed: "
-                "pip install opentelemetry-exporter-otlp-proto-http"
-            ) from None
-        return otlp.OTLPSpanExporter()  # reads the OTEL_EXPORTER_OTLP_* variables itself
-    # stdout may be the MCP protocol (serve --stdio) or the answer: spans go to stderr.
-    return ConsoleSpanExporter(out=sys.stderr)

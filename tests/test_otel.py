@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import anyio
 import pytest
 from mcp.client import Client
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
@@ -26,6 +29,7 @@ from gateway import AgentSpec, Gateway
 from gateway.assembly import open_gateway
 from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
+from gateway.otel_batch import BoundedExport
 from gateway.server import build_server
 from tests.server.processes import SCRIPT, http_server
 from toolkits import FunctionToolkit, calculator
@@ -279,7 +283,8 @@ def test_otel_in_the_config_exports_too_and_is_off_by_default(tmp_path: Path) ->
     assert '"name": "invoke_agent assistant"' in done.stderr
 
 
-TWO_GATEWAYS = Path(__file__).parent.parent / "examples" / "two_gateways"
+REPO = Path(__file__).resolve().parents[1]
+TWO_GATEWAYS = REPO / "examples" / "two_gateways"
 
 
 @pytest.mark.anyio
@@ -333,3 +338,131 @@ def exported_spans(text: str) -> dict[str, Any]:
         span, _end = decoder.raw_decode(text, start)
         spans[span["name"]] = span
     return spans
+
+
+class StuckExporter(SpanExporter):
+    """A collector that never answers (until the test lets it)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.released.wait()
+        return SpanExportResult.FAILURE
+
+
+class FailingExporter(SpanExporter):
+    """A collector that is down: the OTLP exporter's retries, logged as it logs them."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        said = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        for wait in (1, 2, 4):
+            said.warning("Transient error %s encountered, retrying in %ss.", "refused", wait)
+        said.error("Failed to export span batch code: %s", 503)
+        return SpanExportResult.FAILURE
+
+
+def ended_spans(export: BoundedExport, count: int) -> None:
+    tracer = export.provider.get_tracer("test")
+    for number in range(count):
+        tracer.start_span(f"span {number}").end()
+
+
+@pytest.fixture
+def exporter_logs_kept() -> Iterator[None]:
+    """An export abandoned at the end keeps its exporter's logs quiet for the rest of the
+    process (it may still retry): here, only for the test."""
+    logger = logging.getLogger("opentelemetry.exporter")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    yield
+    logger.handlers, logger.propagate = handlers, propagate
+
+
+@pytest.mark.usefixtures("exporter_logs_kept")
+def test_exporting_at_the_end_waits_a_bounded_time_then_says_once_what_it_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stuck = StuckExporter()
+    export = BoundedExport(stuck)
+    ended_spans(export, 3)
+    try:
+        started = time.monotonic()
+        export.close(within=0.2)
+        assert time.monotonic() - started < 5  # the SDK's own shutdown waits 30 s
+    finally:
+        stuck.released.set()
+    assert [r.getMessage() for r in caplog.records] == [
+        "OpenTelemetry: 3 spans not exported: the exporter did not finish within 0.2 s "
+        "(is the collector down?)"
+    ]
+
+
+def test_an_exporter_that_fails_is_one_warning_with_its_reason_not_one_per_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    export = BoundedExport(FailingExporter())
+    ended_spans(export, 2)
+    export.close()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "OpenTelemetry: 2 spans not exported: the exporter failed: "
+            "Failed to export span batch code: 503",
+        )
+    ]
+    assert logging.getLogger("opentelemetry.exporter").propagate  # as it was, after
+
+
+def test_spans_all_exported_at_the_end_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    memory = InMemorySpanExporter()
+    export = BoundedExport(memory)
+    ended_spans(export, 2)
+    export.close()
+    assert len(memory.get_finished_spans()) == 2
+    assert caplog.records == []
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_the_answer_is_printed_before_the_spans_are_exported(tmp_path: Path) -> None:
+    """The exporter waits on a pipe the test writes to once it has read the answer: printed
+    only at the end, after the export (as it was), the answer never comes."""
+    fifo = tmp_path / "collector"
+    os.mkfifo(fifo)
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "It is 42."}]))
+    program = f"""
+import sys
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+import gateway.otel_export
+from gateway.cli import main
+
+class Collector(SpanExporter):
+    def export(self, spans):
+        with open({str(fifo)!r}) as pipe:  # blocks until the test opens the other end
+            pipe.read()
+        return SpanExportResult.SUCCESS
+
+gateway.otel_export._exporter = Collector
+sys.exit(main(["run", "6 * 7?", "--model", "scripted:{script}", "--no-store", "--otel"]))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with anyio.fail_after(30):
+        async with await anyio.open_process(
+            [sys.executable, "-c", program], env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path
+        ) as process:
+            assert process.stdout is not None
+            out = b""
+            while b"\n" not in out:
+                out += await process.stdout.receive()
+            assert out == b"It is 42.\n"
+
+            def collect() -> None:
+                with open(fifo, "w") as pipe:
+                    pipe.write("ok")
+
+            await anyio.to_thread.run_sync(collect)
+            assert await process.wait() == 0
+            assert process.stderr is not None
+            err = b"".join([chunk async for chunk in process.stderr])
+    assert b"not exported" not in err, err
