@@ -5,11 +5,13 @@ call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, toke
 `gen_ai.usage.*`), each tool call an `execute_tool {tool}` span (`gen_ai.tool.name`,
 `gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans sit under the tool call
 that ran it. The run itself is not a span of its own (its agent is); its id is the
-`agent_gateway.run_id` attribute of every span. A tool's progress and the trace's notes
-(fallbacks, server logs, warnings) are span events; failures set the span's error status and
-`error.type`. Arguments, results and messages are not recorded: they may hold personal data,
-and so may a tool's own error text, or one quoting the call (`error_private`): such a status
-has no description.
+`agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
+message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
+log messages a tool's server sent are counted, by logger and level, in one event each at the
+span's end. Failures set the span's error status and `error.type`. Arguments, results,
+messages, progress messages and server log data are not recorded: they may hold personal
+data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
+status has no description.
 
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
 continues the caller's trace, and each tool call puts its span's context (and the caller's
@@ -22,6 +24,7 @@ one up for a command when none is).
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Generator
 from contextlib import contextmanager
 from typing import Any
@@ -66,6 +69,8 @@ class OtelExporter:
         self._contexts: dict[str, Context | None] = {}
         """What the children of each open trace id start in: its span's context; for a run,
         which is no span, the trace its caller sent (SEP-414), else none (a new trace)."""
+        self._server_logs: dict[str, Counter[tuple[str | None, str]]] = {}
+        """The open tool spans' server log messages: how many from each logger at each level."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -73,11 +78,31 @@ class OtelExporter:
         elif event.phase in ("end", "error"):
             self._contexts.pop(event.id, None)
             span = self._spans.pop(event.id, None)
+            logged = self._server_logs.pop(event.id, None)
             if span is not None:
+                for (logger, level), count in (logged or {}).items():
+                    attributes = {"level": level, "count": count}
+                    span.add_event("tool.server_log", {**attributes, "logger": logger or ""})
                 self._finish(span, event)
         elif event.phase in ("progress", "note"):
             parent = self._spans.get(event.parent_id or "")
-            if parent is not None:
+            if parent is None:
+                return
+            if event.progress is not None:
+                # How far, not the server's message: it is the server's own words, which may
+                # quote the call (a gateway behind this one's do).
+                done, total = event.progress.progress, event.progress.total
+                how_far = (
+                    {"progress": done} if total is None else {"progress": done, "total": total}
+                )
+                parent.add_event("tool.progress", how_far)
+            elif event.server_log is not None:
+                # Its data stays out (it may quote the call); which loggers said how much is
+                # told at the span's end, one event each, not one per message: a gateway
+                # behind this one logs every progress step too.
+                said = self._server_logs.setdefault(event.parent_id or "", Counter())
+                said[(event.server_log.logger, event.server_log.level)] += 1
+            else:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
                 if event.kind == "model" and isinstance(event.output, dict):
                     following = event.output.get("fallback_to")

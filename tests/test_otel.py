@@ -11,13 +11,16 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import mcp_types
 import pytest
 from mcp.client import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -32,6 +35,7 @@ from gateway.otel import OtelExporter
 from gateway.otel_batch import BoundedExport
 from gateway.server import build_server
 from tests.server.processes import SCRIPT, http_server
+from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, calculator
 from toolkits.mcp import McpServerConfig, McpToolkit
 
@@ -466,3 +470,43 @@ sys.exit(main(["run", "6 * 7?", "--model", "scripted:{script}", "--no-store", "-
             assert process.stderr is not None
             err = b"".join([chunk async for chunk in process.stderr])
     assert b"not exported" not in err, err
+
+
+@pytest.mark.anyio
+async def test_a_servers_progress_messages_and_log_data_stay_out_of_the_spans() -> None:
+    """A server may say what it was called with as it works (a gateway behind this one does:
+    `tool calculator: running in={...}`): the span tells how far it got and how much each
+    logger said, once per step, not the words."""
+    toy = ToyServer("crm")
+
+    async def lookup(ctx: Context, args: dict[str, Any]) -> mcp_types.CallToolResult:
+        for step in (1, 2):
+            await ctx.session.report_progress(step, 2, f"looking up {args['customer']}")
+            with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.session.send_log_message(  # pyright: ignore[reportDeprecated]
+                    "info", f"lookup in={args['customer']}", "crm", ctx.request_id
+                )
+        return text_result(f"{args['customer']}: gold")
+
+    toy.add("lookup", lookup)
+    model = ScriptedModel([call("crm__lookup", customer="Ada Lovelace"), "Gold."])
+    hook, memory = exporter()
+    node = McpToolkit("crm", McpServerConfig(command="in-process"), target=toy.server)
+    async with node:
+        gateway = Gateway([node], [AgentSpec("a", model, ["crm"])], hooks=[hook])
+        assert (await gateway.run("a", "Ada's tier?")).output == "Gold."
+    spans = memory.get_finished_spans()
+    recorded = json.dumps(
+        [
+            [dict(s.attributes or {}) for s in spans],
+            [[e.name, dict(e.attributes or {})] for s in spans for e in s.events],
+        ]
+    )
+    assert "Ada" not in recorded
+    [tool] = [s for s in spans if s.name == "execute_tool crm__lookup"]
+    assert [(e.name, dict(e.attributes or {})) for e in tool.events] == [
+        ("tool.progress", {"progress": 1.0, "total": 2.0}),
+        ("tool.progress", {"progress": 2.0, "total": 2.0}),
+        ("tool.server_log", {"level": "info", "count": 2, "logger": "crm"}),
+    ]
