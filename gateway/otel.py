@@ -2,9 +2,10 @@
 
 `OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
 call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
-`gen_ai.usage.*`), each tool call an `execute_tool {tool}` span (`gen_ai.tool.name`,
-`gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans sit under the tool call
-that ran it. The run itself is not a span of its own (its agent is); its id is the
+`gen_ai.usage.*`, `gen_ai.response.finish_reasons`), each tool call an `execute_tool {tool}`
+span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans
+sit under the tool call that ran it. A call waiting for a person's approval is an
+`await_approval {tool}` span, ended by the decision. The run itself is not a span of its own (its agent is); its id is the
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
 message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
 log messages a tool's server sent are counted, by logger and level, in one event each at the
@@ -44,12 +45,20 @@ __all__ = ["OtelExporter"]
 
 INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
+APPROVAL_DECISION = "agent_gateway.approval.decision"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _CHAIN = "fallback("
 """How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
 _PROVIDERS = {"gemini": "gcp.gemini"}
 """Our model-spec prefixes whose GenAI `provider.name` differs."""
+_FINISH_REASONS = {
+    "end": "stop",
+    "tool_calls": "tool_call",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+"""Our stop reasons as the GenAI conventions name them (the others: the provider's word)."""
 _USAGE = {
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",
@@ -69,6 +78,8 @@ class OtelExporter:
         self._contexts: dict[str, Context | None] = {}
         """What the children of each open trace id start in: its span's context; for a run,
         which is no span, the trace its caller sent (SEP-414), else none (a new trace)."""
+        self._waits: dict[str, dict[str, Span]] = {}
+        """The approvals waited for, by the span they wait in and the call's name."""
         self._server_logs: dict[str, Counter[tuple[str | None, str]]] = {}
         """The open tool spans' server log messages: how many from each logger at each level."""
 
@@ -79,6 +90,9 @@ class OtelExporter:
             self._contexts.pop(event.id, None)
             span = self._spans.pop(event.id, None)
             logged = self._server_logs.pop(event.id, None)
+            for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
+                wait.set_attribute(APPROVAL_DECISION, "none")
+                wait.end()
             if span is not None:
                 for (logger, level), count in (logged or {}).items():
                     attributes = {"level": level, "count": count}
@@ -102,6 +116,8 @@ class OtelExporter:
                 # behind this one logs every progress step too.
                 said = self._server_logs.setdefault(event.parent_id or "", Counter())
                 said[(event.server_log.logger, event.server_log.level)] += 1
+            elif _approval(event) in ("waiting", "approved", "denied"):
+                self._approval(event)
             else:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
                 if event.kind == "model" and isinstance(event.output, dict):
@@ -137,6 +153,29 @@ class OtelExporter:
         self._spans[event.id] = span
         self._contexts[event.id] = trace.set_span_in_context(span)
 
+    def _approval(self, event: TraceEvent) -> None:
+        """A call waiting for a person's approval: an `await_approval {tool}` span, from the
+        wait to the decision (`agent_gateway.approval.decision`)."""
+        assert isinstance(event.output, dict)
+        parent_id, call = event.parent_id or "", str(event.output.get("call"))
+        waits = self._waits.setdefault(parent_id, {})
+        if _approval(event) == "waiting":
+            attributes = {
+                "gen_ai.tool.name": event.name,
+                "agent_gateway.approval.call": call,
+                RUN_ID: event.run_id,
+            }
+            waits[call] = self._tracer.start_span(
+                f"await_approval {event.name}",
+                context=self._contexts.get(parent_id),
+                attributes=attributes,
+            )
+            return
+        wait = waits.pop(call, None)
+        if wait is not None:
+            wait.set_attribute(APPROVAL_DECISION, str(_approval(event)))
+            wait.end()
+
     def _finish(self, span: Span, event: TraceEvent) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
@@ -145,11 +184,19 @@ class OtelExporter:
                     value = usage.get(field)
                     if isinstance(value, int):
                         span.set_attribute(attribute, value)
+            reason = _finish_reason(event.output)
+            if reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", [reason])
         if event.phase == "error":
             said = None if event.error_private else event.error  # a tool's words stay out
             span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))
         span.end()
+
+
+def _approval(event: TraceEvent) -> JsonValue:
+    """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
+    return event.output.get("approval") if isinstance(event.output, dict) else None
 
 
 def _caller(event: TraceEvent) -> Context | None:
@@ -207,9 +254,26 @@ def _provider_and_model(name: str) -> tuple[str, str]:
 
 
 def _error_type(event: TraceEvent) -> str:
+    """`cancelled`; an exception's class name (`ModelConnectionError`, `ModelTimeout`); a tool
+    call that failed without one (the tool said so, or the agent refused it): `tool_error`."""
     if event.error == "cancelled":
         return "cancelled"
+    if event.error_type is not None:
+        return event.error_type
     return "tool_error" if event.kind == "tool" else "_OTHER"
+
+
+def _finish_reason(output: dict[str, JsonValue]) -> str | None:
+    """The GenAI finish reason of a model's answer: its common ones by their names there
+    (`stop`, `tool_call`, `length`, `content_filter`), others as the provider named them."""
+    reason = output.get("stop_reason")
+    if not isinstance(reason, str):
+        return None
+    known = _FINISH_REASONS.get(reason)
+    if known is not None:
+        return known
+    detail = output.get("stop_detail")
+    return detail if isinstance(detail, str) and detail else reason
 
 
 def _flat(value: JsonValue) -> dict[str, Any]:

@@ -13,11 +13,14 @@ import logging
 import threading
 from collections.abc import Sequence
 
+from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 __all__ = ["EXPORT_AT_EXIT", "BoundedExport"]
 
+SERVICE = "agent-gateway"
+"""The `service.name` of our spans unless the environment names another."""
 EXPORT_AT_EXIT = 2.0
 """Seconds a command waits at its end for its last spans to be exported."""
 _EXPORTER_LOGS = "opentelemetry.exporter"
@@ -33,7 +36,7 @@ class BoundedExport:
         self._exporter = _Counted(exporter)
         self._batch = _CountingBatch(self._exporter)
         # No shutdown of its own at exit: that one waits as long as the exporter takes.
-        self.provider = TracerProvider(shutdown_on_exit=False)
+        self.provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
         self.provider.add_span_processor(self._batch)
 
     def close(self, within: float = EXPORT_AT_EXIT) -> None:
@@ -70,6 +73,13 @@ class BoundedExport:
             why,
             f": {said}" if said else "",
         )
+
+
+def _resource() -> Resource:
+    """The SDK's resource, `service.name` `agent-gateway` unless `OTEL_SERVICE_NAME` or
+    `OTEL_RESOURCE_ATTRIBUTES` names the service (not `unknown_service:python`)."""
+    named = OTELResourceDetector().detect().attributes.get(SERVICE_NAME)
+    return Resource.create() if named else Resource.create({SERVICE_NAME: SERVICE})
 
 
 class _Counted(SpanExporter):

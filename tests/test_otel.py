@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
 import mcp_types
 import pytest
 from mcp.client import Client
@@ -27,13 +28,16 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent.models import OpenAIModel
 from gateway import AgentSpec, Gateway
+from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
 from gateway.otel_batch import BoundedExport
 from gateway.server import build_server
+from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
 from tests.server.processes import SCRIPT, http_server
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, calculator
@@ -510,3 +514,111 @@ async def test_a_servers_progress_messages_and_log_data_stay_out_of_the_spans() 
         ("tool.progress", {"progress": 2.0, "total": 2.0}),
         ("tool.server_log", {"level": "info", "count": 2, "logger": "crm"}),
     ]
+
+
+def test_spans_name_the_service_agent_gateway_unless_the_environment_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(variable, raising=False)
+    named: list[object] = []
+    for environment in (
+        {},
+        {"OTEL_SERVICE_NAME": "billing"},
+        {"OTEL_RESOURCE_ATTRIBUTES": "service.name=crm,team=ops"},
+    ):
+        with monkeypatch.context() as patched:
+            for variable, value in environment.items():
+                patched.setenv(variable, value)
+            memory = InMemorySpanExporter()
+            export = BoundedExport(memory)
+            ended_spans(export, 1)
+            export.close()
+        [span] = memory.get_finished_spans()
+        named.append(span.resource.attributes["service.name"])
+    assert named == ["agent-gateway", "billing", "crm"]
+
+
+def openai_model(*answers: httpx.Response | Exception) -> OpenAIModel:
+    provider = FakeProvider(*answers)
+    return OpenAIModel(
+        "gpt-4.1-mini",
+        api_key="sk-test",
+        http_client=provider.client(),
+        retry=retry_policy(Sleeps()),  # retried without waiting
+    )
+
+
+COMPLETION = {
+    "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+    "object": "chat.completion",
+    "created": 1741569952,
+    "model": "gpt-4.1-mini-2025-04-14",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "It is 42.", "refusal": None},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24},
+}
+
+
+@pytest.mark.anyio
+async def test_a_chat_span_says_why_the_model_stopped_and_a_failure_its_error_class() -> None:
+    answered = openai_model(json_response(200, COMPLETION))
+    down = openai_model(*[httpx.ConnectError("connection refused")] * 4)
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", answered), AgentSpec("b", down)], hooks=[hook])
+    assert (await gateway.run("a", "6 * 7?")).output == "It is 42."
+    with pytest.raises(ModelConnectionError):
+        await gateway.run("b", "6 * 7?")
+    ok, failed = (s for s in memory.get_finished_spans() if s.name == "chat gpt-4.1-mini")
+    assert ok.attributes is not None
+    assert failed.attributes is not None
+    assert ok.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes["error.type"] == "ModelConnectionError"
+    assert "gen_ai.response.finish_reasons" not in failed.attributes
+
+
+class Person:
+    """Approves a call when the test says so."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+        self.decided = anyio.Event()
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked.set()
+        await self.decided.wait()
+        return Decision(approved=True)
+
+
+@pytest.mark.anyio
+async def test_a_wait_for_approval_is_a_span_of_its_own_ending_with_the_decision() -> None:
+    model = ScriptedModel([call("calculator", expression="6 * 7"), "42"])
+    spec = AgentSpec("a", model, ["calculator"], approval=ApprovalRule(["calculator"]))
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    hook, memory = exporter()
+    person = Person()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: gateway.run("a", "go", hooks=[hook], approver=person))
+            await person.asked.wait()
+            waiting = [s.name for s in memory.get_finished_spans()]
+            assert "await_approval calculator" not in waiting  # it lasts as long as the wait
+            person.decided.set()
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    wait = spans["await_approval calculator"]
+    assert wait.attributes is not None
+    assert wait.attributes["agent_gateway.approval.decision"] == "approved"
+    assert wait.attributes["gen_ai.tool.name"] == "calculator"
+    assert wait.parent is not None
+    assert spans["invoke_agent a"].context is not None
+    assert wait.parent.span_id == spans["invoke_agent a"].context.span_id
+    assert wait.end_time is not None
+    assert spans["execute_tool calculator"].start_time is not None
+    assert wait.end_time <= spans["execute_tool calculator"].start_time  # then the call ran
