@@ -27,7 +27,8 @@ from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
 from .memory_config import open_memories
 from .model_specs import NoModel, resolve_model, resolve_models
-from .otel import OtelExporter, configure_otel
+from .otel import OtelExporter
+from .otel_export import configure_otel
 from .trace import TraceHook
 
 __all__ = ["SPAWN_DEPTH_ENV", "open_gateway"]

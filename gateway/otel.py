@@ -2,34 +2,33 @@
 
 `OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
 call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
-`gen_ai.usage.*`), each tool call an `execute_tool {tool}` span (`gen_ai.tool.name`,
-`gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans sit under the tool call
-that ran it. The run itself is not a span of its own (its agent is); its id is the
-`agent_gateway.run_id` attribute of every span. A tool's progress and the trace's notes
-(fallbacks, server logs, warnings) are span events; failures set the span's error status and
-`error.type`. Arguments, results and messages are not recorded: they may hold personal data,
-and so may a tool's own error text, or one quoting the call (`error_private`): such a status
-has no description.
+`gen_ai.usage.*`, `gen_ai.response.finish_reasons`), each tool call an `execute_tool {tool}`
+span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans
+sit under the tool call that ran it. A call waiting for a person's approval is an
+`await_approval {tool}` span, ended by the decision. The run itself is not a span of its own (its agent is); its id is the
+`agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
+message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
+log messages a tool's server sent are counted, by logger and level, in one event each at the
+span's end. Failures set the span's error status and `error.type`. Arguments, results,
+messages, progress messages and server log data are not recorded: they may hold personal
+data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
+status has no description.
 
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
 continues the caller's trace, and each tool call puts its span's context (and the caller's
 baggage) in the `_meta` of its request, so a gateway or server behind this one continues it.
 
-Spans go to the tracer provider given, else the global one. `configure_otel` sets a global
-SDK provider up for the CLI when none is: spans go over OTLP when the OTLP exporter package is
-installed and `OTEL_EXPORTER_OTLP_ENDPOINT` (or `..._TRACES_ENDPOINT`) is set, else as JSON to
-stderr. The API package comes with the MCP SDK; the SDK is the `otel` extra.
+Spans go to the tracer provider given, else the global one (`otel_export.configure_otel` sets
+one up for a command when none is).
 """
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
-import sys
+from collections import Counter
 from collections.abc import Generator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -40,22 +39,26 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
-from .errors import ConfigError
 from .trace import TraceEvent
 
-if TYPE_CHECKING:  # the SDK is optional (the `otel` extra)
-    from opentelemetry.sdk.trace.export import SpanExporter
-
-__all__ = ["OtelExporter", "configure_otel"]
+__all__ = ["OtelExporter"]
 
 INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
+APPROVAL_DECISION = "agent_gateway.approval.decision"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _CHAIN = "fallback("
 """How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
 _PROVIDERS = {"gemini": "gcp.gemini"}
 """Our model-spec prefixes whose GenAI `provider.name` differs."""
+_FINISH_REASONS = {
+    "end": "stop",
+    "tool_calls": "tool_call",
+    "max_tokens": "length",
+    "content_filter": "content_filter",
+}
+"""Our stop reasons as the GenAI conventions name them (the others: the provider's word)."""
 _USAGE = {
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",
@@ -75,6 +78,10 @@ class OtelExporter:
         self._contexts: dict[str, Context | None] = {}
         """What the children of each open trace id start in: its span's context; for a run,
         which is no span, the trace its caller sent (SEP-414), else none (a new trace)."""
+        self._waits: dict[str, dict[str, Span]] = {}
+        """The approvals waited for, by the span they wait in and the call's name."""
+        self._server_logs: dict[str, Counter[tuple[str | None, str]]] = {}
+        """The open tool spans' server log messages: how many from each logger at each level."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -82,11 +89,36 @@ class OtelExporter:
         elif event.phase in ("end", "error"):
             self._contexts.pop(event.id, None)
             span = self._spans.pop(event.id, None)
+            logged = self._server_logs.pop(event.id, None)
+            for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
+                wait.set_attribute(APPROVAL_DECISION, "none")
+                wait.end()
             if span is not None:
+                for (logger, level), count in (logged or {}).items():
+                    attributes = {"level": level, "count": count}
+                    span.add_event("tool.server_log", {**attributes, "logger": logger or ""})
                 self._finish(span, event)
         elif event.phase in ("progress", "note"):
             parent = self._spans.get(event.parent_id or "")
-            if parent is not None:
+            if parent is None:
+                return
+            if event.progress is not None:
+                # How far, not the server's message: it is the server's own words, which may
+                # quote the call (a gateway behind this one's do).
+                done, total = event.progress.progress, event.progress.total
+                how_far = (
+                    {"progress": done} if total is None else {"progress": done, "total": total}
+                )
+                parent.add_event("tool.progress", how_far)
+            elif event.server_log is not None:
+                # Its data stays out (it may quote the call); which loggers said how much is
+                # told at the span's end, one event each, not one per message: a gateway
+                # behind this one logs every progress step too.
+                said = self._server_logs.setdefault(event.parent_id or "", Counter())
+                said[(event.server_log.logger, event.server_log.level)] += 1
+            elif _approval(event) in ("waiting", "approved", "denied"):
+                self._approval(event)
+            else:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
                 if event.kind == "model" and isinstance(event.output, dict):
                     following = event.output.get("fallback_to")
@@ -121,6 +153,29 @@ class OtelExporter:
         self._spans[event.id] = span
         self._contexts[event.id] = trace.set_span_in_context(span)
 
+    def _approval(self, event: TraceEvent) -> None:
+        """A call waiting for a person's approval: an `await_approval {tool}` span, from the
+        wait to the decision (`agent_gateway.approval.decision`)."""
+        assert isinstance(event.output, dict)
+        parent_id, call = event.parent_id or "", str(event.output.get("call"))
+        waits = self._waits.setdefault(parent_id, {})
+        if _approval(event) == "waiting":
+            attributes = {
+                "gen_ai.tool.name": event.name,
+                "agent_gateway.approval.call": call,
+                RUN_ID: event.run_id,
+            }
+            waits[call] = self._tracer.start_span(
+                f"await_approval {event.name}",
+                context=self._contexts.get(parent_id),
+                attributes=attributes,
+            )
+            return
+        wait = waits.pop(call, None)
+        if wait is not None:
+            wait.set_attribute(APPROVAL_DECISION, str(_approval(event)))
+            wait.end()
+
     def _finish(self, span: Span, event: TraceEvent) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
@@ -129,11 +184,19 @@ class OtelExporter:
                     value = usage.get(field)
                     if isinstance(value, int):
                         span.set_attribute(attribute, value)
+            reason = _finish_reason(event.output)
+            if reason is not None:
+                span.set_attribute("gen_ai.response.finish_reasons", [reason])
         if event.phase == "error":
             said = None if event.error_private else event.error  # a tool's words stay out
             span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))
         span.end()
+
+
+def _approval(event: TraceEvent) -> JsonValue:
+    """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
+    return event.output.get("approval") if isinstance(event.output, dict) else None
 
 
 def _caller(event: TraceEvent) -> Context | None:
@@ -191,9 +254,26 @@ def _provider_and_model(name: str) -> tuple[str, str]:
 
 
 def _error_type(event: TraceEvent) -> str:
+    """`cancelled`; an exception's class name (`ModelConnectionError`, `ModelTimeout`); a tool
+    call that failed without one (the tool said so, or the agent refused it): `tool_error`."""
     if event.error == "cancelled":
         return "cancelled"
+    if event.error_type is not None:
+        return event.error_type
     return "tool_error" if event.kind == "tool" else "_OTHER"
+
+
+def _finish_reason(output: dict[str, JsonValue]) -> str | None:
+    """The GenAI finish reason of a model's answer: its common ones by their names there
+    (`stop`, `tool_call`, `length`, `content_filter`), others as the provider named them."""
+    reason = output.get("stop_reason")
+    if not isinstance(reason, str):
+        return None
+    known = _FINISH_REASONS.get(reason)
+    if known is not None:
+        return known
+    detail = output.get("stop_detail")
+    return detail if isinstance(detail, str) and detail else reason
 
 
 def _flat(value: JsonValue) -> dict[str, Any]:
@@ -207,50 +287,3 @@ def _flat(value: JsonValue) -> dict[str, Any]:
         elif item is not None:
             flat[key] = json.dumps(item, separators=(",", ":"), default=str)
     return flat
-
-
-@contextmanager
-def configure_otel() -> Generator[None]:
-    """Make sure spans go somewhere for the time of a command, and are flushed after.
-
-    A global SDK provider already set (by `opentelemetry-instrument`, or an application
-    embedding the gateway) is used as it is. Raises `ConfigError` when the SDK is missing.
-    """
-    try:
-        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-    except ImportError:
-        raise ConfigError(
-            "OpenTelemetry export needs the SDK: pip install 'agent-gateway[otel]'"
-        ) from None
-    if isinstance(trace.get_tracer_provider(), SdkTracerProvider):
-        yield
-        return
-    provider = SdkTracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(_exporter()))
-    trace.set_tracer_provider(provider)
-    try:
-        yield
-    finally:
-        provider.shutdown()  # flushes what is still batched
-
-
-def _exporter() -> SpanExporter:
-    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
-
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if endpoint:
-        try:
-            otlp: Any = importlib.import_module(
-                "opentelemetry.exporter.otlp.proto.http.trace_exporter"
-            )
-        except ImportError:
-            raise ConfigError(
-                "OTEL_EXPORTER_OTLP_ENDPOINT is set, but the OTLP exporter is not installed: "
-                "pip install opentelemetry-exporter-otlp-proto-http"
-            ) from None
-        return otlp.OTLPSpanExporter()  # reads the OTEL_EXPORTER_OTLP_* variables itself
-    # stdout may be the MCP protocol (serve --stdio) or the answer: spans go to stderr.
-    return ConsoleSpanExporter(out=sys.stderr)

@@ -93,6 +93,9 @@ class TraceEvent(BaseModel):
     error_private: bool = Field(default=False, exclude=True)
     """For a tool span's `error`: the tool's own words, or the call's arguments quoted, which
     may hold personal data (shown to the model and in the trace, kept from telemetry)."""
+    error_type: str | None = Field(default=None, exclude=True)
+    """For an `error` event that an exception ended: its class's name (`ModelConnectionError`),
+    for telemetry's `error.type`."""
     caller_trace: dict[str, str] | None = Field(default=None, exclude=True)
     """For a span with no parent here: the W3C trace context its MCP client sent in the
     request's `_meta` (`traceparent`, `tracestate`; SEP-414), for the span to continue."""
@@ -239,7 +242,12 @@ class Tracer:
     ) -> AsyncGenerator[Span]:
         span = Span(id=span_id or new_id(), kind=kind, name=name, started=time.perf_counter())
 
-        def event(phase: Phase, error: str | None = None, paused: str | None = None) -> TraceEvent:
+        def event(
+            phase: Phase,
+            error: str | None = None,
+            paused: str | None = None,
+            error_type: str | None = None,
+        ) -> TraceEvent:
             done = phase != "start"
             return TraceEvent(
                 kind=kind,
@@ -258,6 +266,7 @@ class Tracer:
                 subject=self.subject,
                 paused=paused,
                 error_private=span.error_private,
+                error_type=error_type,
                 caller_trace=self.caller_trace if parent_id is None else None,
             )
 
@@ -272,7 +281,7 @@ class Tracer:
             error = "cancelled" if cancelled else str(exc) or repr(exc)
             paused = exc.reason if isinstance(exc, RunPaused) else None
             with anyio.CancelScope(shield=True):  # the record of a cancel must still go out
-                await self.emit(event("error", error, paused))
+                await self.emit(event("error", error, paused, type(exc).__name__))
             raise
         await self.emit(event("end" if span.error is None else "error", span.error))
 

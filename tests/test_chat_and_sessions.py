@@ -3,6 +3,7 @@ by an MCP client (`session_id`) and the command line (`--session`)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pty
@@ -401,5 +402,36 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
     assert code == 130, terminal.shown
     assert marker.read_text() == "cancelled"  # the tool's call ended with the answer
     assert out == "The second answer.\n"
-    assert "session c7: `agent-gateway chat --session c7` continues it" in terminal.shown
+    assert f"session c7: `agent-gateway chat --session c7 --config {config}` continues it" in (
+        terminal.shown
+    )
     assert "Traceback" not in terminal.shown
+
+
+def test_chat_says_how_to_continue_its_session_where_it_is_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint names the config and the database given: the session is in neither default."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello, Ada."}, {"content": "Ada."}]))
+    config = tmp_path / "my config.toml"
+    config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
+    state_dir = tmp_path / "state"
+    terminal = io.StringIO("I am Ada.\n/exit\n")
+    monkeypatch.setattr(terminal, "isatty", lambda: True)
+    monkeypatch.setattr(sys, "stdin", terminal)
+    chat = ["chat", "--session", "s1", "--config", str(config), "--state-dir", str(state_dir)]
+    assert main(chat) == 0
+    out, err = capsys.readouterr()
+    assert out == "Hello, Ada.\n"
+    assert (
+        f"session s1: `agent-gateway chat --session s1 --config '{config}' "
+        f"--state-dir {state_dir}` continues it"
+    ) in err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/exit\n"))
+    monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
+    sessions = tmp_path / "s.sqlite3"
+    assert main([*chat[:5], "--store", f"sqlite:///{sessions}"]) == 0
+    assert f"--config '{config}' --store sqlite:///{sessions}` continues it" in (
+        capsys.readouterr().err
+    )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from gateway.cli import main, parser
 from gateway.cli.origin import resume_config
 from gateway.durable import DurableRuns, open_runs
 from gateway.durable.endings import taken
+from gateway.run_state import RunOrigin
 from gateway.store_config import default_store_url
 
 REPO = Path(__file__).resolve().parents[1]
@@ -305,14 +308,76 @@ def test_a_resume_another_process_took_says_so_without_a_hint_to_resume(
     agent-gateway resume RUN` for a run running elsewhere."""
     _, _, resume = stopped_on_a_config_file(tmp_path, capsys)
     run_id = resume[1]
+    url = default_store_url(str(tmp_path / "runs"))  # the store it is in, named as one
 
     async def taken_meanwhile(self: DurableRuns, run: str, **_: object) -> None:
-        raise taken(run)  # what DBOS's hand-over to the other process makes `resume` raise
+        raise taken(
+            run, self.url
+        )  # what DBOS's hand-over to the other process makes `resume` raise
 
     monkeypatch.setattr(DurableRuns, "resume", taken_meanwhile)
     assert main(resume) == 2
     err = capsys.readouterr().err
     assert err == (
         f"error: run {run_id!r} was resumed by another process at the same moment: it runs "
-        f"there (`agent-gateway runs show {run_id}`)\n"
+        f"there (`agent-gateway runs show {run_id} --store {url}`)\n"
     )
+
+
+@pytest.mark.parametrize("command", [["resume"], ["runs", "resume"]])
+def test_otel_on_the_command_line_applies_to_the_config_a_run_resumes_on(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """The run's own config file, one named with `--config`, and the built-in default all take
+    `--otel`, as `run`'s config does (it is the command's, not the run's)."""
+    config = write(tmp_path / "c.toml", '[tools.calculator]\nbuiltin = "calculator"\n')
+    own = RunOrigin(
+        config=str(config), config_sha256=hashlib.sha256(config.read_bytes()).hexdigest()
+    )
+    cases: list[tuple[RunOrigin, list[str]]] = [
+        (own, []),
+        (RunOrigin(), ["--config", str(config)]),
+        (RunOrigin(), []),
+    ]
+    for origin, options in cases:
+        for otel in (["--otel"], []):
+            args = parser().parse_args([*command, "abc", *options, *otel])
+            resumed, _origin = resume_config(args, origin, "assistant")
+            assert resumed.gateway.otel is bool(otel), (origin, options, otel)
+
+
+@pytest.mark.integration
+def test_resume_with_otel_exports_the_resumed_runs_spans(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script, _config, resume = stopped_on_a_config_file(tmp_path, capsys)
+    write(script, [{"content": "It is 42."}])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *resume, "--otel"],
+        env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "It is 42.\n"
+    assert '"name": "invoke_agent assistant"' in done.stderr  # the console exporter's spans
+    assert '"name": "chat first.json"' in done.stderr
+
+
+def test_approving_a_stopped_run_with_no_call_listed_says_to_resume_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run that stopped listing no waiting call (an older version's, stopped while it
+    waited: it cleared its list) is told how to be asked again, in its own store."""
+    _, _, resume = stopped_on_a_config_file(tmp_path, capsys)
+    run_id, state_dir = resume[1], resume[3]
+    for verb in ("approve", "deny"):
+        assert main(["runs", verb, run_id, "c1", "--state-dir", state_dir]) == 2
+        assert capsys.readouterr().err == (
+            f"error: run {run_id} has no call waiting for approval (stopped): if it stopped "
+            f"waiting for one, resume it (agent-gateway resume {run_id} --state-dir "
+            f"{state_dir}); it will ask again\n"
+        )

@@ -3,31 +3,43 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import threading
+import time
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import mcp_types
 import pytest
 from mcp.client import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent.models import OpenAIModel
 from gateway import AgentSpec, Gateway
+from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
+from gateway.otel_batch import BoundedExport
 from gateway.server import build_server
+from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
 from tests.server.processes import SCRIPT, http_server
+from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, calculator
 from toolkits.mcp import McpServerConfig, McpToolkit
 
@@ -279,7 +291,8 @@ def test_otel_in_the_config_exports_too_and_is_off_by_default(tmp_path: Path) ->
     assert '"name": "invoke_agent assistant"' in done.stderr
 
 
-TWO_GATEWAYS = Path(__file__).parent.parent / "examples" / "two_gateways"
+REPO = Path(__file__).resolve().parents[1]
+TWO_GATEWAYS = REPO / "examples" / "two_gateways"
 
 
 @pytest.mark.anyio
@@ -333,3 +346,279 @@ def exported_spans(text: str) -> dict[str, Any]:
         span, _end = decoder.raw_decode(text, start)
         spans[span["name"]] = span
     return spans
+
+
+class StuckExporter(SpanExporter):
+    """A collector that never answers (until the test lets it)."""
+
+    def __init__(self) -> None:
+        self.released = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.released.wait()
+        return SpanExportResult.FAILURE
+
+
+class FailingExporter(SpanExporter):
+    """A collector that is down: the OTLP exporter's retries, logged as it logs them."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        said = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        for wait in (1, 2, 4):
+            said.warning("Transient error %s encountered, retrying in %ss.", "refused", wait)
+        said.error("Failed to export span batch code: %s", 503)
+        return SpanExportResult.FAILURE
+
+
+def ended_spans(export: BoundedExport, count: int) -> None:
+    tracer = export.provider.get_tracer("test")
+    for number in range(count):
+        tracer.start_span(f"span {number}").end()
+
+
+@pytest.fixture
+def exporter_logs_kept() -> Iterator[None]:
+    """An export abandoned at the end keeps its exporter's logs quiet for the rest of the
+    process (it may still retry): here, only for the test."""
+    logger = logging.getLogger("opentelemetry.exporter")
+    handlers, propagate = list(logger.handlers), logger.propagate
+    yield
+    logger.handlers, logger.propagate = handlers, propagate
+
+
+@pytest.mark.usefixtures("exporter_logs_kept")
+def test_exporting_at_the_end_waits_a_bounded_time_then_says_once_what_it_dropped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    stuck = StuckExporter()
+    export = BoundedExport(stuck)
+    ended_spans(export, 3)
+    try:
+        started = time.monotonic()
+        export.close(within=0.2)
+        assert time.monotonic() - started < 5  # the SDK's own shutdown waits 30 s
+    finally:
+        stuck.released.set()
+    assert [r.getMessage() for r in caplog.records] == [
+        "OpenTelemetry: 3 spans not exported: the exporter did not finish within 0.2 s "
+        "(is the collector down?)"
+    ]
+
+
+def test_an_exporter_that_fails_is_one_warning_with_its_reason_not_one_per_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    export = BoundedExport(FailingExporter())
+    ended_spans(export, 2)
+    export.close()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        (
+            "WARNING",
+            "OpenTelemetry: 2 spans not exported: the exporter failed: "
+            "Failed to export span batch code: 503",
+        )
+    ]
+    assert logging.getLogger("opentelemetry.exporter").propagate  # as it was, after
+
+
+def test_spans_all_exported_at_the_end_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    memory = InMemorySpanExporter()
+    export = BoundedExport(memory)
+    ended_spans(export, 2)
+    export.close()
+    assert len(memory.get_finished_spans()) == 2
+    assert caplog.records == []
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_the_answer_is_printed_before_the_spans_are_exported(tmp_path: Path) -> None:
+    """The exporter waits on a pipe the test writes to once it has read the answer: printed
+    only at the end, after the export (as it was), the answer never comes."""
+    fifo = tmp_path / "collector"
+    os.mkfifo(fifo)
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "It is 42."}]))
+    program = f"""
+import sys
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+import gateway.otel_export
+from gateway.cli import main
+
+class Collector(SpanExporter):
+    def export(self, spans):
+        with open({str(fifo)!r}) as pipe:  # blocks until the test opens the other end
+            pipe.read()
+        return SpanExportResult.SUCCESS
+
+gateway.otel_export._exporter = Collector
+sys.exit(main(["run", "6 * 7?", "--model", "scripted:{script}", "--no-store", "--otel"]))
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    with anyio.fail_after(30):
+        async with await anyio.open_process(
+            [sys.executable, "-c", program], env={**env, "PYTHONPATH": str(REPO)}, cwd=tmp_path
+        ) as process:
+            assert process.stdout is not None
+            out = b""
+            while b"\n" not in out:
+                out += await process.stdout.receive()
+            assert out == b"It is 42.\n"
+
+            def collect() -> None:
+                with open(fifo, "w") as pipe:
+                    pipe.write("ok")
+
+            await anyio.to_thread.run_sync(collect)
+            assert await process.wait() == 0
+            assert process.stderr is not None
+            err = b"".join([chunk async for chunk in process.stderr])
+    assert b"not exported" not in err, err
+
+
+@pytest.mark.anyio
+async def test_a_servers_progress_messages_and_log_data_stay_out_of_the_spans() -> None:
+    """A server may say what it was called with as it works (a gateway behind this one does:
+    `tool calculator: running in={...}`): the span tells how far it got and how much each
+    logger said, once per step, not the words."""
+    toy = ToyServer("crm")
+
+    async def lookup(ctx: Context, args: dict[str, Any]) -> mcp_types.CallToolResult:
+        for step in (1, 2):
+            await ctx.session.report_progress(step, 2, f"looking up {args['customer']}")
+            with warnings.catch_warnings():  # logging is deprecated at 2026-07-28
+                warnings.simplefilter("ignore", MCPDeprecationWarning)
+                await ctx.session.send_log_message(  # pyright: ignore[reportDeprecated]
+                    "info", f"lookup in={args['customer']}", "crm", ctx.request_id
+                )
+        return text_result(f"{args['customer']}: gold")
+
+    toy.add("lookup", lookup)
+    model = ScriptedModel([call("crm__lookup", customer="Ada Lovelace"), "Gold."])
+    hook, memory = exporter()
+    node = McpToolkit("crm", McpServerConfig(command="in-process"), target=toy.server)
+    async with node:
+        gateway = Gateway([node], [AgentSpec("a", model, ["crm"])], hooks=[hook])
+        assert (await gateway.run("a", "Ada's tier?")).output == "Gold."
+    spans = memory.get_finished_spans()
+    recorded = json.dumps(
+        [
+            [dict(s.attributes or {}) for s in spans],
+            [[e.name, dict(e.attributes or {})] for s in spans for e in s.events],
+        ]
+    )
+    assert "Ada" not in recorded
+    [tool] = [s for s in spans if s.name == "execute_tool crm__lookup"]
+    assert [(e.name, dict(e.attributes or {})) for e in tool.events] == [
+        ("tool.progress", {"progress": 1.0, "total": 2.0}),
+        ("tool.progress", {"progress": 2.0, "total": 2.0}),
+        ("tool.server_log", {"level": "info", "count": 2, "logger": "crm"}),
+    ]
+
+
+def test_spans_name_the_service_agent_gateway_unless_the_environment_names_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for variable in ("OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"):
+        monkeypatch.delenv(variable, raising=False)
+    named: list[object] = []
+    for environment in (
+        {},
+        {"OTEL_SERVICE_NAME": "billing"},
+        {"OTEL_RESOURCE_ATTRIBUTES": "service.name=crm,team=ops"},
+    ):
+        with monkeypatch.context() as patched:
+            for variable, value in environment.items():
+                patched.setenv(variable, value)
+            memory = InMemorySpanExporter()
+            export = BoundedExport(memory)
+            ended_spans(export, 1)
+            export.close()
+        [span] = memory.get_finished_spans()
+        named.append(span.resource.attributes["service.name"])
+    assert named == ["agent-gateway", "billing", "crm"]
+
+
+def openai_model(*answers: httpx.Response | Exception) -> OpenAIModel:
+    provider = FakeProvider(*answers)
+    return OpenAIModel(
+        "gpt-4.1-mini",
+        api_key="sk-test",
+        http_client=provider.client(),
+        retry=retry_policy(Sleeps()),  # retried without waiting
+    )
+
+
+COMPLETION = {
+    "id": "chatcmpl-B9MBs8CjcvOU2jLn4n570S5qMJKcT",
+    "object": "chat.completion",
+    "created": 1741569952,
+    "model": "gpt-4.1-mini-2025-04-14",
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "It is 42.", "refusal": None},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": {"prompt_tokens": 19, "completion_tokens": 5, "total_tokens": 24},
+}
+
+
+@pytest.mark.anyio
+async def test_a_chat_span_says_why_the_model_stopped_and_a_failure_its_error_class() -> None:
+    answered = openai_model(json_response(200, COMPLETION))
+    down = openai_model(*[httpx.ConnectError("connection refused")] * 4)
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", answered), AgentSpec("b", down)], hooks=[hook])
+    assert (await gateway.run("a", "6 * 7?")).output == "It is 42."
+    with pytest.raises(ModelConnectionError):
+        await gateway.run("b", "6 * 7?")
+    ok, failed = (s for s in memory.get_finished_spans() if s.name == "chat gpt-4.1-mini")
+    assert ok.attributes is not None
+    assert failed.attributes is not None
+    assert ok.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert failed.status.status_code == StatusCode.ERROR
+    assert failed.attributes["error.type"] == "ModelConnectionError"
+    assert "gen_ai.response.finish_reasons" not in failed.attributes
+
+
+class Person:
+    """Approves a call when the test says so."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+        self.decided = anyio.Event()
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked.set()
+        await self.decided.wait()
+        return Decision(approved=True)
+
+
+@pytest.mark.anyio
+async def test_a_wait_for_approval_is_a_span_of_its_own_ending_with_the_decision() -> None:
+    model = ScriptedModel([call("calculator", expression="6 * 7"), "42"])
+    spec = AgentSpec("a", model, ["calculator"], approval=ApprovalRule(["calculator"]))
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    hook, memory = exporter()
+    person = Person()
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(lambda: gateway.run("a", "go", hooks=[hook], approver=person))
+            await person.asked.wait()
+            waiting = [s.name for s in memory.get_finished_spans()]
+            assert "await_approval calculator" not in waiting  # it lasts as long as the wait
+            person.decided.set()
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    wait = spans["await_approval calculator"]
+    assert wait.attributes is not None
+    assert wait.attributes["agent_gateway.approval.decision"] == "approved"
+    assert wait.attributes["gen_ai.tool.name"] == "calculator"
+    assert wait.parent is not None
+    assert spans["invoke_agent a"].context is not None
+    assert wait.parent.span_id == spans["invoke_agent a"].context.span_id
+    assert wait.end_time is not None
+    assert spans["execute_tool calculator"].start_time is not None
+    assert wait.end_time <= spans["execute_tool calculator"].start_time  # then the call ran

@@ -25,6 +25,7 @@ from agent import AgentError
 from toolkits import ToolkitError
 
 from ..errors import GatewayError
+from ..otel_export import export_at_exit
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
 from .common import Commands, check_state_dir
 from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
@@ -81,6 +82,11 @@ def _main(argv: Sequence[str] | None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    with export_at_exit():  # spans are exported after the answer (or the error) is printed
+        return _handle(args)
+
+
+def _handle(args: argparse.Namespace) -> int:
     try:
         check_state_dir(args)
         if not inspect.iscoroutinefunction(args.handler):

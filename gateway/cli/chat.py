@@ -10,6 +10,7 @@ leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the s
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from collections.abc import AsyncGenerator, Generator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
@@ -25,6 +26,7 @@ from ..assembly import open_gateway
 from ..console import RunConsole, open_console
 from ..engine import Gateway
 from ..errors import GatewayError
+from ..store_config import check_store_url, redacted
 from ..trace import new_id
 from .common import (
     Commands,
@@ -87,11 +89,24 @@ async def _chat(args: argparse.Namespace) -> int:
         async with steps.interruptible() if interactive else nullcontext():
             code = await _converse(gateway, name, session, console, steps, interactive)
     if interactive:
-        print(
-            f"session {session}: `agent-gateway chat --session {session}` continues it",
-            file=sys.stderr,
-        )
+        again = f"agent-gateway chat --session {session}{_same_place(args)}"
+        print(f"session {session}: `{again}` continues it", file=sys.stderr)
     return code
+
+
+def _same_place(args: argparse.Namespace) -> str:
+    """The options that name the config and memory this chat used, as given ("" for the
+    defaults): without them, the session is looked for where it is not."""
+    given = [
+        f" {option} {shlex.quote(value)}"
+        for option, value in (
+            ("--config", args.config),
+            ("--state-dir", args.state_dir),
+            ("--store", redacted(check_store_url(args.store)) if args.store else None),
+        )
+        if value is not None
+    ]
+    return "".join(given)
 
 
 async def _converse(

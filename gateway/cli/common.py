@@ -40,6 +40,7 @@ __all__ = [
     "plural",
     "trace_hooks",
     "utc",
+    "with_command_line",
     "with_settings",
     "with_steps",
 ]
@@ -115,11 +116,7 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
     """The config the command names (`--config`), or the one found in the working directory;
     with `default_agent`, a config of servers only gets an `assistant` agent on all of them."""
     path: Any = getattr(args, "config", None)
-    config = load_config(path)
-    if getattr(args, "otel", False):
-        config = config.model_copy(
-            update={"gateway": config.gateway.model_copy(update={"otel": True})}
-        )
+    config = with_command_line(load_config(path), args)
     config = with_default_agent(config) if default_agent else config
     return with_settings(
         config,
@@ -128,6 +125,16 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
         temperature=getattr(args, "temperature", None),
         max_tokens=getattr(args, "max_tokens", None),
     )
+
+
+def with_command_line(config: Config, args: argparse.Namespace) -> Config:
+    """`config` with what the command line turns on for the whole gateway (`--otel`): the one
+    place a loaded config takes it, for every command that runs an agent (`run`, `resume`,
+    `runs resume`, `chat`, `call`, `serve`)."""
+    if getattr(args, "otel", False) and not config.gateway.otel:
+        gateway = config.gateway.model_copy(update={"otel": True})
+        config = config.model_copy(update={"gateway": gateway})
+    return config
 
 
 def add_model_options(

@@ -15,7 +15,7 @@ from pathlib import Path
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
 from ..errors import ConfigError
 from ..run_state import RunOrigin
-from .common import with_settings
+from .common import with_command_line, with_settings
 
 __all__ = ["origin_of", "resume_config"]
 
@@ -52,7 +52,7 @@ def resume_config(
     args: argparse.Namespace, origin: RunOrigin | None, agent: str
 ) -> tuple[Config, RunOrigin]:
     """The config to resume `agent`'s run on, with the run's command-line settings, and the
-    origin it makes: `--config`, else the run's own.
+    origin it makes: `--config`, else the run's own; the command line's `--otel` applies.
 
     Raises `ConfigError` when the config's content is not what the run started with (unless
     `--force`), or the run's config file is gone.
@@ -63,12 +63,12 @@ def resume_config(
     if named is None:
         # The built-in default the run started with (not a file found here now), or, for a
         # run stored before runs had an origin, whatever is found here.
-        config = DEFAULT_CONFIG if origin else load_config(None)
+        config = with_command_line(DEFAULT_CONFIG if origin else load_config(None), args)
         now = kept.model_copy(update={"config": None, "config_sha256": None})
         return _with_origin_settings(config, now, agent), now
     path = Path(named)
     try:
-        config = load_config(path)
+        config = with_command_line(load_config(path), args)
     except ConfigError as exc:
         if args.config is None:
             exc.add_note("the run started with this config; name another with --config FILE")

@@ -103,7 +103,7 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     refused: list[str] = []
     async with open_store(url, launch=False) as runs:
         info = await runs.get(args.run_id)
-        chosen = _chosen(info, args.call)
+        chosen = _chosen(info, args.call, resume_hint(info.run_id, args, url))
         sent: list[ApprovalRequest] = []
         for request in chosen:
             try:
@@ -128,10 +128,16 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     return OK
 
 
-def _chosen(info: RunInfo, call: str | None) -> list[ApprovalRequest]:
-    """The waiting calls `call` names (all when None). Raises `UnknownRun` if none."""
+def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalRequest]:
+    """The waiting calls `call` names (all when None). Raises `UnknownRun` if none; for a run
+    that stopped, saying that `resume` (the command) asks again."""
     if not info.waiting:
-        raise UnknownRun(f"run {info.run_id} has no call waiting for approval ({info.status})")
+        problem = f"run {info.run_id} has no call waiting for approval ({info.status})"
+        if info.status == "stopped":
+            # Stopped while it waited, it is asked again when resumed. (Older versions
+            # stopped so did not even list the call, though their message named it.)
+            problem += f": if it stopped waiting for one, resume it ({resume}); it will ask again"
+        raise UnknownRun(problem)
     if call is None:
         return list(info.waiting)
     named = [r for r in info.waiting if call in (r.call, r.short)]

@@ -21,6 +21,7 @@ from toolkits import in_background
 
 from ..errors import UnknownRun
 from ..run_state import RunResult
+from ..store_config import store_option
 
 __all__ = [
     "WATCH_SECONDS",
@@ -67,10 +68,11 @@ def cancelled_by_dbos(exc: BaseException) -> bool:
     return isinstance(exc, DBOSWorkflowCancelledError)
 
 
-def taken(run_id: str) -> UnknownRun:
+def taken(run_id: str, url: str) -> UnknownRun:
+    """A run of the store at `url` that another process resumed first."""
     return UnknownRun(
         f"run {run_id!r} was resumed by another process at the same moment: it runs there "
-        f"(`agent-gateway runs show {run_id}`)"
+        f"(`agent-gateway runs show {run_id}{store_option(url)}`)"
     )
 
 

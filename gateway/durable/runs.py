@@ -35,7 +35,13 @@ from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
-from ..store_config import check_store_url, default_store_url, redacted, runs_stored
+from ..store_config import (
+    check_store_url,
+    default_store_url,
+    redacted,
+    runs_stored,
+    store_option,
+)
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, OnWait
 from .dbos_setup import log_through_ours, write_ahead_log
@@ -300,7 +306,7 @@ class DurableRuns:
         if info.status not in ACTIVE_STATUSES:
             raise UnknownRun(
                 f"run {run_id!r} has ended ({info.status}): it cannot be resumed; "
-                f"`agent-gateway runs show {run_id}` shows it"
+                f"`agent-gateway runs show {run_id}{store_option(self.url)}` shows it"
             )
         going = info.status in ("running", "waiting_approval") and info.error is None
         if going and info.host == socket.gethostname():
@@ -330,7 +336,7 @@ class DurableRuns:
                     workflow_ids=[handle.workflow_id], load_input=False, load_output=False
                 )
                 if found and found[0].queue_name != self._queue and not execution.running:
-                    raise taken(handle.workflow_id)
+                    raise taken(handle.workflow_id, self.url)
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable
@@ -455,7 +461,7 @@ class DurableRuns:
         if info.status not in ACTIVE_STATUSES:
             raise UnknownRun(
                 f"run {run_id!r} has ended ({info.status}): it cannot be cancelled; "
-                f"`agent-gateway runs show {run_id}` shows it"
+                f"`agent-gateway runs show {run_id}{store_option(self.url)}` shows it"
             )
         with self._reading():
             await self._client.cancel_workflow_async(run_id)
@@ -549,7 +555,7 @@ async def open_runs(
         raise store_failure(url, exc) from None
     if outage is not None:
         outage.bound(getattr(client, "_sys_db"))  # noqa: B009
-    host = Host(client, outage=outage)
+    host = Host(client, url, outage=outage)
     runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
     with noticing(outage):  # until DBOS is destroyed: its threads log till then
         try:

@@ -92,6 +92,8 @@ class Host:
     """What the workflow body needs from the process that runs it (DBOS has one per process)."""
 
     client: DBOSClient
+    url: str
+    """The store's, for the commands a message names."""
     gateway: Gateway | None = None
     hooks: Sequence[TraceHook] = ()
     stream: bool = False
@@ -145,7 +147,7 @@ async def _execute(
         went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
         if working_elsewhere(went, here):
             # Resumed at the same moment by two processes: the other got there first.
-            execution.error = taken(run_id)
+            execution.error = taken(run_id, host.url)
             raise Stopped
         saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)

@@ -60,7 +60,8 @@ def test_a_store_that_is_not_one_or_is_down_is_one_line_with_the_right_exit_code
     assert printed["error"].startswith("cannot open the run store postgresql://gw:***@")
 
 
-def test_a_run_that_has_ended_is_not_cancelled(tmp_path: Path) -> None:
+def test_a_run_that_has_ended_is_not_cancelled_nor_resumed(tmp_path: Path) -> None:
+    """The hint to look at it names the store it is in (else it looks in the default one)."""
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     model = script_model(tmp_path / "a.json", {"content": "hi"})
     done = cli(
@@ -72,7 +73,13 @@ def test_a_run_that_has_ended_is_not_cancelled(tmp_path: Path) -> None:
     assert cancel.returncode == 2
     assert cancel.stderr == (
         f"error: run {run_id!r} has ended (succeeded): it cannot be cancelled; "
-        f"`agent-gateway runs show {run_id}` shows it\n"
+        f"`agent-gateway runs show {run_id} --store {store}` shows it\n"
+    )
+    resume = cli("resume", run_id, "--store", store)
+    assert resume.returncode == 2
+    assert resume.stderr == (
+        f"error: run {run_id!r} has ended (succeeded): it cannot be resumed; "
+        f"`agent-gateway runs show {run_id} --store {store}` shows it\n"
     )
     listed = cli("runs", "list", "--store", store)
     assert listed.returncode == 0, listed.stderr
