@@ -60,6 +60,7 @@ from ._json import (
 from ._sse import SSEEvent
 from .retry import RetryPolicy
 from .schema import described, openai_parameters
+from .server_windows import server_window
 from .settings import ModelSettings
 from .text_tool_calls import parse_text_tool_calls
 
@@ -310,24 +311,9 @@ class OpenAICompatibleModel(OpenAIModel):
             strict_tools=strict_tools,
         )
 
-    def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
-        # vLLM lists `max_model_len` in /models, LM Studio and OpenRouter `context_length`.
-        url = endpoint(self._base_url, "/models")
+    async def _lookup_window(self) -> int | None:
         headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
-        model = self._model
-
-        def read(data: Any) -> int | None:
-            for entry in arr(obj(data).get("data")):
-                entry = obj(entry)
-                if entry.get("id") != model:
-                    continue
-                for key in ("max_model_len", "context_length", "max_context_length"):
-                    value = entry.get(key)
-                    if isinstance(value, int) and value > 0:
-                        return value
-            return None
-
-        return url, headers, read
+        return await server_window(self._http.get_json, self._base_url, self._model, headers)
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
