@@ -17,7 +17,7 @@ import httpx
 from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import TokenCallback
-from ._http import ProviderHTTP, Secret, url_secrets
+from ._http import ProviderHTTP, Secret, Unretried, url_secrets
 from ._json import JSONObject, is_obj
 from ._sse import SSEEvent
 from .retry import RetryPolicy
@@ -29,6 +29,8 @@ class HTTPRequest:
     url: str
     body: JSONObject
     headers: dict[str, str]
+    unretried: Unretried | None = None
+    """Which error answers to this request fail at once rather than being sent again."""
 
 
 class StreamAssembler(Protocol):
@@ -145,9 +147,11 @@ class HTTPChatModel(ABC):
     ) -> AssistantMessage:
         stream = self._settings.wants_stream(on_token is not None)
         request = self._request(messages, tools, stream=stream)
-        body = merged(request.body, self._settings.extra_body)
+        body = self._sent_body(merged(request.body, self._settings.extra_body))
         if not stream:
-            data = await self._http.post_json(request.url, body, request.headers)
+            data = await self._http.post_json(
+                request.url, body, request.headers, unretried=request.unretried
+            )
             return self._parse(data, tools)
         assembler = self._assembler(tools)
 
@@ -156,7 +160,9 @@ class HTTPChatModel(ABC):
             if delta and on_token is not None:
                 await on_token(delta)
 
-        whole = await self._http.post_sse(request.url, body, request.headers, on_event)
+        whole = await self._http.post_sse(
+            request.url, body, request.headers, on_event, unretried=request.unretried
+        )
         if whole is None:
             return assembler.finish()
         answer = self._parse(whole.data, tools)
@@ -170,17 +176,26 @@ class HTTPChatModel(ABC):
         A failed lookup is None: the window is a safeguard, never a reason to fail a run."""
         if not self._window_asked:
             self._window_asked = True
-            lookup = self._window_lookup()
-            if lookup is not None:
-                url, headers, read = lookup
-                data = await self._http.get_json(url, headers)
-                self._window = read(data) if data is not None else None
+            self._window = await self._lookup_window()
         return self._window
+
+    async def _lookup_window(self) -> int | None:
+        """Ask the provider for the context window (see `_window_lookup`); None if it fails."""
+        lookup = self._window_lookup()
+        if lookup is None:
+            return None
+        url, headers, read = lookup
+        data = await self._http.get_json(url, headers)
+        return read(data) if data is not None else None
 
     def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
         """Where the provider tells the model's context window, and how to read it there;
         None for providers that do not tell."""
         return None
+
+    def _sent_body(self, body: JSONObject) -> JSONObject:
+        """The body as sent, `extra_body` merged in: a provider may still take a field out."""
+        return body
 
     def _replayable(self, message: AssistantMessage) -> bool:
         """Whether `message.raw` came from this provider and may be sent back verbatim."""

@@ -39,6 +39,7 @@ from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 __all__ = [
     "ProviderHTTP",
     "Secret",
+    "Unretried",
     "WholeAnswer",
     "checked_base_url",
     "endpoint",
@@ -58,6 +59,10 @@ _log = logging.getLogger("agent.models")
 
 LOOKUP_TIMEOUT = 10.0
 """Seconds an optional lookup (the context window) may take: it must not hold a call up."""
+
+Unretried = Callable[[int, str], bool]
+"""Told an error status a retry would send again and the provider's words for it, whether to
+fail at once instead (a server that cannot read the request's images will not on retry)."""
 
 
 def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
@@ -300,8 +305,15 @@ class ProviderHTTP:
     def client(self) -> httpx.AsyncClient:
         return self._client if self._client is not None else shared_http_client()
 
-    async def post_json(self, url: str, body: Mapping[str, Any], headers: Mapping[str, str]) -> Any:
-        response = await self._send(url, body, headers, stream=False)
+    async def post_json(
+        self,
+        url: str,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str],
+        *,
+        unretried: Unretried | None = None,
+    ) -> Any:
+        response = await self._send(url, body, headers, stream=False, unretried=unretried)
         return self._json(response)
 
     def _json(self, response: httpx.Response) -> Any:
@@ -328,6 +340,8 @@ class ProviderHTTP:
         body: Mapping[str, Any],
         headers: Mapping[str, str],
         on_event: Callable[[SSEEvent], Awaitable[None]],
+        *,
+        unretried: Unretried | None = None,
     ) -> WholeAnswer | None:
         """POST and hand each server-sent event to `on_event`, in order, until the stream ends;
         or, when the server answered with JSON instead of a stream, return that JSON.
@@ -335,8 +349,9 @@ class ProviderHTTP:
         Only failures before the first byte are retried: after that the caller may already
         have shown tokens, and a second answer would not continue the first.
         """
-        response = await self._send(url, body, headers, stream=True)
+        response = await self._send(url, body, headers, stream=True, unretried=unretried)
         decoder = SSEDecoder()
+        events = 0
         try:
             if _is_json(response):  # some OpenAI-compatible servers ignore `stream: true`
                 await response.aread()
@@ -344,12 +359,17 @@ class ProviderHTTP:
             async for line in response.aiter_lines():
                 event = decoder.feed(line)
                 if event is not None:
+                    events += 1
                     await on_event(event)
             event = decoder.flush()
             if event is not None:
                 await on_event(event)
             return None
         except httpx.ReadTimeout as exc:
+            if not events:  # headers (and keep-alive comments, perhaps) but no answer yet
+                raise self._timed_out(
+                    url, "the model did not answer within", "the request reached it"
+                ) from exc
             raise self._timed_out(
                 url,
                 "the model stopped sending mid-answer: nothing came for",
@@ -364,7 +384,13 @@ class ProviderHTTP:
                 await response.aclose()
 
     async def _send(
-        self, url: str, body: Mapping[str, Any], headers: Mapping[str, str], *, stream: bool
+        self,
+        url: str,
+        body: Mapping[str, Any],
+        headers: Mapping[str, str],
+        *,
+        stream: bool,
+        unretried: Unretried | None = None,
     ) -> httpx.Response:
         policy = self._retry
         client = self.client
@@ -409,6 +435,8 @@ class ProviderHTTP:
             if wait is None:
                 wait = parse_retry_info(_body(response))  # Gemini's wait is in the body
             retryable = policy.retryable_status(response.status_code)
+            if retryable and unretried is not None:
+                retryable = not unretried(response.status_code, error_detail(response))
             if retryable and wait is not None and wait > policy.max_retry_after:
                 raise self._http_error(response, self._too_long(wait))
             if retryable and not last:
@@ -477,6 +505,8 @@ class ProviderHTTP:
         detail = self._redact(error_detail(response))
         kind = ModelAuthError if _refuses_the_key(response) else ModelHTTPError
         said = detail or response.reason_phrase
+        if response.status_code == 404:  # a wrong path, often: say which one was asked
+            said += f" ({response.request.method} {public_url(str(response.request.url))})"
         return kind(
             f"{self._label}: HTTP {response.status_code}: {said}{note}",
             status_code=response.status_code,

@@ -1,4 +1,10 @@
-"""A server-sent events decoder fed line by line (the WHATWG event-stream format)."""
+"""A server-sent events decoder fed line by line (the WHATWG event-stream format).
+
+One departure from the standard, which ignores unknown field names: an `error:` field line is
+an event named `error` carrying that value. llama.cpp's server (builds before mid-2025) sends
+its failures so, `error: {"code": 400, "message": ...}` then `data: [DONE]`; ignored, the
+failure read as an empty answer.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +35,9 @@ class SSEDecoder:
             self._data.append(value)
         elif name == "event":
             self._event = value
+        elif name == "error":
+            self._event = "error"
+            self._data.append(value)
         return None  # `id` and `retry` do not matter for one-shot responses
 
     def flush(self) -> SSEEvent | None:

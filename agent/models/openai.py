@@ -14,23 +14,29 @@ model that reads no images (a text-only model, a local server without a vision p
 refuses such a request: it is sent again without the images, and if that is answered, the
 model is sent none from then on (one warning says so); the text describes them still.
 
+A server that refuses `stream_options` (Mistral's API, Azure AI serverless, Databricks, older
+Groq: a 4xx naming it) is sent the request again without it, and none from then on (one
+warning says so); usage is then read where the server puts it unasked, or is unknown.
+
 `AssistantMessage.raw` is `{"model": name, "message": <the choice's message>, "finish_reason":
-...}`; a streamed answer is assembled into the same shape. Reasoning text (DeepSeek's and
-llama.cpp's `reasoning_content`, vLLM's `reasoning`) is sent back with its message when the
-conversation returns to the same provider.
+...}`; a streamed answer is assembled into the same shape (`openai_stream`). Reasoning text
+(DeepSeek's and llama.cpp's `reasoning_content`, vLLM's `reasoning`) is sent back with its
+message when the conversation returns to the same provider. A compatible server's answer that
+starts with a `<think>` block (see `think_tags`) has it kept out of the answer and of the text
+streamed, and sent back as it came, in `content`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import re
+from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import ModelError, ModelHTTPError, ModelResponseError
+from ..errors import ModelAuthError, ModelError, ModelHTTPError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -43,30 +49,30 @@ from ..messages import (
     UserMessage,
 )
 from ..model import TokenCallback
-from ._base import HTTPChatModel, HTTPRequest, cut_short
+from ._base import HTTPChatModel, HTTPRequest
 from ._http import Secret, checked_base_url, endpoint, public_url
 from ._json import (
     JSONObject,
     arguments_text,
     arr,
     count,
-    is_obj,
     new_call_id,
     obj,
     read_stop,
     text,
     tool_call,
 )
-from ._sse import SSEEvent
+from .openai_stream import REASONING_FIELDS, ChunkAssembler, error_text
 from .retry import RetryPolicy
 from .schema import described, openai_parameters
+from .server_windows import server_window
 from .settings import ModelSettings
-from .text_tool_calls import parse_text_tool_calls
+from .text_tool_calls import looks_like_tool_call, parse_text_tool_calls
+from .think_tags import split_think
 
 __all__ = ["OPENAI_BASE_URL", "OpenAICompatibleModel", "OpenAIModel"]
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
-_REASONING_FIELDS = ("reasoning_content", "reasoning")
 _log = logging.getLogger(__name__)
 _STOPS: dict[str, StopReason] = {
     "stop": "end",
@@ -85,6 +91,7 @@ class OpenAIModel(HTTPChatModel):
     _null_content_beside_tool_calls = True
     _replay_invalid_arguments = True
     _max_tokens_field = "max_completion_tokens"
+    _think_tags = False
 
     def __init__(
         self,
@@ -116,12 +123,66 @@ class OpenAIModel(HTTPChatModel):
         self._strict_tools = strict_tools
         self._send_images = True
         """False once the model refused a request for its images (see the module docstring)."""
+        self._stream_usage = True
+        """False once the server refused `stream_options` (see the module docstring)."""
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
         return f"openai:{model}", "openai"
 
     async def _answer(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
+        try:
+            return await self._answer_without_refused_options(messages, tools, on_token)
+        except ModelHTTPError as error:
+            if error.status_code != 404 or isinstance(error, ModelAuthError):
+                raise
+            raise ModelHTTPError(
+                str(error) + self._not_found_hint(),
+                status_code=error.status_code,
+                provider=error.provider,
+                provider_message=error.provider_message,
+            ) from None
+
+    def _not_found_hint(self) -> str:
+        """What to try after a 404: OpenAI-style servers serve under `/v1`."""
+        path = urlsplit(self._base_url).path.rstrip("/")
+        if re.search(r"/v\d+[a-z]*$", path) or "/openai" in path:
+            return ""
+        return (
+            f". OpenAI-style servers answer under /v1: is the base URL "
+            f"{public_url(self._base_url).rstrip('/')}/v1?"
+        )
+
+    async def _answer_without_refused_options(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
+        stream_usage = self._stream_usage
+        try:
+            return await self._answer_without_refused_images(messages, tools, on_token)
+        except ModelHTTPError as refused:
+            if not (stream_usage and _refuses_stream_options(refused)):
+                raise
+            self._stream_usage = False
+            answer = await self._answer_without_refused_images(messages, tools, on_token)
+            _log.warning(
+                "%s refused stream_options (%s): it is sent none from now on; %s",
+                self.name,
+                refused,
+                "usage is read where the server puts it"
+                if answer.usage.input_tokens or answer.usage.output_tokens
+                else "the token usage of its streamed answers is unknown (counted as 0)",
+            )
+            return answer
+
+    async def _answer_without_refused_images(
         self,
         messages: Sequence[ChatMessage],
         tools: Sequence[ToolDefinition],
@@ -163,9 +224,24 @@ class OpenAIModel(HTTPChatModel):
             body["top_p"] = self._settings.top_p
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if self._stream_usage:
+                body["stream_options"] = {"include_usage": True}
         headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
-        return HTTPRequest(url=self._url, body=body, headers=headers)
+        images = self._send_images and any(_image_parts(m) for m in _tool_messages(messages))
+        return HTTPRequest(
+            url=self._url,
+            body=body,
+            headers=headers,
+            # A server that cannot read images says so with a 500 (llama.cpp without its
+            # projector): sent again, it would say it again; the fallback without them is next.
+            unretried=_names_images if images else None,
+        )
+
+    def _sent_body(self, body: JSONObject) -> JSONObject:
+        if self._stream_usage or "stream_options" not in body:
+            return body
+        # Refused, even as `extra_body` sets it.
+        return {key: value for key, value in body.items() if key != "stream_options"}
 
     def _wire_tool(self, tool: ToolDefinition) -> JSONObject:
         parameters, strict = openai_parameters(tool.input_schema)
@@ -205,8 +281,11 @@ class OpenAIModel(HTTPChatModel):
 
     def _wire_assistant(self, message: AssistantMessage) -> JSONObject:
         out: JSONObject = {"role": "assistant", "content": message.content}
+        replayable = self._replayable(message)
+        original = obj(obj(message.raw).get("message")) if replayable else {}
+        block = split_think(text(original.get("content")))[0] if self._think_tags else ""
         if message.tool_calls:
-            if not message.content:
+            if not message.content and not block:
                 out["content"] = None if self._null_content_beside_tool_calls else ""
             out["tool_calls"] = [
                 {
@@ -216,11 +295,11 @@ class OpenAIModel(HTTPChatModel):
                 }
                 for call in message.tool_calls
             ]
-        if self._replayable(message):
-            original = obj(obj(message.raw).get("message"))
-            for key in _REASONING_FIELDS:
-                if isinstance(original.get(key), str):
-                    out[key] = original[key]
+        if block:  # the reasoning goes back where it came, before the answer
+            out["content"] = block + message.content
+        for key in REASONING_FIELDS:
+            if isinstance(original.get(key), str):
+                out[key] = original[key]
         return out
 
     def _arguments(self, call: ToolCall) -> str:
@@ -232,7 +311,7 @@ class OpenAIModel(HTTPChatModel):
         body = obj(data)
         choices = arr(body.get("choices"))
         if not choices:
-            detail = obj(body.get("error")).get("message") or "no choices in the answer"
+            detail = error_text(body.get("error")) or "no choices in the answer"
             raise ModelResponseError(f"{self.name}: {detail}")
         choice = obj(choices[0])
         return self._message(
@@ -248,6 +327,8 @@ class OpenAIModel(HTTPChatModel):
     ) -> AssistantMessage:
         refusal = text(message.get("refusal"))
         content = text(message.get("content")) or refusal
+        if self._think_tags:
+            content = split_think(content)[1]
         calls = tuple(
             tool_call(
                 text(obj(item).get("id")) or new_call_id(),
@@ -257,7 +338,15 @@ class OpenAIModel(HTTPChatModel):
             for item in arr(message.get("tool_calls"))
         )
         if not calls and self._text_tool_calls and tools:
-            content, calls = parse_text_tool_calls(content, {tool.name for tool in tools})
+            schemas = {tool.name: tool.input_schema for tool in tools}
+            content, calls = parse_text_tool_calls(content, schemas, schemas=schemas)
+            if not calls and looks_like_tool_call(content, schemas):
+                raise ModelResponseError(
+                    f"{self.name}: the model wrote a tool call the gateway could not read "
+                    f"({_excerpt(content)}); start the server with the model's tool-call "
+                    "parser (llama.cpp: --jinja; vLLM: --enable-auto-tool-choice "
+                    "--tool-call-parser NAME), or offer only the tools it names"
+                )
         reason, detail = read_stop(finish_reason, _STOPS)
         if refusal and not calls and not text(message.get("content")):
             # Said in `refusal`, not `content` (the finish_reason, `stop`, says nothing).
@@ -272,10 +361,11 @@ class OpenAIModel(HTTPChatModel):
             raw={"model": self.name, "message": message, "finish_reason": finish_reason},
         )
 
-    def _assembler(self, tools: Sequence[ToolDefinition]) -> _ChunkAssembler:
-        return _ChunkAssembler(
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> ChunkAssembler:
+        return ChunkAssembler(
             label=self.name,
             build=lambda message, reason, usage: self._message(message, reason, usage, tools),
+            think_tags=self._think_tags,
         )
 
 
@@ -286,6 +376,7 @@ class OpenAICompatibleModel(OpenAIModel):
     _null_content_beside_tool_calls = False
     _replay_invalid_arguments = False
     _max_tokens_field = "max_tokens"
+    _think_tags = True
 
     def __init__(
         self,
@@ -310,24 +401,9 @@ class OpenAICompatibleModel(OpenAIModel):
             strict_tools=strict_tools,
         )
 
-    def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
-        # vLLM lists `max_model_len` in /models, LM Studio and OpenRouter `context_length`.
-        url = endpoint(self._base_url, "/models")
+    async def _lookup_window(self) -> int | None:
         headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
-        model = self._model
-
-        def read(data: Any) -> int | None:
-            for entry in arr(obj(data).get("data")):
-                entry = obj(entry)
-                if entry.get("id") != model:
-                    continue
-                for key in ("max_model_len", "context_length", "max_context_length"):
-                    value = entry.get(key)
-                    if isinstance(value, int) and value > 0:
-                        return value
-            return None
-
-        return url, headers, read
+        return await server_window(self._http.get_json, self._base_url, self._model, headers)
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
@@ -345,8 +421,27 @@ def _may_refuse_images(error: ModelHTTPError) -> bool:
     a quota or a rate), or a server error that names them (llama.cpp without a projector)."""
     if error.status_code in (400, 404, 415, 422):
         return True
-    said = f"{error} {error.provider_message or ''}".lower()
-    return error.status_code >= 500 and any(w in said for w in ("image", "vision", "multimodal"))
+    said = f"{error} {error.provider_message or ''}"
+    return error.status_code >= 500 and _names_images(error.status_code, said)
+
+
+def _names_images(status: int, said: str) -> bool:
+    """Whether a server error's words are about images (llama.cpp: "image input is not
+    supported - hint: ... you may need to provide the mmproj")."""
+    said = said.lower()
+    return status >= 500 and any(w in said for w in ("image", "vision", "multimodal", "mmproj"))
+
+
+def _refuses_stream_options(error: ModelHTTPError) -> bool:
+    """Whether a request was refused for its `stream_options` (422 `extra_forbidden` on it
+    from Mistral's API, a 400 naming it elsewhere)."""
+    said = f"{error} {error.provider_message or ''}"
+    return 400 <= error.status_code < 500 and "stream_options" in said
+
+
+def _excerpt(content: str) -> str:
+    said = " ".join(content.split())
+    return repr(said if len(said) <= 120 else said[:120] + "...")
 
 
 def _image_parts(message: ToolMessage) -> list[JSONObject]:
@@ -378,98 +473,3 @@ def _usage(value: Any) -> Usage:
         reasoning_tokens=count(completion.get("reasoning_tokens")),
         requests=1,
     )
-
-
-@dataclass(slots=True)
-class _CallDraft:
-    id: str = ""
-    name: str = ""
-    arguments: list[str] = field(default_factory=list[str])
-
-
-@dataclass(slots=True)
-class _ChunkAssembler:
-    """Rebuilds the choice message from `chat.completion.chunk` events."""
-
-    label: str
-    build: Callable[[JSONObject, Any, Any], AssistantMessage]
-    _content: list[str] = field(default_factory=list[str])
-    _refusal: list[str] = field(default_factory=list[str])
-    _reasoning: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
-    _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
-    _finish_reason: Any = None
-    _usage: Any = None
-    _done: bool = False
-
-    def feed(self, event: SSEEvent) -> str:
-        if event.data.strip() == "[DONE]":
-            self._done = True
-            return ""
-        try:
-            chunk = obj(json.loads(event.data))
-        except ValueError:
-            raise ModelResponseError(f"{self.label}: unreadable stream event") from None
-        if "error" in chunk:
-            detail = obj(chunk["error"]).get("message") or chunk["error"]
-            raise ModelResponseError(f"{self.label}: stream error: {detail}")
-        if chunk.get("usage"):
-            self._usage = chunk["usage"]
-        delta_text = ""
-        for choice in map(obj, arr(chunk.get("choices"))):
-            if choice.get("index", 0) != 0:
-                continue
-            if choice.get("finish_reason"):
-                self._finish_reason = choice["finish_reason"]
-            delta = obj(choice.get("delta"))
-            delta_text += text(delta.get("content"))
-            if isinstance(delta.get("refusal"), str):
-                self._refusal.append(delta["refusal"])
-            for key in _REASONING_FIELDS:
-                if isinstance(delta.get(key), str):
-                    self._reasoning.setdefault(key, []).append(delta[key])
-            for item in map(obj, arr(delta.get("tool_calls"))):
-                self._merge_call(item)
-        self._content.append(delta_text)
-        return delta_text
-
-    def _merge_call(self, item: JSONObject) -> None:
-        index = item.get("index")
-        if not isinstance(index, int):
-            # Servers that omit `index` send each call whole, or continue the last one.
-            call_id = text(item.get("id"))
-            known = {draft.id for draft in self._calls.values()}
-            index = (
-                len(self._calls)
-                if (call_id and call_id not in known) or not self._calls
-                else max(self._calls)
-            )
-        draft = self._calls.setdefault(index, _CallDraft())
-        draft.id = draft.id or text(item.get("id"))
-        function = obj(item.get("function"))
-        draft.name = draft.name or text(function.get("name"))
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            draft.arguments.append(arguments)
-        elif is_obj(arguments):
-            draft.arguments.append(json.dumps(arguments))
-
-    def finish(self) -> AssistantMessage:
-        # Either end will do: some servers stop after the finish_reason, others send [DONE]
-        # without one.
-        if self._finish_reason is None and not self._done:
-            raise cut_short(self.label, "finish_reason or [DONE]")
-        message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
-        if self._refusal:
-            message["refusal"] = "".join(self._refusal)
-        for key, parts in self._reasoning.items():
-            message[key] = "".join(parts)
-        if self._calls:
-            message["tool_calls"] = [
-                {
-                    "id": draft.id,
-                    "type": "function",
-                    "function": {"name": draft.name, "arguments": "".join(draft.arguments)},
-                }
-                for _, draft in sorted(self._calls.items())
-            ]
-        return self.build(message, self._finish_reason, self._usage)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.models import parse_text_tool_calls
+from agent.models.text_tool_calls import looks_like_tool_call
 
 NAMES = {"get-sum", "echo"}
 
@@ -102,3 +103,134 @@ def test_arguments_that_are_not_an_object_are_flagged() -> None:
     _, (call,) = parse_text_tool_calls('{"name": "echo", "arguments": "not json"}', NAMES)
     assert call.arguments == {}
     assert call.invalid_arguments == "not json"
+
+
+TOOLS = {"calculator", "get_weather", "get-sum"}
+SUM_SCHEMA = {
+    "get-sum": {
+        "type": "object",
+        "properties": {
+            "a": {"type": "number"},
+            "b": {"type": "number"},
+            "note": {"type": "string"},
+        },
+    }
+}
+DEEPSEEK = (
+    "<\uff5ctool\u2581calls\u2581begin\uff5c><\uff5ctool\u2581call\u2581begin\uff5c>function"
+    '<\uff5ctool\u2581sep\uff5c>calculator\n```json\n{"expression": "2+2"}\n```'
+    "<\uff5ctool\u2581call\u2581end\uff5c><\uff5ctool\u2581calls\u2581end\uff5c>"
+)
+
+
+@pytest.mark.parametrize(
+    ("content", "rest", "calls"),
+    [
+        pytest.param(
+            "<tool_call>\n<function=calculator>\n<parameter=expression>\n2+2\n</parameter>\n"
+            "</function>\n</tool_call>",
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="qwen3-coder-xml",
+        ),
+        pytest.param(
+            "<tool_call>\n<function=get-sum>\n<parameter=a>\n17\n</parameter>\n<parameter=b>\n"
+            "25.5\n</parameter>\n<parameter=note>\n42\n</parameter>\n</function>\n</tool_call>",
+            "",
+            [("get-sum", {"a": 17, "b": 25.5, "note": "42"})],
+            id="qwen3-coder-xml-read-as-the-schema-says",
+        ),
+        pytest.param(
+            '[TOOL_CALLS]calculator[ARGS]{"expression": "2+2"}',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="mistral-args",
+        ),
+        pytest.param(
+            '[TOOL_CALLS]calculator[ARGS]{"expression": "2+2"}'
+            '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris"}',
+            "",
+            [("calculator", {"expression": "2+2"}), ("get_weather", {"city": "Paris"})],
+            id="mistral-args-two",
+        ),
+        pytest.param(
+            '[calculator(expression="2+2")]',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="llama-pythonic",
+        ),
+        pytest.param(
+            '<|python_start|>[get_weather(city="Paris", days=[1, 2]), calculator(expression='
+            "'1+1')]<|python_end|>",
+            "",
+            [
+                ("get_weather", {"city": "Paris", "days": [1, 2]}),
+                ("calculator", {"expression": "1+1"}),
+            ],
+            id="llama4-pythonic-two",
+        ),
+        pytest.param(
+            '```tool_code\ncalculator(expression="2+2")\n```',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="gemma-tool-code",
+        ),
+        pytest.param(
+            '<function=calculator>{"expression": "2+2"}</function>',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="llama31-function-tag",
+        ),
+        pytest.param(DEEPSEEK, "", [("calculator", {"expression": "2+2"})], id="deepseek-tokens"),
+        pytest.param(
+            '<|python_tag|>{"name": "calculator", "parameters": {"expression": "2+2"}}<|eom_id|>',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="llama31-python-tag-leaves-no-markers",
+        ),
+        pytest.param(
+            '[TOOL_CALLS] [{"name": "calculator", "arguments": {"expression": "2+2"}}]',
+            "",
+            [("calculator", {"expression": "2+2"})],
+            id="old-mistral-leaves-no-marker",
+        ),
+    ],
+)
+def test_local_model_formats_become_calls(
+    content: str, rest: str, calls: list[tuple[str, dict[str, object]]]
+) -> None:
+    remaining, found = parse_text_tool_calls(content, TOOLS, schemas=SUM_SCHEMA)
+    assert remaining == rest
+    assert [(call.name, call.arguments) for call in found] == calls
+    assert all(call.invalid_arguments is None for call in found)
+    assert len({call.id for call in found}) == len(found)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param('[calculator(expression=__import__("os").getcwd())]', id="not-a-literal"),
+        pytest.param('[calculator(**{"expression": "2+2"})]', id="spread"),
+        pytest.param("[calculator(2 + 2)]", id="positional"),
+        pytest.param('[rm(path="/")]', id="unknown-tool"),
+        pytest.param('[TOOL_CALLS]rm[ARGS]{"path": "/"}', id="unknown-tool-mistral"),
+    ],
+)
+def test_pythonic_calls_are_read_never_run(content: str) -> None:
+    assert parse_text_tool_calls(content, TOOLS) == (content, ())
+
+
+@pytest.mark.parametrize(
+    ("content", "looks"),
+    [
+        ('<tool_call>\n{"name": "calculator", "arguments": {\n</tool_call>', True),
+        ("[TOOL_CALLS]calculator[ARGS]{oops", True),
+        ("[calculator(2 + 2)]", True),
+        ('<function=calculator>{"expression": ', True),
+        ("The answer is 4.", False),
+        ("Use calculator(x) for sums.", False),
+        ("[1, 2, 3]", False),
+    ],
+)
+def test_what_looks_like_a_tool_call(content: str, looks: bool) -> None:
+    assert looks_like_tool_call(content, TOOLS) is looks

@@ -204,3 +204,39 @@ async def test_a_refusal_that_was_not_about_the_images_stands_and_they_are_sent_
     assert refused.value.status_code == 400
     await model.invoke(HISTORY, [])
     assert fake.body(2)["messages"][-1]["role"] == "user"  # images sent again: not the cause
+
+
+LLAMACPP_NO_PROJECTOR = {
+    "error": {
+        "code": 500,
+        "message": "image input is not supported - hint: if this is unexpected, you may need "
+        "to provide the mmproj",
+        "type": "server_error",
+    }
+}
+
+
+async def test_a_servers_500_about_images_is_not_retried_before_the_fallback(
+    sleeps: Sleeps,
+) -> None:
+    answer = completion({"role": "assistant", "content": "ok", "refusal": None})
+    fake = FakeProvider(json_response(500, LLAMACPP_NO_PROJECTOR), json_response(200, answer))
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:8080/v1", "qwen2.5", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    assert (await model.invoke(HISTORY, [])).content == "ok"
+    assert len(fake.requests) == 2  # refused once, then sent without the images at once
+    assert sleeps.delays == []
+    assert fake.body(1)["messages"][-1]["role"] == "tool"
+
+
+async def test_a_500_that_names_images_on_a_request_without_them_is_retried(
+    sleeps: Sleeps,
+) -> None:
+    answer = completion({"role": "assistant", "content": "ok", "refusal": None})
+    fake = FakeProvider(json_response(500, LLAMACPP_NO_PROJECTOR), json_response(200, answer))
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:8080/v1", "qwen2.5", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    assert (await model.invoke([UserMessage(content="hi")], [])).content == "ok"
+    assert len(sleeps.delays) == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -35,7 +35,7 @@ from tests.servers.asgi import serve_on_loopback
 
 from .support import FakeProvider, Sleeps, Tokens, json_response, retry_policy, sse_response
 from .test_gemini import generated
-from .test_openai import completion
+from .test_openai import compatible, completion
 
 pytestmark = pytest.mark.anyio
 
@@ -501,3 +501,20 @@ async def test_a_retry_delay_longer_than_allowed_fails_at_once(sleeps: Sleeps) -
 )
 def test_retry_info(body: object, seconds: float | None) -> None:
     assert parse_retry_info(body) == seconds
+
+
+async def test_a_stream_with_headers_and_no_event_did_not_answer(sleeps: Sleeps) -> None:
+    async def silent() -> AsyncIterator[bytes]:
+        yield b": keep-alive\n\n"  # a comment is no answer
+        raise httpx.ReadTimeout("")
+
+    fake = FakeProvider(
+        httpx.Response(200, headers={"content-type": "text/event-stream"}, content=silent())
+    )
+    model = compatible(fake, sleeps, settings=ModelSettings(timeout=3))
+    with pytest.raises(ModelTimeout) as caught:
+        await model.invoke(ASK, [], on_token=Tokens())
+    said = str(caught.value)
+    assert "did not answer within 3 s" in said
+    assert "mid-answer" not in said
+    assert len(fake.requests) == 1
