@@ -15,10 +15,10 @@ from agent import (
     ToolDefinition,
 )
 from agent.errors import MissingApiKey, ModelConfigError
-from agent.models import FallbackModel, ModelSettings, model_from_spec
+from agent.models import FallbackModel, ModelSettings, RetryPolicy, model_from_spec
 
 from .errors import ConfigError
-from .traced_model import note_fallback
+from .traced_model import note_fallback, note_retry
 
 __all__ = [
     "SAMPLING",
@@ -117,6 +117,10 @@ class ClientSampling:
         raise ModelError(self.explain())
 
 
+_RETRY = RetryPolicy(on_retry=note_retry)
+"""Each retry is a note in the run's trace too (`--trace`, OpenTelemetry)."""
+
+
 def resolve_model(
     spec: str,
     *,
@@ -131,7 +135,7 @@ def resolve_model(
         return ClientSampling(agent, settings)
     where = f"agents.{agent}.model: " if agent else ""
     try:
-        return model_from_spec(spec, http_client=http_client, settings=settings)
+        return model_from_spec(spec, http_client=http_client, settings=settings, retry=_RETRY)
     except MissingApiKey as exc:
         return KeylessModel(spec, f"{where}{exc}")
     except ModelConfigError as exc:

@@ -22,7 +22,7 @@ from agent.context_window import check_context_window
 from .run_context import TokenBudget
 from .trace import Tracer
 
-__all__ = ["TracedModel", "note_fallback"]
+__all__ = ["TracedModel", "note_fallback", "note_retry"]
 
 # The model span in progress in this task: lets a FallbackModel built once at start-up report
 # into whichever run is calling it.
@@ -37,6 +37,15 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
         await tracer.note(
             "model", failed, span_id, "note", fallback_to=next_model, error=str(error)
         )
+
+
+async def note_retry(model: str, said: str) -> None:
+    """`RetryPolicy`'s callback: a retry (why, how long, which attempt) is a note under the
+    current model call's span, as it is a warning in the log."""
+    current = _current_span.get()
+    if current is not None:
+        tracer, span_id = current
+        await tracer.note("model", model, span_id, "note", retry=said)
 
 
 class TracedModel:

@@ -12,6 +12,7 @@ from gateway import TraceEvent
 from gateway.assembly import open_gateway
 from gateway.cli import main
 from gateway.config import parse_config
+from tests.servers.openai_stub import Refusal, openai_stub
 
 pytestmark = pytest.mark.anyio
 
@@ -73,3 +74,24 @@ def test_run_refuses_an_agent_whose_key_is_missing_before_it_starts(
     assert "error: agents.writer.model: anthropic needs an API key: set ANTHROPIC_API_KEY" in (
         capsys.readouterr().err
     )
+
+
+async def test_a_retry_is_a_note_under_its_model_call_in_the_trace() -> None:
+    """As it is a warning in the log: `--trace` and OpenTelemetry show why the call took long."""
+    with openai_stub([Refusal(503, "The server is overloaded"), "hello"]) as stub:
+        config = parse_config({"agents": {"a": {"model": stub.spec}}})
+        events: list[TraceEvent] = []
+
+        async def record(event: TraceEvent) -> None:
+            events.append(event)
+
+        async with open_gateway(config, hooks=[record]) as gateway:
+            result = await gateway.run("a", "hi")
+    assert result.output == "hello"
+    [note] = [e for e in events if e.phase == "note"]
+    [model_span] = [e for e in events if e.kind == "model" and e.phase == "start"]
+    assert (note.kind, note.name, note.parent_id) == ("model", stub.spec, model_span.id)
+    assert isinstance(note.output, dict)
+    said = str(note.output["retry"])
+    assert said.startswith("HTTP 503: The server is overloaded. Retrying in "), said
+    assert said.endswith(" s (attempt 2 of 4)"), said

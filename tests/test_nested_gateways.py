@@ -275,9 +275,7 @@ async def test_a_served_agent_on_the_callers_model_is_counted_once(tmp_path: Pat
     """B's agent runs on A's model (sampling): each request B makes, A's model answers and
     counts; B's rolled-up usage counts it too, and A did not add it twice."""
     b = tmp_path / "b.toml"
-    b.write_text(
-        '[agents.helper]\nmodel = "sampling"\ndescription = "Answers on your model."\n'
-    )
+    b.write_text('[agents.helper]\nmodel = "sampling"\ndescription = "Answers on your model."\n')
     script = [
         {"tool_calls": [{"name": "b__helper", "arguments": {"prompt": "2 + 2?"}}]},
         {"content": "4"},  # A's model, answering B's sampling request

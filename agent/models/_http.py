@@ -451,7 +451,10 @@ class ProviderHTTP:
         then wait."""
         tries = self._retry.max_attempts
         said = f"{problem}. Retrying in {_seconds(seconds)} s (attempt {attempt + 1} of {tries})"
-        _log.warning("%s: %s", self._label, self._redact(said))
+        said = self._redact(said)
+        _log.warning("%s: %s", self._label, said)
+        if self._retry.on_retry is not None:
+            await self._retry.on_retry(self._label, said)
         await self._retry.sleep(seconds)
 
     def _too_long(self, wait: float) -> str:

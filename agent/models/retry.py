@@ -30,7 +30,8 @@ class RetryPolicy:
     `Retry-After` (or Gemini's `RetryInfo` in the body, read the same way) longer than
     `max_retry_after` is not waited for: the call fails at once, so
     a `FallbackModel` can move on, and its error says the wait asked for. Each retry is
-    logged as a warning (logger `agent.models`): why, how long, which attempt comes next.
+    logged as a warning (logger `agent.models`): why, how long, which attempt comes next;
+    `on_retry` hears the same words (the model's name, then them), for a run's trace.
     `sleep`, `random` and `now` are injectable so tests never wait on real time.
     """
 
@@ -41,6 +42,7 @@ class RetryPolicy:
     sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     random: Callable[[], float] = random.random
     now: Callable[[], datetime] = field(default=_utc_now)
+    on_retry: Callable[[str, str], Awaitable[None]] | None = None
 
     def backoff(self, attempt: int) -> float:
         """Seconds to wait after failed attempt number `attempt` (1-based), without a hint.
