@@ -14,6 +14,7 @@ import pytest
 
 from gateway.durable.lock import HeldLock, staying_alive
 from gateway.durable.replicas import alive
+from tests.durable.said import Said, listening
 from tests.servers.databases import PostgresCluster, postgres_cluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
@@ -27,36 +28,10 @@ def cluster() -> Iterator[PostgresCluster]:
         yield started
 
 
-class Said(logging.Handler):
-    """The lock's log lines, as it says them (on the event loop)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self._changed = anyio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def until(self, text: str) -> None:
-        with anyio.fail_after(30):
-            while not any(text in line for line in self.lines):
-                await self._changed.wait()
-
-
 @pytest.fixture
 def said() -> Iterator[Said]:
-    handler, logger = Said(), logging.getLogger("gateway.durable.lock")
-    level = logger.level
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    try:
+    with listening("gateway.durable.lock", logging.INFO) as handler:
         yield handler
-    finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
 
 
 def replica() -> str:
@@ -79,7 +54,7 @@ async def test_the_lock_is_taken_again_when_the_server_restarts(
         await said.until("lost the store connection holding")
         assert not lock.settled
         await anyio.to_thread.run_sync(cluster.start)
-        await said.until(HELD_AGAIN)
+        await said.until(HELD_AGAIN, within=30)
         assert await alive(cluster.url, own)
         # Just taken again: the others may be taking theirs, so no run is taken over yet.
         assert not lock.settled
@@ -105,6 +80,6 @@ async def test_a_lock_taken_by_another_meanwhile_supersedes_the_runs_here(
             assert lock.held_since is None
             assert any("took " + own + "'s runs over" in line for line in said.lines)
         # The other's session ended, its lock with it: this process holds its own again.
-        await said.until(HELD_AGAIN)
+        await said.until(HELD_AGAIN, within=30)
         assert isinstance(lock, HeldLock)
         assert await alive(cluster.url, own)

@@ -6,7 +6,6 @@ and resumes later with every recorded call answered from its record; Ctrl-C stop
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import signal
@@ -19,6 +18,7 @@ import pytest
 from gateway.durable.outage import Outage, watching
 from gateway.errors import StoreUnavailable
 from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
+from tests.durable.said import Said, listening
 from tests.servers.databases import PostgresCluster, postgres_cluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
@@ -36,33 +36,10 @@ def cluster() -> Iterator[PostgresCluster]:
         yield started
 
 
-class Said(logging.Handler):
-    """The outage watch's lines, as it says them (on the event loop)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.lines: list[str] = []
-        self._changed = anyio.Event()
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(record.getMessage())
-        self._changed.set()
-        self._changed = anyio.Event()
-
-    async def until(self, text: str) -> None:
-        with anyio.fail_after(20):
-            while not any(text in line for line in self.lines):
-                await self._changed.wait()
-
-
 @pytest.fixture
 def said() -> Iterator[Said]:
-    handler, logger = Said(), logging.getLogger("gateway.durable.outage")
-    logger.addHandler(handler)
-    try:
+    with listening("gateway.durable.outage") as handler:
         yield handler
-    finally:
-        logger.removeHandler(handler)
 
 
 def dbos_retry(outage: Outage, said: Said) -> tuple[bool, list[str]]:
