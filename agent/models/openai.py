@@ -366,6 +366,7 @@ class OpenAIModel(HTTPChatModel):
             label=self.name,
             build=lambda message, reason, usage: self._message(message, reason, usage, tools),
             think_tags=self._think_tags,
+            call_signs=self._text_tool_calls and bool(tools),
         )
 
 

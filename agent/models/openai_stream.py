@@ -16,6 +16,7 @@ from ..messages import AssistantMessage
 from ._base import cut_short
 from ._json import JSONObject, arr, is_obj, obj, text
 from ._sse import SSEEvent
+from .text_tool_calls import CallSignFilter
 from .think_tags import ThinkFilter
 
 __all__ = ["REASONING_FIELDS", "ChunkAssembler", "error_text"]
@@ -47,12 +48,14 @@ class ChunkAssembler:
     """Rebuilds the choice message from `chat.completion.chunk` events.
 
     With `think_tags`, the text passed on leaves out a leading `<think>` block (see
-    `think_tags`); the assembled content keeps it, as the server sent it.
+    `think_tags`); with `call_signs`, a call the model writes as text (`text_tool_calls`);
+    the assembled content keeps both, as the server sent them.
     """
 
     label: str
     build: Callable[[JSONObject, Any, Any], AssistantMessage]
     think_tags: bool = False
+    call_signs: bool = False
     _content: list[str] = field(default_factory=list[str])
     _refusal: list[str] = field(default_factory=list[str])
     _reasoning: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
@@ -63,6 +66,7 @@ class ChunkAssembler:
     _usage: Any = None
     _done: bool = False
     _shown: ThinkFilter = field(default_factory=ThinkFilter)
+    _signs: CallSignFilter = field(default_factory=CallSignFilter)
 
     def feed(self, event: SSEEvent) -> str:
         if event.data.strip() == "[DONE]":
@@ -99,7 +103,10 @@ class ChunkAssembler:
             for item in map(obj, arr(delta.get("tool_calls"))):
                 self._merge_call(item)
         self._content.append(delta_text)
-        return self._shown.feed(delta_text) if self.think_tags else delta_text
+        shown = self._shown.feed(delta_text) if self.think_tags else delta_text
+        if self.call_signs:
+            shown = self._signs.feed(shown, last=self._finish_reason is not None)
+        return shown
 
     def _merge_call(self, item: JSONObject) -> None:
         call_id = text(item.get("id"))

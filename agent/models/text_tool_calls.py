@@ -28,12 +28,13 @@ import ast
 import json
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..messages import ToolCall
 from ._json import is_arr, is_obj, new_call_id, obj, tool_call
 
-__all__ = ["looks_like_tool_call", "parse_text_tool_calls"]
+__all__ = ["CallSignFilter", "looks_like_tool_call", "parse_text_tool_calls"]
 
 Schemas = Mapping[str, Mapping[str, Any]]
 """Tools' input schemas by name: a `<parameter=...>` value is read as the type declared."""
@@ -95,6 +96,38 @@ def looks_like_tool_call(content: str, tool_names: Collection[str]) -> bool:
         return True
     head = content.strip().removeprefix("<|python_start|>").lstrip("[ \n")
     return any(head.startswith(f"{name}(") for name in tool_names)
+
+
+@dataclass(slots=True)
+class CallSignFilter:
+    """Passes on streamed text up to the first sign of a call written as text
+    (`<tool_call>`, `[TOOL_CALLS]`, ...): what follows is a call, read once the answer is
+    whole, not words for the reader. A sign split across deltas is held until it is known;
+    `last` (the answer's last delta) lets go of what was held."""
+
+    _held: str = ""
+    _calling: bool = False
+
+    def feed(self, delta: str, *, last: bool = False) -> str:
+        if self._calling:
+            return ""
+        seen = self._held + delta
+        found = [at for at in (seen.find(sign) for sign in _CALL_SIGNS) if at >= 0]
+        if found:
+            self._calling, self._held = True, ""
+            return seen[: min(found)]
+        keep = 0 if last else _sign_begun(seen)
+        self._held = seen[len(seen) - keep :] if keep else ""
+        return seen[: len(seen) - keep]
+
+
+def _sign_begun(text: str) -> int:
+    """How many of `text`'s last characters may begin a call sign."""
+    for size in range(min(len(text), max(map(len, _CALL_SIGNS)) - 1), 0, -1):
+        tail = text[-size:]
+        if any(sign.startswith(tail) for sign in _CALL_SIGNS):
+            return size
+    return 0
 
 
 Found = tuple[str, list[ToolCall]]

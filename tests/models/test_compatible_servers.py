@@ -327,6 +327,31 @@ async def test_qwen3_coder_xml_streamed_becomes_a_call_of_the_declared_types(
     assert [(c.name, c.arguments) for c in answer.tool_calls] == [("get-sum", {"a": 17, "b": 25})]
 
 
+async def test_a_call_written_as_text_is_not_streamed_as_words(sleeps: Sleeps) -> None:
+    """The reader sees the words before the call, not the call's markup (it is read as a call
+    once the answer is whole); a sign split across deltas is held until it is known."""
+    text = 'Let me add. <tool_call>\n{"name": "get-sum", "arguments": {"a": 17, "b": 25}}\n'
+    text += "</tool_call>"
+    pieces = [chunk({"content": text[i : i + 5]}) for i in range(0, len(text), 5)]
+    fake = FakeProvider(sse(*pieces, chunk({}, "tool_calls"), "[DONE]"))
+    tokens = Tokens()
+    answer = await compatible(fake, sleeps).invoke(ASK, [GET_SUM], on_token=tokens)
+    assert [(c.name, c.arguments) for c in answer.tool_calls] == [("get-sum", {"a": 17, "b": 25})]
+    assert "".join(tokens.received) == "Let me add. "
+
+
+async def test_words_that_only_look_like_the_start_of_a_call_are_all_streamed(
+    sleeps: Sleeps,
+) -> None:
+    text = "Since 3 < 4 and [1] < [2], the answer is <"  # ends as a sign might begin
+    pieces = [chunk({"content": text[i : i + 3]}) for i in range(0, len(text), 3)]
+    fake = FakeProvider(sse(*pieces, chunk({}, "stop"), "[DONE]"))
+    tokens = Tokens()
+    answer = await compatible(fake, sleeps).invoke(ASK, [GET_SUM], on_token=tokens)
+    assert answer.content == text
+    assert "".join(tokens.received) == text  # what was held is let go with the last delta
+
+
 # -- 8. an error said as a string ------------------------------------------------------------
 
 
