@@ -62,6 +62,7 @@ def test_tool_listings_traces_stored_runs_and_server_logs_show_escapes_as_text(
             {"content": answer},
         ],
     )
+    caplog.set_level(logging.INFO, logger="toolkits.mcp.escapes")  # its stderr lines
     assert main(["tools", "--config", str(config)]) == 0
     listing = capsys.readouterr().out
     assert f"desc {SHOWN}" in listing
@@ -78,6 +79,7 @@ def test_tool_listings_traces_stored_runs_and_server_logs_show_escapes_as_text(
     assert "\x1b" not in ran.err
     logged = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.escapes"]
     assert any(f"server log [lg{SHOWN}" in line for line in logged), logged
+    assert any(line.startswith(f"stderr: starting {SHOWN}") for line in logged), logged
     assert not any(OBEYED.search(line) for line in logged)
 
     assert main(["runs", "list", "--state-dir", state, "--json"]) == 0

@@ -2,7 +2,8 @@
 clear screen, colours, a carriage return. `python tests/servers/escapes_stdio.py`.
 
 Its tool `ansi` has them in its description, `bad<ESC>[31mname` in its name; `fail` returns
-an error with them, `progress` reports progress and logs a message with them, then answers."""
+an error with them, `progress` reports progress and logs a message with them, then answers.
+It says them on stderr too, as it starts."""
 
 from __future__ import annotations
 
@@ -56,6 +57,7 @@ def answer(request: dict[str, Any]) -> dict[str, Any] | None:
     return {} if method == "ping" else None
 
 
+print(f"starting {ESCAPES}", file=sys.stderr, flush=True)
 for line in sys.stdin:
     request = json.loads(line)
     if "id" in request and "method" in request:
