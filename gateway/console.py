@@ -42,6 +42,7 @@ from rich.table import Table
 from rich.text import Text
 
 from toolkits import in_background
+from toolkits.printable import printable
 
 from .trace import TraceEvent
 
@@ -110,7 +111,7 @@ class RunConsole:
             if event.phase == "start":
                 self._depth[event.id] = depth
                 if event.kind in ("model", "tool"):
-                    self._calls[event.id] = _Call(event.kind, event.name, depth)
+                    self._calls[event.id] = _Call(event.kind, printable(event.name), depth)
             elif event.phase == "token":
                 self._token(event)
             elif event.phase == "note" and event.kind == "model":
@@ -183,7 +184,9 @@ class RunConsole:
             return
         self._hide()
         self._texts[event.parent_id] = self._texts.get(event.parent_id, "") + text
-        self._write(self._out.file, text)
+        # On a terminal (a pipe gets nothing here), a model repeating an escape sequence a
+        # tool result planted must not drive it: shown as text, as every other line is.
+        self._write(self._out.file, printable(text))
         self._midline = not text.endswith("\n")
         if not self._midline:
             self._release()
@@ -215,7 +218,7 @@ class RunConsole:
             reason = reason[: _NOTE_CHARS - 1] + "…"
         when = " mid-answer" if partial else ""
         note = f"{event.name} failed{when} ({reason}); {following} answers instead"
-        terminal.print(Text(note, style="dim"), highlight=False, soft_wrap=True)
+        terminal.print(Text(printable(note), style="dim"), highlight=False, soft_wrap=True)
 
     def _finish_text(self, span_id: str) -> None:
         self._last_text = self._texts.pop(span_id)
@@ -242,7 +245,8 @@ class RunConsole:
             return
         call.done = report.progress
         call.total = report.total
-        call.message = report.message or ""
+        # One line, whatever a server sent: escapes shown as text, line breaks as spaces.
+        call.message = " ".join(printable(report.message or "").split())
 
     def _show(self) -> None:
         """Draw the status when anything is in flight and no streamed line is open."""
@@ -286,10 +290,10 @@ class RunConsole:
         answer's line is open, once that line ends (the answer's text stays whole)."""
         with self._lock:
             if self._midline:
-                self._held.append((target, line))
+                self._held.append((target, printable(line)))
                 return
             self._hide()
-            self._write(target, line)
+            self._write(target, printable(line))  # log lines carry servers' and callers' words
             self._show()
 
 

@@ -15,10 +15,12 @@ from pydantic import (
     Field,
     JsonValue,
     SerializerFunctionWrapHandler,
+    field_validator,
     model_serializer,
 )
 
 from agent import AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
+from agent.models import spec_without_credentials
 from agent.scratchpad import tool_usage
 
 from .journal import ScopedJournal
@@ -46,13 +48,21 @@ class RunOrigin(BaseModel):
     config_sha256: str | None = None
     """The file's content hash when the run started: a changed config is not resumed blindly."""
     model: str | None = None
-    """The model spec that replaced every agent's (`--model`), if any."""
+    """The model spec that replaced every agent's (`--model`), if any, with its URL's
+    credentials as `***`: a stored run holds no secret, `resume` asks for them again."""
     system: str | None = None
     """The run's agent's system message, if the run replaced it (`--system`)."""
     temperature: float | None = None
     """Every agent's temperature, if the run set it (`--temperature`)."""
     max_tokens: int | None = None
     """Every agent's answer length, if the run set it (`--max-tokens`)."""
+
+    @field_validator("model")
+    @classmethod
+    def _no_credentials(cls, model: str | None) -> str | None:
+        # Here, not where a run is stored: every way an origin is made (run, serve, resume)
+        # and every copy of it (state, workflow input, events) then holds no password.
+        return None if model is None else spec_without_credentials(model)
 
 
 class RunState(BaseModel):

@@ -30,6 +30,8 @@ import anyio
 from mcp_types import LoggingMessageNotificationParams
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from toolkits.printable import printable
+
 from .errors import RunPaused
 
 __all__ = [
@@ -329,7 +331,8 @@ class TracePrinter:
             parts.append(f"error={self._cut(event.error)}")
         elif event.output is not None:
             parts.append(f"out={self._cut(compact(event.output))}")
-        print(" ".join(parts), file=self._stream or sys.stderr, flush=True)
+        # Names, inputs, errors and outputs are servers' and models' words: shown, never obeyed.
+        print(printable(" ".join(parts)), file=self._stream or sys.stderr, flush=True)
 
     def _cut(self, text: str) -> str:
         return text if len(text) <= self._max else text[: self._max] + "..."

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import json
 import os
 import re
+import shlex
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -23,6 +27,7 @@ from gateway.durable import DurableRuns, open_runs
 from gateway.durable.endings import taken
 from gateway.run_state import RunOrigin
 from gateway.store_config import default_store_url
+from tests.servers.openai_stub import Refusal, openai_stub
 
 REPO = Path(__file__).resolve().parents[1]
 STOP_AFTER_THE_TOOL = [
@@ -234,7 +239,7 @@ def test_resume_keeps_the_settings_the_run_was_given_on_the_command_line(
     assert main(["runs", "show", run_id, "--json", "--state-dir", str(state_dir)]) == 0
     state = RunState.model_validate(json.loads(capsys.readouterr().out)["state"])
     args = parser().parse_args(resume)
-    config, origin = resume_config(args, state.origin, state.agent)
+    config, origin, _model = resume_config(args, state.origin, state.agent)
     assert (origin.system, origin.temperature, origin.max_tokens) == ("Be terse.", 0.1, 64)
     agent = config.agents["assistant"]
     assert (agent.system, agent.temperature, agent.max_tokens) == ("Be terse.", 0.1, 64)
@@ -342,7 +347,7 @@ def test_otel_on_the_command_line_applies_to_the_config_a_run_resumes_on(
     for origin, options in cases:
         for otel in (["--otel"], []):
             args = parser().parse_args([*command, "abc", *options, *otel])
-            resumed, _origin = resume_config(args, origin, "assistant")
+            resumed, _origin, _model = resume_config(args, origin, "assistant")
             assert resumed.gateway.otel is bool(otel), (origin, options, otel)
 
 
@@ -381,3 +386,64 @@ def test_approving_a_stopped_run_with_no_call_listed_says_to_resume_it(
             f"waiting for one, resume it (agent-gateway resume {run_id} --state-dir "
             f"{state_dir}); it will ask again\n"
         )
+
+
+def test_a_model_urls_password_is_never_stored_and_resume_asks_for_it_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`runs show --json` printed `http://bob:PASS@...` (the run's origin), and the store's
+    rows held it: now the store holds `bob:***`, and resume wants the model given again."""
+    calculator = {"name": "calculator", "arguments": {"expression": "6 * 7"}}
+    answers = [calculator, Refusal(401, "Incorrect API key provided"), "It is 42."]
+    state_dir = tmp_path / "runs"
+    with openai_stub(answers) as model:
+        url = model.url.replace("http://", "http://bob:SECRETPASS@")
+        spec = f"openai-compatible:{url}#stub"
+        hidden = spec.replace("SECRETPASS", "***")
+        assert main(["run", "What is 6 * 7?", "--model", spec, "--state-dir", str(state_dir)]) == 1
+        err = capsys.readouterr().err
+        hint = re.search(r"the run is stored: agent-gateway (resume .*)$", err, re.MULTILINE)
+        assert hint is not None, err
+        resume = shlex.split(hint.group(1))
+        assert resume[-2:] == ["--model", hidden]  # to fill in: the hint holds no secret
+        run_id = resume[1]
+
+        assert main(["runs", "show", run_id, "--json", "--state-dir", str(state_dir)]) == 0
+        shown = capsys.readouterr().out
+        assert json.loads(shown)["state"]["origin"]["model"] == hidden
+        assert "SECRETPASS" not in shown
+        stored = b"".join(_decoded(path) for path in state_dir.iterdir())
+        assert b"bob:***@127.0.0.1" in stored  # the rows were read
+        assert b"SECRETPASS" not in stored
+
+        assert main(resume) == 2  # as hinted, *** and all
+        assert capsys.readouterr().err == (
+            f"error: --model {hidden} has *** where its URL's credentials go: write them in "
+            "its place\n"
+        )
+        assert main(resume[:-2]) == 2
+        assert capsys.readouterr().err == (
+            f"error: the run started with --model {hidden}: the credentials in its URL are not "
+            "stored; give the model again with --model, credentials included\n"
+        )
+        assert main([*resume[:-2], "--model", spec]) == 0
+        assert capsys.readouterr().out == "It is 42.\n"
+    stored = b"".join(_decoded(path) for path in state_dir.iterdir())
+    assert b"SECRETPASS" not in stored  # the resumed run's origin neither
+
+
+def _decoded(path: Path) -> bytes:
+    """A SQLite file's bytes, and its rows' base64 text decoded (DBOS stores pickles so)."""
+    raw = path.read_bytes()
+    if not path.name.endswith(".sqlite3"):
+        return raw
+    found = [raw]
+    with sqlite3.connect(path) as db:
+        tables = [t for (t,) in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            for row in db.execute(f'SELECT * FROM "{table}"'):
+                for value in row:
+                    if isinstance(value, str):
+                        with contextlib.suppress(ValueError):
+                            found.append(base64.b64decode(value, validate=True))
+    return b"\n".join(found)

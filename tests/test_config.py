@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gateway.assembly import open_gateway
+from gateway.cli import main
 from gateway.config import (
     DEFAULT_CONFIG,
     TOOLBOX_SERVER,
@@ -455,3 +456,34 @@ def test_an_agent_reaches_the_agents_it_calls_and_their_nodes() -> None:
     assert config.nodes_of("lead") == {"s1", "s2", "s3"}
     assert config.nodes_of("leaf") == {"s3"}
     assert config.nodes_of("nobody") == set()
+
+
+def test_a_config_found_in_the_folder_says_what_it_starts_before_it_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder's `.mcp.json` started its servers and imported its python tools at `tools`,
+    `run`, `demo` with no word: now one line on stderr names the file and what it runs."""
+    server = Path(__file__).parent / "servers" / "logged_stdio.py"
+    found = {
+        "mcpServers": {"logged": {"command": sys.executable, "args": [str(server)]}},
+        "tools": {"helper": {"python": "helper_tool:echo"}},
+    }
+    (tmp_path / ".mcp.json").write_text(json.dumps(found))
+    (tmp_path / "helper_tool.py").write_text(
+        'def echo(text: str) -> str:\n    """Say it back."""\n    return text\n'
+    )
+    monkeypatch.chdir(tmp_path)
+    assert main(["tools", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert {tool["name"] for tool in json.loads(out)["tools"]} >= {"helper", "logged__logged"}
+    assert err.splitlines()[0] == (
+        "note: using .mcp.json, found in this folder: starting its servers logged and "
+        "importing its python tools helper (--config FILE names another)"
+    )
+    assert main(["tools", "--json", "--config", ".mcp.json"]) == 0  # named: known to the user
+    assert "note:" not in capsys.readouterr().err
+    assert main(["sessions", "list"]) == 0  # starts nothing
+    assert "note:" not in capsys.readouterr().err
+    (tmp_path / "agent-gateway.toml").write_text('[tools.c]\nbuiltin = "calculator"\n')
+    assert main(["tools"]) == 0  # found, but it runs nothing of its own
+    assert "note:" not in capsys.readouterr().err

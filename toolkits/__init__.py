@@ -43,6 +43,7 @@ from .health import HealthState, NodeHealth
 from .json_bytes import json_bytes, read_json
 from .mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
 from .observation import observed_text, result_data, result_media, result_text
+from .printable import printable
 
 __all__ = [
     "AsksCaller",
@@ -88,6 +89,7 @@ __all__ = [
     "json_bytes",
     "load_mcp_servers",
     "observed_text",
+    "printable",
     "read_json",
     "result_data",
     "result_media",

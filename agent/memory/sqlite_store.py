@@ -19,6 +19,7 @@ import anyio
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
+from ._private import private_sqlite_file
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 
@@ -194,9 +195,9 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            private_sqlite_file(self.path, "chat memory")
         except OSError as exc:
-            raise sqlite3.OperationalError(f"cannot create {self.path.parent}: {exc}") from exc
+            raise sqlite3.OperationalError(f"cannot create {self.path}: {exc}") from exc
         # isolation_level=None: we say BEGIN ourselves; check_same_thread: one worker at a time.
         db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
         try:

@@ -21,6 +21,8 @@ from .spec import (
     ProviderFactory,
     api_key_names,
     model_from_spec,
+    spec_without_credentials,
+    stored_without_credentials,
 )
 from .text_tool_calls import parse_text_tool_calls
 
@@ -43,4 +45,6 @@ __all__ = [
     "new_http_client",
     "parse_text_tool_calls",
     "shared_http_client",
+    "spec_without_credentials",
+    "stored_without_credentials",
 ]

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
@@ -44,6 +44,8 @@ __all__ = [
     "ProviderFactory",
     "api_key_names",
     "model_from_spec",
+    "spec_without_credentials",
+    "stored_without_credentials",
 ]
 
 SPEC_FORMS = (
@@ -218,6 +220,36 @@ def model_from_spec(
     if factory is None or not colon:
         raise _unknown(spec)
     return factory(ModelRequest(rest, http_client, settings, retry, api_keys or {}))
+
+
+HIDDEN = "***"
+"""What stands for a credential a spec's URL had once it is taken out."""
+
+
+def spec_without_credentials(spec: str) -> str:
+    """`spec` with the user info of its URL (`openai-compatible:http://bob:PASS@host/v1#m`)
+    replaced: the password by `***`, a user without a password (a token in its place) too.
+    A spec to store or show: the credentials stay in the caller's hands only."""
+    kind, colon, rest = spec.partition(":")
+    try:
+        parts = urlsplit(rest)
+    except ValueError:
+        return f"{kind}:<a URL that cannot be parsed>" if colon else spec
+    if not colon or (parts.username is None and parts.password is None):
+        return spec
+    host = parts.netloc.rpartition("@")[2]
+    who = f"{parts.username or ''}:{HIDDEN}" if parts.password is not None else HIDDEN
+    return f"{kind}:{urlunsplit(parts._replace(netloc=f'{who}@{host}'))}"
+
+
+def stored_without_credentials(spec: str) -> bool:
+    """Whether `spec` is one `spec_without_credentials` took credentials out of: it cannot
+    be built as it is, the credentials must be given again."""
+    try:
+        parts = urlsplit(spec.partition(":")[2])
+    except ValueError:
+        return False
+    return HIDDEN in (parts.password, parts.username if parts.password is None else None)
 
 
 def _unknown(spec: str) -> ModelConfigError:

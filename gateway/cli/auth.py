@@ -60,7 +60,7 @@ def _server(config: Config, name: str) -> McpServerConfig:
 
 
 async def _login(args: argparse.Namespace) -> int:
-    server = _server(config_of(args, default_agent=False), args.server)
+    server = _server(config_of(args, default_agent=False, runs_it=False), args.server)
     mode = redirect_mode_from_env("browser")
 
     def announce(line: str) -> None:
@@ -85,7 +85,7 @@ async def _login(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace) -> int:
-    config = config_of(args, default_agent=False)
+    config = config_of(args, default_agent=False, runs_it=False)
     store = default_store()
     print(f"tokens in: {store.description}")
     found = await status_of_all(config.mcp_servers, store=store)
@@ -97,7 +97,7 @@ async def _status(args: argparse.Namespace) -> int:
 
 
 async def _logout(args: argparse.Namespace) -> int:
-    config = config_of(args, default_agent=False)
+    config = config_of(args, default_agent=False, runs_it=False)
     outcome = await logout(args.server, _server(config, args.server))
     print(outcome)
     if outcome.failure is not None:

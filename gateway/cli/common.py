@@ -112,11 +112,18 @@ def add_verbose_option(sub: argparse.ArgumentParser) -> None:
     )
 
 
-def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config:
+def config_of(
+    args: argparse.Namespace, *, default_agent: bool = True, runs_it: bool = True
+) -> Config:
     """The config the command names (`--config`), or the one found in the working directory;
-    with `default_agent`, a config of servers only gets an `assistant` agent on all of them."""
+    with `default_agent`, a config of servers only gets an `assistant` agent on all of them.
+    With `runs_it` (the command starts the config's servers), a found config that starts
+    programs is said on stderr first: a folder's file runs code the user never named."""
     path: Any = getattr(args, "config", None)
     config = with_command_line(load_config(path), args)
+    notice = found_config_notice(config) if path is None and runs_it else None
+    if notice is not None:
+        print(notice, file=sys.stderr, flush=True)
     config = with_default_agent(config) if default_agent else config
     return with_settings(
         config,
@@ -124,6 +131,25 @@ def config_of(args: argparse.Namespace, *, default_agent: bool = True) -> Config
         system=getattr(args, "system", None),
         temperature=getattr(args, "temperature", None),
         max_tokens=getattr(args, "max_tokens", None),
+    )
+
+
+def found_config_notice(config: Config) -> str | None:
+    """The line saying what a config found in the working directory runs (its stdio servers
+    start, its python tools are imported); None when it runs nothing, or was not found."""
+    if config.source is None:
+        return None
+    servers = [name for name, server in config.mcp_servers.items() if server.command]
+    python = [name for name, tool in config.tools.items() if tool.python]
+    runs = [
+        *([f"starting its servers {', '.join(servers)}"] if servers else []),
+        *([f"importing its python tools {', '.join(python)}"] if python else []),
+    ]
+    if not runs:
+        return None
+    return (
+        f"note: using {config.source}, found in this folder: {' and '.join(runs)} "
+        "(--config FILE names another)"
     )
 
 

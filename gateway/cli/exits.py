@@ -14,6 +14,7 @@ import sys
 
 from agent import AgentError, MemoryStoreError, ModelError
 from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
+from toolkits.printable import printable
 
 from ..errors import DepthExceeded, GatewayError, RunCancelled, StoreUnavailable
 
@@ -46,6 +47,7 @@ def exit_code(exc: GatewayError | AgentError | ToolkitError) -> int:
 
 def report(exc: BaseException) -> None:
     """`error: ...` on stderr, with the notes added on the way up (how to resume, ...)."""
-    print(f"error: {exc}", file=sys.stderr)
+    # An error may quote a server, a model or a caller: its escapes are shown, not obeyed.
+    print(printable(f"error: {exc}"), file=sys.stderr)
     for note in getattr(exc, "__notes__", ()):
-        print(note, file=sys.stderr)
+        print(printable(note), file=sys.stderr)

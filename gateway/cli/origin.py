@@ -12,6 +12,8 @@ import argparse
 import hashlib
 from pathlib import Path
 
+from agent.models import stored_without_credentials
+
 from ..config import DEFAULT_CONFIG, Config, find_config_file, load_config, with_default_agent
 from ..errors import ConfigError
 from ..run_state import RunOrigin
@@ -50,22 +52,25 @@ def _absolute(model: str | None) -> str | None:
 
 def resume_config(
     args: argparse.Namespace, origin: RunOrigin | None, agent: str
-) -> tuple[Config, RunOrigin]:
-    """The config to resume `agent`'s run on, with the run's command-line settings, and the
-    origin it makes: `--config`, else the run's own; the command line's `--otel` applies.
+) -> tuple[Config, RunOrigin, str | None]:
+    """The config to resume `agent`'s run on, with the run's command-line settings, the
+    origin it makes, and the model replacing every agent's: `--config`, else the run's own;
+    `--model`, else the run's; the command line's `--otel` applies.
 
     Raises `ConfigError` when the config's content is not what the run started with (unless
-    `--force`), or the run's config file is gone.
+    `--force`), the run's config file is gone, or the run's model had credentials in its URL
+    (not stored) and `--model` does not give them again.
     """
-    model = args.model or (origin.model if origin else None)
-    kept = (origin or RunOrigin()).model_copy(update={"model": model})
+    model = _given_model(args.model) or _stored_model(origin)
+    # Validated, not copied: the origin stored from here holds the model without a password.
+    kept = RunOrigin.model_validate({**(origin or RunOrigin()).model_dump(), "model": model})
     named: str | None = args.config or (origin.config if origin else None)
     if named is None:
         # The built-in default the run started with (not a file found here now), or, for a
         # run stored before runs had an origin, whatever is found here.
         config = with_command_line(DEFAULT_CONFIG if origin else load_config(None), args)
         now = kept.model_copy(update={"config": None, "config_sha256": None})
-        return _with_origin_settings(config, now, agent), now
+        return _with_origin_settings(config, now, agent), now, model
     path = Path(named)
     try:
         config = with_command_line(load_config(path), args)
@@ -80,7 +85,27 @@ def resume_config(
             f"config {path} is not the one the run started with (its content changed): "
             "its agents and tools may differ; pass --force to resume on it anyway"
         )
-    return _with_origin_settings(config, now, agent), now
+    return _with_origin_settings(config, now, agent), now, model
+
+
+def _given_model(model: str | None) -> str | None:
+    """`--model`; `ConfigError` when it is a stored spec pasted back with `***` in it."""
+    if model is not None and stored_without_credentials(model):
+        raise ConfigError(
+            f"--model {model} has *** where its URL's credentials go: write them in its place"
+        )
+    return model
+
+
+def _stored_model(origin: RunOrigin | None) -> str | None:
+    """The run's own `--model`; `ConfigError` when its URL's credentials were left out."""
+    model = origin.model if origin else None
+    if model is not None and stored_without_credentials(model):
+        raise ConfigError(
+            f"the run started with --model {model}: the credentials in its URL are not stored; "
+            "give the model again with --model, credentials included"
+        )
+    return model
 
 
 def _with_origin_settings(config: Config, origin: RunOrigin, agent: str) -> Config:

@@ -9,6 +9,7 @@ from typing import Any
 
 from agent import AgentRequestMetadata, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
+from toolkits.printable import printable
 
 from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
@@ -33,9 +34,11 @@ def print_result(
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
-            print(f"error: {item.error}", file=sys.stderr)
+            print(printable(f"error: {item.error}"), file=sys.stderr)
         elif shown is None or not shown(item.output):
-            print(f"answer: {item.output}" if label else item.output)
+            # Piped, the answer is exactly the model's; on a terminal, its escapes are text.
+            answer = printable(item.output or "") if sys.stdout.isatty() else item.output
+            print(f"answer: {answer}" if label else answer)
     return FAILED if failed else OK
 
 

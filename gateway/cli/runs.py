@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from toolkits.printable import printable
+
 from ..approval import ApprovalRequest, Decision
 from ..errors import AlreadyDecided, UnknownRun
 from ..store_config import redacted, runs_stored
@@ -115,7 +117,8 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     verb = "approved" if approved else "denied"
     for request in sent:
         print(
-            f"{verb} {request.short}: {request.tool} {json.dumps(request.input)}", file=sys.stderr
+            printable(f"{verb} {request.short}: {request.tool} {json.dumps(request.input)}"),
+            file=sys.stderr,
         )
     if sent and info.error is not None:  # nobody runs it now: the decision waits in the store
         print(
@@ -171,7 +174,9 @@ async def _list(args: argparse.Namespace) -> int:
         calls = sorted(r.short for r in info.waiting)
         waits = f"  waiting on {', '.join(calls)}" if calls else ""
         why = f"  {info.error}" if info.error else ""
-        print(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}")
+        print(
+            printable(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}")
+        )
     if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
         status = f" {args.status}" if args.status else ""
         print(f"no{status} runs in {redacted(url)}", file=sys.stderr)
@@ -198,5 +203,6 @@ async def _show(args: argparse.Namespace) -> int:
         }
         print(json.dumps(shown, default=str, ensure_ascii=False))
         return OK
-    print("\n".join(render_run(info, calls, state, result)))
+    # The question (maybe a remote caller's), the model's text, tools' errors: as text.
+    print(printable("\n".join(render_run(info, calls, state, result))))
     return OK

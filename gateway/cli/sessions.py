@@ -69,7 +69,7 @@ async def _sessions(args: argparse.Namespace) -> int:
         if args.session_id is None:
             raise GatewayError(f"sessions {args.action} needs a session id")
         check_session_id(args.session_id)
-    config = config_of(args)
+    config = config_of(args, runs_it=False)  # it reads chat memory: no server starts
     named = _named_store(args)
     agent = pick_agent(config, args.agent) if args.agent else None
     own = config.agents[agent].memory if agent else None

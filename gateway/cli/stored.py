@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from agent import AgentError
+from agent.models import spec_without_credentials
 from toolkits import ToolkitError
 
 from ..approval import ApprovalRequest
@@ -134,8 +135,12 @@ def store_url(args: argparse.Namespace, config: Config | None = None) -> str | N
 
 
 def resume_hint(run_id: str, args: argparse.Namespace, url: str) -> str:
-    """What to type to resume a stored run (its config and model are in its state)."""
-    return f"agent-gateway resume {run_id}{_store_option(args, url)}"
+    """What to type to resume a stored run (its config and model are in its state, but for
+    the credentials of a model's URL: then `--model` with `***` to fill in)."""
+    model: str | None = getattr(args, "model", None)
+    hidden = spec_without_credentials(model) if model else None
+    again = f" --model {shlex.quote(hidden)}" if hidden and hidden != model else ""
+    return f"agent-gateway resume {run_id}{_store_option(args, url)}{again}"
 
 
 def _store_option(args: argparse.Namespace, url: str) -> str:
@@ -200,7 +205,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
         state = await runs.state(args.run_id)
         if state is None:
             raise UnknownRun(f"run {args.run_id!r} was not stored by this version")
-        config, origin = resume_config(args, state.origin, state.agent)
+        config, origin, model = resume_config(args, state.origin, state.agent)
         return await _drive(
             args,
             config,
@@ -208,7 +213,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
             url,
             runs,
             lambda runs: runs.resume(args.run_id, origin=origin),
-            model=origin.model,
+            model=model,
         )
 
 

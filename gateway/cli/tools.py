@@ -12,6 +12,7 @@ from typing import Any, NoReturn, cast
 
 from agent import AgentError, AgentItem
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
+from toolkits.printable import printable
 
 from ..assembly import open_gateway
 from ..config import Config
@@ -122,7 +123,7 @@ async def _call(args: argparse.Namespace) -> int:
         if args.json:  # the fields the server sent, and only they (no defaults of the SDK's)
             print(result.model_dump_json(by_alias=True, exclude_unset=True), flush=True)
         elif result.is_error:  # an error, said where errors go: stdout is for results
-            print(f"error: {result_text(result)}", file=sys.stderr, flush=True)
+            print(printable(f"error: {result_text(result)}"), file=sys.stderr, flush=True)
         else:
             print(result_text(result), flush=True)
     return FAILED if result.is_error else OK
@@ -193,11 +194,12 @@ def _print_listing(
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
         origin = f" ({tool.original_name})" if tool.original_name else ""
-        print(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}")
+        # A server names and describes its tools: shown as text, its escapes never obeyed.
+        print(printable(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}"))
     for name, agent in gateway.agents.items():
-        print(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}")
+        print(printable(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}"))
     for server in health:
-        print(f"server {server}")
+        print(printable(f"server {server}"))
     sys.stdout.flush()
 
 

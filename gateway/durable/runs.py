@@ -24,12 +24,15 @@ from contextlib import (
     suppress,
 )
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import anyio
 from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 from sqlalchemy.exc import SQLAlchemyError
+
+from agent.memory import private_sqlite_file
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
@@ -514,9 +517,10 @@ async def open_runs(
     if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
         raise StoreError(f"no runs are stored in {redacted(url)}")
     if url.startswith("sqlite:///"):
-        file = anyio.Path(url.removeprefix("sqlite:///"))
+        file = Path(url.removeprefix("sqlite:///"))
         try:
-            await file.parent.mkdir(parents=True, exist_ok=True)
+            if launch:  # else it exists (runs_stored said so): it is only read
+                await anyio.to_thread.run_sync(private_sqlite_file, file, "the run store")
         except OSError as exc:
             raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
         if launch:

@@ -106,6 +106,8 @@ def test_exports_are_curated_and_sorted() -> None:
         "new_http_client",
         "parse_text_tool_calls",
         "shared_http_client",
+        "spec_without_credentials",
+        "stored_without_credentials",
     }
     for name in exported:
         assert hasattr(agent.models, name)

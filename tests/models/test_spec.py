@@ -17,6 +17,8 @@ from agent.models import (
     OpenAICompatibleModel,
     OpenAIModel,
     model_from_spec,
+    spec_without_credentials,
+    stored_without_credentials,
 )
 from agent.scripted import ScriptedModel
 
@@ -187,3 +189,24 @@ def test_settings_reach_the_model() -> None:
     model = model_from_spec("openai:gpt-4.1", api_keys=KEYS, settings=settings)
     assert isinstance(model, OpenAIModel)
     assert model.settings is settings
+
+
+@pytest.mark.parametrize(
+    ("spec", "stored"),
+    [
+        (
+            "openai-compatible:http://bob:p%40ss@127.0.0.1:8/v1?v=1#m",
+            "openai-compatible:http://bob:***@127.0.0.1:8/v1?v=1#m",
+        ),
+        ("openai-compatible:https://TOKEN@[::1]/v1#m", "openai-compatible:https://***@[::1]/v1#m"),
+        ("openai-compatible:http://127.0.0.1:8/v1#m", "openai-compatible:http://127.0.0.1:8/v1#m"),
+        ("openai:gpt-4o", "openai:gpt-4o"),
+        ("scripted:/runs/a@b.json", "scripted:/runs/a@b.json"),
+    ],
+)
+def test_a_spec_to_store_has_no_credentials_and_says_they_were_taken(
+    spec: str, stored: str
+) -> None:
+    assert spec_without_credentials(spec) == stored
+    assert stored_without_credentials(stored) == (stored != spec)
+    assert not stored_without_credentials(spec)

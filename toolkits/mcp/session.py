@@ -40,6 +40,7 @@ from pydantic import ValidationError
 
 from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
+from ..printable import printable
 from .config import McpServerConfig
 from .error_text import describe_error
 from .naming import is_offered
@@ -570,7 +571,8 @@ class OwnedSession:
         """Write a log message of the server to the node's log."""
         source = f" [{params.logger}]" if params.logger else ""
         level = _LOG_LEVELS.get(params.level, logging.INFO)
-        self._log.log(level, "server log%s: %s", source, params.data)
+        # The server's words go to the operator's terminal and log files: as text only.
+        self._log.log(level, "server log%s: %s", printable(source), printable(str(params.data)))
 
     async def _on_server_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         self.note_server_log(params)

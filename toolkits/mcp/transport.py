@@ -34,6 +34,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
 from ..errors import ServerConfigError
+from ..printable import printable
 from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
@@ -424,7 +425,7 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
         if line:
             line = line[:_STDERR_LINE_LIMIT]
             tail.append(line)
-            log.info("stderr: %s", line)
+            log.info("stderr: %s", printable(line))  # the server's words: never obeyed
 
     pending = b""
     try:
