@@ -13,8 +13,10 @@
   from (`challenges`), else as an MCP error (`scope_guard`). The run handles (`get_run`,
   `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the agents: any client that
   may call one may use them, on its own runs only.
-- `authenticated_subject()` says who is calling (the token's `sub`, or a static token's
-  label), for the run's record and its trace.
+- `authenticated_subject()` says who is calling, one identity per caller across kinds of
+  credential and issuers (`oauth_caller`): a static token's label `token-N`, an OAuth token's
+  `<issuer>#<sub>`, or `<issuer>#client:<client_id>` for a token naming no subject. Run
+  ownership, tasks, run handles, chat memory keys and approvals' `by` are keyed by it.
 
 Static tokens (`tokens_env`) keep working beside OAuth, with full access.
 """
@@ -58,12 +60,15 @@ __all__ = [
     "ScopeRefusal",
     "authenticated_subject",
     "metadata_routes",
+    "oauth_caller",
     "resource_metadata_url",
     "scope_guard",
 ]
 
 OAUTH_CLAIM = "agent-gateway/oauth"
 """Set in the claims of a token verified here (static tokens lack it: they are unrestricted)."""
+CALLER_CLAIM = "agent-gateway/caller"
+"""In the claims of a token verified here: who is calling (`oauth_caller`)."""
 
 _FETCH_SECONDS = 10.0
 _KEYS_TTL = 3600.0
@@ -124,18 +129,22 @@ class OAuthTokens:
             else:
                 log.info("refused a bearer token: not a JWT, and no introspection endpoint")
                 return None
+            return self._access(token, claims)
         except (jwt.PyJWTError, httpx2.HTTPError, ValueError, KeyError) as exc:
             log.info("refused a bearer token: %s", exc)  # the reason, never the token
             return None
-        if claims is None:
-            return None
-        return self._access(token, claims)
 
-    def _access(self, token: str, claims: dict[str, Any]) -> AccessToken | None:
+    def _access(self, token: str, claims: dict[str, Any]) -> AccessToken:
         scope: Any = claims.get("scope", claims.get("scp", ""))
         scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope]
         subject = claims.get("sub")
-        client = claims.get("client_id") or claims.get("azp") or subject or "unknown"
+        named_client = claims.get("client_id") or claims.get("azp")
+        caller = oauth_caller(
+            self._issuer_of(claims),
+            str(subject) if subject is not None else None,
+            str(named_client) if named_client is not None else None,
+        )
+        client = named_client or subject
         exp = claims.get("exp")
         # The SDK's bearer backend refuses a token past `expires_at` with no leeway (and no
         # log): a token checked here with the leeway must not be refused there without it.
@@ -148,12 +157,23 @@ class OAuthTokens:
             expires_at=expires_at,
             resource=self.settings.resource,
             subject=str(subject) if subject is not None else None,
-            claims={"iss": claims.get("iss"), OAUTH_CLAIM: True},
+            claims={"iss": claims.get("iss"), OAUTH_CLAIM: True, CALLER_CLAIM: caller},
         )
+
+    def _issuer_of(self, claims: Mapping[str, Any]) -> str:
+        """The configured issuer a verified token is of. An introspection answer may name
+        none: then the one configured issuer, else the introspection endpoint, a namespace of
+        its own (which of several issuers it answers for is not known)."""
+        if "iss" in claims:
+            return self._issuer(claims["iss"])
+        servers = self.settings.authorization_servers
+        if len(servers) == 1:
+            return servers[0]
+        return self.settings.introspection_endpoint or servers[0]
 
     # JWTs
 
-    async def _verified_jwt(self, token: str) -> dict[str, Any] | None:
+    async def _verified_jwt(self, token: str) -> dict[str, Any]:
         settings = self.settings
         header = jwt.get_unverified_header(token)
         algorithm = header.get("alg")
@@ -203,7 +223,7 @@ class OAuthTokens:
 
     # Opaque tokens
 
-    async def _introspected(self, token: str) -> dict[str, Any] | None:
+    async def _introspected(self, token: str) -> dict[str, Any]:
         settings = self.settings
         assert settings.introspection_endpoint is not None
         auth: httpx2.BasicAuth | None = None
@@ -275,13 +295,32 @@ class AnyOf:
         return None
 
 
+def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str:
+    """The identity of an OAuth token's caller: `<issuer>#<sub>`, or `<issuer>#client:<id>`
+    for a token naming no subject (a client acting for itself).
+
+    Always qualified by the issuer: two identity providers may each have an `alice`. `%` and
+    `:` in a subject are escaped (`%25`, `%3A`), so no subject spells a client's identity
+    (`client:svc`); an issuer is an http(s) URL without `#` (`ResourceServerSettings`), so no
+    identity spells another issuer's, nor a static token's label (`token-N`). ValueError for
+    a token naming neither: it would share one identity with every other such token."""
+    bare = issuer.rstrip("/")
+    if subject:
+        return f"{bare}#{subject.replace('%', '%25').replace(':', '%3A')}"
+    if client_id:
+        return f"{bare}#client:{client_id}"
+    raise ValueError("the token names neither a subject (sub) nor a client (client_id)")
+
+
 def authenticated_subject() -> str | None:
-    """Who is calling: the OAuth subject (or client), a static token's label, or None."""
+    """Who is calling: an OAuth token's caller (`oauth_caller`), a static token's label
+    (`token-N`), or None when no token was checked."""
     access = get_access_token()
     if access is None:
         return None
-    if (access.claims or {}).get(OAUTH_CLAIM):
-        return access.subject or f"client:{access.client_id}"
+    claims = access.claims or {}
+    if claims.get(OAUTH_CLAIM):
+        return str(claims[CALLER_CLAIM])
     return access.client_id
 
 
