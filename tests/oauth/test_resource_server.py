@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import jwt
 import mcp_types as types
@@ -64,6 +65,13 @@ class Issuer:
         self.url = ""
         self.opaque: dict[str, dict[str, Any]] = {}
         self.introspections = 0
+        self.introspected_from: set[int] = set()
+        """The client ports introspection requests came from (one: one connection)."""
+        self.jwks_asked = 0
+        self.jwks_held: anyio.Event | None = None
+        """While set and not yet set off, the JWKS is not answered (a slow endpoint)."""
+        self.jwks_waiting = anyio.Event()
+        """Set when a JWKS request is held."""
 
     def app(self) -> Starlette:
         async def metadata(_request: Request) -> JSONResponse:
@@ -77,12 +85,18 @@ class Issuer:
             )
 
         async def jwks(_request: Request) -> JSONResponse:
+            self.jwks_asked += 1
+            if self.jwks_held is not None:
+                self.jwks_waiting.set()
+                await self.jwks_held.wait()
             numbers = self.key.public_key().public_numbers()
             public = {"kty": "RSA", "n": b64_int(numbers.n), "e": b64_int(numbers.e)}
             return JSONResponse({"keys": [public | {"kid": self.kid, "use": "sig"}]})
 
         async def introspect(request: Request) -> JSONResponse:
             self.introspections += 1
+            if request.client is not None:
+                self.introspected_from.add(request.client.port)
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))
@@ -96,7 +110,9 @@ class Issuer:
             ]
         )
 
-    def token(self, resource: str, *, key: Any = None, **claims: Any) -> str:
+    def token(
+        self, resource: str, *, key: Any = None, kid: str | None = None, **claims: Any
+    ) -> str:
         now = int(time.time())
         body = {
             "iss": self.url,
@@ -109,7 +125,8 @@ class Issuer:
             "jti": uuid.uuid4().hex,
         } | claims
         body = {k: v for k, v in body.items() if v is not None}
-        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": self.kid})
+        headers = {"kid": kid or self.kid}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers=headers)
 
 
 @dataclass
@@ -331,7 +348,7 @@ async def test_a_token_expired_within_the_leeway_is_taken_and_one_past_it_is_log
 ) -> None:
     """`exp` is allowed 30 s of clock skew (`leeway`), for JWTs and introspected tokens alike;
     a token past that is refused with the reason in the log, as every refused token is."""
-    caplog.set_level(logging.INFO, logger="gateway.server.transports.auth")
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.oauth_tokens")
     now = int(time.time())
     async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
         good = {"active": True, "sub": "bob", "scope": "mcp", "aud": served.url}

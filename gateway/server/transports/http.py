@@ -314,10 +314,12 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     routes: list[Route] = []
     verifier: TokenVerifier | None = StaticTokens(options.tokens) if options.tokens else None
     required: list[str] = []
+    oauth_tokens: OAuthTokens | None = None
     if options.oauth is not None:  # an OAuth resource server, static tokens beside
         required = list(options.oauth.required_scopes)
         static = [verifier] if verifier is not None else []
-        verifier = AnyOf([*static, OAuthTokens(options.oauth)], static_scopes=required)
+        oauth_tokens = OAuthTokens(options.oauth)
+        verifier = AnyOf([*static, oauth_tokens], static_scopes=required)
         routes = metadata_routes(options.oauth)
     if verifier is not None:
         endpoint = RequireToken(endpoint, required, metadata_url)
@@ -334,6 +336,8 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         async with manager.run(), AsyncExitStack() as stack:
             if sessions is not None:
                 await stack.enter_async_context(sessions.running())
+            if oauth_tokens is not None:  # its HTTP client for issuers' keys, introspection
+                await stack.enter_async_context(oauth_tokens.running())
             for layer in layers:  # those that run something of their own while serving
                 if isinstance(layer, Running):
                     await stack.enter_async_context(layer.running())
