@@ -4,12 +4,13 @@
   the configured authorization servers; a 401 points at it (`resource_metadata`).
 - `OAuthTokens` (`oauth_tokens`) verifies a bearer token: a JWT by its issuer's keys, an
   opaque one by introspection. The token itself is kept nowhere and never passed on.
-- `ScopePolicy` maps the token's scopes to the agents and exposed nodes it may call: other
-  tools are not listed (`scope_guard`) and a call to one is refused, naming the scope that
-  would allow it: over HTTP with a 403 `insufficient_scope` challenge a client can step up
-  from (`challenges`), else as an MCP error (`scope_guard`). The run handles (`get_run`,
-  `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the agents: any client that
-  may call one may use them, on its own runs only.
+- `ScopePolicy` maps the token's scopes to the agents and exposed nodes it may call (what
+  reads resources or prompts, a 2026-07-28 listen stream following them too, needs a `*`
+  scope): other tools are not listed (`scope_guard`) and a call to one is refused, naming
+  the scope that would allow it: over HTTP with a 403 `insufficient_scope` challenge a
+  client can step up from (`challenges`), else as an MCP error (`scope_guard`). The run
+  handles (`get_run`, `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the
+  agents: any client that may call one may use them, on its own runs only.
 - `authenticated_subject()` says who is calling, one identity per caller across kinds of
   credential and issuers (`oauth_caller`): a static token's label `token-N`, an OAuth token's
   `<issuer>#<sub>`, or `<issuer>#client:<client_id>` for a token naming no subject. Run
@@ -202,6 +203,12 @@ class ScopePolicy:
         if method.startswith(("resources/", "prompts/", "completion/")):
             allow = self._narrowest(ALL_NODES)
             return ScopeRefusal(f"not allowed: {method} needs a scope granting '*'", allow)
+        if method == "subscriptions/listen" and _listens_beyond_tools(params):
+            allow = self._narrowest(ALL_NODES)
+            return ScopeRefusal(
+                f"not allowed: {method} for resources or prompts needs a scope granting '*'",
+                allow,
+            )
         return None
 
     def _narrowest(self, *nodes: str) -> tuple[str, ...]:
@@ -214,6 +221,17 @@ class ScopePolicy:
 
         found = {scope for node in nodes for scope in self.settings.scopes_for(node)}
         return tuple(sorted(found, key=breadth))
+
+
+def _listens_beyond_tools(params: Mapping[str, Any] | None) -> bool:
+    """Whether a `subscriptions/listen` asks for more than tool list changes: resources'
+    updates or list changes, prompts' list changes, or what this gateway does not know (an
+    extension's key). A listen stream follows resources as `resources/read` reads them."""
+    wanted: Any = (params or {}).get("notifications")
+    if not isinstance(wanted, dict):
+        return False  # not a listen request the server takes: it answers the error
+    asked = {key for key, value in cast(dict[str, Any], wanted).items() if value}
+    return not asked <= {"toolsListChanged"}
 
 
 def scope_guard(policy: ScopePolicy, stamp: Callable[[], dict[str, Any]]) -> Any:
