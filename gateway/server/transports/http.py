@@ -176,6 +176,14 @@ def http_options(
         AllowedHosts.build((), 0, options.allowed_hosts, options.allowed_origins)
     except ValueError as exc:
         raise ConfigError(f"[gateway] allowed_hosts/allowed_origins: {exc}") from exc
+    if stateless and settings.state_key_env is None:
+        # Not refused: one stateless process (a test, a loopback dev server) works as is.
+        log.warning(
+            "serving --stateless without [gateway] state_key_env: a 2026-07-28 round's state "
+            "is sealed with a key of this process, so only this replica takes its next round "
+            "(another answers 'Invalid or expired requestState'); behind a load balancer, set "
+            "state_key_env to a variable holding the same key on every replica"
+        )
     return options
 
 
