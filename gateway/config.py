@@ -133,7 +133,9 @@ class GatewaySettings(_Strict):
     state_key_env: str | None = None
     """The environment variable holding the key (>= 32 bytes) that seals the state of
     multi-round tool calls (agents on `model = "sampling"` with 2026-07-28 clients); set the
-    same key on every replica behind a load balancer. Default: a key per process."""
+    same key on every replica behind a load balancer. Several keys, comma- or
+    whitespace-separated: the first seals, all open (rotation). Default: a key per process
+    (`serve --stateless` warns that only that process takes its rounds)."""
     sampling_max_tokens: int = Field(default=4096, ge=1)
     """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
     memory: MemoryConfig | None = None

@@ -61,6 +61,9 @@ class ResourceServerSettings(BaseModel):
                 raise ValueError(f"{url!r} is not an absolute http(s) URL")
             if parts.scheme == "http" and parts.hostname not in ("127.0.0.1", "localhost", "::1"):
                 raise ValueError(f"{url!r}: use https (http only on loopback)")
+            if "#" in url:
+                # Never meaningful here, and a caller's identity is `<issuer>#<sub>`.
+                raise ValueError(f"{url!r}: a URL here has no fragment (#...)")
         return value
 
     @model_validator(mode="after")

@@ -1,7 +1,8 @@
 """Whose a chat memory session is: an authenticated caller's sessions are its own.
 
-A run started by an authenticated caller (`RunState.started_by`: an OAuth token's subject, a
-static token's label, the identity its stored run is kept under) keeps its conversations
+A run started by an authenticated caller (`RunState.started_by`: an OAuth token's
+`<issuer>#<sub>`, a static token's label, the identity its stored run is kept under, see
+`authenticated_subject`) keeps its conversations
 under `@<caller>/<session_id>`, so another caller naming the same `session_id` gets a
 conversation of its own, empty at first. A run nobody authenticated (the command line, a
 server without tokens) uses the session id as given: the stored key, which is how the

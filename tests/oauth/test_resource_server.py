@@ -10,11 +10,12 @@ import logging
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import jwt
 import mcp_types as types
@@ -30,7 +31,7 @@ from starlette.routing import Route
 
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
-from gateway.durable import open_runs
+from gateway.durable import DurableRuns, open_runs
 from gateway.errors import ConfigError
 from gateway.run_state import RunOrigin
 from gateway.server import build_server, http_app, http_options
@@ -64,6 +65,13 @@ class Issuer:
         self.url = ""
         self.opaque: dict[str, dict[str, Any]] = {}
         self.introspections = 0
+        self.introspected_from: set[int] = set()
+        """The client ports introspection requests came from (one: one connection)."""
+        self.jwks_asked = 0
+        self.jwks_held: anyio.Event | None = None
+        """While set and not yet set off, the JWKS is not answered (a slow endpoint)."""
+        self.jwks_waiting = anyio.Event()
+        """Set when a JWKS request is held."""
 
     def app(self) -> Starlette:
         async def metadata(_request: Request) -> JSONResponse:
@@ -77,12 +85,18 @@ class Issuer:
             )
 
         async def jwks(_request: Request) -> JSONResponse:
+            self.jwks_asked += 1
+            if self.jwks_held is not None:
+                self.jwks_waiting.set()
+                await self.jwks_held.wait()
             numbers = self.key.public_key().public_numbers()
             public = {"kty": "RSA", "n": b64_int(numbers.n), "e": b64_int(numbers.e)}
             return JSONResponse({"keys": [public | {"kid": self.kid, "use": "sig"}]})
 
         async def introspect(request: Request) -> JSONResponse:
             self.introspections += 1
+            if request.client is not None:
+                self.introspected_from.add(request.client.port)
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))
@@ -96,7 +110,9 @@ class Issuer:
             ]
         )
 
-    def token(self, resource: str, *, key: Any = None, **claims: Any) -> str:
+    def token(
+        self, resource: str, *, key: Any = None, kid: str | None = None, **claims: Any
+    ) -> str:
         now = int(time.time())
         body = {
             "iss": self.url,
@@ -109,7 +125,8 @@ class Issuer:
             "jti": uuid.uuid4().hex,
         } | claims
         body = {k: v for k, v in body.items() if v is not None}
-        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": self.kid})
+        headers = {"kid": kid or self.kid}
+        return jwt.encode(body, key or self.key, algorithm="RS256", headers=headers)
 
 
 @dataclass
@@ -120,6 +137,10 @@ class Served:
     downstream: RecordHeaders
     static: str = "static-token-9f2e"
     tokens_seen: list[str] = field(default_factory=list[str])
+    others: list[Issuer] = field(default_factory=list[Issuer])
+    """The configured issuers after the first (`issuers`)."""
+    runs: DurableRuns | None = None
+    """The run store (`stored`)."""
 
 
 @asynccontextmanager
@@ -129,12 +150,14 @@ async def gateway_behind_oauth(
     *,
     assistant: dict[str, Any] | None = None,
     stored: bool = False,
+    issuers: int = 1,
     **oauth: Any,
 ) -> AsyncGenerator[Served]:
     """The gateway serving `assistant` (a script saying hello, with what `assistant` sets in
     its table; chat memory in this process) and the calculator and toy servers behind OAuth;
-    with `stored`, its runs in a run store (and the run handles served)."""
-    issuer = Issuer()
+    with `stored`, its runs in a run store (and the run handles served); `issuers`
+    authorization servers, each with keys of its own."""
+    issuer, *others = [Issuer() for _ in range(issuers)]
     monkeypatch.setenv("GW_TOKENS", "static-token-9f2e")
     monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
     toy = ToyServer("toy")
@@ -147,16 +170,16 @@ async def gateway_behind_oauth(
     async def record(event: TraceEvent) -> None:
         events.append(event)
 
-    async with (
-        serve_on_loopback(issuer.app()) as issuer_url,
-        serve_on_loopback(downstream) as toy_url,
-    ):
-        issuer.url = issuer_url
+    async with AsyncExitStack() as stack:
+        for each in (issuer, *others):
+            each.url = await stack.enter_async_context(serve_on_loopback(each.app()))
+        issuer_url = issuer.url
+        toy_url = await stack.enter_async_context(serve_on_loopback(downstream))
         port = free_loopback_port()
         resource = f"http://127.0.0.1:{port}/mcp"
         settings: dict[str, Any] = {
             "resource": resource,
-            "authorization_servers": [issuer_url],
+            "authorization_servers": [each.url for each in (issuer, *others)],
             "required_scopes": ["mcp"],
             "introspection_endpoint": f"{issuer_url}/introspect",
             "introspection_client_id": "gateway",
@@ -190,7 +213,14 @@ async def gateway_behind_oauth(
             app = http_app(server, http_options(f"127.0.0.1:{port}", config.gateway))
             async with serve_on_loopback(app, port=port) as base:
                 assert base.endswith(str(port))
-                yield Served(url=resource, issuer=issuer, events=events, downstream=downstream)
+                yield Served(
+                    url=resource,
+                    issuer=issuer,
+                    events=events,
+                    downstream=downstream,
+                    others=others,
+                    runs=runs if stored else None,
+                )
 
 
 @asynccontextmanager
@@ -249,7 +279,9 @@ async def test_a_valid_jwt_calls_an_agent_and_its_subject_is_on_the_run_and_trac
             echoed = await session.call_tool("toy__echo", {"a": 1})
             assert not echoed.is_error
     [run_id] = {e.run_id for e in served.events if e.kind == "run"}
-    assert {e.subject for e in served.events if e.run_id == run_id} == {"alice"}
+    assert {e.subject for e in served.events if e.run_id == run_id} == {
+        f"{served.issuer.url}#alice"
+    }
     # The client's token went nowhere downstream: the toy server saw no Authorization at all.
     assert all("authorization" not in seen for seen in served.downstream.seen)
 
@@ -287,7 +319,7 @@ async def test_a_proxied_call_records_the_callers_subject_on_its_trace(
                 assert not (await session.call_tool("toy__echo", {"a": 1})).is_error
     calls = [e for e in served.events if e.kind == "tool" and e.name == "toy__echo"]
     by_run = {e.run_id: e.subject for e in calls}
-    assert sorted(by_run.values(), key=str) == ["bob", "token-1"]
+    assert sorted(by_run.values(), key=str) == [f"{served.issuer.url}#bob", "token-1"]
     assert {e.phase for e in calls} == {"start", "end"}
 
 
@@ -316,7 +348,7 @@ async def test_a_token_expired_within_the_leeway_is_taken_and_one_past_it_is_log
 ) -> None:
     """`exp` is allowed 30 s of clock skew (`leeway`), for JWTs and introspected tokens alike;
     a token past that is refused with the reason in the log, as every refused token is."""
-    caplog.set_level(logging.INFO, logger="gateway.server.transports.auth")
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.oauth_tokens")
     now = int(time.time())
     async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
         good = {"active": True, "sub": "bob", "scope": "mcp", "aud": served.url}

@@ -238,3 +238,52 @@ async def test_the_sdk_client_steps_up_from_the_gateways_403_and_the_call_procee
     assert oauth.asked_scopes == ["mcp", "mcp tools:toy", "mcp tools:toy agents"]
     assert oauth.storage.tokens is not None
     assert (oauth.storage.tokens.scope or "").split() == ["mcp", "tools:toy", "agents"]
+
+
+async def test_a_listen_stream_for_resources_or_prompts_needs_the_scope_resources_do(
+    tmp_path: Path,
+) -> None:
+    """A 2026-07-28 `subscriptions/listen` follows resources as `resources/read` reads them:
+    the same scope check; one for tool list changes alone is any client's."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    async with gateway_behind(tmp_path) as served:
+        headers = {
+            "Authorization": f"Bearer {served.token('mcp', 'agents')}",
+            "Accept": "application/json, text/event-stream",
+            "Mcp-Protocol-Version": MODERN,
+            "Mcp-Method": "subscriptions/listen",
+        }
+
+        def listen(**notifications: Any) -> dict[str, Any]:
+            params = {"notifications": notifications, "_meta": meta}
+            return {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen", "params": params}
+
+        async with httpx2.AsyncClient(headers=headers, timeout=30) as http:
+            for asked in (
+                {"resourceSubscriptions": ["file:///etc/hostname"]},
+                {"resourcesListChanged": True},
+                {"promptsListChanged": True, "toolsListChanged": True},
+                {"someExtension": ["x"]},
+            ):
+                # Streamed: a listen stream let through would stay open.
+                async with http.stream("POST", served.url, json=listen(**asked)) as refused:
+                    assert refused.status_code == 403, asked
+                    await refused.aread()
+                assert challenge(refused)["error"] == "insufficient_scope"
+                assert challenge(refused)["scope"] == "mcp agents admin"
+                assert challenge(refused)["error_description"] == (
+                    "not allowed: subscriptions/listen for resources or prompts needs a "
+                    "scope granting '*'"
+                )
+            opened = listen(toolsListChanged=True, resourceSubscriptions=[])
+            async with http.stream("POST", served.url, json=opened) as stream:
+                assert stream.status_code == 200
+                assert stream.headers["content-type"].startswith("text/event-stream")
+            wide = {"Authorization": f"Bearer {served.token('mcp', 'admin')}"}
+            asked = listen(resourcesListChanged=True)
+            async with http.stream("POST", served.url, json=asked, headers=wide) as stream:
+                assert stream.status_code == 200

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
+import logging
 from pathlib import Path
+from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
+from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
 from agent import (
@@ -23,8 +27,10 @@ from agent import (
 from agent.models import ModelSettings
 from gateway import AgentSpec, ConfigError, Gateway
 from gateway.cli import main
+from gateway.config import GatewaySettings
 from gateway.model_specs import ClientSampling, resolve_model
 from gateway.sampling_model import to_assistant_message, to_sampling_request
+from gateway.server import http_options
 from toolkits import FunctionToolkit, calculator
 
 from .support import ERAS, SAMPLING_WITH_TOOLS, LogLog, serve
@@ -330,6 +336,48 @@ def test_cli_run_refuses_the_client_model(
     assert "model 'sampling' needs an MCP client: use `agent-gateway serve`" in err
 
 
+Round = tuple[str, types.InputResponse, str]
+"""A round's input request key, the client's answer, and the sealed `requestState`."""
+ARGS = {"prompt": "What is 6 * 7?"}
+
+
+async def first_round(server: Server[Any], model: ClientModel) -> Round:
+    async with Client(
+        server, sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
+    ) as client:
+        first = await client.session.call_tool("helper", ARGS, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.input_requests is not None
+        assert first.request_state is not None
+        [(key, request)] = first.input_requests.items()
+        assert isinstance(request, types.CreateMessageRequest)
+        context = ClientRequestContext(session=client.session, request_id=key)
+        return key, await model(context, request.params), first.request_state
+
+
+async def takes(server: Server[Any], model: ClientModel, round: Round) -> bool:
+    """Whether `server` takes the round's retry (else it refuses its state)."""
+    key, answer, state = round
+    async with Client(
+        server, sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
+    ) as client:
+        refused = ""
+        try:
+            next_round = await client.session.call_tool(
+                "helper",
+                ARGS,
+                input_responses={key: answer},
+                request_state=state,
+                allow_input_required=True,
+            )
+        except MCPError as exc:
+            refused = str(exc)
+        else:
+            assert isinstance(next_round, types.InputRequiredResult)
+    assert refused in ("", "Invalid or expired requestState"), refused
+    return not refused
+
+
 async def test_replicas_sharing_the_state_key_take_each_others_rounds(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -337,38 +385,38 @@ async def test_replicas_sharing_the_state_key_take_each_others_rounds(
     shared = [serve(sampling_gateway(), state_key_env="GW_STATE_KEY") for _ in range(2)]
     alone = serve(sampling_gateway())
     model = ClientModel()
-    args = {"prompt": "What is 6 * 7?"}
+    round = await first_round(shared[0], model)
+    assert await takes(shared[1], model, round)
+    assert not await takes(alone, model, round)
 
-    async def first_round() -> tuple[str, types.InputResponse, str]:
-        async with Client(
-            shared[0], sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
-        ) as client:
-            first = await client.session.call_tool("helper", args, allow_input_required=True)
-            assert isinstance(first, types.InputRequiredResult)
-            assert first.input_requests is not None
-            assert first.request_state is not None
-            [(key, request)] = first.input_requests.items()
-            assert isinstance(request, types.CreateMessageRequest)
-            context = ClientRequestContext(session=client.session, request_id=key)
-            return key, await model(context, request.params), first.request_state
 
-    key, answer, state = await first_round()
-    for other, accepted in ((shared[1], True), (alone, False)):
-        async with Client(
-            other, sampling_capabilities=SAMPLING_WITH_TOOLS, sampling_callback=model
-        ) as client:
-            call = client.session.call_tool(
-                "helper",
-                args,
-                input_responses={key: answer},
-                request_state=state,
-                allow_input_required=True,
+async def test_the_state_key_changes_with_no_round_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rotation, each step rolled out to every replica before the next: `old,new` (old
+    seals), `new old` (new seals), `new`. Replicas a step apart take each other's rounds."""
+    old, new = "o" * 40, "n" * 40
+    steps = {
+        "GW_OLD": old,
+        "GW_BOTH": f"{old},{new}",
+        "GW_SWAPPED": f" {new}\n{old} ",
+        "GW_NEW": new,
+    }
+    for name, value in steps.items():
+        monkeypatch.setenv(name, value)
+    replica = {name: serve(sampling_gateway(), state_key_env=name) for name in steps}
+    model = ClientModel()
+    taken: dict[tuple[str, str], bool] = {}
+    for sealer, opener in itertools.pairwise(steps):
+        for one, other in ((sealer, opener), (opener, sealer)):
+            taken[one, other] = await takes(
+                replica[other], model, await first_round(replica[one], model)
             )
-            if accepted:
-                assert isinstance(await call, types.InputRequiredResult)
-            else:
-                with pytest.raises(MCPError, match="Invalid or expired requestState"):
-                    await call
+    assert all(taken.values()), taken
+    # Skipping a step does refuse: `new` alone cannot open what `old` sealed, nor back.
+    sealed_by_old = await first_round(replica["GW_OLD"], model)
+    assert not await takes(replica["GW_NEW"], model, sealed_by_old)
+    assert not await takes(replica["GW_OLD"], model, await first_round(replica["GW_NEW"], model))
 
 
 def test_a_state_key_must_be_set_and_long_enough(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -377,3 +425,25 @@ def test_a_state_key_must_be_set_and_long_enough(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("GW_SHORT_KEY", "short")
     with pytest.raises(ConfigError, match="at least 32 bytes"):
         serve(sampling_gateway(), state_key_env="GW_SHORT_KEY")
+    monkeypatch.setenv("GW_SECOND_SHORT", f"{'k' * 40}, tiny-second-key")
+    with pytest.raises(ConfigError, match=r"keys\[1\] is 15 bytes") as refused:
+        serve(sampling_gateway(), state_key_env="GW_SECOND_SHORT")
+    assert "tiny" not in str(refused.value)
+    monkeypatch.setenv("GW_BLANK_KEYS", " , ")
+    with pytest.raises(ConfigError, match="GW_BLANK_KEYS is not set"):
+        serve(sampling_gateway(), state_key_env="GW_BLANK_KEYS")
+
+
+def test_serving_stateless_without_a_state_key_warns_once_at_start(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GW_STATE_KEY", "k" * 40)
+    keyed = GatewaySettings(state_key_env="GW_STATE_KEY")
+    with caplog.at_level(logging.WARNING, logger="gateway.server.transports.http"):
+        http_options("127.0.0.1:0", GatewaySettings(), stateless=False)
+        http_options("127.0.0.1:0", keyed, stateless=True)
+        assert caplog.messages == []
+        http_options("127.0.0.1:0", GatewaySettings(), stateless=True)
+    [warning] = caplog.messages
+    assert warning.startswith("serving --stateless without [gateway] state_key_env: ")
+    assert "only this replica takes its next round" in warning

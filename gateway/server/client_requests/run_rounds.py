@@ -6,6 +6,9 @@ ends with an `InputRequiredResult`; its `requestState` is the run's last checkpo
 `RequestStateBoundary` encrypts the state on the way out and verifies it on the way back
 (bound to the tool, its arguments and the bearer token), so handlers only see state they
 minted. Replicas behind a load balancer must share the key (`[gateway] state_key_env`).
+
+The variable may hold several keys, comma- or whitespace-separated: the first seals, every
+one opens, so the key can change with no round refused (`state_keys`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from pydantic import ValidationError
 from ...errors import ConfigError
 from ...run_state import RunState
 
-__all__ = ["STATE_TTL", "decode_state", "encode_state", "state_boundary"]
+__all__ = ["STATE_TTL", "decode_state", "encode_state", "state_boundary", "state_keys"]
 
 STATE_TTL = 1800.0
 """Seconds a client may take to answer one round (a person may approve each sampling)."""
@@ -30,14 +33,22 @@ def state_boundary(server_name: str, key_env: str | None) -> RequestStateBoundar
         return RequestStateBoundary(
             RequestStateSecurity.ephemeral(ttl=STATE_TTL), default_audience=server_name
         )
-    key = os.environ.get(key_env, "")
-    if not key:
+    keys = state_keys(os.environ.get(key_env, ""))
+    if not keys:
         raise ConfigError(f"gateway.state_key_env: the environment variable {key_env} is not set")
     try:
-        security = RequestStateSecurity(keys=[key], ttl=STATE_TTL)
+        # The messages name a key by its position (`keys[1]`), never by its value.
+        security = RequestStateSecurity(keys=keys, ttl=STATE_TTL)
     except ValueError as exc:
         raise ConfigError(f"gateway.state_key_env: {key_env}: {exc}") from exc
     return RequestStateBoundary(security, default_audience=server_name)
+
+
+def state_keys(value: str) -> list[str]:
+    """The keys in a `state_key_env` variable, comma- or whitespace-separated: the first
+    seals, all open. Rotation, each step on every replica before the next: `old,new`, then
+    `new,old`, then `new` once a round's time (`STATE_TTL`) has passed."""
+    return value.replace(",", " ").split()
 
 
 def encode_state(state: RunState) -> str:

@@ -176,6 +176,14 @@ def http_options(
         AllowedHosts.build((), 0, options.allowed_hosts, options.allowed_origins)
     except ValueError as exc:
         raise ConfigError(f"[gateway] allowed_hosts/allowed_origins: {exc}") from exc
+    if stateless and settings.state_key_env is None:
+        # Not refused: one stateless process (a test, a loopback dev server) works as is.
+        log.warning(
+            "serving --stateless without [gateway] state_key_env: a 2026-07-28 round's state "
+            "is sealed with a key of this process, so only this replica takes its next round "
+            "(another answers 'Invalid or expired requestState'); behind a load balancer, set "
+            "state_key_env to a variable holding the same key on every replica"
+        )
     return options
 
 
@@ -314,10 +322,12 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     routes: list[Route] = []
     verifier: TokenVerifier | None = StaticTokens(options.tokens) if options.tokens else None
     required: list[str] = []
+    oauth_tokens: OAuthTokens | None = None
     if options.oauth is not None:  # an OAuth resource server, static tokens beside
         required = list(options.oauth.required_scopes)
         static = [verifier] if verifier is not None else []
-        verifier = AnyOf([*static, OAuthTokens(options.oauth)], static_scopes=required)
+        oauth_tokens = OAuthTokens(options.oauth)
+        verifier = AnyOf([*static, oauth_tokens], static_scopes=required)
         routes = metadata_routes(options.oauth)
     if verifier is not None:
         endpoint = RequireToken(endpoint, required, metadata_url)
@@ -334,6 +344,8 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         async with manager.run(), AsyncExitStack() as stack:
             if sessions is not None:
                 await stack.enter_async_context(sessions.running())
+            if oauth_tokens is not None:  # its HTTP client for issuers' keys, introspection
+                await stack.enter_async_context(oauth_tokens.running())
             for layer in layers:  # those that run something of their own while serving
                 if isinstance(layer, Running):
                     await stack.enter_async_context(layer.running())

@@ -1,0 +1,352 @@
+"""Checking an OAuth access token (`OAuthTokens`), and who it says is calling (`oauth_caller`).
+
+- A JWT by its signature (the issuer's JWKS, fetched from its metadata or `jwks_uri`, kept an
+  hour, refetched for a key ID it lacks at most once a minute per issuer), `iss` (one of the
+  configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`. Only a fetch waits
+  for a fetch: a token whose key is known is checked at once, also while the issuer's keys
+  are being fetched again, and a fetch gives up after `fetch_seconds`.
+- An opaque token by introspection (RFC 7662) on one HTTP client, with the same audience and
+  expiry rules. Answers are kept a while (RFC 7662 §4 allows it), keyed by the token's
+  digest: an active token's up to a minute (never past its `exp`), an inactive one's 10 s,
+  at most `introspections_kept` of them.
+
+The token itself is kept nowhere and never passed on: downstream servers get the gateway's
+own credentials.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import httpx2
+import jwt
+from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
+from mcp.server.auth.provider import AccessToken
+
+from toolkits.mcp.config import secret_from_env
+
+from ...resource_server import ResourceServerSettings
+
+__all__ = ["CALLER_CLAIM", "OAUTH_CLAIM", "OAuthTokens", "oauth_caller"]
+
+OAUTH_CLAIM = "agent-gateway/oauth"
+"""Set in the claims of a token verified here (static tokens lack it: they are unrestricted)."""
+CALLER_CLAIM = "agent-gateway/caller"
+"""In the claims of a token verified here: who is calling (`oauth_caller`)."""
+
+_HTTP_SECONDS = 10.0
+_KEYS_TTL = 3600.0
+_ACTIVE_KEPT_SECONDS = 60.0
+_INACTIVE_KEPT_SECONDS = 10.0
+
+log = logging.getLogger(__name__)
+
+
+def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str:
+    """The identity of an OAuth token's caller: `<issuer>#<sub>`, or `<issuer>#client:<id>`
+    for a token naming no subject (a client acting for itself).
+
+    Always qualified by the issuer: two identity providers may each have an `alice`. `%` and
+    `:` in a subject are escaped (`%25`, `%3A`), so no subject spells a client's identity
+    (`client:svc`); an issuer is an http(s) URL without `#` (`ResourceServerSettings`), so no
+    identity spells another issuer's, nor a static token's label (`token-N`). ValueError for
+    a token naming neither: it would share one identity with every other such token."""
+    bare = issuer.rstrip("/")
+    if subject:
+        return f"{bare}#{subject.replace('%', '%25').replace(':', '%3A')}"
+    if client_id:
+        return f"{bare}#client:{client_id}"
+    raise ValueError("the token names neither a subject (sub) nor a client (client_id)")
+
+
+@dataclass
+class _IssuerKeys:
+    """An issuer's signing keys as last fetched, and the lock only a fetch takes."""
+
+    keys: jwt.PyJWKSet | None = None
+    fetched: float = 0.0
+    """When `keys` came (monotonic)."""
+    tried: float | None = None
+    """When a fetch last began (monotonic), whether or not keys came of it."""
+    fetching: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+@dataclass
+class _Introspected:
+    answer: dict[str, Any]
+    until: float
+    """Kept until then (`OAuthTokens.now`)."""
+
+
+@dataclass
+class OAuthTokens:
+    """A `TokenVerifier` for the configured authorization servers' access tokens. While
+    `running()`, its requests share one HTTP client (else each opens its own)."""
+
+    settings: ResourceServerSettings
+    refetch_after: float = 60.0
+    """An unknown key ID refetches an issuer's keys, but not more often than this."""
+    fetch_seconds: float = 5.0
+    """How long a fetch of an issuer's keys (its metadata, then the JWKS) may take."""
+    introspections_kept: int = 4096
+    now: Callable[[], float] = time.time
+    """The clock deciding how long an introspection answer is kept."""
+    _keys: dict[str, _IssuerKeys] = field(default_factory=dict[str, _IssuerKeys])
+    _introspections: dict[str, _Introspected] = field(default_factory=dict[str, _Introspected])
+    _http: httpx2.AsyncClient | None = None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncGenerator[None]:
+        async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+            self._http = http
+            try:
+                yield
+            finally:
+                self._http = None
+
+    @asynccontextmanager
+    async def _client(self) -> AsyncGenerator[httpx2.AsyncClient]:
+        if self._http is not None:
+            yield self._http
+        else:
+            async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+                yield http
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            if token.count(".") == 2:
+                claims = await self._verified_jwt(token)
+            elif self.settings.introspection_endpoint is not None:
+                claims = await self._introspected(token)
+            else:
+                log.info("refused a bearer token: not a JWT, and no introspection endpoint")
+                return None
+            return self._access(token, claims)
+        except (jwt.PyJWTError, httpx2.HTTPError, ValueError, KeyError) as exc:
+            log.info("refused a bearer token: %s", exc)  # the reason, never the token
+            return None
+
+    def _access(self, token: str, claims: dict[str, Any]) -> AccessToken:
+        scope: Any = claims.get("scope", claims.get("scp", ""))
+        scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope]
+        subject = claims.get("sub")
+        named_client = claims.get("client_id") or claims.get("azp")
+        caller = oauth_caller(
+            self._issuer_of(claims),
+            str(subject) if subject is not None else None,
+            str(named_client) if named_client is not None else None,
+        )
+        client = named_client or subject
+        exp = claims.get("exp")
+        # The SDK's bearer backend refuses a token past `expires_at` with no leeway (and no
+        # log): a token checked here with the leeway must not be refused there without it.
+        expires_at = int(exp + self.settings.leeway) if isinstance(exp, int | float) else None
+        return AccessToken(
+            # Only a digest: the token itself is kept nowhere.
+            token="sha256:" + _digest(token)[:16],
+            client_id=str(client),
+            scopes=scopes,
+            expires_at=expires_at,
+            resource=self.settings.resource,
+            subject=str(subject) if subject is not None else None,
+            claims={"iss": claims.get("iss"), OAUTH_CLAIM: True, CALLER_CLAIM: caller},
+        )
+
+    def _issuer_of(self, claims: Mapping[str, Any]) -> str:
+        """The configured issuer a verified token is of. An introspection answer may name
+        none: then the one configured issuer, else the introspection endpoint, a namespace of
+        its own (which of several issuers it answers for is not known)."""
+        if "iss" in claims:
+            return self._issuer(claims["iss"])
+        servers = self.settings.authorization_servers
+        if len(servers) == 1:
+            return servers[0]
+        return self.settings.introspection_endpoint or servers[0]
+
+    def _issuer(self, claimed: object) -> str:
+        for issuer in self.settings.authorization_servers:
+            if isinstance(claimed, str) and claimed.rstrip("/") == issuer.rstrip("/"):
+                return issuer
+        raise ValueError(f"issuer {claimed!r} is not one of the configured authorization servers")
+
+    # JWTs
+
+    async def _verified_jwt(self, token: str) -> dict[str, Any]:
+        settings = self.settings
+        header = jwt.get_unverified_header(token)
+        algorithm = header.get("alg")
+        if algorithm not in settings.algorithms:
+            raise ValueError(f"signature algorithm {algorithm!r} is not accepted")
+        unverified = jwt.decode(token, options={"verify_signature": False})
+        issuer = self._issuer(unverified.get("iss"))
+        key = await self._key(issuer, header.get("kid"))
+        claims: dict[str, Any] = jwt.decode(
+            token,
+            key=key.key,
+            algorithms=[algorithm],
+            audience=_audiences(settings.resource),
+            issuer=unverified["iss"],
+            leeway=settings.leeway,
+            options={"require": ["exp", "iss", "aud"]},
+        )
+        return claims
+
+    async def _key(self, issuer: str, kid: str | None) -> jwt.PyJWK:
+        keys = self._keys.setdefault(issuer, _IssuerKeys())
+        asked = time.monotonic()
+        if keys.fetching.locked():
+            key = _find(keys.keys, kid)
+            if key is not None:  # known: no waiting for the fetch under way
+                return key
+        elif not self._fetch_due(keys, kid, asked):
+            return _known(keys, issuer, kid)
+        async with keys.fetching:  # one fetch per issuer at a time
+            if self._fetch_due(keys, kid, asked):
+                await self._refetch(keys, issuer)
+        return _known(keys, issuer, kid)
+
+    def _fetch_due(self, keys: _IssuerKeys, kid: str | None, asked: float) -> bool:
+        """Whether a request for `kid` that began at `asked` should fetch the issuer's keys:
+        not when a fetch began since (it waited for that one); else when there are none yet;
+        else, at most once per `refetch_after`, when they are an hour old or lack `kid`.
+        Keys kept past the hour serve while their issuer cannot be reached."""
+        now = time.monotonic()
+        if keys.tried is not None and keys.tried >= asked:
+            return False
+        if keys.keys is None:
+            return True
+        if keys.tried is not None and now - keys.tried <= self.refetch_after:
+            return False
+        return now - keys.fetched > _KEYS_TTL or _find(keys.keys, kid) is None
+
+    async def _refetch(self, keys: _IssuerKeys, issuer: str) -> None:
+        keys.tried = time.monotonic()
+        with anyio.move_on_after(self.fetch_seconds) as waited:
+            keys.keys = await self._fetch_keys(issuer)
+            keys.fetched = time.monotonic()
+        if waited.cancelled_caught:
+            log.warning(
+                "the signing keys of %s did not come within %g s", issuer, self.fetch_seconds
+            )
+
+    async def _fetch_keys(self, issuer: str) -> jwt.PyJWKSet:
+        async with self._client() as http:
+            uri = self.settings.jwks_uri or await _jwks_uri(http, issuer)
+            response = await http.get(uri)
+            response.raise_for_status()
+            return jwt.PyJWKSet.from_dict(response.json())
+
+    # Opaque tokens
+
+    async def _introspected(self, token: str) -> dict[str, Any]:
+        settings = self.settings
+        claims = await self._introspection(token)
+        if claims.get("active") is not True:
+            raise ValueError("the introspection endpoint says the token is not active")
+        exp = claims.get("exp")
+        if isinstance(exp, int | float) and exp + settings.leeway < self.now():
+            raise ValueError("the token has expired")
+        if "iss" in claims:
+            self._issuer(claims["iss"])
+        audiences: Any = claims.get("aud")
+        named = [audiences] if isinstance(audiences, str) else list(audiences or [])
+        if not set(named) & set(_audiences(settings.resource)):
+            raise ValueError(f"the token is for {named or 'no audience'}, not this gateway")
+        return claims
+
+    async def _introspection(self, token: str) -> dict[str, Any]:
+        """The introspection endpoint's answer about `token`, asked or as kept."""
+        digest = _digest(token)
+        now = self.now()
+        kept = self._introspections.get(digest)
+        if kept is not None and now < kept.until:
+            return kept.answer
+        answer = await self._ask_introspection(token)
+        if answer.get("active") is True:
+            exp = answer.get("exp")
+            left = exp - now if isinstance(exp, int | float) else _ACTIVE_KEPT_SECONDS
+            until = now + min(left, _ACTIVE_KEPT_SECONDS)
+        else:
+            until = now + _INACTIVE_KEPT_SECONDS
+        self._keep(digest, _Introspected(answer, until), now)
+        return answer
+
+    def _keep(self, digest: str, introspected: _Introspected, now: float) -> None:
+        kept = self._introspections
+        kept.pop(digest, None)
+        if introspected.until <= now:
+            return
+        if len(kept) >= self.introspections_kept:
+            for stale in [d for d, k in kept.items() if k.until <= now]:
+                del kept[stale]
+        while len(kept) >= self.introspections_kept:
+            del kept[next(iter(kept))]  # the one kept longest
+        kept[digest] = introspected
+
+    async def _ask_introspection(self, token: str) -> dict[str, Any]:
+        settings = self.settings
+        assert settings.introspection_endpoint is not None
+        auth: httpx2.BasicAuth | None = None
+        if settings.introspection_client_id is not None:
+            secret = (
+                secret_from_env(
+                    settings.introspection_client_secret_env, "the introspection client secret"
+                )
+                if settings.introspection_client_secret_env
+                else ""
+            )
+            auth = httpx2.BasicAuth(settings.introspection_client_id, secret)
+        form = {"token": token, "token_type_hint": "access_token"}
+        async with self._client() as http:
+            if auth is None:
+                response = await http.post(settings.introspection_endpoint, data=form)
+            else:
+                response = await http.post(settings.introspection_endpoint, data=form, auth=auth)
+        response.raise_for_status()
+        answer: Any = response.json()
+        if not isinstance(answer, dict):
+            raise ValueError("the introspection endpoint's answer is not a JSON object")
+        return cast(dict[str, Any], answer)
+
+
+async def _jwks_uri(http: httpx2.AsyncClient, issuer: str) -> str:
+    for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
+        response = await http.get(url)
+        if response.status_code == 200:
+            uri = response.json().get("jwks_uri")
+            if isinstance(uri, str):
+                return uri
+    raise ValueError(f"the metadata of {issuer} names no jwks_uri (set [gateway.oauth] jwks_uri)")
+
+
+def _known(keys: _IssuerKeys, issuer: str, kid: str | None) -> jwt.PyJWK:
+    key = _find(keys.keys, kid)
+    if key is not None:
+        return key
+    if keys.keys is None:
+        raise ValueError(f"the signing keys of {issuer} could not be fetched")
+    raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
+
+
+def _find(keys: jwt.PyJWKSet | None, kid: str | None) -> jwt.PyJWK | None:
+    if keys is None:
+        return None
+    if kid is None:
+        return keys.keys[0] if len(keys.keys) == 1 else None
+    return next((key for key in keys.keys if key.key_id == kid), None)
+
+
+def _audiences(resource: str) -> list[str]:
+    bare = resource.rstrip("/")
+    return [bare, f"{bare}/"]
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

@@ -1,0 +1,153 @@
+"""`OAuthTokens` against a real issuer over HTTP: a slow or unreachable JWKS holds up no token
+whose key is known, refetches for unknown keys are rate-limited and time-limited, and
+introspection answers are kept a while, on one HTTP client."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
+
+import anyio
+import pytest
+
+from gateway.resource_server import ResourceServerSettings
+from gateway.server.transports.auth import OAuthTokens
+from tests.servers.asgi import serve_on_loopback
+
+from .test_resource_server import Issuer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+RESOURCE = "https://gw.example.com/mcp"
+
+
+@asynccontextmanager
+async def issuer_serving(monkeypatch: pytest.MonkeyPatch) -> AsyncGenerator[Issuer]:
+    monkeypatch.setenv("GW_INTROSPECT", "introspection-secret")
+    issuer = Issuer()
+    try:
+        async with serve_on_loopback(issuer.app()) as url:
+            issuer.url = url
+            yield issuer
+    finally:
+        if issuer.jwks_held is not None:
+            issuer.jwks_held.set()
+
+
+def settings(issuer: Issuer) -> ResourceServerSettings:
+    return ResourceServerSettings(
+        resource=RESOURCE,
+        authorization_servers=[issuer.url],
+        introspection_endpoint=f"{issuer.url}/introspect",
+        introspection_client_id="gateway",
+        introspection_client_secret_env="GW_INTROSPECT",
+    )
+
+
+async def test_a_known_key_is_checked_at_once_while_a_refetch_for_an_unknown_one_hangs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer), refetch_after=0)
+        async with tokens.running():
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+            assert issuer.jwks_asked == 1
+            held = issuer.jwks_held = anyio.Event()
+            unknown = [issuer.token(RESOURCE, kid=f"rotated-{n}") for n in range(5)]
+            refused: list[bool] = []
+
+            async def check(token: str) -> None:
+                refused.append(await tokens.verify_token(token) is None)
+
+            async with anyio.create_task_group() as group:
+                for token in unknown:
+                    group.start_soon(check, token)
+                await issuer.jwks_waiting.wait()  # a refetch is under way, and hangs
+                with anyio.fail_after(2):
+                    for _ in range(3):
+                        assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+                held.set()
+        assert refused == [True] * 5
+        assert issuer.jwks_asked == 2  # five unknown keys waited for one refetch
+
+
+async def test_a_refetch_for_an_unknown_key_comes_at_most_once_a_minute(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.oauth_tokens")
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+            for n in range(10):
+                assert await tokens.verify_token(issuer.token(RESOURCE, kid=f"k{n}")) is None
+        assert issuer.jwks_asked == 1
+    assert "refused a bearer token: no signing key 'k9' in the issuer's JWKS" in caplog.text
+
+
+async def test_a_refetch_that_does_not_come_gives_up_after_fetch_seconds(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer), refetch_after=0, fetch_seconds=0.2)
+        async with tokens.running():
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+            issuer.jwks_held = anyio.Event()
+            with anyio.fail_after(2):
+                assert await tokens.verify_token(issuer.token(RESOURCE, kid="new")) is None
+                # The keys it had still serve.
+                assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+    assert f"the signing keys of {issuer.url} did not come within 0.2 s" in caplog.text
+
+
+async def test_introspection_answers_are_kept_a_while_on_one_connection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    clock = [time.time()]
+    async with issuer_serving(monkeypatch) as issuer:
+        active = {"active": True, "sub": "bob", "scope": "mcp", "aud": RESOURCE}
+        issuer.opaque = {
+            "good": active | {"exp": clock[0] + 3600},
+            "ending": active | {"exp": clock[0] + 20},
+        }
+        tokens = OAuthTokens(settings(issuer), now=lambda: clock[0])
+
+        async def asked(token: str, *, taken: bool) -> int:
+            before = issuer.introspections
+            assert (await tokens.verify_token(token) is not None) == taken, token
+            return issuer.introspections - before
+
+        async with tokens.running():
+            assert await asked("good", taken=True) == 1
+            for _ in range(20):
+                assert await asked("good", taken=True) == 0
+            assert await asked("unknown", taken=False) == 1
+            assert await asked("unknown", taken=False) == 0
+            assert await asked("ending", taken=True) == 1
+
+            clock[0] += 9.5
+            assert await asked("unknown", taken=False) == 0
+            assert await asked("good", taken=True) == 0
+            clock[0] += 1  # an inactive answer is kept 10 s
+            assert await asked("unknown", taken=False) == 1
+
+            clock[0] += 10  # 20.5 s: past the `exp` of "ending" (taken within the leeway)
+            assert await asked("ending", taken=True) == 1
+            assert await asked("good", taken=True) == 0
+
+            clock[0] += 40  # 60.5 s: an active answer is kept a minute at most
+            assert await asked("good", taken=True) == 1
+        assert len(issuer.introspected_from) == 1  # every request on one connection
+
+
+async def test_at_most_introspections_kept_answers_are_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer), introspections_kept=2)
+        async with tokens.running():
+            for token in ("t1", "t2", "t3", "t3", "t2", "t1"):
+                assert await tokens.verify_token(token) is None
+        assert issuer.introspections == 4  # t1 made room for t3, and was asked again
