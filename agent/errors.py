@@ -21,8 +21,8 @@
 (an item's error, an observation for the model). Nor is a model error that only one item's
 request caused (`fails_only_its_item`: the provider rejected its content, or it would not fit
 the context window): that item fails, the others go on. No message in this
-tree carries an API key. Every error pickles with its type, message and fields: a run store
-(DBOS) records a failed step's error so, and `runs show` reads it back.
+tree carries an API key. Every error pickles with its type, message and fields (a store
+written before the gateway stored JSON only, read with its opt-in, holds errors so).
 """
 
 from __future__ import annotations

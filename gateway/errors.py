@@ -10,7 +10,8 @@
     ├── AlreadyDecided       a call waiting for approval had a decision already (the first stands)
     ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
-        └── StoreUnavailable the run store's database cannot be reached
+        ├── StoreUnavailable the run store's database cannot be reached
+        └── PickledRecord    a stored record is in Python's pickle format: refused, unread
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation. A
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
+    "PickledRecord",
     "RunCancelled",
     "RunPaused",
     "StoreError",
@@ -92,3 +94,9 @@ class StoreError(GatewayError):
 
 class StoreUnavailable(StoreError):
     """The run store's database cannot be reached (refused, unknown host, ...)."""
+
+
+class PickledRecord(StoreError):
+    """A record of the run store is in Python's pickle format (written by an older version,
+    or by anyone who can write the store): it is refused unread, as reading it could run any
+    code (`[store] read_pickled` opts in)."""

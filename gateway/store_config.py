@@ -4,6 +4,7 @@
     url = "postgresql://gw@db.internal:5432/gw"   # default: the SQLite file below
     keep_days = 30                                 # finished runs are deleted after (0: never)
     unreachable_wait = 60                          # s a run waits for a store gone away
+    read_pickled = false                           # true: read an older version's records
 
 With no URL, runs are kept in the SQLite file `agent-gateway.sqlite3` in the data directory
 (see `memory_config.data_dir`). Chat memory is kept in the run store's database too, unless
@@ -55,6 +56,10 @@ class StoreSettings(BaseModel):
     takeover_seconds: float = Field(default=5, gt=0)
     """`serve` on PostgreSQL: how often a replica looks for the runs of replicas that died
     (it finishes them)."""
+    read_pickled: bool = False
+    """Read records in Python's pickle format, as agent-gateway wrote them before it wrote
+    JSON: reading one runs any code it names, so only for a store whose every writer is
+    trusted (also `AGENT_GATEWAY_READ_PICKLED=1`). Else such a record is refused, unread."""
 
     @field_validator("url")
     @classmethod

@@ -1,5 +1,6 @@
-"""Every error of the agent package survives a pickle round trip: a run store (DBOS) records a
-failed step's error by pickling it, and `runs show` reads it back."""
+"""Every error of the agent package survives a pickle round trip: a run store written before
+the gateway stored JSON only holds failed steps' errors pickled, and reads them back when
+opted in (`[store] read_pickled`)."""
 
 from __future__ import annotations
 

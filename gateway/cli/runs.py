@@ -22,6 +22,7 @@ from .stored import (
     add_resume_options,
     add_store_options,
     open_store,
+    read_pickled,
     resume_hint,
     resume_stored,
     store_url,
@@ -103,7 +104,7 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
     url = store_url(args)
     assert url is not None  # `runs` has no --no-store
     refused: list[str] = []
-    async with open_store(url, launch=False) as runs:
+    async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
         info = await runs.get(args.run_id)
         chosen = _chosen(info, args.call, resume_hint(info.run_id, args, url))
         sent: list[ApprovalRequest] = []
@@ -152,7 +153,7 @@ def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalReques
 
 
 async def _cancel(args: argparse.Namespace) -> int:
-    async with open_store(store_url(args), launch=False) as runs:
+    async with open_store(store_url(args), launch=False, read_pickled=read_pickled(args)) as runs:
         await runs.cancel(args.run_id)
     print(f"cancelled {args.run_id}", file=sys.stderr)
     return OK
@@ -163,7 +164,7 @@ async def _list(args: argparse.Namespace) -> int:
     assert url is not None
     found: list[RunInfo] = []
     if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
-        async with open_store(url, launch=False) as runs:
+        async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
             found = await runs.list(args.status)
     if args.json:
         print(json.dumps([info.to_json() for info in found]))
@@ -187,7 +188,7 @@ async def _show(args: argparse.Namespace) -> int:
     from ..durable import call_tree
     from ..durable.status import ACTIVE_STATUSES
 
-    async with open_store(store_url(args), launch=False) as runs:
+    async with open_store(store_url(args), launch=False, read_pickled=read_pickled(args)) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)

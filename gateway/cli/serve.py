@@ -115,6 +115,7 @@ async def _serve(args: argparse.Namespace) -> int:
             replica_every=config.store.takeover_seconds if options else None,
             keep_days=config.store.keep_days,
             unreachable_wait=config.store.unreachable_wait,
+            read_pickled=config.store.read_pickled,
         )
         if url is not None
         else nullcontext() as runs,

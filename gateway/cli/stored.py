@@ -63,6 +63,7 @@ __all__ = [
     "open_store",
     "preload_store",
     "print_run",
+    "read_pickled",
     "resume_hint",
     "resume_stored",
     "run_stored",
@@ -134,6 +135,15 @@ def store_url(args: argparse.Namespace, config: Config | None = None) -> str | N
     return config.store.url or default_store_url()
 
 
+def read_pickled(args: argparse.Namespace) -> bool:
+    """`[store] read_pickled` of the config the command names (`--config`), or of the one
+    found when no `--store` or `--state-dir` names the store."""
+    named = getattr(args, "config", None)
+    if named is None and (getattr(args, "store", None) or getattr(args, "state_dir", None)):
+        return False
+    return load_config(named).store.read_pickled
+
+
 def resume_hint(run_id: str, args: argparse.Namespace, url: str) -> str:
     """What to type to resume a stored run (its config and model are in its state, but for
     the credentials of a model's URL: then `--model` with `***` to fill in)."""
@@ -163,6 +173,7 @@ def open_store(
     replica_every: float | None = None,
     keep_days: float = 0,
     unreachable_wait: float | None = None,
+    read_pickled: bool = False,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
@@ -173,6 +184,7 @@ def open_store(
         replica_every=replica_every,
         keep_days=keep_days,
         unreachable_wait=unreachable_wait or StoreSettings().unreachable_wait,
+        read_pickled=read_pickled,
     )
 
 
@@ -200,7 +212,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
     if not await anyio.to_thread.run_sync(runs_stored, url):
         # Opening it to look would make it (a mistyped --state-dir: a new empty store).
         raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {url}")
-    async with open_store(url) as runs:
+    async with open_store(url, read_pickled=read_pickled(args)) as runs:
         await runs.resumable(args.run_id)
         state = await runs.state(args.run_id)
         if state is None:
@@ -255,7 +267,10 @@ async def _drive(
             settings = config.store
             async with (
                 open_store(
-                    url, keep_days=settings.keep_days, unreachable_wait=settings.unreachable_wait
+                    url,
+                    keep_days=settings.keep_days,
+                    unreachable_wait=settings.unreachable_wait,
+                    read_pickled=settings.read_pickled,
                 )
                 if runs is None
                 else nullcontext(runs) as store

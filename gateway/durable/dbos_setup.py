@@ -9,6 +9,7 @@ from contextlib import closing
 
 from .endings import ItemsFailed
 from .outage import suspect
+from .record_format import pickled
 
 __all__ = ["log_through_ours", "write_ahead_log"]
 
@@ -36,6 +37,9 @@ _SAID_BY_US = (
 )
 """DBOS's words for what we say ourselves: a store that cannot be opened (`open_runs` says
 why in one line), a run interrupted as the command stops."""
+_REFUSED = str(pickled())
+"""A record in the pickle format, refused: DBOS's listings log it and go on; we raise it,
+naming the run."""
 
 
 class _OneLine(logging.Filter):
@@ -46,7 +50,7 @@ class _OneLine(logging.Filter):
         if suspect(record):
             return False  # a store gone away: the outage watch says it once (`outage`)
         message = record.getMessage()
-        if message.startswith(_SAID_BY_US):
+        if message.startswith(_SAID_BY_US) or _REFUSED in message:
             return False
         cause = record.exc_info[1] if record.exc_info else None
         if isinstance(cause, ItemsFailed):

@@ -18,6 +18,8 @@ Nothing is renewed and nothing expires: no lease of ours (`lock`).
   over (DBOS's `resume_workflow` to a queue of its own) and runs it to its end; every call
   recorded before the death is answered from its record. A run its replica stopped on purpose
   (failed, interrupted, waiting for a person) stays for `runs resume`, a decision or a client.
+  A run with a record in the pickle format is not taken over (`record_format`): it is said
+  once, and left.
 """
 
 from __future__ import annotations
@@ -36,11 +38,12 @@ from dbos import DBOSClient
 from toolkits import in_background
 
 from ..approval import ApprovalRequest
-from ..errors import GatewayError
+from ..errors import GatewayError, PickledRecord
 from ..run_state import RunResult
 from ..trace import TraceEvent, TraceHook, new_id
 from .approvals import APPROVALS_EVENT
 from .lock import HeldLock, try_lock
+from .record_format import refusing_for
 from .status import EXECUTION_EVENT, run_steps
 from .tree import CallNode, recorded_call
 
@@ -110,25 +113,28 @@ async def follow_elsewhere(
     Raises `GatewayError` when it stops or fails."""
     teller = _Teller(run_id, follower, decided) if follower is not None else None
     while True:
-        found = await client.list_workflows_async(workflow_ids=[run_id], load_input=False)
+        with refusing_for(run_id):
+            found = await client.list_workflows_async(workflow_ids=[run_id], load_input=False)
         if not found:
             raise GatewayError(f"run {run_id!r} is not in the store any more")
         status = found[0]
         if teller is not None:  # after the status: every call of a run seen ended is told
-            await teller.tell(client)
+            with refusing_for(run_id):
+                await teller.tell(client)
         if status.status == "SUCCESS" and isinstance(status.output, str):
             return RunResult.model_validate_json(status.output)
         if status.status == "ERROR":  # every item failed (`ItemsFailed`), or DBOS could not run it
             raise GatewayError(f"run {run_id!r} failed: {status.error}")
         if status.status not in ("PENDING", "ENQUEUED"):
             raise GatewayError(f"run {run_id!r} ended: {status.status.lower()}")
-        execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+        with refusing_for(run_id):
+            execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+            waiting = await client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         stopped = (
             cast(dict[str, Any], execution).get("stopped") if isinstance(execution, dict) else None
         )
         if stopped is not None:
             raise GatewayError(f"run {run_id!r} stopped: {stopped}; it is stored, resumable")
-        waiting = await client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         if pause and isinstance(waiting, dict) and waiting:
             calls = cast(dict[str, Any], waiting)
             if not any(call in calls for call in decided):
@@ -199,6 +205,8 @@ async def _watch(
     workflow: str,
     interval: float,
 ) -> None:
+    refused: set[str] = set()
+    """Runs with a record in the pickle format, said once and left."""
     async with anyio.create_task_group() as taken:  # the runs taken over, followed to the end
         while True:
             await anyio.sleep(interval)
@@ -207,8 +215,9 @@ async def _watch(
                 # they may be taking theirs again right now.
                 continue
             try:
-                for owner, run_ids in (await _in_flight(client, lock.own, workflow)).items():
-                    await _take_over(runs, client, lock.url, owner, run_ids, taken)
+                in_flight = await _in_flight(client, lock.own, workflow, refused)
+                for owner, run_ids in in_flight.items():
+                    await _take_over(runs, client, lock.url, owner, run_ids, taken, refused)
             except Exception as exc:  # the store is away for a moment: look again later
                 _log.warning("looking for the runs of replicas that died failed: %s", exc)
 
@@ -218,17 +227,23 @@ def _replicas(status: Any) -> str | None:
     return owner if owner is not None and owner.startswith(REPLICA_PREFIX) else None
 
 
-async def _in_flight(client: DBOSClient, own: str, workflow: str) -> dict[str, list[str]]:
-    """Runs in flight on other replicas, by replica."""
+async def _in_flight(
+    client: DBOSClient, own: str, workflow: str, refused: set[str]
+) -> dict[str, list[str]]:
+    """Runs in flight on other replicas, by replica (not those `refused`)."""
     found = await client.list_workflows_async(
         name=workflow, status=["PENDING", "ENQUEUED"], load_input=False, load_output=False
     )
     by_owner: dict[str, list[str]] = {}
     for status in found:
         owner = _replicas(status)
-        if owner is None or owner == own:
+        if owner is None or owner == own or status.workflow_id in refused:
             continue
-        if status.status == "PENDING" and not await _running(client, status.workflow_id):
+        try:
+            if status.status == "PENDING" and not await _running(client, status.workflow_id):
+                continue
+        except PickledRecord as exc:
+            _refuse(status.workflow_id, exc, refused)
             continue
         by_owner.setdefault(owner, []).append(status.workflow_id)
     return by_owner
@@ -236,7 +251,8 @@ async def _in_flight(client: DBOSClient, own: str, workflow: str) -> dict[str, l
 
 async def _running(client: DBOSClient, run_id: str) -> bool:
     """Whether the run's replica was running it (rather than stopped it on purpose)."""
-    execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+    with refusing_for(run_id):
+        execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
     return isinstance(execution, dict) and cast(dict[str, Any], execution).get("stopped") is None
 
 
@@ -247,6 +263,7 @@ async def _take_over(
     owner: str,
     run_ids: list[str],
     task_group: anyio.abc.TaskGroup,
+    refused: set[str],
 ) -> None:
     # Its lock free: `owner` is dead (None: it lives, or another is taking its runs now).
     lock = await anyio.to_thread.run_sync(try_lock, url, owner)
@@ -260,7 +277,12 @@ async def _take_over(
             )
             if not found or _replicas(found[0]) != owner:
                 continue
-            if found[0].status == "PENDING" and not await _running(client, run_id):
+            try:
+                if found[0].status == "PENDING" and not await _running(client, run_id):
+                    continue
+                await runs.get(run_id)  # its input and events: refused here, not in DBOS's queue
+            except PickledRecord as exc:
+                _refuse(run_id, exc, refused)
                 continue
             _log.warning("replica %s died: run %s goes on here", owner, run_id)
             await runs.take_over(run_id)
@@ -268,6 +290,11 @@ async def _take_over(
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(lock.close)  # its session's end releases the lock
+
+
+def _refuse(run_id: str, exc: PickledRecord, refused: set[str]) -> None:
+    refused.add(run_id)
+    _log.warning("run %s is not taken over: %s", run_id, exc)
 
 
 async def _finish(runs: DurableRuns, run_id: str) -> None:

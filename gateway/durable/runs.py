@@ -9,7 +9,8 @@ pending, so it can be resumed, here or in another process, once the cause is fix
 cancelled from any process (`runs cancel`) stops where it runs, its calls in flight too:
 DBOS would notice only at its next step, and never in a wait for approval. A serving
 replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
-they are in flight still, and another replica finishes them (`replicas`).
+they are in flight still, and another replica finishes them (`replicas`). What a run keeps is
+JSON, and a record in Python's pickle format is refused unread (`record_format`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from contextlib import (
     AsyncExitStack,
     asynccontextmanager,
     contextmanager,
-    suppress,
 )
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,7 +36,13 @@ from agent.memory import private_sqlite_file
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
+from ..errors import (
+    GatewayError,
+    RunCancelled,
+    StoreError,
+    StoreUnavailable,
+    UnknownRun,
+)
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import (
     check_store_url,
@@ -57,6 +63,14 @@ from .endings import (
 )
 from .lock import staying_alive
 from .outage import Outage, noticing, watching
+from .record_format import (
+    STORED_FORMAT,
+    read_pickled_from_env,
+    reading_pickled,
+    refusals,
+    refusing_for,
+    stored_as,
+)
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -288,8 +302,8 @@ class DurableRuns:
                 if execution.result is None:
                     raise GatewayError(f"run {run_id!r} was interrupted: it is stored, resumable")
                 if execution.handle is not None:  # until DBOS has recorded the end, too
-                    with anyio.fail_after(STOP_TIMEOUT), suppress(ItemsFailed):
-                        await execution.handle.get_result(polling_interval_sec=POLL_SECONDS)
+                    with anyio.fail_after(STOP_TIMEOUT):
+                        await _ended(execution.handle)
                 return execution.result
             waiting = execution.waiting
             if pause and waiting and not any(call in waiting for call in decided):
@@ -354,37 +368,53 @@ class DurableRuns:
                 done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
         except DBOSAwaitedWorkflowCancelledError:  # at its very end
             raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
-        except ItemsFailed:
+        except Exception as exc:
+            if not stored_as(exc, ItemsFailed):
+                raise
             assert execution.result is not None
             return execution.result
         return RunResult.model_validate_json(done)
 
     @contextmanager
-    def _reading(self) -> Generator[None]:
+    def _reading(self, run_id: str | None = None) -> Generator[None]:
         """A database error as one line (`store_failure`): a file that is not a database, a
-        server that went away."""
+        server that went away; a record of `run_id` in the pickle format, refused, naming it."""
         try:
-            yield
+            if run_id is None:
+                yield
+            else:
+                with refusing_for(run_id):
+                    yield
         except SQLAlchemyError as exc:
             raise store_failure(self.url, exc) from None
 
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs, newest first; `status` one of `status.STATUSES`."""
+        """The runs, newest first; `status` one of `status.STATUSES`.
+
+        Raises `PickledRecord` naming the first run with a record in the pickle format."""
         with self._reading():
-            found = await self._client.list_workflows_async(
-                name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
-            )
-            infos = [await self._info(w) for w in found]
+            with refusals() as refused:
+                found = await self._client.list_workflows_async(
+                    name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
+                )
+            if refused:  # DBOS read each run's input on, unread: which run's it was
+                for each in found:
+                    await self.get(each.workflow_id)
+            infos = [await self._info_of(w) for w in found]
         return [info for info in infos if status is None or info.status == status]
 
     async def get(self, run_id: str) -> RunInfo:
-        with self._reading():
+        with self._reading(run_id):
             found = await self._client.list_workflows_async(
                 workflow_ids=[run_id], load_output=False
             )
             if not found:
                 raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
             return await self._info(found[0])
+
+    async def _info_of(self, status: Any) -> RunInfo:
+        with refusing_for(status.workflow_id):
+            return await self._info(status)
 
     async def _info(self, status: Any) -> RunInfo:
         execution = waiting = None
@@ -413,26 +443,26 @@ class DurableRuns:
 
         The first decision on a call stands: raises `AlreadyDecided` if another one was sent
         before (from any process; while the run's process lives or not), naming it."""
-        with self._reading():
+        with self._reading(run_id):
             await send_decision(
                 self._client, self.url, run_id, call, decision, by=by or this_person()
             )
 
     async def steps(self, run_id: str) -> list[RunStep]:
         await self.get(run_id)
-        with self._reading():
+        with self._reading(run_id):
             return run_steps(await self._client.list_workflow_steps_async(run_id))
 
     async def result(self, run_id: str) -> RunResult | None:
         """What the run returned, if it has succeeded."""
-        with self._reading():
+        with self._reading(run_id):
             found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
         output = found[0].output if found and found[0].status == "SUCCESS" else None
         return RunResult.model_validate_json(output) if isinstance(output, str) else None
 
     async def state(self, run_id: str) -> RunState | None:
         """The run's last checkpoint, else the state it started from."""
-        with self._reading():
+        with self._reading(run_id):
             saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
             if isinstance(saved, str):
                 return RunState.model_validate_json(saved)
@@ -466,7 +496,7 @@ class DurableRuns:
                 f"run {run_id!r} has ended ({info.status}): it cannot be cancelled; "
                 f"`agent-gateway runs show {run_id}{store_option(self.url)}` shows it"
             )
-        with self._reading():
+        with self._reading(run_id):
             await self._client.cancel_workflow_async(run_id)
         execution = self._host.executions.get(run_id)
         if execution is not None and execution.running:
@@ -479,6 +509,15 @@ class DurableRuns:
     def _need_launch(self) -> None:
         if self._queue is None:
             raise StoreError("the run store was opened to read only")
+
+
+async def _ended(handle: WorkflowHandleAsync[str]) -> None:
+    """Once DBOS has recorded the run's end (a run whose every item failed ended so too)."""
+    try:
+        await handle.get_result(polling_interval_sec=POLL_SECONDS)
+    except Exception as exc:
+        if not stored_as(exc, ItemsFailed):
+            raise
 
 
 async def _start_workflow(state: RunState) -> WorkflowHandleAsync[str]:
@@ -500,6 +539,7 @@ async def open_runs(
     replica_every: float | None = None,
     keep_days: float = 0,
     unreachable_wait: float = UNREACHABLE_WAIT,
+    read_pickled: bool = False,
 ) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
@@ -508,11 +548,33 @@ async def open_runs(
     died. With `launch` and `keep_days`, finished runs older than that are deleted now and
     hourly while the store is open (`retention`). With `launch` on PostgreSQL, runs wait
     `unreachable_wait` seconds for a store that became unreachable, then stop (`outage`). On exit, the runs executing here are
-    interrupted (`stop_all`) before the lock goes.
+    interrupted (`stop_all`) before the lock goes. Records in Python's pickle format (an older
+    version's) are read only with `read_pickled` or `AGENT_GATEWAY_READ_PICKLED=1`, else
+    refused (`PickledRecord`, see `record_format`).
 
     Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
     cannot be reached.
     """
+    with reading_pickled(read_pickled or read_pickled_from_env()):
+        async with _opened(
+            url,
+            launch=launch,
+            replica_every=replica_every,
+            keep_days=keep_days,
+            unreachable_wait=unreachable_wait,
+        ) as runs:
+            yield runs
+
+
+@asynccontextmanager
+async def _opened(
+    url: str | None,
+    *,
+    launch: bool,
+    replica_every: float | None,
+    keep_days: float,
+    unreachable_wait: float,
+) -> AsyncGenerator[DurableRuns]:
     url = check_store_url(url or default_store_url())
     if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
         raise StoreError(f"no runs are stored in {redacted(url)}")
@@ -541,6 +603,7 @@ async def open_runs(
             "application_version": APP_VERSION,
             "log_level": "WARNING",
             "notification_listener_polling_interval_sec": NOTIFICATION_POLL_SECONDS,
+            "serializer": STORED_FORMAT,
         }
         try:
             dbos = DBOS(config=config)
@@ -552,7 +615,7 @@ async def open_runs(
             DBOS.destroy(destroy_registry=False)
             raise store_failure(url, exc) from None
     try:
-        client = DBOSClient(system_database_url=url)
+        client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
     except Exception as exc:
         if launch:
             DBOS.destroy(destroy_registry=False)

@@ -30,6 +30,7 @@ from .approvals import DbosApprovals, OnWait
 from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, taken
 from .outage import Outage
+from .record_format import refusing_for
 from .status import EXECUTION_EVENT, STATE_EVENT, this_process, working_elsewhere
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
@@ -137,19 +138,21 @@ async def _execute(
     here = this_process()
     try:
         # Read live (a DBOS read inside the workflow would itself be a recorded, replayed step).
-        steps = await host.client.list_workflow_steps_async(run_id)
+        with refusing_for(run_id):  # a record in the pickle format is not read: the run stops
+            steps = await host.client.list_workflow_steps_async(run_id)
         recorded: dict[str, JsonValue] = {
             s["function_name"]: s["output"] for s in steps if s["error"] is None
         }
         received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
-        went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+        with refusing_for(run_id):
+            went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
+            saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
         if working_elsewhere(went, here):
             # Resumed at the same moment by two processes: the other got there first.
             execution.error = taken(run_id, host.url)
             raise Stopped
-        saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
@@ -165,7 +168,7 @@ async def _execute(
             pending=execution.waiting,
             on_change=execution.stir,
         )
-        with execution.scope:
+        with execution.scope, refusing_for(run_id):  # a decision (a message) pickled, say
             result = await gateway.resume(
                 state,
                 checkpoint=checkpoint,
