@@ -33,7 +33,7 @@ def private_sqlite_file(path: Path, what: str) -> None:
     with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     wide = [file for file in (Path(f"{path}{suffix}") for suffix in _SIDE_FILES) if _open(file)]
-    if wide and path not in _warned:
+    if wide and path not in _warned and _sqlite(path):  # another file: opening it will say
         _warned.add(path)
         logger.warning(
             "%s %s is open to other users (%s): chmod 600 %s",
@@ -42,6 +42,16 @@ def private_sqlite_file(path: Path, what: str) -> None:
             ", ".join(f"{file.name} mode {_mode(file):04o}" for file in wide),
             " ".join(str(file) for file in wide),
         )
+
+
+def _sqlite(file: Path) -> bool:
+    """Whether `file` is an SQLite database (or empty: one to be)."""
+    try:
+        with file.open("rb") as opened:
+            head = opened.read(16)
+    except OSError:
+        return False
+    return not head or head == b"SQLite format 3\x00"
 
 
 def _open(file: Path) -> bool:
