@@ -1,6 +1,7 @@
 """A model that replays a script: for tests and for the keyless demo.
 
-It records every conversation it was sent, so tests can assert what the agent asked.
+It records the conversations it was sent (the last `history` of them), so tests can assert
+what the agent asked while a long-lived demo gateway stays the same size.
 """
 
 from __future__ import annotations
@@ -42,6 +43,9 @@ class ScriptedAnswer(BaseModel):
 
 
 _SCRIPT = TypeAdapter(list[ScriptedAnswer])
+HISTORY = 1000
+"""Conversations a `ScriptedModel` keeps by default: every one a test makes, and a bounded
+few (each holds its whole conversation) for a gateway serving a script for days."""
 _WORDS = re.compile(r"(?<=\s)(?=\S)")
 """Splits text before every word that follows white space: the pieces join back exactly."""
 
@@ -81,12 +85,20 @@ class ScriptedModel:
 
     Given `on_token`, it streams each answer's text word by word before returning it."""
 
-    def __init__(self, answers: Sequence[ScriptedAnswer | str], *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        answers: Sequence[ScriptedAnswer | str],
+        *,
+        name: str = "scripted",
+        history: int = HISTORY,
+    ) -> None:
         self._answers = [ScriptedAnswer(content=a) if isinstance(a, str) else a for a in answers]
         self._name = name
         self._ids = itertools.count(1)
+        self._history = history
+        self._turns = 0
         self.calls: list[tuple[list[ChatMessage], list[ToolDefinition]]] = []
-        """Every (messages, tools) the model was sent, in order."""
+        """The (messages, tools) the model was sent, in order: the last `history` of them."""
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedModel:
@@ -114,8 +126,11 @@ class ScriptedModel:
         *,
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
-        turn = len(self.calls)
+        turn = self._turns
+        self._turns += 1
         self.calls.append((list(messages), list(tools)))
+        if len(self.calls) > self._history:
+            del self.calls[0]  # a list still (tests slice it): moving 1,000 pointers is cheap
         if turn >= len(self._answers):
             raise ScriptExhausted(
                 f"{self._name} has {len(self._answers)} answers and was asked for answer {turn + 1}"

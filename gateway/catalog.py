@@ -4,8 +4,9 @@ Agent runs (the tools an agent may call) and every list the gateway serves (tool
 resources, resource templates) are listed with these three pieces:
 
 - `list_each`: every node asked at once, the answers kept in the nodes' order. For served lists
-  a node that cannot list (down, failing) is left out with a warning, so one server never
-  hides the others.
+  a node that cannot list (down, failing) is left out, so one server never hides the others:
+  warned of once while it cannot (`LeftOut`: a client listing every second would repeat it
+  for as long as the server is down), and said again (INFO) once it lists again.
 - `claim`: names taken in that order. A name two nodes list is a conflict: refused
   (`ToolConflict`, naming the remedy) where the caller needs every name to be one thing, else
   the first node keeps it and a warning says so (once per clash, for a list served again
@@ -30,7 +31,7 @@ from toolkits import ToolkitError
 
 from .errors import ToolConflict
 
-__all__ = ["Named", "Routes", "claim", "list_each", "same_objects"]
+__all__ = ["LeftOut", "Named", "Routes", "claim", "list_each", "same_objects"]
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +49,40 @@ _Item = TypeVar("_Item")
 _V = TypeVar("_V")
 
 
+class LeftOut:
+    """The nodes left out of one kind of list (`what`: "resources", "prompts", ...) because
+    they could not list it: each outage is warned of once, and its end said."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self._out: set[str] = set()
+
+    def failed(self, node: str, exc: Exception) -> None:
+        if node not in self._out:
+            self._out.add(node)
+            log.warning(
+                "node %r: cannot list its %s (left out until it can; said once): %s",
+                node,
+                self.what,
+                exc,
+            )
+
+    def listed(self, node: str) -> None:
+        if node in self._out:
+            self._out.discard(node)
+            log.info("node %r: lists its %s again", node, self.what)
+
+
 async def list_each(
     nodes: Sequence[_N],
     fetch: Callable[[_N], Awaitable[Sequence[_Item]]],
     *,
-    left_out: str | None = None,
+    left_out: LeftOut | None = None,
 ) -> list[tuple[_N, Sequence[_Item]]]:
     """`fetch(node)` for every node at once, in the nodes' order.
 
-    With `left_out` (what is listed, for the warning), a node whose fetch raises a
-    `ToolkitError` or an `MCPError` lists nothing; without it, the error propagates.
+    With `left_out` (kept by the caller from one listing to the next), a node whose fetch
+    raises a `ToolkitError` or an `MCPError` lists nothing; without it, the error propagates.
     """
     listed: dict[int, Sequence[_Item]] = {}
 
@@ -68,8 +93,10 @@ async def list_each(
         try:
             listed[index] = await fetch(node)
         except (ToolkitError, MCPError) as exc:
-            log.warning("node %r: cannot list its %s (left out): %s", node.name, left_out, exc)
+            left_out.failed(node.name, exc)
             listed[index] = []
+        else:
+            left_out.listed(node.name)
 
     async with anyio.create_task_group() as tg:
         for index, node in enumerate(nodes):

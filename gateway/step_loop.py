@@ -217,9 +217,14 @@ class StepLoop:
             responses[index] = ActionResponse.model_validate(recorded)
 
         try:
-            async with anyio.create_task_group() as tg:
-                for index, action in enumerate(request.actions):
-                    tg.start_soon(run_one, index, action)
+            if len(request.actions) == 1:
+                # No task group for one call: a call waiting for approval (for days, maybe)
+                # would hold the group and a task beside its own (~2 kB a run).
+                await run_one(0, request.actions[0])
+            else:
+                async with anyio.create_task_group() as tg:
+                    for index, action in enumerate(request.actions):
+                        tg.start_soon(run_one, index, action)
         except BaseExceptionGroup as group:
             # What escapes an action is a signal for the whole run (a stop, a pause for the
             # client's answer): let it arrive as itself, not wrapped, however deep it began.

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, cast
 
@@ -90,7 +91,13 @@ class DbosApprovals:
             self._pending[call] = request
             try:
                 await self._publish()
-                async with in_background(partial(self._ask, request), wait_started=False):
+                # Asked of nobody (a run handle's client), the wait takes no task group.
+                asking = (
+                    in_background(partial(self._ask, request), wait_started=False)
+                    if self._on_wait is not None
+                    else nullcontext()
+                )
+                async with asking:
                     while call not in self._decided:
                         await self._receive(call, wait_seconds=RECV_SECONDS)
             except BaseException:

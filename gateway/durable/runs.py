@@ -307,6 +307,7 @@ class DurableRuns:
                 return execution.result
             waiting = execution.waiting
             if pause and waiting and not any(call in waiting for call in decided):
+                execution.unfollowed()  # it may wait for days, nobody following
                 return list(waiting.values())
             await stirred.wait()
 

@@ -57,6 +57,32 @@ class RunOptions:
     """Instead of the process's: hears of each call that starts waiting for a decision."""
 
 
+class Ended:
+    """Set once a run's workflow body has ended here; an event is made only for a wait (one
+    is ~0.8 kB, and a run may wait for a decision for days with nobody following it)."""
+
+    __slots__ = ("_event", "_set")
+
+    def __init__(self) -> None:
+        self._set = False
+        self._event: anyio.Event | None = None
+
+    def set(self) -> None:
+        self._set = True
+        if self._event is not None:
+            self._event.set()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    async def wait(self) -> None:
+        if self._set:
+            return
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
 @dataclass(slots=True)
 class Execution:
     """A run's workflow body in this process, and what the driver waiting on it learns."""
@@ -67,13 +93,12 @@ class Execution:
     background: bool = False
     """Started by `begin` or `adopt`: it leaves `executions` itself when it ends."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    finished: anyio.Event = field(default_factory=anyio.Event)
+    finished: Ended = field(default_factory=Ended)
     error: BaseException | None = None
     result: RunResult | None = None
     waiting: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
     """Its calls waiting for a decision now."""
-    stirred: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) when a call starts or stops waiting, and when the run ends."""
+    _stirred: anyio.Event | None = field(default=None, init=False, repr=False)
     handle: WorkflowHandleAsync[str] | None = None
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
@@ -83,9 +108,24 @@ class Execution:
     """Another process is taking it over (this one was away from the store): it is left in
     flight, as when this process goes."""
 
+    @property
+    def stirred(self) -> anyio.Event:
+        """Set (and replaced) when a call starts or stops waiting, and when the run ends.
+        Made for a follower only: a run waiting for days with nobody following holds none
+        (an event is ~0.8 kB)."""
+        if self._stirred is None:
+            self._stirred = anyio.Event()
+        return self._stirred
+
+    def unfollowed(self) -> None:
+        """A follower left: the event it made goes, unless another follower waits on it."""
+        if self._stirred is not None and not self._stirred.statistics().tasks_waiting:
+            self._stirred = None
+
     def stir(self) -> None:
-        self.stirred.set()
-        self.stirred = anyio.Event()
+        if self._stirred is not None:
+            self._stirred.set()
+            self._stirred = None
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
-"""The calls a server is answering now, so that a server told to stop can answer those still
-running at the end of its grace with an error result that says so.
+"""The calls a server is answering now, so that a server told to stop can refuse new ones
+(`refuse_new`), wait for those in flight (`wait_ended`), and answer those still running at the
+end of its grace with an error result that says so (`end_all`).
 
 Nothing else would end them in time: a call's own work (a model request, a local tool) runs
 in its request's task, which only the HTTP server's own timeout cancels, and a cancelled
@@ -10,7 +11,8 @@ node stops, but the nodes stop only once the HTTP server has.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TypeVar
 
@@ -41,16 +43,40 @@ class RunningCalls:
     def __init__(self) -> None:
         self._scopes: set[anyio.CancelScope] = set()
         self._why: str | None = None
+        self._refusing: str | None = None
+        self._in_flight = 0
+        self._ended: anyio.Event | None = None
+        """Set once no call is in flight, while `wait_ended` waits for that."""
 
-    async def answer(self, call: Callable[[], Awaitable[_R]], ended: Callable[[str], _R]) -> _R:
+    @property
+    def in_flight(self) -> int:
+        """The calls being answered now (those answered elsewhere and `counted` too)."""
+        return self._in_flight
+
+    @property
+    def refusing(self) -> str | None:
+        """Why new calls are refused (`refuse_new`); None while they are taken."""
+        return self._why or self._refusing
+
+    async def answer(
+        self,
+        call: Callable[[], Awaitable[_R]],
+        ended: Callable[[str], _R],
+        *,
+        refusable: bool = True,
+    ) -> _R:
         """`await call()`; once `end_all(why)` ended it (or ended all before it began),
-        `ended(text)`: `why`, then the call's notes (`note_if_ended`) or `AGAIN`."""
+        `ended(text)`: `why`, then the call's notes (`note_if_ended`) or `AGAIN`. A call that
+        begins after `refuse_new(why)` is `ended` at once, unless not `refusable` (a request
+        that waits on a call made before)."""
         if self._why is not None:
             return ended(f"{self._why} {AGAIN}")
+        if self._refusing is not None and refusable:
+            return ended(f"{self._refusing} {AGAIN}")
         notes: list[str] = []
         token = _notes.set(notes)
         try:
-            with anyio.CancelScope() as scope:
+            with self.counted(), anyio.CancelScope() as scope:
                 self._scopes.add(scope)
                 try:
                     return await call()
@@ -60,6 +86,31 @@ class RunningCalls:
             _notes.reset(token)
         # Reached only when `end_all` cancelled the call.
         return ended(" ".join([self._why or "", *(notes or [AGAIN])]))
+
+    @contextmanager
+    def counted(self) -> Generator[None]:
+        """Count a call in flight while the block runs (one answered elsewhere: a call passed
+        through, which `end_all` does not end)."""
+        self._in_flight += 1
+        try:
+            yield
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight and self._ended is not None:
+                self._ended.set()
+                self._ended = None
+
+    def refuse_new(self, why: str) -> None:
+        """The server is stopping: the calls that begin from now on are answered at once,
+        saying `why`; those in flight go on."""
+        self._refusing = why
+
+    async def wait_ended(self) -> None:
+        """Return once no call is in flight."""
+        while self._in_flight:
+            if self._ended is None:
+                self._ended = anyio.Event()
+            await self._ended.wait()
 
     def end_all(self, why: str) -> None:
         """The server is stopping: end every call in flight, and every call that begins from

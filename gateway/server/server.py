@@ -221,6 +221,20 @@ class _GatewayServer(Server[Any]):
     running: RunningCalls | None = None
     """The tool calls (and `tasks/result` requests) being answered."""
 
+    def refuse_calls(self, why: str) -> None:
+        """Answer every call that begins from now on with an error result saying `why`; those
+        in flight go on (the server is stopping: `transports.draining`)."""
+        if self.running is not None:
+            self.running.refuse_new(why)
+
+    def calls_in_flight(self) -> int:
+        return self.running.in_flight if self.running is not None else 0
+
+    async def calls_ended(self) -> None:
+        """Return once no call is in flight."""
+        if self.running is not None:
+            await self.running.wait_ended()
+
     def end_calls(self, why: str) -> None:
         """Answer every call still running, and every one to come, with an error result
         saying `why` (the server is stopping: `transports.http`)."""
@@ -322,7 +336,9 @@ def build_server(
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(now, boundary)
-    server.http_layers = _shortcuts(server, gateway, settings, router, proxied, rounds, now)
+    server.http_layers = _shortcuts(
+        server, gateway, settings, router, proxied, rounds, now, running
+    )
     if stored is not None:
         _serve_tasks(server, AgentTasks(agents, stored, running))
     return server, router
@@ -363,6 +379,7 @@ def _shortcuts(
     proxied: ProxiedTools | None,
     rounds: Rounds,
     now: ServingNow,
+    running: RunningCalls,
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
     """The HTTP layers in front of the SDK; the stdio shortcut is set on `server`."""
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
@@ -385,6 +402,7 @@ def _shortcuts(
             stamp=stamp,
             rounds=rounds,
             now=now,
+            running=running,
         )
         layers.append(partial(PassThrough, passing=passing, sessions=sessions))
     server.stdio_shortcut = StdioShortcut(sessions, now, router.current, passing)

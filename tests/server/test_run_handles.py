@@ -5,6 +5,7 @@ both eras against the in-process gateway on a real SQLite store."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -234,3 +235,31 @@ async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -
     assert approved.content == [types.TextContent(text="lead: the leaf erased W")]
     assert log.lines == ["erased W"]
     assert len(model.calls) == 4  # no model call was made twice
+
+
+async def test_a_run_waiting_for_a_decision_with_nobody_asking_is_one_task(tmp_path: Path) -> None:
+    # What a served run holds while it waits (days, maybe): its workflow's own task, and no
+    # task group of a single call, nor one for asking nobody.
+    log = Log()
+    answers = [_calls(("erase", f"c{n}", f"T{n}")) for n in range(6)]
+    spec = AgentSpec(
+        "assistant", ScriptedModel(answers), tools=["log"], approval=ApprovalRule(["erase"])
+    )
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, runs),
+        Client(server, mode="legacy") as client,  # declares no elicitation
+    ):
+
+        async def waiting_run() -> str:
+            handle = await client.call_tool("assistant", {"prompt": "go"})
+            run = _structured(handle)["run"]
+            assert run["status"] == "waiting_approval"
+            return run["run_id"]
+
+        first = await waiting_run()
+        tasks = len(asyncio.all_tasks())
+        others = [await waiting_run() for _ in range(5)]
+        assert len(asyncio.all_tasks()) - tasks == 5
+        for run_id in [first, *others]:
+            assert (await runs.get(run_id)).status == "waiting_approval"
+    assert log.lines == []

@@ -1,10 +1,13 @@
 """`serve --http` told to stop (SIGTERM, Ctrl-C) while an agent's call runs: the call gets the
-grace, and one still running at its end is answered with an error result that says the gateway
-is shutting down, in both eras; the log has no error in it. Real processes over HTTP."""
+grace, its client is answered what it asks next (the SDK's `Client` lists the tools after a
+result), a new call is refused saying why, and one still running at the grace's end is
+answered with an error result that says the gateway is shutting down, in both eras; the log has
+no error in it. Real processes over HTTP."""
 
 from __future__ import annotations
 
 import json
+import os
 import signal
 from pathlib import Path
 
@@ -38,6 +41,75 @@ def _held_call_config(directory: Path) -> Path:
         f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["logged"]\n'
     )
     return config
+
+
+def _gated_call_config(directory: Path) -> tuple[Path, Path]:
+    """An agent whose one tool call waits until the named pipe `gate` is written and closed;
+    the config, and the gate."""
+    gate = directory / "gate"
+    os.mkfifo(gate)
+    arguments = {"log": str(directory / "calls.log"), "name": "G", "gate": str(gate)}
+    script = directory / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "gated", "arguments": arguments}]},
+                {"content": "G passed the gate"},
+            ]
+        )
+    )
+    config = directory / "agent-gateway.toml"
+    config.write_text(
+        '[tools.gated]\npython = "tests.durable_tools:gated"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["gated"]\n'
+    )
+    return config, gate
+
+
+def _open_gate(gate: Path) -> None:
+    with gate.open("wb"):  # the waiting call reads to the end once this closes
+        pass
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["term", "ctrl-c"])
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_ending_in_the_grace_reaches_a_client_that_lists_the_tools_after_it(
+    tmp_path: Path, era: str, signum: signal.Signals
+) -> None:
+    config, gate = _gated_call_config(tmp_path)
+    results: list[types.CallToolResult] = []
+    refusals: list[types.CallToolResult] = []  # new calls made during the grace
+    async with http_server(config) as served:
+        with anyio.fail_after(30):
+            # The client never listed the tools: after a result it lists them to check it.
+            async with Client(served.url, mode=era) as client:
+
+                async def call() -> None:
+                    results.append(await client.call_tool("assistant", {"prompt": "go"}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await served.line_starting("gated: waiting for G")
+                    served.process.send_signal(signum)
+                    await served.line_starting("agent-gateway: stopping")
+                    refusals.append(await client.call_tool("assistant", {"prompt": "again"}))
+                    await anyio.to_thread.run_sync(_open_gate, gate)
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    [result] = results
+    [refused] = refusals
+    assert not result.is_error
+    assert result.content == [types.TextContent(text="G passed the gate")]
+    assert refused.is_error
+    assert refused.content == [
+        types.TextContent(
+            text="the call to 'assistant' was stopped: agent-gateway is shutting down and takes "
+            "no new calls. Call again once the gateway is back."
+        )
+    ]
+    assert (tmp_path / "calls.log").read_text().splitlines() == ["start G", "end G"]
+    assert code == 128 + signum
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["term", "ctrl-c"])

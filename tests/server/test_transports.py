@@ -159,6 +159,41 @@ async def test_a_signal_lets_the_calls_in_flight_finish_and_a_second_one_does_no
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+async def test_a_proxied_call_ending_in_the_grace_reaches_a_client_that_never_listed_tools(
+    tmp_path: Path, era: Literal["auto", "legacy"]
+) -> None:
+    # Passed straight through (`served.pass_through`): the SDK's `Client` lists the tools
+    # after the result, to check it against the tool's output schema.
+    down = Held()
+    app = down.server.streamable_http_app(host="127.0.0.1")
+    async with serve_on_loopback(app) as base, http_server(down.config(tmp_path, base)) as served:
+        with anyio.fail_after(30):
+            async with Client(served.url, mode=era) as client:
+                results: list[types.CallToolResult] = []
+                refusals: list[types.CallToolResult] = []  # new calls made during the grace
+
+                async def call() -> None:
+                    results.append(await client.call_tool("d__held", {}))
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(call)
+                    await down.started.wait()
+                    served.process.send_signal(signal.SIGTERM)
+                    await served.line_starting("agent-gateway: stopping")
+                    refusals.append(await client.call_tool("d__held", {}))
+                    down.release.set()
+                code = await served.process.wait()
+            await served.stderr_closed.wait()
+    assert [result.content for result in results] == [[types.TextContent(text="released")]]
+    [refused] = refusals
+    assert refused.is_error
+    [text] = [c.text for c in refused.content if isinstance(c, types.TextContent)]
+    assert "agent-gateway is shutting down and takes no new calls" in text
+    assert code == 128 + signal.SIGTERM
+    assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
+
+
 async def test_sampling_over_stateless_http(tmp_path: Path) -> None:
     config = tmp_path / "agent-gateway.toml"
     config.write_text(

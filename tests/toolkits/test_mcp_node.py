@@ -96,6 +96,25 @@ async def test_a_tool_that_runs_only_as_a_task_is_left_out(
     assert "run only as tasks" not in caplog.text  # excluded: nothing to warn about
 
 
+async def test_a_reconnect_with_the_same_listing_does_not_warn_of_task_only_tools_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toy = toy_with_echo("now", "later")
+    tool, handler = toy.tools["later"]
+    required = types.ToolExecution(task_support="required")
+    toy.tools["later"] = (tool.model_copy(update={"execution": required}), handler)
+    crashable = CrashableTransport(toy.server)
+    async with McpToolkit("t", config(prefix="never"), target=crashable.connect) as node:
+        assert caplog.text.count("run only as tasks") == 1
+        crashable.crash()
+        with anyio.fail_after(5):
+            await node.wait_for_health(
+                lambda health: health.state == "ready" and crashable.connections == 2
+            )
+        assert {tool.name for tool in await node.list_tools()} == {"now"}
+    assert caplog.text.count("run only as tasks") == 1  # the same server, the same listing
+
+
 async def test_include_and_exclude_filter_on_original_names() -> None:
     toy = toy_with_echo("get_a", "get_secret", "set_a")
     async with McpToolkit(

@@ -41,7 +41,7 @@ from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
 from ..client_requests.approvals import ClientApprover, client_approver
-from ..running_calls import RunningCalls, note_if_ended
+from ..running_calls import AGAIN, RunningCalls, note_if_ended
 from ..wire_results import tool_result_for
 from .agents import AgentTools, run_result
 from .run_failures import run_ended, stored_failure
@@ -105,6 +105,10 @@ class AgentTasks:
         ):
             return await call_next(ctx)
         params = types.CallToolRequestParams.model_validate(raw, by_name=False)
+        refusing = self._running.refusing
+        if refusing is not None:  # the server is stopping: no new run
+            said = f"the call to {params.name!r} was stopped: {refusing} {AGAIN}"
+            return tool_result_for(error_result(said), ctx.protocol_version)
         begun = await self._agents.begin_task(ctx, params)
         if isinstance(begun, types.CallToolResult):
             return tool_result_for(begun, ctx.protocol_version)
@@ -123,8 +127,9 @@ class AgentTasks:
         run_id = params.task_id
         info = await self._info(run_id)
         try:
+            # Not refused while the server stops: it waits on a call made before.
             outcome = await self._running.answer(
-                partial(self._outcome, ctx, info), partial(_ended, run_id)
+                partial(self._outcome, ctx, info), partial(_ended, run_id), refusable=False
             )
         except (AgentError, GatewayError, ToolkitError) as exc:
             outcome = await stored_failure(self._stored, info.agent or "?", run_id, exc)

@@ -34,6 +34,7 @@ from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
+from ..running_calls import RunningCalls
 from ..serving import ServingNow, caller_of
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
@@ -99,8 +100,12 @@ class Passing:
         stamp: Callable[[], JsonObject],
         rounds: Rounds | None = None,
         now: ServingNow | None = None,
+        running: RunningCalls | None = None,
     ) -> None:
+        """`running`: the server's calls in flight, which count these too; while it refuses
+        new calls, none goes this way (the usual path answers them saying why)."""
         self.gateway = gateway
+        self._running = running or RunningCalls()
         self._now = now
         self._tools = tools
         self._served_by = served_by
@@ -178,7 +183,7 @@ class Passing:
     ) -> PassedCall | None:
         """The call, if it goes this way; `asking`: the capabilities a 2026-07-28 client that
         can be asked declared, and the asking ones of them (its call is asked in rounds)."""
-        if self._served_by(params.name) is not self._tools:
+        if self._served_by(params.name) is not self._tools or self._running.refusing:
             return None
         tool = self._tools.listed(params.name)
         if tool is None:
@@ -260,6 +265,7 @@ class Passing:
             quota = session.quota(gateway)
         share = (quota or gateway.client_quota()).limiter(forward.node)
         with (
+            self._running.counted(),
             call_scope,
             session.call(call.request_id, call_scope)
             if session is not None

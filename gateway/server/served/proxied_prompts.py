@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 from toolkits import CallContext, HasCatalog, ToolkitError
 from toolkits.mcp import NodeTools, resolve_tool_names
 
-from ...catalog import Routes, list_each
+from ...catalog import LeftOut, Routes, list_each
 from ..client_requests.ask_client import proxy_request
 from .proxied_resources import ProxiedResources
 from .relaying import as_mcp_error, without_stamp
@@ -41,6 +41,7 @@ class ProxiedPrompts:
         self._routes = Routes[tuple[HasCatalog, str]](self._listing)
         self._warned: set[tuple[str, str]] = set()
         """The clashes warned of: each once, not at every listing."""
+        self._left_out = LeftOut("prompts")
 
     async def list_prompts(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -66,7 +67,7 @@ class ProxiedPrompts:
 
     async def _listing(self) -> list[types.Prompt]:
         listed = await list_each(
-            self._nodes, lambda n: n.catalog.list_prompts(), left_out="prompts"
+            self._nodes, lambda n: n.catalog.list_prompts(), left_out=self._left_out
         )
         offered: list[tuple[HasCatalog, dict[str, types.Prompt]]] = []
         for node, prompts in listed:

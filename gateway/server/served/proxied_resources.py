@@ -27,7 +27,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from toolkits import CallContext, HasCatalog
 
-from ...catalog import Routes, claim, list_each
+from ...catalog import LeftOut, Routes, claim, list_each
 from ..client_requests.ask_client import proxy_request
 
 __all__ = ["ProxiedResources"]
@@ -45,6 +45,8 @@ class ProxiedResources:
         self._matchers: list[tuple[UriTemplate, HasCatalog]] = []
         self._warned: set[str] = set()
         """The clashes warned of: each once, not at every listing."""
+        self._resources_left_out = LeftOut("resources")
+        self._templates_left_out = LeftOut("resource templates")
 
     async def list_resources(
         self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
@@ -108,7 +110,7 @@ class ProxiedResources:
 
     async def _list_resources(self) -> list[types.Resource]:
         listed = await list_each(
-            self._nodes, lambda n: n.catalog.list_resources(), left_out="resources"
+            self._nodes, lambda n: n.catalog.list_resources(), left_out=self._resources_left_out
         )
         routes: dict[str, HasCatalog] = {}
         served: list[types.Resource] = []
@@ -125,7 +127,7 @@ class ProxiedResources:
         listed = await list_each(
             self._nodes,
             lambda n: n.catalog.list_resource_templates(),
-            left_out="resource templates",
+            left_out=self._templates_left_out,
         )
         routes: dict[str, HasCatalog] = {}
         matchers: list[tuple[UriTemplate, HasCatalog]] = []

@@ -15,6 +15,8 @@
 - A connection must send its request's head within `read_timeout` (30 s), and at most
   `http_max_connections` are open, the one waiting longest for a request closed to make room
   (`connections`): before any token is checked, a client could otherwise hold them all.
+- Told to stop, the server goes on answering all but new calls while the calls in flight
+  finish, and what their clients ask next (`draining`); then it stops taking connections.
 - An idle connection stays open `http_keep_alive` s (120; uvicorn's own 5 s is what the mcp
   SDK's `Client` keeps one idle too: a request sent as the server closes it gets no answer,
   and the client's session dies of that).
@@ -37,7 +39,7 @@ import hmac
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Callable, Generator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from contextlib import (
     AbstractAsyncContextManager,
     AsyncExitStack,
@@ -75,6 +77,7 @@ from .connections import (
     raise_file_limit,
 )
 from .cors import Cors
+from .draining import Drains, Requests, drained
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -96,15 +99,16 @@ MIN_TOKEN_CHARS = 16
 """Shorter bearer tokens are refused on an address others can reach: they could be guessed."""
 DEFAULT_KEEP_ALIVE = 120
 SHUTDOWN_GRACE = 5
-"""Seconds open streams and the requests in flight get to finish when the server stops."""
+"""Seconds the calls in flight get to finish when the server stops."""
 _REQUEST_SLACK = 2
-"""uvicorn's own grace is longer: the calls still running at the end of ours are answered
+"""uvicorn's own grace, after ours: the calls still running at the end of ours are answered
 with an error result (`EndsCalls`), where uvicorn would cancel their requests (no answer, and
 a traceback in the log)."""
 CUT_OFF = (
     "agent-gateway is shutting down, and the call was still running when its time to finish "
     "ran out."
 )
+SHUTTING_DOWN = "agent-gateway is shutting down and takes no new calls."
 
 log = logging.getLogger(__name__)
 
@@ -409,11 +413,12 @@ async def serve_http(
     on_ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
 ) -> None:
-    """Serve until cancelled, or until `stop` is set; either way no new connection is taken,
-    and the requests in flight get `SHUTDOWN_GRACE` seconds to finish (after `stop`, a cancel
-    cuts that short). Then a server that `EndsCalls` answers the calls it still runs with an
-    error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds later).
-    `on_ready` gets the URL once the port is bound (port 0 works)."""
+    """Serve until cancelled, or until `stop` is set; either way a server that `Drains` takes
+    no new call, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish while every
+    other request is answered (`draining`; after `stop`, a cancel cuts that short). Then no
+    new connection is taken, and a server that `EndsCalls` answers the calls it still runs
+    with an error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds
+    later). `on_ready` gets the URL once the port is bound (port 0 works)."""
     family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
     # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on connections of such sockets, and
     # without it Nagle's algorithm adds ~40 ms to each 2026-07-28 response.
@@ -433,8 +438,10 @@ async def serve_http(
     sessions: SessionLimits | None = app.state.sessions
     raise_file_limit(options.max_connections)
     connections = ConnectionLimits(options.max_connections, options.read_timeout)
+    requests = Requests(app)
     config = uvicorn.Config(
-        app,
+        requests,
+        interface="asgi3",  # `Requests` is a plain `def`: uvicorn would guess ASGI 2
         http=connections.protocol(),  # uvicorn's httptools protocol, bounded (`connections`)
         ws="none",
         log_config=None,  # keep the process's logging; uvicorn would install its own
@@ -442,7 +449,9 @@ async def serve_http(
         access_log=False,
         # Nothing here reads the client's address or scheme that X-Forwarded-* would set.
         proxy_headers=False,
-        timeout_graceful_shutdown=SHUTDOWN_GRACE + _REQUEST_SLACK,
+        # From the end of our grace; without it, from the stop.
+        timeout_graceful_shutdown=_REQUEST_SLACK
+        + (0 if isinstance(server, Drains) else SHUTDOWN_GRACE),
         timeout_keep_alive=options.keep_alive,
     )
     uvicorn_server = _Uvicorn(config)
@@ -462,7 +471,17 @@ async def serve_http(
         # Open GET streams would hold uvicorn's shutdown: the sessions close, each once its
         # calls in flight end (answered by the cut-off at the latest).
         with anyio.CancelScope(shield=True):
-            await sessions.close_all(grace=SHUTDOWN_GRACE + _REQUEST_SLACK)
+            await sessions.close_all(grace=_REQUEST_SLACK)
+
+    async def drain() -> None:
+        if not isinstance(server, Drains):  # nothing to wait for but uvicorn's own shutdown
+            uvicorn_server.should_exit = True
+            await finished.wait()
+            return
+        # Until the calls in flight end and their clients are quiet, or uvicorn ends anyway.
+        async with anyio.create_task_group() as waits:
+            waits.start_soon(_then_cancel, drained(server, requests), waits.cancel_scope)
+            waits.start_soon(_then_cancel, finished.wait(), waits.cancel_scope)
 
     with sock:
         if on_ready is not None:
@@ -474,10 +493,9 @@ async def serve_http(
                 await (anyio.sleep_forever() if stop is None else stop.wait())
                 told = True
             finally:  # stopped or cancelled: shut down gracefully, within the grace
-                # No new connection from now on; those in flight go on (uvicorn waits).
-                uvicorn_server.should_exit = True
-                if sessions is not None:
-                    tg.start_soon(close_sessions, sessions)
+                # New calls are refused; the rest is served as before (`draining`).
+                if isinstance(server, Drains):
+                    server.refuse_calls(SHUTTING_DOWN)
                 try:
                     # Told to stop, the caller may cut the grace short (cancels: a second
                     # signal); cancelled, the grace is ours to give.
@@ -485,8 +503,12 @@ async def serve_http(
                         anyio.CancelScope(shield=not told),
                         anyio.move_on_after(SHUTDOWN_GRACE),
                     ):
-                        await finished.wait()
+                        await drain()
                 finally:
+                    # No new connection from now on; those in flight go on (uvicorn waits).
+                    uvicorn_server.should_exit = True
+                    if sessions is not None:
+                        tg.start_soon(close_sessions, sessions)
                     # The calls still running are answered now, saying so: uvicorn would
                     # cancel their requests, which leaves their clients no answer.
                     if isinstance(server, EndsCalls):
@@ -502,3 +524,8 @@ class _Uvicorn(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Generator[None]:
         yield
+
+
+async def _then_cancel(waited: Awaitable[object], scope: anyio.CancelScope) -> None:
+    await waited
+    scope.cancel()

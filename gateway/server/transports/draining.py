@@ -1,0 +1,88 @@
+"""`serve --http` stopping: the calls in flight finish, and what their clients ask next is
+answered.
+
+A client whose call ends during the grace often asks again at once: the mcp SDK's `Client`
+lists the tools after a result (to check it against the tool's output schema) when it never
+listed them, and dies of a refused connection. So while it stops, the server answers every
+request as before but a new call, which gets an error result saying the gateway is shutting
+down (`Drains.refuse_calls`); the sessions stay open. It stops taking connections once the
+calls in flight have ended and their clients have been quiet for `FOLLOW_UP` seconds
+(`drained`), or when the grace ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import Protocol, runtime_checkable
+
+import anyio
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+__all__ = ["FOLLOW_UP", "Drains", "Requests", "drained"]
+
+FOLLOW_UP = 1.0
+"""Seconds without a request, after the last call in flight ended, before the server stops
+taking connections: the SDK's `Client` lists the tools within milliseconds of a result."""
+
+
+@runtime_checkable
+class Drains(Protocol):
+    """A server that can refuse new calls while those in flight finish."""
+
+    def refuse_calls(self, why: str) -> None:
+        """Answer the calls that begin from now on with an error result saying `why`."""
+        ...
+
+    def calls_in_flight(self) -> int: ...
+
+    async def calls_ended(self) -> None:
+        """Return once no call is in flight."""
+        ...
+
+
+class Requests:
+    """ASGI: counts the HTTP requests in flight, and notes when the last one ended. A GET (an
+    open event stream, which waits for nothing) is not counted, and gets no frame here."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.in_flight = 0
+        self.last_ended = 0.0
+        self._idle: anyio.Event | None = None
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] != "http" or scope["method"] == "GET":
+            return self.app(scope, receive, send)
+        return self._counted(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.last_ended = anyio.current_time()
+            if not self.in_flight and self._idle is not None:
+                self._idle.set()
+                self._idle = None
+
+    async def quiet(self, period: float) -> None:
+        """Return once no request has been in flight for `period` seconds."""
+        while True:
+            while self.in_flight:
+                if self._idle is None:
+                    self._idle = anyio.Event()
+                await self._idle.wait()
+            left = self.last_ended + period - anyio.current_time()
+            if left <= 0:
+                return
+            await anyio.sleep(left)  # a request may come meanwhile: looked at again
+
+
+async def drained(server: Drains, requests: Requests, follow_up: float = FOLLOW_UP) -> None:
+    """Return once the server's calls in flight have ended, and, if any call or request was
+    in flight, their clients have been quiet for `follow_up` seconds."""
+    if not server.calls_in_flight() and not requests.in_flight:
+        return
+    await server.calls_ended()
+    await requests.quiet(follow_up)
