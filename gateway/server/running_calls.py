@@ -11,10 +11,9 @@ node stops, but the nodes stop only once the HTTP server has.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
-from typing import TypeVar
+from typing import Self, TypeVar
 
 import anyio
 
@@ -44,6 +43,8 @@ class RunningCalls:
         self._scopes: set[anyio.CancelScope] = set()
         self._why: str | None = None
         self._refusing: str | None = None
+        self.refusing: str | None = None
+        """Why new calls are refused (`refuse_new`, `end_all`); None while they are taken."""
         self._in_flight = 0
         self._ended: anyio.Event | None = None
         """Set once no call is in flight, while `wait_ended` waits for that."""
@@ -52,11 +53,6 @@ class RunningCalls:
     def in_flight(self) -> int:
         """The calls being answered now (those answered elsewhere and `counted` too)."""
         return self._in_flight
-
-    @property
-    def refusing(self) -> str | None:
-        """Why new calls are refused (`refuse_new`); None while they are taken."""
-        return self._why or self._refusing
 
     async def answer(
         self,
@@ -87,23 +83,26 @@ class RunningCalls:
         # Reached only when `end_all` cancelled the call.
         return ended(" ".join([self._why or "", *(notes or [AGAIN])]))
 
-    @contextmanager
-    def counted(self) -> Generator[None]:
-        """Count a call in flight while the block runs (one answered elsewhere: a call passed
-        through, which `end_all` does not end)."""
+    def counted(self) -> Self:
+        """Count a call in flight while the `with` block runs (one answered elsewhere: a call
+        passed through, which `end_all` does not end). Itself: the hot path makes no object
+        per call (`contextmanager` would make two)."""
+        return self
+
+    def __enter__(self) -> None:
         self._in_flight += 1
-        try:
-            yield
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight and self._ended is not None:
-                self._ended.set()
-                self._ended = None
+
+    def __exit__(self, *_: object) -> None:
+        self._in_flight -= 1
+        if not self._in_flight and self._ended is not None:
+            self._ended.set()
+            self._ended = None
 
     def refuse_new(self, why: str) -> None:
         """The server is stopping: the calls that begin from now on are answered at once,
         saying `why`; those in flight go on."""
         self._refusing = why
+        self.refusing = self._why or why
 
     async def wait_ended(self) -> None:
         """Return once no call is in flight."""
@@ -115,6 +114,6 @@ class RunningCalls:
     def end_all(self, why: str) -> None:
         """The server is stopping: end every call in flight, and every call that begins from
         now on, saying `why`."""
-        self._why = why
+        self._why = self.refusing = why
         for scope in list(self._scopes):
             scope.cancel()

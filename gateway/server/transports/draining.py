@@ -41,17 +41,29 @@ class Drains(Protocol):
 
 
 class Requests:
-    """ASGI: counts the HTTP requests in flight, and notes when the last one ended. A GET (an
-    open event stream, which waits for nothing) is not counted, and gets no frame here."""
+    """ASGI: once `counting` (the server stops), counts the HTTP requests in flight and notes
+    when the last one ended. Before, and for a GET (an open event stream, which waits for
+    nothing), a request gets no frame here: serving pays nothing for the count."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
+        self.counting = False
         self.in_flight = 0
         self.last_ended = 0.0
         self._idle: anyio.Event | None = None
 
+    def count(self) -> None:
+        """Count from now on (what began before is a call, counted by the server, or a
+        request about to end)."""
+        self.counting = True
+        self.heard()
+
+    def heard(self) -> None:
+        """Something ended now: the quiet period starts again."""
+        self.last_ended = anyio.current_time()
+
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        if scope["type"] != "http" or scope["method"] == "GET":
+        if not self.counting or scope["type"] != "http" or scope["method"] == "GET":
             return self.app(scope, receive, send)
         return self._counted(scope, receive, send)
 
@@ -85,4 +97,5 @@ async def drained(server: Drains, requests: Requests, follow_up: float = FOLLOW_
     if not server.calls_in_flight() and not requests.in_flight:
         return
     await server.calls_ended()
+    requests.heard()  # the last call's end: its client's follow-up comes within the period
     await requests.quiet(follow_up)

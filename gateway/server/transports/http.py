@@ -496,6 +496,7 @@ async def serve_http(
                 # New calls are refused; the rest is served as before (`draining`).
                 if isinstance(server, Drains):
                     server.refuse_calls(SHUTTING_DOWN)
+                    requests.count()
                 try:
                     # Told to stop, the caller may cut the grace short (cancels: a second
                     # signal); cancelled, the grace is ours to give.
