@@ -319,15 +319,20 @@ async def test_two_gateway_processes_over_http_write_one_trace(tmp_path: Path) -
                 check=False,
             )
             assert done.returncode == 0, done.stderr.decode()
-            while True:  # until B's agent span is out (it ends after its children)
+            call = (
+                "tools/call math",
+                "invoke_agent math",
+                "chat math.json",
+                "execute_tool calculator",
+            )
+            while True:  # until B's spans are out (the request's, which ends last, too)
                 more = b.more_stderr
                 theirs = exported_spans("\n".join(b.stderr))
-                if "invoke_agent math" in theirs:
+                if all(name in theirs for name in call):
                     break
                 await more.wait()
     ours = exported_spans(done.stderr.decode())
     trace_id = ours["invoke_agent assistant"]["context"]["trace_id"]
-    call = ("tools/call math", "invoke_agent math", "chat math.json", "execute_tool calculator")
     assert {theirs[name]["context"]["trace_id"] for name in call} == {trace_id}
     # B's work hangs under its SDK's span of the request, and that under A's call of it.
     assert (
