@@ -15,6 +15,7 @@ JSON, and a record in Python's pickle format is refused unread (`record_format`)
 
 from __future__ import annotations
 
+import logging
 import socket
 import uuid
 from collections.abc import AsyncGenerator, Collection, Generator, Sequence
@@ -38,6 +39,7 @@ from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
 from ..errors import (
     GatewayError,
+    PickledRecord,
     RunCancelled,
     StoreError,
     StoreUnavailable,
@@ -65,6 +67,7 @@ from .lock import staying_alive
 from .outage import Outage, noticing, watching
 from .record_format import (
     STORED_FORMAT,
+    pickled,
     read_pickled_from_env,
     reading_pickled,
     refusals,
@@ -93,6 +96,8 @@ from .status import (
 from .workflow import WORKFLOW, Execution, Host, RunOptions, hosting, run_workflow
 
 __all__ = ["DurableRuns", "RunOptions", "open_runs"]
+
+_log = logging.getLogger(__name__)
 
 
 APP_VERSION = "agent-gateway-runs-1"
@@ -390,18 +395,31 @@ class DurableRuns:
             raise store_failure(self.url, exc) from None
 
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs, newest first; `status` one of `status.STATUSES`.
-
-        Raises `PickledRecord` naming the first run with a record in the pickle format."""
+        """The runs, newest first; `status` one of `status.STATUSES`. A run with a record in
+        the pickle format is left out, and one warning names those (the others are listed:
+        a store an older version wrote is seen without trusting it)."""
+        infos: list[RunInfo] = []
+        unread: list[str] = []
         with self._reading():
             with refusals() as refused:
                 found = await self._client.list_workflows_async(
                     name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
                 )
-            if refused:  # DBOS read each run's input on, unread: which run's it was
-                for each in found:
-                    await self.get(each.workflow_id)
-            infos = [await self._info_of(w) for w in found]
+            for each in found:
+                try:  # DBOS read a refused input on, unread: each run is read again by itself
+                    infos.append(
+                        await (self.get(each.workflow_id) if refused else self._info_of(each))
+                    )
+                except PickledRecord:
+                    unread.append(each.workflow_id)
+        if unread:
+            _log.warning(
+                "%d run%s not listed (%s): %s",
+                len(unread),
+                "s are" if len(unread) > 1 else " is",
+                ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else ""),
+                str(pickled()).replace("a record of the run store is", "each is", 1),
+            )
         return [info for info in infos if status is None or info.status == status]
 
     async def get(self, run_id: str) -> RunInfo:

@@ -178,12 +178,18 @@ def test_a_planted_pickle_runs_no_code_and_is_refused_naming_its_run(
             (_planted(marker), run_id),
         )
 
-    for command in (("runs", "list"), ("runs", "show", run_id), ("runs", "resume", run_id)):
+    for command in (("runs", "show", run_id), ("runs", "resume", run_id)):
         done = cli(*command, "--store", store)
         assert done.returncode != 0, command
         assert f"run {run_id} {REFUSED}" in done.stderr, (command, done.stderr)
         assert "read_pickled = true" in done.stderr
         assert "Traceback" not in done.stderr
+    # The list goes on without it, and says so (the other runs of an older store are seen).
+    listed = cli("runs", "list", "--store", store)
+    assert listed.returncode == 0, listed.stderr
+    assert run_id not in listed.stdout
+    assert f"1 run is not listed ({run_id}): each is stored in Python's pickle" in listed.stderr
+    assert "read_pickled = true" in listed.stderr
 
     async def adopt() -> None:
         async with open_runs(store) as runs:
@@ -279,7 +285,10 @@ def test_an_older_versions_store_is_read_with_read_pickled(tmp_path: Path) -> No
     _as_an_older_version_wrote_it(store)
     assert set[str | None]().union(*_formats(store).values()) - {None} == {"py_pickle"}
 
-    refused = cli("runs", "list", "--store", store)
+    unread = cli("runs", "list", "--store", store)
+    assert unread.returncode == 0, unread.stderr
+    assert f"1 run is not listed ({run_id}): each is stored in Python's pickle" in unread.stderr
+    refused = cli("runs", "show", run_id, "--store", store)
     assert refused.returncode != 0
     assert f"run {run_id} {REFUSED}" in refused.stderr
 
