@@ -5,7 +5,8 @@ with `DurableRuns.resume`: it continues from the run's last checkpoint, and ever
 finished is answered from its record, never made again (see docs/decisions.md).
 """
 
-from .runs import DurableRuns, RunOptions, open_runs
+from .opening import open_runs
+from .runs import DurableRuns, RunOptions
 from .status import STATUSES, RunInfo, RunStep
 from .tree import CallNode, call_tree
 

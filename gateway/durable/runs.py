@@ -1,8 +1,8 @@
 """Runs as DBOS workflows in a SQLite file or a PostgreSQL database.
 
-DBOS is one instance per process: `open_runs` launches it (and destroys it on exit). Each run
-is a workflow whose body (`workflow`) is the engine's own `Gateway.resume`, every model and
-tool call a recorded step. `DurableRuns` starts, resumes, follows, lists and steers them.
+DBOS is one instance per process: `opening.open_runs` launches it (and destroys it on exit).
+Each run is a workflow whose body (`workflow`) is the engine's own `Gateway.resume`, every
+model and tool call a recorded step. `DurableRuns` starts, resumes, follows, lists and steers them.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
 pending, so it can be resumed, here or in another process, once the cause is fixed. A run
@@ -17,23 +17,17 @@ from __future__ import annotations
 
 import logging
 import socket
-import uuid
-from collections.abc import AsyncGenerator, Collection, Generator, Sequence
+from collections.abc import Collection, Generator, Sequence
 from contextlib import (
-    AsyncExitStack,
-    asynccontextmanager,
     contextmanager,
 )
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import anyio
-from dbos import DBOS, DBOSClient, DBOSConfig, SetWorkflowID, WorkflowHandleAsync
+from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError
 from sqlalchemy.exc import SQLAlchemyError
-
-from agent.memory import private_sqlite_file
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
@@ -47,29 +41,19 @@ from ..errors import (
 )
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import (
-    check_store_url,
-    default_store_url,
     redacted,
-    runs_stored,
     store_option,
 )
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, OnWait
-from .dbos_setup import log_through_ours, write_ahead_log
 from .decisions import send_decision, this_person
 from .endings import (
     WATCH_SECONDS,
     ItemsFailed,
-    cancels_watched,
     taken,
 )
-from .lock import staying_alive
-from .outage import Outage, noticing, watching
 from .record_format import (
-    STORED_FORMAT,
     pickled,
-    read_pickled_from_env,
-    reading_pickled,
     refusals,
     refusing_for,
     stored_as,
@@ -80,9 +64,7 @@ from .replicas import (
     follow_elsewhere,
     on_postgres,
     owner_of,
-    taking_over,
 )
-from .retention import pruning
 from .status import (
     ACTIVE_STATUSES,
     EXECUTION_EVENT,
@@ -93,9 +75,9 @@ from .status import (
     run_steps,
     store_failure,
 )
-from .workflow import WORKFLOW, Execution, Host, RunOptions, hosting, run_workflow
+from .workflow import WORKFLOW, Execution, Host, RunOptions, run_workflow
 
-__all__ = ["DurableRuns", "RunOptions", "open_runs"]
+__all__ = ["DurableRuns", "RunOptions"]
 
 _log = logging.getLogger(__name__)
 
@@ -548,128 +530,3 @@ async def _start_workflow(state: RunState) -> WorkflowHandleAsync[str]:
         handle = await DBOS.start_workflow_async(run_workflow, state.model_dump_json())
     assert handle is not None  # a shielded scope is not cancelled
     return handle
-
-
-@asynccontextmanager
-async def open_runs(
-    url: str | None = None,
-    *,
-    launch: bool = True,
-    replica_every: float | None = None,
-    keep_days: float = 0,
-    unreachable_wait: float = UNREACHABLE_WAIT,
-    read_pickled: bool = False,
-) -> AsyncGenerator[DurableRuns]:
-    """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
-    workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
-    On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
-    `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
-    died. With `launch` and `keep_days`, finished runs older than that are deleted now and
-    hourly while the store is open (`retention`). With `launch` on PostgreSQL, runs wait
-    `unreachable_wait` seconds for a store that became unreachable, then stop (`outage`). On exit, the runs executing here are
-    interrupted (`stop_all`) before the lock goes. Records in Python's pickle format (an older
-    version's) are read only with `read_pickled` or `AGENT_GATEWAY_READ_PICKLED=1`, else
-    refused (`PickledRecord`, see `record_format`).
-
-    Raises `StoreError` when the URL names no store, `StoreUnavailable` when its database
-    cannot be reached.
-    """
-    with reading_pickled(read_pickled or read_pickled_from_env()):
-        async with _opened(
-            url,
-            launch=launch,
-            replica_every=replica_every,
-            keep_days=keep_days,
-            unreachable_wait=unreachable_wait,
-        ) as runs:
-            yield runs
-
-
-@asynccontextmanager
-async def _opened(
-    url: str | None,
-    *,
-    launch: bool,
-    replica_every: float | None,
-    keep_days: float,
-    unreachable_wait: float,
-) -> AsyncGenerator[DurableRuns]:
-    url = check_store_url(url or default_store_url())
-    if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
-        raise StoreError(f"no runs are stored in {redacted(url)}")
-    if url.startswith("sqlite:///"):
-        file = Path(url.removeprefix("sqlite:///"))
-        try:
-            if launch:  # else it exists (runs_stored said so): it is only read
-                await anyio.to_thread.run_sync(private_sqlite_file, file, "the run store")
-        except OSError as exc:
-            raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
-        if launch:
-            await anyio.to_thread.run_sync(write_ahead_log, str(file))
-    log_through_ours()
-    postgres = on_postgres(url)
-    replica = postgres and replica_every is not None
-    queue = (
-        f"{REPLICA_PREFIX if replica else 'agent-gateway-'}{uuid.uuid4().hex}" if launch else None
-    )
-    outage = Outage(url, unreachable_wait) if postgres and launch else None
-    if queue is not None:
-        config: DBOSConfig = {
-            "name": "agent-gateway",
-            "system_database_url": url,
-            # Its own id: launching recovers nothing of other processes; `resume` takes a run over.
-            "executor_id": queue,
-            "application_version": APP_VERSION,
-            "log_level": "WARNING",
-            "notification_listener_polling_interval_sec": NOTIFICATION_POLL_SECONDS,
-            "serializer": STORED_FORMAT,
-        }
-        try:
-            dbos = DBOS(config=config)
-            DBOS.listen_queues([queue])
-            DBOS.launch()
-            if outage is not None:
-                outage.bound(getattr(dbos, "_sys_db"))  # noqa: B009
-        except Exception as exc:
-            DBOS.destroy(destroy_registry=False)
-            raise store_failure(url, exc) from None
-    try:
-        client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
-    except Exception as exc:
-        if launch:
-            DBOS.destroy(destroy_registry=False)
-        raise store_failure(url, exc) from None
-    if outage is not None:
-        outage.bound(getattr(client, "_sys_db"))  # noqa: B009
-    host = Host(client, url, outage=outage)
-    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
-    with noticing(outage):  # until DBOS is destroyed: its threads log till then
-        try:
-            async with AsyncExitStack() as stack:
-                stack.enter_context(hosting(host))
-                if queue is not None:
-                    lock = (
-                        await stack.enter_async_context(
-                            staying_alive(url, queue, superseded=runs.supersede_all)
-                        )
-                        if postgres
-                        else None
-                    )
-                    if outage is not None:
-                        await stack.enter_async_context(watching(outage, runs.stop_for_store))
-                    # On exit: after the watches below stop, before the lock goes.
-                    stack.push_async_callback(runs.stop_all)
-                    await stack.enter_async_context(cancels_watched(host.executions, host.client))
-                    if lock is not None and replica_every is not None:
-                        await stack.enter_async_context(
-                            taking_over(
-                                runs, client, lock, workflow=WORKFLOW, interval=replica_every
-                            )
-                        )
-                    if keep_days:
-                        await stack.enter_async_context(pruning(runs, keep_days))
-                yield runs
-        finally:
-            client.destroy()
-            if launch:
-                DBOS.destroy(destroy_registry=False)
