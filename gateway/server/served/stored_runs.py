@@ -37,7 +37,7 @@ import mcp_types as types
 from pydantic import JsonValue
 
 from ...approval import ApprovalRequest, Approver, Decision
-from ...errors import AlreadyDecided, UnknownRun
+from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...limits import PerNode
 from ...run_state import RunOrigin, RunResult, RunState
 from ...store_config import store_option
@@ -159,7 +159,17 @@ class StoredAgentRuns:
             return await self.runs.follow_elsewhere(
                 run_id, decided=decided, pause=pause, follower=follower
             )
-        await self.adopt(run_id)
+        try:
+            await self.adopt(run_id)
+        except UnknownRun:
+            # It ended between the caller's look and now (it ran in this process's
+            # background): its end, not the operator's words on resuming it.
+            ended = await self.ended(run_id)
+            if isinstance(ended, RunResult):
+                return ended
+            if ended is None:
+                raise
+            raise GatewayError(ended) from None
         relay = self._relays.setdefault(run_id, Relay())
         relay.target = follower
         try:
