@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
-from tests.servers.databases import postgres_server, redis_server
+from tests.servers.databases import PostgresCluster, postgres_cluster, postgres_server, redis_server
 
 # Started in the background by a non-interactive shell, pytest ignores SIGINT, and so would
 # every gateway it spawns (an ignored signal survives exec): the Ctrl-C tests need it handled.
@@ -35,6 +35,14 @@ def postgres_url() -> Iterator[str]:
     """A real PostgreSQL server for the whole session; its `postgres` database's URL."""
     with postgres_server() as url:
         yield url
+
+
+@pytest.fixture
+def pg_cluster() -> Iterator[PostgresCluster]:
+    """A PostgreSQL server of the test's own, to stop and start again (a store that goes
+    away, a server that restarts)."""
+    with postgres_cluster() as started:
+        yield started
 
 
 @pytest.fixture(scope="session")

@@ -19,7 +19,7 @@ from gateway.durable.outage import Outage, watching
 from gateway.errors import StoreUnavailable
 from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
 from tests.durable.said import Said, listening
-from tests.servers.databases import PostgresCluster, postgres_cluster
+from tests.servers.databases import PostgresCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -28,12 +28,6 @@ TOOLS = (
     '[tools.gated]\npython = "tests.durable_tools:gated"\n'
 )
 UNREACHABLE = "is unreachable (connection failed: "
-
-
-@pytest.fixture
-def cluster() -> Iterator[PostgresCluster]:
-    with postgres_cluster() as started:
-        yield started
 
 
 @pytest.fixture
@@ -51,8 +45,8 @@ def dbos_retry(outage: Outage, said: Said) -> tuple[bool, list[str]]:
 class Setup:
     """A run of two tool calls at once: A ends (recorded), B waits at its gate."""
 
-    def __init__(self, directory: Path, cluster: PostgresCluster, wait: float) -> None:
-        self.store = f"{cluster.url.rsplit('/', 1)[0]}/runs"
+    def __init__(self, directory: Path, pg_cluster: PostgresCluster, wait: float) -> None:
+        self.store = f"{pg_cluster.url.rsplit('/', 1)[0]}/runs"
         self.log, self.gate = directory / "calls.log", directory / "gate"
         os.mkfifo(self.gate)
         self.config = directory / "agent-gateway.toml"
@@ -90,16 +84,16 @@ def _quiet(err: str) -> None:
 
 
 async def test_a_store_that_comes_back_within_the_wait_lets_the_run_go_on(
-    tmp_path: Path, cluster: PostgresCluster
+    tmp_path: Path, pg_cluster: PostgresCluster
 ) -> None:
-    setup = Setup(tmp_path, cluster, wait=60)
+    setup = Setup(tmp_path, pg_cluster, wait=60)
     run = await setup.start()
     try:
-        await anyio.to_thread.run_sync(cluster.stop)
+        await anyio.to_thread.run_sync(pg_cluster.stop)
         await run.until(UNREACHABLE)
         assert "runs here wait up to 60 s for it ([store] unreachable_wait)" in run.err
         await setup.release()
-        await anyio.to_thread.run_sync(cluster.start)
+        await anyio.to_thread.run_sync(pg_cluster.start)
         code, out = await run.finish()
     finally:
         await stop_run(run)
@@ -110,15 +104,15 @@ async def test_a_store_that_comes_back_within_the_wait_lets_the_run_go_on(
 
 
 async def test_dbos_retries_once_the_store_is_seen_back_and_after_the_line_saying_so(
-    cluster: PostgresCluster, said: Said
+    pg_cluster: PostgresCluster, said: Said
 ) -> None:
     # Was: the retry went on at once, to sleep DBOS's backoff (1 s doubling, to 60 s): a store
     # back in seconds was retried up to a minute later, or the run ended before the line.
-    outage, gave_up = Outage(cluster.url, wait=60), list[StoreUnavailable]()
+    outage, gave_up = Outage(pg_cluster.url, wait=60), list[StoreUnavailable]()
     answered: list[tuple[bool, list[str]]] = []
     with anyio.fail_after(40):
         async with watching(outage, gave_up.append), anyio.create_task_group() as tg:
-            await anyio.to_thread.run_sync(cluster.stop)
+            await anyio.to_thread.run_sync(pg_cluster.stop)
 
             async def retry() -> None:
                 answered.append(await anyio.to_thread.run_sync(dbos_retry, outage, said))
@@ -127,7 +121,7 @@ async def test_dbos_retries_once_the_store_is_seen_back_and_after_the_line_sayin
             await said.until(UNREACHABLE)
             assert not answered  # it waits while the store is away
             assert outage  # asked on the watching loop itself, it does not wait (nor deadlock)
-            await anyio.to_thread.run_sync(cluster.start)
+            await anyio.to_thread.run_sync(pg_cluster.start)
     [(retried, lines)] = answered
     assert retried
     assert "is reachable again after" in lines[-1], lines
@@ -135,11 +129,11 @@ async def test_dbos_retries_once_the_store_is_seen_back_and_after_the_line_sayin
 
 
 async def test_dbos_retries_raise_at_once_when_the_wait_is_over(
-    cluster: PostgresCluster, said: Said
+    pg_cluster: PostgresCluster, said: Said
 ) -> None:
-    outage, gave_up = Outage(cluster.url, wait=1), list[StoreUnavailable]()
+    outage, gave_up = Outage(pg_cluster.url, wait=1), list[StoreUnavailable]()
     async with watching(outage, gave_up.append):
-        await anyio.to_thread.run_sync(cluster.stop)
+        await anyio.to_thread.run_sync(pg_cluster.stop)
         with anyio.fail_after(10):  # the wait, and a look a second
             retried, _ = await anyio.to_thread.run_sync(dbos_retry, outage, said)
         assert not retried  # DBOS raises: the run stops
@@ -148,12 +142,12 @@ async def test_dbos_retries_raise_at_once_when_the_wait_is_over(
 
 
 async def test_a_store_that_stays_away_stops_the_run_which_resumes_once_it_is_back(
-    tmp_path: Path, cluster: PostgresCluster
+    tmp_path: Path, pg_cluster: PostgresCluster
 ) -> None:
-    setup = Setup(tmp_path, cluster, wait=2)
+    setup = Setup(tmp_path, pg_cluster, wait=2)
     run = await setup.start()
     try:
-        await anyio.to_thread.run_sync(cluster.stop)
+        await anyio.to_thread.run_sync(pg_cluster.stop)
         await run.until(UNREACHABLE)
         await setup.release()
         with anyio.fail_after(20):  # the wait, and a look a second
@@ -168,7 +162,7 @@ async def test_a_store_that_stays_away_stops_the_run_which_resumes_once_it_is_ba
     assert hint[2] == setup.store
     _quiet(run.err)
 
-    await anyio.to_thread.run_sync(cluster.start)
+    await anyio.to_thread.run_sync(pg_cluster.start)
     setup.gate.unlink()
     resumed = cli("resume", hint[1], "--store", setup.store, "--model", setup.second, "--json")
     assert resumed.returncode == 0, resumed.stderr
@@ -182,12 +176,12 @@ async def test_a_store_that_stays_away_stops_the_run_which_resumes_once_it_is_ba
 
 
 async def test_ctrl_c_stops_a_run_waiting_for_its_store_at_once(
-    tmp_path: Path, cluster: PostgresCluster
+    tmp_path: Path, pg_cluster: PostgresCluster
 ) -> None:
-    setup = Setup(tmp_path, cluster, wait=60)
+    setup = Setup(tmp_path, pg_cluster, wait=60)
     run = await setup.start()
     try:
-        await anyio.to_thread.run_sync(cluster.stop)
+        await anyio.to_thread.run_sync(pg_cluster.stop)
         await run.until(UNREACHABLE)
         await setup.release()
         run.process.send_signal(signal.SIGINT)

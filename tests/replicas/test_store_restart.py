@@ -5,7 +5,6 @@ calls a second time)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from contextlib import suppress
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.servers.databases import PostgresCluster, free_port, postgres_cluster
+from tests.servers.databases import PostgresCluster, free_port
 from tests.servers.openai_stub import openai_stub
 
 from .cluster import cluster, config, runs_json
@@ -24,16 +23,10 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(18
 HELD_AGAIN = "holds its lock on the store again"
 
 
-@pytest.fixture
-def database() -> Iterator[PostgresCluster]:
-    with postgres_cluster() as started:
-        yield started
-
-
 async def test_a_store_restart_leaves_each_run_with_its_live_replica(
-    tmp_path: Path, database: PostgresCluster
+    tmp_path: Path, pg_cluster: PostgresCluster
 ) -> None:
-    store = f"{database.url.rsplit('/', 1)[0]}/runs"
+    store = f"{pg_cluster.url.rsplit('/', 1)[0]}/runs"
     log, gate = tmp_path / "calls.log", tmp_path / "gate"
     os.mkfifo(gate)
     gated = {"name": "gated", "arguments": {"log": str(log), "name": "A", "gate": str(gate)}}
@@ -64,8 +57,8 @@ async def test_a_store_restart_leaves_each_run_with_its_live_replica(
                 with anyio.fail_after(60):
                     running = await gateways.saying("gated: waiting for A")
                 [other] = [r for r in gateways.replicas if r is not running]
-                await anyio.to_thread.run_sync(database.stop)
-                await anyio.to_thread.run_sync(database.start)
+                await anyio.to_thread.run_sync(pg_cluster.stop)
+                await anyio.to_thread.run_sync(pg_cluster.start)
                 with anyio.fail_after(60):
                     await running.said(HELD_AGAIN)
                     await other.said(HELD_AGAIN)
