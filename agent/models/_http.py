@@ -10,10 +10,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import logging
 import math
-import re
 import threading
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +30,7 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ._json import arr, is_arr, is_obj, obj
+from ._json import arr, is_arr, is_obj, json_body, obj
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
@@ -194,22 +192,6 @@ class WholeAnswer:
     """The JSON body a server sent where a stream of events was asked for."""
 
     data: Any
-
-
-def json_body(body: Mapping[str, Any]) -> bytes:
-    """`body` as httpx's `json=` writes it (compact, UTF-8), each lone UTF-16 surrogate in it
-    as U+FFFD: a tool result may hold one (JSON's `"\\ud800"`, from a server that cut a string
-    in the middle of an emoji), UTF-8 has no bytes for it, and a provider takes no escape of
-    it either; the model reads the character Unicode has for what could not be read."""
-    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Only a string can hold one: replacing it in the JSON text replaces it in the value.
-        return _SURROGATE.sub("\N{REPLACEMENT CHARACTER}", text).encode("utf-8")
-
-
-_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 
 def _is_json(response: httpx.Response) -> bool:

@@ -7,6 +7,7 @@ type instead of raising, so a missing field never turns into a `KeyError` deep i
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Mapping
 from typing import Any, TypeGuard
@@ -87,3 +88,19 @@ def read_stop(
     if not isinstance(value, str) or not value:
         return None, None
     return known.get(value, "other"), value
+
+
+def json_body(body: Mapping[str, Any]) -> bytes:
+    """`body` as httpx's `json=` writes it (compact, UTF-8), each lone UTF-16 surrogate in it
+    as U+FFFD: a tool result may hold one (JSON's `"\\ud800"`, from a server that cut a string
+    in the middle of an emoji), UTF-8 has no bytes for it, and a provider takes no escape of
+    it either; the model reads the character Unicode has for what could not be read."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Only a string can hold one: replacing it in the JSON text replaces it in the value.
+        return _SURROGATE.sub("\N{REPLACEMENT CHARACTER}", text).encode("utf-8")
+
+
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
