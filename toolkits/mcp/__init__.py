@@ -15,6 +15,7 @@ HTTP servers that answer 401 get the MCP authorization flow (`oauth`): tokens li
 user's keyring or a private file (`oauth_store`); `authorization` logs in, out and reports.
 """
 
+from .backoff import Backoff
 from .catalog import McpCatalog
 from .config import (
     DEFAULT_MAX_OUTPUT,
@@ -34,7 +35,7 @@ from .node import McpToolkit
 from .oauth import McpOAuth, RedirectMode, oauth_for, uses_oauth
 from .oauth_store import FileStore, KeyringStore, TokenStore, default_store
 from .plain_result import is_plain_text, plain_for_era
-from .session import Backoff, Target
+from .session import Target
 from .transport import TransportFactory
 
 __all__ = [

@@ -28,10 +28,11 @@ from ..background import InBackground
 from ..base import Tool
 from ..capabilities import ListChangedCallback
 from ..health import NodeHealth
+from .backoff import DEFAULT_BACKOFF, Backoff
 from .config import McpServerConfig
 from .naming import reserved_clashes, resolve_tool_names
 from .node import McpToolkit
-from .session import DEFAULT_BACKOFF, Backoff, Target
+from .session import Target
 
 __all__ = ["McpToolkitGroup"]
 

@@ -44,6 +44,7 @@ from ..capabilities import (
 )
 from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
+from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .deadline import Deadline, timed_out
@@ -60,14 +61,7 @@ from .naming import (
 )
 from .progress import progress_in_order
 from .server_requests import CallsInFlight, InFlightCall
-from .session import (
-    DEFAULT_BACKOFF,
-    Backoff,
-    Connection,
-    OwnedSession,
-    Target,
-    connection_lost,
-)
+from .session import Connection, OwnedSession, Target, connection_lost
 from .subscriptions import ResourceSubscriptions
 
 __all__ = ["McpToolkit"]

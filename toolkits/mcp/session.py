@@ -20,7 +20,6 @@ import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any, Literal, cast
@@ -41,6 +40,7 @@ from pydantic import ValidationError
 from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
 from ..health import HealthState, NodeHealth
 from ..printable import printable
+from .backoff import DEFAULT_BACKOFF, Backoff
 from .config import McpServerConfig
 from .error_text import describe_error
 from .naming import is_offered
@@ -57,9 +57,7 @@ from .transport import (
 )
 
 __all__ = [
-    "DEFAULT_BACKOFF",
     "AdoptListing",
-    "Backoff",
     "Connection",
     "ListChanged",
     "OwnedSession",
@@ -100,24 +98,6 @@ _LOG_LEVELS = {
     "alert": logging.CRITICAL,
     "emergency": logging.CRITICAL,
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Backoff:
-    """How long a node waits before reconnecting."""
-
-    initial: float = 0.5
-    maximum: float = 30.0
-    stable_after: float = 10.0
-    """A session that lived this long before dying is reconnected at once; one that died
-    sooner counts towards the backoff, so a server that crashes on every start is not
-    restarted in a hot loop."""
-
-    def delay(self, failures: int) -> float:
-        return 0.0 if failures <= 0 else min(self.maximum, self.initial * 2 ** (failures - 1))
-
-
-DEFAULT_BACKOFF = Backoff()
 
 
 def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
