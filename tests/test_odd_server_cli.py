@@ -86,3 +86,18 @@ def test_a_clients_file_with_a_server_key_that_is_no_node_name_works_unchanged(
     assert "Odd_Server__plain" in [tool["name"] for tool in listed["tools"]]
     assert main(["call", "Odd_Server__plain", "--config", str(config)]) == 0
     assert capsys.readouterr().out == "plain\n"
+
+
+def test_tools_says_what_a_tools_schema_asks_that_no_model_can_be_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = odd_config(tmp_path)
+    assert main(["tools", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    said = "  a model cannot be told all its input schema asks: the `not` at its root\n"
+    assert f"odd__exclusive                   node=odd (exclusive)  a or b\n{said}" in out
+    assert out.count("a model cannot be told") == 1
+    assert main(["tools", "--config", str(config), "--json"]) == 0
+    listed = {tool["name"]: tool for tool in json.loads(capsys.readouterr().out)["tools"]}
+    assert listed["odd__exclusive"]["untold_to_models"] == ["the `not` at its root"]
+    assert listed["odd__echo"]["untold_to_models"] == []

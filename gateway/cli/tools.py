@@ -11,6 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
 from agent import AgentError, AgentItem
+from agent.models.schema import unexpressed
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
 from toolkits.printable import printable
 
@@ -196,6 +197,11 @@ def _print_listing(
         origin = f" ({tool.original_name})" if tool.original_name else ""
         # A server names and describes its tools: shown as text, its escapes never obeyed.
         print(printable(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}"))
+        lost = unexpressed(tool.input_schema)
+        if lost:  # said here too, not only when an agent is first given the tool
+            print(
+                printable(f"  a model cannot be told all its input schema asks: {'; '.join(lost)}")
+            )
     for name, agent in gateway.agents.items():
         print(printable(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}"))
     for server in health:
@@ -216,6 +222,7 @@ def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> d
                 "original_name": tool.original_name,
                 "description": tool.description,
                 "input_schema": dict(tool.input_schema),
+                "untold_to_models": list(unexpressed(tool.input_schema)),
             }
             for tool in tools
         ],

@@ -10,7 +10,9 @@ Real servers written in other languages do send these. Its `tools/list` page hol
 - `weather_bad`: an `outputSchema` its structured content breaks (`{"temp": "warm"}`);
 - `cut`: text with a lone UTF-16 surrogate (`bad\\ud800x`, what a JavaScript server sends
   when it cut a string in the middle of an emoji), written as JSON escapes;
-- `plain`: text alone, no `isError` (nor any other key).
+- `plain`: text alone, no `isError` (nor any other key);
+- `exclusive`: `a` or `b`, not both, said by a `not` at its schema's root (no model can be
+  told that; the tool's own check answers a call with both).
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "weather_bad", "inputSchema": _OBJECT, "outputSchema": _TEMP},
     {"name": "cut", "inputSchema": _OBJECT},
     {"name": "plain", "inputSchema": _OBJECT},
+    {
+        "name": "exclusive",
+        "description": "a or b",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"a": {"type": "string"}, "b": {"type": "string"}},
+            "not": {"required": ["a", "b"]},
+        },
+    },
 ]
 
 _RESULTS: dict[str, dict[str, Any]] = {
