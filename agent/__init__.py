@@ -39,7 +39,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .model import ChatModel, TokenCallback
+from .model import ChatModel, ReportsServer, ServerAddress, TokenCallback
 from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
 from .protocol import (
     ROUTING_KEY,
@@ -91,11 +91,13 @@ __all__ = [
     "OutputInvalid",
     "OutputSchema",
     "ReportsContextWindow",
+    "ReportsServer",
     "SQLiteStore",
     "ScriptExhausted",
     "ScriptedAnswer",
     "ScriptedCall",
     "ScriptedModel",
+    "ServerAddress",
     "SessionMemory",
     "SessionStore",
     "StateError",

@@ -117,6 +117,11 @@ class AssistantMessage(_Frozen):
     `provider` names who wrote `raw`; a provider only replays raw payloads that are its own.
     `stop_reason` is None when the model did not say why it stopped; `stop_detail` is the
     provider's own word for it (`length`, `max_tokens`, `SAFETY`), for messages.
+
+    `response_id` and `response_model` say which response of which model this was, for
+    telemetry. They describe the call, not the conversation: never serialised, so what a run,
+    a chat memory or a recorded call stores of a message (and what a recorded call is looked
+    up by) is what it was before they existed, and an older gateway still reads it.
     """
 
     role: Literal["assistant"] = "assistant"
@@ -127,6 +132,12 @@ class AssistantMessage(_Frozen):
     stop_detail: str | None = None
     provider: str | None = None
     raw: JsonValue = None
+    response_id: str | None = Field(default=None, exclude=True)
+    """The provider's id of the response: OpenAI's `chatcmpl-...`, Anthropic's `msg_...`,
+    Gemini's `responseId`. None when it gave none."""
+    response_model: str | None = Field(default=None, exclude=True)
+    """The model that answered, as its provider names it (`gpt-4.1-mini-2025-04-14` when
+    `gpt-4.1-mini` was asked). None when it did not say."""
 
 
 class MediaPart(_Frozen):

@@ -7,11 +7,12 @@ Cancellation is anyio's: cancelling the calling scope cancels the call. Implemen
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from .messages import AssistantMessage, ChatMessage, ToolDefinition
 
-__all__ = ["ChatModel", "TokenCallback"]
+__all__ = ["ChatModel", "ReportsServer", "ServerAddress", "TokenCallback"]
 
 TokenCallback = Callable[[str], Awaitable[None]]
 """Receives each streamed text delta as it arrives."""
@@ -35,4 +36,23 @@ class ChatModel(Protocol):
 
         Raises `agent.errors.ModelError` when the provider fails.
         """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ServerAddress:
+    """Where a model's provider is reached: host (a name or an IP address) and port. Never a
+    path, a query or credentials."""
+
+    host: str
+    port: int
+
+
+@runtime_checkable
+class ReportsServer(Protocol):
+    """A model that can tell which server wrote an answer (for telemetry's `server.address`)."""
+
+    def server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
+        """The server that wrote `answer`; with None (the call failed), the server the call
+        went to. None when unknown. Never raises."""
         ...

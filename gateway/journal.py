@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from pydantic import JsonValue
 
@@ -20,6 +20,8 @@ from agent import (
     ChatMessage,
     ChatModel,
     ReportsContextWindow,
+    ReportsServer,
+    ServerAddress,
     TokenCallback,
     ToolDefinition,
 )
@@ -70,12 +72,17 @@ class ScopedJournal:
 
 class RecordedModel:
     """A model whose answers are recorded: a resumed run gets the same answer to the same
-    request (named by a hash of it, and how many times it was asked before in this agent)."""
+    request (named by a hash of it, and how many times it was asked before in this agent).
+
+    The record is the answer as serialised, without its `response_id` and `response_model`
+    (see `AssistantMessage`): an answer just made keeps them; one read from the record has
+    none, since no provider gave it now."""
 
     def __init__(self, model: ChatModel, journal: ScopedJournal) -> None:
         self._model = model
         self._journal = journal
         self._asked: dict[str, int] = {}
+        self._reports_server = isinstance(model, ReportsServer)
 
     @property
     def name(self) -> str:
@@ -86,6 +93,13 @@ class RecordedModel:
         unstored one does. Not recorded: it is a safeguard before a call, asked afresh."""
         if isinstance(self._model, ReportsContextWindow):
             return await self._model.context_window()
+        return None
+
+    def server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
+        """The wrapped model's word on which server wrote `answer`, for a recorded answer too:
+        the same server wrote it when the call was made."""
+        if self._reports_server:
+            return cast(ReportsServer, self._model).server_of(answer)
         return None
 
     async def invoke(
@@ -106,9 +120,17 @@ class RecordedModel:
         key = hashlib.sha256(request.encode()).hexdigest()[:24]
         count = self._asked[key] = self._asked.get(key, 0) + 1
 
+        made: list[AssistantMessage] = []
+
         async def ask() -> JsonValue:
             answer = await self._model.invoke(messages, tools, on_token=on_token)
+            made.append(answer)
             return answer.model_dump(mode="json")
 
-        recorded = await self._journal.record(f"model {key} #{count}", ask)
-        return AssistantMessage.model_validate(recorded)
+        recorded = AssistantMessage.model_validate(
+            await self._journal.record(f"model {key} #{count}", ask)
+        )
+        if not made:
+            return recorded
+        identity = {"response_id": made[0].response_id, "response_model": made[0].response_model}
+        return recorded.model_copy(update=identity)

@@ -2,9 +2,11 @@
 
 `OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
 call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
-`gen_ai.usage.*`, `gen_ai.response.finish_reasons`), each tool call an `execute_tool {tool}`
-span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the trace: a sub-agent's spans
-sit under the tool call that ran it. A call waiting for a person's approval is an
+`gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
+the model that answered, `gen_ai.response.model`; the host and port of the endpoint it went
+to, `server.address` and `server.port`, a failed call's too), each tool call an
+`execute_tool {tool}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the
+trace: a sub-agent's spans sit under the tool call that ran it. A call waiting for a person's approval is an
 `await_approval {tool}` span, ended by the decision. The run itself is not a span of its own (its agent is); its id is the
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
 message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
@@ -59,6 +61,13 @@ _FINISH_REASONS = {
     "content_filter": "content_filter",
 }
 """Our stop reasons as the GenAI conventions name them (the others: the provider's word)."""
+_RESPONSE = {
+    "response_id": "gen_ai.response.id",
+    "response_model": "gen_ai.response.model",
+    "server_address": "server.address",
+    "server_port": "server.port",
+}
+"""A model span's output fields that are attributes as they are (`TracedModel` sets them)."""
 _USAGE = {
     "input_tokens": "gen_ai.usage.input_tokens",
     "output_tokens": "gen_ai.usage.output_tokens",
@@ -187,6 +196,10 @@ class OtelExporter:
             reason = _finish_reason(event.output)
             if reason is not None:
                 span.set_attribute("gen_ai.response.finish_reasons", [reason])
+            for field, attribute in _RESPONSE.items():
+                value = event.output.get(field)
+                if isinstance(value, str | int) and not isinstance(value, bool):
+                    span.set_attribute(attribute, value)
         if event.phase == "error":
             said = None if event.error_private else event.error  # a tool's words stay out
             span.set_status(Status(StatusCode.ERROR, said))

@@ -290,6 +290,7 @@ def to_assistant_message(result: types.CreateMessageResultWithTools) -> Assistan
         usage=Usage(requests=1),
         provider=PROVIDER,
         raw=raw,
+        response_model=result.model or None,
     )
 
 

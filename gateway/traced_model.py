@@ -14,6 +14,8 @@ from agent import (
     ChatModel,
     ModelError,
     ReportsContextWindow,
+    ReportsServer,
+    ServerAddress,
     TokenCallback,
     ToolDefinition,
 )
@@ -51,7 +53,12 @@ async def note_retry(model: str, said: str) -> None:
 class TracedModel:
     """Each call is a `model` span; with `stream`, the model is asked to stream and each text
     delta is a `token` event under the span. A call that would not fit the context window
-    (`context_window`, else what the model's provider reports) fails before it is sent."""
+    (`context_window`, else what the model's provider reports) fails before it is sent.
+
+    The span's output is the answer (text, tool calls, usage, why it stopped), which response
+    of which model it was (`response_id`, `response_model`) and the server that wrote it
+    (`server_address`, `server_port`, from a model that `ReportsServer`); a failed call's
+    output is that server, when known."""
 
     def __init__(
         self,
@@ -71,6 +78,8 @@ class TracedModel:
         self._window = context_window
         self._reports_window: bool | None = None
         """Asked at the first call, once: a runtime protocol check is slow on Python 3.11."""
+        self._reports_server: bool | None = None
+        """Asked at the first call's end, once, as `_reports_window` is."""
 
     @property
     def name(self) -> str:
@@ -95,15 +104,23 @@ class TracedModel:
                 answer = await self._model.invoke(
                     messages, tools, on_token=self._tokens(span.id, on_token)
                 )
+            except Exception:
+                span.output = _server_fields(self._server_of(None)) or None
+                raise
             finally:
                 _current_span.reset(token)
             if self._budget is not None:
                 self._budget.charge(answer.usage)
-            span.output = answer.model_dump(
+            output = answer.model_dump(
                 mode="json",
                 include={"content", "tool_calls", "usage", "stop_reason", "stop_detail"},
                 exclude_defaults=True,
             )
+            if answer.response_id is not None:
+                output["response_id"] = answer.response_id
+            if answer.response_model is not None:
+                output["response_model"] = answer.response_model
+            span.output = {**output, **_server_fields(self._server_of(answer))}
             return answer
 
     async def context_window(self) -> int | None:
@@ -117,6 +134,15 @@ class TracedModel:
             return await cast(ReportsContextWindow, self._model).context_window()
         return None
 
+    def _server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
+        """The server that wrote `answer` (None: that a failed call went to), if the model
+        says."""
+        if self._reports_server is None:
+            self._reports_server = isinstance(self._model, ReportsServer)
+        if self._reports_server:
+            return cast(ReportsServer, self._model).server_of(answer)
+        return None
+
     def _tokens(self, span_id: str, on_token: TokenCallback | None) -> TokenCallback | None:
         if not self._stream:
             return on_token
@@ -128,3 +154,9 @@ class TracedModel:
                 await on_token(delta)
 
         return traced
+
+
+def _server_fields(server: ServerAddress | None) -> dict[str, JsonValue]:
+    if server is None:
+        return {}
+    return {"server_address": server.host, "server_port": server.port}

@@ -11,12 +11,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 import httpx
 
 from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
-from ..model import TokenCallback
+from ..model import ServerAddress, TokenCallback
 from ._http import ProviderHTTP, Secret, Unretried, url_secrets
 from ._json import JSONObject, is_obj
 from ._sse import SSEEvent
@@ -59,6 +60,22 @@ def cut_short(label: str, expected: str) -> ModelConnectionError:
     )
 
 
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def server_address(base_url: str) -> ServerAddress | None:
+    """The host and port `base_url` reaches (the scheme's port when it names none); None for
+    a URL without a host or with a port that is no number."""
+    parts = urlsplit(base_url)
+    try:
+        port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+    except ValueError:
+        return None
+    if not parts.hostname or port is None:
+        return None
+    return ServerAddress(host=parts.hostname, port=port)
+
+
 def merged(body: JSONObject, extra: Mapping[str, Any]) -> JSONObject:
     """`body` with `extra` merged in: objects in both are merged the same way (Gemini's
     `generationConfig.thinkingConfig` beside the temperature), anything else in `extra` wins."""
@@ -98,6 +115,7 @@ class HTTPChatModel(ABC):
         )
         self._window: int | None = None
         self._window_asked = False
+        self._server = server_address(base_url)
 
     @property
     def name(self) -> str:
@@ -120,6 +138,10 @@ class HTTPChatModel(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self._name!r})"
+
+    def server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
+        """The host and port of the base URL: every answer comes from there (`ReportsServer`)."""
+        return self._server
 
     async def invoke(
         self,

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from ..messages import StopReason, ToolCall
+from ..messages import AssistantMessage, StopReason, ToolCall
 
 JSONObject = dict[str, Any]
 
@@ -88,6 +88,14 @@ def read_stop(
     if not isinstance(value, str) or not value:
         return None, None
     return known.get(value, "other"), value
+
+
+def identified(answer: AssistantMessage, response_id: object, model: object) -> AssistantMessage:
+    """`answer` with the provider's id of the response and the name of the model that wrote
+    it, each where the provider gave a string."""
+    return answer.model_copy(
+        update={"response_id": text(response_id) or None, "response_model": text(model) or None}
+    )
 
 
 def json_body(body: Mapping[str, Any]) -> bytes:

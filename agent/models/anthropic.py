@@ -42,6 +42,7 @@ from ._json import (
     JSONObject,
     arr,
     count,
+    identified,
     is_arr,
     is_obj,
     new_call_id,
@@ -170,9 +171,10 @@ class AnthropicModel(HTTPChatModel):
         body = obj(data)
         if body.get("type") == "error":
             raise ModelResponseError(f"{self.name}: {obj(body.get('error')).get('message')}")
-        return self._message(
+        answer = self._message(
             arr(body.get("content")), body.get("stop_reason"), obj(body.get("usage"))
         )
+        return identified(answer, body.get("id"), body.get("model"))
 
     def _message(self, blocks: list[Any], stop_reason: Any, usage: JSONObject) -> AssistantMessage:
         content = "".join(text(b.get("text")) for b in map(obj, blocks) if b.get("type") == "text")
@@ -242,6 +244,8 @@ class _EventAssembler:
     _usage: JSONObject = field(default_factory=dict[str, Any])
     _stop_reason: Any = None
     _stopped: bool = False
+    _message_start: JSONObject = field(default_factory=dict[str, Any])
+    """The `message` of `message_start`: the response's `id` and `model`."""
 
     def feed(self, event: SSEEvent) -> str:
         try:
@@ -251,7 +255,8 @@ class _EventAssembler:
         kind = data.get("type")
         index = count(data.get("index"))
         if kind == "message_start":
-            self._add_usage(obj(obj(data.get("message")).get("usage")))
+            self._message_start = obj(data.get("message"))
+            self._add_usage(obj(self._message_start.get("usage")))
         elif kind == "content_block_start":
             self._blocks[index] = dict(obj(data.get("content_block")))
         elif kind == "content_block_delta":
@@ -308,4 +313,6 @@ class _EventAssembler:
         if not self._stopped and self._stop_reason is None:
             raise cut_short(self.label, "message_stop")
         blocks: list[Any] = [self._blocks[i] for i in sorted(self._blocks)]
-        return self.build(blocks, self._stop_reason, self._usage)
+        answer = self.build(blocks, self._stop_reason, self._usage)
+        started = self._message_start
+        return identified(answer, started.get("id"), started.get("model"))

@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ..context_window import ReportsContextWindow
 from ..errors import AllModelsFailed, ModelConfigError, ModelError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
-from ..model import ChatModel, TokenCallback
+from ..model import ChatModel, ReportsServer, ServerAddress, TokenCallback
 from ._json import is_obj
 
 __all__ = ["FallbackCallback", "FallbackModel"]
@@ -24,7 +24,9 @@ class FallbackModel:
     providers always set it; for others it is added when `raw` is a dict or None). Each
     provider replays only raw payloads whose `AssistantMessage.provider` is its own, so a
     conversation can move between providers mid-run. Tokens a failing model already streamed
-    to `on_token` are not taken back: the next model's tokens follow them.
+    to `on_token` are not taken back: the next model's tokens follow them. The answer's
+    `response_model` is what the answering model's provider said, and `server_of` names that
+    model's server.
     """
 
     def __init__(
@@ -58,6 +60,15 @@ class FallbackModel:
         first = self._models[0]
         if isinstance(first, ReportsContextWindow):
             return await first.context_window()
+        return None
+
+    def server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
+        """The server of the model that wrote `answer` (named in `raw["model"]`), if it
+        reports one; None for a failed call, which may have gone to any of them."""
+        name = answer.raw.get("model") if answer is not None and is_obj(answer.raw) else None
+        for model in self._models:
+            if model.name == name and isinstance(model, ReportsServer):
+                return model.server_of(answer)
         return None
 
     async def invoke(

@@ -52,7 +52,18 @@ from ..messages import (
 )
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
-from ._json import JSONObject, arr, count, is_arr, new_call_id, obj, read_stop, text, tool_call
+from ._json import (
+    JSONObject,
+    arr,
+    count,
+    identified,
+    is_arr,
+    new_call_id,
+    obj,
+    read_stop,
+    text,
+    tool_call,
+)
 from ._sse import SSEEvent
 from .gemini_schema import gemini_json_text_fields
 from .retry import RetryPolicy
@@ -215,6 +226,11 @@ class GeminiModel(HTTPChatModel):
                 assembler.add(obj(chunk))
             return assembler.finish()
         body = obj(data)
+        answer = self._parse_body(body, tools)
+        return identified(answer, body.get("responseId"), body.get("modelVersion"))
+
+    def _parse_body(self, body: JSONObject, tools: Sequence[ToolDefinition]) -> AssistantMessage:
+        """The message of a whole `generateContent` answer (`_parse` adds its identity)."""
         candidates = arr(body.get("candidates"))
         if not candidates:
             blocked = _block_reason(body)
@@ -376,6 +392,9 @@ class _ChunkAssembler:
     _usage: JSONObject = field(default_factory=dict[str, Any])
     _block_reason: str | None = None
     _seen_candidate: bool = False
+    _response_id: str = ""
+    _model_version: str = ""
+    """The response's `responseId` and `modelVersion`, which every chunk repeats."""
 
     def feed(self, event: SSEEvent) -> str:
         try:
@@ -391,6 +410,8 @@ class _ChunkAssembler:
                 f"{self.label}: stream error: {obj(chunk['error']).get('message')}"
             )
         self._block_reason = _block_reason(chunk) or self._block_reason
+        self._response_id = self._response_id or text(chunk.get("responseId"))
+        self._model_version = self._model_version or text(chunk.get("modelVersion"))
         if chunk.get("usageMetadata"):
             self._usage = obj(chunk["usageMetadata"])
         delta = ""
@@ -419,7 +440,9 @@ class _ChunkAssembler:
         if not self._seen_candidate:
             if self._block_reason is None:
                 raise ModelResponseError(f"{self.label}: no candidates in the answer")
-            return self.blocked(self._block_reason, self._usage)
-        if self._finish_reason is None:  # sent on the candidate of the last chunk only
+            answer = self.blocked(self._block_reason, self._usage)
+        elif self._finish_reason is None:  # sent on the candidate of the last chunk only
             raise cut_short(self.label, "finishReason")
-        return self.build(list(self._parts), self._finish_reason, self._usage)
+        else:
+            answer = self.build(list(self._parts), self._finish_reason, self._usage)
+        return identified(answer, self._response_id, self._model_version)

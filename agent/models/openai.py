@@ -56,6 +56,7 @@ from ._json import (
     arguments_text,
     arr,
     count,
+    identified,
     new_call_id,
     obj,
     read_stop,
@@ -314,9 +315,10 @@ class OpenAIModel(HTTPChatModel):
             detail = error_text(body.get("error")) or "no choices in the answer"
             raise ModelResponseError(f"{self.name}: {detail}")
         choice = obj(choices[0])
-        return self._message(
+        answer = self._message(
             obj(choice.get("message")), choice.get("finish_reason"), body.get("usage"), tools
         )
+        return identified(answer, body.get("id"), body.get("model"))
 
     def _message(
         self,

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ModelResponseError
 from ..messages import AssistantMessage
 from ._base import cut_short
-from ._json import JSONObject, arr, is_obj, obj, text
+from ._json import JSONObject, arr, identified, is_obj, obj, text
 from ._sse import SSEEvent
 from .text_tool_calls import CallSignFilter
 from .think_tags import ThinkFilter
@@ -64,6 +64,9 @@ class ChunkAssembler:
     """The server's `index` of a call to the key of its draft in `_calls`."""
     _finish_reason: Any = None
     _usage: Any = None
+    _response_id: str = ""
+    _response_model: str = ""
+    """The completion's `id` and `model`, which every chunk repeats."""
     _done: bool = False
     _shown: ThinkFilter = field(default_factory=ThinkFilter)
     _signs: CallSignFilter = field(default_factory=CallSignFilter)
@@ -83,6 +86,8 @@ class ChunkAssembler:
         if event.event == "error":  # llama.cpp's `error:` line holds the error object itself
             detail = error_text(chunk) or event.data
             raise ModelResponseError(f"{self.label}: stream error: {detail}")
+        self._response_id = self._response_id or text(chunk.get("id"))
+        self._response_model = self._response_model or text(chunk.get("model"))
         # Groq's older API, which refuses stream_options, says usage in `x_groq`.
         usage = chunk.get("usage") or obj(chunk.get("x_groq")).get("usage")
         if usage:
@@ -154,4 +159,5 @@ class ChunkAssembler:
                 }
                 for _, draft in sorted(self._calls.items())
             ]
-        return self.build(message, self._finish_reason, self._usage)
+        answer = self.build(message, self._finish_reason, self._usage)
+        return identified(answer, self._response_id, self._response_model)

@@ -20,6 +20,7 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
+from agent.model import ServerAddress
 from agent.models import AnthropicModel, ModelSettings
 
 from .conftest import load_tools
@@ -193,7 +194,7 @@ def thinking_stream() -> list[tuple[str | None, Any]]:
             "id": "msg_014p7gG3wDgGV9EUtLvnow3U",
             "type": "message",
             "role": "assistant",
-            "model": "claude-sonnet-4-5",
+            "model": "claude-sonnet-4-5-20250929",
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
@@ -263,7 +264,18 @@ async def test_stream_rebuilds_the_same_blocks_and_streams_only_text(sleeps: Sle
     assert fake.body(0)["stream"] is True
     assert tokens.received == ["I'll ", "add them."]
     assert streamed.raw == once.raw
-    assert streamed == once
+    assert streamed.model_dump() == once.model_dump()
+    # Each is its own response (the stream's id is in `message_start`), from the snapshot
+    # the `claude-sonnet-4-5` alias stood for.
+    assert (streamed.response_id, streamed.response_model) == (
+        "msg_014p7gG3wDgGV9EUtLvnow3U",
+        "claude-sonnet-4-5-20250929",
+    )
+    assert (once.response_id, once.response_model) == (
+        "msg_01Aq9w938a90dw8q",
+        "claude-sonnet-4-5-20250929",
+    )
+    assert claude.server_of(once) == ServerAddress("api.anthropic.com", 443)
 
 
 @pytest.mark.anyio

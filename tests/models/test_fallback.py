@@ -9,6 +9,7 @@ import pytest
 
 from agent.errors import AllModelsFailed, ModelError, ModelHTTPError
 from agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from agent.model import ServerAddress
 from agent.models import AnthropicModel, FallbackModel, OpenAICompatibleModel
 from agent.scripted import ScriptedModel
 
@@ -161,6 +162,9 @@ async def test_thinking_from_one_provider_is_not_sent_to_the_next(sleeps: Sleeps
 
     assert answer.content == "3"
     assert raw_of(answer)["model"] == "openai-compatible:http://127.0.0.1:8080/v1#qwen"
+    chain = FallbackModel([claude, local])
+    assert chain.server_of(answer) == ServerAddress("127.0.0.1", 8080)  # who answered
+    assert chain.server_of(None) is None  # a failed call went to any of them
     assert claude_side.body()["messages"][1]["content"][0]["signature"] == "SIG-abc"
     sent = local_side.body()["messages"][1]
     assert sent == {

@@ -23,6 +23,7 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
+from agent.model import ServerAddress
 from agent.models import GeminiModel, ModelSettings
 
 from .conftest import load_tools
@@ -213,6 +214,12 @@ async def test_stream_gives_tokens_and_the_same_message(sleeps: Sleeps) -> None:
         (c.name, c.arguments) for c in once.tool_calls
     ]
     assert streamed.usage == once.usage
+    for answer in (streamed, once):
+        assert (answer.response_id, answer.response_model) == (
+            "mPLcaNP2J7nN7M8PqKvYgAg",
+            "gemini-2.5-flash",
+        )
+    assert gemini.server_of(once) == ServerAddress("generativelanguage.googleapis.com", 443)
     parts = raw_of(streamed)["parts"]
     assert parts[0] == {"text": "The sums are coming.", "thought": False}
     assert parts[1]["thoughtSignature"] == SIGNATURE
@@ -240,6 +247,10 @@ async def test_a_blocked_prompt_is_stopped_by_a_content_filter_not_an_error(
         assert (answer.content, answer.tool_calls) == ("", ())
         assert answer.usage == Usage(input_tokens=8, requests=1)
         assert raw_of(answer)["block_reason"] == "PROHIBITED_CONTENT"
+        assert (answer.response_id, answer.response_model) == (
+            "mPLcaNP2J7nN7M8PqKvYgAg",
+            "gemini-2.5-flash",
+        )
     assert tokens.received == []
 
 
@@ -401,6 +412,7 @@ async def test_a_json_array_answer_to_a_streaming_request_is_read(sleeps: Sleeps
     assert answer.content == "The sums are coming."
     assert [c.arguments for c in answer.tool_calls] == [{"a": 17, "b": 25}, {"a": 1, "b": 2}]
     assert answer.usage.output_tokens == 80
+    assert answer.response_id == "mPLcaNP2J7nN7M8PqKvYgAg"
     assert tokens.received == ["The sums are coming."]
 
 

@@ -18,6 +18,7 @@ from agent.messages import (
     Usage,
     UserMessage,
 )
+from agent.model import ServerAddress
 from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel
 
 from .conftest import load_tools
@@ -263,6 +264,66 @@ async def test_stream_and_whole_answer_give_the_same_message(sleeps: Sleeps) -> 
     streamed = await model.invoke(ASK, [GET_SUM], on_token=Tokens())
     assert streamed.model_dump(exclude={"raw"}) == once.model_dump(exclude={"raw"})
     assert raw_of(streamed)["message"]["tool_calls"] == raw_of(once)["message"]["tool_calls"]
+
+
+@pytest.mark.anyio
+async def test_an_answer_names_its_response_the_model_that_wrote_it_and_its_server(
+    sleeps: Sleeps,
+) -> None:
+    message: dict[str, Any] = {"role": "assistant", "content": "42", "refusal": None}
+    fake = FakeProvider(json_response(200, completion(message)), sse_response(tool_call_stream()))
+    model = openai(fake, sleeps)
+    once = await model.invoke(ASK, [GET_SUM])
+    streamed = await model.invoke(ASK, [GET_SUM], on_token=Tokens())
+
+    # `gpt-4.1-mini` was asked; the snapshot that answered is named in the completion.
+    assert (once.response_id, once.response_model) == ("chatcmpl-BkDU2", "gpt-4.1-mini-2025-04-14")
+    assert (streamed.response_id, streamed.response_model) == (
+        "chatcmpl-BkDU3",
+        "gpt-4.1-mini-2025-04-14",
+    )
+    assert model.server_of(once) == model.server_of(None) == ServerAddress("api.openai.com", 443)
+    # Telemetry only: what a run or a chat memory stores of the message is as before.
+    assert "chatcmpl" not in once.model_dump_json() + streamed.model_dump_json()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("base_url", "server"),
+    [
+        ("http://127.0.0.1:8080/v1", ServerAddress("127.0.0.1", 8080)),
+        ("http://[::1]:11434/v1", ServerAddress("::1", 11434)),
+        ("http://ollama.lan/v1", ServerAddress("ollama.lan", 80)),
+        (
+            "https://bob:s3cret@llm.example.com/openai/v1?api-version=2024-10-21",
+            ServerAddress("llm.example.com", 443),
+        ),
+    ],
+)
+async def test_a_compatible_servers_address_is_its_host_and_port_alone(
+    sleeps: Sleeps, base_url: str, server: ServerAddress
+) -> None:
+    # Ollama's answer: its own id, and the model under the tag it was pulled as.
+    ollama = completion({"role": "assistant", "content": "42"})
+    ollama |= {"id": "chatcmpl-297", "model": "qwen2.5:7b", "system_fingerprint": "fp_ollama"}
+    fake = FakeProvider(json_response(200, ollama))
+    model = OpenAICompatibleModel(
+        base_url, "qwen2.5", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    answer = await model.invoke(ASK, [])
+    assert (answer.response_id, answer.response_model) == ("chatcmpl-297", "qwen2.5:7b")
+    assert model.server_of(answer) == server
+
+
+@pytest.mark.anyio
+async def test_a_server_that_names_no_response_leaves_it_unknown(sleeps: Sleeps) -> None:
+    bare = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "42"}}]}
+    stream = [(None, {"choices": [{"index": 0, "delta": {"content": "42"}}]}), (None, "[DONE]")]
+    fake = FakeProvider(json_response(200, bare), sse_response(stream))
+    model = compatible(fake, sleeps)
+    for answer in [await model.invoke(ASK, []), await model.invoke(ASK, [], on_token=Tokens())]:
+        assert answer.content == "42"
+        assert (answer.response_id, answer.response_model) == (None, None)
 
 
 @pytest.mark.anyio

@@ -308,10 +308,11 @@ def test_messages_map_to_sampling_and_back() -> None:
                 types.TextContent(text="Checking. "),
                 types.ToolUseContent(id="c", name="calculator", input={"expression": "3"}),
             ],
-            model="m",
+            model="claude-sonnet-4-5-20250929",
             stop_reason="toolUse",
         )
     )
+    assert answer.response_model == "claude-sonnet-4-5-20250929"  # as the client named it
     assert answer.content == "Checking. "
     assert answer.tool_calls == (
         ToolCall(id="c", name="calculator", arguments={"expression": "3"}),
