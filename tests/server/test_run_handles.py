@@ -269,3 +269,39 @@ async def test_a_run_waiting_for_a_decision_with_nobody_asking_is_one_task(tmp_p
         for run_id in [first, *others]:
             assert (await runs.get(run_id)).status == "waiting_approval"
     assert log.lines == []
+
+
+async def test_a_run_that_ends_while_a_client_approves_it_is_told_in_the_clients_words(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run is cancelled (by the operator, say) just after approve_run looked at its calls:
+    # the client hears what became of its run, not the store's URL nor a command line.
+    log = Log()
+    spec = AgentSpec(
+        "assistant",
+        ScriptedModel([_calls(("erase", "c1", "X"))]),
+        tools=["log"],
+        approval=ApprovalRule(["erase"]),
+    )
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, runs),
+        Client(server, mode="legacy") as client,
+    ):
+        run_id = _structured(await client.call_tool("assistant", {"prompt": "go"}))["run"]["run_id"]
+        looked = runs.waiting
+
+        async def cancelled_meanwhile(asked: str) -> Any:
+            waiting = await looked(asked)
+            await runs.cancel(asked)
+            with anyio.fail_after(10):
+                while (await runs.get(asked)).status != "cancelled":
+                    await anyio.wait_all_tasks_blocked()
+            return waiting
+
+        monkeypatch.setattr(runs, "waiting", cancelled_meanwhile)
+        result = await client.call_tool("approve_run", {"run_id": run_id})
+    assert result.is_error
+    assert result.content == [
+        types.TextContent(text=f"run {run_id} has ended (cancelled): get_run shows it")
+    ]
+    assert log.lines == []

@@ -26,6 +26,7 @@ from agent import AgentError
 from toolkits import ToolkitError, error_result, in_background
 
 from ...approval import ApprovalRequest, Decision
+from ...durable.status import ACTIVE_STATUSES
 from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
 from ..connection import cancel_requested
@@ -124,15 +125,38 @@ class RunHandles:
             return error_result(f"invalid arguments for {params.name}: {problems}")
         try:
             await self._check_owner(args.run_id)
+        except UnknownRun as exc:
+            return error_result(str(exc))
+        try:
             if params.name == "get_run":
                 return await self._report(args.run_id)
             if params.name == "cancel_run":
                 return await self._cancel(args.run_id)
             return await self._decide(ctx, params.name == "approve_run", args)
-        except (UnknownRun, AlreadyDecided) as exc:
+        except AlreadyDecided as exc:
             return error_result(str(exc))
+        except UnknownRun:  # it ended, or another replica took it, since the owner check
+            return await self._gone_meanwhile(args.run_id)
         except (AgentError, GatewayError, ToolkitError) as exc:
+            if await self._status(args.run_id) == "cancelled":  # meanwhile, by the operator
+                return await self._gone_meanwhile(args.run_id)
             return error_result(f"run {args.run_id} failed: {exc} (it is stored)")
+
+    async def _status(self, run_id: str) -> str | None:
+        try:
+            return (await self._runs.get(run_id)).status
+        except UnknownRun:
+            return None
+
+    async def _gone_meanwhile(self, run_id: str) -> types.CallToolResult:
+        """What the client is told of a run that left its reach while it asked: where the
+        run is now, in its words, not the operator's (the store's URL, a command line)."""
+        status = await self._status(run_id)
+        if status is None:
+            return error_result(f"run {run_id} is no longer stored")
+        if status in ACTIVE_STATUSES:
+            return error_result(f"run {run_id} is busy elsewhere ({status}): ask again soon")
+        return error_result(f"run {run_id} has ended ({status}): get_run shows it")
 
     async def _check_owner(self, run_id: str) -> None:
         try:
