@@ -156,11 +156,16 @@ class StepLoop:
                     # Every answer is recorded: resumed from the saved request, the run gets
                     # them all from the record again. One state write per step, not two.
                     saver.update(request=None, response=response, children={})
-            for index, item in enumerate(outcome.items):
+            items = list(outcome.items)
+            for index, item in enumerate(items):
                 if item.error is None and not (item.output or "").strip():
+                    # Nothing answered is no success, wherever the answer goes (a terminal,
+                    # an MCP client, a calling agent): the item failed, and says why.
                     await tracer.note(
                         "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
                     )
+                    items[index] = item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
+            outcome = outcome.model_copy(update={"items": items})
             agent_span.output = outputs(outcome.items)
         return outcome
 
@@ -387,7 +392,7 @@ class StepLoop:
             raise
         item = outcome.items[0]
         error = item.error
-        if error is None and not (item.output or "").strip():
+        if error == EMPTY_ANSWER:
             error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
         if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
