@@ -147,6 +147,10 @@ def test_sessions_are_listed_shown_and_deleted(
         "tool",
         "assistant",
     ]
+    # Its times in milliseconds too, as every other JSON document gives them.
+    [turn] = shown["turns"]
+    assert turn["created_ms"] == round(turn["created_at"] * 1000)
+    assert shown["created_ms"] == shown["updated_ms"] == turn["created_ms"] == info["updated_ms"]
     assert main(["sessions", "delete", "s1", *state]) == 0
     capsys.readouterr()
     for action in ("delete", "show"):  # bad input, said on stderr: stdout stays JSON or empty

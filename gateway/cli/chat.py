@@ -35,6 +35,7 @@ from .common import (
     check_runnable,
     check_session_id,
     config_of,
+    name_width,
     pick_agent,
     trace_hooks,
 )
@@ -188,9 +189,10 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
     """Answer one line: a command, or a question for the agent."""
     if text == "/tools":
         tools = await gateway.tools_for(gateway.agents[name])
+        width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
-            print(f"{tool.name:<32} {summary}", flush=True)
+            print(f"{tool.name:<{width}} {summary}", flush=True)
         if not tools:
             print("(this agent has no tools)", flush=True)
         return

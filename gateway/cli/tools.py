@@ -31,6 +31,7 @@ from .common import (
     check_servers,
     config_of,
     did_you_mean,
+    name_width,
     trace_hooks,
     with_steps,
 )
@@ -192,11 +193,12 @@ def _print_listing(
     if as_json:
         print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False), flush=True)
         return
+    width = name_width(tool.name for tool in tools)
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
         origin = f" ({tool.original_name})" if tool.original_name else ""
         # A server names and describes its tools: shown as text, its escapes never obeyed.
-        print(printable(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}"))
+        print(printable(f"{tool.name:<{width}} node={tool.source_node}{origin}  {summary}"))
         lost = unexpressed(tool.input_schema)
         if lost:  # said here too, not only when an agent is first given the tool
             print(
