@@ -620,7 +620,7 @@ def test_help_names_things_as_the_readme_does() -> None:
     for command in (["chat"], ["sessions"], ["run"]):
         assert "--state-dir DIR" in help_of(*command)
         assert "STATE_DIR" not in help_of(*command)
-    assert "run_id, agent, output, error, usage, iterations, steps" in help_of("run")
+    assert "run_id, agent, status, output, error, usage, iterations, steps" in help_of("run")
     assert "--model SPEC" in help_of("call")
     assert "the one to resume the run on" in help_of("runs", "resume")
     assert "as `runs list --json` names it under `waiting`" in help_of("runs", "approve")

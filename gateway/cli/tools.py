@@ -148,13 +148,15 @@ async def _call_agent(
     async def keep(saved: RunState) -> None:  # what a failed run did so far, for --json
         latest[:] = [saved]
 
+    # Not stored (`call` has no run store): `--json` says so with `run_id` null, as `run
+    # --no-store`; its id names the run in traces only.
     try:
         result = await gateway.resume(state, checkpoint=keep if as_json else None)
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
-            print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
+            print(run_error_json(None, name, exc, latest[-1] if latest else state))
         raise
-    return print_result(result, as_json=as_json)
+    return print_result(result, as_json=as_json, stored=False)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
