@@ -34,8 +34,12 @@ async def _cancelled_once(
     try:
         await run.until(once)
         [going] = list_runs(store)
-        cancelled = cli("runs", "cancel", going["run_id"], "--store", store)
+        cancelled = cli("runs", "cancel", going["run_id"], "--store", store, "--json")
         assert cancelled.returncode == 0, cancelled.stderr
+        # One JSON object, as `runs list --json` gives the run (it printed none).
+        shown = json.loads(cancelled.stdout)
+        assert (shown["run_id"], shown["status"]) == (going["run_id"], "cancelled")
+        assert shown.keys() == going.keys()
         code, out = await run.finish()
     finally:
         await stop_run(run)

@@ -77,6 +77,9 @@ def test_a_run_that_has_ended_is_not_cancelled_nor_resumed(tmp_path: Path) -> No
         f"error: run {run_id!r} has ended (succeeded): it cannot be cancelled; "
         f"`agent-gateway runs show {run_id} --store {store}` shows it\n"
     )
+    for action in (["cancel"], ["approve"], ["deny", "c1"]):  # --json: bad input prints none
+        refused = cli("runs", *action[:1], run_id, *action[1:], "--store", store, "--json")
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
     resume = cli("resume", run_id, "--store", store)
     assert resume.returncode == 2
     assert resume.stderr == (
