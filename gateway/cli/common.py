@@ -36,6 +36,7 @@ __all__ = [
     "check_state_dir",
     "config_of",
     "did_you_mean",
+    "name_width",
     "pick_agent",
     "plural",
     "trace_hooks",
@@ -88,6 +89,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 def utc(ms: float) -> str:
     """`2026-12-01 04:45:06 UTC`: a time (milliseconds since the epoch) as the commands show it."""
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+NAME_WIDTH_CAP = 48
+"""The widest a listing's name column grows: a longer name pushes its own line's rest."""
+
+
+def name_width(names: Iterable[str]) -> int:
+    """The width of a listing's name column: its longest name's, up to `NAME_WIDTH_CAP`."""
+    return min(max((len(name) for name in names), default=0), NAME_WIDTH_CAP)
 
 
 def plural(count: int, noun: str) -> str:

@@ -15,7 +15,7 @@ from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
-__all__ = ["print_result", "run_error_json", "run_json"]
+__all__ = ["ended_status", "print_result", "run_error_json", "run_json"]
 
 
 def print_result(
@@ -23,14 +23,17 @@ def print_result(
     *,
     label: bool = False,
     as_json: bool = False,
+    stored: bool = True,
     shown: Callable[[str | None], bool] | None = None,
 ) -> int:
     """Print each answer on stdout (unless `shown` says it was streamed already) or its error
-    on stderr, or the whole run as JSON; the exit code of the run."""
+    on stderr, or the whole run as JSON (`run_id` null unless `stored`); the exit code of
+    the run."""
     items = [_empty_is_an_error(item) for item in result.items]
     failed = any(item.error is not None for item in items)
     if as_json:
-        print(json.dumps(run_json(result, items[0]), ensure_ascii=False))
+        shown_json = run_json(result, items[0], stored=stored)
+        print(json.dumps(shown_json, ensure_ascii=False))
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
@@ -49,13 +52,17 @@ def _empty_is_an_error(item: ItemResult) -> ItemResult:
     return item
 
 
-def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any]:
-    """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run; with an
-    output schema, `output` is the answer itself (JSON), not its text."""
+def run_json(
+    result: RunResult, item: ItemResult | None = None, *, stored: bool = True
+) -> dict[str, Any]:
+    """`{run_id, agent, status, output, error, usage, iterations, steps}` of a one-question
+    run (`run_id` null unless `stored`); with an output schema, `output` is the answer itself
+    (JSON), not its text."""
     item = item or result.items[0]
     return {
-        "run_id": result.run_id,
+        "run_id": result.run_id if stored else None,
         "agent": result.agent,
+        "status": ended_status(result),
         "output": item.structured if item.structured is not None else item.output,
         "error": item.error,
         "usage": result.usage.model_dump(),
@@ -64,13 +71,26 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
     }
 
 
+def ended_status(result: RunResult) -> str:
+    """The status a run that returned `result` has, as the run store words it: `failed` when
+    every question failed on its own, else `succeeded` (its failed items in its result)."""
+    failed = bool(result.items) and all(item.error is not None for item in result.items)
+    return "failed" if failed else "succeeded"
+
+
 def run_error_json(
-    run_id: str | None, agent: str, exc: BaseException, state: RunState | None = None
+    run_id: str | None,
+    agent: str,
+    exc: BaseException,
+    state: RunState | None = None,
+    *,
+    status: str = "failed",
 ) -> str:
     """The one JSON object `--json` prints for a run that failed before it returned: the keys
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
     at hand, else null and empty (`run_id` null: no run was stored, the store failed).
-    Bad input (exit 2) prints none: nothing ran."""
+    `status`: the stored run's (`stopped`: it resumes; `cancelled`), or `failed` for a run
+    that was not stored, which has ended. Bad input (exit 2) prints none: nothing ran."""
     usage: dict[str, Any] | None = None
     iterations: int | None = None
     steps: list[ToolCallStep] = []
@@ -83,6 +103,7 @@ def run_error_json(
     shown = {
         "run_id": run_id,
         "agent": agent,
+        "status": status,
         "output": None,
         "error": str(exc),
         "usage": usage,

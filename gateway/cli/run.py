@@ -91,9 +91,9 @@ async def _run(args: argparse.Namespace) -> int:
             result = await gateway.resume(state, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
-                print(run_error_json(state.run_id, state.agent, exc))
+                print(run_error_json(None, state.agent, exc))  # no run id: none was stored
             raise
-    return print_run(result, args, items=bool(args.items), shown=console.streamed)
+    return print_run(result, args, items=bool(args.items), stored=False, shown=console.streamed)
 
 
 async def _items(args: argparse.Namespace) -> list[AgentItem]:

@@ -115,6 +115,21 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
                 refused.append(str(exc))
             else:
                 sent.append(request)
+        if args.json and sent:  # what was decided, and where the run is now
+            after = await runs.get(args.run_id)
+            decided = [
+                {
+                    "call": request.call,
+                    "short": request.short,
+                    "tool": request.tool,
+                    "input": request.input,
+                    "approved": approved,
+                    "message": args.message,
+                }
+                for request in sent
+            ]
+            shown = {**after.to_json(), "decided": decided, "refused": refused}
+            print(json.dumps(shown, ensure_ascii=False), flush=True)
     verb = "approved" if approved else "denied"
     for request in sent:
         print(
@@ -155,6 +170,8 @@ def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalReques
 async def _cancel(args: argparse.Namespace) -> int:
     async with open_store(store_url(args), launch=False, read_pickled=read_pickled(args)) as runs:
         await runs.cancel(args.run_id)
+        if args.json:  # the run as `runs list --json` shows it: `status` cancelled
+            print(json.dumps((await runs.get(args.run_id)).to_json()), flush=True)
     print(f"cancelled {args.run_id}", file=sys.stderr)
     return OK
 

@@ -124,12 +124,16 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     return OK
 
 
+def _ms(seconds: float) -> int:
+    """A time as `runs list --json` gives it: milliseconds since the epoch."""
+    return round(seconds * 1000)
+
+
 def _as_json(info: SessionInfo) -> dict[str, object]:
-    """As `runs list --json` gives times: `updated_ms`, milliseconds since the epoch."""
     return {
         "session_id": info.session_id,
         "turns": info.turns,
-        "updated_ms": round(info.updated_at * 1000),
+        "updated_ms": _ms(info.updated_at),
         "summarised_through": info.summarised_through,
         "owner": session_owner(info.session_id),
     }
@@ -141,10 +145,18 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
     if not turns:
         raise UnknownSession(f"no session {session_id!r} in {where}")
     if as_json:
+        # `created_at` (seconds) stays for the scripts that read it; `*_ms` as elsewhere.
         document = {
             "session_id": session_id,
-            "summary": summary.model_dump() if summary else None,
-            "turns": [turn.model_dump(mode="json") for turn in turns],
+            "created_ms": _ms(turns[0].created_at),
+            "updated_ms": _ms(turns[-1].created_at),
+            "summary": {**summary.model_dump(), "created_ms": _ms(summary.created_at)}
+            if summary
+            else None,
+            "turns": [
+                {**turn.model_dump(mode="json"), "created_ms": _ms(turn.created_at)}
+                for turn in turns
+            ],
         }
         print(json.dumps(document, ensure_ascii=False))
         return OK

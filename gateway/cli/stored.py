@@ -106,8 +106,8 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: run_id, agent, output, error, usage, iterations, steps "
-        "(of many items: a JSON line each)",
+        help="print one JSON object: run_id, agent, status, output, error, usage, iterations, "
+        "steps (of many items: a JSON line each)",
     )
     add_strict_option(sub)
     add_trace_options(sub)
@@ -248,6 +248,9 @@ async def _drive(
     items = _as_items(args, state)
     so_far: RunState | None = None  # a failed run's last checkpoint, for --json
     stored = runs is not None  # else not until the store opens: no run id to show before
+    # What the store keeps of a run that raised: one resumed stays resumable until it runs;
+    # one never stored has ended.
+    status = "stopped" if stored else "failed"
     async with (
         terminal_console(args, items=items) as console,
         open_gateway(
@@ -292,10 +295,16 @@ async def _drive(
                 store.use(gateway, stream=True, on_approval=waiting)
                 try:
                     result = await go(store)
-                except (RunCancelled, UnknownRun):
-                    raise  # it has ended, or runs elsewhere: nothing to resume here
+                except UnknownRun:
+                    raise  # it runs elsewhere: nothing to resume here
+                except RunCancelled:  # it has ended; what it spent till then is known
+                    status = "cancelled"
+                    if args.json:
+                        so_far = await _last_state(store, state.run_id)
+                    raise
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
+                    status = "stopped"
                     if args.json:
                         so_far = await _last_state(store, state.run_id)
                     raise
@@ -305,12 +314,15 @@ async def _drive(
                         stopped = GatewayError(f"interrupted: the run is stored: {hint}")
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
-                        print(run_error_json(state.run_id, state.agent, stopped, so_far))
+                        shown = run_error_json(
+                            state.run_id, state.agent, stopped, so_far, status="stopped"
+                        )
+                        print(shown)
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None
-                print(run_error_json(run_id, state.agent, exc, so_far))
+                print(run_error_json(run_id, state.agent, exc, so_far, status=status))
             raise
     return print_run(result, args, items=items, shown=console.streamed)
 
@@ -340,8 +352,9 @@ def print_run(
     args: argparse.Namespace,
     *,
     items: bool,
+    stored: bool = True,
     shown: Callable[[str | None], bool] | None = None,
 ) -> int:
     if items:
         return print_items(result)
-    return print_result(result, as_json=args.json, shown=shown)
+    return print_result(result, as_json=args.json, stored=stored, shown=shown)

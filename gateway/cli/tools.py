@@ -31,6 +31,7 @@ from .common import (
     check_servers,
     config_of,
     did_you_mean,
+    name_width,
     trace_hooks,
     with_steps,
 )
@@ -147,13 +148,15 @@ async def _call_agent(
     async def keep(saved: RunState) -> None:  # what a failed run did so far, for --json
         latest[:] = [saved]
 
+    # Not stored (`call` has no run store): `--json` says so with `run_id` null, as `run
+    # --no-store`; its id names the run in traces only.
     try:
         result = await gateway.resume(state, checkpoint=keep if as_json else None)
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
-            print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
+            print(run_error_json(None, name, exc, latest[-1] if latest else state))
         raise
-    return print_result(result, as_json=as_json)
+    return print_result(result, as_json=as_json, stored=False)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
@@ -192,11 +195,12 @@ def _print_listing(
     if as_json:
         print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False), flush=True)
         return
+    width = name_width(tool.name for tool in tools)
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
         origin = f" ({tool.original_name})" if tool.original_name else ""
         # A server names and describes its tools: shown as text, its escapes never obeyed.
-        print(printable(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}"))
+        print(printable(f"{tool.name:<{width}} node={tool.source_node}{origin}  {summary}"))
         lost = unexpressed(tool.input_schema)
         if lost:  # said here too, not only when an agent is first given the tool
             print(

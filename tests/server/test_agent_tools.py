@@ -131,9 +131,9 @@ async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> No
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text.startswith("agent 'assistant' failed: Max iterations (2) reached")
     assert result.content[0].text.endswith(
-        "The run has ended and cannot be continued: calling "
-        "again with the same prompt would likely fail the same way."
-    )
+        "within the allowed number of iterations. The run has ended and cannot be continued: "
+        "calling again with the same prompt would likely fail the same way."
+    )  # one period after the error's own sentence, not two
 
 
 async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: str) -> None:
