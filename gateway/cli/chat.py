@@ -39,6 +39,7 @@ from .common import (
     trace_hooks,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
+from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
@@ -73,7 +74,7 @@ async def _chat(args: argparse.Namespace) -> int:
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     async with (
-        stopping_shown(open_console(Console(file=sys.stdout), status)) as console,
+        stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
         open_gateway(
             config,
             model=args.model,
@@ -190,9 +191,9 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         tools = await gateway.tools_for(gateway.agents[name])
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
-            print(f"{tool.name:<32} {summary}", flush=True)
+            print(f"{tool.name:<32} {summary}", flush=True, file=result_stdout())
         if not tools:
-            print("(this agent has no tools)", flush=True)
+            print("(this agent has no tools)", flush=True, file=result_stdout())
         return
     if text == "/reset":
         memory = gateway.agents[name].memory or gateway.memory
@@ -206,4 +207,4 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         return
     result = await gateway.run(name, text, session_id=session, stream=True)
     print_result(result, shown=console.streamed)
-    sys.stdout.flush()
+    result_stdout().flush()

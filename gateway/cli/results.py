@@ -14,6 +14,7 @@ from toolkits.printable import printable
 from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
+from .output import result_stdout
 
 __all__ = ["print_result", "run_error_json", "run_json"]
 
@@ -30,15 +31,15 @@ def print_result(
     items = [_empty_is_an_error(item) for item in result.items]
     failed = any(item.error is not None for item in items)
     if as_json:
-        print(json.dumps(run_json(result, items[0]), ensure_ascii=False))
+        print(json.dumps(run_json(result, items[0]), ensure_ascii=False), file=result_stdout())
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
             print(printable(f"error: {item.error}"), file=sys.stderr)
         elif shown is None or not shown(item.output):
             # Piped, the answer is exactly the model's; on a terminal, its escapes are text.
-            answer = printable(item.output or "") if sys.stdout.isatty() else item.output
-            print(f"answer: {answer}" if label else answer)
+            answer = printable(item.output or "") if result_stdout().isatty() else item.output
+            print(f"answer: {answer}" if label else answer, file=result_stdout())
     return FAILED if failed else OK
 
 

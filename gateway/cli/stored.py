@@ -50,6 +50,7 @@ from .common import (
 from .exits import BAD_INPUT, exit_code
 from .items import print_items
 from .origin import resume_config
+from .output import result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 
@@ -194,7 +195,9 @@ def terminal_console(
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
     alone."""
     quiet = args.json or items
-    return stopping_shown(open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr))
+    return stopping_shown(
+        open_terminal_console(io.StringIO() if quiet else result_stdout(), sys.stderr)
+    )
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
@@ -305,12 +308,15 @@ async def _drive(
                         stopped = GatewayError(f"interrupted: the run is stored: {hint}")
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
-                        print(run_error_json(state.run_id, state.agent, stopped, so_far))
+                        print(
+                            run_error_json(state.run_id, state.agent, stopped, so_far),
+                            file=result_stdout(),
+                        )
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None
-                print(run_error_json(run_id, state.agent, exc, so_far))
+                print(run_error_json(run_id, state.agent, exc, so_far), file=result_stdout())
             raise
     return print_run(result, args, items=items, shown=console.streamed)
 
