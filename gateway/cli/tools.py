@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
+from mcp_types import CallToolResult
+
 from agent import AgentError, AgentItem
 from agent.models.schema import unexpressed
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
@@ -116,19 +118,11 @@ async def _call(args: argparse.Namespace) -> int:
             result = await gateway.call_tool(tool, arguments)
         except (ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # the error result `serve` answers
-                print(
-                    error_result(str(exc)).model_dump_json(by_alias=True, exclude_none=True),
-                    flush=True,
-                    file=result_stdout(),
-                )
+                print(_mcp_json(error_result(str(exc))), flush=True, file=result_stdout())
             raise
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
-        if args.json:  # the fields the server sent, and only they (no defaults of the SDK's)
-            print(
-                result.model_dump_json(by_alias=True, exclude_unset=True),
-                flush=True,
-                file=result_stdout(),
-            )
+        if args.json:
+            print(_mcp_json(result), flush=True, file=result_stdout())
         elif result.is_error:  # an error, said where errors go: stdout is for results
             print(printable(f"error: {result_text(result)}"), file=sys.stderr, flush=True)
         else:
@@ -163,6 +157,16 @@ async def _call_agent(
             )
         raise
     return print_result(result, as_json=as_json)
+
+
+def _mcp_json(result: CallToolResult) -> str:
+    """`result` as an MCP `CallToolResult`: the fields that were set (a server's result as it
+    sent it, with no defaults of the SDK's such as `resultType`), and every content block's
+    `type`, which MCP requires and a block made here (a local tool's, an error result's)
+    leaves to its default."""
+    typed = [block.model_copy(update={"type": block.type}) for block in result.content]
+    shown = result.model_copy(update={"content": typed})
+    return shown.model_dump_json(by_alias=True, exclude_unset=True)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
