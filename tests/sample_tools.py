@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import subprocess
 import sys
 import time
 
@@ -53,3 +56,13 @@ def append_line(path: str, line: str) -> str:
     with open(path, "a", encoding="utf-8") as file:
         file.write(line + "\n")
     return f"appended {line!r}"
+
+
+def noisy(x: int = 1) -> str:
+    """Write to stdout every way a tool can: `print()`, file descriptor 1, a program it
+    starts, and C's stdio (block-buffered when fd 1 is no terminal)."""
+    print(f"printed {x}")
+    os.write(1, b"written to fd 1\n")
+    subprocess.run([sys.executable, "-c", "print('a child printed')"], check=True)
+    ctypes.CDLL(None).puts(b"C's puts said")
+    return f"quiet {x}"

@@ -422,6 +422,30 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     assert capsys.readouterr().out == "I am the assistant.\n"
 
 
+def test_call_json_of_a_local_tool_or_a_down_server_is_a_valid_mcp_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every content block has the `type` MCP requires (a local tool's block left it to its
+    # default); no field of one protocol era alone (`resultType`) that nothing sent.
+    assert main(["call", "calculator", "--args", '{"expression": "2 + 3"}', "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "5"}],
+        "structuredContent": {"response": "5"},
+    }
+    assert main(["call", "calculator", "--args", '{"expression": "1/0"}', "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "CalculatorError: division by zero"}],
+        "isError": True,
+    }
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"broken": BROKEN}}))
+    assert main(["call", "broken__anything", "--config", str(config), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed.keys() == {"content", "isError"}
+    assert [block["type"] for block in printed["content"]] == ["text"]
+    assert printed["content"][0]["text"].startswith("tool 'broken__anything': its server is down")
+
+
 def test_bad_files_are_clear_errors_without_a_traceback(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -42,6 +42,7 @@ from .common import (
     trace_hooks,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
+from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
@@ -76,7 +77,7 @@ async def _chat(args: argparse.Namespace) -> int:
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     async with (
-        stopping_shown(open_console(Console(file=sys.stdout), status)) as console,
+        stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
         open_gateway(
             config,
             model=args.model,
@@ -211,9 +212,9 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
-            print(f"{tool.name:<{width}} {summary}", flush=True)
+            print(f"{tool.name:<{width}} {summary}", flush=True, file=result_stdout())
         if not tools:
-            print("(this agent has no tools)", flush=True)
+            print("(this agent has no tools)", flush=True, file=result_stdout())
         return OK
     if text == "/reset":
         memory = gateway.agents[name].memory or gateway.memory
@@ -227,5 +228,5 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         return OK
     result = await gateway.run(name, text, session_id=session, stream=True)
     code = print_result(result, shown=console.streamed)
-    sys.stdout.flush()
+    result_stdout().flush()
     return code

@@ -57,11 +57,19 @@ class Commands:
         self._subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def add(
-        self, name: str, handler: Handler, help: str, *, config: bool = True
+        self,
+        name: str,
+        handler: Handler,
+        help: str,
+        *,
+        config: bool = True,
+        stdout_is_result: bool = True,
     ) -> argparse.ArgumentParser:
-        """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
+        """A subcommand running `handler`; with `config`, it takes `--config FILE`. With
+        `stdout_is_result`, stdout carries only what it writes to `result_stdout()` (see
+        `output`); else it keeps stdout as it finds it (`serve --stdio` guards its own)."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler, command_parser=sub)
+        sub.set_defaults(handler=handler, command_parser=sub, stdout_is_result=stdout_is_result)
         add_verbose_option(sub)
         if config:
             sub.add_argument(

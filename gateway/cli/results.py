@@ -14,6 +14,7 @@ from toolkits.printable import printable
 from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
+from .output import result_stdout
 
 __all__ = ["ended_status", "print_result", "run_error_json", "run_json"]
 
@@ -33,15 +34,15 @@ def print_result(
     failed = any(item.error is not None for item in items)
     if as_json:
         shown_json = run_json(result, items[0], stored=stored)
-        print(json.dumps(shown_json, ensure_ascii=False))
+        print(json.dumps(shown_json, ensure_ascii=False), file=result_stdout())
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
             print(printable(f"error: {item.error}"), file=sys.stderr)
         elif shown is None or not shown(item.output):
             # Piped, the answer is exactly the model's; on a terminal, its escapes are text.
-            answer = printable(item.output or "") if sys.stdout.isatty() else item.output
-            print(f"answer: {answer}" if label else answer)
+            answer = printable(item.output or "") if result_stdout().isatty() else item.output
+            print(f"answer: {answer}" if label else answer, file=result_stdout())
     return FAILED if failed else OK
 
 

@@ -29,6 +29,7 @@ from .common import (
 from .exits import BAD_INPUT, exit_code
 from .items import read_items, read_stdin
 from .origin import origin_of
+from .output import result_stdout
 from .results import run_error_json
 from .stored import (
     add_output_options,
@@ -91,7 +92,8 @@ async def _run(args: argparse.Namespace) -> int:
             result = await gateway.resume(state, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
-                print(run_error_json(None, state.agent, exc))  # no run id: none was stored
+                # No run id: none was stored.
+                print(run_error_json(None, state.agent, exc), file=result_stdout())
             raise
     return print_run(result, args, items=bool(args.items), stored=False, shown=console.streamed)
 

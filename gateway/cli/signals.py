@@ -42,6 +42,7 @@ from toolkits import in_background
 from toolkits.mcp.stdio_pipe import kill_stdio_servers
 
 from ..console import RunConsole
+from .output import printed_around
 
 __all__ = ["interrupts", "on_interrupt", "on_signal", "stopping_shown", "until_signalled"]
 
@@ -76,9 +77,10 @@ def on_interrupt(listener: Callable[[], None]) -> Generator[None]:
 async def stopping_shown(
     console: AbstractAsyncContextManager[RunConsole],
 ) -> AsyncGenerator[RunConsole]:
-    """`console`, whose status says the command is stopping from the first Ctrl-C on."""
+    """`console`, whose status says the command is stopping from the first Ctrl-C on, and
+    around whose status what tools print is written."""
     async with console as opened:
-        with on_interrupt(opened.stopping):
+        with on_interrupt(opened.stopping), printed_around(opened):
             yield opened
 
 

@@ -50,6 +50,7 @@ from .common import (
 from .exits import BAD_INPUT, exit_code
 from .items import print_items
 from .origin import resume_config
+from .output import result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 
@@ -194,7 +195,9 @@ def terminal_console(
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
     alone."""
     quiet = args.json or items
-    return stopping_shown(open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr))
+    return stopping_shown(
+        open_terminal_console(io.StringIO() if quiet else result_stdout(), sys.stderr)
+    )
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
@@ -317,12 +320,13 @@ async def _drive(
                         shown = run_error_json(
                             state.run_id, state.agent, stopped, so_far, status="stopped"
                         )
-                        print(shown)
+                        print(shown, file=result_stdout())
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None
-                print(run_error_json(run_id, state.agent, exc, so_far, status=status))
+                shown = run_error_json(run_id, state.agent, exc, so_far, status=status)
+                print(shown, file=result_stdout())
             raise
     return print_run(result, args, items=items, shown=console.streamed)
 
