@@ -36,7 +36,7 @@ from .agent_tool import (
     answer_data,
     reported_usage,
 )
-from .approval import ApprovalRule, Approver
+from .approval import ApprovalRule, Approver, approval_names
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
@@ -70,7 +70,7 @@ class AgentSpec:
     """Tokens the model's context holds, when its provider does not report it: a call that
     would not fit fails before it is sent."""
     approval: ApprovalRule = field(default_factory=ApprovalRule)
-    """Which of its tool calls a person must approve (over the names its model sees)."""
+    """Which of its tool calls a person must approve (globs over `approval_names`)."""
 
     def tool_description(self) -> str:
         """What a caller (a model, an MCP client) reads of this agent as a tool."""
@@ -111,7 +111,7 @@ class Gateway:
         """This gateway's id, in the `_meta` of the tools it serves (`loops`)."""
         self._loops = LoopGuard(self.gateway_id)
         self.approvals: dict[str, ApprovalRule] = dict(approvals or {})
-        """Nodes whose tools need a person's approval, by node (over the node's own names)."""
+        """Nodes whose tools need a person's approval, by node (globs over `approval_names`)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
         self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits)
@@ -267,9 +267,9 @@ class Gateway:
     def needs_approval(self, spec: AgentSpec, tool: Tool) -> bool:
         """Whether a person must approve `spec`'s calls of `tool` (`gateway.approval`)."""
         node = self.approvals.get(tool.source_node)
-        own = tool.original_name or tool.name
-        return spec.approval.covers(tool.name, tool.annotations) or (
-            node is not None and node.covers(own, tool.annotations)
+        names = approval_names(tool)
+        return spec.approval.covers(names, tool.annotations) or (
+            node is not None and node.covers(names, tool.annotations)
         )
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:

@@ -34,6 +34,7 @@ __all__ = [
     "is_offered",
     "reserved_clashes",
     "resolve_tool_names",
+    "rule_names",
     "sanitize_name",
     "unmatched_globs",
 ]
@@ -207,6 +208,17 @@ def reserved_clashes(
         for orig, plain in _unique(tuple(n.tools), None).items()
         if plain in reserved
     ]
+
+
+def rule_names(node: str, original: str) -> tuple[str, ...]:
+    """The names of `node`'s tool `original` that do not depend on which servers are up: its
+    own, and `NODE__ORIGINAL` as written and as `prefix="always"` offers it. A rule (approval
+    globs) matched against them and the name offered now covers the tool however it is named.
+    """
+    plain = _INVALID.sub("_", original) or "_"
+    qualified = f"{sanitize_name(node)}{PREFIX_SEPARATOR}{plain}"
+    forms = (original, plain, f"{node}{PREFIX_SEPARATOR}{original}", qualified)
+    return tuple(dict.fromkeys((*forms, _fit(qualified, original))))
 
 
 def invert(names: Mapping[str, str]) -> dict[str, str]:
