@@ -66,7 +66,7 @@ class McpToolkitGroup(InBackground):
         """The (server, tool) already warned of as moved off a reserved name."""
         self._wait_for = wait_for
         self._on_waiting = on_waiting
-        self._warned: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, ...]] = set()
         """Name clashes warned of: the names are resolved again as each node settles."""
         targets = targets or {}
         unknown = set(targets) - set(configs)
