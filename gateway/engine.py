@@ -19,6 +19,7 @@ from toolkits import (
     CallContext,
     HasHealth,
     HasOutputCap,
+    KnowsRenames,
     ListsAtHand,
     Tool,
     Toolkit,
@@ -254,6 +255,22 @@ class Gateway:
         if not separator or node not in nodes:
             return None
         return self.unhealthy([node]).get(node)
+
+    def renamed(self, tool: str, nodes: Collection[str]) -> str | None:
+        """For a call of `tool`, a name one tool of `nodes` had until it was renamed
+        (`prefix="auto"`/`"never"` names follow which servers are up): its name now, as a
+        did-you-mean. None if no tool, or several, had that name."""
+        found = {
+            name
+            for node in (self.nodes.get(n) for n in nodes)
+            if isinstance(node, KnowsRenames) and (name := node.now_named(tool)) is not None
+        }
+        if len(found) != 1:
+            return None
+        return (
+            f"there is no tool named {tool!r} now: did you mean {found.pop()!r}? (it was "
+            "renamed when another server came or went)"
+        )
 
     def unhealthy(self, node_names: Sequence[str]) -> dict[str, str]:
         """The named nodes that are not ready, with their health (their tools are missing)."""

@@ -125,7 +125,9 @@ async def test_a_server_tried_again_after_failing_is_failing_still() -> None:
         assert "1 failed attempt, trying again now" in str(health)
 
 
-async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() -> None:
+async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     a, b = toy("search"), toy("echo")
 
     async def grow(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
@@ -155,6 +157,11 @@ async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() ->
         assert (await group["a"].call_tool("a__search", {})).content == [
             types.TextContent(text="search:[]")
         ]
+    said = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.group"]
+    assert said == [
+        "1 tool renamed because server 'b' changed its tools (prefix 'auto' and 'never' names "
+        "depend on which servers are up; 'always' keeps them stable): search -> a__search"
+    ]
 
 
 def test_targets_must_name_configured_servers() -> None:

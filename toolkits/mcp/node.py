@@ -108,12 +108,13 @@ class McpToolkit(InBackground):
         *,
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
-        resolve_names: Callable[[], Sequence[McpToolkit]] | None = None,
+        resolve_names: Callable[[str], Sequence[McpToolkit]] | None = None,
     ) -> None:
         """`target` replaces the config's transport (its other keys still apply).
 
         `resolve_names` replaces naming this node alone: a group passes its cross-node resolver,
-        which calls `apply_names` on its nodes and returns those whose tools changed.
+        which is told which node's listing changed, calls `apply_names` on its nodes and
+        returns those whose tools changed.
         """
         self._name = name
         self._config = config
@@ -152,6 +153,8 @@ class McpToolkit(InBackground):
         """Calls go as raw JSON-RPC on the live connection where it carries them (`forward`),
         at a fifth of the SDK client's CPU, the same answers; False: through the SDK client."""
         self._routes: dict[str, str] = {}
+        self._former: dict[str, str] = {}
+        """Names this node's tools were offered under before a rename, to their originals."""
         self._forwards = Forwards(name, config, self._session, self._calls)
         self._listeners = {
             kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
@@ -292,6 +295,9 @@ class McpToolkit(InBackground):
         named = (self._listing, dict(names))
         if named[0] is self._named[0] and named[1] == self._named[1]:
             return False  # another node's listing came: ours and its names are as they were
+        for orig, was in self._named[1].items():
+            if names.get(orig, was) != was:
+                self._former[was] = orig
         self._named = named
         tools = tuple(self._to_tool(names[orig], tool) for orig, tool in self._listing.items())
         self._routes = invert(names)
@@ -300,6 +306,14 @@ class McpToolkit(InBackground):
         self._tools = tools
         self._log.info("offering %d tools", len(tools))
         return True
+
+    def now_named(self, name: str) -> str | None:
+        """The name a tool this node offered as `name` has now, if it is offered under another
+        (`prefix="auto"`/`"never"` names follow which servers are up); else None."""
+        orig = self._former.get(name)
+        if orig is None or name in self._routes:
+            return None
+        return self._named[1].get(orig)
 
     async def notify_tools_changed(self) -> None:
         """Run the `subscribe`d callbacks (a failing one is logged, not raised)."""
@@ -376,7 +390,7 @@ class McpToolkit(InBackground):
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
         if self._resolve_names is not None:
-            return self._resolve_names()
+            return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
