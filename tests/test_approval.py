@@ -5,6 +5,7 @@ run, goes on when it comes, and tells the model of a denial."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -319,3 +320,39 @@ async def test_an_agents_rule_holds_while_a_clashing_auto_server_is_down() -> No
                 person.say(request.call, Decision(approved=False))
     assert log == []
     assert told(model, 1)["d1"].startswith("The user rejected the tool call to delete_user")
+
+
+PIPED = Path(__file__).parent / "servers" / "piped.py"
+
+
+async def test_approval_globs_that_match_no_tool_are_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The tester's typos: on the server `delet_*`, on the agent `s00_crm__delet_*` and
+    `s00_crm__delete_usr`; each would leave the tool ungated, so each is warned of."""
+    config = parse_config(
+        {
+            "mcpServers": {
+                "s00_crm": {
+                    "command": sys.executable,
+                    "args": [str(PIPED)],
+                    "include": ["echo", "fail"],
+                    "require_approval": ["ech*", "fial"],
+                }
+            },
+            "agents": {
+                "ops": {"tools": ["s00_crm"], "require_approval": ["s00_crm__ehco", "fail"]},
+                "fine": {"tools": ["s00_crm"], "require_approval": ["s00_crm__*", "echo"]},
+            },
+        }
+    )
+    async with open_gateway(config) as gateway:
+        await gateway.nodes["s00_crm"].list_tools()
+        assert await gateway.tools_for(gateway.agents["ops"])
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        "require_approval 'fial': matches no tool of the server (did you mean 'fail'?), "
+        "so no call is gated by it",
+        "agent 'ops': require_approval 's00_crm__ehco': matches no tool of the agent (did you "
+        "mean 's00_crm__echo'?), so no call is gated by it",
+    ]

@@ -80,17 +80,22 @@ def unmatched_globs(globs: Sequence[str], names: Sequence[str]) -> tuple[str, ..
 
 
 def globs_unmatched(
-    key: str, globs: Sequence[str], names: Sequence[str], *, listing: bool = False
+    key: str,
+    globs: Sequence[str],
+    names: Sequence[str],
+    *,
+    listing: bool = False,
+    of: str = "the server",
 ) -> str:
-    """`KEY 'g': match(es) no tool of the server`, with the closest tool name of each glob
-    that has one, and (`listing`) the server's tools."""
+    """`KEY 'g': match(es) no tool of the server` (`of`), with the closest tool name of each
+    glob that has one, and (`listing`) the server's tools."""
     hints = [
         f"{close[0]!r}" if len(globs) == 1 else f"{close[0]!r} for {glob!r}"
         for glob in globs
         if (close := difflib.get_close_matches(glob, names, n=1))
     ]
     said = f"{key} {', '.join(map(repr, globs))}: "
-    said += f"{'matches' if len(globs) == 1 else 'match'} no tool of the server"
+    said += f"{'matches' if len(globs) == 1 else 'match'} no tool of {of}"
     if hints:
         said += f" (did you mean {', '.join(hints)}?)"
     return f"{said}; the server's tools: {_listed(names)}" if listing else said

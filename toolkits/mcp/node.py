@@ -57,6 +57,7 @@ from .naming import (
     invert,
     is_offered,
     resolve_tool_names,
+    rule_names,
     unmatched_globs,
 )
 from .progress import progress_in_order
@@ -142,8 +143,9 @@ class McpToolkit(InBackground):
         self._listing: dict[str, mcp_types.Tool] = {}
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
-        self._unmatched: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-        """The `include` and `exclude` globs the last listing had no tool for (warned once)."""
+        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), ())
+        """The `include`, `exclude` and `require_approval` globs the last listing had no tool
+        for (warned once)."""
         self._awaited = True
         """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
@@ -394,21 +396,31 @@ class McpToolkit(InBackground):
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
-        """Say which `include`/`exclude` globs match none of the server's tools (a typo in
-        `include` leaves the agent without the tool, and nothing else would say so); once
-        for each change of what is unmatched."""
+        """Say which `include`/`exclude`/`require_approval` globs match none of the server's
+        tools (a typo in `include` leaves the agent without the tool, one in
+        `require_approval` leaves the tool ungated, and nothing else would say so); once for
+        each change of what is unmatched."""
+        approval = self._config.require_approval
         unmatched = (
             unmatched_globs(self._config.include or (), names),
             unmatched_globs(self._config.exclude, names),
+            # A rule matches the server's names and `NODE__TOOL` too (`rule_names`).
+            unmatched_globs(
+                approval if isinstance(approval, list) else (),
+                [form for name in names for form in rule_names(self._name, name)],
+            ),
         )
         if unmatched == self._unmatched:
             return
         self._unmatched = unmatched
-        include, exclude = unmatched
+        include, exclude, approval = unmatched
         if include:
             self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
         if exclude:
             self._log.info("%s", globs_unmatched("exclude", exclude, names))
+        if approval:
+            said = globs_unmatched("require_approval", approval, names)
+            self._log.warning("%s, so no call is gated by %s", said, _them(approval))
 
     def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
         changed = self._take_listing(listing)
@@ -525,6 +537,10 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+def _them(globs: Sequence[str]) -> str:
+    return "it" if len(globs) == 1 else "them"
 
 
 def _in_rounds(conn: Connection) -> bool:
