@@ -433,10 +433,11 @@ def _spent_in(children: Mapping[str, RunState], action: Action) -> Usage:
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:
-    """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says."""
+    """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says; for
+    a name a tool had before it was renamed: its name now."""
     health = gateway.not_ready(name, nodes)
     if health is None:
-        return None
+        return gateway.renamed(name, nodes)
     return f"tool {name!r} is not available now: its server is not ready ({health})"
 
 
