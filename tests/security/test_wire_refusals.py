@@ -2,6 +2,7 @@
 
 - a second `initialize` on an initialized session: -32600 "already initialized";
 - a pagination cursor on a list the gateway serves in one page: -32602 (the spec's SHOULD);
+- a progress token that is not a string or an integer: -32602 saying so;
 - an unknown method as long as a client likes: -32601, quoting no more than 200 characters.
 """
 
@@ -121,6 +122,29 @@ async def test_a_cursor_the_gateway_never_gave_is_invalid(
     assert "list again without a cursor" in said
     _error(empty, 2, INVALID_PARAMS)
     assert [tool["name"] for tool in whole["result"]["tools"]] == ["assistant", "calculator"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_progress_token_must_be_a_string_or_an_integer(
+    transport: str, era: Era, tmp_path: Path
+) -> None:
+    refused: list[tuple[object, dict[str, Any]]] = []
+    async with _asking(transport, era, tmp_path) as ask:
+        for request_id, token in enumerate([True, None, 1.5, {"a": 1}, ["t"]], 10):
+            call = calculate(request_id, era)
+            meta = {**call["params"].get("_meta", {}), "progressToken": token}
+            call["params"]["_meta"] = meta
+            refused.append((token, await ask(call)))
+        taken: list[dict[str, Any]] = []
+        for request_id, token in enumerate(["t-1", 7], 20):
+            call = calculate(request_id, era)
+            call["params"]["_meta"] = {**call["params"].get("_meta", {}), "progressToken": token}
+            taken.append(await ask(call))
+    for request_id, (token, reply) in enumerate(refused, 10):
+        said = _error(reply, request_id, INVALID_PARAMS)
+        assert said == "Invalid params: _meta.progressToken must be a string or an integer", token
+    assert [calculated(reply) for reply in taken] == ["42", "42"]
 
 
 @pytest.mark.parametrize("era", ERAS)

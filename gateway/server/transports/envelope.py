@@ -3,7 +3,8 @@
 Both transports answer a message that is not JSON-RPC with a short error and nothing of the
 input but its id: `-32700 Parse error` for bytes that are not UTF-8 JSON, `-32600 Invalid
 Request` for JSON that is not one JSON-RPC 2.0 message (a batch, a bool or float id, a method
-that is not a string, ...). The id is echoed only when it is a valid one, as JSON-RPC asks;
+that is not a string, ...), `-32602 Invalid params` for a request whose progress token is not
+a string or an integer. The id is echoed only when it is a valid one, as JSON-RPC asks;
 otherwise it is null. Without this the SDK (mcp 2.3.0) answers 2025-era HTTP requests with a
 pydantic dump of the input, treats a request with a bool/float/array id as a notification
 (202 and no answer ever), and drops bad stdio lines in silence.
@@ -107,7 +108,22 @@ def _refusal(decoded: Any) -> Refusal | None:
         return _invalid("id must be a string or an integer")
     echo = cast(types.RequestId, request_id) if valid_id else None
     why = _envelope_fault(message)
-    return None if why is None else _invalid(why, echo)
+    if why is not None:
+        return _invalid(why, echo)
+    # A request's progress token MUST be a string or an integer (the spec). The SDK's models
+    # refuse another one with a bare "Invalid request parameters", but a pass-through would
+    # take `true` and send it back in every progress notification. (No id: a notification,
+    # never answered.)
+    params = message.get("params")
+    if echo is None or type(params) is not dict:
+        return None
+    meta = cast(dict[str, Any], params).get("_meta")
+    if type(meta) is not dict or "progressToken" not in meta:
+        return None
+    if _is_id(cast(dict[str, Any], meta)["progressToken"]):
+        return None
+    why = "Invalid params: _meta.progressToken must be a string or an integer"
+    return Refusal(types.INVALID_PARAMS, why, echo)
 
 
 def typed_message(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
