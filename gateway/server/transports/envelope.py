@@ -11,12 +11,14 @@ pydantic dump of the input, treats a request with a bool/float/array id as a not
 check_message(data) -> the typed message, or a `Refusal` saying why not
 decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
 typed_message(obj)  -> a decoded message as the SDK's model
-EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long)
+EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long);
+                       a client gone before its body was whole gets nothing (one DEBUG line)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable
 from contextlib import suppress
 from dataclasses import dataclass
@@ -42,6 +44,8 @@ __all__ = [
     "posted_object",
     "typed_message",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +185,16 @@ class EnvelopeCheck:
             response = Response("Request body too large", status_code=413)  # as the SDK's limit
             await response(scope, receive, send)
             return
-        if body is not None:
-            decoded = _decoded(body)
-            refused = decoded if isinstance(decoded, Refusal) else _refusal(decoded)
-            if refused is not None:
-                await _answer(send, refused)
-                return
-            scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
+        if body is None:
+            # Nobody to answer; the SDK would log a ClientDisconnect traceback at ERROR.
+            log.debug("an HTTP client went away before its request's body was whole")
+            return
+        decoded = _decoded(body)
+        refused = decoded if isinstance(decoded, Refusal) else _refusal(decoded)
+        if refused is not None:
+            await _answer(send, refused)
+            return
+        scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
         try:
             await self.app(scope, replay, send)
         finally:

@@ -1,0 +1,97 @@
+"""`serve --http` byte by byte: what raw clients sent and the gateway answered wrongly (QA round
+6): a duplicate request id in flight, a body that stalls or ends early, a GET with
+`Last-Event-ID`, header checks skipped on a cached listing, a wrong protocol version header on
+a 2025-era request, a failed `initialize`, and media types in any case."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Generator
+from contextlib import contextmanager
+
+import anyio
+import httpx2
+import pytest
+
+from gateway.server import HttpOptions
+
+from .test_http_connections import Served, gateway
+from .wire import LEGACY, MODERN, Era, HttpWire, modern_params
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ENVELOPE_LOG = "gateway.server.transports.envelope"
+
+
+class Heard(logging.Handler):
+    """Every log record of the process while it listens, to wait on with no sleep."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.records: list[logging.LogRecord] = []
+        self._changed = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, text: str) -> None:
+        """Wait for a record saying `text`, or for an error (the test fails sooner)."""
+        while not self.errors() and not any(text in r.getMessage() for r in self.records):
+            await self._changed.wait()
+
+    def errors(self) -> list[str]:
+        return [r.getMessage() for r in self.records if r.levelno >= logging.ERROR]
+
+
+@contextmanager
+def heard(debug: str = ENVELOPE_LOG) -> Generator[Heard]:
+    """What the process logs in the block (the logger `debug` at DEBUG too)."""
+    handler, root, chatty = Heard(), logging.getLogger(), logging.getLogger(debug)
+    was = chatty.level
+    root.addHandler(handler)
+    chatty.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        chatty.setLevel(was)
+
+
+def _head(served: Served, era: Era, length: int | None, **headers: str) -> bytes:
+    """A POST's head (chunked when `length` is None)."""
+    lines = [
+        "POST /mcp HTTP/1.1",
+        f"Host: {served.host}:{served.port}",
+        "Accept: application/json, text/event-stream",
+        "Content-Type: application/json",
+        f"MCP-Protocol-Version: {era}",
+        "Transfer-Encoding: chunked" if length is None else f"Content-Length: {length}",
+        *(f"{name}: {value}" for name, value in headers.items()),
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
+def _listing(era: Era, request_id: int | str) -> bytes:
+    """A `tools/list` request of `era`."""
+    params = modern_params() if era == MODERN else {}
+    listing = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": params}
+    return json.dumps(listing).encode()
+
+
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+async def test_a_client_gone_before_its_body_is_whole_leaves_no_traceback(era: Era) -> None:
+    options = HttpOptions("127.0.0.1", 0)
+    async with gateway(options) as served, httpx2.AsyncClient(timeout=10) as http:
+        with anyio.fail_after(20), heard() as log:
+            wire = HttpWire(http, served.url, era)
+            await wire.open()
+            session = {"Mcp-Session-Id": wire.session_id} if wire.session_id else {}
+            gone = await served.connect(_head(served, era, 100, **session) + b'{"jsonrpc":')
+            await gone.aclose()
+            await log.until("went away")
+            assert log.errors() == []
+            # And the gateway goes on serving.
+            assert (await wire.post(_listing(era, 1))).status == 200
