@@ -9,6 +9,7 @@ import json
 import logging
 from collections.abc import Generator
 from contextlib import contextmanager
+from typing import Any
 
 import anyio
 import httpx2
@@ -16,12 +17,16 @@ import pytest
 
 from gateway.server import HttpOptions
 
-from .test_http_connections import Served, gateway
-from .wire import LEGACY, MODERN, Era, HttpWire, modern_params
+from .test_http_connections import Hold, Served, gateway
+from .wire import LEGACY, MODERN, Era, HttpAnswer, HttpWire, modern_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 ENVELOPE_LOG = "gateway.server.transports.envelope"
+DUPLICATE = (
+    "Invalid Request: a request with this id is still in flight on this session; "
+    "give each request its own id"
+)
 
 
 class Heard(logging.Handler):
@@ -77,7 +82,12 @@ def _head(served: Served, era: Era, length: int | None, **headers: str) -> bytes
 def _listing(era: Era, request_id: int | str) -> bytes:
     """A `tools/list` request of `era`."""
     params = modern_params() if era == MODERN else {}
-    listing = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list", "params": params}
+    listing: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "tools/list",
+        "params": params,
+    }
     return json.dumps(listing).encode()
 
 
@@ -95,3 +105,53 @@ async def test_a_client_gone_before_its_body_is_whole_leaves_no_traceback(era: E
             assert log.errors() == []
             # And the gateway goes on serving.
             assert (await wire.post(_listing(era, 1))).status == 200
+
+
+async def test_a_request_id_in_flight_on_a_session_is_refused_until_its_answer() -> None:
+    hold = Hold()
+    held: list[HttpAnswer] = []
+    pinged: list[HttpAnswer] = []
+    answered = anyio.Event()
+    call: dict[str, Any] = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
+    call["params"] = {"name": "hold", "arguments": {}}
+    async with (
+        gateway(HttpOptions("127.0.0.1", 0), hold) as served,
+        httpx2.AsyncClient(timeout=10) as http,
+        anyio.create_task_group() as tg,
+    ):
+        with anyio.fail_after(20):
+            wire = HttpWire(http, served.url, LEGACY)
+            await wire.open()
+
+            async def hold_id_5() -> None:
+                held.append(await wire.post(json.dumps(call).encode()))
+                answered.set()
+
+            async def ping(request_id: int | str) -> None:
+                pinged.append(await wire.post(_ping(request_id)))
+
+            tg.start_soon(hold_id_5)
+            await hold.started.wait()
+            # Before: the SDK gave the second one the first one's answer stream; one of the
+            # two was never answered.
+            for request_id in (5, "5", 6):  # 5 and "5": one id to the SDK
+                await ping(request_id)
+            hold.release.set()
+            await answered.wait()
+            await ping(5)
+    *again, other, reused = pinged
+    assert [a.status for a in again] == [400, 400]
+    assert [a.reply for a in again] == [
+        {"jsonrpc": "2.0", "id": same, "error": {"code": -32600, "message": DUPLICATE}}
+        for same in (5, "5")
+    ]
+    assert other.reply == {"jsonrpc": "2.0", "id": 6, "result": {}}
+    [answer] = held
+    assert answer.reply is not None
+    assert answer.reply["id"] == 5
+    assert answer.reply["result"]["content"][0]["text"] == "released"
+    assert reused.reply == {"jsonrpc": "2.0", "id": 5, "result": {}}  # a finished id is free
+
+
+def _ping(request_id: int | str) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping"}).encode()

@@ -42,6 +42,8 @@ __all__ = [
     "decode_message",
     "is_modern_post",
     "posted_object",
+    "posted_request_id",
+    "refuse",
     "typed_message",
 ]
 
@@ -281,6 +283,11 @@ async def _disconnected() -> Message:
     return {"type": "http.disconnect"}
 
 
+async def refuse(send: Send, refusal: Refusal) -> None:
+    """Answer a request with `refusal` (HTTP 400)."""
+    await _answer(send, refusal)
+
+
 async def _answer(send: Send, refusal: Refusal) -> None:
     body = refusal.body()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
@@ -297,6 +304,17 @@ def is_modern_post(scope: Scope) -> bool:
         return False
     value = first(scope, b"mcp-protocol-version")
     return value is not None and value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
+
+
+def posted_request_id(scope: Scope) -> types.RequestId | None:
+    """The id of the JSON-RPC request this POST carries (checked by `EnvelopeCheck`); None
+    for anything but a request."""
+    kept: tuple[bytes, Any] | None = scope.get(_POSTED)
+    if kept is None or not isinstance(kept[1], dict):
+        return None
+    message = cast(dict[str, Any], kept[1])
+    request_id = message.get("id")
+    return cast(types.RequestId, request_id) if "method" in message and _is_id(request_id) else None
 
 
 def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:
