@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 import pytest
 
@@ -155,3 +156,48 @@ async def test_a_request_id_in_flight_on_a_session_is_refused_until_its_answer()
 
 def _ping(request_id: int | str) -> bytes:
     return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "ping"}).encode()
+
+
+async def test_a_body_that_stalls_is_answered_408_and_closed() -> None:
+    options = HttpOptions("127.0.0.1", 0, read_timeout=0.5)
+    async with gateway(options) as served, httpx2.AsyncClient(timeout=10) as http:
+        with anyio.fail_after(20), heard("gateway.server.transports.connections") as log:
+            wire = HttpWire(http, served.url, LEGACY)
+            await wire.open()
+            session = {"Mcp-Session-Id": wire.session_id or ""}
+            # Before: each was held open for ever (only a stalled head was timed out).
+            stalled = [
+                await served.connect(_head(served, LEGACY, 1000) + b'{"jsonrpc"'),
+                await served.connect(_head(served, LEGACY, None, **session) + b"2\r\n{}\r\n"),
+                await served.connect(_head(served, MODERN, None) + b"1\r\n{\r\n"),
+                # Behind one answered first (HTTP/1.1 pipelining): its body is due from then.
+                await served.connect(
+                    _head(served, LEGACY, len(ping := _ping(1)), **session)
+                    + ping
+                    + _head(served, LEGACY, 1000, **session)
+                    + b"{"
+                ),
+            ]
+            answers = [await _read_to_the_end(stream) for stream in stalled]
+            # The session and the server go on.
+            assert (await wire.post(_listing(LEGACY, 2))).status == 200
+    assert [answer.split(b"\r\n", 1)[0] for answer in answers] == [
+        *[b"HTTP/1.1 408 Request Timeout"] * 3,
+        b"HTTP/1.1 200 OK",
+    ]
+    assert b'"id":1,"result":{}' in answers[3]
+    assert answers[3].count(b"HTTP/1.1 408 Request Timeout\r\n") == 1
+    assert all(
+        answer.endswith(b"\r\n\r\nThe request's body did not come in time\n") for answer in answers
+    )
+    assert log.errors() == []
+
+
+async def _read_to_the_end(stream: anyio.abc.SocketStream) -> bytes:
+    """All the server sends until it closes the connection."""
+    received = b""
+    try:
+        while True:
+            received += await stream.receive()
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        return received

@@ -12,7 +12,8 @@
   JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
-- A connection must send its request's head within `read_timeout` (30 s), and at most
+- A connection must send its request's head within `read_timeout` (30 s), then its body
+  within as long (408 otherwise), and at most
   `http_max_connections` are open, the one waiting longest for a request closed to make room
   (`connections`): before any token is checked, a client could otherwise hold them all.
 - Told to stop, the server goes on answering all but new calls while the calls in flight
@@ -128,7 +129,7 @@ class HttpOptions:
     """Seconds an idle connection stays open."""
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    """Seconds a connection has to send a request's head (`connections`)."""
+    """Seconds a connection has to send a request's head, and then its body (`connections`)."""
     oauth: ResourceServerSettings | None = None
     """Take OAuth access tokens too (`auth`)."""
 
