@@ -201,3 +201,27 @@ async def _read_to_the_end(stream: anyio.abc.SocketStream) -> bytes:
             received += await stream.receive()
     except (anyio.EndOfStream, anyio.BrokenResourceError):
         return received
+
+
+async def test_a_get_resuming_a_stream_gets_a_new_stream() -> None:
+    async with (
+        gateway(HttpOptions("127.0.0.1", 0)) as served,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        with anyio.fail_after(20), heard() as log:
+            wire = HttpWire(http, served.url, LEGACY)
+            await wire.open()
+            headers = {
+                "Accept": "text/event-stream",
+                "MCP-Protocol-Version": LEGACY,
+                "Mcp-Session-Id": wire.session_id or "",
+                "Last-Event-ID": "42",
+            }
+            # Before: 500, "ASGI callable returned without starting response" (no events
+            # are kept, so the SDK had none to replay and answered nothing).
+            async with http.stream("GET", served.url, headers=headers) as stream:
+                status = stream.status_code
+                kind = stream.headers.get("content-type")
+            assert (await wire.post(_listing(LEGACY, 2))).status == 200
+    assert (status, kind) == (200, "text/event-stream")
+    assert log.errors() == []

@@ -82,6 +82,7 @@ from .draining import Drains, Requests, drained
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
+from .request_headers import first
 
 __all__ = [
     "MCP_PATH",
@@ -281,6 +282,8 @@ class HttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A coroutine function, or uvicorn would take this for an ASGI 2 app.
         if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            if scope["method"] == "GET" and first(scope, _LAST_EVENT_ID) is not None:
+                scope = _without_last_event_id(scope)
             await self._mcp(scope, receive, send)
         else:
             await self._rest(scope, receive, send)
@@ -367,6 +370,17 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     for cls, args, kwargs in reversed(middleware):  # as Starlette stacks them
         mcp = cls(mcp, *args, **kwargs)
     return HttpApp(mcp, rest)
+
+
+_LAST_EVENT_ID = b"last-event-id"
+
+
+def _without_last_event_id(scope: Scope) -> Scope:
+    """A GET resuming a stream, as a plain GET: with no event store (events are not kept, so
+    there is nothing to resume) the SDK answered it with nothing at all, which uvicorn made a
+    500. The spec lets a server not replay; the client gets a new stream."""
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    return {**scope, "headers": [(k, v) for k, v in headers if k != _LAST_EVENT_ID]}
 
 
 class _SessionManager(StreamableHTTPSessionManager):
