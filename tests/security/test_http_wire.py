@@ -140,7 +140,10 @@ async def test_a_request_id_in_flight_on_a_session_is_refused_until_its_answer()
             hold.release.set()
             await answered.wait()
             await ping(5)
+            # Free once its answer is read, before the server's request task ends.
+            listed = [await wire.post(_listing(LEGACY, 8)) for _ in range(5)]
     *again, other, reused = pinged
+    assert [answer.status for answer in listed] == [200] * 5
     assert [a.status for a in again] == [400, 400]
     assert [a.reply for a in again] == [
         {"jsonrpc": "2.0", "id": same, "error": {"code": -32600, "message": DUPLICATE}}

@@ -91,18 +91,30 @@ class _Session:
 
 
 class _Status:
-    """`send` noting the response's status (0 until it starts)."""
+    """`send` noting the response's status (0 until it starts); the request id `key` is no
+    longer in flight on `session` once the answer's last byte is sent (its client may use it
+    again as soon as it has read them)."""
 
-    __slots__ = ("_send", "status")
+    __slots__ = ("_send", "key", "session", "status")
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, session: _Session, key: str | None) -> None:
         self._send = send
         self.status = 0
+        self.session = session
+        self.key = key
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start" and not self.status:
+        kind = message["type"]
+        if kind == "http.response.start" and not self.status:
             self.status = message["status"]
+        elif self.key is not None and kind == "http.response.body" and not message.get("more_body"):
+            self.release()
         await self._send(message)
+
+    def release(self) -> None:
+        if self.key is not None and self.session.ids is not None:
+            self.session.ids.discard(self.key)
+            self.key = None
 
 
 class SessionLimits:
@@ -194,13 +206,12 @@ class SessionLimits:
             return
         session.in_flight += 1
         session.calls += call
-        watch = _Status(send)
+        watch = _Status(send, session, key)
         try:
             await self.app(scope, receive, watch)
         finally:
             self._request_ended(session_id, session, call=call)
-            if key is not None and session.ids is not None:
-                session.ids.discard(key)
+            watch.release()  # not answered whole (its client went away)
         status = watch.status
         gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
         if gone and self._sessions.get(session_id) is session:
