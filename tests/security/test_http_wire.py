@@ -24,6 +24,7 @@ from .wire import LEGACY, MODERN, Era, HttpAnswer, HttpWire, modern_params
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 ENVELOPE_LOG = "gateway.server.transports.envelope"
+NOT_JSON = "Unsupported Media Type: Content-Type must be application/json"
 DUPLICATE = (
     "Invalid Request: a request with this id is still in flight on this session; "
     "give each request its own id"
@@ -142,8 +143,8 @@ async def test_a_request_id_in_flight_on_a_session_is_refused_until_its_answer()
             await ping(5)
             # Free once its answer is read, before the server's request task ends.
             listed = [await wire.post(_listing(LEGACY, 8)) for _ in range(5)]
+            assert [answer.status for answer in listed] == [200] * 5
     *again, other, reused = pinged
-    assert [answer.status for answer in listed] == [200] * 5
     assert [a.status for a in again] == [400, 400]
     assert [a.reply for a in again] == [
         {"jsonrpc": "2.0", "id": same, "error": {"code": -32600, "message": DUPLICATE}}
@@ -228,3 +229,38 @@ async def test_a_get_resuming_a_stream_gets_a_new_stream() -> None:
             assert (await wire.post(_listing(LEGACY, 2))).status == 200
     assert (status, kind) == (200, "text/event-stream")
     assert log.errors() == []
+
+
+@pytest.mark.parametrize("era", [LEGACY, MODERN])
+async def test_media_types_are_read_in_any_case_and_others_get_a_jsonrpc_415(era: Era) -> None:
+    async with (
+        gateway(HttpOptions("127.0.0.1", 0)) as served,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        with anyio.fail_after(20):
+            wire = HttpWire(http, served.url, era)
+            await wire.open()
+            # Before: 415 on a 2025-era session (the SDK compares case-sensitively).
+            served_kinds = [
+                await wire.post(_listing(era, 1), **{"Content-Type": kind})
+                for kind in ("APPLICATION/JSON", "Application/Json; Charset=UTF-8")
+            ]
+            # Before: 400 with a plain-text "Invalid Content-Type header".
+            refused = [await wire.post(_listing(era, 2), **{"Content-Type": "text/plain"})]
+            session = {"Mcp-Session-Id": wire.session_id} if wire.session_id else {}
+            untyped = await http.post(
+                served.url,
+                content=_listing(era, 3),
+                headers={
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": era,
+                    **session,
+                },
+            )
+            refused.append(HttpAnswer(untyped.status_code, [untyped.json()], untyped.text))
+    assert [answer.status for answer in served_kinds] == [200, 200]
+    assert [answer.reply and answer.reply["id"] for answer in served_kinds] == [1, 1]
+    not_json = {"code": -32600, "message": NOT_JSON}
+    assert [(a.status, a.reply) for a in refused] == [
+        (415, {"jsonrpc": "2.0", "id": None, "error": not_json})
+    ] * 2

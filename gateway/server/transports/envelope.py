@@ -11,8 +11,9 @@ pydantic dump of the input, treats a request with a bool/float/array id as a not
 check_message(data) -> the typed message, or a `Refusal` saying why not
 decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
 typed_message(obj)  -> a decoded message as the SDK's model
-EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long);
-                       a client gone before its body was whole gets nothing (one DEBUG line)
+EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long,
+                       415: not JSON, by its Content-Type in any case); a client gone before
+                       its body was whole gets nothing (one DEBUG line)
 """
 
 from __future__ import annotations
@@ -179,6 +180,10 @@ class EnvelopeCheck:
         return self._check(scope, receive, send)
 
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = first(scope, b"content-type")
+        if kind != b"application/json" and not _json_kind(scope, kind):  # the first: the usual
+            await _answer(send, _NOT_JSON, 415)
+            return
         try:
             if _declared_length(scope) > self.max_body_bytes:
                 raise _TooLarge
@@ -201,6 +206,25 @@ class EnvelopeCheck:
             await self.app(scope, replay, send)
         finally:
             replay.release()  # the SDK may keep the request (see `_Replay`)
+
+
+_NOT_JSON = Refusal(
+    types.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
+)
+
+
+def _json_kind(scope: Scope, kind: bytes | None) -> bool:
+    """Whether a Content-Type names JSON; if it does in capitals, it is put in lowercase for
+    the SDK, whose checks are case-sensitive (media types are not: RFC 9110)."""
+    if kind is None:
+        return False
+    lowered = kind.lower()
+    if lowered.split(b";", 1)[0].split(b",", 1)[0].strip() != b"application/json":
+        return False
+    if lowered != kind:
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        scope["headers"] = [(k, lowered if k == b"content-type" else v) for k, v in headers]
+    return True
 
 
 class _TooLarge(Exception):
@@ -288,10 +312,10 @@ async def refuse(send: Send, refusal: Refusal) -> None:
     await _answer(send, refusal)
 
 
-async def _answer(send: Send, refusal: Refusal) -> None:
+async def _answer(send: Send, refusal: Refusal, status: int = 400) -> None:
     body = refusal.body()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
