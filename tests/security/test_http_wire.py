@@ -264,3 +264,40 @@ async def test_media_types_are_read_in_any_case_and_others_get_a_jsonrpc_415(era
     assert [(a.status, a.reply) for a in refused] == [
         (415, {"jsonrpc": "2.0", "id": None, "error": not_json})
     ] * 2
+
+
+@pytest.mark.parametrize("stateless", [False, True])
+async def test_a_cached_tool_listing_gets_the_header_checks_of_any_request(
+    stateless: bool,
+) -> None:
+    options = HttpOptions("127.0.0.1", 0, stateless=stateless)
+    async with gateway(options) as served, httpx2.AsyncClient(timeout=10) as http:
+        with anyio.fail_after(20):
+            wire = HttpWire(http, served.url, MODERN)
+            listed = [await wire.post(_listing(MODERN, n)) for n in (1, 2)]  # the second: kept
+            good = {
+                "Accept": "application/json, text/event-stream",
+                "Content-Type": "application/json",
+                "MCP-Protocol-Version": MODERN,
+                "Mcp-Method": "tools/list",
+            }
+            wrong: list[dict[str, str]] = [
+                {k: v for k, v in good.items() if k != "Mcp-Method"},
+                {**good, "Mcp-Method": "prompts/list"},
+                {**good, "Mcp-Method": "x/y"},
+                {**good, "Accept": "text/event-stream"},
+                {**good, "Accept": "text/html"},
+                {**good, "Accept": "application/json"},  # the SDK wants both
+            ]
+            # Before: 200 and the whole tool list, for every one.
+            answers = [
+                await http.post(served.url, content=_listing(MODERN, 3), headers=headers)
+                for headers in wrong
+            ]
+    assert [answer.status for answer in listed] == [200, 200]
+    mismatch = {
+        "code": -32020,
+        "message": "mcp-method header does not match the request body's method",
+    }
+    assert [(a.status_code, a.json()["error"]) for a in answers[:3]] == [(400, mismatch)] * 3
+    assert [a.status_code for a in answers[3:]] == [406] * 3
