@@ -37,6 +37,7 @@ nothing for it but cost CPU on every call and a frame each on every open stream.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import socket
@@ -385,7 +386,8 @@ def _without_last_event_id(scope: Scope) -> Scope:
 
 class _SessionManager(StreamableHTTPSessionManager):
     """The SDK's, but the answer that opens a 2025-era session is JSON, not an event stream,
-    and a refusal hands out no session id.
+    and a refusal, or a failed `initialize` (answered 200 with a JSON-RPC error, no params or a
+    bad protocolVersion), hands out no session id and keeps no session.
 
     Nothing precedes an `initialize` result on its stream, and a JSON answer spares the client
     an event-stream reader and the server its stream machinery (a handshake-era open, call and
@@ -405,13 +407,24 @@ class _SessionManager(StreamableHTTPSessionManager):
         receive: Receive,
         send: Send,
     ) -> None:
+        held: Message | None = None
+        failed = False
+
         async def sending(message: Message) -> None:
+            nonlocal held, failed
             if message["type"] == "http.response.start":  # answered: the rest as before
                 http_transport.is_json_response_enabled = False
                 if message["status"] >= 400:  # no session: the SDK discards it
-                    headers: list[tuple[bytes, bytes]] = message.get("headers", [])
-                    kept = [(k, v) for k, v in headers if k.lower() != b"mcp-session-id"]
-                    message = {**message, "headers": kept}
+                    message = _without_session_id(message)
+                else:  # an initialize answered: held until its body says how
+                    held = message
+                    return
+            elif held is not None:
+                start, held = held, None
+                if not message.get("more_body") and _is_error(message.get("body", b"")):
+                    failed = True  # the SDK answers 200; its session would live on
+                    start = _without_session_id(start)
+                await send(start)
             await send(message)
 
         http_transport.is_json_response_enabled = True
@@ -419,6 +432,24 @@ class _SessionManager(StreamableHTTPSessionManager):
             await super()._serve_opening_request(http_transport, scope, receive, sending)
         finally:
             http_transport.is_json_response_enabled = False
+        if failed:
+            session_id = http_transport.mcp_session_id
+            assert session_id is not None  # a session's transport
+            await self._discard_session(session_id, http_transport)
+
+
+def _without_session_id(start: Message) -> Message:
+    headers: list[tuple[bytes, bytes]] = start.get("headers", [])
+    return {**start, "headers": [(k, v) for k, v in headers if k.lower() != b"mcp-session-id"]}
+
+
+def _is_error(body: bytes) -> bool:
+    """Whether a JSON answer is a JSON-RPC error (a failed `initialize`: no session)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and "error" in answer
 
 
 async def serve_http(
