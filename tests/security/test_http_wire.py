@@ -19,7 +19,7 @@ import pytest
 from gateway.server import HttpOptions
 
 from .test_http_connections import Hold, Served, gateway
-from .wire import LEGACY, MODERN, Era, HttpAnswer, HttpWire, modern_params
+from .wire import LEGACY, MODERN, Era, HttpAnswer, HttpWire, initialize, modern_params
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -301,3 +301,52 @@ async def test_a_cached_tool_listing_gets_the_header_checks_of_any_request(
     }
     assert [(a.status_code, a.json()["error"]) for a in answers[:3]] == [(400, mismatch)] * 3
     assert [a.status_code for a in answers[3:]] == [406] * 3
+
+
+HANDSHAKE = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+
+
+async def test_a_2025_era_request_with_a_wrong_version_header_is_told_the_versions() -> None:
+    async with (
+        gateway(HttpOptions("127.0.0.1", 0)) as served,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        with anyio.fail_after(20):
+            wire = HttpWire(http, served.url, LEGACY)
+            await wire.open()
+            # Before: -32602 "params._meta must be an object carrying the required ...".
+            on_session = [
+                await wire.post(_ping(n), **{"MCP-Protocol-Version": version})
+                for n, version in enumerate(("bogus", "1900-01-01", MODERN))
+            ]
+            wire.session_id = None
+            opening = await wire.post(
+                json.dumps(initialize(9)).encode(), **{"MCP-Protocol-Version": MODERN}
+            )
+            unknown = await wire.post(_listing(LEGACY, 10), **{"MCP-Protocol-Version": "bogus"})
+            # A 2026-07-28 request without its envelope is still the SDK's to judge.
+            bare = await wire.post(_listing(LEGACY, 11), **{"MCP-Protocol-Version": MODERN})
+            modern = await HttpWire(http, served.url, MODERN).post(_listing(MODERN, 12))
+
+    def refused(request_id: int, requested: str, why: str, supported: list[str]) -> Any:
+        message = f"Unsupported protocol version in the MCP-Protocol-Version header: {why} (data.supported)"
+        data = {"supported": supported, "requested": requested}
+        error = {"code": -32022, "message": message, "data": data}
+        return 400, {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+    on_a_session = "a request on a session carries the session's version"
+    assert [(a.status, a.reply) for a in on_session] == [
+        refused(0, "bogus", on_a_session, HANDSHAKE),
+        refused(1, "1900-01-01", on_a_session, HANDSHAKE),
+        refused(2, MODERN, on_a_session, HANDSHAKE),
+    ]
+    assert (opening.status, opening.reply) == refused(
+        9, MODERN, "initialize opens a session of one of these versions", HANDSHAKE
+    )
+    assert (unknown.status, unknown.reply) == refused(
+        10, "bogus", "no version of that name is served", [*HANDSHAKE, MODERN]
+    )
+    assert bare.status == 400
+    assert bare.reply is not None
+    assert bare.reply["error"]["code"] == -32602
+    assert modern.status == 200

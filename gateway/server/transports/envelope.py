@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -58,13 +58,16 @@ class Refusal:
     code: int
     message: str
     id: types.RequestId | None = None
+    data: dict[str, Any] | None = None
 
     def error(self) -> types.JSONRPCError:
-        data = types.ErrorData(code=self.code, message=self.message)
+        data = types.ErrorData(code=self.code, message=self.message, data=self.data)
         return types.JSONRPCError(jsonrpc="2.0", id=self.id, error=data)
 
     def body(self) -> bytes:
-        error = {"code": self.code, "message": self.message}
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
         body = {"jsonrpc": "2.0", "id": self.id, "error": error}
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -201,12 +204,59 @@ class EnvelopeCheck:
         if refused is not None:
             await _answer(send, refused)
             return
+        version = first(scope, _VERSION)
+        if version is not None and version not in _HANDSHAKE_VERSIONS:
+            refused = _version_refusal(scope, cast(dict[str, Any], decoded), version)
+            if refused is not None:
+                await _answer(send, refused)
+                return
         scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
         try:
             await self.app(scope, replay, send)
         finally:
             replay.release()  # the SDK may keep the request (see `_Replay`)
 
+
+_VERSION = b"mcp-protocol-version"
+_HANDSHAKE_VERSIONS = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
+_MODERN_ENVELOPE = "io.modelcontextprotocol/protocolVersion"
+
+
+def _version_refusal(scope: Scope, message: dict[str, Any], version: bytes) -> Refusal | None:
+    """-32022 for a 2025-era request whose MCP-Protocol-Version header names a version it
+    cannot carry. The SDK routes any such header to its 2026-07-28 path, which told the client
+    of an envelope it never meant to send ('params._meta must be an object carrying...').
+
+    A 2025-era request is one without the 2026-07-28 envelope that is on a session, or an
+    `initialize`, or names a version unknown to either era; anything else (a 2026-07-28
+    request) is the SDK's to judge.
+    """
+    request_id = message.get("id")
+    params = message.get("params")
+    meta = cast(dict[str, Any], params).get("_meta") if isinstance(params, dict) else None
+    if not _is_id(request_id) or (isinstance(meta, dict) and _MODERN_ENVELOPE in meta):
+        return None
+    requested = version.decode("latin-1")
+    supported: list[str] = list(HANDSHAKE_PROTOCOL_VERSIONS)
+    if first(scope, b"mcp-session-id") is not None:
+        why = "a request on a session carries the session's version"
+    elif message.get("method") == "initialize":
+        why = "initialize opens a session of one of these versions"
+    elif requested not in MODERN_PROTOCOL_VERSIONS:
+        why = "no version of that name is served"
+        supported += MODERN_PROTOCOL_VERSIONS
+    else:
+        return None  # a 2026-07-28 request without its envelope: the SDK says so
+    return Refusal(
+        types.UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version in the MCP-Protocol-Version header: {why} (data.supported)",
+        cast(types.RequestId, request_id),
+        {"supported": supported, "requested": requested[:_ECHOED_VERSION]},
+    )
+
+
+_ECHOED_VERSION = 40
+"""Characters of a version header echoed: enough for any version, not a client's essay."""
 
 _NOT_JSON = Refusal(
     types.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
