@@ -33,7 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import read_json
 
-from .request_headers import first
+from .request_headers import by_name, first
 
 __all__ = [
     "EnvelopeCheck",
@@ -183,12 +183,13 @@ class EnvelopeCheck:
         return self._check(scope, receive, send)
 
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
-        kind = first(scope, b"content-type")
+        headers = by_name(scope) or _first_of_each(scope)  # read once: this runs every call
+        kind = headers.get(b"content-type")
         if kind != b"application/json" and not _json_kind(scope, kind):  # the first: the usual
             await _answer(send, _NOT_JSON, 415)
             return
         try:
-            if _declared_length(scope) > self.max_body_bytes:
+            if _declared_length(headers.get(b"content-length")) > self.max_body_bytes:
                 raise _TooLarge
             body, replay = await _buffered(receive, self.max_body_bytes)
         except _TooLarge:
@@ -204,7 +205,7 @@ class EnvelopeCheck:
         if refused is not None:
             await _answer(send, refused)
             return
-        version = first(scope, _VERSION)
+        version = headers.get(_VERSION)
         if version is not None and version not in _HANDSHAKE_VERSIONS:
             refused = _version_refusal(scope, cast(dict[str, Any], decoded), version)
             if refused is not None:
@@ -281,8 +282,15 @@ class _TooLarge(Exception):
     """The body is longer than the limit."""
 
 
-def _declared_length(scope: Scope) -> int:
-    value = first(scope, b"content-length")
+def _first_of_each(scope: Scope) -> dict[bytes, bytes]:
+    """Each header's first value, when `by_name` cannot give them (a name repeated)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        found.setdefault(name.lower(), value)
+    return found
+
+
+def _declared_length(value: bytes | None) -> int:
     if value is not None:
         with suppress(ValueError):
             return int(value)
