@@ -288,3 +288,28 @@ async def test_a_refused_request_without_a_session_id_is_handed_no_session_id() 
     assert not_initialize.status_code == 400
     assert [r.headers.get("mcp-session-id") for r in [*refused, not_initialize]] == [None] * 5
     assert opened.session_id is not None
+
+
+async def test_a_failed_initialize_is_handed_no_session_and_keeps_none() -> None:
+    """The SDK answers a failed `initialize` 200 with its JSON-RPC error: it carried a session
+    id, and the session lived on (its requests refused 'Invalid request parameters'), holding
+    one of `http_max_sessions`."""
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    failing = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize"},
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 5}},
+    ]
+    async with gateway(Hold(), max_sessions=1) as gw:
+        with anyio.fail_after(30):
+            failed = [
+                await gw.http.post(gw.url, content=json.dumps(body), headers=headers)
+                for body in failing
+            ]
+            assert len(gw.sessions) == 0
+            opened = await gw.open()  # the one slot is free
+            assert await gw.status(opened) == 200
+    assert [(r.status_code, r.json()["id"], r.json()["error"]["code"]) for r in failed] == [
+        (200, 0, -32602),
+        (200, 1, -32602),
+    ]
+    assert [r.headers.get("mcp-session-id") for r in failed] == [None, None]

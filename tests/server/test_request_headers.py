@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from gateway.server.served.pass_through import _plain_headers  # pyright: ignore[reportPrivateUsage]
+from gateway.server.served.modern_headers import plain_headers
 from gateway.server.transports.envelope import is_modern_post
 from gateway.server.transports.host_check import AllowedHosts, HostCheck
 from gateway.server.transports.request_headers import by_name, every, first
@@ -76,7 +76,7 @@ def test_the_modern_era_is_told_by_the_first_version_header() -> None:
 
 
 def test_the_pass_through_reads_its_headers_and_leaves_the_rest_to_the_sdk() -> None:
-    assert _plain_headers(scope(MODERN)) == {
+    assert plain_headers(scope(MODERN)) == {
         "accept": "application/json, text/event-stream",
         "content-type": "application/json",
         "mcp-protocol-version": "2026-07-28",
@@ -84,14 +84,14 @@ def test_the_pass_through_reads_its_headers_and_leaves_the_rest_to_the_sdk() -> 
         "mcp-name": "d__echo",
     }
     # An `Mcp-Param-*` header, or a routing header repeated: the SDK's to judge.
-    assert _plain_headers(scope([*MODERN, (b"mcp-param-region", b"eu")])) is None
-    assert _plain_headers(scope([*MODERN, (b"mcp-method", b"tools/list")])) is None
+    assert plain_headers(scope([*MODERN, (b"mcp-param-region", b"eu")])) is None
+    assert plain_headers(scope([*MODERN, (b"mcp-method", b"tools/list")])) is None
     # A name that only holds the prefix is no parameter header.
-    read = _plain_headers(scope([*MODERN, (b"x-mcp-param-region", b"eu")]))
+    read = plain_headers(scope([*MODERN, (b"x-mcp-param-region", b"eu")]))
     assert read is not None
     assert read["mcp-name"] == "d__echo"
     # A repeated header the checks read, not a routing one: the first counts, as Starlette's.
-    read = _plain_headers(scope([*MODERN, (b"accept", b"text/plain")]))
+    read = plain_headers(scope([*MODERN, (b"accept", b"text/plain")]))
     assert read is not None
     assert read["accept"] == "application/json, text/event-stream"
 

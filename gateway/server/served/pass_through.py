@@ -42,34 +42,24 @@ a stream that closes loses what was not sent, on either path).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncGenerator, Awaitable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any, cast
 
 import anyio
 import anyio.abc
-from mcp.server.streamable_http import check_accept_headers
-from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ...limits import PerNode
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
-from ..transports.request_headers import by_name
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
+from .modern_headers import accepts, plain_headers
 from .pass_through_reply import LateWatch, Reply
 from .passing import PassedCall, Passing
 
 __all__ = ["PassThrough"]
 
 JsonObject = dict[str, Any]
-
-_ROUTING_HEADERS = frozenset({b"mcp-protocol-version", b"mcp-method", b"mcp-name"})
-"""Headers the SDK refuses to see twice (`find_duplicated_routing_header`)."""
-_READ_HEADERS = _ROUTING_HEADERS | {b"accept", b"content-type"}
-"""What the checks of a 2026-07-28 call read (`check_accept_headers`, the ladder)."""
-_READ = tuple((name, name.decode()) for name in _READ_HEADERS)
 
 
 class PassThrough:
@@ -161,8 +151,8 @@ class PassThrough:
         params = cast(JsonObject, params)
         if "inputResponses" in params or "requestState" in params:
             return None
-        headers = _plain_headers(scope)
-        if headers is None or not _takes_json(headers.get("accept", "")):
+        headers = plain_headers(scope)
+        if headers is None or not accepts(headers.get("accept", ""))[0]:
             return None
         if not headers.get("content-type", "").startswith("application/json"):
             return None
@@ -188,44 +178,6 @@ class PassThrough:
             return await self.passing.answer(call, reply, call_scope, quota)
         finally:
             watch.stop()
-
-
-@dataclass(frozen=True, slots=True)
-class _Headed:
-    """What `check_accept_headers` reads of a request."""
-
-    headers: dict[str, str]
-
-
-@functools.lru_cache(maxsize=64)
-def _takes_json(accept: str) -> bool:
-    """Whether an `Accept` value takes JSON, as the SDK judges it (clients send one or two
-    values, again and again: judged once each)."""
-    return check_accept_headers(cast(Request, _Headed({"accept": accept})))[0]
-
-
-def _plain_headers(scope: Scope) -> dict[str, str] | None:
-    """The request headers the checks read, by lowercase name (the first of repeated ones, as
-    Starlette's `Headers` reads them); None if a routing header is repeated or an `Mcp-Param-*`
-    one is there (the SDK's to judge). Decodes only those."""
-    found = by_name(scope)
-    if found is not None:  # no name repeated, all lowercase: no scan in Python
-        if b"\nmcp-param-" in b"\n" + b"\n".join(found):
-            return None
-        return {text: found[raw].decode("latin-1") for raw, text in _READ if raw in found}
-    headers: dict[str, str] = {}
-    for raw_name, raw_value in scope["headers"]:
-        name = raw_name.lower()  # ASGI servers send names lowercase; one might not
-        if name in _READ_HEADERS:
-            text = name.decode("latin-1")
-            if text in headers:
-                if name in _ROUTING_HEADERS:
-                    return None
-                continue
-            headers[text] = raw_value.decode("latin-1")
-        elif name.startswith(b"mcp-param-"):
-            return None
-    return headers
 
 
 async def _accepted(send: Send, session_id: str) -> None:

@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
+from .modern_headers import sdk_takes
 
 __all__ = ["ToolListCache", "listing_prefix", "modern_listing", "session_listing"]
 
@@ -73,6 +74,8 @@ class ToolListCache:
         body, replay = await buffered_body(receive)
         fields = posted_object(scope, body) if body is not None else None
         request = modern_listing(fields) if session is None else _session_listing(scope, fields)
+        if request is not None and session is None and not sdk_takes(scope, fields or {}):
+            request = None  # the SDK refuses it (a wrong Mcp-Method, Accept, ...): it says why
         if request is None:
             await self.app(scope, replay, send)
             return

@@ -7,14 +7,15 @@ it answers 503 only once a head is complete, and counts the held connections too
 real clients would be the ones refused. So each connection is watched here:
 
 - Its request's head must arrive within `read_timeout` of the connection's opening (or of the
-  request's first byte, on a kept-alive connection); and when the answer went out before the
-  body came in (a 401 answered from the head), the rest of the body within `read_timeout` of
-  the answer. Otherwise the connection is closed (by a sweep every `read_timeout / 4`: a timer
-  per request cost ~1 % of a passed-through call's CPU). A request being served (an open GET
-  stream, a long call) has no deadline here.
+  request's first byte, on a kept-alive connection), and its body within `read_timeout` of the
+  head (a body that stalls is answered 408); when the answer went out before the body came in
+  (a 401 answered from the head), the rest of the body within `read_timeout` of the answer.
+  Otherwise the connection is closed (by a sweep every `read_timeout / 4`: a timer per request
+  cost ~1 % of a passed-through call's CPU). A request being served once its body is whole (an
+  open GET stream, a long call) has no deadline here.
 - At most `max_connections` are open. One more closes the connection that has waited longest
-  for a request (a head still coming in, or an idle kept-alive one); when every one is serving
-  a request, the new connection is answered 503 and closed.
+  for a request (a head or a body still coming in, or an idle kept-alive one); when every one
+  is serving a request, the new connection is answered 503 and closed.
 
 ConnectionLimits(max_connections, read_timeout).protocol()  -> uvicorn's `http` protocol class
 raise_file_limit(max_connections)  -> the process may open that many, and some to spare
@@ -41,18 +42,23 @@ DEFAULT_MAX_CONNECTIONS = 2048
 """Far above the clients one gateway serves (2025-era sessions hold one connection each for
 their GET stream, at most `http_max_sessions` = 1000 by default, and one for their calls)."""
 DEFAULT_READ_TIMEOUT = 30.0
-"""Seconds for a request's head: a real client sends it in one go (nginx allows 60, Apache
-20 to 40)."""
+"""Seconds for a request's head, and then for its body: a real client sends each in one go
+(nginx allows 60 for each, Apache 20 to 40); a 4 MiB body (the most taken) in 30 s is 140 kB/s."""
 _WARN_EVERY = 60.0
 _REFUSED_LINGER = 1.0
 """Seconds a refused connection stays open for its client to read the 503."""
 _SPARE_FILES = 512
 """File descriptors beside the HTTP connections: MCP servers' pipes and connections, stores."""
 
-_BUSY = (
-    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 21\r\nconnection: close\r\n\r\nToo many connections\n"
-)
+
+def _closing_answer(status: bytes, text: bytes) -> bytes:
+    """A whole plain-text answer, written to the socket as the connection closes."""
+    head = b"HTTP/1.1 %s\r\ncontent-type: text/plain; charset=utf-8\r\n" % status
+    return head + b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (len(text), text)
+
+
+_TIMED_OUT = _closing_answer(b"408 Request Timeout", b"The request's body did not come in time\n")
+_BUSY = _closing_answer(b"503 Service Unavailable", b"Too many connections\n")
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +169,8 @@ class _Guarded(HttpToolsProtocol):
     """When the connection began waiting for a request (None: one is being served)."""
     timed = False
     """Whether what it waits for has a deadline: a head begun (or due since the connection
-    opened), or the rest of a body answered early; not an idle kept-alive connection."""
+    opened), a body, or the rest of a body answered early; not an idle kept-alive
+    connection."""
     _refused = False
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -194,23 +201,39 @@ class _Guarded(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self.waiting_since = None
+        # Its body (if any: `on_message_complete` follows at once if not) is due from now; one
+        # queued behind a request being served is not read meanwhile.
+        self.waiting_since = None if self.pipeline else self.loop.time()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self.timed = False  # its body came whole
+        self.waiting_since, self.timed = None, False  # its body came whole
 
     def on_response_complete(self) -> None:
         pipelined = bool(self.pipeline)
         super().on_response_complete()
         if pipelined or self.transport.is_closing():
+            if pipelined and not self.pipeline and self.cycle.more_body:
+                # The last request queued is served now, its body still to come: read from now.
+                self.waiting_since, self.timed = self.loop.time(), True
             return
         # Idle, or answered before its body came (a 401 from the head): the rest has a deadline.
         self.waiting_since, self.timed = self.loop.time(), self.cycle.more_body
 
     def too_slow(self) -> None:
         cycle = cast("RequestResponseCycle | None", self.cycle)  # None before a first request
-        if cycle is not None and not cycle.response_complete:
+        if cycle is None or cycle.response_complete:
+            log.debug(
+                "closing an HTTP connection: no request within %s s", self._limits.read_timeout
+            )
+        elif cycle.more_body:  # its body stalled: the app waits for it
+            log.debug(
+                "closing an HTTP connection: no request body within %s s", self._limits.read_timeout
+            )
+            if not cycle.response_started:
+                # Written here: the app never answers a body that never came. Closing tells
+                # it the client went away, and it answers nothing (`envelope`).
+                self.transport.write(_TIMED_OUT)
+        else:
             return  # a pipelined head behind a request being served: bounded by that one
-        log.debug("closing an HTTP connection: no request within %s s", self._limits.read_timeout)
         self.transport.close()

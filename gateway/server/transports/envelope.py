@@ -13,26 +13,29 @@ check_message(data) -> the typed message, or a `Refusal` saying why not
 decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
 typed_message(obj)  -> a decoded message as the SDK's model
 too_long(head, cap) -> the refusal of a message longer than `cap` bytes, from its first bytes
-EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long)
+EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long,
+                       415: not JSON, by its Content-Type in any case); a client gone before
+                       its body was whole gets nothing (one DEBUG line)
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
-from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import read_json
 
-from .request_headers import first
+from .request_headers import by_name, first
 
 __all__ = [
     "HEAD_BYTES",
@@ -43,9 +46,13 @@ __all__ = [
     "decode_message",
     "is_modern_post",
     "posted_object",
+    "posted_request_id",
+    "refuse",
     "too_long",
     "typed_message",
 ]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,13 +62,16 @@ class Refusal:
     code: int
     message: str
     id: types.RequestId | None = None
+    data: dict[str, Any] | None = None
 
     def error(self) -> types.JSONRPCError:
-        data = types.ErrorData(code=self.code, message=self.message)
+        data = types.ErrorData(code=self.code, message=self.message, data=self.data)
         return types.JSONRPCError(jsonrpc="2.0", id=self.id, error=data)
 
     def body(self) -> bytes:
-        error = {"code": self.code, "message": self.message}
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
         body = {"jsonrpc": "2.0", "id": self.id, "error": error}
         return json.dumps(body, separators=(",", ":")).encode()
 
@@ -236,33 +246,114 @@ class EnvelopeCheck:
         return self._check(scope, receive, send)
 
     async def _check(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = by_name(scope) or _first_of_each(scope)  # read once: this runs every call
+        kind = headers.get(b"content-type")
+        if kind != b"application/json" and not _json_kind(scope, kind):  # the first: the usual
+            await _answer(send, _NOT_JSON, 415)
+            return
         try:
-            if _declared_length(scope) > self.max_body_bytes:
+            if _declared_length(headers.get(b"content-length")) > self.max_body_bytes:
                 raise _TooLarge
             body, replay = await _buffered(receive, self.max_body_bytes)
         except _TooLarge:
             response = Response("Request body too large", status_code=413)  # as the SDK's limit
             await response(scope, receive, send)
             return
-        if body is not None:
-            decoded = _decoded(body)
-            refused = decoded if isinstance(decoded, Refusal) else _refusal(decoded)
+        if body is None:
+            # Nobody to answer; the SDK would log a ClientDisconnect traceback at ERROR.
+            log.debug("an HTTP client went away before its request's body was whole")
+            return
+        decoded = _decoded(body)
+        refused = decoded if isinstance(decoded, Refusal) else _refusal(decoded)
+        if refused is not None:
+            await _answer(send, refused)
+            return
+        version = headers.get(_VERSION)
+        if version is not None and version not in _HANDSHAKE_VERSIONS:
+            refused = _version_refusal(scope, cast(dict[str, Any], decoded), version)
             if refused is not None:
                 await _answer(send, refused)
                 return
-            scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
+        scope[_POSTED] = (body, decoded)  # a JSON-RPC object: the layers after read it here
         try:
             await self.app(scope, replay, send)
         finally:
             replay.release()  # the SDK may keep the request (see `_Replay`)
 
 
+_VERSION = b"mcp-protocol-version"
+_HANDSHAKE_VERSIONS = frozenset(v.encode() for v in HANDSHAKE_PROTOCOL_VERSIONS)
+_MODERN_ENVELOPE = "io.modelcontextprotocol/protocolVersion"
+
+
+def _version_refusal(scope: Scope, message: dict[str, Any], version: bytes) -> Refusal | None:
+    """-32022 for a 2025-era request whose MCP-Protocol-Version header names a version it
+    cannot carry. The SDK routes any such header to its 2026-07-28 path, which told the client
+    of an envelope it never meant to send ('params._meta must be an object carrying...').
+
+    A 2025-era request is one without the 2026-07-28 envelope that is on a session, or an
+    `initialize`, or names a version unknown to either era; anything else (a 2026-07-28
+    request) is the SDK's to judge.
+    """
+    request_id = message.get("id")
+    params = message.get("params")
+    meta = cast(dict[str, Any], params).get("_meta") if isinstance(params, dict) else None
+    if not _is_id(request_id) or (isinstance(meta, dict) and _MODERN_ENVELOPE in meta):
+        return None
+    requested = version.decode("latin-1")
+    supported: list[str] = list(HANDSHAKE_PROTOCOL_VERSIONS)
+    if first(scope, b"mcp-session-id") is not None:
+        why = "a request on a session carries the session's version"
+    elif message.get("method") == "initialize":
+        why = "initialize opens a session of one of these versions"
+    elif requested not in MODERN_PROTOCOL_VERSIONS:
+        why = "no version of that name is served"
+        supported += MODERN_PROTOCOL_VERSIONS
+    else:
+        return None  # a 2026-07-28 request without its envelope: the SDK says so
+    return Refusal(
+        types.UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version in the MCP-Protocol-Version header: {why} (data.supported)",
+        cast(types.RequestId, request_id),
+        {"supported": supported, "requested": requested[:_ECHOED_VERSION]},
+    )
+
+
+_ECHOED_VERSION = 40
+"""Characters of a version header echoed: enough for any version, not a client's essay."""
+
+_NOT_JSON = Refusal(
+    types.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
+)
+
+
+def _json_kind(scope: Scope, kind: bytes | None) -> bool:
+    """Whether a Content-Type names JSON; if it does in capitals, it is put in lowercase for
+    the SDK, whose checks are case-sensitive (media types are not: RFC 9110)."""
+    if kind is None:
+        return False
+    lowered = kind.lower()
+    if lowered.split(b";", 1)[0].split(b",", 1)[0].strip() != b"application/json":
+        return False
+    if lowered != kind:
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        scope["headers"] = [(k, lowered if k == b"content-type" else v) for k, v in headers]
+    return True
+
+
 class _TooLarge(Exception):
     """The body is longer than the limit."""
 
 
-def _declared_length(scope: Scope) -> int:
-    value = first(scope, b"content-length")
+def _first_of_each(scope: Scope) -> dict[bytes, bytes]:
+    """Each header's first value, when `by_name` cannot give them (a name repeated)."""
+    found: dict[bytes, bytes] = {}
+    for name, value in scope["headers"]:
+        found.setdefault(name.lower(), value)
+    return found
+
+
+def _declared_length(value: bytes | None) -> int:
     if value is not None:
         with suppress(ValueError):
             return int(value)
@@ -337,10 +428,15 @@ async def _disconnected() -> Message:
     return {"type": "http.disconnect"}
 
 
-async def _answer(send: Send, refusal: Refusal) -> None:
+async def refuse(send: Send, refusal: Refusal) -> None:
+    """Answer a request with `refusal` (HTTP 400)."""
+    await _answer(send, refusal)
+
+
+async def _answer(send: Send, refusal: Refusal, status: int = 400) -> None:
     body = refusal.body()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
@@ -353,6 +449,17 @@ def is_modern_post(scope: Scope) -> bool:
         return False
     value = first(scope, b"mcp-protocol-version")
     return value is not None and value.decode("latin-1") in MODERN_PROTOCOL_VERSIONS
+
+
+def posted_request_id(scope: Scope) -> types.RequestId | None:
+    """The id of the JSON-RPC request this POST carries (checked by `EnvelopeCheck`); None
+    for anything but a request."""
+    kept: tuple[bytes, Any] | None = scope.get(_POSTED)
+    if kept is None or not isinstance(kept[1], dict):
+        return None
+    message = cast(dict[str, Any], kept[1])
+    request_id = message.get("id")
+    return cast(types.RequestId, request_id) if "method" in message and _is_id(request_id) else None
 
 
 def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:

@@ -12,7 +12,8 @@
   JSON-RPC error (`envelope`).
 - 2025-era sessions close after `http_session_idle_timeout`, and at most `http_max_sessions`
   are open, the oldest idle one closed to make room (`http_sessions`).
-- A connection must send its request's head within `read_timeout` (30 s), and at most
+- A connection must send its request's head within `read_timeout` (30 s), then its body
+  within as long (408 otherwise), and at most
   `http_max_connections` are open, the one waiting longest for a request closed to make room
   (`connections`): before any token is checked, a client could otherwise hold them all.
 - Told to stop, the server goes on answering all but new calls while the calls in flight
@@ -36,6 +37,7 @@ nothing for it but cost CPU on every call and a frame each on every open stream.
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import os
 import socket
@@ -81,6 +83,7 @@ from .draining import Drains, Requests, drained
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
+from .request_headers import first
 
 __all__ = [
     "MCP_PATH",
@@ -128,7 +131,7 @@ class HttpOptions:
     """Seconds an idle connection stays open."""
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     read_timeout: float = DEFAULT_READ_TIMEOUT
-    """Seconds a connection has to send a request's head (`connections`)."""
+    """Seconds a connection has to send a request's head, and then its body (`connections`)."""
     oauth: ResourceServerSettings | None = None
     """Take OAuth access tokens too (`auth`)."""
 
@@ -280,6 +283,8 @@ class HttpApp:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A coroutine function, or uvicorn would take this for an ASGI 2 app.
         if scope["type"] == "http" and scope["path"] == MCP_PATH:
+            if scope["method"] == "GET" and first(scope, _LAST_EVENT_ID) is not None:
+                scope = _without_last_event_id(scope)
             await self._mcp(scope, receive, send)
         else:
             await self._rest(scope, receive, send)
@@ -368,9 +373,21 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     return HttpApp(mcp, rest)
 
 
+_LAST_EVENT_ID = b"last-event-id"
+
+
+def _without_last_event_id(scope: Scope) -> Scope:
+    """A GET resuming a stream, as a plain GET: with no event store (events are not kept, so
+    there is nothing to resume) the SDK answered it with nothing at all, which uvicorn made a
+    500. The spec lets a server not replay; the client gets a new stream."""
+    headers: list[tuple[bytes, bytes]] = scope["headers"]
+    return {**scope, "headers": [(k, v) for k, v in headers if k != _LAST_EVENT_ID]}
+
+
 class _SessionManager(StreamableHTTPSessionManager):
     """The SDK's, but the answer that opens a 2025-era session is JSON, not an event stream,
-    and a refusal hands out no session id.
+    and a refusal, or a failed `initialize` (answered 200 with a JSON-RPC error, no params or a
+    bad protocolVersion), hands out no session id and keeps no session.
 
     Nothing precedes an `initialize` result on its stream, and a JSON answer spares the client
     an event-stream reader and the server its stream machinery (a handshake-era open, call and
@@ -390,13 +407,24 @@ class _SessionManager(StreamableHTTPSessionManager):
         receive: Receive,
         send: Send,
     ) -> None:
+        held: Message | None = None
+        failed = False
+
         async def sending(message: Message) -> None:
+            nonlocal held, failed
             if message["type"] == "http.response.start":  # answered: the rest as before
                 http_transport.is_json_response_enabled = False
                 if message["status"] >= 400:  # no session: the SDK discards it
-                    headers: list[tuple[bytes, bytes]] = message.get("headers", [])
-                    kept = [(k, v) for k, v in headers if k.lower() != b"mcp-session-id"]
-                    message = {**message, "headers": kept}
+                    message = _without_session_id(message)
+                else:  # an initialize answered: held until its body says how
+                    held = message
+                    return
+            elif held is not None:
+                start, held = held, None
+                if not message.get("more_body") and _is_error(message.get("body", b"")):
+                    failed = True  # the SDK answers 200; its session would live on
+                    start = _without_session_id(start)
+                await send(start)
             await send(message)
 
         http_transport.is_json_response_enabled = True
@@ -404,6 +432,24 @@ class _SessionManager(StreamableHTTPSessionManager):
             await super()._serve_opening_request(http_transport, scope, receive, sending)
         finally:
             http_transport.is_json_response_enabled = False
+        if failed:
+            session_id = http_transport.mcp_session_id
+            assert session_id is not None  # a session's transport
+            await self._discard_session(session_id, http_transport)
+
+
+def _without_session_id(start: Message) -> Message:
+    headers: list[tuple[bytes, bytes]] = start.get("headers", [])
+    return {**start, "headers": [(k, v) for k, v in headers if k.lower() != b"mcp-session-id"]}
+
+
+def _is_error(body: bytes) -> bool:
+    """Whether a JSON answer is a JSON-RPC error (a failed `initialize`: no session)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return False
+    return isinstance(answer, dict) and "error" in answer
 
 
 async def serve_http(

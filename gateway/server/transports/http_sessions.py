@@ -42,6 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
+from .envelope import Refusal, posted_request_id, refuse
 from .request_headers import first
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
@@ -69,25 +70,51 @@ class _Session:
     in_flight: int = 1
     calls: int = 1
     """Requests in flight other than GET streams (the opening request is one)."""
+    ids: set[str] | None = None
+    """The ids of the requests in flight, as the SDK keys their answer streams (`str(id)`: 5
+    and "5" are one); made for the first."""
     idle: anyio.Event | None = None
     """Set once no request is in flight; made for a `wait_idle` only (an event is ~0.8 kB)."""
     closed: anyio.Event | None = None
     """Set once the session is closed; made for a `wait_closed` only."""
 
+    def take_id(self, key: str) -> bool:
+        """Note a request id in flight; False if one with that id already is. The SDK keys
+        each request's answer stream by its id: a second request with the id would take the
+        first one's stream, leaving one of them unanswered for ever."""
+        if self.ids is None:
+            self.ids = set()
+        elif key in self.ids:
+            return False
+        self.ids.add(key)
+        return True
+
 
 class _Status:
-    """`send` noting the response's status (0 until it starts)."""
+    """`send` noting the response's status (0 until it starts); the request id `key` is no
+    longer in flight on `session` once the answer's last byte is sent (its client may use it
+    again as soon as it has read them)."""
 
-    __slots__ = ("_send", "status")
+    __slots__ = ("_send", "key", "session", "status")
 
-    def __init__(self, send: Send) -> None:
+    def __init__(self, send: Send, session: _Session, key: str | None) -> None:
         self._send = send
         self.status = 0
+        self.session = session
+        self.key = key
 
     async def __call__(self, message: Message) -> None:
-        if message["type"] == "http.response.start" and not self.status:
+        kind = message["type"]
+        if kind == "http.response.start" and not self.status:
             self.status = message["status"]
+        elif self.key is not None and kind == "http.response.body" and not message.get("more_body"):
+            self.release()
         await self._send(message)
+
+    def release(self) -> None:
+        if self.key is not None and self.session.ids is not None:
+            self.session.ids.discard(self.key)
+            self.key = None
 
 
 class SessionLimits:
@@ -172,13 +199,19 @@ class SessionLimits:
         self, session_id: str, session: _Session, scope: Scope, receive: Receive, send: Send
     ) -> None:
         call = scope["method"] != "GET"
+        request_id = posted_request_id(scope) if call else None
+        key = None if request_id is None else str(request_id)
+        if key is not None and not session.take_id(key):
+            await refuse(send, _duplicate(request_id))
+            return
         session.in_flight += 1
         session.calls += call
-        watch = _Status(send)
+        watch = _Status(send, session, key)
         try:
             await self.app(scope, receive, watch)
         finally:
             self._request_ended(session_id, session, call=call)
+            watch.release()  # not answered whole (its client went away)
         status = watch.status
         gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
         if gone and self._sessions.get(session_id) is session:
@@ -308,6 +341,15 @@ class SessionLimits:
             if event is not None:
                 event.set()
         return session
+
+
+def _duplicate(request_id: types.RequestId | None) -> Refusal:
+    return Refusal(
+        types.INVALID_REQUEST,
+        "Invalid Request: a request with this id is still in flight on this session; "
+        "give each request its own id",
+        request_id,
+    )
 
 
 def _handshake_era(version: bytes | None) -> bool:
