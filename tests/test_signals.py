@@ -96,3 +96,32 @@ async def test_ctrl_c_after_a_signal_stops_the_waiting_too() -> None:
     assert code == 128 + signal.SIGTERM
     assert stray == []
     assert restored is record  # put back once the waiting ended
+
+
+async def test_a_signal_while_the_command_unwinds_is_received_not_fatal() -> None:
+    # GNU `timeout` sends SIGTERM twice at once; the command takes seconds to unwind (servers
+    # stop, a run is stored). The second must find a handler, not the default action that
+    # kills the process before it says anything.
+    unwound: list[object] = []
+
+    async def command(_: object) -> int:
+        os.kill(os.getpid(), signal.SIGTERM)
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await anyio.lowlevel.checkpoint()
+                caught = signal.getsignal(signal.SIGTERM)
+                unwound.append(caught)
+                if caught not in (signal.SIG_DFL, None):  # else it would kill the test run
+                    os.kill(os.getpid(), signal.SIGTERM)
+                    await anyio.lowlevel.checkpoint()
+                unwound.append("done")
+        return 0
+
+    with anyio.fail_after(5):
+        code = await until_signalled(command, None)
+    assert code == 128 + signal.SIGTERM
+    assert unwound[0] not in (signal.SIG_DFL, None)
+    assert unwound[1] == "done"
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # not our process: put back

@@ -79,6 +79,7 @@ def _main(argv: Sequence[str] | None) -> int:
     args = parse(list(sys.argv[1:] if argv is None else argv))
     if args is None:
         return BAD_INPUT
+    args.own_process = argv is None  # signals after the first are ours to ignore till exit
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

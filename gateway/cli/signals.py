@@ -8,6 +8,9 @@ signal's number, as a shell reports it.
 What must happen before the unwinding starts registers with `on_signal`: a replica handing
 its runs over rather than stopping them, an HTTP server letting the calls in flight finish
 (the listener returns what to wait for). A second signal stops the waiting, Ctrl-C too.
+While the command unwinds, one more ends the stdio MCP servers at once; none kills the process
+mid-way (GNU `timeout` sends two at once), and in a process of our own the signals are
+ignored from the unwinding's end to the exit.
 
 Ctrl-C itself is the event loop's: the first cancels the command, the second raises
 `KeyboardInterrupt` wherever the program is. Around that, what registers with
@@ -120,7 +123,9 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     token = _listeners.set(listeners)
     heard: list[Callable[[], None]] = []
     heard_token = _interrupt_listeners.set(heard)
-    with _noting_interrupts(heard), anyio.CancelScope() as command:
+    # The command alone: `watch` goes on beside it while it unwinds (see below).
+    command = anyio.CancelScope()
+    with _noting_interrupts(heard):
 
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
             with anyio.open_signal_receiver(*signals) as received:
@@ -140,14 +145,25 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
                         tg.start_soon(_wait_then_cancel, waits, tg.cancel_scope)
                         for second in (received, interrupted):  # no more waiting
                             tg.start_soon(_cancel_on_next, second, tg.cancel_scope)
-            command.cancel()
+                command.cancel()
+                # Still received while the command unwinds (seconds: MCP servers stop, a
+                # run is stored): left to the default action, a second signal (GNU `timeout`
+                # sends two at once) would kill the process mid-way, saying nothing. One
+                # more ends the stdio servers at once, as a second Ctrl-C does.
+                async for _ in received:
+                    kill_stdio_servers()
 
         try:
             async with in_background(watch):
-                code = await handler(args)
+                with command:
+                    code = await handler(args)
         finally:
             _listeners.reset(token)
             _interrupt_listeners.reset(heard_token)
+            if signalled and getattr(args, "own_process", False):
+                # From here to the exit (the loop closing, its threads joined), too.
+                for signum in signals:
+                    signal.signal(signum, signal.SIG_IGN)
     return 128 + signalled[0] if signalled else code
 
 
