@@ -14,6 +14,7 @@ from mcp_types import CallToolResult
 
 from agent import AgentError, AgentItem
 from agent.models.schema import unexpressed
+from agent.names import did_you_mean, listed_names
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
 from toolkits.printable import printable
 
@@ -32,8 +33,8 @@ from .common import (
     check_runnable,
     check_servers,
     config_of,
-    did_you_mean,
     name_width,
+    plural,
     trace_hooks,
     with_steps,
 )
@@ -192,12 +193,27 @@ def _no_such_tool(
     same = [t.name for t in tools.values() if name in (t.original_name, t.name.split("__")[-1])]
     if same:
         raise UnknownTool(f"no tool named {name!r}; did you mean {' or '.join(map(repr, same))}?")
-    down = [str(server) for server in health if server.state != "ready"]
-    known = ", ".join(sorted(tools)) or "none"
+    # A server still making its first attempt is not down: `call` did not wait for it (the
+    # name said which server it needs), and dozens of those said "connecting" hid the few
+    # that failed.
+    starting = [s for s in health if s.state == "connecting" and not s.retrying]
+    down = [str(s) for s in health if s.state != "ready" and s not in starting]
+    known = listed_names(sorted(tools))
     message = f"no tool named {name!r}{did_you_mean(name, [*tools, *agents])} (available: {known})"
     if down:
-        message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
+        shown = down[:_DOWN_SHOWN]
+        if len(down) > _DOWN_SHOWN:
+            shown.append(f"and {len(down) - _DOWN_SHOWN} more (`tools` lists them)")
+        message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(shown)
+    if starting:
+        message += (
+            f"\n{plural(len(starting), 'server')} still starting (not waited for), so their "
+            "tools are not listed either"
+        )
     raise UnknownTool(message)
+
+
+_DOWN_SHOWN = 10
 
 
 def _print_listing(
