@@ -178,7 +178,10 @@ def _store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 def _served(config: Config, agents: list[str] | None) -> Config:
     """The config to serve: in proxy mode as it is, else with the default agent of a config of
-    servers only; with `--agent`, only the agents named and the agents they call."""
+    servers only; with `--agent`, only the agents named and the agents they call, and only the
+    MCP servers those use or the config exposes (`expose_tools`: every one). A server nothing
+    served uses is not started: waiting `start_wait` for it (or retrying one that cannot
+    start) would delay every client for nothing."""
     settings = config.gateway
     if not (settings.expose_tools or settings.expose):
         config = with_default_agent(config)
@@ -188,7 +191,12 @@ def _served(config: Config, agents: list[str] | None) -> Config:
     for name in agents:
         if name not in config.agents:
             raise UnknownAgent(f"no agent named {name!r} (configured: {names})")
-    return config.model_copy(update={"agents": config.reached_from(agents)})
+    served = config.reached_from(agents)
+    if settings.expose_tools:
+        return config.model_copy(update={"agents": served})
+    used = {node for name in served for node in config.nodes_of(name)} | set(settings.expose)
+    servers = {name: server for name, server in config.mcp_servers.items() if name in used}
+    return config.model_copy(update={"agents": served, "mcp_servers": servers})
 
 
 async def _warn_about(gateway: Gateway, config: Config) -> None:
