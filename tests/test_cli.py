@@ -347,7 +347,13 @@ def test_tools_json_lists_tools_agents_and_servers(
     assert names["toolbox__text_stats"]["original_name"] == "text_stats"
     assert names["toolbox__text_stats"]["input_schema"]["required"] == ["text"]
     assert listing["agents"] == [
-        {"name": "assistant", "model": "none", "tools": ["toolbox", "broken"]}
+        {
+            "name": "assistant",
+            "model": "none",
+            "tools": ["toolbox", "broken"],
+            "tool_count": 4,  # the toolbox's: broken's are not known
+            "max_tools": None,
+        }
     ]
     states = {server["name"]: server["state"] for server in listing["servers"]}
     assert states == {"toolbox": "ready", "broken": "failed"}

@@ -19,6 +19,7 @@ from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
 from ..model_specs import NoModel, cannot_run
 from ..store_config import check_store_url, default_store_url
+from ..tool_limits import too_many_tools, tools_offered
 from .common import (
     Commands,
     add_strict_option,
@@ -201,7 +202,7 @@ def _served(config: Config, agents: list[str] | None) -> Config:
 
 async def _warn_about(gateway: Gateway, config: Config) -> None:
     """Say on stderr what a client would otherwise find out by calling: nothing served, or
-    agents that cannot answer."""
+    agents that cannot answer (no model, or more tools than their model takes)."""
     settings = config.gateway
     exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
     tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
@@ -228,6 +229,10 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
             )
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
+        else:
+            offered = await tools_offered(gateway, spec)
+            if (said := too_many_tools(name, spec.model, offered)) is not None:
+                _warn(said)
 
 
 def _warn(message: str) -> None:
