@@ -39,7 +39,7 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .model import ChatModel, ReportsServer, ServerAddress, TokenCallback
+from .model import ChatModel, LimitsTools, ReportsServer, ServerAddress, TokenCallback
 from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
 from .protocol import (
     ROUTING_KEY,
@@ -78,6 +78,7 @@ __all__ = [
     "History",
     "InProcessStore",
     "ItemResult",
+    "LimitsTools",
     "MediaPart",
     "MemoryStoreError",
     "MissingApiKey",

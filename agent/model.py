@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 from .messages import AssistantMessage, ChatMessage, ToolDefinition
 
-__all__ = ["ChatModel", "ReportsServer", "ServerAddress", "TokenCallback"]
+__all__ = ["ChatModel", "LimitsTools", "ReportsServer", "ServerAddress", "TokenCallback"]
 
 TokenCallback = Callable[[str], Awaitable[None]]
 """Receives each streamed text delta as it arrives."""
@@ -55,4 +55,15 @@ class ReportsServer(Protocol):
     def server_of(self, answer: AssistantMessage | None) -> ServerAddress | None:
         """The server that wrote `answer`; with None (the call failed), the server the call
         went to. None when unknown. Never raises."""
+        ...
+
+
+@runtime_checkable
+class LimitsTools(Protocol):
+    """A model that can tell how many tools its provider takes in one request."""
+
+    @property
+    def max_tools(self) -> int | None:
+        """The most tools one request may offer, where the provider documents a limit (None:
+        it documents none). More is refused by the provider, not here."""
         ...

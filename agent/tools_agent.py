@@ -52,6 +52,7 @@ from .messages import (
     UserMessage,
 )
 from .model import ChatModel
+from .names import did_you_mean, listed_names
 from .output import (
     FINAL_RESULT_TOOL,
     NOT_AN_ANSWER,
@@ -525,13 +526,17 @@ class ToolsAgent:
                 f"one). Call {FINAL_RESULT_TOOL} alone once you have read them."
             )
         if tool is None:
-            # Never drop the call: the model learns what exists and can try again.
-            names = ", ".join(t.name for t in self.tools)
-            available = f"Available tools: {names}." if names else "This agent has no tools."
+            # Never drop the call: the model learns what exists and can try again, from the
+            # closest names and a bounded list (thousands of names cost more than they tell).
+            names = [t.name for t in self.tools]
+            available = (
+                f"Available tools: {listed_names(names)}." if names else "This agent has no tools."
+            )
             reason = self.why_missing(call.name) if self.why_missing is not None else None
             if reason is not None:
                 return f"{reason}. {available}"
-            return f"there is no tool named {call.name!r}. {available}"
+            guess = did_you_mean(call.name, names) or "."
+            return f"there is no tool named {call.name!r}{guess} {available}"
         if call.invalid_arguments is not None and answer.stop_reason == "max_tokens":
             # The JSON is not wrong, only unfinished: asking for valid JSON would loop.
             return (

@@ -38,6 +38,7 @@ from pydantic import (
 
 from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
+from agent.names import did_you_mean, listed_names
 from toolkits.mcp.config import McpServerConfig
 
 from .client_config import (
@@ -75,6 +76,8 @@ DEFAULT_CONFIG_FILE = "agent-gateway.toml"
 DEFAULT_AGENT = "assistant"
 BUILTIN_TOOLS = ("calculator",)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_NODES_LISTED = 20
+"""Node names an error lists (a config of 100 servers made a 776-character line)."""
 
 
 class _Strict(BaseModel):
@@ -334,9 +337,10 @@ class Config(_Strict):
         for agent, spec in self.agents.items():
             for node in spec.tools:
                 if node not in seen:
-                    known = ", ".join(sorted(seen)) or "none"
+                    guess = did_you_mean(node, seen)
+                    known = listed_names(sorted(seen), most=_NODES_LISTED)
                     raise ValueError(
-                        f"agents.{agent}.tools: no node named {node!r} (known: {known})"
+                        f"agents.{agent}.tools: no node named {node!r}{guess} (known: {known})"
                     )
         return self
 

@@ -48,6 +48,7 @@ from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState, spent
 from .session_owners import owned_memory
+from .tool_limits import too_many_tools
 from .trace import Tracer
 from .traced_model import TracedModel
 
@@ -69,6 +70,8 @@ class StepLoop:
         self._defined: dict[str, dict[str, tuple[Tool, ToolDefinition]]] = {}
         """Each agent's tool definitions, by tool name, with the listed tool each was made
         from: made again only for a tool listed anew (100 of them took ~1 ms a run)."""
+        self._too_many: set[str] = set()
+        """The agents said to offer more tools than their provider takes (said once each)."""
 
     def _definitions(self, agent: str, tools: Mapping[str, Tool]) -> list[ToolDefinition]:
         kept = self._defined.get(agent, {})
@@ -81,6 +84,16 @@ class StepLoop:
             fresh[name] = made
         self._defined[agent] = fresh  # only the tools listed now: none kept past their time
         return [definition for _, definition in fresh.values()]
+
+    def _warn_too_many(self, spec: AgentSpec, model: ChatModel, tools: int) -> None:
+        """Say once, before the model is first called, that it will refuse the call."""
+        offered = tools + (spec.options.output is not None)  # the answer's own tool
+        said = too_many_tools(spec.name, model, offered)
+        if said is None:
+            self._too_many.discard(spec.name)  # fewer now: said again if it grows back
+        elif spec.name not in self._too_many:
+            self._too_many.add(spec.name)
+            log.warning("%s", said)
 
     async def drive(
         self,
@@ -104,6 +117,8 @@ class StepLoop:
             for node, health in gateway.unhealthy(spec.tools).items():
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node, agent_span.id, health=health)
+            definitions = self._definitions(spec.name, tools)
+            self._warn_too_many(spec, chosen, len(definitions))
             agent = ToolsAgent(
                 model=TracedModel(
                     recorded,
@@ -113,7 +128,7 @@ class StepLoop:
                     stream=context.stream,
                     context_window=spec.context_window,
                 ),
-                tools=self._definitions(spec.name, tools),
+                tools=definitions,
                 options=spec.options,
                 # An authenticated caller's sessions are its own (`session_owners`).
                 memory=owned_memory(spec.memory or gateway.memory, state.started_by),

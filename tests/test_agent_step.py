@@ -147,6 +147,49 @@ async def test_unknown_tool_is_answered_with_the_real_tool_names() -> None:
     assert "calculator, srv__echo" in tool_message.content
 
 
+def _huge_server() -> list[ToolDefinition]:
+    """2,500 tools of one server, named as a gateway offers them (`huge__...`)."""
+    verbs = ("get", "list", "create", "update", "delete")
+    nouns = ("user", "lead", "ticket", "invoice", "order")
+    return [
+        ToolDefinition(name=f"huge__{verb}_{noun}_v{n}", source_node="huge", is_from_toolkit=True)
+        for n in range(100)
+        for verb in verbs
+        for noun in nouns
+    ] + [ToolDefinition(name="huge__delete_user", source_node="huge", is_from_toolkit=True)]
+
+
+async def _told_for_unknown(name: str, tools: list[ToolDefinition]) -> str:
+    """What the agent tells the model for a call of `name`."""
+    agent = ToolsAgent(model=ScriptedModel([call(name)]), tools=tools)
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert request.actions == []
+    [step] = request.metadata.previous_steps[0]
+    return step.observation
+
+
+async def test_an_unknown_tool_among_thousands_gets_the_closest_names_and_a_bounded_list() -> None:
+    told = await _told_for_unknown("delete_usr", _huge_server())
+    assert told.startswith(
+        "Error: there is no tool named 'delete_usr'; did you mean 'huge__delete_user'"
+    )
+    assert told.endswith(" and 2451 more.")
+    assert told.count("huge__") < 60  # 50 listed, 3 guessed: not 2,501 (~56 KB)
+    assert len(told) < 2_000
+
+
+async def test_a_bare_name_finds_its_prefixed_tool_and_a_prefixed_one_its_bare_tool() -> None:
+    tools = [CALC, ECHO, ToolDefinition(name="search", source_node="crm", is_from_toolkit=True)]
+    assert "did you mean 'srv__echo'?" in await _told_for_unknown("echo", tools)
+    assert "did you mean 'search'?" in await _told_for_unknown("crm__serch", tools)
+    # Few tools are all listed, and a name like none of them guesses nothing.
+    told = await _told_for_unknown("weather", tools)
+    assert told == (
+        "Error: there is no tool named 'weather'. Available tools: calculator, srv__echo, search."
+    )
+
+
 async def test_malformed_arguments_become_an_error_observation() -> None:
     class Broken(ScriptedModel):
         async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]

@@ -347,7 +347,13 @@ def test_tools_json_lists_tools_agents_and_servers(
     assert names["toolbox__text_stats"]["original_name"] == "text_stats"
     assert names["toolbox__text_stats"]["input_schema"]["required"] == ["text"]
     assert listing["agents"] == [
-        {"name": "assistant", "model": "none", "tools": ["toolbox", "broken"]}
+        {
+            "name": "assistant",
+            "model": "none",
+            "tools": ["toolbox", "broken"],
+            "tool_count": 4,  # the toolbox's: broken's are not known
+            "max_tools": None,
+        }
     ]
     states = {server["name"]: server["state"] for server in listing["servers"]}
     assert states == {"toolbox": "ready", "broken": "failed"}
@@ -420,6 +426,29 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0
     assert capsys.readouterr().out == "I am the assistant.\n"
+
+
+def test_a_call_typo_does_not_call_servers_it_did_not_wait_for_down(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`call SERVER__typo` waits for SERVER alone: the others still starting are no failure,
+    and the tools listed are a few dozen, not thousands."""
+    config = tmp_path / "c.toml"
+    calculators = "".join(f'[tools.calc{n:02}]\nbuiltin = "calculator"\n' for n in range(60))
+    config.write_text(
+        calculators
+        + f'[mcpServers.toolbox]\ncommand = "{sys.executable}"\nargs = {TOOLBOX["args"]!r}\n'
+        + f'[mcpServers.stuck]\ncommand = "{sys.executable}"\n'
+        + 'args = ["-c", "import time; time.sleep(600)"]\nconnect_timeout = 600\n'
+    )
+    assert main(["call", "toolbox__text_stat", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "no tool named 'toolbox__text_stat'; did you mean 'toolbox__text_stats'?" in err
+    assert " and 14 more)" in err  # 50 of the 64 tools (60 local, 4 of the toolbox)
+    assert "down" not in err
+    assert err.endswith(
+        "\n1 server still starting (not waited for), so their tools are not listed either\n"
+    )
 
 
 def test_call_json_of_a_local_tool_or_a_down_server_is_a_valid_mcp_result(

@@ -89,6 +89,18 @@ def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
     assert message in str(caught.value)
 
 
+def test_an_unknown_node_of_an_agent_is_guessed_and_the_known_ones_are_listed_briefly() -> None:
+    servers = {f"tk{n:03}": {"url": f"http://127.0.0.1:1/s{n}/mcp"} for n in range(1, 101)}
+    data = {"mcpServers": servers, "agents": {"a1": {"tools": ["tk001", "tk73"]}}}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="cfg.toml")
+    assert str(caught.value) == (
+        "cfg.toml: agents.a1.tools: no node named 'tk73'; did you mean 'tk073'? (known: a1, "
+        + ", ".join(f"tk{n:03}" for n in range(1, 20))
+        + " and 81 more)"
+    )
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [

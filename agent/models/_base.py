@@ -89,6 +89,10 @@ def merged(body: JSONObject, extra: Mapping[str, Any]) -> JSONObject:
 class HTTPChatModel(ABC):
     """A `ChatModel` over one provider's HTTP API. Its repr shows the name, never the key."""
 
+    max_tools: int | None = None
+    """The most tools one request may offer, where the provider documents a limit
+    (`LimitsTools`). Anthropic's Messages API and Gemini's generateContent document none."""
+
     def __init__(
         self,
         *,

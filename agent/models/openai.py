@@ -82,12 +82,18 @@ _STOPS: dict[str, StopReason] = {
     "length": "max_tokens",
     "content_filter": "content_filter",
 }
+OPENAI_MAX_TOOLS = 128
+"""Chat completions' `tools` takes at most 128 functions (its API reference); more is a 400,
+"array too long"."""
+
 IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 """The image types chat completions read."""
 
 
 class OpenAIModel(HTTPChatModel):
     """OpenAI's chat completions API (`openai:MODEL`)."""
+
+    max_tools = OPENAI_MAX_TOOLS
 
     _null_content_beside_tool_calls = True
     _replay_invalid_arguments = True
@@ -380,6 +386,7 @@ class OpenAICompatibleModel(OpenAIModel):
     _replay_invalid_arguments = False
     _max_tokens_field = "max_tokens"
     _think_tags = True
+    max_tools = None  # OpenAI's limit is its own; these servers document none
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from ..engine import Gateway
 from ..errors import GatewayError, UnknownAgent
 from ..model_specs import NoModel, cannot_run
 from ..store_config import check_store_url, default_store_url
+from ..tool_limits import too_many_tools, tools_offered
 from .common import (
     Commands,
     add_strict_option,
@@ -178,7 +179,10 @@ def _store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 def _served(config: Config, agents: list[str] | None) -> Config:
     """The config to serve: in proxy mode as it is, else with the default agent of a config of
-    servers only; with `--agent`, only the agents named and the agents they call."""
+    servers only; with `--agent`, only the agents named and the agents they call, and only the
+    MCP servers those use or the config exposes (`expose_tools`: every one). A server nothing
+    served uses is not started: waiting `start_wait` for it (or retrying one that cannot
+    start) would delay every client for nothing."""
     settings = config.gateway
     if not (settings.expose_tools or settings.expose):
         config = with_default_agent(config)
@@ -188,12 +192,17 @@ def _served(config: Config, agents: list[str] | None) -> Config:
     for name in agents:
         if name not in config.agents:
             raise UnknownAgent(f"no agent named {name!r} (configured: {names})")
-    return config.model_copy(update={"agents": config.reached_from(agents)})
+    served = config.reached_from(agents)
+    if settings.expose_tools:
+        return config.model_copy(update={"agents": served})
+    used = {node for name in served for node in config.nodes_of(name)} | set(settings.expose)
+    servers = {name: server for name, server in config.mcp_servers.items() if name in used}
+    return config.model_copy(update={"agents": served, "mcp_servers": servers})
 
 
 async def _warn_about(gateway: Gateway, config: Config) -> None:
     """Say on stderr what a client would otherwise find out by calling: nothing served, or
-    agents that cannot answer."""
+    agents that cannot answer (no model, or more tools than their model takes)."""
     settings = config.gateway
     exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
     tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
@@ -220,6 +229,10 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
             )
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
+        else:
+            offered = await tools_offered(gateway, spec)
+            if (said := too_many_tools(name, spec.model, offered)) is not None:
+                _warn(said)
 
 
 def _warn(message: str) -> None:

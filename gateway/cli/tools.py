@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import logging
 import sys
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
@@ -14,6 +15,7 @@ from mcp_types import CallToolResult
 
 from agent import AgentError, AgentItem
 from agent.models.schema import unexpressed
+from agent.names import did_you_mean, listed_names
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
 from toolkits.printable import printable
 
@@ -23,6 +25,7 @@ from ..console import RunConsole, open_terminal_console
 from ..engine import Gateway
 from ..errors import GatewayError, UnknownTool
 from ..run_state import RunState
+from ..tool_limits import max_tools, too_many_tools, tools_offered
 from ..trace import new_id
 from .common import (
     Commands,
@@ -32,8 +35,8 @@ from .common import (
     check_runnable,
     check_servers,
     config_of,
-    did_you_mean,
     name_width,
+    plural,
     trace_hooks,
     with_steps,
 )
@@ -43,6 +46,8 @@ from .results import print_result, run_error_json
 from .signals import stopping_shown
 
 __all__ = ["register"]
+
+log = logging.getLogger(__name__)
 
 
 def register(commands: Commands) -> None:
@@ -79,10 +84,16 @@ async def _tools(args: argparse.Namespace) -> int:
         open_gateway(config, on_waiting=console.waiting_for) as gateway,
     ):
         tools = sorted((await gateway.list_tools()).values(), key=lambda t: (t.source_node, t.name))
+        offered = {
+            name: await tools_offered(gateway, spec) for name, spec in gateway.agents.items()
+        }
+        for name, spec in gateway.agents.items():
+            if (said := too_many_tools(name, spec.model, offered[name])) is not None:
+                log.warning("%s", said)
         # Read while the servers run: once closed, every one of them is "stopped". Said
         # before they stop, too: a stdio server may take its 2 s grace to exit.
         health = _health(gateway)
-        _print_listing(gateway, tools, health, as_json=args.json)
+        _print_listing(gateway, tools, health, offered, as_json=args.json)
     return FAILED if any(server.state != "ready" for server in health) else OK
 
 
@@ -192,20 +203,41 @@ def _no_such_tool(
     same = [t.name for t in tools.values() if name in (t.original_name, t.name.split("__")[-1])]
     if same:
         raise UnknownTool(f"no tool named {name!r}; did you mean {' or '.join(map(repr, same))}?")
-    down = [str(server) for server in health if server.state != "ready"]
-    known = ", ".join(sorted(tools)) or "none"
+    # A server still making its first attempt is not down: `call` did not wait for it (the
+    # name said which server it needs), and dozens of those said "connecting" hid the few
+    # that failed.
+    starting = [s for s in health if s.state == "connecting" and not s.retrying]
+    down = [str(s) for s in health if s.state != "ready" and s not in starting]
+    known = listed_names(sorted(tools))
     message = f"no tool named {name!r}{did_you_mean(name, [*tools, *agents])} (available: {known})"
     if down:
-        message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(down)
+        shown = down[:_DOWN_SHOWN]
+        if len(down) > _DOWN_SHOWN:
+            shown.append(f"and {len(down) - _DOWN_SHOWN} more (`tools` lists them)")
+        message += "; servers down, so their tools are not listed:\n  " + "\n  ".join(shown)
+    if starting:
+        message += (
+            f"\n{plural(len(starting), 'server')} still starting (not waited for), so their "
+            "tools are not listed either"
+        )
     raise UnknownTool(message)
 
 
+_DOWN_SHOWN = 10
+
+
 def _print_listing(
-    gateway: Gateway, tools: list[Tool], health: list[NodeHealth], *, as_json: bool
+    gateway: Gateway,
+    tools: list[Tool],
+    health: list[NodeHealth],
+    offered: Mapping[str, int],
+    *,
+    as_json: bool,
 ) -> None:
+    """`offered`: how many tools each agent's model is offered."""
     if as_json:
         print(
-            json.dumps(_listing(gateway, tools, health), ensure_ascii=False),
+            json.dumps(_listing(gateway, tools, health, offered), ensure_ascii=False),
             flush=True,
             file=result_stdout(),
         )
@@ -226,8 +258,14 @@ def _print_listing(
                 file=result_stdout(),
             )
     for name, agent in gateway.agents.items():
+        count = plural(offered[name], "tool")
+        limit = max_tools(agent.model)
+        if limit is not None and offered[name] > limit:
+            count += f", more than its model takes: {limit}"
         print(
-            printable(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}"),
+            printable(
+                f"agent {name}: model={agent.model.name} tools={list(agent.tools)} ({count})"
+            ),
             file=result_stdout(),
         )
     for server in health:
@@ -239,7 +277,9 @@ def _health(gateway: Gateway) -> list[NodeHealth]:
     return [node.health for node in gateway.nodes.values() if isinstance(node, HasHealth)]
 
 
-def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> dict[str, Any]:
+def _listing(
+    gateway: Gateway, tools: list[Tool], health: list[NodeHealth], offered: Mapping[str, int]
+) -> dict[str, Any]:
     return {
         "tools": [
             {
@@ -253,7 +293,13 @@ def _listing(gateway: Gateway, tools: list[Tool], health: list[NodeHealth]) -> d
             for tool in tools
         ],
         "agents": [
-            {"name": name, "model": spec.model.name, "tools": list(spec.tools)}
+            {
+                "name": name,
+                "model": spec.model.name,
+                "tools": list(spec.tools),
+                "tool_count": offered[name],
+                "max_tools": max_tools(spec.model),
+            }
             for name, spec in gateway.agents.items()
         ],
         "servers": [

@@ -5,6 +5,7 @@ test opens."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -114,6 +115,59 @@ async def test_a_slow_server_does_not_hold_the_others_back(tmp_path: Path) -> No
             while (await receive()).get("method") != "notifications/tools/list_changed":
                 pass
             assert await tool_names(3) == {"quick", "late"}
+    finally:
+        await process.stdin.aclose()
+        with anyio.move_on_after(10):
+            await process.wait()
+        if process.returncode is None:
+            process.kill()
+            with anyio.CancelScope(shield=True):
+                await process.wait()
+
+
+async def test_serve_agent_neither_starts_nor_waits_for_servers_the_agent_does_not_use(
+    tmp_path: Path,
+) -> None:
+    """`serve --agent calc` serves `calc` alone: the server only `other` uses is not started,
+    so `initialize` is answered at once, not after `start_wait` (10 minutes here)."""
+    fifo = tmp_path / "start"
+    os.mkfifo(fifo)  # its server, if started, would stay starting until the FIFO is opened
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        "[gateway]\nstart_wait = 600\n"
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[mcpServers.late]\ncommand = "{sys.executable}"\n'
+        f'args = ["-c", "{LATE}", "{fifo}", "{PIPED}"]\nconnect_timeout = 600\n'
+        '[agents.calc]\ntools = ["calculator"]\n'
+        '[agents.other]\ntools = ["late"]\n'
+    )
+    command = [str(SCRIPT), "serve", "--stdio", "--agent", "calc", "--config", str(config)]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    process = await anyio.open_process(command, env=env, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None
+    assert process.stdout is not None
+    lines = BufferedByteReceiveStream(process.stdout)
+
+    async def ask(request: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert process.stdin is not None
+        message = {"jsonrpc": "2.0", "id": request, "method": method, "params": params}
+        await process.stdin.send(json.dumps(message).encode() + b"\n")
+        answer = json.loads(await lines.receive_until(b"\n", 1 << 20))
+        while answer.get("id") != request:
+            answer = json.loads(await lines.receive_until(b"\n", 1 << 20))
+        return answer["result"]
+
+    try:
+        with anyio.fail_after(30):
+            client = {"name": "test", "version": "1"}
+            params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+            await ask(1, "initialize", params)
+            listed = await ask(2, "tools/list", {})
+            assert [tool["name"] for tool in listed["tools"]] == ["calc"]
+        # Nobody reads the FIFO: `late`'s process was never started (ENXIO, "no reader").
+        with pytest.raises(OSError, match="No such device or address") as caught:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        assert caught.value.errno == errno.ENXIO
     finally:
         await process.stdin.aclose()
         with anyio.move_on_after(10):

@@ -67,13 +67,25 @@ def test_transport_is_read_from_type_or_transport_or_inferred(
     [
         ({"type": "http", "transport": "sse", "url": "http://x"}, "disagree"),
         ({"command": "x", "colour": "red"}, "Extra inputs are not permitted"),
-        ({"args": ["x"]}, "a stdio server needs `command`"),
+        (
+            {"args": ["x"]},
+            "a server needs `command` \\(a stdio server\\) or `url` \\(an HTTP server\\)",
+        ),
+        ({"type": "stdio"}, "a stdio server needs `command`"),
         ({"type": "http"}, "an http server needs `url`"),
         (
-            {"command": "x", "url": "http://x", "type": "stdio"},
-            "'url' do not apply to a stdio server",
+            {"command": "x", "url": "http://x"},
+            "give `command` \\(a stdio server\\) or `url` \\(an HTTP server\\), not both",
         ),
-        ({"url": "http://x", "env": {"A": "1"}}, "'env' do not apply to a http server"),
+        (
+            {"command": "x", "url": "http://x", "type": "stdio"},
+            "'url' does not apply to a stdio server",
+        ),
+        (
+            {"command": "x", "url": "http://x", "headers": {"A": "1"}, "type": "stdio"},
+            "'url', 'headers' do not apply to a stdio server",
+        ),
+        ({"url": "http://x", "env": {"A": "1"}}, "'env' does not apply to an http server"),
         ({"command": "x", "timeout": 10, "max_timeout": 5}, "must not be shorter"),
         ({"command": "x", "prefix": "sometimes"}, "prefix"),
         ({"command": "x", "protocol": "2025-11-25"}, "protocol"),

@@ -139,6 +139,12 @@ class McpServerConfig(BaseModel):
     @model_validator(mode="after")
     def _check_transport(self) -> McpServerConfig:
         kind = self.kind
+        if self.transport is None and bool(self.command) == bool(self.url):
+            # The transport is told by which of the two is given: neither, or both, says none.
+            either = "`command` (a stdio server) or `url` (an HTTP server)"
+            if self.command:
+                raise ValueError(f"give {either}, not both")
+            raise ValueError(f"a server needs {either}")
         if kind == "stdio":
             if not self.command:
                 raise ValueError("a stdio server needs `command`")
@@ -150,7 +156,10 @@ class McpServerConfig(BaseModel):
             _check_url(self.url)
             misplaced = [k for k in ("command", "args", "env", "cwd") if getattr(self, k)]
         if misplaced:
-            raise ValueError(f"{', '.join(map(repr, misplaced))} do not apply to a {kind} server")
+            keys = ", ".join(map(repr, misplaced))
+            verb = "does" if len(misplaced) == 1 else "do"
+            article = "a" if kind == "stdio" else "an"
+            raise ValueError(f"{keys} {verb} not apply to {article} {kind} server")
         if self.oauth_client_secret_env is not None and self.oauth_client_id is None:
             raise ValueError("`oauth_client_secret_env` needs `oauth_client_id`")
         if (
