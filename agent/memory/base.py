@@ -65,8 +65,9 @@ class History:
 
     `messages` starts with the summary (a system message) when there is one, then whole turns,
     oldest first. `to_summarise` holds the turns that fell out of the window since the last
-    summary, when the memory wants them summarised: the agent asks its model for a new summary
-    (`previous_summary` plus these) and hands it back with `save_summary(..., through)`.
+    summary (the newest of them, when they are too many: see `left_out`), when the memory wants
+    them summarised: the agent asks its model for a new summary (`previous_summary` plus
+    these) and hands it back with `save_summary(..., through)`.
     """
 
     messages: Sequence[ChatMessage] = ()
@@ -76,6 +77,9 @@ class History:
     """The last turn `to_summarise` covers."""
     tokens: int = field(default=0)
     """What `messages` weigh, as counted by the memory."""
+    left_out: range = range(0)
+    """The turns (by seq) that fell out of the window before those in `to_summarise`, too many
+    to summarise at once: the new summary goes on without them (they stay stored)."""
 
 
 @runtime_checkable
@@ -111,9 +115,15 @@ class SessionStore(Protocol):
         ...
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
-        """The turns with `seq > after`, oldest first; only the `last` N when given."""
+        """The turns with `after < seq < before`, oldest first; only the `last` N of them
+        when given (a long session is read a part at a time)."""
         ...
 
     async def summary(self, session_id: str) -> Summary | None:

@@ -43,10 +43,19 @@ class InProcessStore:
             return True
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
         async with self._lock:
-            found = [t for t in self._turns.get(session_id, ()) if t.seq > after]
+            found = [
+                t
+                for t in self._turns.get(session_id, ())
+                if after < t.seq and (before is None or t.seq < before)
+            ]
         return found[-last:] if last is not None else found
 
     async def summary(self, session_id: str) -> Summary | None:

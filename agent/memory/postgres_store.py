@@ -60,9 +60,12 @@ _SCHEMA_LOCK = 0x61676D656D  # any constant: processes creating the tables take 
 _SELECT_TURNS = """
 SELECT t.seq, t.key, t.created_at, m.message, m.tokens
 FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
-WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s
+WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s AND t.seq < %s
 ORDER BY t.seq, m.position
 """
+
+_NO_END = 2**62
+"""A turn number no session reaches: `before` when none is given."""
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -114,18 +117,26 @@ class PostgresStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
+        below = _NO_END if before is None else before
+
         async def read(db: Connection) -> list[StoredTurn]:
             floor = 0
             if last is not None:
                 cursor = await db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns WHERE session_id = %s",
-                    (session_id,),
+                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns "
+                    "WHERE session_id = %s AND seq < %s",
+                    (session_id, below),
                 )
                 row = await cursor.fetchone()
                 floor = int(row[0]) - last if row else 0
-            cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor))
+            cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor, below))
             return turns_from_rows(await cursor.fetchall())
 
         return await self._run(read)

@@ -82,16 +82,25 @@ class RedisStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
         name = self._key("turns", session_id)
 
         async def read(redis: Redis) -> list[StoredTurn]:
-            start = after
+            # Turn N is the list's item N - 1: `end` is the last index read (-1: the last).
+            start, end = after, -1 if before is None else before - 2
+            if before is not None and before - 1 <= after:
+                return []
             if last is not None:
-                total = int(await redis.llen(name))
-                start = max(start, total - last)
-            documents = cast(list[bytes], await redis.lrange(name, start, -1))
+                top = int(await redis.llen(name))
+                top = top if before is None else min(top, before - 1)
+                start = max(start, top - last)
+            documents = cast(list[bytes], await redis.lrange(name, start, end))
             return [_stored(start + i + 1, doc) for i, doc in enumerate(documents)]
 
         return await self._run(read)

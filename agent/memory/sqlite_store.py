@@ -57,9 +57,13 @@ CREATE TABLE IF NOT EXISTS memory_summaries (
 _SELECT_TURNS = """
 SELECT t.seq, t.key, t.created_at, m.message, m.tokens
 FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
-WHERE t.session_id = ? AND t.seq > ? AND t.seq > ?
+WHERE t.session_id = ? AND t.seq > ? AND t.seq > ? AND t.seq < ?
 ORDER BY t.seq, m.position
 """
+
+
+_NO_END = 2**62
+"""A turn number no session reaches: `before` when none is given."""
 
 
 class SQLiteStore:
@@ -103,17 +107,25 @@ class SQLiteStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
+        below = _NO_END if before is None else before
+
         def read(db: sqlite3.Connection) -> list[StoredTurn]:
             floor = 0
             if last is not None:
                 (newest,) = db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns WHERE session_id = ?",
-                    (session_id,),
+                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns "
+                    "WHERE session_id = ? AND seq < ?",
+                    (session_id, below),
                 ).fetchone()
                 floor = newest - last
-            rows = db.execute(_SELECT_TURNS, (session_id, after, floor)).fetchall()
+            rows = db.execute(_SELECT_TURNS, (session_id, after, floor, below)).fetchall()
             return turns_from_rows(rows)
 
         return await self._run(read)

@@ -65,6 +65,24 @@ async def test_turns_come_back_in_order_exactly_as_saved(store: SessionStore) ->
     assert await store.turns("nobody") == []
 
 
+async def test_a_long_session_is_read_a_part_at_a_time(store: SessionStore) -> None:
+    for n in range(1, 8):
+        assert await store.append("s", f"k{n}", turn(n), [1, 1])
+
+    async def seqs(**bounds: int) -> list[int]:
+        return [t.seq for t in await store.turns("s", **bounds)]
+
+    assert await seqs(before=4) == [1, 2, 3]
+    assert await seqs(before=6, last=2) == [4, 5]
+    assert await seqs(after=4, before=6, last=5) == [5]
+    assert await seqs(after=2, before=4) == [3]
+    assert await seqs(after=3, before=4) == []
+    assert await seqs(before=1, last=3) == []
+    assert await seqs(before=20, last=2) == [6, 7]
+    [fourth] = await store.turns("s", after=3, before=5)
+    assert fourth.messages == turn(4)
+
+
 async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
     assert await store.append("s", "same", turn(1), [1, 1])
     assert not await store.append("s", "same", turn(1), [1, 1])
