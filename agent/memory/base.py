@@ -1,20 +1,23 @@
 """What chat memory is made of: the protocol the agent uses, and the storage under it.
 
 The agent sees a `ChatMemory`: `load` a session's history, `save` a finished turn, and
-`save_summary` when the history asks for one. `SessionMemory` is the implementation that
+`save_summary` when the history asks for one; whoever runs the agent `hold`s a run's sessions
+while it runs. `SessionMemory` is the implementation that
 ships: windows and summaries over any `SessionStore` (in process, SQLite, PostgreSQL, Redis),
 which only keeps turns and summaries in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from ..messages import ChatMessage
+from .session_locks import OnWait
 
 __all__ = [
     "ChatMemory",
@@ -99,6 +102,13 @@ class ChatMemory(Protocol):
 
     async def save_summary(self, session_id: str, through: int, text: str) -> None:
         """Keep `text` as the summary of every turn up to `through`."""
+        ...
+
+    def hold(
+        self, session_ids: Collection[str], on_wait: OnWait | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """The sessions for one run's turns, from loading their history to saving them:
+        another run's turns on them wait (in this process; `on_wait` hears of each wait)."""
         ...
 
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage, SystemMessage
 from .base import History, SessionStore, StoredTurn, Summary, session_key_error
+from .session_locks import OnWait, SessionLocks
 from .summary import SUMMARY_INPUT_TOKENS
 from .window import count_tokens, estimate_tokens, for_history, select_window
 
@@ -18,6 +20,9 @@ DEFAULT_TURNS = 10
 SUMMARY_HEADING = "Summary of the conversation so far:"
 READ_PAGE = 32
 """Turns read at a time, newest first, where no turn count bounds what is read."""
+
+_LOCKS = SessionLocks()
+"""The process's turns in progress, by store and session."""
 
 
 class SessionMemory:
@@ -127,6 +132,13 @@ class SessionMemory:
             if not candidates:
                 return chosen
             oldest_read = candidates[0].seq
+
+    def hold(
+        self, session_ids: Collection[str], on_wait: OnWait | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """Hold `session_ids` for one run's turns (see `agent.memory.session_locks`): the
+        store is part of the key, so memories over one store share the sessions' locks."""
+        return _LOCKS.holding([(id(self.store), s) for s in session_ids], on_wait)
 
     async def save(self, session_id: str, key: str, turn: Sequence[ChatMessage]) -> None:
         _check(session_id)
