@@ -8,7 +8,6 @@ Needs `pip install 'agent-gateway[redis]'`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
@@ -28,6 +27,8 @@ __all__ = ["RedisStore"]
 T = TypeVar("T")
 
 DEFAULT_PREFIX = "agent-gateway:memory"
+LIST_BATCH = 1000
+"""Sessions `sessions()` asks about in one round trip."""
 
 # KEYS: turns list, keys set, sessions index. ARGV: key, turn JSON, time, session id.
 _APPEND = """
@@ -35,6 +36,16 @@ if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
 local n = redis.call('RPUSH', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 return n
+"""
+# KEYS: turns list and summary of each session. Returns its turns and summarised through, each.
+_COUNTS = """
+local counts = {}
+for i = 1, #KEYS, 2 do
+  counts[#counts + 1] = redis.call('LLEN', KEYS[i])
+  local summary = redis.call('GET', KEYS[i + 1])
+  counts[#counts + 1] = summary and cjson.decode(summary)['through'] or 0
+end
+return counts
 """
 # KEYS: summary. ARGV: summary JSON, its `through`.
 _PUT_SUMMARY = """
@@ -135,19 +146,27 @@ class RedisStore:
                 ),
             )
             infos: list[SessionInfo] = []
-            for raw_id, updated in indexed:
-                session_id = raw_id.decode()
-                summary = await redis.get(self._key("summary", session_id))
-                through = json.loads(cast(bytes, summary))["through"] if summary else 0
-                turns = int(await redis.llen(self._key("turns", session_id)))
-                infos.append(
-                    SessionInfo(
-                        session_id=session_id,
-                        turns=turns,
-                        updated_at=updated,
-                        summarised_through=through,
+            for start in range(0, len(indexed), LIST_BATCH):
+                batch = [
+                    (raw.decode(), updated) for raw, updated in indexed[start : start + LIST_BATCH]
+                ]
+                # One script a batch, one reply: a GET and an LLEN per session, one after
+                # another, took 8 s for 20,000 sessions (pipelined, still 1.5 s parsing them).
+                keys = [
+                    self._key(kind, session_id)
+                    for session_id, _ in batch
+                    for kind in ("turns", "summary")
+                ]
+                counts = cast(list[int], await redis.eval(_COUNTS, len(keys), *keys))
+                for n, (session_id, updated) in enumerate(batch):
+                    infos.append(
+                        SessionInfo(
+                            session_id=session_id,
+                            turns=int(counts[2 * n]),
+                            updated_at=updated,
+                            summarised_through=int(counts[2 * n + 1]),
+                        )
                     )
-                )
             return infos
 
         return await self._run(read)

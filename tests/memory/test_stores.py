@@ -4,16 +4,25 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import anyio
 import psycopg
 import pytest
 from psycopg import sql
+from redis.asyncio import Redis
 
 from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, UserMessage
-from agent.memory import InProcessStore, SessionStore, SQLiteStore, Summary, store_from_url
+from agent.memory import (
+    InProcessStore,
+    SessionStore,
+    SQLiteStore,
+    Summary,
+    redis_store,
+    store_from_url,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -192,3 +201,30 @@ async def test_postgres_goes_on_after_the_server_ended_its_connection(postgres_u
         finally:
             await store.aclose()
             await admin.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(database)))
+
+
+async def test_redis_lists_sessions_in_one_round_trip_a_batch(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = redis_store.RedisStore(redis_url, prefix=f"test-{uuid.uuid4().hex}")
+    for n in range(25):
+        await store.append(f"s{n}", "k1", turn(n), [1, 1])
+        if n % 2:
+            await store.append(f"s{n}", "k2", turn(n), [1, 1])
+            await store.put_summary(f"s{n}", Summary(through=1, text="t"))
+    sent: list[object] = []
+    execute = cast(Callable[..., Awaitable[object]], Redis.execute_command)  # pyright: ignore[reportUnknownMemberType]
+
+    async def counted(self: Redis, *args: object, **options: object) -> object:
+        sent.append(args[0])
+        return await execute(self, *args, **options)
+
+    monkeypatch.setattr(redis_store, "LIST_BATCH", 10)
+    monkeypatch.setattr(Redis, "execute_command", counted)
+    infos = await store.sessions()
+    assert len(sent) == 1 + 3  # the index, then 3 batches of 10: not a GET and LLEN each (51)
+    assert [info.session_id for info in infos] == [f"s{n}" for n in reversed(range(25))]
+    assert [(info.turns, info.summarised_through) for info in infos[:2]] == [(1, 0), (2, 1)]
+    for info in infos:
+        await store.delete(info.session_id)
+    await store.aclose()
