@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import closing
 from pathlib import Path
 
@@ -24,6 +25,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from agent import UserMessage
+from agent.memory.redis_store import RedisStore
 from gateway.cli import main
 from tests.server.processes import http_server
 from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
@@ -520,3 +523,34 @@ def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     said = capsys.readouterr().out
     assert "user: I am Ada." in said  # the same conversation went on
     assert "--- turn 2\nuser: Who am I?" in said
+
+
+def test_sessions_look_into_a_redis_store_named_on_the_command_line(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions list|delete --store redis://...` was refused: "not a run store URL"."""
+    session = f"redis-{uuid.uuid4().hex}"
+
+    async def keep() -> None:
+        store = RedisStore(redis_url)
+        await store.append(session, "k", [UserMessage(content="Hi")], [1])
+        await store.aclose()
+
+    anyio.run(keep)
+    assert main(["sessions", "list", "--store", redis_url, "--json"]) == 0
+    listed = {info["session_id"]: info["turns"] for info in json.loads(capsys.readouterr().out)}
+    assert listed[session] == 1
+    assert main(["sessions", "show", session, "--store", redis_url]) == 0
+    assert "user: Hi" in capsys.readouterr().out
+    assert main(["sessions", "delete", session, "--store", redis_url]) == 0
+    assert main(["sessions", "delete", session, "--store", redis_url]) == 2
+    assert f"error: no session {session!r} in {redis_url}" in capsys.readouterr().err
+    assert main(["sessions", "list", "--store", "memory://"]) == 2
+    assert "memory:// keeps sessions in the process that runs them only" in (
+        capsys.readouterr().err
+    )
+    assert main(["sessions", "list", "--store", "mysql://db/x"]) == 2
+    assert capsys.readouterr().err == (
+        "error: not a chat memory store URL (sqlite:///FILE, postgresql://USER@HOST:PORT/DB, "
+        "redis://HOST:PORT/DB): 'mysql://db/x'\n"
+    )

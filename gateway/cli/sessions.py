@@ -24,6 +24,9 @@ from .output import result_stdout
 __all__ = ["memory_store_url", "register"]
 
 
+MEMORY_STORE_URLS = ("sqlite:///FILE", "postgresql://USER@HOST:PORT/DB", "redis://HOST:PORT/DB")
+
+
 class UnknownSession(GatewayError):
     """No session of that id in the store (bad input: exit 2)."""
 
@@ -36,13 +39,31 @@ def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 
 def _named_store(args: argparse.Namespace) -> str | None:
-    """The database `--store URL` or `--state-dir DIR` names: `sessions` looks there, not in
+    """The store `--store URL` or `--state-dir DIR` names: `sessions` looks there, not in
     a memory store the config names (a `sessions delete` must act on the database named)."""
     if args.store is not None and args.state_dir is not None:
         raise GatewayError("give one of --store and --state-dir")
     if args.store is not None:
-        return check_store_url(args.store)
+        return _memory_store_url(args.store)
     return default_memory_url(args.state_dir) if args.state_dir is not None else None
+
+
+def _memory_store_url(url: str) -> str:
+    """`url` if it names a store chat memory can be kept in (a run store's database, or
+    Redis), as `[memory] url` does. Raises `GatewayError` (bad input) if not."""
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss", "unix"):
+        return url
+    if scheme == "memory":
+        raise GatewayError(
+            "memory:// keeps sessions in the process that runs them only: no other command "
+            "can look into it"
+        )
+    if scheme in ("sqlite", "postgresql", "postgres"):
+        return check_store_url(url)
+    raise GatewayError(
+        f"not a chat memory store URL ({', '.join(MEMORY_STORE_URLS)}): {redacted(url)!r}"
+    )
 
 
 def register(commands: Commands) -> None:
@@ -58,7 +79,8 @@ def register(commands: Commands) -> None:
     sessions.add_argument(
         "--store",
         metavar="URL",
-        help="the database at URL, as `run --store` (not the memory store the config names)",
+        help="the store at URL: sqlite:///FILE, postgresql://..., redis://... (not the memory "
+        "store the config names)",
     )
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
