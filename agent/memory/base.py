@@ -152,6 +152,11 @@ class SessionStore(Protocol):
         """Forget a session; False when there was none."""
         ...
 
+    async def prune(self, before: float) -> int:
+        """Forget the sessions whose newest turn was saved before `before` (a `time.time()`);
+        how many."""
+        ...
+
     async def aclose(self) -> None:
         """Release connections; the store may be used again after (it reconnects)."""
         ...

@@ -86,5 +86,13 @@ class InProcessStore:
             self._summaries.pop(session_id, None)
             return self._turns.pop(session_id, None) is not None
 
+    async def prune(self, before: float) -> int:
+        async with self._lock:
+            old = [s for s, turns in self._turns.items() if turns and turns[-1].created_at < before]
+            for session_id in old:
+                del self._turns[session_id]
+                self._summaries.pop(session_id, None)
+        return len(old)
+
     async def aclose(self) -> None:
         return None

@@ -64,6 +64,9 @@ WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s AND t.seq < %s
 ORDER BY t.seq, m.position
 """
 
+_STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(created_at) < %s"
+"""The sessions whose newest turn is older than the time given."""
+
 _NO_END = 2**62
 """A turn number no session reaches: `before` when none is given."""
 
@@ -194,6 +197,22 @@ class PostgresStore:
                 return cursor.rowcount > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        async def prune(db: Connection) -> int:
+            async with db.transaction():
+                cursor = await db.execute(f"SELECT COUNT(*) FROM ({_STALE}) AS stale", (before,))
+                row = await cursor.fetchone()
+                for table in ("memory_messages", "memory_summaries", "memory_turns"):
+                    await db.execute(
+                        sql.SQL("DELETE FROM {} WHERE session_id IN (" + _STALE + ")").format(
+                            sql.Identifier(table)
+                        ),
+                        (before,),
+                    )
+                return int(row[0]) if row else 0
+
+        return await self._run(prune)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -47,6 +47,21 @@ for i = 1, #KEYS, 2 do
 end
 return counts
 """
+# KEYS: sessions index, then turns list, keys set and summary of each session. ARGV: the time
+# before which a session is stale, then each session id. A session saved to meanwhile stays.
+_PRUNE = """
+local pruned = 0
+for i = 2, #ARGV do
+  local updated = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if updated and tonumber(updated) < tonumber(ARGV[1]) then
+    local k = 2 + (i - 2) * 3
+    redis.call('DEL', KEYS[k], KEYS[k + 1], KEYS[k + 2])
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    pruned = pruned + 1
+  end
+end
+return pruned
+"""
 # KEYS: summary. ARGV: summary JSON, its `through`.
 _PUT_SUMMARY = """
 local known = redis.call('GET', KEYS[1])
@@ -179,6 +194,27 @@ class RedisStore:
             return removed > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        async def prune(redis: Redis) -> int:
+            stale = cast(
+                list[bytes],
+                await redis.zrangebyscore(self._index, "-inf", f"({before}"),  # pyright: ignore[reportUnknownMemberType]
+            )
+            pruned = 0
+            for start in range(0, len(stale), LIST_BATCH):
+                ids = [raw.decode() for raw in stale[start : start + LIST_BATCH]]
+                keys = [
+                    self._key(kind, session_id)
+                    for session_id in ids
+                    for kind in ("turns", "keys", "summary")
+                ]
+                pruned += int(
+                    await redis.eval(_PRUNE, len(keys) + 1, self._index, *keys, before, *ids)
+                )
+            return pruned
+
+        return await self._run(prune)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -62,6 +62,9 @@ ORDER BY t.seq, m.position
 """
 
 
+_STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(created_at) < ?"
+"""The sessions whose newest turn is older than the time given."""
+
 _NO_END = 2**62
 """A turn number no session reaches: `before` when none is given."""
 
@@ -188,6 +191,26 @@ class SQLiteStore:
             return found > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        def prune(db: sqlite3.Connection) -> int:
+            with _writing(db):
+                (found,) = db.execute(f"SELECT COUNT(*) FROM ({_STALE})", (before,)).fetchone()
+                for table in ("memory_messages", "memory_summaries", "memory_turns"):
+                    db.execute(f"DELETE FROM {table} WHERE session_id IN ({_STALE})", (before,))
+            return int(found)
+
+        return await self._run(prune)
+
+    async def vacuum(self) -> None:
+        """Give the space deleted rows left back to the file system (the file shrinks; of the
+        runs kept in it too). It rewrites the file, and writers wait meanwhile."""
+
+        def vacuum(db: sqlite3.Connection) -> None:
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self._run(vacuum)
 
     async def aclose(self) -> None:
         async with self._lock:

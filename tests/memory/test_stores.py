@@ -3,12 +3,14 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import cast
 
 import anyio
+import anyio.lowlevel
 import psycopg
 import pytest
 from psycopg import sql
@@ -90,6 +92,24 @@ async def test_a_long_session_is_read_a_part_at_a_time(store: SessionStore) -> N
     assert await seqs(before=20, last=2) == [6, 7]
     [fourth] = await store.turns("s", after=3, before=5)
     assert fourth.messages == turn(4)
+
+
+async def test_sessions_not_saved_to_since_a_time_are_pruned(store: SessionStore) -> None:
+    await store.append("old", "k", turn(1), [1, 1])
+    await store.put_summary("old", Summary(through=1, text="s"))
+    await store.append("revived", "k1", turn(1), [1, 1])
+    cut = time.time()
+    while time.time() == cut:  # the next turn is saved after the cut, however fine the clock
+        await anyio.lowlevel.checkpoint()
+    await store.append("revived", "k2", turn(2), [1, 1])
+    await store.append("new", "k", turn(1), [1, 1])
+    assert await store.prune(cut) == 1
+    assert sorted(i.session_id for i in await store.sessions()) == ["new", "revived"]
+    assert await store.turns("old") == []
+    assert await store.summary("old") is None
+    assert len(await store.turns("revived")) == 2
+    assert await store.append("old", "k", turn(1), [1, 1])  # its key is forgotten too
+    assert await store.prune(cut) == 0
 
 
 async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
