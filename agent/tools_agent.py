@@ -41,6 +41,7 @@ from .errors import (
     fails_only_its_item,
 )
 from .memory import ChatMemory, summarise
+from .memory.summary import SUMMARY_INPUT_TOKENS
 from .messages import (
     STOPPED_SHORT,
     AssistantMessage,
@@ -459,9 +460,14 @@ class ToolsAgent:
         history = await self.memory.load(item.session_id)
         if not history.to_summarise:
             return list(history.messages), Usage()
+        room = SUMMARY_INPUT_TOKENS
+        if self._knows_window:
+            window = await cast(ReportsContextWindow, self.model).context_window()
+            if window is not None:  # half of it: the rest is for the summary it writes
+                room = min(room, window // 2)
         try:
             text, usage = await summarise(
-                self.model, history.previous_summary, history.to_summarise
+                self.model, history.previous_summary, history.to_summarise, max_tokens=room
             )
         except ModelError as exc:
             if self.on_warning is not None:
@@ -472,6 +478,15 @@ class ToolsAgent:
                 )
             return list(history.messages), Usage()
         await self.memory.save_summary(item.session_id, history.through, text)
+        skipped = history.left_out
+        if skipped and self.on_warning is not None:
+            await self.on_warning(
+                index,
+                f"turns {skipped.start}-{skipped.stop - 1} of the session fell out of its "
+                "window unsummarised and were too many to summarise at once: the summary "
+                f"covers the turns after them (through turn {history.through}); they stay "
+                "stored (`sessions show`).",
+            )
         return list((await self.memory.load(item.session_id)).messages), usage
 
     async def _remember(self, item: AgentItem, index: int, turn: list[ChatMessage]) -> None:

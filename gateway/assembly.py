@@ -26,7 +26,8 @@ from .approval_globs import UnmatchedApprovals
 from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
-from .memory_config import open_memories
+from .memory_config import open_memories, stores_keep_days
+from .memory_retention import pruning_sessions
 from .model_specs import NoModel, resolve_model, resolve_models
 from .otel import OtelExporter
 from .otel_export import configure_otel
@@ -73,11 +74,12 @@ async def open_gateway(
     """
     with _naming_file(config):
         nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
+    memory_configs = {name: spec.memory for name, spec in config.agents.items()}
     memories, stores = open_memories(
-        config.gateway.memory,
-        {name: spec.memory for name, spec in config.agents.items()},
-        state_dir=state_dir,
-        run_store=config.store.url,
+        config.gateway.memory, memory_configs, state_dir=state_dir, run_store=config.store.url
+    )
+    kept = stores_keep_days(
+        config.gateway.memory, memory_configs, state_dir=state_dir, run_store=config.store.url
     )
     own_client = http_client is None
     client = http_client or new_http_client()  # one pool for every model of this gateway
@@ -154,14 +156,17 @@ async def open_gateway(
                 approvals.check()
                 unsubscribe = servers.subscribe(approvals.node_changed)
                 try:
-                    yield gateway
+                    async with pruning_sessions(
+                        [(stores[url], days) for url, days in kept.items()]
+                    ):
+                        yield gateway
                 finally:
                     unsubscribe()
     finally:
         with anyio.CancelScope(shield=True):
             if own_client:
                 await client.aclose()
-            for store in stores:
+            for store in stores.values():
                 await store.aclose()
 
 

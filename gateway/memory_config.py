@@ -8,6 +8,7 @@
     turns = 10                              # turns the model sees
     max_tokens = 4000                       # and at most these tokens of them
     summarise = true                        # what falls out is summarised by the agent's model
+    keep_days = 90                          # sessions not used for this long are deleted (0: never)
 
 With no URL anywhere, memory is kept in the run store's database (`[store] url`, `--store`),
 else in the SQLite file `agent-gateway.sqlite3` (the run store's default file too) in the state
@@ -35,6 +36,7 @@ __all__ = [
     "default_memory_url",
     "memory_url",
     "open_memories",
+    "stores_keep_days",
 ]
 
 DATA_DIR_ENV = "AGENT_GATEWAY_DATA_DIR"
@@ -50,6 +52,8 @@ class MemoryConfig(BaseModel):
     turns: int | None = Field(default=DEFAULT_TURNS, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     summarise: bool = False
+    keep_days: float = Field(default=0, ge=0)
+    """Sessions not saved to for this long are deleted (0: kept until deleted)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -84,14 +88,35 @@ def memory_url(
     return named or run_store or default_memory_url(state_dir)
 
 
+def stores_keep_days(
+    gateway: MemoryConfig | None,
+    agents: Mapping[str, MemoryConfig | None],
+    *,
+    state_dir: str | Path | None = None,
+    run_store: str | None = None,
+) -> dict[str, float]:
+    """How long each store (by URL) keeps sessions not used, where that is not for ever:
+    several agents on one store keep them as long as the longest of their `keep_days` (0, for
+    ever, is the longest), so no agent loses a session it keeps."""
+    kept: dict[str, float] = {}
+    for own in agents.values():
+        chosen = own or gateway or MemoryConfig()
+        url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
+        known = kept.get(url)
+        days = chosen.keep_days or float("inf")
+        kept[url] = days if known is None else max(known, days)
+    return {url: days for url, days in kept.items() if days != float("inf")}
+
+
 def open_memories(
     gateway: MemoryConfig | None,
     agents: Mapping[str, MemoryConfig | None],
     *,
     state_dir: str | Path | None = None,
     run_store: str | None = None,
-) -> tuple[dict[str, SessionMemory], list[SessionStore]]:
-    """Each agent's memory, and the stores under them (one per URL, shared; close them).
+) -> tuple[dict[str, SessionMemory], dict[str, SessionStore]]:
+    """Each agent's memory, and the stores under them by URL (one per URL, shared; close
+    them).
     With no URL configured, memory is kept in `run_store` (the run store's database, when
     it names one), else in the default file (in `state_dir`, else the data directory).
 
@@ -110,4 +135,4 @@ def open_memories(
             max_tokens=chosen.max_tokens,
             summarise=chosen.summarise,
         )
-    return memories, list(stores.values())
+    return memories, stores

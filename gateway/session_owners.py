@@ -13,11 +13,14 @@ The key is composed here, above the stores, so every store keeps sessions as bef
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from urllib.parse import unquote
 
 from agent import ChatMemory, ChatMessage, History, MemoryStoreError
 from agent.memory.base import session_key_error
+from agent.memory.session_locks import OnWait
 
 __all__ = ["OwnedMemory", "owned_memory", "owned_session", "session_owner"]
 
@@ -78,3 +81,13 @@ class OwnedMemory:
 
     async def save_summary(self, session_id: str, through: int, text: str) -> None:
         await self.memory.save_summary(self._key(session_id), through, text)
+
+    def hold(
+        self, session_ids: Collection[str], on_wait: OnWait | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        keys: list[str] = []
+        for session_id in session_ids:
+            # A bad id is held by nobody: loading its history says what is wrong with it.
+            with contextlib.suppress(MemoryStoreError):
+                keys.append(self._key(session_id))
+        return self.memory.hold(keys, on_wait)

@@ -27,6 +27,7 @@ from agent import (
     AgentError,
     AgentItem,
     AgentResult,
+    ChatMemory,
     ChatModel,
     EngineRequest,
     EngineResponse,
@@ -106,7 +107,40 @@ class StepLoop:
         model: ChatModel | None = None,
         journal: ScopedJournal | None = None,
     ) -> AgentResult:
-        """Alternate the agent's steps and their dispatch until every item is finished."""
+        """Alternate the agent's steps and their dispatch until every item is finished,
+        holding the items' chat memory sessions (another run's turns on them wait)."""
+        # An authenticated caller's sessions are its own (`session_owners`).
+        memory = owned_memory(spec.memory or self._gateway.memory, state.started_by)
+        sessions = {item.session_id for item in state.items if item.session_id is not None}
+        run = partial(
+            self._drive, spec, state, context, parent_id, checkpoint, model, journal, memory
+        )
+        if memory is None or not sessions:
+            return await run()
+
+        async def waiting(session_id: str) -> None:
+            await context.tracer.note(
+                "agent",
+                spec.name,
+                parent_id,
+                warning=f"session {session_id!r} has a turn in progress in this process: "
+                "this one waits for it to end, so that it sees that turn",
+            )
+
+        async with memory.hold(sessions, on_wait=waiting):
+            return await run()
+
+    async def _drive(
+        self,
+        spec: AgentSpec,
+        state: RunState,
+        context: RunContext,
+        parent_id: str,
+        checkpoint: Checkpoint | None,
+        model: ChatModel | None,
+        journal: ScopedJournal | None,
+        memory: ChatMemory | None,
+    ) -> AgentResult:
         gateway = self._gateway
         tools = await gateway.tools_for(spec)
         chosen = model or _model_for(spec, context)
@@ -130,8 +164,7 @@ class StepLoop:
                 ),
                 tools=definitions,
                 options=spec.options,
-                # An authenticated caller's sessions are its own (`session_owners`).
-                memory=owned_memory(spec.memory or gateway.memory, state.started_by),
+                memory=memory,
                 run_id=state.run_id,
                 fit_history_to_window=True,
                 on_warning=_warning_note(tracer, spec.name, agent_span.id),

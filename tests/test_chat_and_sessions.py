@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import closing
 from pathlib import Path
 
@@ -24,6 +25,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from agent import UserMessage
+from agent.memory import SQLiteStore
+from agent.memory.redis_store import RedisStore
 from gateway.cli import main
 from tests.server.processes import http_server
 from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
@@ -520,3 +524,88 @@ def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     said = capsys.readouterr().out
     assert "user: I am Ada." in said  # the same conversation went on
     assert "--- turn 2\nuser: Who am I?" in said
+
+
+def test_sessions_look_into_a_redis_store_named_on_the_command_line(
+    redis_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions list|delete --store redis://...` was refused: "not a run store URL"."""
+    session = f"redis-{uuid.uuid4().hex}"
+
+    async def keep() -> None:
+        store = RedisStore(redis_url)
+        await store.append(session, "k", [UserMessage(content="Hi")], [1])
+        await store.aclose()
+
+    anyio.run(keep)
+    assert main(["sessions", "list", "--store", redis_url, "--json"]) == 0
+    listed = {info["session_id"]: info["turns"] for info in json.loads(capsys.readouterr().out)}
+    assert listed[session] == 1
+    assert main(["sessions", "show", session, "--store", redis_url]) == 0
+    assert "user: Hi" in capsys.readouterr().out
+    assert main(["sessions", "delete", session, "--store", redis_url]) == 0
+    assert main(["sessions", "delete", session, "--store", redis_url]) == 2
+    assert f"error: no session {session!r} in {redis_url}" in capsys.readouterr().err
+    assert main(["sessions", "list", "--store", "memory://"]) == 2
+    assert "memory:// keeps sessions in the process that runs them only" in (
+        capsys.readouterr().err
+    )
+    assert main(["sessions", "list", "--store", "mysql://db/x"]) == 2
+    assert capsys.readouterr().err == (
+        "error: not a chat memory store URL (sqlite:///FILE, postgresql://USER@HOST:PORT/DB, "
+        "redis://HOST:PORT/DB): 'mysql://db/x'\n"
+    )
+
+
+def _age(file: Path, session_ids: list[str], days: float) -> None:
+    """Make these sessions' turns `days` old."""
+    with closing(sqlite3.connect(file)) as db, db:
+        db.executemany(
+            "UPDATE memory_turns SET created_at = created_at - ? WHERE session_id = ?",
+            [(days * 86_400, session_id) for session_id in session_ids],
+        )
+
+
+def test_sessions_not_used_for_keep_days_are_deleted_and_prune_shrinks_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Chat memory had no retention: sessions stayed for ever, and the file never shrank."""
+    file = tmp_path / "memory.sqlite3"
+
+    async def keep(session_ids: list[str]) -> None:
+        store = SQLiteStore(file)
+        for session_id in session_ids:
+            await store.append(session_id, "k", [UserMessage(content="x" * 20_000)], [5000])
+        await store.aclose()
+
+    old = [f"old{n}" for n in range(200)]
+    anyio.run(keep, [*old, "recent"])
+    _age(file, old, 40)
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[gateway.memory]\nurl = "sqlite:///memory.sqlite3"\nkeep_days = 30\n'
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+    )
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    common = ["--config", str(config)]
+    run = ["run", "Hi", *common, "--model", f"scripted:{script}", "--session", "s1", "--no-store"]
+    assert main(run) == 0
+    capsys.readouterr()
+    assert main(["sessions", "list", *common, "--json"]) == 0
+    listed = sorted(info["session_id"] for info in json.loads(capsys.readouterr().out))
+    assert listed == ["recent", "s1"]  # the 200 older than keep_days went when `run` began
+
+    anyio.run(keep, old)
+    _age(file, old, 10)
+    size = file.stat().st_size
+    assert main(["sessions", "prune", *common]) == 2
+    assert "sessions prune needs --older-than DAYS" in capsys.readouterr().err
+    assert main(["sessions", "prune", "--older-than", "7", *common]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0] == f"deleted 200 sessions not used for 7 days from {file}"
+    assert said[1].startswith(f"{file}: ")
+    assert file.stat().st_size < size / 2  # 4 MB of turns given back, not left as free pages
+    assert main(["sessions", "list", *common, "--json"]) == 0
+    listed = sorted(info["session_id"] for info in json.loads(capsys.readouterr().out))
+    assert listed == ["recent", "s1"]

@@ -648,7 +648,11 @@ def test_the_command_line_says_what_to_type(
     assert "Agents on MCP tools, served over MCP." in err
     for command, said in (
         ("auth", "say what to do: agent-gateway auth login NAME | status | logout NAME"),
-        ("sessions", "say what to do: agent-gateway sessions list | show ID | delete ID"),
+        (
+            "sessions",
+            "say what to do: agent-gateway sessions list | show ID | delete ID | "
+            "prune --older-than DAYS",
+        ),
     ):
         assert main([command]) == 2
         assert capsys.readouterr().err == f"error: {said}\n"

@@ -18,6 +18,7 @@ from gateway.config import (
     with_default_agent,
 )
 from gateway.errors import ConfigError
+from gateway.memory_config import MemoryConfig, stores_keep_days
 
 pytestmark = pytest.mark.anyio
 
@@ -499,3 +500,15 @@ def test_a_config_found_in_the_folder_says_what_it_starts_before_it_does(
     (tmp_path / "agent-gateway.toml").write_text('[tools.c]\nbuiltin = "calculator"\n')
     assert main(["tools"]) == 0  # found, but it runs nothing of its own
     assert "note:" not in capsys.readouterr().err
+
+
+def test_a_store_shared_by_agents_keeps_sessions_as_long_as_the_longest_asks() -> None:
+    shared = MemoryConfig(url="sqlite:////m.db", keep_days=30)
+    longer = MemoryConfig(url="sqlite:////m.db", keep_days=90)
+    forever = MemoryConfig(url="sqlite:////m.db")
+    elsewhere = MemoryConfig(url="sqlite:////other.db", keep_days=7)
+    assert stores_keep_days(shared, {"a": None, "b": longer}) == {"sqlite:////m.db": 90}
+    assert stores_keep_days(shared, {"a": None, "b": forever, "c": elsewhere}) == {
+        "sqlite:////other.db": 7
+    }
+    assert stores_keep_days(None, {"a": None}) == {}

@@ -1,20 +1,23 @@
 """What chat memory is made of: the protocol the agent uses, and the storage under it.
 
 The agent sees a `ChatMemory`: `load` a session's history, `save` a finished turn, and
-`save_summary` when the history asks for one. `SessionMemory` is the implementation that
+`save_summary` when the history asks for one; whoever runs the agent `hold`s a run's sessions
+while it runs. `SessionMemory` is the implementation that
 ships: windows and summaries over any `SessionStore` (in process, SQLite, PostgreSQL, Redis),
 which only keeps turns and summaries in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
 from ..messages import ChatMessage
+from .session_locks import OnWait
 
 __all__ = [
     "ChatMemory",
@@ -65,8 +68,9 @@ class History:
 
     `messages` starts with the summary (a system message) when there is one, then whole turns,
     oldest first. `to_summarise` holds the turns that fell out of the window since the last
-    summary, when the memory wants them summarised: the agent asks its model for a new summary
-    (`previous_summary` plus these) and hands it back with `save_summary(..., through)`.
+    summary (the newest of them, when they are too many: see `left_out`), when the memory wants
+    them summarised: the agent asks its model for a new summary (`previous_summary` plus
+    these) and hands it back with `save_summary(..., through)`.
     """
 
     messages: Sequence[ChatMessage] = ()
@@ -76,6 +80,9 @@ class History:
     """The last turn `to_summarise` covers."""
     tokens: int = field(default=0)
     """What `messages` weigh, as counted by the memory."""
+    left_out: range = range(0)
+    """The turns (by seq) that fell out of the window before those in `to_summarise`, too many
+    to summarise at once: the new summary goes on without them (they stay stored)."""
 
 
 @runtime_checkable
@@ -97,6 +104,13 @@ class ChatMemory(Protocol):
         """Keep `text` as the summary of every turn up to `through`."""
         ...
 
+    def hold(
+        self, session_ids: Collection[str], on_wait: OnWait | None = None
+    ) -> AbstractAsyncContextManager[None]:
+        """The sessions for one run's turns, from loading their history to saving them:
+        another run's turns on them wait (in this process; `on_wait` hears of each wait)."""
+        ...
+
 
 class SessionStore(Protocol):
     """Turns and summaries, kept in order per session. Windows are not its business.
@@ -111,9 +125,15 @@ class SessionStore(Protocol):
         ...
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
-        """The turns with `seq > after`, oldest first; only the `last` N when given."""
+        """The turns with `after < seq < before`, oldest first; only the `last` N of them
+        when given (a long session is read a part at a time)."""
         ...
 
     async def summary(self, session_id: str) -> Summary | None:
@@ -130,6 +150,11 @@ class SessionStore(Protocol):
 
     async def delete(self, session_id: str) -> bool:
         """Forget a session; False when there was none."""
+        ...
+
+    async def prune(self, before: float) -> int:
+        """Forget the sessions whose newest turn was saved before `before` (a `time.time()`);
+        how many."""
         ...
 
     async def aclose(self) -> None:

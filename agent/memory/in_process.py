@@ -43,10 +43,19 @@ class InProcessStore:
             return True
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
         async with self._lock:
-            found = [t for t in self._turns.get(session_id, ()) if t.seq > after]
+            found = [
+                t
+                for t in self._turns.get(session_id, ())
+                if after < t.seq and (before is None or t.seq < before)
+            ]
         return found[-last:] if last is not None else found
 
     async def summary(self, session_id: str) -> Summary | None:
@@ -76,6 +85,14 @@ class InProcessStore:
         async with self._lock:
             self._summaries.pop(session_id, None)
             return self._turns.pop(session_id, None) is not None
+
+    async def prune(self, before: float) -> int:
+        async with self._lock:
+            old = [s for s, turns in self._turns.items() if turns and turns[-1].created_at < before]
+            for session_id in old:
+                del self._turns[session_id]
+                self._summaries.pop(session_id, None)
+        return len(old)
 
     async def aclose(self) -> None:
         return None

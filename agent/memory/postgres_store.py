@@ -60,9 +60,15 @@ _SCHEMA_LOCK = 0x61676D656D  # any constant: processes creating the tables take 
 _SELECT_TURNS = """
 SELECT t.seq, t.key, t.created_at, m.message, m.tokens
 FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
-WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s
+WHERE t.session_id = %s AND t.seq > %s AND t.seq > %s AND t.seq < %s
 ORDER BY t.seq, m.position
 """
+
+_STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(created_at) < %s"
+"""The sessions whose newest turn is older than the time given."""
+
+_NO_END = 2**62
+"""A turn number no session reaches: `before` when none is given."""
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
 
@@ -114,18 +120,26 @@ class PostgresStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
+        below = _NO_END if before is None else before
+
         async def read(db: Connection) -> list[StoredTurn]:
             floor = 0
             if last is not None:
                 cursor = await db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns WHERE session_id = %s",
-                    (session_id,),
+                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns "
+                    "WHERE session_id = %s AND seq < %s",
+                    (session_id, below),
                 )
                 row = await cursor.fetchone()
                 floor = int(row[0]) - last if row else 0
-            cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor))
+            cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor, below))
             return turns_from_rows(await cursor.fetchall())
 
         return await self._run(read)
@@ -183,6 +197,22 @@ class PostgresStore:
                 return cursor.rowcount > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        async def prune(db: Connection) -> int:
+            async with db.transaction():
+                cursor = await db.execute(f"SELECT COUNT(*) FROM ({_STALE}) AS stale", (before,))
+                row = await cursor.fetchone()
+                for table in ("memory_messages", "memory_summaries", "memory_turns"):
+                    await db.execute(
+                        sql.SQL("DELETE FROM {} WHERE session_id IN (" + _STALE + ")").format(
+                            sql.Identifier(table)
+                        ),
+                        (before,),
+                    )
+                return int(row[0]) if row else 0
+
+        return await self._run(prune)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -8,7 +8,6 @@ Needs `pip install 'agent-gateway[redis]'`.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
@@ -28,6 +27,8 @@ __all__ = ["RedisStore"]
 T = TypeVar("T")
 
 DEFAULT_PREFIX = "agent-gateway:memory"
+LIST_BATCH = 1000
+"""Sessions `sessions()` asks about in one round trip."""
 
 # KEYS: turns list, keys set, sessions index. ARGV: key, turn JSON, time, session id.
 _APPEND = """
@@ -35,6 +36,31 @@ if redis.call('SADD', KEYS[2], ARGV[1]) == 0 then return 0 end
 local n = redis.call('RPUSH', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 return n
+"""
+# KEYS: turns list and summary of each session. Returns its turns and summarised through, each.
+_COUNTS = """
+local counts = {}
+for i = 1, #KEYS, 2 do
+  counts[#counts + 1] = redis.call('LLEN', KEYS[i])
+  local summary = redis.call('GET', KEYS[i + 1])
+  counts[#counts + 1] = summary and cjson.decode(summary)['through'] or 0
+end
+return counts
+"""
+# KEYS: sessions index, then turns list, keys set and summary of each session. ARGV: the time
+# before which a session is stale, then each session id. A session saved to meanwhile stays.
+_PRUNE = """
+local pruned = 0
+for i = 2, #ARGV do
+  local updated = redis.call('ZSCORE', KEYS[1], ARGV[i])
+  if updated and tonumber(updated) < tonumber(ARGV[1]) then
+    local k = 2 + (i - 2) * 3
+    redis.call('DEL', KEYS[k], KEYS[k + 1], KEYS[k + 2])
+    redis.call('ZREM', KEYS[1], ARGV[i])
+    pruned = pruned + 1
+  end
+end
+return pruned
 """
 # KEYS: summary. ARGV: summary JSON, its `through`.
 _PUT_SUMMARY = """
@@ -82,16 +108,25 @@ class RedisStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
         name = self._key("turns", session_id)
 
         async def read(redis: Redis) -> list[StoredTurn]:
-            start = after
+            # Turn N is the list's item N - 1: `end` is the last index read (-1: the last).
+            start, end = after, -1 if before is None else before - 2
+            if before is not None and before - 1 <= after:
+                return []
             if last is not None:
-                total = int(await redis.llen(name))
-                start = max(start, total - last)
-            documents = cast(list[bytes], await redis.lrange(name, start, -1))
+                top = int(await redis.llen(name))
+                top = top if before is None else min(top, before - 1)
+                start = max(start, top - last)
+            documents = cast(list[bytes], await redis.lrange(name, start, end))
             return [_stored(start + i + 1, doc) for i, doc in enumerate(documents)]
 
         return await self._run(read)
@@ -126,19 +161,27 @@ class RedisStore:
                 ),
             )
             infos: list[SessionInfo] = []
-            for raw_id, updated in indexed:
-                session_id = raw_id.decode()
-                summary = await redis.get(self._key("summary", session_id))
-                through = json.loads(cast(bytes, summary))["through"] if summary else 0
-                turns = int(await redis.llen(self._key("turns", session_id)))
-                infos.append(
-                    SessionInfo(
-                        session_id=session_id,
-                        turns=turns,
-                        updated_at=updated,
-                        summarised_through=through,
+            for start in range(0, len(indexed), LIST_BATCH):
+                batch = [
+                    (raw.decode(), updated) for raw, updated in indexed[start : start + LIST_BATCH]
+                ]
+                # One script a batch, one reply: a GET and an LLEN per session, one after
+                # another, took 8 s for 20,000 sessions (pipelined, still 1.5 s parsing them).
+                keys = [
+                    self._key(kind, session_id)
+                    for session_id, _ in batch
+                    for kind in ("turns", "summary")
+                ]
+                counts = cast(list[int], await redis.eval(_COUNTS, len(keys), *keys))
+                for n, (session_id, updated) in enumerate(batch):
+                    infos.append(
+                        SessionInfo(
+                            session_id=session_id,
+                            turns=int(counts[2 * n]),
+                            updated_at=updated,
+                            summarised_through=int(counts[2 * n + 1]),
+                        )
                     )
-                )
             return infos
 
         return await self._run(read)
@@ -151,6 +194,27 @@ class RedisStore:
             return removed > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        async def prune(redis: Redis) -> int:
+            stale = cast(
+                list[bytes],
+                await redis.zrangebyscore(self._index, "-inf", f"({before}"),  # pyright: ignore[reportUnknownMemberType]
+            )
+            pruned = 0
+            for start in range(0, len(stale), LIST_BATCH):
+                ids = [raw.decode() for raw in stale[start : start + LIST_BATCH]]
+                keys = [
+                    self._key(kind, session_id)
+                    for session_id in ids
+                    for kind in ("turns", "keys", "summary")
+                ]
+                pruned += int(
+                    await redis.eval(_PRUNE, len(keys) + 1, self._index, *keys, before, *ids)
+                )
+            return pruned
+
+        return await self._run(prune)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -57,9 +57,16 @@ CREATE TABLE IF NOT EXISTS memory_summaries (
 _SELECT_TURNS = """
 SELECT t.seq, t.key, t.created_at, m.message, m.tokens
 FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
-WHERE t.session_id = ? AND t.seq > ? AND t.seq > ?
+WHERE t.session_id = ? AND t.seq > ? AND t.seq > ? AND t.seq < ?
 ORDER BY t.seq, m.position
 """
+
+
+_STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(created_at) < ?"
+"""The sessions whose newest turn is older than the time given."""
+
+_NO_END = 2**62
+"""A turn number no session reaches: `before` when none is given."""
 
 
 class SQLiteStore:
@@ -103,17 +110,25 @@ class SQLiteStore:
         return await self._run(append)
 
     async def turns(
-        self, session_id: str, *, after: int = 0, last: int | None = None
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
     ) -> list[StoredTurn]:
+        below = _NO_END if before is None else before
+
         def read(db: sqlite3.Connection) -> list[StoredTurn]:
             floor = 0
             if last is not None:
                 (newest,) = db.execute(
-                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns WHERE session_id = ?",
-                    (session_id,),
+                    "SELECT COALESCE(MAX(seq), 0) FROM memory_turns "
+                    "WHERE session_id = ? AND seq < ?",
+                    (session_id, below),
                 ).fetchone()
                 floor = newest - last
-            rows = db.execute(_SELECT_TURNS, (session_id, after, floor)).fetchall()
+            rows = db.execute(_SELECT_TURNS, (session_id, after, floor, below)).fetchall()
             return turns_from_rows(rows)
 
         return await self._run(read)
@@ -176,6 +191,26 @@ class SQLiteStore:
             return found > 0
 
         return await self._run(delete)
+
+    async def prune(self, before: float) -> int:
+        def prune(db: sqlite3.Connection) -> int:
+            with _writing(db):
+                (found,) = db.execute(f"SELECT COUNT(*) FROM ({_STALE})", (before,)).fetchone()
+                for table in ("memory_messages", "memory_summaries", "memory_turns"):
+                    db.execute(f"DELETE FROM {table} WHERE session_id IN ({_STALE})", (before,))
+            return int(found)
+
+        return await self._run(prune)
+
+    async def vacuum(self) -> None:
+        """Give the space deleted rows left back to the file system (the file shrinks; of the
+        runs kept in it too). It rewrites the file, and writers wait meanwhile."""
+
+        def vacuum(db: sqlite3.Connection) -> None:
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await self._run(vacuum)
 
     async def aclose(self) -> None:
         async with self._lock:

@@ -1,10 +1,15 @@
-"""Summarising the turns that fell out of a window, with the agent's own model."""
+"""Summarising the turns that fell out of a window, with the agent's own model.
+
+One summary is one model call of bounded size (`SUMMARY_INPUT_TOKENS`, or less to fit the
+model's window): a transcript too long for it keeps its newest part, and says so.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
+from ..context_window import CHARS_PER_TOKEN, estimate_tokens
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -15,7 +20,7 @@ from ..messages import (
 )
 from ..model import ChatModel
 
-__all__ = ["SUMMARY_INSTRUCTIONS", "summarise", "transcript"]
+__all__ = ["SUMMARY_INPUT_TOKENS", "SUMMARY_INSTRUCTIONS", "summarise", "transcript"]
 
 SUMMARY_INSTRUCTIONS = (
     "You keep the memory of a conversation between a user and an assistant that uses tools. "
@@ -23,6 +28,12 @@ SUMMARY_INSTRUCTIONS = (
     "and numbers learned (from tools too), decisions, and open questions. Plain text, no "
     "preamble."
 )
+SUMMARY_INPUT_TOKENS = 16_000
+"""The most one summary call sends (instructions, the summary so far and the transcript), as
+`agent.context_window` estimates: about 64,000 characters. A provider's window is often not
+known, and a session with a long unsummarised past (summaries switched on late) would
+otherwise be sent whole: megabytes, refused or billed, on every turn."""
+CUT_NOTE = "[the start of this part is left out: too long to summarise at once]"
 MAX_RESULT_CHARS = 2000
 """Of a tool result, what the summariser reads: results can be huge; their gist is at the top."""
 
@@ -50,17 +61,34 @@ def transcript(messages: Sequence[ChatMessage]) -> str:
 
 
 async def summarise(
-    model: ChatModel, previous: str | None, messages: Sequence[ChatMessage]
+    model: ChatModel,
+    previous: str | None,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int = SUMMARY_INPUT_TOKENS,
 ) -> tuple[str, Usage]:
     """A new summary of `previous` and `messages`, and what the model spent on it.
 
+    The request stays within `max_tokens` (as `agent.context_window` estimates): a transcript
+    that does not fit keeps its newest lines, after a note that the start is left out.
     Raises `agent.errors.ModelError` when the model fails.
     """
-    parts: list[str] = []
-    if previous:
-        parts.append(f"The summary so far:\n{previous}\n")
-    parts.append(f"The conversation since:\n{transcript(messages)}")
-    answer = await model.invoke(
-        [SystemMessage(content=SUMMARY_INSTRUCTIONS), UserMessage(content="\n".join(parts))], []
-    )
+    head = f"The summary so far:\n{previous}\n\n" if previous else ""
+    head += "The conversation since:\n"
+    system = SystemMessage(content=SUMMARY_INSTRUCTIONS)
+    fixed = estimate_tokens([system, UserMessage(content=head)], [])[0]
+    text = _newest_part(transcript(messages), (max_tokens - fixed - 1) * CHARS_PER_TOKEN)
+    answer = await model.invoke([system, UserMessage(content=head + text)], [])
     return answer.content.strip(), answer.usage
+
+
+def _newest_part(text: str, room: int) -> str:
+    """`text` if it has at most `room` characters, else its end (from a line's start where
+    one is near) after `CUT_NOTE`."""
+    if len(text) <= room:
+        return text
+    kept = text[len(text) - max(0, room - len(CUT_NOTE) - 1) :]
+    line = kept.find("\n")
+    if 0 <= line < len(kept) // 2:  # start at a whole line, unless that loses too much
+        kept = kept[line + 1 :]
+    return f"{CUT_NOTE}\n{kept}"

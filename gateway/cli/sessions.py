@@ -1,5 +1,5 @@
-"""`sessions list | show ID | delete ID`: the conversations chat memory keeps (a caller's
-own, `@caller/ID`, named by that key; see `session_owners`)."""
+"""`sessions list | show ID | delete ID | prune --older-than DAYS`: the conversations chat
+memory keeps (a caller's own, `@caller/ID`, named by that key; see `session_owners`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from agent.memory import SessionInfo, SessionStore, SQLiteStore
 from ..config import Config
 from ..errors import GatewayError
 from ..memory_config import MEMORY_FILE, default_memory_url, memory_url, open_memories
+from ..memory_retention import prune_sessions
 from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
 from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
@@ -22,6 +23,9 @@ from .exits import OK
 from .output import result_stdout
 
 __all__ = ["memory_store_url", "register"]
+
+
+MEMORY_STORE_URLS = ("sqlite:///FILE", "postgresql://USER@HOST:PORT/DB", "redis://HOST:PORT/DB")
 
 
 class UnknownSession(GatewayError):
@@ -36,18 +40,38 @@ def memory_store_url(args: argparse.Namespace, config: Config) -> str | None:
 
 
 def _named_store(args: argparse.Namespace) -> str | None:
-    """The database `--store URL` or `--state-dir DIR` names: `sessions` looks there, not in
+    """The store `--store URL` or `--state-dir DIR` names: `sessions` looks there, not in
     a memory store the config names (a `sessions delete` must act on the database named)."""
     if args.store is not None and args.state_dir is not None:
         raise GatewayError("give one of --store and --state-dir")
     if args.store is not None:
-        return check_store_url(args.store)
+        return _memory_store_url(args.store)
     return default_memory_url(args.state_dir) if args.state_dir is not None else None
 
 
+def _memory_store_url(url: str) -> str:
+    """`url` if it names a store chat memory can be kept in (a run store's database, or
+    Redis), as `[memory] url` does. Raises `GatewayError` (bad input) if not."""
+    scheme = url.partition("://")[0].lower()
+    if scheme in ("redis", "rediss", "unix"):
+        return url
+    if scheme == "memory":
+        raise GatewayError(
+            "memory:// keeps sessions in the process that runs them only: no other command "
+            "can look into it"
+        )
+    if scheme in ("sqlite", "postgresql", "postgres"):
+        return check_store_url(url)
+    raise GatewayError(
+        f"not a chat memory store URL ({', '.join(MEMORY_STORE_URLS)}): {redacted(url)!r}"
+    )
+
+
 def register(commands: Commands) -> None:
-    sessions = commands.add("sessions", _sessions, "list, show or delete chat memory sessions")
-    sessions.add_argument("action", nargs="?", choices=["list", "show", "delete"])
+    sessions = commands.add(
+        "sessions", _sessions, "list, show, delete or prune chat memory sessions"
+    )
+    sessions.add_argument("action", nargs="?", choices=["list", "show", "delete", "prune"])
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")
     sessions.add_argument(
@@ -58,15 +82,31 @@ def register(commands: Commands) -> None:
     sessions.add_argument(
         "--store",
         metavar="URL",
-        help="the database at URL, as `run --store` (not the memory store the config names)",
+        help="the store at URL: sqlite:///FILE, postgresql://..., redis://... (not the memory "
+        "store the config names)",
+    )
+    sessions.add_argument(
+        "--older-than",
+        metavar="DAYS",
+        type=float,
+        help="prune: delete the sessions not used for DAYS days (then a SQLite file shrinks)",
     )
     sessions.add_argument("--json", action="store_true", help="print JSON")
 
 
 async def _sessions(args: argparse.Namespace) -> int:
     if args.action is None:
-        raise GatewayError("say what to do: agent-gateway sessions list | show ID | delete ID")
-    if args.action != "list":
+        raise GatewayError(
+            "say what to do: agent-gateway sessions list | show ID | delete ID | "
+            "prune --older-than DAYS"
+        )
+    if args.action == "prune":
+        if args.older_than is None or not args.older_than > 0:
+            raise GatewayError(
+                "sessions prune needs --older-than DAYS (more than 0): the sessions not used "
+                "for that long are deleted"
+            )
+    elif args.action != "list":
         if args.session_id is None:
             raise GatewayError(f"sessions {args.action} needs a session id")
         check_session_id(args.session_id)
@@ -87,6 +127,9 @@ async def _sessions(args: argparse.Namespace) -> int:
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
             # Opening it to look would make it: a new empty store (or a mistyped --state-dir's).
+            if args.action == "prune":
+                print(f"no sessions in {where}: none deleted", file=result_stdout())
+                return OK
             if args.action != "list":
                 raise UnknownSession(f"no session {args.session_id!r} in {where}")
             if args.state_dir is not None and not args.json:  # said even when not a terminal
@@ -100,9 +143,11 @@ async def _sessions(args: argparse.Namespace) -> int:
             return _print_list(await store.sessions(), where, as_json=args.json)
         if args.action == "show":
             return await _show(store, args.session_id, where, as_json=args.json)
+        if args.action == "prune":
+            return await _prune(store, args.older_than, where)
         return await _delete(store, args.session_id, where)
     finally:
-        for opened in stores:
+        for opened in stores.values():
             await opened.aclose()
 
 
@@ -182,6 +227,26 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
             elif isinstance(message, ToolMessage):
                 print(f"{message.name}: {message.content}", file=result_stdout())
     return OK
+
+
+async def _prune(store: SessionStore, days: float, where: str) -> int:
+    pruned = await prune_sessions(store, days)
+    print(
+        f"deleted {plural(pruned, 'session')} not used for {days:g} days from {where}",
+        file=result_stdout(),
+    )
+    if isinstance(store, SQLiteStore):
+        # Deleted rows leave free pages, not a smaller file: VACUUM gives them back (those
+        # the run store's keep_days freed in the same file too).
+        before = (await anyio.Path(store.path).stat()).st_size
+        await store.vacuum()
+        after = (await anyio.Path(store.path).stat()).st_size
+        print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+    return OK
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 async def _delete(store: SessionStore, session_id: str, where: str) -> int:

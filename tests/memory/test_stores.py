@@ -3,17 +3,28 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
+from typing import cast
 
 import anyio
+import anyio.lowlevel
 import psycopg
 import pytest
 from psycopg import sql
+from redis.asyncio import Redis
 
 from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, UserMessage
-from agent.memory import InProcessStore, SessionStore, SQLiteStore, Summary, store_from_url
+from agent.memory import (
+    InProcessStore,
+    SessionStore,
+    SQLiteStore,
+    Summary,
+    redis_store,
+    store_from_url,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -63,6 +74,42 @@ async def test_turns_come_back_in_order_exactly_as_saved(store: SessionStore) ->
     assert [t.seq for t in await store.turns("s", after=1)] == [2]
     assert [t.seq for t in await store.turns("s", last=1)] == [2]
     assert await store.turns("nobody") == []
+
+
+async def test_a_long_session_is_read_a_part_at_a_time(store: SessionStore) -> None:
+    for n in range(1, 8):
+        assert await store.append("s", f"k{n}", turn(n), [1, 1])
+
+    async def seqs(**bounds: int) -> list[int]:
+        return [t.seq for t in await store.turns("s", **bounds)]
+
+    assert await seqs(before=4) == [1, 2, 3]
+    assert await seqs(before=6, last=2) == [4, 5]
+    assert await seqs(after=4, before=6, last=5) == [5]
+    assert await seqs(after=2, before=4) == [3]
+    assert await seqs(after=3, before=4) == []
+    assert await seqs(before=1, last=3) == []
+    assert await seqs(before=20, last=2) == [6, 7]
+    [fourth] = await store.turns("s", after=3, before=5)
+    assert fourth.messages == turn(4)
+
+
+async def test_sessions_not_saved_to_since_a_time_are_pruned(store: SessionStore) -> None:
+    await store.append("old", "k", turn(1), [1, 1])
+    await store.put_summary("old", Summary(through=1, text="s"))
+    await store.append("revived", "k1", turn(1), [1, 1])
+    cut = time.time()
+    while time.time() == cut:  # the next turn is saved after the cut, however fine the clock
+        await anyio.lowlevel.checkpoint()
+    await store.append("revived", "k2", turn(2), [1, 1])
+    await store.append("new", "k", turn(1), [1, 1])
+    assert await store.prune(cut) == 1
+    assert sorted(i.session_id for i in await store.sessions()) == ["new", "revived"]
+    assert await store.turns("old") == []
+    assert await store.summary("old") is None
+    assert len(await store.turns("revived")) == 2
+    assert await store.append("old", "k", turn(1), [1, 1])  # its key is forgotten too
+    assert await store.prune(cut) == 0
 
 
 async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
@@ -174,3 +221,30 @@ async def test_postgres_goes_on_after_the_server_ended_its_connection(postgres_u
         finally:
             await store.aclose()
             await admin.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(database)))
+
+
+async def test_redis_lists_sessions_in_one_round_trip_a_batch(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = redis_store.RedisStore(redis_url, prefix=f"test-{uuid.uuid4().hex}")
+    for n in range(25):
+        await store.append(f"s{n}", "k1", turn(n), [1, 1])
+        if n % 2:
+            await store.append(f"s{n}", "k2", turn(n), [1, 1])
+            await store.put_summary(f"s{n}", Summary(through=1, text="t"))
+    sent: list[object] = []
+    execute = cast(Callable[..., Awaitable[object]], Redis.execute_command)  # pyright: ignore[reportUnknownMemberType]
+
+    async def counted(self: Redis, *args: object, **options: object) -> object:
+        sent.append(args[0])
+        return await execute(self, *args, **options)
+
+    monkeypatch.setattr(redis_store, "LIST_BATCH", 10)
+    monkeypatch.setattr(Redis, "execute_command", counted)
+    infos = await store.sessions()
+    assert len(sent) == 1 + 3  # the index, then 3 batches of 10: not a GET and LLEN each (51)
+    assert [info.session_id for info in infos] == [f"s{n}" for n in reversed(range(25))]
+    assert [(info.turns, info.summarised_through) for info in infos[:2]] == [(1, 0), (2, 1)]
+    for info in infos:
+        await store.delete(info.session_id)
+    await store.aclose()
