@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 from collections.abc import (
     AsyncGenerator,
@@ -76,10 +77,18 @@ def on_interrupt(listener: Callable[[], None]) -> Generator[None]:
 async def stopping_shown(
     console: AbstractAsyncContextManager[RunConsole],
 ) -> AsyncGenerator[RunConsole]:
-    """`console`, whose status says the command is stopping from the first Ctrl-C on."""
-    async with console as opened:
-        with on_interrupt(opened.stopping):
-            yield opened
+    """`console`, whose status says the command is stopping from the first Ctrl-C on; once
+    it has stopped, a line says so unless the command said why it stopped."""
+    shown: RunConsole | None = None
+    try:
+        async with console as opened:
+            shown = opened
+            with on_interrupt(opened.stopping):
+                yield opened
+    finally:
+        note = shown.stopped_note() if shown is not None else None
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -37,6 +37,7 @@ from .common import (
 from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
 from .results import print_result, run_error_json
 from .signals import stopping_shown
+from .stored import terminal_console
 
 __all__ = ["register"]
 
@@ -94,11 +95,12 @@ async def _call(args: argparse.Namespace) -> int:
     # A local tool needs no MCP server: the call does not wait for theirs to start.
     local = args.tool in config.tools and not args.strict
     async with (
-        status_console() as console,
+        # As `run`'s: on a terminal, the calls in flight on stderr, an agent's answer streamed.
+        terminal_console(args) as console,
         open_gateway(
             config,
             model=args.model,
-            hooks=trace_hooks(args),
+            hooks=trace_hooks(args, console),
             start_wait=0 if local else None,
             wait_for=None if args.strict else _servers_used(config, args.tool),
             on_waiting=console.waiting_for,
@@ -106,7 +108,7 @@ async def _call(args: argparse.Namespace) -> int:
     ):
         check_servers(gateway, strict=args.strict)
         if args.tool in gateway.agents:
-            return await _call_agent(gateway, args.tool, arguments, as_json=args.json)
+            return await _call_agent(gateway, args.tool, arguments, console, as_json=args.json)
         tools = await gateway.list_tools()
         tool = tools.get(args.tool)
         try:
@@ -131,7 +133,12 @@ async def _call(args: argparse.Namespace) -> int:
 
 
 async def _call_agent(
-    gateway: Gateway, name: str, arguments: Mapping[str, Any], *, as_json: bool
+    gateway: Gateway,
+    name: str,
+    arguments: Mapping[str, Any],
+    console: RunConsole,
+    *,
+    as_json: bool,
 ) -> int:
     prompt = arguments.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -148,12 +155,12 @@ async def _call_agent(
         latest[:] = [saved]
 
     try:
-        result = await gateway.resume(state, checkpoint=keep if as_json else None)
+        result = await gateway.resume(state, checkpoint=keep if as_json else None, stream=True)
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
         raise
-    return print_result(result, as_json=as_json)
+    return print_result(result, as_json=as_json, shown=console.streamed)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
