@@ -123,6 +123,7 @@ class StepLoop:
                 why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)
+            finished = _FinishedItems(tracer, spec.name, agent_span.id, len(state.items))
             request, response = state.request, state.response
             while True:
                 if request is None:
@@ -134,9 +135,11 @@ class StepLoop:
                     except StepInterrupted as stop:
                         # What the other items did is kept: a resumed run repeats none of it.
                         await saver.save(request=stop.progress, response=None)
+                        await finished.tell(stop.progress.metadata.finished_items)
                         raise stop.error from None
                     if isinstance(outcome, AgentResult):
                         break
+                    await finished.tell(outcome.metadata.finished_items)
                     await _trace_answered(tracer, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
@@ -161,6 +164,7 @@ class StepLoop:
                     await tracer.note(
                         "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
                     )
+            await finished.tell(dict(enumerate(outcome.items)))
             agent_span.output = outputs(outcome.items)
         return outcome
 
@@ -462,6 +466,25 @@ def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
             tool.name,
             "; ".join(lost),
         )
+
+
+class _FinishedItems:
+    """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
+    once; a single question's end is its run's."""
+
+    def __init__(self, tracer: Tracer, agent: str, span_id: str, count: int) -> None:
+        self._tracer = tracer
+        self._agent = agent
+        self._span_id = span_id
+        self._many = count > 1
+        self._told: set[int] = set()
+
+    async def tell(self, finished: Mapping[int, ItemResult]) -> None:
+        if not self._many or not self._tracer.hooks:
+            return
+        for index in sorted(finished.keys() - self._told):
+            self._told.add(index)
+            await self._tracer.item_finished(self._agent, self._span_id, index, finished[index])
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

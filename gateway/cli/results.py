@@ -7,6 +7,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import JsonValue
+
 from agent import AgentRequestMetadata, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
 from toolkits.printable import printable
@@ -15,7 +17,7 @@ from ..run_state import RunResult, RunState, spent
 from ..step_loop import EMPTY_ANSWER
 from .exits import FAILED, OK
 
-__all__ = ["print_result", "run_error_json", "run_json"]
+__all__ = ["empty_is_an_error", "print_result", "run_error_json", "run_json", "so_far"]
 
 
 def print_result(
@@ -27,7 +29,7 @@ def print_result(
 ) -> int:
     """Print each answer on stdout (unless `shown` says it was streamed already) or its error
     on stderr, or the whole run as JSON; the exit code of the run."""
-    items = [_empty_is_an_error(item) for item in result.items]
+    items = [empty_is_an_error(item) for item in result.items]
     failed = any(item.error is not None for item in items)
     if as_json:
         print(json.dumps(run_json(result, items[0]), ensure_ascii=False))
@@ -42,7 +44,7 @@ def print_result(
     return FAILED if failed else OK
 
 
-def _empty_is_an_error(item: ItemResult) -> ItemResult:
+def empty_is_an_error(item: ItemResult) -> ItemResult:
     # Nothing answered is not a success: say so instead of printing a blank answer.
     if item.error is None and not (item.output or "").strip():
         return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
@@ -65,21 +67,17 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
 
 
 def run_error_json(
-    run_id: str | None, agent: str, exc: BaseException, state: RunState | None = None
+    run_id: str | None,
+    agent: str,
+    exc: BaseException,
+    state: RunState | None = None,
+    **more: JsonValue,
 ) -> str:
     """The one JSON object `--json` prints for a run that failed before it returned: the keys
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
     at hand, else null and empty (`run_id` null: no run was stored, the store failed).
     Bad input (exit 2) prints none: nothing ran."""
-    usage: dict[str, Any] | None = None
-    iterations: int | None = None
-    steps: list[ToolCallStep] = []
-    if state is not None:
-        exchange = state.response or state.request
-        metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
-        usage = spent(state).model_dump()  # its sub-agents' calls too
-        iterations = metadata.iteration_count
-        steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    usage, iterations, steps = so_far(state)
     shown = {
         "run_id": run_id,
         "agent": agent,
@@ -88,8 +86,23 @@ def run_error_json(
         "usage": usage,
         "iterations": iterations,
         "steps": _steps(steps),
+        **more,
     }
     return json.dumps(shown, ensure_ascii=False)
+
+
+def so_far(
+    state: RunState | None,
+) -> tuple[dict[str, Any] | None, int | None, list[ToolCallStep]]:
+    """The usage, iterations and (first item's) steps of a run's last checkpoint; None, None
+    and none when it is not at hand."""
+    if state is None:
+        return None, None, []
+    exchange = state.response or state.request
+    metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
+    usage = spent(state).model_dump()  # its sub-agents' calls too
+    steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    return usage, metadata.iteration_count, steps
 
 
 def _steps(steps: Sequence[ToolCallStep]) -> list[dict[str, Any]]:
