@@ -1,9 +1,12 @@
 """Human approval of tool calls: which calls need it, and who is asked.
 
-A call needs approval when a rule covers its tool: its agent's (`require_approval` globs over
-the tool names the model sees) or its MCP server's (globs over the server's own names, or all
-of its tools), or either rule's `require_approval_if_destructive` and the server marks the
-tool `destructiveHint`. The run asks its `Approver` and waits for the decision while the other
+A call needs approval when a rule covers its tool: its agent's or its MCP server's
+`require_approval` (globs, or all of a server's tools), or either rule's
+`require_approval_if_destructive` and the server marks the tool `destructiveHint`. A glob
+covers a tool if it matches any of its names (`approval_names`): the one the model sees now,
+the server's own, and `SERVER__TOOL`. With `prefix="auto"` or `"never"` the name the model
+sees depends on which servers are up, so a rule written for one of those names must not stop
+applying when another server comes or goes. The run asks its `Approver` and waits for the decision while the other
 calls of the same step go on. Approved, the call runs; denied, the model is told so, with the
 person's message, and goes on.
 """
@@ -17,6 +20,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from toolkits import Tool
+from toolkits.mcp.naming import rule_names
+
 __all__ = [
     "CANCELLED",
     "DECLINED",
@@ -27,6 +33,7 @@ __all__ = [
     "Approver",
     "AsksAtOnce",
     "Decision",
+    "approval_names",
     "rejection",
     "short_call",
 ]
@@ -44,10 +51,23 @@ class ApprovalRule:
     destructive: bool = False
     """Also every tool its server marks `destructiveHint`."""
 
-    def covers(self, name: str, annotations: Mapping[str, Any]) -> bool:
-        if any(fnmatchcase(name, pattern) for pattern in self.tools):
+    def covers(self, names: str | Sequence[str], annotations: Mapping[str, Any]) -> bool:
+        """Whether a glob matches one of a tool's `names` (`approval_names`), or the rule
+        takes destructive tools and its `annotations` say it is one."""
+        names = (names,) if isinstance(names, str) else names
+        if any(fnmatchcase(name, pattern) for pattern in self.tools for name in names):
             return True
         return self.destructive and annotations.get("destructiveHint") is True
+
+
+def approval_names(tool: Tool) -> tuple[str, ...]:
+    """Every name a rule's glob may use for `tool`: the one offered now, and for a node's tool
+    that has a name of its own (an MCP server's), that name and `NODE__NAME` (`rule_names`).
+    Matching all of them is the safe direction: a rule never stops covering a tool because
+    another server came up or went away and the tool was renamed."""
+    if tool.original_name is None:
+        return (tool.name,)
+    return tuple(dict.fromkeys((tool.name, *rule_names(tool.source_node, tool.original_name))))
 
 
 class ApprovalRequest(BaseModel):

@@ -22,6 +22,7 @@ from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, functio
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 
 from .approval import ApprovalRule
+from .approval_globs import UnmatchedApprovals
 from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
@@ -131,7 +132,7 @@ async def open_gateway(
             for server in servers:  # "the usual way" is the SDK's at both ends
                 server.raw_calls = config.gateway.pass_through
             with configure_otel() if config.gateway.otel else nullcontext():
-                yield Gateway(
+                gateway = Gateway(
                     [*servers, *nodes],
                     agents,
                     max_concurrency=config.gateway.max_concurrency,
@@ -148,6 +149,14 @@ async def open_gateway(
                         if server.require_approval or server.require_approval_if_destructive
                     },
                 )
+                # A misspelt approval glob leaves its tool ungated: said now and as tools change.
+                approvals = UnmatchedApprovals(gateway)
+                approvals.check()
+                unsubscribe = servers.subscribe(approvals.node_changed)
+                try:
+                    yield gateway
+                finally:
+                    unsubscribe()
     finally:
         with anyio.CancelScope(shield=True):
             if own_client:

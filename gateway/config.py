@@ -196,8 +196,9 @@ class AgentConfig(_Strict):
     memory: MemoryConfig | None = None
     """This agent's chat memory, instead of the gateway's."""
     require_approval: list[str] = Field(default_factory=list[str])
-    """fnmatch globs over the tool names this agent's model sees (`fs__write_*`): a person is
-    asked before such a call runs (see `gateway.approval`)."""
+    """fnmatch globs over this agent's tools (`fs__write_*`): a person is asked before such a
+    call runs. A glob matches the name the model sees, the server's own name or
+    `SERVER__TOOL`, so it holds whichever servers are up (see `gateway.approval`)."""
     require_approval_if_destructive: bool = False
     """A person is asked before any call of a tool its server marks `destructiveHint`."""
     batch_size: int = Field(default=1, ge=1)

@@ -19,6 +19,7 @@ from toolkits import (
     CallContext,
     HasHealth,
     HasOutputCap,
+    KnowsRenames,
     ListsAtHand,
     Tool,
     Toolkit,
@@ -36,7 +37,7 @@ from .agent_tool import (
     answer_data,
     reported_usage,
 )
-from .approval import ApprovalRule, Approver
+from .approval import ApprovalRule, Approver, approval_names
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .journal import Journal, ScopedJournal
@@ -70,7 +71,7 @@ class AgentSpec:
     """Tokens the model's context holds, when its provider does not report it: a call that
     would not fit fails before it is sent."""
     approval: ApprovalRule = field(default_factory=ApprovalRule)
-    """Which of its tool calls a person must approve (over the names its model sees)."""
+    """Which of its tool calls a person must approve (globs over `approval_names`)."""
 
     def tool_description(self) -> str:
         """What a caller (a model, an MCP client) reads of this agent as a tool."""
@@ -111,7 +112,7 @@ class Gateway:
         """This gateway's id, in the `_meta` of the tools it serves (`loops`)."""
         self._loops = LoopGuard(self.gateway_id)
         self.approvals: dict[str, ApprovalRule] = dict(approvals or {})
-        """Nodes whose tools need a person's approval, by node (over the node's own names)."""
+        """Nodes whose tools need a person's approval, by node (globs over `approval_names`)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
         self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits)
@@ -255,6 +256,22 @@ class Gateway:
             return None
         return self.unhealthy([node]).get(node)
 
+    def renamed(self, tool: str, nodes: Collection[str]) -> str | None:
+        """For a call of `tool`, a name one tool of `nodes` had until it was renamed
+        (`prefix="auto"`/`"never"` names follow which servers are up): its name now, as a
+        did-you-mean. None if no tool, or several, had that name."""
+        found = {
+            name
+            for node in (self.nodes.get(n) for n in nodes)
+            if isinstance(node, KnowsRenames) and (name := node.now_named(tool)) is not None
+        }
+        if len(found) != 1:
+            return None
+        return (
+            f"there is no tool named {tool!r} now: did you mean {found.pop()!r}? (it was "
+            "renamed when another server came or went)"
+        )
+
     def unhealthy(self, node_names: Sequence[str]) -> dict[str, str]:
         """The named nodes that are not ready, with their health (their tools are missing)."""
         nodes = (self.nodes.get(name) for name in node_names)
@@ -267,9 +284,9 @@ class Gateway:
     def needs_approval(self, spec: AgentSpec, tool: Tool) -> bool:
         """Whether a person must approve `spec`'s calls of `tool` (`gateway.approval`)."""
         node = self.approvals.get(tool.source_node)
-        own = tool.original_name or tool.name
-        return spec.approval.covers(tool.name, tool.annotations) or (
-            node is not None and node.covers(own, tool.annotations)
+        names = approval_names(tool)
+        return spec.approval.covers(names, tool.annotations) or (
+            node is not None and node.covers(names, tool.annotations)
         )
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:

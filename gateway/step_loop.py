@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_ANSWER", "StepLoop", "outputs", "tool_definition"]
+__all__ = ["EMPTY_ANSWER", "StepLoop", "empty_failed", "outputs", "tool_definition"]
 
 EMPTY_ANSWER = "the model's final answer was empty"
 
@@ -159,11 +159,18 @@ class StepLoop:
                     # Every answer is recorded: resumed from the saved request, the run gets
                     # them all from the record again. One state write per step, not two.
                     saver.update(request=None, response=response, children={})
-            for index, item in enumerate(outcome.items):
-                if item.error is None and not (item.output or "").strip():
+            items = list(outcome.items)
+            for index, item in enumerate(items):
+                failed = empty_failed(item)
+                if failed is not item:
+                    # Nothing answered is no success, wherever the answer goes (a terminal,
+                    # an MCP client, a calling agent): the item failed, and says why.
                     await tracer.note(
                         "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
                     )
+                    items[index] = failed
+            outcome = outcome.model_copy(update={"items": items})
+            # The items not told of yet (each item's line says what the result says).
             await finished.tell(dict(enumerate(outcome.items)))
             agent_span.output = outputs(outcome.items)
         return outcome
@@ -391,7 +398,7 @@ class StepLoop:
             raise
         item = outcome.items[0]
         error = item.error
-        if error is None and not (item.output or "").strip():
+        if error == EMPTY_ANSWER:
             error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
         if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
@@ -432,10 +439,11 @@ def _spent_in(children: Mapping[str, RunState], action: Action) -> Usage:
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:
-    """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says."""
+    """For a call of `NODE__TOOL` whose node (one of the agent's) is down: so it says; for
+    a name a tool had before it was renamed: its name now."""
     health = gateway.not_ready(name, nodes)
     if health is None:
-        return None
+        return gateway.renamed(name, nodes)
     return f"tool {name!r} is not available now: its server is not ready ({health})"
 
 
@@ -468,6 +476,14 @@ def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
         )
 
 
+def empty_failed(item: ItemResult) -> ItemResult:
+    """`item`, failed with `EMPTY_ANSWER` if it answered nothing (no error, no text); else
+    `item` itself."""
+    if item.error is None and not (item.output or "").strip():
+        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
+    return item
+
+
 class _FinishedItems:
     """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
     once; a single question's end is its run's."""
@@ -484,7 +500,9 @@ class _FinishedItems:
             return
         for index in sorted(finished.keys() - self._told):
             self._told.add(index)
-            await self._tracer.item_finished(self._agent, self._span_id, index, finished[index])
+            # An empty answer is the item's failure here already, as in the run's result.
+            item = empty_failed(finished[index])
+            await self._tracer.item_finished(self._agent, self._span_id, index, item)
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

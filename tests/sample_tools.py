@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -63,3 +65,13 @@ async def interrupt_me(signal_name: str = "SIGINT") -> str:
     os.kill(os.getpid(), signal.Signals[signal_name])
     await anyio.Event().wait()
     return "not reached"
+
+
+def noisy(x: int = 1) -> str:
+    """Write to stdout every way a tool can: `print()`, file descriptor 1, a program it
+    starts, and C's stdio (block-buffered when fd 1 is no terminal)."""
+    print(f"printed {x}")
+    os.write(1, b"written to fd 1\n")
+    subprocess.run([sys.executable, "-c", "print('a child printed')"], check=True)
+    ctypes.CDLL(None).puts(b"C's puts said")
+    return f"quiet {x}"

@@ -5,6 +5,7 @@ run, goes on when it comes, and tells the model of a denial."""
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,6 +13,8 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.client import Transport
+from mcp_types import CallToolResult
 from pydantic import JsonValue
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
@@ -19,8 +22,10 @@ from gateway import AgentSpec, Gateway
 from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
+from tests.servers.inprocess import Context, ToyServer, text_result
 from tests.servers.real import filesystem_stdio
 from toolkits import FunctionToolkit, Tool, function_tool
+from toolkits.mcp import Backoff, McpServerConfig, McpToolkitGroup
 
 pytestmark = pytest.mark.anyio
 
@@ -119,6 +124,29 @@ def test_the_gateway_asks_by_agent_names_and_by_server_own_names() -> None:
     assert not gateway.needs_approval(spec, tool("fs__read_file", "read_file"))
     other = Tool("fs__move_file", "", {}, "elsewhere", True, original_name="move_file")
     assert not gateway.needs_approval(spec, other)  # the server's rule is for its own tools
+
+
+def test_a_glob_covers_a_tool_under_every_name_it_may_be_offered_as() -> None:
+    """With `prefix="auto"` a tool is `crm__delete_user` while a clashing server is up and
+    `delete_user` while it is down: a rule written for either name covers both."""
+    qualified, bare = ApprovalRule(["crm__delete_*"]), ApprovalRule(["delete_*"])
+    gateway = Gateway(
+        agents=[AgentSpec("q", ScriptedModel([]), approval=qualified)],
+        approvals={"crm": ApprovalRule(["crm__delete_*"])},
+    )
+    gateway.agents["b"] = AgentSpec("b", ScriptedModel([]), approval=bare)
+    offered_bare = Tool("delete_user", "", {}, "crm", True, original_name="delete_user")
+    offered_long = Tool("crm__delete_user", "", {}, "crm", True, original_name="delete_user")
+    for spec in gateway.agents.values():
+        assert gateway.needs_approval(spec, offered_bare)
+        assert gateway.needs_approval(spec, offered_long)
+    gateway.approvals.clear()
+    echo = Tool("echo", "", {}, "crm", True, original_name="echo")
+    assert not gateway.needs_approval(gateway.agents["q"], echo)
+    # Odd characters: the glob is written as `tools` shows the name with `prefix="always"`.
+    dotted = Tool("delete.user", "", {}, "crm", True, original_name="delete.user")
+    assert gateway.needs_approval(gateway.agents["q"], dotted)
+    assert not ApprovalRule(["crm__delete_*"]).covers("delete_user", {})  # one name: as given
 
 
 async def test_the_other_calls_run_while_two_wait_and_each_gets_one_result() -> None:
@@ -234,3 +262,97 @@ async def test_a_servers_destructive_tools_and_globs_need_approval(tmp_path: Pat
     assert json.loads(results["r"])["content"] == "kept"  # read before any write
     assert results["w"].startswith("The user rejected the tool call to fs__write_file")
     assert (tmp_path / "notes.txt").read_text() == "kept"
+
+
+async def test_an_agents_rule_holds_while_a_clashing_auto_server_is_down() -> None:
+    """The tester's case: `crm` and `crm_eu` both `prefix="auto"`, `crm_eu` down, so the
+    tool is offered bare as `delete_user`; the rule `crm__delete_*` still asks a person."""
+    log: list[str] = []
+    crm = ToyServer()
+
+    async def delete_user(_ctx: Context, args: dict[str, Any]) -> CallToolResult:
+        log.append(f"deleted {args['user_id']}")
+        return text_result("deleted")
+
+    crm.add("delete_user", delete_user)
+
+    def down() -> Transport:
+        raise OSError("connection refused by test")
+
+    configs = {
+        name: McpServerConfig(command="in-process", prefix="auto") for name in ("crm", "crm_eu")
+    }
+    model = ScriptedModel([calls(("delete_user", "d1", {"user_id": "u_1"})), "done"])
+    spec = AgentSpec(
+        "ops", model, tools=["crm", "crm_eu"], approval=ApprovalRule(["crm__delete_*"])
+    )
+    group = McpToolkitGroup(
+        configs, targets={"crm": crm.server, "crm_eu": down}, backoff=Backoff(60)
+    )
+    async with group:
+        assert [t.name for t in await group["crm"].list_tools()] == ["delete_user"]
+        person = Person()
+        gateway = Gateway(group.nodes, [spec])
+        ended = anyio.Event()
+
+        async def run() -> None:
+            await gateway.run("ops", "delete user u_1", approver=person)
+            ended.set()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(run)
+                async with anyio.create_task_group() as first:  # asked, or ended unasked
+
+                    async def asked() -> None:
+                        await person.wait_until_asked(1)
+                        first.cancel_scope.cancel()
+
+                    async def ended_first() -> None:
+                        await ended.wait()
+                        first.cancel_scope.cancel()
+
+                    first.start_soon(asked)
+                    first.start_soon(ended_first)
+                assert log == []  # nothing ran before the decision
+                [request] = person.asked.values()
+                assert request.tool == "delete_user"
+                person.say(request.call, Decision(approved=False))
+    assert log == []
+    assert told(model, 1)["d1"].startswith("The user rejected the tool call to delete_user")
+
+
+PIPED = Path(__file__).parent / "servers" / "piped.py"
+
+
+async def test_approval_globs_that_match_no_tool_are_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The tester's typos: on the server `delet_*`, on the agent `s00_crm__delet_*` and
+    `s00_crm__delete_usr`; each would leave the tool ungated, so each is warned of."""
+    config = parse_config(
+        {
+            "mcpServers": {
+                "s00_crm": {
+                    "command": sys.executable,
+                    "args": [str(PIPED)],
+                    "include": ["echo", "fail"],
+                    "require_approval": ["ech*", "fial"],
+                }
+            },
+            "agents": {
+                "ops": {"tools": ["s00_crm"], "require_approval": ["s00_crm__ehco", "fail"]},
+                "fine": {"tools": ["s00_crm"], "require_approval": ["s00_crm__*", "echo"]},
+            },
+        }
+    )
+    async with open_gateway(config) as gateway:
+        await gateway.nodes["s00_crm"].list_tools()
+        assert await gateway.tools_for(gateway.agents["ops"])
+    said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert said == [
+        "require_approval 'fial': matches no tool of the server (did you mean 'fail'?), "
+        "so no call is gated by it",
+        "agent 'ops': require_approval 's00_crm__ehco': matches no tool of the agent (did you "
+        "mean 's00_crm__echo'?), so no call is gated by it",
+    ]

@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import select
+import shlex
 import shutil
 import signal
 import sqlite3
@@ -85,9 +86,17 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
 
 
 @pytest.mark.integration
-def test_a_question_that_fails_is_reported_and_the_chat_goes_on(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [(401, "Incorrect API key provided"), (400, "Invalid value for 'messages'")],
+)
+def test_a_question_that_fails_is_reported_and_the_chat_goes_on(
+    tmp_path: Path, status: int, said: str
+) -> None:
+    """A bad key raises; a request the model refused fails its question on its own (it
+    exited 0): either way the exit code says a question failed."""
     assert EXECUTABLE is not None
-    with openai_stub([Refusal(401, "Incorrect API key provided"), "Hello again."]) as model:
+    with openai_stub([Refusal(status, said), "Hello again."]) as model:
         done = subprocess.run(
             [EXECUTABLE, "chat", "--config", str(config_for(model, tmp_path))],
             input="hello\nsecond\n",
@@ -96,9 +105,9 @@ def test_a_question_that_fails_is_reported_and_the_chat_goes_on(tmp_path: Path) 
             timeout=40,
             check=False,
         )
-    assert done.returncode == 1  # something failed
-    assert "HTTP 401" in done.stderr
-    assert "Incorrect API key provided" in done.stderr
+    assert done.returncode == 1, done.stderr  # something failed
+    assert f"HTTP {status}" in done.stderr
+    assert said in done.stderr
     assert done.stdout == "Hello again.\n"
     assert "Traceback" not in done.stderr
 
@@ -147,6 +156,10 @@ def test_sessions_are_listed_shown_and_deleted(
         "tool",
         "assistant",
     ]
+    # Its times in milliseconds too, as every other JSON document gives them.
+    [turn] = shown["turns"]
+    assert turn["created_ms"] == round(turn["created_at"] * 1000)
+    assert shown["created_ms"] == shown["updated_ms"] == turn["created_ms"] == info["updated_ms"]
     assert main(["sessions", "delete", "s1", *state]) == 0
     capsys.readouterr()
     for action in ("delete", "show"):  # bad input, said on stderr: stdout stays JSON or empty
@@ -435,3 +448,75 @@ def test_chat_says_how_to_continue_its_session_where_it_is_kept(
     assert f"--config '{config}' --store sqlite:///{sessions}` continues it" in (
         capsys.readouterr().err
     )
+
+
+def test_a_scripted_chat_whose_questions_failed_on_their_own_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Max iterations and an empty answer are failures the run returns (not raises): a script
+    piping questions in was told 0, as if every one was answered."""
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]},
+                {"content": ""},
+            ]
+        )
+    )
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["calculator"]\nmax_iterations = 1\n'
+    )
+    chat = ["chat", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("loop\nsay nothing\n"))
+    assert main(chat) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "error: Max iterations (1) reached" in err
+    assert "error: the model's final answer was empty" in err
+    fine = tmp_path / "fine.json"
+    fine.write_text(json.dumps([{"content": "Fine."}]))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("hello\n"))
+    assert main([*chat, "--model", f"scripted:{fine}"]) == 0  # every question answered
+    assert capsys.readouterr().out == "Fine.\n"
+
+
+def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Of a config with several agents, the hint left out `--agent`: following it failed
+    (`choose an agent with --agent`), and without `--model` another model answered."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello, Ada."}]))  # each chat reads it anew
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text('[agents.a]\nmodel = "none"\n[agents.b]\nmodel = "none"\n')
+    state_dir = tmp_path / "state"
+
+    def chat(command: list[str], line: str) -> tuple[int, str, str]:
+        terminal = io.StringIO(f"{line}\n")
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        code = main(command)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    model = f"scripted:{script}"
+    first = ["chat", "--config", str(config), "--state-dir", str(state_dir)]
+    code, out, err = chat(
+        [*first, "--agent", "b", "--model", model, "--temperature", "0.5"], "I am Ada."
+    )
+    assert (code, out) == (0, "Hello, Ada.\n")
+    [hint] = [line for line in err.splitlines() if line.endswith("continues it")]
+    again = hint.split("`")[1]
+    assert again.endswith(f" --agent b --model {model} --temperature 0.5")
+    command = shlex.split(again)
+    assert command[0] == "agent-gateway"
+    code, out, err = chat(command[1:], "Who am I?")
+    assert (code, out) == (0, "Hello, Ada.\n"), err
+    assert err.startswith(f"agent b, session {command[3]} ")
+    assert main(["sessions", "show", command[3], "--state-dir", str(state_dir)]) == 0
+    said = capsys.readouterr().out
+    assert "user: I am Ada." in said  # the same conversation went on
+    assert "--- turn 2\nuser: Who am I?" in said

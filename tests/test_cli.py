@@ -368,6 +368,22 @@ def test_version_verbose_after_the_command_and_a_question_from_stdin(
     assert '"input":"What is asked?"' in err
 
 
+def test_tools_lines_up_its_columns_past_a_long_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A name of 33 characters or more pushed its line's `node=` out of the column."""
+    long_name = "a_calculator_named_at_great_length_here"  # 39 characters
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[tools.calculator]\nbuiltin = "calculator"\n[tools.{long_name}]\nbuiltin = "calculator"\n'
+    )
+    assert main(["tools", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    listed = [line for line in lines if " node=" in line]
+    assert [line.split()[0] for line in listed] == [long_name, "calculator"]
+    assert {line.index(" node=") for line in listed} == {len(long_name)}
+
+
 def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -404,6 +420,30 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     with_model.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
     assert main([*agent, "--config", str(with_model)]) == 0
     assert capsys.readouterr().out == "I am the assistant.\n"
+
+
+def test_call_json_of_a_local_tool_or_a_down_server_is_a_valid_mcp_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Every content block has the `type` MCP requires (a local tool's block left it to its
+    # default); no field of one protocol era alone (`resultType`) that nothing sent.
+    assert main(["call", "calculator", "--args", '{"expression": "2 + 3"}', "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "5"}],
+        "structuredContent": {"response": "5"},
+    }
+    assert main(["call", "calculator", "--args", '{"expression": "1/0"}', "--json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {
+        "content": [{"type": "text", "text": "CalculatorError: division by zero"}],
+        "isError": True,
+    }
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"broken": BROKEN}}))
+    assert main(["call", "broken__anything", "--config", str(config), "--json"]) == 1
+    printed = json.loads(capsys.readouterr().out)
+    assert printed.keys() == {"content", "isError"}
+    assert [block["type"] for block in printed["content"]] == ["text"]
+    assert printed["content"][0]["text"].startswith("tool 'broken__anything': its server is down")
 
 
 def test_bad_files_are_clear_errors_without_a_traceback(
@@ -604,7 +644,7 @@ def test_help_names_things_as_the_readme_does() -> None:
     for command in (["chat"], ["sessions"], ["run"]):
         assert "--state-dir DIR" in help_of(*command)
         assert "STATE_DIR" not in help_of(*command)
-    assert "run_id, agent, output, error, usage, iterations, steps" in help_of("run")
+    assert "run_id, agent, status, output, error, usage, iterations, steps" in help_of("run")
     assert "--model SPEC" in help_of("call")
     assert "the one to resume the run on" in help_of("runs", "resume")
     assert "as `runs list --json` names it under `waiting`" in help_of("runs", "approve")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -95,7 +96,9 @@ def test_tools_says_what_a_tools_schema_asks_that_no_model_can_be_told(
     assert main(["tools", "--config", str(config)]) == 0
     out = capsys.readouterr().out
     said = "  a model cannot be told all its input schema asks: the `not` at its root\n"
-    assert f"odd__exclusive                   node=odd (exclusive)  a or b\n{said}" in out
+    assert re.search(
+        rf"^odd__exclusive +node=odd \(exclusive\)  a or b\n{re.escape(said)}", out, re.M
+    )
     assert out.count("a model cannot be told") == 1
     assert main(["tools", "--config", str(config), "--json"]) == 0
     listed = {tool["name"]: tool for tool in json.loads(capsys.readouterr().out)["tools"]}

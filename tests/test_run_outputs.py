@@ -16,6 +16,7 @@ from agent import AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.cli import main
 from gateway.cli.items import ItemLines
+from gateway.step_loop import EMPTY_ANSWER
 from toolkits import FunctionToolkit, function_tool
 
 TOOLS = (
@@ -57,6 +58,34 @@ async def test_an_items_line_is_printed_as_its_item_finishes() -> None:
         {"index": 0, "output": "one", "error": None},
         {"index": 1, "output": "two", "error": None},
     ]  # each once
+
+
+@pytest.mark.anyio
+async def test_an_empty_answer_is_its_items_failure_in_its_line_as_in_the_result() -> None:
+    """The step loop fails an item that answered nothing; its line, printed while the other
+    item works on, says the same as the run's result (not `output: ""`, `error: null`)."""
+    out = StringIO()
+    seen_by_the_second: list[str] = []
+
+    async def look() -> str:
+        seen_by_the_second.append(out.getvalue())
+        return "looked"
+
+    lines = ItemLines("r", "a", 2, summary=True).writing_to(out)
+    model = ScriptedModel(["", ScriptedAnswer(tool_calls=[ScriptedCall(name="look")]), "two"])
+    toolkit = FunctionToolkit("fns", [function_tool(look)])
+    gateway = Gateway([toolkit], [AgentSpec("a", model, tools=["fns"])])
+    with anyio.fail_after(10):
+        result = await gateway.run(
+            "a", [AgentItem(prompt="1"), AgentItem(prompt="2")], hooks=[lines]
+        )
+    failed = {"index": 0, "output": None, "error": EMPTY_ANSWER}
+    assert [printed(seen) for seen in seen_by_the_second] == [[failed]]
+    assert (result.items[0].error, result.items[0].output) == (EMPTY_ANSWER, None)
+    assert lines.finished(result) == 1
+    *items, run = printed(out.getvalue())
+    assert items == [failed, {"index": 1, "output": "two", "error": None}]  # each once
+    assert (run["status"], run["finished"], run["failed"]) == ("succeeded", 2, 1)
 
 
 def test_items_json_ends_with_the_runs_line_whether_it_succeeds_or_is_interrupted(

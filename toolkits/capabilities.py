@@ -12,6 +12,7 @@ node of local functions none.
     FollowsChanges            says when its tools, prompts or resources changed
     HasResourceSubscriptions  says when a resource it serves was updated
     HasServerLogs             says what its server logs outside any call
+    KnowsRenames              tells the name a tool it renamed has now
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ __all__ = [
     "HasOutputCap",
     "HasResourceSubscriptions",
     "HasServerLogs",
+    "KnowsRenames",
     "ListChangedCallback",
     "ListsAtHand",
     "ResourceUpdatedCallback",
@@ -174,4 +176,12 @@ class HasServerLogs(Protocol):
         """Call `callback(node_name, params)` for each log message the server sends while no
         call is in flight (a call's go to its caller, `CallContext.on_log`); returns
         unsubscribe. The callback must not wait on anyone: the node's session waits on it."""
+        ...
+
+
+@runtime_checkable
+class KnowsRenames(Protocol):
+    def now_named(self, name: str) -> str | None:
+        """The name a tool this node offered as `name` has now, if it was renamed (an MCP
+        server's `prefix="auto"`/`"never"` names follow which servers are up); else None."""
         ...

@@ -16,6 +16,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from contextlib import nullcontext
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -29,6 +30,7 @@ from ..otel_export import export_at_exit
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
 from .common import Commands, check_state_dir
 from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
+from .output import stdout_for_results
 from .signals import until_signalled
 
 __all__ = ["COMMANDS", "main", "parse", "parser"]
@@ -89,9 +91,12 @@ def _main(argv: Sequence[str] | None) -> int:
 def _handle(args: argparse.Namespace) -> int:
     try:
         check_state_dir(args)
-        if not inspect.iscoroutinefunction(args.handler):
-            return args.handler(args)
-        return anyio.run(until_signalled, args.handler, args, backend_options=event_loop_options())
+        # What a command runs may print (a local tool): stdout is kept for the result.
+        with stdout_for_results() if args.stdout_is_result else nullcontext():
+            if not inspect.iscoroutinefunction(args.handler):
+                return args.handler(args)
+            options = event_loop_options()
+            return anyio.run(until_signalled, args.handler, args, backend_options=options)
     except (GatewayError, AgentError, ToolkitError) as exc:
         report(exc)
         return exit_code(exc)

@@ -18,6 +18,7 @@ from toolkits.mcp.oauth_store import default_store
 from ..config import Config
 from ..errors import GatewayError
 from .common import Commands, Handler, add_verbose_option, config_of, plural
+from .output import result_stdout
 
 __all__ = ["register"]
 
@@ -80,26 +81,26 @@ async def _login(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(f"{done}; {plural(tools, 'tool')}")
+    print(f"{done}; {plural(tools, 'tool')}", file=result_stdout())
     return 0
 
 
 async def _status(args: argparse.Namespace) -> int:
     config = config_of(args, default_agent=False, runs_it=False)
     store = default_store()
-    print(f"tokens in: {store.description}")
+    print(f"tokens in: {store.description}", file=result_stdout())
     found = await status_of_all(config.mcp_servers, store=store)
     for line in found:
-        print(line)
+        print(line, file=result_stdout())
     if not found:
-        print("no configured MCP server uses OAuth")
+        print("no configured MCP server uses OAuth", file=result_stdout())
     return 0
 
 
 async def _logout(args: argparse.Namespace) -> int:
     config = config_of(args, default_agent=False, runs_it=False)
     outcome = await logout(args.server, _server(config, args.server))
-    print(outcome)
+    print(outcome, file=result_stdout())
     if outcome.failure is not None:
         print(
             f"error: could not revoke the tokens of {args.server!r} at its authorization server: "

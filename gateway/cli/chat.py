@@ -2,7 +2,8 @@
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
 end of input) leaves. Answers stream to stdout as the model writes them. A question that
-fails is reported and the conversation goes on; the exit code says whether any failed. On a
+fails is reported and the conversation goes on; the exit code says whether any failed (1, as
+`run` exits for it, whether its run raised or returned the failure). On a
 terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
 leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the session.
 """
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from agent import AgentError
 from agent.memory import SessionMemory
+from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
 
 from ..assembly import open_gateway
@@ -35,10 +37,12 @@ from .common import (
     check_runnable,
     check_session_id,
     config_of,
+    name_width,
     pick_agent,
     trace_hooks,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
+from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
@@ -73,7 +77,7 @@ async def _chat(args: argparse.Namespace) -> int:
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     async with (
-        stopping_shown(open_console(Console(file=sys.stdout), status)) as console,
+        stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
         open_gateway(
             config,
             model=args.model,
@@ -89,7 +93,7 @@ async def _chat(args: argparse.Namespace) -> int:
         async with steps.interruptible() if interactive else nullcontext():
             code = await _converse(gateway, name, session, console, steps, interactive)
     if interactive:
-        again = f"agent-gateway chat --session {session}{_same_place(args)}"
+        again = f"agent-gateway chat --session {session}{_same_place(args)}{_same_agent(args)}"
         print(f"session {session}: `{again}` continues it", file=sys.stderr)
     return code
 
@@ -97,16 +101,31 @@ async def _chat(args: argparse.Namespace) -> int:
 def _same_place(args: argparse.Namespace) -> str:
     """The options that name the config and memory this chat used, as given ("" for the
     defaults): without them, the session is looked for where it is not."""
-    given = [
-        f" {option} {shlex.quote(value)}"
-        for option, value in (
-            ("--config", args.config),
-            ("--state-dir", args.state_dir),
-            ("--store", redacted(check_store_url(args.store)) if args.store else None),
-        )
-        if value is not None
-    ]
-    return "".join(given)
+    return _options(
+        ("--config", args.config),
+        ("--state-dir", args.state_dir),
+        ("--store", redacted(check_store_url(args.store)) if args.store else None),
+    )
+
+
+def _same_agent(args: argparse.Namespace) -> str:
+    """The options that chose the agent and its model, as given: without `--agent`, a config
+    of several agents refuses to chat. A model's credentials are not shown (`***`: give
+    them again)."""
+    return _options(
+        ("--agent", args.agent),
+        ("--model", spec_without_credentials(args.model) if args.model else None),
+        ("--system", args.system),
+        ("--temperature", args.temperature),
+        ("--max-tokens", args.max_tokens),
+    )
+
+
+def _options(*given: tuple[str, object]) -> str:
+    """` --option value` of each option given (not None), quoted for a shell."""
+    return "".join(
+        f" {option} {shlex.quote(str(value))}" for option, value in given if value is not None
+    )
 
 
 async def _converse(
@@ -136,7 +155,9 @@ async def _converse(
             continue
         with steps.step():
             try:
-                await _one(gateway, name, session, text, console)
+                # A question may fail on its own (the model refused it, an empty answer, max
+                # iterations): reported, not raised, and its exit code counts as a raise's.
+                code = max(code, await _one(gateway, name, session, text, console))
             except (AgentError, GatewayError, ToolkitError) as exc:
                 # One question failed (the provider is down, say): the conversation goes on,
                 # and the exit code still says something failed.
@@ -184,26 +205,28 @@ class _Steps:
                 self._scope = None
 
 
-async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> None:
-    """Answer one line: a command, or a question for the agent."""
+async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> int:
+    """Answer one line: a command, or a question for the agent; its exit code."""
     if text == "/tools":
         tools = await gateway.tools_for(gateway.agents[name])
+        width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
-            print(f"{tool.name:<32} {summary}", flush=True)
+            print(f"{tool.name:<{width}} {summary}", flush=True, file=result_stdout())
         if not tools:
-            print("(this agent has no tools)", flush=True)
-        return
+            print("(this agent has no tools)", flush=True, file=result_stdout())
+        return OK
     if text == "/reset":
         memory = gateway.agents[name].memory or gateway.memory
         if not isinstance(memory, SessionMemory):
             raise GatewayError(f"agent {name!r} keeps no conversation to forget")
         await memory.store.delete(session)
         print("(the conversation is forgotten)", file=sys.stderr, flush=True)
-        return
+        return OK
     if text.startswith("/"):
         print(f"unknown command {text.split()[0]!r}: {HELP}", file=sys.stderr, flush=True)
-        return
+        return OK
     result = await gateway.run(name, text, session_id=session, stream=True)
-    print_result(result, shown=console.streamed)
-    sys.stdout.flush()
+    code = print_result(result, shown=console.streamed)
+    result_stdout().flush()
+    return code

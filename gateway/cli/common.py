@@ -36,6 +36,7 @@ __all__ = [
     "check_state_dir",
     "config_of",
     "did_you_mean",
+    "name_width",
     "pick_agent",
     "plural",
     "trace_hooks",
@@ -56,11 +57,19 @@ class Commands:
         self._subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def add(
-        self, name: str, handler: Handler, help: str, *, config: bool = True
+        self,
+        name: str,
+        handler: Handler,
+        help: str,
+        *,
+        config: bool = True,
+        stdout_is_result: bool = True,
     ) -> argparse.ArgumentParser:
-        """A subcommand running `handler`; with `config`, it takes `--config FILE`."""
+        """A subcommand running `handler`; with `config`, it takes `--config FILE`. With
+        `stdout_is_result`, stdout carries only what it writes to `result_stdout()` (see
+        `output`); else it keeps stdout as it finds it (`serve --stdio` guards its own)."""
         sub = self._subparsers.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler, command_parser=sub)
+        sub.set_defaults(handler=handler, command_parser=sub, stdout_is_result=stdout_is_result)
         add_verbose_option(sub)
         if config:
             sub.add_argument(
@@ -88,6 +97,15 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
 def utc(ms: float) -> str:
     """`2026-12-01 04:45:06 UTC`: a time (milliseconds since the epoch) as the commands show it."""
     return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+NAME_WIDTH_CAP = 48
+"""The widest a listing's name column grows: a longer name pushes its own line's rest."""
+
+
+def name_width(names: Iterable[str]) -> int:
+    """The width of a listing's name column: its longest name's, up to `NAME_WIDTH_CAP`."""
+    return min(max((len(name) for name in names), default=0), NAME_WIDTH_CAP)
 
 
 def plural(count: int, noun: str) -> str:

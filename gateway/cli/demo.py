@@ -28,6 +28,7 @@ from ..model_specs import NoModel
 from ..trace import TracePrinter
 from .common import Commands, add_model_options, check_runnable, config_of, pick_agent
 from .exits import FAILED, OK
+from .output import result_stdout
 from .results import print_result
 from .signals import stopping_shown
 
@@ -74,8 +75,8 @@ def register(commands: Commands) -> None:
 async def _demo(args: argparse.Namespace) -> int:
     config = config_of(args)
     name = pick_agent(config, args.agent)
-    async with stopping_shown(open_terminal_console(sys.stdout, sys.stderr)) as console:
-        out = console.stream(sys.stdout)  # lines written around the live status line
+    async with stopping_shown(open_terminal_console(result_stdout(), sys.stderr)) as console:
+        out = console.stream(result_stdout())  # lines written around the live status line
         hooks = [console, TracePrinter(out)]
         async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
             question: str = args.question
@@ -92,7 +93,7 @@ async def _demo(args: argparse.Namespace) -> int:
             if args.serve:
                 return await _through_mcp(gateway, config, name, question, out)
             result = await gateway.run(name, question, stream=True)
-    print()
+    print(file=result_stdout())
     return print_result(result, label=True)
 
 

@@ -25,6 +25,7 @@ from ..install import (
     secret_names,
 )
 from .common import Commands
+from .output import result_stdout
 
 __all__ = ["register"]
 
@@ -94,16 +95,17 @@ def _install(args: argparse.Namespace) -> int:
     for problem in missing_env(config, entry_env, client, variables):
         print(f"warning: {problem}", file=sys.stderr)
     if args.dry_run:
-        print(_masked(done.text, args.name), end="")
+        print(_masked(done.text, args.name), end="", file=result_stdout())
     elif not done.changed:
-        print(f"{done.path}: {args.name!r} is already installed")
+        print(f"{done.path}: {args.name!r} is already installed", file=result_stdout())
     else:
         backup = f" (backup: {done.backup})" if done.backup else ""
         with_env = f" with env {', '.join(done.env)}" if done.env else ""
         made = " (a new file)" if new_file else ""
         print(
             f"{done.path}{made}: installed {args.name!r}{with_env}{backup}; "
-            f"restart {label} to use it"
+            f"restart {label} to use it",
+            file=result_stdout(),
         )
     return 0
 

@@ -5,8 +5,9 @@ input. Out: one line per item as soon as it finishes (in the order they finish; 
 which), `{"index": N, "output": ..., "error": ...}` (`output` is the answer itself, as JSON,
 for agents with an output schema), so a run that stops or is interrupted has printed what
 finished. With `--json`, a last line for the run: `{"run_id", "agent", "status", "error",
-"items", "failed", "usage", "iterations"}` (no `index`), also when it stopped. Any item
-failed: a line on stderr says how many, and exit code 1.
+"items", "finished", "failed", "usage", "iterations"}` (no `index`; `status` as `run --json`
+words it), also when it stopped. Any item failed: a line on stderr says how many, and exit
+code 1.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from ..errors import GatewayError
 from ..run_state import RunResult, RunState
 from ..trace import TraceEvent
 from .exits import FAILED, OK
-from .results import empty_is_an_error, so_far
+from .output import result_stdout
+from .results import ended_status, so_far
 
 __all__ = ["ItemLines", "read_items", "read_stdin"]
 
@@ -82,7 +84,8 @@ class ItemLines:
         self._agent = agent
         self._count = count
         self._summary = summary
-        self._out: TextIO = sys.stdout
+        self._out: TextIO | None = None
+        """Where the lines go: `result_stdout()` unless `writing_to` says."""
         self._own_agent: set[str] = set()
         """The run's own agent span: a sub-agent's items are not the run's."""
         self._printed: dict[int, ItemResult] = {}
@@ -109,12 +112,12 @@ class ItemLines:
         for index, item in enumerate(result.items):
             if index not in self._printed:
                 self._print(index, item)
-        items = [empty_is_an_error(item) for item in result.items]
-        failed = [(index, item.error) for index, item in enumerate(items) if item.error]
+        # An empty answer is its item's failure already (the step loop made it so).
+        items = result.items
+        failed = [(index, item.error) for index, item in enumerate(items) if item.error is not None]
         if self._summary:
-            every_one = bool(items) and len(failed) == len(items)
             self._print_run(
-                "failed" if every_one else "succeeded",  # as the run store says
+                ended_status(result),  # as the run store says
                 None,
                 len(failed),
                 result.usage.model_dump(),
@@ -148,7 +151,6 @@ class ItemLines:
         self._print_run(status, error, failed, usage, iterations, **more)
 
     def _print(self, index: int, item: ItemResult) -> None:
-        item = empty_is_an_error(item)
         self._printed[index] = item
         output = item.structured if item.structured is not None else item.output
         line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
@@ -179,5 +181,6 @@ class ItemLines:
         )
 
     def _write(self, line: dict[str, Any]) -> None:
-        self._out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        self._out.flush()
+        out = self._out if self._out is not None else result_stdout()
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        out.flush()

@@ -14,10 +14,11 @@ from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
 from ..run_state import RunResult, RunState, spent
-from ..step_loop import EMPTY_ANSWER
+from ..step_loop import empty_failed
 from .exits import FAILED, OK
+from .output import result_stdout
 
-__all__ = ["empty_is_an_error", "print_result", "run_error_json", "run_json", "so_far"]
+__all__ = ["ended_status", "print_result", "run_error_json", "run_json", "so_far"]
 
 
 def print_result(
@@ -25,39 +26,41 @@ def print_result(
     *,
     label: bool = False,
     as_json: bool = False,
+    stored: bool = True,
     shown: Callable[[str | None], bool] | None = None,
 ) -> int:
     """Print each answer on stdout (unless `shown` says it was streamed already) or its error
-    on stderr, or the whole run as JSON; the exit code of the run."""
-    items = [empty_is_an_error(item) for item in result.items]
+    on stderr, or the whole run as JSON (`run_id` null unless `stored`); the exit code of
+    the run."""
+    # The step loop made an empty answer the item's failure; a result it did not make (an
+    # older stored run's) may still have one.
+    items = [empty_failed(item) for item in result.items]
     failed = any(item.error is not None for item in items)
     if as_json:
-        print(json.dumps(run_json(result, items[0]), ensure_ascii=False))
+        shown_json = run_json(result, items[0], stored=stored)
+        print(json.dumps(shown_json, ensure_ascii=False), file=result_stdout())
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
             print(printable(f"error: {item.error}"), file=sys.stderr)
         elif shown is None or not shown(item.output):
             # Piped, the answer is exactly the model's; on a terminal, its escapes are text.
-            answer = printable(item.output or "") if sys.stdout.isatty() else item.output
-            print(f"answer: {answer}" if label else answer)
+            answer = printable(item.output or "") if result_stdout().isatty() else item.output
+            print(f"answer: {answer}" if label else answer, file=result_stdout())
     return FAILED if failed else OK
 
 
-def empty_is_an_error(item: ItemResult) -> ItemResult:
-    # Nothing answered is not a success: say so instead of printing a blank answer.
-    if item.error is None and not (item.output or "").strip():
-        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
-    return item
-
-
-def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any]:
-    """`{run_id, agent, output, error, usage, iterations, steps}` of a one-question run; with an
-    output schema, `output` is the answer itself (JSON), not its text."""
+def run_json(
+    result: RunResult, item: ItemResult | None = None, *, stored: bool = True
+) -> dict[str, Any]:
+    """`{run_id, agent, status, output, error, usage, iterations, steps}` of a one-question
+    run (`run_id` null unless `stored`); with an output schema, `output` is the answer itself
+    (JSON), not its text."""
     item = item or result.items[0]
     return {
-        "run_id": result.run_id,
+        "run_id": result.run_id if stored else None,
         "agent": result.agent,
+        "status": ended_status(result),
         "output": item.structured if item.structured is not None else item.output,
         "error": item.error,
         "usage": result.usage.model_dump(),
@@ -66,21 +69,34 @@ def run_json(result: RunResult, item: ItemResult | None = None) -> dict[str, Any
     }
 
 
+def ended_status(result: RunResult) -> str:
+    """The status a run that returned `result` has, as the run store words it: `failed` when
+    every question failed on its own, else `succeeded` (its failed items in its result)."""
+    items = [empty_failed(item) for item in result.items]
+    failed = bool(items) and all(item.error is not None for item in items)
+    return "failed" if failed else "succeeded"
+
+
 def run_error_json(
     run_id: str | None,
     agent: str,
     exc: BaseException,
     state: RunState | None = None,
+    *,
+    status: str = "failed",
     **more: JsonValue,
 ) -> str:
     """The one JSON object `--json` prints for a run that failed before it returned: the keys
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
     at hand, else null and empty (`run_id` null: no run was stored, the store failed).
-    Bad input (exit 2) prints none: nothing ran."""
+    `status`: the stored run's (`stopped`: it resumes; `cancelled`; `waiting_approval` with
+    `--no-wait`), or `failed` for a run that was not stored, which has ended; `more`: keys
+    besides (`waiting`). Bad input (exit 2) prints none: nothing ran."""
     usage, iterations, steps = so_far(state)
     shown = {
         "run_id": run_id,
         "agent": agent,
+        "status": status,
         "output": None,
         "error": str(exc),
         "usage": usage,

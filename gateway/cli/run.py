@@ -75,7 +75,7 @@ async def _run(args: argparse.Namespace) -> int:
     )
     if url is not None:
         return await run_stored(args, config, state, url)
-    lines = item_lines(args, state) if args.items else None
+    lines = item_lines(args, state, stored=False) if args.items else None
     async with (
         terminal_console(args, items=bool(args.items)) as console,
         open_gateway(
@@ -95,18 +95,17 @@ async def _run(args: argparse.Namespace) -> int:
             result = await gateway.resume(state, stream=True)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
-                print_stopped(args, lines, state, exc, None, status="failed", run_id=state.run_id)
+                # No run id: none was stored.
+                print_stopped(args, lines, state, exc, None, status="failed", run_id=None)
             raise
         except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: nothing was stored
             if lines is not None:  # what finished is out: the run's line says the rest
                 interrupted = GatewayError("interrupted: the run was not stored (--no-store)")
-                print_stopped(
-                    args, lines, state, interrupted, None, status="failed", run_id=state.run_id
-                )
+                print_stopped(args, lines, state, interrupted, None, status="failed", run_id=None)
             raise
     if lines is not None:
         return lines.finished(result)
-    return print_result(result, as_json=args.json, shown=console.streamed)
+    return print_result(result, as_json=args.json, stored=False, shown=console.streamed)
 
 
 async def _items(args: argparse.Namespace) -> list[AgentItem]:

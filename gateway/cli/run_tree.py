@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from pydantic import JsonValue
 
 from ..run_state import RunResult, RunState, spent
-from .common import utc
+from .common import plural, utc
 
 if TYPE_CHECKING:
     from ..durable import CallNode, RunInfo
@@ -53,13 +53,13 @@ def render_run(
         usage = result.usage
         lines.append(
             f"usage: {usage.input_tokens} in / {usage.output_tokens} out tokens, "
-            f"{usage.requests} model calls, {result.iterations} iterations"
+            f"{plural(usage.requests, 'model call')}, {plural(result.iterations, 'iteration')}"
         )
     elif state is not None and (state.request or state.response) is not None:
         usage = spent(state)  # by its last checkpoint, its sub-agents' calls included
         lines.append(
             f"usage so far: {usage.input_tokens} in / {usage.output_tokens} out tokens, "
-            f"{usage.requests} model calls"
+            f"{plural(usage.requests, 'model call')}"
         )
     return lines
 

@@ -17,6 +17,7 @@ from ..errors import AlreadyDecided, UnknownRun
 from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option, utc
 from .exits import OK
+from .output import result_stdout
 from .run_tree import render_run
 from .stored import (
     add_resume_options,
@@ -115,6 +116,21 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
                 refused.append(str(exc))
             else:
                 sent.append(request)
+        if args.json and sent:  # what was decided, and where the run is now
+            after = await runs.get(args.run_id)
+            decided = [
+                {
+                    "call": request.call,
+                    "short": request.short,
+                    "tool": request.tool,
+                    "input": request.input,
+                    "approved": approved,
+                    "message": args.message,
+                }
+                for request in sent
+            ]
+            shown = {**after.to_json(), "decided": decided, "refused": refused}
+            print(json.dumps(shown, ensure_ascii=False), flush=True, file=result_stdout())
     verb = "approved" if approved else "denied"
     for request in sent:
         print(
@@ -155,6 +171,9 @@ def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalReques
 async def _cancel(args: argparse.Namespace) -> int:
     async with open_store(store_url(args), launch=False, read_pickled=read_pickled(args)) as runs:
         await runs.cancel(args.run_id)
+        if args.json:  # the run as `runs list --json` shows it: `status` cancelled
+            shown = (await runs.get(args.run_id)).to_json()
+            print(json.dumps(shown), flush=True, file=result_stdout())
     print(f"cancelled {args.run_id}", file=sys.stderr)
     return OK
 
@@ -167,7 +186,7 @@ async def _list(args: argparse.Namespace) -> int:
         async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
             found = await runs.list(args.status)
     if args.json:
-        print(json.dumps([info.to_json() for info in found]))
+        print(json.dumps([info.to_json() for info in found]), file=result_stdout())
         return OK
     for info in found:
         at = info.updated_ms or info.created_ms
@@ -176,7 +195,8 @@ async def _list(args: argparse.Namespace) -> int:
         waits = f"  waiting on {', '.join(calls)}" if calls else ""
         why = f"  {info.error}" if info.error else ""
         print(
-            printable(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}")
+            printable(f"{info.run_id}  {info.status:<16} {when}  {info.agent or '?'}{waits}{why}"),
+            file=result_stdout(),
         )
     if not found and sys.stderr.isatty():  # stdout stays empty: a listing of none
         status = f" {args.status}" if args.status else ""
@@ -202,8 +222,8 @@ async def _show(args: argparse.Namespace) -> int:
             "state": state.model_dump(mode="json") if state is not None else None,
             "steps": [asdict(step) for step in steps],
         }
-        print(json.dumps(shown, default=str, ensure_ascii=False))
+        print(json.dumps(shown, default=str, ensure_ascii=False), file=result_stdout())
         return OK
     # The question (maybe a remote caller's), the model's text, tools' errors: as text.
-    print(printable("\n".join(render_run(info, calls, state, result))))
+    print(printable("\n".join(render_run(info, calls, state, result))), file=result_stdout())
     return OK

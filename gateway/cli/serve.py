@@ -38,7 +38,9 @@ _WILDCARDS = ("0.0.0.0", "::")
 
 
 def register(commands: Commands) -> None:
-    serve = commands.add("serve", _serve, "serve the agents (and exposed tools) over MCP")
+    serve = commands.add(
+        "serve", _serve, "serve the agents (and exposed tools) over MCP", stdout_is_result=False
+    )
     # Ctrl-C stops a server as SIGTERM does: calls in flight get their grace, a second ends it.
     serve.set_defaults(signals=(signal.SIGINT, *SIGNALS))
     transport = serve.add_mutually_exclusive_group(required=True)

@@ -19,6 +19,7 @@ from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
 from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
 from .exits import OK
+from .output import result_stdout
 
 __all__ = ["memory_store_url", "register"]
 
@@ -109,7 +110,7 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
     """The sessions, latest first (UTC times); on a terminal, a note on stderr if none."""
     if as_json:
         listed = [_as_json(info) for info in infos]
-        print(json.dumps(listed))
+        print(json.dumps(listed), file=result_stdout())
         return OK
     for info in infos:
         when = utc(info.updated_at * 1000)
@@ -118,18 +119,25 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
         )
         owner = session_owner(info.session_id)
         whose = f"  of {owner}" if owner is not None else ""
-        print(f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}")
+        print(
+            f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}",
+            file=result_stdout(),
+        )
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
         print(f"no sessions in {where}", file=sys.stderr)
     return OK
 
 
+def _ms(seconds: float) -> int:
+    """A time as `runs list --json` gives it: milliseconds since the epoch."""
+    return round(seconds * 1000)
+
+
 def _as_json(info: SessionInfo) -> dict[str, object]:
-    """As `runs list --json` gives times: `updated_ms`, milliseconds since the epoch."""
     return {
         "session_id": info.session_id,
         "turns": info.turns,
-        "updated_ms": round(info.updated_at * 1000),
+        "updated_ms": _ms(info.updated_at),
         "summarised_through": info.summarised_through,
         "owner": session_owner(info.session_id),
     }
@@ -141,32 +149,43 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
     if not turns:
         raise UnknownSession(f"no session {session_id!r} in {where}")
     if as_json:
+        # `created_at` (seconds) stays for the scripts that read it; `*_ms` as elsewhere.
         document = {
             "session_id": session_id,
-            "summary": summary.model_dump() if summary else None,
-            "turns": [turn.model_dump(mode="json") for turn in turns],
+            "created_ms": _ms(turns[0].created_at),
+            "updated_ms": _ms(turns[-1].created_at),
+            "summary": {**summary.model_dump(), "created_ms": _ms(summary.created_at)}
+            if summary
+            else None,
+            "turns": [
+                {**turn.model_dump(mode="json"), "created_ms": _ms(turn.created_at)}
+                for turn in turns
+            ],
         }
-        print(json.dumps(document, ensure_ascii=False))
+        print(json.dumps(document, ensure_ascii=False), file=result_stdout())
         return OK
     if summary is not None:
-        print(f"summary of turns 1-{summary.through}: {summary.text}\n")
+        print(f"summary of turns 1-{summary.through}: {summary.text}\n", file=result_stdout())
     for turn in turns:
-        print(f"--- turn {turn.seq}")
+        print(f"--- turn {turn.seq}", file=result_stdout())
         for message in turn.messages:
             if isinstance(message, UserMessage):
-                print(f"user: {message.content}")
+                print(f"user: {message.content}", file=result_stdout())
             elif isinstance(message, AssistantMessage):
                 if message.content:
-                    print(f"assistant: {message.content}")
+                    print(f"assistant: {message.content}", file=result_stdout())
                 for call in message.tool_calls:
-                    print(f"assistant calls {call.name} {json.dumps(call.arguments)}")
+                    print(
+                        f"assistant calls {call.name} {json.dumps(call.arguments)}",
+                        file=result_stdout(),
+                    )
             elif isinstance(message, ToolMessage):
-                print(f"{message.name}: {message.content}")
+                print(f"{message.name}: {message.content}", file=result_stdout())
     return OK
 
 
 async def _delete(store: SessionStore, session_id: str, where: str) -> int:
     if not await store.delete(session_id):
         raise UnknownSession(f"no session {session_id!r} in {where}")
-    print(f"deleted session {session_id!r}")
+    print(f"deleted session {session_id!r}", file=result_stdout())
     return OK

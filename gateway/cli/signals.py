@@ -43,6 +43,7 @@ from toolkits import in_background
 from toolkits.mcp.stdio_pipe import kill_stdio_servers
 
 from ..console import RunConsole
+from .output import printed_around
 
 __all__ = ["interrupts", "on_interrupt", "on_signal", "stopping_shown", "until_signalled"]
 
@@ -77,13 +78,14 @@ def on_interrupt(listener: Callable[[], None]) -> Generator[None]:
 async def stopping_shown(
     console: AbstractAsyncContextManager[RunConsole],
 ) -> AsyncGenerator[RunConsole]:
-    """`console`, whose status says the command is stopping from the first Ctrl-C on; once
-    it has stopped, a line says so unless the command said why it stopped."""
+    """`console`, whose status says the command is stopping from the first Ctrl-C on, and
+    around whose status what tools print is written; once it has stopped, a line says so
+    unless the command said why it stopped."""
     shown: RunConsole | None = None
     try:
         async with console as opened:
             shown = opened
-            with on_interrupt(opened.stopping):
+            with on_interrupt(opened.stopping), printed_around(opened):
                 yield opened
     finally:
         note = shown.stopped_note() if shown is not None else None

@@ -52,6 +52,7 @@ from .common import (
 from .exits import BAD_INPUT, WAITING_APPROVAL, exit_code
 from .items import ItemLines
 from .origin import resume_config
+from .output import result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 
@@ -71,7 +72,6 @@ __all__ = [
     "resume_stored",
     "run_hooks",
     "run_stored",
-    "stopped_status",
     "store_url",
     "terminal_console",
 ]
@@ -111,8 +111,8 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: run_id, agent, output, error, usage, iterations, steps "
-        "(of many items: a JSON line each, then one for the run)",
+        help="print one JSON object: run_id, agent, status, output, error, usage, iterations, "
+        "steps (of many items: a JSON line each, then one for the run)",
     )
     sub.add_argument(
         "--no-wait",
@@ -205,7 +205,9 @@ def terminal_console(
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
     alone."""
     quiet = args.json or items
-    return stopping_shown(open_terminal_console(io.StringIO() if quiet else sys.stdout, sys.stderr))
+    return stopping_shown(
+        open_terminal_console(io.StringIO() if quiet else result_stdout(), sys.stderr)
+    )
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
@@ -260,6 +262,9 @@ async def _drive(
     lines = item_lines(args, state) if items else None
     so_far: RunState | None = None  # a failed run's last checkpoint, for --json
     stored = runs is not None  # else not until the store opens: no run id to show before
+    # What the store keeps of a run that raised: one resumed stays resumable until it runs;
+    # one never stored has ended.
+    status = "stopped" if stored else "failed"
     asked: list[ApprovalRequest] = []  # with --no-wait, the call that made the run return
     returning = anyio.CancelScope()
     async with (
@@ -309,10 +314,16 @@ async def _drive(
                 try:
                     with returning:
                         result = await go(store)
-                except (RunCancelled, UnknownRun):
-                    raise  # it has ended, or runs elsewhere: nothing to resume here
+                except UnknownRun:
+                    raise  # it runs elsewhere: nothing to resume here
+                except RunCancelled:  # it has ended; what it spent till then is known
+                    status = "cancelled"
+                    if args.json:
+                        so_far = await _last_state(store, state.run_id)
+                    raise
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     exc.add_note(f"the run is stored: {hint}")
+                    status = "stopped"
                     if args.json:
                         so_far = await _last_state(store, state.run_id)
                     raise
@@ -337,7 +348,6 @@ async def _drive(
                     return await _left_waiting(args, lines, state, store, asked, hint)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
-                status = stopped_status(exc, stored=stored)
                 run_id = state.run_id if stored else None
                 print_stopped(args, lines, state, exc, so_far, status=status, run_id=run_id)
             raise
@@ -370,9 +380,11 @@ async def _left_waiting(
     return WAITING_APPROVAL
 
 
-def item_lines(args: argparse.Namespace, state: RunState) -> ItemLines:
-    """`run --items` output for `state`'s run (with `--json`, its summary line too)."""
-    return ItemLines(state.run_id, state.agent, len(state.items), summary=args.json)
+def item_lines(args: argparse.Namespace, state: RunState, *, stored: bool = True) -> ItemLines:
+    """`run --items` output for `state`'s run (with `--json`, its summary line too; its
+    `run_id` null unless `stored`: `--no-store`)."""
+    run_id = state.run_id if stored else None
+    return ItemLines(run_id, state.agent, len(state.items), summary=args.json)
 
 
 def run_hooks(
@@ -382,16 +394,8 @@ def run_hooks(
     (written around the status line)."""
     hooks = trace_hooks(args, console)
     if lines is not None:
-        hooks.append(lines.writing_to(console.stream(sys.stdout)))
+        hooks.append(lines.writing_to(console.stream(result_stdout())))
     return hooks
-
-
-def stopped_status(exc: BaseException, *, stored: bool) -> str:
-    """The status a run that ended with `exc` has: `cancelled`, `stopped` (stored: `resume`
-    continues it), or `failed`."""
-    if isinstance(exc, RunCancelled):
-        return "cancelled"
-    return "stopped" if stored else "failed"
 
 
 def print_stopped(
@@ -406,15 +410,16 @@ def print_stopped(
     **more: JsonValue,
 ) -> None:
     """`--json` of a run that ended before it returned: the summary line after the item
-    lines, or the one JSON object (which says its `status` only when calls wait for
-    approval). `run_id` None: no run was stored."""
+    lines, or the one JSON object; either says the run's `status` (`stopped`, `failed`,
+    `cancelled`, `waiting_approval`), with `more` (`waiting`). `run_id` None: no run was
+    stored."""
     if not args.json:
         return
     if lines is not None:
         lines.stopped(run_id, status, str(exc), so_far, **more)
         return
-    extra: dict[str, JsonValue] = {"status": status, **more} if status == WAITING else {}
-    print(run_error_json(run_id, state.agent, exc, so_far, **extra), flush=True)
+    shown = run_error_json(run_id, state.agent, exc, so_far, status=status, **more)
+    print(shown, flush=True, file=result_stdout())
 
 
 STORE_READ = 2.0

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
+from mcp_types import CallToolResult
+
 from agent import AgentError, AgentItem
 from agent.models.schema import unexpressed
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
@@ -31,10 +33,12 @@ from .common import (
     check_servers,
     config_of,
     did_you_mean,
+    name_width,
     trace_hooks,
     with_steps,
 )
 from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
+from .output import result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 from .stored import terminal_console
@@ -117,18 +121,15 @@ async def _call(args: argparse.Namespace) -> int:
             result = await gateway.call_tool(tool, arguments)
         except (ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # the error result `serve` answers
-                print(
-                    error_result(str(exc)).model_dump_json(by_alias=True, exclude_none=True),
-                    flush=True,
-                )
+                print(_mcp_json(error_result(str(exc))), flush=True, file=result_stdout())
             raise
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
-        if args.json:  # the fields the server sent, and only they (no defaults of the SDK's)
-            print(result.model_dump_json(by_alias=True, exclude_unset=True), flush=True)
+        if args.json:
+            print(_mcp_json(result), flush=True, file=result_stdout())
         elif result.is_error:  # an error, said where errors go: stdout is for results
             print(printable(f"error: {result_text(result)}"), file=sys.stderr, flush=True)
         else:
-            print(result_text(result), flush=True)
+            print(result_text(result), flush=True, file=result_stdout())
     return FAILED if result.is_error else OK
 
 
@@ -154,13 +155,26 @@ async def _call_agent(
     async def keep(saved: RunState) -> None:  # what a failed run did so far, for --json
         latest[:] = [saved]
 
+    # Not stored (`call` has no run store): `--json` says so with `run_id` null, as `run
+    # --no-store`; its id names the run in traces only.
     try:
         result = await gateway.resume(state, checkpoint=keep if as_json else None, stream=True)
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
-            print(run_error_json(state.run_id, name, exc, latest[-1] if latest else state))
+            shown = run_error_json(None, name, exc, latest[-1] if latest else state)
+            print(shown, file=result_stdout())
         raise
-    return print_result(result, as_json=as_json, shown=console.streamed)
+    return print_result(result, as_json=as_json, stored=False, shown=console.streamed)
+
+
+def _mcp_json(result: CallToolResult) -> str:
+    """`result` as an MCP `CallToolResult`: the fields that were set (a server's result as it
+    sent it, with no defaults of the SDK's such as `resultType`), and every content block's
+    `type`, which MCP requires and a block made here (a local tool's, an error result's)
+    leaves to its default."""
+    typed = [block.model_copy(update={"type": block.type}) for block in result.content]
+    shown = result.model_copy(update={"content": typed})
+    return shown.model_dump_json(by_alias=True, exclude_unset=True)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
@@ -197,23 +211,35 @@ def _print_listing(
     gateway: Gateway, tools: list[Tool], health: list[NodeHealth], *, as_json: bool
 ) -> None:
     if as_json:
-        print(json.dumps(_listing(gateway, tools, health), ensure_ascii=False), flush=True)
+        print(
+            json.dumps(_listing(gateway, tools, health), ensure_ascii=False),
+            flush=True,
+            file=result_stdout(),
+        )
         return
+    width = name_width(tool.name for tool in tools)
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
         origin = f" ({tool.original_name})" if tool.original_name else ""
         # A server names and describes its tools: shown as text, its escapes never obeyed.
-        print(printable(f"{tool.name:<32} node={tool.source_node}{origin}  {summary}"))
+        print(
+            printable(f"{tool.name:<{width}} node={tool.source_node}{origin}  {summary}"),
+            file=result_stdout(),
+        )
         lost = unexpressed(tool.input_schema)
         if lost:  # said here too, not only when an agent is first given the tool
             print(
-                printable(f"  a model cannot be told all its input schema asks: {'; '.join(lost)}")
+                printable(f"  a model cannot be told all its input schema asks: {'; '.join(lost)}"),
+                file=result_stdout(),
             )
     for name, agent in gateway.agents.items():
-        print(printable(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}"))
+        print(
+            printable(f"agent {name}: model={agent.model.name} tools={list(agent.tools)}"),
+            file=result_stdout(),
+        )
     for server in health:
-        print(printable(f"server {server}"))
-    sys.stdout.flush()
+        print(printable(f"server {server}"), file=result_stdout())
+    result_stdout().flush()
 
 
 def _health(gateway: Gateway) -> list[NodeHealth]:

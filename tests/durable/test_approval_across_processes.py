@@ -40,9 +40,21 @@ async def test_a_call_waits_for_approval_from_another_process(tmp_path: Path, st
         [waiting] = list_runs(store)
         assert waiting["status"] == "waiting_approval"
         assert [w["short"] for w in waiting["waiting"]] == ["g1"]
-        approved = cli("runs", "approve", waiting["run_id"], "g1", "--store", store)
+        approved = cli("runs", "approve", waiting["run_id"], "g1", "--store", store, "--json")
         assert approved.returncode == 0, approved.stderr
         assert approved.stderr.startswith('approved g1: guarded {"log"')
+        # One JSON object (it printed none): the run, as `runs list --json`, and what was decided.
+        shown = json.loads(approved.stdout)
+        assert (shown["run_id"], shown["refused"]) == (waiting["run_id"], [])
+        assert shown["status"] in ("waiting_approval", "running")  # its process goes on
+        [decided] = shown["decided"]
+        assert {key: decided[key] for key in ("short", "tool", "approved", "message")} == {
+            "short": "g1",
+            "tool": "guarded",
+            "approved": True,
+            "message": None,
+        }
+        assert decided["input"] == {"log": str(log), "name": "G"}
         assert await run.finish() == (0, "G is done\n")
     finally:
         await stop_run(run)
@@ -62,9 +74,18 @@ async def test_a_denial_reaches_the_model_with_the_message(tmp_path: Path) -> No
             await run.until("waiting for approval: guarded")
             [waiting] = list_runs(store)
             denied = cli(
-                "runs", "deny", waiting["run_id"], "--message", "not today", "--store", store
+                "runs",
+                "deny",
+                waiting["run_id"],
+                "--message",
+                "not today",
+                "--store",
+                store,
+                "--json",
             )
             assert denied.returncode == 0, denied.stderr
+            [decided] = json.loads(denied.stdout)["decided"]
+            assert (decided["approved"], decided["message"]) == (False, "not today")
             assert await run.finish() == (0, "Fine, I will not.\n")
         finally:
             await stop_run(run)

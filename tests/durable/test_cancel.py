@@ -34,8 +34,12 @@ async def _cancelled_once(
     try:
         await run.until(once)
         [going] = list_runs(store)
-        cancelled = cli("runs", "cancel", going["run_id"], "--store", store)
+        cancelled = cli("runs", "cancel", going["run_id"], "--store", store, "--json")
         assert cancelled.returncode == 0, cancelled.stderr
+        # One JSON object, as `runs list --json` gives the run (it printed none).
+        shown = json.loads(cancelled.stdout)
+        assert (shown["run_id"], shown["status"]) == (going["run_id"], "cancelled")
+        assert shown.keys() == going.keys()
         code, out = await run.finish()
     finally:
         await stop_run(run)
@@ -55,6 +59,12 @@ async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, 
     printed = json.loads(out)
     assert printed["run_id"] == run_id
     assert printed["error"].startswith(f"run {run_id} was cancelled")
+    # What it spent till then is known, as `runs show` says it (it printed null).
+    assert (printed["status"], printed["usage"]["requests"], printed["iterations"]) == (
+        "cancelled",
+        1,
+        1,
+    )
     assert list_runs(store)[0]["status"] == "cancelled"
     again = cli("resume", run_id, "--store", store)
     assert again.returncode == 2
@@ -64,8 +74,12 @@ async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, 
 async def test_a_run_cancelled_while_it_waits_for_approval_ends(tmp_path: Path, store: str) -> None:
     log = tmp_path / "calls.log"
     call = tool_call("logged", "g1", log=str(log), name="G")
-    _, code, out = await _cancelled_once(tmp_path, store, call, once="waiting for approval: logged")
-    assert (code, out) == (1, "")
+    _, code, out = await _cancelled_once(
+        tmp_path, store, call, once="waiting for approval: logged", json_out=True
+    )
+    assert code == 1
+    printed = json.loads(out)
+    assert (printed["status"], printed["usage"]["requests"]) == ("cancelled", 1)
     assert not log.exists()
     [ended] = list_runs(store)
     assert (ended["status"], ended["waiting"]) == ("cancelled", [])

@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.durable.cli_runs import cli, script_model, tool_call
 
 CONFIG = '[tools.calculator]\nbuiltin = "calculator"\n[agents.assistant]\ntools = ["calculator"]\n'
-KEYS = ["run_id", "agent", "output", "error", "usage", "iterations", "steps"]
+KEYS = ["run_id", "agent", "status", "output", "error", "usage", "iterations", "steps"]
 """What `run --json` prints, as the README lists it."""
 
 
@@ -56,7 +56,7 @@ def test_a_store_that_is_not_one_or_is_down_is_one_line_with_the_right_exit_code
     assert done.returncode == 1, done.stderr
     printed = json.loads(done.stdout)
     assert list(printed) == KEYS
-    assert printed["run_id"] is None
+    assert (printed["run_id"], printed["status"]) == (None, "failed")  # none to resume
     assert printed["error"].startswith("cannot open the run store postgresql://gw:***@")
 
 
@@ -68,13 +68,18 @@ def test_a_run_that_has_ended_is_not_cancelled_nor_resumed(tmp_path: Path) -> No
         "run", "q", "--config", _config(tmp_path), "--model", model, "--store", store, "--json"
     )
     assert done.returncode == 0, done.stderr
-    run_id = json.loads(done.stdout)["run_id"]
+    printed = json.loads(done.stdout)
+    run_id = printed["run_id"]
+    assert printed["status"] == "succeeded"
     cancel = cli("runs", "cancel", run_id, "--store", store)
     assert cancel.returncode == 2
     assert cancel.stderr == (
         f"error: run {run_id!r} has ended (succeeded): it cannot be cancelled; "
         f"`agent-gateway runs show {run_id} --store {store}` shows it\n"
     )
+    for action in (["cancel"], ["approve"], ["deny", "c1"]):  # --json: bad input prints none
+        refused = cli("runs", *action[:1], run_id, *action[1:], "--store", store, "--json")
+        assert (refused.returncode, refused.stdout) == (2, ""), refused.stderr
     resume = cli("resume", run_id, "--store", store)
     assert resume.returncode == 2
     assert resume.stderr == (
@@ -108,9 +113,14 @@ def test_json_of_a_failed_run_has_every_key_and_what_it_did_so_far(tmp_path: Pat
         assert list(printed) == KEYS
         assert printed["output"] is None
         assert "has 1 answers and was asked for answer 2" in printed["error"]
-        if where[0] == "--store":  # its last checkpoint is at hand
+        if where[0] == "--store":  # its last checkpoint is at hand; it resumes
             assert printed["usage"]["requests"] == 1
             assert printed["steps"] == so_far
+            assert printed["status"] == "stopped"
+            shown = cli("runs", "show", printed["run_id"], "--json", *where)
+            assert json.loads(shown.stdout)["status"] == "stopped", shown.stderr
+        else:  # nothing was stored: no run id, and it has ended
+            assert (printed["run_id"], printed["status"]) == (None, "failed")
     with_model = tmp_path / "with_model.toml"
     with_model.write_text(CONFIG + f'model = "{model}"\n')
     done = cli(
@@ -122,6 +132,33 @@ def test_json_of_a_failed_run_has_every_key_and_what_it_did_so_far(tmp_path: Pat
     assert (printed["agent"], printed["output"], printed["steps"]) == ("assistant", None, so_far)
     assert printed["usage"]["requests"] == 1
     assert "has 1 answers" in printed["error"]
+    # `call` stores no run: its id named none (`runs show ID`: no stored run).
+    assert (printed["run_id"], printed["status"]) == (None, "failed")
+
+
+def test_call_of_an_agent_and_run_without_a_store_name_no_run_in_json(tmp_path: Path) -> None:
+    """Their `run_id` named no stored run: `runs show` and `resume` of it said `no stored
+    run`. Null says so, as for a run whose store could not be opened."""
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    config = tmp_path / "with_model.toml"
+    config.write_text(CONFIG + f'model = "{model}"\n')
+    store = ["--store", f"sqlite:///{tmp_path / 'runs.sqlite'}"]
+    for command in (
+        ["call", "assistant", "--args", '{"prompt": "hi?"}'],
+        ["run", "hi?", "--no-store"],
+    ):
+        done = cli(*command, "--config", str(config), "--json")
+        assert done.returncode == 0, done.stderr
+        printed = json.loads(done.stdout)
+        assert list(printed) == KEYS
+        assert (printed["run_id"], printed["status"], printed["output"]) == (
+            None,
+            "succeeded",
+            "hi",
+        )
+    stored = cli("run", "hi?", "--config", str(config), "--json", *store)
+    run_id = json.loads(stored.stdout)["run_id"]
+    assert cli("runs", "show", run_id, *store).returncode == 0  # a run id names a stored run
 
 
 def test_items_of_one_line_answer_in_json_lines_stored_or_not(tmp_path: Path) -> None:
@@ -148,6 +185,7 @@ def test_a_run_whose_item_failed_is_stored_as_failed(tmp_path: Path) -> None:
     assert "dbos" not in done.stderr  # the failure is said once, by the command
     printed = json.loads(done.stdout)
     assert printed["error"].startswith("Max iterations (1) reached")
+    assert printed["status"] == "failed"  # it has ended: `resume` is refused
     listed = cli("runs", "list", "--status", "failed", "--json", "--store", store)
     [failed] = json.loads(listed.stdout)
     assert (failed["run_id"], failed["error"]) == (printed["run_id"], printed["error"])

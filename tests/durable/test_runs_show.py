@@ -111,6 +111,24 @@ def test_show_gives_a_failed_tool_calls_input_with_its_error(
     assert lines[at + 1].startswith("│  │    error: ")
 
 
+def test_show_counts_one_model_call_and_one_iteration_in_the_singular(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_id = _run(tmp_path, capsys, [{"content": "No need to ask."}])
+    assert main(["runs", "show", run_id]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[-1] == f"usage: {_tokens(shown[-1])}, 1 model call, 1 iteration"
+    stopped = _run(tmp_path, capsys, SCRIPT[:1])  # the helper has no answer: it stops
+    assert main(["runs", "show", stopped]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"usage so far: {_tokens(last)}, 1 model call"
+
+
+def _tokens(line: str) -> str:
+    """The `N in / M out tokens` part of a usage line."""
+    return line.split(": ", 1)[1].split(", ", 1)[0]
+
+
 def test_list_filters_by_status(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     done = _run(tmp_path, capsys, SCRIPT)
     stopped = _run(tmp_path, capsys, SCRIPT[:1])  # then it has nothing more to say

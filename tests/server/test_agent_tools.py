@@ -131,9 +131,9 @@ async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> No
     assert isinstance(result.content[0], types.TextContent)
     assert result.content[0].text.startswith("agent 'assistant' failed: Max iterations (2) reached")
     assert result.content[0].text.endswith(
-        "The run has ended and cannot be continued: calling "
-        "again with the same prompt would likely fail the same way."
-    )
+        "within the allowed number of iterations. The run has ended and cannot be continued: "
+        "calling again with the same prompt would likely fail the same way."
+    )  # one period after the error's own sentence, not two
 
 
 async def test_a_model_failure_is_an_error_result_and_the_server_lives_on(era: str) -> None:
@@ -193,6 +193,21 @@ async def test_each_model_and_tool_call_is_reported_as_progress(era: str) -> Non
         "agent assistant: finished",  # the last word: the call is done
     ]
     assert [p for p, _, _ in progress.updates] == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+async def test_an_empty_answer_is_an_error_and_the_last_progress_says_the_run_failed(
+    era: str,
+) -> None:
+    gateway = calculator_gateway(calculator_agent(["  "]))
+    progress = ProgressLog()
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("assistant", {"prompt": "?"}, progress_callback=progress)
+    assert result.is_error
+    [said] = result.content
+    assert isinstance(said, types.TextContent)
+    assert said.text.startswith("agent 'assistant' failed: the model's final answer was empty. ")
+    last = re.sub(r" in \d+ ms", "", progress.messages[-1])
+    assert last == "agent assistant: failed: the model's final answer was empty"
 
 
 async def test_a_called_agents_progress_names_it(era: str) -> None:

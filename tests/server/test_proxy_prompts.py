@@ -83,8 +83,8 @@ async def test_a_prompt_clash_is_warned_of_once_as_a_prompt(
             names = [p.name for p in (await client.list_prompts()).prompts]
     assert names == ["greet", "summary", "notes__greet", "jot"]
     assert [r.getMessage() for r in caplog.records] == [
-        "prompt 'greet' of 'notes' clashes with another node's that also has prefix='never'; "
-        "offering it as 'notes__greet'"
+        "server 'notes': 1 prompt clashes with server 'docs', which also has prefix='never' "
+        "and keeps the bare name: offering it as notes__NAME (greet)"
     ]
 
 

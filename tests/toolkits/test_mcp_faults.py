@@ -280,3 +280,20 @@ async def test_a_server_that_exits_mid_call_is_said_with_its_exit_status(
         "MCP server 'x' went away: the connection closed during a call to 'bad'; "
         "it exited with status 3; reconnecting"
     )
+
+
+async def test_a_server_failing_the_same_way_at_every_attempt_is_warned_of_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A dead server left in a config is retried for as long as the gateway runs: one warning
+    # says so, the attempts after it are INFO (a log a day holds thousands of them).
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    config = McpServerConfig(command=sys.executable, args=["-c", "raise SystemExit(3)"])
+    fast = Backoff(initial=0.01, maximum=0.01)
+    async with McpToolkit("dead", config, backoff=fast) as node:
+        with anyio.fail_after(30):
+            await node.wait_for_health(lambda health: health.failures >= 4)
+    attempts = [r for r in caplog.records if "could not connect" in r.getMessage()]
+    assert len(attempts) >= 4
+    assert [r.levelno for r in attempts[:4]] == [logging.WARNING] + [logging.INFO] * 3
+    assert attempts[0].getMessage().startswith("could not connect (attempt 1): ")

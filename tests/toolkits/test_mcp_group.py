@@ -125,7 +125,9 @@ async def test_a_server_tried_again_after_failing_is_failing_still() -> None:
         assert "1 failed attempt, trying again now" in str(health)
 
 
-async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() -> None:
+async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     a, b = toy("search"), toy("echo")
 
     async def grow(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
@@ -155,8 +157,43 @@ async def test_a_change_on_one_node_renames_the_other_and_tells_subscribers() ->
         assert (await group["a"].call_tool("a__search", {})).content == [
             types.TextContent(text="search:[]")
         ]
+    said = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.group"]
+    assert said == [
+        "1 tool renamed because server 'b' changed its tools (prefix 'auto' and 'never' names "
+        "depend on which servers are up; 'always' keeps them stable): search -> a__search"
+    ]
 
 
 def test_targets_must_name_configured_servers() -> None:
     with pytest.raises(ValueError, match="unconfigured servers"):
         McpToolkitGroup({"a": config()}, targets={"b": unreachable})
+
+
+async def test_never_clashes_and_hash_suffixes_are_each_said_once_by_a_group(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two `never` servers sharing 20 tools: one line naming both (names are resolved again as
+    each node settles and on each refresh); an agent named like a prefixed tool: one line
+    naming the original and the name offered."""
+    shared = [f"op_{i:02}" for i in range(20)]
+    first, second, crm = toy(*shared), toy(*shared, "own"), toy("echo")
+    configs = {"first": config("never"), "second": config("never"), "s00_crm": config()}
+    targets = {"first": first.server, "second": second.server, "s00_crm": crm.server}
+    async with McpToolkitGroup(
+        configs, targets=targets, reserved_names={"s00_crm__echo": "agent"}
+    ) as group:
+        await group["second"].refresh_tools()
+        await group["s00_crm"].refresh_tools()
+        tools = {tool.name: tool for tool in await group.list_tools()}
+        (echo,) = [tool for tool in tools.values() if tool.source_node == "s00_crm"]
+        assert echo.name.startswith("s00_crm__echo_")
+        result = await group["s00_crm"].call_tool(echo.name, {})
+        assert result.content == [types.TextContent(text="echo:[]")]
+    said = [r.getMessage() for r in caplog.records if r.name == "toolkits.mcp.naming"]
+    assert sorted(said) == [
+        "server 'second': 20 tools clash with server 'first', which also has prefix='never' "
+        "and keeps the bare names: offering them as second__NAME (op_00, op_01, op_02 and "
+        "17 more)",
+        "tool 'echo' of 's00_crm' would be 's00_crm__echo', the name of the agent "
+        f"'s00_crm__echo': offering it as {echo.name!r}",
+    ]

@@ -80,17 +80,63 @@ def test_two_never_nodes_cannot_share_a_name(caplog: pytest.LogCaptureFixture) -
         [NodeTools("a", "never", ["search"]), NodeTools("b", "never", ["search"])]
     )
     assert names == {"a": {"search": "search"}, "b": {"search": "b__search"}}
-    assert "clashes" in caplog.text
+    assert [r.getMessage() for r in caplog.records] == [
+        "server 'b': 1 tool clashes with server 'a', which also has prefix='never' and keeps "
+        "the bare name: offering it as b__NAME (search)"
+    ]
 
 
 def test_a_clash_resolved_again_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
     nodes = [NodeTools("a", "never", ["search"]), NodeTools("b", "never", ["search"])]
-    warned: set[tuple[str, str]] = set()
+    warned: set[tuple[str, ...]] = set()
     for _ in range(3):  # as a group resolves again when each node settles
         assert resolve_tool_names(nodes, warned=warned)["b"] == {"search": "b__search"}
+    assert len(caplog.records) == 1
+
+
+def test_never_clashes_are_one_line_per_pair_of_servers(caplog: pytest.LogCaptureFixture) -> None:
+    """Not one line per tool (the tester saw 337): each pair names both servers, the count
+    and a few of the tools."""
+    shared = [f"tool_{i:02}" for i in range(75)]
+    nodes = [
+        NodeTools("s07_tickets", "never", [*shared, "own"]),
+        NodeTools("s17_tickets", "never", shared),
+        NodeTools("s27", "never", ["tool_01", "solo"]),
+    ]
+    names = resolve_tool_names(nodes)
+    assert names["s17_tickets"]["tool_74"] == "s17_tickets__tool_74"
+    assert names["s27"] == {"tool_01": "s27__tool_01", "solo": "solo"}
     assert [r.getMessage() for r in caplog.records] == [
-        "tool 'search' of 'b' clashes with another node's that also has prefix='never'; "
-        "offering it as 'b__search'"
+        "server 's17_tickets': 75 tools clash with server 's07_tickets', which also has "
+        "prefix='never' and keeps the bare names: offering them as s17_tickets__NAME "
+        "(tool_00, tool_01, tool_02 and 72 more)",
+        "server 's27': 1 tool clashes with server 's07_tickets', which also has "
+        "prefix='never' and keeps the bare name: offering it as s27__NAME (tool_01)",
+    ]
+
+
+def test_a_name_given_a_hash_suffix_is_warned_of_once(caplog: pytest.LogCaptureFixture) -> None:
+    """An agent named like a server's prefixed tool, a server name so long that the tool's
+    name must be cut: each says the original and the name offered."""
+    warned: set[tuple[str, ...]] = set()
+    long_server = "google_workspace_admin_directory_service_prod_eu"
+    nodes = [
+        NodeTools("s00_crm", "always", ["echo", "search"]),
+        NodeTools(long_server, "always", ["archive_account", "list"]),
+        NodeTools("fs", "never", ["read.file", "read_file"]),
+    ]
+    names = resolve_tool_names(nodes, {"s00_crm__echo": "agent"}, warned=warned)
+    assert resolve_tool_names(nodes, {"s00_crm__echo": "agent"}, warned=warned) == names
+    assert names["s00_crm"] == {"echo": "s00_crm__echo_dc757739", "search": "s00_crm__search"}
+    shortened = names[long_server]["archive_account"]
+    assert shortened == f"{long_server}__archi_8b9f89f6"
+    assert [r.getMessage() for r in caplog.records] == [
+        "tool 'echo' of 's00_crm' would be 's00_crm__echo', the name of the agent "
+        "'s00_crm__echo': offering it as 's00_crm__echo_dc757739'",
+        f"server {long_server!r}: 1 tool name over 64 characters (with any prefix), "
+        f"shortened with a hash: 'archive_account' as {shortened!r}",
+        "server 'fs': 1 tool name alike to another of its own once made valid for a model "
+        f"(A-Za-z0-9_-), told apart with a hash: 'read.file' as {names['fs']['read.file']!r}",
     ]
 
 

@@ -145,10 +145,26 @@ async def test_an_include_glob_that_matches_nothing_is_warned_once(
     assert all(r.levelname == "INFO" for r in caplog.records if r.getMessage() in notes)
 
 
+async def test_a_require_approval_glob_that_matches_nothing_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A typo in `require_approval` (delet_*) leaves the destructive tool ungated, silently.
+    toy = toy_with_echo("delete_user", "echo")
+    keys = config(require_approval=["delet_*", "s00_crm__echo", "nothing"])
+    async with McpToolkit("s00_crm", keys, target=toy.server) as node:
+        assert len(await node.list_tools()) == 2
+        await node.refresh_tools()  # the same listing: said once
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "require_approval 'delet_*', 'nothing': match no tool of the server (did you mean "
+        "'delete_user' for 'delet_*'?), so no call is gated by them"
+    ]
+
+
 async def test_globs_that_all_match_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
     toy = toy_with_echo("get_a", "get_secret")
     caplog.set_level("INFO", logger="toolkits.mcp.t")
-    keys = config(include=["get_*"], exclude=["*secret*"])
+    keys = config(include=["get_*"], exclude=["*secret*"], require_approval=["t__get_a"])
     async with McpToolkit("t", keys, target=toy.server) as node:
         assert len(await node.list_tools()) == 1
     assert "no tool of the server" not in caplog.text

@@ -98,7 +98,7 @@ class McpServerConfig(BaseModel):
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""
     require_approval: bool | list[str] = False
     """The gateway asks a person before calling these tools: all (`true`), or fnmatch globs on
-    the server's own tool names."""
+    the server's own tool names (`SERVER__TOOL` and the name offered to models match too)."""
     require_approval_if_destructive: bool = False
     """The gateway asks a person before calling a tool this server marks `destructiveHint`."""
     bearer_token_env: str | None = None

@@ -11,8 +11,10 @@ back. With `settle_within`, it returns after that long at most: a server still s
 in the background, and its node says when its tools arrive (`subscribe`); `wait_for` names the
 servers worth waiting for at all (the others start in the background too). `on_waiting` hears
 which servers it still waits for, whenever that changes, and `[]` once it stops waiting (a
-terminal's status line). Tool names with `prefix="auto"` are resolved across all nodes, again whenever any node's
-listing changes.
+terminal's status line). Tool names with `prefix="auto"` are resolved across all nodes, again
+whenever any node's listing changes: a node's tools may so be renamed while the group runs
+(one warning per such change, naming the tools and why; `McpToolkit.now_named` answers for an
+old name).
 """
 
 from __future__ import annotations
@@ -66,8 +68,12 @@ class McpToolkitGroup(InBackground):
         """The (server, tool) already warned of as moved off a reserved name."""
         self._wait_for = wait_for
         self._on_waiting = on_waiting
-        self._warned: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, ...]] = set()
         """Name clashes warned of: the names are resolved again as each node settles."""
+        self._names: dict[str, dict[str, str]] = {}
+        """The names last resolved, by node: original to model name."""
+        self._started = False
+        """Whether entering has returned: a rename before that, nobody has seen the names."""
         targets = targets or {}
         unknown = set(targets) - set(configs)
         if unknown:
@@ -123,9 +129,13 @@ class McpToolkitGroup(InBackground):
         """Call `callback(node_name)` whenever any node's server says its resources changed."""
         return _all([node.subscribe_resources(callback) for node in self._nodes.values()])
 
-    def _resolve_names(self) -> Sequence[McpToolkit]:
+    def _resolve_names(self, changed: str) -> Sequence[McpToolkit]:
+        """Name every node's tools again, `changed`'s listing being new."""
         listed = [node.node_tools for node in self._nodes.values()]
         names = resolve_tool_names(listed, self._reserved, warned=self._warned)
+        before, self._names = self._names, names
+        if self._started:
+            self._say_renamed(changed, before.get(changed, {}), before, names)
         for server, tool, bare in reserved_clashes(listed, self._reserved):
             if (server, tool) not in self._moved:
                 self._moved.add((server, tool))
@@ -139,6 +149,44 @@ class McpToolkitGroup(InBackground):
                     names[server][tool],
                 )
         return [node for node in self._nodes.values() if node.apply_names(names[node.name])]
+
+    def _say_renamed(
+        self,
+        changed: str,
+        was_listed: Mapping[str, str],
+        before: Mapping[str, Mapping[str, str]],
+        after: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        """One warning for the tools `changed`'s new listing renamed (auto/never names follow
+        which servers list tools): a client's or a model's names for them stop working."""
+        renamed = [
+            f"{was} -> {name}"
+            for node, names in after.items()
+            for orig, name in names.items()
+            if (was := before.get(node, {}).get(orig, name)) != name
+        ]
+        if not renamed:
+            return
+        now = after.get(changed, {})
+        why = (
+            "now lists its tools"
+            if now and not was_listed
+            else "lists no tools any more"
+            if was_listed and not now
+            else "changed its tools"
+        )
+        shown = ", ".join(renamed[:10]) + (
+            f" and {len(renamed) - 10} more" if len(renamed) > 10 else ""
+        )
+        log.warning(
+            "%d tool%s renamed because server %r %s (prefix 'auto' and 'never' names depend on "
+            "which servers are up; 'always' keeps them stable): %s",
+            len(renamed),
+            "s" if len(renamed) > 1 else "",
+            changed,
+            why,
+            shown,
+        )
 
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
@@ -168,6 +216,7 @@ class McpToolkitGroup(InBackground):
             for node, status in settled.items():
                 if not status.event.is_set():
                     node.stop_awaiting()
+            self._started = True
             task_status.started()
 
 

@@ -22,6 +22,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from functools import lru_cache
+from typing import cast
 
 from .config import PrefixPolicy
 
@@ -34,6 +35,7 @@ __all__ = [
     "is_offered",
     "reserved_clashes",
     "resolve_tool_names",
+    "rule_names",
     "sanitize_name",
     "unmatched_globs",
 ]
@@ -78,17 +80,22 @@ def unmatched_globs(globs: Sequence[str], names: Sequence[str]) -> tuple[str, ..
 
 
 def globs_unmatched(
-    key: str, globs: Sequence[str], names: Sequence[str], *, listing: bool = False
+    key: str,
+    globs: Sequence[str],
+    names: Sequence[str],
+    *,
+    listing: bool = False,
+    of: str = "the server",
 ) -> str:
-    """`KEY 'g': match(es) no tool of the server`, with the closest tool name of each glob
-    that has one, and (`listing`) the server's tools."""
+    """`KEY 'g': match(es) no tool of the server` (`of`), with the closest tool name of each
+    glob that has one, and (`listing`) the server's tools."""
     hints = [
         f"{close[0]!r}" if len(globs) == 1 else f"{close[0]!r} for {glob!r}"
         for glob in globs
         if (close := difflib.get_close_matches(glob, names, n=1))
     ]
     said = f"{key} {', '.join(map(repr, globs))}: "
-    said += f"{'matches' if len(globs) == 1 else 'match'} no tool of the server"
+    said += f"{'matches' if len(globs) == 1 else 'match'} no tool of {of}"
     if hints:
         said += f" (did you mean {', '.join(hints)}?)"
     return f"{said}; the server's tools: {_listed(names)}" if listing else said
@@ -132,35 +139,43 @@ class NodeTools:
 
 def resolve_tool_names(
     nodes: Sequence[NodeTools],
-    reserved: Collection[str] = (),
+    reserved: Collection[str] | Mapping[str, str] = (),
     *,
     what: str = "tool",
-    warned: set[tuple[str, str]] | None = None,
+    warned: set[tuple[str, ...]] | None = None,
 ) -> dict[str, dict[str, str]]:
     """Model-facing names for every node's tools (`what`: or prompts, named alike):
-    `{node: {original: model_name}}`. `warned`: the clashes (node, name) already warned of,
-    for a caller that resolves again and again to warn of each once.
+    `{node: {original: model_name}}`. `warned`: what was already warned of (a clash, a hash
+    suffix), for a caller that resolves again and again to warn of each once.
 
     `reserved` names are held by tools that have no prefix to give (the gateway's local tools
-    and agents): a server's tool that would take one bare gets `node__tool` instead, whatever
-    its prefix policy (`reserved_clashes` says which, for a warning).
+    and agents; a mapping says what holds each, `"agent"`): a server's tool that would take
+    one bare gets `node__tool` instead, whatever its prefix policy (`reserved_clashes` says
+    which, for a warning).
 
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
     - `never`: the bare name; if an earlier `never` node already holds it, this one falls back
-      to `node__tool` (logged), since two tools cannot share a name.
+      to `node__tool` (one warning per pair of nodes), since two tools cannot share a name.
 
-    Names are unique across all nodes: any clash left over (a bare name that happens to equal
-    another node's prefixed one) is settled by a hash suffix on the later node's tool.
+    Names are unique across all nodes: any clash left over (a prefixed name that equals an
+    agent's name, or a bare one that equals another node's prefixed one) is settled by a hash
+    suffix on the later tool. Every name given a hash suffix is warned of, with its original.
     """
     bare = {n.node: _unique(tuple(n.tools), None) for n in nodes}
     prefixed = {n.node: _unique(tuple(n.tools), n.node) for n in nodes}
     claims = Counter(name for n in nodes if n.prefix != "always" for name in bare[n.node].values())
 
+    kinds: Mapping[str, str] = (
+        cast(Mapping[str, str], reserved) if isinstance(reserved, Mapping) else {}
+    )
+    holders = {name: f"the {kinds.get(name, 'local tool or agent')} {name!r}" for name in reserved}
+    """Who holds each name given so far, for a warning about a later tool wanting it."""
     resolved: dict[str, dict[str, str]] = {}
-    held_by_never: set[str] = set()
-    reserved = set(reserved)
-    used = set(reserved)
+    held_by_never: dict[str, str] = {}
+    clashes: dict[tuple[str, str], list[str]] = {}
+    """(node, node holding the bare names) -> the `never` node's tools offered prefixed."""
+    notes = _Notes(what, warned)
     for n in nodes:
         names: dict[str, str] = {}
         for orig in bare[n.node]:
@@ -170,29 +185,104 @@ def resolve_tool_names(
             elif n.prefix == "auto":
                 name = long if claims[plain] > 1 else plain
             elif plain in held_by_never:
-                if warned is None or (n.node, orig) not in warned:
-                    logger.warning(
-                        "%s %r of %r clashes with another node's that also has "
-                        "prefix='never'; offering it as %r",
-                        what,
-                        orig,
-                        n.node,
-                        long,
-                    )
-                    if warned is not None:
-                        warned.add((n.node, orig))
+                clashes.setdefault((n.node, held_by_never[plain]), []).append(orig)
                 name = long
             else:
-                held_by_never.add(plain)
+                held_by_never[plain] = n.node
                 name = plain
-            salt = 0
-            while name in used:
+            notes.shortened(n.node, orig, name, n.node if name == long else None)
+            wanted, salt = name, 0
+            while name in holders:
                 name = _with_digest(long, f"{n.node}\x00{orig}", salt)
                 salt += 1
-            used.add(name)
+            if name != wanted:
+                notes.taken(n.node, orig, wanted, name, holders[wanted])
+            holders[name] = f"{what} {orig!r} of {n.node!r}"
             names[orig] = name
         resolved[n.node] = names
+    for (node, holder), tools in clashes.items():
+        notes.never_clash(node, holder, tools)
+    notes.say_shortened()
     return resolved
+
+
+class _Notes:
+    """The warnings of one resolution, each said once (`warned` keeps what was said)."""
+
+    def __init__(self, what: str, warned: set[tuple[str, ...]] | None) -> None:
+        self._what = what
+        self._warned = warned
+        self._shortened: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        """(node, why) -> (original, offered) of each name made with a hash suffix."""
+
+    def _first(self, key: tuple[str, ...]) -> bool:
+        if self._warned is None:
+            return True
+        if key in self._warned:
+            return False
+        self._warned.add(key)
+        return True
+
+    def never_clash(self, node: str, holder: str, tools: Sequence[str]) -> None:
+        if not self._first(("never", node, holder)):
+            return
+        many = len(tools) > 1
+        logger.warning(
+            "server %r: %d %s%s %s with server %r, which also has prefix='never' and keeps "
+            "the bare name%s: offering %s as %s (%s)",
+            node,
+            len(tools),
+            self._what,
+            "s" if many else "",
+            "clash" if many else "clashes",
+            holder,
+            "s" if many else "",
+            "them" if many else "it",
+            f"{sanitize_name(node)}{PREFIX_SEPARATOR}NAME",
+            _listed(tools, most=3),
+        )
+
+    def taken(self, node: str, orig: str, wanted: str, name: str, holder: str) -> None:
+        if self._first(("taken", node, orig, wanted)):
+            logger.warning(
+                "%s %r of %r would be %r, the name of %s: offering it as %r",
+                self._what,
+                orig,
+                node,
+                wanted,
+                holder,
+                name,
+            )
+
+    def shortened(self, node: str, orig: str, name: str, prefix: str | None) -> None:
+        """Note `orig` if its `name` had to gain a hash: too long, or alike to another's."""
+        head = f"{sanitize_name(prefix)}{PREFIX_SEPARATOR}" if prefix is not None else ""
+        natural = head + (_INVALID.sub("_", orig) or "_")
+        if name != natural:
+            why = "long" if len(natural) > MAX_NAME_LENGTH else "alike"
+            self._shortened.setdefault((node, why), []).append((orig, name))
+
+    def say_shortened(self) -> None:
+        for (node, why), renamed in self._shortened.items():
+            if not self._first((why, node, *sorted(orig for orig, _ in renamed))):
+                continue
+            count = len(renamed)
+            said = (
+                f"over {MAX_NAME_LENGTH} characters (with any prefix), shortened"
+                if why == "long"
+                else "alike to another of its own once made valid for a model (A-Za-z0-9_-), "
+                "told apart"
+            )
+            examples = [f"{orig!r} as {name!r}" for orig, name in renamed]
+            logger.warning(
+                "server %r: %d %s name%s %s with a hash: %s",
+                node,
+                count,
+                self._what,
+                "s" if count > 1 else "",
+                said,
+                _listed(examples, most=3),
+            )
 
 
 def reserved_clashes(
@@ -207,6 +297,17 @@ def reserved_clashes(
         for orig, plain in _unique(tuple(n.tools), None).items()
         if plain in reserved
     ]
+
+
+def rule_names(node: str, original: str) -> tuple[str, ...]:
+    """The names of `node`'s tool `original` that do not depend on which servers are up: its
+    own, and `NODE__ORIGINAL` as written and as `prefix="always"` offers it. A rule (approval
+    globs) matched against them and the name offered now covers the tool however it is named.
+    """
+    plain = _INVALID.sub("_", original) or "_"
+    qualified = f"{sanitize_name(node)}{PREFIX_SEPARATOR}{plain}"
+    forms = (original, plain, f"{node}{PREFIX_SEPARATOR}{original}", qualified)
+    return tuple(dict.fromkeys((*forms, _fit(qualified, original))))
 
 
 def invert(names: Mapping[str, str]) -> dict[str, str]:

@@ -57,6 +57,7 @@ from .naming import (
     invert,
     is_offered,
     resolve_tool_names,
+    rule_names,
     unmatched_globs,
 )
 from .progress import progress_in_order
@@ -108,12 +109,13 @@ class McpToolkit(InBackground):
         *,
         target: Target | None = None,
         backoff: Backoff = DEFAULT_BACKOFF,
-        resolve_names: Callable[[], Sequence[McpToolkit]] | None = None,
+        resolve_names: Callable[[str], Sequence[McpToolkit]] | None = None,
     ) -> None:
         """`target` replaces the config's transport (its other keys still apply).
 
         `resolve_names` replaces naming this node alone: a group passes its cross-node resolver,
-        which calls `apply_names` on its nodes and returns those whose tools changed.
+        which is told which node's listing changed, calls `apply_names` on its nodes and
+        returns those whose tools changed.
         """
         self._name = name
         self._config = config
@@ -141,8 +143,9 @@ class McpToolkit(InBackground):
         self._listing: dict[str, mcp_types.Tool] = {}
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
-        self._unmatched: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
-        """The `include` and `exclude` globs the last listing had no tool for (warned once)."""
+        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), ())
+        """The `include`, `exclude` and `require_approval` globs the last listing had no tool
+        for (warned once)."""
         self._awaited = True
         """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
@@ -152,6 +155,8 @@ class McpToolkit(InBackground):
         """Calls go as raw JSON-RPC on the live connection where it carries them (`forward`),
         at a fifth of the SDK client's CPU, the same answers; False: through the SDK client."""
         self._routes: dict[str, str] = {}
+        self._former: dict[str, str] = {}
+        """Names this node's tools were offered under before a rename, to their originals."""
         self._forwards = Forwards(name, config, self._session, self._calls)
         self._listeners = {
             kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
@@ -292,6 +297,9 @@ class McpToolkit(InBackground):
         named = (self._listing, dict(names))
         if named[0] is self._named[0] and named[1] == self._named[1]:
             return False  # another node's listing came: ours and its names are as they were
+        for orig, was in self._named[1].items():
+            if names.get(orig, was) != was:
+                self._former[was] = orig
         self._named = named
         tools = tuple(self._to_tool(names[orig], tool) for orig, tool in self._listing.items())
         self._routes = invert(names)
@@ -300,6 +308,14 @@ class McpToolkit(InBackground):
         self._tools = tools
         self._log.info("offering %d tools", len(tools))
         return True
+
+    def now_named(self, name: str) -> str | None:
+        """The name a tool this node offered as `name` has now, if it is offered under another
+        (`prefix="auto"`/`"never"` names follow which servers are up); else None."""
+        orig = self._former.get(name)
+        if orig is None or name in self._routes:
+            return None
+        return self._named[1].get(orig)
 
     async def notify_tools_changed(self) -> None:
         """Run the `subscribe`d callbacks (a failing one is logged, not raised)."""
@@ -376,25 +392,35 @@ class McpToolkit(InBackground):
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
         if self._resolve_names is not None:
-            return self._resolve_names()
+            return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
-        """Say which `include`/`exclude` globs match none of the server's tools (a typo in
-        `include` leaves the agent without the tool, and nothing else would say so); once
-        for each change of what is unmatched."""
+        """Say which `include`/`exclude`/`require_approval` globs match none of the server's
+        tools (a typo in `include` leaves the agent without the tool, one in
+        `require_approval` leaves the tool ungated, and nothing else would say so); once for
+        each change of what is unmatched."""
+        approval = self._config.require_approval
         unmatched = (
             unmatched_globs(self._config.include or (), names),
             unmatched_globs(self._config.exclude, names),
+            # A rule matches the server's names and `NODE__TOOL` too (`rule_names`).
+            unmatched_globs(
+                approval if isinstance(approval, list) else (),
+                [form for name in names for form in rule_names(self._name, name)],
+            ),
         )
         if unmatched == self._unmatched:
             return
         self._unmatched = unmatched
-        include, exclude = unmatched
+        include, exclude, approval = unmatched
         if include:
             self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
         if exclude:
             self._log.info("%s", globs_unmatched("exclude", exclude, names))
+        if approval:
+            said = globs_unmatched("require_approval", approval, names)
+            self._log.warning("%s, so no call is gated by %s", said, _them(approval))
 
     def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
         changed = self._take_listing(listing)
@@ -511,6 +537,10 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
+
+
+def _them(globs: Sequence[str]) -> str:
+    return "it" if len(globs) == 1 else "them"
 
 
 def _in_rounds(conn: Connection) -> bool:

@@ -87,6 +87,8 @@ _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 (`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
 _RELISTEN_DELAY = 1.0
+_REPEAT_WARNING = 600.0
+"""How often a server that goes on failing for the same reason is warned of again (s)."""
 _SHUT_DOWN = "the toolkit is shutting down"
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
@@ -327,6 +329,8 @@ class OwnedSession:
         attempts = 0
         failures = 0  # failed connection attempts in a row
         flaps = 0  # sessions in a row that died before `stable_after`
+        warned: tuple[tuple[str, bool] | None, float] = (None, -math.inf)
+        """Why the last loud failure was, and when."""
 
         def settle() -> None:
             nonlocal settled
@@ -366,8 +370,17 @@ class OwnedSession:
                 failures += 1
                 delay = self._backoff.delay(failures)
                 failed = True
-                # Retried, so a login made meanwhile is picked up; said loudly once.
-                level = logging.INFO if needs_login and failures > 1 else logging.WARNING
+                # Retried for as long as it runs: said loudly when it starts failing, when why
+                # changes, and every `_REPEAT_WARNING` s, not at every attempt (a dead server
+                # left in a config would fill a log with thousands of lines a day). A login
+                # made meanwhile is picked up: asking for one is said loudly once.
+                now = anyio.current_time()
+                loud = (reason, needs_login) != warned[0] or now - warned[1] >= _REPEAT_WARNING
+                if needs_login and failures > 1:
+                    loud = False
+                if loud:
+                    warned = ((reason, needs_login), now)
+                level = logging.WARNING if loud else logging.INFO
                 self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
             else:
                 failures = 0

@@ -208,6 +208,9 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
         case "run", "start":
             return "info", f"agent {event.name}: started (run {event.run_id})"
         case "run", "end":
+            failed = _every_item_failed(event.output)
+            if failed is not None:  # it ended, as a failure: said so, as its result is
+                return "error", f"agent {event.name}: failed{took}: {failed}"
             return "info", f"agent {event.name}: finished{took}"
         case "run", "error":
             return "error", f"agent {event.name}: failed{took}: {event.error}"
@@ -255,3 +258,13 @@ def _detail(event: TraceEvent) -> str:
     text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
     label = "in" if event.phase == "start" else "out"
     return f"{label}={text[:MAX_DETAIL]}{'...' if len(text) > MAX_DETAIL else ''}"
+
+
+def _every_item_failed(output: JsonValue) -> str | None:
+    """The first item's error when a run's every item failed (its output: `outputs`)."""
+    if not isinstance(output, list) or not output:
+        return None
+    errors = [item.get("error") if isinstance(item, dict) else None for item in output]
+    if any(not isinstance(error, str) for error in errors):
+        return None
+    return str(errors[0])

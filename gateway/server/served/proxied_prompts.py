@@ -39,7 +39,7 @@ class ProxiedPrompts:
     def __init__(self, nodes: Sequence[HasCatalog]) -> None:
         self._nodes = list(nodes)
         self._routes = Routes[tuple[HasCatalog, str]](self._listing)
-        self._warned: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, ...]] = set()
         """The clashes warned of: each once, not at every listing."""
         self._left_out = LeftOut("prompts")
 

@@ -89,10 +89,11 @@ class ProxiedTools:
 
     def why_missing(self, name: str) -> str | None:
         """Why `name`, named like a tool of one of these nodes (`NODE__TOOL`), is not listed:
-        that node is not ready (starting, or failed), so its tools are not known now."""
+        that node is not ready (starting, or failed), so its tools are not known now; or a
+        tool was offered as `name` until it was renamed (then it says the name now)."""
         health = self._gateway.not_ready(name, self._nodes)
         if health is None:
-            return None
+            return self._gateway.renamed(name, self._nodes)
         return f"tool {name!r} is not offered now: its server is not ready ({health})"
 
     async def call(

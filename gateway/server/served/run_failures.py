@@ -43,7 +43,8 @@ _SAME_AGAIN = "calling again with the same prompt would likely fail the same way
 def item_failed(agent: str, error: str, run_id: str | None = None) -> str:
     """A question that failed on its own (`ItemResult.error`); `run_id`: its stored run's."""
     ended = f"Run {run_id} has ended (failed)" if run_id else "The run has ended"
-    return f"agent {agent!r} failed: {error}. {ended} and cannot be continued: {_SAME_AGAIN}."
+    said = error if error.endswith((".", "!", "?")) else f"{error}."  # ends its own sentence
+    return f"agent {agent!r} failed: {said} {ended} and cannot be continued: {_SAME_AGAIN}."
 
 
 def stopped(agent: str, exc: Exception) -> str:
