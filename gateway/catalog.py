@@ -31,9 +31,30 @@ from toolkits import ToolkitError
 
 from .errors import ToolConflict
 
-__all__ = ["LeftOut", "Named", "Routes", "claim", "list_each", "same_objects"]
+__all__ = [
+    "MAX_ECHOED",
+    "LeftOut",
+    "Named",
+    "Routes",
+    "claim",
+    "echoed",
+    "list_each",
+    "same_objects",
+]
 
 log = logging.getLogger(__name__)
+
+
+MAX_ECHOED = 200
+"""Characters of a client's own input (a name, a URI, a method) an error quotes back."""
+
+
+def echoed(text: str) -> str:
+    """`text` quoted as an error echoes it: `repr`, its first `MAX_ECHOED` characters only
+    (and "..."), so a client that sends 100 kB does not get them back."""
+    if len(text) <= MAX_ECHOED:
+        return repr(text)
+    return f"{text[:MAX_ECHOED]!r}... ({len(text)} characters)"
 
 
 class Named(Protocol):
@@ -175,8 +196,10 @@ class Routes(Generic[_V]):
         routed if they are few, else the closest ones and how many there are."""
         if len(self._routes) <= _LISTED_IN_FULL:
             known = ", ".join(sorted(self._routes)) or "none"
-            return f"no {what} named {name!r} ({what}s: {known})"
-        close = difflib.get_close_matches(name, list(self._routes), n=3)
+            return f"no {what} named {echoed(name)} ({what}s: {known})"
+        # No name served is that long: nothing to guess, and no time spent comparing.
+        too_long = len(name) > MAX_ECHOED
+        close = [] if too_long else difflib.get_close_matches(name, list(self._routes), n=3)
         guess = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         count = len(self._routes)
-        return f"no {what} named {name!r}{guess} ({count} {what}s: {what}s/list names them)"
+        return f"no {what} named {echoed(name)}{guess} ({count} {what}s: {what}s/list names them)"

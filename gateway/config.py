@@ -115,7 +115,8 @@ class GatewaySettings(_Strict):
     `http://localhost:6274` (a browser app on another port), `https://app.example.com:*`.
     These origins (only these) get CORS too: a browser app on one can call the gateway."""
     max_request_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
-    """The largest HTTP request body accepted (413 beyond)."""
+    """The largest HTTP request body accepted (413 beyond), and the longest stdio line (a
+    -32600 error beyond, the rest of the line dropped unread)."""
     http_session_idle_timeout: float = Field(default=600, gt=0)
     """Seconds a 2025-era HTTP session may stay idle (no request, no open stream)."""
     http_max_sessions: int = Field(default=1000, ge=1)

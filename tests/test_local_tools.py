@@ -132,11 +132,20 @@ async def test_calculator_evaluates_arithmetic(expression: str, value: str) -> N
         ("True + 1", "booleans"),
         ("1 +", "not an arithmetic expression"),
         ("1" * 2000, "longer than"),
+        ("1 + \ud800", "not an arithmetic expression: '1 \\+ \\\\ud800' holds a lone surrogate"),
     ],
 )
 def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, problem: str) -> None:
     with pytest.raises(CalculatorError, match=problem):
         evaluate(expression)
+
+
+async def test_the_calculator_tells_a_lone_surrogate_in_words() -> None:
+    result = await calculator({"expression": "\ud800"})
+    assert result.is_error
+    said = result_text(result)
+    assert "not an arithmetic expression" in said
+    assert "Unicode" not in said  # no Python exception's name or words
 
 
 async def test_a_local_tool_that_outlives_its_timeout_is_a_timeout_error() -> None:

@@ -63,6 +63,11 @@ def evaluate(expression: str) -> Number:
         tree = ast.parse(expression.replace("^", "**").replace("\u00d7", "*"), mode="eval")
     except SyntaxError as exc:
         raise CalculatorError(f"not an arithmetic expression: {expression!r}") from exc
+    except UnicodeEncodeError as exc:  # a lone surrogate (JSON's "\ud800"): no character
+        raise CalculatorError(
+            f"not an arithmetic expression: {expression!r} holds a lone surrogate, "
+            "which is no character"
+        ) from exc
     return _eval(tree.body)
 
 

@@ -130,7 +130,7 @@ async def _serve(args: argparse.Namespace) -> int:
         check_servers(gateway, strict=args.strict)
         await _warn_about(gateway, config)
         if options is None:
-            await serve_stdio(server)
+            await serve_stdio(server, max_message_bytes=config.gateway.max_request_bytes)
         else:
 
             def ready(url: str) -> None:

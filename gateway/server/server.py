@@ -46,6 +46,7 @@ from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
 from .notifications.log_messages import set_level
+from .request_checks import request_checks
 from .running_calls import RunningCalls
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
@@ -324,6 +325,7 @@ def build_server(
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.here = Here()
     server.running = running
+    server.middleware.append(request_checks(server))
     # Before the boundary, which replaces the sealed state a retry sent on must carry.
     server.middleware.append(keep_wire_state)
     boundary = state_boundary(SERVER_NAME, settings.state_key_env)

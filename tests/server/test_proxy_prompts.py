@@ -120,8 +120,14 @@ async def test_unknown_prompts_are_mcp_errors(era: str) -> None:
             await client.get_prompt("greet")
         with pytest.raises(MCPError, match="no prompt named 'nope'"):
             await client.complete(types.PromptReference(name="nope"), {"name": "a", "value": ""})
+        with pytest.raises(MCPError) as long_name:
+            await client.get_prompt("p" * 50_000)
     assert raised.value.code == types.INVALID_PARAMS
     assert "docs__greet" in raised.value.error.message
+    # A name as long as a client likes is quoted in its first 200 characters.
+    said = long_name.value.error.message
+    assert f"no prompt named {'p' * 200!r}... (50000 characters) (prompts: " in said
+    assert len(said) < 400
 
 
 async def test_a_completion_for_an_unknown_template_is_an_mcp_error() -> None:

@@ -124,3 +124,45 @@ async def test_without_mcp_nodes_no_resources_or_prompts_are_served() -> None:
     assert capabilities.resources is None
     assert capabilities.prompts is None
     assert capabilities.completions is None
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_cursor_on_a_list_served_whole_is_invalid(era: str) -> None:
+    docs, notes = docs_and_notes()
+    docs.add_prompt("greet", "who")
+    async with (
+        mcp_nodes(("docs", docs), ("notes", notes)) as nodes,
+        Client(serve(Gateway(nodes, []), expose_tools=True), mode=era) as client,
+    ):
+        refused: list[MCPError] = []
+        for listing in (
+            client.list_resources,
+            client.list_resource_templates,
+            client.list_prompts,
+            client.list_tools,
+        ):
+            with pytest.raises(MCPError) as raised:
+                await listing(cursor="zzz")
+            refused.append(raised.value)
+        # Every node's second page is in the one page the gateway serves.
+        resources = (await client.list_resources()).resources
+    assert [error.code for error in refused] == [types.INVALID_PARAMS] * 4
+    assert "cursor 'zzz' is not one of this server's" in refused[0].message
+    assert "serves resources/list in one page" in refused[0].message
+    assert len(resources) == 5
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_long_uri_is_quoted_short(era: str) -> None:
+    docs, notes = docs_and_notes()
+    uri = "x://" + "y" * 100_000
+    async with (
+        mcp_nodes(("docs", docs), ("notes", notes)) as nodes,
+        Client(serve(Gateway(nodes, []), expose_tools=True), mode=era) as client,
+    ):
+        with pytest.raises(MCPError) as raised:
+            await client.read_resource(uri)
+    said = raised.value.message
+    assert said.startswith("no proxied server offers the resource 'x://yyy")
+    assert said.endswith("'... (100004 characters)")
+    assert len(said) < 300

@@ -28,7 +28,9 @@ ENVELOPE: dict[str, Any] = {
 }
 
 
-async def _list(http: httpx2.AsyncClient, url: str, request_id: Any, **params: Any) -> bytes:
+async def _list(
+    http: httpx2.AsyncClient, url: str, request_id: Any, status: int = 200, **params: Any
+) -> bytes:
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
     body["params"] = {"_meta": ENVELOPE, **params}
     headers = {
@@ -37,7 +39,7 @@ async def _list(http: httpx2.AsyncClient, url: str, request_id: Any, **params: A
         "accept": "application/json, text/event-stream",
     }
     response = await http.post(url, json=body, headers=headers)
-    assert response.status_code == 200, response.text
+    assert response.status_code == status, response.text
     return response.content
 
 
@@ -59,7 +61,8 @@ async def test_a_listing_is_answered_again_until_the_tools_change() -> None:
                 url = f"{base}/mcp"
                 first = await _list(http, url, 1)
                 again = await _list(http, url, "two")
-                paged = await _list(http, url, 3, cursor="x")  # the SDK judges a cursor
+                # Not the cache's: the SDK's server refuses a cursor (the gateway never pages).
+                paged = await _list(http, url, 3, 400, cursor="x")
                 toy.add_echo("added")
                 await node.refresh_tools()
                 changed = await _list(http, url, 4)
@@ -70,6 +73,7 @@ async def test_a_listing_is_answered_again_until_the_tools_change() -> None:
     assert _names(changed) == ["toy__echo", "toy__added"]
     assert changed_again == changed.replace(b'"id":4,', b'"id":5,', 1)
     assert json.loads(paged)["id"] == 3
+    assert json.loads(paged)["error"]["code"] == -32602
 
 
 async def test_a_sessions_listing_is_answered_again_for_its_version_until_the_tools_change() -> (
@@ -95,8 +99,9 @@ async def test_a_sessions_listing_is_answered_again_for_its_version_until_the_to
                     session = RawSession(http, f"{base}/mcp", version)
                     await session.open()
                     heard.append(await session.post(listing))
-                    paged = {**listing, "params": {"cursor": "x"}}  # the SDK judges a cursor
-                    assert (await session.post(paged))[0]["id"] == 7
+                    paged = {**listing, "params": {"cursor": "x"}}  # the SDK's to refuse
+                    [refused] = await session.post(paged)
+                    assert (refused["id"], refused["error"]["code"]) == (7, -32602)
                     assert await session.delete() == 200
     assert cache.reused == 2  # the second session of each version
     assert heard[1] == heard[0]  # ours (JSON) is the SDK's (an event stream) again

@@ -37,6 +37,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from agent import AgentError
 from toolkits import ToolkitError, error_result, in_background
 
+from ...catalog import echoed
 from ...errors import GatewayError, UnknownRun
 from ...run_state import RunResult
 from ...trace import TraceEvent
@@ -167,7 +168,7 @@ class AgentTasks:
                 await self._stored.adopt(run_id)
                 info = await self._runs.get(run_id)
         except UnknownRun:
-            raise MCPError(INVALID_PARAMS, f"no task {run_id!r}") from None
+            raise MCPError(INVALID_PARAMS, f"no task {echoed(run_id)}") from None
         return info
 
     async def _outcome(

@@ -27,7 +27,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from toolkits import CallContext, HasCatalog
 
-from ...catalog import LeftOut, Routes, claim, list_each
+from ...catalog import LeftOut, Routes, claim, echoed, list_each
 from ..client_requests.ask_client import proxy_request
 
 __all__ = ["ProxiedResources"]
@@ -78,7 +78,9 @@ class ProxiedResources:
         if node is None and len(self._nodes) == 1:
             node = self._nodes[0]
         if node is None:
-            raise MCPError(types.INVALID_PARAMS, f"no proxied server offers the resource {uri!r}")
+            raise MCPError(
+                types.INVALID_PARAMS, f"no proxied server offers the resource {echoed(uri)}"
+            )
         return node
 
     async def route_template(self, uri_template: str) -> HasCatalog:
@@ -91,7 +93,8 @@ class ProxiedResources:
             node = self._nodes[0]
         if node is None:
             raise MCPError(
-                types.INVALID_PARAMS, f"no proxied server offers the template {uri_template!r}"
+                types.INVALID_PARAMS,
+                f"no proxied server offers the template {echoed(uri_template)}",
             )
         return node
 

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from toolkits import AsksCaller, CallContext, Tool, ToolkitError, error_result
 from toolkits.mcp import protocol_error
 
-from ...catalog import Routes
+from ...catalog import Routes, echoed
 from ...engine import Gateway
 from ...errors import ConfigError, GatewayError
 from ...trace import trace_context_in
@@ -101,7 +101,7 @@ class ProxiedTools:
     ) -> types.CallToolResult | types.InputRequiredResult:
         tool = await self._routes.find(params.name)
         if tool is None:
-            return error_result(f"no tool named {params.name!r} is served any more")
+            return error_result(f"no tool named {echoed(params.name)} is served any more")
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
         subject = authenticated_subject()  # read here: `work` may run in another task

@@ -26,6 +26,7 @@ from agent import AgentError
 from toolkits import ToolkitError, error_result, in_background
 
 from ...approval import ApprovalRequest, Decision
+from ...catalog import echoed
 from ...durable.status import ACTIVE_STATUSES
 from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...run_state import RunResult
@@ -164,7 +165,7 @@ class RunHandles:
         except UnknownRun:
             owned = False
         if not owned:
-            raise UnknownRun(f"no run {run_id!r} started by this client")
+            raise UnknownRun(f"no run {echoed(run_id)} started by this client")
 
     async def _report(self, run_id: str) -> types.CallToolResult:
         info = await self._runs.get(run_id)

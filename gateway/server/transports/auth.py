@@ -39,6 +39,7 @@ from starlette.routing import Route
 
 from toolkits import error_result
 
+from ...catalog import echoed
 from ...engine import Gateway
 from ...resource_server import ALL_NODES, ResourceServerSettings
 from ..wire_results import tool_result_for
@@ -183,7 +184,7 @@ class ScopePolicy:
                 return None
             allow = self._narrowest(*self.gateway.agents)
             needed = " or ".join(allow) or "none configured"
-            what = f"calling {name!r}" if name else method
+            what = f"calling {echoed(name)}" if name else method
             return ScopeRefusal(
                 f"not allowed: {what} needs a scope granting an agent: {needed} "
                 f"(the token has: {held})",
@@ -197,7 +198,8 @@ class ScopePolicy:
             allow = self._narrowest(node if node is not None else ALL_NODES)
             needed = " or ".join(allow) or "none configured"
             return ScopeRefusal(
-                f"not allowed: calling {name!r} needs the scope {needed} (the token has: {held})",
+                f"not allowed: calling {echoed(name)} needs the scope {needed} "
+                f"(the token has: {held})",
                 allow if node is not None else (),
             )
         if method.startswith(("resources/", "prompts/", "completion/")):

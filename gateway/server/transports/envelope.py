@@ -3,7 +3,8 @@
 Both transports answer a message that is not JSON-RPC with a short error and nothing of the
 input but its id: `-32700 Parse error` for bytes that are not UTF-8 JSON, `-32600 Invalid
 Request` for JSON that is not one JSON-RPC 2.0 message (a batch, a bool or float id, a method
-that is not a string, ...). The id is echoed only when it is a valid one, as JSON-RPC asks;
+that is not a string, ...), `-32602 Invalid params` for a request whose progress token is not
+a string or an integer. The id is echoed only when it is a valid one, as JSON-RPC asks;
 otherwise it is null. Without this the SDK (mcp 2.3.0) answers 2025-era HTTP requests with a
 pydantic dump of the input, treats a request with a bool/float/array id as a notification
 (202 and no answer ever), and drops bad stdio lines in silence.
@@ -11,6 +12,7 @@ pydantic dump of the input, treats a request with a bool/float/array id as a not
 check_message(data) -> the typed message, or a `Refusal` saying why not
 decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
 typed_message(obj)  -> a decoded message as the SDK's model
+too_long(head, cap) -> the refusal of a message longer than `cap` bytes, from its first bytes
 EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long)
 """
 
@@ -33,6 +35,7 @@ from toolkits import read_json
 from .request_headers import first
 
 __all__ = [
+    "HEAD_BYTES",
     "EnvelopeCheck",
     "Refusal",
     "buffered_body",
@@ -40,6 +43,7 @@ __all__ = [
     "decode_message",
     "is_modern_post",
     "posted_object",
+    "too_long",
     "typed_message",
 ]
 
@@ -104,7 +108,22 @@ def _refusal(decoded: Any) -> Refusal | None:
         return _invalid("id must be a string or an integer")
     echo = cast(types.RequestId, request_id) if valid_id else None
     why = _envelope_fault(message)
-    return None if why is None else _invalid(why, echo)
+    if why is not None:
+        return _invalid(why, echo)
+    # A request's progress token MUST be a string or an integer (the spec). The SDK's models
+    # refuse another one with a bare "Invalid request parameters", but a pass-through would
+    # take `true` and send it back in every progress notification. (No id: a notification,
+    # never answered.)
+    params = message.get("params")
+    if echo is None or type(params) is not dict:
+        return None
+    meta = cast(dict[str, Any], params).get("_meta")
+    if type(meta) is not dict or "progressToken" not in meta:
+        return None
+    if _is_id(cast(dict[str, Any], meta)["progressToken"]):
+        return None
+    why = "Invalid params: _meta.progressToken must be a string or an integer"
+    return Refusal(types.INVALID_PARAMS, why, echo)
 
 
 def typed_message(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
@@ -115,6 +134,50 @@ def typed_message(message: dict[str, Any]) -> types.JSONRPCMessage | Refusal:
         request_id = message.get("id")
         echo = cast(types.RequestId, request_id) if _is_id(request_id) else None
         return _invalid("not a JSON-RPC request, notification or response", echo)
+
+
+HEAD_BYTES = 4096
+"""How much of an over-long message is read for its id: a client writes the id before the
+params (every SDK does), and no more than this is parsed of a message never taken."""
+
+
+def too_long(head: bytes | bytearray, limit: int) -> Refusal:
+    """The refusal of a message longer than `limit` bytes, of which `head` are the first: the
+    id echoed when a member of the object's first 4 kB gives a valid one."""
+    return _invalid(f"the message is longer than {limit} bytes", _leading_id(head[:HEAD_BYTES]))
+
+
+def _leading_id(head: bytes | bytearray) -> types.RequestId | None:
+    """The `id` of the JSON object `head` starts, if it comes (whole) in `head`."""
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # a character cut at the end (or no UTF-8 at all)
+        text = head[: exc.start].decode("utf-8")
+    decoder = json.JSONDecoder()
+    pos = _skip_space(text, 0)
+    if not text.startswith("{", pos):
+        return None
+    try:
+        while True:
+            pos = _skip_space(text, pos + 1)
+            key, pos = decoder.raw_decode(text, pos)
+            pos = _skip_space(text, pos)
+            if not isinstance(key, str) or not text.startswith(":", pos):
+                return None
+            value, pos = decoder.raw_decode(text, _skip_space(text, pos + 1))
+            if key == "id":
+                return cast(types.RequestId, value) if _is_id(value) else None
+            pos = _skip_space(text, pos)
+            if not text.startswith(",", pos):
+                return None
+    except (ValueError, RecursionError):  # cut off by `head`'s end, or not JSON
+        return None
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n":
+        pos += 1
+    return pos
 
 
 def _is_id(value: object) -> bool:

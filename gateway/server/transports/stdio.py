@@ -4,7 +4,10 @@ stdout carries the protocol only: logs and traces go to stderr. While serving, f
 the null device and fd 1 writes to stderr, so a tool (or a child it starts) that reads stdin
 or prints cannot steal the client's bytes or corrupt the wire; the protocol runs on private
 duplicates. Each line is one message, checked by `check_message` before the server sees it:
-a line that is not JSON-RPC is answered with its error, never dropped in silence. At the end
+a line that is not JSON-RPC is answered with its error, never dropped in silence. A line
+longer than the cap (`max_request_bytes`, as HTTP caps a body) is answered with -32600 once
+the cap is passed, and the rest of it is read and dropped, never held: memory stays flat
+whatever a client writes, and nothing of it reaches a server downstream. At the end
 of stdin the server stops once every request read is answered (or cancelled by the client),
 so a client that writes its requests and closes stdin gets every answer (a client that will
 not wait ends the process with a signal, as the spec has it, which cancels what still runs);
@@ -40,13 +43,15 @@ from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
 from ..server import init_options
-from .envelope import Refusal, decode_message, typed_message
+from .envelope import HEAD_BYTES, Refusal, decode_message, too_long, typed_message
 
 __all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 1 << 16
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+"""The longest line taken by default: HTTP's body limit (`max_request_bytes`)."""
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
 
 JsonObject = dict[str, Any]
@@ -70,21 +75,24 @@ class Shortcut(Protocol):
         ...
 
 
-async def serve_stdio(server: Server[Any]) -> None:
-    """Serve one client until it closes stdin."""
+async def serve_stdio(server: Server[Any], *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
+    """Serve one client until it closes stdin; a line longer than `max_message_bytes` is
+    refused."""
     with _claimed(0, os.O_RDONLY) as stdin, _claimed(1, os.O_WRONLY) as stdout:
-        await _serve(server, stdin, stdout)
+        await _serve(server, stdin, stdout, max_message_bytes)
 
 
-async def serve_pipes(server: Server[Any], read_fd: int, write_fd: int) -> None:
+async def serve_pipes(
+    server: Server[Any], read_fd: int, write_fd: int, *, max_message_bytes: int = MAX_MESSAGE_BYTES
+) -> None:
     """Serve one client on two file descriptors (a pipe's or a socket's), as `serve_stdio`
     serves stdin and stdout, until `read_fd` ends; the caller owns both."""
     for fd in (read_fd, write_fd):
         os.set_blocking(fd, False)
-    await _serve(server, _Fd(read_fd), _Fd(write_fd))
+    await _serve(server, _Fd(read_fd), _Fd(write_fd), max_message_bytes)
 
 
-async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd) -> None:
+async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd, max_message_bytes: int) -> None:
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
     server_writes, to_client = anyio.create_memory_object_stream[SessionMessage | bytes]()
     unanswered = _Unanswered()
@@ -93,7 +101,9 @@ async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd) -> None:
         # The writer ends once every sender is closed, after the last answer is out.
         writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
         async with server_writes, anyio.create_task_group() as reading:
-            reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut)
+            reader = _Reader(
+                to_server, server_writes.clone(), unanswered, shortcut, max_message_bytes
+            )
             reading.start_soon(reader.run, stdin, stdout)
             await server.run(server_reads, server_writes, init_options(server))
             reading.cancel_scope.cancel()
@@ -201,26 +211,48 @@ class _Reader:
         to_client: ObjectSendStream[SessionMessage | bytes],
         unanswered: _Unanswered,
         shortcut: Shortcut | None,
+        max_message_bytes: int,
     ) -> None:
         self._to_server = to_server
         self._to_client = to_client
         self._unanswered = unanswered
         self._shortcut = shortcut
+        self._limit = max_message_bytes
         self._taken: anyio.abc.TaskGroup | None = None
 
     async def run(self, stdin: _Fd, stdout: _Fd) -> None:
         async with self._to_server, self._to_client, anyio.create_task_group() as self._taken:
             pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
+            held = 0  # their bytes
+            dropping = False  # the rest of a line refused as too long: read, never kept
+            limit = self._limit
             while chunk := await stdin.read():
                 start = 0
                 while (end := chunk.find(b"\n", start)) >= 0:
-                    pending.append(chunk[start:end])
+                    if not pending and not dropping and end - start <= limit:
+                        await self._take(chunk[start:end])  # the usual line: in one read
+                    elif dropping:
+                        dropping = False
+                    else:
+                        if held + end - start > limit:
+                            await self._refuse_long(pending, chunk[start:end])
+                        else:
+                            pending.append(chunk[start:end])
+                            await self._take(b"".join(pending))
+                        pending.clear()
+                        held = 0
                     start = end + 1
-                    await self._take(b"".join(pending))
-                    pending.clear()
-                if start < len(chunk):
-                    pending.append(chunk[start:])
-            await self._take(b"".join(pending))  # a last line with no newline
+                if start < len(chunk) and not dropping:
+                    held += len(chunk) - start
+                    if held > limit:
+                        await self._refuse_long(pending, chunk[start:])
+                        pending.clear()
+                        held = 0
+                        dropping = True
+                    else:
+                        pending.append(chunk[start:])
+            if not dropping:
+                await self._take(b"".join(pending))  # a last line with no newline
             # Closing `to_server` stops the server and cancels what it still runs.
             async with anyio.create_task_group() as waiting:
                 # A client killed mid-call closed stdout too: nothing written would arrive,
@@ -235,6 +267,14 @@ class _Reader:
         await stdout.wait_unread()
         log.info("stdout is no longer read: cancelling the requests in flight")
         self._unanswered.give_up()
+
+    async def _refuse_long(self, parts: list[bytes], more: bytes) -> None:
+        """Answer a line longer than the limit, of which `parts` and `more` came so far."""
+        head = bytearray()
+        for part in (*parts, more):
+            head += part[: HEAD_BYTES - len(head)]
+        log.warning("refused a message longer than %d bytes (max_request_bytes)", self._limit)
+        await self._to_client.send(SessionMessage(too_long(head, self._limit).error()))
 
     async def _take(self, line: bytes) -> None:
         if not line.strip():
