@@ -172,3 +172,25 @@ def test_no_wait_leaves_a_run_waiting_for_approval_to_be_decided_then_resumed(
     then = script(tmp_path / "then.json", {"content": "It said HI."})  # a new process's script
     assert main(["resume", run_id, "--no-wait", "--model", then, *store]) == 0
     assert capsys.readouterr().out == "It said HI.\n"
+
+
+@pytest.mark.parametrize("how", ["run", "call"])
+def test_an_unstored_run_interrupted_prints_the_json_object_it_promised(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
+) -> None:
+    """`run --no-store --json` and `call AGENT --json` printed nothing when interrupted."""
+    config = tmp_path / "c.toml"
+    config.write_text(TOOLS + '[agents.a]\ntools = ["interrupt"]\n')
+    model = script(tmp_path / "int.json", {"tool_calls": [{"name": "interrupt", "arguments": {}}]})
+    common = ["--config", str(config), "--model", model, "--json"]
+    if how == "run":
+        command = ["run", "go", "--agent", "a", "--no-store", *common]
+    else:
+        command = ["call", "a", "--args", '{"prompt": "go"}', *common]
+    assert main(command) == 130
+    [shown] = printed(capsys.readouterr().out)
+    assert shown["run_id"] is None  # nothing was stored
+    assert shown["status"] == "failed"
+    assert shown["output"] is None
+    assert shown["error"].startswith("interrupted: the run was not stored")
+    assert shown["steps"] == [] or shown["steps"][0]["tool"] == "interrupt"

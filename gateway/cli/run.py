@@ -99,9 +99,10 @@ async def _run(args: argparse.Namespace) -> int:
                 print_stopped(args, lines, state, exc, None, status="failed", run_id=None)
             raise
         except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: nothing was stored
-            if lines is not None:  # what finished is out: the run's line says the rest
-                interrupted = GatewayError("interrupted: the run was not stored (--no-store)")
-                print_stopped(args, lines, state, interrupted, None, status="failed", run_id=None)
+            # What finished of many items is out: the run's line says the rest; of one
+            # question, the one JSON object `--json` promises (each only with `--json`).
+            interrupted = GatewayError("interrupted: the run was not stored (--no-store)")
+            print_stopped(args, lines, state, interrupted, None, status="failed", run_id=None)
             raise
     if lines is not None:
         return lines.finished(result)

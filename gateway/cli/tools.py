@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
+import anyio
 from mcp_types import CallToolResult
 
 from agent import AgentError, AgentItem
@@ -174,6 +175,12 @@ async def _call_agent(
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             shown = run_error_json(None, name, exc, latest[-1] if latest else state)
             print(shown, file=result_stdout())
+        raise
+    except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: the object `--json` promises
+        if as_json:
+            interrupted = GatewayError("interrupted: the run was not stored (call stores none)")
+            shown = run_error_json(None, name, interrupted, latest[-1] if latest else state)
+            print(shown, file=result_stdout(), flush=True)
         raise
     return print_result(result, as_json=as_json, stored=False, shown=console.streamed)
 
