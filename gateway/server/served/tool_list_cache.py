@@ -10,8 +10,8 @@ cursor, a change in the tools) goes to the SDK, whose answer is kept.
 The envelope is a 2026-07-28 request's `_meta`, or a 2025-era session's protocol version (on a
 live, initialized session: `handshake_sessions`; the SDK answers every session of a version
 alike and on its own dispatch, the whole of a session's first-page listing cost a cycle of
-open, list and close ~1 ms). A session's answer is JSON with the session's id, as the
-pass-through answers; the SDK's own is an event stream with one event.
+open, list and close ~1 ms). Answers are JSON (the SDK's event stream of one message is made
+JSON by `json_lists`, the layer inside this one); a session's carries the session's id.
 """
 
 from __future__ import annotations
@@ -177,28 +177,13 @@ class _Captured:
         await self._send(message)
 
     def answer(self, request_id: types.RequestId, tools: list[types.Tool]) -> _Answer | None:
-        """The answer to keep: one whole JSON body, or an event stream of one message."""
-        if self._status != 200:
+        """The answer to keep: one whole JSON body."""
+        is_json = (b"content-type", b"application/json") in self._headers
+        if self._status != 200 or not is_json or not self._whole:
             return None
-        if (b"content-type", b"text/event-stream") in self._headers:
-            body = _only_event(b"".join(self._body))
-        elif (b"content-type", b"application/json") in self._headers and self._whole:
-            body = self._body[0]
-        else:
-            return None
+        body = self._body[0]
         prefix = listing_prefix(request_id)
-        if body is None or not (body.startswith(prefix) and body.endswith(b"}")):
+        if not (body.startswith(prefix) and body.endswith(b"}")):
             return None
         headers = [(k, v) for k, v in self._headers if k != b"content-length"]
         return _Answer(tools, body[len(prefix) : -1], headers)
-
-
-def _only_event(stream: bytes) -> bytes | None:
-    """The data of an event stream holding one `message` event and nothing else."""
-    events = [e for e in stream.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
-    if len(events) != 1:
-        return None
-    lines = events[0].split(b"\n")
-    if lines[0] != b"event: message" or len(lines) != 2 or not lines[1].startswith(b"data: "):
-        return None
-    return lines[1][6:]
