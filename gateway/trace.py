@@ -37,6 +37,7 @@ from toolkits.printable import printable
 from .errors import RunPaused
 
 __all__ = [
+    "TRACE_CONTEXT_KEYS",
     "JsonLinesPrinter",
     "PropagatesTrace",
     "Span",
@@ -122,7 +123,7 @@ class PropagatesTrace(Protocol):
         ...
 
 
-_TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
+TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
 """The `_meta` keys of a W3C trace context (SEP-414), the exception to prefixed keys."""
 
 
@@ -130,7 +131,7 @@ def trace_context_in(meta: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The W3C trace context in a request's `_meta`, if it has one."""
     if not meta or not isinstance(meta.get("traceparent"), str):
         return None
-    return {key: meta[key] for key in _TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
+    return {key: meta[key] for key in TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
 
 
 def new_id() -> str:
