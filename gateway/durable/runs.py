@@ -287,10 +287,11 @@ class DurableRuns:
                 if execution.error is not None:
                     raise execution.error
                 if execution.result is None:
+                    # Cancelled from elsewhere as it stopped here, it is not resumable.
+                    await self._still_going(run_id)
                     raise GatewayError(f"run {run_id!r} was interrupted: it is stored, resumable")
                 if execution.handle is not None:  # until DBOS has recorded the end, too
-                    with anyio.fail_after(STOP_TIMEOUT):
-                        await _ended(execution.handle)
+                    return await self._recorded(execution.handle, execution)
                 return execution.result
             waiting = execution.waiting
             if pause and waiting and not any(call in waiting for call in decided):
@@ -330,18 +331,14 @@ class DurableRuns:
         self, handle: WorkflowHandleAsync[str], execution: Execution, *, resumed: bool = False
     ) -> RunResult:
         """The run's result once it ends here. Resumed, it may never begin here: DBOS hands a
-        run to the last process that resumed it, and another one may have after this one."""
+        run to the last process that claimed it, and another one may have after this one."""
         try:
             while resumed and not execution.running:
                 with anyio.move_on_after(WATCH_SECONDS):
                     await execution.finished.wait()
-                if execution.finished.is_set():
+                if execution.finished.is_set() or execution.running:
                     break
-                found = await self._client.list_workflows_async(
-                    workflow_ids=[handle.workflow_id], load_input=False, load_output=False
-                )
-                if found and found[0].queue_name != self._queue and not execution.running:
-                    raise taken(handle.workflow_id, self.url)
+                await self._still_ours(handle.workflow_id)
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable
@@ -351,17 +348,54 @@ class DurableRuns:
             raise
         if execution.error is not None:
             raise execution.error
-        try:
-            with anyio.fail_after(STOP_TIMEOUT):  # until DBOS has recorded the end, too
+        return await self._recorded(handle, execution)
+
+    async def _still_going(self, run_id: str) -> None:
+        """Raises `RunCancelled` if the store says the run was cancelled, or what `resumable`
+        raises for a run that has ended otherwise."""
+        info = await self.get(run_id)
+        if info.status == "cancelled":
+            raise RunCancelled(f"run {run_id} was cancelled")
+        if info.status not in ACTIVE_STATUSES:
+            await self.resumable(run_id)
+
+    async def _still_ours(self, run_id: str) -> None:
+        """Raises `taken` unless the run waits for this process's queue or this process has
+        claimed it (`RunCancelled` if it was cancelled meanwhile): the row says who has it."""
+        with self._reading(run_id):
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+        if not found:
+            raise UnknownRun(f"run {run_id!r} was deleted from {redacted(self.url)}")
+        row = found[0]
+        if row.status == "CANCELLED":
+            raise RunCancelled(f"run {run_id} was cancelled")
+        holder = row.queue_name if row.status == "ENQUEUED" else row.executor_id
+        if holder != self._queue:
+            raise taken(run_id, self.url)
+
+    async def _recorded(self, handle: WorkflowHandleAsync[str], execution: Execution) -> RunResult:
+        """The result DBOS recorded for a run that ended here (at most `STOP_TIMEOUT` later).
+        Not recorded by then: another process claimed it meanwhile (`taken`), else the
+        store did not answer."""
+        with anyio.move_on_after(STOP_TIMEOUT):
+            try:
                 done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
-        except DBOSAwaitedWorkflowCancelledError:  # at its very end
-            raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
-        except Exception as exc:
-            if not stored_as(exc, ItemsFailed):
-                raise
-            assert execution.result is not None
-            return execution.result
-        return RunResult.model_validate_json(done)
+            except DBOSAwaitedWorkflowCancelledError:  # at its very end
+                raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
+            except Exception as exc:
+                if not stored_as(exc, ItemsFailed):
+                    raise
+                assert execution.result is not None
+                return execution.result
+            return RunResult.model_validate_json(done)
+        await self._still_ours(handle.workflow_id)
+        raise StoreUnavailable(
+            f"run {handle.workflow_id!r} ended here, but the run store did not record its end "
+            f"within {STOP_TIMEOUT:g} s: `agent-gateway runs show {handle.workflow_id}"
+            f"{store_option(self.url)}` shows where it is"
+        )
 
     @contextmanager
     def _reading(self, run_id: str | None = None) -> Generator[None]:
@@ -510,15 +544,6 @@ class DurableRuns:
     def _need_launch(self) -> None:
         if self._queue is None:
             raise StoreError("the run store was opened to read only")
-
-
-async def _ended(handle: WorkflowHandleAsync[str]) -> None:
-    """Once DBOS has recorded the run's end (a run whose every item failed ended so too)."""
-    try:
-        await handle.get_result(polling_interval_sec=POLL_SECONDS)
-    except Exception as exc:
-        if not stored_as(exc, ItemsFailed):
-            raise
 
 
 async def _start_workflow(state: RunState) -> WorkflowHandleAsync[str]:
