@@ -191,7 +191,8 @@ class DurableRuns:
         self._need_launch()
         execution = self._host.executions[state.run_id] = Execution()
         try:
-            handle = await _start_workflow(state)
+            with self._writing():
+                handle = await _start_workflow(state)
             return await self._outcome(handle, execution)
         finally:
             del self._host.executions[state.run_id]
@@ -205,8 +206,9 @@ class DurableRuns:
         assert self._queue is not None
         execution = self._host.executions[run_id] = Execution(origin=origin)
         try:
-            await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-            handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+            with self._writing():
+                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+                handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
             return await self._outcome(handle, execution, resumed=True)
         finally:
             del self._host.executions[run_id]
@@ -218,7 +220,12 @@ class DurableRuns:
         execution = self._host.executions[state.run_id] = Execution(
             options=options or RunOptions(), background=True
         )
-        execution.handle = await _start_workflow(state)
+        try:
+            with self._writing():
+                execution.handle = await _start_workflow(state)
+        except BaseException:
+            del self._host.executions[state.run_id]  # not begun: nothing ends it later
+            raise
 
     def here(self, run_id: str) -> bool:
         """Whether the run executes in this process now."""
@@ -239,8 +246,13 @@ class DurableRuns:
         execution = self._host.executions[run_id] = Execution(
             options=options or RunOptions(), background=True
         )
-        await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-        execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+        try:
+            with self._writing():
+                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+                execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+        except BaseException:
+            del self._host.executions[run_id]  # not taken over: nothing ends it later
+            raise
 
     async def running_elsewhere(self, run_id: str) -> bool:
         """Whether the run executes in another live process (on PostgreSQL: its process
@@ -409,6 +421,14 @@ class DurableRuns:
                     yield
         except SQLAlchemyError as exc:
             raise store_failure(self.url, exc) from None
+
+    @contextmanager
+    def _writing(self) -> Generator[None]:
+        """A database error as one line (`store_failure`): the store locked, its disk full."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise store_failure(self.url, exc, doing="write to") from None
 
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
         """The runs, newest first; `status` one of `status.STATUSES`. A run with a record in

@@ -9,6 +9,7 @@ The process that drove it learns of the failure from its `Execution`, not from D
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 from dbos import DBOS, DBOSClient, WorkflowHandleAsync
 from pydantic import JsonValue
+from sqlalchemy.exc import SQLAlchemyError
 
 from toolkits import NodeStopped
 from toolkits.errors import find_error
@@ -31,10 +33,12 @@ from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
-from .status import EXECUTION_EVENT, STATE_EVENT, this_process
+from .status import EXECUTION_EVENT, STATE_EVENT, store_failure, this_process
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
 
+
+_log = logging.getLogger(__name__)
 
 WORKFLOW = "agent-gateway.run"
 STORE_LOOK = 5.0
@@ -227,8 +231,8 @@ async def _execute(
             stopped = None  # its MCP servers stopped first: in flight still, as above
         else:
             if execution.error is None:  # else the store's outage stopped it (and this followed)
-                execution.error = exc
-            stopped = str(exc) or type(exc).__name__
+                execution.error = _store_failed(host.url, exc)
+            stopped = str(execution.error) or type(exc).__name__
     except BaseException as exc:
         if lost_to_another(exc):
             # Nothing of it may be written here any more: it was cancelled (DBOS drops a
@@ -249,8 +253,21 @@ async def _execute(
     # lock goes (`staying_alive`): the replica taking it over must not wait for it to end.
     left = {"left": True} if stopped is None else {}
     with anyio.CancelScope(shield=True):
-        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
+        try:
+            await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
+        except SQLAlchemyError as exc:  # its disk full, say: the driver hears why it stopped
+            failed = store_failure(host.url, exc, doing="write to")
+            _log.warning("run %s stopped, and the store was not told: %s", run_id, failed)
+            if execution.error is None:
+                execution.error = failed
     raise Stopped
+
+
+def _store_failed(url: str, exc: Exception) -> Exception:
+    """`exc`, or the store's failure in it as one line (a step's record, a checkpoint, not
+    written: the store locked, its disk full)."""
+    failed = find_error(exc, SQLAlchemyError)
+    return store_failure(url, failed, doing="write to") if failed is not None else exc
 
 
 async def _cancelled(host: Host, run_id: str) -> bool:
