@@ -89,6 +89,10 @@ POLL_SECONDS = 0.05
 NOTIFICATION_POLL_SECONDS = 0.1
 """SQLite has no notifications: DBOS polls (and waits this long for its poller to stop)."""
 _FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
+_ENDED_AS = {"succeeded": "SUCCESS", "failed": "ERROR", "cancelled": "CANCELLED"}
+"""DBOS's status of a run that has ended, by ours (`status.run_info`)."""
+_GOING = ("PENDING", "ENQUEUED", "DELAYED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+"""DBOS's statuses of a run that has not ended (ours: running, waiting_approval, stopped)."""
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
 UNREACHABLE_WAIT = 60.0
@@ -431,23 +435,36 @@ class DurableRuns:
             raise store_failure(self.url, exc, doing="write to") from None
 
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs, newest first; `status` one of `status.STATUSES`. A run with a record in
-        the pickle format is left out, and one warning names those (the others are listed:
-        a store an older version wrote is seen without trusting it)."""
+        """The runs, newest first (the newest `limit` of them); `status` one of
+        `status.STATUSES`, looked for by the store: a run that ended is found by DBOS's status
+        alone, one that goes on by its events too (running, waiting or stopped), read for the
+        runs not ended only. A run with a record in the pickle format is left out, and one
+        warning names those (the others are listed: a store an older version wrote is seen
+        without trusting it)."""
+        ended = _ENDED_AS.get(status) if status is not None else None
+        going = status is not None and ended is None
         infos: list[RunInfo] = []
         unread: list[str] = []
         with self._reading():
             with refusals() as refused:
                 found = await self._client.list_workflows_async(
-                    name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
+                    name=WORKFLOW,
+                    status=[ended] if ended is not None else list(_GOING) if going else None,
+                    sort_desc=True,
+                    # Which of the runs not ended are `status` is known once each is read.
+                    limit=None if going else limit,
+                    load_output=False,
                 )
             for each in found:
+                if limit is not None and len(infos) >= limit:
+                    break
                 try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    infos.append(
-                        await (self.get(each.workflow_id) if refused else self._info_of(each))
-                    )
+                    info = await (self.get(each.workflow_id) if refused else self._info_of(each))
                 except PickledRecord:
                     unread.append(each.workflow_id)
+                    continue
+                if status is None or info.status == status:
+                    infos.append(info)
         if unread:
             _log.warning(
                 "%d run%s not listed (%s): %s",
@@ -456,7 +473,7 @@ class DurableRuns:
                 ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else ""),
                 str(pickled()).replace("a record of the run store is", "each is", 1),
             )
-        return [info for info in infos if status is None or info.status == status]
+        return infos
 
     async def get(self, run_id: str) -> RunInfo:
         with self._reading(run_id):
