@@ -7,12 +7,20 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 
+from agent import AgentItem, ScriptedModel
+from gateway import AgentSpec, Gateway, RunState
 from gateway.cli.exits import FAILED, exit_code
+from gateway.durable import open_runs
 from gateway.durable.status import store_failure
 from gateway.errors import StoreUnavailable
 
@@ -92,3 +100,46 @@ def test_a_sqlite_store_that_cannot_be_written_now_fails_the_run(words: str, adv
     assert isinstance(failure, StoreUnavailable)  # was: StoreError, exit 2
     assert exit_code(failure) == FAILED
     assert str(failure).startswith(f"cannot open the run store {url}: {words}: {advice}")
+
+
+@pytest.mark.anyio
+async def test_a_served_run_the_full_store_stops_is_stopped_not_running(tmp_path: Path) -> None:
+    """In a process that lives on (`serve`): a run the store cannot take in is not begun (one
+    line, nothing left executing); one whose step cannot be recorded stops, listed `stopped`
+    with why, resumable (was: left `running`, the client told a raw OperationalError)."""
+    file = tmp_path / "runs.sqlite3"
+    store = f"sqlite:///{file}"
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    assert cli("run", "first", "--store", store, "--model", model).returncode == 0
+    with _no_room(file):
+        async with open_runs(store) as runs:
+            runs.use(Gateway([], [AgentSpec("assistant", ScriptedModel(["y" * 30_000]))]))
+            big = RunState(run_id="big", agent="assistant", items=[AgentItem(prompt="x" * 30_000)])
+            with pytest.raises(StoreUnavailable, match=f"cannot write to the run store .*: {ROOM}"):
+                await runs.begin(big)
+            assert not runs.here("big")
+            small = RunState(run_id="small", agent="assistant", items=[AgentItem(prompt="go")])
+            await runs.begin(small)  # its model's answer cannot be recorded
+            with pytest.raises(StoreUnavailable, match=ROOM):
+                await runs.follow("small")
+            info = await runs.get("small")
+    assert info.status == "stopped"
+    assert info.error is not None
+    assert ROOM in info.error
+
+
+@contextmanager
+def _no_room(file: Path) -> Generator[None]:
+    """In this process, as `full_store/sitecustomize.py` does in a subprocess."""
+    with sqlite3.connect(file) as connection:
+        pages = connection.execute("PRAGMA page_count").fetchone()[0]
+
+    def full(connection: Any, record: Any) -> None:
+        if isinstance(connection, sqlite3.Connection):
+            connection.execute(f"PRAGMA max_page_count = {pages}")
+
+    event.listen(Engine, "connect", full)
+    try:
+        yield
+    finally:
+        event.remove(Engine, "connect", full)
