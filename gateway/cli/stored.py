@@ -322,10 +322,16 @@ async def _drive(
                         so_far = await _last_state(store, state.run_id)
                     raise
                 except (AgentError, ToolkitError, GatewayError) as exc:
+                    try:
+                        so_far = await store.state(state.run_id)
+                    except Exception:  # what failed may be the store: the run may be in it
+                        so_far = None
+                    else:
+                        if runs is None and so_far is None:  # the store failed to take it in
+                            stored, status = False, "failed"
+                            raise
                     exc.add_note(f"the run is stored: {hint}")
                     status = "stopped"
-                    if args.json:
-                        so_far = await _last_state(store, state.run_id)
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
                     console.say_stopped(f"interrupted: run {state.run_id} is stored: {hint}")
