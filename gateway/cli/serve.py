@@ -89,7 +89,7 @@ async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
     from ..server.server import reachable_at
-    from ..server.transports.draining import SHUTDOWN_GRACE
+    from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
 
     config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
@@ -149,7 +149,10 @@ async def _serve(args: argparse.Namespace) -> int:
                 flush=True,
             )
             stop.set()
-            with anyio.move_on_after(SHUTDOWN_GRACE):  # then the calls left end
+            # The transport ends the calls left at its grace's end and sends their answers,
+            # MCP servers still up (a call passed through ends with the node); this is the
+            # backstop.
+            with anyio.move_on_after(SHUTDOWN_GRACE + ANSWER_SLACK):
                 await stopped.wait()
 
         with (

@@ -285,6 +285,53 @@ async def test_a_call_still_running_when_the_grace_ends_is_answered_saying_so(
     assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
 
 
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_call_passed_through_still_running_when_the_grace_ends_is_answered_saying_so(
+    tmp_path: Path, era: str
+) -> None:
+    """A proxied call goes past the SDK's server (`stdio_shortcut`): it too is answered at the
+    grace's end, not cancelled without an answer."""
+    fifo, script = tmp_path / "pid", tmp_path / "hang.py"
+    os.mkfifo(fifo)
+    script.write_text(HANGING_SERVER)
+    config = tmp_path / "gateway.json"
+    server = {"command": sys.executable, "args": [str(script), str(fifo)], "timeout": 600}
+    config.write_text(json.dumps({"gateway": {"expose_tools": True}, "mcpServers": {"h": server}}))
+    call = _call(2, "h__hang")
+    opening: list[dict[str, Any]] = [INITIALIZE, INITIALIZED]
+    if era == "modern":  # no handshake: each request says what it is
+        envelope: dict[str, Any] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        call["params"]["_meta"] = envelope
+        # The first request is the SDK's (it tells the era); the calls after it pass through.
+        opening = [{**_list(1), "params": {"_meta": envelope}}]
+    pid: int | None = None
+    try:
+        async with _front(config) as (front, stdout):
+            stdin = front.process.stdin
+            assert stdin is not None
+            with anyio.fail_after(50):  # two Python processes start, on a loaded machine maybe
+                await stdin.send(_lines(*opening, call))
+                pid = await _pid_from(fifo)
+                front.process.send_signal(signal.SIGTERM)
+                answer = await _reply(stdout, 2)
+                code = await front.process.wait()
+            await front.stderr_closed.wait()
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # an orphan this test found must not outlive it
+    assert answer["result"]["isError"]
+    assert _text(answer) == (
+        "the call to 'h__hang' was stopped: agent-gateway is shutting down, and the call was "
+        f"still running when its time to finish ran out. {AGAIN}"
+    )
+    assert code == 128 + signal.SIGTERM
+    assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
+
+
 async def test_a_file_on_stdin_and_stdout_is_served_to_its_end(tmp_path: Path) -> None:
     """Files cannot be polled: read and written in a worker thread, every line answered."""
     requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"

@@ -20,6 +20,7 @@ import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 __all__ = [
+    "ANSWER_SLACK",
     "CUT_OFF",
     "FOLLOW_UP",
     "SHUTDOWN_GRACE",
@@ -34,6 +35,9 @@ __all__ = [
 
 SHUTDOWN_GRACE = 5
 """Seconds the calls in flight get to finish when the server stops."""
+ANSWER_SLACK = 2
+"""Seconds after the grace for the answers of the calls it ended to go out; then what still
+runs is cancelled (unanswered)."""
 FOLLOW_UP = 1.0
 """Seconds without a request, after the last call in flight ended, before the server stops
 taking requests: the SDK's `Client` lists the tools within milliseconds of a result."""

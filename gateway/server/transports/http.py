@@ -80,6 +80,7 @@ from .connections import (
 )
 from .cors import Cors
 from .draining import (
+    ANSWER_SLACK,
     CUT_OFF,
     SHUTDOWN_GRACE,
     SHUTTING_DOWN,
@@ -109,7 +110,7 @@ MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
 """Shorter bearer tokens are refused on an address others can reach: they could be guessed."""
 DEFAULT_KEEP_ALIVE = 120
-_REQUEST_SLACK = 2
+_REQUEST_SLACK = ANSWER_SLACK
 """uvicorn's own grace, after ours: the calls still running at the end of ours are answered
 with an error result (`EndsCalls`), where uvicorn would cancel their requests (no answer, and
 a traceback in the log)."""

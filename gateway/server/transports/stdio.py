@@ -19,7 +19,7 @@ Told to stop (`stop`: SIGTERM, SIGHUP or Ctrl-C to `serve --stdio`), it stops as
 does (`draining`): a new call gets an error result saying the gateway is shutting down, every
 other request is answered, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish;
 then it reads no more, the calls still running are answered with an error result saying so,
-and it returns once every answer is written (within `_ANSWER_SLACK` seconds).
+and it returns once every answer is written (within `ANSWER_SLACK` seconds).
 
 Pipes and sockets (what a client that launches us hands over) are read and written on the
 event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
@@ -50,6 +50,7 @@ from mcp.shared.message import SessionMessage
 
 from ..server import init_options
 from .draining import (
+    ANSWER_SLACK,
     CUT_OFF,
     FOLLOW_UP,
     SHUTDOWN_GRACE,
@@ -69,9 +70,6 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 """The longest line taken by default: HTTP's body limit (`max_request_bytes`)."""
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
 
-_ANSWER_SLACK = 2
-"""Seconds, once the grace is over, for the answers of the calls it ended to be written; then
-what still runs (a call passed through, an answer a client does not read) is cancelled."""
 JsonObject = dict[str, Any]
 _OPEN_ENDED = frozenset({"subscriptions/listen"})
 """Requests answered only when their stream ends: a client that closes stdin stopped them."""
@@ -189,7 +187,7 @@ async def _drain(
 ) -> None:
     """New calls refused, those in flight given the grace (`told`: a cancel cuts it short),
     then those left answered with an error result, and the rest cancelled once `serving`
-    has had `_ANSWER_SLACK` seconds to write their answers."""
+    has had `ANSWER_SLACK` seconds to write their answers."""
     if isinstance(server, Drains):
         server.refuse_calls(SHUTTING_DOWN)
     unanswered.count()
@@ -204,7 +202,7 @@ async def _drain(
             server.end_calls(CUT_OFF)
         reader.stop()  # then the reader waits for the answers, as at the end of stdin
         with anyio.CancelScope(shield=True):
-            with anyio.move_on_after(_ANSWER_SLACK):
+            with anyio.move_on_after(ANSWER_SLACK):
                 await finished.wait()
             serving.cancel()
             await finished.wait()
