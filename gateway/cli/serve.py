@@ -89,7 +89,7 @@ async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
     from ..server.server import reachable_at
-    from ..server.transports.http import SHUTDOWN_GRACE
+    from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
 
     config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
@@ -130,38 +130,43 @@ async def _serve(args: argparse.Namespace) -> int:
         await router.check()
         check_servers(gateway, strict=args.strict)
         await _warn_about(gateway, config)
-        if options is None:
-            await serve_stdio(server, max_message_bytes=config.gateway.max_request_bytes)
-        else:
 
-            def ready(url: str) -> None:
-                reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
-                if urlsplit(reached).hostname not in _WILDCARDS:
-                    reachable_at(server, reached)
-                print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
+        def ready(url: str) -> None:
+            reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
+            if urlsplit(reached).hostname not in _WILDCARDS:
+                reachable_at(server, reached)
+            print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
 
-            # Told to go (a rolling restart), the calls in flight finish first (within the
-            # grace), with their MCP servers still there; a replica leaves its runs to the others.
-            stop, stopped = anyio.Event(), anyio.Event()
+        # Told to go (a rolling restart, a client stopping us), the calls in flight finish
+        # first (within the grace), with their MCP servers still there; a replica leaves its
+        # runs to the others.
+        stop, stopped = anyio.Event(), anyio.Event()
 
-            async def draining() -> None:
-                print(
-                    f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                stop.set()
-                with anyio.move_on_after(SHUTDOWN_GRACE):  # then the calls left end
-                    await stopped.wait()
+        async def draining() -> None:
+            print(
+                f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish",
+                file=sys.stderr,
+                flush=True,
+            )
+            stop.set()
+            # The transport ends the calls left at its grace's end and sends their answers,
+            # MCP servers still up (a call passed through ends with the node); this is the
+            # backstop.
+            with anyio.move_on_after(SHUTDOWN_GRACE + ANSWER_SLACK):
+                await stopped.wait()
 
-            with (
-                on_signal(runs.hand_over) if runs is not None else nullcontext(),
-                on_signal(draining),
-            ):
-                try:
+        with (
+            on_signal(runs.hand_over) if runs is not None else nullcontext(),
+            on_signal(draining),
+        ):
+            try:
+                if options is None:
+                    limit = config.gateway.max_request_bytes
+                    await serve_stdio(server, max_message_bytes=limit, stop=stop)
+                else:
                     await serve_http(server, options, on_ready=ready, stop=stop)
-                finally:
-                    stopped.set()
+            finally:
+                stopped.set()
     return 0
 
 

@@ -6,8 +6,8 @@ every server is stopped and every connection closed before the process exits wit
 signal's number, as a shell reports it.
 
 What must happen before the unwinding starts registers with `on_signal`: a replica handing
-its runs over rather than stopping them, an HTTP server letting the calls in flight finish
-(the listener returns what to wait for). A second signal stops the waiting, Ctrl-C too.
+its runs over rather than stopping them, a server (HTTP or stdio) letting the calls in flight
+finish (the listener returns what to wait for). A second signal stops the waiting, Ctrl-C too.
 While the command unwinds, one more ends the stdio MCP servers at once; none kills the process
 mid-way (GNU `timeout` sends two at once), and in a process of our own the signals are
 ignored from the unwinding's end to the exit.

@@ -16,8 +16,11 @@ from contextvars import ContextVar
 from typing import Self, TypeVar
 
 import anyio
+import mcp_types as types
 
-__all__ = ["AGAIN", "RunningCalls", "note_if_ended"]
+from toolkits import error_result
+
+__all__ = ["AGAIN", "RunningCalls", "note_if_ended", "stopped_result"]
 
 _R = TypeVar("_R")
 
@@ -26,6 +29,11 @@ _notes: ContextVar[list[str] | None] = ContextVar("agent_gateway_cut_off_notes",
 
 AGAIN = "Call again once the gateway is back."
 """What a client whose call was ended can do, unless the call noted otherwise."""
+
+
+def stopped_result(name: str, why: str) -> types.CallToolResult:
+    """The answer to a call of `name` that the server ended, saying `why`."""
+    return error_result(f"the call to {name!r} was stopped: {why}")
 
 
 def note_if_ended(text: str) -> None:
@@ -97,6 +105,20 @@ class RunningCalls:
         if not self._in_flight and self._ended is not None:
             self._ended.set()
             self._ended = None
+
+    def hold(self, scope: anyio.CancelScope) -> None:
+        """Let `end_all` end the call running in `scope` too (one passed through, counted with
+        `counted`), which answers with `ended` once its scope caught that."""
+        self._scopes.add(scope)
+
+    def release(self, scope: anyio.CancelScope) -> None:
+        """The call `hold` was told of has ended."""
+        self._scopes.discard(scope)
+
+    @property
+    def ended(self) -> str | None:
+        """Why `end_all` ended the calls, and what their clients can do; None before."""
+        return None if self._why is None else f"{self._why} {AGAIN}"
 
     def refuse_new(self, why: str) -> None:
         """The server is stopping: the calls that begin from now on are answered at once,

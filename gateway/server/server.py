@@ -47,7 +47,7 @@ from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
 from .notifications.log_messages import set_level
 from .request_checks import request_checks
-from .running_calls import RunningCalls
+from .running_calls import RunningCalls, stopped_result
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
@@ -195,7 +195,7 @@ def _node_of(name: str) -> Callable[[ToolSource], str]:
 
 def _ended(name: str) -> Callable[[str], types.CallToolResult]:
     """The answer to a call of `name` that the server ended, saying why."""
-    return lambda why: error_result(f"the call to {name!r} was stopped: {why}")
+    return lambda why: stopped_result(name, why)
 
 
 class _GatewayServer(Server[Any]):

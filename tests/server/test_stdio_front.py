@@ -4,6 +4,10 @@ in a worker thread; at the end of stdin every request read is still answered.
 A client may write its requests and close stdin (a shell pipeline, a script); the spec has a
 client close stdin to stop the server. Either way an answer the server still owes is written
 before it stops, unless the client cancelled that request.
+
+Told to stop by a signal (SIGTERM, SIGHUP, Ctrl-C's SIGINT), it stops as `serve --http` does:
+it says so, refuses new calls saying why, gives the calls in flight the grace, and answers one
+still running at its end (or at a second signal) with an error result that says so.
 """
 
 from __future__ import annotations
@@ -72,6 +76,14 @@ def _call(request_id: int, name: str, **arguments: object) -> dict[str, Any]:
 
 def _lines(*messages: dict[str, Any]) -> bytes:
     return b"".join(json.dumps(message).encode() + b"\n" for message in messages)
+
+
+STOPPING = "agent-gateway: stopping; calls in flight get 5 s to finish"
+AGAIN = "Call again once the gateway is back."
+
+
+def _list(request_id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
 
 
 def _config(tmp_path: Path) -> Path:
@@ -198,6 +210,126 @@ async def test_a_call_the_client_cancelled_does_not_hold_the_end(tmp_path: Path)
             await stdin.aclose()
             assert await front.process.wait() == 0
     assert marker.read_text() == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT], ids=["term", "hup", "ctrl-c"]
+)
+async def test_a_signal_lets_the_call_in_flight_finish_and_refuses_new_ones(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    release = os.open(fifo, os.O_RDWR)  # never blocks, and the tool's open finds a writer
+    try:
+        async with _front(_config(tmp_path)) as (front, stdout):
+            stdin = front.process.stdin
+            assert stdin is not None
+            with anyio.fail_after(30):
+                call = _call(2, "released", fifo=str(fifo))
+                await stdin.send(_lines(INITIALIZE, INITIALIZED, call))
+                await front.line_starting("released_by: started")
+                front.process.send_signal(signum)
+                await front.line_starting("agent-gateway: stopping")
+                # While it drains: a new call is refused, anything else answered.
+                await stdin.send(_lines(_call(3, "released", fifo=str(fifo)), _list(4)))
+                during = await _replies(stdout, 3, 4)
+                os.write(release, b"finished in the grace\n")
+                answer = await _reply(stdout, 2)
+                code = await front.process.wait()
+            await front.stderr_closed.wait()
+    finally:
+        os.close(release)
+    assert _text(answer) == "finished in the grace"
+    assert not answer["result"]["isError"]
+    refused = during[3]["result"]
+    assert refused["isError"]
+    assert _text(during[3]) == (
+        "the call to 'released' was stopped: agent-gateway is shutting down and takes no new "
+        f"calls. {AGAIN}"
+    )
+    assert "released" in [tool["name"] for tool in during[4]["result"]["tools"]]
+    assert code == 128 + signum
+    assert STOPPING in front.stderr
+    assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
+
+
+@pytest.mark.parametrize("second", [None, signal.SIGINT], ids=["once", "then-ctrl-c"])
+async def test_a_call_still_running_when_the_grace_ends_is_answered_saying_so(
+    tmp_path: Path, second: signal.Signals | None
+) -> None:
+    marker = tmp_path / "cancelled.txt"
+    async with _front(_config(tmp_path)) as (front, stdout):
+        stdin = front.process.stdin
+        assert stdin is not None
+        with anyio.fail_after(30):
+            await stdin.send(_lines(INITIALIZE, INITIALIZED, _call(2, "wait", marker=str(marker))))
+            await front.line_starting("wait_until_cancelled: started")
+            front.process.send_signal(signal.SIGTERM)
+            await front.line_starting("agent-gateway: stopping")
+            if second is not None:
+                front.process.send_signal(second)  # no more waiting
+            # Cut short, well within the grace (5 s).
+            with anyio.fail_after(30 if second is None else 3):
+                answer = await _reply(stdout, 2)
+            code = await front.process.wait()
+        await front.stderr_closed.wait()
+    assert answer["result"]["isError"]
+    assert _text(answer) == (
+        "the call to 'wait' was stopped: agent-gateway is shutting down, and the call was still "
+        f"running when its time to finish ran out. {AGAIN}"
+    )
+    assert marker.read_text() == "cancelled"
+    assert code == 128 + signal.SIGTERM
+    assert STOPPING in front.stderr
+    assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+async def test_a_call_passed_through_still_running_when_the_grace_ends_is_answered_saying_so(
+    tmp_path: Path, era: str
+) -> None:
+    """A proxied call goes past the SDK's server (`stdio_shortcut`): it too is answered at the
+    grace's end, not cancelled without an answer."""
+    fifo, script = tmp_path / "pid", tmp_path / "hang.py"
+    os.mkfifo(fifo)
+    script.write_text(HANGING_SERVER)
+    config = tmp_path / "gateway.json"
+    server = {"command": sys.executable, "args": [str(script), str(fifo)], "timeout": 600}
+    config.write_text(json.dumps({"gateway": {"expose_tools": True}, "mcpServers": {"h": server}}))
+    call = _call(2, "h__hang")
+    opening: list[dict[str, Any]] = [INITIALIZE, INITIALIZED]
+    if era == "modern":  # no handshake: each request says what it is
+        envelope: dict[str, Any] = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        call["params"]["_meta"] = envelope
+        # The first request is the SDK's (it tells the era); the calls after it pass through.
+        opening = [{**_list(1), "params": {"_meta": envelope}}]
+    pid: int | None = None
+    try:
+        async with _front(config) as (front, stdout):
+            stdin = front.process.stdin
+            assert stdin is not None
+            with anyio.fail_after(50):  # two Python processes start, on a loaded machine maybe
+                await stdin.send(_lines(*opening, call))
+                pid = await _pid_from(fifo)
+                front.process.send_signal(signal.SIGTERM)
+                answer = await _reply(stdout, 2)
+                code = await front.process.wait()
+            await front.stderr_closed.wait()
+    finally:
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)  # an orphan this test found must not outlive it
+    assert answer["result"]["isError"]
+    assert _text(answer) == (
+        "the call to 'h__hang' was stopped: agent-gateway is shutting down, and the call was "
+        f"still running when its time to finish ran out. {AGAIN}"
+    )
+    assert code == 128 + signal.SIGTERM
+    assert not [line for line in front.stderr if "Traceback" in line or "ERROR" in line]
 
 
 async def test_a_file_on_stdin_and_stdout_is_served_to_its_end(tmp_path: Path) -> None:

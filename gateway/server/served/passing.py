@@ -34,7 +34,7 @@ from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
 from ..client_requests.ask_client import asking_declared, missing_capability
 from ..notifications.log_messages import log_levels
-from ..running_calls import RunningCalls
+from ..running_calls import RunningCalls, stopped_result
 from ..serving import ServingNow, caller_of
 from .handshake_sessions import OpenSession, Stopped
 from .pass_through_rounds import FirstRound, Rounds
@@ -74,6 +74,8 @@ class Answer(Protocol):
 
 class PassedCall(NamedTuple):  # a tuple: made in a fifth of a frozen dataclass's bytecodes
     request_id: types.RequestId
+    name: str
+    """The tool's name as the client called it."""
     forward: Forward
     arguments: JsonObject
     hops: int
@@ -199,6 +201,7 @@ class Passing:
         arguments = dict(params.arguments or {})
         return PassedCall(
             request_id=request_id,
+            name=params.name,
             forward=forward,
             arguments=arguments,
             hops=hops,
@@ -264,13 +267,15 @@ class Passing:
         if session is not None:
             quota = session.quota(gateway)
         share = (quota or gateway.client_quota()).limiter(forward.node)
+        running = self._running
         with (
-            self._running.counted(),
+            running.counted(),
             call_scope,
             session.call(call.request_id, call_scope)
             if session is not None
             else nullcontext() as held,
         ):
+            running.hold(call_scope)  # ended, and answered below, if the server stops
             try:
                 if call.asked_in_rounds is not None:  # parked: it holds the limit itself
                     assert self.rounds is not None
@@ -291,12 +296,17 @@ class Passing:
             except Exception as exc:  # a bug must not take the connection down
                 log.exception("passing %r through to node %r crashed", forward.tool, forward.node)
                 result = _failed(forward, repr(exc))
+            finally:
+                running.release(call_scope)
         if held is not None and held.stopped is not None and result is None and error is None:
             self.forwarded += 1
             await reply.stopped(held.stopped)
             return True
         if call_scope.cancelled_caught:
-            return True  # the client went away: nobody to answer
+            if running.ended is None:
+                return True  # the client went away: nobody to answer
+            # The server stops, and ended the call: the answer says so, as the usual path's.
+            result, error = _dump(stopped_result(call.name, running.ended)), None
         if error is not None:  # as the usual path relays it (`proxied_tools.answered`)
             relayed = relayed_error(error, call.protocol_version)
             if relayed is not None:

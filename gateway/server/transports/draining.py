@@ -1,13 +1,14 @@
-"""`serve --http` stopping: the calls in flight finish, and what their clients ask next is
-answered.
+"""A server told to stop (`serve --http`, `serve --stdio`): the calls in flight finish, and
+what their clients ask next is answered.
 
 A client whose call ends during the grace often asks again at once: the mcp SDK's `Client`
 lists the tools after a result (to check it against the tool's output schema) when it never
-listed them, and dies of a refused connection. So while it stops, the server answers every
-request as before but a new call, which gets an error result saying the gateway is shutting
-down (`Drains.refuse_calls`); the sessions stay open. It stops taking connections once the
-calls in flight have ended and their clients have been quiet for `FOLLOW_UP` seconds
-(`drained`), or when the grace ends.
+listed them, and dies of a refused connection (over stdio, of a closed one). So while it
+stops, the server answers every request as before but a new call, which gets an error result
+saying the gateway is shutting down (`Drains.refuse_calls`, `SHUTTING_DOWN`); HTTP sessions
+stay open. It stops taking requests once the calls in flight have ended and their clients
+have been quiet for `FOLLOW_UP` seconds (`drained`), or when `SHUTDOWN_GRACE` ends; the calls
+still running then are answered with an error result (`EndsCalls`, `CUT_OFF`).
 """
 
 from __future__ import annotations
@@ -18,11 +19,33 @@ from typing import Protocol, runtime_checkable
 import anyio
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-__all__ = ["FOLLOW_UP", "Drains", "Requests", "drained"]
+__all__ = [
+    "ANSWER_SLACK",
+    "CUT_OFF",
+    "FOLLOW_UP",
+    "SHUTDOWN_GRACE",
+    "SHUTTING_DOWN",
+    "Drains",
+    "EndsCalls",
+    "Quiets",
+    "Requests",
+    "drained",
+    "drained_or_ended",
+]
 
+SHUTDOWN_GRACE = 5
+"""Seconds the calls in flight get to finish when the server stops."""
+ANSWER_SLACK = 2
+"""Seconds after the grace for the answers of the calls it ended to go out; then what still
+runs is cancelled (unanswered)."""
 FOLLOW_UP = 1.0
 """Seconds without a request, after the last call in flight ended, before the server stops
-taking connections: the SDK's `Client` lists the tools within milliseconds of a result."""
+taking requests: the SDK's `Client` lists the tools within milliseconds of a result."""
+SHUTTING_DOWN = "agent-gateway is shutting down and takes no new calls."
+CUT_OFF = (
+    "agent-gateway is shutting down, and the call was still running when its time to finish "
+    "ran out."
+)
 
 
 @runtime_checkable
@@ -37,6 +60,28 @@ class Drains(Protocol):
 
     async def calls_ended(self) -> None:
         """Return once no call is in flight."""
+        ...
+
+
+@runtime_checkable
+class EndsCalls(Protocol):
+    """A server that can answer the calls it is still running with an error result."""
+
+    def end_calls(self, why: str) -> None: ...
+
+
+class Quiets(Protocol):
+    """A transport's requests in flight, once it counts them (the server stops)."""
+
+    @property
+    def in_flight(self) -> int: ...
+
+    def heard(self) -> None:
+        """Something ended now: the quiet period starts again."""
+        ...
+
+    async def quiet(self, period: float) -> None:
+        """Return once no request has been in flight for `period` seconds."""
         ...
 
 
@@ -91,7 +136,7 @@ class Requests:
             await anyio.sleep(left)  # a request may come meanwhile: looked at again
 
 
-async def drained(server: Drains, requests: Requests, follow_up: float = FOLLOW_UP) -> None:
+async def drained(server: Drains, requests: Quiets, follow_up: float = FOLLOW_UP) -> None:
     """Return once the server's calls in flight have ended, and, if any call or request was
     in flight, their clients have been quiet for `follow_up` seconds."""
     if not server.calls_in_flight() and not requests.in_flight:
@@ -99,3 +144,15 @@ async def drained(server: Drains, requests: Requests, follow_up: float = FOLLOW_
     await server.calls_ended()
     requests.heard()  # the last call's end: its client's follow-up comes within the period
     await requests.quiet(follow_up)
+
+
+async def drained_or_ended(server: Drains, requests: Quiets, ended: anyio.Event) -> None:
+    """`drained`, or sooner once `ended` is set (the transport stopped on its own)."""
+    async with anyio.create_task_group() as waits:
+        waits.start_soon(_then_cancel, drained(server, requests), waits.cancel_scope)
+        waits.start_soon(_then_cancel, ended.wait(), waits.cancel_scope)
+
+
+async def _then_cancel(waited: Awaitable[object], scope: anyio.CancelScope) -> None:
+    await waited
+    scope.cancel()

@@ -41,7 +41,7 @@ import json
 import logging
 import os
 import socket
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import (
     AbstractAsyncContextManager,
     AsyncExitStack,
@@ -79,7 +79,16 @@ from .connections import (
     raise_file_limit,
 )
 from .cors import Cors
-from .draining import Drains, Requests, drained
+from .draining import (
+    ANSWER_SLACK,
+    CUT_OFF,
+    SHUTDOWN_GRACE,
+    SHUTTING_DOWN,
+    Drains,
+    EndsCalls,
+    Requests,
+    drained_or_ended,
+)
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
@@ -101,17 +110,10 @@ MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
 """Shorter bearer tokens are refused on an address others can reach: they could be guessed."""
 DEFAULT_KEEP_ALIVE = 120
-SHUTDOWN_GRACE = 5
-"""Seconds the calls in flight get to finish when the server stops."""
-_REQUEST_SLACK = 2
+_REQUEST_SLACK = ANSWER_SLACK
 """uvicorn's own grace, after ours: the calls still running at the end of ours are answered
 with an error result (`EndsCalls`), where uvicorn would cancel their requests (no answer, and
 a traceback in the log)."""
-CUT_OFF = (
-    "agent-gateway is shutting down, and the call was still running when its time to finish "
-    "ran out."
-)
-SHUTTING_DOWN = "agent-gateway is shutting down and takes no new calls."
 
 log = logging.getLogger(__name__)
 
@@ -246,13 +248,6 @@ def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
             return None
         names = ()
     return AllowedHosts.build(names, options.port, options.allowed_hosts, options.allowed_origins)
-
-
-@runtime_checkable
-class EndsCalls(Protocol):
-    """A server that can answer the calls it is still running with an error result."""
-
-    def end_calls(self, why: str) -> None: ...
 
 
 @runtime_checkable
@@ -525,9 +520,7 @@ async def serve_http(
             await finished.wait()
             return
         # Until the calls in flight end and their clients are quiet, or uvicorn ends anyway.
-        async with anyio.create_task_group() as waits:
-            waits.start_soon(_then_cancel, drained(server, requests), waits.cancel_scope)
-            waits.start_soon(_then_cancel, finished.wait(), waits.cancel_scope)
+        await drained_or_ended(server, requests, finished)
 
     with sock:
         if on_ready is not None:
@@ -571,8 +564,3 @@ class _Uvicorn(uvicorn.Server):
     @contextmanager
     def capture_signals(self) -> Generator[None]:
         yield
-
-
-async def _then_cancel(waited: Awaitable[object], scope: anyio.CancelScope) -> None:
-    await waited
-    scope.cancel()

@@ -15,6 +15,12 @@ a `subscriptions/listen` stream, answered only when it ends, is not waited for. 
 anything once stdout's reader is gone too (a client killed mid-call): no answer can reach it,
 so what still runs is cancelled and the server stops, rather than wait for the calls' timeouts.
 
+Told to stop (`stop`: SIGTERM, SIGHUP or Ctrl-C to `serve --stdio`), it stops as `serve --http`
+does (`draining`): a new call gets an error result saying the gateway is shutting down, every
+other request is answered, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish;
+then it reads no more, the calls still running are answered with an error result saying so,
+and it returns once every answer is written (within `ANSWER_SLACK` seconds).
+
 Pipes and sockets (what a client that launches us hands over) are read and written on the
 event loop, non-blocking; anything else (a file, a terminal) in a worker thread, a hand-off
 per read and per write (bench/RESULTS.md, item 67).
@@ -43,6 +49,16 @@ from mcp.server import Server
 from mcp.shared.message import SessionMessage
 
 from ..server import init_options
+from .draining import (
+    ANSWER_SLACK,
+    CUT_OFF,
+    FOLLOW_UP,
+    SHUTDOWN_GRACE,
+    SHUTTING_DOWN,
+    Drains,
+    EndsCalls,
+    drained_or_ended,
+)
 from .envelope import HEAD_BYTES, Refusal, decode_message, too_long, typed_message
 
 __all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
@@ -75,38 +91,121 @@ class Shortcut(Protocol):
         ...
 
 
-async def serve_stdio(server: Server[Any], *, max_message_bytes: int = MAX_MESSAGE_BYTES) -> None:
-    """Serve one client until it closes stdin; a line longer than `max_message_bytes` is
-    refused."""
+async def serve_stdio(
+    server: Server[Any],
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    stop: anyio.Event | None = None,
+) -> None:
+    """Serve one client until it closes stdin, or until `stop` is set (then the calls in flight
+    get their grace: see above); a line longer than `max_message_bytes` is refused."""
     with _claimed(0, os.O_RDONLY) as stdin, _claimed(1, os.O_WRONLY) as stdout:
-        await _serve(server, stdin, stdout, max_message_bytes)
+        await _serve(server, stdin, stdout, max_message_bytes, stop)
 
 
 async def serve_pipes(
-    server: Server[Any], read_fd: int, write_fd: int, *, max_message_bytes: int = MAX_MESSAGE_BYTES
+    server: Server[Any],
+    read_fd: int,
+    write_fd: int,
+    *,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    stop: anyio.Event | None = None,
 ) -> None:
     """Serve one client on two file descriptors (a pipe's or a socket's), as `serve_stdio`
-    serves stdin and stdout, until `read_fd` ends; the caller owns both."""
+    serves stdin and stdout, until `read_fd` ends or `stop` is set; the caller owns both."""
     for fd in (read_fd, write_fd):
         os.set_blocking(fd, False)
-    await _serve(server, _Fd(read_fd), _Fd(write_fd), max_message_bytes)
+    await _serve(server, _Fd(read_fd), _Fd(write_fd), max_message_bytes, stop)
 
 
-async def _serve(server: Server[Any], stdin: _Fd, stdout: _Fd, max_message_bytes: int) -> None:
+async def _serve(
+    server: Server[Any], stdin: _Fd, stdout: _Fd, max_message_bytes: int, stop: anyio.Event | None
+) -> None:
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
     server_writes, to_client = anyio.create_memory_object_stream[SessionMessage | bytes]()
     unanswered = _Unanswered()
     shortcut: Shortcut | None = getattr(server, "stdio_shortcut", None)
-    async with anyio.create_task_group() as writing:
-        # The writer ends once every sender is closed, after the last answer is out.
-        writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
-        async with server_writes, anyio.create_task_group() as reading:
-            reader = _Reader(
-                to_server, server_writes.clone(), unanswered, shortcut, max_message_bytes
-            )
-            reading.start_soon(reader.run, stdin, stdout)
-            await server.run(server_reads, server_writes, init_options(server))
-            reading.cancel_scope.cancel()
+    reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut, max_message_bytes)
+
+    async def serve() -> None:
+        async with anyio.create_task_group() as writing:
+            # The writer ends once every sender is closed, after the last answer is out.
+            writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
+            async with server_writes, anyio.create_task_group() as reading:
+                reading.start_soon(reader.run, stdin, stdout)
+                await server.run(server_reads, server_writes, init_options(server))
+                reading.cancel_scope.cancel()
+
+    if stop is None:
+        await serve()
+    else:
+        await _until_stopped(serve, server, reader, unanswered, stop)
+
+
+async def _until_stopped(
+    serve: Callable[[], Awaitable[None]],
+    server: Server[Any],
+    reader: _Reader,
+    unanswered: _Unanswered,
+    stop: anyio.Event,
+) -> None:
+    """`await serve()` until it ends (the end of stdin), or until `stop` is set or this is
+    cancelled: then as `serve_http` stops (`draining`), the answers of the calls it ends
+    written before it returns. After `stop`, a cancel (a second signal) cuts the grace short;
+    cancelled before, the grace is ours to give."""
+    finished = anyio.Event()
+    # Shielded: a cancel must not take the answers of the calls it ends with it.
+    serving = anyio.CancelScope(shield=True)
+
+    async def run(tg: anyio.abc.TaskGroup) -> None:
+        with serving:
+            try:
+                await serve()
+            finally:
+                finished.set()
+        tg.cancel_scope.cancel()  # it ended on its own
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run, tg)
+        told = False
+        try:
+            await stop.wait()
+            told = True
+        finally:
+            if not finished.is_set():
+                await _drain(server, reader, unanswered, serving, finished, told=told)
+
+
+async def _drain(
+    server: Server[Any],
+    reader: _Reader,
+    unanswered: _Unanswered,
+    serving: anyio.CancelScope,
+    finished: anyio.Event,
+    *,
+    told: bool,
+) -> None:
+    """New calls refused, those in flight given the grace (`told`: a cancel cuts it short),
+    then those left answered with an error result, and the rest cancelled once `serving`
+    has had `ANSWER_SLACK` seconds to write their answers."""
+    if isinstance(server, Drains):
+        server.refuse_calls(SHUTTING_DOWN)
+    unanswered.count()
+    try:
+        with anyio.CancelScope(shield=not told), anyio.move_on_after(SHUTDOWN_GRACE):
+            if isinstance(server, Drains):
+                await drained_or_ended(server, unanswered, finished)
+            else:
+                await unanswered.quiet(FOLLOW_UP)
+    finally:
+        if isinstance(server, EndsCalls):
+            server.end_calls(CUT_OFF)
+        reader.stop()  # then the reader waits for the answers, as at the end of stdin
+        with anyio.CancelScope(shield=True):
+            with anyio.move_on_after(ANSWER_SLACK):
+                await finished.wait()
+            serving.cancel()
+            await finished.wait()
 
 
 class _Fd:
@@ -168,6 +267,31 @@ class _Unanswered:
         self._ids: set[object] = set()  # request ids, and whatever a cancel names
         self._none_left: anyio.Event | None = None
         self._client_gone = False
+        self._counting = False
+        self.last_ended = 0.0
+        """When the last request was answered, once `counting` (the server stops)."""
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._ids)
+
+    def count(self) -> None:
+        """Note when each request is answered from now on (`draining.Quiets`)."""
+        self._counting = True
+        self.heard()
+
+    def heard(self) -> None:
+        """Something ended now: the quiet period starts again."""
+        self.last_ended = anyio.current_time()
+
+    async def quiet(self, period: float) -> None:
+        """Return once no request has been unanswered for `period` seconds."""
+        while True:
+            await self.all_answered()
+            left = self.last_ended + period - anyio.current_time()
+            if left <= 0:
+                return
+            await anyio.sleep(left)  # a request may come meanwhile: looked at again
 
     def read(self, message: JsonObject) -> None:
         """Note a message the client sent (checked by `decode_message`)."""
@@ -186,8 +310,11 @@ class _Unanswered:
     def settle(self, request_id: object) -> None:
         """The request `request_id` is answered (or ended unanswered, as the server would)."""
         self._ids.discard(request_id)
+        if self._counting:
+            self.last_ended = anyio.current_time()
         if not self._ids and self._none_left is not None:
             self._none_left.set()
+            self._none_left = None
 
     def give_up(self) -> None:
         """The client is gone: nothing more can reach it."""
@@ -195,10 +322,12 @@ class _Unanswered:
         self._ids.clear()
         if self._none_left is not None:
             self._none_left.set()
+            self._none_left = None
 
     async def all_answered(self) -> None:
         if self._ids and not self._client_gone:
-            self._none_left = anyio.Event()
+            if self._none_left is None:  # one for every waiter (a draining server's, too)
+                self._none_left = anyio.Event()
             await self._none_left.wait()
 
 
@@ -219,40 +348,17 @@ class _Reader:
         self._shortcut = shortcut
         self._limit = max_message_bytes
         self._taken: anyio.abc.TaskGroup | None = None
+        self._reading = anyio.CancelScope()
+
+    def stop(self) -> None:
+        """Read no more (the server stops): answer what was read, then end, as at the end of
+        stdin."""
+        self._reading.cancel()
 
     async def run(self, stdin: _Fd, stdout: _Fd) -> None:
         async with self._to_server, self._to_client, anyio.create_task_group() as self._taken:
-            pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
-            held = 0  # their bytes
-            dropping = False  # the rest of a line refused as too long: read, never kept
-            limit = self._limit
-            while chunk := await stdin.read():
-                start = 0
-                while (end := chunk.find(b"\n", start)) >= 0:
-                    if not pending and not dropping and end - start <= limit:
-                        await self._take(chunk[start:end])  # the usual line: in one read
-                    elif dropping:
-                        dropping = False
-                    else:
-                        if held + end - start > limit:
-                            await self._refuse_long(pending, chunk[start:end])
-                        else:
-                            pending.append(chunk[start:end])
-                            await self._take(b"".join(pending))
-                        pending.clear()
-                        held = 0
-                    start = end + 1
-                if start < len(chunk) and not dropping:
-                    held += len(chunk) - start
-                    if held > limit:
-                        await self._refuse_long(pending, chunk[start:])
-                        pending.clear()
-                        held = 0
-                        dropping = True
-                    else:
-                        pending.append(chunk[start:])
-            if not dropping:
-                await self._take(b"".join(pending))  # a last line with no newline
+            with self._reading:
+                await self._read(stdin)
             # Closing `to_server` stops the server and cancels what it still runs.
             async with anyio.create_task_group() as waiting:
                 # A client killed mid-call closed stdout too: nothing written would arrive,
@@ -262,6 +368,40 @@ class _Reader:
                 waiting.cancel_scope.cancel()
             # What is left was cancelled by the client, or the client is gone.
             self._taken.cancel_scope.cancel()
+
+    async def _read(self, stdin: _Fd) -> None:
+        """Take the lines of `stdin` to its end."""
+        pending: list[bytes] = []  # a line's parts so far: joined once, however many reads
+        held = 0  # their bytes
+        dropping = False  # the rest of a line refused as too long: read, never kept
+        limit = self._limit
+        while chunk := await stdin.read():
+            start = 0
+            while (end := chunk.find(b"\n", start)) >= 0:
+                if not pending and not dropping and end - start <= limit:
+                    await self._take(chunk[start:end])  # the usual line: in one read
+                elif dropping:
+                    dropping = False
+                else:
+                    if held + end - start > limit:
+                        await self._refuse_long(pending, chunk[start:end])
+                    else:
+                        pending.append(chunk[start:end])
+                        await self._take(b"".join(pending))
+                    pending.clear()
+                    held = 0
+                start = end + 1
+            if start < len(chunk) and not dropping:
+                held += len(chunk) - start
+                if held > limit:
+                    await self._refuse_long(pending, chunk[start:])
+                    pending.clear()
+                    held = 0
+                    dropping = True
+                else:
+                    pending.append(chunk[start:])
+        if not dropping:
+            await self._take(b"".join(pending))  # a last line with no newline
 
     async def _give_up_once_unread(self, stdout: _Fd) -> None:
         await stdout.wait_unread()
