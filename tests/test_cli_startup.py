@@ -1,8 +1,11 @@
-"""The installed command started in a hostile way: stdin, stdout or stderr closed."""
+"""The installed command started in a hostile way: stdin, stdout or stderr closed, output in
+an encoding that cannot write every character, a command line in an ASCII locale."""
 
 from __future__ import annotations
 
 import json
+import os
+import pty
 import subprocess
 from pathlib import Path
 
@@ -50,3 +53,135 @@ def test_a_closed_stdin_stdout_or_stderr_neither_aborts_a_command_nor_fails_its_
     if fd != 1:
         assert json.loads(called.stdout) == {"value": 2000.0, "unit": "m"}
     assert "Assertion" not in listed.stderr + called.stderr
+
+
+TEXT = "Résumé — ☃ 🎉"
+ESCAPED = {
+    "ascii": "R\\xe9sum\\xe9 \\u2014 \\u2603 \\U0001f389",
+    "latin-1": "Résumé \\u2014 \\u2603 \\U0001f389",
+}
+"""`TEXT` as written to a stream in that encoding: what it cannot write, as escapes."""
+
+
+def encoded_env(encoding: str) -> dict[str, str]:
+    return {**cli_env(), "PYTHONIOENCODING": encoding}
+
+
+def answering(tmp_path: Path, *answers: str) -> Path:
+    """A config whose one agent's scripted model answers `answers`, one per run."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": answer} for answer in answers]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    return config
+
+
+def run_in(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, cwd=REPO, env=env, timeout=60)
+    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    return done
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_in_an_encoding_that_cannot_write_the_answer_writes_escapes_not_a_traceback(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A run that succeeded ended in `UnicodeEncodeError` (exit 1, the answer lost), its JSON
+    too; so did `runs show` and `sessions show`."""
+    config = answering(tmp_path, TEXT, TEXT)
+    env = encoded_env(encoding)
+    state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+    shown = run_in(env, "run", "go", "--session", "s1", *state)
+    assert (shown.returncode, shown.stdout.decode(encoding)) == (0, ESCAPED[encoding] + "\n")
+    # JSON stays JSON, of the exact text: escaped as JSON does (`\u00e9`), not as `\xe9`.
+    as_json = run_in(env, "run", "go", "--json", "--trace-json", *state)
+    assert as_json.returncode == 0
+    printed = json.loads(as_json.stdout.decode(encoding))
+    assert printed["output"] == TEXT
+    trace = [json.loads(line) for line in as_json.stderr.decode(encoding).splitlines()]
+    assert trace[-1]["output"] == [{"output": TEXT}]
+    stored = run_in(env, "runs", "show", printed["run_id"], *state)
+    assert stored.returncode == 0
+    assert f"answer: {ESCAPED[encoding]}" in stored.stdout.decode(encoding)
+    stored_json = run_in(env, "runs", "show", printed["run_id"], "--json", *state)
+    assert json.loads(stored_json.stdout.decode(encoding))["result"]["items"][0]["output"] == TEXT
+    session = run_in(env, "sessions", "show", "s1", *state)
+    assert session.returncode == 0
+    assert f"assistant: {ESCAPED[encoding]}" in session.stdout.decode(encoding)
+
+
+@pytest.mark.integration
+def test_chat_streams_an_answer_its_terminal_cannot_write_as_escapes(tmp_path: Path) -> None:
+    """Each streamed token logged `trace hook <RunConsole> failed` with a traceback."""
+    config = answering(tmp_path, TEXT)
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(SCRIPT), "chat", "--config", str(config), "--state-dir", str(tmp_path / "s")],
+            input=b"hello\n",
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**encoded_env("ascii"), "TERM": "xterm-256color"},
+            timeout=60,
+        )
+        os.close(secondary)
+        shown = read_all(primary)
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert b"failed" not in done.stderr, done.stderr
+    assert ESCAPED["ascii"] in shown
+
+
+def read_all(fd: int) -> str:
+    """What a terminal's other side was sent, until it closed."""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode("ascii")
+
+
+@pytest.mark.integration
+def test_a_non_ascii_command_line_in_an_ascii_locale_is_its_text(tmp_path: Path) -> None:
+    """With `LC_ALL=C PYTHONUTF8=0`, a non-ASCII question or config path came in as escaped
+    bytes: storing the run failed (`PydanticSerializationError: surrogates not allowed`)."""
+    folder = tmp_path / "dïr ☃"
+    folder.mkdir()
+    config = answering(folder, TEXT)
+    state = ["--config", str(config), "--state-dir", str(folder / "state")]
+    ascii_locale = {**cli_env(), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    ascii_locale.pop("PYTHONIOENCODING", None)
+    done = run_in(ascii_locale, "run", "héllo ☃", "--json", *state)
+    assert done.returncode == 0
+    printed = json.loads(done.stdout)
+    assert printed["output"] == TEXT
+    shown = run_in(cli_env(), "runs", "show", printed["run_id"], *state)
+    assert "question: héllo ☃\n" in shown.stdout.decode()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, locale: str) -> None:
+    config = answering(tmp_path, TEXT)
+    env = {**cli_env(), "LC_ALL": locale, "PYTHONUTF8": "0"}
+    done = subprocess.run(
+        [str(SCRIPT), "run", b"caf\xe9", "--config", str(config), "--no-store"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: the argument 'caf\\xe9' is not valid text in this locale: its bytes are not "
+        "UTF-8 (give it as UTF-8; rename a file whose name is not)\n"
+    )

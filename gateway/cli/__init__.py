@@ -49,7 +49,7 @@ def event_loop_options() -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv`; None: this process's own (the `agent-gateway` command),
-    which is set up first (`startup`: a closed stdin, stdout or stderr)."""
+    which is set up first (`startup`: closed stdio, encodings, the command line's text)."""
     own_process = argv is None
     if own_process:
         try:

@@ -21,7 +21,7 @@ from agent import AgentItem
 from ..errors import GatewayError
 from ..run_state import RunResult
 from .exits import FAILED, OK
-from .output import result_stdout
+from .output import result_json, result_stdout
 
 __all__ = ["print_items", "read_items", "read_stdin"]
 
@@ -74,7 +74,7 @@ def print_items(result: RunResult) -> int:
     for index, item in enumerate(result.items):
         output = item.structured if item.structured is not None else item.output
         line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
-        print(json.dumps(line, ensure_ascii=False), flush=True, file=result_stdout())
+        print(result_json(line), flush=True, file=result_stdout())
     failed = [
         (index, item.error) for index, item in enumerate(result.items) if item.error is not None
     ]

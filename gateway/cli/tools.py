@@ -41,7 +41,7 @@ from .common import (
     with_steps,
 )
 from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
-from .output import result_stdout
+from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 
@@ -237,7 +237,7 @@ def _print_listing(
     """`offered`: how many tools each agent's model is offered."""
     if as_json:
         print(
-            json.dumps(_listing(gateway, tools, health, offered), ensure_ascii=False),
+            result_json(_listing(gateway, tools, health, offered)),
             flush=True,
             file=result_stdout(),
         )
