@@ -1,18 +1,24 @@
 """The installed command started in a hostile way: stdin, stdout or stderr closed, output in
-an encoding that cannot write every character, a command line in an ASCII locale."""
+an encoding that cannot write every character, a command line in an ASCII locale; and quit
+with Ctrl-\\ on a terminal."""
 
 from __future__ import annotations
 
 import json
 import os
 import pty
+import select
+import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, SCRIPT, cli_env
+from tests.test_console import ANSI
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
 CLOSED = {0: "<&-", 1: ">&-", 2: "2>&-"}
@@ -135,7 +141,7 @@ def test_chat_streams_an_answer_its_terminal_cannot_write_as_escapes(tmp_path: P
     assert ESCAPED["ascii"] in shown
 
 
-def read_all(fd: int) -> str:
+def read_all(fd: int, encoding: str = "ascii") -> str:
     """What a terminal's other side was sent, until it closed."""
     chunks: list[bytes] = []
     while True:
@@ -146,7 +152,7 @@ def read_all(fd: int) -> str:
         if not chunk:
             break
         chunks.append(chunk)
-    return b"".join(chunks).decode("ascii")
+    return b"".join(chunks).decode(encoding)
 
 
 @pytest.mark.integration
@@ -185,3 +191,49 @@ def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, lo
         "error: the argument 'caf\\xe9' is not valid text in this locale: its bytes are not "
         "UTF-8 (give it as UTF-8; rename a file whose name is not)\n"
     )
+
+
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+@pytest.mark.integration
+def test_ctrl_backslash_quits_at_once_with_the_cursor_shown_again(tmp_path: Path) -> None:
+    """SIGQUIT's default action ended the process with the live status line's cursor hidden:
+    the terminal had none until `tput cnorm`."""
+    # An agent on a server that never answers the handshake: the status line shows meanwhile.
+    answering(tmp_path, TEXT).write_text(
+        f'[agents.a]\nmodel = "scripted:{tmp_path / "answers.json"}"\ntools = ["silent"]\n'
+        f'[mcpServers.silent]\ncommand = "{sys.executable}"\n'
+        'args = ["-c", "import sys; sys.stdin.read()"]\nconnect_timeout = 60\n'
+    )
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        ["sh", "-c", 'ulimit -c 0; exec "$0" "$@"', str(SCRIPT), "run", "go", "--no-store"],
+        cwd=tmp_path,  # (its config is found there)
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**cli_env(), "TERM": "xterm-256color"},
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = read_until(primary, "waiting for MCP servers to start: silent")
+            process.send_signal(signal.SIGQUIT)
+            code = process.wait(timeout=10)
+            shown += read_all(primary, "utf-8")
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == -signal.SIGQUIT
+    assert HIDE_CURSOR in shown
+    assert SHOW_CURSOR in shown[shown.rindex(HIDE_CURSOR) :], repr(shown[-200:])
+
+
+def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
+    """What a terminal shows, read until `wanted` appears."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in ANSI.sub("", shown):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
+        shown += os.read(fd, 4096).decode(errors="replace")
+    return shown

@@ -14,6 +14,10 @@
   names are ASCII), so the process starts again in UTF-8 mode, where both are right (as
   Python itself does in that locale unless told not to). An argument that is no UTF-8 text
   at all is refused.
+- Ctrl-\\ (SIGQUIT) still quits at once (and dumps core where that is on), as it should, but
+  first shows the terminal's cursor again: a live status line hides it while drawn, and the
+  terminal would keep it hidden after the process. (Handled as SIGTERM is, the command
+  would unwind for seconds: that is what Ctrl-C is for.)
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from __future__ import annotations
 import io
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from contextlib import suppress
+from types import FrameType
 
 from toolkits.printable import encodes_all, printable
 
@@ -33,6 +39,9 @@ __all__ = ["command_line_text", "own_process_ready"]
 
 _SURROGATES = re.compile("[\udc80-\udcff]")
 """How Python's file-system decoding keeps a byte it could not decode (`surrogateescape`)."""
+
+_TERMINAL_SANE = b"\x1b[0m\x1b[?25h"
+"""Colours and styles off (a status line cut mid-draw) and the cursor shown again."""
 
 
 def own_process_ready(argv: Sequence[str]) -> list[str]:
@@ -44,6 +53,7 @@ def own_process_ready(argv: Sequence[str]) -> list[str]:
     args = command_line_text(argv)
     if list(argv) != args and not _file_names_hold(args):
         _again_in_utf8_mode()  # returns only if it cannot
+    _terminal_sane_on_quit()
     return args
 
 
@@ -115,3 +125,27 @@ def _again_in_utf8_mode() -> None:
             stream.flush()
     with suppress(OSError):
         os.execv(sys.executable, [sys.executable, "-X", "utf8", *sys.orig_argv[1:]])
+
+
+def _terminal_sane_on_quit() -> None:
+    """On SIGQUIT, the cursor shown on the terminal, then the signal's default action."""
+    on_terminal = any(_is_terminal(fd) for fd in (1, 2))
+    if not on_terminal or signal.getsignal(signal.SIGQUIT) is not signal.SIG_DFL:
+        return  # no terminal to put right; or the signal is ignored (nohup), not ours
+    signal.signal(signal.SIGQUIT, _quit_with_terminal_sane)
+
+
+def _quit_with_terminal_sane(signum: int, frame: FrameType | None) -> None:
+    for fd in (2, 1):
+        if _is_terminal(fd):
+            with suppress(OSError):
+                os.write(fd, _TERMINAL_SANE)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGQUIT)
+
+
+def _is_terminal(fd: int) -> bool:
+    try:
+        return os.isatty(fd)
+    except OSError:
+        return False
