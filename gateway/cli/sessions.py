@@ -18,7 +18,15 @@ from ..memory_config import MEMORY_FILE, default_memory_url, memory_url, open_me
 from ..memory_retention import prune_sessions
 from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
-from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
+from .common import (
+    Commands,
+    check_session_id,
+    config_of,
+    pick_agent,
+    plural,
+    user_path,
+    utc,
+)
 from .exits import OK
 from .output import result_json, result_stdout
 
@@ -77,6 +85,7 @@ def register(commands: Commands) -> None:
     sessions.add_argument(
         "--state-dir",
         metavar="DIR",
+        type=user_path,
         help="the SQLite file kept in this directory (not the memory store the config names)",
     )
     sessions.add_argument(
