@@ -32,6 +32,7 @@ from typing import cast
 import anyio
 from pydantic import JsonValue
 
+from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
@@ -47,13 +48,11 @@ from .messages import (
     AssistantMessage,
     ChatMessage,
     SystemMessage,
-    ToolCall,
     ToolDefinition,
     Usage,
     UserMessage,
 )
 from .model import ChatModel
-from .names import did_you_mean, listed_names
 from .output import (
     FINAL_RESULT_TOOL,
     NOT_AN_ANSWER,
@@ -504,7 +503,9 @@ class ToolsAgent:
         actions: list[Action] = []
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
-            problem = self._call_problem(call, tool, answer)
+            problem = call_problem(
+                call, tool, answer, self.tools, self.options.output, self.why_missing
+            )
             said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
             if said is not None or tool is None:
                 answered.append(
@@ -528,43 +529,6 @@ class ToolsAgent:
                 )
             )
         return answered, actions
-
-    def _call_problem(
-        self, call: ToolCall, tool: ToolDefinition | None, answer: AssistantMessage
-    ) -> str | None:
-        if tool is None and call.name == FINAL_RESULT_TOOL and self.options.output is not None:
-            # With other calls (see `structured_answer`): it was written before their results.
-            others = sorted({c.name for c in answer.tool_calls if c.name != FINAL_RESULT_TOOL})
-            return (
-                f"{FINAL_RESULT_TOOL} was not taken: it was called together with "
-                f"{', '.join(others)}, so it could not use their results (given with this "
-                f"one). Call {FINAL_RESULT_TOOL} alone once you have read them."
-            )
-        if tool is None:
-            # Never drop the call: the model learns what exists and can try again, from the
-            # closest names and a bounded list (thousands of names cost more than they tell).
-            names = [t.name for t in self.tools]
-            available = (
-                f"Available tools: {listed_names(names)}." if names else "This agent has no tools."
-            )
-            reason = self.why_missing(call.name) if self.why_missing is not None else None
-            if reason is not None:
-                return f"{reason}. {available}"
-            guess = did_you_mean(call.name, names) or "."
-            return f"there is no tool named {call.name!r}{guess} {available}"
-        if call.invalid_arguments is not None and answer.stop_reason == "max_tokens":
-            # The JSON is not wrong, only unfinished: asking for valid JSON would loop.
-            return (
-                f"your answer was cut off at the output token limit while writing the "
-                f"arguments for {call.name!r}. Call it again with shorter arguments, or make "
-                "fewer calls at once."
-            )
-        if call.invalid_arguments is not None:
-            return (
-                f"the arguments for {call.name!r} were not a JSON object: "
-                f"{call.invalid_arguments[:500]!r}. Call it again with valid JSON arguments."
-            )
-        return None
 
     def _max_iterations_error(self) -> str:
         n = self.options.max_iterations

@@ -8,7 +8,17 @@ or tool call in flight below everything else, with how long it has run and, for 
 reports progress, a bar. The status is transient: it is cleared before any other text is
 written and drawn again after, so the answer and trace lines never mix with it. Before the
 run, while the gateway waits for MCP servers to start (`waiting_for`), the status names them.
-Without terminals it shows nothing, and piped output is exactly what it would be without it.
+A call waiting for a person's approval has a line too, with how long it has waited. Without
+terminals it shows nothing, and piped output is exactly what it would be without it.
+
+While an answer streams, its line is open on the terminal and the status is not drawn. When
+the model has sent no text for `QUIET_SECONDS`, a line below the answer's says so (`model X
+no text for 6 s`), drawn with relative cursor moves from where the answer's text stops, and
+erased before the next text: the answer's text stays whole.
+
+Interrupted (Ctrl-C), the status says the command is stopping; `say_stopped` writes why it
+stopped, and `stopped_note` is the line to end with when nothing else said it (what was
+interrupted, how long stopping took).
 
 Whole lines for the terminals (trace printers', and log records of handlers that write to
 them, while `open_console` is open) never split a streamed answer's line: they wait until
@@ -21,6 +31,7 @@ from __future__ import annotations
 
 import io
 import logging
+import sys
 import threading
 import time
 from collections.abc import AsyncGenerator, Collection, Generator, Sequence
@@ -34,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
 
 import anyio
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.live import Live
 from rich.progress_bar import ProgressBar
@@ -50,6 +62,8 @@ __all__ = ["RunConsole", "open_console", "open_terminal_console"]
 
 REFRESH_SECONDS = 0.125
 """How often the status line is redrawn (its clocks and spinners move)."""
+QUIET_SECONDS = 3.0
+"""How long a streaming answer may go without text before a line below it says so."""
 _ANSWER_DEPTH = 2
 """The run's own model calls (run → agent → model): only their text is the answer; a
 sub-agent's model calls sit deeper, under the tool call that runs it."""
@@ -81,15 +95,26 @@ class _Waiting:
     started: float = field(default_factory=time.monotonic)
     spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
     stopping: float | None = None
+    interrupted_start: list[str] = field(default_factory=list[str])
+    """The servers it waited for when interrupted (none: the command had begun)."""
+    stop_said: bool = False
+    """The command said why it stopped (`say_stopped`)."""
 
 
 class RunConsole:
     """A trace hook that streams a run's answer to `out` and its status to `err`; either may
     be None (not a terminal)."""
 
-    def __init__(self, *, out: Console | None = None, err: Console | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        out: Console | None = None,
+        err: Console | None = None,
+        quiet_after: float = QUIET_SECONDS,
+    ) -> None:
         self._out = out
         self._err = err
+        self._quiet = _Quiet(quiet_after)
         self._calls: dict[str, _Call] = {}
         self._depth: dict[str, int] = {}
         self._texts: dict[str, str] = {}
@@ -116,10 +141,15 @@ class RunConsole:
                 self._token(event)
             elif event.phase == "note" and event.kind == "model":
                 self._fallback(event)
+            elif event.phase == "note" and event.kind == "tool":
+                self._approval(event, depth)
             elif event.phase == "progress":
                 self._progress(event)
             elif event.phase in ("end", "error"):
                 self._calls.pop(event.id, None)
+                if event.kind == "run" and event.parent_id is None:  # no call waits on now
+                    for key in [key for key in self._calls if key.startswith("approval ")]:
+                        del self._calls[key]
                 if event.kind == "model" and event.id in self._texts:
                     self._finish_text(event.id)
             self._show()
@@ -154,14 +184,51 @@ class RunConsole:
 
     def stopping(self) -> None:
         """The command was interrupted (Ctrl-C): show that it is stopping (its MCP servers take
-        a moment) instead of what was in flight, which will not end."""
+        a moment) instead of what was in flight, which will not end. Interrupted while it
+        waited for MCP servers to start, it says so at once: nothing ran."""
         with self._lock:
+            if self._waiting.stopping is not None:
+                return
+            starting = self._waiting.names
             self._waiting.names = []
             self._waiting.stopping = time.monotonic()
             self._calls.clear()
             self._hide()
             self._end_line()
+            if starting:
+                self._waiting.interrupted_start = starting
+                self._say(
+                    "interrupted while waiting for MCP servers to start "
+                    f"({', '.join(starting)}): stopping them"
+                )
             self._show()
+
+    def say(self, text: str) -> None:
+        """A message on stderr, clear of the status line and of a streamed answer's open line
+        (written once that line ends)."""
+        with self._lock:
+            self._say(text)
+
+    def say_stopped(self, text: str) -> None:
+        """`say` why the command stopped (interrupted, say): `stopped_note` adds nothing."""
+        with self._lock:
+            self._waiting.stop_said = True
+            self._say(text)
+
+    def stopped_note(self) -> str | None:
+        """After an interruption (`stopping`), the line to end with when the command said
+        nothing of it: what was interrupted, and how long stopping took."""
+        waiting = self._waiting
+        if waiting.stopping is None or waiting.stop_said:
+            return None
+        took = f"{time.monotonic() - waiting.stopping:.1f} s"
+        if waiting.interrupted_start:
+            return f"stopped after {took}: nothing ran"
+        return f"interrupted: stopped after {took}"
+
+    def _say(self, text: str) -> None:
+        stderr = self._err.file if self._err is not None else sys.stderr
+        self.write_line(stderr, text.rstrip("\n") + "\n")
 
     def cancelled(self) -> None:
         """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
@@ -186,7 +253,9 @@ class RunConsole:
         self._texts[event.parent_id] = self._texts.get(event.parent_id, "") + text
         # On a terminal (a pipe gets nothing here), a model repeating an escape sequence a
         # tool result planted must not drive it: shown as text, as every other line is.
-        self._write(self._out.file, printable(text))
+        shown = printable(text)
+        self._write(self._out.file, shown)
+        self._quiet.wrote(event.parent_id, shown)
         self._midline = not text.endswith("\n")
         if not self._midline:
             self._release()
@@ -226,9 +295,11 @@ class RunConsole:
 
     def _end_line(self) -> None:
         """End the streamed answer's open line, then write the lines that waited for it."""
+        self._unsay_quiet()
         if self._midline and self._out is not None:
             self._write(self._out.file, "\n")
         self._midline = False
+        self._quiet.ended()
         self._release()
 
     def _release(self) -> None:
@@ -237,6 +308,56 @@ class RunConsole:
             self._write(target, line)
 
     # -- the status line -----------------------------------------------------------------
+
+    def _approval(self, event: TraceEvent, depth: int) -> None:
+        """A call waits for a person's approval (a note the gate writes): a status line with
+        how long it has waited, until it is decided."""
+        said = event.output if isinstance(event.output, dict) else {}
+        approval, call = said.get("approval"), said.get("call")
+        if not isinstance(approval, str):
+            return
+        key = f"approval {call}"
+        if approval == "waiting":
+            waiting = _Call("approval", printable(event.name), depth)
+            waiting.message = "waiting for a decision (runs approve | deny)"
+            self._calls[key] = waiting
+        else:
+            self._calls.pop(key, None)
+
+    def _show_quiet(self) -> None:
+        """The answer's line is open and its model has been quiet a while: say so on the
+        line below (the cursor goes back to where the text stops)."""
+        if self._err is None or self._out is None:
+            return
+        span_id, quiet = self._quiet.span_id, self._quiet.quiet_for()
+        call = self._calls.get(span_id or "")
+        if call is None or quiet is None:
+            return
+        width = self._out.width
+        column = cell_len(self._quiet.line.expandtabs()) % width
+        if column == 0 and self._quiet.line:
+            return  # the text fills the row: where the cursor stands is the terminal's guess
+        text = Text(f"{call.kind} ", style="dim")
+        text.append(call.name, style="bold")
+        text.append(f"  no text for {quiet:.0f} s", style="yellow")
+        text.append(f"  {time.monotonic() - call.started:.1f} s, {call.chars} chars", style="dim")
+        text.truncate(width - 1, overflow="ellipsis")
+        with self._err.capture() as captured:
+            self._err.print(text, end="", highlight=False, soft_wrap=True)
+        # Below the open line (made the first time), cleared, the status, then back up to the
+        # text's end: relative moves, right also when the terminal scrolled.
+        down = "\x1b[1B\r" if self._quiet.shown else "\n"
+        back = f"\x1b[1A\x1b[{column + 1}G"
+        self._write(self._err.file, f"{down}\x1b[2K{captured.get()}{back}")
+        self._quiet.shown = True
+
+    def _unsay_quiet(self) -> None:
+        """Erase the line that said the model was quiet; the cursor stays where it was."""
+        if not self._quiet.shown or self._err is None or self._out is None:
+            return
+        column = cell_len(self._quiet.line.expandtabs()) % self._out.width
+        self._write(self._err.file, f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G")
+        self._quiet.shown = False
 
     def _progress(self, event: TraceEvent) -> None:
         call = self._calls.get(event.parent_id or "")
@@ -254,7 +375,7 @@ class RunConsole:
             return
         shown = self._calls or self._waiting.names or self._waiting.stopping is not None
         if not shown or self._midline:
-            self._hide()
+            self._stop_live()  # a line saying the model is quiet stays (`_show_quiet`)
             return
         if self._live is None:
             # A fresh Live each time: a stopped one would move the cursor by its old height.
@@ -271,6 +392,10 @@ class RunConsole:
             self._live.refresh()
 
     def _hide(self) -> None:
+        self._unsay_quiet()
+        self._stop_live()
+
+    def _stop_live(self) -> None:
         if self._live is not None:
             self._live.stop()
             self._live = None
@@ -280,6 +405,8 @@ class RunConsole:
         with self._lock:
             if self._live is not None:
                 self._live.refresh()
+            elif self._midline:
+                self._show_quiet()
 
     def _write(self, file: IO[str], text: str) -> None:
         file.write(text)
@@ -295,6 +422,32 @@ class RunConsole:
             self._hide()
             self._write(target, printable(line))  # log lines carry servers' and callers' words
             self._show()
+
+
+class _Quiet:
+    """The streamed answer's open line: its text so far (where the cursor stands), when its
+    model last wrote, and whether a line below says it has gone quiet."""
+
+    def __init__(self, after: float) -> None:
+        self.after = after
+        self.span_id: str | None = None
+        self.line = ""
+        self.last = time.monotonic()
+        self.shown = False
+
+    def wrote(self, span_id: str, text: str) -> None:
+        self.span_id = span_id
+        self.line = (self.line + text).rpartition("\n")[2]
+        self.last = time.monotonic()
+
+    def ended(self) -> None:
+        self.span_id = None
+        self.line = ""
+
+    def quiet_for(self) -> float | None:
+        """How long the model has sent no text, once that is `after` or more."""
+        quiet = time.monotonic() - self.last
+        return quiet if self.span_id is not None and quiet >= self.after else None
 
 
 class _Status:

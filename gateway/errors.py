@@ -10,7 +10,7 @@
     ├── AlreadyDecided       a call waiting for approval had a decision already (the first stands)
     ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
-        ├── StoreUnavailable the run store's database cannot be reached
+        ├── StoreUnavailable the run store's database cannot be reached, or written now
         └── PickledRecord    a stored record is in Python's pickle format: refused, unread
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
@@ -93,7 +93,8 @@ class StoreError(GatewayError):
 
 
 class StoreUnavailable(StoreError):
-    """The run store's database cannot be reached (refused, unknown host, ...)."""
+    """The run store's database cannot be reached (refused, unknown host, ...), or cannot be
+    written now (a SQLite file locked by another process, its disk full, read-only)."""
 
 
 class PickledRecord(StoreError):

@@ -58,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_ANSWER", "StepLoop", "outputs", "tool_definition"]
+__all__ = ["EMPTY_ANSWER", "StepLoop", "empty_failed", "outputs", "tool_definition"]
 
 EMPTY_ANSWER = "the model's final answer was empty"
 
@@ -171,6 +171,7 @@ class StepLoop:
                 why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)
+            finished = _FinishedItems(tracer, spec.name, agent_span.id, len(state.items))
             request, response = state.request, state.response
             while True:
                 if request is None:
@@ -182,9 +183,11 @@ class StepLoop:
                     except StepInterrupted as stop:
                         # What the other items did is kept: a resumed run repeats none of it.
                         await saver.save(request=stop.progress, response=None)
+                        await finished.tell(stop.progress.metadata.finished_items)
                         raise stop.error from None
                     if isinstance(outcome, AgentResult):
                         break
+                    await finished.tell(outcome.metadata.finished_items)
                     await _trace_answered(tracer, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
@@ -206,14 +209,17 @@ class StepLoop:
                     saver.update(request=None, response=response, children={})
             items = list(outcome.items)
             for index, item in enumerate(items):
-                if item.error is None and not (item.output or "").strip():
+                failed = empty_failed(item)
+                if failed is not item:
                     # Nothing answered is no success, wherever the answer goes (a terminal,
                     # an MCP client, a calling agent): the item failed, and says why.
                     await tracer.note(
                         "agent", spec.name, agent_span.id, warning=EMPTY_ANSWER, item=index
                     )
-                    items[index] = item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
+                    items[index] = failed
             outcome = outcome.model_copy(update={"items": items})
+            # The items not told of yet (each item's line says what the result says).
+            await finished.tell(dict(enumerate(outcome.items)))
             agent_span.output = outputs(outcome.items)
         return outcome
 
@@ -516,6 +522,35 @@ def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
             tool.name,
             "; ".join(lost),
         )
+
+
+def empty_failed(item: ItemResult) -> ItemResult:
+    """`item`, failed with `EMPTY_ANSWER` if it answered nothing (no error, no text); else
+    `item` itself."""
+    if item.error is None and not (item.output or "").strip():
+        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
+    return item
+
+
+class _FinishedItems:
+    """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
+    once; a single question's end is its run's."""
+
+    def __init__(self, tracer: Tracer, agent: str, span_id: str, count: int) -> None:
+        self._tracer = tracer
+        self._agent = agent
+        self._span_id = span_id
+        self._many = count > 1
+        self._told: set[int] = set()
+
+    async def tell(self, finished: Mapping[int, ItemResult]) -> None:
+        if not self._many or not self._tracer.hooks:
+            return
+        for index in sorted(finished.keys() - self._told):
+            self._told.add(index)
+            # An empty answer is the item's failure here already, as in the run's result.
+            item = empty_failed(finished[index])
+            await self._tracer.item_finished(self._agent, self._span_id, index, item)
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

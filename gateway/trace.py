@@ -10,8 +10,9 @@ a failing hook is logged and never fails the run.
 
 What a hook may act on is typed, besides the JSON `output` every event carries for printing:
 a tool's progress (`progress`), a log message its MCP server sent during the call
-(`server_log`, a `note`), and a span ended by a pause rather than a failure (`paused`, an
-`error` event whose `error` says the same).
+(`server_log`, a `note`), the result of one of a run's many items as it finishes
+(`finished_item`, an agent's `note`), and a span ended by a pause rather than a failure
+(`paused`, an `error` event whose `error` says the same).
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ import anyio
 from mcp_types import LoggingMessageNotificationParams
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
+from agent import ItemResult
 from toolkits.printable import encodes_all, printable
 
 from .errors import RunPaused
 
 __all__ = [
+    "TRACE_CONTEXT_KEYS",
     "JsonLinesPrinter",
     "PropagatesTrace",
     "Span",
@@ -90,6 +93,9 @@ class TraceEvent(BaseModel):
     """For a tool's `progress` event: the report."""
     server_log: LoggingMessageNotificationParams | None = Field(default=None, exclude=True)
     """For a tool's `note` of its MCP server's log message: the message as the server sent it."""
+    finished_item: ItemResult | None = Field(default=None, exclude=True)
+    """For an agent's `note` that one of a run's many items finished: its result (the note's
+    `output` says only which item, and whether it failed)."""
     paused: str | None = Field(default=None, exclude=True)
     """For an `error` event that is a pause, not a failure: what the run waits for."""
     error_private: bool = Field(default=False, exclude=True)
@@ -117,7 +123,7 @@ class PropagatesTrace(Protocol):
         ...
 
 
-_TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
+TRACE_CONTEXT_KEYS = ("traceparent", "tracestate", "baggage")
 """The `_meta` keys of a W3C trace context (SEP-414), the exception to prefixed keys."""
 
 
@@ -125,7 +131,7 @@ def trace_context_in(meta: Mapping[str, Any] | None) -> dict[str, str] | None:
     """The W3C trace context in a request's `_meta`, if it has one."""
     if not meta or not isinstance(meta.get("traceparent"), str):
         return None
-    return {key: meta[key] for key in _TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
+    return {key: meta[key] for key in TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
 
 
 def new_id() -> str:
@@ -189,6 +195,14 @@ class Tracer:
         """A point event (a fallback, a node's health, a streamed token) under `parent_id`."""
         await self._point(kind, name, parent_id, phase, data)
 
+    async def item_finished(
+        self, agent: str, parent_id: str, index: int, result: ItemResult
+    ) -> None:
+        """One of the run's many items finished (answered or failed), under its agent's span:
+        `run --items` prints its line then, not at the run's end."""
+        output: JsonValue = {"item": index, "failed": result.error is not None}
+        await self._point("agent", agent, parent_id, "note", output, finished_item=result)
+
     async def progress(self, tool: str, parent_id: str, report: ToolProgress) -> None:
         """A tool's progress report, under its span."""
         output: JsonValue = report.model_dump(mode="json")
@@ -211,6 +225,7 @@ class Tracer:
         *,
         progress: ToolProgress | None = None,
         server_log: LoggingMessageNotificationParams | None = None,
+        finished_item: ItemResult | None = None,
     ) -> None:
         if not self.hooks:
             return
@@ -227,6 +242,7 @@ class Tracer:
                 subject=self.subject,
                 progress=progress,
                 server_log=server_log,
+                finished_item=finished_item,
             )
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,6 +57,14 @@ def append_line(path: str, line: str) -> str:
     with open(path, "a", encoding="utf-8") as file:
         file.write(line + "\n")
     return f"appended {line!r}"
+
+
+async def interrupt_me(signal_name: str = "SIGINT") -> str:
+    """Send this very process `signal_name` (Ctrl-C's SIGINT, say), then wait to be cancelled:
+    a run interrupted while this call runs, at a point the test chose."""
+    os.kill(os.getpid(), signal.Signals[signal_name])
+    await anyio.Event().wait()
+    return "not reached"
 
 
 def noisy(x: int = 1) -> str:

@@ -425,6 +425,44 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
     assert "Traceback" not in terminal.shown
 
 
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_chat_ended_by_a_signal_at_the_prompt_says_how_to_continue(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM or SIGHUP ended a chat with no word of its session (Ctrl-C and Ctrl-D said it),
+    the hint left after the prompt's `> `."""
+    assert EXECUTABLE is not None
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "unasked"}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.assistant]\nmodel = "scripted:{script}"\n')
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "c8"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            process.send_signal(signum)
+            code = process.wait(timeout=10)
+            terminal.until("continues it")
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 128 + signum, terminal.shown
+    hint = f"session c8: `agent-gateway chat --session c8 --config {config}` continues it"
+    assert f"> \r\n{hint}\r\n" in terminal.shown  # on a line of its own
+    assert "Traceback" not in terminal.shown
+
+
 def test_chat_says_how_to_continue_its_session_where_it_is_kept(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -78,6 +78,25 @@ def test_the_json_of_call_and_run_is_alone_on_stdout(
         assert said_all(err), err
 
 
+def test_the_lines_of_run_items_are_alone_on_stdout_and_end_with_the_runs(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Item lines printed as items finish go to the results' stdout too, not to the stdout
+    a tool's print reaches (stderr while a command runs); the run's line says its status."""
+    items = tmp_path / "items.jsonl"
+    items.write_text('"one"\n')
+    for store, stored in ((["--no-store"], False), (["--state-dir", str(tmp_path / "s")], True)):
+        config = noisy_agent(tmp_path, {"content": "done"})
+        run = ["run", "--items", str(items), "--json", "--config", str(config), *store]
+        assert main(run) == 0
+        out, err = capfd.readouterr()
+        item, ran = [json.loads(line) for line in out.splitlines()]
+        assert item == {"index": 0, "output": "done", "error": None}
+        assert ran["status"] == "succeeded"
+        assert (ran["run_id"] is not None) == stored  # null: no run was stored
+        assert said_all(err), err
+
+
 def test_the_json_of_a_resumed_run_and_a_chats_answers_are_alone_on_stdout(
     tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -80,25 +80,33 @@ async def _chat(args: argparse.Namespace) -> int:
     # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
     err = Console(file=sys.stderr)
     status = err if err.is_terminal and not err.is_dumb_terminal else None
-    async with (
-        stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
-        open_gateway(
-            config,
-            model=args.model,
-            hooks=trace_hooks(args, console),
-            state_dir=args.state_dir,
-            wait_for=config.nodes_of(name),
-            on_waiting=console.waiting_for,
-        ) as gateway,
-    ):
-        check_runnable(gateway, name)
-        print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
-        steps = _Steps()
-        async with steps.interruptible() if interactive else nullcontext():
-            code = await _converse(gateway, name, session, console, steps, interactive)
-    if interactive:
-        again = f"agent-gateway chat --session {session}{_same_place(args)}{_same_agent(args)}"
-        print(f"session {session}: `{again}` continues it", file=sys.stderr)
+    started = False
+    try:
+        async with (
+            stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
+            open_gateway(
+                config,
+                model=args.model,
+                hooks=trace_hooks(args, console),
+                state_dir=args.state_dir,
+                wait_for=config.nodes_of(name),
+                on_waiting=console.waiting_for,
+            ) as gateway,
+        ):
+            check_runnable(gateway, name)
+            started = True
+            print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
+            steps = _Steps()
+            async with steps.interruptible() if interactive else nullcontext():
+                code = await _converse(gateway, name, session, console, steps, interactive)
+    except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
+        if interactive and started:
+            print(file=sys.stderr)
+        raise
+    finally:
+        if interactive and started:  # how to go on, however the chat ended
+            again = f"agent-gateway chat --session {session}{_same_place(args)}{_same_agent(args)}"
+            print(f"session {session}: `{again}` continues it", file=sys.stderr)
     return code
 
 

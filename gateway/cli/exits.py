@@ -2,10 +2,12 @@
 
 0    success
 1    the run failed: a model error, max iterations (of any item of `run --items`), a server
-     that was needed and is down, chat memory's store or the run store unreachable, the run
-     cancelled (`runs cancel`)
+     that was needed and is down, chat memory's store or the run store unreachable (or not
+     writable now: locked, full, read-only), the run cancelled (`runs cancel`)
 2    bad input: config, arguments, an unknown agent, tool or stored run
-130  interrupted (Ctrl-C)
+3    `run --no-wait` (or `resume --no-wait`): a call waits for a person's approval; the run
+     is stored, waiting: `runs approve|deny`, then `resume`
+130  interrupted (Ctrl-C); 143 for SIGTERM, 129 for SIGHUP
 """
 
 from __future__ import annotations
@@ -18,11 +20,21 @@ from toolkits.printable import printable
 
 from ..errors import DepthExceeded, GatewayError, RunCancelled, StoreUnavailable
 
-__all__ = ["BAD_INPUT", "FAILED", "INTERRUPTED", "OK", "RunFailed", "exit_code", "report"]
+__all__ = [
+    "BAD_INPUT",
+    "FAILED",
+    "INTERRUPTED",
+    "OK",
+    "WAITING_APPROVAL",
+    "RunFailed",
+    "exit_code",
+    "report",
+]
 
 OK = 0
 FAILED = 1
 BAD_INPUT = 2
+WAITING_APPROVAL = 3
 INTERRUPTED = 130
 
 

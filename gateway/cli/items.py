@@ -1,29 +1,35 @@
 """`run --items FILE.jsonl`: many questions in one run, one JSON line each way.
 
 In: a JSON string per line, or `{"prompt": ..., "session_id": ...}`; an empty prompt is bad
-input. Out: one line per item, in order, `{"index": N, "output": ..., "error": ...}` (`output`
-is the answer itself, as JSON, for agents with an output schema); any item failed: a line on
-stderr says how many, and exit code 1.
+input. Out: one line per item as soon as it finishes (in the order they finish; `index` says
+which), `{"index": N, "output": ..., "error": ...}` (`output` is the answer itself, as JSON,
+for agents with an output schema), so a run that stops or is interrupted has printed what
+finished. With `--json`, a last line for the run: `{"run_id", "agent", "status", "error",
+"items", "finished", "failed", "usage", "iterations"}` (no `index`; `status` as `run --json`
+words it), also when it stopped. Any item failed: a line on stderr says how many, and exit
+code 1.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
 from pydantic import ValidationError
 
-from agent import AgentItem
+from agent import AgentItem, ItemResult
 
 from ..errors import GatewayError
-from ..run_state import RunResult
+from ..run_state import RunResult, RunState
+from ..trace import TraceEvent
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
+from .results import ended_status, so_far
 
-__all__ = ["print_items", "read_items", "read_stdin"]
+__all__ = ["ItemLines", "read_items", "read_stdin"]
 
 
 async def read_stdin(what: str) -> str:
@@ -68,19 +74,113 @@ async def read_items(path: str) -> list[AgentItem]:
     return items
 
 
-def print_items(result: RunResult) -> int:
-    """One JSON line per item on stdout; if any failed, a line on stderr that says how many
-    (and the first one's error): the exit code is 1 then."""
-    for index, item in enumerate(result.items):
+class ItemLines:
+    """`run --items` output: a trace hook that prints each item's JSON line as the item
+    finishes; `finished` prints those the trace did not tell (a resumed run's earlier ones)
+    and, with `summary` (`--json`), the run's line."""
+
+    def __init__(self, run_id: str | None, agent: str, count: int, *, summary: bool) -> None:
+        self._run_id = run_id
+        self._agent = agent
+        self._count = count
+        self._summary = summary
+        self._out: TextIO | None = None
+        """Where the lines go: `result_stdout()` unless `writing_to` says."""
+        self._own_agent: set[str] = set()
+        """The run's own agent span: a sub-agent's items are not the run's."""
+        self._printed: dict[int, ItemResult] = {}
+
+    def writing_to(self, out: TextIO) -> ItemLines:
+        """This, writing its lines to `out` (around a terminal's status line)."""
+        self._out = out
+        return self
+
+    async def __call__(self, event: TraceEvent) -> None:
+        if event.kind != "agent":
+            return
+        if event.phase == "start" and event.parent_id == event.run_id:
+            self._own_agent.add(event.id)
+        elif event.phase == "note" and event.finished_item is not None:
+            noted = event.output if isinstance(event.output, dict) else {}
+            index = noted.get("item")
+            if event.parent_id in self._own_agent and isinstance(index, int):
+                self._print(index, event.finished_item)
+
+    def finished(self, result: RunResult) -> int:
+        """The lines not printed yet (in order), the run's line with `summary`, and on stderr
+        how many items failed; the exit code."""
+        for index, item in enumerate(result.items):
+            if index not in self._printed:
+                self._print(index, item)
+        # An empty answer is its item's failure already (the step loop made it so).
+        items = result.items
+        failed = [(index, item.error) for index, item in enumerate(items) if item.error is not None]
+        if self._summary:
+            self._print_run(
+                ended_status(result),  # as the run store says
+                None,
+                len(failed),
+                result.usage.model_dump(),
+                result.iterations,
+            )
+        if not failed:
+            return OK
+        first, error = failed[0]
+        which = (
+            f"item {first}: {error}" if len(failed) == 1 else f"the first, item {first}: {error}"
+        )
+        print(f"{len(failed)} of {len(items)} items failed ({which})", file=sys.stderr)
+        return FAILED
+
+    def stopped(
+        self,
+        run_id: str | None,
+        status: str,
+        error: str,
+        state: RunState | None,
+        **more: Any,
+    ) -> None:
+        """With `summary`, the run's line for a run that ended before it returned (`status`:
+        `stopped`, `cancelled`, `waiting_approval`, ...; `run_id` None: none was stored), with
+        what `state` (its last checkpoint) says it spent."""
+        if not self._summary:
+            return
+        self._run_id = run_id
+        failed = sum(1 for item in self._printed.values() if item.error is not None)
+        usage, iterations, _ = so_far(state)
+        self._print_run(status, error, failed, usage, iterations, **more)
+
+    def _print(self, index: int, item: ItemResult) -> None:
+        self._printed[index] = item
         output = item.structured if item.structured is not None else item.output
         line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
-        print(result_json(line), flush=True, file=result_stdout())
-    failed = [
-        (index, item.error) for index, item in enumerate(result.items) if item.error is not None
-    ]
-    if not failed:
-        return OK
-    first, error = failed[0]
-    which = f"item {first}: {error}" if len(failed) == 1 else f"the first, item {first}: {error}"
-    print(f"{len(failed)} of {len(result.items)} items failed ({which})", file=sys.stderr)
-    return FAILED
+        self._write(line)
+
+    def _print_run(
+        self,
+        status: str,
+        error: str | None,
+        failed: int,
+        usage: dict[str, Any] | None,
+        iterations: int | None,
+        **more: Any,
+    ) -> None:
+        self._write(
+            {
+                "run_id": self._run_id,
+                "agent": self._agent,
+                "status": status,
+                "error": error,
+                "items": self._count,
+                "finished": len(self._printed),
+                "failed": failed,
+                "usage": usage,
+                "iterations": iterations,
+                **more,
+            }
+        )
+
+    def _write(self, line: dict[str, Any]) -> None:
+        out = self._out if self._out is not None else result_stdout()
+        out.write(result_json(line) + "\n")  # `\\u` escapes where stdout cannot write a character
+        out.flush()

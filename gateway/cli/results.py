@@ -6,16 +6,18 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from pydantic import JsonValue
+
 from agent import AgentRequestMetadata, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
 from ..run_state import RunResult, RunState, spent
-from ..step_loop import EMPTY_ANSWER
+from ..step_loop import empty_failed
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
 
-__all__ = ["ended_status", "print_result", "run_error_json", "run_json"]
+__all__ = ["ended_status", "print_result", "run_error_json", "run_json", "so_far"]
 
 
 def print_result(
@@ -29,7 +31,9 @@ def print_result(
     """Print each answer on stdout (unless `shown` says it was streamed already) or its error
     on stderr, or the whole run as JSON (`run_id` null unless `stored`); the exit code of
     the run."""
-    items = [_empty_is_an_error(item) for item in result.items]
+    # The step loop made an empty answer the item's failure; a result it did not make (an
+    # older stored run's) may still have one.
+    items = [empty_failed(item) for item in result.items]
     failed = any(item.error is not None for item in items)
     if as_json:
         shown_json = run_json(result, items[0], stored=stored)
@@ -43,13 +47,6 @@ def print_result(
             answer = printable(item.output or "") if result_stdout().isatty() else item.output
             print(f"answer: {answer}" if label else answer, file=result_stdout())
     return FAILED if failed else OK
-
-
-def _empty_is_an_error(item: ItemResult) -> ItemResult:
-    # Nothing answered is not a success: say so instead of printing a blank answer.
-    if item.error is None and not (item.output or "").strip():
-        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
-    return item
 
 
 def run_json(
@@ -74,7 +71,8 @@ def run_json(
 def ended_status(result: RunResult) -> str:
     """The status a run that returned `result` has, as the run store words it: `failed` when
     every question failed on its own, else `succeeded` (its failed items in its result)."""
-    failed = bool(result.items) and all(item.error is not None for item in result.items)
+    items = [empty_failed(item) for item in result.items]
+    failed = bool(items) and all(item.error is not None for item in items)
     return "failed" if failed else "succeeded"
 
 
@@ -85,21 +83,15 @@ def run_error_json(
     state: RunState | None = None,
     *,
     status: str = "failed",
+    **more: JsonValue,
 ) -> str:
     """The one JSON object `--json` prints for a run that failed before it returned: the keys
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
     at hand, else null and empty (`run_id` null: no run was stored, the store failed).
-    `status`: the stored run's (`stopped`: it resumes; `cancelled`), or `failed` for a run
-    that was not stored, which has ended. Bad input (exit 2) prints none: nothing ran."""
-    usage: dict[str, Any] | None = None
-    iterations: int | None = None
-    steps: list[ToolCallStep] = []
-    if state is not None:
-        exchange = state.response or state.request
-        metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
-        usage = spent(state).model_dump()  # its sub-agents' calls too
-        iterations = metadata.iteration_count
-        steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    `status`: the stored run's (`stopped`: it resumes; `cancelled`; `waiting_approval` with
+    `--no-wait`), or `failed` for a run that was not stored, which has ended; `more`: keys
+    besides (`waiting`). Bad input (exit 2) prints none: nothing ran."""
+    usage, iterations, steps = so_far(state)
     shown = {
         "run_id": run_id,
         "agent": agent,
@@ -109,8 +101,23 @@ def run_error_json(
         "usage": usage,
         "iterations": iterations,
         "steps": _steps(steps),
+        **more,
     }
     return result_json(shown)
+
+
+def so_far(
+    state: RunState | None,
+) -> tuple[dict[str, Any] | None, int | None, list[ToolCallStep]]:
+    """The usage, iterations and (first item's) steps of a run's last checkpoint; None, None
+    and none when it is not at hand."""
+    if state is None:
+        return None, None, []
+    exchange = state.response or state.request
+    metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
+    usage = spent(state).model_dump()  # its sub-agents' calls too
+    steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    return usage, metadata.iteration_count, steps
 
 
 def _steps(steps: Sequence[ToolCallStep]) -> list[dict[str, Any]]:

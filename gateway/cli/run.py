@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+import anyio
+
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
@@ -23,20 +25,20 @@ from .common import (
     check_session_id,
     config_of,
     pick_agent,
-    trace_hooks,
     with_steps,
 )
 from .exits import BAD_INPUT, exit_code
 from .items import read_items, read_stdin
 from .origin import origin_of
-from .output import result_stdout
-from .results import run_error_json
+from .results import print_result
 from .stored import (
     add_output_options,
     add_resume_options,
     add_store_options,
-    print_run,
+    item_lines,
+    print_stopped,
     resume_stored,
+    run_hooks,
     run_stored,
     store_url,
     terminal_console,
@@ -73,12 +75,13 @@ async def _run(args: argparse.Namespace) -> int:
     )
     if url is not None:
         return await run_stored(args, config, state, url)
+    lines = item_lines(args, state, stored=False) if args.items else None
     async with (
         terminal_console(args, items=bool(args.items)) as console,
         open_gateway(
             config,
             model=args.model,
-            hooks=trace_hooks(args, console),
+            hooks=run_hooks(args, console, lines),
             # Servers the agent does not use start meanwhile (--strict checks every one).
             wait_for=None if args.strict else config.nodes_of(name),
             on_waiting=console.waiting_for,
@@ -93,9 +96,17 @@ async def _run(args: argparse.Namespace) -> int:
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 # No run id: none was stored.
-                print(run_error_json(None, state.agent, exc), file=result_stdout())
+                print_stopped(args, lines, state, exc, None, status="failed", run_id=None)
             raise
-    return print_run(result, args, items=bool(args.items), stored=False, shown=console.streamed)
+        except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: nothing was stored
+            # What finished of many items is out: the run's line says the rest; of one
+            # question, the one JSON object `--json` promises (each only with `--json`).
+            interrupted = GatewayError("interrupted: the run was not stored (--no-store)")
+            print_stopped(args, lines, state, interrupted, None, status="failed", run_id=None)
+            raise
+    if lines is not None:
+        return lines.finished(result)
+    return print_result(result, as_json=args.json, stored=False, shown=console.streamed)
 
 
 async def _items(args: argparse.Namespace) -> list[AgentItem]:

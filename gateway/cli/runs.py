@@ -46,6 +46,13 @@ def register(commands: Commands) -> None:
         choices=["running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled"],
         help="only runs in this state",
     )
+    listing.add_argument(
+        "--limit",
+        type=_count,
+        default=LIST_LIMIT,
+        metavar="N",
+        help=f"the newest N runs (default {LIST_LIMIT}; 0: every one)",
+    )
     listing.set_defaults(handler=_list)
     show = actions.add_parser("show", help="a run's status, state and recorded calls")
     show.add_argument("run_id", help="the run's id (as `runs list` shows it)")
@@ -178,13 +185,37 @@ async def _cancel(args: argparse.Namespace) -> int:
     return OK
 
 
+LIST_LIMIT = 100
+"""How many runs `runs list` shows by default, newest first (a store may hold thousands)."""
+
+
+def _count(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a number of runs (0 or more): {text!r}")
+    return number
+
+
 async def _list(args: argparse.Namespace) -> int:
     url = store_url(args)
     assert url is not None
     found: list[RunInfo] = []
+    limit: int | None = args.limit or None
     if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
         async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
-            found = await runs.list(args.status)
+            # One more than shown: whether there are more to say so.
+            found = await runs.list(args.status, limit=limit + 1 if limit else None)
+    more = limit is not None and len(found) > limit
+    found = found[:limit]
+    if more:  # on stderr: stdout stays the listing (or the JSON) alone
+        status = f" {args.status}" if args.status else ""
+        print(
+            f"the newest {limit}{status} runs; there are more: --limit N shows N, --limit 0 all",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps([info.to_json() for info in found]), file=result_stdout())
         return OK

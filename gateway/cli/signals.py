@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import sys
 import threading
 from collections.abc import (
     AsyncGenerator,
@@ -81,10 +82,18 @@ async def stopping_shown(
     console: AbstractAsyncContextManager[RunConsole],
 ) -> AsyncGenerator[RunConsole]:
     """`console`, whose status says the command is stopping from the first Ctrl-C on, and
-    around whose status what tools print is written."""
-    async with console as opened:
-        with on_interrupt(opened.stopping), printed_around(opened):
-            yield opened
+    around whose status what tools print is written; once it has stopped, a line says so
+    unless the command said why it stopped."""
+    shown: RunConsole | None = None
+    try:
+        async with console as opened:
+            shown = opened
+            with on_interrupt(opened.stopping), printed_around(opened):
+                yield opened
+    finally:
+        note = shown.stopped_note() if shown is not None else None
+        if note is not None:
+            print(note, file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 import anyio
+from pydantic import JsonValue
 
 from agent import AgentError
 from agent.models import spec_without_credentials
@@ -37,6 +38,7 @@ from ..store_config import (
     runs_stored,
     store_option,
 )
+from ..trace import TraceHook
 from .common import (
     add_model_options,
     add_strict_option,
@@ -48,8 +50,8 @@ from .common import (
     user_path,
     with_steps,
 )
-from .exits import BAD_INPUT, exit_code
-from .items import print_items
+from .exits import BAD_INPUT, WAITING_APPROVAL, exit_code
+from .items import ItemLines
 from .origin import resume_config
 from .output import result_stdout
 from .results import print_result, run_error_json
@@ -62,12 +64,14 @@ __all__ = [
     "add_output_options",
     "add_resume_options",
     "add_store_options",
+    "item_lines",
     "open_store",
     "preload_store",
-    "print_run",
+    "print_stopped",
     "read_pickled",
     "resume_hint",
     "resume_stored",
+    "run_hooks",
     "run_stored",
     "store_url",
     "terminal_console",
@@ -110,7 +114,13 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
         "--json",
         action="store_true",
         help="print one JSON object: run_id, agent, status, output, error, usage, iterations, "
-        "steps (of many items: a JSON line each)",
+        "steps (of many items: a JSON line each, then one for the run)",
+    )
+    sub.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="when a call needs a person's approval, leave the run stored, waiting, and exit 3 "
+        "(then `runs approve|deny` and `resume`)",
     )
     add_strict_option(sub)
     add_trace_options(sub)
@@ -251,17 +261,20 @@ async def _drive(
     # Chat memory goes to the run's store too, unless the config names its own.
     config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     items = _as_items(args, state)
+    lines = item_lines(args, state) if items else None
     so_far: RunState | None = None  # a failed run's last checkpoint, for --json
     stored = runs is not None  # else not until the store opens: no run id to show before
     # What the store keeps of a run that raised: one resumed stays resumable until it runs;
     # one never stored has ended.
     status = "stopped" if stored else "failed"
+    asked: list[ApprovalRequest] = []  # with --no-wait, the call that made the run return
+    returning = anyio.CancelScope()
     async with (
         terminal_console(args, items=items) as console,
         open_gateway(
             config,
             model=model or args.model,
-            hooks=trace_hooks(args, console),
+            hooks=run_hooks(args, console, lines),
             state_dir=args.state_dir,
             wait_for=None if args.strict else config.nodes_of(state.agent),
             on_waiting=console.waiting_for,
@@ -289,17 +302,20 @@ async def _drive(
                 async def waiting(request: ApprovalRequest) -> None:
                     said = json.dumps(request.input, ensure_ascii=False)
                     call = f"{state.run_id} {shlex.quote(request.short)}{_store_option(args, url)}"
-                    print(
+                    console.say(
                         f"waiting for approval: {request.tool} {said}\n"
                         f"  agent-gateway runs approve {call}\n"
-                        f"  agent-gateway runs deny {call} [--message TEXT]",
-                        file=sys.stderr,
-                        flush=True,
+                        f"  agent-gateway runs deny {call} [--message TEXT]"
                     )
+                    if args.no_wait:
+                        asked.append(request)
+                        returning.cancel()  # the run stays stored, its call waiting
 
                 store.use(gateway, stream=True, on_approval=waiting)
+                result: RunResult | None = None
                 try:
-                    result = await go(store)
+                    with returning:
+                        result = await go(store)
                 except UnknownRun:
                     raise  # it runs elsewhere: nothing to resume here
                 except RunCancelled:  # it has ended; what it spent till then is known
@@ -308,33 +324,116 @@ async def _drive(
                         so_far = await _last_state(store, state.run_id)
                     raise
                 except (AgentError, ToolkitError, GatewayError) as exc:
+                    try:
+                        so_far = await store.state(state.run_id)
+                    except Exception:  # what failed may be the store: the run may be in it
+                        so_far = None
+                    else:
+                        if runs is None and so_far is None:  # the store failed to take it in
+                            stored, status = False, "failed"
+                            raise
                     exc.add_note(f"the run is stored: {hint}")
                     status = "stopped"
-                    if args.json:
-                        so_far = await _last_state(store, state.run_id)
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
-                    print(f"\ninterrupted: run {state.run_id} is stored: {hint}", file=sys.stderr)
-                    if args.json:  # still one JSON object on stdout, for scripts
+                    console.say_stopped(f"interrupted: run {state.run_id} is stored: {hint}")
+                    if args.json:  # still one JSON object (or line) on stdout, for scripts
                         stopped = GatewayError(f"interrupted: the run is stored: {hint}")
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
-                        shown = run_error_json(
-                            state.run_id, state.agent, stopped, so_far, status="stopped"
+                        print_stopped(
+                            args,
+                            lines,
+                            state,
+                            stopped,
+                            so_far,
+                            status="stopped",
+                            run_id=state.run_id,
                         )
-                        print(shown, file=result_stdout())
                     raise
+                if result is None:  # --no-wait, and a call waits for approval
+                    console.cancelled()  # the calls in flight, and the wait, ended
+                    return await _left_waiting(args, lines, state, store, asked, hint)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None
-                shown = run_error_json(run_id, state.agent, exc, so_far, status=status)
-                print(shown, file=result_stdout())
+                print_stopped(args, lines, state, exc, so_far, status=status, run_id=run_id)
             raise
-    return print_run(result, args, items=items, shown=console.streamed)
+    if lines is not None:
+        return lines.finished(result)
+    return print_result(result, as_json=args.json, shown=console.streamed)
+
+
+async def _left_waiting(
+    args: argparse.Namespace,
+    lines: ItemLines | None,
+    state: RunState,
+    store: DurableRuns,
+    asked: list[ApprovalRequest],
+    hint: str,
+) -> int:
+    """`--no-wait`: a call waits for approval, and the run, stored, with it. Say so (with
+    `--json`, status `waiting_approval` and the calls that wait), and exit 3."""
+    with anyio.move_on_after(STORE_READ):
+        asked = (await store.get(state.run_id)).waiting or asked  # every call waiting
+    said = f"run {state.run_id} waits for approval (--no-wait): once decided, {hint}"
+    print(said, file=sys.stderr, flush=True)
+    if args.json:
+        waiting: JsonValue = [{**r.model_dump(mode="json"), "short": r.short} for r in asked]
+        so_far = await _last_state(store, state.run_id)
+        error = GatewayError(said)
+        print_stopped(
+            args, lines, state, error, so_far, status=WAITING, run_id=state.run_id, waiting=waiting
+        )
+    return WAITING_APPROVAL
+
+
+def item_lines(args: argparse.Namespace, state: RunState, *, stored: bool = True) -> ItemLines:
+    """`run --items` output for `state`'s run (with `--json`, its summary line too; its
+    `run_id` null unless `stored`: `--no-store`)."""
+    run_id = state.run_id if stored else None
+    return ItemLines(run_id, state.agent, len(state.items), summary=args.json)
+
+
+def run_hooks(
+    args: argparse.Namespace, console: RunConsole, lines: ItemLines | None
+) -> list[TraceHook]:
+    """The trace hooks of a run: the console, the printers asked for, and the item lines
+    (written around the status line)."""
+    hooks = trace_hooks(args, console)
+    if lines is not None:
+        hooks.append(lines.writing_to(console.stream(result_stdout())))
+    return hooks
+
+
+def print_stopped(
+    args: argparse.Namespace,
+    lines: ItemLines | None,
+    state: RunState,
+    exc: BaseException,
+    so_far: RunState | None,
+    *,
+    status: str,
+    run_id: str | None,
+    **more: JsonValue,
+) -> None:
+    """`--json` of a run that ended before it returned: the summary line after the item
+    lines, or the one JSON object; either says the run's `status` (`stopped`, `failed`,
+    `cancelled`, `waiting_approval`), with `more` (`waiting`). `run_id` None: no run was
+    stored."""
+    if not args.json:
+        return
+    if lines is not None:
+        lines.stopped(run_id, status, str(exc), so_far, **more)
+        return
+    shown = run_error_json(run_id, state.agent, exc, so_far, status=status, **more)
+    print(shown, flush=True, file=result_stdout())
 
 
 STORE_READ = 2.0
 """How long an interrupted run waits for its last checkpoint, for `--json`."""
+WAITING = "waiting_approval"
+"""The status of a run whose calls wait for a person's approval (`runs list` says it too)."""
 
 
 def _as_items(args: argparse.Namespace, state: RunState) -> bool:
@@ -351,16 +450,3 @@ async def _last_state(runs: DurableRuns, run_id: str) -> RunState | None:
         return await runs.state(run_id)
     except Exception:
         return None
-
-
-def print_run(
-    result: RunResult,
-    args: argparse.Namespace,
-    *,
-    items: bool,
-    stored: bool = True,
-    shown: Callable[[str | None], bool] | None = None,
-) -> int:
-    if items:
-        return print_items(result)
-    return print_result(result, as_json=args.json, stored=stored, shown=shown)

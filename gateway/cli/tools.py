@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
 from typing import Any, NoReturn, cast
 
+import anyio
 from mcp_types import CallToolResult
 
 from agent import AgentError, AgentItem
@@ -44,6 +45,7 @@ from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
 from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
+from .stored import terminal_console
 
 __all__ = ["register"]
 
@@ -109,11 +111,12 @@ async def _call(args: argparse.Namespace) -> int:
     # A local tool needs no MCP server: the call does not wait for theirs to start.
     local = args.tool in config.tools and not args.strict
     async with (
-        status_console() as console,
+        # As `run`'s: on a terminal, the calls in flight on stderr, an agent's answer streamed.
+        terminal_console(args) as console,
         open_gateway(
             config,
             model=args.model,
-            hooks=trace_hooks(args),
+            hooks=trace_hooks(args, console),
             start_wait=0 if local else None,
             wait_for=None if args.strict else _servers_used(config, args.tool),
             on_waiting=console.waiting_for,
@@ -121,7 +124,7 @@ async def _call(args: argparse.Namespace) -> int:
     ):
         check_servers(gateway, strict=args.strict)
         if args.tool in gateway.agents:
-            return await _call_agent(gateway, args.tool, arguments, as_json=args.json)
+            return await _call_agent(gateway, args.tool, arguments, console, as_json=args.json)
         tools = await gateway.list_tools()
         tool = tools.get(args.tool)
         try:
@@ -143,7 +146,12 @@ async def _call(args: argparse.Namespace) -> int:
 
 
 async def _call_agent(
-    gateway: Gateway, name: str, arguments: Mapping[str, Any], *, as_json: bool
+    gateway: Gateway,
+    name: str,
+    arguments: Mapping[str, Any],
+    console: RunConsole,
+    *,
+    as_json: bool,
 ) -> int:
     prompt = arguments.get("prompt")
     if not isinstance(prompt, str) or not prompt.strip():
@@ -162,13 +170,19 @@ async def _call_agent(
     # Not stored (`call` has no run store): `--json` says so with `run_id` null, as `run
     # --no-store`; its id names the run in traces only.
     try:
-        result = await gateway.resume(state, checkpoint=keep if as_json else None)
+        result = await gateway.resume(state, checkpoint=keep if as_json else None, stream=True)
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             shown = run_error_json(None, name, exc, latest[-1] if latest else state)
             print(shown, file=result_stdout())
         raise
-    return print_result(result, as_json=as_json, stored=False)
+    except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: the object `--json` promises
+        if as_json:
+            interrupted = GatewayError("interrupted: the run was not stored (call stores none)")
+            shown = run_error_json(None, name, interrupted, latest[-1] if latest else state)
+            print(shown, file=result_stdout(), flush=True)
+        raise
+    return print_result(result, as_json=as_json, stored=False, shown=console.streamed)
 
 
 def _mcp_json(result: CallToolResult) -> str:

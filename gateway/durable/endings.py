@@ -1,6 +1,10 @@
 """How a run executing here ends besides its answer: cancelled from any process, taken by
 another process that resumed it at the same moment, or failed in every item.
 
+Of two processes that resume one run at the same moment, DBOS runs it in the one that claimed
+it last: the other's execution, if it began, learns at its next write (`lost_to_another`)
+and stops, its driver told the run is `taken`.
+
 DBOS's `cancel_workflow` only marks a run: the process running it notices at its next step,
 and a wait for approval (`recv`) has none. `cancels_watched` looks the running runs up every
 `WATCH_SECONDS` (one query for all) and cancels the scope of each one cancelled.
@@ -15,7 +19,7 @@ from typing import Protocol, cast
 
 import anyio
 from dbos import DBOSClient
-from dbos._error import DBOSWorkflowCancelledError
+from dbos._error import DBOSWorkflowCancelledError, DBOSWorkflowConflictIDError
 
 from toolkits import in_background
 
@@ -30,6 +34,7 @@ __all__ = [
     "cancelled_by_dbos",
     "cancels_watched",
     "failed_items",
+    "lost_to_another",
     "taken",
 ]
 
@@ -66,6 +71,16 @@ def cancelled_by_dbos(exc: BaseException) -> bool:
         group = cast(BaseExceptionGroup[BaseException], exc)
         return group.subgroup(DBOSWorkflowCancelledError) is not None
     return isinstance(exc, DBOSWorkflowCancelledError)
+
+
+def lost_to_another(exc: BaseException) -> bool:
+    """Whether `exc` is DBOS's word that this execution no longer owns the run (alone, or
+    among others): a resume elsewhere claimed it after this one did, or a cancel took it.
+    DBOS lets the latest claim run it; an older execution learns so at its next write."""
+    if isinstance(exc, BaseExceptionGroup):
+        group = cast(BaseExceptionGroup[BaseException], exc)
+        return group.subgroup(DBOSWorkflowConflictIDError) is not None
+    return isinstance(exc, DBOSWorkflowConflictIDError)
 
 
 def taken(run_id: str, url: str) -> UnknownRun:

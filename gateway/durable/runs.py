@@ -89,6 +89,10 @@ POLL_SECONDS = 0.05
 NOTIFICATION_POLL_SECONDS = 0.1
 """SQLite has no notifications: DBOS polls (and waits this long for its poller to stop)."""
 _FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
+_ENDED_AS = {"succeeded": "SUCCESS", "failed": "ERROR", "cancelled": "CANCELLED"}
+"""DBOS's status of a run that has ended, by ours (`status.run_info`)."""
+_GOING = ("PENDING", "ENQUEUED", "DELAYED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
+"""DBOS's statuses of a run that has not ended (ours: running, waiting_approval, stopped)."""
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
 UNREACHABLE_WAIT = 60.0
@@ -191,7 +195,8 @@ class DurableRuns:
         self._need_launch()
         execution = self._host.executions[state.run_id] = Execution()
         try:
-            handle = await _start_workflow(state)
+            with self._writing():
+                handle = await _start_workflow(state)
             return await self._outcome(handle, execution)
         finally:
             del self._host.executions[state.run_id]
@@ -205,8 +210,9 @@ class DurableRuns:
         assert self._queue is not None
         execution = self._host.executions[run_id] = Execution(origin=origin)
         try:
-            await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-            handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+            with self._writing():
+                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+                handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
             return await self._outcome(handle, execution, resumed=True)
         finally:
             del self._host.executions[run_id]
@@ -218,7 +224,12 @@ class DurableRuns:
         execution = self._host.executions[state.run_id] = Execution(
             options=options or RunOptions(), background=True
         )
-        execution.handle = await _start_workflow(state)
+        try:
+            with self._writing():
+                execution.handle = await _start_workflow(state)
+        except BaseException:
+            del self._host.executions[state.run_id]  # not begun: nothing ends it later
+            raise
 
     def here(self, run_id: str) -> bool:
         """Whether the run executes in this process now."""
@@ -239,8 +250,13 @@ class DurableRuns:
         execution = self._host.executions[run_id] = Execution(
             options=options or RunOptions(), background=True
         )
-        await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-        execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+        try:
+            with self._writing():
+                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+                execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+        except BaseException:
+            del self._host.executions[run_id]  # not taken over: nothing ends it later
+            raise
 
     async def running_elsewhere(self, run_id: str) -> bool:
         """Whether the run executes in another live process (on PostgreSQL: its process
@@ -287,10 +303,11 @@ class DurableRuns:
                 if execution.error is not None:
                     raise execution.error
                 if execution.result is None:
+                    # Cancelled from elsewhere as it stopped here, it is not resumable.
+                    await self._still_going(run_id)
                     raise GatewayError(f"run {run_id!r} was interrupted: it is stored, resumable")
                 if execution.handle is not None:  # until DBOS has recorded the end, too
-                    with anyio.fail_after(STOP_TIMEOUT):
-                        await _ended(execution.handle)
+                    return await self._recorded(execution.handle, execution)
                 return execution.result
             waiting = execution.waiting
             if pause and waiting and not any(call in waiting for call in decided):
@@ -330,18 +347,14 @@ class DurableRuns:
         self, handle: WorkflowHandleAsync[str], execution: Execution, *, resumed: bool = False
     ) -> RunResult:
         """The run's result once it ends here. Resumed, it may never begin here: DBOS hands a
-        run to the last process that resumed it, and another one may have after this one."""
+        run to the last process that claimed it, and another one may have after this one."""
         try:
             while resumed and not execution.running:
                 with anyio.move_on_after(WATCH_SECONDS):
                     await execution.finished.wait()
-                if execution.finished.is_set():
+                if execution.finished.is_set() or execution.running:
                     break
-                found = await self._client.list_workflows_async(
-                    workflow_ids=[handle.workflow_id], load_input=False, load_output=False
-                )
-                if found and found[0].queue_name != self._queue and not execution.running:
-                    raise taken(handle.workflow_id, self.url)
+                await self._still_ours(handle.workflow_id)
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable
@@ -351,17 +364,54 @@ class DurableRuns:
             raise
         if execution.error is not None:
             raise execution.error
-        try:
-            with anyio.fail_after(STOP_TIMEOUT):  # until DBOS has recorded the end, too
+        return await self._recorded(handle, execution)
+
+    async def _still_going(self, run_id: str) -> None:
+        """Raises `RunCancelled` if the store says the run was cancelled, or what `resumable`
+        raises for a run that has ended otherwise."""
+        info = await self.get(run_id)
+        if info.status == "cancelled":
+            raise RunCancelled(f"run {run_id} was cancelled")
+        if info.status not in ACTIVE_STATUSES:
+            await self.resumable(run_id)
+
+    async def _still_ours(self, run_id: str) -> None:
+        """Raises `taken` unless the run waits for this process's queue or this process has
+        claimed it (`RunCancelled` if it was cancelled meanwhile): the row says who has it."""
+        with self._reading(run_id):
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+        if not found:
+            raise UnknownRun(f"run {run_id!r} was deleted from {redacted(self.url)}")
+        row = found[0]
+        if row.status == "CANCELLED":
+            raise RunCancelled(f"run {run_id} was cancelled")
+        holder = row.queue_name if row.status == "ENQUEUED" else row.executor_id
+        if holder != self._queue:
+            raise taken(run_id, self.url)
+
+    async def _recorded(self, handle: WorkflowHandleAsync[str], execution: Execution) -> RunResult:
+        """The result DBOS recorded for a run that ended here (at most `STOP_TIMEOUT` later).
+        Not recorded by then: another process claimed it meanwhile (`taken`), else the
+        store did not answer."""
+        with anyio.move_on_after(STOP_TIMEOUT):
+            try:
                 done = await handle.get_result(polling_interval_sec=POLL_SECONDS)
-        except DBOSAwaitedWorkflowCancelledError:  # at its very end
-            raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
-        except Exception as exc:
-            if not stored_as(exc, ItemsFailed):
-                raise
-            assert execution.result is not None
-            return execution.result
-        return RunResult.model_validate_json(done)
+            except DBOSAwaitedWorkflowCancelledError:  # at its very end
+                raise RunCancelled(f"run {handle.workflow_id} was cancelled") from None
+            except Exception as exc:
+                if not stored_as(exc, ItemsFailed):
+                    raise
+                assert execution.result is not None
+                return execution.result
+            return RunResult.model_validate_json(done)
+        await self._still_ours(handle.workflow_id)
+        raise StoreUnavailable(
+            f"run {handle.workflow_id!r} ended here, but the run store did not record its end "
+            f"within {STOP_TIMEOUT:g} s: `agent-gateway runs show {handle.workflow_id}"
+            f"{store_option(self.url)}` shows where it is"
+        )
 
     @contextmanager
     def _reading(self, run_id: str | None = None) -> Generator[None]:
@@ -376,24 +426,45 @@ class DurableRuns:
         except SQLAlchemyError as exc:
             raise store_failure(self.url, exc) from None
 
+    @contextmanager
+    def _writing(self) -> Generator[None]:
+        """A database error as one line (`store_failure`): the store locked, its disk full."""
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise store_failure(self.url, exc, doing="write to") from None
+
     async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs, newest first; `status` one of `status.STATUSES`. A run with a record in
-        the pickle format is left out, and one warning names those (the others are listed:
-        a store an older version wrote is seen without trusting it)."""
+        """The runs, newest first (the newest `limit` of them); `status` one of
+        `status.STATUSES`, looked for by the store: a run that ended is found by DBOS's status
+        alone, one that goes on by its events too (running, waiting or stopped), read for the
+        runs not ended only. A run with a record in the pickle format is left out, and one
+        warning names those (the others are listed: a store an older version wrote is seen
+        without trusting it)."""
+        ended = _ENDED_AS.get(status) if status is not None else None
+        going = status is not None and ended is None
         infos: list[RunInfo] = []
         unread: list[str] = []
         with self._reading():
             with refusals() as refused:
                 found = await self._client.list_workflows_async(
-                    name=WORKFLOW, sort_desc=True, limit=limit, load_output=False
+                    name=WORKFLOW,
+                    status=[ended] if ended is not None else list(_GOING) if going else None,
+                    sort_desc=True,
+                    # Which of the runs not ended are `status` is known once each is read.
+                    limit=None if going else limit,
+                    load_output=False,
                 )
             for each in found:
+                if limit is not None and len(infos) >= limit:
+                    break
                 try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    infos.append(
-                        await (self.get(each.workflow_id) if refused else self._info_of(each))
-                    )
+                    info = await (self.get(each.workflow_id) if refused else self._info_of(each))
                 except PickledRecord:
                     unread.append(each.workflow_id)
+                    continue
+                if status is None or info.status == status:
+                    infos.append(info)
         if unread:
             _log.warning(
                 "%d run%s not listed (%s): %s",
@@ -402,7 +473,7 @@ class DurableRuns:
                 ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else ""),
                 str(pickled()).replace("a record of the run store is", "each is", 1),
             )
-        return [info for info in infos if status is None or info.status == status]
+        return infos
 
     async def get(self, run_id: str) -> RunInfo:
         with self._reading(run_id):
@@ -510,15 +581,6 @@ class DurableRuns:
     def _need_launch(self) -> None:
         if self._queue is None:
             raise StoreError("the run store was opened to read only")
-
-
-async def _ended(handle: WorkflowHandleAsync[str]) -> None:
-    """Once DBOS has recorded the run's end (a run whose every item failed ended so too)."""
-    try:
-        await handle.get_result(polling_interval_sec=POLL_SECONDS)
-    except Exception as exc:
-        if not stored_as(exc, ItemsFailed):
-            raise
 
 
 async def _start_workflow(state: RunState) -> WorkflowHandleAsync[str]:

@@ -9,6 +9,7 @@ The process that drove it learns of the failure from its `Execution`, not from D
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 import anyio
 from dbos import DBOS, DBOSClient, WorkflowHandleAsync
 from pydantic import JsonValue
+from sqlalchemy.exc import SQLAlchemyError
 
 from toolkits import NodeStopped
 from toolkits.errors import find_error
@@ -28,15 +30,19 @@ from ..run_state import RunOrigin, RunResult, RunState
 from ..trace import TraceHook
 from .approvals import DbosApprovals, OnWait
 from .dbos_journal import DbosJournal
-from .endings import ItemsFailed, cancelled_by_dbos, failed_items, taken
+from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
-from .status import EXECUTION_EVENT, STATE_EVENT, this_process, working_elsewhere
+from .status import EXECUTION_EVENT, STATE_EVENT, store_failure, this_process
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
 
 
+_log = logging.getLogger(__name__)
+
 WORKFLOW = "agent-gateway.run"
+STORE_LOOK = 5.0
+"""How long a run that lost its claim looks in the store for why (cancelled, or taken)."""
 
 
 class Stopped(BaseException):
@@ -187,12 +193,9 @@ async def _execute(
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
         with refusing_for(run_id):
-            went = await host.client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
             saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-        if working_elsewhere(went, here):
-            # Resumed at the same moment by two processes: the other got there first.
-            execution.error = taken(run_id, host.url)
-            raise Stopped
+        # Another process that resumed it at the same moment may run it too: DBOS lets the
+        # one that claimed it last go on, and this one learns so at its first write, next.
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
@@ -228,10 +231,16 @@ async def _execute(
             stopped = None  # its MCP servers stopped first: in flight still, as above
         else:
             if execution.error is None:  # else the store's outage stopped it (and this followed)
-                execution.error = exc
-            stopped = str(exc) or type(exc).__name__
+                execution.error = _store_failed(host.url, exc)
+            stopped = str(execution.error) or type(exc).__name__
     except BaseException as exc:
-        if not cancelled_by_dbos(exc):
+        if lost_to_another(exc):
+            # Nothing of it may be written here any more: it was cancelled (DBOS drops a
+            # cancelled run's owner) or another process resumed it after this one.
+            if not await _cancelled(host, run_id):
+                execution.error = taken(run_id, host.url)
+                raise Stopped from None
+        elif not cancelled_by_dbos(exc):
             raise
         execution.cancelled = True  # DBOS saw it first, at a step
         stopped = "cancelled"
@@ -244,8 +253,34 @@ async def _execute(
     # lock goes (`staying_alive`): the replica taking it over must not wait for it to end.
     left = {"left": True} if stopped is None else {}
     with anyio.CancelScope(shield=True):
-        await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
+        try:
+            await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
+        except SQLAlchemyError as exc:  # its disk full, say: the driver hears why it stopped
+            failed = store_failure(host.url, exc, doing="write to")
+            _log.warning("run %s stopped, and the store was not told: %s", run_id, failed)
+            if execution.error is None:
+                execution.error = failed
     raise Stopped
+
+
+def _store_failed(url: str, exc: Exception) -> Exception:
+    """`exc`, or the store's failure in it as one line (a step's record, a checkpoint, not
+    written: the store locked, its disk full)."""
+    failed = find_error(exc, SQLAlchemyError)
+    return store_failure(url, failed, doing="write to") if failed is not None else exc
+
+
+async def _cancelled(host: Host, run_id: str) -> bool:
+    """Whether the store says the run was cancelled (else, or unread: taken elsewhere)."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_LOOK):
+        try:
+            found = await host.client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+        except Exception:  # the store is away: the run is not this execution's either way
+            return False
+        return bool(found) and found[0].status == "CANCELLED"
+    return False
 
 
 def _leaving(host: Host, execution: Execution) -> bool:

@@ -3,10 +3,15 @@ says it), its agent, the calls it waits on, and why it stopped."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
+
+from agent import AgentError, AgentItem, ScriptedModel
+from gateway import AgentSpec, Gateway, RunState
+from gateway.durable import open_runs
 
 from .cli_runs import cli, list_runs, script_model, start_run, stop_run, tool_call
 
@@ -42,3 +47,45 @@ async def test_a_waiting_run_is_listed_with_its_time_and_the_calls_it_waits_on(
     line = rf"{waiting['run_id']}  waiting_approval {when}  assistant  waiting on g1, g2\n"
     assert re.fullmatch(line, listed.stdout), listed.stdout
     assert isinstance(waiting["updated_ms"], int)
+
+
+async def test_the_newest_runs_are_listed_and_a_status_is_looked_for_by_the_store(
+    tmp_path: Path,
+) -> None:
+    """`runs list` shows the newest 100 by default, saying there are more (`--limit`); a
+    status with a limit gives that many runs of the status, not those of the newest runs
+    that have it (was: `list("stopped", limit=2)` of a store whose newest runs succeeded: none)."""
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    async with open_runs(store) as runs:
+        runs.use(Gateway([], [AgentSpec("assistant", ScriptedModel([]))]))
+        stopped: list[str] = []
+        for n in range(3):  # first: their model has no answer for them
+            state = RunState(run_id=f"stopped{n}", agent="assistant", items=[AgentItem(prompt="x")])
+            stopped.append(state.run_id)
+            with pytest.raises(AgentError):
+                await runs.start(state)
+        runs.use(Gateway([], [AgentSpec("assistant", ScriptedModel(["hi"] * 101))]))
+        for n in range(101):  # then newer ones, that succeed
+            await runs.start(
+                RunState(run_id=f"ok{n:03}", agent="assistant", items=[AgentItem(prompt="q")])
+            )
+        found = await runs.list("stopped", limit=2)
+        assert [info.run_id for info in found] == stopped[::-1][:2]
+        assert [i.status for i in await runs.list("succeeded", limit=3)] == ["succeeded"] * 3
+        assert len(await runs.list()) == 104
+
+    listed = cli("runs", "list", "--store", store)
+    assert listed.returncode == 0, listed.stderr
+    assert len(listed.stdout.splitlines()) == 100
+    assert listed.stdout.splitlines()[0].startswith("ok100  succeeded")
+    more = "the newest 100 runs; there are more: --limit N shows N, --limit 0 all\n"
+    assert listed.stderr == more
+    every = cli("runs", "list", "--store", store, "--limit", "0", "--json")
+    assert (every.returncode, every.stderr) == (0, ""), every.stderr
+    assert len(json.loads(every.stdout)) == 104
+    some = cli("runs", "list", "--store", store, "--status", "stopped", "--limit", "2")
+    assert [line.split()[0] for line in some.stdout.splitlines()] == ["stopped2", "stopped1"]
+    assert some.stderr.startswith("the newest 2 stopped runs; there are more")
+    wrong = cli("runs", "list", "--store", store, "--limit", "-1")
+    assert wrong.returncode == 2
+    assert "not a number of runs (0 or more): '-1'" in wrong.stderr

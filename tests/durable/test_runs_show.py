@@ -179,10 +179,11 @@ def test_two_items_whose_calls_share_ids_keep_their_sub_agents_apart(
     items.write_text('"Ask the helper for 6 * 7"\n"Ask the helper for 2 + 2"\n')
     command = ["run", "--items", str(items), "--config", str(config), "--agent", "lead"]
     assert main([*command, "--model", f"scripted:{answers}", "--json"]) == 0
-    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    *lines, ran = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["output"] for line in lines] == ["The helper says 42.", "The helper says 4."]
     assert main(["runs", "list", "--json"]) == 0
     (run,) = json.loads(capsys.readouterr().out)
+    assert run["run_id"] == ran["run_id"]  # the run's line names it
     assert main(["runs", "show", run["run_id"], "--json"]) == 0
     calls = json.loads(capsys.readouterr().out)["calls"]
     helpers = [c for c in calls if c["kind"] == "tool"]

@@ -44,7 +44,7 @@ class Lines:
     async def ask(self, request_id: Any, method: str, params: JsonObject | None = None) -> bytes:
         params = dict(params or {})
         if self.modern:
-            params["_meta"] = ENVELOPE
+            params["_meta"] = {**ENVELOPE, **params.get("_meta", {})}
         await self.front.send(
             {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
         )
@@ -84,3 +84,20 @@ async def test_a_listing_is_answered_again_until_the_tools_change(
     assert _names(changed) == ["d__echo", "d__added"]
     assert changed_again == changed.replace(b'"id":4,', b'"id":5,', 1)
     assert json.loads(paged)["id"] == 3
+
+
+async def test_a_listing_with_a_trace_context_of_its_own_is_answered_again() -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+    config = McpServerConfig(command="in-process")
+    with anyio.fail_after(30):
+        async with stdio_front(config, pass_through=True, target=toy.server) as front:
+            lines = Lines(front, modern=True)
+            await lines.open()
+            first = await lines.ask(1, "tools/list")
+            for number in (2, 3):
+                traceparent = f"00-{number:032x}-{number:016x}-01"
+                meta = {"traceparent": traceparent, "baggage": f"n={number}"}
+                line = await lines.ask(number, "tools/list", {"_meta": meta})
+                assert line == first.replace(b'"id":1,', f'"id":{number},'.encode(), 1)
+            assert front.shortcut.reused == 2

@@ -29,10 +29,15 @@ ENVELOPE: dict[str, Any] = {
 
 
 async def _list(
-    http: httpx2.AsyncClient, url: str, request_id: Any, status: int = 200, **params: Any
+    http: httpx2.AsyncClient,
+    url: str,
+    request_id: Any,
+    status: int = 200,
+    meta: dict[str, Any] | None = None,
+    **params: Any,
 ) -> bytes:
     body = {"jsonrpc": "2.0", "id": request_id, "method": "tools/list"}
-    body["params"] = {"_meta": ENVELOPE, **params}
+    body["params"] = {"_meta": {**ENVELOPE, **(meta or {})}, **params}
     headers = {
         "mcp-protocol-version": "2026-07-28",
         "mcp-method": "tools/list",
@@ -108,3 +113,38 @@ async def test_a_sessions_listing_is_answered_again_for_its_version_until_the_to
     assert heard[3] == heard[2]
     assert [tool["name"] for tool in heard[0][0]["result"]["tools"]] == ["toy__echo"]
     assert [tool["name"] for tool in heard[4][0]["result"]["tools"]] == ["toy__echo", "toy__added"]
+
+
+def _traced(number: int) -> dict[str, str]:
+    """A W3C trace context of its own, as an instrumented client sends with each request."""
+    return {
+        "traceparent": f"00-{number:032x}-{number:016x}-01",
+        "tracestate": f"vendor=v{number}",
+        "baggage": f"request={number}",
+    }
+
+
+async def test_a_listing_with_a_trace_context_of_its_own_is_answered_again() -> None:
+    toy = ToyServer()
+    toy.add_echo("echo")
+    config = McpServerConfig(command="in-process")
+    declaring: dict[str, Any] = {"io.modelcontextprotocol/clientCapabilities": {"sampling": {}}}
+    with anyio.fail_after(30):
+        async with McpToolkit("toy", config, target=toy.server) as node:
+            app = http_app(
+                serve(Gateway([node], []), expose_tools=True), HttpOptions("127.0.0.1", 0)
+            )
+            (cache,) = [layer for layer in app.state.layers if isinstance(layer, ToolListCache)]
+            async with serve_on_loopback(app) as base, httpx2.AsyncClient() as http:
+                url = f"{base}/mcp"
+                first = await _list(http, url, 1, meta=_traced(1))
+                traced = [await _list(http, url, n, meta=_traced(n)) for n in (2, 3)]
+                untraced = await _list(http, url, 4)
+                reused = cache.reused
+                # Another envelope may change the answer: not this one's.
+                other = await _list(http, url, 5, meta={**declaring, **_traced(5)})
+    assert reused == 3  # `traced` and `untraced`
+    assert cache.reused == reused
+    assert traced == [first.replace(b'"id":1,', f'"id":{n},'.encode(), 1) for n in (2, 3)]
+    assert untraced == first.replace(b'"id":1,', b'"id":4,', 1)
+    assert _names(other) == _names(first) == ["toy__echo"]

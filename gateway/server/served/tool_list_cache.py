@@ -10,8 +10,8 @@ cursor, a change in the tools) goes to the SDK, whose answer is kept.
 The envelope is a 2026-07-28 request's `_meta`, or a 2025-era session's protocol version (on a
 live, initialized session: `handshake_sessions`; the SDK answers every session of a version
 alike and on its own dispatch, the whole of a session's first-page listing cost a cycle of
-open, list and close ~1 ms). A session's answer is JSON with the session's id, as the
-pass-through answers; the SDK's own is an event stream with one event.
+open, list and close ~1 ms). Answers are JSON (the SDK's event stream of one message is made
+JSON by `json_lists`, the layer inside this one); a session's carries the session's id.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any, cast
 import mcp_types as types
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ...trace import TRACE_CONTEXT_KEYS
 from ..transports.envelope import buffered_body, is_modern_post, posted_object
 from .handshake_sessions import HandshakeSessions, OpenSession, answered_as_json
 from .modern_headers import sdk_takes
@@ -99,7 +100,8 @@ class ToolListCache:
 
 
 def modern_listing(fields: dict[str, Any] | None) -> tuple[types.RequestId, str] | None:
-    """The id of a first-page `tools/list` request and the key of its envelope, or None."""
+    """The id of a first-page `tools/list` request and the key of its envelope (its `_meta`
+    but a W3C trace context), or None."""
     if fields is None or fields.get("method") != "tools/list":
         return None
     params = fields.get("params")
@@ -108,7 +110,14 @@ def modern_listing(fields: dict[str, Any] | None) -> tuple[types.RequestId, str]
         return None  # a cursor, or something the SDK must judge
     if not isinstance(request_id, str | int) or isinstance(request_id, bool):
         return None
-    return request_id, json.dumps(params, sort_keys=True)
+    meta: Any = cast(dict[str, Any], params)["_meta"]
+    if isinstance(meta, dict):
+        fields = cast(dict[str, Any], meta)
+        if any(key in fields for key in TRACE_CONTEXT_KEYS):
+            # New with each request of an instrumented client, and nothing in the answer
+            # depends on it: keyed on it, each such listing missed (5,480 tools: 2-3 s).
+            meta = {k: v for k, v in fields.items() if k not in TRACE_CONTEXT_KEYS}
+    return request_id, json.dumps(meta, sort_keys=True)
 
 
 def session_listing(fields: dict[str, Any] | None) -> types.RequestId | None:
@@ -177,28 +186,13 @@ class _Captured:
         await self._send(message)
 
     def answer(self, request_id: types.RequestId, tools: list[types.Tool]) -> _Answer | None:
-        """The answer to keep: one whole JSON body, or an event stream of one message."""
-        if self._status != 200:
+        """The answer to keep: one whole JSON body."""
+        is_json = (b"content-type", b"application/json") in self._headers
+        if self._status != 200 or not is_json or not self._whole:
             return None
-        if (b"content-type", b"text/event-stream") in self._headers:
-            body = _only_event(b"".join(self._body))
-        elif (b"content-type", b"application/json") in self._headers and self._whole:
-            body = self._body[0]
-        else:
-            return None
+        body = self._body[0]
         prefix = listing_prefix(request_id)
-        if body is None or not (body.startswith(prefix) and body.endswith(b"}")):
+        if not (body.startswith(prefix) and body.endswith(b"}")):
             return None
         headers = [(k, v) for k, v in self._headers if k != b"content-length"]
         return _Answer(tools, body[len(prefix) : -1], headers)
-
-
-def _only_event(stream: bytes) -> bytes | None:
-    """The data of an event stream holding one `message` event and nothing else."""
-    events = [e for e in stream.replace(b"\r\n", b"\n").split(b"\n\n") if e.strip()]
-    if len(events) != 1:
-        return None
-    lines = events[0].split(b"\n")
-    if lines[0] != b"event: message" or len(lines) != 2 or not lines[1].startswith(b"data: "):
-        return None
-    return lines[1][6:]

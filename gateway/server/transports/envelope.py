@@ -45,6 +45,7 @@ __all__ = [
     "check_message",
     "decode_message",
     "is_modern_post",
+    "posted_method",
     "posted_object",
     "posted_request_id",
     "refuse",
@@ -460,6 +461,16 @@ def posted_request_id(scope: Scope) -> types.RequestId | None:
     message = cast(dict[str, Any], kept[1])
     request_id = message.get("id")
     return cast(types.RequestId, request_id) if "method" in message and _is_id(request_id) else None
+
+
+def posted_method(scope: Scope) -> str | None:
+    """The method of the JSON-RPC request or notification this POST carries (checked by
+    `EnvelopeCheck`); None for anything else."""
+    kept: tuple[bytes, Any] | None = scope.get(_POSTED)
+    if kept is None or not isinstance(kept[1], dict):
+        return None
+    method = cast(dict[str, Any], kept[1]).get("method")
+    return method if isinstance(method, str) else None
 
 
 def posted_object(scope: Scope, body: bytes) -> dict[str, Any] | None:

@@ -1,0 +1,82 @@
+"""What a terminal would show of the bytes written to it: enough of a VT100 to check that the
+status line, a streamed answer and the lines around them end up where a person sees them."""
+
+from __future__ import annotations
+
+import re
+
+_CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])")
+
+
+class Screen:
+    """Rows of text and a cursor, fed what a program wrote (stdout and stderr alike)."""
+
+    def __init__(self, width: int = 100) -> None:
+        self.width = width
+        self.rows: list[list[str]] = [[]]
+        self.row = 0
+        self.column = 0
+
+    def feed(self, text: str) -> Screen:
+        at = 0
+        while at < len(text):
+            found = _CSI.match(text, at)
+            if found is not None:
+                self._control(found.group(1), found.group(2))
+                at = found.end()
+                continue
+            self._put(text[at])
+            at += 1
+        return self
+
+    @property
+    def lines(self) -> list[str]:
+        """The rows as text, trailing spaces and empty last rows dropped."""
+        shown = ["".join(row).rstrip() for row in self.rows]
+        while shown and not shown[-1]:
+            shown.pop()
+        return shown
+
+    def _put(self, char: str) -> None:
+        if char == "\n":
+            self.row += 1
+            self.column = 0  # a terminal's onlcr: \n is \r\n
+            self._reach(self.row)
+        elif char == "\r":
+            self.column = 0
+        elif char == "\x1b":
+            pass  # an escape this screen does not know, left as the rest of its text
+        else:
+            if self.column >= self.width:  # wrap
+                self.row += 1
+                self.column = 0
+                self._reach(self.row)
+            row = self.rows[self.row]
+            row.extend(" " * (self.column + 1 - len(row)))
+            row[self.column] = char
+            self.column += 1
+
+    def _control(self, params: str, final: str) -> None:
+        number = int(params) if params.isdigit() else 1
+        if final == "A":
+            self.row = max(0, self.row - number)
+        elif final == "B":
+            self.row += number
+            self._reach(self.row)
+        elif final == "C":
+            self.column += number
+        elif final == "D":
+            self.column = max(0, self.column - number)
+        elif final == "G":
+            self.column = number - 1
+        elif final == "K":
+            row = self.rows[self.row]
+            if params in ("2",):
+                row.clear()
+            elif params in ("", "0"):
+                del row[self.column :]
+        # m (colours), h and l (cursor shown, hidden): nothing to see
+
+    def _reach(self, row: int) -> None:
+        while len(self.rows) <= row:
+            self.rows.append([])

@@ -1,0 +1,221 @@
+"""What a person sees while a command runs: a model gone quiet mid-answer, a call waiting for
+approval, Ctrl-C (stopping, and what stopped), and `call`'s own live status and streaming."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import subprocess
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from pydantic import JsonValue
+from rich.console import Console
+
+from agent import ScriptedModel
+from gateway import AgentSpec, Gateway, TraceEvent
+from gateway.cli.signals import stopping_shown
+from gateway.cli.tools import _call_agent  # pyright: ignore[reportPrivateUsage]
+from gateway.console import RunConsole, open_console
+from tests.screen import Screen
+from tests.test_console import ANSI, ANSWER, installed
+from tests.test_console import _read_until as read_until  # pyright: ignore[reportPrivateUsage]
+
+WIDTH = 80
+REPO = Path(__file__).parents[1]
+
+
+def terminal(file: StringIO) -> Console:
+    return Console(file=file, force_terminal=True, width=WIDTH)
+
+
+def event(
+    kind: str, phase: str, span_id: str, parent_id: str | None, name: str = "x", **output: JsonValue
+) -> TraceEvent:
+    return TraceEvent.model_validate(
+        {
+            "kind": kind,
+            "phase": phase,
+            "name": name,
+            "id": span_id if phase in ("start", "end", "error") else f"{span_id}-point",
+            "parent_id": parent_id,
+            "run_id": "r",
+            "at_ms": 0,
+            "output": output or None,
+        }
+    )
+
+
+def token(span_id: str, text: str) -> TraceEvent:
+    return event("model", "token", "t", span_id, "gpt-x", text=text)
+
+
+async def streaming(console: RunConsole, first: str) -> None:
+    """A run whose own model call (`m`) has streamed `first` so far."""
+    await console(event("run", "start", "r", None, "a"))
+    await console(event("agent", "start", "g", "r", "a"))
+    await console(event("model", "start", "m", "g", "openai:gpt-x"))
+    await console(token("m", first))
+
+
+@pytest.mark.anyio
+async def test_a_model_quiet_mid_answer_is_said_below_the_text_which_stays_whole() -> None:
+    """Once the answer began, nothing on the terminal moved while a stalled model said
+    nothing (up to `model_timeout`, 300 s)."""
+    screen = StringIO()  # stdout and stderr on one terminal
+    console = RunConsole(out=terminal(screen), err=terminal(screen), quiet_after=0)
+    await streaming(console, "Once upon")
+
+    console.refresh()  # the ticker's call: the model has said nothing since
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    assert shown.lines[0] == "Once upon"
+    assert re.fullmatch(
+        r"model openai:gpt-x  no text for \d+ s  \d+\.\d s, 9 chars", shown.lines[1]
+    ), shown.lines
+    assert (shown.row, shown.column) == (0, 9)  # the next text goes where the answer stops
+    console.refresh()
+    assert len(Screen(WIDTH).feed(screen.getvalue()).lines) == 2  # redrawn in place
+
+    await console(token("m", " a time"))
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    assert shown.lines == ["Once upon a time"]  # the quiet line erased, the text whole
+    await console(event("model", "end", "m", "g"))
+    console.close()
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    assert shown.lines == ["Once upon a time"]
+    assert (shown.row, shown.column) == (1, 0)
+    assert ANSI.sub("", screen.getvalue()).count("Once upon") == 1
+
+
+@pytest.mark.anyio
+async def test_a_model_writing_steadily_gets_no_quiet_line() -> None:
+    screen = StringIO()
+    console = RunConsole(out=terminal(screen), err=terminal(screen), quiet_after=3600)
+    await streaming(console, "Once upon")
+    written = screen.getvalue()
+    console.refresh()
+    assert screen.getvalue() == written
+
+
+@pytest.mark.anyio
+async def test_a_call_waiting_for_approval_has_a_status_line_with_its_wait() -> None:
+    """The wait showed only the static message: no sign of how long it had waited."""
+    err = StringIO()
+    console = RunConsole(err=terminal(err))
+    await console(event("run", "start", "r", None, "a"))
+    await console(event("agent", "start", "g", "r", "a"))
+    waiting = {"approval": "waiting", "call": "tool 0 c1"}
+    await console(event("tool", "note", "n1", "g", "guarded", **waiting))
+    shown = Screen(WIDTH).feed(err.getvalue()).lines
+    assert re.fullmatch(
+        r". approval guarded  \d+\.\d s waiting for a decision \(runs approve \| deny\)",
+        shown[-1],
+    ), shown
+    await console(
+        event("tool", "note", "n2", "g", "guarded", approval="approved", call="tool 0 c1")
+    )
+    assert Screen(WIDTH).feed(err.getvalue()).lines == []  # decided: the line is gone
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_mid_answer_leaves_the_message_and_no_stale_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A frozen `stopping… 0.0 s` stayed above the message, a second live one below it; piped,
+    the message began with a blank line."""
+    screen = StringIO()
+    console = RunConsole(out=terminal(screen), err=terminal(screen))
+    await streaming(console, "Once upon a time there")
+    console.stopping()
+    said = "interrupted: run r is stored: agent-gateway resume r"
+    console.say_stopped(said)
+    shown = Screen(WIDTH).feed(screen.getvalue()).lines
+    assert shown[:2] == ["Once upon a time there", said]
+    assert re.fullmatch(r". stopping…  \d\.\d s", shown[2])  # while the servers stop
+    console.close()
+    assert Screen(WIDTH).feed(screen.getvalue()).lines == ["Once upon a time there", said]
+    assert console.stopped_note() is None  # the run said why it stopped
+
+    piped = RunConsole()
+    piped.stopping()
+    piped.say_stopped(said)
+    assert capsys.readouterr().err == said + "\n"
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_while_servers_start_says_it_stops_them_then_that_nothing_ran(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Interrupted while it waited for MCP servers, the command exited 130 saying nothing,
+    after seconds of stopping them."""
+    err = StringIO()
+    async with stopping_shown(open_console(None, terminal(err))) as console:
+        console.waiting_for(["slow"])
+        console.stopping()  # what the first Ctrl-C calls
+        shown = Screen(WIDTH).feed(err.getvalue()).lines
+        assert shown[0] == (
+            "interrupted while waiting for MCP servers to start (slow): stopping them"
+        )
+        assert re.fullmatch(r". stopping…  \d\.\d s", shown[1])
+    assert Screen(WIDTH).feed(err.getvalue()).lines == [shown[0]]
+    assert re.fullmatch(r"stopped after \d+\.\d s: nothing ran\n", capsys.readouterr().err)
+
+    async with stopping_shown(open_console(None, None)) as piped:
+        piped.waiting_for(["slow"])
+        piped.stopping()
+    assert re.fullmatch(
+        r"interrupted while waiting for MCP servers to start \(slow\): stopping them\n"
+        r"stopped after \d+\.\d s: nothing ran\n",
+        capsys.readouterr().err,
+    )
+
+
+@pytest.mark.anyio
+async def test_call_of_an_agent_streams_its_answer_and_prints_it_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`call AGENT` asked its model without streaming, and showed nothing until the end."""
+    out, err = StringIO(), StringIO()
+    async with open_console(terminal(out), terminal(err)) as console:
+        gateway = Gateway(
+            [], [AgentSpec("sums", ScriptedModel([ANSWER], name="scripted-test"))], hooks=[console]
+        )
+        code = await _call_agent(gateway, "sums", {"prompt": "go"}, console, as_json=False)
+    assert code == 0
+    assert ANSI.sub("", out.getvalue()) == ANSWER + "\n"  # streamed through the console
+    assert "model scripted-test" in ANSI.sub("", err.getvalue())  # the status meanwhile
+    assert capsys.readouterr().out == ""  # not printed a second time
+
+
+@pytest.mark.integration
+def test_call_on_a_terminal_shows_the_tool_in_flight(tmp_path: Path) -> None:
+    """A blank screen for the whole call, then the result."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[tools.slow]\npython = "tests.sample_tools:released_by"\n'
+    )
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    with subprocess.Popen(
+        [installed(), "call", "slow", "--args", json.dumps({"fifo": str(fifo)})],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = read_until(primary, "tool slow")  # the status, while the tool runs
+            fifo.write_text("done\n")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        out = process.stdout.read()
+    assert code == 0, shown
+    assert out == b"done\n"
