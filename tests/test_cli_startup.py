@@ -118,6 +118,34 @@ def test_output_in_an_encoding_that_cannot_write_the_answer_writes_escapes_not_a
 
 
 @pytest.mark.integration
+def test_json_of_a_tool_call_and_of_items_stays_json_in_an_ascii_encoding(tmp_path: Path) -> None:
+    """`call TOOL --json` and `run --items --json` wrote their characters as `\\xe9`, which
+    no JSON reader takes."""
+    config = answering(tmp_path, TEXT)
+    config.write_text(config.read_text() + '[tools.shout]\npython = "tests.sample_tools:shout"\n')
+    env = encoded_env("ascii")
+    called = run_in(
+        env,
+        "call",
+        "shout",
+        "--args",
+        json.dumps({"text": TEXT}),
+        "--json",
+        "--config",
+        str(config),
+    )
+    assert called.returncode == 0
+    assert json.loads(called.stdout)["content"][0]["text"] == TEXT.upper()
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"prompt": "go"}) + "\n")
+    lines = run_in(
+        env, "run", "--items", str(items), "--json", "--no-store", "--config", str(config)
+    )
+    assert lines.returncode == 0
+    assert json.loads(lines.stdout.splitlines()[0])["output"] == TEXT
+
+
+@pytest.mark.integration
 def test_chat_streams_an_answer_its_terminal_cannot_write_as_escapes(tmp_path: Path) -> None:
     """Each streamed token logged `trace hook <RunConsole> failed` with a traceback."""
     config = answering(tmp_path, TEXT)
