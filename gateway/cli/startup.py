@@ -27,6 +27,7 @@ import os
 import re
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from contextlib import suppress
 from types import FrameType
@@ -132,6 +133,8 @@ def _terminal_sane_on_quit() -> None:
     on_terminal = any(_is_terminal(fd) for fd in (1, 2))
     if not on_terminal or signal.getsignal(signal.SIGQUIT) is not signal.SIG_DFL:
         return  # no terminal to put right; or the signal is ignored (nohup), not ours
+    if threading.current_thread() is not threading.main_thread():
+        return  # only the main thread may set a handler
     signal.signal(signal.SIGQUIT, _quit_with_terminal_sane)
 
 
