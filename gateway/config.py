@@ -486,11 +486,11 @@ def _relative_to(config: Config, base: Path) -> Config:
         return f"scripted:{base / rest}"
 
     def sqlite(url: str | None) -> str | None:
-        # sqlite:///relative.db is relative to the file too.
+        # sqlite:///relative.db is relative to the file too; sqlite:///~/runs.db, the home's.
         if url is None or not url.startswith("sqlite:///"):
             return url
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{(base / path).absolute()}"
+        return url if path.is_absolute() else f"sqlite:///{(base / path.expanduser()).absolute()}"
 
     def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
         if settings is None:

@@ -13,8 +13,8 @@
 With no URL anywhere, memory is kept in the run store's database (`[store] url`, `--store`),
 else in the SQLite file `agent-gateway.sqlite3` (the run store's default file too) in the state
 directory (`--state-dir`), else in the data directory: `$AGENT_GATEWAY_DATA_DIR`, else
-`$XDG_DATA_HOME/agent-gateway`, else `~/.local/share/agent-gateway`. Nothing is written until a
-run uses a session.
+`$XDG_DATA_HOME/agent-gateway` (an absolute path; a relative one is ignored, as the XDG spec
+says), else `~/.local/share/agent-gateway`. Nothing is written until a run uses a session.
 """
 
 from __future__ import annotations
@@ -62,16 +62,19 @@ class MemoryConfig(BaseModel):
 
 
 def data_dir() -> Path:
-    """Where the gateway keeps its data when no state directory is given."""
+    """Where the gateway keeps its data when no state directory is given (`~` expanded)."""
     explicit = os.environ.get(DATA_DIR_ENV)
     if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    return (Path(xdg) if xdg else Path.home() / ".local" / "share") / "agent-gateway"
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "")
+    # A relative one is ignored, as the XDG spec says: it would move with the working directory
+    # (a cron job started elsewhere would find another, empty store).
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    return base / "agent-gateway"
 
 
 def default_memory_url(state_dir: str | Path | None = None) -> str:
-    directory = Path(state_dir) if state_dir is not None else data_dir()
+    directory = Path(state_dir).expanduser() if state_dir is not None else data_dir()
     return f"sqlite:///{(directory / MEMORY_FILE).absolute()}"
 
 

@@ -115,10 +115,11 @@ def store_option(url: str) -> str:
 
 def check_store_url(url: str) -> str:
     """`url` if it names a run store (a relative SQLite file made absolute: a hint that names
-    it, or another process, finds the same file). Raises `StoreError` (bad input) if not."""
+    it, or another process, finds the same file; `~` expanded, which no shell does inside a
+    URL). Raises `StoreError` (bad input) if not."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{path.absolute()}"
+        return url if path.is_absolute() else f"sqlite:///{path.expanduser().absolute()}"
     if url.startswith(("postgresql://", "postgres://")):
         if urlsplit(url).path.strip("/"):
             return url

@@ -32,7 +32,7 @@ from mcp_types import LoggingMessageNotificationParams
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from agent import ItemResult
-from toolkits.printable import printable
+from toolkits.printable import encodes_all, printable
 
 from .errors import RunPaused
 
@@ -364,4 +364,7 @@ class JsonLinesPrinter:
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "token" and not self._tokens:
             return
-        print(event.model_dump_json(), file=self._stream or sys.stdout, flush=True)
+        stream = self._stream or sys.stdout
+        # Valid JSON in any encoding: as `\\u` escapes where the stream's cannot write a
+        # character (it would be escaped as `\\xe9`, which JSON does not read).
+        print(event.model_dump_json(ensure_ascii=not encodes_all(stream)), file=stream, flush=True)

@@ -32,6 +32,7 @@ from .common import Commands, check_state_dir
 from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
 from .output import stdout_for_results
 from .signals import until_signalled
+from .startup import own_process_ready
 
 __all__ = ["COMMANDS", "main", "parse", "parser"]
 
@@ -47,9 +48,17 @@ def event_loop_options() -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line `argv`; None: this process's own (the `agent-gateway` command)."""
-    code = _main(argv)
-    if argv is None and code in LEAVING_CODES and _left_running():
+    """Run the command line `argv`; None: this process's own (the `agent-gateway` command),
+    which is set up first (`startup`: closed stdio, encodings, the command line's text)."""
+    own_process = argv is None
+    if own_process:
+        try:
+            argv = own_process_ready(sys.argv[1:])
+        except GatewayError as exc:
+            report(exc)
+            return BAD_INPUT
+    code = _main(argv, own_process=own_process)
+    if own_process and code in LEAVING_CODES and _left_running():
         # A blocking local tool's thread cannot be stopped: its call ended at the signal, and
         # the process does not wait for the thread as the interpreter's exit would. Nor for
         # DBOS's, retrying a store that went away until its backoff (up to a minute) ends.
@@ -69,17 +78,17 @@ def _left_running() -> bool:
     return any(t is not main_thread and not t.daemon for t in threading.enumerate())
 
 
-def _main(argv: Sequence[str] | None) -> int:
-    if argv is None:
+def _main(argv: Sequence[str], *, own_process: bool) -> int:
+    if own_process:
         # What the imports made lives as long as the process: left to the collector, every
         # full collection while the nodes connect walks it again and frees nothing of it (50
         # servers: three such collections, ~100 ms of a 1.2 s start; bench/RESULTS.md). Only
         # for a process of our own: a caller's objects are not ours to keep forever.
         gc.freeze()
-    args = parse(list(sys.argv[1:] if argv is None else argv))
+    args = parse(list(argv))
     if args is None:
         return BAD_INPUT
-    args.own_process = argv is None  # signals after the first are ours to ignore till exit
+    args.own_process = own_process  # signals after the first are ours to ignore till exit
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -40,6 +40,7 @@ from .common import (
     name_width,
     pick_agent,
     trace_hooks,
+    user_path,
 )
 from .exits import INTERRUPTED, OK, exit_code, report
 from .output import result_stdout
@@ -57,7 +58,10 @@ def register(commands: Commands) -> None:
     add_model_options(chat)
     chat.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     chat.add_argument(
-        "--state-dir", metavar="DIR", help="keep the conversation in this directory's database"
+        "--state-dir",
+        metavar="DIR",
+        type=user_path,
+        help="keep the conversation in this directory's database",
     )
     chat.add_argument("--store", metavar="URL", help="keep it in the run store at URL")
     add_trace_options(chat)

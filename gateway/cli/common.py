@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
@@ -40,6 +41,7 @@ __all__ = [
     "pick_agent",
     "plural",
     "trace_hooks",
+    "user_path",
     "utc",
     "with_command_line",
     "with_settings",
@@ -75,9 +77,16 @@ class Commands:
             sub.add_argument(
                 "--config",
                 metavar="FILE",
+                type=user_path,
                 help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
             )
         return sub
+
+
+def user_path(value: str) -> str:
+    """A path option's value with a leading `~` (`~/st`, `~user/st`) expanded: the shell does
+    not, in quotes or after `=` (`--state-dir=~/st`), and `./~/st` would be made."""
+    return os.path.expanduser(value)
 
 
 def check_state_dir(args: argparse.Namespace) -> None:

@@ -25,7 +25,7 @@ from ..install import (
     secret_names,
 )
 from .common import Commands
-from .output import result_stdout
+from .output import result_json, result_stdout
 
 __all__ = ["register"]
 
@@ -185,4 +185,4 @@ def _masked(text: str, name: str) -> str:
             key: value if reference_name(value) else "***"  # a reference is no secret
             for key, value in cast(dict[str, str], entry["env"]).items()
         }
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return result_json(data, indent=2) + "\n"

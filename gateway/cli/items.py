@@ -26,7 +26,7 @@ from ..errors import GatewayError
 from ..run_state import RunResult, RunState
 from ..trace import TraceEvent
 from .exits import FAILED, OK
-from .output import result_stdout
+from .output import result_json, result_stdout
 from .results import ended_status, so_far
 
 __all__ = ["ItemLines", "read_items", "read_stdin"]
@@ -182,5 +182,5 @@ class ItemLines:
 
     def _write(self, line: dict[str, Any]) -> None:
         out = self._out if self._out is not None else result_stdout()
-        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        out.write(result_json(line) + "\n")  # `\\u` escapes where stdout cannot write a character
         out.flush()

@@ -15,16 +15,19 @@ from __future__ import annotations
 
 import ctypes
 import io
+import json
 import os
 import sys
 import threading
 from collections.abc import Generator
 from contextlib import contextmanager, suppress
-from typing import TextIO
+from typing import Any, TextIO
+
+from toolkits.printable import encodes_all
 
 from ..console import RunConsole
 
-__all__ = ["TOOL_OUTPUT", "printed_around", "result_stdout", "stdout_for_results"]
+__all__ = ["TOOL_OUTPUT", "printed_around", "result_json", "result_stdout", "stdout_for_results"]
 
 TOOL_OUTPUT = "tool output: "
 """What each line printed to `sys.stdout` during a command starts with on stderr."""
@@ -39,6 +42,13 @@ def result_stdout() -> TextIO:
     """Where the command writes its result (an answer, a JSON document, a listing): stdout,
     also while `stdout_for_results` keeps fd 1 and `sys.stdout` for what else is printed."""
     return _results if _results is not None else sys.stdout
+
+
+def result_json(value: Any, **options: Any) -> str:
+    """`value` as JSON for `result_stdout()`: its characters as they are where stdout's
+    encoding writes them all (UTF-8), else as `\\u` escapes (ASCII, Latin-1), the same text
+    to whatever reads the JSON. `options`: `json.dumps`'s."""
+    return json.dumps(value, ensure_ascii=not encodes_all(result_stdout()), **options)
 
 
 @contextmanager

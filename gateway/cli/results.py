@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -16,7 +15,7 @@ from toolkits.printable import printable
 from ..run_state import RunResult, RunState, spent
 from ..step_loop import empty_failed
 from .exits import FAILED, OK
-from .output import result_stdout
+from .output import result_json, result_stdout
 
 __all__ = ["ended_status", "print_result", "run_error_json", "run_json", "so_far"]
 
@@ -38,7 +37,7 @@ def print_result(
     failed = any(item.error is not None for item in items)
     if as_json:
         shown_json = run_json(result, items[0], stored=stored)
-        print(json.dumps(shown_json, ensure_ascii=False), file=result_stdout())
+        print(result_json(shown_json), file=result_stdout())
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
@@ -104,7 +103,7 @@ def run_error_json(
         "steps": _steps(steps),
         **more,
     }
-    return json.dumps(shown, ensure_ascii=False)
+    return result_json(shown)
 
 
 def so_far(

@@ -17,7 +17,7 @@ from ..errors import AlreadyDecided, UnknownRun
 from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option, utc
 from .exits import OK
-from .output import result_stdout
+from .output import result_json, result_stdout
 from .run_tree import render_run
 from .stored import (
     add_resume_options,
@@ -137,7 +137,7 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
                 for request in sent
             ]
             shown = {**after.to_json(), "decided": decided, "refused": refused}
-            print(json.dumps(shown, ensure_ascii=False), flush=True, file=result_stdout())
+            print(result_json(shown), flush=True, file=result_stdout())
     verb = "approved" if approved else "denied"
     for request in sent:
         print(
@@ -253,7 +253,7 @@ async def _show(args: argparse.Namespace) -> int:
             "state": state.model_dump(mode="json") if state is not None else None,
             "steps": [asdict(step) for step in steps],
         }
-        print(json.dumps(shown, default=str, ensure_ascii=False), file=result_stdout())
+        print(result_json(shown, default=str), file=result_stdout())
         return OK
     # The question (maybe a remote caller's), the model's text, tools' errors: as text.
     print(printable("\n".join(render_run(info, calls, state, result))), file=result_stdout())

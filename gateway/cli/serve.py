@@ -27,6 +27,7 @@ from .common import (
     check_servers,
     config_of,
     trace_hooks,
+    user_path,
 )
 from .origin import origin_of
 from .signals import SIGNALS, on_signal
@@ -73,7 +74,10 @@ def register(commands: Commands) -> None:
         "none): they survive a restart, and clients that cannot be asked get run handles",
     )
     serve.add_argument(
-        "--state-dir", metavar="DIR", help="the run store in agent-gateway.sqlite3 in DIR"
+        "--state-dir",
+        metavar="DIR",
+        type=user_path,
+        help="the run store in agent-gateway.sqlite3 in DIR",
     )
     serve.add_argument(
         "--replica-url",

@@ -18,9 +18,17 @@ from ..memory_config import MEMORY_FILE, default_memory_url, memory_url, open_me
 from ..memory_retention import prune_sessions
 from ..session_owners import session_owner
 from ..store_config import check_store_url, redacted
-from .common import Commands, check_session_id, config_of, pick_agent, plural, utc
+from .common import (
+    Commands,
+    check_session_id,
+    config_of,
+    pick_agent,
+    plural,
+    user_path,
+    utc,
+)
 from .exits import OK
-from .output import result_stdout
+from .output import result_json, result_stdout
 
 __all__ = ["memory_store_url", "register"]
 
@@ -77,6 +85,7 @@ def register(commands: Commands) -> None:
     sessions.add_argument(
         "--state-dir",
         metavar="DIR",
+        type=user_path,
         help="the SQLite file kept in this directory (not the memory store the config names)",
     )
     sessions.add_argument(
@@ -207,7 +216,7 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
                 for turn in turns
             ],
         }
-        print(json.dumps(document, ensure_ascii=False), file=result_stdout())
+        print(result_json(document), file=result_stdout())
         return OK
     if summary is not None:
         print(f"summary of turns 1-{summary.through}: {summary.text}\n", file=result_stdout())

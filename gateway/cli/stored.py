@@ -47,6 +47,7 @@ from .common import (
     check_servers,
     pick_agent,
     trace_hooks,
+    user_path,
     with_steps,
 )
 from .exits import BAD_INPUT, WAITING_APPROVAL, exit_code
@@ -88,6 +89,7 @@ def add_store_options(sub: argparse.ArgumentParser, *, optional: bool = False) -
     sub.add_argument(
         "--state-dir",
         metavar="DIR",
+        type=user_path,
         help="the run store (and chat memory) in the SQLite file agent-gateway.sqlite3 in DIR",
     )
     if optional:

@@ -18,7 +18,7 @@ from agent import AgentError, AgentItem
 from agent.models.schema import unexpressed
 from agent.names import did_you_mean, listed_names
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
-from toolkits.printable import printable
+from toolkits.printable import encodes_all, printable
 
 from ..assembly import open_gateway
 from ..config import Config
@@ -42,7 +42,7 @@ from .common import (
     with_steps,
 )
 from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
-from .output import result_stdout
+from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 from .stored import terminal_console
@@ -192,7 +192,8 @@ def _mcp_json(result: CallToolResult) -> str:
     leaves to its default."""
     typed = [block.model_copy(update={"type": block.type}) for block in result.content]
     shown = result.model_copy(update={"content": typed})
-    return shown.model_dump_json(by_alias=True, exclude_unset=True)
+    ascii_only = not encodes_all(result_stdout())  # `\\u` escapes: JSON in any encoding
+    return shown.model_dump_json(by_alias=True, exclude_unset=True, ensure_ascii=ascii_only)
 
 
 def _servers_used(config: Config, name: str) -> set[str] | None:
@@ -251,7 +252,7 @@ def _print_listing(
     """`offered`: how many tools each agent's model is offered."""
     if as_json:
         print(
-            json.dumps(_listing(gateway, tools, health, offered), ensure_ascii=False),
+            result_json(_listing(gateway, tools, health, offered)),
             flush=True,
             file=result_stdout(),
         )

@@ -46,6 +46,52 @@ def test_a_run_is_kept_in_the_data_directory_by_default(
     assert (data / "agent-gateway.sqlite3").is_file()
 
 
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A home directory of its own, and a working directory apart from it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return home
+
+
+def test_a_relative_xdg_data_home_is_ignored_as_the_xdg_spec_says(
+    tmp_path: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store was put under `./rel/...`: a job started from another folder found another."""
+    monkeypatch.delenv("AGENT_GATEWAY_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", "rel")
+    config = _config(tmp_path)
+    assert main(["run", "What is 6 * 7?", "--config", str(config)]) == 0
+    assert (home / ".local/share/agent-gateway/agent-gateway.sqlite3").is_file()
+    assert not Path("rel").exists()
+
+
+def test_a_tilde_in_a_store_path_is_the_home_directory(
+    tmp_path: Path, home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--state-dir=~/st` (which no shell expands) made `./~/st`; so did `~` in a store URL."""
+    config = _config(tmp_path, '[store]\nurl = "sqlite:///~/configured.sqlite3"\n')
+    run = ["run", "What is 6 * 7?"]
+    assert main([*run, "--config", str(config)]) == 0
+    assert (home / "configured.sqlite3").is_file()
+    assert main([*run, "--config", str(config), "--state-dir=~/st"]) == 0
+    assert (home / "st" / "agent-gateway.sqlite3").is_file()
+    assert main([*run, "--config", str(config), "--store", "sqlite:///~/given.sqlite3"]) == 0
+    assert (home / "given.sqlite3").is_file()
+    (home / "c.toml").write_text(config.read_text())
+    capsys.readouterr()
+    assert main([*run, "--config=~/c.toml", "--json"]) == 0
+    run_id = json.loads(capsys.readouterr().out)["run_id"]
+    assert run_id in {
+        row["run_id"] for row in _listed(capsys, "--store", "sqlite:///~/configured.sqlite3")
+    }
+    assert not Path("~").exists()
+
+
 def test_no_store_keeps_no_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _config(tmp_path)
     assert main(["run", "q", "--config", str(config), "--no-store"]) == 0

@@ -42,6 +42,28 @@ def test_a_low_priority_keyring_is_passed_over_for_the_private_file_store(
     assert isinstance(default_store(), KeyringStore)
 
 
+def test_the_file_store_is_in_the_home_directory_when_xdg_data_home_is_relative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The XDG spec says a relative `XDG_DATA_HOME` is ignored: it was the working directory's."""
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_STORE", "file")
+    monkeypatch.delenv("AGENT_GATEWAY_OAUTH_DIR", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    expected = {
+        "rel": tmp_path / "home" / ".local" / "share" / "agent-gateway" / "oauth",
+        str(tmp_path / "xdg"): tmp_path / "xdg" / "agent-gateway" / "oauth",
+    }
+    for xdg, directory in expected.items():
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+        store = default_store()
+        assert isinstance(store, FileStore)
+        assert store.directory == directory
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_DIR", "~/tokens")
+    store = default_store()
+    assert isinstance(store, FileStore)
+    assert store.directory == tmp_path / "home" / "tokens"
+
+
 def test_the_file_store_writes_private_files_atomically(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "loose")
     (tmp_path / "loose").mkdir(mode=0o755)

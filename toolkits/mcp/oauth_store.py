@@ -179,13 +179,15 @@ def _usable_keyring() -> bool:
 def _data_dir() -> Path:
     configured = os.environ.get(OAUTH_DIR_ENV)
     if configured:
-        return Path(configured)
+        return Path(configured).expanduser()
     if sys.platform == "win32":
         base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
     elif sys.platform == "darwin":
         base = Path.home() / "Library" / "Application Support"
     else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+        xdg = os.environ.get("XDG_DATA_HOME", "")
+        # A relative one is ignored, as the XDG spec says: it moves with the working directory.
+        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
     return base / "agent-gateway" / "oauth"
 
 

@@ -1,0 +1,267 @@
+"""The installed command started in a hostile way: stdin, stdout or stderr closed, output in
+an encoding that cannot write every character, a command line in an ASCII locale; and quit
+with Ctrl-\\ on a terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gateway.config import TOOLBOX_SERVER
+from tests.durable.cli_runs import REPO, SCRIPT, cli_env
+from tests.test_console import ANSI
+
+TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
+CLOSED = {0: "<&-", 1: ">&-", 2: "2>&-"}
+"""How a shell starts a command with that file descriptor closed."""
+
+
+def run_closed(fd: int, *args: str) -> subprocess.CompletedProcess[str]:
+    """`agent-gateway ARGS` started with `fd` closed, as `agent-gateway ARGS >&-` does."""
+    return subprocess.run(
+        ["sh", "-c", f'exec "$0" "$@" {CLOSED[fd]}', str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+        timeout=60,
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("fd", [0, 1, 2])
+def test_a_closed_stdin_stdout_or_stderr_neither_aborts_a_command_nor_fails_its_servers(
+    tmp_path: Path, fd: int
+) -> None:
+    """On uvloop, each aborted the command (`uv__close: Assertion 'fd > STDERR_FILENO'`, exit
+    134), and the stdio servers failed to start: the next file opened took the closed number."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX}}))
+    listed = run_closed(fd, "tools", "--config", str(config))
+    assert listed.returncode == 0, listed.stderr  # 1: a server is down
+    if fd != 1:
+        assert "server toolbox: ready since" in listed.stdout
+        assert "toolbox__convert_units" in listed.stdout
+    arguments = json.dumps({"value": 2, "from_unit": "km", "to_unit": "m"})
+    called = run_closed(
+        fd, "call", "toolbox__convert_units", "--args", arguments, "--config", str(config)
+    )
+    assert called.returncode == 0, called.stderr
+    if fd != 1:
+        assert json.loads(called.stdout) == {"value": 2000.0, "unit": "m"}
+    assert "Assertion" not in listed.stderr + called.stderr
+
+
+TEXT = "Résumé — ☃ 🎉"
+ESCAPED = {
+    "ascii": "R\\xe9sum\\xe9 \\u2014 \\u2603 \\U0001f389",
+    "latin-1": "Résumé \\u2014 \\u2603 \\U0001f389",
+}
+"""`TEXT` as written to a stream in that encoding: what it cannot write, as escapes."""
+
+
+def encoded_env(encoding: str) -> dict[str, str]:
+    return {**cli_env(), "PYTHONIOENCODING": encoding}
+
+
+def answering(tmp_path: Path, *answers: str) -> Path:
+    """A config whose one agent's scripted model answers `answers`, one per run."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": answer} for answer in answers]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    return config
+
+
+def run_in(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[bytes]:
+    done = subprocess.run([str(SCRIPT), *args], capture_output=True, cwd=REPO, env=env, timeout=60)
+    assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
+    return done
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_output_in_an_encoding_that_cannot_write_the_answer_writes_escapes_not_a_traceback(
+    tmp_path: Path, encoding: str
+) -> None:
+    """A run that succeeded ended in `UnicodeEncodeError` (exit 1, the answer lost), its JSON
+    too; so did `runs show` and `sessions show`."""
+    config = answering(tmp_path, TEXT, TEXT)
+    env = encoded_env(encoding)
+    state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+    shown = run_in(env, "run", "go", "--session", "s1", *state)
+    assert (shown.returncode, shown.stdout.decode(encoding)) == (0, ESCAPED[encoding] + "\n")
+    # JSON stays JSON, of the exact text: escaped as JSON does (`\u00e9`), not as `\xe9`.
+    as_json = run_in(env, "run", "go", "--json", "--trace-json", *state)
+    assert as_json.returncode == 0
+    printed = json.loads(as_json.stdout.decode(encoding))
+    assert printed["output"] == TEXT
+    trace = [json.loads(line) for line in as_json.stderr.decode(encoding).splitlines()]
+    assert trace[-1]["output"] == [{"output": TEXT}]
+    stored = run_in(env, "runs", "show", printed["run_id"], *state)
+    assert stored.returncode == 0
+    assert f"answer: {ESCAPED[encoding]}" in stored.stdout.decode(encoding)
+    stored_json = run_in(env, "runs", "show", printed["run_id"], "--json", *state)
+    assert json.loads(stored_json.stdout.decode(encoding))["result"]["items"][0]["output"] == TEXT
+    session = run_in(env, "sessions", "show", "s1", *state)
+    assert session.returncode == 0
+    assert f"assistant: {ESCAPED[encoding]}" in session.stdout.decode(encoding)
+
+
+@pytest.mark.integration
+def test_json_of_a_tool_call_and_of_items_stays_json_in_an_ascii_encoding(tmp_path: Path) -> None:
+    """`call TOOL --json` and `run --items --json` wrote their characters as `\\xe9`, which
+    no JSON reader takes."""
+    config = answering(tmp_path, TEXT)
+    config.write_text(config.read_text() + '[tools.shout]\npython = "tests.sample_tools:shout"\n')
+    env = encoded_env("ascii")
+    called = run_in(
+        env,
+        "call",
+        "shout",
+        "--args",
+        json.dumps({"text": TEXT}),
+        "--json",
+        "--config",
+        str(config),
+    )
+    assert called.returncode == 0
+    assert json.loads(called.stdout)["content"][0]["text"] == TEXT.upper()
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"prompt": "go"}) + "\n")
+    lines = run_in(
+        env, "run", "--items", str(items), "--json", "--no-store", "--config", str(config)
+    )
+    assert lines.returncode == 0
+    assert json.loads(lines.stdout.splitlines()[0])["output"] == TEXT
+
+
+@pytest.mark.integration
+def test_chat_streams_an_answer_its_terminal_cannot_write_as_escapes(tmp_path: Path) -> None:
+    """Each streamed token logged `trace hook <RunConsole> failed` with a traceback."""
+    config = answering(tmp_path, TEXT)
+    primary, secondary = pty.openpty()
+    try:
+        done = subprocess.run(
+            [str(SCRIPT), "chat", "--config", str(config), "--state-dir", str(tmp_path / "s")],
+            input=b"hello\n",
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            env={**encoded_env("ascii"), "TERM": "xterm-256color"},
+            timeout=60,
+        )
+        os.close(secondary)
+        shown = read_all(primary)
+    finally:
+        os.close(primary)
+    assert done.returncode == 0, done.stderr
+    assert b"failed" not in done.stderr, done.stderr
+    assert ESCAPED["ascii"] in shown
+
+
+def read_all(fd: int, encoding: str = "ascii") -> str:
+    """What a terminal's other side was sent, until it closed."""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(encoding)
+
+
+@pytest.mark.integration
+def test_a_non_ascii_command_line_in_an_ascii_locale_is_its_text(tmp_path: Path) -> None:
+    """With `LC_ALL=C PYTHONUTF8=0`, a non-ASCII question or config path came in as escaped
+    bytes: storing the run failed (`PydanticSerializationError: surrogates not allowed`)."""
+    folder = tmp_path / "dïr ☃"
+    folder.mkdir()
+    config = answering(folder, TEXT)
+    state = ["--config", str(config), "--state-dir", str(folder / "state")]
+    ascii_locale = {**cli_env(), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    ascii_locale.pop("PYTHONIOENCODING", None)
+    done = run_in(ascii_locale, "run", "héllo ☃", "--json", *state)
+    assert done.returncode == 0
+    printed = json.loads(done.stdout)
+    assert printed["output"] == TEXT
+    shown = run_in(cli_env(), "runs", "show", printed["run_id"], *state)
+    assert "question: héllo ☃\n" in shown.stdout.decode()
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
+def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, locale: str) -> None:
+    config = answering(tmp_path, TEXT)
+    env = {**cli_env(), "LC_ALL": locale, "PYTHONUTF8": "0"}
+    done = subprocess.run(
+        [str(SCRIPT), "run", b"caf\xe9", "--config", str(config), "--no-store"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "error: the argument 'caf\\xe9' is not valid text in this locale: its bytes are not "
+        "UTF-8 (give it as UTF-8; rename a file whose name is not)\n"
+    )
+
+
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+@pytest.mark.integration
+def test_ctrl_backslash_quits_at_once_with_the_cursor_shown_again(tmp_path: Path) -> None:
+    """SIGQUIT's default action ended the process with the live status line's cursor hidden:
+    the terminal had none until `tput cnorm`."""
+    # An agent on a server that never answers the handshake: the status line shows meanwhile.
+    answering(tmp_path, TEXT).write_text(
+        f'[agents.a]\nmodel = "scripted:{tmp_path / "answers.json"}"\ntools = ["silent"]\n'
+        f'[mcpServers.silent]\ncommand = "{sys.executable}"\n'
+        'args = ["-c", "import sys; sys.stdin.read()"]\nconnect_timeout = 60\n'
+    )
+    primary, secondary = pty.openpty()
+    with subprocess.Popen(
+        ["sh", "-c", 'ulimit -c 0; exec "$0" "$@"', str(SCRIPT), "run", "go", "--no-store"],
+        cwd=tmp_path,  # (its config is found there)
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**cli_env(), "TERM": "xterm-256color"},
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = read_until(primary, "waiting for MCP servers to start: silent")
+            process.send_signal(signal.SIGQUIT)
+            code = process.wait(timeout=10)
+            shown += read_all(primary, "utf-8")
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == -signal.SIGQUIT
+    assert HIDE_CURSOR in shown
+    assert SHOW_CURSOR in shown[shown.rindex(HIDE_CURSOR) :], repr(shown[-200:])
+
+
+def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
+    """What a terminal shows, read until `wanted` appears."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in ANSI.sub("", shown):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
+        shown += os.read(fd, 4096).decode(errors="replace")
+    return shown
