@@ -12,7 +12,6 @@ import re
 import shlex
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tomllib
@@ -23,6 +22,7 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from gateway.config import load_config, parse_config
+from tests.servers.databases import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -155,9 +155,3 @@ def test_every_documented_config_is_valid() -> None:
         parse_config(tomllib.loads(block), source=block.splitlines()[0])
     for path in EXAMPLES.glob("*/*.toml"):
         load_config(path)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]

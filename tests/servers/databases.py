@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pwd
+import random
 import selectors
 import shutil
 import socket
@@ -46,9 +47,28 @@ def missing(reason: str) -> NoReturn:
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port free now for a server the test starts later (nginx, PostgreSQL, a gateway).
+
+    Not one the kernel hands out itself (`bind(0)`): those come from the ephemeral range,
+    which every outgoing connection of the other tests running meanwhile draws from too, and
+    one of them took nginx's port before nginx bound it (`Address already in use`). Below
+    that range only a server asking for the very port can take it."""
+    low = _ephemeral_low()
+    while True:
+        port = random.randrange(10000, low)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
 
 
 def _postgres_binary(name: str) -> str | None:
