@@ -40,7 +40,6 @@ __all__ = [
     "run_info",
     "run_steps",
     "store_failure",
-    "working_elsewhere",
 ]
 
 STATE_EVENT = "state"
@@ -161,22 +160,6 @@ def this_process() -> dict[str, Any]:
     (on Linux) when the process started, so that a pid reused later is not taken for it."""
     pid = os.getpid()
     return {"host": socket.gethostname(), "pid": pid, "since": _started(pid)}
-
-
-def working_elsewhere(execution: Any, here: dict[str, Any]) -> bool:
-    """Whether a run's `execution` event says that another live process on this machine
-    (not the one at `here`, `this_process()`) runs it now: not one that left it in flight for
-    another replica (`left`: it may live on a moment, running nothing of it)."""
-    if not isinstance(execution, dict):
-        return False
-    where = cast(dict[str, Any], execution)
-    return (
-        where.get("stopped") is None
-        and not where.get("left")
-        and where.get("host") == here["host"]
-        and where.get("pid") != here["pid"]
-        and _alive(where.get("pid"), where.get("since"))
-    )
 
 
 def _alive(pid: object, since: object = None) -> bool:

@@ -249,12 +249,9 @@ async def _execute(
         raise Stopped  # DBOS has recorded the end
     if host.outage is not None and host.outage.unreachable:
         raise Stopped  # it would wait for the store: its process, gone, says it stopped
-    # Left: nothing of it runs here any more, though this process lives on a moment after its
-    # lock goes (`staying_alive`): the replica taking it over must not wait for it to end.
-    left = {"left": True} if stopped is None else {}
     with anyio.CancelScope(shield=True):
         try:
-            await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped, **left})
+            await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
         except SQLAlchemyError as exc:  # its disk full, say: the driver hears why it stopped
             failed = store_failure(host.url, exc, doing="write to")
             _log.warning("run %s stopped, and the store was not told: %s", run_id, failed)
