@@ -40,13 +40,14 @@ from .agent_tool import (
 from .approval import ApprovalRule, Approver, approval_names
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
+from .item_results import outputs
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
 from .loops import LoopGuard, new_gateway_id
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState, spent
-from .step_loop import StepLoop, outputs
+from .step_loop import StepLoop
 from .trace import ToolProgress, TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 

@@ -31,7 +31,6 @@ from agent import (
     ChatModel,
     EngineRequest,
     EngineResponse,
-    ItemResult,
     StepInterrupted,
     ToolDefinition,
     ToolsAgent,
@@ -43,6 +42,7 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
+from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
@@ -58,9 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["EMPTY_ANSWER", "StepLoop", "empty_failed", "outputs", "tool_definition"]
-
-EMPTY_ANSWER = "the model's final answer was empty"
+__all__ = ["StepLoop", "tool_definition"]
 
 
 class StepLoop:
@@ -171,7 +169,7 @@ class StepLoop:
                 why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)
-            finished = _FinishedItems(tracer, spec.name, agent_span.id, len(state.items))
+            finished = FinishedItems(tracer, spec.name, agent_span.id, len(state.items))
             request, response = state.request, state.response
             while True:
                 if request is None:
@@ -460,13 +458,6 @@ def _say_where(failure: AgentError, chain: Sequence[str]) -> None:
         failure.add_note(f"{said}{chain[-1]!r} ({' -> '.join(chain)})")
 
 
-def outputs(items: Sequence[ItemResult]) -> JsonValue:
-    """The items' answers or errors, as a run's or an agent's trace output."""
-    return [
-        {"output": item.output} if item.error is None else {"error": item.error} for item in items
-    ]
-
-
 def _not_run(request: EngineRequest, why: str, children: Mapping[str, RunState]) -> EngineResponse:
     """`request`'s calls answered, without being made, with `why` (for the run's result: the
     saved state keeps them pending); an agent run as a tool that began before the run stopped
@@ -522,35 +513,6 @@ def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
             tool.name,
             "; ".join(lost),
         )
-
-
-def empty_failed(item: ItemResult) -> ItemResult:
-    """`item`, failed with `EMPTY_ANSWER` if it answered nothing (no error, no text); else
-    `item` itself."""
-    if item.error is None and not (item.output or "").strip():
-        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
-    return item
-
-
-class _FinishedItems:
-    """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
-    once; a single question's end is its run's."""
-
-    def __init__(self, tracer: Tracer, agent: str, span_id: str, count: int) -> None:
-        self._tracer = tracer
-        self._agent = agent
-        self._span_id = span_id
-        self._many = count > 1
-        self._told: set[int] = set()
-
-    async def tell(self, finished: Mapping[int, ItemResult]) -> None:
-        if not self._many or not self._tracer.hooks:
-            return
-        for index in sorted(finished.keys() - self._told):
-            self._told.add(index)
-            # An empty answer is the item's failure here already, as in the run's result.
-            item = empty_failed(finished[index])
-            await self._tracer.item_finished(self._agent, self._span_id, index, item)
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

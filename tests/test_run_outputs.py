@@ -16,7 +16,7 @@ from agent import AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.cli import main
 from gateway.cli.items import ItemLines
-from gateway.step_loop import EMPTY_ANSWER
+from gateway.item_results import EMPTY_ANSWER
 from toolkits import FunctionToolkit, function_tool
 
 TOOLS = (

@@ -12,8 +12,8 @@ from agent import AgentRequestMetadata, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
+from ..item_results import empty_failed
 from ..run_state import RunResult, RunState, spent
-from ..step_loop import empty_failed
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
 

@@ -1,0 +1,52 @@
+"""What a run's items came to, as its result and its trace tell it: each item's answer or
+error, an empty final answer as the item's failure, and each item's end told as it comes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pydantic import JsonValue
+
+from agent import ItemResult
+
+from .trace import Tracer
+
+__all__ = ["EMPTY_ANSWER", "FinishedItems", "empty_failed", "outputs"]
+
+EMPTY_ANSWER = "the model's final answer was empty"
+
+
+def outputs(items: Sequence[ItemResult]) -> JsonValue:
+    """The items' answers or errors, as a run's or an agent's trace output."""
+    return [
+        {"output": item.output} if item.error is None else {"error": item.error} for item in items
+    ]
+
+
+def empty_failed(item: ItemResult) -> ItemResult:
+    """`item`, failed with `EMPTY_ANSWER` if it answered nothing (no error, no text); else
+    `item` itself."""
+    if item.error is None and not (item.output or "").strip():
+        return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
+    return item
+
+
+class FinishedItems:
+    """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
+    once; a single question's end is its run's."""
+
+    def __init__(self, tracer: Tracer, agent: str, span_id: str, count: int) -> None:
+        self._tracer = tracer
+        self._agent = agent
+        self._span_id = span_id
+        self._many = count > 1
+        self._told: set[int] = set()
+
+    async def tell(self, finished: Mapping[int, ItemResult]) -> None:
+        if not self._many or not self._tracer.hooks:
+            return
+        for index in sorted(finished.keys() - self._told):
+            self._told.add(index)
+            # An empty answer is the item's failure here already, as in the run's result.
+            item = empty_failed(finished[index])
+            await self._tracer.item_finished(self._agent, self._span_id, index, item)
