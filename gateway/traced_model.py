@@ -20,6 +20,7 @@ from agent import (
     ToolDefinition,
 )
 from agent.context_window import check_context_window
+from agent.models import thinking_text
 
 from .run_context import TokenBudget
 from .trace import Tracer
@@ -55,7 +56,8 @@ class TracedModel:
     delta is a `token` event under the span. A call that would not fit the context window
     (`context_window`, else what the model's provider reports) fails before it is sent.
 
-    The span's output is the answer (text, tool calls, usage, why it stopped), which response
+    The span's output is the answer (text, tool calls, usage, why it stopped, the model's
+    thinking when its provider returned any as text), which response
     of which model it was (`response_id`, `response_model`) and the server that wrote it
     (`server_address`, `server_port`, from a model that `ReportsServer`); a failed call's
     output is that server, when known."""
@@ -116,6 +118,9 @@ class TracedModel:
                 include={"content", "tool_calls", "usage", "stop_reason", "stop_detail"},
                 exclude_defaults=True,
             )
+            thinking = thinking_text(answer.raw, answer.content)
+            if thinking:
+                output["thinking"] = thinking
             if answer.response_id is not None:
                 output["response_id"] = answer.response_id
             if answer.response_model is not None:

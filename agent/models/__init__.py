@@ -25,6 +25,7 @@ from .spec import (
     stored_without_credentials,
 )
 from .text_tool_calls import parse_text_tool_calls
+from .thinking import thinking_text
 
 __all__ = [
     "API_KEYS",
@@ -47,4 +48,5 @@ __all__ = [
     "shared_http_client",
     "spec_without_credentials",
     "stored_without_credentials",
+    "thinking_text",
 ]

@@ -108,6 +108,9 @@ def _body(call: CallNode) -> list[str]:
         return [f"error: {_short(call.error)}"]
     lines: list[str] = []
     answer = call.output if isinstance(call.output, dict) else {}
+    thinking = answer.get("thinking")
+    if isinstance(thinking, str) and thinking:
+        lines.append(f"thinking: {_short(thinking)}")
     content = answer.get("content")
     if isinstance(content, str) and content.strip():
         lines.append(_short(content))

@@ -15,6 +15,7 @@ from typing import Any, Literal, cast
 from pydantic import JsonValue
 
 from agent import ROUTING_KEY
+from agent.models import thinking_text
 
 from ..journal import call_key
 from .status import RunStep
@@ -37,7 +38,8 @@ class CallNode:
     input: JsonValue = None
     """What the tool was called with."""
     output: JsonValue = None
-    """A model's answer (`content`, `tool_calls`), a tool's result."""
+    """A model's answer (`content`, `tool_calls`, `thinking` if it returned any as text), a
+    tool's result."""
     error: str | None = None
     usage: dict[str, JsonValue] | None = None
     approval: dict[str, JsonValue] | None = None
@@ -193,6 +195,9 @@ def _node(own: str, step: RunStep) -> CallNode | None:
                     for c in cast(list[dict[str, Any]], answer.get("tool_calls") or [])
                 ],
             }
+            thinking = thinking_text(answer.get("raw"), str(answer.get("content") or ""))
+            if thinking:
+                node.output["thinking"] = thinking
             node.usage = answer.get("usage")
         node.error = step.error
         return node

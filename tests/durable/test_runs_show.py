@@ -13,6 +13,7 @@ import pytest
 from gateway.cli import main
 from gateway.durable.status import RunStep
 from gateway.durable.tree import recorded_call
+from tests.servers.openai_stub import openai_stub
 
 CONFIG = """
 [tools.calculator]
@@ -190,3 +191,26 @@ def test_two_items_whose_calls_share_ids_keep_their_sub_agents_apart(
     assert [(h["item"], h["call_id"]) for h in helpers] == [(0, "h1"), (1, "h1")]
     sums = [[c["output"] for c in h["calls"] if c["kind"] == "tool"] for h in helpers]
     assert sums == [[{"response": "42"}], [{"response": "4"}]]
+
+
+def test_the_models_thinking_is_in_the_trace_and_in_show(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG)
+    answers = [{"name": "calculator", "arguments": {"expression": "6 * 7"}}, "It is 42."]
+    with openai_stub(answers, reasoning="Six sevens: use the calculator.") as model:
+        command = ["run", "6 * 7?", "--config", str(config), "--agent", "helper"]
+        assert main([*command, "--model", model.spec, "--json", "--trace-json"]) == 0
+    printed = capsys.readouterr()
+    ran = json.loads(printed.out)  # the answer on stdout, the trace beside it on stderr
+    events = [json.loads(line) for line in printed.err.splitlines() if line.startswith("{")]
+    calls = [e for e in events if e["kind"] == "model" and e["phase"] == "end"]
+    assert [c["output"]["thinking"] for c in calls] == ["Six sevens: use the calculator."] * 2
+    assert main(["runs", "show", ran["run_id"]]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown.count("│    thinking: Six sevens: use the calculator.") == 1
+    assert shown.count("     thinking: Six sevens: use the calculator.") == 1  # under the last
+    assert main(["runs", "show", ran["run_id"], "--json"]) == 0
+    first = json.loads(capsys.readouterr().out)["calls"][0]
+    assert first["output"]["thinking"] == "Six sevens: use the calculator."

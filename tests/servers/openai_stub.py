@@ -37,7 +37,8 @@ class OpenAIStub:
 
     With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
     a test kills the caller while its model call is in flight. With `context_window`,
-    `GET /v1/models` lists the model with it, as vLLM's `max_model_len`."""
+    `GET /v1/models` lists the model with it, as vLLM's `max_model_len`. With `reasoning`,
+    every answer carries it as `reasoning_content` (DeepSeek's, llama.cpp's)."""
 
     def __init__(
         self,
@@ -45,9 +46,11 @@ class OpenAIStub:
         *,
         hold_at: int | None = None,
         context_window: int | None = None,
+        reasoning: str | None = None,
     ) -> None:
         self.answers = list(answers)
         self.context_window = context_window
+        self.reasoning = reasoning
         self.requests: list[dict[str, Any]] = []
         self.url = ""
         self.holding = threading.Event()
@@ -90,6 +93,8 @@ class OpenAIStub:
                     for i, c in enumerate(calls, 1)
                 ],
             }
+        if self.reasoning is not None:
+            message["reasoning_content"] = self.reasoning
         return {
             "id": f"chatcmpl-{n}",
             "object": "chat.completion",
@@ -105,8 +110,9 @@ def openai_stub(
     *,
     hold_at: int | None = None,
     context_window: int | None = None,
+    reasoning: str | None = None,
 ) -> Generator[OpenAIStub]:
-    stub = OpenAIStub(answers, hold_at=hold_at, context_window=context_window)
+    stub = OpenAIStub(answers, hold_at=hold_at, context_window=context_window, reasoning=reasoning)
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -169,6 +175,8 @@ def _chunks(answer: dict[str, Any]) -> list[dict[str, Any]]:
     choice = answer["choices"][0]
     message = choice["message"]
     delta: dict[str, Any] = {"role": "assistant"}
+    if message.get("reasoning_content"):
+        delta["reasoning_content"] = message["reasoning_content"]
     if message.get("content"):
         delta["content"] = message["content"]
     if message.get("tool_calls"):
