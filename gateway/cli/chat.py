@@ -23,6 +23,7 @@ from agent import AgentError
 from agent.memory import SessionMemory
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
+from toolkits.printable import printable
 
 from ..assembly import open_gateway
 from ..console import RunConsole, open_console
@@ -224,7 +225,9 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
-            print(f"{tool.name:<{width}} {summary}", flush=True, file=result_stdout())
+            # A server's words: shown, never obeyed (as `tools` shows them).
+            line = printable(f"{tool.name:<{width}} {summary}")
+            print(line, flush=True, file=result_stdout())
         if not tools:
             print("(this agent has no tools)", flush=True, file=result_stdout())
         return OK

@@ -140,8 +140,10 @@ async def _call(args: argparse.Namespace) -> int:
             print(_mcp_json(result), flush=True, file=result_stdout())
         elif result.is_error:  # an error, said where errors go: stdout is for results
             print(printable(f"error: {result_text(result)}"), file=sys.stderr, flush=True)
-        else:
-            print(result_text(result), flush=True, file=result_stdout())
+        else:  # as `run`'s answer: exactly the tool's when piped, its escapes text on a terminal
+            out = result_stdout()
+            text = result_text(result)
+            print(printable(text) if out.isatty() else text, flush=True, file=out)
     return FAILED if result.is_error else OK
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import pty
 import re
+import subprocess
 import sys
 from io import StringIO
 from pathlib import Path
@@ -24,6 +27,7 @@ from gateway.console import open_console
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import McpServerConfig, McpToolkit, printable
 
+REPO = Path(__file__).parents[2]
 SERVER = Path(__file__).parents[1] / "servers" / "escapes_stdio.py"
 SHOWN = r"\x1b]0;PWNED-TITLE\x07\x1b[2J"
 """The start of the server's escapes, as the terminal shows them."""
@@ -140,3 +144,58 @@ async def test_a_log_line_written_while_the_console_is_open_shows_escapes_as_tex
         root.removeHandler(handler)
     assert "quoted \\x1b]0;T\\x07\\x1b[2J\n" in screen.getvalue()
     assert not re.search(r"\x1b\]|\x1b\[2J|\x07", screen.getvalue())
+
+
+@pytest.mark.integration
+def test_a_tools_result_called_on_a_terminal_and_chats_tool_list_show_escapes_as_text(
+    tmp_path: Path,
+) -> None:
+    """`call TOOL` printed a result raw on a terminal (its title changed, the screen cleared),
+    and `chat`'s `/tools` a description, where `run` and `tools` escape them."""
+    config = _config(tmp_path, [])
+    command = [sys.executable, "-m", "gateway.cli"]
+    primary, secondary = pty.openpty()
+    try:
+        called = subprocess.run(
+            [*command, "call", "escapes__ansi", "--config", str(config)],
+            stdout=secondary,
+            stderr=subprocess.PIPE,
+            cwd=REPO,
+            timeout=60,
+        )
+        os.close(secondary)
+        secondary = -1
+        shown = _read_all(primary)
+    finally:
+        os.close(primary)
+        if secondary >= 0:
+            os.close(secondary)
+    assert called.returncode == 0, called.stderr
+    assert f"result {SHOWN}" in shown
+    assert not OBEYED.search(shown.replace("\r\n", "\n"))  # a terminal's newline is CR LF
+
+    chat = subprocess.run(
+        [*command, "chat", "--config", str(config), "--state-dir", str(tmp_path / "s")],
+        input=b"/tools\n/exit\n",
+        capture_output=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert chat.returncode == 0, chat.stderr
+    listed = chat.stdout.decode()
+    assert f"desc {SHOWN}" in listed
+    assert "\x1b" not in listed
+
+
+def _read_all(fd: int) -> str:
+    """What a terminal's other side was sent, until it closed."""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode()
