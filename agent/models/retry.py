@@ -61,20 +61,25 @@ class RetryPolicy:
 def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None:
     """Seconds the server asked us to wait, from `retry-after-ms` (OpenAI) or `Retry-After`.
 
-    `Retry-After` is either delay-seconds or an HTTP date; anything unreadable is ignored.
+    `Retry-After` is either delay-seconds or an HTTP date; anything unreadable is ignored, and
+    so is a wait that is not positive (a negative number, a date gone by: a skewed clock), as
+    the OpenAI and Anthropic SDKs ignore it: the backoff applies, so four attempts are not
+    spent in a few milliseconds.
     """
     millis = headers.get("retry-after-ms")
     if millis is not None:
         try:
-            return max(0.0, float(millis) / 1000)
+            wait = _positive(float(millis) / 1000)
         except ValueError:
-            pass
+            wait = None
+        if wait is not None:
+            return wait
     value = headers.get("retry-after")
     if value is None:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        return _positive(float(value))
     except ValueError:
         pass
     try:
@@ -83,7 +88,11 @@ def parse_retry_after(headers: Mapping[str, str], now: datetime) -> float | None
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
+    return _positive((when - now).total_seconds())
+
+
+def _positive(seconds: float) -> float | None:
+    return seconds if seconds > 0 else None  # NaN too: not a wait
 
 
 _RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"

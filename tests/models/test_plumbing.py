@@ -26,10 +26,13 @@ from .support import NOW
     [
         ({"retry-after": "3"}, 3.0),
         ({"retry-after": "1.5"}, 1.5),
-        ({"retry-after": "-4"}, 0.0),
+        ({"retry-after": "-4"}, None),  # not a wait: the backoff applies
+        ({"retry-after": "0"}, None),
+        ({"retry-after": "nan"}, None),
         ({"retry-after-ms": "250", "retry-after": "9"}, 0.25),
+        ({"retry-after-ms": "-250", "retry-after": "9"}, 9.0),
         ({"retry-after": "Thu, 01 Jan 2026 12:00:30 GMT"}, 30.0),
-        ({"retry-after": "Thu, 01 Jan 2026 11:59:00 GMT"}, 0.0),
+        ({"retry-after": "Thu, 01 Jan 2026 11:59:00 GMT"}, None),  # gone by: a skewed clock
         ({"retry-after": "soon"}, None),
         ({}, None),
     ],
@@ -108,6 +111,7 @@ def test_exports_are_curated_and_sorted() -> None:
         "shared_http_client",
         "spec_without_credentials",
         "stored_without_credentials",
+        "thinking_text",
     }
     for name in exported:
         assert hasattr(agent.models, name)

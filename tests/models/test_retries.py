@@ -89,6 +89,19 @@ async def test_a_rate_limit_that_is_waited_out_is_a_warning(
     assert answer.usage.requests == 1  # one model call, however many attempts it took
 
 
+@pytest.mark.parametrize("asked", ["-5", "0", "Wed, 21 Oct 2015 07:28:00 GMT"])
+async def test_a_wait_that_is_not_positive_leaves_the_backoff_in_place(
+    sleeps: Sleeps, asked: str
+) -> None:
+    """A negative `Retry-After`, or a date gone by, spent all four attempts in 75 ms."""
+    limited = json_response(429, RATE_LIMITED, headers={"retry-after": asked})
+    fake = FakeProvider(limited, limited, json_response(200, ANSWER))
+    answer = await openai(fake, sleeps).invoke(ASK, [])
+    assert answer.content == "42"
+    assert sleeps.delays == [retry_policy(sleeps).backoff(1), retry_policy(sleeps).backoff(2)]
+    assert all(delay > 0 for delay in sleeps.delays)
+
+
 async def test_every_retry_is_said_once_the_same_way(
     sleeps: Sleeps, caplog: pytest.LogCaptureFixture
 ) -> None:
