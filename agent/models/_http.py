@@ -30,7 +30,8 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
-from ._json import arr, is_arr, is_obj, json_body, obj
+from ._json import arr, is_arr, json_body, obj
+from ._pages import error_detail, is_markup, is_page, page_text
 from ._sse import SSEDecoder, SSEEvent
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
@@ -194,6 +195,16 @@ class WholeAnswer:
     data: Any
 
 
+async def _start(response: httpx.Response, limit: int = 16384) -> bytes:
+    """The first `limit` bytes (about) of a streamed body, for an error's excerpt."""
+    read = bytearray()
+    async for piece in response.aiter_bytes():
+        read += piece
+        if len(read) >= limit:
+            break
+    return bytes(read)
+
+
 def _is_json(response: httpx.Response) -> bool:
     media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
     return media == "application/json" or media.endswith("+json")
@@ -302,6 +313,8 @@ class ProviderHTTP:
         try:
             return response.json()
         except ValueError:
+            if is_page(response):
+                raise self._page_instead(response, response.content, "JSON") from None
             raise ModelResponseError(
                 self._redact(f"{self._label}: answer is not JSON: {response.text[:200]!r}")
             ) from None
@@ -338,6 +351,8 @@ class ProviderHTTP:
             if _is_json(response):  # some OpenAI-compatible servers ignore `stream: true`
                 await response.aread()
                 return WholeAnswer(self._json(response))
+            if is_markup(response):  # a proxy's or a captive portal's page, not the model
+                raise self._page_instead(response, await _start(response))
             async for line in response.aiter_lines():
                 event = decoder.feed(line)
                 if event is not None:
@@ -364,6 +379,22 @@ class ProviderHTTP:
         finally:
             with anyio.CancelScope(shield=True):  # return the connection even when cancelled
                 await response.aclose()
+
+    def _page_instead(
+        self, response: httpx.Response, start: bytes, due: str = "an event stream"
+    ) -> ModelConnectionError:
+        """The error for a page sent where an answer (`due`) was: a connection's failure
+        (something between us and the provider answered), so a stopped run resumes later."""
+        media = response.headers.get("content-type", "").partition(";")[0].strip() or "a page"
+        said = page_text(start.decode("utf-8", "replace"))
+        return ModelConnectionError(
+            self._redact(
+                f"{self._label}: {public_url(str(response.request.url))} answered HTTP "
+                f"{response.status_code} with {media}, not {due}"
+                + (f": {said}" if said else "")
+                + " (a proxy or a login page in the way?)"
+            )
+        )
 
     async def _send(
         self,
@@ -562,25 +593,3 @@ def _refuses_the_key(response: httpx.Response) -> bool:
         detail.get("@type") == _GOOGLE_ERROR_INFO and detail.get("reason") == "API_KEY_INVALID"
         for detail in map(obj, details)
     )
-
-
-def error_detail(response: httpx.Response) -> str:
-    """The provider's own error text: `error.message` in OpenAI, Anthropic and Gemini bodies
-    (Gemini may wrap it in a list), `detail` from FastAPI-based servers, else the body text."""
-    try:
-        data: Any = response.json()
-    except httpx.ResponseNotRead:
-        return ""
-    except ValueError:
-        return response.text.strip()[:500]
-    if is_arr(data) and data:
-        data = data[0]
-    if is_obj(data):
-        error: Any = data.get("error", data)
-        if is_obj(error):
-            message: Any = error.get("message") or error.get("detail")
-            if isinstance(message, str):
-                return message[:2000]
-        if isinstance(error, str):
-            return error[:2000]
-    return response.text.strip()[:500]

@@ -586,8 +586,13 @@ async def test_an_answer_without_choices_is_an_error(sleeps: Sleeps) -> None:
 
 @pytest.mark.anyio
 async def test_non_json_answer_is_an_error(sleeps: Sleeps) -> None:
-    fake = FakeProvider(httpx.Response(200, text="<html>proxy</html>"))
+    fake = FakeProvider(
+        httpx.Response(200, text="{not json"), httpx.Response(200, text="<html>proxy</html>")
+    )
     with pytest.raises(ModelResponseError, match="not JSON"):
+        await openai(fake, sleeps).invoke(ASK, [])
+    # A page (a proxy's, whatever its type says) is not the model's: the connection failed.
+    with pytest.raises(ModelConnectionError, match="with text/plain, not JSON: proxy"):
         await openai(fake, sleeps).invoke(ASK, [])
 
 
