@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .messages import AssistantMessage, StopReason
+from .messages import STOPPED_SHORT, AssistantMessage, StopReason
 from .protocol import ToolCallStep
 from .scratchpad import ERROR_PREFIX
 
 __all__ = [
     "UNREADABLE_CALL_RETRIES",
     "ask_again",
+    "stopped_short",
     "times_asked_again",
     "unreadable_call",
     "why_stopped",
@@ -22,7 +23,18 @@ _SAID: dict[StopReason, str] = {
     "content_filter": "the model stopped: content filter",
     "refusal": "the model stopped: it refused to answer",
     "malformed_tool_call": "the model stopped: it wrote a tool call the provider could not read",
+    "other": "the model stopped without an answer",
 }
+
+
+def stopped_short(answer: AssistantMessage) -> bool:
+    """Whether an answer without calls is no answer to give: it stopped short
+    (`STOPPED_SHORT`), or for a reason of the provider's own with no text (Gemini's
+    `TOO_MANY_TOOL_CALLS`): said as that, not as an empty answer."""
+    if answer.tool_calls:
+        return False
+    reason = answer.stop_reason
+    return reason in STOPPED_SHORT or (reason == "other" and not answer.content.strip())
 
 
 def why_stopped(answer: AssistantMessage) -> str:

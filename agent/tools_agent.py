@@ -14,7 +14,7 @@ retry repeats no finished model call and saves no turn twice.
 
 Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
 JSON object (or were cut off at the model's token limit), and a call repeated once too often.
-An answer without calls that stopped short (`STOPPED_SHORT`: cut off, filtered, refused) fails
+An answer without calls that stopped short (`stopped_short`: cut off, filtered, refused) fails
 its item with the reason, keeping its text as the output. The model may repeat a call once (a clock or a
 search may answer differently the second time); the second repeat of the identical call (same
 tool, same arguments) and every later one are not run again: the observation says so and gives
@@ -44,7 +44,6 @@ from .errors import (
 from .memory import ChatMemory, summarise
 from .memory.summary import SUMMARY_INPUT_TOKENS
 from .messages import (
-    STOPPED_SHORT,
     AssistantMessage,
     ChatMessage,
     SystemMessage,
@@ -83,6 +82,7 @@ from .scratchpad import (
 from .stopped import (
     UNREADABLE_CALL_RETRIES,
     ask_again,
+    stopped_short,
     times_asked_again,
     unreadable_call,
     why_stopped,
@@ -311,7 +311,7 @@ class ToolsAgent:
             return _Outcome(
                 [*steps, ask_again(answer, steps)], usage=usage, called_model=True, answer=answer
             )
-        if not answer.tool_calls and answer.stop_reason in STOPPED_SHORT:
+        if stopped_short(answer):
             # Cut off, filtered or refused: not an answer to give as whole. The item fails and
             # says why; what text there was stays in its output.
             result = ItemResult(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 from pydantic import JsonValue
@@ -18,6 +20,7 @@ from agent import (
     EngineResponse,
     InProcessStore,
     ModelAuthError,
+    ModelResponseError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
@@ -30,7 +33,7 @@ from agent import (
     Usage,
     UserMessage,
 )
-from agent.models import GeminiModel
+from agent.models import GeminiModel, OpenAIModel
 from agent.scratchpad import observation
 from agent.stopped import UNREADABLE_CALL_RETRIES
 
@@ -479,3 +482,37 @@ async def test_a_prompt_gemini_blocks_fails_its_item_and_the_others_go_on() -> N
     first, second = result.items
     assert first.error == "the model stopped: content filter (prompt blocked: SAFETY)"
     assert (second.output, second.error) == ("4", None)
+
+
+async def test_a_stop_of_the_providers_own_without_text_is_said_as_that() -> None:
+    """Gemini's TOO_MANY_TOOL_CALLS (no parts) failed its item as 'the model's final answer
+    was empty'."""
+    stopped = {
+        "candidates": [{"content": {"role": "model"}, "finishReason": "TOO_MANY_TOOL_CALLS"}],
+        "usageMetadata": {"promptTokenCount": 8, "totalTokenCount": 8},
+    }
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(
+        200, json=stopped))) as client:  # fmt: skip
+        model = GeminiModel("gemini-2.5-flash", api_key="AIza-k", http_client=client)
+        result = await ToolsAgent(model=model, tools=[CALC]).step(ITEM)
+    assert isinstance(result, AgentResult)
+    assert result.items[0].error == "the model stopped without an answer (TOO_MANY_TOOL_CALLS)"
+
+
+async def test_a_stream_whose_chunks_carry_no_choice_is_said_as_no_choices() -> None:
+    """As Azure's prompt filter may end a stream: said as the whole answer's 'no choices in
+    the answer', not as an empty answer."""
+    chunk = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "model": "gpt-4.1-mini",
+             "choices": [], "prompt_filter_results": [{"prompt_index": 0}]}  # fmt: skip
+    stream = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n"
+
+    def answer(_: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, text=stream, headers={"content-type": "text/event-stream"})
+
+    async def ignore(delta: str) -> None:
+        return None
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as client:
+        model = OpenAIModel("gpt-4.1-mini", api_key="sk-k", http_client=client)
+        with pytest.raises(ModelResponseError, match="no choices in the answer"):
+            await model.invoke([UserMessage(content="hi")], [], on_token=ignore)

@@ -68,6 +68,8 @@ class ChunkAssembler:
     _response_model: str = ""
     """The completion's `id` and `model`, which every chunk repeats."""
     _done: bool = False
+    _chosen: bool = False
+    """Whether any chunk carried the answer's choice (Azure's first one, say, carries none)."""
     _shown: ThinkFilter = field(default_factory=ThinkFilter)
     _signs: CallSignFilter = field(default_factory=CallSignFilter)
 
@@ -96,6 +98,7 @@ class ChunkAssembler:
         for choice in map(obj, arr(chunk.get("choices"))):
             if choice.get("index", 0) != 0:
                 continue
+            self._chosen = True
             if choice.get("finish_reason"):
                 self._finish_reason = choice["finish_reason"]
             delta = obj(choice.get("delta"))
@@ -145,6 +148,8 @@ class ChunkAssembler:
         # without one.
         if self._finish_reason is None and not self._done:
             raise cut_short(self.label, "finish_reason or [DONE]")
+        if not self._chosen:  # as a whole answer without choices is said
+            raise ModelResponseError(f"{self.label}: no choices in the answer")
         message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
         if self._refusal:
             message["refusal"] = "".join(self._refusal)
