@@ -9,8 +9,9 @@ from __future__ import annotations
 import difflib
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
@@ -81,18 +82,26 @@ def _what(err: ErrorDetails) -> str:
 
 
 class ScriptedModel:
-    """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end.
+    """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end. An
+    answer is a `ScriptedAnswer`, its text alone, or a dict in a script file's shape.
 
     Given `on_token`, it streams each answer's text word by word before returning it."""
 
     def __init__(
         self,
-        answers: Sequence[ScriptedAnswer | str],
+        answers: Sequence[ScriptedAnswer | str | Mapping[str, Any]],
         *,
         name: str = "scripted",
         history: int = HISTORY,
     ) -> None:
-        self._answers = [ScriptedAnswer(content=a) if isinstance(a, str) else a for a in answers]
+        given = [ScriptedAnswer(content=a) if isinstance(a, str) else a for a in answers]
+        try:  # an answer may be written as in a script file: {"content": ..., "tool_calls": [...]}
+            self._answers = _SCRIPT.validate_python(given)
+        except ValidationError as exc:
+            problems = [
+                f"invalid answers{_where(err['loc'])}: {_what(err)}" for err in exc.errors()
+            ]
+            raise StateError("\n".join(problems)) from None
         self._name = name
         self._ids = itertools.count(1)
         self._history = history

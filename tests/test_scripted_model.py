@@ -1,11 +1,11 @@
-"""The scripted model keeps a bounded history: a demo gateway serving a script for days stays
-the same size, and tests still read the conversations they made."""
+"""The scripted model: a bounded history (a demo gateway serving a script for days stays the
+same size, and tests still read the conversations they made), answers in a script file's shape."""
 
 from __future__ import annotations
 
 import pytest
 
-from agent import ScriptedModel, ScriptExhausted, UserMessage
+from agent import ScriptedModel, ScriptExhausted, StateError, UserMessage
 from agent.scripted import HISTORY
 
 pytestmark = pytest.mark.anyio
@@ -31,3 +31,22 @@ async def test_a_long_lived_model_holds_at_most_its_default_history() -> None:
     assert len(model.calls) == HISTORY
     assert model.calls[0][0][0].content == "question 200"
     assert model.calls[-1][0][0].content == f"question {asked - 1}"
+
+
+async def test_answers_may_be_written_as_in_a_script_file() -> None:
+    """Dicts in a script file's shape failed at the first call, with an AttributeError deep in
+    the engine (the README's example filled that way)."""
+    model = ScriptedModel(
+        [{"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]}, "42."]
+    )
+    first = await model.invoke([UserMessage(content="6 * 7?")], [])
+    assert [(c.name, c.arguments) for c in first.tool_calls] == [
+        ("calculator", {"expression": "6 * 7"})
+    ]
+    assert (await model.invoke([UserMessage(content="and?")], [])).content == "42."
+    with pytest.raises(StateError) as bad:
+        ScriptedModel([{"content": "ok"}, {"tool_call": []}])
+    assert (
+        str(bad.value)
+        == "invalid answers, answer 2: tool_call: unknown key (did you mean 'tool_calls'?)"
+    )
