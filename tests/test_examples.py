@@ -7,6 +7,7 @@ and ports masked.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -155,3 +156,26 @@ def test_every_documented_config_is_valid() -> None:
         parse_config(tomllib.loads(block), source=block.splitlines()[0])
     for path in EXAMPLES.glob("*/*.toml"):
         load_config(path)
+
+
+def test_the_default_config_written_out_offers_the_defaults_tools(tmp_path: Path) -> None:
+    """The README's "write it out" block, run on this venv's Python, lists what the built-in
+    default does."""
+    block = next(b for b in fenced(REPO / "README.md", "toml") if "gateway.toolbox" in b)
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(block.replace('command = "python"', f"command = {str(sys.executable)!r}"))
+    listed = []
+    for where in (tmp_path, tmp_path / "empty"):
+        where.mkdir(exist_ok=True)
+        done = subprocess.run(
+            [str(BIN / "agent-gateway"), "tools", "--json"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        listed.append(sorted(tool["name"] for tool in json.loads(done.stdout)["tools"]))
+    written, default = listed
+    assert written == default
+    assert "toolbox__convert_units" in written

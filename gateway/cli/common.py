@@ -65,6 +65,7 @@ class Commands:
         help: str,
         *,
         config: bool = True,
+        config_help: str = "TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
         stdout_is_result: bool = True,
     ) -> argparse.ArgumentParser:
         """A subcommand running `handler`; with `config`, it takes `--config FILE`. With
@@ -78,7 +79,7 @@ class Commands:
                 "--config",
                 metavar="FILE",
                 type=user_path,
-                help="TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
+                help=config_help,
             )
         return sub
 

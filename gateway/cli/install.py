@@ -31,7 +31,14 @@ __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    install = commands.add("install", _install, "add the gateway to an MCP client's config")
+    install = commands.add(
+        "install",
+        _install,
+        "add the gateway to an MCP client's config",
+        # Not ./.mcp.json: that is an MCP client's own file, which would run the gateway on itself.
+        config_help="the gateway's TOML or JSON config, which the client runs it on "
+        f"(default: ./{DEFAULT_CONFIG_FILE})",
+    )
     install.add_argument("client", choices=get_args(ClientKind), help="the client to configure")
     install.add_argument("--name", default="agent-gateway", help="the server's name in the client")
     install.add_argument(
