@@ -164,7 +164,7 @@ def test_the_default_config_written_out_offers_the_defaults_tools(tmp_path: Path
     block = next(b for b in fenced(REPO / "README.md", "toml") if "gateway.toolbox" in b)
     config = tmp_path / "agent-gateway.toml"
     config.write_text(block.replace('command = "python"', f"command = {str(sys.executable)!r}"))
-    listed = []
+    listed: list[list[str]] = []
     for where in (tmp_path, tmp_path / "empty"):
         where.mkdir(exist_ok=True)
         done = subprocess.run(
