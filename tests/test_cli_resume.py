@@ -265,8 +265,39 @@ async def test_ctrl_c_during_a_blocking_python_tool_exits_at_once(tmp_path: Path
     assert "Traceback" not in err
 
 
-async def _interrupted_run(options: list[str], *, once: str) -> tuple[int, str, str]:
-    """`run go OPTIONS` in a process, sent SIGINT once its stderr says `once`: its exit
+@pytest.mark.anyio
+@pytest.mark.integration
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+async def test_a_run_stopped_while_its_servers_start_says_nothing_ran(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """SIGTERM there exited 143 saying nothing; `--json` printed no object on either."""
+    hangs = write(
+        tmp_path / "hangs.py",
+        "import sys, time\nprint('slow: started', file=sys.stderr, flush=True)\ntime.sleep(120)\n",
+    )
+    script = write(tmp_path / "never.json", [{"content": "never asked"}])
+    config = write(
+        tmp_path / "c.toml",
+        f"[mcpServers.slow]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = [{json.dumps(str(hangs))}]\n"
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["slow"]\n',
+    )
+    run = ["--config", str(config), "--state-dir", str(tmp_path / "runs"), "--json", "-v"]
+    code, out, err = await _interrupted_run(run, once="slow: started", signum=signum)
+    assert code == 128 + signum, err
+    assert "interrupted while waiting for MCP servers to start (slow): stopping them" in err
+    assert re.search(r"stopped after \d+\.\d s: nothing ran", err), err
+    printed = json.loads(out)  # one object on stdout, as --json promises
+    assert (printed["run_id"], printed["status"]) == (None, "failed")
+    assert printed["error"] == "interrupted while its MCP servers started: nothing ran"
+    assert "Traceback" not in err
+
+
+async def _interrupted_run(
+    options: list[str], *, once: str, signum: signal.Signals = signal.SIGINT
+) -> tuple[int, str, str]:
+    """`run go OPTIONS` in a process, sent `signum` once its stderr says `once`: its exit
     code, stdout and stderr (within 30 s)."""
     command = [sys.executable, "-m", "gateway.cli", "run", "go", *options]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -280,7 +311,7 @@ async def _interrupted_run(options: list[str], *, once: str) -> tuple[int, str, 
                 err += chunk
                 if once in err:
                     break
-            process.send_signal(signal.SIGINT)
+            process.send_signal(signum)
             async for chunk in lines:
                 err += chunk
             code = await process.wait()

@@ -35,6 +35,7 @@ from .stored import (
     add_output_options,
     add_resume_options,
     add_store_options,
+    interrupted_at_start,
     item_lines,
     print_stopped,
     resume_stored,
@@ -77,6 +78,7 @@ async def _run(args: argparse.Namespace) -> int:
         return await run_stored(args, config, state, url)
     lines = item_lines(args, state, stored=False) if args.items else None
     async with (
+        interrupted_at_start(args, lines, state, status="failed", run_id=None) as began,
         terminal_console(args, items=bool(args.items)) as console,
         open_gateway(
             config,
@@ -87,6 +89,7 @@ async def _run(args: argparse.Namespace) -> int:
             on_waiting=console.waiting_for,
         ) as gateway,
     ):
+        began()
         check_runnable(gateway, name)
         try:
             check_servers(gateway, strict=args.strict)

@@ -142,6 +142,8 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
                 async for signum in received:
                     signalled.append(signum)
                     break
+                for told in list(heard):  # it stops as Ctrl-C stops it: the console says so
+                    told()
                 waits = [w for listener in list(listeners) if (w := listener()) is not None]
                 # While they wait, Ctrl-C is a second signal too: the loop's own handler
                 # would cancel only the task that runs the command, not the waits. After

@@ -14,8 +14,8 @@ import json
 import shlex
 import sys
 import threading
-from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager, nullcontext
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING
 
 import anyio
@@ -270,6 +270,9 @@ async def _drive(
     asked: list[ApprovalRequest] = []  # with --no-wait, the call that made the run return
     returning = anyio.CancelScope()
     async with (
+        interrupted_at_start(
+            args, lines, state, status=status, run_id=state.run_id if stored else None
+        ) as began,
         terminal_console(args, items=items) as console,
         open_gateway(
             config,
@@ -280,6 +283,7 @@ async def _drive(
             on_waiting=console.waiting_for,
         ) as gateway,
     ):
+        began()
         check_runnable(gateway, state.agent)
         try:
             check_servers(gateway, strict=args.strict)
@@ -428,6 +432,33 @@ def print_stopped(
         return
     shown = run_error_json(run_id, state.agent, exc, so_far, status=status, **more)
     print(shown, flush=True, file=result_stdout())
+
+
+@asynccontextmanager
+async def interrupted_at_start(
+    args: argparse.Namespace,
+    lines: ItemLines | None,
+    state: RunState,
+    *,
+    status: str,
+    run_id: str | None,
+) -> AsyncGenerator[Callable[[], None]]:
+    """Around a command that runs `state`: interrupted (Ctrl-C, a signal) before the gateway
+    was up, `--json` still prints its one object (`print_stopped`): nothing ran. The block
+    calls what this yields once the gateway is up; from then on the run says it."""
+    up = False
+
+    def began() -> None:
+        nonlocal up
+        up = True
+
+    try:
+        yield began
+    except anyio.get_cancelled_exc_class():
+        if not up:
+            said = GatewayError("interrupted while its MCP servers started: nothing ran")
+            print_stopped(args, lines, state, said, None, status=status, run_id=run_id)
+        raise
 
 
 STORE_READ = 2.0
