@@ -58,6 +58,7 @@ async def open_gateway(
     start_wait: float | None = None,
     wait_for: Collection[str] | None = None,
     on_waiting: Callable[[Sequence[str]], None] | None = None,
+    served_names: Mapping[str, str] | None = None,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
     still asked with its agent's `temperature`, `max_tokens`, `top_p`, `model_timeout`).
@@ -70,7 +71,9 @@ async def open_gateway(
     ready (its tools appear; their node says so to subscribers). With `wait_for`, it waits
     only for the servers named there (e.g. `Config.nodes_of` an agent); the others start in
     the background. `on_waiting` hears which servers it still waits for while it
-    starts (`McpToolkitGroup`).
+    starts (`McpToolkitGroup`). `served_names` are tool names the caller serves beside the
+    nodes' (`serve`'s run tools), each with what it is (`"run tool"`): a server's tool of
+    such a name is offered prefixed, as one named like an agent is.
     """
     with _naming_file(config):
         nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
@@ -127,6 +130,7 @@ async def open_gateway(
             # is the one prefixed, so a call goes where every listing says, servers started
             # or not (`call` of a local tool does not wait for them).
             reserved_names={
+                **(served_names or {}),
                 **dict.fromkeys(config.tools, "local tool"),
                 **dict.fromkeys(config.agents, "agent"),
             },

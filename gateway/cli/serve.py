@@ -92,6 +92,7 @@ def register(commands: Commands) -> None:
 async def _serve(args: argparse.Namespace) -> int:
     # Imported here: the other commands need neither the server nor uvicorn.
     from ..server import build_server, http_options, serve_http, serve_stdio
+    from ..server.served.run_handles import RUN_TOOLS
     from ..server.server import reachable_at
     from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
 
@@ -115,6 +116,9 @@ async def _serve(args: argparse.Namespace) -> int:
             model=args.model,
             hooks=trace_hooks(args),
             start_wait=None if args.strict else config.gateway.start_wait,
+            # The run tools are served beside the servers': a server's tool of their name
+            # is the one prefixed (its tools are not the operator's to rename, and change).
+            served_names=dict.fromkeys(RUN_TOOLS, "run tool") if url is not None else None,
         ) as gateway,
         # Served over HTTP, a replica: it finishes the runs of replicas that died.
         open_store(

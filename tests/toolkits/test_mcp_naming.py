@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from toolkits.mcp import NodeTools, is_offered, resolve_tool_names, sanitize_name
+from toolkits.mcp import NodeTools, PrefixPolicy, is_offered, resolve_tool_names, sanitize_name
 from toolkits.mcp.naming import reserved_clashes
 
 VALID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -140,14 +140,47 @@ def test_a_name_given_a_hash_suffix_is_warned_of_once(caplog: pytest.LogCaptureF
     ]
 
 
-def test_leftover_clashes_are_settled_by_a_hash() -> None:
-    # Node "a" offers a bare tool named exactly like node "b"'s prefixed one.
+@pytest.mark.parametrize("policy", ["never", "auto"])
+@pytest.mark.parametrize("fs_listing", [["write_file"], []], ids=["fs-listing", "fs-not-yet"])
+@pytest.mark.parametrize("fs_first", [False, True])
+def test_a_server_name_form_is_that_servers_alone_whatever_the_order(
+    caplog: pytest.LogCaptureFixture, policy: PrefixPolicy, fs_listing: list[str], fs_first: bool
+) -> None:
+    """Another server's bare `fs__write_file` never takes (nor waits to take) the name of
+    `fs`'s `write_file`: it gets its own prefix, whether `fs` comes first, lists its tools yet."""
+    evil = NodeTools("evil", policy, ["fs__write_file", "fs_ok", "fs.v2__x"])
+    fs = NodeTools("fs", "always", fs_listing)
+    warned: set[tuple[str, ...]] = set()
+    for _ in range(2):  # resolved again as each node settles: said once
+        names = resolve_tool_names([fs, evil] if fs_first else [evil, fs], warned=warned)
+        assert names["evil"] == {
+            "fs__write_file": "evil__fs__write_file",
+            "fs_ok": "fs_ok",
+            "fs.v2__x": "fs_v2__x",  # no server is named fs.v2 (or fs_v2)
+        }
+        assert names["fs"] == dict.fromkeys(fs_listing, "fs__write_file")
+    assert [r.getMessage() for r in caplog.records] == [
+        "server 'evil': 1 tool named fs__NAME, the form of server 'fs''s tools: offering it "
+        "as evil__NAME (fs__write_file)"
+    ]
+
+
+def test_a_server_keeps_names_of_its_own_form() -> None:
     names = resolve_tool_names(
-        [NodeTools("a", "never", ["b__echo"]), NodeTools("b", "always", ["echo"])]
+        [NodeTools("fs", "never", ["fs__stat", "read"]), NodeTools("fs__meta", "never", ["fs__x"])]
     )
-    assert names["a"] == {"b__echo": "b__echo"}
-    assert names["b"]["echo"].startswith("b__echo_")
-    assert VALID.match(names["b"]["echo"])
+    assert names["fs"] == {"fs__stat": "fs__stat", "read": "read"}
+    assert names["fs__meta"] == {"fs__x": "fs__meta__fs__x"}  # fs's form, not its own
+
+
+def test_leftover_clashes_are_settled_by_a_hash() -> None:
+    # Two server names alike once sanitised: their prefixed names meet.
+    names = resolve_tool_names(
+        [NodeTools("b.x", "always", ["echo"]), NodeTools("b_x", "always", ["echo"])]
+    )
+    assert names["b.x"] == {"echo": "b_x__echo"}
+    assert names["b_x"]["echo"].startswith("b_x__echo_")
+    assert VALID.match(names["b_x"]["echo"])
 
 
 def test_a_reserved_name_is_never_offered_bare() -> None:

@@ -5,7 +5,8 @@ deterministically from the server's own names: other characters become `_`, a na
 keeps its head and gains `_` plus 8 hex digits of a hash of the original, and two tools of one
 node that sanitise alike are told apart the same way (the one that needed no change keeps the
 plain name). The prefix policy then decides `server__tool` or `tool`; `auto` needs to know the
-other nodes' names, so resolution takes every node at once (`resolve_tool_names`).
+other nodes' names, so resolution takes every node at once (`resolve_tool_names`). A name of
+the form `server__tool` is that server's alone: another server's tool so named is prefixed.
 
 The result is a map per node from original name to model name; routing uses its inverse, never
 string splitting.
@@ -153,18 +154,37 @@ def resolve_tool_names(
     one bare gets `node__tool` instead, whatever its prefix policy (`reserved_clashes` says
     which, for a warning).
 
+    A bare name of the form `OTHER__tool`, OTHER being another node's (sanitised) name, is
+    OTHER's whatever the order and which nodes list tools now: the tool gets its own
+    `node__` prefix (one warning per pair of nodes), so `OTHER__tool` means OTHER's tool.
+
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
     - `never`: the bare name; if an earlier `never` node already holds it, this one falls back
       to `node__tool` (one warning per pair of nodes), since two tools cannot share a name.
 
     Names are unique across all nodes: any clash left over (a prefixed name that equals an
-    agent's name, or a bare one that equals another node's prefixed one) is settled by a hash
-    suffix on the later tool. Every name given a hash suffix is warned of, with its original.
+    agent's name, or another node's prefixed one) is settled by a hash suffix on the later
+    tool. Every name given a hash suffix is warned of, with its original.
     """
     bare = {n.node: _unique(tuple(n.tools), None) for n in nodes}
     prefixed = {n.node: _unique(tuple(n.tools), n.node) for n in nodes}
-    claims = Counter(name for n in nodes if n.prefix != "always" for name in bare[n.node].values())
+    spaces = {f"{sanitize_name(n.node)}{PREFIX_SEPARATOR}": n.node for n in reversed(nodes)}
+    foreign = {
+        (n.node, plain): owner
+        for n in nodes
+        if n.prefix != "always"
+        for plain in bare[n.node].values()
+        if (owner := _namespace_owner(plain, spaces)) not in (None, n.node)
+    }
+    """(node, bare name) -> the other node whose `OTHER__` names the bare name has the form of."""
+    claims = Counter(
+        name
+        for n in nodes
+        if n.prefix != "always"
+        for name in bare[n.node].values()
+        if (n.node, name) not in foreign
+    )
 
     kinds: Mapping[str, str] = (
         cast(Mapping[str, str], reserved) if isinstance(reserved, Mapping) else {}
@@ -175,12 +195,17 @@ def resolve_tool_names(
     held_by_never: dict[str, str] = {}
     clashes: dict[tuple[str, str], list[str]] = {}
     """(node, node holding the bare names) -> the `never` node's tools offered prefixed."""
+    trespass: dict[tuple[str, str], list[str]] = {}
+    """(node, node whose `OTHER__` form they have) -> the tools offered prefixed for it."""
     notes = _Notes(what, warned)
     for n in nodes:
         names: dict[str, str] = {}
         for orig in bare[n.node]:
             plain, long = bare[n.node][orig], prefixed[n.node][orig]
             if n.prefix == "always" or plain in reserved:
+                name = long
+            elif (owner := foreign.get((n.node, plain))) is not None:
+                trespass.setdefault((n.node, owner), []).append(orig)
                 name = long
             elif n.prefix == "auto":
                 name = long if claims[plain] > 1 else plain
@@ -202,8 +227,20 @@ def resolve_tool_names(
         resolved[n.node] = names
     for (node, holder), tools in clashes.items():
         notes.never_clash(node, holder, tools)
+    for (node, owner), tools in trespass.items():
+        notes.namespace_clash(node, owner, tools)
     notes.say_shortened()
     return resolved
+
+
+def _namespace_owner(name: str, spaces: Mapping[str, str]) -> str | None:
+    """The node whose `NODE__` names `name` has the form of (the longest such prefix), if any."""
+    owner: str | None = None
+    at = name.find(PREFIX_SEPARATOR)
+    while at >= 0:
+        owner = spaces.get(name[: at + len(PREFIX_SEPARATOR)], owner)
+        at = name.find(PREFIX_SEPARATOR, at + 1)
+    return owner
 
 
 class _Notes:
@@ -237,6 +274,24 @@ class _Notes:
             "clash" if many else "clashes",
             holder,
             "s" if many else "",
+            "them" if many else "it",
+            f"{sanitize_name(node)}{PREFIX_SEPARATOR}NAME",
+            _listed(tools, most=3),
+        )
+
+    def namespace_clash(self, node: str, owner: str, tools: Sequence[str]) -> None:
+        if not self._first(("namespace", node, owner, *sorted(tools))):
+            return
+        many = len(tools) > 1
+        logger.warning(
+            "server %r: %d %s%s named %s, the form of server %r's %ss: offering %s as %s (%s)",
+            node,
+            len(tools),
+            self._what,
+            "s" if many else "",
+            f"{sanitize_name(owner)}{PREFIX_SEPARATOR}NAME",
+            owner,
+            self._what,
             "them" if many else "it",
             f"{sanitize_name(node)}{PREFIX_SEPARATOR}NAME",
             _listed(tools, most=3),
