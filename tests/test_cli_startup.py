@@ -265,3 +265,29 @@ def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
         assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
         shown += os.read(fd, 4096).decode(errors="replace")
     return shown
+
+
+INTERRUPTING_IMPORT = """
+import importlib.abc, os, signal, sys
+
+
+class InterruptAtTheCommandLine(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "gateway.cli":  # as a Ctrl-C in the second the command takes to import
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+
+sys.meta_path.insert(0, InterruptAtTheCommandLine())
+"""
+
+
+@pytest.mark.integration
+def test_ctrl_c_while_the_command_imports_exits_quietly(tmp_path: Path) -> None:
+    """Ctrl-C in the first second printed a 40-line traceback of the import."""
+    (tmp_path / "sitecustomize.py").write_text(INTERRUPTING_IMPORT)
+    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    done = subprocess.run(
+        [str(SCRIPT), "--version"], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
