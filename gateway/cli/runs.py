@@ -37,7 +37,7 @@ __all__ = ["register"]
 
 def register(commands: Commands) -> None:
     runs = commands.add(
-        "runs", _needs_action, "stored runs: list, show, resume, cancel, approve, deny"
+        "runs", _needs_action, "stored runs: list, show, resume, cancel, approve, deny, prune"
     )
     actions = runs.add_subparsers(metavar="ACTION")
     listing = actions.add_parser("list", help="the stored runs, newest first")
@@ -76,7 +76,21 @@ def register(commands: Commands) -> None:
         decide.add_argument("--message", help="what to tell the model with the decision")
         decide.set_defaults(handler=handler)
         decisions.append(decide)
-    for sub in (listing, show, resume, cancel, *decisions):
+    prune = actions.add_parser(
+        "prune",
+        help="delete the runs that ended more than DAYS ago (and with --stopped, the stopped "
+        "ones not resumed for DAYS)",
+    )
+    prune.add_argument(
+        "--older-than", type=_days, required=True, metavar="DAYS", help="days (more than 0)"
+    )
+    prune.add_argument(
+        "--stopped",
+        action="store_true",
+        help="also the stopped runs (resumable: given up on) not changed for DAYS",
+    )
+    prune.set_defaults(handler=_prune)
+    for sub in (listing, show, resume, cancel, prune, *decisions):
         sub.set_defaults(command_parser=sub)
         add_verbose_option(sub)
         sub.add_argument(
@@ -87,7 +101,7 @@ def register(commands: Commands) -> None:
             if sub is resume
             else "TOML or JSON config (for its [store] url)",
         )
-    for sub in (listing, show, cancel, *decisions):
+    for sub in (listing, show, cancel, prune, *decisions):
         add_store_options(sub)
         sub.add_argument("--json", action="store_true", help="print JSON")
 
@@ -182,6 +196,38 @@ async def _cancel(args: argparse.Namespace) -> int:
             shown = (await runs.get(args.run_id)).to_json()
             print(json.dumps(shown), flush=True, file=result_stdout())
     print(f"cancelled {args.run_id}", file=sys.stderr)
+    return OK
+
+
+def _days(text: str) -> float:
+    try:
+        days = float(text)
+    except ValueError:
+        days = 0.0
+    if not days > 0 or days == float("inf"):
+        raise argparse.ArgumentTypeError(f"not a number of days (more than 0): {text!r}")
+    return days
+
+
+async def _prune(args: argparse.Namespace) -> int:
+    from ..durable.retention import forget_stopped
+
+    url = store_url(args)
+    assert url is not None
+    finished = stopped = 0
+    if await anyio.to_thread.run_sync(runs_stored, url):  # else there is nothing to delete
+        async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
+            finished = await runs.forget_finished(args.older_than)
+            if args.stopped:
+                stopped = await forget_stopped(runs, args.older_than)
+    if args.json:
+        shown = {"finished": finished, "stopped": stopped if args.stopped else None}
+        print(json.dumps(shown), file=result_stdout())
+        return OK
+    said = f"deleted {finished} finished run{'' if finished == 1 else 's'}"
+    if args.stopped:
+        said += f" and {stopped} stopped run{'' if stopped == 1 else 's'}"
+    print(f"{said} older than {args.older_than:g} days from {redacted(url)}", file=sys.stderr)
     return OK
 
 

@@ -1,12 +1,15 @@
 """Finished runs are kept `keep_days` (`[store] keep_days`), then deleted: once when a process
 opens the store to run workflows, then every hour while it stays open (a server).
 
-Runs not finished (in flight, stopped, waiting for a person) are never deleted.
+Runs not finished (in flight, stopped, waiting for a person) are never deleted by it: a
+stopped run may still be resumed. `forget_stopped` deletes those an operator gave up on
+(`runs prune --stopped`).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -18,7 +21,7 @@ from toolkits import in_background
 if TYPE_CHECKING:
     from .runs import DurableRuns
 
-__all__ = ["pruning"]
+__all__ = ["forget_stopped", "pruning"]
 
 _log = logging.getLogger(__name__)
 
@@ -50,3 +53,16 @@ async def _prune(runs: DurableRuns, keep_days: float) -> None:
         return
     if deleted:
         _log.info("deleted %d finished runs older than %s days", deleted, keep_days)
+
+
+async def forget_stopped(runs: DurableRuns, older_than_days: float) -> int:
+    """Delete the runs stopped (failed, interrupted, their process gone: resumable) that have
+    not changed for `older_than_days`; how many."""
+    before_ms = (time.time() - older_than_days * 86400) * 1000
+    old = [
+        info.run_id
+        for info in await runs.list("stopped")
+        if (info.updated_ms or info.created_ms or 0) < before_ms
+    ]
+    await runs.delete(old)
+    return len(old)

@@ -558,6 +558,12 @@ class DurableRuns:
             await self._client.delete_workflows_async([w.workflow_id for w in old])
         return len(old)
 
+    async def delete(self, run_ids: Sequence[str]) -> None:
+        """Delete the runs `run_ids` from the store, with everything recorded of them."""
+        if run_ids:
+            with self._writing():
+                await self._client.delete_workflows_async(list(run_ids))
+
     async def cancel(self, run_id: str) -> None:
         """Stop the run wherever it runs (one executing here has stopped on return); it is not
         resumed. Raises `UnknownRun` for a run that is not stored or has ended (DBOS would

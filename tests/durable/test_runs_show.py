@@ -1,6 +1,6 @@
 """`runs show` renders every recorded call of a run as a tree (sub-agents nested, with their
 inputs, outputs, usage and timings), and `--json` gives the same tree as data; `runs list
---status` filters."""
+--status` filters; `runs prune` deletes old runs."""
 
 from __future__ import annotations
 
@@ -214,3 +214,28 @@ def test_the_models_thinking_is_in_the_trace_and_in_show(
     assert main(["runs", "show", ran["run_id"], "--json"]) == 0
     first = json.loads(capsys.readouterr().out)["calls"][0]
     assert first["output"]["thinking"] == "Six sevens: use the calculator."
+
+
+def test_prune_deletes_old_ended_runs_and_stopped_ones_only_when_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    done = _run(tmp_path, capsys, SCRIPT)
+    stopped = _run(tmp_path, capsys, SCRIPT[:1])  # then it has nothing more to say
+
+    def listed() -> set[str]:
+        assert main(["runs", "list", "--json"]) == 0
+        return {run["run_id"] for run in json.loads(capsys.readouterr().out)}
+
+    assert main(["runs", "prune", "--older-than", "1", "--stopped", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"finished": 0, "stopped": 0}  # too young
+    assert listed() == {done, stopped}
+    young = "0.000000001"  # days: everything here is older
+    assert main(["runs", "prune", "--older-than", young]) == 0
+    assert capsys.readouterr().err.startswith("deleted 1 finished run older than 1e-09 days from ")
+    assert listed() == {stopped}  # resumable: kept unless asked
+    assert main(["runs", "prune", "--older-than", young, "--stopped", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"finished": 0, "stopped": 1}
+    assert listed() == set()
+    with pytest.raises(SystemExit) as bad:
+        main(["runs", "prune", "--older-than", "0"])
+    assert bad.value.code == 2
