@@ -54,10 +54,18 @@ class ApprovalRule:
     def covers(self, names: str | Sequence[str], annotations: Mapping[str, Any]) -> bool:
         """Whether a glob matches one of a tool's `names` (`approval_names`), or the rule
         takes destructive tools and its `annotations` say it is one."""
+        return self.covering(names, annotations) is not None
+
+    def covering(self, names: str | Sequence[str], annotations: Mapping[str, Any]) -> str | None:
+        """What of this rule covers a tool (`covers`), to name it: the first glob matching one
+        of its `names` (`'delete_*'`), or `destructiveHint`; None: nothing."""
         names = (names,) if isinstance(names, str) else names
-        if any(fnmatchcase(name, pattern) for pattern in self.tools for name in names):
-            return True
-        return self.destructive and annotations.get("destructiveHint") is True
+        for pattern in self.tools:
+            if any(fnmatchcase(name, pattern) for name in names):
+                return repr(pattern)
+        if self.destructive and annotations.get("destructiveHint") is True:
+            return "destructiveHint"
+        return None
 
 
 def approval_names(tool: Tool) -> tuple[str, ...]:

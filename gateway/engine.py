@@ -284,11 +284,26 @@ class Gateway:
 
     def needs_approval(self, spec: AgentSpec, tool: Tool) -> bool:
         """Whether a person must approve `spec`'s calls of `tool` (`gateway.approval`)."""
-        node = self.approvals.get(tool.source_node)
         names = approval_names(tool)
-        return spec.approval.covers(names, tool.annotations) or (
-            node is not None and node.covers(names, tool.annotations)
+        return spec.approval.covers(names, tool.annotations) or self.node_rule(tool) is not None
+
+    def node_rule(self, tool: Tool) -> str | None:
+        """The rule of `tool`'s node that makes a person approve each call of it, whoever
+        calls (an agent, or an MCP client in proxy mode), named for a message: `require_approval
+        'delete_*' of server 'crm'`; None if no rule of its node covers it."""
+        rule = self.approvals.get(tool.source_node)
+        if rule is None:
+            return None
+        covering = rule.covering(approval_names(tool), tool.annotations)
+        if covering is None:
+            return None
+        kind = (
+            "require_approval_if_destructive"
+            if covering == "destructiveHint"
+            else "require_approval"
         )
+        said = "" if covering == "destructiveHint" else f" {covering}"
+        return f"{kind}{said} of server {tool.source_node!r}"
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""

@@ -124,6 +124,15 @@ def test_the_gateway_asks_by_agent_names_and_by_server_own_names() -> None:
     assert not gateway.needs_approval(spec, tool("fs__read_file", "read_file"))
     other = Tool("fs__move_file", "", {}, "elsewhere", True, original_name="move_file")
     assert not gateway.needs_approval(spec, other)  # the server's rule is for its own tools
+    # The server's rule alone, for any caller (an MCP client in proxy mode), named for it.
+    assert gateway.node_rule(tool("fs__write_file", "write_file")) is None
+    assert gateway.node_rule(tool("fs__move_file", "move_file")) == (
+        "require_approval 'move_*' of server 'fs'"
+    )
+    assert gateway.node_rule(tool("fs__edit", "edit", destructiveHint=True)) == (
+        "require_approval_if_destructive of server 'fs'"
+    )
+    assert gateway.node_rule(other) is None
 
 
 def test_a_glob_covers_a_tool_under_every_name_it_may_be_offered_as() -> None:

@@ -4,7 +4,7 @@ a client hears of list changes in either era, and a client that follows resource
 from __future__ import annotations
 
 import warnings
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
@@ -24,7 +24,7 @@ from mcp.shared.subscriptions import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
-from gateway import Gateway
+from gateway import ApprovalRule, Gateway
 from gateway.server import HttpOptions, http_app
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import serve_on_loopback
@@ -309,14 +309,19 @@ def answers_by_name(
 
 @asynccontextmanager
 async def gateway_front(
-    config: McpServerConfig, *, pass_through: bool = True, options: HttpOptions | None = None
+    config: McpServerConfig,
+    *,
+    pass_through: bool = True,
+    options: HttpOptions | None = None,
+    approvals: Mapping[str, ApprovalRule] | None = None,
 ) -> AsyncGenerator[tuple[str, PassThrough | None, McpToolkit]]:
     """A gateway serving the tools of node `d` (`config`) over HTTP on 127.0.0.1: its MCP URL,
-    its pass-through layer (if on), and the node."""
+    its pass-through layer (if on), and the node; `approvals`: its nodes' approval rules."""
     async with McpToolkit("d", config) as node:
         node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
+        gateway = Gateway([node], [], approvals=approvals)
         app = http_app(
-            serve(Gateway([node], []), expose_tools=True, pass_through=pass_through),
+            serve(gateway, expose_tools=True, pass_through=pass_through),
             options or HttpOptions("127.0.0.1", 0),
         )
         async with serve_on_loopback(app) as base:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -17,7 +17,7 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from mcp.client._transport import TransportStreams
 from mcp.shared.message import SessionMessage
 
-from gateway import Gateway
+from gateway import ApprovalRule, Gateway
 from gateway.server import serve_pipes
 from gateway.server.served.stdio_shortcut import StdioShortcut
 from toolkits.mcp import McpServerConfig, McpToolkit, Target
@@ -106,14 +106,16 @@ async def stdio_front(
     *,
     pass_through: bool = True,
     target: Target | None = None,
+    approvals: Mapping[str, ApprovalRule] | None = None,
     **settings: Any,
 ) -> AsyncGenerator[StdioFront]:
     """A gateway exposing the tools of node `d` (`config`; `target`: an in-process server)
-    over a socket pair, served as over stdio until we close our end."""
+    over a socket pair, served as over stdio until we close our end; `approvals`: its nodes'
+    approval rules."""
     async with McpToolkit("d", config, target=target) as node:
         node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
         # One id for every front: both paths' listings are compared, `_meta` and all.
-        gateway = Gateway([node], [], gateway_id="front")
+        gateway = Gateway([node], [], gateway_id="front", approvals=approvals)
         server = serve(gateway, expose_tools=True, pass_through=pass_through, **settings)
         ours, theirs = socket.socketpair()
         with theirs:

@@ -61,11 +61,20 @@ class ApprovalInputRequired(RunPaused):
 
 
 def question(
-    request: ApprovalRequest, meta: Mapping[str, JsonValue] | None = None
+    request: ApprovalRequest,
+    meta: Mapping[str, JsonValue] | None = None,
+    *,
+    why: str | None = None,
 ) -> types.ElicitRequest:
-    """The form asking about `request`; `meta` adds to its `_meta` (the task it is for)."""
+    """The form asking about `request`; `meta` adds to its `_meta` (the task it is for).
+    `why`: the rule that asks, for a call no agent made (a proxied one: `request.agents` is
+    empty)."""
     said = json.dumps(request.input, ensure_ascii=False)
-    message = f"Agent {request.agents[-1]!r} wants to call {request.tool} with {said}. Allow it?"
+    if request.agents:
+        message = f"Agent {request.agents[-1]!r} wants to call {request.tool} with {said}."
+    else:
+        message = f"The call of {request.tool} with {said} needs a person's approval ({why})."
+    message += " Allow it?"
     # The call travels for a calling gateway (`gateway.remote_approvals`): in `_meta`, and in
     # the form (2026-07-28 rounds carry no `_meta` on their questions).
     schema = approval_schema(APPROVAL_FORM, request)

@@ -187,7 +187,7 @@ class Passing:
         can be asked declared, and the asking ones of them (its call is asked in rounds)."""
         if self._served_by(params.name) is not self._tools or self._running.refusing:
             return None
-        tool = self._tools.listed(params.name)
+        tool = self._tools.passable(params.name)  # a tool a rule gates: the usual path asks
         if tool is None:
             return None
         node = self.gateway.nodes.get(tool.source_node)

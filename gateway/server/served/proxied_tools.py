@@ -9,7 +9,8 @@ requests during the call (sampling, elicitation, roots) go to our client
 (`client_requests.ask_client`). The only changes are what the client's protocol era requires:
 the downstream server's own `serverInfo` stamp is dropped (ours goes on), and a 2025-era
 client, which only takes an object as `structuredContent`, gets a non-object value in the text
-content alone. Each call is traced with the caller's authenticated subject.
+content alone. Each call is traced with the caller's authenticated subject. A call of a tool
+its server's approval rule covers runs only once the client approves it (`proxied_approval`).
 
 The nodes' resources, prompts and completions are served by `proxied_resources` and
 `proxied_prompts`.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import Any
 
 import mcp_types as types
@@ -38,6 +40,7 @@ from ..client_requests.ask_client import for_client
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .pass_through_rounds import call_result
+from .proxied_approval import ProxiedApprovals
 from .relaying import hop_meta, incoming_hops, relayed_error, without_stamp
 
 __all__ = ["ProxiedTools", "exposed_nodes", "fit_to_era", "incoming_hops"]
@@ -67,21 +70,37 @@ class ProxiedTools:
         self._routes = Routes[Tool](self.tools)
         self._served: tuple[dict[str, Tool], list[types.Tool]] = ({}, [])
         """The last tools listed, and what was served of them (the same while they are)."""
+        self._gated: dict[str, str] = {}
+        """The tools of the last listing a node's approval rule covers: the rule, named."""
+        self._passable: dict[str, Tool] = {}
+        """The others: their calls may pass straight through (`passable`)."""
+        self._approvals = ProxiedApprovals()
 
     async def tools(self) -> list[types.Tool]:
         listed = await self._gateway.tools_of(
             self._nodes, "served tools", remedy="give one a prefix or expose only one"
         )
-        self._routes.update(listed)
         if listed is not self._served[0]:  # `tools_of` gives the same dict while unchanged
             # An MCP server's tools as it defines them, under the names their nodes give them.
             served = [tool.definition or _mcp_tool(tool) for tool in listed.values()]
             self._served = (listed, served)
+            self._gate(listed)
+        self._routes.update(listed)
         return self._served[1]
 
-    def listed(self, name: str) -> Tool | None:
-        """The tool served as `name`, as last listed (no listing here)."""
-        return self._routes.get(name)
+    def _gate(self, listed: dict[str, Tool]) -> None:
+        """Decide, for a new listing, which tools need approval: once, not per call."""
+        node_rule = self._gateway.node_rule
+        gated = {name: rule for name, tool in listed.items() if (rule := node_rule(tool))}
+        self._gated = gated
+        self._passable = (
+            {name: tool for name, tool in listed.items() if name not in gated} if gated else listed
+        )
+
+    def passable(self, name: str) -> Tool | None:
+        """The tool served as `name`, as last listed (no listing here), if its calls may pass
+        straight through: no approval rule covers it."""
+        return self._passable.get(name)
 
     def node_of(self, name: str) -> str | None:
         tool = self._routes.get(name)
@@ -102,6 +121,23 @@ class ProxiedTools:
         tool = await self._routes.find(params.name)
         if tool is None:
             return error_result(f"no tool named {echoed(params.name)} is served any more")
+        found = self._gateway.nodes[tool.source_node]
+        asks = isinstance(found, AsksCaller) and found.asks_caller
+        rule = self._gated.get(params.name)
+        if rule is not None:
+            run = partial(self._run, ctx, tool, asks=asks)
+            return await self._approvals.call(ctx, params, rule, run, parks=asks)
+        return await self._run(ctx, tool, params, asks=asks)
+
+    async def _run(
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        tool: Tool,
+        params: types.CallToolRequestParams,
+        *,
+        asks: bool,
+    ) -> types.CallToolResult | types.InputRequiredResult:
+        """The call, its server's requests put to our client if its node `asks` them."""
         node = tool.source_node
         arguments: Mapping[str, Any] = params.arguments or {}
         subject = authenticated_subject()  # read here: `work` may run in another task
@@ -124,8 +160,7 @@ class ProxiedTools:
                 log.exception("node %r crashed calling %r", node, tool.name)
                 return error_result(f"tool {tool.name!r} (node {node!r}) failed: {exc!r}")
 
-        found = self._gateway.nodes[node]
-        if not (isinstance(found, AsksCaller) and found.asks_caller):
+        if not asks:
             # Nothing to ask our client: no round to park the call across.
             context = CallContext(on_progress=ctx.session.report_progress, meta=hop_meta(ctx))
             return answered(await work(context), ctx.protocol_version)

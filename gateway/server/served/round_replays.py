@@ -1,4 +1,5 @@
-"""A 2026-07-28 round sent twice runs once (a served agent without a run store).
+"""A 2026-07-28 round sent twice runs once (a served agent without a run store, or the
+approval round of a proxied call: `proxied_approval`).
 
 Without a store, a round's `requestState` is the run's checkpoint itself, sealed, and the
 retry that carries the answers resumes the run from it. The same state sent again (a client
@@ -78,10 +79,16 @@ class RoundReplays:
         """The rounds whose answer is kept, oldest first."""
 
     async def once(
-        self, key: tuple[str, str], agent: str, answer: Callable[[], Awaitable[Answer]]
+        self,
+        key: tuple[str, str],
+        agent: str,
+        answer: Callable[[], Awaitable[Answer]],
+        *,
+        what: str = "agent",
     ) -> Answer:
         """`await answer()` for the first round sent under `key`; a round sent again gets
-        that answer, or an error result saying why it cannot."""
+        that answer, or an error result saying why it cannot (naming the `what`, `agent` or
+        `tool`, called)."""
         self._forget_expired()
         state, answers = key
         first = self._rounds.get(state)
@@ -95,7 +102,7 @@ class RoundReplays:
             return first.answer
         if first.answers != answers:
             return error_result(
-                f"agent {agent!r}: this round was answered already, with other answers, and "
+                f"{what} {agent!r}: this round was answered already, with other answers, and "
                 "its decision stands. Call the tool again to start over."
             )
         await first.done.wait()
@@ -108,7 +115,7 @@ class RoundReplays:
             "approved may have run"
         )
         return error_result(
-            f"agent {agent!r}: this round was answered already, but {why}. Call the tool again "
+            f"{what} {agent!r}: this round was answered already, but {why}. Call the tool again "
             "to start over."
         )
 
