@@ -14,7 +14,9 @@ A project's file (`.mcp.json`, a project's `.cursor/mcp.json`) is meant to be ch
 a secret never goes into it: its value is written as a reference the client fills in from its
 own environment when it starts the gateway (`${VAR}` for Claude Code, `${env:VAR}` for
 Cursor). A secret is a variable the config names as one (provider keys, `bearer_token_env`,
-`tokens_env`, `state_key_env`) or whose name says so (KEY, TOKEN, SECRET, PASSWORD, ...).
+`tokens_env`, `state_key_env`), whose name says so (KEY, TOKEN, SECRET, PASSWORD, PAT, ...),
+or whose value does (a URL with a password, `postgresql://u:PW@h/db`, `?password=`; a token
+in a known form, `ghp_...`, `sk-...`, `xoxb-...`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from agent.models import API_KEYS, api_key_names
+from agent.url_credentials import url_credentials
 
 from .config import Config
 from .errors import GatewayError
@@ -74,8 +77,21 @@ CLIENTS: dict[ClientKind, _Client] = {
 }
 
 _SECRET_WORDS = re.compile(
-    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION", re.IGNORECASE
+    r"KEY|TOKEN|SECRET|PASSW|PASSPHRASE|CREDENTIAL|AUTH|PRIVATE|COOKIE|SESSION"
+    r"|(?:^|_)(?:PAT|DSN)(?:_|$)",
+    re.IGNORECASE,
 )
+"""In a variable's name: its value is a secret (`GITHUB_PAT`, `SENTRY_DSN` too)."""
+_TOKEN = re.compile(
+    # By their issuers' prefixes: GitHub, GitLab, OpenAI and Anthropic, Stripe, Slack, Hugging
+    # Face, npm, PyPI, AWS, Google; a JWT; a PEM private key.
+    r"(?:Bearer\s+)?(?:gh[pousr]_|github_pat_|glpat-|sk-|[sr]k_(?:live|test)_|xox[abposr]-"
+    r"|xapp-|hf_|npm_|pypi-|A[KS]IA|AIza|eyJ)[\w.-]{8,}|-----BEGIN [A-Z ]*PRIVATE KEY-----.*",
+    re.DOTALL,
+)
+"""A value that is a token, whatever its variable's name."""
+_PASSWORD_SETTING = re.compile(r"\b(?:ssl)?passw(?:or)?d\s*=\s*\S", re.IGNORECASE)
+"""In a value, a password given as a setting (libpq's `host=db password=PW`)."""
 _REFERENCE = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
@@ -200,7 +216,7 @@ def install_server(
     reference = CLIENTS[client].reference
     if reference and is_project_file(client, path):
         for key, value in merged_env.items():
-            if (key in secrets or _SECRET_WORDS.search(key)) and reference_name(value) is None:
+            if _is_secret(key, value, secrets) and reference_name(value) is None:
                 merged_env[key] = reference.format(key)
                 references.append(key)
                 if _held_a_value(old_env, key):
@@ -246,6 +262,18 @@ def install_server(
         env=done.env,
         references=done.references,
         backup_secrets=done.backup_secrets if backup else [],
+    )
+
+
+def _is_secret(name: str, value: str, secrets: Collection[str]) -> bool:
+    """Whether variable `name` holds a secret: named so (by the config, or by its name), or
+    by its value (a URL with a password or a query credential, a known token's form)."""
+    return (
+        name in secrets
+        or _SECRET_WORDS.search(name) is not None
+        or _TOKEN.fullmatch(value.strip()) is not None
+        or _PASSWORD_SETTING.search(value) is not None
+        or bool(url_credentials(value))
     )
 
 

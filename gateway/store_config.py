@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from agent.memory import redacted_url as redacted
+from agent.url_credentials import redacted, without_credentials_of
 
 from .errors import StoreError
 from .memory_config import MEMORY_FILE, default_memory_url
@@ -35,6 +35,7 @@ __all__ = [
     "redacted",
     "runs_stored",
     "store_option",
+    "without_credentials_of",
 ]
 
 STORE_FILE = MEMORY_FILE

@@ -6,7 +6,6 @@ modules (`postgres_store`, `redis_store`) import their drivers only when used.
 """
 
 from ._private import private_sqlite_file
-from ._redact import redacted as redacted_url
 from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
 from .in_process import InProcessStore
 from .session_memory import DEFAULT_TURNS, SessionMemory
@@ -30,7 +29,6 @@ __all__ = [
     "count_tokens",
     "is_valid_history",
     "private_sqlite_file",
-    "redacted_url",
     "select_window",
     "store_from_url",
     "summarise",

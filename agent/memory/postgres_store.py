@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
-from ._redact import redacted
+from ..url_credentials import redacted, without_credentials_of
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 
@@ -239,7 +239,8 @@ class PostgresStore:
                         raise  # a new connection failed, or the query did: not a broken one
                     return await self._attempt(work)
             except psycopg.Error as exc:
-                raise MemoryStoreError(f"chat memory {redacted(self._url)}: {exc}") from exc
+                said = without_credentials_of(self._url, str(exc))  # a driver may quote the URL
+                raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
 
     async def _attempt(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         try:
@@ -290,6 +291,7 @@ async def _made_database(url: str) -> bool:
             return True  # another process made it meanwhile
         except psycopg.Error as exc:
             said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            said = without_credentials_of(url, said)
             raise MemoryStoreError(
                 f"chat memory {redacted(url)}: database {name!r} does not exist, and creating "
                 f"it failed ({said}): create it (`createdb {name}`, or CREATE DATABASE as its "

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
-from ._redact import redacted
+from ..url_credentials import redacted, without_credentials_of
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["RedisStore"]
@@ -238,7 +238,8 @@ class RedisStore:
         try:
             return await work(client)
         except RedisError as exc:
-            raise MemoryStoreError(f"chat memory {redacted(self._url)}: {exc}") from exc
+            said = without_credentials_of(self._url, str(exc))  # a driver may quote the URL
+            raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
 
 
 def _stored(seq: int, document: bytes) -> StoredTurn:

@@ -30,6 +30,7 @@ from ..errors import (
     ModelResponseError,
     ModelTimeout,
 )
+from ..url_credentials import query_credentials, redacted
 from ._json import arr, is_arr, json_body, obj
 from ._pages import error_detail, is_markup, is_page, page_text
 from ._sse import SSEDecoder, SSEEvent
@@ -55,6 +56,23 @@ model's `ModelSettings.timeout` replaces the read timeout for its requests."""
 
 _log = logging.getLogger("agent.models")
 """Retries are said here, as warnings: a provider that rate limits holds a call up for seconds."""
+
+
+class _QueryCredentialsHidden(logging.Filter):
+    """httpx logs every request's URL at INFO (`-v`): a credential in its query (a model URL's
+    `?api_key=KEY`, sent on every request) is logged as `***`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and any(
+            isinstance(arg, httpx.URL) and arg.query for arg in record.args
+        ):
+            record.args = tuple(
+                redacted(str(arg)) if isinstance(arg, httpx.URL) else arg for arg in record.args
+            )
+        return True
+
+
+logging.getLogger("httpx").addFilter(_QueryCredentialsHidden())
 
 LOOKUP_TIMEOUT = 10.0
 """Seconds an optional lookup (the context window) may take: it must not hold a call up."""
@@ -232,14 +250,16 @@ def without_credentials(url: str, headers: Mapping[str, str]) -> tuple[str, dict
 
 
 def url_secrets(url: str) -> list[Secret]:
-    """The credentials in `url`'s user info, in every form a server may say them back: the
-    password as written and percent-decoded, `user:password`, and the HTTP Basic token
-    `without_credentials` sends for them. A user without a password is itself the secret (a
-    token in the user's place, `https://TOKEN@host`)."""
+    """The credentials in `url`, in every form a server may say them back: those of its
+    query (`?api_key=KEY`, as written and decoded), the user info's password as written and
+    percent-decoded, `user:password`, and the HTTP Basic token `without_credentials` sends
+    for them. A user without a password is itself the secret (a token in the user's place,
+    `https://TOKEN@host`)."""
     parts = urlsplit(url)
+    in_query = [Secret(value) for value in query_credentials(parts.query)]
     raw_user, raw_password = parts.username, parts.password
     if raw_user is None and raw_password is None:
-        return []
+        return in_query
     user, password = unquote(raw_user or ""), unquote(raw_password or "")
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     said = {token, token.rstrip("=")}
@@ -247,7 +267,7 @@ def url_secrets(url: str) -> list[Secret]:
         said |= {raw_user or "", user}
     else:
         said |= {raw_password, password, f"{raw_user or ''}:{raw_password}", f"{user}:{password}"}
-    return [Secret(value) for value in said if value]
+    return [*in_query, *(Secret(value) for value in said if value)]
 
 
 def checked_base_url(base_url: str) -> str:

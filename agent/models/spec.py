@@ -28,6 +28,7 @@ import httpx
 
 from ..errors import MissingApiKey, ModelConfigError, StateError
 from ..model import ChatModel
+from ..url_credentials import HIDDEN, query_credentials, query_without_credentials
 from ._http import public_url
 from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
 from .gemini import GEMINI_BASE_URL, GeminiModel
@@ -222,24 +223,29 @@ def model_from_spec(
     return factory(ModelRequest(rest, http_client, settings, retry, api_keys or {}))
 
 
-HIDDEN = "***"
-"""What stands for a credential a spec's URL had once it is taken out."""
-
-
 def spec_without_credentials(spec: str) -> str:
-    """`spec` with the user info of its URL (`openai-compatible:http://bob:PASS@host/v1#m`)
-    replaced: the password by `***`, a user without a password (a token in its place) too.
-    A spec to store or show: the credentials stay in the caller's hands only."""
+    """`spec` with the credentials of its URL (`openai-compatible:http://bob:PASS@host/v1#m`,
+    `...?api_key=KEY`) replaced by `***`: the password, a user without a password (a token in
+    its place), the value of a query parameter that names a credential. A spec to store or
+    show: the credentials stay in the caller's hands only."""
     kind, colon, rest = spec.partition(":")
+    if not colon:
+        return spec
     try:
         parts = urlsplit(rest)
     except ValueError:
-        return f"{kind}:<a URL that cannot be parsed>" if colon else spec
-    if not colon or (parts.username is None and parts.password is None):
+        return f"{kind}:<a URL that cannot be parsed>"
+    user_info = parts.username is not None or parts.password is not None
+    # A URL's only (with a host): not a query-like part of a script's file name.
+    query = query_without_credentials(parts.query) if parts.netloc else parts.query
+    if not user_info and query == parts.query:
         return spec
-    host = parts.netloc.rpartition("@")[2]
-    who = f"{parts.username or ''}:{HIDDEN}" if parts.password is not None else HIDDEN
-    return f"{kind}:{urlunsplit(parts._replace(netloc=f'{who}@{host}'))}"
+    netloc = parts.netloc
+    if user_info:
+        host = netloc.rpartition("@")[2]
+        who = f"{parts.username or ''}:{HIDDEN}" if parts.password is not None else HIDDEN
+        netloc = f"{who}@{host}"
+    return f"{kind}:{urlunsplit(parts._replace(netloc=netloc, query=query))}"
 
 
 def stored_without_credentials(spec: str) -> bool:
@@ -249,7 +255,9 @@ def stored_without_credentials(spec: str) -> bool:
         parts = urlsplit(spec.partition(":")[2])
     except ValueError:
         return False
-    return HIDDEN in (parts.password, parts.username if parts.password is None else None)
+    if HIDDEN in (parts.password, parts.username if parts.password is None else None):
+        return True
+    return bool(parts.netloc) and HIDDEN in query_credentials(parts.query)
 
 
 def _unknown(spec: str) -> ModelConfigError:

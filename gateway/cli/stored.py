@@ -35,6 +35,7 @@ from ..store_config import (
     StoreSettings,
     check_store_url,
     default_store_url,
+    redacted,
     runs_stored,
     store_option,
 )
@@ -226,7 +227,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
     assert url is not None
     if not await anyio.to_thread.run_sync(runs_stored, url):
         # Opening it to look would make it (a mistyped --state-dir: a new empty store).
-        raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {url}")
+        raise UnknownRun(f"no stored run {args.run_id!r}: no runs are stored in {redacted(url)}")
     async with open_store(url, read_pickled=read_pickled(args)) as runs:
         await runs.resumable(args.run_id)
         state = await runs.state(args.run_id)

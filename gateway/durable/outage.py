@@ -24,14 +24,13 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Callable, Generator
 from contextlib import asynccontextmanager, contextmanager
-from urllib.parse import urlsplit
 
 import anyio
 
 from toolkits import in_background
 
 from ..errors import StoreUnavailable
-from ..store_config import redacted
+from ..store_config import redacted, without_credentials_of
 
 __all__ = ["PROBE_SECONDS", "Outage", "noticing", "suspect", "watching"]
 
@@ -228,8 +227,4 @@ def _unreachable(url: str) -> str | None:
 
 def _one_line(exc: BaseException, url: str) -> str:
     said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    return said.replace(password, "***") if password else said  # a driver may quote it
+    return without_credentials_of(url, said)  # a driver may quote it

@@ -21,14 +21,13 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urlsplit
 
 from pydantic import JsonValue
 
 from ..approval import ApprovalRequest
 from ..errors import StoreError, StoreUnavailable
 from ..run_state import RunState
-from ..store_config import redacted
+from ..store_config import redacted, without_credentials_of
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -219,19 +218,10 @@ def store_failure(url: str, exc: BaseException, *, doing: str = "open") -> Store
     file locked by another process, its disk full, read-only), or not a store (`StoreError`)."""
     cause = getattr(exc, "orig", None) or exc
     first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    password = _password(url)
-    if password:  # a driver may quote its connection string
-        first = first.replace(password, "***")
+    first = without_credentials_of(url, first)  # a driver may quote its connection string
     kind = type(cause).__name__
     unreachable = kind == "OperationalError" and url.startswith(("postgresql:", "postgres:"))
     advice = _SQLITE_NOW.get(first.lower()) if kind == "OperationalError" else None
     error = StoreUnavailable if unreachable or advice is not None else StoreError
     said = f"cannot {doing} the run store {redacted(url)}: {first}"
     return error(f"{said}: {advice}" if advice is not None else said)
-
-
-def _password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None

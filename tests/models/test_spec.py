@@ -199,9 +199,18 @@ def test_settings_reach_the_model() -> None:
             "openai-compatible:http://bob:***@127.0.0.1:8/v1?v=1#m",
         ),
         ("openai-compatible:https://TOKEN@[::1]/v1#m", "openai-compatible:https://***@[::1]/v1#m"),
+        (
+            "openai-compatible:http://127.0.0.1:8/v1?api-version=1&api_key=K%2B#m",
+            "openai-compatible:http://127.0.0.1:8/v1?api-version=1&api_key=***#m",
+        ),
+        (
+            "openai-compatible:http://bob:pw@127.0.0.1:8/v1?token=K#m",
+            "openai-compatible:http://bob:***@127.0.0.1:8/v1?token=***#m",
+        ),
         ("openai-compatible:http://127.0.0.1:8/v1#m", "openai-compatible:http://127.0.0.1:8/v1#m"),
         ("openai:gpt-4o", "openai:gpt-4o"),
         ("scripted:/runs/a@b.json", "scripted:/runs/a@b.json"),
+        ("scripted:/runs/a?key=b.json", "scripted:/runs/a?key=b.json"),
     ],
 )
 def test_a_spec_to_store_has_no_credentials_and_says_they_were_taken(

@@ -340,6 +340,33 @@ async def test_a_password_in_the_model_url_reaches_no_log_line(
         assert request.headers["authorization"] == basic
 
 
+async def test_a_key_in_the_model_urls_query_is_sent_and_said_nowhere(
+    caplog: pytest.LogCaptureFixture, sleeps: Sleeps
+) -> None:
+    """`?api_key=KEY` was in httpx's request lines, and an error saying it back showed it."""
+    caplog.set_level(logging.DEBUG)
+
+    def says_it_back(request: httpx.Request) -> httpx.Response:
+        said = f"Unauthorized: {request.url} (key {request.url.params['api_key']})"
+        return httpx.Response(401, json={"error": {"message": said}})
+
+    fake = FakeProvider(json_response(200, ANSWER), says_it_back)
+    model = OpenAICompatibleModel(
+        "http://127.0.0.1:8080/v1?api-version=1&api_key=QK%2BEY",
+        "m1",
+        http_client=fake.client(),
+        retry=retry_policy(sleeps, max_attempts=1),
+    )
+    await model.invoke(ASK, [])
+    with pytest.raises(ModelHTTPError) as caught:
+        await model.invoke(ASK, [])
+    assert [r.url.params["api_key"] for r in fake.requests] == ["QK+EY", "QK+EY"]
+    assert "api-version=1&api_key=***" in caplog.text
+    said = f"{caught.value} {caught.value.provider_message} {caplog.text}"
+    assert "QK" not in said
+    assert "(key ***)" in str(caught.value)
+
+
 async def test_credentials_in_the_url_win_over_the_key_which_that_server_is_not_sent(
     sleeps: Sleeps,
 ) -> None:

@@ -324,6 +324,37 @@ def test_a_projects_file_gets_references_not_the_secrets_given(
     assert user_file.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_secret_known_by_its_value_or_a_tokens_name_is_a_reference_in_a_projects_file(
+    tmp_path: Path,
+    gateway_config: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A URL's password, a `*_PAT` and a token under a plain name went in as given."""
+    monkeypatch.chdir(tmp_path)
+    given = {
+        "DATABASE_URL": "postgresql://u:DBPW@h/db",
+        "CACHE_URL": "redis://h:6379/0?password=RDPW",
+        "PG_CONN": "host=h dbname=gw password=PGPW",
+        "GITHUB_PAT": "PATVALUE",
+        "GH": "ghp_0123456789abcdefGHPW",
+        "SLACK": "xoxb-1234-5678-SLACKPW",
+        "UPSTREAM_URL": "postgresql://u@h/db?sslmode=require",  # no credential in it
+        "NOTES_DIR": "/srv/npm_cache/asia",
+    }
+    options = [f"--env={name}={value}" for name, value in given.items()]
+    assert main(["install", "claude-code", "--config", str(gateway_config), *options]) == 0
+    text = (tmp_path / ".mcp.json").read_text()
+    for secret in ("DBPW", "RDPW", "PGPW", "PATVALUE", "GHPW", "SLACKPW"):
+        assert secret not in text
+    env = json.loads(text)["mcpServers"]["agent-gateway"]["env"]
+    plain = {"UPSTREAM_URL", "NOTES_DIR"}
+    assert env == {name: given[name] if name in plain else f"${{{name}}}" for name in given}
+    err = capsys.readouterr().err
+    assert "warning: DATABASE_URL is not set in this shell" in err
+    assert "DBPW" not in err
+
+
 def test_a_secret_an_older_install_left_in_a_projects_file_is_replaced(
     tmp_path: Path,
     gateway_config: Path,
