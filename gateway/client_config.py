@@ -55,6 +55,8 @@ _OURS = ("gateway", "mcpServers", "tools", "agents", "store")
 _EXPANDED = ("command", "args", "env", "cwd", "url", "headers")
 _log = logging.getLogger("gateway.config")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_FOLDERS = frozenset({"PWD", "userHome", "workspaceFolder"})
+"""The variables that name a folder: set wherever the gateway runs, and no secret."""
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9_-]")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
@@ -150,7 +152,8 @@ def expand_server_variables(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """`mcpServers` data with the variables of each server's launch keys expanded.
+    """`mcpServers` data with the variables of each server's launch keys expanded, and the
+    headers that take one marked secret (`secret_headers`: never quoted back in an error).
 
     Raises `ConfigError` for an unset variable without a default, or an unknown form.
     """
@@ -161,12 +164,36 @@ def expand_server_variables(
             expanded[name] = entry  # validation says what is wrong with it
             continue
         fields = dict(cast(Mapping[str, Any], entry))
+        secret = _headers_from_environment(fields.get("headers"))
+        if secret:
+            marked: object = fields.get("secret_headers", [])
+            fields["secret_headers"] = (
+                [*cast(list[Any], marked), *secret] if isinstance(marked, list) else marked
+            )
         for key in _EXPANDED:
             if key in fields:
                 where = f"{source}: {key_path('mcpServers', name)}.{key}"
                 fields[key] = _expand(fields[key], lambda text, w=where: lookup.expand(text, w))
         expanded[name] = fields
     return expanded
+
+
+def _headers_from_environment(headers: object) -> list[str]:
+    """The names of the `headers` whose values take an environment variable."""
+    if not isinstance(headers, Mapping):
+        return []
+    return [
+        str(name)
+        for name, value in cast(Mapping[Any, Any], headers).items()
+        if isinstance(value, str)
+        and any(
+            _variable_name(match.group(1)) not in _FOLDERS for match in _VARIABLE.finditer(value)
+        )
+    ]
+
+
+def _variable_name(expression: str) -> str:
+    return expression.partition(":-")[0].removeprefix("env:")
 
 
 def required_variables(servers: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -177,9 +204,8 @@ def required_variables(servers: Mapping[str, Any]) -> dict[str, list[str]]:
     def collect(server: str) -> Callable[[str], str]:
         def found(text: str) -> str:
             for match in _VARIABLE.finditer(text):
-                name, has_default, _ = match.group(1).partition(":-")
-                name = name.removeprefix("env:")
-                if not has_default and name not in ("PWD", "userHome", "workspaceFolder"):
+                name = _variable_name(match.group(1))
+                if ":-" not in match.group(1) and name not in _FOLDERS:
                     needed.setdefault(name, []).append(server)
             return text
 

@@ -359,6 +359,26 @@ def test_variables_in_server_launch_keys_expand_as_in_mcp_clients(
     assert web.headers == {"Authorization": "Bearer s3cret", "X-Note": "$API_TOKEN"}
 
 
+def test_a_header_that_takes_a_variable_is_marked_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("API_KEY", "k3y")
+    web = {
+        "url": "https://example.com/mcp",
+        "headers": {
+            "X-Api-Key": "${API_KEY}",
+            "X-Tenant": "t-${env:API_KEY:-none}",
+            "X-Where": "${PWD}",
+            "X-Team": "blue",
+            "X-Pin": "1234",
+        },
+        "secret_headers": ["X-Pin"],
+    }
+    config = parse_config({"mcpServers": {"web": web}})
+    assert config.mcp_servers["web"].secret_headers == ["X-Pin", "X-Api-Key", "X-Tenant"]
+    unknown = r"c: mcpServers\.web: `secret_headers` names 'X-Nope', not in `headers`"
+    with pytest.raises(ConfigError, match=unknown):
+        parse_config({"mcpServers": {"web": {**web, "secret_headers": ["X-Nope"]}}}, source="c")
+
+
 @pytest.mark.parametrize(
     ("value", "message"),
     [

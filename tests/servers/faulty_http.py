@@ -4,12 +4,14 @@ every request) answered with an error status or an HTML page, redirected, or cut
 `FaultyFront` is ASGI middleware around the SDK's streamable HTTP app. A `tools/call` of a tool
 named in `calls` gets that fault instead of reaching the server; `everything`, when set, answers
 every request; `moved` answers a POST to `/mcp` with a 307 to `/mcp/`, where the server lives
-(as Starlette's slash redirect does). The server's `wait` tool holds each call until `release`.
+(as Starlette's slash redirect does). A fault's body may repeat the request's headers, as a
+debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,8 @@ class Fault:
     content_type: str = "text/html"
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
+    echo: Callable[[dict[str, str]], bytes] | None = None
+    """Makes the body of the request's headers (lower-cased names), in place of `body`."""
 
 
 CUT = Fault(200, "text/event-stream")
@@ -58,12 +62,13 @@ class FaultyFront:
             await self.app(scope, receive, send)
             return
         if self.everything is not None:
-            await _answer(send, self.everything)
+            await _answer(send, self.everything, scope)
             return
         path: str = scope["path"]
         if self.moved:
             if path == "/mcp":
-                await _answer(send, Fault(307, "text/plain", headers=(("location", "/mcp/"),)))
+                moved = Fault(307, "text/plain", headers=(("location", "/mcp/"),))
+                await _answer(send, moved, scope)
                 return
             if path == "/mcp/":
                 scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
@@ -82,7 +87,7 @@ class FaultyFront:
             await _start(send, fault)
             raise ConnectionAbortedError("cut mid-answer")  # uvicorn closes the connection
         else:
-            await _answer(send, fault)
+            await _answer(send, fault, scope)
 
 
 async def _start(send: Send, fault: Fault) -> None:
@@ -91,9 +96,13 @@ async def _start(send: Send, fault: Fault) -> None:
     await send({"type": "http.response.start", "status": fault.status, "headers": headers})
 
 
-async def _answer(send: Send, fault: Fault) -> None:
+async def _answer(send: Send, fault: Fault, scope: Scope) -> None:
+    body = fault.body
+    if fault.echo is not None:
+        sent: list[tuple[bytes, bytes]] = scope["headers"]
+        body = fault.echo({name.decode().lower(): value.decode() for name, value in sent})
     await _start(send, fault)
-    await send({"type": "http.response.body", "body": fault.body})
+    await send({"type": "http.response.body", "body": body})
 
 
 @dataclass

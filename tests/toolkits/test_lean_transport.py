@@ -13,6 +13,7 @@ from tests.servers.scripted_http import scripted
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 from toolkits.mcp.lean_http import LeanHttp
 from toolkits.mcp.lean_transport import LeanPosts
+from toolkits.mcp.sent_credentials import SentCredentials
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -52,7 +53,12 @@ async def test_a_nodes_posts_go_out_on_the_lean_client_and_a_cancelled_call_ends
 def client(url: str, lean: LeanHttp, seen: list[str]) -> httpx2.AsyncClient:
     return httpx2.AsyncClient(
         transport=LeanPosts(
-            httpx2.AsyncHTTPTransport(), lean, url, lambda r: seen.append(r.method), node="toy"
+            httpx2.AsyncHTTPTransport(),
+            lean,
+            url,
+            lambda r: seen.append(r.method),
+            node="toy",
+            sent=SentCredentials(),
         ),
         timeout=httpx2.Timeout(5.0, read=0.2),
     )

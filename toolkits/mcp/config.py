@@ -6,8 +6,9 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`max_output`, `protocol`, `bearer_token_env`, and the `oauth*` keys of MCP authorization). Secrets never live in the model's repr: `env` and
-`headers` are hidden, and a bearer token is read from the environment only when connecting.
+`max_output`, `protocol`, `bearer_token_env`, `secret_headers`, and the `oauth*` keys of MCP
+authorization). Secrets never live in the model's repr: `env` and `headers` are hidden, and a
+bearer token is read from the environment only when connecting.
 """
 
 from __future__ import annotations
@@ -73,6 +74,9 @@ class McpServerConfig(BaseModel):
     """http/sse: the endpoint, e.g. `http://127.0.0.1:3001/mcp`."""
     headers: dict[str, str] = Field(default_factory=dict[str, str], repr=False)
     """http/sse: extra request headers."""
+    secret_headers: list[str] = Field(default_factory=list[str])
+    """http/sse: headers whose values are secrets, shown `***` in text made of the server's
+    answers, as the Authorization value always is (a config file marks each with a `${VAR}`)."""
 
     # Ours.
     prefix: PrefixPolicy = "always"
@@ -148,7 +152,11 @@ class McpServerConfig(BaseModel):
         if kind == "stdio":
             if not self.command:
                 raise ValueError("a stdio server needs `command`")
-            misplaced = [k for k in ("url", "headers", "bearer_token_env") if getattr(self, k)]
+            misplaced = [
+                k
+                for k in ("url", "headers", "secret_headers", "bearer_token_env")
+                if getattr(self, k)
+            ]
             misplaced += [k for k in _OAUTH_KEYS if getattr(self, k) is not None]
         else:
             if not self.url:
@@ -160,6 +168,11 @@ class McpServerConfig(BaseModel):
             verb = "does" if len(misplaced) == 1 else "do"
             article = "a" if kind == "stdio" else "an"
             raise ValueError(f"{keys} {verb} not apply to {article} {kind} server")
+        given = {name.lower() for name in self.headers}
+        if unknown := [name for name in self.secret_headers if name.lower() not in given]:
+            raise ValueError(
+                f"`secret_headers` names {', '.join(map(repr, unknown))}, not in `headers`"
+            )
         if self.oauth_client_secret_env is not None and self.oauth_client_id is None:
             raise ValueError("`oauth_client_secret_env` needs `oauth_client_id`")
         if (

@@ -210,8 +210,11 @@ class _Exchange:
         if status in _REDIRECTS:
             return await self._redirected()
         if is_refusal(status, content_type):
+            sent = channel.link.sent
+            if isinstance(response, httpx2.Response):  # an auth flow's token is the request's
+                sent = sent.with_authorization(response.request.headers.get("authorization"))
             said = await refusal_answer(
-                channel.node, self._request_id, status, content_type, response.aiter_bytes()
+                channel.node, self._request_id, status, content_type, response.aiter_bytes(), sent
             )
             self._messages = _Said(said)
         else:  # another 2xx, or a content type in capitals

@@ -20,7 +20,8 @@ from typing import Any, cast
 
 import mcp_types
 
-from ..json_bytes import read_json
+from ..json_bytes import json_bytes, read_json
+from .sent_credentials import SentCredentials
 
 __all__ = ["ANSWERS", "is_refusal", "refusal_answer"]
 
@@ -48,11 +49,17 @@ def is_refusal(status: int, content_type: str) -> bool:
 
 
 async def refusal_answer(
-    node: str, request_id: Any, status: int, content_type: str, body: AsyncIterator[bytes]
+    node: str,
+    request_id: Any,
+    status: int,
+    content_type: str,
+    body: AsyncIterator[bytes],
+    sent: SentCredentials,
 ) -> JsonObject:
     """The JSON-RPC error answering request `request_id` for a refusal (`is_refusal`): the one
     an error status's JSON body holds, else ours, `MCP server 'x' answered HTTP 502 (Bad
-    Gateway): <the start of its text>`. Reads a bounded start of `body`."""
+    Gateway): <the start of its text>`; either way with the credentials `sent` masked (a page
+    may repeat the request's headers). Reads a bounded start of `body`."""
     kind = content_type.split(";")[0].strip().lower()
     json = kind == "application/json"
     texts = json or kind.startswith("text/") or kind.endswith(("+json", "/xml", "+xml"))
@@ -60,14 +67,14 @@ async def refusal_answer(
     if json and status >= 400:
         error = _error_in(read)
         if error is not None:
-            return {"jsonrpc": "2.0", "id": request_id, "error": error}
+            return {"jsonrpc": "2.0", "id": request_id, "error": _masked(error, sent)}
     text = f"MCP server {node!r} answered HTTP {status}"
     if status < 400:
         text += f" with {kind or 'no body'}, not JSON or an event stream"
     else:
         with suppress(ValueError):  # a status of no known name
             text += f" ({HTTPStatus(status).phrase})"
-    if excerpt := _excerpt(read[:_READ], markup="html" in kind or "xml" in kind):
+    if excerpt := _excerpt(read[:_READ], sent, markup="html" in kind or "xml" in kind):
         text += f": {excerpt}"
     return {
         "jsonrpc": "2.0",
@@ -102,9 +109,24 @@ def _error_in(body: bytes) -> JsonObject | None:
     return fields
 
 
-def _excerpt(body: bytes, *, markup: bool) -> str:
+def _masked(error: JsonObject, sent: SentCredentials) -> JsonObject:
+    """A server's `error` with the credentials `sent` masked in its message and its data (left
+    out where masking its JSON text leaves no JSON)."""
+    masked = {**error, "message": sent.mask(error["message"])}
+    if "data" in error:
+        said = json_bytes(error["data"]).decode()
+        if (hidden := sent.mask(said)) != said:
+            try:
+                masked["data"] = read_json(hidden.encode())
+            except ValueError:
+                del masked["data"]
+    return masked
+
+
+def _excerpt(body: bytes, sent: SentCredentials, *, markup: bool) -> str:
+    """The start of a text body, masked before it is cut (a credential cut short is not found)."""
     text = body.decode("utf-8", "replace")
     if markup:
         text = _TAG.sub(" ", text)
-    text = _SPACE.sub(" ", text).strip()
+    text = sent.mask(_SPACE.sub(" ", text).strip())
     return text[:_EXCERPT].rstrip() + "…" if len(text) > _EXCERPT else text

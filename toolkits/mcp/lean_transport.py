@@ -28,6 +28,7 @@ import httpx2
 from ..json_bytes import json_bytes, read_json
 from .http_refusal import ANSWERS, is_refusal, refusal_answer
 from .lean_http import LeanHttp, LeanResponse
+from .sent_credentials import SentCredentials
 
 __all__ = ["LeanPosts"]
 
@@ -38,7 +39,8 @@ _LEFT_OUT = frozenset({"host", "content-length", "connection", "accept-encoding"
 class LeanPosts(httpx2.AsyncBaseTransport):
     """POSTs to `url` on `lean` (when given), all else on `inner`; `observe` sees every POST.
     An answer to a request that is no answer (`http_refusal`: an error status, an HTML page)
-    reaches the SDK as the JSON-RPC error it means, naming `node`."""
+    reaches the SDK as the JSON-RPC error it means, naming `node`, without the credentials
+    `sent` (nor the Authorization the request went with)."""
 
     def __init__(
         self,
@@ -48,12 +50,14 @@ class LeanPosts(httpx2.AsyncBaseTransport):
         observe: Callable[[httpx2.Request], None],
         *,
         node: str,
+        sent: SentCredentials,
     ) -> None:
         self._inner = inner
         self._lean = lean
         self._url = httpx2.URL(url)
         self._observe = observe
         self._node = node
+        self._sent = sent
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST":
@@ -105,9 +109,10 @@ class LeanPosts(httpx2.AsyncBaseTransport):
         if not isinstance(message, dict) or "id" not in message or "method" not in message:
             return response  # a notification, an answer: the SDK reads nothing of it
         request_id = cast(dict[str, Any], message)["id"]
+        sent = self._sent.with_authorization(request.headers.get("authorization"))
         try:
             said = await refusal_answer(
-                self._node, request_id, status, content_type, response.aiter_bytes()
+                self._node, request_id, status, content_type, response.aiter_bytes(), sent
             )
         finally:
             await response.aclose()

@@ -8,8 +8,9 @@ the redirect, and raises `AuthorizationPageRefused` (with the server's own words
 answer; `fetch_authorization` (no person: tests and CI) follows the redirects itself.
 
 httpx2 logs every request's URL at INFO (`-v`): the authorization page's carries the flow's
-`state`, the callback's (fetched here) the authorization code. Their values are logged as
-`[redacted]`, in this process's every httpx2 line (`_RedactedSecrets`).
+`state`, the callback's (fetched here) the authorization code, a server's URL may carry a
+user and password. Their values are logged as `[redacted]` (the password as `***`), in this
+process's every httpx2 line (`_RedactedSecrets`).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class _RedactedSecrets(logging.Filter):
 
 
 def _redacted(url: httpx2.URL) -> httpx2.URL | str:
+    if url.userinfo:  # `user:***`; a user without a password is the secret (`TOKEN@host`)
+        user, colon, _ = url.userinfo.partition(b":")
+        url = url.copy_with(userinfo=user + b":***" if colon else b"***")
     parts = url.query.decode("ascii", "replace").split("&")
     secret = [unquote_plus(part.partition("=")[0]) in _SECRET_PARAMETERS for part in parts]
     if not any(secret):

@@ -45,16 +45,12 @@ from .config import McpServerConfig
 from .error_text import describe_error
 from .naming import is_offered
 from .oauth import find_authorization_required
+from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight, Stamp
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
 from .tool_listing import ToolListing
-from .transport import (
-    HttpLink,
-    TransportFactory,
-    config_transport,
-    watch_transport,
-)
+from .transport import HttpLink, TransportFactory, config_transport, watch_transport
 
 __all__ = [
     "AdoptListing",
@@ -360,6 +356,7 @@ class OwnedSession:
                 login = find_authorization_required(exc)
                 needs_login = login is not None
                 reason = str(login) if login is not None else conn.lost or describe_error(exc)
+                reason = SentCredentials.of(self._config).mask(reason)  # e.g. the URL's password
             finally:
                 self._conn = None
                 conn.close()
@@ -548,7 +545,8 @@ class OwnedSession:
             if self._on_resource_updated is not None:
                 await self._on_resource_updated(message.params.uri)
         elif isinstance(message, Exception):
-            self._log.warning("transport error: %s", describe_error(message))
+            said = SentCredentials.of(self._config).mask(describe_error(message))
+            self._log.warning("transport error: %s", said)
 
     async def on_raw_notification(self, conn: Connection, message: Mapping[str, Any]) -> None:
         """A notification that came on a passed-through call's stream (`forward`), handled as

@@ -39,6 +39,7 @@ from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
+from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink, open_stdio
@@ -80,6 +81,8 @@ class HttpLink:
         self.auth: httpx2.Auth | None = None
         self.lean_http: LeanHttp | None = None
         """Plain http:// without a proxy: the same origin and headers, minus httpx2."""
+        self.sent = SentCredentials()
+        """The credentials its requests go with, for text made of the answers to mask."""
 
     def lean(self) -> LeanHttp | None:
         """The lean client, while nothing but headers goes with a request: no auth flow in
@@ -139,6 +142,7 @@ def config_transport(
                 _auth(config, name, auth, in_flight),
                 link or HttpLink(),
                 name,
+                SentCredentials.of(config),
             )
         case "sse":
             assert config.url is not None
@@ -167,17 +171,19 @@ class StaticCredentials(httpx2.Auth):
     """Sends requests as they are (the credential is in the client's headers) and makes a 401
     to them an error that says whose credential the server refused: no retry will change it."""
 
-    def __init__(self, name: str, source: str) -> None:
+    def __init__(self, name: str, source: str, sent: SentCredentials) -> None:
         self._name = name
         self._source = source
+        self._sent = sent
 
     @classmethod
     def of(cls, config: McpServerConfig, name: str) -> StaticCredentials | None:
         """The watcher of `config`'s static credential, if it sends one."""
+        sent = SentCredentials.of(config)
         if config.bearer_token_env is not None:
-            return cls(name, f"the token in ${config.bearer_token_env}")
+            return cls(name, f"the token in ${config.bearer_token_env}", sent)
         if any(key.lower() == "authorization" for key in config.headers):
-            return cls(name, f"the Authorization header of mcpServers.{name}.headers")
+            return cls(name, f"the Authorization header of mcpServers.{name}.headers", sent)
         return None
 
     async def async_auth_flow(
@@ -194,7 +200,7 @@ class StaticCredentials(httpx2.Auth):
             )
             if field
         ]
-        why = f" ({': '.join(said)})" if said else ""
+        why = self._sent.mask(f" ({': '.join(said)})") if said else ""
         raise ServerConfigError(
             f"MCP server {self._name!r} answered HTTP 401{why}: it refused {self._source}"
         )
@@ -355,12 +361,14 @@ async def _streamable_http(
     auth: Callable[[], Awaitable[httpx2.Auth | None]],
     link: HttpLink,
     name: str,
+    sent: SentCredentials,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     usable = LeanHttp.usable(url) and _on_asyncio()
     lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
     reusing = _ReusingConnections(_PoolPerScheme())
-    transport = LeanPosts(reusing, lean, url, link.observe, node=name)
+    transport = LeanPosts(reusing, lean, url, link.observe, node=name, sent=sent)
+    link.sent = sent
     link.auth = await auth()
     async with (
         httpx2.AsyncClient(

@@ -1,0 +1,104 @@
+"""The credentials a node sends its HTTP server, shown `***` in text made of that server's answers.
+
+A server, or a proxy in front of it, may repeat a request's headers in an error page (a debug
+page, a proxy's 502). The text made of such an answer (`http_refusal`), and the reason a
+connection failed, reach remote clients, models, the run store, logs and traces, none of which
+may learn what the gateway sends the server. Masked, in each form a server may say it back (as
+sent, JSON-escaped, a Basic token decoded): the Authorization value (the bearer token, a
+configured header, the URL's user and password, an OAuth access token), and the configured
+headers marked secret (`secret_headers`; the config marks every one with a `${VAR}`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+from collections.abc import Iterable
+from urllib.parse import unquote, urlsplit
+
+from .config import McpServerConfig
+
+__all__ = ["MASK", "SentCredentials"]
+
+MASK = "***"
+
+
+class SentCredentials:
+    """What a node sends as its credentials; `mask` hides them in a text."""
+
+    __slots__ = ("_said",)
+
+    def __init__(self, values: Iterable[str] = ()) -> None:
+        forms = {form for value in values if value for form in (value, _json_escaped(value))}
+        # Longest first: a password inside `user:password` must not leave `user:***`.
+        self._said = tuple(sorted(forms, key=len, reverse=True))
+
+    @classmethod
+    def of(cls, config: McpServerConfig) -> SentCredentials:
+        """Those `config` has a node send (its bearer token read from the environment now)."""
+        secret = {name.lower() for name in config.secret_headers}
+        values: list[str] = []
+        for name, value in config.headers.items():
+            if name.lower() == "authorization":
+                values += _authorization_forms(value)
+            elif name.lower() in secret:
+                values.append(value)
+        if config.bearer_token_env is not None:
+            values.append(os.environ.get(config.bearer_token_env, ""))
+        if config.url is not None:
+            values += _url_forms(config.url)
+        return cls(values)
+
+    def with_authorization(self, value: str | None) -> SentCredentials:
+        """These and the Authorization `value` a request went with (an OAuth access token)."""
+        forms = _authorization_forms(value) if value else []
+        if all(form in self._said for form in forms):
+            return self
+        return SentCredentials([*self._said, *forms])
+
+    def mask(self, text: str) -> str:
+        for value in self._said:
+            if value in text:
+                text = text.replace(value, MASK)
+        return text
+
+
+def _json_escaped(value: str) -> str:
+    """`value` as it reads inside a JSON string: how a page repeating the headers says it."""
+    return json.dumps(value)[1:-1]
+
+
+def _authorization_forms(value: str) -> list[str]:
+    """The credential of an Authorization value (`Bearer TOKEN`: `TOKEN`, so that the scheme
+    stays said), and of HTTP Basic auth, `user:password` and the password too."""
+    scheme, _, credential = value.strip().partition(" ")
+    credential = credential.strip() or scheme
+    forms = [credential]
+    if scheme.lower() == "basic" and credential != scheme:
+        try:
+            pair = base64.b64decode(credential, validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            return forms
+        user, colon, password = pair.partition(":")
+        forms += [pair, credential.rstrip("=")]
+        forms.append(password if colon and password else user)
+    return forms
+
+
+def _url_forms(url: str) -> list[str]:
+    """The credentials in `url`'s user info, as written and decoded, and as the Basic token
+    sent for them. A user without a password is itself the secret (`https://TOKEN@host`)."""
+    try:
+        parts = urlsplit(url)
+        raw_user, raw_password = parts.username, parts.password
+    except ValueError:
+        return []
+    if raw_user is None and raw_password is None:
+        return []
+    user, password = unquote(raw_user or ""), unquote(raw_password or "")
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    if raw_password is None:
+        return [raw_user or "", user, token]
+    return [raw_password, password, f"{raw_user or ''}:{raw_password}", f"{user}:{password}", token]
