@@ -5,14 +5,14 @@ by tool-call id. An observation is `Error: <message>` for a failure, the value o
 `response` field, the text itself for a string, and compact JSON for anything else.
 
 Also read from the steps: whether a call repeats one too often (`repeat_notice`), and call ids
-no earlier call used (`with_unique_call_ids`).
+no other call of the conversation has (`with_unique_call_ids`).
 """
 
 from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from pydantic import JsonValue
 
@@ -34,6 +34,7 @@ __all__ = [
     "REPEAT_NOTICE",
     "build_steps",
     "observation",
+    "renamed_calls_notice",
     "repeat_notice",
     "scratchpad_messages",
     "tool_usage",
@@ -219,16 +220,34 @@ def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
     )
 
 
-def with_unique_call_ids(answer: AssistantMessage, steps: list[ToolCallStep]) -> AssistantMessage:
-    """Give every call an id no earlier call used: results are matched to calls by id."""
-    used = {step.tool_call_id for step in steps}
-    fresh = (f"call_{n}" for n in itertools.count(len(used) + 1))
+def with_unique_call_ids(
+    answer: AssistantMessage, taken: Iterable[str]
+) -> tuple[AssistantMessage, list[tuple[str, str]]]:
+    """`answer` with every call under an id no other call of the conversation has (results
+    are matched to calls by id), and the calls renamed, as (old id, new id).
+
+    A call keeps its id unless an earlier call has it (one of `taken`, the conversation's, or
+    one before it in `answer`) or it has none. A new id is one neither the conversation nor
+    `answer` uses: it never takes the id the model gave another call."""
+    used = set(taken)
+    reserved = used | {call.id for call in answer.tool_calls}
+    fresh = (f"call_{n}" for n in itertools.count(len(used) + 1) if f"call_{n}" not in reserved)
     calls: list[ToolCall] = []
-    changed = False
+    renamed: list[tuple[str, str]] = []
     for call in answer.tool_calls:
         if not call.id or call.id in used:
-            call = call.model_copy(update={"id": next(i for i in fresh if i not in used)})
-            changed = True
+            new_id = next(fresh)
+            renamed.append((call.id, new_id))
+            call = call.model_copy(update={"id": new_id})
         used.add(call.id)
         calls.append(call)
-    return answer.model_copy(update={"tool_calls": tuple(calls)}) if changed else answer
+    if not renamed:
+        return answer, renamed
+    return answer.model_copy(update={"tool_calls": tuple(calls)}), renamed
+
+
+def renamed_calls_notice(renamed: Sequence[tuple[str, str]]) -> str:
+    """What the trace is told of calls `with_unique_call_ids` renamed: the model's answer (its
+    span) names them by the model's ids, the tool calls and the steps by the new ones."""
+    pairs = ", ".join(f"{old or '(none)'} -> {new}" for old, new in renamed)
+    return f"call ids renamed (the model gave a call one another call has, or none): {pairs}"

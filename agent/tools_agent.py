@@ -74,6 +74,7 @@ from .resume_check import items_digest, resumed_state
 from .scratchpad import (
     ERROR_PREFIX,
     build_steps,
+    renamed_calls_notice,
     repeat_notice,
     scratchpad_messages,
     tool_usage,
@@ -319,7 +320,9 @@ class ToolsAgent:
             )
             return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
-            answer = with_unique_call_ids(answer, steps)
+            answer, renamed = with_unique_call_ids(answer, _call_ids(messages, steps))
+            if renamed and self.on_warning is not None:
+                await self.on_warning(index, renamed_calls_notice(renamed))
         output = self.options.output
         if output is not None:
             try:
@@ -570,6 +573,15 @@ def _messages(
         UserMessage(content=item.prompt),
         *scratchpad_messages(steps),
     ]
+
+
+def _call_ids(messages: Sequence[ChatMessage], steps: Sequence[ToolCallStep]) -> set[str]:
+    """The ids the calls of the conversation have: the session's history and this run's."""
+    ids = {step.tool_call_id for step in steps}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            ids.update(call.id for call in message.tool_calls)
+    return ids
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -227,6 +227,55 @@ async def test_repeated_call_ids_are_made_unique() -> None:
     assert [c.id for c in request.metadata.pending[0].tool_calls] == ids
 
 
+async def test_a_new_call_id_is_none_the_conversation_uses_and_the_trace_is_told() -> None:
+    warnings: list[tuple[int, str]] = []
+
+    async def warn(item: int, warning: str) -> None:
+        warnings.append((item, warning))
+
+    def calc(call_id: str, expression: str) -> ScriptedCall:
+        return ScriptedCall(name="calculator", arguments={"expression": expression}, id=call_id)
+
+    model = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[calc("call_X", "1"), calc("call_X", "2"), calc("call_1", "3")]
+            ),
+            ScriptedAnswer(tool_calls=[calc("call_2", "4")]),  # the id the agent made up
+            "done",
+        ]
+    )
+    agent = ToolsAgent(model=model, tools=[CALC], on_warning=warn)
+    first = await agent.step(ITEM)
+    assert isinstance(first, EngineRequest)
+    # The model's own call_1 keeps its id: the duplicate's new id is not taken from it.
+    assert [a.tool_call_id for a in first.actions] == ["call_X", "call_2", "call_1"]
+    second = await agent.step(ITEM, answer_all(first))
+    assert isinstance(second, EngineRequest)
+    assert [a.tool_call_id for a in second.actions] == ["call_4"]
+    said = "call ids renamed (the model gave a call one another call has, or none): "
+    assert warnings == [(0, said + "call_X -> call_2"), (0, said + "call_2 -> call_4")]
+
+
+async def test_a_call_id_of_an_earlier_turn_of_the_session_is_not_used_again() -> None:
+    same_id = ScriptedAnswer(tool_calls=[ScriptedCall(name="calculator", id="toolu_1")])
+    model = ScriptedModel([same_id, "a1", same_id, "a2"])
+    agent = ToolsAgent(model=model, tools=[CALC], memory=SessionMemory(InProcessStore()))
+    ids: list[str] = []
+    for prompt in ("q1", "q2"):
+        items = [AgentItem(prompt=prompt, session_id="s")]
+        request = await agent.step(items)
+        assert isinstance(request, EngineRequest)
+        ids += [a.tool_call_id for a in request.actions]
+        assert isinstance(await agent.step(items, answer_all(request)), AgentResult)
+    assert ids[0] == "toolu_1"
+    assert ids[1] != "toolu_1"
+    sent = [
+        c.id for m in model.calls[-1][0] if isinstance(m, AssistantMessage) for c in m.tool_calls
+    ]
+    assert sent == ids
+
+
 async def test_tool_usage_of_two_items_counts_twice_though_their_call_ids_are_the_same() -> None:
     same = ScriptedAnswer(tool_calls=[ScriptedCall(name="calculator", id="call_0")])
     items = [AgentItem(prompt="a"), AgentItem(prompt="b")]

@@ -4,9 +4,11 @@
 the blocks exactly as Anthropic sent them, `thinking` (with `signature`) and
 `redacted_thinking` included, and a streamed answer is rebuilt into the same blocks. When a
 conversation comes back to Anthropic, an assistant message it wrote is sent as those blocks,
-so extended thinking with tool use keeps its signatures and the next call does not fail. Only a
-`tool_use` whose streamed input was not a JSON object goes back with `input: {}` (the API
-requires an object); the model is still told its arguments were malformed.
+so extended thinking with tool use keeps its signatures and the next call does not fail. Only
+each `tool_use` block's call fields change (see `replayed_calls`): its `id` is the one the
+agent uses (it renames an id the model repeated), a name the API refuses (an empty one) is
+fitted, and an input that was not a JSON object goes back as `{}` (the API requires an
+object); the model is still told its arguments were malformed.
 
 A tool's images go back inside its `tool_result`, as image blocks after its text (base64;
 JPEG, PNG, GIF or WebP, what Anthropic reads). Other media (audio, other image types) stay
@@ -19,9 +21,10 @@ Usage: `input_tokens` counts every prompt token, cache reads and writes included
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import Any, TypeGuard
 
 import httpx
 
@@ -31,6 +34,7 @@ from ..messages import (
     ChatMessage,
     StopReason,
     SystemMessage,
+    ToolCall,
     ToolDefinition,
     ToolMessage,
     Usage,
@@ -52,6 +56,7 @@ from ._json import (
     tool_call,
 )
 from ._sse import SSEEvent
+from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
 from .schema import anthropic_input_schema, described
 from .settings import ModelSettings
@@ -108,7 +113,7 @@ class AnthropicModel(HTTPChatModel):
         body: JSONObject = {
             "model": self._model,
             "max_tokens": self._settings.max_tokens or DEFAULT_MAX_TOKENS,
-            "messages": self._wire_messages(messages),
+            "messages": self._wire_messages(messages, {tool.name for tool in tools}),
         }
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         if system:
@@ -131,9 +136,12 @@ class AnthropicModel(HTTPChatModel):
         headers = {"x-api-key": self._key(), "anthropic-version": ANTHROPIC_VERSION}
         return HTTPRequest(url=self._url, body=body, headers=headers)
 
-    def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+    def _wire_messages(
+        self, messages: Sequence[ChatMessage], offered: Collection[str]
+    ) -> list[JSONObject]:
         """Anthropic alternates user and assistant turns: tool results are user content, and
-        consecutive messages of one role become one turn (tool results first, as required)."""
+        consecutive messages of one role become one turn (tool results first, as required).
+        `offered`: the request's tool names, which calls go back under as they are."""
         wire: list[JSONObject] = []
 
         def add(role: str, blocks: list[Any]) -> None:
@@ -150,19 +158,27 @@ class AnthropicModel(HTTPChatModel):
             elif isinstance(message, ToolMessage):
                 add("user", [_tool_result(message)])
             elif isinstance(message, AssistantMessage):
-                add("assistant", self._assistant_blocks(message))
+                add("assistant", self._assistant_blocks(message, offered))
         return wire
 
-    def _assistant_blocks(self, message: AssistantMessage) -> list[Any]:
+    def _assistant_blocks(self, message: AssistantMessage, offered: Collection[str]) -> list[Any]:
         if self._replayable(message):
             original = obj(message.raw).get("content")
             if is_arr(original):
-                return [_replayable_block(block) for block in original]  # a copy: `add` extends it
+                replayed = partial(_replayed_tool_use, offered=offered)
+                own = raw_calls(original, message.tool_calls, _is_tool_use, replayed)
+                if own is not None:
+                    return own
         blocks: list[Any] = []
         if message.content:
             blocks.append({"type": "text", "text": message.content})
         blocks.extend(
-            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            {
+                "type": "tool_use",
+                "id": call.id,
+                "name": sendable_name(call.name, offered),
+                "input": call.arguments,
+            }
             for call in message.tool_calls
         )
         return blocks
@@ -224,13 +240,22 @@ def _tool_result(message: ToolMessage) -> JSONObject:
     return block
 
 
-def _replayable_block(block: Any) -> Any:
-    """`block` as it may be sent back: a `tool_use` whose streamed input was not a JSON object
-    (kept as its text, so the model is told its arguments were malformed) goes back with `{}`,
-    since the Messages API answers 400 to any other `input`."""
-    if is_obj(block) and block.get("type") == "tool_use" and not is_obj(block.get("input")):
-        return {**block, "input": {}}
-    return block
+def _is_tool_use(block: Any) -> TypeGuard[JSONObject]:
+    return is_obj(block) and block.get("type") == "tool_use"
+
+
+def _replayed_tool_use(
+    block: JSONObject, call: ToolCall, *, offered: Collection[str]
+) -> JSONObject:
+    """A `tool_use` block as it goes back: under the id the agent uses for its call, with a
+    name the API takes, and `{}` for an input that was not a JSON object (kept as its text, so
+    the model is told its arguments were malformed: the API answers 400 to any other); the
+    rest of it as it came."""
+    name = sendable_name(text(block.get("name")), offered)
+    replayed = {**block, "id": call.id, "name": name}
+    if not is_obj(block.get("input")):
+        replayed["input"] = {}
+    return replayed
 
 
 @dataclass(slots=True)

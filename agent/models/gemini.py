@@ -9,7 +9,10 @@ thinking models get their signatures back and do not answer 400; only empty text
 a signature are left out (Gemini rejects them).
 
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
-function response carries an `id` only when Gemini gave one.
+function response carries an `id` only when Gemini gave one. A replayed function call changes
+in its call fields only (see `replayed_calls`): an `id` Gemini gave is the one the agent uses
+(it renames an id the model repeated), a name Gemini refuses (an empty one) is the name its
+response goes by (`gemini_name`), and `args` that are not an object (a Struct) go back as `{}`.
 
 Tool names Gemini refuses (it wants `^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$`; a server called `1pw`
 gives `1pw__image`) are declared under a name it takes (`_1pw__image`), and its calls are read
@@ -34,7 +37,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, TypeGuard
 
 import httpx
 
@@ -58,6 +61,7 @@ from ._json import (
     count,
     identified,
     is_arr,
+    is_obj,
     new_call_id,
     obj,
     read_stop,
@@ -66,6 +70,7 @@ from ._json import (
 )
 from ._sse import SSEEvent
 from .gemini_schema import gemini_json_text_fields
+from .replayed_calls import raw_calls
 from .retry import RetryPolicy
 from .schema import described, gemini_parameters
 from .settings import ModelSettings
@@ -204,7 +209,10 @@ class GeminiModel(HTTPChatModel):
             if is_arr(original):
                 # Gemini rejects the empty text parts it streams after function calls; a part
                 # with a `thoughtSignature` is not plain text and always goes back.
-                return [p for p in original if not (_plain_text(obj(p)) and not obj(p)["text"])]
+                kept = [p for p in original if not (_plain_text(obj(p)) and not obj(p)["text"])]
+                replayed = raw_calls(kept, message.tool_calls, _is_function_call, _replayed_call)
+                if replayed is not None:
+                    return replayed
         parts: list[Any] = [{"text": message.content}] if message.content else []
         parts.extend(
             {
@@ -374,6 +382,23 @@ def _media_parts(message: ToolMessage) -> list[JSONObject]:
     if not parts:
         return []
     return [{"text": f"Returned by {message.name} (call {message.tool_call_id}):"}, *parts]
+
+
+def _is_function_call(part: Any) -> TypeGuard[JSONObject]:
+    return is_obj(part) and "functionCall" in part
+
+
+def _replayed_call(part: JSONObject, call: ToolCall) -> JSONObject:
+    """A `functionCall` part as it goes back: an id Gemini gave is the agent's for the call,
+    the name is one Gemini takes (the one its response goes by), `args` are an object; the
+    rest of the part (its `thoughtSignature`) as it came."""
+    called = obj(part["functionCall"])
+    replayed = {**called, "name": gemini_name(text(called.get("name")))}
+    if "id" in called:
+        replayed["id"] = call.id
+    if "args" in called and not is_obj(called["args"]):
+        replayed["args"] = {}
+    return {**part, "functionCall": replayed}
 
 
 def _plain_text(part: JSONObject) -> bool:

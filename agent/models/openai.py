@@ -5,7 +5,9 @@ optional, assistant `content` beside tool calls is `""` (llama.cpp servers answe
 null), a call whose arguments were not JSON is sent back with `{}` (llama.cpp answers 500 to
 "Failed to parse tool call arguments as JSON"), `max_tokens` instead of
 `max_completion_tokens`, no strict tool schemas, and tool calls written as text in `content`
-are recovered (see `text_tool_calls`).
+are recovered (see `text_tool_calls`). A call goes back under the id the agent uses, and a
+name the API refuses (`^[a-zA-Z0-9_-]{1,64}$`: an empty one, a made-up `multi_tool_use.parallel`)
+is fitted to it unless the request offers a tool of that name (see `replayed_calls`).
 
 A tool message carries text only: a tool's images follow the tool messages of their turn in a
 user message (a text naming the call, then its images as `data:` URLs), as other frameworks
@@ -30,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -64,6 +66,7 @@ from ._json import (
     tool_call,
 )
 from .openai_stream import REASONING_FIELDS, ChunkAssembler, error_text
+from .replayed_calls import sendable_name
 from .retry import RetryPolicy
 from .schema import described, openai_parameters
 from .server_windows import server_window
@@ -220,7 +223,11 @@ class OpenAIModel(HTTPChatModel):
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
     ) -> HTTPRequest:
-        body: JSONObject = {"model": self._model, "messages": self._wire_messages(messages)}
+        offered = {tool.name for tool in tools}
+        body: JSONObject = {
+            "model": self._model,
+            "messages": self._wire_messages(messages, offered),
+        }
         if tools:
             body["tools"] = [self._wire_tool(tool) for tool in tools]
         if self._settings.max_tokens is not None:
@@ -260,7 +267,10 @@ class OpenAIModel(HTTPChatModel):
             function["strict"] = True
         return {"type": "function", "function": function}
 
-    def _wire_messages(self, messages: Sequence[ChatMessage]) -> list[JSONObject]:
+    def _wire_messages(
+        self, messages: Sequence[ChatMessage], offered: Collection[str]
+    ) -> list[JSONObject]:
+        """`offered`: the request's tool names, which calls go back under as they are."""
         wire: list[JSONObject] = []
         images: list[JSONObject] = []  # of the tool messages since the last other message
         for message in messages:
@@ -281,12 +291,12 @@ class OpenAIModel(HTTPChatModel):
             if isinstance(message, SystemMessage | UserMessage):
                 wire.append({"role": message.role, "content": message.content})
             else:
-                wire.append(self._wire_assistant(message))
+                wire.append(self._wire_assistant(message, offered))
         if images:
             wire.append({"role": "user", "content": images})
         return wire
 
-    def _wire_assistant(self, message: AssistantMessage) -> JSONObject:
+    def _wire_assistant(self, message: AssistantMessage, offered: Collection[str]) -> JSONObject:
         out: JSONObject = {"role": "assistant", "content": message.content}
         replayable = self._replayable(message)
         original = obj(obj(message.raw).get("message")) if replayable else {}
@@ -298,7 +308,10 @@ class OpenAIModel(HTTPChatModel):
                 {
                     "id": call.id,
                     "type": "function",
-                    "function": {"name": call.name, "arguments": self._arguments(call)},
+                    "function": {
+                        "name": sendable_name(call.name, offered),
+                        "arguments": self._arguments(call),
+                    },
                 }
                 for call in message.tool_calls
             ]
