@@ -245,6 +245,32 @@ async def test_protocol_errors_come_back_as_error_results() -> None:
 
 
 @pytest.mark.parametrize("era", ERAS)
+async def test_a_servers_own_error_with_code_32000_is_its_answer_not_a_lost_connection(
+    era: ProtocolMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    """-32000 is JSON-RPC's first code for a server's own errors, and the SDK's for a request
+    it could not finish: a server's answer with it was taken for a closed connection ("went
+    away ... reconnecting") and its connection dropped."""
+    toy = ToyServer()
+
+    async def busy(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        raise MCPError(-32000, "the database is busy")
+
+    async def fine(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        return text_result("ok")
+
+    toy.add("busy", busy)
+    toy.add("fine", fine)
+    async with McpToolkit("toy", config(protocol=era), target=toy.server) as node:
+        failed = await node.call_tool("toy__busy", {})
+        assert failed.is_error
+        assert failed.content == [types.TextContent(text="MCP error -32000: the database is busy")]
+        assert (await node.call_tool("toy__fine", {})).content == [types.TextContent(text="ok")]
+        assert node.health.state == "ready"
+    assert not [r for r in caplog.records if "connection lost" in r.getMessage()]
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_progress_reaches_the_caller(era: ProtocolMode) -> None:
     toy = ToyServer()
     toy.add_worker("work", interval=0)

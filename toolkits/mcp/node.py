@@ -61,6 +61,7 @@ from .naming import (
     unmatched_globs,
 )
 from .progress import progress_in_order
+from .sdk_errors import SDK_TOO_LARGE, closed_by_sdk, connection_failed
 from .server_requests import CallsInFlight, InFlightCall
 from .session import Connection, OwnedSession, Target, connection_lost
 from .subscriptions import ResourceSubscriptions
@@ -338,7 +339,7 @@ class McpToolkit(InBackground):
             with anyio.fail_after(self._config.timeout):
                 listing = await self._session.fetch_listing(conn.client)
         except MCPError as exc:
-            if exc.code == mcp_types.CONNECTION_CLOSED:
+            if closed_by_sdk(exc):
                 raise self._unavailable(conn, "the connection closed while listing tools") from exc
             msg = f"MCP server {self._name!r} could not list its tools: {exc}"
             raise ServerUnavailable(msg, node=self._name) from exc
@@ -477,7 +478,7 @@ class McpToolkit(InBackground):
             except MCPError as exc:
                 if tracked is not None and tracked.failed_authorization is not None:
                     raise tracked.failed_authorization from exc  # what the caller must do
-                if conn.lost is not None or _connection_failed(exc):
+                if conn.lost is not None or connection_failed(exc):
                     if conn.http is not None and await still_there(conn):
                         return error_result(cut_short(self._name, name))  # as `Forward`'s
                     raise self._unavailable(
@@ -487,7 +488,7 @@ class McpToolkit(InBackground):
                     # A question of the rounds refused: the SDK client's end of the call, no
                     # error of the server's (`Forward.call` says it so too).
                     return error_result(error_text(exc.code, exc.message))
-                if exc.message.startswith(_SDK_TOO_LARGE):
+                if exc.message.startswith(SDK_TOO_LARGE):
                     return error_result(too_large(self._name, self._config.max_message_bytes))
                 return protocol_error_result(exc.error)
             except ValidationError as exc:
@@ -546,19 +547,3 @@ def _them(globs: Sequence[str]) -> str:
 def _in_rounds(conn: Connection) -> bool:
     """Whether the server asks its questions in input-required rounds (2026-07-28)."""
     return conn.client is not None and conn.client.protocol_version in MODERN_PROTOCOL_VERSIONS
-
-
-_SDK_TOO_LARGE = "SSE stream failed: Server-sent event exceeded"
-"""How the SDK (mcp 2.3, httpx2) says an event was over `max_sse_event_size`."""
-
-
-def _connection_failed(exc: MCPError) -> bool:
-    """Whether a call's error means the connection failed, not just this call.
-
-    The SDK (mcp 2.3) answers a request it could not finish with CONNECTION_CLOSED either way;
-    an HTTP response stream it could not parse ("SSE stream failed: ...", e.g. a result
-    over `max_message_bytes`) came from a live server, so that call alone failed.
-    """
-    return exc.code == mcp_types.CONNECTION_CLOSED and not exc.message.startswith(
-        "SSE stream failed"
-    )

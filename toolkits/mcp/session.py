@@ -45,6 +45,7 @@ from .config import McpServerConfig
 from .error_text import describe_error
 from .naming import is_offered
 from .oauth import find_authorization_required
+from .sdk_errors import closed_by_sdk
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight, Stamp
 from .stderr_tail import StderrTail
@@ -110,7 +111,7 @@ def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
 def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:
     """`connection_lost` if `exc`, the answer to a request, means the connection closed during
     `what`; None for the server's own error answer (relayed as it is)."""
-    if exc.code == mcp_types.CONNECTION_CLOSED or conn.lost is not None:
+    if closed_by_sdk(exc) or conn.lost is not None:
         return connection_lost(node, conn, f"the connection closed during {what}")
     return None
 
