@@ -310,10 +310,20 @@ class RunConsole:
     # -- the status line -----------------------------------------------------------------
 
     def _approval(self, event: TraceEvent, depth: int) -> None:
-        """A call waits for a person's approval (a note the gate writes): a status line with
-        how long it has waited, until it is decided."""
+        """A call waits for a person's approval (a note the gate writes), or for a slot of its
+        node: a status line with how long it has waited, until it is decided (or taken)."""
         said = event.output if isinstance(event.output, dict) else {}
-        approval, call = said.get("approval"), said.get("call")
+        approval, call, slot = said.get("approval"), said.get("call"), said.get("slot")
+        if isinstance(slot, str):  # waiting for a slot of its node (`node_slots`)
+            key = f"slot {call} {event.name}"
+            waits = said.get("waits")
+            if slot == "waiting" and isinstance(waits, str):
+                waiting = _Call("tool", printable(event.name), depth)
+                waiting.message = printable(f"waiting for {waits}")
+                self._calls[key] = waiting
+            else:
+                self._calls.pop(key, None)
+            return
         if not isinstance(approval, str):
             return
         key = f"approval {call}"

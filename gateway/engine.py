@@ -18,6 +18,7 @@ from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, MediaPart, Usa
 from toolkits import (
     CallContext,
     HasHealth,
+    HasIdleTimeout,
     HasOutputCap,
     KnowsRenames,
     ListsAtHand,
@@ -44,6 +45,7 @@ from .item_results import outputs
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
 from .loops import LoopGuard, new_gateway_id
+from .node_slots import Leases, taken
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState, spent
@@ -116,7 +118,13 @@ class Gateway:
         """Nodes whose tools need a person's approval, by node (globs over `approval_names`)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
-        self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits)
+        # A call waits for a slot of a server as long as it may go without a sign of life.
+        waits = {
+            n.name: n.idle_timeout for n in self.nodes.values() if isinstance(n, HasIdleTimeout)
+        }
+        self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits, waits)
+        self._leases = Leases()
+        """The slots held by calls to other gateways, lent to the calls coming back."""
         self._steps = StepLoop(self)
         self._listed: dict[tuple[str, ...], tuple[list[Sequence[Tool]], dict[str, Tool]]] = {}
         """The last tools of each set of nodes, by the listings they were made of."""
@@ -191,6 +199,7 @@ class Gateway:
         hooks: Sequence[TraceHook] = (),
         model: ChatModel | None = None,
         hops: int = 0,
+        lent: Sequence[str] = (),
         stream: bool = False,
         quota: PerNode | None = None,
         journal: Journal | None = None,
@@ -201,7 +210,8 @@ class Gateway:
 
         With a `journal`, every model and tool call is recorded there, and one it already
         holds is answered from it, not made again. A call that needs approval waits for the
-        `approver`'s decision (without one, it is refused).
+        `approver`'s decision (without one, it is refused). `lent`: the slots its request's
+        callers lent it (`node_slots`, read from `_meta` with `hops`).
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
@@ -221,6 +231,7 @@ class Gateway:
             budget,
             quota,
             hops=hops,
+            lent=tuple(lent),
             client_model=model,
             stream=stream,
             approver=approver,
@@ -375,8 +386,15 @@ class Gateway:
         node = self.nodes[tool.source_node]
         cap = node.max_output if isinstance(node, HasOutputCap) else DEFAULT_MAX_CHARS
         caller = caller or CallContext()
+        limit = self._node_limits.of(node.name)
+        slot = self._leases.slot_for(limit, meta, quota)  # lent by a caller, or the client's
+
+        async def say_waiting(waits: str | None) -> None:
+            said = "waiting" if waits is not None else "ended"
+            await tracer.note("tool", tool.name, parent_id, slot=said, waits=waits, call=call_id)
+
         async with (
-            quota.limiter(node.name),  # the client's share of the node's slots
+            taken(slot, say_waiting),
             tracer.span(
                 "tool",
                 tool.name,
@@ -408,7 +426,10 @@ class Gateway:
                 model = TracedModel(agent.model, tracer, span.id, agent.budget)
                 answers = ModelAnswers(model, approvals=remote.answer, questions=agent.questions)
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
-            with tracer.calling_from(span.id) as carrier:  # the server's spans continue it
+            with (
+                tracer.calling_from(span.id) as carrier,  # the server's spans continue it
+                self._leases.lending(limit, tool, meta) as meta,
+            ):
                 context = CallContext(
                     on_progress=progress,
                     meta={**meta, **carrier} if carrier else meta,

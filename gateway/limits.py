@@ -13,7 +13,10 @@ first call waits for one call to end, never behind another client's queue. Withi
 first come, first served.
 
 A client's calls on a node (`Share`) take a slot with a counter check and no allocation when
-nothing waits: every proxied call passes here.
+nothing waits: every proxied call passes here. A call that waits does so for at most the node's
+`wait_limit` (an MCP server's `timeout`), then fails with `SlotTimeout`, naming the limit it
+waited on: a call that waits for ever helps nobody, and one that waits on its own caller (see
+`node_slots`) would.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from types import TracebackType
 
 import anyio
 
+from toolkits import ToolTimeout
+
 __all__ = [
     "DEFAULT_CLIENT_LIMIT",
     "DEFAULT_NODE_LIMIT",
@@ -31,6 +36,7 @@ __all__ = [
     "NodeLimits",
     "PerNode",
     "Share",
+    "SlotTimeout",
 ]
 
 DEFAULT_CLIENT_LIMIT = 16
@@ -39,13 +45,23 @@ DEFAULT_NODE_LIMIT = 64
 """Calls one node takes at once, across all clients."""
 
 
+class SlotTimeout(ToolTimeout):
+    """No slot of the node came free within its wait limit: the call was never made."""
+
+    def __init__(self, message: str, *, node: str, seconds: float) -> None:
+        super().__init__(message, node=node, tool="", seconds=seconds)
+
+
 class NodeLimit:
     """One node's slots, shared by its clients' `Share`s."""
 
-    __slots__ = ("capacity", "free", "waiting")
+    __slots__ = ("capacity", "free", "name", "wait_limit", "waiting")
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, name: str = "", wait_limit: float | None = None) -> None:
+        self.name = name
         self.capacity = capacity
+        self.wait_limit = wait_limit
+        """Seconds a call waits for a slot before it fails (None: as long as it takes)."""
         self.free = capacity
         self.waiting: dict[Share, None] = {}
         """The shares with calls waiting, in the order they were last served (a set, ordered)."""
@@ -67,15 +83,24 @@ class NodeLimit:
 class NodeLimits:
     """The nodes' own limits, each made on first use."""
 
-    def __init__(self, default: int, limits: Mapping[str, int] | None = None) -> None:
+    def __init__(
+        self,
+        default: int,
+        limits: Mapping[str, int] | None = None,
+        wait_limits: Mapping[str, float] | None = None,
+    ) -> None:
+        """`wait_limits`: seconds a call waits for a slot of each node named (others: no limit)."""
         self._default = default
         self._limits = dict(limits or {})
+        self._wait_limits = dict(wait_limits or {})
         self._by_node: dict[str, NodeLimit] = {}
 
     def of(self, node: str) -> NodeLimit:
         limit = self._by_node.get(node)
         if limit is None:
-            limit = self._by_node[node] = NodeLimit(self._limits.get(node, self._default))
+            capacity = self._limits.get(node, self._default)
+            limit = NodeLimit(capacity, node, self._wait_limits.get(node))
+            self._by_node[node] = limit
         return limit
 
 
@@ -96,6 +121,21 @@ class Share:
     @property
     def waiting(self) -> int:
         return len(self._queue) if self._queue is not None else 0
+
+    @property
+    def would_wait(self) -> bool:
+        """Whether a call entering now would wait for a slot."""
+        return not (self.running < self.quota and self._node.free > 0 and not self._queue)
+
+    def why_waiting(self) -> str:
+        """What a call waiting here waits on, for a person: the node's limit, or the client's."""
+        node = self._node
+        if self.running >= self.quota:
+            return (
+                f"this client's {self.quota} calls on {node.name!r} are all running "
+                "([gateway] max_concurrency)"
+            )
+        return f"a free slot of {node.name!r} (max_concurrency {node.capacity})"
 
     async def __aenter__(self) -> None:
         node = self._node
@@ -142,15 +182,25 @@ class Share:
             self._node.waiting[self] = None
         granted = anyio.Event()
         queue.append(granted)
+        limit = self._node.wait_limit
+        why = self.why_waiting()
         try:
-            await granted.wait()
-        except BaseException:  # cancelled: a slot handed out meanwhile goes to the next
+            with anyio.fail_after(limit):
+                await granted.wait()
+        except BaseException as exc:  # cancelled: a slot handed out meanwhile goes to the next
             if granted.is_set():
                 self.release()
             else:
                 queue.remove(granted)
                 if not queue:
                     del self._node.waiting[self]
+            if isinstance(exc, TimeoutError) and limit is not None:
+                raise SlotTimeout(
+                    f"waited {limit:g} s for {why}, in vain: every slot is held by calls still "
+                    "running (one may be waiting on this call); the call was not made",
+                    node=self._node.name,
+                    seconds=limit,
+                ) from None
             raise
 
 

@@ -13,6 +13,7 @@ from toolkits import ServerRequestHandler
 
 from .approval import Approver
 from .limits import PerNode
+from .node_slots import LENT_META_KEY
 from .trace import Tracer
 
 __all__ = ["HOPS_META_KEY", "UNATTENDED", "ClientQuestions", "RunContext", "TokenBudget"]
@@ -96,6 +97,9 @@ class RunContext:
     run is its path and its own name (as the journal records it)."""
     hops: int = 0
     """Gateways this run's request passed through before reaching us (from `_meta`)."""
+    lent: tuple[str, ...] = ()
+    """The slots its request's callers lent it (`node_slots`, from `_meta`), lent on by its
+    calls."""
     client_model: ChatModel | None = None
     """The calling MCP client's own model, for every agent of the tree configured to use it."""
     model: ChatModel | None = None
@@ -113,8 +117,10 @@ class RunContext:
         """How deep this run is nested, counting agents here and gateways before us."""
         return self.hops + len(self.chain)
 
-    def call_meta(self) -> dict[str, int]:
-        """The `_meta` for MCP calls made from this run: one more hop."""
+    def call_meta(self) -> dict[str, Any]:
+        """The `_meta` for MCP calls made from this run: one more hop, the slots lent on."""
+        if self.lent:
+            return {HOPS_META_KEY: self.depth, LENT_META_KEY: list(self.lent)}
         return {HOPS_META_KEY: self.depth}
 
     def enter(self, agent: str, model: ChatModel) -> RunContext:

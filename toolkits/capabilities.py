@@ -7,6 +7,7 @@ node of local functions none.
     HasHealth                 a connection whose state can be shown and waited on
     ListsAtHand               its tools told without waiting, while it need not wait
     HasOutputCap              its own cap on the characters of a result a model reads
+    HasIdleTimeout            how long a call may go without a sign of life
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
@@ -34,6 +35,7 @@ __all__ = [
     "FollowsChanges",
     "HasCatalog",
     "HasHealth",
+    "HasIdleTimeout",
     "HasOutputCap",
     "HasResourceSubscriptions",
     "HasServerLogs",
@@ -79,6 +81,15 @@ class HasOutputCap(Protocol):
     @property
     def max_output(self) -> int:
         """Characters of a result the model reads (`result_data(result, max_chars=...)`)."""
+        ...
+
+
+@runtime_checkable
+class HasIdleTimeout(Protocol):
+    @property
+    def idle_timeout(self) -> float:
+        """Seconds a call may go without a result or a sign of life: also what a call may
+        wait before it is made (for a slot: `gateway.limits`)."""
         ...
 
 

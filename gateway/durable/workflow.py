@@ -57,6 +57,8 @@ class RunOptions:
     hooks: Sequence[TraceHook] = ()
     """Besides the process's own."""
     hops: int = 0
+    lent: tuple[str, ...] = ()
+    """The slots its request's callers lent it (`node_slots`): this process's only."""
     quota: PerNode | None = None
     stream: bool | None = None
     on_approval: OnWait | None = None
@@ -220,6 +222,7 @@ async def _execute(
                 hooks=(*host.hooks, *options.hooks),
                 stream=host.stream if options.stream is None else options.stream,
                 hops=options.hops,
+                lent=options.lent,
                 quota=options.quota,
             )
             execution.result = result

@@ -191,6 +191,11 @@ class McpToolkit(InBackground):
         return self._config.max_output
 
     @property
+    def idle_timeout(self) -> float:
+        """The server's `timeout`: a call's seconds without a result or progress."""
+        return self._config.timeout
+
+    @property
     def health(self) -> NodeHealth:
         return dataclasses.replace(self._session.health, tool_count=len(self._tools))
 

@@ -14,7 +14,8 @@ Events alone leave long calls silent (a model thinking for a minute sends none, 
 takes their time to approve a call), so `keep_alive` sends a progress notification whenever
 `heartbeat` seconds (15 by default) passed without one, saying what the run waits on and for
 how long: the model or tool call in flight (text a model streams meanwhile is counted in it:
-`writing, 1234 chars`), the call waiting for a person's approval, else the last thing said.
+`writing, 1234 chars`), the call waiting for a person's approval or for a slot of its node
+(`node_slots`), else the last thing said.
 """
 
 from __future__ import annotations
@@ -120,7 +121,7 @@ class McpNotifier:
                 self._agents.pop(event.id, None)
             return
         noted = event.output if isinstance(event.output, dict) else {}
-        approval = noted.get("approval")
+        approval, slot = noted.get("approval"), noted.get("slot")
         if event.phase == "note" and isinstance(approval, str):  # the gate (`step_loop`)
             key = f"approval {noted.get('call')}"
             if approval == "waiting":
@@ -128,6 +129,15 @@ class McpNotifier:
                     event.kind, event.name, self._nested_agent(event), waits=APPROVAL_WAIT
                 )
             else:  # approved, denied, or refused (nobody to ask)
+                self._in_flight.pop(key, None)
+        elif event.phase == "note" and isinstance(slot, str):  # the limits (`node_slots`)
+            key = f"slot {noted.get('call')} {event.name}"
+            waits = noted.get("waits")
+            if slot == "waiting" and isinstance(waits, str):
+                self._in_flight[key] = _InFlight(
+                    event.kind, event.name, self._nested_agent(event), waits=f"waiting for {waits}"
+                )
+            else:
                 self._in_flight.pop(key, None)
         elif event.phase == "start":
             self._in_flight[event.id] = _InFlight(event.kind, event.name, self._nested_agent(event))
@@ -228,8 +238,18 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
             return "info", f"tool {event.name}: done{took}"
         case "tool", "error":
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
+        case "tool", "note" if _slot_waits(event.output) is not None:
+            return "info", f"tool {event.name}: waiting for {_slot_waits(event.output)}"
         case _:
             return None
+
+
+def _slot_waits(output: JsonValue) -> str | None:
+    """What a call waits for before it is made, from a `slot` note (`node_slots`)."""
+    if not isinstance(output, dict) or output.get("slot") != "waiting":
+        return None
+    waits = output.get("waits")
+    return waits if isinstance(waits, str) else None
 
 
 def _calls(output: JsonValue) -> str:

@@ -32,6 +32,7 @@ from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
 from ...model_specs import ClientSampling
+from ...node_slots import lent_in
 from ...run_state import RunResult, RunState
 from ...sampling_model import (
     DEFAULT_MAX_TOKENS,
@@ -305,6 +306,7 @@ class AgentTools:
                 hooks=hooks,
                 model=model,
                 hops=incoming_hops(ctx),
+                lent=lent_in(ctx.meta),
                 quota=client_quota(ctx, self._gateway),
                 stream=model is None,  # streamed text shows in the progress of a long call
                 approver=client_approver(ctx, params.input_responses),
@@ -349,7 +351,9 @@ class AgentTools:
             task=True,
         )
         quota = client_quota(ctx, self._gateway)
-        await self._stored.begin(state, hops=incoming_hops(ctx), quota=quota)
+        await self._stored.begin(
+            state, hops=incoming_hops(ctx), quota=quota, lent=lent_in(ctx.meta)
+        )
         return state.run_id
 
     def is_agent(self, name: str) -> bool:
@@ -387,6 +391,7 @@ class AgentTools:
                 state,
                 follower=notifier,
                 hops=incoming_hops(ctx),
+                lent=lent_in(ctx.meta),
                 quota=client_quota(ctx, self._gateway),
                 asker=asker,
                 stop=cancel_requested(ctx),

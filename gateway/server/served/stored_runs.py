@@ -115,18 +115,26 @@ class StoredAgentRuns:
         quota: PerNode,
         asker: Approver | None,
         stop: anyio.Event | None = None,
+        lent: tuple[str, ...] = (),
     ) -> RunResult | list[ApprovalRequest]:
         """Start `state` and follow it (`stop` as `follow` takes it): its result, or the calls
         waiting for a decision that nobody here is asking for (an `asker` asking during the
         call has none)."""
         asking = isinstance(asker, ClientApprover)
-        await self.begin(state, hops=hops, quota=quota, asker=asker)
+        await self.begin(state, hops=hops, quota=quota, asker=asker, lent=lent)
         return await self.follow(state.run_id, follower, pause=not asking, stop=stop)
 
     async def begin(
-        self, state: RunState, *, hops: int, quota: PerNode, asker: Approver | None = None
+        self,
+        state: RunState,
+        *,
+        hops: int,
+        quota: PerNode,
+        asker: Approver | None = None,
+        lent: tuple[str, ...] = (),
     ) -> None:
-        """Start `state` in the background; `asker` (asking during the call) is asked."""
+        """Start `state` in the background; `asker` (asking during the call) is asked; `lent`:
+        the slots its request's callers lent it (`node_slots`)."""
         from ...durable import RunOptions  # imported by whoever opened the store already
 
         relay = self._relays[state.run_id] = Relay()
@@ -134,7 +142,12 @@ class StoredAgentRuns:
             self._asking(asker, state.run_id) if isinstance(asker, ClientApprover) else None
         )
         options = RunOptions(
-            hooks=[relay], hops=hops, quota=quota, stream=True, on_approval=on_approval
+            hooks=[relay],
+            hops=hops,
+            lent=lent,
+            quota=quota,
+            stream=True,
+            on_approval=on_approval,
         )
         await self.runs.begin(state, options)
 
