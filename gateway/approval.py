@@ -33,6 +33,7 @@ __all__ = [
     "Approver",
     "AsksAtOnce",
     "Decision",
+    "OpenQuestions",
     "approval_names",
     "rejection",
     "short_call",
@@ -137,6 +138,18 @@ class AsksAtOnce(Protocol):
         """Raise `RunPaused` to ask them in one round outside this run (the step runs again,
         from the run's last checkpoint, once they are answered); return to decide each call
         as it comes."""
+        ...
+
+
+@runtime_checkable
+class OpenQuestions(Protocol):
+    """An approver that keeps the questions an earlier execution of the run left open."""
+
+    def asked_again(self, request: ApprovalRequest, under: str) -> ApprovalRequest | None:
+        """The question left open under the call path `under` (`l1/`) that `request` asks
+        again (the same tool, input, agents and item, under another name), taken: no other
+        request gets it. An agent served by another gateway starts its run over when the
+        calling run resumes, and asks its questions again under new names."""
         ...
 
 

@@ -9,6 +9,12 @@ tool, input, agents) under `APPROVAL_META_KEY`: in `_meta`, and as an annotation
 calling run has an approver: the question is put to it as one of the run's own calls, named
 `<the MCP call's path>/<the call's name over there>` (`runs approve RUN l1/w1`), and the
 decision goes back as the form's answer. The served agent goes on where it stopped.
+
+A calling run that stops while the question waits (`--no-wait`, a kill) calls that agent
+again when it resumes, and its run there starts over, asking the same call under a new name.
+Asked under the same calling tool call for the same tool, input and agents, it is the question
+left open (`OpenQuestions`): it takes that one's name, and the decision made on it meanwhile.
+A decision is handed on once, so it never approves a call asked after it was used.
 """
 
 from __future__ import annotations
@@ -26,7 +32,16 @@ from pydantic import JsonValue
 
 from toolkits.mcp.server_requests import refusal
 
-from .approval import CANCELLED, DECLINED, NOT_ASKED, ApprovalRequest, AsksAtOnce, Decision
+from .approval import (
+    CANCELLED,
+    DECLINED,
+    NOT_ASKED,
+    ApprovalRequest,
+    Approver,
+    AsksAtOnce,
+    Decision,
+    OpenQuestions,
+)
 from .run_context import RunContext
 
 __all__ = [
@@ -72,13 +87,16 @@ class RemoteApprovals:
             # A round-asking approver (a 2026-07-28 client without a store) cannot hold a call
             # in flight on another gateway while it asks.
             return refusal(request, "this run cannot wait for a person's approval")
+        under = f"{self._context.path}{self._call_id}/"
         mine = ApprovalRequest(
-            call=f"{self._context.path}{self._call_id}/{remote.call}",
+            call=f"{under}{remote.call}",
             tool=remote.tool,
             input=remote.input,
             agents=[*self._context.chain, *remote.agents],
             item=self._item,
         )
+        if isinstance(approver, OpenQuestions):
+            mine = approver.asked_again(mine, under) or mine
         tracer = self._context.tracer
         await tracer.note("tool", mine.tool, self._span_id, approval="waiting", call=mine.call)
         decision = await approver.decide(mine)
@@ -110,8 +128,14 @@ class _Asked:
 class _Relay:
     """An approver that hands each request to a task of `decided_here` and waits."""
 
-    def __init__(self, asks: MemoryObjectSendStream[_Asked]) -> None:
+    def __init__(self, asks: MemoryObjectSendStream[_Asked], approver: Approver) -> None:
         self._asks = asks
+        self._approver = approver
+
+    def asked_again(self, request: ApprovalRequest, under: str) -> ApprovalRequest | None:
+        if isinstance(self._approver, OpenQuestions):  # in memory: from any task
+            return self._approver.asked_again(request, under)
+        return None
 
     async def decide(self, request: ApprovalRequest) -> Decision:
         asked = _Asked(request)
@@ -145,7 +169,7 @@ async def decided_here(context: RunContext) -> AsyncGenerator[RunContext]:
 
         tg.start_soon(decide_each)
         try:
-            yield replace(context, approver=_Relay(send))
+            yield replace(context, approver=_Relay(send, approver))
         finally:
             send.close()
             tg.cancel_scope.cancel()

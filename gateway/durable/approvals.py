@@ -9,6 +9,12 @@ the workflow received, so a run resumed after a crash finds the decisions it had
 received in its records, and waits only for the others (a message sent while no process ran
 the run waits in the store).
 
+A call still listed when an execution ends (the run stopped while it waited: `--no-wait`, a
+kill) is a question left open, which the next execution takes over (`earlier`). An agent
+served by another gateway starts its run over then, and asks the same call under a new name:
+it gets the open question's name (`asked_again`), so a decision made meanwhile decides it.
+A question whose decision was handed on is no longer listed: it is never handed on twice.
+
 Where the run can ask someone itself (`on_wait`: a form shown to the MCP client that started
 it), it asks while it waits for the message: whichever comes first decides, and the other is
 dropped (the form is withdrawn; a decision the form sends after another is refused).
@@ -17,7 +23,7 @@ dropped (the form is withdrawn; a decision the form sends after another is refus
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import nullcontext
 from functools import partial
 from typing import Any, cast
@@ -30,7 +36,13 @@ from toolkits import in_background
 
 from ..approval import ApprovalRequest, Decision
 
-__all__ = ["APPROVALS_EVENT", "APPROVAL_TOPIC", "DbosApprovals", "decision_message"]
+__all__ = [
+    "APPROVALS_EVENT",
+    "APPROVAL_TOPIC",
+    "DbosApprovals",
+    "decision_message",
+    "open_questions",
+]
 
 APPROVALS_EVENT = "approvals"
 APPROVAL_TOPIC = "approval"
@@ -67,21 +79,35 @@ class DbosApprovals:
         *,
         pending: dict[str, ApprovalRequest] | None = None,
         on_change: Callable[[], None] | None = None,
+        earlier: Mapping[str, ApprovalRequest] | None = None,
     ) -> None:
         """`pending` is kept up to date with the calls waiting; `on_change` is called when
-        one starts or stops waiting."""
+        one starts or stops waiting. `earlier`: the calls listed as waiting when the run's
+        last execution ended."""
         self._decided: dict[str, Decision] = {}
         for message in received:
             self._take(message)
         self._pending: dict[str, ApprovalRequest] = {} if pending is None else pending
+        self._earlier = dict(earlier or {})
+        """Questions left open, not asked again yet: listed still, for `runs approve`."""
+        self._listed = set(self._earlier)
+        """The calls the store lists as waiting now."""
         self._on_wait = on_wait
         self._on_change = on_change
         self._receiving = anyio.Lock()
         """One `recv` at a time: a message for another call is kept for it."""
         self._publishing = anyio.Lock()
 
+    def asked_again(self, request: ApprovalRequest, under: str) -> ApprovalRequest | None:
+        for call, asked in self._earlier.items():
+            if call.startswith(under) and _same_question(asked, request):
+                del self._earlier[call]
+                return request.model_copy(update={"call": call})
+        return None
+
     async def decide(self, request: ApprovalRequest) -> Decision:
         call = request.call
+        self._earlier.pop(call, None)  # asked again by its name (the same call resumed)
         if call not in self._decided and not self._receiving.locked():
             # A decision sent while no process ran the run is waiting already. (While another
             # call waits for its decision, that wait takes the messages in for every call: this
@@ -106,6 +132,9 @@ class DbosApprovals:
                 del self._pending[call]
                 raise
             del self._pending[call]
+        if call in self._listed:
+            # Not listed once its decision is handed on (before: a run stopped after it is
+            # not handed it again for a call asked anew).
             await self._publish()
         return self._decided[call]
 
@@ -145,7 +174,26 @@ class DbosApprovals:
 
     async def _publish(self) -> None:
         async with self._publishing:
-            waiting = {call: r.model_dump(mode="json") for call, r in self._pending.items()}
+            listed = {**self._earlier, **self._pending}
+            waiting = {call: r.model_dump(mode="json") for call, r in listed.items()}
             await DBOS.set_event_async(APPROVALS_EVENT, waiting)
+            self._listed = set(listed)
         if self._on_change is not None:  # once what it reads in the store is there
             self._on_change()
+
+
+def open_questions(listed: Any) -> dict[str, ApprovalRequest]:
+    """The calls a run's `approvals` event lists as waiting (what its last execution left)."""
+    if not isinstance(listed, dict):
+        return {}
+    found: dict[str, ApprovalRequest] = {}
+    for call, request in cast(dict[str, Any], listed).items():
+        try:
+            found[call] = ApprovalRequest.model_validate(request)
+        except ValidationError:
+            continue
+    return found
+
+
+def _same_question(a: ApprovalRequest, b: ApprovalRequest) -> bool:
+    return (a.tool, a.input, a.agents, a.item) == (b.tool, b.input, b.agents, b.item)

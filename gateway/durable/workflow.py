@@ -28,7 +28,7 @@ from ..errors import RunCancelled
 from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..trace import TraceHook
-from .approvals import DbosApprovals, OnWait
+from .approvals import APPROVALS_EVENT, DbosApprovals, OnWait, open_questions
 from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
@@ -196,6 +196,7 @@ async def _execute(
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
         with refusing_for(run_id):
             saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
+            left = await host.client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         # Another process that resumed it at the same moment may run it too: DBOS lets the
         # one that claimed it last go on, and this one learns so at its first write, next.
         state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
@@ -212,6 +213,7 @@ async def _execute(
             options.on_approval or host.on_approval,
             pending=execution.waiting,
             on_change=execution.stir,
+            earlier=open_questions(left),
         )
         with execution.scope, refusing_for(run_id):  # a decision (a message) pickled, say
             result = await gateway.resume(
