@@ -6,7 +6,7 @@ its own id into `AssistantMessage.provider` and its wire payload into `raw` (alw
 `raw["model"]`, the answering model's name), and replays `raw` only to itself.
 """
 
-from ._http import new_http_client, shared_http_client
+from ._clients import new_http_client, shared_http_client
 from .anthropic import AnthropicModel
 from .fallback import FallbackCallback, FallbackModel
 from .gemini import GeminiModel

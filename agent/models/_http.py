@@ -7,20 +7,16 @@ API keys out of messages) lives here once.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import contextlib
 import logging
 import math
-import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import anyio
 import httpx
-from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
 from ..errors import (
     ModelAuthError,
@@ -31,6 +27,7 @@ from ..errors import (
     ModelTimeout,
 )
 from ..url_credentials import query_credentials, redacted
+from ._clients import new_http_client, shared_http_client
 from ._json import arr, is_arr, json_body, obj
 from ._pages import error_detail, is_markup, is_page, page_text
 from ._sse import SSEDecoder, SSEEvent
@@ -49,10 +46,6 @@ __all__ = [
     "url_secrets",
     "without_credentials",
 ]
-
-DEFAULT_TIMEOUT = httpx.Timeout(connect=10.0, read=300.0, write=30.0, pool=30.0)
-"""Reads may be long: a reasoning model can think for minutes before its first byte. A
-model's `ModelSettings.timeout` replaces the read timeout for its requests."""
 
 _log = logging.getLogger("agent.models")
 """Retries are said here, as warnings: a provider that rate limits holds a call up for seconds."""
@@ -80,103 +73,6 @@ LOOKUP_TIMEOUT = 10.0
 Unretried = Callable[[int, str], bool]
 """Told an error status a retry would send again and the provider's words for it, whether to
 fail at once instead (a server that cannot read the request's images will not on retry)."""
-
-
-def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClient:
-    """A pooled client with bounded timeouts, suitable to share between all models.
-
-    The environment's proxies (`HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`) apply as
-    they do to a plain `httpx.AsyncClient()`, which ignores them once given its own transport:
-    they are mounted here, each a pool made at its first request too.
-    """
-    limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
-    mounts: dict[str, httpx.AsyncBaseTransport | None] = {
-        pattern: None if proxy is None else _PoolOnFirstRequest(limits, httpx.Proxy(proxy))
-        for pattern, proxy in get_environment_proxies().items()
-    }
-    return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits), mounts=mounts)
-
-
-class _PoolOnFirstRequest(httpx.AsyncBaseTransport):
-    """httpx's connection pool (direct, or through `proxy`), made at the first request rather
-    than with the client: making it reads the CA bundle (50-80 ms), which every start of a
-    gateway paid, with or without a model that calls out."""
-
-    def __init__(self, limits: httpx.Limits, proxy: httpx.Proxy | None = None) -> None:
-        self._limits = limits
-        self._proxy = proxy
-        self._pool: httpx.AsyncHTTPTransport | None = None
-
-    @property
-    def proxy(self) -> httpx.Proxy | None:
-        return self._proxy
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._pool is None:
-            self._pool = httpx.AsyncHTTPTransport(limits=self._limits, proxy=self._proxy)
-        return await self._pool.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
-
-
-def shared_http_client() -> httpx.AsyncClient:
-    """The client used by models that were given none: one for each running event loop.
-
-    A pool's connections belong to the event loop that opened them, so one process-wide
-    client failed every other `asyncio.run` (its sockets were bound to the loop before). Each
-    loop gets its own, closed as the loop shuts down (`asyncio.run`, `anyio.run` and
-    `asyncio.Runner` close async generators then, which is how it learns of it). A loop closed
-    without `loop.shutdown_asyncgens()` leaves its client unclosed; the next call forgets it.
-
-    Long-lived applications should create their own with `new_http_client()`, pass it to every
-    model, and close it on shutdown.
-    """
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        raise ModelConfigError(
-            "a model without an http_client calls out from an asyncio event loop only: "
-            "under another (trio), give it one, new_http_client()"
-        ) from None
-    with _loop_clients_lock:
-        for ended in [known for known in _loop_clients if known.is_closed()]:
-            del _loop_clients[ended]  # its sockets went with the loop: not reusable
-        held = _loop_clients.get(loop)
-        if held is not None and not held.client.is_closed:
-            return held.client
-        client = new_http_client()
-        closer = _close_with_loop(loop, client)
-        _loop_clients[loop] = _LoopClient(client, closer)
-    # Started here, in the loop: the loop then finalizes it when it shuts down.
-    with contextlib.suppress(StopIteration):  # how a first `yield` ends the step
-        closer.asend(None).send(None)
-    return client
-
-
-@dataclass(frozen=True, slots=True)
-class _LoopClient:
-    client: httpx.AsyncClient
-    closer: AsyncGenerator[None]
-    """Kept so that it lives as long as the loop: its `finally` closes the client."""
-
-
-_loop_clients: dict[asyncio.AbstractEventLoop, _LoopClient] = {}
-_loop_clients_lock = threading.Lock()
-
-
-async def _close_with_loop(
-    loop: asyncio.AbstractEventLoop, client: httpx.AsyncClient
-) -> AsyncGenerator[None]:
-    try:
-        yield
-    finally:
-        with _loop_clients_lock:
-            held = _loop_clients.get(loop)
-            if held is not None and held.client is client:
-                del _loop_clients[loop]
-        await client.aclose()
 
 
 class Secret:

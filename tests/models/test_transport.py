@@ -29,7 +29,7 @@ from agent.models import (
     new_http_client,
 )
 from agent.models._base import HTTPChatModel
-from agent.models._http import _PoolOnFirstRequest  # pyright: ignore[reportPrivateUsage]
+from agent.models._clients import _PoolOnFirstRequest  # pyright: ignore[reportPrivateUsage]
 from agent.models.retry import parse_retry_info
 from tests.servers.asgi import serve_on_loopback
 
