@@ -105,7 +105,7 @@ async def test_two_callers_that_can_answer_keep_a_question_ambiguous(
         CallContext(answer=asker, answerable=ELICITS),
     )
     assert result.is_error
-    assert "calls of several clients are in flight on MCP server 'asker'" in result_text(result)
+    assert "2 callers have calls in flight on MCP server 'asker', and" in result_text(result)
     assert bystander.asked == asker.asked == []
 
 

@@ -113,7 +113,10 @@ async def test_over_a_pipe_calls_of_two_clients_make_a_request_ambiguous() -> No
                 release.set()
     assert second is not None
     assert second.is_error
-    assert "calls of several clients are in flight" in result_text(second)
+    assert (
+        "2 callers have calls in flight on MCP server 'asker', 1 of them waiting on an answer "
+        "to an earlier question"
+    ) in result_text(second)
     assert result_text(results[0]) == "roots []"
 
 

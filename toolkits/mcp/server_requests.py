@@ -22,6 +22,10 @@ Which call a request belongs to:
   what its caller lacks); of several owners, the refusal says that nobody can answer it. A
   request while no call is in flight (a server syncing roots at startup) is refused.
 
+A call that ends (done, cancelled, its client gone) withdraws the questions it is answering:
+the server gets a refusal at once rather than when the answerer gives up, and the call no
+longer counts for attributing the next request.
+
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
 What is declared: a handshake-era node declares sampling, elicitation and roots once, for its
@@ -46,6 +50,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import mcp_types
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, ErrorData, InputRequest, InputResponse
@@ -92,6 +97,8 @@ class InFlightCall:
     for it): in input-required rounds the SDK client ends the call with it, as an `MCPError`
     that is no error of the server's."""
     _waiting: int = field(default=0, repr=False)
+    _answering: list[anyio.CancelScope] | None = field(default=None, repr=False)
+    """The scopes of the answers under way: cancelled when the call ends."""
 
     @contextmanager
     def waiting(self) -> Generator[None]:
@@ -105,6 +112,29 @@ class InFlightCall:
             self._waiting -= 1
             if self._waiting == 0 and self.on_waiting is not None:
                 self.on_waiting(False)
+
+    @property
+    def is_waiting(self) -> bool:
+        """Whether the call waits on an answer now."""
+        return self._waiting > 0
+
+    @contextmanager
+    def answering(self) -> Generator[None]:
+        """The block answers a request of the server for the call (`waiting`), and is
+        cancelled if the call ends meanwhile (`withdraw`): nobody waits for its answer then."""
+        with anyio.CancelScope() as scope, self.waiting():
+            answering = self._answering = self._answering or []
+            answering.append(scope)
+            try:
+                yield
+            finally:
+                answering.remove(scope)
+
+    def withdraw(self) -> None:
+        """The call ended: the answers under way for it are given up."""
+        if self._answering:
+            for scope in self._answering:
+                scope.cancel()
 
 
 _call: ContextVar[InFlightCall | None] = ContextVar("toolkits.mcp.call", default=None)
@@ -152,6 +182,7 @@ class CallsInFlight:
         finally:
             _call.reset(token)
             self._calls.remove(call)
+            call.withdraw()
 
     @property
     def idle(self) -> bool:
@@ -183,11 +214,18 @@ class CallsInFlight:
         if call.answer is None:
             answer: InputResponse | ErrorData = refusal(request, NOT_FOR_A_CLIENT)
         else:
-            with call.waiting():
-                answer = await call.answer(request)
+            answer = await self._answered(call, call.answer, request)
         if isinstance(answer, ErrorData):
             call.refused = answer
         return answer
+
+    async def _answered(
+        self, call: InFlightCall, answer: ServerRequestHandler, request: InputRequest
+    ) -> InputResponse | ErrorData:
+        """`answer(request)` for `call`, withdrawn if the call ends first (`track`)."""
+        with call.answering():
+            return await answer(request)
+        return refusal(request, f"the call it came with on MCP server {self._node!r} ended")
 
     async def relay_log(self, params: mcp_types.LoggingMessageNotificationParams) -> bool:
         """Hand a log message of the node's server to the caller of the call it belongs to
@@ -235,10 +273,19 @@ class CallsInFlight:
         if not askable:
             return self._calls[-1]  # refused as not made for a client
         able = [call for call in askable if call.answerable is None or asks in call.answerable]
-        if _owners(able) > 1:
+        callers = _owners(able)
+        if callers > 1:
+            # Those waiting on their client's answer to an earlier question say why a caller
+            # may seem to be alone: another's question is still open.
+            waiting = len({id(call.owner) for call in able if call.is_waiting})
+            open_ = (
+                f", {waiting} of them waiting on an answer to an earlier question"
+                if waiting
+                else ""
+            )
             return (
-                f"calls of several clients are in flight on MCP server {self._node!r}, and its "
-                "transport does not say which call this request belongs to"
+                f"{callers} callers have calls in flight on MCP server {self._node!r}{open_}, "
+                "and its transport does not say which call this request belongs to"
             )
         if able:
             return able[-1]

@@ -46,7 +46,7 @@ from ..client_requests.ask_client import asking_capabilities
 from ..connection import connection_of
 from ..serving import Serving, serving
 from ..transports.request_headers import first
-from .session_questions import SessionQuestions, Write
+from .session_questions import Asking, SessionQuestions
 
 __all__ = ["HandshakeSessions", "OpenSession", "Stopped", "answered_as_json"]
 
@@ -93,13 +93,13 @@ class OpenSession:
         return self._answerable
 
     async def ask(
-        self, write: Write, request: types.InputRequest
+        self, on: Asking, request: types.InputRequest
     ) -> types.InputResponse | types.ErrorData:
-        """Put a server's `request` to the session's client on a call's answer (`write`)."""
+        """Put a server's `request` to the session's client on a call's answer (`on`)."""
         if self.questions is None:
             declared = self.connection.client_capabilities or types.ClientCapabilities()
             self.questions = SessionQuestions(declared, self.protocol_version)
-        return await self.questions.ask(write, request)
+        return await self.questions.ask(on, request)
 
     def quota(self, gateway: Gateway) -> PerNode | None:
         """Its client's share of the nodes, as the usual path finds it (None: no bound)."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from contextlib import AbstractAsyncContextManager, nullcontext, suppress
+from collections.abc import Generator
+from contextlib import AbstractAsyncContextManager, contextmanager, nullcontext, suppress
 from typing import Any
 
 import anyio
@@ -41,6 +42,12 @@ _SSE_HEADERS = [
 
 class Reply:
     """The HTTP answer to one call: JSON, or an event stream once something must go first."""
+
+    # Class defaults, set per answer only by the rare call that needs them.
+    _gone = False
+    """Whether the client went away (`watch`)."""
+    _awaiting: list[anyio.CancelScope] | None = None
+    """The waits on the client's answer to a question (`awaiting_client`)."""
 
     def __init__(self, send: Send, request_id: types.RequestId, session_id: str | None) -> None:
         self._send = send
@@ -106,19 +113,44 @@ class Reply:
             await self._send({"type": "http.response.start", "status": 200, "headers": headers})
             await self._send({"type": "http.response.body", "body": data})
 
+    @contextmanager
+    def awaiting_client(self) -> Generator[bool]:
+        """The block waits on the client's answer to a question put on this answer: cancelled
+        if the client goes meanwhile (`watch`); it gets False if the client is gone already."""
+        if self._gone:
+            yield False
+            return
+        with anyio.CancelScope() as scope:
+            awaiting = self._awaiting = self._awaiting or []
+            awaiting.append(scope)
+            try:
+                yield True
+            finally:
+                awaiting.remove(scope)
+
     async def watch(self, receive: Receive, call: anyio.CancelScope | None) -> None:
-        """Until the answer is complete: cancel `call` (if any) if the client goes away, and
-        ping through silence, so a proxy's idle timeout does not end a long call."""
+        """Until the answer is complete: if the client goes away, cancel `call` (if any) and
+        stop waiting on its answers (`awaiting_client`); ping through silence, so a proxy's
+        idle timeout does not end a long call."""
         while not self.complete:
             with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
                 if (await receive())["type"] == "http.disconnect":
-                    if not self.complete and call is not None:
-                        call.cancel()
+                    if not self.complete:
+                        self._client_went(call)
                     return
                 continue
             async with self._writing():
                 if not self.complete and anyio.current_time() >= self._quiet_since + _PING_SECONDS:
                     await self._stream(b": ping\r\n\r\n")
+
+    def _client_went(self, call: anyio.CancelScope | None) -> None:
+        # A session's call runs on (a disconnect is no cancel), but a question it put to
+        # the client can no longer be answered to any purpose: its server hears so at once.
+        self._gone = True
+        if call is not None:
+            call.cancel()
+        for scope in self._awaiting or ():
+            scope.cancel()
 
     def _writing(self) -> anyio.Lock:
         if self._lock is None:

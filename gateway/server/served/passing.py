@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, NamedTuple, Protocol, cast
 
 import anyio
@@ -69,6 +69,11 @@ class Answer(Protocol):
 
     async def stopped(self, why: Stopped) -> None:
         """End the answer of a call its client cancelled, or whose session ended."""
+        ...
+
+    def awaiting_client(self) -> AbstractContextManager[bool]:
+        """The block waits on the client's answer to a question put on this answer: cancelled
+        if the client goes meanwhile; it gets False if the client is gone already."""
         ...
 
 
@@ -259,7 +264,7 @@ class Passing:
         answerable: JsonObject = session.answerable() if session is not None else {}
         answer: ServerRequestHandler = _refuse
         if session is not None and answerable:
-            answer = functools.partial(session.ask, reply.message)
+            answer = functools.partial(session.ask, reply)
         forward = call.forward
         result: JsonObject | None = None
         error: types.ErrorData | None = None

@@ -5,18 +5,19 @@ A question goes out on the call's own answer (an event stream from then on) unde
 ours, a string, which the SDK's own requests (numbered) never take. The client POSTs its
 answer on the session; `PassThrough` hands it here before the SDK could see it, and drop it as
 the answer to a request it never sent. A client that lacks the capability is not asked (the
-usual path's refusal), nor waited on past `ANSWER_TIMEOUT`; a call that ends meanwhile
-(cancelled, its session gone) forgets its question, and a late answer goes to the SDK, which
-ignores it as it ignores any answer it no longer waits for.
+usual path's refusal), nor waited on past `ANSWER_TIMEOUT`, nor once the connection that
+carried the question closed (the client went: without an event store, nothing it might answer
+could reach the call's own answer again); a call that ends meanwhile (cancelled, its session
+gone) forgets its question, and a late answer goes to the SDK, which ignores it as it ignores
+any answer it no longer waits for.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import anyio
 import mcp_types as types
@@ -28,12 +29,23 @@ from toolkits.mcp.server_requests import refusal
 from ..client_requests.ask_client import answer_type, missing_capability
 from ..client_requests.parked_calls import ANSWER_TIMEOUT
 
-__all__ = ["SessionQuestions", "Write"]
+__all__ = ["Asking", "SessionQuestions"]
 
 JsonObject = dict[str, Any]
 
-Write = Callable[[JsonObject], Awaitable[None]]
-"""Sends one message to the client on the answer of the call that asks."""
+
+class Asking(Protocol):
+    """The answer of the call that asks: where its question goes to the client."""
+
+    async def message(self, message: JsonObject) -> None:
+        """Send one message to the client on the call's answer."""
+        ...
+
+    def awaiting_client(self) -> AbstractContextManager[bool]:
+        """The block waits on the client: cancelled if the client goes meanwhile; it gets
+        False if the client is gone already."""
+        ...
+
 
 _ids = itertools.count(1)
 
@@ -55,7 +67,7 @@ class SessionQuestions:
         self._waiting: dict[str, _Waiting] = {}
 
     async def ask(
-        self, write: Write, request: types.InputRequest
+        self, on: Asking, request: types.InputRequest
     ) -> types.InputResponse | types.ErrorData:
         """The client's answer to `request`, or why it was not asked or did not answer."""
         problem = missing_capability(self._capabilities, request)
@@ -65,15 +77,17 @@ class SessionQuestions:
         waiting = self._waiting[question_id] = _Waiting(anyio.Event())
         wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
-            with anyio.fail_after(ANSWER_TIMEOUT):
-                await write({"jsonrpc": "2.0", "id": question_id, **wire})
-                await waiting.arrived.wait()
+            with anyio.fail_after(ANSWER_TIMEOUT), on.awaiting_client() as there:
+                if there:
+                    await on.message({"jsonrpc": "2.0", "id": question_id, **wire})
+                    await waiting.arrived.wait()
         except TimeoutError:
             why = f"the upstream client gave no answer within {ANSWER_TIMEOUT:g} s"
             return refusal(request, why)
         finally:
             del self._waiting[question_id]
-        assert waiting.answer is not None
+        if waiting.answer is None:
+            return refusal(request, "the upstream client went away before it answered")
         return self._read(request, waiting.answer)
 
     def answered(self, message: JsonObject) -> bool:

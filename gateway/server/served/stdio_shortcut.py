@@ -32,6 +32,7 @@ handshake answered), and any call `Passing` does not take.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any, cast
 
 import anyio
@@ -217,3 +218,8 @@ class _Lines:
     async def stopped(self, why: Stopped) -> None:
         """Nothing to write: over stdio the SDK never answers a request its client cancelled,
         and a session that ended has nobody to read."""
+
+    def awaiting_client(self) -> AbstractContextManager[bool]:
+        """A wait on the client's answer: a client that goes closes stdin, which ends every
+        call of the connection."""
+        return nullcontext(True)

@@ -1,0 +1,116 @@
+"""A question of a stdio server (server-everything) whose caller abandoned it: the server hears
+a refusal at once, and the call no longer stands in the way of another caller's question.
+
+A pipe does not say which call a server's request belongs to, so while a call's question stays
+open, another client's question on the same server is ambiguous (`server_requests`). A call
+that ends withdraws its questions; a 2025-era client whose connection closes under its question
+(it went away without a DELETE) has the question refused.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.servers.real import everything_stdio
+from toolkits import CallContext, result_text
+from toolkits.mcp import McpToolkit
+
+from .proxying import ClientAnswers, gateway_front
+from .support import ERAS
+from .test_pass_through_sessions import RawSession
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+ELICITS: dict[str, Any] = {"elicitation": {"form": {}}}
+
+
+class Abandoned:
+    """A caller's `answer` that never answers, and says when it was asked and let go."""
+
+    def __init__(self) -> None:
+        self.asked = anyio.Event()
+        self.let_go = anyio.Event()
+
+    async def __call__(self, request: types.InputRequest) -> types.InputResponse:
+        self.asked.set()
+        try:
+            await anyio.Event().wait()
+        finally:
+            self.let_go.set()
+        raise AssertionError("unreachable")
+
+
+async def answered_as(name: str, request: types.InputRequest) -> types.InputResponse:
+    assert isinstance(request, types.ElicitRequest)
+    return types.ElicitResult(action="accept", content={"name": name})
+
+
+async def test_a_call_that_ends_withdraws_its_question_at_once() -> None:
+    abandoned = Abandoned()
+    with anyio.fail_after(30):
+        async with McpToolkit("d", everything_stdio()) as node:
+            async with anyio.create_task_group() as tg:
+
+                async def given_up() -> None:
+                    context = CallContext(answer=abandoned, owner=object(), answerable=ELICITS)
+                    await node.call_tool("d__trigger-elicitation-request", {}, context=context)
+
+                tg.start_soon(given_up)
+                await abandoned.asked.wait()
+                tg.cancel_scope.cancel()  # its client gave up on the call
+            await abandoned.let_go.wait()  # before: only after ANSWER_TIMEOUT (600 s)
+
+            async def answer(request: types.InputRequest) -> types.InputResponse:
+                return await answered_as("Bo", request)
+
+            context = CallContext(answer=answer, owner=object(), answerable=ELICITS)
+            result = await node.call_tool("d__trigger-elicitation-request", {}, context=context)
+    assert not result.is_error, result_text(result)
+    assert "- Name: Bo" in result_text(result)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_client_gone_under_its_question_leaves_the_next_client_answered(
+    era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answers = ClientAnswers()
+    elicits: dict[str, Any] = {"elicitation_callback": answers.elicit}  # its names, not the SDK's
+    with anyio.fail_after(60):
+        async with (
+            gateway_front(everything_stdio(), pass_through=True) as (url, layer, _),
+            httpx2.AsyncClient() as http,
+            Client(url, mode=era, **elicits) as other,
+        ):
+            await other.list_tools()  # the gateway has learnt its tools' names
+            assert layer is not None
+            ended = anyio.Event()
+            answer = layer.passing.answer
+
+            async def answered(*args: Any, **kwargs: Any) -> bool:
+                try:
+                    return await answer(*args, **kwargs)
+                finally:
+                    ended.set()
+
+            monkeypatch.setattr(layer.passing, "answer", answered)
+
+            gone = RawSession(http, url, "2025-11-25")
+            await gone.open(ELICITS)
+            call = gone.call("d__trigger-elicitation-request", {})
+            async with http.stream("POST", url, json=call, headers=gone.headers()) as response:
+                async for line in response.aiter_lines():
+                    if line.startswith("data:") and json.loads(line[5:]).get("method"):
+                        break  # the question came: the client goes, saying nothing
+            await ended.wait()  # before: only after ANSWER_TIMEOUT (600 s)
+
+            result = await other.call_tool("d__trigger-elicitation-request", {})
+    assert not result.is_error, result_text(result)
+    assert "- Name: Ada" in result_text(result)
+    assert len(answers.elicited) == 1
