@@ -97,6 +97,10 @@ class McpServerConfig(BaseModel):
     result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails
     that call only, unread. (The SDK client's own requests, the handshake, listings and calls
     during an authorization flow, take a JSON body whole.)"""
+    sse_idle_timeout: float | None = Field(default=None, gt=0)
+    """sse: seconds the event stream may stay quiet (no event, no keep-alive) before the
+    connection is made again. Default: no limit, as a server that sends no keep-alive is quiet
+    while nobody calls it (a server host that is gone is noticed by TCP keep-alive)."""
     protocol: ProtocolMode = "auto"
     max_concurrency: int | None = Field(default=None, ge=1)
     """Calls this server takes at once, from all clients together (None: the gateway's default)."""
@@ -163,6 +167,8 @@ class McpServerConfig(BaseModel):
                 raise ValueError(f"an {kind} server needs `url`")
             _check_url(self.url)
             misplaced = [k for k in ("command", "args", "env", "cwd") if getattr(self, k)]
+        if kind != "sse" and self.sse_idle_timeout is not None:
+            misplaced.append("sse_idle_timeout")
         if misplaced:
             keys = ", ".join(map(repr, misplaced))
             verb = "does" if len(misplaced) == 1 else "do"

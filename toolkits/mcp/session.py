@@ -465,6 +465,7 @@ class OwnedSession:
                 in_flight=self._in_flight,
                 link=conn.http,
                 stdio_link=conn.stdio,
+                on_lost=conn.drop,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(

@@ -41,6 +41,7 @@ from .lean_transport import LeanPosts
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
+from .sse_stream import sse_transport
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink, open_stdio
 
@@ -117,13 +118,15 @@ def config_transport(
     in_flight: CallsInFlight | None = None,
     link: HttpLink | None = None,
     stdio_link: StdioLink | None = None,
+    on_lost: Callable[[str], None] | None = None,
 ) -> Transport:
     """A new transport for `config`. Raises `ServerConfigError` when a needed env var is unset.
 
     `auth` replaces the authorization flow a node would use (`auth login` runs its own).
     `in_flight` are the node's calls: an authorization the server asks for during one may be
     put to its caller (`oauth`). `link` is filled in by a streamable HTTP transport,
-    `stdio_link` by a stdio one.
+    `stdio_link` by a stdio one. `on_lost(why)` hears why an SSE event stream failed, before
+    it ends as one the server closed (`sse_stream`).
     """
     match config.kind:
         case "stdio":
@@ -146,7 +149,12 @@ def config_transport(
             )
         case "sse":
             assert config.url is not None
-            return _sse(config.url, _headers(config, name), _auth(config, name, auth, in_flight))
+            return _sse(
+                config.url,
+                _headers(config, name),
+                _auth(config, name, auth, in_flight),
+                sse_transport(on_lost or _unheard, config.sse_idle_timeout),
+            )
 
 
 def _auth(
@@ -397,10 +405,29 @@ def _on_asyncio() -> bool:
 
 @asynccontextmanager
 async def _sse(
-    url: str, headers: dict[str, str], auth: Callable[[], Awaitable[httpx2.Auth | None]]
+    url: str,
+    headers: dict[str, str],
+    auth: Callable[[], Awaitable[httpx2.Auth | None]],
+    transport: httpx2.AsyncBaseTransport,
 ) -> AsyncGenerator[TransportStreams]:
-    async with sse_client(url, headers=headers, auth=await auth()) as streams:
+    def client(
+        headers: dict[str, str] | None = None,
+        timeout: httpx2.Timeout | None = None,
+        auth: httpx2.Auth | None = None,
+    ) -> httpx2.AsyncClient:
+        # The SDK's timeouts for its POSTs; the event stream's are the transport's.
+        return httpx2.AsyncClient(
+            headers=headers, timeout=_HTTP_TIMEOUT, auth=auth, transport=transport
+        )
+
+    async with sse_client(
+        url, headers=headers, auth=await auth(), httpx_client_factory=client
+    ) as streams:
         yield streams
+
+
+def _unheard(why: str) -> None:
+    pass
 
 
 @asynccontextmanager

@@ -3,9 +3,9 @@
 Tools keep the names their nodes give them. An MCP node's tools are served as its server
 defines them (title, output schema, icons, annotations, `_meta`), under those names; a local
 node's as its `Tool`s describe them. A call goes to the node and its `CallToolResult` comes
-back as it was (every content kind, `structured_content`, `is_error`, `_meta`), the node's
-progress passed through to the client as the node reported it; the downstream server's
-requests during the call (sampling, elicitation, roots) go to our client
+back as it was (every content kind, `structured_content`, `is_error` only if the server sent
+it, `_meta`), the node's progress passed through to the client as the node reported it; the
+downstream server's requests during the call (sampling, elicitation, roots) go to our client
 (`client_requests.ask_client`). The only changes are what the client's protocol era requires:
 the downstream server's own `serverInfo` stamp is dropped (ours goes on), and a 2025-era
 client, which only takes an object as `structuredContent`, gets a non-object value in the text
@@ -27,7 +27,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
+from pydantic import SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from toolkits import AsksCaller, CallContext, Tool, ToolkitError, error_result
 from toolkits.mcp import protocol_error
@@ -163,7 +163,7 @@ class ProxiedTools:
         if not asks:
             # Nothing to ask our client: no round to park the call across.
             context = CallContext(on_progress=ctx.session.report_progress, meta=hop_meta(ctx))
-            return answered(await work(context), ctx.protocol_version)
+            return answered(await work(context), ctx.protocol_version, _from_server(tool))
         try:
             outcome = await for_client(ctx, params, work)
         except MCPError as exc:  # a retry whose parked call is gone
@@ -172,17 +172,25 @@ class ProxiedTools:
             return outcome
         # A retry continues the parked call its state names, whoever began it: one that was
         # passed through in its first round ends with its server's JSON.
-        return answered(call_result(outcome), ctx.protocol_version)
+        return answered(call_result(outcome), ctx.protocol_version, _from_server(tool))
 
 
-def answered(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:
-    """The node's result as this client receives it (`fit_to_era`); raises the server's
-    JSON-RPC error where the result stands for one, for the client to get it as sent
-    (`relayed_error`)."""
+def answered(
+    result: types.CallToolResult, protocol_version: str, from_server: bool = False
+) -> types.CallToolResult:
+    """The node's result as this client receives it (`fit_to_era`; an MCP server's as it sent
+    it, `from_server`); raises the server's JSON-RPC error where the result stands for one, for
+    the client to get it as sent (`relayed_error`)."""
     error = relayed_error(protocol_error(result), protocol_version)
     if error is not None:
         raise MCPError.from_error_data(error)
-    return fit_to_era(result, protocol_version)
+    result = fit_to_era(result, protocol_version)
+    return _as_sent(result) if from_server else result
+
+
+def _from_server(tool: Tool) -> bool:
+    """Whether `tool` is an MCP server's (which has its own definition)."""
+    return tool.definition is not None
 
 
 def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.CallToolResult:
@@ -196,6 +204,25 @@ def fit_to_era(result: types.CallToolResult, protocol_version: str) -> types.Cal
     ):
         return result.model_copy(update={"structured_content": None})
     return result
+
+
+def _as_sent(result: types.CallToolResult) -> types.CallToolResult:
+    """A server's result dumped as it came: with no `isError` if the server sent none."""
+    if "is_error" in result.model_fields_set or type(result) is not types.CallToolResult:
+        return result
+    return _AsSent.model_construct(result.model_fields_set, **dict(result))
+
+
+class _AsSent(types.CallToolResult):
+    """A result whose server sent no `isError`, dumped without one: the model's default
+    (false) would otherwise add it."""
+
+    @model_serializer(mode="wrap")
+    def _as_sent(self, dump: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        fields: dict[str, Any] = dump(self)
+        fields.pop("isError", None)
+        fields.pop("is_error", None)
+        return fields
 
 
 def _mcp_tool(tool: Tool) -> types.Tool:

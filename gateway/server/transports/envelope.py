@@ -13,6 +13,7 @@ check_message(data) -> the typed message, or a `Refusal` saying why not
 decode_message(data) -> the message as JSON, checked as `check_message` checks it (no model)
 typed_message(obj)  -> a decoded message as the SDK's model
 too_long(head, cap) -> the refusal of a message longer than `cap` bytes, from its first bytes
+duplicate_id(id)   -> the refusal of a request whose id is still in flight on its connection
 EnvelopeCheck       -> ASGI wrapper answering refused HTTP POST bodies with 400 (413: too long,
                        415: not JSON, by its Content-Type in any case); a client gone before
                        its body was whole gets nothing (one DEBUG line)
@@ -44,6 +45,7 @@ __all__ = [
     "buffered_body",
     "check_message",
     "decode_message",
+    "duplicate_id",
     "is_modern_post",
     "posted_method",
     "posted_object",
@@ -156,6 +158,14 @@ def too_long(head: bytes | bytearray, limit: int) -> Refusal:
     """The refusal of a message longer than `limit` bytes, of which `head` are the first: the
     id echoed when a member of the object's first 4 kB gives a valid one."""
     return _invalid(f"the message is longer than {limit} bytes", _leading_id(head[:HEAD_BYTES]))
+
+
+def duplicate_id(request_id: types.RequestId | None) -> Refusal:
+    """The refusal of a request whose id is still in flight on its connection."""
+    return _invalid(
+        "a request with this id is still in flight on this session; give each request its own id",
+        request_id,
+    )
 
 
 def _leading_id(head: bytes | bytearray) -> types.RequestId | None:

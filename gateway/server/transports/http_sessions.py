@@ -42,7 +42,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
-from .envelope import Refusal, posted_request_id, refuse
+from .envelope import duplicate_id, posted_request_id, refuse
 from .request_headers import first
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
@@ -202,7 +202,7 @@ class SessionLimits:
         request_id = posted_request_id(scope) if call else None
         key = None if request_id is None else str(request_id)
         if key is not None and not session.take_id(key):
-            await refuse(send, _duplicate(request_id))
+            await refuse(send, duplicate_id(request_id))
             return
         session.in_flight += 1
         session.calls += call
@@ -341,15 +341,6 @@ class SessionLimits:
             if event is not None:
                 event.set()
         return session
-
-
-def _duplicate(request_id: types.RequestId | None) -> Refusal:
-    return Refusal(
-        types.INVALID_REQUEST,
-        "Invalid Request: a request with this id is still in flight on this session; "
-        "give each request its own id",
-        request_id,
-    )
 
 
 def _handshake_era(version: bytes | None) -> bool:

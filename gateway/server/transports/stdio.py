@@ -4,7 +4,9 @@ stdout carries the protocol only: logs and traces go to stderr. While serving, f
 the null device and fd 1 writes to stderr, so a tool (or a child it starts) that reads stdin
 or prints cannot steal the client's bytes or corrupt the wire; the protocol runs on private
 duplicates. Each line is one message, checked by `check_message` before the server sees it:
-a line that is not JSON-RPC is answered with its error, never dropped in silence. A line
+a line that is not JSON-RPC is answered with its error, never dropped in silence, and so is a
+request whose id is still in flight (-32600; it does not run: its answer could not be told
+from the first one's; once that is answered, or cancelled, the id is free). A line
 longer than the cap (`max_request_bytes`, as HTTP caps a body) is answered with -32600 once
 the cap is passed, and the rest of it is read and dropped, never held: memory stays flat
 whatever a client writes, and nothing of it reaches a server downstream. At the end
@@ -46,6 +48,7 @@ import anyio.abc
 import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..server import init_options
@@ -59,7 +62,14 @@ from .draining import (
     EndsCalls,
     drained_or_ended,
 )
-from .envelope import HEAD_BYTES, Refusal, decode_message, too_long, typed_message
+from .envelope import (
+    HEAD_BYTES,
+    Refusal,
+    decode_message,
+    duplicate_id,
+    too_long,
+    typed_message,
+)
 
 __all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
 
@@ -261,10 +271,12 @@ class _Fd:
 
 
 class _Unanswered:
-    """The client's requests the server has not answered yet."""
+    """The client's requests the server has not answered yet, by id: one whose id is still in
+    flight is refused (its answer could not be told from the first one's)."""
 
     def __init__(self) -> None:
-        self._ids: set[object] = set()  # request ids, and whatever a cancel names
+        self._ids: dict[object, JsonObject] = {}  # request ids: the request
+        self._open: set[object] = set()  # open-ended requests' ids (`_OPEN_ENDED`)
         self._none_left: anyio.Event | None = None
         self._client_gone = False
         self._counting = False
@@ -293,23 +305,38 @@ class _Unanswered:
                 return
             await anyio.sleep(left)  # a request may come meanwhile: looked at again
 
-    def read(self, message: JsonObject) -> None:
-        """Note a message the client sent (checked by `decode_message`)."""
+    def read(self, message: JsonObject) -> bool:
+        """Note a message the client sent (checked by `decode_message`): False for a request
+        whose id is still in flight, which must not run."""
         method = message.get("method")
         if method is None:
-            return
+            return True
         if "id" in message:
-            if method not in _OPEN_ENDED:
-                self._ids.add(message["id"])
+            key = message["id"]
+            if type(key) is str:  # an int (the usual id) is its own key
+                key = _id_key(key)
+            if key in self._ids or (self._open and key in self._open):
+                return False
+            if method in _OPEN_ENDED:
+                self._open.add(key)
+            else:
+                self._ids[key] = message
         elif method == "notifications/cancelled":
             # A cancelled request may never be answered (the spec: it SHOULD NOT be).
             params = message.get("params")
             if isinstance(params, dict):
                 self.settle(cast(JsonObject, params).get("requestId"))
+        return True
 
-    def settle(self, request_id: object) -> None:
-        """The request `request_id` is answered (or ended unanswered, as the server would)."""
-        self._ids.discard(request_id)
+    def settle(self, request_id: object, request: JsonObject | None = None) -> None:
+        """The request `request_id` is answered (or ended unanswered, as the server would);
+        only if it is still `request`, when given: one cancelled may be ended after its id
+        was taken again."""
+        key = _id_key(request_id) if type(request_id) is str else request_id
+        if request is not None and self._ids.get(key) is not request:
+            return
+        if self._ids.pop(key, None) is None:
+            self._open.discard(key)
         if self._counting:
             self.last_ended = anyio.current_time()
         if not self._ids and self._none_left is not None:
@@ -320,6 +347,7 @@ class _Unanswered:
         """The client is gone: nothing more can reach it."""
         self._client_gone = True
         self._ids.clear()
+        self._open.clear()
         if self._none_left is not None:
             self._none_left.set()
             self._none_left = None
@@ -329,6 +357,11 @@ class _Unanswered:
             if self._none_left is None:  # one for every waiter (a draining server's, too)
                 self._none_left = anyio.Event()
             await self._none_left.wait()
+
+
+def _id_key(request_id: object) -> object:
+    """The id as the SDK tells requests apart: "7" and 7 are one (`coerce_request_id`)."""
+    return coerce_request_id(request_id) if isinstance(request_id, str) else request_id
 
 
 class _Reader:
@@ -414,16 +447,23 @@ class _Reader:
         for part in (*parts, more):
             head += part[: HEAD_BYTES - len(head)]
         log.warning("refused a message longer than %d bytes (max_request_bytes)", self._limit)
-        await self._to_client.send(SessionMessage(too_long(head, self._limit).error()))
+        await self._refuse(too_long(head, self._limit))
+
+    async def _refuse(self, refusal: Refusal) -> None:
+        """Answer a message never taken: as bytes, which settle no request (its id may be one
+        still in flight)."""
+        await self._to_client.send(refusal.body())
 
     async def _take(self, line: bytes) -> None:
         if not line.strip():
             return  # an empty line frames nothing
         message = decode_message(line)
         if isinstance(message, Refusal):
-            await self._to_client.send(SessionMessage(message.error()))
+            await self._refuse(message)
             return
-        self._unanswered.read(message)
+        if not self._unanswered.read(message):
+            await self._refuse(duplicate_id(message["id"]))
+            return
         if self._shortcut is not None:
             taken = self._shortcut.take(message, self._to_client.send)
             if taken is not None:
@@ -448,7 +488,7 @@ class _Reader:
         if not answered:  # nothing written: the server answers it after all
             await self._to_server_typed(message)
         elif request_id is not None:
-            self._unanswered.settle(request_id)
+            self._unanswered.settle(request_id, message)
 
     async def _to_server_typed(self, message: JsonObject) -> None:
         typed = typed_message(message)
@@ -466,7 +506,7 @@ async def _write_lines(
 ) -> None:
     async with messages:
         async for message in messages:
-            if isinstance(message, bytes):  # a shortcut's: it settles its own request
+            if isinstance(message, bytes):  # a shortcut's (it settles its own request) or a refusal
                 data = message
             else:
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()

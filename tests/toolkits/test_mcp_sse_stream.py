@@ -1,0 +1,116 @@
+"""An SSE node's event stream (server-everything, which sends no keep-alive): kept while
+quiet whatever the SDK's read timeout, and when quiet past `sse_idle_timeout`, made again with
+that reason and no traceback.
+
+Before (QA round 7), the SDK's `sse_read_timeout` (300 s) ended every quiet stream: an ERROR
+with an 80-line traceback from `mcp.client.sse`, "the server closed the connection" as the
+reason, and the server's session state lost at each reconnect.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Generator
+from contextlib import contextmanager
+from functools import partial
+
+import anyio
+import pytest
+
+import toolkits.mcp.transport as transport
+from tests.servers.real import everything_http
+from toolkits import result_text
+from toolkits.mcp import McpServerConfig, McpToolkit
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration]
+
+SDK_READ_TIMEOUT = 0.2
+"""The SDK's read timeout made short: it would end the stream long before ours."""
+IDLE = 1.5
+
+
+class Heard(logging.Handler):
+    """Every log record while it listens, to wait on with no sleep."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+        self._changed = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def until(self, text: str, count: int = 1) -> str:
+        """The `count`th message saying `text`, once there is one."""
+        while True:
+            changed = self._changed
+            found = [r.getMessage() for r in self.records if text in r.getMessage()]
+            if len(found) >= count:
+                return found[count - 1]
+            await changed.wait()
+
+
+@contextmanager
+def heard() -> Generator[Heard]:
+    handler, root = Heard(), logging.getLogger()
+    was = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.DEBUG)
+    try:
+        yield handler
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(was)
+
+
+async def test_a_quiet_event_stream_outlasts_the_sdks_read_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call answered after a second with nothing on the stream meanwhile (no progress token,
+    so no progress): the stream is quiet 5 times the SDK's read timeout."""
+    short = partial(transport.sse_client, sse_read_timeout=SDK_READ_TIMEOUT)
+    monkeypatch.setattr(transport, "sse_client", short)
+    with heard() as log:
+        async with everything_http("sse") as url:
+            config = McpServerConfig(transport="sse", url=url)
+            async with McpToolkit("evs", config) as node:
+                with anyio.fail_after(30):
+                    slow = await node.call_tool(
+                        "evs__trigger-long-running-operation", {"duration": 1, "steps": 1}
+                    )
+                    echo = await node.call_tool("evs__echo", {"message": "after"})
+    assert "Long running operation completed" in result_text(slow)
+    assert result_text(echo) == "Echo: after"
+    assert [r.getMessage() for r in log.records if "connection lost" in r.getMessage()] == []
+    errors = [r for r in log.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert errors == []
+
+
+async def test_a_quiet_event_stream_is_kept_until_its_idle_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short = partial(transport.sse_client, sse_read_timeout=SDK_READ_TIMEOUT)
+    monkeypatch.setattr(transport, "sse_client", short)
+    with heard() as log:
+        async with everything_http("sse") as url:
+            config = McpServerConfig(transport="sse", url=url, sse_idle_timeout=IDLE)
+            async with McpToolkit("evs", config) as node:
+                with anyio.fail_after(30):
+                    quiet_since = anyio.current_time()
+                    lost = await log.until("connection lost")
+                    quiet_for = anyio.current_time() - quiet_since
+                    await log.until("connected (protocol", count=2)  # made again
+                    echo = await node.call_tool("evs__echo", {"message": "after"})
+    assert lost == f"connection lost: the server sent nothing for {IDLE:g} s (sse_idle_timeout)"
+    # Quiet since its last message, a little before the node was ready: not the SDK's 0.2 s.
+    assert quiet_for > IDLE - 0.5
+    assert result_text(echo) == "Echo: after"
+    errors = [r for r in log.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert errors == []
+
+
+def test_an_idle_timeout_is_for_sse_servers_only() -> None:
+    with pytest.raises(ValueError, match="'sse_idle_timeout' does not apply to an http server"):
+        McpServerConfig(url="http://127.0.0.1:1/mcp", sse_idle_timeout=5)
