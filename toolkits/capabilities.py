@@ -7,6 +7,7 @@ node of local functions none.
     HasHealth                 a connection whose state can be shown and waited on
     ListsAtHand               its tools told without waiting, while it need not wait
     HasOutputCap              its own cap on the characters of a result a model reads
+    HasSamplingCap            its own cap on the sampling requests of one call a model answers
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
@@ -36,6 +37,7 @@ __all__ = [
     "HasHealth",
     "HasOutputCap",
     "HasResourceSubscriptions",
+    "HasSamplingCap",
     "HasServerLogs",
     "KnowsRenames",
     "ListChangedCallback",
@@ -79,6 +81,14 @@ class HasOutputCap(Protocol):
     @property
     def max_output(self) -> int:
         """Characters of a result the model reads (`result_data(result, max_chars=...)`)."""
+        ...
+
+
+@runtime_checkable
+class HasSamplingCap(Protocol):
+    @property
+    def max_sampling(self) -> int:
+        """Sampling requests of one call an agent's model answers; further ones are refused."""
         ...
 
 

@@ -67,7 +67,7 @@ from .openai_stream import REASONING_FIELDS, ChunkAssembler, error_text
 from .retry import RetryPolicy
 from .schema import described, openai_parameters
 from .server_windows import server_window
-from .settings import ModelSettings
+from .settings import ModelSettings, capped_max_tokens
 from .text_tool_calls import looks_like_tool_call, parse_text_tool_calls
 from .think_tags import split_think
 
@@ -223,8 +223,9 @@ class OpenAIModel(HTTPChatModel):
         body: JSONObject = {"model": self._model, "messages": self._wire_messages(messages)}
         if tools:
             body["tools"] = [self._wire_tool(tool) for tool in tools]
-        if self._settings.max_tokens is not None:
-            body[self._max_tokens_field] = self._settings.max_tokens
+        max_tokens = capped_max_tokens(self._settings)
+        if max_tokens is not None:
+            body[self._max_tokens_field] = max_tokens
         if self._settings.temperature is not None:
             body["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:
