@@ -20,6 +20,7 @@ from toolkits import (
     HasHealth,
     HasIdleTimeout,
     HasOutputCap,
+    HasSamplingCap,
     KnowsRenames,
     ListsAtHand,
     Tool,
@@ -28,6 +29,7 @@ from toolkits import (
     result_data,
     result_media,
 )
+from toolkits.mcp import DEFAULT_MAX_SAMPLING
 from toolkits.observation import DEFAULT_MAX_CHARS
 from toolkits.well_formed import well_formed_result
 
@@ -382,7 +384,8 @@ class Gateway:
         """The one way a node's tool is called: bounded by the limits, traced (its progress
         and its server's log messages noted, after the `caller`'s own handlers had them), its
         result read for the model. For an `agent`'s call, the agent's model answers the
-        server's sampling requests. The node's errors propagate."""
+        server's sampling requests (`ModelAnswers`: as many as the node allows, their usage
+        the call's). The node's errors propagate."""
         node = self.nodes[tool.source_node]
         cap = node.max_output if isinstance(node, HasOutputCap) else DEFAULT_MAX_CHARS
         caller = caller or CallContext()
@@ -424,7 +427,21 @@ class Gateway:
                 # client attending the run (if any) the other elicitations.
                 remote = RemoteApprovals(agent, call_id=call_id, item=item, span_id=span.id)
                 model = TracedModel(agent.model, tracer, span.id, agent.budget)
-                answers = ModelAnswers(model, approvals=remote.answer, questions=agent.questions)
+
+                async def warn(said: str) -> None:
+                    await tracer.note("tool", tool.name, span.id, warning=said)
+
+                answers = ModelAnswers(
+                    model,
+                    approvals=remote.answer,
+                    questions=agent.questions,
+                    server=f"MCP server {node.name!r}",
+                    max_sampling=node.max_sampling
+                    if isinstance(node, HasSamplingCap)
+                    else DEFAULT_MAX_SAMPLING,
+                    budget=agent.budget,
+                    on_warning=warn,
+                )
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
             with (
                 tracer.calling_from(span.id) as carrier,  # the server's spans continue it
@@ -438,7 +455,15 @@ class Gateway:
                     owner=owner,
                     answerable=answerable,
                 )
-                result = await node.call_tool(tool.name, arguments, context=context)
+                try:
+                    result = await node.call_tool(tool.name, arguments, context=context)
+                finally:
+                    if answers is not None:
+                        answers.close()
+            if answers is not None:
+                # A server need not wait for its answers: those still being made are the
+                # call's usage too (and its budget's), counted once they end.
+                await answers.settled()
             # Read, printed, stored and sent to models from here on: text UTF-8 can carry.
             result = well_formed_result(result)
             usage = answers.usage if answers is not None else Usage()

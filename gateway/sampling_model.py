@@ -44,7 +44,7 @@ from agent import (
     Usage,
     UserMessage,
 )
-from agent.models import ModelSettings
+from agent.models import ModelSettings, capped_max_tokens
 
 from .errors import RunPaused
 
@@ -145,8 +145,10 @@ class SamplingModel:
         problem = sampling_problem(session, with_tools=bool(tools))
         if problem is not None:
             raise ModelError(f"cannot use the client's model: {problem}")
+        # A server's sampling request this answers for an agent may ask for fewer tokens.
+        max_tokens = capped_max_tokens(self._settings) or self._max_tokens
         request = to_sampling_request(
-            messages, tools, max_tokens=self._max_tokens, settings=self._settings
+            messages, tools, max_tokens=max_tokens, settings=self._settings
         )
         key = request_key(request)
         answer = self._answers.get(key)

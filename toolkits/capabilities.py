@@ -8,6 +8,7 @@ node of local functions none.
     ListsAtHand               its tools told without waiting, while it need not wait
     HasOutputCap              its own cap on the characters of a result a model reads
     HasIdleTimeout            how long a call may go without a sign of life
+    HasSamplingCap            its own cap on the sampling requests of one call a model answers
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
@@ -38,6 +39,7 @@ __all__ = [
     "HasIdleTimeout",
     "HasOutputCap",
     "HasResourceSubscriptions",
+    "HasSamplingCap",
     "HasServerLogs",
     "KnowsRenames",
     "ListChangedCallback",
@@ -90,6 +92,14 @@ class HasIdleTimeout(Protocol):
     def idle_timeout(self) -> float:
         """Seconds a call may go without a result or a sign of life: also what a call may
         wait before it is made (for a slot: `gateway.limits`)."""
+        ...
+
+
+@runtime_checkable
+class HasSamplingCap(Protocol):
+    @property
+    def max_sampling(self) -> int:
+        """Sampling requests of one call an agent's model answers; further ones are refused."""
         ...
 
 

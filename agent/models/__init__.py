@@ -12,7 +12,7 @@ from .fallback import FallbackCallback, FallbackModel
 from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
-from .settings import ModelSettings
+from .settings import ModelSettings, answer_token_limit, capped_max_tokens
 from .spec import (
     API_KEYS,
     PROVIDERS,
@@ -41,7 +41,9 @@ __all__ = [
     "OpenAIModel",
     "ProviderFactory",
     "RetryPolicy",
+    "answer_token_limit",
     "api_key_names",
+    "capped_max_tokens",
     "model_from_spec",
     "new_http_client",
     "parse_text_tool_calls",

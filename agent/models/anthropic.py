@@ -59,7 +59,7 @@ from ._sse import SSEEvent
 from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
 from .schema import anthropic_input_schema, described
-from .settings import ModelSettings
+from .settings import ModelSettings, capped_max_tokens
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -112,7 +112,7 @@ class AnthropicModel(HTTPChatModel):
     ) -> HTTPRequest:
         body: JSONObject = {
             "model": self._model,
-            "max_tokens": self._settings.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens": capped_max_tokens(self._settings) or DEFAULT_MAX_TOKENS,
             "messages": self._wire_messages(messages, {tool.name for tool in tools}),
         }
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))

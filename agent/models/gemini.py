@@ -73,7 +73,7 @@ from .gemini_schema import gemini_json_text_fields
 from .replayed_calls import raw_calls
 from .retry import RetryPolicy
 from .schema import described, gemini_parameters
-from .settings import ModelSettings
+from .settings import ModelSettings, capped_max_tokens
 
 __all__ = ["GEMINI_BASE_URL", "GeminiModel"]
 
@@ -147,8 +147,9 @@ class GeminiModel(HTTPChatModel):
             declarations = [_declaration(tool, names[tool.name]) for tool in tools]
             body["tools"] = [{"functionDeclarations": declarations}]
         config: JSONObject = {}
-        if self._settings.max_tokens is not None:
-            config["maxOutputTokens"] = self._settings.max_tokens
+        max_tokens = capped_max_tokens(self._settings)
+        if max_tokens is not None:
+            config["maxOutputTokens"] = max_tokens
         if self._settings.temperature is not None:
             config["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:

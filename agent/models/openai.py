@@ -70,7 +70,7 @@ from .replayed_calls import sendable_name
 from .retry import RetryPolicy
 from .schema import described, openai_parameters
 from .server_windows import server_window
-from .settings import ModelSettings
+from .settings import ModelSettings, capped_max_tokens
 from .text_tool_calls import looks_like_tool_call, parse_text_tool_calls
 from .think_tags import split_think
 
@@ -230,8 +230,9 @@ class OpenAIModel(HTTPChatModel):
         }
         if tools:
             body["tools"] = [self._wire_tool(tool) for tool in tools]
-        if self._settings.max_tokens is not None:
-            body[self._max_tokens_field] = self._settings.max_tokens
+        max_tokens = capped_max_tokens(self._settings)
+        if max_tokens is not None:
+            body[self._max_tokens_field] = max_tokens
         if self._settings.temperature is not None:
             body["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-__all__ = ["ModelSettings"]
+__all__ = ["ModelSettings", "answer_token_limit", "capped_max_tokens"]
+
+_answer_limit: ContextVar[int | None] = ContextVar("agent.models.answer_limit", default=None)
 
 
 class ModelSettings(BaseModel):
@@ -33,3 +37,25 @@ class ModelSettings(BaseModel):
 
     def wants_stream(self, has_token_callback: bool) -> bool:
         return has_token_callback if self.stream is None else self.stream
+
+
+@contextmanager
+def answer_token_limit(max_tokens: int) -> Generator[None]:
+    """Model calls made in the block ask for at most `max_tokens` output tokens (or their own
+    `max_tokens`, if smaller): what an MCP server's sampling request asked for, say. Providers
+    read it when they build a request, so it reaches them through any wrapper (a fallback, a
+    retry, a trace) without a parameter on every `invoke`."""
+    token = _answer_limit.set(max_tokens)
+    try:
+        yield
+    finally:
+        _answer_limit.reset(token)
+
+
+def capped_max_tokens(settings: ModelSettings) -> int | None:
+    """The `max_tokens` a provider sends: the settings', capped by the `answer_token_limit`
+    of the calling block (None: neither says, the provider's own default applies)."""
+    limit = _answer_limit.get()
+    if limit is None:
+        return settings.max_tokens
+    return limit if settings.max_tokens is None else min(limit, settings.max_tokens)

@@ -21,7 +21,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.model import ServerAddress
-from agent.models import AnthropicModel, ModelSettings
+from agent.models import AnthropicModel, ModelSettings, answer_token_limit
 
 from .conftest import load_tools
 from .support import FakeProvider, Sleeps, Tokens, json_response, retry_policy, sse_response
@@ -73,6 +73,17 @@ def model(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> AnthropicModel:
         retry=retry_policy(sleeps),
         **kwargs,
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("own", "sent"), [(None, 300), (100, 100), (1000, 300)])
+async def test_an_answer_token_limit_caps_max_tokens(
+    sleeps: Sleeps, own: int | None, sent: int
+) -> None:
+    fake = FakeProvider(json_response(200, message(CONTENT)))
+    with answer_token_limit(300):  # what a server's sampling request asked for, say
+        await model(fake, sleeps, settings=ModelSettings(max_tokens=own)).invoke(ASK, TOOLS)
+    assert fake.body()["max_tokens"] == sent
 
 
 @pytest.mark.anyio

@@ -24,7 +24,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.model import ServerAddress
-from agent.models import GeminiModel, ModelSettings
+from agent.models import GeminiModel, ModelSettings, answer_token_limit
 
 from .conftest import load_tools
 from .support import (
@@ -78,6 +78,17 @@ def model(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> GeminiModel:
         retry=retry_policy(sleeps),
         **kwargs,
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("own", "sent"), [(None, 300), (100, 100)])
+async def test_an_answer_token_limit_caps_max_output_tokens(
+    sleeps: Sleeps, own: int | None, sent: int
+) -> None:
+    fake = FakeProvider(json_response(200, generated(PARTS)))
+    with answer_token_limit(300):
+        await model(fake, sleeps, settings=ModelSettings(max_tokens=own)).invoke(ASK, TOOLS)
+    assert fake.body()["generationConfig"] == {"maxOutputTokens": sent}
 
 
 @pytest.mark.anyio

@@ -19,7 +19,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.model import ServerAddress
-from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel
+from agent.models import ModelSettings, OpenAICompatibleModel, OpenAIModel, answer_token_limit
 
 from .conftest import load_tools
 from .support import (
@@ -107,6 +107,18 @@ def compatible(fake: FakeProvider, sleeps: Sleeps, **kwargs: Any) -> OpenAICompa
         retry=retry_policy(sleeps),
         **kwargs,
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("own", "sent"), [(None, 300), (64, 64)])
+async def test_an_answer_token_limit_caps_max_completion_tokens(
+    sleeps: Sleeps, own: int | None, sent: int
+) -> None:
+    message: dict[str, Any] = {"role": "assistant", "content": "42", "refusal": None}
+    fake = FakeProvider(json_response(200, completion(message)))
+    with answer_token_limit(300):
+        await openai(fake, sleeps, settings=ModelSettings(max_tokens=own)).invoke(ASK, [])
+    assert fake.body()["max_completion_tokens"] == sent
 
 
 @pytest.mark.anyio

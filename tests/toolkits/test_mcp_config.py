@@ -42,6 +42,7 @@ def test_defaults() -> None:
         "auto",
     )
     assert config.include is None
+    assert config.max_sampling == 10  # sampling requests an agent's model answers per call
     assert config.exclude == []
     assert config.call_cap == 600
 
@@ -90,6 +91,7 @@ def test_transport_is_read_from_type_or_transport_or_inferred(
         ({"command": "x", "prefix": "sometimes"}, "prefix"),
         ({"command": "x", "protocol": "2025-11-25"}, "protocol"),
         ({"command": "x", "timeout": 0}, "greater than 0"),
+        ({"command": "x", "max_sampling": -1}, "greater than or equal to 0"),
         (
             {"url": "127.0.0.1:3001/mcp"},
             "`url` must be an http\\(s\\) URL like http://127.0.0.1:3001/mcp, not "

@@ -7,6 +7,7 @@ def test_the_package_exports_what_we_mean() -> None:
     assert toolkits.mcp.__all__ == sorted(toolkits.mcp.__all__, key=lambda n: (not n.isupper(), n))
     assert set(toolkits.mcp.__all__) == {
         "DEFAULT_MAX_OUTPUT",
+        "DEFAULT_MAX_SAMPLING",
         "DEFAULT_TIMEOUT",
         "uses_oauth",
         "oauth_for",

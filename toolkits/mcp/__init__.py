@@ -19,6 +19,7 @@ from .backoff import Backoff
 from .catalog import McpCatalog
 from .config import (
     DEFAULT_MAX_OUTPUT,
+    DEFAULT_MAX_SAMPLING,
     DEFAULT_TIMEOUT,
     McpServerConfig,
     PrefixPolicy,
@@ -40,6 +41,7 @@ from .transport import TransportFactory
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
+    "DEFAULT_MAX_SAMPLING",
     "DEFAULT_TIMEOUT",
     "Backoff",
     "FileStore",

@@ -6,7 +6,7 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`max_output`, `protocol`, `bearer_token_env`, `secret_headers`, and the `oauth*` keys of MCP
+`max_output`, `max_sampling`, `protocol`, `bearer_token_env`, `secret_headers`, and the `oauth*` keys of MCP
 authorization). Secrets never live in the model's repr: `env` and `headers` are hidden, and a
 bearer token is read from the environment only when connecting.
 """
@@ -26,6 +26,7 @@ from ..errors import ServerConfigError
 
 __all__ = [
     "DEFAULT_MAX_OUTPUT",
+    "DEFAULT_MAX_SAMPLING",
     "DEFAULT_TIMEOUT",
     "McpServerConfig",
     "PrefixPolicy",
@@ -38,6 +39,9 @@ __all__ = [
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_OUTPUT = 100_000
+DEFAULT_MAX_SAMPLING = 10
+"""Sampling requests an agent's model answers for one call of a server's tool: a few are
+what servers that sample need; each one costs a model call."""
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
 
 PrefixPolicy = Literal["always", "never", "auto"]
@@ -92,6 +96,9 @@ class McpServerConfig(BaseModel):
     """Absolute cap on one call, however much progress arrives. Default: 10 x `timeout`."""
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
     """Characters of observation text the agent reads from one result (the result itself is kept)."""
+    max_sampling: int = Field(default=DEFAULT_MAX_SAMPLING, ge=0)
+    """Sampling requests (`sampling/createMessage`) an agent's model answers during one call
+    of this server's tools; the server's further requests in that call are refused."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     """http: the largest answer taken from the server, a server-sent event (how it streams a
     result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails

@@ -196,6 +196,11 @@ class McpToolkit(InBackground):
         return self._config.timeout
 
     @property
+    def max_sampling(self) -> int:
+        """Sampling requests of one call an agent's model answers (`HasSamplingCap`)."""
+        return self._config.max_sampling
+
+    @property
     def health(self) -> NodeHealth:
         return dataclasses.replace(self._session.health, tool_count=len(self._tools))
 
