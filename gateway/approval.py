@@ -35,6 +35,7 @@ __all__ = [
     "Decision",
     "OpenQuestions",
     "approval_names",
+    "node_rule_of",
     "rejection",
     "short_call",
 ]
@@ -67,6 +68,17 @@ class ApprovalRule:
         if self.destructive and annotations.get("destructiveHint") is True:
             return "destructiveHint"
         return None
+
+
+def node_rule_of(rule: ApprovalRule | None, tool: Tool) -> str | None:
+    """What of `rule`, a node's, makes a person approve each call of `tool`, named for a
+    message: `require_approval 'delete_*' of server 'crm'`; None if it does not cover it."""
+    covering = rule.covering(approval_names(tool), tool.annotations) if rule else None
+    if covering is None:
+        return None
+    if covering == "destructiveHint":
+        return f"require_approval_if_destructive of server {tool.source_node!r}"
+    return f"require_approval {covering} of server {tool.source_node!r}"
 
 
 def approval_names(tool: Tool) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ from .agent_tool import (
     answer_data,
     reported_usage,
 )
-from .approval import ApprovalRule, Approver, approval_names
+from .approval import ApprovalRule, Approver, approval_names, node_rule_of
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .item_results import outputs
@@ -302,21 +302,8 @@ class Gateway:
 
     def node_rule(self, tool: Tool) -> str | None:
         """The rule of `tool`'s node that makes a person approve each call of it, whoever
-        calls (an agent, or an MCP client in proxy mode), named for a message: `require_approval
-        'delete_*' of server 'crm'`; None if no rule of its node covers it."""
-        rule = self.approvals.get(tool.source_node)
-        if rule is None:
-            return None
-        covering = rule.covering(approval_names(tool), tool.annotations)
-        if covering is None:
-            return None
-        kind = (
-            "require_approval_if_destructive"
-            if covering == "destructiveHint"
-            else "require_approval"
-        )
-        said = "" if covering == "destructiveHint" else f" {covering}"
-        return f"{kind}{said} of server {tool.source_node!r}"
+        calls (an agent, or an MCP client in proxy mode), named for a message; None if none."""
+        return node_rule_of(self.approvals.get(tool.source_node), tool)
 
     async def tools_for(self, spec: AgentSpec) -> dict[str, Tool]:
         """The tools an agent may call, by the name the model sees."""

@@ -225,7 +225,9 @@ class SaysWhenResultsCome(McpToolkit):
         return result
 
 
-async def test_answers_that_end_after_the_tools_result_count_toward_the_run() -> None:
+async def test_answers_still_going_when_the_tools_result_comes_are_withdrawn() -> None:
+    """The server sent its result without waiting for its answers: they can serve nothing, and
+    are withdrawn as the call ends (its questions go with it), not left to finish uncounted."""
     node = SaysWhenResultsCome("flood", flood_server())
 
     async def after_the_result(body: dict[str, Any]) -> dict[str, Any]:
@@ -239,9 +241,9 @@ async def test_answers_that_end_after_the_tools_result_count_toward_the_run() ->
             gateway = Gateway([node], [spec])
             result = await gateway.run("a", "flood it")
     assert result.output == "done"
-    assert len(provider.sampling_bodies) == 3
-    assert result.usage.requests == 1 + 3 + 1
-    assert result.usage.total_tokens == 10 * 5
+    assert len(provider.sampling_bodies) == 3  # asked, and none answered: nothing spent
+    assert result.usage.requests == 1 + 1
+    assert result.usage.total_tokens == 10 * 2
 
 
 async def test_a_spent_token_budget_answers_no_more_sampling() -> None:
