@@ -314,6 +314,7 @@ async def _drive(
                     )
                     if args.no_wait:
                         asked.append(request)
+                        store.leave_waiting(state.run_id)
                         returning.cancel()  # the run stays stored, its call waiting
 
                 store.use(gateway, stream=True, on_approval=waiting)
