@@ -19,12 +19,17 @@ call cut off because its node is being stopped (`toolkits.NodeStopped`: the gate
 away) had no outcome: it ends the run instead (a stored run is left to resume, or to another
 replica).
 
+A failure that stopped a sub-agent's run says which (`say_stopped_in`, `stopped_in`): a
+note for people, the chain of agents for scripts.
+
 Not failures: control-flow signals that stop a run for now, to resume it later.
 
     RunPaused                the run waits for an answer from outside (e.g. the client's model)
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 __all__ = [
     "AlreadyDecided",
@@ -40,6 +45,8 @@ __all__ = [
     "UnknownAgent",
     "UnknownRun",
     "UnknownTool",
+    "say_stopped_in",
+    "stopped_in",
 ]
 
 
@@ -101,3 +108,23 @@ class PickledRecord(StoreError):
     """A record of the run store is in Python's pickle format (written by an older version,
     or by anyone who can write the store): it is refused unread, as reading it could run any
     code (`[store] read_pickled` opts in)."""
+
+
+_STOPPED_IN = "agent_gateway_stopped_in"
+_SAID = "stopped in the sub-agent "
+
+
+def say_stopped_in(failure: BaseException, chain: Sequence[str]) -> None:
+    """Mark `failure` as what stopped the run of the sub-agent at the end of `chain` (the
+    agents from the run's own down to it): a note for people, `stopped_in` for scripts. The
+    deepest one is said, once."""
+    if stopped_in(failure) is None:
+        failure.add_note(f"{_SAID}{chain[-1]!r} ({' -> '.join(chain)})")
+        setattr(failure, _STOPPED_IN, list(chain))
+
+
+def stopped_in(failure: BaseException) -> list[str] | None:
+    """The agents from the run's own down to the sub-agent whose run `failure` stopped; None
+    if it stopped no sub-agent's run."""
+    chain: list[str] | None = getattr(failure, _STOPPED_IN, None)
+    return list(chain) if chain is not None else None

@@ -42,6 +42,7 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
+from .errors import say_stopped_in
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
@@ -440,7 +441,7 @@ class StepLoop:
                 journal=journal,
             )
         except AgentError as failure:
-            _say_where(failure, (*context.chain, inner.name))
+            say_stopped_in(failure, (*context.chain, inner.name))
             raise
         item = outcome.items[0]
         error = item.error
@@ -449,13 +450,6 @@ class StepLoop:
         if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
-
-
-def _say_where(failure: AgentError, chain: Sequence[str]) -> None:
-    """Name the sub-agent whose run `failure` stopped (the deepest one: said once)."""
-    said = "stopped in the sub-agent "
-    if not any(note.startswith(said) for note in getattr(failure, "__notes__", ())):
-        failure.add_note(f"{said}{chain[-1]!r} ({' -> '.join(chain)})")
 
 
 def _not_run(request: EngineRequest, why: str, children: Mapping[str, RunState]) -> EngineResponse:

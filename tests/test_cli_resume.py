@@ -156,6 +156,7 @@ def test_a_run_stopped_in_a_sub_agent_counts_its_calls_and_resumes_inside_it(
     out, err = capsys.readouterr()
     shown = json.loads(out)
     assert shown["error"] == "scripted:helper.json has 2 answers and was asked for answer 3"
+    assert shown["stopped_in"] == ["lead", "helper"]  # for a script: where, as stderr says
     assert "stopped in the sub-agent 'helper' (lead -> helper)" in err
     match = re.search(r"the run is stored: agent-gateway (resume .*)$", err, re.MULTILINE)
     assert match is not None, err
@@ -210,6 +211,7 @@ async def test_ctrl_c_during_a_stored_run_says_how_to_resume_it(tmp_path: Path) 
     assert code == 130, err
     printed = json.loads(out)  # --json: one object on stdout, also when interrupted
     assert printed["error"].startswith("interrupted: the run is stored: agent-gateway resume ")
+    assert printed["stopped_in"] is None  # its own agent's run: no sub-agent's
     assert printed["usage"]["requests"] == 1  # what it did so far: the model was asked once
     assert marker.read_text() == "cancelled"  # the tool was cancelled, not left running
     match = re.search(

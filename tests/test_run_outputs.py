@@ -137,6 +137,7 @@ def test_items_json_ends_with_the_runs_line_whether_it_succeeds_or_is_interrupte
             assert (last["run_id"], last["status"]) == (said.group(1), "stopped")
             assert (last["finished"], last["failed"]) == (2, 0)
             assert last["error"].startswith("interrupted: the run is stored")
+            assert last["stopped_in"] is None  # its own agent's run, as `run --json` says
             assert last["usage"]["requests"] >= 2
         else:
             assert len(lines) == 2

@@ -12,6 +12,7 @@ from agent import AgentRequestMetadata, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
+from ..errors import stopped_in
 from ..item_results import empty_failed
 from ..run_state import RunResult, RunState, spent
 from .exits import FAILED, OK
@@ -89,7 +90,8 @@ def run_error_json(
     of `run_json`, with the usage, iterations and steps of `state` (its last checkpoint) when
     at hand, else null and empty (`run_id` null: no run was stored, the store failed).
     `status`: the stored run's (`stopped`: it resumes; `cancelled`; `waiting_approval` with
-    `--no-wait`), or `failed` for a run that was not stored, which has ended; `more`: keys
+    `--no-wait`), or `failed` for a run that was not stored, which has ended; `stopped_in`:
+    the agents down to the sub-agent whose run `exc` stopped (null: none); `more`: keys
     besides (`waiting`). Bad input (exit 2) prints none: nothing ran."""
     usage, iterations, steps = so_far(state)
     shown = {
@@ -98,6 +100,7 @@ def run_error_json(
         "status": status,
         "output": None,
         "error": str(exc),
+        "stopped_in": list[JsonValue](chain) if (chain := stopped_in(exc)) else None,
         "usage": usage,
         "iterations": iterations,
         "steps": _steps(steps),

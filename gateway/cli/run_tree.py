@@ -37,8 +37,8 @@ def render_run(
 ) -> list[str]:
     started = utc(info.created_ms) if info.created_ms is not None else ""
     lines = [f"run {info.run_id}  {info.status}  agent {info.agent or '?'}  {started}".rstrip()]
-    if info.error:
-        lines.append(f"error: {info.error}")
+    if info.error:  # why it failed, or why it stopped (not always a failure: `--no-wait`)
+        lines.append(f"{'error' if info.status == 'failed' else 'stopped'}: {info.error}")
     for index, item in enumerate(state.items if state is not None else ()):
         label = "question" if state is not None and len(state.items) == 1 else f"item {index}"
         lines.append(f"{label}: {_short(item.prompt)}")
@@ -81,7 +81,7 @@ def _head(call: CallNode) -> str:
     if call.call_id is not None:
         parts.append(call.call_id)
     if call.in_flight:
-        parts.append("(in flight)")
+        parts.append(_unfinished(call))
     if call.took_ms is not None:
         parts.append(f"{call.took_ms} ms")
     if call.approval is not None:
@@ -92,6 +92,16 @@ def _head(call: CallNode) -> str:
             f"{usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens"
         )
     return "  ".join(parts)
+
+
+def _unfinished(call: CallNode) -> str:
+    """How a call without a record stands: under way, waiting for a person, decided (the
+    decision follows), or ended by the run's cancel."""
+    if call.cancelled:
+        return "(cancelled while waiting for approval)" if call.waiting_approval else "(cancelled)"
+    if call.waiting_approval:
+        return "(waiting for approval)"
+    return "(decided, not run yet)" if call.approval is not None else "(in flight)"
 
 
 def _body(call: CallNode) -> list[str]:

@@ -170,9 +170,11 @@ async def _decide(args: argparse.Namespace, *, approved: bool) -> int:
 
 
 def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalRequest]:
-    """The waiting calls `call` names (all when None). Raises `UnknownRun` if none; for a run
-    that stopped, saying that `resume` (the command) asks again."""
-    if not info.waiting:
+    """The waiting calls `call` names (all when None; when none waits, those decided and not
+    taken yet, so that a second decision is refused naming the first). Raises `UnknownRun`
+    if none; for a run that stopped, saying that `resume` (the command) asks again."""
+    asked = [*info.waiting, *info.decided] if call is not None else info.waiting or info.decided
+    if not asked:
         problem = f"run {info.run_id} has no call waiting for approval ({info.status})"
         if info.status == "stopped":
             # Stopped while it waited, it is asked again when resumed. (Older versions
@@ -180,10 +182,10 @@ def _chosen(info: RunInfo, call: str | None, resume: str) -> list[ApprovalReques
             problem += f": if it stopped waiting for one, resume it ({resume}); it will ask again"
         raise UnknownRun(problem)
     if call is None:
-        return list(info.waiting)
-    named = [r for r in info.waiting if call in (r.call, r.short)]
+        return list(asked)
+    named = [r for r in asked if call in (r.call, r.short)]
     if len(named) != 1:
-        waiting = ", ".join(r.short for r in info.waiting)
+        waiting = ", ".join(r.short for r in info.waiting) or "none"
         problem = "names several calls" if named else "is not waiting for approval"
         raise UnknownRun(f"call {call!r} of run {info.run_id} {problem} (waiting: {waiting})")
     return named
@@ -290,7 +292,15 @@ async def _show(args: argparse.Namespace) -> int:
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)
         result = await runs.result(args.run_id)
-    calls = call_tree(steps, in_flight=info.status in ACTIVE_STATUSES)
+        asked = await runs.asked(args.run_id)
+        decisions = await runs.decisions(args.run_id) if asked else {}
+    calls = call_tree(
+        steps,
+        in_flight=info.status in ACTIVE_STATUSES,
+        cancelled=info.status == "cancelled",
+        asked=[r.short for r in asked],
+        decisions=decisions,
+    )
     if args.json:
         shown = {
             **info.to_json(),

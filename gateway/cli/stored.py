@@ -29,7 +29,7 @@ from ..approval import ApprovalRequest
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
-from ..errors import GatewayError, RunCancelled, UnknownRun
+from ..errors import GatewayError, RunCancelled, UnknownRun, stopped_in
 from ..run_state import RunResult, RunState
 from ..store_config import (
     StoreSettings,
@@ -314,6 +314,7 @@ async def _drive(
                     )
                     if args.no_wait:
                         asked.append(request)
+                        store.leave_waiting(state.run_id)
                         returning.cancel()  # the run stays stored, its call waiting
 
                 store.use(gateway, stream=True, on_approval=waiting)
@@ -429,7 +430,9 @@ def print_stopped(
     if not args.json:
         return
     if lines is not None:
-        lines.stopped(run_id, status, str(exc), so_far, **more)
+        chain = stopped_in(exc)
+        shown_in = list[JsonValue](chain) if chain is not None else None
+        lines.stopped(run_id, status, str(exc), so_far, stopped_in=shown_in, **more)
         return
     shown = run_error_json(run_id, state.agent, exc, so_far, status=status, **more)
     print(shown, flush=True, file=result_stdout())

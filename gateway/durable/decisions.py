@@ -33,7 +33,7 @@ from .approvals import APPROVAL_TOPIC, decision_message
 from .replicas import on_postgres
 from .status import store_failure
 
-__all__ = ["send_decision", "this_person"]
+__all__ = ["send_decision", "stored_decisions", "this_person"]
 
 _PORTABLE = "portable_json"
 """DBOS's name for a message stored as JSON (`WorkflowSerializationFormat.PORTABLE`)."""
@@ -94,15 +94,23 @@ def already_decided(run_id: str, call: str, stored: dict[str, Any]) -> str:
 
 def _stored_decision(url: str, run_id: str, call: str) -> dict[str, JsonValue] | None:
     """The first decision on `call` stored for the run (the one it takes), if any."""
+    return stored_decisions(url, run_id).get(call)
+
+
+def stored_decisions(url: str, run_id: str) -> dict[str, dict[str, JsonValue]]:
+    """The decisions stored for the run, taken by it or not yet: the first on each call (the
+    one it takes), by call. Raises `StoreError` if the store cannot be read."""
     try:
         rows = _rows(url, run_id)
     except (psycopg.Error, sqlite3.Error) as exc:
         raise store_failure(url, exc) from None
+    found: dict[str, dict[str, JsonValue]] = {}
     for (text,) in rows:
         message: Any = json.loads(text)
-        if isinstance(message, dict) and cast(dict[str, Any], message).get("call") == call:
-            return cast(dict[str, JsonValue], message)
-    return None
+        call = cast(dict[str, Any], message).get("call") if isinstance(message, dict) else None
+        if isinstance(call, str) and call not in found:
+            found[call] = cast(dict[str, JsonValue], message)
+    return found
 
 
 def _rows(url: str, run_id: str) -> list[tuple[str]]:

@@ -27,6 +27,7 @@ from typing import Any
 import anyio
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError
+from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest, Decision
@@ -46,7 +47,7 @@ from ..store_config import (
 )
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, OnWait
-from .decisions import send_decision, this_person
+from .decisions import send_decision, stored_decisions, this_person
 from .endings import (
     WATCH_SECONDS,
     ItemsFailed,
@@ -71,6 +72,7 @@ from .status import (
     STATE_EVENT,
     RunInfo,
     RunStep,
+    asked_in,
     run_info,
     run_steps,
     store_failure,
@@ -315,6 +317,13 @@ class DurableRuns:
                 return list(waiting.values())
             await stirred.wait()
 
+    def leave_waiting(self, run_id: str) -> None:
+        """The run executing here is about to be stopped as a call of it waits for a person
+        (`--no-wait`): the store says it was left waiting, not interrupted."""
+        execution = self._host.executions.get(run_id)
+        if execution is not None:
+            execution.left_waiting = True
+
     def interrupt(self, run_id: str) -> None:
         """Stop a run executing here (its calls end; it stays resumable)."""
         execution = self._host.executions.get(run_id)
@@ -490,6 +499,7 @@ class DurableRuns:
 
     async def _info(self, status: Any) -> RunInfo:
         execution = waiting = None
+        decided: Collection[str] = ()
         if status.status in ("PENDING", "ENQUEUED"):
             execution = await self._client.get_event_async(
                 status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
@@ -497,10 +507,21 @@ class DurableRuns:
             waiting = await self._client.get_event_async(
                 status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
             )
+            if isinstance(waiting, dict) and waiting:  # which of them are decided already
+                decided = await self.decisions(status.workflow_id)
         elif status.status == "ERROR" and status.error is None:
             # Loaded with the output only, which a list leaves out (it may be large).
             [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        return run_info(status, execution, waiting)
+        return run_info(status, execution, waiting, decided)
+
+    async def asked(self, run_id: str) -> list[ApprovalRequest]:
+        """The calls its `approvals` event lists (`status.asked_in`), whatever its status."""
+        with self._reading(run_id):
+            return asked_in(await self._client.get_event_async(run_id, APPROVALS_EVENT, 0))
+
+    async def decisions(self, run_id: str) -> dict[str, dict[str, JsonValue]]:
+        """The decisions sent to the run on its calls, taken by it or not yet, by call."""
+        return await anyio.to_thread.run_sync(stored_decisions, self.url, run_id)
 
     async def waiting(self, run_id: str) -> dict[str, ApprovalRequest]:
         """The run's calls waiting for a person's approval, by name."""

@@ -7,7 +7,8 @@ and why it stopped if it did):
     waiting_approval  calls of it wait for a person: `runs approve|deny` (if its process is
                       gone, `runs resume` after)
     stopped           it failed (a model down), was interrupted, or its process on this
-                      machine died: `runs resume` continues it
+                      machine died, or every call it waited on was decided while no process
+                      ran it: `runs resume` continues it
     succeeded         it finished (items that failed on their own are in its result)
     failed            every item of it failed on its own (max iterations, ...), or DBOS
                       could not run it at all
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -32,10 +33,12 @@ from ..store_config import redacted, without_credentials_of
 __all__ = [
     "ACTIVE_STATUSES",
     "EXECUTION_EVENT",
+    "LEFT_WAITING",
     "STATE_EVENT",
     "STATUSES",
     "RunInfo",
     "RunStep",
+    "asked_in",
     "run_info",
     "run_steps",
     "store_failure",
@@ -45,6 +48,9 @@ STATE_EVENT = "state"
 EXECUTION_EVENT = "execution"
 STATUSES = ("running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled")
 ACTIVE_STATUSES = ("running", "waiting_approval", "stopped")
+LEFT_WAITING = "left waiting by --no-wait"
+"""Why a run whose process returned as soon as a call waited for a person (`--no-wait`)
+stopped: nothing interrupted it."""
 _FINAL = {"SUCCESS": "succeeded", "ERROR": "failed", "CANCELLED": "cancelled"}
 
 
@@ -63,6 +69,9 @@ class RunInfo:
     """Where it last ran."""
     waiting: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
     """Its calls waiting for a person's approval."""
+    decided: list[ApprovalRequest] = field(default_factory=list[ApprovalRequest])
+    """Its calls that waited and are decided, the decision not taken yet: no process runs
+    it (`runs resume` takes it), or its process is about to."""
     orphaned: bool = False
     """Its process on this machine ended before it did (killed, restarted): no failure of
     its own stopped it."""
@@ -107,9 +116,11 @@ def run_steps(recorded: Iterable[Any]) -> list[RunStep]:
     ]
 
 
-def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
-    """A DBOS workflow status and the run's `execution` and `approvals` events, as a
-    `RunInfo`."""
+def run_info(
+    status: Any, execution: Any, waiting: Any = None, decided: Collection[str] = ()
+) -> RunInfo:
+    """A DBOS workflow status, the run's `execution` and `approvals` events and the calls a
+    decision was sent on (`decided`), as a `RunInfo`."""
     agent: str | None = None
     inputs = getattr(status, "input", None)
     if inputs is not None:
@@ -133,13 +144,15 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         stopped = f"its process ({pid}) ended before the run did"
     if stopped is not None:
         ours = "stopped"
-    asked = (
-        [ApprovalRequest.model_validate(r) for r in cast(dict[str, Any], waiting).values()]
-        if ours != "succeeded" and _FINAL.get(status.status) is None and isinstance(waiting, dict)
-        else []
-    )
-    if asked:
+    asked = asked_in(waiting) if _FINAL.get(status.status) is None else []
+    # The event lists a call until the run takes its decision: one sent while no process
+    # ran the run waits for `runs resume`, and nobody is waited on any more.
+    waits = [r for r in asked if r.call not in decided]
+    done = [r for r in asked if r.call in decided]
+    if waits:
         ours = "waiting_approval"  # whether its process lives or not: it needs a person first
+    elif done and stopped is not None:
+        stopped = f"decided {', '.join(sorted(r.short for r in done))}: resume to continue"
     return RunInfo(
         run_id=status.workflow_id,
         status=ours,
@@ -149,9 +162,18 @@ def run_info(status: Any, execution: Any, waiting: Any = None) -> RunInfo:
         error=str(stopped) if stopped is not None else str(error) if error is not None else None,
         host=host if isinstance(host, str) else None,
         pid=pid if isinstance(pid, int) else None,
-        waiting=asked,
+        waiting=waits,
+        decided=done,
         orphaned=orphaned,
     )
+
+
+def asked_in(approvals: Any) -> list[ApprovalRequest]:
+    """The calls a run's `approvals` event lists: waiting for a decision, or decided and not
+    taken yet; when it stopped or was cancelled, those it waited on then."""
+    if not isinstance(approvals, dict):
+        return []
+    return [ApprovalRequest.model_validate(r) for r in cast(dict[str, Any], approvals).values()]
 
 
 def this_process() -> dict[str, Any]:

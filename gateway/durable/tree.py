@@ -8,7 +8,7 @@ record of the tool call `c1`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -17,6 +17,7 @@ from pydantic import JsonValue
 from agent import ROUTING_KEY
 from agent.models import thinking_text
 
+from ..approval import short_call
 from ..journal import call_key
 from .status import RunStep
 
@@ -48,6 +49,10 @@ class CallNode:
     """The calls of the agent this tool call ran."""
     in_flight: bool = False
     """Asked for and not recorded yet: under way (or not begun) when the run stopped."""
+    waiting_approval: bool = False
+    """In flight, waiting for a person's decision (or it was when the run was cancelled)."""
+    cancelled: bool = False
+    """In flight when the run was cancelled: it ended there."""
 
     def to_json(self) -> dict[str, JsonValue]:
         shown: dict[str, JsonValue] = {
@@ -65,15 +70,25 @@ class CallNode:
         }
         if self.calls:
             shown["calls"] = [call.to_json() for call in self.calls]
-        if self.in_flight:
-            shown["in_flight"] = True
+        for flag in ("in_flight", "waiting_approval", "cancelled"):
+            if getattr(self, flag):
+                shown[flag] = True
         return shown
 
 
-def call_tree(steps: Sequence[RunStep], *, in_flight: bool = False) -> list[CallNode]:
+def call_tree(
+    steps: Sequence[RunStep],
+    *,
+    in_flight: bool = False,
+    cancelled: bool = False,
+    asked: Collection[str] = (),
+    decisions: Mapping[str, dict[str, JsonValue]] | None = None,
+) -> list[CallNode]:
     """The run's own calls, each agent tool's calls under it. With `in_flight` (a run that
-    has not ended), also the tool calls each agent's last model call asked for that have no
-    record: they were under way when it stopped, or had not begun."""
+    has not ended) or `cancelled`, also the tool calls each agent's last model call asked for
+    that have no record: they were under way when it stopped or was cancelled, had not begun,
+    or waited for a person's approval (`asked`: by their short names, `h1/c2`). `decisions`:
+    those sent to the run (by call name), besides those it took (its records)."""
     top: list[CallNode] = []
     agents: dict[str, CallNode] = {}
     """Tool calls by the path their agent's calls are named under (`c1/`, `c1/c7/`)."""
@@ -95,7 +110,7 @@ def call_tree(steps: Sequence[RunStep], *, in_flight: bool = False) -> list[Call
             calls_under(f"{above}/" if above else "").append(parent)
         return parent.calls
 
-    decisions = _decisions(steps)
+    decisions = {**(decisions or {}), **_decisions(steps)}
     for step in sorted(steps, key=lambda s: s.step_id):
         path, _, own = step.name.rpartition("/")
         path = f"{path}/" if path else ""
@@ -103,7 +118,7 @@ def call_tree(steps: Sequence[RunStep], *, in_flight: bool = False) -> list[Call
         if node is None:
             continue
         if node.kind == "tool" and node.call_id is not None:
-            node.approval = decisions.get(step.name)
+            node.approval = _verdict(decisions.get(step.name))
             under = f"{path}{call_key(node.item or 0, node.call_id)}/"
             known = agents.get(under)
             if known is not None:  # its agent's calls were recorded before it
@@ -116,17 +131,36 @@ def call_tree(steps: Sequence[RunStep], *, in_flight: bool = False) -> list[Call
         calls_under(path).append(node)
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])
-    if in_flight:
-        _add_in_flight(top)
+    if in_flight or cancelled:
+        by_short = {short_call(call): decision for call, decision in decisions.items()}
+        _add_in_flight(top, "", _Unfinished(set(asked), by_short, cancelled))
     return top
 
 
-def _add_in_flight(calls: list[CallNode]) -> None:
-    """The tool calls the last model call of `calls` asked for and that were not recorded
-    (an agent's that began: its calls were), named as the model asked; the same below."""
+@dataclass(frozen=True, slots=True)
+class _Unfinished:
+    """What marks the calls in flight: which waited for approval, the decisions sent on them
+    (by short name), and whether the run was cancelled."""
+
+    asked: set[str]
+    decisions: dict[str, dict[str, JsonValue]]
+    cancelled: bool
+
+    def mark(self, call: CallNode, short: str) -> None:
+        call.cancelled = self.cancelled
+        if short in self.asked:
+            call.approval = _verdict(self.decisions.get(short))
+            call.waiting_approval = call.approval is None
+
+
+def _add_in_flight(calls: list[CallNode], path: str, unfinished: _Unfinished) -> None:
+    """The tool calls the last model call of `calls` (made under `path`: `h1/`) asked for
+    and that were not recorded (an agent's that began: its calls were), named as the model
+    asked; the same below."""
     for call in calls:
-        if call.calls:
-            _add_in_flight(call.calls)
+        if call.calls and call.call_id is not None:
+            below = f"{path}{call_key(call.item or 0, call.call_id)}/"
+            _add_in_flight(call.calls, below, unfinished)
     models = [index for index, call in enumerate(calls) if call.kind == "model"]
     if not models or not isinstance(answer := calls[models[-1]].output, dict):
         return
@@ -136,17 +170,25 @@ def _add_in_flight(calls: list[CallNode]) -> None:
         call_id, name = ask.get("id"), str(ask.get("name"))
         found = after.get(call_id) if isinstance(call_id, str) else None
         if found is None:
-            calls.append(
-                CallNode(
-                    kind="tool",
-                    name=name,
-                    call_id=call_id if isinstance(call_id, str) else None,
-                    input=ask.get("arguments"),
-                    in_flight=True,
-                )
+            found = CallNode(
+                kind="tool",
+                name=name,
+                call_id=call_id if isinstance(call_id, str) else None,
+                input=ask.get("arguments"),
+                in_flight=True,
             )
+            calls.append(found)
         elif found.in_flight:  # an agent under way: its own calls were recorded
             found.name, found.input = name, ask.get("arguments")
+        if found.in_flight:
+            unfinished.mark(found, f"{path}{call_id}")
+
+
+def _verdict(decision: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+    """A decision as a call shows it: without who sent it to whom (`call`, `id`)."""
+    if decision is None:
+        return None
+    return {k: v for k, v in decision.items() if k not in ("call", "id")}
 
 
 def recorded_call(step: RunStep) -> CallNode | None:
@@ -163,13 +205,16 @@ def _decisions(steps: Sequence[RunStep]) -> dict[str, dict[str, JsonValue]]:
             data = cast(dict[str, JsonValue], message)
             call = data.get("call")
             if isinstance(call, str):
-                found.setdefault(call, {k: v for k, v in data.items() if k not in ("call", "id")})
+                found.setdefault(call, data)
     return found
 
 
 def _time_from_first_call(node: CallNode) -> None:
-    """An agent's tool call is recorded when it ends: it began when its first call did."""
+    """An agent's tool call is recorded when it ends: it began when its first call did (one
+    under way, not recorded yet, too)."""
     starts = [call.started_ms for call in node.calls if call.started_ms is not None]
+    if starts and node.in_flight:
+        node.started_ms = min(starts)
     if not starts or node.started_ms is None or node.took_ms is None:
         return
     ended = node.started_ms + node.took_ms

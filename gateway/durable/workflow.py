@@ -33,7 +33,7 @@ from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
-from .status import EXECUTION_EVENT, STATE_EVENT, store_failure, this_process
+from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, store_failure, this_process
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
 
@@ -112,6 +112,8 @@ class Execution:
     """Its workflow body has begun here (`stop_all` waits for those only)."""
     cancelled: bool = False
     """`runs cancel` (from any process) stopped it."""
+    left_waiting: bool = False
+    """Its driver stops it as a call waits for a person (`--no-wait`): not an interruption."""
     superseded: bool = False
     """Another process is taking it over (this one was away from the store): it is left in
     flight, as when this process goes."""
@@ -230,7 +232,13 @@ async def _execute(
             execution.result = result
             return result.model_dump_json()
         # Left in flight as this replica goes, or as another takes it over: it goes on there.
-        stopped = None if _leaving(host, execution) and not execution.cancelled else "interrupted"
+        stopped = (
+            None
+            if _leaving(host, execution) and not execution.cancelled
+            else LEFT_WAITING
+            if execution.left_waiting
+            else "interrupted"
+        )
     except Exception as exc:
         if _leaving(host, execution) and find_error(exc, NodeStopped) is not None:
             stopped = None  # its MCP servers stopped first: in flight still, as above

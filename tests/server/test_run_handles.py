@@ -21,7 +21,7 @@ from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRule
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
-from gateway.run_state import RunOrigin
+from gateway.run_state import RunOrigin, spent
 from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
@@ -235,6 +235,27 @@ async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -
     assert approved.content == [types.TextContent(text="lead: the leaf erased W")]
     assert log.lines == ["erased W"]
     assert len(model.calls) == 4  # no model call was made twice
+
+
+async def test_a_run_handle_says_what_the_run_spent_so_far_its_sub_agents_too(
+    tmp_path: Path,
+) -> None:
+    """Was `{}`: the handle of a run waiting inside a sub-agent after two model calls."""
+    log = Log()
+    ask = ScriptedCall(name="leaf", id="l1", arguments={"prompt": "erase W"})
+    model = ScriptedModel([ScriptedAnswer(tool_calls=[ask]), _calls(("erase", "w1", "W"))])
+    lead = AgentSpec("lead", model, tools=["leaf"])
+    leaf = AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with (
+        _served(tmp_path, log.gateway(lead, leaf)) as (server, runs),
+        Client(server, mode="legacy") as client,  # declares no elicitation
+    ):
+        handle = _structured(await client.call_tool("lead", {"prompt": "go"}))
+        state = await runs.state(handle["run"]["run_id"])
+    assert state is not None
+    assert handle["usage"] == spent(state).model_dump(mode="json")  # as `run --json` says it
+    assert handle["usage"]["requests"] == 2
+    assert handle["usage"]["input_tokens"] > 0
 
 
 def _lasting_tasks() -> int:

@@ -39,7 +39,7 @@ from pydantic import JsonValue
 from ...approval import ApprovalRequest, Approver, Decision
 from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...limits import PerNode
-from ...run_state import RunOrigin, RunResult, RunState
+from ...run_state import RunOrigin, RunResult, RunState, spent
 from ...store_config import store_option
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
@@ -105,6 +105,12 @@ class StoredAgentRuns:
             waiting[0].short,
             self.store_option,
         )
+
+    async def usage_so_far(self, run_id: str) -> dict[str, JsonValue]:
+        """What the run's model calls cost by its last checkpoint, its sub-agents' included
+        (as `run --no-wait --json` says it)."""
+        state = await self.runs.state(run_id)
+        return spent(state).model_dump(mode="json") if state is not None else {}
 
     async def start(
         self,
@@ -299,10 +305,13 @@ def waiting_json(requests: Sequence[ApprovalRequest]) -> list[dict[str, JsonValu
     ]
 
 
-def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.CallToolResult:
-    """What a client that can be asked nothing is told of a run waiting for approval. The
-    command for the gateway's machine does not name the store: its URL or path is the
-    operator's (`log_waiting` tells the operator in full)."""
+def handle_result(
+    run_id: str, waiting: Sequence[ApprovalRequest], usage: dict[str, JsonValue]
+) -> types.CallToolResult:
+    """What a client that can be asked nothing is told of a run waiting for approval, with
+    what its model calls cost so far (`usage_so_far`). The command for the gateway's machine
+    does not name the store: its URL or path is the operator's (`log_waiting` tells the
+    operator in full)."""
     lines = [f"Run {run_id} is waiting for a person's approval of:"]
     for request in waiting:
         said = json.dumps(request.input, ensure_ascii=False)
@@ -321,5 +330,5 @@ def handle_result(run_id: str, waiting: Sequence[ApprovalRequest]) -> types.Call
     }
     return types.CallToolResult(
         content=[types.TextContent(text="\n".join(lines))],
-        structured_content={"usage": {}, "run": run},
+        structured_content={"usage": usage, "run": run},
     )
