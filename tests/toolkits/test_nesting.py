@@ -35,8 +35,8 @@ def test_levels_are_counted_as_json_nests_them() -> None:
 
 
 def test_too_deep_says_how_deep_and_the_limit() -> None:
-    assert too_deep(result(MAX_DEPTH)) is None
-    found = too_deep(result(MAX_DEPTH + 1))
+    assert too_deep(result(MAX_DEPTH).model_dump(mode="json")) is None
+    found = too_deep(result(MAX_DEPTH + 1).model_dump(mode="json"))
     assert found is not None
     assert str(found) == f"nested too deeply ({MAX_DEPTH + 1} levels; at most {MAX_DEPTH})"
     assert found.depth == MAX_DEPTH + 1
