@@ -23,13 +23,16 @@ from toolkits import (
     HasSamplingCap,
     KnowsRenames,
     ListsAtHand,
+    McpToolkit,
     Tool,
     Toolkit,
+    error_result,
     observed_text,
     result_data,
     result_media,
 )
-from toolkits.mcp import DEFAULT_MAX_SAMPLING
+from toolkits.mcp import DEFAULT_MAX_SAMPLING, too_deep_text
+from toolkits.nesting import TooDeep
 from toolkits.observation import DEFAULT_MAX_CHARS
 from toolkits.well_formed import well_formed_result
 
@@ -451,8 +454,17 @@ class Gateway:
                 # A server need not wait for its answers: those still being made are the
                 # call's usage too (and its budget's), counted once they end.
                 await answers.settled()
-            # Read, printed, stored and sent to models from here on: text UTF-8 can carry.
-            result = well_formed_result(result)
+            # Read, printed, stored and sent to models from here on: text UTF-8 can carry,
+            # nested no deeper than a reader or writer on the way takes.
+            try:
+                result = well_formed_result(result)
+            except TooDeep as exc:
+                said = (
+                    too_deep_text(node.name, exc)
+                    if isinstance(node, McpToolkit)
+                    else f"tool {tool.name!r} returned a result {exc}"
+                )
+                result = error_result(said)
             usage = answers.usage if answers is not None else Usage()
             reported = reported_usage(result)
             if reported is not None:  # an agent served by another gateway: its run's usage

@@ -25,6 +25,7 @@ from agent import (
     TokenCallback,
     ToolDefinition,
 )
+from toolkits.nesting import TooDeep
 from toolkits.well_formed import well_formed
 
 __all__ = ["Journal", "RecordedModel", "ScopedJournal", "call_key"]
@@ -67,7 +68,10 @@ class ScopedJournal:
         recorded = await self._journal.record(self.path + name, call, nested=nested)
         # A run recorded before its results were made well-formed (`call_node`) may hold a
         # lone surrogate, which no checkpoint could store: read as U+FFFD, it resumes.
-        return well_formed(recorded)
+        try:
+            return well_formed(recorded)
+        except TooDeep:  # no result of a call (`call_node` bounds them): kept as it was
+            return recorded
 
 
 class RecordedModel:

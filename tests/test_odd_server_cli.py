@@ -17,13 +17,62 @@ pytestmark = pytest.mark.integration
 ODD = Path(__file__).parent / "servers" / "odd_stdio.py"
 
 
-def odd_config(tmp_path: Path, agent: str = "") -> Path:
+def odd_config(tmp_path: Path, agent: str = "", gateway: str = "") -> Path:
     config = tmp_path / "agent-gateway.toml"
     config.write_text(
-        f"[mcpServers.odd]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ODD))}]\n"
+        gateway
+        + f"[mcpServers.odd]\ncommand = {json.dumps(sys.executable)}\nargs = [{json.dumps(str(ODD))}]\n"
         + agent
     )
     return config
+
+
+BOTH_PATHS = pytest.mark.parametrize(
+    "gateway", ["", "[gateway]\npass_through = false\n"], ids=["raw", "sdk"]
+)
+
+
+@BOTH_PATHS
+@pytest.mark.parametrize("depth", [101, 500, 5000])
+def test_call_of_a_result_nested_too_deeply_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway: str, depth: int
+) -> None:
+    config = odd_config(tmp_path, gateway=gateway)
+    call = ["call", "odd__deep", "--config", str(config), "--args", json.dumps({"depth": depth})]
+    assert main(call) == 1
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    assert printed.err == (
+        f"error: MCP server 'odd' sent a result nested too deeply ({depth} levels; at most 100)\n"
+    )
+    assert main([*call[:-1], json.dumps({"depth": 100})]) == 0
+    assert capsys.readouterr().out == "deep\n"
+
+
+@pytest.mark.parametrize("depth", [150, 5000])
+def test_a_run_reads_a_result_nested_too_deeply_as_that_calls_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], depth: int
+) -> None:
+    script = tmp_path / "answers.json"
+    calls: list[dict[str, object]] = [
+        {"id": "c1", "name": "odd__deep", "arguments": {"depth": depth}},
+        {"id": "c2", "name": "odd__deep", "arguments": {"depth": depth, "in": "_meta"}},
+        {"id": "c3", "name": "odd__plain", "arguments": {}},
+    ]
+    script.write_text(json.dumps([{"tool_calls": calls}, {"content": "done"}]))
+    agent = f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["odd"]\n'
+    config = odd_config(tmp_path, agent)
+    state = tmp_path / "state"
+    run = ["run", "go", "--config", str(config), "--state-dir", str(state), "--json"]
+    assert main(run) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["output"] == "done"
+    too_deep = (
+        f"Error: MCP server 'odd' sent a result nested too deeply ({depth} levels; at most 100)"
+    )
+    assert [step["observation"] for step in printed["steps"]] == [too_deep, too_deep, "plain"]
+    assert main(["runs", "show", printed["run_id"], "--state-dir", str(state), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "succeeded"
 
 
 def test_call_prints_a_lone_surrogate_as_u_fffd(

@@ -9,9 +9,12 @@ relayed is what came; UTF-8 has no bytes for it.
 
 Reading: jiter (pydantic-core's reader) reads a 1 MB ASCII answer in a tenth of `json`'s time
 (it was the largest share of a 1 MB call passed through) and a small message in a third;
-whatever it refuses (a lone surrogate, a byte-order mark, nesting beyond 200, and everything
-that is not JSON) is read by `json` again, so the values and the errors are `json`'s: nothing
-changes but the speed. (orjson reads integers beyond 64 bits as floats: not a candidate.)
+whatever else it refuses (a lone surrogate, a byte-order mark, and everything that is not
+JSON) is read by `json` again, so the values and the errors are `json`'s: nothing changes but
+the speed. (orjson reads integers beyond 64 bits as floats: not a candidate.) Nesting beyond
+jiter's 200 levels is refused (`TooDeep`, with the message's top level, its id, where that can
+be read): twice what a result may nest (`nesting`), and `json` would raise a RecursionError
+past ~1,000.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any, NoReturn
 
 import orjson
 from pydantic_core import from_json
+
+from .nesting import text_too_deep
 
 __all__ = ["json_bytes", "read_json"]
 
@@ -36,12 +41,22 @@ def json_bytes(value: Any) -> bytes:
 
 
 def read_json(data: bytes | str, *, constants: bool = True) -> Any:
-    """`json.loads(data)`: the same value, or the same error. `constants=False` refuses `NaN`
-    and `Infinity` (Python's, not JSON's) with a `ValueError`."""
+    """`json.loads(data)`: the same value, or the same error; `nesting.TooDeep` (a
+    `ValueError`) for nesting beyond 200 levels. `constants=False` refuses `NaN` and
+    `Infinity` (Python's, not JSON's) with a `ValueError`."""
     try:
         return from_json(data, allow_inf_nan=constants)
-    except ValueError:
+    except ValueError as exc:
+        if str(exc).startswith(_TOO_DEEP):
+            raise text_too_deep(data) from None
+    try:
         return json.loads(data, parse_constant=None if constants else _no_constant)
+    except RecursionError:  # deep, after what jiter refused first (a lone surrogate, say)
+        raise text_too_deep(data) from None
+
+
+_TOO_DEEP = "recursion limit exceeded"
+"""How jiter begins the error for nesting beyond its limit."""
 
 
 def _no_constant(name: str) -> NoReturn:

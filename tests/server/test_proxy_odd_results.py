@@ -2,11 +2,13 @@
 
 A real subprocess server (`tests/servers/odd_stdio.py`) behind a gateway over HTTP, with the
 pass-through and without; a raw 2025-era JSON-RPC session in front, to see what the proxy
-sends on the wire (an SDK client would check it first).
+sends on the wire (an SDK client would check it first); and the SDK's clients of both eras,
+over HTTP and over stdio.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -15,11 +17,14 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp_types as types
 import pytest
+from mcp import Client
 
 from toolkits.mcp import McpServerConfig
 
 from .proxying import gateway_front
+from .stdio_fronts import stdio_front
 from .test_pass_through_sessions import RawSession
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -85,3 +90,51 @@ async def test_a_lone_surrogate_on_the_usual_path_is_u_fffd() -> None:
             cut = await _result(session, "d__cut")
     assert cut["content"] == [{"type": "text", "text": "bad\ufffdx"}]
     assert not cut.get("isError")
+
+
+def too_deep(depth: int) -> list[JsonObject]:
+    said = f"MCP server 'd' sent a result nested too deeply ({depth} levels; at most 100)"
+    return [{"type": "text", "text": said}]
+
+
+@BOTH_PATHS
+async def test_a_result_nested_too_deeply_is_that_calls_error_result(
+    pass_through: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    calls = [({"depth": 150}, 150), ({"depth": 5000}, 5000), ({"depth": 300, "in": "_meta"}, 300)]
+    with anyio.fail_after(60):
+        async with raw_session(pass_through=pass_through) as (session, layer):
+            deep: list[JsonObject] = []
+            for arguments, _ in calls:
+                [answer] = await session.post(session.call("d__deep", arguments))
+                deep.append(answer["result"])
+            plain = await _result(session, "d__plain")
+            if pass_through:
+                assert layer.forwarded == 4
+    for result, (_, depth) in zip(deep, calls, strict=True):
+        assert result["content"] == too_deep(depth)
+        assert result["isError"] is True
+    assert plain["content"] == [{"type": "text", "text": "plain"}]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_clients_of_both_eras_get_the_error_result_over_http_and_stdio(era: str) -> None:
+    config = McpServerConfig(command=sys.executable, args=[str(ODD)])
+    with anyio.fail_after(60):
+        async with gateway_front(config) as (url, layer, _), Client(url, mode=era) as client:
+            await client.list_tools()
+            over_http = await client.call_tool("d__deep", {"depth": 5000})
+            after_http = await client.call_tool("d__plain", {})
+            assert layer is not None
+            assert layer.forwarded == 2
+        async with stdio_front(config) as front, Client(front.client(), mode=era) as client:
+            await client.list_tools()
+            over_stdio = await client.call_tool("d__deep", {"depth": 150})
+            after_stdio = await client.call_tool("d__plain", {})
+            assert front.forwarded == 2
+    assert over_http.is_error
+    assert over_stdio.is_error
+    assert over_http.model_dump(mode="json", exclude_none=True)["content"] == too_deep(5000)
+    assert over_stdio.model_dump(mode="json", exclude_none=True)["content"] == too_deep(150)
+    assert after_http.content == after_stdio.content == [types.TextContent(text="plain")]

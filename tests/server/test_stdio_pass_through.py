@@ -465,7 +465,7 @@ async def test_a_fault_in_the_pass_through_answers_an_internal_error_and_the_cli
             raw = Raw(fast)
             await raw.open()
 
-            def broken(result: JsonObject, version: str) -> JsonObject:
+            def broken(result: JsonObject, version: str, node: str) -> JsonObject:
                 raise RuntimeError("a bug")
 
             with monkeypatch.context() as patched:

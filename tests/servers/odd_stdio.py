@@ -12,7 +12,10 @@ Real servers written in other languages do send these. Its `tools/list` page hol
   when it cut a string in the middle of an emoji), written as JSON escapes;
 - `plain`: text alone, no `isError` (nor any other key);
 - `exclusive`: `a` or `b`, not both, said by a `not` at its schema's root (no model can be
-  told that; the tool's own check answers a call with both).
+  told that; the tool's own check answers a call with both);
+- `deep`: a result nested `depth` levels (the result object one of them), by arrays in its
+  structured content or, with `"in": "_meta"`, in the `_meta` of a text result; its answer's
+  `id` comes last, as a TypeScript server writes it.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "weather_bad", "inputSchema": _OBJECT, "outputSchema": _TEMP},
     {"name": "cut", "inputSchema": _OBJECT},
     {"name": "plain", "inputSchema": _OBJECT},
+    {"name": "deep", "inputSchema": _OBJECT},
     {
         "name": "exclusive",
         "description": "a or b",
@@ -91,6 +95,20 @@ def _answer(message: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
+def _deep(message: dict[str, Any]) -> str | None:
+    """The answer to a call of `deep`, as text (`json` cannot write it that deep)."""
+    params: dict[str, Any] = message.get("params") or {}
+    if message["method"] != "tools/call" or params["name"] != "deep":
+        return None
+    arguments: dict[str, Any] = params.get("arguments") or {}
+    arrays = int(arguments["depth"]) - 2  # in the result, and in the object holding them
+    nested = "[" * arrays + "1" + "]" * arrays
+    text = '"content":[{"type":"text","text":"deep"}]'
+    holder = "_meta" if arguments.get("in") == "_meta" else "structuredContent"
+    result = f'{{{text},"{holder}":{{"a":{nested}}}}}'
+    return f'{{"jsonrpc":"2.0","result":{result},"id":{json.dumps(message["id"])}}}'
+
+
 def main() -> None:
     for line in sys.stdin:
         if not line.strip():
@@ -99,7 +117,8 @@ def main() -> None:
         if "id" not in message or "method" not in message:
             continue  # a notification, or an answer to nothing we asked
         # ASCII JSON: the lone surrogate goes out as the escape `\ud800`, as a JS server's would.
-        sys.stdout.write(json.dumps(_answer(message)) + "\n")
+        answer = _deep(message) or json.dumps(_answer(message))
+        sys.stdout.write(answer + "\n")
         sys.stdout.flush()
 
 

@@ -1,6 +1,6 @@
 """JSON for the wire: written as the standard library writes it, compact, whatever orjson
 refuses included; read to the standard library's values and errors, whatever jiter refuses
-included."""
+included, but for nesting deeper than jiter reads (`TooDeep`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from toolkits import json_bytes, read_json
+from toolkits.nesting import TooDeep
 
 
 def test_compact_utf8_as_the_standard_library_writes_it() -> None:
@@ -51,7 +52,6 @@ _READ_ALIKE = [
     '"\\ud800"',
     '{"\\udc00\\ud800": 1}',
     "\ufeff{}",
-    "[" * 300 + "]" * 300,
     # Not JSON: the same error.
     '"a\nb"',
     '"a\x01b"',
@@ -66,7 +66,6 @@ _READ_ALIKE = [
     "",
     '{"a":1} x',
     "1" * 4301,
-    "[" * 5000 + "]" * 5000,
 ]
 
 
@@ -83,6 +82,13 @@ def _outcome(read: Any, data: bytes | str) -> tuple[str, str]:
 def test_read_as_the_standard_library_reads_it(text: str, as_bytes: bool) -> None:
     data = text.encode("utf-8", "surrogatepass") if as_bytes else text
     assert _outcome(read_json, data) == _outcome(json.loads, data)
+
+
+@pytest.mark.parametrize("levels", [201, 300, 5000])
+def test_nesting_beyond_what_jiter_reads_is_refused_as_too_deep(levels: int) -> None:
+    # `json` would read 300 levels, and raise a RecursionError for 5,000.
+    with pytest.raises(TooDeep, match=f"nested too deeply \\({levels} levels; at most 100\\)"):
+        read_json("[" * levels + "1" + "]" * levels)
 
 
 def test_bytes_that_are_not_utf8_are_refused_as_by_the_standard_library() -> None:

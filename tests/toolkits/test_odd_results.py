@@ -41,3 +41,25 @@ async def test_a_result_that_breaks_its_output_schema_is_the_servers(raw_calls: 
     assert not bad.is_error
     assert bad.structured_content == {"temp": "warm"}
     assert bad.content == [types.TextContent(text="warm")]
+
+
+@BOTH_WAYS
+@pytest.mark.parametrize("depth", [300, 5000])
+async def test_an_answer_too_deep_to_read_is_that_calls_error_and_the_session_stays(
+    raw_calls: bool, depth: int
+) -> None:
+    with anyio.fail_after(30):
+        async with McpToolkit("odd", odd()) as node:
+            node.raw_calls = raw_calls
+            await node.list_tools()
+            before = node.health
+            deep = await node.call_tool("deep", {"depth": depth})
+            echo = await node.call_tool("echo", {"after": "deep"})
+            after = node.health
+    assert deep.is_error
+    assert result_text(deep) == (
+        f"MCP server 'odd' sent a result nested too deeply ({depth} levels; at most 100)"
+    )
+    assert result_text(echo) == 'echo: {"after": "deep"}'
+    # The same connection: no reconnect, nothing said gone.
+    assert (after.state, after.since, after.last_error) == ("ready", before.since, None)

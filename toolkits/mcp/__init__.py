@@ -29,7 +29,7 @@ from .config import (
     load_mcp_servers,
 )
 from .error_text import ProtocolErrorResult, protocol_error, protocol_error_result
-from .forward import Forward
+from .forward import Forward, too_deep_text
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit
@@ -72,5 +72,6 @@ __all__ = [
     "protocol_error_result",
     "resolve_tool_names",
     "sanitize_name",
+    "too_deep_text",
     "uses_oauth",
 ]

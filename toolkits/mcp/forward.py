@@ -50,6 +50,7 @@ from pydantic import ValidationError
 
 from ..base import CallContext, ServerRequestHandler, error_result, validation_brief
 from ..errors import ConnectionLost
+from ..nesting import TooDeep
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .event_stream import AnswerTooLarge
@@ -64,6 +65,7 @@ __all__ = [
     "call_for",
     "cut_short",
     "still_there",
+    "too_deep_text",
     "too_large",
 ]
 
@@ -178,6 +180,8 @@ class Forward:
             raise self._lost() from exc
         except AnswerTooLarge as exc:  # the call fails, the session stays
             return _dump(error_result(too_large(self.node, exc.limit)))
+        except TooDeep as exc:  # so does this one (`nesting`)
+            return _dump(error_result(too_deep_text(self.node, exc.in_message())))
         except ValueError as exc:  # not JSON: the call fails, the session stays
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
         except InputRequiredRoundsExceededError as exc:
@@ -420,6 +424,11 @@ def cut_short(node: str, tool: str) -> str:
         f"MCP server {node!r} closed the connection during a call to {tool!r}, but still "
         "answers: only this call failed (it may have run)"
     )
+
+
+def too_deep_text(node: str, exc: TooDeep) -> str:
+    """A call whose result nests deeper than a result may (`nesting`)."""
+    return f"MCP server {node!r} sent a result {exc}"
 
 
 def too_large(node: str, limit: int) -> str:

@@ -64,6 +64,7 @@ from .progress import progress_in_order
 from .sdk_errors import SDK_TOO_LARGE, closed_by_sdk, connection_failed
 from .server_requests import CallsInFlight, InFlightCall
 from .session import Connection, OwnedSession, Target, connection_lost
+from .stdio_pipe import too_deep_answer
 from .subscriptions import ResourceSubscriptions
 
 __all__ = ["McpToolkit"]
@@ -500,6 +501,8 @@ class McpToolkit(InBackground):
                     return error_result(error_text(exc.code, exc.message))
                 if exc.message.startswith(SDK_TOO_LARGE):
                     return error_result(too_large(self._name, self._config.max_message_bytes))
+                if too_deep_answer(exc.error):  # the message says how deep (`stdio_pipe`)
+                    return error_result(f"MCP server {self._name!r} sent {exc.message}")
                 return protocol_error_result(exc.error)
             except ValidationError as exc:
                 said = validation_brief(exc, "the result")

@@ -54,12 +54,20 @@ from mcp.os.win32.utilities import FallbackProcess
 from mcp.shared.message import SessionMessage
 
 from ..json_bytes import json_bytes, read_json
+from ..nesting import TooDeep
 from ..well_formed import well_formed
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
 
-__all__ = ["Pipe", "StampedPipe", "StdioLink", "kill_stdio_servers", "open_stdio"]
+__all__ = [
+    "Pipe",
+    "StampedPipe",
+    "StdioLink",
+    "kill_stdio_servers",
+    "open_stdio",
+    "too_deep_answer",
+]
 
 log = logging.getLogger(__name__)
 
@@ -139,12 +147,13 @@ class _Waiter:
     came after lines handed to the session is taken only once the session dispatched them, so
     that the call hears its log messages before its result, as on the usual path."""
 
-    __slots__ = ("_arrived", "_ended", "_feed", "_messages", "_seen")
+    __slots__ = ("_arrived", "_ended", "_failed", "_feed", "_messages", "_seen")
 
     def __init__(self, feed: _SessionFeed) -> None:
         self._messages: deque[tuple[JsonObject, int]] = deque()
         self._arrived: anyio.Event | None = None
         self._ended = False
+        self._failed: TooDeep | None = None
         self._feed = feed
         self._seen = feed.handed
 
@@ -158,11 +167,18 @@ class _Waiter:
         if self._arrived is not None:
             self._arrived.set()
 
+    def fail(self, error: TooDeep) -> None:
+        """Its answer came, but could not be read: iterating raises `error` after the rest."""
+        self._failed = error
+        self.end()
+
     def __aiter__(self) -> _Waiter:
         return self
 
     async def __anext__(self) -> JsonObject:
         while not self._messages:
+            if self._failed is not None:
+                raise self._failed
             if self._ended:
                 raise StopAsyncIteration
             self._arrived = anyio.Event()
@@ -224,6 +240,8 @@ class Pipe:
             return False
         try:
             message = read_json(line)
+        except TooDeep as exc:  # the request it answers fails, not the connection
+            return self._unreadable(exc)
         except ValueError:
             return False
         if not isinstance(message, dict):
@@ -242,6 +260,16 @@ class Pipe:
         if waiter is None:
             return False
         waiter.put(message)  # unbounded: one slow caller must not hold the pipe
+        return True
+
+    def _unreadable(self, exc: TooDeep) -> bool:
+        """Hand a line too deep to read to the request it answers (its id read from its top
+        level, `TooDeep.top`); False when it answers none of theirs."""
+        key = exc.answers()
+        waiter = self._waiters.get(key) if isinstance(key, str) else None
+        if waiter is None:
+            return False
+        waiter.fail(exc)
         return True
 
     def close(self) -> None:
@@ -475,7 +503,8 @@ def _session_message(line: bytes) -> SessionMessage | None:
     """A line for the session, parsed as the SDK's reader does; None if it is no JSON-RPC
     message (the SDK would hand the session its error, to be logged again with no more said).
     A lone UTF-16 surrogate (JSON's `"\\ud800"`), which the SDK's reader refuses, so that the
-    request it answers would wait for its timeout, is read as U+FFFD (`well_formed`)."""
+    request it answers would wait for its timeout, is read as U+FFFD (`well_formed`); for the
+    same reason an answer nested too deeply is that request's error (`nesting`)."""
     adapter = mcp_types.jsonrpc_message_adapter
     try:
         return SessionMessage(adapter.validate_json(line, by_name=False))
@@ -484,8 +513,28 @@ def _session_message(line: bytes) -> SessionMessage | None:
     try:
         value = well_formed(read_json(line))
         return SessionMessage(adapter.validate_python(value, by_name=False))
-    except (ValueError, RecursionError):  # not JSON-RPC after all (nested too deep, say)
+    except TooDeep as exc:
+        return _too_deep_answer(exc)
+    except ValueError:  # not JSON-RPC after all
         return None
+
+
+def _too_deep_answer(exc: TooDeep) -> SessionMessage | None:
+    """An error answer, for the session, to the request a message too deep to read answers
+    (`TooDeep.top` has its id); None for a message that answers none."""
+    key = exc.answers()
+    if key is None:
+        return None
+    message = f"a result {exc.in_message()}"  # "a result nested too deeply (N levels; ...)"
+    said = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=message)
+    return SessionMessage(mcp_types.JSONRPCError(jsonrpc="2.0", id=key, error=said))
+
+
+def too_deep_answer(error: mcp_types.ErrorData) -> bool:
+    """Whether `error` is what the session was given for an answer too deep to read."""
+    return error.code == mcp_types.INTERNAL_ERROR and error.message.startswith(
+        "a result nested too deeply ("
+    )
 
 
 class _StrayLines:

@@ -26,8 +26,16 @@ from pydantic import ValidationError
 from starlette.types import Scope
 
 from toolkits import ServerRequestHandler, ToolkitError, error_result
-from toolkits.mcp import Forward, McpToolkit, is_plain_text, plain_for_era, protocol_error_result
+from toolkits.mcp import (
+    Forward,
+    McpToolkit,
+    is_plain_text,
+    plain_for_era,
+    protocol_error_result,
+    too_deep_text,
+)
 from toolkits.mcp.server_requests import refusal
+from toolkits.nesting import too_deep
 
 from ...engine import Gateway
 from ...limits import PerNode
@@ -324,17 +332,20 @@ class Passing:
         if result is None:  # the usual path cannot take over an answer already begun
             result = _failed(forward, "the server ended the session")
         self.forwarded += 1
-        await reply.final(self.for_client(result, call.protocol_version))
+        await reply.final(self.for_client(result, call.protocol_version, forward.node))
         return True
 
-    def for_client(self, result: JsonObject, version: str) -> JsonObject:
-        """The server's result as the SDK would send it to a `version` client: in that
-        version's shape, without the server's `serverInfo` stamp and, for a 2026-07-28
-        client, with ours (`ProxiedTools.call`, `fit_to_era`)."""
+    def for_client(self, result: JsonObject, version: str, node: str) -> JsonObject:
+        """The server's (`node`'s) result as the SDK would send it to a `version` client: in
+        that version's shape, without the server's `serverInfo` stamp and, for a 2026-07-28
+        client, with ours (`ProxiedTools.call`, `fit_to_era`). A result nested deeper than a
+        result may is an error result (text alone nests 3 deep; other shapes are measured)."""
         modern = version in MODERN_PROTOCOL_VERSIONS
         shaped = plain_for_era(result, version) if is_plain_text(result) else None
         if shaped is not None:
             result = shaped
+        elif (deep := too_deep(result)) is not None:
+            result = _dump(error_result(too_deep_text(node, deep)))
         else:
             if not modern and not isinstance(result.get("structuredContent", {}), dict):
                 result = {k: v for k, v in result.items() if k != "structuredContent"}
