@@ -26,15 +26,12 @@ from toolkits import (
     McpToolkit,
     Tool,
     Toolkit,
-    error_result,
     observed_text,
     result_data,
     result_media,
 )
-from toolkits.mcp import DEFAULT_MAX_SAMPLING, too_deep_text
-from toolkits.nesting import TooDeep
+from toolkits.mcp import DEFAULT_MAX_SAMPLING, readable_result
 from toolkits.observation import DEFAULT_MAX_CHARS
-from toolkits.well_formed import well_formed_result
 
 from .agent_answers import ModelAnswers
 from .agent_tool import (
@@ -454,17 +451,9 @@ class Gateway:
                 # A server need not wait for its answers: those still being made are the
                 # call's usage too (and its budget's), counted once they end.
                 await answers.settled()
-            # Read, printed, stored and sent to models from here on: text UTF-8 can carry,
-            # nested no deeper than a reader or writer on the way takes.
-            try:
-                result = well_formed_result(result)
-            except TooDeep as exc:
-                said = (
-                    too_deep_text(node.name, exc)
-                    if isinstance(node, McpToolkit)
-                    else f"tool {tool.name!r} returned a result {exc}"
-                )
-                result = error_result(said)
+            # Read, printed, stored and sent to models from here on (else its error).
+            server = node.name if isinstance(node, McpToolkit) else None
+            result = readable_result(result, server, tool.name)
             usage = answers.usage if answers is not None else Usage()
             reported = reported_usage(result)
             if reported is not None:  # an agent served by another gateway: its run's usage

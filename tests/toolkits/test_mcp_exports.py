@@ -39,6 +39,7 @@ def test_the_package_exports_what_we_mean() -> None:
         "protocol_error_result",
         "resolve_tool_names",
         "sanitize_name",
+        "readable_result",
         "too_deep_text",
     }
     for name in toolkits.mcp.__all__:

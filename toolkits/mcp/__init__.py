@@ -29,7 +29,7 @@ from .config import (
     load_mcp_servers,
 )
 from .error_text import ProtocolErrorResult, protocol_error, protocol_error_result
-from .forward import Forward, too_deep_text
+from .forward import Forward, readable_result, too_deep_text
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit
@@ -70,6 +70,7 @@ __all__ = [
     "plain_for_era",
     "protocol_error",
     "protocol_error_result",
+    "readable_result",
     "resolve_tool_names",
     "sanitize_name",
     "too_deep_text",

@@ -45,12 +45,20 @@ from mcp.client._input_required import (  # the SDK client's own rounds, for the
     run_input_required_driver,
 )
 from mcp.shared.exceptions import MCPError
-from mcp_types import ErrorData, InputRequest, InputRequiredResult, InputResponse, InputResponses
+from mcp_types import (
+    CallToolResult,
+    ErrorData,
+    InputRequest,
+    InputRequiredResult,
+    InputResponse,
+    InputResponses,
+)
 from pydantic import ValidationError
 
 from ..base import CallContext, ServerRequestHandler, error_result, validation_brief
 from ..errors import ConnectionLost
 from ..nesting import TooDeep
+from ..well_formed import well_formed_result
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .event_stream import AnswerTooLarge
@@ -64,6 +72,7 @@ __all__ = [
     "Forward",
     "call_for",
     "cut_short",
+    "readable_result",
     "still_there",
     "too_deep_text",
     "too_large",
@@ -424,6 +433,18 @@ def cut_short(node: str, tool: str) -> str:
         f"MCP server {node!r} closed the connection during a call to {tool!r}, but still "
         "answers: only this call failed (it may have run)"
     )
+
+
+def readable_result(result: CallToolResult, server: str | None, tool: str) -> CallToolResult:
+    """`result` as a gateway reads, prints, stores and sends it to models: text UTF-8 can
+    carry (`well_formed_result`), nested no deeper than a reader or writer on the way takes;
+    else its error (`server`: the MCP server that sent it, None for a local tool)."""
+    try:
+        return well_formed_result(result)
+    except TooDeep as exc:
+        if server is not None:
+            return error_result(too_deep_text(server, exc))
+        return error_result(f"tool {tool!r} returned a result {exc}")
 
 
 def too_deep_text(node: str, exc: TooDeep) -> str:
