@@ -1,6 +1,6 @@
 """2025-era HTTP sessions are bounded: an idle timeout, and a cap that closes the least
 recently active idle session first. A closed session answers 404 (the spec's "start again").
-The answer that opens one is JSON; the session's later requests are answered on a stream."""
+The answer that opens one is JSON."""
 
 from __future__ import annotations
 
@@ -126,7 +126,7 @@ async def gateway(
         yield Gateway(f"{base}/mcp", http, sessions, front)
 
 
-async def test_the_answer_that_opens_a_session_is_json_and_the_sessions_others_stream() -> None:
+async def test_the_answer_that_opens_a_session_is_json_and_so_is_a_lone_result() -> None:
     async with gateway(Hold()) as gw:
         with anyio.fail_after(30):
             headers = {
@@ -146,8 +146,9 @@ async def test_the_answer_that_opens_a_session_is_json_and_the_sessions_others_s
                 content=json.dumps(calculate(6, LEGACY)),
                 headers={**headers, "Mcp-Session-Id": wire.session_id},
             )
-            # Where progress and the server's requests could come before the result.
-            assert answer.headers["content-type"] == "text/event-stream"
+            # Nothing came before the result (progress would have: `json_answers`).
+            assert answer.headers["content-type"] == "application/json"
+            assert calculated(answer.json()) == "42"
             assert await gw.status(wire) == 200
 
 
