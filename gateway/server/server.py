@@ -51,7 +51,7 @@ from .running_calls import RunningCalls, stopped_result
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
-from .served.json_lists import JsonLists
+from .served.json_answers import JsonAnswers
 from .served.pass_through import PassThrough
 from .served.pass_through_rounds import Rounds
 from .served.passing import Passing
@@ -386,11 +386,11 @@ def _shortcuts(
 ) -> list[Callable[[ASGIApp], ASGIApp]]:
     """The HTTP layers in front of the SDK; the stdio shortcut is set on `server`."""
     if settings.oauth is not None:  # what a client may see and call depends on its scopes
-        return [JsonLists]
+        return [JsonAnswers]
     sessions = HandshakeSessions()
     server.middleware.append(sessions.track)
     layers: list[Callable[[ASGIApp], ASGIApp]] = [
-        JsonLists,
+        JsonAnswers,
         sessions.watch_deletes,
         partial(ToolListCache, list_tools=router.current, sessions=sessions),
     ]

@@ -1,11 +1,12 @@
 """2025-era HTTP sessions are bounded: an idle timeout, and a cap that closes the least
 recently active idle session first. A closed session answers 404 (the spec's "start again").
-The answer that opens one is JSON; the session's later requests are answered on a stream."""
+The answer that opens one is JSON."""
 
 from __future__ import annotations
 
 import gc
 import json
+import logging
 import weakref
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ import httpx2
 import pytest
 from anyio import TaskInfo
 from anyio.abc import TaskGroup
-from starlette.types import Message, Scope
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.server import HttpOptions, http_app
 from gateway.server.transports.http_sessions import SessionLimits
@@ -60,11 +61,40 @@ class Hold:
         return statuses
 
 
+class HoldAccepted:
+    """ASGI in front of the gateway: once `armed`, the 202 of a POSTed notification waits for
+    `release` (the SDK answers one 202, then hands it to its session: where a DELETE may meet
+    it); `deleting` is set when a DELETE comes in."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.armed = False
+        self.accepted = anyio.Event()
+        self.release = anyio.Event()
+        self.deleting = anyio.Event()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] == "DELETE":
+            self.deleting.set()
+        if not self.armed or self.accepted.is_set() or scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def held(message: Message) -> None:
+            if message["type"] == "http.response.start" and message["status"] == 202:
+                self.accepted.set()
+                await self.release.wait()
+            await send(message)
+
+        await self.app(scope, receive, held)
+
+
 @dataclass
 class Gateway:
     url: str
     http: httpx2.AsyncClient
     sessions: SessionLimits
+    front: HoldAccepted
 
     async def open(self) -> HttpWire:
         wire = HttpWire(self.http, self.url, LEGACY)
@@ -91,11 +121,12 @@ async def gateway(
     app = http_app(server, options)
     sessions = app.state.sessions
     assert isinstance(sessions, SessionLimits)
-    async with serve_on_loopback(app) as base, httpx2.AsyncClient(timeout=10) as http:
-        yield Gateway(f"{base}/mcp", http, sessions)
+    front = HoldAccepted(app)
+    async with serve_on_loopback(front) as base, httpx2.AsyncClient(timeout=10) as http:
+        yield Gateway(f"{base}/mcp", http, sessions, front)
 
 
-async def test_the_answer_that_opens_a_session_is_json_and_the_sessions_others_stream() -> None:
+async def test_the_answer_that_opens_a_session_is_json_and_so_is_a_lone_result() -> None:
     async with gateway(Hold()) as gw:
         with anyio.fail_after(30):
             headers = {
@@ -115,8 +146,9 @@ async def test_the_answer_that_opens_a_session_is_json_and_the_sessions_others_s
                 content=json.dumps(calculate(6, LEGACY)),
                 headers={**headers, "Mcp-Session-Id": wire.session_id},
             )
-            # Where progress and the server's requests could come before the result.
-            assert answer.headers["content-type"] == "text/event-stream"
+            # Nothing came before the result (progress would have: `json_answers`).
+            assert answer.headers["content-type"] == "application/json"
+            assert calculated(answer.json()) == "42"
             assert await gw.status(wire) == 200
 
 
@@ -174,6 +206,45 @@ async def test_idle_sessions_close_after_the_timeout_and_busy_ones_wait() -> Non
             await gw.sessions.wait_closed(busy.session_id or "")
             assert len(gw.sessions) == 0
             assert await gw.status(busy) == 404
+
+
+async def test_a_notification_that_meets_its_sessions_delete_goes_in_first_or_gets_404(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A client leaving just after cancelling a call sends its `notifications/cancelled` and
+    # its DELETE at once. The SDK closed the session under one it had answered 202 and not yet
+    # handed over: two ERROR tracebacks, and a 500 after the 202.
+    hold = Hold()
+    answered: dict[str, int] = {}
+    called: list[int] = []
+    async with gateway(hold) as gw, anyio.create_task_group() as tg:
+        with anyio.fail_after(30):
+            wire = await gw.open()
+            called = await hold.occupy(wire, tg)
+            cancel = {
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": 7, "reason": "leaving"},
+            }
+
+            async def post(key: str) -> None:
+                answered[key] = (await wire.post(json.dumps(cancel).encode())).status
+
+            async def delete() -> None:
+                headers = {"Mcp-Session-Id": wire.session_id or "", "MCP-Protocol-Version": LEGACY}
+                answered["delete"] = (await gw.http.delete(gw.url, headers=headers)).status_code
+
+            gw.front.armed = True
+            tg.start_soon(post, "cancel")
+            await gw.front.accepted.wait()
+            tg.start_soon(delete)
+            await gw.front.deleting.wait()
+            await anyio.wait_all_tasks_blocked()  # the DELETE waits (or, before, closed it)
+            await post("late")
+            gw.front.release.set()
+    assert answered == {"late": 404, "cancel": 202, "delete": 200}
+    assert called == [200]
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_an_open_event_stream_keeps_no_frame_of_the_checks_it_passed() -> None:

@@ -12,7 +12,8 @@ the call's answer).
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncGenerator, Callable
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
@@ -43,9 +44,6 @@ from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answere
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 JsonObject = dict[str, Any]
-SMALL = [(name, arguments) for name, arguments in CALLS if name != "d__big"]
-"""The SDK client reads no event over 1 MiB: the session path's answer to `d__big` (an event
-stream) fails there, the pass-through's (JSON) does not."""
 _ACCEPT = "application/json, text/event-stream"
 
 
@@ -164,7 +162,7 @@ async def _sdk_answers(url: str, log_level: types.LoggingLevel | None) -> tuple[
     async with Client(
         url, mode="legacy", logging_callback=logs.on_log, log_level=log_level
     ) as client:
-        answers = await answered_each(client, SMALL)
+        answers = await answered_each(client, CALLS)  # `d__big`'s over 1 MB: JSON either way
     return answers, logs.logs
 
 
@@ -177,14 +175,12 @@ async def test_calls_on_a_handshake_session_pass_through_and_answer_as_the_sessi
             for level in ("info", "error", None):  # a set level filters nothing (both paths)
                 before = layer.forwarded
                 passed = await _sdk_answers(fast, level)
-                assert layer.forwarded - before == len(SMALL)
+                assert layer.forwarded - before == len(CALLS)
                 assert passed == await _sdk_answers(usual, level)
-            async with Client(fast, mode="legacy") as client:
-                big = await client.call_tool("d__big", {"n": 3_000_000})
     answers, logs = passed
     by_name = answers_by_name(answers, logs, protocol=protocol)
     assert "_meta" not in by_name["d__echo"][0]  # handshake-era results carry no serverInfo
-    assert big.content == [types.TextContent(text="x" * 3_000_000)]
+    assert len(by_name["d__big"][0]["content"][0]["text"]) == 3_000_000
 
 
 @NODE_PROTOCOLS
@@ -381,7 +377,7 @@ async def test_a_question_on_the_wire_and_the_clients_refusal_passed_on() -> Non
     assert "the upstream client's answer is malformed" in broken
 
 
-async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_path() -> None:
+async def test_a_call_cancelled_while_its_question_waits_ends_without_an_answer() -> None:
     heard: dict[str, list[JsonObject]] = {}
     with anyio.fail_after(60):
         async with both_fronts() as (down, fast, usual, layer), httpx2.AsyncClient() as http:
@@ -418,12 +414,14 @@ async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_
                 again = await session.post(session.call("d__echo", {"message": "still here"}))
                 assert again[0]["result"]["content"] == [{"type": "text", "text": "still here"}]
     assert layer.forwarded == 2
-    for messages in heard.values():
-        assert [m.get("method") for m in messages] == ["elicitation/create", None]
-        assert messages[-1]["error"] == {"code": -32800, "message": "Request cancelled"}
+    # The spec: the receiver of `notifications/cancelled` SHOULD NOT answer the request; the
+    # SDK's session path answers it all the same.
+    assert [m.get("method") for m in heard[fast]] == ["elicitation/create"]
+    assert [m.get("method") for m in heard[usual]] == ["elicitation/create", None]
+    assert heard[usual][-1]["error"] == {"code": -32800, "message": "Request cancelled"}
 
 
-async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_answered_so() -> None:
+async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_not_answered() -> None:
     with anyio.fail_after(30):
         async with both_fronts() as (down, fast, usual, layer), httpx2.AsyncClient() as http:
             answered: dict[str, list[JsonObject]] = {}
@@ -446,8 +444,8 @@ async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_answered
                 again = await session.post(session.call("d__echo", {"message": "still here"}))
                 assert again[0]["result"]["content"] == [{"type": "text", "text": "still here"}]
     assert layer.forwarded == 2
-    assert answered[fast] == answered[usual]
-    assert answered[fast] == [
+    assert answered[fast] == []  # an event stream ended with no message: no answer, at once
+    assert answered[usual] == [
         {
             "jsonrpc": "2.0",
             "id": 2,
@@ -474,6 +472,78 @@ async def test_the_sdk_client_cancelling_a_session_call_cancels_it_at_the_server
             after = await client.call_tool("d__echo", {"message": "still here"})
     assert layer.forwarded == 2
     assert after.content == [types.TextContent(text="still here")]
+
+
+class LeavingAsAnswered(httpx2.AsyncBaseTransport):
+    """Real HTTP, in the order that a quick answer to a cancelled call and its client leaving
+    the session meet by chance: the answer to the call of `tool` reaches the client once its
+    `notifications/cancelled` is answered and its DELETE sent (its session closed), and the
+    DELETE goes on once the client has read that answer."""
+
+    def __init__(self, tool: str) -> None:
+        self._http = httpx2.AsyncHTTPTransport()
+        self._tool = tool
+        self._cancelled = anyio.Event()
+        self._leaving = anyio.Event()
+        self._answer_read = anyio.Event()
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "DELETE":
+            await self._cancelled.wait()
+            self._leaving.set()
+            await self._answer_read.wait()
+            return await self._http.handle_async_request(request)
+        sent: JsonObject = json.loads(request.content) if request.method == "POST" else {}
+        response = await self._http.handle_async_request(request)
+        if sent.get("method") == "notifications/cancelled":
+            self._cancelled.set()
+        elif sent.get("method") == "tools/call" and sent["params"]["name"] == self._tool:
+            await self._leaving.wait()
+            assert isinstance(response.stream, httpx2.AsyncByteStream)
+            response.stream = _Read(response.stream, self._answer_read)
+        return response
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+
+class _Read(httpx2.AsyncByteStream):
+    def __init__(self, stream: httpx2.AsyncByteStream, read: anyio.Event) -> None:
+        self._stream = stream
+        self._read = read
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._stream:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+        self._read.set()
+
+
+async def test_a_client_leaving_as_its_cancelled_call_ends_sees_no_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    with anyio.fail_after(30):
+        async with both_fronts() as (down, fast, _usual, layer):
+            race = LeavingAsAnswered("d__wait")
+            async with (
+                httpx2.AsyncClient(transport=race) as http,
+                Client(streamable_http_client(fast, http_client=http), mode="legacy") as client,
+            ):
+
+                async def wait() -> None:
+                    await client.call_tool("d__wait", {})
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(wait)
+                    await down.started.wait()
+                    tg.cancel_scope.cancel()
+            # Answered at once with a JSON -32800, the call raised BrokenResourceError out of
+            # the `async with` (the SDK's client hands a JSON body on as if its session lived).
+            await down.cancelled.wait()
+    assert layer.forwarded == 1
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR] == []
 
 
 async def test_a_session_deleted_under_a_call_ends_it_as_the_session_path_does() -> None:

@@ -32,7 +32,6 @@ from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answere
 from .test_pass_through_sessions import (
     ASKED,
     ASKING_TOOLS,
-    SMALL,
     check_asked,
     check_not_asked,
 )
@@ -66,7 +65,7 @@ async def _sdk_answers(front: StdioFront, log_level: types.LoggingLevel | None) 
         front.client(), mode="legacy", logging_callback=logs.on_log, log_level=log_level
     ) as client:
         await client.list_tools()  # as clients do; a call before any listing takes the usual path
-        answers = await answered_each(client, SMALL)
+        answers = await answered_each(client, CALLS)
     return answers, logs.logs
 
 
@@ -77,7 +76,7 @@ async def test_calls_of_a_stdio_client_pass_through_and_answer_as_the_session_pa
     with anyio.fail_after(60):
         async with both_fronts(protocol) as (_, fast, usual):
             passed = await _sdk_answers(fast, "info")
-            assert fast.forwarded == len(SMALL)
+            assert fast.forwarded == len(CALLS)
             assert passed == await _sdk_answers(usual, "info")
     answers, logs = passed
     by_name = answers_by_name(answers, logs, protocol=protocol)

@@ -18,7 +18,8 @@ SDK untouched:
   `tools/call` POST on a live, initialized 2025-era session (`handshake_sessions`), which is
   answered as the SDK answers that session: in its protocol version's shape, its log levels,
   its client's share of the nodes, cancelled by the client's `notifications/cancelled` (not by
-  a closed stream: the spec says a disconnect is no cancel) and ended with the session;
+  a closed stream: the spec says a disconnect is no cancel) and then not answered (the spec:
+  the receiver SHOULD NOT; its event stream ends), and ended with the session;
 - a client that declared no sampling, elicitation or roots: what the server asks during the
   call is refused for the reason the usual path gives (`missing_capability`), with no round
   (a 2026-07-28 node declares none of them for such a call, on either path); or a 2025-era

@@ -13,7 +13,6 @@ from typing import Any
 import anyio
 import anyio.abc
 import mcp_types as types
-from mcp.server.streamable_http import REQUEST_CANCELLED
 from starlette.types import Receive, Send
 
 from toolkits import json_bytes
@@ -77,12 +76,11 @@ class Reply:
         await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
 
     async def stopped(self, why: Stopped) -> None:
-        """End the answer of a call stopped on a 2025-era session as the SDK ends it: a
-        cancelled call with its `REQUEST_CANCELLED` error, one of an ended session with none."""
-        if why == "cancelled":
-            error = {"code": REQUEST_CANCELLED, "message": "Request cancelled"}
-            await self._last({"jsonrpc": "2.0", "id": self._id, "error": error})
-            return
+        """End the answer of a call stopped on a 2025-era session with no message: one its
+        client cancelled gets no answer (the spec: the receiver of `notifications/cancelled`
+        SHOULD NOT answer the request), nor one of an ended session. An event stream, for the
+        SDK's client takes its end for "no answer" in silence, where a JSON body that comes as
+        it leaves its session raised `BrokenResourceError` out of its `async with`."""
         async with self._last_turn():
             self.complete = True
             if not self.started:

@@ -11,7 +11,7 @@ The envelope is a 2026-07-28 request's `_meta`, or a 2025-era session's protocol
 live, initialized session: `handshake_sessions`; the SDK answers every session of a version
 alike and on its own dispatch, the whole of a session's first-page listing cost a cycle of
 open, list and close ~1 ms). Answers are JSON (the SDK's event stream of one message is made
-JSON by `json_lists`, the layer inside this one); a session's carries the session's id.
+JSON by `json_answers`, the layer inside this one); a session's carries the session's id.
 """
 
 from __future__ import annotations

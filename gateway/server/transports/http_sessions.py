@@ -15,6 +15,12 @@ credential's session id is left to the SDK to refuse and never counts for the se
 
 At shutdown (`close_all`) a session without calls in flight (an open GET stream is not one)
 closes at once; one with calls is closed once they end, within the grace the server gives.
+
+A client's DELETE waits for the session's POSTs of a notification or an answer in flight (the
+SDK answers one 202, then hands it to the session: closed meanwhile, it logged two ERROR
+tracebacks, and answered 500 after the 202); a request that comes once a DELETE is under way
+gets 404, as the closed session would answer it. A client that leaves just after cancelling a
+call sends both at once (its `notifications/cancelled`, then its DELETE).
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ DEFAULT_IDLE_TIMEOUT = 600.0
 """Ten minutes: longer than any pause between a person's prompts that keeps the client's
 session, short enough that abandoned ones go in minutes, not the SDK's half hour. A client
 that was closed re-initializes in one round trip."""
+_HANDING_GRACE = 5.0
+"""Seconds a DELETE waits for the notifications in flight on its session: the SDK hands one
+over at once, unless its session's message loop is stuck."""
 DEFAULT_MAX_SESSIONS = 1000
 """About 40 MB of sessions at most (2,000 abandoned sessions added 72 MB uncapped); far above
 the clients one gateway serves, far below what hurts a small host."""
@@ -77,6 +86,12 @@ class _Session:
     """Set once no request is in flight; made for a `wait_idle` only (an event is ~0.8 kB)."""
     closed: anyio.Event | None = None
     """Set once the session is closed; made for a `wait_closed` only."""
+    handing: int = 0
+    """POSTs of a notification or an answer in flight, which the SDK hands to the session."""
+    handed: anyio.Event | None = None
+    """Set once none is in flight; made for a DELETE waiting for them."""
+    closing: bool = False
+    """Its client's DELETE is under way: later requests get 404."""
 
     def take_id(self, key: str) -> bool:
         """Note a request id in flight; False if one with that id already is. The SDK keys
@@ -198,22 +213,36 @@ class SessionLimits:
     async def _serve_in_session(
         self, session_id: str, session: _Session, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        call = scope["method"] != "GET"
+        method = scope["method"]
+        if session.closing:
+            log.debug("HTTP session %s is closing: a %s got 404", session_id[:8], method)
+            await _GONE(scope, receive, send)
+            return
+        call = method != "GET"
         request_id = posted_request_id(scope) if call else None
         key = None if request_id is None else str(request_id)
         if key is not None and not session.take_id(key):
             await refuse(send, duplicate_id(request_id))
             return
+        deleting = method == "DELETE"
+        handing = key is None and method == "POST"
         session.in_flight += 1
         session.calls += call
+        session.handing += handing
         watch = _Status(send, session, key)
         try:
+            if deleting:
+                await _handed_over(session)
             await self.app(scope, receive, watch)
         finally:
             self._request_ended(session_id, session, call=call)
             watch.release()  # not answered whole (its client went away)
+            if handing:
+                _handing_ended(session)
+            elif deleting:
+                session.closing = False  # forgotten below, or refused: it lives on
         status = watch.status
-        gone = status == 404 or (scope["method"] == "DELETE" and 200 <= status < 300)
+        gone = status == 404 or (deleting and 200 <= status < 300)
         if gone and self._sessions.get(session_id) is session:
             self._forget(session_id)
 
@@ -341,6 +370,36 @@ class SessionLimits:
             if event is not None:
                 event.set()
         return session
+
+
+async def _handed_over(session: _Session) -> None:
+    """Mark `session` closing, and return once its notifications in flight are handed over."""
+    session.closing = True
+    with anyio.move_on_after(_HANDING_GRACE):
+        while session.handing:
+            session.handed = anyio.Event()
+            await session.handed.wait()
+    session.handed = None
+
+
+def _handing_ended(session: _Session) -> None:
+    session.handing -= 1
+    if not session.handing and session.handed is not None:
+        session.handed.set()
+
+
+_GONE = JSONResponse(
+    {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {
+            "code": types.INVALID_REQUEST,
+            "message": "Not Found: Session has been terminated",
+        },
+    },
+    404,
+)
+"""What the SDK answers on a session it closed: the client initializes again."""
 
 
 def _handshake_era(version: bytes | None) -> bool:

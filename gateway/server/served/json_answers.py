@@ -1,0 +1,213 @@
+"""Answers over HTTP as one JSON body, not an event stream, when nothing goes before the result.
+
+The SDK answers each request on a 2025-era session with an event stream, and a 2026-07-28
+request with one once its handler has run for 15 s. The SDK's own client (httpx2) refuses a
+server-sent event over 1 MB ("SSE stream failed: Server-sent event exceeded the 1048576 byte
+limit"), where it takes a JSON body of any size. `JsonAnswers` holds the SDK's event-stream
+answer to a request:
+- a list (the gateway serves each in one page: a `tools/list` of about 1,150 tools passed
+  1 MB) has nothing to send before its result (no progress, no questions): it is held whole,
+  and when it holds one message, that message goes as a JSON body;
+- a tool call's answer is held until something must go before its result (progress, a log
+  message, a question to the client, a keep-alive ping): from there on it streams as it
+  came. A result alone goes as a JSON body, as a call passed through answers
+  (`pass_through_reply`): a 1 MB tool result reached SDK clients passed through but failed on
+  this path, which takes the calls while their server reconnects. An error stays as the SDK
+  wrote it (its answer to a cancelled call among them: a JSON body coming as the client
+  leaves raised out of the SDK client's `async with`).
+The client accepts JSON: the SDK refuses a POST that does not. Any other answer passes
+unchanged (a `subscriptions/listen` stream, for one, starts at once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Iterator
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from toolkits import read_json
+
+from ..request_checks import SERVED_WHOLE
+from ..transports.envelope import posted_method, posted_request_id
+
+__all__ = ["JsonAnswers", "only_message"]
+
+_SESSION_ID = b"mcp-session-id"
+
+
+class JsonAnswers:
+    """ASGI: see the module docstring."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        if scope["type"] == "http":
+            method = posted_method(scope)
+            if method in SERVED_WHOLE:
+                return self._serve(scope, receive, _Held(send))
+            if method == "tools/call" and posted_request_id(scope) is not None:
+                return self._serve(scope, receive, _HeldResult(send))
+        return self.app(scope, receive, send)  # no frame here while a stream is open
+
+    async def _serve(self, scope: Scope, receive: Receive, held: _Held) -> None:
+        await self.app(scope, receive, held)
+        await held.flush()
+
+
+class _Held:
+    """A `send` holding an event-stream answer until it ends; any other passes at once."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._start: Message | None = None
+        self._body: list[bytes] = []
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start" and _is_event_stream(message):
+            self._start = message
+        elif message["type"] == "http.response.body" and self._start is not None:
+            self._body.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                await self.flush()
+            elif self.must_go():
+                await self._stream_on()
+        else:
+            await self._send(message)
+
+    def must_go(self) -> bool:
+        """Whether what is held must go now, as an event stream."""
+        return False
+
+    def json_message(self, stream: bytes) -> bytes | None:
+        """The message a whole answer sends as a JSON body, if any."""
+        return only_message(stream)
+
+    async def flush(self) -> None:
+        """Send what is held: as JSON if `json_message` says so, else as it came."""
+        start, self._start = self._start, None
+        if start is None:
+            return
+        stream = b"".join(self._body)
+        self._body = []
+        message = self.json_message(stream)
+        if message is None:
+            await self._send(start)
+            await self._send({"type": "http.response.body", "body": stream})
+            return
+        headers: list[tuple[bytes, bytes]] = start.get("headers", [])
+        json_headers = [
+            (b"content-type", b"application/json"),
+            *((k, v) for k, v in headers if k.lower() == _SESSION_ID),
+            (b"content-length", b"%d" % len(message)),
+        ]
+        await self._send({"type": "http.response.start", "status": 200, "headers": json_headers})
+        await self._send({"type": "http.response.body", "body": message})
+
+    async def _stream_on(self) -> None:
+        """Send what is held as it came, and pass the rest on as it comes."""
+        start, self._start = self._start, None
+        assert start is not None  # held
+        stream = b"".join(self._body)
+        self._body = []
+        await self._send(start)
+        await self._send({"type": "http.response.body", "body": stream, "more_body": True})
+
+
+class _HeldResult(_Held):
+    """Held until something must go before the result; a result alone goes as JSON."""
+
+    def __init__(self, send: Send) -> None:
+        super().__init__(send)
+        self._judged = 0
+        """The held events judged so far (each one once: a result may be megabytes)."""
+        self._result: bytes | None = None
+        self._goes = False
+
+    def must_go(self) -> bool:
+        stream = b"".join(self._body)
+        if stream.endswith(b"\r"):  # maybe half of a CRLF: the rest decides
+            stream = stream[:-1]
+        events = _complete_events(stream)
+        for event in events[self._judged :]:
+            self._judge(event)
+        self._judged = len(events)
+        return self._goes
+
+    def json_message(self, stream: bytes) -> bytes | None:
+        for event in _complete_events(stream)[self._judged :]:
+            self._judge(event)
+        return None if self._goes else self._result
+
+    def _judge(self, event: bytes) -> None:
+        kind, data, comments = _read_event(event)
+        if not data:  # no event, as a client reads it: a keep-alive ping must go, though
+            self._goes = self._goes or comments
+        elif kind != b"message" or self._result is not None or not _is_result(data):
+            self._goes = True
+        else:
+            self._result = data
+
+
+def _complete_events(stream: bytes) -> list[bytes]:
+    """The events of `stream` that a blank line ended (its unfinished last one left out)."""
+    return stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n")[:-1]
+
+
+def _read_event(event: bytes) -> tuple[bytes, bytes, bool]:
+    """An event's type, its data, and whether it had comment lines (a ping)."""
+    kind = b"message"
+    data: list[bytes] = []
+    comments = False
+    for line in event.split(b"\n"):
+        if not line:
+            continue
+        if line.startswith(b":"):
+            comments = True
+            continue
+        name, _, value = line.partition(b":")
+        value = value.removeprefix(b" ")
+        if name == b"event":
+            kind = value
+        elif name == b"data":
+            data.append(value)
+    return kind, b"\n".join(data), comments
+
+
+def _is_result(data: bytes) -> bool:
+    try:
+        message = read_json(data)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and "result" in message and "method" not in message
+
+
+def _is_event_stream(start: Message) -> bool:
+    if start["status"] != 200:
+        return False
+    headers: list[tuple[bytes, bytes]] = start.get("headers", [])
+    return any(
+        k.lower() == b"content-type" and v.lower().startswith(b"text/event-stream")
+        for k, v in headers
+    )
+
+
+def _events(stream: bytes) -> Iterator[tuple[bytes, bytes]]:
+    """Each event's type and data; events without data (a priming event's id, comments such
+    as the SDK's keep-alive pings) are no events, as a client reads them."""
+    for event in stream.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n\n"):
+        kind, data, _ = _read_event(event)
+        if data:
+            yield kind, data
+
+
+def only_message(stream: bytes) -> bytes | None:
+    """The data of the one `message` event of an event stream, or None if it holds another
+    number of them or an event of another type. Comments (the SDK's keep-alive pings) and
+    events without data (a priming event's id) are not messages."""
+    found: bytes | None = None
+    for kind, data in _events(stream):
+        if kind != b"message" or found is not None:
+            return None
+        found = data
+    return found
