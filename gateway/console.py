@@ -99,6 +99,8 @@ class _Waiting:
     """The servers it waited for when interrupted (none: the command had begun)."""
     stop_said: bool = False
     """The command said why it stopped (`say_stopped`)."""
+    idle: bool = False
+    """Nothing was under way when interrupted: no run, no call, no server starting."""
 
 
 class RunConsole:
@@ -116,6 +118,8 @@ class RunConsole:
         self._err = err
         self._quiet = _Quiet(quiet_after)
         self._calls: dict[str, _Call] = {}
+        self._runs: set[str] = set()
+        """The runs under way (their top spans): none at `chat`'s prompt."""
         self._depth: dict[str, int] = {}
         self._texts: dict[str, str] = {}
         self._last_text: str | None = None
@@ -135,6 +139,8 @@ class RunConsole:
             depth = self._depth.get(event.parent_id or "", -1) + 1
             if event.phase == "start":
                 self._depth[event.id] = depth
+                if event.kind == "run" and event.parent_id is None:
+                    self._runs.add(event.id)
                 if event.kind in ("model", "tool"):
                     self._calls[event.id] = _Call(event.kind, printable(event.name), depth)
             elif event.phase == "token":
@@ -148,6 +154,7 @@ class RunConsole:
             elif event.phase in ("end", "error"):
                 self._calls.pop(event.id, None)
                 if event.kind == "run" and event.parent_id is None:  # no call waits on now
+                    self._runs.discard(event.id)
                     for key in [key for key in self._calls if key.startswith("approval ")]:
                         del self._calls[key]
                 if event.kind == "model" and event.id in self._texts:
@@ -192,6 +199,7 @@ class RunConsole:
             starting = self._waiting.names
             self._waiting.names = []
             self._waiting.stopping = time.monotonic()
+            self._waiting.idle = not (self._runs or self._calls or starting)
             self._calls.clear()
             self._hide()
             self._end_line()
@@ -219,8 +227,8 @@ class RunConsole:
         """After an interruption (`stopping`), the line to end with when the command said
         nothing of it: what was interrupted, and how long stopping took."""
         waiting = self._waiting
-        if waiting.stopping is None or waiting.stop_said:
-            return None
+        if waiting.stopping is None or waiting.stop_said or waiting.idle:
+            return None  # (idle: nothing was under way, `chat` at its prompt, say)
         took = f"{time.monotonic() - waiting.stopping:.1f} s"
         if waiting.interrupted_start:
             return f"stopped after {took}: nothing ran"

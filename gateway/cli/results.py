@@ -53,9 +53,9 @@ def print_result(
 def run_json(
     result: RunResult, item: ItemResult | None = None, *, stored: bool = True
 ) -> dict[str, Any]:
-    """`{run_id, agent, status, output, error, usage, iterations, steps}` of a one-question
-    run (`run_id` null unless `stored`); with an output schema, `output` is the answer itself
-    (JSON), not its text."""
+    """`{run_id, agent, status, output, error, stopped_in, usage, iterations, steps}` of a
+    one-question run (`run_id` null unless `stored`; `stopped_in` null: a run that returned
+    did not stop); with an output schema, `output` is the answer itself (JSON), not its text."""
     item = item or result.items[0]
     return {
         "run_id": result.run_id if stored else None,
@@ -63,6 +63,7 @@ def run_json(
         "status": ended_status(result),
         "output": item.structured if item.structured is not None else item.output,
         "error": item.error,
+        "stopped_in": None,
         "usage": result.usage.model_dump(),
         "iterations": result.iterations,
         "steps": _steps(item.steps or []),

@@ -11,7 +11,17 @@ from pathlib import Path
 from tests.durable.cli_runs import cli, script_model, tool_call
 
 CONFIG = '[tools.calculator]\nbuiltin = "calculator"\n[agents.assistant]\ntools = ["calculator"]\n'
-KEYS = ["run_id", "agent", "status", "output", "error", "usage", "iterations", "steps"]
+KEYS = [
+    "run_id",
+    "agent",
+    "status",
+    "output",
+    "error",
+    "stopped_in",
+    "usage",
+    "iterations",
+    "steps",
+]
 """What `run --json` prints, as the README lists it."""
 
 
