@@ -1,8 +1,10 @@
 """What a terminal would show of the bytes written to it: enough of a VT100 to check that the
-status line, a streamed answer and the lines around them end up where a person sees them."""
+status line, a streamed answer and the lines around them end up where a person sees them; and
+everything a pseudo-terminal's other side was sent (`read_all`)."""
 
 from __future__ import annotations
 
+import os
 import re
 
 _CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])")
@@ -80,3 +82,17 @@ class Screen:
     def _reach(self, row: int) -> None:
         while len(self.rows) <= row:
             self.rows.append([])
+
+
+def read_all(fd: int, encoding: str = "ascii") -> str:
+    """What a terminal's other side was sent, until it closed."""
+    chunks: list[bytes] = []
+    while True:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:  # EIO: the other side is closed and drained
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return b"".join(chunks).decode(encoding)

@@ -18,6 +18,7 @@ import pytest
 
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, SCRIPT, cli_env
+from tests.screen import read_all
 from tests.test_console import ANSI
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
@@ -167,20 +168,6 @@ def test_chat_streams_an_answer_its_terminal_cannot_write_as_escapes(tmp_path: P
     assert done.returncode == 0, done.stderr
     assert b"failed" not in done.stderr, done.stderr
     assert ESCAPED["ascii"] in shown
-
-
-def read_all(fd: int, encoding: str = "ascii") -> str:
-    """What a terminal's other side was sent, until it closed."""
-    chunks: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # EIO: the other side is closed and drained
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks).decode(encoding)
 
 
 @pytest.mark.integration

@@ -24,6 +24,7 @@ from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.cli import main
 from gateway.console import open_console
+from tests.screen import read_all
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import McpServerConfig, McpToolkit, printable
 
@@ -165,7 +166,7 @@ def test_a_tools_result_called_on_a_terminal_and_chats_tool_list_show_escapes_as
         )
         os.close(secondary)
         secondary = -1
-        shown = _read_all(primary)
+        shown = read_all(primary, "utf-8")
     finally:
         os.close(primary)
         if secondary >= 0:
@@ -185,17 +186,3 @@ def test_a_tools_result_called_on_a_terminal_and_chats_tool_list_show_escapes_as
     listed = chat.stdout.decode()
     assert f"desc {SHOWN}" in listed
     assert "\x1b" not in listed
-
-
-def _read_all(fd: int) -> str:
-    """What a terminal's other side was sent, until it closed."""
-    chunks: list[bytes] = []
-    while True:
-        try:
-            chunk = os.read(fd, 4096)
-        except OSError:  # EIO: the other side is closed and drained
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    return b"".join(chunks).decode()
