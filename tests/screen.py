@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 import re
+import select
+import time
 
 _CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])")
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+"""A terminal's control sequences, to read what it shows as text."""
 
 
 class Screen:
@@ -96,3 +100,14 @@ def read_all(fd: int, encoding: str = "ascii") -> str:
             break
         chunks.append(chunk)
     return b"".join(chunks).decode(encoding)
+
+
+def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
+    """What a terminal shows, read until `wanted` appears (AssertionError after `timeout`)."""
+    shown = ""
+    deadline = time.monotonic() + timeout
+    while wanted not in ANSI.sub("", shown):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
+        shown += os.read(fd, 4096).decode(errors="replace")
+    return shown

@@ -7,19 +7,16 @@ from __future__ import annotations
 import json
 import os
 import pty
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, SCRIPT, cli_env
-from tests.screen import read_all
-from tests.test_console import ANSI
+from tests.screen import read_all, read_until
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
 CLOSED = {0: "<&-", 1: ">&-", 2: "2>&-"}
@@ -241,17 +238,6 @@ def test_ctrl_backslash_quits_at_once_with_the_cursor_shown_again(tmp_path: Path
     assert code == -signal.SIGQUIT
     assert HIDE_CURSOR in shown
     assert SHOW_CURSOR in shown[shown.rindex(HIDE_CURSOR) :], repr(shown[-200:])
-
-
-def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
-    """What a terminal shows, read until `wanted` appears."""
-    shown = ""
-    deadline = time.monotonic() + timeout
-    while wanted not in ANSI.sub("", shown):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
-        shown += os.read(fd, 4096).decode(errors="replace")
-    return shown
 
 
 INTERRUPTING_IMPORT = """

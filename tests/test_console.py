@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from io import StringIO
 from pathlib import Path
@@ -34,10 +33,10 @@ from gateway.cli.results import print_result
 from gateway.console import open_console
 from gateway.traced_model import note_fallback
 from tests.models.support import FakeProvider, Sleeps, retry_policy
+from tests.screen import ANSI, read_until
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import McpServerConfig, McpToolkit
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 ANSWER = "The crunch came out at 42, as expected."
 
 
@@ -463,7 +462,7 @@ def test_ctrl_c_while_a_run_waits_for_stdin_on_a_terminal_ends_it_at_once(
     ) as process:
         try:
             os.close(secondary)
-            hint = _read_until(primary, "from stdin (end it with Ctrl-D)")
+            hint = read_until(primary, "from stdin (end it with Ctrl-D)")
             process.send_signal(signal.SIGINT)
             code = process.wait(timeout=10)
             shown = hint + _read_all(primary)
@@ -475,17 +474,6 @@ def test_ctrl_c_while_a_run_waits_for_stdin_on_a_terminal_ends_it_at_once(
     assert code == 130, shown
     assert "Traceback" not in shown
     assert out == b""
-
-
-def _read_until(fd: int, wanted: str, timeout: float = 30) -> str:
-    """What the terminal shows, read until `wanted` appears (AssertionError after `timeout`)."""
-    shown = ""
-    deadline = time.monotonic() + timeout
-    while wanted not in ANSI.sub("", shown):
-        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
-        assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
-        shown += os.read(fd, 4096).decode(errors="replace")
-    return shown
 
 
 @pytest.mark.integration
@@ -514,12 +502,12 @@ def test_ctrl_c_while_servers_start_says_stopping_and_a_second_ends_them_at_once
     ) as process:
         try:
             os.close(secondary)
-            shown = _read_until(primary, "waiting for MCP servers to start: slow")
+            shown = read_until(primary, "waiting for MCP servers to start: slow")
             while not child_pid.exists() or not child_pid.read_text().strip():
-                shown += _read_until(primary, "\r")  # the status redrawn meanwhile
+                shown += read_until(primary, "\r")  # the status redrawn meanwhile
             child = os.pidfd_open(int(child_pid.read_text()))
             process.send_signal(signal.SIGINT)
-            shown += _read_until(primary, "stopping…")
+            shown += read_until(primary, "stopping…")
             process.send_signal(signal.SIGINT)
             code = process.wait(timeout=10)
             ended, _, _ = select.select([child], [], [], 10)

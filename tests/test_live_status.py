@@ -20,9 +20,8 @@ from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli.signals import stopping_shown
 from gateway.cli.tools import _call_agent  # pyright: ignore[reportPrivateUsage]
 from gateway.console import RunConsole, open_console
-from tests.screen import Screen
-from tests.test_console import ANSI, ANSWER, installed
-from tests.test_console import _read_until as read_until  # pyright: ignore[reportPrivateUsage]
+from tests.screen import ANSI, Screen, read_until
+from tests.test_console import ANSWER, installed
 
 WIDTH = 80
 REPO = Path(__file__).parents[1]
