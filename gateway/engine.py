@@ -1,7 +1,8 @@
 """The engine: the gateway's named tool nodes and agents, composed.
 
 `Gateway` holds the registry (nodes, agents, limits), lists the tools an agent may call, and
-is the one way a node's tool is called (bounded, traced). Running an agent step by step is
+is the one way a node's tool is called (bounded, traced). What an agent is, is `agent_spec`'s;
+running an agent step by step is
 the `step_loop`'s; what a run stores and returns is the `run_state`'s.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 from mcp_types import CallToolResult, LoggingMessageNotificationParams
 from pydantic import JsonValue
 
-from agent import AgentItem, AgentOptions, ChatMemory, ChatModel, MediaPart, Usage
+from agent import AgentItem, ChatMemory, ChatModel, MediaPart, Usage
 from toolkits import (
     CallContext,
     HasHealth,
@@ -34,12 +35,8 @@ from toolkits.mcp import DEFAULT_MAX_SAMPLING, readable_result
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .agent_tool import (
-    AGENT_INPUT_SCHEMA,
-    agent_description,
-    answer_data,
-    reported_usage,
-)
+from .agent_spec import AgentNode, AgentSpec, agent_as_tool
+from .agent_tool import answer_data, reported_usage
 from .approval import ApprovalRule, Approver, approval_names, node_rule_of
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
@@ -56,36 +53,6 @@ from .trace import ToolProgress, TraceHook, Tracer, new_id
 from .traced_model import TracedModel
 
 __all__ = ["AgentSpec", "Gateway", "NodeCall"]
-
-
-@dataclass(frozen=True, slots=True)
-class AgentSpec:
-    """An agent the gateway can run: its model, the nodes whose tools it may call, options."""
-
-    name: str
-    model: ChatModel
-    tools: Sequence[str] = ()
-    options: AgentOptions = field(default_factory=AgentOptions)
-    description: str = ""
-    token_budget: int | None = None
-    """Tokens the whole run tree may spend (this agent and every agent it calls); called as a
-    tool, its subtree, within its caller's budget."""
-    memory: ChatMemory | None = None
-    """Where this agent keeps conversations; default: the gateway's."""
-    context_window: int | None = None
-    """Tokens the model's context holds, when its provider does not report it: a call that
-    would not fit fails before it is sent."""
-    approval: ApprovalRule = field(default_factory=ApprovalRule)
-    """Which of its tool calls a person must approve (globs over `approval_names`)."""
-
-    def tool_description(self) -> str:
-        """What a caller (a model, an MCP client) reads of this agent as a tool."""
-        return agent_description(
-            self.name,
-            self.description,
-            tools=self.tools,
-            instructions=self.options.system_message,
-        )
 
 
 class Gateway:
@@ -495,7 +462,7 @@ class Gateway:
         listings = self._listings_at_hand(node_names)
         if listings is None:  # a node must be waited on (its first connection, say)
             nodes = [
-                self.nodes[name] if name in self.nodes else _AgentNode(self.agents[name])
+                self.nodes[name] if name in self.nodes else AgentNode(self.agents[name])
                 for name in node_names
             ]
             listings = [listed for _, listed in await list_each(nodes, lambda n: n.list_tools())]
@@ -546,7 +513,7 @@ class Gateway:
             return None
         kept = self._agent_listings.get(name)
         if kept is None or kept[0] is not spec:
-            kept = self._agent_listings[name] = (spec, (_agent_tool(spec),))
+            kept = self._agent_listings[name] = (spec, (agent_as_tool(spec),))
         return kept[1]
 
     def _check_hops(self, hops: int) -> None:
@@ -581,27 +548,3 @@ class NodeCall:
 
 def _node_of(tool: Tool) -> str:
     return tool.source_node
-
-
-@dataclass(frozen=True, slots=True)
-class _AgentNode:
-    """An agent listed among the nodes: its one tool is the agent itself."""
-
-    spec: AgentSpec
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
-
-    async def list_tools(self) -> Sequence[Tool]:
-        return [_agent_tool(self.spec)]
-
-
-def _agent_tool(spec: AgentSpec) -> Tool:
-    return Tool(
-        name=spec.name,
-        description=spec.tool_description(),
-        input_schema=AGENT_INPUT_SCHEMA,
-        source_node=spec.name,
-        is_from_toolkit=False,
-    )

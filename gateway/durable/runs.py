@@ -2,7 +2,8 @@
 
 DBOS is one instance per process: `opening.open_runs` launches it (and destroys it on exit).
 Each run is a workflow whose body (`workflow`) is the engine's own `Gateway.resume`, every
-model and tool call a recorded step. `DurableRuns` starts, resumes, follows, lists and steers them.
+model and tool call a recorded step. `DurableRuns` starts, resumes, follows and steers them;
+what it reads of the store (lists, steps, checkpoints) is `stored.StoredRuns`'s.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
 pending, so it can be resumed, here or in another process, once the cause is fixed. A run
@@ -17,48 +18,22 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Collection, Generator, Sequence
-from contextlib import (
-    contextmanager,
-)
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from collections.abc import Collection, Sequence
 
 import anyio
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
 from dbos._error import DBOSAwaitedWorkflowCancelledError
-from pydantic import JsonValue
-from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import (
-    GatewayError,
-    PickledRecord,
-    RunCancelled,
-    StoreError,
-    StoreUnavailable,
-    UnknownRun,
-)
+from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
 from ..run_state import RunOrigin, RunResult, RunState
-from ..store_config import (
-    redacted,
-    store_option,
-)
+from ..store_config import redacted, store_option
 from ..trace import TraceHook
-from .approvals import APPROVALS_EVENT, OnWait
-from .decisions import send_decision, stored_decisions, this_person
-from .endings import (
-    WATCH_SECONDS,
-    ItemsFailed,
-    taken,
-)
-from .record_format import (
-    pickled,
-    refusals,
-    refusing_for,
-    stored_as,
-)
+from .approvals import OnWait
+from .decisions import send_decision, this_person
+from .endings import WATCH_SECONDS, ItemsFailed, taken
+from .record_format import stored_as
 from .replicas import (
     REPLICA_PREFIX,
     alive,
@@ -66,18 +41,9 @@ from .replicas import (
     on_postgres,
     owner_of,
 )
-from .status import (
-    ACTIVE_STATUSES,
-    EXECUTION_EVENT,
-    STATE_EVENT,
-    RunInfo,
-    RunStep,
-    asked_in,
-    run_info,
-    run_steps,
-    store_failure,
-)
-from .workflow import WORKFLOW, Execution, Host, RunOptions, run_workflow
+from .status import ACTIVE_STATUSES, RunInfo
+from .stored import StoredRuns
+from .workflow import Execution, Host, RunOptions, run_workflow
 
 __all__ = ["DurableRuns", "RunOptions"]
 
@@ -90,11 +56,6 @@ POLL_SECONDS = 0.05
 """How often a resumed run's queue and a finished run's outcome are looked for."""
 NOTIFICATION_POLL_SECONDS = 0.1
 """SQLite has no notifications: DBOS polls (and waits this long for its poller to stop)."""
-_FINISHED = ("SUCCESS", "ERROR", "CANCELLED")
-_ENDED_AS = {"succeeded": "SUCCESS", "failed": "ERROR", "cancelled": "CANCELLED"}
-"""DBOS's status of a run that has ended, by ours (`status.run_info`)."""
-_GOING = ("PENDING", "ENQUEUED", "DELAYED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
-"""DBOS's statuses of a run that has not ended (ours: running, waiting_approval, stopped)."""
 STOP_TIMEOUT = 10.0
 """How long an interrupted run may take to unwind its calls."""
 UNREACHABLE_WAIT = 60.0
@@ -102,15 +63,15 @@ UNREACHABLE_WAIT = 60.0
 unreachable_wait`)."""
 
 
-class DurableRuns:
-    """The runs of one store, from the process that opened it."""
+class DurableRuns(StoredRuns):
+    """The runs of one store, from the process that opened it: read (`StoredRuns`), started,
+    resumed, followed and steered."""
 
     def __init__(self, url: str, host: Host, *, queue: str | None, keep_days: float = 0) -> None:
-        self.url = url
+        super().__init__(url, host.client)
         self.keep_days = keep_days
         """Finished runs are deleted this long after (0: never; `retention`)."""
         self._host = host
-        self._client = host.client
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
 
@@ -422,112 +383,6 @@ class DurableRuns:
             f"{store_option(self.url)}` shows where it is"
         )
 
-    @contextmanager
-    def _reading(self, run_id: str | None = None) -> Generator[None]:
-        """A database error as one line (`store_failure`): a file that is not a database, a
-        server that went away; a record of `run_id` in the pickle format, refused, naming it."""
-        try:
-            if run_id is None:
-                yield
-            else:
-                with refusing_for(run_id):
-                    yield
-        except SQLAlchemyError as exc:
-            raise store_failure(self.url, exc) from None
-
-    @contextmanager
-    def _writing(self) -> Generator[None]:
-        """A database error as one line (`store_failure`): the store locked, its disk full."""
-        try:
-            yield
-        except SQLAlchemyError as exc:
-            raise store_failure(self.url, exc, doing="write to") from None
-
-    async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
-        """The runs, newest first (the newest `limit` of them); `status` one of
-        `status.STATUSES`, looked for by the store: a run that ended is found by DBOS's status
-        alone, one that goes on by its events too (running, waiting or stopped), read for the
-        runs not ended only. A run with a record in the pickle format is left out, and one
-        warning names those (the others are listed: a store an older version wrote is seen
-        without trusting it)."""
-        ended = _ENDED_AS.get(status) if status is not None else None
-        going = status is not None and ended is None
-        infos: list[RunInfo] = []
-        unread: list[str] = []
-        with self._reading():
-            with refusals() as refused:
-                found = await self._client.list_workflows_async(
-                    name=WORKFLOW,
-                    status=[ended] if ended is not None else list(_GOING) if going else None,
-                    sort_desc=True,
-                    # Which of the runs not ended are `status` is known once each is read.
-                    limit=None if going else limit,
-                    load_output=False,
-                )
-            for each in found:
-                if limit is not None and len(infos) >= limit:
-                    break
-                try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    info = await (self.get(each.workflow_id) if refused else self._info_of(each))
-                except PickledRecord:
-                    unread.append(each.workflow_id)
-                    continue
-                if status is None or info.status == status:
-                    infos.append(info)
-        if unread:
-            _log.warning(
-                "%d run%s not listed (%s): %s",
-                len(unread),
-                "s are" if len(unread) > 1 else " is",
-                ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else ""),
-                str(pickled()).replace("a record of the run store is", "each is", 1),
-            )
-        return infos
-
-    async def get(self, run_id: str) -> RunInfo:
-        with self._reading(run_id):
-            found = await self._client.list_workflows_async(
-                workflow_ids=[run_id], load_output=False
-            )
-            if not found:
-                raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
-            return await self._info(found[0])
-
-    async def _info_of(self, status: Any) -> RunInfo:
-        with refusing_for(status.workflow_id):
-            return await self._info(status)
-
-    async def _info(self, status: Any) -> RunInfo:
-        execution = waiting = None
-        decided: Collection[str] = ()
-        if status.status in ("PENDING", "ENQUEUED"):
-            execution = await self._client.get_event_async(
-                status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
-            )
-            waiting = await self._client.get_event_async(
-                status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
-            )
-            if isinstance(waiting, dict) and waiting:  # which of them are decided already
-                decided = await self.decisions(status.workflow_id)
-        elif status.status == "ERROR" and status.error is None:
-            # Loaded with the output only, which a list leaves out (it may be large).
-            [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        return run_info(status, execution, waiting, decided)
-
-    async def asked(self, run_id: str) -> list[ApprovalRequest]:
-        """The calls its `approvals` event lists (`status.asked_in`), whatever its status."""
-        with self._reading(run_id):
-            return asked_in(await self._client.get_event_async(run_id, APPROVALS_EVENT, 0))
-
-    async def decisions(self, run_id: str) -> dict[str, dict[str, JsonValue]]:
-        """The decisions sent to the run on its calls, taken by it or not yet, by call."""
-        return await anyio.to_thread.run_sync(stored_decisions, self.url, run_id)
-
-    async def waiting(self, run_id: str) -> dict[str, ApprovalRequest]:
-        """The run's calls waiting for a person's approval, by name."""
-        info = await self.get(run_id)
-        return {r.call: r for r in info.waiting}
-
     async def decide(
         self, run_id: str, call: str, decision: Decision, *, by: str | None = None
     ) -> None:
@@ -540,50 +395,6 @@ class DurableRuns:
             await send_decision(
                 self._client, self.url, run_id, call, decision, by=by or this_person()
             )
-
-    async def steps(self, run_id: str) -> list[RunStep]:
-        await self.get(run_id)
-        with self._reading(run_id):
-            return run_steps(await self._client.list_workflow_steps_async(run_id))
-
-    async def result(self, run_id: str) -> RunResult | None:
-        """What the run returned, if it has succeeded."""
-        with self._reading(run_id):
-            found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
-        output = found[0].output if found and found[0].status == "SUCCESS" else None
-        return RunResult.model_validate_json(output) if isinstance(output, str) else None
-
-    async def state(self, run_id: str) -> RunState | None:
-        """The run's last checkpoint, else the state it started from."""
-        with self._reading(run_id):
-            saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-            if isinstance(saved, str):
-                return RunState.model_validate_json(saved)
-            found = await self._client.list_workflows_async(
-                workflow_ids=[run_id], load_output=False
-            )
-        inputs = found[0].input if found else None
-        return RunState.model_validate_json(inputs["args"][0]) if inputs else None
-
-    async def forget_finished(self, keep_days: float) -> int:
-        """Delete the runs that finished more than `keep_days` ago; how many."""
-        before = datetime.now(UTC) - timedelta(days=keep_days)
-        old = await self._client.list_workflows_async(
-            name=WORKFLOW,
-            status=list(_FINISHED),
-            completed_before=before.isoformat(),
-            load_input=False,
-            load_output=False,
-        )
-        if old:
-            await self._client.delete_workflows_async([w.workflow_id for w in old])
-        return len(old)
-
-    async def delete(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs `run_ids` from the store, with everything recorded of them."""
-        if run_ids:
-            with self._writing():
-                await self._client.delete_workflows_async(list(run_ids))
 
     async def cancel(self, run_id: str) -> None:
         """Stop the run wherever it runs (one executing here has stopped on return); it is not

@@ -1,10 +1,13 @@
 """An SSE node's event stream (server-everything, which sends no keep-alive): kept while
 quiet whatever the SDK's read timeout, and when quiet past `sse_idle_timeout`, made again with
-that reason and no traceback.
+that reason and no traceback. A streamable HTTP node's GET stream, on which its server says
+what it says outside a call, is kept while quiet too.
 
 Before (QA round 7), the SDK's `sse_read_timeout` (300 s) ended every quiet stream: an ERROR
 with an 80-line traceback from `mcp.client.sse`, "the server closed the connection" as the
-reason, and the server's session state lost at each reconnect.
+reason, and the server's session state lost at each reconnect. A streamable HTTP node's GET
+stream timed out after its client's 300 s too, and the SDK gave it up after two in a row: a
+node quiet for ten minutes never heard its server's list changes again.
 """
 
 from __future__ import annotations
@@ -15,9 +18,13 @@ from contextlib import contextmanager
 from functools import partial
 
 import anyio
+import httpx2
+import mcp_types as types
 import pytest
 
 import toolkits.mcp.transport as transport
+from tests.servers.asgi import serve_on_loopback
+from tests.servers.inprocess import Context, ToyServer
 from tests.servers.real import everything_http
 from toolkits import result_text
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -114,3 +121,43 @@ async def test_a_quiet_event_stream_is_kept_until_its_idle_timeout(
 def test_an_idle_timeout_is_for_sse_servers_only() -> None:
     with pytest.raises(ValueError, match="'sse_idle_timeout' does not apply to an http server"):
         McpServerConfig(url="http://127.0.0.1:1/mcp", sse_idle_timeout=5)
+
+
+async def test_a_quiet_get_stream_of_a_streamable_http_server_is_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A call answered after 1.5 s with nothing on the GET stream meanwhile, 15 times the read
+    timeout given: the server's list change after it still reaches the node."""
+    short = httpx2.Timeout(30.0, read=0.1)
+    monkeypatch.setattr(transport, "_HTTP_TIMEOUT", short)
+    toy = ToyServer()
+
+    async def slow(_ctx: Context, _args: dict[str, object]) -> types.CallToolResult:
+        await anyio.sleep(1.5)  # the server's own work, while its GET stream is quiet
+        return types.CallToolResult(content=[types.TextContent(type="text", text="done")])
+
+    async def grow(ctx: Context, _args: dict[str, object]) -> types.CallToolResult:
+        toy.add_echo("extra")
+        await toy.announce_change(ctx)
+        return types.CallToolResult(content=[])
+
+    toy.add("slow", slow)
+    toy.add("grow", grow)
+    changed = anyio.Event()
+
+    async def heard_change(_node: str) -> None:
+        changed.set()
+
+    with heard() as log:
+        async with serve_on_loopback(toy.server.streamable_http_app(host="127.0.0.1")) as base:
+            config = McpServerConfig(url=f"{base}/mcp", protocol="legacy")
+            async with McpToolkit("toy", config) as node:
+                node.subscribe(heard_change)
+                with anyio.fail_after(20):
+                    assert result_text(await node.call_tool("toy__slow", {})) == "done"
+                    await node.call_tool("toy__grow", {})
+                    await changed.wait()
+                    names = {tool.name for tool in await node.list_tools()}
+    assert "toy__extra" in names
+    errors = [r for r in log.records if r.levelno >= logging.ERROR]
+    assert errors == []

@@ -1,4 +1,4 @@
-"""An SSE server's event stream: kept however long it is quiet, and ended with its reason.
+"""A server's event stream: kept however long it is quiet, and ended with its reason.
 
 The legacy SSE transport carries every answer on one long GET. The SDK's client (mcp 2.3)
 gives that GET a read timeout (`sse_read_timeout`, 300 s), but a server that sends no
@@ -10,7 +10,15 @@ the connection" as the reason. Here the event stream has no read timeout unless
 keep-alive notices a server host that is gone while the stream is quiet. A stream that fails
 ends as one the server closed (so the SDK logs no traceback), `on_lost` told why first.
 
+A streamable HTTP server (2025-11-25) sends what it says outside a call (list changes, logs,
+resource updates) on a GET event stream, read with the client's 300 s timeout too: the SDK
+opens it again after a failure, but gives up after two in a row, so a node quiet for ten
+minutes heard nothing of its server from then on. Its GET stream is kept the same way, and
+one that fails ends as closed, which the SDK opens again however often.
+
 sse_transport(on_lost, idle) -> the transport of an SSE node's HTTP client
+event_streams(inner, on_lost, idle) -> `inner`, its event streams kept so
+KEEP_ALIVE -> the socket options of a connection probed when quiet
 """
 
 from __future__ import annotations
@@ -22,9 +30,9 @@ import httpx2
 
 from .error_text import describe_error
 
-__all__ = ["sse_transport"]
+__all__ = ["KEEP_ALIVE", "event_streams", "sse_transport"]
 
-_KEEP_ALIVE = [
+KEEP_ALIVE = [
     (socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
     *(
         (socket.IPPROTO_TCP, getattr(socket, option), value)
@@ -38,7 +46,15 @@ _KEEP_ALIVE = [
 def sse_transport(on_lost: Callable[[str], None], idle: float | None) -> httpx2.AsyncBaseTransport:
     """The transport of an SSE node's client: its event stream read with `idle` seconds (None:
     no limit) allowed between two bytes, `on_lost(why)` called when the stream fails."""
-    return _EventStreams(httpx2.AsyncHTTPTransport(socket_options=_KEEP_ALIVE), on_lost, idle)
+    return event_streams(httpx2.AsyncHTTPTransport(socket_options=KEEP_ALIVE), on_lost, idle)
+
+
+def event_streams(
+    inner: httpx2.AsyncBaseTransport, on_lost: Callable[[str], None], idle: float | None
+) -> httpx2.AsyncBaseTransport:
+    """`inner`, whose GETs of an event stream are read with `idle` seconds (None: no limit)
+    allowed between two bytes, and end as closed when they fail, `on_lost(why)` told first."""
+    return _EventStreams(inner, on_lost, idle)
 
 
 class _EventStreams(httpx2.AsyncBaseTransport):

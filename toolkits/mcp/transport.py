@@ -41,7 +41,7 @@ from .lean_transport import LeanPosts
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
-from .sse_stream import sse_transport
+from .sse_stream import KEEP_ALIVE, event_streams, sse_transport
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink, open_stdio
 
@@ -58,6 +58,8 @@ __all__ = [
     "config_transport",
     "watch_transport",
 ]
+
+_log = logging.getLogger(__name__)
 
 TransportFactory = Callable[[], Transport]
 """Makes a fresh transport for each connection attempt (transports are single-use)."""
@@ -243,7 +245,9 @@ class _PoolPerScheme(httpx2.AsyncBaseTransport):
         pool = self._pools.get(tls)
         if pool is None:
             verify = _tls() if tls else _NO_TRUST
-            pool = self._pools[tls] = httpx2.AsyncHTTPTransport(verify=verify)
+            pool = self._pools[tls] = httpx2.AsyncHTTPTransport(
+                verify=verify, socket_options=KEEP_ALIVE
+            )
         return await pool.handle_async_request(request)
 
     async def aclose(self) -> None:
@@ -374,7 +378,9 @@ async def _streamable_http(
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     usable = LeanHttp.usable(url) and _on_asyncio()
     lean = LeanHttp(url, headers, connect_timeout=_HTTP_TIMEOUT.connect) if usable else None
-    reusing = _ReusingConnections(_PoolPerScheme())
+    # The GET stream of the server's own messages: kept while quiet, made again when it fails.
+    pools = event_streams(_PoolPerScheme(), partial(_get_stream_lost, name), None)
+    reusing = _ReusingConnections(pools)
     transport = LeanPosts(reusing, lean, url, link.observe, node=name, sent=sent)
     link.sent = sent
     link.auth = await auth()
@@ -392,6 +398,10 @@ async def _streamable_http(
             yield streams
         finally:
             link.client = link.lean_http = None
+
+
+def _get_stream_lost(name: str, why: str) -> None:
+    _log.debug("MCP server %r: its GET event stream ended (%s); opening it again", name, why)
 
 
 def _on_asyncio() -> bool:

@@ -1,0 +1,68 @@
+"""An agent the gateway can run, as configured, and as a node whose one tool is itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from agent import AgentOptions, ChatMemory, ChatModel
+from toolkits import Tool
+
+from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
+from .approval import ApprovalRule
+
+__all__ = ["AgentNode", "AgentSpec", "agent_as_tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentSpec:
+    """An agent the gateway can run: its model, the nodes whose tools it may call, options."""
+
+    name: str
+    model: ChatModel
+    tools: Sequence[str] = ()
+    options: AgentOptions = field(default_factory=AgentOptions)
+    description: str = ""
+    token_budget: int | None = None
+    """Tokens the whole run tree may spend (this agent and every agent it calls); called as a
+    tool, its subtree, within its caller's budget."""
+    memory: ChatMemory | None = None
+    """Where this agent keeps conversations; default: the gateway's."""
+    context_window: int | None = None
+    """Tokens the model's context holds, when its provider does not report it: a call that
+    would not fit fails before it is sent."""
+    approval: ApprovalRule = field(default_factory=ApprovalRule)
+    """Which of its tool calls a person must approve (globs over `approval_names`)."""
+
+    def tool_description(self) -> str:
+        """What a caller (a model, an MCP client) reads of this agent as a tool."""
+        return agent_description(
+            self.name,
+            self.description,
+            tools=self.tools,
+            instructions=self.options.system_message,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AgentNode:
+    """An agent listed among the nodes: its one tool is the agent itself."""
+
+    spec: AgentSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    async def list_tools(self) -> Sequence[Tool]:
+        return [agent_as_tool(self.spec)]
+
+
+def agent_as_tool(spec: AgentSpec) -> Tool:
+    return Tool(
+        name=spec.name,
+        description=spec.tool_description(),
+        input_schema=AGENT_INPUT_SCHEMA,
+        source_node=spec.name,
+        is_from_toolkit=False,
+    )
