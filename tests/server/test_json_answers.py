@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Literal
 
 import anyio
 import httpx2
@@ -24,6 +25,7 @@ from gateway.server import HttpOptions, http_app
 from gateway.server.served.json_answers import JsonAnswers, only_message
 from gateway.server.transports.envelope import EnvelopeCheck
 from tests.servers.asgi import serve_on_loopback
+from tests.servers.catalog import CatalogServer
 from tests.servers.inprocess import ToyServer
 from toolkits import result_text
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -237,3 +239,31 @@ async def test_a_sessions_listing_and_call_are_json_and_a_call_with_progress_str
         "notifications/progress",
         None,
     ]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_a_resource_and_a_prompt_over_a_megabyte_reach_an_sdk_client(
+    era: Literal["legacy", "auto"],
+) -> None:
+    # Read on the SDK's session path, each came as one event over the SDK client's 1 MB cap.
+    big = 1_100_000
+    docs = CatalogServer()
+    docs.add_resource("file:///big.txt", "x" * big)
+    docs.add_prompt("echo", "text")
+    with anyio.fail_after(60):
+        async with serve_on_loopback(docs.server.streamable_http_app(host="127.0.0.1")) as base:
+            config = McpServerConfig(url=f"{base}/mcp")
+            async with (
+                gateway_front(config) as (url, _layer, _node),
+                Client(url, mode=era) as client,
+            ):
+                read = await client.read_resource("file:///big.txt")
+                [prompt] = [p.name for p in (await client.list_prompts()).prompts]
+                got = await client.get_prompt(prompt, {"text": "y" * big})
+    [contents] = read.contents
+    assert isinstance(contents, types.TextResourceContents)
+    assert contents.text == "x" * big
+    [message] = got.messages
+    assert isinstance(message.content, types.TextContent)
+    assert message.content.text.endswith("y" * big + "')]")

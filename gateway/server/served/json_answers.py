@@ -8,11 +8,12 @@ answer to a request:
 - a list (the gateway serves each in one page: a `tools/list` of about 1,150 tools passed
   1 MB) has nothing to send before its result (no progress, no questions): it is held whole,
   and when it holds one message, that message goes as a JSON body;
-- a tool call's answer is held until something must go before its result (progress, a log
-  message, a question to the client, a keep-alive ping): from there on it streams as it
-  came. A result alone goes as a JSON body, as a call passed through answers
-  (`pass_through_reply`): a 1 MB tool result reached SDK clients passed through but failed on
-  this path, which takes the calls while their server reconnects. An error stays as the SDK
+- a tool call's answer (a resource read's, a prompt's) is held until something must go
+  before its result (progress, a log message, a question to the client, a keep-alive ping):
+  from there on it streams as it came. A result alone goes as a JSON body, as a call passed
+  through answers (`pass_through_reply`): a 1 MB tool result reached SDK clients passed
+  through but failed on this path, which takes the calls while their server reconnects (and
+  every resource read and prompt). An error stays as the SDK
   wrote it (its answer to a cancelled call among them: a JSON body coming as the client
   leaves raised out of the SDK client's `async with`).
 The client accepts JSON: the SDK refuses a POST that does not. Any other answer passes
@@ -33,6 +34,8 @@ from ..transports.envelope import posted_method, posted_request_id
 __all__ = ["JsonAnswers", "only_message"]
 
 _SESSION_ID = b"mcp-session-id"
+_ONE_RESULT = frozenset({"tools/call", "resources/read", "prompts/get"})
+"""Requests whose answer is a result that may come after progress, logs or questions."""
 
 
 class JsonAnswers:
@@ -46,7 +49,7 @@ class JsonAnswers:
             method = posted_method(scope)
             if method in SERVED_WHOLE:
                 return self._serve(scope, receive, _Held(send))
-            if method == "tools/call" and posted_request_id(scope) is not None:
+            if method in _ONE_RESULT and posted_request_id(scope) is not None:
                 return self._serve(scope, receive, _HeldResult(send))
         return self.app(scope, receive, send)  # no frame here while a stream is open
 
