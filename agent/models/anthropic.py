@@ -21,7 +21,7 @@ Usage: `input_tokens` counts every prompt token, cache reads and writes included
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeGuard
@@ -56,9 +56,10 @@ from ._json import (
     tool_call,
 )
 from ._sse import SSEEvent
+from .anthropic_schema import PropertyKeys, anthropic_input_schema, anthropic_property_keys
 from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
-from .schema import anthropic_input_schema, described
+from .schema import described
 from .settings import ModelSettings, capped_max_tokens
 
 __all__ = ["ANTHROPIC_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
@@ -113,7 +114,7 @@ class AnthropicModel(HTTPChatModel):
         body: JSONObject = {
             "model": self._model,
             "max_tokens": capped_max_tokens(self._settings) or DEFAULT_MAX_TOKENS,
-            "messages": self._wire_messages(messages, {tool.name for tool in tools}),
+            "messages": self._wire_messages(messages, _offered(tools)),
         }
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         if system:
@@ -137,11 +138,12 @@ class AnthropicModel(HTTPChatModel):
         return HTTPRequest(url=self._url, body=body, headers=headers)
 
     def _wire_messages(
-        self, messages: Sequence[ChatMessage], offered: Collection[str]
+        self, messages: Sequence[ChatMessage], offered: _Offered
     ) -> list[JSONObject]:
         """Anthropic alternates user and assistant turns: tool results are user content, and
         consecutive messages of one role become one turn (tool results first, as required).
-        `offered`: the request's tool names, which calls go back under as they are."""
+        `offered`: the request's tool names, which calls go back under as they are, and the
+        keys their arguments were declared under where those are not the tool's own."""
         wire: list[JSONObject] = []
 
         def add(role: str, blocks: list[Any]) -> None:
@@ -161,7 +163,7 @@ class AnthropicModel(HTTPChatModel):
                 add("assistant", self._assistant_blocks(message, offered))
         return wire
 
-    def _assistant_blocks(self, message: AssistantMessage, offered: Collection[str]) -> list[Any]:
+    def _assistant_blocks(self, message: AssistantMessage, offered: _Offered) -> list[Any]:
         if self._replayable(message):
             original = obj(message.raw).get("content")
             if is_arr(original):
@@ -177,7 +179,7 @@ class AnthropicModel(HTTPChatModel):
                 "type": "tool_use",
                 "id": call.id,
                 "name": sendable_name(call.name, offered),
-                "input": call.arguments,
+                "input": _declared_input(call, offered),
             }
             for call in message.tool_calls
         )
@@ -188,16 +190,27 @@ class AnthropicModel(HTTPChatModel):
         if body.get("type") == "error":
             raise ModelResponseError(f"{self.name}: {obj(body.get('error')).get('message')}")
         answer = self._message(
-            arr(body.get("content")), body.get("stop_reason"), obj(body.get("usage"))
+            arr(body.get("content")), body.get("stop_reason"), obj(body.get("usage")), tools
         )
         return identified(answer, body.get("id"), body.get("model"))
 
-    def _message(self, blocks: list[Any], stop_reason: Any, usage: JSONObject) -> AssistantMessage:
+    def _message(
+        self,
+        blocks: list[Any],
+        stop_reason: Any,
+        usage: JSONObject,
+        tools: Sequence[ToolDefinition] = (),
+    ) -> AssistantMessage:
         content = "".join(text(b.get("text")) for b in map(obj, blocks) if b.get("type") == "text")
+        uses = [b for b in map(obj, blocks) if b.get("type") == "tool_use"]
+        keys = _property_keys(tools, {text(b.get("name")) for b in uses})
         calls = tuple(
-            tool_call(text(b.get("id")) or new_call_id(), text(b.get("name")), b.get("input"))
-            for b in map(obj, blocks)
-            if b.get("type") == "tool_use"
+            tool_call(
+                text(b.get("id")) or new_call_id(),
+                text(b.get("name")),
+                _own_input(b.get("input"), keys.get(text(b.get("name")))),
+            )
+            for b in uses
         )
         cache_read = count(usage.get("cache_read_input_tokens"))
         reason, detail = read_stop(stop_reason, _STOPS)
@@ -219,7 +232,36 @@ class AnthropicModel(HTTPChatModel):
         )
 
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _EventAssembler:
-        return _EventAssembler(label=self.name, build=self._message)
+        return _EventAssembler(label=self.name, build=partial(self._message, tools=tools))
+
+
+_Offered = Mapping[str, PropertyKeys | None]
+"""The request's tool names, each with the keys its arguments were declared under where
+those are not its own (see `anthropic_schema`)."""
+
+
+def _offered(tools: Sequence[ToolDefinition]) -> _Offered:
+    return {tool.name: anthropic_property_keys(tool.input_schema) for tool in tools}
+
+
+def _property_keys(tools: Sequence[ToolDefinition], called: set[str]) -> dict[str, PropertyKeys]:
+    """The declared keys of the called tools whose arguments were declared under other keys
+    than their own."""
+    found = (
+        (tool.name, anthropic_property_keys(tool.input_schema))
+        for tool in tools
+        if tool.name in called
+    )
+    return {name: keys for name, keys in found if keys is not None}
+
+
+def _own_input(given: Any, keys: PropertyKeys | None) -> Any:
+    return given if keys is None else keys.restore(given)
+
+
+def _declared_input(call: ToolCall, offered: _Offered) -> JSONObject:
+    keys = offered.get(call.name)
+    return call.arguments if keys is None else keys.declared(call.arguments)
 
 
 def _tool_result(message: ToolMessage) -> JSONObject:
@@ -244,9 +286,7 @@ def _is_tool_use(block: Any) -> TypeGuard[JSONObject]:
     return is_obj(block) and block.get("type") == "tool_use"
 
 
-def _replayed_tool_use(
-    block: JSONObject, call: ToolCall, *, offered: Collection[str]
-) -> JSONObject:
+def _replayed_tool_use(block: JSONObject, call: ToolCall, *, offered: _Offered) -> JSONObject:
     """A `tool_use` block as it goes back: under the id the agent uses for its call, with a
     name the API takes, and `{}` for an input that was not a JSON object (kept as its text, so
     the model is told its arguments were malformed: the API answers 400 to any other); the

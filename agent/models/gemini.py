@@ -16,8 +16,8 @@ response goes by (`gemini_name`), and `args` that are not an object (a Struct) g
 
 Tool names Gemini refuses (it wants `^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$`; a server called `1pw`
 gives `1pw__image`) are declared under a name it takes (`_1pw__image`), and its calls are read
-back under the tool's own name; arguments a free-form object was declared for as JSON text
-(see `gemini_schema`) are read back into that object. `raw` keeps Gemini's own names and
+back under the tool's own name; arguments declared as JSON text (a free-form object, a value
+the schema leaves open; see `gemini_schema`) are read back into what the text says. `raw` keeps Gemini's own names and
 arguments, as they go back to it.
 
 A tool's images and audio follow the function responses of their turn as `inlineData` parts
@@ -315,8 +315,8 @@ def _declaration(tool: ToolDefinition, name: str) -> JSONObject:
 
 
 def _read_call(call: JSONObject, tools: Mapping[str, ToolDefinition]) -> ToolCall:
-    """A function call under its tool's own name, with the JSON text Gemini wrote for
-    free-form objects read back into them."""
+    """A function call under its tool's own name, with the JSON text Gemini wrote where the
+    schema has no Gemini form read back into what it says."""
     name = text(call.get("name"))
     arguments = call.get("args")
     tool = tools.get(name)

@@ -9,10 +9,16 @@ what it can:
   description, see `_json_schema`); alternatives that are whole schemas become `anyOf`;
 - a free-form object (`dict[str, Any]`: no properties, or only `additionalProperties`) has no
   Gemini form: it is declared as a string holding the object's JSON text, and
-  `JsonTextFields.decode` turns what Gemini wrote there back into the object the tool takes;
+  `JsonTextFields.decode` turns what Gemini wrote there back into the object the tool takes.
+  A tool whose arguments are such an object gets one parameter, `arguments`, for its text;
+- a value the schema leaves open (`{}`, `true`, an array's missing `items`, where a recursive
+  `$ref` is cut) has no Gemini form either (an `anyOf` of every type would still hold no
+  object or array): it is declared as JSON text of any value, read back the same way (text
+  that is not JSON is the string itself);
 - a tuple's `prefixItems` become one item schema (an `anyOf` where they differ).
 
-`None` for a tool without parameters, which Gemini wants omitted.
+`None` for a tool without parameters (no properties, and no free-form root), which Gemini
+wants omitted.
 
 Gemini also has `parametersJsonSchema` (JSON Schema, exclusive with `parameters`): not used,
 because the subset of JSON Schema it takes for function declarations is not spelt out, so
@@ -38,9 +44,8 @@ _GEMINI_FORMATS = {
     "number": {"float", "double"},
     "integer": {"int32", "int64"},
 }
-_GEMINI_ANY: JSONObject = {
-    "anyOf": [{"type": "string"}, {"type": "number"}, {"type": "boolean"}]
-}  # Gemini has no "any value"; scalars are the useful approximation.
+ROOT_TEXT = "arguments"
+"""The one parameter of a tool whose arguments are a free-form object: their JSON text."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,19 +54,27 @@ class JsonTextFields:
 
     here: bool = False
     """This value: a string of JSON text that stands for an object."""
+    any_value: bool = False
+    """This value: a string of JSON text that stands for any value."""
+    whole: bool = False
+    """The arguments: one parameter, `ROOT_TEXT`, holding their JSON text."""
     properties: Mapping[str, JsonTextFields] = field(default_factory=dict[str, "JsonTextFields"])
     items: JsonTextFields | None = None
     """Each item of this array."""
 
     def decode(self, value: Any) -> Any:
-        """`value` with the JSON text in these places read back into objects. Text that is
-        not a JSON object stays as it is: the tool's own check then says what is wrong."""
-        if self.here and isinstance(value, str):
-            try:
-                parsed: Any = json.loads(value)
-            except ValueError:
-                return value
+        """`value` with the JSON text in these places read back into what it says. Text that
+        is not what the place holds (no JSON object where one stands, no JSON at all where any
+        value does) stays as it is: the tool's own check then says what is wrong."""
+        if self.whole and is_obj(value) and isinstance(value.get(ROOT_TEXT), str):
+            parsed = _parsed(value[ROOT_TEXT])
             return parsed if is_obj(parsed) else value
+        if self.here and isinstance(value, str):
+            parsed = _parsed(value)
+            return parsed if is_obj(parsed) else value
+        if self.any_value and isinstance(value, str):
+            parsed = _parsed(value)
+            return value if parsed is _NOT_JSON else parsed
         if self.properties and is_obj(value):
             return {
                 name: (self.properties[name].decode(sub) if name in self.properties else sub)
@@ -72,22 +85,54 @@ class JsonTextFields:
         return value
 
 
+_NOT_JSON = object()
+
+
+def _parsed(source: str) -> Any:
+    """The JSON value `source` is the text of, or `_NOT_JSON`. `NaN` and `Infinity`, which
+    Python reads but JSON does not have, are not JSON."""
+    try:
+        return json.loads(source, parse_constant=_refuse)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _refuse(constant: str) -> Any:
+    raise ValueError(constant)
+
+
 _Converted = tuple[JSONObject, JsonTextFields | None]
 
 
 def gemini_parameters(schema: Mapping[str, Any]) -> JSONObject | None:
     """The `parameters` of a Gemini function declaration, or None when there are none."""
-    root = object_root(schema).schema
-    if not obj(root.get("properties")):
-        return None  # Gemini rejects an OBJECT with empty properties
-    return _gemini(root)[0]
+    return _gemini_root(schema)[0]
 
 
 def gemini_json_text_fields(schema: Mapping[str, Any]) -> JsonTextFields | None:
     """Where Gemini's arguments for a tool with this schema hold JSON text (see
     `JsonTextFields`), or None when nowhere."""
+    return _gemini_root(schema)[1]
+
+
+def _gemini_root(schema: Mapping[str, Any]) -> tuple[JSONObject | None, JsonTextFields | None]:
     root = object_root(schema).schema
-    return _gemini(root)[1] if obj(root.get("properties")) else None
+    if obj(root.get("properties")):
+        return _gemini(root)
+    if not _free_form(root):
+        return None, None  # no arguments; Gemini rejects an OBJECT with empty properties
+    text = _json_text(root, {"description": "The tool's arguments."})
+    parameters: JSONObject = {"type": "object", "properties": {ROOT_TEXT: text}}
+    if _required(root):
+        parameters["required"] = [ROOT_TEXT]
+    return parameters, JsonTextFields(whole=True)
+
+
+def _free_form(root: JSONObject) -> bool:
+    """Whether a root without properties takes arguments all the same: `additionalProperties`
+    other than false (`{"type": "object"}` alone is the usual way to say "no arguments")."""
+    extra = root.get("additionalProperties")
+    return extra is True or is_obj(extra) or bool(root.get("patternProperties"))
 
 
 def _gemini(node: Any) -> _Converted:
@@ -118,7 +163,7 @@ def _gemini(node: Any) -> _Converted:
     if kind is None:
         kind = _infer_type(source)
     if kind is None or kind == "null":
-        return {**_GEMINI_ANY, **out}, None
+        return _any_value(out, arr(source.get("enum")))
     if nullable:
         out["nullable"] = True
     plan: JsonTextFields | None = None
@@ -183,7 +228,7 @@ def _json_text(source: JSONObject, out: JSONObject) -> JSONObject:
     values = obj(source.get("additionalProperties")).get("type")
     if isinstance(values, str):
         said += f", whose values are of type {values}"
-    required = [f"`{name}`" for name in arr(source.get("required")) if isinstance(name, str)]
+    required = [f"`{name}`" for name in _required(source)]
     if required:
         said += ", with the keys " + ", ".join(required)
     described = out.get("description")
@@ -194,24 +239,45 @@ def _json_text(source: JSONObject, out: JSONObject) -> JSONObject:
     }
 
 
+def _required(source: JSONObject) -> list[str]:
+    return [name for name in arr(source.get("required")) if isinstance(name, str)]
+
+
+def _any_value(out: JSONObject, enum: list[Any] | None = None) -> _Converted:
+    """A value the schema leaves open (or whose values Gemini's types cannot hold: `enum`),
+    declared as its JSON text (see the module's docstring)."""
+    said = "Any JSON value, written as JSON text"
+    if enum:
+        said = "JSON text of one of " + ", ".join(json.dumps(v, ensure_ascii=False) for v in enum)
+    described = out.get("description")
+    text: JSONObject = {
+        **out,
+        "type": "string",
+        "description": f"{described} ({said}.)" if described else f"{said}.",
+    }
+    return text, JsonTextFields(any_value=True)
+
+
 def _gemini_union(source: JSONObject, variants: list[Any], nullable: bool = False) -> _Converted:
     kept = [v for v in variants if obj(v).get("type") != "null"]
     nullable = nullable or len(kept) < len(variants)
     plan: JsonTextFields | None = None
+    described = {"description": source["description"]} if "description" in source else {}
     if len(kept) == 1:
-        out, plan = _gemini(kept[0])
+        # Its description too: one it has as JSON text says how to write the value.
+        out, plan = _gemini({**obj(kept[0]), **described})
     elif kept:
         converted = [_gemini(v) for v in kept]
-        out: JSONObject = {"anyOf": [schema for schema, _ in converted]}
+        if any(fields is not None and fields.any_value for _, fields in converted):
+            return _any_value(described)  # one alternative is any value: so is the whole
+        out: JSONObject = {"anyOf": [schema for schema, _ in converted], **described}
         texts = [schema for schema, fields in converted if fields is not None and fields.here]
         strings = [schema for schema, _ in converted if _may_be_string(schema)]
         if texts and len(strings) == len(texts):
             # Gemini's string can only be the object's JSON text here: read it back.
             plan = JsonTextFields(here=True)
     else:
-        out = dict(_GEMINI_ANY)
-    if "description" in source:
-        out["description"] = source["description"]
+        return _any_value(described)  # only null: JSON text `null` says it
     if nullable:
         out["nullable"] = True
     return out, plan

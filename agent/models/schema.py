@@ -4,7 +4,8 @@ Every provider starts from `_json_schema.object_root`: refs inlined and the root
 schema, its `oneOf`/`anyOf`/`allOf` (which no provider takes there) folded into its
 properties; what they asked is said in the tool's description instead (`described`).
 
-- `anthropic_input_schema`: that root; Anthropic takes the rest as written.
+- `anthropic_input_schema`: that root, with top-level property keys Anthropic refuses
+  declared under keys it takes (see `anthropic_schema`); it takes the rest as written.
 - `openai_parameters`: that root, every array given `items` (OpenAI refuses an array without
   them; `{}` is any item, as no `items` was), plus whether OpenAI strict mode can be used:
   only when the schema already fits it (every property required, closed objects, only
@@ -21,6 +22,7 @@ from typing import Any
 
 from ._json import JSONObject, arr, is_arr, is_obj, obj
 from ._json_schema import COMBINATORS, each_subschema, inline_refs, object_root
+from .anthropic_schema import anthropic_input_schema
 from .gemini_schema import gemini_parameters
 
 __all__ = [
@@ -55,10 +57,6 @@ def unexpressed(schema: Mapping[str, Any]) -> tuple[str, ...]:
     """What `schema` asks of a tool's arguments that no provider can be told (nothing, for
     a schema that can be said whole)."""
     return () if _plain_object_root(schema) else object_root(schema).lost
-
-
-def anthropic_input_schema(schema: Mapping[str, Any]) -> JSONObject:
-    return object_root(schema).schema
 
 
 # --- OpenAI ----------------------------------------------------------------------------------
