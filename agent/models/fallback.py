@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Awaitable, Callable, Sequence
 
 from ..context_window import ReportsContextWindow
-from ..errors import AllModelsFailed, ModelConfigError, ModelError
+from ..errors import AllModelsFailed, ModelConfigError, ModelError, ModelHTTPError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import ChatModel, ReportsServer, ServerAddress, TokenCallback
 from ._json import is_obj
 
 __all__ = ["FallbackCallback", "FallbackModel"]
+
+_log = logging.getLogger(__name__)
+_NUMBERS = re.compile(r"\d+")
 
 FallbackCallback = Callable[[str, ModelError, str], Awaitable[None]]
 """`on_fallback(failed_name, error, next_name)`: a model failed and the next one is tried."""
@@ -19,6 +24,10 @@ FallbackCallback = Callable[[str, ModelError, str], Awaitable[None]]
 class FallbackModel:
     """Tries each model in turn; a `ModelError` (raised after that model's own retries) moves
     the call to the next model. Cancellation and other exceptions are not caught.
+
+    A model that refuses calls with a client error (HTTP 4xx but 408 and 429: a key, a request
+    its provider refuses however often it is sent) would go unnoticed, its calls answered by
+    the next model: it is warned of, once for each model and cause.
 
     The answer records who gave it: `raw["model"]` holds the answering model's name (the HTTP
     providers always set it; for others it is added when `raw` is a dict or None). Each
@@ -36,6 +45,7 @@ class FallbackModel:
             raise ModelConfigError("FallbackModel needs at least one model")
         self._models = tuple(models)
         self._on_fallback = on_fallback
+        self._refusals_said: set[tuple[str, int, str]] = set()
 
     @property
     def name(self) -> str:
@@ -86,11 +96,36 @@ class FallbackModel:
             except ModelError as error:
                 failures.append((model.name, error))
                 following = self._models[position + 1 :]
+                if following:
+                    self._say_refusal(model.name, error, following[0].name)
                 if following and self._on_fallback is not None:
                     await self._on_fallback(model.name, error, following[0].name)
                 continue
             return _signed(answer, model.name)
         raise AllModelsFailed(failures)
+
+    def _say_refusal(self, name: str, error: ModelError, next_name: str) -> None:
+        """Warn of `error` if it is a client error not warned of for `name` before."""
+        if not isinstance(error, ModelHTTPError) or not _is_client_error(error.status_code):
+            return
+        said = error.provider_message or str(error)
+        # One cause, whatever the numbers in it (a tool's index, a length, a token count).
+        key = (name, error.status_code, _NUMBERS.sub("#", said))
+        if key in self._refusals_said:
+            return
+        self._refusals_said.add(key)
+        _log.warning(
+            "%s refused a call with HTTP %d, which sending it again does not mend: the call "
+            "went on to %s, as each it refuses so will (said once): %s",
+            name,
+            error.status_code,
+            next_name,
+            said,
+        )
+
+
+def _is_client_error(status: int) -> bool:
+    return 400 <= status < 500 and status not in (408, 429)
 
 
 def _signed(answer: AssistantMessage, name: str) -> AssistantMessage:

@@ -16,6 +16,11 @@ model that reads no images (a text-only model, a local server without a vision p
 refuses such a request: it is sent again without the images, and if that is answered, the
 model is sent none from then on (one warning says so); the text describes them still.
 
+A server that refuses a tool description for its length (OpenAI documents 1,024 characters,
+not every model enforces them) is sent the request again with each description over the
+length it named cut to it, and so from then on (see `openai_descriptions`; one warning names
+each tool cut).
+
 A server that refuses `stream_options` (Mistral's API, Azure AI serverless, Databricks, older
 Groq: a 4xx naming it) is sent the request again without it, and none from then on (one
 warning says so); usage is then read where the server puts it unasked, or is unknown.
@@ -65,6 +70,7 @@ from ._json import (
     text,
     tool_call,
 )
+from .openai_descriptions import fitted, refused_length
 from .openai_stream import REASONING_FIELDS, ChunkAssembler, error_text
 from .replayed_calls import sendable_name
 from .retry import RetryPolicy
@@ -135,6 +141,11 @@ class OpenAIModel(HTTPChatModel):
         """False once the model refused a request for its images (see the module docstring)."""
         self._stream_usage = True
         """False once the server refused `stream_options` (see the module docstring)."""
+        self._description_limit: int | None = None
+        """The longest tool description the server took, once it refused a longer one."""
+        self._cut: dict[str, int] = {}
+        """Tools whose description was cut and not yet warned of: their whole length."""
+        self._cut_said: set[str] = set()
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
@@ -147,7 +158,7 @@ class OpenAIModel(HTTPChatModel):
         on_token: TokenCallback | None,
     ) -> AssistantMessage:
         try:
-            return await self._answer_without_refused_options(messages, tools, on_token)
+            return await self._answer_fitting_descriptions(messages, tools, on_token)
         except ModelHTTPError as error:
             if error.status_code != 404 or isinstance(error, ModelAuthError):
                 raise
@@ -167,6 +178,32 @@ class OpenAIModel(HTTPChatModel):
             f". OpenAI-style servers answer under /v1: is the base URL "
             f"{public_url(self._base_url).rstrip('/')}/v1?"
         )
+
+    async def _answer_fitting_descriptions(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
+        try:
+            answer = await self._answer_without_refused_options(messages, tools, on_token)
+        except ModelHTTPError as refused:
+            limit = refused_length(refused)
+            if limit is None or limit >= (self._description_limit or limit + 1):
+                raise
+            self._description_limit = limit
+            answer = await self._answer_without_refused_options(messages, tools, on_token)
+        if self._cut:
+            _log.warning(
+                "%s takes tool descriptions of at most %d characters (it refused a longer "
+                "one): each longer one is cut to fit, its end replaced by [...]: %s",
+                self.name,
+                self._description_limit,
+                ", ".join(f"{name!r} ({length} characters)" for name, length in self._cut.items()),
+            )
+            self._cut_said.update(self._cut)
+            self._cut.clear()
+        return answer
 
     async def _answer_without_refused_options(
         self,
@@ -262,6 +299,11 @@ class OpenAIModel(HTTPChatModel):
         parameters, strict = openai_parameters(tool.input_schema)
         function: JSONObject = {"name": tool.name, "parameters": parameters}
         description = described(tool.description, tool.input_schema)
+        limit = self._description_limit
+        if limit is not None and len(description) > limit:
+            if tool.name not in self._cut_said:
+                self._cut[tool.name] = len(description)
+            description = fitted(tool.description, tool.input_schema, limit)
         if description:
             function["description"] = description
         if self._strict_tools and strict:

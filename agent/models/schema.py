@@ -9,7 +9,8 @@ properties; what they asked is said in the tool's description instead (`describe
 - `openai_parameters`: that root, every array given `items` (OpenAI refuses an array without
   them; `{}` is any item, as no `items` was), plus whether OpenAI strict mode can be used:
   only when the schema already fits it (every property required, closed objects, only
-  keywords strict mode knows). Optional properties are not rewritten as nullable-required,
+  keywords strict mode knows) and keeps within strict mode's documented limits (nesting,
+  properties, enum values, the length of names and values). Optional properties are not rewritten as nullable-required,
   because a tool that receives `"head": null` instead of no `head` may reject it.
 - `gemini_parameters`: reduced to Gemini's OpenAPI subset (see `gemini_schema`).
 - `unexpressed`: what a schema asks that no provider can be told, to warn about.
@@ -17,6 +18,7 @@ properties; what they asked is said in the tool's description instead (`describe
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -73,13 +75,25 @@ _STRICT_FORMATS = frozenset(
 )
 _STRICT_DROPPED = frozenset({"default", "examples", "readOnly", "writeOnly", "deprecated"})
 """Annotations strict mode rejects but the model does not need to be constrained."""
+# Strict mode's limits (OpenAI's Structured Outputs guide, "Supported schemas"): a schema over
+# one is refused, and with it the whole request; without `strict` none of them apply.
+_STRICT_MAX_DEPTH = 10
+"""Sub-schemas deep, counting each property, `items` and `anyOf` step (as OpenAI's own SDK
+validator counts: no fewer levels than the API does)."""
+_STRICT_MAX_PROPERTIES = 5_000
+_STRICT_MAX_ENUM_VALUES = 1_000
+_STRICT_MAX_TEXT = 120_000
+"""Characters of all property names, enum values and const values together."""
+_STRICT_LONG_ENUM = 250
+_STRICT_LONG_ENUM_TEXT = 15_000
+"""Characters of the string values of one enum with more than `_STRICT_LONG_ENUM` values."""
 
 
 def openai_parameters(schema: Mapping[str, Any]) -> tuple[JSONObject, bool]:
     """The `parameters` for an OpenAI function tool, and whether `strict` may be set."""
     root = object_root(schema).schema
     strict = _strict(root)
-    if strict is None:
+    if strict is None or not _within_strict_limits(strict):
         return _with_items(root), False
     return strict, True
 
@@ -93,6 +107,38 @@ def _with_items(node: Any) -> Any:
     if (kind == "array" or (is_arr(kind) and "array" in kind)) and "items" not in node:
         out["items"] = {}
     return out
+
+
+def _within_strict_limits(root: JSONObject) -> bool:
+    """Whether strict mode takes `root` (a schema `_strict` made) for its size."""
+    properties = enum_values = text = 0
+    pending: list[tuple[JSONObject, int]] = [(root, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if depth > _STRICT_MAX_DEPTH:
+            return False
+        values = arr(node.get("enum"))
+        strings = sum(len(value) for value in values if isinstance(value, str))
+        if len(values) > _STRICT_LONG_ENUM and strings > _STRICT_LONG_ENUM_TEXT:
+            return False
+        enum_values += len(values)
+        text += sum(len(_as_text(value)) for value in values)
+        text += len(_as_text(node["const"])) if "const" in node else 0
+        names = obj(node.get("properties"))
+        properties += len(names)
+        text += sum(map(len, names))
+        subschemas = [*names.values(), *arr(node.get("anyOf"))]
+        subschemas += [node["items"]] if "items" in node else []
+        pending += [(sub, depth + 1) for sub in subschemas]
+    return (
+        properties <= _STRICT_MAX_PROPERTIES
+        and enum_values <= _STRICT_MAX_ENUM_VALUES
+        and text <= _STRICT_MAX_TEXT
+    )
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _strict(node: Any) -> JSONObject | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import anyio
@@ -10,7 +11,7 @@ import pytest
 from agent.errors import AllModelsFailed, ModelError, ModelHTTPError
 from agent.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from agent.model import ServerAddress
-from agent.models import AnthropicModel, FallbackModel, OpenAICompatibleModel
+from agent.models import AnthropicModel, FallbackModel, OpenAICompatibleModel, OpenAIModel
 from agent.scripted import ScriptedModel
 
 from .support import FakeProvider, Sleeps, json_response, raw_of, retry_policy
@@ -181,3 +182,81 @@ async def test_thinking_from_one_provider_is_not_sent_to_the_next(sleeps: Sleeps
     assert "SIG-abc" not in local_side.requests[0].content.decode()
     assert fallbacks.seen[0][0] == "anthropic:claude-sonnet-4-5"
     assert "HTTP 529" in fallbacks.seen[0][1]
+
+
+def context_too_long(tokens: int) -> dict[str, Any]:
+    message = (
+        f"This model's maximum context length is 128000 tokens. However, your messages "
+        f"resulted in {tokens} tokens. Please reduce the length of the messages."
+    )
+    error = {
+        "message": message,
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    return {"error": error}
+
+
+WRONG_KEY = (
+    "Incorrect API key provided: sk-proj-****ab12. You can find your API key at "
+    "https://platform.openai.com/account/api-keys."
+)
+INVALID_KEY = {
+    "error": {
+        "message": WRONG_KEY,
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_api_key",
+    }
+}
+
+
+@pytest.mark.anyio
+async def test_a_model_refusing_calls_with_a_client_error_is_warned_of_once_per_cause(
+    sleeps: Sleeps, caplog: pytest.LogCaptureFixture
+) -> None:
+    refusing = FakeProvider(
+        json_response(400, context_too_long(130512)),
+        json_response(400, context_too_long(131007)),  # the same cause, other numbers
+        json_response(401, INVALID_KEY),
+        json_response(400, context_too_long(129001)),
+    )
+    first = OpenAIModel(
+        "gpt-4.1-mini", api_key="sk-test", http_client=refusing.client(), retry=retry_policy(sleeps)
+    )
+    backup = ScriptedModel(["one", "two", "three", "four"], name="scripted:backup")
+    model = FallbackModel([first, backup])
+    answers = [(await model.invoke(ASK, [])).content for _ in range(4)]
+    assert answers == ["one", "two", "three", "four"]
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert said == [
+        "openai:gpt-4.1-mini refused a call with HTTP 400, which sending it again does not "
+        "mend: the call went on to scripted:backup, as each it refuses so will (said once): "
+        + context_too_long(130512)["error"]["message"],
+        "openai:gpt-4.1-mini refused a call with HTTP 401, which sending it again does not "
+        "mend: the call went on to scripted:backup, as each it refuses so will (said once): "
+        + WRONG_KEY,
+    ]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [429, 408, 500, 503])
+async def test_a_failure_that_may_pass_is_not_warned_of(
+    status: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    broken = Failing("openai:gpt-4.1", ModelHTTPError("busy", status_code=status, provider="x"))
+    backup = ScriptedModel(["ok"], name="scripted:backup")
+    assert (await FallbackModel([broken, backup]).invoke(ASK, [])).content == "ok"
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+
+
+@pytest.mark.anyio
+async def test_the_last_models_refusal_is_the_error_not_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    refusal = ModelHTTPError("bad request", status_code=400, provider="x")
+    model = FallbackModel([Failing("a", ModelError("down")), Failing("b", refusal)])
+    with pytest.raises(AllModelsFailed):
+        await model.invoke(ASK, [])
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -41,6 +41,18 @@ def test_names_that_sanitise_alike_stay_distinct_within_a_node() -> None:
     assert again == names
 
 
+@pytest.mark.parametrize("prefix", ["never", "auto", "always"])
+def test_an_empty_name_is_offered_valid_and_quietly(
+    prefix: PrefixPolicy, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A prompt may be named "" (tools so named are left out when listed): it is named as
+    # `sanitize_name` names it, "_", which needed no hash and is warned of by no one.
+    names = resolve_tool_names([NodeTools("sch", prefix, ["", "dup"])], what="prompt")["sch"]
+    assert names[""] == ("sch___" if prefix == "always" else "_")
+    assert all(VALID.match(name) for name in names.values())
+    assert not caplog.records
+
+
 def test_prefix_always_and_never() -> None:
     names = resolve_tool_names(
         [NodeTools("time", "always", ["get_current_time"]), NodeTools("calc", "never", ["add"])]

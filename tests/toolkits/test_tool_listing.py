@@ -17,8 +17,9 @@ import pytest
 from mcp import Client
 
 from tests.server.proxying import gateway_front
+from tests.servers.inprocess import ToyServer
 from tests.servers.odd_stdio import TOOLS
-from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp import McpServerConfig, McpToolkit, PrefixPolicy
 from toolkits.mcp.tool_listing import sift_tools
 from toolkits.observation import result_text
 
@@ -80,6 +81,37 @@ async def test_a_proxy_serves_the_good_tools_as_the_server_defines_them() -> Non
     assert listed["d__either"].input_schema == {"type": "object", **TOOLS[1]["inputSchema"]}
     assert listed["d__echo"].description == "echo the arguments"
     assert called.content == [types.TextContent(text='either: {"url": "u"}')]
+
+
+@pytest.mark.parametrize("prefix", ["never", "always"])
+async def test_a_tool_named_empty_is_left_out_and_warned_of_by_name(
+    prefix: PrefixPolicy, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The SDK client takes the page (nothing else in it is wrong); no model takes "" as a
+    # name, and `sch__` would name nothing.
+    server = ToyServer()
+    server.add_echo("")
+    server.add_echo("search")
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    with anyio.fail_after(10):
+        async with McpToolkit(
+            "sch", McpServerConfig(command="in-process", prefix=prefix), target=server.server
+        ) as node:
+            offered = [tool.name for tool in await node.list_tools()]
+            await node.refresh_tools()  # listed again: not said again
+    assert offered == ["search" if prefix == "never" else "sch__search"]
+    assert _warnings(caplog) == [
+        "MCP server 'sch': tool '' is not a valid MCP tool and is left out: name: empty"
+    ]
+
+
+def test_an_entry_named_empty_is_left_out_where_the_page_is_sifted() -> None:
+    entries: list[object] = [{"name": "", "inputSchema": {"type": "object"}}, TOOLS[0]]
+    tools, warnings = sift_tools("s", entries, "2025-11-25", lambda _: True)
+    assert [tool.name for tool in tools] == ["echo"]
+    assert warnings == [
+        "MCP server 's': tool '' is not a valid MCP tool and is left out: name: empty"
+    ]
 
 
 def test_an_entry_that_is_no_object_is_named_by_its_place() -> None:

@@ -63,9 +63,14 @@ def _fit(name: str, key: str) -> str:
     return name if len(name) <= MAX_NAME_LENGTH else _with_digest(name, key)
 
 
+def _valid_characters(name: str) -> str:
+    """`name` with each character a model refuses as `_` (and `_` for no name at all)."""
+    return _INVALID.sub("_", name) or "_"
+
+
 def sanitize_name(name: str) -> str:
     """`name` made valid for a model: invalid characters to `_`, at most 64 characters."""
-    return _fit(_INVALID.sub("_", name) or "_", name)
+    return _fit(_valid_characters(name), name)
 
 
 def is_offered(name: str, include: Sequence[str] | None, exclude: Sequence[str]) -> bool:
@@ -114,7 +119,7 @@ def _unique(originals: tuple[str, ...], prefix: str | None) -> Mapping[str, str]
     """Names for one node's tools, distinct within the node. Kept: every node's listing is
     resolved again whenever one changes (50 servers starting: 50 times), mostly unchanged."""
     head = f"{sanitize_name(prefix)}{PREFIX_SEPARATOR}" if prefix is not None else ""
-    wanted = {orig: _fit(head + _INVALID.sub("_", orig), orig) for orig in dict.fromkeys(originals)}
+    wanted = {orig: _fit(head + _valid_characters(orig), orig) for orig in dict.fromkeys(originals)}
     names: dict[str, str] = {}
     taken: set[str] = set()
     # A tool whose name needed no change keeps it; then shorter originals first: deterministic.
@@ -312,7 +317,7 @@ class _Notes:
     def shortened(self, node: str, orig: str, name: str, prefix: str | None) -> None:
         """Note `orig` if its `name` had to gain a hash: too long, or alike to another's."""
         head = f"{sanitize_name(prefix)}{PREFIX_SEPARATOR}" if prefix is not None else ""
-        natural = head + (_INVALID.sub("_", orig) or "_")
+        natural = head + _valid_characters(orig)
         if name != natural:
             why = "long" if len(natural) > MAX_NAME_LENGTH else "alike"
             self._shortened.setdefault((node, why), []).append((orig, name))
@@ -359,7 +364,7 @@ def rule_names(node: str, original: str) -> tuple[str, ...]:
     own, and `NODE__ORIGINAL` as written and as `prefix="always"` offers it. A rule (approval
     globs) matched against them and the name offered now covers the tool however it is named.
     """
-    plain = _INVALID.sub("_", original) or "_"
+    plain = _valid_characters(original)
     qualified = f"{sanitize_name(node)}{PREFIX_SEPARATOR}{plain}"
     forms = (original, plain, f"{node}{PREFIX_SEPARATOR}{original}", qualified)
     return tuple(dict.fromkeys((*forms, _fit(qualified, original))))

@@ -7,7 +7,8 @@ says. `ToolListing` asks the SDK client first; a page it refuses for its entries
 fetched again as the server sends it, and each entry is checked on its own:
 - a schema with no root `type` is given `"type": "object"`: a tool's arguments are always an
   object, so the tool means the same (the rest of its schema is kept as sent);
-- an entry that is still not a tool is left out.
+- an entry that is still not a tool is left out, and so is a tool named `""`, which the SDK
+  takes but nothing could call by name (a model is offered none, a prefix makes it `NODE__`).
 Either is said in one warning naming the server and the tool (once while it stays so; a tool
 `include`/`exclude` leaves out is left out quietly). The other entries are the server's as
 sent, and the SDK session learns the page as if it had listed it itself.
@@ -35,6 +36,7 @@ JsonObject = dict[str, Any]
 Page = tuple[list[mcp_types.Tool], str | None]
 
 _FAULTS_SAID = 3
+_NAMELESS = "name: empty"
 
 
 class ToolListing:
@@ -60,7 +62,9 @@ class ToolListing:
                 if not _in_entries(exc):
                     raise
                 return await self._sifted(client, cursor, said)
-            return listed.tools, listed.next_cursor
+            if all(tool.name for tool in listed.tools):
+                return listed.tools, listed.next_cursor
+            return self._named(listed.tools, said), listed.next_cursor
 
         tools = await every_page(page, what="tools", log=self._log)
         for warning in said:
@@ -68,6 +72,12 @@ class ToolListing:
                 self._log.warning("%s", warning)
         self._said = frozenset(said)
         return tools
+
+    def _named(self, tools: list[mcp_types.Tool], said: dict[str, None]) -> list[mcp_types.Tool]:
+        """`tools` but those named `""` (the SDK client took them), each warned of."""
+        if self._offered(""):
+            said[_left_out(self._node, "tool ''", _NAMELESS)] = None
+        return [tool for tool in tools if tool.name]
 
     async def _sifted(self, client: Client, cursor: str | None, said: dict[str, None]) -> Page:
         session = client.session
@@ -103,9 +113,7 @@ def sift_tools(
         if named is not None and not offered(named):
             pass
         elif tool is None:
-            warnings.append(
-                f"MCP server {node!r}: {called} is not a valid MCP tool and is left out: {fault}"
-            )
+            warnings.append(_left_out(node, called, fault))
         elif repaired:
             warnings.append(
                 f'MCP server {node!r}: {called} has an inputSchema with no "type"; it is taken '
@@ -140,9 +148,14 @@ def _as_tool(entry: object, version: str) -> tuple[mcp_types.Tool | None, str]:
     except (KeyError, ValueError):
         pass  # a version this SDK has no surface for: the model's own checks alone
     try:
-        return mcp_types.Tool.model_validate(entry, by_name=False), ""
+        tool = mcp_types.Tool.model_validate(entry, by_name=False)
     except ValidationError as exc:
         return None, _brief(exc)
+    return (tool, "") if tool.name else (None, _NAMELESS)
+
+
+def _left_out(node: str, called: str, fault: str) -> str:
+    return f"MCP server {node!r}: {called} is not a valid MCP tool and is left out: {fault}"
 
 
 def _brief(exc: ValidationError) -> str:
