@@ -13,7 +13,7 @@ person's message, and goes on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, Protocol, runtime_checkable
@@ -33,6 +33,7 @@ __all__ = [
     "Approver",
     "AsksAtOnce",
     "Decision",
+    "ExpectsSteps",
     "OpenQuestions",
     "approval_names",
     "node_rule_of",
@@ -150,6 +151,17 @@ class AsksAtOnce(Protocol):
         """Raise `RunPaused` to ask them in one round outside this run (the step runs again,
         from the run's last checkpoint, once they are answered); return to decide each call
         as it comes."""
+        ...
+
+
+@runtime_checkable
+class ExpectsSteps(Protocol):
+    """An approver told of a step's requests before any of them is decided."""
+
+    def expect(self, requests: Iterable[ApprovalRequest]) -> None:
+        """`requests` are asked next, each as its call comes (`decide`): nobody is asked about
+        one before every one is listed as waiting or decided (a run stopped at its first wait,
+        `--no-wait`, leaves them all listed)."""
         ...
 
 

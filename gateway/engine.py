@@ -8,7 +8,7 @@ the `step_loop`'s; what a run stores and returns is the `run_state`'s.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,13 +174,16 @@ class Gateway:
         journal: Journal | None = None,
         approver: Approver | None = None,
         questions: ClientQuestions | str = UNATTENDED,
+        pausing: Callable[[], str | None] | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
         With a `journal`, every model and tool call is recorded there, and one it already
         holds is answered from it, not made again. A call that needs approval waits for the
         `approver`'s decision (without one, it is refused). `lent`: the slots its request's
-        callers lent it (`node_slots`, read from `_meta` with `hops`).
+        callers lent it (`node_slots`, read from `_meta` with `hops`). `pausing`: asked when
+        the run is cancelled, what it was stopped to wait for, if that is why (its spans end
+        as paused, not failed: `Tracer.pausing`).
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
@@ -190,6 +193,7 @@ class Gateway:
             (*self.hooks, *hooks),
             subject=state.started_by,
             caller_trace=state.caller_trace,
+            pausing=pausing,
         )
         # A resumed run has spent what its state says (its sub-agents' calls included): the
         # budget counts on from there.

@@ -11,7 +11,9 @@ trace: a sub-agent's spans sit under the tool call that ran it. A call waiting f
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
 message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
 log messages a tool's server sent are counted, by logger and level, in one event each at the
-span's end. Failures set the span's error status and `error.type`. Arguments, results,
+span's end. Failures set the span's error status and `error.type`; a span the run's pause
+ended (it stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
+its status stays unset, and `agent_gateway.paused` says what it waits for. Arguments, results,
 messages, progress messages and server log data are not recorded: they may hold personal
 data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
 status has no description.
@@ -48,6 +50,7 @@ __all__ = ["OtelExporter"]
 INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
 APPROVAL_DECISION = "agent_gateway.approval.decision"
+PAUSED = "agent_gateway.paused"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _CHAIN = "fallback("
@@ -200,7 +203,10 @@ class OtelExporter:
                 value = event.output.get(field)
                 if isinstance(value, str | int) and not isinstance(value, bool):
                     span.set_attribute(attribute, value)
-        if event.phase == "error":
+        if event.phase == "error" and event.paused is not None:
+            # Stopped to wait (for a person, a client's answer), not failed: its status unset.
+            span.set_attribute(PAUSED, event.paused)
+        elif event.phase == "error":
             said = None if event.error_private else event.error  # a tool's words stay out
             span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))

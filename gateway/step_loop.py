@@ -41,7 +41,7 @@ from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
-from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, rejection
+from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, ExpectsSteps, rejection
 from .errors import say_stopped_in
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
@@ -240,6 +240,8 @@ class StepLoop:
         }
         if asked and isinstance(context.approver, AsksAtOnce):
             await context.approver.ask_at_once(list(asked.values()))
+        elif asked and isinstance(context.approver, ExpectsSteps):
+            context.approver.expect(asked.values())
 
         stopped: list[AgentError] = []
 

@@ -166,6 +166,9 @@ class Tracer:
     subject: str | None = None
     caller_trace: dict[str, str] | None = None
     """The trace context the caller sent (`TraceEvent.caller_trace`), on parentless spans."""
+    pausing: Callable[[], str | None] | None = None
+    """Asked as a cancel ends a span: what the run was stopped to wait for, if the cancel is
+    that pause (`--no-wait`: a person's approval), not a failure."""
     _t0: float = field(default_factory=time.perf_counter)
 
     def _ms(self, at: float | None = None) -> float:
@@ -298,6 +301,8 @@ class Tracer:
             cancelled = isinstance(exc, anyio.get_cancelled_exc_class())
             error = "cancelled" if cancelled else str(exc) or repr(exc)
             paused = exc.reason if isinstance(exc, RunPaused) else None
+            if cancelled and self.pausing is not None:
+                paused = self.pausing()
             with anyio.CancelScope(shield=True):  # the record of a cancel must still go out
                 await self.emit(event("error", error, paused, type(exc).__name__))
             raise

@@ -627,3 +627,45 @@ async def test_a_wait_for_approval_is_a_span_of_its_own_ending_with_the_decision
     assert wait.end_time is not None
     assert spans["execute_tool calculator"].start_time is not None
     assert wait.end_time <= spans["execute_tool calculator"].start_time  # then the call ran
+
+
+def _exported(stderr: str) -> dict[str, dict[str, Any]]:
+    """The spans the console exporter wrote, by name (one JSON object a span)."""
+    blocks = re.findall(r"^\{$.*?^\}$", stderr, flags=re.MULTILINE | re.DOTALL)
+    return {span["name"]: span for span in map(json.loads, blocks)}
+
+
+@pytest.mark.integration
+def test_a_run_left_waiting_for_approval_by_no_wait_is_paused_not_failed(tmp_path: Path) -> None:
+    executable = Path(sys.executable).parent / "agent-gateway"
+    ask = {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]}
+    (tmp_path / "answers.json").write_text(json.dumps([ask]))
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n[agents.assistant]\n'
+        'model = "scripted:answers.json"\ntools = ["calculator"]\n'
+        'require_approval = ["calculator"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(REPO)
+    store = ["--state-dir", str(tmp_path / "state"), "--otel", "--no-wait"]
+    run_id = None
+    for command in (["run", "6 * 7?"], ["resume"]):  # the resumed run waits again
+        args = [*command, run_id] if run_id is not None else command
+        done = subprocess.run(
+            [str(executable), *args, *store, "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
+        assert done.returncode == 3, done.stderr
+        run_id = json.loads(done.stdout)["run_id"]
+        spans = _exported(done.stderr)
+        agent = spans["invoke_agent assistant"]
+        assert agent["status"]["status_code"] == "UNSET", agent
+        assert agent["attributes"]["agent_gateway.paused"] == "waiting for a person's approval"
+        assert "error.type" not in agent["attributes"]
+        wait = spans["await_approval calculator"]["attributes"]
+        assert wait["agent_gateway.approval.decision"] == "none"  # stopped waiting

@@ -9,6 +9,12 @@ the workflow received, so a run resumed after a crash finds the decisions it had
 received in its records, and waits only for the others (a message sent while no process ran
 the run waits in the store).
 
+Before a call is listed, every decision the store holds for the run is taken in (sent while
+no process ran it), unless a wait for one is on (it takes them in as they come): a resumed run
+never lists, or announces, a call that is decided already. The calls of one step (`expect`)
+are all listed before anyone is asked about one of them (`on_wait`), so a run stopped at its
+first wait (`--no-wait`) leaves each of them listed, to be decided on its own.
+
 A call still listed when an execution ends (the run stopped while it waited: `--no-wait`, a
 kill) is a question left open, which the next execution takes over (`earlier`). An agent
 served by another gateway starts its run over then, and asks the same call under a new name:
@@ -96,7 +102,20 @@ class DbosApprovals:
         self._on_change = on_change
         self._receiving = anyio.Lock()
         """One `recv` at a time: a message for another call is kept for it."""
+        self._waiting = 0
+        """Calls waiting for their decisions: whichever holds `_receiving` takes the messages
+        in for all of them, as they come."""
+        self._catch_ups = 0
+        """How many catch-ups (`_catch_up`) have begun."""
         self._publishing = anyio.Lock()
+        self._unsettled: set[str] = set()
+        """Calls asked together (a step's, `expect`) neither listed as waiting nor decided yet:
+        nobody is asked about a call before they are, so a run stopped at its first wait
+        (`--no-wait`) leaves every one of them listed."""
+        self._settled: anyio.Event | None = None
+
+    def expect(self, requests: Iterable[ApprovalRequest]) -> None:
+        self._unsettled.update(r.call for r in requests if r.call not in self._decided)
 
     def asked_again(self, request: ApprovalRequest, under: str) -> ApprovalRequest | None:
         for call, asked in self._earlier.items():
@@ -108,41 +127,75 @@ class DbosApprovals:
     async def decide(self, request: ApprovalRequest) -> Decision:
         call = request.call
         self._earlier.pop(call, None)  # asked again by its name (the same call resumed)
-        if call not in self._decided and not self._receiving.locked():
-            # A decision sent while no process ran the run is waiting already. (While another
-            # call waits for its decision, that wait takes the messages in for every call: this
-            # one is listed at once, not after that wait.)
-            await self._receive(call, wait_seconds=0)
-        if call not in self._decided:
-            self._pending[call] = request
-            try:
-                await self._publish()
-                # Asked of nobody (a run handle's client), the wait takes no task group.
-                asking = (
-                    in_background(partial(self._ask, request), wait_started=False)
-                    if self._on_wait is not None
-                    else nullcontext()
-                )
-                async with asking:
-                    while call not in self._decided:
-                        await self._receive(call, wait_seconds=RECV_SECONDS)
-            except BaseException:
-                # Interrupted (Ctrl-C, a signal): the call still waits in the store, where
-                # `runs approve` finds it, and the run resumed later takes the decision.
-                del self._pending[call]
-                raise
-            del self._pending[call]
+        self._unsettled.add(call)  # questions of one round come in one by one, unannounced
+        try:
+            if call not in self._decided and not self._waiting:
+                # Nobody takes messages in now: a decision sent meanwhile (while no process
+                # ran the run, or before this call was asked) is still in the store.
+                await self._catch_up()
+            if call not in self._decided:
+                await self._wait_for(request)
+        finally:
+            self._settle(call)
         if call in self._listed:
             # Not listed once its decision is handed on (before: a run stopped after it is
             # not handed it again for a call asked anew).
             await self._publish()
         return self._decided[call]
 
+    async def _catch_up(self) -> None:
+        """Take in every decision the store holds for the run, unless one begun since this
+        call was asked did (one after another, each call of a step would take its own)."""
+        begun = self._catch_ups
+        async with self._receiving:
+            if self._catch_ups > begun:
+                return
+            self._catch_ups += 1
+            while (message := await DBOS.recv_async(APPROVAL_TOPIC, 0)) is not None:
+                self._take(message)
+
+    async def _wait_for(self, request: ApprovalRequest) -> None:
+        """List `request` as waiting, and wait for its decision."""
+        call = request.call
+        self._pending[call] = request
+        self._waiting += 1
+        try:
+            await self._publish()
+            self._settle(call)
+            # Asked of nobody (a run handle's client), the wait takes no task group.
+            asking = (
+                in_background(partial(self._ask, request), wait_started=False)
+                if self._on_wait is not None
+                else nullcontext()
+            )
+            async with asking:
+                while call not in self._decided:
+                    await self._receive(call, wait_seconds=RECV_SECONDS)
+        finally:
+            # Interrupted (Ctrl-C, a signal), the call still waits in the store, where
+            # `runs approve` finds it, and the run resumed later takes the decision.
+            self._waiting -= 1
+            del self._pending[call]
+
+    def _settle(self, call: str) -> None:
+        """`call` is listed as waiting, or decided."""
+        self._unsettled.discard(call)
+        if not self._unsettled and self._settled is not None:
+            self._settled.set()
+            self._settled = None
+
+    async def _all_settled(self) -> None:
+        while self._unsettled:
+            if self._settled is None:
+                self._settled = anyio.Event()
+            await self._settled.wait()
+
     async def _ask(self, request: ApprovalRequest) -> None:
         """Ask `on_wait` while the decision may come from elsewhere too (then this is
         cancelled). Its failure is no answer: the call waits for a decision all the same."""
         if self._on_wait is None:
             return
+        await self._all_settled()  # the calls asked with it are listed first
         try:
             await self._on_wait(request)
         except Exception:

@@ -43,6 +43,9 @@ _log = logging.getLogger(__name__)
 WORKFLOW = "agent-gateway.run"
 STORE_LOOK = 5.0
 """How long a run that lost its claim looks in the store for why (cancelled, or taken)."""
+WAITS_FOR_APPROVAL = "waiting for a person's approval"
+"""What a run stopped by its driver as a call waits (`--no-wait`) waits for: its spans end
+paused with it, not cancelled (`Tracer.pausing`)."""
 
 
 class Stopped(BaseException):
@@ -228,6 +231,7 @@ async def _execute(
                 hops=options.hops,
                 lent=options.lent,
                 quota=options.quota,
+                pausing=lambda: WAITS_FOR_APPROVAL if execution.left_waiting else None,
             )
             execution.result = result
             return result.model_dump_json()
