@@ -229,7 +229,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            version=metadata_version(previous_steps),
+            version=metadata_version(previous_steps, actions),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
