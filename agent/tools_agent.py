@@ -367,7 +367,9 @@ class ToolsAgent:
         usage: Usage,
         structured: JsonValue | object,
     ) -> _Outcome:
-        """The item's answer: its turn saved, its result made."""
+        """The item's answer: its turn saved, its result made. An answer without text saves
+        no turn (as n8n saves only an output): the engine fails it, and a later turn of the
+        session would read a question answered by nothing."""
         final = answer
         if structured is NOT_AN_ANSWER:
             text, structured = answer.content, None
@@ -376,10 +378,11 @@ class ToolsAgent:
             if answer.tool_calls:  # answered by `final_result`: the turn ends in the answer itself
                 final = AssistantMessage(content=text, usage=answer.usage)
         try:
-            # Text only: the media were for this turn's calls, and would weigh on every later
-            # turn of the session (and on its stored rows).
-            turn = [*scratchpad_messages(steps, media=False), final]
-            await self._remember(item, index, turn)
+            if text.strip():
+                # Text only: the media were for this turn's calls, and would weigh on every
+                # later turn of the session (and on its stored rows).
+                turn = [*scratchpad_messages(steps, media=False), final]
+                await self._remember(item, index, turn)
         except AgentError as exc:
             return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
         keep = steps if self.options.return_intermediate_steps else None
