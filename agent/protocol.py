@@ -31,16 +31,21 @@ __all__ = [
     "metadata_version",
 ]
 
-METADATA_VERSION = 2
-"""The newest metadata version, which this agent writes when it must; it resumes version 1
-too. Version 2 adds media to steps (`ToolCallStep.media`): a run is version 2 only while a
-step carries some, so an older agent refuses such a run with its own clear message, and
-still resumes every other run this one stored."""
-READABLE_VERSIONS = (1, 2)
+METADATA_VERSION = 3
+"""The newest metadata version, which this agent writes when it must; it resumes the older
+ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
+routing field displaced (`Action.displaced`): a run is of a newer version only while it holds
+such a thing, so an older agent refuses such a run with its own clear message, and still
+resumes every other run this one stored."""
+READABLE_VERSIONS = (1, 2, 3)
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
 tools: the seed's `isFromToolkit` routing). A plain tool's node is the tool itself."""
+
+
+def _is_none(value: object) -> bool:
+    return value is None
 
 
 class _Model(BaseModel):
@@ -63,6 +68,10 @@ class Action(_Model):
     item_index: int
     tool: str
     """The tool name the model used (for a toolkit node it is also `input["tool"]`)."""
+    displaced: dict[str, JsonValue] | None = Field(default=None, exclude_if=_is_none)
+    """The model's own argument named as the routing field (`{"tool": ...}`), which `input`
+    has no room for beside the tool's name: `arguments` gives it back. Written only when
+    set: an action without it reads as it did before it existed."""
 
     @classmethod
     def routed(
@@ -76,18 +85,31 @@ class Action(_Model):
         item_index: int,
     ) -> Action:
         """The action for one tool call: to its node, and a toolkit node's input also names
-        the tool (`ROUTING_KEY`)."""
-        node_input = {**arguments, ROUTING_KEY: tool} if from_toolkit else dict(arguments)
+        the tool (`ROUTING_KEY`), keeping aside an argument of the model's it replaces."""
+        if not from_toolkit:
+            node_input, displaced = dict(arguments), None
+        else:
+            node_input = {**arguments, ROUTING_KEY: tool}
+            displaced = {ROUTING_KEY: arguments[ROUTING_KEY]} if ROUTING_KEY in arguments else None
         return cls(
-            node=node, input=node_input, tool_call_id=tool_call_id, item_index=item_index, tool=tool
+            node=node,
+            input=node_input,
+            tool_call_id=tool_call_id,
+            item_index=item_index,
+            tool=tool,
+            displaced=displaced,
         )
 
     def arguments(self, *, from_toolkit: bool) -> dict[str, JsonValue]:
-        """The tool's own arguments: the input without the routing field a toolkit call
-        carries (a plain tool keeps an argument that happens to be called `tool`)."""
+        """The tool's own arguments, every one the model gave: a toolkit call's input without
+        its routing field, or with the model's own value there (`displaced`). A plain tool
+        keeps an argument that happens to be called `tool`."""
         arguments = dict(self.input)
         if from_toolkit:
-            arguments.pop(ROUTING_KEY, None)
+            if self.displaced is not None:
+                arguments.update(self.displaced)  # in the place the model gave it
+            else:
+                arguments.pop(ROUTING_KEY, None)
         return arguments
 
 
@@ -124,8 +146,13 @@ class ItemResult(_Model):
         return [step.model_copy(update={"media": ()}) if step.media else step for step in steps]
 
 
-def metadata_version(previous_steps: Mapping[int, Sequence[ToolCallStep]]) -> Literal[1, 2]:
-    """The version metadata with these steps is written as: the oldest that can hold them."""
+def metadata_version(
+    previous_steps: Mapping[int, Sequence[ToolCallStep]], actions: Sequence[Action] = ()
+) -> Literal[1, 2, 3]:
+    """The version metadata with these steps, beside these actions, is written as: the oldest
+    that can hold them (an older agent would call a tool without the displaced argument)."""
+    if any(action.displaced is not None for action in actions):
+        return 3
     with_media = any(step.media for steps in previous_steps.values() for step in steps)
     return 2 if with_media else 1
 
@@ -134,8 +161,8 @@ class AgentRequestMetadata(_Model):
     """All loop state of a run. Versioned: a stored run of a version this agent does not know
     is refused (see `METADATA_VERSION`)."""
 
-    version: Literal[1, 2] = 1
-    """1 unless a step carries media (`metadata_version`)."""
+    version: Literal[1, 2, 3] = 1
+    """1 unless a step carries media or an action a displaced argument (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""
@@ -163,7 +190,8 @@ class AgentRequestMetadata(_Model):
         fields: dict[str, Any] = cast(dict[str, Any], data) if isinstance(data, dict) else {}
         version = fields.get("version", 1)
         if version not in READABLE_VERSIONS:
-            readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+            *older, newest = (str(v) for v in READABLE_VERSIONS)
+            readable = f"{', '.join(older)} and {newest}"
             raise StateError(
                 f"the agent metadata is version {version!r}; this agent resumes versions "
                 f"{readable} only: finish or restart the run with the version that began it"

@@ -117,16 +117,34 @@ def _in_call_order(steps: list[ToolCallStep]) -> list[ToolCallStep]:
     """The steps of each model answer in the order the model made its calls: the calls the
     agent answered itself were recorded before the engine's results of the same answer."""
     ordered: list[ToolCallStep] = []
-    start = 0
-    for end in range(1, len(steps) + 1):
-        if end == len(steps) or steps[end].message != steps[start].message:
-            group = steps[start:end]
-            if len(group) > 1:
-                position = {call.id: i for i, call in enumerate(group[0].message.tool_calls)}
-                group.sort(key=lambda step: position.get(step.tool_call_id, len(position)))
-            ordered += group
-            start = end
+    for group in _by_answer(steps):
+        if len(group) > 1:
+            position = {call.id: i for i, call in enumerate(group[0].message.tool_calls)}
+            group.sort(key=lambda step: position.get(step.tool_call_id, len(position)))
+        ordered += group
     return ordered
+
+
+def _by_answer(steps: Sequence[ToolCallStep]) -> list[list[ToolCallStep]]:
+    """The steps split by the model answer they came from, in order. Two answers in a row may
+    be equal (an unreadable call asked for again, the same text sent back twice): an answer
+    without calls has one step, its correction, and one with calls one step per call."""
+    groups: list[list[ToolCallStep]] = []
+    ids: set[str] = set()
+    for step in steps:
+        group = groups[-1] if groups else None
+        if (
+            group is None
+            or not step.message.tool_calls
+            or step.tool_call_id in ids
+            or step.message != group[0].message
+        ):
+            groups.append([step])
+            ids = {step.tool_call_id}
+        else:
+            group.append(step)
+            ids.add(step.tool_call_id)
+    return groups
 
 
 def tool_usage(response: EngineResponse | None) -> Usage:
@@ -147,23 +165,19 @@ def tool_usage(response: EngineResponse | None) -> Usage:
 
 
 def scratchpad_messages(steps: Sequence[ToolCallStep], *, media: bool = True) -> list[ChatMessage]:
-    """Each assistant message once, verbatim, followed by a result for every call it made (or,
-    for a text answer sent back, by what was wrong with it). With `media`, results carry
-    their steps' media, the newest first, up to `MEDIA_BYTES_PER_CALL`; without, text only
-    (what chat memory keeps)."""
+    """Each model answer once, in order and verbatim, followed by a result for every call it
+    made (or, for a text answer sent back, by what was wrong with it). With `media`, results
+    carry their steps' media, the newest first, up to `MEDIA_BYTES_PER_CALL`; without, text
+    only (what chat memory keeps)."""
     shown = _media_within_budget(steps) if media else {}
     messages: list[ChatMessage] = []
-    groups: list[tuple[AssistantMessage, dict[str, ToolCallStep]]] = []
-    for step in steps:
-        if groups and groups[-1][0] == step.message:
-            groups[-1][1][step.tool_call_id] = step
-        else:
-            groups.append((step.message, {step.tool_call_id: step}))
-    for message, by_id in groups:
+    for group in _by_answer(steps):
+        message = group[0].message
         messages.append(message)
         if not message.tool_calls:  # an answer sent back: what was wrong comes as the user's turn
-            messages += [UserMessage(content=step.observation) for step in by_id.values()]
+            messages.append(UserMessage(content=group[0].observation))
             continue
+        by_id = {step.tool_call_id: step for step in group}
         for call in message.tool_calls:
             step = by_id.get(call.id)
             content = step.observation if step else NO_RESULT

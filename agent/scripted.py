@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
 from pydantic_core import ErrorDetails
 
+from .call_order import take_turn
 from .errors import ScriptExhausted, StateError
 from .messages import AssistantMessage, ChatMessage, StopReason, ToolCall, ToolDefinition, Usage
 from .model import TokenCallback
@@ -83,7 +84,8 @@ def _what(err: ErrorDetails) -> str:
 
 class ScriptedModel:
     """Replays `answers` in order, one per call; raises `ScriptExhausted` past the end. An
-    answer is a `ScriptedAnswer`, its text alone, or a dict in a script file's shape.
+    answer is a `ScriptedAnswer`, its text alone, or a dict in a script file's shape. The
+    calls of one agent step for several items take their answers in item order.
 
     Given `on_token`, it streams each answer's text word by word before returning it."""
 
@@ -135,6 +137,7 @@ class ScriptedModel:
         *,
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
+        await take_turn()  # a step's calls for several items: answered in item order
         turn = self._turns
         self._turns += 1
         self.calls.append((list(messages), list(tools)))

@@ -8,17 +8,18 @@ travels in the request's metadata.
 Items run in batches of `batch_size` (n8n's option): a batch runs to its end before the next
 starts, `delay_between_batches` seconds later. An item fails on its own (max iterations, a
 model that rejected its request, a request too long for the context window) and the others go
-on, unless `fail_fast`. Any other model
-failure interrupts the step (`StepInterrupted`) with the progress of every other item, so a
-retry repeats no finished model call and saves no turn twice.
+on, unless `fail_fast`. Any other model failure interrupts the step (`StepInterrupted`) with
+the progress of every other item, so a retry repeats no finished model call and saves no turn
+twice.
 
 Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
 JSON object (or were cut off at the model's token limit), and a call repeated once too often.
 An answer without calls that stopped short (`stopped_short`: cut off, filtered, refused) fails
-its item with the reason, keeping its text as the output. The model may repeat a call once (a clock or a
-search may answer differently the second time); the second repeat of the identical call (same
-tool, same arguments) and every later one are not run again: the observation says so and gives
-the result the model already has. Repeats are counted against calls that already finished.
+its item with the reason, keeping its text as the output. The model may repeat a call once (a
+clock or a search may answer differently the second time); the second repeat of the identical
+call (same tool, same arguments) and every later one are not run again: the observation says
+so and gives the result the model already has. Repeats are counted against calls that already
+finished.
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import cast
 
 import anyio
 from pydantic import JsonValue
 
+from .call_order import StepCalls
 from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
@@ -178,11 +181,14 @@ class ToolsAgent:
             await anyio.sleep(self.options.delay_between_batches)
 
         outcomes: dict[int, _Outcome] = {}
+        # A model answering by order (a script) answers the items' calls in item order.
+        order = StepCalls(batch) if len(batch) > 1 else None
 
         async def advance(index: int) -> None:
-            outcomes[index] = await self._advance(items[index], index, response, state)
+            with order.item(index) if order is not None else nullcontext():
+                outcomes[index] = await self._advance(items[index], index, response, state, order)
 
-        if len(batch) == 1:
+        if order is None:
             await advance(batch[0])
         else:
             try:
@@ -229,7 +235,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            version=metadata_version(previous_steps),
+            version=metadata_version(previous_steps, actions),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
@@ -280,6 +286,7 @@ class ToolsAgent:
         index: int,
         response: EngineResponse | None,
         state: AgentRequestMetadata,
+        order: StepCalls | None = None,
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
         steps = build_steps(response, index)
@@ -291,7 +298,8 @@ class ToolsAgent:
         try:
             history, usage = await self._history(item, index)
             messages = await self._within_window(history, item, index, steps)
-            answer = await self.model.invoke(messages, self._offered())
+            with order.calling(index) if order is not None else nullcontext():
+                answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc):
                 # Not sent at all when it would not fit the window: say so, not "rejected".
@@ -367,7 +375,9 @@ class ToolsAgent:
         usage: Usage,
         structured: JsonValue | object,
     ) -> _Outcome:
-        """The item's answer: its turn saved, its result made."""
+        """The item's answer: its turn saved, its result made. An answer without text saves
+        no turn (as n8n saves only an output): the engine fails it, and a later turn of the
+        session would read a question answered by nothing."""
         final = answer
         if structured is NOT_AN_ANSWER:
             text, structured = answer.content, None
@@ -376,10 +386,11 @@ class ToolsAgent:
             if answer.tool_calls:  # answered by `final_result`: the turn ends in the answer itself
                 final = AssistantMessage(content=text, usage=answer.usage)
         try:
-            # Text only: the media were for this turn's calls, and would weigh on every later
-            # turn of the session (and on its stored rows).
-            turn = [*scratchpad_messages(steps, media=False), final]
-            await self._remember(item, index, turn)
+            if text.strip():
+                # Text only: the media were for this turn's calls, and would weigh on every
+                # later turn of the session (and on its stored rows).
+                turn = [*scratchpad_messages(steps, media=False), final]
+                await self._remember(item, index, turn)
         except AgentError as exc:
             return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
         keep = steps if self.options.return_intermediate_steps else None

@@ -485,7 +485,7 @@ def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | Non
 def tool_definition(tool: Tool) -> ToolDefinition:
     """What the agent is told of a node's tool. For an engine of one's own: the agent's
     actions name `tool.source_node`, and a toolkit node's input also names the tool
-    (`agent.ROUTING_KEY`), to take out before `call_tool`."""
+    (`agent.ROUTING_KEY`): `Action.arguments` gives the tool's own for `call_tool`."""
     schema: dict[str, Any] = dict(tool.input_schema)
     return ToolDefinition(
         name=tool.name,

@@ -21,7 +21,9 @@ from agent import (
     ModelHTTPError,
     ScriptedAnswer,
     ScriptedCall,
+    ScriptedModel,
     SessionMemory,
+    SQLiteStore,
     TokenCallback,
     ToolCall,
     ToolDefinition,
@@ -217,3 +219,31 @@ def test_a_stored_run_of_items_resumes_where_it_stopped(
     assert main(resume) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["output"] for line in lines] == ["one", "two"]  # the first was not asked again
+
+
+@pytest.mark.anyio
+async def test_a_scripts_answers_go_to_a_batchs_items_in_item_order(tmp_path: Path) -> None:
+    """The first item reads its session's history from SQLite (a worker thread) before its
+    call, the second has none: the second reaches the model first, yet each step's answers
+    are the script's in item order, every run alike."""
+    script = [
+        ScriptedAnswer(tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "1"})]),
+        "second: no tool",
+        "first: after the tool",
+    ]
+    memory = SessionMemory(SQLiteStore(tmp_path / "sessions.sqlite3"))
+    for _ in range(3):
+        model = ScriptedModel(script)
+        spec = AgentSpec(
+            "a", model, tools=["calculator"], options=AgentOptions(batch_size=2), memory=memory
+        )
+        gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+        items = [AgentItem(prompt="first", session_id="s"), AgentItem(prompt="second")]
+        with anyio.fail_after(30):
+            result = await gateway.run("a", items)
+        assert [item.output for item in result.items] == [
+            "first: after the tool",
+            "second: no tool",
+        ]
+        asked = [messages[-1].content for messages, _ in model.calls]
+        assert asked[:2] == ["first", "second"]

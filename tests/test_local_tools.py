@@ -95,6 +95,12 @@ async def test_one_function_is_a_plain_tool_several_are_a_routed_toolkit() -> No
     assert routed == {"a": 1, "b": 2}
     result = await kit.call_tool("add", routed)
     assert result.structured_content == {"response": 3.0}
+    # A toolkit's tool keeps its own "tool" too: the routing name is put in its place, the
+    # model's value kept aside and given back, where the model wrote it.
+    own = routed_action(listed[0], {"tool": "barometer", "city": "x"})
+    assert own.input == {"tool": "weather", "city": "x"}
+    assert list(own.arguments(from_toolkit=True).items()) == [("tool", "barometer"), ("city", "x")]
+    assert (await kit.call_tool("weather", own.arguments(from_toolkit=True))).structured_content
     with pytest.raises(NoSuchTool):
         await kit.call_tool("subtract", {})
 

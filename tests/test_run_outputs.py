@@ -12,7 +12,14 @@ from typing import Any
 import anyio
 import pytest
 
-from agent import AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import (
+    AgentItem,
+    InProcessStore,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    SessionMemory,
+)
 from gateway import AgentSpec, Gateway
 from gateway.cli import main
 from gateway.cli.items import ItemLines
@@ -58,6 +65,25 @@ async def test_an_items_line_is_printed_as_its_item_finishes() -> None:
         {"index": 0, "output": "one", "error": None},
         {"index": 1, "output": "two", "error": None},
     ]  # each once
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("empty", ["", " \n"], ids=["empty", "white space"])
+async def test_a_question_answered_by_nothing_leaves_no_turn_in_its_session(empty: str) -> None:
+    """The run fails it: the session's later turns must not read it as answered (n8n saves a
+    turn only when there is an output)."""
+    memory = SessionMemory(InProcessStore())
+    model = ScriptedModel([empty, "Paris."])
+    gateway = Gateway([], [AgentSpec("a", model, memory=memory)])
+    failed = await gateway.run("a", "The capital of France?", session_id="s")
+    assert failed.items[0].error == EMPTY_ANSWER
+    assert (await memory.load("s")).messages == []
+    answered = await gateway.run("a", "The capital of France, please?", session_id="s")
+    assert answered.output == "Paris."
+    asked = [m.content for m in model.calls[-1][0]]
+    assert asked[1:] == ["The capital of France, please?"]
+    kept = [m.content for m in (await memory.load("s")).messages]
+    assert kept == ["The capital of France, please?", "Paris."]
 
 
 @pytest.mark.anyio

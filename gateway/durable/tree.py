@@ -261,7 +261,7 @@ def _node(own: str, step: RunStep) -> CallNode | None:
             response = cast(dict[str, Any], output)
             action = cast(dict[str, Any], response.get("action") or {})
             node.name = str(action.get("tool", "(unknown)"))
-            node.input = _as_the_model_wrote(action.get("input"), node.name)
+            node.input = _as_the_model_wrote(action, node.name)
             node.output = response.get("data")
             node.error = response.get("error") or step.error
             usage = cast(dict[str, JsonValue], response.get("usage") or {})
@@ -270,11 +270,16 @@ def _node(own: str, step: RunStep) -> CallNode | None:
     return None
 
 
-def _as_the_model_wrote(given: Any, tool: str) -> Any:
-    """A call's input without the routing key a toolkit node's calls carry (`ROUTING_KEY`)."""
+def _as_the_model_wrote(action: dict[str, Any], tool: str) -> Any:
+    """A call's input without the routing key a toolkit node's calls carry (`ROUTING_KEY`),
+    or with the model's own argument of that name there (`Action.displaced`)."""
+    given = action.get("input")
     if not isinstance(given, dict):
         return given
     arguments = cast(dict[str, Any], given)
     if arguments.get(ROUTING_KEY) != tool:
         return arguments
+    displaced = action.get("displaced")
+    if isinstance(displaced, dict):
+        return {**arguments, **cast(dict[str, Any], displaced)}
     return {key: value for key, value in arguments.items() if key != ROUTING_KEY}

@@ -157,6 +157,20 @@ def test_a_toolkit_calls_input_is_shown_as_the_model_wrote_it() -> None:
     node = recorded_call(step)
     assert node is not None
     assert node.input == {"path": "notes/a.txt"}
+    # The model's own argument named `tool` is kept beside the routed input (`displaced`).
+    own = {"tool": "fs__search", "pattern": "*.txt"}
+    action = {"tool": "fs__search", "input": own, "displaced": {"tool": "grep"}}
+    step = RunStep(
+        step_id=2,
+        name="tool 0 call_2",
+        output={"action": action, "data": "found"},
+        error=None,
+        started_ms=0,
+        completed_ms=1,
+    )
+    node = recorded_call(step)
+    assert node is not None
+    assert node.input == {"tool": "grep", "pattern": "*.txt"}
 
 
 def test_two_items_whose_calls_share_ids_keep_their_sub_agents_apart(
