@@ -1,9 +1,11 @@
 """A 2026-07-28 round of a proxied call parked on another replica, in-process: two gateways on
 one state key (no store, no load balancer), the client's retry sent to the one that does not
-run the call. What the client and the operator are told when that cannot work."""
+run the call. What the client and the operator are told when that cannot work: the replica
+that runs it is gone, or the replicas' state keys differ."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -15,6 +17,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server import MCPServer, Server
 from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from gateway import Gateway
@@ -46,8 +49,9 @@ def asking_server() -> MCPServer:
 
 
 @asynccontextmanager
-async def replica(key_env: str) -> AsyncGenerator[Server[Any]]:
-    """A gateway exposing the asking server's tool, sealing rounds with the key in `key_env`."""
+async def replica(key_env: str | None) -> AsyncGenerator[Server[Any]]:
+    """A gateway exposing the asking server's tool, sealing rounds with the key in `key_env`
+    (None: a key of its own)."""
     config = McpServerConfig(command="in-process")
     async with McpToolkit("d", config, target=asking_server()) as node:
         yield serve(Gateway([node], []), expose_tools=True, state_key_env=key_env)
@@ -100,3 +104,61 @@ async def test_a_round_whose_replica_is_gone_says_why_it_cannot_be_sent_on(
         f"the replica running this request ({gone}) cannot be reached (connection refused); "
         "send it again"
     )
+
+
+ROUNDS_LOG = "gateway.server.client_requests.run_rounds"
+
+
+async def refused(server: Server[Any], key: str, state: str, arguments: dict[str, Any]) -> str:
+    """The round's retry sent to `server`, which refuses its state: the client's error."""
+    async with Client(server, elicitation_callback=answer) as client:
+        with pytest.raises(MCPError) as refusal:
+            await client.session.call_tool(
+                "d__ask",
+                arguments,
+                input_responses={key: types.ElicitResult(action="accept", content={"name": "Ada"})},
+                request_state=state,
+                allow_input_required=True,
+            )
+    return refusal.value.error.message
+
+
+async def test_a_round_sealed_with_another_replicas_key_names_the_setting_to_mend(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A key roll-out half done: the operator's log says which setting differs, and how to
+    change a key with no round refused; the client's error stays the SDK's."""
+    monkeypatch.setenv("GW_STATE_KEY", KEY)
+    monkeypatch.setenv("GW_OTHER_KEY", "o" * 40)
+    with anyio.fail_after(60), caplog.at_level(logging.WARNING, logger=ROUNDS_LOG):
+        async with (
+            replica("GW_STATE_KEY") as sealing,
+            replica("GW_OTHER_KEY") as other,
+            replica(None) as own_key,
+        ):
+            key, state = await parked_round(sealing)
+            said = [await refused(other, key, state, {}), await refused(own_key, key, state, {})]
+    assert said == ["Invalid or expired requestState"] * 2
+    other_key, own = [r.getMessage() for r in caplog.records if r.name == ROUNDS_LOG]
+    assert other_key.startswith(
+        "a 2026-07-28 client's tools/call round was refused ('Invalid or expired "
+        "requestState'): its requestState was sealed with a key that is not in GW_OTHER_KEY "
+        "([gateway] state_key_env) here: another replica seals with another key."
+    )
+    assert "roll out OLD,NEW, then NEW,OLD, then NEW" in other_key
+    assert "[gateway] state_key_env is not set, so each process seals with a key of its own" in own
+    assert "the same key on every replica" in own
+    assert KEY not in other_key + own  # the keys themselves are never shown
+
+
+async def test_a_round_refused_for_another_reason_says_nothing_of_keys(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("GW_STATE_KEY", KEY)
+    with anyio.fail_after(60), caplog.at_level(logging.WARNING, logger=ROUNDS_LOG):
+        async with replica("GW_STATE_KEY") as sealing, replica("GW_STATE_KEY") as other:
+            key, state = await parked_round(sealing)
+            # Its state is bound to the call's arguments: other ones are refused.
+            said = await refused(other, key, state, {"more": 1})
+    assert said == "Invalid or expired requestState"
+    assert [r.getMessage() for r in caplog.records if r.name == ROUNDS_LOG] == []
