@@ -87,8 +87,9 @@ def no_back_channel(session: ServerSession) -> str | None:
     """
     if not session.can_send_request and session.protocol_version not in MODERN_PROTOCOL_VERSIONS:
         return (
-            "this connection cannot carry requests to the client during a call (stateless HTTP "
-            "with a 2025-11-25 client: serve without --stateless, or use a 2026-07-28 client)"
+            "the gateway is served --stateless, where a 2025-11-25 client cannot be asked "
+            "during a call: use a 2026-07-28 client (asked between rounds), or serve without "
+            "--stateless (behind a load balancer, with sticky sessions)"
         )
     return None
 

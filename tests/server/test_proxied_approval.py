@@ -24,8 +24,12 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel
 
 from gateway import ApprovalRule
+from gateway.server import HttpOptions
 from tests.servers.asgi import serve_on_loopback
 from toolkits import result_text
 from toolkits.mcp import McpServerConfig
@@ -130,6 +134,56 @@ async def test_a_proxied_call_of_a_gated_tool_runs_only_once_its_client_approves
         )
     else:
         assert result_text(result) == NOT_ASKED
+
+
+STATELESS = (
+    "the gateway is served --stateless, where a 2025-11-25 client cannot be asked during a "
+    "call: use a 2026-07-28 client (asked between rounds), or serve without --stateless "
+    "(behind a load balancer, with sticky sessions)"
+)
+
+
+class Approved(BaseModel):
+    ok: bool
+
+
+async def test_a_2025_client_served_stateless_is_told_why_it_is_not_asked() -> None:
+    """It declared elicitation, and was told it lacked it (QA round 8): a stateless request's
+    session never saw its `initialize`, and no session carries a question to it mid-call."""
+    down = Downstream()
+    person = Person(approve=True)
+    refused: list[str] = []
+
+    @down.server.tool()
+    async def ask(ctx: Context) -> str:  # pyright: ignore[reportUnusedFunction]
+        """Ask the client, mid-call."""
+        try:
+            await ctx.elicit("ok?", Approved)
+        except MCPError as exc:
+            refused.append(exc.error.message)
+            return "not asked"
+        return "asked"
+
+    stateless = HttpOptions("127.0.0.1", 0, stateless=True)
+    with anyio.fail_after(60):
+        async with serve_on_loopback(down.server.streamable_http_app(host="127.0.0.1")) as base:
+            config = McpServerConfig(url=f"{base}/mcp")
+            async with (
+                gateway_front(config, approvals=RULES, options=stateless) as (url, _, _),
+                Client(url, mode="legacy", elicitation_callback=person) as client,
+            ):
+                gated = await client.call_tool("d__delete_everything", {"what": "all"})
+                asking = await client.call_tool("d__ask", {})
+    assert gated.is_error
+    assert result_text(gated) == (
+        "The tool call to d__delete_everything did not run: it needs a person's approval "
+        f"({RULE}), and {STATELESS}; or have an agent call it (a stored run waits for "
+        "`agent-gateway runs approve`)."
+    )
+    assert down.deleted == []
+    assert person.asked == []
+    assert (asking.is_error, result_text(asking)) == (False, "not asked")
+    assert refused == [f"elicitation/create refused: {STATELESS}"]
 
 
 MODERN = "2026-07-28"

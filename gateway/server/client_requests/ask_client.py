@@ -13,7 +13,8 @@ related to the request; to 2026-07-28 clients through whichever round is waiting
 
 A client that did not declare the capability (sampling, sampling with tools, elicitation in the
 mode asked, roots) is never asked: the downstream server gets an MCP error saying that the
-upstream client lacks it. A 2026-07-28 node tells its server, for the call, only what our
+upstream client lacks it; a 2025-11-25 client served `--stateless`, which cannot be asked
+during a call, one saying that. A 2026-07-28 node tells its server, for the call, only what our
 client declared (`answerable`), so such a server knows before it asks.
 """
 
@@ -82,8 +83,13 @@ def asking_declared(capabilities: Mapping[str, Any]) -> dict[str, Any]:
 
 def upstream_problem(session: ServerSession, request: types.InputRequest) -> str | None:
     """Why our client cannot answer `request`, or None."""
+    # First: a stateless request's session was never initialized, so what its client declared
+    # is unknown here, not absent ("lacks elicitation" blamed a client that declared it).
+    problem = no_back_channel(session)
+    if problem is not None:
+        return problem
     capabilities = session.client_capabilities or types.ClientCapabilities()
-    return missing_capability(capabilities, request) or no_back_channel(session)
+    return missing_capability(capabilities, request)
 
 
 def missing_capability(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +29,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from toolkits import ProgressCallback, ServerLogHandler
+from toolkits.errors import find_error
+from toolkits.mcp.error_text import describe_error
 
 __all__ = ["FORWARD_TIMEOUT", "Here", "forward_round", "keep_wire_state"]
 
@@ -101,7 +104,8 @@ async def forward_round(
     except Exception as exc:
         raise MCPError(
             types.INVALID_PARAMS,
-            f"the replica running this request ({owner}) cannot be reached ({exc}); send it again",
+            f"the replica running this request ({owner}) cannot be reached ({_why(exc)}); "
+            "send it again",
         ) from exc
     if isinstance(answer, types.InputRequiredResult):
         return types.InputRequiredResult(input_requests=answer.input_requests, request_state=state)
@@ -143,6 +147,16 @@ async def _send(
             params.uri, input_responses=answers, request_state=wire, allow_input_required=True
         )
     raise MCPError(types.INVALID_PARAMS, f"{method} cannot be sent on to another replica")
+
+
+def _why(exc: BaseException) -> str:
+    """Why `owner` could not be reached, in its own words: the SDK's client wraps the error in
+    task groups (quoted as "unhandled errors in a TaskGroup"), and httpx words a refused
+    connection "All connection attempts failed"."""
+    lost = find_error(exc, ConnectionError)  # refused, reset, aborted: a replica gone
+    if lost is not None and lost.errno is not None:
+        return os.strerror(lost.errno).lower()
+    return describe_error(exc)
 
 
 def _header(headers: Mapping[str, str] | None, name: str) -> str | None:

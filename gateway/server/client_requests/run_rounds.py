@@ -8,31 +8,51 @@ ends with an `InputRequiredResult`; its `requestState` is the run's last checkpo
 minted. Replicas behind a load balancer must share the key (`[gateway] state_key_env`).
 
 The variable may hold several keys, comma- or whitespace-separated: the first seals, every
-one opens, so the key can change with no round refused (`state_keys`).
+one opens, so the key can change with no round refused (`state_keys`). A round sealed with a
+key this process does not hold (replicas with different keys, a roll-out step skipped, a
+restart without a shared key) is refused as the SDK refuses any bad state, and the log says
+which setting to mend (`StateBoundary`).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from typing import Any
 
-from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.request_state import (
+    InvalidRequestState,
+    RequestStateBoundary,
+    RequestStateCodec,
+    RequestStateSecurity,
+)
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from ...errors import ConfigError
 from ...run_state import RunState
 
-__all__ = ["STATE_TTL", "decode_state", "encode_state", "state_boundary", "state_keys"]
+__all__ = [
+    "STATE_TTL",
+    "StateBoundary",
+    "decode_state",
+    "encode_state",
+    "state_boundary",
+    "state_keys",
+]
+
+log = logging.getLogger(__name__)
 
 STATE_TTL = 1800.0
 """Seconds a client may take to answer one round (a person may approve each sampling)."""
 
 
-def state_boundary(server_name: str, key_env: str | None) -> RequestStateBoundary:
+def state_boundary(server_name: str, key_env: str | None) -> StateBoundary:
     """The middleware sealing `requestState`, keyed from `key_env` or per process."""
     if key_env is None:
-        return RequestStateBoundary(
-            RequestStateSecurity.ephemeral(ttl=STATE_TTL), default_audience=server_name
-        )
+        security = RequestStateSecurity.ephemeral(ttl=STATE_TTL)
+        return StateBoundary(security, default_audience=server_name, key_env=None)
     keys = state_keys(os.environ.get(key_env, ""))
     if not keys:
         raise ConfigError(f"gateway.state_key_env: the environment variable {key_env} is not set")
@@ -41,7 +61,59 @@ def state_boundary(server_name: str, key_env: str | None) -> RequestStateBoundar
         security = RequestStateSecurity(keys=keys, ttl=STATE_TTL)
     except ValueError as exc:
         raise ConfigError(f"gateway.state_key_env: {key_env}: {exc}") from exc
-    return RequestStateBoundary(security, default_audience=server_name)
+    return StateBoundary(security, default_audience=server_name, key_env=key_env)
+
+
+class StateBoundary(RequestStateBoundary):
+    """The SDK's boundary, which also tells the operator when a retry's state was sealed with
+    a key this process does not hold. The SDK logs only "unknown key", and its client's error
+    stays the SDK's ("Invalid or expired requestState": a client cannot mend the keys)."""
+
+    def __init__(
+        self, security: RequestStateSecurity, *, default_audience: str, key_env: str | None
+    ) -> None:
+        super().__init__(security, default_audience=default_audience)
+        self._codec: RequestStateCodec = security.codec
+        self._key_env = key_env
+
+    async def __call__(
+        self, ctx: ServerRequestContext[Any, Any], call_next: CallNext
+    ) -> HandlerResult:
+        try:
+            return await super().__call__(ctx, call_next)
+        except MCPError as exc:
+            wire = ctx.params.get("requestState") if ctx.params is not None else None
+            if isinstance(wire, str) and exc.error.message == _REFUSED and self._unknown(wire):
+                log.warning(_unknown_key(ctx.method, self._key_env))
+            raise
+
+    def _unknown(self, wire: str) -> bool:
+        try:
+            self._codec.unseal(wire)
+        except InvalidRequestState as exc:
+            return str(exc) == "unknown key"
+        return False
+
+
+_REFUSED = "Invalid or expired requestState"
+"""The SDK's one message for every state it refuses."""
+
+
+def _unknown_key(method: str, key_env: str | None) -> str:
+    refused = f"a 2026-07-28 client's {method} round was refused ('{_REFUSED}'): its requestState"
+    if key_env is None:
+        return (
+            f"{refused} was sealed with a key this process does not hold: [gateway] "
+            "state_key_env is not set, so each process seals with a key of its own, and a "
+            "round another replica (or this gateway before a restart) sealed is refused. Set "
+            "state_key_env to a variable holding the same key on every replica"
+        )
+    return (
+        f"{refused} was sealed with a key that is not in {key_env} ([gateway] state_key_env) "
+        f"here: another replica seals with another key. Give every replica the same keys in "
+        f"{key_env}; to change the key with no round refused, roll out OLD,NEW, then NEW,OLD, "
+        "then NEW, each step to every replica before the next"
+    )
 
 
 def state_keys(value: str) -> list[str]:

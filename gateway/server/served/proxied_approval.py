@@ -110,11 +110,12 @@ async def _decided(
 
 def _not_asked(tool: str, rule: str, problem: str) -> types.CallToolResult:
     # The client reads it: what the gateway calls its upstream client is "it" here.
+    needs = f"The tool call to {tool} did not run: it needs a person's approval ({rule}), and"
+    by_agent = "have an agent call it (a stored run waits for `agent-gateway runs approve`)."
     lacks = problem.removeprefix("the upstream client ")
-    why = f"it {lacks}" if lacks != problem else problem
+    if lacks == problem:  # not what it declared, but how it is served (`no_back_channel`)
+        return error_result(f"{needs} {problem}; or {by_agent}")
     return error_result(
-        f"The tool call to {tool} did not run: it needs a person's approval ({rule}), and this "
-        f"client cannot be asked ({why}). Call it from an MCP client that supports "
-        "elicitation, or have an agent call it (a stored run waits for `agent-gateway runs "
-        "approve`)."
+        f"{needs} this client cannot be asked (it {lacks}). Call it from an MCP client that "
+        f"supports elicitation, or {by_agent}"
     )

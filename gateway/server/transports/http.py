@@ -107,6 +107,10 @@ __all__ = [
 ]
 
 MCP_PATH = "/mcp"
+_MCP_PATHS = frozenset((MCP_PATH, MCP_PATH + "/"))
+"""`/mcp/` is served as `/mcp`: a redirect's Location would be built from what a proxy in front
+hides (its scheme, a path prefix it strips), so a client behind TLS or a sub-path was sent to
+plain `http://` and out of the sub-path, and before its token was checked."""
 MIN_TOKEN_CHARS = 16
 """Shorter bearer tokens are refused on an address others can reach: they could be guessed."""
 DEFAULT_KEEP_ALIVE = 120
@@ -258,7 +262,7 @@ class Running(Protocol):
 
 
 class HttpApp:
-    """ASGI: a request to `/mcp` goes through the middleware to the MCP endpoint; the rest
+    """ASGI: a request to `/mcp` (or `/mcp/`) goes through the middleware to the MCP endpoint; the rest
     (other routes, lifespan) to Starlette. Starlette's own layers (error handlers, router,
     route) do nothing for the endpoint, an ASGI app of its own, and cost 7 % of the CPU of a
     call passed through (bench/RESULTS.md). An error escaping the endpoint is uvicorn's to log
@@ -277,7 +281,7 @@ class HttpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # A coroutine function, or uvicorn would take this for an ASGI 2 app.
-        if scope["type"] == "http" and scope["path"] == MCP_PATH:
+        if scope["type"] == "http" and scope["path"] in _MCP_PATHS:
             if scope["method"] == "GET" and first(scope, _LAST_EVENT_ID) is not None:
                 scope = _without_last_event_id(scope)
             await self._mcp(scope, receive, send)
@@ -360,6 +364,8 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         middleware=middleware,
         lifespan=lifespan,
     )
+    # Another path with a slash too many gets 404, not a redirect to an absolute URL (above).
+    rest.router.redirect_slashes = False
     rest.state.sessions = sessions
     rest.state.layers = layers
     mcp = endpoint
