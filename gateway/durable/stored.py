@@ -9,6 +9,7 @@ it starts, resumes, follows and steers runs. A database error is one line naming
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Generator, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest
-from ..errors import PickledRecord, UnknownRun
+from ..errors import PickledDecision, PickledRecord, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVALS_EVENT
@@ -135,6 +136,7 @@ class StoredRuns:
     async def _info(self, status: Any) -> RunInfo:
         execution = waiting = None
         decided: Collection[str] = ()
+        unread: PickledDecision | None = None
         if status.status in ("PENDING", "ENQUEUED"):
             execution = await self._client.get_event_async(
                 status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
@@ -143,11 +145,15 @@ class StoredRuns:
                 status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
             )
             if isinstance(waiting, dict) and waiting:  # which of them are decided already
-                decided = await self.decisions(status.workflow_id)
+                try:
+                    decided = await self.decisions(status.workflow_id)
+                except PickledDecision as exc:  # its calls wait, and that is why
+                    unread = exc
         elif status.status == "ERROR" and status.error is None:
             # Loaded with the output only, which a list leaves out (it may be large).
             [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        return run_info(status, execution, waiting, decided)
+        info = run_info(status, execution, waiting, decided)
+        return info if unread is None else dataclasses.replace(info, error=str(unread))
 
     async def asked(self, run_id: str) -> list[ApprovalRequest]:
         """The calls its `approvals` event lists (`status.asked_in`), whatever its status."""
