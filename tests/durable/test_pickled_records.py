@@ -339,3 +339,29 @@ def _cli_with(env: dict[str, str], *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_prune_stopped_says_it_skipped_the_runs_an_older_version_stored(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    run_id = _interrupted_waiting_run(store)
+    _as_an_older_version_wrote_it(store)
+
+    prune = ("runs", "prune", "--older-than", "0.000001", "--stopped", "--store", store)
+    pruned = cli(*prune, "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout) == {"finished": 0, "stopped": 0, "skipped": 1}
+    said = (
+        f"1 run not ended ({run_id}) was skipped, not pruned, stopped or not: it is stored "
+        "in Python's pickle format"
+    )
+    assert said in pruned.stderr
+    assert "read_pickled = true" in pruned.stderr
+    assert "not listed" not in pruned.stderr
+    told = cli(*prune)
+    assert told.returncode == 0, told.stderr
+    assert said in told.stderr
+    assert "and 0 stopped runs (1 not read, skipped) older than" in told.stderr
+    # Still there.
+    env = {**cli_env(), READ_PICKLED_ENV: "1"}
+    [info] = json.loads(_cli_with(env, "runs", "list", "--json", "--store", store))
+    assert info["run_id"] == run_id
