@@ -12,6 +12,7 @@
     └── StoreError           the run store's URL is not one, or the store cannot be used
         ├── StoreUnavailable the run store's database cannot be reached, or written now
         └── PickledRecord    a stored record is in Python's pickle format: refused, unread
+            └── PickledDecision  a decision an older version sent to a run, so refused
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
 (`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation. A
@@ -36,6 +37,7 @@ __all__ = [
     "ConfigError",
     "DepthExceeded",
     "GatewayError",
+    "PickledDecision",
     "PickledRecord",
     "RunCancelled",
     "RunPaused",
@@ -108,6 +110,12 @@ class PickledRecord(StoreError):
     """A record of the run store is in Python's pickle format (written by an older version,
     or by anyone who can write the store): it is refused unread, as reading it could run any
     code (`[store] read_pickled` opts in)."""
+
+
+class PickledDecision(PickledRecord):
+    """A decision on a run's call (approve, deny) sent by an older version, in Python's
+    pickle format: the run's calls are neither decided nor resumed until it is read (as the
+    run would take it first)."""
 
 
 _STOPPED_IN = "agent_gateway_stopped_in"

@@ -217,18 +217,25 @@ async def _prune(args: argparse.Namespace) -> int:
     url = store_url(args)
     assert url is not None
     finished = stopped = 0
+    skipped: list[str] = []
     if await anyio.to_thread.run_sync(runs_stored, url):  # else there is nothing to delete
         async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
             finished = await runs.forget_finished(args.older_than)
             if args.stopped:
-                stopped = await forget_stopped(runs, args.older_than)
+                stopped, skipped = await forget_stopped(runs, args.older_than)
     if args.json:
-        shown = {"finished": finished, "stopped": stopped if args.stopped else None}
+        shown = {
+            "finished": finished,
+            "stopped": stopped if args.stopped else None,
+            "skipped": len(skipped) if args.stopped else None,
+        }
         print(json.dumps(shown), file=result_stdout())
         return OK
     said = f"deleted {finished} finished run{'' if finished == 1 else 's'}"
     if args.stopped:
         said += f" and {stopped} stopped run{'' if stopped == 1 else 's'}"
+        if skipped:  # the warning above says why
+            said += f" ({len(skipped)} not read, skipped)"
     print(f"{said} older than {args.older_than:g} days from {redacted(url)}", file=sys.stderr)
     return OK
 

@@ -29,7 +29,7 @@ from ..approval import ApprovalRequest
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
-from ..errors import GatewayError, RunCancelled, UnknownRun, stopped_in
+from ..errors import GatewayError, PickledRecord, RunCancelled, UnknownRun, stopped_in
 from ..run_state import RunResult, RunState
 from ..store_config import (
     StoreSettings,
@@ -165,6 +165,16 @@ def resume_hint(run_id: str, args: argparse.Namespace, url: str) -> str:
     hidden = spec_without_credentials(model) if model else None
     again = f" --model {shlex.quote(hidden)}" if hidden and hidden != model else ""
     return f"agent-gateway resume {run_id}{_store_option(args, url)}{again}"
+
+
+def _resume_again(failure: BaseException, hint: str) -> str:
+    """`hint`, or for a run that stopped on a record in the pickle format, `hint` as it can
+    work: reading it allowed (as the failure says, only if the store's writers are trusted)."""
+    if not isinstance(failure, PickledRecord):
+        return hint
+    from ..durable.record_format import READ_PICKLED_ENV  # loaded with the store already
+
+    return f"if you trust its writers, {READ_PICKLED_ENV}=1 {hint}"
 
 
 def _store_option(args: argparse.Namespace, url: str) -> str:
@@ -338,7 +348,7 @@ async def _drive(
                         if runs is None and so_far is None:  # the store failed to take it in
                             stored, status = False, "failed"
                             raise
-                    exc.add_note(f"the run is stored: {hint}")
+                    exc.add_note(f"the run is stored: {_resume_again(exc, hint)}")
                     status = "stopped"
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on

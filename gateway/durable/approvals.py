@@ -41,6 +41,7 @@ from pydantic import JsonValue, ValidationError
 from toolkits import in_background
 
 from ..approval import ApprovalRequest, Decision
+from .record_format import refusing_decisions
 
 __all__ = [
     "APPROVALS_EVENT",
@@ -205,7 +206,8 @@ class DbosApprovals:
         """Take the next message (for any call), unless `call`'s decision came meanwhile."""
         async with self._receiving:
             if call not in self._decided:
-                self._take(await DBOS.recv_async(APPROVAL_TOPIC, wait_seconds))
+                with refusing_decisions():  # an older version's, pickled: said as such
+                    self._take(await DBOS.recv_async(APPROVAL_TOPIC, wait_seconds))
 
     def _take(self, message: Any) -> None:
         if not isinstance(message, dict):

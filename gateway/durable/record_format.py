@@ -16,6 +16,10 @@ list`, a replica taking runs over). So here:
   (`dbos._serialization.DBOSDefaultSerializer`, which its readers look up at each read) is
   replaced by `_PickleGuard`, which also refuses to write pickle (DBOS ends an old run in
   its own format) unless opted in.
+
+A decision (`runs approve|deny`) an older agent-gateway sent to a run is pickled too, even to a
+run stored as JSON: refused the same way, but saying so (`pickled_decision`), since the run
+takes the first decision sent on a call, and nothing else of it can be decided before.
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from typing import Any
 import dbos._serialization as dbos_serialization
 from dbos import DBOSPortableJSONSerializer, PortableWorkflowError, Serializer
 
-from ..errors import PickledRecord
+from ..errors import PickledDecision, PickledRecord
 
 __all__ = [
     "READ_PICKLED_ENV",
     "STORED_FORMAT",
     "pickled",
+    "pickled_decision",
+    "pickled_read",
     "read_pickled_from_env",
     "reading_pickled",
     "refusals",
@@ -61,6 +67,23 @@ def pickled(run_id: str | None = None) -> PickledRecord:
         "If an older agent-gateway wrote this store and you trust everyone who can write to "
         f"it, set `read_pickled = true` under [store] in the config (or {READ_PICKLED_ENV}=1)"
     )
+
+
+def pickled_decision(run_id: str | None = None) -> PickledDecision:
+    """The refusal of a decision an older agent-gateway sent to run `run_id` (if known)."""
+    what = f"run {run_id}" if run_id else "the run"
+    return PickledDecision(
+        f"{what} has a decision (approve or deny) from an older agent-gateway, stored in "
+        "Python's pickle format: it is not read, as reading it could run any code, and no "
+        "call of the run is decided or resumed before it is. If you trust everyone who can "
+        "write the store, set `read_pickled = true` under [store] in the config (or "
+        f"{READ_PICKLED_ENV}=1) to take it; and upgrade the agent-gateway that sent it"
+    )
+
+
+def pickled_read() -> bool:
+    """Whether a pickled record is read now (`reading_pickled`)."""
+    return _guard().allowed
 
 
 class _PickleGuard(dbos_serialization.DefaultSerializer):
@@ -125,12 +148,25 @@ def refusals() -> Generator[list[None]]:
 
 
 @contextmanager
+def refusing_decisions() -> Generator[None]:
+    """Reads of decisions in the block: a pickled one raises `PickledDecision`."""
+    try:
+        yield
+    except PickledDecision:
+        raise
+    except PickledRecord:
+        raise pickled_decision() from None
+
+
+@contextmanager
 def refusing_for(run_id: str) -> Generator[None]:
     """Reads of run `run_id`'s records in the block: a pickled one raises `PickledRecord`
-    naming the run."""
+    (a decision: `PickledDecision`) naming the run."""
     with refusals() as found:
         try:
             yield
+        except PickledDecision:
+            raise pickled_decision(run_id) from None
         except PickledRecord:
             raise pickled(run_id) from None
     if found:

@@ -18,6 +18,9 @@ import anyio
 
 from toolkits import in_background
 
+from .record_format import pickled
+from .stored import some_of
+
 if TYPE_CHECKING:
     from .runs import DurableRuns
 
@@ -55,14 +58,26 @@ async def _prune(runs: DurableRuns, keep_days: float) -> None:
         _log.info("deleted %d finished runs older than %s days", deleted, keep_days)
 
 
-async def forget_stopped(runs: DurableRuns, older_than_days: float) -> int:
+async def forget_stopped(runs: DurableRuns, older_than_days: float) -> tuple[int, list[str]]:
     """Delete the runs stopped (failed, interrupted, their process gone: resumable) that have
-    not changed for `older_than_days`; how many."""
+    not changed for `older_than_days`: how many, and the runs not ended that were skipped,
+    stopped or not, as they are stored in the pickle format and not read (`record_format`)."""
     before_ms = (time.time() - older_than_days * 86400) * 1000
+    skipped: list[str] = []
     old = [
         info.run_id
-        for info in await runs.list("stopped")
+        for info in await runs.list("stopped", unread=skipped)
         if (info.updated_ms or info.created_ms or 0) < before_ms
     ]
     await runs.delete(old)
-    return len(old)
+    if skipped:
+        many = len(skipped) > 1
+        _log.warning(
+            "%d run%s not ended (%s) %s skipped, not pruned, stopped or not: %s",
+            len(skipped),
+            "s" if many else "",
+            some_of(skipped),
+            "were" if many else "was",
+            str(pickled()).replace("a record of the run store is", "each is" if many else "it is"),
+        )
+    return len(old), skipped

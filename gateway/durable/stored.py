@@ -9,6 +9,7 @@ it starts, resumes, follows and steers runs. A database error is one line naming
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Collection, Generator, Sequence
 from contextlib import contextmanager
@@ -21,7 +22,7 @@ from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest
-from ..errors import PickledRecord, UnknownRun
+from ..errors import PickledDecision, PickledRecord, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVALS_EVENT
@@ -39,7 +40,7 @@ from .status import (
 )
 from .workflow import WORKFLOW
 
-__all__ = ["StoredRuns"]
+__all__ = ["StoredRuns", "some_of"]
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +49,11 @@ _ENDED_AS = {"succeeded": "SUCCESS", "failed": "ERROR", "cancelled": "CANCELLED"
 """DBOS's status of a run that has ended, by ours (`status.run_info`)."""
 _GOING = ("PENDING", "ENQUEUED", "DELAYED", "MAX_RECOVERY_ATTEMPTS_EXCEEDED")
 """DBOS's statuses of a run that has not ended (ours: running, waiting_approval, stopped)."""
+
+
+def some_of(run_ids: Sequence[str]) -> str:
+    """The first few of `run_ids`, to name them in one line."""
+    return ", ".join(run_ids[:5]) + (", ..." if len(run_ids) > 5 else "")
 
 
 class StoredRuns:
@@ -78,17 +84,24 @@ class StoredRuns:
         except SQLAlchemyError as exc:
             raise store_failure(self.url, exc, doing="write to") from None
 
-    async def list(self, status: str | None = None, *, limit: int | None = None) -> list[RunInfo]:
+    async def list(
+        self,
+        status: str | None = None,
+        *,
+        limit: int | None = None,
+        unread: list[str] | None = None,
+    ) -> list[RunInfo]:
         """The runs, newest first (the newest `limit` of them); `status` one of
         `status.STATUSES`, looked for by the store: a run that ended is found by DBOS's status
         alone, one that goes on by its events too (running, waiting or stopped), read for the
         runs not ended only. A run with a record in the pickle format is left out, and one
         warning names those (the others are listed: a store an older version wrote is seen
-        without trusting it)."""
+        without trusting it); or, given `unread`, their ids go there, for the caller to say
+        what it did without them."""
         ended = _ENDED_AS.get(status) if status is not None else None
         going = status is not None and ended is None
         infos: list[RunInfo] = []
-        unread: list[str] = []
+        left_out: list[str] = [] if unread is None else unread
         with self._reading():
             with refusals() as refused:
                 found = await self._client.list_workflows_async(
@@ -105,16 +118,16 @@ class StoredRuns:
                 try:  # DBOS read a refused input on, unread: each run is read again by itself
                     info = await (self.get(each.workflow_id) if refused else self._info_of(each))
                 except PickledRecord:
-                    unread.append(each.workflow_id)
+                    left_out.append(each.workflow_id)
                     continue
                 if status is None or info.status == status:
                     infos.append(info)
-        if unread:
+        if left_out and unread is None:
             _log.warning(
                 "%d run%s not listed (%s): %s",
-                len(unread),
-                "s are" if len(unread) > 1 else " is",
-                ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else ""),
+                len(left_out),
+                "s are" if len(left_out) > 1 else " is",
+                some_of(left_out),
                 str(pickled()).replace("a record of the run store is", "each is", 1),
             )
         return infos
@@ -135,6 +148,7 @@ class StoredRuns:
     async def _info(self, status: Any) -> RunInfo:
         execution = waiting = None
         decided: Collection[str] = ()
+        unread: PickledDecision | None = None
         if status.status in ("PENDING", "ENQUEUED"):
             execution = await self._client.get_event_async(
                 status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
@@ -143,11 +157,15 @@ class StoredRuns:
                 status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
             )
             if isinstance(waiting, dict) and waiting:  # which of them are decided already
-                decided = await self.decisions(status.workflow_id)
+                try:
+                    decided = await self.decisions(status.workflow_id)
+                except PickledDecision as exc:  # its calls wait, and that is why
+                    unread = exc
         elif status.status == "ERROR" and status.error is None:
             # Loaded with the output only, which a list leaves out (it may be large).
             [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        return run_info(status, execution, waiting, decided)
+        info = run_info(status, execution, waiting, decided)
+        return info if unread is None else dataclasses.replace(info, error=str(unread))
 
     async def asked(self, run_id: str) -> list[ApprovalRequest]:
         """The calls its `approvals` event lists (`status.asked_in`), whatever its status."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import re
 import sqlite3
 from collections.abc import Generator
 from contextlib import closing, contextmanager
@@ -237,7 +238,15 @@ def test_a_pickle_in_any_record_of_a_run_is_refused(where: str, tmp_path: Path) 
             with anyio.fail_after(20):
                 await runs.follow(run_id, pause=False)
 
-    with pytest.raises(PickledRecord, match=f"^run {run_id} {REFUSED}"):
+    # A decision is said to be one: the run is JSON, an older agent-gateway's `runs approve`
+    # pickled what it sent.
+    refused = (
+        f"run {run_id} has a decision (approve or deny) from an older agent-gateway, stored "
+        "in Python's pickle format"
+        if where == "decision"
+        else f"run {run_id} {REFUSED}"
+    )
+    with pytest.raises(PickledRecord, match=f"^{re.escape(refused)}"):
         anyio.run(resume)
     assert not marker.exists()
 
@@ -330,3 +339,29 @@ def _cli_with(env: dict[str, str], *args: str) -> str:
     )
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def test_prune_stopped_says_it_skipped_the_runs_an_older_version_stored(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    run_id = _interrupted_waiting_run(store)
+    _as_an_older_version_wrote_it(store)
+
+    prune = ("runs", "prune", "--older-than", "0.000001", "--stopped", "--store", store)
+    pruned = cli(*prune, "--json")
+    assert pruned.returncode == 0, pruned.stderr
+    assert json.loads(pruned.stdout) == {"finished": 0, "stopped": 0, "skipped": 1}
+    said = (
+        f"1 run not ended ({run_id}) was skipped, not pruned, stopped or not: it is stored "
+        "in Python's pickle format"
+    )
+    assert said in pruned.stderr
+    assert "read_pickled = true" in pruned.stderr
+    assert "not listed" not in pruned.stderr
+    told = cli(*prune)
+    assert told.returncode == 0, told.stderr
+    assert said in told.stderr
+    assert "and 0 stopped runs (1 not read, skipped) older than" in told.stderr
+    # Still there.
+    env = {**cli_env(), READ_PICKLED_ENV: "1"}
+    [info] = json.loads(_cli_with(env, "runs", "list", "--json", "--store", store))
+    assert info["run_id"] == run_id

@@ -6,8 +6,12 @@ both eras against the in-process gateway on a real SQLite store."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import pickle
+import sqlite3
 from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, cast
 
@@ -170,6 +174,58 @@ async def test_an_unknown_run_is_an_error_result(tmp_path: Path) -> None:
         result = await client.call_tool("get_run", {"run_id": "nope"})
     assert result.is_error
     assert result.content == [types.TextContent(text="no run 'nope' started by this client")]
+
+
+def _as_an_older_version_stored_it(store: Path, run_id: str) -> None:
+    """The run's events pickled, as an older agent-gateway stored them."""
+    with closing(sqlite3.connect(store)) as db:
+        rows = db.execute(
+            "SELECT rowid, value FROM workflow_events WHERE workflow_uuid = ?", (run_id,)
+        ).fetchall()
+        for rowid, value in rows:
+            pickled = base64.b64encode(pickle.dumps(json.loads(value))).decode()
+            db.execute(
+                "UPDATE workflow_events SET value = ?, serialization = 'py_pickle' WHERE rowid = ?",
+                (pickled, rowid),
+            )
+        db.commit()
+
+
+async def test_a_run_an_older_version_stored_is_an_error_result_and_a_warning_for_the_operator(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    spec = AgentSpec(
+        "assistant",
+        ScriptedModel([_calls(("erase", "b", "B")), "done"]),
+        tools=["log"],
+        approval=ApprovalRule(["erase"]),
+    )
+    async with (
+        _served(tmp_path, Log().gateway(spec)) as (server, _runs),
+        Client(server) as client,
+    ):
+        handle = await client.call_tool("assistant", {"prompt": "go"})
+        run_id = _structured(handle)["run"]["run_id"]
+        _as_an_older_version_stored_it(tmp_path / "runs.sqlite", run_id)
+        caplog.clear()
+        results = [
+            await client.call_tool(tool, {"run_id": run_id}) for tool in ("get_run", "approve_run")
+        ]
+    told = (
+        f"run {run_id} cannot be read here: it was stored by an older agent-gateway, in a "
+        "format this gateway reads only if its operator allows it"
+    )
+    for result in results:  # a tool's error, and nothing the client could not do itself
+        assert result.is_error
+        assert result.content == [types.TextContent(text=told)]
+    warned = [r for r in caplog.records if r.name.endswith("run_handles")]
+    assert [(r.levelname, r.exc_info) for r in warned] == [("WARNING", None)] * 2
+    for record, tool in zip(warned, ("get_run", "approve_run"), strict=True):
+        assert record.getMessage().startswith(
+            f"{tool} of run {run_id}: run {run_id} is stored in Python's pickle format"
+        )
+        assert "read_pickled = true" in record.getMessage()  # what the operator can do
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
 
 
 @pytest.mark.parametrize("era", ERAS)

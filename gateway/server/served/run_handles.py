@@ -16,6 +16,7 @@ A client sees only the runs it started (the same authenticated subject, or none 
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 import mcp_types as types
@@ -28,7 +29,7 @@ from toolkits import ToolkitError, error_result, in_background
 from ...approval import ApprovalRequest, Decision
 from ...catalog import echoed
 from ...durable.status import ACTIVE_STATUSES
-from ...errors import AlreadyDecided, GatewayError, UnknownRun
+from ...errors import AlreadyDecided, GatewayError, PickledDecision, PickledRecord, UnknownRun
 from ...run_state import RunResult
 from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
@@ -61,6 +62,8 @@ _RUN_ONLY_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 RUN_TOOLS = ("get_run", "approve_run", "deny_run", "cancel_run")
+
+_log = logging.getLogger(__name__)
 
 
 class _RunArgs(BaseModel):
@@ -128,6 +131,8 @@ class RunHandles:
             await self._check_owner(args.run_id)
         except UnknownRun as exc:
             return error_result(str(exc))
+        except PickledRecord as exc:
+            return _unread(params.name, args.run_id, exc)
         try:
             if params.name == "get_run":
                 return await self._report(args.run_id)
@@ -136,6 +141,8 @@ class RunHandles:
             return await self._decide(ctx, params.name == "approve_run", args)
         except AlreadyDecided as exc:
             return error_result(str(exc))
+        except PickledRecord as exc:
+            return _unread(params.name, args.run_id, exc)
         except UnknownRun:  # it ended, or another replica took it, since the owner check
             return await self._gone_meanwhile(args.run_id)
         except (AgentError, GatewayError, ToolkitError) as exc:
@@ -211,6 +218,18 @@ class RunHandles:
         if isinstance(outcome, RunResult):
             return _report(await self._runs.get(args.run_id), outcome)
         return _report(await self._runs.get(args.run_id), None, waiting=outcome)
+
+
+def _unread(tool: str, run_id: str, refused: PickledRecord) -> types.CallToolResult:
+    """A run (or a decision sent to it) an older version stored in the pickle format, which
+    this gateway does not read: the operator is told what to do (its log), the client that
+    only the operator can."""
+    _log.warning("%s of run %s: %s", tool, run_id, refused)
+    what = "a decision on it" if isinstance(refused, PickledDecision) else "it"
+    return error_result(
+        f"run {run_id} cannot be read here: {what} was stored by an older agent-gateway, in "
+        "a format this gateway reads only if its operator allows it"
+    )
 
 
 def _report(
