@@ -74,6 +74,9 @@ class DurableRuns(StoredRuns):
         self._host = host
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
+        self._unfinished: dict[str, RunState] = {}
+        """The last checkpoint made here of each run driven here (`start`, `resume`) that
+        ended without its result (`made_here`)."""
 
     @property
     def replica(self) -> bool:
@@ -162,7 +165,7 @@ class DurableRuns(StoredRuns):
                 handle = await _start_workflow(state)
             return await self._outcome(handle, execution)
         finally:
-            del self._host.executions[state.run_id]
+            self._driven(state.run_id, execution)
 
     async def resume(self, run_id: str, *, origin: RunOrigin | None = None) -> RunResult:
         """Take over a run that stopped (it failed, or its process died) and run it to the
@@ -178,7 +181,19 @@ class DurableRuns(StoredRuns):
                 handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
             return await self._outcome(handle, execution, resumed=True)
         finally:
-            del self._host.executions[run_id]
+            self._driven(run_id, execution)
+
+    def _driven(self, run_id: str, execution: Execution) -> None:
+        """A run driven here has ended here, with its result or without."""
+        del self._host.executions[run_id]
+        if execution.result is None and execution.checkpoint is not None:
+            self._unfinished[run_id] = execution.checkpoint
+
+    def made_here(self, run_id: str) -> RunState | None:
+        """The last checkpoint this process made of a run it drove (`start`, `resume`) that
+        ended without its result, kept in the store or not: what the run spent and did so
+        far when the store, away, cannot say (`state`)."""
+        return self._unfinished.get(run_id)
 
     async def begin(self, state: RunState, options: RunOptions | None = None) -> None:
         """Start `state` as a new run that goes on in the background of this process (as long
