@@ -28,7 +28,7 @@ from agent import (
 )
 from toolkits import NodeStopped, ToolkitError, error_result
 
-from ...errors import GatewayError
+from ...errors import GatewayError, StoreUnavailable
 
 if TYPE_CHECKING:
     from .stored_runs import StoredAgentRuns
@@ -60,7 +60,18 @@ def stopped(agent: str, exc: Exception) -> str:
 async def stored_failure(
     stored: StoredAgentRuns, agent: str, run_id: str, exc: Exception
 ) -> types.CallToolResult:
-    """A stored run that raised `exc` (to the call following it), told as the store has it."""
+    """A stored run that raised `exc` (to the call following it), told as the store has it;
+    one the store's outage stopped, which goes on here once the store is back, without
+    asking it."""
+    if isinstance(exc, StoreUnavailable) and (
+        run_id in stored.runs.stranded or stored.runs.here(run_id)
+    ):
+        # The store's URL and the driver's words on it are the operator's (the log has them).
+        return error_result(
+            f"agent {agent!r} stopped: the gateway's run store became unreachable. Run "
+            f"{run_id} is stored where it stopped, and goes on in the gateway once the store "
+            "is back: get_run gives its answer."
+        )
     try:
         info = await stored.runs.get(run_id)
     except (AgentError, GatewayError, ToolkitError):  # the store cannot say: the error can
