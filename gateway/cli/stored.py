@@ -340,14 +340,17 @@ async def _drive(
                         so_far = await _last_state(store, state.run_id)
                     raise
                 except (AgentError, ToolkitError, GatewayError) as exc:
-                    try:
-                        so_far = await store.state(state.run_id)
-                    except Exception:  # what failed may be the store: the run may be in it
-                        so_far = None
-                    else:
-                        if runs is None and so_far is None:  # the store failed to take it in
-                            stored, status = False, "failed"
-                            raise
+                    # What failed may be the store: this process knows what the run did.
+                    so_far = store.made_here(state.run_id)
+                    if so_far is None:
+                        try:
+                            so_far = await store.state(state.run_id)
+                        except Exception:  # the run may be in it still
+                            so_far = None
+                        else:
+                            if runs is None and so_far is None:  # the store did not take it
+                                stored, status = False, "failed"
+                                raise
                     exc.add_note(f"the run is stored: {_resume_again(exc, hint)}")
                     status = "stopped"
                     raise
@@ -490,8 +493,9 @@ def _as_items(args: argparse.Namespace, state: RunState) -> bool:
 
 
 async def _last_state(runs: DurableRuns, run_id: str) -> RunState | None:
-    """The run's last checkpoint, if the store still answers (what failed may be the store)."""
+    """The run's last checkpoint: made here, else the store's if it still answers (what
+    failed may be the store)."""
     try:
-        return await runs.state(run_id)
+        return runs.made_here(run_id) or await runs.state(run_id)
     except Exception:
         return None

@@ -1,6 +1,7 @@
 """Opening a run store: DBOS launched for this process (and destroyed on exit), and what a
 process that runs workflows keeps up while it does: its lock on a PostgreSQL store
-(`lock`), the store's outage watch (`outage`), the watch for cancelled runs, a replica's
+(`lock`), the store's outage watch (`outage`) and the runs it stopped taken up again
+(`stranded`), the watch for cancelled runs, a replica's
 takeovers (`replicas`) and the pruning of finished runs (`retention`).
 """
 
@@ -27,6 +28,7 @@ from .replicas import REPLICA_PREFIX, on_postgres, taking_over
 from .retention import pruning
 from .runs import APP_VERSION, NOTIFICATION_POLL_SECONDS, UNREACHABLE_WAIT, DurableRuns
 from .status import store_failure
+from .stranded import taking_up
 from .workflow import WORKFLOW, Host, hosting
 
 __all__ = ["open_runs"]
@@ -139,6 +141,8 @@ async def _opened(
                     )
                     if outage is not None:
                         await stack.enter_async_context(watching(outage, runs.stop_for_store))
+                        if lock is not None:
+                            await stack.enter_async_context(taking_up(runs, lock, outage))
                     # On exit: after the watches below stop, before the lock goes.
                     stack.push_async_callback(runs.stop_all)
                     await stack.enter_async_context(cancels_watched(host.executions, host.client))

@@ -10,8 +10,10 @@ pending, so it can be resumed, here or in another process, once the cause is fix
 cancelled from any process (`runs cancel`) stops where it runs, its calls in flight too:
 DBOS would notice only at its next step, and never in a wait for approval. A serving
 replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
-they are in flight still, and another replica finishes them (`replicas`). What a run keeps is
-JSON, and a record in Python's pickle format is refused unread (`record_format`).
+they are in flight still, and another replica finishes them (`replicas`). The runs of a
+serving process's background that its PostgreSQL store's outage stopped go on there once the
+store is back (`stranded`). What a run keeps is JSON, and a record in Python's pickle format
+is refused unread (`record_format`).
 """
 
 from __future__ import annotations
@@ -74,6 +76,12 @@ class DurableRuns(StoredRuns):
         self._host = host
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
+        self._unfinished: dict[str, RunState] = {}
+        """The last checkpoint made here of each run driven here (`start`, `resume`) that
+        ended without its result (`made_here`)."""
+        self.stranded: dict[str, RunOptions] = {}
+        """Runs of this process's background that its store's outage stopped, and how each
+        goes on here once the store is back (`stranded`)."""
 
     @property
     def replica(self) -> bool:
@@ -94,14 +102,53 @@ class DurableRuns(StoredRuns):
 
     def stop_for_store(self, error: StoreUnavailable) -> None:
         """The store stayed unreachable for the whole wait: every run here stops with `error`
-        (each stays resumable from its last recorded step)."""
-        for execution in self._host.executions.values():
+        (each stays resumable from its last recorded step). Those of this process's
+        background go on here once the store is back (`stranded`)."""
+        for run_id, execution in list(self._host.executions.items()):
             if execution.error is None:
                 execution.error = error
             execution.scope.cancel()
+            if execution.background and not execution.cancelled:
+                options = execution.options
+                # The request that lent it slots, and its client's form, are gone by then.
+                self.stranded[run_id] = RunOptions(
+                    hooks=options.hooks, hops=options.hops, stream=options.stream
+                )
+                _log.warning(
+                    "run %s stopped: %s; it goes on here once the store is back (should this "
+                    "process end first: agent-gateway runs resume %s%s)",
+                    run_id,
+                    error,
+                    run_id,
+                    store_option(self.url),
+                )
             if not execution.running:  # a resumed run that never began here
                 execution.finished.set()
                 execution.stir()
+                if execution.background:  # nothing else ends it: taken up anew, if at all
+                    del self._host.executions[run_id]
+
+    async def take_up(self, run_id: str) -> bool:
+        """Take a run the store's outage stopped here (`stranded`) up again: whether it goes on
+        here now. Not if another process took it while this one was away from the store, or
+        it was cancelled meanwhile (it is forgotten); raises what reading the store raises."""
+        options = self.stranded.get(run_id)
+        if options is None or self.here(run_id):  # still unwinding here: at the next look
+            return False
+        with self._reading(run_id):
+            found = await self._client.list_workflows_async(
+                workflow_ids=[run_id], load_input=False, load_output=False
+            )
+        if not found or found[0].status not in ("PENDING", "ENQUEUED"):
+            del self.stranded[run_id]
+            return False
+        if owner_of(found[0]) != self._queue:
+            del self.stranded[run_id]
+            return False
+        await self.take_over(run_id, options)
+        del self.stranded[run_id]
+        _log.warning("the run store is back: run %s goes on here", run_id)
+        return True
 
     def hand_over(self) -> None:
         """This process is about to go (SIGTERM): a replica's runs, interrupted as it goes, are
@@ -120,6 +167,7 @@ class DurableRuns(StoredRuns):
                 )
             execution.superseded = True
             execution.scope.cancel()
+        self.stranded.clear()  # they go on there too
 
     async def stop_all(self) -> None:
         """Interrupt every run executing here and wait (at most `STOP_TIMEOUT`) for each to
@@ -162,7 +210,7 @@ class DurableRuns(StoredRuns):
                 handle = await _start_workflow(state)
             return await self._outcome(handle, execution)
         finally:
-            del self._host.executions[state.run_id]
+            self._driven(state.run_id, execution)
 
     async def resume(self, run_id: str, *, origin: RunOrigin | None = None) -> RunResult:
         """Take over a run that stopped (it failed, or its process died) and run it to the
@@ -178,7 +226,19 @@ class DurableRuns(StoredRuns):
                 handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
             return await self._outcome(handle, execution, resumed=True)
         finally:
-            del self._host.executions[run_id]
+            self._driven(run_id, execution)
+
+    def _driven(self, run_id: str, execution: Execution) -> None:
+        """A run driven here has ended here, with its result or without."""
+        del self._host.executions[run_id]
+        if execution.result is None and execution.checkpoint is not None:
+            self._unfinished[run_id] = execution.checkpoint
+
+    def made_here(self, run_id: str) -> RunState | None:
+        """The last checkpoint this process made of a run it drove (`start`, `resume`) that
+        ended without its result, kept in the store or not: what the run spent and did so
+        far when the store, away, cannot say (`state`)."""
+        return self._unfinished.get(run_id)
 
     async def begin(self, state: RunState, options: RunOptions | None = None) -> None:
         """Start `state` as a new run that goes on in the background of this process (as long
@@ -202,7 +262,7 @@ class DurableRuns(StoredRuns):
         """Take over a run that stopped (its process died, say) in the background here,
         unless it runs here already. Raises `UnknownRun` as `resumable` does."""
         self._need_launch()
-        if self.here(run_id):
+        if self.here(run_id) or await self.take_up(run_id):
             return
         await self.resumable(run_id)
         await self.take_over(run_id, options)

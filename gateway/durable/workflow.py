@@ -111,6 +111,8 @@ class Execution:
     """Its calls waiting for a decision now."""
     _stirred: anyio.Event | None = field(default=None, init=False, repr=False)
     handle: WorkflowHandleAsync[str] | None = None
+    checkpoint: RunState | None = None
+    """Its latest state made here, kept in the store or not (the store may be away)."""
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
     cancelled: bool = False
@@ -210,6 +212,7 @@ async def _execute(
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
 
         async def checkpoint(latest: RunState) -> None:
+            execution.checkpoint = latest
             await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
 
         options = execution.options

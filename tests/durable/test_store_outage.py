@@ -192,3 +192,35 @@ async def test_ctrl_c_stops_a_run_waiting_for_its_store_at_once(
     assert code == 130, run.err
     assert re.search(r"interrupted: run \w+ is stored: agent-gateway resume", run.err), run.err
     _quiet(run.err)
+
+
+async def test_run_json_of_a_run_the_store_stopped_says_what_it_did_so_far(
+    tmp_path: Path, pg_cluster: PostgresCluster
+) -> None:
+    setup = Setup(tmp_path, pg_cluster, wait=2)
+    run = await start_run(
+        "use both",
+        "--json",
+        "--config",
+        str(setup.config),
+        "--store",
+        setup.store,
+        "--model",
+        setup.first,
+    )
+    try:
+        await run.until("gated: waiting for B", "recorded tool 0 a")
+        await anyio.to_thread.run_sync(pg_cluster.stop)
+        await run.until(UNREACHABLE)
+        await setup.release()
+        with anyio.fail_after(20):  # the wait, and a look a second
+            code, out = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 1, run.err
+    shown = json.loads(out)
+    assert shown["status"] == "stopped"
+    # Was: null, null and [], the store being away; the process knows them.
+    assert shown["usage"] is not None, shown
+    assert shown["usage"]["requests"] == 1, shown
+    assert shown["iterations"] == 1, shown

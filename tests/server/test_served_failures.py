@@ -148,3 +148,43 @@ async def test_get_run_of_a_stopped_run_says_it_can_be_resumed(tmp_path: Path) -
             f"(agent-gateway runs resume {run_id})"
         )
     ]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_stored_run_that_stopped_is_said_stopped_in_sentences_ended_once(
+    era: str, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Chat memory's error says so: `... Error 111 connecting to 127.0.0.1:6379. Connection refused.`
+    refused = ModelHTTPError(
+        f"{MODEL}: HTTP 503: Connection refused.", status_code=503, provider="o"
+    )
+    heard: list[str] = []
+
+    async def progress(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message or "")
+
+    async with (
+        _served(tmp_path, _gateway(refused)) as (server, _runs),
+        Client(server, mode=era) as client,
+    ):
+        result = await client.call_tool("assistant", {"prompt": "go"}, progress_callback=progress)
+        text = _text(result)
+        found = re.search(r"Run ([0-9a-f]{12}) ", text)
+        assert found is not None, text
+        run_id = found.group(1)
+        seen = await client.call_tool("get_run", {"run_id": run_id})
+    # Was: "agent assistant: failed in ... ms: ...", and "refused.. Run", "refused.; to continue".
+    assert re.fullmatch(
+        rf"agent assistant: stopped in \d+ ms: {re.escape(str(refused))}", heard[-1]
+    ), heard
+    assert text.startswith(f"agent 'assistant' stopped: {refused} Run {run_id} is stored "), text
+    assert (
+        f"run {run_id} of agent 'assistant' stopped: {MODEL}: HTTP 503: Connection refused; "
+        in (" ".join(caplog.messages))
+    )
+    assert seen.content == [
+        types.TextContent(
+            text=f"run {run_id} is stopped: {refused} The gateway's operator can continue it "
+            f"(agent-gateway runs resume {run_id})"
+        )
+    ]

@@ -49,9 +49,16 @@ class McpNotifier:
     """Maps one run's trace events to progress and log notifications of one MCP request."""
 
     def __init__(
-        self, ctx: ServerRequestContext[Any, Any], *, heartbeat: float = HEARTBEAT_SECONDS
+        self,
+        ctx: ServerRequestContext[Any, Any],
+        *,
+        heartbeat: float = HEARTBEAT_SECONDS,
+        stored: bool = False,
     ) -> None:
+        """`stored`: the run is kept in a run store, where one that raised is `stopped`
+        (resumable), and its last progress says so, as its result does."""
         self._ctx = ctx
+        self._stored = stored
         self._session = ctx.session
         self._request_id = ctx.request_id
         self._levels = client_log_levels(ctx)
@@ -88,7 +95,7 @@ class McpNotifier:
             if server_log.level in self._levels:
                 await send_log(self._ctx, server_log)
             return
-        described = describe(event)
+        described = describe(event, stored=self._stored)
         if described is None:
             return
         level, text = described
@@ -208,8 +215,9 @@ class _Said:
         return f"still working, nothing new for {time.monotonic() - self.at:.0f} s ({self.text})"
 
 
-def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
-    """The log level and one-line text for an event; None for events not worth a message."""
+def describe(event: TraceEvent, *, stored: bool = False) -> tuple[types.LoggingLevel, str] | None:
+    """The log level and one-line text for an event; None for events not worth a message.
+    A `stored` run that raised has stopped, not failed: it resumes."""
     took = f" in {event.duration_ms:.0f} ms" if event.duration_ms is not None else ""
     if event.paused is not None:
         # A pause for an answer from outside (the client's model, 2026-07-28), not a failure.
@@ -223,7 +231,8 @@ def describe(event: TraceEvent) -> tuple[types.LoggingLevel, str] | None:
                 return "error", f"agent {event.name}: failed{took}: {failed}"
             return "info", f"agent {event.name}: finished{took}"
         case "run", "error":
-            return "error", f"agent {event.name}: failed{took}: {event.error}"
+            ended = "stopped" if stored else "failed"
+            return "error", f"agent {event.name}: {ended}{took}: {event.error}"
         case "model", "start":
             return "debug", f"model {event.name}: thinking"
         case "model", "end":

@@ -221,8 +221,8 @@ class AgentTools:
         args = _arguments(spec.name, params.arguments)
         if isinstance(args, types.CallToolResult):
             return args
-        notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
+        notifier = McpNotifier(ctx, heartbeat=self._progress_interval, stored=stored is not None)
         async with in_background(notifier.keep_alive, wait_started=False):
             if stored is None and params.request_state is not None:
                 # A round's answers: however often they are sent, the round runs once.

@@ -28,7 +28,7 @@ from agent import (
 )
 from toolkits import NodeStopped, ToolkitError, error_result
 
-from ...errors import GatewayError
+from ...errors import GatewayError, StoreUnavailable
 
 if TYPE_CHECKING:
     from .stored_runs import StoredAgentRuns
@@ -43,8 +43,7 @@ _SAME_AGAIN = "calling again with the same prompt would likely fail the same way
 def item_failed(agent: str, error: str, run_id: str | None = None) -> str:
     """A question that failed on its own (`ItemResult.error`); `run_id`: its stored run's."""
     ended = f"Run {run_id} has ended (failed)" if run_id else "The run has ended"
-    said = error if error.endswith((".", "!", "?")) else f"{error}."  # ends its own sentence
-    return f"agent {agent!r} failed: {said} {ended} and cannot be continued: {_SAME_AGAIN}."
+    return f"agent {agent!r} failed: {_sentence(error)} {ended} and cannot be continued: {_SAME_AGAIN}."
 
 
 def stopped(agent: str, exc: Exception) -> str:
@@ -52,13 +51,27 @@ def stopped(agent: str, exc: Exception) -> str:
     hint = _retry_hint(exc)
     if hint is None:
         return f"agent {agent!r} failed: {exc}"
-    return f"agent {agent!r} stopped: {exc}. The run is not stored (the gateway has no run store): {hint}."
+    return (
+        f"agent {agent!r} stopped: {_sentence(str(exc))} The run is not stored (the gateway has "
+        f"no run store): {hint}."
+    )
 
 
 async def stored_failure(
     stored: StoredAgentRuns, agent: str, run_id: str, exc: Exception
 ) -> types.CallToolResult:
-    """A stored run that raised `exc` (to the call following it), told as the store has it."""
+    """A stored run that raised `exc` (to the call following it), told as the store has it;
+    one the store's outage stopped, which goes on here once the store is back, without
+    asking it."""
+    if isinstance(exc, StoreUnavailable) and (
+        run_id in stored.runs.stranded or stored.runs.here(run_id)
+    ):
+        # The store's URL and the driver's words on it are the operator's (the log has them).
+        return error_result(
+            f"agent {agent!r} stopped: the gateway's run store became unreachable. Run "
+            f"{run_id} is stored where it stopped, and goes on in the gateway once the store "
+            "is back: get_run gives its answer."
+        )
     try:
         info = await stored.runs.get(run_id)
     except (AgentError, GatewayError, ToolkitError):  # the store cannot say: the error can
@@ -70,7 +83,7 @@ def run_ended(
     stored: StoredAgentRuns, agent: str, run_id: str, status: str, error: str | None
 ) -> str:
     """A stored run that ended without an answer, or follows no more, as its `status` says."""
-    why = f": {error}" if error else ""
+    why = f": {error.rstrip('.')}" if error else ""  # a sentence of ours ends it
     if status == "failed":
         return item_failed(agent, error or "its question failed", run_id)
     if status == "stopped":
@@ -90,6 +103,11 @@ def run_ended(
     if status == "cancelled":
         return f"agent {agent!r}: run {run_id} was cancelled"
     return f"agent {agent!r} failed{why} (run {run_id} is {status}: get_run shows it)"
+
+
+def _sentence(text: str) -> str:
+    """`text` as a sentence of its own: ended with a full stop, unless it ends itself."""
+    return text if text.endswith((".", "!", "?")) else f"{text}."
 
 
 def _retry_hint(exc: Exception) -> str | None:

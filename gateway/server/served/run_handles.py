@@ -207,7 +207,7 @@ class RunHandles:
         await self._stored.decide(
             args.run_id, chosen, Decision(approved=approved, message=args.message)
         )
-        notifier = McpNotifier(ctx, heartbeat=self._progress_interval)
+        notifier = McpNotifier(ctx, heartbeat=self._progress_interval, stored=True)
         async with in_background(notifier.keep_alive, wait_started=False):
             outcome = await self._stored.follow(
                 args.run_id,
@@ -265,7 +265,7 @@ def _report(
         text = f"run {info.run_id} waits for approval of {calls} (approve_run or deny_run)"
     else:
         text = f"run {info.run_id} is {report['status']}" + (
-            f": {info.error}" if info.error else ""
+            f": {info.error.rstrip('.')}" if info.error else ""  # a sentence of ours ends it
         )
         if info.status == "stopped":
             text += (
