@@ -23,11 +23,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from toolkits import Tool
 from toolkits.mcp.naming import rule_names
 
+from .errors import RunPaused
+
 __all__ = [
     "CANCELLED",
     "DECLINED",
     "NOBODY_TO_ASK",
     "NOT_ASKED",
+    "WAITS_FOR_APPROVAL",
     "ApprovalRequest",
     "ApprovalRule",
     "Approver",
@@ -35,6 +38,7 @@ __all__ = [
     "Decision",
     "ExpectsSteps",
     "OpenQuestions",
+    "WaitLeft",
     "approval_names",
     "node_rule_of",
     "rejection",
@@ -136,10 +140,24 @@ class Decision(BaseModel):
     `NOT_ASKED`): what happened, told to the model in place of "The user rejected"."""
 
 
+WAITS_FOR_APPROVAL = "waiting for a person's approval"
+"""What a run left waiting (`WaitLeft`) waits for: its spans end paused with it."""
+
+
+class WaitLeft(RunPaused):
+    """The run's driver chose not to wait for a person (`--no-wait`): `call` stays listed as
+    waiting, and the run stops once the other calls of its step have ended, each recorded
+    (none of them runs again when it resumes)."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(f"call {call} waits for a person's approval", reason=WAITS_FOR_APPROVAL)
+        self.call = call
+
+
 class Approver(Protocol):
     async def decide(self, request: ApprovalRequest) -> Decision:
         """Ask for a decision on `request` and wait for it. Raises only what stops the whole
-        run (its cancellation, or a `RunPaused`)."""
+        run (its cancellation, or a `RunPaused`: `WaitLeft`)."""
         ...
 
 

@@ -8,8 +8,10 @@ or tool call in flight below everything else, with how long it has run and, for 
 reports progress, a bar. The status is transient: it is cleared before any other text is
 written and drawn again after, so the answer and trace lines never mix with it. Before the
 run, while the gateway waits for MCP servers to start (`waiting_for`), the status names them.
-A call waiting for a person's approval has a line too, with how long it has waited. Without
-terminals it shows nothing, and piped output is exactly what it would be without it.
+A call waiting for a person's approval has a line too, with how long it has waited; once the
+command chose not to wait (`leaving`, `--no-wait`), the status says it returns when the calls
+still in flight end. Without terminals it shows nothing, and piped output is exactly what it
+would be without it.
 
 While an answer streams, its line is open on the terminal and the status is not drawn. When
 the model has sent no text for `QUIET_SECONDS`, a line below the answer's says so (`model X
@@ -101,6 +103,8 @@ class _Waiting:
     """The command said why it stopped (`say_stopped`)."""
     idle: bool = False
     """Nothing was under way when interrupted: no run, no call, no server starting."""
+    leaving: bool = False
+    """The command waits for no decision (`--no-wait`), only for the calls in flight."""
 
 
 class RunConsole:
@@ -209,6 +213,15 @@ class RunConsole:
                     "interrupted while waiting for MCP servers to start "
                     f"({', '.join(starting)}): stopping them"
                 )
+            self._show()
+
+    def leaving(self) -> None:
+        """The command waits for no decision now (`--no-wait`): the calls waiting for one are
+        not shown, and the status says it returns once the calls in flight end."""
+        with self._lock:
+            self._waiting.leaving = True
+            for key in [key for key in self._calls if key.startswith("approval ")]:
+                del self._calls[key]
             self._show()
 
     def say(self, text: str) -> None:
@@ -335,7 +348,7 @@ class RunConsole:
         if not isinstance(approval, str):
             return
         key = f"approval {call}"
-        if approval == "waiting":
+        if approval == "waiting" and not self._waiting.leaving:
             waiting = _Call("approval", printable(event.name), depth)
             waiting.message = "waiting for a decision (runs approve | deny)"
             self._calls[key] = waiting
@@ -485,6 +498,8 @@ class _Status:
             grid = Table.grid(padding=(0, 1))
             grid.add_row(waiting.spinner, label)
             rows.append(grid)
+        if waiting.leaving and waiting.stopping is None and self._calls:
+            rows.append(Text("--no-wait: returns once these end (Ctrl-C: now)", style="bold"))
         if waiting.names:
             label = Text("waiting for MCP servers to start: ", style="dim")
             label.append(", ".join(waiting.names), style="bold")

@@ -41,6 +41,7 @@ from .approval import (
     AsksAtOnce,
     Decision,
     OpenQuestions,
+    WaitLeft,
 )
 from .run_context import RunContext
 
@@ -156,10 +157,18 @@ async def decided_here(context: RunContext) -> AsyncGenerator[RunContext]:
         yield context
         return
     send, receive = anyio.create_memory_object_stream[_Asked](8)
+    left: list[WaitLeft] = []
     async with anyio.create_task_group() as tg:
 
         async def decide(asked: _Asked) -> None:
-            asked.decision = await approver.decide(asked.request)
+            try:
+                asked.decision = await approver.decide(asked.request)
+            except WaitLeft as wait:
+                # Not waited for (`--no-wait`): the node's call, waiting over there, is cut
+                # off; the run resumed calls it again, and it asks again (`OpenQuestions`).
+                left.append(wait)
+                tg.cancel_scope.cancel()
+                return
             asked.decided.set()
 
         async def decide_each() -> None:
@@ -173,6 +182,8 @@ async def decided_here(context: RunContext) -> AsyncGenerator[RunContext]:
         finally:
             send.close()
             tg.cancel_scope.cancel()
+    if left:
+        raise left[0]
 
 
 def _asked(request: InputRequest) -> ApprovalRequest | None:

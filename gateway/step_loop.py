@@ -41,7 +41,14 @@ from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
-from .approval import NOBODY_TO_ASK, ApprovalRequest, AsksAtOnce, ExpectsSteps, rejection
+from .approval import (
+    NOBODY_TO_ASK,
+    ApprovalRequest,
+    AsksAtOnce,
+    ExpectsSteps,
+    WaitLeft,
+    rejection,
+)
 from .errors import say_stopped_in
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
@@ -244,6 +251,7 @@ class StepLoop:
             context.approver.expect(asked.values())
 
         stopped: list[AgentError] = []
+        left: list[WaitLeft] = []
 
         async def run_one(index: int, action: Action) -> None:
             try:
@@ -252,6 +260,8 @@ class StepLoop:
                 # A sub-agent's run stopped (its model unreachable, say): this run stops too,
                 # once the other calls have ended (each recorded), so a resumed run repeats none.
                 stopped.append(failure)
+            except WaitLeft as wait:  # not waited for (`--no-wait`): the same, as a pause
+                left.append(wait)
 
         async def answer(index: int, action: Action) -> None:
             # A call that needs approval waits for it here, outside its record.
@@ -294,6 +304,8 @@ class StepLoop:
             raise
         if stopped:
             raise stopped[0]
+        if left:
+            raise left[0]
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 

@@ -120,6 +120,27 @@ async def test_a_call_waiting_for_approval_has_a_status_line_with_its_wait() -> 
 
 
 @pytest.mark.anyio
+async def test_no_wait_says_it_returns_once_the_calls_in_flight_end() -> None:
+    """`--no-wait` stops waiting for the person, and waits for the step's other calls: the
+    status says so, above those calls, and no longer shows a wait for a decision."""
+    err = StringIO()
+    console = RunConsole(err=terminal(err))
+    await console(event("run", "start", "r", None, "a"))
+    await console(event("agent", "start", "g", "r", "a"))
+    await console(event("tool", "start", "t1", "g", "fetch"))
+    waiting = {"approval": "waiting", "call": "tool 0 c1"}
+    await console(event("tool", "note", "n1", "g", "guarded", **waiting))
+    console.leaving()
+    await console(event("tool", "note", "n2", "g", "other", approval="waiting", call="tool 0 c2"))
+    shown = Screen(WIDTH).feed(err.getvalue()).lines
+    assert shown[0] == "--no-wait: returns once these end (Ctrl-C: now)"
+    assert re.fullmatch(r". tool fetch  \d+\.\d s", shown[1]), shown
+    assert len(shown) == 2  # neither call waiting for a decision
+    await console(event("tool", "end", "t1", "g", "fetch"))
+    assert Screen(WIDTH).feed(err.getvalue()).lines == []  # nothing left in flight
+
+
+@pytest.mark.anyio
 async def test_ctrl_c_mid_answer_leaves_the_message_and_no_stale_status(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

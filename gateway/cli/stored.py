@@ -25,7 +25,7 @@ from agent import AgentError
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError
 
-from ..approval import ApprovalRequest
+from ..approval import ApprovalRequest, WaitLeft
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
@@ -279,7 +279,6 @@ async def _drive(
     # one never stored has ended.
     status = "stopped" if stored else "failed"
     asked: list[ApprovalRequest] = []  # with --no-wait, the call that made the run return
-    returning = anyio.CancelScope()
     async with (
         interrupted_at_start(
             args, lines, state, status=status, run_id=state.run_id if stored else None
@@ -324,14 +323,16 @@ async def _drive(
                     )
                     if args.no_wait:
                         asked.append(request)
-                        store.leave_waiting(state.run_id)
-                        returning.cancel()  # the run stays stored, its call waiting
+                        # The calls in flight end first, each recorded; the status says which.
+                        console.leaving()
+                        store.leave_waiting(state.run_id)  # then `WaitLeft`: stored, waiting
 
                 store.use(gateway, stream=True, on_approval=waiting)
-                result: RunResult | None = None
                 try:
-                    with returning:
-                        result = await go(store)
+                    result = await go(store)
+                except WaitLeft:  # --no-wait, and a call waits for approval
+                    console.cancelled()  # the wait ended
+                    return await _left_waiting(args, lines, state, store, asked, hint)
                 except UnknownRun:
                     raise  # it runs elsewhere: nothing to resume here
                 except RunCancelled:  # it has ended; what it spent till then is known
@@ -370,9 +371,6 @@ async def _drive(
                             run_id=state.run_id,
                         )
                     raise
-                if result is None:  # --no-wait, and a call waits for approval
-                    console.cancelled()  # the calls in flight, and the wait, ended
-                    return await _left_waiting(args, lines, state, store, asked, hint)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None

@@ -15,6 +15,10 @@ never lists, or announces, a call that is decided already. The calls of one step
 are all listed before anyone is asked about one of them (`on_wait`), so a run stopped at its
 first wait (`--no-wait`) leaves each of them listed, to be decided on its own.
 
+A driver that will not wait for a person (`--no-wait`) has the run `leave` its waits: each
+call waiting, and each asked after, stays listed and ends with `WaitLeft`, while the other
+calls of its step run to their end (`StepLoop.dispatch`), so none of them runs again.
+
 A call still listed when an execution ends (the run stopped while it waited: `--no-wait`, a
 kill) is a question left open, which the next execution takes over (`earlier`). An agent
 served by another gateway starts its run over then, and asks the same call under a new name:
@@ -40,7 +44,7 @@ from pydantic import JsonValue, ValidationError
 
 from toolkits import in_background
 
-from ..approval import ApprovalRequest, Decision
+from ..approval import ApprovalRequest, Decision, WaitLeft
 from .record_format import refusing_decisions
 
 __all__ = [
@@ -114,6 +118,18 @@ class DbosApprovals:
         nobody is asked about a call before they are, so a run stopped at its first wait
         (`--no-wait`) leaves every one of them listed."""
         self._settled: anyio.Event | None = None
+        self._leaving = False
+        self._waits: set[anyio.CancelScope] = set()
+        """The waits for a decision now: `leave` ends them."""
+        self._left: dict[str, ApprovalRequest] = {}
+        """Calls whose wait was left (or interrupted): listed still, for `runs approve`."""
+
+    def leave(self) -> None:
+        """Wait for no decision from now on (`--no-wait`): each call waiting, and each asked
+        later, stays listed as waiting and raises `WaitLeft`."""
+        self._leaving = True
+        for wait in self._waits:
+            wait.cancel()
 
     def expect(self, requests: Iterable[ApprovalRequest]) -> None:
         self._unsettled.update(r.call for r in requests if r.call not in self._decided)
@@ -156,27 +172,44 @@ class DbosApprovals:
                 self._take(message)
 
     async def _wait_for(self, request: ApprovalRequest) -> None:
-        """List `request` as waiting, and wait for its decision."""
+        """List `request` as waiting, and wait for its decision; raises `WaitLeft` once the
+        wait is left (`leave`), and it stays listed."""
         call = request.call
         self._pending[call] = request
         self._waiting += 1
         try:
             await self._publish()
             self._settle(call)
-            # Asked of nobody (a run handle's client), the wait takes no task group.
-            asking = (
-                in_background(partial(self._ask, request), wait_started=False)
-                if self._on_wait is not None
-                else nullcontext()
-            )
-            async with asking:
-                while call not in self._decided:
-                    await self._receive(call, wait_seconds=RECV_SECONDS)
+            if self._leaving:
+                await self._ask(request)  # said, not waited for
+            else:
+                await self._wait(request)
         finally:
-            # Interrupted (Ctrl-C, a signal), the call still waits in the store, where
+            # Left, or interrupted (Ctrl-C, a signal), the call still waits in the store, where
             # `runs approve` finds it, and the run resumed later takes the decision.
             self._waiting -= 1
             del self._pending[call]
+            if call not in self._decided:
+                self._left[call] = request
+        if call not in self._decided:
+            raise WaitLeft(call)
+
+    async def _wait(self, request: ApprovalRequest) -> None:
+        """Wait for `request`'s decision, asking `on_wait` meanwhile, unless `leave` ends it."""
+        # Asked of nobody (a run handle's client), the wait takes no task group.
+        asking = (
+            in_background(partial(self._ask, request), wait_started=False)
+            if self._on_wait is not None
+            else nullcontext()
+        )
+        with anyio.CancelScope() as wait:
+            self._waits.add(wait)
+            try:
+                async with asking:
+                    while request.call not in self._decided:
+                        await self._receive(request.call, wait_seconds=RECV_SECONDS)
+            finally:
+                self._waits.discard(wait)
 
     def _settle(self, call: str) -> None:
         """`call` is listed as waiting, or decided."""
@@ -229,7 +262,7 @@ class DbosApprovals:
 
     async def _publish(self) -> None:
         async with self._publishing:
-            listed = {**self._earlier, **self._pending}
+            listed = {**self._earlier, **self._left, **self._pending}
             waiting = {call: r.model_dump(mode="json") for call, r in listed.items()}
             await DBOS.set_event_async(APPROVALS_EVENT, waiting)
             self._listed = set(listed)

@@ -339,11 +339,16 @@ class DurableRuns(StoredRuns):
             await stirred.wait()
 
     def leave_waiting(self, run_id: str) -> None:
-        """The run executing here is about to be stopped as a call of it waits for a person
-        (`--no-wait`): the store says it was left waiting, not interrupted."""
+        """Stop the run executing here as a call of it waits for a person (`--no-wait`): its
+        waits for a decision end, the other calls of the step run to their end (each
+        recorded), and then its driver gets `WaitLeft`; the store says it was left waiting,
+        not interrupted. Cancelling the driver meanwhile cuts those calls off (they run again
+        when the run resumes, as after a kill)."""
         execution = self._host.executions.get(run_id)
         if execution is not None:
             execution.left_waiting = True
+            if execution.approvals is not None:
+                execution.approvals.leave()
 
     def interrupt(self, run_id: str) -> None:
         """Stop a run executing here (its calls end; it stays resumable)."""

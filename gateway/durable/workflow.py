@@ -22,7 +22,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from toolkits import NodeStopped
 from toolkits.errors import find_error
 
-from ..approval import ApprovalRequest
+from ..approval import WAITS_FOR_APPROVAL, ApprovalRequest, WaitLeft
 from ..engine import Gateway
 from ..errors import RunCancelled
 from ..limits import PerNode
@@ -43,9 +43,6 @@ _log = logging.getLogger(__name__)
 WORKFLOW = "agent-gateway.run"
 STORE_LOOK = 5.0
 """How long a run that lost its claim looks in the store for why (cancelled, or taken)."""
-WAITS_FOR_APPROVAL = "waiting for a person's approval"
-"""What a run stopped by its driver as a call waits (`--no-wait`) waits for: its spans end
-paused with it, not cancelled (`Tracer.pausing`)."""
 
 
 class Stopped(BaseException):
@@ -118,7 +115,10 @@ class Execution:
     cancelled: bool = False
     """`runs cancel` (from any process) stopped it."""
     left_waiting: bool = False
-    """Its driver stops it as a call waits for a person (`--no-wait`): not an interruption."""
+    """Its driver stops it as a call waits for a person (`--no-wait`): not an interruption;
+    a call it cuts off after that (Ctrl-C) ends paused (`Tracer.pausing`), not failed."""
+    approvals: DbosApprovals | None = None
+    """Its approver, once its workflow body has begun here (`DurableRuns.leave_waiting`)."""
     superseded: bool = False
     """Another process is taking it over (this one was away from the store): it is left in
     flight, as when this process goes."""
@@ -216,7 +216,7 @@ async def _execute(
             await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
 
         options = execution.options
-        approvals = DbosApprovals(
+        approvals = execution.approvals = DbosApprovals(
             received,
             options.on_approval or host.on_approval,
             pending=execution.waiting,
@@ -246,6 +246,9 @@ async def _execute(
             if execution.left_waiting
             else "interrupted"
         )
+    except WaitLeft as left:  # the step's other calls have ended, each recorded
+        execution.error = left
+        stopped = LEFT_WAITING
     except Exception as exc:
         if _leaving(host, execution) and find_error(exc, NodeStopped) is not None:
             stopped = None  # its MCP servers stopped first: in flight still, as above
