@@ -168,8 +168,9 @@ class DbosApprovals:
             if self._catch_ups > begun:
                 return
             self._catch_ups += 1
-            while (message := await DBOS.recv_async(APPROVAL_TOPIC, 0)) is not None:
-                self._take(message)
+            with refusing_decisions():  # an older version's, pickled: said as such
+                while (message := await DBOS.recv_async(APPROVAL_TOPIC, 0)) is not None:
+                    self._take(message)
 
     async def _wait_for(self, request: ApprovalRequest) -> None:
         """List `request` as waiting, and wait for its decision; raises `WaitLeft` once the
