@@ -15,23 +15,20 @@ from __future__ import annotations
 import getpass
 import json
 import socket
-import sqlite3
 import time
 import uuid
-from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import anyio
-import psycopg
 from dbos import DBOSClient, WorkflowSerializationFormat
 from pydantic import JsonValue
 
 from ..approval import Decision, short_call
 from ..errors import AlreadyDecided
 from .approvals import APPROVAL_TOPIC, decision_message
+from .changes import system_rows
 from .replicas import on_postgres
-from .status import store_failure
 
 __all__ = ["send_decision", "stored_decisions", "this_person"]
 
@@ -100,24 +97,12 @@ def _stored_decision(url: str, run_id: str, call: str) -> dict[str, JsonValue] |
 def stored_decisions(url: str, run_id: str) -> dict[str, dict[str, JsonValue]]:
     """The decisions stored for the run, taken by it or not yet: the first on each call (the
     one it takes), by call. Raises `StoreError` if the store cannot be read."""
-    try:
-        rows = _rows(url, run_id)
-    except (psycopg.Error, sqlite3.Error) as exc:
-        raise store_failure(url, exc) from None
+    query = _POSTGRES_QUERY if on_postgres(url) else _SQLITE_QUERY
+    rows = system_rows(url, query, (run_id, APPROVAL_TOPIC, _PORTABLE))
     found: dict[str, dict[str, JsonValue]] = {}
-    for (text,) in rows:
-        message: Any = json.loads(text)
+    for row in rows:
+        message: Any = json.loads(str(row[0]))
         call = cast(dict[str, Any], message).get("call") if isinstance(message, dict) else None
         if isinstance(call, str) and call not in found:
             found[call] = cast(dict[str, JsonValue], message)
     return found
-
-
-def _rows(url: str, run_id: str) -> list[tuple[str]]:
-    arguments = (run_id, APPROVAL_TOPIC, _PORTABLE)
-    if on_postgres(url):
-        with psycopg.connect(url, autocommit=True) as connection:
-            return connection.execute(_POSTGRES_QUERY, arguments).fetchall()
-    path = url.removeprefix("sqlite:///")
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
-        return connection.execute(_SQLITE_QUERY, arguments).fetchall()

@@ -25,6 +25,7 @@ from ..errors import PickledRecord, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVALS_EVENT
+from .changes import last_changes
 from .decisions import stored_decisions
 from .record_format import pickled, refusals, refusing_for
 from .status import (
@@ -99,11 +100,17 @@ class StoredRuns:
                     limit=None if going else limit,
                     load_output=False,
                 )
+            going_on = [each.workflow_id for each in found if each.status in _GOING]
+            changed = await anyio.to_thread.run_sync(last_changes, self.url, going_on)
             for each in found:
                 if limit is not None and len(infos) >= limit:
                     break
                 try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    info = await (self.get(each.workflow_id) if refused else self._info_of(each))
+                    info = await (
+                        self.get(each.workflow_id)
+                        if refused
+                        else self._info_of(each, changed.get(each.workflow_id))
+                    )
                 except PickledRecord:
                     unread.append(each.workflow_id)
                     continue
@@ -126,13 +133,19 @@ class StoredRuns:
             )
             if not found:
                 raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
-            return await self._info(found[0])
+            changed = None
+            if found[0].status in _GOING:
+                changes = await anyio.to_thread.run_sync(last_changes, self.url, [run_id])
+                changed = changes.get(run_id)
+            return await self._info(found[0], changed)
 
-    async def _info_of(self, status: Any) -> RunInfo:
+    async def _info_of(self, status: Any, changed_ms: int | None) -> RunInfo:
         with refusing_for(status.workflow_id):
-            return await self._info(status)
+            return await self._info(status, changed_ms)
 
-    async def _info(self, status: Any) -> RunInfo:
+    async def _info(self, status: Any, changed_ms: int | None) -> RunInfo:
+        """`status` of a run and what it says (`status.run_info`); `changed_ms`: when a run
+        not ended last changed, which DBOS's status does not tell (`changes`)."""
         execution = waiting = None
         decided: Collection[str] = ()
         if status.status in ("PENDING", "ENQUEUED"):
@@ -147,7 +160,7 @@ class StoredRuns:
         elif status.status == "ERROR" and status.error is None:
             # Loaded with the output only, which a list leaves out (it may be large).
             [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        return run_info(status, execution, waiting, decided)
+        return run_info(status, execution, waiting, decided, changed_ms=changed_ms)
 
     async def asked(self, run_id: str) -> list[ApprovalRequest]:
         """The calls its `approvals` event lists (`status.asked_in`), whatever its status."""
