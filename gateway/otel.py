@@ -53,6 +53,7 @@ APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
+_BAGGAGE = W3CBaggagePropagator()
 _CHAIN = "fallback("
 """How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
 _PROVIDERS = {"gemini": "gcp.gemini"}
@@ -163,7 +164,8 @@ class OtelExporter:
         attributes[RUN_ID] = event.run_id
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
-        self._contexts[event.id] = trace.set_span_in_context(span)
+        # Its children inherit what its parent carries (the caller's baggage) beside the span.
+        self._contexts[event.id] = trace.set_span_in_context(span, parent)
 
     def _approval(self, event: TraceEvent) -> None:
         """A call waiting for a person's approval: an `await_approval {tool}` span, from the
@@ -221,10 +223,15 @@ def _approval(event: TraceEvent) -> JsonValue:
 def _caller(event: TraceEvent) -> Context | None:
     """What a span with no parent here continues: the span current where it starts (the MCP
     SDK's span of the request being served, itself continuing the client's trace), else the
-    trace the client sent with a run started earlier (resumed now), else nothing."""
+    trace the client sent with a run started earlier (resumed now), else nothing. The client's
+    baggage goes on either way."""
     current = otel_context.get_current()
     if trace.get_current_span(current).get_span_context().is_valid:
-        return current
+        if event.caller_trace is None:
+            return current
+        # The SDK's span continues the client's trace but not its baggage: it makes its span
+        # current in the context it found, not in the one it read from the request.
+        return _BAGGAGE.extract(event.caller_trace, context=current)
     if event.caller_trace is not None:
         return _PROPAGATOR.extract(event.caller_trace)  # a malformed one is ignored
     return None

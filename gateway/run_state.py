@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any, Literal
 
+import anyio
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -86,6 +87,11 @@ class RunState(BaseModel):
     children: dict[str, RunState] = Field(default_factory=dict[str, "RunState"])
     """Agents running as tools of the pending `request`, by `journal.call_key` (the tool-call
     id): their own states, so a run stopped while they worked resumes them where they were."""
+    finished: dict[str, Usage] = Field(default_factory=dict[str, Usage])
+    """What the calls of the pending `request` that ended (recorded in the journal) spent, by
+    `journal.call_key`, where they spent any (agents run as tools, a server's sampling): a run
+    stopped before the step's other calls ended counts them too. Written only when set (as
+    `task`)."""
     origin: RunOrigin | None = None
     """How the run was started (config, model), for resuming it."""
     caller_trace: dict[str, str] | None = None
@@ -97,22 +103,27 @@ class RunState(BaseModel):
     upgraded) reads."""
 
     @model_serializer(mode="wrap")
-    def _task_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _newer_fields_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         if not self.task:
             data.pop("task", None)
+        if not self.finished:
+            data.pop("finished", None)
         return data
 
 
 def spent(state: RunState) -> Usage:
     """What the run's model calls had cost by its last checkpoint: its agent's, the agents'
     it ran as tools that finished, and those of the agents still working as its tools (their
-    own states, in `children`), so a run stopped inside a sub-agent counts its calls too."""
+    own states, in `children`; those that ended beside them, `finished`), so a run stopped
+    inside a sub-agent counts its calls too."""
     exchange = state.response or state.request
     used = exchange.metadata.usage if exchange is not None else Usage()
     used += tool_usage(state.response)
     for child in state.children.values():
         used += spent(child)
+    for ended in state.finished.values():
+        used += ended
     return used
 
 
@@ -154,15 +165,36 @@ class RunSaver:
         self.state = state
         self._checkpoint = checkpoint
         self.journal = journal
+        self._writing = anyio.Lock()
+        self._written: RunState | None = None
 
     async def save(self, **update: Any) -> None:
         self.update(**update)
-        if self._checkpoint is not None:
-            await self._checkpoint(self.state)
+        if self._checkpoint is None:
+            return
+        # One write at a time, of the state as it is then: calls that run side by side (the
+        # step's tools) save side by side, and a store may finish their writes in another
+        # order (DBOS writes in threads), which would leave an older state as the last.
+        async with self._writing:
+            latest = self.state
+            if latest is not self._written:  # else a save that came later wrote this change
+                await self._checkpoint(latest)
+                self._written = latest
 
     def update(self, **update: Any) -> None:
         """Change the state without a checkpoint (the next one holds the change)."""
         self.state = self.state.model_copy(update=update)
+
+    async def ended(self, call_id: str, usage: Usage) -> None:
+        """The pending request's call `call_id` ended, its result recorded, having spent
+        `usage`: the state counts that (`finished`), no longer what it had saved as it went
+        (`children`)."""
+        if self._checkpoint is None or (usage == Usage() and call_id not in self.state.children):
+            return  # nothing stored, or nothing to count: no state write for a plain tool
+        if self.state.finished.get(call_id) == usage:
+            return  # a resumed run's recorded call, counted before it stopped
+        children = {key: child for key, child in self.state.children.items() if key != call_id}
+        await self.save(children=children, finished={**self.state.finished, call_id: usage})
 
     def child(self, call_id: str) -> Checkpoint | None:
         if self._checkpoint is None:  # nobody stores this run: its children need not save

@@ -202,17 +202,17 @@ class StepLoop:
                     # runs. The saved request keeps them pending, so a run resumed with a
                     # larger budget makes each call once.
                     stopped = context.budget.message()
-                    not_run = _not_run(request, stopped, state.children)
+                    not_run = _not_run(request, stopped, state)
                     outcome = agent.stop(state.items, not_run, stopped)
                     break
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
                 if saver.journal is None:
-                    await saver.save(request=None, response=response, children={})
+                    await saver.save(request=None, response=response, children={}, finished={})
                 else:
                     # Every answer is recorded: resumed from the saved request, the run gets
                     # them all from the record again. One state write per step, not two.
-                    saver.update(request=None, response=response, children={})
+                    saver.update(request=None, response=response, children={}, finished={})
             items = list(outcome.items)
             for index, item in enumerate(items):
                 failed = empty_failed(item)
@@ -284,7 +284,9 @@ class StepLoop:
                     return done.model_dump(mode="json")
 
                 recorded = await journal.record(name, run, nested=nested)
-            responses[index] = ActionResponse.model_validate(recorded)
+            response = responses[index] = ActionResponse.model_validate(recorded)
+            # Counted now, not only once every call of the step ended: the run may stop first.
+            await saver.ended(call_key(action.item_index, action.tool_call_id), response.usage)
 
         try:
             if len(request.actions) == 1:
@@ -466,23 +468,25 @@ class StepLoop:
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 
 
-def _not_run(request: EngineRequest, why: str, children: Mapping[str, RunState]) -> EngineResponse:
+def _not_run(request: EngineRequest, why: str, state: RunState) -> EngineResponse:
     """`request`'s calls answered, without being made, with `why` (for the run's result: the
-    saved state keeps them pending); an agent run as a tool that began before the run stopped
-    (`children`) with what it spent."""
+    saved state keeps them pending); a call that began or ended before the run stopped
+    (`state.children`, `state.finished`) with what it spent."""
     return EngineResponse(
         action_responses=[
-            ActionResponse(action=action, error=why, usage=_spent_in(children, action))
+            ActionResponse(action=action, error=why, usage=_spent_in(state, action))
             for action in request.actions
         ],
         metadata=request.metadata,
     )
 
 
-def _spent_in(children: Mapping[str, RunState], action: Action) -> Usage:
-    """What the agent `action` ran as a tool had spent (nothing: not an agent, or not begun)."""
-    child = children.get(call_key(action.item_index, action.tool_call_id))
-    return spent(child) if child is not None else Usage()
+def _spent_in(state: RunState, action: Action) -> Usage:
+    """What `action` had spent (an agent run as a tool, a server's sampling; nothing: not
+    begun, or nothing to spend)."""
+    key = call_key(action.item_index, action.tool_call_id)
+    child = state.children.get(key)
+    return spent(child) if child is not None else state.finished.get(key, Usage())
 
 
 def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | None:

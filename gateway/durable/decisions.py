@@ -21,15 +21,12 @@ from __future__ import annotations
 import getpass
 import json
 import socket
-import sqlite3
 import time
 import uuid
-from contextlib import closing
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import anyio
-import psycopg
 from dbos import DBOSClient, WorkflowSerializationFormat
 from dbos._serialization import deserialize_value
 from pydantic import JsonValue
@@ -37,9 +34,9 @@ from pydantic import JsonValue
 from ..approval import Decision, short_call
 from ..errors import AlreadyDecided
 from .approvals import APPROVAL_TOPIC, decision_message
+from .changes import system_rows
 from .record_format import STORED_FORMAT, pickled_decision, pickled_read
 from .replicas import on_postgres
-from .status import store_failure
 
 __all__ = ["send_decision", "stored_decisions", "this_person"]
 
@@ -119,14 +116,12 @@ def stored_decisions(url: str, run_id: str) -> dict[str, dict[str, JsonValue]]:
     """The decisions stored for the run, taken by it or not yet: the first on each call (the
     one it takes), by call. Raises `StoreError` if the store cannot be read, `PickledDecision`
     if a decision is pickled (an older version's) and the store is not read so."""
-    try:
-        rows = _rows(url, run_id)
-    except (psycopg.Error, sqlite3.Error) as exc:
-        raise store_failure(url, exc) from None
+    query = _POSTGRES_QUERY if on_postgres(url) else _SQLITE_QUERY
+    rows = system_rows(url, query, (run_id, APPROVAL_TOPIC))
     found: dict[str, dict[str, JsonValue]] = {}
     for text, serialization in rows:
         if serialization == _PORTABLE:
-            message: Any = json.loads(text)
+            message: Any = json.loads(str(text))
         elif pickled_read():  # as the run reads it (DBOS's pickle, the store's writers trusted)
             message = deserialize_value(text, serialization, STORED_FORMAT)
         else:  # unread: it may be on any call, and the run would take it first
@@ -135,13 +130,3 @@ def stored_decisions(url: str, run_id: str) -> dict[str, dict[str, JsonValue]]:
         if isinstance(call, str) and call not in found:
             found[call] = cast(dict[str, JsonValue], message)
     return found
-
-
-def _rows(url: str, run_id: str) -> list[tuple[str, str | None]]:
-    arguments = (run_id, APPROVAL_TOPIC)
-    if on_postgres(url):
-        with psycopg.connect(url, autocommit=True) as connection:
-            return connection.execute(_POSTGRES_QUERY, arguments).fetchall()
-    path = url.removeprefix("sqlite:///")
-    with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
-        return connection.execute(_SQLITE_QUERY, arguments).fetchall()

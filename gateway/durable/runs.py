@@ -356,6 +356,17 @@ class DurableRuns(StoredRuns):
         if execution is not None:
             execution.scope.cancel()
 
+    async def interrupt_and_wait(self, run_id: str, *, within: float) -> None:
+        """`interrupt` it, and wait (at most `within` seconds, whatever cancels the caller)
+        until it has unwound here: its calls have ended, its trace's spans too."""
+        execution = self._host.executions.get(run_id)
+        if execution is None:
+            return
+        execution.scope.cancel()
+        if execution.running:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(within):
+                await execution.finished.wait()
+
     async def resumable(self, run_id: str) -> RunInfo:
         """The run, if it can be resumed here. Raises `UnknownRun` for a run that is not
         stored, has ended, or is still running in a live process on this machine."""

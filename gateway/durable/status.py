@@ -62,6 +62,7 @@ class RunInfo:
     agent: str | None
     created_ms: int | None
     updated_ms: int | None
+    """When it last changed: its status, or (going on) a call, checkpoint or decision."""
     error: str | None
     """Why it stopped or failed."""
     host: str | None = None
@@ -117,10 +118,16 @@ def run_steps(recorded: Iterable[Any]) -> list[RunStep]:
 
 
 def run_info(
-    status: Any, execution: Any, waiting: Any = None, decided: Collection[str] = ()
+    status: Any,
+    execution: Any,
+    waiting: Any = None,
+    decided: Collection[str] = (),
+    *,
+    changed_ms: int | None = None,
 ) -> RunInfo:
-    """A DBOS workflow status, the run's `execution` and `approvals` events and the calls a
-    decision was sent on (`decided`), as a `RunInfo`."""
+    """A DBOS workflow status, the run's `execution` and `approvals` events, the calls a
+    decision was sent on (`decided`) and when its records last changed (`changed_ms`, which
+    DBOS's status does not move: `changes`), as a `RunInfo`."""
     agent: str | None = None
     inputs = getattr(status, "input", None)
     if inputs is not None:
@@ -158,7 +165,9 @@ def run_info(
         status=ours,
         agent=agent,
         created_ms=status.created_at,
-        updated_ms=status.updated_at,
+        updated_ms=max(
+            (at for at in (status.updated_at, changed_ms) if at is not None), default=None
+        ),
         error=str(stopped) if stopped is not None else str(error) if error is not None else None,
         host=host if isinstance(host, str) else None,
         pid=pid if isinstance(pid, int) else None,

@@ -26,6 +26,7 @@ from ..errors import PickledDecision, PickledRecord, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVALS_EVENT
+from .changes import last_changes
 from .decisions import stored_decisions
 from .record_format import pickled, refusals, refusing_for
 from .status import (
@@ -112,11 +113,17 @@ class StoredRuns:
                     limit=None if going else limit,
                     load_output=False,
                 )
+            going_on = [each.workflow_id for each in found if each.status in _GOING]
+            changed = await anyio.to_thread.run_sync(last_changes, self.url, going_on)
             for each in found:
                 if limit is not None and len(infos) >= limit:
                     break
                 try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    info = await (self.get(each.workflow_id) if refused else self._info_of(each))
+                    info = await (
+                        self.get(each.workflow_id)
+                        if refused
+                        else self._info_of(each, changed.get(each.workflow_id))
+                    )
                 except PickledRecord:
                     left_out.append(each.workflow_id)
                     continue
@@ -139,13 +146,19 @@ class StoredRuns:
             )
             if not found:
                 raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
-            return await self._info(found[0])
+            changed = None
+            if found[0].status in _GOING:
+                changes = await anyio.to_thread.run_sync(last_changes, self.url, [run_id])
+                changed = changes.get(run_id)
+            return await self._info(found[0], changed)
 
-    async def _info_of(self, status: Any) -> RunInfo:
+    async def _info_of(self, status: Any, changed_ms: int | None) -> RunInfo:
         with refusing_for(status.workflow_id):
-            return await self._info(status)
+            return await self._info(status, changed_ms)
 
-    async def _info(self, status: Any) -> RunInfo:
+    async def _info(self, status: Any, changed_ms: int | None) -> RunInfo:
+        """`status` of a run and what it says (`status.run_info`); `changed_ms`: when a run
+        not ended last changed, which DBOS's status does not tell (`changes`)."""
         execution = waiting = None
         decided: Collection[str] = ()
         unread: PickledDecision | None = None
@@ -164,7 +177,7 @@ class StoredRuns:
         elif status.status == "ERROR" and status.error is None:
             # Loaded with the output only, which a list leaves out (it may be large).
             [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        info = run_info(status, execution, waiting, decided)
+        info = run_info(status, execution, waiting, decided, changed_ms=changed_ms)
         return info if unread is None else dataclasses.replace(info, error=str(unread))
 
     async def asked(self, run_id: str) -> list[ApprovalRequest]:

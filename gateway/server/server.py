@@ -295,7 +295,8 @@ def build_server(
     Raises `ConfigError` for settings that cannot be served (an unknown exposed node, a bad
     state key).
     """
-    stored = StoredAgentRuns(runs, origin) if runs is not None else None
+    running = RunningCalls()
+    stored = StoredAgentRuns(runs, origin, running=running) if runs is not None else None
     agents = AgentTools(
         gateway,
         sampling_max_tokens=settings.sampling_max_tokens,
@@ -310,7 +311,6 @@ def build_server(
     if proxied is not None:
         sources.append(proxied)
     why_missing = proxied.why_missing if proxied is not None else None
-    running = RunningCalls()
     router = ToolRouter(sources, why_missing, gateway_id=gateway.gateway_id, running=running)
     server = _GatewayServer(
         SERVER_NAME,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,37 @@ async def test_a_waiting_run_is_listed_with_its_time_and_the_calls_it_waits_on(
     line = rf"{waiting['run_id']}  waiting_approval {when}  assistant  waiting on g1, g2\n"
     assert re.fullmatch(line, listed.stdout), listed.stdout
     assert isinstance(waiting["updated_ms"], int)
+
+
+async def test_a_run_that_goes_on_is_listed_with_when_it_last_changed(
+    tmp_path: Path, store: str
+) -> None:
+    """Its approval and the calls after it change the run, though its status (as DBOS
+    keeps it) stays the same: the time listed is the last change, not when it began."""
+    log = str(tmp_path / "calls.log")
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG)
+    model = script_model(
+        tmp_path / "s.json",
+        {"tool_calls": [tool_call("guarded", "g1", log=log, name="G")]},
+        {"tool_calls": [tool_call("guarded", "g2", log=log, name="H")]},
+        {"content": "done"},
+    )
+    run = await start_run("go", "--config", str(config), "--store", store, "--model", model)
+    try:
+        await run.until("waiting for approval: guarded")
+        [first] = list_runs(store)
+        assert first["updated_ms"] >= first["created_ms"]
+        approving_ms = time.time() * 1000
+        approved = cli("runs", "approve", first["run_id"], "g1", "--store", store)
+        assert approved.returncode == 0, approved.stderr
+        await run.until("waiting for approval: guarded", count=2)  # the next call's
+        [later] = list_runs(store)
+    finally:
+        await stop_run(run)
+    assert [w["short"] for w in later["waiting"]] == ["g2"]
+    assert later["created_ms"] == first["created_ms"]
+    assert later["updated_ms"] >= approving_ms > first["created_ms"]
 
 
 async def test_the_newest_runs_are_listed_and_a_status_is_looked_for_by_the_store(

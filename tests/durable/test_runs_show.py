@@ -254,3 +254,52 @@ def test_prune_deletes_old_ended_runs_and_stopped_ones_only_when_asked(
     with pytest.raises(SystemExit) as bad:
         main(["runs", "prune", "--older-than", "0"])
     assert bad.value.code == 2
+
+
+def test_a_stopped_runs_usage_counts_a_sub_agent_that_finished_beside_the_one_it_stopped_in(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`math` answers while `broken` (no answer left) stops the run, in one step: what math
+    spent is the run's too, though the step did not end."""
+    answers = {
+        "top": [
+            {
+                "tool_calls": [
+                    {"name": "math", "id": "m1", "arguments": {"prompt": "6 * 7?"}},
+                    {"name": "broken", "id": "b1", "arguments": {"prompt": "x"}},
+                ]
+            },
+            {"content": "done"},
+        ],
+        "math": [{"content": "It is 42, as six times seven makes."}],
+        "broken": [],
+    }
+    config = tmp_path / "agent-gateway.toml"
+    agents = ""
+    for name, script in answers.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(script))
+        tools = '["math", "broken"]' if name == "top" else "[]"
+        agents += f'[agents.{name}]\nmodel = "scripted:{tmp_path / name}.json"\n'
+        agents += f'description = "{name}"\ntools = {tools}\n'
+    config.write_text(agents)
+    main(["run", "go", "--config", str(config), "--agent", "top", "--json"])
+    stopped = json.loads(capsys.readouterr().out)
+    assert stopped["status"] == "stopped"
+    assert main(["runs", "show", stopped["run_id"], "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+
+    def model_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        found = [c["usage"] for c in calls if c["kind"] == "model" and c.get("usage")]
+        return found + [u for c in calls for u in model_calls(c.get("calls") or [])]
+
+    made = model_calls(shown["calls"])
+    assert len(made) == 2  # top's and math's
+    assert stopped["usage"]["requests"] == 2
+    for field in ("input_tokens", "output_tokens"):
+        assert stopped["usage"][field] == sum(u[field] for u in made)
+    assert main(["runs", "show", stopped["run_id"]]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == (
+        f"usage so far: {stopped['usage']['input_tokens']} in / "
+        f"{stopped['usage']['output_tokens']} out tokens, 2 model calls"
+    )

@@ -16,8 +16,10 @@ asked of the client that started the run:
   and the run waits, durable.
 
 The run goes on when the request that follows it ends, unless its client cancelled it (a
-2025-11-25 `notifications/cancelled`): a dropped connection, a closed session, a 2026-07-28
-client that closed its stream (also what one that dies does) leave it going on.
+2025-11-25 `notifications/cancelled`) or the server ended it as it stops (the run would stop
+right after): then the call answers once the run has unwound here. A dropped connection, a
+closed session, a 2026-07-28 client that closed its stream (also what one that dies does)
+leave it going on.
 
 A run whose process died (a restart) is taken over here by the first call that decides on it
 or asks after it (`adopt`). An agent on the client's own model is not stored: its model lives
@@ -43,6 +45,7 @@ from ...run_state import RunOrigin, RunResult, RunState, spent
 from ...store_config import store_option
 from ...trace import TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
+from ..running_calls import RunningCalls
 from ..transports.auth import authenticated_subject
 
 if TYPE_CHECKING:
@@ -61,6 +64,10 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 _ENDED = ("succeeded", "failed", "cancelled")
+UNWIND_WAIT = 1.0
+"""How long a call whose run stops with it (cancelled, or ended as the server stops) waits for
+the run to unwind before it answers: well within the slack the HTTP server gives the answers
+of the calls it ends (`draining.ANSWER_SLACK`)."""
 
 ROUND_STATE_PREFIX = "stored-run:"
 """The `requestState` of an input-required round of a stored run: this and the run's id."""
@@ -81,12 +88,20 @@ class Relay:
 class StoredAgentRuns:
     """The serving process's stored runs: started, followed, decided on, taken over."""
 
-    def __init__(self, runs: DurableRuns, origin: RunOrigin | None = None) -> None:
+    def __init__(
+        self,
+        runs: DurableRuns,
+        origin: RunOrigin | None = None,
+        *,
+        running: RunningCalls | None = None,
+    ) -> None:
         self.runs = runs
         self.origin = origin
         """How the process serves (its config, `--model`): kept in each run it starts, so
         that `agent-gateway resume` continues it the same way."""
         self._relays: dict[str, Relay] = {}
+        self._running = running or RunningCalls()
+        """The server's calls: when it ends them (it stops), their runs stop here too."""
 
     @property
     def store_option(self) -> str:
@@ -194,8 +209,11 @@ class StoredAgentRuns:
         try:
             outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
-            if stop is not None and stop.is_set():
-                self.runs.interrupt(run_id)
+            if (stop is not None and stop.is_set()) or self._running.ended is not None:
+                # The client cancelled, or the server stops (which would stop the run right
+                # after): answered once the run has unwound, so that nothing of the request
+                # (its spans, its calls' cancellations) outlives the answer.
+                await self.runs.interrupt_and_wait(run_id, within=UNWIND_WAIT)
             raise
         finally:
             relay.target = None
