@@ -31,7 +31,7 @@ from ..approval import Decision, short_call
 from ..errors import AlreadyDecided
 from .approvals import APPROVAL_TOPIC, decision_message
 from .replicas import on_postgres
-from .status import store_failure
+from .store_failures import store_failure
 
 __all__ = ["send_decision", "stored_decisions", "this_person"]
 

@@ -26,7 +26,7 @@ from .record_format import STORED_FORMAT, read_pickled_from_env, reading_pickled
 from .replicas import REPLICA_PREFIX, on_postgres, taking_over
 from .retention import pruning
 from .runs import APP_VERSION, NOTIFICATION_POLL_SECONDS, UNREACHABLE_WAIT, DurableRuns
-from .status import store_failure
+from .store_failures import open_failure, store_failure
 from .workflow import WORKFLOW, Host, hosting
 
 __all__ = ["open_runs"]
@@ -84,8 +84,8 @@ async def _opened(
         try:
             if launch:  # else it exists (runs_stored said so): it is only read
                 await anyio.to_thread.run_sync(private_sqlite_file, file, "the run store")
-        except OSError as exc:
-            raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
+        except OSError as exc:  # its directory read-only, say
+            raise store_failure(url, exc) from None
         if launch:
             await anyio.to_thread.run_sync(write_ahead_log, str(file))
     log_through_ours()
@@ -114,7 +114,7 @@ async def _opened(
                 outage.bound(getattr(dbos, "_sys_db"))  # noqa: B009
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
-            raise store_failure(url, exc) from None
+            raise await open_failure(url, exc) from None
     try:
         client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
     except Exception as exc:

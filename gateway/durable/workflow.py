@@ -33,7 +33,8 @@ from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
-from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, store_failure, this_process
+from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, this_process
+from .store_failures import store_failure
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
 
