@@ -27,6 +27,7 @@ from .replicas import REPLICA_PREFIX, on_postgres, taking_over
 from .retention import pruning
 from .runs import APP_VERSION, NOTIFICATION_POLL_SECONDS, UNREACHABLE_WAIT, DurableRuns
 from .store_failures import open_failure, store_failure
+from .store_file import StoreFile, watched
 from .workflow import WORKFLOW, Host, hosting
 
 __all__ = ["open_runs"]
@@ -124,7 +125,8 @@ async def _opened(
     if outage is not None:
         outage.bound(getattr(client, "_sys_db"))  # noqa: B009
     host = Host(client, url, outage=outage)
-    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
+    file = StoreFile(url) if launch and not postgres else None
+    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days, file=file)
     with noticing(outage):  # until DBOS is destroyed: its threads log till then
         try:
             async with AsyncExitStack() as stack:
@@ -139,6 +141,8 @@ async def _opened(
                     )
                     if outage is not None:
                         await stack.enter_async_context(watching(outage, runs.stop_for_store))
+                    if file is not None:
+                        await stack.enter_async_context(watched(file, runs.stop_for_store))
                     # On exit: after the watches below stop, before the lock goes.
                     stack.push_async_callback(runs.stop_all)
                     await stack.enter_async_context(cancels_watched(host.executions, host.client))

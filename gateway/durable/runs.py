@@ -26,7 +26,14 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
+from ..errors import (
+    GatewayError,
+    RunCancelled,
+    StoreError,
+    StoreGone,
+    StoreUnavailable,
+    UnknownRun,
+)
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import redacted, store_option
 from ..trace import TraceHook
@@ -42,6 +49,7 @@ from .replicas import (
     owner_of,
 )
 from .status import ACTIVE_STATUSES, RunInfo
+from .store_file import StoreFile
 from .stored import StoredRuns
 from .workflow import Execution, Host, RunOptions, run_workflow
 
@@ -67,8 +75,18 @@ class DurableRuns(StoredRuns):
     """The runs of one store, from the process that opened it: read (`StoredRuns`), started,
     resumed, followed and steered."""
 
-    def __init__(self, url: str, host: Host, *, queue: str | None, keep_days: float = 0) -> None:
+    def __init__(
+        self,
+        url: str,
+        host: Host,
+        *,
+        queue: str | None,
+        keep_days: float = 0,
+        file: StoreFile | None = None,
+    ) -> None:
         super().__init__(url, host.client)
+        self._file = file
+        """A SQLite store's file, as this process opened it (`store_file`)."""
         self.keep_days = keep_days
         """Finished runs are deleted this long after (0: never; `retention`)."""
         self._host = host
@@ -92,9 +110,14 @@ class DurableRuns(StoredRuns):
         if self._host.outage is not None:
             self._host.outage.wait = seconds
 
+    def gone(self) -> StoreGone | None:
+        """Why the runs here can no longer be kept, if the store's SQLite file was deleted
+        (or replaced) since it was opened."""
+        return self._file.gone() if self._file is not None else None
+
     def stop_for_store(self, error: StoreUnavailable) -> None:
-        """The store stayed unreachable for the whole wait: every run here stops with `error`
-        (each stays resumable from its last recorded step)."""
+        """The store stayed unreachable for the whole wait (each run stays resumable from its
+        last recorded step), or its file is gone: every run here stops with `error`."""
         for execution in self._host.executions.values():
             if execution.error is None:
                 execution.error = error
