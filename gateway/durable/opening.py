@@ -26,6 +26,7 @@ from .record_format import STORED_FORMAT, read_pickled_from_env, reading_pickled
 from .replicas import REPLICA_PREFIX, on_postgres, taking_over
 from .retention import pruning
 from .runs import APP_VERSION, NOTIFICATION_POLL_SECONDS, UNREACHABLE_WAIT, DurableRuns
+from .sqlite_lock import LockWait
 from .store_failures import open_failure, store_failure
 from .store_file import StoreFile, watched
 from .workflow import WORKFLOW, Host, hosting
@@ -48,8 +49,9 @@ async def open_runs(
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
     died. With `launch` and `keep_days`, finished runs older than that are deleted now and
-    hourly while the store is open (`retention`). With `launch` on PostgreSQL, runs wait
-    `unreachable_wait` seconds for a store that became unreachable, then stop (`outage`). On exit, the runs executing here are
+    hourly while the store is open (`retention`). With `launch`, runs wait
+    `unreachable_wait` seconds for a PostgreSQL store that became unreachable (`outage`), or a
+    SQLite store another process locked (`sqlite_lock`), then stop. On exit, the runs executing here are
     interrupted (`stop_all`) before the lock goes. Records in Python's pickle format (an older
     version's) are read only with `read_pickled` or `AGENT_GATEWAY_READ_PICKLED=1`, else
     refused (`PickledRecord`, see `record_format`).
@@ -96,6 +98,7 @@ async def _opened(
         f"{REPLICA_PREFIX if replica else 'agent-gateway-'}{uuid.uuid4().hex}" if launch else None
     )
     outage = Outage(url, unreachable_wait) if postgres and launch else None
+    lock_wait = LockWait(url, unreachable_wait) if launch and not postgres else None
     if queue is not None:
         config: DBOSConfig = {
             "name": "agent-gateway",
@@ -113,6 +116,8 @@ async def _opened(
             DBOS.launch()
             if outage is not None:
                 outage.bound(getattr(dbos, "_sys_db"))  # noqa: B009
+            if lock_wait is not None:
+                lock_wait.bind(getattr(dbos, "_sys_db").engine)  # noqa: B009
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
             raise await open_failure(url, exc) from None
@@ -124,7 +129,9 @@ async def _opened(
         raise store_failure(url, exc) from None
     if outage is not None:
         outage.bound(getattr(client, "_sys_db"))  # noqa: B009
-    host = Host(client, url, outage=outage)
+    if lock_wait is not None:
+        lock_wait.bind(getattr(client, "_sys_db").engine)  # noqa: B009
+    host = Host(client, url, outage=outage, lock=lock_wait)
     file = StoreFile(url) if launch and not postgres else None
     runs = DurableRuns(url, host, queue=queue, keep_days=keep_days, file=file)
     with noticing(outage):  # until DBOS is destroyed: its threads log till then
@@ -156,6 +163,8 @@ async def _opened(
                         await stack.enter_async_context(pruning(runs, keep_days))
                 yield runs
         finally:
+            if lock_wait is not None:
+                lock_wait.close()  # DBOS's threads waiting for it stop: it waits for them
             client.destroy()
             if launch:
                 DBOS.destroy(destroy_registry=False)

@@ -100,15 +100,18 @@ class DurableRuns(StoredRuns):
 
     @property
     def unreachable_wait(self) -> float | None:
-        """How long the runs here wait for a PostgreSQL store that became unreachable before
-        they stop (`outage`); None: not a PostgreSQL store this process runs on."""
-        outage = self._host.outage
-        return outage.wait if outage is not None else None
+        """How long the runs here wait for a PostgreSQL store that became unreachable
+        (`outage`), or a SQLite store another process locked (`sqlite_lock`), before they
+        stop; None: no store this process runs on."""
+        host = self._host  # not `outage or lock`: an outage's truth is DBOS's retry question
+        waits = host.outage.wait if host.outage is not None else None
+        return host.lock.wait if host.lock is not None else waits
 
     @unreachable_wait.setter
     def unreachable_wait(self, seconds: float) -> None:
-        if self._host.outage is not None:
-            self._host.outage.wait = seconds
+        for waits in (self._host.outage, self._host.lock):
+            if waits is not None:
+                waits.wait = seconds
 
     def gone(self) -> StoreGone | None:
         """Why the runs here can no longer be kept, if the store's SQLite file was deleted
