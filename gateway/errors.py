@@ -11,6 +11,7 @@
     ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
         ├── StoreUnavailable the run store's database cannot be reached, or written now
+        │   └── StoreGone    its SQLite file was deleted under the runs executing here
         └── PickledRecord    a stored record is in Python's pickle format: refused, unread
             └── PickledDecision  a decision an older version sent to a run, so refused
 
@@ -42,6 +43,7 @@ __all__ = [
     "RunCancelled",
     "RunPaused",
     "StoreError",
+    "StoreGone",
     "StoreUnavailable",
     "ToolConflict",
     "UnknownAgent",
@@ -104,6 +106,11 @@ class StoreError(GatewayError):
 class StoreUnavailable(StoreError):
     """The run store's database cannot be reached (refused, unknown host, ...), or cannot be
     written now (a SQLite file locked by another process, its disk full, read-only)."""
+
+
+class StoreGone(StoreUnavailable):
+    """The run store's SQLite file was deleted (or replaced) while runs executed here: what
+    they recorded went with it, and they cannot be resumed."""
 
 
 class PickledRecord(StoreError):

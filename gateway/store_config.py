@@ -51,9 +51,9 @@ class StoreSettings(BaseModel):
     """Finished runs (succeeded, failed, cancelled) older than this are deleted when a run
     starts; 0 keeps them for ever. Runs not finished are never deleted."""
     unreachable_wait: float = Field(default=60, gt=0)
-    """A PostgreSQL store that becomes unreachable while a run executes: seconds the run waits
-    for it (it goes on if the store is back), then it stops (exit 1), resumable from its last
-    recorded step."""
+    """A PostgreSQL store that becomes unreachable while a run executes, or a SQLite store that
+    another process locks: seconds the run waits for it (it goes on if the store is back), then
+    it stops (exit 1), resumable from its last recorded step."""
     takeover_seconds: float = Field(default=5, gt=0)
     """`serve` on PostgreSQL: how often a replica looks for the runs of replicas that died
     (it finishes them)."""

@@ -29,7 +29,14 @@ from ..approval import ApprovalRequest, WaitLeft
 from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
-from ..errors import GatewayError, PickledRecord, RunCancelled, UnknownRun, stopped_in
+from ..errors import (
+    GatewayError,
+    PickledRecord,
+    RunCancelled,
+    StoreGone,
+    UnknownRun,
+    stopped_in,
+)
 from ..run_state import RunResult, RunState
 from ..store_config import (
     StoreSettings,
@@ -335,6 +342,10 @@ async def _drive(
                     return await _left_waiting(args, lines, state, store, asked, hint)
                 except UnknownRun:
                     raise  # it runs elsewhere: nothing to resume here
+                except StoreGone:  # and the run with it: nothing to resume
+                    so_far = await _last_state(store, state.run_id) if args.json else None
+                    stored, status = False, "failed"
+                    raise
                 except RunCancelled:  # it has ended; what it spent till then is known
                     status = "cancelled"
                     if args.json:
@@ -356,9 +367,11 @@ async def _drive(
                     status = "stopped"
                     raise
                 except anyio.get_cancelled_exc_class():  # Ctrl-C, a signal: say how to go on
-                    console.say_stopped(f"interrupted: run {state.run_id} is stored: {hint}")
+                    gone = store.gone()  # its file deleted: nothing to go on from
+                    after = f"is stored: {hint}" if gone is None else f"is lost: {gone}"
+                    console.say_stopped(f"interrupted: run {state.run_id} {after}")
                     if args.json:  # still one JSON object (or line) on stdout, for scripts
-                        stopped = GatewayError(f"interrupted: the run is stored: {hint}")
+                        stopped = GatewayError(f"interrupted: the run {after}")
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
                         print_stopped(
@@ -367,8 +380,8 @@ async def _drive(
                             state,
                             stopped,
                             so_far,
-                            status="stopped",
-                            run_id=state.run_id,
+                            status="stopped" if gone is None else "failed",
+                            run_id=state.run_id if gone is None else None,
                         )
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:

@@ -18,7 +18,7 @@ from typing import Any, LiteralString
 import psycopg
 
 from .replicas import on_postgres
-from .status import store_failure
+from .store_failures import store_failure
 
 __all__ = ["last_changes", "system_rows"]
 

@@ -10,6 +10,7 @@ from contextlib import closing
 from .endings import ItemsFailed
 from .outage import suspect
 from .record_format import pickled
+from .sqlite_lock import quiet
 
 __all__ = ["log_through_ours", "write_ahead_log"]
 
@@ -49,6 +50,8 @@ class _OneLine(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if suspect(record):
             return False  # a store gone away: the outage watch says it once (`outage`)
+        if quiet(record):
+            return False  # a store locked: its wait says it once (`sqlite_lock`)
         message = record.getMessage()
         if message.startswith(_SAID_BY_US) or _REFUSED in message:
             return False

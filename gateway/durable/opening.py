@@ -27,7 +27,9 @@ from .record_format import STORED_FORMAT, read_pickled_from_env, reading_pickled
 from .replicas import REPLICA_PREFIX, on_postgres, taking_over
 from .retention import pruning
 from .runs import APP_VERSION, NOTIFICATION_POLL_SECONDS, UNREACHABLE_WAIT, DurableRuns
-from .status import store_failure
+from .sqlite_lock import LockWait
+from .store_failures import open_failure, store_failure
+from .store_file import StoreFile, watched
 from .stranded import taking_up
 from .workflow import WORKFLOW, Host, hosting
 
@@ -49,8 +51,9 @@ async def open_runs(
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
     died. With `launch` and `keep_days`, finished runs older than that are deleted now and
-    hourly while the store is open (`retention`). With `launch` on PostgreSQL, runs wait
-    `unreachable_wait` seconds for a store that became unreachable, then stop (`outage`). On exit, the runs executing here are
+    hourly while the store is open (`retention`). With `launch`, runs wait
+    `unreachable_wait` seconds for a PostgreSQL store that became unreachable (`outage`), or a
+    SQLite store another process locked (`sqlite_lock`), then stop. On exit, the runs executing here are
     interrupted (`stop_all`) before the lock goes. Records in Python's pickle format (an older
     version's) are read only with `read_pickled` or `AGENT_GATEWAY_READ_PICKLED=1`, else
     refused (`PickledRecord`, see `record_format`).
@@ -86,8 +89,8 @@ async def _opened(
         try:
             if launch:  # else it exists (runs_stored said so): it is only read
                 await anyio.to_thread.run_sync(private_sqlite_file, file, "the run store")
-        except OSError as exc:
-            raise StoreError(f"cannot open the run store {url}: {exc.strerror}") from None
+        except OSError as exc:  # its directory read-only, say
+            raise store_failure(url, exc) from None
         if launch:
             await anyio.to_thread.run_sync(write_ahead_log, str(file))
     log_through_ours()
@@ -97,6 +100,7 @@ async def _opened(
         f"{REPLICA_PREFIX if replica else 'agent-gateway-'}{uuid.uuid4().hex}" if launch else None
     )
     outage = Outage(url, unreachable_wait) if postgres and launch else None
+    lock_wait = LockWait(url, unreachable_wait) if launch and not postgres else None
     if queue is not None:
         config: DBOSConfig = {
             "name": "agent-gateway",
@@ -114,9 +118,11 @@ async def _opened(
             DBOS.launch()
             if outage is not None:
                 outage.bound(getattr(dbos, "_sys_db"))  # noqa: B009
+            if lock_wait is not None:
+                lock_wait.bind(getattr(dbos, "_sys_db").engine)  # noqa: B009
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
-            raise store_failure(url, exc) from None
+            raise await open_failure(url, exc) from None
     try:
         client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
     except Exception as exc:
@@ -125,8 +131,11 @@ async def _opened(
         raise store_failure(url, exc) from None
     if outage is not None:
         outage.bound(getattr(client, "_sys_db"))  # noqa: B009
-    host = Host(client, url, outage=outage)
-    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days)
+    if lock_wait is not None:
+        lock_wait.bind(getattr(client, "_sys_db").engine)  # noqa: B009
+    host = Host(client, url, outage=outage, lock=lock_wait)
+    file = StoreFile(url) if launch and not postgres else None
+    runs = DurableRuns(url, host, queue=queue, keep_days=keep_days, file=file)
     with noticing(outage):  # until DBOS is destroyed: its threads log till then
         try:
             async with AsyncExitStack() as stack:
@@ -143,6 +152,8 @@ async def _opened(
                         await stack.enter_async_context(watching(outage, runs.stop_for_store))
                         if lock is not None:
                             await stack.enter_async_context(taking_up(runs, lock, outage))
+                    if file is not None:
+                        await stack.enter_async_context(watched(file, runs.stop_for_store))
                     # On exit: after the watches below stop, before the lock goes.
                     stack.push_async_callback(runs.stop_all)
                     await stack.enter_async_context(cancels_watched(host.executions, host.client))
@@ -156,6 +167,8 @@ async def _opened(
                         await stack.enter_async_context(pruning(runs, keep_days))
                 yield runs
         finally:
+            if lock_wait is not None:
+                lock_wait.close()  # DBOS's threads waiting for it stop: it waits for them
             client.destroy()
             if launch:
                 DBOS.destroy(destroy_registry=False)

@@ -28,7 +28,14 @@ from dbos._error import DBOSAwaitedWorkflowCancelledError
 
 from ..approval import ApprovalRequest, Decision
 from ..engine import Gateway
-from ..errors import GatewayError, RunCancelled, StoreError, StoreUnavailable, UnknownRun
+from ..errors import (
+    GatewayError,
+    RunCancelled,
+    StoreError,
+    StoreGone,
+    StoreUnavailable,
+    UnknownRun,
+)
 from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import redacted, store_option
 from ..trace import TraceHook
@@ -44,6 +51,7 @@ from .replicas import (
     owner_of,
 )
 from .status import ACTIVE_STATUSES, RunInfo
+from .store_file import StoreFile
 from .stored import StoredRuns
 from .workflow import Execution, Host, RunOptions, run_workflow
 
@@ -69,8 +77,18 @@ class DurableRuns(StoredRuns):
     """The runs of one store, from the process that opened it: read (`StoredRuns`), started,
     resumed, followed and steered."""
 
-    def __init__(self, url: str, host: Host, *, queue: str | None, keep_days: float = 0) -> None:
+    def __init__(
+        self,
+        url: str,
+        host: Host,
+        *,
+        queue: str | None,
+        keep_days: float = 0,
+        file: StoreFile | None = None,
+    ) -> None:
         super().__init__(url, host.client)
+        self._file = file
+        """A SQLite store's file, as this process opened it (`store_file`)."""
         self.keep_days = keep_days
         """Finished runs are deleted this long after (0: never; `retention`)."""
         self._host = host
@@ -90,25 +108,38 @@ class DurableRuns(StoredRuns):
 
     @property
     def unreachable_wait(self) -> float | None:
-        """How long the runs here wait for a PostgreSQL store that became unreachable before
-        they stop (`outage`); None: not a PostgreSQL store this process runs on."""
-        outage = self._host.outage
-        return outage.wait if outage is not None else None
+        """How long the runs here wait for a PostgreSQL store that became unreachable
+        (`outage`), or a SQLite store another process locked (`sqlite_lock`), before they
+        stop; None: no store this process runs on."""
+        host = self._host  # not `outage or lock`: an outage's truth is DBOS's retry question
+        waits = host.outage.wait if host.outage is not None else None
+        return host.lock.wait if host.lock is not None else waits
 
     @unreachable_wait.setter
     def unreachable_wait(self, seconds: float) -> None:
-        if self._host.outage is not None:
-            self._host.outage.wait = seconds
+        for waits in (self._host.outage, self._host.lock):
+            if waits is not None:
+                waits.wait = seconds
+
+    def gone(self) -> StoreGone | None:
+        """Why the runs here can no longer be kept, if the store's SQLite file was deleted
+        (or replaced) since it was opened."""
+        return self._file.gone() if self._file is not None else None
 
     def stop_for_store(self, error: StoreUnavailable) -> None:
-        """The store stayed unreachable for the whole wait: every run here stops with `error`
-        (each stays resumable from its last recorded step). Those of this process's
-        background go on here once the store is back (`stranded`)."""
+        """The store stayed unreachable for the whole wait (each run stays resumable from its
+        last recorded step), or its file is gone: every run here stops with `error`. Those of
+        this process's background that an outage stopped go on here once the store is back
+        (`stranded`)."""
         for run_id, execution in list(self._host.executions.items()):
             if execution.error is None:
                 execution.error = error
             execution.scope.cancel()
-            if execution.background and not execution.cancelled:
+            if (
+                execution.background
+                and not execution.cancelled
+                and not isinstance(error, StoreGone)
+            ):
                 options = execution.options
                 # The request that lent it slots, and its client's form, are gone by then.
                 self.stranded[run_id] = RunOptions(

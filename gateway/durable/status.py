@@ -26,9 +26,7 @@ from typing import Any, cast
 from pydantic import JsonValue
 
 from ..approval import ApprovalRequest
-from ..errors import StoreError, StoreUnavailable
 from ..run_state import RunState
-from ..store_config import redacted, without_credentials_of
 
 __all__ = [
     "ACTIVE_STATUSES",
@@ -41,7 +39,6 @@ __all__ = [
     "asked_in",
     "run_info",
     "run_steps",
-    "store_failure",
 ]
 
 STATE_EVENT = "state"
@@ -230,29 +227,3 @@ def _stat(pid: int) -> tuple[str, int] | None:
         return fields[0], int(fields[19])
     except (IndexError, ValueError):
         return None
-
-
-_SQLITE_NOW = {
-    "database is locked": "another process holds its write lock (a `sqlite3` shell, a backup?):"
-    " try again once it lets go",
-    "database or disk is full": "free some space on its disk",
-    "attempt to write a readonly database": "it is read-only here: make it writable (or name"
-    " another store with --store or --state-dir)",
-    "disk i/o error": "its disk failed a write",
-}
-"""SQLite's words for a store that cannot be written now (not a bad store), and what to do."""
-
-
-def store_failure(url: str, exc: BaseException, *, doing: str = "open") -> StoreError:
-    """One line saying why the store at `url` cannot be used (`doing`: open, write to):
-    unreachable or not writable now (`StoreUnavailable`: a PostgreSQL server away; a SQLite
-    file locked by another process, its disk full, read-only), or not a store (`StoreError`)."""
-    cause = getattr(exc, "orig", None) or exc
-    first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    first = without_credentials_of(url, first)  # a driver may quote its connection string
-    kind = type(cause).__name__
-    unreachable = kind == "OperationalError" and url.startswith(("postgresql:", "postgres:"))
-    advice = _SQLITE_NOW.get(first.lower()) if kind == "OperationalError" else None
-    error = StoreUnavailable if unreachable or advice is not None else StoreError
-    said = f"cannot {doing} the run store {redacted(url)}: {first}"
-    return error(f"{said}: {advice}" if advice is not None else said)

@@ -3,7 +3,7 @@
 `StoredRuns` lists the runs of a DBOS store, reads one's status, steps, checkpoint, result and
 the approvals it asked and was given, and deletes runs. `runs.DurableRuns` adds what runs them:
 it starts, resumes, follows and steers runs. A database error is one line naming the store
-(`status.store_failure`), and a record in Python's pickle format is refused unread
+(`store_failures`), and a record in Python's pickle format is refused unread
 (`record_format`).
 """
 
@@ -37,8 +37,8 @@ from .status import (
     asked_in,
     run_info,
     run_steps,
-    store_failure,
 )
+from .store_failures import store_failure
 from .workflow import WORKFLOW
 
 __all__ = ["StoredRuns", "some_of"]

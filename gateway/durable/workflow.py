@@ -24,7 +24,7 @@ from toolkits.errors import find_error
 
 from ..approval import WAITS_FOR_APPROVAL, ApprovalRequest, WaitLeft
 from ..engine import Gateway
-from ..errors import RunCancelled
+from ..errors import RunCancelled, StoreUnavailable
 from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..trace import TraceHook
@@ -33,7 +33,9 @@ from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
-from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, store_failure, this_process
+from .sqlite_lock import LockWait
+from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, this_process
+from .store_failures import store_failure
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
 
@@ -159,6 +161,15 @@ class Host:
     """The process is going away: its interrupted runs are left in flight, not stopped."""
     outage: Outage | None = None
     """A PostgreSQL store's: whether it is reachable."""
+    lock: LockWait | None = None
+    """A SQLite store's: whether another process holds its lock."""
+
+    @property
+    def store_away(self) -> bool:
+        """Whether a write now would wait for the store (unreachable, or locked)."""
+        return (self.outage is not None and self.outage.unreachable) or (
+            self.lock is not None and self.lock.held
+        )
 
 
 _host: Host | None = None
@@ -270,7 +281,7 @@ async def _execute(
     if execution.cancelled:
         execution.error = RunCancelled(f"run {run_id} was cancelled")
         raise Stopped  # DBOS has recorded the end
-    if host.outage is not None and host.outage.unreachable:
+    if host.store_away:
         raise Stopped  # it would wait for the store: its process, gone, says it stopped
     with anyio.CancelScope(shield=True):
         try:
@@ -286,6 +297,9 @@ async def _execute(
 def _store_failed(url: str, exc: Exception) -> Exception:
     """`exc`, or the store's failure in it as one line (a step's record, a checkpoint, not
     written: the store locked, its disk full)."""
+    said = find_error(exc, StoreUnavailable)  # locked too long (`sqlite_lock`)
+    if said is not None:
+        return said
     failed = find_error(exc, SQLAlchemyError)
     return store_failure(url, failed, doing="write to") if failed is not None else exc
 

@@ -21,7 +21,7 @@ from agent import AgentItem, ScriptedModel
 from gateway import AgentSpec, Gateway, RunState
 from gateway.cli.exits import FAILED, exit_code
 from gateway.durable import open_runs
-from gateway.durable.status import store_failure
+from gateway.durable.store_failures import store_failure
 from gateway.errors import StoreUnavailable
 
 from .cli_runs import REPO, SCRIPT, cli, cli_env, list_runs, script_model

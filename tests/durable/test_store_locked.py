@@ -1,0 +1,149 @@
+"""A SQLite run store that another process locks while a run executes (a `sqlite3` shell in a
+`BEGIN IMMEDIATE`): the gateway says so once, DBOS's retries stay quiet, and the run waits
+`[store] unreachable_wait` for it: let go in time, the run goes on; held longer, it stops
+(exit 1), resumable; Ctrl-C stops it at once. Was: DBOS retried for ever, its warnings every
+half minute, and a Ctrl-C took 20 s."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import sqlite3
+from collections.abc import Generator
+from contextlib import closing, contextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
+
+pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
+
+TOOLS = (
+    '[tools.logged]\npython = "tests.durable_tools:logged"\n'
+    '[tools.gated]\npython = "tests.durable_tools:gated"\n'
+)
+LOCKED = "is locked by another process (a `sqlite3` shell, a backup?): runs here wait up to"
+
+
+class Setup:
+    """A run of two tool calls at once: A ends (recorded), B waits at its gate."""
+
+    def __init__(self, directory: Path, wait: float) -> None:
+        self.file = directory / "runs.sqlite3"
+        self.store = f"sqlite:///{self.file}"
+        self.log, self.gate = directory / "calls.log", directory / "gate"
+        os.mkfifo(self.gate)
+        self.config = directory / "agent-gateway.toml"
+        self.config.write_text(f"[store]\nunreachable_wait = {wait}\n{TOOLS}")
+        both = [
+            tool_call("logged", "a", log=str(self.log), name="A"),
+            tool_call("gated", "b", log=str(self.log), name="B", gate=str(self.gate)),
+        ]
+        self.first = script_model(
+            directory / "first.json", {"tool_calls": both}, {"content": "A and B are done"}
+        )
+        self.second = script_model(directory / "second.json", {"content": "A and B are done"})
+
+    async def start(self) -> Run:
+        run = await start_run(
+            "use both", "--config", str(self.config), "--store", self.store, "--model", self.first
+        )
+        await run.until("gated: waiting for B", "recorded tool 0 a")
+        return run
+
+    async def release(self) -> None:
+        """B ends: its record is what waits for the store now."""
+        await anyio.to_thread.run_sync(lambda: open(self.gate, "w").close())
+
+    @contextmanager
+    def locked(self) -> Generator[None]:
+        """Another connection holds the store's write lock, as a `sqlite3` shell would."""
+        with closing(sqlite3.connect(self.file, isolation_level=None)) as other:
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                other.execute("ROLLBACK")
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines()
+
+
+def _quiet(err: str) -> None:
+    """The lock is said once, by the gateway: none of DBOS's warnings, no traceback."""
+    assert err.count(LOCKED) == 1, err
+    assert " dbos:" not in err, err  # DBOS logs as `WARNING dbos: ...`
+    assert "database is locked" not in err, err
+    assert "Traceback" not in err, err
+
+
+async def test_a_store_let_go_within_the_wait_lets_the_run_go_on(tmp_path: Path) -> None:
+    setup = Setup(tmp_path, wait=60)
+    run = await setup.start()
+    try:
+        with setup.locked():
+            await setup.release()
+            await run.until(LOCKED)
+            assert "runs here wait up to 60 s for it ([store] unreachable_wait)" in run.err
+        code, out = await run.finish()
+    finally:
+        await stop_run(run)
+    assert (code, out) == (0, "A and B are done\n"), run.err
+    assert "can be written again after" in run.err
+    _quiet(run.err)
+    assert sorted(setup.calls()) == ["end A", "end B", "start A", "start B"]
+
+
+async def test_a_store_held_longer_stops_the_run_which_resumes_once_let_go(
+    tmp_path: Path,
+) -> None:
+    setup = Setup(tmp_path, wait=3)
+    run = await setup.start()
+    try:
+        with setup.locked():
+            await setup.release()
+            await run.until(LOCKED)
+            with anyio.fail_after(20):  # the wait, and a look every half second
+                code, _ = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 1, run.err
+    error = (
+        f"error: cannot write to the run store {setup.store}: another process held its write "
+        "lock for 3 s (a `sqlite3` shell, a backup?): try again once it lets go\n"
+    )
+    assert error in run.err
+    hint = re.search(r"the run is stored: agent-gateway resume (\w+) --store (\S+)\n", run.err)
+    assert hint is not None, run.err
+    _quiet(run.err)
+
+    setup.gate.unlink()
+    resumed = cli("resume", hint[1], "--store", setup.store, "--model", setup.second, "--json")
+    assert resumed.returncode == 0, resumed.stderr
+    result = json.loads(resumed.stdout)
+    assert result["output"] == "A and B are done"
+    calls = setup.calls()
+    assert (calls.count("start A"), calls.count("end A")) == (1, 1)  # recorded: not again
+    # B ended while the store was locked: its record never made it, so it runs again.
+    assert (calls.count("start B"), calls.count("end B")) == (2, 2)
+
+
+async def test_ctrl_c_stops_a_run_waiting_for_a_locked_store_at_once(tmp_path: Path) -> None:
+    setup = Setup(tmp_path, wait=60)
+    run = await setup.start()
+    try:
+        with setup.locked():
+            await setup.release()
+            await run.until(LOCKED)
+            run.process.send_signal(signal.SIGINT)
+            with anyio.fail_after(5):  # was: 20 s (the stop timeout, then DBOS's threads)
+                code, _ = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 130, run.err
+    assert re.search(r"interrupted: run \w+ is stored: agent-gateway resume", run.err), run.err
+    _quiet(run.err)
