@@ -38,6 +38,10 @@ SEVEN_MB_OF_TOOLS = 10_200
 WIDE = Path(__file__).parents[1] / "servers" / "wide.py"
 SSE_EVENT_CAP = 1 << 20
 """What the SDK's client takes in one server-sent event (httpx2's `max_event_size`)."""
+SDK_TIMEOUT = httpx2.Timeout(30.0, read=300.0)
+"""The SDK's own client's: httpx2's default (5 s to read) ended a quiet listen stream on a
+loaded host before the change it waits for came ("ended without the server's graceful
+close")."""
 
 
 def _listing_bytes(tools: list[types.Tool]) -> int:
@@ -51,7 +55,7 @@ async def _listings(url: str, era: str, toy: ToyServer, node: McpToolkit, **http
     heard = Heard()
 
     async with (
-        httpx2.AsyncClient(**http) as own,
+        httpx2.AsyncClient(timeout=SDK_TIMEOUT, **http) as own,
         Client(
             streamable_http_client(url, http_client=own),
             mode=era,
@@ -67,7 +71,7 @@ async def _listings(url: str, era: str, toy: ToyServer, node: McpToolkit, **http
         await heard.more_than(0, "tools")
         changed = (await client.list_tools()).tools
     async with (
-        httpx2.AsyncClient(**http) as own,
+        httpx2.AsyncClient(timeout=SDK_TIMEOUT, **http) as own,
         Client(streamable_http_client(url, http_client=own), mode=era, cache=None) as other,
     ):
         other_listing = (await other.list_tools()).tools
