@@ -17,13 +17,14 @@ from typing import Any, TypeVar
 import anyio
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
 from ..url_credentials import redacted, without_credentials_of
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
+from .postgres_database import create_database, not_made
 
 __all__ = ["PostgresStore"]
 
@@ -270,31 +271,10 @@ class PostgresStore:
 
 
 async def _made_database(url: str) -> bool:
-    """Whether the database `url` names did not exist and is now made (as the run store's
-    DBOS makes its own: through the server's `postgres` database). False when the server
-    cannot be reached, or the database exists (the connection failed for another reason).
-    Raises `MemoryStoreError`, saying how to make it, when making it fails."""
-    name = str(conninfo_to_dict(url).get("dbname") or "")
-    try:
-        admin = await psycopg.AsyncConnection.connect(
-            make_conninfo(url, dbname="postgres"), autocommit=True
-        )
-    except psycopg.Error:
-        return False
-    async with admin:
-        found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
-        if not name or await found.fetchone() is not None:
-            return False
-        try:
-            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        except psycopg.errors.DuplicateDatabase:
-            return True  # another process made it meanwhile
-        except psycopg.Error as exc:
-            said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            said = without_credentials_of(url, said)
-            raise MemoryStoreError(
-                f"chat memory {redacted(url)}: database {name!r} does not exist, and creating "
-                f"it failed ({said}): create it (`createdb {name}`, or CREATE DATABASE as its "
-                "owner)"
-            ) from exc
-    return True
+    """Whether the database `url` names did not exist and is now made. Raises
+    `MemoryStoreError`, saying how to make it, when making it fails."""
+    made = await create_database(url)
+    if isinstance(made, str):
+        name = str(conninfo_to_dict(url).get("dbname") or "")
+        raise MemoryStoreError(f"chat memory {redacted(url)}: {not_made(name, made)}")
+    return made

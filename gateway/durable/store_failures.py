@@ -17,10 +17,10 @@ import os
 import sqlite3
 from pathlib import Path
 
-import anyio
 import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
+
+from agent.memory.postgres_database import create_database, not_made
 
 from ..errors import StoreError, StoreUnavailable
 from ..store_config import redacted, without_credentials_of
@@ -71,14 +71,10 @@ async def open_failure(url: str, exc: BaseException) -> StoreError:
     not exist says why it was not made (DBOS tried, and keeps the reason to itself)."""
     failure = store_failure(url, exc)
     if isinstance(failure, StoreUnavailable) and "does not exist" in str(failure):
-        refused = await anyio.to_thread.run_sync(_why_not_made, url)
-        if refused is not None:
-            name = _database(url)
-            return StoreUnavailable(
-                f"cannot open the run store {redacted(url)}: database {name!r} does not exist, "
-                f"and creating it failed ({refused}): create it (`createdb {name}`, or CREATE "
-                "DATABASE as its owner)"
-            )
+        refused = await create_database(url)
+        if isinstance(refused, str):
+            said = not_made(_database(url), refused)
+            return StoreUnavailable(f"cannot open the run store {redacted(url)}: {said}")
     return failure
 
 
@@ -118,28 +114,6 @@ def _postgres(url: str, cause: BaseException) -> tuple[bool, str | None]:
     if getattr(cause, "sqlstate", None) == _INSUFFICIENT_PRIVILEGE:
         return True, f"grant {user} the rights DBOS needs in database {name!r}, as its owner"
     return isinstance(cause, psycopg.OperationalError), None
-
-
-def _why_not_made(url: str) -> str | None:
-    """Why the database `url` names cannot be made, in the server's words (tried through its
-    `postgres` database, as DBOS does); None if it exists now, is made now, or the server
-    cannot be asked."""
-    name = _database(url)
-    try:
-        with psycopg.connect(
-            make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
-        ) as admin:
-            if admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
-                return None
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    except psycopg.errors.DuplicateDatabase:
-        return None
-    except psycopg.Error as exc:
-        if getattr(exc, "sqlstate", None) is None:
-            return None  # not the server's refusal: it could not be asked
-        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return without_credentials_of(url, said)
-    return None
 
 
 def _database(url: str) -> str:

@@ -1,0 +1,45 @@
+"""Making the PostgreSQL database a store's URL names, as DBOS makes the run store's: through
+the server's `postgres` database. Chat memory's store and the run store's failure message
+both use it, so a user who may not make it is told the same thing by both.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ..url_credentials import without_credentials_of
+
+__all__ = ["create_database", "not_made"]
+
+
+async def create_database(url: str) -> bool | str:
+    """Make the database `url` names: True if it is made now (here, or by another process
+    meanwhile); False if it exists already, or the server could not be asked; else why the
+    server refused, in its own words (credentials masked)."""
+    name = str(conninfo_to_dict(url).get("dbname") or "")
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
+        ) as admin:
+            found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            if not name or await found.fetchone() is not None:
+                return False
+            await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.errors.DuplicateDatabase:
+        return True
+    except psycopg.Error as exc:
+        if getattr(exc, "sqlstate", None) is None:
+            return False  # not the server's refusal: it could not be asked
+        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return without_credentials_of(url, said)
+    return True
+
+
+def not_made(name: str, refused: str) -> str:
+    """What to say of database `name` that does not exist and could not be made."""
+    return (
+        f"database {name!r} does not exist, and creating it failed ({refused}): create it "
+        f"(`createdb {name}`, or CREATE DATABASE as its owner)"
+    )
