@@ -85,3 +85,43 @@ def list_runs(store: str) -> list[dict[str, Any]]:
     listed = cli("runs", "list", "--json", "--store", store)
     assert listed.returncode == 0, listed.stderr
     return json.loads(listed.stdout)
+
+
+STOPPING_TOOLS = (
+    '[tools.logged]\npython = "tests.durable_tools:logged"\n'
+    '[tools.gated]\npython = "tests.durable_tools:gated"\n'
+)
+
+
+class TwoCalls:
+    """A run on `store` of two tool calls at once: A ends (recorded), B waits at its gate; the
+    store's outage (or lock) waits `wait` s ([store] unreachable_wait)."""
+
+    def __init__(self, directory: Path, store: str, wait: float) -> None:
+        self.store = store
+        self.log, self.gate = directory / "calls.log", directory / "gate"
+        os.mkfifo(self.gate)
+        self.config = directory / "agent-gateway.toml"
+        self.config.write_text(f"[store]\nunreachable_wait = {wait}\n{STOPPING_TOOLS}")
+        both = [
+            tool_call("logged", "a", log=str(self.log), name="A"),
+            tool_call("gated", "b", log=str(self.log), name="B", gate=str(self.gate)),
+        ]
+        self.first = script_model(
+            directory / "first.json", {"tool_calls": both}, {"content": "A and B are done"}
+        )
+        self.second = script_model(directory / "second.json", {"content": "A and B are done"})
+
+    async def start(self) -> Run:
+        run = await start_run(
+            "use both", "--config", str(self.config), "--store", self.store, "--model", self.first
+        )
+        await run.until("gated: waiting for B", "recorded tool 0 a")
+        return run
+
+    async def release(self) -> None:
+        """B ends: its record is what waits for the store now."""
+        await anyio.to_thread.run_sync(lambda: open(self.gate, "w").close())
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().splitlines()

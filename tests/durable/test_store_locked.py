@@ -7,7 +7,6 @@ half minute, and a Ctrl-C took 20 s."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 import sqlite3
@@ -18,46 +17,19 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
+from tests.durable.cli_runs import TwoCalls, cli, stop_run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
 
-TOOLS = (
-    '[tools.logged]\npython = "tests.durable_tools:logged"\n'
-    '[tools.gated]\npython = "tests.durable_tools:gated"\n'
-)
 LOCKED = "is locked by another process (a `sqlite3` shell, a backup?): runs here wait up to"
 
 
-class Setup:
-    """A run of two tool calls at once: A ends (recorded), B waits at its gate."""
+class Setup(TwoCalls):
+    """`TwoCalls` on a SQLite store, which another connection can lock."""
 
     def __init__(self, directory: Path, wait: float) -> None:
         self.file = directory / "runs.sqlite3"
-        self.store = f"sqlite:///{self.file}"
-        self.log, self.gate = directory / "calls.log", directory / "gate"
-        os.mkfifo(self.gate)
-        self.config = directory / "agent-gateway.toml"
-        self.config.write_text(f"[store]\nunreachable_wait = {wait}\n{TOOLS}")
-        both = [
-            tool_call("logged", "a", log=str(self.log), name="A"),
-            tool_call("gated", "b", log=str(self.log), name="B", gate=str(self.gate)),
-        ]
-        self.first = script_model(
-            directory / "first.json", {"tool_calls": both}, {"content": "A and B are done"}
-        )
-        self.second = script_model(directory / "second.json", {"content": "A and B are done"})
-
-    async def start(self) -> Run:
-        run = await start_run(
-            "use both", "--config", str(self.config), "--store", self.store, "--model", self.first
-        )
-        await run.until("gated: waiting for B", "recorded tool 0 a")
-        return run
-
-    async def release(self) -> None:
-        """B ends: its record is what waits for the store now."""
-        await anyio.to_thread.run_sync(lambda: open(self.gate, "w").close())
+        super().__init__(directory, f"sqlite:///{self.file}", wait)
 
     @contextmanager
     def locked(self) -> Generator[None]:
@@ -68,9 +40,6 @@ class Setup:
                 yield
             finally:
                 other.execute("ROLLBACK")
-
-    def calls(self) -> list[str]:
-        return self.log.read_text().splitlines()
 
 
 def _quiet(err: str) -> None:

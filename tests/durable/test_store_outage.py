@@ -6,7 +6,6 @@ and resumes later with every recorded call answered from its record; Ctrl-C stop
 from __future__ import annotations
 
 import json
-import os
 import re
 import signal
 from collections.abc import Iterator
@@ -17,16 +16,12 @@ import pytest
 
 from gateway.durable.outage import Outage, watching
 from gateway.errors import StoreUnavailable
-from tests.durable.cli_runs import Run, cli, script_model, start_run, stop_run, tool_call
+from tests.durable.cli_runs import TwoCalls, cli, start_run, stop_run
 from tests.durable.said import Said, listening
 from tests.servers.databases import PostgresCluster
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
 
-TOOLS = (
-    '[tools.logged]\npython = "tests.durable_tools:logged"\n'
-    '[tools.gated]\npython = "tests.durable_tools:gated"\n'
-)
 UNREACHABLE = "is unreachable (connection failed: "
 
 
@@ -42,37 +37,11 @@ def dbos_retry(outage: Outage, said: Said) -> tuple[bool, list[str]]:
     return bool(outage), list(said.lines)
 
 
-class Setup:
-    """A run of two tool calls at once: A ends (recorded), B waits at its gate."""
+class Setup(TwoCalls):
+    """`TwoCalls` on a PostgreSQL store of `pg_cluster`."""
 
     def __init__(self, directory: Path, pg_cluster: PostgresCluster, wait: float) -> None:
-        self.store = f"{pg_cluster.url.rsplit('/', 1)[0]}/runs"
-        self.log, self.gate = directory / "calls.log", directory / "gate"
-        os.mkfifo(self.gate)
-        self.config = directory / "agent-gateway.toml"
-        self.config.write_text(f"[store]\nunreachable_wait = {wait}\n{TOOLS}")
-        both = [
-            tool_call("logged", "a", log=str(self.log), name="A"),
-            tool_call("gated", "b", log=str(self.log), name="B", gate=str(self.gate)),
-        ]
-        self.first = script_model(
-            directory / "first.json", {"tool_calls": both}, {"content": "A and B are done"}
-        )
-        self.second = script_model(directory / "second.json", {"content": "A and B are done"})
-
-    async def start(self) -> Run:
-        run = await start_run(
-            "use both", "--config", str(self.config), "--store", self.store, "--model", self.first
-        )
-        await run.until("gated: waiting for B", "recorded tool 0 a")
-        return run
-
-    async def release(self) -> None:
-        """B ends: its record is what waits for the store now."""
-        await anyio.to_thread.run_sync(lambda: open(self.gate, "w").close())
-
-    def calls(self) -> list[str]:
-        return self.log.read_text().splitlines()
+        super().__init__(directory, f"{pg_cluster.url.rsplit('/', 1)[0]}/runs", wait)
 
 
 def _quiet(err: str) -> None:
