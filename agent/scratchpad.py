@@ -4,7 +4,7 @@ Rules (as n8n's Tools Agent V3): steps are previous steps plus newly arrived res
 by tool-call id. An observation is `Error: <message>` for a failure, the value of a lone
 `response` field, the text itself for a string, and compact JSON for anything else.
 
-Also read from the steps: whether a call repeats one too often (`repeat_notice`), and call ids
+`prompt_messages` puts a model call's messages together. Also read from the steps: whether a call repeats one too often (`repeat_notice`), and call ids
 no other call of the conversation has (`with_unique_call_ids`).
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from pydantic import JsonValue
 
@@ -20,6 +20,7 @@ from .messages import (
     AssistantMessage,
     ChatMessage,
     MediaPart,
+    SystemMessage,
     ToolCall,
     ToolMessage,
     Usage,
@@ -34,6 +35,7 @@ __all__ = [
     "REPEAT_NOTICE",
     "build_steps",
     "observation",
+    "prompt_messages",
     "renamed_calls_notice",
     "repeat_notice",
     "scratchpad_messages",
@@ -164,6 +166,26 @@ def tool_usage(response: EngineResponse | None) -> Usage:
     return total
 
 
+def prompt_messages(
+    system_message: str,
+    history: Sequence[ChatMessage],
+    prompt: str,
+    steps: Sequence[ToolCallStep],
+) -> list[ChatMessage]:
+    """A model call's messages: system, history, question, scratchpad. A summary at the head
+    of the history joins the system message: some chat templates refuse a second one."""
+    system = [system_message]
+    rest = list(history)
+    while rest and isinstance(rest[0], SystemMessage):
+        system.append(rest.pop(0).content)
+    return [
+        SystemMessage(content="\n\n".join(system)),
+        *rest,
+        UserMessage(content=prompt),
+        *scratchpad_messages(steps),
+    ]
+
+
 def scratchpad_messages(steps: Sequence[ToolCallStep], *, media: bool = True) -> list[ChatMessage]:
     """Each model answer once, in order and verbatim, followed by a result for every call it
     made (or, for a text answer sent back, by what was wrong with it). With `media`, results
@@ -235,15 +257,19 @@ def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
 
 
 def with_unique_call_ids(
-    answer: AssistantMessage, taken: Iterable[str]
+    answer: AssistantMessage, messages: Sequence[ChatMessage], steps: Sequence[ToolCallStep]
 ) -> tuple[AssistantMessage, list[tuple[str, str]]]:
-    """`answer` with every call under an id no other call of the conversation has (results
-    are matched to calls by id), and the calls renamed, as (old id, new id).
+    """`answer` with every call under an id no other call of the conversation (`messages`,
+    the session's history and this run's, and `steps`) has: results are matched to calls by
+    id. Also the calls renamed, as (old id, new id).
 
-    A call keeps its id unless an earlier call has it (one of `taken`, the conversation's, or
-    one before it in `answer`) or it has none. A new id is one neither the conversation nor
-    `answer` uses: it never takes the id the model gave another call."""
-    used = set(taken)
+    A call keeps its id unless an earlier call has it (the conversation's, or one before it
+    in `answer`) or it has none. A new id is one neither the conversation nor `answer` uses:
+    it never takes the id the model gave another call."""
+    used = {step.tool_call_id for step in steps}
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            used.update(call.id for call in message.tool_calls)
     reserved = used | {call.id for call in answer.tool_calls}
     fresh = (f"call_{n}" for n in itertools.count(len(used) + 1) if f"call_{n}" not in reserved)
     calls: list[ToolCall] = []

@@ -49,7 +49,6 @@ from .memory.summary import SUMMARY_INPUT_TOKENS
 from .messages import (
     AssistantMessage,
     ChatMessage,
-    SystemMessage,
     ToolDefinition,
     Usage,
     UserMessage,
@@ -77,6 +76,7 @@ from .resume_check import items_digest, resumed_state
 from .scratchpad import (
     ERROR_PREFIX,
     build_steps,
+    prompt_messages,
     renamed_calls_notice,
     repeat_notice,
     scratchpad_messages,
@@ -328,7 +328,7 @@ class ToolsAgent:
             )
             return _Outcome(steps, usage=usage, called_model=True, result=result)
         if answer.tool_calls:
-            answer, renamed = with_unique_call_ids(answer, _call_ids(messages, steps))
+            answer, renamed = with_unique_call_ids(answer, messages, steps)
             if renamed and self.on_warning is not None:
                 await self.on_warning(index, renamed_calls_notice(renamed))
         output = self.options.output
@@ -440,14 +440,19 @@ class ToolsAgent:
         model's context window loses its oldest turns for this call (they stay stored; the
         warning says so): a session that outgrew the window would otherwise fail every turn
         from then on, whatever was asked."""
-        messages = _messages(self.options, history, item, steps)
+        messages = prompt_messages(self.options.system_message, history, item.prompt, steps)
         if not history or not self._knows_window:
             return messages
         window = await cast(ReportsContextWindow, self.model).context_window()
         offered = self._offered()
         if window is None or sum(estimate_tokens(messages, offered)) <= window:
             return messages
-        fitted = fit_history(history, _messages(self.options, [], item, steps), offered, window)
+        fitted = fit_history(
+            history,
+            prompt_messages(self.options.system_message, [], item.prompt, steps),
+            offered,
+            window,
+        )
         if self.on_warning is not None:
             parts: list[str] = []
             if fitted.turns_left_out:
@@ -461,7 +466,7 @@ class ToolsAgent:
                 f"{' and '.join(parts)}. The memory's max_tokens (or turns) sets how much of "
                 "the history the model sees; /reset or `sessions delete` starts afresh.",
             )
-        return _messages(self.options, fitted.messages, item, steps)
+        return prompt_messages(self.options.system_message, fitted.messages, item.prompt, steps)
 
     async def _history(self, item: AgentItem, index: int) -> tuple[list[ChatMessage], Usage]:
         """The item's session history, summarising first what fell out of its window.
@@ -564,35 +569,6 @@ class _Outcome:
     answer: AssistantMessage | None = None
     actions: list[Action] = field(default_factory=list[Action])
     invalid_answer: bool = False
-
-
-def _messages(
-    options: AgentOptions,
-    history: Sequence[ChatMessage],
-    item: AgentItem,
-    steps: Sequence[ToolCallStep],
-) -> list[ChatMessage]:
-    """System, history, question, scratchpad. A summary at the head of the history joins the
-    system message: some chat templates refuse a second system message."""
-    system = [options.system_message]
-    rest = list(history)
-    while rest and isinstance(rest[0], SystemMessage):
-        system.append(rest.pop(0).content)
-    return [
-        SystemMessage(content="\n\n".join(system)),
-        *rest,
-        UserMessage(content=item.prompt),
-        *scratchpad_messages(steps),
-    ]
-
-
-def _call_ids(messages: Sequence[ChatMessage], steps: Sequence[ToolCallStep]) -> set[str]:
-    """The ids the calls of the conversation have: the session's history and this run's."""
-    ids = {step.tool_call_id for step in steps}
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            ids.update(call.id for call in message.tool_calls)
-    return ids
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -43,21 +43,18 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
-from dataclasses import dataclass, field
 from typing import IO, TextIO, cast
 
 import anyio
 from rich.cells import cell_len
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console
 from rich.live import Live
-from rich.progress_bar import ProgressBar
-from rich.spinner import Spinner
-from rich.table import Table
 from rich.text import Text
 
 from toolkits import in_background
 from toolkits.printable import printable
 
+from .console_status import Call, Status, Waiting
 from .trace import TraceEvent
 
 __all__ = ["RunConsole", "open_console", "open_terminal_console"]
@@ -71,40 +68,6 @@ _ANSWER_DEPTH = 2
 sub-agent's model calls sit deeper, under the tool call that runs it."""
 _NOTE_CHARS = 160
 """The most of a failed model's error a fallback note shows (the trace has it whole)."""
-
-
-@dataclass
-class _Call:
-    """A model or tool call in flight, as the status line shows it."""
-
-    kind: str
-    name: str
-    depth: int
-    started: float = field(default_factory=time.monotonic)
-    done: float | None = None
-    total: float | None = None
-    message: str = ""
-    chars: int = 0
-    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
-
-
-@dataclass
-class _Waiting:
-    """MCP servers the gateway waits for before anything runs; or, once interrupted, that
-    the command is stopping (since `stopping`)."""
-
-    names: list[str] = field(default_factory=list[str])
-    started: float = field(default_factory=time.monotonic)
-    spinner: Spinner = field(default_factory=lambda: Spinner("dots", style="cyan"))
-    stopping: float | None = None
-    interrupted_start: list[str] = field(default_factory=list[str])
-    """The servers it waited for when interrupted (none: the command had begun)."""
-    stop_said: bool = False
-    """The command said why it stopped (`say_stopped`)."""
-    idle: bool = False
-    """Nothing was under way when interrupted: no run, no call, no server starting."""
-    leaving: bool = False
-    """The command waits for no decision (`--no-wait`), only for the calls in flight."""
 
 
 class RunConsole:
@@ -121,7 +84,7 @@ class RunConsole:
         self._out = out
         self._err = err
         self._quiet = _Quiet(quiet_after)
-        self._calls: dict[str, _Call] = {}
+        self._calls: dict[str, Call] = {}
         self._runs: set[str] = set()
         """The runs under way (their top spans): none at `chat`'s prompt."""
         self._depth: dict[str, int] = {}
@@ -131,7 +94,7 @@ class RunConsole:
         self._held: list[tuple[IO[str], str]] = []
         """Whole lines that came while a streamed answer's line was open: written when it ends."""
         self._live: Live | None = None
-        self._waiting = _Waiting()
+        self._waiting = Waiting()
         # Log records arrive on any thread (a plain local tool runs in one): one writer at a
         # time, and the state it reads is whole.
         self._lock = threading.RLock()
@@ -146,7 +109,7 @@ class RunConsole:
                 if event.kind == "run" and event.parent_id is None:
                     self._runs.add(event.id)
                 if event.kind in ("model", "tool"):
-                    self._calls[event.id] = _Call(event.kind, printable(event.name), depth)
+                    self._calls[event.id] = Call(event.kind, printable(event.name), depth)
             elif event.phase == "token":
                 self._token(event)
             elif event.phase == "note" and event.kind == "model":
@@ -339,7 +302,7 @@ class RunConsole:
             key = f"slot {call} {event.name}"
             waits = said.get("waits")
             if slot == "waiting" and isinstance(waits, str):
-                waiting = _Call("tool", printable(event.name), depth)
+                waiting = Call("tool", printable(event.name), depth)
                 waiting.message = printable(f"waiting for {waits}")
                 self._calls[key] = waiting
             else:
@@ -349,7 +312,7 @@ class RunConsole:
             return
         key = f"approval {call}"
         if approval == "waiting" and not self._waiting.leaving:
-            waiting = _Call("approval", printable(event.name), depth)
+            waiting = Call("approval", printable(event.name), depth)
             waiting.message = "waiting for a decision (runs approve | deny)"
             self._calls[key] = waiting
         else:
@@ -411,7 +374,7 @@ class RunConsole:
         if self._live is None:
             # A fresh Live each time: a stopped one would move the cursor by its old height.
             self._live = Live(
-                _Status(self._calls, self._waiting),
+                Status(self._calls, self._waiting),
                 console=self._err,
                 transient=True,
                 auto_refresh=False,
@@ -479,53 +442,6 @@ class _Quiet:
         """How long the model has sent no text, once that is `after` or more."""
         quiet = time.monotonic() - self.last
         return quiet if self.span_id is not None and quiet >= self.after else None
-
-
-class _Status:
-    """The status: one line per call in flight, computed when drawn (clocks move)."""
-
-    def __init__(self, calls: dict[str, _Call], waiting: _Waiting) -> None:
-        self._calls = calls
-        self._waiting = waiting
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        now = time.monotonic()
-        rows: list[RenderableType] = []
-        waiting = self._waiting
-        if waiting.stopping is not None:
-            label = Text("stopping…", style="bold")
-            label.append(f"  {now - waiting.stopping:.1f} s", style="dim")
-            grid = Table.grid(padding=(0, 1))
-            grid.add_row(waiting.spinner, label)
-            rows.append(grid)
-        if waiting.leaving and waiting.stopping is None and self._calls:
-            rows.append(Text("--no-wait: returns once these end (Ctrl-C: now)", style="bold"))
-        if waiting.names:
-            label = Text("waiting for MCP servers to start: ", style="dim")
-            label.append(", ".join(waiting.names), style="bold")
-            label.append(f"  {now - waiting.started:.1f} s", style="dim")
-            grid = Table.grid(padding=(0, 1))
-            grid.add_row(waiting.spinner, label)
-            rows.append(grid)
-        for call in list(self._calls.values()):
-            grid = Table.grid(padding=(0, 1))
-            label = Text("  " * max(call.depth - 2, 0))
-            label.append(f"{call.kind} ", style="dim")
-            label.append(call.name, style="bold")
-            label.append(f"  {now - call.started:.1f} s", style="dim")
-            if call.chars:
-                label.append(f"  {call.chars} chars", style="dim")
-            cells: list[RenderableType] = [call.spinner, label]
-            if call.total:
-                cells.append(ProgressBar(total=call.total, completed=call.done or 0, width=20))
-                cells.append(Text(f"{call.done or 0:g}/{call.total:g}"))
-            elif call.done is not None:
-                cells.append(Text(f"{call.done:g}"))
-            if call.message:
-                cells.append(Text(call.message, style="italic"))
-            grid.add_row(*cells)
-            rows.append(grid)
-        yield Group(*rows)
 
 
 class _Lines(io.TextIOBase):
