@@ -168,8 +168,11 @@ class ToolsAgent:
 
         Raises `StepInterrupted` when a model (or the memory) fails in a way that stops the
         run; the response passed in stays valid too, so the step can be retried either way.
-        Raises `StateError` for a response that is not of a run over `items`.
+        Raises `StateError` for a response that is not of a run over `items`, and
+        `ValueError` for no items.
         """
+        if not items:
+            raise ValueError("a step needs one item or more")
         digest = items_digest(items)  # once: it reads every prompt
         state = resumed_state(items, response, digest)
         finished = dict(state.finished_items)
@@ -310,7 +313,7 @@ class ToolsAgent:
                 )
                 return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
             return _Outcome(steps, usage=usage, interrupted=exc)
-        except AgentError as exc:  # the memory's storage
+        except AgentError as exc:  # the memory's storage, or a model's configuration
             return _Outcome(steps, usage=usage, interrupted=exc)
         usage += answer.usage
         if unreadable_call(answer) and times_asked_again(steps) < UNREADABLE_CALL_RETRIES:

@@ -1,10 +1,11 @@
 """The gateway: runs agents on tool nodes, traces them, and serves them."""
 
-from .approval import ApprovalRule, Approver
+from .approval import ApprovalRequest, ApprovalRule, Approver, Decision
 from .assembly import open_gateway
 from .config import Config, load_config
 from .engine import AgentSpec, Gateway
 from .errors import (
+    AlreadyDecided,
     ConfigError,
     DepthExceeded,
     GatewayError,
@@ -37,11 +38,14 @@ from .trace import (
 
 __all__ = [
     "AgentSpec",
+    "AlreadyDecided",
+    "ApprovalRequest",
     "ApprovalRule",
     "Approver",
     "Checkpoint",
     "Config",
     "ConfigError",
+    "Decision",
     "DepthExceeded",
     "FileRunStore",
     "Gateway",

@@ -126,6 +126,7 @@ class RunConsole:
                         del self._calls[key]
                 if event.kind == "model" and event.id in self._texts:
                     self._finish_text(event.id)
+                self._depth.pop(event.id, None)  # a chat or served run's console lives long
             self._show()
 
     def waiting_for(self, servers: Sequence[str]) -> None:

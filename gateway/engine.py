@@ -147,6 +147,8 @@ class Gateway:
             if isinstance(prompt, str)
             else list(prompt)
         )
+        if not items:
+            raise ValueError("no items to run: give a prompt, or one item or more")
         state = RunState(run_id=new_id(), agent=agent, items=items, started_by=started_by)
         return await self.resume(
             state,

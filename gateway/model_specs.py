@@ -36,7 +36,10 @@ SAMPLING = "sampling"
 
 
 class CannotAnswer:
-    """Stands in for a model that cannot answer, and says why at each call."""
+    """Stands in for a model that cannot answer, and says why at each call: with a
+    `ModelConfigError`, which no retry or resume mends until the configuration is."""
+
+    error: type[ModelConfigError] = ModelConfigError
 
     def __init__(self, name: str, reason: str) -> None:
         self._name = name
@@ -53,7 +56,7 @@ class CannotAnswer:
         *,
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
-        raise ModelError(self.reason)
+        raise self.error(self.reason)
 
 
 class NoModel(CannotAnswer):
@@ -71,6 +74,8 @@ class KeylessModel(CannotAnswer):
     """A model whose provider's API key is not set: the gateway starts (its tools, its other
     agents), a fallback list goes on to its next model, and a call to this one fails saying
     which variable to set."""
+
+    error = MissingApiKey
 
 
 def cannot_run(model: ChatModel) -> str | None:
@@ -158,7 +163,10 @@ def resolve_models(
         for spec in specs
     ]
     # A model whose key is not set would fail every call first: the list goes on without it.
-    models = [m for m in models if not isinstance(m, KeylessModel)] or models
+    keyed = [m for m in models if not isinstance(m, KeylessModel)]
+    if models and not keyed:  # one model that names every key to set
+        return KeylessModel(" or ".join(specs), "; ".join(cannot_run(m) or "" for m in models))
+    models = keyed
     if len(models) == 1:
         return models[0]
     return FallbackModel(models, on_fallback=note_fallback)

@@ -340,6 +340,10 @@ class TracePrinter:
         if event.phase == "start":
             self._depth[event.id] = depth
             return
+        if event.phase in ("end", "error"):
+            # Its children ended before it: the entry is needed no more (`serve --trace`
+            # prints for the server's whole life).
+            self._depth.pop(event.id, None)
         label = (
             f"{event.kind} {event.name}" if event.kind in ("run", "agent", "model") else event.name
         )

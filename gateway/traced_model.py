@@ -106,7 +106,7 @@ class TracedModel:
                 answer = await self._model.invoke(
                     messages, tools, on_token=self._tokens(span.id, on_token)
                 )
-            except Exception:
+            except BaseException:  # cancelled too: the span still says where the call went
                 span.output = _server_fields(self._server_of(None)) or None
                 raise
             finally:

@@ -266,6 +266,15 @@ async def test_an_item_finished_in_the_first_step_is_not_sent_to_the_model_again
     assert all(messages[1].content == "6 * 7?" for messages, _ in model.calls[1:])
 
 
+async def test_no_items_is_a_clear_error_not_a_crash_in_the_step() -> None:
+    model = ScriptedModel(["unused"])
+    with pytest.raises(ValueError, match="no items to run"):
+        await calculator_gateway(model).run("assistant", [])
+    with pytest.raises(ValueError, match="a step needs one item or more"):
+        await ToolsAgent(model=model, tools=[]).step([])
+    assert model.calls == []
+
+
 async def test_state_round_tripped_through_json_mid_run_resumes_in_a_fresh_gateway() -> None:
     script = [
         call("calculator", expression="17 * 25"),

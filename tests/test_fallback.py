@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent import ModelError
+from agent.errors import MissingApiKey, ModelConfigError
 from gateway import TraceEvent
 from gateway.assembly import open_gateway
 from gateway.cli import main
@@ -53,15 +54,29 @@ async def test_a_missing_api_key_costs_only_that_model(
             "agents": {
                 "writer": {"model": "anthropic:claude-sonnet-4-5", "tools": ["calculator"]},
                 "both": {"model": ["anthropic:claude-sonnet-4-5", f"scripted:{good}"]},
+                "neither": {"model": ["anthropic:claude-sonnet-4-5", "gemini:gemini-2.5-pro"]},
+                "none": {},
             },
         }
     )
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     async with open_gateway(config) as gateway:  # the gateway starts: its tools serve
         assert (await gateway.call_tool("calculator", {"expression": "6 * 7"})).content
         # A fallback list goes on without the model it has no key for.
         assert (await gateway.run("both", "hello")).output == "from the scripted model"
-        with pytest.raises(ModelError, match=r"agents\.writer\.model: anthropic needs an API key"):
-            await gateway.agents["writer"].model.invoke([], [])
+        # A program embedding the gateway tells a configuration to mend from an outage:
+        # not a ModelError (worth a retry), but what `model_from_spec` raises.
+        with pytest.raises(
+            MissingApiKey, match=r"agents\.writer\.model: anthropic needs an API key"
+        ):
+            await gateway.run("writer", "hello")
+        with pytest.raises(MissingApiKey) as neither:
+            await gateway.run("neither", "hello")
+        assert "set ANTHROPIC_API_KEY" in str(neither.value)
+        assert "set GEMINI_API_KEY" in str(neither.value)
+        with pytest.raises(ModelConfigError, match="agent 'none' has no model") as none:
+            await gateway.run("none", "hello")
+        assert not isinstance(none.value, ModelError)
 
 
 def test_run_refuses_an_agent_whose_key_is_missing_before_it_starts(

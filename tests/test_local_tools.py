@@ -79,6 +79,35 @@ async def test_invalid_arguments_are_an_error_result_naming_the_field() -> None:
     assert (await weather({"city": "x", "color": "red"})).is_error
 
 
+async def test_a_default_that_is_no_json_leaves_the_parameter_optional_without_a_warning() -> None:
+    unset = object()
+
+    def search(query: str, limit: object = unset) -> str:
+        return query if limit is unset else f"{query} ({limit})"
+
+    tool = function_tool(search)  # warnings are errors here: building it warns of nothing
+    assert tool.input_schema["required"] == ["query"]
+    assert "default" not in tool.input_schema["properties"]["limit"]
+    assert result_text(await tool({"query": "q"})) == "q"
+
+
+@pytest.mark.parametrize("blocking", [True, False])
+async def test_a_tool_that_calls_sys_exit_fails_as_a_tool_not_as_the_process(
+    blocking: bool,
+) -> None:
+    """argparse and click exit on bad arguments: the model reads that, the run goes on."""
+    import argparse
+
+    def count(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(prog="count", exit_on_error=False)
+        parser.add_argument("--times", type=int)
+        parser.error(f"bad arguments: {argv}")  # exits with 2, as argparse does
+
+    result = await function_tool(count, blocking=blocking)({"argv": ["--times", "many"]})
+    assert result.is_error
+    assert result_text(result) == "the tool exited (sys.exit(2))"
+
+
 async def test_one_function_is_a_plain_tool_several_are_a_routed_toolkit() -> None:
     single = await FunctionToolkit("weather", [weather]).list_tools()
     assert [(t.name, t.is_from_toolkit) for t in single] == [("weather", False)]

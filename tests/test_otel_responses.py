@@ -7,6 +7,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -99,6 +100,35 @@ async def test_a_chat_span_names_the_response_the_model_that_answered_and_its_se
     assert (failed["server.address"], failed["server.port"]) == ("api.openai.com", 443)
     assert "gen_ai.response.id" not in failed
     assert "gen_ai.response.model" not in failed
+
+
+async def test_a_cancelled_chat_span_says_where_the_call_went_as_a_failed_one_does() -> None:
+    sent = anyio.Event()
+
+    async def hang(request: httpx.Request) -> httpx.Response:
+        sent.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    model = OpenAIModel(
+        "gpt-4.1-mini",
+        api_key="sk-test",
+        base_url="https://llm-gw.example.com:8443/v1",
+        http_client=httpx.AsyncClient(transport=httpx.MockTransport(hang)),
+    )
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", model)], hooks=[hook])
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(gateway.run, "a", "6 * 7?")
+            await sent.wait()
+            tg.cancel_scope.cancel()
+
+    [span] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert span.status.status_code == StatusCode.ERROR
+    chat = attributes(span)
+    assert chat["error.type"] == "cancelled"
+    assert (chat["server.address"], chat["server.port"]) == ("llm-gw.example.com", 8443)
 
 
 async def test_a_fallback_chains_span_names_the_model_and_server_that_answered() -> None:

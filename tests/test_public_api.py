@@ -66,3 +66,16 @@ def test_the_agent_package_exports_every_error_and_what_the_readme_names() -> No
     assert errors - set(agent.__all__) == set()
     # The type of ToolsAgent.on_warning, and the stores the README names beside InProcessStore.
     assert {"WarningCallback", "SQLiteStore", "store_from_url"} <= set(agent.__all__)
+
+
+def test_the_gateway_package_exports_every_error_and_what_an_approver_takes() -> None:
+    import gateway.errors
+
+    errors = {
+        name
+        for name in gateway.errors.__all__
+        if isinstance(getattr(gateway.errors, name), type)  # the classes, not the helpers
+    }
+    assert errors - set(gateway.__all__) == set()
+    # `Approver.decide(request: ApprovalRequest) -> Decision`: implementable from the package.
+    assert {"ApprovalRequest", "Approver", "Decision"} <= set(gateway.__all__)

@@ -46,6 +46,7 @@ from mcp_types import (
     TextContent,
 )
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import to_jsonable_python
 
 from .base import CallContext, Tool, error_result, validation_brief
@@ -87,7 +88,7 @@ class FunctionTool:
 
     @property
     def input_schema(self) -> dict[str, Any]:
-        schema = self.arguments.model_json_schema()
+        schema = self.arguments.model_json_schema(schema_generator=_ToolSchema)
         schema.pop("title", None)
         return schema
 
@@ -142,7 +143,20 @@ class FunctionTool:
                 value = await value
         except Exception as exc:
             return error_result(f"{type(exc).__name__}: {exc}")
+        except SystemExit as exc:
+            # A tool built on argparse or click exits on bad arguments: that is the tool's
+            # failure for the model to read, not the process's end.
+            return error_result(f"the tool exited (sys.exit({exc.code!r}))")
         return _result(value, self.name)
+
+
+class _ToolSchema(GenerateJsonSchema):
+    """A default that is no JSON (a sentinel such as `object()`) is left out of the schema
+    without a warning: the parameter stays optional, which is all the model needs to know."""
+
+    def emit_warning(self, kind: JsonSchemaWarningKind, detail: str) -> None:
+        if kind != "non-serializable-default":
+            super().emit_warning(kind, detail)
 
 
 @overload

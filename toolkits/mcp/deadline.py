@@ -30,7 +30,10 @@ class Deadline:
         self.cap = cap
         # `anyio.current_time()` on asyncio, without asking which library runs: a request
         # through a gateway makes one `Deadline`, and the asking cost it ~80 bytecodes.
-        now = asyncio.get_running_loop().time()
+        try:
+            now = asyncio.get_running_loop().time()
+        except RuntimeError:  # no asyncio loop: another library's (trio)
+            now = anyio.current_time()
         self._hard = now + cap
         self._waiting = False
         if scope is None:
