@@ -199,6 +199,42 @@ async def test_a_servers_name_form_stays_its_own_as_it_comes_and_goes(
     ]
 
 
+async def test_a_deeper_servers_name_form_stays_its_own_as_a_server_joins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Servers `a` (cannot start at first) and `a__b`, both prefix always: `a`'s tool
+    `b__echo_c` would be `a__b__echo_c` too. That name is `a__b`'s `echo_c` before `a` joins
+    and after, and `a`'s tool has one name of its own throughout: no name changes."""
+    a, a_b = toy("b__echo_c"), toy("echo_c")
+    later = CrashableTransport(a.server)
+    attempts: list[int] = []
+
+    def a_later() -> Transport:
+        attempts.append(1)
+        return unreachable() if len(attempts) == 1 else later.connect()
+
+    configs = {"a": config(), "a__b": config()}
+    targets = {"a": a_later, "a__b": a_b.server}
+    async with McpToolkitGroup(configs, targets=targets, backoff=Backoff(0.01)) as group:
+        assert [tool.name for tool in await group.list_tools()] == ["a__b__echo_c"]
+        with anyio.fail_after(10):
+            await group["a"].wait_for_health(lambda health: health.tool_count == 1)
+        (moved,) = [tool.name for tool in await group["a"].list_tools()]
+        assert moved.startswith("a__b_echo_c_")
+        assert [tool.name for tool in await group["a__b"].list_tools()] == ["a__b__echo_c"]
+        assert (await group["a__b"].call_tool("a__b__echo_c", {})).content == [
+            types.TextContent(text="echo_c:[]")
+        ]
+        assert (await group["a"].call_tool(moved, {})).content == [
+            types.TextContent(text="b__echo_c:[]")
+        ]
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("toolkits.mcp.")]
+    assert [line for line in said if "echo_c" in line or "renamed" in line] == [
+        "server 'a': 1 tool whose prefixed name would have the form of server 'a__b''s tools "
+        f"(a__b__NAME): offering 'b__echo_c' as {moved!r}"
+    ]
+
+
 def test_targets_must_name_configured_servers() -> None:
     with pytest.raises(ValueError, match="unconfigured servers"):
         McpToolkitGroup({"a": config()}, targets={"b": unreachable})
