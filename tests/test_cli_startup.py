@@ -228,7 +228,7 @@ def test_ctrl_backslash_quits_at_once_with_the_cursor_shown_again(tmp_path: Path
     ) as process:
         try:
             os.close(secondary)
-            shown = read_until(primary, "waiting for MCP servers to start: silent")
+            shown = read_until(primary, "waiting for 1 MCP server: silent")
             process.send_signal(signal.SIGQUIT)
             code = process.wait(timeout=10)
             shown += read_all(primary, "utf-8")

@@ -203,14 +203,17 @@ class McpToolkitGroup(InBackground):
                     node.stop_awaiting()
                     del settled[node]
             told: list[str] | None = None
+            # Woken as any node settles, in whatever order: `on_waiting` hears of each then,
+            # not once the first still starting in the config's order has.
+            wakeup = _Wakeup()
+            for status in settled.values():
+                status.wakeup = wakeup
             with anyio.move_on_after(self._settle_within):
-                for status in settled.values():
-                    if not status.event.is_set() and self._on_waiting is not None:
-                        pending = [n.name for n, s in settled.items() if not s.event.is_set()]
-                        if pending != told:
-                            self._on_waiting(pending)
-                            told = pending
-                    await status.event.wait()
+                while pending := [n.name for n, s in settled.items() if not s.event.is_set()]:
+                    if self._on_waiting is not None and pending != told:
+                        self._on_waiting(pending)
+                        told = pending
+                    await wakeup.wait()
             if told is not None and self._on_waiting is not None:
                 self._on_waiting([])
             for node, status in settled.items():
@@ -225,9 +228,26 @@ class _Settled(anyio.abc.TaskStatus[None]):
 
     def __init__(self) -> None:
         self.event = anyio.Event()
+        self.wakeup: _Wakeup | None = None
 
     def started(self, value: None = None) -> None:
         self.event.set()
+        if self.wakeup is not None:
+            self.wakeup.set()
+
+
+class _Wakeup:
+    """Wakes whoever waits (`wait`) when any of the nodes settles (`set`)."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = anyio.Event()
 
 
 def _all(unsubscribers: list[Callable[[], None]]) -> Callable[[], None]:
