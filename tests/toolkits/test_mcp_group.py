@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -233,6 +233,47 @@ async def test_a_deeper_servers_name_form_stays_its_own_as_a_server_joins(
         "server 'a': 1 tool whose prefixed name would have the form of server 'a__b''s tools "
         f"(a__b__NAME): offering 'b__echo_c' as {moved!r}"
     ]
+
+
+async def test_the_servers_waited_for_are_told_again_as_each_settles_in_any_order() -> None:
+    """The first of the config's order still starting was awaited before telling anyone
+    again: for its whole wait the others were said to be starting, long after one was ready
+    and another had failed."""
+    release = anyio.Event()
+
+    @asynccontextmanager
+    async def slow() -> AsyncGenerator[Any]:  # starts once released
+        await release.wait()
+        async with CrashableTransport(toy("echo").server).connect() as streams:
+            yield streams
+
+    told: list[list[str]] = []
+    only_slow = anyio.Event()
+
+    def on_waiting(pending: Sequence[str]) -> None:
+        told.append(list(pending))
+        if list(pending) == ["slow"]:
+            only_slow.set()
+
+    group = McpToolkitGroup(
+        {"slow": config(), "fast": config(), "bad": config()},
+        targets={"slow": slow, "fast": toy("echo").server, "bad": unreachable},
+        backoff=Backoff(60),
+        on_waiting=on_waiting,
+    )
+    async with anyio.create_task_group() as tg:
+
+        async def enter() -> None:
+            async with group:
+                pass
+
+        tg.start_soon(enter)
+        with anyio.fail_after(10):
+            await only_slow.wait()  # fast ready and bad failed, while slow still starts
+        assert group["slow"].health.state == "connecting"
+        release.set()
+    assert told[0] == ["slow", "fast", "bad"]
+    assert told[-2:] == [["slow"], []]  # then none: it stopped waiting
 
 
 def test_targets_must_name_configured_servers() -> None:
