@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .errors import ConfigError
+from .home import home
 
 __all__ = [
     "CLIENT_CONFIG_FILES",
@@ -242,7 +243,10 @@ class _Lookup:
         if name.startswith("env:"):  # Cursor's spelling
             name = name.removeprefix("env:")
         elif name in ("userHome", "workspaceFolder"):
-            return str(Path.home() if name == "userHome" else self._working_directory())
+            try:
+                return str(home() if name == "userHome" else self._working_directory())
+            except ConfigError as exc:
+                raise ConfigError(f"{where}: cannot expand ${{{name}}}: {exc}") from None
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ConfigError(
                 f"{where}: cannot expand ${{{expression}}}: use ${{VAR}}, ${{VAR:-default}} "

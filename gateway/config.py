@@ -50,6 +50,7 @@ from .client_config import (
     servers_as_nodes,
 )
 from .errors import ConfigError
+from .home import expand_user
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
 from .resource_server import ResourceServerSettings
@@ -490,7 +491,7 @@ def _relative_to(config: Config, base: Path) -> Config:
         if url is None or not url.startswith("sqlite:///"):
             return url
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{(base / path.expanduser()).absolute()}"
+        return url if path.is_absolute() else f"sqlite:///{(base / expand_user(path)).absolute()}"
 
     def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
         if settings is None:

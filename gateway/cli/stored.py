@@ -30,6 +30,7 @@ from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import (
+    ConfigError,
     GatewayError,
     PickledRecord,
     RunCancelled,
@@ -153,7 +154,13 @@ def store_url(args: argparse.Namespace, config: Config | None = None) -> str | N
         return default_store_url(args.state_dir)
     if config is None:
         config = load_config(getattr(args, "config", None))
-    return config.store.url or default_store_url()
+    try:
+        return config.store.url or default_store_url()
+    except ConfigError as exc:  # no data directory to keep it in
+        optional = hasattr(args, "no_store")
+        raise ConfigError(
+            f"{exc}{' (or --no-store: keep no record)' if optional else ''}"
+        ) from None
 
 
 def read_pickled(args: argparse.Namespace) -> bool:

@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from gateway.cli.exits import FAILED, exit_code
 from gateway.durable import open_runs
-from gateway.durable.store_failures import READ_ONLY, store_failure
+from gateway.durable.store_failures import NO_FOLDER, READ_ONLY, store_failure
 from gateway.errors import StoreUnavailable
 
 from .cli_runs import cli, script_model
@@ -135,13 +135,15 @@ def test_a_sqlite_store_on_a_read_only_filesystem_says_so_and_fails_the_run(
     old, new = sealable.place / "runs.sqlite3", sealable.place / "sub" / "runs.sqlite3"
     assert cli("run", "first", "--store", f"sqlite:///{old}", "--model", model).returncode == 0
     sealable.seal()
-    for file in (old, new):  # a store with a run in it; one to be made
+    # A store with a run in it; one to be made, in a directory that cannot be made there.
+    missing = NO_FOLDER.format(folder=new.parent, parent=sealable.place)
+    for file, advice in ((old, READ_ONLY), (new, missing)):
         store = f"sqlite:///{file}"
         done = cli("run", "go", "--store", store, "--model", model, "--json")
         assert done.returncode == 1, done.stderr  # was: 2, and no JSON
         [said] = done.stderr.splitlines()
         assert said.startswith(f"error: cannot open the run store {store}: "), said
-        assert said.endswith(f": {READ_ONLY}"), said
+        assert said.endswith(f": {advice}"), said
         printed = json.loads(done.stdout)
         assert (printed["run_id"], printed["status"]) == (None, "failed")
         assert printed["error"] == said.removeprefix("error: ")
