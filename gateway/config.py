@@ -16,14 +16,11 @@ and an `assistant` agent on both, with no model.
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, get_args, get_origin
+from typing import Any, cast
 
 from pydantic import (
     BaseModel,
@@ -42,13 +39,14 @@ from agent.names import did_you_mean, listed_names
 from toolkits.mcp.config import McpServerConfig
 
 from .client_config import (
-    CLIENT_CONFIG_FILES,
     CLIENT_FILE_NAMES,
     client_keys,
     expand_server_variables,
     key_path,
     servers_as_nodes,
 )
+from .config_errors import describe
+from .config_files import DEFAULT_CONFIG_FILE, find_config_file, read_config_data
 from .errors import ConfigError
 from .home import expand_user
 from .limits import DEFAULT_CLIENT_LIMIT
@@ -73,7 +71,6 @@ __all__ = [
     "with_default_agent",
 ]
 
-DEFAULT_CONFIG_FILE = "agent-gateway.toml"
 DEFAULT_AGENT = "assistant"
 BUILTIN_TOOLS = ("calculator",)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -405,34 +402,6 @@ def load_config(
     return config.read_from(path)
 
 
-def read_config_data(path: Path) -> Any:
-    """A config file's data as written (nothing expanded, nothing checked). Raises
-    `ConfigError` for a file that cannot be read or parsed."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
-        ) from exc
-    try:
-        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    return data
-
-
-def find_config_file(directory: Path | None = None) -> Path | None:
-    """The config file a command uses when none is named: ours, else a client's."""
-    directory = directory or Path()
-    for name in (DEFAULT_CONFIG_FILE, *CLIENT_CONFIG_FILES):
-        if (directory / name).is_file():
-            return directory / name
-    return None
-
-
 def parse_config(
     data: Any,
     *,
@@ -461,7 +430,7 @@ def parse_config(
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_describe(exc, as_written)}") from exc
+        raise ConfigError(f"{source}: {describe(exc, Config, as_written)}") from exc
 
 
 def with_default_agent(config: Config) -> Config:
@@ -536,65 +505,3 @@ def _servers_beside(config: Config, base: Path) -> Config:
         cwd = folder / server.cwd if server.cwd is not None else folder
         servers[name] = server.model_copy(update={"command": command, "cwd": str(cwd)})
     return config.model_copy(update={"mcp_servers": servers})
-
-
-def _describe(exc: ValidationError, as_written: Mapping[str, str]) -> str:
-    lines: list[str] = []
-    for err in exc.errors():
-        where = _where(err["loc"], as_written)
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = "unknown key" + _did_you_mean(err["loc"])
-        lines.append(f"{where}: {message}" if where else message)
-    return "; ".join(lines)
-
-
-def _where(loc: Sequence[int | str], as_written: Mapping[str, str]) -> str:
-    """The key at fault, as the file wrote it: a client's server by its own key."""
-    if len(loc) >= 2 and loc[0] == "mcpServers" and isinstance(loc[1], str):
-        server = key_path("mcpServers", as_written.get(loc[1], loc[1]))
-        return ".".join([server, *(str(part) for part in loc[2:])])
-    return ".".join(str(part) for part in loc)
-
-
-def _did_you_mean(loc: Sequence[int | str]) -> str:
-    """` (did you mean 'agents'?)` for an unknown key close to one that is known there."""
-    *path, key = loc
-    known = _keys_at(Config, path)
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
-    if not close:  # a case slip (`mcpservers`) is near whatever the length
-        close = [k for k in known if k.lower() == str(key).lower()]
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _keys_at(model: type[BaseModel], path: Sequence[int | str]) -> list[str]:
-    """The keys the table at `path` (below `model`) takes; [] where that is not known."""
-    current: object = model
-    for part in path:
-        current = _table_type(current)
-        if current is None:
-            return []
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            fields = current.model_fields
-            field = next((f for name, f in fields.items() if part in (name, f.alias)), None)
-            if field is None:
-                return []
-            current = field.annotation
-        else:  # a table of named entries: the name chooses no type
-            current = get_args(current)[1]
-    current = _table_type(current)
-    if not (isinstance(current, type) and issubclass(current, BaseModel)):
-        return []
-    keys = [field.alias or name for name, field in current.model_fields.items()]
-    return [*keys, "type"] if current is McpServerConfig else keys
-
-
-def _table_type(annotation: object) -> object | None:
-    """A model, or a `dict[str, ...]`, that `annotation` is (with None, or beside plain
-    values: `MemoryConfig | str | None`); None if it is neither."""
-    if get_origin(annotation) is dict:
-        return annotation
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    tables = [a for a in get_args(annotation) if _table_type(a) is not None]
-    return tables[0] if len(tables) == 1 else None
