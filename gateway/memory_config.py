@@ -24,9 +24,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from agent import ChatMessage, MemoryStoreError
 from agent.memory import (
@@ -37,7 +37,9 @@ from agent.memory import (
     StoredTurn,
     Summary,
     store_from_url,
+    store_url_problem,
 )
+from agent.url_credentials import redacted
 
 from .errors import ConfigError
 from .home import expand_user, home
@@ -72,7 +74,32 @@ class MemoryConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _url_alone(cls, value: Any) -> Any:
-        return {"url": value} if isinstance(value, str) else value
+        if isinstance(value, str):  # checked here: the error names the key as written
+            return {"url": _store_url(value)}
+        if not isinstance(value, dict | MemoryConfig):
+            raise ValueError(
+                f'a store URL ("sqlite:///memory.db") or a table (url, turns, ...), not {value!r}'
+            )
+        return cast(Any, value)
+
+    @field_validator("url")
+    @classmethod
+    def _a_store_url(cls, value: str | None) -> str | None:
+        return value if value is None else _store_url(value)
+
+
+def _store_url(url: str) -> str:
+    """`url` if it names a memory store; else `ValueError` saying why (checked with the config,
+    as the run store's URL is: not first when a run uses it)."""
+    if "${" in url:
+        raise ValueError(
+            f"{redacted(url)!r}: ${{VAR}} is expanded only in the mcpServers' launch keys; "
+            "write the URL itself"
+        )
+    problem = store_url_problem(url)
+    if problem is not None:
+        raise ValueError(problem)
+    return url
 
 
 def data_dir() -> Path:

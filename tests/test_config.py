@@ -156,6 +156,27 @@ def test_an_unknown_key_of_our_file_suggests_the_known_one(data: object, message
             "store.url: 'postgresql://gw:***@db/gw': ${VAR} is expanded only in the "
             "mcpServers' launch keys; write the URL itself, or pass --store URL",
         ),
+        # Chat memory's URL was first checked when a run used it (exit 1, no key named).
+        (
+            {"gateway": {"memory": "${REDIS_URL}"}},
+            "gateway.memory: '${REDIS_URL}': ${VAR} is expanded only in the mcpServers' "
+            "launch keys; write the URL itself",
+        ),
+        (
+            {"agents": {"a": {"memory": "foo://x"}}},
+            "agents.a.memory: unknown memory URL scheme 'foo'; expected one of: memory://, "
+            "sqlite:///FILE, postgresql://..., redis://...",
+        ),
+        (
+            {"gateway": {"memory": {"url": "sqlite://rel.db", "turns": 3}}},
+            "gateway.memory.url: a SQLite memory URL names a file: sqlite:///FILE, not "
+            "'sqlite://rel.db'",
+        ),
+        (
+            {"gateway": {"memory": 5}},
+            'gateway.memory: a store URL ("sqlite:///memory.db") or a table (url, turns, ...), '
+            "not 5",
+        ),
     ],
 )
 def test_a_bad_model_or_a_variable_where_none_expands_is_one_clear_line(

@@ -11,7 +11,7 @@ from .in_process import InProcessStore
 from .session_memory import DEFAULT_TURNS, SessionMemory
 from .sqlite_store import SQLiteStore
 from .summary import summarise
-from .urls import STORE_URL_FORMS, store_from_url
+from .urls import STORE_URL_FORMS, store_from_url, store_url_problem
 from .window import count_tokens, is_valid_history, select_window
 
 __all__ = [
@@ -31,5 +31,6 @@ __all__ = [
     "private_sqlite_file",
     "select_window",
     "store_from_url",
+    "store_url_problem",
     "summarise",
 ]
