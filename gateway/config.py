@@ -428,7 +428,9 @@ def parse_config(
             table["mcpServers"] = servers
         data = table
     try:
-        return Config.model_validate(data)
+        # Strict: TOML and JSON are typed, so `true` for a number or "10" for one is a slip,
+        # not what the user meant (an int is still a float).
+        return Config.model_validate(data, strict=True)
     except ValidationError as exc:
         raise ConfigError(f"{source}: {describe(exc, Config, as_written)}") from exc
 

@@ -4,6 +4,7 @@ and an unknown key with the known one it is close to."""
 from __future__ import annotations
 
 import difflib
+import json
 from collections.abc import Mapping, Sequence
 from typing import get_args, get_origin
 
@@ -25,8 +26,33 @@ def describe(exc: ValidationError, root: type[BaseModel], as_written: Mapping[st
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key" + _did_you_mean(root, err["loc"])
+        elif err["type"] in _TYPES:
+            message += _given(err["input"], _TYPES[err["type"]])
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
+
+
+_TYPES = {"int_type": int, "float_type": float, "bool_type": bool, "string_type": str}
+"""Errors of a value of another type (validated strictly: `true` is no number, "10" none)."""
+
+
+def _given(value: object, due: type) -> str:
+    """`, not true`: what the file gave instead; for a string that would do unquoted, how."""
+    if isinstance(value, bool):
+        return f", not {str(value).lower()}"
+    if not isinstance(value, str):
+        shown = json.dumps(value, ensure_ascii=False, default=str)
+        return f", not {shown if len(shown) <= 40 else shown[:37] + '...'}"
+    unquoted = value.strip().lower()
+    if due is bool:
+        fits = unquoted in ("true", "false")
+    else:
+        try:
+            fits = due is not str and due(unquoted) is not None
+        except ValueError:
+            fits = False
+    shown = json.dumps(value if len(value) <= 40 else value[:37] + "...", ensure_ascii=False)
+    return f", not the string {shown}" + (" (write it without quotes)" if fits else "")
 
 
 def _where(loc: Sequence[int | str], as_written: Mapping[str, str]) -> str:
