@@ -46,7 +46,12 @@ from .client_config import (
     servers_as_nodes,
 )
 from .config_errors import describe
-from .config_files import DEFAULT_CONFIG_FILE, find_config_file, read_config_data
+from .config_files import (
+    DEFAULT_CONFIG_FILE,
+    find_config_file,
+    read_config_data,
+    read_config_file,
+)
 from .errors import ConfigError
 from .home import expand_user
 from .limits import DEFAULT_CLIENT_LIMIT
@@ -392,9 +397,8 @@ def load_config(
         if path is None:
             return DEFAULT_CONFIG
     path = Path(path)
-    data = read_config_data(path)
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
-    client_file = path.suffix == ".json"
+    data, client_file = read_config_file(path)
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
     config = _relative_to(config, path.parent)
     if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning

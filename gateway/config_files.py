@@ -6,15 +6,16 @@ TOML or JSON, is a `ConfigError` naming it.
 
 from __future__ import annotations
 
+import codecs
 import json
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from .client_config import CLIENT_CONFIG_FILES
+from .client_config import CLIENT_CONFIG_FILES, key_path
 from .errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_FILE", "find_config_file", "read_config_data"]
+__all__ = ["DEFAULT_CONFIG_FILE", "find_config_file", "read_config_data", "read_config_file"]
 
 DEFAULT_CONFIG_FILE = "agent-gateway.toml"
 
@@ -22,20 +23,55 @@ DEFAULT_CONFIG_FILE = "agent-gateway.toml"
 def read_config_data(path: Path) -> Any:
     """A config file's data as written (nothing expanded, nothing checked). Raises
     `ConfigError` for a file that cannot be read or parsed."""
+    return read_config_file(path)[0]
+
+
+def read_config_file(path: Path) -> tuple[Any, bool]:
+    """A config file's data as written, and whether it is JSON (else TOML): a `.json` file in
+    any case (`MCP.JSON`), or one of another name that opens with `{`, which no TOML does. A
+    UTF-8 byte order mark (what some Windows editors write) is no part of the text. Raises
+    `ConfigError` for a file that cannot be read or parsed, or JSON giving a key twice."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(
             f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
         ) from exc
+    suffix = path.suffix.lower()
+    as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))
     try:
-        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        if not as_json:
+            return tomllib.loads(text), False
+        pairs: Any = json.loads(text, object_pairs_hook=_Pairs)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    return data
+        raise ConfigError(f"{path}: not valid {'JSON' if as_json else 'TOML'}: {exc}") from exc
+    return _once_each(pairs, path, ""), True
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members as written, before each key is known to be given once."""
+
+
+def _once_each(value: Any, path: Path, where: str) -> Any:
+    """`value` with its objects as dicts. Raises `ConfigError` for a key given twice in one
+    object: JSON readers keep the last one silently (a second server of the same name
+    replaced the first), and TOML refuses it."""
+    if isinstance(value, list) and not isinstance(value, _Pairs):
+        items = cast(list[Any], value)
+        return [_once_each(item, path, f"{where}[{n}]") for n, item in enumerate(items)]
+    if not isinstance(value, _Pairs):
+        return value
+    table: dict[str, Any] = {}
+    for key, member in value:
+        at = key_path(where, key).removeprefix(".")  # at the top: the key alone
+        if key in table:
+            raise ConfigError(f"{path}: {at}: given twice in one object; keep one of them")
+        table[key] = _once_each(member, path, at)
+    return table
 
 
 def find_config_file(directory: Path | None = None) -> Path | None:
