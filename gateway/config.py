@@ -441,14 +441,19 @@ def parse_config(
 
 def with_default_agent(config: Config) -> Config:
     """`config`, or with no agent configured, with an `assistant` agent on every node: what
-    a client's config (servers only) needs to be run as it is."""
+    a client's config (servers only) needs to be run as it is. Where a node has that name (a
+    client's server `assistant`), the agent is `assistant_2` (or the next number free)."""
     nodes = [*config.mcp_servers, *config.tools]
-    if config.agents or not nodes or DEFAULT_AGENT in nodes:
+    if config.agents or not nodes:
         return config
+    name, number = DEFAULT_AGENT, 1
+    while name in nodes:
+        number += 1
+        name = f"{DEFAULT_AGENT}_{number}"
     agent = AgentConfig(
         tools=nodes, description=f"An assistant with the tools of: {', '.join(nodes)}."
     )
-    return config.model_copy(update={"agents": {DEFAULT_AGENT: agent}})
+    return config.model_copy(update={"agents": {name: agent}})
 
 
 def _relative_to(config: Config, base: Path) -> Config:

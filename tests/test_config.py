@@ -469,6 +469,12 @@ def test_a_config_of_servers_only_gets_an_assistant_on_every_node() -> None:
     assert config.agents["assistant"].tools == ["a", "c"]
     configured = parse_config({"tools": {"c": {"builtin": "calculator"}}, "agents": {"x": {}}})
     assert with_default_agent(configured) == configured
+    # A server named `assistant` left such a file with no agent: "defines no agents, nor any
+    # MCP server or tool for a default one".
+    servers = {"assistant": {"command": "x"}, "assistant_2": {"command": "y"}}
+    taken = with_default_agent(parse_config({"mcpServers": servers}))
+    assert list(taken.agents) == ["assistant_3"]
+    assert taken.agents["assistant_3"].tools == ["assistant", "assistant_2"]
 
 
 def test_a_clients_server_keys_become_node_names(tmp_path: Path) -> None:
