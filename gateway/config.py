@@ -41,9 +41,11 @@ from toolkits.mcp.config import McpServerConfig
 from .client_config import (
     CLIENT_FILE_NAMES,
     client_keys,
+    enabled_servers,
     expand_server_variables,
     key_path,
     servers_as_nodes,
+    with_env_files,
 )
 from .config_errors import describe
 from .config_files import (
@@ -399,11 +401,24 @@ def load_config(
     path = Path(path)
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
     data, client_file = read_config_file(path)
+    folder = _folder_of(path)
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
-    config = _relative_to(config, path.parent)
+    config = _relative_to(config, path.parent, folder)
     if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning
-        config = _servers_beside(config, path.parent)
+        config = _servers_beside(config, folder)
     return config.read_from(path)
+
+
+def _folder_of(path: Path) -> Path:
+    """The config file's folder, absolute. Raises `ConfigError` for a relative `path` once the
+    working directory is gone (deleted under the shell): nothing is relative to it then."""
+    try:
+        return path.parent.absolute()
+    except FileNotFoundError:  # os.getcwd()
+        raise ConfigError(
+            f"{path}: a path relative to the working directory, which is gone (deleted?): name "
+            "the config by its absolute path, or run from a directory that exists"
+        ) from None
 
 
 def parse_config(
@@ -426,8 +441,11 @@ def parse_config(
             del table[key]
         if isinstance(table.get("mcpServers"), dict):
             servers = cast(dict[str, Any], table["mcpServers"])
+            if client_file:  # a disabled server's variables need not be set
+                servers = enabled_servers(table, source=source)
             servers = expand_server_variables(servers, source=source, environ=environ)
             if client_file:
+                servers = with_env_files(servers, source=source)
                 servers, as_written = servers_as_nodes(table, servers, source=source)
             table["mcpServers"] = servers
         data = table
@@ -456,9 +474,10 @@ def with_default_agent(config: Config) -> Config:
     return config.model_copy(update={"agents": {name: agent}})
 
 
-def _relative_to(config: Config, base: Path) -> Config:
+def _relative_to(config: Config, base: Path, folder: Path) -> Config:
     """Paths in a config file (script files of `scripted:` models, SQLite files) are relative
-    to the file, and a local tool's module is looked for there too."""
+    to the file (`base`, its folder as given; `folder`, absolute), and a local tool's module is
+    looked for there too."""
 
     def resolve(spec: str) -> str:
         kind, _, rest = spec.partition(":")
@@ -471,7 +490,7 @@ def _relative_to(config: Config, base: Path) -> Config:
         if url is None or not url.startswith("sqlite:///"):
             return url
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{(base / expand_user(path)).absolute()}"
+        return url if path.is_absolute() else f"sqlite:///{folder / expand_user(path)}"
 
     def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
         if settings is None:
@@ -491,20 +510,20 @@ def _relative_to(config: Config, base: Path) -> Config:
     }
     gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})
     store = config.store.model_copy(update={"url": sqlite(config.store.url)})
-    tools = {name: tool.beside(base.absolute()) for name, tool in config.tools.items()}
+    tools = {name: tool.beside(folder) for name, tool in config.tools.items()}
     return config.model_copy(
         update={"agents": agents, "gateway": gateway, "store": store, "tools": tools}
     )
 
 
-def _servers_beside(config: Config, base: Path) -> Config:
+def _servers_beside(config: Config, folder: Path) -> Config:
     """A stdio server of our own file starts beside the file, wherever the gateway is run
     from: a relative `cwd` is the file's folder's, no `cwd` is that folder (so are relative
     paths in `args`: they are the server's own, passed as written), and a `command` that is
     a relative path (`./run.sh`, `bin/server`) is found there; a bare command is looked up on
     PATH. An MCP client's own file (`CLIENT_FILE_NAMES`) keeps the client's meaning: paths
-    are the gateway's working directory's, as the client's are its own."""
-    folder = base.absolute()
+    are the gateway's working directory's, as the client's are its own. `folder`: the file's,
+    absolute."""
     servers: dict[str, McpServerConfig] = {}
     for name, server in config.mcp_servers.items():
         if server.kind != "stdio" or server.command is None:
