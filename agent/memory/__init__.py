@@ -6,6 +6,7 @@ modules (`postgres_store`, `redis_store`) import their drivers only when used.
 """
 
 from ._private import private_sqlite_file
+from ._read_only import read_only_sqlite
 from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
 from .in_process import InProcessStore
 from .session_memory import DEFAULT_TURNS, SessionMemory
@@ -29,6 +30,7 @@ __all__ = [
     "count_tokens",
     "is_valid_history",
     "private_sqlite_file",
+    "read_only_sqlite",
     "select_window",
     "store_from_url",
     "store_url_problem",

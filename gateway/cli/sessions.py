@@ -133,6 +133,9 @@ async def _sessions(args: argparse.Namespace) -> int:
         configured, {agent or "": own}, state_dir=args.state_dir, run_store=run_store
     )
     store = next(iter(memories.values())).store
+    if isinstance(store, SQLiteStore) and args.action in ("list", "show"):
+        # Looking writes nothing: a backup, another user's store, a read-only directory.
+        store = stores[url] = SQLiteStore(store.path, read_only=True)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():

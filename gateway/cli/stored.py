@@ -212,6 +212,7 @@ def open_store(
     keep_days: float = 0,
     unreachable_wait: float | None = None,
     read_pickled: bool = False,
+    read_only: bool = False,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
@@ -223,6 +224,7 @@ def open_store(
         keep_days=keep_days,
         unreachable_wait=unreachable_wait or StoreSettings().unreachable_wait,
         read_pickled=read_pickled,
+        read_only=read_only,
     )
 
 
