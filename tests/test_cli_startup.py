@@ -268,6 +268,46 @@ def test_a_non_ascii_command_line_in_an_ascii_locale_is_its_text(tmp_path: Path)
     assert "question: héllo ☃\n" in shown.stdout.decode()
 
 
+LAUNCHED = """
+import os, sys
+from mcp.server import MCPServer
+
+server = MCPServer("launched")
+
+
+@server.tool()
+def launched() -> dict[str, object]:
+    return {"args": sys.argv[1:], "greeting": os.environ["GREETING"], "cwd": os.getcwd()}
+
+
+server.run("stdio")
+"""
+
+
+@pytest.mark.integration
+def test_a_servers_non_ascii_args_env_and_cwd_reach_it_in_an_ascii_locale(tmp_path: Path) -> None:
+    """With `LC_ALL=C PYTHONUTF8=0` such a server failed to start: `UnicodeEncodeError: 'ascii'
+    codec can't encode characters`. It gets their UTF-8, as in Python's UTF-8 mode."""
+    folder = tmp_path / "dïr ☃"
+    folder.mkdir()
+    (tmp_path / "launched.py").write_text(LAUNCHED)
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f"[mcpServers.s]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(tmp_path / "launched.py"))}, "tägß"]\n'
+        f'env = {{ GREETING = "grüße ✓" }}\ncwd = {json.dumps(str(folder))}\n'
+    )
+    ascii_locale = {**cli_env(), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    ascii_locale.pop("PYTHONIOENCODING", None)
+    done = run_in(ascii_locale, "call", "s__launched", "--json", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["structuredContent"] == {
+        "args": ["tägß"],
+        "greeting": "grüße ✓",
+        "cwd": str(folder),
+    }
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
 def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, locale: str) -> None:

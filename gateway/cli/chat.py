@@ -35,6 +35,7 @@ from .common import (
     Commands,
     add_model_options,
     add_trace_options,
+    check_memory_kept,
     check_runnable,
     check_session_id,
     config_of,
@@ -76,6 +77,7 @@ async def _chat(args: argparse.Namespace) -> int:
         store = config.store.model_copy(update={"url": memory_store_url(args, config)})
         config = config.model_copy(update={"store": store})
     name = pick_agent(config, args.agent)
+    check_memory_kept(config, name, args.state_dir)
     session = args.session if args.session is not None else f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()
     # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
