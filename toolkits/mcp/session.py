@@ -4,11 +4,14 @@ The SDK's `Client` must be entered and exited in the same task, so `OwnedSession
 that task. It connects (bounded by the server's `connect_timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
 `subscriptions/listen` stream (2026-07-28), passes the server's prompts and resources
-`list_changed` and its resource updates on to its owner, and runs what the owner serves beside
+`list_changed` (also, on a session made after a lost one, that they may have changed) and its
+resource updates on to its owner, and runs what the owner serves beside
 each connection (`serve_connection`), until the connection is lost — the server closed
-its end, or a caller saw the connection close and dropped it. Then it reconnects: at once
-after a session that lived a while, with exponential backoff otherwise. Calls do not go
-through this task: callers use the live `Connection`'s client from their own tasks.
+its end, or a caller saw the connection close and dropped it, or a request found that the
+server no longer knows the session (it restarted: `Connection.forgotten`). Then it reconnects:
+at once after a session that lived a while, with exponential backoff otherwise. Calls do not go
+through this task: callers use the live `Connection`'s client from their own tasks, a read
+once more on the next session if the server had forgotten this one (`on_live`).
 
 Nothing here raises for the server's sake; what went wrong is in `health`.
 """
@@ -19,10 +22,10 @@ import dataclasses
 import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -42,27 +45,18 @@ from ..health import HealthState, NodeHealth
 from ..printable import printable
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .config import McpServerConfig
+from .connection import Connection
 from .error_text import describe_error
 from .naming import is_offered
 from .oauth import find_authorization_required
-from .sdk_errors import closed_by_sdk
 from .sent_credentials import SentCredentials
-from .server_requests import CallsInFlight, Stamp
+from .server_requests import CallsInFlight
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
 from .tool_listing import ToolListing
 from .transport import HttpLink, TransportFactory, config_transport, watch_transport
 
-__all__ = [
-    "AdoptListing",
-    "Connection",
-    "ListChanged",
-    "OwnedSession",
-    "ServeConnection",
-    "Target",
-    "connection_lost",
-    "lost_during",
-]
+__all__ = ["AdoptListing", "ListChanged", "OwnedSession", "ServeConnection", "Target"]
 
 Target = Server[Any] | MCPServer | TransportFactory
 """What a node connects to instead of its config's transport: an in-process server (tests,
@@ -78,6 +72,8 @@ ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
 ServeConnection = Callable[["Connection", Client], Coroutine[Any, Any, None]]
 """Run beside each live connection, for as long as it lives (cancelled when it ends)."""
 
+_T = TypeVar("_T")
+
 _CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
 _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 """`auto` starts with the handshake era: only there can a server written the usual way
@@ -86,7 +82,6 @@ that from the tools it proxies. A server that refuses the handshake gets the SDK
 _RELISTEN_DELAY = 1.0
 _REPEAT_WARNING = 600.0
 """How often a server that goes on failing for the same reason is warned of again (s)."""
-_SHUT_DOWN = "the toolkit is shutting down"
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -97,23 +92,6 @@ _LOG_LEVELS = {
     "alert": logging.CRITICAL,
     "emergency": logging.CRITICAL,
 }
-
-
-def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
-    """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
-    if conn.lost == _SHUT_DOWN:  # closed by its owner: nobody reconnects
-        return NodeStopped(f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node)
-    ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
-    conn.drop(f"{what} (server gone{ended})")
-    return ConnectionLost(f"MCP server {node!r} went away: {what}{ended}; reconnecting", node=node)
-
-
-def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:
-    """`connection_lost` if `exc`, the answer to a request, means the connection closed during
-    `what`; None for the server's own error answer (relayed as it is)."""
-    if closed_by_sdk(exc) or conn.lost is not None:
-        return connection_lost(node, conn, f"the connection closed during {what}")
-    return None
 
 
 def _results_unchecked(client: Client) -> None:
@@ -154,42 +132,6 @@ def _announced_lists(capabilities: mcp_types.ServerCapabilities) -> frozenset[_L
     return frozenset(wanted)
 
 
-class Connection:
-    """One session's lifetime: the client, the scope that ends it, and its refresh queue."""
-
-    def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
-        self.client: Client | None = None
-        self.lost: str | None = None
-        self.http: HttpLink | None = None
-        """A streamable HTTP connection's requests, for calls that pass it through."""
-        self.stdio: StdioLink | None = None
-        """A stdio connection's pipe, for calls that pass it through."""
-        self.stamp_passed_through: Stamp | None = None
-        """A 2026-07-28 connection's stamp for requests passed through (`declare_per_call`)."""
-        self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
-
-    def drop(self, reason: str) -> None:
-        """End this session from any task (the owner then reconnects)."""
-        if self.lost is None:
-            self.lost = reason
-        self.scope.cancel()
-
-    def shutting_down(self) -> None:
-        """Its owner is being stopped: calls it cuts off say so, not that the server went."""
-        if self.lost is None:
-            self.lost = _SHUT_DOWN
-
-    def request_refresh(self) -> None:
-        # One pending request is enough: the refresh that serves it lists everything.
-        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.refresh_send.send_nowait(None)
-
-    def close(self) -> None:
-        self.refresh_send.close()
-        self.refresh_receive.close()
-
-
 class OwnedSession:
     """The session to one server, kept alive by `run()`; see the module docstring."""
 
@@ -228,6 +170,8 @@ class OwnedSession:
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
         self._connect_timeout = config.connect_timeout or config.timeout
+        self._was_ready = False
+        """Whether a session was ready before: a new one follows a lost one."""
         self._listing = ToolListing(
             name,
             log=log,
@@ -281,6 +225,19 @@ class OwnedSession:
             f"(state: {self._state.state})",
             node=self._name,
         )
+
+    async def on_live(self, attempt: Callable[[Connection], Awaitable[_T]]) -> _T:
+        """`attempt(conn)` on the live connection (`ready_connection`), and once more on the
+        next if it raised `ConnectionLost` for the server no longer knew the session
+        (`Connection.expired`). For requests that may go twice (reads): the one refused was
+        not read, but one in flight beside it may have been."""
+        conn = await self.ready_connection()
+        try:
+            return await attempt(conn)
+        except ConnectionLost:
+            if conn.expired is None:
+                raise
+        return await attempt(await self.ready_connection())
 
     async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
         """Every page of the server's tool list (an entry that is no tool left out, with a
@@ -420,6 +377,9 @@ class OwnedSession:
                 self._log.info("connected (protocol %s)", version)
                 on_ready()
                 await announce()
+                if self._was_ready and version not in MODERN_PROTOCOL_VERSIONS:
+                    await self._catalog_may_have_changed(client.server_capabilities)
+                self._was_ready = True
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._refresh_loop, conn, client)
                     wanted = _announced_lists(client.server_capabilities)
@@ -466,6 +426,10 @@ class OwnedSession:
                 link=conn.http,
                 stdio_link=conn.stdio,
                 on_lost=conn.drop,
+                on_forgotten=conn.forgotten,
+                # Asking for the tools settles it: a request the server no longer knows the
+                # session of is `forgotten`.
+                on_doubt=conn.request_refresh,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(
@@ -480,6 +444,15 @@ class OwnedSession:
             client_info=_CLIENT_INFO,
             **self._client_options,
         )
+
+    async def _catalog_may_have_changed(self, capabilities: mcp_types.ServerCapabilities) -> None:
+        """A new handshake-era session after a lost one: the server's prompts and resources
+        may have changed meanwhile (it restarted), which it tells no new session; the owner
+        hears of a possible change. (On 2026-07-28 every listen stream opened says so.)"""
+        if capabilities.prompts is not None:
+            await self._on_list_changed("prompts")
+        if capabilities.resources is not None:
+            await self._on_list_changed("resources")
 
     async def _refresh_loop(self, conn: Connection, client: Client) -> None:
         async for _ in conn.refresh_receive:
