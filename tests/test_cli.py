@@ -530,9 +530,11 @@ def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.Monkey
     ],
 )
 def test_verbose_goes_after_an_action_too(command: list[str]) -> None:
-    assert parser().parse_args([*command, "-v"]).verbose is True
-    assert parser().parse_args(["-v", *command]).verbose is True
-    assert parser().parse_args(command).verbose is False
+    assert parser().parse_args([*command, "-v"]).verbose == 1
+    assert parser().parse_args(["-v", *command]).verbose == 1
+    assert parser().parse_args([*command, "-vv"]).verbose == 2
+    assert parser().parse_args(["-vv", *command]).verbose == 2
+    assert parser().parse_args(command).verbose == 0
 
 
 def test_verbose_after_an_action_in_the_installed_console_script(tmp_path: Path) -> None:

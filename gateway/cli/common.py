@@ -138,7 +138,11 @@ def add_verbose_option(sub: argparse.ArgumentParser) -> None:
     """`-v` after a command's name (or its action's, as `runs list -v`); the value given
     before it stands when not given here."""
     sub.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="log at INFO (-vv: DEBUG)",
     )
 
 

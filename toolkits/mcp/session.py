@@ -9,9 +9,10 @@ resource updates on to its owner, and runs what the owner serves beside
 each connection (`serve_connection`), until the connection is lost — the server closed
 its end, or a caller saw the connection close and dropped it, or a request found that the
 server no longer knows the session (it restarted: `Connection.forgotten`). Then it reconnects:
-at once after a session that lived a while, with exponential backoff otherwise. Calls do not go
-through this task: callers use the live `Connection`'s client from their own tasks, a read
-once more on the next session if the server had forgotten this one (`on_live`).
+at once after a session that lived a while, with exponential backoff otherwise, or sooner when
+a call asks for an attempt (`reconnects`). Calls do not go through this task: callers use the
+live `Connection`'s client from their own tasks, a read once more on the next session if the
+server had forgotten this one (`on_live`).
 
 Nothing here raises for the server's sake; what went wrong is in `health`.
 """
@@ -49,6 +50,7 @@ from .connection import Connection
 from .error_text import describe_error
 from .naming import is_offered
 from .oauth import find_authorization_required
+from .reconnects import Reconnects
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
 from .stderr_tail import StderrTail
@@ -80,8 +82,6 @@ _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 (`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
 _RELISTEN_DELAY = 1.0
-_REPEAT_WARNING = 600.0
-"""How often a server that goes on failing for the same reason is warned of again (s)."""
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -164,6 +164,7 @@ class OwnedSession:
         self._target = target
         self._backoff = backoff
         self._log = log
+        self._retries = self._new_retries()
         self._running = False
         self._conn: Connection | None = None
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
@@ -198,11 +199,13 @@ class OwnedSession:
         return conn if conn is not None and conn.lost is None and conn.client is not None else None
 
     async def ready_connection(self) -> Connection:
-        """The live connection; waits (up to `timeout`) while one is being made.
+        """The live connection; waits (up to `connect_timeout`) while one is being made.
 
-        Raises `ServerUnavailable` at once when the server is down and waiting to retry.
+        A server that is down and waiting to retry may be tried now, once, for this call
+        (`Reconnects.call_may_try`); else raises `ServerUnavailable` at once.
         """
         with anyio.move_on_after(self._connect_timeout):
+            seen = self._retries.ended
             while True:
                 changed = self._changed
                 conn = self.live
@@ -211,14 +214,9 @@ class OwnedSession:
                 state = self._state
                 if state.state == "stopped":
                     raise NodeStopped(f"MCP server {self._name!r} is not running", node=self._name)
-                if state.state == "failed":
-                    retry = (
-                        f"; next attempt at {state.retry_at:%H:%M:%S}Z" if state.retry_at else ""
-                    )
-                    raise ServerUnavailable(
-                        f"MCP server {self._name!r} is unavailable: {state.last_error}{retry}",
-                        node=self._name,
-                    )
+                if state.state == "failed" and not self._retries.call_may_try(seen):
+                    said = self._retries.unavailable(self._name, state)
+                    raise ServerUnavailable(said, node=self._name)
                 await changed.wait()
         raise ServerUnavailable(
             f"MCP server {self._name!r} did not become ready within {self._connect_timeout:g} s "
@@ -281,10 +279,7 @@ class OwnedSession:
         """`run()`'s loop: a session, then the next once it is lost (after a backoff)."""
         settled = False
         attempts = 0
-        failures = 0  # failed connection attempts in a row
-        flaps = 0  # sessions in a row that died before `stable_after`
-        warned: tuple[tuple[str, bool] | None, float] = (None, -math.inf)
-        """Why the last loud failure was, and when."""
+        retries = self._retries = self._new_retries()
 
         def settle() -> None:
             nonlocal settled
@@ -295,11 +290,12 @@ class OwnedSession:
         while True:
             # A retry keeps the count of failed attempts: the node is still failing until
             # this one succeeds (a status shows it so, whatever moment it is read at).
-            retrying = max(failures, flaps)
-            self._set_state("connecting" if attempts == 0 else "reconnecting", failures=retrying)
+            state = "connecting" if attempts == 0 else "reconnecting"
+            self._set_state(state, failures=retries.failing)
             attempts += 1
             conn = Connection()
             tail = StderrTail()
+            began = anyio.current_time()
             ready_at: float | None = None
 
             def on_ready() -> None:
@@ -322,34 +318,24 @@ class OwnedSession:
             if ready_at is None:
                 if tail:
                     reason = f"{reason} (stderr: {tail})"
-                failures += 1
-                delay = self._backoff.delay(failures)
+                took = anyio.current_time() - began
+                delay = retries.attempt_failed(reason, needs_login=needs_login, took=took)
                 failed = True
-                # Retried for as long as it runs: said loudly when it starts failing, when why
-                # changes, and every `_REPEAT_WARNING` s, not at every attempt (a dead server
-                # left in a config would fill a log with thousands of lines a day). A login
-                # made meanwhile is picked up: asking for one is said loudly once.
-                now = anyio.current_time()
-                loud = (reason, needs_login) != warned[0] or now - warned[1] >= _REPEAT_WARNING
-                if needs_login and failures > 1:
-                    loud = False
-                if loud:
-                    warned = ((reason, needs_login), now)
-                level = logging.WARNING if loud else logging.INFO
-                self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
             else:
-                failures = 0
                 lived = anyio.current_time() - ready_at
-                flaps = flaps + 1 if lived < self._backoff.stable_after else 0
-                delay = self._backoff.delay(flaps - 1)
+                delay = retries.session_lost(reason, lived=lived)
                 failed = delay > 0
-                self._log.warning("connection lost: %s", reason)
             self._state = dataclasses.replace(self._state, last_error=reason)
             if failed:
                 retry_at = _now() + timedelta(seconds=delay)
-                self._set_state("failed", failures=max(failures, flaps), retry_at=retry_at)
+                self._set_state("failed", failures=retries.failing, retry_at=retry_at)
                 settle()
-            await anyio.sleep(delay)
+            await retries.wait(delay)
+
+    def _new_retries(self) -> Reconnects:
+        # A server this node starts (stdio) is not tried early: see `reconnects`.
+        spawned = self._target is None and self._config.kind == "stdio"
+        return Reconnects(self._backoff, self._log, early=not spawned)
 
     async def _connect_and_serve(
         self, conn: Connection, tail: StderrTail, on_ready: Callable[[], None]
@@ -374,7 +360,7 @@ class OwnedSession:
                 self._conn = conn
                 version = client.protocol_version
                 self._set_state("ready", protocol_version=version)
-                self._log.info("connected (protocol %s)", version)
+                self._retries.connected(version)
                 on_ready()
                 await announce()
                 if self._was_ready and version not in MODERN_PROTOCOL_VERSIONS:
