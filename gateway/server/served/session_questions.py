@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from toolkits.mcp.server_requests import refusal
 
-from ..client_requests.ask_client import answer_type, missing_capability
+from ..client_requests.ask_client import answer_type, in_era, missing_capability
 from ..client_requests.parked_calls import ANSWER_TIMEOUT
 
 __all__ = ["Asking", "SessionQuestions"]
@@ -75,7 +75,8 @@ class SessionQuestions:
             return refusal(request, problem)
         question_id = f"agent-gateway-question-{next(_ids)}"
         waiting = self._waiting[question_id] = _Waiting(anyio.Event())
-        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        asked = in_era(request, self._version)
+        wire = asked.model_dump(by_alias=True, mode="json", exclude_none=True)
         try:
             with anyio.fail_after(ANSWER_TIMEOUT), on.awaiting_client() as there:
                 if there:
