@@ -119,6 +119,42 @@ async def test_a_client_gone_under_its_question_leaves_the_next_client_answered(
     assert len(answers.elicited) == 1
 
 
+@pytest.mark.parametrize("pass_through", [True, False], ids=["pass-through", "sdk"])
+async def test_a_question_whose_call_its_client_cancels_is_withdrawn_from_it(
+    pass_through: bool,
+) -> None:
+    shown, closed = anyio.Event(), anyio.Event()
+
+    async def form(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        shown.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            closed.set()  # the client was told the question is void
+        raise AssertionError("unreachable")
+
+    shows: dict[str, Any] = {"elicitation_callback": form}
+    with anyio.fail_after(30):
+        async with (
+            gateway_front(everything_stdio(), pass_through=pass_through) as (url, layer, _),
+            Client(url, mode="legacy", **shows) as client,
+        ):
+            await client.list_tools()  # the gateway has learnt its tools' names
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await client.call_tool("d__trigger-elicitation-request", {})
+
+                tg.start_soon(call)
+                await shown.wait()
+                tg.cancel_scope.cancel()  # the client cancels the call
+            await closed.wait()  # before: only when its person answered
+            answer = await client.call_tool("d__echo", {"message": "still here"})
+            forwarded = None if layer is None else layer.forwarded
+    assert result_text(answer) == "Echo: still here"
+    assert forwarded == (2 if pass_through else None)
+
+
 async def test_a_round_given_up_makes_another_clients_question_ambiguous_at_once() -> None:
     async def refuses(ctx: Any, params: types.ElicitRequestParams) -> types.ErrorData:
         return types.ErrorData(code=types.INVALID_REQUEST, message="the person said no")

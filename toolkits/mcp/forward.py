@@ -204,6 +204,8 @@ class Forward:
             return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
             if scope is None or not deadline.expired:
+                if held is not None:
+                    await held.unwound()  # its client told of its questions withdrawn first
                 await self._cancel(exchange.request_id, "the caller cancelled the call")
                 raise
             # The clock ran out on the caller's scope: a timeout, as below.

@@ -24,7 +24,9 @@ Which call a request belongs to:
 
 A call that ends (done, cancelled, its client gone) withdraws the questions it is answering:
 the server gets a refusal at once rather than when the answerer gives up, and the call no
-longer counts for attributing the next request.
+longer counts for attributing the next request. A cancelled call waits (briefly) for those
+answers to end (`InFlightCall.unwound`): ending, an answerer that relays to a client tells it
+that its question is void, and over HTTP that must go before the call's own answer ends.
 
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
@@ -61,6 +63,7 @@ from ..errors import AuthorizationRequired
 __all__ = [
     "ASKING",
     "NOT_FOR_A_CLIENT",
+    "UNWIND_SECONDS",
     "CallsInFlight",
     "InFlightCall",
     "Stamp",
@@ -73,6 +76,8 @@ Stamp = Callable[[JsonObject, Any], None]
 """The SDK session's stamp of a 2026-07-28 request: its `_meta` envelope, its headers."""
 ASKING = ("sampling", "elicitation", "roots")
 """The client capabilities that let a server ask its client during a call."""
+UNWIND_SECONDS = 2.0
+"""How long a call that ended waits for the answers it gave up to end (`unwound`)."""
 
 
 @dataclass(eq=False)
@@ -99,6 +104,8 @@ class InFlightCall:
     _waiting: int = field(default=0, repr=False)
     _answering: list[anyio.CancelScope] | None = field(default=None, repr=False)
     """The scopes of the answers under way: cancelled when the call ends."""
+    _unwound: anyio.Event | None = field(default=None, repr=False)
+    """Set when the last answer under way has ended (`unwound`)."""
 
     @contextmanager
     def waiting(self) -> Generator[None]:
@@ -129,12 +136,25 @@ class InFlightCall:
                 yield
             finally:
                 answering.remove(scope)
+                if not answering and self._unwound is not None:
+                    self._unwound.set()
 
     def withdraw(self) -> None:
         """The call ended: the answers under way for it are given up."""
         if self._answering:
             for scope in self._answering:
                 scope.cancel()
+
+    async def unwound(self) -> None:
+        """Wait (shielded, at most `UNWIND_SECONDS`) until the answers the call gave up
+        (`withdraw`) have ended. An answer may run in another task (the node's SDK session's),
+        and its caller's client is told that its question is void as it ends: the call's own
+        answer must not end before that (over HTTP, it ends the stream that says so)."""
+        if not self._answering:
+            return
+        unwound = self._unwound = anyio.Event()
+        with anyio.move_on_after(UNWIND_SECONDS, shield=True):
+            await unwound.wait()
 
 
 _call: ContextVar[InFlightCall | None] = ContextVar("toolkits.mcp.call", default=None)
