@@ -159,8 +159,8 @@ async def test_a_client_that_declines_or_cannot_open_pages_gets_the_login_comman
 async def test_a_client_that_cannot_be_asked_hears_why_whichever_path_its_call_takes(
     era: str,
 ) -> None:
-    # Its calls pass straight through (it cannot be asked): the step-up's refusal sends the
-    # call back to the usual path, which says why nobody was asked.
+    # Its calls pass straight through (it cannot be asked): the step-up's refusal says why
+    # nobody was asked, on whichever path the auth flow refused the call.
     async with oauth_world() as world, served_gateway(world) as url:
         assert text(await call(url, era, "remote__echo", None)) == "echo:x"
         unable = await call(url, era, "remote__write", None)

@@ -4,7 +4,9 @@ a refusal at once, and the call no longer stands in the way of another caller's 
 A pipe does not say which call a server's request belongs to, so while a call's question stays
 open, another client's question on the same server is ambiguous (`server_requests`). A call
 that ends withdraws its questions; a 2025-era client whose connection closes under its question
-(it went away without a DELETE) has the question refused.
+(it went away without a DELETE) has the question refused. A 2026-07-28 client that gives up a
+round says nothing: its call waits for the retry, and meanwhile another client's question is
+refused at once, never put to that call.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.servers.real import everything_stdio
 from toolkits import CallContext, result_text
@@ -114,3 +117,63 @@ async def test_a_client_gone_under_its_question_leaves_the_next_client_answered(
     assert not result.is_error, result_text(result)
     assert "- Name: Ada" in result_text(result)
     assert len(answers.elicited) == 1
+
+
+@pytest.mark.parametrize("pass_through", [True, False], ids=["pass-through", "sdk"])
+async def test_a_question_whose_call_its_client_cancels_is_withdrawn_from_it(
+    pass_through: bool,
+) -> None:
+    shown, closed = anyio.Event(), anyio.Event()
+
+    async def form(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        shown.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            closed.set()  # the client was told the question is void
+        raise AssertionError("unreachable")
+
+    shows: dict[str, Any] = {"elicitation_callback": form}
+    with anyio.fail_after(30):
+        async with (
+            gateway_front(everything_stdio(), pass_through=pass_through) as (url, layer, _),
+            Client(url, mode="legacy", **shows) as client,
+        ):
+            await client.list_tools()  # the gateway has learnt its tools' names
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    await client.call_tool("d__trigger-elicitation-request", {})
+
+                tg.start_soon(call)
+                await shown.wait()
+                tg.cancel_scope.cancel()  # the client cancels the call
+            await closed.wait()  # before: only when its person answered
+            answer = await client.call_tool("d__echo", {"message": "still here"})
+            forwarded = None if layer is None else layer.forwarded
+    assert result_text(answer) == "Echo: still here"
+    assert forwarded == (2 if pass_through else None)
+
+
+async def test_a_round_given_up_makes_another_clients_question_ambiguous_at_once() -> None:
+    async def refuses(ctx: Any, params: types.ElicitRequestParams) -> types.ErrorData:
+        return types.ErrorData(code=types.INVALID_REQUEST, message="the person said no")
+
+    answers = ClientAnswers()  # it could answer the other client's sampling, were it asked
+    asks: dict[str, Any] = {"sampling_callback": answers.sample, "elicitation_callback": refuses}
+
+    with anyio.fail_after(30):  # before: the second call hung until its node's 60 s timeout
+        async with gateway_front(everything_stdio()) as (url, _, _):
+            async with Client(url, mode="auto", **asks) as gave_up:
+                assert gave_up.protocol_version == "2026-07-28"
+                with pytest.raises(MCPError, match="the person said no"):
+                    await gave_up.call_tool("d__trigger-elicitation-request", {})
+            # Its call stays parked, waiting for a retry that never comes.
+            async with Client(url, mode="legacy") as lacking:
+                sampled = await lacking.call_tool("d__trigger-sampling-request", {"prompt": "hi"})
+    assert sampled.is_error
+    assert (
+        "sampling/createMessage refused: 2 callers have calls in flight on MCP server 'd', 1 of "
+        "them waiting on an answer to an earlier question"
+    ) in result_text(sampled)
+    assert answers.sampled == []

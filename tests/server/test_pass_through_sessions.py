@@ -404,9 +404,10 @@ async def test_a_call_cancelled_while_its_question_waits_ends_without_an_answer(
                                     "params": cancel,
                                 }
                             )
+                        elif message.get("method") == "notifications/cancelled":
                             late = {
                                 "jsonrpc": "2.0",
-                                "id": message["id"],
+                                "id": message["params"]["requestId"],
                                 "result": {"action": "decline"},
                             }
                             assert await session.post(late) == []  # answered all the same
@@ -414,11 +415,15 @@ async def test_a_call_cancelled_while_its_question_waits_ends_without_an_answer(
                 again = await session.post(session.call("d__echo", {"message": "still here"}))
                 assert again[0]["result"]["content"] == [{"type": "text", "text": "still here"}]
     assert layer.forwarded == 2
-    # The spec: the receiver of `notifications/cancelled` SHOULD NOT answer the request; the
-    # SDK's session path answers it all the same.
-    assert [m.get("method") for m in heard[fast]] == ["elicitation/create"]
-    assert [m.get("method") for m in heard[usual]] == ["elicitation/create", None]
+    # The question is withdrawn on its call's answer, so its client may close the form it
+    # shows. The spec: the receiver of `notifications/cancelled` SHOULD NOT answer the
+    # request; the SDK's session path answers it all the same.
+    withdrawn = ["elicitation/create", "notifications/cancelled"]
+    assert [m.get("method") for m in heard[fast]] == withdrawn
+    assert [m.get("method") for m in heard[usual]] == [*withdrawn, None]
     assert heard[usual][-1]["error"] == {"code": -32800, "message": "Request cancelled"}
+    for question, cancelled in (heard[fast][:2], heard[usual][:2]):
+        assert cancelled["params"]["requestId"] == question["id"]
 
 
 async def test_a_call_its_client_cancels_is_cancelled_at_the_server_and_not_answered() -> None:

@@ -1,9 +1,9 @@
-"""Proxy mode over a stdio downstream (server-everything): a server's question mid-call goes to
-the one caller in flight that can answer it, whatever other clients' calls are in flight.
+"""Proxy mode over a stdio downstream (server-everything): while calls of two clients are in
+flight, a server's question mid-call is put to neither of them.
 
-A pipe does not say which call a request belongs to, so the node picks among its calls in
-flight (`toolkits.mcp.server_requests`): a call whose client declared nothing to answer it with
-is no candidate, and must not make the question ambiguous.
+A pipe does not say which call a request belongs to (`toolkits.mcp.server_requests`): the
+question may be that of a client that declared nothing to answer it with, whose prompt is no
+other client's to see, so a call of any client makes it ambiguous.
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ async def beside_a_long_call(
 @pytest.mark.parametrize("pass_through", [True, False], ids=["pass-through", "sdk"])
 @pytest.mark.parametrize("asker_era", ERAS)
 @pytest.mark.parametrize("other_era", ERAS)
-async def test_a_question_goes_to_the_one_caller_that_can_answer_it(
+async def test_a_question_beside_another_clients_call_is_refused_as_ambiguous(
     other_era: str, asker_era: str, pass_through: bool
 ) -> None:
     answers = ClientAnswers()
@@ -84,9 +84,46 @@ async def test_a_question_goes_to_the_one_caller_that_can_answer_it(
         {},
         elicitation_callback=answers.elicit,
     )
-    assert not elicited.is_error, result_text(elicited)
-    assert "- Name: Ada" in result_text(elicited)
-    assert len(answers.elicited) == 1
+    assert elicited.is_error
+    assert (
+        "elicitation/create refused: 2 callers have calls in flight on MCP server 'd', and its "
+        "transport does not say which call this request belongs to"
+    ) in result_text(elicited)
+    assert answers.elicited == []
+
+
+@pytest.mark.parametrize("pass_through", [True, False], ids=["pass-through", "sdk"])
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_question_of_a_client_that_cannot_answer_is_not_put_to_another(
+    era: str, pass_through: bool
+) -> None:
+    # The other client could answer; the prompt is the asker's, who declared no sampling.
+    other = ClientAnswers()
+    started = Started()
+    sampled: types.CallToolResult | None = None
+    with anyio.fail_after(60):
+        async with (
+            gateway_front(everything_stdio(), pass_through=pass_through) as (url, _, _),
+            Client(url, mode=era, **other.callbacks()) as able,
+            Client(url, mode=era) as lacking,
+            anyio.create_task_group() as tg,
+        ):
+
+            async def long_call() -> None:
+                await able.call_tool(
+                    "d__trigger-long-running-operation",
+                    {"duration": 60, "steps": 240},
+                    progress_callback=started,
+                )
+
+            tg.start_soon(long_call)
+            await started.running.wait()
+            sampled = await lacking.call_tool("d__trigger-sampling-request", {"prompt": "mine"})
+            tg.cancel_scope.cancel()
+    assert sampled is not None
+    assert sampled.is_error
+    assert "sampling/createMessage refused: 2 callers have calls in flight" in result_text(sampled)
+    assert other.sampled == other.elicited == []
 
 
 @pytest.mark.parametrize("asker_era", ERAS)

@@ -347,8 +347,13 @@ async def test_a_call_cancelled_while_its_question_waits_ends_as_on_the_session_
                 await front.send(call)
                 question = await raw.receive()
                 assert question["method"] == "elicitation/create"
+                await front.send(cancel(call["id"]))
+                # The question is withdrawn, so its client may close the form it shows.
+                withdrawn = await raw.receive()
+                assert withdrawn["method"] == "notifications/cancelled"
+                assert withdrawn["params"]["requestId"] == question["id"]
                 late = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}}
-                await front.send(cancel(call["id"]), late)  # the answer comes too late
+                await front.send(late)  # the answer comes too late
                 await down.cancelled.wait()
                 heard[who] = await _after_a_cancel(raw)
             assert fast.forwarded == 2

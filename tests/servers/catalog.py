@@ -33,7 +33,14 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from .inprocess import Context, text_result
 
-__all__ = ["ASKS", "CatalogServer", "pipe", "sampling_request"]
+__all__ = [
+    "ASKS",
+    "ELICITATION_ID",
+    "CatalogServer",
+    "pipe",
+    "sampling_request",
+    "url_elicitation",
+]
 
 ListKind = Literal["tools", "prompts", "resources"]
 
@@ -57,6 +64,23 @@ ELICIT = types.ElicitRequest(
     )
 )
 ROOTS = types.ListRootsRequest()
+ELICITATION_ID = "eid-42"
+"""The id of a handshake-era server's URL-mode elicitation (`asks_by_url`)."""
+
+
+def url_elicitation(protocol_version: str | None) -> types.ElicitRequest:
+    """A URL-mode elicitation as a server of `protocol_version` sends it: with its id in the
+    handshake era (2025-11-25 requires one), without in 2026-07-28 (which removed it)."""
+    modern = protocol_version in MODERN_PROTOCOL_VERSIONS
+    return types.ElicitRequest(
+        params=types.ElicitRequestURLParams(
+            message="Sign in",
+            url="https://example.com/sign-in",
+            elicitation_id=None if modern else ELICITATION_ID,
+        )
+    )
+
+
 _RESULT_TYPES: dict[str, type[Any]] = {
     "sampling/createMessage": types.CreateMessageResult,
     "elicitation/create": types.ElicitResult,
@@ -106,6 +130,10 @@ class CatalogServer:
             on_completion=self._complete,
             on_subscriptions_listen=ListenHandler(self.bus),
         )
+
+    def asks_by_url(self) -> None:
+        """Add `elicit_url`: a tool that asks a URL-mode elicitation (`url_elicitation`)."""
+        self.tools["elicit_url"] = types.Tool(name="elicit_url", input_schema={"type": "object"})
 
     def add_resource(self, uri: str, text: str) -> None:
         name = uri.rsplit("/", 1)[-1]
@@ -190,6 +218,7 @@ class CatalogServer:
         request = {
             "sample": sampling_request(str(args.get("text", "hello"))),
             "elicit": ELICIT,
+            "elicit_url": url_elicitation(ctx.protocol_version),
         }.get(params.name, ROOTS)
         answer = await self._ask(ctx, params, request)
         if isinstance(answer, types.InputRequiredResult):

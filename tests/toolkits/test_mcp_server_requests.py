@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import mcp_types as types
 import pytest
 from pydantic import FileUrl
@@ -13,6 +14,7 @@ from tests.servers.catalog import CatalogServer, pipe
 from tests.servers.inprocess import ToyServer
 from toolkits import CallContext, result_text
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
+from toolkits.mcp.server_requests import CallsInFlight
 
 pytestmark = pytest.mark.anyio
 
@@ -159,3 +161,31 @@ async def test_a_modern_node_declares_per_call_what_the_caller_answers(era: Prot
         "no answerer": "{}",
         "no context": "{}",
     }
+
+
+async def test_a_call_that_ends_waits_for_the_answers_it_gave_up_to_end() -> None:
+    # The answer runs in a task of its own (as in the node's SDK session), and its end is
+    # where the caller's client is told that its question is void: that must come first.
+    calls = CallsInFlight("asker")
+    asked = anyio.Event()
+    said: list[str] = []
+
+    async def answer(request: types.InputRequest) -> types.InputResponse:
+        asked.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                for _ in range(5):  # telling the client takes a few turns of the loop
+                    await anyio.lowlevel.checkpoint()
+                said.append("question withdrawn")
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            with calls.track(CallContext(answer=answer)) as call:
+                tg.start_soon(calls.answer, types.ListRootsRequest())
+                await asked.wait()
+            await call.unwound()
+            said.append("call ended")
+    assert said == ["question withdrawn", "call ended"]

@@ -12,9 +12,10 @@ mid-call is reported and reconnected.
 How a request goes out and its messages come back is the `Channel`'s: a streamable HTTP
 connection's (`forward_http`: a handshake-era session, or 2026-07-28 requests), or a stdio
 server's pipe (`stdio_pipe`). Over HTTP the server's requests and log messages come on the
-call's own response; over stdio nothing says which call they belong to, so they go to the
-node's SDK session, and the call is held in flight among the node's calls (`server_requests`)
-to be attributed as any other call would be. A 2026-07-28 server asks its questions in the
+call's own response, or on a handshake-era session's own stream; there and over stdio
+nothing says which call they belong to, so they go to the node's SDK session, and the call
+is held in flight among the node's calls (`server_requests`) to be attributed as any other
+call would be. A 2026-07-28 server asks its questions in the
 result instead (input-required rounds): the SDK's own driver takes them to the caller, as the
 SDK client does, having declared to the server only what the caller answers.
 
@@ -64,7 +65,7 @@ from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .event_stream import AnswerTooLarge
 from .plain_result import is_plain_text
-from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
+from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, InFlightCall, refused
 
 __all__ = [
     "Channel",
@@ -136,10 +137,12 @@ class Forward:
     (`still_there`) before it counts as the server gone: over HTTP each request has a
     connection of its own, and a proxy may cut one while the server serves the others."""
     says_which_call: bool = False
-    """Whether the channel brings the server's requests and log messages about a call on the
-    call's own response (HTTP): only a server asking outside it (on its session's own stream)
-    reaches `calls`, so a call is held there only if its caller can be asked (where a
-    2026-07-28 connection's stamp finds what the caller answers)."""
+    """Whether the channel brings everything the server sends about a call on the call's own
+    response (2026-07-28 HTTP, which has no stream of the session's own): nothing of unknown
+    origin reaches `calls`, so a call is held there only if its caller can be asked (where
+    the connection's stamp finds what the caller answers). A handshake-era HTTP session may
+    ask and log on its own stream, of unknown origin: every call is held, so that a caller
+    that cannot answer still makes such a request ambiguous, as on the usual path."""
 
     async def call(
         self,
@@ -169,14 +172,16 @@ class Forward:
         deadline = Deadline(self.timeout, self.cap, scope)
         exchange = _Exchange(self, meta, on_progress, on_log, answer, deadline)
         params: JsonObject = {"name": self.original, "arguments": dict(arguments)}
+        held: InFlightCall | None = None
         try:
             with (
                 deadline.scope if scope is None else nullcontext(),
-                self._in_flight(deadline, on_log, answer, answerable, owner),
+                self._in_flight(deadline, on_log, answer, answerable, owner) as held,
             ):
                 message = await exchange.send(params)
                 if message is None:
                     return None
+                _authorized(held)
                 if (asking := _input_required(message)) is not None:
                     try:
                         message = await exchange.rounds(asking, params)
@@ -184,6 +189,7 @@ class Forward:
                         return _dump(error_result(error_text(exc.code, exc.message)))
                 return self._result(message)
         except ChannelLost as exc:
+            _authorized(held)
             if self.probe and await still_there(self.conn):
                 return _dump(error_result(cut_short(self.node, self.tool)))
             raise self._lost() from exc
@@ -192,11 +198,14 @@ class Forward:
         except TooDeep as exc:  # so does this one (`nesting`)
             return _dump(error_result(too_deep_text(self.node, exc.in_message())))
         except ValueError as exc:  # not JSON: the call fails, the session stays
+            _authorized(held)
             return _dump(error_result(f"MCP server {self.node!r} sent a malformed answer: {exc}"))
         except InputRequiredRoundsExceededError as exc:
             return _dump(error_result(str(exc)))
         except anyio.get_cancelled_exc_class():
             if scope is None or not deadline.expired:
+                if held is not None:
+                    await held.unwound()  # its client told of its questions withdrawn first
                 await self._cancel(exchange.request_id, "the caller cancelled the call")
                 raise
             # The clock ran out on the caller's scope: a timeout, as below.
@@ -215,7 +224,7 @@ class Forward:
         answer: ServerRequestHandler,
         answerable: Mapping[str, Any] | None,
         owner: object | None,
-    ) -> AbstractContextManager[object]:
+    ) -> AbstractContextManager[InFlightCall | None]:
         if self.calls is None or (self.says_which_call and answerable == {}):
             return nullcontext()
         return _held(self.calls, deadline, on_log, answer, answerable, owner)
@@ -477,7 +486,7 @@ def _held(
     answer: ServerRequestHandler,
     answerable: Mapping[str, Any] | None,
     owner: object | None,
-) -> Generator[object]:
+) -> Generator[InFlightCall]:
     """The call held among the node's calls: the server's requests meanwhile go to `answer`,
     its log messages to `on_log`, and the clock stops while the server waits on an answer,
     as for a call on the usual path."""
@@ -488,6 +497,14 @@ def _held(
     context = CallContext(on_log=relay_log, answer=answer, owner=owner, answerable=answerable)
     with calls.track(context, deadline.waiting) as call:
         yield call
+
+
+def _authorized(held: InFlightCall | None) -> None:
+    """Raise the `AuthorizationRequired` the node's auth flow gave the call (`oauth`), if it
+    did: the server refused the request unread, and the caller is told what to do, as the
+    SDK client's way tells it (`McpToolkit.call_tool`), not what the refusal looked like."""
+    if held is not None and held.failed_authorization is not None:
+        raise held.failed_authorization
 
 
 _ASKS = (

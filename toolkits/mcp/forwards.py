@@ -104,7 +104,9 @@ class Forwards:
             on_notification=partial(self._session.on_raw_notification, conn),
             note_log=self._note_log,
             calls=calls,
-            says_which_call=isinstance(channel, HttpChannel),
+            # A handshake-era session may ask and log on its own stream, where nothing says
+            # which call it is about: there every call counts (`server_requests`).
+            says_which_call=isinstance(channel, HttpChannel) and channel.stamp is not None,
             probe=isinstance(channel, HttpChannel),
         )
 

@@ -520,6 +520,10 @@ class McpToolkit(InBackground):
                         conn, f"the connection closed during a call to {name!r}"
                     ) from exc
                 return error_result(str(exc))
+            except anyio.get_cancelled_exc_class():
+                if tracked is not None:
+                    await tracked.unwound()  # its client told of its questions withdrawn first
+                raise
 
         raise timed_out(deadline, name, self._name)
 

@@ -13,18 +13,20 @@ Which call a request belongs to:
   the call is known exactly (a context variable the node sets for the call's duration: the
   SDK's own context propagation is what tells the calls apart).
 - Handshake-era stdio and SSE say nothing about it on the wire. Then the node looks at its calls
-  in flight whose caller can answer the request (has `answer`, and declared the capability it
-  needs: `CallContext.answerable`); the others cannot have it shown to them whoever it belongs
-  to, so they do not make it ambiguous. If those calls all have one owner
-  (`CallContext.owner`: one upstream client), that owner answers; calls of several owners make
-  the request ambiguous, and it is refused rather than shown to the wrong client. If none can
-  answer it and the calls that have `answer` are of one owner, its answerer refuses it (saying
-  what its caller lacks); of several owners, the refusal says that nobody can answer it. A
-  request while no call is in flight (a server syncing roots at startup) is refused.
+  in flight. If they all have one owner (`CallContext.owner`: one upstream client), that owner
+  answers: its call that can (has `answer`, and declared the capability the request needs:
+  `CallContext.answerable`), else its answerer refuses it, saying what its caller lacks (a
+  call without `answer` refuses it as not made for a client). Calls of several owners make
+  the request ambiguous, whatever each caller can answer: the request may be that of a caller
+  that cannot, and it is refused rather than shown to the wrong client (the refusal says that
+  nobody can answer it if none of them declared what it needs). A request while no call is in
+  flight (a server syncing roots at startup) is refused.
 
 A call that ends (done, cancelled, its client gone) withdraws the questions it is answering:
 the server gets a refusal at once rather than when the answerer gives up, and the call no
-longer counts for attributing the next request.
+longer counts for attributing the next request. A cancelled call waits (briefly) for those
+answers to end (`InFlightCall.unwound`): ending, an answerer that relays to a client tells it
+that its question is void, and over HTTP that must go before the call's own answer ends.
 
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
@@ -61,6 +63,7 @@ from ..errors import AuthorizationRequired
 __all__ = [
     "ASKING",
     "NOT_FOR_A_CLIENT",
+    "UNWIND_SECONDS",
     "CallsInFlight",
     "InFlightCall",
     "Stamp",
@@ -73,6 +76,8 @@ Stamp = Callable[[JsonObject, Any], None]
 """The SDK session's stamp of a 2026-07-28 request: its `_meta` envelope, its headers."""
 ASKING = ("sampling", "elicitation", "roots")
 """The client capabilities that let a server ask its client during a call."""
+UNWIND_SECONDS = 2.0
+"""How long a call that ended waits for the answers it gave up to end (`unwound`)."""
 
 
 @dataclass(eq=False)
@@ -99,6 +104,8 @@ class InFlightCall:
     _waiting: int = field(default=0, repr=False)
     _answering: list[anyio.CancelScope] | None = field(default=None, repr=False)
     """The scopes of the answers under way: cancelled when the call ends."""
+    _unwound: anyio.Event | None = field(default=None, repr=False)
+    """Set when the last answer under way has ended (`unwound`)."""
 
     @contextmanager
     def waiting(self) -> Generator[None]:
@@ -129,12 +136,25 @@ class InFlightCall:
                 yield
             finally:
                 answering.remove(scope)
+                if not answering and self._unwound is not None:
+                    self._unwound.set()
 
     def withdraw(self) -> None:
         """The call ended: the answers under way for it are given up."""
         if self._answering:
             for scope in self._answering:
                 scope.cancel()
+
+    async def unwound(self) -> None:
+        """Wait (shielded, at most `UNWIND_SECONDS`) until the answers the call gave up
+        (`withdraw`) have ended. An answer may run in another task (the node's SDK session's),
+        and its caller's client is told that its question is void as it ends: the call's own
+        answer must not end before that (over HTTP, it ends the stream that says so)."""
+        if not self._answering:
+            return
+        unwound = self._unwound = anyio.Event()
+        with anyio.move_on_after(UNWIND_SECONDS, shield=True):
+            await unwound.wait()
 
 
 _call: ContextVar[InFlightCall | None] = ContextVar("toolkits.mcp.call", default=None)
@@ -269,15 +289,23 @@ class CallsInFlight:
         belongs to, or why none can be chosen (see the module docstring)."""
         if not self._calls:
             return f"no call is in flight on MCP server {self._node!r}, so there is nobody to ask"
-        askable = [call for call in self._calls if call.answer is not None]
-        if not askable:
-            return self._calls[-1]  # refused as not made for a client
-        able = [call for call in askable if call.answerable is None or asks in call.answerable]
-        callers = _owners(able)
+        able = [
+            call
+            for call in self._calls
+            if call.answer is not None and (call.answerable is None or asks in call.answerable)
+        ]
+        # Every caller counts, whatever it can answer: the request may be one that cannot,
+        # and its prompt is then no other client's to see.
+        callers = _owners(self._calls)
+        if callers > 1 and not able:
+            return (
+                f"none of the clients with calls in flight on MCP server {self._node!r} "
+                f"declared {asks}, so nobody can answer it"
+            )
         if callers > 1:
             # Those waiting on their client's answer to an earlier question say why a caller
             # may seem to be alone: another's question is still open.
-            waiting = len({id(call.owner) for call in able if call.is_waiting})
+            waiting = _owners([call for call in self._calls if call.is_waiting])
             open_ = (
                 f", {waiting} of them waiting on an answer to an earlier question"
                 if waiting
@@ -289,12 +317,9 @@ class CallsInFlight:
             )
         if able:
             return able[-1]
-        if _owners(askable) == 1:
-            return askable[-1]  # its answerer says what its caller lacks
-        return (
-            f"none of the clients with calls in flight on MCP server {self._node!r} declared "
-            f"{asks}, so nobody can answer it"
-        )
+        # One caller that cannot answer: its answerer says what it lacks (none: not a client).
+        askable = [call for call in self._calls if call.answer is not None]
+        return (askable or self._calls)[-1]
 
     def client_callbacks(self) -> dict[str, Any]:
         """The SDK `Client` keyword arguments that declare the capabilities and route here."""

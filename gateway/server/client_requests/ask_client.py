@@ -4,7 +4,8 @@ A proxied request (`tools/call`, `prompts/get`, `resources/read` of an exposed M
 through `for_client`, which hands it the `CallContext` that makes our client the one that
 answers the downstream server's sampling, elicitation and roots requests:
 
-- handshake-era clients (2025-11-25) are asked at once, over the request's back-channel;
+- handshake-era clients (2025-11-25) are asked at once, over the request's back-channel, the
+  question in their era's shape (`in_era`: a URL elicitation names its id);
 - 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
   travels in an `InputRequiredResult` (`parked_calls`).
 
@@ -20,6 +21,7 @@ client declared (`answerable`), so such a server knows before it asks.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -51,6 +53,7 @@ __all__ = [
     "asking_capabilities",
     "asking_declared",
     "for_client",
+    "in_era",
     "missing_capability",
     "proxy_request",
     "relay_to_client",
@@ -90,6 +93,21 @@ def upstream_problem(session: ServerSession, request: types.InputRequest) -> str
         return problem
     capabilities = session.client_capabilities or types.ClientCapabilities()
     return missing_capability(capabilities, request)
+
+
+def in_era(request: types.InputRequest, version: str | None) -> types.InputRequest:
+    """`request` as a client speaking `version` must receive it. A URL-mode elicitation names
+    an `elicitationId` in the handshake era (2025-11-25 requires it; 2026-07-28 removed it,
+    and the SDK leaves it out there): a 2026-07-28 server's has none, so it is given one of
+    ours, fresh and opaque (no answer or notification we pass on names it)."""
+    if version in MODERN_PROTOCOL_VERSIONS:
+        return request
+    match request:
+        case types.ElicitRequest(params=types.ElicitRequestURLParams(elicitation_id=None) as url):
+            named = url.model_copy(update={"elicitation_id": secrets.token_urlsafe(16)})
+            return types.ElicitRequest(params=named)
+        case _:
+            return request
 
 
 def missing_capability(
@@ -132,7 +150,7 @@ async def relay_to_client(
     try:
         with anyio.fail_after(ANSWER_TIMEOUT):
             answer = await ctx.session.send_request(
-                request,
+                in_era(request, ctx.session.protocol_version),
                 answer_type(request),
                 metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
             )

@@ -64,10 +64,12 @@ class Reply:
         await self.message({"jsonrpc": "2.0", "method": method, "params": params})
 
     async def message(self, message: JsonObject) -> None:
-        """Send `message` (a notification, a question to the client) before the answer."""
+        """Send `message` (a notification, a question to the client) before the answer;
+        dropped once the answer is complete (e.g. a question withdrawn as its call ended)."""
         data = json_bytes(message)
         async with self._writing():
-            await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
+            if not self.complete:
+                await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 
     async def final(self, result: JsonObject) -> None:
         await self._last({"jsonrpc": "2.0", "id": self._id, "result": result})

@@ -7,9 +7,11 @@ answer on the session; `PassThrough` hands it here before the SDK could see it, 
 the answer to a request it never sent. A client that lacks the capability is not asked (the
 usual path's refusal), nor waited on past `ANSWER_TIMEOUT`, nor once the connection that
 carried the question closed (the client went: without an event store, nothing it might answer
-could reach the call's own answer again); a call that ends meanwhile (cancelled, its session
-gone) forgets its question, and a late answer goes to the SDK, which ignores it as it ignores
-any answer it no longer waits for.
+could reach the call's own answer again). A call that ends meanwhile (cancelled, its session
+gone), or a wait that times out, withdraws its question, as the SDK's session path does: the
+client is sent `notifications/cancelled` for it (on the call's answer, before it ends), so it
+can close the form it shows; a late answer goes to the SDK, which ignores it as it ignores any
+answer it no longer waits for.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pydantic import ValidationError
 
 from toolkits.mcp.server_requests import refusal
 
-from ..client_requests.ask_client import answer_type, missing_capability
+from ..client_requests.ask_client import answer_type, in_era, missing_capability
 from ..client_requests.parked_calls import ANSWER_TIMEOUT
 
 __all__ = ["Asking", "SessionQuestions"]
@@ -48,6 +50,8 @@ class Asking(Protocol):
 
 
 _ids = itertools.count(1)
+_WITHDRAW_SECONDS = 2.0
+"""How long telling the client that a question is withdrawn may take."""
 
 
 @dataclass(slots=True)
@@ -75,15 +79,25 @@ class SessionQuestions:
             return refusal(request, problem)
         question_id = f"agent-gateway-question-{next(_ids)}"
         waiting = self._waiting[question_id] = _Waiting(anyio.Event())
-        wire = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+        wire = in_era(request, self._version).model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        )
+        asked = False
         try:
             with anyio.fail_after(ANSWER_TIMEOUT), on.awaiting_client() as there:
                 if there:
                     await on.message({"jsonrpc": "2.0", "id": question_id, **wire})
+                    asked = True
                     await waiting.arrived.wait()
         except TimeoutError:
             why = f"the upstream client gave no answer within {ANSWER_TIMEOUT:g} s"
+            if asked:
+                await _withdraw(on, question_id)
             return refusal(request, why)
+        except anyio.get_cancelled_exc_class():
+            if asked and waiting.answer is None:
+                await _withdraw(on, question_id)
+            raise
         finally:
             del self._waiting[question_id]
         if waiting.answer is None:
@@ -115,3 +129,11 @@ class SessionQuestions:
             return answer_type(request).model_validate(result, by_name=False)
         except (ValidationError, TypeError) as exc:
             return refusal(request, f"the upstream client's answer is malformed: {exc}")
+
+
+async def _withdraw(on: Asking, question_id: str) -> None:
+    """Tell the client that question `question_id` is void, as the SDK's session path does
+    (in its words)."""
+    params = {"requestId": question_id, "reason": "caller cancelled"}
+    with anyio.move_on_after(_WITHDRAW_SECONDS, shield=True):
+        await on.message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
