@@ -12,6 +12,7 @@ from agent import ChatModel, Usage
 from toolkits import ServerRequestHandler
 
 from .approval import Approver
+from .journal import call_key
 from .limits import PerNode
 from .node_slots import LENT_META_KEY
 from .trace import Tracer
@@ -93,8 +94,12 @@ class RunContext:
     chain: tuple[str, ...] = ()
     """The agents from the outermost run down to the current one."""
     path: str = ""
-    """The tool calls that led to the current agent (`h1/`, `h1/m2/`): a call's name in its
-    run is its path and its own name (as the journal records it)."""
+    """The tool calls that led to the current agent, each by its `journal.call_key` (`h1/`,
+    `1:h1/m2/` under the run's item 1): a call's name in its run is its path and its own name,
+    as the journal records it, so two items' calls with the same ids have two names."""
+    item: int | None = None
+    """The run's item the current agent works for, inside an agent run as a tool; None in
+    the run's own agent, whose every call names its item."""
     hops: int = 0
     """Gateways this run's request passed through before reaching us (from `_meta`)."""
     lent: tuple[str, ...] = ()
@@ -126,7 +131,16 @@ class RunContext:
     def enter(self, agent: str, model: ChatModel) -> RunContext:
         return replace(self, chain=(*self.chain, agent), model=model)
 
-    def inside(self, call_id: str, budget: TokenBudget) -> RunContext:
-        """The context of an agent run as the tool call `call_id` of the current one, spending
-        `budget` (its own, within this one's, or this one's)."""
-        return replace(self, path=f"{self.path}{call_id}/", budget=budget)
+    def item_of(self, own: int) -> int:
+        """The run's item a call of the current agent's item `own` works for."""
+        return own if self.item is None else self.item
+
+    def inside(self, item: int, call_id: str, budget: TokenBudget) -> RunContext:
+        """The context of an agent run as the tool call `call_id` of the current agent's item
+        `item`, spending `budget` (its own, within this one's, or this one's)."""
+        return replace(
+            self,
+            path=f"{self.path}{call_key(item, call_id)}/",
+            item=self.item_of(item),
+            budget=budget,
+        )

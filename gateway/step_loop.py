@@ -324,7 +324,7 @@ class StepLoop:
             tool=action.tool,
             input=action.arguments(from_toolkit=tool.is_from_toolkit),
             agents=list(context.chain),
-            item=action.item_index,
+            item=context.item_of(action.item_index),
         )
 
     async def _approval(
@@ -451,7 +451,7 @@ class StepLoop:
             outcome = await self.drive(
                 inner,
                 state,
-                context.inside(action.tool_call_id, budget),
+                context.inside(action.item_index, action.tool_call_id, budget),
                 parent_id,
                 checkpoint=checkpoint,
                 journal=journal,
