@@ -208,7 +208,9 @@ class StepLoop:
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
                 if saver.journal is None:
-                    await saver.save(request=None, response=response, children={}, finished={})
+                    await saver.save(
+                        request=None, response=response, children={}, finished={}, answered={}
+                    )
                 else:
                     # Every answer is recorded: resumed from the saved request, the run gets
                     # them all from the record again. One state write per step, not two.
@@ -239,11 +241,17 @@ class StepLoop:
     ) -> EngineResponse:
         """Run every action of `request` concurrently; failures become error responses."""
         responses: list[ActionResponse | None] = [None] * len(request.actions)
+        # Calls that ended before the run paused (a round of questions to the client), kept in
+        # its state where no journal records them: not asked about, nor run, again.
+        answered = saver.state.answered if saver.journal is None else {}
+        for index, action in enumerate(request.actions):
+            responses[index] = answered.get(call_key(action.item_index, action.tool_call_id))
 
         asked = {
             index: needed
             for index, action in enumerate(request.actions)
-            if (needed := self._approval_request(action, tools, context)) is not None
+            if responses[index] is None
+            and (needed := self._approval_request(action, tools, context)) is not None
         }
         if asked and isinstance(context.approver, AsksAtOnce):
             await context.approver.ask_at_once(list(asked.values()))
@@ -264,12 +272,16 @@ class StepLoop:
                 left.append(wait)
 
         async def answer(index: int, action: Action) -> None:
+            if responses[index] is not None:
+                return  # it ended before the run paused
             # A call that needs approval waits for it here, outside its record.
             refused = await self._approval(action, asked.get(index), context, parent_id)
+            key = call_key(action.item_index, action.tool_call_id)
             if saver.journal is None:
-                responses[index] = refused or await self.run_action(
+                response = responses[index] = refused or await self.run_action(
                     action, tools, context, parent_id, saver
                 )
+                await saver.ended(key, response)  # kept: a paused run resumes past it
                 return
 
             name = f"tool {action.item_index} {action.tool_call_id}"
@@ -286,7 +298,7 @@ class StepLoop:
                 recorded = await journal.record(name, run, nested=nested)
             response = responses[index] = ActionResponse.model_validate(recorded)
             # Counted now, not only once every call of the step ended: the run may stop first.
-            await saver.ended(call_key(action.item_index, action.tool_call_id), response.usage)
+            await saver.ended(key, response)
 
         try:
             if len(request.actions) == 1:
