@@ -56,6 +56,7 @@ from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState, spent
+from .sampling_model import SamplingModel
 from .session_owners import owned_memory
 from .tool_limits import too_many_tools
 from .trace import Tracer
@@ -587,7 +588,11 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
-    """The agent's own model; an agent on the client's model (sampling) gets the run's."""
-    if isinstance(spec.model, ClientSampling) and context.client_model is not None:
-        return context.client_model
-    return spec.model
+    """The agent's own model; an agent on the client's model (sampling) gets the run's, asked
+    with its own settings."""
+    client = context.client_model
+    if not isinstance(spec.model, ClientSampling) or client is None:
+        return spec.model
+    return (
+        client.with_settings(spec.model.settings) if isinstance(client, SamplingModel) else client
+    )

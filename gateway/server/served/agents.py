@@ -264,6 +264,11 @@ class AgentTools:
         """The run, or a round of it: a 2026-07-28 client's retry resumes it from the state
         its last round returned, with the answers to that round's questions."""
         model: SamplingModel | None = None
+        # Its sub-agents on `model = "sampling"` think with the client's model too (asked with
+        # their own settings); a client that cannot be one fails their first call, saying why.
+        client_model = SamplingModel(
+            ctx, answers=params.input_responses, max_tokens=self._max_tokens
+        )
         if isinstance(spec.model, ClientSampling):
             problem = sampling_problem(ctx.session, with_tools=bool(spec.tools))
             if problem is not None:
@@ -272,12 +277,7 @@ class AgentTools:
                     f"in [agents.{spec.name}]), which this client cannot be: {problem}. To run "
                     f"it here instead, set `model` in [agents.{spec.name}] to a model spec."
                 )
-            model = SamplingModel(
-                ctx,
-                answers=params.input_responses,
-                max_tokens=self._max_tokens,
-                settings=spec.model.settings,
-            )
+            model = client_model = client_model.with_settings(spec.model.settings)
         state: RunState | None = None
         if params.request_state is not None:
             state = decode_state(params.request_state, spec.name)
@@ -311,6 +311,7 @@ class AgentTools:
                 stream=model is None,  # streamed text shows in the progress of a long call
                 approver=client_approver(ctx, params.input_responses),
                 questions=agent_questions(ctx),
+                client_model=client_model,
             )
         except (SamplingInputRequired, ApprovalInputRequired) as need:
             # The run goes on when the client retries with the answers: resumed from
