@@ -26,14 +26,14 @@ from pydantic_core import ErrorDetails
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, USAGE_META_KEY
+from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, usage_meta
 from ...approval import ApprovalRequest
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
 from ...model_specs import ClientSampling
 from ...node_slots import lent_in
-from ...run_state import RunResult, RunState
+from ...run_state import RunResult, RunState, spent
 from ...sampling_model import (
     DEFAULT_MAX_TOKENS,
     SamplingInputRequired,
@@ -313,6 +313,11 @@ class AgentTools:
                 questions=agent_questions(ctx),
                 client_model=client_model,
             )
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            # What it spent until it stopped, for a calling gateway's usage and token_budget
+            # (as a finished run's result says).
+            failed = error_result(stopped(spec.name, exc))
+            return failed.model_copy(update={"meta": usage_meta(spent(latest[0]))})
         except (SamplingInputRequired, ApprovalInputRequired) as need:
             # The run goes on when the client retries with the answers: resumed from
             # `latest`, it asks the same questions again and finds their answers by key.
@@ -477,7 +482,7 @@ def run_result(
     has the usage too, for a calling gateway to roll up (`agent_tool`). A `stored` run's
     failure names the run."""
     usage = result.usage.model_dump(mode="json")
-    meta = {USAGE_META_KEY: usage}
+    meta = usage_meta(result.usage)
     if items:
         answers = [{"output": _output(i), "error": i.error} for i in result.items]
         lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)

@@ -28,6 +28,7 @@ from agent import (
 )
 from toolkits import NodeStopped, ToolkitError, error_result
 
+from ...agent_tool import usage_meta
 from ...errors import GatewayError, StoreUnavailable, stopped_in
 
 if TYPE_CHECKING:
@@ -77,9 +78,12 @@ async def stored_failure(
         )
     try:
         info = await stored.runs.get(run_id)
+        spent = await stored.usage_so_far(run_id)
     except (AgentError, GatewayError, ToolkitError):  # the store cannot say: the error can
         return error_result(f"agent {agent!r} failed: {exc} (run {run_id})")
-    return error_result(run_ended(stored, agent, run_id, info.status, str(exc)))
+    ended = error_result(run_ended(stored, agent, run_id, info.status, str(exc)))
+    # What it spent until it stopped, for a calling gateway's usage and token_budget.
+    return ended.model_copy(update={"meta": usage_meta(spent)}) if spent else ended
 
 
 def run_ended(
