@@ -526,9 +526,12 @@ class Gateway:
 
     def _check_hops(self, hops: int) -> None:
         if hops >= self.max_depth:
+            # The count is not of gateways alone: a calling gateway's agents count too.
             raise DepthExceeded(
-                f"refused: the request already passed through {hops} gateways "
-                f"(depth limit {self.max_depth}); is a gateway calling itself?"
+                f"refused: the request arrives {hops} levels deep, the depth limit "
+                f"({self.max_depth}, max_depth), counting each agent on the calling gateways "
+                "that led here and each gateway that relayed it (gateways calling each other "
+                "in a loop end here)"
             )
 
     def _agent(self, name: str) -> AgentSpec:

@@ -101,7 +101,8 @@ class RunContext:
     """The run's item the current agent works for, inside an agent run as a tool; None in
     the run's own agent, whose every call names its item."""
     hops: int = 0
-    """Gateways this run's request passed through before reaching us (from `_meta`)."""
+    """How deep this run's request came from the gateways before us (from `_meta`): each
+    gateway that relayed it, and each agent of theirs that led to it, counts one."""
     lent: tuple[str, ...] = ()
     """The slots its request's callers lent it (`node_slots`, from `_meta`), lent on by its
     calls."""
@@ -119,8 +120,24 @@ class RunContext:
 
     @property
     def depth(self) -> int:
-        """How deep this run is nested, counting agents here and gateways before us."""
+        """How deep this run is nested, counting agents here and what came before us (`hops`):
+        what `max_depth` limits, sent on as the hop count."""
         return self.hops + len(self.chain)
+
+    def too_deep(self, agent: str, limit: int) -> str | None:
+        """Why running `agent` as a tool of the current agent would nest the run deeper than
+        `limit` (`max_depth`), saying what was counted; None if it may run."""
+        if self.depth < limit:
+            return None
+        chain = " -> ".join((*self.chain, agent))
+        said = f"agent depth limit ({limit}, max_depth) reached: {chain} would be "
+        if not self.hops:
+            return f"{said}{self.depth + 1} agents deep"
+        return (
+            f"{said}{self.depth + 1} levels deep: {len(self.chain) + 1} agents here, after "
+            f"{self.hops} before this gateway (each agent on the calling gateways that led "
+            "here, and each gateway that relayed the request)"
+        )
 
     def call_meta(self) -> dict[str, Any]:
         """The `_meta` for MCP calls made from this run: one more hop, the slots lent on."""

@@ -435,12 +435,9 @@ class StepLoop:
         if inner.name in context.chain:
             cycle = " -> ".join((*context.chain, inner.name))
             return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
-        if context.depth >= max_depth:
-            chain = " -> ".join((*context.chain, inner.name))
-            return ActionResponse(
-                action=action,
-                error=f"agent depth limit ({max_depth}) reached: {chain}",
-            )
+        too_deep = context.too_deep(inner.name, max_depth)
+        if too_deep is not None:
+            return ActionResponse(action=action, error=too_deep)
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
