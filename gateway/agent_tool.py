@@ -31,6 +31,7 @@ __all__ = [
     "agent_description",
     "answer_data",
     "reported_usage",
+    "usage_meta",
 ]
 
 MAX_INSTRUCTIONS_SHOWN = 160
@@ -105,6 +106,12 @@ def _shortened(text: str) -> str:
         return text
     cut = text[: MAX_INSTRUCTIONS_SHOWN + 1].rsplit(" ", 1)[0] or text[:MAX_INSTRUCTIONS_SHOWN]
     return cut.rstrip(" ,;:.") + "..."
+
+
+def usage_meta(usage: Usage | dict[str, JsonValue]) -> dict[str, Any]:
+    """A served agent's result's `_meta`, saying what its run cost (also a run that failed or
+    stopped), for a calling gateway to roll up (`reported_usage`)."""
+    return {USAGE_META_KEY: usage if isinstance(usage, dict) else usage.model_dump(mode="json")}
 
 
 def reported_usage(result: CallToolResult) -> Usage | None:

@@ -24,6 +24,7 @@ from toolkits import Tool
 from toolkits.mcp.naming import rule_names
 
 from .errors import RunPaused
+from .journal import call_key
 
 __all__ = [
     "CANCELLED",
@@ -103,23 +104,29 @@ class ApprovalRequest(BaseModel):
 
     call: str
     """The call's name in its run: `tool 0 c1`, `h1/tool 0 c2` (the agent run as tool call
-    `h1` made it). `runs approve RUN CALL` names it so."""
+    `h1` made it), `1:h1/tool 0 c2` (item 1's call `h1` did: `journal.call_key`). `runs
+    approve RUN CALL` names it so."""
     tool: str
     input: dict[str, JsonValue]
     agents: list[str]
     """The agents from the run's own down to the one that made the call."""
     item: int
+    """The run's item it works for (also when an agent run as a tool made it)."""
 
     @property
     def short(self) -> str:
-        """The call's name without its item: the tool call ids down to it (`h1/c2`)."""
+        """The call's name as the tool call ids down to it (`h1/c2`, `1:h1/c2`)."""
         return short_call(self.call)
 
 
 def short_call(call: str) -> str:
-    """A call's name (`ApprovalRequest.call`) without its item: `h1/c2` for `h1/tool 0 c2`."""
+    """A call's name (`ApprovalRequest.call`) as the tool call keys down to it
+    (`journal.call_key`): `h1/c2` for `h1/tool 0 c2`, `1:c2` for `tool 1 c2`, so two items'
+    calls with the same ids have two short names too."""
     path, _, own = call.rpartition("/")
-    return f"{path}/{own.split(' ')[-1]}" if path else own.split(" ")[-1]
+    _, item, call_id = own.split(" ", 2) if own.count(" ") >= 2 else ("", "0", own)
+    key = call_key(int(item), call_id) if item.isdigit() else call_id
+    return f"{path}/{key}" if path else key
 
 
 DECLINED = "the user declined"

@@ -177,6 +177,7 @@ class Gateway:
         approver: Approver | None = None,
         questions: ClientQuestions | str = UNATTENDED,
         pausing: Callable[[], str | None] | None = None,
+        client_model: ChatModel | None = None,
     ) -> RunResult:
         """Continue a run from a stored state (or start one that has not stepped yet).
 
@@ -185,7 +186,8 @@ class Gateway:
         `approver`'s decision (without one, it is refused). `lent`: the slots its request's
         callers lent it (`node_slots`, read from `_meta` with `hops`). `pausing`: asked when
         the run is cancelled, what it was stopped to wait for, if that is why (its spans end
-        as paused, not failed: `Tracer.pausing`).
+        as paused, not failed: `Tracer.pausing`). `client_model`: the calling MCP client's
+        own model, for the agents of the tree on `model = "sampling"` (by default `model`).
         Raises `DepthExceeded` when `hops` already reaches the depth limit.
         """
         spec = self._agent(state.agent)
@@ -207,7 +209,7 @@ class Gateway:
             quota,
             hops=hops,
             lent=tuple(lent),
-            client_model=model,
+            client_model=client_model or model,
             stream=stream,
             approver=approver,
             questions=questions,
@@ -524,9 +526,12 @@ class Gateway:
 
     def _check_hops(self, hops: int) -> None:
         if hops >= self.max_depth:
+            # The count is not of gateways alone: a calling gateway's agents count too.
             raise DepthExceeded(
-                f"refused: the request already passed through {hops} gateways "
-                f"(depth limit {self.max_depth}); is a gateway calling itself?"
+                f"refused: the request arrives {hops} levels deep, the depth limit "
+                f"({self.max_depth}, max_depth), counting each agent on the calling gateways "
+                "that led here and each gateway that relayed it (gateways calling each other "
+                "in a loop end here)"
             )
 
     def _agent(self, name: str) -> AgentSpec:

@@ -107,9 +107,14 @@ class ClientSampling:
 
     def explain(self) -> str:
         where = f"agent {self._agent!r} has " if self._agent else ""
+        # Reached where no client's model serves the run: a run from the command line or
+        # the library, or a stored one (it goes on without the client that started it).
         return (
-            f"{where}model 'sampling', which needs an MCP client: use `agent-gateway serve` "
-            "and call the agent from the client (or pass --model SPEC)"
+            f"{where}model 'sampling', which needs the MCP client that called the gateway, "
+            "and this run has none (it runs from the command line, or is kept in a run store, "
+            "which goes on without its client): serve it with `agent-gateway serve`, without "
+            "a run store, to a client that can sample (or give it a model of its own: --model "
+            "SPEC)"
         )
 
     async def invoke(

@@ -43,6 +43,7 @@ from .approval import (
     OpenQuestions,
     WaitLeft,
 )
+from .journal import call_key
 from .run_context import RunContext
 
 __all__ = [
@@ -88,13 +89,15 @@ class RemoteApprovals:
             # A round-asking approver (a 2026-07-28 client without a store) cannot hold a call
             # in flight on another gateway while it asks.
             return refusal(request, "this run cannot wait for a person's approval")
-        under = f"{self._context.path}{self._call_id}/"
+        # Named as a sub-agent's call is (`journal.call_key`): two items' calls with the same
+        # id are two questions.
+        under = f"{self._context.path}{call_key(self._item, self._call_id)}/"
         mine = ApprovalRequest(
             call=f"{under}{remote.call}",
             tool=remote.tool,
             input=remote.input,
             agents=[*self._context.chain, *remote.agents],
-            item=self._item,
+            item=self._context.item_of(self._item),
         )
         if isinstance(approver, OpenQuestions):
             mine = approver.asked_again(mine, under) or mine

@@ -12,6 +12,7 @@ from agent import ChatModel, Usage
 from toolkits import ServerRequestHandler
 
 from .approval import Approver
+from .journal import call_key
 from .limits import PerNode
 from .node_slots import LENT_META_KEY
 from .trace import Tracer
@@ -93,10 +94,15 @@ class RunContext:
     chain: tuple[str, ...] = ()
     """The agents from the outermost run down to the current one."""
     path: str = ""
-    """The tool calls that led to the current agent (`h1/`, `h1/m2/`): a call's name in its
-    run is its path and its own name (as the journal records it)."""
+    """The tool calls that led to the current agent, each by its `journal.call_key` (`h1/`,
+    `1:h1/m2/` under the run's item 1): a call's name in its run is its path and its own name,
+    as the journal records it, so two items' calls with the same ids have two names."""
+    item: int | None = None
+    """The run's item the current agent works for, inside an agent run as a tool; None in
+    the run's own agent, whose every call names its item."""
     hops: int = 0
-    """Gateways this run's request passed through before reaching us (from `_meta`)."""
+    """How deep this run's request came from the gateways before us (from `_meta`): each
+    gateway that relayed it, and each agent of theirs that led to it, counts one."""
     lent: tuple[str, ...] = ()
     """The slots its request's callers lent it (`node_slots`, from `_meta`), lent on by its
     calls."""
@@ -114,8 +120,24 @@ class RunContext:
 
     @property
     def depth(self) -> int:
-        """How deep this run is nested, counting agents here and gateways before us."""
+        """How deep this run is nested, counting agents here and what came before us (`hops`):
+        what `max_depth` limits, sent on as the hop count."""
         return self.hops + len(self.chain)
+
+    def too_deep(self, agent: str, limit: int) -> str | None:
+        """Why running `agent` as a tool of the current agent would nest the run deeper than
+        `limit` (`max_depth`), saying what was counted; None if it may run."""
+        if self.depth < limit:
+            return None
+        chain = " -> ".join((*self.chain, agent))
+        said = f"agent depth limit ({limit}, max_depth) reached: {chain} would be "
+        if not self.hops:
+            return f"{said}{self.depth + 1} agents deep"
+        return (
+            f"{said}{self.depth + 1} levels deep: {len(self.chain) + 1} agents here, after "
+            f"{self.hops} before this gateway (each agent on the calling gateways that led "
+            "here, and each gateway that relayed the request)"
+        )
 
     def call_meta(self) -> dict[str, Any]:
         """The `_meta` for MCP calls made from this run: one more hop, the slots lent on."""
@@ -126,7 +148,16 @@ class RunContext:
     def enter(self, agent: str, model: ChatModel) -> RunContext:
         return replace(self, chain=(*self.chain, agent), model=model)
 
-    def inside(self, call_id: str, budget: TokenBudget) -> RunContext:
-        """The context of an agent run as the tool call `call_id` of the current one, spending
-        `budget` (its own, within this one's, or this one's)."""
-        return replace(self, path=f"{self.path}{call_id}/", budget=budget)
+    def item_of(self, own: int) -> int:
+        """The run's item a call of the current agent's item `own` works for."""
+        return own if self.item is None else self.item
+
+    def inside(self, item: int, call_id: str, budget: TokenBudget) -> RunContext:
+        """The context of an agent run as the tool call `call_id` of the current agent's item
+        `item`, spending `budget` (its own, within this one's, or this one's)."""
+        return replace(
+            self,
+            path=f"{self.path}{call_key(item, call_id)}/",
+            item=self.item_of(item),
+            budget=budget,
+        )

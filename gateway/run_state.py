@@ -20,7 +20,7 @@ from pydantic import (
     model_serializer,
 )
 
-from agent import AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
+from agent import ActionResponse, AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
 from agent.models import spec_without_credentials
 from agent.scratchpad import tool_usage
 
@@ -92,6 +92,11 @@ class RunState(BaseModel):
     `journal.call_key`, where they spent any (agents run as tools, a server's sampling): a run
     stopped before the step's other calls ended counts them too. Written only when set (as
     `task`)."""
+    answered: dict[str, ActionResponse] = Field(default_factory=dict[str, ActionResponse])
+    """The calls of the pending `request` that ended, with what they returned, by
+    `journal.call_key`, for a run that no journal records (no run store: a 2026-07-28
+    client's rounds carry its state): resumed from this state, it runs none of them again.
+    Written only when set (as `task`)."""
     origin: RunOrigin | None = None
     """How the run was started (config, model), for resuming it."""
     caller_trace: dict[str, str] | None = None
@@ -109,6 +114,8 @@ class RunState(BaseModel):
             data.pop("task", None)
         if not self.finished:
             data.pop("finished", None)
+        if not self.answered:
+            data.pop("answered", None)
         return data
 
 
@@ -185,16 +192,29 @@ class RunSaver:
         """Change the state without a checkpoint (the next one holds the change)."""
         self.state = self.state.model_copy(update=update)
 
-    async def ended(self, call_id: str, usage: Usage) -> None:
-        """The pending request's call `call_id` ended, its result recorded, having spent
-        `usage`: the state counts that (`finished`), no longer what it had saved as it went
-        (`children`)."""
-        if self._checkpoint is None or (usage == Usage() and call_id not in self.state.children):
-            return  # nothing stored, or nothing to count: no state write for a plain tool
-        if self.state.finished.get(call_id) == usage:
-            return  # a resumed run's recorded call, counted before it stopped
+    async def ended(self, call_id: str, response: ActionResponse) -> None:
+        """The pending request's call `call_id` ended with `response`: the state counts what
+        it spent (`finished`), no longer what it had saved as it went (`children`); without a
+        journal to record it, it keeps the response too (`answered`)."""
+        if self._checkpoint is None:
+            return  # nothing stored
+        usage = response.usage
         children = {key: child for key, child in self.state.children.items() if key != call_id}
-        await self.save(children=children, finished={**self.state.finished, call_id: usage})
+        finished = self.state.finished
+        if usage != Usage() or call_id in self.state.children:
+            finished = {**finished, call_id: usage}
+        if self.journal is None:
+            await self.save(
+                children=children,
+                finished=finished,
+                answered={**self.state.answered, call_id: response},
+            )
+            return
+        if finished is self.state.finished or self.state.finished.get(call_id) == usage:
+            # Nothing to count (no state write for a plain tool), or a resumed run's recorded
+            # call, counted before it stopped.
+            return
+        await self.save(children=children, finished=finished)
 
     def child(self, call_id: str) -> Checkpoint | None:
         if self._checkpoint is None:  # nobody stores this run: its children need not save

@@ -128,8 +128,20 @@ class SamplingModel:
         self._ctx = ctx
         self._answers = dict(answers or {})
         self._settings = settings or ModelSettings()
+        self._default_max_tokens = max_tokens
         self._max_tokens = self._settings.max_tokens or max_tokens
         self._timeout = timeout
+
+    def with_settings(self, settings: ModelSettings) -> SamplingModel:
+        """The same client's model, asked with another agent's `settings` (each agent of a run
+        tree on `model = "sampling"` asks with its own)."""
+        return SamplingModel(
+            self._ctx,
+            answers=self._answers,
+            max_tokens=self._default_max_tokens,
+            settings=settings,
+            timeout=self._timeout,
+        )
 
     @property
     def name(self) -> str:

@@ -56,6 +56,7 @@ from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState, spent
+from .sampling_model import SamplingModel
 from .session_owners import owned_memory
 from .tool_limits import too_many_tools
 from .trace import Tracer
@@ -208,7 +209,9 @@ class StepLoop:
                 response = await self.dispatch(request, tools, context, agent_span.id, saver)
                 request = None
                 if saver.journal is None:
-                    await saver.save(request=None, response=response, children={}, finished={})
+                    await saver.save(
+                        request=None, response=response, children={}, finished={}, answered={}
+                    )
                 else:
                     # Every answer is recorded: resumed from the saved request, the run gets
                     # them all from the record again. One state write per step, not two.
@@ -239,11 +242,17 @@ class StepLoop:
     ) -> EngineResponse:
         """Run every action of `request` concurrently; failures become error responses."""
         responses: list[ActionResponse | None] = [None] * len(request.actions)
+        # Calls that ended before the run paused (a round of questions to the client), kept in
+        # its state where no journal records them: not asked about, nor run, again.
+        answered = saver.state.answered if saver.journal is None else {}
+        for index, action in enumerate(request.actions):
+            responses[index] = answered.get(call_key(action.item_index, action.tool_call_id))
 
         asked = {
             index: needed
             for index, action in enumerate(request.actions)
-            if (needed := self._approval_request(action, tools, context)) is not None
+            if responses[index] is None
+            and (needed := self._approval_request(action, tools, context)) is not None
         }
         if asked and isinstance(context.approver, AsksAtOnce):
             await context.approver.ask_at_once(list(asked.values()))
@@ -264,12 +273,16 @@ class StepLoop:
                 left.append(wait)
 
         async def answer(index: int, action: Action) -> None:
+            if responses[index] is not None:
+                return  # it ended before the run paused
             # A call that needs approval waits for it here, outside its record.
             refused = await self._approval(action, asked.get(index), context, parent_id)
+            key = call_key(action.item_index, action.tool_call_id)
             if saver.journal is None:
-                responses[index] = refused or await self.run_action(
+                response = responses[index] = refused or await self.run_action(
                     action, tools, context, parent_id, saver
                 )
+                await saver.ended(key, response)  # kept: a paused run resumes past it
                 return
 
             name = f"tool {action.item_index} {action.tool_call_id}"
@@ -286,7 +299,7 @@ class StepLoop:
                 recorded = await journal.record(name, run, nested=nested)
             response = responses[index] = ActionResponse.model_validate(recorded)
             # Counted now, not only once every call of the step ended: the run may stop first.
-            await saver.ended(call_key(action.item_index, action.tool_call_id), response.usage)
+            await saver.ended(key, response)
 
         try:
             if len(request.actions) == 1:
@@ -324,7 +337,7 @@ class StepLoop:
             tool=action.tool,
             input=action.arguments(from_toolkit=tool.is_from_toolkit),
             agents=list(context.chain),
-            item=action.item_index,
+            item=context.item_of(action.item_index),
         )
 
     async def _approval(
@@ -422,12 +435,9 @@ class StepLoop:
         if inner.name in context.chain:
             cycle = " -> ".join((*context.chain, inner.name))
             return ActionResponse(action=action, error=f"agent cycle refused: {cycle}")
-        if context.depth >= max_depth:
-            chain = " -> ".join((*context.chain, inner.name))
-            return ActionResponse(
-                action=action,
-                error=f"agent depth limit ({max_depth}) reached: {chain}",
-            )
+        too_deep = context.too_deep(inner.name, max_depth)
+        if too_deep is not None:
+            return ActionResponse(action=action, error=too_deep)
         prompt = arguments.get("prompt")
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
@@ -451,7 +461,7 @@ class StepLoop:
             outcome = await self.drive(
                 inner,
                 state,
-                context.inside(action.tool_call_id, budget),
+                context.inside(action.item_index, action.tool_call_id, budget),
                 parent_id,
                 checkpoint=checkpoint,
                 journal=journal,
@@ -575,7 +585,11 @@ def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
 
 
 def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:
-    """The agent's own model; an agent on the client's model (sampling) gets the run's."""
-    if isinstance(spec.model, ClientSampling) and context.client_model is not None:
-        return context.client_model
-    return spec.model
+    """The agent's own model; an agent on the client's model (sampling) gets the run's, asked
+    with its own settings."""
+    client = context.client_model
+    if not isinstance(spec.model, ClientSampling) or client is None:
+        return spec.model
+    return (
+        client.with_settings(spec.model.settings) if isinstance(client, SamplingModel) else client
+    )

@@ -17,11 +17,12 @@ from mcp.client import Transport
 from mcp_types import CallToolResult
 from pydantic import JsonValue
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, Gateway
 from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
+from tests.prompt_model import PromptModel
 from tests.servers.inprocess import Context, ToyServer, text_result
 from tests.servers.real import filesystem_stdio
 from toolkits import FunctionToolkit, Tool, function_tool
@@ -220,6 +221,73 @@ async def test_an_approval_three_agents_deep_is_asked_of_the_outermost_run() -> 
         person.say(request.call, Decision(approved=True))
     assert log == ["erased W"]
     assert len(model.calls) == 6  # every agent went on where it was: nothing asked twice
+
+
+def _items_with_the_same_ids(log: list[str], batch_size: int) -> tuple[Gateway, PromptModel]:
+    """Items `q0` and `q1` each call agent `leaf` as `call_leaf`, whose gated `erase` call is
+    `call_d` in both (as models that number calls per conversation say): only the text
+    erased differs."""
+    model = PromptModel(
+        {
+            **{
+                f"q{n}": [
+                    calls(("leaf", "call_leaf", {"prompt": f"erase {n}"})),
+                    f"top {n}: done",
+                ]
+                for n in (0, 1)
+            },
+            **{
+                f"erase {n}": [calls(("erase", "call_d", {"text": f"T{n}"})), f"leaf {n}: done"]
+                for n in (0, 1)
+            },
+        }
+    )
+    return Gateway(
+        [_log_tool(log)],
+        [
+            AgentSpec("top", model, tools=["leaf"], options=AgentOptions(batch_size=batch_size)),
+            AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"])),
+        ],
+    ), model
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+async def test_two_items_sub_agent_calls_with_the_same_ids_are_two_questions(
+    batch_size: int,
+) -> None:
+    """Each item's gated call inside a sub-agent has its own name (its item's tool call key,
+    `1:call_leaf`, as the run's journal names it) and its own item, and runs only on its own
+    decision: item 1's, asked with item 0's (a batch of 2) or after it ended (of 1)."""
+    log: list[str] = []
+    gateway, model = _items_with_the_same_ids(log, batch_size)
+    person = Person()
+    items = [AgentItem(prompt="q0"), AgentItem(prompt="q1")]
+    with anyio.fail_after(20):
+        async with anyio.create_task_group() as tg:
+
+            async def run() -> None:
+                result = await gateway.run("top", items, approver=person)
+                assert [item.output for item in result.items] == ["top 0: done", "top 1: done"]
+
+            tg.start_soon(run)
+            await person.wait_until_asked(batch_size)
+            person.say("call_leaf/tool 0 call_d", Decision(approved=True))
+            await person.wait_until_asked(2)
+            asked = {call: (r.short, r.item, r.input, r.agents) for call, r in person.asked.items()}
+            assert asked == {
+                "call_leaf/tool 0 call_d": ("call_leaf/call_d", 0, {"text": "T0"}, ["top", "leaf"]),
+                "1:call_leaf/tool 0 call_d": (
+                    "1:call_leaf/call_d",
+                    1,
+                    {"text": "T1"},
+                    ["top", "leaf"],
+                ),
+            }
+            person.say("1:call_leaf/tool 0 call_d", Decision(approved=False, message="not T1"))
+    assert log == ["erased T0"]  # item 1's call did not run on item 0's approval
+    [told] = [m for q, m in model.calls if q == "erase 1" and len(m) > 2]
+    [said] = [m.content for m in told if isinstance(m, ToolMessage)]
+    assert said == "The user rejected the tool call to erase; it did not run. The user said: not T1"
 
 
 async def test_without_anyone_to_ask_the_call_is_refused_and_the_run_goes_on() -> None:

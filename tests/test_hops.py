@@ -7,7 +7,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, DepthExceeded, Gateway
 from gateway.run_context import HOPS_META_KEY
 from tests.servers.inprocess import Context, ToyServer, text_result
@@ -40,14 +40,46 @@ async def test_calls_to_mcp_servers_carry_one_more_hop(hops: int, expected: int)
     assert seen[0][HOPS_META_KEY] == expected
 
 
-async def test_a_run_arriving_at_the_depth_limit_is_refused() -> None:
+ARRIVES = (
+    "refused: the request arrives {hops} levels deep, the depth limit ({hops}, max_depth), "
+    "counting each agent on the calling gateways that led here and each gateway that relayed "
+    "it (gateways calling each other in a loop end here)"
+)
+
+
+async def test_a_run_arriving_at_the_depth_limit_is_refused_saying_what_was_counted() -> None:
     gateway = Gateway([], [AgentSpec("a", ScriptedModel(["never"]))], max_depth=3)
-    with pytest.raises(DepthExceeded, match="passed through 3 gateways"):
+    with pytest.raises(DepthExceeded) as refused:
         await gateway.run("a", "go", hops=3)
+    assert str(refused.value) == ARRIVES.format(hops=3)  # not "3 gateways": agents count too
 
 
 async def test_a_tool_call_arriving_at_the_depth_limit_is_refused() -> None:
     gateway = Gateway([FunctionToolkit("calculator", [calculator])], max_depth=2)
     assert (await gateway.call_tool("calculator", {"expression": "1"}, hops=1)).is_error is False
-    with pytest.raises(DepthExceeded, match="passed through 2 gateways"):
+    with pytest.raises(DepthExceeded) as refused:
         await gateway.call_tool("calculator", {"expression": "1"}, hops=2)
+    assert str(refused.value) == ARRIVES.format(hops=2)
+
+
+async def test_a_sub_agent_past_the_limit_is_refused_counting_the_levels_before_us() -> None:
+    """A request that came 2 levels deep (a calling gateway's agents) leaves room for two
+    levels here: `a`, then `b`; `c` is refused, the message counting both."""
+    model = ScriptedModel(
+        [
+            ScriptedAnswer(tool_calls=[ScriptedCall(name="b", arguments={"prompt": "go"})]),
+            ScriptedAnswer(tool_calls=[ScriptedCall(name="c", arguments={"prompt": "go"})]),
+            "b: c was refused",
+            "a: done",
+        ]
+    )
+    agents = [AgentSpec("a", model, tools=["b"]), AgentSpec("b", model, tools=["c"])]
+    gateway = Gateway([], [*agents, AgentSpec("c", model)], max_depth=4)
+    result = await gateway.run("a", "go", hops=2)
+    assert result.output == "a: done"
+    [refused] = [m.content for m in model.calls[2][0] if isinstance(m, ToolMessage)]
+    assert refused == (
+        "Error: agent depth limit (4, max_depth) reached: a -> b -> c would be 5 levels deep: "
+        "3 agents here, after 2 before this gateway (each agent on the calling gateways that "
+        "led here, and each gateway that relayed the request)"
+    )

@@ -102,9 +102,13 @@ def call(tool: str, **arguments: JsonValue) -> JsonValue:
 
 
 def serve_stdio(config: Path) -> str:
-    """A `[mcpServers.NAME]` body starting `agent-gateway serve --stdio` on `config`."""
+    """A `[mcpServers.NAME]` body starting `agent-gateway serve --stdio` on `config`, on this
+    checkout's code (a stdio server gets only a few of our environment variables)."""
     args = json.dumps(["serve", "--stdio", "--config", str(config)])
-    return f"command = {json.dumps(str(SCRIPT))}\nargs = {args}\ncwd = {json.dumps(str(REPO))}\n"
+    return (
+        f"command = {json.dumps(str(SCRIPT))}\nargs = {args}\ncwd = {json.dumps(str(REPO))}\n"
+        f"env = {{PYTHONPATH = {json.dumps(str(REPO))}}}\n"
+    )
 
 
 def example_over_stdio() -> Config:
@@ -233,15 +237,15 @@ async def test_gateways_that_call_each_other_stop_at_the_depth_limit(tmp_path: P
     # The refusal is an observation of the third gateway's agent, which it returned among its
     # steps to B, and B to us.
     [observed] = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
-    refusal = "agent 'math' failed: refused: the request already passed through 3 gateways"
+    refusal = "agent 'math' failed: refused: the request arrives 3 levels deep, the depth limit"
     assert refusal in observed
-    assert "(depth limit 3); is a gateway calling itself?" in observed
+    assert "(3, max_depth), counting each agent on the calling gateways" in observed
     # It also came up as progress, relayed through two gateways.
     messages = recorder.progress_under(recorder.start_of("tool", "b__math"))
     failed = [m for m in messages if "tool b__math: failed" in m]
     assert len(failed) == 1
     assert failed[0].startswith("tool a__assistant: tool b__math: failed in ")
-    assert "(depth limit 3)" in failed[0]
+    assert "the depth limit (3, max_depth)" in failed[0]
 
 
 async def test_cancelling_the_outer_run_cancels_the_tool_the_inner_gateway_runs(

@@ -10,7 +10,16 @@ import anyio
 import pytest
 from pydantic import JsonValue
 
-from agent import AgentItem, ScriptedAnswer, ScriptedCall, ScriptedModel, ScriptExhausted, Usage
+from agent import (
+    Action,
+    ActionResponse,
+    AgentItem,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ScriptExhausted,
+    Usage,
+)
 from gateway import AgentSpec, Gateway, RunState, TraceEvent
 from gateway.run_state import RunSaver, spent
 
@@ -110,8 +119,15 @@ async def test_saves_side_by_side_leave_the_latest_state_as_the_last_written() -
     start = RunState(run_id="r1", agent="top", items=[AgentItem(prompt="go")])
     saver = RunSaver(start, checkpoint)
     one, two = Usage(requests=1), Usage(requests=2)
+    ended = {call: _response(call, usage) for call, usage in (("call_1", one), ("call_2", two))}
     with anyio.fail_after(10):
         async with anyio.create_task_group() as tg:
-            tg.start_soon(saver.ended, "call_1", one)
-            tg.start_soon(saver.ended, "call_2", two)
+            for call, response in ended.items():
+                tg.start_soon(saver.ended, call, response)
     assert written[-1].finished == {"call_1": one, "call_2": two}
+    assert written[-1].answered == ended  # no journal records them: the state keeps them
+
+
+def _response(call_id: str, usage: Usage) -> ActionResponse:
+    action = Action(node="helper", input={}, tool_call_id=call_id, item_index=0, tool="helper")
+    return ActionResponse(action=action, data={"response": "ok"}, usage=usage)

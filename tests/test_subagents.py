@@ -109,7 +109,10 @@ async def test_the_depth_limit_is_enforced() -> None:
     result = await gateway.run("assistant", "shirts?")
     assert result.error is None
     refused = next(m for m in middle.calls[1][0] if isinstance(m, ToolMessage))
-    assert refused.content == "Error: agent depth limit (2) reached: assistant -> research -> math"
+    assert refused.content == (
+        "Error: agent depth limit (2, max_depth) reached: assistant -> research -> math would "
+        "be 3 agents deep"
+    )
     assert bottom.calls == []
 
 

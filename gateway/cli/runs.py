@@ -306,9 +306,10 @@ async def _show(args: argparse.Namespace) -> int:
         decisions = await runs.decisions(args.run_id) if asked else {}
     calls = call_tree(
         steps,
+        state=state,
         in_flight=info.status in ACTIVE_STATUSES,
         cancelled=info.status == "cancelled",
-        asked=[r.short for r in asked],
+        asked=[r.call for r in asked],
         decisions=decisions,
     )
     if args.json:

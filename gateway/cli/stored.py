@@ -14,7 +14,7 @@ import json
 import shlex
 import sys
 import threading
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING
 
@@ -381,16 +381,23 @@ async def _drive(
                     console.say_stopped(f"interrupted: run {state.run_id} {after}")
                     if args.json:  # still one JSON object (or line) on stdout, for scripts
                         stopped = GatewayError(f"interrupted: the run {after}")
+                        said = "stopped" if gone is None else "failed"
+                        waits: list[ApprovalRequest] = []
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
+                            if gone is None:  # its calls that wait still do, in the store
+                                waits = (await store.get(state.run_id)).waiting
+                        # Worded as `runs list` words it: it needs a person first.
+                        more: dict[str, JsonValue] = {"waiting": _listed(waits)} if waits else {}
                         print_stopped(
                             args,
                             lines,
                             state,
                             stopped,
                             so_far,
-                            status="stopped" if gone is None else "failed",
+                            status=WAITING if waits else said,
                             run_id=state.run_id if gone is None else None,
+                            **more,
                         )
                     raise
         except (AgentError, ToolkitError, GatewayError) as exc:
@@ -418,13 +425,18 @@ async def _left_waiting(
     said = f"run {state.run_id} waits for approval (--no-wait): once decided, {hint}"
     print(said, file=sys.stderr, flush=True)
     if args.json:
-        waiting: JsonValue = [{**r.model_dump(mode="json"), "short": r.short} for r in asked]
+        waiting = _listed(asked)
         so_far = await _last_state(store, state.run_id)
         error = GatewayError(said)
         print_stopped(
             args, lines, state, error, so_far, status=WAITING, run_id=state.run_id, waiting=waiting
         )
     return WAITING_APPROVAL
+
+
+def _listed(waiting: Sequence[ApprovalRequest]) -> JsonValue:
+    """The calls waiting for approval, as `--json` lists them."""
+    return [{**r.model_dump(mode="json"), "short": r.short} for r in waiting]
 
 
 def item_lines(args: argparse.Namespace, state: RunState, *, stored: bool = True) -> ItemLines:

@@ -20,7 +20,13 @@ call waiting, and each asked after, stays listed and ends with `WaitLeft`, while
 calls of its step run to their end (`StepLoop.dispatch`), so none of them runs again.
 
 A call still listed when an execution ends (the run stopped while it waited: `--no-wait`, a
-kill) is a question left open, which the next execution takes over (`earlier`). An agent
+kill) is a question left open, which the next execution takes over (`earlier`). An older
+agent-gateway named a call inside an agent run as a tool without the run's item (`h1/tool 0
+c2` for item 1's call, `1:h1/tool 0 c2` now), so two items' calls could share a name: a
+question it left open keeps its name for the one call that asks the same question (a
+decision sent on it decides that call), and a call whose name it listed for another question
+is asked under its name with its item said (`0:h1/tool 0 c2`), taking no decision meant for
+that one. An agent
 served by another gateway starts its run over then, and asks the same call under a new name:
 it gets the open question's name (`asked_again`), so a decision made meanwhile decides it.
 A question whose decision was handed on is no longer listed: it is never handed on twice.
@@ -33,6 +39,7 @@ dropped (the form is withdrawn; a decision the form sends after another is refus
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import nullcontext
 from functools import partial
@@ -101,6 +108,9 @@ class DbosApprovals:
         self._pending: dict[str, ApprovalRequest] = {} if pending is None else pending
         self._earlier = dict(earlier or {})
         """Questions left open, not asked again yet: listed still, for `runs approve`."""
+        self._before = dict(self._earlier)
+        self._named: dict[str, str] = {}
+        """The name each call is asked under, by its own (`_as_listed_before`)."""
         self._listed = set(self._earlier)
         """The calls the store lists as waiting now."""
         self._on_wait = on_wait
@@ -132,7 +142,24 @@ class DbosApprovals:
             wait.cancel()
 
     def expect(self, requests: Iterable[ApprovalRequest]) -> None:
-        self._unsettled.update(r.call for r in requests if r.call not in self._decided)
+        asked = (self._as_listed_before(r).call for r in requests)
+        self._unsettled.update(call for call in asked if call not in self._decided)
+
+    def _as_listed_before(self, request: ApprovalRequest) -> ApprovalRequest:
+        """`request` under the name an older agent-gateway gave it, if that one left it open
+        (see the module's docstring); each older name goes to one call."""
+        name = self._named.get(request.call)
+        if name is None:
+            name = request.call
+            older = _older_name(name)
+            listed = self._before.get(older)
+            taken = older in self._named.values()
+            if listed is not None and _same_call(listed, request) and not taken:
+                name = older
+            elif older == name and (listed is not None or taken):  # it was another call's
+                name = _item_said(name)
+            self._named[request.call] = name
+        return request if name == request.call else request.model_copy(update={"call": name})
 
     def asked_again(self, request: ApprovalRequest, under: str) -> ApprovalRequest | None:
         for call, asked in self._earlier.items():
@@ -142,6 +169,7 @@ class DbosApprovals:
         return None
 
     async def decide(self, request: ApprovalRequest) -> Decision:
+        request = self._as_listed_before(request)
         call = request.call
         self._earlier.pop(call, None)  # asked again by its name (the same call resumed)
         self._unsettled.add(call)  # questions of one round come in one by one, unannounced
@@ -286,3 +314,31 @@ def open_questions(listed: Any) -> dict[str, ApprovalRequest]:
 
 def _same_question(a: ApprovalRequest, b: ApprovalRequest) -> bool:
     return (a.tool, a.input, a.agents, a.item) == (b.tool, b.input, b.agents, b.item)
+
+
+def _same_call(listed: ApprovalRequest, request: ApprovalRequest) -> bool:
+    """Whether an older agent-gateway listed `request` (it said item 0 for every call inside
+    an agent run as a tool)."""
+    return (listed.tool, listed.input, listed.agents) == (
+        request.tool,
+        request.input,
+        request.agents,
+    ) and listed.item in (0, request.item)
+
+
+_ITEM_KEY = re.compile(r"^\d+:")
+"""An item's tool call key in a call's path (`1:h1`, `journal.call_key`)."""
+
+
+def _older_name(call: str) -> str:
+    """`call`'s name as an older agent-gateway gave it: its path without items."""
+    path, _, own = call.rpartition("/")
+    if not path:
+        return own
+    return "/".join([*(_ITEM_KEY.sub("", key) for key in path.split("/")), own])
+
+
+def _item_said(call: str) -> str:
+    """The name of item 0's call `call` (`h1/tool 0 c2`) with its item said (`0:h1/...`):
+    a name no call of this version has, for a call whose own an older one gave another."""
+    return f"0:{call}" if "/" in call else call

@@ -17,8 +17,8 @@ from pydantic import JsonValue
 from agent import ROUTING_KEY
 from agent.models import thinking_text
 
-from ..approval import short_call
 from ..journal import call_key
+from ..run_state import RunState
 from .status import RunStep
 
 __all__ = ["CallNode", "call_tree", "recorded_call"]
@@ -79,15 +79,17 @@ class CallNode:
 def call_tree(
     steps: Sequence[RunStep],
     *,
+    state: RunState | None = None,
     in_flight: bool = False,
     cancelled: bool = False,
     asked: Collection[str] = (),
     decisions: Mapping[str, dict[str, JsonValue]] | None = None,
 ) -> list[CallNode]:
     """The run's own calls, each agent tool's calls under it. With `in_flight` (a run that
-    has not ended) or `cancelled`, also the tool calls each agent's last model call asked for
-    that have no record: they were under way when it stopped or was cancelled, had not begun,
-    or waited for a person's approval (`asked`: by their short names, `h1/c2`). `decisions`:
+    has not ended) or `cancelled`, also the tool calls of each agent's last step that have no
+    record (as its saved `state` asks them, each of its item; without a state, as its last
+    model call did): they were under way when it stopped or was cancelled, had not begun, or
+    waited for a person's approval (`asked`: by their names, `1:h1/tool 0 c2`). `decisions`:
     those sent to the run (by call name), besides those it took (its records)."""
     top: list[CallNode] = []
     agents: dict[str, CallNode] = {}
@@ -132,56 +134,106 @@ def call_tree(
     for path in sorted(agents, key=lambda p: -p.count("/")):  # the deepest agents first
         _time_from_first_call(agents[path])
     if in_flight or cancelled:
-        by_short = {short_call(call): decision for call, decision in decisions.items()}
-        _add_in_flight(top, "", _Unfinished(set(asked), by_short, cancelled))
+        _add_in_flight(top, "", state, _Unfinished(set(asked), decisions, cancelled))
     return top
 
 
 @dataclass(frozen=True, slots=True)
 class _Unfinished:
     """What marks the calls in flight: which waited for approval, the decisions sent on them
-    (by short name), and whether the run was cancelled."""
+    (by call name), and whether the run was cancelled."""
 
     asked: set[str]
-    decisions: dict[str, dict[str, JsonValue]]
+    decisions: Mapping[str, dict[str, JsonValue]]
     cancelled: bool
 
-    def mark(self, call: CallNode, short: str) -> None:
+    def mark(self, call: CallNode, name: str) -> None:
         call.cancelled = self.cancelled
-        if short in self.asked:
-            call.approval = _verdict(self.decisions.get(short))
+        if name in self.asked:
+            call.approval = _verdict(self.decisions.get(name))
             call.waiting_approval = call.approval is None
 
 
-def _add_in_flight(calls: list[CallNode], path: str, unfinished: _Unfinished) -> None:
-    """The tool calls the last model call of `calls` (made under `path`: `h1/`) asked for
-    and that were not recorded (an agent's that began: its calls were), named as the model
-    asked; the same below."""
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A tool call an agent's last step asked for."""
+
+    item: int | None
+    """Its item (None: unknown, read from a model's answer)."""
+    call_id: str | None
+    name: str
+    input: Any
+
+
+def _add_in_flight(
+    calls: list[CallNode], path: str, state: RunState | None, unfinished: _Unfinished
+) -> None:
+    """The tool calls of the last step of the agent whose calls are `calls` (made under
+    `path`: `1:h1/`) that were not recorded (an agent's that began: its calls were), named as
+    the model asked; the same below (`state`: that agent's saved state, if known)."""
     for call in calls:
         if call.calls and call.call_id is not None:
-            below = f"{path}{call_key(call.item or 0, call.call_id)}/"
-            _add_in_flight(call.calls, below, unfinished)
-    models = [index for index, call in enumerate(calls) if call.kind == "model"]
-    if not models or not isinstance(answer := calls[models[-1]].output, dict):
-        return
-    asked = answer.get("tool_calls")
-    after = {c.call_id: c for c in calls[models[-1] + 1 :] if c.kind == "tool"}
-    for ask in cast(list[dict[str, Any]], asked if isinstance(asked, list) else []):
-        call_id, name = ask.get("id"), str(ask.get("name"))
-        found = after.get(call_id) if isinstance(call_id, str) else None
+            key = call_key(call.item or 0, call.call_id)
+            below = state.children.get(key) if state is not None else None
+            _add_in_flight(call.calls, f"{path}{key}/", below, unfinished)
+    tools: dict[tuple[int | None, str | None], CallNode]
+    if state is not None:
+        asks = _asked_in(state)
+        tools = {(c.item, c.call_id): c for c in calls if c.kind == "tool"}
+    else:
+        asks, after = _asked_last(calls)
+        tools = {(None, c.call_id): c for c in after}
+    for ask in asks:
+        found = tools.get((ask.item, ask.call_id))
         if found is None:
             found = CallNode(
                 kind="tool",
-                name=name,
-                call_id=call_id if isinstance(call_id, str) else None,
-                input=ask.get("arguments"),
+                name=ask.name,
+                call_id=ask.call_id,
+                item=ask.item,
+                input=ask.input,
                 in_flight=True,
             )
             calls.append(found)
         elif found.in_flight:  # an agent under way: its own calls were recorded
-            found.name, found.input = name, ask.get("arguments")
+            found.name, found.input = ask.name, ask.input
         if found.in_flight:
-            unfinished.mark(found, f"{path}{call_id}")
+            unfinished.mark(found, f"{path}tool {ask.item or 0} {ask.call_id}")
+
+
+def _asked_in(state: RunState) -> list[_Ask]:
+    """The calls of an agent's pending request: every item's, each named by its item (two
+    items' models may give the same ids), and only those it dispatched (not those it
+    answered itself: an unknown tool, bad arguments)."""
+    actions = state.request.actions if state.request is not None else []
+    return [
+        _Ask(
+            item=action.item_index,
+            call_id=action.tool_call_id,
+            name=action.tool,
+            input=_as_the_model_wrote(action.model_dump(mode="json"), action.tool),
+        )
+        for action in actions
+    ]
+
+
+def _asked_last(calls: list[CallNode]) -> tuple[list[_Ask], list[CallNode]]:
+    """The calls the last model call of `calls` asked for, and the tool calls recorded after
+    it: for a run whose saved state is not at hand."""
+    models = [index for index, call in enumerate(calls) if call.kind == "model"]
+    if not models or not isinstance(answer := calls[models[-1]].output, dict):
+        return [], []
+    asked = answer.get("tool_calls")
+    asks = [
+        _Ask(
+            item=None,
+            call_id=call_id if isinstance(call_id := ask.get("id"), str) else None,
+            name=str(ask.get("name")),
+            input=ask.get("arguments"),
+        )
+        for ask in cast(list[dict[str, Any]], asked if isinstance(asked, list) else [])
+    ]
+    return asks, [c for c in calls[models[-1] + 1 :] if c.kind == "tool"]
 
 
 def _verdict(decision: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:

@@ -215,6 +215,44 @@ async def test_approvals_asked_by_sub_agents_in_parallel_are_all_listed(tmp_path
     )
 
 
+async def test_run_json_of_a_run_interrupted_while_a_call_waits_says_what_runs_list_says(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while a sub-agent's call waits for a person: the call still waits, in the
+    store, and `run --json` words the run's status as `runs list` does, listing the call."""
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    log = tmp_path / "calls.log"
+    config = tmp_path / "agent-gateway.toml"
+    leaf = script_model(
+        tmp_path / "leaf.json", {"tool_calls": [tool_call("guarded", "w1", log=str(log), name="W")]}
+    )
+    lead = script_model(
+        tmp_path / "lead.json", {"tool_calls": [tool_call("leaf", "l1", prompt="write W")]}
+    )
+    config.write_text(
+        TOOLS + f'[agents.lead]\nmodel = "{lead}"\ntools = ["leaf"]\n'
+        f'[agents.leaf]\nmodel = "{leaf}"\ntools = ["guarded"]\nrequire_approval = ["guarded"]\n'
+    )
+    run = await start_run(
+        "go", "--config", str(config), "--store", store, "--agent", "lead", "--json"
+    )
+    try:
+        await run.until("waiting for approval: guarded")
+        run.process.send_signal(signal.SIGINT)
+        code, out = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 130
+    shown = json.loads(out)
+    [listed] = list_runs(store)
+    assert (shown["status"], listed["status"]) == ("waiting_approval", "waiting_approval")
+    assert [w["short"] for w in shown["waiting"]] == [w["short"] for w in listed["waiting"]]
+    assert [w["short"] for w in shown["waiting"]] == ["l1/w1"]
+    assert shown["error"].startswith(
+        f"interrupted: the run is stored: agent-gateway resume {shown['run_id']}"
+    )
+
+
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
 async def test_a_run_stopped_while_waiting_for_approval_resumes_after_it(
     tmp_path: Path, store: str, stop: signal.Signals

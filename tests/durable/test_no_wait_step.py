@@ -123,13 +123,15 @@ async def test_a_signal_while_no_wait_finishes_the_step_cuts_it_off_at_once(
         await stop_run(run)
     assert code == 128 + signal.SIGTERM, run.err
     stopped = json.loads(out)
-    assert stopped["status"] == "stopped"
     assert step.calls() == ["start W"]
     assert "recorded tool 0 w" not in run.err
 
     listed = cli("runs", "list", "--json", *step.store)
     [info] = json.loads(listed.stdout)
     assert [w["short"] for w in info["waiting"]] == ["c"]  # still waiting for its decision
+    # Worded as `runs list` words it: c needs a person first.
+    assert (stopped["status"], info["status"]) == ("waiting_approval", "waiting_approval")
+    assert [w["short"] for w in stopped["waiting"]] == ["c"]
     step.approve_and_resume(stopped["run_id"])
     assert step.calls() == ["start W", "start W", "end W"]  # cut off: made again, as after a kill
 

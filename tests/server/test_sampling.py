@@ -18,6 +18,9 @@ from agent import (
     AssistantMessage,
     MediaPart,
     ModelError,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
     SystemMessage,
     ToolCall,
     ToolDefinition,
@@ -323,8 +326,63 @@ def test_messages_map_to_sampling_and_back() -> None:
 async def test_the_marker_explains_itself_outside_a_server() -> None:
     marker = resolve_model("sampling")
     assert isinstance(marker, ClientSampling)
-    with pytest.raises(ModelError, match="needs an MCP client: use `agent-gateway serve`"):
+    with pytest.raises(ModelError, match="needs the MCP client that called the gateway, and"):
         await marker.invoke([UserMessage(content="hi")], [])
+
+
+def lead_and_sampling_helper() -> tuple[Gateway, ScriptedModel]:
+    """`lead` thinks with a model of its own, and asks `helper`, on the client's model (with
+    settings of its own), and the calculator."""
+    lead_model = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[ScriptedCall(name="helper", id="h1", arguments={"prompt": "6 * 7?"})]
+            ),
+            "The helper says 42.",
+        ]
+    )
+    settings = ModelSettings(temperature=0.2, max_tokens=321)
+    helper = AgentSpec("helper", resolve_model("sampling", settings=settings), tools=["calculator"])
+    lead = AgentSpec("lead", lead_model, tools=["helper"])
+    return Gateway([FunctionToolkit("calculator", [calculator])], [lead, helper]), lead_model
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_sub_agent_on_sampling_thinks_with_the_client_model_under_a_lead_with_its_own(
+    era: str,
+) -> None:
+    gateway, lead_model = lead_and_sampling_helper()
+    model = ClientModel()
+    async with Client(
+        serve(gateway), mode=era, sampling_callback=model, sampling_capabilities=SAMPLING_WITH_TOOLS
+    ) as client:
+        result = await client.call_tool("lead", {"prompt": "Ask the helper"})
+    assert not result.is_error, result.content
+    assert result.content == [types.TextContent(text="The helper says 42.")]
+    assert len(model.requests) == 2  # the helper's two answers, its own settings in each
+    for asked in model.requests:
+        assert (asked.temperature, asked.max_tokens) == (0.2, 321)
+        assert [t.name for t in asked.tools or []] == ["calculator"]
+    told = [m.content for m in lead_model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert told == ["It is 42."]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_sub_agent_on_sampling_says_why_a_client_that_cannot_sample_fails_it(
+    era: str,
+) -> None:
+    gateway, _ = lead_and_sampling_helper()
+    async with Client(serve(gateway), mode=era) as client:
+        result = await client.call_tool("lead", {"prompt": "Ask the helper"})
+    assert result.is_error
+    assert result.content == [
+        types.TextContent(
+            text="agent 'lead' stopped in the sub-agent 'helper' (lead -> helper): cannot use "
+            "the client's model: the client does not support sampling. The run is not stored "
+            "(the gateway has no run store): calling again starts it over, and may work once "
+            "the cause is gone."
+        )
+    ]
 
 
 def test_cli_run_refuses_the_client_model(

@@ -4,13 +4,25 @@ A client that declared neither is not asked: the call is refused and the model t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.session import ClientRequestContext
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from agent import (
+    AssistantMessage,
+    ChatMessage,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    TokenCallback,
+    ToolDefinition,
+    ToolMessage,
+    UserMessage,
+)
 from gateway import AgentSpec, Gateway
 from gateway.approval import (
     CANCELLED,
@@ -183,6 +195,73 @@ async def test_a_sub_agents_call_is_asked_and_the_sub_agent_goes_on_in_place(era
     assert person.asked == ['Agent \'leaf\' wants to call erase with {"text": "W"}. Allow it?']
     assert log == ["erased W"]
     assert len(model.calls) == 4  # no model call was made twice across the round
+
+
+class AfterTheNote:
+    """The scripted model, whose answer to the sub-agent's question waits until `note` ran:
+    the sub-agent asks its question once the outer step's other call has ended."""
+
+    def __init__(self, model: ScriptedModel, noted: anyio.Event) -> None:
+        self._model = model
+        self._noted = noted
+        self.name = model.name
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        if messages[-1] == UserMessage(content="erase W"):
+            await self._noted.wait()
+        return await self._model.invoke(messages, tools, on_token=on_token)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_sub_agents_round_runs_none_of_the_steps_ended_calls_again(era: str) -> None:
+    """Without a run store, a 2026-07-28 client's round for a sub-agent's question resumes
+    the run from the state it carried: the calls of the outer step that had ended (here
+    `note`, beside the sub-agent) are in it, and do not run again."""
+    log: list[str] = []
+    noted = anyio.Event()
+
+    async def note(text: str) -> str:
+        """Note a text."""
+        log.append(text)
+        noted.set()
+        return f"noted {text}"
+
+    def erase(text: str) -> str:
+        """Erase a text."""
+        log.append(f"erased {text}")
+        return f"erased {text}"
+
+    scripted = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[
+                    ScriptedCall(name="note", id="n1", arguments={"text": "A"}),
+                    ScriptedCall(name="leaf", id="l1", arguments={"prompt": "erase W"}),
+                ]
+            ),
+            _calls(("erase", "w1", "W")),
+            "leaf: erased W",
+            "lead: done",
+        ]
+    )
+    model = AfterTheNote(scripted, noted)
+    lead = AgentSpec("lead", model, tools=["log", "leaf"])
+    leaf = AgentSpec("leaf", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    tools = FunctionToolkit("log", [function_tool(note), function_tool(erase)])
+    person = Person(approve=True)
+    async with Client(
+        serve(Gateway([tools], [lead, leaf])), mode=era, elicitation_callback=person
+    ) as client:
+        result = await client.call_tool("lead", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="lead: done")]
+    assert log == ["A", "erased W"]  # `note` ran once, round or not
+    assert _told(scripted, 3) == {"n1": "noted A", "l1": "leaf: erased W"}
 
 
 @pytest.mark.parametrize("era", ERAS)

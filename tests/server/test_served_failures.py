@@ -24,12 +24,16 @@ from agent import (
     ModelHTTPError,
     ScriptedModel,
     TokenCallback,
+    ToolCall,
     ToolDefinition,
+    Usage,
 )
 from gateway import AgentSpec, Gateway
+from gateway.agent_tool import reported_usage
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
 from gateway.server import build_server
+from toolkits import FunctionToolkit, function_tool
 
 from .support import ERAS, serve
 from .test_run_handles import ORIGIN
@@ -98,6 +102,45 @@ async def test_without_a_store_a_rejected_question_failed_and_a_model_down_stopp
         "has no run store): calling again fails the same way until the gateway's operator "
         "mends the model's configuration (its API key or model spec).",
     }
+
+
+class AnswersThenFails(Failing):
+    """A model that asks for a tool once (10 tokens in, 1 out), then fails with `error`."""
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        if len(messages) > 2:  # the tool's result is back
+            raise self.error
+        return AssistantMessage(
+            tool_calls=(ToolCall(id="n1", name="note", arguments={"text": "A"}),),
+            usage=Usage(input_tokens=10, output_tokens=1, requests=1),
+        )
+
+
+def note(text: str) -> str:
+    """Note a text."""
+    return f"noted {text}"
+
+
+@pytest.mark.parametrize("stored", [False, True], ids=["no store", "store"])
+async def test_a_stopped_run_reports_what_it_spent_in_meta(tmp_path: Path, stored: bool) -> None:
+    """A calling gateway's run counts a served agent's usage from its result's `_meta` (and
+    its token_budget with it): a run that stopped reports what it spent too."""
+    spec = AgentSpec("assistant", AnswersThenFails(DOWN), tools=["log"])
+    gateway = Gateway([FunctionToolkit("log", [function_tool(note)])], [spec])
+    if stored:
+        async with _served(tmp_path, gateway) as (server, _runs), Client(server) as client:
+            result = await client.call_tool("assistant", {"prompt": "go"})
+    else:
+        async with Client(serve(gateway)) as client:
+            result = await client.call_tool("assistant", {"prompt": "go"})
+    assert "stopped" in _text(result)
+    assert reported_usage(result) == Usage(input_tokens=10, output_tokens=1, requests=1)
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -26,14 +26,14 @@ from pydantic_core import ErrorDetails
 from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
-from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, USAGE_META_KEY
+from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, usage_meta
 from ...approval import ApprovalRequest
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
 from ...model_specs import ClientSampling
 from ...node_slots import lent_in
-from ...run_state import RunResult, RunState
+from ...run_state import RunResult, RunState, spent
 from ...sampling_model import (
     DEFAULT_MAX_TOKENS,
     SamplingInputRequired,
@@ -264,6 +264,11 @@ class AgentTools:
         """The run, or a round of it: a 2026-07-28 client's retry resumes it from the state
         its last round returned, with the answers to that round's questions."""
         model: SamplingModel | None = None
+        # Its sub-agents on `model = "sampling"` think with the client's model too (asked with
+        # their own settings); a client that cannot be one fails their first call, saying why.
+        client_model = SamplingModel(
+            ctx, answers=params.input_responses, max_tokens=self._max_tokens
+        )
         if isinstance(spec.model, ClientSampling):
             problem = sampling_problem(ctx.session, with_tools=bool(spec.tools))
             if problem is not None:
@@ -272,12 +277,7 @@ class AgentTools:
                     f"in [agents.{spec.name}]), which this client cannot be: {problem}. To run "
                     f"it here instead, set `model` in [agents.{spec.name}] to a model spec."
                 )
-            model = SamplingModel(
-                ctx,
-                answers=params.input_responses,
-                max_tokens=self._max_tokens,
-                settings=spec.model.settings,
-            )
+            model = client_model = client_model.with_settings(spec.model.settings)
         state: RunState | None = None
         if params.request_state is not None:
             state = decode_state(params.request_state, spec.name)
@@ -311,7 +311,13 @@ class AgentTools:
                 stream=model is None,  # streamed text shows in the progress of a long call
                 approver=client_approver(ctx, params.input_responses),
                 questions=agent_questions(ctx),
+                client_model=client_model,
             )
+        except (AgentError, GatewayError, ToolkitError) as exc:
+            # What it spent until it stopped, for a calling gateway's usage and token_budget
+            # (as a finished run's result says).
+            failed = error_result(stopped(spec.name, exc))
+            return failed.model_copy(update={"meta": usage_meta(spent(latest[0]))})
         except (SamplingInputRequired, ApprovalInputRequired) as need:
             # The run goes on when the client retries with the answers: resumed from
             # `latest`, it asks the same questions again and finds their answers by key.
@@ -476,7 +482,7 @@ def run_result(
     has the usage too, for a calling gateway to roll up (`agent_tool`). A `stored` run's
     failure names the run."""
     usage = result.usage.model_dump(mode="json")
-    meta = {USAGE_META_KEY: usage}
+    meta = usage_meta(result.usage)
     if items:
         answers = [{"output": _output(i), "error": i.error} for i in result.items]
         lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)

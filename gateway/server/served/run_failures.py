@@ -28,7 +28,8 @@ from agent import (
 )
 from toolkits import NodeStopped, ToolkitError, error_result
 
-from ...errors import GatewayError, StoreUnavailable
+from ...agent_tool import usage_meta
+from ...errors import GatewayError, StoreUnavailable, stopped_in
 
 if TYPE_CHECKING:
     from .stored_runs import StoredAgentRuns
@@ -47,13 +48,16 @@ def item_failed(agent: str, error: str, run_id: str | None = None) -> str:
 
 
 def stopped(agent: str, exc: Exception) -> str:
-    """A run without a store that raised `exc`: stopped, if calling again can help."""
+    """A run without a store that raised `exc`: stopped, if calling again can help; where, if
+    in a sub-agent."""
     hint = _retry_hint(exc)
+    inside = stopped_in(exc)
+    where = f" in the sub-agent {inside[-1]!r} ({' -> '.join(inside)})" if inside else ""
     if hint is None:
-        return f"agent {agent!r} failed: {exc}"
+        return f"agent {agent!r} failed{where}: {exc}"
     return (
-        f"agent {agent!r} stopped: {_sentence(str(exc))} The run is not stored (the gateway has "
-        f"no run store): {hint}."
+        f"agent {agent!r} stopped{where}: {_sentence(str(exc))} The run is not stored (the "
+        f"gateway has no run store): {hint}."
     )
 
 
@@ -74,9 +78,12 @@ async def stored_failure(
         )
     try:
         info = await stored.runs.get(run_id)
+        spent = await stored.usage_so_far(run_id)
     except (AgentError, GatewayError, ToolkitError):  # the store cannot say: the error can
         return error_result(f"agent {agent!r} failed: {exc} (run {run_id})")
-    return error_result(run_ended(stored, agent, run_id, info.status, str(exc)))
+    ended = error_result(run_ended(stored, agent, run_id, info.status, str(exc)))
+    # What it spent until it stopped, for a calling gateway's usage and token_budget.
+    return ended.model_copy(update={"meta": usage_meta(spent)}) if spent else ended
 
 
 def run_ended(
