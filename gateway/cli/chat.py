@@ -48,6 +48,7 @@ from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
+from .stdin_text import read_line, stdin_text
 
 __all__ = ["register"]
 
@@ -156,12 +157,17 @@ async def _converse(
             print("> ", end="", file=sys.stderr, flush=True)
         line = ""
         with steps.step():
-            line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
         if steps.interrupted or not line:  # Ctrl-C or Ctrl-D at the prompt leaves
             if interactive:
                 print(file=sys.stderr)  # the prompt's line was left open
             return INTERRUPTED if steps.interrupted else code
-        text = line.strip()
+        try:
+            text = stdin_text(line.strip(), "the line")
+        except GatewayError as exc:  # bytes that are no text: that line's failure alone
+            report(exc)
+            code = max(code, exit_code(exc))
+            continue
         if text in ("/exit", "/quit"):
             break
         if not text:
