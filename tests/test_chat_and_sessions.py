@@ -426,6 +426,49 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
 
 
 @pytest.mark.integration
+def test_chat_leaves_at_once_after_ctrl_c_left_a_plain_tool_running(tmp_path: Path) -> None:
+    """The thread of a blocking local tool cannot be stopped: after Ctrl-C cancelled its
+    answer, Ctrl-D (or /exit) waited for it until the tool ended (a minute), and a Ctrl-C
+    meanwhile printed a traceback of `threading._shutdown` and exited 0."""
+    assert EXECUTABLE is not None
+    script = tmp_path / "answers.json"
+    nap = {"name": "nap", "arguments": {"seconds": 600}}
+    script.write_text(json.dumps([{"tool_calls": [nap]}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["nap"]\n'
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "c9"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("nap")
+            terminal.until("sleep_blocking: started")
+            process.send_signal(signal.SIGINT)
+            terminal.until("(interrupted: the answer was cancelled")
+            terminal.until("> ", count=2)
+            os.write(primary, b"\x04")  # Ctrl-D
+            code = process.wait(timeout=20)  # not the 600 s the tool sleeps
+            terminal.until("continues it")
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0, terminal.shown
+    assert "Traceback" not in terminal.shown
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_chat_ended_by_a_signal_at_the_prompt_says_how_to_continue(
     tmp_path: Path, signum: signal.Signals
