@@ -143,6 +143,9 @@ class ToolsAgent:
     model reports (`ReportsContextWindow`), rather than send it (the gateway's models check
     the window before sending: the call would be refused). Off, no window is asked for."""
     on_warning: WarningCallback | None = None
+    summary_model: ChatModel | None = None
+    """Writes the memory's summaries (None: `model`); the gateway's does not stream, as its
+    text is no part of the answer."""
     why_missing: Callable[[str], str | None] | None = None
     """Why a tool the model called is not among `tools`, if the engine knows (its server is
     down): said to the model instead of that no such tool exists."""
@@ -488,7 +491,10 @@ class ToolsAgent:
                 room = min(room, window // 2)
         try:
             text, usage = await summarise(
-                self.model, history.previous_summary, history.to_summarise, max_tokens=room
+                self.summary_model or self.model,
+                history.previous_summary,
+                history.to_summarise,
+                max_tokens=room,
             )
         except ModelError as exc:
             if self.on_warning is not None:
