@@ -30,7 +30,7 @@ from agent.memory import SQLiteStore
 from agent.memory.redis_store import RedisStore
 from gateway.cli import main
 from tests.server.processes import http_server
-from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
+from tests.servers.openai_stub import CutOff, OpenAIStub, Refusal, openai_stub
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
 
@@ -114,6 +114,41 @@ def test_a_question_that_fails_is_reported_and_the_chat_goes_on(
     assert said in done.stderr
     assert done.stdout == "Hello again.\n"
     assert "Traceback" not in done.stderr
+
+
+ESCAPES = "before \x1b[31mRED\x1b[0m \x1b]0;PWNED\x07 after\r!"
+"""A model's answer with control characters a terminal would obey."""
+
+
+def test_piped_chat_writes_each_answer_exactly_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped, chat wrote the answer's control characters as escapes (`\\x1b[31m`), which only
+    a terminal should get: `run` writes the model's text exactly."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": ESCAPES}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    monkeypatch.setattr(sys, "stdin", io.StringIO("colour it\n"))
+    chat = ["chat", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert main(chat) == 0
+    assert capsys.readouterr().out == ESCAPES + "\n"
+
+
+@pytest.mark.integration
+def test_piped_chat_writes_only_the_answer_of_the_model_that_took_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of a fallback list that broke mid-answer left its partial text on piped stdout
+    as an answer line of its own, with no word of it anywhere: a script read two answers."""
+    with openai_stub([CutOff("The weather is"), "The weather is fine."]) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(f'[agents.a]\nmodel = ["{model.spec}", "{model.spec}"]\n')
+        monkeypatch.setattr(sys, "stdin", io.StringIO("weather?\n"))
+        chat = ["chat", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+        assert main(chat) == 0
+    assert len(model.requests) == 2  # the first model's stream broke: the second answered
+    assert capsys.readouterr().out == "The weather is fine.\n"
 
 
 def test_sessions_are_listed_shown_and_deleted(

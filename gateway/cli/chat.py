@@ -1,7 +1,8 @@
 """`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
-end of input) leaves. Answers stream to stdout as the model writes them. A question that
+end of input) leaves. On a terminal, answers stream to stdout as the model writes them;
+piped or redirected, stdout gets each answer whole, exactly, as `run` writes it. A question that
 fails is reported and the conversation goes on; the exit code says whether any failed (1, as
 `run` exits for it, whether its run raised or returned the failure). On a
 terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
@@ -79,13 +80,16 @@ async def _chat(args: argparse.Namespace) -> int:
     name = pick_agent(config, args.agent)
     session = args.session if args.session is not None else f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()
-    # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
-    err = Console(file=sys.stderr)
+    # Answers stream to a terminal (a dumb one too: text alone needs no cursor moves); piped
+    # or redirected, stdout gets each answer whole once it is known, exactly as `run` writes
+    # it. The status line only on a terminal that can draw it.
+    out, err = Console(file=result_stdout()), Console(file=sys.stderr)
+    answers = out if out.is_terminal else None
     status = err if err.is_terminal and not err.is_dumb_terminal else None
     started = False
     try:
         async with (
-            stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
+            stopping_shown(open_console(answers, status)) as console,
             open_gateway(
                 config,
                 model=args.model,
