@@ -46,7 +46,7 @@ from contextlib import (
 from typing import IO, TextIO, cast
 
 import anyio
-from rich.cells import cell_len
+from rich.cells import get_character_cell_size
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -329,8 +329,8 @@ class RunConsole:
         if call is None or quiet is None:
             return
         width = self._out.width
-        column = cell_len(self._quiet.line.expandtabs()) % width
-        if column == 0 and self._quiet.line:
+        column = _cursor_column(self._quiet.line, width)
+        if column == width:
             return  # the text fills the row: where the cursor stands is the terminal's guess
         text = Text(f"{call.kind} ", style="dim")
         text.append(call.name, style="bold")
@@ -350,7 +350,7 @@ class RunConsole:
         """Erase the line that said the model was quiet; the cursor stays where it was."""
         if not self._quiet.shown or self._err is None or self._out is None:
             return
-        column = cell_len(self._quiet.line.expandtabs()) % self._out.width
+        column = _cursor_column(self._quiet.line, self._out.width)
         self._write(self._err.file, f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G")
         self._quiet.shown = False
 
@@ -417,6 +417,23 @@ class RunConsole:
             self._hide()
             self._write(target, printable(line))  # log lines carry servers' and callers' words
             self._show()
+
+
+def _cursor_column(line: str, width: int) -> int:
+    """Where a terminal `width` cells wide leaves its cursor (a column from 0) after `line`
+    from a row's start: a character wider than what is left of a row goes whole to the next
+    (a 2-cell one in the last column leaves that empty), a tab to the next stop (every 8
+    cells, the last column at most). `width`: the row is full, the next character wraps."""
+    column = 0
+    for char in line:
+        if char == "\t":
+            column = column if column == width else min(column // 8 * 8 + 8, width - 1)
+            continue
+        cells = get_character_cell_size(char)
+        if column + cells > width:
+            column = 0
+        column += cells
+    return column
 
 
 class _Quiet:

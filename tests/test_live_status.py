@@ -90,6 +90,35 @@ async def test_a_model_quiet_mid_answer_is_said_below_the_text_which_stays_whole
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "column"),
+    [
+        ("a" * (WIDTH - 1) + "漢字 ", 5),  # 漢 fits no more in the last column: wraps whole
+        ("a" * (WIDTH - 4) + "\tb", WIDTH),  # the tab stops at the last column: the row is full
+        ("x\tcafe\u0301 ", 13),  # a combining accent takes no cell
+    ],
+)
+async def test_the_quiet_line_puts_the_cursor_back_where_the_text_stops(
+    first: str, column: int
+) -> None:
+    """A wide character that wrapped early (and a tab near the margin) put the cursor back
+    short of where the text stopped: the next text overwrote the answer's last characters."""
+    screen = StringIO()
+    console = RunConsole(out=terminal(screen), err=terminal(screen), quiet_after=0)
+    await streaming(console, first)
+    console.refresh()
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    if column < WIDTH:
+        assert "no text for" in shown.lines[-1]
+        assert shown.column == column
+    await console(token("m", "then MORE"))
+    await console(event("model", "end", "m", "g"))
+    console.close()
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    assert shown.lines == Screen(WIDTH).feed(first + "then MORE").lines  # as if never quiet
+
+
+@pytest.mark.anyio
 async def test_a_model_writing_steadily_gets_no_quiet_line() -> None:
     screen = StringIO()
     console = RunConsole(out=terminal(screen), err=terminal(screen), quiet_after=3600)
