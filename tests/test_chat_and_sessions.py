@@ -24,6 +24,7 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from rich.cells import cell_len
 
 from agent import UserMessage
 from agent.memory import SQLiteStore
@@ -208,6 +209,34 @@ def test_sessions_are_listed_shown_and_deleted(
     assert main(["sessions", "show", *state]) == 2
     assert "needs a session id" in capsys.readouterr().err
     assert (tmp_path / "state" / "agent-gateway.sqlite3").is_file()
+
+
+def test_sessions_show_a_models_escapes_as_text_and_line_up_wide_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions show` wrote a stored answer's escape sequences raw (a terminal turned red and
+    took `PWNED` as its window title), as `runs show` never does; `sessions list` padded ids
+    by characters, so a CJK id pushed its row's columns out of line."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": ESCAPES}, {"content": "Hello."}]))
+    state = ["--state-dir", str(tmp_path / "state")]
+    for session in ("会話", "ascii"):
+        run = ["run", "Hi \x1b[2J", "--model", f"scripted:{script}", "--session", session]
+        assert main([*run, *state]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "show", "会話", *state]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "--- turn 1",
+        "user: Hi \\x1b[2J",
+        "assistant: before \\x1b[31mRED\\x1b[0m \\x1b]0;PWNED\\x07 after\\x0d!",
+    ]
+    assert main(["sessions", "show", "会話", "--json", *state]) == 0
+    [turn] = json.loads(capsys.readouterr().out)["turns"]
+    assert [m["content"] for m in turn["messages"]] == ["Hi \x1b[2J", ESCAPES]  # exactly
+    assert main(["sessions", "list", *state]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].startswith("会話" + " " * 28 + " ")  # 4 cells of 32: as wide as the other
+    assert len({cell_len(row[: row.index(" 1 turn")]) for row in rows}) == 1
 
 
 def test_sessions_kept_in_a_named_store_are_found_there(
