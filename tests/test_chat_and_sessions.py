@@ -599,6 +599,35 @@ def test_chat_says_how_to_continue_its_session_where_it_is_kept(
     )
 
 
+def test_chats_hint_quotes_the_session_and_keeps_no_promise_memory_cannot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint left the session id unquoted (`--session my notes; date` ran `date`), and
+    with `memory = "memory://"` it named a command that continued nothing: the session had
+    gone with the process."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+
+    def hint(session: str) -> str:
+        terminal = io.StringIO("/exit\n")
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        chat = ["chat", "--session", session, "--config", str(config)]
+        assert main([*chat, "--state-dir", str(tmp_path / "state")]) == 0
+        return capsys.readouterr().err.splitlines()[-1]
+
+    said = hint("my notes; date")
+    again = said.split("`")[1]
+    assert shlex.split(again)[2:4] == ["--session", "my notes; date"]
+    assert again.startswith("agent-gateway chat --session 'my notes; date' --config ")
+    config.write_text(f'[gateway]\nmemory = "memory://"\n{config.read_text()}')
+    assert hint("kept9").endswith(  # (after the prompt: the terminal echoed no /exit here)
+        "session kept9 ends with this chat: memory:// keeps it in this process only"
+    )
+
+
 def test_a_scripted_chat_whose_questions_failed_on_their_own_exits_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

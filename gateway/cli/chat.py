@@ -21,7 +21,7 @@ import anyio
 from rich.console import Console
 
 from agent import AgentError
-from agent.memory import SessionMemory
+from agent.memory import InProcessStore, SessionMemory
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
 from toolkits.printable import printable
@@ -86,7 +86,7 @@ async def _chat(args: argparse.Namespace) -> int:
     out, err = Console(file=result_stdout()), Console(file=sys.stderr)
     answers = out if out.is_terminal else None
     status = err if err.is_terminal and not err.is_dumb_terminal else None
-    started = False
+    started = lasting = False
     try:
         async with (
             stopping_shown(open_console(answers, status)) as console,
@@ -100,7 +100,7 @@ async def _chat(args: argparse.Namespace) -> int:
             ) as gateway,
         ):
             check_runnable(gateway, name)
-            started = True
+            started, lasting = True, _lasting(gateway, name)
             print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
             steps = _Steps()
             async with steps.interruptible() if interactive else nullcontext():
@@ -111,9 +111,23 @@ async def _chat(args: argparse.Namespace) -> int:
         raise
     finally:
         if interactive and started:  # how to go on, however the chat ended
-            again = f"agent-gateway chat --session {session}{_same_place(args)}{_same_agent(args)}"
-            print(f"session {session}: `{again}` continues it", file=sys.stderr)
+            print(printable(_going_on(args, session, lasting=lasting)), file=sys.stderr)
     return code
+
+
+def _lasting(gateway: Gateway, name: str) -> bool:
+    """Whether the agent's sessions outlive this process (`memory://` keeps them in it)."""
+    memory = gateway.agents[name].memory or gateway.memory
+    return isinstance(memory, SessionMemory) and not isinstance(memory.store, InProcessStore)
+
+
+def _going_on(args: argparse.Namespace, session: str, *, lasting: bool) -> str:
+    """The line a chat on a terminal ends with: the command that continues its session."""
+    if not lasting:
+        return f"session {session} ends with this chat: memory:// keeps it in this process only"
+    quoted = shlex.quote(session)
+    again = f"agent-gateway chat --session {quoted}{_same_place(args)}{_same_agent(args)}"
+    return f"session {session}: `{again}` continues it"
 
 
 def _same_place(args: argparse.Namespace) -> str:
