@@ -90,6 +90,38 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
         assert [m["role"] for m in model.messages(3)] == ["system", "user"]  # after /reset
 
 
+def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/reset all` and `/exit now` were "unknown command '/reset'" in a message that listed
+    /reset, and a question that begins with / could not be asked at all."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hi."}, {"content": "A file."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    lines = ["hello", "/reset all", "/exit now", "//etc/hosts is what?", "/etc", "/exit", "no"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert main(["chat", "--session", "s1", *state]) == 0
+    out, err = capsys.readouterr()
+    assert out == "Hi.\nA file.\n"
+    slashes = "a question that begins with / is typed with two"
+    assert err.splitlines()[1:] == [
+        f"/reset takes nothing after it, so nothing was done: type /reset alone; {slashes}: "
+        "//reset all",
+        f"/exit takes nothing after it, so nothing was done: type /exit alone; {slashes}: "
+        "//exit now",
+        "unknown command '/etc': /tools lists the tools, /reset forgets the conversation, "
+        f"/exit leaves; {slashes}: //etc",
+    ]
+    assert main(["sessions", "show", "s1", *state]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert [line for line in said if line.startswith("user: ")] == [
+        "user: hello",  # not forgotten
+        "user: /etc/hosts is what?",
+    ]
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("status", "said"),

@@ -1,10 +1,11 @@
 """`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
-end of input) leaves. On a terminal, answers stream to stdout as the model writes them;
-piped or redirected, stdout gets each answer whole, exactly, as `run` writes it. A question that
-fails is reported and the conversation goes on; the exit code says whether any failed (1, as
-`run` exits for it, whether its run raised or returned the failure). On a
+end of input) leaves; a command is its word alone, and a question that begins with `/` is
+typed with two (`//etc/hosts is what?`). On a terminal, answers stream to stdout as the model
+writes them; piped or redirected, stdout gets each answer whole, exactly, as `run` writes it.
+A question that fails is reported and the conversation goes on; the exit code says whether
+any failed (1, as `run` exits for it, whether its run raised or returned the failure). On a
 terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
 leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the session.
 """
@@ -54,6 +55,9 @@ from .stdin_text import read_line, stdin_text
 __all__ = ["register"]
 
 HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
+COMMANDS = ("/tools", "/reset", "/exit", "/quit")
+"""A line that begins with `/` is a command: one of these words, alone (`//` begins a
+question with `/`)."""
 
 
 def register(commands: Commands) -> None:
@@ -186,7 +190,7 @@ async def _converse(
             report(exc)
             code = max(code, exit_code(exc))
             continue
-        if text in ("/exit", "/quit"):
+        if text in ("/exit", "/quit"):  # (with words after it: refused, as any command)
             break
         if not text:
             continue
@@ -244,7 +248,28 @@ class _Steps:
 
 async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> int:
     """Answer one line: a command, or a question for the agent; its exit code."""
-    if text == "/tools":
+    if text.startswith("/") and not text.startswith("//"):
+        return await _command(gateway, name, session, text)
+    question = text.removeprefix("/")  # `//...` asks `/...`
+    result = await gateway.run(name, question, session_id=session, stream=True)
+    code = print_result(result, shown=console.streamed)
+    result_stdout().flush()
+    return code
+
+
+async def _command(gateway: Gateway, name: str, session: str, text: str) -> int:
+    """Carry out the command `text` is (a word, nothing after it); its exit code."""
+    word, *rest = text.split()
+    if word not in COMMANDS or rest:
+        said = (
+            f"{word} takes nothing after it, so nothing was done: type {word} alone"
+            if word in COMMANDS
+            else f"unknown command {word!r}: {HELP}"
+        )
+        asked = f"a question that begins with / is typed with two: /{text}"
+        print(printable(f"{said}; {asked}"), file=sys.stderr, flush=True)
+        return OK
+    if word == "/tools":
         tools = await gateway.tools_for(gateway.agents[name])
         width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
@@ -255,17 +280,10 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         if not tools:
             print("(this agent has no tools)", flush=True, file=result_stdout())
         return OK
-    if text == "/reset":
-        memory = gateway.agents[name].memory or gateway.memory
-        if not isinstance(memory, SessionMemory):
-            raise GatewayError(f"agent {name!r} keeps no conversation to forget")
-        await memory.store.delete(session)
-        print("(the conversation is forgotten)", file=sys.stderr, flush=True)
-        return OK
-    if text.startswith("/"):
-        print(f"unknown command {text.split()[0]!r}: {HELP}", file=sys.stderr, flush=True)
-        return OK
-    result = await gateway.run(name, text, session_id=session, stream=True)
-    code = print_result(result, shown=console.streamed)
-    result_stdout().flush()
-    return code
+    assert word == "/reset"  # (`_converse` leaves at /exit and /quit)
+    memory = gateway.agents[name].memory or gateway.memory
+    if not isinstance(memory, SessionMemory):
+        raise GatewayError(f"agent {name!r} keeps no conversation to forget")
+    await memory.store.delete(session)
+    print("(the conversation is forgotten)", file=sys.stderr, flush=True)
+    return OK
