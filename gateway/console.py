@@ -18,6 +18,7 @@ the model has sent no text for `QUIET_SECONDS`, a line below the answer's says s
 no text for 6 s`), drawn with relative cursor moves from where the answer's text stops, and
 erased before the next text: the answer's text stays whole.
 
+Stopped by Ctrl-Z, the status is erased and the cursor shown until the process goes on.
 Interrupted (Ctrl-C), the status says the command is stopping; `say_stopped` writes why it
 stopped, and `stopped_note` is the line to end with when nothing else said it (what was
 interrupted, how long stopping took).
@@ -33,6 +34,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -46,6 +49,7 @@ from contextlib import (
 from typing import IO, TextIO, cast
 
 import anyio
+import anyio.abc
 from rich.cells import get_character_cell_size
 from rich.console import Console
 from rich.live import Live
@@ -214,6 +218,15 @@ class RunConsole:
     def _say(self, text: str) -> None:
         stderr = self._err.file if self._err is not None else sys.stderr
         self.write_line(stderr, text.rstrip("\n") + "\n")
+
+    def suspend(self) -> None:
+        """Ctrl-Z: stop the process as the terminal asked (SIGTSTP, caught), its status
+        erased and the cursor shown while it is stopped (a live status hides it, and a shell
+        would keep it hidden); drawn again once the process goes on (`fg`)."""
+        with self._lock:
+            self._hide()
+            os.kill(os.getpid(), signal.SIGSTOP)  # what SIGTSTP's default action does
+            self._show()
 
     def cancelled(self) -> None:
         """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
@@ -485,7 +498,8 @@ class _Lines(io.TextIOBase):
 async def open_console(
     out: Console | None, err: Console | None, *, refresh: float = REFRESH_SECONDS
 ) -> AsyncGenerator[RunConsole]:
-    """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open."""
+    """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open, and
+    erased, the cursor shown, while Ctrl-Z keeps the process stopped (`suspend`)."""
     console = RunConsole(out=out, err=err)
 
     async def tick() -> None:
@@ -493,13 +507,30 @@ async def open_console(
             await anyio.sleep(refresh)
             console.refresh()
 
+    async def suspending(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGTSTP) as received:
+            task_status.started()
+            async for _ in received:
+                console.suspend()
+
     terminals = {terminal.file for terminal in (out, err) if terminal is not None}
     with _logs_through(console, terminals):
-        async with in_background(tick, wait_started=False) if err is not None else nullcontext():
+        async with (
+            in_background(tick, wait_started=False) if err is not None else nullcontext() as tasks
+        ):
+            if tasks is not None and _catches_ctrl_z():
+                await tasks.start(suspending)
             try:
                 yield console
             finally:
                 console.close()
+
+
+def _catches_ctrl_z() -> bool:
+    """Whether Ctrl-Z (SIGTSTP) can be caught here: a POSIX system, and the main thread (a
+    signal's handler is the main thread's to set)."""
+    main = threading.current_thread() is threading.main_thread()
+    return main and hasattr(signal, "SIGTSTP")
 
 
 @contextmanager
