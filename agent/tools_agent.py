@@ -40,6 +40,7 @@ from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
     ContextWindowExceeded,
+    MemoryStoreError,
     ModelError,
     StepInterrupted,
     fails_only_its_item,
@@ -520,7 +521,13 @@ class ToolsAgent:
         if self.memory is None or item.session_id is None:
             return
         key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
-        await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
+        try:
+            await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
+        except MemoryStoreError as exc:  # the answer may have been shown as it streamed
+            raise MemoryStoreError(
+                f"{exc}; this turn was not saved: session {item.session_id!r} keeps neither "
+                "its question nor its answer"
+            ) from exc
 
     def _plan(
         self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]
