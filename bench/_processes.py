@@ -85,7 +85,7 @@ async def running(
     env: Mapping[str, str] | None = None,
     ready_within: float = START_TIMEOUT,
 ) -> AsyncGenerator[Running]:
-    """Start `command`; yield once it printed a line starting with `ready` (the URL is the
+    """Start `command`; yield once it printed a line with `ready` in it (the URL is the
     rest of that line) or once `port` accepts connections (then the URL is `url`)."""
     process = await anyio.open_process(
         list(command),
@@ -105,8 +105,9 @@ async def running(
             *lines, buffer = buffer.split("\n")
             for line in lines:
                 served.stderr.append(line)
-                if ready is not None and line.startswith(ready) and not announced.is_set():
-                    served.url = line.removeprefix(ready).strip()
+                # `serve` puts the time before it.
+                if ready is not None and ready in line and not announced.is_set():
+                    served.url = line.partition(ready)[2].strip()
                     announced.set()
         announced.set()  # ended before it was ready: the check below says so
 

@@ -11,6 +11,10 @@ Claude Desktop's `claude_desktop_config.json`, Claude Code's `.mcp.json` and Cur
 A variable that is unset and has no default is an error naming the server and the key: a
 server started with a literal `${TOKEN}` fails later, and far less clearly.
 
+A client's server entry may carry the client's own keys: `disabled` (Cline, Windsurf, Roo:
+`true` leaves the server out, as the client does) and `envFile` (Cursor, VS Code: a `.env`
+file whose variables the server gets, under its own `env`).
+
 A client names a server as it likes (`"acme.tools"`, `"Google Drive"`); a node's name is a
 tool prefix a model must take (`NODE__TOOL`), so each other character becomes `_`
 (`acme_tools`, `Google_Drive`: `node_names`), the agents of the file may name the server
@@ -28,17 +32,21 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
-from .errors import ConfigError
+from .env_files import read_env_file
+from .errors import ConfigError, GatewayError
+from .home import home
 
 __all__ = [
     "CLIENT_CONFIG_FILES",
     "CLIENT_FILE_NAMES",
     "client_keys",
+    "enabled_servers",
     "expand_server_variables",
     "key_path",
     "node_names",
     "required_variables",
     "servers_as_nodes",
+    "with_env_files",
 ]
 
 CLIENT_CONFIG_FILES = (".mcp.json",)
@@ -52,9 +60,11 @@ CLIENT_FILE_NAMES = frozenset(
 Windsurf): the servers in one start as the client would start them (`config`)."""
 
 _OURS = ("gateway", "mcpServers", "tools", "agents", "store")
-_EXPANDED = ("command", "args", "env", "cwd", "url", "headers")
+_EXPANDED = ("command", "args", "env", "cwd", "url", "headers", "envFile")
 _log = logging.getLogger("gateway.config")
 _VARIABLE = re.compile(r"\$\{([^}]*)\}")
+_NESTED = re.compile(r"\$\{[^}]*\$\{")
+"""`${A:-${B}}`: a variable within another's default, which no client expands."""
 _FOLDERS = frozenset({"PWD", "userHome", "workspaceFolder"})
 """The variables that name a folder: set wherever the gateway runs, and no secret."""
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -76,6 +86,66 @@ def client_keys(table: Mapping[str, Any], *, source: str) -> list[str]:
         if close:
             raise ConfigError(f"{source}: {key}: unknown key (did you mean {close[0]!r}?)")
     return foreign
+
+
+def enabled_servers(table: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """A client's `mcpServers` (in `table`, beside the file's agents) without the servers it
+    marks `disabled: true`, their `disabled: false` dropped. Raises `ConfigError` for a
+    `disabled` that is no boolean, and for an agent of the file that names a disabled server
+    (it would be told of no node of that name)."""
+    servers = cast(dict[str, Any], table["mcpServers"])
+    enabled: dict[str, Any] = {}
+    disabled: set[str] = set()
+    for key, entry in servers.items():
+        if not isinstance(entry, Mapping) or "disabled" not in entry:
+            enabled[key] = entry
+            continue
+        fields = dict(cast(Mapping[str, Any], entry))
+        off = fields.pop("disabled")
+        if not isinstance(off, bool):
+            raise ConfigError(
+                f"{source}: {key_path('mcpServers', key)}.disabled: true or false, not {off!r}"
+            )
+        if off:
+            disabled |= {key, _NOT_IN_NAMES.sub("_", key)}
+        else:
+            enabled[key] = fields
+    agents: object = table.get("agents")
+    for agent, spec in cast(dict[str, Any], agents).items() if isinstance(agents, dict) else ():
+        tools = cast(dict[str, Any], spec).get("tools") if isinstance(spec, dict) else None
+        named = (
+            [t for t in cast(list[Any], tools) if t in disabled] if isinstance(tools, list) else []
+        )
+        if named:
+            raise ConfigError(
+                f"{source}: {key_path('agents', agent)}.tools: server {named[0]!r} is disabled "
+                "in this file: enable it, or leave it out of the agent's tools"
+            )
+    return enabled
+
+
+def with_env_files(servers: Mapping[str, Any], *, source: str) -> dict[str, Any]:
+    """A client's servers, each one's `envFile` (its variables expanded) read into its `env`;
+    the `env` written in the entry wins over the file's. Raises `ConfigError` for a file that
+    cannot be read or a line that is no `KEY=VALUE` (never quoting it: it may be a secret)."""
+    read: dict[str, Any] = {}
+    for key, entry in servers.items():
+        if not isinstance(entry, Mapping) or "envFile" not in entry:
+            read[key] = entry
+            continue
+        fields = dict(cast(Mapping[str, Any], entry))
+        file: object = fields.pop("envFile")
+        where = f"{source}: {key_path('mcpServers', key)}.envFile"
+        if not isinstance(file, str):
+            raise ConfigError(f"{where}: a file's path, not {file!r}")
+        try:
+            loaded = read_env_file(Path(file))  # relative: to the working directory, as in clients
+        except GatewayError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        env: object = fields.get("env", {})
+        fields["env"] = {**loaded, **cast(dict[str, Any], env)} if isinstance(env, dict) else env
+        read[key] = fields
+    return read
 
 
 def node_names(servers: Mapping[str, Any], *, source: str) -> dict[str, str]:
@@ -229,12 +299,29 @@ def _expand(value: Any, expand: Callable[[str], str]) -> Any:
     return value
 
 
+def _enclosed(text: str, start: int) -> str:
+    """The `${...}` at `start` in `text`, to its matching `}` (or the end), and nothing of the
+    text around it (a header's value may hold a secret)."""
+    depth = 0
+    for end in range(start, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        if depth == 0 and text[end] == "}":
+            return text[start : end + 1]
+    return text[start:]
+
+
 class _Lookup:
     def __init__(self, environ: Mapping[str, str], cwd: Path | None) -> None:
         self._environ = environ
         self._cwd = cwd
 
     def expand(self, text: str, where: str) -> str:
+        nested = _NESTED.search(text)
+        if nested is not None:  # else passed on as a literal `${...}`, a `}` after it
+            raise ConfigError(
+                f"{where}: cannot expand {_enclosed(text, nested.start())}: a default "
+                "(${VAR:-default}) cannot hold another variable here; give it as text"
+            )
         return _VARIABLE.sub(lambda match: self._value(match.group(1), where), text)
 
     def _value(self, expression: str, where: str) -> str:
@@ -242,7 +329,7 @@ class _Lookup:
         if name.startswith("env:"):  # Cursor's spelling
             name = name.removeprefix("env:")
         elif name in ("userHome", "workspaceFolder"):
-            return str(Path.home() if name == "userHome" else self._working_directory())
+            return self._folder(name, where)
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise ConfigError(
                 f"{where}: cannot expand ${{{expression}}}: use ${{VAR}}, ${{VAR:-default}} "
@@ -250,7 +337,7 @@ class _Lookup:
             )
         value = self._environ.get(name)
         if value is None and name == "PWD":
-            value = str(self._working_directory())
+            value = self._folder(name, where)
         if value:
             return value
         if has_default:
@@ -262,5 +349,18 @@ class _Lookup:
             f"with ${{{name}:-default}}"
         )
 
+    def _folder(self, name: str, where: str) -> str:
+        """The folder `${name}` names (`userHome`; `workspaceFolder`, `PWD`: the working
+        directory's), or `ConfigError` saying why there is none."""
+        try:
+            return str(home() if name == "userHome" else self._working_directory())
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: cannot expand ${{{name}}}: {exc}") from None
+
     def _working_directory(self) -> Path:
-        return self._cwd or Path.cwd()
+        try:
+            return self._cwd or Path.cwd()
+        except FileNotFoundError:  # deleted under the shell that started us
+            raise ConfigError(
+                "the working directory is gone (deleted?): run from a directory that exists"
+            ) from None

@@ -16,14 +16,11 @@ and an `assistant` agent on both, with no model.
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
 import sys
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast, get_args, get_origin
+from typing import Any, cast
 
 from pydantic import (
     BaseModel,
@@ -42,14 +39,23 @@ from agent.names import did_you_mean, listed_names
 from toolkits.mcp.config import McpServerConfig
 
 from .client_config import (
-    CLIENT_CONFIG_FILES,
     CLIENT_FILE_NAMES,
     client_keys,
+    enabled_servers,
     expand_server_variables,
     key_path,
     servers_as_nodes,
+    with_env_files,
+)
+from .config_errors import describe
+from .config_files import (
+    DEFAULT_CONFIG_FILE,
+    find_config_file,
+    read_config_data,
+    read_config_file,
 )
 from .errors import ConfigError
+from .home import expand_user
 from .limits import DEFAULT_CLIENT_LIMIT
 from .memory_config import MemoryConfig
 from .resource_server import ResourceServerSettings
@@ -72,7 +78,6 @@ __all__ = [
     "with_default_agent",
 ]
 
-DEFAULT_CONFIG_FILE = "agent-gateway.toml"
 DEFAULT_AGENT = "assistant"
 BUILTIN_TOOLS = ("calculator",)
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -394,42 +399,26 @@ def load_config(
         if path is None:
             return DEFAULT_CONFIG
     path = Path(path)
-    data = read_config_data(path)
     # Only JSON files are MCP clients' own (TOML is ours alone: every key of it counts).
-    client_file = path.suffix == ".json"
+    data, client_file = read_config_file(path)
+    folder = _folder_of(path)
     config = parse_config(data, source=str(path), environ=environ, client_file=client_file)
-    config = _relative_to(config, path.parent)
+    config = _relative_to(config, path.parent, folder)
     if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning
-        config = _servers_beside(config, path.parent)
+        config = _servers_beside(config, folder)
     return config.read_from(path)
 
 
-def read_config_data(path: Path) -> Any:
-    """A config file's data as written (nothing expanded, nothing checked). Raises
-    `ConfigError` for a file that cannot be read or parsed."""
+def _folder_of(path: Path) -> Path:
+    """The config file's folder, absolute. Raises `ConfigError` for a relative `path` once the
+    working directory is gone (deleted under the shell): nothing is relative to it then."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError as exc:
+        return path.parent.absolute()
+    except FileNotFoundError:  # os.getcwd()
         raise ConfigError(
-            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
-        ) from exc
-    try:
-        data: Any = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        kind = "JSON" if path.suffix == ".json" else "TOML"
-        raise ConfigError(f"{path}: not valid {kind}: {exc}") from exc
-    return data
-
-
-def find_config_file(directory: Path | None = None) -> Path | None:
-    """The config file a command uses when none is named: ours, else a client's."""
-    directory = directory or Path()
-    for name in (DEFAULT_CONFIG_FILE, *CLIENT_CONFIG_FILES):
-        if (directory / name).is_file():
-            return directory / name
-    return None
+            f"{path}: a path relative to the working directory, which is gone (deleted?): name "
+            "the config by its absolute path, or run from a directory that exists"
+        ) from None
 
 
 def parse_config(
@@ -452,32 +441,43 @@ def parse_config(
             del table[key]
         if isinstance(table.get("mcpServers"), dict):
             servers = cast(dict[str, Any], table["mcpServers"])
+            if client_file:  # a disabled server's variables need not be set
+                servers = enabled_servers(table, source=source)
             servers = expand_server_variables(servers, source=source, environ=environ)
             if client_file:
+                servers = with_env_files(servers, source=source)
                 servers, as_written = servers_as_nodes(table, servers, source=source)
             table["mcpServers"] = servers
         data = table
     try:
-        return Config.model_validate(data)
+        # Strict: TOML and JSON are typed, so `true` for a number or "10" for one is a slip,
+        # not what the user meant (an int is still a float).
+        return Config.model_validate(data, strict=True)
     except ValidationError as exc:
-        raise ConfigError(f"{source}: {_describe(exc, as_written)}") from exc
+        raise ConfigError(f"{source}: {describe(exc, Config, as_written)}") from exc
 
 
 def with_default_agent(config: Config) -> Config:
     """`config`, or with no agent configured, with an `assistant` agent on every node: what
-    a client's config (servers only) needs to be run as it is."""
+    a client's config (servers only) needs to be run as it is. Where a node has that name (a
+    client's server `assistant`), the agent is `assistant_2` (or the next number free)."""
     nodes = [*config.mcp_servers, *config.tools]
-    if config.agents or not nodes or DEFAULT_AGENT in nodes:
+    if config.agents or not nodes:
         return config
+    name, number = DEFAULT_AGENT, 1
+    while name in nodes:
+        number += 1
+        name = f"{DEFAULT_AGENT}_{number}"
     agent = AgentConfig(
         tools=nodes, description=f"An assistant with the tools of: {', '.join(nodes)}."
     )
-    return config.model_copy(update={"agents": {DEFAULT_AGENT: agent}})
+    return config.model_copy(update={"agents": {name: agent}})
 
 
-def _relative_to(config: Config, base: Path) -> Config:
+def _relative_to(config: Config, base: Path, folder: Path) -> Config:
     """Paths in a config file (script files of `scripted:` models, SQLite files) are relative
-    to the file, and a local tool's module is looked for there too."""
+    to the file (`base`, its folder as given; `folder`, absolute), and a local tool's module is
+    looked for there too."""
 
     def resolve(spec: str) -> str:
         kind, _, rest = spec.partition(":")
@@ -490,7 +490,7 @@ def _relative_to(config: Config, base: Path) -> Config:
         if url is None or not url.startswith("sqlite:///"):
             return url
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{(base / path.expanduser()).absolute()}"
+        return url if path.is_absolute() else f"sqlite:///{folder / expand_user(path)}"
 
     def memory(settings: MemoryConfig | None) -> MemoryConfig | None:
         if settings is None:
@@ -510,20 +510,20 @@ def _relative_to(config: Config, base: Path) -> Config:
     }
     gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})
     store = config.store.model_copy(update={"url": sqlite(config.store.url)})
-    tools = {name: tool.beside(base.absolute()) for name, tool in config.tools.items()}
+    tools = {name: tool.beside(folder) for name, tool in config.tools.items()}
     return config.model_copy(
         update={"agents": agents, "gateway": gateway, "store": store, "tools": tools}
     )
 
 
-def _servers_beside(config: Config, base: Path) -> Config:
+def _servers_beside(config: Config, folder: Path) -> Config:
     """A stdio server of our own file starts beside the file, wherever the gateway is run
     from: a relative `cwd` is the file's folder's, no `cwd` is that folder (so are relative
     paths in `args`: they are the server's own, passed as written), and a `command` that is
     a relative path (`./run.sh`, `bin/server`) is found there; a bare command is looked up on
     PATH. An MCP client's own file (`CLIENT_FILE_NAMES`) keeps the client's meaning: paths
-    are the gateway's working directory's, as the client's are its own."""
-    folder = base.absolute()
+    are the gateway's working directory's, as the client's are its own. `folder`: the file's,
+    absolute."""
     servers: dict[str, McpServerConfig] = {}
     for name, server in config.mcp_servers.items():
         if server.kind != "stdio" or server.command is None:
@@ -535,65 +535,3 @@ def _servers_beside(config: Config, base: Path) -> Config:
         cwd = folder / server.cwd if server.cwd is not None else folder
         servers[name] = server.model_copy(update={"command": command, "cwd": str(cwd)})
     return config.model_copy(update={"mcp_servers": servers})
-
-
-def _describe(exc: ValidationError, as_written: Mapping[str, str]) -> str:
-    lines: list[str] = []
-    for err in exc.errors():
-        where = _where(err["loc"], as_written)
-        message = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            message = "unknown key" + _did_you_mean(err["loc"])
-        lines.append(f"{where}: {message}" if where else message)
-    return "; ".join(lines)
-
-
-def _where(loc: Sequence[int | str], as_written: Mapping[str, str]) -> str:
-    """The key at fault, as the file wrote it: a client's server by its own key."""
-    if len(loc) >= 2 and loc[0] == "mcpServers" and isinstance(loc[1], str):
-        server = key_path("mcpServers", as_written.get(loc[1], loc[1]))
-        return ".".join([server, *(str(part) for part in loc[2:])])
-    return ".".join(str(part) for part in loc)
-
-
-def _did_you_mean(loc: Sequence[int | str]) -> str:
-    """` (did you mean 'agents'?)` for an unknown key close to one that is known there."""
-    *path, key = loc
-    known = _keys_at(Config, path)
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.7)
-    if not close:  # a case slip (`mcpservers`) is near whatever the length
-        close = [k for k in known if k.lower() == str(key).lower()]
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _keys_at(model: type[BaseModel], path: Sequence[int | str]) -> list[str]:
-    """The keys the table at `path` (below `model`) takes; [] where that is not known."""
-    current: object = model
-    for part in path:
-        current = _table_type(current)
-        if current is None:
-            return []
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            fields = current.model_fields
-            field = next((f for name, f in fields.items() if part in (name, f.alias)), None)
-            if field is None:
-                return []
-            current = field.annotation
-        else:  # a table of named entries: the name chooses no type
-            current = get_args(current)[1]
-    current = _table_type(current)
-    if not (isinstance(current, type) and issubclass(current, BaseModel)):
-        return []
-    keys = [field.alias or name for name, field in current.model_fields.items()]
-    return [*keys, "type"] if current is McpServerConfig else keys
-
-
-def _table_type(annotation: object) -> object | None:
-    """A model, or a `dict[str, ...]`, that `annotation` is (with None, or beside plain
-    values: `MemoryConfig | str | None`); None if it is neither."""
-    if get_origin(annotation) is dict:
-        return annotation
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    tables = [a for a in get_args(annotation) if _table_type(a) is not None]
-    return tables[0] if len(tables) == 1 else None

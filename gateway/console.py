@@ -1,17 +1,18 @@
 """What a terminal shows of a run while it runs: the answer as the model writes it, and a live
 status line of what is in flight.
 
-`RunConsole` is a trace hook. Given a terminal for the answer (`out`), it writes the text
-deltas (`token` events) of the run's own model calls there as they arrive; a sub-agent's text
-stays out of the answer. Given a terminal for the status (`err`), it keeps one line per model
-or tool call in flight below everything else, with how long it has run and, for a tool that
-reports progress, a bar. The status is transient: it is cleared before any other text is
-written and drawn again after, so the answer and trace lines never mix with it. Before the
-run, while the gateway waits for MCP servers to start (`waiting_for`), the status names them.
-A call waiting for a person's approval has a line too, with how long it has waited; once the
+`RunConsole` is a trace hook. Given a terminal for the answer (`out`), it writes the text deltas
+(`token` events) of the run's own model calls there as they arrive; a sub-agent's text stays out
+of the answer. Given a terminal for the status (`err`), it keeps one line per model or tool call
+in flight below everything else, with how long it has run and, for a tool that reports progress,
+a bar. The status is transient: it is cleared before any other text is written and drawn again
+after, so the answer and trace lines never mix with it. Before the run, while the gateway waits
+for MCP servers to start (`waiting_for`), the status names those still starting, on one line. A
+call waiting for a person's approval has a line too, with how long it has waited; once the
 command chose not to wait (`leaving`, `--no-wait`), the status says it returns when the calls
-still in flight end. Without terminals it shows nothing, and piped output is exactly what it
-would be without it.
+still in flight end. A terminal that cannot redraw (`plain`: TERM=dumb) gets no status, only one
+line saying which servers the command waits for, if it waits. Without terminals it shows
+nothing, and piped output is exactly what it would be without it.
 
 While an answer streams, its line is open on the terminal and the status is not drawn. When
 the model has sent no text for `QUIET_SECONDS`, a line below the answer's says so (`model X
@@ -58,7 +59,7 @@ from rich.text import Text
 from toolkits import in_background
 from toolkits.printable import printable
 
-from .console_status import Call, Status, Waiting
+from .console_status import Call, Status, Waiting, servers_named, waiting_for_servers
 from .trace import TraceEvent
 
 __all__ = ["RunConsole", "open_console", "open_terminal_console"]
@@ -83,10 +84,14 @@ class RunConsole:
         *,
         out: Console | None = None,
         err: Console | None = None,
+        plain: IO[str] | None = None,
         quiet_after: float = QUIET_SECONDS,
     ) -> None:
+        """`plain` is a terminal that cannot redraw a line (TERM=dumb), in place of `err`: it
+        is told once, in a line of its own, which servers the command waits for."""
         self._out = out
         self._err = err
+        self._plain = plain
         self._quiet = _Quiet(quiet_after)
         self._calls: dict[str, Call] = {}
         self._runs: set[str] = set()
@@ -141,6 +146,11 @@ class RunConsole:
             if servers and not self._waiting.names:
                 self._waiting.started = time.monotonic()
             self._waiting.names = list(servers)
+            if servers and self._plain is not None:
+                self._plain, plain = None, self._plain  # once: seconds of silence, then one line
+                self.write_line(
+                    plain, f"{waiting_for_servers(len(servers))}: {servers_named(servers)}\n"
+                )
             self._show()
 
     def streamed(self, output: str | None) -> bool:
@@ -179,7 +189,7 @@ class RunConsole:
                 self._waiting.interrupted_start = starting
                 self._say(
                     "interrupted while waiting for MCP servers to start "
-                    f"({', '.join(starting)}): stopping them"
+                    f"({servers_named(starting)}): stopping them"
                 )
             self._show()
 
@@ -496,11 +506,15 @@ class _Lines(io.TextIOBase):
 
 @asynccontextmanager
 async def open_console(
-    out: Console | None, err: Console | None, *, refresh: float = REFRESH_SECONDS
+    out: Console | None,
+    err: Console | None,
+    *,
+    plain: IO[str] | None = None,
+    refresh: float = REFRESH_SECONDS,
 ) -> AsyncGenerator[RunConsole]:
     """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open, and
     erased, the cursor shown, while Ctrl-Z keeps the process stopped (`suspend`)."""
-    console = RunConsole(out=out, err=err)
+    console = RunConsole(out=out, err=err, plain=plain)
 
     async def tick() -> None:
         while True:
@@ -559,10 +573,12 @@ def _logs_through(console: RunConsole, files: Collection[IO[str]]) -> Generator[
 def open_terminal_console(
     stdout: TextIO, stderr: TextIO
 ) -> AbstractAsyncContextManager[RunConsole]:
-    """A `RunConsole` on whichever of `stdout` and `stderr` is a terminal (none when piped)."""
+    """A `RunConsole` on whichever of `stdout` and `stderr` is a terminal (none when piped);
+    a `stderr` that cannot redraw (TERM=dumb) gets plain lines."""
 
     def terminal(file: TextIO) -> Console | None:
         console = Console(file=file)
         return console if console.is_terminal and not console.is_dumb_terminal else None
 
-    return open_console(terminal(stdout), terminal(stderr))
+    dumb = Console(file=stderr).is_dumb_terminal  # (a terminal, of TERM dumb or unknown)
+    return open_console(terminal(stdout), terminal(stderr), plain=stderr if dumb else None)

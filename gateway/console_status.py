@@ -1,19 +1,31 @@
 """The run console's status: one line per model or tool call in flight, with its clock,
 spinner and progress, and above them what the command waits for (servers starting, calls
-ending after `--no-wait`) or that it is stopping. Drawn by `RunConsole` (`console.py`)."""
+ending after `--no-wait`) or that it is stopping. Drawn by `RunConsole` (`console.py`).
+
+The servers starting take one line, whatever their number, fitted to the terminal's width
+(`waiting for 105 MCP servers: mini00, mini01, mini02 and 102 more  3.2 s`): a status taller
+than the terminal leaves a copy of itself in the scrollback each time a log line clears it.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.progress_bar import ProgressBar
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-__all__ = ["Call", "Status", "Waiting"]
+__all__ = ["Call", "Status", "Waiting", "servers_named", "waiting_for_servers"]
+
+MOST_NAMED = 10
+"""The most servers a line written once names (the status names as many as fit)."""
+_SPINNER_CELLS = 2
+"""The spinner and the space after it, before a status line's label."""
 
 
 @dataclass
@@ -70,9 +82,16 @@ class Status:
         if waiting.leaving and waiting.stopping is None and self._calls:
             rows.append(Text("--no-wait: returns once these end (Ctrl-C: now)", style="bold"))
         if waiting.names:
-            label = Text("waiting for MCP servers to start: ", style="dim")
-            label.append(", ".join(waiting.names), style="bold")
-            label.append(f"  {now - waiting.started:.1f} s", style="dim")
+            head = waiting_for_servers(len(waiting.names))
+            clock = f"  {now - waiting.started:.1f} s"
+            room = options.max_width - _SPINNER_CELLS - cell_len(head) - 2 - cell_len(clock)
+            label = Text(head, style="dim")
+            if named := servers_named(waiting.names, room):
+                label.append(": ", style="dim")
+                label.append(named, style="bold")
+            label.append(clock, style="dim")
+            # One name longer than the line, or a terminal narrower than the rest: cut.
+            label.truncate(options.max_width - _SPINNER_CELLS, overflow="ellipsis")
             grid = Table.grid(padding=(0, 1))
             grid.add_row(waiting.spinner, label)
             rows.append(grid)
@@ -95,3 +114,31 @@ class Status:
             grid.add_row(*cells)
             rows.append(grid)
         yield Group(*rows)
+
+
+def waiting_for_servers(count: int) -> str:
+    return f"waiting for {count} MCP server{'' if count == 1 else 's'}"
+
+
+def servers_named(names: Sequence[str], room: int | None = None) -> str:
+    """`names` as `a, b and 3 more`, in `room` cells at most (by default `MOST_NAMED` names);
+    `""` if not even the first fits with the count of the rest. A lone name too long is cut."""
+    if len(names) == 1 and room is not None:
+        cut = Text(names[0])
+        cut.truncate(max(room, 0), overflow="ellipsis")
+        return cut.plain
+    shown: list[str] = []
+    used = 0
+    for at, name in enumerate(names):
+        rest = len(names) - at - 1
+        cells = cell_len(name) + (2 if shown else 0)
+        more = cell_len(f" and {rest} more") if rest else 0
+        fits = at < MOST_NAMED if room is None else used + cells + more <= room
+        if not fits:
+            break
+        shown.append(name)
+        used += cells
+    if not shown:
+        return ""
+    left = len(names) - len(shown)
+    return ", ".join(shown) + (f" and {left} more" if left else "")

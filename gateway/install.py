@@ -35,6 +35,7 @@ from agent.models import API_KEYS, api_key_names
 from agent.url_credentials import url_credentials
 
 from .config import Config
+from .env_files import parse_env_assignment, read_env_file
 from .errors import GatewayError
 
 __all__ = [
@@ -345,38 +346,6 @@ def missing_env(
         for names, users in needs.items()
         if not any(visible.get(name) for name in names)
     ]
-
-
-def read_env_file(path: Path) -> dict[str, str]:
-    """`KEY=VALUE` lines (a `.env` file: `#` comments, `export `, quotes). Raises
-    `GatewayError` naming the line at fault."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GatewayError(f"cannot read env file {path}: {exc}") from exc
-    values: dict[str, str] = {}
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        try:
-            key, value = parse_env_assignment(line.removeprefix("export "))
-        except GatewayError as exc:
-            raise GatewayError(f"{path}:{number}: {exc}") from None
-        values[key] = value
-    return values
-
-
-def parse_env_assignment(text: str) -> tuple[str, str]:
-    """`KEY=VALUE` (the value may be quoted). Raises `GatewayError` (never quoting the text:
-    it may be a secret)."""
-    key, equals, value = text.partition("=")
-    key, value = key.strip(), value.strip()
-    if not equals or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
-        raise GatewayError("expected KEY=VALUE (KEY: letters, digits and _)")
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value = value[1:-1]
-    return key, value
 
 
 def _read_client_config(path: Path) -> tuple[dict[str, Any], str | None]:

@@ -15,18 +15,34 @@ else in the SQLite file `agent-gateway.sqlite3` (the run store's default file to
 directory (`--state-dir`), else in the data directory: `$AGENT_GATEWAY_DATA_DIR`, else
 `$XDG_DATA_HOME/agent-gateway` (an absolute path; a relative one is ignored, as the XDG spec
 says), else `~/.local/share/agent-gateway`. Nothing is written until a run uses a session.
+Where that leaves no place (no home directory, none named), memory fails only once a run uses
+a session, saying what to set: whatever uses none still runs.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, cast
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from agent.memory import DEFAULT_TURNS, SessionMemory, SessionStore, store_from_url
+from agent import ChatMessage, MemoryStoreError
+from agent.memory import (
+    DEFAULT_TURNS,
+    SessionInfo,
+    SessionMemory,
+    SessionStore,
+    StoredTurn,
+    Summary,
+    store_from_url,
+    store_url_problem,
+)
+from agent.url_credentials import redacted
+
+from .errors import ConfigError
+from .home import expand_user, home
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -58,23 +74,57 @@ class MemoryConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _url_alone(cls, value: Any) -> Any:
-        return {"url": value} if isinstance(value, str) else value
+        if isinstance(value, str):  # checked here: the error names the key as written
+            return {"url": _store_url(value)}
+        if not isinstance(value, dict | MemoryConfig):
+            raise ValueError(
+                f'a store URL ("sqlite:///memory.db") or a table (url, turns, ...), not {value!r}'
+            )
+        return cast(Any, value)
+
+    @field_validator("url")
+    @classmethod
+    def _a_store_url(cls, value: str | None) -> str | None:
+        return value if value is None else _store_url(value)
+
+
+def _store_url(url: str) -> str:
+    """`url` if it names a memory store; else `ValueError` saying why (checked with the config,
+    as the run store's URL is: not first when a run uses it)."""
+    if "${" in url:
+        raise ValueError(
+            f"{redacted(url)!r}: ${{VAR}} is expanded only in the mcpServers' launch keys; "
+            "write the URL itself"
+        )
+    problem = store_url_problem(url)
+    if problem is not None:
+        raise ValueError(problem)
+    return url
 
 
 def data_dir() -> Path:
-    """Where the gateway keeps its data when no state directory is given (`~` expanded)."""
+    """Where the gateway keeps its data when no state directory is given (`~` expanded).
+    Raises `ConfigError` (what to set) where it is under a home directory there is not."""
     explicit = os.environ.get(DATA_DIR_ENV)
-    if explicit:
-        return Path(explicit).expanduser()
     xdg = os.environ.get("XDG_DATA_HOME", "")
-    # A relative one is ignored, as the XDG spec says: it would move with the working directory
-    # (a cron job started elsewhere would find another, empty store).
-    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+    try:
+        if explicit:
+            return expand_user(explicit)
+        # A relative one is ignored, as the XDG spec says: it would move with the working
+        # directory (a cron job started elsewhere would find another, empty store).
+        base = Path(xdg) if os.path.isabs(xdg) else home() / ".local" / "share"
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc}: name a data directory with --state-dir DIR, or set {DATA_DIR_ENV} or "
+            "XDG_DATA_HOME"
+        ) from None
     return base / "agent-gateway"
 
 
 def default_memory_url(state_dir: str | Path | None = None) -> str:
-    directory = Path(state_dir).expanduser() if state_dir is not None else data_dir()
+    """The default SQLite file's URL: in `state_dir`, else in the data directory. Raises
+    `ConfigError` as `data_dir` does."""
+    directory = expand_user(state_dir) if state_dir is not None else data_dir()
     return f"sqlite:///{(directory / MEMORY_FILE).absolute()}"
 
 
@@ -104,7 +154,10 @@ def stores_keep_days(
     kept: dict[str, float] = {}
     for own in agents.values():
         chosen = own or gateway or MemoryConfig()
-        url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
+        try:
+            url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
+        except ConfigError:  # no place to keep it: nothing kept there to delete either
+            continue
         known = kept.get(url)
         days = chosen.keep_days or float("inf")
         kept[url] = days if known is None else max(known, days)
@@ -123,13 +176,19 @@ def open_memories(
     With no URL configured, memory is kept in `run_store` (the run store's database, when
     it names one), else in the default file (in `state_dir`, else the data directory).
 
+    Memory with no place to be kept (`data_dir` has none) fails once used, saying why.
+
     Raises `agent.errors.MemoryStoreError` for a bad URL.
     """
     stores: dict[str, SessionStore] = {}
     memories: dict[str, SessionMemory] = {}
     for name, own in agents.items():
         chosen = own or gateway or MemoryConfig()
-        url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
+        try:
+            url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
+        except ConfigError as exc:
+            url = ""  # no URL names such a store
+            stores.setdefault(url, _Unplaced(str(exc)))
         if url not in stores:
             stores[url] = store_from_url(url)
         memories[name] = SessionMemory(
@@ -139,3 +198,46 @@ def open_memories(
             summarise=chosen.summarise,
         )
     return memories, stores
+
+
+class _Unplaced:
+    """The store of memory that has no place to be kept: each use fails, saying why."""
+
+    def __init__(self, reason: str) -> None:
+        self._reason = reason
+
+    def _fail(self) -> NoReturn:
+        raise MemoryStoreError(f"chat memory: {self._reason}")
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        self._fail()
+
+    async def turns(
+        self,
+        session_id: str,
+        *,
+        after: int = 0,
+        before: int | None = None,
+        last: int | None = None,
+    ) -> list[StoredTurn]:
+        self._fail()
+
+    async def summary(self, session_id: str) -> Summary | None:
+        self._fail()
+
+    async def put_summary(self, session_id: str, summary: Summary) -> None:
+        self._fail()
+
+    async def sessions(self) -> list[SessionInfo]:
+        self._fail()
+
+    async def delete(self, session_id: str) -> bool:
+        self._fail()
+
+    async def prune(self, before: float) -> int:
+        self._fail()
+
+    async def aclose(self) -> None:
+        pass

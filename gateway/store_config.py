@@ -24,7 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agent.url_credentials import redacted, without_credentials_of
 
-from .errors import StoreError
+from .errors import ConfigError, StoreError
+from .home import expand_user
 from .memory_config import MEMORY_FILE, default_memory_url
 
 __all__ = [
@@ -80,7 +81,8 @@ class StoreSettings(BaseModel):
 
 def default_store_url(state_dir: str | Path | None = None) -> str:
     """The SQLite file in `state_dir`, else in the data directory: chat memory's default
-    file, so runs and conversations are kept in one database."""
+    file, so runs and conversations are kept in one database. Raises `ConfigError` where the
+    data directory is not known (`memory_config.data_dir`)."""
     return default_memory_url(state_dir)
 
 
@@ -111,7 +113,11 @@ def runs_stored(url: str) -> bool:
 def store_option(url: str) -> str:
     """What names the store at `url` on the command line: " --store URL" ("" for the
     default one), its password hidden."""
-    return "" if url == default_store_url() else f" --store {shlex.quote(redacted(url))}"
+    try:
+        default = default_store_url()
+    except ConfigError:  # no default store here: any store is named
+        default = None
+    return "" if url == default else f" --store {shlex.quote(redacted(url))}"
 
 
 def check_store_url(url: str) -> str:
@@ -120,7 +126,12 @@ def check_store_url(url: str) -> str:
     URL). Raises `StoreError` (bad input) if not."""
     if url.startswith("sqlite:///") and len(url) > len("sqlite:///"):
         path = Path(url.removeprefix("sqlite:///"))
-        return url if path.is_absolute() else f"sqlite:///{path.expanduser().absolute()}"
+        if path.is_absolute():
+            return url
+        try:
+            return f"sqlite:///{expand_user(path).absolute()}"
+        except ConfigError as exc:  # `~` where there is no home
+            raise StoreError(f"{redacted(url)!r}: {exc}") from None
     if url.startswith(("postgresql://", "postgres://")):
         if urlsplit(url).path.strip("/"):
             return url

@@ -38,7 +38,9 @@ from .errors import RunPaused
 
 __all__ = [
     "TRACE_CONTEXT_KEYS",
+    "JoinsMidway",
     "JsonLinesPrinter",
+    "OpenSpan",
     "PropagatesTrace",
     "Span",
     "ToolProgress",
@@ -120,6 +122,25 @@ class PropagatesTrace(Protocol):
         """For the time of a request made inside the open span `span_id`: that span as the
         current one (an instrumented client's own span nests under it); yields the W3C trace
         context (`traceparent`, ...) for the request's `_meta`, empty if there is none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class OpenSpan:
+    """A span that started and has not ended: its `start` event, and when that came
+    (`time.monotonic()`)."""
+
+    start: TraceEvent
+    since: float
+
+
+@runtime_checkable
+class JoinsMidway(Protocol):
+    """A hook that may begin to hear a run under way (the follower of a stored run: a
+    round's retry, `approve_run`), whose events are under spans it never saw start."""
+
+    def joined(self, open_spans: Sequence[OpenSpan]) -> None:
+        """Before the first event it hears: the spans open then, each after its parent."""
         ...
 
 

@@ -163,13 +163,21 @@ def test_the_demo_goes_through_an_mcp_server_from_the_installed_console_script(
 
 
 def test_the_scripted_demo_refuses_a_config_without_its_tools(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config = tmp_path / "c.toml"
+    config = tmp_path / "agent-gateway.toml"
     config.write_text('[tools.calculator]\nbuiltin = "calculator"\n')
+    refused = (
+        "error: agent 'assistant' has no model, and the scripted demo model calls tools it does "
+        "not have (toolbox__convert_units): pass --model SPEC, or "
+    )
     assert main(["demo", "--config", str(config)]) == 2
-    err = capsys.readouterr().err
-    assert "the scripted demo model calls tools it does not have (toolbox__convert_units)" in err
+    assert capsys.readouterr().err == refused + "run the demo without --config\n"
+    # Found in the folder, not given: there is no --config to leave out.
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == 2
+    said = "run the demo in a folder without agent-gateway.toml (found in this one)\n"
+    assert capsys.readouterr().err == refused + said
 
 
 def test_a_stored_run_stopped_by_its_model_resumes_with_another(
@@ -522,9 +530,11 @@ def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.Monkey
     ],
 )
 def test_verbose_goes_after_an_action_too(command: list[str]) -> None:
-    assert parser().parse_args([*command, "-v"]).verbose is True
-    assert parser().parse_args(["-v", *command]).verbose is True
-    assert parser().parse_args(command).verbose is False
+    assert parser().parse_args([*command, "-v"]).verbose == 1
+    assert parser().parse_args(["-v", *command]).verbose == 1
+    assert parser().parse_args([*command, "-vv"]).verbose == 2
+    assert parser().parse_args(["-vv", *command]).verbose == 2
+    assert parser().parse_args(command).verbose == 0
 
 
 def test_verbose_after_an_action_in_the_installed_console_script(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pty
+import resource
 import signal
 import subprocess
 import sys
@@ -58,6 +59,88 @@ def test_a_closed_stdin_stdout_or_stderr_neither_aborts_a_command_nor_fails_its_
     if fd != 1:
         assert json.loads(called.stdout) == {"value": 2000.0, "unit": "m"}
     assert "Assertion" not in listed.stderr + called.stderr
+
+
+SERVERS = 30
+"""Stdio servers started at once: at a soft limit of 64 open files, most would fail."""
+OPEN_FILES_ADVICE = (
+    "WARNING toolkits.open_files: this process may open 64 files at once (ulimit -n), and 30 "
+    "MCP servers starting at once need about 308: some will fail with 'Too many open files'. "
+    "Raise the limit in the shell that starts it (ulimit -n 308); its hard limit (ulimit -Hn) "
+    "is 64: raising that takes root\n"
+)
+
+
+def many_servers(tmp_path: Path) -> Path:
+    """A config of `SERVERS` hand-written stdio servers (no SDK to import: fast to start)."""
+    odd = REPO / "tests" / "servers" / "odd_stdio.py"
+    config = tmp_path / "many.toml"
+    config.write_text(
+        "".join(
+            f'[mcpServers.s{i:02}]\ncommand = "{sys.executable}"\nargs = ["-S", "{odd}"]\n'
+            for i in range(SERVERS)
+        )
+    )
+    return config
+
+
+def limited(ulimit: str, *args: str) -> subprocess.Popen[str]:
+    """`agent-gateway ARGS` started under `ulimit ULIMIT` (as a shell's `ulimit -Sn 64`)."""
+    return subprocess.Popen(
+        ["bash", "-c", f'ulimit {ulimit} && exec "$0" "$@"', str(SCRIPT), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=cli_env(),
+    )
+
+
+def hard_limit_below(files: int) -> bool:
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[1] < files
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(hard_limit_below(4096), reason="raising the limit needs a hard limit above")
+def test_a_low_soft_limit_on_open_files_is_raised_before_the_servers_start(
+    tmp_path: Path,
+) -> None:
+    """Under a soft limit of 256 (macOS's default), 84 of 100 stdio servers failed with a bare
+    "Too many open files": only `serve --http` raised the limit, once the servers had started."""
+    config = many_servers(tmp_path)
+    with limited("-Sn 64", "tools", "--config", str(config)) as listing:
+        out, err = listing.communicate(timeout=50)
+    assert listing.returncode == 0, err  # 1: a server is down
+    assert out.count(": ready since") == SERVERS
+    assert "Too many open files" not in err
+
+    with limited("-Sn 64", "serve", "--http", "127.0.0.1:0", "--config", str(config)) as served:
+        try:
+            assert served.stderr is not None
+            said = ""
+            while "serving MCP on" not in said:  # once every server settled (start_wait)
+                line = served.stderr.readline()
+                assert line, said
+                said += line
+            limits = Path(f"/proc/{served.pid}/limits").read_text()
+        finally:
+            served.terminate()
+            served.communicate(timeout=60)
+    assert "Too many open files" not in said
+    (files,) = [line.split()[3] for line in limits.splitlines() if "open files" in line]
+    assert int(files) >= SERVERS * 4 + 2048  # its servers and its HTTP connections
+
+
+@pytest.mark.integration
+def test_an_open_files_limit_that_cannot_be_raised_is_said_once_with_the_way_out(
+    tmp_path: Path,
+) -> None:
+    config = many_servers(tmp_path)
+    with limited("-n 64", "tools", "--config", str(config)) as listing:
+        _, err = listing.communicate(timeout=50)
+    assert listing.returncode == 1  # some servers failed
+    assert err.count("toolkits.open_files") == 1
+    assert OPEN_FILES_ADVICE in err
 
 
 TEXT = "Résumé — ☃ 🎉"
@@ -186,6 +269,46 @@ def test_a_non_ascii_command_line_in_an_ascii_locale_is_its_text(tmp_path: Path)
     assert "question: héllo ☃\n" in shown.stdout.decode()
 
 
+LAUNCHED = """
+import os, sys
+from mcp.server import MCPServer
+
+server = MCPServer("launched")
+
+
+@server.tool()
+def launched() -> dict[str, object]:
+    return {"args": sys.argv[1:], "greeting": os.environ["GREETING"], "cwd": os.getcwd()}
+
+
+server.run("stdio")
+"""
+
+
+@pytest.mark.integration
+def test_a_servers_non_ascii_args_env_and_cwd_reach_it_in_an_ascii_locale(tmp_path: Path) -> None:
+    """With `LC_ALL=C PYTHONUTF8=0` such a server failed to start: `UnicodeEncodeError: 'ascii'
+    codec can't encode characters`. It gets their UTF-8, as in Python's UTF-8 mode."""
+    folder = tmp_path / "dïr ☃"
+    folder.mkdir()
+    (tmp_path / "launched.py").write_text(LAUNCHED)
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f"[mcpServers.s]\ncommand = {json.dumps(sys.executable)}\n"
+        f'args = [{json.dumps(str(tmp_path / "launched.py"))}, "tägß"]\n'
+        f'env = {{ GREETING = "grüße ✓" }}\ncwd = {json.dumps(str(folder))}\n'
+    )
+    ascii_locale = {**cli_env(), "LC_ALL": "C", "PYTHONUTF8": "0"}
+    ascii_locale.pop("PYTHONIOENCODING", None)
+    done = run_in(ascii_locale, "call", "s__launched", "--json", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["structuredContent"] == {
+        "args": ["tägß"],
+        "greeting": "grüße ✓",
+        "cwd": str(folder),
+    }
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("locale", ["C", "C.UTF-8"])
 def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, locale: str) -> None:
@@ -293,7 +416,7 @@ def test_ctrl_backslash_quits_at_once_with_the_cursor_shown_again(tmp_path: Path
     ) as process:
         try:
             os.close(secondary)
-            shown = read_until(primary, "waiting for MCP servers to start: silent")
+            shown = read_until(primary, "waiting for 1 MCP server: silent")
             process.send_signal(signal.SIGQUIT)
             code = process.wait(timeout=10)
             shown += read_all(primary, "utf-8")

@@ -90,6 +90,40 @@ def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
     assert message in str(caught.value)
 
 
+@pytest.mark.parametrize(
+    ("agent", "message"),
+    [
+        # `true` was 1 (a two-step run failed with "Max iterations (1) reached"), "10" was 10.
+        ({"max_iterations": True}, "max_iterations: Input should be a valid integer, not true"),
+        (
+            {"max_iterations": "10"},
+            'max_iterations: Input should be a valid integer, not the string "10" (write it '
+            "without quotes)",
+        ),
+        ({"batch_size": True}, "batch_size: Input should be a valid integer, not true"),
+        ({"fail_fast": "yes"}, 'fail_fast: Input should be a valid boolean, not the string "yes"'),
+        (
+            {"return_intermediate_steps": "false"},
+            "return_intermediate_steps: Input should be a valid boolean, not the string "
+            '"false" (write it without quotes)',
+        ),
+        ({"temperature": False}, "temperature: Input should be a valid number, not false"),
+    ],
+)
+def test_a_value_of_another_type_is_refused_not_coerced(
+    agent: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"agents": {"a": agent}}, source="c.toml")
+    assert str(caught.value) == f"c.toml: agents.a.{message}"
+    server = {"command": "srv", "timeout": "60"}
+    with pytest.raises(ConfigError, match=r'mcpServers\.s\.timeout: .* not the string "60"'):
+        parse_config({"mcpServers": {"s": server}}, source="c.toml")
+    # An integer is still a number.
+    settings = {"temperature": 1, "model_timeout": 30}
+    assert parse_config({"agents": {"a": settings}}).agents["a"].temperature == 1.0
+
+
 def test_an_unknown_node_of_an_agent_is_guessed_and_the_known_ones_are_listed_briefly() -> None:
     servers = {f"tk{n:03}": {"url": f"http://127.0.0.1:1/s{n}/mcp"} for n in range(1, 101)}
     data = {"mcpServers": servers, "agents": {"a1": {"tools": ["tk001", "tk73"]}}}
@@ -155,6 +189,27 @@ def test_an_unknown_key_of_our_file_suggests_the_known_one(data: object, message
             {"store": {"url": "postgresql://gw:${PW}@db/gw"}},
             "store.url: 'postgresql://gw:***@db/gw': ${VAR} is expanded only in the "
             "mcpServers' launch keys; write the URL itself, or pass --store URL",
+        ),
+        # Chat memory's URL was first checked when a run used it (exit 1, no key named).
+        (
+            {"gateway": {"memory": "${REDIS_URL}"}},
+            "gateway.memory: '${REDIS_URL}': ${VAR} is expanded only in the mcpServers' "
+            "launch keys; write the URL itself",
+        ),
+        (
+            {"agents": {"a": {"memory": "foo://x"}}},
+            "agents.a.memory: unknown memory URL scheme 'foo'; expected one of: memory://, "
+            "sqlite:///FILE, postgresql://..., redis://...",
+        ),
+        (
+            {"gateway": {"memory": {"url": "sqlite://rel.db", "turns": 3}}},
+            "gateway.memory.url: a SQLite memory URL names a file: sqlite:///FILE, not "
+            "'sqlite://rel.db'",
+        ),
+        (
+            {"gateway": {"memory": 5}},
+            'gateway.memory: a store URL ("sqlite:///memory.db") or a table (url, turns, ...), '
+            "not 5",
         ),
     ],
 )
@@ -414,6 +469,12 @@ def test_a_config_of_servers_only_gets_an_assistant_on_every_node() -> None:
     assert config.agents["assistant"].tools == ["a", "c"]
     configured = parse_config({"tools": {"c": {"builtin": "calculator"}}, "agents": {"x": {}}})
     assert with_default_agent(configured) == configured
+    # A server named `assistant` left such a file with no agent: "defines no agents, nor any
+    # MCP server or tool for a default one".
+    servers = {"assistant": {"command": "x"}, "assistant_2": {"command": "y"}}
+    taken = with_default_agent(parse_config({"mcpServers": servers}))
+    assert list(taken.agents) == ["assistant_3"]
+    assert taken.agents["assistant_3"].tools == ["assistant", "assistant_2"]
 
 
 def test_a_clients_server_keys_become_node_names(tmp_path: Path) -> None:

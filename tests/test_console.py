@@ -233,7 +233,7 @@ async def test_a_log_record_clears_the_status_line_first() -> None:
             console.waiting_for([])
     finally:
         root.removeHandler(handler)
-    assert "waiting for MCP servers to start: everything" in shown
+    assert "waiting for 1 MCP server: everything" in shown
     # The status is erased (its line cleared), then the record has a line of its own.
     assert "\x1b[2Kleft out tools\n" in screen.getvalue()
 
@@ -369,7 +369,7 @@ def test_a_terminal_is_told_which_servers_the_run_waits_for(tmp_path: Path) -> N
         os.close(primary)
     assert done.returncode == 0, shown
     assert done.stdout == ANSWER + "\n"
-    assert "waiting for MCP servers to start: silent" in shown
+    assert "waiting for 1 MCP server: silent" in shown
     assert "no handshake and tool list within 2 s" in shown  # then it goes on without it
 
 
@@ -518,7 +518,7 @@ def test_ctrl_c_while_servers_start_says_stopping_and_a_second_ends_them_at_once
     ) as process:
         try:
             os.close(secondary)
-            shown = read_until(primary, "waiting for MCP servers to start: slow")
+            shown = read_until(primary, "waiting for 1 MCP server: slow")
             while not child_pid.exists() or not child_pid.read_text().strip():
                 shown += read_until(primary, "\r")  # the status redrawn meanwhile
             child = os.pidfd_open(int(child_pid.read_text()))

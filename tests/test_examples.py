@@ -23,6 +23,7 @@ import pytest
 from anyio.streams.text import TextReceiveStream
 
 from gateway.config import load_config, parse_config
+from tests.server.processes import untimed
 from tests.servers.databases import free_port
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,6 +68,7 @@ def masked(text: str) -> list[str]:
     text = re.sub(r"\[\s*\d+ ms\]", "[ ms]", text)
     text = re.sub(r"\b\d+ ms\b", "N ms", text)
     text = re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ", "DATE", text)
+    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", "TIME", text)  # `serve`'s lines
     text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)
     text = re.sub(r"\(run [0-9a-f]{12}\)", "(run ID)", text)
     return text.splitlines()
@@ -144,7 +146,9 @@ async def test_two_gateways_over_http_print_the_traces_their_readme_shows(tmp_pa
             await b.wait()
     assert done.returncode == 0, done.stderr
     assert masked(done.stderr + done.stdout) == masked(shown_a)
-    b_lines = [line for line in b_err.splitlines() if line.startswith(("[", "agent-gateway:"))]
+    b_lines = [
+        line for line in b_err.splitlines() if untimed(line).startswith(("[", "agent-gateway:"))
+    ]
     assert masked("\n".join(b_lines)) == masked(shown_b)
 
 

@@ -10,8 +10,10 @@ import re
 import select
 import signal
 import subprocess
+import sys
 from io import StringIO
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 from pydantic import JsonValue
@@ -21,8 +23,8 @@ from agent import ScriptedModel
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli.signals import stopping_shown
 from gateway.cli.tools import _call_agent  # pyright: ignore[reportPrivateUsage]
-from gateway.console import RunConsole, open_console
-from tests.screen import ANSI, Screen, read_until
+from gateway.console import RunConsole, open_console, open_terminal_console
+from tests.screen import ANSI, Screen, read_all, read_until
 from tests.test_console import ANSWER, installed
 
 WIDTH = 80
@@ -221,6 +223,122 @@ async def test_ctrl_c_while_servers_start_says_it_stops_them_then_that_nothing_r
         r"interrupted while waiting for MCP servers to start \(slow\): stopping them\n"
         r"stopped after \d+\.\d s: nothing ran\n",
         capsys.readouterr().err,
+    )
+
+
+SERVERS = [f"mini{i:02}" for i in range(105)]
+
+
+@pytest.mark.anyio
+async def test_the_servers_starting_take_one_line_fitted_to_the_terminal() -> None:
+    """With 105 servers the status was 11 lines at 80 columns: on a shorter terminal, each log
+    line cleared it and left a copy of it in the scrollback."""
+    err = StringIO()
+    console = RunConsole(err=terminal(err))
+    console.waiting_for(SERVERS)
+    shown = Screen(WIDTH).feed(err.getvalue()).lines
+    assert len(shown) == 1, shown
+    assert re.fullmatch(
+        r". waiting for 105 MCP servers: mini00, mini01, mini02 and 102 more  \d+\.\d s",
+        shown[0],
+    )
+    console.waiting_for(SERVERS[101:])  # those settled are no longer named
+    assert re.fullmatch(
+        r". waiting for 4 MCP servers: mini101, mini102, mini103, mini104  \d+\.\d s",
+        Screen(WIDTH).feed(err.getvalue()).lines[0],
+    )
+    console.waiting_for(["a-server-whose-name-is-longer-than-the-line-" * 2])
+    (line,) = Screen(WIDTH).feed(err.getvalue()).lines
+    assert len(line) == WIDTH
+    assert re.fullmatch(r". waiting for 1 MCP server: a-server-whose-name-.*…  \d+\.\d s", line)
+    console.waiting_for([])
+    assert Screen(WIDTH).feed(err.getvalue()).lines == []
+
+
+@pytest.mark.anyio
+async def test_ctrl_c_while_many_servers_start_names_some_and_counts_the_rest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    async with stopping_shown(open_console(None, None)) as piped:
+        piped.waiting_for(SERVERS)
+        piped.stopping()
+    assert capsys.readouterr().err.startswith(
+        "interrupted while waiting for MCP servers to start (mini00, mini01, mini02, mini03, "
+        "mini04, mini05, mini06, mini07, mini08, mini09 and 95 more): stopping them\n"
+    )
+
+
+def writing(fd: int) -> TextIO:
+    return open(fd, "w", closefd=False)  # closed by the caller
+
+
+@pytest.mark.anyio
+async def test_a_dumb_terminal_is_told_once_which_servers_the_command_waits_for(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """TERM=dumb showed nothing at all while servers started (seconds, up to a minute)."""
+    monkeypatch.setenv("TERM", "dumb")
+    primary, secondary = pty.openpty()
+    try:
+        with writing(secondary) as stderr, StringIO() as stdout:
+            async with open_terminal_console(stdout, stderr) as console:
+                console.waiting_for(["slow", "fast"])
+                console.waiting_for(["slow"])  # not redrawn
+                console.waiting_for([])
+            os.close(secondary)
+            shown = read_all(primary)
+    finally:
+        os.close(primary)
+    assert shown == "waiting for 2 MCP servers: slow, fast\r\n"  # no escape sequence
+
+    piped = StringIO()  # a dumb terminal's output redirected: as without a terminal
+    async with open_terminal_console(StringIO(), piped) as console:
+        console.waiting_for(["slow"])
+    assert piped.getvalue() == ""
+
+
+@pytest.mark.integration
+def test_the_status_names_only_the_servers_still_starting(tmp_path: Path) -> None:
+    """Waiting for the first server of the config (one that never answers), the status kept
+    naming the two after it, one ready and one failed within a second; so did the message
+    when interrupted."""
+    piped = REPO / "tests" / "servers" / "piped.py"
+    (tmp_path / "answers.json").write_text(json.dumps([{"content": ANSWER}]))
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[mcpServers.silent]\ncommand = "bash"\nargs = ["-c", "cat > /dev/null"]\n'
+        "connect_timeout = 60\n"
+        f'[mcpServers.piped]\ncommand = "{sys.executable}"\nargs = ["{piped}"]\n'
+        '[mcpServers.missing]\ncommand = "no-such-command-here"\n'
+    )
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    with subprocess.Popen(
+        [
+            installed(),
+            "run",
+            "go",
+            "--no-store",
+            "--model",
+            f"scripted:{tmp_path / 'answers.json'}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = read_until(primary, "waiting for 3 MCP servers: silent, piped, missing")
+            shown += read_until(primary, "waiting for 1 MCP server: silent")
+            process.send_signal(signal.SIGINT)
+            shown += read_until(primary, "stopping them")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 130, shown
+    assert "interrupted while waiting for MCP servers to start (silent): stopping them" in (
+        ANSI.sub("", shown)
     )
 
 

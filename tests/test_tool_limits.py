@@ -28,6 +28,7 @@ from gateway.cli import main
 from gateway.tool_limits import max_tools, too_many_tools
 from tests.durable.cli_runs import REPO
 from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
+from tests.server.processes import untimed
 from toolkits import FunctionToolkit, calculator
 
 MANY = FunctionToolkit(
@@ -178,7 +179,7 @@ def test_serve_warns_of_an_agent_with_more_tools_than_its_provider_takes(
         env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "sk-test"},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    warned = [line for line in done.stderr.splitlines() if "tools, more than" in line]
+    warned = [untimed(line) for line in done.stderr.splitlines() if "tools, more than" in line]
     assert warned == [
         "agent-gateway: warning: agent 'wide' offers its model 130 tools, more than its "
         "provider takes in one request (openai:gpt-4.1-mini takes at most 128): that provider "

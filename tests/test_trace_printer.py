@@ -19,7 +19,9 @@ async def test_lines_are_indented_by_nesting_run_after_run_and_nothing_is_kept_o
 ):
     runs = 50
     script = [
-        ScriptedAnswer(tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "6*7"})]),
+        ScriptedAnswer(
+            tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "6*7"})]
+        ),
         ScriptedAnswer(content="42"),
     ] * runs
     spec = AgentSpec(

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.url_credentials import redacted, url_credentials, without_credentials_of
+from agent.url_credentials import (
+    is_credential_name,
+    redacted,
+    url_credentials,
+    without_credentials_of,
+)
+from toolkits.mcp import sent_credentials
 
 
 @pytest.mark.parametrize(
@@ -49,3 +55,17 @@ def test_a_drivers_words_quoting_the_credentials_say_them_as_stars() -> None:
 def test_a_url_that_cannot_be_parsed_is_not_shown() -> None:
     assert redacted("postgresql://bob:PW@[::1/db") == "<a URL that cannot be parsed>"
     assert url_credentials("postgresql://bob:PW@[::1/db") == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("api_key", "api-key", "Token", "access_token", "sig", "sslpassword", "pwd", "Auth"),
+        *("%70ass", "x-credential", "client_secret", "v", "page", "api-version", "user", "code"),
+    ],
+)
+def test_an_mcp_servers_url_and_a_models_call_the_same_query_names_credentials(
+    name: str,
+) -> None:
+    """Two copies of one rule (`toolkits/` cannot import `agent/`): they must not drift."""
+    assert sent_credentials.is_credential_name(name) is is_credential_name(name)

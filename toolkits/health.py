@@ -3,7 +3,7 @@
 stopped ──run()──► connecting ──► ready ──(server died)──► reconnecting ──► ready
                        │                                       │
                        └────────────► failed ◄─────────────────┘
-                             (waits out the backoff, then tries again)
+          (waits out the backoff, then tries again; a call may try it sooner)
 """
 
 from __future__ import annotations

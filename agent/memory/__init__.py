@@ -6,12 +6,13 @@ modules (`postgres_store`, `redis_store`) import their drivers only when used.
 """
 
 from ._private import private_sqlite_file
+from ._read_only import read_only_sqlite
 from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
 from .in_process import InProcessStore
 from .session_memory import DEFAULT_TURNS, SessionMemory
 from .sqlite_store import SQLiteStore
 from .summary import summarise
-from .urls import STORE_URL_FORMS, store_from_url
+from .urls import STORE_URL_FORMS, store_from_url, store_url_problem
 from .window import count_tokens, is_valid_history, select_window
 
 __all__ = [
@@ -29,7 +30,9 @@ __all__ = [
     "count_tokens",
     "is_valid_history",
     "private_sqlite_file",
+    "read_only_sqlite",
     "select_window",
     "store_from_url",
+    "store_url_problem",
     "summarise",
 ]

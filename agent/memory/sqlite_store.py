@@ -20,6 +20,7 @@ import anyio
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
 from ._private import private_sqlite_file
+from ._read_only import read_only_sqlite
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 
@@ -70,10 +71,16 @@ _NO_END = 2**62
 
 
 class SQLiteStore:
-    """A `SessionStore` in the SQLite file at `path` (created, with its directory, on first use)."""
+    """A `SessionStore` in the SQLite file at `path` (created, with its directory, on first use).
 
-    def __init__(self, path: str | Path) -> None:
+    With `read_only`, the file is only read, as it is (`read_only_sqlite`: where this process
+    may not write it or its directory too); a file without the memory's tables reads as empty,
+    and writing fails.
+    """
+
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._connection: sqlite3.Connection | None = None
         self._lock = anyio.Lock()
 
@@ -229,6 +236,8 @@ class SQLiteStore:
                 raise MemoryStoreError(f"chat memory {self.path}: {exc}") from exc
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            return _read_only(self.path)
         try:
             private_sqlite_file(self.path, "chat memory")
         except OSError as exc:
@@ -243,6 +252,23 @@ class SQLiteStore:
             db.close()
             raise
         return db
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """`path` opened to read, each memory table it lacks an empty one (a temporary table, in
+    this connection alone: nothing is written to the file)."""
+    db = read_only_sqlite(path)
+    try:
+        found = {row[0] for row in db.execute("SELECT name FROM sqlite_master")}
+        for table in SCHEMA.split(";"):
+            name = table.split("EXISTS", 1)[-1].split("(", 1)[0].strip()
+            if table.strip() and name not in found:
+                db.execute(table.replace("CREATE TABLE", "CREATE TEMP TABLE"))
+        db.execute("PRAGMA query_only = ON")  # a write fails, not kept in the temporary ones
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from .base import SessionStore
 from .in_process import InProcessStore
 from .sqlite_store import SQLiteStore
 
-__all__ = ["STORE_URL_FORMS", "store_from_url"]
+__all__ = ["STORE_URL_FORMS", "store_from_url", "store_url_problem"]
 
 STORE_URL_FORMS = ("memory://", "sqlite:///FILE", "postgresql://...", "redis://...")
 
@@ -26,15 +26,14 @@ def store_from_url(url: str, *, base: Path | None = None) -> SessionStore:
 
     Raises `MemoryStoreError` for an unknown scheme, or a driver that is not installed.
     """
-    scheme, sep, rest = url.partition("://")
+    problem = store_url_problem(url)
+    if problem is not None:
+        raise MemoryStoreError(problem)
+    scheme, _, rest = url.partition("://")
     scheme = scheme.lower()
-    if not sep:
-        raise _unknown(url)
     if scheme == "memory":
         return InProcessStore()
     if scheme == "sqlite":
-        if not rest.startswith("/") or rest == "/":
-            raise MemoryStoreError(f"a SQLite memory URL names a file: sqlite:///FILE, not {url!r}")
         path = Path(rest[1:])
         if not path.is_absolute() and base is not None:
             path = base / path
@@ -45,19 +44,27 @@ def store_from_url(url: str, *, base: Path | None = None) -> SessionStore:
         except ImportError as exc:
             raise _missing("PostgreSQL", "postgres", exc) from exc
         return PostgresStore(url)
-    if scheme in ("redis", "rediss", "unix"):
-        try:
-            from .redis_store import RedisStore
-        except ImportError as exc:
-            raise _missing("Redis", "redis", exc) from exc
-        return RedisStore(url)
-    raise _unknown(url)
+    try:
+        from .redis_store import RedisStore
+    except ImportError as exc:
+        raise _missing("Redis", "redis", exc) from exc
+    return RedisStore(url)
 
 
-def _unknown(url: str) -> MemoryStoreError:
-    shown = url.split("://", 1)[0]
+def store_url_problem(url: str) -> str | None:
+    """Why `url` names no store `store_from_url` makes (an unknown scheme, a SQLite URL
+    without a file), or None; it looks at the URL alone (no driver, no file)."""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if sep and scheme in ("memory", "postgresql", "postgres", "redis", "rediss", "unix"):
+        return None
+    if sep and scheme == "sqlite":
+        if not rest.startswith("/") or rest == "/":
+            return f"a SQLite memory URL names a file: sqlite:///FILE, not {url!r}"
+        return None
+    shown = url.split("://", 1)[0]  # what may follow is a secret
     forms = ", ".join(STORE_URL_FORMS)
-    return MemoryStoreError(f"unknown memory URL scheme {shown!r}; expected one of: {forms}")
+    return f"unknown memory URL scheme {shown!r}; expected one of: {forms}"
 
 
 def _missing(what: str, extra: str, exc: ImportError) -> MemoryStoreError:

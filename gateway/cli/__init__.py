@@ -10,7 +10,6 @@ import argparse
 import gc
 import importlib.util
 import inspect
-import logging
 import os
 import signal
 import sys
@@ -31,6 +30,7 @@ from ..otel_export import export_at_exit
 from . import auth, chat, demo, install, run, runs, serve, sessions, tools
 from .common import Commands, check_state_dir
 from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
+from .log_lines import setup_logging
 from .output import stdout_for_results
 from .signals import until_signalled
 from .startup import own_process_ready
@@ -109,11 +109,7 @@ def _main(argv: Sequence[str], *, own_process: bool) -> int:
     if args is None:
         return BAD_INPUT
     args.own_process = own_process  # signals after the first are ours to ignore till exit
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
+    setup_logging(args.verbose, serving=args.log_times)
     with export_at_exit():  # spans are exported after the answer (or the error) is printed
         return _handle(args)
 
@@ -170,7 +166,10 @@ def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="agent-gateway", description="Agents on MCP tools, served over MCP."
     )
-    top.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    top.add_argument(
+        "-v", "--verbose", action="count", default=0, help="log at INFO level (-vv: DEBUG)"
+    )
+    top.set_defaults(log_times=False)  # `serve` sets it
     top.add_argument("--version", action="version", version=f"agent-gateway {_version()}")
     commands = Commands(top)
     for module in COMMANDS:

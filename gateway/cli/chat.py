@@ -37,6 +37,7 @@ from .common import (
     Commands,
     add_model_options,
     add_trace_options,
+    check_memory_kept,
     check_runnable,
     check_session_id,
     config_of,
@@ -82,6 +83,7 @@ async def _chat(args: argparse.Namespace) -> int:
         store = config.store.model_copy(update={"url": memory_store_url(args, config)})
         config = config.model_copy(update={"store": store})
     name = pick_agent(config, args.agent)
+    check_memory_kept(config, name, args.state_dir)
     session = args.session if args.session is not None else f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()
     # Answers stream to a terminal (a dumb one too: text alone needs no cursor moves); piped

@@ -20,6 +20,7 @@ from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
 from ..engine import Gateway
 from ..errors import ConfigError, GatewayError, UnknownAgent
+from ..memory_config import memory_url
 from ..model_specs import ClientSampling, cannot_run
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
 from .exits import RunFailed
@@ -31,6 +32,7 @@ __all__ = [
     "add_strict_option",
     "add_trace_options",
     "add_verbose_option",
+    "check_memory_kept",
     "check_runnable",
     "check_servers",
     "check_session_id",
@@ -136,7 +138,11 @@ def add_verbose_option(sub: argparse.ArgumentParser) -> None:
     """`-v` after a command's name (or its action's, as `runs list -v`); the value given
     before it stands when not given here."""
     sub.add_argument(
-        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO"
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="log at INFO (-vv: DEBUG)",
     )
 
 
@@ -284,6 +290,14 @@ def pick_agent(config: Config, requested: str | None) -> str:
     if len(config.agents) == 1:
         return next(iter(config.agents))
     raise UnknownAgent(f"choose an agent with --agent (configured: {names})")
+
+
+def check_memory_kept(config: Config, agent: str, state_dir: str | None = None) -> None:
+    """Before a run that uses a session: where `agent`'s sessions are kept is known, else
+    `ConfigError` (bad input) saying what to set (no home directory, none named). A run
+    without a session needs no such place."""
+    own = config.agents[agent].memory
+    memory_url(config.gateway.memory, own, state_dir=state_dir, run_store=config.store.url)
 
 
 def check_runnable(gateway: Gateway, name: str) -> None:

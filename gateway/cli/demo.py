@@ -80,7 +80,8 @@ async def _demo(args: argparse.Namespace) -> int:
         hooks = [console, TracePrinter(out)]
         async with open_gateway(config, model=args.model, hooks=hooks) as gateway:
             question: str = args.question
-            if await _scripted_if_no_model(gateway, name, out) and question != DEMO_QUESTION:
+            scripted = await _scripted_if_no_model(gateway, name, out, _without(args, config))
+            if scripted and question != DEMO_QUESTION:
                 print(
                     "The scripted model answers only its own question, so it is asked instead "
                     "of yours;\npass --model SPEC to ask yours.\n",
@@ -97,8 +98,17 @@ async def _demo(args: argparse.Namespace) -> int:
     return print_result(result, label=True)
 
 
-async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO) -> bool:
-    """Give the agent the scripted demo model when it has none; whether it did."""
+def _without(args: argparse.Namespace, config: Config) -> str:
+    """How to run the demo on the built-in config instead of `config`: the one the demo's
+    script is written for."""
+    if args.config is not None:
+        return "run the demo without --config"
+    return f"run the demo in a folder without {config.source} (found in this one)"
+
+
+async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO, without: str) -> bool:
+    """Give the agent the scripted demo model when it has none; whether it did. `without`
+    says how to run the demo on the built-in config, whose tools the script calls."""
     spec = gateway.agents[name]
     if not isinstance(spec.model, NoModel):
         return False
@@ -107,7 +117,7 @@ async def _scripted_if_no_model(gateway: Gateway, name: str, out: TextIO) -> boo
     if missing:
         raise ConfigError(
             f"agent {name!r} has no model, and the scripted demo model calls tools it does not "
-            f"have ({', '.join(missing)}): pass --model SPEC, or run the demo without --config"
+            f"have ({', '.join(missing)}): pass --model SPEC, or {without}"
         )
     print(
         "No model configured: using the SCRIPTED demo model. It replays a fixed script; the\n"

@@ -20,6 +20,7 @@ from ..trace import new_id
 from .common import (
     Commands,
     add_model_options,
+    check_memory_kept,
     check_runnable,
     check_servers,
     check_session_id,
@@ -77,6 +78,8 @@ async def _run(args: argparse.Namespace) -> int:
     )
     if url is not None:
         return await run_stored(args, config, state, url)
+    if any(item.session_id is not None for item in items):
+        check_memory_kept(config, name)
     lines = item_lines(args, state, stored=False) if args.items else None
     async with (
         interrupted_at_start(args, lines, state, status="failed", run_id=None) as began,

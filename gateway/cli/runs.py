@@ -260,7 +260,9 @@ async def _list(args: argparse.Namespace) -> int:
     found: list[RunInfo] = []
     limit: int | None = args.limit or None
     if await anyio.to_thread.run_sync(runs_stored, url):  # else no run is stored yet
-        async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
+        # Looking writes nothing: a backup, another user's store, a read-only directory.
+        pickled = read_pickled(args)
+        async with open_store(url, launch=False, read_pickled=pickled, read_only=True) as runs:
             # One more than shown: whether there are more to say so.
             found = await runs.list(args.status, limit=limit + 1 if limit else None)
     more = limit is not None and len(found) > limit
@@ -294,7 +296,8 @@ async def _show(args: argparse.Namespace) -> int:
     from ..durable import call_tree
     from ..durable.status import ACTIVE_STATUSES
 
-    async with open_store(store_url(args), launch=False, read_pickled=read_pickled(args)) as runs:
+    url, pickled = store_url(args), read_pickled(args)
+    async with open_store(url, launch=False, read_pickled=pickled, read_only=True) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
         state = await runs.state(args.run_id)

@@ -29,6 +29,7 @@ from .common import (
     trace_hooks,
     user_path,
 )
+from .log_lines import timed
 from .origin import origin_of
 from .signals import SIGNALS, on_signal
 from .stored import open_store, preload_store
@@ -44,7 +45,8 @@ def register(commands: Commands) -> None:
         "serve", _serve, "serve the agents (and exposed tools) over MCP", stdout_is_result=False
     )
     # Ctrl-C stops a server as SIGTERM does: calls in flight get their grace, a second ends it.
-    serve.set_defaults(signals=(signal.SIGINT, *SIGNALS))
+    # A server's lines are read later, from a file: each says when (`log_lines`).
+    serve.set_defaults(signals=(signal.SIGINT, *SIGNALS), log_times=True)
     transport = serve.add_mutually_exclusive_group(required=True)
     transport.add_argument(
         "--stdio", action="store_true", help="on stdin/stdout (for Claude Desktop)"
@@ -143,7 +145,7 @@ async def _serve(args: argparse.Namespace) -> int:
             reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
             if urlsplit(reached).hostname not in _WILDCARDS:
                 reachable_at(server, reached)
-            print(f"agent-gateway: serving MCP on {url}", file=sys.stderr, flush=True)
+            print(timed(f"agent-gateway: serving MCP on {url}"), file=sys.stderr, flush=True)
 
         # Told to go (a rolling restart, a client stopping us), the calls in flight finish
         # first (within the grace), with their MCP servers still there; a replica leaves its
@@ -151,11 +153,8 @@ async def _serve(args: argparse.Namespace) -> int:
         stop, stopped = anyio.Event(), anyio.Event()
 
         async def draining() -> None:
-            print(
-                f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish",
-                file=sys.stderr,
-                flush=True,
-            )
+            stopping = f"agent-gateway: stopping; calls in flight get {SHUTDOWN_GRACE} s to finish"
+            print(timed(stopping), file=sys.stderr, flush=True)
             stop.set()
             # The transport ends the calls left at its grace's end and sends their answers,
             # MCP servers still up (a call passed through ends with the node); this is the
@@ -249,4 +248,4 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
 
 
 def _warn(message: str) -> None:
-    print(f"agent-gateway: warning: {message}", file=sys.stderr, flush=True)
+    print(timed(f"agent-gateway: warning: {message}"), file=sys.stderr, flush=True)

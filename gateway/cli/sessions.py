@@ -129,11 +129,15 @@ async def _sessions(args: argparse.Namespace) -> int:
     configured = config.gateway.memory if named is None else None
     own = own if named is None else None
     run_store = named or config.store.url
+    # First: no place to look (no home directory, none named) is bad input, said as such.
+    url = memory_url(configured, own, state_dir=args.state_dir, run_store=run_store)
     memories, stores = open_memories(
         configured, {agent or "": own}, state_dir=args.state_dir, run_store=run_store
     )
     store = next(iter(memories.values())).store
-    url = memory_url(configured, own, state_dir=args.state_dir, run_store=run_store)
+    if isinstance(store, SQLiteStore) and args.action in ("list", "show"):
+        # Looking writes nothing: a backup, another user's store, a read-only directory.
+        store = stores[url] = SQLiteStore(store.path, read_only=True)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():

@@ -30,6 +30,7 @@ from ..assembly import open_gateway
 from ..config import Config, load_config
 from ..console import RunConsole, open_terminal_console
 from ..errors import (
+    ConfigError,
     GatewayError,
     PickledRecord,
     RunCancelled,
@@ -153,7 +154,13 @@ def store_url(args: argparse.Namespace, config: Config | None = None) -> str | N
         return default_store_url(args.state_dir)
     if config is None:
         config = load_config(getattr(args, "config", None))
-    return config.store.url or default_store_url()
+    try:
+        return config.store.url or default_store_url()
+    except ConfigError as exc:  # no data directory to keep it in
+        optional = hasattr(args, "no_store")
+        raise ConfigError(
+            f"{exc}{' (or --no-store: keep no record)' if optional else ''}"
+        ) from None
 
 
 def read_pickled(args: argparse.Namespace) -> bool:
@@ -205,6 +212,7 @@ def open_store(
     keep_days: float = 0,
     unreachable_wait: float | None = None,
     read_pickled: bool = False,
+    read_only: bool = False,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
@@ -216,6 +224,7 @@ def open_store(
         keep_days=keep_days,
         unreachable_wait=unreachable_wait or StoreSettings().unreachable_wait,
         read_pickled=read_pickled,
+        read_only=read_only,
     )
 
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncGenerator
 from contextlib import AsyncExitStack, asynccontextmanager
+from functools import partial
 from pathlib import Path
 
 import anyio
+import sqlalchemy as sa
 from dbos import DBOS, DBOSClient, DBOSConfig
 
-from agent.memory import private_sqlite_file
+from agent.memory import private_sqlite_file, read_only_sqlite
 
 from ..errors import StoreError
 from ..store_config import check_store_url, default_store_url, redacted, runs_stored
@@ -45,9 +47,12 @@ async def open_runs(
     keep_days: float = 0,
     unreachable_wait: float = UNREACHABLE_WAIT,
     read_pickled: bool = False,
+    read_only: bool = False,
 ) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
-    workflows (DBOS launched, then destroyed on exit), else it only reads and steers them.
+    workflows (DBOS launched, then destroyed on exit), else it only reads and steers them;
+    with `read_only` (not `launch`), it only reads: a SQLite store is opened so, also where this
+    process may not write it (`agent.memory.read_only_sqlite`: a backup, another user's).
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
     died. With `launch` and `keep_days`, finished runs older than that are deleted now and
@@ -68,6 +73,7 @@ async def open_runs(
             replica_every=replica_every,
             keep_days=keep_days,
             unreachable_wait=unreachable_wait,
+            read_only=read_only,
         ) as runs:
             yield runs
 
@@ -80,6 +86,7 @@ async def _opened(
     replica_every: float | None,
     keep_days: float,
     unreachable_wait: float,
+    read_only: bool,
 ) -> AsyncGenerator[DurableRuns]:
     url = check_store_url(url or default_store_url())
     if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
@@ -123,11 +130,17 @@ async def _opened(
         except Exception as exc:
             DBOS.destroy(destroy_registry=False)
             raise await open_failure(url, exc) from None
+    reading = _read_only_engine(url) if read_only and not launch else None
     try:
-        client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
+        if reading is not None:
+            client = DBOSClient(system_database_engine=reading, serializer=STORED_FORMAT)
+        else:
+            client = DBOSClient(system_database_url=url, serializer=STORED_FORMAT)
     except Exception as exc:
         if launch:
             DBOS.destroy(destroy_registry=False)
+        if reading is not None:
+            reading.dispose()
         raise store_failure(url, exc) from None
     if outage is not None:
         outage.bound(getattr(client, "_sys_db"))  # noqa: B009
@@ -170,5 +183,15 @@ async def _opened(
             if lock_wait is not None:
                 lock_wait.close()  # DBOS's threads waiting for it stop: it waits for them
             client.destroy()
+            if reading is not None:  # the client leaves an engine it was given
+                reading.dispose()
             if launch:
                 DBOS.destroy(destroy_registry=False)
+
+
+def _read_only_engine(url: str) -> sa.Engine | None:
+    """For a SQLite store, an engine whose connections only read it; None for PostgreSQL."""
+    if not url.startswith("sqlite:///"):
+        return None
+    file = Path(url.removeprefix("sqlite:///"))
+    return sa.create_engine(url, creator=partial(read_only_sqlite, file))

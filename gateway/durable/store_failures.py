@@ -25,7 +25,7 @@ from agent.memory.postgres_database import create_database, not_made
 from ..errors import StoreError, StoreUnavailable
 from ..store_config import redacted, without_credentials_of
 
-__all__ = ["READ_ONLY", "open_failure", "store_failure"]
+__all__ = ["NO_FOLDER", "READ_ONLY", "open_failure", "store_failure"]
 
 READ_ONLY = (
     "it is read-only here: make it writable (or name another store with --store or --state-dir)"
@@ -45,6 +45,12 @@ _OS_NOW = {
     errno.ENOSPC: "free some space on its disk",
 }
 """What to do when the file or its directory cannot be made."""
+NO_FOLDER = (
+    "its directory {folder} does not exist, and cannot be made in {parent}: name another store "
+    "with --store or --state-dir (or run with --no-store: keep no record)"
+)
+"""What to do when the store's directory is missing and cannot be made (HOME=/nonexistent):
+that it is read-only would not be true of it."""
 _INSUFFICIENT_PRIVILEGE = "42501"
 
 
@@ -81,6 +87,10 @@ async def open_failure(url: str, exc: BaseException) -> StoreError:
 def _sqlite(url: str, cause: BaseException, first: str) -> tuple[bool, str | None]:
     if isinstance(cause, OSError):
         advice = _OS_NOW.get(cause.errno or 0)
+        folder = Path(url.removeprefix("sqlite:///")).parent
+        if advice == READ_ONLY and not folder.is_dir():
+            parent = next(p for p in folder.parents if p.is_dir())  # the root, at worst
+            advice = NO_FOLDER.format(folder=folder, parent=parent)
         return advice is not None, advice
     if not isinstance(cause, sqlite3.OperationalError):
         return False, None

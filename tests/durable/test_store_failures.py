@@ -20,7 +20,7 @@ from sqlalchemy.exc import OperationalError
 
 from gateway.cli.exits import FAILED, exit_code
 from gateway.durable import open_runs
-from gateway.durable.store_failures import READ_ONLY, store_failure
+from gateway.durable.store_failures import NO_FOLDER, READ_ONLY, store_failure
 from gateway.errors import StoreUnavailable
 
 from .cli_runs import cli, script_model
@@ -135,16 +135,39 @@ def test_a_sqlite_store_on_a_read_only_filesystem_says_so_and_fails_the_run(
     old, new = sealable.place / "runs.sqlite3", sealable.place / "sub" / "runs.sqlite3"
     assert cli("run", "first", "--store", f"sqlite:///{old}", "--model", model).returncode == 0
     sealable.seal()
-    for file in (old, new):  # a store with a run in it; one to be made
+    # A store with a run in it; one to be made, in a directory that cannot be made there.
+    missing = NO_FOLDER.format(folder=new.parent, parent=sealable.place)
+    for file, advice in ((old, READ_ONLY), (new, missing)):
         store = f"sqlite:///{file}"
         done = cli("run", "go", "--store", store, "--model", model, "--json")
         assert done.returncode == 1, done.stderr  # was: 2, and no JSON
         [said] = done.stderr.splitlines()
         assert said.startswith(f"error: cannot open the run store {store}: "), said
-        assert said.endswith(f": {READ_ONLY}"), said
+        assert said.endswith(f": {advice}"), said
         printed = json.loads(done.stdout)
         assert (printed["run_id"], printed["status"]) == (None, "failed")
         assert printed["error"] == said.removeprefix("error: ")
-    listed = cli("runs", "list", "--store", f"sqlite:///{old}")
-    assert listed.returncode == 1, listed.stderr  # was: 2, "unable to open database file"
-    assert listed.stderr.strip().endswith(READ_ONLY), listed.stderr
+
+
+def test_a_read_only_store_can_be_looked_into(tmp_path: Path, sealable: Sealable) -> None:
+    """A backup, another user's store, a directory made read-only: `runs list`, `runs show`,
+    `sessions list` and `sessions show` failed with 'attempt to write a readonly database'."""
+    model = script_model(tmp_path / "a.json", {"content": "kept"})
+    store = ["--store", f"sqlite:///{sealable.place / 'runs.sqlite3'}"]
+    done = cli("run", "first", *store, "--model", model, "--session", "s1", "--json")
+    assert done.returncode == 0, done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    sealable.seal()
+    listed = cli("runs", "list", "--json", *store)
+    assert listed.returncode == 0, listed.stderr
+    assert [run["run_id"] for run in json.loads(listed.stdout)] == [run_id]
+    shown = cli("runs", "show", run_id, *store)
+    assert (shown.returncode, shown.stderr) == (0, "")
+    assert "answer: kept\n" in shown.stdout
+    sessions = cli("sessions", "list", "--json", *store)
+    assert sessions.returncode == 0, sessions.stderr
+    assert [s["session_id"] for s in json.loads(sessions.stdout)] == ["s1"]
+    turns = cli("sessions", "show", "s1", *store)
+    assert (turns.returncode, turns.stderr) == (0, "")
+    assert "assistant: kept" in turns.stdout
+    assert sorted(p.name for p in sealable.place.iterdir()) == ["runs.sqlite3"]

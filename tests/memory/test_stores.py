@@ -3,9 +3,11 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import closing
 from pathlib import Path
 from typing import cast
 
@@ -195,6 +197,24 @@ async def test_a_postgres_database_that_does_not_exist_is_made(postgres_url: str
     assert f"database '{database}' does not exist, and creating it failed (" in said
     assert "permission denied" in said
     assert said.endswith(f"create it (`createdb {database}`, or CREATE DATABASE as its owner)")
+
+
+async def test_a_sqlite_store_read_only_writes_nothing_and_reads_none_where_it_has_none(
+    tmp_path: Path,
+) -> None:
+    """`sessions list` of a run store with no memory in it, read only: the memory's tables are
+    not made in the file, and it lists none."""
+    path = tmp_path / "runs.sqlite3"
+    with closing(sqlite3.connect(path)) as db:
+        db.execute("CREATE TABLE workflow_status (id TEXT)")
+    before = path.read_bytes()
+    store = SQLiteStore(path, read_only=True)
+    assert await store.sessions() == []
+    assert await store.turns("s") == []
+    with pytest.raises(MemoryStoreError, match="readonly database"):
+        await store.append("s", "k1", turn(1), [1, 1])
+    await store.aclose()
+    assert path.read_bytes() == before
 
 
 @pytest.mark.parametrize("url", ["mysql://x", "sqlite://relative", "nothing"])

@@ -69,8 +69,8 @@ class Replica:
             *lines, buffer = buffer.split("\n")
             for line in lines:
                 self.lines.append(line)
-                if line.startswith(READY):
-                    self.url = line.removeprefix(READY)
+                if READY in line:  # after the time
+                    self.url = line.partition(READY)[2]
             self._changed.set()
         self._changed.set()
 

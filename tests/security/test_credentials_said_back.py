@@ -1,8 +1,9 @@
-"""A server (or a proxy in front of it) whose error page repeats the request's headers never
-gets the gateway's own credentials for it shown: the bearer token, a configured header with a
-`${VAR}`, the URL's password are `***` in the call's error (the model's observation, a proxied
-call's error), the connect error (`tools --json`, health) and every log line; headers that are
-no secret stay said."""
+"""A server (or a proxy in front of it) whose error page repeats the request's target and
+headers never gets the gateway's own credentials for it shown: the bearer token, a configured
+header with a `${VAR}`, the URL's password, a credential in the URL's query (`?api_key=`) are
+`***` in the call's error (the model's observation, a proxied call's error), the connect error
+(`tools --json`, health) and every log line; headers and parameters that are no secret stay
+said."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -30,10 +31,17 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 TOKEN = "TOKEN-said-back-7f3a"
 KEY = "KEY-said-back-91c2"
 PASSWORD = "PASS-said-back-5e0d"
-SECRETS = (TOKEN, KEY, PASSWORD)
+QUERY_KEY = "QKEY%2Fsaid-back-2c7a"
+"""Written percent-encoded in the URL, as a key with a `/` must be: `QKEY/said-back-2c7a`."""
+SECRETS = (TOKEN, KEY, PASSWORD, QUERY_KEY, "QKEY/said-back-2c7a")
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
-SAID = ("authorization", "x-api-key", "x-team")
-"""The headers the error pages repeat (first, so the quoted start of a page holds them)."""
+SAID = (":path", "authorization", "x-api-key", "x-team")
+"""What the error pages repeat: the request's target and headers (first, so the quoted start
+of a page holds them)."""
+
+Sent = Literal["token+header", "url-password", "url-query"]
+"""Where the node's credential is: the bearer token and a secret header, the URL's user and
+password, or the URL's query."""
 
 
 def repeated(headers: dict[str, str]) -> dict[str, str]:
@@ -65,10 +73,13 @@ JSONRPC = Fault(
 """A JSON-RPC error of an error status, whose message and data repeat the request's headers."""
 
 
-def config_of(base: str, *, userinfo: bool, **keys: Any) -> McpServerConfig:
-    if userinfo:
+def config_of(base: str, sent: Sent, **keys: Any) -> McpServerConfig:
+    if sent == "url-password":
         url = base.replace("http://", f"http://bob:{PASSWORD}@")
         return McpServerConfig(url=f"{url}/mcp", headers={"X-Team": "blue"}, **keys)
+    if sent == "url-query":
+        url = f"{base}/mcp?v=1&api_key={QUERY_KEY}"
+        return McpServerConfig(url=url, headers={"X-Team": "blue"}, **keys)
     return McpServerConfig(
         url=f"{base}/mcp",
         bearer_token_env="SAID_BACK_TOKEN",
@@ -78,13 +89,15 @@ def config_of(base: str, *, userinfo: bool, **keys: Any) -> McpServerConfig:
     )
 
 
-def masked_as(userinfo: bool) -> dict[str, str]:
-    """The headers an error page repeats, as quoted. The URL's user and password are not sent
-    as Basic auth (an auth flow answers a 401), but httpx2 logs, and the SSE client's errors
-    say, the URL."""
-    if userinfo:
-        return {"x-team": "blue"}
-    return {"authorization": "Bearer ***", "x-api-key": "***", "x-team": "blue"}
+def masked_as(sent: Sent) -> dict[str, str]:
+    """What an error page repeats, as quoted. The URL's user and password are not sent as
+    Basic auth (an auth flow answers a 401), but httpx2 logs, and the SSE client's errors say,
+    the URL."""
+    if sent == "url-password":
+        return {":path": "/mcp", "x-team": "blue"}
+    if sent == "url-query":
+        return {":path": "/mcp?v=1&api_key=***", "x-team": "blue"}
+    return {":path": "/mcp", "authorization": "Bearer ***", "x-api-key": "***", "x-team": "blue"}
 
 
 def shows_no_secret(*texts: str) -> bool:
@@ -96,11 +109,11 @@ def token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SAID_BACK_TOKEN", TOKEN)
 
 
-@pytest.mark.parametrize("userinfo", [False, True], ids=["token+header", "url-password"])
+@pytest.mark.parametrize("sent", ["token+header", "url-password", "url-query"])
 @pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
 @pytest.mark.parametrize("protocol", ["auto", "modern"])
 async def test_a_calls_error_page_is_quoted_without_the_credentials_sent(
-    userinfo: bool, raw: bool, protocol: ProtocolMode, caplog: pytest.LogCaptureFixture
+    sent: Sent, raw: bool, protocol: ProtocolMode, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)  # `-v`: httpx2 logs each request's URL
     server = faulty_server(Waiting(), "page", "jsonrpc")
@@ -109,13 +122,13 @@ async def test_a_calls_error_page_is_quoted_without_the_credentials_sent(
     )
     with anyio.fail_after(30):
         async with serve_on_loopback(front) as base:
-            config = config_of(base, userinfo=userinfo, protocol=protocol, connect_timeout=10)
+            config = config_of(base, sent, protocol=protocol, connect_timeout=10)
             async with McpToolkit("f", config) as node:
                 node.raw_calls = raw
                 page = await node.call_tool("f__page", {})
                 error = await node.call_tool("f__jsonrpc", {})
                 assert node.health.state == "ready"
-    masked = json.dumps(masked_as(userinfo))
+    masked = json.dumps(masked_as(sent))
     assert page.is_error
     assert result_text(page) == (
         "MCP error -32603: MCP server 'f' answered HTTP 502 (Bad Gateway): "
@@ -126,21 +139,21 @@ async def test_a_calls_error_page_is_quoted_without_the_credentials_sent(
     assert shows_no_secret(*(record.getMessage() for record in caplog.records))
 
 
-@pytest.mark.parametrize("userinfo", [False, True], ids=["token+header", "url-password"])
+@pytest.mark.parametrize("sent", ["token+header", "url-password", "url-query"])
 @pytest.mark.parametrize("kind", ["http", "sse"])
 async def test_a_connect_error_says_no_credential_sent(
-    userinfo: bool, kind: str, caplog: pytest.LogCaptureFixture
+    sent: Sent, kind: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
     front = FaultyFront(faulty_server(Waiting()).streamable_http_app(), everything=PAGE)
     with anyio.fail_after(30):
         async with serve_on_loopback(front) as base:
-            config = config_of(base, userinfo=userinfo, transport=kind, connect_timeout=10)
+            config = config_of(base, sent, transport=kind, connect_timeout=10)
             async with McpToolkit("f", config) as node:
                 health = await node.wait_for_health(lambda h: h.state == "failed")
     assert health.last_error is not None
     if kind == "http":  # the SDK's SSE client says the status and URL alone
-        assert json.dumps(masked_as(userinfo)) in health.last_error
+        assert json.dumps(masked_as(sent)) in health.last_error
     else:
         assert "502 Bad Gateway" in health.last_error
     said = [record.getMessage() for record in caplog.records]
@@ -159,7 +172,7 @@ async def test_a_proxied_calls_error_reaches_the_client_without_the_gateways_cre
     said: list[str] = []
     with anyio.fail_after(30):
         async with serve_on_loopback(front) as base:
-            config = config_of(base, userinfo=False, connect_timeout=10)
+            config = config_of(base, "token+header", connect_timeout=10)
             async with (
                 gateway_front(config, pass_through=pass_through) as (url, _, _),
                 Client(url) as client,
@@ -168,20 +181,20 @@ async def test_a_proxied_calls_error_reaches_the_client_without_the_gateways_cre
                     with pytest.raises(MCPError) as raised:
                         await client.call_tool(tool, {})
                     said.append(json.dumps([raised.value.error.message, raised.value.error.data]))
-    masked = json.dumps(masked_as(False))
+    masked = json.dumps(masked_as("token+header"))
     assert said[0] == json.dumps(
         [
             f"MCP server 'd' answered HTTP 502 (Bad Gateway): upstream failed; request was: {masked}",
             None,
         ]
     )
-    assert json.loads(said[1]) == [f"refused {masked}", {"headers": masked_as(False)}]
+    assert json.loads(said[1]) == [f"refused {masked}", {"headers": masked_as("token+header")}]
     assert shows_no_secret(*said)
 
 
 async def run_cli(*args: str, config: Path) -> tuple[int, str, str]:
     assert EXECUTABLE is not None
-    env = {**os.environ, "SAID_BACK_TOKEN": TOKEN, "SAID_BACK_KEY": KEY}
+    env = {**os.environ, "SAID_BACK_TOKEN": TOKEN, "SAID_BACK_KEY": KEY, "SAID_BACK_Q": QUERY_KEY}
     with anyio.fail_after(60):
         done = await anyio.run_process(
             [EXECUTABLE, *args, "--config", str(config)], check=False, env=env
@@ -196,7 +209,8 @@ def write_config(tmp_path: Path, base: str) -> Path:
     )
     config = tmp_path / "agent-gateway.toml"
     config.write_text(
-        f'[mcpServers.f]\nurl = "{base}/mcp"\nbearer_token_env = "SAID_BACK_TOKEN"\n'
+        f'[mcpServers.f]\nurl = "{base}/mcp?api_key=${{SAID_BACK_Q}}"\n'
+        'bearer_token_env = "SAID_BACK_TOKEN"\n'
         'headers = { "X-Api-Key" = "${SAID_BACK_KEY}", "X-Team" = "blue" }\n'
         "connect_timeout = 10\n\n"
         f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["f"]\n'
@@ -206,8 +220,9 @@ def write_config(tmp_path: Path, base: str) -> Path:
 
 async def test_the_cli_shows_no_credential_a_server_said_back(tmp_path: Path) -> None:
     """`tools --json` of a server refusing at connect, and `run --json` whose model calls a
-    tool that fails: a `${VAR}` header is masked as the bearer token is."""
-    masked = json.dumps(masked_as(False))
+    tool that fails: a `${VAR}` header, and a `${VAR}` in the URL's query, are masked as the
+    bearer token is."""
+    masked = json.dumps({**masked_as("token+header"), ":path": "/mcp?api_key=***"})
     refusing = FaultyFront(faulty_server(Waiting()).streamable_http_app(), everything=PAGE)
     async with serve_on_loopback(refusing) as base:
         code, out, err = await run_cli("tools", "--json", config=write_config(tmp_path, base))

@@ -13,7 +13,15 @@ import anyio
 import httpx2
 import pytest
 
-from tests.server.processes import REPO, SCRIPT, TIMES_42, Served, http_server, write_config
+from tests.server.processes import (
+    REPO,
+    SCRIPT,
+    TIMES_42,
+    Served,
+    http_server,
+    untimed,
+    write_config,
+)
 
 from .wire import initialize
 
@@ -77,7 +85,7 @@ async def test_host_and_origin_name_the_bound_loopback_port_exactly(tmp_path: Pa
     expected |= dict.fromkeys(allowed, 200)
     assert seen == expected
     assert again == expected
-    warnings = [line for line in served.stderr if "refused a request with" in line]
+    warnings = [untimed(line) for line in served.stderr if "refused a request with" in line]
     assert len(warnings) == len(refused) + 1, warnings
     assert (
         "WARNING gateway.server.transports.host_check: refused a request with Host "

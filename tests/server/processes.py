@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -18,6 +19,14 @@ from anyio.streams.text import TextReceiveStream
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(sys.executable).parent / "agent-gateway"
 READY = "agent-gateway: serving MCP on "
+TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z ")
+"""What `serve` starts its lines with."""
+
+
+def untimed(line: str) -> str:
+    """`line` without the time `serve` starts it with (a line it did not write has none)."""
+    time = TIME.match(line)
+    return line[time.end() :] if time else line
 
 
 def write_config(directory: Path, answers: object, *, gateway: str = "") -> Path:
@@ -66,10 +75,10 @@ class Served:
         self.more_stderr.set()
 
     async def line_starting(self, prefix: str) -> str:
-        """The first stderr line starting with `prefix`, once there is one."""
+        """The first stderr line starting with `prefix` (after its time), once there is one."""
         while True:
             more = self.more_stderr
-            found = next((line for line in self.stderr if line.startswith(prefix)), None)
+            found = next((line for line in self.stderr if untimed(line).startswith(prefix)), None)
             if found is not None:
                 return found
             assert not self.stderr_closed.is_set(), f"no line {prefix!r}: {self.stderr}"
@@ -93,8 +102,8 @@ async def http_server(
     served = Served(url="", process=process)
 
     def note_ready(line: str) -> None:
-        if line.startswith(READY):
-            served.url = line.removeprefix(READY)
+        if untimed(line).startswith(READY):
+            served.url = untimed(line).removeprefix(READY)
             ready.set()
 
     async def read_stderr() -> None:

@@ -238,6 +238,45 @@ async def test_a_called_agents_progress_names_it(era: str) -> None:
     ]
 
 
+async def test_a_deeper_agents_progress_names_the_agents_that_led_to_it(era: str) -> None:
+    outer = AgentSpec(
+        name="outer",
+        model=ScriptedModel([call("mid", prompt="ask inner"), "Mid says 42."]),
+        tools=["mid"],
+    )
+    mid = AgentSpec(
+        name="mid",
+        model=ScriptedModel([call("inner", prompt="6 * 7?"), "Inner says 42."]),
+        tools=["inner"],
+    )
+    inner = calculator_agent(times_42(), name="inner")
+    progress = ProgressLog()
+    async with Client(serve(calculator_gateway(outer, mid, inner)), mode=era) as client:
+        await client.call_tool("outer", {"prompt": "ask mid"}, progress_callback=progress)
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    assert messages[1:] == [
+        "model scripted: thinking",
+        "model scripted: answered, calling mid",
+        "tool mid: running",
+        "mid: model scripted: thinking",
+        "mid: model scripted: answered, calling inner",
+        "mid: tool inner: running",
+        "mid > inner: model scripted: thinking",
+        "mid > inner: model scripted: answered, calling calculator",
+        "mid > inner: tool calculator: running",
+        "mid > inner: tool calculator: done",
+        "mid > inner: model scripted: thinking",
+        "mid > inner: model scripted: answered",
+        "mid: tool inner: done",
+        "mid: model scripted: thinking",
+        "mid: model scripted: answered",
+        "tool mid: done",
+        "model scripted: thinking",
+        "model scripted: answered",
+        "agent outer: finished",
+    ]
+
+
 async def test_run_milestones_arrive_as_log_messages() -> None:
     gateway = calculator_gateway(calculator_agent(times_42() + times_42() + times_42()))
     legacy_log, opted_in, silent = LogLog(), LogLog(), LogLog()

@@ -3,6 +3,7 @@ while a call waits for a person's approval, and while it waits on what sends no 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +24,10 @@ from agent import (
     TokenCallback,
     ToolDefinition,
 )
-from gateway import AgentSpec
+from gateway import AgentSpec, TraceEvent
 from gateway.approval import ApprovalRule
 from gateway.server import McpNotifier
+from gateway.trace import Kind, OpenSpan
 from toolkits import FunctionToolkit, function_tool, in_background
 
 from .support import ERAS, calculator_gateway, serve
@@ -201,3 +203,49 @@ async def test_a_call_waiting_on_what_sends_no_event_sends_progress_saying_what_
             result = await client.call_tool("quiet", {}, progress_callback=beats)
     assert result.content == [types.TextContent(text="done")]
     assert beats.messages[0].startswith("still working, nothing new for 0 s (the call began)")
+
+
+async def test_a_run_followed_midway_names_the_call_under_way_timed_from_its_start() -> None:
+    """A stored run's follower (a round's retry, `approve_run`) is told of the spans open
+    when it began to follow: what runs inside a sub-agent, for how long already."""
+    beats = Heartbeats("still running")
+    now = time.monotonic()
+
+    def started(kind: Kind, name: str, id: str, parent: str | None, ago: float) -> OpenSpan:
+        event = TraceEvent(
+            kind=kind, phase="start", name=name, id=id, parent_id=parent, run_id="r1", at_ms=0
+        )
+        return OpenSpan(event, now - ago)
+
+    open_spans = [
+        started("run", "lead", "r", None, 300),
+        started("agent", "lead", "a1", "r", 300),
+        started("tool", "mid", "t1", "a1", 299),
+        started("agent", "mid", "a2", "t1", 299),
+        started("tool", "leaf", "t2", "a2", 298),
+        started("agent", "leaf", "a3", "t2", 298),
+        started("tool", "slow", "t3", "a3", 120),
+    ]
+
+    async def following(
+        ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        notifier = McpNotifier(ctx, heartbeat=INTERVAL)
+        notifier.joined(open_spans)
+        async with in_background(notifier.keep_alive, wait_started=False):
+            await beats.enough.wait()
+        return types.CallToolResult(content=[types.TextContent(text="done")])
+
+    async def tools(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(
+            tools=[types.Tool(name="follow", input_schema={"type": "object"})]
+        )
+
+    server = Server[Any]("following", on_call_tool=following, on_list_tools=tools)
+    async with Client(server, mode="legacy") as client:
+        with anyio.fail_after(20):
+            await client.call_tool("follow", {}, progress_callback=beats)
+    # Not told again as begun: only the heartbeats.
+    assert beats.messages[0] == "mid > leaf: tool slow: still running (120 s)"

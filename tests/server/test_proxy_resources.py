@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import logging
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from gateway import Gateway
+from tests.servers.asgi import serve_on_loopback
 from tests.servers.catalog import CatalogServer
+from tests.servers.restarting import Restarting
+from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 
-from .proxying import mcp_nodes
+from .proxying import Heard, listening, mcp_nodes
 from .support import ERAS, calculator_gateway, serve
 
 pytestmark = pytest.mark.anyio
@@ -166,3 +170,48 @@ async def test_a_long_uri_is_quoted_short(era: str) -> None:
     assert said.startswith("no proxied server offers the resource 'x://yyy")
     assert said.endswith("'... (100004 characters)")
     assert len(said) < 300
+
+
+@pytest.mark.parametrize("down", ["auto", "modern"])
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_restarted_servers_catalog_is_served_at_once_and_announced(
+    era: str, down: ProtocolMode, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Its server restarted over HTTP with a resource and a prompt more, forgetting the node's
+    session (2025-11-25): the first requests after it are answered in full, not left out, and
+    the clients are told its lists may have changed."""
+    caplog.set_level(logging.WARNING, logger="gateway.catalog")
+    docs = CatalogServer("docs")
+    docs.add_resource("memo://docs/1", "doc 1")
+    docs.add_prompt("greet", "who")
+    front = Restarting(lambda: docs.server.streamable_http_app(host="127.0.0.1"), event_stream=405)
+    heard = Heard()
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(front.run)
+            async with (
+                serve_on_loopback(front) as base,
+                McpToolkit("docs", McpServerConfig(url=f"{base}/mcp", protocol=down)) as node,
+                Client(
+                    serve(Gateway([node], []), expose_tools=True),
+                    mode=era,
+                    message_handler=heard.on_message if era == "legacy" else None,
+                ) as client,
+                listening(client, heard),
+            ):
+                await client.list_resources()
+                docs.add_resource("memo://docs/2", "doc 2")
+                docs.add_prompt("bye")
+                await front.restart()
+                resources = (await client.list_resources()).resources
+                prompts = (await client.list_prompts()).prompts
+                read = await client.read_resource("memo://docs/2")
+                prompt = await client.get_prompt("docs__greet", {"who": "Ada"})
+                await heard.until(kinds={"prompts", "resources"})
+                assert [r.uri for r in resources] == ["memo://docs/1", "memo://docs/2"]
+                assert [p.name for p in prompts] == ["docs__greet", "docs__bye"]
+                assert text_of(read) == "doc 2"
+                said = prompt.messages[0].content
+                assert said == types.TextContent(text="docs/greet [('who', 'Ada')]")
+            tg.cancel_scope.cancel()
+    assert not [r for r in caplog.records if r.name == "gateway.catalog"]  # none left out

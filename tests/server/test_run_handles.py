@@ -9,8 +9,9 @@ import asyncio
 import base64
 import json
 import pickle
+import re
 import sqlite3
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, cast
@@ -27,9 +28,10 @@ from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
 from gateway.run_state import RunOrigin, spent
 from gateway.server import build_server
-from toolkits import FunctionToolkit, function_tool
+from toolkits import FunctionToolkit, Toolkit, function_tool
 
-from .support import ERAS
+from .support import ERAS, ProgressLog
+from .test_keep_alive import INTERVAL, Heartbeats
 from .test_served_approval import Person, Unanswered
 
 pytestmark = pytest.mark.anyio
@@ -45,7 +47,7 @@ class Log:
         """Set by the first `note`: it runs beside a gated call, which may be reported
         waiting before it ran."""
 
-    def gateway(self, *agents: AgentSpec) -> Gateway:
+    def gateway(self, *agents: AgentSpec, nodes: Sequence[Toolkit] = ()) -> Gateway:
         async def note(text: str) -> str:
             """Note a text."""
             self.lines.append(text)
@@ -58,7 +60,7 @@ class Log:
             return f"erased {text}"
 
         tools = [function_tool(note), function_tool(erase)]
-        return Gateway([FunctionToolkit("log", tools)], agents)
+        return Gateway([FunctionToolkit("log", tools), *nodes], agents)
 
 
 def _calls(*calls: tuple[str, str, str]) -> ScriptedAnswer:
@@ -72,10 +74,13 @@ def _told(model: ScriptedModel, call: int) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def _served(tmp_path: Path, gateway: Gateway) -> AsyncGenerator[tuple[Any, DurableRuns]]:
+async def _served(
+    tmp_path: Path, gateway: Gateway, **settings: Any
+) -> AsyncGenerator[tuple[Any, DurableRuns]]:
     async with open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
         runs.use(gateway)
-        server, _router = build_server(gateway, GatewaySettings(), runs=runs, origin=ORIGIN)
+        settled = GatewaySettings(**settings)
+        server, _router = build_server(gateway, settled, runs=runs, origin=ORIGIN)
         yield server, runs
 
 
@@ -291,6 +296,128 @@ async def test_a_run_handle_of_a_sub_agent_resumes_it_in_place(tmp_path: Path) -
     assert approved.content == [types.TextContent(text="lead: the leaf erased W")]
     assert log.lines == ["erased W"]
     assert len(model.calls) == 4  # no model call was made twice
+
+
+def _lead_mid_leaf(
+    leaf_calls: ScriptedAnswer, *, leaf_tools: Sequence[str] = ("log",)
+) -> list[AgentSpec]:
+    """`lead` calls `mid`, which calls `leaf`, which makes `leaf_calls` (`erase` needs a
+    person's approval)."""
+    model = ScriptedModel(
+        [
+            ScriptedAnswer(
+                tool_calls=[ScriptedCall(name="mid", id="m1", arguments={"prompt": "ask"})]
+            ),
+            ScriptedAnswer(
+                tool_calls=[ScriptedCall(name="leaf", id="l1", arguments={"prompt": "erase W"})]
+            ),
+            leaf_calls,
+            "leaf: erased W",
+            "mid: the leaf erased W",
+            "lead: done",
+        ]
+    )
+    return [
+        AgentSpec("lead", model, tools=["mid"]),
+        AgentSpec("mid", model, tools=["leaf"]),
+        AgentSpec("leaf", model, tools=list(leaf_tools), approval=ApprovalRule(["erase"])),
+    ]
+
+
+AFTER_THE_APPROVAL = [
+    "mid > leaf: tool erase: running",
+    "mid > leaf: tool erase: done",
+    "mid > leaf: model scripted: thinking",
+    "mid > leaf: model scripted: answered",
+    "mid: tool leaf: done",
+    "mid: model scripted: thinking",
+    "mid: model scripted: answered",
+    "tool mid: done",
+    "model scripted: thinking",
+    "model scripted: answered",
+    "agent lead: finished",
+]
+"""The progress of `_lead_mid_leaf`'s run once `erase` is approved: each call named by the
+agents it is under, as the run's first request names them."""
+
+
+def _messages(progress: ProgressLog) -> list[str]:
+    return [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_progress_after_an_approval_names_the_sub_agents_as_before_it(
+    era: str, tmp_path: Path
+) -> None:
+    """A 2026-07-28 client's retry follows the stored run on from inside `leaf`. Was: its
+    progress named no agent (`tool erase: running`), as if `lead` made the call."""
+    log = Log()
+    gateway = log.gateway(*_lead_mid_leaf(_calls(("erase", "w1", "W"))))
+    progress = ProgressLog()
+    async with (
+        _served(tmp_path, gateway) as (server, _runs),
+        Client(server, mode=era, elicitation_callback=Person(approve=True)) as client,
+    ):
+        result = await client.call_tool("lead", {"prompt": "go"}, progress_callback=progress)
+    assert result.content == [types.TextContent(text="lead: done")]
+    messages = _messages(progress)
+    assert "mid > leaf: model scripted: answered, calling erase" in messages  # before the round
+    ran = max(i for i, m in enumerate(messages) if m.endswith("tool erase: running"))
+    assert messages[ran:] == AFTER_THE_APPROVAL
+    assert log.lines == ["erased W"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_approve_run_names_the_sub_agents_the_run_goes_on_in(
+    era: str, tmp_path: Path
+) -> None:
+    log = Log()
+    gateway = log.gateway(*_lead_mid_leaf(_calls(("erase", "w1", "W"))))
+    progress = ProgressLog()
+    async with (
+        _served(tmp_path, gateway) as (server, _runs),
+        Client(server, mode=era) as client,  # declares no elicitation: gets a run handle
+    ):
+        run_id = _structured(await client.call_tool("lead", {"prompt": "go"}))["run"]["run_id"]
+        approved = await client.call_tool(
+            "approve_run", {"run_id": run_id}, progress_callback=progress
+        )
+    assert approved.content == [types.TextContent(text="lead: done")]
+    assert _messages(progress) == AFTER_THE_APPROVAL
+    assert log.lines == ["erased W"]
+
+
+async def test_approve_run_hears_of_a_call_under_way_before_it_followed(tmp_path: Path) -> None:
+    """The heartbeat names a sub-agent's call that began before `approve_run` followed the run,
+    and still runs once the approved call ended."""
+    beats = Heartbeats("mid > leaf: tool wait_for_it: still running")
+
+    @function_tool
+    async def wait_for_it() -> str:
+        """Returns once the client has heard the heartbeat."""
+        await beats.enough.wait()
+        return "done"
+
+    both = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="wait_for_it", id="s1"),
+            ScriptedCall(name="erase", id="w1", arguments={"text": "W"}),
+        ]
+    )
+    log = Log()
+    agents = _lead_mid_leaf(both, leaf_tools=("log", "waiting"))
+    gateway = log.gateway(*agents, nodes=[FunctionToolkit("waiting", [wait_for_it])])
+    async with (
+        _served(tmp_path, gateway, progress_interval=INTERVAL) as (server, _runs),
+        Client(server, mode="legacy") as client,  # declares no elicitation: gets a run handle
+    ):
+        run_id = _structured(await client.call_tool("lead", {"prompt": "go"}))["run"]["run_id"]
+        with anyio.fail_after(10):
+            approved = await client.call_tool(
+                "approve_run", {"run_id": run_id}, progress_callback=beats
+            )
+    assert approved.content == [types.TextContent(text="lead: done")]
+    assert log.lines == ["erased W"]
 
 
 async def test_a_run_handle_says_what_the_run_spent_so_far_its_sub_agents_too(

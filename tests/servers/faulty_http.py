@@ -4,8 +4,8 @@ every request) answered with an error status or an HTML page, redirected, or cut
 `FaultyFront` is ASGI middleware around the SDK's streamable HTTP app. A `tools/call` of a tool
 named in `calls` gets that fault instead of reaching the server; `everything`, when set, answers
 every request; `moved` answers a POST to `/mcp` with a 307 to `/mcp/`, where the server lives
-(as Starlette's slash redirect does). A fault's body may repeat the request's headers, as a
-debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
+(as Starlette's slash redirect does). A fault's body may repeat the request's target and
+headers, as a debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ class Fault:
     body: bytes = b""
     headers: tuple[tuple[str, str], ...] = ()
     echo: Callable[[dict[str, str]], bytes] | None = None
-    """Makes the body of the request's headers (lower-cased names), in place of `body`."""
+    """Makes the body of the request's headers (lower-cased names) and target (`:path`, as
+    sent: `/mcp?api_key=KEY`), in place of `body`."""
 
 
 CUT = Fault(200, "text/event-stream")
@@ -100,7 +101,10 @@ async def _answer(send: Send, fault: Fault, scope: Scope) -> None:
     body = fault.body
     if fault.echo is not None:
         sent: list[tuple[bytes, bytes]] = scope["headers"]
-        body = fault.echo({name.decode().lower(): value.decode() for name, value in sent})
+        query: bytes = scope["query_string"]
+        target = scope["raw_path"] + (b"?" + query if query else b"")
+        said = {name.decode().lower(): value.decode() for name, value in sent}
+        body = fault.echo({":path": target.decode(), **said})
     await _start(send, fault)
     await send({"type": "http.response.body", "body": body})
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -197,6 +197,83 @@ async def test_a_servers_name_form_stays_its_own_as_it_comes_and_goes(
         "server 'evil': 1 tool named fs__NAME, the form of server 'fs''s tools: offering it "
         "as evil__NAME (fs__write_file)"
     ]
+
+
+async def test_a_deeper_servers_name_form_stays_its_own_as_a_server_joins(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Servers `a` (cannot start at first) and `a__b`, both prefix always: `a`'s tool
+    `b__echo_c` would be `a__b__echo_c` too. That name is `a__b`'s `echo_c` before `a` joins
+    and after, and `a`'s tool has one name of its own throughout: no name changes."""
+    a, a_b = toy("b__echo_c"), toy("echo_c")
+    later = CrashableTransport(a.server)
+    attempts: list[int] = []
+
+    def a_later() -> Transport:
+        attempts.append(1)
+        return unreachable() if len(attempts) == 1 else later.connect()
+
+    configs = {"a": config(), "a__b": config()}
+    targets = {"a": a_later, "a__b": a_b.server}
+    async with McpToolkitGroup(configs, targets=targets, backoff=Backoff(0.01)) as group:
+        assert [tool.name for tool in await group.list_tools()] == ["a__b__echo_c"]
+        with anyio.fail_after(10):
+            await group["a"].wait_for_health(lambda health: health.tool_count == 1)
+        (moved,) = [tool.name for tool in await group["a"].list_tools()]
+        assert moved.startswith("a__b_echo_c_")
+        assert [tool.name for tool in await group["a__b"].list_tools()] == ["a__b__echo_c"]
+        assert (await group["a__b"].call_tool("a__b__echo_c", {})).content == [
+            types.TextContent(text="echo_c:[]")
+        ]
+        assert (await group["a"].call_tool(moved, {})).content == [
+            types.TextContent(text="b__echo_c:[]")
+        ]
+    said = [r.getMessage() for r in caplog.records if r.name.startswith("toolkits.mcp.")]
+    assert [line for line in said if "echo_c" in line or "renamed" in line] == [
+        "server 'a': 1 tool whose prefixed name would have the form of server 'a__b''s tools "
+        f"(a__b__NAME): offering 'b__echo_c' as {moved!r}"
+    ]
+
+
+async def test_the_servers_waited_for_are_told_again_as_each_settles_in_any_order() -> None:
+    """The first of the config's order still starting was awaited before telling anyone
+    again: for its whole wait the others were said to be starting, long after one was ready
+    and another had failed."""
+    release = anyio.Event()
+
+    @asynccontextmanager
+    async def slow() -> AsyncGenerator[Any]:  # starts once released
+        await release.wait()
+        async with CrashableTransport(toy("echo").server).connect() as streams:
+            yield streams
+
+    told: list[list[str]] = []
+    only_slow = anyio.Event()
+
+    def on_waiting(pending: Sequence[str]) -> None:
+        told.append(list(pending))
+        if list(pending) == ["slow"]:
+            only_slow.set()
+
+    group = McpToolkitGroup(
+        {"slow": config(), "fast": config(), "bad": config()},
+        targets={"slow": slow, "fast": toy("echo").server, "bad": unreachable},
+        backoff=Backoff(60),
+        on_waiting=on_waiting,
+    )
+    async with anyio.create_task_group() as tg:
+
+        async def enter() -> None:
+            async with group:
+                pass
+
+        tg.start_soon(enter)
+        with anyio.fail_after(10):
+            await only_slow.wait()  # fast ready and bad failed, while slow still starts
+        assert group["slow"].health.state == "connecting"
+        release.set()
+    assert told[0] == ["slow", "fast", "bad"]
+    assert told[-2:] == [["slow"], []]  # then none: it stopped waiting
 
 
 def test_targets_must_name_configured_servers() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from tests.servers.asgi import RecordHeaders, buffered_body, serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
-from toolkits.errors import ConnectionLost
+from toolkits.errors import ConnectionLost, ServerUnavailable
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, ProtocolMode, transport
 from toolkits.observation import result_text
 
@@ -361,3 +362,41 @@ async def test_a_server_that_stopped_while_idle_went_away_and_is_reconnected_to(
                 await node.wait_for_health(lambda health: health.state == "ready")
                 assert not (await node.call_tool("toy__echo", {"text": "c"})).is_error
                 again.stop.set()
+
+
+async def test_a_call_follows_a_server_that_is_back_without_waiting_out_the_backoff(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A restarted downstream (a deploy) serves the next call, and its error said how old it was."""
+    caplog.set_level(logging.INFO, logger="toolkits.mcp.toy")
+    toy = ToyServer()
+    toy.add_echo("echo")
+    first = ServedUntil(toy.server.streamable_http_app(host="127.0.0.1"))
+    # The scheduled attempt is a minute away: only the calls can bring the node back.
+    later = Backoff(initial=60, maximum=60, early=0)
+    async with anyio.create_task_group() as tg:
+        base: str = await tg.start(first.run, 0)
+        config = McpServerConfig(url=f"{base}/mcp")
+        async with McpToolkit("toy", config, backoff=later) as node:
+            with anyio.fail_after(30):
+                assert not (await node.call_tool("toy__echo", {"text": "a"})).is_error
+                first.stop.set()
+                await first.stopped.wait()
+                with pytest.raises(ConnectionLost):
+                    await node.call_tool("toy__echo", {"text": "b"})
+                await node.wait_for_health(lambda health: health.state == "failed")
+                with pytest.raises(ServerUnavailable) as down:
+                    await node.call_tool("toy__echo", {"text": "c"})
+                assert re.fullmatch(
+                    r"MCP server 'toy' is unavailable: ConnectError: \[Errno 111\] [^()]+"
+                    r"(\('[\d.]+', \d+\))? \(\d+\.\d s ago\); a call in 0\.0 s or later tries again",
+                    str(down.value),
+                ), down.value
+                again = ServedUntil(toy.server.streamable_http_app(host="127.0.0.1"))
+                await tg.start(again.run, int(base.rsplit(":", 1)[1]))
+                assert not (await node.call_tool("toy__echo", {"text": "d"})).is_error
+                again.stop.set()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert re.fullmatch(
+        r"reconnected \(protocol 2025-11-25\) after 2 failed attempts / \d+\.\d s", warnings[-1]
+    ), warnings

@@ -185,6 +185,63 @@ def test_a_server_keeps_names_of_its_own_form() -> None:
     assert names["fs__meta"] == {"fs__x": "fs__meta__fs__x"}  # fs's form, not its own
 
 
+@pytest.mark.parametrize("a_listing", [True, False], ids=["a", "a-not-yet"])
+@pytest.mark.parametrize("a_first", [True, False])
+def test_a_deeper_servers_name_form_is_its_own_under_prefix_always(
+    caplog: pytest.LogCaptureFixture, a_listing: bool, a_first: bool
+) -> None:
+    """Servers `a` and `a__b`: `a__b__echo_c` is `a__b`'s `echo_c`, whether `a` (whose
+    `b__echo_c` would be `a__b__echo_c` too) comes first or lists its tools yet. `a`'s tool
+    gets a name in no other server's form, the same whatever the order."""
+    a = NodeTools("a", "always", ["b__echo_c", "b_echo_c", "ping"] if a_listing else [])
+    a_b = NodeTools("a__b", "always", ["echo_c"])
+    warned: set[tuple[str, ...]] = set()
+    for _ in range(2):  # resolved again as each node settles: said once
+        names = resolve_tool_names([a, a_b] if a_first else [a_b, a], warned=warned)
+        assert names["a__b"] == {"echo_c": "a__b__echo_c"}
+        assert names["a"] == (
+            {"b__echo_c": "a__b_echo_c_a4465464", "b_echo_c": "a__b_echo_c", "ping": "a__ping"}
+            if a_listing
+            else {}
+        )
+    said = [r.getMessage() for r in caplog.records]
+    assert said == (
+        [
+            "server 'a': 1 tool whose prefixed name would have the form of server 'a__b''s "
+            "tools (a__b__NAME): offering 'b__echo_c' as 'a__b_echo_c_a4465464'"
+        ]
+        if a_listing
+        else []
+    )
+
+
+@pytest.mark.parametrize("prefix", ["always", "never", "auto"])
+def test_no_name_is_given_in_another_servers_form(prefix: PrefixPolicy) -> None:
+    """`a`'s `_x` under its prefix is `a___x`, the form of server `a_`'s `x`; a tool of `a`
+    that must take its prefix is never offered in a deeper server's form, however its name
+    is made (separators at its ends, runs of them, a server name too long to keep whole)."""
+    long = "s__" + "l" * 60
+    nodes = [
+        NodeTools("a", prefix, ["_x", "a_", "__", "b___y_"]),
+        NodeTools("a_", "always", ["x"]),
+        NodeTools("a__b", "always", ["y"]),
+        NodeTools("s", "always", []),
+        NodeTools(long, "always", ["t"]),
+    ]
+    reserved = {"_x", "a_", "__", "b___y_"}  # so `a` takes its prefix, whatever its policy
+    names = resolve_tool_names(nodes, reserved)
+    spaces = {f"{node.node}__": node.node for node in nodes}
+    for node, offered in names.items():
+        for name in offered.values():
+            assert VALID.match(name)
+            held = [space for space in spaces if name.startswith(space)]
+            assert max(held, key=len, default=f"{node}__") == f"{node}__", (node, name)
+    assert names["a_"] == {"x": "a___x"}
+    assert names["a__b"] == {"y": "a__b__y"}
+    assert len({name for offered in names.values() for name in offered.values()}) == 7
+    assert resolve_tool_names(nodes[::-1], reserved) == names
+
+
 def test_leftover_clashes_are_settled_by_a_hash() -> None:
     # Two server names alike once sanitised: their prefixed names meet.
     names = resolve_tool_names(

@@ -133,6 +133,39 @@ async def test_a_restarted_server_everything_answers_the_first_call_after_it() -
                 second.set()
 
 
+async def test_a_restarted_server_everythings_resources_are_listed_and_read_at_once() -> None:
+    """Its 400 to the old session id, met by a listing rather than a call, is a lost session
+    too: the node reconnects and lists again; nothing is left out."""
+
+    gone = anyio.Event()
+
+    async def serve(
+        port: int, stop: anyio.Event, *, task_status: anyio.abc.TaskStatus[str]
+    ) -> None:
+        async with everything_http("streamableHttp", port) as url:
+            task_status.started(url)
+            await stop.wait()
+        gone.set()
+
+    document = "demo://resource/static/document/features.md"
+    async with anyio.create_task_group() as tg:
+        first = anyio.Event()
+        url = await tg.start(serve, 0, first)
+        async with McpToolkit("everything", McpServerConfig(url=url)) as node:
+            with anyio.fail_after(30):
+                before = [r.uri for r in await node.catalog.list_resources()]
+                first.set()
+                await gone.wait()  # its process ended: the port is free for the next one
+                second = anyio.Event()
+                await tg.start(serve, int(url.rsplit(":", 1)[1].split("/")[0]), second)
+                after = [r.uri for r in await node.catalog.list_resources()]
+                read = await node.catalog.read_resource(document)
+                second.set()
+                assert document in before
+                assert after == before
+                assert read.contents[0].uri == document
+
+
 async def test_everything_over_legacy_sse() -> None:
     async with (
         everything_http("sse") as url,

@@ -38,3 +38,19 @@ def test_a_secret_header_is_masked_json_escaped_and_others_stay_said() -> None:
     assert SentCredentials.of(config).mask(page + " u@x:p/w") == (
         '{"x-key": "***", "x-team": "blue", "url": "http://***@h/"} ***'
     )
+
+
+def test_a_query_credential_is_masked_as_written_sent_decoded_and_encoded() -> None:
+    """`?api_key=` and other names that say credential: the value as the URL has it, as httpx2
+    sends it (non-ASCII percent-encoded), decoded (`+` a space or not), and encoded again.
+    Other parameters, and a credential's name, stay said."""
+    config = McpServerConfig(url="http://h/mcp?v=2&api_key=k%2By+z/é&Token=t0k3n&keyless=&p=1")
+    said = (
+        "POST /mcp?v=2&api_key=k%2By+z/%C3%A9&Token=t0k3n&keyless=&p=1 (written "
+        "k%2By+z/é), key k+y z/é or k+y+z/é, in a link k%2By%2Bz%2F%C3%A9, "
+        '{"api_key": "k+y z/\\u00e9"}'
+    )
+    assert SentCredentials.of(config).mask(said) == (
+        "POST /mcp?v=2&api_key=***&Token=***&keyless=&p=1 (written ***), key *** or ***, "
+        'in a link ***, {"api_key": "***"}'
+    )

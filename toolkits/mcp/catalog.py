@@ -8,7 +8,10 @@ Errors: the server's own answers (no such prompt, a resource it cannot read) com
 `MCPError` it sent, for relaying as they are. A server that is down or dies mid-request raises
 `ServerUnavailable` (`ConnectionLost`), and so does one that gives no answer within the node's
 `timeout` (time spent waiting on our client's answers to its requests does not count, within
-the node's absolute cap). A server that does not offer a feature lists nothing.
+the node's absolute cap). A server that does not offer a feature lists nothing. A request a
+server refuses because it no longer knows the session (it restarted: `Connection.expired`) is
+no answer of the server's: the node reconnects, and the request goes once more on the new
+session.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ from pydantic import ValidationError
 from ..base import CallContext, validation_brief
 from ..errors import ServerUnavailable
 from .config import McpServerConfig
+from .connection import Connection, lost_during
 from .deadline import Deadline
 from .pages import every_page
 from .server_requests import CallsInFlight
-from .session import OwnedSession, lost_during
+from .session import OwnedSession
 
 __all__ = ["McpCatalog"]
 
@@ -156,9 +160,19 @@ class McpCatalog:
     async def _request(
         self, what: str, send: Callable[[Client], Awaitable[_T]], *, track: CallContext | None
     ) -> _T:
-        """`send` on the live session, bounded; a `track`ed request is a call in flight for
-        that caller (its server's requests and log messages go to it)."""
-        conn = await self._session.ready_connection()
+        """`send` on the live session, bounded, and once more on the next session if the
+        server no longer knew this one (it restarted: the request was not read); a `track`ed
+        request is a call in flight for that caller (its server's requests and log messages
+        go to it)."""
+        return await self._session.on_live(partial(self._send_on, what, send, track))
+
+    async def _send_on(
+        self,
+        what: str,
+        send: Callable[[Client], Awaitable[_T]],
+        track: CallContext | None,
+        conn: Connection,
+    ) -> _T:
         assert conn.client is not None
         deadline = Deadline(self._config.timeout, self._config.call_cap)
         with deadline.scope:

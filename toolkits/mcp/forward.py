@@ -59,12 +59,12 @@ from ..base import CallContext, ServerRequestHandler, error_result, validation_b
 from ..errors import ConnectionLost
 from ..nesting import TooDeep
 from ..well_formed import well_formed_result
+from .connection import Connection, connection_lost
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .event_stream import AnswerTooLarge
 from .plain_result import is_plain_text
 from .server_requests import NOT_FOR_A_CLIENT, CallsInFlight, refused
-from .session import Connection, connection_lost
 
 __all__ = [
     "Channel",

@@ -32,12 +32,12 @@ from mcp.shared._httpx_utils import stream_within_origin  # the SDK's own redire
 
 from ..errors import AuthorizationRequired
 from ..json_bytes import json_bytes, read_json
+from .connection import Connection
 from .event_stream import AnswerTooLarge, EventData
 from .forward import ChannelLost
-from .http_refusal import is_refusal, refusal_answer
+from .http_refusal import FORGOTTEN, is_refusal, refusal_answer
 from .lean_http import LeanHttp
 from .server_requests import Stamp
-from .session import Connection
 from .transport import HttpLink
 
 __all__ = ["HttpChannel"]
@@ -199,11 +199,9 @@ class _Exchange:
         (`http_refusal`) answers this request alone; the connection stays."""
         channel = self._channel
         status = response.status_code
-        if status in (400, 404) and channel.session_id is not None:
-            # The spec says 404 for a session the server no longer knows; servers built on the
-            # TypeScript SDK's examples (server-everything) answer 400, e.g. after a restart.
-            # Either way the request was refused unread: it goes again on a new session.
-            channel.conn.drop(f"the server no longer knows the session (HTTP {status})")
+        if status in FORGOTTEN and channel.session_id is not None:
+            # Refused unread: it goes again on a new session.
+            channel.conn.forgotten(status)
             return None
         if channel.lean is not None and status in (401, 403):
             return None  # refused unread: httpx2's auth flow answers on the usual path

@@ -17,10 +17,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from .config import McpServerConfig
+from .connection import Connection
 from .forward import Channel, Forward
 from .forward_http import HttpChannel
 from .server_requests import CallsInFlight
-from .session import Connection, OwnedSession
+from .session import OwnedSession
 from .stdio_pipe import StampedPipe
 from .transport import HttpLink
 

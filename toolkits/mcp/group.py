@@ -5,16 +5,16 @@
             ...
         print(group.health_report())
 
-Entering starts every node's owner task concurrently and returns once each has settled (ready,
-or failed and retrying in the background): a server that cannot start never holds the others
-back. With `settle_within`, it returns after that long at most: a server still starting goes on
-in the background, and its node says when its tools arrive (`subscribe`); `wait_for` names the
-servers worth waiting for at all (the others start in the background too). `on_waiting` hears
-which servers it still waits for, whenever that changes, and `[]` once it stops waiting (a
-terminal's status line). Tool names with `prefix="auto"` are resolved across all nodes, again
-whenever any node's listing changes: a node's tools may so be renamed while the group runs
-(one warning per such change, naming the tools and why; `McpToolkit.now_named` answers for an
-old name).
+Entering starts every node's owner task concurrently (the process's open-files limit raised for
+them first: `open_files`) and returns once each has settled (ready, or failed and retrying in
+the background): a server that cannot start never holds the others back. With `settle_within`,
+it returns after that long at most: a server still starting goes on in the background, and its
+node says when its tools arrive (`subscribe`); `wait_for` names the servers worth waiting for at
+all (the others start in the background too). `on_waiting` hears which servers it still waits
+for, whenever that changes, and `[]` once it stops waiting (a terminal's status line). Tool
+names with `prefix="auto"` are resolved across all nodes, again whenever any node's listing
+changes: a node's tools may so be renamed while the group runs (one warning per such change,
+naming the tools and why; `McpToolkit.now_named` answers for an old name).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..background import InBackground
 from ..base import Tool
 from ..capabilities import ListChangedCallback
 from ..health import NodeHealth
+from ..open_files import files_for_servers, reserved_files
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .config import McpServerConfig
 from .naming import reserved_clashes, resolve_tool_names
@@ -193,31 +194,39 @@ class McpToolkitGroup(InBackground):
     ) -> None:
         """Run every node until cancelled; `started()` once all of them have settled, or
         `settle_within` s have passed (a node still starting then lists no tools until ready)."""
-        async with anyio.create_task_group() as tg:
-            settled = {node: _Settled() for node in self._nodes.values()}
-            for node, status in settled.items():
-                tg.start_soon(partial(node.run, task_status=status))
-            if self._wait_for is not None:  # the others join when ready
-                waited = set(self._wait_for)
-                for node in [n for n in settled if n.name not in waited]:
-                    node.stop_awaiting()
-                    del settled[node]
-            told: list[str] | None = None
-            with anyio.move_on_after(self._settle_within):
+        # Reserved before any starts: the process's limit raised to fit them all, or one
+        # warning saying it cannot (each server that fails would only say "Too many open files").
+        count = len(self._nodes)
+        what = f"{count} MCP server{'' if count == 1 else 's'} starting at once"
+        with reserved_files(files_for_servers(count), what):
+            async with anyio.create_task_group() as tg:
+                settled = {node: _Settled() for node in self._nodes.values()}
+                for node, status in settled.items():
+                    tg.start_soon(partial(node.run, task_status=status))
+                if self._wait_for is not None:  # the others join when ready
+                    waited = set(self._wait_for)
+                    for node in [n for n in settled if n.name not in waited]:
+                        node.stop_awaiting()
+                        del settled[node]
+                told: list[str] | None = None
+                # Woken as any node settles, in whatever order: `on_waiting` hears of each then,
+                # not once the first still starting in the config's order has.
+                wakeup = _Wakeup()
                 for status in settled.values():
-                    if not status.event.is_set() and self._on_waiting is not None:
-                        pending = [n.name for n, s in settled.items() if not s.event.is_set()]
-                        if pending != told:
+                    status.wakeup = wakeup
+                with anyio.move_on_after(self._settle_within):
+                    while pending := [n.name for n, s in settled.items() if not s.event.is_set()]:
+                        if self._on_waiting is not None and pending != told:
                             self._on_waiting(pending)
                             told = pending
-                    await status.event.wait()
-            if told is not None and self._on_waiting is not None:
-                self._on_waiting([])
-            for node, status in settled.items():
-                if not status.event.is_set():
-                    node.stop_awaiting()
-            self._started = True
-            task_status.started()
+                        await wakeup.wait()
+                if told is not None and self._on_waiting is not None:
+                    self._on_waiting([])
+                for node, status in settled.items():
+                    if not status.event.is_set():
+                        node.stop_awaiting()
+                self._started = True
+                task_status.started()
 
 
 class _Settled(anyio.abc.TaskStatus[None]):
@@ -225,9 +234,26 @@ class _Settled(anyio.abc.TaskStatus[None]):
 
     def __init__(self) -> None:
         self.event = anyio.Event()
+        self.wakeup: _Wakeup | None = None
 
     def started(self, value: None = None) -> None:
         self.event.set()
+        if self.wakeup is not None:
+            self.wakeup.set()
+
+
+class _Wakeup:
+    """Wakes whoever waits (`wait`) when any of the nodes settles (`set`)."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = anyio.Event()
 
 
 def _all(unsubscribers: list[Callable[[], None]]) -> Callable[[], None]:

@@ -8,6 +8,10 @@ that request (`refusal_answer`), whose text names the status and quotes the star
 body. The SDK alone said `Server returned an error response` for every status alike (and logged
 an ERROR of its own for an unexpected content type); passed through, the answer was read as an
 event stream that ended early, and the node dropped its whole connection.
+
+One refusal is of the session, not the request: a server that restarted, or ended the session,
+answers a request carrying the session's id with `FORGOTTEN` (the request was not read). The
+node then drops the connection and reconnects (`Connection.forgotten`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,14 @@ import mcp_types
 from ..json_bytes import json_bytes, read_json
 from .sent_credentials import SentCredentials
 
-__all__ = ["ANSWERS", "is_refusal", "refusal_answer"]
+__all__ = ["ANSWERS", "FORGOTTEN", "is_refusal", "refusal_answer"]
 
 ANSWERS = ("application/json", "text/event-stream")
 """The content types of an answer to a request."""
+FORGOTTEN = frozenset({400, 404})
+"""The statuses that answer a request carrying a session id the server no longer knows: 404
+as the spec says; 400 from servers built on the TypeScript SDK's examples (server-everything,
+e.g. after a restart)."""
 _READ = 4096
 """Bytes of a text body read for its excerpt."""
 _READ_JSON = 1 << 20

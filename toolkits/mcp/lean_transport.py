@@ -9,6 +9,13 @@ on `LeanHttp`; everything else (the GET of a listening stream, the DELETE that e
 a redirect elsewhere, a streamed body) on the inner transport. Auth flows, cookies, redirects
 and the request's headers stay httpx2's: they happen above a transport.
 
+An answer saying the server no longer knows the session (`http_refusal.FORGOTTEN`, to a
+request carrying its id) is told to the node: the SDK (mcp 2.3) relays it as the request's
+error (`Session not found`) and goes on with the session, so every request after it got the
+same. To a POST it means the session is gone (`on_forgotten(status)`); to the GET of the
+server's event stream only maybe (`on_doubt()`: the node asks something on the session, whose
+answer settles it), for a server with no GET route may answer 404 to that on a live session.
+
 httpx2's read timeout holds as it did: for the head, and for each wait for more of the body.
 A body left unread when the response is closed is drained by the connection (a stream's last
 chunk comes just after the message the SDK waited for) unless the closing task is cancelled:
@@ -26,7 +33,7 @@ import anyio.lowlevel
 import httpx2
 
 from ..json_bytes import json_bytes, read_json
-from .http_refusal import ANSWERS, is_refusal, refusal_answer
+from .http_refusal import ANSWERS, FORGOTTEN, is_refusal, refusal_answer
 from .lean_http import LeanHttp, LeanResponse
 from .sent_credentials import SentCredentials
 
@@ -40,7 +47,8 @@ class LeanPosts(httpx2.AsyncBaseTransport):
     """POSTs to `url` on `lean` (when given), all else on `inner`; `observe` sees every POST.
     An answer to a request that is no answer (`http_refusal`: an error status, an HTML page)
     reaches the SDK as the JSON-RPC error it means, naming `node`, without the credentials
-    `sent` (nor the Authorization the request went with)."""
+    `sent` (nor the Authorization the request went with). A session the server no longer knows
+    is told to `on_forgotten` or `on_doubt` (see the module)."""
 
     def __init__(
         self,
@@ -51,6 +59,8 @@ class LeanPosts(httpx2.AsyncBaseTransport):
         *,
         node: str,
         sent: SentCredentials,
+        on_forgotten: Callable[[int], None] | None = None,
+        on_doubt: Callable[[], None] | None = None,
     ) -> None:
         self._inner = inner
         self._lean = lean
@@ -58,10 +68,16 @@ class LeanPosts(httpx2.AsyncBaseTransport):
         self._observe = observe
         self._node = node
         self._sent = sent
+        self._on_forgotten = on_forgotten
+        self._on_doubt = on_doubt
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "POST":
-            return await self._inner.handle_async_request(request)
+            response = await self._inner.handle_async_request(request)
+            doubt = self._on_doubt
+            if doubt and request.method == "GET" and _forgotten(request, response.status_code):
+                doubt()
+            return response
         self._observe(request)
         lean = self._lean
         if (
@@ -98,6 +114,8 @@ class LeanPosts(httpx2.AsyncBaseTransport):
     async def _read(self, request: httpx2.Request, response: httpx2.Response) -> httpx2.Response:
         """`response`, or the JSON-RPC error it means if it refused a request."""
         status, content_type = response.status_code, response.headers.get("content-type", "")
+        if self._on_forgotten is not None and _forgotten(request, status):
+            self._on_forgotten(status)
         if not is_refusal(status, content_type):
             return response
         if status == 404 and "mcp-session-id" in request.headers:
@@ -125,6 +143,11 @@ class LeanPosts(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
+
+
+def _forgotten(request: httpx2.Request, status: int) -> bool:
+    """Whether `status` answers `request` saying the server no longer knows its session."""
+    return status in FORGOTTEN and "mcp-session-id" in request.headers
 
 
 def _answer(content_type: str | None) -> bool:

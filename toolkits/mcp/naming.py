@@ -6,7 +6,9 @@ keeps its head and gains `_` plus 8 hex digits of a hash of the original, and tw
 node that sanitise alike are told apart the same way (the one that needed no change keeps the
 plain name). The prefix policy then decides `server__tool` or `tool`; `auto` needs to know the
 other nodes' names, so resolution takes every node at once (`resolve_tool_names`). A name of
-the form `server__tool` is that server's alone: another server's tool so named is prefixed.
+the form `server__tool` is that server's alone: another server's tool so named is prefixed, and
+a prefixed name of another server's form (server `a`'s `b__x` beside a server `a__b`) is made
+in its own.
 
 The result is a map per node from original name to model name; routing uses its inverse, never
 string splitting.
@@ -162,6 +164,8 @@ def resolve_tool_names(
     A bare name of the form `OTHER__tool`, OTHER being another node's (sanitised) name, is
     OTHER's whatever the order and which nodes list tools now: the tool gets its own
     `node__` prefix (one warning per pair of nodes), so `OTHER__tool` means OTHER's tool.
+    So is a prefixed name of that form: beside a node `a__b`, node `a`'s `b__x` is not
+    `a__b__x` but `a__b_x_HASH` (`_own_form`; one warning per pair of nodes).
 
     - `always`: `node__tool`.
     - `auto`: the bare name, unless another `auto`/`never` node offers the same bare name.
@@ -169,12 +173,14 @@ def resolve_tool_names(
       to `node__tool` (one warning per pair of nodes), since two tools cannot share a name.
 
     Names are unique across all nodes: any clash left over (a prefixed name that equals an
-    agent's name, or another node's prefixed one) is settled by a hash suffix on the later
-    tool. Every name given a hash suffix is warned of, with its original.
+    agent's name, or one of a node whose name sanitises alike) is settled by a hash suffix on
+    the later tool. Every name given a hash suffix is warned of, with its original.
     """
     bare = {n.node: _unique(tuple(n.tools), None) for n in nodes}
-    prefixed = {n.node: _unique(tuple(n.tools), n.node) for n in nodes}
     spaces = {f"{sanitize_name(n.node)}{PREFIX_SEPARATOR}": n.node for n in reversed(nodes)}
+    elsewhere: dict[tuple[str, str], str] = {}
+    """(node, original) -> the other node whose form its prefixed name would have had."""
+    prefixed = {n.node: _own_form(n, spaces, elsewhere) for n in nodes}
     foreign = {
         (n.node, plain): owner
         for n in nodes
@@ -220,7 +226,10 @@ def resolve_tool_names(
             else:
                 held_by_never[plain] = n.node
                 name = plain
-            notes.shortened(n.node, orig, name, n.node if name == long else None)
+            if name == long and (n.node, orig) in elsewhere:
+                notes.elsewhere(n.node, elsewhere[n.node, orig], orig, name)
+            else:
+                notes.shortened(n.node, orig, name, n.node if name == long else None)
             wanted, salt = name, 0
             while name in holders:
                 name = _with_digest(long, f"{n.node}\x00{orig}", salt)
@@ -235,17 +244,61 @@ def resolve_tool_names(
     for (node, owner), tools in trespass.items():
         notes.namespace_clash(node, owner, tools)
     notes.say_shortened()
+    notes.say_elsewhere()
     return resolved
 
 
 def _namespace_owner(name: str, spaces: Mapping[str, str]) -> str | None:
     """The node whose `NODE__` names `name` has the form of (the longest such prefix), if any."""
-    owner: str | None = None
+    space = _space(name, spaces)
+    return None if space is None else spaces[space]
+
+
+def _space(name: str, spaces: Collection[str]) -> str | None:
+    """The longest of `spaces` (`NODE__`) that `name` begins with, if any."""
+    found: str | None = None
     at = name.find(PREFIX_SEPARATOR)
     while at >= 0:
-        owner = spaces.get(name[: at + len(PREFIX_SEPARATOR)], owner)
+        if (head := name[: at + len(PREFIX_SEPARATOR)]) in spaces:
+            found = head
         at = name.find(PREFIX_SEPARATOR, at + 1)
-    return owner
+    return found
+
+
+def _own_form(
+    node: NodeTools, spaces: Mapping[str, str], elsewhere: dict[tuple[str, str], str]
+) -> Mapping[str, str]:
+    """`node`'s tools' prefixed names, each of `node`'s form, no other's. With servers `a` and
+    `a__b`, `a`'s `b__echo` would be `a__b__echo`, of `a__b`'s form (the longest prefix names
+    the owner), and `a`'s `_x` would be `a___x`, of server `a_`'s form; such a name is made
+    again (`_kept_own`), noted in `elsewhere`. The servers configured decide it, not the ones
+    up, nor their order."""
+    own = f"{sanitize_name(node.node)}{PREFIX_SEPARATOR}"
+    names = _unique(tuple(node.tools), node.node)
+    if all(_space(name, spaces) in (None, own) for name in names.values()):
+        return names
+    names = dict(names)
+    for orig, name in names.items():
+        if (space := _space(name, spaces)) not in (None, own):
+            elsewhere[node.node, orig] = spaces[space]
+            names[orig] = _kept_own(own, orig, spaces)
+    return names
+
+
+_SEPARATORS = re.compile(r"_{2,}")
+
+
+def _kept_own(own: str, orig: str, spaces: Collection[str]) -> str:
+    """A name for the tool `orig` of form `own` (`a__`) and of no longer one: `own`, the
+    tool's name with no `__` in it nor `_` at its ends, and a hash. A server name so long that
+    it must be cut to fit 64 characters gets one with no `__` at all, of no server's form."""
+    digest = _digest(f"{own}\x00{orig}")
+    tool = _SEPARATORS.sub("_", _valid_characters(orig)).strip("_")
+    head = f"{own}{tool}"[: MAX_NAME_LENGTH - _DIGEST_LENGTH - 1].rstrip("_")
+    if _space(name := f"{head}_{digest}", spaces) == own:
+        return name
+    plain = _SEPARATORS.sub("_", own + tool)[: MAX_NAME_LENGTH - _DIGEST_LENGTH - 1]
+    return f"{plain.strip('_')}_{digest}"
 
 
 class _Notes:
@@ -256,6 +309,8 @@ class _Notes:
         self._warned = warned
         self._shortened: dict[tuple[str, str], list[tuple[str, str]]] = {}
         """(node, why) -> (original, offered) of each name made with a hash suffix."""
+        self._elsewhere: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        """(node, node whose form) -> (original, offered) of each name kept out of that form."""
 
     def _first(self, key: tuple[str, ...]) -> bool:
         if self._warned is None:
@@ -301,6 +356,29 @@ class _Notes:
             f"{sanitize_name(node)}{PREFIX_SEPARATOR}NAME",
             _listed(tools, most=3),
         )
+
+    def elsewhere(self, node: str, owner: str, orig: str, name: str) -> None:
+        """Note `node`'s `orig`, offered as `name`: prefixed, it had `owner`'s form."""
+        self._elsewhere.setdefault((node, owner), []).append((orig, name))
+
+    def say_elsewhere(self) -> None:
+        for (node, owner), moved in self._elsewhere.items():
+            if not self._first(("elsewhere", node, owner, *sorted(orig for orig, _ in moved))):
+                continue
+            many = len(moved) > 1
+            logger.warning(
+                "server %r: %d %s%s whose prefixed name%s would have the form of server %r's "
+                "%ss (%s): offering %s",
+                node,
+                len(moved),
+                self._what,
+                "s" if many else "",
+                "s" if many else "",
+                owner,
+                self._what,
+                f"{sanitize_name(owner)}{PREFIX_SEPARATOR}NAME",
+                _listed([f"{orig!r} as {name!r}" for orig, name in moved], most=3),
+            )
 
     def taken(self, node: str, orig: str, wanted: str, name: str, holder: str) -> None:
         if self._first(("taken", node, orig, wanted)):

@@ -47,6 +47,7 @@ from ..health import NodeHealth
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
+from .connection import Connection, connection_lost
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
@@ -63,7 +64,7 @@ from .naming import (
 from .progress import progress_in_order
 from .sdk_errors import SDK_TOO_LARGE, closed_by_sdk, connection_failed
 from .server_requests import CallsInFlight, InFlightCall
-from .session import Connection, OwnedSession, Target, connection_lost
+from .session import OwnedSession, Target
 from .stdio_pipe import too_deep_answer
 from .subscriptions import ResourceSubscriptions
 
@@ -344,13 +345,17 @@ class McpToolkit(InBackground):
 
     async def refresh_tools(self) -> Sequence[Tool]:
         """List the server's tools again now (they are also refreshed on its change events)."""
-        conn = await self._session.ready_connection()
+        listing = await self._session.on_live(self._fetch_listing)
+        await self._adopt_listing(listing)()
+        return self._tools
+
+    async def _fetch_listing(self, conn: Connection) -> list[mcp_types.Tool]:
         assert conn.client is not None
         try:
             with anyio.fail_after(self._config.timeout):
-                listing = await self._session.fetch_listing(conn.client)
+                return await self._session.fetch_listing(conn.client)
         except MCPError as exc:
-            if closed_by_sdk(exc):
+            if closed_by_sdk(exc) or conn.lost is not None:
                 raise self._unavailable(conn, "the connection closed while listing tools") from exc
             msg = f"MCP server {self._name!r} could not list its tools: {exc}"
             raise ServerUnavailable(msg, node=self._name) from exc
@@ -360,8 +365,6 @@ class McpToolkit(InBackground):
         except ValidationError as exc:
             msg = f"MCP server {self._name!r} sent a malformed tool list: {exc}"
             raise ServerUnavailable(msg, node=self._name) from exc
-        await self._adopt_listing(listing)()
-        return self._tools
 
     def _to_tool(self, name: str, tool: mcp_types.Tool) -> Tool:
         annotations = (

@@ -9,7 +9,8 @@ answer; `fetch_authorization` (no person: tests and CI) follows the redirects it
 
 httpx2 logs every request's URL at INFO (`-v`): the authorization page's carries the flow's
 `state`, the callback's (fetched here) the authorization code, a server's URL may carry a
-user and password. Their values are logged as `[redacted]` (the password as `***`), in this
+user and password, or a credential in its query (`?api_key=`). Their values are logged as
+`[redacted]` (the password and such a credential as `***`, as errors show them), in this
 process's every httpx2 line (`_RedactedSecrets`).
 """
 
@@ -24,6 +25,7 @@ import httpx2
 from mcp.client.auth import OAuthFlowError
 
 from .oauth_callback import CALLBACK_PATH
+from .sent_credentials import MASK, is_credential_name
 
 __all__ = ["AuthorizationPageRefused", "fetch_authorization", "probe_authorization_page"]
 
@@ -54,14 +56,17 @@ def _redacted(url: httpx2.URL) -> httpx2.URL | str:
     if url.userinfo:  # `user:***`; a user without a password is the secret (`TOKEN@host`)
         user, colon, _ = url.userinfo.partition(b":")
         url = url.copy_with(userinfo=user + b":***" if colon else b"***")
-    parts = url.query.decode("ascii", "replace").split("&")
-    secret = [unquote_plus(part.partition("=")[0]) in _SECRET_PARAMETERS for part in parts]
-    if not any(secret):
-        return url
+    parts = [part.partition("=") for part in url.query.decode("ascii", "replace").split("&")]
     shown = [
-        f"{part.partition('=')[0]}=[redacted]" if hidden else part
-        for part, hidden in zip(parts, secret, strict=True)
+        f"{name}=[redacted]"
+        if unquote_plus(name) in _SECRET_PARAMETERS
+        else f"{name}={MASK}"
+        if value and is_credential_name(name)
+        else f"{name}{equals}{value}"
+        for name, equals, value in parts
     ]
+    if shown == ["".join(part) for part in parts]:
+        return url
     return f"{url.copy_with(query=None)}?{'&'.join(shown)}"
 
 

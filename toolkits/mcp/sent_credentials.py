@@ -4,9 +4,10 @@ A server, or a proxy in front of it, may repeat a request's headers in an error 
 page, a proxy's 502). The text made of such an answer (`http_refusal`), and the reason a
 connection failed, reach remote clients, models, the run store, logs and traces, none of which
 may learn what the gateway sends the server. Masked, in each form a server may say it back (as
-sent, JSON-escaped, a Basic token decoded): the Authorization value (the bearer token, a
-configured header, the URL's user and password, an OAuth access token), and the configured
-headers marked secret (`secret_headers`; the config marks every one with a `${VAR}`).
+sent, JSON-escaped, a Basic token decoded, percent-encoded or not): the Authorization value
+(the bearer token, a configured header, the URL's user and password, an OAuth access token),
+the configured headers marked secret (`secret_headers`; the config marks every one with a
+`${VAR}`), and the values of the URL's query parameters named as credentials (`?api_key=`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,27 @@ import base64
 import binascii
 import json
 import os
+import re
 from collections.abc import Iterable
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, unquote_plus, urlsplit
+
+import httpx2
 
 from .config import McpServerConfig
 
-__all__ = ["MASK", "SentCredentials"]
+__all__ = ["MASK", "SentCredentials", "is_credential_name"]
 
 MASK = "***"
+
+_CREDENTIAL_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|sig|credential", re.IGNORECASE)
+"""In a query parameter's name: its value is a credential (`api_key`, `token`, `sig`). The
+model URLs' rule (`agent/url_credentials.py`, a layer this one does not import; a test holds
+the two alike)."""
+
+
+def is_credential_name(name: str) -> bool:
+    """Whether a query parameter named `name` (as written, percent-encoded or not) holds one."""
+    return _CREDENTIAL_WORDS.search(unquote_plus(name)) is not None
 
 
 class SentCredentials:
@@ -89,16 +103,35 @@ def _authorization_forms(value: str) -> list[str]:
 
 def _url_forms(url: str) -> list[str]:
     """The credentials in `url`'s user info, as written and decoded, and as the Basic token
-    sent for them. A user without a password is itself the secret (`https://TOKEN@host`)."""
+    sent for them (a user without a password is itself the secret: `https://TOKEN@host`); and
+    the values of its query's credential parameters (`_query_forms`)."""
     try:
         parts = urlsplit(url)
         raw_user, raw_password = parts.username, parts.password
     except ValueError:
         return []
+    forms = _query_forms(url, parts.query)
     if raw_user is None and raw_password is None:
-        return []
+        return forms
     user, password = unquote(raw_user or ""), unquote(raw_password or "")
     token = base64.b64encode(f"{user}:{password}".encode()).decode()
     if raw_password is None:
-        return [raw_user or "", user, token]
-    return [raw_password, password, f"{raw_user or ''}:{raw_password}", f"{user}:{password}", token]
+        return [raw_user or "", user, token, *forms]
+    pairs = [f"{raw_user or ''}:{raw_password}", f"{user}:{password}"]
+    return [raw_password, password, *pairs, token, *forms]
+
+
+def _query_forms(url: str, query: str) -> list[str]:
+    """The values of `query`'s credential parameters (`?api_key=KEY`): as written, as httpx2
+    sends them (`a b` as `a%20b`), decoded (`+` as a space or not), and percent-encoded."""
+    try:
+        sent = httpx2.URL(url).query.decode("ascii")
+    except (httpx2.InvalidURL, UnicodeDecodeError):
+        sent = query
+    forms: list[str] = []
+    for pair in {*query.split("&"), *sent.split("&")}:
+        name, _, value = pair.partition("=")
+        if value and is_credential_name(name):
+            decoded = {unquote(value), unquote_plus(value)}
+            forms += [value, *decoded, *(quote(each, safe="") for each in decoded)]
+    return forms

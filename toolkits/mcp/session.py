@@ -4,11 +4,15 @@ The SDK's `Client` must be entered and exited in the same task, so `OwnedSession
 that task. It connects (bounded by the server's `connect_timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
 `subscriptions/listen` stream (2026-07-28), passes the server's prompts and resources
-`list_changed` and its resource updates on to its owner, and runs what the owner serves beside
+`list_changed` (also, on a session made after a lost one, that they may have changed) and its
+resource updates on to its owner, and runs what the owner serves beside
 each connection (`serve_connection`), until the connection is lost — the server closed
-its end, or a caller saw the connection close and dropped it. Then it reconnects: at once
-after a session that lived a while, with exponential backoff otherwise. Calls do not go
-through this task: callers use the live `Connection`'s client from their own tasks.
+its end, or a caller saw the connection close and dropped it, or a request found that the
+server no longer knows the session (it restarted: `Connection.forgotten`). Then it reconnects:
+at once after a session that lived a while, with exponential backoff otherwise, or sooner when
+a call asks for an attempt (`reconnects`). Calls do not go through this task: callers use the
+live `Connection`'s client from their own tasks, a read once more on the next session if the
+server had forgotten this one (`on_live`).
 
 Nothing here raises for the server's sake; what went wrong is in `health`.
 """
@@ -19,10 +23,10 @@ import dataclasses
 import logging
 import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Any, Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 import anyio
 import anyio.abc
@@ -42,27 +46,19 @@ from ..health import HealthState, NodeHealth
 from ..printable import printable
 from .backoff import DEFAULT_BACKOFF, Backoff
 from .config import McpServerConfig
+from .connection import Connection
 from .error_text import describe_error
 from .naming import is_offered
 from .oauth import find_authorization_required
-from .sdk_errors import closed_by_sdk
+from .reconnects import Reconnects
 from .sent_credentials import SentCredentials
-from .server_requests import CallsInFlight, Stamp
+from .server_requests import CallsInFlight
 from .stderr_tail import StderrTail
 from .stdio_pipe import StdioLink
 from .tool_listing import ToolListing
 from .transport import HttpLink, TransportFactory, config_transport, watch_transport
 
-__all__ = [
-    "AdoptListing",
-    "Connection",
-    "ListChanged",
-    "OwnedSession",
-    "ServeConnection",
-    "Target",
-    "connection_lost",
-    "lost_during",
-]
+__all__ = ["AdoptListing", "ListChanged", "OwnedSession", "ServeConnection", "Target"]
 
 Target = Server[Any] | MCPServer | TransportFactory
 """What a node connects to instead of its config's transport: an in-process server (tests,
@@ -78,15 +74,14 @@ ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
 ServeConnection = Callable[["Connection", Client], Coroutine[Any, Any, None]]
 """Run beside each live connection, for as long as it lives (cancelled when it ends)."""
 
+_T = TypeVar("_T")
+
 _CLIENT_INFO = mcp_types.Implementation(name="agent-gateway", version="0.1.0")
 _MODES = {"auto": "legacy", "legacy": "legacy", "modern": LATEST_MODERN_VERSION}
 """`auto` starts with the handshake era: only there can a server written the usual way
 (`ctx.session.create_message(...)` during a call) reach its client, and a gateway must not take
 that from the tools it proxies. A server that refuses the handshake gets the SDK's own `auto`."""
 _RELISTEN_DELAY = 1.0
-_REPEAT_WARNING = 600.0
-"""How often a server that goes on failing for the same reason is warned of again (s)."""
-_SHUT_DOWN = "the toolkit is shutting down"
 _LOG_LEVELS = {
     "debug": logging.DEBUG,
     "info": logging.INFO,
@@ -97,23 +92,6 @@ _LOG_LEVELS = {
     "alert": logging.CRITICAL,
     "emergency": logging.CRITICAL,
 }
-
-
-def connection_lost(node: str, conn: Connection, what: str) -> ConnectionLost:
-    """End `conn` (its owner reconnects) and say so, for a request that saw it close."""
-    if conn.lost == _SHUT_DOWN:  # closed by its owner: nobody reconnects
-        return NodeStopped(f"MCP server {node!r} was disconnected: {what}; {_SHUT_DOWN}", node=node)
-    ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
-    conn.drop(f"{what} (server gone{ended})")
-    return ConnectionLost(f"MCP server {node!r} went away: {what}{ended}; reconnecting", node=node)
-
-
-def lost_during(node: str, conn: Connection, exc: MCPError, what: str) -> ConnectionLost | None:
-    """`connection_lost` if `exc`, the answer to a request, means the connection closed during
-    `what`; None for the server's own error answer (relayed as it is)."""
-    if closed_by_sdk(exc) or conn.lost is not None:
-        return connection_lost(node, conn, f"the connection closed during {what}")
-    return None
 
 
 def _results_unchecked(client: Client) -> None:
@@ -154,42 +132,6 @@ def _announced_lists(capabilities: mcp_types.ServerCapabilities) -> frozenset[_L
     return frozenset(wanted)
 
 
-class Connection:
-    """One session's lifetime: the client, the scope that ends it, and its refresh queue."""
-
-    def __init__(self) -> None:
-        self.scope = anyio.CancelScope()
-        self.client: Client | None = None
-        self.lost: str | None = None
-        self.http: HttpLink | None = None
-        """A streamable HTTP connection's requests, for calls that pass it through."""
-        self.stdio: StdioLink | None = None
-        """A stdio connection's pipe, for calls that pass it through."""
-        self.stamp_passed_through: Stamp | None = None
-        """A 2026-07-28 connection's stamp for requests passed through (`declare_per_call`)."""
-        self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
-
-    def drop(self, reason: str) -> None:
-        """End this session from any task (the owner then reconnects)."""
-        if self.lost is None:
-            self.lost = reason
-        self.scope.cancel()
-
-    def shutting_down(self) -> None:
-        """Its owner is being stopped: calls it cuts off say so, not that the server went."""
-        if self.lost is None:
-            self.lost = _SHUT_DOWN
-
-    def request_refresh(self) -> None:
-        # One pending request is enough: the refresh that serves it lists everything.
-        with suppress(anyio.WouldBlock, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self.refresh_send.send_nowait(None)
-
-    def close(self) -> None:
-        self.refresh_send.close()
-        self.refresh_receive.close()
-
-
 class OwnedSession:
     """The session to one server, kept alive by `run()`; see the module docstring."""
 
@@ -222,12 +164,15 @@ class OwnedSession:
         self._target = target
         self._backoff = backoff
         self._log = log
+        self._retries = self._new_retries()
         self._running = False
         self._conn: Connection | None = None
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
         self._connect_timeout = config.connect_timeout or config.timeout
+        self._was_ready = False
+        """Whether a session was ready before: a new one follows a lost one."""
         self._listing = ToolListing(
             name,
             log=log,
@@ -254,11 +199,13 @@ class OwnedSession:
         return conn if conn is not None and conn.lost is None and conn.client is not None else None
 
     async def ready_connection(self) -> Connection:
-        """The live connection; waits (up to `timeout`) while one is being made.
+        """The live connection; waits (up to `connect_timeout`) while one is being made.
 
-        Raises `ServerUnavailable` at once when the server is down and waiting to retry.
+        A server that is down and waiting to retry may be tried now, once, for this call
+        (`Reconnects.call_may_try`); else raises `ServerUnavailable` at once.
         """
         with anyio.move_on_after(self._connect_timeout):
+            seen = self._retries.ended
             while True:
                 changed = self._changed
                 conn = self.live
@@ -267,20 +214,28 @@ class OwnedSession:
                 state = self._state
                 if state.state == "stopped":
                     raise NodeStopped(f"MCP server {self._name!r} is not running", node=self._name)
-                if state.state == "failed":
-                    retry = (
-                        f"; next attempt at {state.retry_at:%H:%M:%S}Z" if state.retry_at else ""
-                    )
-                    raise ServerUnavailable(
-                        f"MCP server {self._name!r} is unavailable: {state.last_error}{retry}",
-                        node=self._name,
-                    )
+                if state.state == "failed" and not self._retries.call_may_try(seen):
+                    said = self._retries.unavailable(self._name, state)
+                    raise ServerUnavailable(said, node=self._name)
                 await changed.wait()
         raise ServerUnavailable(
             f"MCP server {self._name!r} did not become ready within {self._connect_timeout:g} s "
             f"(state: {self._state.state})",
             node=self._name,
         )
+
+    async def on_live(self, attempt: Callable[[Connection], Awaitable[_T]]) -> _T:
+        """`attempt(conn)` on the live connection (`ready_connection`), and once more on the
+        next if it raised `ConnectionLost` for the server no longer knew the session
+        (`Connection.expired`). For requests that may go twice (reads): the one refused was
+        not read, but one in flight beside it may have been."""
+        conn = await self.ready_connection()
+        try:
+            return await attempt(conn)
+        except ConnectionLost:
+            if conn.expired is None:
+                raise
+        return await attempt(await self.ready_connection())
 
     async def fetch_listing(self, client: Client) -> list[mcp_types.Tool]:
         """Every page of the server's tool list (an entry that is no tool left out, with a
@@ -324,10 +279,7 @@ class OwnedSession:
         """`run()`'s loop: a session, then the next once it is lost (after a backoff)."""
         settled = False
         attempts = 0
-        failures = 0  # failed connection attempts in a row
-        flaps = 0  # sessions in a row that died before `stable_after`
-        warned: tuple[tuple[str, bool] | None, float] = (None, -math.inf)
-        """Why the last loud failure was, and when."""
+        retries = self._retries = self._new_retries()
 
         def settle() -> None:
             nonlocal settled
@@ -338,11 +290,12 @@ class OwnedSession:
         while True:
             # A retry keeps the count of failed attempts: the node is still failing until
             # this one succeeds (a status shows it so, whatever moment it is read at).
-            retrying = max(failures, flaps)
-            self._set_state("connecting" if attempts == 0 else "reconnecting", failures=retrying)
+            state = "connecting" if attempts == 0 else "reconnecting"
+            self._set_state(state, failures=retries.failing)
             attempts += 1
             conn = Connection()
             tail = StderrTail()
+            began = anyio.current_time()
             ready_at: float | None = None
 
             def on_ready() -> None:
@@ -365,34 +318,24 @@ class OwnedSession:
             if ready_at is None:
                 if tail:
                     reason = f"{reason} (stderr: {tail})"
-                failures += 1
-                delay = self._backoff.delay(failures)
+                took = anyio.current_time() - began
+                delay = retries.attempt_failed(reason, needs_login=needs_login, took=took)
                 failed = True
-                # Retried for as long as it runs: said loudly when it starts failing, when why
-                # changes, and every `_REPEAT_WARNING` s, not at every attempt (a dead server
-                # left in a config would fill a log with thousands of lines a day). A login
-                # made meanwhile is picked up: asking for one is said loudly once.
-                now = anyio.current_time()
-                loud = (reason, needs_login) != warned[0] or now - warned[1] >= _REPEAT_WARNING
-                if needs_login and failures > 1:
-                    loud = False
-                if loud:
-                    warned = ((reason, needs_login), now)
-                level = logging.WARNING if loud else logging.INFO
-                self._log.log(level, "could not connect (attempt %d): %s", failures, reason)
             else:
-                failures = 0
                 lived = anyio.current_time() - ready_at
-                flaps = flaps + 1 if lived < self._backoff.stable_after else 0
-                delay = self._backoff.delay(flaps - 1)
+                delay = retries.session_lost(reason, lived=lived)
                 failed = delay > 0
-                self._log.warning("connection lost: %s", reason)
             self._state = dataclasses.replace(self._state, last_error=reason)
             if failed:
                 retry_at = _now() + timedelta(seconds=delay)
-                self._set_state("failed", failures=max(failures, flaps), retry_at=retry_at)
+                self._set_state("failed", failures=retries.failing, retry_at=retry_at)
                 settle()
-            await anyio.sleep(delay)
+            await retries.wait(delay)
+
+    def _new_retries(self) -> Reconnects:
+        # A server this node starts (stdio) is not tried early: see `reconnects`.
+        spawned = self._target is None and self._config.kind == "stdio"
+        return Reconnects(self._backoff, self._log, early=not spawned)
 
     async def _connect_and_serve(
         self, conn: Connection, tail: StderrTail, on_ready: Callable[[], None]
@@ -417,9 +360,12 @@ class OwnedSession:
                 self._conn = conn
                 version = client.protocol_version
                 self._set_state("ready", protocol_version=version)
-                self._log.info("connected (protocol %s)", version)
+                self._retries.connected(version)
                 on_ready()
                 await announce()
+                if self._was_ready and version not in MODERN_PROTOCOL_VERSIONS:
+                    await self._catalog_may_have_changed(client.server_capabilities)
+                self._was_ready = True
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._refresh_loop, conn, client)
                     wanted = _announced_lists(client.server_capabilities)
@@ -466,6 +412,10 @@ class OwnedSession:
                 link=conn.http,
                 stdio_link=conn.stdio,
                 on_lost=conn.drop,
+                on_forgotten=conn.forgotten,
+                # Asking for the tools settles it: a request the server no longer knows the
+                # session of is `forgotten`.
+                on_doubt=conn.request_refresh,
             )
             server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
         return Client(
@@ -480,6 +430,15 @@ class OwnedSession:
             client_info=_CLIENT_INFO,
             **self._client_options,
         )
+
+    async def _catalog_may_have_changed(self, capabilities: mcp_types.ServerCapabilities) -> None:
+        """A new handshake-era session after a lost one: the server's prompts and resources
+        may have changed meanwhile (it restarted), which it tells no new session; the owner
+        hears of a possible change. (On 2026-07-28 every listen stream opened says so.)"""
+        if capabilities.prompts is not None:
+            await self._on_list_changed("prompts")
+        if capabilities.resources is not None:
+            await self._on_list_changed("resources")
 
     async def _refresh_loop(self, conn: Connection, client: Client) -> None:
         async for _ in conn.refresh_receive:

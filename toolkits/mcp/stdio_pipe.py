@@ -56,6 +56,7 @@ from mcp.shared.message import SessionMessage
 from ..json_bytes import json_bytes, read_json
 from ..nesting import TooDeep
 from ..well_formed import well_formed
+from .launch_text import launchable
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -388,6 +389,7 @@ async def open_stdio(
 ) -> AsyncGenerator[TransportStreams]:
     """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`;
     `node_log` hears of stdout lines that are not JSON-RPC."""
+    server = launchable(server)  # in an ASCII locale too
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
     try:

@@ -30,6 +30,7 @@ import logging
 import math
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass, field
+from functools import partial
 
 import anyio
 import anyio.abc
@@ -41,8 +42,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..capabilities import ResourceUpdatedCallback, Unsubscribe
 from ..errors import NotOffered, ServerUnavailable, ToolkitError
+from .connection import Connection, lost_during
 from .error_text import describe_error
-from .session import Connection, OwnedSession, lost_during
+from .session import OwnedSession
 
 __all__ = ["ResourceSubscriptions"]
 
@@ -73,16 +75,11 @@ class ResourceSubscriptions:
     async def subscribe(self, uri: str, on_updated: ResourceUpdatedCallback) -> Unsubscribe:
         """Follow `uri`; see the module docstring for what is raised."""
         async with self._lock:
-            conn = await self._session.ready_connection()
-            if not _offers(conn):
-                raise NotOffered(
-                    f"MCP server {self._node!r} does not offer resource subscriptions",
-                    node=self._node,
-                )
             callbacks = self._callbacks.setdefault(uri, {})
             callbacks[on_updated] = callbacks.get(on_updated, 0) + 1
             try:
-                await self._sync(conn, must=uri)
+                # Once more on the next session if the server no longer knew this one.
+                await self._session.on_live(partial(self._subscribe_on, uri))
             except MCPError as exc:
                 self._forget(uri, on_updated)
                 if exc.code != mcp_types.METHOD_NOT_FOUND:
@@ -114,6 +111,14 @@ class ResourceSubscriptions:
                         await self._sync(conn)
 
         return unsubscribe
+
+    async def _subscribe_on(self, uri: str, conn: Connection) -> None:
+        if not _offers(conn):
+            raise NotOffered(
+                f"MCP server {self._node!r} does not offer resource subscriptions",
+                node=self._node,
+            )
+        await self._sync(conn, must=uri)
 
     async def updated(self, uri: str) -> None:
         """Hand the server's update of `uri` to the callbacks it concerns."""

@@ -121,6 +121,8 @@ def config_transport(
     link: HttpLink | None = None,
     stdio_link: StdioLink | None = None,
     on_lost: Callable[[str], None] | None = None,
+    on_forgotten: Callable[[int], None] | None = None,
+    on_doubt: Callable[[], None] | None = None,
 ) -> Transport:
     """A new transport for `config`. Raises `ServerConfigError` when a needed env var is unset.
 
@@ -128,7 +130,9 @@ def config_transport(
     `in_flight` are the node's calls: an authorization the server asks for during one may be
     put to its caller (`oauth`). `link` is filled in by a streamable HTTP transport,
     `stdio_link` by a stdio one. `on_lost(why)` hears why an SSE event stream failed, before
-    it ends as one the server closed (`sse_stream`).
+    it ends as one the server closed (`sse_stream`). `on_forgotten(status)` hears that a
+    streamable HTTP server no longer knows the session, `on_doubt()` that it may not
+    (`lean_transport`).
     """
     match config.kind:
         case "stdio":
@@ -148,6 +152,8 @@ def config_transport(
                 link or HttpLink(),
                 name,
                 SentCredentials.of(config),
+                on_forgotten,
+                on_doubt,
             )
         case "sse":
             assert config.url is not None
@@ -374,6 +380,8 @@ async def _streamable_http(
     link: HttpLink,
     name: str,
     sent: SentCredentials,
+    on_forgotten: Callable[[int], None] | None,
+    on_doubt: Callable[[], None] | None,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK wants an httpx2 client for headers and auth; we own its lifetime.
     usable = LeanHttp.usable(url) and _on_asyncio()
@@ -381,7 +389,16 @@ async def _streamable_http(
     # The GET stream of the server's own messages: kept while quiet, made again when it fails.
     pools = event_streams(_PoolPerScheme(), partial(_get_stream_lost, name), None)
     reusing = _ReusingConnections(pools)
-    transport = LeanPosts(reusing, lean, url, link.observe, node=name, sent=sent)
+    transport = LeanPosts(
+        reusing,
+        lean,
+        url,
+        link.observe,
+        node=name,
+        sent=sent,
+        on_forgotten=on_forgotten,
+        on_doubt=on_doubt,
+    )
     link.sent = sent
     link.auth = await auth()
     async with (

@@ -5,10 +5,12 @@ progress) and the run's end (finished, failed, or paused for an answer: the call
 progress) become a `notifications/progress` for the request being served, so a client with a
 read cut-off (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing
 when the client asked for no progress. The work of an agent that the run's agent called
-(however deep) says whose it is (`inner: model ...: thinking`). The run's milestones also go
-out as log messages (`notifications/message`): on handshake-era connections from info up, on
-2026-07-28 ones at the level the request opted in to. A downstream server's log message during a tool call
-(a `note` with a `log` level) goes out as the server sent it.
+says whose it is, by the agents that led to it (`inner: model ...: thinking`, deeper
+`mid > inner: ...`), also for a request that follows a stored run under way (`joined`).
+The run's milestones also go out as log messages (`notifications/message`): on
+handshake-era connections from info up, on 2026-07-28 ones at the level the request opted in
+to. A downstream server's log message during a tool call (a `note` with a `log` level) goes
+out as the server sent it.
 
 Events alone leave long calls silent (a model thinking for a minute sends none, a person
 takes their time to approve a call), so `keep_alive` sends a progress notification whenever
@@ -23,6 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,7 +34,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import JsonValue
 
-from ...trace import ToolProgress, TraceEvent
+from ...trace import OpenSpan, ToolProgress, TraceEvent
 from .log_messages import NOTIFY_TIMEOUT, client_log_levels, send_log
 
 __all__ = ["HEARTBEAT_SECONDS", "LOGGER_NAME", "McpNotifier", "describe"]
@@ -85,6 +88,12 @@ class McpNotifier:
             else:  # between calls, or waiting on what sends no event (a stored run's store)
                 await self._report(self._last_said.describe(), heartbeat=True)
 
+    def joined(self, open_spans: Sequence[OpenSpan]) -> None:
+        """Following a run under way (`JoinsMidway`): the spans open, learnt as if seen to
+        start (not told again), so that the work to come is named by its agents."""
+        for span in open_spans:
+            self._follow(span.start, since=span.since)
+
     async def __call__(self, event: TraceEvent) -> None:
         self._follow(event)
         if event.phase == "error" and event.error == "cancelled":
@@ -115,9 +124,10 @@ class McpNotifier:
             )
             await send_log(self._ctx, params)
 
-    def _follow(self, event: TraceEvent) -> None:
+    def _follow(self, event: TraceEvent, *, since: float | None = None) -> None:
         """Keep track of the open spans, the model and tool calls in flight (a call waiting
-        for approval too), and of the text streamed."""
+        for approval too), and of the text streamed. `since`: when a span started, if not
+        now."""
         if event.phase == "start":
             self._parents[event.id] = event.parent_id
             if event.kind == "agent":
@@ -147,7 +157,10 @@ class McpNotifier:
             else:
                 self._in_flight.pop(key, None)
         elif event.phase == "start":
-            self._in_flight[event.id] = _InFlight(event.kind, event.name, self._nested_agent(event))
+            call = _InFlight(event.kind, event.name, self._nested_agent(event))
+            if since is not None:
+                call.started = since
+            self._in_flight[event.id] = call
         elif event.phase in ("end", "error"):
             self._in_flight.pop(event.id, None)
             self._parents.pop(event.id, None)
@@ -157,17 +170,16 @@ class McpNotifier:
                 self._in_flight[event.parent_id].chars += len(text)
 
     def _nested_agent(self, event: TraceEvent) -> str | None:
-        """The agent whose work `event` is, when that is an agent the run's own agent called
-        (however deep): progress names it, since its model and tools are not the run's."""
-        nearest: str | None = None
-        agents_above = 0
+        """Whose work `event` is, when not the run's own agent's: the agents from the one it
+        called down to the one at work (`mid > inner`). Progress names them, since their
+        models and tools are not the run's, and one agent may be called by two others."""
+        agents: list[str] = []  # the nearest first, the run's own agent last
         parent = event.parent_id if event.kind != "agent" else None
         while parent is not None:
             if parent in self._agents:
-                agents_above += 1
-                nearest = nearest or self._agents[parent]
+                agents.append(self._agents[parent])
             parent = self._parents.get(parent)
-        return nearest if agents_above > 1 else None
+        return " > ".join(reversed(agents[:-1])) or None
 
     async def _report(self, text: str, *, heartbeat: bool = False) -> None:
         if not heartbeat:
@@ -188,7 +200,7 @@ class _InFlight:
     kind: str
     name: str
     agent: str | None = None
-    """The agent it works for, when not the run's own (`McpNotifier._nested_agent`)."""
+    """The agents it works for, when not the run's own (`McpNotifier._nested_agent`)."""
     started: float = field(default_factory=time.monotonic)
     chars: int = 0
     waits: str | None = None

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
@@ -43,7 +44,7 @@ from ...errors import AlreadyDecided, GatewayError, UnknownRun
 from ...limits import PerNode
 from ...run_state import RunOrigin, RunResult, RunState, spent
 from ...store_config import store_option
-from ...trace import TraceEvent, TraceHook
+from ...trace import JoinsMidway, OpenSpan, TraceEvent, TraceHook
 from ..client_requests.approvals import ClientApprover, answer_key, decision_of
 from ..running_calls import RunningCalls
 from ..transports.auth import authenticated_subject
@@ -74,13 +75,28 @@ ROUND_STATE_PREFIX = "stored-run:"
 
 
 class Relay:
-    """A run's trace events to whoever follows the run now (nobody: they are dropped)."""
+    """A run's trace events to whoever follows the run now (nobody: they are dropped). One
+    that follows a run under way is told first of the spans open (`JoinsMidway`): a round's
+    retry, `approve_run`, follow it on inside its sub-agents, whose work progress names."""
 
     def __init__(self) -> None:
-        self.target: TraceHook | None = None
+        self._target: TraceHook | None = None
+        self._open: dict[str, OpenSpan] = {}
+
+    def attach(self, follower: TraceHook) -> None:
+        self._target = follower
+        if isinstance(follower, JoinsMidway):  # told before any event: no await till then
+            follower.joined(list(self._open.values()))
+
+    def detach(self) -> None:
+        self._target = None
 
     async def __call__(self, event: TraceEvent) -> None:
-        target = self.target
+        if event.phase == "start":
+            self._open[event.id] = OpenSpan(event, time.monotonic())
+        elif event.phase in ("end", "error"):
+            self._open.pop(event.id, None)
+        target = self._target
         if target is not None:
             await target(event)
 
@@ -205,7 +221,7 @@ class StoredAgentRuns:
                 raise
             raise GatewayError(ended) from None
         relay = self._relays.setdefault(run_id, Relay())
-        relay.target = follower
+        relay.attach(follower)
         try:
             outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
@@ -216,7 +232,7 @@ class StoredAgentRuns:
                 await self.runs.interrupt_and_wait(run_id, within=UNWIND_WAIT)
             raise
         finally:
-            relay.target = None
+            relay.detach()
         if isinstance(outcome, RunResult):
             self._relays.pop(run_id, None)
         return outcome

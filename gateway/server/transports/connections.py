@@ -18,7 +18,6 @@ real clients would be the ones refused. So each connection is watched here:
   is serving a request, the new connection is answered 503 and closed.
 
 ConnectionLimits(max_connections, read_timeout).protocol()  -> uvicorn's `http` protocol class
-raise_file_limit(max_connections)  -> the process may open that many, and some to spare
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import resource
 from typing import ClassVar, cast
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -35,7 +33,6 @@ __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
     "DEFAULT_READ_TIMEOUT",
     "ConnectionLimits",
-    "raise_file_limit",
 ]
 
 DEFAULT_MAX_CONNECTIONS = 2048
@@ -47,8 +44,6 @@ DEFAULT_READ_TIMEOUT = 30.0
 _WARN_EVERY = 60.0
 _REFUSED_LINGER = 1.0
 """Seconds a refused connection stays open for its client to read the 503."""
-_SPARE_FILES = 512
-"""File descriptors beside the HTTP connections: MCP servers' pipes and connections, stores."""
 
 
 def _closing_answer(status: bytes, text: bytes) -> bytes:
@@ -61,28 +56,6 @@ _TIMED_OUT = _closing_answer(b"408 Request Timeout", b"The request's body did no
 _BUSY = _closing_answer(b"503 Service Unavailable", b"Too many connections\n")
 
 log = logging.getLogger(__name__)
-
-
-def raise_file_limit(max_connections: int) -> None:
-    """Raise the process's soft limit on open files (up to its hard limit, as Go does) so that
-    `max_connections` fit with some to spare; warn when they cannot."""
-    needed = max_connections + _SPARE_FILES
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY or soft >= needed:
-        return
-    raised = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
-    try:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
-    except (ValueError, OSError):
-        raised = soft
-    if raised < needed:
-        log.warning(
-            "the process may open %d files (ulimit -n), fewer than [gateway] "
-            "http_max_connections = %d and %d for the rest: lower it, or raise the limit",
-            raised,
-            max_connections,
-            _SPARE_FILES,
-        )
 
 
 class ConnectionLimits:

@@ -67,17 +67,14 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from toolkits.open_files import reserved_files
+
 from ...config import GatewaySettings
 from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
 from .challenges import RequireToken, ScopeChallenge
-from .connections import (
-    DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_READ_TIMEOUT,
-    ConnectionLimits,
-    raise_file_limit,
-)
+from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, ConnectionLimits
 from .cors import Cors
 from .draining import (
     ANSWER_SLACK,
@@ -483,7 +480,6 @@ async def serve_http(
     name = f"[{options.host}]" if ":" in options.host else options.host
     app = http_app(server, replace(options, port=port))
     sessions: SessionLimits | None = app.state.sessions
-    raise_file_limit(options.max_connections)
     connections = ConnectionLimits(options.max_connections, options.read_timeout)
     requests = Requests(app)
     config = uvicorn.Config(
@@ -528,7 +524,9 @@ async def serve_http(
         # Until the calls in flight end and their clients are quiet, or uvicorn ends anyway.
         await drained_or_ended(server, requests, finished)
 
-    with sock:
+    # The connections' files beside the rest (MCP servers reserve theirs as they start).
+    limit = f"[gateway] http_max_connections = {options.max_connections}"
+    with sock, reserved_files(options.max_connections, limit):
         if on_ready is not None:
             on_ready(f"http://{name}:{port}{MCP_PATH}")
         async with anyio.create_task_group() as tg:

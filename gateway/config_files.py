@@ -1,0 +1,83 @@
+"""Config files as text: which one a command uses, and the data in it (TOML, or JSON).
+
+Nothing here knows what the keys mean (`config` does): a file that cannot be read, or is not
+TOML or JSON, is a `ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import tomllib
+from pathlib import Path
+from typing import Any, cast
+
+from .client_config import CLIENT_CONFIG_FILES, key_path
+from .errors import ConfigError
+
+__all__ = ["DEFAULT_CONFIG_FILE", "find_config_file", "read_config_data", "read_config_file"]
+
+DEFAULT_CONFIG_FILE = "agent-gateway.toml"
+
+
+def read_config_data(path: Path) -> Any:
+    """A config file's data as written (nothing expanded, nothing checked). Raises
+    `ConfigError` for a file that cannot be read or parsed."""
+    return read_config_file(path)[0]
+
+
+def read_config_file(path: Path) -> tuple[Any, bool]:
+    """A config file's data as written, and whether it is JSON (else TOML): a `.json` file in
+    any case (`MCP.JSON`), or one of another name that opens with `{`, which no TOML does. A
+    UTF-8 byte order mark (what some Windows editors write) is no part of the text. Raises
+    `ConfigError` for a file that cannot be read or parsed, or JSON giving a key twice."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {path}: {exc.strerror}") from exc
+    try:
+        text = raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.start}); save the config as UTF-8"
+        ) from exc
+    suffix = path.suffix.lower()
+    as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))
+    try:
+        if not as_json:
+            return tomllib.loads(text), False
+        pairs: Any = json.loads(text, object_pairs_hook=_Pairs)
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid {'JSON' if as_json else 'TOML'}: {exc}") from exc
+    return _once_each(pairs, path, ""), True
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members as written, before each key is known to be given once."""
+
+
+def _once_each(value: Any, path: Path, where: str) -> Any:
+    """`value` with its objects as dicts. Raises `ConfigError` for a key given twice in one
+    object: JSON readers keep the last one silently (a second server of the same name
+    replaced the first), and TOML refuses it."""
+    if isinstance(value, list) and not isinstance(value, _Pairs):
+        items = cast(list[Any], value)
+        return [_once_each(item, path, f"{where}[{n}]") for n, item in enumerate(items)]
+    if not isinstance(value, _Pairs):
+        return value
+    table: dict[str, Any] = {}
+    for key, member in value:
+        at = key_path(where, key).removeprefix(".")  # at the top: the key alone
+        if key in table:
+            raise ConfigError(f"{path}: {at}: given twice in one object; keep one of them")
+        table[key] = _once_each(member, path, at)
+    return table
+
+
+def find_config_file(directory: Path | None = None) -> Path | None:
+    """The config file a command uses when none is named: ours, else a client's."""
+    directory = directory or Path()
+    for name in (DEFAULT_CONFIG_FILE, *CLIENT_CONFIG_FILES):
+        if (directory / name).is_file():
+            return directory / name
+    return None

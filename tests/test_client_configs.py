@@ -1,0 +1,119 @@
+"""MCP clients' own config files, read as the clients read them: a server they mark disabled, an
+env file they load, variables that cannot expand, and a working directory that is gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config, parse_config, with_default_agent
+from gateway.errors import ConfigError
+
+
+def test_a_server_a_client_marks_disabled_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cline's and Windsurf's `disabled` was refused: `mcpServers.off.disabled: unknown key`."""
+    monkeypatch.delenv("UNSET_ONE", raising=False)
+    servers = {
+        "on": {"command": "srv", "disabled": False},
+        "off": {"command": "srv", "args": ["${UNSET_ONE}"], "disabled": True},  # not expanded
+        "plain": {"command": "srv"},
+    }
+    config = with_default_agent(parse_config({"mcpServers": servers}, source="c.json"))
+    assert list(config.mcp_servers) == ["on", "plain"]
+    assert config.agents["assistant"].tools == ["on", "plain"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"mcpServers": {"s": {"command": "srv", "disabled": "yes"}}},
+            "c.json: mcpServers.s.disabled: true or false, not 'yes'",
+        ),
+        (
+            {
+                "mcpServers": {"Google Drive": {"command": "srv", "disabled": True}},
+                "agents": {"a": {"tools": ["Google_Drive"]}},
+            },
+            "c.json: agents.a.tools: server 'Google_Drive' is disabled in this file: enable it, "
+            "or leave it out of the agent's tools",
+        ),
+    ],
+)
+def test_a_disabled_server_said_wrong_or_still_used_is_a_clear_error(
+    data: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="c.json")
+    assert str(caught.value) == message
+
+
+def test_an_env_file_a_client_names_gives_the_server_its_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cursor's and VS Code's `envFile` was refused: `mcpServers.s.envFile: unknown key`."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("# the server's\nexport TOKEN='t0k'\nMODE=file\n")
+    (tmp_path / ".cursor").mkdir()
+    path = tmp_path / ".cursor" / "mcp.json"
+    servers = {
+        "s": {"command": "srv", "envFile": "${workspaceFolder}/.env", "env": {"MODE": "own"}},
+        "r": {"command": "srv", "envFile": ".env"},  # the working directory's, as in Cursor
+    }
+    path.write_text(json.dumps({"mcpServers": servers}))
+    config = load_config(path)
+    assert config.mcp_servers["s"].env == {"TOKEN": "t0k", "MODE": "own"}
+    assert config.mcp_servers["r"].env == {"TOKEN": "t0k", "MODE": "file"}
+    (tmp_path / ".env").unlink()
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(
+        f"{path}: mcpServers.s.envFile: cannot read env file {tmp_path}/.env: "
+    )
+
+
+def test_a_variable_in_a_variables_default_is_refused_not_passed_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`${TAG:-${OTHER:-z}}` reached the server as the literal `${OTHER:-z}`."""
+    monkeypatch.delenv("TAG", raising=False)
+    server = {"command": "srv", "args": ["--tag=${TAG:-${OTHER:-z}}!"]}
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"mcpServers": {"s": server}}, source="c.json")
+    assert str(caught.value) == (
+        "c.json: mcpServers.s.args: cannot expand ${TAG:-${OTHER:-z}}: a default "
+        "(${VAR:-default}) cannot hold another variable here; give it as text"
+    )
+
+
+@pytest.fixture
+def gone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A working directory deleted under the process (a shell left in a removed folder)."""
+    place = tmp_path / "gone"
+    place.mkdir()
+    monkeypatch.chdir(place)
+    place.rmdir()
+    return tmp_path
+
+
+def test_with_the_working_directory_gone_what_needs_it_says_so(gone: Path) -> None:
+    """Each ended in a FileNotFoundError traceback."""
+    (gone / "c.toml").write_text('[tools.c]\nbuiltin = "calculator"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config("../c.toml")
+    assert str(caught.value) == (
+        "../c.toml: a path relative to the working directory, which is gone (deleted?): name "
+        "the config by its absolute path, or run from a directory that exists"
+    )
+    assert list(load_config(gone / "c.toml").tools) == ["c"]
+    client = gone / ".mcp.json"
+    server = {"command": "srv", "args": ["${workspaceFolder}/x"]}
+    client.write_text(json.dumps({"mcpServers": {"s": server}}))
+    with pytest.raises(ConfigError) as caught:
+        load_config(client)
+    assert str(caught.value) == (
+        f"{client}: mcpServers.s.args: cannot expand ${{workspaceFolder}}: the working directory "
+        "is gone (deleted?): run from a directory that exists"
+    )

@@ -1,0 +1,78 @@
+"""Config files as written: JSON or TOML whatever the case of the name, a byte order mark, and a
+key that JSON gives twice."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.config import load_config
+from gateway.errors import ConfigError
+
+SERVER = {"command": "srv", "args": ["first"]}
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        # A second server of one name replaced the first, and a second agent the first.
+        ('{"mcpServers": {"s": {"command": "a"}, "s": {"command": "b"}}}', "mcpServers.s"),
+        ('{"agents": {"a": {"tools": []}, "a": {}}}', "agents.a"),
+        ('{"mcpServers": {"s": {"command": "a", "args": ["x"], "args": []}}}', "mcpServers.s.args"),
+        (
+            '{"mcpServers": {"Google Drive": {"url": "u"}, "Google Drive": {}}}',
+            'mcpServers."Google Drive"',
+        ),
+        ('{"agents": {}, "agents": {}}', "agents"),
+    ],
+)
+def test_a_key_json_gives_twice_is_refused_as_toml_refuses_it(
+    tmp_path: Path, text: str, where: str
+) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == f"{path}: {where}: given twice in one object; keep one of them"
+
+
+def test_the_same_key_in_two_objects_is_no_repeat(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    servers = {"a": {"command": "x", "args": ["1"]}, "b": {"command": "y", "args": ["2"]}}
+    path.write_text(json.dumps({"mcpServers": servers}))
+    assert list(load_config(path).mcp_servers) == ["a", "b"]
+
+
+@pytest.mark.parametrize("name", ["agent-gateway.toml", "c.json"])
+def test_a_byte_order_mark_is_no_part_of_the_config(tmp_path: Path, name: str) -> None:
+    """A Windows editor's BOM made 'not valid TOML: Invalid statement (at line 1, column 1)',
+    and JSON's error said to 'decode using utf-8-sig'."""
+    path = tmp_path / name
+    text = (
+        '[mcpServers.s]\ncommand = "srv"\n'
+        if name.endswith(".toml")
+        else json.dumps({"mcpServers": {"s": SERVER}})
+    )
+    path.write_bytes(codecs.BOM_UTF8 + text.encode())
+    assert list(load_config(path).mcp_servers) == ["s"]
+
+
+@pytest.mark.parametrize("name", ["MCP.JSON", "servers.Json", "mcp-config", "servers.conf"])
+def test_json_is_json_whatever_its_name(tmp_path: Path, name: str) -> None:
+    """`UPPER.JSON`, or a file with no extension, was read as TOML: 'Invalid statement'."""
+    path = tmp_path / name
+    # A client's file: its own keys beside ours are ignored, as in any .json file.
+    path.write_text(json.dumps({"mcpServers": {"Google Drive": SERVER}, "globalShortcut": "x"}))
+    assert list(load_config(path).mcp_servers) == ["Google_Drive"]
+
+
+def test_toml_by_any_other_name_is_toml(tmp_path: Path) -> None:
+    path = tmp_path / "gateway.conf"
+    path.write_text('[mcpServers.s]\ncommand = "srv"\n')
+    assert list(load_config(path).mcp_servers) == ["s"]
+    path.write_text("[mcpServers.s\n")
+    with pytest.raises(ConfigError, match=r"gateway\.conf: not valid TOML"):
+        load_config(path)
