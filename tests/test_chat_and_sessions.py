@@ -30,6 +30,7 @@ from agent import UserMessage
 from agent.memory import SQLiteStore
 from agent.memory.redis_store import RedisStore
 from gateway.cli import main
+from gateway.config import TOOLBOX_SERVER
 from tests.server.processes import http_server
 from tests.servers.openai_stub import CutOff, OpenAIStub, Refusal, openai_stub
 
@@ -562,6 +563,46 @@ def test_chat_leaves_at_once_after_ctrl_c_left_a_plain_tool_running(tmp_path: Pa
             os.close(primary)
     assert code == 0, terminal.shown
     assert "Traceback" not in terminal.shown
+
+
+@pytest.mark.integration
+def test_chat_on_a_dumb_terminal_says_which_servers_it_waits_for(tmp_path: Path) -> None:
+    """With TERM=dumb, `run` says in a plain line which MCP servers it waits for; chat said
+    nothing for the seconds they take."""
+    assert EXECUTABLE is not None
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "unasked"}]))
+    config = tmp_path / "agent-gateway.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"toolbox": TOOLBOX_SERVER.model_dump(exclude_defaults=True)},
+                "agents": {"a": {"model": f"scripted:{script}", "tools": ["toolbox"]}},
+            }
+        )
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--state-dir", str(tmp_path / "state")],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("/exit")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0, terminal.shown
+    assert terminal.shown.startswith("waiting for 1 MCP server: toolbox\r\n"), terminal.shown
+    assert "\x1b" not in terminal.shown  # a dumb terminal gets no escape sequence
 
 
 @pytest.mark.integration

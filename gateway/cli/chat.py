@@ -88,14 +88,15 @@ async def _chat(args: argparse.Namespace) -> int:
     interactive = sys.stdin.isatty()
     # Answers stream to a terminal (a dumb one too: text alone needs no cursor moves); piped
     # or redirected, stdout gets each answer whole once it is known, exactly as `run` writes
-    # it. The status line only on a terminal that can draw it.
+    # it. The status line only on a terminal that can draw it; a dumb one gets plain lines.
     out, err = Console(file=result_stdout()), Console(file=sys.stderr)
     answers = out if out.is_terminal else None
     status = err if err.is_terminal and not err.is_dumb_terminal else None
+    plain = sys.stderr if err.is_dumb_terminal else None
     started = lasting = False
     try:
         async with (
-            stopping_shown(open_console(answers, status)) as console,
+            stopping_shown(open_console(answers, status, plain=plain)) as console,
             open_gateway(
                 config,
                 model=args.model,
