@@ -40,6 +40,7 @@ from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
     ContextWindowExceeded,
+    MemoryStoreError,
     ModelError,
     StepInterrupted,
     fails_only_its_item,
@@ -143,6 +144,9 @@ class ToolsAgent:
     model reports (`ReportsContextWindow`), rather than send it (the gateway's models check
     the window before sending: the call would be refused). Off, no window is asked for."""
     on_warning: WarningCallback | None = None
+    summary_model: ChatModel | None = None
+    """Writes the memory's summaries (None: `model`); the gateway's does not stream, as its
+    text is no part of the answer."""
     why_missing: Callable[[str], str | None] | None = None
     """Why a tool the model called is not among `tools`, if the engine knows (its server is
     down): said to the model instead of that no such tool exists."""
@@ -488,7 +492,10 @@ class ToolsAgent:
                 room = min(room, window // 2)
         try:
             text, usage = await summarise(
-                self.model, history.previous_summary, history.to_summarise, max_tokens=room
+                self.summary_model or self.model,
+                history.previous_summary,
+                history.to_summarise,
+                max_tokens=room,
             )
         except ModelError as exc:
             if self.on_warning is not None:
@@ -514,7 +521,13 @@ class ToolsAgent:
         if self.memory is None or item.session_id is None:
             return
         key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
-        await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
+        try:
+            await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
+        except MemoryStoreError as exc:  # the answer may have been shown as it streamed
+            raise MemoryStoreError(
+                f"{exc}; this turn was not saved: session {item.session_id!r} keeps neither "
+                "its question nor its answer"
+            ) from exc
 
     def _plan(
         self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]

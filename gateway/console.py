@@ -19,6 +19,7 @@ the model has sent no text for `QUIET_SECONDS`, a line below the answer's says s
 no text for 6 s`), drawn with relative cursor moves from where the answer's text stops, and
 erased before the next text: the answer's text stays whole.
 
+Stopped by Ctrl-Z, the status is erased and the cursor shown until the process goes on.
 Interrupted (Ctrl-C), the status says the command is stopping; `say_stopped` writes why it
 stopped, and `stopped_note` is the line to end with when nothing else said it (what was
 interrupted, how long stopping took).
@@ -34,6 +35,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -47,7 +50,8 @@ from contextlib import (
 from typing import IO, TextIO, cast
 
 import anyio
-from rich.cells import cell_len
+import anyio.abc
+from rich.cells import get_character_cell_size
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -225,6 +229,15 @@ class RunConsole:
         stderr = self._err.file if self._err is not None else sys.stderr
         self.write_line(stderr, text.rstrip("\n") + "\n")
 
+    def suspend(self) -> None:
+        """Ctrl-Z: stop the process as the terminal asked (SIGTSTP, caught), its status
+        erased and the cursor shown while it is stopped (a live status hides it, and a shell
+        would keep it hidden); drawn again once the process goes on (`fg`)."""
+        with self._lock:
+            self._hide()
+            os.kill(os.getpid(), signal.SIGSTOP)  # what SIGTSTP's default action does
+            self._show()
+
     def cancelled(self) -> None:
         """The run was cancelled (`chat`'s Ctrl-C): the calls in flight will not end, so stop
         showing them, and end the streamed line."""
@@ -339,8 +352,8 @@ class RunConsole:
         if call is None or quiet is None:
             return
         width = self._out.width
-        column = cell_len(self._quiet.line.expandtabs()) % width
-        if column == 0 and self._quiet.line:
+        column = _cursor_column(self._quiet.line, width)
+        if column == width:
             return  # the text fills the row: where the cursor stands is the terminal's guess
         text = Text(f"{call.kind} ", style="dim")
         text.append(call.name, style="bold")
@@ -360,7 +373,7 @@ class RunConsole:
         """Erase the line that said the model was quiet; the cursor stays where it was."""
         if not self._quiet.shown or self._err is None or self._out is None:
             return
-        column = cell_len(self._quiet.line.expandtabs()) % self._out.width
+        column = _cursor_column(self._quiet.line, self._out.width)
         self._write(self._err.file, f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G")
         self._quiet.shown = False
 
@@ -429,6 +442,23 @@ class RunConsole:
             self._show()
 
 
+def _cursor_column(line: str, width: int) -> int:
+    """Where a terminal `width` cells wide leaves its cursor (a column from 0) after `line`
+    from a row's start: a character wider than what is left of a row goes whole to the next
+    (a 2-cell one in the last column leaves that empty), a tab to the next stop (every 8
+    cells, the last column at most). `width`: the row is full, the next character wraps."""
+    column = 0
+    for char in line:
+        if char == "\t":
+            column = column if column == width else min(column // 8 * 8 + 8, width - 1)
+            continue
+        cells = get_character_cell_size(char)
+        if column + cells > width:
+            column = 0
+        column += cells
+    return column
+
+
 class _Quiet:
     """The streamed answer's open line: its text so far (where the cursor stands), when its
     model last wrote, and whether a line below says it has gone quiet."""
@@ -482,7 +512,8 @@ async def open_console(
     plain: IO[str] | None = None,
     refresh: float = REFRESH_SECONDS,
 ) -> AsyncGenerator[RunConsole]:
-    """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open."""
+    """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open, and
+    erased, the cursor shown, while Ctrl-Z keeps the process stopped (`suspend`)."""
     console = RunConsole(out=out, err=err, plain=plain)
 
     async def tick() -> None:
@@ -490,13 +521,30 @@ async def open_console(
             await anyio.sleep(refresh)
             console.refresh()
 
+    async def suspending(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+        with anyio.open_signal_receiver(signal.SIGTSTP) as received:
+            task_status.started()
+            async for _ in received:
+                console.suspend()
+
     terminals = {terminal.file for terminal in (out, err) if terminal is not None}
     with _logs_through(console, terminals):
-        async with in_background(tick, wait_started=False) if err is not None else nullcontext():
+        async with (
+            in_background(tick, wait_started=False) if err is not None else nullcontext() as tasks
+        ):
+            if tasks is not None and _catches_ctrl_z():
+                await tasks.start(suspending)
             try:
                 yield console
             finally:
                 console.close()
+
+
+def _catches_ctrl_z() -> bool:
+    """Whether Ctrl-Z (SIGTSTP) can be caught here: a POSIX system, and the main thread (a
+    signal's handler is the main thread's to set)."""
+    main = threading.current_thread() is threading.main_thread()
+    return main and hasattr(signal, "SIGTSTP")
 
 
 @contextmanager

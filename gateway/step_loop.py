@@ -160,21 +160,23 @@ class StepLoop:
                 await tracer.note("tool", node, agent_span.id, health=health)
             definitions = self._definitions(spec.name, tools)
             self._warn_too_many(spec, chosen, len(definitions))
+            traced = partial(
+                TracedModel,
+                recorded,
+                tracer,
+                agent_span.id,
+                context.budget,
+                context_window=spec.context_window,
+            )
             agent = ToolsAgent(
-                model=TracedModel(
-                    recorded,
-                    tracer,
-                    agent_span.id,
-                    context.budget,
-                    stream=context.stream,
-                    context_window=spec.context_window,
-                ),
+                model=traced(stream=context.stream),
                 tools=definitions,
                 options=spec.options,
                 memory=memory,
                 run_id=state.run_id,
                 fit_history_to_window=True,
                 on_warning=_warning_note(tracer, spec.name, agent_span.id),
+                summary_model=traced(stream=False),  # only the answer streams
                 why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)

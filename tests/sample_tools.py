@@ -7,7 +7,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import anyio
 
@@ -50,6 +52,18 @@ def sleep_blocking(seconds: float) -> str:
     print("sleep_blocking: started", file=sys.stderr, flush=True)
     time.sleep(seconds)
     return "slept"
+
+
+def hand_over(fifo: str, path: str) -> str:
+    """Start a thread that copies a line from the named pipe `fifo` to the file `path`, and
+    return at once: work a tool leaves to a thread of its own, which the process must finish."""
+
+    def copy() -> None:
+        with open(fifo, encoding="utf-8") as given:
+            Path(path).write_text(given.readline(), encoding="utf-8")
+
+    threading.Thread(target=copy, name="hand_over").start()
+    return "handed over"
 
 
 def append_line(path: str, line: str) -> str:

@@ -9,6 +9,8 @@ import re
 import select
 import time
 
+from rich.cells import get_character_cell_size
+
 _CSI = re.compile(r"\x1b\[([0-9;?]*)([A-Za-z])")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 """A terminal's control sequences, to read what it shows as text."""
@@ -52,15 +54,24 @@ class Screen:
             self.column = 0
         elif char == "\x1b":
             pass  # an escape this screen does not know, left as the rest of its text
+        elif char == "\t":  # to the next stop (every 8 columns), never past the last column
+            if self.column < self.width:
+                self.column = min(self.column // 8 * 8 + 8, self.width - 1)
         else:
-            if self.column >= self.width:  # wrap
+            cells = get_character_cell_size(char)  # 2 for a wide (CJK) character, as xterm's
+            if cells == 0:  # a combining mark: on the character before it
+                row = self.rows[self.row]
+                if 0 < self.column <= len(row):
+                    row[self.column - 1] += char
+                return
+            if self.column + cells > self.width:  # wrap: a wide character moves whole
                 self.row += 1
                 self.column = 0
                 self._reach(self.row)
             row = self.rows[self.row]
-            row.extend(" " * (self.column + 1 - len(row)))
-            row[self.column] = char
-            self.column += 1
+            row.extend(" " * (self.column + cells - len(row)))
+            row[self.column : self.column + cells] = [char, *[""] * (cells - 1)]
+            self.column += cells
 
     def _control(self, params: str, final: str) -> None:
         number = int(params) if params.isdigit() else 1

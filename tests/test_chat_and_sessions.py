@@ -24,13 +24,15 @@ import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from rich.cells import cell_len
 
 from agent import UserMessage
 from agent.memory import SQLiteStore
 from agent.memory.redis_store import RedisStore
 from gateway.cli import main
+from gateway.config import TOOLBOX_SERVER
 from tests.server.processes import http_server
-from tests.servers.openai_stub import OpenAIStub, Refusal, openai_stub
+from tests.servers.openai_stub import CutOff, OpenAIStub, Refusal, openai_stub
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
 
@@ -89,6 +91,38 @@ def test_chat_streams_answers_keeps_the_conversation_and_forgets_it_on_reset(
         assert [m["role"] for m in model.messages(3)] == ["system", "user"]  # after /reset
 
 
+def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`/reset all` and `/exit now` were "unknown command '/reset'" in a message that listed
+    /reset, and a question that begins with / could not be asked at all."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hi."}, {"content": "A file."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    lines = ["hello", "/reset all", "/exit now", "//etc/hosts is what?", "/etc", "/exit", "no"]
+    monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+    state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert main(["chat", "--session", "s1", *state]) == 0
+    out, err = capsys.readouterr()
+    assert out == "Hi.\nA file.\n"
+    slashes = "a question that begins with / is typed with two"
+    assert err.splitlines()[1:] == [
+        f"/reset takes nothing after it, so nothing was done: type /reset alone; {slashes}: "
+        "//reset all",
+        f"/exit takes nothing after it, so nothing was done: type /exit alone; {slashes}: "
+        "//exit now",
+        "unknown command '/etc': /tools lists the tools, /reset forgets the conversation, "
+        f"/exit leaves; {slashes}: //etc",
+    ]
+    assert main(["sessions", "show", "s1", *state]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert [line for line in said if line.startswith("user: ")] == [
+        "user: hello",  # not forgotten
+        "user: /etc/hosts is what?",
+    ]
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize(
     ("status", "said"),
@@ -114,6 +148,41 @@ def test_a_question_that_fails_is_reported_and_the_chat_goes_on(
     assert said in done.stderr
     assert done.stdout == "Hello again.\n"
     assert "Traceback" not in done.stderr
+
+
+ESCAPES = "before \x1b[31mRED\x1b[0m \x1b]0;PWNED\x07 after\r!"
+"""A model's answer with control characters a terminal would obey."""
+
+
+def test_piped_chat_writes_each_answer_exactly_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Piped, chat wrote the answer's control characters as escapes (`\\x1b[31m`), which only
+    a terminal should get: `run` writes the model's text exactly."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": ESCAPES}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    monkeypatch.setattr(sys, "stdin", io.StringIO("colour it\n"))
+    chat = ["chat", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+    assert main(chat) == 0
+    assert capsys.readouterr().out == ESCAPES + "\n"
+
+
+@pytest.mark.integration
+def test_piped_chat_writes_only_the_answer_of_the_model_that_took_over(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model of a fallback list that broke mid-answer left its partial text on piped stdout
+    as an answer line of its own, with no word of it anywhere: a script read two answers."""
+    with openai_stub([CutOff("The weather is"), "The weather is fine."]) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(f'[agents.a]\nmodel = ["{model.spec}", "{model.spec}"]\n')
+        monkeypatch.setattr(sys, "stdin", io.StringIO("weather?\n"))
+        chat = ["chat", "--config", str(config), "--state-dir", str(tmp_path / "state")]
+        assert main(chat) == 0
+    assert len(model.requests) == 2  # the first model's stream broke: the second answered
+    assert capsys.readouterr().out == "The weather is fine.\n"
 
 
 def test_sessions_are_listed_shown_and_deleted(
@@ -173,6 +242,34 @@ def test_sessions_are_listed_shown_and_deleted(
     assert main(["sessions", "show", *state]) == 2
     assert "needs a session id" in capsys.readouterr().err
     assert (tmp_path / "state" / "agent-gateway.sqlite3").is_file()
+
+
+def test_sessions_show_a_models_escapes_as_text_and_line_up_wide_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions show` wrote a stored answer's escape sequences raw (a terminal turned red and
+    took `PWNED` as its window title), as `runs show` never does; `sessions list` padded ids
+    by characters, so a CJK id pushed its row's columns out of line."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": ESCAPES}, {"content": "Hello."}]))
+    state = ["--state-dir", str(tmp_path / "state")]
+    for session in ("会話", "ascii"):
+        run = ["run", "Hi \x1b[2J", "--model", f"scripted:{script}", "--session", session]
+        assert main([*run, *state]) == 0
+    capsys.readouterr()
+    assert main(["sessions", "show", "会話", *state]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "--- turn 1",
+        "user: Hi \\x1b[2J",
+        "assistant: before \\x1b[31mRED\\x1b[0m \\x1b]0;PWNED\\x07 after\\x0d!",
+    ]
+    assert main(["sessions", "show", "会話", "--json", *state]) == 0
+    [turn] = json.loads(capsys.readouterr().out)["turns"]
+    assert [m["content"] for m in turn["messages"]] == ["Hi \x1b[2J", ESCAPES]  # exactly
+    assert main(["sessions", "list", *state]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert rows[1].startswith("会話" + " " * 28 + " ")  # 4 cells of 32: as wide as the other
+    assert len({cell_len(row[: row.index(" 1 turn")]) for row in rows}) == 1
 
 
 def test_sessions_kept_in_a_named_store_are_found_there(
@@ -426,6 +523,89 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
 
 
 @pytest.mark.integration
+def test_chat_leaves_at_once_after_ctrl_c_left_a_plain_tool_running(tmp_path: Path) -> None:
+    """The thread of a blocking local tool cannot be stopped: after Ctrl-C cancelled its
+    answer, Ctrl-D (or /exit) waited for it until the tool ended (a minute), and a Ctrl-C
+    meanwhile printed a traceback of `threading._shutdown` and exited 0."""
+    assert EXECUTABLE is not None
+    script = tmp_path / "answers.json"
+    nap = {"name": "nap", "arguments": {"seconds": 600}}
+    script.write_text(json.dumps([{"tool_calls": [nap]}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\n'
+        f'[agents.assistant]\nmodel = "scripted:{script}"\ntools = ["nap"]\n'
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--session", "c9"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("nap")
+            terminal.until("sleep_blocking: started")
+            process.send_signal(signal.SIGINT)
+            terminal.until("(interrupted: the answer was cancelled")
+            terminal.until("> ", count=2)
+            os.write(primary, b"\x04")  # Ctrl-D
+            code = process.wait(timeout=20)  # not the 600 s the tool sleeps
+            terminal.until("continues it")
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0, terminal.shown
+    assert "Traceback" not in terminal.shown
+
+
+@pytest.mark.integration
+def test_chat_on_a_dumb_terminal_says_which_servers_it_waits_for(tmp_path: Path) -> None:
+    """With TERM=dumb, `run` says in a plain line which MCP servers it waits for; chat said
+    nothing for the seconds they take."""
+    assert EXECUTABLE is not None
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "unasked"}]))
+    config = tmp_path / "agent-gateway.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {"toolbox": TOOLBOX_SERVER.model_dump(exclude_defaults=True)},
+                "agents": {"a": {"model": f"scripted:{script}", "tools": ["toolbox"]}},
+            }
+        )
+    )
+    primary, secondary = pty.openpty()
+    repo = str(Path(__file__).resolve().parents[1])
+    with subprocess.Popen(
+        [EXECUTABLE, "chat", "--config", str(config), "--state-dir", str(tmp_path / "state")],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("> ")
+            terminal.type("/exit")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0, terminal.shown
+    assert terminal.shown.startswith("waiting for 1 MCP server: toolbox\r\n"), terminal.shown
+    assert "\x1b" not in terminal.shown  # a dumb terminal gets no escape sequence
+
+
+@pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_chat_ended_by_a_signal_at_the_prompt_says_how_to_continue(
     tmp_path: Path, signum: signal.Signals
@@ -489,6 +669,35 @@ def test_chat_says_how_to_continue_its_session_where_it_is_kept(
     assert main([*chat[:5], "--store", f"sqlite:///{sessions}"]) == 0
     assert f"--config '{config}' --store sqlite:///{sessions}` continues it" in (
         capsys.readouterr().err
+    )
+
+
+def test_chats_hint_quotes_the_session_and_keeps_no_promise_memory_cannot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hint left the session id unquoted (`--session my notes; date` ran `date`), and
+    with `memory = "memory://"` it named a command that continued nothing: the session had
+    gone with the process."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+
+    def hint(session: str) -> str:
+        terminal = io.StringIO("/exit\n")
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        chat = ["chat", "--session", session, "--config", str(config)]
+        assert main([*chat, "--state-dir", str(tmp_path / "state")]) == 0
+        return capsys.readouterr().err.splitlines()[-1]
+
+    said = hint("my notes; date")
+    again = said.split("`")[1]
+    assert shlex.split(again)[2:4] == ["--session", "my notes; date"]
+    assert again.startswith("agent-gateway chat --session 'my notes; date' --config ")
+    config.write_text(f'[gateway]\nmemory = "memory://"\n{config.read_text()}')
+    assert hint("kept9").endswith(  # (after the prompt: the terminal echoed no /exit here)
+        "session kept9 ends with this chat: memory:// keeps it in this process only"
     )
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.cli import main
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, SCRIPT, cli_env
 from tests.screen import read_all, read_until
@@ -325,6 +326,70 @@ def test_an_argument_that_is_not_text_is_refused_as_bad_input(tmp_path: Path, lo
     assert done.stderr == (
         "error: the argument 'caf\\xe9' is not valid text in this locale: its bytes are not "
         "UTF-8 (give it as UTF-8; rename a file whose name is not)\n"
+    )
+
+
+STDIN_LOCALES = {
+    "utf-8": {"LC_ALL": "C.UTF-8", "PYTHONUTF8": "0"},  # stdin's bad bytes kept as surrogates
+    "strict": {"LC_ALL": "C.UTF-8", "PYTHONIOENCODING": "utf-8:strict"},  # as en_US.UTF-8's
+    "ascii": {"LC_ALL": "C", "PYTHONUTF8": "0"},  # UTF-8 itself comes as escaped bytes
+}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("locale", STDIN_LOCALES)
+def test_a_line_that_is_not_text_is_refused_and_the_chat_goes_on(
+    tmp_path: Path, locale: str
+) -> None:
+    """A Latin-1 `café` piped or typed ended the chat with a traceback (`UnicodeEncodeError:
+    surrogates not allowed` from the run; in a strict locale `UnicodeDecodeError` from the
+    read), and the lines after it were never asked; in an ASCII locale UTF-8 did too."""
+    config = answering(tmp_path, "Noted.")
+    env = {**cli_env(), **STDIN_LOCALES[locale]}
+    state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+    chat = subprocess.run(
+        [str(SCRIPT), "chat", "--session", "s1", *state],
+        input=b"caf\xe9 latin1\nth\xc3\xa9 time\n",
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
+    err = chat.stderr.decode(errors="replace")
+    assert "Traceback" not in err
+    assert (chat.returncode, chat.stdout) == (2, b"Noted.\n"), err  # 2: bad input, as `run`'s
+    assert err.splitlines()[1:] == [
+        "error: the line is not valid text: its bytes are not UTF-8 (byte 4: 'caf\\xe9 "
+        "latin1'); give it as UTF-8"
+    ]
+    shown = run_in(cli_env(), "sessions", "show", "s1", *state)
+    assert "user: thé time\n" in shown.stdout.decode()  # only the next line was asked
+    question = subprocess.run(
+        [str(SCRIPT), "run", "-", "--no-store", *state],
+        input=b"caf\xe9 latin1\n",
+        capture_output=True,
+        cwd=REPO,
+        env=env,
+        timeout=60,
+    )
+    assert (question.returncode, question.stdout) == (2, b"")
+    assert question.stderr.decode() == (
+        "error: stdin is not valid text: its bytes are not UTF-8 (byte 4: 'caf\\xe9 latin1\\n'); "
+        "give it as UTF-8\n"
+    )
+
+
+def test_an_items_file_that_is_not_text_is_refused_as_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It ended in a `UnicodeDecodeError` traceback."""
+    items = tmp_path / "items.jsonl"
+    items.write_bytes(b'"first"\n"caf\xe9"\n')
+    config = answering(tmp_path, "unasked")
+    assert main(["run", "--items", str(items), "--config", str(config), "--no-store"]) == 2
+    assert capsys.readouterr().err == (
+        f"error: items file {items} is not valid text: its bytes are not UTF-8 (byte 13: "
+        '\'"first"\\n"caf\\xe9"\\n\'); give it as UTF-8\n'
     )
 
 

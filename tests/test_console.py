@@ -25,7 +25,7 @@ import pytest
 from pydantic import JsonValue
 from rich.console import Console
 
-from agent import ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import InProcessStore, ScriptedAnswer, ScriptedCall, ScriptedModel, SessionMemory
 from agent.models import AnthropicModel, FallbackModel
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli import main
@@ -103,6 +103,22 @@ async def test_a_terminal_sees_the_answer_stream_in_and_the_calls_in_flight() ->
     assert ANSWER in last_model.split("|")[0]  # on stdout before the model call ended
     assert ANSI.sub("", out.getvalue()) == ANSWER + "\n"  # once, and nothing else
     assert console.streamed(result.output)
+
+
+@pytest.mark.anyio
+async def test_only_the_answer_streams_not_the_summary_of_the_older_turns() -> None:
+    """With `summarise`, the summary's call (the agent's own model, in the run whose turn
+    needs it) streamed its text to the terminal before the answer, as if part of it."""
+    out, err = StringIO(), StringIO()
+    summary = "The user said q1."
+    model = ScriptedModel(["One.", "Two.", summary, "Three."], name="scripted-test")
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    gateway = Gateway([], [AgentSpec("a", model, memory=memory)])
+    async with open_console(terminal(out), terminal(err)) as console:
+        for question in ("q1", "q2", "q3"):
+            await gateway.run("a", question, session_id="s", hooks=[console], stream=True)
+    assert ANSI.sub("", out.getvalue()) == "One.\nTwo.\nThree.\n"
+    assert (await memory.load("s")).previous_summary == summary  # it was written
 
 
 def anthropic_cut_off_after(*texts: str) -> AnthropicModel:

@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -90,6 +91,35 @@ async def test_a_model_quiet_mid_answer_is_said_below_the_text_which_stays_whole
     assert shown.lines == ["Once upon a time"]
     assert (shown.row, shown.column) == (1, 0)
     assert ANSI.sub("", screen.getvalue()).count("Once upon") == 1
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("first", "column"),
+    [
+        ("a" * (WIDTH - 1) + "漢字 ", 5),  # 漢 fits no more in the last column: wraps whole
+        ("a" * (WIDTH - 4) + "\tb", WIDTH),  # the tab stops at the last column: the row is full
+        ("x\tcafe\u0301 ", 13),  # a combining accent takes no cell
+    ],
+)
+async def test_the_quiet_line_puts_the_cursor_back_where_the_text_stops(
+    first: str, column: int
+) -> None:
+    """A wide character that wrapped early (and a tab near the margin) put the cursor back
+    short of where the text stopped: the next text overwrote the answer's last characters."""
+    screen = StringIO()
+    console = RunConsole(out=terminal(screen), err=terminal(screen), quiet_after=0)
+    await streaming(console, first)
+    console.refresh()
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    if column < WIDTH:
+        assert "no text for" in shown.lines[-1]
+        assert shown.column == column
+    await console(token("m", "then MORE"))
+    await console(event("model", "end", "m", "g"))
+    console.close()
+    shown = Screen(WIDTH).feed(screen.getvalue())
+    assert shown.lines == Screen(WIDTH).feed(first + "then MORE").lines  # as if never quiet
 
 
 @pytest.mark.anyio
@@ -358,3 +388,52 @@ def test_call_on_a_terminal_shows_the_tool_in_flight(tmp_path: Path) -> None:
         out = process.stdout.read()
     assert code == 0, shown
     assert out == b"done\n"
+
+
+HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"
+
+
+def _shown_so_far(fd: int) -> str:
+    """What a stopped process wrote to its terminal and is not read yet (all of it is there)."""
+    shown = ""
+    while select.select([fd], [], [], 0)[0]:
+        shown += os.read(fd, 4096).decode(errors="replace")
+    return shown
+
+
+@pytest.mark.integration
+def test_ctrl_z_shows_the_cursor_while_stopped_and_the_status_comes_back(tmp_path: Path) -> None:
+    """Ctrl-Z stopped the command with the live status line's cursor hidden: the shell the
+    person went back to had none until `fg`."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[tools.slow]\npython = "tests.sample_tools:released_by"\n'
+    )
+    primary, secondary = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    with subprocess.Popen(
+        [installed(), "call", "slow", "--args", json.dumps({"fifo": str(fifo)})],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+    ) as process:
+        try:
+            os.close(secondary)
+            shown = read_until(primary, "tool slow")  # the status, its cursor hidden
+            process.send_signal(signal.SIGTSTP)
+            _, status = os.waitpid(process.pid, os.WUNTRACED)
+            assert os.WIFSTOPPED(status)
+            shown += _shown_so_far(primary)
+            assert SHOW_CURSOR in shown[shown.rindex(HIDE_CURSOR) :]  # shown while stopped
+            assert shown.endswith("\x1b[2K")  # and the status erased
+            process.send_signal(signal.SIGCONT)
+            again = read_until(primary, "tool slow")  # drawn again, as it goes on
+            assert HIDE_CURSOR in again
+            fifo.write_text("done\n")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0

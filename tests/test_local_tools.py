@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import threading
 from pathlib import Path
 
@@ -12,6 +14,7 @@ from pydantic import JsonValue
 
 from agent import Action
 from gateway.cli import main
+from tests.durable.cli_runs import SCRIPT, cli_env
 from toolkits import (
     FunctionToolkit,
     NoSuchTool,
@@ -219,6 +222,49 @@ async def test_a_local_tool_that_outlives_its_timeout_is_a_timeout_error() -> No
         "blocks",
         0.2,
     )
+
+
+@pytest.mark.integration
+def test_a_command_leaves_a_timed_out_tools_thread_and_finishes_a_tools_own(
+    tmp_path: Path,
+) -> None:
+    """`run` printed its answer, then waited for the thread of a call that had timed out, as
+    long as the tool ran (README: "left to finish alone"); `chat` after a Ctrl-C the same. A
+    thread a tool starts for work of its own is still finished before the process exits."""
+    fifo, copied = tmp_path / "fifo", tmp_path / "copied"
+    os.mkfifo(fifo)
+    calls = [
+        {"name": "nap", "arguments": {"seconds": 600}},
+        {"name": "hand_over", "arguments": {"fifo": str(fifo), "path": str(copied)}},
+    ]
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"tool_calls": calls}, {"content": "Handed over."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\ntimeout = 0.5\n'
+        '[tools.hand_over]\npython = "tests.sample_tools:hand_over"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["nap", "hand_over"]\n'
+    )
+    with subprocess.Popen(
+        [str(SCRIPT), "run", "go", "--no-store", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+        env=cli_env(),
+    ) as process:
+        try:
+            assert process.stdout is not None
+            assert process.stderr is not None
+            assert process.stdout.readline() == b"Handed over.\n"
+            assert process.poll() is None  # the tool's own thread waits for its line
+            fifo.write_text("copied\n")
+            code = process.wait(timeout=30)  # not the 600 s of the call that timed out
+        finally:
+            process.kill()
+        err = process.stderr.read().decode()
+    assert code == 0, err
+    assert copied.read_text() == "copied\n"
+    assert "Traceback" not in err
 
 
 def test_a_configured_timeout_reaches_the_tool_and_the_model(

@@ -19,8 +19,9 @@ result, naming its type.
 
 A tool with a `timeout` that gives no result in time raises `ToolTimeout`, as an MCP server's
 tool does: a coroutine function is cancelled; a plain (blocking) function cannot be stopped, so
-its call ends and its worker thread is left to finish alone; a non-blocking plain function runs
-on the event loop, where nothing can interrupt it (no timeout applies).
+its call ends and its worker thread is left to finish alone (`running_threads` names such
+threads: a process leaving need not wait for them); a non-blocking plain function runs on the
+event loop, where nothing can interrupt it (no timeout applies).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import inspect
 import json
 import logging
 import re
+import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -52,7 +54,7 @@ from pydantic_core import to_jsonable_python
 from .base import CallContext, Tool, error_result, validation_brief
 from .errors import NoSuchTool, ToolTimeout
 
-__all__ = ["FunctionTool", "FunctionToolkit", "function_tool"]
+__all__ = ["FunctionTool", "FunctionToolkit", "function_tool", "running_threads"]
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,27 @@ _IMAGE_SIGNATURES = (
     (b"GIF87a", "image/gif"),
     (b"GIF89a", "image/gif"),
 )
+
+
+_running: set[threading.Thread] = set()
+"""The worker threads running a plain function's call now."""
+
+
+def running_threads() -> frozenset[threading.Thread]:
+    """The threads running a plain (blocking) function's call now. Once the event loop the
+    calls were made on has ended, each runs a call given up on (cancelled, timed out) that is
+    left to finish alone."""
+    return frozenset(_running)
+
+
+def _in_worker(call: Callable[[], Any]) -> Any:
+    """`call()`, its thread among `running_threads` meanwhile."""
+    thread = threading.current_thread()
+    _running.add(thread)
+    try:
+        return call()
+    finally:
+        _running.discard(thread)
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +157,8 @@ class FunctionTool:
             elif self.blocking:
                 # A plain function may block: keep it off the event loop. It cannot be
                 # stopped; cancelled, its call ends at once and the thread runs out alone.
-                value = await anyio.to_thread.run_sync(
-                    partial(self.function, *args, **kwargs), abandon_on_cancel=True
-                )
+                call = partial(self.function, *args, **kwargs)
+                value = await anyio.to_thread.run_sync(_in_worker, call, abandon_on_cancel=True)
             else:
                 value = self.function(*args, **kwargs)
             if inspect.isawaitable(value):  # a plain function (a decorator's) that returns one

@@ -23,6 +23,7 @@ import anyio
 
 from agent import AgentError
 from toolkits import ToolkitError
+from toolkits.function import running_threads
 
 from ..errors import GatewayError
 from ..otel_export import export_at_exit
@@ -58,13 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             report(exc)
             return BAD_INPUT
     code = _main(argv, own_process=own_process)
-    if own_process and code in LEAVING_CODES and _left_running():
-        # A blocking local tool's thread cannot be stopped: its call ended at the signal, and
-        # the process does not wait for the thread as the interpreter's exit would. Nor for
-        # DBOS's, retrying a store that went away until its backoff (up to a minute) ends.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+    if own_process:
+        code, leave = _threads_left(code)
+        if leave:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
     return code
 
 
@@ -73,9 +73,29 @@ LEAVING_CODES = (FAILED, *INTERRUPTED_CODES)
 """Exits that leave work behind unfinished: threads still running are not waited for."""
 
 
-def _left_running() -> bool:
+def _threads_left(code: int) -> tuple[int, bool]:
+    """The exit code, and whether to leave at once rather than wait for the threads still
+    running, as the interpreter's exit would. A blocking local tool's thread cannot be
+    stopped: a call given up on (cancelled: a signal, chat's Ctrl-C; timed out) ended, and its
+    thread is left to finish alone (`running_threads`). After an exit that leaves work behind,
+    no thread is waited for (nor DBOS's, retrying a store that went away until its backoff,
+    up to a minute, ends); else the others are, here, where Ctrl-C exits 130 quietly."""
+    if code in LEAVING_CODES:
+        return code, bool(_others())
+    given_up = running_threads()
+    try:
+        while waited := [thread for thread in _others() if thread not in given_up]:
+            for thread in waited:
+                thread.join()
+    except KeyboardInterrupt:
+        return INTERRUPTED, True
+    return code, bool(_others())
+
+
+def _others() -> list[threading.Thread]:
+    """The threads the interpreter's exit would wait for."""
     main_thread = threading.main_thread()
-    return any(t is not main_thread and not t.daemon for t in threading.enumerate())
+    return [t for t in threading.enumerate() if t is not main_thread and not t.daemon]
 
 
 def _main(argv: Sequence[str], *, own_process: bool) -> int:

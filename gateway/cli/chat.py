@@ -1,9 +1,11 @@
 """`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
 
 Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
-end of input) leaves. Answers stream to stdout as the model writes them. A question that
-fails is reported and the conversation goes on; the exit code says whether any failed (1, as
-`run` exits for it, whether its run raised or returned the failure). On a
+end of input) leaves; a command is its word alone, and a question that begins with `/` is
+typed with two (`//etc/hosts is what?`). On a terminal, answers stream to stdout as the model
+writes them; piped or redirected, stdout gets each answer whole, exactly, as `run` writes it.
+A question that fails is reported and the conversation goes on; the exit code says whether
+any failed (1, as `run` exits for it, whether its run raised or returned the failure). On a
 terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
 leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the session.
 """
@@ -20,7 +22,7 @@ import anyio
 from rich.console import Console
 
 from agent import AgentError
-from agent.memory import SessionMemory
+from agent.memory import InProcessStore, SessionMemory
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
 from toolkits.printable import printable
@@ -49,10 +51,14 @@ from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
+from .stdin_text import read_line, stdin_text
 
 __all__ = ["register"]
 
 HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
+COMMANDS = ("/tools", "/reset", "/exit", "/quit")
+"""A line that begins with `/` is a command: one of these words, alone (`//` begins a
+question with `/`)."""
 
 
 def register(commands: Commands) -> None:
@@ -80,13 +86,17 @@ async def _chat(args: argparse.Namespace) -> int:
     check_memory_kept(config, name, args.state_dir)
     session = args.session if args.session is not None else f"chat-{new_id()[:12]}"
     interactive = sys.stdin.isatty()
-    # Answers always stream to stdout, a terminal or not; the status line only on a terminal.
-    err = Console(file=sys.stderr)
+    # Answers stream to a terminal (a dumb one too: text alone needs no cursor moves); piped
+    # or redirected, stdout gets each answer whole once it is known, exactly as `run` writes
+    # it. The status line only on a terminal that can draw it; a dumb one gets plain lines.
+    out, err = Console(file=result_stdout()), Console(file=sys.stderr)
+    answers = out if out.is_terminal else None
     status = err if err.is_terminal and not err.is_dumb_terminal else None
-    started = False
+    plain = sys.stderr if err.is_dumb_terminal else None
+    started = lasting = False
     try:
         async with (
-            stopping_shown(open_console(Console(file=result_stdout()), status)) as console,
+            stopping_shown(open_console(answers, status, plain=plain)) as console,
             open_gateway(
                 config,
                 model=args.model,
@@ -97,7 +107,7 @@ async def _chat(args: argparse.Namespace) -> int:
             ) as gateway,
         ):
             check_runnable(gateway, name)
-            started = True
+            started, lasting = True, _lasting(gateway, name)
             print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
             steps = _Steps()
             async with steps.interruptible() if interactive else nullcontext():
@@ -108,9 +118,23 @@ async def _chat(args: argparse.Namespace) -> int:
         raise
     finally:
         if interactive and started:  # how to go on, however the chat ended
-            again = f"agent-gateway chat --session {session}{_same_place(args)}{_same_agent(args)}"
-            print(f"session {session}: `{again}` continues it", file=sys.stderr)
+            print(printable(_going_on(args, session, lasting=lasting)), file=sys.stderr)
     return code
+
+
+def _lasting(gateway: Gateway, name: str) -> bool:
+    """Whether the agent's sessions outlive this process (`memory://` keeps them in it)."""
+    memory = gateway.agents[name].memory or gateway.memory
+    return isinstance(memory, SessionMemory) and not isinstance(memory.store, InProcessStore)
+
+
+def _going_on(args: argparse.Namespace, session: str, *, lasting: bool) -> str:
+    """The line a chat on a terminal ends with: the command that continues its session."""
+    if not lasting:
+        return f"session {session} ends with this chat: memory:// keeps it in this process only"
+    quoted = shlex.quote(session)
+    again = f"agent-gateway chat --session {quoted}{_same_place(args)}{_same_agent(args)}"
+    return f"session {session}: `{again}` continues it"
 
 
 def _same_place(args: argparse.Namespace) -> str:
@@ -158,13 +182,18 @@ async def _converse(
             print("> ", end="", file=sys.stderr, flush=True)
         line = ""
         with steps.step():
-            line = await anyio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
+            line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
         if steps.interrupted or not line:  # Ctrl-C or Ctrl-D at the prompt leaves
             if interactive:
                 print(file=sys.stderr)  # the prompt's line was left open
             return INTERRUPTED if steps.interrupted else code
-        text = line.strip()
-        if text in ("/exit", "/quit"):
+        try:
+            text = stdin_text(line.strip(), "the line")
+        except GatewayError as exc:  # bytes that are no text: that line's failure alone
+            report(exc)
+            code = max(code, exit_code(exc))
+            continue
+        if text in ("/exit", "/quit"):  # (with words after it: refused, as any command)
             break
         if not text:
             continue
@@ -222,7 +251,28 @@ class _Steps:
 
 async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> int:
     """Answer one line: a command, or a question for the agent; its exit code."""
-    if text == "/tools":
+    if text.startswith("/") and not text.startswith("//"):
+        return await _command(gateway, name, session, text)
+    question = text.removeprefix("/")  # `//...` asks `/...`
+    result = await gateway.run(name, question, session_id=session, stream=True)
+    code = print_result(result, shown=console.streamed)
+    result_stdout().flush()
+    return code
+
+
+async def _command(gateway: Gateway, name: str, session: str, text: str) -> int:
+    """Carry out the command `text` is (a word, nothing after it); its exit code."""
+    word, *rest = text.split()
+    if word not in COMMANDS or rest:
+        said = (
+            f"{word} takes nothing after it, so nothing was done: type {word} alone"
+            if word in COMMANDS
+            else f"unknown command {word!r}: {HELP}"
+        )
+        asked = f"a question that begins with / is typed with two: /{text}"
+        print(printable(f"{said}; {asked}"), file=sys.stderr, flush=True)
+        return OK
+    if word == "/tools":
         tools = await gateway.tools_for(gateway.agents[name])
         width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
@@ -233,17 +283,10 @@ async def _one(gateway: Gateway, name: str, session: str, text: str, console: Ru
         if not tools:
             print("(this agent has no tools)", flush=True, file=result_stdout())
         return OK
-    if text == "/reset":
-        memory = gateway.agents[name].memory or gateway.memory
-        if not isinstance(memory, SessionMemory):
-            raise GatewayError(f"agent {name!r} keeps no conversation to forget")
-        await memory.store.delete(session)
-        print("(the conversation is forgotten)", file=sys.stderr, flush=True)
-        return OK
-    if text.startswith("/"):
-        print(f"unknown command {text.split()[0]!r}: {HELP}", file=sys.stderr, flush=True)
-        return OK
-    result = await gateway.run(name, text, session_id=session, stream=True)
-    code = print_result(result, shown=console.streamed)
-    result_stdout().flush()
-    return code
+    assert word == "/reset"  # (`_converse` leaves at /exit and /quit)
+    memory = gateway.agents[name].memory or gateway.memory
+    if not isinstance(memory, SessionMemory):
+        raise GatewayError(f"agent {name!r} keeps no conversation to forget")
+    await memory.store.delete(session)
+    print("(the conversation is forgotten)", file=sys.stderr, flush=True)
+    return OK

@@ -17,7 +17,6 @@ import sys
 from typing import Any, TextIO
 
 import anyio
-import anyio.to_thread
 from pydantic import ValidationError
 
 from agent import AgentItem, ItemResult
@@ -28,17 +27,9 @@ from ..trace import TraceEvent
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
 from .results import ended_status, so_far
+from .stdin_text import not_utf8, read_stdin
 
-__all__ = ["ItemLines", "read_items", "read_stdin"]
-
-
-async def read_stdin(what: str) -> str:
-    """All of stdin. Read in a thread that Ctrl-C abandons: a read blocking the event loop
-    would let the first Ctrl-C go unheard and the second raise inside it. On a terminal,
-    first a line saying what is awaited, and how to end it."""
-    if sys.stdin.isatty():
-        print(f"reading {what} from stdin (end it with Ctrl-D)", file=sys.stderr, flush=True)
-    return await anyio.to_thread.run_sync(sys.stdin.read, abandon_on_cancel=True)
+__all__ = ["ItemLines", "read_items"]
 
 
 async def read_items(path: str) -> list[AgentItem]:
@@ -50,6 +41,9 @@ async def read_items(path: str) -> list[AgentItem]:
             text = await anyio.Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise GatewayError(f"cannot read items {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        said = not_utf8(exc.object, exc.start)
+        raise GatewayError(f"items file {path} is not valid text: {said}") from None
     items: list[AgentItem] = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():

@@ -29,9 +29,10 @@ from .common import (
     with_steps,
 )
 from .exits import BAD_INPUT, exit_code
-from .items import read_items, read_stdin
+from .items import read_items
 from .origin import origin_of
 from .results import print_result
+from .stdin_text import read_stdin
 from .stored import (
     add_output_options,
     add_resume_options,

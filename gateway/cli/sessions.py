@@ -8,9 +8,11 @@ import json
 import sys
 
 import anyio
+from rich.cells import cell_len
 
 from agent import AssistantMessage, ToolMessage, UserMessage
 from agent.memory import SessionInfo, SessionStore, SQLiteStore
+from toolkits.printable import printable
 
 from ..config import Config
 from ..errors import GatewayError
@@ -177,10 +179,10 @@ def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
         )
         owner = session_owner(info.session_id)
         whose = f"  of {owner}" if owner is not None else ""
-        print(
-            f"{info.session_id:<32} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}",
-            file=result_stdout(),
-        )
+        # Padded to its cells, not its characters: a wide (CJK) id keeps the columns in line.
+        shown = info.session_id + " " * (32 - cell_len(info.session_id))
+        line = f"{shown} {plural(info.turns, 'turn'):>10}  {when}{summary}{whose}"
+        print(printable(line), file=result_stdout())
     if not infos and sys.stderr.isatty():  # stdout stays empty: a listing of none
         print(f"no sessions in {where}", file=sys.stderr)
     return OK
@@ -222,23 +224,24 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
         }
         print(result_json(document), file=result_stdout())
         return OK
+    lines: list[str] = []
     if summary is not None:
-        print(f"summary of turns 1-{summary.through}: {summary.text}\n", file=result_stdout())
+        lines.append(f"summary of turns 1-{summary.through}: {summary.text}\n")
     for turn in turns:
-        print(f"--- turn {turn.seq}", file=result_stdout())
+        lines.append(f"--- turn {turn.seq}")
         for message in turn.messages:
             if isinstance(message, UserMessage):
-                print(f"user: {message.content}", file=result_stdout())
+                lines.append(f"user: {message.content}")
             elif isinstance(message, AssistantMessage):
                 if message.content:
-                    print(f"assistant: {message.content}", file=result_stdout())
+                    lines.append(f"assistant: {message.content}")
                 for call in message.tool_calls:
-                    print(
-                        f"assistant calls {call.name} {json.dumps(call.arguments)}",
-                        file=result_stdout(),
-                    )
+                    lines.append(f"assistant calls {call.name} {json.dumps(call.arguments)}")
             elif isinstance(message, ToolMessage):
-                print(f"{message.name}: {message.content}", file=result_stdout())
+                lines.append(f"{message.name}: {message.content}")
+    # A model's, a tool's or a caller's words, as `runs show` shows them: never obeyed by a
+    # terminal (`--json` has them exactly).
+    print(printable("\n".join(lines)), file=result_stdout())
     return OK
 
 

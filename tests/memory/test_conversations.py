@@ -3,6 +3,10 @@ and a step that a failing model cannot make repeat itself."""
 
 from __future__ import annotations
 
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
 import httpx
 import pytest
 from pydantic import JsonValue
@@ -16,11 +20,13 @@ from agent import (
     EngineRequest,
     EngineResponse,
     InProcessStore,
+    MemoryStoreError,
     ModelError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
     SessionMemory,
+    SQLiteStore,
     StepInterrupted,
     SystemMessage,
     ToolDefinition,
@@ -80,6 +86,36 @@ async def test_a_turn_with_tool_calls_comes_back_as_its_real_messages() -> None:
     assert isinstance(sent[3], ToolMessage)
     assert (sent[3].tool_call_id, sent[3].content) == (sent[2].tool_calls[0].id, "42")
     assert [sent[4].content, sent[5].content] == ["It is 42.", "What did I ask?"]
+
+
+class ImpatientSQLiteStore(SQLiteStore):
+    """A SQLite store that waits for no other process's lock (SQLite's own wait is 30 s)."""
+
+    def _connect(self) -> sqlite3.Connection:
+        db = super()._connect()
+        db.execute("PRAGMA busy_timeout = 0")
+        return db
+
+
+async def test_a_turn_the_store_cannot_save_says_the_answer_is_not_kept(tmp_path: Path) -> None:
+    """A SQLite memory locked by another process failed the turn once its answer had been
+    shown as it streamed, saying only `database is locked`: not that the session would not
+    have it."""
+    path = tmp_path / "memory.sqlite3"
+    store = ImpatientSQLiteStore(path)
+    agent = ToolsAgent(model=ScriptedModel(["First.", "Second."]), memory=SessionMemory(store))
+    await run_to_end(agent, [AgentItem(prompt="one", session_id="s")])
+    with closing(sqlite3.connect(path, isolation_level=None)) as other:
+        other.execute("BEGIN IMMEDIATE")  # a `sqlite3` shell, a backup: its write lock held
+        with pytest.raises(StepInterrupted) as caught:
+            await agent.step([AgentItem(prompt="two", session_id="s")])
+    assert str(caught.value.error) == (
+        f"chat memory {path}: database is locked; this turn was not saved: session 's' keeps "
+        "neither its question nor its answer"
+    )
+    assert isinstance(caught.value.error, MemoryStoreError)
+    assert len(await store.turns("s")) == 1
+    await store.aclose()
 
 
 async def test_history_keeps_thinking_only_for_providers_that_read_it_later() -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["OpenAIStub", "openai_stub"]
+__all__ = ["CutOff", "OpenAIStub", "Refusal", "openai_stub"]
 
 
 @dataclass(frozen=True)
@@ -25,15 +25,24 @@ class Refusal:
         return {"error": {"message": self.message, "type": "invalid_request_error", "code": None}}
 
 
-Answer = str | dict[str, Any] | list[dict[str, Any]] | Refusal
-"""A text answer, a tool call `{"name": ..., "arguments": {...}}`, several at once, or an
-HTTP error."""
+@dataclass(frozen=True)
+class CutOff:
+    """A scripted streamed answer whose stream ends after `text`: no finish reason, no
+    `[DONE]`, as a connection lost mid-answer ends it."""
+
+    text: str
+
+
+Answer = str | dict[str, Any] | list[dict[str, Any]] | Refusal | CutOff
+"""A text answer, a tool call `{"name": ..., "arguments": {...}}`, several at once, an
+HTTP error, or a stream cut off."""
 
 
 class OpenAIStub:
     """Answers `/v1/chat/completions` with the next scripted answer (a string is a text
     answer, a dict `{"name": ..., "arguments": {...}}` a tool call, a list of them calls made
-    at once, a `Refusal` an HTTP error); `requests` holds every request body.
+    at once, a `Refusal` an HTTP error, a `CutOff` a stream that breaks); `requests` holds
+    every request body.
 
     With `hold_at=n`, the n-th request is not answered (`holding` is set) until `release()`:
     a test kills the caller while its model call is in flight. With `context_window`,
@@ -68,7 +77,7 @@ class OpenAIStub:
     def messages(self, index: int) -> list[dict[str, Any]]:
         return self.requests[index]["messages"]
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any] | Refusal:
+    def answer(self, body: dict[str, Any]) -> dict[str, Any] | Refusal | CutOff:
         with self._lock:
             self.requests.append(body)
             n = len(self.requests)
@@ -76,7 +85,7 @@ class OpenAIStub:
         if n == self._hold_at:
             self.holding.set()
             self._released.wait()
-        if isinstance(scripted, Refusal):
+        if isinstance(scripted, Refusal | CutOff):
             return scripted
         message: dict[str, Any] = {"role": "assistant", "content": scripted}
         if isinstance(scripted, dict | list):
@@ -139,7 +148,17 @@ def openai_stub(
                 self.end_headers()
                 self.wfile.write(data)
                 return
-            if body.get("stream"):
+            if isinstance(answer, CutOff):
+                delta = {"role": "assistant", "content": answer.text}
+                chunk: dict[str, Any] = {
+                    "id": "chatcmpl-cut",
+                    "object": "chat.completion.chunk",
+                    "model": "stub",
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+                }
+                data = b"data: " + json.dumps(chunk).encode() + b"\n\n"
+                kind = "text/event-stream"
+            elif body.get("stream"):
                 data = b"".join(
                     b"data: " + json.dumps(chunk).encode() + b"\n\n" for chunk in _chunks(answer)
                 )

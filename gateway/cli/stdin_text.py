@@ -1,0 +1,81 @@
+"""What the user types or pipes in (`chat`'s lines, `run -`'s question, `--items -`), as text.
+
+Python reads stdin in the locale's encoding. Bytes that are no text in it are kept as lone
+surrogates (`surrogateescape`, a C or UTF-8 locale's way) or fail the read (`strict`, other
+locales'): the read's failure ended the command with a traceback, and lone surrogates did
+too, later, as no run can store them or send them to a model. So stdin is read keeping such
+bytes, and `stdin_text` makes them text: UTF-8 (what an ASCII locale without Python's UTF-8
+mode, `LC_ALL=C PYTHONUTF8=0`, makes of every non-ASCII character) as the text it is; bytes
+that are no UTF-8 (a Latin-1 terminal's `é`, a file in another encoding) refused with a
+`GatewayError` that shows them, as `startup.command_line_text` refuses such an argument.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from typing import Any, TextIO, cast
+
+import anyio
+import anyio.to_thread
+
+from toolkits.printable import printable
+
+from ..errors import GatewayError
+
+__all__ = ["not_utf8", "read_line", "read_stdin", "stdin_text"]
+
+_SURROGATES = re.compile("[\udc80-\udcff]")
+"""How `surrogateescape` keeps a byte it could not decode."""
+
+_SHOWN_BYTES = 24
+"""How many bytes on each side of the first bad one an error shows."""
+
+
+async def read_stdin(what: str) -> str:
+    """All of stdin, as text (`stdin_text`). Read in a thread that Ctrl-C abandons: a read
+    blocking the event loop would let the first Ctrl-C go unheard and the second raise inside
+    it. On a terminal, first a line saying what is awaited, and how to end it."""
+    if sys.stdin.isatty():
+        print(f"reading {what} from stdin (end it with Ctrl-D)", file=sys.stderr, flush=True)
+    text = await anyio.to_thread.run_sync(_stdin().read, abandon_on_cancel=True)
+    return stdin_text(text, "stdin")
+
+
+def read_line() -> str:
+    """The next line of stdin ("" at its end), its bad bytes kept for `stdin_text` to refuse
+    (blocks: call it in a thread)."""
+    return _stdin().readline()
+
+
+def stdin_text(text: str, what: str) -> str:
+    """`text` read from stdin as the text it is (see the module's docstring). Raises
+    `GatewayError` (bad input), naming it `what`, when its bytes are no UTF-8."""
+    if _SURROGATES.search(text) is None:
+        return text
+    raw = text.encode(_stdin().encoding or "utf-8", "surrogateescape")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GatewayError(f"{what} is not valid text: {not_utf8(raw, exc.start)}") from None
+
+
+def not_utf8(raw: bytes, at: int) -> str:
+    """What is wrong with `raw`, whose byte `at` is where UTF-8 decoding failed: the bytes
+    around it shown (bad ones as `\\xe9`), and what to do."""
+    start = max(0, at - _SHOWN_BYTES)
+    shown = raw[start : at + _SHOWN_BYTES].decode("utf-8", errors="backslashreplace")
+    shown = printable(shown).replace("\n", "\\n")  # on the error's one line
+    before = "..." if start else ""
+    after = "..." if at + _SHOWN_BYTES < len(raw) else ""
+    return f"its bytes are not UTF-8 (byte {at + 1}: '{before}{shown}{after}'); give it as UTF-8"
+
+
+def _stdin() -> TextIO:
+    """`sys.stdin`, made to keep the bytes its encoding cannot decode (as lone surrogates)
+    rather than fail the read, which loses what was read with them."""
+    stdin: Any = sys.stdin  # (a TextIOWrapper's type argument is not known here)
+    if isinstance(stdin, io.TextIOWrapper) and stdin.errors == "strict":
+        stdin.reconfigure(errors="surrogateescape")
+    return cast(TextIO, stdin)
