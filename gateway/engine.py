@@ -382,6 +382,7 @@ class Gateway:
                 await tracer.server_log(tool.name, span.id, params)
 
             answer, owner, answerable = caller.answer, caller.owner, caller.answerable
+            complete = caller.on_elicitation_complete  # for the caller that answers
             answers = None
             if answer is None and agent is not None and agent.model is not None:
                 # The agent's model answers sampling (calls of one run may answer for each
@@ -405,6 +406,7 @@ class Gateway:
                     on_warning=warn,
                 )
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
+                complete = None
             with (
                 tracer.calling_from(span.id) as carrier,  # the server's spans continue it
                 self._leases.lending(limit, tool, meta) as meta,
@@ -416,6 +418,7 @@ class Gateway:
                     answer=answer,
                     owner=owner,
                     answerable=answerable,
+                    on_elicitation_complete=complete,
                 )
                 try:
                     result = await node.call_tool(tool.name, arguments, context=context)

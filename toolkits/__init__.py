@@ -3,6 +3,7 @@
 from .background import in_background
 from .base import (
     CallContext,
+    ElicitationCompleteHandler,
     ProgressCallback,
     ServerLogHandler,
     ServerRequestHandler,
@@ -55,6 +56,7 @@ __all__ = [
     "CallContext",
     "Catalog",
     "ConnectionLost",
+    "ElicitationCompleteHandler",
     "FollowsChanges",
     "FunctionTool",
     "FunctionToolkit",

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 __all__ = [
     "CallContext",
+    "ElicitationCompleteHandler",
     "ProgressCallback",
     "ServerLogHandler",
     "ServerRequestHandler",
@@ -47,6 +48,10 @@ ServerRequestHandler = Callable[[InputRequest], Awaitable[InputResponse | ErrorD
 
 ServerLogHandler = Callable[[LoggingMessageNotificationParams], Awaitable[None]]
 """Takes one log message a server sent during a call."""
+
+ElicitationCompleteHandler = Callable[[str], Awaitable[None]]
+"""Told the id of a URL-mode elicitation its caller was asked during the call, which the server
+says is complete (`notifications/elicitation/complete`, 2025-11-25)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +76,9 @@ class CallContext:
     declares for them (`sampling`, `elicitation`, `roots`; wire JSON, e.g. `{"elicitation":
     {"form": {}}}`); None: all that a node declares. A 2026-07-28 node tells its server, per
     call, only these (none without `answer`)."""
+    on_elicitation_complete: ElicitationCompleteHandler | None = None
+    """Where the server's word that a URL-mode elicitation put to `answer` is complete goes,
+    while the call is in flight (after, and for other calls' elicitations, it goes nowhere)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,14 @@ import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
+from tests.servers.asgi import serve_on_loopback
+from tests.servers.catalog import CatalogServer
 from tests.servers.real import everything_stdio
 from toolkits import CallContext, result_text
-from toolkits.mcp import McpToolkit
+from toolkits.mcp import McpServerConfig, McpToolkit
 
 from .proxying import ClientAnswers, gateway_front
 from .support import ERAS
@@ -177,3 +180,39 @@ async def test_a_round_given_up_makes_another_clients_question_ambiguous_at_once
         "them waiting on an answer to an earlier question"
     ) in result_text(sampled)
     assert answers.sampled == []
+
+
+async def test_a_question_whose_prompt_request_its_client_cancels_is_withdrawn_from_it() -> None:
+    # As for a call: over HTTP the withdrawal must go before the request's answer ends it.
+    asker = CatalogServer("asker")
+    asker.add_prompt("ask")  # it asks the client for a sampling first
+    shown, closed = anyio.Event(), anyio.Event()
+
+    async def sample(
+        context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        shown.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            closed.set()  # the client was told the question is void
+        raise AssertionError("unreachable")
+
+    with anyio.fail_after(30):
+        async with serve_on_loopback(asker.server.streamable_http_app(host="127.0.0.1")) as base:
+            config = McpServerConfig(url=f"{base}/mcp", protocol="legacy")
+            async with (
+                gateway_front(config, pass_through=False) as (url, _, _),
+                Client(url, mode="legacy", sampling_callback=sample) as client,
+            ):
+                async with anyio.create_task_group() as tg:
+
+                    async def get() -> None:
+                        await client.get_prompt("d__ask")
+
+                    tg.start_soon(get)
+                    await shown.wait()
+                    tg.cancel_scope.cancel()  # the client cancels the request
+                await closed.wait()  # before: only when its person answered
+                listed = await client.list_prompts()
+    assert [prompt.name for prompt in listed.prompts] == ["d__ask"]

@@ -66,6 +66,8 @@ ELICIT = types.ElicitRequest(
 ROOTS = types.ListRootsRequest()
 ELICITATION_ID = "eid-42"
 """The id of a handshake-era server's URL-mode elicitation (`asks_by_url`)."""
+UNASKED_ID = "eid-never-asked"
+"""An elicitation id `asks_by_url` says is complete without having asked it of this call."""
 
 
 def url_elicitation(protocol_version: str | None) -> types.ElicitRequest:
@@ -132,7 +134,9 @@ class CatalogServer:
         )
 
     def asks_by_url(self) -> None:
-        """Add `elicit_url`: a tool that asks a URL-mode elicitation (`url_elicitation`)."""
+        """Add `elicit_url`: a tool that asks a URL-mode elicitation (`url_elicitation`); on a
+        handshake-era session it then says, on the call, that `UNASKED_ID` and its own
+        elicitation are complete (the page's flow ended out of band), in that order."""
         self.tools["elicit_url"] = types.Tool(name="elicit_url", input_schema={"type": "object"})
 
     def add_resource(self, uri: str, text: str) -> None:
@@ -223,6 +227,9 @@ class CatalogServer:
         answer = await self._ask(ctx, params, request)
         if isinstance(answer, types.InputRequiredResult):
             return answer
+        if params.name == "elicit_url" and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            for done in (UNASKED_ID, ELICITATION_ID):
+                await ctx.session.send_elicit_complete(done, related_request_id=ctx.request_id)
         if isinstance(answer, MCPError):
             return types.CallToolResult(
                 content=[types.TextContent(text=f"the client refused: {answer.error.message}")],

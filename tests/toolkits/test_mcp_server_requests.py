@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 from pydantic import FileUrl
 
-from tests.servers.catalog import CatalogServer, pipe
+from tests.servers.catalog import ELICITATION_ID, CatalogServer, pipe, url_elicitation
 from tests.servers.inprocess import ToyServer
 from toolkits import CallContext, result_text
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
@@ -189,3 +189,25 @@ async def test_a_call_that_ends_waits_for_the_answers_it_gave_up_to_end() -> Non
             await call.unwound()
             said.append("call ended")
     assert said == ["question withdrawn", "call ended"]
+
+
+async def test_an_elicitation_complete_goes_to_the_call_whose_caller_was_asked_only() -> None:
+    calls = CallsInFlight("asker")
+    heard: dict[str, list[str]] = {"asked": [], "bystander": []}
+
+    def context(who: str) -> CallContext:
+        async def complete(elicitation_id: str) -> None:
+            heard[who].append(elicitation_id)
+
+        return CallContext(answer=Answerer(who), on_elicitation_complete=complete, owner=who)
+
+    with anyio.fail_after(10):
+        with calls.track(context("asked")):
+            await calls.answer(url_elicitation("2025-11-25"))
+            # Another client's call in flight meanwhile, which was asked nothing.
+            with calls.track(context("bystander")):
+                told = await calls.elicitation_complete(ELICITATION_ID)
+                unasked = await calls.elicitation_complete("never-asked")
+        after = await calls.elicitation_complete(ELICITATION_ID)  # its call ended
+    assert heard == {"asked": [ELICITATION_ID], "bystander": []}
+    assert (told, unasked, after) == (True, False, False)

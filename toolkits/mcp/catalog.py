@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from functools import partial
 from typing import Any, TypeVar, cast
 
+import anyio
 import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -33,7 +34,7 @@ from .config import McpServerConfig
 from .connection import Connection, lost_during
 from .deadline import Deadline
 from .pages import every_page
-from .server_requests import CallsInFlight
+from .server_requests import CallsInFlight, InFlightCall
 from .session import OwnedSession
 
 __all__ = ["McpCatalog"]
@@ -176,9 +177,16 @@ class McpCatalog:
         assert conn.client is not None
         deadline = Deadline(self._config.timeout, self._config.call_cap)
         with deadline.scope:
+            tracked: InFlightCall | None = None
             try:
-                with self._calls.track(track, deadline.waiting) if track else nullcontext():
+                with (
+                    self._calls.track(track, deadline.waiting) if track else nullcontext()
+                ) as tracked:
                     return await send(conn.client)
+            except anyio.get_cancelled_exc_class():
+                if tracked is not None:
+                    await tracked.unwound()  # its client told of its questions withdrawn first
+                raise
             except MCPError as exc:
                 lost = lost_during(self._node, conn, exc, what)
                 if lost is not None:

@@ -56,7 +56,13 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
-from ..base import CallContext, ServerRequestHandler, error_result, validation_brief
+from ..base import (
+    CallContext,
+    ElicitationCompleteHandler,
+    ServerRequestHandler,
+    error_result,
+    validation_brief,
+)
 from ..errors import ConnectionLost
 from ..nesting import TooDeep
 from ..well_formed import well_formed_result
@@ -155,6 +161,7 @@ class Forward:
         answerable: Mapping[str, Any] | None = None,
         owner: object | None = None,
         scope: anyio.CancelScope | None = None,
+        on_elicitation_complete: ElicitationCompleteHandler | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it; None if the request never reached the
         server. Raises `ConnectionLost`, `ToolTimeout`, and `MCPError` for the server's
@@ -168,6 +175,8 @@ class Forward:
         log messages where the channel cannot tell them apart (`CallContext.owner`).
         `scope`: a cancel scope the caller entered around the call, for the call's clock to
         run on instead of a scope of its own (`Deadline`); a timeout raises out of it.
+        `on_elicitation_complete`: told when the server says a URL-mode elicitation `answer`
+        was put is complete (`CallContext.on_elicitation_complete`).
         """
         deadline = Deadline(self.timeout, self.cap, scope)
         exchange = _Exchange(self, meta, on_progress, on_log, answer, deadline)
@@ -176,8 +185,12 @@ class Forward:
         try:
             with (
                 deadline.scope if scope is None else nullcontext(),
-                self._in_flight(deadline, on_log, answer, answerable, owner) as held,
+                self._in_flight(
+                    deadline, on_log, answer, answerable, owner, on_elicitation_complete
+                ) as held,
             ):
+                if held is not None and held.answer is not None:
+                    exchange.answer = held.answer  # it notes the elicitations' ids
                 message = await exchange.send(params)
                 if message is None:
                     return None
@@ -224,10 +237,11 @@ class Forward:
         answer: ServerRequestHandler,
         answerable: Mapping[str, Any] | None,
         owner: object | None,
+        on_complete: ElicitationCompleteHandler | None,
     ) -> AbstractContextManager[InFlightCall | None]:
         if self.calls is None or (self.says_which_call and answerable == {}):
             return nullcontext()
-        return _held(self.calls, deadline, on_log, answer, answerable, owner)
+        return _held(self.calls, deadline, on_log, answer, answerable, owner, on_complete)
 
     def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
@@ -412,6 +426,7 @@ async def call_for(
             answer=asks or _nobody_asked,
             answerable={} if asks is None else context.answerable,
             owner=context.owner,
+            on_elicitation_complete=context.on_elicitation_complete,
         )
     except MCPError as exc:  # as `McpToolkit.call_tool` takes it from the SDK client
         return protocol_error_result(exc.error)
@@ -486,6 +501,7 @@ def _held(
     answer: ServerRequestHandler,
     answerable: Mapping[str, Any] | None,
     owner: object | None,
+    on_complete: ElicitationCompleteHandler | None,
 ) -> Generator[InFlightCall]:
     """The call held among the node's calls: the server's requests meanwhile go to `answer`,
     its log messages to `on_log`, and the clock stops while the server waits on an answer,
@@ -494,7 +510,13 @@ def _held(
     async def relay_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-    context = CallContext(on_log=relay_log, answer=answer, owner=owner, answerable=answerable)
+    context = CallContext(
+        on_log=relay_log,
+        answer=answer,
+        owner=owner,
+        answerable=answerable,
+        on_elicitation_complete=on_complete,
+    )
     with calls.track(context, deadline.waiting) as call:
         yield call
 

@@ -28,6 +28,11 @@ longer counts for attributing the next request. A cancelled call waits (briefly)
 answers to end (`InFlightCall.unwound`): ending, an answerer that relays to a client tells it
 that its question is void, and over HTTP that must go before the call's own answer ends.
 
+A URL-mode elicitation's completion (`notifications/elicitation/complete`, 2025-11-25), which
+a server may send on any of its streams, goes by its id to the call whose caller was asked
+that elicitation, while that call is in flight (`CallContext.on_elicitation_complete`): never to
+another caller, and to nobody once the call ended.
+
 Refusals are `ErrorData` the server receives as an MCP error whose message says why.
 
 What is declared: a handshake-era node declares sampling, elicitation and roots once, for its
@@ -57,7 +62,12 @@ import mcp_types
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, ErrorData, InputRequest, InputResponse
 
-from ..base import CallContext, ServerLogHandler, ServerRequestHandler
+from ..base import (
+    CallContext,
+    ElicitationCompleteHandler,
+    ServerLogHandler,
+    ServerRequestHandler,
+)
 from ..errors import AuthorizationRequired
 
 __all__ = [
@@ -101,6 +111,10 @@ class InFlightCall:
     """The last refusal of a request of the server during the call (the caller's, or ours
     for it): in input-required rounds the SDK client ends the call with it, as an `MCPError`
     that is no error of the server's."""
+    on_elicitation_complete: ElicitationCompleteHandler | None = None
+    """Where the completion of a URL-mode elicitation its caller was asked goes."""
+    elicitations: set[str] = field(default_factory=set[str], repr=False)
+    """The ids of the URL-mode elicitations its caller was asked (`noting`)."""
     _waiting: int = field(default=0, repr=False)
     _answering: list[anyio.CancelScope] | None = field(default=None, repr=False)
     """The scopes of the answers under way: cancelled when the call ends."""
@@ -138,6 +152,22 @@ class InFlightCall:
                 answering.remove(scope)
                 if not answering and self._unwound is not None:
                     self._unwound.set()
+
+    def noting(self, answer: ServerRequestHandler) -> ServerRequestHandler:
+        """`answer`, noting the ids of the URL-mode elicitations put to it (before they are:
+        the server may say one is complete before its client answers)."""
+
+        async def noted(request: InputRequest) -> InputResponse | ErrorData:
+            match request:
+                case mcp_types.ElicitRequest(
+                    params=mcp_types.ElicitRequestURLParams(elicitation_id=str() as named)
+                ):
+                    self.elicitations.add(named)
+                case _:
+                    pass
+            return await answer(request)
+
+        return noted
 
     def withdraw(self) -> None:
         """The call ended: the answers under way for it are given up."""
@@ -195,6 +225,9 @@ class CallsInFlight:
         if context is not None and answer is not None:
             answerable = context.answerable
         call = InFlightCall(answer, on_log, owner, on_waiting, answerable=answerable)
+        if answer is not None and context is not None:
+            call.answer = call.noting(answer)
+            call.on_elicitation_complete = context.on_elicitation_complete
         self._calls.append(call)
         token = _call.set(call)
         try:
@@ -260,6 +293,16 @@ class CallsInFlight:
             return False
         await call.on_log(params)
         return True
+
+    async def elicitation_complete(self, elicitation_id: str) -> bool:
+        """Hand the server's word that URL-mode elicitation `elicitation_id` is complete to the
+        caller of the call in flight that was asked it; False if none was (its call ended)."""
+        told = False
+        for call in list(self._calls):
+            if elicitation_id in call.elicitations and call.on_elicitation_complete is not None:
+                await call.on_elicitation_complete(elicitation_id)
+                told = True
+        return told
 
     def declare_per_call(self, session: ClientSession) -> Stamp:
         """Make the 2026-07-28 `session` declare, on each request of a call of this node, only

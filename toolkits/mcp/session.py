@@ -505,6 +505,10 @@ class OwnedSession:
             # Both eras: on 2026-07-28 the listen stream's events arrive here too.
             if self._on_resource_updated is not None:
                 await self._on_resource_updated(message.params.uri)
+        elif isinstance(message, mcp_types.ElicitCompleteNotification):
+            # Its caller's only (`CallsInFlight.elicitation_complete`), else nobody's.
+            if self._in_flight is not None:
+                await self._in_flight.elicitation_complete(message.params.elicitation_id)
         elif isinstance(message, Exception):
             said = SentCredentials.of(self._config).mask(describe_error(message))
             self._log.warning("transport error: %s", said)

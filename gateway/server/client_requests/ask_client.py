@@ -5,7 +5,9 @@ through `for_client`, which hands it the `CallContext` that makes our client the
 answers the downstream server's sampling, elicitation and roots requests:
 
 - handshake-era clients (2025-11-25) are asked at once, over the request's back-channel, the
-  question in their era's shape (`in_era`: a URL elicitation names its id);
+  question in their era's shape (`in_era`: a URL elicitation names its id); the server's word
+  that a URL elicitation put to the client is complete reaches it on the request too
+  (`elicitation_completer`: 2025-11-25 clients only, the era that has the notification);
 - 2026-07-28 clients cannot be sent requests: the proxied request is parked and the question
   travels in an `InputRequiredResult` (`parked_calls`).
 
@@ -52,6 +54,7 @@ __all__ = [
     "answerable",
     "asking_capabilities",
     "asking_declared",
+    "elicitation_completer",
     "for_client",
     "in_era",
     "missing_capability",
@@ -108,6 +111,21 @@ def in_era(request: types.InputRequest, version: str | None) -> types.InputReque
             return types.ElicitRequest(params=named)
         case _:
             return request
+
+
+def elicitation_completer(
+    version: str | None, tell: Callable[[str], Awaitable[None]]
+) -> Callable[[str], Awaitable[None]] | None:
+    """`tell`, for a client speaking `version` to be told that a URL-mode elicitation it was
+    asked is complete (`CallContext.on_elicitation_complete`), if its era has that
+    notification (2025-11-25: not earlier, and 2026-07-28 removed it); else None."""
+    if version is None or version < _COMPLETE_SINCE or version in MODERN_PROTOCOL_VERSIONS:
+        return None
+    return tell
+
+
+_COMPLETE_SINCE = "2025-11-25"
+"""The first protocol version with `notifications/elicitation/complete` (versions are dates)."""
 
 
 def missing_capability(
@@ -238,6 +256,9 @@ async def for_client(
     async def ask(request: types.InputRequest) -> types.InputResponse | types.ErrorData:
         return await relay_to_client(ctx, request)
 
+    async def complete(elicitation_id: str) -> None:
+        await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
+
     # Calls of one connection may stand in for each other where the downstream transport
     # cannot tell which call a request belongs to: they all answer to the same client.
     context = CallContext(
@@ -247,6 +268,7 @@ async def for_client(
         answer=ask,
         owner=connection_of(ctx),
         answerable=answerable(ctx.session),
+        on_elicitation_complete=elicitation_completer(ctx.session.protocol_version, complete),
     )
     return await work(context)
 

@@ -40,7 +40,11 @@ from toolkits.nesting import too_deep
 from ...engine import Gateway
 from ...limits import PerNode
 from ...run_context import HOPS_META_KEY
-from ..client_requests.ask_client import asking_declared, missing_capability
+from ..client_requests.ask_client import (
+    asking_declared,
+    elicitation_completer,
+    missing_capability,
+)
 from ..notifications.log_messages import log_levels
 from ..running_calls import RunningCalls, stopped_result
 from ..serving import ServingNow, caller_of
@@ -256,6 +260,10 @@ class Passing:
             if params.get("level") in call.log_levels:
                 await reply.event("notifications/message", params)
 
+        async def complete(elicitation_id: str) -> None:
+            params = {"elicitationId": elicitation_id}
+            await reply.event("notifications/elicitation/complete", params)
+
         async def forwarded() -> JsonObject | None:
             return await forward.call(
                 call.arguments,
@@ -266,6 +274,11 @@ class Passing:
                 answerable=answerable,
                 owner=session.connection if session is not None else None,
                 scope=call_scope,
+                on_elicitation_complete=(
+                    None
+                    if session is None or answer is _refuse
+                    else elicitation_completer(call.protocol_version, complete)
+                ),
             )
 
         # A session's client declared its capabilities (`in_session`): none to ask, or some.
