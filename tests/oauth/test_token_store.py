@@ -15,6 +15,7 @@ from keyrings.alt.file import PlaintextKeyring
 from mcp.shared.auth import OAuthToken
 
 from tests.servers.oauth import oauth_world
+from toolkits import ServerConfigError
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.mcp.oauth_store import FileStore, KeyringStore, ServerTokens, default_store
 
@@ -62,6 +63,23 @@ def test_the_file_store_is_in_the_home_directory_when_xdg_data_home_is_relative(
     store = default_store()
     assert isinstance(store, FileStore)
     assert store.directory == tmp_path / "home" / "tokens"
+
+
+def test_no_home_directory_is_a_clear_error_naming_what_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative HOME counts as none (a store under it would move with the working
+    directory), as HOME unset with no passwd entry is (`docker run --user 4242`)."""
+    monkeypatch.setenv("AGENT_GATEWAY_OAUTH_STORE", "file")
+    monkeypatch.delenv("AGENT_GATEWAY_OAUTH_DIR", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setenv("HOME", "relative/home")
+    with pytest.raises(ServerConfigError, match="set AGENT_GATEWAY_OAUTH_DIR"):
+        default_store()
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))  # what it says to set works
+    store = default_store()
+    assert isinstance(store, FileStore)
+    assert store.directory == tmp_path / "xdg" / "agent-gateway" / "oauth"
 
 
 def test_the_file_store_writes_private_files_atomically(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ from mcp.shared.auth import (
 from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ..errors import ServerConfigError
+
 __all__ = [
     "OAUTH_DIR_ENV",
     "OAUTH_STORE_ENV",
@@ -181,14 +183,31 @@ def _data_dir() -> Path:
     if configured:
         return Path(configured).expanduser()
     if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+        local = os.environ.get("LOCALAPPDATA")
+        base = Path(local) if local else _home() / "AppData" / "Local"
     elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
+        base = _home() / "Library" / "Application Support"
     else:
         xdg = os.environ.get("XDG_DATA_HOME", "")
         # A relative one is ignored, as the XDG spec says: it moves with the working directory.
-        base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".local" / "share"
+        base = Path(xdg) if os.path.isabs(xdg) else _home() / ".local" / "share"
     return base / "agent-gateway" / "oauth"
+
+
+def _home() -> Path:
+    """The user's home. None (HOME unset and no passwd entry: `docker run --user 4242`), or a
+    relative one that would move with the working directory, is a `ServerConfigError` naming
+    what to set instead of Python's bare `RuntimeError`."""
+    try:
+        home = Path.home()
+    except RuntimeError:
+        home = None
+    if home is None or not home.is_absolute():
+        raise ServerConfigError(
+            "the OAuth token store has no place to be kept: there is no home directory; "
+            f"set {OAUTH_DIR_ENV} (or XDG_DATA_HOME) to a directory for it"
+        )
+    return home
 
 
 class ServerTokens:
