@@ -168,10 +168,10 @@ def resolve_models(
         for spec in specs
     ]
     # A model whose key is not set would fail every call first: the list goes on without it.
-    keyed = [m for m in models if not isinstance(m, KeylessModel)]
-    if models and not keyed:  # one model that names every key to set
-        return KeylessModel(" or ".join(specs), "; ".join(cannot_run(m) or "" for m in models))
-    models = keyed
+    keyless = [m for m in models if isinstance(m, KeylessModel)]
+    if keyless and len(keyless) == len(models):  # one model that names every key to set
+        return KeylessModel(" or ".join(specs), "; ".join(m.reason for m in keyless))
+    models = [m for m in models if not isinstance(m, KeylessModel)]
     if len(models) == 1:
         return models[0]
     return FallbackModel(models, on_fallback=note_fallback)
