@@ -3,8 +3,11 @@ run's metadata (version 2 only while it holds some), left out of chat memory and
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
 
+import anyio
 import pytest
 from pydantic import JsonValue
 
@@ -28,6 +31,9 @@ from agent import (
     scratchpad,
 )
 from agent.context_window import MEDIA_TOKENS, estimate_tokens
+from gateway import AgentSpec, Gateway
+from tests.servers.real import filesystem_stdio
+from toolkits.mcp import McpToolkit
 
 pytestmark = pytest.mark.anyio
 
@@ -81,6 +87,28 @@ async def test_the_model_gets_the_media_and_memory_keeps_the_text() -> None:
     remembered = (await memory.load("s")).messages
     tools = [m for m in remembered if isinstance(m, ToolMessage)]
     assert [(m.content, m.media) for m in tools] == [(SEEN, ()), (SEEN, ())]
+
+
+@pytest.mark.integration
+async def test_an_image_a_server_repeats_in_its_structured_content_is_shown_once(
+    tmp_path: Path,
+) -> None:
+    """server-filesystem's read_media_file sends its image block and `{"content": [that
+    block]}`: once the model read the base64 as text (up to 100,000 characters) beside the
+    image, and chat memory kept it for every later turn."""
+    (tmp_path / "dot.png").write_bytes(base64.b64decode(PNG))
+    read = ScriptedCall(name="fs__read_media_file", arguments={"path": str(tmp_path / "dot.png")})
+    model = ScriptedModel([ScriptedAnswer(tool_calls=[read]), "a dot", "still a dot"])
+    spec = AgentSpec("viewer", model, tools=["fs"])
+    async with McpToolkit("fs", filesystem_stdio(tmp_path)) as fs:
+        gateway = Gateway([fs], [spec], memory=SessionMemory(InProcessStore()))
+        with anyio.fail_after(30):
+            assert (await gateway.run("viewer", "what is it?", session_id="s")).output == "a dot"
+            await gateway.run("viewer", "and now?", session_id="s")
+    [seen] = tool_messages(model, 1)
+    assert (seen.content, seen.media) == (SEEN, (IMAGE,))
+    [remembered] = tool_messages(model, 2)  # the next turn, from memory
+    assert (remembered.content, remembered.media) == (SEEN, ())
 
 
 async def test_results_say_what_media_there_was_without_their_bytes() -> None:

@@ -4,7 +4,8 @@ The engine hands the agent a JSON value per call; the agent's own rules make the
 (a single `response` field is its value, anything else compact JSON). Here we decide that value:
 structured content when the tool gave only that (its text, if any, being the same JSON, as MCP
 has tools send it), otherwise the result's content as compact text followed by the structured
-content's JSON, if any. An error's text is made the same way (`observed_text`).
+content's JSON, if any, unless that JSON is only the content blocks again (then the content
+alone). An error's text is made the same way (`observed_text`).
 
 The result itself is never changed (a gateway relays it whole); only the agent's view is
 compacted. Images and audio are described in the text (`[image: image/png, 1234 bytes]`) and
@@ -193,6 +194,19 @@ def _content_repeats_structured(result: CallToolResult) -> bool:
     )
 
 
+def _structured_repeats_blocks(result: CallToolResult) -> bool:
+    """Whether the structured content is only the content blocks again, as MCP writes them:
+    each field the blocks' list, or a lone block (server-filesystem's read_media_file sends
+    `{"content": [its image block]}` beside that block). The content is then what the model
+    reads: its media described and given as media, not their base64 a second time."""
+    structured = result.structured_content
+    if not structured or not result.content:
+        return False
+    blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
+    lone = len(blocks) == 1
+    return all(value == blocks or (lone and value == blocks[0]) for value in structured.values())
+
+
 _NOT_JSON = object()
 
 
@@ -207,8 +221,10 @@ def observed_text(result: CallToolResult, max_chars: int = DEFAULT_MAX_CHARS) ->
     """Everything the result says, as text: its content, then its structured content's JSON
     when the content does not carry it already; at most `max_chars` (plus the notice)."""
     parts = [block_text(block) for block in result.content]
-    if result.structured_content is not None and not _content_repeats_structured(result):
-        parts.append(_json(result.structured_content))  # with no content, all there is
+    structured = result.structured_content
+    repeated = _content_repeats_structured(result) or _structured_repeats_blocks(result)
+    if structured is not None and not repeated:
+        parts.append(_json(structured))  # with no content, all there is
     return truncate("\n".join(parts), max_chars)
 
 
@@ -220,9 +236,12 @@ def result_data(result: CallToolResult, max_chars: int = DEFAULT_MAX_CHARS) -> J
     the tool give beside it), else the JSON text, truncated: a lone text (`{"response":
     "..."}`, a local tool's string) is cut as itself, not inside its JSON. A result whose
     content says more (a caption, an image) gives its content and then the structured JSON
-    (`observed_text`).
+    (`observed_text`); one whose structured content is only its content blocks again gives
+    its content alone.
     """
     structured = result.structured_content
+    if _structured_repeats_blocks(result):
+        return {"response": result_text(result, max_chars)}
     if structured is not None and (not result.content or _content_repeats_structured(result)):
         text = _json(structured)
         if len(text) <= max_chars:

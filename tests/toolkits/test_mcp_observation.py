@@ -159,3 +159,36 @@ def test_large_structured_content_with_text_beside_it_gives_the_text_truncated()
 def test_missing_mime_types_are_named() -> None:
     result = types.CallToolResult(content=[types.ResourceLink(name="", uri="memo://x")])
     assert result_text(result) == "[resource link: memo://x]"
+
+
+def test_structured_content_that_repeats_the_blocks_is_not_read_again() -> None:
+    """server-filesystem's read_media_file: `{"content": [its block]}` beside the block."""
+
+    def wire(block: types.ContentBlock) -> dict[str, object]:
+        return block.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    image = types.ImageContent(data=PNG, mime_type="image/png")
+    caption = types.TextContent(text="a caption")
+    blob = types.EmbeddedResource(
+        resource=types.BlobResourceContents(uri="file:///a.bin", mime_type="x/y", blob=PNG)
+    )
+    cases: list[tuple[list[types.ContentBlock], dict[str, object]]] = [
+        ([image], {"content": [wire(image)]}),
+        ([image], {"image": wire(image)}),  # a lone block as the field itself
+        ([caption, image], {"content": [wire(caption), wire(image)]}),
+        ([blob], {"content": [wire(blob)]}),
+    ]
+    for blocks, structured in cases:
+        result = types.CallToolResult(content=blocks, structured_content=structured)
+        text = result_text(result)
+        assert PNG not in text
+        assert result_data(result) == {"response": text}
+        assert observed_text(result) == text
+        assert observed_text(result.model_copy(update={"is_error": True})) == text
+    # More than the blocks again: read whole, as any structured content beside an image.
+    more = types.CallToolResult(
+        content=[image], structured_content={"content": [wire(image)], "path": "/a.png"}
+    )
+    assert result_data(more) == {"response": observed_text(more)}
+    assert observed_text(more).startswith(f'{result_text(more)}\n{{"content":[{{')
+    assert observed_text(more).endswith('"path":"/a.png"}')
