@@ -10,6 +10,10 @@ agent uses (it renames an id the model repeated), a name the API refuses (an emp
 fitted, and an input that was not a JSON object goes back as `{}` (the API requires an
 object); the model is still told its arguments were malformed.
 
+Anthropic refuses `tool_use`/`tool_result` blocks in a request without `tools`: one that
+offers none while its conversation holds calls declares the called tools again, not callable
+(`tool_choice` none).
+
 A tool's images go back inside its `tool_result`, as image blocks after its text (base64;
 JPEG, PNG, GIF or WebP, what Anthropic reads). Other media (audio, other image types) stay
 described in the text only.
@@ -111,10 +115,11 @@ class AnthropicModel(HTTPChatModel):
     def _request(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], *, stream: bool
     ) -> HTTPRequest:
+        wire = self._wire_messages(messages, _offered(tools))
         body: JSONObject = {
             "model": self._model,
             "max_tokens": capped_max_tokens(self._settings) or DEFAULT_MAX_TOKENS,
-            "messages": self._wire_messages(messages, _offered(tools)),
+            "messages": wire,
         }
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
         if system:
@@ -128,6 +133,16 @@ class AnthropicModel(HTTPChatModel):
                 }
                 for tool in tools
             ]
+        elif called := _called_before(wire):
+            # Anthropic answers 400 to `tool_use`/`tool_result` blocks in a request without
+            # `tools`, and this one offers none (its servers down, a tool-less agent on a
+            # session that used tools): the called tools are declared again, and
+            # `tool_choice` none keeps the model from calling them, as no tool is offered.
+            body["tools"] = [
+                {"name": name, "description": _NOT_OFFERED, "input_schema": {"type": "object"}}
+                for name in called
+            ]
+            body["tool_choice"] = {"type": "none"}
         if self._settings.temperature is not None:
             body["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:
@@ -238,6 +253,15 @@ class AnthropicModel(HTTPChatModel):
 _Offered = Mapping[str, PropertyKeys | None]
 """The request's tool names, each with the keys its arguments were declared under where
 those are not its own (see `anthropic_schema`)."""
+
+
+_NOT_OFFERED = "Called earlier in this conversation; not available now."
+
+
+def _called_before(wire: list[JSONObject]) -> list[str]:
+    """The names of the tools the conversation's `tool_use` blocks call, once each, in order."""
+    blocks = (obj(b) for m in wire for b in m["content"])
+    return list(dict.fromkeys(text(b.get("name")) for b in blocks if b.get("type") == "tool_use"))
 
 
 def _offered(tools: Sequence[ToolDefinition]) -> _Offered:

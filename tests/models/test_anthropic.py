@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import httpx
 import pytest
 
 from agent.errors import (
@@ -347,6 +349,50 @@ async def test_400_carries_anthropic_message(sleeps: Sleeps) -> None:
     assert caught.value.provider == "anthropic"
     assert "Expected `thinking` or `redacted_thinking`" in str(caught.value)
     assert KEY not in str(caught.value)
+
+
+def as_anthropic_answers(request: httpx.Request) -> httpx.Response:
+    """Anthropic's answer to a request whose messages hold tool blocks but that declares no
+    tools (anthropics/anthropic-sdk-python#494), else a text answer."""
+    body = json.loads(request.content)
+    blocks = [b for m in body["messages"] for b in m["content"]]
+    if not body.get("tools") and any(b["type"] in ("tool_use", "tool_result") for b in blocks):
+        refusal = "Requests which include `tool_use` or `tool_result` blocks must define tools."
+        error = {"type": "invalid_request_error", "message": refusal}
+        return json_response(400, {"type": "error", "error": error})
+    return json_response(
+        200, message([{"type": "text", "text": "You asked for sums."}], "end_turn")
+    )
+
+
+@pytest.mark.anyio
+async def test_a_turn_that_offers_no_tools_after_calls_is_taken(sleeps: Sleeps) -> None:
+    """Its servers down, or a tool-less agent on a session that used tools: the history's
+    calls go back as they were, their tools declared again and none callable."""
+    fake = FakeProvider(
+        json_response(200, message(CONTENT)), as_anthropic_answers, as_anthropic_answers
+    )
+    claude = model(fake, sleeps)
+    first = await claude.invoke(ASK, TOOLS)
+    results = [ToolMessage(tool_call_id=c.id, name=c.name, content="42") for c in first.tool_calls]
+    done = AssistantMessage(content="42 and 3.")
+    later = [*ASK, first, *results, done, UserMessage(content="What did I ask?")]
+    answer = await claude.invoke(later, [])
+    assert answer.content == "You asked for sums."
+    body = fake.body()
+    assert body["messages"][1] == {"role": "assistant", "content": CONTENT}  # signatures kept
+    assert body["tools"] == [
+        {
+            "name": "get-sum",
+            "description": "Called earlier in this conversation; not available now.",
+            "input_schema": {"type": "object"},
+        }
+    ]
+    assert body["tool_choice"] == {"type": "none"}
+    # A conversation without calls is sent without tools, as before.
+    await claude.invoke([*ASK, done, *ASK[1:]], [])
+    assert "tools" not in fake.body()
+    assert "tool_choice" not in fake.body()
 
 
 def test_key_is_required_and_hidden() -> None:
