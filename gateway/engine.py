@@ -138,7 +138,8 @@ class Gateway:
         memory sessions are its own, see `session_owners`); `approver`
         decides on the calls that need a person's approval (`gateway.approval`); `questions`
         answers the elicitations of its tools' servers (the MCP client attending a served run),
-        or says why nobody can.
+        or says why nobody can. A `session_id` continues that conversation in the agent's chat
+        memory: `ValueError` when it has none (see `resume`).
         """
         if not isinstance(prompt, str) and session_id is not None:
             raise ValueError("session_id goes with a prompt; items carry their own session_id")
@@ -188,10 +189,13 @@ class Gateway:
         the run is cancelled, what it was stopped to wait for, if that is why (its spans end
         as paused, not failed: `Tracer.pausing`). `client_model`: the calling MCP client's
         own model, for the agents of the tree on `model = "sampling"` (by default `model`).
-        Raises `DepthExceeded` when `hops` already reaches the depth limit.
+        Raises `DepthExceeded` when `hops` already reaches the depth limit, `ValueError` for
+        an item with a `session_id` when the agent has no chat memory (neither its own nor
+        the gateway's): its conversation would be kept nowhere.
         """
         spec = self._agent(state.agent)
         self._check_hops(hops)
+        _check_memory(spec, state.items, self.memory)
         tracer = Tracer(
             state.run_id,
             (*self.hooks, *hooks),
@@ -543,6 +547,16 @@ class Gateway:
         except KeyError:
             known = ", ".join(sorted(self.agents)) or "none"
             raise UnknownAgent(f"no agent named {name!r} (configured: {known})") from None
+
+
+def _check_memory(spec: AgentSpec, items: Sequence[AgentItem], memory: ChatMemory | None) -> None:
+    session = next((item.session_id for item in items if item.session_id is not None), None)
+    if session is not None and spec.memory is None and memory is None:
+        raise ValueError(
+            f"session_id {session!r}: agent {spec.name!r} has no chat memory to keep it in: "
+            "give the Gateway one (Gateway(..., memory=SessionMemory(InProcessStore())), or "
+            "SQLiteStore, store_from_url(URL)) or the agent its own (AgentSpec(memory=...))"
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from agent.errors import ModelConnectionError
 from agent.memory import is_valid_history
 from agent.models import OpenAICompatibleModel
 from agent.tools_agent import WarningCallback
+from gateway import AgentSpec, Gateway
 from tests.models.support import FakeProvider, json_response
 from tests.models.test_openai import call as calling
 from tests.models.test_openai import completion
@@ -276,3 +277,18 @@ async def test_deepseek_gets_back_the_reasoning_of_an_earlier_turn_that_called_t
         "The tool said 42.",
         None,  # a turn without tool calls: DeepSeek ignores it, so it is not sent
     ]
+
+
+async def test_a_session_on_a_gateway_without_memory_is_refused_before_the_run() -> None:
+    """Once the session was dropped without a word: the second turn did not see the first."""
+    model = ScriptedModel(["Hi Dana."])
+    gateway = Gateway([], [AgentSpec("a", model)])
+    with pytest.raises(ValueError, match=r"session_id 'u1': agent 'a' has no chat memory") as e:
+        await gateway.run("a", "I'm Dana", session_id="u1")
+    assert "Gateway(..., memory=SessionMemory(InProcessStore()))" in str(e.value)
+    with pytest.raises(ValueError, match="session_id 'u2'"):
+        await gateway.run("a", [AgentItem(prompt="one"), AgentItem(prompt="two", session_id="u2")])
+    assert model.calls == []
+    # The agent's own memory is memory too.
+    kept = Gateway([], [AgentSpec("a", model, memory=SessionMemory(InProcessStore()))])
+    assert (await kept.run("a", "I'm Dana", session_id="u1")).output == "Hi Dana."

@@ -367,10 +367,29 @@ async def test_served_calls_are_traced_by_the_gateways_hooks() -> None:
     assert events[-1].output == {"response": "2"}
 
 
+async def test_a_session_id_for_an_agent_without_memory_is_refused(era: str) -> None:
+    """Once the run went on and the conversation was kept nowhere, without a word."""
+    model = ScriptedModel(["never asked"])
+    gateway = Gateway([], [AgentSpec(name="a", model=model)])
+    async with Client(serve(gateway), mode=era) as client:
+        one = await client.call_tool("a", {"prompt": "I'm Dana", "session_id": "u1"})
+        items = [{"prompt": "first"}, {"prompt": "second", "session_id": "u1"}]
+        many = await client.call_tool("a", {"items": items})
+    refusal = (
+        "invalid arguments for agent 'a': session_id: this gateway keeps no conversations "
+        "for it (no chat memory); call it without session_id"
+    )
+    for result in (one, many):
+        assert result.is_error
+        assert result.content == [types.TextContent(text=refusal)]
+    assert model.calls == []
+
+
 async def test_items_are_answered_each_on_its_own(era: str) -> None:
     model = ScriptedModel(["one", "two"])
     options = AgentOptions(batch_size=1)
-    gateway = Gateway([], [AgentSpec(name="batch", model=model, options=options)])
+    spec = AgentSpec(name="batch", model=model, options=options)
+    gateway = Gateway([], [spec], memory=SessionMemory(InProcessStore()))
     async with Client(serve(gateway), mode=era) as client:
         items = [{"prompt": "first"}, {"prompt": "second", "session_id": "s2"}]
         result = await client.call_tool("batch", {"items": items})

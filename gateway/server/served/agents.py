@@ -214,11 +214,27 @@ class AgentTools:
     def node_of(self, name: str) -> str | None:
         return name if name in self._gateway.agents else None
 
+    def _checked_arguments(
+        self, spec: AgentSpec, params: types.CallToolRequestParams
+    ) -> _Arguments | types.CallToolResult:
+        """The call's arguments, or an error result saying what is wrong with them (also a
+        `session_id` for an agent with no chat memory, which would keep it nowhere)."""
+        args = _arguments(spec.name, params.arguments)
+        if isinstance(args, types.CallToolResult):
+            return args
+        kept = spec.memory is not None or self._gateway.memory is not None
+        if not kept and any(item.session_id is not None for item in args.agent_items()):
+            return error_result(
+                f"invalid arguments for agent {spec.name!r}: session_id: this gateway keeps "
+                "no conversations for it (no chat memory); call it without session_id"
+            )
+        return args
+
     async def call(
         self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult | types.InputRequiredResult:
         spec = self._gateway.agents[params.name]
-        args = _arguments(spec.name, params.arguments)
+        args = self._checked_arguments(spec, params)
         if isinstance(args, types.CallToolResult):
             return args
         stored = self._stored if not isinstance(spec.model, ClientSampling) else None
@@ -344,7 +360,7 @@ class AgentTools:
             return error_result(
                 f"agent {spec.name!r} cannot run as a task: it runs on the client's own model"
             )
-        args = _arguments(spec.name, params.arguments)
+        args = self._checked_arguments(spec, params)
         if isinstance(args, types.CallToolResult):
             return args
         state = RunState(
