@@ -1,17 +1,19 @@
 """What a run's items came to, as its result and its trace tell it: each item's answer or
-error, an empty final answer as the item's failure, and each item's end told as it comes."""
+error, an empty final answer as the item's failure, each item's end told as it comes, and its
+tool calls (steps) as JSON, in the one form `run --json` and a served agent's result share."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import JsonValue
 
-from agent import ItemResult
+from agent import ItemResult, ToolCallStep
 
 from .trace import Tracer
 
-__all__ = ["EMPTY_ANSWER", "FinishedItems", "empty_failed", "outputs"]
+__all__ = ["EMPTY_ANSWER", "STEP_SCHEMA", "FinishedItems", "empty_failed", "outputs", "steps_json"]
 
 EMPTY_ANSWER = "the model's final answer was empty"
 
@@ -20,6 +22,32 @@ def outputs(items: Sequence[ItemResult]) -> JsonValue:
     """The items' answers or errors, as a run's or an agent's trace output."""
     return [
         {"output": item.output} if item.error is None else {"error": item.error} for item in items
+    ]
+
+
+STEP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "call_id": {"type": "string"},
+        "tool": {"type": "string"},
+        "input": {"type": "object"},
+        "observation": {"type": "string"},
+    },
+}
+"""One of `steps_json`."""
+
+
+def steps_json(steps: Sequence[ToolCallStep]) -> list[dict[str, JsonValue]]:
+    """Each tool call as `{call_id, tool, input, observation}`: the words `runs show --json`
+    (`call_id`, `input`) and a waiting call (`tool`, `input`) use too."""
+    return [
+        {
+            "call_id": step.tool_call_id,
+            "tool": step.tool,
+            "input": step.tool_input,
+            "observation": step.observation,
+        }
+        for step in steps
     ]
 
 

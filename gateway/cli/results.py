@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import JsonValue
@@ -13,7 +13,7 @@ from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
 from ..errors import stopped_in
-from ..item_results import empty_failed
+from ..item_results import empty_failed, steps_json
 from ..run_state import RunResult, RunState, spent
 from .exits import FAILED, OK
 from .output import result_json, result_stdout
@@ -66,7 +66,7 @@ def run_json(
         "stopped_in": None,
         "usage": result.usage.model_dump(),
         "iterations": result.iterations,
-        "steps": _steps(item.steps or []),
+        "steps": steps_json(item.steps or []),
     }
 
 
@@ -104,7 +104,7 @@ def run_error_json(
         "stopped_in": list[JsonValue](chain) if (chain := stopped_in(exc)) else None,
         "usage": usage,
         "iterations": iterations,
-        "steps": _steps(steps),
+        "steps": steps_json(steps),
         **more,
     }
     return result_json(shown)
@@ -122,15 +122,3 @@ def so_far(
     usage = spent(state).model_dump()  # its sub-agents' calls too
     steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
     return usage, metadata.iteration_count, steps
-
-
-def _steps(steps: Sequence[ToolCallStep]) -> list[dict[str, Any]]:
-    return [
-        {
-            "call_id": step.tool_call_id,
-            "tool": step.tool,
-            "input": step.tool_input,
-            "observation": step.observation,
-        }
-        for step in steps
-    ]

@@ -97,16 +97,20 @@ async def test_an_agent_answers_with_text_and_structured_output(era: str) -> Non
 async def test_steps_are_returned_when_the_agent_is_configured_to(era: str) -> None:
     gateway = calculator_gateway(calculator_agent(times_42(), return_intermediate_steps=True))
     async with Client(serve(gateway), mode=era) as client:
+        [tool] = (await client.list_tools()).tools
         result = await client.call_tool("assistant", {"prompt": "What is 6 * 7?"})
     assert result.structured_content is not None
+    assert tool.output_schema is not None
+    declared = tool.output_schema["properties"]["steps"]["items"]["properties"]
+    assert list(declared) == ["call_id", "tool", "input", "observation"]
     assert result.structured_content["steps"] == [
         {
-            "tool_call_id": "call_1",
+            "call_id": "call_1",
             "tool": "calculator",
-            "tool_input": {"expression": "6 * 7"},
+            "input": {"expression": "6 * 7"},
             "observation": "42",
         }
-    ]
+    ]  # as `run --json` has them
 
 
 async def test_session_id_continues_a_conversation(era: str) -> None:

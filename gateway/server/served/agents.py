@@ -31,6 +31,7 @@ from ...approval import ApprovalRequest
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
+from ...item_results import STEP_SCHEMA, steps_json
 from ...model_specs import ClientSampling
 from ...node_slots import lent_in
 from ...run_state import RunResult, RunState, spent
@@ -88,15 +89,7 @@ OUTPUT_SCHEMA: dict[str, Any] = {
         "steps": {
             "type": "array",
             "description": "The tool calls the agent made (when the agent returns them).",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "tool_call_id": {"type": "string"},
-                    "tool": {"type": "string"},
-                    "tool_input": {"type": "object"},
-                    "observation": {"type": "string"},
-                },
-            },
+            "items": STEP_SCHEMA,
         },
     },
     "required": ["usage"],
@@ -516,15 +509,7 @@ def run_result(
     output = item.output or ""
     structured: dict[str, Any] = {"output": _output(item), "usage": usage}
     if steps:
-        structured["steps"] = [
-            {
-                "tool_call_id": s.tool_call_id,
-                "tool": s.tool,
-                "tool_input": s.tool_input,
-                "observation": s.observation,
-            }
-            for s in item.steps or ()
-        ]
+        structured["steps"] = steps_json(item.steps or ())
     return types.CallToolResult(
         content=[types.TextContent(text=output)], structured_content=structured, _meta=meta
     )
