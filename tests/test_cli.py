@@ -690,7 +690,7 @@ def test_help_names_things_as_the_readme_does() -> None:
     assert "run_id, agent, status, output, error, usage, iterations, steps" in help_of("run")
     assert "--model SPEC" in help_of("call")
     assert "the one to resume the run on" in help_of("runs", "resume")
-    assert "as `runs list --json` names it under `waiting`" in help_of("runs", "approve")
+    assert "its `short` under `waiting` in `runs list --json`" in help_of("runs", "approve")
     for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
         positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
         assert "the " in positional  # each one has its help

@@ -185,8 +185,8 @@ def test_no_wait_leaves_a_run_waiting_for_approval_to_be_decided_then_resumed(
     shown = json.loads(out)
     run_id = shown["run_id"]
     assert shown["status"] == "waiting_approval"
-    assert [(w["short"], w["tool"], w["input"]) for w in shown["waiting"]] == [
-        ("c1", "guarded", {"text": "hi"})
+    assert [(w["short"], w["call"], w["tool"], w["input"]) for w in shown["waiting"]] == [
+        ("c1", "tool 0 c1", "guarded", {"text": "hi"})  # as the README names them
     ]
     assert f"agent-gateway runs approve {run_id} c1" in err
     assert f"run {run_id} waits for approval (--no-wait): once decided, agent-gateway resume" in err
@@ -194,7 +194,7 @@ def test_no_wait_leaves_a_run_waiting_for_approval_to_be_decided_then_resumed(
     assert main(["runs", "list", "--json", *store]) == 0
     [listed] = json.loads(capsys.readouterr().out)
     assert (listed["run_id"], listed["status"]) == (run_id, "waiting_approval")
-    assert main(["runs", "approve", run_id, "c1", *store]) == 0
+    assert main(["runs", "approve", run_id, "tool 0 c1", *store]) == 0  # `c1` would do too
     capsys.readouterr()
     then = script(tmp_path / "then.json", {"content": "It said HI."})  # a new process's script
     assert main(["resume", run_id, "--no-wait", "--model", then, *store]) == 0

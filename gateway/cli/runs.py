@@ -70,8 +70,8 @@ def register(commands: Commands) -> None:
         decide.add_argument(
             "call",
             nargs="?",
-            help="which waiting call, e.g. c1 (as `runs list --json` names it under `waiting`, "
-            "and the run's own message; default: every one)",
+            help="which waiting call, e.g. c1 (its `short` under `waiting` in `runs list "
+            "--json`, as the run's own message names it, or its `call`; default: every one)",
         )
         decide.add_argument("--message", help="what to tell the model with the decision")
         decide.set_defaults(handler=handler)
