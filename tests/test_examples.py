@@ -7,6 +7,7 @@ and ports masked.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -17,14 +18,19 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from anyio.streams.text import TextReceiveStream
 
+from agent import ScriptedModel
+from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.config import load_config, parse_config
 from tests.server.processes import untimed
 from tests.servers.databases import free_port
+from tests.servers.openai_stub import openai_stub
+from tests.servers.real import TIME_SERVER, require
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples"
@@ -150,6 +156,57 @@ async def test_two_gateways_over_http_print_the_traces_their_readme_shows(tmp_pa
         line for line in b_err.splitlines() if untimed(line).startswith(("[", "agent-gateway:"))
     ]
     assert masked("\n".join(b_lines)) == masked(shown_b)
+
+
+def in_python() -> list[str]:
+    """The Python blocks of the README's "In Python" section."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## In Python\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_library_example_runs_an_agent_on_an_mcp_server_made_in_code(tmp_path: Path) -> None:
+    """The README's "In code" once showed only local functions: no way to add MCP servers."""
+    example = in_python()[0]
+    assert "McpToolkitGroup(servers)" in example
+    answers = [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}, "It is noon."]
+    with openai_stub(answers) as model:
+        env = {
+            **os.environ,
+            "PATH": f"{require(TIME_SERVER).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYTHONPATH": str(REPO),  # this checkout's code
+            "OPENAI_API_KEY": "sk-test-readme",
+            "OPENAI_BASE_URL": model.url,
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", example],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=50,
+        )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("It is noon. input_tokens=")
+    told = model.messages(1)[-1]  # the time server's answer, read by the model
+    assert told["role"] == "tool"
+    assert '"timezone":"UTC"' in told["content"]
+
+
+@pytest.mark.anyio
+async def test_the_library_streaming_example_passes_on_the_answer_not_a_sub_agents(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    streaming = in_python()[1]
+    asks = {"tool_calls": [{"name": "helper", "arguments": {"prompt": "and the date?"}}]}
+    lead = AgentSpec("assistant", ScriptedModel([asks, "It is noon, on a Monday."]), ["helper"])
+    helper = AgentSpec("helper", ScriptedModel(["Monday."]))
+    scope: dict[str, Any] = {"gateway": Gateway([], [lead, helper]), "TraceEvent": TraceEvent}
+    code = compile(streaming, "README.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    with anyio.fail_after(10):
+        await eval(code, scope)
+    assert capsys.readouterr().out == "It is noon, on a Monday."
+    assert scope["result"].items[0].output == "It is noon, on a Monday."
 
 
 def test_every_documented_config_is_valid() -> None:
