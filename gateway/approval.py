@@ -40,6 +40,7 @@ __all__ = [
     "ExpectsSteps",
     "OpenQuestions",
     "WaitLeft",
+    "agent_rule_of",
     "approval_names",
     "node_rule_of",
     "rejection",
@@ -79,12 +80,22 @@ class ApprovalRule:
 def node_rule_of(rule: ApprovalRule | None, tool: Tool) -> str | None:
     """What of `rule`, a node's, makes a person approve each call of `tool`, named for a
     message: `require_approval 'delete_*' of server 'crm'`; None if it does not cover it."""
+    return _rule_named(rule, tool, f"server {tool.source_node!r}")
+
+
+def agent_rule_of(rule: ApprovalRule, agent: str, tool: Tool) -> str | None:
+    """What of `rule`, `agent`'s own, makes a person approve its calls of `tool`, named:
+    `require_approval 'fs__write_*' of agent 'ops'`; None if it does not cover it."""
+    return _rule_named(rule, tool, f"agent {agent!r}")
+
+
+def _rule_named(rule: ApprovalRule | None, tool: Tool, owner: str) -> str | None:
     covering = rule.covering(approval_names(tool), tool.annotations) if rule else None
     if covering is None:
         return None
     if covering == "destructiveHint":
-        return f"require_approval_if_destructive of server {tool.source_node!r}"
-    return f"require_approval {covering} of server {tool.source_node!r}"
+        return f"require_approval_if_destructive of {owner}"
+    return f"require_approval {covering} of {owner}"
 
 
 def approval_names(tool: Tool) -> tuple[str, ...]:

@@ -37,7 +37,7 @@ from toolkits.observation import DEFAULT_MAX_CHARS
 from .agent_answers import ModelAnswers
 from .agent_spec import AgentNode, AgentSpec, agent_as_tool
 from .agent_tool import answer_data, reported_usage
-from .approval import ApprovalRule, Approver, approval_names, node_rule_of
+from .approval import ApprovalRule, Approver, agent_rule_of, node_rule_of
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .item_results import outputs
@@ -276,8 +276,12 @@ class Gateway:
 
     def needs_approval(self, spec: AgentSpec, tool: Tool) -> bool:
         """Whether a person must approve `spec`'s calls of `tool` (`gateway.approval`)."""
-        names = approval_names(tool)
-        return spec.approval.covers(names, tool.annotations) or self.node_rule(tool) is not None
+        return self.approval_rule(spec, tool) is not None
+
+    def approval_rule(self, spec: AgentSpec, tool: Tool) -> str | None:
+        """The rule that makes a person approve `spec`'s calls of `tool`, named (the agent's
+        own first, else its node's); None if no rule does."""
+        return agent_rule_of(spec.approval, spec.name, tool) or self.node_rule(tool)
 
     def node_rule(self, tool: Tool) -> str | None:
         """The rule of `tool`'s node that makes a person approve each call of it, whoever

@@ -21,6 +21,7 @@ from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, Scripte
 from gateway import AgentSpec, Gateway
 from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
+from gateway.cli import main
 from gateway.config import parse_config
 from tests.prompt_model import PromptModel
 from tests.servers.inprocess import Context, ToyServer, text_result
@@ -339,6 +340,49 @@ async def test_a_servers_destructive_tools_and_globs_need_approval(tmp_path: Pat
     assert json.loads(results["r"])["content"] == "kept"  # read before any write
     assert results["w"].startswith("The user rejected the tool call to fs__write_file")
     assert (tmp_path / "notes.txt").read_text() == "kept"
+
+
+@pytest.mark.integration
+def test_tools_lists_which_calls_need_approval_and_which_rule_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once neither `tools` nor `tools --json` said it: a rule was checked only by a run."""
+    server = filesystem_stdio(
+        tmp_path, require_approval=["move_*"], include=["move_file", "write_file", "read_*"]
+    )
+    config = tmp_path / "c.json"
+    agents = {
+        "ops": {"tools": ["fs"], "require_approval": ["fs__read_text*"]},
+        "cautious": {"tools": ["fs"], "require_approval_if_destructive": True},
+    }
+    servers = {"fs": server.model_dump(exclude_defaults=True)}
+    config.write_text(json.dumps({"mcpServers": servers, "agents": agents}))
+    moving = "require_approval 'move_*' of server 'fs'"  # whoever calls it
+    assert main(["tools", "--config", str(config), "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    rules = {tool["name"]: tool["approval"] for tool in listing["tools"]}
+    assert rules["fs__move_file"] == moving
+    assert rules["fs__write_file"] is None  # its server's rule does not cover it
+    gated = {agent["name"]: agent["approval"] for agent in listing["agents"]}
+    assert gated == {
+        "ops": {
+            "fs__move_file": moving,
+            "fs__read_text_file": "require_approval 'fs__read_text*' of agent 'ops'",
+        },
+        "cautious": {  # write_file and move_file are marked destructiveHint
+            "fs__move_file": "require_approval_if_destructive of agent 'cautious'",
+            "fs__write_file": "require_approval_if_destructive of agent 'cautious'",
+        },
+    }
+    assert main(["tools", "--config", str(config)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    moved = next(i for i, line in enumerate(lines) if line.startswith("fs__move_file "))
+    assert lines[moved + 1] == f"  needs approval: {moving}"
+    ops = lines.index(next(line for line in lines if line.startswith("agent ops:")))
+    assert lines[ops + 1 : ops + 3] == [
+        f"  fs__move_file needs approval: {moving}",
+        "  fs__read_text_file needs approval: require_approval 'fs__read_text*' of agent 'ops'",
+    ]
 
 
 async def test_an_agents_rule_holds_while_a_clashing_auto_server_is_down() -> None:

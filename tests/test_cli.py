@@ -361,6 +361,7 @@ def test_tools_json_lists_tools_agents_and_servers(
             "tools": ["toolbox", "broken"],
             "tool_count": 4,  # the toolbox's: broken's are not known
             "max_tools": None,
+            "approval": {},  # no call of its needs a person's approval
         }
     ]
     states = {server["name"]: server["state"] for server in listing["servers"]}

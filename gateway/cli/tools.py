@@ -9,6 +9,7 @@ import logging
 import sys
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
 import anyio
@@ -23,7 +24,7 @@ from toolkits.printable import encodes_all, printable
 from ..assembly import open_gateway
 from ..config import Config
 from ..console import RunConsole, open_terminal_console
-from ..engine import Gateway
+from ..engine import AgentSpec, Gateway
 from ..errors import GatewayError, UnknownTool
 from ..run_state import RunState
 from ..tool_limits import max_tools, too_many_tools, tools_offered
@@ -92,10 +93,11 @@ async def _tools(args: argparse.Namespace) -> int:
         for name, spec in gateway.agents.items():
             if (said := too_many_tools(name, spec.model, offered[name])) is not None:
                 log.warning("%s", said)
+        gated = {name: await _gated(gateway, spec) for name, spec in gateway.agents.items()}
         # Read while the servers run: once closed, every one of them is "stopped". Said
         # before they stop, too: a stdio server may take its 2 s grace to exit.
         health = _health(gateway)
-        _print_listing(gateway, tools, health, offered, as_json=args.json)
+        _print_listing(gateway, tools, health, _Agents(offered, gated), as_json=args.json)
     return FAILED if any(server.state != "ready" for server in health) else OK
 
 
@@ -243,22 +245,40 @@ def _no_such_tool(
 _DOWN_SHOWN = 10
 
 
+async def _gated(gateway: Gateway, spec: AgentSpec) -> dict[str, str]:
+    """The agent's tools whose calls a person must approve, each with the rule that says so
+    (the one its runs go by: `Gateway.approval_rule`)."""
+    tools = await gateway.tools_for(spec)
+    rules = {name: gateway.approval_rule(spec, tool) for name, tool in sorted(tools.items())}
+    return {name: rule for name, rule in rules.items() if rule is not None}
+
+
+@dataclass(frozen=True, slots=True)
+class _Agents:
+    """What the listing says of each agent, by name, besides its config."""
+
+    offered: Mapping[str, int]
+    """How many tools its model is offered."""
+    gated: Mapping[str, Mapping[str, str]]
+    """Its tools that need a person's approval, each with the rule (`_gated`)."""
+
+
 def _print_listing(
     gateway: Gateway,
     tools: list[Tool],
     health: list[NodeHealth],
-    offered: Mapping[str, int],
+    agents: _Agents,
     *,
     as_json: bool,
 ) -> None:
-    """`offered`: how many tools each agent's model is offered."""
     if as_json:
         print(
-            result_json(_listing(gateway, tools, health, offered)),
+            result_json(_listing(gateway, tools, health, agents)),
             flush=True,
             file=result_stdout(),
         )
         return
+    offered = agents.offered
     width = name_width(tool.name for tool in tools)
     for tool in tools:
         summary = (tool.description.strip().splitlines() or [""])[0]
@@ -274,6 +294,8 @@ def _print_listing(
                 printable(f"  a model cannot be told all its input schema asks: {'; '.join(lost)}"),
                 file=result_stdout(),
             )
+        if (rule := gateway.node_rule(tool)) is not None:  # whoever calls it: agents, clients
+            print(printable(f"  needs approval: {rule}"), file=result_stdout())
     for name, agent in gateway.agents.items():
         count = plural(offered[name], "tool")
         limit = max_tools(agent.model)
@@ -285,6 +307,8 @@ def _print_listing(
             ),
             file=result_stdout(),
         )
+        for tool_name, rule in agents.gated[name].items():
+            print(printable(f"  {tool_name} needs approval: {rule}"), file=result_stdout())
     for server in health:
         print(printable(f"server {server}"), file=result_stdout())
     result_stdout().flush()
@@ -295,7 +319,7 @@ def _health(gateway: Gateway) -> list[NodeHealth]:
 
 
 def _listing(
-    gateway: Gateway, tools: list[Tool], health: list[NodeHealth], offered: Mapping[str, int]
+    gateway: Gateway, tools: list[Tool], health: list[NodeHealth], agents: _Agents
 ) -> dict[str, Any]:
     return {
         "tools": [
@@ -306,6 +330,7 @@ def _listing(
                 "description": tool.description,
                 "input_schema": dict(tool.input_schema),
                 "untold_to_models": list(unexpressed(tool.input_schema)),
+                "approval": gateway.node_rule(tool),
             }
             for tool in tools
         ],
@@ -314,8 +339,9 @@ def _listing(
                 "name": name,
                 "model": spec.model.name,
                 "tools": list(spec.tools),
-                "tool_count": offered[name],
+                "tool_count": agents.offered[name],
                 "max_tools": max_tools(spec.model),
+                "approval": dict(agents.gated[name]),
             }
             for name, spec in gateway.agents.items()
         ],
