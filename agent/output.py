@@ -11,7 +11,6 @@ calls as text, a parsed one).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -30,7 +29,6 @@ __all__ = [
 
 FINAL_RESULT_TOOL = "final_result"
 _WRAPPED = "response"
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL)
 
 
 class OutputInvalid(ValueError):
@@ -124,13 +122,9 @@ class OutputSchema:
     def from_text(self, text: str) -> JsonValue:
         """The answer written as JSON text (in a fence or not), validated. Raises
         `OutputInvalid`, telling the model to call the tool."""
-        stripped = text.strip()
-        fenced = _FENCE.match(stripped)
-        if fenced:
-            stripped = fenced.group(1)
         try:
-            value: Any = json.loads(stripped)
-        except ValueError:
+            value: Any = json.loads(_unfenced(text))
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
             raise OutputInvalid(
                 [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"],
                 what=f"it was text, not JSON, and no call of {FINAL_RESULT_TOOL!r}",
@@ -138,6 +132,15 @@ class OutputSchema:
         if self.wraps and isinstance(value, dict) and _WRAPPED in value:
             value = cast(dict[str, Any], value)[_WRAPPED]
         return self.validate(cast(JsonValue, value))
+
+
+def _unfenced(text: str) -> str:
+    """`text` stripped, and out of a ```json fence if it is in one. Not a pattern: one
+    (spaces, a lazy body, spaces) took cubic time over ```json and a long run of spaces."""
+    text = text.strip()
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        return text[3:-3].removeprefix("json").strip()
+    return text
 
 
 def _where(path: Any) -> str:

@@ -178,6 +178,50 @@ def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, prob
         evaluate(expression)
 
 
+@pytest.mark.parametrize(
+    ("expression", "problem"),
+    [
+        # Computed first and checked after, each held the event loop: 13-26 s for the powers,
+        # hours for round (10**(10**9) first), a RecursionError for the minuses.
+        ("(2**3000+1)**9999", "would be too large: at least 29,997,001 bits"),
+        ("(3**2000)**9999 % 7", "would be too large"),
+        ("2**3000 * 2**3000", "would be too large: at least 6,001 bits"),
+        ("2**1661 * 2**1661", "would be too large: at least 3,323 bits"),
+        ("round(7, -(10**9))", "round: ndigits must be from -1,000 to 1,000"),
+        ("round(7, -1001)", "round: ndigits must be from -1,000 to 1,000"),
+        ("0x" + "f" * 900 + " + 1", "number is too large"),
+        ("-" * 998 + "1", "nested too deeply"),
+    ],
+)
+def test_calculator_refuses_costly_arithmetic_before_computing_it(
+    expression: str, problem: str
+) -> None:
+    with pytest.raises(CalculatorError, match=problem):
+        evaluate(expression)
+
+
+@pytest.mark.parametrize(
+    ("expression", "bits"),
+    [("2**3321", 3322), ("(-2)**3321", 3322), ("2**1660 * 2**1661", 3322), ("3**2095", 3321)],
+)
+def test_calculator_computes_results_up_to_its_bound(expression: str, bits: int) -> None:
+    value = evaluate(expression)
+    assert isinstance(value, int)
+    assert value.bit_length() == bits
+
+
+def test_calculator_rounds_within_its_ndigits_bound() -> None:
+    assert evaluate("round(123456, -3)") == 123000
+    assert evaluate("round(7, -1000)") == 0
+    assert evaluate("round(pi, 1000)") == evaluate("pi")
+
+
+async def test_the_calculator_tool_refuses_a_costly_power_as_an_error_result() -> None:
+    result = await calculator({"expression": "(2**3000+1)**9999"})  # runs on the event loop
+    assert result.is_error
+    assert "would be too large" in result_text(result)
+
+
 async def test_the_calculator_tells_a_lone_surrogate_in_words() -> None:
     result = await calculator({"expression": "\ud800"})
     assert result.is_error

@@ -148,6 +148,21 @@ async def test_a_schema_failure_says_what_was_wrong_not_what_the_model_was_told(
     assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
 
 
+@pytest.mark.parametrize(
+    "answer",
+    ["```json" + " " * 200_000 + "{", "[" * 3_000],
+    ids=["unclosed-fence-then-spaces", "nested-deeper-than-python-reads"],
+)
+async def test_a_degenerate_text_answer_goes_back_as_not_json(answer: str) -> None:
+    """Read in linear time (a pattern took cubic time over the spaces) and, nested however
+    deep, not a crash: text that is not JSON, told to the model."""
+    model = ScriptedModel([answer, call(FINAL_RESULT_TOOL, total=1)])
+    result = await gateway_for(model, retries=1).run("shop", "How much?")
+    assert result.structured == {"total": 1}
+    told = model.calls[1][0][-1]
+    assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
+
+
 class Basket(BaseModel):
     items: list[str]
     total: float

@@ -1,8 +1,11 @@
 """A safe calculator tool: an arithmetic parser, not `eval`.
 
 Expressions are parsed with Python's `ast` and only numbers, arithmetic operators, parentheses,
-a few math functions and constants are evaluated. Exponents and results are bounded, so
-`9**9**9` is an error instead of a hung process.
+a few math functions and constants are evaluated. The tool runs on the event loop, so every
+operation's cost is bounded *before* it is computed: `**` and `*` are refused when their
+operands' bit lengths show the result would pass `_MAX_BITS`, and `round`'s `ndigits` (which
+makes Python compute `10**-ndigits`) is bounded too. So `9**9**9`, `(2**3000+1)**9999` and
+`round(7, -10**9)` are errors at once instead of a stalled event loop.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {
 }
 _CONSTANTS: dict[str, Number] = {"pi": math.pi, "e": math.e, "tau": math.tau}
 _MAX_EXPONENT = 10_000
-_MAX_BITS = 3_322  # about 1,000 decimal digits
+_MAX_DIGITS = 1_000
+_MAX_BITS = 3_322  # about _MAX_DIGITS decimal digits
 _MAX_LENGTH = 1_000
 
 
@@ -68,13 +72,18 @@ def evaluate(expression: str) -> Number:
             f"not an arithmetic expression: {expression!r} holds a lone surrogate, "
             "which is no character"
         ) from exc
-    return _eval(tree.body)
+    try:
+        return _eval(tree.body)
+    except RecursionError as exc:  # e.g. 999 unary minuses: fits the length bound, not the stack
+        raise CalculatorError("expression is nested too deeply") from exc
 
 
 def _eval(node: ast.expr) -> Number:
     match node:
         case ast.Constant(value=bool()):
             raise CalculatorError("booleans are not numbers here")
+        case ast.Constant(value=int() as value) if value.bit_length() > _MAX_BITS:
+            raise CalculatorError("number is too large")  # 0xfff...: keeps every int in bounds
         case ast.Constant(value=int() | float() as value):
             return value
         case ast.Name(id=name) if name in _CONSTANTS:
@@ -84,8 +93,11 @@ def _eval(node: ast.expr) -> Number:
         case ast.BinOp(left=left, op=op, right=right) if type(op) in _BINARY:
             return _binary(op, _eval(left), _eval(right))
         case ast.Call(func=ast.Name(id=name), args=args, keywords=[]) if name in _FUNCTIONS:
+            values = [_eval(arg) for arg in args]
+            if name == "round" and len(values) == 2:
+                _check_ndigits(values[1])
             try:
-                return _real(_FUNCTIONS[name](*(_eval(arg) for arg in args)))
+                return _real(_FUNCTIONS[name](*values))
             except (TypeError, ValueError, OverflowError) as exc:
                 raise CalculatorError(f"{name}: {exc}") from exc
         case _:
@@ -95,6 +107,8 @@ def _eval(node: ast.expr) -> Number:
 def _binary(op: ast.operator, a: Number, b: Number) -> Number:
     if isinstance(op, ast.Pow) and abs(b) > _MAX_EXPONENT:
         raise CalculatorError(f"exponent {b} is too large")
+    if isinstance(a, int) and isinstance(b, int):
+        _check_cost(op, a, b)
     try:
         value = _real(_BINARY[type(op)](a, b))
     except ZeroDivisionError as exc:
@@ -104,6 +118,33 @@ def _binary(op: ast.operator, a: Number, b: Number) -> Number:
     if isinstance(value, int) and value.bit_length() > _MAX_BITS:
         raise CalculatorError("result is too large")
     return value
+
+
+def _check_cost(op: ast.operator, a: int, b: int) -> None:
+    """Refuse `a op b` whose result would pass `_MAX_BITS`, without computing it.
+
+    Every int here has at most `_MAX_BITS` bits, so + - // % cost little; `*` and `**` are what
+    can grow. The estimate is a lower bound of the result's bit length, so it refuses nothing
+    the check after the operation would let through; what passes costs at most about
+    `2 * _MAX_BITS` bits of work, and the check after the operation settles the last bit.
+    """
+    if isinstance(op, ast.Mult):
+        least = a.bit_length() + b.bit_length() - 1
+    elif isinstance(op, ast.Pow) and b > 0 and abs(a) > 1:
+        least = (abs(a).bit_length() - 1) * b + 1  # |a| >= 2**(n-1), so |a|**b >= 2**((n-1)*b)
+    else:
+        return
+    if least > _MAX_BITS:
+        raise CalculatorError(
+            f"result would be too large: at least {least:,} bits, over the limit of "
+            f"{_MAX_BITS:,} (about {_MAX_DIGITS:,} digits)"
+        )
+
+
+def _check_ndigits(ndigits: Number) -> None:
+    # round(n, -k) on an int computes 10**k first: round(7, -10**9) would take hours.
+    if isinstance(ndigits, int) and abs(ndigits) > _MAX_DIGITS:
+        raise CalculatorError(f"round: ndigits must be from {-_MAX_DIGITS:,} to {_MAX_DIGITS:,}")
 
 
 def _real(value: object) -> Number:

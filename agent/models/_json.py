@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
+from pydantic import ValidationError
+
 from ..messages import AssistantMessage, StopReason, ToolCall
 
 JSONObject = dict[str, Any]
@@ -54,23 +56,41 @@ def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
     """A `ToolCall` from arguments as a provider gave them: a JSON object or its text.
 
     Anything that is not a JSON object ends in `invalid_arguments`, so the agent can tell the
-    model what went wrong instead of running the tool with guessed arguments.
+    model what went wrong instead of running the tool with guessed arguments; so does an object
+    nested deeper than Python reads or a `ToolCall` holds (pydantic stops at 254 levels).
     """
     if isinstance(arguments, str):
         if not arguments.strip():
             return ToolCall(id=call_id, name=name)
         try:
             parsed: object = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):
             return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
         if is_obj(parsed):
-            return ToolCall(id=call_id, name=name, arguments=parsed)
+            return _with_arguments(call_id, name, parsed, arguments)
         return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
     if arguments is None:
         return ToolCall(id=call_id, name=name)
     if is_obj(arguments):
+        return _with_arguments(call_id, name, arguments, None)
+    return ToolCall(id=call_id, name=name, invalid_arguments=_shown(arguments))
+
+
+def _with_arguments(
+    call_id: str, name: str, arguments: JSONObject, written: str | None
+) -> ToolCall:
+    try:
         return ToolCall(id=call_id, name=name, arguments=arguments)
-    return ToolCall(id=call_id, name=name, invalid_arguments=json.dumps(arguments))
+    except ValidationError:  # nested too deep: the only way JSON can fail `JsonValue`
+        shown = written if written is not None else _shown(arguments)
+        return ToolCall(id=call_id, name=name, invalid_arguments=shown)
+
+
+def _shown(arguments: object) -> str:
+    try:
+        return json.dumps(arguments)
+    except (ValueError, RecursionError):
+        return "(JSON nested too deeply to show)"
 
 
 def arguments_text(call: ToolCall) -> str:

@@ -388,7 +388,7 @@ class _EventAssembler:
         source = "".join(pieces)
         try:
             value: Any = json.loads(source) if source.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
             value = source  # kept as text: the tool call gets `invalid_arguments`
         self._blocks[index]["input"] = value if is_obj(value) else source
 

@@ -93,7 +93,7 @@ def _parsed(source: str) -> Any:
     Python reads but JSON does not have, are not JSON."""
     try:
         return json.loads(source, parse_constant=_refuse)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
         return _NOT_JSON
 
 

@@ -17,9 +17,13 @@ request in `content` rather than `tool_calls`, in one of these forms:
   `<|python_tag|>` form among them.
 
 A candidate becomes a call only if its name is one of the offered tools, so ordinary JSON in
-an answer stays text. The recognised text, and the format's marker tokens around it, are
-removed from the content. `looks_like_tool_call` tells text that has a format's marker yet
-yielded no call, which is not an answer either.
+an answer stays text, and so does JSON nested deeper than Python reads. The recognised text,
+and the format's marker tokens around it, are removed from the content. `looks_like_tool_call`
+tells text that has a format's marker yet yielded no call, which is not an answer either.
+
+This runs on the event loop over whatever the model wrote, so every step is linear in the
+text: no pattern lets a run (of spaces, of a name) backtrack against a lazy `.*?` (bodies are
+stripped in code instead), and JSON is read once per stretch of text (see `_bare_json`).
 """
 
 from __future__ import annotations
@@ -39,24 +43,20 @@ __all__ = ["CallSignFilter", "looks_like_tool_call", "parse_text_tool_calls"]
 Schemas = Mapping[str, Mapping[str, Any]]
 """Tools' input schemas by name: a `<parameter=...>` value is read as the type declared."""
 
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCED = re.compile(r"```(?:json|tool_call|tool_code)?[ \t]*\n?(.*?)```", re.DOTALL)
+_TAGGED = re.compile(r"<tool_call>(.*?)(?:</tool_call>|$)", re.DOTALL)
+_FENCED = re.compile(r"```(?:json|tool_call|tool_code)?[ \t]*+\n?(.*?)```", re.DOTALL)
 _CODE_FENCE = re.compile(r"```(?:tool_code|python)[ \t]*\n(.*?)```", re.DOTALL)
-_FUNCTION_TAG = re.compile(r"<function=([^>\s]+)>\s*(.*?)\s*(?:</function>|$)", re.DOTALL)
+# A name stops at `<`, so it cannot run on through the next tag when no `>` comes.
+_FUNCTION_TAG = re.compile(r"<function=([^<>\s]+)>(.*?)(?:</function>|$)", re.DOTALL)
 _PARAMETER = re.compile(
-    r"<parameter=([^>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|$)", re.DOTALL
+    r"<parameter=([^<>\s]+)>\n?(.*?)\n?(?:</parameter>|(?=<parameter=)|$)", re.DOTALL
 )
 _MISTRAL_ARGS = re.compile(r"\[TOOL_CALLS\]\s*([\w.:-]+)\s*(?:\[CALL_ID\]\s*\w+\s*)?\[ARGS\]\s*")
 _BAR = "\uff5c"  # DeepSeek's tokens are written with full-width bars
 _DEEPSEEK_BEGIN = f"<{_BAR}tool\u2581call\u2581begin{_BAR}>"
 _DEEPSEEK_SEP = f"<{_BAR}tool\u2581sep{_BAR}>"
 _DEEPSEEK_END = f"<{_BAR}tool\u2581call\u2581end{_BAR}>"
-_DEEPSEEK_CALL = re.compile(
-    f"{_DEEPSEEK_BEGIN}(?:function)?{_DEEPSEEK_SEP}"
-    r"\s*([\w.:-]+)\s*(?:```(?:json)?\s*(.*?)\s*```|(.*?))\s*"
-    f"{_DEEPSEEK_END}",
-    re.DOTALL,
-)
+_DEEPSEEK_HEAD = re.compile(f"(?:function)?{_DEEPSEEK_SEP}" + r"\s*([\w.:-]+)")
 _MARKERS = (
     "<tool_call>",
     "</tool_call>",
@@ -138,9 +138,9 @@ def _function_tags(content: str, names: Collection[str], schemas: Schemas) -> Fo
     if "<function=" not in content:
         return content, []
     calls: list[ToolCall] = []
-    remaining = content
+    spans: list[tuple[int, int]] = []
     for match in _FUNCTION_TAG.finditer(content):
-        name, body = match.group(1), match.group(2)
+        name, body = match.group(1), match.group(2).strip()
         if name not in names:
             continue
         parameters = _PARAMETER.findall(body)
@@ -152,8 +152,8 @@ def _function_tags(content: str, names: Collection[str], schemas: Schemas) -> Fo
         else:
             arguments = body if body else None
         calls.append(tool_call(new_call_id(), name, arguments))
-        remaining = remaining.replace(match.group(0), "", 1)
-    return remaining, calls
+        spans.append(match.span())
+    return _cut(content, spans), calls
 
 
 def _parameter_value(value: str, schema: Mapping[str, Any]) -> Any:
@@ -165,7 +165,7 @@ def _parameter_value(value: str, schema: Mapping[str, Any]) -> Any:
         return value
     try:
         return json.loads(value)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
         return value
 
 
@@ -173,31 +173,54 @@ def _mistral_args(content: str, names: Collection[str], schemas: Schemas) -> Fou
     """`[TOOL_CALLS]NAME[ARGS]{...}`, once per call."""
     if "[ARGS]" not in content:
         return content, []
-    decoder = json.JSONDecoder()
     calls: list[ToolCall] = []
     spans: list[tuple[int, int]] = []
-    for match in _MISTRAL_ARGS.finditer(content):
-        try:
-            arguments, end = decoder.raw_decode(content, match.end())
-        except ValueError:
+    at = 0
+    while match := _MISTRAL_ARGS.search(content, at):
+        read = _read_json(content, match.end())
+        if not isinstance(read, tuple):
+            at = match.end()
             continue
+        arguments, at = read
         if match.group(1) in names:
             calls.append(tool_call(new_call_id(), match.group(1), arguments))
-            spans.append((match.start(), end))
+            spans.append((match.start(), at))
     return _cut(content, spans), calls
 
 
 def _deepseek_calls(content: str, names: Collection[str], schemas: Schemas) -> Found:
-    if _DEEPSEEK_BEGIN not in content:
-        return content, []
+    """DeepSeek's call-begin token, `function`, its separator token, the name and the
+    arguments (fenced as ```json or not), then its call-end token. A call runs to the first end
+    token, and not past the next begin token (an unfinished call); each is found once."""
     calls: list[ToolCall] = []
-    remaining = content
-    for match in _DEEPSEEK_CALL.finditer(content):
-        name, arguments = match.group(1), match.group(2) or match.group(3) or ""
-        if name in names:
-            calls.append(tool_call(new_call_id(), name, arguments.strip()))
-            remaining = remaining.replace(match.group(0), "", 1)
-    return remaining, calls
+    spans: list[tuple[int, int]] = []
+    begin = content.find(_DEEPSEEK_BEGIN)
+    end = -1
+    while begin >= 0:
+        after = begin + len(_DEEPSEEK_BEGIN)
+        if end < after:
+            end = content.find(_DEEPSEEK_END, after)
+            if end < 0:
+                break
+        following = content.find(_DEEPSEEK_BEGIN, after)
+        if 0 <= following < end:
+            begin = following
+            continue
+        head = _DEEPSEEK_HEAD.match(content, after, end)
+        if head and head.group(1) in names:
+            arguments = _unfenced(content[head.end() : end])
+            calls.append(tool_call(new_call_id(), head.group(1), arguments))
+            spans.append((begin, end + len(_DEEPSEEK_END)))
+        begin = following
+    return _cut(content, spans), calls
+
+
+def _unfenced(text: str) -> str:
+    """`text` stripped, and out of a ```json fence if it is in one."""
+    text = text.strip()
+    if len(text) >= 6 and text.startswith("```") and text.endswith("```"):
+        return text[3:-3].removeprefix("json").strip()
+    return text
 
 
 def _json_blocks(content: str, names: Collection[str], schemas: Schemas) -> Found:
@@ -206,14 +229,14 @@ def _json_blocks(content: str, names: Collection[str], schemas: Schemas) -> Foun
         return content, []
     for pattern in (_TAGGED, _FENCED):
         calls: list[ToolCall] = []
-        remaining = content
+        spans: list[tuple[int, int]] = []
         for match in pattern.finditer(content):
             found = _calls_in(match.group(1), names)
             if found:
                 calls.extend(found)
-                remaining = remaining.replace(match.group(0), "", 1)
+                spans.append(match.span())
         if calls:
-            return remaining, calls
+            return _cut(content, spans), calls
     return content, []
 
 
@@ -267,37 +290,120 @@ def _pythonic(source: str, names: Collection[str]) -> list[ToolCall]:
 
 
 def _bare_json(content: str, tool_names: Collection[str]) -> tuple[str, tuple[ToolCall, ...]]:
-    """JSON objects (or a list of them) anywhere in the text, e.g. after a short preamble."""
+    """JSON values anywhere in the text (e.g. after a short preamble) that are calls or hold
+    them (a list of calls, `{"tool_calls": [...]}`), each taken out whole.
+
+    Each stretch of text is read once: after a JSON value, reading goes on past its end; where
+    the text stops being JSON, from that point, once the values that closed before it (a call
+    inside a stray `{`) are looked at.
+    """
     if '"name"' not in content:
         return content, ()
-    decoder = json.JSONDecoder()
     calls: list[ToolCall] = []
     spans: list[tuple[int, int]] = []
     index = 0
-    while True:
-        starts = [i for i in (content.find("{", index), content.find("[", index)) if i >= 0]
-        if not starts:
-            break
-        start = min(starts)
-        try:
-            value, end = decoder.raw_decode(content, start)
-        except ValueError:
-            index = start + 1
+    while opening := _OPENING.search(content, index):
+        start = opening.start()
+        read = _read_json(content, start)
+        if isinstance(read, tuple):
+            found = _calls_within(read[0], tool_names)
+            if found:
+                calls.extend(found)
+                spans.append((start, read[1]))
+            index = read[1]
             continue
-        found = _calls_from_value(value, tool_names)
-        if found:
-            calls.extend(found)
-            spans.append((start, end))
-        index = end if found else start + 1
+        closed, index = _closed_before(content, start, read)
+        for inner_start in closed:
+            inner = _read_json(content, inner_start)
+            if isinstance(inner, tuple) and (found := _calls_within(inner[0], tool_names)):
+                calls.extend(found)
+                spans.append((inner_start, inner[1]))
+        index = max(index, start + 1)
     if not calls:
         return content, ()
     return _leftover(_cut(content, spans)), tuple(calls)
 
 
+_OPENING = re.compile(r'\{(?=\s*")|\[(?=\s*\{)')
+"""Where a call, or a list of them, can begin: `{` before a key, `[` before an object."""
+_STRUCTURE = re.compile(r'[{}\[\]"\\]')
+_TOO_DEEP = -1
+"""What `_read_json` returns for JSON nested deeper than Python reads."""
+_DEEPEST = 200
+"""How deep `_closed_before` follows JSON Python could not read before it gives up on it."""
+_WINDOW = 256
+
+
+def _read_json(content: str, start: int) -> tuple[Any, int] | int:
+    """The JSON value at `start` and where it ends; else where reading it failed, or
+    `_TOO_DEEP`.
+
+    The value is read from a window of the text that grows only while the value runs on past
+    it: a failure costs what was read, where reading all of `content` would cost its length
+    up to `start` too (`JSONDecodeError` counts the lines before the failure).
+    """
+    size = _WINDOW
+    while True:
+        window = content[start : start + size]
+        try:
+            value, end = _DECODER.raw_decode(window)
+        except json.JSONDecodeError as exc:
+            cut = start + size < len(content)
+            if cut and (exc.pos >= len(window) - 16 or exc.msg.startswith("Unterminated string")):
+                size *= 2  # it failed where the window ends (a cut number or string): read on
+                continue
+            return start + exc.pos
+        except RecursionError:
+            return _TOO_DEEP
+        if end == len(window) and start + size < len(content):
+            size *= 2  # a number may go on past the window (`[ARGS]12` of `[ARGS]123`)
+            continue
+        return value, start + end
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _closed_before(content: str, start: int, stop: int) -> tuple[list[int], int]:
+    """Where the outermost JSON containers that open and close between `start` and `stop`
+    begin (the text from `start` read as JSON as far as `stop`, so brackets in its strings are
+    not containers), and where to read on: `stop`; for `_TOO_DEEP`, where the nesting passes
+    `_DEEPEST`, else the end of the text."""
+    end = len(content) if stop == _TOO_DEEP else stop
+    closed: list[int] = []
+    opened: list[int] = []
+    in_string = False
+    escaped_at = -1
+    for mark in _STRUCTURE.finditer(content, start, end):
+        at, char = mark.start(), mark.group()
+        if in_string:
+            if char == "\\" and at != escaped_at:
+                escaped_at = at + 1
+            elif char == '"' and at != escaped_at:
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            opened.append(at)
+            if stop == _TOO_DEEP and len(opened) > _DEEPEST:
+                return closed, at
+        elif char in "}]" and opened:
+            begin = opened.pop()
+            while closed and closed[-1] > begin:
+                closed.pop()  # inside the container that just closed
+            closed.append(begin)
+    return closed, end
+
+
 def _cut(content: str, spans: list[tuple[int, int]]) -> str:
-    for start, end in reversed(spans):
-        content = content[:start] + content[end:]
-    return content
+    """`content` without `spans` (in order, apart), in one pass."""
+    pieces: list[str] = []
+    at = 0
+    for start, end in spans:
+        pieces.append(content[at:start])
+        at = end
+    pieces.append(content[at:])
+    return "".join(pieces)
 
 
 def _leftover(text: str) -> str:
@@ -312,26 +418,39 @@ def _leftover(text: str) -> str:
 def _calls_in(body: str, tool_names: Collection[str]) -> list[ToolCall]:
     try:
         value: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
         return []
-    return _calls_from_value(value, tool_names)
-
-
-def _calls_from_value(value: Any, tool_names: Collection[str]) -> list[ToolCall]:
     candidates = value if is_arr(value) else [value]
+    calls = (_call_of(item, tool_names) for item in candidates)
+    return [call for call in calls if call is not None]
+
+
+def _calls_within(value: Any, tool_names: Collection[str]) -> list[ToolCall]:
+    """The calls `value` is or holds, at any depth, in the order written (not walked
+    recursively: the value may nest as deep as Python reads)."""
     calls: list[ToolCall] = []
-    for candidate in candidates:
-        item = obj(candidate)
-        if is_obj(item.get("function")):
-            item = obj(item["function"])  # {"type": "function", "function": {...}}
-        name = item.get("name")
-        if not isinstance(name, str) or name not in tool_names:
-            continue
-        if "arguments" in item:
-            arguments = item["arguments"]
-        elif "parameters" in item:
-            arguments = item["parameters"]
-        else:
-            continue
-        calls.append(tool_call(new_call_id(), name, arguments))
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        call = _call_of(item, tool_names)
+        if call is not None:
+            calls.append(call)
+        elif is_obj(item):
+            pending.extend(reversed(item.values()))
+        elif is_arr(item):
+            pending.extend(reversed(item))
     return calls
+
+
+def _call_of(value: Any, tool_names: Collection[str]) -> ToolCall | None:
+    item = obj(value)
+    if is_obj(item.get("function")):
+        item = obj(item["function"])  # {"type": "function", "function": {...}}
+    name = item.get("name")
+    if not isinstance(name, str) or name not in tool_names:
+        return None
+    if "arguments" in item:
+        return tool_call(new_call_id(), name, item["arguments"])
+    if "parameters" in item:
+        return tool_call(new_call_id(), name, item["parameters"])
+    return None

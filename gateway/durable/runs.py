@@ -289,6 +289,13 @@ class DurableRuns(StoredRuns):
         """Whether the run executes in this process now."""
         return run_id in self._host.executions
 
+    def hooks(self, run_id: str) -> Sequence[TraceHook]:
+        """The trace hooks the run executing here was given (`RunOptions.hooks`); none if it
+        does not execute here. They go with it: what one holds lives as long as the run does
+        here."""
+        execution = self._host.executions.get(run_id)
+        return execution.options.hooks if execution is not None else ()
+
     async def adopt(self, run_id: str, options: RunOptions | None = None) -> None:
         """Take over a run that stopped (its process died, say) in the background here,
         unless it runs here already. Raises `UnknownRun` as `resumable` does."""

@@ -490,6 +490,16 @@ async def test_a_call_whose_input_is_not_an_object_is_replayed_with_an_empty_obj
     assert [block["id"] for block in replayed] == ["toolu_00", "toolu_01", "toolu_02"]
 
 
+@pytest.mark.anyio
+async def test_a_call_input_nested_deeper_than_python_reads_is_invalid_arguments(
+    sleeps: Sleeps,
+) -> None:
+    deep = '{"a": ' + "[" * 3_000
+    fake = FakeProvider(sse_response(tool_use_stream(deep)))
+    answer = await model(fake, sleeps).invoke(ASK, [GET_SUM], on_token=Tokens())
+    assert [c.invalid_arguments for c in answer.tool_calls] == [deep]
+
+
 @pytest.mark.parametrize(
     "events",
     [

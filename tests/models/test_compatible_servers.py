@@ -313,6 +313,51 @@ async def test_a_tool_call_written_as_text_that_cannot_be_read_fails_with_what_t
     assert "--tool-call-parser" in said
 
 
+DEEP = "[" * 3_000  # deeper than Python's json reads (its recursion limit)
+
+
+async def test_bare_json_nested_deeper_than_python_reads_stays_the_answer(sleeps: Sleeps) -> None:
+    content = 'I will compute it: "name" ' + DEEP
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": content})))
+    answer = await compatible(fake, sleeps).invoke(ASK, [CALCULATOR])
+    assert answer.content == content
+    assert answer.tool_calls == ()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        '<tool_call>{"name": "calculator", "arguments": ' + DEEP + "</tool_call>",
+        "[TOOL_CALLS]calculator[ARGS]" + DEEP,
+    ],
+    ids=["hermes-tag", "mistral-args"],
+)
+async def test_a_call_nested_deeper_than_python_reads_is_a_call_that_cannot_be_read(
+    sleeps: Sleeps, content: str
+) -> None:
+    fake = FakeProvider(json_response(200, completion({"role": "assistant", "content": content})))
+    with pytest.raises(ModelResponseError, match="the model wrote a tool call the gateway could"):
+        await compatible(fake, sleeps).invoke(ASK, [CALCULATOR])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"expression": ' + DEEP, '{"expression": ' + "[" * 300 + "]" * 300 + "}"],
+    ids=["deeper-than-python-reads", "deeper-than-a-call-holds"],
+)
+async def test_call_arguments_nested_too_deep_go_back_to_the_model_as_invalid(
+    sleeps: Sleeps, arguments: str
+) -> None:
+    function = {"name": "calculator", "arguments": arguments}
+    call: dict[str, Any] = {"id": "call_1", "type": "function", "function": function}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    fake = FakeProvider(json_response(200, completion(message, "tool_calls")))
+    answer = await compatible(fake, sleeps).invoke(ASK, [CALCULATOR])
+    assert answer.tool_calls == (
+        ToolCall(id="call_1", name="calculator", invalid_arguments=arguments),
+    )
+
+
 async def test_qwen3_coder_xml_streamed_becomes_a_call_of_the_declared_types(
     sleeps: Sleeps,
 ) -> None:

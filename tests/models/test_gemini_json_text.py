@@ -116,6 +116,16 @@ def test_a_free_form_root_gemini_wrote_no_object_for_is_left_for_the_tool_to_ref
     assert fields.decode({}) == {}  # nothing was required: no arguments
 
 
+def test_json_text_nested_deeper_than_python_reads_is_left_as_text() -> None:
+    deep = "[" * 3_000
+    fields = gemini_json_text_fields({"type": "object", "additionalProperties": True})
+    assert fields is not None
+    assert fields.decode({"arguments": deep}) == {"arguments": deep}
+    open_fields = gemini_json_text_fields(OPEN)
+    assert open_fields is not None
+    assert open_fields.decode({"anything": deep}) == {"anything": deep}
+
+
 @pytest.mark.anyio
 async def test_values_the_schema_leaves_open_can_hold_objects_and_arrays(sleeps: Sleeps) -> None:
     cut: dict[str, Any] = {"name": "c", "children": [{"name": "d", "children": []}]}

@@ -69,6 +69,12 @@ NAMES = {"get-sum", "echo"}
             [("echo", {"message": "doubled brace"})],
             id="stray-brace-seen-from-qwen-1.5b",
         ),
+        pytest.param(
+            'Here: {"tool": {"name": "echo", "arguments": {"message": "m"}} oops',
+            'Here: {"tool":  oops',
+            [("echo", {"message": "m"})],
+            id="inside-a-value-that-is-not-json",
+        ),
     ],
 )
 def test_text_forms_become_calls(
@@ -234,3 +240,100 @@ def test_pythonic_calls_are_read_never_run(content: str) -> None:
 )
 def test_what_looks_like_a_tool_call(content: str, looks: bool) -> None:
     assert looks_like_tool_call(content, TOOLS) is looks
+
+
+DS_BEGIN, DS_SEP, DS_END = (
+    "<\uff5ctool\u2581call\u2581begin\uff5c>",
+    "<\uff5ctool\u2581sep\uff5c>",
+    "<\uff5ctool\u2581call\u2581end\uff5c>",
+)
+LONG = 200_000
+"""Characters of a degenerate answer: a reading that backtracks takes many minutes over it."""
+
+
+@pytest.mark.parametrize(
+    ("content", "calls"),
+    [
+        pytest.param(
+            '<tool_call>{"name": "calculator",' + " " * LONG + "oops", [], id="tag-then-spaces"
+        ),
+        pytest.param('"name" ```json' + " " * LONG + "x", [], id="fence-then-spaces"),
+        pytest.param("<function=" * (LONG // 10), [], id="function-tags-never-closed"),
+        pytest.param(
+            "<function=calculator>" + "<parameter=" * (LONG // 11),
+            [("calculator", True)],
+            id="parameter-tags-never-closed",
+        ),
+        pytest.param(
+            DS_BEGIN + "function" + DS_SEP + "calculator" + " " * LONG + "x",
+            [],
+            id="deepseek-spaces-and-no-end",
+        ),
+        pytest.param(
+            DS_BEGIN + "function" + DS_SEP + "calculator```json" + " " * LONG + "x" + DS_END,
+            [("calculator", True)],
+            id="deepseek-fence-never-closed",
+        ),
+        pytest.param(DS_BEGIN + "function" + DS_SEP + "a" * LONG, [], id="deepseek-long-name"),
+    ],
+)
+def test_a_long_degenerate_answer_is_read_in_one_pass(
+    content: str, calls: list[tuple[str, bool]]
+) -> None:
+    """Each of these took a backtracking pattern minutes to hours (the per-test timeout ends
+    it): the reading is linear now, and what it finds is what it found before."""
+    remaining, found = parse_text_tool_calls(content, TOOLS)
+    assert [(call.name, call.invalid_arguments is not None) for call in found] == calls
+    if not calls:
+        assert remaining == content
+
+
+DEEP = "[" * 3_000
+
+
+@pytest.mark.parametrize(
+    ("content", "looks"),
+    [
+        pytest.param('I will compute it: "name" ' + DEEP, False, id="bare-json"),
+        pytest.param(
+            '<tool_call>{"name": "calculator", "arguments": ' + DEEP + "</tool_call>",
+            True,
+            id="hermes-tag",
+        ),
+        pytest.param("[TOOL_CALLS]calculator[ARGS]" + DEEP, True, id="mistral-args"),
+        pytest.param('"name" ' + "[" * LONG, False, id="bare-json-200-kB"),
+        pytest.param('"name" ' + '{"a": ' * (LONG // 6), False, id="bare-objects-200-kB"),
+    ],
+)
+def test_json_nested_deeper_than_python_reads_is_no_call(content: str, looks: bool) -> None:
+    """Not a call: bare, it stays the answer; behind a call's marker it is a call the provider
+    could not read (`looks_like_tool_call`), as any unreadable call is."""
+    assert parse_text_tool_calls(content, TOOLS) == (content, ())
+    assert looks_like_tool_call(content, TOOLS) is looks
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        pytest.param("<function=calculator>" + DEEP + "</function>", id="function-tag"),
+        pytest.param(DS_BEGIN + "function" + DS_SEP + "calculator" + DEEP + DS_END, id="deepseek"),
+        pytest.param(
+            '{"name": "calculator", "arguments": {"a": ' + "[" * 300 + "]" * 300 + "}}",
+            id="deeper-than-a-call-holds",
+        ),
+    ],
+)
+def test_arguments_nested_too_deep_are_flagged_as_invalid(content: str) -> None:
+    remaining, (call,) = parse_text_tool_calls(content, TOOLS)
+    assert remaining == ""
+    assert call.name == "calculator"
+    assert call.arguments == {}
+    assert call.invalid_arguments is not None
+    assert call.invalid_arguments.startswith(("[[[", '{"a": [[['))
+
+
+def test_calls_held_in_a_json_value_are_taken_out_with_it() -> None:
+    content = '{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1"}}]} Done.'
+    remaining, found = parse_text_tool_calls(content, TOOLS)
+    assert [(call.name, call.arguments) for call in found] == [("calculator", {"expression": "1"})]
+    assert remaining == "Done."

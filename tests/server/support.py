@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +15,19 @@ from agent import AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.config import GatewaySettings
 from gateway.server import build_server
+from gateway.server.served.stored_runs import Relay
 from toolkits import FunctionToolkit, calculator, function_tool
 
 ERAS = ["auto", "legacy"]
 """`Client` modes: `auto` settles on 2026-07-28 with our server, `legacy` on 2025-11-25."""
 
 SAMPLING_WITH_TOOLS = types.SamplingCapability(tools=types.SamplingToolsCapability())
+
+
+def relays_alive() -> int:
+    """The relays of stored runs' trace events to their followers alive in this process."""
+    gc.collect()
+    return sum(isinstance(o, Relay) for o in gc.get_objects())
 
 
 def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:

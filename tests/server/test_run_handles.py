@@ -12,7 +12,7 @@ import pickle
 import re
 import sqlite3
 from collections.abc import AsyncGenerator, Sequence
-from contextlib import asynccontextmanager, closing
+from contextlib import asynccontextmanager, closing, suppress
 from pathlib import Path
 from typing import Any, cast
 
@@ -23,14 +23,15 @@ from mcp import Client
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, Gateway
-from gateway.approval import ApprovalRule
+from gateway.approval import ApprovalRule, Decision
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
-from gateway.run_state import RunOrigin, spent
+from gateway.errors import UnknownRun
+from gateway.run_state import RunOrigin, RunResult, spent
 from gateway.server import build_server
 from toolkits import FunctionToolkit, Toolkit, function_tool
 
-from .support import ERAS, ProgressLog
+from .support import ERAS, ProgressLog, relays_alive
 from .test_keep_alive import INTERVAL, Heartbeats
 from .test_served_approval import Person, Unanswered
 
@@ -168,6 +169,30 @@ async def test_deny_run_tells_the_model_with_the_message_and_the_run_goes_on(
     assert _told(model, 1) == {
         "b": "The user rejected the tool call to erase; it did not run. The user said: B stays"
     }
+
+
+async def test_runs_decided_from_the_store_that_end_unfollowed_leave_nothing_here(
+    tmp_path: Path,
+) -> None:
+    """A run a client got a handle of, decided from the store (as `runs approve` does) and
+    ended with nobody following it, leaves nothing in the serving process."""
+    log = Log()
+    model = ScriptedModel([_calls(("erase", "b", "B")), "done"] * 4)
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    before = relays_alive()  # other tests'
+    async with (
+        _served(tmp_path, log.gateway(spec)) as (server, runs),
+        Client(server) as client,
+    ):
+        for _ in range(4):
+            handle = await client.call_tool("assistant", {"prompt": "go"})
+            run_id = _structured(handle)["run"]["run_id"]
+            [waiting] = await runs.waiting(run_id)
+            await runs.decide(run_id, waiting, Decision(approved=True), by="the operator")
+            with anyio.fail_after(10), suppress(UnknownRun):  # UnknownRun: it ended already
+                assert isinstance(await runs.follow(run_id, pause=False), RunResult)
+        assert relays_alive() - before <= 1  # the last run's, if its workflow still unwinds
+    assert log.lines == ["erased B"] * 4
 
 
 async def test_an_unknown_run_is_an_error_result(tmp_path: Path) -> None:

@@ -35,7 +35,7 @@ from gateway.durable import DurableRuns, open_runs
 from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
-from .support import ERAS, serve
+from .support import ERAS, relays_alive, serve
 from .test_run_handles import ORIGIN
 
 pytestmark = pytest.mark.anyio
@@ -231,3 +231,35 @@ async def test_a_stored_run_that_stopped_is_said_stopped_in_sentences_ended_once
             f"(agent-gateway runs resume {run_id})"
         )
     ]
+
+
+class FailingAnew(ScriptedModel):
+    """A model whose every call fails with a new error like `error`, as a provider's client
+    raises one per call (one error object raised again keeps every run's frames alive in its
+    traceback)."""
+
+    def __init__(self, error: ModelHTTPError) -> None:
+        super().__init__([])
+        self.error = error
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        was = self.error
+        raise ModelHTTPError(str(was), status_code=was.status_code, provider=was.provider)
+
+
+async def test_a_server_keeps_nothing_of_its_runs_that_stopped(tmp_path: Path) -> None:
+    """A run that stopped (the model down: kept in the store, resumable) leaves nothing in
+    the serving process once it no longer executes there: calls that fail over for days hold
+    no more than one."""
+    gateway = Gateway([], [AgentSpec("assistant", FailingAnew(DOWN))])
+    before = relays_alive()  # other tests' (the `DOWN` raised again holds their frames)
+    async with _served(tmp_path, gateway) as (server, _runs), Client(server) as client:
+        for i in range(12):
+            assert "stopped" in _text(await client.call_tool("assistant", {"prompt": f"go {i}"}))
+        assert relays_alive() - before <= 1  # the last run's, if its workflow still unwinds

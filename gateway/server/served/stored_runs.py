@@ -77,7 +77,10 @@ ROUND_STATE_PREFIX = "stored-run:"
 class Relay:
     """A run's trace events to whoever follows the run now (nobody: they are dropped). One
     that follows a run under way is told first of the spans open (`JoinsMidway`): a round's
-    retry, `approve_run`, follow it on inside its sub-agents, whose work progress names."""
+    retry, `approve_run`, follow it on inside its sub-agents, whose work progress names.
+
+    It is one of the run's own hooks (`DurableRuns.hooks`), so it lasts as long as the run
+    executes here: however the run ends, nothing is left of it."""
 
     def __init__(self) -> None:
         self._target: TraceHook | None = None
@@ -115,7 +118,6 @@ class StoredAgentRuns:
         self.origin = origin
         """How the process serves (its config, `--model`): kept in each run it starts, so
         that `agent-gateway resume` continues it the same way."""
-        self._relays: dict[str, Relay] = {}
         self._running = running or RunningCalls()
         """The server's calls: when it ends them (it stops), their runs stop here too."""
 
@@ -174,12 +176,11 @@ class StoredAgentRuns:
         the slots its request's callers lent it (`node_slots`)."""
         from ...durable import RunOptions  # imported by whoever opened the store already
 
-        relay = self._relays[state.run_id] = Relay()
         on_approval = (
             self._asking(asker, state.run_id) if isinstance(asker, ClientApprover) else None
         )
         options = RunOptions(
-            hooks=[relay],
+            hooks=[Relay()],
             hops=hops,
             lent=lent,
             quota=quota,
@@ -220,10 +221,11 @@ class StoredAgentRuns:
             if ended is None:
                 raise
             raise GatewayError(ended) from None
-        relay = self._relays.setdefault(run_id, Relay())
-        relay.attach(follower)
+        relay = self._relay(run_id)
+        if relay is not None:  # else it ended just now: `runs.follow` says how
+            relay.attach(follower)
         try:
-            outcome = await self.runs.follow(run_id, decided=decided, pause=pause)
+            return await self.runs.follow(run_id, decided=decided, pause=pause)
         except anyio.get_cancelled_exc_class():
             if (stop is not None and stop.is_set()) or self._running.ended is not None:
                 # The client cancelled, or the server stops (which would stop the run right
@@ -232,10 +234,12 @@ class StoredAgentRuns:
                 await self.runs.interrupt_and_wait(run_id, within=UNWIND_WAIT)
             raise
         finally:
-            relay.detach()
-        if isinstance(outcome, RunResult):
-            self._relays.pop(run_id, None)
-        return outcome
+            if relay is not None:
+                relay.detach()
+
+    def _relay(self, run_id: str) -> Relay | None:
+        """The relay of the run executing here."""
+        return next((hook for hook in self.runs.hooks(run_id) if isinstance(hook, Relay)), None)
 
     async def ended(self, run_id: str) -> RunResult | str | None:
         """A run that has ended: its result if it succeeded, else what ended it; None while
@@ -255,8 +259,8 @@ class StoredAgentRuns:
 
         if self.runs.here(run_id):
             return
-        relay = self._relays.setdefault(run_id, Relay())
-        await self.runs.adopt(run_id, RunOptions(hooks=[relay], stream=True))
+        # A run the store's outage stopped here is taken up with its own options (its relay).
+        await self.runs.adopt(run_id, RunOptions(hooks=[Relay()], stream=True))
 
     async def owns(self, run_id: str, *, task: bool = False) -> bool:
         """Whether the calling client started the run (the same authenticated subject, or
