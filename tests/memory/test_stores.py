@@ -25,6 +25,7 @@ from agent.memory import (
     SQLiteStore,
     Summary,
     redis_store,
+    sqlite_store,
     store_from_url,
 )
 
@@ -112,6 +113,55 @@ async def test_sessions_not_saved_to_since_a_time_are_pruned(store: SessionStore
     assert len(await store.turns("revived")) == 2
     assert await store.append("old", "k", turn(1), [1, 1])  # its key is forgotten too
     assert await store.prune(cut) == 0
+
+
+async def test_a_sqlite_session_read_whole_costs_in_proportion_to_its_length(
+    tmp_path: Path,
+) -> None:
+    """A turn's messages were searched for by the whole range of turns read, once a turn:
+    `sessions show` of a 5,000-turn session took 35 s (quadratic); they are looked up by the
+    turn's number. Counted in SQLite's own steps, which no machine's load changes."""
+    path = tmp_path / "memory.sqlite3"
+    store = SQLiteStore(path)
+    await store.append("s", "k1", turn(1, tool=True), [1] * 4)
+    assert [t.seq for t in await store.turns("s")] == [1]
+    await store.aclose()
+    query: str = sqlite_store._SELECT_TURNS  # pyright: ignore[reportPrivateUsage]
+    steps: list[int] = []  # SQLite's steps of each read
+
+    def step() -> int:
+        steps[-1] += 1
+        return 0  # go on
+
+    with closing(sqlite3.connect(path)) as db:
+        for length in (200, 400):
+            with db:  # turns 2..length, each a copy of turn 1's four messages
+                db.execute("DELETE FROM memory_turns WHERE seq > 1")
+                db.execute("DELETE FROM memory_messages WHERE seq > 1")
+                db.executemany(
+                    "INSERT INTO memory_turns SELECT session_id, ?, ?, created_at "
+                    "FROM memory_turns WHERE seq = 1",
+                    [(n, f"k{n}") for n in range(2, length + 1)],
+                )
+                db.executemany(
+                    "INSERT INTO memory_messages SELECT session_id, ?, position, role, message, "
+                    "tokens FROM memory_messages WHERE seq = 1",
+                    [(n,) for n in range(2, length + 1)],
+                )
+            steps.append(0)
+            db.set_progress_handler(step, 1)
+            rows = db.execute(query, ("s", 0, 0, 2**62)).fetchall()
+            db.set_progress_handler(None, 1)
+            assert len(rows) == 4 * length
+        plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {query}", ("s", 0, 0, 2**62))]
+    assert steps[1] < 2.2 * steps[0], steps  # twice the turns: 3.95x the steps, before
+    assert any("SEARCH m USING" in p and "(session_id=? AND seq=?)" in p for p in plan), plan
+    store = SQLiteStore(path)
+    turns = await store.turns("s")  # the store reads them all, in order
+    assert [t.seq for t in turns] == list(range(1, 401))
+    assert turns[-1].messages == turn(1, tool=True)
+    assert [t.seq for t in await store.turns("s", after=10, before=14)] == [11, 12, 13]
+    await store.aclose()
 
 
 async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
