@@ -22,6 +22,7 @@ from ..messages import ChatMessage
 from ._private import private_sqlite_file
 from ._read_only import read_only_sqlite
 from ._rows import message_json, turns_from_rows
+from ._sqlite_failures import failure_text
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["SQLiteStore"]
@@ -236,7 +237,9 @@ class SQLiteStore:
                     self._connection = await anyio.to_thread.run_sync(self._connect)
                 return await anyio.to_thread.run_sync(work, self._connection)
             except sqlite3.Error as exc:
-                raise MemoryStoreError(f"chat memory {self.path}: {exc}") from exc
+                raise MemoryStoreError(
+                    f"chat memory {self.path}: {failure_text(self.path, exc)}"
+                ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
@@ -281,6 +284,9 @@ def _writing(db: sqlite3.Connection) -> Generator[None]:
     try:
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        # SQLite may have rolled it back already (a full disk does): a ROLLBACK then fails,
+        # and its error would hide the one that says why.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
