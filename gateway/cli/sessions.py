@@ -36,6 +36,8 @@ __all__ = ["memory_store_url", "register"]
 
 
 MEMORY_STORE_URLS = ("sqlite:///FILE", "postgresql://USER@HOST:PORT/DB", "redis://HOST:PORT/DB")
+LIST_LIMIT = 100
+"""How many sessions `sessions list` shows by default, newest first (as `runs list` does)."""
 
 
 class UnknownSession(GatewayError):
@@ -102,7 +104,23 @@ def register(commands: Commands) -> None:
         type=float,
         help="prune: delete the sessions not used for DAYS days (then a SQLite file shrinks)",
     )
+    sessions.add_argument(
+        "--limit",
+        type=_count,
+        metavar="N",
+        help=f"list: the newest N sessions (default {LIST_LIMIT}; 0: every one)",
+    )
     sessions.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _count(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a number of sessions (0 or more): {text!r}")
+    return number
 
 
 async def _sessions(args: argparse.Namespace) -> int:
@@ -111,6 +129,8 @@ async def _sessions(args: argparse.Namespace) -> int:
             "say what to do: agent-gateway sessions list | show ID | delete ID | "
             "prune --older-than DAYS"
         )
+    if args.limit is not None and args.action != "list":
+        raise GatewayError(f"--limit is for sessions list, not sessions {args.action}")
     if args.action == "prune":
         if args.older_than is None or not args.older_than > 0:
             raise GatewayError(
@@ -155,7 +175,8 @@ async def _sessions(args: argparse.Namespace) -> int:
                 return OK
             return _print_list([], where, as_json=args.json)
         if args.action == "list":
-            return _print_list(await store.sessions(), where, as_json=args.json)
+            limit = LIST_LIMIT if args.limit is None else args.limit
+            return await _list(store, limit, where, as_json=args.json)
         if args.action == "show":
             return await _show(store, args.session_id, where, as_json=args.json)
         if args.action == "prune":
@@ -164,6 +185,19 @@ async def _sessions(args: argparse.Namespace) -> int:
     finally:
         for opened in stores.values():
             await opened.aclose()
+
+
+async def _list(store: SessionStore, limit: int, where: str, *, as_json: bool) -> int:
+    """The newest `limit` sessions (0: every one); a line on stderr when there are more."""
+    # One more than shown: whether there are more, to say so. The store reads no others.
+    infos = await store.sessions(limit=limit + 1 if limit else None)
+    if limit and len(infos) > limit:  # on stderr: stdout stays the listing (or the JSON) alone
+        infos = infos[:limit]
+        print(
+            f"the newest {limit} sessions; there are more: --limit N shows N, --limit 0 all",
+            file=sys.stderr,
+        )
+    return _print_list(infos, where, as_json=as_json)
 
 
 def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:

@@ -205,6 +205,24 @@ async def test_sessions_are_listed_newest_first_and_deleted(store: SessionStore)
     assert [i.session_id for i in await store.sessions()] == ["old"]
 
 
+async def test_only_the_newest_sessions_asked_for_are_listed(store: SessionStore) -> None:
+    for n in range(5):
+        await store.append(f"s{n}", "k1", turn(n), [1, 1])
+        await store.append(f"s{n}", "k2", turn(n), [1, 1])
+        cut = time.time()
+        while time.time() == cut:  # each newer than the last, however coarse the clock
+            await anyio.lowlevel.checkpoint()
+    await store.put_summary("s3", Summary(through=1, text="t"))
+    newest = await store.sessions(limit=2)
+    assert [(i.session_id, i.turns, i.summarised_through) for i in newest] == [
+        ("s4", 2, 0),
+        ("s3", 2, 1),
+    ]
+    assert await store.sessions(limit=0) == []
+    assert [i.session_id for i in await store.sessions(limit=9)] == ["s4", "s3", "s2", "s1", "s0"]
+    assert await store.sessions(limit=None) == await store.sessions(limit=9)
+
+
 async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> None:
     for url in (
         "postgresql://gw:secret@127.0.0.1:1/db",
@@ -321,6 +339,12 @@ async def test_redis_lists_sessions_in_one_round_trip_a_batch(
     assert len(sent) == 1 + 3  # the index, then 3 batches of 10: not a GET and LLEN each (51)
     assert [info.session_id for info in infos] == [f"s{n}" for n in reversed(range(25))]
     assert [(info.turns, info.summarised_through) for info in infos[:2]] == [(1, 0), (2, 1)]
+    sent.clear()
+    newest = await store.sessions(limit=10)  # the index's newest 10 alone, then one batch
+    assert (len(sent), [info.session_id for info in newest]) == (
+        2,
+        [f"s{n}" for n in range(24, 14, -1)],
+    )
     for info in infos:
         await store.delete(info.session_id)
     await store.aclose()
