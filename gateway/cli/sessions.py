@@ -163,7 +163,9 @@ async def _sessions(args: argparse.Namespace) -> int:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
             # Opening it to look would make it: a new empty store (or a mistyped --state-dir's).
             if args.action == "prune":
-                print(f"no sessions in {where}: none deleted", file=result_stdout())
+                shown = {"deleted": 0, "bytes_before": None, "bytes_after": None}
+                said = json.dumps(shown) if args.json else f"no sessions in {where}: none deleted"
+                print(said, file=result_stdout())
                 return OK
             if args.action != "list":
                 raise UnknownSession(f"no session {args.session_id!r} in {where}")
@@ -180,8 +182,8 @@ async def _sessions(args: argparse.Namespace) -> int:
         if args.action == "show":
             return await _show(store, args.session_id, where, as_json=args.json)
         if args.action == "prune":
-            return await _prune(store, args.older_than, where)
-        return await _delete(store, args.session_id, where)
+            return await _prune(store, args.older_than, where, as_json=args.json)
+        return await _delete(store, args.session_id, where, as_json=args.json)
     finally:
         for opened in stores.values():
             await opened.aclose()
@@ -279,19 +281,23 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
     return OK
 
 
-async def _prune(store: SessionStore, days: float, where: str) -> int:
+async def _prune(store: SessionStore, days: float, where: str, *, as_json: bool) -> int:
     pruned = await prune_sessions(store, days)
-    print(
-        f"deleted {plural(pruned, 'session')} not used for {days:g} days from {where}",
-        file=result_stdout(),
-    )
+    if not as_json:  # said before VACUUM, which may fail (a full disk): they are deleted
+        said = f"deleted {plural(pruned, 'session')} not used for {days:g} days from {where}"
+        print(said, file=result_stdout())
+    before = after = None
     if isinstance(store, SQLiteStore):
         # Deleted rows leave free pages, not a smaller file: VACUUM gives them back (those
         # the run store's keep_days freed in the same file too).
         before = (await anyio.Path(store.path).stat()).st_size
         await store.vacuum()
         after = (await anyio.Path(store.path).stat()).st_size
-        print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+        if not as_json:
+            print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+    if as_json:
+        shown = {"deleted": pruned, "bytes_before": before, "bytes_after": after}
+        print(json.dumps(shown), file=result_stdout())
     return OK
 
 
@@ -299,8 +305,11 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-async def _delete(store: SessionStore, session_id: str, where: str) -> int:
+async def _delete(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:
     if not await store.delete(session_id):
         raise UnknownSession(f"no session {session_id!r} in {where}")
-    print(f"deleted session {session_id!r}", file=result_stdout())
+    if as_json:
+        print(json.dumps({"session_id": session_id, "deleted": True}), file=result_stdout())
+    else:
+        print(f"deleted session {session_id!r}", file=result_stdout())
     return OK
