@@ -230,7 +230,7 @@ class _Unplaced:
     async def put_summary(self, session_id: str, summary: Summary) -> None:
         self._fail()
 
-    async def sessions(self) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         self._fail()
 
     async def delete(self, session_id: str) -> bool:

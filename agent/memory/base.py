@@ -144,8 +144,9 @@ class SessionStore(Protocol):
         """Keep `summary` unless one covering more turns is stored already."""
         ...
 
-    async def sessions(self) -> list[SessionInfo]:
-        """Every session, most recently updated first."""
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
+        """The sessions, most recently updated first: the newest `limit` of them when given
+        (a store may keep 100,000), else every one."""
         ...
 
     async def delete(self, session_id: str) -> bool:

@@ -67,7 +67,7 @@ class InProcessStore:
             if known is None or known.through < summary.through:
                 self._summaries[session_id] = summary
 
-    async def sessions(self) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         async with self._lock:
             infos = [
                 SessionInfo(
@@ -79,7 +79,8 @@ class InProcessStore:
                 for session_id, turns in self._turns.items()
                 if turns
             ]
-        return sorted(infos, key=lambda info: info.updated_at, reverse=True)
+        infos.sort(key=lambda info: (-info.updated_at, info.session_id))
+        return infos[:limit]
 
     async def delete(self, session_id: str) -> bool:
         async with self._lock:

@@ -171,12 +171,13 @@ class PostgresStore:
 
         await self._run(write)
 
-    async def sessions(self) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         async def read(db: Connection) -> list[SessionInfo]:
             cursor = await db.execute(
                 "SELECT t.session_id, COUNT(*), MAX(t.created_at), COALESCE(MAX(s.through), 0) "
                 "FROM memory_turns t LEFT JOIN memory_summaries s USING (session_id) "
-                "GROUP BY t.session_id ORDER BY MAX(t.created_at) DESC"
+                "GROUP BY t.session_id ORDER BY MAX(t.created_at) DESC, t.session_id LIMIT %s",
+                (limit,),  # None: LIMIT NULL, no limit
             )
             return [
                 SessionInfo(session_id=r[0], turns=r[1], updated_at=r[2], summarised_through=r[3])

@@ -152,12 +152,15 @@ class RedisStore:
 
         await self._run(write)
 
-    async def sessions(self) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
+        if limit == 0:
+            return []  # ZREVRANGE 0 -1 would be every one
+
         async def read(redis: Redis) -> list[SessionInfo]:
             indexed = cast(
                 list[tuple[bytes, float]],
                 await redis.zrevrange(  # pyright: ignore[reportUnknownMemberType]
-                    self._index, 0, -1, withscores=True
+                    self._index, 0, -1 if limit is None else limit - 1, withscores=True
                 ),
             )
             infos: list[SessionInfo] = []

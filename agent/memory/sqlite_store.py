@@ -22,6 +22,7 @@ from ..messages import ChatMessage
 from ._private import private_sqlite_file
 from ._read_only import read_only_sqlite
 from ._rows import message_json, turns_from_rows
+from ._sqlite_failures import failure_text
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["SQLiteStore"]
@@ -57,10 +58,13 @@ CREATE TABLE IF NOT EXISTS memory_summaries (
 
 _SELECT_TURNS = """
 SELECT t.seq, t.key, t.created_at, m.message, m.tokens
-FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = t.seq
+FROM memory_turns t JOIN memory_messages m ON m.session_id = t.session_id AND m.seq = +t.seq
 WHERE t.session_id = ? AND t.seq > ? AND t.seq > ? AND t.seq < ?
 ORDER BY t.seq, m.position
 """
+"""A turn's messages are found by its number (`m.seq = +t.seq`). Without the `+`, SQLite
+copies the range on `t.seq` to `m.seq` and searches `m` by that range once per turn: reading
+a session whole took time quadratic in its length (35 s for 5,000 turns)."""
 
 
 _STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(created_at) < ?"
@@ -173,12 +177,13 @@ class SQLiteStore:
 
         await self._run(write)
 
-    async def sessions(self) -> list[SessionInfo]:
+    async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         def read(db: sqlite3.Connection) -> list[SessionInfo]:
             rows = db.execute(
                 "SELECT t.session_id, COUNT(*), MAX(t.created_at), COALESCE(s.through, 0) "
                 "FROM memory_turns t LEFT JOIN memory_summaries s USING (session_id) "
-                "GROUP BY t.session_id ORDER BY MAX(t.created_at) DESC"
+                "GROUP BY t.session_id ORDER BY MAX(t.created_at) DESC, t.session_id LIMIT ?",
+                (-1 if limit is None else limit,),  # -1: no limit
             ).fetchall()
             return [
                 SessionInfo(session_id=r[0], turns=r[1], updated_at=r[2], summarised_through=r[3])
@@ -233,7 +238,9 @@ class SQLiteStore:
                     self._connection = await anyio.to_thread.run_sync(self._connect)
                 return await anyio.to_thread.run_sync(work, self._connection)
             except sqlite3.Error as exc:
-                raise MemoryStoreError(f"chat memory {self.path}: {exc}") from exc
+                raise MemoryStoreError(
+                    f"chat memory {self.path}: {failure_text(self.path, exc)}"
+                ) from exc
 
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
@@ -278,6 +285,9 @@ def _writing(db: sqlite3.Connection) -> Generator[None]:
     try:
         yield
     except BaseException:
-        db.execute("ROLLBACK")
+        # SQLite may have rolled it back already (a full disk does): a ROLLBACK then fails,
+        # and its error would hide the one that says why.
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")

@@ -36,6 +36,8 @@ __all__ = ["memory_store_url", "register"]
 
 
 MEMORY_STORE_URLS = ("sqlite:///FILE", "postgresql://USER@HOST:PORT/DB", "redis://HOST:PORT/DB")
+LIST_LIMIT = 100
+"""How many sessions `sessions list` shows by default, newest first (as `runs list` does)."""
 
 
 class UnknownSession(GatewayError):
@@ -102,7 +104,23 @@ def register(commands: Commands) -> None:
         type=float,
         help="prune: delete the sessions not used for DAYS days (then a SQLite file shrinks)",
     )
+    sessions.add_argument(
+        "--limit",
+        type=_count,
+        metavar="N",
+        help=f"list: the newest N sessions (default {LIST_LIMIT}; 0: every one)",
+    )
     sessions.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _count(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = -1
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"not a number of sessions (0 or more): {text!r}")
+    return number
 
 
 async def _sessions(args: argparse.Namespace) -> int:
@@ -111,6 +129,8 @@ async def _sessions(args: argparse.Namespace) -> int:
             "say what to do: agent-gateway sessions list | show ID | delete ID | "
             "prune --older-than DAYS"
         )
+    if args.limit is not None and args.action != "list":
+        raise GatewayError(f"--limit is for sessions list, not sessions {args.action}")
     if args.action == "prune":
         if args.older_than is None or not args.older_than > 0:
             raise GatewayError(
@@ -143,7 +163,9 @@ async def _sessions(args: argparse.Namespace) -> int:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():
             # Opening it to look would make it: a new empty store (or a mistyped --state-dir's).
             if args.action == "prune":
-                print(f"no sessions in {where}: none deleted", file=result_stdout())
+                shown = {"deleted": 0, "bytes_before": None, "bytes_after": None}
+                said = json.dumps(shown) if args.json else f"no sessions in {where}: none deleted"
+                print(said, file=result_stdout())
                 return OK
             if args.action != "list":
                 raise UnknownSession(f"no session {args.session_id!r} in {where}")
@@ -155,15 +177,29 @@ async def _sessions(args: argparse.Namespace) -> int:
                 return OK
             return _print_list([], where, as_json=args.json)
         if args.action == "list":
-            return _print_list(await store.sessions(), where, as_json=args.json)
+            limit = LIST_LIMIT if args.limit is None else args.limit
+            return await _list(store, limit, where, as_json=args.json)
         if args.action == "show":
             return await _show(store, args.session_id, where, as_json=args.json)
         if args.action == "prune":
-            return await _prune(store, args.older_than, where)
-        return await _delete(store, args.session_id, where)
+            return await _prune(store, args.older_than, where, as_json=args.json)
+        return await _delete(store, args.session_id, where, as_json=args.json)
     finally:
         for opened in stores.values():
             await opened.aclose()
+
+
+async def _list(store: SessionStore, limit: int, where: str, *, as_json: bool) -> int:
+    """The newest `limit` sessions (0: every one); a line on stderr when there are more."""
+    # One more than shown: whether there are more, to say so. The store reads no others.
+    infos = await store.sessions(limit=limit + 1 if limit else None)
+    if limit and len(infos) > limit:  # on stderr: stdout stays the listing (or the JSON) alone
+        infos = infos[:limit]
+        print(
+            f"the newest {limit} sessions; there are more: --limit N shows N, --limit 0 all",
+            file=sys.stderr,
+        )
+    return _print_list(infos, where, as_json=as_json)
 
 
 def _print_list(infos: list[SessionInfo], where: str, *, as_json: bool) -> int:
@@ -245,19 +281,23 @@ async def _show(store: SessionStore, session_id: str, where: str, *, as_json: bo
     return OK
 
 
-async def _prune(store: SessionStore, days: float, where: str) -> int:
+async def _prune(store: SessionStore, days: float, where: str, *, as_json: bool) -> int:
     pruned = await prune_sessions(store, days)
-    print(
-        f"deleted {plural(pruned, 'session')} not used for {days:g} days from {where}",
-        file=result_stdout(),
-    )
+    if not as_json:  # said before VACUUM, which may fail (a full disk): they are deleted
+        said = f"deleted {plural(pruned, 'session')} not used for {days:g} days from {where}"
+        print(said, file=result_stdout())
+    before = after = None
     if isinstance(store, SQLiteStore):
         # Deleted rows leave free pages, not a smaller file: VACUUM gives them back (those
         # the run store's keep_days freed in the same file too).
         before = (await anyio.Path(store.path).stat()).st_size
         await store.vacuum()
         after = (await anyio.Path(store.path).stat()).st_size
-        print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+        if not as_json:
+            print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+    if as_json:
+        shown = {"deleted": pruned, "bytes_before": before, "bytes_after": after}
+        print(json.dumps(shown), file=result_stdout())
     return OK
 
 
@@ -265,8 +305,11 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
-async def _delete(store: SessionStore, session_id: str, where: str) -> int:
+async def _delete(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:
     if not await store.delete(session_id):
         raise UnknownSession(f"no session {session_id!r} in {where}")
-    print(f"deleted session {session_id!r}", file=result_stdout())
+    if as_json:
+        print(json.dumps({"session_id": session_id, "deleted": True}), file=result_stdout())
+    else:
+        print(f"deleted session {session_id!r}", file=result_stdout())
     return OK

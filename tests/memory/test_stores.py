@@ -25,6 +25,7 @@ from agent.memory import (
     SQLiteStore,
     Summary,
     redis_store,
+    sqlite_store,
     store_from_url,
 )
 
@@ -114,6 +115,55 @@ async def test_sessions_not_saved_to_since_a_time_are_pruned(store: SessionStore
     assert await store.prune(cut) == 0
 
 
+async def test_a_sqlite_session_read_whole_costs_in_proportion_to_its_length(
+    tmp_path: Path,
+) -> None:
+    """A turn's messages were searched for by the whole range of turns read, once a turn:
+    `sessions show` of a 5,000-turn session took 35 s (quadratic); they are looked up by the
+    turn's number. Counted in SQLite's own steps, which no machine's load changes."""
+    path = tmp_path / "memory.sqlite3"
+    store = SQLiteStore(path)
+    await store.append("s", "k1", turn(1, tool=True), [1] * 4)
+    assert [t.seq for t in await store.turns("s")] == [1]
+    await store.aclose()
+    query: str = sqlite_store._SELECT_TURNS  # pyright: ignore[reportPrivateUsage]
+    steps: list[int] = []  # SQLite's steps of each read
+
+    def step() -> int:
+        steps[-1] += 1
+        return 0  # go on
+
+    with closing(sqlite3.connect(path)) as db:
+        for length in (200, 400):
+            with db:  # turns 2..length, each a copy of turn 1's four messages
+                db.execute("DELETE FROM memory_turns WHERE seq > 1")
+                db.execute("DELETE FROM memory_messages WHERE seq > 1")
+                db.executemany(
+                    "INSERT INTO memory_turns SELECT session_id, ?, ?, created_at "
+                    "FROM memory_turns WHERE seq = 1",
+                    [(n, f"k{n}") for n in range(2, length + 1)],
+                )
+                db.executemany(
+                    "INSERT INTO memory_messages SELECT session_id, ?, position, role, message, "
+                    "tokens FROM memory_messages WHERE seq = 1",
+                    [(n,) for n in range(2, length + 1)],
+                )
+            steps.append(0)
+            db.set_progress_handler(step, 1)
+            rows = db.execute(query, ("s", 0, 0, 2**62)).fetchall()
+            db.set_progress_handler(None, 1)
+            assert len(rows) == 4 * length
+        plan = [row[3] for row in db.execute(f"EXPLAIN QUERY PLAN {query}", ("s", 0, 0, 2**62))]
+    assert steps[1] < 2.2 * steps[0], steps  # twice the turns: 3.95x the steps, before
+    assert any("SEARCH m USING" in p and "(session_id=? AND seq=?)" in p for p in plan), plan
+    store = SQLiteStore(path)
+    turns = await store.turns("s")  # the store reads them all, in order
+    assert [t.seq for t in turns] == list(range(1, 401))
+    assert turns[-1].messages == turn(1, tool=True)
+    assert [t.seq for t in await store.turns("s", after=10, before=14)] == [11, 12, 13]
+    await store.aclose()
+
+
 async def test_a_key_saved_again_stores_nothing(store: SessionStore) -> None:
     assert await store.append("s", "same", turn(1), [1, 1])
     assert not await store.append("s", "same", turn(1), [1, 1])
@@ -153,6 +203,24 @@ async def test_sessions_are_listed_newest_first_and_deleted(store: SessionStore)
     assert await store.turns("new") == []
     assert await store.summary("new") is None
     assert [i.session_id for i in await store.sessions()] == ["old"]
+
+
+async def test_only_the_newest_sessions_asked_for_are_listed(store: SessionStore) -> None:
+    for n in range(5):
+        await store.append(f"s{n}", "k1", turn(n), [1, 1])
+        await store.append(f"s{n}", "k2", turn(n), [1, 1])
+        cut = time.time()
+        while time.time() == cut:  # each newer than the last, however coarse the clock
+            await anyio.lowlevel.checkpoint()
+    await store.put_summary("s3", Summary(through=1, text="t"))
+    newest = await store.sessions(limit=2)
+    assert [(i.session_id, i.turns, i.summarised_through) for i in newest] == [
+        ("s4", 2, 0),
+        ("s3", 2, 1),
+    ]
+    assert await store.sessions(limit=0) == []
+    assert [i.session_id for i in await store.sessions(limit=9)] == ["s4", "s3", "s2", "s1", "s0"]
+    assert await store.sessions(limit=None) == await store.sessions(limit=9)
 
 
 async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> None:
@@ -271,6 +339,12 @@ async def test_redis_lists_sessions_in_one_round_trip_a_batch(
     assert len(sent) == 1 + 3  # the index, then 3 batches of 10: not a GET and LLEN each (51)
     assert [info.session_id for info in infos] == [f"s{n}" for n in reversed(range(25))]
     assert [(info.turns, info.summarised_through) for info in infos[:2]] == [(1, 0), (2, 1)]
+    sent.clear()
+    newest = await store.sessions(limit=10)  # the index's newest 10 alone, then one batch
+    assert (len(sent), [info.session_id for info in newest]) == (
+        2,
+        [f"s{n}" for n in range(24, 14, -1)],
+    )
     for info in infos:
         await store.delete(info.session_id)
     await store.aclose()
