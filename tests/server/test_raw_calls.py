@@ -18,7 +18,7 @@ import pytest
 from pydantic import FileUrl
 
 from tests.servers.asgi import serve_on_loopback
-from toolkits import CallContext
+from toolkits import CallContext, ToolTimeout
 from toolkits.mcp import McpServerConfig, McpToolkit, node
 from toolkits.mcp.config import ProtocolMode
 from toolkits.mcp.server_requests import NOT_FOR_A_CLIENT
@@ -191,3 +191,41 @@ async def test_calls_over_a_pipe_answer_as_through_the_sdk_client(
     asked = results["answers all", "d__ask"]["content"][0]["text"]
     # 2026-07-28 has no questions mid-call: a server written the usual way cannot ask.
     assert asked == "user is Ada" if protocol == "legacy" else asked.startswith("could not ask")
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+async def test_a_tool_given_its_own_timeout_outlasts_the_servers_over_a_pipe(
+    protocol: ProtocolMode, counted: list[str]
+) -> None:
+    # `slow` waits for `release`, silent after its first progress; `wait`, called after it,
+    # is still held to the server's 0.5 s, by whose end `slow` has been silent longer.
+    config = McpServerConfig(
+        command=sys.executable,
+        args=[str(PIPED)],
+        protocol=protocol,
+        timeout=0.5,
+        connect_timeout=30,  # a Python process starting
+        tool_timeouts={"slow": 30},
+    )
+    waiting = anyio.Event()
+
+    async def on_progress(_done: float, _total: float | None, _message: str | None) -> None:
+        waiting.set()
+
+    slow: list[types.CallToolResult] = []
+    with anyio.fail_after(60):
+        async with McpToolkit("d", config) as toolkit:
+
+            async def call_slow() -> None:
+                context = CallContext(on_progress=on_progress)
+                slow.append(await toolkit.call_tool("d__slow", {}, context=context))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_slow)
+                await waiting.wait()
+                with pytest.raises(ToolTimeout, match=r"no result or progress for 0\.5 s") as hung:
+                    await toolkit.call_tool("d__wait", {})
+                assert hung.value.seconds == 0.5
+                await toolkit.call_tool("d__release", {})
+    assert [result.content for result in slow] == [[types.TextContent(text="released")]]
+    assert counted == ["d__slow", "d__wait", "d__release"]  # each as raw JSON-RPC

@@ -2,8 +2,9 @@
 
 For calls passed through a stdio pipe: the usual tools (`usual_tools`: `echo`, `fail`, `big`,
 `steps`, `ask`), `wait` (reports progress 0, then waits until cancelled), `cancelled`
-(answers once a `wait` was cancelled), `pid`, `die` (the process exits mid-call) and `grow` (adds a
-tool and says so with `tools/list_changed`).
+(answers once a `wait` was cancelled), `slow` (reports progress 0, then answers once `release`
+was called), `pid`, `die` (the process exits mid-call) and `grow` (adds a tool and says so
+with `tools/list_changed`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from tests.servers.usual_tools import add_usual_tools
 
 server = MCPServer("piped")
 _cancelled = anyio.Event()
+_released = anyio.Event()
 
 
 add_usual_tools(server)
@@ -44,6 +46,21 @@ async def cancelled() -> str:
     with anyio.fail_after(10):
         await _cancelled.wait()
     return "a wait was cancelled"
+
+
+@server.tool()
+async def slow(ctx: Context) -> str:
+    """Say it started (progress 0), then answer once `release` was called."""
+    await ctx.report_progress(0, None, "waiting for release")
+    await _released.wait()
+    return "released"
+
+
+@server.tool()
+def release() -> str:
+    """Let `slow` answer."""
+    _released.set()
+    return "let go"
 
 
 @server.tool()

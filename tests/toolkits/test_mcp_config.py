@@ -107,6 +107,44 @@ def test_invalid_entries_are_refused_clearly(entry: dict[str, object], message: 
         McpServerConfig.model_validate(entry)
 
 
+def test_a_tools_own_timeout_sets_its_clock_by_name_then_by_the_first_glob() -> None:
+    config = McpServerConfig(
+        command="x",
+        timeout=10,
+        tool_timeouts={"export_*": 300, "*": 30, "export_all": 900, "quick": 2.5},
+    )
+    # (idle timeout, absolute cap): a tool's cap is 10 x its own timeout without `max_timeout`.
+    assert config.clock_of("export_all") == (900, 9000)  # its name, before any glob
+    assert config.clock_of("export_csv") == (300, 3000)  # the first glob that matches
+    assert config.clock_of("search") == (30, 300)
+    assert config.clock_of("quick") == (2.5, 25)
+    assert McpServerConfig(command="x", timeout=10).clock_of("search") == (10, 100)
+    capped = McpServerConfig(command="x", max_timeout=600, tool_timeouts={"slow": 120})
+    assert capped.clock_of("slow") == (120, 600)
+    assert capped.clock_of("other") == (60, 600)
+
+
+@pytest.mark.parametrize(
+    ("timeouts", "message"),
+    [
+        ({"slow": 0}, r"tool_timeouts\.slow\n.*greater than 0"),
+        ({"slow": -5}, "greater than 0"),
+        ({"slow": float("inf")}, "finite number"),
+        ({"slow": float("nan")}, "finite number"),
+        ({"slow": "120"}, "valid number"),
+        ({"slow": True}, "valid number"),
+        ({"slow": 700, "fast": 1, "big*": 601}, r"`tool_timeouts` 'slow', 'big\*': longer than"),
+    ],
+)
+def test_a_tool_timeout_must_be_a_positive_finite_number_within_max_timeout(
+    timeouts: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValidationError, match=message):
+        McpServerConfig.model_validate(
+            {"command": "x", "max_timeout": 600, "tool_timeouts": timeouts}
+        )
+
+
 def test_secrets_stay_out_of_the_repr() -> None:
     config = McpServerConfig(
         url="http://127.0.0.1:1/mcp", headers={"X-Api-Key": "hunter2"}, bearer_token_env="TOKEN_VAR"

@@ -161,10 +161,31 @@ async def test_a_require_approval_glob_that_matches_nothing_is_warned_once(
     ]
 
 
+async def test_a_tool_timeout_that_names_no_tool_is_warned_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A typo in `tool_timeouts` (export_cvs) holds the slow tool to the server's timeout.
+    toy = toy_with_echo("export_csv", "echo")
+    keys = config(tool_timeouts={"export_cvs": 600, "ech*": 5, "import_*": 60})
+    async with McpToolkit("s", keys, target=toy.server) as node:
+        assert len(await node.list_tools()) == 2
+        await node.refresh_tools()  # the same listing: said once
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warnings == [
+        "tool_timeouts 'export_cvs', 'import_*': match no tool of the server (did you mean "
+        "'export_csv' for 'export_cvs'?); the server's tools: export_csv, echo"
+    ]
+
+
 async def test_globs_that_all_match_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
     toy = toy_with_echo("get_a", "get_secret")
     caplog.set_level("INFO", logger="toolkits.mcp.t")
-    keys = config(include=["get_*"], exclude=["*secret*"], require_approval=["t__get_a"])
+    keys = config(
+        include=["get_*"],
+        exclude=["*secret*"],
+        require_approval=["t__get_a"],
+        tool_timeouts={"get_a": 5, "get_*": 10},
+    )
     async with McpToolkit("t", keys, target=toy.server) as node:
         assert len(await node.list_tools()) == 1
     assert "no tool of the server" not in caplog.text
@@ -351,6 +372,40 @@ async def test_a_silent_tool_times_out_and_is_cancelled_at_the_server(era: Proto
             types.TextContent(text="echo:[]")
         ]
         assert node.health.state == "ready"
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_tool_given_its_own_timeout_outlasts_the_servers(era: ProtocolMode) -> None:
+    # `report_sales` may go 30 s without a sign of life; `hang`, called after it, is still
+    # held to the server's 0.3 s, and by the time that ends `report_sales` has been silent
+    # longer than that.
+    toy = toy_with_echo("echo")
+    _, hang_cancelled = toy.add_hanging("hang")
+    reporting, release = anyio.Event(), anyio.Event()
+
+    async def report(_ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
+        reporting.set()
+        await release.wait()
+        return text_result("reported")
+
+    toy.add("report_sales", report)
+    keys = config(protocol=era, timeout=0.3, tool_timeouts={"report_*": 30})
+    reported: list[types.CallToolResult] = []
+    async with McpToolkit("toy", keys, target=toy.server) as node:
+
+        async def call_report() -> None:
+            reported.append(await node.call_tool("toy__report_sales", {}))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_report)
+                await reporting.wait()
+                with pytest.raises(ToolTimeout, match=r"no result or progress for 0\.3 s") as hung:
+                    await node.call_tool("toy__hang", {})
+                assert hung.value.seconds == 0.3
+                await hang_cancelled.wait()
+                release.set()
+    assert [result.content for result in reported] == [[types.TextContent(text="reported")]]
 
 
 @pytest.mark.parametrize("era", ERAS)

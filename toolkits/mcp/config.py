@@ -6,9 +6,10 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`max_output`, `max_sampling`, `protocol`, `bearer_token_env`, `secret_headers`, and the `oauth*` keys of MCP
-authorization). Secrets never live in the model's repr: `env` and `headers` are hidden, and a
-bearer token is read from the environment only when connecting.
+`tool_timeouts`, `max_output`, `max_sampling`, `protocol`, `bearer_token_env`,
+`secret_headers`, and the `oauth*` keys of MCP authorization). Secrets never live in the
+model's repr: `env` and `headers` are hidden, and a bearer token is read from the environment
+only when connecting.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -57,6 +59,9 @@ TransportKind = Literal["stdio", "http", "sse"]
 TokenEndpointAuth = Literal["none", "client_secret_basic", "client_secret_post"]
 """How the client authenticates at the authorization server's token endpoint."""
 
+_Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+"""A number of seconds: positive and finite (not `true`, not "120")."""
+
 
 class McpServerConfig(BaseModel):
     """One MCP server: how to reach it and how its tools are offered."""
@@ -94,6 +99,10 @@ class McpServerConfig(BaseModel):
     """Seconds to start the server and have its handshake and tool list. Default: `timeout`."""
     max_timeout: float | None = Field(default=None, gt=0)
     """Absolute cap on one call, however much progress arrives. Default: 10 x `timeout`."""
+    tool_timeouts: dict[str, _Seconds] = Field(default_factory=dict[str, float])
+    """`timeout` for these tools instead of the server's: keys are the server's own tool names
+    or fnmatch globs on them (an exact name first, else the first glob that matches, in the
+    order written). Such a tool's cap is `max_timeout`, else 10 x its own timeout."""
     max_output: int = Field(default=DEFAULT_MAX_OUTPUT, gt=0)
     """Characters of observation text the agent reads from one result (the result itself is kept)."""
     max_sampling: int = Field(default=DEFAULT_MAX_SAMPLING, ge=0)
@@ -198,6 +207,13 @@ class McpServerConfig(BaseModel):
             )
         if self.max_timeout is not None and self.max_timeout < self.timeout:
             raise ValueError("`max_timeout` must not be shorter than `timeout`")
+        if self.max_timeout is not None and (
+            longer := [k for k, v in self.tool_timeouts.items() if v > self.max_timeout]
+        ):
+            raise ValueError(
+                f"`tool_timeouts` {', '.join(map(repr, longer))}: longer than `max_timeout` "
+                f"({self.max_timeout:g} s), which caps every call"
+            )
         return self
 
     @property
@@ -211,6 +227,17 @@ class McpServerConfig(BaseModel):
     def call_cap(self) -> float:
         """The absolute cap on one call, in seconds."""
         return self.max_timeout if self.max_timeout is not None else 10 * self.timeout
+
+    def clock_of(self, tool: str) -> tuple[float, float]:
+        """The idle timeout and the absolute cap of a call of `tool` (the server's own name),
+        in seconds: its `tool_timeouts` entry's, else the server's."""
+        timeout = self.tool_timeouts.get(tool)
+        if timeout is None:
+            matching = (t for glob, t in self.tool_timeouts.items() if fnmatchcase(tool, glob))
+            timeout = next(matching, None)
+        if timeout is None:
+            return self.timeout, self.call_cap
+        return timeout, self.max_timeout if self.max_timeout is not None else 10 * timeout
 
 
 def _check_url(url: str) -> None:

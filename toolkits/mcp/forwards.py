@@ -93,14 +93,15 @@ class Forwards:
             calls = self._calls
         if channel is None:
             return None
+        timeout, cap = self._config.clock_of(original)  # once per tool: `Forward`s are kept
         return Forward(
             node=self._node,
             tool=name,
             original=original,
             conn=conn,
             channel=channel,
-            timeout=self._config.timeout,
-            cap=self._config.call_cap,
+            timeout=timeout,
+            cap=cap,
             on_notification=partial(self._session.on_raw_notification, conn),
             note_log=self._note_log,
             calls=calls,

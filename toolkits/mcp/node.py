@@ -12,11 +12,12 @@ elicitation, roots) are answered by whoever made the call, and its log messages 
 (`CallContext`, `server_requests`). The node offers every optional capability of
 `toolkits.capabilities`.
 
-Timeouts: a call may go `timeout` seconds without a result; each progress notification
-restarts that clock, up to the absolute cap `max_timeout`, and the clock stops while the
-server waits on our answer to one of its requests. A timeout raises `ToolTimeout`; a
-server that is down raises `ServerUnavailable` (`ConnectionLost` when it died mid-call). Tool
-failures, including protocol errors the server answers with, come back as `is_error` results.
+Timeouts: a call may go `timeout` seconds without a result (a tool's own in `tool_timeouts`);
+each progress notification restarts that clock, up to the absolute cap `max_timeout`, and the
+clock stops while the server waits on our answer to one of its requests. A timeout raises
+`ToolTimeout`; a server that is down raises `ServerUnavailable` (`ConnectionLost` when it died
+mid-call). Tool failures, including protocol errors the server answers with, come back as
+`is_error` results.
 """
 
 from __future__ import annotations
@@ -146,9 +147,12 @@ class McpToolkit(InBackground):
         self._listing: dict[str, mcp_types.Tool] = {}
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
-        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), ())
-        """The `include`, `exclude` and `require_approval` globs the last listing had no tool
-        for (warned once)."""
+        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
+        """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
+        listing had no tool for (warned once)."""
+        self._clock = (config.timeout, config.call_cap)
+        self._clocks: dict[str, tuple[float, float]] = {}
+        """The offered tools' clocks (`clock_of`) where `tool_timeouts` is set, by original."""
         self._awaited = True
         """Whether a listing waits for the first connection (`stop_awaiting`)."""
         self._named: tuple[dict[str, mcp_types.Tool], dict[str, str]] = ({}, {})
@@ -406,15 +410,17 @@ class McpToolkit(InBackground):
         self._task_only = set(task_only)
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
+        if self._config.tool_timeouts:
+            self._clocks = {name: self._config.clock_of(name) for name in offered}
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
-        """Say which `include`/`exclude`/`require_approval` globs match none of the server's
-        tools (a typo in `include` leaves the agent without the tool, one in
-        `require_approval` leaves the tool ungated, and nothing else would say so); once for
-        each change of what is unmatched."""
+        """Say which `include`/`exclude`/`require_approval`/`tool_timeouts` globs match none
+        of the server's tools (a typo in `include` leaves the agent without the tool, one in
+        `require_approval` leaves the tool ungated, one in `tool_timeouts` cuts the slow tool
+        short, and nothing else would say so); once for each change of what is unmatched."""
         approval = self._config.require_approval
         unmatched = (
             unmatched_globs(self._config.include or (), names),
@@ -424,11 +430,12 @@ class McpToolkit(InBackground):
                 approval if isinstance(approval, list) else (),
                 [form for name in names for form in rule_names(self._name, name)],
             ),
+            unmatched_globs(tuple(self._config.tool_timeouts), names),
         )
         if unmatched == self._unmatched:
             return
         self._unmatched = unmatched
-        include, exclude, approval = unmatched
+        include, exclude, approval, timeouts = unmatched
         if include:
             self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
         if exclude:
@@ -436,6 +443,9 @@ class McpToolkit(InBackground):
         if approval:
             said = globs_unmatched("require_approval", approval, names)
             self._log.warning("%s, so no call is gated by %s", said, _them(approval))
+        if timeouts:
+            said = globs_unmatched("tool_timeouts", timeouts, names, listing=True)
+            self._log.warning("%s", said)
 
     def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
         changed = self._take_listing(listing)
@@ -473,7 +483,7 @@ class McpToolkit(InBackground):
                 return result  # else it never reached the server: the SDK client's way
         conn = await self._session.ready_connection()
         assert conn.client is not None
-        deadline = Deadline(self._config.timeout, self._config.call_cap)
+        deadline = Deadline(*self._clocks.get(original, self._clock))
         with deadline.scope:
             on_progress = context.on_progress if context else None
             meta = context.meta if context else None
