@@ -252,7 +252,7 @@ def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:
         description=config.description or tool.description,
         timeout=config.timeout if config.timeout is not None else tool.timeout,
     )
-    return FunctionToolkit(name, [tool])
+    return FunctionToolkit(name, [tool], max_output=config.max_output)
 
 
 def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool:

@@ -37,6 +37,7 @@ from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
 from agent.names import did_you_mean, listed_names
 from toolkits.mcp.config import McpServerConfig
+from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .client_config import (
     CLIENT_FILE_NAMES,
@@ -167,6 +168,8 @@ class LocalToolConfig(_Strict):
     timeout: float | None = Field(default=None, gt=0)
     """Seconds a call may take; then the model is told it timed out. An async function is
     cancelled; a plain one's thread cannot be stopped and is left to finish alone."""
+    max_output: int = Field(default=DEFAULT_MAX_CHARS, gt=0)
+    """Characters of observation text the agent reads from one result, as an MCP server's."""
     _directory: Path | None = PrivateAttr(default=None)
 
     @property

@@ -339,3 +339,34 @@ def test_a_configured_timeout_reaches_the_tool_and_the_model(
     config.write_text('[tools.nap]\npython = "tests.sample_tools:sleep_blocking"\ntimeout = 0\n')
     assert main(["tools", "--config", str(config)]) == 2
     assert "tools.nap.timeout" in capsys.readouterr().err
+
+
+def test_a_configured_max_output_cuts_what_the_model_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `shout("ab", 30)` is 89 characters: the model reads 20 of them, and how much was cut.
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text('[tools.shout]\npython = "tests.sample_tools:shout"\nmax_output = 20\n')
+    script = tmp_path / "answers.json"
+    script.write_text(
+        json.dumps(
+            [
+                {"tool_calls": [{"name": "shout", "arguments": {"text": "ab", "times": 30}}]},
+                {"content": "Loud."},
+            ]
+        )
+    )
+    run = ["run", "shout", "--model", f"scripted:{script}", "--config", str(config), "--json"]
+    assert main([*run, "--no-store"]) == 0
+    [step] = json.loads(capsys.readouterr().out)["steps"]
+    assert step["observation"] == "AB AB AB AB AB AB AB\n... [truncated 69 of 89 chars]"
+    config.write_text('[tools.shout]\npython = "tests.sample_tools:shout"\nmax_output = 0\n')
+    assert main(["tools", "--config", str(config)]) == 2
+    assert "tools.shout.max_output" in capsys.readouterr().err
+
+
+async def test_a_node_of_local_tools_caps_what_the_model_reads_at_its_max_output() -> None:
+    assert FunctionToolkit("weather", [weather]).max_output == 100_000  # as an MCP server's
+    assert FunctionToolkit("weather", [weather], max_output=500).max_output == 500
+    with pytest.raises(ValueError, match="max_output must be positive, not 0"):
+        FunctionToolkit("weather", [weather], max_output=0)

@@ -17,6 +17,9 @@ Bytes returned alone are an MCP image when they are a PNG, JPEG, GIF or WebP, el
 `CallToolResult` the result itself. A value that cannot be made JSON is the tool's error
 result, naming its type.
 
+A node's results are read by the model up to its `max_output` characters (`HasOutputCap`), as
+an MCP server's are.
+
 A tool with a `timeout` that gives no result in time raises `ToolTimeout`, as an MCP server's
 tool does: a coroutine function is cancelled; a plain (blocking) function cannot be stopped, so
 its call ends and its worker thread is left to finish alone (`running_threads` names such
@@ -53,6 +56,7 @@ from pydantic_core import to_jsonable_python
 
 from .base import CallContext, Tool, error_result, validation_brief
 from .errors import NoSuchTool, ToolTimeout
+from .observation import DEFAULT_MAX_CHARS
 
 __all__ = ["FunctionTool", "FunctionToolkit", "function_tool", "running_threads"]
 
@@ -236,10 +240,16 @@ def function_tool(
 class FunctionToolkit:
     """A node of local function tools (a `Toolkit`)."""
 
-    def __init__(self, name: str, tools: Sequence[FunctionTool]) -> None:
+    def __init__(
+        self, name: str, tools: Sequence[FunctionTool], *, max_output: int = DEFAULT_MAX_CHARS
+    ) -> None:
+        """`max_output`: characters of a result the model reads (the result itself is kept)."""
         if not tools:
             raise ValueError(f"node {name!r} has no tools")
+        if max_output <= 0:
+            raise ValueError(f"node {name!r}: max_output must be positive, not {max_output}")
         self._name = name
+        self._max_output = max_output
         self._tools = {tool.name: tool for tool in tools}
         if len(self._tools) != len(tools):
             raise ValueError(f"node {name!r} has two tools with the same name")
@@ -258,6 +268,11 @@ class FunctionToolkit:
     @property
     def name(self) -> str:
         return self._name
+
+    @property
+    def max_output(self) -> int:
+        """The observation cap for this node's results (`HasOutputCap`)."""
+        return self._max_output
 
     async def list_tools(self) -> Sequence[Tool]:
         return self._listed
