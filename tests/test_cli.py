@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import event_loop_options, main, parser
+from gateway.cli import COMMANDS, event_loop_options, main, parser
 from gateway.cli.demo import DEMO_QUESTION
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, cli
@@ -695,6 +696,20 @@ def test_help_names_things_as_the_readme_does() -> None:
     for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
         positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
         assert "the " in positional  # each one has its help
+
+
+@pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS), ["runs", "approve"]])
+def test_the_help_read_with_only_the_chosen_commands_module_is_the_whole_ones(
+    command: list[str],
+) -> None:
+    """`parse` imports only the module of the command given (`COMMANDS` names the others)."""
+
+    def help_of(top: argparse.ArgumentParser) -> str:
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            top.parse_args([*command, "--help"])
+        return out.getvalue()
+
+    assert help_of(parser(only=command[0] if command else "")) == help_of(parser())
 
 
 def test_mistyped_names_get_a_suggestion_and_bad_paths_a_reason(
