@@ -790,3 +790,19 @@ def test_a_stored_run_over_its_token_budget_stops_before_the_tools_its_model_ask
     state = json.loads(capsys.readouterr().out)["state"]
     assert state["response"] is None  # the call is kept as still to make
     assert [action["tool"] for action in state["request"]["actions"]] == ["append"]
+
+
+def test_init_writes_the_default_config_and_keeps_a_file_that_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = tmp_path / "gw.toml"
+    assert main(["init", str(written)]) == 0
+    assert capsys.readouterr().err.startswith(f"wrote {written}: the built-in default")
+    assert f"command = {json.dumps(sys.executable)}" in written.read_text()
+    written.write_text("# mine\n")
+    assert main(["init", str(written)]) == 2
+    assert capsys.readouterr().err == f"error: {written} exists: --force replaces it\n"
+    assert written.read_text() == "# mine\n"
+    assert main(["init", str(written), "--force"]) == 0
+    assert main(["init", "-"]) == 0
+    assert capsys.readouterr().out == written.read_text()

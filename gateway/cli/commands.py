@@ -34,6 +34,7 @@ COMMANDS: dict[str, Command] = {
     "tools": Command("tools", "list the tools the config provides"),
     "call": Command("tools", "call one tool (or agent) through the gateway and print its result"),
     "serve": Command("serve", "serve the agents (and exposed tools) over MCP"),
+    "init": Command("init", "write the built-in default config to a file, to start from"),
     "install": Command("install", "add the gateway to an MCP client's config"),
     "auth": Command("auth", "authorise the gateway at MCP servers that use OAuth"),
 }
