@@ -22,8 +22,10 @@ from contextlib import nullcontext
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from agent import AgentError
-from toolkits import ToolkitError
+# From the modules that define them, not the packages: a package whose __init__.py another
+# distribution replaced still lets the command line start and say so (agent_gateway.shadowing).
+from agent.errors import AgentError
+from toolkits.errors import ToolkitError
 
 from ..errors import GatewayError
 from .commands import COMMANDS, Commands
