@@ -1,11 +1,14 @@
 """The `agent-gateway` command's entry point.
 
-It only imports the command line: that takes a second or two (the MCP SDK, pydantic, the
-providers), and a Ctrl-C meanwhile would end in a Python traceback of the import. Here it
-exits quietly with 130, as a Ctrl-C at any later moment does.
+A Ctrl-C while the command line imports exits quietly with 130, as a Ctrl-C at any later
+moment does (the chosen command's modules, imported once it is read, take a second or two:
+`gateway.cli.main` sees to those). An import that fails because another package shadows one
+of ours (`shadowing`) is said in one line, exit 1, instead of a traceback.
 """
 
 from __future__ import annotations
+
+import sys
 
 __all__ = ["main"]
 
@@ -16,4 +19,19 @@ def main() -> int:
         from gateway.cli import main as command
     except KeyboardInterrupt:
         return 130
-    return command()
+    except ImportError as exc:
+        return _shadowed(exc)
+    try:
+        return command()
+    except ImportError as exc:  # a command's module, imported once the command line is read
+        return _shadowed(exc)
+
+
+def _shadowed(error: ImportError) -> int:
+    from .shadowing import shadowing
+
+    said = shadowing()
+    if said is None:
+        raise error
+    print(f"agent-gateway: {said}", file=sys.stderr)
+    return 1

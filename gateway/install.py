@@ -170,14 +170,16 @@ def reference_name(value: str) -> str | None:
 
 
 def server_entry(config: Path) -> dict[str, Any]:
-    """The stdio entry: the console script beside this Python, or `python -m gateway.cli`."""
+    """The stdio entry: the console script beside this Python, or `python -P -m gateway.cli`
+    (`-P`: a `gateway` folder where the client starts it is not what runs)."""
     args = ["serve", "--stdio", "--config", str(config.resolve())]
     script = Path(sys.executable).parent / (
         "agent-gateway.exe" if sys.platform == "win32" else "agent-gateway"
     )
     if script.is_file():
         return {"command": str(script.absolute()), "args": args}
-    return {"command": str(Path(sys.executable).absolute()), "args": ["-m", "gateway.cli", *args]}
+    python = str(Path(sys.executable).absolute())
+    return {"command": python, "args": ["-P", "-m", "gateway.cli", *args]}
 
 
 def install_server(

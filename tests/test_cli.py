@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import event_loop_options, main, parser
+from gateway.cli import COMMANDS, event_loop_options, main, parser
 from gateway.cli.demo import DEMO_QUESTION
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, cli
@@ -697,6 +698,20 @@ def test_help_names_things_as_the_readme_does() -> None:
         assert "the " in positional  # each one has its help
 
 
+@pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS), ["runs", "approve"]])
+def test_the_help_read_with_only_the_chosen_commands_module_is_the_whole_ones(
+    command: list[str],
+) -> None:
+    """`parse` imports only the module of the command given (`COMMANDS` names the others)."""
+
+    def help_of(top: argparse.ArgumentParser) -> str:
+        with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+            top.parse_args([*command, "--help"])
+        return out.getvalue()
+
+    assert help_of(parser(only=command[0] if command else "")) == help_of(parser())
+
+
 def test_mistyped_names_get_a_suggestion_and_bad_paths_a_reason(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -775,3 +790,19 @@ def test_a_stored_run_over_its_token_budget_stops_before_the_tools_its_model_ask
     state = json.loads(capsys.readouterr().out)["state"]
     assert state["response"] is None  # the call is kept as still to make
     assert [action["tool"] for action in state["request"]["actions"]] == ["append"]
+
+
+def test_init_writes_the_default_config_and_keeps_a_file_that_is_there(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    written = tmp_path / "gw.toml"
+    assert main(["init", str(written)]) == 0
+    assert capsys.readouterr().err.startswith(f"wrote {written}: the built-in default")
+    assert f"command = {json.dumps(sys.executable)}" in written.read_text()
+    written.write_text("# mine\n")
+    assert main(["init", str(written)]) == 2
+    assert capsys.readouterr().err == f"error: {written} exists: --force replaces it\n"
+    assert written.read_text() == "# mine\n"
+    assert main(["init", str(written), "--force"]) == 0
+    assert main(["init", "-"]) == 0
+    assert capsys.readouterr().out == written.read_text()

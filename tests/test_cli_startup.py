@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.cli import COMMANDS, main
 from gateway.config import TOOLBOX_SERVER
 from tests.durable.cli_runs import REPO, SCRIPT, cli_env
 from tests.screen import read_all, read_until
@@ -434,7 +434,7 @@ import importlib.abc, os, signal, sys
 
 class InterruptAtTheCommandLine(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name == "gateway.cli":  # as a Ctrl-C in the second the command takes to import
+        if name == os.environ["INTERRUPTED_IMPORT"]:  # as a Ctrl-C while the command imports
             os.kill(os.getpid(), signal.SIGINT)
         return None
 
@@ -444,11 +444,45 @@ sys.meta_path.insert(0, InterruptAtTheCommandLine())
 
 
 @pytest.mark.integration
-def test_ctrl_c_while_the_command_imports_exits_quietly(tmp_path: Path) -> None:
-    """Ctrl-C in the first second printed a 40-line traceback of the import."""
+@pytest.mark.parametrize(
+    ("module", "command"), [("gateway.cli", "--version"), ("gateway.cli.tools", "tools")]
+)
+def test_ctrl_c_while_the_command_imports_exits_quietly(
+    tmp_path: Path, module: str, command: str
+) -> None:
+    """Ctrl-C in the first second printed a 40-line traceback of the import: of the command
+    line, or of the chosen command's module (imported once the command line is read)."""
     (tmp_path / "sitecustomize.py").write_text(INTERRUPTING_IMPORT)
-    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    env = {**cli_env(), "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}", "INTERRUPTED_IMPORT": module}
     done = subprocess.run(
-        [str(SCRIPT), "--version"], capture_output=True, text=True, env=env, timeout=60
+        [str(SCRIPT), command], capture_output=True, text=True, env=env, timeout=60
     )
     assert (done.returncode, done.stdout, done.stderr) == (130, "", "")
+
+
+HEAVY = {"mcp", "mcp_types", "dbos", "httpx", "httpx2", "pydantic", "rich", "anyio", "uvicorn"}
+"""What a command that runs anything loads (with starlette, opentelemetry, psycopg...)."""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [["--version"], ["--help"], ["tols"]])
+def test_the_version_the_help_and_a_mistyped_command_load_none_of_the_library(
+    command: list[str],
+) -> None:
+    """Each imported the whole library (881 modules, ~0.6 s of CPU) to print a line."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), *command],
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert done.returncode == (2 if command == ["tols"] else 0), done.stderr
+    imported = {
+        line.split("|")[-1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "gateway.cli" in imported  # what was measured is the command line
+    assert {name.partition(".")[0] for name in imported} & HEAVY == set()
+    assert {f"gateway.cli.{c.module}" for c in COMMANDS.values()} & imported == set()

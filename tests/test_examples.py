@@ -26,7 +26,8 @@ from anyio.streams.text import TextReceiveStream
 
 from agent import ScriptedModel
 from gateway import AgentSpec, Gateway, TraceEvent
-from gateway.config import load_config, parse_config
+from gateway.cli.init import default_config_text
+from gateway.config import DEFAULT_CONFIG, load_config, parse_config
 from tests.server.processes import untimed
 from tests.servers.databases import free_port
 from tests.servers.openai_stub import openai_stub
@@ -220,17 +221,22 @@ def test_every_documented_config_is_valid() -> None:
 
 
 def test_the_default_config_written_out_offers_the_defaults_tools(tmp_path: Path) -> None:
-    """The README's "write it out" block, run on this venv's Python, lists what the built-in
-    default does."""
-    block = next(b for b in fenced(REPO / "README.md", "toml") if "gateway.toolbox" in b)
-    config = tmp_path / "agent-gateway.toml"
-    config.write_text(block.replace('command = "python"', f"command = {str(sys.executable)!r}"))
+    """`agent-gateway init` writes the default out, run as an MCP client runs the command: by
+    its path, the venv not activated (its `python` not on PATH). The README's block once said
+    `command = "python"`, and the toolbox failed to start (`No module named 'gateway'`)."""
+    path = os.pathsep.join(p for p in ("/usr/bin", "/bin") if Path(p).is_dir())
+    env = {**os.environ, "PATH": path}
+    done = subprocess.run(
+        [str(BIN / "agent-gateway"), "init"], cwd=tmp_path, env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
     listed: list[list[str]] = []
-    for where in (tmp_path, tmp_path / "empty"):
+    for where in (tmp_path, tmp_path / "empty"):  # the file written; none: the built-in default
         where.mkdir(exist_ok=True)
         done = subprocess.run(
             [str(BIN / "agent-gateway"), "tools", "--json"],
             cwd=where,
+            env=env,
             capture_output=True,
             text=True,
             timeout=120,
@@ -240,3 +246,8 @@ def test_the_default_config_written_out_offers_the_defaults_tools(tmp_path: Path
     written, default = listed
     assert written == default
     assert "toolbox__convert_units" in written
+    assert load_config(tmp_path / "agent-gateway.toml").agents == DEFAULT_CONFIG.agents
+    # What the README shows is what init writes, but for the Python's path.
+    block = next(b for b in fenced(REPO / "README.md", "toml") if "gateway.toolbox" in b)
+    text = default_config_text("/path/to/.venv/bin/python")
+    assert block == text[text.index("[tools.calculator]") :]

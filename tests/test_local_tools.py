@@ -370,3 +370,33 @@ async def test_a_node_of_local_tools_caps_what_the_model_reads_at_its_max_output
     assert FunctionToolkit("weather", [weather], max_output=500).max_output == 500
     with pytest.raises(ValueError, match="max_output must be positive, not 0"):
         FunctionToolkit("weather", [weather], max_output=0)
+
+
+@pytest.mark.integration
+def test_under_python_OO_the_calculator_keeps_its_description_and_a_stripped_tool_is_said(
+    tmp_path: Path,
+) -> None:
+    """-OO strips docstrings: the calculator's description was one, so models were offered it
+    with none; a function tool described by its docstring now is, with one warning."""
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        '[tools.shout]\npython = "tests.sample_tools:shout"\n'
+        '[tools.told]\npython = "tests.sample_tools:shout"\ndescription = "Shouts."\n'
+    )
+    listed = subprocess.run(
+        [str(SCRIPT.with_name("python")), "-OO", "-m", "gateway.cli", "tools", "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=cli_env(),
+        timeout=60,
+    )
+    assert listed.returncode == 0, listed.stderr
+    described = {tool["name"]: tool["description"] for tool in json.loads(listed.stdout)["tools"]}
+    assert described["calculator"].startswith('Evaluate an arithmetic expression, e.g. "17 * 25"')
+    assert described["told"] == "Shouts."
+    assert described["shout"] == ""
+    said = [line for line in listed.stderr.splitlines() if "no description" in line]
+    assert len(said) == 1
+    assert "tool 'shout' has no description: Python runs with -OO" in said[0]

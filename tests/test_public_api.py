@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +30,50 @@ def test_all_is_sorted_and_every_name_resolves(package: str) -> None:
     assert len(set(exported)) == len(exported)
     for name in exported:
         assert getattr(module, name, None) is not None, f"{package}.{name} is missing"
+
+
+@pytest.mark.parametrize("package", ["agent", "toolkits", "gateway"])
+def test_each_exported_name_is_imported_lazily_from_where_type_checkers_see_it(
+    package: str,
+) -> None:
+    """The package imports a name at its first use (`__getattr__`, from `_WHERE`), and pyright
+    sees it in the `if TYPE_CHECKING:` imports: both must say the same module."""
+    module = importlib.import_module(package)
+    tree = ast.parse((ROOT / package / "__init__.py").read_text(encoding="utf-8"))
+    [checking] = [
+        node
+        for node in tree.body
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"
+    ]
+    seen = {
+        alias.name: f".{node.module}"
+        for node in checking.body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+    assert seen == module._WHERE  # pyright: ignore[reportAttributeAccessIssue]
+    assert sorted(seen) == sorted(module.__all__)
+    assert not hasattr(module, "no_such_name")
+    assert sorted(module.__all__) == [name for name in dir(module) if name in module.__all__]
+
+
+def test_a_package_alone_loads_no_module_of_its_own_and_finds_submodules_as_before() -> None:
+    """`import gateway; gateway.config.parse_config(...)` worked when the package imported
+    everything; it still does, now that it imports nothing."""
+    program = (
+        "import sys, agent, toolkits, gateway\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('agent.', 'toolkits.', 'gateway.'))))\n"
+        "print(gateway.config.parse_config.__name__, toolkits.mcp.McpToolkit.__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.splitlines() == ["[]", "parse_config McpToolkit"]
 
 
 @pytest.mark.parametrize("package", sorted(FORBIDDEN))

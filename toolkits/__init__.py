@@ -1,53 +1,63 @@
-"""Where tools come from: MCP servers and local Python functions, as named nodes."""
+"""Where tools come from: MCP servers and local Python functions, as named nodes.
 
-from .background import in_background
-from .base import (
-    CallContext,
-    ElicitationCompleteHandler,
-    ProgressCallback,
-    ServerLogHandler,
-    ServerRequestHandler,
-    Tool,
-    Toolkit,
-    error_result,
-    validation_brief,
-)
-from .calculator import calculator
-from .capabilities import (
-    AsksCaller,
-    Catalog,
-    FollowsChanges,
-    HasCatalog,
-    HasHealth,
-    HasIdleTimeout,
-    HasOutputCap,
-    HasResourceSubscriptions,
-    HasSamplingCap,
-    HasServerLogs,
-    KnowsRenames,
-    ListChangedCallback,
-    ListsAtHand,
-    ResourceUpdatedCallback,
-    ServerLogCallback,
-    Unsubscribe,
-)
-from .errors import (
-    AuthorizationRequired,
-    ConnectionLost,
-    NodeStopped,
-    NoSuchTool,
-    NotOffered,
-    ServerConfigError,
-    ServerUnavailable,
-    ToolkitError,
-    ToolTimeout,
-)
-from .function import FunctionTool, FunctionToolkit, function_tool
-from .health import HealthState, NodeHealth
-from .json_bytes import json_bytes, read_json
-from .mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
-from .observation import observed_text, result_data, result_media, result_text
-from .printable import printable
+Its names are imported at their first use (PEP 562): `toolkits.printable` or
+`toolkits.errors` alone loads neither the MCP SDK nor the other nodes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .background import in_background
+    from .base import (
+        CallContext,
+        ElicitationCompleteHandler,
+        ProgressCallback,
+        ServerLogHandler,
+        ServerRequestHandler,
+        Tool,
+        Toolkit,
+        error_result,
+        validation_brief,
+    )
+    from .calculator import calculator
+    from .capabilities import (
+        AsksCaller,
+        Catalog,
+        FollowsChanges,
+        HasCatalog,
+        HasHealth,
+        HasIdleTimeout,
+        HasOutputCap,
+        HasResourceSubscriptions,
+        HasSamplingCap,
+        HasServerLogs,
+        KnowsRenames,
+        ListChangedCallback,
+        ListsAtHand,
+        ResourceUpdatedCallback,
+        ServerLogCallback,
+        Unsubscribe,
+    )
+    from .errors import (
+        AuthorizationRequired,
+        ConnectionLost,
+        NodeStopped,
+        NoSuchTool,
+        NotOffered,
+        ServerConfigError,
+        ServerUnavailable,
+        ToolkitError,
+        ToolTimeout,
+    )
+    from .function import FunctionTool, FunctionToolkit, function_tool
+    from .health import HealthState, NodeHealth
+    from .json_bytes import json_bytes, read_json
+    from .mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup, load_mcp_servers
+    from .observation import observed_text, result_data, result_media, result_text
+    from .printable import printable
 
 __all__ = [
     "AsksCaller",
@@ -104,3 +114,80 @@ __all__ = [
     "result_text",
     "validation_brief",
 ]
+
+_WHERE = {
+    "AsksCaller": ".capabilities",
+    "AuthorizationRequired": ".errors",
+    "Backoff": ".mcp",
+    "CallContext": ".base",
+    "Catalog": ".capabilities",
+    "ConnectionLost": ".errors",
+    "ElicitationCompleteHandler": ".base",
+    "FollowsChanges": ".capabilities",
+    "FunctionTool": ".function",
+    "FunctionToolkit": ".function",
+    "HasCatalog": ".capabilities",
+    "HasHealth": ".capabilities",
+    "HasIdleTimeout": ".capabilities",
+    "HasOutputCap": ".capabilities",
+    "HasResourceSubscriptions": ".capabilities",
+    "HasSamplingCap": ".capabilities",
+    "HasServerLogs": ".capabilities",
+    "HealthState": ".health",
+    "KnowsRenames": ".capabilities",
+    "ListChangedCallback": ".capabilities",
+    "ListsAtHand": ".capabilities",
+    "McpServerConfig": ".mcp",
+    "McpToolkit": ".mcp",
+    "McpToolkitGroup": ".mcp",
+    "NoSuchTool": ".errors",
+    "NodeHealth": ".health",
+    "NodeStopped": ".errors",
+    "NotOffered": ".errors",
+    "ProgressCallback": ".base",
+    "ResourceUpdatedCallback": ".capabilities",
+    "ServerConfigError": ".errors",
+    "ServerLogCallback": ".capabilities",
+    "ServerLogHandler": ".base",
+    "ServerRequestHandler": ".base",
+    "ServerUnavailable": ".errors",
+    "Tool": ".base",
+    "ToolTimeout": ".errors",
+    "Toolkit": ".base",
+    "ToolkitError": ".errors",
+    "Unsubscribe": ".capabilities",
+    "calculator": ".calculator",
+    "error_result": ".base",
+    "function_tool": ".function",
+    "in_background": ".background",
+    "json_bytes": ".json_bytes",
+    "load_mcp_servers": ".mcp",
+    "observed_text": ".observation",
+    "printable": ".printable",
+    "read_json": ".json_bytes",
+    "result_data": ".observation",
+    "result_media": ".observation",
+    "result_text": ".observation",
+    "validation_brief": ".base",
+}
+"""The module each name of `__all__` comes from."""
+
+
+def __getattr__(name: str) -> Any:
+    """A name of `__all__`, or a submodule (`toolkits.mcp`), imported at its first use."""
+    module = _WHERE.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module, __name__), name)
+        globals()[name] = value  # found directly from now on
+        return value
+    if not name.startswith("_"):
+        try:
+            return importlib.import_module(f"{__name__}.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # a submodule that is there, missing what it imports
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

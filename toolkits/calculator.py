@@ -162,13 +162,15 @@ def _format(value: Number) -> str:
     return str(value)
 
 
-@function_tool(name="calculator", blocking=False)  # bounded, pure CPU: no thread needed
-def _calculator(expression: str) -> str:
-    """Evaluate an arithmetic expression, e.g. "17 * 25" or "sqrt(2) * (3 + 4)".
+_DESCRIPTION = """Evaluate an arithmetic expression, e.g. "17 * 25" or "sqrt(2) * (3 + 4)".
 
-    Supports + - * / // % ** (or ^), parentheses, abs round min max sqrt exp log log10 sin cos
-    tan floor ceil, and the constants pi, e, tau.
-    """
+Supports + - * / // % ** (or ^), parentheses, abs round min max sqrt exp log log10 sin cos
+tan floor ceil, and the constants pi, e, tau."""
+"""What models read of the calculator: given, not its docstring, which `python -OO` strips."""
+
+
+@function_tool(name="calculator", description=_DESCRIPTION, blocking=False)  # pure CPU: no thread
+def _calculator(expression: str) -> str:
     return _format(evaluate(expression))
 
 

@@ -34,6 +34,7 @@ import inspect
 import json
 import logging
 import re
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -254,6 +255,8 @@ class FunctionToolkit:
         if len(self._tools) != len(tools):
             raise ValueError(f"node {name!r} has two tools with the same name")
         many = len(tools) > 1
+        for tool in tools:
+            _warn_if_stripped(tool)
         self._listed = tuple(  # a tuple: unchanged for as long as the node lives
             Tool(
                 name=t.name,
@@ -332,6 +335,23 @@ def _tool_name(fn: Callable[..., Any], name: str | None) -> str:
             "tool names use letters, digits, '_' and '-' (1-64 characters)"
         )
     return chosen
+
+
+_warned_undescribed: set[str] = set()
+
+
+def _warn_if_stripped(tool: FunctionTool) -> None:
+    """Under `python -OO` a tool described by its docstring reaches models with no description:
+    said once for each such tool (a node made again is not said again)."""
+    if tool.description or sys.flags.optimize < 2 or tool.name in _warned_undescribed:
+        return
+    _warned_undescribed.add(tool.name)
+    logger.warning(
+        "tool %r has no description: Python runs with -OO (or PYTHONOPTIMIZE=2), which strips "
+        "the docstrings descriptions come from; give it one (description=, or `description` "
+        "in its config), or run without -OO",
+        tool.name,
+    )
 
 
 def _description(fn: Callable[..., Any]) -> str:

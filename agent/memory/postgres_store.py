@@ -5,7 +5,7 @@ The same tables as the SQLite store (`memory_turns`, `memory_messages` with each
 (as the run store does). Appends to one session are serialised by
 a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers. A
 connection the server ended (a restart) is replaced at its next use, which runs once more.
-Needs `pip install 'agent-gateway[postgres]'`.
+psycopg is a dependency of the package (the run store's driver too).
 """
 
 from __future__ import annotations

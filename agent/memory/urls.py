@@ -42,12 +42,12 @@ def store_from_url(url: str, *, base: Path | None = None) -> SessionStore:
         try:
             from .postgres_store import PostgresStore
         except ImportError as exc:
-            raise _missing("PostgreSQL", "postgres", exc) from exc
+            raise _missing("PostgreSQL", "psycopg[binary]>=3.2", exc) from exc  # a dependency
         return PostgresStore(url)
     try:
         from .redis_store import RedisStore
     except ImportError as exc:
-        raise _missing("Redis", "redis", exc) from exc
+        raise _missing("Redis", "agent-gateway[redis]", exc) from exc
     return RedisStore(url)
 
 
@@ -67,7 +67,5 @@ def store_url_problem(url: str) -> str | None:
     return f"unknown memory URL scheme {shown!r}; expected one of: {forms}"
 
 
-def _missing(what: str, extra: str, exc: ImportError) -> MemoryStoreError:
-    return MemoryStoreError(
-        f"{what} memory needs its driver: pip install 'agent-gateway[{extra}]' ({exc})"
-    )
+def _missing(what: str, install: str, exc: ImportError) -> MemoryStoreError:
+    return MemoryStoreError(f"{what} memory needs its driver: pip install '{install}' ({exc})")

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import threading
+import urllib.request
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import httpx
-from httpx._utils import get_environment_proxies  # what a plain AsyncClient() reads
 
 from ..errors import ModelConfigError
 
@@ -31,9 +32,43 @@ def new_http_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.AsyncClie
     limits = httpx.Limits(max_connections=32, max_keepalive_connections=8)
     mounts: dict[str, httpx.AsyncBaseTransport | None] = {
         pattern: None if proxy is None else _PoolOnFirstRequest(limits, httpx.Proxy(proxy))
-        for pattern, proxy in get_environment_proxies().items()
+        for pattern, proxy in environment_proxies().items()
     }
     return httpx.AsyncClient(timeout=timeout, transport=_PoolOnFirstRequest(limits), mounts=mounts)
+
+
+def environment_proxies() -> dict[str, str | None]:
+    """The environment's proxies as httpx mount patterns (`https://`, `all://*.corp.example`),
+    each to its proxy's URL, or to None for a `NO_PROXY` host (called directly).
+
+    The routes a plain `httpx.AsyncClient()` mounts, read from `urllib.request.getproxies()` as
+    it reads them; only the HTTP ones (`FTP_PROXY` and the like are no proxy of ours).
+    `NO_PROXY` names hosts as curl does: `*` is every host, `corp.example` also its
+    subdomains, `.corp.example` only them.
+    """
+    found = urllib.request.getproxies()
+    routes: dict[str, str | None] = {}
+    for scheme in ("http", "https", "all"):
+        if proxy := found.get(scheme):
+            routes[f"{scheme}://"] = proxy if "://" in proxy else f"http://{proxy}"
+    for host in (host.strip() for host in found.get("no", "").split(",")):
+        if host == "*":
+            return {}
+        if host:
+            routes[_direct_route(host)] = None
+    return routes
+
+
+def _direct_route(host: str) -> str:
+    """The mount pattern of one `NO_PROXY` entry."""
+    if "://" in host:
+        return host
+    address = host.split("/")[0]  # a network (10.0.0.0/8) is matched as its address alone
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return f"all://{host}" if host.lower() == "localhost" else f"all://*{host}"
+    return f"all://[{host}]" if ip.version == 6 else f"all://{host}"
 
 
 class _PoolOnFirstRequest(httpx.AsyncBaseTransport):

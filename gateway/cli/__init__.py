@@ -1,13 +1,16 @@
 """The `agent-gateway` command line: a thin layer over the library.
 
 Each command lives in its own module with a `register(commands)` function that adds its
-subparser and handler; a new command is one module and one entry in `COMMANDS`.
+subparser and handler; a new command is one module and one entry in `commands.COMMANDS`.
+Only the chosen command's module is imported, after the command line is read: `--version`,
+`--help` and a mistyped command load none of the library.
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import importlib.util
 import inspect
 import os
@@ -19,26 +22,17 @@ from contextlib import nullcontext
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import anyio
-
-from agent import AgentError
-from toolkits import ToolkitError
-from toolkits.function import running_threads
+# From the modules that define them, not the packages: a package whose __init__.py another
+# distribution replaced still lets the command line start and say so (agent_gateway.shadowing).
+from agent.errors import AgentError
+from toolkits.errors import ToolkitError
 
 from ..errors import GatewayError
-from ..otel_export import export_at_exit
-from . import auth, chat, demo, install, run, runs, serve, sessions, tools
-from .common import Commands, check_state_dir
+from .commands import COMMANDS, Commands
 from .exits import BAD_INPUT, FAILED, INTERRUPTED, exit_code, report
-from .log_lines import setup_logging
-from .output import stdout_for_results
-from .signals import until_signalled
 from .startup import own_process_ready
 
 __all__ = ["COMMANDS", "main", "parse", "parser"]
-
-COMMANDS = (run, runs, chat, sessions, demo, tools, serve, install, auth)
-"""Modules with a `register(commands: Commands)` function, in `--help` order."""
 
 
 def event_loop_options() -> dict[str, Any]:
@@ -58,7 +52,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except GatewayError as exc:
             report(exc)
             return BAD_INPUT
-    code = _main(argv, own_process=own_process)
+    try:
+        code = _main(argv, own_process=own_process)
+    except KeyboardInterrupt:  # while the command's modules import (a second or so)
+        code = INTERRUPTED
     if own_process:
         code, leave = _threads_left(code)
         if leave:
@@ -82,7 +79,10 @@ def _threads_left(code: int) -> tuple[int, bool]:
     up to a minute, ends); else the others are, here, where Ctrl-C exits 130 quietly."""
     if code in LEAVING_CODES:
         return code, bool(_others())
-    given_up = running_threads()
+    functions: Any = sys.modules.get("toolkits.function")  # not loaded: no local tool ran
+    given_up: frozenset[threading.Thread] = (
+        functions.running_threads() if functions is not None else frozenset()
+    )
     try:
         while waited := [thread for thread in _others() if thread not in given_up]:
             for thread in waited:
@@ -109,12 +109,21 @@ def _main(argv: Sequence[str], *, own_process: bool) -> int:
     if args is None:
         return BAD_INPUT
     args.own_process = own_process  # signals after the first are ours to ignore till exit
+    from ..otel_export import export_at_exit
+    from .log_lines import setup_logging
+
     setup_logging(args.verbose, serving=args.log_times)
     with export_at_exit():  # spans are exported after the answer (or the error) is printed
         return _handle(args)
 
 
 def _handle(args: argparse.Namespace) -> int:
+    import anyio
+
+    from .common import check_state_dir
+    from .output import stdout_for_results
+    from .signals import until_signalled
+
     try:
         check_state_dir(args)
         # What a command runs may print (a local tool): stdout is kept for the result.
@@ -150,7 +159,8 @@ def parse(argv: list[str]) -> argparse.Namespace | None:
     """`argv` parsed; None when it is empty (the help is printed: what to type first). An
     option the command does not take is refused by the command's own parser, with its usage
     (not the top level's)."""
-    top = parser()
+    # The command is the first word that is no option: the top level's take no value.
+    top = parser(only=next((arg for arg in argv if not arg.startswith("-")), ""))
     if not argv:
         top.print_help(sys.stderr)
         return None
@@ -161,8 +171,9 @@ def parse(argv: list[str]) -> argparse.Namespace | None:
     return args
 
 
-def parser() -> argparse.ArgumentParser:
-    """The whole command line, every registered command included."""
+def parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line, every command's module imported; with `only`, that command's
+    parser (and its module's other commands') in full, and the other commands named alone."""
     top = argparse.ArgumentParser(
         prog="agent-gateway", description="Agents on MCP tools, served over MCP."
     )
@@ -172,6 +183,13 @@ def parser() -> argparse.ArgumentParser:
     top.set_defaults(log_times=False)  # `serve` sets it
     top.add_argument("--version", action="version", version=f"agent-gateway {_version()}")
     commands = Commands(top)
-    for module in COMMANDS:
-        module.register(commands)
+    chosen = COMMANDS[only].module if only in COMMANDS else None
+    registered: set[str] = set()
+    for name, command in COMMANDS.items():
+        if only is not None and command.module != chosen:
+            commands.listed(name)
+        elif command.module not in registered:  # it adds all of its commands at once
+            registered.add(command.module)
+            module: Any = importlib.import_module(f".{command.module}", __name__)
+            module.register(commands)
     return top

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from agent_gateway import main
 
 sys.exit(main())

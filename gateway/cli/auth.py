@@ -24,9 +24,7 @@ __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    auth = commands.add(
-        "auth", _usage, "authorise the gateway at MCP servers that use OAuth", config=False
-    )
+    auth = commands.add("auth", _usage, config=False)
     actions = auth.add_subparsers(metavar="ACTION")
 
     def action(name: str, handler: Handler, help: str) -> argparse.ArgumentParser:

@@ -62,7 +62,7 @@ question with `/`)."""
 
 
 def register(commands: Commands) -> None:
-    chat = commands.add("chat", _chat, "talk with an agent; the conversation is kept")
+    chat = commands.add("chat", _chat)
     add_model_options(chat)
     chat.add_argument("--session", metavar="ID", help="continue this session (default: a new one)")
     chat.add_argument(

@@ -1,13 +1,13 @@
-"""What the commands share: how a command is added, its common options, agents and servers."""
+"""What the commands share: their common options, agents and servers (how a command is added
+is `commands`, kept apart: the command line is parsed before any of this is imported)."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import difflib
-import os
 import sys
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from ..errors import ConfigError, GatewayError, UnknownAgent
 from ..memory_config import memory_url
 from ..model_specs import ClientSampling, cannot_run
 from ..trace import JsonLinesPrinter, TraceHook, TracePrinter
+from .commands import Commands, Handler, add_verbose_option, user_path
 from .exits import RunFailed
 
 __all__ = [
@@ -49,47 +50,6 @@ __all__ = [
     "with_settings",
     "with_steps",
 ]
-
-Handler = Callable[[argparse.Namespace], int] | Callable[[argparse.Namespace], Awaitable[int]]
-"""A command: its parsed arguments in, the exit code out (sync or async)."""
-
-
-class Commands:
-    """The subcommands of `agent-gateway`; `add` gives one its parser and handler."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        self._subparsers = parser.add_subparsers(required=True, metavar="COMMAND")
-
-    def add(
-        self,
-        name: str,
-        handler: Handler,
-        help: str,
-        *,
-        config: bool = True,
-        config_help: str = "TOML or JSON config (default: ./agent-gateway.toml, else ./.mcp.json)",
-        stdout_is_result: bool = True,
-    ) -> argparse.ArgumentParser:
-        """A subcommand running `handler`; with `config`, it takes `--config FILE`. With
-        `stdout_is_result`, stdout carries only what it writes to `result_stdout()` (see
-        `output`); else it keeps stdout as it finds it (`serve --stdio` guards its own)."""
-        sub = self._subparsers.add_parser(name, help=help, description=help)
-        sub.set_defaults(handler=handler, command_parser=sub, stdout_is_result=stdout_is_result)
-        add_verbose_option(sub)
-        if config:
-            sub.add_argument(
-                "--config",
-                metavar="FILE",
-                type=user_path,
-                help=config_help,
-            )
-        return sub
-
-
-def user_path(value: str) -> str:
-    """A path option's value with a leading `~` (`~/st`, `~user/st`) expanded: the shell does
-    not, in quotes or after `=` (`--state-dir=~/st`), and `./~/st` would be made."""
-    return os.path.expanduser(value)
 
 
 def check_state_dir(args: argparse.Namespace) -> None:
@@ -132,18 +92,6 @@ def check_session_id(session_id: str) -> str:
     if problem is not None:
         raise GatewayError(f"bad session id {session_id[:40]!r}: {problem}")
     return session_id
-
-
-def add_verbose_option(sub: argparse.ArgumentParser) -> None:
-    """`-v` after a command's name (or its action's, as `runs list -v`); the value given
-    before it stands when not given here."""
-    sub.add_argument(
-        "-v",
-        "--verbose",
-        action="count",
-        default=argparse.SUPPRESS,
-        help="log at INFO (-vv: DEBUG)",
-    )
 
 
 def config_of(

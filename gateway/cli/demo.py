@@ -60,7 +60,7 @@ calculator, then the answer. Its tools (not its numbers) are real."""
 
 
 def register(commands: Commands) -> None:
-    demo = commands.add("demo", _demo, "run the example agent with its trace; needs no API key")
+    demo = commands.add("demo", _demo)
     demo.add_argument(
         "question", nargs="?", default=DEMO_QUESTION, help="the question (default: a marathon's)"
     )

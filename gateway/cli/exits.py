@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import sys
 
-from agent import AgentError, MemoryStoreError, ModelError
-from toolkits import ServerUnavailable, ToolkitError, ToolTimeout
+from agent.errors import AgentError, MemoryStoreError, ModelError
+from toolkits.errors import ServerUnavailable, ToolkitError, ToolTimeout
 from toolkits.printable import printable
 
 from ..errors import DepthExceeded, GatewayError, RunCancelled, StoreUnavailable

@@ -34,7 +34,6 @@ def register(commands: Commands) -> None:
     install = commands.add(
         "install",
         _install,
-        "add the gateway to an MCP client's config",
         # Not ./.mcp.json: that is an MCP client's own file, which would run the gateway on itself.
         config_help="the gateway's TOML or JSON config, which the client runs it on "
         f"(default: ./{DEFAULT_CONFIG_FILE})",

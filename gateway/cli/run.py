@@ -51,7 +51,7 @@ __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    run = commands.add("run", _run, "ask an agent a question and print its answer")
+    run = commands.add("run", _run)
     run.add_argument("question", nargs="?", help="the question; - reads it from stdin")
     run.add_argument(
         "--items", metavar="FILE", help="many questions, one JSON line each (- for stdin)"
@@ -60,11 +60,7 @@ def register(commands: Commands) -> None:
     run.add_argument("--session", metavar="ID", help="chat memory session id")
     add_store_options(run, optional=True)
     add_output_options(run)
-    resume = commands.add(
-        "resume",
-        resume_stored,
-        "continue a stored run that stopped, on the config and model it started with",
-    )
+    resume = commands.add("resume", resume_stored)
     add_resume_options(resume)
 
 

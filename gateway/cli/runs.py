@@ -36,9 +36,7 @@ __all__ = ["register"]
 
 
 def register(commands: Commands) -> None:
-    runs = commands.add(
-        "runs", _needs_action, "stored runs: list, show, resume, cancel, approve, deny, prune"
-    )
+    runs = commands.add("runs", _needs_action)
     actions = runs.add_subparsers(metavar="ACTION")
     listing = actions.add_parser("list", help="the stored runs, newest first")
     listing.add_argument(

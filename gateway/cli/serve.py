@@ -41,9 +41,7 @@ _WILDCARDS = ("0.0.0.0", "::")
 
 
 def register(commands: Commands) -> None:
-    serve = commands.add(
-        "serve", _serve, "serve the agents (and exposed tools) over MCP", stdout_is_result=False
-    )
+    serve = commands.add("serve", _serve, stdout_is_result=False)
     # Ctrl-C stops a server as SIGTERM does: calls in flight get their grace, a second ends it.
     # A server's lines are read later, from a file: each says when (`log_lines`).
     serve.set_defaults(signals=(signal.SIGINT, *SIGNALS), log_times=True)

@@ -80,9 +80,7 @@ def _memory_store_url(url: str) -> str:
 
 
 def register(commands: Commands) -> None:
-    sessions = commands.add(
-        "sessions", _sessions, "list, show, delete or prune chat memory sessions"
-    )
+    sessions = commands.add("sessions", _sessions)
     sessions.add_argument("action", nargs="?", choices=["list", "show", "delete", "prune"])
     sessions.add_argument("session_id", nargs="?", help="the session (show, delete)")
     sessions.add_argument("--agent", help="the store of this agent (default: the gateway's)")

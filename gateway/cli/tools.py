@@ -54,11 +54,9 @@ log = logging.getLogger(__name__)
 
 
 def register(commands: Commands) -> None:
-    tools = commands.add("tools", _tools, "list the tools the config provides")
+    tools = commands.add("tools", _tools)
     tools.add_argument("--json", action="store_true", help="print one JSON object")
-    call = commands.add(
-        "call", _call, "call one tool (or agent) through the gateway and print its result"
-    )
+    call = commands.add("call", _call)
     call.add_argument("tool", help="a tool's name as `tools` lists it, or an agent's")
     call.add_argument(
         "--args", default="{}", help='the arguments as a JSON object (an agent: {"prompt": ...})'

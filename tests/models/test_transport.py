@@ -318,6 +318,44 @@ async def test_proxies_are_mounted_as_a_plain_client_mounts_them(
         await plain.aclose()
 
 
+@pytest.mark.parametrize(
+    "no_proxy",
+    [
+        "localhost, 127.0.0.1 ,::1,10.0.0.0/8,fd00::1",
+        ".corp.example,corp.example,http://plain.example,https://*.tls.example",
+        "internal.example,*",  # `*`: no proxy at all
+        "",
+    ],
+)
+async def test_no_proxy_hosts_are_routed_as_a_plain_client_routes_them(
+    no_proxies: pytest.MonkeyPatch, no_proxy: str
+) -> None:
+    no_proxies.setenv("HTTP_PROXY", "proxy.example:3128")  # no scheme: http://
+    no_proxies.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    no_proxies.setenv("NO_PROXY", no_proxy)
+    ours, plain = new_http_client(), httpx.AsyncClient()
+
+    def routes(client: httpx.AsyncClient) -> dict[str, bool]:
+        """Each mount pattern, and whether it goes through a proxy."""
+        mounts = client._mounts  # pyright: ignore[reportPrivateUsage]
+        return {
+            str(pattern.pattern): transport is not None for pattern, transport in mounts.items()
+        }
+
+    try:
+        assert routes(ours) == routes(plain)
+        proxies = {
+            str(transport.proxy.url)
+            for transport in ours._mounts.values()  # pyright: ignore[reportPrivateUsage]
+            if isinstance(transport, _PoolOnFirstRequest) and transport.proxy is not None
+        }
+        everywhere = "*" in no_proxy.split(",")
+        assert proxies == (set() if everywhere else {"http://proxy.example:3128"})
+    finally:
+        await ours.aclose()
+        await plain.aclose()
+
+
 async def test_a_password_in_the_model_url_reaches_no_log_line(
     caplog: pytest.LogCaptureFixture, sleeps: Sleeps
 ) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -10,7 +12,9 @@ from typing import Any
 import pytest
 
 from gateway.cli import main
-from gateway.install import claude_desktop_config_path
+from gateway.install import claude_desktop_config_path, server_entry
+
+REPO = Path(__file__).resolve().parents[2]
 
 EXISTING: dict[str, Any] = {
     "globalShortcut": "Ctrl+Space",
@@ -390,3 +394,30 @@ def test_a_client_config_in_a_folder_that_does_not_exist_is_refused(
     client = tmp_path / "claude.json"  # a folder that exists: the new file is said
     assert install(gateway_config, client) == 0
     assert capsys.readouterr().out.startswith(f"{client} (a new file): installed 'agent-gateway'")
+
+
+@pytest.mark.integration
+def test_without_a_console_script_the_entry_runs_this_pythons_gateway_wherever_it_starts(
+    tmp_path: Path, gateway_config: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`python -m gateway.cli` put the folder the client starts it in first on the path: a
+    `gateway` package there ran instead."""
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))  # no script beside
+    entry = server_entry(gateway_config)
+    assert entry["command"] == str(tmp_path / "bin" / "python")
+    assert entry["args"][:3] == ["-P", "-m", "gateway.cli"]
+    monkeypatch.undo()
+    decoy = tmp_path / "client-cwd" / "gateway" / "cli"
+    decoy.mkdir(parents=True)
+    (decoy.parent / "__init__.py").write_text("")
+    (decoy / "__init__.py").write_text("")
+    (decoy / "__main__.py").write_text("print('not agent-gateway')\n")
+    done = subprocess.run(
+        [sys.executable, *entry["args"][:3], "--version"],
+        cwd=decoy.parent.parent,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.startswith("agent-gateway "), (done.stdout, done.stderr)
