@@ -24,7 +24,7 @@ from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest
-from ..errors import PickledDecision, PickledRecord, UnknownRun
+from ..errors import PickledDecision, PickledRecord, StoreError, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT
@@ -306,25 +306,58 @@ class StoredRuns:
         inputs = found[0].input if found else None
         return RunState.model_validate_json(inputs["args"][0]) if inputs else None
 
-    async def forget_finished(self, keep_days: float) -> int:
-        """Delete the runs that finished more than `keep_days` ago; how many."""
-        before = datetime.now(UTC) - timedelta(days=keep_days)
-        old = await self._client.list_workflows_async(
-            name=WORKFLOW,
-            status=list(_FINISHED),
-            completed_before=before.isoformat(),
-            load_input=False,
-            load_output=False,
-        )
-        if old:
-            await self._client.delete_workflows_async([w.workflow_id for w in old])
-        return len(old)
+    async def forget_finished(self, keep_days: float, *, batches: int | None = None) -> int:
+        """Delete the runs that finished more than `keep_days` ago, oldest first, `BATCH` at a
+        time (at most `batches` of them), each its own transaction: what is deleted stays so
+        if a later one fails, a full disk gets room as it goes, and a SQLite store's write
+        lock is let go between them. How many were deleted. Raises `StoreError` (one line) if
+        the store cannot be read or written, saying how many were deleted before."""
+        before = (datetime.now(UTC) - timedelta(days=keep_days)).isoformat()
+        since: str | None = None
+        deleted = done = 0
+        while batches is None or done < batches:
+            try:
+                with self._writing():
+                    old = await self._client.list_workflows_async(
+                        name=WORKFLOW,
+                        status=list(_FINISHED),
+                        completed_before=before,
+                        # From the last batch's on: PostgreSQL would step over every row
+                        # deleted before (dead until vacuumed) to find the next ones.
+                        start_time=since,
+                        limit=BATCH,
+                        load_input=False,
+                        load_output=False,
+                    )
+                    if old:
+                        await self._client.delete_workflows_async([w.workflow_id for w in old])
+            except StoreError as exc:
+                raise _after(exc, deleted) from None
+            deleted, done = deleted + len(old), done + 1
+            if len(old) < BATCH:
+                break
+            last = old[-1].created_at
+            since = datetime.fromtimestamp(last / 1000, UTC).isoformat() if last else None
+        return deleted
 
     async def delete(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs `run_ids` from the store, with everything recorded of them."""
-        if run_ids:
-            with self._writing():
-                await self._client.delete_workflows_async(list(run_ids))
+        """Delete the runs `run_ids` from the store, with everything recorded of them,
+        `BATCH` at a time (see `forget_finished`). Raises `StoreError` (one line) if the
+        store cannot be written, saying how many were deleted before."""
+        for start in range(0, len(run_ids), BATCH):
+            try:
+                with self._writing():
+                    batch = list(run_ids[start : start + BATCH])
+                    await self._client.delete_workflows_async(batch)
+            except StoreError as exc:
+                raise _after(exc, start) from None
+
+
+def _after(exc: StoreError, deleted: int) -> StoreError:
+    """`exc`, saying that `deleted` runs were deleted before it (they stay so)."""
+    if not deleted:
+        return exc
+    return type(exc)(f"{exc} ({deleted} run{'s were' if deleted > 1 else ' was'} deleted first)")
 
 
 def _event(records: GoingRecords, run_id: str, key: str) -> Any:
