@@ -49,8 +49,9 @@ class StoreSettings(BaseModel):
     """`sqlite:///FILE` (relative to the config file; four slashes: absolute) or
     `postgresql://user@host:port/db` (several processes, several machines)."""
     keep_days: float = Field(default=30, ge=0)
-    """Finished runs (succeeded, failed, cancelled) older than this are deleted when a run
-    starts; 0 keeps them for ever. Runs not finished are never deleted."""
+    """Finished runs (succeeded, failed, cancelled) older than this are deleted, in the
+    background of `run` and `serve` (`durable.retention`); 0 keeps them for ever. Runs not
+    finished are never deleted."""
     unreachable_wait: float = Field(default=60, gt=0)
     """A PostgreSQL store that becomes unreachable while a run executes, or a SQLite store that
     another process locks: seconds the run waits for it (it goes on if the store is back), then

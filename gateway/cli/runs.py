@@ -13,7 +13,7 @@ import anyio
 from toolkits.printable import printable
 
 from ..approval import ApprovalRequest, Decision
-from ..errors import AlreadyDecided, UnknownRun
+from ..errors import AlreadyDecided, StoreError, UnknownRun
 from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option, utc
 from .exits import OK
@@ -77,7 +77,7 @@ def register(commands: Commands) -> None:
     prune = actions.add_parser(
         "prune",
         help="delete the runs that ended more than DAYS ago (and with --stopped, the stopped "
-        "ones not resumed for DAYS)",
+        "ones not resumed for DAYS), and give a SQLite file's freed room back",
     )
     prune.add_argument(
         "--older-than", type=_days, required=True, metavar="DAYS", help="days (more than 0)"
@@ -210,24 +210,35 @@ def _days(text: str) -> float:
 
 
 async def _prune(args: argparse.Namespace) -> int:
-    from ..durable.retention import forget_stopped
+    from ..durable.retention import forget_stopped, vacuumed
 
     url = store_url(args)
     assert url is not None
     finished = stopped = 0
     skipped: list[str] = []
+    sizes: tuple[int, int] | None = None
+    unshrunk: StoreError | None = None
     if await anyio.to_thread.run_sync(runs_stored, url):  # else there is nothing to delete
         async with open_store(url, launch=False, read_pickled=read_pickled(args)) as runs:
             finished = await runs.forget_finished(args.older_than)
             if args.stopped:
                 stopped, skipped = await forget_stopped(runs, args.older_than)
+        try:
+            sizes = await vacuumed(url)
+        except StoreError as exc:
+            unshrunk = exc
+    room = _room(url, sizes, unshrunk)
     if args.json:
         shown = {
             "finished": finished,
             "stopped": stopped if args.stopped else None,
             "skipped": len(skipped) if args.stopped else None,
+            "bytes_before": sizes[0] if sizes is not None else None,
+            "bytes_after": sizes[1] if sizes is not None else None,
         }
         print(json.dumps(shown), file=result_stdout())
+        if unshrunk is not None:  # else the sizes are in the JSON
+            print(room, file=sys.stderr)
         return OK
     said = f"deleted {finished} finished run{'' if finished == 1 else 's'}"
     if args.stopped:
@@ -235,7 +246,21 @@ async def _prune(args: argparse.Namespace) -> int:
         if skipped:  # the warning above says why
             said += f" ({len(skipped)} not read, skipped)"
     print(f"{said} older than {args.older_than:g} days from {redacted(url)}", file=sys.stderr)
+    if room is not None:
+        print(room, file=sys.stderr)
     return OK
+
+
+def _room(url: str, sizes: tuple[int, int] | None, failed: StoreError | None) -> str | None:
+    """What `vacuumed` did with a SQLite file's free room, in a line; None for PostgreSQL."""
+    file = url.removeprefix("sqlite:///")
+    if failed is not None:  # the runs are deleted all the same, and SQLite reuses their room
+        return f"{file}: not made smaller ({failed}); new runs reuse its free room"
+    return None if sizes is None else f"{file}: {_mb(sizes[0])} before, {_mb(sizes[1])} now"
+
+
+def _mb(size: int) -> str:
+    return f"{size / 1e6:.1f} MB"
 
 
 LIST_LIMIT = 100

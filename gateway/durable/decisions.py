@@ -23,6 +23,7 @@ import json
 import socket
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -38,7 +39,7 @@ from .changes import system_rows
 from .record_format import STORED_FORMAT, pickled_decision, pickled_read
 from .replicas import on_postgres
 
-__all__ = ["send_decision", "stored_decisions", "this_person"]
+__all__ = ["decisions_in", "send_decision", "stored_decisions", "this_person"]
 
 _PORTABLE = "portable_json"
 """DBOS's name for a message stored as JSON (`WorkflowSerializationFormat.PORTABLE`)."""
@@ -117,7 +118,12 @@ def stored_decisions(url: str, run_id: str) -> dict[str, dict[str, JsonValue]]:
     one it takes), by call. Raises `StoreError` if the store cannot be read, `PickledDecision`
     if a decision is pickled (an older version's) and the store is not read so."""
     query = _POSTGRES_QUERY if on_postgres(url) else _SQLITE_QUERY
-    rows = system_rows(url, query, (run_id, APPROVAL_TOPIC))
+    return decisions_in(system_rows(url, query, (run_id, APPROVAL_TOPIC)), run_id)
+
+
+def decisions_in(rows: Iterable[Sequence[Any]], run_id: str) -> dict[str, dict[str, JsonValue]]:
+    """`stored_decisions` of the run, from its messages on the approval topic as stored
+    (message, serialization), oldest first."""
     found: dict[str, dict[str, JsonValue]] = {}
     for text, serialization in rows:
         if serialization == _PORTABLE:

@@ -55,8 +55,8 @@ async def open_runs(
     process may not write it (`agent.memory.read_only_sqlite`: a backup, another user's).
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
-    died. With `launch` and `keep_days`, finished runs older than that are deleted now and
-    hourly while the store is open (`retention`). With `launch`, runs wait
+    died. With `launch` and `keep_days`, finished runs older than that are deleted in the
+    background, from now on and hourly while the store is open (`retention`). With `launch`, runs wait
     `unreachable_wait` seconds for a PostgreSQL store that became unreachable (`outage`), or a
     SQLite store another process locked (`sqlite_lock`), then stop. On exit, the runs executing here are
     interrupted (`stop_all`) before the lock goes. Records in Python's pickle format (an older

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Generator, Sequence
+from contextlib import contextmanager, nullcontext
 
 import anyio
 from dbos import DBOS, SetWorkflowID, WorkflowHandleAsync
@@ -120,6 +121,14 @@ class DurableRuns(StoredRuns):
         for waits in (self._host.outage, self._host.lock):
             if waits is not None:
                 waits.wait = seconds
+
+    @contextmanager
+    def deleting(self, what: str) -> Generator[None]:
+        """While the block deletes `what` (`retention`), a SQLite store found locked is not
+        said to be locked by another process: this one may hold the lock (`sqlite_lock`)."""
+        lock = self._host.lock
+        with lock.busy_here(what) if lock is not None else nullcontext():
+            yield
 
     def gone(self) -> StoreGone | None:
         """Why the runs here can no longer be kept, if the store's SQLite file was deleted

@@ -8,7 +8,8 @@ half minute, and a Ctrl-C waited for its threads. Here the store's engines wait
 `handle_error`, in DBOS's thread), which:
 
 - says once that the store is locked, naming it and the wait (DBOS's own records about it
-  are dropped, or kept at DEBUG when that is on: `quiet`);
+  are dropped, or kept at DEBUG when that is on: `quiet`); while this process deletes old
+  runs itself (`busy_here`: `retention`), not that another process holds it;
 - looks every `PROBE_SECONDS` whether it can be written: then it says so, and DBOS retries;
 - after its wait (`[store] unreachable_wait`, as for a PostgreSQL store gone away), or as the
   store closes (Ctrl-C), raises `StoreUnavailable`, which DBOS does not retry: the run stops,
@@ -21,7 +22,8 @@ import logging
 import sqlite3
 import threading
 import time
-from contextlib import closing
+from collections.abc import Generator
+from contextlib import closing, contextmanager
 from typing import Any
 
 from sqlalchemy import event
@@ -62,6 +64,8 @@ class LockWait:
         self._guard = threading.Lock()
         self._seen = 0.0
         """When it was last found locked."""
+        self._here: str | None = None
+        """What this process is writing that may hold the lock itself (`busy_here`)."""
 
     @property
     def held(self) -> bool:
@@ -73,6 +77,16 @@ class LockWait:
         """`engine`'s connections wait `BUSY_SECONDS` for the lock, then ask this."""
         event.listen(engine, "checkout", self._checked_out)
         event.listen(engine, "handle_error", self._failed)
+
+    @contextmanager
+    def busy_here(self, doing: str) -> Generator[None]:
+        """While the block writes (`doing`: what), this process may hold the lock itself: a
+        lock found meanwhile is said to be met while it does, not blamed on another."""
+        self._here = doing
+        try:
+            yield
+        finally:
+            self._here = None
 
     def close(self) -> None:
         """The store is closing: the waits end (their runs stop), and no more begin."""
@@ -93,14 +107,24 @@ class LockWait:
             # Not seen locked for a while (nothing wrote, or it was let go): a lock anew.
             if self.since is None or now - self._seen > _ANEW:
                 self.since = now - BUSY_SECONDS
-                _log.warning(
-                    "the run store %s is locked by another process (a `sqlite3` shell, a "
-                    "backup?): runs here wait up to %g s for it ([store] unreachable_wait), "
-                    "then stop; a stopped run resumes from its last recorded step (Ctrl-C "
-                    "stops it now)",
-                    redacted(self.url),
-                    self.wait,
-                )
+                here = self._here
+                if here is not None:
+                    _log.warning(
+                        "the run store %s is locked while this process deletes %s ([store] "
+                        "keep_days, a batch at a time): runs here wait for it, up to %g s",
+                        redacted(self.url),
+                        here,
+                        self.wait,
+                    )
+                else:
+                    _log.warning(
+                        "the run store %s is locked by another process (a `sqlite3` shell, "
+                        "a backup?): runs here wait up to %g s for it ([store] "
+                        "unreachable_wait), then stop; a stopped run resumes from its last "
+                        "recorded step (Ctrl-C stops it now)",
+                        redacted(self.url),
+                        self.wait,
+                    )
             since, self._seen = self.since, now
         while not self.closing.is_set() and time.monotonic() - since < self.wait:
             if _writable(self.file):

@@ -14,21 +14,23 @@ import logging
 from collections.abc import Collection, Generator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import Any
 
 import anyio
 from dbos import DBOSClient
+from dbos._serialization import deserialize_value
 from pydantic import JsonValue
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest
-from ..errors import PickledDecision, PickledRecord, UnknownRun
+from ..errors import PickledDecision, PickledRecord, StoreError, UnknownRun
 from ..run_state import RunResult, RunState
 from ..store_config import redacted
-from .approvals import APPROVALS_EVENT
-from .changes import last_changes
-from .decisions import stored_decisions
-from .record_format import pickled, refusals, refusing_for
+from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT
+from .changes import BATCH, GoingRecords, going_records, last_changes
+from .decisions import decisions_in, stored_decisions
+from .record_format import STORED_FORMAT, pickled, refusals, refusing_for
 from .status import (
     EXECUTION_EVENT,
     STATE_EVENT,
@@ -94,11 +96,11 @@ class StoredRuns:
     ) -> list[RunInfo]:
         """The runs, newest first (the newest `limit` of them); `status` one of
         `status.STATUSES`, looked for by the store: a run that ended is found by DBOS's status
-        alone, one that goes on by its events too (running, waiting or stopped), read for the
-        runs not ended only. A run with a record in the pickle format is left out, and one
-        warning names those (the others are listed: a store an older version wrote is seen
-        without trusting it); or, given `unread`, their ids go there, for the caller to say
-        what it did without them."""
+        alone, one that goes on by its events too (running, waiting or stopped), read a page
+        of runs not ended at a time until `limit` are found. A run with a record in the
+        pickle format is left out, and one warning names those (the others are listed: a
+        store an older version wrote is seen without trusting it); or, given `unread`, their
+        ids go there, for the caller to say what it did without them."""
         ended = _ENDED_AS.get(status) if status is not None else None
         going = status is not None and ended is None
         infos: list[RunInfo] = []
@@ -109,26 +111,22 @@ class StoredRuns:
                     name=WORKFLOW,
                     status=[ended] if ended is not None else list(_GOING) if going else None,
                     sort_desc=True,
-                    # Which of the runs not ended are `status` is known once each is read.
+                    # Which of the runs not ended are `status` is known once their events
+                    # are read; their inputs are read then, of those listed only.
                     limit=None if going else limit,
-                    load_output=False,
+                    load_input=not going,
+                    # Why each failed; a result (maybe large) is never listed.
+                    load_output=ended == "ERROR",
                 )
-            going_on = [each.workflow_id for each in found if each.status in _GOING]
-            changed = await anyio.to_thread.run_sync(last_changes, self.url, going_on)
-            for each in found:
-                if limit is not None and len(infos) >= limit:
+            for start in range(0, len(found), BATCH):
+                wanted = None if limit is None else limit - len(infos)
+                if wanted is not None and wanted <= 0:
                     break
-                try:  # DBOS read a refused input on, unread: each run is read again by itself
-                    info = await (
-                        self.get(each.workflow_id)
-                        if refused
-                        else self._info_of(each, changed.get(each.workflow_id))
-                    )
-                except PickledRecord:
-                    left_out.append(each.workflow_id)
-                    continue
-                if status is None or info.status == status:
-                    infos.append(info)
+                page = found[start : start + BATCH]
+                if refused:  # DBOS read a refused input on, unread: each run is read again
+                    infos += await self._each(page, status, wanted, left_out)
+                else:
+                    infos += await self._page(page, status, wanted, left_out, inputs=not going)
         if left_out and unread is None:
             _log.warning(
                 "%d run%s not listed (%s): %s",
@@ -139,6 +137,74 @@ class StoredRuns:
             )
         return infos
 
+    async def _page(
+        self,
+        page: Sequence[Any],
+        status: str | None,
+        wanted: int | None,
+        left_out: list[str],
+        *,
+        inputs: bool,
+    ) -> list[RunInfo]:
+        """Of `page` (DBOS's statuses, newest first), the first `wanted` runs that are
+        `status` (None: any), read for all at once (`_records`); a run with a record in the
+        pickle format goes to `left_out`. Listed without their `inputs` (runs not ended,
+        whose status is known only then), the runs found have theirs read after, and when
+        each last changed: only they."""
+        records, failed = await self._records(page, inputs=inputs)
+        infos: list[RunInfo] = []
+        found: list[Any] = []
+        for each in page:
+            try:
+                info = self._info(failed.get(each.workflow_id, each), records)
+            except PickledRecord:
+                left_out.append(each.workflow_id)
+                continue
+            if status is None or info.status == status:
+                infos.append(info)
+                found.append(each)
+        if inputs:
+            return infos[:wanted]
+        infos = []
+        while found and (wanted is None or len(infos) < wanted):
+            take = BATCH if wanted is None else wanted - len(infos)
+            some = [each.workflow_id for each in found[:take]]
+            found = found[len(some) :]
+            with refusals() as refused:
+                listed = await self._client.list_workflows_async(
+                    workflow_ids=some, load_output=False
+                )
+            # In the page's order (runs begun within the same second are in no other).
+            by_id = {each.workflow_id: each for each in listed}
+            listed = [by_id[run_id] for run_id in some if run_id in by_id]
+            if refused:  # DBOS read a refused input on, unread
+                infos += await self._each(listed, status, None, left_out)
+                continue
+            records.changed.update(await anyio.to_thread.run_sync(last_changes, self.url, some))
+            for each in listed:
+                info = self._info(each, records)
+                if info.status == status:  # else it moved on meanwhile
+                    infos.append(info)
+        return infos
+
+    async def _each(
+        self, page: Sequence[Any], status: str | None, wanted: int | None, left_out: list[str]
+    ) -> list[RunInfo]:
+        """`_page`, each run read by itself: to know which has a record in the pickle
+        format, where DBOS's listing met one (and read it on, unread)."""
+        infos: list[RunInfo] = []
+        for each in page:
+            if wanted is not None and len(infos) >= wanted:
+                break
+            try:
+                info = await self.get(each.workflow_id)
+            except PickledRecord:
+                left_out.append(each.workflow_id)
+                continue
+            if status is None or info.status == status:
+                infos.append(info)
+        return infos
+
     async def get(self, run_id: str) -> RunInfo:
         with self._reading(run_id):
             found = await self._client.list_workflows_async(
@@ -146,38 +212,60 @@ class StoredRuns:
             )
             if not found:
                 raise UnknownRun(f"no stored run {run_id!r} in {redacted(self.url)}")
-            changed = None
-            if found[0].status in _GOING:
-                changes = await anyio.to_thread.run_sync(last_changes, self.url, [run_id])
-                changed = changes.get(run_id)
-            return await self._info(found[0], changed)
+            records, failed = await self._records(found, inputs=True)
+            return self._info(failed.get(run_id, found[0]), records)
 
-    async def _info_of(self, status: Any, changed_ms: int | None) -> RunInfo:
-        with refusing_for(status.workflow_id):
-            return await self._info(status, changed_ms)
+    async def _records(
+        self, page: Sequence[Any], *, inputs: bool
+    ) -> tuple[GoingRecords, dict[str, Any]]:
+        """What the runs of `page` (DBOS's statuses) say beyond their status, read for all
+        at once: the events and messages of those not ended, with their `inputs` when each
+        last changed too (one connection); and those that failed again, with why (a status
+        listed without its output has no error)."""
+        going = [each.workflow_id for each in page if each.status in _GOING]
+        records = (
+            await anyio.to_thread.run_sync(
+                partial(
+                    going_records,
+                    self.url,
+                    going,
+                    events=(EXECUTION_EVENT, APPROVALS_EVENT),
+                    topic=APPROVAL_TOPIC,
+                    changes=inputs,
+                )
+            )
+            if going
+            else GoingRecords()
+        )
+        failed = [e.workflow_id for e in page if e.status == "ERROR" and e.error is None]
+        reread: dict[str, Any] = {}
+        for start in range(0, len(failed), BATCH):
+            for each in await self._client.list_workflows_async(
+                workflow_ids=failed[start : start + BATCH], load_input=inputs
+            ):
+                reread[each.workflow_id] = each
+        return records, reread
 
-    async def _info(self, status: Any, changed_ms: int | None) -> RunInfo:
-        """`status` of a run and what it says (`status.run_info`); `changed_ms`: when a run
-        not ended last changed, which DBOS's status does not tell (`changes`)."""
+    def _info(self, status: Any, records: GoingRecords) -> RunInfo:
+        """`status` of a run and what it says (`status.run_info`), with what `records` hold
+        of it: its events, the decisions sent to it (`decisions_in`), when it last changed
+        (which DBOS's status does not tell: `changes`). Raises `PickledRecord` naming the run
+        if a record of it is in the pickle format."""
+        run_id = status.workflow_id
         execution = waiting = None
         decided: Collection[str] = ()
         unread: PickledDecision | None = None
-        if status.status in ("PENDING", "ENQUEUED"):
-            execution = await self._client.get_event_async(
-                status.workflow_id, EXECUTION_EVENT, timeout_seconds=0
-            )
-            waiting = await self._client.get_event_async(
-                status.workflow_id, APPROVALS_EVENT, timeout_seconds=0
-            )
-            if isinstance(waiting, dict) and waiting:  # which of them are decided already
-                try:
-                    decided = await self.decisions(status.workflow_id)
-                except PickledDecision as exc:  # its calls wait, and that is why
-                    unread = exc
-        elif status.status == "ERROR" and status.error is None:
-            # Loaded with the output only, which a list leaves out (it may be large).
-            [status] = await self._client.list_workflows_async(workflow_ids=[status.workflow_id])
-        info = run_info(status, execution, waiting, decided, changed_ms=changed_ms)
+        with refusing_for(run_id):
+            if status.status in ("PENDING", "ENQUEUED"):
+                execution = _event(records, run_id, EXECUTION_EVENT)
+                waiting = _event(records, run_id, APPROVALS_EVENT)
+                if isinstance(waiting, dict) and waiting:  # which of them are decided already
+                    try:
+                        decided = decisions_in(records.messages.get(run_id, ()), run_id)
+                    except PickledDecision as exc:  # its calls wait, and that is why
+                        unread = exc
+        changed = records.changed.get(run_id)
+        info = run_info(status, execution, waiting, decided, changed_ms=changed)
         return info if unread is None else dataclasses.replace(info, error=str(unread))
 
     async def asked(self, run_id: str) -> list[ApprovalRequest]:
@@ -218,22 +306,62 @@ class StoredRuns:
         inputs = found[0].input if found else None
         return RunState.model_validate_json(inputs["args"][0]) if inputs else None
 
-    async def forget_finished(self, keep_days: float) -> int:
-        """Delete the runs that finished more than `keep_days` ago; how many."""
-        before = datetime.now(UTC) - timedelta(days=keep_days)
-        old = await self._client.list_workflows_async(
-            name=WORKFLOW,
-            status=list(_FINISHED),
-            completed_before=before.isoformat(),
-            load_input=False,
-            load_output=False,
-        )
-        if old:
-            await self._client.delete_workflows_async([w.workflow_id for w in old])
-        return len(old)
+    async def forget_finished(self, keep_days: float, *, batches: int | None = None) -> int:
+        """Delete the runs that finished more than `keep_days` ago, oldest first, `BATCH` at a
+        time (at most `batches` of them), each its own transaction: what is deleted stays so
+        if a later one fails, a full disk gets room as it goes, and a SQLite store's write
+        lock is let go between them. How many were deleted. Raises `StoreError` (one line) if
+        the store cannot be read or written, saying how many were deleted before."""
+        before = (datetime.now(UTC) - timedelta(days=keep_days)).isoformat()
+        since: str | None = None
+        deleted = done = 0
+        while batches is None or done < batches:
+            try:
+                with self._writing():
+                    old = await self._client.list_workflows_async(
+                        name=WORKFLOW,
+                        status=list(_FINISHED),
+                        completed_before=before,
+                        # From the last batch's on: PostgreSQL would step over every row
+                        # deleted before (dead until vacuumed) to find the next ones.
+                        start_time=since,
+                        limit=BATCH,
+                        load_input=False,
+                        load_output=False,
+                    )
+                    if old:
+                        await self._client.delete_workflows_async([w.workflow_id for w in old])
+            except StoreError as exc:
+                raise _after(exc, deleted) from None
+            deleted, done = deleted + len(old), done + 1
+            if len(old) < BATCH:
+                break
+            last = old[-1].created_at
+            since = datetime.fromtimestamp(last / 1000, UTC).isoformat() if last else None
+        return deleted
 
     async def delete(self, run_ids: Sequence[str]) -> None:
-        """Delete the runs `run_ids` from the store, with everything recorded of them."""
-        if run_ids:
-            with self._writing():
-                await self._client.delete_workflows_async(list(run_ids))
+        """Delete the runs `run_ids` from the store, with everything recorded of them,
+        `BATCH` at a time (see `forget_finished`). Raises `StoreError` (one line) if the
+        store cannot be written, saying how many were deleted before."""
+        for start in range(0, len(run_ids), BATCH):
+            try:
+                with self._writing():
+                    batch = list(run_ids[start : start + BATCH])
+                    await self._client.delete_workflows_async(batch)
+            except StoreError as exc:
+                raise _after(exc, start) from None
+
+
+def _after(exc: StoreError, deleted: int) -> StoreError:
+    """`exc`, saying that `deleted` runs were deleted before it (they stay so)."""
+    if not deleted:
+        return exc
+    return type(exc)(f"{exc} ({deleted} run{'s were' if deleted > 1 else ' was'} deleted first)")
+
+
+def _event(records: GoingRecords, run_id: str, key: str) -> Any:
+    """The run's event `key` as DBOS's `get_event` gives it, None if it has none; one in
+    the pickle format is refused unread (`record_format`)."""
+    stored = records.events.get((run_id, key))
+    return None if stored is None else deserialize_value(stored[0], stored[1], STORED_FORMAT)

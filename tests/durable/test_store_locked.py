@@ -7,9 +7,11 @@ half minute, and a Ctrl-C took 20 s."""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import signal
 import sqlite3
+import threading
 from collections.abc import Generator
 from contextlib import closing, contextmanager
 from pathlib import Path
@@ -17,6 +19,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from gateway.durable.sqlite_lock import LockWait
 from tests.durable.cli_runs import TwoCalls, cli, stop_run
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(120)]
@@ -116,3 +119,42 @@ async def test_ctrl_c_stops_a_run_waiting_for_a_locked_store_at_once(tmp_path: P
     assert code == 130, run.err
     assert re.search(r"interrupted: run \w+ is stored: agent-gateway resume", run.err), run.err
     _quiet(run.err)
+
+
+async def test_a_lock_this_process_holds_to_delete_old_runs_is_not_blamed_on_another(
+    tmp_path: Path,
+) -> None:
+    """A run's write that meets the lock while this process deletes old runs ([store]
+    keep_days) says so. Was: `locked by another process (a sqlite3 shell, a backup?)`, with
+    no other process there (`serve`'s own startup prune)."""
+    file = tmp_path / "runs.sqlite3"
+    with closing(sqlite3.connect(file)) as db:
+        db.execute("CREATE TABLE t (x)")
+    url = f"sqlite:///{file}"
+    wait = LockWait(url, 30)
+    said: list[str] = []
+    told = threading.Event()
+
+    class Heard(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record.getMessage())
+            told.set()
+
+    heard = Heard()
+    logging.getLogger("gateway.durable.sqlite_lock").addHandler(heard)
+    try:
+        with closing(sqlite3.connect(file, isolation_level=None)) as deleting:
+            deleting.execute("BEGIN IMMEDIATE")  # this process's batch of deletions
+            with wait.busy_here("the runs that finished more than 30 days ago"):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(anyio.to_thread.run_sync, wait.locked)  # a run's write
+                    assert await anyio.to_thread.run_sync(told.wait, 30)
+                    deleting.execute("COMMIT")  # the batch ends: the write goes on
+    finally:
+        logging.getLogger("gateway.durable.sqlite_lock").removeHandler(heard)
+    assert said[0] == (
+        f"the run store {url} is locked while this process deletes the runs that finished "
+        "more than 30 days ago ([store] keep_days, a batch at a time): runs here wait for it, "
+        "up to 30 s"
+    )
+    assert said[1].startswith(f"the run store {url} can be written again after ")

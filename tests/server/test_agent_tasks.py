@@ -291,12 +291,15 @@ async def test_serve_deletes_the_runs_that_finished_longer_ago_than_keep_days(
         async with Client(first.url, mode="legacy") as client:
             await _until(client, task_id, "completed")
 
-    # Kept a few microseconds: a server opening the store deletes the run before it serves.
+    # Kept a few microseconds: a server opening the store deletes the run, in its background
+    # (it serves meanwhile).
     config.write_text(config.read_text() + "[store]\nkeep_days = 1e-10\n")
     async with (
-        http_server(config, "--store", store) as second,
+        http_server(config, "--store", store, "-v") as second,
         Client(second.url, mode="legacy") as client,
     ):
+        with anyio.fail_after(30):
+            await second.line_starting("INFO gateway.durable.retention: deleted 1 finished run")
         listed = await client.session.send_request(types.ListTasksRequest(), types.ListTasksResult)
         assert listed.tasks == []
         with pytest.raises(MCPError, match=task_id):
