@@ -17,6 +17,7 @@ from .errors import (
     ScriptExhausted,
     StateError,
     StepInterrupted,
+    StepPaused,
 )
 from .memory import (
     ChatMemory,
@@ -103,6 +104,7 @@ __all__ = [
     "SessionStore",
     "StateError",
     "StepInterrupted",
+    "StepPaused",
     "StopReason",
     "SystemMessage",
     "TokenCallback",

@@ -16,8 +16,10 @@ from trio.testing import MockClock
 from agent import (
     AgentItem,
     AgentOptions,
+    AgentResult,
     AssistantMessage,
     ChatMessage,
+    EngineResponse,
     InProcessStore,
     MemoryStoreError,
     ModelHTTPError,
@@ -26,9 +28,11 @@ from agent import (
     ScriptedModel,
     SessionMemory,
     SQLiteStore,
+    StepPaused,
     TokenCallback,
     ToolCall,
     ToolDefinition,
+    ToolsAgent,
     Usage,
     UserMessage,
     store_from_url,
@@ -269,6 +273,54 @@ async def test_items_fail_fast_ends_keep_the_calls_they_made() -> None:
     assert second.steps is not None
     assert [(step.tool_call_id, step.tool) for step in second.steps] == [("n1", "nope")]
     assert second.steps[0].observation.startswith("Error: ")
+
+
+class Paused(Exception):
+    """A signal from outside the agent, as the gateway's pause for the client's own model."""
+
+
+class PausesOnce(PromptModel):
+    """A `PromptModel` whose first call for `pausing` raises `Paused`."""
+
+    def __init__(self, script: dict[str, list[ScriptedAnswer | str]], pausing: str) -> None:
+        super().__init__(script)
+        self._pausing: str | None = pausing
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        if messages[-1].content == self._pausing:
+            self._pausing = None
+            raise Paused("waiting for an answer from outside")
+        return await super().invoke(messages, tools, on_token=on_token)
+
+
+@pytest.mark.anyio
+async def test_a_pause_in_one_items_call_keeps_the_other_items_progress() -> None:
+    """Item 1's call pauses (a signal, not a failure) while item 0 answers: the step raises
+    `StepPaused` with the pause and item 0's answer, and the step made again from there asks
+    item 1's model alone. An item alone in its step lets the pause through as itself."""
+    model = PausesOnce({"first": ["one"], "second": ["two"]}, pausing="second")
+    agent = ToolsAgent(model=model, options=AgentOptions(batch_size=2))
+    items = [AgentItem(prompt="first"), AgentItem(prompt="second")]
+    with pytest.raises(StepPaused) as caught:
+        await agent.step(items)
+    [signal] = caught.value.signals
+    assert isinstance(signal, Paused)
+    progress = caught.value.progress.metadata
+    assert {i: r.output for i, r in progress.finished_items.items()} == {0: "one"}
+    again = await agent.step(items, EngineResponse(action_responses=[], metadata=progress))
+    assert isinstance(again, AgentResult)
+    assert [item.output for item in again.items] == ["one", "two"]
+    assert [question for question, _ in model.calls] == ["first", "second"]
+
+    alone = PausesOnce({"second": ["two"]}, pausing="second")
+    with pytest.raises(Paused):
+        await ToolsAgent(model=alone).step([AgentItem(prompt="second")])
 
 
 def test_run_items_reads_json_lines_and_writes_one_line_per_item(
