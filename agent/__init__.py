@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         ScriptExhausted,
         StateError,
         StepInterrupted,
+        StepPaused,
     )
     from .memory import (
         ChatMemory,
@@ -113,6 +114,7 @@ __all__ = [
     "SessionStore",
     "StateError",
     "StepInterrupted",
+    "StepPaused",
     "StopReason",
     "SystemMessage",
     "TokenCallback",
@@ -175,6 +177,7 @@ _WHERE = {
     "SessionStore": ".memory",
     "StateError": ".errors",
     "StepInterrupted": ".errors",
+    "StepPaused": ".errors",
     "StopReason": ".messages",
     "SystemMessage": ".messages",
     "TokenCallback": ".model",

@@ -17,6 +17,10 @@
     │                              ValueError: parsing another version's metadata raises it)
     └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
 
+    StepPaused                     not an error: an item's model call of a step of several
+                                   items raised a signal (a pause for an answer from outside);
+                                   checkpoint the progress, then let the signals through
+
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
 (an item's error, an observation for the model). Nor is a model error that only one item's
 request caused (`fails_only_its_item`: the provider rejected its content, or it would not fit
@@ -49,6 +53,7 @@ __all__ = [
     "ScriptExhausted",
     "StateError",
     "StepInterrupted",
+    "StepPaused",
     "fails_only_its_item",
 ]
 
@@ -168,6 +173,21 @@ class StepInterrupted(AgentError):
     def __init__(self, error: AgentError, progress: EngineRequest) -> None:
         super().__init__(str(error))
         self.error = error
+        self.progress = progress
+
+
+class StepPaused(Exception):  # a control-flow signal, not an error
+    """Model calls of a step of several items raised something other than an `AgentError`
+    (`signals`, in item order: a pause for an answer from outside, such as the client's own
+    model's) while the other items went on.
+
+    `progress` is as `StepInterrupted`'s: checkpoint it, then raise the signals; the retry
+    makes the paused items' calls again, and no other item's.
+    """
+
+    def __init__(self, signals: Sequence[Exception], progress: EngineRequest) -> None:
+        super().__init__(str(signals[0]))
+        self.signals = list(signals)
         self.progress = progress
 
 

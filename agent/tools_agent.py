@@ -10,7 +10,7 @@ starts, `delay_between_batches` seconds later. An item fails on its own (max ite
 model that rejected its request, a request too long for the context window) and the others go
 on, unless `fail_fast`. Any other model failure interrupts the step (`StepInterrupted`) with
 the progress of every other item, so a retry repeats no finished model call and saves no turn
-twice.
+twice; so does a pause (a signal, not an `AgentError`) in some items' calls (`StepPaused`).
 
 Calls the agent answers itself, without the engine: an unknown tool, arguments that are not a
 JSON object (or were cut off at the model's token limit), and a call repeated once too often.
@@ -34,6 +34,7 @@ from typing import cast
 import anyio
 from pydantic import JsonValue
 
+from .batch_step import advance_together
 from .call_order import StepCalls
 from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
@@ -43,6 +44,7 @@ from .errors import (
     MemoryStoreError,
     ModelError,
     StepInterrupted,
+    StepPaused,
     fails_only_its_item,
 )
 from .memory import ChatMemory, summarise
@@ -172,6 +174,9 @@ class ToolsAgent:
 
         Raises `StepInterrupted` when a model (or the memory) fails in a way that stops the
         run; the response passed in stays valid too, so the step can be retried either way.
+        A model call that raises anything else (a signal, such as a pause for an answer from
+        outside) lets it through as itself in a step of one item, and as `StepPaused`, with
+        the other items' progress, in a step of several.
         Raises `StateError` for a response that is not of a run over `items`, and
         `ValueError` for no items.
         """
@@ -187,25 +192,9 @@ class ToolsAgent:
         if self._starts_late_batch(batch, iterations):
             await anyio.sleep(self.options.delay_between_batches)
 
-        outcomes: dict[int, _Outcome] = {}
-        # A model answering by order (a script) answers the items' calls in item order.
-        order = StepCalls(batch) if len(batch) > 1 else None
-
-        async def advance(index: int) -> None:
-            with order.item(index) if order is not None else nullcontext():
-                outcomes[index] = await self._advance(items[index], index, response, state, order)
-
-        if order is None:
-            await advance(batch[0])
-        else:
-            try:
-                async with anyio.create_task_group() as tg:
-                    for index in batch:
-                        tg.start_soon(advance, index)
-            except BaseExceptionGroup as group:
-                # Not a failure of ours (those are outcomes): a signal, such as a pause for the
-                # client's answer. Let it arrive as itself, not wrapped.
-                raise _first_leaf(group) from None
+        outcomes, signals = await advance_together(
+            batch, lambda index, order: self._advance(items[index], index, response, state, order)
+        )
 
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
@@ -213,6 +202,9 @@ class ToolsAgent:
         failures: list[AgentError] = []
         failed_item: int | None = None
         for index in batch:
+            if index in signals:  # its call is made again when the step is
+                previous_steps[index] = build_steps(response, index)
+                continue
             outcome = outcomes[index]
             usage += outcome.usage
             if outcome.called_model:
@@ -254,6 +246,9 @@ class ToolsAgent:
         )
         if failures and len(finished) < len(items):
             raise StepInterrupted(failures[0], EngineRequest(actions=actions, metadata=metadata))
+        if signals and len(finished) < len(items):
+            paused = [signals[index] for index in sorted(signals)]
+            raise StepPaused(paused, EngineRequest(actions=actions, metadata=metadata))
         if len(finished) == len(items):
             results = [finished[i] for i in range(len(items))]
             return AgentResult(items=results, usage=usage, iterations=iteration_count)
@@ -585,10 +580,3 @@ class _Outcome:
     answer: AssistantMessage | None = None
     actions: list[Action] = field(default_factory=list[Action])
     invalid_answer: bool = False
-
-
-def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
-    first = group.exceptions[0]
-    if isinstance(first, BaseExceptionGroup):
-        return _first_leaf(cast(BaseExceptionGroup[BaseException], first))
-    return first

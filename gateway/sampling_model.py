@@ -22,7 +22,7 @@ import base64
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -53,6 +53,7 @@ __all__ = [
     "WAITING",
     "SamplingInputRequired",
     "SamplingModel",
+    "asked_together",
     "no_back_channel",
     "sampling_problem",
     "to_assistant_message",
@@ -71,12 +72,22 @@ WAITING = "waiting for the client's model"
 
 
 class SamplingInputRequired(RunPaused):
-    """The client must answer `request` (under `key`) before the run can go on (2026-07-28)."""
+    """The client must answer `requests` (by key) before the run can go on (2026-07-28)."""
 
-    def __init__(self, key: str, request: types.CreateMessageRequest) -> None:
-        super().__init__(f"{WAITING} (input request {key})", reason=WAITING)
-        self.key = key
-        self.request = request
+    def __init__(self, requests: Mapping[str, types.CreateMessageRequest]) -> None:
+        said = "input request" if len(requests) == 1 else "input requests"
+        super().__init__(f"{WAITING} ({said} {', '.join(requests)})", reason=WAITING)
+        self.requests = dict(requests)
+
+
+def asked_together(signals: Sequence[BaseException]) -> BaseException | None:
+    """The pauses of one step's calls, made at once, as the one to raise: the questions for
+    the client's model all in one round (the retry answers each, so the step goes on), else
+    the first pause (the others ask again then); None if a signal is no pause."""
+    if all(isinstance(signal, SamplingInputRequired) for signal in signals):
+        asked = cast(Sequence[SamplingInputRequired], signals)
+        return SamplingInputRequired({k: r for one in asked for k, r in one.requests.items()})
+    return signals[0] if all(isinstance(signal, RunPaused) for signal in signals) else None
 
 
 def no_back_channel(session: ServerSession) -> str | None:
@@ -170,7 +181,7 @@ class SamplingModel:
         elif session.can_send_request:
             result = await self._ask(request)
         else:  # 2026-07-28: the answer comes with the client's retry
-            raise SamplingInputRequired(key, request)
+            raise SamplingInputRequired({key: request})
         message = to_assistant_message(result)
         if on_token is not None and message.content:
             await on_token(message.content)

@@ -32,6 +32,7 @@ from agent import (
     EngineRequest,
     EngineResponse,
     StepInterrupted,
+    StepPaused,
     ToolDefinition,
     ToolsAgent,
     Usage,
@@ -46,17 +47,16 @@ from .approval import (
     ApprovalRequest,
     AsksAtOnce,
     ExpectsSteps,
-    WaitLeft,
     rejection,
 )
-from .errors import say_stopped_in
+from .errors import RunPaused, say_stopped_in
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState, spent
-from .sampling_model import SamplingModel
+from .sampling_model import SamplingModel, asked_together
 from .session_owners import owned_memory
 from .tool_limits import too_many_tools
 from .trace import Tracer
@@ -189,10 +189,12 @@ class StepLoop:
                         break
                     try:
                         outcome = await agent.step(state.items, response)
-                    except StepInterrupted as stop:
+                    except (StepInterrupted, StepPaused) as stop:
                         # What the other items did is kept: a resumed run repeats none of it.
                         await saver.save(request=stop.progress, response=None)
                         await finished.tell(stop.progress.metadata.finished_items)
+                        if isinstance(stop, StepPaused):  # each item's question in one round
+                            raise asked_together(stop.signals) or stop.signals[0] from None
                         raise stop.error from None
                     if isinstance(outcome, AgentResult):
                         break
@@ -262,7 +264,7 @@ class StepLoop:
             context.approver.expect(asked.values())
 
         stopped: list[AgentError] = []
-        left: list[WaitLeft] = []
+        paused: list[RunPaused] = []
 
         async def run_one(index: int, action: Action) -> None:
             try:
@@ -271,8 +273,8 @@ class StepLoop:
                 # A sub-agent's run stopped (its model unreachable, say): this run stops too,
                 # once the other calls have ended (each recorded), so a resumed run repeats none.
                 stopped.append(failure)
-            except WaitLeft as wait:  # not waited for (`--no-wait`): the same, as a pause
-                left.append(wait)
+            except RunPaused as pause:  # `--no-wait`, or a question for the client: the same
+                paused.append(pause)
 
         async def answer(index: int, action: Action) -> None:
             if responses[index] is not None:
@@ -321,8 +323,8 @@ class StepLoop:
             raise
         if stopped:
             raise stopped[0]
-        if left:
-            raise left[0]
+        if paused:  # sub-agents' questions for the client's model all in one round
+            raise asked_together(paused) or paused[0]
         done = [r for r in responses if r is not None]
         return EngineResponse(action_responses=done, metadata=request.metadata)
 

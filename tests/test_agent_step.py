@@ -430,6 +430,7 @@ async def test_an_answer_that_stopped_short_fails_its_item_and_says_why(
     assert item.error == error
     assert item.output == (content or None)  # what text there was is kept
     assert (await memory.load("s")).messages == []  # not remembered as an answer
+    assert result.iterations == 1  # the model was called all the same
 
 
 UNREADABLE = ScriptedAnswer(stop_reason="malformed_tool_call")

@@ -5,6 +5,8 @@ run, goes on when it comes, and tells the model of a denial."""
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
 from collections.abc import AsyncGenerator, Mapping
 from contextlib import asynccontextmanager
@@ -18,8 +20,9 @@ from mcp_types import CallToolResult
 from pydantic import JsonValue
 
 from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
-from gateway import AgentSpec, Gateway
+from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
+from gateway.approval_globs import UnmatchedApprovals
 from gateway.assembly import open_gateway
 from gateway.cli import main
 from gateway.config import parse_config
@@ -295,10 +298,18 @@ async def test_without_anyone_to_ask_the_call_is_refused_and_the_run_goes_on() -
     log: list[str] = []
     model = ScriptedModel([calls(("erase", "e1", {"text": "E"})), "I could not"])
     spec = AgentSpec("a", model, tools=["log"], approval=ApprovalRule(["erase"]))
-    result = await Gateway([_log_tool(log)], [spec]).run("a", "go")
+    events: list[TraceEvent] = []
+
+    async def hear(event: TraceEvent) -> None:
+        events.append(event)
+
+    result = await Gateway([_log_tool(log)], [spec]).run("a", "go", hooks=[hear])
     assert result.output == "I could not"
     assert log == []
     assert told(model, 1)["e1"] == f"Error: {NOBODY_TO_ASK}"
+    # The trace (--trace, a JSON trace's reader) says why the call did not run.
+    notes = [(e.kind, e.name, e.output) for e in events if e.phase == "note"]
+    assert notes == [("tool", "erase", {"approval": "refused", "call": "tool 0 e1"})]
 
 
 @pytest.mark.integration
@@ -476,4 +487,127 @@ async def test_approval_globs_that_match_no_tool_are_warned_of_once(
         "so no call is gated by it",
         "agent 'ops': require_approval 's00_crm__ehco': matches no tool of the agent (did you "
         "mean 's00_crm__echo'?), so no call is gated by it",
+    ]
+
+
+class Warned(logging.Handler):
+    """The warnings of one logger, as they come; `until(n)` waits for the n-th."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.said: list[str] = []
+        self._more = anyio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.said.append(record.getMessage())
+        self._more.set()
+
+    async def until(self, count: int) -> None:
+        with anyio.fail_after(30):  # a server's start, a tool list's change
+            while len(self.said) < count:
+                self._more = anyio.Event()
+                await self._more.wait()
+
+
+LATE = (
+    "import runpy, sys; open(sys.argv[1]).close(); "  # blocks until the test opens the FIFO
+    "runpy.run_path(sys.argv[2], run_name='__main__')"
+)
+
+
+@pytest.mark.integration
+async def test_approval_globs_are_checked_again_as_a_late_server_lists_its_tools(
+    tmp_path: Path,
+) -> None:
+    """As under `serve`: the gateway is up while server `late` still starts, and `broken`
+    fails to start. Nothing is said of an agent using `late` until it lists its tools; then
+    each agent's misspelt globs are warned of (an agent's own name matches, `broken` is said
+    to be left out), and again when `late`'s tools change, only where what matches changed."""
+    fifo = tmp_path / "start"
+    os.mkfifo(fifo)
+    config = parse_config(
+        {
+            "mcpServers": {
+                "late": {
+                    "command": sys.executable,
+                    "args": ["-c", LATE, str(fifo), str(PIPED)],
+                    "prefix": "always",
+                },
+                "broken": {"command": sys.executable, "args": ["-c", "raise SystemExit(3)"]},
+            },
+            "agents": {
+                "helper": {},
+                "ops": {
+                    "tools": ["helper", "late", "broken"],
+                    "require_approval": ["helper", "helpr", "late__ehco"],
+                },
+                "watch": {"tools": ["late"], "require_approval": ["late__grown", "late__ehco"]},
+            },
+        }
+    )
+    warned = Warned()
+    logger = logging.getLogger("gateway.approval_globs")
+    logger.addHandler(warned)
+    try:
+        async with open_gateway(config, wait_for=["broken"]) as gateway:
+            assert warned.said == []  # `late`'s tools are not known yet
+            await anyio.to_thread.run_sync(lambda: fifo.open("w").close())  # late may start
+            await warned.until(2)
+            assert warned.said == [
+                "agent 'ops': require_approval 'helpr', 'late__ehco': match no tool of the "
+                "agent (did you mean 'helper' for 'helpr', 'late__echo' for 'late__ehco'?), "
+                "so no call is gated by them (servers without tools now, not counted: broken)",
+                "agent 'watch': require_approval 'late__grown', 'late__ehco': match no tool of "
+                "the agent (did you mean 'late__grow' for 'late__grown', 'late__echo' for "
+                "'late__ehco'?), so no call is gated by them",
+            ]
+            await gateway.nodes["late"].call_tool("late__grow", {})  # adds `grown`
+            await warned.until(3)
+    finally:
+        logger.removeHandler(warned)
+    # `watch`'s `late__grown` matches now; `ops`'s globs are as unmatched as they were.
+    assert warned.said[2:] == [
+        "agent 'watch': require_approval 'late__ehco': matches no tool of the agent (did you "
+        "mean 'late__echo'?), so no call is gated by it"
+    ]
+
+
+async def test_a_server_trying_again_after_failing_is_left_out_not_waited_for(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """`flaky` failed to start and is trying again: unlike a server making its first
+    connection, it has no tools to wait for, so the agent's misspelt glob is warned of now,
+    saying `flaky` was left out."""
+    crm = ToyServer()
+    crm.add_echo("delete_user")
+    attempts = 0
+
+    @asynccontextmanager
+    async def hangs() -> AsyncGenerator[Any]:
+        await anyio.sleep_forever()
+        yield  # pragma: no cover
+
+    def flaky() -> Transport:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise OSError("connection refused by test")
+        return hangs()
+
+    configs = {name: McpServerConfig(command="in-process") for name in ("crm", "flaky")}
+    spec = AgentSpec(
+        "ops", ScriptedModel([]), tools=["crm", "flaky"], approval=ApprovalRule(["crm__delet"])
+    )
+    group = McpToolkitGroup(
+        configs, targets={"crm": crm.server, "flaky": flaky}, backoff=Backoff(initial=0.01)
+    )
+    with anyio.fail_after(20):
+        async with group:
+            await group["flaky"].wait_for_health(lambda health: health.retrying)
+            UnmatchedApprovals(Gateway(group.nodes, [spec])).check()
+    said = [r.getMessage() for r in caplog.records if r.name == "gateway.approval_globs"]
+    assert said == [
+        "agent 'ops': require_approval 'crm__delet': matches no tool of the agent (did you "
+        "mean 'crm__delete_user'?), so no call is gated by it (servers without tools now, not "
+        "counted: flaky)"
     ]

@@ -11,30 +11,37 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
+from trio.testing import MockClock
 
 from agent import (
     AgentItem,
     AgentOptions,
+    AgentResult,
     AssistantMessage,
     ChatMessage,
+    EngineResponse,
     InProcessStore,
+    MemoryStoreError,
     ModelHTTPError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
     SessionMemory,
     SQLiteStore,
+    StepPaused,
     TokenCallback,
     ToolCall,
     ToolDefinition,
+    ToolsAgent,
     Usage,
     UserMessage,
+    store_from_url,
 )
 from agent.errors import ModelConnectionError
 from gateway import AgentSpec, Gateway, RunState
 from gateway.cli import main
 from tests.prompt_model import PromptModel
-from toolkits import FunctionToolkit, calculator
+from toolkits import FunctionToolkit, calculator, function_tool
 
 
 class BatchWatcher:
@@ -45,6 +52,8 @@ class BatchWatcher:
 
     def __init__(self) -> None:
         self.log: list[int] = []
+        self.times: list[tuple[float, int]] = []
+        """(the clock's time, n) of every call."""
         self.in_flight = 0
         self.most_in_flight = 0
 
@@ -58,6 +67,7 @@ class BatchWatcher:
         question = next(m.content for m in reversed(messages) if isinstance(m, UserMessage))
         n = int(question.removeprefix("q"))
         self.log.append(n)
+        self.times.append((anyio.current_time(), n))
         self.in_flight += 1
         self.most_in_flight = max(self.most_in_flight, self.in_flight)
         for _ in range(5):  # let the other items' calls begin before this one ends
@@ -116,12 +126,24 @@ async def test_fail_fast_ends_the_run_at_the_first_failing_item() -> None:
 
 
 @pytest.mark.anyio
-async def test_delay_between_batches_waits_before_each_later_batch() -> None:
+@pytest.mark.parametrize("anyio_backend", [("trio", {"clock": MockClock(autojump_threshold=0)})])
+async def test_delay_between_batches_waits_once_before_each_later_batch() -> None:
+    """On a clock that moves only when every task waits (trio's, jumping at once to the next
+    deadline), the time of each model call counts the waits before it: none before the first
+    batch, one before each later batch (a last batch of one item too), none between a batch's
+    steps (each item calls the calculator, then answers)."""
     model = BatchWatcher()
-    items = [item for item in ITEMS if item.prompt != "q7"][:6]
     started = anyio.current_time()
-    await batch_gateway(model, batch_size=2, delay_between_batches=0.05).run("assistant", items)
-    assert anyio.current_time() - started >= 0.1  # two later batches
+    result = await batch_gateway(model, batch_size=2, delay_between_batches=60).run(
+        "assistant", [AgentItem(prompt=f"q{n}") for n in range(5)]
+    )
+    assert [item.output for item in result.items] == ["0", "2", "4", "6", "8"]
+    # Within a step the items' calls go in any order: sorted by time, then item.
+    assert sorted((time - started, n) for time, n in model.times) == [
+        *[(0, 0), (0, 0), (0, 1), (0, 1)],
+        *[(60, 2), (60, 2), (60, 3), (60, 3)],
+        *[(120, 4), (120, 4)],
+    ]
 
 
 @pytest.mark.anyio
@@ -150,6 +172,155 @@ async def test_a_run_stopped_by_its_model_resumes_without_repeating_a_finished_i
     assert [item.output for item in result.items] == ["one", "two"]
     assert model.asked("first") == 1
     assert [len(await memory.store.turns(s)) for s in ("a", "b")] == [1, 1]
+
+
+class DropsOnce(BatchWatcher):
+    """A `BatchWatcher` whose call for `q{n}` after its tool's result fails once: the
+    provider's connection drops."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self._dropping: int | None = n
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        question = next(m.content for m in reversed(messages) if isinstance(m, UserMessage))
+        if messages[-1].role == "tool" and question == f"q{self._dropping}":
+            self._dropping = None
+            self.log.append(int(question.removeprefix("q")))
+            raise ModelConnectionError("openai: the connection was reset")
+        return await super().invoke(messages, tools, on_token=on_token)
+
+
+@pytest.mark.anyio
+async def test_an_interrupted_item_resumes_after_its_tool_call_not_before_it() -> None:
+    """Item 0 called the calculator, then its model failed while item 1 answered: the stored
+    run resumes item 0 at the call after the tool (its tool ran once, its model was asked
+    once more), and item 1 is not asked again."""
+    ran: list[str] = []
+
+    @function_tool(name="calculator", blocking=False)
+    def counted(expression: str) -> str:
+        """Evaluate an arithmetic expression."""
+        ran.append(expression)
+        return str(calculator.function(expression))
+
+    model = DropsOnce(0)
+    spec = AgentSpec(
+        name="assistant", model=model, tools=["calculator"], options=AgentOptions(batch_size=2)
+    )
+    gateway = Gateway([FunctionToolkit("calculator", [counted])], [spec])
+    items = [AgentItem(prompt="q0"), AgentItem(prompt="q1")]
+    stored: list[RunState] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(RunState.model_validate_json(state.model_dump_json()))
+
+    with pytest.raises(ModelConnectionError):
+        await gateway.run("assistant", items, checkpoint=checkpoint)
+    assert sorted(ran) == ["0 * 2", "1 * 2"]
+    result = await gateway.resume(stored[-1], checkpoint=checkpoint)
+    assert [item.output for item in result.items] == ["0", "2"]
+    assert sorted(ran) == ["0 * 2", "1 * 2"]  # no tool call made twice
+    # Item 0: its call, the one that failed, its answer. Item 1: its call, its answer.
+    assert sorted(model.log) == [0, 0, 0, 1, 1]
+
+
+@pytest.mark.anyio
+async def test_fail_fast_ends_the_run_even_when_another_items_model_is_unreachable() -> None:
+    """In one step item 0's request is refused (it fails alone) while item 1's provider cannot
+    be reached: with fail_fast the run ends with its result, item 1 failing for item 0, rather
+    than stopping to be resumed (which could only end it so)."""
+    model = PromptModel(
+        {"first": ["never"], "second": ["never"]},
+        failures={
+            "first": ModelHTTPError("openai: HTTP 400: bad", status_code=400, provider="openai"),
+            "second": ModelConnectionError("openai: connection refused"),
+        },
+    )
+    gateway = batch_gateway(model, batch_size=2, fail_fast=True)
+    items = [AgentItem(prompt="first"), AgentItem(prompt="second"), AgentItem(prompt="third")]
+    result = await gateway.run("assistant", items)
+    assert [item.error for item in result.items] == [
+        "the model rejected the request: openai: HTTP 400: bad",
+        "not finished: item 0 failed and fail_fast is set",
+        "not finished: item 0 failed and fail_fast is set",
+    ]
+    assert [question for question, _ in model.calls] == ["first", "second"]
+
+
+@pytest.mark.anyio
+async def test_items_fail_fast_ends_keep_the_calls_they_made() -> None:
+    """Item 1 called a tool that does not exist (answered by the agent itself) in the step
+    where item 0 failed: fail_fast ends it, and its steps still show that call."""
+    wrong = ScriptedAnswer(tool_calls=[ScriptedCall(name="nope", arguments={}, id="n1")])
+    model = PromptModel(
+        {"first": ["never"], "second": [wrong, "never"]},
+        failures={
+            "first": ModelHTTPError("openai: HTTP 400: bad", status_code=400, provider="openai")
+        },
+    )
+    result = await batch_gateway(model, batch_size=2, fail_fast=True).run(
+        "assistant", [AgentItem(prompt="first"), AgentItem(prompt="second")]
+    )
+    second = result.items[1]
+    assert second.error == "not finished: item 0 failed and fail_fast is set"
+    assert second.steps is not None
+    assert [(step.tool_call_id, step.tool) for step in second.steps] == [("n1", "nope")]
+    assert second.steps[0].observation.startswith("Error: ")
+
+
+class Paused(Exception):
+    """A signal from outside the agent, as the gateway's pause for the client's own model."""
+
+
+class PausesOnce(PromptModel):
+    """A `PromptModel` whose first call for `pausing` raises `Paused`."""
+
+    def __init__(self, script: dict[str, list[ScriptedAnswer | str]], pausing: str) -> None:
+        super().__init__(script)
+        self._pausing: str | None = pausing
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        if messages[-1].content == self._pausing:
+            self._pausing = None
+            raise Paused("waiting for an answer from outside")
+        return await super().invoke(messages, tools, on_token=on_token)
+
+
+@pytest.mark.anyio
+async def test_a_pause_in_one_items_call_keeps_the_other_items_progress() -> None:
+    """Item 1's call pauses (a signal, not a failure) while item 0 answers: the step raises
+    `StepPaused` with the pause and item 0's answer, and the step made again from there asks
+    item 1's model alone. An item alone in its step lets the pause through as itself."""
+    model = PausesOnce({"first": ["one"], "second": ["two"]}, pausing="second")
+    agent = ToolsAgent(model=model, options=AgentOptions(batch_size=2))
+    items = [AgentItem(prompt="first"), AgentItem(prompt="second")]
+    with pytest.raises(StepPaused) as caught:
+        await agent.step(items)
+    [signal] = caught.value.signals
+    assert isinstance(signal, Paused)
+    progress = caught.value.progress.metadata
+    assert {i: r.output for i, r in progress.finished_items.items()} == {0: "one"}
+    again = await agent.step(items, EngineResponse(action_responses=[], metadata=progress))
+    assert isinstance(again, AgentResult)
+    assert [item.output for item in again.items] == ["one", "two"]
+    assert [question for question, _ in model.calls] == ["first", "second"]
+
+    alone = PausesOnce({"second": ["two"]}, pausing="second")
+    with pytest.raises(Paused):
+        await ToolsAgent(model=alone).step([AgentItem(prompt="second")])
 
 
 def test_run_items_reads_json_lines_and_writes_one_line_per_item(
@@ -247,3 +418,23 @@ async def test_a_scripts_answers_go_to_a_batchs_items_in_item_order(tmp_path: Pa
         ]
         asked = [messages[-1].content for messages, _ in model.calls]
         assert asked[:2] == ["first", "second"]
+
+
+@pytest.mark.anyio
+async def test_an_item_making_no_model_call_does_not_hold_up_the_scripts_next_item() -> None:
+    """Item 0's session history cannot be read (its Redis is down), so it makes no model call;
+    item 1, waiting for item 0 to take its turn at the script first, goes on, and the run
+    stops with the store's error."""
+    memory = SessionMemory(store_from_url("redis://127.0.0.1:1/0"))
+    model = ScriptedModel(["second: answered"])
+    spec = AgentSpec("a", model, options=AgentOptions(batch_size=2), memory=memory)
+    items = [AgentItem(prompt="first", session_id="s"), AgentItem(prompt="second")]
+    try:
+        with (
+            anyio.fail_after(20),
+            pytest.raises(MemoryStoreError, match=re.escape("chat memory redis://127.0.0.1:1/0: ")),
+        ):
+            await Gateway([], [spec]).run("a", items)
+    finally:
+        await memory.store.aclose()
+    assert [messages[-1].content for messages, _ in model.calls] == ["second"]

@@ -120,6 +120,34 @@ def test_a_changed_config_is_refused_unless_forced(
     assert capsys.readouterr().out == "It is 42.\n"
 
 
+def test_a_pending_call_whose_tool_left_the_config_is_told_to_the_model_not_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run stopped as its calculator call waited for approval (`--no-wait`); approved, it
+    is resumed (`--force`) on its config without the calculator: the call is not made, the
+    model is told why, and the run goes on to its answer."""
+    script = write(tmp_path / "model.json", STOP_AFTER_THE_TOOL)
+    agent = f'[agents.assistant]\nmodel = "scripted:{script}"\n'
+    config = write(
+        tmp_path / "c.toml",
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'{agent}tools = ["calculator"]\nrequire_approval = ["calculator"]\n',
+    )
+    store = ["--state-dir", str(tmp_path / "runs")]
+    assert main(["run", "6 * 7?", "--config", str(config), *store, "--no-wait", "--json"]) == 3
+    stopped = json.loads(capsys.readouterr().out)
+    [waiting] = stopped["waiting"]
+    assert main(["runs", "approve", stopped["run_id"], waiting["short"], *store]) == 0
+    write(config, agent)
+    write(script, [{"content": "I have no calculator now."}])
+    assert main(["resume", stopped["run_id"], "--force", *store]) == 0
+    assert capsys.readouterr().out.endswith("I have no calculator now.\n")
+    assert main(["runs", "show", stopped["run_id"], "--json", *store]) == 0
+    [call] = [c for c in json.loads(capsys.readouterr().out)["calls"] if c["call_id"]]
+    assert (call["name"], call["approval"]["approved"]) == ("calculator", True)
+    assert call["error"] == "tool 'calculator' is not offered by node 'calculator'"
+
+
 def test_a_run_config_that_is_gone_says_how_to_name_another(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

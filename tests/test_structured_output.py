@@ -134,7 +134,27 @@ async def test_an_answer_still_invalid_past_the_retries_fails_its_item() -> None
         "the model's answer did not fit the output schema after 1 retry: "
         "'total' is a required property (and 1 more)"  # `cost` is not allowed either
     )
-    assert len(model.calls) == 2
+    assert (len(model.calls), result.iterations) == (2, 2)
+
+
+@pytest.mark.parametrize(
+    "answer", ["About 425.", call(FINAL_RESULT_TOOL, total="many")], ids=["text", "final_result"]
+)
+async def test_max_iterations_holds_while_answers_are_sent_back(
+    answer: str | ScriptedAnswer,
+) -> None:
+    """Each answer sent back to be corrected cost a model call: with more retries than
+    iterations allowed, the item fails at max_iterations, having called the model that often."""
+    model = ScriptedModel([answer] * 6)
+    spec = AgentSpec(
+        name="shop",
+        model=model,
+        options=AgentOptions(output=TOTAL, output_retries=5, max_iterations=2),
+    )
+    result = await Gateway([], [spec]).run("shop", "How much?")
+    assert result.error is not None
+    assert result.error.startswith("Max iterations (2) reached.")
+    assert (len(model.calls), result.iterations) == (2, 2)
 
 
 async def test_a_schema_failure_says_what_was_wrong_not_what_the_model_was_told() -> None:
@@ -161,6 +181,22 @@ async def test_a_degenerate_text_answer_goes_back_as_not_json(answer: str) -> No
     assert result.structured == {"total": 1}
     told = model.calls[1][0][-1]
     assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
+
+
+async def test_a_structured_answer_keeps_its_text_as_written() -> None:
+    """Its text (what `run` prints, what memory keeps, an MCP client's text content) is the
+    JSON as the model wrote it: not with every non-ASCII character escaped."""
+    named = OutputSchema.from_json_schema(
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    )
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, city="Zürich — 東京")])
+    gateway = gateway_for(model, named)
+    result = await gateway.run("shop", "Where?", session_id="s")
+    assert result.output == '{"city": "Zürich — 東京"}'
+    assert result.structured == {"city": "Zürich — 東京"}
+    memory = gateway.agents["shop"].memory
+    assert isinstance(memory, SessionMemory)
+    assert (await memory.load("s")).messages[-1].content == '{"city": "Zürich — 東京"}'
 
 
 class Basket(BaseModel):

@@ -103,6 +103,22 @@ async def test_an_agent_cycle_is_refused_with_a_clear_observation() -> None:
     assert refused.content == "Error: agent cycle refused: a -> b -> a"
 
 
+@pytest.mark.parametrize("arguments", [{"prompt": ""}, {"prompt": "  \n"}, {}])
+async def test_a_sub_agent_called_without_a_prompt_is_not_run_and_the_model_is_told(
+    arguments: dict[str, JsonValue],
+) -> None:
+    outer = ScriptedModel(
+        [ScriptedAnswer(tool_calls=[ScriptedCall(name="inner", arguments=arguments)]), "done"]
+    )
+    inner = ScriptedModel(["never asked"])
+    gateway = Gateway([], [AgentSpec("outer", outer, tools=["inner"]), AgentSpec("inner", inner)])
+    result = await gateway.run("outer", "go")
+    assert result.output == "done"
+    told = [m.content for m in outer.calls[1][0] if isinstance(m, ToolMessage)]
+    assert told == ["Error: `prompt` must be a non-empty string"]
+    assert inner.calls == []
+
+
 async def test_the_depth_limit_is_enforced() -> None:
     gateway, (_, middle, bottom) = three_levels()
     gateway.max_depth = 2

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
+from gateway.cli import main
 from gateway.durable import CallNode, DurableRuns, RunOptions, call_tree, open_runs
 from gateway.errors import GatewayError
 from gateway.run_state import RunResult, RunState
@@ -146,6 +147,44 @@ async def test_each_items_call_is_listed_and_decided_on_its_own(store: str) -> N
     assert isinstance(result, RunResult)
     assert [item.output for item in result.items] == ["top 0", "top 1"]
     assert erased == ["T0"]
+
+
+def test_two_items_calls_of_one_id_wait_under_two_short_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --items`: both items' models give their gated calculator call the id `c1`. They
+    wait as `c1` (item 0's) and `1:c1` (item 1's), the names `runs approve` takes, and
+    approving `1:c1` runs item 1's call alone."""
+    ask = [
+        {"tool_calls": [{"name": "calculator", "id": "c1", "arguments": {"expression": e}}]}
+        for e in ("1+1", "2+2")
+    ]
+    (tmp_path / "model.json").write_text(json.dumps(ask))
+    (tmp_path / "c.toml").write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n'
+        f'[agents.assistant]\nmodel = "scripted:{tmp_path / "model.json"}"\n'
+        'tools = ["calculator"]\nrequire_approval = ["calculator"]\nbatch_size = 2\n'
+    )
+    (tmp_path / "items.jsonl").write_text('"first"\n"second"\n')
+    store = ["--state-dir", str(tmp_path / "state")]
+    run = ["run", "--items", str(tmp_path / "items.jsonl"), "--config", str(tmp_path / "c.toml")]
+    assert main([*run, *store, "--no-wait", "--json"]) == 3
+    stopped = json.loads(capsys.readouterr().out)
+    waiting = {w["short"]: (w["call"], w["item"], w["input"]) for w in stopped["waiting"]}
+    assert waiting == {
+        "c1": ("tool 0 c1", 0, {"expression": "1+1"}),
+        "1:c1": ("tool 1 c1", 1, {"expression": "2+2"}),
+    }
+    run_id = stopped["run_id"]
+    assert main(["runs", "approve", run_id, "1:c1", *store]) == 0
+    capsys.readouterr()
+    assert main(["resume", run_id, "--no-wait", "--json", *store]) == 3
+    again = json.loads(capsys.readouterr().out)
+    assert [(w["short"], w["item"]) for w in again["waiting"]] == [("c1", 0)]
+    assert main(["runs", "show", run_id, "--json", *store]) == 0
+    calls = json.loads(capsys.readouterr().out)["calls"]
+    ran = {c["item"]: c["output"] for c in calls if c["kind"] == "tool"}
+    assert ran == {0: None, 1: {"response": "4"}}  # item 0's still waits
 
 
 def _list_as_an_older_version(path: Path, run_id: str) -> None:

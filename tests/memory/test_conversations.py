@@ -33,6 +33,7 @@ from agent import (
     ToolMessage,
     ToolsAgent,
     UserMessage,
+    store_from_url,
 )
 from agent.errors import ModelConnectionError
 from agent.memory import is_valid_history
@@ -115,8 +116,37 @@ async def test_a_turn_the_store_cannot_save_says_the_answer_is_not_kept(tmp_path
         "neither its question nor its answer"
     )
     assert isinstance(caught.value.error, MemoryStoreError)
+    # Its model answered (a call made, counted against max_iterations); a retry asks again.
+    assert caught.value.progress.metadata.iterations == {0: 1}
     assert len(await store.turns("s")) == 1
     await store.aclose()
+
+
+async def test_a_session_the_store_cannot_read_stops_the_step_before_the_model_is_called() -> None:
+    """Chat memory's Redis is down as the session's history is read: the step stops (a
+    `StepInterrupted` saying so, to retry from its progress), no model was called, and the
+    retry, with the store back, asks the model once."""
+    store = store_from_url("redis://127.0.0.1:1/0")
+    model = ScriptedModel(["The answer."])
+    items = [AgentItem(prompt="one", session_id="s")]
+    try:
+        with pytest.raises(StepInterrupted) as caught:
+            await ToolsAgent(model=model, memory=SessionMemory(store)).step(items)
+    finally:
+        await store.aclose()
+    assert isinstance(caught.value.error, MemoryStoreError)
+    assert str(caught.value.error).startswith("chat memory redis://127.0.0.1:1/0: ")
+    assert model.calls == []
+    progress = caught.value.progress.metadata
+    assert (progress.finished_items, progress.iteration_count) == ({}, 0)
+
+    back = SessionMemory(InProcessStore())
+    retry = EngineResponse(action_responses=[], metadata=progress)
+    result = await ToolsAgent(model=model, memory=back).step(items, retry)
+    assert isinstance(result, AgentResult)
+    assert [item.output for item in result.items] == ["The answer."]
+    assert (len(model.calls), result.iterations) == (1, 1)
+    assert len(await back.store.turns("s")) == 1
 
 
 async def test_history_keeps_thinking_only_for_providers_that_read_it_later() -> None:

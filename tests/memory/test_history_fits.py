@@ -75,6 +75,66 @@ class WindowedModel(ScriptedModel):
         return 1600
 
 
+class ReportsWindow(ScriptedModel):
+    """Reports the context window it is given (None: it does not know its own)."""
+
+    def __init__(self, answers: list[str], window: int | None) -> None:
+        super().__init__(answers)
+        self.window = window
+
+    async def context_window(self) -> int | None:
+        return self.window
+
+
+async def _sent(
+    memory: SessionMemory, window: int | None, prompt: str
+) -> tuple[list[ChatMessage], list[tuple[int, str]]]:
+    """What the model was sent for `prompt` on session `s`, and the warnings said."""
+    model = ReportsWindow(["an answer"], window)
+    warnings: list[tuple[int, str]] = []
+    agent = ToolsAgent(
+        model=model, memory=memory, fit_history_to_window=True, on_warning=collect(warnings)
+    )
+    await agent.step([AgentItem(prompt=prompt, session_id="s")])
+    return model.calls[0][0], warnings
+
+
+async def _one_turn() -> SessionMemory:
+    memory = SessionMemory(InProcessStore())
+    await memory.save("s", "k1", turn(1))
+    return memory
+
+
+async def test_a_call_that_fits_the_window_exactly_is_sent_whole() -> None:
+    whole, _ = await _sent(await _one_turn(), None, "q2")
+    needed = sum(estimate_tokens(whole, []))
+    exactly, said = await _sent(await _one_turn(), needed, "q2")
+    assert (exactly, said) == (whole, [])
+    short, said = await _sent(await _one_turn(), needed - 1, "q2")
+    assert [m.content for m in short[1:]] == ["q2"]
+    [(_, warning)] = said
+    assert "left out of this call (still stored): its 1 oldest of 1 turns." in warning
+
+
+async def _summarised() -> SessionMemory:
+    """Turn 2 in its window of one turn, after a summary of turn 1."""
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    for n in (1, 2):
+        await memory.save("s", f"k{n}", turn(n))
+    await memory.save_summary("s", 1, "They met.")
+    return memory
+
+
+async def test_a_window_too_small_for_the_summary_says_it_was_left_out_too() -> None:
+    whole, _ = await _sent(await _summarised(), None, "q3")
+    assert whole[0].content.endswith("They met.")  # the summary joins the system message
+    assert [m.content.split()[0] for m in whole[1:]] == ["q2", "a2", "q3"]
+    sent, said = await _sent(await _summarised(), 30, "q3")  # room for the question alone
+    assert [m.content for m in sent] == ["You are a helpful assistant", "q3"]
+    [(_, warning)] = said
+    assert "(still stored): its 1 oldest of 1 turns and its summary." in warning
+
+
 async def test_the_agent_fits_the_history_to_the_window_only_when_asked_to() -> None:
     answers = [f"a{n} {LONG}" for n in range(1, 5)]
     for fit, sent in ((False, 1 + 6 + 1), (True, 1 + 4 + 1)):

@@ -15,6 +15,7 @@ from mcp.server import Server
 from mcp.shared.exceptions import MCPError
 
 from agent import (
+    AgentOptions,
     AssistantMessage,
     MediaPart,
     ModelError,
@@ -109,6 +110,71 @@ async def test_the_agent_runs_on_the_client_model_with_tools(era: str) -> None:
     tool_result = second.messages[2].content_as_list[0]
     assert isinstance(tool_result, types.ToolResultContent)
     assert tool_result.tool_use_id == "use_1"
+
+
+class ItemsClientModel:
+    """Asks the calculator for the question (an expression), then answers with its result."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def __call__(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResultWithTools:
+        question = params.messages[0].content_as_list[0]
+        assert isinstance(question, types.TextContent)
+        self.asked.append(question.text)
+        last = params.messages[-1].content_as_list[0]
+        if isinstance(last, types.ToolResultContent):
+            seen = last.content[0]
+            assert isinstance(seen, types.TextContent)
+            return types.CreateMessageResultWithTools(
+                role="assistant",
+                content=[types.TextContent(text=f"It is {seen.text}.")],
+                model="client-model",
+                stop_reason="endTurn",
+            )
+        use = types.ToolUseContent(
+            id=f"use_{len(self.asked)}", name="calculator", input={"expression": question.text}
+        )
+        return types.CreateMessageResultWithTools(
+            role="assistant", content=[use], model="client-model", stop_reason="toolUse"
+        )
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_items_run_together_on_the_client_model_each_step_in_one_round(era: str) -> None:
+    """Two items in one batch: a 2026-07-28 client is asked both items' questions of a step in
+    one round, and each question once (a pause of one item used to lose the other's answer,
+    so the run asked again and again, then refused a round as answered already)."""
+    spec = AgentSpec(
+        name="helper",
+        model=resolve_model("sampling"),
+        tools=["calculator"],
+        options=AgentOptions(batch_size=2),
+    )
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    model = ItemsClientModel()
+    log = LogLog()
+    async with Client(
+        serve(gateway),
+        mode=era,
+        sampling_callback=model,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+        logging_callback=log,
+        log_level="info",
+    ) as client:
+        items = [{"prompt": "6 * 7"}, {"prompt": "2 * 3"}]
+        result = await client.call_tool("helper", {"items": items})
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    assert result.structured_content["items"] == [
+        {"output": "It is 42.", "error": None},
+        {"output": "It is 6.", "error": None},
+    ]
+    assert sorted(model.asked) == ["2 * 3", "2 * 3", "6 * 7", "6 * 7"]  # each question once
+    waits = log.lines.count("info: agent helper: waiting for the client's model")
+    assert waits == (0 if era == "legacy" else 2)  # a round for each step
 
 
 @pytest.mark.parametrize("era", ERAS)
@@ -365,6 +431,44 @@ async def test_a_sub_agent_on_sampling_thinks_with_the_client_model_under_a_lead
         assert [t.name for t in asked.tools or []] == ["calculator"]
     told = [m.content for m in lead_model.calls[1][0] if isinstance(m, ToolMessage)]
     assert told == ["It is 42."]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_two_sub_agents_on_sampling_called_in_one_step_ask_in_one_round(era: str) -> None:
+    """The lead calls two sub-agents on the client's model at once: a 2026-07-28 client gets
+    both their questions in one round (the run used to fail: `ExceptionGroup`)."""
+    both = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name=name, id=name, arguments={"prompt": question})
+            for name, question in (("first", "6 * 7"), ("second", "2 * 3"))
+        ]
+    )
+    lead = ScriptedModel([both, "Both answered."])
+    helpers = [
+        AgentSpec(name=name, model=resolve_model("sampling"), tools=["calculator"])
+        for name in ("first", "second")
+    ]
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [AgentSpec(name="lead", model=lead, tools=["first", "second"]), *helpers],
+    )
+    model = ItemsClientModel()
+    log = LogLog()
+    async with Client(
+        serve(gateway),
+        mode=era,
+        sampling_callback=model,
+        sampling_capabilities=SAMPLING_WITH_TOOLS,
+        logging_callback=log,
+        log_level="info",
+    ) as client:
+        result = await client.call_tool("lead", {"prompt": "Ask both"})
+    assert result.content == [types.TextContent(text="Both answered.")]
+    told = {m.tool_call_id: m.content for m in lead.calls[1][0] if isinstance(m, ToolMessage)}
+    assert told == {"first": "It is 42.", "second": "It is 6."}
+    assert sorted(model.asked) == ["2 * 3", "2 * 3", "6 * 7", "6 * 7"]  # each question once
+    waits = log.lines.count("info: agent lead: waiting for the client's model")
+    assert waits == (0 if era == "legacy" else 2)  # a round for each step of theirs
 
 
 @pytest.mark.parametrize("era", ERAS)

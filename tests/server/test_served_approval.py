@@ -115,6 +115,33 @@ async def test_the_client_approves_a_call_and_the_step_runs_each_call_once(era: 
 
 
 @pytest.mark.parametrize("era", ERAS)
+async def test_every_gated_call_of_a_step_is_asked_in_one_round(era: str) -> None:
+    """Two calls of one step need approval: a 2026-07-28 client gets both questions in one
+    input-required round (its retry carries both answers), not a round for each."""
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "a", "A"), ("erase", "b", "B")), "done"])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=True)
+    heard = LogLog()
+    async with Client(
+        serve(_gateway(log, spec)),
+        mode=era,
+        elicitation_callback=person,
+        logging_callback=heard,
+        log_level="info",
+    ) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="done")]
+    rounds = heard.lines.count("info: agent assistant: waiting for the client's approval")
+    assert rounds == (0 if era == "legacy" else 1), heard.lines
+    assert sorted(person.asked) == [
+        f'Agent \'assistant\' wants to call erase with {{"text": "{text}"}}. Allow it?'
+        for text in ("A", "B")
+    ]
+    assert sorted(log) == ["erased A", "erased B"]
+
+
+@pytest.mark.parametrize("era", ERAS)
 async def test_the_clients_refusal_reaches_the_model_with_its_message(era: str) -> None:
     log: list[str] = []
     model = ScriptedModel([_calls(("erase", "b", "B")), "I left B alone."])

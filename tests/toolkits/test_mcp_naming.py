@@ -25,6 +25,8 @@ def test_long_names_keep_their_head_and_gain_a_stable_hash() -> None:
     assert name.startswith("a" * 55 + "_")
     assert sanitize_name(long) == name
     assert sanitize_name("a" * 99 + "b") != name
+    assert sanitize_name("t" * 64) == "t" * 64  # as long as a name may be: kept whole
+    assert re.fullmatch(r"t{55}_[0-9a-f]{8}", sanitize_name("t" * 65))
 
 
 def test_names_that_sanitise_alike_stay_distinct_within_a_node() -> None:
@@ -39,6 +41,16 @@ def test_names_that_sanitise_alike_stay_distinct_within_a_node() -> None:
         "fs"
     ]
     assert again == names
+
+
+@pytest.mark.timeout(10)  # a name made again and again from the same salt never ends
+def test_a_tool_named_like_anothers_hashed_name_keeps_it_and_the_other_gets_another() -> None:
+    hashed = resolve_tool_names([NodeTools("s", "never", ["x_y", "x.y"])])["s"]["x.y"]
+    assert hashed.startswith("x_y_")
+    names = resolve_tool_names([NodeTools("s", "never", ["x_y", "x.y", hashed])])["s"]
+    assert (names["x_y"], names[hashed]) == ("x_y", hashed)
+    assert names["x.y"] not in ("x_y", hashed)
+    assert re.fullmatch(r"x_y_[0-9a-f]{8}", names["x.y"])
 
 
 @pytest.mark.parametrize("prefix", ["never", "auto", "always"])
@@ -242,6 +254,26 @@ def test_no_name_is_given_in_another_servers_form(prefix: PrefixPolicy) -> None:
     assert resolve_tool_names(nodes[::-1], reserved) == names
 
 
+@pytest.mark.parametrize(
+    ("server", "other", "tool", "made"),
+    [
+        # `a`'s `b__...` would be `a__b__...`, of `a__b`'s form: made again as `a__b_...`.
+        ("a", "a__b", "b__" + "x" * 70, r"a__b_x{50}_[0-9a-f]{8}"),
+        # Prefixed and cut to fit, `s..__q..`'s names would begin `s..__`, server `s..`'s
+        # form; its own is too long to keep whole, so the name has no `__` at all.
+        ("s" * 40 + "__" + "q" * 14, "s" * 40, "weather", r"s{40}_q{14}_[0-9a-f]{8}"),
+    ],
+    ids=["in-its-own-form", "server-name-cut"],
+)
+def test_a_name_made_out_of_another_servers_form_keeps_as_much_as_fits(
+    server: str, other: str, tool: str, made: str
+) -> None:
+    nodes = [NodeTools(server, "always", [tool]), NodeTools(other, "always", ["echo"])]
+    name = resolve_tool_names(nodes)[server][tool]
+    assert len(name) == 64, name  # what every provider takes, and no less
+    assert re.fullmatch(made, name), name
+
+
 def test_leftover_clashes_are_settled_by_a_hash() -> None:
     # Two server names alike once sanitised: their prefixed names meet.
     names = resolve_tool_names(
@@ -250,6 +282,19 @@ def test_leftover_clashes_are_settled_by_a_hash() -> None:
     assert names["b.x"] == {"echo": "b_x__echo"}
     assert names["b_x"]["echo"].startswith("b_x__echo_")
     assert VALID.match(names["b_x"]["echo"])
+
+
+@pytest.mark.timeout(10)  # a name made again and again from the same salt never ends
+def test_a_hash_suffixed_name_already_taken_is_made_again() -> None:
+    nodes = [NodeTools("s_1", "always", ["t"]), NodeTools("s.1", "always", ["t"])]
+    hashed = resolve_tool_names(nodes)["s.1"]["t"]
+    assert re.fullmatch(r"s_1__t_[0-9a-f]{8}", hashed)
+    # `s_1` also has a tool whose prefixed name is that one: `s.1`'s `t` needs another.
+    taken = [NodeTools("s_1", "always", ["t", hashed.removeprefix("s_1__")]), nodes[1]]
+    names = resolve_tool_names(taken)
+    assert names["s_1"] == {"t": "s_1__t", hashed.removeprefix("s_1__"): hashed}
+    assert names["s.1"]["t"] not in ("s_1__t", hashed)
+    assert re.fullmatch(r"s_1__t_[0-9a-f]{8}", names["s.1"]["t"])
 
 
 def test_a_reserved_name_is_never_offered_bare() -> None:

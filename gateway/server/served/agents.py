@@ -330,11 +330,7 @@ class AgentTools:
         except (SamplingInputRequired, ApprovalInputRequired) as need:
             # The run goes on when the client retries with the answers: resumed from
             # `latest`, it asks the same questions again and finds their answers by key.
-            asked: dict[str, types.InputRequest] = (
-                {need.key: need.request}
-                if isinstance(need, SamplingInputRequired)
-                else need.requests
-            )
+            asked = dict[str, types.InputRequest](need.requests)
             return types.InputRequiredResult(
                 input_requests=asked, request_state=encode_state(latest[0])
             )
