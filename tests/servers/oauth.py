@@ -321,7 +321,8 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
 
 
 class ProtectedMcp:
-    """An MCP server (tools `echo`, `write`) behind bearer tokens of `authority`; an ASGI app."""
+    """An MCP server (tools `echo`, `write`) at `path` behind bearer tokens of `authority`; an
+    ASGI app."""
 
     def __init__(
         self,
@@ -331,8 +332,10 @@ class ProtectedMcp:
         hint: bool = True,
         challenge_scope: str | None = "read",
         scopes_supported: list[str] | None = None,
+        path: str = "/mcp",
     ) -> None:
         self.authority = authority
+        self.path = path
         self.metadata_at = metadata_at
         self.hint = hint or metadata_at == "hint"
         self.challenge_scope = challenge_scope
@@ -351,17 +354,17 @@ class ProtectedMcp:
         toy.add("echo", echo)
         toy.add("write", write)
         self.toy = toy
-        self._mcp = toy.server.streamable_http_app(host="127.0.0.1")
+        self._mcp = toy.server.streamable_http_app(host="127.0.0.1", streamable_http_path=path)
 
     def served_at(self, base_url: str) -> str:
         """Call once the port is known; returns the MCP endpoint URL (the resource)."""
-        self.resource = f"{base_url}/mcp"
+        self.resource = f"{base_url}{self.path}"
         self._base = base_url
         return self.resource
 
     def metadata_url(self) -> str:
         return {
-            "path": f"{self._base}/.well-known/oauth-protected-resource/mcp",
+            "path": f"{self._base}/.well-known/oauth-protected-resource{self.path}",
             "root": f"{self._base}/.well-known/oauth-protected-resource",
             "hint": f"{self._base}/meta/resource.json",
         }[self.metadata_at]
@@ -390,7 +393,7 @@ class ProtectedMcp:
         if scope["method"] == "GET" and scope["path"] == _path_of(self.metadata_url()):
             await self._metadata()(scope, replay, send)
             return
-        if scope["path"] != "/mcp":
+        if scope["path"] != self.path:
             await Response(status_code=404)(scope, replay, send)
             return
         refusal = await self._refusal(seen)
