@@ -222,8 +222,9 @@ def expand_server_variables(
     environ: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> dict[str, Any]:
-    """`mcpServers` data with the variables of each server's launch keys expanded, and the
-    headers that take one marked secret (`secret_headers`: never quoted back in an error).
+    """`mcpServers` data with the variables of each server's launch keys expanded, the
+    headers that take one marked secret (`secret_headers`: never quoted back in an error), and
+    the value each put in `url` (but a folder's) marked so too (`url_secrets`).
 
     Raises `ConfigError` for an unset variable without a default, or an unknown form.
     """
@@ -240,10 +241,19 @@ def expand_server_variables(
             fields["secret_headers"] = (
                 [*cast(list[Any], marked), *secret] if isinstance(marked, list) else marked
             )
+        in_url: list[str] = []
         for key in _EXPANDED:
             if key in fields:
                 where = f"{source}: {key_path('mcpServers', name)}.{key}"
-                fields[key] = _expand(fields[key], lambda text, w=where: lookup.expand(text, w))
+                found = in_url if key == "url" else None
+                fields[key] = _expand(
+                    fields[key], lambda text, w=where, f=found: lookup.expand(text, w, f)
+                )
+        if in_url:
+            marked = fields.get("url_secrets", [])
+            fields["url_secrets"] = (
+                [*cast(list[Any], marked), *in_url] if isinstance(marked, list) else marked
+            )
         expanded[name] = fields
     return expanded
 
@@ -315,14 +325,22 @@ class _Lookup:
         self._environ = environ
         self._cwd = cwd
 
-    def expand(self, text: str, where: str) -> str:
+    def expand(self, text: str, where: str, found: list[str] | None = None) -> str:
+        """`text` with its variables' values; each one's but a folder's added to `found`."""
         nested = _NESTED.search(text)
         if nested is not None:  # else passed on as a literal `${...}`, a `}` after it
             raise ConfigError(
                 f"{where}: cannot expand {_enclosed(text, nested.start())}: a default "
                 "(${VAR:-default}) cannot hold another variable here; give it as text"
             )
-        return _VARIABLE.sub(lambda match: self._value(match.group(1), where), text)
+
+        def value(match: re.Match[str]) -> str:
+            said = self._value(match.group(1), where)
+            if found is not None and _variable_name(match.group(1)) not in _FOLDERS:
+                found.append(said)
+            return said
+
+        return _VARIABLE.sub(value, text)
 
     def _value(self, expression: str, where: str) -> str:
         name, has_default, default = expression.partition(":-")

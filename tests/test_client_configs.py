@@ -1,5 +1,6 @@
 """MCP clients' own config files, read as the clients read them: a server they mark disabled, an
-env file they load, variables that cannot expand, and a working directory that is gone."""
+env file they load, variables that cannot expand, a working directory that is gone, and the
+values of variables in a server's URL, secrets."""
 
 from __future__ import annotations
 
@@ -48,6 +49,23 @@ def test_a_disabled_server_said_wrong_or_still_used_is_a_clear_error(
     with pytest.raises(ConfigError) as caught:
         parse_config(data, source="c.json")
     assert str(caught.value) == message
+
+
+def test_the_values_of_the_variables_in_a_url_are_marked_secret(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As a `${VAR}` in a header marks it secret: each variable's value (a default's too) but
+    a folder's, after the parts the entry marks itself, which cannot unmark them."""
+    monkeypatch.setenv("ZAPIER_KEY", "zk-abcdefghij")
+    monkeypatch.setenv("REGION", "eu-west-1")
+    monkeypatch.delenv("TENANT", raising=False)
+    web: dict[str, object] = {
+        "url": "https://${REGION}.example.com/s/${ZAPIER_KEY}/mcp?t=${TENANT:-acme}&d=${PWD}",
+        "url_secrets": [],
+    }
+    config = parse_config({"mcpServers": {"web": web, "plain": {"url": "https://h/mcp"}}})
+    assert config.mcp_servers["web"].url_secrets == ["eu-west-1", "zk-abcdefghij", "acme"]
+    assert config.mcp_servers["plain"].url_secrets == []
 
 
 def test_an_env_file_a_client_names_gives_the_server_its_variables(

@@ -14,6 +14,7 @@ from toolkits.mcp.authorization import login, logout, status_of_all
 from toolkits.mcp.error_text import describe_error
 from toolkits.mcp.oauth import redirect_mode_from_env
 from toolkits.mcp.oauth_store import default_store
+from toolkits.mcp.sent_credentials import SentCredentials
 
 from ..config import Config
 from ..errors import GatewayError
@@ -65,19 +66,21 @@ async def _login(args: argparse.Namespace) -> int:
     def announce(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    # The server's URL (its path's key) and what it answered: an error may say them.
+    sent = SentCredentials.of(server)
     try:
         done, tools = await login(args.server, server, mode=mode, announce=announce)
     except (OAuthFlowError, OSError, TimeoutError) as exc:
-        print(f"error: could not authorise at {args.server!r}: {exc}", file=sys.stderr)
+        print(
+            f"error: could not authorise at {args.server!r}: {sent.mask(str(exc))}", file=sys.stderr
+        )
         return 1
     except Exception as exc:
         if isinstance(exc, GatewayError | ToolkitError):
             raise  # bad input: exit 2
         flow = find_error(exc, OAuthFlowError)  # its message says it all, wrapped or not
-        print(
-            f"error: could not authorise at {args.server!r}: {flow or describe_error(exc)}",
-            file=sys.stderr,
-        )
+        said = sent.mask(str(flow) if flow else describe_error(exc))
+        print(f"error: could not authorise at {args.server!r}: {said}", file=sys.stderr)
         return 1
     print(f"{done}; {plural(tools, 'tool')}", file=result_stdout())
     return 0

@@ -14,6 +14,8 @@ import logging
 import sys
 import time
 
+from toolkits.mcp.log_secrets import Unsaid
+
 __all__ = ["setup_logging", "timed"]
 
 _FORMAT = "%(levelname)s %(name)s: %(message)s"
@@ -37,6 +39,7 @@ def setup_logging(verbosity: int, *, serving: bool) -> None:
     has a handler already (an embedding program's, pytest's)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_Timed(_FORMAT) if serving else logging.Formatter(_FORMAT))
+    handler.addFilter(Unsaid())  # an MCP server's URL secrets, in any logger's line
     if serving and verbosity < 2:
         handler.addFilter(_per_request_said)
     level = logging.WARNING if verbosity <= 0 else logging.INFO if verbosity == 1 else logging.DEBUG

@@ -8,6 +8,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from urllib.parse import quote
 
 import anyio
 import pytest
@@ -115,6 +116,53 @@ async def test_login_verbose_logs_the_requests_but_not_the_code_or_the_state(
     assert authorization.state is not None
     assert authorization.state not in err
     assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)
+
+
+PATH_KEY = "pathkey-said-back-only-letters"
+"""A key in the server's URL's path, from a `${VAR}` (no digit: only the variable marks it)."""
+
+
+def write_keyed_config(tmp_path: Path, world: OAuthWorld) -> Path:
+    config = tmp_path / "agent-gateway.toml"
+    url = world.url.replace(PATH_KEY, "${MCP_PATH_KEY}")
+    config.write_text(f'[mcpServers.remote]\nurl = "{url}"\n')
+    return config
+
+
+async def test_login_verbose_says_no_key_of_the_servers_url_path(tmp_path: Path) -> None:
+    """The flow's requests carry the server's path: the resource metadata URL built from it,
+    the `resource` parameter (the page's, the token request's); each line has the key as ***."""
+    async with oauth_world(path=f"/s/{PATH_KEY}/mcp") as world:
+        config = str(write_keyed_config(tmp_path, world))
+        fetching = environment(
+            tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch", MCP_PATH_KEY=PATH_KEY
+        )
+        code, _, err = await gateway(fetching, "auth", "login", "-vv", "remote", "--config", config)
+        [authorization] = world.authority.authorizations
+    assert code == 0, err
+    assert authorization.resource == world.url
+    assert "/.well-known/oauth-protected-resource/s/***/mcp " in err
+    [page] = [line for line in err.splitlines() if "/authorize?" in line]
+    assert f"&resource={quote(world.url, safe='').replace(PATH_KEY, '***')}&" in page
+    assert "Connecting to StreamableHTTP endpoint: http://127.0.0.1:" in err  # -vv: the SDK's
+    assert PATH_KEY not in err
+
+
+async def test_a_failed_login_says_no_key_of_the_servers_url_path(tmp_path: Path) -> None:
+    """The SDK's error for metadata naming another resource quotes the server's URL."""
+    async with oauth_world(path=f"/s/{PATH_KEY}/mcp") as world:
+        world.protected.resource = world.url.replace(PATH_KEY, "another")
+        config = str(write_keyed_config(tmp_path, world))
+        fetching = environment(
+            tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch", MCP_PATH_KEY=PATH_KEY
+        )
+        code, out, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+    base = world.url.removesuffix(f"/s/{PATH_KEY}/mcp")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"error: could not authorise at 'remote': Protected resource {base}/s/another/mcp does "
+        f"not match expected {base}/s/***/mcp\n"
+    )
 
 
 async def test_a_failed_revocation_is_reported_and_the_tokens_are_still_forgotten(

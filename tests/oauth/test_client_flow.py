@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.auth import OAuthClientInformationFull
 from pydantic import AnyUrl
 
-from tests.servers.oauth import AuthorityOptions, OAuthWorld, oauth_world
+from tests.servers.oauth import AuthorityOptions, OAuthWorld, legacy_world, oauth_world
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, transport
 from toolkits.mcp.oauth import STEP_UP_LIMIT
 from toolkits.mcp.oauth_callback import free_loopback_port, redirect_uri
@@ -72,6 +72,28 @@ async def test_a_server_answering_401_gets_discovery_registration_pkce_and_resou
     assert form(token.body)["code_verifier"]  # PKCE: the token handler checked it
     assert form(token.body)["resource"] == world.url
     assert authorize.method == "GET"
+
+
+async def test_the_resource_indicator_is_the_servers_uri_without_the_query_it_was_given(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """RFC 8707 §2, which the MCP spec's canonical server URI follows: no fragment, and no
+    query. Without protected resource metadata to name the resource (a 2025-03-26 server,
+    its authorization server at its own origin) the `resource` is the server's URL, sent
+    where the request refused says a protocol that has it (2026-07-28 says it on every
+    one): the authorization server is not sent the credential in the URL's query."""
+    caplog.set_level(logging.DEBUG)
+    async with legacy_world() as world:
+        config = McpServerConfig(url=f"{world.url}?api_key=QKEY-not-for-the-authority")
+        async with McpToolkit("remote", config.model_copy(update={"protocol": "modern"})) as node:
+            assert await call(node) == "echo:hi"
+    [authorization] = world.authority.authorizations
+    assert authorization.resource == world.url
+    [token] = world.token_requests()
+    assert form(token.body)["resource"] == world.url
+    said = [record.getMessage() for record in caplog.records]
+    assert any("/.well-known/oauth-authorization-server" in line for line in said)
+    assert not any("QKEY" in line for line in said)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,8 @@ served where a test asks: OAuth (RFC 8414) or OpenID discovery, at a root or a p
 
 `ProtectedMcp` fronts an in-process MCP server as a resource server (RFC 9728): it answers a
 request without a valid token 401 with `WWW-Authenticate` (with or without the
-`resource_metadata` hint and a `scope`), publishes its metadata path-based or at the root,
+`resource_metadata` hint and a `scope`), publishes its metadata path-based or at the root (or,
+as a 2025-03-26 server, none, its authorization server at its own origin: `legacy_world`),
 checks each token's audience (the RFC 8707 `resource` it was issued for), and asks for the
 `write` scope (403 `insufficient_scope`, a step-up) before a call to its `write` tool.
 Everything both saw is recorded for the tests to assert on.
@@ -57,6 +58,7 @@ __all__ = [
     "SeenRequest",
     "TestAuthority",
     "authority_app",
+    "legacy_world",
     "oauth_world",
     "serve_authority",
 ]
@@ -321,20 +323,25 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
 
 
 class ProtectedMcp:
-    """An MCP server (tools `echo`, `write`) behind bearer tokens of `authority`; an ASGI app."""
+    """An MCP server (tools `echo`, `write`) at `path` behind bearer tokens of `authority`; an
+    ASGI app."""
 
     def __init__(
         self,
         authority: TestAuthority,
         *,
-        metadata_at: Literal["path", "root", "hint"] = "path",
+        metadata_at: Literal["path", "root", "hint", "none"] = "path",
         hint: bool = True,
         challenge_scope: str | None = "read",
         scopes_supported: list[str] | None = None,
+        checks_audience: bool = True,
+        path: str = "/mcp",
     ) -> None:
         self.authority = authority
+        self.checks_audience = checks_audience
+        self.path = path
         self.metadata_at = metadata_at
-        self.hint = hint or metadata_at == "hint"
+        self.hint = (hint or metadata_at == "hint") and metadata_at != "none"
         self.challenge_scope = challenge_scope
         self.scopes_supported = scopes_supported
         self.resource = ""  # set once served
@@ -351,17 +358,18 @@ class ProtectedMcp:
         toy.add("echo", echo)
         toy.add("write", write)
         self.toy = toy
-        self._mcp = toy.server.streamable_http_app(host="127.0.0.1")
+        self._mcp = toy.server.streamable_http_app(host="127.0.0.1", streamable_http_path=path)
 
     def served_at(self, base_url: str) -> str:
         """Call once the port is known; returns the MCP endpoint URL (the resource)."""
-        self.resource = f"{base_url}/mcp"
+        self.resource = f"{base_url}{self.path}"
         self._base = base_url
         return self.resource
 
     def metadata_url(self) -> str:
+        assert self.metadata_at != "none"
         return {
-            "path": f"{self._base}/.well-known/oauth-protected-resource/mcp",
+            "path": f"{self._base}/.well-known/oauth-protected-resource{self.path}",
             "root": f"{self._base}/.well-known/oauth-protected-resource",
             "hint": f"{self._base}/meta/resource.json",
         }[self.metadata_at]
@@ -387,10 +395,14 @@ class ProtectedMcp:
             client_port=(scope.get("client") or ("", 0))[1],
         )
         self.seen.append(seen)
-        if scope["method"] == "GET" and scope["path"] == _path_of(self.metadata_url()):
+        if (
+            scope["method"] == "GET"
+            and self.metadata_at != "none"
+            and scope["path"] == _path_of(self.metadata_url())
+        ):
             await self._metadata()(scope, replay, send)
             return
-        if scope["path"] != "/mcp":
+        if scope["path"] != self.path:
             await Response(status_code=404)(scope, replay, send)
             return
         refusal = await self._refusal(seen)
@@ -418,7 +430,7 @@ class ProtectedMcp:
         )
         if access is None or (access.expires_at is not None and access.expires_at < time.time()):
             return self._challenge(401, "invalid_token", self.challenge_scope)
-        if access.resource != self.resource:
+        if self.checks_audience and access.resource != self.resource:
             return self._challenge(401, "invalid_token", self.challenge_scope)
         if (
             seen.method == "POST"
@@ -541,3 +553,38 @@ async def oauth_world(
         async with serve_on_loopback(resource) as resource_base:
             url = resource.served_at(resource_base)
             yield OAuthWorld(authority, resource, url, seen)
+
+
+_AUTHORITY_PATHS = ("/authorize", "/token", "/register", "/revoke", "/introspect", "/.well-known/o")
+
+
+class _SameOrigin:
+    """A protected MCP server with its authorization server at its own origin."""
+
+    def __init__(self, resource: ProtectedMcp) -> None:
+        self.resource = resource
+        self.authority: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: str = scope.get("path", "")
+        ours = path.startswith(_AUTHORITY_PATHS) and "protected-resource" not in path
+        if scope["type"] == "http" and self.authority is not None and ours:
+            await self.authority(scope, receive, send)
+        else:
+            await self.resource(scope, receive, send)
+
+
+@asynccontextmanager
+async def legacy_world(
+    options: AuthorityOptions | None = None, **protected: Any
+) -> AsyncGenerator[OAuthWorld]:
+    """A 2025-03-26 server: no protected resource metadata, its authorization server at its
+    own origin (the SDK's legacy discovery), no audience it checks (resource indicators came
+    later); `protected` goes to `ProtectedMcp`."""
+    authority = TestAuthority(options)
+    seen: list[SeenRequest] = []
+    resource = ProtectedMcp(authority, metadata_at="none", checks_audience=False, **protected)
+    both = _SameOrigin(resource)
+    async with serve_on_loopback(both) as base:
+        both.authority = authority_app(authority, base, seen)
+        yield OAuthWorld(authority, resource, resource.served_at(base), seen)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from urllib.parse import quote
 
 import pytest
 
@@ -53,4 +54,40 @@ def test_a_query_credential_is_masked_as_written_sent_decoded_and_encoded() -> N
     assert SentCredentials.of(config).mask(said) == (
         "POST /mcp?v=2&api_key=***&Token=***&keyless=&p=1 (written ***), key *** or ***, "
         'in a link ***, {"api_key": "***"}'
+    )
+
+
+ZAPIER_KEY = "NzY2ZjI3YjAtMTQ0Ni00ZjQz+OjE2MDY5ZGU4"
+"""A key as Zapier puts it in its MCP URL's path: base64, `+` and all."""
+
+
+def test_a_path_segment_that_looks_like_a_key_is_masked_and_the_endpoints_words_stay() -> None:
+    """16 or more characters with letters and digits both: a key, as written, decoded and
+    percent-encoded (inside a `resource` parameter, a link). `api`, `mcp`, a version, a long
+    word, a short id: said."""
+    url = f"https://mcp.zapier.com/api/v2/mcp/s/{ZAPIER_KEY}/mcp/streamable-http/user42"
+    sent = SentCredentials.of(McpServerConfig(url=url))
+    said = f"404 for {url} (resource={quote(url, safe='')})"
+    assert sent.mask(said) == (
+        "404 for https://mcp.zapier.com/api/v2/mcp/s/***/mcp/streamable-http/user42 "
+        f"(resource={quote('https://mcp.zapier.com/api/v2/mcp/s/', safe='')}***"
+        f"{quote('/mcp/streamable-http/user42', safe='')})"
+    )
+    uuid = "7a1c3e20-1a2b-4c5d-9e8f-0123456789ab"  # Composio's, a webhook's
+    hook = SentCredentials.of(McpServerConfig(url=f"https://h/server/{uuid}/mcp"))
+    assert hook.mask(f"no server {uuid}") == "no server ***"
+
+
+def test_the_parts_a_config_marks_are_masked_but_a_short_one_or_a_whole_url() -> None:
+    """`url_secrets` (a config file's `${VAR}` values in `url`): a letters-only key the rule
+    above would miss is masked; a port or `v1` (under 8 characters) would garble every
+    message; a URL given whole is masked by the rules for URLs, its host and words said."""
+    whole = f"https://mcp.zapier.com/api/mcp/s/{ZAPIER_KEY}/mcp"
+    config = McpServerConfig(
+        url=f"{whole}?tenant=acmecorporation&v=v1",
+        url_secrets=[whole, "acmecorporation", "v1", "3001"],
+    )
+    said = f"{whole}?tenant=acmecorporation&v=v1 on port 3001"
+    assert SentCredentials.of(config).mask(said) == (
+        "https://mcp.zapier.com/api/mcp/s/***/mcp?tenant=***&v=v1 on port 3001"
     )

@@ -7,9 +7,9 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
 `tool_timeouts`, `max_output`, `max_sampling`, `protocol`, `bearer_token_env`,
-`secret_headers`, and the `oauth*` keys of MCP authorization). Secrets never live in the
-model's repr: `env` and `headers` are hidden, and a bearer token is read from the environment
-only when connecting.
+`secret_headers`, `url_secrets`, and the `oauth*` keys of MCP authorization). Secrets never
+live in the model's repr: `env`, `headers` and `url_secrets` are hidden, and a bearer token is
+read from the environment only when connecting.
 """
 
 from __future__ import annotations
@@ -86,6 +86,11 @@ class McpServerConfig(BaseModel):
     secret_headers: list[str] = Field(default_factory=list[str])
     """http/sse: headers whose values are secrets, shown `***` in text made of the server's
     answers, as the Authorization value always is (a config file marks each with a `${VAR}`)."""
+    url_secrets: list[str] = Field(default_factory=list[str], repr=False)
+    """http/sse: parts of `url` that are secrets (a key in its path), shown `***` as the
+    secret headers are, and in log lines (a config file puts each `${VAR}`'s value in `url`
+    here). Only adds to what is masked: a path segment that looks like a key, the URL's
+    password and its query's credentials are masked without it (`sent_credentials`)."""
 
     # Ours.
     prefix: PrefixPolicy = "always"
@@ -174,7 +179,7 @@ class McpServerConfig(BaseModel):
                 raise ValueError("a stdio server needs `command`")
             misplaced = [
                 k
-                for k in ("url", "headers", "secret_headers", "bearer_token_env")
+                for k in ("url", "headers", "secret_headers", "url_secrets", "bearer_token_env")
                 if getattr(self, k)
             ]
             misplaced += [k for k in _OAUTH_KEYS if getattr(self, k) is not None]

@@ -6,6 +6,9 @@ authorization server's metadata (OAuth and OpenID variants), registers (a pre-re
 client, a client ID metadata document, or dynamic registration), runs the authorization code
 flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
 
+- the `resource` is the server's canonical URI (RFC 8707 §2, which the MCP spec names): the
+  one its protected resource metadata declares, else its URL without the query the config
+  gave it (`?api_key=`), which the SDK would send the authorization server (`_Resource`);
 - tokens and registrations live in the user's store (`oauth_store`), keyed by server name and
   URL, with the access token's expiry, so a restarted process refreshes an expired token
   before using it;
@@ -35,14 +38,16 @@ import secrets
 import webbrowser
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Literal
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
+from mcp.client.auth.oauth2 import OAuthContext
 from mcp.client.auth.utils import extract_field_from_www_auth
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
+from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, ErrorData
 from pydantic import AnyUrl
 
@@ -231,6 +236,18 @@ def _registered_port(client: OAuthClientInformationFull | None) -> int | None:
     return None
 
 
+class _Resource(OAuthContext):
+    """The SDK's flow context, naming the server by its canonical URI (module docstring)."""
+
+    def get_resource_url(self) -> str:
+        canonical = urlsplit(resource_url_from_server_url(self.server_url))
+        ours = urlunsplit(canonical._replace(query=""))
+        declared = self.protected_resource_metadata
+        if declared is not None and check_resource_allowed(ours, str(declared.resource)):
+            return str(declared.resource)  # the server's own word, a query it needs and all
+        return ours
+
+
 class McpOAuth(OAuthClientProvider):
     """The SDK's OAuth provider for one node; see the module docstring."""
 
@@ -251,6 +268,14 @@ class McpOAuth(OAuthClientProvider):
             server_url,
             client_metadata,
             tokens,
+            redirect_handler=self._keep_authorization_url,
+            callback_handler=self._await_callback,
+            client_metadata_url=client_metadata_url,
+        )
+        self.context = _Resource(
+            server_url=server_url,
+            client_metadata=client_metadata,
+            storage=tokens,
             redirect_handler=self._keep_authorization_url,
             callback_handler=self._await_callback,
             client_metadata_url=client_metadata_url,

@@ -7,25 +7,20 @@ with an error page. A browser then shows that page and never comes back to our c
 the redirect, and raises `AuthorizationPageRefused` (with the server's own words) for such an
 answer; `fetch_authorization` (no person: tests and CI) follows the redirects itself.
 
-httpx2 logs every request's URL at INFO (`-v`): the authorization page's carries the flow's
-`state`, the callback's (fetched here) the authorization code, a server's URL may carry a
-user and password, or a credential in its query (`?api_key=`). Their values are logged as
-`[redacted]` (the password and such a credential as `***`, as errors show them), in this
-process's every httpx2 line (`_RedactedSecrets`).
+The URLs of these requests carry the flow's `state` and code: `log_secrets` keeps them out of
+httpx2's request lines.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, cast
-from urllib.parse import unquote_plus, urlsplit
+from urllib.parse import urlsplit
 
 import httpx2
 from mcp.client.auth import OAuthFlowError
 
 from .oauth_callback import CALLBACK_PATH
-from .sent_credentials import MASK, is_credential_name
 
 __all__ = ["AuthorizationPageRefused", "fetch_authorization", "probe_authorization_page"]
 
@@ -33,44 +28,6 @@ _PROBE_TIMEOUT = 10.0
 _FETCH_TIMEOUT = 30.0
 _FETCH_REDIRECTS = 10
 _MAX_DETAIL = 300
-_SECRET_PARAMETERS = frozenset(
-    {"code", "state", "code_verifier", "access_token", "refresh_token", "id_token", "client_secret"}
-)
-"""Query parameters of an OAuth flow whose values are never logged."""
-
-
-class _RedactedSecrets(logging.Filter):
-    """Logs httpx2's request lines with the OAuth secrets in their URLs' queries redacted."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple) and any(
-            isinstance(arg, httpx2.URL) for arg in record.args
-        ):
-            record.args = tuple(
-                _redacted(arg) if isinstance(arg, httpx2.URL) else arg for arg in record.args
-            )
-        return True
-
-
-def _redacted(url: httpx2.URL) -> httpx2.URL | str:
-    if url.userinfo:  # `user:***`; a user without a password is the secret (`TOKEN@host`)
-        user, colon, _ = url.userinfo.partition(b":")
-        url = url.copy_with(userinfo=user + b":***" if colon else b"***")
-    parts = [part.partition("=") for part in url.query.decode("ascii", "replace").split("&")]
-    shown = [
-        f"{name}=[redacted]"
-        if unquote_plus(name) in _SECRET_PARAMETERS
-        else f"{name}={MASK}"
-        if value and is_credential_name(name)
-        else f"{name}{equals}{value}"
-        for name, equals, value in parts
-    ]
-    if shown == ["".join(part) for part in parts]:
-        return url
-    return f"{url.copy_with(query=None)}?{'&'.join(shown)}"
-
-
-logging.getLogger("httpx2").addFilter(_RedactedSecrets())
 
 
 class AuthorizationPageRefused(OAuthFlowError):

@@ -7,7 +7,10 @@ may learn what the gateway sends the server. Masked, in each form a server may s
 sent, JSON-escaped, a Basic token decoded, percent-encoded or not): the Authorization value
 (the bearer token, a configured header, the URL's user and password, an OAuth access token),
 the configured headers marked secret (`secret_headers`; the config marks every one with a
-`${VAR}`), and the values of the URL's query parameters named as credentials (`?api_key=`).
+`${VAR}`), the values of the URL's query parameters named as credentials (`?api_key=`), and the
+secrets in the URL's path (`url_secrets`): each segment that looks like a key
+(`looks_like_a_key`: `https://mcp.zapier.com/api/mcp/s/KEY/mcp`) and the parts the config marks
+(`McpServerConfig.url_secrets`: a config file marks each `${VAR}`'s value).
 """
 
 from __future__ import annotations
@@ -24,9 +27,14 @@ import httpx2
 
 from .config import McpServerConfig
 
-__all__ = ["MASK", "SentCredentials", "is_credential_name"]
+__all__ = ["MASK", "SentCredentials", "is_credential_name", "looks_like_a_key", "url_secrets"]
 
 MASK = "***"
+_KEY_LENGTH = 16
+"""The fewest characters of a path segment taken for a key (with letters and digits both)."""
+_SHORTEST_SECRET = 8
+"""The fewest characters of a marked part of a URL that is masked: no secret is shorter, and
+masking a port or `v1` everywhere would garble every message."""
 
 _CREDENTIAL_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|sig|credential", re.IGNORECASE)
 """In a query parameter's name: its value is a credential (`api_key`, `token`, `sig`). The
@@ -37,6 +45,31 @@ the two alike)."""
 def is_credential_name(name: str) -> bool:
     """Whether a query parameter named `name` (as written, percent-encoded or not) holds one."""
     return _CREDENTIAL_WORDS.search(unquote_plus(name)) is not None
+
+
+def looks_like_a_key(segment: str) -> bool:
+    """Whether a URL's path segment (decoded) is taken for a key: 16 or more characters, with
+    letters and digits both among them (`s/NzY2ZjI3YjAtMTQ0Ni00ZjQz`, a UUID), as no word of
+    an endpoint's path is (`api`, `mcp`, `v2`, `streamable-http`)."""
+    return (
+        len(segment) >= _KEY_LENGTH
+        and any(char.isalpha() for char in segment)
+        and any(char.isdigit() for char in segment)
+    )
+
+
+def url_secrets(config: McpServerConfig) -> list[str]:
+    """The secrets in `config.url`, in each form a server or a log line may say them: its user
+    info and its query's credentials, its path's segments that look like keys, and the parts
+    `config.url_secrets` marks (but one shorter than `_SHORTEST_SECRET`, and one that is a
+    URL itself, `${SERVER_URL}`, whose secrets those rules find)."""
+    if config.url is None:
+        return []
+    forms = _url_forms(config.url) + _path_forms(config.url)
+    for part in config.url_secrets:
+        if len(part) >= _SHORTEST_SECRET and "://" not in part:
+            forms += _encoded_forms(part)
+    return forms
 
 
 class SentCredentials:
@@ -61,8 +94,7 @@ class SentCredentials:
                 values.append(value)
         if config.bearer_token_env is not None:
             values.append(os.environ.get(config.bearer_token_env, ""))
-        if config.url is not None:
-            values += _url_forms(config.url)
+        values += url_secrets(config)
         return cls(values)
 
     def with_authorization(self, value: str | None) -> SentCredentials:
@@ -71,6 +103,9 @@ class SentCredentials:
         if all(form in self._said for form in forms):
             return self
         return SentCredentials([*self._said, *forms])
+
+    def __bool__(self) -> bool:
+        return bool(self._said)
 
     def mask(self, text: str) -> str:
         for value in self._said:
@@ -135,3 +170,23 @@ def _query_forms(url: str, query: str) -> list[str]:
             decoded = {unquote(value), unquote_plus(value)}
             forms += [value, *decoded, *(quote(each, safe="") for each in decoded)]
     return forms
+
+
+def _path_forms(url: str) -> list[str]:
+    """The segments of `url`'s path that look like keys (`looks_like_a_key`), in each form."""
+    try:
+        path = urlsplit(url).path
+    except ValueError:
+        return []
+    forms: list[str] = []
+    for segment in path.split("/"):
+        if looks_like_a_key(unquote(segment)):
+            forms += _encoded_forms(segment)
+    return forms
+
+
+def _encoded_forms(part: str) -> list[str]:
+    """A part of a URL as written, decoded, and percent-encoded: as a query's value carries it
+    (the URL in a `resource` parameter, a link on an error page)."""
+    decoded = unquote(part)
+    return [part, decoded, quote(decoded, safe=""), quote(part, safe="")]

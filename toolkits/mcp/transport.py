@@ -38,6 +38,7 @@ from ..printable import printable
 from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
+from .log_secrets import keep_out_of_logs
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
@@ -134,6 +135,8 @@ def config_transport(
     streamable HTTP server no longer knows the session, `on_doubt()` that it may not
     (`lean_transport`).
     """
+    if config.kind != "stdio":
+        keep_out_of_logs(config)  # httpx2 and the SDK log its URL
     match config.kind:
         case "stdio":
             assert config.command is not None  # the config validator guarantees it
