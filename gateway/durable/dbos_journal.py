@@ -8,6 +8,8 @@ from collections.abc import Awaitable, Callable
 from dbos import DBOS
 from pydantic import JsonValue
 
+from .status import journal_name
+
 __all__ = ["DbosJournal"]
 
 _log = logging.getLogger(__name__)
@@ -23,6 +25,7 @@ class DbosJournal:
     async def record(
         self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
     ) -> JsonValue:
+        name = journal_name(name)  # never one of the store's own names
         if name in self._recorded:
             return self._recorded[name]
         # A nested call (an agent) runs outside any step, and only its result is recorded:

@@ -27,9 +27,11 @@ from pydantic import JsonValue
 
 from ..approval import ApprovalRequest
 from ..run_state import RunState
+from .chunks import MARK
 
 __all__ = [
     "ACTIVE_STATUSES",
+    "CHECKPOINT_STEP",
     "EXECUTION_EVENT",
     "LEFT_WAITING",
     "STATE_EVENT",
@@ -37,11 +39,16 @@ __all__ = [
     "RunInfo",
     "RunStep",
     "asked_in",
+    "call_name",
+    "journal_name",
     "run_info",
     "run_steps",
 ]
 
 STATE_EVENT = "state"
+CHECKPOINT_STEP = MARK + "checkpoint"
+"""The name of a run's steps that hold its checkpoints (`checkpoints`): no call's record has
+it, since the journal keeps names starting with `MARK` apart (`journal_name`)."""
 EXECUTION_EVENT = "execution"
 STATUSES = ("running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled")
 ACTIVE_STATUSES = ("running", "waiting_approval", "stopped")
@@ -103,15 +110,27 @@ def run_steps(recorded: Iterable[Any]) -> list[RunStep]:
     return [
         RunStep(
             step_id=s["function_id"],
-            name=s["function_name"],
+            name=call_name(s["function_name"]),
             output=s["output"],
             error=str(s["error"]) if s["error"] is not None else None,
             started_ms=s["started_at_epoch_ms"],
             completed_ms=s["completed_at_epoch_ms"],
         )
         for s in recorded
-        if not s["function_name"].startswith("DBOS.") or s["function_name"] == "DBOS.recv"
+        if (not s["function_name"].startswith("DBOS.") or s["function_name"] == "DBOS.recv")
+        and s["function_name"] != CHECKPOINT_STEP
     ]
+
+
+def journal_name(call: str) -> str:
+    """The name a call's record has: its own, with one more `MARK` in front if it starts
+    with one (a model's odd tool-call id), so none is ever a name of ours (`CHECKPOINT_STEP`)."""
+    return MARK + call if call.startswith(MARK) else call
+
+
+def call_name(recorded: str) -> str:
+    """The call a record's name (`journal_name`) names."""
+    return recorded[1:] if recorded.startswith(MARK) else recorded
 
 
 def run_info(

@@ -29,6 +29,7 @@ from ..run_state import RunResult, RunState
 from ..store_config import redacted
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT
 from .changes import BATCH, GoingRecords, going_records, last_changes
+from .checkpoints import state_of
 from .decisions import decisions_in, stored_decisions
 from .record_format import STORED_FORMAT, pickled, refusals, refusing_for
 from .status import (
@@ -298,8 +299,10 @@ class StoredRuns:
         """The run's last checkpoint, else the state it started from."""
         with self._reading(run_id):
             saved = await self._client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
-            if isinstance(saved, str):
-                return RunState.model_validate_json(saved)
+            steps = await self._client.list_workflow_steps_async(run_id)
+            state = state_of(run_id, saved, steps)
+            if state is not None:
+                return state
             found = await self._client.list_workflows_async(
                 workflow_ids=[run_id], load_output=False
             )

@@ -2,9 +2,10 @@
 
 The body is the engine's own `Gateway.resume`, handed a `DbosJournal` that records each model
 and tool call as a DBOS step under the engine's name for it, and a checkpoint that keeps the
-latest `RunState` as the workflow's `state` event. A run that fails or is interrupted does not
-end: its workflow stays pending (`Stopped`), so it can be resumed, here or in another process.
-The process that drove it learns of the failure from its `Execution`, not from DBOS.
+latest `RunState` (`checkpoints`: what each step added, as a DBOS step of its own). A run that
+fails or is interrupted does not end: its workflow stays pending (`Stopped`), so it can be
+resumed, here or in another process. The process that drove it learns of the failure from its
+`Execution`, not from DBOS.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ from ..limits import PerNode
 from ..run_state import RunOrigin, RunResult, RunState
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, DbosApprovals, OnWait, open_questions
+from .checkpoints import Checkpoints, state_of
 from .dbos_journal import DbosJournal
 from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_another, taken
 from .outage import Outage
 from .record_format import refusing_for
 from .sqlite_lock import LockWait
-from .status import EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, this_process
+from .status import CHECKPOINT_STEP, EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, this_process
 from .store_failures import store_failure
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
@@ -207,7 +209,9 @@ async def _execute(
         with refusing_for(run_id):  # a record in the pickle format is not read: the run stops
             steps = await host.client.list_workflow_steps_async(run_id)
         recorded: dict[str, JsonValue] = {
-            s["function_name"]: s["output"] for s in steps if s["error"] is None
+            s["function_name"]: s["output"]
+            for s in steps
+            if s["error"] is None and s["function_name"] != CHECKPOINT_STEP
         }
         received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
         for _ in range(max((s["function_id"] for s in steps), default=0)):
@@ -217,14 +221,16 @@ async def _execute(
             left = await host.client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         # Another process that resumed it at the same moment may run it too: DBOS lets the
         # one that claimed it last go on, and this one learns so at its first write, next.
-        state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
+        state = state_of(run_id, saved, steps) or RunState.model_validate_json(initial)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
 
+        checkpoints = Checkpoints(steps, saved)  # each writes what the run's records lack
+
         async def checkpoint(latest: RunState) -> None:
             execution.checkpoint = latest
-            await DBOS.set_event_async(STATE_EVENT, latest.model_dump_json())
+            await checkpoints(latest)
 
         options = execution.options
         approvals = execution.approvals = DbosApprovals(
