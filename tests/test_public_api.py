@@ -126,3 +126,22 @@ def test_the_gateway_package_exports_every_error_and_what_an_approver_takes() ->
     assert errors - set(gateway.__all__) == set()
     # `Approver.decide(request: ApprovalRequest) -> Decision`: implementable from the package.
     assert {"ApprovalRequest", "Approver", "Decision"} <= set(gateway.__all__)
+
+
+def test_a_name_a_submodule_shares_stays_the_function_once_that_submodule_is_imported() -> None:
+    """Importing `toolkits.json_bytes` (as our own modules do) sets the package's attribute to
+    the module; `from toolkits import json_bytes` must still give the function."""
+    program = (
+        "import toolkits, toolkits.json_bytes, toolkits.printable, toolkits.calculator\n"
+        "from toolkits import calculator, json_bytes, printable\n"
+        "print(callable(json_bytes), callable(printable), type(calculator).__name__)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["True", "True", "FunctionTool"]

@@ -7,6 +7,8 @@ Its names are imported at their first use (PEP 562): `toolkits.printable` or
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -191,3 +193,19 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *__all__})
+
+
+class _Package(types.ModuleType):
+    """Keeps `calculator`, `json_bytes` and `printable` the functions they name: importing
+    a submodule of that name (as our own modules do) sets the package's attribute to the
+    module, and `__getattr__` would never be asked again (`from toolkits import json_bytes`
+    would give the module)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _NAMESAKES and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+_NAMESAKES = frozenset({"calculator", "json_bytes", "printable"})
+sys.modules[__name__].__class__ = _Package
