@@ -20,7 +20,7 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal, cast
 
 from mcp_types import (
     AudioContent,
@@ -174,17 +174,26 @@ def _json(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
+def _fields(structured: object) -> list[object]:
+    """An object's values; any other JSON value (the 2026 era allows one) is its own."""
+    if isinstance(structured, dict):
+        return list(cast("dict[str, object]", structured).values())
+    return [structured]
+
+
 def _content_repeats_structured(result: CallToolResult) -> bool:
     """Whether the content is only text the structured content holds already: its JSON again
     (MCP has a tool send it so for older clients), or one of its fields (the Python SDK sends
     a value that is not an object as `{"result": value}` beside the value's text, a list item
     by item; a local tool `{"response": value}`; the filesystem server a file's text as
     `{"content": text}`)."""
-    structured: dict[str, Any] = result.structured_content or {}
+    structured: object = result.structured_content
+    if structured is None:
+        return False
     texts = [block.text for block in result.content if isinstance(block, TextContent)]
     if not texts or len(texts) < len(result.content):
         return False
-    fields = list(structured.values())
+    fields = _fields(structured)
     values = [_parsed(text) for text in texts]
     if len(fields) == 1 and values == fields[0]:
         return True
@@ -204,7 +213,7 @@ def _structured_repeats_blocks(result: CallToolResult) -> bool:
         return False
     blocks = [b.model_dump(mode="json", by_alias=True, exclude_none=True) for b in result.content]
     lone = len(blocks) == 1
-    return all(value == blocks or (lone and value == blocks[0]) for value in structured.values())
+    return all(value == blocks or (lone and value == blocks[0]) for value in _fields(structured))
 
 
 _NOT_JSON = object()

@@ -192,3 +192,20 @@ def test_structured_content_that_repeats_the_blocks_is_not_read_again() -> None:
     assert result_data(more) == {"response": observed_text(more)}
     assert observed_text(more).startswith(f'{result_text(more)}\n{{"content":[{{')
     assert observed_text(more).endswith('"path":"/a.png"}')
+
+
+def test_structured_content_that_is_no_object_is_read_as_the_value_it_is() -> None:
+    """The 2026 era lets a tool's structured content be any JSON value (a list, a number):
+    once `.values()` of a list crashed every such call through a gateway."""
+    blocks: list[types.ContentBlock] = [types.TextContent(text="[1, 2]")]
+    repeated = types.CallToolResult(content=blocks, structured_content=[1, 2])
+    assert result_data(repeated) == [1, 2]
+    assert observed_text(repeated) == "[1, 2]"
+    caption: list[types.ContentBlock] = [types.TextContent(text="two numbers")]
+    beside = types.CallToolResult(content=caption, structured_content=[1, 2])
+    assert observed_text(beside) == "two numbers\n[1,2]"
+    assert result_data(types.CallToolResult(content=[], structured_content=7)) == 7
+    image = types.ImageContent(data=PNG, mime_type="image/png")
+    wire = image.model_dump(mode="json", by_alias=True, exclude_none=True)
+    echoed = types.CallToolResult(content=[image], structured_content=[wire])
+    assert PNG not in observed_text(echoed)
