@@ -10,10 +10,22 @@ import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
 from tests.servers.databases import PostgresCluster, postgres_cluster, postgres_server, redis_server
-from tests.timeouts import pytest_timeout_cancel_timer, pytest_timeout_set_timer
+from tests.stopping import (
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    pytest_timeout_cancel_timer,
+    pytest_timeout_set_timer,
+)
 
-# pytest-timeout's hooks, taken over so that every test's timeout stops it (tests/timeouts.py).
-__all__ = ["pytest_timeout_cancel_timer", "pytest_timeout_set_timer"]
+# Hooks that keep the run stoppable: every test's timeout stops it, Ctrl-C stops the run.
+__all__ = [
+    "pytest_runtest_call",
+    "pytest_runtest_setup",
+    "pytest_runtest_teardown",
+    "pytest_timeout_cancel_timer",
+    "pytest_timeout_set_timer",
+]
 
 # Started in the background by a non-interactive shell, pytest ignores SIGINT, and so would
 # every gateway it spawns (an ignored signal survives exec): the Ctrl-C tests need it handled.

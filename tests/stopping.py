@@ -1,9 +1,9 @@
-"""Every test's timeout stops it: pytest-timeout's signal method, made sure.
+"""A test run that stops: every test's timeout stops the test, and Ctrl-C stops the run.
 
 pytest-timeout raises `Failed` wherever the main thread is when SIGALRM arrives. When that is
 inside code whose exceptions Python reports and drops (a `gc.callbacks` entry, which hypothesis
 keeps once a `@given` test has run; a `__del__`; a weakref callback), the test would run on.
-So here (the hooks pytest-timeout offers for other strategies, imported by `tests/conftest.py`):
+So here (the hooks pytest-timeout offers for other strategies):
 
 - a timeout that reaches `sys.unraisablehook` is raised again `RETRY` seconds later, until it
   lands in the test: the test fails as timed out and the run goes on;
@@ -12,6 +12,10 @@ So here (the hooks pytest-timeout offers for other strategies, imported by `test
   it names the test, dumps every thread's stack and ends the process, as pytest-timeout's
   thread method does. Under pytest-xdist the controller then reports "worker 'gwN' crashed
   while running '<the test>'" and starts another worker.
+
+A Ctrl-C that lands in a task group's body reaches pytest inside a BaseExceptionGroup, which it
+takes for a failed test, and the run would go on: the phase hooks hand pytest the
+KeyboardInterrupt. `tests/conftest.py` imports the hooks.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Any
@@ -101,3 +106,31 @@ def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
     if sys.unraisablehook == armed.unraisable:
         sys.unraisablehook = armed.previous_hook
     return True
+
+
+@contextmanager
+def _ctrl_c_unwrapped() -> Generator[None]:
+    try:
+        yield
+    except BaseExceptionGroup as group:
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        raise KeyboardInterrupt from group
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None]:
+    with _ctrl_c_unwrapped():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None]:
+    with _ctrl_c_unwrapped():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None]:
+    with _ctrl_c_unwrapped():
+        return (yield)
