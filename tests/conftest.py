@@ -27,10 +27,13 @@ __all__ = [
     "pytest_timeout_set_timer",
 ]
 
-# Started in the background by a non-interactive shell, pytest ignores SIGINT, and so would
-# every gateway it spawns (an ignored signal survives exec): the Ctrl-C tests need it handled.
+# Started in the background by a non-interactive shell, pytest ignores SIGINT and SIGQUIT, and
+# so would every gateway it spawns (an ignored signal survives exec): the Ctrl-C and Ctrl-\
+# tests need them handled.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The suite's own machinery, checked on pytest runs of their own: every test's timeout stops
 it, even where pytest-timeout's alarm alone would not; Ctrl-C stops the run during a test
-serving HTTP (`tests/stopping.py`, `tests/servers/asgi.py`)."""
+serving HTTP (`tests/stopping.py`, `tests/servers/asgi.py`); and a run started with Ctrl-C and
+Ctrl-\\ ignored gives the processes it starts both (`tests/conftest.py`)."""
 
 from __future__ import annotations
 
@@ -237,3 +238,20 @@ def test_ctrl_c_in_a_task_groups_body_stops_the_run(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout  # interrupted
     assert "KeyboardInterrupt" in done.stdout, done.stdout
     assert "ran after" not in done.stdout, done.stdout
+
+
+def test_a_run_started_ignoring_ctrl_c_and_ctrl_backslash_starts_processes_heeding_both() -> None:
+    """A background job of a non-interactive shell starts with SIGINT and SIGQUIT ignored, and
+    the gateways a test starts would inherit that: the conftest put SIGINT back but not
+    SIGQUIT, and the Ctrl-\\ test failed whenever pytest ran so."""
+    ignored = "import signal; print([signal.getsignal(s) == signal.SIG_IGN for s in (2, 3)])"
+    starts = f"import subprocess, sys, tests.conftest; subprocess.run([sys.executable, '-c', {ignored!r}])"
+    done = subprocess.run(
+        ["sh", "-c", 'trap "" INT QUIT; exec "$0" "$@"', sys.executable, "-c", starts],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=ENV,
+        timeout=60,
+    )
+    assert done.stdout == "[False, False]\n", done.stderr
