@@ -66,7 +66,7 @@ def _end_the_process(item: pytest.Item, settings: Any) -> None:
     pytest_timeout.timeout_timer(item, settings)  # pyright: ignore[reportUnknownMemberType]
 
 
-@pytest.hookimpl
+@pytest.hookimpl(optionalhook=True)  # pytest-timeout's hook: unknown without the plugin
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     if settings.method != "signal" or threading.current_thread() is not threading.main_thread():
         return None  # pytest-timeout's thread method: nothing to make sure of
@@ -93,7 +93,7 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     return True
 
 
-@pytest.hookimpl
+@pytest.hookimpl(optionalhook=True)
 def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
     armed = item.stash.get(_ARMED, None)
     if armed is None:
