@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import importlib.machinery
 import logging
 import os
 import sys
@@ -265,6 +266,8 @@ def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"tools.{name}.python: cannot import {target!r}: {exc}") from exc
+    if directory is not None:
+        _same_module_as_beside(name, module_name, directory)
     if isinstance(found, FunctionTool):
         return found
     if not callable(found):
@@ -274,6 +277,23 @@ def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool
         return function_tool(function, name=name)  # its own name may be none a model takes
     except TypeError as exc:
         raise ConfigError(f"tools.{name}.python: {exc}") from exc
+
+
+def _same_module_as_beside(name: str, module_name: str, directory: Path) -> None:
+    """Raises unless a module of that name beside the config file (if any) is the one
+    imported: a module is the process's, so a long-lived caller opening a second config with
+    a `tools.py` of its own beside it would get the first one's, or an installed module of
+    that name, and call the wrong functions without a word."""
+    top = module_name.partition(".")[0]
+    beside = importlib.machinery.PathFinder.find_spec(top, [str(directory)])
+    if beside is None or beside.origin is None:
+        return
+    imported: str | None = getattr(sys.modules.get(top), "__file__", None)
+    if imported is None or Path(imported).resolve() != Path(beside.origin).resolve():
+        raise ConfigError(
+            f"tools.{name}.python: the module {top!r} beside the file ({beside.origin}) is "
+            f"not the one imported by that name ({imported or 'built in'}): rename it"
+        )
 
 
 def _approval_rule(server: McpServerConfig) -> ApprovalRule:

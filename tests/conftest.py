@@ -10,11 +10,30 @@ import hypothesis  # noqa: F401  # pyright: ignore[reportUnusedImport]
 import pytest
 
 from tests.servers.databases import PostgresCluster, postgres_cluster, postgres_server, redis_server
+from tests.stopping import (
+    pytest_runtest_call,
+    pytest_runtest_setup,
+    pytest_runtest_teardown,
+    pytest_timeout_cancel_timer,
+    pytest_timeout_set_timer,
+)
 
-# Started in the background by a non-interactive shell, pytest ignores SIGINT, and so would
-# every gateway it spawns (an ignored signal survives exec): the Ctrl-C tests need it handled.
+# Hooks that keep the run stoppable: every test's timeout stops it, Ctrl-C stops the run.
+__all__ = [
+    "pytest_runtest_call",
+    "pytest_runtest_setup",
+    "pytest_runtest_teardown",
+    "pytest_timeout_cancel_timer",
+    "pytest_timeout_set_timer",
+]
+
+# Started in the background by a non-interactive shell, pytest ignores SIGINT and SIGQUIT, and
+# so would every gateway it spawns (an ignored signal survives exec): the Ctrl-C and Ctrl-\
+# tests need them handled.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) is signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture

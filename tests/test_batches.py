@@ -402,22 +402,25 @@ async def test_a_scripts_answers_go_to_a_batchs_items_in_item_order(tmp_path: Pa
         "second: no tool",
         "first: after the tool",
     ]
-    memory = SessionMemory(SQLiteStore(tmp_path / "sessions.sqlite3"))
-    for _ in range(3):
-        model = ScriptedModel(script)
-        spec = AgentSpec(
-            "a", model, tools=["calculator"], options=AgentOptions(batch_size=2), memory=memory
-        )
-        gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
-        items = [AgentItem(prompt="first", session_id="s"), AgentItem(prompt="second")]
-        with anyio.fail_after(30):
-            result = await gateway.run("a", items)
-        assert [item.output for item in result.items] == [
-            "first: after the tool",
-            "second: no tool",
-        ]
-        asked = [messages[-1].content for messages, _ in model.calls]
-        assert asked[:2] == ["first", "second"]
+    store = SQLiteStore(tmp_path / "sessions.sqlite3")
+    memory = SessionMemory(store)
+    try:
+        for _ in range(3):
+            model = ScriptedModel(script)
+            options = AgentOptions(batch_size=2)
+            spec = AgentSpec("a", model, tools=["calculator"], options=options, memory=memory)
+            gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+            items = [AgentItem(prompt="first", session_id="s"), AgentItem(prompt="second")]
+            with anyio.fail_after(30):
+                result = await gateway.run("a", items)
+            assert [item.output for item in result.items] == [
+                "first: after the tool",
+                "second: no tool",
+            ]
+            asked = [messages[-1].content for messages, _ in model.calls]
+            assert asked[:2] == ["first", "second"]
+    finally:
+        await store.aclose()  # its file and the -wal and -shm stayed open for the session
 
 
 @pytest.mark.anyio

@@ -516,9 +516,8 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
     assert code == 130, terminal.shown
     assert marker.read_text() == "cancelled"  # the tool's call ended with the answer
     assert out == "The second answer.\n"
-    assert f"session c7: `agent-gateway chat --session c7 --config {config}` continues it" in (
-        terminal.shown
-    )
+    again = f"agent-gateway chat --session c7 --config {shlex.quote(str(config))}"
+    assert f"session c7: `{again}` continues it" in terminal.shown
     assert "Traceback" not in terminal.shown
 
 
@@ -638,7 +637,8 @@ def test_chat_ended_by_a_signal_at_the_prompt_says_how_to_continue(
             process.kill()
             os.close(primary)
     assert code == 128 + signum, terminal.shown
-    hint = f"session c8: `agent-gateway chat --session c8 --config {config}` continues it"
+    again = f"agent-gateway chat --session c8 --config {shlex.quote(str(config))}"
+    hint = f"session c8: `{again}` continues it"
     assert f"> \r\n{hint}\r\n" in terminal.shown  # on a line of its own
     assert "Traceback" not in terminal.shown
 
@@ -660,14 +660,15 @@ def test_chat_says_how_to_continue_its_session_where_it_is_kept(
     out, err = capsys.readouterr()
     assert out == "Hello, Ada.\n"
     assert (
-        f"session s1: `agent-gateway chat --session s1 --config '{config}' "
-        f"--state-dir {state_dir}` continues it"
+        f"session s1: `agent-gateway chat --session s1 --config {shlex.quote(str(config))} "
+        f"--state-dir {shlex.quote(str(state_dir))}` continues it"
     ) in err
     monkeypatch.setattr(sys, "stdin", io.StringIO("/exit\n"))
     monkeypatch.setattr(sys.stdin, "isatty", lambda: True)
     sessions = tmp_path / "s.sqlite3"
     assert main([*chat[:5], "--store", f"sqlite:///{sessions}"]) == 0
-    assert f"--config '{config}' --store sqlite:///{sessions}` continues it" in (
+    store = shlex.quote(f"sqlite:///{sessions}")
+    assert f"--config {shlex.quote(str(config))} --store {store}` continues it" in (
         capsys.readouterr().err
     )
 
@@ -761,7 +762,7 @@ def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     assert (code, out) == (0, "Hello, Ada.\n")
     [hint] = [line for line in err.splitlines() if line.endswith("continues it")]
     again = hint.split("`")[1]
-    assert again.endswith(f" --agent b --model {model} --temperature 0.5")
+    assert again.endswith(f" --agent b --model {shlex.quote(model)} --temperature 0.5")
     command = shlex.split(again)
     assert command[0] == "agent-gateway"
     code, out, err = chat(command[1:], "Who am I?")

@@ -10,10 +10,12 @@ import os
 import pty
 import re
 import select
+import shlex
 import shutil
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from io import StringIO
 from pathlib import Path
@@ -437,9 +439,10 @@ def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
     answer is out before that, not after. The server notes when it is told to stop."""
     piped = Path(__file__).parent / "servers" / "piped.py"
     marker = tmp_path / "stopped"
+    on_term = f"echo stopped > {shlex.quote(str(marker))}; exit 0"
     wrapper = (
-        f'trap "echo stopped > {marker}; exit 0" TERM; '
-        f'"{sys.executable}" "{piped}"; sleep 60 & wait'
+        f"trap {shlex.quote(on_term)} TERM; "
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(piped))}; sleep 60 & wait"
     )
     (tmp_path / "agent-gateway.toml").write_text(
         f'[mcpServers.piped]\ncommand = "bash"\nargs = ["-c", {json.dumps(wrapper)}]\n'
@@ -502,11 +505,12 @@ def test_ctrl_c_while_servers_start_says_stopping_and_a_second_ends_them_at_once
     child_pid = tmp_path / "child.pid"
     server = tmp_path / "server.sh"
     # Never answers the handshake; outlives stdin's end and SIGTERM: a server slow to stop.
-    server.write_text(f"#!/bin/sh\ntrap '' TERM\nsleep 60 &\necho $! > {child_pid}\nwait\n")
+    quoted = shlex.quote(str(child_pid))
+    server.write_text(f"#!/bin/sh\ntrap '' TERM\nsleep 60 &\necho $! > {quoted}\nwait\n")
     server.chmod(0o755)
     script = write_script(tmp_path / "answers.json", [{"content": ANSWER}])
     (tmp_path / "agent-gateway.toml").write_text(
-        f'[mcpServers.slow]\ncommand = "{server}"\nconnect_timeout = 60\n'
+        f"[mcpServers.slow]\ncommand = {json.dumps(str(server))}\nconnect_timeout = 60\n"
     )
     primary, secondary = pty.openpty()
     with subprocess.Popen(
@@ -519,7 +523,9 @@ def test_ctrl_c_while_servers_start_says_stopping_and_a_second_ends_them_at_once
         try:
             os.close(secondary)
             shown = read_until(primary, "waiting for 1 MCP server: slow")
+            deadline = time.monotonic() + 30
             while not child_pid.exists() or not child_pid.read_text().strip():
+                assert time.monotonic() < deadline, f"the server wrote no {child_pid}: {shown}"
                 shown += read_until(primary, "\r")  # the status redrawn meanwhile
             child = os.pidfd_open(int(child_pid.read_text()))
             process.send_signal(signal.SIGINT)

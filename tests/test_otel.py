@@ -330,6 +330,7 @@ async def test_two_gateway_processes_over_http_write_one_trace(tmp_path: Path) -
                 theirs = exported_spans("\n".join(b.stderr))
                 if all(name in theirs for name in call):
                     break
+                assert not b.stderr_closed.is_set(), f"B ended before its spans: {b.stderr}"
                 await more.wait()
     ours = exported_spans(done.stderr.decode())
     trace_id = ours["invoke_agent assistant"]["context"]["trace_id"]

@@ -1,7 +1,7 @@
 """SIGTERM ends a command as Ctrl-C does, after what its listeners wait for (`gateway.cli.signals`).
 
 The signals go to this very process: `until_signalled` receives them before any test code sends
-one, and restores the default handlers when it returns.
+one, and puts back the handlers there were when it returns.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import gc
 import os
 import signal
 from collections.abc import Awaitable, Callable
+from types import FrameType
 
 import anyio
 import anyio.lowlevel
@@ -41,6 +42,34 @@ async def test_one_signal_waits_for_the_listeners_then_cancels_the_command() -> 
         code = await until_signalled(command, None)
     assert code == 128 + signal.SIGTERM
     assert order == ["draining", "drained", "cancelled"]
+
+
+async def test_a_signal_ignored_at_the_start_stays_ignored_and_handlers_are_put_back() -> None:
+    """Started under `nohup` (SIGHUP ignored), a command stopped at a hangup all the same; and
+    after it, SIGHUP and SIGTERM were left at their default actions (a library caller of
+    `main()` under nohup then died at a hangup), whatever they had been."""
+
+    def own(signum: int, frame: FrameType | None) -> None:
+        del signum, frame
+
+    async def command(_: object) -> int:
+        os.kill(os.getpid(), signal.SIGHUP)  # ignored: not delivered, the command goes on
+        os.kill(os.getpid(), signal.SIGTERM)
+        await anyio.sleep_forever()
+        return 0
+
+    before = {signum: signal.getsignal(signum) for signum in (signal.SIGHUP, signal.SIGTERM)}
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, own)
+    try:
+        with anyio.fail_after(5):
+            code = await until_signalled(command, None)
+        after = signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGTERM)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert code == 128 + signal.SIGTERM
+    assert after == (signal.SIG_IGN, own)
 
 
 async def test_a_second_signal_stops_the_waiting_and_leaves_no_listener_unawaited() -> None:

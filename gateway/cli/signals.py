@@ -125,7 +125,10 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
 
     The handler's errors come out as themselves, not wrapped in an `ExceptionGroup`.
     """
-    signals: tuple[signal.Signals, ...] = getattr(args, "signals", SIGNALS)
+    # One the process was started with ignored stays so (`nohup`'s SIGHUP: a hangup must not
+    # stop it), as the kernel then never delivers it.
+    wanted: tuple[signal.Signals, ...] = getattr(args, "signals", SIGNALS)
+    signals = tuple(s for s in wanted if signal.getsignal(s) is not signal.SIG_IGN)
     signalled: list[int] = []
     listeners: list[Listener] = []
     code = 0
@@ -137,7 +140,7 @@ async def until_signalled(handler: Callable[[Any], Awaitable[int]], args: Any) -
     with _noting_interrupts(heard):
 
         async def watch(*, task_status: anyio.abc.TaskStatus[None]) -> None:
-            with anyio.open_signal_receiver(*signals) as received:
+            with _restored(*signals), anyio.open_signal_receiver(*signals) as received:
                 task_status.started()
                 async for signum in received:
                     signalled.append(signum)
@@ -221,13 +224,16 @@ def interrupts() -> Generator[AsyncIterator[signal.Signals]]:
 
 
 @contextmanager
-def _restored(signum: signal.Signals) -> Generator[None]:
-    previous = signal.getsignal(signum)
+def _restored(*signums: signal.Signals) -> Generator[None]:
+    """Each of `signums` handled after the block as before it: a signal receiver's end would
+    leave the default action (SIGINT: Python's handler), whatever there was."""
+    previous = {signum: signal.getsignal(signum) for signum in signums}
     try:
         yield
     finally:
-        if previous is not None:
-            signal.signal(signum, previous)
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
 
 
 async def _cancel_on_next(signals: AsyncIterator[signal.Signals], scope: anyio.CancelScope) -> None:

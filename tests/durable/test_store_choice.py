@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from pathlib import Path
 
 import pytest
@@ -113,9 +114,8 @@ def test_the_config_names_the_store_relative_to_itself(
     [run] = _listed(capsys, "--config", str(config))
     assert run["status"] == "stopped"
     # Not the default store: the hint names it.
-    assert (
-        f"the run is stored: agent-gateway resume {run['run_id']} --store sqlite:///{kept}" in err
-    )
+    store = shlex.quote(f"sqlite:///{kept}")
+    assert f"the run is stored: agent-gateway resume {run['run_id']} --store {store}" in err
     # `resume` finds the store in the config too.
     answers = f"scripted:{tmp_path / 'answers.json'}"
     assert main(["resume", str(run["run_id"]), "--config", str(config), "--model", answers]) == 0

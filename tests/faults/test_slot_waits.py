@@ -28,7 +28,9 @@ async def test_a_call_waiting_for_a_full_servers_slot_says_so_and_gives_up_after
 ):
     toy = ToyServer("slow")
     toy.add_echo("echo")
-    config = McpServerConfig(command="in-process", protocol="legacy", timeout=0.5)
+    config = McpServerConfig(
+        command="in-process", protocol="legacy", timeout=0.5, connect_timeout=30
+    )
     model = ScriptedModel([call("slow__echo", text="hi"), "the server was full"])
     agent = AgentSpec(name="worker", model=model, tools=["slow"], description="Works.")
     progress = ProgressLog()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 from pathlib import Path
 from urllib.parse import quote
@@ -26,6 +27,11 @@ FAKE_BROWSER = """
 import sys, httpx2
 httpx2.get(sys.argv[1], follow_redirects=True, timeout=10)
 """
+
+
+def browser_command(script: Path) -> str:
+    """$BROWSER running `script`: `webbrowser` splits it as a shell would."""
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))} %s"
 
 
 def environment(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -193,7 +199,7 @@ async def test_login_opens_the_browser_and_takes_the_code_on_the_loopback_callba
     browser.write_text(FAKE_BROWSER)
     async with oauth_world() as world:
         config = str(write_config(tmp_path, world))
-        env = environment(tmp_path, BROWSER=f"{sys.executable} {browser} %s")
+        env = environment(tmp_path, BROWSER=browser_command(browser))
         code, out, err = await gateway(env, "auth", "login", "remote", "--config", config)
         assert code == 0, err
         assert "Authorise agent-gateway at MCP server 'remote' in your browser." in err
@@ -238,7 +244,7 @@ async def test_login_registers_afresh_when_the_server_forgot_the_client(tmp_path
         fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
         code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
         assert (code, err) == (0, "")
-        for env in (fetching, environment(tmp_path, BROWSER=f"{sys.executable} {browser} %s")):
+        for env in (fetching, environment(tmp_path, BROWSER=browser_command(browser))):
             world.authority.clients.clear()  # it restarted, and forgot every registration
             registered = world.authority.registrations
             code, out, err = await gateway(env, "auth", "login", "remote", "--config", config)

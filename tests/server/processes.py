@@ -7,7 +7,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,9 +91,12 @@ async def http_server(
     *extra: str,
     env: Mapping[str, str] | None = None,
     address: str = "127.0.0.1:0",
+    under: Sequence[str] = (),
 ) -> AsyncGenerator[Served]:
-    """`agent-gateway serve --http 127.0.0.1:0` (or at `address`), ready to take requests."""
-    command = [str(SCRIPT), "serve", "--http", address, "--config", str(config), *extra]
+    """`agent-gateway serve --http 127.0.0.1:0` (or at `address`), ready to take requests;
+    started by `under` (a command that runs the rest, as `nohup`) if given."""
+    serve = [str(SCRIPT), "serve", "--http", address, "--config", str(config), *extra]
+    command = [*under, *serve]
     full_env = {**os.environ, **(env or {})}
     process = await anyio.open_process(
         command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, cwd=REPO, env=full_env

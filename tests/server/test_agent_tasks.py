@@ -202,8 +202,8 @@ async def test_tasks_cancel_cancels_the_run(tmp_path: Path) -> None:
         task_id = (await _create_task(served.url, {"prompt": "go"}))["task"]["taskId"]
         async with Client(served.url, mode="legacy") as client:
             with anyio.fail_after(30):
-                while not log.exists():  # each poll a round trip
-                    assert (await _task(client, task_id)).status == "working"
+                await served.line_starting("logged: holding H")  # its tool call runs
+            assert (await _task(client, task_id)).status == "working"
             request = types.CancelTaskRequest(params=types.CancelTaskRequestParams(task_id=task_id))
             cancelled = await client.session.send_request(request, types.CancelTaskResult)
             assert cancelled.status == "cancelled"

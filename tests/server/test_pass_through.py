@@ -474,7 +474,9 @@ async def test_a_call_that_times_out_is_cancelled_and_says_so(
     with anyio.fail_after(30):
         async with (
             serve_on_loopback(down.app()) as base,
-            front(f"{base}/mcp", pass_through=True, protocol=protocol, timeout=0.5) as (url, layer),
+            front(
+                f"{base}/mcp", pass_through=True, protocol=protocol, timeout=0.5, connect_timeout=30
+            ) as (url, layer),
             Client(url, **client_keys) as client,
         ):
             await client.list_tools()

@@ -18,7 +18,7 @@ from mcp import Client
 
 from tests.durable.cli_runs import list_runs
 
-from .processes import http_server
+from .processes import TIMES_42, http_server, write_config
 from .support import ERAS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -166,3 +166,20 @@ async def test_a_stored_runs_call_cut_off_names_the_run_that_goes_on(tmp_path: P
     assert run["status"] == "stopped"
     assert code == 128 + signal.SIGTERM
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
+
+
+async def test_serve_started_under_nohup_goes_on_serving_through_a_hangup(tmp_path: Path) -> None:
+    """SIGHUP stopped `serve` however it was started: `nohup agent-gateway serve` ended when
+    the terminal it was started from closed."""
+    async with http_server(write_config(tmp_path, TIMES_42), under=["nohup"]) as served:
+        with anyio.fail_after(30):
+            served.process.send_signal(signal.SIGHUP)  # ignored, so never delivered
+            async with Client(served.url) as client:
+                result = await client.call_tool("assistant", {"prompt": "6 * 7?"})
+            served.process.send_signal(signal.SIGTERM)
+            code = await served.process.wait()
+            await served.stderr_closed.wait()
+    assert result.content == [types.TextContent(text="It is 42.")]
+    assert code == 128 + signal.SIGTERM
+    stopping = [line for line in served.stderr if "agent-gateway: stopping" in line]
+    assert len(stopping) == 1, served.stderr  # for the SIGTERM alone

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import AsyncGenerator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncGenerator, Generator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import anyio
@@ -51,6 +51,16 @@ class RecordHeaders:
         await self.app(scope, receive, send)
 
 
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handlers, as the gateway's server: Ctrl-C and SIGTERM
+    stay pytest's and stop the run (uvicorn's would only stop this server, then re-raise the
+    signal into the test, which failed and the run went on)."""
+
+    @contextmanager
+    def capture_signals(self) -> Generator[None]:
+        yield
+
+
 @asynccontextmanager
 async def serve_on_loopback(
     app: Any, port: int = 0, *, certificate: str | None = None
@@ -69,7 +79,7 @@ async def serve_on_loopback(
         raise
     port = sock.getsockname()[1]
     config = uvicorn.Config(app, log_level="warning", lifespan="on", ssl_certfile=certificate)
-    server = uvicorn.Server(config)
+    server = _Uvicorn(config)
     try:
         async with anyio.create_task_group() as tg:
             tg.start_soon(server.serve, [sock])

@@ -23,19 +23,20 @@ from tests.servers.databases import missing
 
 __all__ = ["round_robin"]
 
+# Paths relative to the prefix (`-p`, its directory): none to quote, whatever the temp dir.
 _CONFIG = """\
 daemon off;
 worker_processes 1;
-pid {dir}/nginx.pid;
+pid nginx.pid;
 error_log stderr notice;
 events {{ worker_connections 256; }}
 http {{
     access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
+    client_body_temp_path body;
+    proxy_temp_path proxy;
+    fastcgi_temp_path fastcgi;
+    uwsgi_temp_path uwsgi;
+    scgi_temp_path scgi;
     upstream replicas {{
 {servers}
     }}
@@ -95,7 +96,7 @@ def _prepare(port: int, upstreams: Sequence[str]) -> tuple[str, Path, Path]:
     directory.chmod(0o777)  # its workers may run as another user (nobody, when we are root)
     servers = "\n".join(f"        server {u};" for u in upstreams)
     config = directory / "nginx.conf"
-    config.write_text(_CONFIG.format(dir=directory, servers=servers, port=port))
+    config.write_text(_CONFIG.format(servers=servers, port=port))
     return nginx, directory, config
 
 

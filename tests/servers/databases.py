@@ -12,6 +12,7 @@ import os
 import pwd
 import random
 import selectors
+import shlex
 import shutil
 import socket
 import subprocess
@@ -81,41 +82,72 @@ def _postgres_binary(name: str) -> str | None:
 
 
 class PostgresCluster:
-    """A PostgreSQL cluster in a temp dir, to stop and start again (a store that goes away)."""
+    """A PostgreSQL cluster in a temp dir, to stop and start again (a store that goes away).
+
+    Reached over TCP only: its settings are in its `postgresql.conf`, not in pg_ctl's `-o`
+    (a string pg_ctl splits on spaces, so a temp dir with one broke it), and it makes no
+    Unix-domain socket (whose path may not pass 107 bytes, which a long temp dir did)."""
 
     def __init__(self, directory: Path, as_user: list[str], pg_ctl: str) -> None:
         self.directory, self._as_user, self._pg_ctl = directory, as_user, pg_ctl
         self.data, self.port = directory / "data", free_port()
+        self.log = directory / "log"
 
     @property
     def url(self) -> str:
         """Its `postgres` database's URL."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
+    def configure(self) -> None:
+        """Its settings, after `initdb` made the data directory."""
+        with (self.data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"port = {self.port}\n"
+                "listen_addresses = '127.0.0.1'\n"
+                "unix_socket_directories = ''\n"
+                "fsync = off\n"
+            )
+
     def start(self) -> None:
-        options = f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._ctl(
-            "-o",
-            options,
-            "-l",
-            str(self.directory / "log"),
-            "-w",
-            "-t",
-            str(int(START_TIMEOUT)),
-            "start",
-        )
+        self._ctl("-l", str(self.log), "-w", "-t", str(int(START_TIMEOUT)), "start")
 
     def stop(self, mode: str = "fast", *, check: bool = True) -> None:
         """Stopped: its connections are closed, and new ones refused."""
         self._ctl("-m", mode, "-w", "stop", check=check)
 
     def _ctl(self, *args: str, check: bool = True) -> None:
-        subprocess.run(
-            [*self._as_user, self._pg_ctl, "-D", str(self.data), *args],
-            check=check,
-            capture_output=True,
-            timeout=START_TIMEOUT + 5,
-        )
+        command = [*self._as_user, self._pg_ctl, "-D", str(self.data), *args]
+        _run(command, check=check, timeout=START_TIMEOUT + 5, log=self.log)
+
+
+def _run(command: list[str], *, check: bool = True, timeout: float, log: Path | None) -> None:
+    """`command`, which failing raises with what it said and the end of the server's `log`
+    (removed with the cluster's directory, so said here or never)."""
+    done = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+    if not check or done.returncode == 0:
+        return
+    said = (done.stderr + done.stdout).decode(errors="replace").strip()
+    message = f"{shlex.join(command)} exited with {done.returncode}: {said or '(nothing said)'}"
+    if log is not None and log.exists():
+        tail = log.read_text(errors="replace").strip()[-2000:]
+        message += f"\nthe server's log ({log}) ends:\n{tail}"
+    raise RuntimeError(message)
+
+
+def _cluster_directory(as_user: list[str], owner: pwd.struct_passwd | None) -> Path:
+    """A fresh directory for a cluster, which `owner` (who PostgreSQL runs as, when this is
+    root) owns and reaches: under the temp dir, else under /tmp (a temp dir inside one only
+    root may enter, as /root/tmp, cannot be reached)."""
+    for base in dict.fromkeys([tempfile.gettempdir(), "/tmp"]):
+        directory = Path(tempfile.mkdtemp(prefix="agent-gateway-pg-", dir=base))
+        if owner is None:
+            return directory
+        os.chown(directory, owner.pw_uid, owner.pw_gid)
+        reached = [*as_user, "test", "-w", str(directory)]
+        if subprocess.run(reached, check=False, timeout=START_TIMEOUT).returncode == 0:
+            return directory
+        shutil.rmtree(directory)
+    missing(f"the user {PG_USER!r} reaches no temp dir to run PostgreSQL in (TMPDIR, /tmp)")
 
 
 @contextmanager
@@ -125,23 +157,19 @@ def postgres_cluster() -> Generator[PostgresCluster]:
     if initdb is None or pg_ctl is None:
         missing("PostgreSQL is not installed (initdb, pg_ctl): apt-get install postgresql")
     as_user: list[str] = []
-    directory = Path(tempfile.mkdtemp(prefix="agent-gateway-pg-"))
+    owner = None
     if os.geteuid() == 0:
         try:
-            user = pwd.getpwnam(PG_USER)
+            owner = pwd.getpwnam(PG_USER)
         except KeyError:
-            shutil.rmtree(directory)
             missing(f"no user {PG_USER!r} to run PostgreSQL as: useradd -m {PG_USER}")
-        os.chown(directory, user.pw_uid, user.pw_gid)
         as_user = ["runuser", "-u", PG_USER, "--"]
+    directory = _cluster_directory(as_user, owner)
     cluster = PostgresCluster(directory, as_user, pg_ctl)
     try:
-        subprocess.run(
-            [*as_user, initdb, "-D", str(cluster.data), "-U", "postgres", "-A", "trust"],
-            check=True,
-            capture_output=True,
-            timeout=START_TIMEOUT,
-        )
+        initialize = [*as_user, initdb, "-D", str(cluster.data), "-U", "postgres", "-A", "trust"]
+        _run(initialize, timeout=START_TIMEOUT, log=None)
+        cluster.configure()
         cluster.start()
         yield cluster
     finally:

@@ -335,7 +335,9 @@ async def test_progress_restarts_the_timeout(era: ProtocolMode) -> None:
     # 8 steps of 0.1 s each: 0.8 s in all, far past the 0.3 s timeout, but never 0.3 s silent.
     toy = ToyServer()
     toy.add_worker("work", interval=0.1)
-    async with McpToolkit("toy", config(protocol=era, timeout=0.3), target=toy.server) as node:
+    async with McpToolkit(
+        "toy", config(protocol=era, timeout=0.3, connect_timeout=30), target=toy.server
+    ) as node:
         result = await node.call_tool("toy__work", {"steps": 8})
     assert result.content == [types.TextContent(text="worked")]
 
@@ -344,7 +346,7 @@ async def test_progress_restarts_the_timeout(era: ProtocolMode) -> None:
 async def test_progress_cannot_outrun_the_absolute_cap(era: ProtocolMode) -> None:
     toy = ToyServer()
     toy.add_worker("work", interval=0.05)
-    cfg = config(protocol=era, timeout=0.3, max_timeout=0.6)
+    cfg = config(protocol=era, timeout=0.3, max_timeout=0.6, connect_timeout=30)
     async with McpToolkit("toy", cfg, target=toy.server) as node:
         started = anyio.current_time()
         with pytest.raises(
@@ -359,7 +361,9 @@ async def test_progress_cannot_outrun_the_absolute_cap(era: ProtocolMode) -> Non
 async def test_a_silent_tool_times_out_and_is_cancelled_at_the_server(era: ProtocolMode) -> None:
     toy = toy_with_echo("echo")
     _, cancelled = toy.add_hanging("hang")
-    async with McpToolkit("toy", config(protocol=era, timeout=0.3), target=toy.server) as node:
+    async with McpToolkit(
+        "toy", config(protocol=era, timeout=0.3, connect_timeout=30), target=toy.server
+    ) as node:
         with pytest.raises(
             ToolTimeout,
             match=r"'toy__hang' of MCP server 'toy' timed out \(no result or progress for 0\.3 s\)",

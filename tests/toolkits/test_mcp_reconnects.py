@@ -17,6 +17,7 @@ import pytest
 from mcp.client import Transport
 
 from tests.servers.inprocess import CrashableTransport, ToyServer
+from toolkits import result_text
 from toolkits.errors import ServerUnavailable
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit
 
@@ -130,6 +131,23 @@ async def test_a_call_soon_after_an_attempt_fails_at_once_saying_how_old_the_err
         r"a call in \d\d s or later tries again",
         str(down.value),
     ), down.value
+
+
+async def test_a_call_before_the_tools_were_ever_listed_says_the_server_is_unavailable() -> None:
+    """Such a call said the server "has no tool named" it, sending the user after a naming
+    problem while the server was not connected."""
+    server = Switchable()
+    server.down = True
+    async with McpToolkit("toy", config(), target=server.connect, backoff=LATER) as node:
+        with anyio.fail_after(10):
+            assert node.health.state == "failed"
+            with pytest.raises(ServerUnavailable) as down:
+                await node.call_tool("toy__echo", {})
+            server.down = False
+            # A call tries the server early (LATER: at once); up, it has the tool.
+            echoed = await node.call_tool("toy__echo", {"message": "back"})
+    assert str(down.value).startswith(f"MCP server 'toy' is unavailable: {REFUSED} ("), down.value
+    assert result_text(echoed) == "echo:[('message', 'back')]"
 
 
 async def test_a_server_the_node_starts_is_not_started_again_early_by_calls() -> None:

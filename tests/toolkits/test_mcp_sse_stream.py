@@ -13,7 +13,7 @@ node quiet for ten minutes never heard its server's list changes again.
 from __future__ import annotations
 
 import logging
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from functools import partial
 
@@ -118,6 +118,22 @@ async def test_a_quiet_event_stream_is_kept_until_its_idle_timeout(
     assert errors == []
 
 
+class ShortGetReads(httpx2.AsyncBaseTransport):
+    """Sends every GET on with a 0.1 s read timeout, as a client-wide one would give it."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
+        self._inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET":
+            timeouts = {**request.extensions.get("timeout", {}), "read": 0.1}
+            request.extensions = {**request.extensions, "timeout": timeouts}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def test_an_idle_timeout_is_for_sse_servers_only() -> None:
     with pytest.raises(ValueError, match="'sse_idle_timeout' does not apply to an http server"):
         McpServerConfig(url="http://127.0.0.1:1/mcp", sse_idle_timeout=5)
@@ -127,9 +143,18 @@ async def test_a_quiet_get_stream_of_a_streamable_http_server_is_kept(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A call answered after 1.5 s with nothing on the GET stream meanwhile, 15 times the read
-    timeout given: the server's list change after it still reaches the node."""
-    short = httpx2.Timeout(30.0, read=0.1)
-    monkeypatch.setattr(transport, "_HTTP_TIMEOUT", short)
+    timeout its request came with: the server's list change after it still reaches the node.
+
+    Only the GET stream comes with 0.1 s: given to the whole client, it failed the POSTs of
+    the handshake on a busy machine, and the node never connected."""
+    real = transport.event_streams
+
+    def short_reads(
+        inner: httpx2.AsyncBaseTransport, on_lost: Callable[[str], None], idle: float | None
+    ) -> httpx2.AsyncBaseTransport:
+        return ShortGetReads(real(inner, on_lost, idle))
+
+    monkeypatch.setattr(transport, "event_streams", short_reads)
     toy = ToyServer()
 
     async def slow(_ctx: Context, _args: dict[str, object]) -> types.CallToolResult:

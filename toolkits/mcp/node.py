@@ -145,6 +145,8 @@ class McpToolkit(InBackground):
             name, self._session, timeout=config.timeout, log=self._log
         )
         self._listing: dict[str, mcp_types.Tool] = {}
+        self._listed = False
+        """Whether the server's tools were ever listed (else no name is known to be unknown)."""
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
         self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
@@ -412,6 +414,7 @@ class McpToolkit(InBackground):
         self._listing = offered
         if self._config.tool_timeouts:
             self._clocks = {name: self._config.clock_of(name) for name in offered}
+        self._listed = True
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
@@ -469,11 +472,17 @@ class McpToolkit(InBackground):
         `context` describes (its progress, `_meta`, log messages and server requests): as raw
         JSON-RPC where the connection carries it (`raw_calls`), else through the SDK client.
 
-        Raises `NoSuchTool`, `ServerUnavailable` (`ConnectionLost` if the server died during
-        the call; the node reconnects meanwhile) or `ToolTimeout`. Everything the server
-        answers, errors included, comes back as the result.
+        Raises `NoSuchTool`, `ServerUnavailable` (for any name too while the server's tools
+        were never listed; `ConnectionLost` if the server died during the call; the node
+        reconnects meanwhile) or `ToolTimeout`. Everything the server answers, errors
+        included, comes back as the result.
         """
         original = self._routes.get(name)
+        if original is None and not self._listed:
+            # No listing yet to say the name is unknown: the server is not connected (or still
+            # connecting). Wait for it as a known tool's call would, or say why it is not.
+            await self._session.ready_connection()
+            original = self._routes.get(name)
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
         forward = self._raw(name)
