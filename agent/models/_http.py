@@ -30,7 +30,7 @@ from ..url_credentials import query_credentials, redacted
 from ._clients import new_http_client, shared_http_client
 from ._json import arr, is_arr, json_body, obj
 from ._pages import error_detail, is_markup, is_page, page_text
-from ._sse import SSEDecoder, SSEEvent
+from ._sse import SSEDecoder, SSEEvent, SSELines
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
 __all__ = [
@@ -269,11 +269,15 @@ class ProviderHTTP:
                 return WholeAnswer(self._json(response))
             if is_markup(response):  # a proxy's or a captive portal's page, not the model
                 raise self._page_instead(response, await _start(response))
-            async for line in response.aiter_lines():
-                event = decoder.feed(line)
-                if event is not None:
-                    events += 1
-                    await on_event(event)
+            lines = SSELines()  # not `aiter_lines`, which also ends a line at U+2028 (`_sse`)
+            async for piece in response.aiter_text():
+                for line in lines.feed(piece):
+                    event = decoder.feed(line)
+                    if event is not None:
+                        events += 1
+                        await on_event(event)
+            for line in lines.end():
+                decoder.feed(line)
             event = decoder.flush()
             if event is not None:
                 await on_event(event)
