@@ -44,6 +44,7 @@ from agent import (
     Usage,
     UserMessage,
 )
+from agent.model_json import json_problem
 from agent.models import ModelSettings, capped_max_tokens
 
 from .errors import RunPaused
@@ -293,7 +294,11 @@ def to_assistant_message(result: types.CreateMessageResultWithTools) -> Assistan
                 texts.append(block.text)
             case types.ToolUseContent():
                 arguments: dict[str, JsonValue] = dict(block.input)
-                calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                if json_problem(arguments) is None:
+                    calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                else:  # `NaN`, nested too deeply: refused as any provider's (`model_json`)
+                    written = json.dumps(arguments)
+                    calls.append(ToolCall(id=block.id, name=block.name, invalid_arguments=written))
             case types.ImageContent() | types.AudioContent():
                 texts.append(f"[{block.type}: {block.mime_type}]")
             case types.ToolResultContent():

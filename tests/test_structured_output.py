@@ -148,6 +148,27 @@ async def test_a_schema_failure_says_what_was_wrong_not_what_the_model_was_told(
     assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
 
 
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"total": NaN}', "not valid JSON (NaN is not a JSON number)"),
+        ('{"total": 1e999}', "not valid JSON (1e999 is too large a number)"),
+        ('{"total": ' + "[" * 200 + "]" * 200 + "}", "nested too deeply (201 levels; at most 100)"),
+        ('{"total": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply (5001 levels; at most"),
+    ],
+    ids=["NaN", "1e999", "201 levels", "5001 levels"],
+)
+async def test_an_answer_written_as_json_no_reader_takes_goes_back_saying_why(
+    text: str, why: str
+) -> None:
+    model = ScriptedModel([ScriptedAnswer(content=text), call(FINAL_RESULT_TOOL, total=425)])
+    result = await gateway_for(model).run("shop", "How much?")
+    assert result.structured == {"total": 425}
+    told = model.calls[1][0][-1]
+    assert isinstance(told, UserMessage)
+    assert why in told.content
+
+
 class Basket(BaseModel):
     items: list[str]
     total: float

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, TypeGuard
 
 from ..messages import AssistantMessage, StopReason, ToolCall
+from ..model_json import MAX_DEPTH, json_problem, nesting, read_model_json
 
 JSONObject = dict[str, Any]
 
@@ -53,14 +54,15 @@ def new_call_id() -> str:
 def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
     """A `ToolCall` from arguments as a provider gave them: a JSON object or its text.
 
-    Anything that is not a JSON object ends in `invalid_arguments`, so the agent can tell the
-    model what went wrong instead of running the tool with guessed arguments.
+    Anything that is not a JSON object, or not JSON a model may write (`model_json`: `NaN`,
+    `1e999`, nesting deeper than 100 levels), ends in `invalid_arguments`, so the agent can
+    tell the model what went wrong instead of running the tool with guessed arguments.
     """
     if isinstance(arguments, str):
         if not arguments.strip():
             return ToolCall(id=call_id, name=name)
         try:
-            parsed: object = json.loads(arguments)
+            parsed: object = read_model_json(arguments)
         except ValueError:
             return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
         if is_obj(parsed):
@@ -68,9 +70,42 @@ def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
         return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
     if arguments is None:
         return ToolCall(id=call_id, name=name)
-    if is_obj(arguments):
+    if is_obj(arguments) and json_problem(arguments) is None:
         return ToolCall(id=call_id, name=name, arguments=arguments)
-    return ToolCall(id=call_id, name=name, invalid_arguments=json.dumps(arguments))
+    return ToolCall(id=call_id, name=name, invalid_arguments=_written(arguments))
+
+
+def _written(value: object) -> str:
+    """`value` (decoded JSON) as JSON text, for the model to be shown: `NaN` as Python
+    writes it, and a value too deep to write as its first levels."""
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        return "[" * nesting(value) + " ..."
+
+
+MAX_ANSWER_DEPTH = MAX_DEPTH + 28
+"""Levels a provider's answer (or stream event) may nest: a call's arguments as deep as they
+may be (`model_json.MAX_DEPTH`) and what holds them, with room to spare. The answer is kept
+(`AssistantMessage.raw`) a few levels down in a stored run, whose reader stops at 200."""
+
+
+class NestedTooDeeply(ValueError):
+    """A provider's JSON nested deeper than `MAX_ANSWER_DEPTH`: its message says how deep."""
+
+
+def read_json(data: str | bytes) -> Any:
+    """`json.loads(data)` of a provider's answer or event. Raises `NestedTooDeeply` (a
+    `ValueError`, as `json`'s own errors are) for one nested deeper than `MAX_ANSWER_DEPTH`,
+    also where `json` itself could not go (a RecursionError)."""
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise NestedTooDeeply("nested too deeply to read") from None
+    depth = nesting(value)
+    if depth > MAX_ANSWER_DEPTH:
+        raise NestedTooDeeply(f"nested too deeply ({depth} levels; at most {MAX_ANSWER_DEPTH})")
+    return value
 
 
 def arguments_text(call: ToolCall) -> str:
