@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any, NoReturn, cast
 
+from .well_formed import well_formed
+
 __all__ = ["MAX_DEPTH", "NotModelJson", "json_problem", "nesting", "read_model_json", "why_refused"]
 
 MAX_DEPTH = 100
@@ -33,8 +35,9 @@ class NotModelJson(ValueError):
 
 
 def read_model_json(text: str | bytes) -> Any:
-    """The JSON value of `text`. Raises `NotModelJson` for a constant or number JSON has not,
-    or nesting deeper than `MAX_DEPTH`; a `ValueError` (`json`'s) for text that is not JSON."""
+    """The JSON value of `text`, each lone surrogate in it as U+FFFD (`well_formed`). Raises
+    `NotModelJson` for a constant or number JSON has not, or nesting deeper than
+    `MAX_DEPTH`; a `ValueError` (`json`'s) for text that is not JSON."""
     try:
         value = json.loads(text, parse_constant=_constant, parse_float=_finite)
     except RecursionError:  # deeper than `json` can go: far deeper than allowed
@@ -42,7 +45,7 @@ def read_model_json(text: str | bytes) -> Any:
     problem = json_problem(value)
     if problem is not None:
         raise NotModelJson(problem)
-    return value
+    return well_formed(value)
 
 
 def json_problem(value: object) -> str | None:

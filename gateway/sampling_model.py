@@ -46,6 +46,7 @@ from agent import (
 )
 from agent.model_json import json_problem
 from agent.models import ModelSettings, capped_max_tokens
+from agent.well_formed import well_formed
 
 from .errors import RunPaused
 
@@ -291,10 +292,11 @@ def to_assistant_message(result: types.CreateMessageResultWithTools) -> Assistan
     for block in result.content_as_list:
         match block:
             case types.TextContent():
-                texts.append(block.text)
+                texts.append(well_formed(block.text))  # a lone surrogate: U+FFFD
             case types.ToolUseContent():
                 arguments: dict[str, JsonValue] = dict(block.input)
                 if json_problem(arguments) is None:
+                    arguments = well_formed(arguments)
                     calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
                 else:  # `NaN`, nested too deeply: refused as any provider's (`model_json`)
                     written = json.dumps(arguments)

@@ -14,6 +14,7 @@ from typing import Any, TypeGuard
 
 from ..messages import AssistantMessage, StopReason, ToolCall
 from ..model_json import MAX_DEPTH, json_problem, nesting, read_model_json
+from ..well_formed import well_formed
 
 JSONObject = dict[str, Any]
 
@@ -71,7 +72,7 @@ def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
     if arguments is None:
         return ToolCall(id=call_id, name=name)
     if is_obj(arguments) and json_problem(arguments) is None:
-        return ToolCall(id=call_id, name=name, arguments=arguments)
+        return ToolCall(id=call_id, name=name, arguments=well_formed(arguments))
     return ToolCall(id=call_id, name=name, invalid_arguments=_written(arguments))
 
 
@@ -95,7 +96,8 @@ class NestedTooDeeply(ValueError):
 
 
 def read_json(data: str | bytes) -> Any:
-    """`json.loads(data)` of a provider's answer or event. Raises `NestedTooDeeply` (a
+    """`json.loads(data)` of a provider's answer or event, each lone surrogate in it as U+FFFD
+    (`well_formed`: its text, its calls' arguments). Raises `NestedTooDeeply` (a
     `ValueError`, as `json`'s own errors are) for one nested deeper than `MAX_ANSWER_DEPTH`,
     also where `json` itself could not go (a RecursionError)."""
     try:
@@ -105,7 +107,7 @@ def read_json(data: str | bytes) -> Any:
     depth = nesting(value)
     if depth > MAX_ANSWER_DEPTH:
         raise NestedTooDeeply(f"nested too deeply ({depth} levels; at most {MAX_ANSWER_DEPTH})")
-    return value
+    return well_formed(value)
 
 
 def arguments_text(call: ToolCall) -> str:

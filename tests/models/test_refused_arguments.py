@@ -218,3 +218,34 @@ async def test_an_answer_too_deep_for_a_stored_run_to_hold_is_not_taken(
         return
     with pytest.raises(ModelResponseError, match=r"nested too deeply \(30\d levels; at most 128\)"):
         await model.invoke(ask, [CALC], on_token=_ignored if streamed else None)
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+async def test_a_lone_surrogate_in_arguments_is_the_replacement_character(
+    provider: Provider, streamed: bool, sleeps: Sleeps
+) -> None:
+    """`"\\ud800"` (half an emoji) read as a str that no UTF-8 encoder takes: the run could
+    not be stored, and a Python MCP server's reader dropped the call, which then waited out
+    its timeout. It is U+FFFD, as it is for tool results."""
+    arguments = '{"expression": "a\\ud800b", "\\udc00": "\\ud83d\\ude00"}'
+    given = (
+        STREAMS[provider.name](arguments) if streamed else answered(written(provider, arguments))
+    )
+    model = provider.model(FakeProvider(given), sleeps)
+    ask = [UserMessage(content="Add.")]
+    answer = await model.invoke(ask, [CALC], on_token=_ignored if streamed else None)
+    [call] = answer.tool_calls
+    assert call.arguments == {"expression": "a\ufffdb", "\ufffd": "\U0001f600"}  # a pair is one
+    answer.model_dump_json()  # a stored run holds it
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+async def test_a_lone_surrogate_in_a_models_text_is_the_replacement_character(
+    provider: Provider, sleeps: Sleeps
+) -> None:
+    body = written(provider, "", "half \\ud83d an emoji").replace(b"\\\\ud83d", b"\\ud83d")
+    model = provider.model(FakeProvider(answered(body)), sleeps)
+    answer = await model.invoke([UserMessage(content="Hi.")], [CALC])
+    assert answer.content == "half \ufffd an emoji"
+    answer.model_dump_json()

@@ -325,7 +325,8 @@ def test_messages_map_to_sampling_and_back() -> None:
     assert answer.usage.requests == 1
 
 
-def test_arguments_no_json_has_from_the_clients_model_are_refused() -> None:
+def test_what_the_clients_model_writes_is_read_as_a_providers_answer_is() -> None:
+    """NaN and nesting past 100 levels are refused arguments; a lone surrogate is U+FFFD."""
     deep: JsonValue = {}
     for _ in range(100):
         deep = [deep]
@@ -333,16 +334,20 @@ def test_arguments_no_json_has_from_the_clients_model_are_refused() -> None:
         types.CreateMessageResultWithTools(
             role="assistant",
             content=[
+                types.TextContent(text="half \ud83d"),
                 types.ToolUseContent(id="c", name="calculator", input={"x": float("nan")}),
                 types.ToolUseContent(id="d", name="calculator", input={"x": deep}),
+                types.ToolUseContent(id="e", name="calculator", input={"x": "a\ud800"}),
             ],
             model="m",
             stop_reason="toolUse",
         )
     )
+    assert answer.content == "half \ufffd"
     assert [(c.arguments, c.invalid_arguments) for c in answer.tool_calls] == [
         ({}, '{"x": NaN}'),
         ({}, json.dumps({"x": deep})),
+        ({"x": "a\ufffd"}, None),
     ]
 
 
