@@ -20,6 +20,7 @@ from .errors import (
     UnknownAgent,
     UnknownRun,
     UnknownTool,
+    UnreadableRun,
 )
 from .journal import Journal
 from .limits import PerNode
@@ -74,6 +75,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownRun",
     "UnknownTool",
+    "UnreadableRun",
     "load_config",
     "open_gateway",
     "tool_definition",

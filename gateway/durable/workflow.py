@@ -26,7 +26,7 @@ from ..approval import WAITS_FOR_APPROVAL, ApprovalRequest, WaitLeft
 from ..engine import Gateway
 from ..errors import RunCancelled, StoreUnavailable
 from ..limits import PerNode
-from ..run_state import RunOrigin, RunResult, RunState
+from ..run_state import RunOrigin, RunResult, RunState, stored_state
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, DbosApprovals, OnWait, open_questions
 from .dbos_journal import DbosJournal
@@ -217,7 +217,7 @@ async def _execute(
             left = await host.client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         # Another process that resumed it at the same moment may run it too: DBOS lets the
         # one that claimed it last go on, and this one learns so at its first write, next.
-        state = RunState.model_validate_json(saved if isinstance(saved, str) else initial)
+        state = stored_state(saved if isinstance(saved, str) else initial, run_id)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
