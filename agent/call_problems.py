@@ -1,12 +1,14 @@
 """Why the agent answers a model's call itself instead of having it run: a tool that does
 not exist (the closest names, and a bounded list of the others), the output tool called
-beside others, arguments cut off at the token limit or not a JSON object."""
+beside others, arguments cut off at the token limit, not a JSON object or not JSON a model
+may write (`model_json`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
 from .messages import AssistantMessage, ToolCall, ToolDefinition
+from .model_json import why_refused
 from .names import did_you_mean, listed_names
 from .output import FINAL_RESULT_TOOL, OutputSchema
 
@@ -52,7 +54,7 @@ def call_problem(
         )
     if call.invalid_arguments is not None:
         return (
-            f"the arguments for {call.name!r} were not a JSON object: "
+            f"the arguments for {call.name!r} were {why_refused(call.invalid_arguments)}: "
             f"{call.invalid_arguments[:500]!r}. Call it again with valid JSON arguments."
         )
     return None

@@ -10,7 +10,6 @@ calls as text, a parsed one).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
@@ -18,6 +17,7 @@ from typing import Any, cast
 from pydantic import BaseModel, JsonValue, ValidationError
 
 from .messages import AssistantMessage, ToolDefinition
+from .model_json import NotModelJson, read_model_json, why_refused
 
 __all__ = [
     "FINAL_RESULT_TOOL",
@@ -123,8 +123,10 @@ class OutputSchema:
         """The answer written as JSON text (in a fence or not), validated. Raises
         `OutputInvalid`, telling the model to call the tool."""
         try:
-            value: Any = json.loads(_unfenced(text))
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
+            value: Any = read_model_json(_unfenced(text))
+        except NotModelJson as exc:  # NaN, nested too deeply: JSON, but none that can go on
+            raise OutputInvalid([str(exc)]) from None
+        except ValueError:
             raise OutputInvalid(
                 [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"],
                 what=f"it was text, not JSON, and no call of {FINAL_RESULT_TOOL!r}",
@@ -168,7 +170,7 @@ def structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonVal
                 what="it was cut off at the output token limit",
             )
         if finals[0].invalid_arguments is not None:
-            raise OutputInvalid(["the arguments were not a JSON object"])
+            raise OutputInvalid([f"the arguments were {why_refused(finals[0].invalid_arguments)}"])
         return output.from_call(finals[0].arguments)
     if answer.tool_calls:
         return NOT_AN_ANSWER

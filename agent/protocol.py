@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 
 from .errors import StateError
 from .messages import AssistantMessage, MediaRecord, Usage
+from .well_formed import well_formed_text
 
 __all__ = [
     "METADATA_VERSION",
@@ -53,10 +54,17 @@ class _Model(BaseModel):
 
 
 class AgentItem(_Model):
-    """One question for the agent; `session_id` selects the chat memory to use."""
+    """One question for the agent; `session_id` selects the chat memory to use. Each lone
+    surrogate in them (JSON's `"\\ud83d"`, half an emoji) is U+FFFD (`well_formed`): no run
+    could store, digest or send it otherwise."""
 
     prompt: str
     session_id: str | None = None
+
+    @field_validator("prompt", "session_id")
+    @classmethod
+    def _well_formed(cls, value: str | None) -> str | None:
+        return value if value is None else well_formed_text(value)
 
 
 class Action(_Model):

@@ -180,10 +180,10 @@ class ToolsAgent:
         Raises `StateError` for a response that is not of a run over `items`, and
         `ValueError` for no items.
         """
+        digest = items_digest(items)  # once: it reads every prompt
+        state = resumed_state(items, response, digest)  # a response, for no items: StateError
         if not items:
             raise ValueError("a step needs one item or more")
-        digest = items_digest(items)  # once: it reads every prompt
-        state = resumed_state(items, response, digest)
         finished = dict(state.finished_items)
         iterations = dict(state.iterations)
         invalid_answers = dict(state.invalid_answers)

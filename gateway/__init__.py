@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         UnknownAgent,
         UnknownRun,
         UnknownTool,
+        UnreadableRun,
     )
     from .journal import Journal
     from .limits import PerNode
@@ -84,6 +85,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownRun",
     "UnknownTool",
+    "UnreadableRun",
     "load_config",
     "open_gateway",
     "tool_definition",
@@ -127,6 +129,7 @@ _WHERE = {
     "UnknownAgent": ".errors",
     "UnknownRun": ".errors",
     "UnknownTool": ".errors",
+    "UnreadableRun": ".errors",
     "load_config": ".config",
     "open_gateway": ".assembly",
     "tool_definition": ".step_loop",

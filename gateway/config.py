@@ -87,7 +87,10 @@ _NODES_LISTED = 20
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity (TOML has `nan` and `inf`, Python's JSON reader `NaN`): a float
+    # setting is a number of seconds or a bound, and `extra_body` goes out as JSON, which
+    # has neither (every request of the agent failed on it).
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class GatewaySettings(_Strict):
@@ -294,7 +297,9 @@ class Config(_Strict):
     """Where runs are kept (see `gateway.store_config`)."""
     _source: Path | None = PrivateAttr(default=None)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
+    )
 
     @property
     def source(self) -> Path | None:

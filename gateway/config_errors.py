@@ -22,12 +22,17 @@ def describe(exc: ValidationError, root: type[BaseModel], as_written: Mapping[st
     server keys by the node names they became."""
     lines: list[str] = []
     for err in exc.errors():
-        where = _where(err["loc"], as_written)
+        loc = err["loc"]
+        if err["type"] == "finite_number" and loc[-1:] == ("float",):
+            loc = loc[:-1]  # the branch of a JSON value (`extra_body`) it was tried as
+        where = _where(loc, as_written)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key" + _did_you_mean(root, err["loc"])
         elif err["type"] in _TYPES:
             message += _given(err["input"], _TYPES[err["type"]])
+        elif err["type"] == "finite_number":  # TOML's `nan`, `inf`
+            message += f", not {err['input']}"
         lines.append(f"{where}: {message}" if where else message)
     return "; ".join(lines)
 

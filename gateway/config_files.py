@@ -12,6 +12,8 @@ import tomllib
 from pathlib import Path
 from typing import Any, cast
 
+from toolkits.nesting import MAX_DEPTH, nesting
+
 from .client_config import CLIENT_CONFIG_FILES, key_path
 from .errors import ConfigError
 
@@ -44,12 +46,23 @@ def read_config_file(path: Path) -> tuple[Any, bool]:
     suffix = path.suffix.lower()
     as_json = suffix == ".json" or (suffix != ".toml" and text.lstrip().startswith("{"))
     try:
-        if not as_json:
-            return tomllib.loads(text), False
-        pairs: Any = json.loads(text, object_pairs_hook=_Pairs)
+        data: Any = tomllib.loads(text) if not as_json else None
+        if as_json:
+            data = _once_each(json.loads(text, object_pairs_hook=_Pairs), path, "")
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: not valid {'JSON' if as_json else 'TOML'}: {exc}") from exc
-    return _once_each(pairs, path, ""), True
+    except RecursionError:  # ~1,000 levels: past what the readers (and `_once_each`) go
+        raise ConfigError(_too_deep(path, "")) from None
+    depth = nesting(data)
+    if depth > MAX_DEPTH:
+        raise ConfigError(_too_deep(path, f"{depth} levels; "))
+    return data, as_json
+
+
+def _too_deep(path: Path, levels: str) -> str:
+    # Nothing a config holds needs it; the validation after would recurse, and its error
+    # would name a key hundreds of levels long.
+    return f"{path}: nested too deeply ({levels}at most {MAX_DEPTH} levels of tables and arrays)"
 
 
 class _Pairs(list[tuple[str, Any]]):

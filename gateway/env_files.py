@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from pathlib import Path
 
 from .errors import GatewayError
@@ -10,11 +12,17 @@ from .errors import GatewayError
 __all__ = ["parse_env_assignment", "read_env_file"]
 
 
+MAX_ENV_FILE_BYTES = 1024 * 1024
+"""The largest env file read: a few lines of `KEY=VALUE` are a few kB."""
+
+
 def read_env_file(path: Path) -> dict[str, str]:
     """`KEY=VALUE` lines (a `.env` file: `#` comments, `export `, quotes). Raises
-    `GatewayError` naming the line at fault."""
+    `GatewayError` naming the line at fault, or for a file that is not a regular one (a
+    FIFO, `/dev/zero`: read to its end, it held the command up or used up the memory) or is
+    larger than `MAX_ENV_FILE_BYTES`."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = _bounded_text(path).splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise GatewayError(f"cannot read env file {path}: {exc}") from exc
     values: dict[str, str] = {}
@@ -28,6 +36,28 @@ def read_env_file(path: Path) -> dict[str, str]:
             raise GatewayError(f"{path}:{number}: {exc}") from None
         values[key] = value
     return values
+
+
+def _bounded_text(path: Path) -> str:
+    # Opened without waiting (a FIFO's open waits for a writer), then known to be a regular
+    # file by what was opened, not by its name (which may change between the two).
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise GatewayError(f"cannot read env file {path}: not a regular file")
+        data = b""
+        while len(data) <= MAX_ENV_FILE_BYTES and (
+            piece := os.read(fd, MAX_ENV_FILE_BYTES + 1 - len(data))
+        ):
+            data += piece
+    finally:
+        os.close(fd)
+    if len(data) > MAX_ENV_FILE_BYTES:
+        raise GatewayError(
+            f"cannot read env file {path}: larger than {MAX_ENV_FILE_BYTES // 1024} kB, "
+            "not a .env file of KEY=VALUE lines"
+        )
+    return data.decode("utf-8")
 
 
 def parse_env_assignment(text: str) -> tuple[str, str]:

@@ -7,6 +7,8 @@
     ├── ToolConflict         two nodes offer a tool under the same name to one agent
     ├── DepthExceeded        a request nested deeper than the depth limit (gateway loops)
     ├── UnknownRun           no stored run has that id (or its state cannot be read)
+    │   └── UnreadableRun    its stored state or result does not validate (another version's,
+    │                        a damaged or edited record): one line, the first problem
     ├── AlreadyDecided       a call waiting for approval had a decision already (the first stands)
     ├── RunCancelled         the stored run was cancelled (`runs cancel`) while it ran
     └── StoreError           the run store's URL is not one, or the store cannot be used
@@ -49,6 +51,7 @@ __all__ = [
     "UnknownAgent",
     "UnknownRun",
     "UnknownTool",
+    "UnreadableRun",
     "say_stopped_in",
     "stopped_in",
 ]
@@ -89,6 +92,11 @@ class DepthExceeded(GatewayError):
 
 class UnknownRun(GatewayError):
     """No stored run has that id (or its state cannot be read)."""
+
+
+class UnreadableRun(UnknownRun):
+    """A stored run whose state or result does not validate: one written by another version,
+    a damaged or edited record. What else is stored of it (its status, its steps) reads."""
 
 
 class AlreadyDecided(GatewayError):

@@ -46,6 +46,7 @@ from .home import expand_user, home
 
 __all__ = [
     "DATA_DIR_ENV",
+    "MAX_KEEP_DAYS",
     "MEMORY_FILE",
     "MemoryConfig",
     "data_dir",
@@ -59,16 +60,21 @@ DATA_DIR_ENV = "AGENT_GATEWAY_DATA_DIR"
 MEMORY_FILE = "agent-gateway.sqlite3"
 
 
+MAX_KEEP_DAYS = 36500
+"""The most days a `keep_days` may be (a hundred years; 0 is for ever): beyond it the date
+it counts back to is no date (`inf`, `1e18`), and pruning failed on every run."""
+
+
 class MemoryConfig(BaseModel):
     """Where an agent's conversations are kept and how much of them its model sees."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     url: str | None = None
     turns: int | None = Field(default=DEFAULT_TURNS, ge=1)
     max_tokens: int | None = Field(default=None, ge=1)
     summarise: bool = False
-    keep_days: float = Field(default=0, ge=0)
+    keep_days: float = Field(default=0, ge=0, le=MAX_KEEP_DAYS)
     """Sessions not saved to for this long are deleted (0: kept until deleted)."""
 
     @model_validator(mode="before")

@@ -28,7 +28,7 @@ ALL_NODES = "*"
 
 
 class ResourceServerSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     resource: str
     """This gateway's MCP endpoint as clients reach it (`https://host/mcp`): published as the

@@ -16,14 +16,18 @@ from pydantic import (
     Field,
     JsonValue,
     SerializerFunctionWrapHandler,
+    ValidationError,
     field_validator,
     model_serializer,
+    model_validator,
 )
 
 from agent import ActionResponse, AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
 from agent.models import spec_without_credentials
+from agent.resume_check import check_request, check_response
 from agent.scratchpad import tool_usage
 
+from .errors import UnreadableRun
 from .journal import ScopedJournal
 
 __all__ = [
@@ -34,6 +38,9 @@ __all__ = [
     "RunSaver",
     "RunState",
     "spent",
+    "stored_result",
+    "stored_state",
+    "validation_problem",
 ]
 
 RUN_STATE_VERSION = 1
@@ -107,6 +114,17 @@ class RunState(BaseModel):
     Written only when set: a state without it is one an earlier version (a replica not yet
     upgraded) reads."""
 
+    @model_validator(mode="after")
+    def _resumable(self) -> RunState:
+        # A request or response that does not fit the items (a damaged or edited record: an
+        # action of an item the run has not, an item both finished and waiting) is refused
+        # when the state is read, before any of its calls runs again (`resume_check`).
+        if self.request is not None:
+            check_request(self.items, self.request)
+        if self.response is not None:
+            check_response(self.items, self.response)
+        return self
+
     @model_serializer(mode="wrap")
     def _newer_fields_only_when_set(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
@@ -157,6 +175,39 @@ class RunResult(BaseModel):
     @property
     def error(self) -> str | None:
         return self.items[0].error
+
+
+def stored_state(text: str | bytes, run_id: str) -> RunState:
+    """The `RunState` a store holds for `run_id`. Raises `UnreadableRun` for one that does not
+    validate, in one line (the first problem: a pydantic dump repeats the record)."""
+    try:
+        return RunState.model_validate_json(text)
+    except ValidationError as exc:
+        raise UnreadableRun(
+            f"stored run {run_id!r} cannot be resumed: {validation_problem(exc)}"
+        ) from None
+
+
+def stored_result(text: str | bytes, run_id: str) -> RunResult:
+    """The `RunResult` a store holds for `run_id`. Raises `UnreadableRun` (one line) for one
+    that does not validate (one nested deeper than its reader goes, say)."""
+    try:
+        return RunResult.model_validate_json(text)
+    except ValidationError as exc:
+        raise UnreadableRun(
+            f"the result of stored run {run_id!r} cannot be read: {validation_problem(exc)}"
+        ) from None
+
+
+def validation_problem(exc: ValidationError) -> str:
+    """The first problem of a record that does not validate, where it is, in one line."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    said = error["msg"].removeprefix("Value error, ")
+    if len(where) > 200:  # a path hundreds of levels deep (`...list.0.list.0...`)
+        where = f"{where[:100]}...{where[-40:]}"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {said}{more}" if where else f"{said}{more}"
 
 
 Checkpoint = Callable[[RunState], Awaitable[None]]

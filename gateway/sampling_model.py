@@ -44,7 +44,9 @@ from agent import (
     Usage,
     UserMessage,
 )
+from agent.model_json import json_problem
 from agent.models import ModelSettings, capped_max_tokens
+from agent.well_formed import well_formed
 
 from .errors import RunPaused
 
@@ -301,10 +303,15 @@ def to_assistant_message(result: types.CreateMessageResultWithTools) -> Assistan
     for block in result.content_as_list:
         match block:
             case types.TextContent():
-                texts.append(block.text)
+                texts.append(well_formed(block.text))  # a lone surrogate: U+FFFD
             case types.ToolUseContent():
                 arguments: dict[str, JsonValue] = dict(block.input)
-                calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                if json_problem(arguments) is None:
+                    arguments = well_formed(arguments)
+                    calls.append(ToolCall(id=block.id, name=block.name, arguments=arguments))
+                else:  # `NaN`, nested too deeply: refused as any provider's (`model_json`)
+                    written = json.dumps(arguments)
+                    calls.append(ToolCall(id=block.id, name=block.name, invalid_arguments=written))
             case types.ImageContent() | types.AudioContent():
                 texts.append(f"[{block.type}: {block.mime_type}]")
             case types.ToolResultContent():

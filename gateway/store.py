@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Protocol
 
 import anyio
-from pydantic import ValidationError
 
 from .errors import GatewayError, UnknownRun
-from .run_state import RunState
+from .run_state import RunState, stored_state
 
 __all__ = ["FileRunStore", "RunStore"]
 
@@ -68,10 +67,7 @@ class FileRunStore:
             raise UnknownRun(f"cannot read stored run {path}: {exc.strerror}") from exc
         except UnicodeDecodeError:
             raise UnknownRun(f"stored run {path} is not a run's state (not UTF-8 text)") from None
-        try:
-            state = RunState.model_validate_json(text)
-        except ValidationError as exc:
-            raise UnknownRun(f"stored run {run_id!r} cannot be resumed: {_first(exc)}") from exc
+        state = stored_state(text, run_id)
         if state.run_id != run_id:
             raise UnknownRun(
                 f"stored run {path} holds run {state.run_id!r}, not {run_id!r}: refused (a run "
@@ -81,14 +77,6 @@ class FileRunStore:
 
     async def delete(self, run_id: str) -> None:
         await anyio.Path(self.path(run_id)).unlink(missing_ok=True)
-
-
-def _first(exc: ValidationError) -> str:
-    """The first problem of a state that does not validate (the whole dump repeats the file)."""
-    error = exc.errors()[0]
-    where = ".".join(str(part) for part in error["loc"])
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {error['msg']}{more}" if where else f"{error['msg']}{more}"
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -26,7 +26,7 @@ from agent.url_credentials import redacted, without_credentials_of
 
 from .errors import ConfigError, StoreError
 from .home import expand_user
-from .memory_config import MEMORY_FILE, default_memory_url
+from .memory_config import MAX_KEEP_DAYS, MEMORY_FILE, default_memory_url
 
 __all__ = [
     "STORE_FILE",
@@ -43,12 +43,12 @@ STORE_FILE = MEMORY_FILE
 
 
 class StoreSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     url: str | None = None
     """`sqlite:///FILE` (relative to the config file; four slashes: absolute) or
     `postgresql://user@host:port/db` (several processes, several machines)."""
-    keep_days: float = Field(default=30, ge=0)
+    keep_days: float = Field(default=30, ge=0, le=MAX_KEEP_DAYS)
     """Finished runs (succeeded, failed, cancelled) older than this are deleted, in the
     background of `run` and `serve` (`durable.retention`); 0 keeps them for ever. Runs not
     finished are never deleted."""

@@ -23,7 +23,8 @@ from agent import (
     ToolMessage,
     ToolsAgent,
 )
-from agent.protocol import Action
+from agent.protocol import Action, ItemResult
+from agent.resume_check import check_request
 
 pytestmark = pytest.mark.anyio
 
@@ -94,6 +95,54 @@ async def test_a_result_for_another_item_than_the_one_that_called_is_refused() -
         "the response has a result for call 'c1' of item 1, which made no such call "
         "(it waits for no tool result)"
     )
+
+
+async def test_a_response_over_no_items_is_refused_as_one_over_other_items() -> None:
+    """A stored run whose items were emptied ended in `ValueError: a step needs one item or
+    more`, a traceback, where a response over other items is a `StateError`."""
+    agent, request = await asked()
+    response = EngineResponse(action_responses=results(request), metadata=request.metadata)
+    with pytest.raises(StateError, match="the step was given no items"):
+        await agent.step([], response)
+    with pytest.raises(ValueError, match="a step needs one item or more"):
+        await agent.step([])  # a fresh step of nothing: the caller's mistake, not a state's
+
+
+async def test_an_item_both_finished_and_waiting_or_every_item_finished_is_refused() -> None:
+    """Both ended in `IndexError: list index out of range` (no item was left to step)."""
+    agent, request = await asked()
+    done = results(request)
+    result = ItemResult(output="x")
+    both = request.metadata.model_copy(update={"finished_items": {0: result}})
+    with pytest.raises(StateError, match="holds item 0 as finished and as waiting for the"):
+        await agent.step(ITEM, EngineResponse(action_responses=done, metadata=both))
+    ended = both.model_copy(update={"pending": {}})
+    with pytest.raises(StateError, match=r"holds every item as finished \(1 item\)"):
+        await agent.step(ITEM, EngineResponse(action_responses=[], metadata=ended))
+
+
+async def test_a_stored_request_that_does_not_fit_its_items_is_refused_before_it_runs() -> None:
+    """An action of an item the run has not waited for a person's approval that nothing
+    would ever ask for; one of a call no model made ran it."""
+    _, request = await asked()
+    check_request(ITEM, request)  # as the step made it
+    beyond = request.model_copy(update={"actions": [moved(request.actions[1], item_index=5)]})
+    with pytest.raises(StateError) as caught:
+        check_request(ITEM, beyond)
+    assert str(caught.value) == (
+        "the request has an action for item 5 (call 'c2'), but the run has 1 item: resume a "
+        "run with the items it started with"
+    )
+    unmade = request.model_copy(update={"actions": [moved(request.actions[0], tool_call_id="z")]})
+    with pytest.raises(StateError, match="the request has an action for call 'z' of item 0, wh"):
+        check_request(ITEM, unmade)
+    other = request.model_copy(update={"actions": [moved(request.actions[0], tool="mul")]})
+    with pytest.raises(StateError, match="the request's action for call 'c1' of item 0 is from"):
+        check_request(ITEM, other)
+    with pytest.raises(StateError, match="the request's metadata belongs to a run over other"):
+        check_request([AgentItem(prompt="something else")], request)
+    with pytest.raises(StateError, match="the step was given no items"):
+        check_request([], request)
 
 
 async def test_two_different_results_for_one_call_are_refused_the_same_one_twice_is_not() -> None:

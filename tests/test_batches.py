@@ -347,6 +347,28 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
         assert f"{items}:2: the item's prompt is empty" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("store", ["--no-store", "--state-dir"])
+def test_an_items_lone_surrogate_is_the_replacement_character_and_no_item_is_lost(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], store: str
+) -> None:
+    """`{"prompt": "smile \\ud83d"}` (half an emoji) was a traceback, no JSON and exit 1, and
+    the other items were lost with it: no run can digest or store such a string."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "one"}, {"content": "two"}]))
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"prompt": "smile \\ud83d", "session_id": "s\\udc00"}\n"fine"\n')
+    where = [store] if store == "--no-store" else [store, str(tmp_path / "runs")]
+    run = ["run", "--items", str(items), "--model", f"scripted:{script}", "--json", *where]
+    assert main(run) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line.get("output") for line in lines[:2]] == ["one", "two"]
+    assert lines[-1]["status"] == "succeeded"
+    if store != "--no-store":
+        assert main(["runs", "show", lines[-1]["run_id"], "--json", *where]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert [item["prompt"] for item in shown["state"]["items"]] == ["smile \ufffd", "fine"]
+
+
 def test_run_items_says_on_stderr_how_many_items_failed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

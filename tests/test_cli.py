@@ -438,6 +438,20 @@ def test_call_explains_unprefixed_names_down_servers_and_calls_agents(
     assert capsys.readouterr().out == "I am the assistant.\n"
 
 
+def test_call_args_are_read_as_a_models_are(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A lone surrogate (`"\\ud800"`) went to the MCP server as that escape, which its
+    reader dropped the call for: the call waited out the server's timeout. NaN went as null."""
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"mcpServers": {"toolbox": {**TOOLBOX, "timeout": 10}}}))
+    call = ["call", "toolbox__text_stats", "--config", str(config), "--json", "--args"]
+    assert main([*call, '{"text": "a\\ud800b"}']) == 0
+    assert json.loads(capsys.readouterr().out)["structuredContent"]["characters"] == 3
+    assert main([*call, '{"text": NaN}']) == 2
+    assert capsys.readouterr().err == "error: --args: not valid JSON (NaN is not a JSON number)\n"
+
+
 def test_a_call_typo_does_not_call_servers_it_did_not_wait_for_down(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -5,6 +5,7 @@ values of variables in a server's URL, secrets."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,31 @@ def test_an_env_file_a_client_names_gives_the_server_its_variables(
         load_config(path)
     assert str(caught.value).startswith(
         f"{path}: mcpServers.s.envFile: cannot read env file {tmp_path}/.env: "
+    )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "large"])
+def test_an_env_file_that_no_env_file_is_is_refused_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """`/dev/zero` was read until memory ran out (a MemoryError, or the process killed), a
+    FIFO until a writer came (for ever)."""
+    monkeypatch.chdir(tmp_path)
+    env = {"device": "/dev/zero", "directory": "dir"}.get(kind, kind)
+    if kind == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+    if kind == "directory":
+        (tmp_path / "dir").mkdir()
+    if kind == "large":
+        (tmp_path / "large").write_text(f"A={'x' * 1024 * 1024}\n")
+    path = tmp_path / ".mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"s": {"command": "srv", "envFile": env}}}))
+    with pytest.raises(ConfigError) as caught:  # the FIFO's open returns: no writer awaited
+        load_config(path)
+    said = "larger than 1024 kB" if kind == "large" else "not a regular file"
+    assert str(caught.value) == (
+        f"{path}: mcpServers.s.envFile: cannot read env file {env}: {said}"
+        + (", not a .env file of KEY=VALUE lines" if kind == "large" else "")
     )
 
 

@@ -90,6 +90,47 @@ def test_bad_config_errors_name_the_key(data: object, message: str) -> None:
     assert message in str(caught.value)
 
 
+NAN, INF = float("nan"), float("inf")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        # TOML's `nan` and `inf`: every run failed on `extra_body` ("Out of range float values
+        # are not JSON compliant"), and pruning on `keep_days` ("cannot convert float
+        # infinity to integer").
+        ({"agents": {"a": {"extra_body": {"penalty": NAN}}}}, "agents.a.extra_body.penalty"),
+        ({"agents": {"a": {"extra_body": {"x": {"y": [1, INF]}}}}}, "agents.a.extra_body.x"),
+        ({"agents": {"a": {"temperature": NAN}}}, "agents.a.temperature"),
+        ({"agents": {"a": {"model_timeout": INF}}}, "agents.a.model_timeout"),
+        ({"gateway": {"start_wait": INF}}, "gateway.start_wait"),
+        ({"gateway": {"memory": {"keep_days": INF}}}, "gateway.memory.keep_days"),
+        ({"store": {"keep_days": INF}}, "store.keep_days"),
+        ({"store": {"unreachable_wait": NAN}}, "store.unreachable_wait"),
+        ({"mcpServers": {"s": {"command": "x", "timeout": INF}}}, "mcpServers.s.timeout"),
+        ({"tools": {"c": {"builtin": "calculator", "timeout": INF}}}, "tools.c.timeout"),
+    ],
+)
+def test_a_float_setting_must_be_a_finite_number(data: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=r"Input should be a finite number, not (nan|inf)") as e:
+        parse_config(data, source="c.toml")
+    assert str(e.value).startswith(f"c.toml: {message}")
+
+
+@pytest.mark.parametrize("table", ["store", "memory"])
+def test_keep_days_is_at_most_a_hundred_years(table: str) -> None:
+    """`keep_days = 1e18` (or `1e300`) was taken, and every run then warned that pruning
+    failed: "Python int too large to convert to C int". 0 is for ever."""
+    where: dict[str, object] = {"store": {"keep_days": 1e18}}
+    if table == "memory":
+        where = {"gateway": {"memory": {"keep_days": 1e18}}}
+    with pytest.raises(
+        ConfigError, match=r"keep_days: Input should be less than or equal to 36500"
+    ):
+        parse_config(where, source="c.toml")
+    assert parse_config({"store": {"keep_days": 36500}}).store.keep_days == 36500
+
+
 @pytest.mark.parametrize(
     ("agent", "message"),
     [

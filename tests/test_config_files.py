@@ -69,6 +69,28 @@ def test_json_is_json_whatever_its_name(tmp_path: Path, name: str) -> None:
     assert list(load_config(path).mcp_servers) == ["Google_Drive"]
 
 
+@pytest.mark.parametrize("name", ["c.toml", "c.json"])
+@pytest.mark.parametrize("levels", [101, 400, 5000])
+def test_a_config_nested_too_deeply_is_one_clear_error(
+    tmp_path: Path, name: str, levels: int
+) -> None:
+    """About 1,000 levels was a RecursionError's traceback (exit 1); 300-400 levels an error
+    naming a key 1.9 kB long (`agents.a.extra_body.x.list.0.list.0...`)."""
+    path = tmp_path / name
+    inner = levels - 4  # agents.a.extra_body.x
+    value = "[" * inner + "]" * inner
+    if name.endswith(".toml"):
+        path.write_text(f'[agents.a]\nmodel = "scripted:s.json"\nextra_body = {{ x = {value} }}\n')
+    else:
+        path.write_text(f'{{"agents": {{"a": {{"extra_body": {{"x": {value}}}}}}}}}')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    counted = f"{levels} levels; " if levels < 900 else ""
+    assert str(caught.value) == (
+        f"{path}: nested too deeply ({counted}at most 100 levels of tables and arrays)"
+    )
+
+
 def test_toml_by_any_other_name_is_toml(tmp_path: Path) -> None:
     path = tmp_path / "gateway.conf"
     path.write_text('[mcpServers.s]\ncommand = "srv"\n')

@@ -7,7 +7,9 @@ from typing import Any
 
 import httpx
 import pytest
+from pydantic import ValidationError
 
+from agent.models import ModelSettings
 from gateway.assembly import open_gateway
 from gateway.cli import parser
 from gateway.cli.common import config_of
@@ -96,6 +98,14 @@ def test_out_of_range_settings_are_clear_errors(tmp_path: Any) -> None:
     args = parser().parse_args(["run", "hi", "--max-tokens", "0"])
     with pytest.raises(ConfigError, match="--max-tokens: Input should be greater than or equal"):
         config_of(args)
+    args = parser().parse_args(["run", "hi", "--temperature", "nan"])
+    with pytest.raises(ConfigError, match="--temperature: Input should be a finite number"):
+        config_of(args)
+    # In code, as in a file: no request could carry it (json_body raised on every call).
+    with pytest.raises(
+        ValidationError, match=r"extra_body\.penalty\.float\n  Input should be a finite"
+    ):
+        ModelSettings(extra_body={"penalty": float("inf")})
 
 
 async def test_an_agents_model_timeout_is_its_requests_read_timeout(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from agent import AgentItem
 from gateway import FileRunStore, GatewayError, UnknownRun
-from gateway.run_state import RunState
+from gateway.errors import UnreadableRun
+from gateway.run_state import RunState, stored_result, stored_state
 
 pytestmark = pytest.mark.anyio
 
@@ -71,3 +73,30 @@ async def test_a_state_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> No
     state = RunState(run_id="r4", agent="a", items=[AgentItem(prompt="q")])
     with pytest.raises(GatewayError, match=r"cannot store run 'r4' in .*runs/r4\.json"):
         await FileRunStore(tmp_path / "runs").save(state)
+
+
+def test_a_stored_result_or_state_no_reader_takes_is_one_line() -> None:
+    """A run stored as succeeded with a call's arguments 200-490 levels deep (before those
+    were refused) could never be shown: `RunResult`'s reader stops at 200 levels, and its
+    error was a traceback, with a key path as long as the nesting."""
+    deep = "[" * 300 + "]" * 300
+    result = '{"run_id": "r4", "agent": "a", "items": [{"output": ' + deep + "}]}"
+    with pytest.raises(UnreadableRun) as caught:
+        stored_result(result, "r4")
+    assert str(caught.value).startswith(
+        "the result of stored run 'r4' cannot be read: Invalid JSON: recursion limit exceeded"
+    )
+    state: dict[str, object] = {"run_id": "r4", "agent": "a", "items": [], "version": 9}
+    for _ in range(60):  # agents called by agents: an error's path is `children.c1.` each
+        state = {
+            "run_id": "r4",
+            "agent": "a",
+            "items": [{"prompt": "q"}],
+            "children": {"c1": state},
+        }
+    with pytest.raises(UnreadableRun) as caught:
+        stored_state(json.dumps(state), "r4")
+    said = str(caught.value)
+    assert said.startswith("stored run 'r4' cannot be resumed: children.c1.children.c1.")
+    assert said.endswith(".children.c1.version: Input should be 1")
+    assert len(said) < 250  # the path cut short: 60 levels of `children.c1.`

@@ -169,18 +169,21 @@ async def test_a_schema_failure_says_what_was_wrong_not_what_the_model_was_told(
 
 
 @pytest.mark.parametrize(
-    "answer",
-    ["```json" + " " * 200_000 + "{", "[" * 3_000],
+    ("answer", "why"),
+    [
+        ("```json" + " " * 200_000 + "{", f"calling the {FINAL_RESULT_TOOL!r} tool"),
+        ("[" * 3_000, "nested too deeply (3000 levels; at most 100)"),
+    ],
     ids=["unclosed-fence-then-spaces", "nested-deeper-than-python-reads"],
 )
-async def test_a_degenerate_text_answer_goes_back_as_not_json(answer: str) -> None:
+async def test_a_degenerate_text_answer_goes_back_as_not_json(answer: str, why: str) -> None:
     """Read in linear time (a pattern took cubic time over the spaces) and, nested however
-    deep, not a crash: text that is not JSON, told to the model."""
+    deep, not a crash: told to the model, which answers again."""
     model = ScriptedModel([answer, call(FINAL_RESULT_TOOL, total=1)])
     result = await gateway_for(model, retries=1).run("shop", "How much?")
     assert result.structured == {"total": 1}
     told = model.calls[1][0][-1]
-    assert f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool" in told.content
+    assert why in told.content
 
 
 async def test_a_structured_answer_keeps_its_text_as_written() -> None:
@@ -197,6 +200,27 @@ async def test_a_structured_answer_keeps_its_text_as_written() -> None:
     memory = gateway.agents["shop"].memory
     assert isinstance(memory, SessionMemory)
     assert (await memory.load("s")).messages[-1].content == '{"city": "Zürich — 東京"}'
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"total": NaN}', "not valid JSON (NaN is not a JSON number)"),
+        ('{"total": 1e999}', "not valid JSON (1e999 is too large a number)"),
+        ('{"total": ' + "[" * 200 + "]" * 200 + "}", "nested too deeply (201 levels; at most 100)"),
+        ('{"total": ' + "[" * 5000 + "]" * 5000 + "}", "nested too deeply (5001 levels; at most"),
+    ],
+    ids=["NaN", "1e999", "201 levels", "5001 levels"],
+)
+async def test_an_answer_written_as_json_no_reader_takes_goes_back_saying_why(
+    text: str, why: str
+) -> None:
+    model = ScriptedModel([ScriptedAnswer(content=text), call(FINAL_RESULT_TOOL, total=425)])
+    result = await gateway_for(model).run("shop", "How much?")
+    assert result.structured == {"total": 425}
+    told = model.calls[1][0][-1]
+    assert isinstance(told, UserMessage)
+    assert why in told.content
 
 
 class Basket(BaseModel):

@@ -28,9 +28,9 @@ from ..errors import (
 )
 from ..url_credentials import query_credentials, redacted
 from ._clients import new_http_client, shared_http_client
-from ._json import arr, is_arr, json_body, obj
+from ._json import NestedTooDeeply, arr, is_arr, json_body, obj, read_json
 from ._pages import error_detail, is_markup, is_page, page_text
-from ._sse import SSEDecoder, SSEEvent
+from ._sse import SSEDecoder, SSEEvent, SSELines
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 
 __all__ = [
@@ -227,7 +227,9 @@ class ProviderHTTP:
 
     def _json(self, response: httpx.Response) -> Any:
         try:
-            return response.json()
+            return read_json(response.content)
+        except NestedTooDeeply as exc:  # JSON, but no answer a stored run could hold
+            raise ModelResponseError(f"{self._label}: the answer is {exc}") from None
         except ValueError:
             if is_page(response):
                 raise self._page_instead(response, response.content, "JSON") from None
@@ -242,7 +244,7 @@ class ProviderHTTP:
         try:
             response = await self.client.get(url, headers=sent, timeout=LOOKUP_TIMEOUT)
             return response.json() if response.is_success else None
-        except (httpx.HTTPError, httpx.InvalidURL, ValueError, RuntimeError):
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, RuntimeError, RecursionError):
             return None
 
     async def post_sse(
@@ -269,11 +271,15 @@ class ProviderHTTP:
                 return WholeAnswer(self._json(response))
             if is_markup(response):  # a proxy's or a captive portal's page, not the model
                 raise self._page_instead(response, await _start(response))
-            async for line in response.aiter_lines():
-                event = decoder.feed(line)
-                if event is not None:
-                    events += 1
-                    await on_event(event)
+            lines = SSELines()  # not `aiter_lines`, which also ends a line at U+2028 (`_sse`)
+            async for piece in response.aiter_text():
+                for line in lines.feed(piece):
+                    event = decoder.feed(line)
+                    if event is not None:
+                        events += 1
+                        await on_event(event)
+            for line in lines.end():
+                decoder.feed(line)
             event = decoder.flush()
             if event is not None:
                 await on_event(event)
@@ -487,7 +493,7 @@ def _body(response: httpx.Response) -> Any:
     """The JSON of a read error answer, or None."""
     try:
         return response.json()
-    except (httpx.ResponseNotRead, ValueError):
+    except (httpx.ResponseNotRead, ValueError, RecursionError):
         return None
 
 

@@ -12,9 +12,9 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, TypeGuard
 
-from pydantic import ValidationError
-
 from ..messages import AssistantMessage, StopReason, ToolCall
+from ..model_json import MAX_DEPTH, json_problem, nesting, read_model_json
+from ..well_formed import well_formed
 
 JSONObject = dict[str, Any]
 
@@ -55,42 +55,59 @@ def new_call_id() -> str:
 def tool_call(call_id: str, name: str, arguments: object) -> ToolCall:
     """A `ToolCall` from arguments as a provider gave them: a JSON object or its text.
 
-    Anything that is not a JSON object ends in `invalid_arguments`, so the agent can tell the
-    model what went wrong instead of running the tool with guessed arguments; so does an object
-    nested deeper than Python reads or a `ToolCall` holds (pydantic stops at 254 levels).
+    Anything that is not a JSON object, or not JSON a model may write (`model_json`: `NaN`,
+    `1e999`, nesting deeper than 100 levels), ends in `invalid_arguments`, so the agent can
+    tell the model what went wrong instead of running the tool with guessed arguments.
     """
     if isinstance(arguments, str):
         if not arguments.strip():
             return ToolCall(id=call_id, name=name)
         try:
-            parsed: object = json.loads(arguments)
-        except (ValueError, RecursionError):
+            parsed: object = read_model_json(arguments)
+        except ValueError:
             return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
         if is_obj(parsed):
-            return _with_arguments(call_id, name, parsed, arguments)
+            return ToolCall(id=call_id, name=name, arguments=parsed)
         return ToolCall(id=call_id, name=name, invalid_arguments=arguments)
     if arguments is None:
         return ToolCall(id=call_id, name=name)
-    if is_obj(arguments):
-        return _with_arguments(call_id, name, arguments, None)
-    return ToolCall(id=call_id, name=name, invalid_arguments=_shown(arguments))
+    if is_obj(arguments) and json_problem(arguments) is None:
+        return ToolCall(id=call_id, name=name, arguments=well_formed(arguments))
+    return ToolCall(id=call_id, name=name, invalid_arguments=_written(arguments))
 
 
-def _with_arguments(
-    call_id: str, name: str, arguments: JSONObject, written: str | None
-) -> ToolCall:
+def _written(value: object) -> str:
+    """`value` (decoded JSON) as JSON text, for the model to be shown: `NaN` as Python
+    writes it, and a value too deep to write as its first levels."""
     try:
-        return ToolCall(id=call_id, name=name, arguments=arguments)
-    except ValidationError:  # nested too deep: the only way JSON can fail `JsonValue`
-        shown = written if written is not None else _shown(arguments)
-        return ToolCall(id=call_id, name=name, invalid_arguments=shown)
+        return json.dumps(value)
+    except RecursionError:
+        return "[" * nesting(value) + " ..."
 
 
-def _shown(arguments: object) -> str:
+MAX_ANSWER_DEPTH = MAX_DEPTH + 28
+"""Levels a provider's answer (or stream event) may nest: a call's arguments as deep as they
+may be (`model_json.MAX_DEPTH`) and what holds them, with room to spare. The answer is kept
+(`AssistantMessage.raw`) a few levels down in a stored run, whose reader stops at 200."""
+
+
+class NestedTooDeeply(ValueError):
+    """A provider's JSON nested deeper than `MAX_ANSWER_DEPTH`: its message says how deep."""
+
+
+def read_json(data: str | bytes) -> Any:
+    """`json.loads(data)` of a provider's answer or event, each lone surrogate in it as U+FFFD
+    (`well_formed`: its text, its calls' arguments). Raises `NestedTooDeeply` (a
+    `ValueError`, as `json`'s own errors are) for one nested deeper than `MAX_ANSWER_DEPTH`,
+    also where `json` itself could not go (a RecursionError)."""
     try:
-        return json.dumps(arguments)
-    except (ValueError, RecursionError):
-        return "(JSON nested too deeply to show)"
+        value = json.loads(data)
+    except RecursionError:
+        raise NestedTooDeeply("nested too deeply to read") from None
+    depth = nesting(value)
+    if depth > MAX_ANSWER_DEPTH:
+        raise NestedTooDeeply(f"nested too deeply ({depth} levels; at most {MAX_ANSWER_DEPTH})")
+    return well_formed(value)
 
 
 def arguments_text(call: ToolCall) -> str:

@@ -51,7 +51,7 @@ def error_detail(response: httpx.Response) -> str:
         data: Any = response.json()
     except httpx.ResponseNotRead:
         return ""
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deeply to read
         return page_text(response.text) if is_page(response) else response.text.strip()[:500]
     if is_arr(data) and data:
         data = data[0]

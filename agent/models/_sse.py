@@ -1,4 +1,10 @@
-"""A server-sent events decoder fed line by line (the WHATWG event-stream format).
+"""A server-sent events decoder (the WHATWG event-stream format): `SSELines` cuts the text into
+lines, `SSEDecoder` turns lines into events.
+
+A line ends at CR, LF or CRLF only, as the format says. Python's `splitlines` (and httpx's
+`aiter_lines`, built on it) also ends one at U+2028, U+2029, U+0085 and four control
+characters, which JSON lets a string hold as they are (vLLM, llama.cpp and other servers send
+them so): such a cut leaves half an event's JSON in a `data:` line.
 
 One departure from the standard, which ignores unknown field names: an `error:` field line is
 an event named `error` carrying that value. llama.cpp's server (builds before mid-2025) sends
@@ -8,7 +14,41 @@ failure read as an empty answer.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+_LINE_END = re.compile("\r\n|\r|\n")
+
+
+@dataclass(slots=True)
+class SSELines:
+    """Cuts text, as it comes in pieces, into lines (without their line ending)."""
+
+    _pending: list[str] = field(default_factory=list[str])
+    """The start of a line whose end has not come yet."""
+    _after_cr: bool = False
+    """Whether the last piece ended in CR, whose LF may start the next piece (one CRLF)."""
+
+    def feed(self, piece: str) -> list[str]:
+        """The lines `piece` ends."""
+        if not piece:
+            return []
+        if self._after_cr and piece[0] == "\n":
+            piece = piece[1:]
+        self._after_cr = piece.endswith("\r")
+        *ended, rest = _LINE_END.split(piece)
+        if not ended:
+            self._pending.append(rest)
+            return []
+        ended[0] = "".join([*self._pending, ended[0]])
+        self._pending = [rest] if rest else []
+        return ended
+
+    def end(self) -> list[str]:
+        """The last line, when the text ended without a line ending."""
+        line = "".join(self._pending)
+        self._pending = []
+        return [line] if line else []
 
 
 @dataclass(frozen=True, slots=True)

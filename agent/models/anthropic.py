@@ -24,7 +24,6 @@ Usage: `input_tokens` counts every prompt token, cache reads and writes included
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -44,10 +43,12 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..model_json import read_model_json
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import (
     JSONObject,
+    NestedTooDeeply,
     arr,
     count,
     identified,
@@ -55,6 +56,7 @@ from ._json import (
     is_obj,
     new_call_id,
     obj,
+    read_json,
     read_stop,
     text,
     tool_call,
@@ -317,7 +319,7 @@ def _replayed_tool_use(block: JSONObject, call: ToolCall, *, offered: _Offered) 
     rest of it as it came."""
     name = sendable_name(text(block.get("name")), offered)
     replayed = {**block, "id": call.id, "name": name}
-    if not is_obj(block.get("input")):
+    if not is_obj(block.get("input")) or call.invalid_arguments is not None:
         replayed["input"] = {}
     return replayed
 
@@ -338,7 +340,9 @@ class _EventAssembler:
 
     def feed(self, event: SSEEvent) -> str:
         try:
-            data = obj(json.loads(event.data))
+            data = obj(read_json(event.data))
+        except NestedTooDeeply as exc:
+            raise ModelResponseError(f"{self.label}: a stream event {exc}") from None
         except ValueError:
             raise ModelResponseError(f"{self.label}: unreadable stream event") from None
         kind = data.get("type")
@@ -387,8 +391,8 @@ class _EventAssembler:
             return
         source = "".join(pieces)
         try:
-            value: Any = json.loads(source) if source.strip() else {}
-        except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
+            value: Any = read_model_json(source) if source.strip() else {}
+        except ValueError:  # not JSON, or not what a model may write (`NaN`, nested too deeply)
             value = source  # kept as text: the tool call gets `invalid_arguments`
         self._blocks[index]["input"] = value if is_obj(value) else source
 

@@ -32,7 +32,6 @@ Usage: `output_tokens` is candidates plus thoughts (what is billed as output);
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +56,7 @@ from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import (
     JSONObject,
+    NestedTooDeeply,
     arr,
     count,
     identified,
@@ -64,6 +64,7 @@ from ._json import (
     is_obj,
     new_call_id,
     obj,
+    read_json,
     read_stop,
     text,
     tool_call,
@@ -397,7 +398,7 @@ def _replayed_call(part: JSONObject, call: ToolCall) -> JSONObject:
     replayed = {**called, "name": gemini_name(text(called.get("name")))}
     if "id" in called:
         replayed["id"] = call.id
-    if "args" in called and not is_obj(called["args"]):
+    if "args" in called and (not is_obj(called["args"]) or call.invalid_arguments is not None):
         replayed["args"] = {}
     return {**part, "functionCall": replayed}
 
@@ -424,7 +425,9 @@ class _ChunkAssembler:
 
     def feed(self, event: SSEEvent) -> str:
         try:
-            chunk = obj(json.loads(event.data))
+            chunk = obj(read_json(event.data))
+        except NestedTooDeeply as exc:
+            raise ModelResponseError(f"{self.label}: a stream event {exc}") from None
         except ValueError:
             raise ModelResponseError(f"{self.label}: unreadable stream event") from None
         return self.add(chunk)

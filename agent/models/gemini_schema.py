@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..model_json import read_model_json
 from ._json import JSONObject, arr, is_arr, is_obj, obj
 from ._json_schema import COMBINATORS, fold_alternatives, is_object_like, object_root
 
@@ -90,15 +91,12 @@ _NOT_JSON = object()
 
 def _parsed(source: str) -> Any:
     """The JSON value `source` is the text of, or `_NOT_JSON`. `NaN` and `Infinity`, which
-    Python reads but JSON does not have, are not JSON."""
+    Python reads but JSON does not have, are not JSON, nor is JSON nested too deeply
+    (`model_json`)."""
     try:
-        return json.loads(source, parse_constant=_refuse)
-    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python reads
+        return read_model_json(source)
+    except ValueError:
         return _NOT_JSON
-
-
-def _refuse(constant: str) -> Any:
-    raise ValueError(constant)
 
 
 _Converted = tuple[JSONObject, JsonTextFields | None]

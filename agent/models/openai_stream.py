@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ModelResponseError
 from ..messages import AssistantMessage
 from ._base import cut_short
-from ._json import JSONObject, arr, identified, is_obj, obj, text
+from ._json import JSONObject, NestedTooDeeply, arr, identified, is_obj, obj, read_json, text
 from ._sse import SSEEvent
 from .text_tool_calls import CallSignFilter
 from .think_tags import ThinkFilter
@@ -78,7 +78,9 @@ class ChunkAssembler:
             self._done = True
             return ""
         try:
-            chunk = obj(json.loads(event.data))
+            chunk = obj(read_json(event.data))
+        except NestedTooDeeply as exc:
+            raise ModelResponseError(f"{self.label}: a stream event {exc}") from None
         except ValueError:
             if event.event == "error":  # llama.cpp's `error:` line (see `_sse`), not JSON
                 raise ModelResponseError(f"{self.label}: stream error: {event.data}") from None

@@ -26,7 +26,8 @@ class ModelSettings(BaseModel):
     the call fails; None keeps the client's (300 s by default, for models that think long).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # No NaN or infinity: the request is JSON, which has neither (`json_body` refuses them).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     max_tokens: int | None = None
     temperature: float | None = None

@@ -5,15 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Awaitable
 from dataclasses import asdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
 from toolkits.printable import printable
 
 from ..approval import ApprovalRequest, Decision
-from ..errors import AlreadyDecided, StoreError, UnknownRun
+from ..errors import AlreadyDecided, StoreError, UnknownRun, UnreadableRun
 from ..store_config import redacted, runs_stored
 from .common import Commands, add_verbose_option, utc
 from .exits import OK
@@ -31,6 +32,8 @@ from .stored import (
 
 if TYPE_CHECKING:
     from ..durable import RunInfo
+
+_T = TypeVar("_T")
 
 __all__ = ["register"]
 
@@ -323,8 +326,9 @@ async def _show(args: argparse.Namespace) -> int:
     async with open_store(url, launch=False, read_pickled=pickled, read_only=True) as runs:
         info = await runs.get(args.run_id)
         steps = await runs.steps(args.run_id)
-        state = await runs.state(args.run_id)
-        result = await runs.result(args.run_id)
+        unread: list[str] = []  # a state or result that does not validate: the rest shows
+        state = await _readable(runs.state(args.run_id), unread)
+        result = await _readable(runs.result(args.run_id), unread)
         asked = await runs.asked(args.run_id)
         decisions = await runs.decisions(args.run_id) if asked else {}
     calls = call_tree(
@@ -342,9 +346,21 @@ async def _show(args: argparse.Namespace) -> int:
             "result": result.model_dump(mode="json") if result is not None else None,
             "state": state.model_dump(mode="json") if state is not None else None,
             "steps": [asdict(step) for step in steps],
+            **({"unreadable": unread} if unread else {}),
         }
         print(result_json(shown, default=str), file=result_stdout())
         return OK
     # The question (maybe a remote caller's), the model's text, tools' errors: as text.
     print(printable("\n".join(render_run(info, calls, state, result))), file=result_stdout())
+    for problem in unread:
+        print(printable(f"warning: {problem}"), file=sys.stderr)
     return OK
+
+
+async def _readable(read: Awaitable[_T | None], unread: list[str]) -> _T | None:
+    """What `read` reads, or None for a record that does not validate (noted in `unread`)."""
+    try:
+        return await read
+    except UnreadableRun as exc:
+        unread.append(str(exc))
+        return None

@@ -16,6 +16,7 @@ import anyio
 from mcp_types import CallToolResult
 
 from agent import AgentError, AgentItem
+from agent.model_json import NotModelJson, read_model_json
 from agent.models.schema import unexpressed
 from agent.names import did_you_mean, listed_names
 from toolkits import HasHealth, NodeHealth, Tool, ToolkitError, error_result, result_text
@@ -101,7 +102,12 @@ async def _tools(args: argparse.Namespace) -> int:
 
 async def _call(args: argparse.Namespace) -> int:
     try:
-        arguments: Any = json.loads(args.args)
+        # As a model's arguments are read: a lone surrogate (`"\ud800"`) as U+FFFD, which a
+        # Python MCP server's reader would have dropped the call for (the call then waited
+        # out its timeout); `NaN` and nesting past 100 levels refused.
+        arguments: Any = read_model_json(args.args)
+    except NotModelJson as exc:
+        raise GatewayError(f"--args: {exc}") from None
     except json.JSONDecodeError as exc:
         raise GatewayError(f"--args is not valid JSON: {exc}") from exc
     if not isinstance(arguments, dict):

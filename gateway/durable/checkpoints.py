@@ -24,8 +24,8 @@ from pydantic import JsonValue
 
 from toolkits.json_bytes import json_bytes
 
-from ..errors import UnknownRun
-from ..run_state import RunState
+from ..errors import UnreadableRun
+from ..run_state import RunState, stored_state
 from .chunks import ChunkError, Packer, unpack
 from .status import CHECKPOINT_STEP, STATE_EVENT
 
@@ -65,10 +65,11 @@ class Checkpoints:
 def state_of(run_id: str, saved: object, steps: Iterable[Mapping[str, Any]]) -> RunState | None:
     """A run's state: its last checkpoint's among its step records (`list_workflow_steps`),
     else the one its `state` event holds (`saved`: an earlier version's); None if neither.
-    Raises `UnknownRun` if its records lack what its state names (a damaged store)."""
+    Raises `UnreadableRun` if its records lack what its state names (a damaged store) or
+    its state does not validate."""
     skeleton, chunks = _checkpoints(steps)
     if skeleton is None and isinstance(saved, str) and saved != MOVED:
-        return RunState.model_validate_json(saved)
+        return stored_state(saved, run_id)
     if skeleton is None and saved != MOVED:
         return None
     try:
@@ -76,8 +77,8 @@ def state_of(run_id: str, saved: object, steps: Iterable[Mapping[str, Any]]) -> 
             raise ChunkError("its checkpoints are missing")
         state = unpack(skeleton, chunks)
     except ChunkError as exc:
-        raise UnknownRun(f"the state of run {run_id} cannot be read: {exc}") from None
-    return RunState.model_validate_json(json_bytes(state))
+        raise UnreadableRun(f"the state of run {run_id} cannot be read: {exc}") from None
+    return stored_state(json_bytes(state), run_id)
 
 
 def _checkpoints(steps: Iterable[Mapping[str, Any]]) -> tuple[JsonValue, dict[str, JsonValue]]:

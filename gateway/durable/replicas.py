@@ -39,7 +39,7 @@ from toolkits import in_background
 
 from ..approval import ApprovalRequest
 from ..errors import GatewayError, PickledRecord
-from ..run_state import RunResult
+from ..run_state import RunResult, stored_result
 from ..trace import TraceEvent, TraceHook, new_id
 from .approvals import APPROVALS_EVENT
 from .lock import HeldLock, try_lock
@@ -122,7 +122,7 @@ async def follow_elsewhere(
             with refusing_for(run_id):
                 await teller.tell(client)
         if status.status == "SUCCESS" and isinstance(status.output, str):
-            return RunResult.model_validate_json(status.output)
+            return stored_result(status.output, run_id)
         if status.status == "ERROR":  # every item failed (`ItemsFailed`), or DBOS could not run it
             raise GatewayError(f"run {run_id!r} failed: {status.error}")
         if status.status not in ("PENDING", "ENQUEUED"):

@@ -37,7 +37,7 @@ from ..errors import (
     StoreUnavailable,
     UnknownRun,
 )
-from ..run_state import RunOrigin, RunResult, RunState
+from ..run_state import RunOrigin, RunResult, RunState, stored_result
 from ..store_config import redacted, store_option
 from ..trace import TraceHook
 from .approvals import OnWait
@@ -498,7 +498,7 @@ class DurableRuns(StoredRuns):
                     raise
                 assert execution.result is not None
                 return execution.result
-            return RunResult.model_validate_json(done)
+            return stored_result(done, handle.workflow_id)
         await self._still_ours(handle.workflow_id)
         raise StoreUnavailable(
             f"run {handle.workflow_id!r} ended here, but the run store did not record its end "

@@ -25,7 +25,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..approval import ApprovalRequest
 from ..errors import PickledDecision, PickledRecord, StoreError, UnknownRun
-from ..run_state import RunResult, RunState
+from ..run_state import RunResult, RunState, stored_result, stored_state
 from ..store_config import redacted
 from .approvals import APPROVAL_TOPIC, APPROVALS_EVENT
 from .changes import BATCH, GoingRecords, going_records, last_changes
@@ -293,7 +293,7 @@ class StoredRuns:
         with self._reading(run_id):
             found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
         output = found[0].output if found and found[0].status == "SUCCESS" else None
-        return RunResult.model_validate_json(output) if isinstance(output, str) else None
+        return stored_result(output, run_id) if isinstance(output, str) else None
 
     async def state(self, run_id: str) -> RunState | None:
         """The run's last checkpoint, else the state it started from."""
@@ -307,7 +307,7 @@ class StoredRuns:
                 workflow_ids=[run_id], load_output=False
             )
         inputs = found[0].input if found else None
-        return RunState.model_validate_json(inputs["args"][0]) if inputs else None
+        return stored_state(inputs["args"][0], run_id) if inputs else None
 
     async def forget_finished(self, keep_days: float, *, batches: int | None = None) -> int:
         """Delete the runs that finished more than `keep_days` ago, oldest first, `BATCH` at a

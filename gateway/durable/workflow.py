@@ -27,7 +27,7 @@ from ..approval import WAITS_FOR_APPROVAL, ApprovalRequest, WaitLeft
 from ..engine import Gateway
 from ..errors import RunCancelled, StoreUnavailable
 from ..limits import PerNode
-from ..run_state import RunOrigin, RunResult, RunState
+from ..run_state import RunOrigin, RunResult, RunState, stored_state
 from ..trace import TraceHook
 from .approvals import APPROVALS_EVENT, DbosApprovals, OnWait, open_questions
 from .checkpoints import Checkpoints, state_of
@@ -221,7 +221,7 @@ async def _execute(
             left = await host.client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
         # Another process that resumed it at the same moment may run it too: DBOS lets the
         # one that claimed it last go on, and this one learns so at its first write, next.
-        state = state_of(run_id, saved, steps) or RunState.model_validate_json(initial)
+        state = state_of(run_id, saved, steps) or stored_state(initial, run_id)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})

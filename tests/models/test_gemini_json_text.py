@@ -113,6 +113,9 @@ def test_a_free_form_root_gemini_wrote_no_object_for_is_left_for_the_tool_to_ref
     assert fields is not None
     assert fields.decode({"arguments": "[1, 2]"}) == {"arguments": "[1, 2]"}
     assert fields.decode({"arguments": "{not json"}) == {"arguments": "{not json"}
+    # JSON no reader after this one takes (`NaN`, nesting past what `json` reads) is no JSON.
+    for written in ('{"a": NaN}', '{"a": 1e999}', '{"a": ' + "[" * 5000 + "]" * 5000 + "}"):
+        assert fields.decode({"arguments": written}) == {"arguments": written}
     assert fields.decode({}) == {}  # nothing was required: no arguments
 
 

@@ -413,3 +413,20 @@ async def test_items_are_answered_each_on_its_own(era: str) -> None:
         )
     ]
     assert both.is_error
+
+
+async def test_a_lone_surrogate_in_a_prompt_is_the_replacement_character(era: str) -> None:
+    """JSON's `"\\ud83d"` (half an emoji) failed the call as a crash (`UnicodeEncodeError`,
+    logged with a traceback): no run can digest, store or send it."""
+    model = ScriptedModel(["one", "two", "three"])
+    memory = SessionMemory(InProcessStore())
+    gateway = Gateway([], [AgentSpec(name="chat", model=model)], memory=memory)
+    async with Client(serve(gateway), mode=era) as client:
+        alone = await client.call_tool("chat", {"prompt": "smile \ud83d", "session_id": "s\ud800"})
+        items = [{"prompt": "half \udc00"}, {"prompt": "fine"}]
+        both = await client.call_tool("chat", {"items": items})
+    assert not alone.is_error, alone.content
+    assert not both.is_error, both.content
+    asked = [m.content for messages, _ in model.calls for m in messages if m.role == "user"]
+    assert asked == ["smile \ufffd", "half \ufffd", "fine"]
+    assert await memory.store.turns("s\ufffd")

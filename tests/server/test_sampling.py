@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from mcp import Client
 from mcp.client.session import ClientRequestContext
 from mcp.server import Server
 from mcp.shared.exceptions import MCPError
+from pydantic import JsonValue
 
 from agent import (
     AgentOptions,
@@ -387,6 +389,32 @@ def test_messages_map_to_sampling_and_back() -> None:
         ToolCall(id="c", name="calculator", arguments={"expression": "3"}),
     )
     assert answer.usage.requests == 1
+
+
+def test_what_the_clients_model_writes_is_read_as_a_providers_answer_is() -> None:
+    """NaN and nesting past 100 levels are refused arguments; a lone surrogate is U+FFFD."""
+    deep: JsonValue = {}
+    for _ in range(100):
+        deep = [deep]
+    answer = to_assistant_message(
+        types.CreateMessageResultWithTools(
+            role="assistant",
+            content=[
+                types.TextContent(text="half \ud83d"),
+                types.ToolUseContent(id="c", name="calculator", input={"x": float("nan")}),
+                types.ToolUseContent(id="d", name="calculator", input={"x": deep}),
+                types.ToolUseContent(id="e", name="calculator", input={"x": "a\ud800"}),
+            ],
+            model="m",
+            stop_reason="toolUse",
+        )
+    )
+    assert answer.content == "half \ufffd"
+    assert [(c.arguments, c.invalid_arguments) for c in answer.tool_calls] == [
+        ({}, '{"x": NaN}'),
+        ({}, json.dumps({"x": deep})),
+        ({"x": "a\ufffd"}, None),
+    ]
 
 
 async def test_the_marker_explains_itself_outside_a_server() -> None:

@@ -66,7 +66,8 @@ _Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
 class McpServerConfig(BaseModel):
     """One MCP server: how to reach it and how its tools are offered."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity (TOML's `nan`, `inf`): each float is a number of seconds.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     # Claude Desktop's keys.
     command: str | None = None
