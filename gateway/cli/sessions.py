@@ -10,7 +10,7 @@ import sys
 import anyio
 from rich.cells import cell_len
 
-from agent import AssistantMessage, ToolMessage, UserMessage
+from agent import AssistantMessage, MemoryStoreError, ToolMessage, UserMessage
 from agent.memory import SessionInfo, SessionStore, SQLiteStore
 from toolkits.printable import printable
 
@@ -288,11 +288,18 @@ async def _prune(store: SessionStore, days: float, where: str, *, as_json: bool)
     if isinstance(store, SQLiteStore):
         # Deleted rows leave free pages, not a smaller file: VACUUM gives them back (those
         # the run store's keep_days freed in the same file too).
-        before = (await anyio.Path(store.path).stat()).st_size
-        await store.vacuum()
-        after = (await anyio.Path(store.path).stat()).st_size
-        if not as_json:
-            print(f"{store.path}: {_mb(before)} before, {_mb(after)} now", file=result_stdout())
+        size = (await anyio.Path(store.path).stat()).st_size
+        try:
+            await store.vacuum()
+        except MemoryStoreError as exc:  # VACUUM writes a copy: a full disk has no room for it
+            # The sessions stay deleted and SQLite reuses their room: the prune did its work.
+            said = f"{store.path}: not made smaller ({exc}); new turns reuse its free room"
+            print(said, file=sys.stderr)
+        else:
+            before, after = size, (await anyio.Path(store.path).stat()).st_size
+            if not as_json:
+                shown = f"{store.path}: {_mb(before)} before, {_mb(after)} now"
+                print(shown, file=result_stdout())
     if as_json:
         shown = {"deleted": pruned, "bytes_before": before, "bytes_after": after}
         print(json.dumps(shown), file=result_stdout())

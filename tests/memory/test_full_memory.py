@@ -8,8 +8,11 @@ import json
 import shutil
 import sqlite3
 import subprocess
+import time
+from contextlib import closing
 from pathlib import Path
 
+import anyio
 import pytest
 
 from agent import AssistantMessage, MemoryStoreError, UserMessage
@@ -52,16 +55,19 @@ async def test_a_write_the_file_has_no_room_for_says_to_free_space_and_keeps_the
     await store.aclose()
 
 
-def _on_a_full_disk(folder: Path, memory: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """`agent-gateway ARGS` in a mount namespace of its own, where `folder` is a 1 MB tmpfs
-    holding a copy of the file `memory` and nothing more fits: a real full disk, gone with the
-    process. Skipped where this process may not make one."""
+def _on_a_full_disk(
+    folder: Path, memory: Path, *args: str, size_mb: int = 1, room: int = 0
+) -> subprocess.CompletedProcess[str]:
+    """`agent-gateway ARGS` in a mount namespace of its own, where `folder` is a tmpfs of
+    `size_mb` holding a copy of the file `memory` and `room` bytes more: a real full disk,
+    gone with the process. Skipped where this process may not make one."""
     if shutil.which("unshare") is None:
         pytest.skip("no `unshare` to make a full disk with")
     folder.mkdir(exist_ok=True)
     fill = (
-        'mount -t tmpfs -o size=1m tmpfs "$1" && cp "$2" "$1"/ || exit 99; '
-        'head -c 2000000 /dev/zero > "$1"/filler 2>/dev/null; shift 2; exec "$@"'
+        f'mount -t tmpfs -o size={size_mb}m tmpfs "$1" && cp "$2" "$1"/ || exit 99; '
+        f'cat /dev/zero > "$1"/filler 2>/dev/null; truncate -s -{room} "$1"/filler; '
+        'shift 2; exec "$@"'
     )
     done = subprocess.run(
         [
@@ -116,3 +122,47 @@ async def test_a_full_disk_under_chat_memory_is_said_as_such_by_run_and_sessions
     done = _on_a_full_disk(full, kept, *asked, "--no-store")
     assert (done.returncode, done.stdout) == (1, ""), done.stderr
     assert done.stderr.splitlines()[0] == said
+
+
+@pytest.mark.integration
+def test_sessions_prune_on_a_disk_with_no_room_to_vacuum_says_so_and_keeps_its_work(
+    tmp_path: Path,
+) -> None:
+    """VACUUM writes a copy of what the file keeps: with no room for it the sessions stay
+    deleted, a line says the file was not made smaller, and the prune did what it was asked
+    (exit 0, as `runs prune`). It exited 1 with the store's error, as if nothing was done."""
+    kept = tmp_path / "memory.sqlite3"
+    ids = [f"s{n}" for n in range(300)]
+
+    async def keep() -> None:
+        store = SQLiteStore(kept)
+        for session_id in ids:
+            await store.append(session_id, "k", turn("x" * 20_000), [1, 1])
+        await store.aclose()
+
+    anyio.run(keep)
+    with closing(sqlite3.connect(kept)) as db, db:  # s0..s99 unused for a year
+        db.executemany(
+            "UPDATE memory_turns SET created_at = ? WHERE session_id = ?",
+            [(time.time() - 366 * 86400, session_id) for session_id in ids[:100]],
+        )
+    full = tmp_path / "full"
+    on_it = full / kept.name
+    store = ["--store", f"sqlite:///{on_it}"]
+    done = _on_a_full_disk(
+        full,
+        kept,
+        "sessions",
+        "prune",
+        "--older-than",
+        "365",
+        "--json",
+        *store,
+        size_mb=16,
+        room=3_000_000,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"deleted": 100, "bytes_before": None, "bytes_after": None}
+    assert done.stderr.startswith(f"{on_it}: not made smaller (chat memory {on_it}: ")
+    assert done.stderr.endswith("); new turns reuse its free room\n")
+    assert len(done.stderr.splitlines()) == 1
