@@ -73,6 +73,20 @@ async def test_sync_functions_run_off_the_event_loop_and_dicts_stay_structured()
     assert result.structured_content["thread"] != threading.current_thread().name
 
 
+async def test_a_toolkit_takes_plain_functions_as_tools() -> None:
+    """`FunctionToolkit("n", [fn])` failed with `'function' object has no attribute 'name'`."""
+
+    async def shout(text: str) -> str:
+        """Says it louder."""
+        return text.upper()
+
+    node = FunctionToolkit("loud", [shout, add_numbers])
+    listed = {tool.name: tool.description for tool in await node.list_tools()}
+    assert listed == {"shout": "Says it louder.", "add": "Adds."}
+    result = await node.call_tool("shout", {"text": "hi"})
+    assert result_text(result) == "HI"
+
+
 async def test_invalid_arguments_are_an_error_result_naming_the_field() -> None:
     result = await weather({"days": "many"})
     assert result.is_error

@@ -242,9 +242,16 @@ class FunctionToolkit:
     """A node of local function tools (a `Toolkit`)."""
 
     def __init__(
-        self, name: str, tools: Sequence[FunctionTool], *, max_output: int = DEFAULT_MAX_CHARS
+        self,
+        name: str,
+        tools: Sequence[FunctionTool | Callable[..., Any]],
+        *,
+        max_output: int = DEFAULT_MAX_CHARS,
     ) -> None:
-        """`max_output`: characters of a result the model reads (the result itself is kept)."""
+        """`tools`: `FunctionTool`s, or typed functions made tools with `function_tool`'s
+        defaults. `max_output`: characters of a result the model reads (the result itself
+        is kept)."""
+        tools = [t if isinstance(t, FunctionTool) else function_tool(t) for t in tools]
         if not tools:
             raise ValueError(f"node {name!r} has no tools")
         if max_output <= 0:

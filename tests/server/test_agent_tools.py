@@ -9,7 +9,14 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from agent import AgentOptions, InProcessStore, ScriptedAnswer, ScriptedModel, SessionMemory
+from agent import (
+    AgentOptions,
+    InProcessStore,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    SessionMemory,
+)
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.config import GatewaySettings
 from gateway.server import build_server
@@ -240,6 +247,47 @@ async def test_a_called_agents_progress_names_it(era: str) -> None:
         "model scripted: answered",
         "agent outer: finished",
     ]
+
+
+async def test_two_calls_of_one_agent_at_once_read_apart_in_progress(era: str) -> None:
+    """Both said `inner: model scripted: thinking`: a client could not tell them apart."""
+    arrived: list[str] = []
+    both_here = anyio.Event()
+
+    async def meet(who: str) -> str:
+        """Waits until both calls of the inner agent are at work."""
+        arrived.append(who)
+        if len(arrived) == 2:
+            both_here.set()
+        await both_here.wait()
+        return "met"
+
+    asked = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="inner", arguments={"prompt": "first?"}),
+            ScriptedCall(name="inner", arguments={"prompt": "second?"}),
+        ]
+    )
+    outer = AgentSpec(name="outer", model=ScriptedModel([asked, "Both answered."]), tools=["inner"])
+    meets = [call("meet", who=who) for who in ("a", "b")]
+    inner = AgentSpec(name="inner", model=ScriptedModel([*meets, "One.", "Two."]), tools=["meet"])
+    gateway = calculator_gateway(outer, inner, nodes=[FunctionToolkit("meet", [meet])])
+    progress = ProgressLog()
+    async with Client(serve(gateway), mode=era) as client:
+        with anyio.fail_after(30):
+            await client.call_tool("outer", {"prompt": "ask twice"}, progress_callback=progress)
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    for label in ("inner", "inner#2"):
+        said = [m.removeprefix(f"{label}: ") for m in messages if m.startswith(f"{label}: ")]
+        assert said == [
+            "model scripted: thinking",
+            "model scripted: answered, calling meet",
+            "tool meet: running",
+            "tool meet: done",
+            "model scripted: thinking",
+            "model scripted: answered",
+        ], "\n".join(messages)
+    assert messages[-1] == "agent outer: finished"
 
 
 async def test_a_deeper_agents_progress_names_the_agents_that_led_to_it(era: str) -> None:

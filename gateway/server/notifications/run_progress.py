@@ -6,7 +6,7 @@ progress) become a `notifications/progress` for the request being served, so a c
 read cut-off (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing
 when the client asked for no progress. The work of an agent that the run's agent called
 says whose it is, by the agents that led to it (`inner: model ...: thinking`, deeper
-`mid > inner: ...`), also for a request that follows a stored run under way (`joined`).
+`mid > inner: ...`; a second call of an agent at work already is `inner#2`), also for a request that follows a stored run under way (`joined`).
 The run's milestones also go out as log messages (`notifications/message`): on
 handshake-era connections from info up, on 2026-07-28 ones at the level the request opted in
 to. A downstream server's log message during a tool call (a `note` with a `log` level) goes
@@ -131,7 +131,7 @@ class McpNotifier:
         if event.phase == "start":
             self._parents[event.id] = event.parent_id
             if event.kind == "agent":
-                self._agents[event.id] = event.name
+                self._agents[event.id] = self._label(event.name)
         if event.kind not in ("model", "tool"):
             if event.phase in ("end", "error"):
                 self._parents.pop(event.id, None)
@@ -168,6 +168,17 @@ class McpNotifier:
             text = event.output.get("text") if isinstance(event.output, dict) else None
             if isinstance(text, str):
                 self._in_flight[event.parent_id].chars += len(text)
+
+    def _label(self, agent: str) -> str:
+        """How progress names an agent starting: by its name, and a number if the same agent
+        is at work already (two calls of it at once: `helper`, `helper#2`), so that the two
+        read apart."""
+        working = set(self._agents.values())
+        label, number = agent, 1
+        while label in working:
+            number += 1
+            label = f"{agent}#{number}"
+        return label
 
     def _nested_agent(self, event: TraceEvent) -> str | None:
         """Whose work `event` is, when not the run's own agent's: the agents from the one it
