@@ -126,3 +126,29 @@ async def test_a_task_whose_status_stays_the_same_times_out_and_is_cancelled() -
         ):
             await node.call_tool("t__later", {})
     assert tasks.cancelled == ["task-1"]
+
+
+async def test_a_progress_callback_that_raises_does_not_fail_the_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = TaskServer()
+    told = anyio.Event()
+
+    async def broken(progress: float, total: float | None, message: str | None) -> None:
+        told.set()
+        raise ValueError("the caller's bug")
+
+    results: list[types.CallToolResult] = []
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    context = CallContext(on_progress=broken)
+                    results.append(await node.call_tool("t__later", {}, context=context))
+
+                tg.start_soon(call)
+                await told.wait()
+                tasks.finish(text_result("done anyway"))
+    assert result_text(results[0]) == "done anyway"
+    assert "progress callback raised" in caplog.text

@@ -18,6 +18,7 @@ comes here.)
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from contextlib import suppress
 from typing import Any, cast
@@ -37,6 +38,8 @@ from .error_text import protocol_error_result
 from .server_requests import CallsInFlight, InFlightCall
 
 __all__ = ["TaskCalls"]
+
+log = logging.getLogger(__name__)
 
 _TTL_MS = 3_600_000
 """How long we ask the server to keep a task: past any call's cap, which ends it first."""
@@ -172,7 +175,7 @@ async def _follow(
             step += 1
             deadline.alive()
             if on_progress is not None:
-                await on_progress(step, None, task.status_message or task.status)
+                await _report(on_progress, step, task.status_message or task.status)
         await anyio.sleep(_interval(task.poll_interval, deadline.timeout))
         try:
             task = await session.send_request(
@@ -183,6 +186,16 @@ async def _follow(
             )
         except (MCPError, ValidationError):
             return  # its status is no longer told; `tasks/result` still ends the call
+
+
+async def _report(on_progress: ProgressCallback, step: int, message: str) -> None:
+    """One status as progress, whole: the result does not cut a report being relayed short
+    (it would reach a client after the result, or half). A caller's bug does not fail the call."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await on_progress(step, None, message)
+        except Exception:
+            log.exception("progress callback raised")
 
 
 def _interval(suggested_ms: int | None, timeout: float) -> float:
