@@ -74,6 +74,64 @@ async def test_progress_of_a_long_running_tool_reaches_the_trace() -> None:
     assert all(p.parent_id == tool_start.id for p in progress)
 
 
+async def test_an_agent_reads_a_servers_resources_capped_as_results_are() -> None:
+    everything = everything_stdio(resource_tools=True, max_output=120)
+    config = parse_config(
+        {
+            "mcpServers": {"everything": everything.model_dump(exclude_defaults=True)},
+            "agents": {"assistant": {"tools": ["everything"]}},
+        }
+    )
+    document = "demo://resource/static/document/architecture.md"
+    model = ScriptedModel(
+        [
+            calls(
+                ("everything__read_resource", {"uri": document}),
+                ("everything__read_resource", {"uri": "demo://nope"}),
+            ),
+            "read",
+        ]
+    )
+    async with open_gateway(config) as gateway:
+        with anyio.fail_after(30):
+            result = await gateway.run("assistant", "read the architecture", model=model)
+    assert result.output == "read"
+    offered = {tool.name for tool in model.calls[0][1]}
+    assert {"everything__list_resources", "everything__read_resource"} <= offered
+    observed = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert observed[0].startswith(f"[resource: {document} (text/markdown)]\n")
+    assert "\n... [truncated " in observed[0]  # the server's max_output, as for any result
+    assert (
+        "could not read 'demo://nope': MCP error -32602: Resource demo://nope not found"
+        in (observed[1])
+    )
+
+
+async def test_an_agent_runs_a_tool_that_runs_only_as_a_task() -> None:
+    config = parse_config(
+        {
+            "mcpServers": {"everything": everything_stdio().model_dump(exclude_defaults=True)},
+            "agents": {"assistant": {"tools": ["everything"]}},
+        }
+    )
+    model = ScriptedModel(
+        [calls(("everything__simulate-research-query", {"topic": "tides"})), "researched"]
+    )
+    events: list[TraceEvent] = []
+
+    async def record(event: TraceEvent) -> None:
+        events.append(event)
+
+    async with open_gateway(config) as gateway:
+        with anyio.fail_after(30):
+            await gateway.run("assistant", "research tides", model=model, hooks=[record])
+    (observed,) = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert observed.startswith("# Research Report: tides\n")
+    progress = [e.output for e in events if e.phase == "progress"]
+    assert progress[0] == {"progress": 1.0, "total": None, "message": "Gathering sources..."}
+    assert progress[-1] == {"progress": 4.0, "total": None, "message": "Generating report..."}
+
+
 async def test_a_server_that_never_starts_leaves_the_others_serving() -> None:
     broken = {"command": "/nonexistent/mcp-server"}
     model = ScriptedModel(

@@ -199,3 +199,33 @@ async def test_an_error_it_prefixed_itself_reaches_a_modern_client_prefixed_once
         "open https://modelcontextprotocol.io"  # its URL, whatever we gave
     )
     assert "MCP error -32042: MCP error" not in result_text(refused)
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_its_task_only_tool_is_served_as_a_plain_tool_and_runs_as_a_task(era: str) -> None:
+    with anyio.fail_after(40):
+        async with through_us(era) as client:
+            listed = await client.list_tools()
+            result = await client.call_tool(
+                "everything__simulate-research-query", {"topic": "tides"}
+            )
+    (tool,) = [t for t in listed.tools if t.name == "everything__simulate-research-query"]
+    assert tool.execution is None  # a plain call to our client: the gateway makes the task
+    assert not result.is_error
+    assert result_text(result).startswith("# Research Report: tides\n")
+
+
+async def test_its_resource_tools_are_served_as_tools() -> None:
+    with anyio.fail_after(40):
+        async with (
+            McpToolkitGroup({"everything": everything_stdio(resource_tools=True)}) as group,
+            Client(serve(Gateway(group.nodes, []), expose_tools=True)) as client,
+        ):
+            read = await client.call_tool(
+                "everything__read_resource", {"uri": "demo://resource/dynamic/text/3"}
+            )
+    assert not read.is_error
+    (block,) = read.content
+    assert isinstance(block, types.EmbeddedResource)
+    assert isinstance(block.resource, types.TextResourceContents)
+    assert block.resource.text.startswith("Resource 3: This is a plaintext resource")

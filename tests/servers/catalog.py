@@ -10,6 +10,7 @@ from the server belongs to.
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -111,6 +112,8 @@ class CatalogServer:
     def __init__(self, name: str = "catalog", *, page_size: int | None = None) -> None:
         self.page_size = page_size
         self.resources: dict[str, tuple[types.Resource, str]] = {}
+        self.blobs: dict[str, tuple[str, bytes]] = {}
+        """Resources read as blobs (listed with the others): by URI, their type and bytes."""
         self.templates: dict[str, types.ResourceTemplate] = {}
         self.prompts: dict[str, types.Prompt] = {}
         self.completions: dict[str, list[str]] = {}
@@ -142,6 +145,11 @@ class CatalogServer:
     def add_resource(self, uri: str, text: str) -> None:
         name = uri.rsplit("/", 1)[-1]
         self.resources[uri] = (types.Resource(uri=uri, name=name, mime_type="text/plain"), text)
+
+    def add_blob(self, uri: str, mime_type: str, data: bytes) -> None:
+        name = uri.rsplit("/", 1)[-1]
+        self.resources[uri] = (types.Resource(uri=uri, name=name, mime_type=mime_type), "")
+        self.blobs[uri] = (mime_type, data)
 
     def add_template(self, uri_template: str, name: str = "template") -> None:
         self.templates[uri_template] = types.ResourceTemplate(uri_template=uri_template, name=name)
@@ -254,6 +262,11 @@ class CatalogServer:
     ) -> types.ReadResourceResult:
         self.seen_meta.append(dict(params.meta or {}))
         found = self.resources.get(params.uri)
+        if params.uri in self.blobs:
+            mime_type, data = self.blobs[params.uri]
+            blob = base64.b64encode(data).decode()
+            contents = types.BlobResourceContents(uri=params.uri, mime_type=mime_type, blob=blob)
+            return types.ReadResourceResult(contents=[contents])
         if found is not None:
             text = found[1]
         elif any(UriTemplate.parse(t).match(params.uri) for t in self.templates):

@@ -74,47 +74,6 @@ async def test_an_unknown_name_is_an_unknown_tool() -> None:
             await node.call_tool("echo", {})  # the original name is not the model's name
 
 
-async def test_a_tool_that_runs_only_as_a_task_is_left_out(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    toy = toy_with_echo("now", "later", "either")
-    for name, execution in (
-        ("later", types.ToolExecution(task_support="required")),
-        ("either", types.ToolExecution(task_support="optional")),
-    ):
-        tool, handler = toy.tools[name]
-        toy.tools[name] = (tool.model_copy(update={"execution": execution}), handler)
-    async with McpToolkit("t", config(prefix="never"), target=toy.server) as node:
-        # Called as a plain request, an optional one answers; a required one never would.
-        assert {tool.name for tool in await node.list_tools()} == {"now", "either"}
-    assert "left out tools that run only as tasks (not supported here): later" in caplog.text
-    caplog.clear()
-    async with McpToolkit(
-        "t", config(prefix="never", exclude=["later"]), target=toy.server
-    ) as node:
-        assert {tool.name for tool in await node.list_tools()} == {"now", "either"}
-    assert "run only as tasks" not in caplog.text  # excluded: nothing to warn about
-
-
-async def test_a_reconnect_with_the_same_listing_does_not_warn_of_task_only_tools_again(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    toy = toy_with_echo("now", "later")
-    tool, handler = toy.tools["later"]
-    required = types.ToolExecution(task_support="required")
-    toy.tools["later"] = (tool.model_copy(update={"execution": required}), handler)
-    crashable = CrashableTransport(toy.server)
-    async with McpToolkit("t", config(prefix="never"), target=crashable.connect) as node:
-        assert caplog.text.count("run only as tasks") == 1
-        crashable.crash()
-        with anyio.fail_after(5):
-            await node.wait_for_health(
-                lambda health: health.state == "ready" and crashable.connections == 2
-            )
-        assert {tool.name for tool in await node.list_tools()} == {"now"}
-    assert caplog.text.count("run only as tasks") == 1  # the same server, the same listing
-
-
 async def test_include_and_exclude_filter_on_original_names() -> None:
     toy = toy_with_echo("get_a", "get_secret", "set_a")
     async with McpToolkit(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AsyncExitStack
+from typing import Literal
 
 import anyio
 import mcp_types as types
@@ -234,3 +236,99 @@ async def test_an_error_the_server_prefixed_itself_is_prefixed_once(transport: s
         "MCP error -32042: This request requires browser-based authorization.; "
         "open https://modelcontextprotocol.io"  # for the model to pass on (its URL, not ours)
     )
+
+
+async def test_everythings_resources_are_read_through_its_resource_tools() -> None:
+    async with McpToolkit("everything", everything_stdio(resource_tools=True)) as node:
+        with anyio.fail_after(20):
+            listed = result_text(await node.call_tool("everything__list_resources", {}))
+            links = await node.call_tool("everything__get-resource-links", {"count": 2})
+            uris = [block.uri for block in links.content if isinstance(block, types.ResourceLink)]
+            reads = [await node.call_tool("everything__read_resource", {"uri": u}) for u in uris]
+            document = await node.call_tool(
+                "everything__read_resource",
+                {"uri": "demo://resource/static/document/architecture.md"},
+            )
+            unknown = await node.call_tool("everything__read_resource", {"uri": "demo://nope"})
+        # The server's tools go raw on its pipe; these two are no `tools/call` of the server's.
+        assert node.forward("everything__echo") is not None
+        assert node.forward("everything__read_resource") is None
+        assert node.forward("everything__list_resources") is None
+    assert "demo://resource/static/document/architecture.md  architecture.md (text/markdown)" in (
+        listed
+    )
+    assert "demo://resource/dynamic/text/{resourceId}" in listed.split("Resource templates")[1]
+    # What the model saw as a link it now reads (a text resource, or a blob of text).
+    assert len(uris) == 2
+    for uri, read in zip(uris, reads, strict=True):
+        assert uri.startswith(("demo://resource/dynamic/text/", "demo://resource/dynamic/blob/"))
+        said = result_text(read).splitlines()
+        assert said[0] == f"[resource: {uri} (text/plain)]"
+        assert said[1].startswith(f"Resource {uri.rsplit('/', 1)[1]}: This is a ")
+    assert result_text(document).startswith(
+        "[resource: demo://resource/static/document/architecture.md (text/markdown)]\n"
+    )
+    assert unknown.is_error
+    assert result_text(unknown) == (
+        "MCP server 'everything' could not read 'demo://nope': "
+        "MCP error -32602: Resource demo://nope not found"
+    )
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamableHttp"])
+async def test_everythings_research_query_runs_as_a_task_its_stages_as_progress(
+    transport: Literal["stdio", "streamableHttp"], caplog: pytest.LogCaptureFixture
+) -> None:
+    seen: list[Progress] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    async with AsyncExitStack() as stack:
+        if transport == "stdio":
+            config = everything_stdio()
+        else:
+            url = await stack.enter_async_context(everything_http(transport))
+            config = McpServerConfig(transport="http", url=url)
+        node = await stack.enter_async_context(McpToolkit("everything", config))
+        # Never passed through raw as a plain call: the node makes the task.
+        assert node.forward("everything__simulate-research-query") is None
+        assert node.forward("everything__echo") is not None
+        with anyio.fail_after(30):
+            result = await node.call_tool(
+                "everything__simulate-research-query",
+                {"topic": "tides"},
+                context=CallContext(on_progress=on_progress),
+            )
+    assert not result.is_error
+    assert result_text(result).startswith("# Research Report: tides\n")
+    assert [message for _, _, message in seen] == [
+        "Gathering sources...",
+        "Analyzing content...",
+        "Synthesizing findings...",
+        "Generating report...",
+    ]
+    assert [progress for progress, _, _ in seen] == [1, 2, 3, 4]
+    assert "only as tasks" not in caplog.text
+
+
+async def test_everythings_ambiguous_research_query_asks_the_caller_through_the_task() -> None:
+    asked: list[types.ElicitRequest] = []
+
+    async def answer(request: types.InputRequest) -> types.InputResponse:
+        if not isinstance(request, types.ElicitRequest):
+            return types.ListRootsResult(roots=[])  # it asks for roots too, once it can
+        asked.append(request)
+        return types.ElicitResult(action="accept", content={"interpretation": "historical"})
+
+    async with McpToolkit("everything", everything_stdio()) as node:
+        with anyio.fail_after(30):
+            result = await node.call_tool(
+                "everything__simulate-research-query",
+                {"topic": "tides", "ambiguous": True},
+                context=CallContext(answer=answer),
+            )
+    (request,) = asked
+    assert isinstance(request.params, types.ElicitRequestFormParams)
+    assert "could have multiple interpretations" in request.params.message
+    assert "- **Clarification**: historical" in result_text(result)

@@ -6,7 +6,7 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`tool_timeouts`, `max_output`, `max_sampling`, `protocol`, `bearer_token_env`,
+`tool_timeouts`, `max_output`, `max_sampling`, `resource_tools`, `protocol`, `bearer_token_env`,
 `secret_headers`, `url_secrets`, and the `oauth*` keys of MCP authorization). Secrets never
 live in the model's repr: `env`, `headers` and `url_secrets` are hidden, and a bearer token is
 read from the environment only when connecting.
@@ -114,6 +114,9 @@ class McpServerConfig(BaseModel):
     max_sampling: int = Field(default=DEFAULT_MAX_SAMPLING, ge=0)
     """Sampling requests (`sampling/createMessage`) an agent's model answers during one call
     of this server's tools; the server's further requests in that call are refused."""
+    resource_tools: bool = False
+    """Offer the model two tools of this node's besides the server's: `list_resources` (its
+    resources and resource templates) and `read_resource(uri)` (`resource_tools`)."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     """http: the largest answer taken from the server, a server-sent event (how it streams a
     result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails

@@ -1,11 +1,12 @@
 """One configured MCP server as a toolkit node (implements `toolkits.Toolkit`).
 
 The node offers the server's tools under model-facing names (filtered by `include`/`exclude`,
-without those that run only as tasks, named by `naming`, routed back through a reverse map) and
-calls them on the session its `OwnedSession` keeps alive: as raw JSON-RPC where the connection
-carries it (`forwards`), else through the SDK client. Calls run in the caller's own task, so
-cancelling the caller cancels the MCP request (the SDK tells the server with
-`notifications/cancelled`). The rest of what the server offers (resources, prompts,
+named by `naming`, routed back through a reverse map) and calls them on the session its
+`OwnedSession` keeps alive: as raw JSON-RPC where the connection carries it (`forwards`), else
+through the SDK client; a tool that runs only as a task as one (`task_calls`). With
+`resource_tools`, two tools of its own read the server's resources (`resource_tools`). Calls
+run in the caller's own task, so cancelling the caller cancels the MCP request (the SDK tells
+the server with `notifications/cancelled`). The rest of what the server offers (resources, prompts,
 completions) is in `node.catalog`, and updates of its resources come to `subscribe_resource`
 callbacks (`subscriptions`); the requests the server sends its client during a call (sampling,
 elicitation, roots) are answered by whoever made the call, and its log messages go to them
@@ -53,6 +54,7 @@ from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
 from .forwards import Forwards
+from .listeners import Listeners
 from .naming import (
     NodeTools,
     globs_unmatched,
@@ -63,39 +65,17 @@ from .naming import (
     unmatched_globs,
 )
 from .progress import progress_in_order
+from .resource_tools import ResourceTools
 from .sdk_errors import SDK_TOO_LARGE, closed_by_sdk, connection_failed
 from .server_requests import CallsInFlight, InFlightCall
 from .session import OwnedSession, Target
 from .stdio_pipe import too_deep_answer
 from .subscriptions import ResourceSubscriptions
+from .task_calls import TaskCalls
 
 __all__ = ["McpToolkit"]
 
 log = logging.getLogger(__name__)
-
-
-class _Listeners:
-    def __init__(self, node: str, what: str, log: logging.Logger) -> None:
-        self._node = node
-        self._what = what
-        self._log = log
-        self._callbacks: list[ListChangedCallback] = []
-
-    def add(self, callback: ListChangedCallback) -> Callable[[], None]:
-        self._callbacks.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._callbacks:
-                self._callbacks.remove(callback)
-
-        return unsubscribe
-
-    async def notify(self) -> None:
-        for callback in list(self._callbacks):
-            try:
-                await callback(self._node)
-            except Exception:
-                self._log.exception("a %s-changed listener failed", self._what)
 
 
 class McpToolkit(InBackground):
@@ -149,6 +129,11 @@ class McpToolkit(InBackground):
         """Whether the server's tools were ever listed (else no name is known to be unknown)."""
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
+        self._tasks = TaskCalls(name, self._calls)
+        self._resource_tools = ResourceTools(name, self._catalog) if config.resource_tools else None
+        self._own: frozenset[str] = frozenset()
+        """The node's own tools offered now (`resource_tools`), by their own names."""
+        self._own_taken = False
         self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
         """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
         listing had no tool for (warned once)."""
@@ -168,7 +153,7 @@ class McpToolkit(InBackground):
         """Names this node's tools were offered under before a rename, to their originals."""
         self._forwards = Forwards(name, config, self._session, self._calls)
         self._listeners = {
-            kind: _Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
+            kind: Listeners(name, kind, self._log) for kind in ("tools", "prompts", "resources")
         }
         self._log_listeners: list[ServerLogCallback] = []
 
@@ -386,7 +371,12 @@ class McpToolkit(InBackground):
             is_from_toolkit=True,
             original_name=tool.name,
             annotations=annotations,
-            definition=tool.model_copy(update={"name": name}),
+            # A task-only tool is a plain call here: the node makes the task (`task_calls`).
+            definition=tool.model_copy(
+                update={"name": name, "execution": None}
+                if tool.name in self._task_only
+                else {"name": name}
+            ),
         )
 
     def _take_listing(self, listing: Sequence[mcp_types.Tool]) -> Sequence[McpToolkit]:
@@ -398,18 +388,12 @@ class McpToolkit(InBackground):
                 self._log.warning("the server lists tool %r twice; keeping the first", tool.name)
             elif not is_offered(tool.name, self._config.include, self._config.exclude):
                 continue
-            elif tool.execution is not None and tool.execution.task_support == "required":
-                task_only.append(tool.name)
             else:
                 offered[tool.name] = tool
-        if task_only and set(task_only) != self._task_only:
-            # No model or client of ours could call them: they would only fail when called.
-            self._log.warning(
-                "left out tools that run only as tasks (not supported here): %s "
-                "(exclude = [...] in the server's config says you know)",
-                ", ".join(task_only),
-            )
+                if tool.execution is not None and tool.execution.task_support == "required":
+                    task_only.append(tool.name)  # called as a task (`task_calls`)
         self._task_only = set(task_only)
+        self._own = frozenset(self._offer_own(offered))
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
         if self._config.tool_timeouts:
@@ -418,6 +402,23 @@ class McpToolkit(InBackground):
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
+
+    def _offer_own(self, offered: dict[str, mcp_types.Tool]) -> list[str]:
+        """Add the node's own tools to the server's `offered`; their names, but those the
+        server's offered tools have (warned of once for each change)."""
+        if self._resource_tools is None:
+            return []
+        own = [tool for tool in self._resource_tools.definitions() if tool.name not in offered]
+        taken = sorted(set(self._resource_tools.names) & set(offered))
+        if taken and not self._own_taken:
+            self._log.warning(
+                "resource_tools: the server has tools named %s: they stay the server's, and the "
+                "gateway's own tool of that name is left out",
+                ", ".join(map(repr, taken)),
+            )
+        self._own_taken = bool(taken)
+        offered.update((tool.name, tool) for tool in own)
+        return [tool.name for tool in own]
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
         """Say which `include`/`exclude`/`require_approval`/`tool_timeouts` globs match none
@@ -485,6 +486,13 @@ class McpToolkit(InBackground):
             original = self._routes.get(name)
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
+        if original in self._own:
+            assert self._resource_tools is not None
+            return await self._resource_tools.call(original, arguments, context)
+        if original in self._task_only:
+            conn = await self._session.ready_connection()
+            clock = self._clocks.get(original, self._clock)
+            return await self._tasks.call(conn, name, original, arguments, context, clock)
         forward = self._raw(name)
         if forward is not None:
             result = await call_for(forward, arguments, context)
@@ -563,8 +571,8 @@ class McpToolkit(InBackground):
         tool."""
         original = self._routes.get(name)
         conn = self._session.live
-        if original is None or conn is None:
-            return None
+        if original is None or conn is None or original in self._own or original in self._task_only:
+            return None  # no such tool, or not a plain `tools/call` of the server's
         return self._forwards.get(name, original, conn)
 
     def _unavailable(self, conn: Connection, what: str) -> ServerUnavailable:

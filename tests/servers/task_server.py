@@ -1,0 +1,127 @@
+"""An in-process MCP server whose one tool, `later`, runs only as a task (2025-11-25).
+
+The test steers each task (`TaskServer.move`, `finish`) and sees what the client asked of it:
+the tasks it created (`created`, with their arguments), and those it cancelled (`cancelled`).
+The tool's own `tools/call` without `task` is refused, as a task-only tool's is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+__all__ = ["TaskServer"]
+
+Context = ServerRequestContext[Any, Any]
+
+
+@dataclass
+class _Task:
+    id: str
+    arguments: dict[str, Any]
+    status: types.TaskStatus = "working"
+    message: str | None = "started"
+    outcome: types.CallToolResult | MCPError | None = None
+    ended: anyio.Event = field(default_factory=anyio.Event)
+
+    def wire(self) -> dict[str, Any]:
+        now = datetime.now(UTC).isoformat()
+        task = types.Task(
+            task_id=self.id,
+            status=self.status,
+            status_message=self.message,
+            created_at=now,
+            last_updated_at=now,
+            ttl=60_000,
+            poll_interval=100,
+        )
+        return task.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+class TaskServer:
+    """A low-level server with one task-only tool (see the module)."""
+
+    def __init__(self) -> None:
+        self.tasks: list[_Task] = []
+        self.created = anyio.Event()
+        self.cancelled: list[str] = []
+        self.cancel_seen = anyio.Event()
+        self.refusal: str | None = None
+        """When set, a task's creation is refused with this message (invalid params)."""
+        execution = types.ToolExecution(task_support="required")
+        self.tool = types.Tool(name="later", input_schema={"type": "object"}, execution=execution)
+        self.server: Server[Any] = Server(
+            "tasks", on_list_tools=self._list_tools, on_call_tool=self._plain_call
+        )
+        self.server.middleware.append(self._as_task)
+        add = self.server.add_request_handler
+        add("tasks/get", types.GetTaskRequestParams, self._get)
+        add("tasks/result", types.GetTaskPayloadRequestParams, self._result)
+        add("tasks/cancel", types.CancelTaskRequestParams, self._cancel)
+
+    def move(self, status: types.TaskStatus, message: str) -> None:
+        """The latest task's new status, told at its next `tasks/get`."""
+        task = self.tasks[-1]
+        task.status, task.message = status, message
+
+    def finish(self, outcome: types.CallToolResult | MCPError) -> None:
+        """End the latest task with `outcome`: its result, or the error `tasks/result` sends."""
+        task = self.tasks[-1]
+        task.status = "completed" if isinstance(outcome, types.CallToolResult) else "failed"
+        task.outcome = outcome
+        task.ended.set()
+
+    async def _list_tools(
+        self, _ctx: Context, _params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.tool])
+
+    async def _plain_call(
+        self, _ctx: Context, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        raise MCPError(types.METHOD_NOT_FOUND, f"{params.name} runs only as a task")
+
+    async def _as_task(self, ctx: Context, call_next: CallNext) -> HandlerResult:
+        raw = ctx.params
+        if ctx.method != "tools/call" or not isinstance(raw, dict) or raw.get("task") is None:
+            return await call_next(ctx)
+        if self.refusal is not None:
+            raise MCPError(types.INVALID_PARAMS, self.refusal)
+        arguments: dict[str, Any] = raw.get("arguments") or {}
+        task = _Task(id=f"task-{len(self.tasks) + 1}", arguments=arguments)
+        self.tasks.append(task)
+        self.created.set()
+        return {"task": task.wire()}
+
+    def _find(self, task_id: str) -> _Task:
+        for task in self.tasks:
+            if task.id == task_id:
+                return task
+        raise MCPError(types.INVALID_PARAMS, f"no task {task_id}")
+
+    async def _get(self, _ctx: Context, params: types.GetTaskRequestParams) -> dict[str, Any]:
+        return self._find(params.task_id).wire()
+
+    async def _result(
+        self, _ctx: Context, params: types.GetTaskPayloadRequestParams
+    ) -> dict[str, Any]:
+        task = self._find(params.task_id)
+        await task.ended.wait()
+        if isinstance(task.outcome, MCPError):
+            raise task.outcome
+        assert task.outcome is not None
+        return task.outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async def _cancel(self, _ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
+        task = self._find(params.task_id)
+        task.status, task.message = "cancelled", "cancelled by the client"
+        self.cancelled.append(task.id)
+        self.cancel_seen.set()
+        return task.wire()

@@ -1,0 +1,154 @@
+"""A server's task-only tool (`execution.taskSupport: "required"`) offered and called as a plain
+tool: the node makes the task, follows it, and gives its result (in-process server)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from tests.servers.inprocess import text_result
+from tests.servers.task_server import TaskServer
+from toolkits.base import CallContext
+from toolkits.errors import ToolTimeout
+from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.observation import result_text
+
+pytestmark = pytest.mark.anyio
+
+Progress = tuple[float, float | None, str | None]
+
+
+def config(**keys: Any) -> McpServerConfig:
+    # The command is never run: the node gets the in-process server as its target.
+    return McpServerConfig(command="in-process", protocol="legacy", **keys)
+
+
+class Heard:
+    """The progress a call reports, and an event for the next report."""
+
+    def __init__(self) -> None:
+        self.seen: list[Progress] = []
+        self.next = anyio.Event()
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        self.seen.append((progress, total, message))
+        self.next.set()
+        self.next = anyio.Event()
+
+
+async def test_a_task_only_tool_is_offered_as_a_plain_tool_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = TaskServer()
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        (tool,) = await node.list_tools()
+    assert tool.name == "t__later"
+    assert tool.definition is not None
+    assert tool.definition.execution is None  # served on, it is a plain call: the node tasks
+    assert "task" not in caplog.text
+
+
+async def test_a_call_runs_the_task_reports_its_statuses_and_returns_its_result() -> None:
+    tasks = TaskServer()
+    heard = Heard()
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        result: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            context = CallContext(on_progress=heard)
+            result.append(await node.call_tool("t__later", {"n": 1}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await heard.next.wait()  # the task's first status
+                tasks.move("working", "halfway")
+                await heard.next.wait()
+                tasks.finish(text_result("done"))
+    assert [task.arguments for task in tasks.tasks] == [{"n": 1}]
+    assert heard.seen == [(1, None, "started"), (2, None, "halfway")]
+    assert result_text(result[0]) == "done"
+    assert not result[0].is_error
+    assert tasks.cancelled == []
+
+
+async def test_a_task_that_fails_is_the_calls_error_result() -> None:
+    tasks = TaskServer()
+    results: list[types.CallToolResult] = []
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    results.append(await node.call_tool("t__later", {}))
+
+                tg.start_soon(call)
+                await tasks.created.wait()
+                tasks.finish(MCPError(types.INTERNAL_ERROR, "the disk is full"))
+    (result,) = results
+    assert result.is_error
+    assert result_text(result) == "MCP error -32603: the disk is full"
+
+
+async def test_a_task_the_server_refuses_to_create_is_the_calls_error_result() -> None:
+    tasks = TaskServer()
+    tasks.refusal = "topic: expected a string"
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        with anyio.fail_after(10):
+            result = await node.call_tool("t__later", {"topic": 5})
+    assert result.is_error
+    assert result_text(result) == "MCP error -32602: topic: expected a string"
+    assert tasks.tasks == []
+
+
+async def test_a_cancelled_call_cancels_its_task() -> None:
+    tasks = TaskServer()
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(node.call_tool, "t__later", dict[str, Any]())
+                await tasks.created.wait()
+                tg.cancel_scope.cancel()
+            await tasks.cancel_seen.wait()
+    assert tasks.cancelled == ["task-1"]
+
+
+async def test_a_task_whose_status_stays_the_same_times_out_and_is_cancelled() -> None:
+    tasks = TaskServer()
+    async with McpToolkit("t", config(timeout=0.5), target=tasks.server) as node:
+        with (
+            anyio.fail_after(10),
+            pytest.raises(ToolTimeout, match=r"no result or progress for 0\.5 s"),
+        ):
+            await node.call_tool("t__later", {})
+    assert tasks.cancelled == ["task-1"]
+
+
+async def test_a_progress_callback_that_raises_does_not_fail_the_call(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tasks = TaskServer()
+    told = anyio.Event()
+
+    async def broken(progress: float, total: float | None, message: str | None) -> None:
+        told.set()
+        raise ValueError("the caller's bug")
+
+    results: list[types.CallToolResult] = []
+    async with McpToolkit("t", config(), target=tasks.server) as node:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+
+                async def call() -> None:
+                    context = CallContext(on_progress=broken)
+                    results.append(await node.call_tool("t__later", {}, context=context))
+
+                tg.start_soon(call)
+                await told.wait()
+                tasks.finish(text_result("done anyway"))
+    assert result_text(results[0]) == "done anyway"
+    assert "progress callback raised" in caplog.text

@@ -1,0 +1,218 @@
+"""A tool that runs only as a task (`execution.taskSupport: "required"`, 2025-11-25), called
+as any other tool: the node makes the task and waits for its end within the call.
+
+    tools/call with `task`  the server answers at once with the task (id, status, poll interval)
+    tasks/result            waits for the task's end: its `CallToolResult` (the server's
+                            requests meanwhile, an elicitation say, come on it: to the caller)
+    tasks/get               beside it, at the server's poll interval: each new status or status
+                            message is progress for the caller, and restarts the call's clock
+    tasks/cancel            when the caller cancels the call or the call times out
+
+The clock is the tool's, as for a plain call: `timeout` without a new status (stopped while the
+server waits on the caller's answer), and never past the absolute cap. The creating request goes
+raw (the SDK session's own stamp and dispatcher): the SDK client takes a `tools/call` answer
+only as a `CallToolResult`. (2026-07-28 has no tasks in the protocol, an extension there that
+the SDK does not speak: its listings carry no `execution`, so no tool of such a connection
+comes here.)
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextlib import suppress
+from typing import Any, cast
+
+import anyio
+import anyio.lowlevel
+import mcp_types
+from mcp.client.session import ClientSession
+from mcp.shared.dispatcher import CallOptions
+from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from ..base import CallContext, ProgressCallback, error_result, validation_brief
+from .connection import Connection, lost_during
+from .deadline import Deadline, timed_out
+from .error_text import protocol_error_result
+from .server_requests import CallsInFlight, InFlightCall
+
+__all__ = ["TaskCalls"]
+
+log = logging.getLogger(__name__)
+
+_TTL_MS = 3_600_000
+"""How long we ask the server to keep a task: past any call's cap, which ends it first."""
+_CANCEL_SECONDS = 2.0
+"""How long telling the server that a task was cancelled may take."""
+_POLL_SECONDS = (0.1, 1.0)
+"""The shortest interval between two `tasks/get`, and the one when the server suggests none."""
+_ENDED = ("completed", "failed", "cancelled")
+
+
+class TaskCalls:
+    """Calls of one node's task-only tools, on its live connection (see the module)."""
+
+    def __init__(self, node: str, calls: CallsInFlight) -> None:
+        self._node = node
+        self._calls = calls
+
+    async def call(
+        self,
+        conn: Connection,
+        name: str,
+        original: str,
+        arguments: Mapping[str, Any],
+        context: CallContext | None,
+        clock: tuple[float, float],
+    ) -> mcp_types.CallToolResult:
+        """The task's result. Raises `ToolTimeout`, or `ConnectionLost` when the server went
+        away; the server's error answers are error results."""
+        client = conn.client
+        assert client is not None
+        session = client.session
+        deadline = Deadline(*clock)
+        task_id: str | None = None
+        what = f"the task of {name!r}"
+        with deadline.scope:
+            tracked: InFlightCall | None = None
+            try:
+                with self._calls.track(context or CallContext(), deadline.waiting) as tracked:
+                    created: mcp_types.CreateTaskResult | mcp_types.CallToolResult | None = None
+                    # Shielded: a task the server makes is one we know of, to cancel with the call.
+                    with anyio.CancelScope(shield=True, deadline=deadline.scope.deadline):
+                        created = await _create(session, original, arguments, context)
+                    if created is None:
+                        raise timed_out(deadline, name, self._node)
+                    if isinstance(created, mcp_types.CallToolResult):
+                        return created  # answered at once (a refusal of its arguments, say)
+                    task_id = created.task.task_id
+                    await anyio.lowlevel.checkpoint()  # a cancellation meanwhile comes now
+                    on_progress = context.on_progress if context else None
+                    return await _outcome(session, created.task, deadline, on_progress)
+            except anyio.get_cancelled_exc_class():
+                # The caller's cancellation, or the clock's (then the scope ends it below).
+                if tracked is not None:
+                    await tracked.unwound()  # its client told of its questions withdrawn first
+                if task_id is not None:
+                    await _cancel(session, task_id)
+                raise
+            except MCPError as exc:
+                lost = lost_during(self._node, conn, exc, what)
+                if lost is not None:
+                    raise lost from exc
+                return protocol_error_result(exc.error)
+            except ValidationError as exc:
+                said = validation_brief(exc, "the answer")
+                return error_result(f"MCP server {self._node!r} sent a malformed {what}: {said}")
+        raise timed_out(deadline, name, self._node)
+
+
+async def _create(
+    session: ClientSession,
+    original: str,
+    arguments: Mapping[str, Any],
+    context: CallContext | None,
+) -> mcp_types.CreateTaskResult | mcp_types.CallToolResult:
+    """The server's answer to the `tools/call` asking for a task: the task, or a result."""
+    meta = (
+        cast(mcp_types.RequestParamsMeta, dict(context.meta)) if context and context.meta else None
+    )
+    request = mcp_types.CallToolRequest(
+        params=mcp_types.CallToolRequestParams(
+            name=original,
+            arguments=dict(arguments),
+            task=mcp_types.TaskMetadata(ttl=_TTL_MS),
+            _meta=meta,
+        )
+    )
+    data = request.model_dump(by_alias=True, mode="json", exclude_none=True)
+    options: CallOptions = {}
+    session._stamp(data, options)  # pyright: ignore[reportPrivateUsage]
+    dispatcher = session._dispatcher  # pyright: ignore[reportPrivateUsage]
+    raw = await dispatcher.send_raw_request(data["method"], data.get("params"), options)
+    if "task" in raw:
+        return mcp_types.CreateTaskResult.model_validate(raw, by_name=False)
+    return mcp_types.CallToolResult.model_validate(raw, by_name=False)
+
+
+async def _outcome(
+    session: ClientSession,
+    task: mcp_types.Task,
+    deadline: Deadline,
+    on_progress: ProgressCallback | None,
+) -> mcp_types.CallToolResult:
+    """The task's result (`tasks/result`), its status followed meanwhile."""
+    request = mcp_types.GetTaskPayloadRequest(
+        params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)
+    )
+    outcome: mcp_types.CallToolResult | Exception | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_follow, session, task, deadline, on_progress)
+        try:
+            outcome = await session.send_request(request, mcp_types.CallToolResult)
+        except (MCPError, ValidationError) as exc:
+            outcome = exc  # raised out of the group, not wrapped in an exception group
+        tg.cancel_scope.cancel()  # the status is told no more
+    if isinstance(outcome, Exception):
+        raise outcome
+    assert outcome is not None  # the group ends only after it is set, or raises
+    return outcome
+
+
+async def _follow(
+    session: ClientSession,
+    task: mcp_types.Task,
+    deadline: Deadline,
+    on_progress: ProgressCallback | None,
+) -> None:
+    """Poll the task's status until it ends: each change is progress (see the module)."""
+    step = 0
+    seen: tuple[str, str | None] | None = None
+    while task.status not in _ENDED:
+        if (task.status, task.status_message) != seen:
+            seen = (task.status, task.status_message)
+            step += 1
+            deadline.alive()
+            if on_progress is not None:
+                await _report(on_progress, step, task.status_message or task.status)
+        await anyio.sleep(_interval(task.poll_interval, deadline.timeout))
+        try:
+            task = await session.send_request(
+                mcp_types.GetTaskRequest(
+                    params=mcp_types.GetTaskRequestParams(task_id=task.task_id)
+                ),
+                mcp_types.GetTaskResult,
+            )
+        except (MCPError, ValidationError):
+            return  # its status is no longer told; `tasks/result` still ends the call
+
+
+async def _report(on_progress: ProgressCallback, step: int, message: str) -> None:
+    """One status as progress, whole: the result does not cut a report being relayed short
+    (it would reach a client after the result, or half). A caller's bug does not fail the call."""
+    with anyio.CancelScope(shield=True):
+        try:
+            await on_progress(step, None, message)
+        except Exception:
+            log.exception("progress callback raised")
+
+
+def _interval(suggested_ms: int | None, timeout: float) -> float:
+    """Seconds to the next poll: the server's suggestion, at least the shortest, and at most a
+    quarter of the idle timeout (a change seen late would end the call for no reason)."""
+    shortest, usual = _POLL_SECONDS
+    seconds = suggested_ms / 1000 if suggested_ms is not None else usual
+    return min(max(seconds, shortest), timeout / 4)
+
+
+async def _cancel(session: ClientSession, task_id: str) -> None:
+    """Tell the server the task is no longer wanted (bounded; a failure is its own business:
+    the task ended meanwhile, or the server is gone)."""
+    request = mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task_id))
+    with (
+        anyio.CancelScope(shield=True),
+        anyio.move_on_after(_CANCEL_SECONDS),
+        suppress(MCPError, ValidationError, RuntimeError),
+    ):
+        await session.send_request(request, mcp_types.CancelTaskResult)
