@@ -10,11 +10,13 @@ A path the context does not have is `MissingContext`: the item fails saying so b
 model is called, rather than send the model an instruction with a hole in it.
 
 A system message may also be a function of the context (in Python), returning the text (or
-an awaitable of it); placeholders in what it returns are not read.
+an awaitable of it); placeholders in what it returns are not read. What it raises fails the
+item as a missing path does (`SystemMessageFailed`), saying what it raised.
 """
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
@@ -24,7 +26,7 @@ from typing import cast
 
 from pydantic import JsonValue
 
-__all__ = ["MissingContext", "SystemPrompt", "system_message_for"]
+__all__ = ["MissingContext", "SystemMessageFailed", "SystemPrompt", "system_message_for"]
 
 SystemPrompt = Callable[[dict[str, JsonValue]], str | Awaitable[str]]
 """A system message made per item: given a copy of the item's context (`{}` when it has
@@ -33,7 +35,11 @@ none), it returns the text."""
 _PLACEHOLDER = re.compile(r"\{\{\s*(context(?:\.[^\s{}.]+)*|now|date)\s*\}\}")
 
 
-class MissingContext(ValueError):
+class SystemMessageFailed(ValueError):
+    """The item's system message could not be made: its item fails, saying why."""
+
+
+class MissingContext(SystemMessageFailed):
     """The system message names a part of the context that the item's context has not."""
 
 
@@ -43,14 +49,21 @@ async def system_message_for(
     now: datetime | None = None,
 ) -> str:
     """The system message for an item whose context is `context`, at `now` (default: the
-    clock). Raises `MissingContext`; a function's own exceptions propagate."""
-    given = dict(context or {})
+    clock). Raises `SystemMessageFailed` (`MissingContext` for a placeholder's path)."""
     if not isinstance(system_message, str):
-        made = system_message(given)
-        text = cast(object, await made if inspect.isawaitable(made) else made)
+        try:
+            made = system_message(copy.deepcopy(dict(context or {})))
+            text = cast(object, await made if inspect.isawaitable(made) else made)
+        except Exception as exc:  # the user's code, reading a context that may lack a key
+            raise SystemMessageFailed(
+                f"the system message function failed: {type(exc).__name__}: {exc}"
+            ) from exc
         if not isinstance(text, str):  # pyright trusts the annotation; users' code may not
-            raise TypeError(f"the system message function returned {type(text).__name__}, not str")
+            raise SystemMessageFailed(
+                f"the system message function returned {type(text).__name__}, not a str"
+            )
         return text
+    given = dict(context or {})
     if "{{" not in system_message:
         return system_message
     clock = now or datetime.now(UTC)

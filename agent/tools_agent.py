@@ -94,7 +94,7 @@ from .stopped import (
     unreadable_call,
     why_stopped,
 )
-from .system_prompt import MissingContext, SystemPrompt, system_message_for
+from .system_prompt import SystemMessageFailed, SystemPrompt, system_message_for
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
 
@@ -303,7 +303,7 @@ class ToolsAgent:
         try:
             # Made for each call (its clock, the context it reads); never kept in memory.
             system = await system_message_for(self.options.system_message, item.context)
-        except MissingContext as exc:
+        except SystemMessageFailed as exc:
             return _Outcome(steps, result=ItemResult(error=str(exc), steps=steps))
         try:
             history, usage = await self._history(item, index)

@@ -6,6 +6,7 @@ import json
 import re
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 from pydantic import JsonValue
@@ -120,6 +121,29 @@ async def test_a_system_message_function_gets_each_items_context_and_memory_keep
     assert items[0].context == {"language": "Spanish"}
     history = await memory.load("s1")
     assert [m.content for m in history.messages] == ["Hi", "Hola."]  # no system message
+
+
+async def test_a_system_message_function_that_fails_fails_its_item_alone() -> None:
+    def instructions(context: dict[str, JsonValue]) -> str:
+        if context.get("broken"):
+            return cast(str, 42)  # what users' code may do, whatever its annotation
+        return f"For {context['customer']}."
+
+    model = ScriptedModel(["Hello Ada."])
+    gateway = Gateway([], [agent(model, instructions)])
+    items = [
+        AgentItem(prompt="a", context={"customer": "Ada"}),
+        AgentItem(prompt="b"),
+        AgentItem(prompt="c", context={"broken": True}),
+    ]
+    result = await gateway.run("helper", items)
+    assert [(item.output, item.error) for item in result.items] == [
+        ("Hello Ada.", None),
+        (None, "the system message function failed: KeyError: 'customer'"),
+        (None, "the system message function returned int, not a str"),
+    ]
+    assert [system_of(model)] == ["For Ada."]
+    assert len(model.calls) == 1
 
 
 async def test_run_context_is_every_items_that_has_none_of_its_own() -> None:
