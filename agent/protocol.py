@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, m
 
 from .errors import StateError
 from .messages import AssistantMessage, MediaRecord, Usage
-from .well_formed import well_formed_text
+from .well_formed import well_formed, well_formed_text
 
 __all__ = [
     "METADATA_VERSION",
@@ -60,11 +60,23 @@ class AgentItem(_Model):
 
     prompt: str
     session_id: str | None = None
+    context: dict[str, JsonValue] | None = Field(default=None, exclude_if=_is_none)
+    """What the run is for, as the caller gives it (a customer, a locale, ...): read by the
+    system message's placeholders (`system_prompt`) and given to local tools that ask for it;
+    never sent to the model as such. Written only when set: an item without it reads as it
+    did before it existed."""
 
     @field_validator("prompt", "session_id")
     @classmethod
     def _well_formed(cls, value: str | None) -> str | None:
         return value if value is None else well_formed_text(value)
+
+    @field_validator("context")
+    @classmethod
+    def _well_formed_context(
+        cls, value: dict[str, JsonValue] | None
+    ) -> dict[str, JsonValue] | None:
+        return value if value is None else cast(dict[str, JsonValue], well_formed(value))
 
 
 class Action(_Model):

@@ -94,6 +94,7 @@ from .stopped import (
     unreadable_call,
     why_stopped,
 )
+from .system_prompt import SystemMessageFailed, SystemPrompt, system_message_for
 
 __all__ = ["DEFAULT_SYSTEM_MESSAGE", "AgentOptions", "ToolsAgent", "WarningCallback"]
 
@@ -106,7 +107,9 @@ know of: history left out to fit the context window, a summary that failed."""
 
 @dataclass(frozen=True, slots=True)
 class AgentOptions:
-    system_message: str = DEFAULT_SYSTEM_MESSAGE
+    system_message: str | SystemPrompt = DEFAULT_SYSTEM_MESSAGE
+    """Its text, with placeholders for the item's context, the date and time; or a function
+    of the context that makes it (`system_prompt`)."""
     max_iterations: int = 10
     """Model calls per item."""
     return_intermediate_steps: bool = False
@@ -298,8 +301,13 @@ class ToolsAgent:
             )
         usage = Usage()
         try:
+            # Made for each call (its clock, the context it reads); never kept in memory.
+            system = await system_message_for(self.options.system_message, item.context)
+        except SystemMessageFailed as exc:
+            return _Outcome(steps, result=ItemResult(error=str(exc), steps=steps))
+        try:
             history, usage = await self._history(item, index)
-            messages = await self._within_window(history, item, index, steps)
+            messages = await self._within_window(system, history, item, index, steps)
             with order.calling(index) if order is not None else nullcontext():
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
@@ -433,6 +441,7 @@ class ToolsAgent:
 
     async def _within_window(
         self,
+        system: str,
         history: list[ChatMessage],
         item: AgentItem,
         index: int,
@@ -442,7 +451,7 @@ class ToolsAgent:
         model's context window loses its oldest turns for this call (they stay stored; the
         warning says so): a session that outgrew the window would otherwise fail every turn
         from then on, whatever was asked."""
-        messages = prompt_messages(self.options.system_message, history, item.prompt, steps)
+        messages = prompt_messages(system, history, item.prompt, steps)
         if not history or not self._knows_window:
             return messages
         window = await cast(ReportsContextWindow, self.model).context_window()
@@ -451,7 +460,7 @@ class ToolsAgent:
             return messages
         fitted = fit_history(
             history,
-            prompt_messages(self.options.system_message, [], item.prompt, steps),
+            prompt_messages(system, [], item.prompt, steps),
             offered,
             window,
         )
@@ -468,7 +477,7 @@ class ToolsAgent:
                 f"{' and '.join(parts)}. The memory's max_tokens (or turns) sets how much of "
                 "the history the model sees; /reset or `sessions delete` starts afresh.",
             )
-        return prompt_messages(self.options.system_message, fitted.messages, item.prompt, steps)
+        return prompt_messages(system, fitted.messages, item.prompt, steps)
 
     async def _history(self, item: AgentItem, index: int) -> tuple[list[ChatMessage], Usage]:
         """The item's session history, summarising first what fell out of its window.

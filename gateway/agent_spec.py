@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from agent import AgentOptions, ChatMemory, ChatModel
+from agent.system_prompt import SystemPrompt
 from toolkits import Tool
 
 from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
@@ -40,7 +41,7 @@ class AgentSpec:
             self.name,
             self.description,
             tools=self.tools,
-            instructions=self.options.system_message,
+            instructions=_text_of(self.options.system_message),
         )
 
 
@@ -56,6 +57,11 @@ class AgentNode:
 
     async def list_tools(self) -> Sequence[Tool]:
         return [agent_as_tool(self.spec)]
+
+
+def _text_of(system_message: str | SystemPrompt) -> str:
+    """A system message's text, for a description: none for one made per run."""
+    return system_message if isinstance(system_message, str) else ""
 
 
 def agent_as_tool(spec: AgentSpec) -> Tool:

@@ -69,11 +69,20 @@ SERVED_INPUT_SCHEMA: dict[str, Any] = {
             "on its own (in the agent's batches).",
             "items": {
                 "type": "object",
-                "properties": {"prompt": {"type": "string"}, "session_id": {"type": "string"}},
+                "properties": {
+                    "prompt": {"type": "string"},
+                    "session_id": {"type": "string"},
+                    "context": {"type": "object", "description": "This item's own `context`."},
+                },
                 "required": ["prompt"],
                 "additionalProperties": False,
             },
             "minItems": 1,
+        },
+        "context": {
+            "type": "object",
+            "description": "Facts for this run (a customer, a locale, ...): the agent's "
+            "instructions and tools read them. With `items`: each item's that has none.",
         },
     },
     "additionalProperties": False,

@@ -18,6 +18,7 @@ from pydantic import JsonValue
 from agent import AgentItem, ChatMemory, ChatModel, MediaPart, Usage
 from toolkits import (
     CallContext,
+    CallInfo,
     HasHealth,
     HasIdleTimeout,
     HasOutputCap,
@@ -38,6 +39,7 @@ from .agent_answers import ModelAnswers
 from .agent_spec import AgentNode, AgentSpec, agent_as_tool
 from .agent_tool import answer_data, reported_usage
 from .approval import ApprovalRule, Approver, agent_rule_of, node_rule_of
+from .call_info import with_context
 from .catalog import claim, list_each, same_objects
 from .errors import ConfigError, DepthExceeded, UnknownAgent, UnknownTool
 from .item_results import outputs
@@ -126,6 +128,7 @@ class Gateway:
         started_by: str | None = None,
         approver: Approver | None = None,
         questions: ClientQuestions | str = UNATTENDED,
+        context: Mapping[str, JsonValue] | None = None,
     ) -> RunResult:
         """Run `agent` on one prompt (or several items) to the end.
 
@@ -139,7 +142,9 @@ class Gateway:
         decides on the calls that need a person's approval (`gateway.approval`); `questions`
         answers the elicitations of its tools' servers (the MCP client attending a served run),
         or says why nobody can. A `session_id` continues that conversation in the agent's chat
-        memory: `ValueError` when it has none (see `resume`).
+        memory: `ValueError` when it has none (see `resume`). `context` (a JSON object) is the
+        run's context, for the system message's placeholders and the local tools that take a
+        `CallInfo`: every item's that has none of its own. It is stored with the run.
         """
         if not isinstance(prompt, str) and session_id is not None:
             raise ValueError("session_id goes with a prompt; items carry their own session_id")
@@ -150,6 +155,7 @@ class Gateway:
         )
         if not items:
             raise ValueError("no items to run: give a prompt, or one item or more")
+        items = with_context(items, context)
         state = RunState(run_id=new_id(), agent=agent, items=items, started_by=started_by)
         return await self.resume(
             state,
@@ -334,6 +340,7 @@ class Gateway:
             quota or self.client_quota(),
             meta={**(context.meta if context and context.meta else {}), HOPS_META_KEY: hops + 1},
             caller=context,
+            info=context.info if context and context.info else CallInfo(subject=subject),
         )
         return call.result
 
@@ -350,12 +357,14 @@ class Gateway:
         agent: RunContext | None = None,
         call_id: str | None = None,
         item: int = 0,
+        info: CallInfo | None = None,
     ) -> NodeCall:
         """The one way a node's tool is called: bounded by the limits, traced (its progress
         and its server's log messages noted, after the `caller`'s own handlers had them), its
         result read for the model. For an `agent`'s call, the agent's model answers the
         server's sampling requests (`ModelAnswers`: as many as the node allows, their usage
-        the call's). The node's errors propagate."""
+        the call's). `info` (else the `caller`'s) tells a local tool who and what the call is
+        for. The node's errors propagate."""
         node = self.nodes[tool.source_node]
         cap = node.max_output if isinstance(node, HasOutputCap) else DEFAULT_MAX_CHARS
         caller = caller or CallContext()
@@ -427,6 +436,7 @@ class Gateway:
                     owner=owner,
                     answerable=answerable,
                     on_elicitation_complete=complete,
+                    info=info or caller.info,
                 )
                 try:
                     result = await node.call_tool(tool.name, arguments, context=context)

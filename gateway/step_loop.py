@@ -25,7 +25,6 @@ from agent import (
     Action,
     ActionResponse,
     AgentError,
-    AgentItem,
     AgentResult,
     ChatMemory,
     ChatModel,
@@ -49,6 +48,7 @@ from .approval import (
     ExpectsSteps,
     rejection,
 )
+from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
@@ -414,6 +414,7 @@ class StepLoop:
                 agent=context,
                 call_id=action.tool_call_id,
                 item=action.item_index,
+                info=info_for(context, saver.state, action),
             )
         except NodeStopped:
             raise  # the gateway is stopping: the call had no outcome to tell the model of
@@ -453,7 +454,7 @@ class StepLoop:
             else RunState(
                 run_id=context.tracer.run_id,
                 agent=inner.name,
-                items=[AgentItem(prompt=prompt)],
+                items=[sub_item(prompt, saver.state, action)],
                 started_by=context.tracer.subject,
             )
         )

@@ -13,10 +13,23 @@ from pathlib import Path
 
 import anyio
 
+from toolkits import CallInfo
+
 
 def shout(text: str, times: int = 1) -> str:
     """Repeat a text in capitals."""
     return " ".join([text.upper()] * times)
+
+
+def whose_call(question: str, info: CallInfo) -> dict[str, object]:
+    """Say who and what the call is for (the run's context, its agent and session)."""
+    return {
+        "question": question,
+        "context": dict(info.context),
+        "agent": info.agent,
+        "session_id": info.session_id,
+        "run_id": info.run_id,
+    }
 
 
 async def wait_until_cancelled(marker: str) -> str:

@@ -106,6 +106,31 @@ def test_a_relative_scripted_model_is_recorded_so_resume_finds_it_from_elsewhere
     assert str(config) not in err
 
 
+def test_a_resumed_run_keeps_the_context_it_started_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --context` is stored with the run: `resume`, in a new gateway, gives the same
+    context to the tools its model calls (and to its system message)."""
+    who = {"name": "who", "arguments": {"question": "q"}}
+    script = write(tmp_path / "first.json", [{"tool_calls": [who]}])
+    config = write(
+        tmp_path / "c.toml",
+        '[tools.who]\npython = "tests.sample_tools:whose_call"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["who"]\n'
+        'system = "For {{ context.customer }}."\n',
+    )
+    context = '{"customer": "Ada"}'
+    state = ["--state-dir", str(tmp_path / "runs")]
+    resume = stopped_run(capsys, "--config", str(config), "--context", context, *state)
+    assert "--context" not in resume  # the state has it
+    write(script, [{"tool_calls": [who]}, {"content": "It is Ada."}])
+    assert main([*resume, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["output"] == "It is Ada."
+    told = [json.loads(step["observation"])["context"] for step in out["steps"]]
+    assert told == [{"customer": "Ada"}, {"customer": "Ada"}]  # before the stop, and after
+
+
 def test_a_changed_config_is_refused_unless_forced(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .background import in_background
     from .base import (
         CallContext,
+        CallInfo,
         ElicitationCompleteHandler,
         ProgressCallback,
         ServerLogHandler,
@@ -66,6 +67,7 @@ __all__ = [
     "AuthorizationRequired",
     "Backoff",
     "CallContext",
+    "CallInfo",
     "Catalog",
     "ConnectionLost",
     "ElicitationCompleteHandler",
@@ -122,6 +124,7 @@ _WHERE = {
     "AuthorizationRequired": ".errors",
     "Backoff": ".mcp",
     "CallContext": ".base",
+    "CallInfo": ".base",
     "Catalog": ".capabilities",
     "ConnectionLost": ".errors",
     "ElicitationCompleteHandler": ".base",

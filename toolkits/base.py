@@ -6,8 +6,9 @@ many tools, told which one by name, rather than a node that is its one tool). Re
 
 What a caller gives one call besides its arguments travels in a `CallContext`: where progress
 goes, the request's `_meta`, where the server's log messages go, and who answers the requests
-a server sends its client mid-call (sampling, elicitation, roots). Nodes that cannot report or
-ask ignore what they do not use. What only some nodes offer (health, prompts and resources,
+a server sends its client mid-call (sampling, elicitation, roots), and who and what the call
+is for (`CallInfo`, for local tools). Nodes that cannot report or ask ignore what they do not
+use. What only some nodes offer (health, prompts and resources,
 change notifications) is in `capabilities`.
 """
 
@@ -30,6 +31,7 @@ from pydantic import ValidationError
 
 __all__ = [
     "CallContext",
+    "CallInfo",
     "ElicitationCompleteHandler",
     "ProgressCallback",
     "ServerLogHandler",
@@ -52,6 +54,28 @@ ServerLogHandler = Callable[[LoggingMessageNotificationParams], Awaitable[None]]
 ElicitationCompleteHandler = Callable[[str], Awaitable[None]]
 """Told the id of a URL-mode elicitation its caller was asked during the call, which the server
 says is complete (`notifications/elicitation/complete`, 2025-11-25)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """Who and what one call is for, as plain data its caller fills (the gateway: a run's
+    agent, or an MCP client's proxied call). A local function tool gets it in a parameter
+    annotated `CallInfo`, which is not one of the tool's arguments (`function`)."""
+
+    run_id: str | None = None
+    """The run the call is made in; None for an MCP client's own call of the tool."""
+    agent: str | None = None
+    """The agent that called it (a sub-agent's name inside an agent run as a tool)."""
+    session_id: str | None = None
+    """The chat memory session of the item the call is for, if any."""
+    subject: str | None = None
+    """Who asked: the authenticated subject of the MCP client (served with OAuth or tokens)."""
+    context: Mapping[str, Any] = field(default_factory=dict[str, Any])
+    """The run's context (a JSON object its caller gave), for the call's item: `{}` if none."""
+    tool_call_id: str | None = None
+    """The model's id of this call."""
+    item: int | None = None
+    """The run's item the call is for (0 for a run of one question)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +103,9 @@ class CallContext:
     on_elicitation_complete: ElicitationCompleteHandler | None = None
     """Where the server's word that a URL-mode elicitation put to `answer` is complete goes,
     while the call is in flight (after, and for other calls' elicitations, it goes nowhere)."""
+    info: CallInfo | None = None
+    """Who and what the call is for, for the nodes that tell their tools (local functions);
+    MCP servers are not sent it."""
 
 
 @dataclass(frozen=True, slots=True)

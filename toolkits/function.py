@@ -5,7 +5,9 @@ schema the model sees and validates the arguments it sends. Any parameter name w
 `schema`, `model_config`): the model's fields carry the real names as aliases. A
 `functools.partial` offers the parameters it leaves open (those it binds are not the model's
 to choose), a callable object its `__call__`'s. A node holding one function is a plain tool
-(called with its arguments); a node holding several is a toolkit (routed by name).
+(called with its arguments); a node holding several is a toolkit (routed by name). A parameter
+annotated `CallInfo` (or `CallInfo | None`) is no argument: the call's `CallInfo` (from its
+`CallContext`, else an empty one) fills it.
 
 What a function returns becomes JSON once, by pydantic's rules (`to_jsonable_python`: models
 and dataclasses as objects, datetimes ISO 8601, `Decimal` and `UUID` as strings, tuples and
@@ -39,7 +41,8 @@ import threading
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, cast, get_type_hints, overload
+from types import UnionType
+from typing import Annotated, Any, Union, cast, get_args, get_origin, get_type_hints, overload
 
 import anyio.to_thread
 from mcp_types import (
@@ -55,7 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaWarningKind
 from pydantic_core import to_jsonable_python
 
-from .base import CallContext, Tool, error_result, validation_brief
+from .base import CallContext, CallInfo, Tool, error_result, validation_brief
 from .errors import NoSuchTool, ToolTimeout
 from .observation import DEFAULT_MAX_CHARS
 
@@ -106,6 +109,8 @@ class FunctionTool:
     """Run a plain function in a worker thread; False for quick pure functions (saves ~150 us)."""
     timeout: float | None = None
     """Seconds a call may take (None: no limit); then it fails with `ToolTimeout`."""
+    injected: tuple[str, ...] = ()
+    """Parameters annotated `CallInfo`: not arguments, each given the call's `CallInfo`."""
     _is_async: bool = field(init=False, repr=False, compare=False)
     _positional: tuple[str, ...] = field(init=False, repr=False, compare=False)
     """Parameters passed by position (positional-only ones), in order."""
@@ -121,10 +126,11 @@ class FunctionTool:
         return schema
 
     async def __call__(
-        self, arguments: Mapping[str, Any], *, node: str | None = None
+        self, arguments: Mapping[str, Any], *, node: str | None = None, info: CallInfo | None = None
     ) -> CallToolResult:
-        """Call the function with `arguments` (of node `node`, by default the tool's name).
-        Raises `ToolTimeout` past `timeout`."""
+        """Call the function with `arguments` (of node `node`, by default the tool's name),
+        and `info` (else an empty `CallInfo`) for its `injected` parameters. Raises
+        `ToolTimeout` past `timeout`."""
         try:
             parsed = self.arguments.model_validate(dict(arguments))
         except ValidationError as exc:
@@ -133,9 +139,11 @@ class FunctionTool:
             )
         # Fields may be stand-ins for names pydantic keeps for itself: the alias is the real one.
         kwargs = {
-            info.alias or name: getattr(parsed, name)
-            for name, info in type(parsed).model_fields.items()
+            declared.alias or name: getattr(parsed, name)
+            for name, declared in type(parsed).model_fields.items()
         }
+        for name in self.injected:
+            kwargs[name] = info or CallInfo()
         args = [kwargs.pop(name) for name in self._positional if name in kwargs]
         if self.timeout is None:
             return await self._call(args, kwargs)
@@ -226,13 +234,15 @@ def function_tool(
 
     def wrap(fn: Callable[..., Any]) -> FunctionTool:
         tool_name = _tool_name(fn, name)
+        arguments, injected = _arguments_model(fn, tool_name)
         return FunctionTool(
             name=tool_name,
             description=description or _description(fn),
             function=fn,
-            arguments=_arguments_model(fn, tool_name),
+            arguments=arguments,
             blocking=blocking,
             timeout=timeout,
+            injected=injected,
         )
 
     return wrap(function) if function is not None else wrap
@@ -300,7 +310,7 @@ class FunctionToolkit:
         tool = self._tools.get(name)
         if tool is None:
             raise NoSuchTool(f"node {self._name!r} has no tool {name!r}")
-        return await tool(arguments, node=self._name)
+        return await tool(arguments, node=self._name, info=context.info if context else None)
 
 
 def _innermost(fn: Callable[..., Any]) -> tuple[Callable[..., Any], frozenset[str]]:
@@ -370,7 +380,10 @@ def _description(fn: Callable[..., Any]) -> str:
     return inspect.cleandoc(doc or "")
 
 
-def _arguments_model(fn: Callable[..., Any], tool_name: str) -> type[BaseModel]:
+def _arguments_model(
+    fn: Callable[..., Any], tool_name: str
+) -> tuple[type[BaseModel], tuple[str, ...]]:
+    """The model of `fn`'s arguments, and its parameters the caller fills (`CallInfo`)."""
     target, bound = _innermost(fn)
     annotated: Any = target if _is_routine(target) else type(target).__call__
     if isinstance(annotated, type):
@@ -381,19 +394,36 @@ def _arguments_model(fn: Callable[..., Any], tool_name: str) -> type[BaseModel]:
     except (NameError, TypeError, ValueError) as exc:
         raise TypeError(f"{tool_name}: cannot read its parameters' types: {exc}") from exc
     fields: dict[str, Any] = {}
+    injected: list[str] = []
     for param in parameters:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"{tool_name}: *args and **kwargs cannot become tool arguments")
         if param.name in bound:  # a partial fixed it: not the model's to choose
             continue
         annotation = hints.get(param.name, Any)
+        if _is_call_info(annotation):  # filled per call, not the model's to give
+            injected.append(param.name)
+            continue
         default = ... if param.default is param.empty else param.default
         # Fields named apart from the parameters, which pydantic might refuse (`model_dump`),
         # keep private (`_x`, `model_config`) or warn about (`schema`); the alias is the name
         # the model sees, validation takes and errors report.
         fields[f"p{len(fields)}"] = (annotation, Field(default, alias=param.name))
     config = ConfigDict(extra="forbid")
-    return create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    model = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    return model, tuple(injected)
+
+
+def _is_call_info(annotation: Any) -> bool:
+    """`CallInfo`, `CallInfo | None` (or `Optional`, `Annotated` around either)."""
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is CallInfo:
+        return True
+    if get_origin(annotation) in (Union, UnionType):
+        members = [a for a in get_args(annotation) if a is not type(None)]
+        return members == [CallInfo]
+    return False
 
 
 def _result(value: Any, tool_name: str) -> CallToolResult:

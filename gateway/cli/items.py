@@ -7,7 +7,7 @@ for agents with an output schema), so a run that stops or is interrupted has pri
 finished. With `--json`, a last line for the run: `{"run_id", "agent", "status", "error",
 "items", "finished", "failed", "usage", "iterations"}` (no `index`; `status` as `run --json`
 words it), also when it stopped. Any item failed: a line on stderr says how many, and exit
-code 1.
+code 1. A line's object may give the item's own `"context": {...}` too.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ async def read_items(path: str) -> list[AgentItem]:
         except (json.JSONDecodeError, ValidationError) as exc:
             raise GatewayError(
                 f"{path}:{number}: an item is a JSON string or "
-                f'{{"prompt": "...", "session_id": "..."}}: {exc}'
+                f'{{"prompt": "...", "session_id": "...", "context": {{...}}}}: {exc}'
             ) from exc
         if not item.prompt.strip():  # as an agent called as a tool refuses it
             raise GatewayError(f"{path}:{number}: the item's prompt is empty (or only spaces)")

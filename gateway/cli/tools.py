@@ -14,6 +14,7 @@ from typing import Any, NoReturn, cast
 
 import anyio
 from mcp_types import CallToolResult
+from pydantic import JsonValue
 
 from agent import AgentError, AgentItem
 from agent.model_json import NotModelJson, read_model_json
@@ -168,7 +169,14 @@ async def _call_agent(
     if as_json:
         with_steps(gateway, name)
     session = arguments.get("session_id")
-    item = AgentItem(prompt=prompt, session_id=session if isinstance(session, str) else None)
+    context = arguments.get("context")
+    if context is not None and not isinstance(context, dict):
+        raise GatewayError(f"agent {name!r}: `context` must be a JSON object")
+    item = AgentItem(
+        prompt=prompt,
+        session_id=session if isinstance(session, str) else None,
+        context=cast(dict[str, JsonValue] | None, context),
+    )
     state = RunState(run_id=new_id(), agent=name, items=[item])
     latest: list[RunState] = []
 

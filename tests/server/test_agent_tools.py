@@ -20,7 +20,7 @@ from agent import (
 from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.config import GatewaySettings
 from gateway.server import build_server
-from toolkits import FunctionToolkit, calculator
+from toolkits import CallInfo, FunctionToolkit, calculator, function_tool
 
 from .proxying import set_log_level
 from .support import (
@@ -58,7 +58,9 @@ async def test_agents_are_listed_with_their_description_and_schemas(era: str) ->
     schema = tools["assistant"].input_schema
     # `prompt` or `items`: said in words, since providers refuse a top-level anyOf / oneOf.
     assert not {"required", "anyOf", "oneOf", "allOf"} & set(schema)
-    assert set(schema["properties"]) == {"prompt", "session_id", "items"}
+    assert set(schema["properties"]) == {"prompt", "session_id", "items", "context"}
+    assert schema["properties"]["context"]["type"] == "object"
+    assert "context" in schema["properties"]["items"]["items"]["properties"]
     assert "Give this, or `items` (not both)" in schema["properties"]["prompt"]["description"]
     assert tools["assistant"].output_schema is not None
 
@@ -131,6 +133,49 @@ async def test_session_id_continues_a_conversation(era: str) -> None:
     second_call_messages = [m.content for m in model.calls[1][0]]
     assert "I am Ada" in second_call_messages
     assert "Hello Ada." in second_call_messages
+
+
+async def test_a_served_run_has_the_context_its_client_gives(era: str) -> None:
+    """A client gives the run's `context` (and an item its own): the system message and the
+    local tools read it; a placeholder it lacks fails the item, saying so."""
+    told: list[CallInfo] = []
+
+    @function_tool
+    def account(info: CallInfo) -> str:
+        """The caller's account."""
+        told.append(info)
+        return f"account of {info.context.get('customer')}"
+
+    model = ScriptedModel([call("account"), "Ada's account.", "B.", "C."])
+    spec = AgentSpec(
+        name="helper",
+        model=model,
+        tools=["account"],
+        options=AgentOptions(system_message="You serve {{ context.customer }}."),
+    )
+    gateway = Gateway([FunctionToolkit("account", [account])], [spec])
+    async with Client(serve(gateway), mode=era) as client:
+        one = await client.call_tool("helper", {"prompt": "Mine?", "context": {"customer": "Ada"}})
+        items = [{"prompt": "b"}, {"prompt": "c", "context": {"customer": "Cy"}}]
+        many = await client.call_tool("helper", {"items": items, "context": {"customer": "Bo"}})
+        lacking = await client.call_tool("helper", {"prompt": "Hi"})
+        bad = await client.call_tool("helper", {"prompt": "Hi", "context": ["Ada"]})
+    assert not one.is_error
+    assert one.structured_content is not None
+    assert one.structured_content["output"] == "Ada's account."
+    assert [info.context for info in told] == [{"customer": "Ada"}]
+    assert told[0].agent == "helper"
+    assert told[0].run_id is not None
+    systems = [str(sent[0].content) for sent, _ in model.calls]
+    assert systems == ["You serve Ada."] * 2 + ["You serve Bo.", "You serve Cy."]
+    assert not many.is_error
+    assert lacking.is_error
+    assert "the system message uses {{ context.customer }}, but the run's context has no " in (
+        str(lacking.content[0].model_dump())
+    )
+    assert bad.is_error
+    assert "invalid arguments for agent 'helper': context: " in str(bad.content[0].model_dump())
+    assert len(model.calls) == 4  # neither of the last two reached the model
 
 
 async def test_a_run_that_hits_max_iterations_is_an_error_result(era: str) -> None:

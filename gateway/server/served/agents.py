@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, model_validator
 from pydantic_core import ErrorDetails
 
 from agent import AgentError, AgentItem, ItemResult
@@ -28,6 +28,7 @@ from toolkits import ToolkitError, error_result, in_background
 
 from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, usage_meta
 from ...approval import ApprovalRequest
+from ...call_info import with_context
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
@@ -123,6 +124,7 @@ class _Arguments(BaseModel):
     prompt: str | None = None
     session_id: str | None = None
     items: list[AgentItem] | None = Field(default=None, min_length=1)
+    context: dict[str, JsonValue] | None = None
 
     @model_validator(mode="after")
     def _prompt_or_items(self) -> _Arguments:
@@ -139,9 +141,9 @@ class _Arguments(BaseModel):
 
     def agent_items(self) -> list[AgentItem]:
         if self.items is not None:
-            return self.items
+            return with_context(self.items, self.context)
         assert self.prompt is not None
-        return [AgentItem(prompt=self.prompt, session_id=self.session_id)]
+        return [AgentItem(prompt=self.prompt, session_id=self.session_id, context=self.context)]
 
 
 def _arguments(agent: str, given: dict[str, Any] | None) -> _Arguments | types.CallToolResult:
