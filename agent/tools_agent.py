@@ -64,6 +64,16 @@ from .output import (
     OutputSchema,
     structured_answer,
 )
+from .output_validator import (
+    AnswerInfo,
+    ModelRetry,
+    OutputValidator,
+    ValidatorFailed,
+    check_validator,
+    failed_after,
+    told_again,
+    validated_answer,
+)
 from .protocol import (
     Action,
     AgentItem,
@@ -119,7 +129,10 @@ class AgentOptions:
     output: OutputSchema | None = None
     """The schema answers must fit (see `agent.output`); the run's outputs are then JSON."""
     output_retries: int = 1
-    """Answers that do not fit the schema sent back to the model before the item fails."""
+    """Answers that do not fit the schema (or that `output_validator` refused) sent back to
+    the model before the item fails."""
+    output_validator: OutputValidator | None = None
+    """Checks each answer beyond the schema, and may change it (see `agent.output_validator`)."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -130,6 +143,8 @@ class AgentOptions:
             raise ValueError("delay_between_batches cannot be negative")
         if self.output_retries < 0:
             raise ValueError("output_retries cannot be negative")
+        if self.output_validator is not None:
+            check_validator(self.output_validator)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,39 +349,68 @@ class ToolsAgent:
             if renamed and self.on_warning is not None:
                 await self.on_warning(index, renamed_calls_notice(renamed))
         output = self.options.output
+        value: JsonValue | object = NOT_AN_ANSWER
         if output is not None:
             try:
                 value = structured_answer(output, answer)
             except OutputInvalid as invalid:
-                failures = state.invalid_answers.get(index, 0) + 1
-                retries = self.options.output_retries
-                if failures > retries:
-                    after = "1 retry" if retries == 1 else f"{retries} retries"
-                    error = (
-                        f"the model's answer did not fit the output schema after {after}: "
-                        f"{invalid.what}"
-                    )
-                    return _Outcome(
-                        steps,
-                        usage=usage,
-                        called_model=True,
-                        result=ItemResult(error=error, steps=steps),
-                    )
-                outcome = self._send_back(answer, index, steps, invalid)
-                outcome.usage, outcome.invalid_answer = usage, True
-                return outcome
-            if value is not NOT_AN_ANSWER:
-                return await self._finish(item, index, steps, answer, usage, value)
-        if answer.tool_calls:
+                return self._refused(answer, index, steps, usage, state, invalid)
+        if value is NOT_AN_ANSWER and answer.tool_calls:
             answered_here, actions = self._plan(answer, index, steps)
-            return _Outcome(
-                steps + answered_here,
-                usage=usage,
-                called_model=True,
-                answer=answer,
-                actions=actions,
+            sent = steps + answered_here
+            return _Outcome(sent, usage, called_model=True, answer=answer, actions=actions)
+        if self.options.output_validator is not None:
+            retry = state.invalid_answers.get(index, 0)
+            info = AnswerInfo(item.prompt, index, item.session_id, retry, self.run_id)
+            try:
+                answer, value = await validated_answer(
+                    self.options.output_validator, output, answer, value, info
+                )
+            except ModelRetry as refused:
+                refusal = OutputInvalid([str(refused)], what=str(refused))
+                return self._refused(answer, index, steps, usage, state, refusal, validator=True)
+            except ValidatorFailed as exc:
+                failed = ItemResult(error=str(exc), steps=steps)
+                return _Outcome(steps, usage=usage, called_model=True, result=failed)
+        return await self._finish(item, index, steps, answer, usage, value)
+
+    def _refused(
+        self,
+        answer: AssistantMessage,
+        index: int,
+        steps: list[ToolCallStep],
+        usage: Usage,
+        state: AgentRequestMetadata,
+        invalid: OutputInvalid,
+        *,
+        validator: bool = False,
+    ) -> _Outcome:
+        """An answer the schema or the validator refused goes back to the model with what is
+        wrong; past `output_retries`, the item fails."""
+        retries = self.options.output_retries
+        if state.invalid_answers.get(index, 0) >= retries:
+            failed = ItemResult(error=failed_after(retries, invalid, validator), steps=steps)
+            return _Outcome(steps, usage=usage, called_model=True, result=failed)
+        problem = told_again(self.options.output, invalid, validator)
+        actions: list[Action] = []
+        if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
+            retry = ToolCallStep(
+                tool_call_id=f"retry_{len(steps) + 1}",
+                tool=FINAL_RESULT_TOOL if self.options.output is not None else "",
+                tool_input={},
+                observation=problem,
+                message=answer,
             )
-        return await self._finish(item, index, steps, answer, usage, NOT_AN_ANSWER)
+            sent = [*steps, retry]
+        else:
+            answered, actions = self._plan(answer, index, steps)
+            sent = steps + [
+                s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
+                for s in answered
+            ]
+        return _Outcome(
+            sent, usage, called_model=True, answer=answer, actions=actions, invalid_answer=True
+        )
 
     async def _finish(
         self,
@@ -398,34 +442,6 @@ class ToolsAgent:
         keep = steps if self.options.return_intermediate_steps else None
         result = ItemResult(output=text, structured=cast(JsonValue, structured), steps=keep)
         return _Outcome(steps, usage=usage, called_model=True, result=result)
-
-    def _send_back(
-        self,
-        answer: AssistantMessage,
-        index: int,
-        steps: list[ToolCallStep],
-        invalid: OutputInvalid,
-    ) -> _Outcome:
-        """An answer that does not fit the schema goes back to the model with what is wrong."""
-        problem = (
-            f"{ERROR_PREFIX}the answer does not fit the output schema: {invalid}. "
-            f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
-        )
-        if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
-            retry = ToolCallStep(
-                tool_call_id=f"retry_{len(steps) + 1}",
-                tool=FINAL_RESULT_TOOL,
-                tool_input={},
-                observation=problem,
-                message=answer,
-            )
-            return _Outcome([*steps, retry], called_model=True, answer=answer)
-        answered, actions = self._plan(answer, index, steps)
-        answered = [
-            s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
-            for s in answered
-        ]
-        return _Outcome(steps + answered, called_model=True, answer=answer, actions=actions)
 
     def _offered(self) -> Sequence[ToolDefinition]:
         output = self.options.output
