@@ -140,14 +140,19 @@ async def validated_answer(
         ) from None
 
 
-def told_again(output: OutputSchema | None, refused: OutputInvalid, validator: bool) -> str:
-    """What the model is told of an answer the schema (or the validator) refused."""
+def told_again(
+    output: OutputSchema | None, refused: OutputInvalid, validator: bool, native: bool
+) -> str:
+    """What the model is told of an answer the schema (or the validator) refused; `native`:
+    it answers in JSON text, not by a `final_result` call."""
     why = "was not accepted" if validator else "does not fit the output schema"
-    again = (
-        "Answer again, corrected."
-        if output is None
-        else f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
-    )
+    again = "Answer again, corrected."
+    if output is not None:
+        again = (
+            "Answer again with corrected JSON."
+            if native
+            else f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
+        )
     return f"{ERROR_PREFIX}the answer {why}: {refused}. {again}"
 
 

@@ -49,21 +49,10 @@ from .errors import (
 )
 from .memory import ChatMemory, summarise
 from .memory.summary import SUMMARY_INPUT_TOKENS
-from .messages import (
-    AssistantMessage,
-    ChatMessage,
-    ToolDefinition,
-    Usage,
-    UserMessage,
-)
+from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
 from .model import ChatModel
-from .output import (
-    FINAL_RESULT_TOOL,
-    NOT_AN_ANSWER,
-    OutputInvalid,
-    OutputSchema,
-    structured_answer,
-)
+from .native_output import OutputMode, held_to, native_schema
+from .output import FINAL_RESULT_TOOL, NOT_AN_ANSWER, OutputInvalid, OutputSchema, structured_answer
 from .output_validator import (
     AnswerInfo,
     ModelRetry,
@@ -133,6 +122,11 @@ class AgentOptions:
     the model before the item fails."""
     output_validator: OutputValidator | None = None
     """Checks each answer beyond the schema, and may change it (see `agent.output_validator`)."""
+    output_mode: OutputMode = "tool"
+    """How answers are held to `output`: a `final_result` tool, or the provider's own
+    structured output (`"native"`, see `agent.native_output`)."""
+    native_schema: dict[str, JsonValue] | None = field(init=False, default=None)
+    """`output`'s schema as the provider gets it, in native mode."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -145,6 +139,7 @@ class AgentOptions:
             raise ValueError("output_retries cannot be negative")
         if self.output_validator is not None:
             check_validator(self.output_validator)
+        object.__setattr__(self, "native_schema", native_schema(self.output, self.output_mode))
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,7 +301,7 @@ class ToolsAgent:
         order: StepCalls | None = None,
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
-        steps = build_steps(response, index)
+        steps, options = build_steps(response, index), self.options
         if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
                 steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
@@ -315,7 +310,7 @@ class ToolsAgent:
         try:
             history, usage = await self._history(item, index)
             messages = await self._within_window(history, item, index, steps)
-            with order.calling(index) if order is not None else nullcontext():
+            with order.calling(index) if order else nullcontext(), held_to(options.native_schema):
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc):
@@ -352,7 +347,7 @@ class ToolsAgent:
         value: JsonValue | object = NOT_AN_ANSWER
         if output is not None:
             try:
-                value = structured_answer(output, answer)
+                value = structured_answer(output, answer, native=options.native_schema is not None)
             except OutputInvalid as invalid:
                 return self._refused(answer, index, steps, usage, state, invalid)
         if value is NOT_AN_ANSWER and answer.tool_calls:
@@ -391,12 +386,13 @@ class ToolsAgent:
         if state.invalid_answers.get(index, 0) >= retries:
             failed = ItemResult(error=failed_after(retries, invalid, validator), steps=steps)
             return _Outcome(steps, usage=usage, called_model=True, result=failed)
-        problem = told_again(self.options.output, invalid, validator)
+        options = self.options
+        problem = told_again(options.output, invalid, validator, options.native_schema is not None)
         actions: list[Action] = []
         if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
             retry = ToolCallStep(
                 tool_call_id=f"retry_{len(steps) + 1}",
-                tool=FINAL_RESULT_TOOL if self.options.output is not None else "",
+                tool=FINAL_RESULT_TOOL if self._final_result is not None else "",
                 tool_input={},
                 observation=problem,
                 message=answer,
@@ -444,8 +440,13 @@ class ToolsAgent:
         return _Outcome(steps, usage=usage, called_model=True, result=result)
 
     def _offered(self) -> Sequence[ToolDefinition]:
-        output = self.options.output
+        output = self._final_result
         return self.tools if output is None else [*self.tools, output.tool()]
+
+    @property
+    def _final_result(self) -> OutputSchema | None:
+        """The schema of the `final_result` tool offered, if one is (not in native mode)."""
+        return None if self.options.native_schema is not None else self.options.output
 
     async def _within_window(
         self,
@@ -550,7 +551,7 @@ class ToolsAgent:
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
             problem = call_problem(
-                call, tool, answer, self.tools, self.options.output, self.why_missing
+                call, tool, answer, self.tools, self._final_result, self.why_missing
             )
             said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
             if said is not None or tool is None:

@@ -19,6 +19,7 @@ from mcp.client import Transport
 
 from agent import AgentOptions, ChatModel, OutputSchema, SessionMemory
 from agent.models import new_http_client
+from agent.models.spec import native_output_refused
 from agent.output_validator import check_validator
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
@@ -105,6 +106,11 @@ async def open_gateway(
         # config's own models: an override at fault is not the config file's fault.
         for spec in config.agents.values():
             key = spec.model_settings.model_dump_json()
+            refused = None
+            if model is not None and spec.output_mode == "native":
+                refused = native_output_refused(model, with_tools=bool(spec.tools))
+            if refused is not None:
+                raise ConfigError(f"model {model}: {refused}")
             if model is not None and key not in overrides:
                 try:
                     overrides[key] = resolve_model(
@@ -201,6 +207,7 @@ def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionM
             else None,
             output_retries=spec.output_retries,
             output_validator=validator,
+            output_mode=spec.output_mode,
         ),
         description=spec.description,
         token_budget=spec.token_budget,
