@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     )
     from .model import ChatModel, LimitsTools, ReportsServer, ServerAddress, TokenCallback
     from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
+    from .output_validator import AnswerInfo, ModelRetry, OutputValidator
     from .protocol import (
         ROUTING_KEY,
         Action,
@@ -79,6 +80,7 @@ __all__ = [
     "AgentRequestMetadata",
     "AgentResult",
     "AllModelsFailed",
+    "AnswerInfo",
     "AssistantMessage",
     "ChatMemory",
     "ChatMessage",
@@ -99,9 +101,11 @@ __all__ = [
     "ModelError",
     "ModelHTTPError",
     "ModelResponseError",
+    "ModelRetry",
     "ModelTimeout",
     "OutputInvalid",
     "OutputSchema",
+    "OutputValidator",
     "ReportsContextWindow",
     "ReportsServer",
     "SQLiteStore",
@@ -142,6 +146,7 @@ _WHERE = {
     "AgentRequestMetadata": ".protocol",
     "AgentResult": ".protocol",
     "AllModelsFailed": ".errors",
+    "AnswerInfo": ".output_validator",
     "AssistantMessage": ".messages",
     "ChatMemory": ".memory",
     "ChatMessage": ".messages",
@@ -162,9 +167,11 @@ _WHERE = {
     "ModelError": ".errors",
     "ModelHTTPError": ".errors",
     "ModelResponseError": ".errors",
+    "ModelRetry": ".output_validator",
     "ModelTimeout": ".errors",
     "OutputInvalid": ".output",
     "OutputSchema": ".output",
+    "OutputValidator": ".output_validator",
     "ReportsContextWindow": ".context_window",
     "ReportsServer": ".model",
     "SQLiteStore": ".memory",

@@ -20,6 +20,8 @@
     StepPaused                     not an error: an item's model call of a step of several
                                    items raised a signal (a pause for an answer from outside);
                                    checkpoint the progress, then let the signals through
+    ModelRetry                     not an error: an output validator refused the model's answer,
+                                   which goes back to it (`agent.output_validator`)
 
 "Max iterations reached" and "unknown tool" are not exceptions: they are outcomes of a run
 (an item's error, an observation for the model). Nor is a model error that only one item's

@@ -5,7 +5,8 @@ the answer. A call to it ends the item once its arguments validate; a text answe
 JSON fitting the schema is accepted too (small models often just write it). Anything else
 goes back to the model with what was wrong, up to `output_retries` times; then the item fails.
 Every provider can do this: it is an ordinary tool call (or, for models that write their
-calls as text, a parsed one).
+calls as text, a parsed one). Providers that can hold their answer to a schema themselves
+may do so instead (`output_mode="native"`, see `agent.native_output`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, JsonValue, ValidationError
 
 from .messages import AssistantMessage, ToolDefinition
 from .model_json import NotModelJson, read_model_json, why_refused
+from .native_output import strict_schema, without_added_nulls
 
 __all__ = [
     "FINAL_RESULT_TOOL",
@@ -119,18 +121,30 @@ class OutputSchema:
             return self.validate(arguments[_WRAPPED])
         return self.validate(arguments)
 
-    def from_text(self, text: str) -> JsonValue:
+    def native_schema(self) -> dict[str, JsonValue]:
+        """The schema a provider holds answers to natively: the tool's input (an object),
+        made strict. Raises `ValueError` saying why it cannot be (see `agent.native_output`)."""
+        return strict_schema(self.tool().input_schema)
+
+    def from_text(self, text: str, *, native: bool = False) -> JsonValue:
         """The answer written as JSON text (in a fence or not), validated. Raises
-        `OutputInvalid`, telling the model to call the tool."""
+        `OutputInvalid`, telling the model to call the tool (`native`: to answer in JSON)."""
         try:
             value: Any = read_model_json(_unfenced(text))
         except NotModelJson as exc:  # NaN, nested too deeply: JSON, but none that can go on
             raise OutputInvalid([str(exc)]) from None
         except ValueError:
+            if native:
+                raise OutputInvalid(
+                    ["answer with JSON that fits the schema, and nothing else"],
+                    what="it was text, not JSON",
+                ) from None
             raise OutputInvalid(
                 [f"give your final answer by calling the {FINAL_RESULT_TOOL!r} tool"],
                 what=f"it was text, not JSON, and no call of {FINAL_RESULT_TOOL!r}",
             ) from None
+        if native:  # the nulls strict output made the model write for optional properties
+            value = without_added_nulls(value, self.tool().input_schema)
         if self.wraps and isinstance(value, dict) and _WRAPPED in value:
             value = cast(dict[str, Any], value)[_WRAPPED]
         return self.validate(cast(JsonValue, value))
@@ -155,11 +169,16 @@ NOT_AN_ANSWER = object()
 among them or not)."""
 
 
-def structured_answer(output: OutputSchema, answer: AssistantMessage) -> JsonValue | object:
-    """The validated answer in a `final_result` call or in the text. Raises `OutputInvalid`.
+def structured_answer(
+    output: OutputSchema, answer: AssistantMessage, *, native: bool = False
+) -> JsonValue | object:
+    """The validated answer in a `final_result` call or in the text (`native`: in the text
+    only, any call being of a tool). Raises `OutputInvalid`.
 
     A `final_result` called with other tools is no answer yet: it was written before their
     results. The other calls run and the model is told to call it alone (`ToolsAgent._call_problem`)."""
+    if native:
+        return NOT_AN_ANSWER if answer.tool_calls else output.from_text(answer.content, native=True)
     finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
     if finals and len(finals) < len(answer.tool_calls):
         return NOT_AN_ANSWER

@@ -28,6 +28,7 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -49,20 +50,19 @@ from .errors import (
 )
 from .memory import ChatMemory, summarise
 from .memory.summary import SUMMARY_INPUT_TOKENS
-from .messages import (
-    AssistantMessage,
-    ChatMessage,
-    ToolDefinition,
-    Usage,
-    UserMessage,
-)
+from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
 from .model import ChatModel
-from .output import (
-    FINAL_RESULT_TOOL,
-    NOT_AN_ANSWER,
-    OutputInvalid,
-    OutputSchema,
-    structured_answer,
+from .native_output import OutputMode, held_to, native_schema
+from .output import FINAL_RESULT_TOOL, NOT_AN_ANSWER, OutputInvalid, OutputSchema, structured_answer
+from .output_validator import (
+    AnswerInfo,
+    ModelRetry,
+    OutputValidator,
+    ValidatorFailed,
+    check_validator,
+    failed_after,
+    told_again,
+    validated_answer,
 )
 from .protocol import (
     Action,
@@ -122,7 +122,15 @@ class AgentOptions:
     output: OutputSchema | None = None
     """The schema answers must fit (see `agent.output`); the run's outputs are then JSON."""
     output_retries: int = 1
-    """Answers that do not fit the schema sent back to the model before the item fails."""
+    """Answers that do not fit the schema (or that `output_validator` refused) sent back to
+    the model before the item fails."""
+    output_validator: OutputValidator | None = None
+    """Checks each answer beyond the schema, and may change it (see `agent.output_validator`)."""
+    output_mode: OutputMode = "tool"
+    """How answers are held to `output`: a `final_result` tool, or the provider's own
+    structured output (`"native"`, see `agent.native_output`)."""
+    native_schema: dict[str, JsonValue] | None = field(init=False, default=None)
+    """`output`'s schema as the provider gets it, in native mode."""
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1:
@@ -133,6 +141,9 @@ class AgentOptions:
             raise ValueError("delay_between_batches cannot be negative")
         if self.output_retries < 0:
             raise ValueError("output_retries cannot be negative")
+        if self.output_validator is not None:
+            check_validator(self.output_validator)
+        object.__setattr__(self, "native_schema", native_schema(self.output, self.output_mode))
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +305,7 @@ class ToolsAgent:
         order: StepCalls | None = None,
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
-        steps = build_steps(response, index)
+        steps, options = build_steps(response, index), self.options
         if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
                 steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
@@ -308,7 +319,10 @@ class ToolsAgent:
         try:
             history, usage = await self._history(item, index)
             messages = await self._within_window(system, history, item, index, steps)
-            with order.calling(index) if order is not None else nullcontext():
+            with (
+                order.calling(index) if order is not None else nullcontext(),
+                held_to(options.native_schema),
+            ):
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc):
@@ -342,39 +356,71 @@ class ToolsAgent:
             if renamed and self.on_warning is not None:
                 await self.on_warning(index, renamed_calls_notice(renamed))
         output = self.options.output
+        value: JsonValue | object = NOT_AN_ANSWER
         if output is not None:
             try:
-                value = structured_answer(output, answer)
+                value = structured_answer(output, answer, native=options.native_schema is not None)
             except OutputInvalid as invalid:
-                failures = state.invalid_answers.get(index, 0) + 1
-                retries = self.options.output_retries
-                if failures > retries:
-                    after = "1 retry" if retries == 1 else f"{retries} retries"
-                    error = (
-                        f"the model's answer did not fit the output schema after {after}: "
-                        f"{invalid.what}"
-                    )
-                    return _Outcome(
-                        steps,
-                        usage=usage,
-                        called_model=True,
-                        result=ItemResult(error=error, steps=steps),
-                    )
-                outcome = self._send_back(answer, index, steps, invalid)
-                outcome.usage, outcome.invalid_answer = usage, True
-                return outcome
-            if value is not NOT_AN_ANSWER:
-                return await self._finish(item, index, steps, answer, usage, value)
-        if answer.tool_calls:
+                return self._refused(answer, index, steps, usage, state, invalid)
+        if value is NOT_AN_ANSWER and answer.tool_calls:
             answered_here, actions = self._plan(answer, index, steps)
-            return _Outcome(
-                steps + answered_here,
-                usage=usage,
-                called_model=True,
-                answer=answer,
-                actions=actions,
+            sent = steps + answered_here
+            return _Outcome(sent, usage, called_model=True, answer=answer, actions=actions)
+        if self.options.output_validator is not None:
+            retry = state.invalid_answers.get(index, 0)
+            info = AnswerInfo(
+                item.prompt, index, item.session_id, retry, self.run_id, deepcopy(item.context)
             )
-        return await self._finish(item, index, steps, answer, usage, NOT_AN_ANSWER)
+            try:
+                answer, value = await validated_answer(
+                    self.options.output_validator, output, answer, value, info
+                )
+            except ModelRetry as refused:
+                refusal = OutputInvalid([str(refused)], what=str(refused))
+                return self._refused(answer, index, steps, usage, state, refusal, validator=True)
+            except ValidatorFailed as exc:
+                failed = ItemResult(error=str(exc), steps=steps)
+                return _Outcome(steps, usage=usage, called_model=True, result=failed)
+        return await self._finish(item, index, steps, answer, usage, value)
+
+    def _refused(
+        self,
+        answer: AssistantMessage,
+        index: int,
+        steps: list[ToolCallStep],
+        usage: Usage,
+        state: AgentRequestMetadata,
+        invalid: OutputInvalid,
+        *,
+        validator: bool = False,
+    ) -> _Outcome:
+        """An answer the schema or the validator refused goes back to the model with what is
+        wrong; past `output_retries`, the item fails."""
+        retries = self.options.output_retries
+        if state.invalid_answers.get(index, 0) >= retries:
+            failed = ItemResult(error=failed_after(retries, invalid, validator), steps=steps)
+            return _Outcome(steps, usage=usage, called_model=True, result=failed)
+        options = self.options
+        problem = told_again(options.output, invalid, validator, options.native_schema is not None)
+        actions: list[Action] = []
+        if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
+            retry = ToolCallStep(
+                tool_call_id=f"retry_{len(steps) + 1}",
+                tool=FINAL_RESULT_TOOL if self._final_result is not None else "",
+                tool_input={},
+                observation=problem,
+                message=answer,
+            )
+            sent = [*steps, retry]
+        else:
+            answered, actions = self._plan(answer, index, steps)
+            sent = steps + [
+                s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
+                for s in answered
+            ]
+        return _Outcome(
+            sent, usage, called_model=True, answer=answer, actions=actions, invalid_answer=True
+        )
 
     async def _finish(
         self,
@@ -407,37 +453,14 @@ class ToolsAgent:
         result = ItemResult(output=text, structured=cast(JsonValue, structured), steps=keep)
         return _Outcome(steps, usage=usage, called_model=True, result=result)
 
-    def _send_back(
-        self,
-        answer: AssistantMessage,
-        index: int,
-        steps: list[ToolCallStep],
-        invalid: OutputInvalid,
-    ) -> _Outcome:
-        """An answer that does not fit the schema goes back to the model with what is wrong."""
-        problem = (
-            f"{ERROR_PREFIX}the answer does not fit the output schema: {invalid}. "
-            f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
-        )
-        if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
-            retry = ToolCallStep(
-                tool_call_id=f"retry_{len(steps) + 1}",
-                tool=FINAL_RESULT_TOOL,
-                tool_input={},
-                observation=problem,
-                message=answer,
-            )
-            return _Outcome([*steps, retry], called_model=True, answer=answer)
-        answered, actions = self._plan(answer, index, steps)
-        answered = [
-            s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
-            for s in answered
-        ]
-        return _Outcome(steps + answered, called_model=True, answer=answer, actions=actions)
-
     def _offered(self) -> Sequence[ToolDefinition]:
-        output = self.options.output
+        output = self._final_result
         return self.tools if output is None else [*self.tools, output.tool()]
+
+    @property
+    def _final_result(self) -> OutputSchema | None:
+        """The schema of the `final_result` tool offered, if one is (not in native mode)."""
+        return None if self.options.native_schema is not None else self.options.output
 
     async def _within_window(
         self,
@@ -543,7 +566,7 @@ class ToolsAgent:
         for call in answer.tool_calls:
             tool = by_name.get(call.name)
             problem = call_problem(
-                call, tool, answer, self.tools, self.options.output, self.why_missing
+                call, tool, answer, self.tools, self._final_result, self.why_missing
             )
             said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
             if said is not None or tool is None:

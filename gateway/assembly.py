@@ -19,6 +19,8 @@ from mcp.client import Transport
 
 from agent import AgentOptions, ChatModel, OutputSchema, SessionMemory
 from agent.models import new_http_client
+from agent.models.spec import native_output_refused
+from agent.output_validator import check_validator
 from toolkits import FunctionTool, FunctionToolkit, Toolkit, calculator, function_tool
 from toolkits.mcp import McpServerConfig, McpToolkitGroup, Target
 
@@ -104,6 +106,11 @@ async def open_gateway(
         # config's own models: an override at fault is not the config file's fault.
         for spec in config.agents.values():
             key = spec.model_settings.model_dump_json()
+            refused = None
+            if model is not None and spec.output_mode == "native":
+                refused = native_output_refused(model, with_tools=bool(spec.tools))
+            if refused is not None:
+                raise ConfigError(f"model {model}: {refused}")
             if model is not None and key not in overrides:
                 try:
                     overrides[key] = resolve_model(
@@ -176,6 +183,14 @@ async def open_gateway(
 
 
 def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionMemory) -> AgentSpec:
+    validator = None
+    if spec.output_validator is not None:
+        where = f"agents.{name}.output_validator"
+        validator = _imported(where, spec.output_validator, spec.directory)
+        try:
+            check_validator(validator)
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from exc
     return AgentSpec(
         name=name,
         model=model,
@@ -191,6 +206,8 @@ def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionM
             if spec.output_schema is not None
             else None,
             output_retries=spec.output_retries,
+            output_validator=validator,
+            output_mode=spec.output_mode,
         ),
         description=spec.description,
         token_budget=spec.token_budget,
@@ -257,6 +274,22 @@ def _local_node(name: str, config: LocalToolConfig) -> FunctionToolkit:
 
 
 def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool:
+    where = f"tools.{name}.python"
+    found = _imported(where, target, directory)
+    if isinstance(found, FunctionTool):
+        return found
+    if not callable(found):
+        raise ConfigError(f"{where}: {target!r} is not a function")
+    function: Callable[..., Any] = found
+    try:
+        return function_tool(function, name=name)  # its own name may be none a model takes
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _imported(where: str, target: str, directory: Path | None) -> Any:
+    """What `module:attribute` names, the module looked for on the path, then beside the
+    config file (`directory`). Raises `ConfigError` starting with `where` (the key)."""
     module_name, _, attribute = target.partition(":")
     if directory is not None and str(directory) not in sys.path:
         # The installed command has no working directory on its path (`python -m` has): a
@@ -265,21 +298,13 @@ def _import_tool(name: str, target: str, directory: Path | None) -> FunctionTool
     try:
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"tools.{name}.python: cannot import {target!r}: {exc}") from exc
+        raise ConfigError(f"{where}: cannot import {target!r}: {exc}") from exc
     if directory is not None:
-        _same_module_as_beside(name, module_name, directory)
-    if isinstance(found, FunctionTool):
-        return found
-    if not callable(found):
-        raise ConfigError(f"tools.{name}.python: {target!r} is not a function")
-    function: Callable[..., Any] = found
-    try:
-        return function_tool(function, name=name)  # its own name may be none a model takes
-    except TypeError as exc:
-        raise ConfigError(f"tools.{name}.python: {exc}") from exc
+        _same_module_as_beside(where, module_name, directory)
+    return found
 
 
-def _same_module_as_beside(name: str, module_name: str, directory: Path) -> None:
+def _same_module_as_beside(where: str, module_name: str, directory: Path) -> None:
     """Raises unless a module of that name beside the config file (if any) is the one
     imported: a module is the process's, so a long-lived caller opening a second config with
     a `tools.py` of its own beside it would get the first one's, or an installed module of
@@ -291,7 +316,7 @@ def _same_module_as_beside(name: str, module_name: str, directory: Path) -> None
     imported: str | None = getattr(sys.modules.get(top), "__file__", None)
     if imported is None or Path(imported).resolve() != Path(beside.origin).resolve():
         raise ConfigError(
-            f"tools.{name}.python: the module {top!r} beside the file ({beside.origin}) is "
+            f"{where}: the module {top!r} beside the file ({beside.origin}) is "
             f"not the one imported by that name ({imported or 'built in'}): rename it"
         )
 

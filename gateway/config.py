@@ -20,7 +20,7 @@ import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from pydantic import (
     BaseModel,
@@ -35,6 +35,7 @@ from pydantic import (
 
 from agent import DEFAULT_SYSTEM_MESSAGE, OutputSchema
 from agent.models import ModelSettings
+from agent.models.spec import native_output_refused
 from agent.names import did_you_mean, listed_names
 from toolkits.mcp.config import McpServerConfig
 from toolkits.observation import DEFAULT_MAX_CHARS
@@ -253,7 +254,49 @@ class AgentConfig(_Strict):
     output_schema: dict[str, JsonValue] | None = None
     """A JSON Schema every answer must fit (given through a `final_result` tool)."""
     output_retries: int = Field(default=1, ge=0)
-    """Answers that do not fit `output_schema` sent back to the model before the item fails."""
+    """Answers that do not fit `output_schema` (or that `output_validator` refused) sent back
+    to the model before the item fails."""
+    output_validator: str | None = None
+    output_mode: Literal["tool", "native"] = "tool"
+    """How answers are held to `output_schema`: a `final_result` tool, or the provider's own
+    structured output (OpenAI `response_format`, Gemini `responseSchema`)."""
+    """`module:function` checking each answer (see `agent.output_validator`); the module is
+    looked for as a `python` tool's is."""
+    _directory: Path | None = PrivateAttr(default=None)
+
+    @property
+    def directory(self) -> Path | None:
+        """The directory of the config file this agent was read from."""
+        return self._directory
+
+    def beside(self, directory: Path) -> AgentConfig:
+        copy = self.model_copy()
+        copy._directory = directory
+        return copy
+
+    @field_validator("output_validator")
+    @classmethod
+    def _a_function(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(r"[\w.]+:\w+", value):
+            raise ValueError(f"must look like 'package.module:function', not {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _native_output_possible(self) -> AgentConfig:
+        if self.output_mode == "tool":
+            return self
+        if self.output_schema is None:
+            raise ValueError('output_mode = "native" needs an output_schema')
+        try:
+            OutputSchema.from_json_schema(self.output_schema).native_schema()
+        except ValueError as exc:
+            raise ValueError(f"output_schema cannot be held natively: {exc}") from None
+        specs = self.model if isinstance(self.model, list) else [self.model or ""]
+        for spec in filter(None, specs):
+            refused = native_output_refused(spec, with_tools=bool(self.tools))
+            if refused is not None:
+                raise ValueError(f'output_mode = "native": {refused}')
+        return self
 
     @field_validator("output_schema")
     @classmethod
@@ -484,8 +527,8 @@ def with_default_agent(config: Config) -> Config:
 
 def _relative_to(config: Config, base: Path, folder: Path) -> Config:
     """Paths in a config file (script files of `scripted:` models, SQLite files) are relative
-    to the file (`base`, its folder as given; `folder`, absolute), and a local tool's module is
-    looked for there too."""
+    to the file (`base`, its folder as given; `folder`, absolute), and a local tool's module
+    (and an agent's output validator's) is looked for there too."""
 
     def resolve(spec: str) -> str:
         kind, _, rest = spec.partition(":")
@@ -513,7 +556,7 @@ def _relative_to(config: Config, base: Path, folder: Path) -> Config:
                 else agent.model and resolve(agent.model),
                 "memory": memory(agent.memory),
             }
-        )
+        ).beside(folder)
         for name, agent in config.agents.items()
     }
     gateway = config.gateway.model_copy(update={"memory": memory(config.gateway.memory)})

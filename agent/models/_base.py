@@ -15,9 +15,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from ..errors import MissingApiKey, ModelConnectionError, ModelResponseError
+from ..errors import MissingApiKey, ModelConfigError, ModelConnectionError, ModelResponseError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
 from ..model import ServerAddress, TokenCallback
+from ..native_output import native_output_schema
 from ._http import ProviderHTTP, Secret, Unretried, url_secrets
 from ._json import JSONObject, is_obj
 from ._sse import SSEEvent
@@ -92,6 +93,9 @@ class HTTPChatModel(ABC):
     max_tools: int | None = None
     """The most tools one request may offer, where the provider documents a limit
     (`LimitsTools`). Anthropic's Messages API and Gemini's generateContent document none."""
+    native_output: bool = False
+    """Whether its requests can hold the answer to a schema (`agent.native_output`): a
+    provider that cannot refuses a call made in native mode, rather than answer unheld."""
 
     def __init__(
         self,
@@ -171,6 +175,10 @@ class HTTPChatModel(ABC):
         tools: Sequence[ToolDefinition],
         on_token: TokenCallback | None,
     ) -> AssistantMessage:
+        if native_output_schema() is not None and not self.native_output:
+            raise ModelConfigError(
+                f"{self.name} has no native structured output: use output_mode = 'tool'"
+            )
         stream = self._settings.wants_stream(on_token is not None)
         request = self._request(messages, tools, stream=stream)
         body = self._sent_body(merged(request.body, self._settings.extra_body))

@@ -40,7 +40,7 @@ from typing import Any, TypeGuard
 
 import httpx
 
-from ..errors import MissingApiKey, ModelResponseError
+from ..errors import MissingApiKey, ModelConfigError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -52,6 +52,7 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..native_output import native_output_schema
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import (
@@ -76,7 +77,7 @@ from .retry import RetryPolicy
 from .schema import described, gemini_parameters
 from .settings import ModelSettings, capped_max_tokens
 
-__all__ = ["GEMINI_BASE_URL", "GeminiModel"]
+__all__ = ["GEMINI_BASE_URL", "GeminiModel", "schema_beside_tools"]
 
 GEMINI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 _FILTERED = ("SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY")
@@ -99,8 +100,17 @@ MEDIA_TYPES = frozenset(
 """The image and audio types Gemini reads inline."""
 
 
+def schema_beside_tools(model: str) -> bool:
+    """Whether the Gemini `model` takes a response schema in a request with function
+    declarations: before Gemini 3 it answers "Function calling with a response mime type:
+    'application/json' is unsupported"."""
+    return re.match(r"(models/)?gemini-[12][.-]", model) is None
+
+
 class GeminiModel(HTTPChatModel):
     """Gemini with function calling, streaming and thought signatures."""
+
+    native_output = True  # generationConfig.responseSchema
 
     def __init__(
         self,
@@ -155,6 +165,19 @@ class GeminiModel(HTTPChatModel):
             config["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:
             config["topP"] = self._settings.top_p
+        native = native_output_schema()
+        if (
+            native is not None
+            and tools
+            and not schema_beside_tools(self.name.removeprefix("gemini:"))
+        ):
+            raise ModelConfigError(
+                f"{self.name} takes no response schema beside function calling (Gemini 3 "
+                "does): use output_mode = 'tool' for an agent with tools"
+            )
+        if native is not None:
+            config["responseMimeType"] = "application/json"
+            config["responseSchema"] = gemini_parameters(native)
         if config:
             body["generationConfig"] = config
         url = (

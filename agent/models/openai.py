@@ -56,6 +56,7 @@ from ..messages import (
     UserMessage,
 )
 from ..model import TokenCallback
+from ..native_output import NATIVE_OUTPUT_NAME, native_output_schema
 from ._base import HTTPChatModel, HTTPRequest
 from ._http import Secret, checked_base_url, endpoint, public_url
 from ._json import (
@@ -103,6 +104,7 @@ class OpenAIModel(HTTPChatModel):
     """OpenAI's chat completions API (`openai:MODEL`)."""
 
     max_tools = OPENAI_MAX_TOOLS
+    native_output = True  # response_format json_schema, strict (and on compatible servers)
 
     _null_content_beside_tool_calls = True
     _replay_invalid_arguments = True
@@ -267,6 +269,10 @@ class OpenAIModel(HTTPChatModel):
         }
         if tools:
             body["tools"] = [self._wire_tool(tool) for tool in tools]
+        native = native_output_schema()
+        if native is not None:
+            schema = {"name": NATIVE_OUTPUT_NAME, "schema": native, "strict": True}
+            body["response_format"] = {"type": "json_schema", "json_schema": schema}
         max_tokens = capped_max_tokens(self._settings)
         if max_tokens is not None:
             body[self._max_tokens_field] = max_tokens

@@ -31,7 +31,7 @@ from ..model import ChatModel
 from ..url_credentials import HIDDEN, query_credentials, query_without_credentials
 from ._http import public_url
 from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
-from .gemini import GEMINI_BASE_URL, GeminiModel
+from .gemini import GEMINI_BASE_URL, GeminiModel, schema_beside_tools
 from .openai import OPENAI_BASE_URL, OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
@@ -39,12 +39,14 @@ from .settings import ModelSettings
 __all__ = [
     "API_KEYS",
     "BASE_URLS",
+    "NATIVE_OUTPUT",
     "PROVIDERS",
     "SPEC_FORMS",
     "ModelRequest",
     "ProviderFactory",
     "api_key_names",
     "model_from_spec",
+    "native_output_refused",
     "spec_without_credentials",
     "stored_without_credentials",
 ]
@@ -187,6 +189,28 @@ PROVIDERS: Mapping[str, ProviderFactory] = {
     "scripted": _scripted,
 }
 """The factory of each spec's provider (the part before the first `:`)."""
+
+NATIVE_OUTPUT = frozenset({"openai", "openai-compatible", "gemini", "scripted"})
+"""The providers whose models hold an answer to a schema themselves (`agent.native_output`);
+a scripted model answers as scripted, for tests and dry runs."""
+
+
+def native_output_refused(spec: str, *, with_tools: bool = False) -> str | None:
+    """Why the model `spec` names cannot answer in native mode (`with_tools`: beside tools
+    it may call); None when it can."""
+    kind, _, name = spec.partition(":")
+    if with_tools and kind == "gemini" and not schema_beside_tools(name):
+        return (
+            f"{spec!r} takes no response schema beside function calling (Gemini 3 does): use "
+            'output_mode = "tool" (the default) for an agent with tools'
+        )
+    if kind in NATIVE_OUTPUT:
+        return None
+    return (
+        f"{spec_without_credentials(spec)!r} has no native structured output (only "
+        f"{', '.join(sorted(NATIVE_OUTPUT - {'scripted'}))} have); "
+        'use output_mode = "tool" (the default)'
+    )
 
 
 def model_from_spec(

@@ -1,0 +1,217 @@
+"""Native structured output: the provider held to the answer's schema, not a `final_result` tool.
+
+With `AgentOptions(output_mode="native")` the agent offers no `final_result` tool: each model
+call of an item is made inside `native_output(schema)`, and providers that can constrain their
+answer read `native_output_schema()` when they build the request (OpenAI's `response_format`
+`json_schema` strict, Gemini's `responseSchema`); the answer is the JSON text, read and
+validated as a text answer is (`OutputSchema.from_text`), sent back on the same retry path.
+A provider that has no such mode raises `ModelConfigError` rather than answer unconstrained.
+Set by a context variable, as `answer_token_limit` is, so it passes any wrapper (a fallback,
+a retry, a trace) and no summary call of the memory, made outside the block, gets it.
+
+OpenAI's strict mode takes a subset of JSON Schema: every object closed (`additionalProperties:
+false`) with every property required. `strict_schema` makes a schema so: an optional property
+becomes required and nullable, and `without_added_nulls` takes the nulls the model writes there
+back out before validation (so a default applies). A schema that cannot be made strict (a map
+with free keys, `allOf`, `patternProperties`...) is refused with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from pydantic import JsonValue
+
+if TYPE_CHECKING:
+    from .output import OutputSchema
+
+__all__ = [
+    "NATIVE_OUTPUT_NAME",
+    "OutputMode",
+    "held_to",
+    "native_output",
+    "native_output_schema",
+    "native_schema",
+    "strict_schema",
+    "without_added_nulls",
+]
+
+OutputMode = Literal["tool", "native"]
+NATIVE_OUTPUT_NAME = "final_result"
+"""The name a provider's schema is sent under (OpenAI requires one)."""
+
+_native: ContextVar[dict[str, JsonValue] | None] = ContextVar("agent.native_output", default=None)
+
+# JSON Schema that OpenAI's strict mode refuses; said at config load, not at the first call.
+_NOT_STRICT = (
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "patternProperties",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "propertyNames",
+)
+_DROPPED = ("default", "$schema")  # refused by strict mode; our own validation applies them
+
+
+@contextmanager
+def native_output(schema: dict[str, JsonValue]) -> Generator[None]:
+    """Model calls made in the block are held to `schema` (a `strict_schema`), natively."""
+    token = _native.set(schema)
+    try:
+        yield
+    finally:
+        _native.reset(token)
+
+
+def held_to(schema: dict[str, JsonValue] | None) -> AbstractContextManager[None]:
+    """`native_output(schema)`, or nothing for no schema."""
+    return nullcontext() if schema is None else native_output(schema)
+
+
+def native_output_schema() -> dict[str, JsonValue] | None:
+    """The strict schema the calling block holds answers to, if any (for providers)."""
+    return _native.get()
+
+
+def native_schema(output: OutputSchema | None, mode: OutputMode) -> dict[str, JsonValue] | None:
+    """What `AgentOptions.native_schema` is for `output` in `mode`. Raises `ValueError` for a
+    mode that is neither, or native without a schema or with one that cannot be strict."""
+    if mode not in ("tool", "native"):
+        raise ValueError(f"output_mode is 'tool' or 'native', not {mode!r}")
+    if mode == "tool":
+        return None
+    if output is None:
+        raise ValueError("output_mode 'native' needs an output schema")
+    try:
+        return output.native_schema()
+    except ValueError as exc:
+        raise ValueError(f"output_mode 'native': {exc}") from None
+
+
+def strict_schema(schema: Mapping[str, JsonValue]) -> dict[str, JsonValue]:
+    """`schema` as OpenAI's strict mode takes it. Raises `ValueError` saying why it cannot
+    be made so (and where). The root must be an object schema."""
+    return cast(dict[str, JsonValue], _strict(schema, "the schema"))
+
+
+def _strict(node: Any, where: str) -> Any:
+    if not isinstance(node, dict):
+        if node is True or node == {}:
+            raise ValueError(f"{where} allows any value, which strict output cannot say")
+        return node
+    node = cast(dict[str, Any], node)
+    for key in _NOT_STRICT:
+        if key in node:
+            raise ValueError(f"{where} uses {key!r}, which strict output does not take")
+    out = {k: v for k, v in node.items() if k not in _DROPPED}
+    if not out or set(out) <= {"title", "description"}:
+        raise ValueError(f"{where} allows any value, which strict output cannot say")
+    if _is_object(out):
+        extra = out.get("additionalProperties", False)
+        if extra is not False:
+            raise ValueError(
+                f"{where} is a map with free keys (additionalProperties), which strict output "
+                "cannot say: give it its properties"
+            )
+        properties = cast(dict[str, Any], out.get("properties") or {})
+        if not properties:
+            raise ValueError(
+                f"{where} is an object without properties, which strict output cannot say"
+            )
+        required = set(cast(list[str], out.get("required") or []))
+        out["properties"] = {
+            name: _strict(value, f"{where} at {name!r}")
+            if name in required
+            else _nullable(_strict(value, f"{where} at {name!r}"))
+            for name, value in properties.items()
+        }
+        out["required"] = list(properties)
+        out["additionalProperties"] = False
+    for key in ("items", "anyOf", "oneOf", "prefixItems", "$defs", "definitions"):
+        if key not in out:
+            continue
+        value = out[key]
+        if isinstance(value, list):
+            out[key] = [_strict(v, f"{where} ({key})") for v in cast(list[Any], value)]
+        elif key in ("$defs", "definitions"):
+            defs = cast(dict[str, Any], value)
+            out[key] = {n: _strict(v, f"{where} ({key}.{n})") for n, v in defs.items()}
+        else:
+            out[key] = _strict(value, f"{where} ({key})")
+    if "oneOf" in out:  # strict output takes `anyOf` only; one answer fits one branch either way
+        out["anyOf"] = out.pop("oneOf")
+    return out
+
+
+def _is_object(node: dict[str, Any]) -> bool:
+    kind = node.get("type")
+    return kind == "object" or "properties" in node or "additionalProperties" in node
+
+
+def _nullable(node: Any) -> Any:
+    if _accepts_null(node):
+        return node
+    return {"anyOf": [node, {"type": "null"}]}
+
+
+def _accepts_null(node: Any) -> bool:
+    if not isinstance(node, dict):
+        return node is True
+    node = cast(dict[str, Any], node)
+    kind = node.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    branches = cast(list[Any], node.get("anyOf") or node.get("oneOf") or [])
+    return any(_accepts_null(b) for b in branches)
+
+
+def without_added_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
+    """`value` with the nulls taken out that `strict_schema` let the model write for an
+    optional property its schema does not let be null (so the property is left out)."""
+    return _drop(value, schema, schema)
+
+
+def _drop(value: Any, node: Any, root: Mapping[str, Any]) -> Any:
+    node = _resolved(node, root)
+    if not isinstance(node, dict):
+        return value
+    node = cast(dict[str, Any], node)
+    if isinstance(value, dict) and isinstance(node.get("properties"), dict):
+        properties = cast(dict[str, Any], node["properties"])
+        required = set(cast(list[str], node.get("required") or []))
+        kept: dict[str, Any] = {}
+        for key, item in cast(dict[str, Any], value).items():
+            spec = properties.get(key)
+            optional = item is None and key not in required and spec is not None
+            if optional and not _accepts_null(_resolved(spec, root)):
+                continue
+            kept[key] = _drop(item, spec, root) if spec is not None else item
+        return kept
+    if isinstance(value, list) and "items" in node:
+        return [_drop(item, node["items"], root) for item in cast(list[Any], value)]
+    return cast(Any, value)
+
+
+def _resolved(node: Any, root: Mapping[str, Any]) -> Any:
+    """A local `$ref` (`#/$defs/Name`) followed, once per hop, to its schema."""
+    seen: set[str] = set()
+    while isinstance(node, dict) and isinstance(cast(dict[str, Any], node).get("$ref"), str):
+        ref = cast(str, cast(dict[str, Any], node)["$ref"])
+        if not ref.startswith("#/") or ref in seen:
+            return cast(Any, node)
+        seen.add(ref)
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = cast(dict[str, Any], target).get(part) if isinstance(target, dict) else None
+        if target is None:
+            return cast(Any, node)
+        node = target
+    return cast(Any, node)
