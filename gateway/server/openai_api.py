@@ -219,6 +219,10 @@ class ChatCompletions:
                 outcome = _failed(said)
         if isinstance(outcome, ApiError):
             await reply.fail(outcome)
+        elif isinstance(outcome, list):  # a stored run waits for a person's approval
+            assert self._stored is not None
+            spent = Usage.model_validate(await self._stored.usage_so_far(state.run_id))
+            await reply.waiting(outcome, spent, text)
         else:
             await reply.finish(outcome, text, stored=self._stored is not None)
 
@@ -287,21 +291,22 @@ class _Reply:
             async for text in pending:
                 await self._event({"content": text})
 
-    async def finish(
-        self, outcome: RunResult | list[ApprovalRequest], text: AnswerText, *, stored: bool
-    ) -> None:
+    async def waiting(self, waiting: list[ApprovalRequest], usage: Usage, text: AnswerText) -> None:
+        """A stored run waits for a person's approval: its handle's text is the answer."""
+        answer = handle_result(self.run_id, waiting, {}).content[0]
+        said = answer.text if isinstance(answer, types.TextContent) else ""
+        await self._answer(said, usage, text)
+
+    async def finish(self, outcome: RunResult, text: AnswerText, *, stored: bool) -> None:
+        item = outcome.items[0]
+        if item.error is not None:
+            run_id = self.run_id if stored else None
+            await self.fail(_failed(item_failed(outcome.agent, item.error, run_id)))
+            return
+        await self._answer(item.output or "", outcome.usage, text)
+
+    async def _answer(self, said: str, usage: Usage, text: AnswerText) -> None:
         request = self._request
-        if isinstance(outcome, list):  # a stored run waits for a person's approval
-            answer = handle_result(self.run_id, outcome, {}).content[0]
-            said = answer.text if isinstance(answer, types.TextContent) else ""
-            usage = Usage()
-        else:
-            item = outcome.items[0]
-            if item.error is not None:
-                run_id = self.run_id if stored else None
-                await self.fail(_failed(item_failed(outcome.agent, item.error, run_id)))
-                return
-            said, usage = item.output or "", outcome.usage
         if not request.stream:
             whole = completion(self._id, self._created, request.agent, said, usage)
             await _send_json(self._send, 200, whole)

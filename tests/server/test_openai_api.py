@@ -27,12 +27,15 @@ from agent import (
 )
 from agent.models.openai import OpenAICompatibleModel
 from gateway import AgentSpec, Gateway, TraceEvent
+from gateway.approval import ApprovalRule
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
 from gateway.server import HttpOptions, build_server, http_app
+from gateway.server.transports.draining import Drains
 from tests.servers.asgi import serve_on_loopback
 from toolkits import FunctionToolkit, calculator
 
+from .processes import TIMES_42, http_server, untimed, write_config
 from .support import Blocker, call, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -387,3 +390,60 @@ async def test_a_stored_run_whose_client_disconnects_stops_and_stays_resumable(
             # As when an MCP client cancels its call: stopped, stored, resumable.
             assert (info.status, info.error) == ("stopped", "interrupted")
             assert (await runs.resumable(run_id)).run_id == run_id
+
+
+async def test_a_body_over_the_limit_is_413_and_runs_nothing() -> None:
+    gateway, top, _ = helpful_gateway()
+    server, _router = build_server(gateway, GatewaySettings(max_request_bytes=2048))
+    big = {"model": "assistant", "messages": [{"role": "user", "content": "x" * 4096}]}
+    with anyio.fail_after(30):
+        async with serve_on_loopback(http_app(server, HttpOptions("127.0.0.1", 0))) as base:
+            response = await post(f"{base}/v1", big)
+    assert response.status_code == 413
+    assert "over 2048 bytes" in error_of(response)["message"]
+    assert top.calls == []
+
+
+async def test_a_server_that_stops_refuses_new_runs_with_503() -> None:
+    gateway, top, _ = helpful_gateway()
+    server, _router = build_server(gateway, GatewaySettings())
+    with anyio.fail_after(30):
+        async with serve_on_loopback(http_app(server, HttpOptions("127.0.0.1", 0))) as base:
+            assert isinstance(server, Drains)
+            server.refuse_calls("The gateway is shutting down.")
+            response = await post(f"{base}/v1", {"model": "assistant", "messages": [QUESTION]})
+    assert response.status_code == 503
+    assert error_of(response)["message"].startswith("The gateway is shutting down.")
+    assert top.calls == []
+
+
+async def test_serve_http_serves_the_api_and_says_where(tmp_path: Path) -> None:
+    """A real `agent-gateway serve --http` process, streamed to as `curl -N` would."""
+    config = write_config(tmp_path, TIMES_42)
+    body = {"model": "assistant", "messages": [QUESTION], "stream": True}
+    async with http_server(config) as served:
+        base = served.url.removesuffix("/mcp") + "/v1"
+        said = await served.line_starting("agent-gateway: serving the agents to OpenAI")
+        response = await post(base, body)
+    assert untimed(said) == f"agent-gateway: serving the agents to OpenAI clients at {base}"
+    *events, done = sse_data(response.text)
+    assert done == "[DONE]"
+    texts = [json.loads(e)["choices"][0]["delta"].get("content", "") for e in events]
+    assert "".join(texts) == "It is 42."
+    assert len([t for t in texts if t]) == 3
+
+
+async def test_a_stored_run_waiting_for_approval_answers_with_its_handle(tmp_path: Path) -> None:
+    wants = ScriptedModel([call("calculator", expression="6 * 7"), "It is 42."])
+    spec = AgentSpec("careful", wants, tools=["calculator"], approval=ApprovalRule(["*"]))
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    body = {"model": "careful", "messages": [QUESTION]}
+    with anyio.fail_after(60):
+        async with served_with_store(gateway, tmp_path) as (base, runs, _):
+            answer = (await post(base, body)).json()
+            run_id = answer["id"].removeprefix("chatcmpl-")
+            assert (await runs.get(run_id)).status == "waiting_approval"
+    said = answer["choices"][0]["message"]["content"]
+    assert said.startswith(f"Run {run_id} is waiting for a person's approval of:")
+    assert 'calculator {"expression": "6 * 7"}' in said
+    assert answer["usage"]["completion_tokens"] == 1  # the model call that asked for it
