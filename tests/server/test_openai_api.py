@@ -351,12 +351,18 @@ async def served_with_store(
 
 
 async def test_a_stored_runs_answer_streams_and_comes_whole_too(tmp_path: Path) -> None:
-    gateway, _, _ = helpful_gateway()
+    gateway, top, _ = helpful_gateway()
     with anyio.fail_after(60):
         async with served_with_store(gateway, tmp_path) as (base, runs, _):
             body = {"model": "assistant", "messages": [QUESTION], "stream": True}
             streamed = await post(base, body)
-            whole = await post(base, {**body, "stream": False})
+            earlier = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
+            whole = await post(base, {**body, "messages": [*earlier, QUESTION], "stream": False})
+            # The stored run's item kept the conversation: its model read it.
+            assert top.calls[2][0][1:3] == [
+                UserMessage(content="Hi"),
+                AssistantMessage(content="Yo"),
+            ]
             *events, done = sse_data(streamed.text)
             chunks = [json.loads(e) for e in events]
             for answer in (chunks[0], whole.json()):
