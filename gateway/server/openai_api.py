@@ -217,6 +217,9 @@ class ChatCompletions:
                 if self._stored is not None:
                     said = f"{said} (run {state.run_id})"
                 outcome = _failed(said)
+            except Exception as exc:  # a bug: answered, logged, the server serves on
+                log.exception("agent %r crashed", spec.name)
+                outcome = _failed(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
         if isinstance(outcome, ApiError):
             await reply.fail(outcome)
         elif isinstance(outcome, list):  # a stored run waits for a person's approval

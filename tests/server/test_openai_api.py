@@ -453,3 +453,28 @@ async def test_a_stored_run_waiting_for_approval_answers_with_its_handle(tmp_pat
     assert said.startswith(f"Run {run_id} is waiting for a person's approval of:")
     assert 'calculator {"expression": "6 * 7"}' in said
     assert answer["usage"]["completion_tokens"] == 1  # the model call that asked for it
+
+
+class Broken:
+    """A model with a bug of its own."""
+
+    name = "broken"
+
+    async def invoke(self, *_: object, **__: object) -> AssistantMessage:
+        raise RuntimeError("a bug in the model")
+
+
+async def test_a_bug_in_a_run_is_a_500_and_the_server_serves_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    gateway, _, _ = helpful_gateway()
+    gateway.agents["broken"] = AgentSpec("broken", Broken())
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            failed = await post(base, {"model": "broken", "messages": [QUESTION]})
+            answered = await post(base, {"model": "assistant", "messages": [QUESTION]})
+    assert failed.status_code == 500
+    said = error_of(failed)["message"]
+    assert said == "agent 'broken' failed: RuntimeError: a bug in the model"
+    assert "agent 'broken' crashed" in caplog.text
+    assert answered.json()["choices"][0]["message"]["content"] == ANSWER
