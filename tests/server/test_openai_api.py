@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 
@@ -478,3 +479,20 @@ async def test_a_bug_in_a_run_is_a_500_and_the_server_serves_on(
     assert said == "agent 'broken' failed: RuntimeError: a bug in the model"
     assert "agent 'broken' crashed" in caplog.text
     assert answered.json()["choices"][0]["message"]["content"] == ANSWER
+
+
+async def test_a_callers_runs_keep_to_its_share_of_the_nodes() -> None:
+    """`max_concurrency = 1`: a caller's second run waits for the node while its first holds
+    the slot, as a 2026-07-28 MCP client's calls from one address do."""
+    blocker = Blocker()
+    holding = AgentSpec("blocked", ScriptedModel([call("wait_here")] * 2), tools=["wait_here"])
+    gateway = Gateway([blocker.node], [holding], max_concurrency=1)
+    body = {"model": "blocked", "messages": [QUESTION], "stream": True}
+    limit = gateway.node_limit("wait_here")
+    with anyio.fail_after(30):
+        async with served(gateway) as base, httpx.AsyncClient() as http:
+            url = f"{base}/chat/completions"
+            async with http.stream("POST", url, json=body), http.stream("POST", url, json=body):
+                await blocker.started.wait()
+                while sum(share.waiting for share in limit.waiting) < 1:
+                    await anyio.lowlevel.checkpoint()
