@@ -14,7 +14,7 @@ from typing import Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator, model_validator
 
 from .errors import StateError
-from .messages import AssistantMessage, MediaRecord, Usage
+from .messages import AssistantMessage, ChatMessage, MediaRecord, Usage
 from .well_formed import well_formed, well_formed_text
 
 __all__ = [
@@ -54,9 +54,10 @@ class _Model(BaseModel):
 
 
 class AgentItem(_Model):
-    """One question for the agent; `session_id` selects the chat memory to use. Each lone
-    surrogate in them (JSON's `"\\ud83d"`, half an emoji) is U+FFFD (`well_formed`): no run
-    could store, digest or send it otherwise."""
+    """One question for the agent; `session_id` selects the chat memory to use, or `history`
+    gives the conversation before the question (a caller that keeps it, as an OpenAI-style
+    client does). Each lone surrogate in the prompt and session (JSON's `"\\ud83d"`, half an
+    emoji) is U+FFFD (`well_formed`): no run could store, digest or send it otherwise."""
 
     prompt: str
     session_id: str | None = None
@@ -65,6 +66,9 @@ class AgentItem(_Model):
     system message's placeholders (`system_prompt`) and given to local tools that ask for it;
     never sent to the model as such. Written only when set: an item without it reads as it
     did before it existed."""
+    history: list[ChatMessage] | None = Field(default=None, exclude_if=_is_none)
+    """The messages before `prompt`, as the model is to read them (system messages joining
+    the agent's own). Written only when given: an item without it reads as before."""
 
     @field_validator("prompt", "session_id")
     @classmethod
@@ -77,6 +81,12 @@ class AgentItem(_Model):
         cls, value: dict[str, JsonValue] | None
     ) -> dict[str, JsonValue] | None:
         return value if value is None else cast(dict[str, JsonValue], well_formed(value))
+
+    @model_validator(mode="after")
+    def _one_history(self) -> AgentItem:
+        if self.history is not None and self.session_id is not None:
+            raise ValueError("give `session_id` or `history`, not both: each is a conversation")
+        return self
 
 
 class Action(_Model):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
 from .errors import StateError
 from .protocol import (
@@ -32,10 +33,17 @@ __all__ = ["check_request", "check_response", "items_digest", "resumed_state"]
 
 
 def items_digest(items: Sequence[AgentItem]) -> str:
-    """A short fingerprint of the items (their number, prompts and sessions), kept in the
-    metadata so that a later step knows it was given the same items."""
-    text = json.dumps([[item.prompt, item.session_id] for item in items], ensure_ascii=False)
+    """A short fingerprint of the items (their number, prompts, sessions and histories given),
+    kept in the metadata so that a later step knows it was given the same items. An item
+    without a history has the fingerprint it had before items could bring one."""
+    text = json.dumps([_fingerprint(item) for item in items], ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _fingerprint(item: AgentItem) -> list[Any]:
+    if item.history is None:
+        return [item.prompt, item.session_id]
+    return [item.prompt, item.session_id, [m.model_dump(mode="json") for m in item.history]]
 
 
 def resumed_state(

@@ -506,7 +506,10 @@ class ToolsAgent:
         """The item's session history, summarising first what fell out of its window.
 
         The summary is an optimisation: when the model fails to write it, the turn goes on
-        with the window alone (a warning says so) and the next turn asks again."""
+        with the window alone (a warning says so) and the next turn asks again. An item that
+        brings its own history has that (fitted to the window as a session's is)."""
+        if item.history is not None:
+            return list(item.history), Usage()
         if self.memory is None or item.session_id is None:
             return [], Usage()
         history = await self.memory.load(item.session_id)

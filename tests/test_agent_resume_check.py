@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 from pydantic import JsonValue, ValidationError
 
@@ -22,9 +25,10 @@ from agent import (
     ToolDefinition,
     ToolMessage,
     ToolsAgent,
+    UserMessage,
 )
 from agent.protocol import Action, ItemResult
-from agent.resume_check import check_request
+from agent.resume_check import check_request, items_digest
 
 pytestmark = pytest.mark.anyio
 
@@ -267,3 +271,18 @@ async def test_calls_the_engine_returned_nothing_for_are_shown_with_no_result() 
         told = [m.content for m in sent if isinstance(m, ToolMessage)]
         first = "ok" if done else "Error: this call produced no result"
         assert told == [first, "Error: this call produced no result"]
+
+
+def test_an_items_history_is_part_of_its_digest_and_no_history_keeps_the_old_digest() -> None:
+    plain = AgentItem(prompt="q", session_id="s")
+    # The digest as it was before items could bring a history: runs stored then resume.
+    before = hashlib.sha256(json.dumps([["q", "s"]]).encode()).hexdigest()[:32]
+    assert items_digest([plain]) == before
+    told = [AgentItem(prompt="q", history=[UserMessage(content=said)]) for said in ("a", "b")]
+    assert len({items_digest([item]) for item in told}) == 2
+    assert "history" not in plain.model_dump()  # an item without one is stored as before
+
+
+def test_an_item_is_given_a_session_or_a_history_not_both() -> None:
+    with pytest.raises(ValidationError, match="give `session_id` or `history`, not both"):
+        AgentItem(prompt="q", session_id="s", history=[])

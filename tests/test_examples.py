@@ -159,10 +159,10 @@ async def test_two_gateways_over_http_print_the_traces_their_readme_shows(tmp_pa
     assert masked("\n".join(b_lines)) == masked(shown_b)
 
 
-def in_python() -> list[str]:
-    """The Python blocks of the README's "In Python" section."""
+def in_python(title: str = "In Python") -> list[str]:
+    """The Python blocks of the README's section `title` ("In Python")."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## In Python\n", 1)[1].split("\n## ", 1)[0]
+    section = text.split(f"\n## {title}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 
@@ -198,7 +198,7 @@ def test_the_library_example_runs_an_agent_on_an_mcp_server_made_in_code(tmp_pat
 async def test_the_library_streaming_example_passes_on_the_answer_not_a_sub_agents(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    streaming = in_python()[1]
+    streaming = in_python("Streaming answers")[0]
     asks = {"tool_calls": [{"name": "helper", "arguments": {"prompt": "and the date?"}}]}
     lead = AgentSpec("assistant", ScriptedModel([asks, "It is noon, on a Monday."]), ["helper"])
     helper = AgentSpec("helper", ScriptedModel(["Monday."]))

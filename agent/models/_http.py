@@ -370,6 +370,10 @@ class ProviderHTTP:
             if wait is None:
                 wait = parse_retry_info(_body(response))  # Gemini's wait is in the body
             retryable = policy.retryable_status(response.status_code)
+            if response.headers.get("x-should-retry") == "false":
+                # The server says so (as OpenAI's SDKs read it): another attempt would repeat
+                # what failed (a gateway's agent run, its tools' effects with it).
+                retryable = False
             if retryable and unretried is not None:
                 retryable = not unretried(response.status_code, error_detail(response))
             if retryable and wait is not None and wait > policy.max_retry_after:

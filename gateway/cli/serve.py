@@ -95,6 +95,7 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..server.served.run_handles import RUN_TOOLS
     from ..server.server import reachable_at
     from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
+    from ..server.transports.http import MCP_PATH
 
     config = _served(config_of(args, default_agent=False), args.agent)
     if args.stateless and not args.http:
@@ -144,6 +145,9 @@ async def _serve(args: argparse.Namespace) -> int:
             if urlsplit(reached).hostname not in _WILDCARDS:
                 reachable_at(server, reached)
             print(timed(f"agent-gateway: serving MCP on {url}"), file=sys.stderr, flush=True)
+            openai = f"{url.removesuffix(MCP_PATH)}/v1"
+            said = f"agent-gateway: serving the agents to OpenAI clients at {openai}"
+            print(timed(said), file=sys.stderr, flush=True)
 
         # Told to go (a rolling restart, a client stopping us), the calls in flight finish
         # first (within the grace), with their MCP servers still there; a replica leaves its

@@ -4,11 +4,13 @@ their tools, and the MCP servers' resources, prompts, completions, client reques
 build_server(gateway, settings)  -> the SDK's low-level Server (both protocol eras)
 serve_stdio(server)              -> stdin/stdout, what Claude Desktop launches
 serve_pipes(server, r, w)        -> the same on other pipes or a socket
-serve_http(server, options)      -> streamable HTTP at /mcp, tokens and Host/Origin checks
+serve_http(server, options)      -> streamable HTTP at /mcp, tokens and Host/Origin checks,
+                                    and the agents to OpenAI clients at /v1 (`openai_api`)
 
 Where things are: `server` (what the server is made of) and `serving` (one serving run's
 state); `transports/` (stdio, HTTP and its checks, auth); `served/` (agents, proxied tools,
-prompts, resources, subscriptions); `client_requests/` (asking our client, across rounds for
+prompts, resources, subscriptions); `openai_api` and `openai_wire` (the agents as an
+OpenAI-compatible Chat Completions API); `client_requests/` (asking our client, across rounds for
 2026-07-28 clients); `notifications/` (progress, log messages, list changes). One proxied tool
 call reads top to bottom in `served/proxied_tools.py` and `client_requests/ask_client.py`; one
 passed straight through in `served/passing.py`.

@@ -46,6 +46,7 @@ from .client_requests.forwarding import Here, keep_wire_state
 from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
 from .notifications.log_messages import set_level
+from .openai_api import ChatCompletions
 from .request_checks import request_checks
 from .running_calls import RunningCalls, stopped_result
 from .served.agent_tasks import AgentTasks
@@ -222,6 +223,8 @@ class _GatewayServer(Server[Any]):
     """Where other replicas reach this one (`serve --http`): parked requests name it."""
     running: RunningCalls | None = None
     """The tool calls (and `tasks/result` requests) being answered."""
+    openai_api: ChatCompletions | None = None
+    """Over HTTP, at `/v1/`: the agents as an OpenAI-compatible API (`openai_api`)."""
 
     def refuse_calls(self, why: str) -> None:
         """Answer every call that begins from now on with an error result saying `why`; those
@@ -336,6 +339,14 @@ def build_server(
         server.scope_policy = ScopePolicy(settings.oauth, gateway, run_tools)
         guard = scope_guard(server.scope_policy, lambda: server.server_info_stamp)
         server.middleware.append(guard)
+    server.openai_api = ChatCompletions(
+        gateway,
+        running=running,
+        stored=stored,
+        policy=server.scope_policy,
+        required_scopes=settings.oauth.required_scopes if settings.oauth is not None else (),
+        max_request_bytes=settings.max_request_bytes,
+    )
     now = ServingNow()
     _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
     rounds = Rounds(now, boundary)

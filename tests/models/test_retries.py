@@ -89,6 +89,19 @@ async def test_a_rate_limit_that_is_waited_out_is_a_warning(
     assert answer.usage.requests == 1  # one model call, however many attempts it took
 
 
+async def test_a_failure_the_server_says_not_to_retry_is_not_retried(sleeps: Sleeps) -> None:
+    """`x-should-retry: false`, as OpenAI's SDKs read it: a gateway's agent that failed (its
+    tools' effects and all) is not run again."""
+    failed = {"error": {"message": "agent failed", "type": "server_error", "code": "run_failed"}}
+    fake = FakeProvider(
+        json_response(500, failed, headers={"x-should-retry": "false"}), json_response(200, ANSWER)
+    )
+    with pytest.raises(ModelHTTPError, match="HTTP 500: agent failed"):
+        await openai(fake, sleeps).invoke(ASK, [])
+    assert len(fake.requests) == 1
+    assert sleeps.delays == []
+
+
 @pytest.mark.parametrize("asked", ["-5", "0", "Wed, 21 Oct 2015 07:28:00 GMT"])
 async def test_a_wait_that_is_not_positive_leaves_the_backoff_in_place(
     sleeps: Sleeps, asked: str

@@ -287,3 +287,32 @@ async def test_a_listen_stream_for_resources_or_prompts_needs_the_scope_resource
             asked = listen(resourcesListChanged=True)
             async with http.stream("POST", served.url, json=asked, headers=wide) as stream:
                 assert stream.status_code == 200
+
+
+async def test_the_openai_api_lists_and_runs_only_the_agents_a_tokens_scopes_grant(
+    tmp_path: Path,
+) -> None:
+    async with gateway_behind(tmp_path) as served, httpx2.AsyncClient() as http:
+        base = served.url.removesuffix("/mcp") + "/v1"
+        ask = {"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}
+
+        async def as_token(token: str) -> tuple[httpx2.Response, httpx2.Response]:
+            headers = {"Authorization": f"Bearer {token}"}
+            models = await http.get(f"{base}/models", headers=headers)
+            answer = await http.post(f"{base}/chat/completions", json=ask, headers=headers)
+            return models, answer
+
+        models, answer = await as_token(served.token("mcp", "tools:toy"))
+        assert models.json()["data"] == []
+        assert answer.status_code == 403
+        error = answer.json()["error"]
+        assert (error["type"], error["code"]) == ("permission_error", "insufficient_scope")
+        assert "needs the scope agents or admin" in error["message"]
+
+        models, answer = await as_token(served.token("agents"))  # not the required `mcp`
+        assert models.status_code == answer.status_code == 403
+        assert "required scope mcp" in answer.json()["error"]["message"]
+
+        models, answer = await as_token(served.token("mcp", "agents"))
+        assert [m["id"] for m in models.json()["data"]] == ["assistant"]
+        assert answer.json()["choices"][0]["message"]["content"] == "hello"

@@ -91,6 +91,9 @@ from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
 from .request_headers import first
 
+OPENAI_PREFIX = "/v1/"
+"""Where a server's OpenAI-compatible API is served (`server.openai_api`)."""
+
 __all__ = [
     "MCP_PATH",
     "HttpApp",
@@ -259,14 +262,16 @@ class Running(Protocol):
 
 
 class HttpApp:
-    """ASGI: a request to `/mcp` (or `/mcp/`) goes through the middleware to the MCP endpoint; the rest
-    (other routes, lifespan) to Starlette. Starlette's own layers (error handlers, router,
+    """ASGI: a request to `/mcp` (or `/mcp/`) goes through the middleware to the MCP endpoint,
+    one under `/v1/` through the same middleware to the OpenAI-compatible API (when the server
+    has one: `openai_api`); the rest (other routes, lifespan) to Starlette. Starlette's own layers (error handlers, router,
     route) do nothing for the endpoint, an ASGI app of its own, and cost 7 % of the CPU of a
     call passed through (bench/RESULTS.md). An error escaping the endpoint is uvicorn's to log
     and answer (500), as it was Starlette's."""
 
-    def __init__(self, mcp: ASGIApp, rest: Starlette) -> None:
+    def __init__(self, mcp: ASGIApp, rest: Starlette, openai: ASGIApp | None = None) -> None:
         self._mcp = mcp
+        self._openai = openai
         self._rest = rest
         self.state = rest.state
 
@@ -282,6 +287,12 @@ class HttpApp:
             if scope["method"] == "GET" and first(scope, _LAST_EVENT_ID) is not None:
                 scope = _without_last_event_id(scope)
             await self._mcp(scope, receive, send)
+        elif (
+            self._openai is not None
+            and scope["type"] == "http"
+            and scope["path"].startswith(OPENAI_PREFIX)
+        ):
+            await self._openai(scope, receive, send)
         else:
             await self._rest(scope, receive, send)
 
@@ -365,10 +376,19 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     rest.router.redirect_slashes = False
     rest.state.sessions = sessions
     rest.state.layers = layers
-    mcp = endpoint
+    mcp = _in_middleware(endpoint, middleware)
+    openai: ASGIApp | None = getattr(server, "openai_api", None)
+    if openai is not None:  # its own token refusals, in OpenAI's shape
+        if options.allowed_origins:
+            openai = Cors(openai, options.allowed_origins)
+        openai = _in_middleware(openai, middleware)
+    return HttpApp(mcp, rest, openai)
+
+
+def _in_middleware(app: ASGIApp, middleware: list[Middleware]) -> ASGIApp:
     for cls, args, kwargs in reversed(middleware):  # as Starlette stacks them
-        mcp = cls(mcp, *args, **kwargs)
-    return HttpApp(mcp, rest)
+        app = cls(app, *args, **kwargs)
+    return app
 
 
 _LAST_EVENT_ID = b"last-event-id"

@@ -1,0 +1,400 @@
+"""The agents as an OpenAI-compatible Chat Completions API, beside `/mcp` on `serve --http`.
+
+`GET /v1/models` lists the agents (a model id is an agent's name); `POST /v1/chat/completions`
+with `model` naming one runs it on the request's last user message, the messages before it
+as the conversation so far (`openai_wire`): answered whole (`chat.completion`, with `usage`)
+or, with `stream: true`, as server-sent `chat.completion.chunk` deltas while the agent's
+model writes (its sub-agents' text is not the answer: `answer_text`), a last chunk with
+`finish_reason`, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`. The
+agent runs its tools itself; the client sees none of its calls.
+
+The same rules as `/mcp` hold: the HTTP app's Host/Origin checks, CORS and bearer tokens (a
+request the token middleware let through unauthenticated gets 401 here, in OpenAI's error
+shape), an OAuth token's scopes (an agent it may not call is neither listed nor run: 403),
+the client's share of the nodes (`ClientQuotas`, by principal or address, as a 2026-07-28
+MCP client's), the body size limit, and the server's calls in flight (refused while it
+stops, ended at the end of its grace). With a run store the run is stored, as an MCP call's
+is. A client that disconnects cancels the run, and a stored run stays stored, resumable, as
+when an MCP client cancels its call.
+
+A run that fails is answered 500 with `x-should-retry: false` (OpenAI's SDKs would otherwise
+run the agent, and its tools, twice more); while streaming, as an `error` event.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import asynccontextmanager, suppress
+from functools import partial
+from typing import Any
+
+import anyio
+import mcp_types as types
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.types import Message, Receive, Scope, Send
+
+from agent import AgentError, Usage
+from toolkits import ToolkitError
+
+from ..approval import ApprovalRequest
+from ..engine import AgentSpec, Gateway
+from ..errors import GatewayError
+from ..model_specs import ClientSampling
+from ..run_state import RunResult, RunState
+from ..trace import new_id
+from .notifications.answer_text import AnswerText
+from .openai_wire import ApiError, ChatRequest, chunk, completion, read_request
+from .running_calls import RunningCalls
+from .served.run_failures import item_failed, stopped
+from .served.stored_runs import StoredAgentRuns, handle_result
+from .serving import ClientQuotas, caller_of
+from .transports.auth import ScopePolicy, authenticated_subject
+
+__all__ = ["ChatCompletions"]
+
+log = logging.getLogger(__name__)
+
+_MODELS = "/v1/models"
+_COMPLETIONS = "/v1/chat/completions"
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),  # nginx passes each chunk on as it comes
+]
+
+
+class ChatCompletions:
+    """ASGI app for `/v1/...`: the gateway's agents to OpenAI clients."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        *,
+        running: RunningCalls,
+        stored: StoredAgentRuns | None = None,
+        policy: ScopePolicy | None = None,
+        required_scopes: Sequence[str] = (),
+        max_request_bytes: int = 4 * 1024 * 1024,
+    ) -> None:
+        self._gateway = gateway
+        self._running = running
+        self._stored = stored
+        self._policy = policy
+        self._required = tuple(required_scopes)
+        self._max_bytes = max_request_bytes
+        self._quotas = ClientQuotas()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        try:
+            self._check_token(scope)
+            path, method = scope["path"].rstrip("/"), scope["method"]
+            if path == _MODELS and method == "GET":
+                await _send_json(send, 200, await self._models(scope))
+            elif path.startswith(_MODELS + "/") and method == "GET":
+                name = path.removeprefix(_MODELS + "/")
+                spec = await self._agent(scope, name)
+                await _send_json(send, 200, _model(spec.name))
+            elif path == _COMPLETIONS and method == "POST":
+                await self._complete(scope, receive, send)
+            elif path in (_MODELS, _COMPLETIONS):
+                raise ApiError(405, f"{method} {path} is not served", code="method_not_allowed")
+            else:
+                raise ApiError(404, f"{path} is not served here", code="not_found")
+        except ApiError as exc:
+            await _send_error(send, exc)
+
+    def _check_token(self, scope: Scope) -> None:
+        """What the bearer tokens ask of `/mcp` (`challenges.RequireToken`), said OpenAI's way.
+        No `user` in the scope: the app takes no tokens (a loopback address)."""
+        if "user" not in scope:
+            return
+        user = scope["user"]
+        if not isinstance(user, AuthenticatedUser):
+            raise ApiError(
+                401,
+                "a valid bearer token is required (Authorization: Bearer ...)",
+                type="authentication_error",
+                code="invalid_api_key",
+            )
+        missing = [name for name in self._required if name not in user.scopes]
+        if missing:
+            raise ApiError(
+                403,
+                f"the token lacks the required scope {' '.join(missing)}",
+                type="permission_error",
+                code="insufficient_scope",
+            )
+
+    async def _models(self, scope: Scope) -> dict[str, Any]:
+        names = [spec.name for spec in self._gateway.agents.values() if _served(spec)]
+        allowed = [name for name in names if await self._refusal(scope, name) is None]
+        return {"object": "list", "data": [_model(name) for name in allowed]}
+
+    async def _refusal(self, scope: Scope, agent: str) -> str | None:
+        """Why the caller's OAuth token may not call `agent` (its scopes); None if it may."""
+        user = scope.get("user")
+        if self._policy is None or not isinstance(user, AuthenticatedUser):
+            return None
+        access = user.access_token
+        if not self._policy.restricts(access):
+            return None
+        refused = await self._policy.refusal(access, "tools/call", {"name": agent})
+        return refused.message if refused is not None else None
+
+    async def _agent(self, scope: Scope, name: str) -> AgentSpec:
+        spec = self._gateway.agents.get(name)
+        if spec is None:
+            known = ", ".join(s.name for s in self._gateway.agents.values() if _served(s))
+            raise ApiError(
+                404,
+                f"the model {name!r} does not exist: a model is an agent of this gateway "
+                f"({known or 'none'})",
+                code="model_not_found",
+                param="model",
+            )
+        if not _served(spec):
+            raise ApiError(
+                400,
+                f'agent {name!r} runs on its MCP client\'s own model (model = "sampling"), '
+                "which an OpenAI client cannot be: call it over MCP",
+                param="model",
+            )
+        refused = await self._refusal(scope, name)
+        if refused is not None:
+            raise ApiError(403, refused, type="permission_error", code="insufficient_scope")
+        return spec
+
+    async def _complete(self, scope: Scope, receive: Receive, send: Send) -> None:
+        body = await _body(receive, self._max_bytes)
+        if body is None:  # the client left before it asked
+            return
+        request = read_request(body)
+        spec = await self._agent(scope, request.agent)
+        gone = anyio.Event()
+        reply = _Reply(send, request, new_id())
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_disconnect, receive, gone, tg.cancel_scope)
+            ended = await self._running.answer(
+                partial(self._answer, scope, spec, request, reply, gone), _ended
+            )
+            if ended is not None:  # the server stops: it ended the run, or began none
+                await reply.fail(ApiError(503, ended, type="server_error", code="unavailable"))
+            tg.cancel_scope.cancel()  # answered: stop listening for a disconnect
+
+    async def _answer(
+        self, scope: Scope, spec: AgentSpec, request: ChatRequest, reply: _Reply, gone: anyio.Event
+    ) -> None:
+        state = RunState(
+            run_id=reply.run_id,
+            agent=spec.name,
+            items=[request.item],
+            started_by=authenticated_subject(),
+            origin=self._stored.origin if self._stored is not None else None,
+        )
+        quota = self._quotas.of_caller(caller_of(scope), self._gateway)
+        text = AnswerText(reply.delta)
+        outcome: RunResult | list[ApprovalRequest] | ApiError
+        async with reply.streaming():
+            try:
+                if self._stored is not None:
+                    outcome = await self._stored.start(
+                        state, follower=text, hops=0, quota=quota, asker=None, stop=gone
+                    )
+                else:
+                    hooks = [text] if request.stream else []
+                    outcome = await self._gateway.resume(
+                        state, hooks=hooks, quota=quota, stream=request.stream
+                    )
+            except (AgentError, GatewayError, ToolkitError) as exc:
+                said = stopped(spec.name, exc)
+                if self._stored is not None:
+                    said = f"{said} (run {state.run_id})"
+                outcome = _failed(said)
+            except Exception as exc:  # a bug: answered, logged, the server serves on
+                log.exception("agent %r crashed", spec.name)
+                outcome = _failed(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
+        if isinstance(outcome, ApiError):
+            await reply.fail(outcome)
+        elif isinstance(outcome, list):  # a stored run waits for a person's approval
+            assert self._stored is not None
+            spent = Usage.model_validate(await self._stored.usage_so_far(state.run_id))
+            await reply.waiting(outcome, spent, text)
+        else:
+            await reply.finish(outcome, text, stored=self._stored is not None)
+
+
+def _served(spec: AgentSpec) -> bool:
+    """Whether an OpenAI client can call the agent: not on its MCP client's model."""
+    return not isinstance(spec.model, ClientSampling)
+
+
+def _model(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "agent-gateway"}
+
+
+def _ended(why: str) -> str:
+    return why
+
+
+def _failed(message: str) -> ApiError:
+    return ApiError(500, message, type="server_error", code="run_failed")
+
+
+class _Reply:
+    """One request's answer: whole, or as chunks (the text deltas pass through a buffer to
+    the request's own task, so that a hook of a stored run, in the run's task, never writes
+    to the connection)."""
+
+    def __init__(self, send: Send, request: ChatRequest, run_id: str) -> None:
+        self._send = send
+        self._request = request
+        self.run_id = run_id
+        self._id = f"chatcmpl-{run_id}"
+        self._created = int(time.time())
+        self._started = False
+        self._deltas: MemoryObjectSendStream[str] | None = None
+
+    @asynccontextmanager
+    async def streaming(self) -> AsyncGenerator[None]:
+        """While the run goes on: a streamed answer's headers and first chunk (the role)
+        sent, and each delta heard sent as a chunk of its own; at the end, every delta heard
+        is sent. Nothing for an answer sent whole."""
+        if not self._request.stream:
+            yield
+            return
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        self._started = True
+        await self._event({"role": "assistant", "content": ""})
+        deltas, pending = anyio.create_memory_object_stream[str](math.inf)
+        async with anyio.create_task_group() as tg, deltas:
+            tg.start_soon(self._pass_on, pending)
+            self._deltas = deltas
+            try:
+                yield
+            finally:
+                self._deltas = None
+                deltas.close()  # `_pass_on` ends once it sent what it holds
+
+    async def delta(self, text: str) -> None:
+        """A text delta of the answer (from the run's trace)."""
+        if self._deltas is None:  # an answer sent whole, or sent already: no one's
+            return
+        with suppress(anyio.BrokenResourceError):  # the request is gone
+            self._deltas.send_nowait(text)
+
+    async def _pass_on(self, pending: MemoryObjectReceiveStream[str]) -> None:
+        async with pending:
+            async for text in pending:
+                await self._event({"content": text})
+
+    async def waiting(self, waiting: list[ApprovalRequest], usage: Usage, text: AnswerText) -> None:
+        """A stored run waits for a person's approval: its handle's text is the answer."""
+        answer = handle_result(self.run_id, waiting, {}).content[0]
+        said = answer.text if isinstance(answer, types.TextContent) else ""
+        await self._answer(said, usage, text)
+
+    async def finish(self, outcome: RunResult, text: AnswerText, *, stored: bool) -> None:
+        item = outcome.items[0]
+        if item.error is not None:
+            run_id = self.run_id if stored else None
+            await self.fail(_failed(item_failed(outcome.agent, item.error, run_id)))
+            return
+        await self._answer(item.output or "", outcome.usage, text)
+
+    async def _answer(self, said: str, usage: Usage, text: AnswerText) -> None:
+        request = self._request
+        if not request.stream:
+            whole = completion(self._id, self._created, request.agent, said, usage)
+            await _send_json(self._send, 200, whole)
+            return
+        rest = text.rest(said)
+        if rest:
+            await self._event({"content": rest})
+        await self._event({}, finish_reason="stop")
+        if request.include_usage:
+            usage_chunk = chunk(self._id, self._created, request.agent, None, usage=usage)
+            await self._data(json.dumps(usage_chunk, ensure_ascii=False))
+        await self._data("[DONE]")
+        await self._end()
+
+    async def fail(self, error: ApiError) -> None:
+        """The run failed (or was ended): an error answer, or an `error` event in the stream."""
+        if not self._started:
+            await _send_error(self._send, error)
+            return
+        await self._data(json.dumps(error.json(), ensure_ascii=False))
+        await self._end()
+
+    async def _event(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> None:
+        said = chunk(
+            self._id, self._created, self._request.agent, delta, finish_reason=finish_reason
+        )
+        await self._data(json.dumps(said, ensure_ascii=False))
+
+    async def _data(self, data: str) -> None:
+        body = f"data: {data}\n\n".encode()
+        await self._send({"type": "http.response.body", "body": body, "more_body": True})
+
+    async def _end(self) -> None:
+        await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:
+    """Cancel the request's work once its client disconnects (`gone` set first: a stored
+    run's follower then stops the run, as for an MCP client's cancel)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            scope.cancel()
+            return
+
+
+async def _body(receive: Receive, limit: int) -> bytes | None:
+    """The request's body, refused (413) past `limit` bytes; None if the client left."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        part: bytes = message.get("body", b"")
+        size += len(part)
+        if size > limit:
+            raise ApiError(
+                413,
+                f"the request body is over {limit} bytes ([gateway] max_request_bytes)",
+                code="request_too_large",
+            )
+        chunks.append(part)
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _send_json(
+    send: Send, status: int, data: dict[str, Any], headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(data, ensure_ascii=False).encode()
+    start: list[tuple[bytes, bytes]] = [
+        (b"content-type", b"application/json"),
+        (b"content-length", b"%d" % len(body)),
+        *headers,
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": start})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_error(send: Send, error: ApiError) -> None:
+    headers: list[tuple[bytes, bytes]] = []
+    if error.status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    if error.status >= 500 and error.code == "run_failed":
+        headers.append((b"x-should-retry", b"false"))
+    await _send_json(send, error.status, error.json(), headers)

@@ -1,0 +1,237 @@
+"""OpenAI's Chat Completions wire: a request read into an agent's question, and the answers,
+chunks and errors in OpenAI's shapes (`openai_api` serves them).
+
+A request's last message is the question (the user's); the messages before it are the
+conversation so far, given to the agent as that call's history (`AgentItem.history`), so a
+client that sends the whole conversation each time (as OpenAI clients do) is answered in it.
+System and developer messages join the agent's own system message. Text is read; a message
+with other content (an image), a tool message or an assistant's tool calls is refused with
+what to do, never dropped. Fields that tune a model (`temperature`, `max_tokens`, ...) and
+`tools` are not used: the agent's config decides its model and tools.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent import AgentItem, AssistantMessage, ChatMessage, SystemMessage, Usage, UserMessage
+
+__all__ = [
+    "ApiError",
+    "ChatRequest",
+    "chunk",
+    "completion",
+    "read_request",
+    "usage_json",
+]
+
+ErrorType = Literal[
+    "invalid_request_error", "authentication_error", "permission_error", "server_error"
+]
+
+
+class ApiError(Exception):
+    """A request answered with an error in OpenAI's shape: `{"error": {message, type, param,
+    code}}` and its HTTP status."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: ErrorType = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.code = code
+        self.param = param
+
+    def json(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")  # clients send fields of their own
+
+
+class _Part(_Open):
+    type: str
+    text: str | None = None
+
+
+class _Message(_Open):
+    role: str
+    content: str | list[_Part] | None = None
+    tool_calls: list[Any] | None = None
+
+
+class _StreamOptions(_Open):
+    include_usage: bool | None = None
+
+
+class _Body(_Open):
+    model: str
+    messages: list[_Message] = Field(min_length=1)
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    n: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    agent: str
+    item: AgentItem
+    stream: bool
+    include_usage: bool
+
+
+def read_request(body: bytes) -> ChatRequest:
+    """The question a Chat Completions request asks, and how to answer it. Raises `ApiError`
+    (400) saying what is wrong with it."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise ApiError(400, f"the request body is not JSON: {exc}") from None
+    try:
+        request = _Body.model_validate(data)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        said = f"{where}: {error['msg']}" if where else error["msg"]
+        raise ApiError(400, said, param=where or None) from None
+    if request.n not in (None, 1):
+        raise ApiError(400, "n: an agent gives one answer per request (n = 1)", param="n")
+    *before, last = request.messages
+    if last.role != "user":
+        raise ApiError(
+            400,
+            f"the last message is the question, from role 'user' (it is from {last.role!r})",
+            param="messages",
+        )
+    index = len(request.messages) - 1
+    prompt = _text(last, index)
+    if not prompt.strip():
+        raise ApiError(400, f"messages.{index}.content: the question is empty", param="messages")
+    history = _history(before)
+    item = AgentItem(prompt=prompt, history=history or None)
+    stream = bool(request.stream)
+    options = request.stream_options
+    include_usage = stream and options is not None and bool(options.include_usage)
+    return ChatRequest(request.model, item, stream, include_usage)
+
+
+def _history(messages: list[_Message]) -> list[ChatMessage]:
+    """The conversation before the question, system messages first (they join the agent's)."""
+    system: list[ChatMessage] = []
+    turns: list[ChatMessage] = []
+    for index, message in enumerate(messages):
+        text = _text(message, index)
+        if message.role in ("system", "developer"):
+            system.append(SystemMessage(content=text))
+        elif message.role == "user":
+            turns.append(UserMessage(content=text))
+        elif message.role == "assistant" and not message.tool_calls:
+            turns.append(AssistantMessage(content=text))
+        else:
+            what = "tool calls" if message.role == "assistant" else f"role {message.role!r}"
+            raise ApiError(
+                400,
+                f"messages.{index}: {what} cannot be read: the agent calls its own tools, and "
+                "reads a conversation of system, user and assistant text",
+                param="messages",
+            )
+    return system + turns
+
+
+def _text(message: _Message, index: int) -> str:
+    content = message.content
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part in content:
+        if part.type != "text" or part.text is None:
+            raise ApiError(
+                400,
+                f"messages.{index}.content: a part of type {part.type!r} cannot be read: "
+                "the agent reads text parts only",
+                param="messages",
+            )
+        texts.append(part.text)
+    return "".join(texts)
+
+
+def usage_json(usage: Usage) -> dict[str, Any]:
+    """A run's usage (its sub-agents' included) as OpenAI counts it."""
+    return {
+        "prompt_tokens": usage.input_tokens,
+        "completion_tokens": usage.output_tokens,
+        "total_tokens": usage.total_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning_tokens},
+    }
+
+
+def completion(
+    completion_id: str, created: int, model: str, text: str, usage: Usage
+) -> dict[str, Any]:
+    """A whole answer: a `chat.completion`."""
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text, "refusal": None},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": usage_json(usage),
+    }
+
+
+def chunk(
+    completion_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None,
+    *,
+    finish_reason: str | None = None,
+    usage: Usage | None = None,
+) -> dict[str, Any]:
+    """One `chat.completion.chunk`: a delta, the last one's `finish_reason`, or (no delta)
+    the usage chunk, whose `choices` are empty."""
+    choices: list[dict[str, Any]] = []
+    if delta is not None:
+        choices.append(
+            {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+        )
+    said: dict[str, Any] = {
+        "id": completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }
+    if usage is not None:
+        said["usage"] = usage_json(usage)
+    return said
