@@ -91,6 +91,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "description": "The tool calls the agent made (when the agent returns them).",
             "items": STEP_SCHEMA,
         },
+        "handoff": {
+            "type": "string",
+            "description": "The agent the conversation was handed to, whose answer it is.",
+        },
     },
     "required": ["usage"],
 }
@@ -506,6 +510,8 @@ def run_result(
     structured: dict[str, Any] = {"output": _output(item), "usage": usage}
     if steps:
         structured["steps"] = steps_json(item.steps or ())
+    if item.handoff is not None:
+        structured["handoff"] = item.handoff
     return types.CallToolResult(
         content=[types.TextContent(text=output)], structured_content=structured, _meta=meta
     )
