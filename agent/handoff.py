@@ -79,9 +79,11 @@ def handed_off(
     tools: Mapping[str, ToolDefinition],
     output: OutputSchema | None,
 ) -> Handoff | None:
-    """The handoff that answers item `index`, if one of the results just arrived is a
-    handoff's that succeeded. One whose answer does not fit `output` answers nothing: its step
-    in `steps` then tells the model why (changed in place, so it is kept with the steps)."""
+    """The handoff that answers item `index`: one of the results just arrived is a handoff's
+    that succeeded, or (a step made again after its turn failed to save: the result came in
+    an earlier response) one of its steps is. One whose answer does not fit `output` answers
+    nothing: its step in `steps` then tells the model why (changed in place, so it is kept
+    with the steps, as an error)."""
     if response is None:
         return None
     for result in response.action_responses:
@@ -91,23 +93,31 @@ def handed_off(
             continue
         if result.error is not None:
             return None  # the model reads the failure in its step
-        text = observation_of(result.data)
-        if output is None:
-            return Handoff(action.tool, action.tool_call_id, text, None)
-        try:
-            structured = output.from_text(text)
-        except OutputInvalid as invalid:
-            for position, step in enumerate(steps):
-                if step.tool_call_id == action.tool_call_id:
-                    told = (
-                        f"{ERROR_PREFIX}the answer of {action.tool!r} does not fit the output "
-                        f"schema ({invalid}), so it is not the answer: answer yourself. "
-                        f"It said: {text}"
-                    )
-                    steps[position] = step.model_copy(update={"observation": told})
-            return None
-        return Handoff(action.tool, action.tool_call_id, text, structured)
+        return _answer(action.tool, action.tool_call_id, observation_of(result.data), steps, output)
+    for step in steps:
+        tool = tools.get(step.tool)
+        if tool is not None and tool.hands_off and not step.observation.startswith(ERROR_PREFIX):
+            return _answer(step.tool, step.tool_call_id, step.observation, steps, output)
     return None
+
+
+def _answer(
+    tool: str, call_id: str, text: str, steps: list[ToolCallStep], output: OutputSchema | None
+) -> Handoff | None:
+    if output is None:
+        return Handoff(tool, call_id, text, None)
+    try:
+        structured = output.from_text(text)
+    except OutputInvalid as invalid:
+        for position, step in enumerate(steps):
+            if step.tool_call_id == call_id:
+                told = (
+                    f"{ERROR_PREFIX}the answer of {tool!r} does not fit the output schema "
+                    f"({invalid}), so it is not the answer: answer yourself. It said: {text}"
+                )
+                steps[position] = step.model_copy(update={"observation": told})
+        return None
+    return Handoff(tool, call_id, text, structured)
 
 
 def turn_before(steps: Sequence[ToolCallStep], handoff: Handoff) -> list[ToolCallStep]:

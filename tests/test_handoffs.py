@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 from pydantic import JsonValue
 
 from agent import (
     AgentItem,
     AgentOptions,
+    ChatMessage,
     OutputSchema,
     ScriptedAnswer,
     ScriptedCall,
@@ -15,6 +18,7 @@ from agent import (
     ToolMessage,
     UserMessage,
 )
+from agent.errors import MemoryStoreError
 from agent.memory import InProcessStore, SessionMemory
 from gateway import AgentSpec, Gateway, RunState
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
@@ -237,6 +241,45 @@ async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
     # The next turn reads the answer as the lead's own, and no dangling call.
     sent = [(m.role, getattr(m, "content", "")) for m in lead.calls[1][0]]
     assert sent[1:] == [("user", QUESTION), ("assistant", ANSWER), ("user", "Thanks!")]
+
+
+class SavesAfterOneFailure(InProcessStore):
+    """A store whose first save fails, as a database that is briefly away."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise MemoryStoreError("the store is away")
+        return await super().append(session_id, key, messages, tokens)
+
+
+async def test_a_turn_that_failed_to_save_is_saved_on_resume_with_no_call_of_the_lead() -> None:
+    store = SavesAfterOneFailure()
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = SessionMemory(store)
+    states: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        states.append(state)
+
+    with pytest.raises(MemoryStoreError):
+        await gateway.run("triage", QUESTION, session_id="s1", checkpoint=keep)
+    state = RunState.model_validate_json(states[-1].model_dump_json())
+    fresh_lead = ScriptedModel([])  # asked, it would stop the run: it has no answer
+    again = support(fresh_lead, ScriptedModel([]))
+    again.memory = gateway.memory
+    result = await again.resume(state)
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+    assert fresh_lead.calls == []
+    history = (await gateway.memory.load("s1")).messages
+    assert [(m.role, m.content) for m in history] == [("user", QUESTION), ("assistant", ANSWER)]
 
 
 async def test_a_run_stopped_inside_the_specialist_resumes_there_and_the_lead_is_not_asked() -> (
