@@ -85,6 +85,10 @@ class ToolDefinition(_Frozen):
     )
     source_node: str
     is_from_toolkit: bool = False
+    hands_off: bool = Field(default=False, exclude_if=lambda hands_off: not hands_off)
+    """A call of it hands the item over: its result, when it succeeds, is the item's answer,
+    with no further model call (`agent.handoff`). Written only when set: a definition
+    without it reads (and hashes, for a recorded model call) as it did before it existed."""
 
 
 class SystemMessage(_Frozen):

@@ -32,13 +32,14 @@ __all__ = [
     "metadata_version",
 ]
 
-METADATA_VERSION = 3
+METADATA_VERSION = 4
 """The newest metadata version, which this agent writes when it must; it resumes the older
 ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
-routing field displaced (`Action.displaced`): a run is of a newer version only while it holds
-such a thing, so an older agent refuses such a run with its own clear message, and still
-resumes every other run this one stored."""
-READABLE_VERSIONS = (1, 2, 3)
+routing field displaced (`Action.displaced`), version 4 an item answered by a handoff
+(`ItemResult.handoff`): a run is of a newer version only while it holds such a thing, so an
+older agent refuses such a run with its own clear message, and still resumes every other run
+this one stored."""
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
@@ -165,6 +166,9 @@ class ItemResult(_Model):
     structured: JsonValue = None
     """With an output schema: the validated answer (`output` is its JSON text)."""
     steps: list[ToolCallStep] | None = None
+    handoff: str | None = Field(default=None, exclude_if=_is_none)
+    """The tool (an agent) the item was handed to, whose answer `output` is (`agent.handoff`).
+    Written only when set."""
 
     @field_validator("steps")
     @classmethod
@@ -177,10 +181,15 @@ class ItemResult(_Model):
 
 
 def metadata_version(
-    previous_steps: Mapping[int, Sequence[ToolCallStep]], actions: Sequence[Action] = ()
-) -> Literal[1, 2, 3]:
-    """The version metadata with these steps, beside these actions, is written as: the oldest
-    that can hold them (an older agent would call a tool without the displaced argument)."""
+    previous_steps: Mapping[int, Sequence[ToolCallStep]],
+    actions: Sequence[Action] = (),
+    finished: Mapping[int, ItemResult] | None = None,
+) -> Literal[1, 2, 3, 4]:
+    """The version metadata with these steps, beside these actions and finished items, is
+    written as: the oldest that can hold them (an older agent would call a tool without the
+    displaced argument, or refuse an item result that names a handoff)."""
+    if finished and any(result.handoff is not None for result in finished.values()):
+        return 4
     if any(action.displaced is not None for action in actions):
         return 3
     with_media = any(step.media for steps in previous_steps.values() for step in steps)
@@ -191,8 +200,9 @@ class AgentRequestMetadata(_Model):
     """All loop state of a run. Versioned: a stored run of a version this agent does not know
     is refused (see `METADATA_VERSION`)."""
 
-    version: Literal[1, 2, 3] = 1
-    """1 unless a step carries media or an action a displaced argument (`metadata_version`)."""
+    version: Literal[1, 2, 3, 4] = 1
+    """1 unless a step carries media, an action a displaced argument or an item result a
+    handoff (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""

@@ -48,6 +48,7 @@ from .errors import (
     StepPaused,
     fails_only_its_item,
 )
+from .handoff import Handoff, handed_off, one_handoff, turn_before
 from .memory import ChatMemory, summarise
 from .memory.summary import SUMMARY_INPUT_TOKENS
 from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
@@ -248,7 +249,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            version=metadata_version(previous_steps, actions),
+            version=metadata_version(previous_steps, actions, finished),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
@@ -306,6 +307,11 @@ class ToolsAgent:
     ) -> _Outcome:
         """One model call for one item, and what came of it. Never raises an `AgentError`."""
         steps, options = build_steps(response, index), self.options
+        handoff = handed_off(response, index, steps, self._by_name, options.output)
+        if handoff is not None:  # the item's answer came: no model call
+            answer = AssistantMessage(content=handoff.output)
+            structured = NOT_AN_ANSWER if options.output is None else handoff.structured
+            return await self._finish(item, index, steps, answer, Usage(), structured, handoff)
         if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
                 steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
@@ -430,10 +436,12 @@ class ToolsAgent:
         answer: AssistantMessage,
         usage: Usage,
         structured: JsonValue | object,
+        handoff: Handoff | None = None,
     ) -> _Outcome:
-        """The item's answer: its turn saved, its result made. An answer without text saves
-        no turn (as n8n saves only an output): the engine fails it, and a later turn of the
-        session would read a question answered by nothing."""
+        """The item's answer (the model's, or the agent's it was handed to): its turn saved,
+        its result made. An answer without text saves no turn (as n8n saves only an output):
+        the engine fails it, and a later turn of the session would read a question answered
+        by nothing."""
         final = answer
         if structured is NOT_AN_ANSWER:
             text, structured = answer.content, None
@@ -445,13 +453,19 @@ class ToolsAgent:
             if text.strip():
                 # Text only: the media were for this turn's calls, and would weigh on every
                 # later turn of the session (and on its stored rows).
-                turn = [*scratchpad_messages(steps, media=False), final]
+                kept = steps if handoff is None else turn_before(steps, handoff)
+                turn = [*scratchpad_messages(kept, media=False), final]
                 await self._remember(item, index, turn)
         except AgentError as exc:
-            return _Outcome(steps, usage=usage, called_model=True, interrupted=exc)
+            return _Outcome(steps, usage=usage, called_model=handoff is None, interrupted=exc)
         keep = steps if self.options.return_intermediate_steps else None
-        result = ItemResult(output=text, structured=cast(JsonValue, structured), steps=keep)
-        return _Outcome(steps, usage=usage, called_model=True, result=result)
+        result = ItemResult(
+            output=text,
+            structured=cast(JsonValue, structured),
+            steps=keep,
+            handoff=handoff.tool if handoff is not None else None,
+        )
+        return _Outcome(steps, usage=usage, called_model=handoff is None, result=result)
 
     def _offered(self) -> Sequence[ToolDefinition]:
         output = self._final_result
@@ -593,7 +607,8 @@ class ToolsAgent:
                     item_index=index,
                 )
             )
-        return answered, actions
+        actions, not_made = one_handoff(answer, actions, by_name)
+        return answered + not_made, actions
 
     def _max_iterations_error(self) -> str:
         n = self.options.max_iterations

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from .journal import Journal
     from .limits import PerNode
     from .run_state import Checkpoint, RunOrigin, RunResult, RunState
-    from .step_loop import tool_definition
     from .store import FileRunStore, RunStore
+    from .tool_definitions import tool_definition
     from .trace import (
         JsonLinesPrinter,
         Span,
@@ -132,7 +132,7 @@ _WHERE = {
     "UnreadableRun": ".errors",
     "load_config": ".config",
     "open_gateway": ".assembly",
-    "tool_definition": ".step_loop",
+    "tool_definition": ".tool_definitions",
 }
 """The module each name of `__all__` comes from."""
 

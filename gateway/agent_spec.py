@@ -34,6 +34,14 @@ class AgentSpec:
     would not fit fails before it is sent."""
     approval: ApprovalRule = field(default_factory=ApprovalRule)
     """Which of its tool calls a person must approve (globs over `approval_names`)."""
+    handoffs: Sequence[str] = ()
+    """Agents it may hand the conversation to (see README, "Handoffs"): offered as its tools
+    (added to `tools` when not there), a call of one ends its item with that agent's answer."""
+
+    def __post_init__(self) -> None:
+        missing = [name for name in self.handoffs if name not in self.tools]
+        if missing:  # a handoff is one of its tools: every use of `tools` sees it
+            object.__setattr__(self, "tools", (*self.tools, *missing))
 
     def tool_description(self) -> str:
         """What a caller (a model, an MCP client) reads of this agent as a tool."""

@@ -14,7 +14,7 @@ usage.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from mcp_types import CallToolResult
@@ -25,11 +25,14 @@ from toolkits import result_data
 
 __all__ = [
     "AGENT_INPUT_SCHEMA",
+    "HANDOFF_INPUT_SCHEMA",
     "PROMPT_OR_ITEMS",
     "SERVED_INPUT_SCHEMA",
     "USAGE_META_KEY",
     "agent_description",
     "answer_data",
+    "handoff_description",
+    "handoff_prompt",
     "reported_usage",
     "usage_meta",
 ]
@@ -48,6 +51,18 @@ AGENT_INPUT_SCHEMA: dict[str, Any] = {
     "required": ["prompt"],
 }
 """What an agent calling an agent sends."""
+
+HANDOFF_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "context": {
+            "type": "string",
+            "description": "Optional: what the agent needs to know beyond the user's message "
+            "(from earlier in the conversation). The user's message itself is passed on as is.",
+        }
+    },
+}
+"""What an agent handing the conversation over sends: the user's message goes as it is."""
 
 PROMPT_OR_ITEMS = 'give `prompt` (text) or `items` (a list of {"prompt": ...})'
 """What a served agent's call must have (its schema cannot say so: see `SERVED_INPUT_SCHEMA`)."""
@@ -109,6 +124,24 @@ def agent_description(
     return " ".join(said)
 
 
+def handoff_description(name: str, description: str) -> str:
+    """What the model of an agent that may hand the conversation to agent `name` reads of
+    that handoff (`description`: the agent's, as a tool)."""
+    return (
+        f"Hand the conversation over to the agent {name!r}: it gets the user's message and "
+        f"its answer is the final answer (you answer no more). {description}"
+    )
+
+
+def handoff_prompt(question: str, arguments: Mapping[str, Any], by: str) -> str:
+    """What the agent a conversation was handed to is asked: the user's `question` as it
+    came, and the `context` the handing agent (`by`) added, if any."""
+    context = arguments.get("context")
+    if not isinstance(context, str) or not context.strip():
+        return question
+    return f"{question}\n\n(Context from the agent {by!r}, which handed this over: {context})"
+
+
 def _shortened(text: str) -> str:
     """`text`, or its first words within `MAX_INSTRUCTIONS_SHOWN` characters and "..."."""
     if len(text) <= MAX_INSTRUCTIONS_SHOWN:
@@ -147,7 +180,8 @@ def answer_data(result: CallToolResult, max_chars: int) -> JsonValue:
     structured: object = result.structured_content
     if isinstance(structured, dict):
         fields = cast("dict[str, JsonValue]", structured)
-        rest = {key: value for key, value in fields.items() if key != "usage"}
+        # The usage rolls up; who answered (a handoff) is no part of the answer.
+        rest = {key: value for key, value in fields.items() if key not in ("usage", "handoff")}
         read: JsonValue = rest.get("output") if rest.keys() == {"output"} else rest
         if isinstance(read, str):
             read = {"response": read}

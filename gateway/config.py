@@ -204,6 +204,9 @@ class AgentConfig(_Strict):
     """A model spec, or a list of them tried in order (fallback)."""
     system: str = DEFAULT_SYSTEM_MESSAGE
     tools: list[str] = Field(default_factory=list[str])
+    handoffs: list[str] = Field(default_factory=list[str])
+    """Agents this one may hand the conversation to: their answer is its answer (README,
+    "Handoffs"). Offered as its tools, listed in `tools` or not."""
     max_iterations: int = Field(default=10, ge=1)
     return_intermediate_steps: bool = False
     description: str = ""
@@ -358,12 +361,16 @@ class Config(_Strict):
             if name in reached or name not in self.agents:
                 continue
             reached.add(name)
-            todo += self.agents[name].tools
+            todo += [*self.agents[name].tools, *self.agents[name].handoffs]
         return {name: spec for name, spec in self.agents.items() if name in reached}
 
     def nodes_of(self, agent: str) -> set[str]:
         """The MCP servers and local tools `agent` uses, itself or through agents it calls."""
-        used = {tool for spec in self.reached_from([agent]).values() for tool in spec.tools}
+        used = {
+            tool
+            for spec in self.reached_from([agent]).values()
+            for tool in [*spec.tools, *spec.handoffs]
+        }
         return used - set(self.agents)
 
     def read_from(self, path: Path) -> Config:
@@ -398,7 +405,28 @@ class Config(_Strict):
                     raise ValueError(
                         f"agents.{agent}.tools: no node named {node!r}{guess} (known: {known})"
                     )
+            for other in spec.handoffs:
+                _check_handoff(agent, spec, other, self.agents)
         return self
+
+
+def _check_handoff(
+    agent: str, spec: AgentConfig, other: str, agents: Mapping[str, AgentConfig]
+) -> None:
+    """A handoff names another agent; a lead whose answers fit a schema hands off only to an
+    agent whose answers fit the same one (its answer becomes the lead's)."""
+    where = f"agents.{agent}.handoffs"
+    if other not in agents:
+        guess = did_you_mean(other, agents)
+        known = listed_names(sorted(agents), most=_NODES_LISTED)
+        raise ValueError(f"{where}: no agent named {other!r}{guess} (known agents: {known})")
+    if other == agent:
+        raise ValueError(f"{where}: an agent cannot hand the conversation to itself")
+    if spec.output_schema is not None and agents[other].output_schema != spec.output_schema:
+        raise ValueError(
+            f"{where}: {other!r} answers without this agent's output_schema, and its answer "
+            f"would be this agent's: give {other!r} the same output_schema"
+        )
 
 
 def _server_hint(table: str, name: str) -> str:

@@ -77,6 +77,10 @@ class Gateway:
         random one. Two gateways given one id take each other's tools for their own."""
         self.nodes: dict[str, Toolkit] = {node.name: node for node in nodes}
         self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in agents}
+        for spec in self.agents.values():
+            not_agents = [name for name in spec.handoffs if name not in self.agents]
+            if not_agents:  # only an agent of this gateway can take a conversation over
+                raise ConfigError(f"agent {spec.name!r} hands off to no agent: {not_agents}")
         self.memory = memory
         self.hooks = tuple(hooks)
         self.max_depth = max_depth

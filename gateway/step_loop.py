@@ -32,15 +32,14 @@ from agent import (
     EngineResponse,
     StepInterrupted,
     StepPaused,
-    ToolDefinition,
     ToolsAgent,
     Usage,
 )
-from agent.models.schema import unexpressed
 from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
+from .agent_tool import handoff_prompt
 from .approval import (
     NOBODY_TO_ASK,
     ApprovalRequest,
@@ -58,6 +57,7 @@ from .run_context import RunContext
 from .run_state import Checkpoint, RunSaver, RunState, spent
 from .sampling_model import SamplingModel, asked_together
 from .session_owners import owned_memory
+from .tool_definitions import ToolDefinitions
 from .tool_limits import too_many_tools
 from .trace import Tracer
 from .traced_model import TracedModel
@@ -67,7 +67,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["StepLoop", "tool_definition"]
+__all__ = ["StepLoop"]
 
 
 class StepLoop:
@@ -75,23 +75,9 @@ class StepLoop:
 
     def __init__(self, gateway: Gateway) -> None:
         self._gateway = gateway
-        self._defined: dict[str, dict[str, tuple[Tool, ToolDefinition]]] = {}
-        """Each agent's tool definitions, by tool name, with the listed tool each was made
-        from: made again only for a tool listed anew (100 of them took ~1 ms a run)."""
+        self._definitions = ToolDefinitions()
         self._too_many: set[str] = set()
         """The agents said to offer more tools than their provider takes (said once each)."""
-
-    def _definitions(self, agent: str, tools: Mapping[str, Tool]) -> list[ToolDefinition]:
-        kept = self._defined.get(agent, {})
-        fresh: dict[str, tuple[Tool, ToolDefinition]] = {}
-        for name, tool in tools.items():
-            made = kept.get(name)
-            if made is None or made[0] is not tool:
-                made = (tool, tool_definition(tool))
-                _warn_unexpressed(agent, made[1])
-            fresh[name] = made
-        self._defined[agent] = fresh  # only the tools listed now: none kept past their time
-        return [definition for _, definition in fresh.values()]
 
     def _warn_too_many(self, spec: AgentSpec, model: ChatModel, tools: int) -> None:
         """Say once, before the model is first called, that it will refuse the call."""
@@ -158,7 +144,8 @@ class StepLoop:
             for node, health in gateway.unhealthy(spec.tools).items():
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node, agent_span.id, health=health)
-            definitions = self._definitions(spec.name, tools)
+            handoffs = [name for name in spec.handoffs if name in gateway.agents]
+            definitions = self._definitions.of(spec.name, tools, handoffs)
             self._warn_too_many(spec, chosen, len(definitions))
             traced = partial(
                 TracedModel,
@@ -363,10 +350,19 @@ class StepLoop:
         decision = await context.approver.decide(request)
         said = "approved" if decision.approved else "denied"
         await tracer.note("tool", action.tool, parent_id, approval=said, call=request.call)
+        if decision.approved:
+            return None
+        if self._hands_off(action, context):  # failed, not answered: its text is no answer
+            return ActionResponse(action=action, error=rejection(request, decision))
+        return ActionResponse(action=action, data=rejection(request, decision))
+
+    def _hands_off(self, action: Action, context: RunContext) -> bool:
+        """Whether `action` hands the conversation of the agent running it to another."""
+        spec = self._gateway.agents.get(context.chain[-1]) if context.chain else None
         return (
-            None
-            if decision.approved
-            else ActionResponse(action=action, data=rejection(request, decision))
+            spec is not None
+            and action.node in spec.handoffs
+            and action.node in self._gateway.agents
         )
 
     async def run_action(
@@ -444,6 +440,9 @@ class StepLoop:
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
         prompt = arguments.get("prompt")
+        if self._hands_off(action, context):  # it answers the user's message, as it came
+            question = saver.state.items[action.item_index].prompt
+            prompt = handoff_prompt(question, arguments, context.chain[-1])
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
         key = call_key(action.item_index, action.tool_call_id)
@@ -511,35 +510,6 @@ def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | Non
     if health is None:
         return gateway.renamed(name, nodes)
     return f"tool {name!r} is not available now: its server is not ready ({health})"
-
-
-def tool_definition(tool: Tool) -> ToolDefinition:
-    """What the agent is told of a node's tool. For an engine of one's own: the agent's
-    actions name `tool.source_node`, and a toolkit node's input also names the tool
-    (`agent.ROUTING_KEY`): `Action.arguments` gives the tool's own for `call_tool`."""
-    schema: dict[str, Any] = dict(tool.input_schema)
-    return ToolDefinition(
-        name=tool.name,
-        description=tool.description,
-        input_schema=schema,
-        source_node=tool.source_node,
-        is_from_toolkit=tool.is_from_toolkit,
-    )
-
-
-def _warn_unexpressed(agent: str, tool: ToolDefinition) -> None:
-    """Say, before the model is first called, what a tool's schema asks that no model can be
-    told: the model is offered the tool without it, and the tool's own check answers calls
-    that miss it."""
-    lost = unexpressed(tool.input_schema)
-    if lost:
-        log.warning(
-            "agent %r: tool %r: its input schema cannot be told to a model whole: %s; "
-            "the model is offered the tool without it",
-            agent,
-            tool.name,
-            "; ".join(lost),
-        )
 
 
 async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:

@@ -190,5 +190,7 @@ def test_media_count_towards_the_context_window_estimate() -> None:
 
 
 def test_metadata_of_unknown_versions_is_still_refused() -> None:
-    with pytest.raises(ValueError, match="version 4; this agent resumes versions 1, 2 and 3 only"):
-        AgentRequestMetadata.model_validate({"version": 4})
+    with pytest.raises(
+        ValueError, match="version 5; this agent resumes versions 1, 2, 3 and 4 only"
+    ):
+        AgentRequestMetadata.model_validate({"version": 5})

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio
 import anyio.lowlevel
 import pytest
+from pydantic import JsonValue
 from trio.testing import MockClock
 
 from agent import (
@@ -345,6 +346,25 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
         items.write_text(f'"first"\n{blank}\n')
         assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 2
         assert f"{items}:2: the item's prompt is empty" in capsys.readouterr().err
+
+
+def test_an_items_line_names_the_agent_it_was_handed_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[agents.triage]\nhandoffs = ["billing"]\n[agents.billing]\n')
+    script = tmp_path / "answers.json"
+    handing: dict[str, JsonValue] = {"tool_calls": [{"name": "billing", "arguments": {}}]}
+    script.write_text(json.dumps([handing, {"content": "42 EUR"}, {"content": "hello"}]))
+    items = tmp_path / "items.jsonl"
+    items.write_text('"my bill?"\n"hi"\n')
+    run = ["run", "--items", str(items), "--config", str(config), "--agent", "triage"]
+    assert main([*run, "--model", f"scripted:{script}", "--no-store"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert lines == [
+        {"index": 0, "output": "42 EUR", "error": None, "handoff": "billing"},
+        {"index": 1, "output": "hello", "error": None},
+    ]
 
 
 @pytest.mark.parametrize("store", ["--no-store", "--state-dir"])

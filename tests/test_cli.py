@@ -360,6 +360,7 @@ def test_tools_json_lists_tools_agents_and_servers(
             "name": "assistant",
             "model": "none",
             "tools": ["toolbox", "broken"],
+            "handoffs": [],
             "tool_count": 4,  # the toolbox's: broken's are not known
             "max_tools": None,
             "approval": {},  # no call of its needs a person's approval
@@ -367,6 +368,20 @@ def test_tools_json_lists_tools_agents_and_servers(
     ]
     states = {server["name"]: server["state"] for server in listing["servers"]}
     assert states == {"toolbox": "ready", "broken": "failed"}
+
+
+def test_tools_says_which_of_an_agents_tools_hand_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.toml"
+    config.write_text('[agents.triage]\nhandoffs = ["billing"]\n[agents.billing]\n')
+    assert main(["tools", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "agent triage: model=none tools=['billing'] handoffs=['billing'] (1 tool)" in out
+    assert main(["tools", "--config", str(config), "--json"]) == 0
+    agents = {a["name"]: a for a in json.loads(capsys.readouterr().out)["agents"]}
+    assert (agents["triage"]["tools"], agents["triage"]["handoffs"]) == (["billing"], ["billing"])
+    assert agents["billing"]["handoffs"] == []
 
 
 def test_version_verbose_after_the_command_and_a_question_from_stdin(

@@ -198,7 +198,7 @@ async def test_a_schema_no_model_can_be_told_whole_is_named_before_the_model_is_
     gateway = Gateway([OddSchemaNode(KeyError("unused"))], [AgentSpec("a", model, tools=["odd"])])
     await gateway.run("a", "go")
     await gateway.run("a", "again")
-    warned = [r.getMessage() for r in caplog.records if r.name == "gateway.step_loop"]
+    warned = [r.getMessage() for r in caplog.records if r.name == "gateway.tool_definitions"]
     assert warned == [
         "agent 'a': tool 'lookup': its input schema cannot be told to a model whole: the "
         "`oneOf` alternatives that are not objects; the model is offered the tool without it"

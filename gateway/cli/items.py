@@ -148,6 +148,8 @@ class ItemLines:
         self._printed[index] = item
         output = item.structured if item.structured is not None else item.output
         line: dict[str, Any] = {"index": index, "output": output, "error": item.error}
+        if item.handoff is not None:  # the agent whose answer it is
+            line["handoff"] = item.handoff
         self._write(line)
 
     def _print_run(

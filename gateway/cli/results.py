@@ -53,9 +53,10 @@ def print_result(
 def run_json(
     result: RunResult, item: ItemResult | None = None, *, stored: bool = True
 ) -> dict[str, Any]:
-    """`{run_id, agent, status, output, error, stopped_in, usage, iterations, steps}` of a
-    one-question run (`run_id` null unless `stored`; `stopped_in` null: a run that returned
-    did not stop); with an output schema, `output` is the answer itself (JSON), not its text."""
+    """`{run_id, agent, status, output, error, stopped_in, usage, iterations, steps, handoff}`
+    of a one-question run (`run_id` null unless `stored`; `stopped_in` null: a run that
+    returned did not stop; `handoff`: the agent whose answer `output` is, null: the run's own
+    agent's); with an output schema, `output` is the answer itself (JSON), not its text."""
     item = item or result.items[0]
     return {
         "run_id": result.run_id if stored else None,
@@ -67,6 +68,7 @@ def run_json(
         "usage": result.usage.model_dump(),
         "iterations": result.iterations,
         "steps": steps_json(item.steps or []),
+        "handoff": item.handoff,
     }
 
 
@@ -105,6 +107,7 @@ def run_error_json(
         "usage": usage,
         "iterations": iterations,
         "steps": steps_json(steps),
+        "handoff": None,
         **more,
     }
     return result_json(shown)

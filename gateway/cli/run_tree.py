@@ -46,6 +46,8 @@ def render_run(
     if result is not None:
         for index, item in enumerate(result.items):
             label = "answer" if len(result.items) == 1 else f"answer {index}"
+            if item.handoff is not None:
+                label += f" (handed off to {item.handoff})"
             said = item.error if item.error is not None else item.output
             lines.append(
                 f"{label}: {_short(said or '')}" if item.error is None else f"{label} error: {said}"

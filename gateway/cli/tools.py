@@ -313,9 +313,11 @@ def _print_listing(
         limit = max_tools(agent.model)
         if limit is not None and offered[name] > limit:
             count += f", more than its model takes: {limit}"
+        handing = f" handoffs={list(agent.handoffs)}" if agent.handoffs else ""
         print(
             printable(
-                f"agent {name}: model={agent.model.name} tools={list(agent.tools)} ({count})"
+                f"agent {name}: model={agent.model.name} tools={list(agent.tools)}{handing} "
+                f"({count})"
             ),
             file=result_stdout(),
         )
@@ -351,6 +353,7 @@ def _listing(
                 "name": name,
                 "model": spec.model.name,
                 "tools": list(spec.tools),
+                "handoffs": list(spec.handoffs),
                 "tool_count": agents.offered[name],
                 "max_tools": max_tools(spec.model),
                 "approval": dict(agents.gated[name]),

@@ -96,6 +96,44 @@ def test_show_nests_a_sub_agents_calls_under_its_tool_call(
     assert lines[-2:][0] == "answer: The helper says 42."
 
 
+HANDOFF_CONFIG = """
+[agents.triage]
+handoffs = ["billing"]
+[agents.billing]
+description = "Answers billing questions."
+"""
+
+
+def test_run_json_and_show_say_whose_answer_a_handoff_gave(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(HANDOFF_CONFIG)
+    answers = tmp_path / "answers.json"
+    handing: dict[str, Any] = {"tool_calls": [{"name": "billing", "id": "b1", "arguments": {}}]}
+    answers.write_text(json.dumps([handing, {"content": "You were charged 42."}]))
+    command = ["run", "Why 42?", "--config", str(config), "--agent", "triage", "--json"]
+    assert main([*command, "--model", f"scripted:{answers}"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert (ran["output"], ran["handoff"], ran["usage"]["requests"]) == (
+        "You were charged 42.",
+        "billing",
+        2,
+    )
+
+    assert main(["runs", "show", ran["run_id"], "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["result"]["items"][0]["handoff"] == "billing"
+    assert [(c["kind"], c["name"]) for c in shown["calls"]] == [
+        ("model", "model"),
+        ("tool", "billing"),
+    ]
+    assert shown["calls"][1]["input"] == {}
+    assert main(["runs", "show", ran["run_id"]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "answer (handed off to billing): You were charged 42." in lines
+
+
 def test_show_gives_a_failed_tool_calls_input_with_its_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

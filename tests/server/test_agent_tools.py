@@ -508,6 +508,27 @@ async def test_items_are_answered_each_on_its_own(era: str) -> None:
     assert both.is_error
 
 
+async def test_a_served_agent_answers_with_the_agent_it_handed_off_to(era: str) -> None:
+    triage = ScriptedModel([call("billing"), call("billing")])
+    billing = ScriptedModel(["42 EUR", "43 EUR"])
+    specs = [
+        AgentSpec(name="triage", model=triage, handoffs=["billing"]),
+        AgentSpec(name="billing", model=billing),
+    ]
+    async with Client(serve(Gateway([], specs)), mode=era) as client:
+        result = await client.call_tool("triage", {"prompt": "my bill?"})
+        items = await client.call_tool("triage", {"items": [{"prompt": "and now?"}]})
+    assert result.content == [types.TextContent(text="42 EUR")]
+    assert result.structured_content is not None
+    assert result.structured_content["handoff"] == "billing"
+    assert result.structured_content["usage"]["requests"] == 2
+    assert items.structured_content is not None
+    assert items.structured_content["items"] == [
+        {"output": "43 EUR", "error": None, "handoff": "billing"}
+    ]
+    assert len(triage.calls) == 2  # one a question: no call after the handoff's answer
+
+
 async def test_a_lone_surrogate_in_a_prompt_is_the_replacement_character(era: str) -> None:
     """JSON's `"\\ud83d"` (half an emoji) failed the call as a crash (`UnicodeEncodeError`,
     logged with a traceback): no run can digest, store or send it."""

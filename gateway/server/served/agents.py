@@ -92,6 +92,10 @@ OUTPUT_SCHEMA: dict[str, Any] = {
             "description": "The tool calls the agent made (when the agent returns them).",
             "items": STEP_SCHEMA,
         },
+        "handoff": {
+            "type": "string",
+            "description": "The agent the conversation was handed to, whose answer it is.",
+        },
     },
     "required": ["usage"],
 }
@@ -475,6 +479,7 @@ def output_schema(spec: AgentSpec) -> dict[str, Any]:
             "properties": {
                 "output": {"anyOf": [answer, {"type": "null"}]},
                 "error": {"type": ["string", "null"]},
+                "handoff": {"type": "string"},
             },
         },
     }
@@ -491,7 +496,7 @@ def run_result(
     usage = result.usage.model_dump(mode="json")
     meta = usage_meta(result.usage)
     if items:
-        answers = [{"output": _output(i), "error": i.error} for i in result.items]
+        answers = [_item_answer(i) for i in result.items]
         lines = "\n".join(json.dumps(a, ensure_ascii=False) for a in answers)
         return types.CallToolResult(
             content=[types.TextContent(text=lines)],
@@ -508,9 +513,17 @@ def run_result(
     structured: dict[str, Any] = {"output": _output(item), "usage": usage}
     if steps:
         structured["steps"] = steps_json(item.steps or ())
+    if item.handoff is not None:
+        structured["handoff"] = item.handoff
     return types.CallToolResult(
         content=[types.TextContent(text=output)], structured_content=structured, _meta=meta
     )
+
+
+def _item_answer(item: ItemResult) -> dict[str, Any]:
+    """One item's `{output, error}`, and `handoff` when another agent gave the answer."""
+    answer = {"output": _output(item), "error": item.error}
+    return answer if item.handoff is None else {**answer, "handoff": item.handoff}
 
 
 def _output(item: ItemResult) -> Any:

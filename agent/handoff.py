@@ -1,0 +1,131 @@
+"""Handoffs: a tool call whose result, when it succeeds, is the item's answer.
+
+The engine marks such tools (`ToolDefinition.hands_off`: for the gateway, another agent that
+takes the conversation over); the agent knows nothing of what runs behind them. When the
+model calls one:
+
+- The other calls of the same answer run too (their results are in the item's steps), and the
+  first handoff call of the answer is the one made: each later one is answered here, not made
+  (`not_handed_off`), so an answer hands the item to one agent only.
+- Its result ends the item with no further model call: its text is the output, validated
+  against the output schema when there is one. A handoff that failed (or was denied) is told
+  to the model as any failed call is, and so is an answer that does not fit the schema: the
+  model goes on, and may answer itself or hand off again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pydantic import JsonValue
+
+from .messages import AssistantMessage, ToolDefinition
+from .output import OutputInvalid, OutputSchema
+from .protocol import Action, EngineResponse, ToolCallStep
+from .scratchpad import ERROR_PREFIX, observation_of
+
+__all__ = ["Handoff", "handed_off", "one_handoff", "turn_before"]
+
+
+@dataclass(frozen=True, slots=True)
+class Handoff:
+    """An item answered by the tool it was handed to."""
+
+    tool: str
+    call_id: str
+    output: str
+    structured: JsonValue | None
+    """The answer as the output schema read it (None without a schema)."""
+
+
+def one_handoff(
+    answer: AssistantMessage, actions: Sequence[Action], tools: Mapping[str, ToolDefinition]
+) -> tuple[list[Action], list[ToolCallStep]]:
+    """The actions to run, and the steps that answer the answer's handoff calls after its
+    first: not made, saying so."""
+    kept: list[Action] = []
+    refused: list[ToolCallStep] = []
+    handing: str | None = None
+    calls = {call.id: call for call in answer.tool_calls}
+    for action in actions:
+        tool = tools.get(action.tool)
+        if tool is None or not tool.hands_off:
+            kept.append(action)
+        elif handing is None:
+            handing = action.tool
+            kept.append(action)
+        else:
+            call = calls.get(action.tool_call_id)
+            refused.append(
+                ToolCallStep(
+                    tool_call_id=action.tool_call_id,
+                    tool=action.tool,
+                    tool_input=dict(call.arguments) if call is not None else {},
+                    observation=(
+                        f"{ERROR_PREFIX}not made: this answer hands the conversation to "
+                        f"{handing!r} (its first handoff); one answer hands it to one agent only"
+                    ),
+                    message=answer,
+                )
+            )
+    return kept, refused
+
+
+def handed_off(
+    response: EngineResponse | None,
+    index: int,
+    steps: list[ToolCallStep],
+    tools: Mapping[str, ToolDefinition],
+    output: OutputSchema | None,
+) -> Handoff | None:
+    """The handoff that answers item `index`: one of the results just arrived is a handoff's
+    that succeeded, or (a step made again after its turn failed to save: the result came in
+    an earlier response) one of its steps is. One whose answer does not fit `output` answers
+    nothing: its step in `steps` then tells the model why (changed in place, so it is kept
+    with the steps, as an error)."""
+    if response is None:
+        return None
+    for result in response.action_responses:
+        action = result.action
+        tool = tools.get(action.tool)
+        if action.item_index != index or tool is None or not tool.hands_off:
+            continue
+        if result.error is not None:
+            return None  # the model reads the failure in its step
+        return _answer(action.tool, action.tool_call_id, observation_of(result.data), steps, output)
+    for step in steps:
+        tool = tools.get(step.tool)
+        if tool is not None and tool.hands_off and not step.observation.startswith(ERROR_PREFIX):
+            return _answer(step.tool, step.tool_call_id, step.observation, steps, output)
+    return None
+
+
+def _answer(
+    tool: str, call_id: str, text: str, steps: list[ToolCallStep], output: OutputSchema | None
+) -> Handoff | None:
+    if output is None:
+        return Handoff(tool, call_id, text, None)
+    try:
+        structured = output.from_text(text)
+    except OutputInvalid as invalid:
+        for position, step in enumerate(steps):
+            if step.tool_call_id == call_id:
+                told = (
+                    f"{ERROR_PREFIX}the answer of {tool!r} does not fit the output schema "
+                    f"({invalid}), so it is not the answer: answer yourself. It said: {text}"
+                )
+                steps[position] = step.model_copy(update={"observation": told})
+        return None
+    return Handoff(tool, call_id, text, structured)
+
+
+def turn_before(steps: Sequence[ToolCallStep], handoff: Handoff) -> list[ToolCallStep]:
+    """The steps a session keeps of a handed-off turn: the rounds before the answer that
+    handed it off (each call with its result). That answer's own calls are left out: the
+    handoff's result is the turn's answer, kept once, as the turn's last message."""
+    handing = next((step.message for step in steps if step.tool_call_id == handoff.call_id), None)
+    if handing is None:
+        return list(steps)
+    ids = {call.id for call in handing.tool_calls}
+    return [step for step in steps if step.tool_call_id not in ids]

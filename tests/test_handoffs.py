@@ -1,0 +1,397 @@
+"""Handoffs: an agent hands the conversation to another, whose answer is the answer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from pydantic import JsonValue
+
+from agent import (
+    AgentItem,
+    AgentOptions,
+    ChatMessage,
+    OutputSchema,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    ToolMessage,
+    UserMessage,
+)
+from agent.errors import MemoryStoreError
+from agent.memory import InProcessStore, SessionMemory
+from gateway import AgentSpec, Gateway, RunState
+from gateway.approval import ApprovalRequest, ApprovalRule, Decision
+from gateway.assembly import open_gateway
+from gateway.config import parse_config
+from gateway.errors import ConfigError
+from toolkits import FunctionToolkit, calculator, function_tool
+
+pytestmark = pytest.mark.anyio
+
+QUESTION = "Why was I charged twice in March?"
+ANSWER = "The second charge was a pre-authorisation; it is released within 3 days."
+
+
+def call(name: str, **arguments: JsonValue) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=name, arguments=arguments)])
+
+
+def calls(*pairs: tuple[str, dict[str, JsonValue]]) -> ScriptedAnswer:
+    return ScriptedAnswer(tool_calls=[ScriptedCall(name=n, arguments=a) for n, a in pairs])
+
+
+def told(model: ScriptedModel, call: int) -> list[str]:
+    """What the model read of its tool calls in its `call`th call."""
+    return [m.content for m in model.calls[call][0] if isinstance(m, ToolMessage)]
+
+
+def support(
+    lead: ScriptedModel,
+    billing: ScriptedModel,
+    *,
+    refunds: ScriptedModel | None = None,
+    **lead_options: object,
+) -> Gateway:
+    specs = [
+        AgentSpec(
+            "triage",
+            lead,
+            tools=["calculator"],
+            handoffs=["billing", "refunds"],
+            **lead_options,  # type: ignore[arg-type]
+        ),
+        AgentSpec("billing", billing, description="Answers billing questions."),
+        AgentSpec("refunds", refunds or ScriptedModel([])),
+    ]
+    return Gateway([FunctionToolkit("calculator", [calculator])], specs)
+
+
+async def test_the_specialists_answer_is_the_answer_with_no_further_call_of_the_lead() -> None:
+    lead = ScriptedModel([call("billing")])  # a second call of it would find no answer
+    billing = ScriptedModel([ANSWER])
+    result = await support(lead, billing).run("triage", QUESTION)
+
+    assert result.error is None
+    assert result.output == ANSWER
+    assert result.items[0].handoff == "billing"
+    assert len(lead.calls) == 1
+    # The specialist reads the user's message as it came, not the lead's paraphrase.
+    asked = [m.content for m in billing.calls[0][0] if isinstance(m, UserMessage)]
+    assert asked == [QUESTION]
+    offered = {tool.name: tool for tool in lead.calls[0][1]}
+    assert offered["billing"].hands_off
+    assert offered["billing"].description.startswith("Hand the conversation over to")
+    assert "Answers billing questions." in offered["billing"].description
+    assert not offered["calculator"].hands_off
+    assert result.usage.requests == 2  # the lead's one call and the specialist's
+
+
+async def test_the_leads_context_goes_with_the_users_message() -> None:
+    lead = ScriptedModel([call("billing", context="The user is on the Pro plan.")])
+    billing = ScriptedModel([ANSWER])
+    await support(lead, billing).run("triage", QUESTION)
+    asked = [m.content for m in billing.calls[0][0] if isinstance(m, UserMessage)]
+    assert asked == [
+        f"{QUESTION}\n\n(Context from the agent 'triage', which handed this over: "
+        "The user is on the Pro plan.)"
+    ]
+
+
+async def test_the_other_calls_of_the_answer_run_then_the_handoff_answers() -> None:
+    ran: list[str] = []
+
+    @function_tool(name="calculator")
+    def counting(expression: str) -> str:
+        ran.append(expression)
+        return "6"
+
+    lead = ScriptedModel([calls(("calculator", {"expression": "2 * 3"}), ("billing", {}))])
+    spec = AgentSpec(
+        "triage",
+        lead,
+        tools=["calculator"],
+        handoffs=["billing"],
+        options=AgentOptions(return_intermediate_steps=True),
+    )
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [counting])],
+        [spec, AgentSpec("billing", ScriptedModel([ANSWER]))],
+    )
+    result = await gateway.run("triage", QUESTION)
+    assert result.output == ANSWER
+    assert ran == ["2 * 3"]
+    steps = result.items[0].steps or []
+    assert [(s.tool, s.observation) for s in steps] == [("calculator", "6"), ("billing", ANSWER)]
+
+
+async def test_two_handoffs_in_one_answer_the_first_is_made_the_other_is_refused() -> None:
+    lead = ScriptedModel([calls(("billing", {}), ("refunds", {}))])
+    refunds = ScriptedModel([])  # asked, it would fail the run: it has no answer
+    result = await support(
+        lead, ScriptedModel([ANSWER]), refunds=refunds,
+        options=AgentOptions(return_intermediate_steps=True),
+    ).run("triage", QUESTION)  # fmt: skip
+    assert result.output == ANSWER
+    assert result.items[0].handoff == "billing"
+    assert refunds.calls == []
+    steps = {s.tool: s.observation for s in result.items[0].steps or []}
+    assert steps["refunds"] == (
+        "Error: not made: this answer hands the conversation to 'billing' (its first "
+        "handoff); one answer hands it to one agent only"
+    )
+
+
+async def test_a_failed_handoff_is_told_to_the_lead_which_answers_itself() -> None:
+    lead = ScriptedModel([call("billing"), "Billing is not answering; please write to us."])
+    billing = ScriptedModel([""])  # an empty answer fails its item
+    result = await support(lead, billing).run("triage", QUESTION)
+    assert result.output == "Billing is not answering; please write to us."
+    assert result.items[0].handoff is None
+    assert told(lead, 1) == [
+        "Error: agent 'billing' gave an empty answer (the model's final answer was empty)"
+    ]
+
+
+class Person:
+    def __init__(self, approve: bool) -> None:
+        self.approve = approve
+        self.asked: list[str] = []
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        self.asked.append(request.tool)
+        return Decision(approved=self.approve, message=None if self.approve else "not now")
+
+
+async def test_a_denied_handoff_is_a_failed_call_not_an_answer() -> None:
+    lead = ScriptedModel([call("billing"), "I cannot pass you to billing."])
+    billing = ScriptedModel([])
+    gateway = support(lead, billing, approval=ApprovalRule(["billing"]))
+    person = Person(approve=False)
+    result = await gateway.run("triage", QUESTION, approver=person)
+    assert person.asked == ["billing"]
+    assert result.output == "I cannot pass you to billing."
+    assert billing.calls == []
+    assert told(lead, 1) == [
+        "Error: The user rejected the tool call to billing; it did not run. The user said: not now"
+    ]
+
+
+async def test_an_approved_handoff_answers() -> None:
+    lead = ScriptedModel([call("billing")])
+    gateway = support(lead, ScriptedModel([ANSWER]), approval=ApprovalRule(["billing"]))
+    result = await gateway.run("triage", QUESTION, approver=Person(approve=True))
+    assert result.output == ANSWER
+
+
+TICKET = OutputSchema.from_json_schema(
+    {
+        "type": "object",
+        "properties": {"team": {"type": "string"}, "reply": {"type": "string"}},
+        "required": ["team", "reply"],
+    }
+)
+
+
+async def test_with_an_output_schema_the_handoffs_answer_is_the_structured_answer() -> None:
+    lead = ScriptedModel([call("billing")])
+    billing = ScriptedModel(
+        [call("final_result", team="billing", reply="Refunded.")]  # its own schema's tool
+    )
+    gateway = Gateway(
+        [],
+        [
+            AgentSpec("triage", lead, handoffs=["billing"], options=AgentOptions(output=TICKET)),
+            AgentSpec("billing", billing, options=AgentOptions(output=TICKET)),
+        ],
+    )
+    result = await gateway.run("triage", QUESTION)
+    assert result.items[0].structured == {"team": "billing", "reply": "Refunded."}
+    assert result.items[0].handoff == "billing"
+
+
+async def test_an_answer_that_does_not_fit_the_leads_schema_goes_back_to_the_lead() -> None:
+    lead = ScriptedModel([call("billing"), call("final_result", team="triage", reply="Sorry.")])
+    gateway = Gateway(
+        [],
+        [
+            AgentSpec("triage", lead, handoffs=["billing"], options=AgentOptions(output=TICKET)),
+            AgentSpec("billing", ScriptedModel(["plain text"])),
+        ],
+    )
+    result = await gateway.run("triage", QUESTION)
+    assert result.items[0].structured == {"team": "triage", "reply": "Sorry."}
+    assert result.items[0].handoff is None
+    (said,) = told(lead, 1)
+    assert said.startswith("Error: the answer of 'billing' does not fit the output schema")
+    assert said.endswith("It said: plain text")
+
+
+async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
+    memory = SessionMemory(InProcessStore())
+    lead = ScriptedModel([call("billing"), "Anything else?"])
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = memory
+    await gateway.run("triage", QUESTION, session_id="s1")
+
+    history = (await memory.load("s1")).messages
+    assert [(m.role, m.content) for m in history] == [("user", QUESTION), ("assistant", ANSWER)]
+    await gateway.run("triage", "Thanks!", session_id="s1")
+    # The next turn reads the answer as the lead's own, and no dangling call.
+    sent = [(m.role, getattr(m, "content", "")) for m in lead.calls[1][0]]
+    assert sent[1:] == [("user", QUESTION), ("assistant", ANSWER), ("user", "Thanks!")]
+
+
+class SavesAfterOneFailure(InProcessStore):
+    """A store whose first save fails, as a database that is briefly away."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failed = False
+
+    async def append(
+        self, session_id: str, key: str, messages: Sequence[ChatMessage], tokens: Sequence[int]
+    ) -> bool:
+        if not self.failed:
+            self.failed = True
+            raise MemoryStoreError("the store is away")
+        return await super().append(session_id, key, messages, tokens)
+
+
+async def test_a_turn_that_failed_to_save_is_saved_on_resume_with_no_call_of_the_lead() -> None:
+    store = SavesAfterOneFailure()
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = SessionMemory(store)
+    states: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        states.append(state)
+
+    with pytest.raises(MemoryStoreError):
+        await gateway.run("triage", QUESTION, session_id="s1", checkpoint=keep)
+    state = RunState.model_validate_json(states[-1].model_dump_json())
+    fresh_lead = ScriptedModel([])  # asked, it would stop the run: it has no answer
+    again = support(fresh_lead, ScriptedModel([]))
+    again.memory = gateway.memory
+    result = await again.resume(state)
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+    assert fresh_lead.calls == []
+    history = (await gateway.memory.load("s1")).messages
+    assert [(m.role, m.content) for m in history] == [("user", QUESTION), ("assistant", ANSWER)]
+
+
+async def test_a_run_stopped_inside_the_specialist_resumes_there_and_the_lead_is_not_asked() -> (
+    None
+):
+    class Stop(Exception):
+        pass
+
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        billing = state.children.get("call_1")
+        if billing is not None and billing.response is not None:  # its calculator ran
+            raise Stop
+
+    lead = ScriptedModel([call("billing")])
+    billing = ScriptedModel([call("calculator", expression="2 * 21"), "unused"])
+    specs = [
+        AgentSpec("triage", lead, handoffs=["billing"]),
+        AgentSpec("billing", billing, tools=["calculator"]),
+    ]
+    toolkit = FunctionToolkit("calculator", [calculator])
+    with pytest.raises(Stop):
+        await Gateway([toolkit], specs).run("triage", QUESTION, checkpoint=checkpoint)
+
+    state = RunState.model_validate_json(stored[-1])
+    fresh_lead, fresh_billing = ScriptedModel([]), ScriptedModel(["It is 42."])
+    fresh = Gateway(
+        [toolkit],
+        [
+            AgentSpec("triage", fresh_lead, handoffs=["billing"]),
+            AgentSpec("billing", fresh_billing, tools=["calculator"]),
+        ],
+    )
+    result = await fresh.resume(state)
+    assert result.output == "It is 42."
+    assert result.items[0].handoff == "billing"
+    assert fresh_lead.calls == []
+    assert told(fresh_billing, 0) == ["42"]
+
+
+async def test_items_hand_off_on_their_own_and_the_state_says_so_as_version_4() -> None:
+    lead = ScriptedModel([call("billing"), "Hello to you too."])
+    billing = ScriptedModel([ANSWER])
+    states: list[RunState] = []
+
+    async def keep(state: RunState) -> None:
+        states.append(state)
+
+    gateway = support(lead, billing, options=AgentOptions(batch_size=1))
+    items = [AgentItem(prompt=QUESTION), AgentItem(prompt="Hello!")]
+    result = await gateway.run("triage", items, checkpoint=keep)
+
+    assert [(i.output, i.handoff) for i in result.items] == [
+        (ANSWER, "billing"),
+        ("Hello to you too.", None),
+    ]
+    # While the first item's result waits in the run's state, the state is of version 4.
+    held = [s.request.metadata for s in states if s.request and s.request.metadata.finished_items]
+    assert held
+    assert all(m.version == 4 for m in held)
+    assert held[0].finished_items[0].handoff == "billing"
+    # Stored and read back, it still says who answered.
+    again = RunState.model_validate_json(states[-1].model_dump_json())
+    assert again == states[-1]
+
+
+async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
+    config = parse_config(
+        {
+            "agents": {
+                "triage": {"handoffs": ["billing"]},
+                "billing": {"description": "Answers billing questions."},
+            },
+        }
+    )
+    assert config.nodes_of("triage") == set()
+    assert set(config.reached_from(["triage"])) == {"triage", "billing"}
+    async with open_gateway(config) as gateway:
+        spec = gateway.agents["triage"]
+        assert spec.handoffs == ["billing"]
+        assert list(await gateway.tools_for(spec)) == ["billing"]
+
+
+@pytest.mark.parametrize(
+    ("agents", "said"),
+    [
+        (
+            {"triage": {"handoffs": ["biling"]}, "billing": {}},
+            "agents.triage.handoffs: no agent named 'biling'; did you mean 'billing'?",
+        ),
+        (
+            {"triage": {"handoffs": ["triage"]}},
+            "agents.triage.handoffs: an agent cannot hand the conversation to itself",
+        ),
+        (
+            {
+                "triage": {"handoffs": ["billing"], "output_schema": {"type": "object"}},
+                "billing": {},
+            },
+            "agents.triage.handoffs: 'billing' answers without this agent's output_schema",
+        ),
+    ],
+)
+def test_config_refuses_a_handoff_that_cannot_work(agents: dict[str, JsonValue], said: str) -> None:
+    with pytest.raises(ConfigError, match="handoffs") as caught:
+        parse_config({"agents": agents})
+    assert said in str(caught.value)
+
+
+def test_a_handoff_to_no_agent_is_refused_in_python_too() -> None:
+    toolkit = FunctionToolkit("calculator", [calculator])
+    with pytest.raises(ConfigError, match=r"hands off to no agent: \['calculator'\]"):
+        Gateway([toolkit], [AgentSpec("triage", ScriptedModel([]), handoffs=["calculator"])])
