@@ -1,9 +1,9 @@
 """How a run executing here ends besides its answer: cancelled from any process, taken by
 another process that resumed it at the same moment, or failed in every item.
 
-Of two processes that resume one run at the same moment, DBOS runs it in the one that claimed
-it last: the other's execution, if it began, learns at its next write (`lost_to_another`)
-and stops, its driver told the run is `taken`.
+Of two processes that claim one run, DBOS runs it in the one that claimed it last: the other's
+execution, if it began, learns at its next write (`lost_to_another`) and stops, its driver
+told the run is `taken`. Two resumes do not get there (`claims`); a `take_over` can.
 
 DBOS's `cancel_workflow` only marks a run: the process running it notices at its next step,
 and a wait for approval (`recv`) has none. `cancels_watched` looks the running runs up every

@@ -6,14 +6,14 @@ model and tool call a recorded step. `DurableRuns` starts, resumes, follows and 
 what it reads of the store (lists, steps, checkpoints) is `stored.StoredRuns`'s.
 
 A run that fails (its model is down, say) or is interrupted does not end: its workflow stays
-pending, so it can be resumed, here or in another process, once the cause is fixed. A run
-cancelled from any process (`runs cancel`) stops where it runs, its calls in flight too:
-DBOS would notice only at its next step, and never in a wait for approval. A serving
-replica that is told to go (`hand_over`) interrupts its runs without marking them stopped:
-they are in flight still, and another replica finishes them (`replicas`). The runs of a
-serving process's background that its PostgreSQL store's outage stopped go on there once the
-store is back (`stranded`). What a run keeps is JSON, and a record in Python's pickle format
-is refused unread (`record_format`).
+pending, so it can be resumed, here or in another process, once the cause is fixed (by one
+process at a time: `claims`). A run cancelled from any process (`runs cancel`) stops where it
+runs, its calls in flight too: DBOS would notice only at its next step, and never in a wait
+for approval. A serving replica that is told to go (`hand_over`) interrupts its runs without
+marking them stopped: they are in flight still, and another replica finishes them
+(`replicas`). The runs of a serving process's background that its PostgreSQL store's outage
+stopped go on there once the store is back (`stranded`). What a run keeps is JSON, and a
+record in Python's pickle format is refused unread (`record_format`).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from ..run_state import RunOrigin, RunResult, RunState, stored_result
 from ..store_config import redacted, store_option
 from ..trace import TraceHook
 from .approvals import OnWait
+from .claims import CLAIM_WAIT, Claim, claim
 from .decisions import send_decision, this_person
 from .endings import WATCH_SECONDS, ItemsFailed, taken
 from .record_format import stored_as
@@ -164,6 +165,7 @@ class DurableRuns(StoredRuns):
                 )
             if not execution.running:  # a resumed run that never began here
                 execution.finished.set()
+                execution.begun.set()
                 execution.stir()
                 if execution.background:  # nothing else ends it: taken up anew, if at all
                     del self._host.executions[run_id]
@@ -254,19 +256,26 @@ class DurableRuns(StoredRuns):
 
     async def resume(self, run_id: str, *, origin: RunOrigin | None = None) -> RunResult:
         """Take over a run that stopped (it failed, or its process died) and run it to the
-        end here; `origin` replaces how it was started (kept for later resumes)."""
+        end here; `origin` replaces how it was started (kept for later resumes).
+
+        Raises `UnknownRun` as `resumable` does: of two resumes at the same moment, the second
+        to take the run's claim lock finds it running in the first (`claims`)."""
         self._need_launch()
-        await self.resumable(run_id)
-        # Through a queue only this process listens to: no other process picks the run up.
-        assert self._queue is not None
-        execution = self._host.executions[run_id] = Execution(origin=origin)
+        held = await claim(self.url, run_id)
         try:
-            with self._writing():
-                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-                handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
-            return await self._outcome(handle, execution, resumed=True)
+            await self.resumable(run_id)
+            # Through a queue only this process listens to: no other process picks the run up.
+            assert self._queue is not None
+            execution = self._host.executions[run_id] = Execution(origin=origin)
+            try:
+                with self._writing():
+                    await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
+                    handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
+                return await self._outcome(handle, execution, resumed=True, claimed=held)
+            finally:
+                self._driven(run_id, execution)
         finally:
-            self._driven(run_id, execution)
+            await held.release()
 
     def _driven(self, run_id: str, execution: Execution) -> None:
         """A run driven here has ended here, with its result or without."""
@@ -311,8 +320,16 @@ class DurableRuns(StoredRuns):
         self._need_launch()
         if self.here(run_id) or await self.take_up(run_id):
             return
-        await self.resumable(run_id)
-        await self.take_over(run_id, options)
+        held = await claim(self.url, run_id)  # as `resume`'s
+        try:
+            await self.resumable(run_id)
+            await self.take_over(run_id, options)
+            execution = self._host.executions.get(run_id)
+            if execution is not None:  # until it runs here, and another resumer sees so
+                with anyio.move_on_after(CLAIM_WAIT):
+                    await execution.begun.wait()
+        finally:
+            await held.release()
 
     async def take_over(self, run_id: str, options: RunOptions | None = None) -> None:
         """Run `run_id` in the background here, whoever ran it (see `adopt`)."""
@@ -437,17 +454,24 @@ class DurableRuns(StoredRuns):
         return info
 
     async def _outcome(
-        self, handle: WorkflowHandleAsync[str], execution: Execution, *, resumed: bool = False
+        self,
+        handle: WorkflowHandleAsync[str],
+        execution: Execution,
+        *,
+        resumed: bool = False,
+        claimed: Claim | None = None,
     ) -> RunResult:
-        """The run's result once it ends here. Resumed, it may never begin here: DBOS hands a
-        run to the last process that claimed it, and another one may have after this one."""
+        """The run's result once it ends here; `claimed` is let go once it has begun. Resumed,
+        it may never begin here: DBOS hands a run to the last process that claimed it, and
+        another one may have after this one (`take_over`)."""
         try:
-            while resumed and not execution.running:
+            while resumed and not execution.begun.is_set():
                 with anyio.move_on_after(WATCH_SECONDS):
-                    await execution.finished.wait()
-                if execution.finished.is_set() or execution.running:
-                    break
-                await self._still_ours(handle.workflow_id)
+                    await execution.begun.wait()
+                if not execution.begun.is_set() and not execution.running:
+                    await self._still_ours(handle.workflow_id)
+            if claimed is not None:
+                await claimed.release()
             await execution.finished.wait()
         except anyio.get_cancelled_exc_class():
             execution.scope.cancel()  # the run's own calls end: it stays resumable

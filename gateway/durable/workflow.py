@@ -106,6 +106,9 @@ class Execution:
     """Started by `begin` or `adopt`: it leaves `executions` itself when it ends."""
     scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
     finished: Ended = field(default_factory=Ended)
+    begun: Ended = field(default_factory=Ended)
+    """Its workflow body has recorded that it runs here (or has ended): another resumer
+    finds it running (`claims`)."""
     error: BaseException | None = None
     result: RunResult | None = None
     waiting: dict[str, ApprovalRequest] = field(default_factory=dict[str, ApprovalRequest])
@@ -191,6 +194,7 @@ async def run_workflow(initial: str) -> str:
         done = await _execute(host, host.gateway, run_id, initial, execution)
     finally:
         execution.finished.set()
+        execution.begun.set()
         execution.stir()
         if execution.background and host.executions.get(run_id) is execution:
             del host.executions[run_id]
@@ -219,12 +223,13 @@ async def _execute(
         with refusing_for(run_id):
             saved = await host.client.get_event_async(run_id, STATE_EVENT, timeout_seconds=0)
             left = await host.client.get_event_async(run_id, APPROVALS_EVENT, timeout_seconds=0)
-        # Another process that resumed it at the same moment may run it too: DBOS lets the
-        # one that claimed it last go on, and this one learns so at its first write, next.
+        # A process that claimed it after this one (`take_over`) runs it instead: DBOS lets
+        # the last claimer go on, and this one learns so at its first write, next.
         state = state_of(run_id, saved, steps) or stored_state(initial, run_id)
         if execution.origin is not None:
             state = state.model_copy(update={"origin": execution.origin})
         await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": None})
+        execution.begun.set()  # a resumer waiting for its claim (`claims`) finds it running
 
         checkpoints = Checkpoints(steps, saved)  # each writes what the run's records lack
 

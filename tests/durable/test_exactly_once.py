@@ -12,10 +12,16 @@ from pathlib import Path
 
 import anyio
 import pytest
-from anyio.abc import Process
+from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.text import TextReceiveStream
 
+from agent import ScriptedModel
+from gateway import AgentSpec, Gateway
+from gateway.durable import open_runs
+from gateway.durable.status import RunInfo
+from tests.durable_tools import logged
 from tests.servers.openai_stub import openai_stub
+from toolkits import FunctionToolkit, function_tool
 
 # Each test runs four or five CLI processes one after another, each importing DBOS (~2 s
 # alone): on a loaded machine that passed 60 s (three timeouts in six full runs at load 4-9).
@@ -81,9 +87,9 @@ async def _run_until_killed(args: list[str], *, recorded: str = "tool 0 a") -> N
                 await process.wait()
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, timeout: float = 40) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(SCRIPT), *args], capture_output=True, text=True, cwd=REPO, env=_env(), timeout=40
+        [str(SCRIPT), *args], capture_output=True, text=True, cwd=REPO, env=_env(), timeout=timeout
     )
 
 
@@ -244,7 +250,8 @@ async def test_two_resumes_at_once_finish_the_run_once(tmp_path: Path, store: st
     done: list[subprocess.CompletedProcess[str]] = []
 
     async def resumed() -> None:
-        done.append(await anyio.to_thread.run_sync(lambda: _cli(*resume)))
+        # 90 s: two at once passed 40 s at load 15 (2 cores), in 2 of 10 tries before the fix.
+        done.append(await anyio.to_thread.run_sync(lambda: _cli(*resume, timeout=90)))
 
     async with anyio.create_task_group() as tg:  # DBOS hands the run to the last to ask
         tg.start_soon(resumed)
@@ -263,3 +270,74 @@ async def test_two_resumes_at_once_finish_the_run_once(tmp_path: Path, store: st
     assert "the run is stored" not in lost.stderr  # it is not this one's to resume
     calls = log.read_text().splitlines()
     assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (1, 2, 1)
+
+
+async def test_a_resume_that_checked_the_run_first_keeps_the_other_from_running_it(
+    tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The unlucky moment of two resumes, made certain: this process has found the run stopped
+    and is about to claim it when another `runs resume` looks. The other used to find it
+    stopped too, claim it and run B, in flight at the kill, alongside this one (B started
+    three times). It waits for this one's claim, then finds the run running here."""
+    config, first, second, log, hold = _setup(tmp_path)
+    common = ["--config", str(config), "--store", store]
+    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
+    run_id = _only_run(store)["run_id"]
+    other = await anyio.open_process(
+        [str(SCRIPT), "-v", "runs", "resume", run_id, *common, "--model", f"scripted:{second}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=_env(),
+    )
+    said = ""
+    try:
+        async with open_runs(store) as runs:
+            runs.use(
+                Gateway(
+                    [FunctionToolkit("logged", [function_tool(logged)])],
+                    [AgentSpec("assistant", ScriptedModel(["A and B are done"]), tools=["logged"])],
+                )
+            )
+            checked = runs.resumable
+
+            async def resumable_and_the_other_looks(run_id: str) -> RunInfo:
+                nonlocal said
+                found = await checked(run_id)
+                assert other.stderr is not None
+                with anyio.fail_after(60):  # it runs B (held), or waits for this one
+                    async for chunk in TextReceiveStream(other.stderr):
+                        said += chunk
+                        if "logged: holding B" in said or "being resumed by another" in said:
+                            break
+                hold.unlink()  # this one's B goes on
+                return found
+
+            monkeypatch.setattr(runs, "resumable", resumable_and_the_other_looks)
+            with anyio.fail_after(60):
+                result = await runs.resume(run_id)
+            assert result.items[0].output == "A and B are done"
+            calls = log.read_text().splitlines()  # B: at the kill, and here
+            assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (
+                1,
+                2,
+                1,
+            )
+        assert other.stderr is not None
+        with anyio.fail_after(60):
+            said += await _read(other.stderr)
+            assert await other.wait() == 2, said
+    finally:
+        if other.returncode is None:
+            other.kill()
+            with anyio.CancelScope(shield=True):
+                await other.wait()
+    assert any(told in said for told in ("is running in process", "has ended (succeeded)")), said
+    assert log.read_text().splitlines().count("start B") == 2
+
+
+async def _read(stream: ByteReceiveStream) -> str:
+    text = ""
+    async for chunk in TextReceiveStream(stream):
+        text += chunk
+    return text
