@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from .agent_options import DEFAULT_SYSTEM_MESSAGE, AgentOptions
     from .context_window import ReportsContextWindow, estimate_tokens
     from .errors import (
         AgentError,
@@ -66,7 +67,7 @@ if TYPE_CHECKING:
         ToolCallStep,
     )
     from .scripted import ScriptedAnswer, ScriptedCall, ScriptedModel
-    from .tools_agent import DEFAULT_SYSTEM_MESSAGE, AgentOptions, ToolsAgent, WarningCallback
+    from .tools_agent import ToolsAgent, WarningCallback
 
 __all__ = [
     "DEFAULT_SYSTEM_MESSAGE",
@@ -135,14 +136,14 @@ __all__ = [
 ]
 
 _WHERE = {
-    "DEFAULT_SYSTEM_MESSAGE": ".tools_agent",
+    "DEFAULT_SYSTEM_MESSAGE": ".agent_options",
     "FINAL_RESULT_TOOL": ".output",
     "ROUTING_KEY": ".protocol",
     "Action": ".protocol",
     "ActionResponse": ".protocol",
     "AgentError": ".errors",
     "AgentItem": ".protocol",
-    "AgentOptions": ".tools_agent",
+    "AgentOptions": ".agent_options",
     "AgentRequestMetadata": ".protocol",
     "AgentResult": ".protocol",
     "AllModelsFailed": ".errors",

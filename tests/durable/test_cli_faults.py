@@ -21,6 +21,7 @@ KEYS = [
     "usage",
     "iterations",
     "steps",
+    "handoff",
 ]
 """What `run --json` prints, as the README lists it."""
 
