@@ -133,6 +133,8 @@ class McpToolkit(InBackground):
         self._resource_tools = ResourceTools(name, self._catalog) if config.resource_tools else None
         self._own: frozenset[str] = frozenset()
         """The node's own tools offered now (`resource_tools`), by their own names."""
+        self._not_plain: frozenset[str] = frozenset()
+        """`_own` and `_task_only`: no plain `tools/call` of the server (the raw path asks)."""
         self._own_taken = False
         self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
         """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
@@ -394,6 +396,7 @@ class McpToolkit(InBackground):
                     task_only.append(tool.name)  # called as a task (`task_calls`)
         self._task_only = set(task_only)
         self._own = frozenset(self._offer_own(offered))
+        self._not_plain = self._own | self._task_only
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
         if self._config.tool_timeouts:
@@ -571,7 +574,7 @@ class McpToolkit(InBackground):
         tool."""
         original = self._routes.get(name)
         conn = self._session.live
-        if original is None or conn is None or original in self._own or original in self._task_only:
+        if original is None or conn is None or original in self._not_plain:
             return None  # no such tool, or not a plain `tools/call` of the server's
         return self._forwards.get(name, original, conn)
 
