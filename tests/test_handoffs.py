@@ -395,3 +395,20 @@ def test_a_handoff_to_no_agent_is_refused_in_python_too() -> None:
     toolkit = FunctionToolkit("calculator", [calculator])
     with pytest.raises(ConfigError, match=r"hands off to no agent: \['calculator'\]"):
         Gateway([toolkit], [AgentSpec("triage", ScriptedModel([]), handoffs=["calculator"])])
+
+
+async def test_the_runs_context_reaches_the_specialists_system_message() -> None:
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    specs = [
+        AgentSpec("triage", lead, handoffs=["billing"]),
+        AgentSpec(
+            "billing",
+            billing,
+            options=AgentOptions(system_message="Bill {{ context.customer }} in EUR."),
+        ),
+    ]
+    item = AgentItem(prompt=QUESTION, context={"customer": "ACME"})
+    result = await Gateway([], specs).run("triage", [item])
+    assert (result.items[0].output, result.items[0].handoff) == (ANSWER, "billing")
+    system = billing.calls[0][0][0]
+    assert system.content == "Bill ACME in EUR."
