@@ -381,7 +381,8 @@ class DurableRuns(StoredRuns):
 
         Raises what stopped the run, `GatewayError` if it was interrupted, `UnknownRun` if
         it does not execute here."""
-        execution = self._host.executions.get(run_id)
+        # One adopted (`adopt`) may have ended in this process's background already.
+        execution = self._host.executions.get(run_id) or self._host.ended.get(run_id)
         if execution is None:
             raise UnknownRun(f"run {run_id!r} does not run in this process")
         while True:

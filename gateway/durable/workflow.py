@@ -162,6 +162,9 @@ class Host:
     stream: bool = False
     on_approval: OnWait | None = None
     executions: dict[str, Execution] = field(default_factory=dict[str, Execution])
+    ended: dict[str, Execution] = field(default_factory=dict[str, Execution])
+    """The background runs that ended here last (at most `ENDED_KEPT`, oldest out first),
+    for a driver that adopted one to follow it still: it may end before `follow` looks."""
     leaving: bool = False
     """The process is going away: its interrupted runs are left in flight, not stopped."""
     outage: Outage | None = None
@@ -176,6 +179,9 @@ class Host:
             self.lock is not None and self.lock.held
         )
 
+
+ENDED_KEPT = 64
+"""Background runs ended here that `follow` still finds (`Host.ended`)."""
 
 _host: Host | None = None
 """The host of this process's workflows while a store is open here (`hosting`)."""
@@ -198,6 +204,15 @@ async def run_workflow(initial: str) -> str:
         execution.stir()
         if execution.background and host.executions.get(run_id) is execution:
             del host.executions[run_id]
+            # How it ended, not what it ran with (its hooks: a served client's relay).
+            host.ended[run_id] = Execution(
+                finished=execution.finished,
+                error=execution.error,
+                result=execution.result,
+                handle=execution.handle,
+            )
+            if len(host.ended) > ENDED_KEPT:
+                del host.ended[next(iter(host.ended))]
     failed = failed_items(execution.result)
     if failed is not None:
         raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
