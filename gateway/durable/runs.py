@@ -385,6 +385,7 @@ class DurableRuns(StoredRuns):
         execution = self._host.executions.get(run_id) or self._host.ended.get(run_id)
         if execution is None:
             raise UnknownRun(f"run {run_id!r} does not run in this process")
+        execution.followed = True
         while True:
             stirred = execution.stirred
             if execution.finished.is_set():

@@ -10,6 +10,7 @@ resumed, here or in another process. The process that drove it learns of the fai
 
 from __future__ import annotations
 
+import copy
 import logging
 from collections.abc import Generator, Sequence
 from contextlib import contextmanager
@@ -119,6 +120,8 @@ class Execution:
     """Its latest state made here, kept in the store or not (the store may be away)."""
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
+    followed: bool = False
+    """A driver follows it (`DurableRuns.follow`): it need not be kept once ended."""
     cancelled: bool = False
     """`runs cancel` (from any process) stopped it."""
     left_waiting: bool = False
@@ -183,6 +186,25 @@ class Host:
 ENDED_KEPT = 64
 """Background runs ended here that `follow` still finds (`Host.ended`)."""
 
+
+def _keep_ended(host: Host, run_id: str, execution: Execution) -> None:
+    """Keep how a background run that nobody followed yet ended (`Host.ended`): not what it
+    ran with (its hooks: a served client's relay), nor its error's traceback (whose frames
+    hold them too). An error that cannot be copied so is not kept: `follow` then says the
+    run does not run here, and the store says how it ended."""
+    error = execution.error
+    if error is not None:
+        try:
+            error = copy.copy(error)  # made anew from its arguments: no traceback, no cause
+        except Exception:
+            return
+    host.ended[run_id] = Execution(
+        finished=execution.finished, error=error, result=execution.result, handle=execution.handle
+    )
+    if len(host.ended) > ENDED_KEPT:
+        del host.ended[next(iter(host.ended))]
+
+
 _host: Host | None = None
 """The host of this process's workflows while a store is open here (`hosting`)."""
 
@@ -204,15 +226,8 @@ async def run_workflow(initial: str) -> str:
         execution.stir()
         if execution.background and host.executions.get(run_id) is execution:
             del host.executions[run_id]
-            # How it ended, not what it ran with (its hooks: a served client's relay).
-            host.ended[run_id] = Execution(
-                finished=execution.finished,
-                error=execution.error,
-                result=execution.result,
-                handle=execution.handle,
-            )
-            if len(host.ended) > ENDED_KEPT:
-                del host.ended[next(iter(host.ended))]
+            if not execution.followed:
+                _keep_ended(host, run_id, execution)
     failed = failed_items(execution.result)
     if failed is not None:
         raise ItemsFailed(failed)  # DBOS records the run as failed: it has ended
