@@ -7,7 +7,7 @@ import argparse
 import dataclasses
 import difflib
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ __all__ = [
     "check_session_id",
     "check_state_dir",
     "config_of",
+    "count_of",
     "did_you_mean",
     "name_width",
     "pick_agent",
@@ -46,6 +47,7 @@ __all__ = [
     "trace_hooks",
     "user_path",
     "utc",
+    "vacuumed_line",
     "with_command_line",
     "with_settings",
     "with_steps",
@@ -83,6 +85,32 @@ def name_width(names: Iterable[str]) -> int:
 def plural(count: int, noun: str) -> str:
     """`1 turn`, `2 turns`: a count and its noun (a regular plural)."""
     return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def count_of(nouns: str) -> Callable[[str], int]:
+    """An argparse `type`: a number of `nouns` (0 or more), as `--limit` takes."""
+
+    def count(text: str) -> int:
+        try:
+            number = int(text)
+        except ValueError:
+            number = -1
+        if number < 0:
+            raise argparse.ArgumentTypeError(f"not a number of {nouns} (0 or more): {text!r}")
+        return number
+
+    return count
+
+
+def vacuumed_line(
+    file: object, sizes: tuple[int, int] | None, failed: object, reused_by: str
+) -> str:
+    """What VACUUM did with a SQLite file's free room, in a line: its size before and after,
+    or why it was not made smaller (`failed`: a full disk has no room for its copy), the
+    deleted rows' room then reused by new `reused_by`."""
+    if sizes is None:
+        return f"{file}: not made smaller ({failed}); new {reused_by} reuse its free room"
+    return f"{file}: {sizes[0] / 1e6:.1f} MB before, {sizes[1] / 1e6:.1f} MB now"
 
 
 def check_session_id(session_id: str) -> str:

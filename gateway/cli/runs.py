@@ -16,7 +16,7 @@ from toolkits.printable import printable
 from ..approval import ApprovalRequest, Decision
 from ..errors import AlreadyDecided, StoreError, UnknownRun, UnreadableRun
 from ..store_config import redacted, runs_stored
-from .common import Commands, add_verbose_option, utc
+from .common import Commands, add_verbose_option, count_of, utc, vacuumed_line
 from .exits import OK
 from .output import result_json, result_stdout
 from .run_tree import render_run
@@ -49,7 +49,7 @@ def register(commands: Commands) -> None:
     )
     listing.add_argument(
         "--limit",
-        type=_count,
+        type=count_of("runs"),
         default=LIST_LIMIT,
         metavar="N",
         help=f"the newest N runs (default {LIST_LIMIT}; 0: every one)",
@@ -256,28 +256,14 @@ async def _prune(args: argparse.Namespace) -> int:
 
 def _room(url: str, sizes: tuple[int, int] | None, failed: StoreError | None) -> str | None:
     """What `vacuumed` did with a SQLite file's free room, in a line; None for PostgreSQL."""
-    file = url.removeprefix("sqlite:///")
-    if failed is not None:  # the runs are deleted all the same, and SQLite reuses their room
-        return f"{file}: not made smaller ({failed}); new runs reuse its free room"
-    return None if sizes is None else f"{file}: {_mb(sizes[0])} before, {_mb(sizes[1])} now"
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:.1f} MB"
+    if failed is None and sizes is None:
+        return None
+    # Failed, the runs are deleted all the same, and SQLite reuses their room.
+    return vacuumed_line(url.removeprefix("sqlite:///"), sizes, failed, "runs")
 
 
 LIST_LIMIT = 100
 """How many runs `runs list` shows by default, newest first (a store may hold thousands)."""
-
-
-def _count(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"not a number of runs (0 or more): {text!r}")
-    return number
 
 
 async def _list(args: argparse.Namespace) -> int:

@@ -24,10 +24,12 @@ from .common import (
     Commands,
     check_session_id,
     config_of,
+    count_of,
     pick_agent,
     plural,
     user_path,
     utc,
+    vacuumed_line,
 )
 from .exits import OK
 from .output import result_json, result_stdout
@@ -104,21 +106,11 @@ def register(commands: Commands) -> None:
     )
     sessions.add_argument(
         "--limit",
-        type=_count,
+        type=count_of("sessions"),
         metavar="N",
         help=f"list: the newest N sessions (default {LIST_LIMIT}; 0: every one)",
     )
     sessions.add_argument("--json", action="store_true", help="print JSON")
-
-
-def _count(text: str) -> int:
-    try:
-        number = int(text)
-    except ValueError:
-        number = -1
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"not a number of sessions (0 or more): {text!r}")
-    return number
 
 
 async def _sessions(args: argparse.Namespace) -> int:
@@ -293,21 +285,17 @@ async def _prune(store: SessionStore, days: float, where: str, *, as_json: bool)
             await store.vacuum()
         except MemoryStoreError as exc:  # VACUUM writes a copy: a full disk has no room for it
             # The sessions stay deleted and SQLite reuses their room: the prune did its work.
-            said = f"{store.path}: not made smaller ({exc}); new turns reuse its free room"
-            print(said, file=sys.stderr)
+            print(vacuumed_line(store.path, None, exc, "turns"), file=sys.stderr)
         else:
             before, after = size, (await anyio.Path(store.path).stat()).st_size
             if not as_json:
-                shown = f"{store.path}: {_mb(before)} before, {_mb(after)} now"
-                print(shown, file=result_stdout())
+                print(
+                    vacuumed_line(store.path, (before, after), None, "turns"), file=result_stdout()
+                )
     if as_json:
         shown = {"deleted": pruned, "bytes_before": before, "bytes_after": after}
         print(json.dumps(shown), file=result_stdout())
     return OK
-
-
-def _mb(size: int) -> str:
-    return f"{size / 1e6:.1f} MB"
 
 
 async def _delete(store: SessionStore, session_id: str, where: str, *, as_json: bool) -> int:
