@@ -302,13 +302,16 @@ async def test_everythings_research_query_runs_as_a_task_its_stages_as_progress(
             )
     assert not result.is_error
     assert result_text(result).startswith("# Research Report: tides\n")
-    assert [message for _, _, message in seen] == [
-        "Gathering sources...",
-        "Analyzing content...",
-        "Synthesizing findings...",
-        "Generating report...",
-    ]
-    assert [progress for progress, _, _ in seen] == [1, 2, 3, 4]
+    # Each stage lasts the server's poll interval (1 s): a poll may fall on either side of a
+    # change and miss a stage between two polls, never reorder or repeat one (the SDK does not
+    # surface the optional `notifications/tasks/status`).
+    stages = ["Gathering sources...", "Analyzing content...", "Synthesizing findings..."]
+    stages.append("Generating report...")
+    messages = [message for _, _, message in seen]
+    assert messages[0] == stages[0]
+    assert len(messages) >= 2  # a poll within the 4 s that differs
+    assert messages == sorted(set(messages), key=stages.index)
+    assert [progress for progress, _, _ in seen] == list(range(1, len(seen) + 1))
     assert "only as tasks" not in caplog.text
 
 
