@@ -307,9 +307,10 @@ async def test_everythings_research_query_runs_as_a_task_its_stages_as_progress(
     # surface the optional `notifications/tasks/status`).
     stages = ["Gathering sources...", "Analyzing content...", "Synthesizing findings..."]
     stages.append("Generating report...")
-    messages = [message for _, _, message in seen]
+    messages = [message or "" for _, _, message in seen]
     assert messages[0] == stages[0]
     assert len(messages) >= 2  # a poll within the 4 s that differs
+    assert set(messages) <= set(stages)
     assert messages == sorted(set(messages), key=stages.index)
     assert [progress for progress, _, _ in seen] == list(range(1, len(seen) + 1))
     assert "only as tasks" not in caplog.text
