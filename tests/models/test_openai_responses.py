@@ -28,6 +28,7 @@ from agent.messages import (
     UserMessage,
 )
 from agent.models import ModelSettings, OpenAIResponsesModel, model_from_spec, thinking_text
+from agent.models.spec import native_output_refused
 from agent.native_output import native_output
 
 from .conftest import load_tools
@@ -71,6 +72,7 @@ MESSAGE: dict[str, Any] = {
     ],
     "role": "assistant",
 }
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
 USAGE: dict[str, Any] = {
     "input_tokens": 81,
     "input_tokens_details": {"cached_tokens": 64},
@@ -458,7 +460,6 @@ async def test_native_output_holds_the_answer_to_a_strict_json_schema(sleeps: Sl
 
 
 async def test_a_tools_images_go_inside_its_call_output(sleeps: Sleeps) -> None:
-    png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
     asked = AssistantMessage(
         tool_calls=(ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),)
     )
@@ -466,7 +467,7 @@ async def test_a_tools_images_go_inside_its_call_output(sleeps: Sleeps) -> None:
         tool_call_id="call_1",
         name="get-sum",
         content="A chart: [image: image/png, 70 bytes]",
-        media=(MediaPart(type="image", media_type="image/png", data=png),),
+        media=(MediaPart(type="image", media_type="image/png", data=PNG),),
     )
     fake = FakeProvider(json_response(200, response([MESSAGE])))
     await model(fake, sleeps).invoke([*ASK, asked, result], [GET_SUM])
@@ -475,9 +476,46 @@ async def test_a_tools_images_go_inside_its_call_output(sleeps: Sleeps) -> None:
         "call_id": "call_1",
         "output": [
             {"type": "input_text", "text": "A chart: [image: image/png, 70 bytes]"},
-            {"type": "input_image", "image_url": f"data:image/png;base64,{png}"},
+            {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"},
         ],
     }
+
+
+async def test_a_model_that_refuses_images_is_sent_their_descriptions_only(
+    sleeps: Sleeps,
+) -> None:
+    asked = AssistantMessage(
+        tool_calls=(ToolCall(id="call_1", name="get-sum", arguments={"a": 1, "b": 2}),)
+    )
+    result = ToolMessage(
+        tool_call_id="call_1",
+        name="get-sum",
+        content="A chart: [image: image/png, 70 bytes]",
+        media=(MediaPart(type="image", media_type="image/png", data=PNG),),
+    )
+    refused = {
+        "error": {
+            "message": "Invalid content type. image_url is only supported by certain models.",
+            "type": "invalid_request_error",
+            "param": "input[3].output",
+            "code": None,
+        }
+    }
+    fake = FakeProvider(
+        json_response(400, refused),
+        json_response(200, response([MESSAGE])),
+        json_response(200, response([MESSAGE])),
+    )
+    gpt = model(fake, sleeps)
+    await gpt.invoke([*ASK, asked, result], [GET_SUM])
+    await gpt.invoke([*ASK, asked, result], [GET_SUM])
+    assert isinstance(fake.body(0)["input"][-1]["output"], list)
+    for n in (1, 2):
+        assert fake.body(n)["input"][-1]["output"] == "A chart: [image: image/png, 70 bytes]"
+
+
+def test_its_native_output_is_taken_at_config_load() -> None:
+    assert native_output_refused("openai-responses:gpt-5-mini", with_tools=True) is None
 
 
 async def test_another_providers_answer_goes_as_its_text_and_calls(sleeps: Sleeps) -> None:
