@@ -365,6 +365,22 @@ async def test_an_answer_cut_at_max_output_tokens_stops_short_and_its_reasoning_
     assert fake.body()["input"][2:] == [{"role": "user", "content": "Go on."}]
 
 
+async def test_an_item_whose_answer_was_cut_off_fails_saying_so(sleeps: Sleeps) -> None:
+    said = {**MESSAGE, "status": "incomplete", "content": [{**MESSAGE["content"][0], "text": "17"}]}
+    cut = response(
+        [REASONING, said], status="incomplete", incomplete={"reason": "max_output_tokens"}
+    )
+    fake = FakeProvider(json_response(200, cut))
+    result = await ToolsAgent(model=model(fake, sleeps)).step([AgentItem(prompt="17 + 25?")])
+    assert isinstance(result, AgentResult)
+    [item] = result.items
+    assert item.output == "17"
+    assert item.error is not None
+    assert item.error.startswith(
+        "the answer was cut off at the model's output token limit (max_output_tokens)"
+    )
+
+
 async def test_a_refusal_is_said_and_stops_the_answer(sleeps: Sleeps) -> None:
     refusal = {
         **MESSAGE,
