@@ -56,7 +56,7 @@ _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePr
 _BAGGAGE = W3CBaggagePropagator()
 _CHAIN = "fallback("
 """How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
-_PROVIDERS = {"gemini": "gcp.gemini"}
+_PROVIDERS = {"gemini": "gcp.gemini", "openai-responses": "openai"}
 """Our model-spec prefixes whose GenAI `provider.name` differs."""
 _FINISH_REASONS = {
     "end": "stop",

@@ -170,6 +170,17 @@ async def test_a_trace_continues_through_a_gateway_behind_and_stays_one_trace() 
 
 
 @pytest.mark.anyio
+async def test_the_responses_api_is_openai_as_a_provider() -> None:
+    model = ScriptedModel(["hi"], name="openai-responses:gpt-5-mini")
+    hook, memory = exporter()
+    await Gateway([], [AgentSpec("a", model)]).run("a", "hello", hooks=[hook])
+    [chat] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.name == "chat gpt-5-mini"
+    assert chat.attributes is not None
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+
+
+@pytest.mark.anyio
 async def test_a_fallback_chain_is_named_by_the_model_that_was_asked(tmp_path: Path) -> None:
     empty, good = tmp_path / "empty.json", tmp_path / "good.json"
     empty.write_text("[]")  # fails at once: it has no answers

@@ -11,6 +11,7 @@ from .anthropic import AnthropicModel
 from .fallback import FallbackCallback, FallbackModel
 from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
+from .openai_responses import OpenAIResponsesModel
 from .retry import RetryPolicy
 from .settings import ModelSettings, answer_token_limit, capped_max_tokens
 from .spec import (
@@ -39,6 +40,7 @@ __all__ = [
     "ModelSettings",
     "OpenAICompatibleModel",
     "OpenAIModel",
+    "OpenAIResponsesModel",
     "ProviderFactory",
     "RetryPolicy",
     "answer_token_limit",

@@ -57,7 +57,7 @@ from ..messages import (
 )
 from ..model import TokenCallback
 from ..native_output import NATIVE_OUTPUT_NAME, native_output_schema
-from ._base import HTTPChatModel, HTTPRequest
+from ._base import HTTPChatModel, HTTPRequest, StreamAssembler
 from ._http import Secret, checked_base_url, endpoint, public_url
 from ._json import (
     JSONObject,
@@ -431,7 +431,7 @@ class OpenAIModel(HTTPChatModel):
             raw={"model": self.name, "message": message, "finish_reason": finish_reason},
         )
 
-    def _assembler(self, tools: Sequence[ToolDefinition]) -> ChunkAssembler:
+    def _assembler(self, tools: Sequence[ToolDefinition]) -> StreamAssembler:
         return ChunkAssembler(
             label=self.name,
             build=lambda message, reason, usage: self._message(message, reason, usage, tools),

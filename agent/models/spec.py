@@ -1,6 +1,7 @@
 """Model specs, the strings config files and the CLI use to name a model.
 
     openai:MODEL                      OPENAI_API_KEY; elsewhere: OPENAI_BASE_URL
+    openai-responses:MODEL            the same, through the Responses API (reasoning kept)
     openai-compatible:URL#MODEL       key optional: OPENAI_COMPATIBLE_API_KEY
     anthropic:MODEL                   ANTHROPIC_API_KEY; elsewhere: ANTHROPIC_BASE_URL
     gemini:MODEL                      GEMINI_API_KEY (or GOOGLE_API_KEY); GOOGLE_GEMINI_BASE_URL
@@ -33,6 +34,7 @@ from ._http import public_url
 from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
 from .gemini import GEMINI_BASE_URL, GeminiModel, schema_beside_tools
 from .openai import OPENAI_BASE_URL, OpenAICompatibleModel, OpenAIModel
+from .openai_responses import OpenAIResponsesModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
 
@@ -53,6 +55,7 @@ __all__ = [
 
 SPEC_FORMS = (
     "openai:MODEL",
+    "openai-responses:MODEL",
     "openai-compatible:URL#MODEL",
     "anthropic:MODEL",
     "gemini:MODEL",
@@ -61,6 +64,7 @@ SPEC_FORMS = (
 
 API_KEYS: Mapping[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
+    "openai-responses": ("OPENAI_API_KEY",),
     "anthropic": ("ANTHROPIC_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
@@ -68,6 +72,7 @@ API_KEYS: Mapping[str, tuple[str, ...]] = {
 
 BASE_URLS: Mapping[str, tuple[str, str, str]] = {
     "openai": ("OPENAI_BASE_URL", "", OPENAI_BASE_URL),
+    "openai-responses": ("OPENAI_BASE_URL", "", OPENAI_BASE_URL),
     "anthropic": ("ANTHROPIC_BASE_URL", "/v1", ANTHROPIC_BASE_URL),
     "gemini": ("GOOGLE_GEMINI_BASE_URL", "/v1beta", GEMINI_BASE_URL),
 }
@@ -183,6 +188,7 @@ def _scripted(request: ModelRequest) -> ChatModel:
 
 PROVIDERS: Mapping[str, ProviderFactory] = {
     "openai": _keyed("openai", OpenAIModel),
+    "openai-responses": _keyed("openai-responses", OpenAIResponsesModel),
     "openai-compatible": _openai_compatible,
     "anthropic": _keyed("anthropic", AnthropicModel),
     "gemini": _keyed("gemini", GeminiModel),
@@ -190,7 +196,7 @@ PROVIDERS: Mapping[str, ProviderFactory] = {
 }
 """The factory of each spec's provider (the part before the first `:`)."""
 
-NATIVE_OUTPUT = frozenset({"openai", "openai-compatible", "gemini", "scripted"})
+NATIVE_OUTPUT = frozenset({"openai", "openai-responses", "openai-compatible", "gemini", "scripted"})
 """The providers whose models hold an answer to a schema themselves (`agent.native_output`);
 a scripted model answers as scripted, for tests and dry runs."""
 

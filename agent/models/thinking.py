@@ -1,7 +1,8 @@
 """A model's thinking as text, read from the raw answer its provider stored, for a person to
 see (a trace, `runs show`): Anthropic's `thinking` blocks (a `redacted_thinking` one is only
-said to be there), Gemini's thought parts, the `reasoning_content` / `reasoning` of
-OpenAI-compatible servers, and a leading `<think>` block a server left in the text.
+said to be there), Gemini's thought parts, the reasoning summaries of OpenAI's Responses API,
+the `reasoning_content` / `reasoning` of OpenAI-compatible servers, and a leading `<think>`
+block a server left in the text.
 
 Read from `raw` rather than kept beside it, so what a run or a chat stores is what it was,
 and a run stored by an older gateway shows its thinking too.
@@ -27,6 +28,17 @@ def thinking_text(raw: JsonValue, content: str = "") -> str:
     `content` is the answer's text as the agent has it: a `<think>` block still in it is
     not told twice."""
     answer = obj(raw)
+    if "output" in answer:  # OpenAI's Responses API: its reasoning items' summaries (or text)
+        items = (
+            obj(item) for item in arr(answer["output"]) if obj(item).get("type") == "reasoning"
+        )
+        parts = (
+            obj(part)
+            for item in items
+            for key in ("summary", "content")
+            for part in arr(item.get(key))
+        )
+        return _joined(text(part.get("text")) for part in parts)
     if "message" in answer:  # OpenAI-compatible
         message = obj(answer["message"])
         said = [text(message.get(key)) for key in REASONING_FIELDS]

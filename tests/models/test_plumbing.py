@@ -102,6 +102,7 @@ def test_exports_are_curated_and_sorted() -> None:
         "ModelSettings",
         "OpenAICompatibleModel",
         "OpenAIModel",
+        "OpenAIResponsesModel",
         "ProviderFactory",
         "RetryPolicy",
         "answer_token_limit",

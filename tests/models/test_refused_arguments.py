@@ -25,7 +25,7 @@ from agent.model_json import MAX_DEPTH
 from toolkits.nesting import MAX_DEPTH as RESULT_DEPTH
 
 from .support import FakeProvider, Sleeps, sse_response
-from .test_replayed_calls import CALC, PROVIDERS, Provider
+from .test_replayed_calls import CALC, PROVIDERS, TEXT_ARGUMENTS, Provider, responses_answer
 
 pytestmark = pytest.mark.anyio
 
@@ -52,7 +52,7 @@ def written(provider: Provider, arguments: str, text: str = "") -> bytes:
     a server that writes what Python's `json` writes would send it: `NaN` and all."""
     if not arguments:
         return json.dumps(provider.answer([], text)).encode()
-    if provider.name == "openai":  # arguments are a string there
+    if provider.name in TEXT_ARGUMENTS:  # arguments are a string there
         return json.dumps(provider.answer([("call_1", "calculator", arguments)])).encode()
     answer = json.dumps(provider.answer([("call_1", "calculator", "@ARGS@")]))
     return answer.replace(PLACE, arguments).encode()
@@ -153,7 +153,27 @@ def gemini_stream(arguments: str) -> httpx.Response:
     return sse_response([(None, data), (None, last)])
 
 
-STREAMS = {"openai": openai_stream, "anthropic": anthropic_stream, "gemini": gemini_stream}
+def responses_stream(arguments: str) -> httpx.Response:
+    done = responses_answer([("call_1", "calculator", arguments)])
+    item = done["output"][-1]
+    cut = len(arguments) // 2
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_item.added", "output_index": 1,
+         "item": {**item, "status": "in_progress", "arguments": ""}},
+        *({"type": "response.function_call_arguments.delta", "item_id": item["id"],
+           "output_index": 1, "delta": part} for part in (arguments[:cut], arguments[cut:])),
+        {"type": "response.output_item.done", "output_index": 1, "item": item},
+        {"type": "response.completed", "response": done},
+    ]  # fmt: skip
+    return sse_response([(event["type"], event) for event in events])
+
+
+STREAMS = {
+    "openai": openai_stream,
+    "openai-responses": responses_stream,
+    "anthropic": anthropic_stream,
+    "gemini": gemini_stream,
+}
 
 
 @pytest.mark.parametrize("bad", list(BAD))
@@ -186,7 +206,7 @@ async def test_arguments_too_deep_for_pythons_reader_are_refused_or_unreadable(
         STREAMS[provider.name](arguments) if streamed else answered(written(provider, arguments))
     )
     model = provider.model(FakeProvider(given), sleeps)
-    as_text = provider.name == "openai" or (provider.name == "anthropic" and streamed)
+    as_text = provider.name in TEXT_ARGUMENTS or (provider.name == "anthropic" and streamed)
     ask = [UserMessage(content="Add.")]
     if not as_text:
         with pytest.raises(ModelResponseError, match=r"(answer is|stream event) nested too deeply"):
@@ -212,7 +232,7 @@ async def test_an_answer_too_deep_for_a_stored_run_to_hold_is_not_taken(
     )
     model = provider.model(FakeProvider(given), sleeps)
     ask = [UserMessage(content="Add.")]
-    if provider.name == "openai" or (provider.name == "anthropic" and streamed):
+    if provider.name in TEXT_ARGUMENTS or (provider.name == "anthropic" and streamed):
         answer = await model.invoke(ask, [CALC], on_token=_ignored if streamed else None)
         assert answer.tool_calls[0].invalid_arguments == arguments  # text: kept as text
         return

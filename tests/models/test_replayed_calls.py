@@ -6,6 +6,7 @@ the real APIs answer 400 to (`wire_rules`)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -22,10 +23,10 @@ from agent import (
     ToolDefinition,
     ToolsAgent,
 )
-from agent.models import AnthropicModel, GeminiModel, OpenAIModel
+from agent.models import AnthropicModel, GeminiModel, OpenAIModel, OpenAIResponsesModel
 
 from .support import FakeProvider, Sleeps, json_response, retry_policy
-from .wire_rules import anthropic_problems, gemini_problems, openai_problems
+from .wire_rules import anthropic_problems, gemini_problems, openai_problems, responses_problems
 
 pytestmark = pytest.mark.anyio
 
@@ -40,6 +41,14 @@ THINKING = {
     "signature": "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds",
 }
 THOUGHT_SIGNATURE = "CiQB0e2Kb2mZ1lWq8Tj3r8hk4uL2f5dYV0eXw=="
+REASONING: dict[str, Any] = {
+    "id": "rs_68af4030baa48193b0b43b4c2a176a1a",
+    "type": "reasoning",
+    "encrypted_content": "gAAAAABor0AyJZ7bBqP1x0kT3mVn2Qe8Rr5Yh1Lw6SdA9cF4gU0iO7pK3jH2tZ5x==",
+    "summary": [],
+}
+TEXT_ARGUMENTS = frozenset({"openai", "openai-responses"})
+"""The providers whose calls carry their arguments as JSON text."""
 
 Call = tuple[str, str, Any]
 """A call as a test writes it: id ("" for none), name, arguments (as the wire has them)."""
@@ -105,6 +114,38 @@ def openai_answer(calls: list[Call], text: str = "") -> dict[str, Any]:
     }
 
 
+_ANSWERS = itertools.count()
+
+
+def responses_answer(calls: list[Call], text: str = "") -> dict[str, Any]:
+    message: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "status": "completed",
+        "content": [{"type": "output_text", "annotations": [], "text": text}],
+        "role": "assistant",
+    }
+    # Every item of every response has an id of its own.
+    answer = next(_ANSWERS)
+    output: list[dict[str, Any]] = [{**REASONING, "id": f"rs_{answer}"}] if calls else [message]
+    output += [
+        {"id": f"fc_{answer}_{n}", "type": "function_call", "status": "completed", "arguments": args,
+         "call_id": i, "name": name}
+        for n, (i, name, args) in enumerate(calls)
+    ]  # fmt: skip
+    return {
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 1767268800,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "model": "gpt-5-mini-2025-08-07",
+        "output": output,
+        "usage": {"input_tokens": 40, "output_tokens": 12, "total_tokens": 52},
+    }
+
+
 @dataclass(frozen=True)
 class Provider:
     name: str
@@ -138,13 +179,21 @@ PROVIDERS = [
             "gpt-4.1-mini", api_key="k", http_client=fake.client(), retry=retry_policy(sleeps)
         ),
     ),
+    Provider(
+        "openai-responses",
+        responses_answer,
+        responses_problems,
+        lambda fake, sleeps: OpenAIResponsesModel(
+            "gpt-5-mini", api_key="k", http_client=fake.client(), retry=retry_policy(sleeps)
+        ),
+    ),
 ]
 
 
 def args(provider: Provider, expression: str) -> Any:
     """The arguments `{"expression": ...}` as the provider's wire has them."""
     value = {"expression": expression}
-    return f'{{"expression": "{expression}"}}' if provider.name == "openai" else value
+    return f'{{"expression": "{expression}"}}' if provider.name in TEXT_ARGUMENTS else value
 
 
 async def run_agent(provider: Provider, turns: list[list[Call]], sleeps: Sleeps) -> FakeProvider:
@@ -186,6 +235,20 @@ async def test_calls_the_model_gave_one_id_go_back_paired_with_their_results(
     if provider.name == "gemini":
         model_turns = [c["parts"] for c in last["contents"] if c["role"] == "model"]
         assert all(parts[0]["thoughtSignature"] == THOUGHT_SIGNATURE for parts in model_turns)
+    if provider.name == "openai-responses":
+        items: list[dict[str, Any]] = last["input"]
+        # Each answer's reasoning item went back as sent, before its calls.
+        firsts = [items[n + 1] for n, item in enumerate(items) if item.get("type") == "reasoning"]
+        assert all(
+            item == {**REASONING, "id": item["id"]}
+            for item in items
+            if item.get("type") == "reasoning"
+        )
+        assert len(firsts) == len(turns)
+        assert all(item["type"] == "function_call" for item in firsts)
+        ids = [item["call_id"] for item in items if item.get("type") == "function_call"]
+        assert ids[0] == "dup_1"
+        assert ids[1] != "dup_1"
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
@@ -201,6 +264,9 @@ async def test_a_call_with_no_name_goes_back_under_a_placeholder_its_result_shar
     if provider.name == "openai":
         calls: list[list[dict[str, Any]]] = [m.get("tool_calls") or [] for m in body["messages"]]
         assert [c["function"]["name"] for turn in calls for c in turn] == ["_"]
+    if provider.name == "openai-responses":
+        named = [i["name"] for i in body["input"] if i.get("type") == "function_call"]
+        assert named == ["_"]
     if provider.name == "gemini":
         parts = [p for c in body["contents"] for p in c["parts"]]
         names = [

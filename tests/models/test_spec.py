@@ -16,6 +16,7 @@ from agent.models import (
     ModelSettings,
     OpenAICompatibleModel,
     OpenAIModel,
+    OpenAIResponsesModel,
     model_from_spec,
     spec_without_credentials,
     stored_without_credentials,
@@ -39,6 +40,7 @@ def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     ("spec", "cls", "name"),
     [
         ("openai:gpt-4.1-mini", OpenAIModel, "openai:gpt-4.1-mini"),
+        ("openai-responses:gpt-5-mini", OpenAIResponsesModel, "openai-responses:gpt-5-mini"),
         (
             "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5",
             OpenAICompatibleModel,
@@ -66,6 +68,7 @@ def test_keys_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None
     ("spec", "variable"),
     [
         ("openai:gpt-4.1", "OPENAI_API_KEY"),
+        ("openai-responses:o4-mini", "OPENAI_API_KEY"),
         ("anthropic:claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
         ("gemini:gemini-2.5-flash", "GEMINI_API_KEY"),
     ],
@@ -124,6 +127,7 @@ def test_compatible_spec_needs_url_and_model() -> None:
         ("openai", "openai:MODEL"),
         ("Anthropic: ", "anthropic:MODEL"),
         ("openai-compatible:", "openai-compatible:URL#MODEL"),
+        ("openai-responses", "openai-responses:MODEL"),
         ("scripted:", "scripted:FILE"),
     ],
 )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any, cast
 
-__all__ = ["anthropic_problems", "gemini_problems", "openai_problems"]
+__all__ = ["anthropic_problems", "gemini_problems", "openai_problems", "responses_problems"]
 
 CALL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 """OpenAI's `tool_calls[].function.name` and Anthropic's `tool_use.name`."""
@@ -98,4 +98,41 @@ def gemini_problems(body: dict[str, Any]) -> list[str]:
             if (call.get("id"), call["name"]) != (response.get("id"), response["name"]):
                 problems.append(f"contents[{i}]: response {response} answers call {call}")
         calls = []
+    return problems
+
+
+def responses_problems(body: dict[str, Any]) -> list[str]:
+    """The Responses API's `input`: every output answers a call before it, every call has an
+    output, a reasoning item is followed by what it led to."""
+    problems: list[str] = []
+    items: list[dict[str, Any]] = body["input"]
+    calls: list[str] = []
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        kind = item.get("type")
+        if kind == "function_call":
+            calls.append(item["call_id"])
+            if not CALL_NAME.fullmatch(item["name"]):
+                problems.append(f"input[{i}].name {item['name']!r} does not match")
+            if not isinstance(item["arguments"], str):
+                problems.append(f"input[{i}].arguments: expected a string")
+        elif kind == "function_call_output":
+            if item["call_id"] not in calls:
+                problems.append(
+                    f"No tool call found for function call output with call_id {item['call_id']}."
+                )
+            answered.add(item["call_id"])
+        elif kind == "reasoning":
+            following = items[i + 1] if i + 1 < len(items) else {}
+            if following.get("type") not in ("function_call", "message"):
+                problems.append(
+                    f"Item '{item['id']}' of type 'reasoning' was provided without its required "
+                    "following item."
+                )
+    problems += [f"No tool output found for function call {c}." for c in calls if c not in answered]
+    if len(set(calls)) != len(calls):
+        problems.append(f"duplicate call_ids: {calls}")
+    ids = [item["id"] for item in items if "id" in item]
+    if len(set(ids)) != len(ids):
+        problems.append(f"Duplicate item found with id: {ids}")
     return problems
