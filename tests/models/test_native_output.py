@@ -130,6 +130,92 @@ async def test_a_pydantic_models_optional_fields_are_made_strict_and_defaults_ap
     assert "default" not in schema["properties"]["note"]
 
 
+PAYMENTS: dict[str, JsonValue] = {
+    "type": "object",
+    "properties": {
+        "payments": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"card": {"type": "string"}, "holder": {"type": "string"}},
+                        "required": ["card"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"iban": {"type": "string"}, "bic": {"type": "string"}},
+                        "required": ["iban"],
+                    },
+                ]
+            },
+        },
+        "refund": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"amount": {"type": "number"}, "reason": {"type": "string"}},
+                    "required": ["amount"],
+                },
+                {"enum": ["none"]},
+            ]
+        },
+    },
+    "required": ["payments", "refund"],
+}
+
+
+async def test_the_nulls_added_inside_anyof_and_oneof_branches_are_taken_out_again(
+    sleeps: Sleeps,
+) -> None:
+    answer = (
+        '{"payments": [{"card": "4242", "holder": null}, {"iban": "DE89", "bic": null}],'
+        ' "refund": {"amount": 5, "reason": null}}'
+    )
+    fake = FakeProvider(json_response(200, said(answer)))
+    output = OutputSchema.from_json_schema(PAYMENTS)
+    result = await native(openai(fake, sleeps), output).run("shop", "How was it paid?")
+    assert result.error is None
+    assert result.structured == {
+        "payments": [{"card": "4242"}, {"iban": "DE89"}],
+        "refund": {"amount": 5},
+    }
+    schema = fake.body()["response_format"]["json_schema"]["schema"]
+    transfer = schema["properties"]["payments"]["items"]["anyOf"][1]
+    assert transfer["properties"]["bic"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+
+class Card(BaseModel):
+    last4: str
+    holder: str = "?"
+
+
+class Transfer(BaseModel):
+    iban: str
+    bic: str | None = None
+
+
+class Paid(BaseModel):
+    payments: list[Card | Transfer]
+    tip: tuple[int, Card | None] | None = None
+
+
+async def test_a_union_of_models_in_a_list_gets_its_defaults_and_keeps_its_own_nulls(
+    sleeps: Sleeps,
+) -> None:
+    answer = (
+        '{"payments": [{"last4": "4242", "holder": null}, {"iban": "DE89", "bic": null}],'
+        ' "tip": [2, {"last4": "1111", "holder": null}]}'
+    )
+    fake = FakeProvider(json_response(200, said(answer)))
+    result = await native(openai(fake, sleeps), OutputSchema.from_model(Paid)).run("shop", "?")
+    assert result.error is None
+    assert result.structured == {
+        "payments": [{"last4": "4242", "holder": "?"}, {"iban": "DE89", "bic": None}],
+        "tip": [2, {"last4": "1111", "holder": "?"}],
+    }
+
+
 async def test_an_answer_that_is_no_object_is_wrapped_for_strict_mode(sleeps: Sleeps) -> None:
     numbers = OutputSchema.from_json_schema({"type": "array", "items": {"type": "integer"}})
     fake = FakeProvider(json_response(200, said('{"response": [1, 2, 3]}')))
