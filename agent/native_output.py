@@ -3,7 +3,7 @@
 With `AgentOptions(output_mode="native")` the agent offers no `final_result` tool: each model
 call of an item is made inside `native_output(schema)`, and providers that can constrain their
 answer read `native_output_schema()` when they build the request (OpenAI's `response_format`
-`json_schema` strict, Gemini's `responseSchema`); the answer is the JSON text, read and
+`json_schema` strict, Gemini's `responseJsonSchema`); the answer is the JSON text, read and
 validated as a text answer is (`OutputSchema.from_text`), sent back on the same retry path.
 A provider that has no such mode raises `ModelConfigError` rather than answer unconstrained.
 Set by a context variable, as `answer_token_limit` is, so it passes any wrapper (a fallback,

@@ -1,10 +1,11 @@
 """Native structured output (`output_mode = "native"`): OpenAI's `response_format` json_schema
-(strict) and Gemini's `responseSchema` carry the answer's schema, no `final_result` tool is
+(strict) and Gemini's `responseJsonSchema` carry the answer's schema, no `final_result` tool is
 offered, and the answer is read from the text, against real-format provider payloads."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, JsonValue
@@ -225,7 +226,7 @@ async def test_an_answer_that_is_no_object_is_wrapped_for_strict_mode(sleeps: Sl
     assert schema["required"] == ["response"]
 
 
-async def test_gemini_gets_a_response_schema_and_the_answer_is_read_from_its_text(
+async def test_gemini_gets_a_response_json_schema_and_the_answer_is_read_from_its_text(
     sleeps: Sleeps,
 ) -> None:
     fake = FakeProvider(
@@ -239,16 +240,47 @@ async def test_gemini_gets_a_response_schema_and_the_answer_is_read_from_its_tex
     assert result.structured == {"total": 3, "currency": "EUR"}
     config = fake.body()["generationConfig"]
     assert config["responseMimeType"] == "application/json"
-    assert config["responseSchema"] == {
-        "type": "object",
-        "properties": {
-            "total": {"type": "number"},
-            "currency": {"type": "string", "nullable": True},
-        },
-        "required": ["total", "currency"],
-    }
+    assert config["responseJsonSchema"] == STRICT_TOTAL
+    assert "responseSchema" not in config
     declared = fake.body()["tools"][0]["functionDeclarations"]
     assert [d["name"] for d in declared] == ["calculator"]
+
+
+class Part(BaseModel):
+    name: str
+    size: Literal[1, 2, 3]
+    at: tuple[int, int]
+    parts: list[Part] = []
+
+
+async def test_gemini_gets_the_schema_as_json_schema_recursion_tuples_and_enums_kept(
+    sleeps: Sleeps,
+) -> None:
+    """`responseSchema` (OpenAPI's subset) would cut the recursion after two levels into a
+    field of JSON text, make the tuple one item type and drop the number enum."""
+    answer = (
+        '{"response": {"name": "box", "size": 3, "at": [0, 1], "parts": [{"name": "lid",'
+        ' "size": 1, "at": [0, 0], "parts": [{"name": "hinge", "size": 2, "at": [1, 1],'
+        ' "parts": [{"name": "pin", "size": 1, "at": [2, 2], "parts": []}]}]}]}}'
+    )
+    fake = FakeProvider(
+        json_response(200, {"name": "models/gemini-3-flash", "inputTokenLimit": 1048576}),
+        json_response(200, generated([{"text": answer}])),
+    )
+    model = GeminiModel(
+        "gemini-3-flash", api_key="AIza-1", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    output = OutputSchema.from_model(Part)
+    result = await native(model, output).run("shop", "What is it made of?")
+    assert result.error is None
+    assert result.structured == json.loads(answer)["response"]
+    sent = fake.body(1)["generationConfig"]["responseJsonSchema"]
+    assert sent == output.native_schema()
+    assert sent["properties"]["response"] == {"$ref": "#/$defs/Part"}  # its $defs at the root
+    part = sent["$defs"]["Part"]
+    assert part["properties"]["parts"]["anyOf"][0]["items"] == {"$ref": "#/$defs/Part"}
+    assert part["properties"]["size"]["enum"] == [1, 2, 3]
+    assert part["properties"]["at"]["prefixItems"] == [{"type": "integer"}, {"type": "integer"}]
 
 
 async def test_a_provider_without_native_output_refuses_the_call_unsent(sleeps: Sleeps) -> None:
