@@ -3,11 +3,12 @@
 With `AgentOptions(output_mode="native")` the agent offers no `final_result` tool: each model
 call of an item is made inside `native_output(schema)`, and providers that can constrain their
 answer read `native_output_schema()` when they build the request (OpenAI's `response_format`
-`json_schema` strict, Gemini's `responseJsonSchema`); the answer is the JSON text, read and
-validated as a text answer is (`OutputSchema.from_text`), sent back on the same retry path.
-A provider that has no such mode raises `ModelConfigError` rather than answer unconstrained.
-Set by a context variable, as `answer_token_limit` is, so it passes any wrapper (a fallback,
-a retry, a trace) and no summary call of the memory, made outside the block, gets it.
+`json_schema` strict, Anthropic's `output_config.format`, Gemini's `responseJsonSchema`); the
+answer is the JSON text, read and validated as a text answer is (`OutputSchema.from_text`),
+sent back on the same retry path. A provider that has no such mode raises `ModelConfigError`
+rather than answer unconstrained. Set by a context variable, as `answer_token_limit` is, so it
+passes any wrapper (a fallback, a retry, a trace) and no summary call of the memory, made
+outside the block, gets it.
 
 OpenAI's strict mode takes a subset of JSON Schema: every object closed (`additionalProperties:
 false`) with every property required. `strict_schema` makes a schema so: an optional property

@@ -32,7 +32,7 @@ TOTAL: dict[str, JsonValue] = {
     "properties": {"total": {"type": "number"}, "currency": {"type": "string"}},
     "required": ["total"],
 }
-STRICT_TOTAL = {
+STRICT_TOTAL: dict[str, JsonValue] = {
     "type": "object",
     "properties": {
         "total": {"type": "number"},
@@ -283,15 +283,17 @@ async def test_gemini_gets_the_schema_as_json_schema_recursion_tuples_and_enums_
     assert part["properties"]["at"]["prefixItems"] == [{"type": "integer"}, {"type": "integer"}]
 
 
-async def test_a_provider_without_native_output_refuses_the_call_unsent(sleeps: Sleeps) -> None:
+async def test_a_model_known_without_native_output_refuses_the_call_unsent(
+    sleeps: Sleeps,
+) -> None:
     fake = FakeProvider()  # any request would fail the test
     model = AnthropicModel(
-        "claude-sonnet-4-5",
+        "claude-3-5-haiku-20241022",
         api_key="sk-ant-1",
         http_client=fake.client(),
         retry=retry_policy(sleeps),
     )
-    with pytest.raises(ModelConfigError, match="anthropic:claude-sonnet-4-5 has no native"):
+    with pytest.raises(ModelConfigError, match="claude-3-5-haiku-20241022 has no structured out"):
         await native(model).run("shop", "How much?")
     assert fake.requests == []
 
@@ -323,8 +325,9 @@ def test_the_agent_refuses_native_mode_without_a_schema_it_can_hold() -> None:
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     (
-        {"model": "anthropic:claude-sonnet-4-5", "output_schema": TOTAL},
-        "'anthropic:claude-sonnet-4-5' has no native structured output",
+        {"model": "anthropic:claude-sonnet-4-20250514", "output_schema": TOTAL},
+        r"'anthropic:claude-sonnet-4-20250514' has no structured outputs \(Claude Haiku 4.5, "
+        r"Sonnet 4.5, Opus 4.5 and later have\); use output_mode",
     ),
     ({"model": "openai:gpt-4.1-mini"}, "needs an output_schema"),
     (
@@ -348,7 +351,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(
     ("agent", "why"),
     REFUSED,
-    ids=["anthropic", "no-schema", "allOf", "sampling-fallback", "gemini-2.5-with-tools"],
+    ids=["anthropic-4", "no-schema", "allOf", "sampling-fallback", "gemini-2.5-with-tools"],
 )
 def test_config_refuses_native_mode_it_cannot_keep(agent: dict[str, Any], why: str) -> None:
     tools = {"calc": {"builtin": "calculator"}}
@@ -360,8 +363,8 @@ async def test_a_model_given_on_the_command_line_is_checked_too() -> None:
     config = parse_config(
         {"agents": {"shop": {"output_mode": "native", "output_schema": TOTAL, "tools": []}}}
     )
-    with pytest.raises(ConfigError, match="model anthropic:claude-x: 'anthropic:claude-x' has no"):
-        async with open_gateway(config, model="anthropic:claude-x"):
+    with pytest.raises(ConfigError, match="model anthropic:claude-3-7-sonnet-latest: 'anthropic"):
+        async with open_gateway(config, model="anthropic:claude-3-7-sonnet-latest"):
             pass
 
 
