@@ -305,7 +305,8 @@ class AnthropicModel(HTTPChatModel):
         return _EventAssembler(label=self.name, build=partial(self._message, tools=tools))
 
 
-_ABOUT_OUTPUT = ("output_config", "output_format", "structured output", "schema", "grammar")
+_ABOUT_OUTPUT = ("output_config", "output_format", "output format", "structured output", "grammar")
+"""Words of a 400 about the answer's format (not, say, a tool's `input_schema`)."""
 
 _Offered = Mapping[str, PropertyKeys | None]
 """The request's tool names, each with the keys its arguments were declared under where

@@ -96,6 +96,11 @@ def _refuse_recursion(root: JSONObject) -> None:
         for group in ("$defs", "definitions")
         for name, sub in obj(root.get(group)).items()
     }
+    if "#" in _refs(root):
+        raise ValueError(
+            "the schema is recursive ('#' refers back to its root), which Anthropic's "
+            "structured outputs cannot hold"
+        )
     reaches = {ref: _refs(sub) for ref, sub in defs.items()}
     for start in reaches:
         seen: set[str] = set()

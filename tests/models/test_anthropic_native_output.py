@@ -167,6 +167,24 @@ async def test_config_refuses_a_schema_anthropic_cannot_hold_and_takes_it_elsewh
 
     with pytest.raises(ConfigError, match="'anthropic:claude-opus-4-5': the schema is recursive"):
         parse_config({"agents": {"shop": agent("anthropic:claude-opus-4-5")}})
+    looped: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"next": {"anyOf": [{"$ref": "#"}, {"type": "null"}]}},
+        "required": ["next"],
+    }
+    with pytest.raises(ConfigError, match=r"recursive \('#' refers back to its root\)"):
+        parse_config(
+            {"agents": {"shop": {**agent("anthropic:claude-haiku-4-5"), "output_schema": looped}}}
+        )
+    pairs: dict[str, JsonValue] = {
+        "type": "object",
+        "properties": {"at": {"enum": [[0, 0], [1, 1]]}},
+        "required": ["at"],
+    }
+    with pytest.raises(ConfigError, match="at 'at' has an enum of objects or arrays"):
+        parse_config(
+            {"agents": {"shop": {**agent("anthropic:claude-haiku-4-5"), "output_schema": pairs}}}
+        )
     config = parse_config({"agents": {"shop": agent("openai:gpt-4.1-mini")}})  # OpenAI can
     with pytest.raises(ConfigError, match=r"model anthropic:claude-opus-4-5: .* is recursive"):
         async with open_gateway(config, model="anthropic:claude-opus-4-5"):
