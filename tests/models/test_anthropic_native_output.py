@@ -214,3 +214,10 @@ async def test_the_apis_400_for_a_model_without_structured_outputs_says_what_to_
         "output_mode = 'tool' otherwise)"
     )
     assert len(fake.requests) == 1  # not retried
+
+    keys = "tools.0.custom.input_schema.properties: Property keys should match pattern"
+    other = {"type": "error", "error": {"type": "invalid_request_error", "message": keys}}
+    fake = FakeProvider(json_response(400, other))
+    with pytest.raises(ModelHTTPError) as caught, native_output(STRICT_TOTAL):
+        await claude(fake, sleeps).invoke([UserMessage(content="?")], [])
+    assert str(caught.value) == f"anthropic:claude-sonnet-4-5: HTTP 400: {keys}"  # no hint
