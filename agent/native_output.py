@@ -3,22 +3,24 @@
 With `AgentOptions(output_mode="native")` the agent offers no `final_result` tool: each model
 call of an item is made inside `native_output(schema)`, and providers that can constrain their
 answer read `native_output_schema()` when they build the request (OpenAI's `response_format`
-`json_schema` strict, Gemini's `responseSchema`); the answer is the JSON text, read and
-validated as a text answer is (`OutputSchema.from_text`), sent back on the same retry path.
-A provider that has no such mode raises `ModelConfigError` rather than answer unconstrained.
-Set by a context variable, as `answer_token_limit` is, so it passes any wrapper (a fallback,
-a retry, a trace) and no summary call of the memory, made outside the block, gets it.
+`json_schema` strict, Anthropic's `output_config.format`, Gemini's `responseJsonSchema`); the
+answer is the JSON text, read and validated as a text answer is (`OutputSchema.from_text`),
+sent back on the same retry path. A provider that has no such mode raises `ModelConfigError`
+rather than answer unconstrained. Set by a context variable, as `answer_token_limit` is, so it
+passes any wrapper (a fallback, a retry, a trace) and no summary call of the memory, made
+outside the block, gets it.
 
 OpenAI's strict mode takes a subset of JSON Schema: every object closed (`additionalProperties:
 false`) with every property required. `strict_schema` makes a schema so: an optional property
 becomes required and nullable, and `without_added_nulls` takes the nulls the model writes there
-back out before validation (so a default applies). A schema that cannot be made strict (a map
+back out before validation (so a default applies), at any depth: inside the `anyOf`/`oneOf`
+branch the answer fits too. A schema that cannot be made strict (a map
 with free keys, `allOf`, `patternProperties`...) is refused with the reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -175,15 +177,31 @@ def _accepts_null(node: Any) -> bool:
 
 def without_added_nulls(value: Any, schema: Mapping[str, Any]) -> Any:
     """`value` with the nulls taken out that `strict_schema` let the model write for an
-    optional property its schema does not let be null (so the property is left out)."""
-    return _drop(value, schema, schema)
+    optional property its schema does not let be null (so the property is left out), at any
+    depth: in items, tuples, and the branch of an `anyOf`/`oneOf` the value fits."""
+    # Imported here, as `OutputSchema.from_json_schema` does: only native mode needs it.
+    from jsonschema import validators
+
+    validator: Any = validators.validator_for(schema)(schema)  # pyright: ignore[reportUnknownMemberType]
+
+    def fits(item: Any, branch: Any) -> bool:
+        # Evolved from the whole schema's validator, so a `$ref` in the branch resolves.
+        return bool(validator.evolve(schema=branch).is_valid(item))
+
+    return _drop(value, schema, schema, fits)
 
 
-def _drop(value: Any, node: Any, root: Mapping[str, Any]) -> Any:
+_Fits = Callable[[Any, Any], bool]
+
+
+def _drop(value: Any, node: Any, root: Mapping[str, Any], fits: _Fits) -> Any:
     node = _resolved(node, root)
     if not isinstance(node, dict):
         return value
     node = cast(dict[str, Any], node)
+    for key in ("anyOf", "oneOf"):
+        if isinstance(node.get(key), list):
+            value = _in_branch(value, cast(list[Any], node[key]), root, fits)
     if isinstance(value, dict) and isinstance(node.get("properties"), dict):
         properties = cast(dict[str, Any], node["properties"])
         required = set(cast(list[str], node.get("required") or []))
@@ -193,11 +211,27 @@ def _drop(value: Any, node: Any, root: Mapping[str, Any]) -> Any:
             optional = item is None and key not in required and spec is not None
             if optional and not _accepts_null(_resolved(spec, root)):
                 continue
-            kept[key] = _drop(item, spec, root) if spec is not None else item
+            kept[key] = _drop(item, spec, root, fits) if spec is not None else item
         return kept
-    if isinstance(value, list) and "items" in node:
-        return [_drop(item, node["items"], root) for item in cast(list[Any], value)]
+    if isinstance(value, list):
+        items = cast(list[Any], value)
+        prefix = cast(list[Any], node.get("prefixItems") or [])
+        rest = node.get("items")
+        return [
+            _drop(item, prefix[n] if n < len(prefix) else rest, root, fits)
+            for n, item in enumerate(items)
+        ]
     return cast(Any, value)
+
+
+def _in_branch(value: Any, branches: list[Any], root: Mapping[str, Any], fits: _Fits) -> Any:
+    """`value` without the added nulls of the first branch it then fits; as it is if none
+    (the answer's validation then says what is wrong)."""
+    for branch in branches:
+        cleaned = _drop(value, branch, root, fits)
+        if fits(cleaned, branch):
+            return cleaned
+    return value
 
 
 def _resolved(node: Any, root: Mapping[str, Any]) -> Any:

@@ -31,6 +31,7 @@ __all__ = [
 
 FINAL_RESULT_TOOL = "final_result"
 _WRAPPED = "response"
+_DEFINITIONS = ("$defs", "definitions")
 
 
 class OutputInvalid(ValueError):
@@ -102,7 +103,16 @@ class OutputSchema:
     def tool(self) -> ToolDefinition:
         schema: dict[str, JsonValue] = self.schema
         if self.wraps:
-            schema = {"type": "object", "properties": {_WRAPPED: schema}, "required": [_WRAPPED]}
+            # Definitions stay at the root, where the answer's `#/$defs/...` refs point (a
+            # recursive pydantic model's schema is such a ref).
+            defs = {k: v for k, v in schema.items() if k in _DEFINITIONS}
+            inner = {k: v for k, v in schema.items() if k not in _DEFINITIONS}
+            schema = {
+                "type": "object",
+                "properties": {_WRAPPED: inner},
+                "required": [_WRAPPED],
+                **defs,
+            }
         return ToolDefinition(
             name=FINAL_RESULT_TOOL,
             description=self.description,

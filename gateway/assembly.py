@@ -108,7 +108,8 @@ async def open_gateway(
             key = spec.model_settings.model_dump_json()
             refused = None
             if model is not None and spec.output_mode == "native":
-                refused = native_output_refused(model, with_tools=bool(spec.tools))
+                schema = OutputSchema.from_json_schema(spec.output_schema or {}).native_schema()
+                refused = native_output_refused(model, with_tools=bool(spec.tools), schema=schema)
             if refused is not None:
                 raise ConfigError(f"model {model}: {refused}")
             if model is not None and key not in overrides:

@@ -213,12 +213,12 @@ class AgentConfig(Strict):
         if self.output_schema is None:
             raise ValueError('output_mode = "native" needs an output_schema')
         try:
-            OutputSchema.from_json_schema(self.output_schema).native_schema()
+            schema = OutputSchema.from_json_schema(self.output_schema).native_schema()
         except ValueError as exc:
             raise ValueError(f"output_schema cannot be held natively: {exc}") from None
         specs = self.model if isinstance(self.model, list) else [self.model or ""]
         for spec in filter(None, specs):
-            refused = native_output_refused(spec, with_tools=bool(self.tools))
+            refused = native_output_refused(spec, with_tools=bool(self.tools), schema=schema)
             if refused is not None:
                 raise ValueError(f'output_mode = "native": {refused}')
         return self

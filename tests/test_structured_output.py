@@ -27,6 +27,7 @@ from agent import (
 )
 from agent.memory import is_valid_history
 from agent.models import OpenAICompatibleModel
+from agent.models._json_schema import object_root
 from gateway import AgentSpec, ConfigError, Gateway
 from gateway.cli import main
 from gateway.config import parse_config
@@ -242,6 +243,27 @@ async def test_an_answer_that_is_not_an_object_is_wrapped_for_the_tool() -> None
     assert result.structured == [1, 2, 3]
     tool = model.calls[0][1][-1]
     assert tool.input_schema["required"] == ["response"]
+
+
+class Tree(BaseModel):
+    name: str
+    children: list[Tree] = []
+
+
+async def test_a_recursive_models_answer_is_wrapped_with_its_definitions_at_the_root() -> None:
+    """Its schema is a `$ref` into its `$defs`: wrapped whole, the ref pointed nowhere and every
+    provider offered the tool an unconstrained `response`."""
+    model = ScriptedModel([call(FINAL_RESULT_TOOL, response={"name": "a", "children": []})])
+    result = await gateway_for(model, OutputSchema.from_model(Tree)).run("shop", "A tree?")
+    assert result.structured == {"name": "a", "children": []}
+    schema = model.calls[0][1][-1].input_schema
+    assert schema["properties"] == {"response": {"$ref": "#/$defs/Tree"}}
+    offered = object_root(schema).schema["properties"]["response"]  # what providers start from
+    assert offered["required"] == ["name"]
+    assert offered["properties"]["children"]["items"]["properties"]["name"] == {
+        "title": "Name",
+        "type": "string",
+    }
 
 
 async def test_a_small_model_writing_its_final_result_as_text_is_understood() -> None:

@@ -18,6 +18,9 @@ A tool's images go back inside its `tool_result`, as image blocks after its text
 JPEG, PNG, GIF or WebP, what Anthropic reads). Other media (audio, other image types) stay
 described in the text only.
 
+Native structured output (`agent.native_output`): the answer's schema goes as
+`output_config.format` (see `anthropic_output`), beside the tools, and the answer is the text.
+
 Usage: `input_tokens` counts every prompt token, cache reads and writes included;
 `cached_tokens` is the cache reads.
 """
@@ -31,7 +34,7 @@ from typing import Any, TypeGuard
 
 import httpx
 
-from ..errors import MissingApiKey, ModelResponseError
+from ..errors import MissingApiKey, ModelConfigError, ModelHTTPError, ModelResponseError
 from ..messages import (
     AssistantMessage,
     ChatMessage,
@@ -43,7 +46,9 @@ from ..messages import (
     Usage,
     UserMessage,
 )
+from ..model import TokenCallback
 from ..model_json import read_model_json
+from ..native_output import native_output_schema
 from ._base import HTTPChatModel, HTTPRequest, cut_short
 from ._http import Secret, checked_base_url
 from ._json import (
@@ -62,6 +67,11 @@ from ._json import (
     tool_call,
 )
 from ._sse import SSEEvent
+from .anthropic_output import (
+    NO_STRUCTURED_OUTPUTS,
+    anthropic_output_schema,
+    has_structured_outputs,
+)
 from .anthropic_schema import PropertyKeys, anthropic_input_schema, anthropic_property_keys
 from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
@@ -87,7 +97,10 @@ IMAGE_TYPES = frozenset({"image/jpeg", "image/png", "image/gif", "image/webp"})
 
 
 class AnthropicModel(HTTPChatModel):
-    """Claude through the Messages API, with tools, streaming and extended thinking."""
+    """Claude through the Messages API, with tools, streaming, extended thinking and
+    structured outputs."""
+
+    native_output = True  # output_config.format json_schema
 
     def __init__(
         self,
@@ -149,10 +162,50 @@ class AnthropicModel(HTTPChatModel):
             body["temperature"] = self._settings.temperature
         if self._settings.top_p is not None:
             body["top_p"] = self._settings.top_p
+        native = native_output_schema()
+        if native is not None:
+            body["output_config"] = {"format": self._output_format(native)}
         if stream:
             body["stream"] = True
         headers = {"x-api-key": self._key(), "anthropic-version": ANTHROPIC_VERSION}
         return HTTPRequest(url=self._url, body=body, headers=headers)
+
+    def _output_format(self, native: Mapping[str, Any]) -> JSONObject:
+        """`output_config.format` for the answer's schema. Raises `ModelConfigError` for a
+        model known to have no structured outputs, or a schema they cannot hold."""
+        if not has_structured_outputs(self._model):
+            raise ModelConfigError(f"{self.name} {NO_STRUCTURED_OUTPUTS}: use output_mode = 'tool'")
+        try:
+            return {"type": "json_schema", "schema": anthropic_output_schema(native)}
+        except ValueError as exc:
+            raise ModelConfigError(f"{self.name}: {exc}: use output_mode = 'tool'") from None
+
+    async def _answer(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        on_token: TokenCallback | None,
+    ) -> AssistantMessage:
+        try:
+            return await super()._answer(messages, tools, on_token)
+        except ModelHTTPError as error:
+            said = (error.provider_message or "").lower()
+            if (
+                native_output_schema() is None
+                or error.status_code != 400
+                or not any(word in said for word in _ABOUT_OUTPUT)
+            ):
+                raise
+            # What the API says of a model without structured outputs ("output_config.format:
+            # Extra inputs are not permitted") or a schema too big for it does not say what to do.
+            raise ModelHTTPError(
+                f"{error} (output_mode 'native' sends output_config.format, which only Claude "
+                "models with structured outputs take, and only a schema their grammar can "
+                "hold: use output_mode = 'tool' otherwise)",
+                status_code=error.status_code,
+                provider=error.provider,
+                provider_message=error.provider_message,
+            ) from None
 
     def _wire_messages(
         self, messages: Sequence[ChatMessage], offered: _Offered
@@ -251,6 +304,9 @@ class AnthropicModel(HTTPChatModel):
     def _assembler(self, tools: Sequence[ToolDefinition]) -> _EventAssembler:
         return _EventAssembler(label=self.name, build=partial(self._message, tools=tools))
 
+
+_ABOUT_OUTPUT = ("output_config", "output_format", "output format", "structured output", "grammar")
+"""Words of a 400 about the answer's format (not, say, a tool's `input_schema`)."""
 
 _Offered = Mapping[str, PropertyKeys | None]
 """The request's tool names, each with the keys its arguments were declared under where

@@ -110,7 +110,7 @@ def schema_beside_tools(model: str) -> bool:
 class GeminiModel(HTTPChatModel):
     """Gemini with function calling, streaming and thought signatures."""
 
-    native_output = True  # generationConfig.responseSchema
+    native_output = True  # generationConfig.responseJsonSchema
 
     def __init__(
         self,
@@ -177,7 +177,10 @@ class GeminiModel(HTTPChatModel):
             )
         if native is not None:
             config["responseMimeType"] = "application/json"
-            config["responseSchema"] = gemini_parameters(native)
+            # `responseJsonSchema` takes JSON Schema as it is: `responseSchema` (the OpenAPI
+            # subset tool declarations use) would cut a recursive `$ref`, merge a tuple's
+            # items, and drop `const`, number enums and `additionalProperties`.
+            config["responseJsonSchema"] = native
         if config:
             body["generationConfig"] = config
         url = (

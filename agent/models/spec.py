@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -32,6 +32,7 @@ from ..model import ChatModel
 from ..url_credentials import HIDDEN, query_credentials, query_without_credentials
 from ._http import public_url
 from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
+from .anthropic_output import NO_STRUCTURED_OUTPUTS, anthropic_output_schema, has_structured_outputs
 from .gemini import GEMINI_BASE_URL, GeminiModel, schema_beside_tools
 from .openai import OPENAI_BASE_URL, OpenAICompatibleModel, OpenAIModel
 from .openai_responses import OpenAIResponsesModel
@@ -196,15 +197,26 @@ PROVIDERS: Mapping[str, ProviderFactory] = {
 }
 """The factory of each spec's provider (the part before the first `:`)."""
 
-NATIVE_OUTPUT = frozenset({"openai", "openai-responses", "openai-compatible", "gemini", "scripted"})
+NATIVE_OUTPUT = frozenset(
+    {"openai", "openai-responses", "openai-compatible", "anthropic", "gemini", "scripted"}
+)
 """The providers whose models hold an answer to a schema themselves (`agent.native_output`);
 a scripted model answers as scripted, for tests and dry runs."""
 
 
-def native_output_refused(spec: str, *, with_tools: bool = False) -> str | None:
+def native_output_refused(
+    spec: str, *, with_tools: bool = False, schema: Mapping[str, Any] | None = None
+) -> str | None:
     """Why the model `spec` names cannot answer in native mode (`with_tools`: beside tools
-    it may call); None when it can."""
+    it may call; `schema`: held to this strict schema); None when it can."""
     kind, _, name = spec.partition(":")
+    if kind == "anthropic" and not has_structured_outputs(name):
+        return f'{spec!r} {NO_STRUCTURED_OUTPUTS}; use output_mode = "tool" (the default)'
+    if kind == "anthropic" and schema is not None:
+        try:
+            anthropic_output_schema(schema)
+        except ValueError as exc:
+            return f'{spec!r}: {exc}; use output_mode = "tool" (the default)'
     if with_tools and kind == "gemini" and not schema_beside_tools(name):
         return (
             f"{spec!r} takes no response schema beside function calling (Gemini 3 does): use "

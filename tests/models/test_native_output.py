@@ -1,10 +1,11 @@
 """Native structured output (`output_mode = "native"`): OpenAI's `response_format` json_schema
-(strict) and Gemini's `responseSchema` carry the answer's schema, no `final_result` tool is
+(strict) and Gemini's `responseJsonSchema` carry the answer's schema, no `final_result` tool is
 offered, and the answer is read from the text, against real-format provider payloads."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel, JsonValue
@@ -31,7 +32,7 @@ TOTAL: dict[str, JsonValue] = {
     "properties": {"total": {"type": "number"}, "currency": {"type": "string"}},
     "required": ["total"],
 }
-STRICT_TOTAL = {
+STRICT_TOTAL: dict[str, JsonValue] = {
     "type": "object",
     "properties": {
         "total": {"type": "number"},
@@ -130,6 +131,92 @@ async def test_a_pydantic_models_optional_fields_are_made_strict_and_defaults_ap
     assert "default" not in schema["properties"]["note"]
 
 
+PAYMENTS: dict[str, JsonValue] = {
+    "type": "object",
+    "properties": {
+        "payments": {
+            "type": "array",
+            "items": {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {"card": {"type": "string"}, "holder": {"type": "string"}},
+                        "required": ["card"],
+                    },
+                    {
+                        "type": "object",
+                        "properties": {"iban": {"type": "string"}, "bic": {"type": "string"}},
+                        "required": ["iban"],
+                    },
+                ]
+            },
+        },
+        "refund": {
+            "oneOf": [
+                {
+                    "type": "object",
+                    "properties": {"amount": {"type": "number"}, "reason": {"type": "string"}},
+                    "required": ["amount"],
+                },
+                {"enum": ["none"]},
+            ]
+        },
+    },
+    "required": ["payments", "refund"],
+}
+
+
+async def test_the_nulls_added_inside_anyof_and_oneof_branches_are_taken_out_again(
+    sleeps: Sleeps,
+) -> None:
+    answer = (
+        '{"payments": [{"card": "4242", "holder": null}, {"iban": "DE89", "bic": null}],'
+        ' "refund": {"amount": 5, "reason": null}}'
+    )
+    fake = FakeProvider(json_response(200, said(answer)))
+    output = OutputSchema.from_json_schema(PAYMENTS)
+    result = await native(openai(fake, sleeps), output).run("shop", "How was it paid?")
+    assert result.error is None
+    assert result.structured == {
+        "payments": [{"card": "4242"}, {"iban": "DE89"}],
+        "refund": {"amount": 5},
+    }
+    schema = fake.body()["response_format"]["json_schema"]["schema"]
+    transfer = schema["properties"]["payments"]["items"]["anyOf"][1]
+    assert transfer["properties"]["bic"] == {"anyOf": [{"type": "string"}, {"type": "null"}]}
+
+
+class Card(BaseModel):
+    last4: str
+    holder: str = "?"
+
+
+class Transfer(BaseModel):
+    iban: str
+    bic: str | None = None
+
+
+class Paid(BaseModel):
+    payments: list[Card | Transfer]
+    tip: tuple[int, Card | None] | None = None
+
+
+async def test_a_union_of_models_in_a_list_gets_its_defaults_and_keeps_its_own_nulls(
+    sleeps: Sleeps,
+) -> None:
+    answer = (
+        '{"payments": [{"last4": "4242", "holder": null}, {"iban": "DE89", "bic": null}],'
+        ' "tip": [2, {"last4": "1111", "holder": null}]}'
+    )
+    fake = FakeProvider(json_response(200, said(answer)))
+    result = await native(openai(fake, sleeps), OutputSchema.from_model(Paid)).run("shop", "?")
+    assert result.error is None
+    assert result.structured == {
+        "payments": [{"last4": "4242", "holder": "?"}, {"iban": "DE89", "bic": None}],
+        "tip": [2, {"last4": "1111", "holder": "?"}],
+    }
+
+
 async def test_an_answer_that_is_no_object_is_wrapped_for_strict_mode(sleeps: Sleeps) -> None:
     numbers = OutputSchema.from_json_schema({"type": "array", "items": {"type": "integer"}})
     fake = FakeProvider(json_response(200, said('{"response": [1, 2, 3]}')))
@@ -139,7 +226,7 @@ async def test_an_answer_that_is_no_object_is_wrapped_for_strict_mode(sleeps: Sl
     assert schema["required"] == ["response"]
 
 
-async def test_gemini_gets_a_response_schema_and_the_answer_is_read_from_its_text(
+async def test_gemini_gets_a_response_json_schema_and_the_answer_is_read_from_its_text(
     sleeps: Sleeps,
 ) -> None:
     fake = FakeProvider(
@@ -153,27 +240,60 @@ async def test_gemini_gets_a_response_schema_and_the_answer_is_read_from_its_tex
     assert result.structured == {"total": 3, "currency": "EUR"}
     config = fake.body()["generationConfig"]
     assert config["responseMimeType"] == "application/json"
-    assert config["responseSchema"] == {
-        "type": "object",
-        "properties": {
-            "total": {"type": "number"},
-            "currency": {"type": "string", "nullable": True},
-        },
-        "required": ["total", "currency"],
-    }
+    assert config["responseJsonSchema"] == STRICT_TOTAL
+    assert "responseSchema" not in config
     declared = fake.body()["tools"][0]["functionDeclarations"]
     assert [d["name"] for d in declared] == ["calculator"]
 
 
-async def test_a_provider_without_native_output_refuses_the_call_unsent(sleeps: Sleeps) -> None:
+class Part(BaseModel):
+    name: str
+    size: Literal[1, 2, 3]
+    at: tuple[int, int]
+    parts: list[Part] = []
+
+
+async def test_gemini_gets_the_schema_as_json_schema_recursion_tuples_and_enums_kept(
+    sleeps: Sleeps,
+) -> None:
+    """`responseSchema` (OpenAPI's subset) would cut the recursion after two levels into a
+    field of JSON text, make the tuple one item type and drop the number enum."""
+    answer = (
+        '{"response": {"name": "box", "size": 3, "at": [0, 1], "parts": [{"name": "lid",'
+        ' "size": 1, "at": [0, 0], "parts": [{"name": "hinge", "size": 2, "at": [1, 1],'
+        ' "parts": [{"name": "pin", "size": 1, "at": [2, 2], "parts": []}]}]}]}}'
+    )
+    fake = FakeProvider(
+        json_response(200, {"name": "models/gemini-3-flash", "inputTokenLimit": 1048576}),
+        json_response(200, generated([{"text": answer}])),
+    )
+    model = GeminiModel(
+        "gemini-3-flash", api_key="AIza-1", http_client=fake.client(), retry=retry_policy(sleeps)
+    )
+    output = OutputSchema.from_model(Part)
+    result = await native(model, output).run("shop", "What is it made of?")
+    assert result.error is None
+    assert result.structured == json.loads(answer)["response"]
+    sent = fake.body(1)["generationConfig"]["responseJsonSchema"]
+    assert sent == output.native_schema()
+    assert sent["properties"]["response"] == {"$ref": "#/$defs/Part"}  # its $defs at the root
+    part = sent["$defs"]["Part"]
+    assert part["properties"]["parts"]["anyOf"][0]["items"] == {"$ref": "#/$defs/Part"}
+    assert part["properties"]["size"]["enum"] == [1, 2, 3]
+    assert part["properties"]["at"]["prefixItems"] == [{"type": "integer"}, {"type": "integer"}]
+
+
+async def test_a_model_known_without_native_output_refuses_the_call_unsent(
+    sleeps: Sleeps,
+) -> None:
     fake = FakeProvider()  # any request would fail the test
     model = AnthropicModel(
-        "claude-sonnet-4-5",
+        "claude-3-5-haiku-20241022",
         api_key="sk-ant-1",
         http_client=fake.client(),
         retry=retry_policy(sleeps),
     )
-    with pytest.raises(ModelConfigError, match="anthropic:claude-sonnet-4-5 has no native"):
+    with pytest.raises(ModelConfigError, match="claude-3-5-haiku-20241022 has no structured out"):
         await native(model).run("shop", "How much?")
     assert fake.requests == []
 
@@ -205,8 +325,9 @@ def test_the_agent_refuses_native_mode_without_a_schema_it_can_hold() -> None:
 
 REFUSED: list[tuple[dict[str, Any], str]] = [
     (
-        {"model": "anthropic:claude-sonnet-4-5", "output_schema": TOTAL},
-        "'anthropic:claude-sonnet-4-5' has no native structured output",
+        {"model": "anthropic:claude-sonnet-4-20250514", "output_schema": TOTAL},
+        r"'anthropic:claude-sonnet-4-20250514' has no structured outputs \(Claude Haiku 4.5, "
+        r"Sonnet 4.5, Opus 4.5 and later have\); use output_mode",
     ),
     ({"model": "openai:gpt-4.1-mini"}, "needs an output_schema"),
     (
@@ -230,7 +351,7 @@ REFUSED: list[tuple[dict[str, Any], str]] = [
 @pytest.mark.parametrize(
     ("agent", "why"),
     REFUSED,
-    ids=["anthropic", "no-schema", "allOf", "sampling-fallback", "gemini-2.5-with-tools"],
+    ids=["anthropic-4", "no-schema", "allOf", "sampling-fallback", "gemini-2.5-with-tools"],
 )
 def test_config_refuses_native_mode_it_cannot_keep(agent: dict[str, Any], why: str) -> None:
     tools = {"calc": {"builtin": "calculator"}}
@@ -242,8 +363,8 @@ async def test_a_model_given_on_the_command_line_is_checked_too() -> None:
     config = parse_config(
         {"agents": {"shop": {"output_mode": "native", "output_schema": TOTAL, "tools": []}}}
     )
-    with pytest.raises(ConfigError, match="model anthropic:claude-x: 'anthropic:claude-x' has no"):
-        async with open_gateway(config, model="anthropic:claude-x"):
+    with pytest.raises(ConfigError, match="model anthropic:claude-3-7-sonnet-latest: 'anthropic"):
+        async with open_gateway(config, model="anthropic:claude-3-7-sonnet-latest"):
             pass
 
 
