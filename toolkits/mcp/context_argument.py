@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, cast
 
-from mcp_types import CallToolResult
+from mcp_types import CallToolResult, Tool
 
 from ..base import CallContext, error_result
 
@@ -55,14 +55,15 @@ def offered_schema(schema: Mapping[str, Any], *, forward: bool) -> Mapping[str, 
 
 
 def with_run_context(
-    schema: Mapping[str, Any], arguments: Mapping[str, Any], context: CallContext | None
+    tool: Tool | None, arguments: Mapping[str, Any], context: CallContext | None
 ) -> Mapping[str, Any] | CallToolResult:
-    """The arguments of a call of a tool with input schema `schema`, from a node that passes
-    the run's context on: an agent's call with its run's `context` added (as it was when its
-    run has none); an MCP client's own call as it came. An agent's call that gives `context`
-    itself is refused (an error result for its model)."""
+    """The arguments of a call of the server's `tool`, from a node that passes the run's
+    context on: an agent's call with its run's `context` added (as it was when its run has
+    none); an MCP client's own call, or one of a tool that takes no context (or is not listed
+    now), as it came. An agent's call that gives `context` itself is refused (an error result
+    for its model)."""
     info = context.info if context is not None else None
-    if info is None or info.run_id is None or not takes_context(schema):
+    if info is None or info.run_id is None or tool is None or not takes_context(tool.input_schema):
         return arguments
     if _gives_context(arguments):
         return error_result(

@@ -493,7 +493,7 @@ class McpToolkit(InBackground):
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
         if self._config.forward_context:  # the calling run's context, filled in
-            filled = with_run_context(self._listing[original].input_schema, arguments, context)
+            filled = with_run_context(self._listing.get(original), arguments, context)
             if isinstance(filled, mcp_types.CallToolResult):
                 return filled  # the model gave `context` itself: refused
             arguments = filled
