@@ -4,7 +4,9 @@ The caller gives it once for the run (`Gateway.run(context=...)`, `run --context
 agent's `context` argument) or per item; an item's own wins whole (no merge). It is stored with
 the items, so a run resumed later has it, and an agent run as a tool inherits its calling
 item's. Local tools read it, with who and what the call is for, from a `toolkits.CallInfo`
-the gateway fills per call (`info_for`); MCP servers are not sent it.
+the gateway fills per call (`info_for`); MCP servers are not sent it, but a trusted server's
+tools that take a `context` object (an agent another gateway serves) are, with
+`forward_context` (`toolkits.mcp.context_argument`).
 """
 
 from __future__ import annotations

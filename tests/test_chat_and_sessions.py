@@ -112,8 +112,8 @@ def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
         "//reset all",
         f"/exit takes nothing after it, so nothing was done: type /exit alone; {slashes}: "
         "//exit now",
-        "unknown command '/etc': /tools lists the tools, /reset forgets the conversation, "
-        f"/exit leaves; {slashes}: //etc",
+        "unknown command '/etc': /tools lists the tools, /context shows or sets the run's "
+        f"context, /reset forgets the conversation, /exit leaves; {slashes}: //etc",
     ]
     assert main(["sessions", "show", "s1", *state]) == 0
     said = capsys.readouterr().out.splitlines()
@@ -121,6 +121,61 @@ def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
         "user: hello",  # not forgotten
         "user: /etc/hosts is what?",
     ]
+
+
+@pytest.mark.integration
+def test_chat_asks_with_its_context_which_context_shows_and_replaces(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with openai_stub(["Hi Ada.", "Hi Bo."]) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(
+            f'[agents.a]\nmodel = "{model.spec}"\nsystem = "You help {{{{ context.customer }}}}."\n'
+        )
+        lines = [
+            "hello",
+            "/context",
+            '/context {"customer": "Bo"}',
+            "again",
+            "/context [1]",  # bad input: the context stays
+            "/context",
+            "/context {}",
+            "bye",  # the system message has no customer to read: fails, the model not asked
+            "/context",
+        ]
+        monkeypatch.setattr(sys, "stdin", io.StringIO("\n".join(lines) + "\n"))
+        state = ["--config", str(config), "--state-dir", str(tmp_path / "state")]
+        assert main(["chat", *state, "--context", '{"customer": "Ada"}']) == 2
+        out, err = capsys.readouterr()
+        assert out.splitlines() == [
+            "Hi Ada.",
+            '{"customer": "Ada"}',
+            "Hi Bo.",
+            '{"customer": "Bo"}',
+            "{}",
+        ]
+        assert "(the next questions have this context)" in err
+        assert "/context must be a JSON object ({\"key\": ...}), not '[1]'" in err
+        assert "(the context is cleared)" in err
+        assert (
+            "the system message uses {{ context.customer }}, but the run's context has no " in err
+        )
+        assert len(model.requests) == 2
+        assert model.messages(0)[0] == {"role": "system", "content": "You help Ada."}
+        assert model.messages(1)[0] == {"role": "system", "content": "You help Bo."}
+        assert [m["role"] for m in model.messages(1)[1:]] == ["user", "assistant", "user"]
+
+        # The line a chat on a terminal ends with gives the context back, and a bad one is
+        # refused before the chat begins.
+        terminal = io.StringIO('/context {"customer": "Cy"}\n/exit\n')
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        assert main(["chat", *state, "--session", "s2"]) == 0
+        [hint] = [line for line in capsys.readouterr().err.splitlines() if "continues it" in line]
+        assert shlex.split(hint.split("`")[1])[-2:] == ["--context", '{"customer": "Cy"}']
+        assert main(["chat", *state, "--context", "{customer: Ada}"]) == 2
+        assert "error: --context is not JSON: Expecting property name" in capsys.readouterr().err
+        assert len(model.requests) == 2
 
 
 @pytest.mark.integration

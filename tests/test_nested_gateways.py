@@ -24,6 +24,7 @@ from gateway import TraceEvent
 from gateway.assembly import open_gateway
 from gateway.config import Config, load_config
 from tests.server.processes import REPO, SCRIPT, http_server
+from tests.servers.openai_stub import openai_stub
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -300,3 +301,44 @@ async def test_a_served_agent_on_the_callers_model_is_counted_once(tmp_path: Pat
     own = model_usages(recorder)
     assert len(own) == 3  # its two turns and its answer to B
     assert result.usage == sum(own, Usage())  # was: one request more, B's count of A's answer
+
+
+async def test_a_trusted_gateways_agent_reads_the_calling_runs_context(tmp_path: Path) -> None:
+    """With `forward_context`, B's agent is given A's run's context (its system message reads
+    it), and A's model is offered B's agent without `context`; without it, B's `{{ context.
+    ... }}` has nothing to read and B's run fails saying so."""
+    b = tmp_path / "b.toml"
+    a_script = [call("b__helper", prompt="Who am I?"), {"content": "A is done."}]
+    with openai_stub(["You are Ada."]) as b_model:
+        b.write_text(
+            f'[agents.helper]\nmodel = "{b_model.spec}"\n'
+            'system = "You help {{ context.customer.name }}."\n'
+        )
+        async with http_server(b) as served:
+            observed: list[str] = []
+            for forward in ("true", "false"):
+                (tmp_path / "a.json").write_text(json.dumps(a_script))
+                a = tmp_path / "a.toml"
+                a.write_text(
+                    f"[mcpServers.b]\nurl = {json.dumps(served.url)}\n"
+                    f"forward_context = {forward}\n"
+                    '[agents.assistant]\nmodel = "scripted:a.json"\ntools = ["b"]\n'
+                )
+                with anyio.fail_after(30):
+                    async with open_gateway(load_config(a)) as gateway:
+                        model = gateway.agents["assistant"].model
+                        assert isinstance(model, ScriptedModel)
+                        context: dict[str, JsonValue] = {"customer": {"name": "Ada"}}
+                        result = await gateway.run("assistant", "Hi", context=context)
+                assert result.output == "A is done."
+                [offered] = [t for t in model.calls[0][1] if t.name == "b__helper"]
+                properties = cast(dict[str, Any], offered.input_schema["properties"])
+                assert ("context" in properties) is (forward == "false")
+                [said] = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+                observed.append(said)
+    assert [m["role"] for m in b_model.messages(0)] == ["system", "user"]
+    assert b_model.messages(0)[0]["content"] == "You help Ada."
+    assert observed[0] == "You are Ada."
+    assert len(b_model.requests) == 1  # B's second run failed before its model call
+    missing = "the system message uses {{ context.customer.name }}, but the run's context has no"
+    assert f"{missing} 'customer' in context" in observed[1]

@@ -288,3 +288,35 @@ def test_run_context_from_the_command_line(
     )
     assert main([*base, "--context", "{customer: Ada}"]) == 2
     assert "error: --context is not JSON: Expecting property name" in capsys.readouterr().err
+
+
+def test_a_call_of_an_agent_takes_its_context_as_an_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "answers.json"
+    answers = [{"tool_calls": [{"name": "who", "arguments": {"question": "q"}}]}, {"content": "ok"}]
+    script.write_text(json.dumps(answers))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        '[tools.who]\npython = "tests.sample_tools:whose_call"\n'
+        f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["who"]\n'
+        'system = "For {{ context.customer }}."\n'
+    )
+    call = ["call", "a", "--args", '{"prompt": "Who?"}', "--config", str(config), "--json"]
+    assert main([*call, "--context", '{"customer": "Cy"}']) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["output"] == "ok"
+    assert json.loads(out["steps"][0]["observation"])["context"] == {"customer": "Cy"}
+
+    twice = ["call", "a", "--args", '{"prompt": "Who?", "context": {}}', "--config", str(config)]
+    assert main([*twice, "--context", '{"customer": "Cy"}']) == 2
+    assert capsys.readouterr().err.endswith(
+        "error: give the context once: in --args or with --context, not both\n"
+    )
+    tool = ["call", "who", "--args", '{"question": "q"}', "--config", str(config)]
+    assert main([*tool, "--context", '{"customer": "Cy"}']) == 2
+    assert "error: --context is the run context of an agent called; 'who' is no agent" in (
+        capsys.readouterr().err
+    )
+    assert main([*call, "--context", "[1]"]) == 2
+    assert "error: --context must be a JSON object" in capsys.readouterr().err

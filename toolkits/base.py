@@ -105,7 +105,8 @@ class CallContext:
     while the call is in flight (after, and for other calls' elicitations, it goes nowhere)."""
     info: CallInfo | None = None
     """Who and what the call is for, for the nodes that tell their tools (local functions);
-    MCP servers are not sent it."""
+    MCP servers are not sent it (but as the `context` argument of a trusted server's tools
+    that take one: `forward_context`)."""
 
 
 @dataclass(frozen=True, slots=True)

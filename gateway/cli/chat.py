@@ -1,31 +1,36 @@
 """`chat`: talk with an agent, one question a line, on the same memory as `run --session`.
 
-Commands: `/tools` lists the agent's tools, `/reset` forgets the conversation, `/exit` (or
-end of input) leaves; a command is its word alone, and a question that begins with `/` is
-typed with two (`//etc/hosts is what?`). On a terminal, answers stream to stdout as the model
-writes them; piped or redirected, stdout gets each answer whole, exactly, as `run` writes it.
-A question that fails is reported and the conversation goes on; the exit code says whether
-any failed (1, as `run` exits for it, whether its run raised or returned the failure). On a
-terminal, Ctrl-C cancels the answer in flight and the prompt comes back; at the prompt it
-leaves (exit 130), as Ctrl-D does (exit as so far), saying how to continue the session.
+Commands: `/tools` lists the agent's tools, `/context` shows the run context every question is
+asked with (`--context`), `/context JSON` replaces it, `/reset` forgets the conversation,
+`/exit` (or end of input) leaves; a command is its word alone (but `/context JSON`), and a
+question that begins with `/` is typed with two (`//etc/hosts is what?`). On a terminal,
+answers stream to stdout as the model writes them; piped or redirected, stdout gets each answer
+whole, exactly, as `run` writes it. A question that fails is reported and the conversation goes
+on; the exit code says whether any failed (1, as `run` exits for it, whether its run raised or
+returned the failure). On a terminal, Ctrl-C cancels the answer in flight and the prompt comes
+back; at the prompt it leaves (exit 130), as Ctrl-D does (exit as so far), saying how to
+continue the session.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from collections.abc import AsyncGenerator, Generator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
+from dataclasses import dataclass
 
 import anyio
+from pydantic import JsonValue
 from rich.console import Console
 
 from agent import AgentError
 from agent.memory import InProcessStore, SessionMemory
 from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
-from toolkits.printable import printable
+from toolkits.printable import encodes_all, printable
 
 from ..assembly import open_gateway
 from ..console import RunConsole, open_console
@@ -35,6 +40,7 @@ from ..store_config import check_store_url, redacted
 from ..trace import new_id
 from .common import (
     Commands,
+    add_context_option,
     add_model_options,
     add_trace_options,
     check_memory_kept,
@@ -43,6 +49,7 @@ from .common import (
     config_of,
     name_width,
     pick_agent,
+    read_context,
     trace_hooks,
     user_path,
 )
@@ -55,8 +62,11 @@ from .stdin_text import read_line, stdin_text
 
 __all__ = ["register"]
 
-HELP = "/tools lists the tools, /reset forgets the conversation, /exit leaves"
-COMMANDS = ("/tools", "/reset", "/exit", "/quit")
+HELP = (
+    "/tools lists the tools, /context shows or sets the run's context, /reset forgets the "
+    "conversation, /exit leaves"
+)
+COMMANDS = ("/tools", "/context", "/reset", "/exit", "/quit")
 """A line that begins with `/` is a command: one of these words, alone (`//` begins a
 question with `/`)."""
 
@@ -72,12 +82,15 @@ def register(commands: Commands) -> None:
         help="keep the conversation in this directory's database",
     )
     chat.add_argument("--store", metavar="URL", help="keep it in the run store at URL")
+    add_context_option(chat, ", for every question; /context shows or replaces it")
     add_trace_options(chat)
 
 
 async def _chat(args: argparse.Namespace) -> int:
     if args.session is not None:
         check_session_id(args.session)
+    # The chat's runs' context, replaced whole by `/context JSON` (`{}`: none).
+    context = read_context(args.context) if args.context is not None else {}
     config = config_of(args)
     if args.store is not None:  # chat memory goes where the config's run store would
         store = config.store.model_copy(update={"url": memory_store_url(args, config)})
@@ -111,14 +124,17 @@ async def _chat(args: argparse.Namespace) -> int:
             print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
             steps = _Steps()
             async with steps.interruptible() if interactive else nullcontext():
-                code = await _converse(gateway, name, session, console, steps, interactive)
+                code = await _converse(
+                    gateway, name, _Chat(session, context), console, steps, interactive
+                )
     except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
         if interactive and started:
             print(file=sys.stderr)
         raise
     finally:
         if interactive and started:  # how to go on, however the chat ended
-            print(printable(_going_on(args, session, lasting=lasting)), file=sys.stderr)
+            going_on = _going_on(args, session, context, lasting=lasting)
+            print(printable(going_on), file=sys.stderr)
     return code
 
 
@@ -128,13 +144,17 @@ def _lasting(gateway: Gateway, name: str) -> bool:
     return isinstance(memory, SessionMemory) and not isinstance(memory.store, InProcessStore)
 
 
-def _going_on(args: argparse.Namespace, session: str, *, lasting: bool) -> str:
-    """The line a chat on a terminal ends with: the command that continues its session."""
+def _going_on(
+    args: argparse.Namespace, session: str, context: dict[str, JsonValue], *, lasting: bool
+) -> str:
+    """The line a chat on a terminal ends with: the command that continues its session (with
+    the context its last question had: instructions that read it need it)."""
     if not lasting:
         return f"session {session} ends with this chat: memory:// keeps it in this process only"
     quoted = shlex.quote(session)
     again = f"agent-gateway chat --session {quoted}{_same_place(args)}{_same_agent(args)}"
-    return f"session {session}: `{again}` continues it"
+    given = json.dumps(context, ensure_ascii=False) if context else None
+    return f"session {session}: `{again}{_options(('--context', given))}` continues it"
 
 
 def _same_place(args: argparse.Namespace) -> str:
@@ -167,10 +187,19 @@ def _options(*given: tuple[str, object]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class _Chat:
+    """The session a chat goes on in, and the context its questions are asked with."""
+
+    session: str
+    context: dict[str, JsonValue]
+    """Replaced in place by `/context JSON`, so the chat's last line says the last one."""
+
+
 async def _converse(
     gateway: Gateway,
     name: str,
-    session: str,
+    chat: _Chat,
     console: RunConsole,
     steps: _Steps,
     interactive: bool,
@@ -201,7 +230,7 @@ async def _converse(
             try:
                 # A question may fail on its own (the model refused it, an empty answer, max
                 # iterations): reported, not raised, and its exit code counts as a raise's.
-                code = max(code, await _one(gateway, name, session, text, console))
+                code = max(code, await _one(gateway, name, chat, text, console))
             except (AgentError, GatewayError, ToolkitError) as exc:
                 # One question failed (the provider is down, say): the conversation goes on,
                 # and the exit code still says something failed.
@@ -249,20 +278,26 @@ class _Steps:
                 self._scope = None
 
 
-async def _one(gateway: Gateway, name: str, session: str, text: str, console: RunConsole) -> int:
+async def _one(gateway: Gateway, name: str, chat: _Chat, text: str, console: RunConsole) -> int:
     """Answer one line: a command, or a question for the agent; its exit code."""
     if text.startswith("/") and not text.startswith("//"):
-        return await _command(gateway, name, session, text)
+        return await _command(gateway, name, chat, text)
     question = text.removeprefix("/")  # `//...` asks `/...`
-    result = await gateway.run(name, question, session_id=session, stream=True)
+    context = dict(chat.context) or None
+    result = await gateway.run(
+        name, question, session_id=chat.session, stream=True, context=context
+    )
     code = print_result(result, shown=console.streamed)
     result_stdout().flush()
     return code
 
 
-async def _command(gateway: Gateway, name: str, session: str, text: str) -> int:
-    """Carry out the command `text` is (a word, nothing after it); its exit code."""
+async def _command(gateway: Gateway, name: str, chat: _Chat, text: str) -> int:
+    """Carry out the command `text` is (a word, nothing after it, but `/context JSON`); its
+    exit code."""
     word, *rest = text.split()
+    if word == "/context":
+        return _context(chat, text.removeprefix(word).strip())
     if word not in COMMANDS or rest:
         said = (
             f"{word} takes nothing after it, so nothing was done: type {word} alone"
@@ -287,6 +322,23 @@ async def _command(gateway: Gateway, name: str, session: str, text: str) -> int:
     memory = gateway.agents[name].memory or gateway.memory
     if not isinstance(memory, SessionMemory):
         raise GatewayError(f"agent {name!r} keeps no conversation to forget")
-    await memory.store.delete(session)
+    await memory.store.delete(chat.session)
     print("(the conversation is forgotten)", file=sys.stderr, flush=True)
+    return OK
+
+
+def _context(chat: _Chat, given: str) -> int:
+    """`/context`: the chat's context on stdout, as JSON (`{}`: none). `/context JSON`: that
+    object is the context of the questions after it, whole (`{}` clears it); what is not one
+    is bad input, and the context stays as it was."""
+    if not given:
+        out = result_stdout()
+        shown = json.dumps(chat.context, ensure_ascii=not encodes_all(out))
+        print(shown, flush=True, file=out)
+        return OK
+    context = read_context(given, "/context")
+    chat.context.clear()
+    chat.context.update(context)
+    said = "(the context is cleared)" if not context else "(the next questions have this context)"
+    print(said, file=sys.stderr, flush=True)
     return OK

@@ -6,13 +6,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import json
 import sys
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from pydantic import ValidationError
+from pydantic import JsonValue, ValidationError
 
 from agent.memory.base import session_key_error
 
@@ -29,6 +30,7 @@ from .exits import RunFailed
 __all__ = [
     "Commands",
     "Handler",
+    "add_context_option",
     "add_model_options",
     "add_strict_option",
     "add_trace_options",
@@ -44,6 +46,7 @@ __all__ = [
     "name_width",
     "pick_agent",
     "plural",
+    "read_context",
     "trace_hooks",
     "user_path",
     "utc",
@@ -120,6 +123,28 @@ def check_session_id(session_id: str) -> str:
     if problem is not None:
         raise GatewayError(f"bad session id {session_id[:40]!r}: {problem}")
     return session_id
+
+
+def add_context_option(parser: argparse.ArgumentParser, more: str = "") -> None:
+    """`--context JSON`: the run's context (`read_context` reads it); `more` adds to its help."""
+    parser.add_argument(
+        "--context",
+        metavar="JSON",
+        help="the run's context, a JSON object (the system message's {{ context.KEY }}, "
+        f"local tools' CallInfo){more}",
+    )
+
+
+def read_context(text: str, what: str = "--context") -> dict[str, JsonValue]:
+    """`text` as a run's context, a JSON object; `GatewayError` (bad input) naming `what`
+    (the option or command it was given with) when it is not one."""
+    try:
+        value: object = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GatewayError(f"{what} is not JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise GatewayError(f'{what} must be a JSON object ({{"key": ...}}), not {text!r}')
+    return cast(dict[str, JsonValue], value)
 
 
 def config_of(

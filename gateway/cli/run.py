@@ -7,11 +7,8 @@ crash, Ctrl-C) says how to resume it.
 from __future__ import annotations
 
 import argparse
-import json
-from typing import cast
 
 import anyio
-from pydantic import JsonValue
 
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
@@ -23,6 +20,7 @@ from ..run_state import RunState
 from ..trace import new_id
 from .common import (
     Commands,
+    add_context_option,
     add_model_options,
     check_memory_kept,
     check_runnable,
@@ -30,6 +28,7 @@ from .common import (
     check_session_id,
     config_of,
     pick_agent,
+    read_context,
     with_steps,
 )
 from .exits import BAD_INPUT, exit_code
@@ -62,12 +61,7 @@ def register(commands: Commands) -> None:
     )
     add_model_options(run)
     run.add_argument("--session", metavar="ID", help="chat memory session id")
-    run.add_argument(
-        "--context",
-        metavar="JSON",
-        help="the run's context, a JSON object (the system message's {{ context.KEY }}, "
-        "local tools' CallInfo); with --items, each item's that has none",
-    )
+    add_context_option(run, "; with --items, each item's that has none")
     add_store_options(run, optional=True)
     add_output_options(run)
     resume = commands.add("resume", resume_stored)
@@ -123,18 +117,8 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 async def _items(args: argparse.Namespace) -> list[AgentItem]:
-    context = _context(args.context) if args.context is not None else None
+    context = read_context(args.context) if args.context is not None else None
     return with_context(await _questions(args), context)
-
-
-def _context(text: str) -> dict[str, JsonValue]:
-    try:
-        value: object = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GatewayError(f"--context is not JSON: {exc}") from None
-    if not isinstance(value, dict):
-        raise GatewayError(f'--context must be a JSON object ({{"key": ...}}), not {text!r}')
-    return cast(dict[str, JsonValue], value)
 
 
 async def _questions(args: argparse.Namespace) -> list[AgentItem]:

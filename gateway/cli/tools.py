@@ -33,6 +33,7 @@ from ..tool_limits import max_tools, too_many_tools, tools_offered
 from ..trace import new_id
 from .common import (
     Commands,
+    add_context_option,
     add_model_options,
     add_strict_option,
     add_trace_options,
@@ -41,6 +42,7 @@ from .common import (
     config_of,
     name_width,
     plural,
+    read_context,
     trace_hooks,
     with_steps,
 )
@@ -66,6 +68,7 @@ def register(commands: Commands) -> None:
     call.add_argument(
         "--json", action="store_true", help="print the whole MCP result (or run) as JSON"
     )
+    add_context_option(call, ", for an agent called (its `context` argument)")
     add_model_options(call, agent=False, settings=False)  # an agent's model, as `run --model`
     add_strict_option(call)
     add_trace_options(call)
@@ -115,6 +118,8 @@ async def _call(args: argparse.Namespace) -> int:
         raise GatewayError("--args must be a JSON object")
     arguments = cast(dict[str, Any], arguments)
     config = config_of(args)
+    if args.context is not None:
+        arguments = _with_context(args.tool, arguments, read_context(args.context), config)
     # A local tool needs no MCP server: the call does not wait for theirs to start.
     local = args.tool in config.tools and not args.strict
     async with (
@@ -199,6 +204,21 @@ async def _call_agent(
             print(shown, file=result_stdout(), flush=True)
         raise
     return print_result(result, as_json=as_json, stored=False, shown=console.streamed)
+
+
+def _with_context(
+    name: str, arguments: dict[str, Any], context: dict[str, JsonValue], config: Config
+) -> dict[str, Any]:
+    """An agent's `--args` with `--context` as its `context`; `GatewayError` (bad input) for a
+    tool (its arguments are all in `--args`) or a context given twice."""
+    if name not in config.agents:
+        raise GatewayError(
+            f"--context is the run context of an agent called; {name!r} is no agent of the "
+            "config: give a tool's arguments in --args"
+        )
+    if "context" in arguments:
+        raise GatewayError("give the context once: in --args or with --context, not both")
+    return {**arguments, "context": context}
 
 
 def _mcp_json(result: CallToolResult) -> str:

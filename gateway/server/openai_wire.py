@@ -7,7 +7,8 @@ client that sends the whole conversation each time (as OpenAI clients do) is ans
 System and developer messages join the agent's own system message. Text is read; a message
 with other content (an image), a tool message or an assistant's tool calls is refused with
 what to do, never dropped. Fields that tune a model (`temperature`, `max_tokens`, ...) and
-`tools` are not used: the agent's config decides its model and tools.
+`tools` are not used: the agent's config decides its model and tools. A field of ours,
+`context` (a JSON object; OpenAI's SDKs send it in `extra_body`), is the run's context.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
 from agent import AgentItem, AssistantMessage, ChatMessage, SystemMessage, Usage, UserMessage
 
@@ -90,6 +91,8 @@ class _Body(_Open):
     stream: bool | None = None
     stream_options: _StreamOptions | None = None
     n: int | None = None
+    context: dict[str, JsonValue] | None = None
+    """Ours, not OpenAI's: the run's context (`metadata`, OpenAI's, takes strings only)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ def read_request(body: bytes) -> ChatRequest:
     if not prompt.strip():
         raise ApiError(400, f"messages.{index}.content: the question is empty", param="messages")
     history = _history(before)
-    item = AgentItem(prompt=prompt, history=history or None)
+    item = AgentItem(prompt=prompt, history=history or None, context=request.context)
     stream = bool(request.stream)
     options = request.stream_options
     include_usage = stream and options is not None and bool(options.include_usage)

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from agent import (
+    AgentOptions,
     AssistantMessage,
     ModelError,
     ScriptedAnswer,
@@ -169,6 +170,24 @@ async def test_a_whole_answer_is_a_chat_completion_with_usage_and_the_conversati
     ]
 
 
+async def test_the_runs_context_is_the_requests_context_field() -> None:
+    model = ScriptedModel(["Hello Ada."])
+    options = AgentOptions(system_message="You help {{ context.customer.name }}.")
+    gateway = Gateway([], [AgentSpec("assistant", model, options=options)])
+    body: dict[str, Any] = {"model": "assistant", "messages": [QUESTION]}
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            response = await post(base, {**body, "context": {"customer": {"name": "Ada"}}})
+            unread = await post(base, body)
+    assert response.status_code == 200
+    assert response.json()["choices"][0]["message"]["content"] == "Hello Ada."
+    sent, _tools = model.calls[0]
+    assert sent[0] == SystemMessage(content="You help Ada.")
+    assert unread.status_code == 500  # without it, the instructions have nothing to read
+    assert "the system message uses {{ context.customer.name }}" in error_of(unread)["message"]
+    assert len(model.calls) == 1
+
+
 async def test_models_lists_the_agents() -> None:
     gateway, _, _ = helpful_gateway()
     with anyio.fail_after(30):
@@ -217,6 +236,11 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
         (
             b'{"model": "assistant", "n": 2, "messages": [{"role": "user", "content": "hi"}]}',
             "one answer per request",
+        ),
+        (
+            b'{"model": "assistant", "context": ["Ada"], '
+            b'"messages": [{"role": "user", "content": "hi"}]}',
+            "context: Input should be a valid dictionary",
         ),
     ],
 )

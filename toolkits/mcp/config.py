@@ -6,10 +6,10 @@ An entry copied from Claude Desktop's `claude_desktop_config.json` validates unc
     {"type": "http", "url": "https://example.com/mcp", "headers": {"X-Team": "a"}}
 
 Our keys sit beside those (`prefix`, `include`, `exclude`, `timeout`, `max_timeout`,
-`tool_timeouts`, `max_output`, `max_sampling`, `resource_tools`, `protocol`, `bearer_token_env`,
-`secret_headers`, `url_secrets`, and the `oauth*` keys of MCP authorization). Secrets never
-live in the model's repr: `env`, `headers` and `url_secrets` are hidden, and a bearer token is
-read from the environment only when connecting.
+`tool_timeouts`, `max_output`, `max_sampling`, `resource_tools`, `forward_context`, `protocol`,
+`bearer_token_env`, `secret_headers`, `url_secrets`, and the `oauth*` keys of MCP
+authorization). Secrets never live in the model's repr: `env`, `headers` and `url_secrets` are
+hidden, and a bearer token is read from the environment only when connecting.
 """
 
 from __future__ import annotations
@@ -117,6 +117,11 @@ class McpServerConfig(BaseModel):
     resource_tools: bool = False
     """Offer the model two tools of this node's besides the server's: `list_resources` (its
     resources and resource templates) and `read_resource(uri)` (`resource_tools`)."""
+    forward_context: bool = False
+    """Fill the `context` object argument of this server's tools that take one (an agent
+    served by another agent-gateway) from the calling run's context, hidden from the model
+    (`context_argument`). Off by default: the context may hold what only a trusted server
+    should see."""
     max_message_bytes: int = Field(default=DEFAULT_MAX_MESSAGE_BYTES, gt=0)
     """http: the largest answer taken from the server, a server-sent event (how it streams a
     result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails

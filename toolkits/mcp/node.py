@@ -4,7 +4,8 @@ The node offers the server's tools under model-facing names (filtered by `includ
 named by `naming`, routed back through a reverse map) and calls them on the session its
 `OwnedSession` keeps alive: as raw JSON-RPC where the connection carries it (`forwards`), else
 through the SDK client; a tool that runs only as a task as one (`task_calls`). With
-`resource_tools`, two tools of its own read the server's resources (`resource_tools`). Calls
+`resource_tools`, two tools of its own read the server's resources (`resource_tools`); with
+`forward_context`, a tool's `context` argument is the calling run's (`context_argument`). Calls
 run in the caller's own task, so cancelling the caller cancels the MCP request (the SDK tells
 the server with `notifications/cancelled`). The rest of what the server offers (resources, prompts,
 completions) is in `node.catalog`, and updates of its resources come to `subscribe_resource`
@@ -50,6 +51,7 @@ from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .connection import Connection, connection_lost
+from .context_argument import offered_schema, with_run_context
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
@@ -368,7 +370,7 @@ class McpToolkit(InBackground):
         return Tool(
             name=name,
             description=tool.description or tool.title or "",
-            input_schema=tool.input_schema,
+            input_schema=offered_schema(tool.input_schema, forward=self._config.forward_context),
             source_node=self._name,
             is_from_toolkit=True,
             original_name=tool.name,
@@ -449,7 +451,8 @@ class McpToolkit(InBackground):
             self._log.info("%s", globs_unmatched("exclude", exclude, names))
         if approval:
             said = globs_unmatched("require_approval", approval, names)
-            self._log.warning("%s, so no call is gated by %s", said, _them(approval))
+            them = "it" if len(approval) == 1 else "them"
+            self._log.warning("%s, so no call is gated by %s", said, them)
         if timeouts:
             said = globs_unmatched("tool_timeouts", timeouts, names, listing=True)
             self._log.warning("%s", said)
@@ -489,6 +492,11 @@ class McpToolkit(InBackground):
             original = self._routes.get(name)
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
+        if self._config.forward_context:  # the calling run's context, filled in
+            filled = with_run_context(self._listing.get(original), arguments, context)
+            if isinstance(filled, mcp_types.CallToolResult):
+                return filled  # the model gave `context` itself: refused
+            arguments = filled
         if original in self._own:
             assert self._resource_tools is not None
             return await self._resource_tools.call(original, arguments, context)
@@ -588,10 +596,6 @@ class McpToolkit(InBackground):
     ) -> None:
         """Own the server's session until cancelled (see `OwnedSession.run`)."""
         await self._session.run(task_status=task_status)
-
-
-def _them(globs: Sequence[str]) -> str:
-    return "it" if len(globs) == 1 else "them"
 
 
 def _in_rounds(conn: Connection) -> bool:
