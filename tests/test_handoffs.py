@@ -10,6 +10,7 @@ from pydantic import JsonValue
 from agent import (
     AgentItem,
     AgentOptions,
+    AssistantMessage,
     ChatMessage,
     OutputSchema,
     ScriptedAnswer,
@@ -241,6 +242,41 @@ async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
     # The next turn reads the answer as the lead's own, and no dangling call.
     sent = [(m.role, getattr(m, "content", "")) for m in lead.calls[1][0]]
     assert sent[1:] == [("user", QUESTION), ("assistant", ANSWER), ("user", "Thanks!")]
+
+
+async def test_the_session_keeps_the_other_calls_of_the_answer_that_handed_off() -> None:
+    """As for any turn, each call with its result is kept; the handoff's call is not (its
+    result is the turn's answer, kept once)."""
+    memory = SessionMemory(InProcessStore())
+    lead = ScriptedModel(
+        [calls(("calculator", {"expression": "2 * 3"}), ("billing", {})), "Anything else?"]
+    )
+    gateway = support(lead, ScriptedModel([ANSWER]))
+    gateway.memory = memory
+    await gateway.run("triage", QUESTION, session_id="s1")
+
+    history = (await memory.load("s1")).messages
+    assert [(m.role, m.content) for m in history] == [
+        ("user", QUESTION),
+        ("assistant", ""),
+        ("tool", "6"),
+        ("assistant", ANSWER),
+    ]
+    handing = history[1]
+    assert isinstance(handing, AssistantMessage)
+    assert [(c.name, c.arguments) for c in handing.tool_calls] == [
+        ("calculator", {"expression": "2 * 3"})
+    ]
+    await gateway.run("triage", "Thanks!", session_id="s1")
+    # The next turn reads the calculator's call and result, and no dangling handoff call.
+    sent = [(m.role, getattr(m, "content", "")) for m in lead.calls[1][0]]
+    assert sent[1:] == [
+        ("user", QUESTION),
+        ("assistant", ""),
+        ("tool", "6"),
+        ("assistant", ANSWER),
+        ("user", "Thanks!"),
+    ]
 
 
 class SavesAfterOneFailure(InProcessStore):
