@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 
 import pytest
 from pydantic import JsonValue
@@ -20,7 +21,7 @@ from agent import (
     UserMessage,
 )
 from agent.errors import MemoryStoreError
-from agent.memory import InProcessStore, SessionMemory
+from agent.memory import InProcessStore, SessionMemory, SQLiteStore, store_from_url
 from gateway import AgentSpec, Gateway, RunState
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
@@ -97,6 +98,84 @@ async def test_the_leads_context_goes_with_the_users_message() -> None:
         f"{QUESTION}\n\n(Context from the agent 'triage', which handed this over: "
         "The user is on the Pro plan.)"
     ]
+
+
+def said(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages]
+
+
+EARLIER = [
+    ("user", "Hi, I am Ana."),
+    ("assistant", "Hello Ana, how can I help?"),
+    ("user", "My plan is Pro."),
+    ("assistant", "Noted: Pro."),
+]
+
+
+@pytest.fixture(params=["memory://", "sqlite"])
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionMemory]:
+    url = f"sqlite:///{tmp_path / 'memory.db'}" if request.param == "sqlite" else request.param
+    store = store_from_url(url)
+    try:
+        yield SessionMemory(store)
+    finally:
+        if isinstance(store, SQLiteStore):
+            await store.aclose()
+
+
+async def test_the_specialist_reads_the_sessions_earlier_turns(memory: SessionMemory) -> None:
+    lead = ScriptedModel([EARLIER[1][1], EARLIER[3][1], call("billing", context="Pro plan.")])
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = memory
+    for question in ("Hi, I am Ana.", "My plan is Pro.", QUESTION):
+        result = await gateway.run("triage", question, session_id="s1")
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+
+    # The conversation so far, then the user's message as it came (and the lead's context).
+    sent = billing.calls[0][0]
+    assert sent[0].role == "system"
+    asked = f"{QUESTION}\n\n(Context from the agent 'triage', which handed this over: Pro plan.)"
+    assert said(sent[1:]) == [*EARLIER, ("user", asked)]
+    # The session goes on as the lead's, the specialist's answer its last turn.
+    history = (await memory.load("s1")).messages
+    assert said(history) == [*EARLIER, ("user", QUESTION), ("assistant", ANSWER)]
+
+
+async def test_the_specialist_reads_the_window_and_summary_the_lead_reads(tmp_path: Path) -> None:
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    lead = ScriptedModel(
+        [EARLIER[1][1], EARLIER[3][1], "Ana greeted us.", call("billing")]  # 3rd: the summary
+    )
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = memory
+    for question in ("Hi, I am Ana.", "My plan is Pro.", QUESTION):
+        await gateway.run("triage", question, session_id="s1")
+    system, *rest = billing.calls[0][0]
+    assert system.content.endswith("Ana greeted us.")  # the summary joins its system message
+    assert said(rest) == [*EARLIER[2:], ("user", QUESTION)]
+
+
+async def test_with_handoff_history_off_the_specialist_reads_the_message_alone() -> None:
+    lead = ScriptedModel([EARLIER[1][1], call("billing")])
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing, handoff_history=False)
+    gateway.memory = SessionMemory(InProcessStore())
+    for question in ("Hi, I am Ana.", QUESTION):
+        await gateway.run("triage", question, session_id="s1")
+    assert said(billing.calls[0][0][1:]) == [("user", QUESTION)]
+
+
+async def test_an_items_own_history_reaches_the_specialist() -> None:
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    history: list[ChatMessage] = [
+        UserMessage(content="Hi, I am Ana."),
+        AssistantMessage(content="Hello Ana, how can I help?"),
+    ]
+    item = AgentItem(prompt=QUESTION, history=history)
+    await support(lead, billing).run("triage", [item])
+    assert said(billing.calls[0][0][1:]) == [*EARLIER[:2], ("user", QUESTION)]
 
 
 async def test_the_other_calls_of_the_answer_run_then_the_handoff_answers() -> None:
@@ -390,6 +469,7 @@ async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
             "agents": {
                 "triage": {"handoffs": ["billing"]},
                 "billing": {"description": "Answers billing questions."},
+                "quiet": {"handoffs": ["billing"], "handoff_history": False},
             },
         }
     )
@@ -399,6 +479,8 @@ async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
         spec = gateway.agents["triage"]
         assert spec.handoffs == ["billing"]
         assert list(await gateway.tools_for(spec)) == ["billing"]
+        assert spec.handoff_history
+        assert not gateway.agents["quiet"].handoff_history
 
 
 @pytest.mark.parametrize(
