@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from io import StringIO
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,12 @@ from agent import (
 )
 from agent.errors import MemoryStoreError
 from agent.memory import InProcessStore, SessionMemory, SQLiteStore, store_from_url
-from gateway import AgentSpec, Gateway, RunState
+from gateway import AgentSpec, Gateway, RunState, TraceEvent
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.errors import ConfigError
+from gateway.trace import TracePrinter
 from toolkits import FunctionToolkit, calculator, function_tool
 
 pytestmark = pytest.mark.anyio
@@ -203,6 +205,42 @@ async def test_the_other_calls_of_the_answer_run_then_the_handoff_answers() -> N
     assert ran == ["2 * 3"]
     steps = result.items[0].steps or []
     assert [(s.tool, s.observation) for s in steps] == [("calculator", "6"), ("billing", ANSWER)]
+
+
+async def test_the_trace_notes_to_whom_the_item_was_handed_after_the_specialist() -> None:
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    lines = StringIO()
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    await support(lead, billing).run("triage", QUESTION, hooks=[keep, TracePrinter(lines)])
+
+    noted = [(e.kind, e.name, e.output) for e in events if e.phase == "note"]
+    assert noted == [("agent", "triage", {"handed_off_to": "billing", "item": 0})]
+    order = [(e.kind, e.name, e.phase) for e in events if e.phase != "start"]
+    at = order.index(("agent", "triage", "note"))
+    assert order[at - 1] == ("tool", "billing", "end")  # the specialist's call ended first
+    assert order[at + 1] == ("agent", "triage", "end")
+    assert 'agent triage out={"handed_off_to":"billing","item":0}' in lines.getvalue()
+
+
+async def test_a_failed_handoff_is_not_noted_the_one_that_answers_is() -> None:
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    lead = ScriptedModel([call("billing"), call("refunds")])
+    billing = ScriptedModel([""])  # an empty answer: the handoff failed
+    refunds = ScriptedModel([ANSWER])
+    result = await support(lead, billing, refunds=refunds).run("triage", QUESTION, hooks=[keep])
+    assert result.items[0].handoff == "refunds"
+    handed = [
+        e.output for e in events if isinstance(e.output, dict) and "handed_off_to" in e.output
+    ]
+    assert handed == [{"handed_off_to": "refunds", "item": 0}]
 
 
 async def test_two_handoffs_in_one_answer_the_first_is_made_the_other_is_refused() -> None:

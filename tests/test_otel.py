@@ -630,6 +630,27 @@ async def test_a_wait_for_approval_is_a_span_of_its_own_ending_with_the_decision
     assert wait.end_time <= spans["execute_tool calculator"].start_time  # then the call ran
 
 
+@pytest.mark.anyio
+async def test_a_handoff_is_an_event_and_an_attribute_of_the_leads_agent_span() -> None:
+    lead = ScriptedModel([call("billing")], name="scripted:lead")
+    billing = ScriptedModel(["Refunded."], name="scripted:billing")
+    specs = [AgentSpec("triage", lead, handoffs=["billing"]), AgentSpec("billing", billing)]
+    hook, memory = exporter()
+    result = await Gateway([], specs).run("triage", "Charged twice?", hooks=[hook])
+    assert result.items[0].handoff == "billing"
+
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    lead_span = spans["invoke_agent triage"]
+    assert lead_span.attributes is not None
+    assert lead_span.attributes["agent_gateway.handoff"] == ("billing",)
+    handoffs = [e for e in lead_span.events if e.name == "agent.handoff"]
+    assert [dict(e.attributes or {}) for e in handoffs] == [{"to": "billing", "item": 0}]
+    # The specialist's own span says nothing of handing off: it answered.
+    billing_span = spans["invoke_agent billing"]
+    assert "agent_gateway.handoff" not in (billing_span.attributes or {})
+    assert not [e for e in billing_span.events if e.name == "agent.handoff"]
+
+
 def _exported(stderr: str) -> dict[str, dict[str, Any]]:
     """The spans the console exporter wrote, by name (one JSON object a span)."""
     blocks = re.findall(r"^\{$.*?^\}$", stderr, flags=re.MULTILINE | re.DOTALL)
