@@ -475,6 +475,44 @@ async def test_a_run_stopped_inside_the_specialist_resumes_there_and_the_lead_is
     assert told(fresh_billing, 0) == ["42"]
 
 
+async def test_a_run_resumed_inside_the_specialist_keeps_the_history_it_was_handed() -> None:
+    class Stop(Exception):
+        pass
+
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        billing = state.children.get("call_1")
+        if billing is not None and billing.response is not None:  # its calculator ran
+            raise Stop
+
+    def specs(lead: ScriptedModel, billing: ScriptedModel) -> list[AgentSpec]:
+        return [
+            AgentSpec("triage", lead, handoffs=["billing"]),
+            AgentSpec("billing", billing, tools=["calculator"]),
+        ]
+
+    toolkit = FunctionToolkit("calculator", [calculator])
+    memory = SessionMemory(InProcessStore())
+    lead = ScriptedModel([EARLIER[1][1], call("billing")])
+    billing = ScriptedModel([call("calculator", expression="2 * 21"), "unused"])
+    gateway = Gateway([toolkit], specs(lead, billing), memory=memory)
+    await gateway.run("triage", EARLIER[0][1], session_id="s1")
+    with pytest.raises(Stop):
+        await gateway.run("triage", QUESTION, session_id="s1", checkpoint=checkpoint)
+
+    # Resumed where the session's store is another (empty) one: the history came with the run.
+    fresh_billing = ScriptedModel(["It is 42."])
+    fresh = Gateway(
+        [toolkit], specs(ScriptedModel([]), fresh_billing), memory=SessionMemory(InProcessStore())
+    )
+    result = await fresh.resume(RunState.model_validate_json(stored[-1]))
+    assert (result.output, result.items[0].handoff) == ("It is 42.", "billing")
+    sent = said(fresh_billing.calls[0][0][1:])
+    assert sent[:3] == [*EARLIER[:2], ("user", QUESTION)]
+
+
 async def test_items_hand_off_on_their_own_and_the_state_says_so_as_version_4() -> None:
     lead = ScriptedModel([call("billing"), "Hello to you too."])
     billing = ScriptedModel([ANSWER])
