@@ -12,8 +12,9 @@ trace: a sub-agent's spans sit under the tool call that ran it. A call waiting f
 message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
 log messages a tool's server sent are counted, by logger and level, in one event each at the
 span's end. An item answered by the agent it was handed to is an `agent.handoff` event (`to`,
-`item`) on its agent's span, whose `agent_gateway.handoff` lists the agents handed to. Failures set the span's error status and `error.type`; a span the run's pause
-ended (it stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
+`item`) on its agent's span, whose `agent_gateway.handoff` lists the agents handed to.
+Failures set the span's error status and `error.type`; a span the run's pause ended (it
+stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
 its status stays unset, and `agent_gateway.paused` says what it waits for. Arguments, results,
 messages, progress messages and server log data are not recorded: they may hold personal
 data, and so may a tool's own error text, or one quoting the call (`error_private`): such a

@@ -441,8 +441,7 @@ class StepLoop:
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
         prompt = arguments.get("prompt")
-        lead = self._gateway.agents[context.chain[-1]] if context.chain else None
-        handing = lead is not None and self._hands_off(action, context)
+        handing = self._hands_off(action, context)
         if handing:  # it answers the user's message, as it came
             question = saver.state.items[action.item_index].prompt
             prompt = handoff_prompt(question, arguments, context.chain[-1])
@@ -453,7 +452,8 @@ class StepLoop:
         if saved is not None and saved.agent == inner.name:
             state = saved  # a stored run stopped while this agent worked: go on where it was
         else:
-            if lead is not None and handing and lead.handoff_history:
+            lead = self._gateway.agents.get(context.chain[-1]) if handing else None
+            if lead is not None and lead.handoff_history:  # the conversation goes along
                 memory = owned_memory(lead.memory or self._gateway.memory, saver.state.started_by)
                 item = await handed_item(prompt, saver.state, action, memory)
             else:
