@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import AgentItem, ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
 from agent.models import OpenAIModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
@@ -649,6 +649,26 @@ async def test_a_handoff_is_an_event_and_an_attribute_of_the_leads_agent_span() 
     billing_span = spans["invoke_agent billing"]
     assert "agent_gateway.handoff" not in (billing_span.attributes or {})
     assert not [e for e in billing_span.events if e.name == "agent.handoff"]
+
+
+@pytest.mark.anyio
+async def test_items_handed_to_two_agents_are_two_events_and_both_in_the_attribute() -> None:
+    lead = ScriptedModel([call("billing"), call("refunds")])
+    specs = [
+        AgentSpec("triage", lead, handoffs=["billing", "refunds"]),
+        AgentSpec("billing", ScriptedModel(["Billed."])),
+        AgentSpec("refunds", ScriptedModel(["Refunded."])),
+    ]
+    hook, memory = exporter()
+    items = [AgentItem(prompt="Charged twice?"), AgentItem(prompt="Money back?")]
+    result = await Gateway([], specs).run("triage", items, hooks=[hook])
+    assert [item.handoff for item in result.items] == ["billing", "refunds"]
+
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    lead_span = spans["invoke_agent triage"]
+    assert (lead_span.attributes or {})["agent_gateway.handoff"] == ("billing", "refunds")
+    handoffs = [dict(e.attributes or {}) for e in lead_span.events if e.name == "agent.handoff"]
+    assert handoffs == [{"to": "billing", "item": 0}, {"to": "refunds", "item": 1}]
 
 
 def _exported(stderr: str) -> dict[str, dict[str, Any]]:
