@@ -25,7 +25,7 @@ from .output import OutputInvalid, OutputSchema
 from .protocol import Action, EngineResponse, ToolCallStep
 from .scratchpad import ERROR_PREFIX, observation_of
 
-__all__ = ["Handoff", "handed_off", "one_handoff", "turn_before"]
+__all__ = ["Handoff", "handed_off", "kept_of_turn", "one_handoff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +120,21 @@ def _answer(
     return Handoff(tool, call_id, text, structured)
 
 
-def turn_before(steps: Sequence[ToolCallStep], handoff: Handoff) -> list[ToolCallStep]:
-    """The steps a session keeps of a handed-off turn: the rounds before the answer that
-    handed it off (each call with its result). That answer's own calls are left out: the
-    handoff's result is the turn's answer, kept once, as the turn's last message."""
+def kept_of_turn(steps: Sequence[ToolCallStep], handoff: Handoff) -> list[ToolCallStep]:
+    """The steps a session keeps of a handed-off turn: every call with its result, as for any
+    turn, but the handoff's own: its result is the turn's answer, kept once, as the turn's
+    last message. The answer that handed off keeps its other calls (a message left with
+    none, its words before handing off included, is not kept)."""
     handing = next((step.message for step in steps if step.tool_call_id == handoff.call_id), None)
     if handing is None:
         return list(steps)
-    ids = {call.id for call in handing.tool_calls}
-    return [step for step in steps if step.tool_call_id not in ids]
+    others = tuple(call for call in handing.tool_calls if call.id != handoff.call_id)
+    kept = handing.model_copy(update={"tool_calls": others}) if others else None
+    of_handing = {call.id for call in handing.tool_calls}
+    turn: list[ToolCallStep] = []
+    for step in steps:
+        if step.tool_call_id not in of_handing:
+            turn.append(step)
+        elif kept is not None and step.tool_call_id != handoff.call_id:
+            turn.append(step.model_copy(update={"message": kept}))
+    return turn

@@ -49,7 +49,7 @@ from .errors import (
     StepPaused,
     fails_only_its_item,
 )
-from .handoff import Handoff, handed_off, one_handoff, turn_before
+from .handoff import Handoff, handed_off, kept_of_turn, one_handoff
 from .memory import ChatMemory, summarise
 from .memory.summary import SUMMARY_INPUT_TOKENS
 from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
@@ -409,7 +409,7 @@ class ToolsAgent:
             if text.strip():
                 # Text only: the media were for this turn's calls, and would weigh on every
                 # later turn of the session (and on its stored rows).
-                kept = steps if handoff is None else turn_before(steps, handoff)
+                kept = steps if handoff is None else kept_of_turn(steps, handoff)
                 turn = [*scratchpad_messages(kept, media=False), final]
                 await self._remember(item, index, turn)
         except AgentError as exc:

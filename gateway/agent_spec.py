@@ -37,6 +37,9 @@ class AgentSpec:
     handoffs: Sequence[str] = ()
     """Agents it may hand the conversation to (see README, "Handoffs"): offered as its tools
     (added to `tools` when not there), a call of one ends its item with that agent's answer."""
+    handoff_history: bool = True
+    """Whether the agents it hands the conversation to read the conversation before the user's
+    message (its session's earlier turns, or the item's history); False: the message alone."""
 
     def __post_init__(self) -> None:
         missing = [name for name in self.handoffs if name not in self.tools]

@@ -216,6 +216,7 @@ def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionM
         context_window=spec.context_window,
         approval=ApprovalRule(spec.require_approval, spec.require_approval_if_destructive),
         handoffs=spec.handoffs,
+        handoff_history=spec.handoff_history,
     )
 
 

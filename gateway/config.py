@@ -129,6 +129,9 @@ class AgentConfig(Strict):
     handoffs: list[str] = Field(default_factory=list[str])
     """Agents this one may hand the conversation to: their answer is its answer (README,
     "Handoffs"). Offered as its tools, listed in `tools` or not."""
+    handoff_history: bool = True
+    """Whether the agents it hands the conversation to read the conversation's earlier turns
+    (false: the user's message alone, with the `context` this agent adds)."""
     max_iterations: int = Field(default=10, ge=1)
     return_intermediate_steps: bool = False
     description: str = ""

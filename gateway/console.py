@@ -28,7 +28,8 @@ Whole lines for the terminals (trace printers', and log records of handlers that
 them, while `open_console` is open) never split a streamed answer's line: they wait until
 it ends. A model that fails mid-answer and hands the call to the next one of a fallback list
 has its partial text ended there, with a note saying so; only the answering model's text
-counts as what was streamed (`streamed`).
+counts as what was streamed (`streamed`). An agent that handed the conversation to another
+gets a dim line saying so, before that agent's answer.
 """
 
 from __future__ import annotations
@@ -125,6 +126,8 @@ class RunConsole:
                 self._fallback(event)
             elif event.phase == "note" and event.kind == "tool":
                 self._approval(event, depth)
+            elif event.phase == "note" and event.kind == "agent":
+                self._handoff(event)
             elif event.phase == "progress":
                 self._progress(event)
             elif event.phase in ("end", "error"):
@@ -296,6 +299,18 @@ class RunConsole:
         when = " mid-answer" if partial else ""
         note = f"{event.name} failed{when} ({reason}); {following} answers instead"
         terminal.print(Text(printable(note), style="dim"), highlight=False, soft_wrap=True)
+
+    def _handoff(self, event: TraceEvent) -> None:
+        """An agent's item was answered by the agent it handed it to (a note as the item
+        ends): a dim line says so on the status's terminal, before the answer is shown."""
+        said = event.output if isinstance(event.output, dict) else {}
+        to = said.get("handed_off_to")
+        if not isinstance(to, str) or self._err is None:
+            return
+        self._hide()
+        self._end_line()
+        line = Text(printable(f"{event.name} handed off to {to}"), style="dim")
+        self._err.print(line, highlight=False, soft_wrap=True)
 
     def _finish_text(self, span_id: str) -> None:
         self._last_text = self._texts.pop(span_id)

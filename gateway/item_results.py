@@ -61,7 +61,8 @@ def empty_failed(item: ItemResult) -> ItemResult:
 
 class FinishedItems:
     """Tells the trace of each of a run's many items as it finishes (`Tracer.item_finished`),
-    once; a single question's end is its run's."""
+    once; a single question's end is its run's. Of any item answered by a handoff, a note
+    says to whom it was handed (`handed_off_to`), as it finishes."""
 
     def __init__(self, tracer: Tracer, agent: str, span_id: str, count: int) -> None:
         self._tracer = tracer
@@ -71,10 +72,15 @@ class FinishedItems:
         self._told: set[int] = set()
 
     async def tell(self, finished: Mapping[int, ItemResult]) -> None:
-        if not self._many or not self._tracer.hooks:
+        if not self._tracer.hooks:
             return
         for index in sorted(finished.keys() - self._told):
             self._told.add(index)
             # An empty answer is the item's failure here already, as in the run's result.
             item = empty_failed(finished[index])
-            await self._tracer.item_finished(self._agent, self._span_id, index, item)
+            if item.handoff is not None and item.error is None:
+                await self._tracer.note(
+                    "agent", self._agent, self._span_id, handed_off_to=item.handoff, item=index
+                )
+            if self._many:
+                await self._tracer.item_finished(self._agent, self._span_id, index, item)

@@ -11,8 +11,10 @@ trace: a sub-agent's spans sit under the tool call that ran it. A call waiting f
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
 message) and the trace's notes (fallbacks, a server's health, warnings) are span events; the
 log messages a tool's server sent are counted, by logger and level, in one event each at the
-span's end. Failures set the span's error status and `error.type`; a span the run's pause
-ended (it stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
+span's end. An item answered by the agent it was handed to is an `agent.handoff` event (`to`,
+`item`) on its agent's span, whose `agent_gateway.handoff` lists the agents handed to.
+Failures set the span's error status and `error.type`; a span the run's pause ended (it
+stopped to wait for a person, `--no-wait`, or for a client's answer) is no failure:
 its status stays unset, and `agent_gateway.paused` says what it waits for. Arguments, results,
 messages, progress messages and server log data are not recorded: they may hold personal
 data, and so may a tool's own error text, or one quoting the call (`error_private`): such a
@@ -51,6 +53,7 @@ INSTRUMENTATION = "agent-gateway"
 RUN_ID = "agent_gateway.run_id"
 APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
+HANDOFF = "agent_gateway.handoff"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
@@ -95,6 +98,8 @@ class OtelExporter:
         """The approvals waited for, by the span they wait in and the call's name."""
         self._server_logs: dict[str, Counter[tuple[str | None, str]]] = {}
         """The open tool spans' server log messages: how many from each logger at each level."""
+        self._handed: dict[str, list[str]] = {}
+        """The open agent spans' handoffs: the agents their items were handed to, in order."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -103,6 +108,7 @@ class OtelExporter:
             self._contexts.pop(event.id, None)
             span = self._spans.pop(event.id, None)
             logged = self._server_logs.pop(event.id, None)
+            self._handed.pop(event.id, None)
             for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
                 wait.set_attribute(APPROVAL_DECISION, "none")
                 wait.end()
@@ -131,6 +137,8 @@ class OtelExporter:
                 said[(event.server_log.logger, event.server_log.level)] += 1
             elif _approval(event) in ("waiting", "approved", "denied"):
                 self._approval(event)
+            elif isinstance(handed := _handed_off_to(event), str):
+                self._handoff(parent, handed, event)
             else:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
                 if event.kind == "model" and isinstance(event.output, dict):
@@ -190,6 +198,19 @@ class OtelExporter:
             wait.set_attribute(APPROVAL_DECISION, str(_approval(event)))
             wait.end()
 
+    def _handoff(self, span: Span, to: str, event: TraceEvent) -> None:
+        """An item of the agent's span answered by the agent it was handed to: an
+        `agent.handoff` event, and the span's `agent_gateway.handoff` lists whom (a run of
+        many items may hand each to another)."""
+        item = event.output.get("item") if isinstance(event.output, dict) else None
+        span.add_event(
+            "agent.handoff", {"to": to, **({"item": item} if isinstance(item, int) else {})}
+        )
+        handed = self._handed.setdefault(event.parent_id or "", [])
+        if to not in handed:
+            handed.append(to)
+            span.set_attribute(HANDOFF, handed)
+
     def _finish(self, span: Span, event: TraceEvent) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
@@ -218,6 +239,13 @@ class OtelExporter:
 def _approval(event: TraceEvent) -> JsonValue:
     """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
     return event.output.get("approval") if isinstance(event.output, dict) else None
+
+
+def _handed_off_to(event: TraceEvent) -> JsonValue:
+    """A handoff note's agent (`FinishedItems`), else None."""
+    if event.kind != "agent" or not isinstance(event.output, dict):
+        return None
+    return event.output.get("handed_off_to")
 
 
 def _caller(event: TraceEvent) -> Context | None:

@@ -49,6 +49,7 @@ from .approval import (
 )
 from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in
+from .handed_item import handed_item
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
@@ -440,23 +441,29 @@ class StepLoop:
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
         prompt = arguments.get("prompt")
-        if self._hands_off(action, context):  # it answers the user's message, as it came
+        handing = self._hands_off(action, context)
+        if handing:  # it answers the user's message, as it came
             question = saver.state.items[action.item_index].prompt
             prompt = handoff_prompt(question, arguments, context.chain[-1])
         if not isinstance(prompt, str) or not prompt.strip():
             return ActionResponse(action=action, error="`prompt` must be a non-empty string")
         key = call_key(action.item_index, action.tool_call_id)
         saved = saver.state.children.get(key)
-        state = (
-            saved  # a stored run stopped while this agent worked: go on where it was
-            if saved is not None and saved.agent == inner.name
-            else RunState(
+        if saved is not None and saved.agent == inner.name:
+            state = saved  # a stored run stopped while this agent worked: go on where it was
+        else:
+            lead = self._gateway.agents.get(context.chain[-1]) if handing else None
+            if lead is not None and lead.handoff_history:  # the conversation goes along
+                memory = owned_memory(lead.memory or self._gateway.memory, saver.state.started_by)
+                item = await handed_item(prompt, saver.state, action, memory)
+            else:
+                item = sub_item(prompt, saver.state, action)
+            state = RunState(
                 run_id=context.tracer.run_id,
                 agent=inner.name,
-                items=[sub_item(prompt, saver.state, action)],
+                items=[item],
                 started_by=context.tracer.subject,
             )
-        )
         checkpoint = saver.child(key)
         journal = saver.journal.child(key) if saver.journal else None
         # Its own token_budget caps its subtree (from what it spent before a stop), inside ours.

@@ -123,6 +123,26 @@ async def test_only_the_answer_streams_not_the_summary_of_the_older_turns() -> N
     assert (await memory.load("s")).previous_summary == summary  # it was written
 
 
+@pytest.mark.anyio
+async def test_a_terminal_is_told_to_whom_the_conversation_was_handed(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out, err = StringIO(), StringIO()
+    lead = ScriptedModel([call("billing")], name="lead")
+    specs = [
+        AgentSpec("triage", lead, handoffs=["billing"]),
+        AgentSpec("billing", ScriptedModel([ANSWER], name="billing")),
+    ]
+    async with open_console(terminal(out), terminal(err)) as console:
+        result = await Gateway([], specs).run("triage", "go", hooks=[console], stream=True)
+        assert print_result(result, shown=console.streamed) == 0
+
+    said = ANSI.sub("", err.getvalue())
+    assert "triage handed off to billing\n" in said
+    assert "\x1b[2m" in err.getvalue()  # dim, as the other notes
+    assert capsys.readouterr().out == ANSWER + "\n"  # the specialist's answer, whole, once
+
+
 def anthropic_cut_off_after(*texts: str) -> AnthropicModel:
     """Anthropic streaming `texts` as the answer's first deltas, then the connection reset."""
     events: list[tuple[str, dict[str, Any]]] = [

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from io import StringIO
+from pathlib import Path
 
 import pytest
 from pydantic import JsonValue
@@ -10,6 +12,7 @@ from pydantic import JsonValue
 from agent import (
     AgentItem,
     AgentOptions,
+    AssistantMessage,
     ChatMessage,
     OutputSchema,
     ScriptedAnswer,
@@ -19,12 +22,13 @@ from agent import (
     UserMessage,
 )
 from agent.errors import MemoryStoreError
-from agent.memory import InProcessStore, SessionMemory
-from gateway import AgentSpec, Gateway, RunState
+from agent.memory import InProcessStore, SessionMemory, SQLiteStore, store_from_url
+from gateway import AgentSpec, Gateway, RunState, TraceEvent
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.errors import ConfigError
+from gateway.trace import TracePrinter
 from toolkits import FunctionToolkit, calculator, function_tool
 
 pytestmark = pytest.mark.anyio
@@ -98,6 +102,84 @@ async def test_the_leads_context_goes_with_the_users_message() -> None:
     ]
 
 
+def said(messages: Sequence[ChatMessage]) -> list[tuple[str, str]]:
+    return [(m.role, m.content) for m in messages]
+
+
+EARLIER = [
+    ("user", "Hi, I am Ana."),
+    ("assistant", "Hello Ana, how can I help?"),
+    ("user", "My plan is Pro."),
+    ("assistant", "Noted: Pro."),
+]
+
+
+@pytest.fixture(params=["memory://", "sqlite"])
+async def memory(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[SessionMemory]:
+    url = f"sqlite:///{tmp_path / 'memory.db'}" if request.param == "sqlite" else request.param
+    store = store_from_url(url)
+    try:
+        yield SessionMemory(store)
+    finally:
+        if isinstance(store, SQLiteStore):
+            await store.aclose()
+
+
+async def test_the_specialist_reads_the_sessions_earlier_turns(memory: SessionMemory) -> None:
+    lead = ScriptedModel([EARLIER[1][1], EARLIER[3][1], call("billing", context="Pro plan.")])
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = memory
+    for question in ("Hi, I am Ana.", "My plan is Pro.", QUESTION):
+        result = await gateway.run("triage", question, session_id="s1")
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+
+    # The conversation so far, then the user's message as it came (and the lead's context).
+    sent = billing.calls[0][0]
+    assert sent[0].role == "system"
+    asked = f"{QUESTION}\n\n(Context from the agent 'triage', which handed this over: Pro plan.)"
+    assert said(sent[1:]) == [*EARLIER, ("user", asked)]
+    # The session goes on as the lead's, the specialist's answer its last turn.
+    history = (await memory.load("s1")).messages
+    assert said(history) == [*EARLIER, ("user", QUESTION), ("assistant", ANSWER)]
+
+
+async def test_the_specialist_reads_the_window_and_summary_the_lead_reads(tmp_path: Path) -> None:
+    memory = SessionMemory(InProcessStore(), turns=1, summarise=True)
+    lead = ScriptedModel(
+        [EARLIER[1][1], EARLIER[3][1], "Ana greeted us.", call("billing")]  # 3rd: the summary
+    )
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing)
+    gateway.memory = memory
+    for question in ("Hi, I am Ana.", "My plan is Pro.", QUESTION):
+        await gateway.run("triage", question, session_id="s1")
+    system, *rest = billing.calls[0][0]
+    assert system.content.endswith("Ana greeted us.")  # the summary joins its system message
+    assert said(rest) == [*EARLIER[2:], ("user", QUESTION)]
+
+
+async def test_with_handoff_history_off_the_specialist_reads_the_message_alone() -> None:
+    lead = ScriptedModel([EARLIER[1][1], call("billing")])
+    billing = ScriptedModel([ANSWER])
+    gateway = support(lead, billing, handoff_history=False)
+    gateway.memory = SessionMemory(InProcessStore())
+    for question in ("Hi, I am Ana.", QUESTION):
+        await gateway.run("triage", question, session_id="s1")
+    assert said(billing.calls[0][0][1:]) == [("user", QUESTION)]
+
+
+async def test_an_items_own_history_reaches_the_specialist() -> None:
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    history: list[ChatMessage] = [
+        UserMessage(content="Hi, I am Ana."),
+        AssistantMessage(content="Hello Ana, how can I help?"),
+    ]
+    item = AgentItem(prompt=QUESTION, history=history)
+    await support(lead, billing).run("triage", [item])
+    assert said(billing.calls[0][0][1:]) == [*EARLIER[:2], ("user", QUESTION)]
+
+
 async def test_the_other_calls_of_the_answer_run_then_the_handoff_answers() -> None:
     ran: list[str] = []
 
@@ -123,6 +205,42 @@ async def test_the_other_calls_of_the_answer_run_then_the_handoff_answers() -> N
     assert ran == ["2 * 3"]
     steps = result.items[0].steps or []
     assert [(s.tool, s.observation) for s in steps] == [("calculator", "6"), ("billing", ANSWER)]
+
+
+async def test_the_trace_notes_to_whom_the_item_was_handed_after_the_specialist() -> None:
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    lines = StringIO()
+    lead, billing = ScriptedModel([call("billing")]), ScriptedModel([ANSWER])
+    await support(lead, billing).run("triage", QUESTION, hooks=[keep, TracePrinter(lines)])
+
+    noted = [(e.kind, e.name, e.output) for e in events if e.phase == "note"]
+    assert noted == [("agent", "triage", {"handed_off_to": "billing", "item": 0})]
+    order = [(e.kind, e.name, e.phase) for e in events if e.phase != "start"]
+    at = order.index(("agent", "triage", "note"))
+    assert order[at - 1] == ("tool", "billing", "end")  # the specialist's call ended first
+    assert order[at + 1] == ("agent", "triage", "end")
+    assert 'agent triage out={"handed_off_to":"billing","item":0}' in lines.getvalue()
+
+
+async def test_a_failed_handoff_is_not_noted_the_one_that_answers_is() -> None:
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    lead = ScriptedModel([call("billing"), call("refunds")])
+    billing = ScriptedModel([""])  # an empty answer: the handoff failed
+    refunds = ScriptedModel([ANSWER])
+    result = await support(lead, billing, refunds=refunds).run("triage", QUESTION, hooks=[keep])
+    assert result.items[0].handoff == "refunds"
+    handed = [
+        e.output for e in events if isinstance(e.output, dict) and "handed_off_to" in e.output
+    ]
+    assert handed == [{"handed_off_to": "refunds", "item": 0}]
 
 
 async def test_two_handoffs_in_one_answer_the_first_is_made_the_other_is_refused() -> None:
@@ -243,6 +361,41 @@ async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
     assert sent[1:] == [("user", QUESTION), ("assistant", ANSWER), ("user", "Thanks!")]
 
 
+async def test_the_session_keeps_the_other_calls_of_the_answer_that_handed_off() -> None:
+    """As for any turn, each call with its result is kept; the handoff's call is not (its
+    result is the turn's answer, kept once)."""
+    memory = SessionMemory(InProcessStore())
+    lead = ScriptedModel(
+        [calls(("calculator", {"expression": "2 * 3"}), ("billing", {})), "Anything else?"]
+    )
+    gateway = support(lead, ScriptedModel([ANSWER]))
+    gateway.memory = memory
+    await gateway.run("triage", QUESTION, session_id="s1")
+
+    history = (await memory.load("s1")).messages
+    assert [(m.role, m.content) for m in history] == [
+        ("user", QUESTION),
+        ("assistant", ""),
+        ("tool", "6"),
+        ("assistant", ANSWER),
+    ]
+    handing = history[1]
+    assert isinstance(handing, AssistantMessage)
+    assert [(c.name, c.arguments) for c in handing.tool_calls] == [
+        ("calculator", {"expression": "2 * 3"})
+    ]
+    await gateway.run("triage", "Thanks!", session_id="s1")
+    # The next turn reads the calculator's call and result, and no dangling handoff call.
+    sent = [(m.role, getattr(m, "content", "")) for m in lead.calls[1][0]]
+    assert sent[1:] == [
+        ("user", QUESTION),
+        ("assistant", ""),
+        ("tool", "6"),
+        ("assistant", ANSWER),
+        ("user", "Thanks!"),
+    ]
+
+
 class SavesAfterOneFailure(InProcessStore):
     """A store whose first save fails, as a database that is briefly away."""
 
@@ -322,6 +475,44 @@ async def test_a_run_stopped_inside_the_specialist_resumes_there_and_the_lead_is
     assert told(fresh_billing, 0) == ["42"]
 
 
+async def test_a_run_resumed_inside_the_specialist_keeps_the_history_it_was_handed() -> None:
+    class Stop(Exception):
+        pass
+
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        billing = state.children.get("call_1")
+        if billing is not None and billing.response is not None:  # its calculator ran
+            raise Stop
+
+    def specs(lead: ScriptedModel, billing: ScriptedModel) -> list[AgentSpec]:
+        return [
+            AgentSpec("triage", lead, handoffs=["billing"]),
+            AgentSpec("billing", billing, tools=["calculator"]),
+        ]
+
+    toolkit = FunctionToolkit("calculator", [calculator])
+    memory = SessionMemory(InProcessStore())
+    lead = ScriptedModel([EARLIER[1][1], call("billing")])
+    billing = ScriptedModel([call("calculator", expression="2 * 21"), "unused"])
+    gateway = Gateway([toolkit], specs(lead, billing), memory=memory)
+    await gateway.run("triage", EARLIER[0][1], session_id="s1")
+    with pytest.raises(Stop):
+        await gateway.run("triage", QUESTION, session_id="s1", checkpoint=checkpoint)
+
+    # Resumed where the session's store is another (empty) one: the history came with the run.
+    fresh_billing = ScriptedModel(["It is 42."])
+    fresh = Gateway(
+        [toolkit], specs(ScriptedModel([]), fresh_billing), memory=SessionMemory(InProcessStore())
+    )
+    result = await fresh.resume(RunState.model_validate_json(stored[-1]))
+    assert (result.output, result.items[0].handoff) == ("It is 42.", "billing")
+    sent = said(fresh_billing.calls[0][0][1:])
+    assert sent[:3] == [*EARLIER[:2], ("user", QUESTION)]
+
+
 async def test_items_hand_off_on_their_own_and_the_state_says_so_as_version_4() -> None:
     lead = ScriptedModel([call("billing"), "Hello to you too."])
     billing = ScriptedModel([ANSWER])
@@ -354,6 +545,7 @@ async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
             "agents": {
                 "triage": {"handoffs": ["billing"]},
                 "billing": {"description": "Answers billing questions."},
+                "quiet": {"handoffs": ["billing"], "handoff_history": False},
             },
         }
     )
@@ -363,6 +555,8 @@ async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
         spec = gateway.agents["triage"]
         assert spec.handoffs == ["billing"]
         assert list(await gateway.tools_for(spec)) == ["billing"]
+        assert spec.handoff_history
+        assert not gateway.agents["quiet"].handoff_history
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import AgentItem, ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
 from agent.models import OpenAIModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
@@ -639,6 +639,47 @@ async def test_a_wait_for_approval_is_a_span_of_its_own_ending_with_the_decision
     assert wait.end_time is not None
     assert spans["execute_tool calculator"].start_time is not None
     assert wait.end_time <= spans["execute_tool calculator"].start_time  # then the call ran
+
+
+@pytest.mark.anyio
+async def test_a_handoff_is_an_event_and_an_attribute_of_the_leads_agent_span() -> None:
+    lead = ScriptedModel([call("billing")], name="scripted:lead")
+    billing = ScriptedModel(["Refunded."], name="scripted:billing")
+    specs = [AgentSpec("triage", lead, handoffs=["billing"]), AgentSpec("billing", billing)]
+    hook, memory = exporter()
+    result = await Gateway([], specs).run("triage", "Charged twice?", hooks=[hook])
+    assert result.items[0].handoff == "billing"
+
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    lead_span = spans["invoke_agent triage"]
+    assert lead_span.attributes is not None
+    assert lead_span.attributes["agent_gateway.handoff"] == ("billing",)
+    handoffs = [e for e in lead_span.events if e.name == "agent.handoff"]
+    assert [dict(e.attributes or {}) for e in handoffs] == [{"to": "billing", "item": 0}]
+    # The specialist's own span says nothing of handing off: it answered.
+    billing_span = spans["invoke_agent billing"]
+    assert "agent_gateway.handoff" not in (billing_span.attributes or {})
+    assert not [e for e in billing_span.events if e.name == "agent.handoff"]
+
+
+@pytest.mark.anyio
+async def test_items_handed_to_two_agents_are_two_events_and_both_in_the_attribute() -> None:
+    lead = ScriptedModel([call("billing"), call("refunds")])
+    specs = [
+        AgentSpec("triage", lead, handoffs=["billing", "refunds"]),
+        AgentSpec("billing", ScriptedModel(["Billed."])),
+        AgentSpec("refunds", ScriptedModel(["Refunded."])),
+    ]
+    hook, memory = exporter()
+    items = [AgentItem(prompt="Charged twice?"), AgentItem(prompt="Money back?")]
+    result = await Gateway([], specs).run("triage", items, hooks=[hook])
+    assert [item.handoff for item in result.items] == ["billing", "refunds"]
+
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    lead_span = spans["invoke_agent triage"]
+    assert (lead_span.attributes or {})["agent_gateway.handoff"] == ("billing", "refunds")
+    handoffs = [dict(e.attributes or {}) for e in lead_span.events if e.name == "agent.handoff"]
+    assert handoffs == [{"to": "billing", "item": 0}, {"to": "refunds", "item": 1}]
 
 
 def _exported(stderr: str) -> dict[str, dict[str, Any]]:

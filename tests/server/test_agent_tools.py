@@ -529,6 +529,33 @@ async def test_a_served_agent_answers_with_the_agent_it_handed_off_to(era: str) 
     assert len(triage.calls) == 2  # one a question: no call after the handoff's answer
 
 
+async def test_a_handoff_is_said_in_progress_and_the_specialist_reads_the_session(
+    era: str,
+) -> None:
+    triage = ScriptedModel(["Hello Ada.", call("billing")])
+    billing = ScriptedModel(["42 EUR"])
+    specs = [
+        AgentSpec(name="triage", model=triage, handoffs=["billing"]),
+        AgentSpec(name="billing", model=billing),
+    ]
+    gateway = Gateway([], specs, memory=SessionMemory(InProcessStore()))
+    progress = ProgressLog()
+    async with Client(serve(gateway), mode=era) as client:
+        await client.call_tool("triage", {"prompt": "I am Ada", "session_id": "s"})
+        result = await client.call_tool(
+            "triage", {"prompt": "my bill?", "session_id": "s"}, progress_callback=progress
+        )
+    assert result.content == [types.TextContent(text="42 EUR")]
+    asked = [(m.role, m.content) for m in billing.calls[0][0][1:]]
+    assert asked == [("user", "I am Ada"), ("assistant", "Hello Ada."), ("user", "my bill?")]
+    messages = [re.sub(r" in \d+ ms", "", m) for m in progress.messages]
+    assert messages[-3:] == [
+        "tool billing: done",
+        "agent triage: handed off to billing",
+        "agent triage: finished",
+    ]
+
+
 async def test_a_lone_surrogate_in_a_prompt_is_the_replacement_character(era: str) -> None:
     """JSON's `"\\ud83d"` (half an emoji) failed the call as a crash (`UnicodeEncodeError`,
     logged with a traceback): no run can digest, store or send it."""

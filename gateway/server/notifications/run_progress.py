@@ -1,8 +1,9 @@
 """A trace hook that tells the MCP client how a run is going, while it runs.
 
 The run's start (naming the run), every model call and tool call (start, end, a tool's own
-progress) and the run's end (finished, failed, or paused for an answer: the call's last
-progress) become a `notifications/progress` for the request being served, so a client with a
+progress), an item handed off to another agent, and the run's end (finished, failed, or
+paused for an answer: the call's last progress) become a `notifications/progress` for the
+request being served, so a client with a
 read cut-off (Claude Desktop's is about 60 s) sees the call alive; the SDK sends nothing
 when the client asked for no progress. The work of an agent that the run's agent called
 says whose it is, by the agents that led to it (`inner: model ...: thinking`, deeper
@@ -111,7 +112,7 @@ class McpNotifier:
         agent = self._nested_agent(event)
         if agent is not None:
             text = f"{agent}: {text}"
-        if event.kind in ("model", "tool", "run"):
+        if event.kind in ("model", "tool", "run") or _handed_off_to(event.output) is not None:
             # The run's start names it: a client whose connection breaks (its replica died,
             # say) can still find the run by that id (`get_run`, `runs show`). Its end is the
             # call's last progress: what the client heard last says the run finished.
@@ -272,8 +273,16 @@ def describe(event: TraceEvent, *, stored: bool = False) -> tuple[types.LoggingL
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
         case "tool", "note" if _slot_waits(event.output) is not None:
             return "info", f"tool {event.name}: waiting for {_slot_waits(event.output)}"
+        case "agent", "note" if _handed_off_to(event.output) is not None:
+            return "info", f"agent {event.name}: handed off to {_handed_off_to(event.output)}"
         case _:
             return None
+
+
+def _handed_off_to(output: JsonValue) -> str | None:
+    """The agent an item was handed to, from a handoff note (`FinishedItems`)."""
+    handed = output.get("handed_off_to") if isinstance(output, dict) else None
+    return handed if isinstance(handed, str) else None
 
 
 def _slot_waits(output: JsonValue) -> str | None:
