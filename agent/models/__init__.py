@@ -12,7 +12,12 @@ from .fallback import FallbackCallback, FallbackModel
 from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
 from .retry import RetryPolicy
-from .settings import ModelSettings, answer_token_limit, capped_max_tokens
+from .settings import (
+    ModelSettings,
+    answer_token_limit,
+    capped_max_tokens,
+    request_headers,
+)
 from .spec import (
     API_KEYS,
     PROVIDERS,
@@ -47,6 +52,7 @@ __all__ = [
     "model_from_spec",
     "new_http_client",
     "parse_text_tool_calls",
+    "request_headers",
     "shared_http_client",
     "spec_without_credentials",
     "stored_without_credentials",

@@ -189,9 +189,15 @@ def usage_json(usage: Usage) -> dict[str, Any]:
 
 
 def completion(
-    completion_id: str, created: int, model: str, text: str, usage: Usage
+    completion_id: str,
+    created: int,
+    model: str,
+    text: str,
+    usage: Usage,
+    *,
+    finish_reason: str = "stop",
 ) -> dict[str, Any]:
-    """A whole answer: a `chat.completion`."""
+    """A whole answer: a `chat.completion` (`finish_reason` "length": cut at a token limit)."""
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -201,7 +207,7 @@ def completion(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "refusal": None},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
                 "logprobs": None,
             }
         ],
