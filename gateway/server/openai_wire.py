@@ -7,14 +7,15 @@ client that sends the whole conversation each time (as OpenAI clients do) is ans
 System and developer messages join the agent's own system message. Text is read; a message
 with other content (an image), a tool message or an assistant's tool calls is refused with
 what to do, never dropped. Fields that tune a model (`temperature`, `max_tokens`, ...) and
-`tools` are not used: the agent's config decides its model and tools.
+`tools` are not used: the agent's config decides its model and tools. A `tool_choice` that
+asks for a tool call in the answer is refused: the agent never answers with one.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -90,6 +91,7 @@ class _Body(_Open):
     stream: bool | None = None
     stream_options: _StreamOptions | None = None
     n: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +118,14 @@ def read_request(body: bytes) -> ChatRequest:
         raise ApiError(400, said, param=where or None) from None
     if request.n not in (None, 1):
         raise ApiError(400, "n: an agent gives one answer per request (n = 1)", param="n")
+    if _demands_a_call(request.tool_choice):
+        raise ApiError(
+            400,
+            "tool_choice: the agent runs its own tools and answers in text, never with a tool "
+            "call for the client to run, so it cannot call the tool asked for: send "
+            "tool_choice 'auto' or 'none' (the client's `tools` are not used)",
+            param="tool_choice",
+        )
     *before, last = request.messages
     if last.role != "user":
         raise ApiError(
@@ -133,6 +143,19 @@ def read_request(body: bytes) -> ChatRequest:
     options = request.stream_options
     include_usage = stream and options is not None and bool(options.include_usage)
     return ChatRequest(request.model, item, stream, include_usage)
+
+
+def _demands_a_call(choice: str | dict[str, Any] | None) -> bool:
+    """Whether `tool_choice` asks for a tool call in the answer: "required", a named
+    function (or custom tool), or allowed tools in mode "required"."""
+    if isinstance(choice, str):
+        return choice == "required"
+    if choice is None:
+        return False
+    if choice.get("type") != "allowed_tools":
+        return True
+    allowed = choice.get("allowed_tools")
+    return isinstance(allowed, dict) and cast("dict[str, Any]", allowed).get("mode") == "required"
 
 
 def _history(messages: list[_Message]) -> list[ChatMessage]:
