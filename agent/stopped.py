@@ -12,6 +12,7 @@ from .scratchpad import ERROR_PREFIX
 __all__ = [
     "UNREADABLE_CALL_RETRIES",
     "ask_again",
+    "cut_off",
     "stopped_short",
     "times_asked_again",
     "unreadable_call",
@@ -46,6 +47,13 @@ def why_stopped(answer: AssistantMessage) -> str:
     if reason == "max_tokens":
         said += "; raise the model's max_tokens, or ask for a shorter answer"
     return said
+
+
+def cut_off(error: str | None) -> bool:
+    """Whether an item's `error` says its answer was cut off at the model's output token limit
+    (`why_stopped`): the item's `output` is then the text written until the cut, as an OpenAI
+    client reads an answer that ends with `finish_reason: "length"`."""
+    return error is not None and error.startswith(_SAID["max_tokens"])
 
 
 UNREADABLE_CALL_RETRIES = 2

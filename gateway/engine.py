@@ -204,7 +204,7 @@ class Gateway:
         the gateway's): its conversation would be kept nowhere.
         """
         spec = self._agent(state.agent)
-        self._check_hops(hops)
+        self.check_hops(hops)
         _check_memory(spec, state.items, self.memory)
         tracer = Tracer(
             state.run_id,
@@ -327,7 +327,7 @@ class Gateway:
         Raises `UnknownTool`, `DepthExceeded` when `hops` already reaches the depth limit, and
         the node's own errors (`toolkits.ToolkitError`).
         """
-        self._check_hops(hops)
+        self.check_hops(hops)
         if isinstance(tool, str):
             tools = await self.list_tools()
             found = tools.get(tool)
@@ -410,7 +410,7 @@ class Gateway:
                 # other), the run's approver a served agent's approval question, and the
                 # client attending the run (if any) the other elicitations.
                 remote = RemoteApprovals(agent, call_id=call_id, item=item, span_id=span.id)
-                model = TracedModel(agent.model, tracer, span.id, agent.budget)
+                model = TracedModel(agent.model, tracer, span.id, agent.budget, hops=agent.depth)
 
                 async def warn(said: str) -> None:
                     await tracer.note("tool", tool.name, span.id, warning=said)
@@ -549,7 +549,8 @@ class Gateway:
             kept = self._agent_listings[name] = (spec, (agent_as_tool(spec),))
         return kept[1]
 
-    def _check_hops(self, hops: int) -> None:
+    def check_hops(self, hops: int) -> None:
+        """Raises `DepthExceeded` for a request that arrives `hops` deep, at the limit."""
         if hops >= self.max_depth:
             # The count is not of gateways alone: a calling gateway's agents count too.
             raise DepthExceeded(

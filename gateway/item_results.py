@@ -9,13 +9,34 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agent import ItemResult, ToolCallStep
+from agent import AssistantMessage, ItemResult, ToolCallStep
 
 from .trace import Tracer
 
-__all__ = ["EMPTY_ANSWER", "STEP_SCHEMA", "FinishedItems", "empty_failed", "outputs", "steps_json"]
+__all__ = [
+    "EMPTY_ANSWER",
+    "STEP_SCHEMA",
+    "FinishedItems",
+    "empty_failed",
+    "outputs",
+    "steps_json",
+    "text_before_calls",
+]
 
 EMPTY_ANSWER = "the model's final answer was empty"
+
+
+def text_before_calls(steps: Sequence[ToolCallStep]) -> str:
+    """The text the item's model answers wrote beside their tool calls ("Let me look that
+    up."), a blank line between two answers', as a streamed answer sends it: what an item
+    stopped before its answer had said."""
+    texts: list[str] = []
+    last: AssistantMessage | None = None
+    for step in steps:
+        if step.message != last and step.message.content.strip():
+            texts.append(step.message.content)
+        last = step.message
+    return "\n\n".join(texts)
 
 
 def outputs(items: Sequence[ItemResult]) -> JsonValue:

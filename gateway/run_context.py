@@ -4,6 +4,7 @@ when it has its own)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,10 +18,22 @@ from .limits import PerNode
 from .node_slots import LENT_META_KEY
 from .trace import Tracer
 
-__all__ = ["HOPS_META_KEY", "UNATTENDED", "ClientQuestions", "RunContext", "TokenBudget"]
+__all__ = [
+    "HOPS_HEADER",
+    "HOPS_META_KEY",
+    "UNATTENDED",
+    "ClientQuestions",
+    "RunContext",
+    "TokenBudget",
+    "budget_spent",
+]
 
 HOPS_META_KEY = "agent-gateway/hops"
 """The `_meta` key of an MCP request that says how many gateways it already passed through."""
+
+HOPS_HEADER = "x-agent-gateway-hops"
+"""The HTTP header of a model request that says the same (`RunContext.depth`): a model that is
+a gateway's `/v1` reads it, so gateways whose agents are each other's models end a loop."""
 
 
 UNATTENDED = (
@@ -72,6 +85,7 @@ class TokenBudget:
         return self.limit is not None and self.used.total_tokens >= self.limit
 
     def message(self) -> str:
+        """Why the run (or the sub-agent) stopped; `budget_spent` knows it again."""
         if self.around is not None and self.around.exceeded:
             return self.around.message()  # the wider budget's: it stops more than this agent
         if self.owner is not None:
@@ -83,6 +97,15 @@ class TokenBudget:
             f"Token budget ({self.limit}) exceeded: the run used {self.used.total_tokens} tokens "
             "and was stopped."
         )
+
+
+_SPENT = re.compile(r"Token budget \(\d+\)( of agent .+)? exceeded: ")
+
+
+def budget_spent(error: str | None) -> bool:
+    """Whether an item's `error` is a `TokenBudget.message`: the run stopped when its budget
+    was spent, before the item had its answer."""
+    return error is not None and _SPENT.match(error) is not None
 
 
 @dataclass(frozen=True)

@@ -155,6 +155,7 @@ class StepLoop:
                 agent_span.id,
                 context.budget,
                 context_window=spec.context_window,
+                hops=context.depth,
             )
             agent = ToolsAgent(
                 model=traced(stream=context.stream),

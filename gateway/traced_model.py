@@ -20,9 +20,9 @@ from agent import (
     ToolDefinition,
 )
 from agent.context_window import check_context_window
-from agent.models import thinking_text
+from agent.models import request_headers, thinking_text
 
-from .run_context import TokenBudget
+from .run_context import HOPS_HEADER, TokenBudget
 from .trace import Tracer
 
 __all__ = ["TracedModel", "note_fallback", "note_retry"]
@@ -60,7 +60,8 @@ class TracedModel:
     thinking when its provider returned any as text), which response
     of which model it was (`response_id`, `response_model`) and the server that wrote it
     (`server_address`, `server_port`, from a model that `ReportsServer`); a failed call's
-    output is that server, when known."""
+    output is that server, when known. Each request sends the run's depth (`hops`) as
+    `HOPS_HEADER`, for a model that is another gateway's (or this one's) `/v1`."""
 
     def __init__(
         self,
@@ -71,8 +72,10 @@ class TracedModel:
         *,
         stream: bool = False,
         context_window: int | None = None,
+        hops: int = 0,
     ) -> None:
         self._model = model
+        self._headers = {HOPS_HEADER: str(hops)}
         self._tracer = tracer
         self._parent_id = parent_id
         self._budget = budget
@@ -103,9 +106,10 @@ class TracedModel:
                 check_context_window(messages, tools, window, self._model.name)
             token = _current_span.set((self._tracer, span.id))
             try:
-                answer = await self._model.invoke(
-                    messages, tools, on_token=self._tokens(span.id, on_token)
-                )
+                with request_headers(self._headers):
+                    answer = await self._model.invoke(
+                        messages, tools, on_token=self._tokens(span.id, on_token)
+                    )
             except BaseException:  # cancelled too: the span still says where the call went
                 span.output = _server_fields(self._server_of(None)) or None
                 raise

@@ -1,15 +1,18 @@
-"""Loop protection across processes: every MCP call carries a hop count in `_meta`."""
+"""Loop protection across processes: every MCP call carries a hop count in `_meta`, every
+model request the same as a header (a model may be a gateway's `/v1`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import mcp_types as types
 import pytest
 
 from agent import ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
+from agent.models import OpenAICompatibleModel
 from gateway import AgentSpec, DepthExceeded, Gateway
-from gateway.run_context import HOPS_META_KEY
+from gateway.run_context import HOPS_HEADER, HOPS_META_KEY
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, McpServerConfig, McpToolkit, calculator
 
@@ -83,3 +86,46 @@ async def test_a_sub_agent_past_the_limit_is_refused_counting_the_levels_before_
         "3 agents here, after 2 before this gateway (each agent on the calling gateways that "
         "led here, and each gateway that relayed the request)"
     )
+
+
+def openai_answer(message: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "m",
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 9, "completion_tokens": 3, "total_tokens": 12},
+    }
+
+
+async def test_model_requests_carry_the_runs_depth_as_a_header() -> None:
+    """A model may be another gateway's `/v1` (or this one's): each request says how deep the
+    run is there, as an MCP call's `_meta` does; a sub-agent's one more."""
+    asks_b = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "b", "arguments": '{"prompt": "go"}'},
+            }
+        ],
+    }
+    answers = [asks_b, {"role": "assistant", "content": "b: done"}]
+    answers.append({"role": "assistant", "content": "a: done"})
+    sent: list[str | None] = []
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        if request.method != "POST":  # the lookup of the model's context window
+            return httpx.Response(404)
+        sent.append(request.headers.get(HOPS_HEADER))
+        return httpx.Response(200, json=openai_answer(answers.pop(0)))
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(provider)) as http:
+        model = OpenAICompatibleModel("http://models.test/v1", "m", http_client=http)
+        agents = [AgentSpec("a", model, tools=["b"]), AgentSpec("b", model)]
+        result = await Gateway([], agents, max_depth=5).run("a", "go", hops=2)
+    assert result.output == "a: done"
+    assert sent == ["3", "4", "3"]  # a (2 + 1), b under it, a again

@@ -13,7 +13,12 @@ from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
 from .openai_responses import OpenAIResponsesModel
 from .retry import RetryPolicy
-from .settings import ModelSettings, answer_token_limit, capped_max_tokens
+from .settings import (
+    ModelSettings,
+    answer_token_limit,
+    capped_max_tokens,
+    request_headers,
+)
 from .spec import (
     API_KEYS,
     PROVIDERS,
@@ -49,6 +54,7 @@ __all__ = [
     "model_from_spec",
     "new_http_client",
     "parse_text_tool_calls",
+    "request_headers",
     "shared_http_client",
     "spec_without_credentials",
     "stored_without_credentials",

@@ -32,6 +32,7 @@ from ._json import NestedTooDeeply, arr, is_arr, json_body, obj, read_json
 from ._pages import error_detail, is_markup, is_page, page_text
 from ._sse import SSEDecoder, SSEEvent, SSELines
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
+from .settings import added_headers
 
 __all__ = [
     "ProviderHTTP",
@@ -332,7 +333,7 @@ class ProviderHTTP:
         timeout = self._timeout(client)
         url, headers = without_credentials(url, headers)
         content = json_body(body)
-        sent = {"Content-Type": "application/json", **headers}
+        sent = {**added_headers(), "Content-Type": "application/json", **headers}
         attempt = 0
         while True:
             attempt += 1

@@ -8,9 +8,16 @@ from contextvars import ContextVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-__all__ = ["ModelSettings", "answer_token_limit", "capped_max_tokens"]
+__all__ = [
+    "ModelSettings",
+    "added_headers",
+    "answer_token_limit",
+    "capped_max_tokens",
+    "request_headers",
+]
 
 _answer_limit: ContextVar[int | None] = ContextVar("agent.models.answer_limit", default=None)
+_headers: ContextVar[Mapping[str, str] | None] = ContextVar("agent.models.headers", default=None)
 
 
 class ModelSettings(BaseModel):
@@ -60,3 +67,20 @@ def capped_max_tokens(settings: ModelSettings) -> int | None:
     if limit is None:
         return settings.max_tokens
     return limit if settings.max_tokens is None else min(limit, settings.max_tokens)
+
+
+@contextmanager
+def request_headers(headers: Mapping[str, str]) -> Generator[None]:
+    """HTTP requests to providers made in the block also send `headers` (a gateway's hop
+    count, say, which a gateway serving the model reads), through any wrapper, as
+    `answer_token_limit` reaches them. A provider's own header of the same name wins."""
+    token = _headers.set({**added_headers(), **headers})
+    try:
+        yield
+    finally:
+        _headers.reset(token)
+
+
+def added_headers() -> Mapping[str, str]:
+    """The `request_headers` of the calling block (none outside one)."""
+    return _headers.get() or {}

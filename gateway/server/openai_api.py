@@ -18,7 +18,13 @@ is. A client that disconnects cancels the run, and a stored run stays stored, re
 when an MCP client cancels its call.
 
 A run that fails is answered 500 with `x-should-retry: false` (OpenAI's SDKs would otherwise
-run the agent, and its tools, twice more); while streaming, as an `error` event.
+run the agent, and its tools, twice more); while streaming, as an `error` event. An answer
+cut at a token limit (the model's `max_tokens`, the agent's `token_budget`) is no failure:
+the text so far, `finish_reason: "length"`.
+
+A request that comes from a gateway's agent says how deep its run is (`HOPS_HEADER`, which
+every model request of a run sends); one at the depth limit is refused (400), so gateways
+whose agents are each other's models (or their own) end the loop, as MCP calls' `_meta` does.
 """
 
 from __future__ import annotations
@@ -39,12 +45,15 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from starlette.types import Message, Receive, Scope, Send
 
 from agent import AgentError, Usage
+from agent.stopped import cut_off
 from toolkits import ToolkitError
 
 from ..approval import ApprovalRequest
 from ..engine import AgentSpec, Gateway
-from ..errors import GatewayError
+from ..errors import DepthExceeded, GatewayError
+from ..item_results import text_before_calls
 from ..model_specs import ClientSampling
+from ..run_context import HOPS_HEADER, budget_spent
 from ..run_state import RunResult, RunState
 from ..trace import new_id
 from .notifications.answer_text import AnswerText
@@ -177,19 +186,42 @@ class ChatCompletions:
             return
         request = read_request(body)
         spec = await self._agent(scope, request.agent)
+        hops = self._hops(scope)
         gone = anyio.Event()
         reply = _Reply(send, request, new_id())
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, gone, tg.cancel_scope)
             ended = await self._running.answer(
-                partial(self._answer, scope, spec, request, reply, gone), _ended
+                partial(self._answer, scope, spec, request, reply, gone, hops), _ended
             )
             if ended is not None:  # the server stops: it ended the run, or began none
                 await reply.fail(ApiError(503, ended, type="server_error", code="unavailable"))
             tg.cancel_scope.cancel()  # answered: stop listening for a disconnect
 
+    def _hops(self, scope: Scope) -> int:
+        """How deep the request comes (`HOPS_HEADER`: sent by a gateway whose agent has this
+        one's agent as its model, or one of its own agents); refused at the depth limit, as
+        an MCP call with as many hops is."""
+        said = _header(scope, HOPS_HEADER)
+        if said is None:
+            return 0
+        if not said.isdigit():  # isdigit: no sign, no spaces
+            raise ApiError(400, f"the {HOPS_HEADER} header is not a count of hops: {said[:40]!r}")
+        hops = int(said)
+        try:
+            self._gateway.check_hops(hops)
+        except DepthExceeded as exc:
+            raise ApiError(400, f"{exc} ({HOPS_HEADER}: {hops})", code="max_depth") from None
+        return hops
+
     async def _answer(
-        self, scope: Scope, spec: AgentSpec, request: ChatRequest, reply: _Reply, gone: anyio.Event
+        self,
+        scope: Scope,
+        spec: AgentSpec,
+        request: ChatRequest,
+        reply: _Reply,
+        gone: anyio.Event,
+        hops: int,
     ) -> None:
         state = RunState(
             run_id=reply.run_id,
@@ -205,12 +237,12 @@ class ChatCompletions:
             try:
                 if self._stored is not None:
                     outcome = await self._stored.start(
-                        state, follower=text, hops=0, quota=quota, asker=None, stop=gone
+                        state, follower=text, hops=hops, quota=quota, asker=None, stop=gone
                     )
                 else:
                     hooks = [text] if request.stream else []
                     outcome = await self._gateway.resume(
-                        state, hooks=hooks, quota=quota, stream=request.stream
+                        state, hooks=hooks, hops=hops, quota=quota, stream=request.stream
                     )
             except (AgentError, GatewayError, ToolkitError) as exc:
                 said = stopped(spec.name, exc)
@@ -301,23 +333,36 @@ class _Reply:
         await self._answer(said, usage, text)
 
     async def finish(self, outcome: RunResult, text: AnswerText, *, stored: bool) -> None:
+        """The run's answer; one cut at a token limit (the model's `max_tokens`, the agent's
+        `token_budget`) is the text so far, as OpenAI's `finish_reason: "length"` is."""
         item = outcome.items[0]
-        if item.error is not None:
+        if cut_off(item.error):  # the text the model wrote until the cut is the output
+            await self._answer(item.output or "", outcome.usage, text, finish_reason="length")
+        elif budget_spent(item.error):  # stopped before its answer: what it wrote until then
+            # (streamed as it was written)
+            streamed = self._request.stream
+            so_far = "" if streamed else text_before_calls(item.steps or [])
+            await self._answer(so_far, outcome.usage, text, finish_reason="length")
+        elif item.error is not None:
             run_id = self.run_id if stored else None
             await self.fail(_failed(item_failed(outcome.agent, item.error, run_id)))
-            return
-        await self._answer(item.output or "", outcome.usage, text)
+        else:
+            await self._answer(item.output or "", outcome.usage, text)
 
-    async def _answer(self, said: str, usage: Usage, text: AnswerText) -> None:
+    async def _answer(
+        self, said: str, usage: Usage, text: AnswerText, *, finish_reason: str = "stop"
+    ) -> None:
         request = self._request
         if not request.stream:
-            whole = completion(self._id, self._created, request.agent, said, usage)
+            whole = completion(
+                self._id, self._created, request.agent, said, usage, finish_reason=finish_reason
+            )
             await _send_json(self._send, 200, whole)
             return
-        rest = text.rest(said)
+        rest = text.rest(said) if said else ""
         if rest:
             await self._event({"content": rest})
-        await self._event({}, finish_reason="stop")
+        await self._event({}, finish_reason=finish_reason)
         if request.include_usage:
             usage_chunk = chunk(self._id, self._created, request.agent, None, usage=usage)
             await self._data(json.dumps(usage_chunk, ensure_ascii=False))
@@ -344,6 +389,15 @@ class _Reply:
 
     async def _end(self) -> None:
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _header(scope: Scope, name: str) -> str | None:
+    """The request's header `name` (lower case), the first if sent twice."""
+    key = name.encode()
+    for header, value in scope["headers"]:
+        if header == key:
+            return value.decode("latin-1").strip()
+    return None
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:

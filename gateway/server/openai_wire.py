@@ -7,15 +7,17 @@ client that sends the whole conversation each time (as OpenAI clients do) is ans
 System and developer messages join the agent's own system message. Text is read; a message
 with other content (an image), a tool message or an assistant's tool calls is refused with
 what to do, never dropped. Fields that tune a model (`temperature`, `max_tokens`, ...) and
-`tools` are not used: the agent's config decides its model and tools. A field of ours,
-`context` (a JSON object; OpenAI's SDKs send it in `extra_body`), is the run's context.
+`tools` are not used: the agent's config decides its model and tools. A `tool_choice` that
+asks for a tool call in the answer is refused: the agent never answers with one. A field
+of ours, `context` (a JSON object; OpenAI's SDKs send it in `extra_body`), is the run's
+context.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
 
@@ -91,6 +93,7 @@ class _Body(_Open):
     stream: bool | None = None
     stream_options: _StreamOptions | None = None
     n: int | None = None
+    tool_choice: str | dict[str, Any] | None = None
     context: dict[str, JsonValue] | None = None
     """Ours, not OpenAI's: the run's context (`metadata`, OpenAI's, takes strings only)."""
 
@@ -119,6 +122,14 @@ def read_request(body: bytes) -> ChatRequest:
         raise ApiError(400, said, param=where or None) from None
     if request.n not in (None, 1):
         raise ApiError(400, "n: an agent gives one answer per request (n = 1)", param="n")
+    if _demands_a_call(request.tool_choice):
+        raise ApiError(
+            400,
+            "tool_choice: the agent runs its own tools and answers in text, never with a tool "
+            "call for the client to run, so it cannot call the tool asked for: send "
+            "tool_choice 'auto' or 'none' (the client's `tools` are not used)",
+            param="tool_choice",
+        )
     *before, last = request.messages
     if last.role != "user":
         raise ApiError(
@@ -136,6 +147,19 @@ def read_request(body: bytes) -> ChatRequest:
     options = request.stream_options
     include_usage = stream and options is not None and bool(options.include_usage)
     return ChatRequest(request.model, item, stream, include_usage)
+
+
+def _demands_a_call(choice: str | dict[str, Any] | None) -> bool:
+    """Whether `tool_choice` asks for a tool call in the answer: "required", a named
+    function (or custom tool), or allowed tools in mode "required"."""
+    if isinstance(choice, str):
+        return choice == "required"
+    if choice is None:
+        return False
+    if choice.get("type") != "allowed_tools":
+        return True
+    allowed = choice.get("allowed_tools")
+    return isinstance(allowed, dict) and cast("dict[str, Any]", allowed).get("mode") == "required"
 
 
 def _history(messages: list[_Message]) -> list[ChatMessage]:
@@ -192,9 +216,15 @@ def usage_json(usage: Usage) -> dict[str, Any]:
 
 
 def completion(
-    completion_id: str, created: int, model: str, text: str, usage: Usage
+    completion_id: str,
+    created: int,
+    model: str,
+    text: str,
+    usage: Usage,
+    *,
+    finish_reason: str = "stop",
 ) -> dict[str, Any]:
-    """A whole answer: a `chat.completion`."""
+    """A whole answer: a `chat.completion` (`finish_reason` "length": cut at a token limit)."""
     return {
         "id": completion_id,
         "object": "chat.completion",
@@ -204,7 +234,7 @@ def completion(
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": text, "refusal": None},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason,
                 "logprobs": None,
             }
         ],

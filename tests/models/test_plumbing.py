@@ -111,6 +111,7 @@ def test_exports_are_curated_and_sorted() -> None:
         "model_from_spec",
         "new_http_client",
         "parse_text_tool_calls",
+        "request_headers",
         "shared_http_client",
         "spec_without_credentials",
         "stored_without_credentials",

@@ -234,6 +234,12 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
             "messages.0: role 'tool' cannot be read",
         ),
         (
+            b'{"model": "assistant", "messages": [{"role": "user", "content": "hi"}, {"role": '
+            b'"assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", '
+            b'"function": {"name": "f", "arguments": "{}"}}]}, {"role": "user", "content": "?"}]}',
+            "messages.1: tool calls cannot be read",
+        ),
+        (
             b'{"model": "assistant", "n": 2, "messages": [{"role": "user", "content": "hi"}]}',
             "one answer per request",
         ),
@@ -241,6 +247,16 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
             b'{"model": "assistant", "context": ["Ada"], '
             b'"messages": [{"role": "user", "content": "hi"}]}',
             "context: Input should be a valid dictionary",
+        ),
+        (
+            b'{"model": "assistant", "tool_choice": "required", "messages": [{"role": "user", '
+            b'"content": "hi"}]}',
+            "tool_choice: the agent runs its own tools and answers in text",
+        ),
+        (
+            b'{"model": "assistant", "tool_choice": {"type": "function", "function": {"name": '
+            b'"f"}}, "messages": [{"role": "user", "content": "hi"}]}',
+            "cannot call the tool asked for",
         ),
     ],
 )
@@ -254,6 +270,23 @@ async def test_a_bad_request_is_refused_400_saying_what_is_wrong(body: bytes, sa
     assert said in error["message"]
     assert error["type"] == "invalid_request_error"
     assert top.calls == []  # nothing ran
+
+
+async def test_a_clients_tools_are_not_the_agents_and_a_call_of_one_is_not_asked() -> None:
+    """A client's `tools` are not offered to the agent's model (it has its own), `tool_choice`
+    "auto" is answered in text, and one that asks for a call of the client's tool is refused."""
+    gateway, top, _ = helpful_gateway()
+    weather: dict[str, Any] = {"type": "function", "function": {"name": "get_weather"}}
+    body: dict[str, Any] = {"model": "assistant", "messages": [QUESTION], "tools": [weather]}
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            auto = await post(base, {**body, "tool_choice": "auto"})
+            required = await post(base, {**body, "tool_choice": "required"})
+    assert auto.json()["choices"][0]["message"]["content"] == ANSWER
+    assert [tool.name for tool in top.calls[0][1]] == ["helper"]
+    assert required.status_code == 400
+    assert error_of(required)["param"] == "tool_choice"
+    assert len(top.calls) == 2  # the one run: the refused request ran nothing
 
 
 async def test_an_unknown_model_is_404_naming_the_agents() -> None:
