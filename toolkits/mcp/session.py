@@ -421,7 +421,8 @@ class OwnedSession:
                 # session of is `forgotten`.
                 on_doubt=conn.request_refresh,
             )
-            server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
+            closed = partial(conn.drop, "the server closed the connection")
+            server = watch_transport(make(), closed, conn.tasks.heard)
         return Client(
             server,
             mode=self._mode,
