@@ -338,14 +338,12 @@ class DurableRuns(StoredRuns):
         *,
         still: Callable[[], Awaitable[bool]] | None = None,
     ) -> bool:
-        """Run `run_id` in the background here, whoever ran it (`adopt`, a dead replica's
-        run, one the store's outage stopped here): whether it was taken over.
-
-        Under the run's claim lock, as `resume` claims it (`claims`): `still` (None: it is)
-        says whether the run is still to be taken, looked at under the lock, and the lock is
-        held until the run has begun here, so a `runs resume` of it at the same moment finds
-        it running here, or this finds it taken there. Raises what `claim` and `still` raise."""
-        assert self._queue is not None
+        """Run `run_id` in the background here, whoever ran it (`adopt`, a dead replica's run,
+        a `stranded` one): whether it was. Under the run's claim lock, as `resume` (`claims`):
+        `still` (None: yes) says under it whether the run is still to be taken, and the lock
+        is held until the run has begun here. Raises what `claim` and `still` raise."""
+        queue = self._queue
+        assert queue is not None
         held = await claim(self.url, run_id)
         try:
             if still is not None and not await still():
@@ -355,10 +353,8 @@ class DurableRuns(StoredRuns):
             )
             try:
                 with self._writing():
-                    await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-                    execution.handle = await DBOS.resume_workflow_async(
-                        run_id, queue_name=self._queue
-                    )
+                    await DBOS.register_queue_async(queue, polling_interval_sec=POLL_SECONDS)
+                    execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=queue)
             except BaseException:
                 del self._host.executions[run_id]  # not taken over: nothing ends it later
                 raise
