@@ -9,8 +9,15 @@ and an earlier one learns it lost only at its next write, after that call.
 
 The lock is the database's, and goes with its holder's process (nothing renewed, nothing
 expires): on PostgreSQL a session-level advisory lock named after the run; on SQLite (one
-machine) an exclusive `flock` on a file beside the store's, as SQLite's own write lock lasts
-one transaction and the claim spans several of DBOS's.
+machine) an exclusive `flock` on the file `<store>-claim` beside the store's (one for all its
+runs), as SQLite's own write lock lasts one transaction and the claim spans several of DBOS's.
+Its holder deletes that file as it lets go, so none stays beside the store.
+
+Deleting a file others `flock` is the classic race: a waiter that opened it before the delete
+gets the lock on a file no longer there, while a third opens a new one under the name and
+locks that: both would hold the claim. So a lock counts only if, once taken, the name still
+names the file locked (else the taker opens the name again), and only a holder deletes it,
+before it lets go: whoever holds a file the name names is the only one who can change that.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from contextlib import suppress
 from typing import Any
 
 import anyio
@@ -59,29 +67,50 @@ class Claim:
             row = self._connection.execute(_TRY_LOCK, (f"agent-gateway-claim:{self._run_id}",))
             self.held = row.fetchone() == (True,)
             return self.held
-        if self._file is None:
-            path = f"{self._url.removeprefix('sqlite:///')}-claim"
-            self._file = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        self.held = True
-        return True
+        while True:
+            if self._file is None:
+                self._file = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return False
+            if _same_file(self._file, self._path):
+                self.held = True
+                return True
+            # Its holder deleted it as it let go (see the module's docstring): the name's anew.
+            file, self._file = self._file, None
+            os.close(file)
+
+    @property
+    def _path(self) -> str:
+        return f"{self._url.removeprefix('sqlite:///')}-claim"
 
     def _close(self) -> None:
         connection, file, self._connection, self._file = self._connection, self._file, None, None
-        self.held = False
+        held, self.held = self.held, False
         if connection is not None:
             connection.close()  # the session's advisory lock goes with it
         if file is not None:
-            os.close(file)  # and the flock with its last descriptor
+            if held:  # only a holder deletes it; a waiter's open file is not the name's, maybe
+                with suppress(OSError):  # left in a directory it may not change: harmless
+                    os.unlink(self._path)
+            os.close(file)  # the flock goes with its last descriptor
 
     async def release(self) -> None:
         """Let the next resumer check the run (again: harmless)."""
         if self._connection is not None or self._file is not None:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(self._close)
+
+
+def _same_file(file: int, path: str) -> bool:
+    """Whether `path` names the open `file` (not deleted, not another made since)."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(file)
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 async def claim(url: str, run_id: str, *, wait: float = CLAIM_WAIT) -> Claim:

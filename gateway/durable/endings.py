@@ -3,7 +3,8 @@ another process that resumed it at the same moment, or failed in every item.
 
 Of two processes that claim one run, DBOS runs it in the one that claimed it last: the other's
 execution, if it began, learns at its next write (`lost_to_another`) and stops, its driver
-told the run is `taken`. Two resumes do not get there (`claims`); a `take_over` can.
+told the run is `taken`. Two resumes, or a resume and a `take_over`, do not get there
+(`claims`), unless one claims it without looking first (a `take_over` with no `still`).
 
 DBOS's `cancel_workflow` only marks a run: the process running it notices at its next step,
 and a wait for approval (`recv`) has none. `cancels_watched` looks the running runs up every

@@ -16,8 +16,10 @@ Nothing is renewed and nothing expires: no lease of ours (`lock`).
   replica) of another replica whose lock it can take: that replica is dead. Holding the dead
   replica's lock meanwhile, so that no other replica does the same, it takes each such run
   over (DBOS's `resume_workflow` to a queue of its own) and runs it to its end; every call
-  recorded before the death is answered from its record. A run its replica stopped on purpose
-  (failed, interrupted, waiting for a person) stays for `runs resume`, a decision or a client.
+  recorded before the death is answered from its record. It holds the run's claim lock as it
+  does, as `runs resume` does (`claims`): of the two at once, one runs the run. A run its
+  replica stopped on purpose (failed, interrupted, waiting for a person) stays for `runs
+  resume`, a decision or a client.
   A run with a record in the pickle format is not taken over (`record_format`): it is said
   once, and left.
 """
@@ -271,22 +273,27 @@ async def _take_over(
         return
     try:
         for run_id in run_ids:
-            # Looked at again under the lock: another replica may have taken it meanwhile.
-            found = await client.list_workflows_async(
-                workflow_ids=[run_id], load_input=False, load_output=False
-            )
-            if not found or _replicas(found[0]) != owner:
-                continue
-            try:
-                if found[0].status == "PENDING" and not await _running(client, run_id):
-                    continue
-                await runs.get(run_id)  # its input and events: refused here, not in DBOS's queue
-            except PickledRecord as exc:
-                _refuse(run_id, exc, refused)
-                continue
-            _log.warning("replica %s died: run %s goes on here", owner, run_id)
-            await runs.take_over(run_id)
-            task_group.start_soon(_finish, runs, run_id)
+
+            async def still_theirs(run_id: str = run_id) -> bool:
+                # Looked at again under the locks: another replica, or a `runs resume`, may
+                # have taken it meanwhile.
+                found = await client.list_workflows_async(
+                    workflow_ids=[run_id], load_input=False, load_output=False
+                )
+                if not found or _replicas(found[0]) != owner:
+                    return False
+                try:
+                    if found[0].status == "PENDING" and not await _running(client, run_id):
+                        return False
+                    await runs.get(run_id)  # its input and events: refused here, not in DBOS's
+                except PickledRecord as exc:
+                    _refuse(run_id, exc, refused)
+                    return False
+                return True
+
+            if await runs.take_over(run_id, still=still_theirs):
+                _log.warning("replica %s died: run %s goes on here", owner, run_id)
+                task_group.start_soon(_finish, runs, run_id)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(lock.close)  # its session's end releases the lock

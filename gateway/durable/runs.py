@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Awaitable, Callable, Collection, Generator, Sequence
 from contextlib import contextmanager, nullcontext
 
 import anyio
@@ -177,17 +177,21 @@ class DurableRuns(StoredRuns):
         options = self.stranded.get(run_id)
         if options is None or self.here(run_id):  # still unwinding here: at the next look
             return False
-        with self._reading(run_id):
-            found = await self._client.list_workflows_async(
-                workflow_ids=[run_id], load_input=False, load_output=False
+
+        async def still_ours() -> bool:
+            with self._reading(run_id):
+                found = await self._client.list_workflows_async(
+                    workflow_ids=[run_id], load_input=False, load_output=False
+                )
+            return (
+                bool(found)
+                and found[0].status in ("PENDING", "ENQUEUED")
+                and owner_of(found[0]) == self._queue
             )
-        if not found or found[0].status not in ("PENDING", "ENQUEUED"):
+
+        if not await self.take_over(run_id, options, still=still_ours):
             del self.stranded[run_id]
             return False
-        if owner_of(found[0]) != self._queue:
-            del self.stranded[run_id]
-            return False
-        await self.take_over(run_id, options)
         del self.stranded[run_id]
         _log.warning("the run store is back: run %s goes on here", run_id)
         return True
@@ -320,30 +324,45 @@ class DurableRuns(StoredRuns):
         self._need_launch()
         if self.here(run_id) or await self.take_up(run_id):
             return
-        held = await claim(self.url, run_id)  # as `resume`'s
-        try:
+
+        async def resumable() -> bool:
             await self.resumable(run_id)
-            await self.take_over(run_id, options)
-            execution = self._host.executions.get(run_id)
-            if execution is not None:  # until it runs here, and another resumer sees so
-                with anyio.move_on_after(CLAIM_WAIT):
-                    await execution.begun.wait()
+            return True
+
+        await self.take_over(run_id, options, still=resumable)
+
+    async def take_over(
+        self,
+        run_id: str,
+        options: RunOptions | None = None,
+        *,
+        still: Callable[[], Awaitable[bool]] | None = None,
+    ) -> bool:
+        """Run `run_id` in the background here, whoever ran it (`adopt`, a dead replica's run,
+        a `stranded` one): whether it was. Under the run's claim lock, as `resume` (`claims`):
+        `still` (None: yes) says under it whether the run is still to be taken, and the lock
+        is held until the run has begun here. Raises what `claim` and `still` raise."""
+        queue = self._queue
+        assert queue is not None
+        held = await claim(self.url, run_id)
+        try:
+            if still is not None and not await still():
+                return False
+            execution = self._host.executions[run_id] = Execution(
+                options=options or RunOptions(), background=True
+            )
+            try:
+                with self._writing():
+                    await DBOS.register_queue_async(queue, polling_interval_sec=POLL_SECONDS)
+                    execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=queue)
+            except BaseException:
+                del self._host.executions[run_id]  # not taken over: nothing ends it later
+                raise
+            with anyio.move_on_after(CLAIM_WAIT):  # until it runs here, for the next to see
+                await execution.begun.wait()
+            return True
         finally:
             await held.release()
-
-    async def take_over(self, run_id: str, options: RunOptions | None = None) -> None:
-        """Run `run_id` in the background here, whoever ran it (see `adopt`)."""
-        assert self._queue is not None
-        execution = self._host.executions[run_id] = Execution(
-            options=options or RunOptions(), background=True
-        )
-        try:
-            with self._writing():
-                await DBOS.register_queue_async(self._queue, polling_interval_sec=POLL_SECONDS)
-                execution.handle = await DBOS.resume_workflow_async(run_id, queue_name=self._queue)
-        except BaseException:
-            del self._host.executions[run_id]  # not taken over: nothing ends it later
-            raise
 
     async def running_elsewhere(self, run_id: str) -> bool:
         """Whether the run executes in another live process (on PostgreSQL: its process

@@ -9,16 +9,19 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.text import TextReceiveStream
+from dbos import DBOS
 
 from agent import ScriptedModel
 from gateway import AgentSpec, Gateway
 from gateway.durable import open_runs
 from gateway.durable.status import RunInfo
+from gateway.run_state import RunResult
 from tests.durable_tools import logged
 from tests.servers.openai_stub import openai_stub
 from toolkits import FunctionToolkit, function_tool
@@ -334,6 +337,72 @@ async def test_a_resume_that_checked_the_run_first_keeps_the_other_from_running_
                 await other.wait()
     assert any(told in said for told in ("is running in process", "has ended (succeeded)")), said
     assert log.read_text().splitlines().count("start B") == 2
+
+
+async def test_a_take_over_and_a_resume_at_once_run_the_call_in_flight_once(
+    tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process taking a run over (a replica finishing a dead one's, a served client's
+    follow) is claiming it when a `runs resume` of it looks. The take-over did not take the
+    run's claim lock: the resume found the run stopped, claimed it and ran B, in flight at the
+    kill, alongside the take-over (B started three times). It waits for the take-over's claim
+    now, then finds the run running here."""
+    config, first, second, log, hold = _setup(tmp_path)
+    common = ["--config", str(config), "--store", store]
+    await _run_until_killed(["run", "use both", *common, "--model", f"scripted:{first}"])
+    run_id = _only_run(store)["run_id"]
+    other = await anyio.open_process(
+        [str(SCRIPT), "-v", "runs", "resume", run_id, *common, "--model", f"scripted:{second}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=_env(),
+    )
+    said = ""
+    try:
+        async with open_runs(store) as runs:
+            runs.use(
+                Gateway(
+                    [FunctionToolkit("logged", [function_tool(logged)])],
+                    [AgentSpec("assistant", ScriptedModel(["A and B are done"]), tools=["logged"])],
+                )
+            )
+            claiming = DBOS.resume_workflow_async
+
+            async def claim_once_the_other_looked(run_id: str, **options: Any) -> Any:
+                nonlocal said
+                assert other.stderr is not None
+                with anyio.fail_after(60):  # it runs B (held), or waits for this one
+                    async for chunk in TextReceiveStream(other.stderr):
+                        said += chunk
+                        if "logged: holding B" in said or "being resumed by another" in said:
+                            break
+                hold.unlink()  # this one's B goes on
+                return await claiming(run_id, **options)
+
+            monkeypatch.setattr(DBOS, "resume_workflow_async", claim_once_the_other_looked)
+            with anyio.fail_after(60):
+                await runs.take_over(run_id)
+                result = await runs.follow(run_id, pause=False)
+            assert isinstance(result, RunResult)
+            assert result.items[0].output == "A and B are done"
+            calls = log.read_text().splitlines()  # B: at the kill, and here
+            assert (calls.count("start A"), calls.count("start B"), calls.count("end B")) == (
+                1,
+                2,
+                1,
+            )
+        assert other.stderr is not None
+        with anyio.fail_after(60):
+            said += await _read(other.stderr)
+            assert await other.wait() == 2, said
+    finally:
+        if other.returncode is None:
+            other.kill()
+            with anyio.CancelScope(shield=True):
+                await other.wait()
+    assert "being resumed by another process" in said, said
+    assert any(told in said for told in ("is running in process", "has ended (succeeded)")), said
 
 
 async def _read(stream: ByteReceiveStream) -> str:

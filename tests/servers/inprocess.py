@@ -70,10 +70,19 @@ def content_kinds_result() -> types.CallToolResult:
     )
 
 
+async def _no_resources(
+    _ctx: Context, _params: types.PaginatedRequestParams | None
+) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[])
+
+
 class ToyServer:
     """A low-level server whose tools a test defines and may change while clients listen."""
 
-    def __init__(self, name: str = "toy", *, page_size: int | None = None) -> None:
+    def __init__(
+        self, name: str = "toy", *, page_size: int | None = None, resources: bool = False
+    ) -> None:
+        """`resources`: it declares the capability, and lists none."""
         self.page_size = page_size
         self.tools: dict[str, tuple[types.Tool, ToolHandler]] = {}
         self.list_requests = 0
@@ -85,6 +94,7 @@ class ToyServer:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
             on_subscriptions_listen=ListenHandler(self.bus),
+            on_list_resources=_no_resources if resources else None,
         )
 
     def add(
@@ -186,7 +196,8 @@ class CrashableTransport:
     """
 
     def __init__(self, server: Server[Any]) -> None:
-        self._server = server
+        self.server = server
+        """What the next connection serves (a test may change it: a server restarted anew)."""
         self._scope: anyio.CancelScope | None = None
         self.connections = 0
 
@@ -208,8 +219,8 @@ class CrashableTransport:
         self.connections += 1
         try:
             with anyio.CancelScope() as self._scope:
-                await self._server.run(
-                    read_stream, write_stream, self._server.create_initialization_options()
+                await self.server.run(
+                    read_stream, write_stream, self.server.create_initialization_options()
                 )
         finally:
             await write_stream.aclose()

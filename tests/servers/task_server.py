@@ -1,14 +1,15 @@
 """An in-process MCP server whose one tool, `later`, runs only as a task (2025-11-25).
 
-The test steers each task (`TaskServer.move`, `finish`) and sees what the client asked of it:
-the tasks it created (`created`, with their arguments), and those it cancelled (`cancelled`).
-The tool's own `tools/call` without `task` is refused, as a task-only tool's is.
+The test steers each task (`TaskServer.move`, `tell`, `finish`) and sees what the client asked
+of it: the tasks it created (`created`, with their arguments), and those it cancelled
+(`cancelled`). The tool's own `tools/call` without `task` is refused, as a task-only tool's is.
+Each change of a task's status is a second later than the one before (`lastUpdatedAt`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import anyio
@@ -22,25 +23,35 @@ __all__ = ["TaskServer"]
 Context = ServerRequestContext[Any, Any]
 
 
+_CREATED = datetime(2026, 1, 1, tzinfo=UTC)
+
+
 @dataclass
 class _Task:
     id: str
     arguments: dict[str, Any]
+    session: Any
+    """The session that created it, which `tell` notifies."""
+    poll_interval: int
     status: types.TaskStatus = "working"
     message: str | None = "started"
+    changes: int = 0
     outcome: types.CallToolResult | MCPError | None = None
     ended: anyio.Event = field(default_factory=anyio.Event)
 
+    def change(self, status: types.TaskStatus, message: str | None) -> None:
+        self.status, self.message = status, message
+        self.changes += 1
+
     def wire(self) -> dict[str, Any]:
-        now = datetime.now(UTC).isoformat()
         task = types.Task(
             task_id=self.id,
             status=self.status,
             status_message=self.message,
-            created_at=now,
-            last_updated_at=now,
+            created_at=_CREATED.isoformat(),
+            last_updated_at=(_CREATED + timedelta(seconds=self.changes)).isoformat(),
             ttl=60_000,
-            poll_interval=100,
+            poll_interval=self.poll_interval,
         )
         return task.model_dump(by_alias=True, mode="json", exclude_none=True)
 
@@ -48,7 +59,9 @@ class _Task:
 class TaskServer:
     """A low-level server with one task-only tool (see the module)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, poll_interval: int = 100) -> None:
+        """`poll_interval`: the milliseconds between two `tasks/get` it suggests."""
+        self.poll_interval = poll_interval
         self.tasks: list[_Task] = []
         self.created = anyio.Event()
         self.cancelled: list[str] = []
@@ -68,13 +81,23 @@ class TaskServer:
 
     def move(self, status: types.TaskStatus, message: str) -> None:
         """The latest task's new status, told at its next `tasks/get`."""
-        task = self.tasks[-1]
-        task.status, task.message = status, message
+        self.tasks[-1].change(status, message)
+
+    async def tell(self, status: types.TaskStatus, message: str) -> None:
+        """`move`, and say so at once (`notifications/tasks/status`)."""
+        self.move(status, message)
+        await self.notify(self.tasks[-1].wire())
+
+    async def notify(self, wire: dict[str, Any]) -> None:
+        """Send a `notifications/tasks/status` of `wire` (a task's, as `_Task.wire` made it)."""
+        params = types.TaskStatusNotificationParams.model_validate(wire, by_name=False)
+        await self.tasks[-1].session.send_notification(types.TaskStatusNotification(params=params))
 
     def finish(self, outcome: types.CallToolResult | MCPError) -> None:
         """End the latest task with `outcome`: its result, or the error `tasks/result` sends."""
         task = self.tasks[-1]
-        task.status = "completed" if isinstance(outcome, types.CallToolResult) else "failed"
+        ended = "completed" if isinstance(outcome, types.CallToolResult) else "failed"
+        task.change(ended, task.message)
         task.outcome = outcome
         task.ended.set()
 
@@ -95,7 +118,12 @@ class TaskServer:
         if self.refusal is not None:
             raise MCPError(types.INVALID_PARAMS, self.refusal)
         arguments: dict[str, Any] = raw.get("arguments") or {}
-        task = _Task(id=f"task-{len(self.tasks) + 1}", arguments=arguments)
+        task = _Task(
+            id=f"task-{len(self.tasks) + 1}",
+            arguments=arguments,
+            session=ctx.session,
+            poll_interval=self.poll_interval,
+        )
         self.tasks.append(task)
         self.created.set()
         return {"task": task.wire()}
@@ -121,7 +149,7 @@ class TaskServer:
 
     async def _cancel(self, _ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         task = self._find(params.task_id)
-        task.status, task.message = "cancelled", "cancelled by the client"
+        task.change("cancelled", "cancelled by the client")
         self.cancelled.append(task.id)
         self.cancel_seen.set()
         return task.wire()

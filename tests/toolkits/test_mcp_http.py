@@ -320,6 +320,21 @@ async def test_auto_falls_back_to_the_stateless_era_when_the_handshake_is_refuse
     assert "refused the 2025-11-25 handshake" in caplog.text
 
 
+async def test_a_stateless_era_server_without_resources_gets_no_resource_tools(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """What `server/discover` says of its capabilities counts as the handshake's does."""
+    toy = growing_toy()
+    app = RefuseHandshake(toy.server.streamable_http_app(host="127.0.0.1"))
+    async with serve_on_loopback(app) as base:
+        config = McpServerConfig(url=f"{base}/mcp", protocol="auto", resource_tools=True)
+        async with McpToolkit("toy", config) as node:
+            assert node.health.protocol_version == "2026-07-28"
+            names = {tool.name for tool in await node.list_tools()}
+    assert names == {"toy__echo", "toy__grow"}
+    assert caplog.text.count("resource_tools has no effect") == 1, caplog.text
+
+
 class ServedUntil:
     """A loopback server in a task of its own, stopped at will (not at a block's end)."""
 

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from tests.servers.catalog import CatalogServer
-from tests.servers.inprocess import ToyServer
+from tests.servers.inprocess import CrashableTransport, ToyServer
 from toolkits.base import CallContext
 from toolkits.errors import ServerUnavailable
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
@@ -99,15 +99,54 @@ async def test_list_resources_lists_resources_then_templates() -> None:
     ]
 
 
-async def test_a_server_without_resources_says_so() -> None:
+async def test_a_server_without_resources_gets_neither_tool_and_a_warning_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """It declares no `resources` capability (at the 2025-11-25 handshake; 2026-07-28's
+    discovery: `test_mcp_http`): the two were offered anyway, to fail each call."""
     toy = ToyServer()
     toy.add_echo("echo")
     async with McpToolkit("toy", config(resource_tools=True), target=toy.server) as node:
+        assert [t.name for t in await node.list_tools()] == ["toy__echo"]
+        assert [t.name for t in await node.refresh_tools()] == ["toy__echo"]
+    assert caplog.text.count("resource_tools has no effect") == 1, caplog.text
+    assert "no `resources` capability" in caplog.text
+
+
+async def test_without_discovery_a_server_without_resources_says_so() -> None:
+    """`protocol = "modern"` learns no capabilities: the tools are offered, and the server's
+    answers say it has none."""
+    toy = ToyServer()
+    toy.add_echo("echo")
+    async with McpToolkit(
+        "toy", config(resource_tools=True, protocol="modern"), target=toy.server
+    ) as node:
         listed = await node.call_tool("toy__list_resources", {})
         read = await node.call_tool("toy__read_resource", {"uri": "memo://x"})
     assert result_text(listed) == "MCP server 'toy' lists no resources."
     assert read.is_error
     assert result_text(read).startswith("MCP server 'toy' could not read 'memo://x': MCP error")
+
+
+async def test_a_server_that_has_resources_after_a_reconnect_gets_the_tools_then(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    before, after = ToyServer(), ToyServer(resources=True)
+    before.add_echo("echo")
+    after.add_echo("echo")
+    crashable = CrashableTransport(before.server)
+    async with McpToolkit("toy", config(resource_tools=True), target=crashable.connect) as node:
+        assert [t.name for t in await node.list_tools()] == ["toy__echo"]
+        crashable.server = after.server  # it restarts with resources
+        crashable.crash()
+        with anyio.fail_after(10):
+            await node.wait_for_health(lambda h: h.state == "ready" and h.tool_count == 3)
+        names = {t.name for t in await node.list_tools()}
+        listed = await node.call_tool("toy__list_resources", {})
+    assert names == {"toy__echo", "toy__list_resources", "toy__read_resource"}
+    assert result_text(listed) == "MCP server 'toy' lists no resources."
+    assert crashable.connections == 2
+    assert caplog.text.count("resource_tools has no effect") == 1
 
 
 async def test_an_unknown_uri_or_none_at_all_is_a_tool_error_the_model_reads() -> None:
@@ -137,7 +176,7 @@ async def test_a_server_that_is_down_fails_the_read_as_a_node_error() -> None:
 async def test_the_servers_own_tool_of_that_name_keeps_it(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    toy = ToyServer()
+    toy = ToyServer(resources=True)
     toy.add_echo("read_resource")
     async with McpToolkit("toy", config(resource_tools=True), target=toy.server) as node:
         tools = {t.name: t for t in await node.list_tools()}

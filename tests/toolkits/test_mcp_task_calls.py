@@ -10,7 +10,7 @@ import mcp_types as types
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from tests.servers.inprocess import text_result
+from tests.servers.inprocess import CrashableTransport, text_result
 from tests.servers.task_server import TaskServer
 from toolkits.base import CallContext
 from toolkits.errors import ToolTimeout
@@ -74,6 +74,39 @@ async def test_a_call_runs_the_task_reports_its_statuses_and_returns_its_result(
     assert result_text(result[0]) == "done"
     assert not result[0].is_error
     assert tasks.cancelled == []
+
+
+async def test_the_servers_status_notifications_are_told_at_once_each_once_none_older() -> None:
+    """Its poll interval (a minute) finds none of these in time: the server's own word of each
+    (`notifications/tasks/status`, which the SDK drops) tells it at once. Said twice, or after
+    a newer one (by `lastUpdatedAt`; a poll's answer may come so too), it is told once."""
+    tasks = TaskServer(poll_interval=60_000)
+    piped = CrashableTransport(tasks.server)  # messages on a transport, as a real server's
+    heard = Heard()
+    async with McpToolkit("t", config(timeout=600), target=piped.connect) as node:
+        result: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            context = CallContext(on_progress=heard)
+            result.append(await node.call_tool("t__later", {}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await heard.next.wait()  # as created
+                await tasks.tell("working", "reading")
+                await heard.next.wait()
+                reading = tasks.tasks[-1].wire()
+                await tasks.tell("input_required", "asking")
+                await heard.next.wait()
+                await tasks.notify(reading)  # late: older than the last told
+                await tasks.notify(tasks.tasks[-1].wire())  # again
+                await tasks.tell("working", "writing")
+                await heard.next.wait()
+                tasks.finish(text_result("done"))
+    assert [message for _, _, message in heard.seen] == ["started", "reading", "asking", "writing"]
+    assert [progress for progress, _, _ in heard.seen] == [1, 2, 3, 4]
+    assert result_text(result[0]) == "done"
 
 
 async def test_a_task_that_fails_is_the_calls_error_result() -> None:

@@ -22,6 +22,7 @@ from ..errors import ConnectionLost, NodeStopped
 from .sdk_errors import closed_by_sdk
 from .server_requests import Stamp
 from .stdio_pipe import StdioLink
+from .task_statuses import TaskStatuses
 from .transport import HttpLink
 
 __all__ = ["Connection", "connection_lost", "lost_during"]
@@ -46,6 +47,8 @@ class Connection:
         self.stamp_passed_through: Stamp | None = None
         """A 2026-07-28 connection's stamp for requests passed through (`declare_per_call`)."""
         self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
+        self.tasks = TaskStatuses()
+        """Where the `notifications/tasks/status` read on it go (`task_calls`)."""
 
     def drop(self, reason: str) -> None:
         """End this session from any task (the owner then reconnects)."""

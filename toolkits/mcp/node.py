@@ -132,12 +132,13 @@ class McpToolkit(InBackground):
         self._task_only: set[str] = set()
         """The server's tools that run only as tasks (`execution.taskSupport: required`)."""
         self._tasks = TaskCalls(name, self._calls)
-        self._resource_tools = ResourceTools(name, self._catalog) if config.resource_tools else None
+        self._resource_tools = (
+            ResourceTools(name, self._catalog, self._log) if config.resource_tools else None
+        )
         self._own: frozenset[str] = frozenset()
         """The node's own tools offered now (`resource_tools`), by their own names."""
         self._not_plain: frozenset[str] = frozenset()
         """`_own` and `_task_only`: no plain `tools/call` of the server (the raw path asks)."""
-        self._own_taken = False
         self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
         """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
         listing had no tool for (warned once)."""
@@ -340,15 +341,17 @@ class McpToolkit(InBackground):
 
     async def refresh_tools(self) -> Sequence[Tool]:
         """List the server's tools again now (they are also refreshed on its change events)."""
-        listing = await self._session.on_live(self._fetch_listing)
-        await self._adopt_listing(listing)()
+        await self._adopt_listing(*await self._session.on_live(self._fetch_listing))()
         return self._tools
 
-    async def _fetch_listing(self, conn: Connection) -> list[mcp_types.Tool]:
+    async def _fetch_listing(
+        self, conn: Connection
+    ) -> tuple[list[mcp_types.Tool], mcp_types.ServerCapabilities]:
         assert conn.client is not None
         try:
             with anyio.fail_after(self._config.timeout):
-                return await self._session.fetch_listing(conn.client)
+                listing = await self._session.fetch_listing(conn.client)
+                return listing, conn.client.server_capabilities
         except MCPError as exc:
             if closed_by_sdk(exc) or conn.lost is not None:
                 raise self._unavailable(conn, "the connection closed while listing tools") from exc
@@ -383,8 +386,11 @@ class McpToolkit(InBackground):
             ),
         )
 
-    def _take_listing(self, listing: Sequence[mcp_types.Tool]) -> Sequence[McpToolkit]:
-        """Adopt a fresh listing and name it; returns the nodes whose offered tools changed."""
+    def _take_listing(
+        self, listing: Sequence[mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
+    ) -> Sequence[McpToolkit]:
+        """Adopt a fresh listing (of a session with `capabilities`) and name it; returns the
+        nodes whose offered tools changed."""
         offered: dict[str, mcp_types.Tool] = {}
         task_only: list[str] = []
         for tool in listing:
@@ -397,7 +403,9 @@ class McpToolkit(InBackground):
                 if tool.execution is not None and tool.execution.task_support == "required":
                     task_only.append(tool.name)  # called as a task (`task_calls`)
         self._task_only = set(task_only)
-        self._own = frozenset(self._offer_own(offered))
+        own = self._resource_tools.offer(offered, capabilities) if self._resource_tools else []
+        offered.update((tool.name, tool) for tool in own)
+        self._own = frozenset(tool.name for tool in own)
         self._not_plain = self._own | self._task_only
         self._note_unmatched_globs([tool.name for tool in listing])
         self._listing = offered
@@ -407,23 +415,6 @@ class McpToolkit(InBackground):
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
-
-    def _offer_own(self, offered: dict[str, mcp_types.Tool]) -> list[str]:
-        """Add the node's own tools to the server's `offered`; their names, but those the
-        server's offered tools have (warned of once for each change)."""
-        if self._resource_tools is None:
-            return []
-        own = [tool for tool in self._resource_tools.definitions() if tool.name not in offered]
-        taken = sorted(set(self._resource_tools.names) & set(offered))
-        if taken and not self._own_taken:
-            self._log.warning(
-                "resource_tools: the server has tools named %s: they stay the server's, and the "
-                "gateway's own tool of that name is left out",
-                ", ".join(map(repr, taken)),
-            )
-        self._own_taken = bool(taken)
-        offered.update((tool.name, tool) for tool in own)
-        return [tool.name for tool in own]
 
     def _note_unmatched_globs(self, names: Sequence[str]) -> None:
         """Say which `include`/`exclude`/`require_approval`/`tool_timeouts` globs match none
@@ -457,8 +448,10 @@ class McpToolkit(InBackground):
             said = globs_unmatched("tool_timeouts", timeouts, names, listing=True)
             self._log.warning("%s", said)
 
-    def _adopt_listing(self, listing: Sequence[mcp_types.Tool]) -> Callable[[], Awaitable[None]]:
-        changed = self._take_listing(listing)
+    def _adopt_listing(
+        self, listing: Sequence[mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
+    ) -> Callable[[], Awaitable[None]]:
+        changed = self._take_listing(listing, capabilities)
 
         async def announce() -> None:
             for node in changed:

@@ -11,11 +11,14 @@ and `resources/read` (`McpCatalog`), not as `tools/call`. A read's text is the m
 result's is (capped at the node's `max_output`), a blob described by its type and size, an
 image or audio blob given as media too (`observation`). The server's error (an unknown URI)
 is the tool's error result; a server that is down raises `ServerUnavailable`, as for a call.
-A server's own tool of either name keeps it: ours is then left out, with a warning.
+A server's own tool of either name keeps it: ours is then left out, with a warning. A server
+that declares no `resources` capability gets neither (a warning says `resource_tools` does
+nothing there); each listing looks again, as a reconnect may find the server changed.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,9 +41,37 @@ _READ_ONLY = mcp_types.ToolAnnotations(
 class ResourceTools:
     """The two tools of one node's server (see the module)."""
 
-    def __init__(self, node: str, catalog: McpCatalog) -> None:
+    def __init__(self, node: str, catalog: McpCatalog, log: logging.Logger) -> None:
         self._node = node
         self._catalog = catalog
+        self._log = log
+        self._said: tuple[bool, frozenset[str]] = (False, frozenset())
+        """What was last warned of: the server has no resources; its tools of our names."""
+
+    def offer(
+        self, offered: Mapping[str, mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
+    ) -> list[mcp_types.Tool]:
+        """The tools to add to the server's `offered` ones, by a listing of the session with
+        `capabilities`: none if it has no resources, none of a name its tools have (each
+        warned of once for each change)."""
+        # All empty: unknown (`protocol = "modern"`, no discovery); a read then says.
+        unknown = capabilities == mcp_types.ServerCapabilities()
+        none = not unknown and capabilities.resources is None
+        taken: frozenset[str] = frozenset() if none else frozenset(self.names) & frozenset(offered)
+        if (none, taken) != self._said:
+            if none:
+                self._log.warning(
+                    "resource_tools has no effect: the server declares no resources (no "
+                    "`resources` capability), so list_resources and read_resource are not offered"
+                )
+            if taken:
+                self._log.warning(
+                    "resource_tools: the server has tools named %s: they stay the server's, and "
+                    "the gateway's own tool of that name is left out",
+                    ", ".join(map(repr, sorted(taken))),
+                )
+        self._said = (none, taken)
+        return [] if none else [t for t in self.definitions() if t.name not in offered]
 
     def definitions(self) -> list[mcp_types.Tool]:
         """The tools under their own names (the node names them as the server's)."""

@@ -64,9 +64,12 @@ Target = Server[Any] | MCPServer | TransportFactory
 """What a node connects to instead of its config's transport: an in-process server (tests,
 embedding) or a factory making a fresh `Transport` per connection attempt."""
 
-AdoptListing = Callable[[Sequence[mcp_types.Tool]], Callable[[], Awaitable[None]]]
-"""Takes a fresh tool listing at once (synchronously) and returns what to await to announce
-it; the session announces only once the connection is `ready`."""
+AdoptListing = Callable[
+    [Sequence[mcp_types.Tool], mcp_types.ServerCapabilities], Callable[[], Awaitable[None]]
+]
+"""Takes a fresh tool listing, and the capabilities of the session it came from, at once
+(synchronously) and returns what to await to announce it; the session announces only once
+the connection is `ready`."""
 
 ListChanged = Callable[[Literal["prompts", "resources"]], Awaitable[None]]
 """Told when the server says its prompts or its resources changed (the owner fetches them live)."""
@@ -355,7 +358,8 @@ class OwnedSession:
                 ):
                     conn.stamp_passed_through = self._in_flight.declare_per_call(client.session)
                 # Adopted before `ready`, so no call can meet a half-built routing map.
-                announce = self._adopt_listing(await self.fetch_listing(client))
+                listing = await self.fetch_listing(client)
+                announce = self._adopt_listing(listing, client.server_capabilities)
                 conn.scope.deadline = math.inf
                 self._conn = conn
                 version = client.protocol_version
@@ -417,7 +421,8 @@ class OwnedSession:
                 # session of is `forgotten`.
                 on_doubt=conn.request_refresh,
             )
-            server = watch_transport(make(), partial(conn.drop, "the server closed the connection"))
+            closed = partial(conn.drop, "the server closed the connection")
+            server = watch_transport(make(), closed, conn.tasks.heard)
         return Client(
             server,
             mode=self._mode,
@@ -448,7 +453,7 @@ class OwnedSession:
             except (MCPError, TimeoutError, ValidationError) as exc:
                 self._log.warning("could not refresh the tool list: %s", describe_error(exc))
                 continue
-            await self._adopt_listing(listing)()
+            await self._adopt_listing(listing, client.server_capabilities)()
 
     async def _listen_loop(
         self, conn: Connection, client: Client, wanted: frozenset[_ListKind]

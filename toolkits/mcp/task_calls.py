@@ -6,6 +6,9 @@ as any other tool: the node makes the task and waits for its end within the call
                             requests meanwhile, an elicitation say, come on it: to the caller)
     tasks/get               beside it, at the server's poll interval: each new status or status
                             message is progress for the caller, and restarts the call's clock
+    notifications/tasks/status  the server's word of each change, if it sends them: told at
+                            once (`task_statuses`), as a poll's; a status heard and polled (the
+                            same `lastUpdatedAt`) is told once, an older one not at all
     tasks/cancel            when the caller cancels the call or the call times out
 
 The clock is the tool's, as for a plain call: `timeout` without a new status (stopped while the
@@ -21,11 +24,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from contextlib import suppress
+from datetime import datetime
 from typing import Any, cast
 
 import anyio
 import anyio.lowlevel
 import mcp_types
+from anyio.abc import ObjectReceiveStream
 from mcp.client.session import ClientSession
 from mcp.shared.dispatcher import CallOptions
 from mcp.shared.exceptions import MCPError
@@ -89,7 +94,9 @@ class TaskCalls:
                     task_id = created.task.task_id
                     await anyio.lowlevel.checkpoint()  # a cancellation meanwhile comes now
                     on_progress = context.on_progress if context else None
-                    return await _outcome(session, created.task, deadline, on_progress)
+                    told = _Told(deadline, on_progress)
+                    with conn.tasks.listening(task_id) as heard:
+                        return await _outcome(session, created.task, told, heard)
             except anyio.get_cancelled_exc_class():
                 # The caller's cancellation, or the clock's (then the scope ends it below).
                 if tracked is not None:
@@ -139,8 +146,8 @@ async def _create(
 async def _outcome(
     session: ClientSession,
     task: mcp_types.Task,
-    deadline: Deadline,
-    on_progress: ProgressCallback | None,
+    told: _Told,
+    heard: ObjectReceiveStream[mcp_types.Task],
 ) -> mcp_types.CallToolResult:
     """The task's result (`tasks/result`), its status followed meanwhile."""
     request = mcp_types.GetTaskPayloadRequest(
@@ -148,7 +155,8 @@ async def _outcome(
     )
     outcome: mcp_types.CallToolResult | Exception | None = None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_follow, session, task, deadline, on_progress)
+        tg.start_soon(_follow, session, task, told)
+        tg.start_soon(_hear, heard, told)
         try:
             outcome = await session.send_request(request, mcp_types.CallToolResult)
         except (MCPError, ValidationError) as exc:
@@ -160,23 +168,43 @@ async def _outcome(
     return outcome
 
 
-async def _follow(
-    session: ClientSession,
-    task: mcp_types.Task,
-    deadline: Deadline,
-    on_progress: ProgressCallback | None,
-) -> None:
+class _Told:
+    """What a call has told of its task's status: each change once, as progress, whether a
+    poll found it or the server's notification said it, and none older than the last."""
+
+    def __init__(self, deadline: Deadline, on_progress: ProgressCallback | None) -> None:
+        self._deadline = deadline
+        self._on_progress = on_progress
+        self._step = 0
+        self._last: tuple[datetime | None, str, str | None] | None = None
+        self._lock = anyio.Lock()  # reports in the order found, never two at once
+
+    @property
+    def timeout(self) -> float:
+        return self._deadline.timeout
+
+    async def tell(self, task: mcp_types.Task) -> None:
+        async with self._lock:
+            at = _when(task.last_updated_at)
+            said = (task.status, task.status_message)
+            if self._last is not None:
+                last_at, *last_said = self._last
+                if _not_after(at, last_at):
+                    return  # told already (heard, then polled), or older than what was
+                if list(said) == last_said:
+                    return
+            self._last = (at, *said)
+            self._step += 1
+            self._deadline.alive()
+            if self._on_progress is not None:
+                await _report(self._on_progress, self._step, task.status_message or task.status)
+
+
+async def _follow(session: ClientSession, task: mcp_types.Task, told: _Told) -> None:
     """Poll the task's status until it ends: each change is progress (see the module)."""
-    step = 0
-    seen: tuple[str, str | None] | None = None
     while task.status not in _ENDED:
-        if (task.status, task.status_message) != seen:
-            seen = (task.status, task.status_message)
-            step += 1
-            deadline.alive()
-            if on_progress is not None:
-                await _report(on_progress, step, task.status_message or task.status)
-        await anyio.sleep(_interval(task.poll_interval, deadline.timeout))
+        await told.tell(task)
+        await anyio.sleep(_interval(task.poll_interval, told.timeout))
         try:
             task = await session.send_request(
                 mcp_types.GetTaskRequest(
@@ -186,6 +214,31 @@ async def _follow(
             )
         except (MCPError, ValidationError):
             return  # its status is no longer told; `tasks/result` still ends the call
+
+
+async def _hear(heard: ObjectReceiveStream[mcp_types.Task], told: _Told) -> None:
+    """Tell each status the server said of the task, as it comes (until the call ends)."""
+    async for task in heard:
+        if task.status not in _ENDED:
+            await told.tell(task)
+
+
+def _not_after(at: datetime | None, last: datetime | None) -> bool:
+    """Whether a status updated `at` is no newer than one updated `last` (False: unknown)."""
+    if at is None or last is None:
+        return False
+    try:
+        return at <= last
+    except TypeError:  # one with a time zone, one without
+        return False
+
+
+def _when(stamp: str | None) -> datetime | None:
+    """`lastUpdatedAt` as a time to compare (None: none, or not ISO 8601)."""
+    try:
+        return datetime.fromisoformat(stamp) if stamp else None
+    except ValueError:
+        return None
 
 
 async def _report(on_progress: ProgressCallback, step: int, message: str) -> None:

@@ -32,6 +32,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCMessage
 
 from ..errors import ServerConfigError
 from ..printable import printable
@@ -511,13 +512,18 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
 
 
 class _WatchedReadStream(ObjectReceiveStream[SessionMessage | Exception]):
-    """A transport's read stream that reports its end (the server closed the connection)."""
+    """A transport's read stream that reports its end (the server closed the connection), and
+    shows each message to `heard` first (at once, without waiting)."""
 
     def __init__(
-        self, inner: ReadStream[SessionMessage | Exception], on_closed: Callable[[], None]
+        self,
+        inner: ReadStream[SessionMessage | Exception],
+        on_closed: Callable[[], None],
+        heard: Callable[[JSONRPCMessage], None] | None,
     ) -> None:
         self._inner = inner
         self._on_closed = on_closed
+        self._heard = heard
 
     @property
     def last_context(self) -> Any:
@@ -526,10 +532,13 @@ class _WatchedReadStream(ObjectReceiveStream[SessionMessage | Exception]):
 
     async def receive(self) -> SessionMessage | Exception:
         try:
-            return await self._inner.receive()
+            message = await self._inner.receive()
         except (anyio.EndOfStream, anyio.ClosedResourceError):
             self._on_closed()
             raise
+        if self._heard is not None and isinstance(message, SessionMessage):
+            self._heard(message.message)
+        return message
 
     async def aclose(self) -> None:
         await self._inner.aclose()
@@ -537,8 +546,11 @@ class _WatchedReadStream(ObjectReceiveStream[SessionMessage | Exception]):
 
 @asynccontextmanager
 async def watch_transport(
-    transport: Transport, on_closed: Callable[[], None]
+    transport: Transport,
+    on_closed: Callable[[], None],
+    heard: Callable[[JSONRPCMessage], None] | None = None,
 ) -> AsyncGenerator[TransportStreams]:
-    """`transport`, calling `on_closed()` when its read stream ends."""
+    """`transport`, calling `on_closed()` when its read stream ends, and `heard` with each
+    message it reads (before the session does)."""
     async with transport as (read_stream, write_stream):
-        yield _WatchedReadStream(read_stream, on_closed), write_stream
+        yield _WatchedReadStream(read_stream, on_closed, heard), write_stream
