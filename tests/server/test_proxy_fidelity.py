@@ -6,6 +6,8 @@ request's back-channel during a call); the gateway runs with its defaults.
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup
 
 from ..servers.catalog import CatalogServer
 from ..servers.real import everything_stdio, time_stdio
+from .processes import REPO, SCRIPT
 from .proxying import ClientAnswers, mcp_nodes
 from .support import ERAS, calculator_agent, calculator_gateway, serve
 
@@ -109,3 +112,25 @@ async def test_with_agents_and_several_servers_each_servers_instructions_have_a_
         "## docs\n\n(The MCP server 'docs': a tool or prompt of it may be named here "
         "`docs__NAME`, when another server offers the same name.)\n\nDocuments are read-only."
     )
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_real_stdio_front_gives_the_servers_instructions(tmp_path: Path, era: str) -> None:
+    """`serve --stdio` (as Claude Desktop starts it) in front of server-everything alone."""
+    everything = everything_stdio()
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        "[gateway]\nexpose_tools = true\n"
+        f"[mcpServers.everything]\ncommand = {json.dumps(everything.command)}\n"
+        f'args = {json.dumps(everything.args)}\nprefix = "never"\n'
+    )
+    front = StdioServerParameters(
+        command=str(SCRIPT),
+        args=["serve", "--stdio", "--config", str(config)],
+        cwd=str(REPO),
+        env=dict(os.environ),  # the SDK passes on only a few variables: PYTHONPATH too
+    )
+    with anyio.fail_after(60):
+        wrote = await instructions_of(direct(everything), "legacy")
+        assert wrote is not None
+        assert await instructions_of(front, era) == wrote

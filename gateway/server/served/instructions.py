@@ -2,8 +2,8 @@
 `server/discover`): the gateway's own words on its agents, and what each exposed MCP server
 tells its clients, which a client such as Claude puts before its model as the server's own.
 
-Read at each handshake, so a server that connects later is in the next client's; one that
-is down then is left out. One exposed server and no agents: its words as it wrote them, as a
+Read when a client connects (over HTTP at each handshake; over stdio as the connection
+begins), so a server that connects later is in the next client's; one down then is left out. One exposed server and no agents: its words as it wrote them, as a
 direct connection gets them (with `prefix = "always"`, headed by the names its tools have
 here). Several: one section each, headed by the server's name.
 """
