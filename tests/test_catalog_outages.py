@@ -27,6 +27,7 @@ class Node:
     fails as a server that is down does (`ServerUnavailable`) while `down`."""
 
     prefix: PrefixPolicy = "always"
+    instructions: str | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

@@ -116,6 +116,13 @@ class Catalog(Protocol):
     """What a server offers besides tools, fetched live. Errors: the server's own answers as
     the `MCPError` it sent; a server that is down as `ServerUnavailable`."""
 
+    @property
+    def instructions(self) -> str | None:
+        """What the server tells its clients about using it (its handshake's or discovery's
+        `instructions`), as it said it on the live connection; None when it said nothing or
+        is not connected now (no waiting)."""
+        ...
+
     async def list_resources(self) -> list[mcp_types.Resource]: ...
 
     async def list_resource_templates(self) -> list[mcp_types.ResourceTemplate]: ...

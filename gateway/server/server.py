@@ -52,6 +52,7 @@ from .running_calls import RunningCalls, stopped_result
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
+from .served.instructions import ServedInstructions
 from .served.json_answers import JsonAnswers
 from .served.pass_through import PassThrough
 from .served.pass_through_rounds import Rounds
@@ -90,10 +91,6 @@ def _version() -> str:
 
 
 SERVER_VERSION = _version()
-INSTRUCTIONS = (
-    "Each agent is a tool: call it with {prompt, session_id?} and it answers, using its own "
-    "tools. Other tools are served as their servers offer them."
-)
 
 
 class ToolSource(Protocol):
@@ -226,6 +223,19 @@ class _GatewayServer(Server[Any]):
     openai_api: ChatCompletions | None = None
     """Over HTTP, at `/v1/`: the agents as an OpenAI-compatible API (`openai_api`)."""
 
+    told: Callable[[], str | None] | None = None
+    """What a client reads as `instructions` at its handshake, asked each time (they hold the
+    exposed servers' own: `served.instructions`)."""
+
+    @property
+    def instructions(self) -> str | None:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return self.told() if self.told is not None else None
+
+    @instructions.setter
+    def instructions(self, value: str | None) -> None:
+        # The SDK's constructor sets it; the gateway's words come from `told`.
+        pass
+
     def refuse_calls(self, why: str) -> None:
         """Answer every call that begins from now on with an error result saying `why`; those
         in flight go on (the server is stopping: `transports.draining`)."""
@@ -318,7 +328,6 @@ def build_server(
     server = _GatewayServer(
         SERVER_NAME,
         version=SERVER_VERSION,
-        instructions=INSTRUCTIONS,
         on_list_tools=router.list_tools,
         on_call_tool=router.call_tool,
         # For 2026-07-28 HTTP calls: checks Mcp-Param headers without a tools/list per call.
@@ -348,7 +357,10 @@ def build_server(
         max_request_bytes=settings.max_request_bytes,
     )
     now = ServingNow()
-    _serve_node_capabilities(server, [gateway.nodes[name] for name in nodes], now)
+    exposed = [gateway.nodes[name] for name in nodes]
+    catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
+    server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)
+    _serve_node_capabilities(server, exposed, now)
     rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(
         server, gateway, settings, router, proxied, rounds, now, running

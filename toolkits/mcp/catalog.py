@@ -56,6 +56,11 @@ class McpCatalog:
         self._session = session
         self._calls = calls
 
+    @property
+    def instructions(self) -> str | None:
+        conn = self._session.live
+        return conn.client.instructions if conn is not None and conn.client is not None else None
+
     async def list_resources(self) -> list[mcp_types.Resource]:
         async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
             result = await client.list_resources(cursor=cursor)
