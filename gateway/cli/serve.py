@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
-from contextlib import nullcontext
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -33,6 +36,9 @@ from .log_lines import timed
 from .origin import origin_of
 from .signals import SIGNALS, on_signal
 from .stored import open_store, preload_store
+
+if TYPE_CHECKING:
+    from ..server import HttpOptions
 
 __all__ = ["REPLICA_URL_ENV", "register"]
 
@@ -112,6 +118,8 @@ async def _serve(args: argparse.Namespace) -> int:
         # Chat memory goes to the run store's database too, unless the config names its own.
         config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     async with (
+        # Bound before any MCP server starts: a port in use is said now, not after `start_wait`.
+        _bound(options) as sock,
         open_gateway(
             config,
             model=args.model,
@@ -173,10 +181,22 @@ async def _serve(args: argparse.Namespace) -> int:
                     limit = config.gateway.max_request_bytes
                     await serve_stdio(server, max_message_bytes=limit, stop=stop)
                 else:
-                    await serve_http(server, options, on_ready=ready, stop=stop)
+                    await serve_http(server, options, on_ready=ready, stop=stop, sock=sock)
             finally:
                 stopped.set()
     return 0
+
+
+@asynccontextmanager
+async def _bound(options: HttpOptions | None) -> AsyncGenerator[socket.socket | None]:
+    """The socket `serve --http` will serve on, bound (not listening yet); None for stdio."""
+    from ..server.transports.listening import bind_socket
+
+    if options is None:
+        yield None
+        return
+    with bind_socket(options.host, options.port) as sock:
+        yield sock
 
 
 def _store_url(args: argparse.Namespace, config: Config) -> str | None:
