@@ -278,6 +278,21 @@ def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path
     )  # fmt: skip
     assert "warning: agent 'assistant' has no model, so calls to it fail" in done.stderr
     assert "serving nothing" not in done.stderr
+    assert "expose_tools" not in done.stderr  # the built-in config's agent is no proxy's
+    # A client's file of servers alone, as FastMCP's proxy takes it: the default agent has no
+    # model, and the warning says how to serve the servers' own tools instead.
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX}}))
+    done = subprocess.run(
+        [executable, "serve", "--stdio", "--config", str(servers)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: agent 'assistant' has no model, so calls to it fail: set `model` in "
+        "[agents.assistant] or pass --model SPEC; or, to serve the servers' own tools (a "
+        "proxy), set [gateway] expose_tools = true"
+    ) in done.stderr
 
 
 BROKEN = {"command": "/nonexistent/mcp-server"}

@@ -103,7 +103,8 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
     from ..server.transports.http import MCP_PATH
 
-    config = _served(config_of(args, default_agent=False), args.agent)
+    given = config_of(args, default_agent=False)
+    config = _served(given, args.agent)
     if args.stateless and not args.http:
         raise GatewayError("--stateless applies to --http only")
     # Every check runs before anything binds or launches.
@@ -146,16 +147,17 @@ async def _serve(args: argparse.Namespace) -> int:
         server, router = build_server(gateway, config.gateway, runs=runs, origin=origin)
         await router.check()
         check_servers(gateway, strict=args.strict)
-        await _warn_about(gateway, config)
+        await _warn_about(gateway, config, servers_only=not given.agents)
 
         def ready(url: str) -> None:
             reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
             if urlsplit(reached).hostname not in _WILDCARDS:
                 reachable_at(server, reached)
             print(timed(f"agent-gateway: serving MCP on {url}"), file=sys.stderr, flush=True)
-            openai = f"{url.removesuffix(MCP_PATH)}/v1"
-            said = f"agent-gateway: serving the agents to OpenAI clients at {openai}"
-            print(timed(said), file=sys.stderr, flush=True)
+            if gateway.agents:  # a proxy of servers alone has none to serve there
+                openai = f"{url.removesuffix(MCP_PATH)}/v1"
+                said = f"agent-gateway: serving the agents to OpenAI clients at {openai}"
+                print(timed(said), file=sys.stderr, flush=True)
 
         # Told to go (a rolling restart, a client stopping us), the calls in flight finish
         # first (within the grace), with their MCP servers still there; a replica leaves its
@@ -234,9 +236,11 @@ def _served(config: Config, agents: list[str] | None) -> Config:
     return config.model_copy(update={"agents": served, "mcp_servers": servers})
 
 
-async def _warn_about(gateway: Gateway, config: Config) -> None:
+async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -> None:
     """Say on stderr what a client would otherwise find out by calling: nothing served, or
-    agents that cannot answer (no model, or more tools than their model takes)."""
+    agents that cannot answer (no model, or more tools than their model takes). With
+    `servers_only` (a config of servers and no agents), the one without a model is the
+    default agent, where a proxy's user wanted the servers' tools."""
     settings = config.gateway
     exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
     tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
@@ -257,9 +261,14 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
         _warn(f"serving nothing: no agents and no tools ({hint})")
     for name, spec in gateway.agents.items():
         if isinstance(spec.model, NoModel):
+            proxy = (
+                "; or, to serve the servers' own tools (a proxy), set [gateway] expose_tools = true"
+                if servers_only
+                else ""
+            )
             _warn(
                 f"agent {name!r} has no model, so calls to it fail: set `model` in "
-                f"[agents.{name}] or pass --model SPEC"
+                f"[agents.{name}] or pass --model SPEC{proxy}"
             )
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
