@@ -31,7 +31,7 @@ from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
 from .memory_config import open_memories, stores_keep_days
 from .memory_retention import pruning_sessions
-from .model_specs import NoModel, resolve_model, resolve_models
+from .model_specs import KeylessModel, NoModel, resolve_model, resolve_models
 from .otel import OtelExporter
 from .otel_export import configure_otel
 from .trace import TraceHook
@@ -97,7 +97,11 @@ async def open_gateway(
         if model is None:
             if not spec.model:
                 return NoModel(name)
-            return resolve_models(spec.model, agent=name, http_client=client, settings=settings)
+            resolved = resolve_models(spec.model, agent=name, http_client=client, settings=settings)
+            if isinstance(resolved, KeylessModel) and config.source is not None:
+                # Said when the agent is asked, past `_naming_file`: it names the file itself.
+                return KeylessModel(resolved.name, f"{config.source}: {resolved.reason}")
+            return resolved
         return overrides[settings.model_dump_json()]
 
     try:

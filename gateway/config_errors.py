@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import get_args, get_origin
 
@@ -31,6 +32,8 @@ def describe(exc: ValidationError, root: type[BaseModel], as_written: Mapping[st
             message = "unknown key" + _did_you_mean(root, err["loc"])
         elif err["type"] in _TYPES:
             message += _given(err["input"], _TYPES[err["type"]])
+        elif err["type"] == "list_type":
+            message += _as_list(err["input"])
         elif err["type"] == "finite_number":  # TOML's `nan`, `inf`
             message += f", not {err['input']}"
         lines.append(f"{where}: {message}" if where else message)
@@ -58,6 +61,23 @@ def _given(value: object, due: type) -> str:
             fits = False
     shown = json.dumps(value if len(value) <= 40 else value[:37] + "...", ensure_ascii=False)
     return f", not the string {shown}" + (" (write it without quotes)" if fits else "")
+
+
+def _as_list(value: object) -> str:
+    """`, not the string "a b" (write it as a list: ["a", "b"])`: a list written as one string
+    (`args = "--local-timezone UTC"`, `tools = "time, calculator"`) is the usual slip."""
+    if not isinstance(value, str):
+        return _given(value, list)
+    if "," in value:
+        items = [item.strip() for item in value.split(",") if item.strip()]
+    else:
+        try:
+            items = shlex.split(value)
+        except ValueError:  # an unclosed quote: the words as they are
+            items = value.split()
+    shown = json.dumps(value if len(value) <= 40 else value[:37] + "...", ensure_ascii=False)
+    written = json.dumps(items or [value], ensure_ascii=False)
+    return f", not the string {shown} (write it as a list: {written})"
 
 
 def _where(loc: Sequence[int | str], as_written: Mapping[str, str]) -> str:

@@ -56,7 +56,27 @@ def read_config_file(path: Path) -> tuple[Any, bool]:
     depth = nesting(data)
     if depth > MAX_DEPTH:
         raise ConfigError(_too_deep(path, f"{depth} levels; "))
-    return data, as_json
+    if not isinstance(data, dict):  # JSON's `[...]`, `"..."`, `null`: TOML is a table anyway
+        raise ConfigError(_not_an_object(path, cast(object, data), text))
+    return cast(dict[str, Any], data), as_json
+
+
+def _not_an_object(path: Path, data: object, text: str) -> str:
+    kind = _JSON_KINDS.get(type(data), "a value")
+    return (
+        f'{path}: a config is a JSON object of keys, like {{"mcpServers": {{...}}, '
+        f'"agents": {{...}}}}, not {kind} ({text.strip()[:40]!r})'
+    )
+
+
+_JSON_KINDS: dict[type, str] = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+    type(None): "null",
+}
 
 
 def _too_deep(path: Path, levels: str) -> str:

@@ -278,6 +278,21 @@ def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path
     )  # fmt: skip
     assert "warning: agent 'assistant' has no model, so calls to it fail" in done.stderr
     assert "serving nothing" not in done.stderr
+    assert "expose_tools" not in done.stderr  # the built-in config's agent is no proxy's
+    # A client's file of servers alone, as FastMCP's proxy takes it: the default agent has no
+    # model, and the warning says how to serve the servers' own tools instead.
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX}}))
+    done = subprocess.run(
+        [executable, "serve", "--stdio", "--config", str(servers)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: agent 'assistant' has no model, so calls to it fail: set `model` in "
+        "[agents.assistant] or pass --model SPEC; or, to serve the servers' own tools (a "
+        "proxy), set [gateway] expose_tools = true"
+    ) in done.stderr
 
 
 BROKEN = {"command": "/nonexistent/mcp-server"}
@@ -718,13 +733,29 @@ def test_help_names_things_as_the_readme_does() -> None:
     for command in (["chat"], ["sessions"], ["run"]):
         assert "--state-dir DIR" in help_of(*command)
         assert "STATE_DIR" not in help_of(*command)
-    assert "run_id, agent, status, output, error, usage, iterations, steps" in help_of("run")
+    assert "/tools, /reset, /exit" in help_of("chat")  # what a line may say besides questions
     assert "--model SPEC" in help_of("call")
     assert "the one to resume the run on" in help_of("runs", "resume")
     assert "its `short` under `waiting` in `runs list --json`" in help_of("runs", "approve")
     for command in (["runs", "show"], ["runs", "cancel"], ["resume"], ["demo"]):
         positional = help_of(*command).split("positional arguments:")[1].split("options:")[0]
         assert "the " in positional  # each one has its help
+
+
+def test_the_help_of_run_json_names_every_key_it_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit), contextlib.redirect_stdout(io.StringIO()) as out:
+        parser().parse_args(["run", "--help"])
+    said = " ".join(out.getvalue().split())
+    named = said.split("print one JSON object: ")[1].split(" (")[0].split(", ")
+    script = write_script(tmp_path / "answers.json", [{"content": "hello"}])
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text("[agents.a]\n")
+    command = ["run", "hi", "--config", str(config), "--model", f"scripted:{script}"]
+    assert main([*command, "--json", "--no-store"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert named == list(printed)  # every key, in the order printed
 
 
 @pytest.mark.parametrize("command", [[], *([name] for name in COMMANDS), ["runs", "approve"]])

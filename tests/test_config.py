@@ -165,6 +165,38 @@ def test_a_value_of_another_type_is_refused_not_coerced(
     assert parse_config({"agents": {"a": settings}}).agents["a"].temperature == 1.0
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"mcpServers": {"t": {"command": "mcp-server-time", "args": "--local-timezone UTC"}}},
+            'mcpServers.t.args: Input should be a valid list, not the string "--local-timezone '
+            'UTC" (write it as a list: ["--local-timezone", "UTC"])',
+        ),
+        (
+            {
+                "tools": {"calculator": {"builtin": "calculator"}},
+                "agents": {"a": {"tools": "calculator"}},
+            },
+            'agents.a.tools: Input should be a valid list, not the string "calculator" (write it '
+            'as a list: ["calculator"])',
+        ),
+        (
+            {"agents": {"a": {"tools": "time, calculator"}}},
+            'agents.a.tools: Input should be a valid list, not the string "time, calculator" '
+            '(write it as a list: ["time", "calculator"])',
+        ),
+        ({"agents": {"a": {"tools": 5}}}, "agents.a.tools: Input should be a valid list, not 5"),
+    ],
+)
+def test_a_list_written_as_one_string_is_shown_as_a_list(
+    data: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(data, source="c.toml")
+    assert str(caught.value) == f"c.toml: {message}"
+
+
 def test_an_unknown_node_of_an_agent_is_guessed_and_the_known_ones_are_listed_briefly() -> None:
     servers = {f"tk{n:03}": {"url": f"http://127.0.0.1:1/s{n}/mcp"} for n in range(1, 101)}
     data = {"mcpServers": servers, "agents": {"a1": {"tools": ["tk001", "tk73"]}}}

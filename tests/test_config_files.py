@@ -39,6 +39,23 @@ def test_a_key_json_gives_twice_is_refused_as_toml_refuses_it(
     assert str(caught.value) == f"{path}: {where}: given twice in one object; keep one of them"
 
 
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [("[1, 2]", "an array"), ('"servers.toml"', "a string"), ("null", "null"), ("42", "a number")],
+)
+def test_a_json_config_that_is_no_object_says_what_a_config_is(
+    tmp_path: Path, text: str, kind: str
+) -> None:
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value) == (
+        f'{path}: a config is a JSON object of keys, like {{"mcpServers": {{...}}, '
+        f'"agents": {{...}}}}, not {kind} ({text!r})'
+    )
+
+
 def test_the_same_key_in_two_objects_is_no_repeat(tmp_path: Path) -> None:
     path = tmp_path / "c.json"
     servers = {"a": {"command": "x", "args": ["1"]}, "b": {"command": "y", "args": ["2"]}}

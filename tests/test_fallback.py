@@ -86,9 +86,8 @@ def test_run_refuses_an_agent_whose_key_is_missing_before_it_starts(
     file = tmp_path / "agent-gateway.toml"
     file.write_text('[agents.writer]\nmodel = "anthropic:claude-sonnet-4-5"\n')
     assert main(["run", "hi", "--config", str(file), "--no-store"]) == 2  # before it starts
-    assert "error: agents.writer.model: anthropic needs an API key: set ANTHROPIC_API_KEY" in (
-        capsys.readouterr().err
-    )
+    said = capsys.readouterr().err
+    assert f"error: {file}: agents.writer.model: anthropic needs an API key: set " in said
 
 
 async def test_a_retry_is_a_note_under_its_model_call_in_the_trace() -> None:

@@ -28,7 +28,7 @@ COMMANDS: dict[str, Command] = {
         "run", "continue a stored run that stopped, on the config and model it started with"
     ),
     "runs": Command("runs", "stored runs: list, show, resume, cancel, approve, deny, prune"),
-    "chat": Command("chat", "talk with an agent; the conversation is kept"),
+    "chat": Command("chat", "talk with an agent; the conversation is kept (/tools, /reset, /exit)"),
     "sessions": Command("sessions", "list, show, delete or prune chat memory sessions"),
     "demo": Command("demo", "run the example agent with its trace; needs no API key"),
     "tools": Command("tools", "list the tools the config provides"),

@@ -5,8 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
-from contextlib import nullcontext
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import anyio
@@ -33,6 +36,9 @@ from .log_lines import timed
 from .origin import origin_of
 from .signals import SIGNALS, on_signal
 from .stored import open_store, preload_store
+
+if TYPE_CHECKING:
+    from ..server import HttpOptions
 
 __all__ = ["REPLICA_URL_ENV", "register"]
 
@@ -97,7 +103,8 @@ async def _serve(args: argparse.Namespace) -> int:
     from ..server.transports.draining import ANSWER_SLACK, SHUTDOWN_GRACE
     from ..server.transports.http import MCP_PATH
 
-    config = _served(config_of(args, default_agent=False), args.agent)
+    given = config_of(args, default_agent=False)
+    config = _served(given, args.agent)
     if args.stateless and not args.http:
         raise GatewayError("--stateless applies to --http only")
     # Every check runs before anything binds or launches.
@@ -112,6 +119,8 @@ async def _serve(args: argparse.Namespace) -> int:
         # Chat memory goes to the run store's database too, unless the config names its own.
         config = config.model_copy(update={"store": config.store.model_copy(update={"url": url})})
     async with (
+        # Bound before any MCP server starts: a port in use is said now, not after `start_wait`.
+        _bound(options) as sock,
         open_gateway(
             config,
             model=args.model,
@@ -138,16 +147,17 @@ async def _serve(args: argparse.Namespace) -> int:
         server, router = build_server(gateway, config.gateway, runs=runs, origin=origin)
         await router.check()
         check_servers(gateway, strict=args.strict)
-        await _warn_about(gateway, config)
+        await _warn_about(gateway, config, servers_only=not given.agents)
 
         def ready(url: str) -> None:
             reached = args.replica_url or os.environ.get(REPLICA_URL_ENV) or url
             if urlsplit(reached).hostname not in _WILDCARDS:
                 reachable_at(server, reached)
             print(timed(f"agent-gateway: serving MCP on {url}"), file=sys.stderr, flush=True)
-            openai = f"{url.removesuffix(MCP_PATH)}/v1"
-            said = f"agent-gateway: serving the agents to OpenAI clients at {openai}"
-            print(timed(said), file=sys.stderr, flush=True)
+            if gateway.agents:  # a proxy of servers alone has none to serve there
+                openai = f"{url.removesuffix(MCP_PATH)}/v1"
+                said = f"agent-gateway: serving the agents to OpenAI clients at {openai}"
+                print(timed(said), file=sys.stderr, flush=True)
 
         # Told to go (a rolling restart, a client stopping us), the calls in flight finish
         # first (within the grace), with their MCP servers still there; a replica leaves its
@@ -173,10 +183,22 @@ async def _serve(args: argparse.Namespace) -> int:
                     limit = config.gateway.max_request_bytes
                     await serve_stdio(server, max_message_bytes=limit, stop=stop)
                 else:
-                    await serve_http(server, options, on_ready=ready, stop=stop)
+                    await serve_http(server, options, on_ready=ready, stop=stop, sock=sock)
             finally:
                 stopped.set()
     return 0
+
+
+@asynccontextmanager
+async def _bound(options: HttpOptions | None) -> AsyncGenerator[socket.socket | None]:
+    """The socket `serve --http` will serve on, bound (not listening yet); None for stdio."""
+    from ..server.transports.listening import bind_socket
+
+    if options is None:
+        yield None
+        return
+    with bind_socket(options.host, options.port) as sock:
+        yield sock
 
 
 def _store_url(args: argparse.Namespace, config: Config) -> str | None:
@@ -214,9 +236,11 @@ def _served(config: Config, agents: list[str] | None) -> Config:
     return config.model_copy(update={"agents": served, "mcp_servers": servers})
 
 
-async def _warn_about(gateway: Gateway, config: Config) -> None:
+async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -> None:
     """Say on stderr what a client would otherwise find out by calling: nothing served, or
-    agents that cannot answer (no model, or more tools than their model takes)."""
+    agents that cannot answer (no model, or more tools than their model takes). With
+    `servers_only` (a config of servers and no agents), the one without a model is the
+    default agent, where a proxy's user wanted the servers' tools."""
     settings = config.gateway
     exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
     tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
@@ -237,9 +261,14 @@ async def _warn_about(gateway: Gateway, config: Config) -> None:
         _warn(f"serving nothing: no agents and no tools ({hint})")
     for name, spec in gateway.agents.items():
         if isinstance(spec.model, NoModel):
+            proxy = (
+                "; or, to serve the servers' own tools (a proxy), set [gateway] expose_tools = true"
+                if servers_only
+                else ""
+            )
             _warn(
                 f"agent {name!r} has no model, so calls to it fail: set `model` in "
-                f"[agents.{name}] or pass --model SPEC"
+                f"[agents.{name}] or pass --model SPEC{proxy}"
             )
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")

@@ -122,8 +122,8 @@ def add_output_options(sub: argparse.ArgumentParser) -> None:
     sub.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: run_id, agent, status, output, error, usage, iterations, "
-        "steps (of many items: a JSON line each, then one for the run)",
+        help="print one JSON object: run_id, agent, status, output, error, stopped_in, usage, "
+        "iterations, steps, handoff (of many items: a JSON line each, then one for the run)",
     )
     sub.add_argument(
         "--no-wait",

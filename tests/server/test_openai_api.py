@@ -481,6 +481,22 @@ async def test_a_server_that_stops_refuses_new_runs_with_503() -> None:
     assert top.calls == []
 
 
+async def test_a_proxy_without_agents_says_nothing_of_an_openai_api(tmp_path: Path) -> None:
+    """Serving the servers' tools alone, `/v1` has no agent to serve: no line offers it."""
+    config = tmp_path / "proxy.toml"
+    config.write_text(
+        '[gateway]\nexpose_tools = true\n[tools.calculator]\nbuiltin = "calculator"\n'
+    )
+    async with http_server(config) as served:
+        served.process.terminate()  # after its ready line: what it says next is its stopping
+        with anyio.fail_after(30):
+            await served.stderr_closed.wait()
+    said = [untimed(line) for line in served.stderr]
+    assert said[0].startswith("agent-gateway: serving MCP on http://127.0.0.1:"), said
+    assert not any("OpenAI" in line for line in said), said
+    assert said[1].startswith("agent-gateway: stopping;"), said
+
+
 async def test_serve_http_serves_the_api_and_says_where(tmp_path: Path) -> None:
     """A real `agent-gateway serve --http` process, streamed to as `curl -N` would."""
     config = write_config(tmp_path, TIMES_42)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -191,3 +192,29 @@ async def test_serve_agent_neither_starts_nor_waits_for_servers_the_agent_does_n
             process.kill()
             with anyio.CancelScope(shield=True):
                 await process.wait()
+
+
+async def test_a_port_in_use_is_said_before_any_server_starts(tmp_path: Path) -> None:
+    """`serve --http` on a port another program listens on fails at once (exit 2), saying
+    what to do, with none of its MCP servers started: not after they all had `start_wait`."""
+    launched = tmp_path / "launched"
+    marks = "import sys; open(sys.argv[1], 'w').close(); sys.stdin.read()"  # never answers
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        "[gateway]\nexpose_tools = true\nstart_wait = 1\n"
+        f'[mcpServers.slow]\ncommand = "{sys.executable}"\n'
+        f'args = ["-c", "{marks}", "{launched}"]\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        command = [str(SCRIPT), "serve", "--http", f"127.0.0.1:{port}", "--config", str(config)]
+        with anyio.fail_after(30):
+            done = await anyio.run_process(command, env=env, check=False)
+    said = done.stderr.decode()
+    assert done.returncode == 2, said
+    assert f"error: cannot serve on 127.0.0.1:{port}: Address already in use: " in said
+    assert "serve on another port (--http 127.0.0.1:0 takes a free one" in said
+    assert not launched.exists()  # the server was never started

@@ -123,6 +123,25 @@ async def test_servers_that_never_start_leave_the_others_serving(
     assert "stderr: boom: bad config" in caplog.messages
 
 
+async def test_a_server_that_exits_at_once_is_said_to_have_exited_with_its_status() -> None:
+    # As a server does that finds its API key missing: it exits before the handshake, having
+    # said so on stderr, or having said nothing at all.
+    said = "import sys; print('fatal: set API_TOKEN', file=sys.stderr); sys.exit(3)"
+    configs = {
+        "said": McpServerConfig(command=sys.executable, args=["-c", said]),
+        "silent": McpServerConfig(command=sys.executable, args=["-c", "pass"]),
+    }
+    with anyio.fail_after(30):
+        async with McpToolkitGroup(configs, backoff=Backoff(initial=60)) as group:
+            health = group.health
+    assert health["said"].last_error == (
+        "the server closed the connection; it exited with status 3 (stderr: fatal: set API_TOKEN)"
+    )
+    assert health["silent"].last_error == (
+        "the server closed the connection; it exited with status 0"
+    )
+
+
 NPM_NOTICE = [
     "npm notice",
     "npm notice New minor version of npm available! 10.8.2 -> 10.9.3",

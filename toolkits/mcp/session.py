@@ -319,6 +319,9 @@ class OwnedSession:
                 conn.close()
 
             if ready_at is None:
+                ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
+                if ended not in reason:  # "; it exited with status 1", unless said already
+                    reason += ended
                 if tail:
                     reason = f"{reason} (stderr: {tail})"
                 took = anyio.current_time() - began

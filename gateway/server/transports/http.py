@@ -89,6 +89,7 @@ from .draining import (
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
+from .listening import bind_socket, listen_on
 from .request_headers import first
 
 OPENAI_PREFIX = "/v1/"
@@ -476,26 +477,22 @@ async def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
+    sock: socket.socket | None = None,
 ) -> None:
     """Serve until cancelled, or until `stop` is set; either way a server that `Drains` takes
     no new call, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish while every
     other request is answered (`draining`; after `stop`, a cancel cuts that short). Then no
     new connection is taken, and a server that `EndsCalls` answers the calls it still runs
     with an error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds
-    later). `on_ready` gets the URL once the port is bound (port 0 works)."""
-    family = socket.AF_INET6 if ":" in options.host else socket.AF_INET
-    # IPPROTO_TCP, not 0: asyncio only sets TCP_NODELAY on connections of such sockets, and
-    # without it Nagle's algorithm adds ~40 ms to each 2026-07-28 response.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    later). `on_ready` gets the URL once the port is bound (port 0 works). `sock`: the socket
+    `bind_socket` bound to `options`' address (else bound here), closed when serving ends."""
+    if sock is None:
+        sock = bind_socket(options.host, options.port)
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((options.host, options.port))
-        sock.listen(128)  # connections wait in the backlog until uvicorn accepts
-    except OSError as exc:
+        listen_on(sock, options.host, options.port)
+    except GatewayError:
         sock.close()
-        raise GatewayError(
-            f"cannot serve on {options.host}:{options.port}: {exc.strerror}"
-        ) from exc
+        raise
     port = sock.getsockname()[1]
     name = f"[{options.host}]" if ":" in options.host else options.host
     app = http_app(server, replace(options, port=port))
