@@ -13,13 +13,15 @@ one that comes back in time keeps its answer.
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.shared.exceptions import MCPError
 
@@ -30,6 +32,7 @@ from toolkits import CallContext, result_text
 from toolkits.mcp import McpServerConfig, McpToolkit
 from toolkits.mcp.server_requests import InFlightCall
 
+from .processes import REPO, SCRIPT
 from .proxying import ClientAnswers, gateway_front
 from .stdio_fronts import stdio_front
 from .support import ERAS
@@ -227,6 +230,32 @@ async def test_a_round_given_up_over_stdio_gives_way_to_the_clients_next_questio
     assert not result.is_error, result_text(result)
     assert "- Name: Ada" in result_text(result)
     assert gives_up.asked == 2
+
+
+async def test_a_real_stdio_front_gives_way_as_its_config_says(tmp_path: Path) -> None:
+    """`serve --stdio` (as Claude Desktop starts it), `contended_round_timeout` in its file."""
+    everything = everything_stdio()
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        "[gateway]\nexpose_tools = true\ncontended_round_timeout = 0.2\n"
+        f"[mcpServers.d]\ncommand = {json.dumps(everything.command)}\n"
+        f'args = {json.dumps(everything.args)}\nprefix = "always"\n'
+    )
+    front = StdioServerParameters(
+        command=str(SCRIPT),
+        args=["serve", "--stdio", "--config", str(config)],
+        cwd=str(REPO),
+        env=dict(os.environ),  # the SDK passes on only a few variables: PYTHONPATH too
+    )
+    gives_up = GivesUp("refuses")
+    with anyio.fail_after(60):  # before: its next call was refused (its question ambiguous)
+        async with Client(front, mode="auto", elicitation_callback=gives_up) as client:
+            assert client.protocol_version == "2026-07-28"
+            with pytest.raises(GAVE_UP):
+                await client.call_tool("d__trigger-elicitation-request", {})
+            result = await client.call_tool("d__trigger-elicitation-request", {})
+    assert not result.is_error, result_text(result)
+    assert "- Name: Ada" in result_text(result)
 
 
 async def test_a_round_answered_in_time_keeps_its_answer_and_the_other_question_waits(
