@@ -82,7 +82,8 @@ class GatewaySettings(Strict):
     input-required round) may hold up another caller's question to that server, where the
     server's transport does not say which call a question belongs to (stdio, SSE): past them
     it is refused to the server for the client, as a 2025-era client's error would be. That
-    client may have given up without a word; alone, it has `ANSWER_TIMEOUT` (600 s)."""
+    client may have given up without a word; alone, it has `ANSWER_TIMEOUT` (600 s). The
+    waiting question's call keeps its clock running: keep this below the servers' `timeout`."""
     sampling_max_tokens: int = Field(default=4096, ge=1)
     """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
     memory: MemoryConfig | None = None
