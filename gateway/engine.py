@@ -404,6 +404,7 @@ class Gateway:
 
             answer, owner, answerable = caller.answer, caller.owner, caller.answerable
             complete = caller.on_elicitation_complete  # for the caller that answers
+            yield_after = caller.yield_after
             answers = None
             if answer is None and agent is not None and agent.model is not None:
                 # The agent's model answers sampling (calls of one run may answer for each
@@ -427,7 +428,7 @@ class Gateway:
                     on_warning=warn,
                 )
                 answer, owner, answerable = answers.handle, tracer, answers.answerable
-                complete = None
+                complete = yield_after = None
             with (
                 tracer.calling_from(span.id) as carrier,  # the server's spans continue it
                 self._leases.lending(limit, tool, meta) as meta,
@@ -440,6 +441,7 @@ class Gateway:
                     owner=owner,
                     answerable=answerable,
                     on_elicitation_complete=complete,
+                    yield_after=yield_after,
                     info=info or caller.info,
                 )
                 try:

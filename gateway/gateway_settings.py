@@ -77,6 +77,13 @@ class GatewaySettings(Strict):
     same key on every replica behind a load balancer. Several keys, comma- or
     whitespace-separated: the first seals, all open (rotation). Default: a key per process
     (`serve --stateless` warns that only that process takes its rounds)."""
+    contended_round_timeout: float = Field(default=30.0, gt=0)
+    """Seconds a question of an exposed server that waits on a 2026-07-28 client's retry (an
+    input-required round) may hold up another caller's question to that server, where the
+    server's transport does not say which call a question belongs to (stdio, SSE): past them
+    it is refused to the server for the client, as a 2025-era client's error would be. That
+    client may have given up without a word; alone, it has `ANSWER_TIMEOUT` (600 s). The
+    waiting question's call keeps its clock running: keep this below the servers' `timeout`."""
     sampling_max_tokens: int = Field(default=4096, ge=1)
     """`maxTokens` of each request to the client's model (`model = "sampling"`)."""
     memory: MemoryConfig | None = None

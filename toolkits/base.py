@@ -103,6 +103,11 @@ class CallContext:
     on_elicitation_complete: ElicitationCompleteHandler | None = None
     """Where the server's word that a URL-mode elicitation put to `answer` is complete goes,
     while the call is in flight (after, and for other calls' elicitations, it goes nowhere)."""
+    yield_after: float | None = None
+    """Seconds a question of the server that `answer` is answering may hold up another caller's
+    question on the same node, where the transport does not say which call that one belongs
+    to (`mcp.server_requests`); past them it is refused for it. For callers that cannot say
+    they gave up (a 2026-07-28 client between rounds); None: it waits as long as `answer`."""
     info: CallInfo | None = None
     """Who and what the call is for, for the nodes that tell their tools (local functions);
     MCP servers are not sent it (but as the `context` argument of a trusted server's tools

@@ -360,7 +360,7 @@ def build_server(
     exposed = [gateway.nodes[name] for name in nodes]
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)
-    _serve_node_capabilities(server, exposed, now)
+    _serve_node_capabilities(server, exposed, now, settings.contended_round_timeout)
     rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(
         server, gateway, settings, router, proxied, rounds, now, running
@@ -437,18 +437,18 @@ def _shortcuts(
 
 
 def _serve_node_capabilities(
-    server: _GatewayServer, exposed: list[Toolkit], now: ServingNow
+    server: _GatewayServer, exposed: list[Toolkit], now: ServingNow, yield_after: float
 ) -> None:
     """Serve what the exposed nodes offer besides tools: a serving run for their calls that
-    ask our client and for their changes (told to `now` while it runs), their resources,
-    prompts and completions."""
+    ask our client (`yield_after`: `contended_round_timeout`) and for their changes (told to
+    `now` while it runs), their resources, prompts and completions."""
     asking = [node for node in exposed if isinstance(node, AsksCaller) and node.asks_caller]
     following = [node for node in exposed if isinstance(node, FollowsChanges)]
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     if not (asking or following or catalogs):
         return
     logging_nodes = [node for node in exposed if isinstance(node, HasServerLogs)]
-    server.lifespan = lifespan_for(following, now, logging_nodes)
+    server.lifespan = lifespan_for(following, now, logging_nodes, yield_after)
     if following:
         server.announces = NotificationOptions(
             prompts_changed=True, resources_changed=True, tools_changed=True

@@ -154,9 +154,11 @@ def lifespan_for(
     nodes: Sequence[FollowsChanges],
     now: ServingNow | None = None,
     logging_nodes: Sequence[HasServerLogs] = (),
+    yield_after: float | None = None,
 ) -> Callable[[Server[Any]], AbstractAsyncContextManager[Serving]]:
     """The server lifespan that runs a `Serving`, relaying the changes of `nodes` and the log
-    messages `logging_nodes`' servers send outside calls (and telling `now` while it runs)."""
+    messages `logging_nodes`' servers send outside calls (and telling `now` while it runs);
+    `yield_after`: its parked requests' (`ParkedCalls`)."""
 
     @asynccontextmanager
     async def lifespan(_server: Server[Any]) -> AsyncGenerator[Serving]:
@@ -169,9 +171,8 @@ def lifespan_for(
                 stop_logs = logs.watch(logging_nodes)
                 try:
                     here = getattr(_server, "here", None)
-                    state = Serving(
-                        ParkedCalls(tg, here if isinstance(here, Here) else None), relay
-                    )
+                    parked = ParkedCalls(tg, here if isinstance(here, Here) else None, yield_after)
+                    state = Serving(parked, relay)
                     if now is not None:
                         now.current = state
                     yield state

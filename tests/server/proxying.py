@@ -314,14 +314,16 @@ async def gateway_front(
     pass_through: bool = True,
     options: HttpOptions | None = None,
     approvals: Mapping[str, ApprovalRule] | None = None,
+    **settings: Any,
 ) -> AsyncGenerator[tuple[str, PassThrough | None, McpToolkit]]:
     """A gateway serving the tools of node `d` (`config`) over HTTP on 127.0.0.1: its MCP URL,
-    its pass-through layer (if on), and the node; `approvals`: its nodes' approval rules."""
+    its pass-through layer (if on), and the node; `approvals`: its nodes' approval rules;
+    `settings`: more of its `[gateway]` settings."""
     async with McpToolkit("d", config) as node:
         node.raw_calls = pass_through  # off: the usual path, the SDK's at both ends
         gateway = Gateway([node], [], approvals=approvals)
         app = http_app(
-            serve(gateway, expose_tools=True, pass_through=pass_through),
+            serve(gateway, expose_tools=True, pass_through=pass_through, **settings),
             options or HttpOptions("127.0.0.1", 0),
         )
         async with serve_on_loopback(app) as base:

@@ -122,6 +122,95 @@ async def test_over_a_pipe_calls_of_two_clients_make_a_request_ambiguous() -> No
     assert result_text(results[0]) == "roots []"
 
 
+class Unanswered:
+    """An answerer whose client never comes back (a 2026-07-28 client that gave up a round),
+    until `release`; says when it was asked."""
+
+    def __init__(self) -> None:
+        self.asked, self.release = anyio.Event(), anyio.Event()
+
+    async def __call__(self, request: types.InputRequest) -> types.InputResponse:
+        self.asked.set()
+        await self.release.wait()
+        return types.ListRootsResult(roots=[])
+
+
+async def test_over_a_pipe_a_question_whose_caller_gives_way_is_refused_for_the_next_one() -> None:
+    server = CatalogServer("asker")
+    gone = Unanswered()
+    target = lambda: pipe(server.server)  # noqa: E731
+    async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
+        results: list[types.CallToolResult] = []
+
+        async def gave_up() -> None:
+            context = CallContext(answer=gone, yield_after=0.05)
+            results.append(await node.call_tool("asker__roots", {}, context=context))
+
+        with anyio.fail_after(10):  # before: the second was refused as ambiguous at once
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gave_up)
+                await gone.asked.wait()
+                context = CallContext(answer=Answerer("second"))
+                results.append(await node.call_tool("asker__sample", {}, context=context))
+    # The first call ended before the second's question was put to its caller.
+    assert result_text(results[1]) == "sampled 'hi' from second"
+    assert result_text(results[0]) == (
+        "the client refused: roots/list refused: its client gave no answer within 0.05 s, and "
+        "another caller's question to MCP server 'asker' waited on it"
+    )
+
+
+async def test_a_question_that_stays_ambiguous_without_them_cuts_no_question_short() -> None:
+    # One client's calls: one gives way, one does not (a person may take long). Another
+    # client's question is ambiguous with or without the first: refused at once, and the
+    # first is left its time.
+    server = CatalogServer("asker")
+    yields, stays = Unanswered(), Unanswered()
+    one_client = object()
+    target = lambda: pipe(server.server)  # noqa: E731
+    async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
+        results: list[types.CallToolResult] = []
+
+        async def call(answer: Unanswered, yield_after: float | None) -> None:
+            context = CallContext(answer=answer, owner=one_client, yield_after=yield_after)
+            results.append(await node.call_tool("asker__roots", {}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call, yields, 0.05)
+                await yields.asked.wait()
+                tg.start_soon(call, stays, None)
+                await stays.asked.wait()
+                context = CallContext(answer=Answerer("other"))
+                results.append(await node.call_tool("asker__sample", {}, context=context))
+                yields.release.set()
+                stays.release.set()
+    assert "2 callers have calls in flight on MCP server 'asker'" in result_text(results[0])
+    assert [result_text(result) for result in results[1:]] == ["roots []", "roots []"]
+
+
+async def test_a_question_the_other_caller_cannot_answer_cuts_no_question_short() -> None:
+    server = CatalogServer("asker")
+    yields = Unanswered()
+    target = lambda: pipe(server.server)  # noqa: E731
+    async with McpToolkit("asker", config(protocol="legacy"), target=target) as node:
+        results: list[types.CallToolResult] = []
+
+        async def gave_up() -> None:
+            context = CallContext(answer=yields, yield_after=0.05)
+            results.append(await node.call_tool("asker__roots", {}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(gave_up)
+                await yields.asked.wait()
+                lacking = CallContext(answer=Answerer("other"), answerable={"elicitation": {}})
+                results.append(await node.call_tool("asker__sample", {}, context=lacking))
+                yields.release.set()
+    assert "2 callers have calls in flight on MCP server 'asker'" in result_text(results[0])
+    assert result_text(results[1]) == "roots []"
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_modern_node_declares_per_call_what_the_caller_answers(era: ProtocolMode) -> None:
     everything: dict[str, Any] = {

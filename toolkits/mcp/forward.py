@@ -36,7 +36,7 @@ from contextlib import (
     contextmanager,
     nullcontext,
 )
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 import anyio
@@ -162,6 +162,7 @@ class Forward:
         owner: object | None = None,
         scope: anyio.CancelScope | None = None,
         on_elicitation_complete: ElicitationCompleteHandler | None = None,
+        yield_after: float | None = None,
     ) -> JsonObject | None:
         """The `CallToolResult` as the server sent it; None if the request never reached the
         server. Raises `ConnectionLost`, `ToolTimeout`, and `MCPError` for the server's
@@ -177,6 +178,8 @@ class Forward:
         run on instead of a scope of its own (`Deadline`); a timeout raises out of it.
         `on_elicitation_complete`: told when the server says a URL-mode elicitation `answer`
         was put is complete (`CallContext.on_elicitation_complete`).
+        `yield_after`: how long its open question may hold up another caller's
+        (`CallContext.yield_after`).
         """
         deadline = Deadline(self.timeout, self.cap, scope)
         exchange = _Exchange(self, meta, on_progress, on_log, answer, deadline)
@@ -186,7 +189,15 @@ class Forward:
             with (
                 deadline.scope if scope is None else nullcontext(),
                 self._in_flight(
-                    deadline, on_log, answer, answerable, owner, on_elicitation_complete
+                    deadline,
+                    on_log,
+                    answer,
+                    CallContext(
+                        answerable=answerable,
+                        owner=owner,
+                        on_elicitation_complete=on_elicitation_complete,
+                        yield_after=yield_after,
+                    ),
                 ) as held,
             ):
                 if held is not None and held.answer is not None:
@@ -231,17 +242,13 @@ class Forward:
         raise timed_out(deadline, self.tool, self.node)
 
     def _in_flight(
-        self,
-        deadline: Deadline,
-        on_log: OnLog,
-        answer: ServerRequestHandler,
-        answerable: Mapping[str, Any] | None,
-        owner: object | None,
-        on_complete: ElicitationCompleteHandler | None,
+        self, deadline: Deadline, on_log: OnLog, answer: ServerRequestHandler, caller: CallContext
     ) -> AbstractContextManager[InFlightCall | None]:
-        if self.calls is None or (self.says_which_call and answerable == {}):
+        """`caller`: who the call is for (its `answerable`, `owner`, `on_elicitation_complete`
+        and `yield_after`)."""
+        if self.calls is None or (self.says_which_call and caller.answerable == {}):
             return nullcontext()
-        return _held(self.calls, deadline, on_log, answer, answerable, owner, on_complete)
+        return _held(self.calls, deadline, on_log, answer, caller)
 
     def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
@@ -427,6 +434,7 @@ async def call_for(
             answerable={} if asks is None else context.answerable,
             owner=context.owner,
             on_elicitation_complete=context.on_elicitation_complete,
+            yield_after=context.yield_after,
         )
     except MCPError as exc:  # as `McpToolkit.call_tool` takes it from the SDK client
         return protocol_error_result(exc.error)
@@ -499,9 +507,7 @@ def _held(
     deadline: Deadline,
     on_log: OnLog,
     answer: ServerRequestHandler,
-    answerable: Mapping[str, Any] | None,
-    owner: object | None,
-    on_complete: ElicitationCompleteHandler | None,
+    caller: CallContext,
 ) -> Generator[InFlightCall]:
     """The call held among the node's calls: the server's requests meanwhile go to `answer`,
     its log messages to `on_log`, and the clock stops while the server waits on an answer,
@@ -510,13 +516,7 @@ def _held(
     async def relay_log(params: mcp_types.LoggingMessageNotificationParams) -> None:
         await on_log(params.model_dump(mode="json", by_alias=True, exclude_none=True))
 
-    context = CallContext(
-        on_log=relay_log,
-        answer=answer,
-        owner=owner,
-        answerable=answerable,
-        on_elicitation_complete=on_complete,
-    )
+    context = replace(caller, on_log=relay_log, answer=answer)
     with calls.track(context, deadline.waiting) as call:
         yield call
 

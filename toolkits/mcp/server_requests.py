@@ -21,6 +21,13 @@ Which call a request belongs to:
   that cannot, and it is refused rather than shown to the wrong client (the refusal says that
   nobody can answer it if none of them declared what it needs). A request while no call is in
   flight (a server syncing roots at startup) is refused.
+- A caller that cannot say it gave up (a 2026-07-28 client between rounds: its SDK ends the
+  call on its side when its own callback fails, and tells nobody) may leave its question open
+  for good. So a request that only calls waiting on such callers' answers
+  (`CallContext.yield_after`) make ambiguous, and that the one other caller can answer, waits:
+  their questions are refused for them once open `yield_after` s, their calls end, and the
+  request is attributed again. A caller that comes back in time is answered as before, and
+  the request is then refused if still ambiguous.
 
 A call that ends (done, cancelled, its client gone) withdraws the questions it is answering:
 the server gets a refusal at once rather than when the answerer gives up, and the call no
@@ -113,9 +120,14 @@ class InFlightCall:
     that is no error of the server's."""
     on_elicitation_complete: ElicitationCompleteHandler | None = None
     """Where the completion of a URL-mode elicitation its caller was asked goes."""
+    yield_after: float | None = None
+    """How long its open question may hold up another caller's (`CallContext.yield_after`)."""
+    gave_way: bool = False
+    """Whether its questions were cut short for another caller's (`give_way`)."""
     elicitations: set[str] = field(default_factory=set[str], repr=False)
     """The ids of the URL-mode elicitations its caller was asked (`noting`)."""
     _waiting: int = field(default=0, repr=False)
+    _waiting_since: float = field(default=0.0, repr=False)
     _answering: list[anyio.CancelScope] | None = field(default=None, repr=False)
     """The scopes of the answers under way: cancelled when the call ends."""
     _unwound: anyio.Event | None = field(default=None, repr=False)
@@ -125,8 +137,10 @@ class InFlightCall:
     def waiting(self) -> Generator[None]:
         """The call waits on an answer for the block (several may overlap)."""
         self._waiting += 1
-        if self._waiting == 1 and self.on_waiting is not None:
-            self.on_waiting(True)
+        if self._waiting == 1:
+            self._waiting_since = anyio.current_time()
+            if self.on_waiting is not None:
+                self.on_waiting(True)
         try:
             yield
         finally:
@@ -169,6 +183,22 @@ class InFlightCall:
 
         return noted
 
+    @property
+    def yields(self) -> bool:
+        """Whether the call has questions open whose caller gives way (`yield_after`)."""
+        return self.yield_after is not None and bool(self._answering)
+
+    def give_way(self) -> float:
+        """Another caller's question waits on this call's open ones (`yields`): they are
+        refused for it once open `yield_after` s. Returns when (`anyio.current_time`)."""
+        assert self.yield_after is not None
+        assert self._answering
+        self.gave_way = True
+        deadline = self._waiting_since + self.yield_after
+        for scope in self._answering:
+            scope.deadline = min(scope.deadline, deadline)
+        return deadline
+
     def withdraw(self) -> None:
         """The call ended: the answers under way for it are given up."""
         if self._answering:
@@ -210,6 +240,8 @@ class CallsInFlight:
     def __init__(self, node: str) -> None:
         self._node = node
         self._calls: list[InFlightCall] = []
+        self._ended: anyio.Event | None = None
+        """Set when a call ends; made by a request waiting for calls to give way."""
 
     @contextmanager
     def track(
@@ -228,6 +260,7 @@ class CallsInFlight:
         if answer is not None and context is not None:
             call.answer = call.noting(answer)
             call.on_elicitation_complete = context.on_elicitation_complete
+            call.yield_after = context.yield_after
         self._calls.append(call)
         token = _call.set(call)
         try:
@@ -236,6 +269,9 @@ class CallsInFlight:
             _call.reset(token)
             self._calls.remove(call)
             call.withdraw()
+            if self._ended is not None:
+                self._ended.set()
+                self._ended = None
 
     @property
     def idle(self) -> bool:
@@ -260,7 +296,7 @@ class CallsInFlight:
         """Answer a request of the node's server (see the module docstring)."""
         call = self._current()
         if call is None:
-            found = self._attribute(_needs(request))
+            found = await self._attributed(_needs(request))
             if isinstance(found, str):
                 return refusal(request, found)
             call = found
@@ -278,6 +314,12 @@ class CallsInFlight:
         """`answer(request)` for `call`, withdrawn if the call ends first (`track`)."""
         with call.answering():
             return await answer(request)
+        if call.gave_way and call in self._calls:
+            return refusal(
+                request,
+                f"its client gave no answer within {call.yield_after:g} s, and another "
+                f"caller's question to MCP server {self._node!r} waited on it",
+            )
         return refusal(request, f"the call it came with on MCP server {self._node!r} ended")
 
     async def relay_log(self, params: mcp_types.LoggingMessageNotificationParams) -> bool:
@@ -327,16 +369,31 @@ class CallsInFlight:
         call = _call.get()
         return call if call is not None and any(call is mine for mine in self._calls) else None
 
+    async def _attributed(self, asks: str) -> InFlightCall | str:
+        """`_attribute`, once the calls whose open questions make the request ambiguous and
+        give way (`InFlightCall.give_way`) have ended (see the module docstring)."""
+        found = self._attribute(asks)
+        if not isinstance(found, str):
+            return found
+        giving = [call for call in self._calls if call.yields]
+        others = [call for call in self._calls if not call.yields]
+        # Without them it must be unambiguous, and answerable: else nothing is gained.
+        if not giving or _owners(others) != 1 or not any(_can(call, asks) for call in others):
+            return found
+        deadline = max(call.give_way() for call in giving)
+        # Refused, a question ends its call soon: the wait beyond the deadline is for that.
+        with anyio.move_on_after(deadline - anyio.current_time() + UNWIND_SECONDS):
+            while any(call in self._calls for call in giving):
+                ended = self._ended = self._ended or anyio.Event()
+                await ended.wait()
+        return self._attribute(asks)
+
     def _attribute(self, asks: str) -> InFlightCall | str:
         """The call a request with no known origin, needing client capability `asks`,
         belongs to, or why none can be chosen (see the module docstring)."""
         if not self._calls:
             return f"no call is in flight on MCP server {self._node!r}, so there is nobody to ask"
-        able = [
-            call
-            for call in self._calls
-            if call.answer is not None and (call.answerable is None or asks in call.answerable)
-        ]
+        able = [call for call in self._calls if _can(call, asks)]
         # Every caller counts, whatever it can answer: the request may be one that cannot,
         # and its prompt is then no other client's to see.
         callers = _owners(self._calls)
@@ -415,6 +472,11 @@ def _needs(request: InputRequest) -> str:
             return "elicitation"
         case mcp_types.ListRootsRequest():
             return "roots"
+
+
+def _can(call: InFlightCall, asks: str) -> bool:
+    """Whether `call`'s caller answers requests needing client capability `asks`."""
+    return call.answer is not None and (call.answerable is None or asks in call.answerable)
 
 
 def _owners(calls: list[InFlightCall]) -> int:

@@ -17,8 +17,10 @@ Behind a load balancer the retry may reach another replica: the state names the 
 runs the request (`Here`), and another replica sends the round on to it (`forwarding`).
 A retry that reaches no replica running its request is refused with a clear error, and the
 client calls again. A question left unanswered for
-`ANSWER_TIMEOUT` s is refused to the downstream server; a result nobody collects is dropped
-after `KEEP_RESULT` s; cancelling a round (the client gave up) cancels the request.
+`ANSWER_TIMEOUT` s is refused to the downstream server, or after `yield_after` s once another
+caller's question waits on it (`CallContext.yield_after`: a client that gave up a round says
+nothing); a result nobody collects is dropped after `KEEP_RESULT` s; cancelling a round (the
+client gave up) cancels the request.
 """
 
 from __future__ import annotations
@@ -80,7 +82,9 @@ class _Parked(Generic[_R]):
         check: Callable[[types.InputRequest], str | None],
         register: Callable[[_Parked[Any]], str],
         scope: anyio.CancelScope,
+        yield_after: float | None,
     ) -> None:
+        self._yield_after = yield_after
         self._token: str | None = None
         self._register = register
         self._check = check
@@ -123,6 +127,7 @@ class _Parked(Generic[_R]):
             answer=self.ask,
             owner=self,
             answerable=answerable,
+            yield_after=self._yield_after,
         )
         try:
             with self._scope:
@@ -239,10 +244,17 @@ class _Parked(Generic[_R]):
 
 class ParkedCalls:
     """The parked requests of one serving run; their tasks live in its task group. `here`
-    says where other replicas reach this one (its tokens name it)."""
+    says where other replicas reach this one (its tokens name it); `yield_after`, how long a
+    request's open question may hold up another caller's (`CallContext.yield_after`)."""
 
-    def __init__(self, task_group: anyio.abc.TaskGroup, here: Here | None = None) -> None:
+    def __init__(
+        self,
+        task_group: anyio.abc.TaskGroup,
+        here: Here | None = None,
+        yield_after: float | None = None,
+    ) -> None:
         self._tg = task_group
+        self._yield_after = yield_after
         self._parked: dict[str, _Parked[Any]] = {}
         self._here = here
         self._scope_type = type(task_group.cancel_scope)
@@ -284,7 +296,9 @@ class ParkedCalls:
         """
         state = params.request_state
         if state is None:
-            parked: _Parked[_R] = _Parked(check, self._register, scope or self.new_scope())
+            parked: _Parked[_R] = _Parked(
+                check, self._register, scope or self.new_scope(), self._yield_after
+            )
 
             def forget() -> None:
                 token = parked.registered

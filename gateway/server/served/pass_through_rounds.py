@@ -141,6 +141,7 @@ class Rounds:
                         answerable=context.answerable,
                         owner=context.owner,
                         scope=scope,
+                        yield_after=context.yield_after,
                     )
                 except MCPError as exc:  # the server's error: kept for a retry's answer too
                     return protocol_error_result(exc.error)
