@@ -192,12 +192,8 @@ class Forward:
                     deadline,
                     on_log,
                     answer,
-                    CallContext(
-                        answerable=answerable,
-                        owner=owner,
-                        on_elicitation_complete=on_elicitation_complete,
-                        yield_after=yield_after,
-                    ),
+                    answerable,
+                    (owner, on_elicitation_complete, yield_after),
                 ) as held,
             ):
                 if held is not None and held.answer is not None:
@@ -242,13 +238,25 @@ class Forward:
         raise timed_out(deadline, self.tool, self.node)
 
     def _in_flight(
-        self, deadline: Deadline, on_log: OnLog, answer: ServerRequestHandler, caller: CallContext
+        self,
+        deadline: Deadline,
+        on_log: OnLog,
+        answer: ServerRequestHandler,
+        answerable: Mapping[str, Any] | None,
+        caller: tuple[object | None, ElicitationCompleteHandler | None, float | None],
     ) -> AbstractContextManager[InFlightCall | None]:
-        """`caller`: who the call is for (its `answerable`, `owner`, `on_elicitation_complete`
-        and `yield_after`)."""
-        if self.calls is None or (self.says_which_call and caller.answerable == {}):
+        """`caller`: who the call is for (its `owner`, `on_elicitation_complete` and
+        `yield_after`), made a `CallContext` only for a call held (off the hot path)."""
+        if self.calls is None or (self.says_which_call and answerable == {}):
             return nullcontext()
-        return _held(self.calls, deadline, on_log, answer, caller)
+        owner, on_complete, yield_after = caller
+        context = CallContext(
+            answerable=answerable,
+            owner=owner,
+            on_elicitation_complete=on_complete,
+            yield_after=yield_after,
+        )
+        return _held(self.calls, deadline, on_log, answer, context)
 
     def _result(self, message: JsonObject) -> JsonObject:
         error = message.get("error")
