@@ -170,6 +170,7 @@ class OwnedSession:
         self._retries = self._new_retries()
         self._running = False
         self._conn: Connection | None = None
+        self._capabilities: mcp_types.ServerCapabilities | None = None
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
@@ -194,6 +195,12 @@ class OwnedSession:
             if predicate(self._state):
                 return self._state
             await changed.wait()
+
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities | None:
+        """What the server offered on its last session, kept while the next is made (a
+        restart mostly offers the same); None before one was ready."""
+        return self._capabilities
 
     @property
     def live(self) -> Connection | None:
@@ -362,6 +369,7 @@ class OwnedSession:
                 announce = self._adopt_listing(listing, client.server_capabilities)
                 conn.scope.deadline = math.inf
                 self._conn = conn
+                self._capabilities = client.server_capabilities
                 version = client.protocol_version
                 self._set_state("ready", protocol_version=version)
                 self._retries.connected(version)
