@@ -28,7 +28,7 @@ from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup
 from ..servers.catalog import CatalogServer
 from ..servers.real import everything_stdio, time_stdio
 from .processes import REPO, SCRIPT, http_server
-from .proxying import mcp_nodes, set_log_level
+from .proxying import Heard, listening, mcp_nodes, set_log_level
 from .support import ERAS, calculator_agent, calculator_gateway, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -185,16 +185,23 @@ async def test_with_agents_logging_is_offered_and_completions_as_a_server_has_th
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_server_not_connected_yet_is_offered_once_it_is(era: str) -> None:
     """A client that connected before the server came up was told nothing of its
-    completions; its requests are answered from when the server is there."""
-    docs = McpToolkit("docs", McpServerConfig(command="in-process"), target=CatalogServer().server)
+    completions; its requests are answered from when the server is there, and it hears that
+    the prompts and resources changed (a handshake-era server says nothing of them)."""
+    config = McpServerConfig(command="in-process", protocol="legacy")
+    docs = McpToolkit("docs", config, target=CatalogServer().server)
     server = serve(Gateway([docs], []), expose_tools=True)
     ref = types.PromptReference(name="no-such-prompt")
+    heard = Heard()
     with anyio.fail_after(30):
-        async with Client(server, mode=era) as early:
+        async with (
+            Client(server, mode=era, message_handler=heard.on_message) as early,
+            listening(early, heard),
+        ):
             assert early.server_capabilities.completions is None
             assert early.server_capabilities.prompts is None
             assert await code_of(early.complete(ref, ARGUMENT)) == types.METHOD_NOT_FOUND
             async with docs:
+                await heard.until(kinds={"prompts", "resources"})
                 _, features, _ = await offered(server, era)
                 assert await code_of(early.complete(ref, ARGUMENT)) == types.INVALID_PARAMS
     assert features["completions"]
