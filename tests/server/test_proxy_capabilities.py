@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from gateway import Gateway
 from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup
 
 from ..servers.catalog import CatalogServer
+from ..servers.inprocess import CrashableTransport, ToyServer
 from ..servers.real import everything_stdio, time_stdio
 from .processes import REPO, SCRIPT, http_server
 from .proxying import Heard, listening, mcp_nodes, set_log_level
@@ -52,15 +54,7 @@ async def offered(target: Any, era: str) -> tuple[str, dict[str, bool], dict[str
     """What a client of `target` is told at its handshake, and the codes its requests for
     each of it get: its protocol version, the features, the answers."""
     async with Client(target, mode=era) as client:
-        capabilities = client.server_capabilities
-        resources = capabilities.resources
-        features = {
-            "prompts": capabilities.prompts is not None,
-            "resources": resources is not None,
-            "subscribe": resources is not None and bool(resources.subscribe),
-            "completions": capabilities.completions is not None,
-            "logging": capabilities.logging is not None,
-        }
+        features = features_of(client.server_capabilities)
         unknown = types.PromptReference(name="no-such-prompt")
         answers = {"completion/complete": await code_of(client.complete(unknown, ARGUMENT))}
         if client.protocol_version not in MODERN_PROTOCOL_VERSIONS:  # the era's own methods
@@ -69,6 +63,17 @@ async def offered(target: Any, era: str) -> tuple[str, dict[str, bool], dict[str
             sent = client.session.send_request(subscribe, types.EmptyResult)
             answers["resources/subscribe"] = await code_of(sent)
         return client.protocol_version, features, answers
+
+
+def features_of(capabilities: types.ServerCapabilities) -> dict[str, bool]:
+    resources = capabilities.resources
+    return {
+        "prompts": capabilities.prompts is not None,
+        "resources": resources is not None,
+        "subscribe": resources is not None and bool(resources.subscribe),
+        "completions": capabilities.completions is not None,
+        "logging": capabilities.logging is not None,
+    }
 
 
 def direct(config: McpServerConfig) -> StdioServerParameters:
@@ -206,3 +211,39 @@ async def test_a_server_not_connected_yet_is_offered_once_it_is(era: str) -> Non
                 assert await code_of(early.complete(ref, ARGUMENT)) == types.INVALID_PARAMS
     assert features["completions"]
     assert features["prompts"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_server_is_offered_as_it_was_while_it_reconnects_then_as_it_is(era: str) -> None:
+    """Restarted without completions or prompts: told from its new session on; while it is
+    down, a client is told what it offered last (a restart mostly offers the same)."""
+    crashable = CrashableTransport(CatalogServer().server)
+    up = anyio.Event()
+    up.set()
+
+    @asynccontextmanager
+    async def when_up() -> AsyncGenerator[Any]:
+        await up.wait()
+        async with crashable.connect() as streams:
+            yield streams
+
+    docs = McpToolkit("docs", McpServerConfig(command="in-process"), target=when_up)
+    server = serve(Gateway([docs], []), expose_tools=True)
+    with anyio.fail_after(30):
+        async with docs:
+            _, before, _ = await offered(server, era)
+            up = anyio.Event()
+            crashable.crash()
+            await docs.wait_for_health(lambda health: health.state != "ready")
+            async with Client(server, mode=era) as client:  # its requests would wait for it
+                meanwhile = features_of(client.server_capabilities)
+            crashable.server = ToyServer("docs").server  # tools only
+            up.set()
+            await docs.wait_for_health(lambda health: health.state == "ready")
+            _, after, answers = await offered(server, era)
+    assert before["completions"]
+    assert before["prompts"]
+    assert meanwhile == before
+    assert not after["completions"]
+    assert not after["prompts"]
+    assert answers["completion/complete"] == types.METHOD_NOT_FOUND
