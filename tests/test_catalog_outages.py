@@ -28,6 +28,7 @@ class Node:
 
     prefix: PrefixPolicy = "always"
     instructions: str | None = None
+    capabilities: types.ServerCapabilities | None = None
 
     def __init__(self, name: str) -> None:
         self.name = name

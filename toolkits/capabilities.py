@@ -123,6 +123,13 @@ class Catalog(Protocol):
         is not connected now (no waiting)."""
         ...
 
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities | None:
+        """What the server said it offers (its handshake's or discovery's capabilities) on
+        its last session, kept while it reconnects; None before its first. All empty when
+        they are unknown (`protocol = "modern"`: no discovery)."""
+        ...
+
     async def list_resources(self) -> list[mcp_types.Resource]: ...
 
     async def list_resource_templates(self) -> list[mcp_types.ResourceTemplate]: ...

@@ -31,7 +31,6 @@ from toolkits import (
     AsksCaller,
     FollowsChanges,
     HasCatalog,
-    HasResourceSubscriptions,
     HasServerLogs,
     Toolkit,
     error_result,
@@ -54,6 +53,7 @@ from .served.agents import AgentTools
 from .served.handshake_sessions import HandshakeSessions
 from .served.instructions import ServedInstructions
 from .served.json_answers import JsonAnswers
+from .served.offered import Offered
 from .served.pass_through import PassThrough
 from .served.pass_through_rounds import Rounds
 from .served.passing import Passing
@@ -198,8 +198,9 @@ def _ended(name: str) -> Callable[[str], types.CallToolResult]:
 
 class _GatewayServer(Server[Any]):
     """The SDK's server, announcing the list changes it relays to handshake-era clients too,
-    and resource subscriptions only when an exposed node's server offers them (as its nodes
-    are connected when a client connects or discovers).
+    and prompts, resources, their subscriptions, completions and logging only as offered
+    (`served.offered`: by the exposed servers as they are when a client connects or
+    discovers, and the agents).
 
     Transports build the handshake's options with `create_initialization_options()` and no
     arguments, so the `listChanged` flags are defaulted here.
@@ -223,6 +224,8 @@ class _GatewayServer(Server[Any]):
     openai_api: ChatCompletions | None = None
     """Over HTTP, at `/v1/`: the agents as an OpenAI-compatible API (`openai_api`)."""
 
+    offered: Offered | None = None
+    """What is offered besides tools, read at each handshake."""
     told: Callable[[], str | None] | None = None
     """What a client reads as `instructions` at its handshake, asked each time (they hold the
     exposed servers' own: `served.instructions`)."""
@@ -256,10 +259,6 @@ class _GatewayServer(Server[Any]):
         if self.running is not None:
             self.running.end_all(why)
 
-    def follows_resources(self) -> bool:
-        """Whether `resources.subscribe` is announced: an exposed node's server offers it."""
-        return False
-
     def get_capabilities(
         self,
         notification_options: NotificationOptions | None = None,
@@ -276,11 +275,7 @@ class _GatewayServer(Server[Any]):
         )
         if self.offers_tasks and protocol_version not in MODERN_PROTOCOL_VERSIONS:
             capabilities = capabilities.model_copy(update={"tasks": _TASKS})
-        resources = capabilities.resources
-        if resources is None:
-            return capabilities
-        subscribe = resources.model_copy(update={"subscribe": self.follows_resources()})
-        return capabilities.model_copy(update={"resources": subscribe})
+        return self.offered.fit(capabilities) if self.offered is not None else capabilities
 
     def create_initialization_options(
         self,
@@ -338,7 +333,12 @@ def build_server(
     server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _set_log_level)
     server.here = Here()
     server.running = running
+    exposed = [gateway.nodes[name] for name in nodes]
+    catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
+    server.offered = Offered(agents=bool(gateway.agents), nodes=catalogs)
     server.middleware.append(request_checks(server))
+    # What is not offered now is no method here, as it is none of the server's directly.
+    server.middleware.append(server.offered.middleware)
     # Before the boundary, which replaces the sealed state a retry sent on must carry.
     server.middleware.append(keep_wire_state)
     boundary = state_boundary(SERVER_NAME, settings.state_key_env)
@@ -357,8 +357,6 @@ def build_server(
         max_request_bytes=settings.max_request_bytes,
     )
     now = ServingNow()
-    exposed = [gateway.nodes[name] for name in nodes]
-    catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)
     _serve_node_capabilities(server, exposed, now, settings.contended_round_timeout)
     rounds = Rounds(now, boundary)
@@ -455,8 +453,6 @@ def _serve_node_capabilities(
         )
     if catalogs:
         _serve_catalogs(server, catalogs)
-    subscribing = [node for node in exposed if isinstance(node, HasResourceSubscriptions)]
-    server.follows_resources = lambda: any(n.offers_resource_subscriptions for n in subscribing)
     server.middleware.append(register_connections)
 
 

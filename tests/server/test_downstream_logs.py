@@ -34,7 +34,7 @@ DEBUG = ("debug", "chatty", "details nobody asked for")
 
 def chatty_node(down: ProtocolMode) -> McpToolkit:
     """A node whose `chatty` tool logs a debug and a warning message during the call."""
-    toy = ToyServer("toy")
+    toy = ToyServer("toy", logging=True)
 
     async def chatty(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
         for level, logger, data in (DEBUG, WARNING):

@@ -34,7 +34,13 @@ from gateway.server.served import pass_through_reply
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import buffered_body, serve_on_loopback
 from tests.servers.catalog import sampling_request
-from tests.servers.inprocess import Context, ToyServer, content_kinds_result, text_result
+from tests.servers.inprocess import (
+    Context,
+    ToyServer,
+    content_kinds_result,
+    declare_logging,
+    text_result,
+)
 from tests.servers.oauth import oauth_world
 from tests.servers.usual_tools import Name, add_usual_tools
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -54,13 +60,16 @@ def name_please() -> Elicit[Name]:
 class Downstream:
     """An SDK server written the usual way, and what it saw."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, logging: bool = False) -> None:
+        """`logging`: it declares logging (`declare_logging`), as a server that logs should."""
         self.started = anyio.Event()
         self.cancelled = anyio.Event()
         self.release = anyio.Event()
         self.session: Any = None
         """The session of the last `hold_session` call."""
         server = self.server = MCPServer("down")
+        if logging:  # MCPServer has no way to declare it
+            declare_logging(server._lowlevel_server)  # pyright: ignore[reportPrivateUsage]
 
         add_usual_tools(server)
 

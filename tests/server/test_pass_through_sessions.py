@@ -145,8 +145,9 @@ async def both_fronts(
     options: HttpOptions | None = None, protocol: ProtocolMode = "auto"
 ) -> AsyncGenerator[tuple[Downstream, str, str, PassThrough]]:
     """The downstream, a gateway passing calls through and one that does not; their node
-    speaks `protocol` to the downstream."""
-    down = Downstream()
+    speaks `protocol` to the downstream, which declares logging
+    (the clients set their levels)."""
+    down = Downstream(logging=True)
     options = options or HttpOptions("127.0.0.1", 0)
     async with (
         serve_on_loopback(down.app()) as base,

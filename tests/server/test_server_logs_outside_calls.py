@@ -60,7 +60,7 @@ async def log_outside(session: Any, level: types.LoggingLevel, data: str) -> Non
 
 
 async def test_a_log_outside_calls_reaches_each_2025_client_at_its_level() -> None:
-    toy = ToyServer("toy")
+    toy = ToyServer("toy", logging=True)
     sessions: list[Any] = []
 
     async def hold(ctx: Context, _args: dict[str, Any]) -> types.CallToolResult:
@@ -117,7 +117,7 @@ async def test_a_log_outside_calls_reaches_a_session_through_both_http_fronts() 
 
 
 async def test_a_log_outside_calls_reaches_a_stdio_client_on_both_paths() -> None:
-    down = Downstream()
+    down = Downstream(logging=True)
     heard: list[list[Any]] = []
     with anyio.fail_after(60):
         async with serve_on_loopback(down.app()) as base:

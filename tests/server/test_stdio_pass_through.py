@@ -46,8 +46,9 @@ async def both_fronts(
     protocol: ProtocolMode = "auto",
 ) -> AsyncGenerator[tuple[Downstream, StdioFront, StdioFront]]:
     """The downstream, a gateway passing calls through and one that does not, both as over
-    stdio; their node speaks `protocol` to the downstream."""
-    down = Downstream()
+    stdio; their node speaks `protocol` to the downstream, which declares logging
+    (the clients set their levels)."""
+    down = Downstream(logging=True)
     async with serve_on_loopback(down.app()) as base:
         config = McpServerConfig(url=f"{base}/mcp", protocol=protocol)
         async with (

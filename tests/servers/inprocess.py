@@ -30,6 +30,7 @@ __all__ = [
     "ToolHandler",
     "ToyServer",
     "content_kinds_result",
+    "declare_logging",
     "text_result",
 ]
 
@@ -70,6 +71,17 @@ def content_kinds_result() -> types.CallToolResult:
     )
 
 
+async def _take_level(_ctx: Context, _params: types.SetLevelRequestParams) -> types.EmptyResult:
+    return types.EmptyResult()
+
+
+def declare_logging(server: Server[Any]) -> None:
+    """`server` declares logging (it takes `logging/setLevel`), as a server that logs should
+    and the SDK's `MCPServer` does not; registered directly, for the constructor's handler
+    warns (logging is deprecated at 2026-07-28)."""
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, _take_level)
+
+
 async def _no_resources(
     _ctx: Context, _params: types.PaginatedRequestParams | None
 ) -> types.ListResourcesResult:
@@ -80,9 +92,15 @@ class ToyServer:
     """A low-level server whose tools a test defines and may change while clients listen."""
 
     def __init__(
-        self, name: str = "toy", *, page_size: int | None = None, resources: bool = False
+        self,
+        name: str = "toy",
+        *,
+        page_size: int | None = None,
+        resources: bool = False,
+        logging: bool = False,
     ) -> None:
-        """`resources`: it declares the capability, and lists none."""
+        """`resources`: it declares the capability, and lists none; `logging`: it declares
+        logging (`declare_logging`)."""
         self.page_size = page_size
         self.tools: dict[str, tuple[types.Tool, ToolHandler]] = {}
         self.list_requests = 0
@@ -96,6 +114,8 @@ class ToyServer:
             on_subscriptions_listen=ListenHandler(self.bus),
             on_list_resources=_no_resources if resources else None,
         )
+        if logging:
+            declare_logging(self.server)
 
     def add(
         self,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -99,6 +100,29 @@ async def test_a_server_without_the_features_lists_none(era: ProtocolMode) -> No
             types.PromptReference(name="x"), types.CompletionArgument(name="a", value="")
         )
     assert nothing.completion.values == []
+
+
+async def test_a_handshake_era_servers_first_session_says_its_lists_appeared() -> None:
+    """Whoever listed before the server came up hears that they may have changed (on
+    2026-07-28 its listen stream's start says so: the test below)."""
+    heard: set[tuple[str, str]] = set()
+    both = anyio.Event()
+
+    def hear(kind: str) -> Callable[[str], Awaitable[None]]:
+        async def on_change(node: str) -> None:
+            heard.add((kind, node))
+            if {kind for kind, _ in heard} == {"prompts", "resources"}:
+                both.set()
+
+        return on_change
+
+    node = McpToolkit("docs", config(protocol="legacy"), target=docs_server().server)
+    node.subscribe_prompts(hear("prompts"))
+    node.subscribe_resources(hear("resources"))
+    with anyio.fail_after(5):
+        async with node:
+            await both.wait()
+    assert heard == {("prompts", "docs"), ("resources", "docs")}
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -61,6 +61,10 @@ class McpCatalog:
         conn = self._session.live
         return conn.client.instructions if conn is not None and conn.client is not None else None
 
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities | None:
+        return self._session.capabilities
+
     async def list_resources(self) -> list[mcp_types.Resource]:
         async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
             result = await client.list_resources(cursor=cursor)

@@ -4,7 +4,7 @@ The SDK's `Client` must be entered and exited in the same task, so `OwnedSession
 that task. It connects (bounded by the server's `connect_timeout`), lists the tools, hands the listing
 to its owner, and serves: it re-lists on `tools/list_changed` (handshake era) or on events of a
 `subscriptions/listen` stream (2026-07-28), passes the server's prompts and resources
-`list_changed` (also, on a session made after a lost one, that they may have changed) and its
+`list_changed` (also, on each new session, that they may have changed) and its
 resource updates on to its owner, and runs what the owner serves beside
 each connection (`serve_connection`), until the connection is lost — the server closed
 its end, or a caller saw the connection close and dropped it, or a request found that the
@@ -170,12 +170,11 @@ class OwnedSession:
         self._retries = self._new_retries()
         self._running = False
         self._conn: Connection | None = None
+        self._capabilities: mcp_types.ServerCapabilities | None = None
         self._state = NodeHealth(node=name, state="stopped", since=_now(), tool_count=0)
         self._changed = anyio.Event()
         self._mode = _MODES[config.protocol]
         self._connect_timeout = config.connect_timeout or config.timeout
-        self._was_ready = False
-        """Whether a session was ready before: a new one follows a lost one."""
         self._listing = ToolListing(
             name,
             log=log,
@@ -194,6 +193,12 @@ class OwnedSession:
             if predicate(self._state):
                 return self._state
             await changed.wait()
+
+    @property
+    def capabilities(self) -> mcp_types.ServerCapabilities | None:
+        """What the server offered on its last session, kept while the next is made (a
+        restart mostly offers the same); None before one was ready."""
+        return self._capabilities
 
     @property
     def live(self) -> Connection | None:
@@ -365,14 +370,14 @@ class OwnedSession:
                 announce = self._adopt_listing(listing, client.server_capabilities)
                 conn.scope.deadline = math.inf
                 self._conn = conn
+                self._capabilities = client.server_capabilities
                 version = client.protocol_version
                 self._set_state("ready", protocol_version=version)
                 self._retries.connected(version)
                 on_ready()
                 await announce()
-                if self._was_ready and version not in MODERN_PROTOCOL_VERSIONS:
+                if version not in MODERN_PROTOCOL_VERSIONS:
                     await self._catalog_may_have_changed(client.server_capabilities)
-                self._was_ready = True
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._refresh_loop, conn, client)
                     wanted = _announced_lists(client.server_capabilities)
@@ -440,9 +445,10 @@ class OwnedSession:
         )
 
     async def _catalog_may_have_changed(self, capabilities: mcp_types.ServerCapabilities) -> None:
-        """A new handshake-era session after a lost one: the server's prompts and resources
-        may have changed meanwhile (it restarted), which it tells no new session; the owner
-        hears of a possible change. (On 2026-07-28 every listen stream opened says so.)"""
+        """A new handshake-era session: the server's prompts and resources are new to the
+        owner's clients (the server came up after them) or may have changed meanwhile (it
+        restarted), which it tells no new session; the owner hears of a possible change. (On
+        2026-07-28 every listen stream opened says so.)"""
         if capabilities.prompts is not None:
             await self._on_list_changed("prompts")
         if capabilities.resources is not None:
