@@ -2,8 +2,8 @@
 status line of what is in flight.
 
 `RunConsole` is a trace hook. Given a terminal for the answer (`out`), it writes the text deltas
-(`token` events) of the run's own model calls there as they arrive; a sub-agent's text stays out
-of the answer. Given a terminal for the status (`err`), it keeps one line per model or tool call
+(`token` events) that are the answer's there as they arrive: the run's own agent's, and those
+of an agent it handed the conversation to; an agent tool's text stays out of the answer. Given a terminal for the status (`err`), it keeps one line per model or tool call
 in flight below everything else, with how long it has run and, for a tool that reports progress,
 a bar. The status is transient: it is cleared before any other text is written and drawn again
 after, so the answer and trace lines never mix with it. Before the run, while the gateway waits
@@ -29,7 +29,8 @@ them, while `open_console` is open) never split a streamed answer's line: they w
 it ends. A model that fails mid-answer and hands the call to the next one of a fallback list
 has its partial text ended there, with a note saying so; only the answering model's text
 counts as what was streamed (`streamed`). An agent that handed the conversation to another
-gets a dim line saying so, before that agent's answer.
+gets a dim line saying so, after that agent's answer streamed; a handoff that failed after its
+text streamed gets one saying that was not the answer, before the handing agent's own.
 """
 
 from __future__ import annotations
@@ -100,6 +101,10 @@ class RunConsole:
         self._depth: dict[str, int] = {}
         self._texts: dict[str, str] = {}
         self._last_text: str | None = None
+        self._wrote = 0
+        """How many deltas of the answer were written to `out`."""
+        self._tools: dict[str, int] = {}
+        """Each tool call in flight (a handoff, maybe): how many deltas were written by then."""
         self._midline = False
         self._held: list[tuple[IO[str], str]] = []
         """Whole lines that came while a streamed answer's line was open: written when it ends."""
@@ -120,6 +125,8 @@ class RunConsole:
                     self._runs.add(event.id)
                 if event.kind in ("model", "tool"):
                     self._calls[event.id] = Call(event.kind, printable(event.name), depth)
+                if event.kind == "tool":
+                    self._tools[event.id] = self._wrote
             elif event.phase == "token":
                 self._token(event)
             elif event.phase == "note" and event.kind == "model":
@@ -132,6 +139,7 @@ class RunConsole:
                 self._progress(event)
             elif event.phase in ("end", "error"):
                 self._calls.pop(event.id, None)
+                self._tools.pop(event.id, None)
                 if event.kind == "run" and event.parent_id is None:  # no call waits on now
                     self._runs.discard(event.id)
                     for key in [key for key in self._calls if key.startswith("approval ")]:
@@ -252,15 +260,17 @@ class RunConsole:
     # -- the answer ----------------------------------------------------------------------
 
     def _token(self, event: TraceEvent) -> None:
-        text = event.output.get("text") if isinstance(event.output, dict) else None
+        said = event.output if isinstance(event.output, dict) else {}
+        text = said.get("text")
         if not isinstance(text, str) or event.parent_id is None:
             return
         call = self._calls.get(event.parent_id)
         if call is not None:
             call.chars += len(text)
-        if self._out is None or self._depth.get(event.parent_id) != _ANSWER_DEPTH:
+        if self._out is None or not said.get("answer"):
             return
         self._hide()
+        self._wrote += 1
         self._texts[event.parent_id] = self._texts.get(event.parent_id, "") + text
         # On a terminal (a pipe gets nothing here), a model repeating an escape sequence a
         # tool result planted must not drive it: shown as text, as every other line is.
@@ -278,7 +288,8 @@ class RunConsole:
         said = event.output if isinstance(event.output, dict) else {}
         following, error = said.get("fallback_to"), said.get("error")
         span_id = event.parent_id or ""
-        if not isinstance(following, str) or self._depth.get(span_id) != _ANSWER_DEPTH:
+        answering = span_id in self._texts or self._depth.get(span_id) == _ANSWER_DEPTH
+        if not isinstance(following, str) or not answering:
             return
         call = self._calls.get(span_id)
         if call is not None:
@@ -305,12 +316,35 @@ class RunConsole:
         ends): a dim line says so on the status's terminal, before the answer is shown."""
         said = event.output if isinstance(event.output, dict) else {}
         to = said.get("handed_off_to")
+        failed = said.get("handoff_failed")
+        if isinstance(failed, str):
+            self._handoff_failed(event, failed, said.get("error"))
         if not isinstance(to, str) or self._err is None:
             return
         self._hide()
         self._end_line()
         line = Text(printable(f"{event.name} handed off to {to}"), style="dim")
         self._err.print(line, highlight=False, soft_wrap=True)
+
+    def _handoff_failed(self, event: TraceEvent, to: str, error: object) -> None:
+        """A handoff failed after its agent's text streamed as the answer: that text is not
+        the answer. Its line is ended and a dim note says so, before the handing agent's
+        own answer."""
+        if self._tools.get(event.parent_id or "", self._wrote) == self._wrote:
+            return  # nothing of it was shown
+        self._last_text = None
+        self._hide()
+        self._end_line()
+        terminal = self._err or (
+            self._out if self._out is not None and self._out.is_terminal else None
+        )
+        if terminal is None:
+            return
+        reason = " ".join(str(error).split())
+        if len(reason) > _NOTE_CHARS:
+            reason = reason[: _NOTE_CHARS - 1] + "…"
+        note = f"{to} failed ({reason}): that was not the answer; {event.name} answers instead"
+        terminal.print(Text(printable(note), style="dim"), highlight=False, soft_wrap=True)
 
     def _finish_text(self, span_id: str) -> None:
         self._last_text = self._texts.pop(span_id)

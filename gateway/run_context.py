@@ -135,6 +135,10 @@ class RunContext:
     """The current agent's model (it also answers its tools' servers' sampling requests)."""
     stream: bool = False
     """Ask the models to stream: their text deltas become `token` trace events."""
+    answers: bool = True
+    """Whether the current agent's text is the run's answer's: the run's own agent, or one a
+    conversation was handed to from it (its `token` events say `answer`); an agent tool's is
+    not."""
     approver: Approver | None = None
     """Who decides on the calls that need a person's approval (None: nobody can)."""
     questions: ClientQuestions | str = UNATTENDED
@@ -175,12 +179,16 @@ class RunContext:
         """The run's item a call of the current agent's item `own` works for."""
         return own if self.item is None else self.item
 
-    def inside(self, item: int, call_id: str, budget: TokenBudget) -> RunContext:
+    def inside(
+        self, item: int, call_id: str, budget: TokenBudget, *, handed: bool = False
+    ) -> RunContext:
         """The context of an agent run as the tool call `call_id` of the current agent's item
-        `item`, spending `budget` (its own, within this one's, or this one's)."""
+        `item`, spending `budget` (its own, within this one's, or this one's); `handed`: the
+        conversation is handed to it, so its text is the answer's if the current agent's is."""
         return replace(
             self,
             path=f"{self.path}{call_key(item, call_id)}/",
             item=self.item_of(item),
             budget=budget,
+            answers=self.answers and handed,
         )

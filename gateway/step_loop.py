@@ -156,6 +156,7 @@ class StepLoop:
                 context.budget,
                 context_window=spec.context_window,
                 hops=context.depth,
+                answers=context.answers,
             )
             agent = ToolsAgent(
                 model=traced(stream=context.stream),
@@ -473,7 +474,7 @@ class StepLoop:
             outcome = await self.drive(
                 inner,
                 state,
-                context.inside(action.item_index, action.tool_call_id, budget),
+                context.inside(action.item_index, action.tool_call_id, budget, handed=handing),
                 parent_id,
                 checkpoint=checkpoint,
                 journal=journal,
@@ -486,6 +487,11 @@ class StepLoop:
         if error == EMPTY_ANSWER:
             error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
         if error is not None:
+            if handing and context.answers:
+                # Its text streamed as the answer's: the streams' readers learn it is not.
+                await context.tracer.note(
+                    "agent", context.chain[-1], parent_id, handoff_failed=inner.name, error=error
+                )
             return ActionResponse(action=action, error=error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 

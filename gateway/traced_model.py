@@ -61,7 +61,9 @@ class TracedModel:
     of which model it was (`response_id`, `response_model`) and the server that wrote it
     (`server_address`, `server_port`, from a model that `ReportsServer`); a failed call's
     output is that server, when known. Each request sends the run's depth (`hops`) as
-    `HOPS_HEADER`, for a model that is another gateway's (or this one's) `/v1`."""
+    `HOPS_HEADER`, for a model that is another gateway's (or this one's) `/v1`. With `answers`
+    (the run's own agent's calls, and those of an agent it handed the conversation to), each
+    token event says `answer: true`."""
 
     def __init__(
         self,
@@ -73,6 +75,7 @@ class TracedModel:
         stream: bool = False,
         context_window: int | None = None,
         hops: int = 0,
+        answers: bool = False,
     ) -> None:
         self._model = model
         self._headers = {HOPS_HEADER: str(hops)}
@@ -81,6 +84,7 @@ class TracedModel:
         self._budget = budget
         self._stream = stream and bool(tracer.hooks)
         self._window = context_window
+        self._answers = answers
         self._reports_window: bool | None = None
         """Asked at the first call, once: a runtime protocol check is slow on Python 3.11."""
         self._reports_server: bool | None = None
@@ -156,9 +160,10 @@ class TracedModel:
         if not self._stream:
             return on_token
         name, tracer = self._model.name, self._tracer
+        answer: dict[str, JsonValue] = {"answer": True} if self._answers else {}
 
         async def traced(delta: str) -> None:
-            await tracer.note("model", name, span_id, "token", text=delta)
+            await tracer.note("model", name, span_id, "token", text=delta, **answer)
             if on_token is not None:
                 await on_token(delta)
 

@@ -124,23 +124,62 @@ async def test_only_the_answer_streams_not_the_summary_of_the_older_turns() -> N
 
 
 @pytest.mark.anyio
-async def test_a_terminal_is_told_to_whom_the_conversation_was_handed(
+async def test_a_handed_off_answer_streams_to_the_terminal_as_the_answer(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out, err = StringIO(), StringIO()
+    shown_mid_answer: list[str] = []
+
+    async def look(event: TraceEvent) -> None:
+        # The terminal as the specialist's model writes (its call not ended yet).
+        if event.phase == "token" and event.name == "billing":
+            shown_mid_answer.append(ANSI.sub("", out.getvalue()))
+
     lead = ScriptedModel([call("billing")], name="lead")
     specs = [
         AgentSpec("triage", lead, handoffs=["billing"]),
         AgentSpec("billing", ScriptedModel([ANSWER], name="billing")),
     ]
     async with open_console(terminal(out), terminal(err)) as console:
-        result = await Gateway([], specs).run("triage", "go", hooks=[console], stream=True)
+        result = await Gateway([], specs).run("triage", "go", hooks=[console, look], stream=True)
         assert print_result(result, shown=console.streamed) == 0
 
+    assert len(shown_mid_answer) > 2
+    # Word by word, as it was written, before the specialist's model call ended.
+    assert shown_mid_answer[0].strip() == "The"
+    assert shown_mid_answer[-1] == ANSWER
+    assert ANSI.sub("", out.getvalue()) == ANSWER + "\n"  # streamed, once
     said = ANSI.sub("", err.getvalue())
     assert "triage handed off to billing\n" in said
     assert "\x1b[2m" in err.getvalue()  # dim, as the other notes
-    assert capsys.readouterr().out == ANSWER + "\n"  # the specialist's answer, whole, once
+    assert capsys.readouterr().out == ""  # not printed again
+
+
+@pytest.mark.anyio
+async def test_an_agent_tools_text_stays_off_the_terminal_a_failed_handoffs_is_said() -> None:
+    """The handoff's agent began an answer that was cut off (its item failed): the lead's
+    answer follows a dim line saying the text above was not the answer; the helper's text
+    (an agent tool) never reaches the terminal."""
+    out, err = StringIO(), StringIO()
+    lead = ScriptedModel(
+        [call("helper", prompt="?"), call("billing"), "Billing is away; it is 42."], name="lead"
+    )
+    cut = ScriptedAnswer(content="Your invoice comes to", stop_reason="max_tokens")
+    specs = [
+        AgentSpec("triage", lead, tools=["helper"], handoffs=["billing"]),
+        AgentSpec("billing", ScriptedModel([cut], name="billing")),
+        AgentSpec("helper", ScriptedModel(["Helper words."], name="helper")),
+    ]
+    async with open_console(terminal(out), terminal(err)) as console:
+        result = await Gateway([], specs).run("triage", "go", hooks=[console], stream=True)
+
+    assert result.output == "Billing is away; it is 42."
+    assert ANSI.sub("", out.getvalue()) == "Your invoice comes to\nBilling is away; it is 42.\n"
+    said = ANSI.sub("", err.getvalue())
+    assert "billing failed (" in said
+    assert "that was not the answer; triage answers instead\n" in said
+    assert "handed off" not in said
+    assert console.streamed(result.output)
 
 
 def anthropic_cut_off_after(*texts: str) -> AnthropicModel:

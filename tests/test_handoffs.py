@@ -226,6 +226,59 @@ async def test_the_trace_notes_to_whom_the_item_was_handed_after_the_specialist(
     assert 'agent triage out={"handed_off_to":"billing","item":0}' in lines.getvalue()
 
 
+async def test_a_streamed_handoffs_tokens_say_they_are_the_answers_an_agent_tools_do_not() -> None:
+    tokens: list[tuple[str, str, bool]] = []
+    models: dict[str, str] = {}
+
+    async def keep(event: TraceEvent) -> None:
+        if event.phase == "start" and event.kind == "model":
+            models[event.id] = event.name
+        elif event.phase == "token" and isinstance(event.output, dict):
+            text, answer = event.output["text"], event.output.get("answer") is True
+            tokens.append((models[event.parent_id or ""], str(text), answer))
+
+    asking = ScriptedAnswer(
+        content="Let me check.",
+        tool_calls=[ScriptedCall(name="helper", arguments={"prompt": "?"})],
+    )
+    specs = [
+        AgentSpec("triage", ScriptedModel([asking, call("billing")], name="lead"),
+                  tools=["helper"], handoffs=["billing"]),
+        AgentSpec("billing", ScriptedModel([ANSWER], name="billing")),
+        AgentSpec("helper", ScriptedModel(["Helper words here."], name="helper")),
+    ]  # fmt: skip
+    result = await Gateway([], specs).run("triage", QUESTION, hooks=[keep], stream=True)
+
+    assert result.output == ANSWER
+    answer = [text for _, text, said in tokens if said]
+    assert "".join(answer) == "Let me check." + ANSWER  # the preamble, then the handoff's
+    assert len([m for m, _, said in tokens if m == "billing" and said]) > 2  # word by word
+    assert {m for m, _, said in tokens if not said} == {"helper"}
+
+
+async def test_a_failed_handoff_is_noted_for_the_answers_readers() -> None:
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    lead = ScriptedModel([call("billing"), "I will answer myself."])
+    cut = ScriptedAnswer(content="Your second charge", stop_reason="max_tokens")
+    result = await support(lead, ScriptedModel([cut])).run(
+        "triage", QUESTION, hooks=[keep], stream=True
+    )
+    assert result.output == "I will answer myself."
+    noted = [e for e in events if isinstance(e.output, dict) and "handoff_failed" in e.output]
+    assert len(noted) == 1
+    note = noted[0]
+    assert (note.kind, note.name, note.phase) == ("agent", "triage", "note")
+    assert isinstance(note.output, dict)
+    assert note.output["handoff_failed"] == "billing"
+    assert str(note.output["error"]).startswith("the answer was cut off at the model")
+    tool = next(e for e in events if e.id == note.parent_id)  # under the handoff's call
+    assert (tool.kind, tool.name) == ("tool", "billing")
+
+
 async def test_a_failed_handoff_is_not_noted_the_one_that_answers_is() -> None:
     events: list[TraceEvent] = []
 

@@ -4,7 +4,8 @@
 with `model` naming one runs it on the request's last user message, the messages before it
 as the conversation so far (`openai_wire`): answered whole (`chat.completion`, with `usage`)
 or, with `stream: true`, as server-sent `chat.completion.chunk` deltas while the agent's
-model writes (its sub-agents' text is not the answer: `answer_text`), a last chunk with
+model writes (its agent tools' text is not the answer, an agent's it handed the conversation
+to is: `answer_text`), a last chunk with
 `finish_reason`, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`. The
 agent runs its tools itself; the client sees none of its calls.
 
@@ -275,8 +276,8 @@ def _ended(why: str) -> str:
     return why
 
 
-def _failed(message: str) -> ApiError:
-    return ApiError(500, message, type="server_error", code="run_failed")
+def _failed(message: str, *, code: str = "run_failed") -> ApiError:
+    return ApiError(500, message, type="server_error", code=code)
 
 
 class _Reply:
@@ -358,6 +359,9 @@ class _Reply:
                 self._id, self._created, request.agent, said, usage, finish_reason=finish_reason
             )
             await _send_json(self._send, 200, whole)
+            return
+        if text.retracted is not None:  # a handoff's answer began streaming, then failed
+            await self.fail(_failed(text.retracted, code="handoff_failed"))
             return
         rest = text.rest(said) if said else ""
         if rest:

@@ -121,6 +121,75 @@ async def test_a_streamed_answer_is_chunks_of_the_agents_own_text_then_stop_usag
     )
 
 
+def handing_gateway(billing: ScriptedModel, *, lead_answer: str = "It is 42.") -> Gateway:
+    """`triage` says a word, then hands the conversation to `billing` (which may use the
+    calculator, once); if that fails, it answers itself with `lead_answer`."""
+    passing = ScriptedAnswer(
+        content="Passing you on.", tool_calls=[ScriptedCall(name="billing", arguments={})]
+    )
+    agents = [
+        AgentSpec("triage", ScriptedModel([passing, lead_answer]), handoffs=["billing"]),
+        AgentSpec("billing", billing, tools=["calculator"], options=AgentOptions(max_iterations=1)),
+    ]
+    return Gateway([FunctionToolkit("calculator", [calculator])], agents)
+
+
+async def streamed(gateway: Gateway) -> list[str]:
+    """The `data:` payloads of a streamed answer of `triage`."""
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            body = {"model": "triage", "messages": [QUESTION], "stream": True}
+            response = await post(base, body)
+    assert response.status_code == 200
+    return sse_data(response.text)
+
+
+def contents(events: list[str]) -> list[str]:
+    return [
+        c["choices"][0]["delta"].get("content", "")
+        for c in map(json.loads, events)
+        if c.get("choices")
+    ]
+
+
+async def test_a_handed_off_answer_streams_as_the_answer() -> None:
+    *events, done = await streamed(handing_gateway(ScriptedModel([ANSWER])))
+    assert done == "[DONE]"
+    texts = contents(events)
+    assert texts[0] == ""  # the role's chunk
+    # The specialist's answer word by word, not whole at the end.
+    assert [t for t in texts if t][-1] == ANSWER.split()[-1]
+    assert len([t for t in texts if t.strip() in ANSWER.split()]) == len(ANSWER.split())
+    assert "".join(texts) == f"Passing you on.\n\n{ANSWER}"  # once
+    assert json.loads(events[-1])["choices"][0]["finish_reason"] == "stop"
+
+
+async def test_a_handoff_that_failed_mid_answer_ends_the_stream_with_why() -> None:
+    cut = ScriptedAnswer(content="Your second charge was", stop_reason="max_tokens")
+    events = await streamed(handing_gateway(ScriptedModel([cut])))
+    assert "[DONE]" not in events
+    *chunks, last = events
+    # What was sent stays, and no other answer follows it.
+    assert "".join(contents(chunks)) == "Passing you on.\n\nYour second charge was"
+    error = json.loads(last)["error"]
+    assert error["code"] == "handoff_failed"
+    assert error["message"].startswith(
+        "agent 'triage' handed the conversation to 'billing', whose answer had begun streaming"
+    )
+    assert "cut off" in error["message"]
+
+
+async def test_a_handoff_that_failed_after_a_preamble_is_followed_by_the_leads_answer() -> None:
+    adding = ScriptedAnswer(
+        content="Let me add that up.",
+        tool_calls=[ScriptedCall(name="calculator", arguments={"expression": "1 + 1"})],
+    )  # then max_iterations: its item fails
+    *events, done = await streamed(handing_gateway(ScriptedModel([adding])))
+    assert done == "[DONE]"
+    said = "".join(contents(events))
+    assert said == "Passing you on.\n\nLet me add that up.\n\nIt is 42."
+
+
 async def test_without_include_usage_a_stream_has_no_usage_chunk() -> None:
     gateway, _, _ = helpful_gateway()
     with anyio.fail_after(30):

@@ -1,10 +1,13 @@
 """A run's own answer as its models write it, from the run's trace: the text deltas (`token`
-events) of the model calls of the run's own agent, never of its sub-agents.
+events) that say they are the answer's (`answer`): the model calls of the run's own agent and
+of an agent it handed the conversation to, never an agent tool's. The text one model call
+wrote before the model called tools (a preamble) streams too; a later call's text follows a
+blank line.
 
-The run's agent span is the one whose parent is the run (`parent_id == run_id`); its model
-calls are the model spans under it. A sub-agent's spans hang under the tool call that ran it,
-so its text never reaches the caller as answer. The text one model call wrote before the
-model called tools (a preamble) streams too; a later call's text follows a blank line.
+A handoff that fails after its agent's answer began streaming (cut off, refused, ...) leaves
+the caller's model to answer, and a stream cannot take back what it sent: the rest is not
+sent, and `retracted` says why (the stream ends with it). Text its agent wrote before calling
+tools was a preamble, as the caller's own is: the caller's answer follows it.
 
 A follower that joins a stored run under way (`JoinsMidway`) missed the start of the model
 call open then: that call's text is not streamed, and `rest` gives the answer in full.
@@ -27,41 +30,70 @@ class AnswerText:
 
     def __init__(self, on_text: Callable[[str], Awaitable[None]]) -> None:
         self._on_text = on_text
-        self._agents: set[str] = set()
-        """The run's own agent span (one; a set, as a run resumed may open it again)."""
         self._calls: dict[str, list[str]] = {}
-        """The agent's model calls heard from their start, with the text each wrote."""
+        """The model calls heard from their start, with the answer's text each wrote."""
+        self._order: list[str] = []
+        """The calls that wrote answer text, in order."""
+        self._called_tools: set[str] = set()
+        """The calls that ended asking for tools: what they wrote was a preamble."""
+        self._handoffs: dict[str, int] = {}
+        """Each tool call in flight (a handoff, maybe): how many calls had written by then."""
         self._last: str | None = None
         """The last model call that wrote text."""
         self.sent = False
         """Whether any text was handed on."""
+        self.retracted: str | None = None
+        """Why the text sent is not the answer: a handoff whose answer had begun streaming
+        failed (the rest is not sent; a stream cannot take back what it sent)."""
 
     def joined(self, open_spans: Sequence[OpenSpan]) -> None:
-        """Joining a stored run under way: its agent span is known; the model call open now
-        began unheard, so its text is left to `rest`."""
-        for span in open_spans:
-            start = span.start
-            if start.kind == "agent" and start.parent_id == start.run_id:
-                self._agents.add(start.id)
+        """Joining a stored run under way: the model call open now began unheard, so its text
+        is left to `rest` (a call is heard from its start)."""
+        del open_spans
 
     async def __call__(self, event: TraceEvent) -> None:
+        output = event.output if isinstance(event.output, dict) else {}
         if event.phase == "start":
-            if event.kind == "agent" and event.parent_id == event.run_id:
-                self._agents.add(event.id)
-            elif event.kind == "model" and event.parent_id in self._agents:
+            if event.kind == "model":
                 self._calls[event.id] = []
-        elif event.phase == "token" and event.parent_id in self._calls:
-            output = event.output
-            text = output.get("text") if isinstance(output, dict) else None
-            if not isinstance(text, str) or not text:
+            elif event.kind == "tool":
+                self._handoffs[event.id] = len(self._order)
+        elif event.phase in ("end", "error"):
+            if event.kind == "tool":
+                self._handoffs.pop(event.id, None)
+            elif event.kind == "model" and "tool_calls" in output:
+                self._called_tools.add(event.id)
+        elif event.phase == "note" and event.kind == "agent" and "handoff_failed" in output:
+            self._handoff_failed(event)
+        elif event.phase == "token" and event.parent_id in self._calls and output.get("answer"):
+            text = output.get("text")
+            if not isinstance(text, str) or not text or self.retracted is not None:
                 return
             written = self._calls[event.parent_id]
-            if not written and self.sent:
-                text = SEPARATOR + text
+            if not written:
+                self._order.append(event.parent_id)
+                if self.sent:
+                    text = SEPARATOR + text
             written.append(text)
             self._last = event.parent_id
             self.sent = True
             await self._on_text(text)
+
+    def _handoff_failed(self, event: TraceEvent) -> None:
+        """A handoff failed, and its caller's model goes on: text its agent wrote before
+        calling tools was a preamble, as the caller's own is; an answer it began is not the
+        answer, and can be followed by no other."""
+        mark = self._handoffs.get(event.parent_id or "")
+        if mark is None:
+            return
+        answered = [call for call in self._order[mark:] if call not in self._called_tools]
+        if answered:
+            output = event.output if isinstance(event.output, dict) else {}
+            self.retracted = (
+                f"agent {event.name!r} handed the conversation to {output.get('handoff_failed')!r}, "
+                f"whose answer had begun streaming when it failed ({output.get('error')}): "
+                f"{event.name!r} answers instead, which cannot follow in this stream"
+            )
 
     def rest(self, answer: str) -> str:
         """What of the run's `answer` the caller has not had yet: the end of the last text
