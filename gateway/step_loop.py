@@ -30,6 +30,7 @@ from agent import (
     ChatModel,
     EngineRequest,
     EngineResponse,
+    OutputInvalid,
     StepInterrupted,
     StepPaused,
     ToolsAgent,
@@ -368,6 +369,18 @@ class StepLoop:
             and action.node in self._gateway.agents
         )
 
+    def _unfit(self, agent: str, answer: str) -> str | None:
+        """Why a handed-off `answer` does not fit `agent`'s output schema (None: it does)."""
+        spec = self._gateway.agents.get(agent)
+        schema = spec.options.output if spec is not None else None
+        if schema is None:
+            return None
+        try:
+            schema.from_text(answer)
+        except OutputInvalid as invalid:
+            return f"the answer does not fit the output schema of {agent!r} ({invalid})"
+        return None
+
     async def run_action(
         self,
         action: Action,
@@ -486,12 +499,15 @@ class StepLoop:
         error = item.error
         if error == EMPTY_ANSWER:
             error = f"agent {inner.name!r} gave an empty answer ({EMPTY_ANSWER})"
-        if error is not None:
-            if handing and context.answers:
-                # Its text streamed as the answer's: the streams' readers learn it is not.
+        if handing and context.answers:
+            # Its text streamed as the answer's: its readers learn when it is not (it failed,
+            # or its answer does not fit our schema, which `agent.handoff` tells our model).
+            refused = error or self._unfit(context.chain[-1], item.output or "")
+            if refused is not None:
                 await context.tracer.note(
-                    "agent", context.chain[-1], parent_id, handoff_failed=inner.name, error=error
+                    "agent", context.chain[-1], parent_id, handoff_failed=inner.name, error=refused
                 )
+        if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 

@@ -376,9 +376,15 @@ async def test_with_an_output_schema_the_handoffs_answer_is_the_structured_answe
             AgentSpec("billing", billing, options=AgentOptions(output=TICKET)),
         ],
     )
-    result = await gateway.run("triage", QUESTION)
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    result = await gateway.run("triage", QUESTION, hooks=[keep], stream=True)
     assert result.items[0].structured == {"team": "billing", "reply": "Refunded."}
     assert result.items[0].handoff == "billing"
+    assert not [e for e in events if isinstance(e.output, dict) and "handoff_failed" in e.output]
 
 
 async def test_an_answer_that_does_not_fit_the_leads_schema_goes_back_to_the_lead() -> None:
@@ -390,12 +396,25 @@ async def test_an_answer_that_does_not_fit_the_leads_schema_goes_back_to_the_lea
             AgentSpec("billing", ScriptedModel(["plain text"])),
         ],
     )
-    result = await gateway.run("triage", QUESTION)
+    events: list[TraceEvent] = []
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    result = await gateway.run("triage", QUESTION, hooks=[keep], stream=True)
     assert result.items[0].structured == {"team": "triage", "reply": "Sorry."}
     assert result.items[0].handoff is None
     (said,) = told(lead, 1)
     assert said.startswith("Error: the answer of 'billing' does not fit the output schema")
     assert said.endswith("It said: plain text")
+    # Its streamed "plain text" was not the answer: the streams' readers are told.
+    failed = [
+        e.output for e in events if isinstance(e.output, dict) and "handoff_failed" in e.output
+    ]
+    assert len(failed) == 1
+    assert str(failed[0]["error"]).startswith(
+        "the answer does not fit the output schema of 'triage'"
+    )
 
 
 async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
