@@ -417,13 +417,21 @@ async def test_an_answer_that_does_not_fit_the_leads_schema_goes_back_to_the_lea
     )
 
 
-async def test_the_session_keeps_the_question_and_the_answer_once() -> None:
+@pytest.mark.parametrize("stream", [False, True])
+async def test_the_session_keeps_the_question_and_the_answer_once(stream: bool) -> None:
     memory = SessionMemory(InProcessStore())
     lead = ScriptedModel([call("billing"), "Anything else?"])
     billing = ScriptedModel([ANSWER])
     gateway = support(lead, billing)
     gateway.memory = memory
-    await gateway.run("triage", QUESTION, session_id="s1")
+    streamed: list[str] = []
+
+    async def keep(event: TraceEvent) -> None:
+        if event.phase == "token" and isinstance(event.output, dict) and event.output["answer"]:
+            streamed.append(str(event.output["text"]))
+
+    await gateway.run("triage", QUESTION, session_id="s1", stream=stream, hooks=[keep])
+    assert "".join(streamed) == (ANSWER if stream else "")  # streamed, the session the same
 
     history = (await memory.load("s1")).messages
     assert [(m.role, m.content) for m in history] == [("user", QUESTION), ("assistant", ANSWER)]

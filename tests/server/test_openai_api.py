@@ -501,6 +501,28 @@ async def test_a_stored_runs_answer_streams_and_comes_whole_too(tmp_path: Path) 
     assert whole.json()["choices"][0]["message"]["content"] == ANSWER
 
 
+async def test_a_stored_runs_handed_off_answer_streams_and_is_stored_as_its_answer(
+    tmp_path: Path,
+) -> None:
+    gateway = handing_gateway(ScriptedModel([ANSWER]))
+    with anyio.fail_after(60):
+        async with served_with_store(gateway, tmp_path) as (base, runs, _):
+            body = {"model": "triage", "messages": [QUESTION], "stream": True}
+            response = await post(base, body)
+            *events, done = sse_data(response.text)
+            run_id = json.loads(events[0])["id"].removeprefix("chatcmpl-")
+            run = await runs.get(run_id)
+            assert run.status == "succeeded"
+            result = await runs.result(run_id)
+    assert done == "[DONE]"
+    texts = contents(events)
+    assert [t for t in texts if t][-1] == ANSWER.split()[-1]  # word by word, to its end
+    assert "".join(texts) == f"Passing you on.\n\n{ANSWER}"
+    assert result is not None
+    assert result.output == ANSWER  # the stored answer, the lead's words not in it
+    assert result.items[0].handoff == "billing"
+
+
 async def test_a_stored_run_whose_client_disconnects_stops_and_stays_resumable(
     tmp_path: Path,
 ) -> None:
