@@ -196,7 +196,7 @@ async def test_a_line_printed_mid_answer_waits_for_the_answers_line_to_end(
     def event(
         phase: Phase, span: str, parent: str | None, kind: Kind, text: str = ""
     ) -> TraceEvent:
-        output: JsonValue = {"text": text} if text else None
+        output: JsonValue = {"text": text, "answer": True} if text else None
         return TraceEvent(
             kind=kind, phase=phase, name=kind, id=span, parent_id=parent, run_id="r", at_ms=0,
             output=output,

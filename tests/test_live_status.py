@@ -53,7 +53,7 @@ def event(
 
 
 def token(span_id: str, text: str) -> TraceEvent:
-    return event("model", "token", "t", span_id, "gpt-x", text=text)
+    return event("model", "token", "t", span_id, "gpt-x", text=text, answer=True)
 
 
 async def streaming(console: RunConsole, first: str) -> None:
