@@ -53,7 +53,6 @@ from typing import IO, TextIO, cast
 
 import anyio
 import anyio.abc
-from rich.cells import get_character_cell_size
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
@@ -61,6 +60,7 @@ from rich.text import Text
 from toolkits import in_background
 from toolkits.printable import printable
 
+from .console_quiet import QuietLine, cursor_column
 from .console_status import Call, Status, Waiting, servers_named, waiting_for_servers
 from .trace import TraceEvent
 
@@ -94,7 +94,7 @@ class RunConsole:
         self._out = out
         self._err = err
         self._plain = plain
-        self._quiet = _Quiet(quiet_after)
+        self._quiet = QuietLine(quiet_after)
         self._calls: dict[str, Call] = {}
         self._runs: set[str] = set()
         """The runs under way (their top spans): none at `chat`'s prompt."""
@@ -401,7 +401,7 @@ class RunConsole:
         if call is None or quiet is None:
             return
         width = self._out.width
-        column = _cursor_column(self._quiet.line, width)
+        column = cursor_column(self._quiet.line, width)
         if column == width:
             return  # the text fills the row: where the cursor stands is the terminal's guess
         text = Text(f"{call.kind} ", style="dim")
@@ -422,7 +422,7 @@ class RunConsole:
         """Erase the line that said the model was quiet; the cursor stays where it was."""
         if not self._quiet.shown or self._err is None or self._out is None:
             return
-        column = _cursor_column(self._quiet.line, self._out.width)
+        column = cursor_column(self._quiet.line, self._out.width)
         self._write(self._err.file, f"\x1b[1B\r\x1b[2K\x1b[1A\x1b[{column + 1}G")
         self._quiet.shown = False
 
@@ -489,49 +489,6 @@ class RunConsole:
             self._hide()
             self._write(target, printable(line))  # log lines carry servers' and callers' words
             self._show()
-
-
-def _cursor_column(line: str, width: int) -> int:
-    """Where a terminal `width` cells wide leaves its cursor (a column from 0) after `line`
-    from a row's start: a character wider than what is left of a row goes whole to the next
-    (a 2-cell one in the last column leaves that empty), a tab to the next stop (every 8
-    cells, the last column at most). `width`: the row is full, the next character wraps."""
-    column = 0
-    for char in line:
-        if char == "\t":
-            column = column if column == width else min(column // 8 * 8 + 8, width - 1)
-            continue
-        cells = get_character_cell_size(char)
-        if column + cells > width:
-            column = 0
-        column += cells
-    return column
-
-
-class _Quiet:
-    """The streamed answer's open line: its text so far (where the cursor stands), when its
-    model last wrote, and whether a line below says it has gone quiet."""
-
-    def __init__(self, after: float) -> None:
-        self.after = after
-        self.span_id: str | None = None
-        self.line = ""
-        self.last = time.monotonic()
-        self.shown = False
-
-    def wrote(self, span_id: str, text: str) -> None:
-        self.span_id = span_id
-        self.line = (self.line + text).rpartition("\n")[2]
-        self.last = time.monotonic()
-
-    def ended(self) -> None:
-        self.span_id = None
-        self.line = ""
-
-    def quiet_for(self) -> float | None:
-        """How long the model has sent no text, once that is `after` or more."""
-        quiet = time.monotonic() - self.last
-        return quiet if self.span_id is not None and quiet >= self.after else None
 
 
 class _Lines(io.TextIOBase):
