@@ -62,6 +62,7 @@ from toolkits.printable import printable
 
 from .console_quiet import QuietLine, cursor_column
 from .console_status import Call, Status, Waiting, servers_named, waiting_for_servers
+from .item_results import handed_off_to
 from .trace import TraceEvent
 
 __all__ = ["RunConsole", "open_console", "open_terminal_console"]
@@ -315,11 +316,11 @@ class RunConsole:
         """An agent's item was answered by the agent it handed it to (a note as the item
         ends): a dim line says so on the status's terminal, before the answer is shown."""
         said = event.output if isinstance(event.output, dict) else {}
-        to = said.get("handed_off_to")
+        to = handed_off_to(said)
         failed = said.get("handoff_failed")
         if isinstance(failed, str):
             self._handoff_failed(event, failed, said.get("error"))
-        if not isinstance(to, str) or self._err is None:
+        if to is None or self._err is None:
             return
         self._hide()
         self._end_line()

@@ -18,6 +18,7 @@ __all__ = [
     "STEP_SCHEMA",
     "FinishedItems",
     "empty_failed",
+    "handed_off_to",
     "outputs",
     "steps_json",
     "text_before_calls",
@@ -78,6 +79,12 @@ def empty_failed(item: ItemResult) -> ItemResult:
     if item.error is None and not (item.output or "").strip():
         return item.model_copy(update={"error": EMPTY_ANSWER, "output": None})
     return item
+
+
+def handed_off_to(output: JsonValue) -> str | None:
+    """The agent an item was handed to, from a trace note's `output` (`FinishedItems`)."""
+    handed = output.get("handed_off_to") if isinstance(output, dict) else None
+    return handed if isinstance(handed, str) else None
 
 
 class FinishedItems:

@@ -45,6 +45,7 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
+from .item_results import handed_off_to
 from .trace import TraceEvent
 
 __all__ = ["OtelExporter"]
@@ -137,7 +138,7 @@ class OtelExporter:
                 said[(event.server_log.logger, event.server_log.level)] += 1
             elif _approval(event) in ("waiting", "approved", "denied"):
                 self._approval(event)
-            elif isinstance(handed := _handed_off_to(event), str):
+            elif event.kind == "agent" and (handed := handed_off_to(event.output)) is not None:
                 self._handoff(parent, handed, event)
             else:
                 parent.add_event(f"{event.kind}.{event.phase}", _flat(event.output))
@@ -239,13 +240,6 @@ class OtelExporter:
 def _approval(event: TraceEvent) -> JsonValue:
     """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
     return event.output.get("approval") if isinstance(event.output, dict) else None
-
-
-def _handed_off_to(event: TraceEvent) -> JsonValue:
-    """A handoff note's agent (`FinishedItems`), else None."""
-    if event.kind != "agent" or not isinstance(event.output, dict):
-        return None
-    return event.output.get("handed_off_to")
 
 
 def _caller(event: TraceEvent) -> Context | None:

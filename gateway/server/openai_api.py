@@ -64,6 +64,7 @@ from .served.run_failures import item_failed, stopped
 from .served.stored_runs import StoredAgentRuns, handle_result
 from .serving import ClientQuotas, caller_of
 from .transports.auth import ScopePolicy, authenticated_subject
+from .transports.request_headers import first
 
 __all__ = ["ChatCompletions"]
 
@@ -203,9 +204,10 @@ class ChatCompletions:
         """How deep the request comes (`HOPS_HEADER`: sent by a gateway whose agent has this
         one's agent as its model, or one of its own agents); refused at the depth limit, as
         an MCP call with as many hops is."""
-        said = _header(scope, HOPS_HEADER)
-        if said is None:
+        raw = first(scope, HOPS_HEADER.encode())
+        if raw is None:
             return 0
+        said = raw.decode("latin-1").strip()
         if not said.isdigit():  # isdigit: no sign, no spaces
             raise ApiError(400, f"the {HOPS_HEADER} header is not a count of hops: {said[:40]!r}")
         hops = int(said)
@@ -393,15 +395,6 @@ class _Reply:
 
     async def _end(self) -> None:
         await self._send({"type": "http.response.body", "body": b"", "more_body": False})
-
-
-def _header(scope: Scope, name: str) -> str | None:
-    """The request's header `name` (lower case), the first if sent twice."""
-    key = name.encode()
-    for header, value in scope["headers"]:
-        if header == key:
-            return value.decode("latin-1").strip()
-    return None
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:

@@ -35,6 +35,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from pydantic import JsonValue
 
+from ...item_results import handed_off_to
 from ...trace import OpenSpan, ToolProgress, TraceEvent
 from .log_messages import NOTIFY_TIMEOUT, client_log_levels, send_log
 
@@ -112,7 +113,7 @@ class McpNotifier:
         agent = self._nested_agent(event)
         if agent is not None:
             text = f"{agent}: {text}"
-        if event.kind in ("model", "tool", "run") or _handed_off_to(event.output) is not None:
+        if event.kind in ("model", "tool", "run") or handed_off_to(event.output) is not None:
             # The run's start names it: a client whose connection breaks (its replica died,
             # say) can still find the run by that id (`get_run`, `runs show`). Its end is the
             # call's last progress: what the client heard last says the run finished.
@@ -273,16 +274,10 @@ def describe(event: TraceEvent, *, stored: bool = False) -> tuple[types.LoggingL
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
         case "tool", "note" if _slot_waits(event.output) is not None:
             return "info", f"tool {event.name}: waiting for {_slot_waits(event.output)}"
-        case "agent", "note" if _handed_off_to(event.output) is not None:
-            return "info", f"agent {event.name}: handed off to {_handed_off_to(event.output)}"
+        case "agent", "note" if handed_off_to(event.output) is not None:
+            return "info", f"agent {event.name}: handed off to {handed_off_to(event.output)}"
         case _:
             return None
-
-
-def _handed_off_to(output: JsonValue) -> str | None:
-    """The agent an item was handed to, from a handoff note (`FinishedItems`)."""
-    handed = output.get("handed_off_to") if isinstance(output, dict) else None
-    return handed if isinstance(handed, str) else None
 
 
 def _slot_waits(output: JsonValue) -> str | None:
