@@ -296,8 +296,9 @@ def _provider_and_model(name: str) -> tuple[str, str]:
     prefix, colon, rest = name.partition(":")
     if not colon:
         return name, name
-    if prefix == "openai-compatible":
-        return prefix, rest.rpartition("#")[2] or rest
+    if prefix == "openai-compatible" or (prefix == "openai-responses" and "#" in rest):
+        # A server of its own (`URL#MODEL`): not OpenAI, whichever of its APIs it speaks.
+        return "openai-compatible", rest.rpartition("#")[2] or rest
     return _PROVIDERS.get(prefix, prefix), rest
 
 

@@ -28,6 +28,7 @@ from gateway.durable.endings import taken
 from gateway.run_state import RunOrigin
 from gateway.store_config import default_store_url
 from tests.servers.openai_stub import Refusal, openai_stub
+from tests.servers.responses_stub import responses_stub
 
 REPO = Path(__file__).resolve().parents[1]
 STOP_AFTER_THE_TOOL = [
@@ -524,6 +525,62 @@ def test_a_model_urls_password_is_never_stored_and_resume_asks_for_it_again(
         assert capsys.readouterr().out == "It is 42.\n"
     stored = b"".join(_decoded(path) for path in state_dir.iterdir())
     assert b"SECRETPASS" not in stored  # the resumed run's origin neither
+
+
+def test_a_servers_responses_api_run_stores_no_credentials_and_resumes_with_its_reasoning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`openai-responses:URL#MODEL` (vLLM's gpt-oss): the URL's password and query key stay out
+    of the store and the hint, OpenAI's key never reaches the server, and the resumed run
+    sends the first step's reasoning text back with its call, as vLLM reads it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-real-openai-key")
+    monkeypatch.delenv("OPENAI_COMPATIBLE_API_KEY", raising=False)
+    thought: dict[str, Any] = {
+        "id": "rs_1",
+        "summary": [],
+        "type": "reasoning",
+        "content": [{"text": "6 * 7: the calculator says.", "type": "reasoning_text"}],
+        "encrypted_content": None,
+        "status": None,
+    }
+    call: dict[str, Any] = {
+        "arguments": '{"expression": "6 * 7"}',
+        "call_id": "call_c1",
+        "name": "calculator",
+        "type": "function_call",
+        "id": "fc_1",
+        "status": "completed",
+    }
+    said: dict[str, Any] = {
+        "id": "msg_3",
+        "content": [{"annotations": [], "text": "It is 42.", "type": "output_text"}],
+        "role": "assistant",
+        "status": "completed",
+        "type": "message",
+    }
+    state_dir = tmp_path / "runs"
+    with responses_stub([[thought, call], Refusal(401, "Unauthorized"), [said]]) as server:
+        url = server.url.replace("http://", "http://bob:SECRETPASS@") + "?api_key=SECRETKEY"
+        spec = f"openai-responses:{url}#openai/gpt-oss-20b"
+        hidden = spec.replace("SECRETPASS", "***").replace("SECRETKEY", "***")
+        assert main(["run", "What is 6 * 7?", "--model", spec, "--state-dir", str(state_dir)]) == 1
+        err = capsys.readouterr().err
+        hint = re.search(r"the run is stored: agent-gateway (resume .*)$", err, re.MULTILINE)
+        assert hint is not None, err
+        resume = shlex.split(hint.group(1))
+        assert resume[-2:] == ["--model", hidden]
+        assert main([*resume[:-2], "--model", spec]) == 0
+        assert capsys.readouterr().out == "It is 42.\n"
+    stored = b"".join(_decoded(path) for path in state_dir.iterdir())
+    assert hidden.partition(":")[2].encode() in stored  # the rows were read
+    assert b"SECRET" not in stored
+    basic = "Basic " + base64.b64encode(b"bob:SECRETPASS").decode()
+    assert server.seen == [("api_key=SECRETKEY", basic)] * 3
+    first, _, resumed = server.requests
+    assert first["model"] == "openai/gpt-oss-20b"
+    output = {"type": "function_call_output", "call_id": "call_c1"}
+    assert resumed["input"][-3:-1] == [thought, call]
+    assert {key: resumed["input"][-1][key] for key in output} == output
 
 
 def _decoded(path: Path) -> bytes:

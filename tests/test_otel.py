@@ -181,6 +181,26 @@ async def test_the_responses_api_is_openai_as_a_provider() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    "name",
+    [
+        "openai-responses:http://127.0.0.1:8000/v1#openai/gpt-oss-20b",
+        "openai-compatible:http://127.0.0.1:8000/v1#openai/gpt-oss-20b",
+    ],
+)
+async def test_a_server_of_its_own_is_no_openai_whichever_api_it_speaks(name: str) -> None:
+    hook, memory = exporter()
+    await Gateway([], [AgentSpec("a", ScriptedModel(["hi"], name=name))]).run(
+        "a", "hello", hooks=[hook]
+    )
+    [chat] = [s for s in memory.get_finished_spans() if s.name.startswith("chat")]
+    assert chat.name == "chat openai/gpt-oss-20b"
+    assert chat.attributes is not None
+    assert chat.attributes["gen_ai.provider.name"] == "openai-compatible"
+    assert chat.attributes["gen_ai.request.model"] == "openai/gpt-oss-20b"
+
+
+@pytest.mark.anyio
 async def test_a_fallback_chain_is_named_by_the_model_that_was_asked(tmp_path: Path) -> None:
     empty, good = tmp_path / "empty.json", tmp_path / "good.json"
     empty.write_text("[]")  # fails at once: it has no answers

@@ -11,7 +11,7 @@ from .anthropic import AnthropicModel
 from .fallback import FallbackCallback, FallbackModel
 from .gemini import GeminiModel
 from .openai import OpenAICompatibleModel, OpenAIModel
-from .openai_responses import OpenAIResponsesModel
+from .openai_responses import OpenAICompatibleResponsesModel, OpenAIResponsesModel
 from .retry import RetryPolicy
 from .settings import (
     ModelSettings,
@@ -44,6 +44,7 @@ __all__ = [
     "ModelRequest",
     "ModelSettings",
     "OpenAICompatibleModel",
+    "OpenAICompatibleResponsesModel",
     "OpenAIModel",
     "OpenAIResponsesModel",
     "ProviderFactory",

@@ -3,11 +3,14 @@
 OpenAI documents a function's `description` as at most 1,024 characters, and a request with a
 longer one is refused whole ("Invalid 'tools[3].function.description': string too long.
 Expected a string with maximum length 1024, ..."). Newer OpenAI models have been seen to take
-longer ones, and servers in front of OpenAI models (Azure, proxies) refuse them still. So a
-description goes whole until the server refuses one; from then on each over the length it
-named is cut to it (`fitted`): the head of the tool's own description (where what it does is
-said), a marker, then whole the gateway's note on the forms its arguments take, which its
-parameters cannot say.
+longer ones, and servers in front of OpenAI models (Azure, proxies) refuse them still. The
+Responses API words an over-long string as chat completions does, under its own path
+("Invalid 'input[95].call_id': string too long. Expected a string with maximum length 64,
+..."), and its functions are flat: a refused description is `tools[3].description` there.
+Both are read. So a description goes whole until the server refuses one; from then on each
+over the length it named is cut to it (`fitted`): the head of the tool's own description
+(where what it does is said), a marker, then whole the gateway's note on the forms its
+arguments take, which its parameters cannot say.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from .schema import described
 __all__ = ["CUT_MARK", "fitted", "refused_length"]
 
 CUT_MARK = " [...]"
-_REFUSAL = re.compile(r"function\.description\W+string too long\b.*?maximum length (\d+)", re.S)
+_REFUSAL = re.compile(
+    r"(?:function\.|tools\[\d+\]\.)description\W+string too long\b.*?maximum length (\d+)", re.S
+)
 _WORD_ROOM = 80
 """How far back a cut goes to end at a space rather than inside a word."""
 

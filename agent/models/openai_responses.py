@@ -1,4 +1,5 @@
-"""OpenAI's Responses API (`openai-responses:MODEL`), for its reasoning models above all.
+"""OpenAI's Responses API (`openai-responses:MODEL`), for its reasoning models above all, and
+any server's (`openai-responses:URL#MODEL`: vLLM, Ollama, LM Studio, LiteLLM's proxy).
 
 The o-series and gpt-5 models keep their reasoning from one step to the next only when their
 `reasoning` items go back with the calls they led to. Each request is stateless (`store:
@@ -22,6 +23,14 @@ A tool's result is a `function_call_output` under its call's id; its images (JPE
 WebP) go inside it, after its text. A model that refuses them is sent none from then on
 (see `openai`). Tool schemas are made as for chat completions; `strict` is always said, as
 the Responses API takes a function without it to be strict.
+
+`OpenAICompatibleResponsesModel` (a server's) differs from it as `OpenAICompatibleModel` does
+from `OpenAIModel`: the key is optional, schemas are not strict, the number of tools is not
+capped, a call whose arguments were not JSON goes back as `{}` (Ollama refuses a request that
+holds one), the context window is asked of the server, and each server is a provider of its
+own (its reasoning goes back to it alone). A reasoning item with its text and no encrypted
+content (vLLM's, for gpt-oss) goes back too: such a server reads the text (vLLM gives gpt-oss
+its reasoning so), where OpenAI would look it up by id.
 """
 
 from __future__ import annotations
@@ -48,7 +57,7 @@ from ..messages import (
 from ..model import TokenCallback
 from ..native_output import NATIVE_OUTPUT_NAME, native_output_schema
 from ._base import HTTPRequest
-from ._http import endpoint
+from ._http import endpoint, public_url
 from ._json import (
     JSONObject,
     arguments_text,
@@ -68,9 +77,10 @@ from .openai_responses_stream import ResponseAssembler
 from .openai_stream import error_text
 from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
+from .server_windows import server_window
 from .settings import ModelSettings, capped_max_tokens
 
-__all__ = ["ENCRYPTED_REASONING", "OpenAIResponsesModel"]
+__all__ = ["ENCRYPTED_REASONING", "OpenAICompatibleResponsesModel", "OpenAIResponsesModel"]
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 _log = logging.getLogger(__name__)
@@ -83,6 +93,9 @@ _STOPS: dict[str, StopReason] = {
 
 class OpenAIResponsesModel(OpenAIModel):
     """OpenAI's Responses API (`openai-responses:MODEL`)."""
+
+    _reasoning_text_replayed = False
+    """Whether a reasoning item that has its text but no encrypted content goes back."""
 
     def __init__(
         self,
@@ -203,8 +216,11 @@ class OpenAIResponsesModel(OpenAIModel):
         if self._replayable(message):
             output = obj(message.raw).get("output")
             if is_arr(output):
-                sent = _sendable(output, stored=self._settings.extra_body.get("store") is True)
-                replayed = partial(_replayed_call, offered=offered)
+                stored = self._settings.extra_body.get("store") is True
+                sent = _sendable(output, stored=stored, with_text=self._reasoning_text_replayed)
+                replayed = partial(
+                    _replayed_call, offered=offered, as_written=self._replay_invalid_arguments
+                )
                 own = raw_calls(sent, message.tool_calls, _is_function_call, replayed)
                 if own is not None:
                     return own
@@ -216,7 +232,7 @@ class OpenAIResponsesModel(OpenAIModel):
                 "type": "function_call",
                 "call_id": call.id,
                 "name": sendable_name(call.name, offered),
-                "arguments": arguments_text(call),
+                "arguments": self._arguments(call),
             }
             for call in message.tool_calls
         )
@@ -272,6 +288,46 @@ class OpenAIResponsesModel(OpenAIModel):
         return ResponseAssembler(label=self.name, build=self._response)
 
 
+class OpenAICompatibleResponsesModel(OpenAIResponsesModel):
+    """Any server's Responses API (`openai-responses:URL#MODEL`): vLLM, Ollama, LM Studio,
+    LiteLLM's proxy (see the module docstring for how it differs from OpenAI's)."""
+
+    max_tools = None  # OpenAI's limit is its own; these servers document none
+    _replay_invalid_arguments = False
+    _reasoning_text_replayed = True
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str | None = None,
+        http_client: httpx.AsyncClient | None = None,
+        settings: ModelSettings | None = None,
+        retry: RetryPolicy | None = None,
+        strict_tools: bool = False,
+    ) -> None:
+        super().__init__(
+            model,
+            api_key=api_key,
+            base_url=base_url,
+            http_client=http_client,
+            settings=settings,
+            retry=retry,
+            strict_tools=strict_tools,
+        )
+
+    async def _lookup_window(self) -> int | None:
+        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
+        return await server_window(self._http.get_json, self._base_url, self._model, headers)
+
+    @classmethod
+    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
+        # Two servers are two providers: reasoning from one is not replayed to another.
+        server = public_url(base_url)
+        return f"openai-responses:{server}#{model}", f"openai-responses:{server}"
+
+
 def _refuses_encrypted_reasoning(error: ModelHTTPError) -> bool:
     said = f"{error} {error.provider_message or ''}".lower()
     return 400 <= error.status_code < 500 and (
@@ -283,28 +339,44 @@ def _is_function_call(item: Any) -> TypeGuard[JSONObject]:
     return is_obj(item) and item.get("type") == "function_call"
 
 
-def _sendable(output: list[Any], *, stored: bool) -> list[Any]:
+def _sendable(output: list[Any], *, stored: bool, with_text: bool) -> list[Any]:
     """The output items that may go back: not a reasoning item nothing follows, nor, in a
-    stateless request (`stored` false), one without encrypted content."""
+    stateless request (`stored` false), one without encrypted content (unless `with_text`:
+    one with its text goes, to a server that reads it)."""
     last = len(output) - 1
     return [
         item
         for place, item in enumerate(output)
         if not (is_obj(item) and item.get("type") == "reasoning")
-        or (place < last and (stored or item.get("encrypted_content")))
+        or (
+            place < last
+            and (stored or item.get("encrypted_content") or (with_text and _has_text(item)))
+        )
     ]
 
 
-def _replayed_call(item: JSONObject, call: ToolCall, *, offered: Collection[str]) -> JSONObject:
+def _has_text(reasoning: JSONObject) -> bool:
+    """Whether a reasoning item carries its text (`content`, as vLLM sends gpt-oss's)."""
+    return any(text(obj(part).get("text")) for part in arr(reasoning.get("content")))
+
+
+def _replayed_call(
+    item: JSONObject, call: ToolCall, *, offered: Collection[str], as_written: bool
+) -> JSONObject:
     """A `function_call` item as it goes back: under the id the agent uses for its call, with
     a name the API takes; its arguments the model's own text (when it wrote them malformed,
-    the agent told it so); the rest as it came."""
+    the agent told it so), or `{}` for malformed ones unless `as_written`; the rest as it
+    came."""
     arguments = item.get("arguments")
+    if call.invalid_arguments is not None and not as_written:
+        arguments = "{}"
+    elif not isinstance(arguments, str):
+        arguments = arguments_text(call)
     return {
         **item,
         "call_id": call.id,
         "name": sendable_name(text(item.get("name")), offered),
-        "arguments": arguments if isinstance(arguments, str) else arguments_text(call),
+        "arguments": arguments,
     }
 
 

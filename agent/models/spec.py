@@ -2,6 +2,7 @@
 
     openai:MODEL                      OPENAI_API_KEY; elsewhere: OPENAI_BASE_URL
     openai-responses:MODEL            the same, through the Responses API (reasoning kept)
+    openai-responses:URL#MODEL        any server's Responses API; key optional, as below
     openai-compatible:URL#MODEL       key optional: OPENAI_COMPATIBLE_API_KEY
     anthropic:MODEL                   ANTHROPIC_API_KEY; elsewhere: ANTHROPIC_BASE_URL
     gemini:MODEL                      GEMINI_API_KEY (or GOOGLE_API_KEY); GOOGLE_GEMINI_BASE_URL
@@ -9,7 +10,9 @@
 
 A hosted provider's base URL variable is the one its official SDK reads, meaning what it means
 there (so one value serves both): OpenAI's includes `/v1`, Anthropic's and Gemini's are the
-server's root (`/v1`, `/v1beta` follow).
+server's root (`/v1`, `/v1beta` follow). A spec with a URL names a server of its own: it is
+sent `OPENAI_COMPATIBLE_API_KEY` when set, never a hosted provider's key (that would go to
+whatever URL is named), and the URL's user and password as HTTP Basic auth.
 
 `sampling` (asking the MCP client's own model) is not a spec this package can build: it needs
 an MCP session, so the gateway must recognise it before calling `model_from_spec`; here it
@@ -35,7 +38,7 @@ from .anthropic import ANTHROPIC_BASE_URL, AnthropicModel
 from .anthropic_output import NO_STRUCTURED_OUTPUTS, anthropic_output_schema, has_structured_outputs
 from .gemini import GEMINI_BASE_URL, GeminiModel, schema_beside_tools
 from .openai import OPENAI_BASE_URL, OpenAICompatibleModel, OpenAIModel
-from .openai_responses import OpenAIResponsesModel
+from .openai_responses import OpenAICompatibleResponsesModel, OpenAIResponsesModel
 from .retry import RetryPolicy
 from .settings import ModelSettings
 
@@ -57,6 +60,7 @@ __all__ = [
 SPEC_FORMS = (
     "openai:MODEL",
     "openai-responses:MODEL",
+    "openai-responses:URL#MODEL",
     "openai-compatible:URL#MODEL",
     "anthropic:MODEL",
     "gemini:MODEL",
@@ -83,7 +87,10 @@ SDK puts after it, and the URL used when the variable is not set."""
 
 def api_key_names(spec: str) -> tuple[str, ...]:
     """The variables one of which must hold a key for `spec` (none: it needs no key)."""
-    return API_KEYS.get(spec.strip().partition(":")[0].lower(), ())
+    kind, _, rest = spec.strip().partition(":")
+    if kind.lower() == "openai-responses" and _names_a_server(rest):
+        return ()
+    return API_KEYS.get(kind.lower(), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,21 +168,53 @@ def _keyed(provider: str, model_type: _KeyedModel) -> ProviderFactory:
 
 
 def _openai_compatible(request: ModelRequest) -> ChatModel:
-    url, hash_sign, model = request.model.rpartition("#")
-    if not hash_sign or not url or not model:
-        raise ModelConfigError(
-            "openai-compatible needs a base URL and a model: "
-            "openai-compatible:http://127.0.0.1:11434/v1#qwen2.5"
-        )
+    url, model = _server_and_model("openai-compatible", request.model, "11434/v1#qwen2.5")
     return OpenAICompatibleModel(
         url,
         model,
-        # Never OPENAI_API_KEY: that would send a real OpenAI key to whatever URL is named.
-        api_key=request.key("OPENAI_COMPATIBLE_API_KEY"),
+        api_key=_server_key(request),
         http_client=request.http_client,
         settings=request.settings,
         retry=request.retry,
     )
+
+
+_hosted_responses = _keyed("openai-responses", OpenAIResponsesModel)
+
+
+def _openai_responses(request: ModelRequest) -> ChatModel:
+    """OpenAI's Responses API (`MODEL`), or a server's (`URL#MODEL`: vLLM, Ollama, ...)."""
+    if not _names_a_server(request.model):
+        return _hosted_responses(request)
+    url, model = _server_and_model("openai-responses", request.model, "8000/v1#openai/gpt-oss-20b")
+    return OpenAICompatibleResponsesModel(
+        url,
+        model,
+        api_key=_server_key(request),
+        http_client=request.http_client,
+        settings=request.settings,
+        retry=request.retry,
+    )
+
+
+def _names_a_server(rest: str) -> bool:
+    """Whether the spec after `openai-responses:` is `URL#MODEL`: no OpenAI model's name has
+    a `#` or a `://` (a fine-tuned one's has colons, `ft:gpt-4.1-mini:org::id`)."""
+    return "#" in rest or "://" in rest
+
+
+def _server_and_model(kind: str, rest: str, example: str) -> tuple[str, str]:
+    url, hash_sign, model = rest.rpartition("#")
+    if not hash_sign or not url or not model:
+        raise ModelConfigError(
+            f"{kind}:URL#MODEL needs a base URL and a model: {kind}:http://127.0.0.1:{example}"
+        )
+    return url, model
+
+
+def _server_key(request: ModelRequest) -> str | None:
+    # Never OPENAI_API_KEY: that would send a real OpenAI key to whatever URL is named.
+    return request.key("OPENAI_COMPATIBLE_API_KEY")
 
 
 def _scripted(request: ModelRequest) -> ChatModel:
@@ -189,7 +228,7 @@ def _scripted(request: ModelRequest) -> ChatModel:
 
 PROVIDERS: Mapping[str, ProviderFactory] = {
     "openai": _keyed("openai", OpenAIModel),
-    "openai-responses": _keyed("openai-responses", OpenAIResponsesModel),
+    "openai-responses": _openai_responses,
     "openai-compatible": _openai_compatible,
     "anthropic": _keyed("anthropic", AnthropicModel),
     "gemini": _keyed("gemini", GeminiModel),

@@ -14,7 +14,7 @@ import pytest
 
 from agent.errors import ModelHTTPError
 from agent.messages import ToolDefinition
-from agent.models import OpenAIModel
+from agent.models import OpenAIModel, model_from_spec
 from agent.models.openai_descriptions import CUT_MARK
 
 from .support import FakeProvider, Sleeps, json_response, retry_policy
@@ -144,3 +144,51 @@ async def test_another_refusal_is_not_sent_again(sleeps: Sleeps) -> None:
     with pytest.raises(ModelHTTPError, match=r"function\.name"):
         await model(fake, sleeps).invoke(ASK, [LONG])
     assert len(fake.requests) == 1
+
+
+def as_responses(request: httpx.Request) -> httpx.Response:
+    """A Responses API that takes descriptions of 1,024 characters at most: its functions are
+    flat, so its refusal names `tools[n].description` (as it names `input[n].call_id`)."""
+    tools: list[dict[str, Any]] = httpx.Response(200, content=request.content).json()["tools"]
+    for index, tool in enumerate(tools):
+        length = len(tool.get("description", ""))
+        if length > OPENAI_LIMIT:
+            error = {
+                "message": f"Invalid 'tools[{index}].description': string too long. Expected "
+                f"a string with maximum length {OPENAI_LIMIT}, but got a string with length "
+                f"{length} instead.",
+                "type": "invalid_request_error",
+                "param": f"tools[{index}].description",
+                "code": "string_above_max_length",
+            }
+            return json_response(400, {"error": error})
+    said: dict[str, Any] = {"type": "message", "role": "assistant", "status": "completed",
+            "content": [{"type": "output_text", "text": "done", "annotations": []}]}  # fmt: skip
+    return json_response(200, {"id": "resp_1", "status": "completed", "output": [said]})
+
+
+@pytest.mark.parametrize(
+    "spec", ["openai-responses:gpt-5-mini", "openai-responses:http://127.0.0.1:4000/v1#gpt-5"]
+)
+async def test_the_responses_apis_refusal_is_read_and_its_descriptions_cut(
+    spec: str, sleeps: Sleeps, caplog: pytest.LogCaptureFixture
+) -> None:
+    fake = FakeProvider(*[as_responses] * 3)
+    responses = model_from_spec(
+        spec,
+        http_client=fake.client(),
+        api_keys={"OPENAI_API_KEY": KEY},
+        retry=retry_policy(sleeps),
+    )
+    first = await responses.invoke(ASK, [LONG, SHORT, EITHER])
+    second = await responses.invoke(ASK, [LONG, SHORT, EITHER])
+    assert (first.content, second.content) == ("done", "done")
+    assert len(fake.requests) == 3  # refused once, then cut before sending
+    cut = {tool["name"]: tool["description"] for tool in fake.body(1)["tools"]}
+    assert cut == {tool["name"]: tool["description"] for tool in fake.body(2)["tools"]}
+    assert cut["echo"] == "Says it back."
+    assert cut["sch__huge_description"].endswith(CUT_MARK)
+    assert cut["lookup"].endswith(f"{CUT_MARK}\n\n{FORMS}")
+    assert all(len(description) <= OPENAI_LIMIT for description in cut.values())
+    [warned] = warnings(caplog)
+    assert warned.startswith(f"{responses.name} takes tool descriptions of at most 1024 ")

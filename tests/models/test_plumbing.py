@@ -101,6 +101,7 @@ def test_exports_are_curated_and_sorted() -> None:
         "ModelRequest",
         "ModelSettings",
         "OpenAICompatibleModel",
+        "OpenAICompatibleResponsesModel",
         "OpenAIModel",
         "OpenAIResponsesModel",
         "ProviderFactory",

@@ -201,6 +201,7 @@ def test_a_provider_key_the_client_will_not_pass_is_warned_about(
         '[agents.a]\nmodel = ["openai:gpt-4.1-mini", "gemini:gemini-2.5-flash"]\n'
         '[agents.b]\nmodel = "openai:gpt-4.1-mini"\n'
         '[agents.local]\nmodel = "openai-compatible:http://127.0.0.1:8080/v1#qwen"\n'
+        '[agents.local_responses]\nmodel = "openai-responses:http://127.0.0.1:8000/v1#gpt-oss"\n'
     )
     desktop = tmp_path / "claude.json"
     assert install(config, desktop) == 0
@@ -211,7 +212,7 @@ def test_a_provider_key_the_client_will_not_pass_is_warned_about(
         "your shell's environment): add --env OPENAI_API_KEY=VALUE or --env-file FILE"
     ) in err
     assert "agent 'a' (gemini:gemini-2.5-flash) needs GEMINI_API_KEY or GOOGLE_API_KEY" in err
-    assert "local" not in err  # a local server needs no key
+    assert "local" not in err  # a local server needs no key (OPENAI_API_KEY is never its)
     assert install(config, desktop, "--env", "OPENAI_API_KEY", "--env", "GEMINI_API_KEY=g") == 0
     assert capsys.readouterr().err == ""
     assert json.loads(desktop.read_text())["mcpServers"]["agent-gateway"]["env"] == {

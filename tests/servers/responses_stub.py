@@ -1,5 +1,6 @@
 """A scripted OpenAI Responses API server on 127.0.0.1 that records what it was sent: for tests
-where `openai-responses:` models run in other processes (`OPENAI_BASE_URL` pointing here)."""
+where `openai-responses:` models run in other processes (`OPENAI_BASE_URL` pointing here), or
+name it (`openai-responses:URL#MODEL`)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlsplit
+
+from .openai_stub import Refusal
 
 __all__ = ["ResponsesStub", "responses_stub"]
 
@@ -17,18 +21,22 @@ __all__ = ["ResponsesStub", "responses_stub"]
 @dataclass
 class ResponsesStub:
     """Answers `POST /v1/responses` with the next scripted list of output items, as a whole
-    response or, when asked to stream, as its events; `requests` holds every request body."""
+    response or, when asked to stream, as its events (a `Refusal`: that HTTP error);
+    `requests` holds every request body, `seen` each request's query and `Authorization`."""
 
-    outputs: Sequence[list[dict[str, Any]]]
+    outputs: Sequence[list[dict[str, Any]] | Refusal]
     requests: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    seen: list[tuple[str, str | None]] = field(default_factory=list[tuple[str, str | None]])
     url: str = ""
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, body: dict[str, Any]) -> dict[str, Any] | Refusal:
         with self._lock:
             self.requests.append(body)
             n = len(self.requests)
         output = self.outputs[n - 1] if n <= len(self.outputs) else []
+        if isinstance(output, Refusal):
+            return output
         return {
             "id": f"resp_{n}",
             "object": "response",
@@ -66,22 +74,30 @@ def _events(response: dict[str, Any]) -> bytes:
 
 
 @contextmanager
-def responses_stub(outputs: Sequence[list[dict[str, Any]]]) -> Generator[ResponsesStub]:
+def responses_stub(
+    outputs: Sequence[list[dict[str, Any]] | Refusal],
+) -> Generator[ResponsesStub]:
     stub = ResponsesStub(outputs)
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            if self.path != "/v1/responses":
+            path = urlsplit(self.path)
+            if path.path != "/v1/responses":
                 self.send_error(404)
                 return
+            stub.seen.append((path.query, self.headers.get("authorization")))
             length = int(self.headers.get("content-length", "0"))
             body = json.loads(self.rfile.read(length))
             response = stub.answer(body)
-            if body.get("stream"):
+            status = 200
+            if isinstance(response, Refusal):
+                data, kind = json.dumps(response.body()).encode(), "application/json"
+                status = response.status
+            elif body.get("stream"):
                 data, kind = _events(response), "text/event-stream"
             else:
                 data, kind = json.dumps(response).encode(), "application/json"
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("content-type", kind)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
