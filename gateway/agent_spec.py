@@ -39,7 +39,8 @@ class AgentSpec:
     (added to `tools` when not there), a call of one ends its item with that agent's answer."""
     handoff_history: bool = True
     """Whether the agents it hands the conversation to read the conversation before the user's
-    message (its session's earlier turns, or the item's history); False: the message alone."""
+    message (its session's earlier turns, or the item's history) and this agent's calls of the
+    turn, with their results; False: the message alone."""
 
     def __post_init__(self) -> None:
         missing = [name for name in self.handoffs if name not in self.tools]

@@ -131,7 +131,8 @@ class AgentConfig(Strict):
     "Handoffs"). Offered as its tools, listed in `tools` or not."""
     handoff_history: bool = True
     """Whether the agents it hands the conversation to read the conversation's earlier turns
-    (false: the user's message alone, with the `context` this agent adds)."""
+    and this agent's calls of the turn (false: the user's message alone, with the `context`
+    this agent adds)."""
     max_iterations: int = Field(default=10, ge=1)
     return_intermediate_steps: bool = False
     description: str = ""
