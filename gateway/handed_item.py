@@ -114,7 +114,7 @@ def _result(observation: str) -> JsonValue:
         return observation
     try:
         return json.loads(observation, parse_constant=_no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):  # a text nested past what Python reads is text
         return observation
 
 

@@ -65,13 +65,19 @@ def page(n: int, size: int) -> str:
 
 
 @function_tool
+def nested(depth: int) -> str:
+    """Text that looks like JSON nested `depth` levels deep."""
+    return "[" * depth + "]" * depth
+
+
+@function_tool
 def screenshot() -> bytes:
     """The customer's screen."""
     return PNG
 
 
 TOOLKITS = [
-    FunctionToolkit("crm", [lookup_account, page, screenshot]),
+    FunctionToolkit("crm", [lookup_account, page, nested, screenshot]),
     FunctionToolkit("calculator", [calculator]),
 ]
 
@@ -189,6 +195,14 @@ async def test_huge_results_keep_the_newest_calls_within_the_limit() -> None:
     expected = [line("page", {"n": n, "size": size}, f"page {n}: " + "x" * size) for n in (3, 4)]
     assert lines == expected
     assert len("\n".join(lines)) <= TURN_MAX_CHARS
+
+
+async def test_a_result_nested_past_what_python_reads_goes_as_its_text() -> None:
+    lead = ScriptedModel([call("nested", depth=5000), call("billing")])
+    billing = ScriptedModel([ANSWER])
+    result = await support(lead, billing).run("triage", QUESTION)
+    assert result.output == ANSWER
+    assert asked(billing).endswith(line("nested", {"depth": 5000}, "[" * 5000 + "]" * 5000))
 
 
 async def test_a_newest_result_longer_than_the_limit_alone_is_cut() -> None:

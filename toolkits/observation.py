@@ -222,7 +222,7 @@ _NOT_JSON = object()
 def _parsed(text: str) -> object:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested past what Python reads: not JSON to it
         return _NOT_JSON
 
 

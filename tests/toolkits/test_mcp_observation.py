@@ -209,3 +209,15 @@ def test_structured_content_that_is_no_object_is_read_as_the_value_it_is() -> No
     wire = image.model_dump(mode="json", by_alias=True, exclude_none=True)
     echoed = types.CallToolResult(content=[image], structured_content=[wire])
     assert PNG not in observed_text(echoed)
+
+
+def test_a_text_that_looks_like_json_nested_past_what_python_reads_is_text() -> None:
+    """A local tool's string comes as its text and `{"result": text}`: comparing the two
+    reads the text as JSON, which Python cannot past ~1,000 levels (it raised, and the run
+    that called the tool failed)."""
+    deep = "[" * 5000 + "]" * 5000
+    result = types.CallToolResult(
+        content=[types.TextContent(text=deep)], structured_content={"result": deep}
+    )
+    assert result_data(result) == {"result": deep}
+    assert observed_text(result, max_chars=20_000) == deep

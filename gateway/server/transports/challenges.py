@@ -152,7 +152,7 @@ def _request(body: bytes) -> tuple[str, dict[str, Any] | None] | None:
     responses, what the envelope check refuses)."""
     try:
         message: Any = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # the envelope check refuses it, not this
         return None
     if not isinstance(message, dict) or "id" not in message:
         return None

@@ -466,7 +466,7 @@ def _is_error(body: bytes) -> bool:
     """Whether a JSON answer is a JSON-RPC error (a failed `initialize`: no session)."""
     try:
         answer = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
     return isinstance(answer, dict) and "error" in answer
 
