@@ -96,6 +96,29 @@ async def test_a_structured_answer_streams_once_as_the_json_sent_whole(
     assert json.loads(said) == {"total": 3}
 
 
+async def test_a_structured_answer_cut_by_its_budget_streams_what_is_sent_whole() -> None:
+    """The budget spent before the answer: the text so far, `length`, the same both ways."""
+    spec = AgentSpec(
+        "shaped",
+        ScriptedModel([ADDING, ADDING]),
+        tools=["calculator"],
+        options=SHAPED,
+        token_budget=3,
+    )
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    body: dict[str, Any] = {"model": "shaped", "messages": [QUESTION]}
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            whole = await post(base, body)
+            streamed = await post(base, {**body, "stream": True})
+    choice = whole.json()["choices"][0]
+    assert (choice["message"]["content"], choice["finish_reason"]) == (ADDING.content, "length")
+    *events, done = sse_data(streamed.text)
+    assert done == "[DONE]"
+    assert "".join(contents(events)) == ADDING.content
+    assert json.loads(events[-1])["choices"][0]["finish_reason"] == "length"
+
+
 async def test_a_text_answer_handed_to_an_agent_with_a_schema_streams_its_json_once() -> None:
     """A lead without a schema streams its own text; the specialist's answer is its JSON."""
     passing = ScriptedAnswer(
