@@ -92,6 +92,6 @@ class GatewaySettings(Strict):
     """Export every run's trace as OpenTelemetry spans (GenAI semantic conventions)."""
     progress_interval: float = Field(default=15.0, gt=0)
     """Served runs: the longest a client waits for a progress notification while a model or
-    tool call is in flight."""
+    tool call is in flight (and a `/v1` stream for a chunk or a keep-alive comment)."""
     oauth: ResourceServerSettings | None = None
     """Serving HTTP as an OAuth 2.1 resource server (see `resource_server`)."""

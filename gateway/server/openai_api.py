@@ -7,7 +7,10 @@ or, with `stream: true`, as server-sent `chat.completion.chunk` deltas while the
 model writes (its agent tools' text is not the answer, an agent's it handed the conversation
 to is: `answer_text`), a last chunk with
 `finish_reason`, a usage chunk when `stream_options.include_usage`, then `data: [DONE]`. The
-agent runs its tools itself; the client sees none of its calls.
+agent runs its tools itself; the client sees none of its calls. A structured answer (an
+agent with an output schema) is not streamed as written: the JSON its schema's check made is
+sent at the end, as whole. A stream with nothing to send for `keep_alive` seconds (tools run)
+gets an SSE comment, so that a proxy in front does not cut it.
 
 The same rules as `/mcp` hold: the HTTP app's Host/Origin checks, CORS and bearer tokens (a
 request the token middleware let through unauthenticated gets 401 here, in OpenAI's error
@@ -15,7 +18,8 @@ shape), an OAuth token's scopes (an agent it may not call is neither listed nor 
 the client's share of the nodes (`ClientQuotas`, by principal or address, as a 2026-07-28
 MCP client's), the body size limit, and the server's calls in flight (refused while it
 stops, ended at the end of its grace). With a run store the run is stored, as an MCP call's
-is. A client that disconnects cancels the run, and a stored run stays stored, resumable, as
+is, and its failure, or its end by the stopping server, is told in an MCP client's words
+(`run_failures`). A client that disconnects cancels the run, and a stored run stays stored, resumable, as
 when an MCP client cancels its call.
 
 A run that fails is answered 500 with `x-should-retry: false` (OpenAI's SDKs would otherwise
@@ -58,9 +62,10 @@ from ..run_context import HOPS_HEADER, budget_spent
 from ..run_state import RunResult, RunState
 from ..trace import new_id
 from .notifications.answer_text import AnswerText
+from .notifications.run_progress import HEARTBEAT_SECONDS
 from .openai_wire import ApiError, ChatRequest, chunk, completion, read_request
 from .running_calls import RunningCalls
-from .served.run_failures import item_failed, stopped
+from .served.run_failures import item_failed, note_stored, stopped, stored_failure
 from .served.stored_runs import StoredAgentRuns, handle_result
 from .serving import ClientQuotas, caller_of
 from .transports.auth import ScopePolicy, authenticated_subject
@@ -72,6 +77,8 @@ log = logging.getLogger(__name__)
 
 _MODELS = "/v1/models"
 _COMPLETIONS = "/v1/chat/completions"
+_MAX_DIGITS = 9
+"""The longest hop count read (`int` refuses over 4300 digits; any depth limit is far less)."""
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
     (b"cache-control", b"no-cache"),
@@ -91,6 +98,7 @@ class ChatCompletions:
         policy: ScopePolicy | None = None,
         required_scopes: Sequence[str] = (),
         max_request_bytes: int = 4 * 1024 * 1024,
+        keep_alive: float = HEARTBEAT_SECONDS,
     ) -> None:
         self._gateway = gateway
         self._running = running
@@ -98,6 +106,9 @@ class ChatCompletions:
         self._policy = policy
         self._required = tuple(required_scopes)
         self._max_bytes = max_request_bytes
+        self._keep_alive = keep_alive
+        self._since = int(time.time())
+        """When the agents began to be served: each model's `created`."""
         self._quotas = ClientQuotas()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -111,11 +122,17 @@ class ChatCompletions:
             elif path.startswith(_MODELS + "/") and method == "GET":
                 name = path.removeprefix(_MODELS + "/")
                 spec = await self._agent(scope, name)
-                await _send_json(send, 200, _model(spec.name))
+                await _send_json(send, 200, _model(spec.name, self._since))
             elif path == _COMPLETIONS and method == "POST":
                 await self._complete(scope, receive, send)
-            elif path in (_MODELS, _COMPLETIONS):
-                raise ApiError(405, f"{method} {path} is not served", code="method_not_allowed")
+            elif path in (_COMPLETIONS, _MODELS) or path.startswith(_MODELS + "/"):
+                allow = b"POST" if path == _COMPLETIONS else b"GET"
+                raise ApiError(
+                    405,
+                    f"{method} {path} is not served ({allow.decode()} is)",
+                    code="method_not_allowed",
+                    headers=[(b"allow", allow)],
+                )
             else:
                 raise ApiError(404, f"{path} is not served here", code="not_found")
         except ApiError as exc:
@@ -146,7 +163,7 @@ class ChatCompletions:
     async def _models(self, scope: Scope) -> dict[str, Any]:
         names = [spec.name for spec in self._gateway.agents.values() if _served(spec)]
         allowed = [name for name in names if await self._refusal(scope, name) is None]
-        return {"object": "list", "data": [_model(name) for name in allowed]}
+        return {"object": "list", "data": [_model(name, self._since) for name in allowed]}
 
     async def _refusal(self, scope: Scope, agent: str) -> str | None:
         """Why the caller's OAuth token may not call `agent` (its scopes); None if it may."""
@@ -190,7 +207,7 @@ class ChatCompletions:
         spec = await self._agent(scope, request.agent)
         hops = self._hops(scope)
         gone = anyio.Event()
-        reply = _Reply(send, request, new_id())
+        reply = _Reply(send, request, new_id(), self._keep_alive)
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, gone, tg.cancel_scope)
             ended = await self._running.answer(
@@ -208,9 +225,9 @@ class ChatCompletions:
         if raw is None:
             return 0
         said = raw.decode("latin-1").strip()
-        if not said.isdigit():  # isdigit: no sign, no spaces
+        hops = _count(said)
+        if hops is None:
             raise ApiError(400, f"the {HOPS_HEADER} header is not a count of hops: {said[:40]!r}")
-        hops = int(said)
         try:
             self._gateway.check_hops(hops)
         except DepthExceeded as exc:
@@ -234,11 +251,15 @@ class ChatCompletions:
             origin=self._stored.origin if self._stored is not None else None,
         )
         quota = self._quotas.of_caller(caller_of(scope), self._gateway)
-        text = AnswerText(reply.delta)
+        shaped = [
+            name for name, agent in self._gateway.agents.items() if agent.options.output is not None
+        ]
+        text = AnswerText(reply.delta, shaped=shaped, whole=spec.name in shaped)
         outcome: RunResult | list[ApprovalRequest] | ApiError
         async with reply.streaming():
             try:
                 if self._stored is not None:
+                    note_stored(state.run_id)  # what its client can do if the server ends it
                     outcome = await self._stored.start(
                         state, follower=text, hops=hops, quota=quota, asker=None, stop=gone
                     )
@@ -248,10 +269,11 @@ class ChatCompletions:
                         state, hooks=hooks, hops=hops, quota=quota, stream=request.stream
                     )
             except (AgentError, GatewayError, ToolkitError) as exc:
-                said = stopped(spec.name, exc)
-                if self._stored is not None:
-                    said = f"{said} (run {state.run_id})"
-                outcome = _failed(said)
+                if self._stored is None:
+                    outcome = _failed(stopped(spec.name, exc))
+                else:  # told as the store has it, as to an MCP client (how to resume: logged)
+                    ended = await stored_failure(self._stored, spec.name, state.run_id, exc)
+                    outcome = _failed(_text_of(ended))
             except Exception as exc:  # a bug: answered, logged, the server serves on
                 log.exception("agent %r crashed", spec.name)
                 outcome = _failed(f"agent {spec.name!r} failed: {type(exc).__name__}: {exc}")
@@ -270,8 +292,22 @@ def _served(spec: AgentSpec) -> bool:
     return not isinstance(spec.model, ClientSampling)
 
 
-def _model(name: str) -> dict[str, Any]:
-    return {"id": name, "object": "model", "created": 0, "owned_by": "agent-gateway"}
+def _model(name: str, created: int) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": created, "owned_by": "agent-gateway"}
+
+
+def _count(said: str) -> int | None:
+    """`said` as a count (ASCII digits only: no sign or space, and not `isdigit`'s "²", which
+    `int` refuses); None if it is none."""
+    if not (said.isascii() and said.isdecimal()) or len(said) > _MAX_DIGITS:
+        return None
+    return int(said)
+
+
+def _text_of(result: types.CallToolResult) -> str:
+    """What an MCP client is told (a tool result's text), to tell an OpenAI client."""
+    first = result.content[0] if result.content else None
+    return first.text if isinstance(first, types.TextContent) else ""
 
 
 def _ended(why: str) -> str:
@@ -285,36 +321,46 @@ def _failed(message: str, *, code: str = "run_failed") -> ApiError:
 class _Reply:
     """One request's answer: whole, or as chunks (the text deltas pass through a buffer to
     the request's own task, so that a hook of a stored run, in the run's task, never writes
-    to the connection)."""
+    to the connection). A stream quiet for `keep_alive` seconds (tools run, a model thinks)
+    gets an SSE comment, which clients skip: a proxy in front (nginx's `proxy_read_timeout`,
+    60 s) would otherwise cut it, and the cut stops the run."""
 
-    def __init__(self, send: Send, request: ChatRequest, run_id: str) -> None:
+    def __init__(self, send: Send, request: ChatRequest, run_id: str, keep_alive: float) -> None:
         self._send = send
         self._request = request
         self.run_id = run_id
         self._id = f"chatcmpl-{run_id}"
         self._created = int(time.time())
         self._started = False
-        self._deltas: MemoryObjectSendStream[str] | None = None
+        self._deltas: MemoryObjectSendStream[str | None] | None = None
+        """A text delta to send, or None: a keep-alive comment."""
+        self._keep_alive = keep_alive
+        self._beats = anyio.CancelScope()
+        self._sent_at = 0.0
+        """When the stream last sent something (`anyio.current_time`)."""
 
     @asynccontextmanager
     async def streaming(self) -> AsyncGenerator[None]:
         """While the run goes on: a streamed answer's headers and first chunk (the role)
-        sent, and each delta heard sent as a chunk of its own; at the end, every delta heard
-        is sent. Nothing for an answer sent whole."""
+        sent, each delta heard sent as a chunk of its own, and a comment after each quiet
+        `keep_alive`; at the end, every delta heard is sent. Nothing for an answer sent
+        whole."""
         if not self._request.stream:
             yield
             return
         await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
         self._started = True
         await self._event({"role": "assistant", "content": ""})
-        deltas, pending = anyio.create_memory_object_stream[str](math.inf)
+        deltas, pending = anyio.create_memory_object_stream[str | None](math.inf)
         async with anyio.create_task_group() as tg, deltas:
             tg.start_soon(self._pass_on, pending)
+            tg.start_soon(self._beat, deltas)
             self._deltas = deltas
             try:
                 yield
             finally:
                 self._deltas = None
+                self._beats.cancel()
                 deltas.close()  # `_pass_on` ends once it sent what it holds
 
     async def delta(self, text: str) -> None:
@@ -324,16 +370,29 @@ class _Reply:
         with suppress(anyio.BrokenResourceError):  # the request is gone
             self._deltas.send_nowait(text)
 
-    async def _pass_on(self, pending: MemoryObjectReceiveStream[str]) -> None:
+    async def _beat(self, deltas: MemoryObjectSendStream[str | None]) -> None:
+        """Ask `_pass_on` (the one writer) for a comment whenever the stream was quiet for
+        `keep_alive` seconds."""
+        with self._beats, suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            while True:
+                quiet = anyio.current_time() - self._sent_at
+                if quiet < self._keep_alive:
+                    await anyio.sleep(self._keep_alive - quiet)
+                    continue
+                deltas.send_nowait(None)
+                self._sent_at = anyio.current_time()  # asked once, not again while it waits
+
+    async def _pass_on(self, pending: MemoryObjectReceiveStream[str | None]) -> None:
         async with pending:
             async for text in pending:
-                await self._event({"content": text})
+                if text is None:
+                    await self._write(b": keep-alive\n\n")
+                else:
+                    await self._event({"content": text})
 
     async def waiting(self, waiting: list[ApprovalRequest], usage: Usage, text: AnswerText) -> None:
         """A stored run waits for a person's approval: its handle's text is the answer."""
-        answer = handle_result(self.run_id, waiting, {}).content[0]
-        said = answer.text if isinstance(answer, types.TextContent) else ""
-        await self._answer(said, usage, text)
+        await self._answer(_text_of(handle_result(self.run_id, waiting, {})), usage, text)
 
     async def finish(self, outcome: RunResult, text: AnswerText, *, stored: bool) -> None:
         """The run's answer; one cut at a token limit (the model's `max_tokens`, the agent's
@@ -342,8 +401,8 @@ class _Reply:
         if cut_off(item.error):  # the text the model wrote until the cut is the output
             await self._answer(item.output or "", outcome.usage, text, finish_reason="length")
         elif budget_spent(item.error):  # stopped before its answer: what it wrote until then
-            # (streamed as it was written)
-            streamed = self._request.stream
+            # (streamed as it was written, unless held back)
+            streamed = self._request.stream and not text.whole
             so_far = "" if streamed else text_before_calls(item.steps or [])
             await self._answer(so_far, outcome.usage, text, finish_reason="length")
         elif item.error is not None:
@@ -384,13 +443,22 @@ class _Reply:
         await self._end()
 
     async def _event(self, delta: dict[str, Any], *, finish_reason: str | None = None) -> None:
+        request = self._request
         said = chunk(
-            self._id, self._created, self._request.agent, delta, finish_reason=finish_reason
+            self._id,
+            self._created,
+            request.agent,
+            delta,
+            finish_reason=finish_reason,
+            include_usage=request.include_usage,
         )
         await self._data(json.dumps(said, ensure_ascii=False))
 
     async def _data(self, data: str) -> None:
-        body = f"data: {data}\n\n".encode()
+        await self._write(f"data: {data}\n\n".encode())
+
+    async def _write(self, body: bytes) -> None:
+        self._sent_at = anyio.current_time()
         await self._send({"type": "http.response.body", "body": body, "more_body": True})
 
     async def _end(self) -> None:
@@ -443,7 +511,7 @@ async def _send_json(
 
 
 async def _send_error(send: Send, error: ApiError) -> None:
-    headers: list[tuple[bytes, bytes]] = []
+    headers = list(error.headers)
     if error.status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     if error.status >= 500 and error.code == "run_failed":

@@ -16,10 +16,11 @@ context.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictBool, ValidationError
 
 from agent import AgentItem, AssistantMessage, ChatMessage, SystemMessage, Usage, UserMessage
 
@@ -49,6 +50,7 @@ class ApiError(Exception):
         type: ErrorType = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        headers: Sequence[tuple[bytes, bytes]] = (),
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -56,6 +58,8 @@ class ApiError(Exception):
         self.type = type
         self.code = code
         self.param = param
+        self.headers = tuple(headers)
+        """Headers of the answer besides its content's (a 405's `allow`)."""
 
     def json(self) -> dict[str, Any]:
         return {
@@ -75,22 +79,26 @@ class _Open(BaseModel):
 class _Part(_Open):
     type: str
     text: str | None = None
+    refusal: str | None = None
+    """A `refusal` part's (an assistant's)."""
 
 
 class _Message(_Open):
     role: str
     content: str | list[_Part] | None = None
+    refusal: str | None = None
+    """An assistant's refusal (its `content` then null), as OpenAI's models give one."""
     tool_calls: list[Any] | None = None
 
 
 class _StreamOptions(_Open):
-    include_usage: bool | None = None
+    include_usage: StrictBool | None = None
 
 
 class _Body(_Open):
     model: str
     messages: list[_Message] = Field(min_length=1)
-    stream: bool | None = None
+    stream: StrictBool | None = None  # not "yes", which OpenAI refuses too
     stream_options: _StreamOptions | None = None
     n: int | None = None
     tool_choice: str | dict[str, Any] | None = None
@@ -113,6 +121,10 @@ def read_request(body: bytes) -> ChatRequest:
         data = json.loads(body)
     except ValueError as exc:
         raise ApiError(400, f"the request body is not JSON: {exc}") from None
+    except RecursionError:  # a few KB of brackets: refused as `/mcp` refuses it, not a crash
+        raise ApiError(
+            400, "the request body is not JSON we read: it is nested too deeply"
+        ) from None
     try:
         request = _Body.model_validate(data)
     except ValidationError as exc:
@@ -186,22 +198,36 @@ def _history(messages: list[_Message]) -> list[ChatMessage]:
 
 
 def _text(message: _Message, index: int) -> str:
+    """A message's text: its `content` (a string, or parts joined), and an assistant's
+    refusal, which is what it said."""
     content = message.content
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
     texts: list[str] = []
-    for part in content:
-        if part.type != "text" or part.text is None:
-            raise ApiError(
-                400,
-                f"messages.{index}.content: a part of type {part.type!r} cannot be read: "
-                "the agent reads text parts only",
-                param="messages",
-            )
-        texts.append(part.text)
+    if isinstance(content, str):
+        texts.append(content)
+    elif content is not None:
+        texts.extend(_part_text(part, message.role, index) for part in content)
+    if message.role == "assistant" and message.refusal:
+        texts.append(message.refusal)
     return "".join(texts)
+
+
+def _part_text(part: _Part, role: str, index: int) -> str:
+    where = f"messages.{index}.content"
+    if part.type == "text":
+        if part.text is None:
+            raise ApiError(400, f"{where}: a part of type 'text' has no text", param="messages")
+        return part.text
+    if part.type == "refusal" and role == "assistant":
+        if part.refusal is None:
+            raise ApiError(
+                400, f"{where}: a part of type 'refusal' has no refusal", param="messages"
+            )
+        return part.refusal
+    raise ApiError(
+        400,
+        f"{where}: a part of type {part.type!r} cannot be read: the agent reads text parts only",
+        param="messages",
+    )
 
 
 def usage_json(usage: Usage) -> dict[str, Any]:
@@ -250,9 +276,11 @@ def chunk(
     *,
     finish_reason: str | None = None,
     usage: Usage | None = None,
+    include_usage: bool = False,
 ) -> dict[str, Any]:
     """One `chat.completion.chunk`: a delta, the last one's `finish_reason`, or (no delta)
-    the usage chunk, whose `choices` are empty."""
+    the usage chunk, whose `choices` are empty. With `include_usage`, every chunk has a
+    `usage` field, null but on the usage chunk (as OpenAI's have)."""
     choices: list[dict[str, Any]] = []
     if delta is not None:
         choices.append(
@@ -267,4 +295,6 @@ def chunk(
     }
     if usage is not None:
         said["usage"] = usage_json(usage)
+    elif include_usage:
+        said["usage"] = None
     return said

@@ -355,6 +355,7 @@ def build_server(
         policy=server.scope_policy,
         required_scopes=settings.oauth.required_scopes if settings.oauth is not None else (),
         max_request_bytes=settings.max_request_bytes,
+        keep_alive=settings.progress_interval,
     )
     now = ServingNow()
     server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from gateway.server import HttpOptions, http_app
-from tests.server.support import calculator_gateway, serve
+from tests.server.support import calculator_agent, calculator_gateway, serve
 from tests.servers.asgi import serve_on_loopback
 
 from .wire import LEGACY, calculate, calculated, initialize
@@ -120,3 +120,44 @@ async def test_no_other_origin_is_named_even_with_the_origin_check_off() -> None
         assert not [name for name in answer.headers if name.startswith("access-control-")]
     assert allowed.status_code == 204
     assert allowed.headers["access-control-allow-origin"] == INSPECTOR
+
+
+OPENAI_JS_HEADERS = (
+    "authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,"
+    "x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,"
+    "x-stainless-runtime-version,x-stainless-timeout"
+)
+"""What the openai JS SDK's preflight asks for: its `X-Stainless-*` go with every request."""
+
+
+async def test_a_page_on_the_openai_js_sdk_may_call_the_openai_compatible_api() -> None:
+    served = serve(calculator_gateway(calculator_agent(["It is 42."])))
+    options = HttpOptions("127.0.0.1", 0, tokens=(TOKEN,), allowed_origins=(INSPECTOR,))
+    asked = {
+        "Origin": INSPECTOR,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": OPENAI_JS_HEADERS,
+    }
+    sent = {
+        "Origin": INSPECTOR,
+        "Authorization": f"Bearer {TOKEN}",
+        **{name: "x" for name in OPENAI_JS_HEADERS.split(",")[2:]},
+    }
+    body = {"model": "assistant", "messages": [{"role": "user", "content": "6 * 7?"}]}
+    async with (
+        serve_on_loopback(http_app(served, options)) as base,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        url = f"{base}/v1/chat/completions"
+        with anyio.fail_after(30):
+            preflight = await http.options(url, headers=asked)
+            answer = await http.post(url, json=body, headers=sent)
+    assert preflight.status_code == 204
+    assert set(split(OPENAI_JS_HEADERS)) <= set(
+        split(preflight.headers["access-control-allow-headers"])
+    )
+    assert answer.status_code == 200
+    assert answer.json()["choices"][0]["message"]["content"] == "It is 42."
+    assert answer.headers["access-control-allow-origin"] == INSPECTOR
+    # The SDK reads it to know not to run a failed agent again.
+    assert "x-should-retry" in split(answer.headers["access-control-expose-headers"])

@@ -114,6 +114,10 @@ async def test_a_request_arriving_at_the_depth_limit_is_refused_naming_it() -> N
             deep = await http.post(url, json=body, headers={HOPS_HEADER: "2"})
             refused = await http.post(url, json=body, headers={HOPS_HEADER: "4"})
             unread = await http.post(url, json=body, headers={HOPS_HEADER: "-1"})
+            # Digits to `isdigit`, not to `int`; a count no `int` reads.
+            odd = [b"\xb2", b"9" * 5000]
+            hops = HOPS_HEADER.encode()
+            others = [await http.post(url, json=body, headers=[(hops, h)]) for h in odd]
     assert deep.json()["choices"][0]["message"]["content"] == "done"
     assert [meta[HOPS_META_KEY] for meta in seen] == [3]  # 2, and its agent
     assert refused.status_code == 400
@@ -126,6 +130,9 @@ async def test_a_request_arriving_at_the_depth_limit_is_refused_naming_it() -> N
     )
     assert unread.status_code == 400
     assert "x-agent-gateway-hops header is not a count of hops: '-1'" in error_of(unread)["message"]
+    for other in others:
+        assert other.status_code == 400
+        assert "x-agent-gateway-hops header is not a count of hops" in error_of(other)["message"]
     assert len(seen) == 1  # neither refused request ran
 
 

@@ -9,13 +9,20 @@ the caller's model to answer, and a stream cannot take back what it sent: the re
 sent, and `retracted` says why (the stream ends with it). Text its agent wrote before calling
 tools was a preamble, as the caller's own is: the caller's answer follows it.
 
+A structured answer (an agent with an output schema) is the JSON its schema's check made of
+the model's answer (a `final_result` call, or text that is JSON: compact, pretty, fenced),
+which no model call wrote as such: a model call of such an agent streams nothing, and when
+the run's own agent has one, nothing of the run streams (`whole`): `rest` gives the answer,
+so the text streamed is exactly the answer sent whole, JSON a client can parse
+(`response_format`).
+
 A follower that joins a stored run under way (`JoinsMidway`) missed the start of the model
 call open then: that call's text is not streamed, and `rest` gives the answer in full.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from ...trace import OpenSpan, TraceEvent
 
@@ -28,8 +35,20 @@ SEPARATOR = "\n\n"
 class AnswerText:
     """A trace hook handing each delta of the run's own answer to `on_text`."""
 
-    def __init__(self, on_text: Callable[[str], Awaitable[None]]) -> None:
+    def __init__(
+        self,
+        on_text: Callable[[str], Awaitable[None]],
+        *,
+        shaped: Collection[str] = (),
+        whole: bool = False,
+    ) -> None:
         self._on_text = on_text
+        self._shaped = shaped
+        """The agents with an output schema: their model calls' text is not the answer's."""
+        self.whole = whole
+        """Whether nothing streams: the run's own agent has an output schema."""
+        self._agents: dict[str, str] = {}
+        """The agent spans heard, by id: whose model calls are under them."""
         self._calls: dict[str, list[str]] = {}
         """The model calls heard from their start, with the answer's text each wrote."""
         self._order: list[str] = []
@@ -54,7 +73,9 @@ class AnswerText:
     async def __call__(self, event: TraceEvent) -> None:
         output = event.output if isinstance(event.output, dict) else {}
         if event.phase == "start":
-            if event.kind == "model":
+            if event.kind == "agent":
+                self._agents[event.id] = event.name
+            elif event.kind == "model" and not self._withheld(event.parent_id):
                 self._calls[event.id] = []
             elif event.kind == "tool":
                 self._handoffs[event.id] = len(self._order)
@@ -79,6 +100,11 @@ class AnswerText:
             self.sent = True
             await self._on_text(text)
 
+    def _withheld(self, agent_span: str | None) -> bool:
+        """Whether the text of a model call under `agent_span` is held back: its answer is
+        structured, given whole by `rest`."""
+        return self.whole or self._agents.get(agent_span or "") in self._shaped
+
     def _handoff_failed(self, event: TraceEvent) -> None:
         """A handoff failed, and its caller's model goes on: text its agent wrote before
         calling tools was a preamble, as the caller's own is; an answer it began is not the
@@ -99,7 +125,7 @@ class AnswerText:
         """What of the run's `answer` the caller has not had yet: the end of the last text
         streamed, when that text began it (the usual case: nothing), else the whole answer
         (after a blank line, if a preamble was sent). An answer no model call wrote as text
-        (a structured answer given through a tool) so arrives whole."""
+        (a structured answer) so arrives whole."""
         if self._last is not None:
             written = "".join(self._calls[self._last]).removeprefix(SEPARATOR)
             if answer.startswith(written):

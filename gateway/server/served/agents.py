@@ -54,12 +54,11 @@ from ..client_requests.ask_client import agent_questions
 from ..client_requests.run_rounds import decode_state, encode_state
 from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
-from ..running_calls import note_if_ended
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
 from .relaying import incoming_hops
 from .round_replays import RoundReplays, round_key
-from .run_failures import item_failed, stopped, stored_failure
+from .run_failures import item_failed, note_stored, stopped, stored_failure
 from .stored_runs import ROUND_STATE_PREFIX, StoredAgentRuns, handle_result, round_run_id
 
 __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
@@ -413,7 +412,7 @@ class AgentTools:
                 asker=asker,
                 stop=cancel_requested(ctx),
             )
-        _note_stored(run_id)
+        note_stored(run_id)
         try:
             outcome = await following
         except (AgentError, GatewayError, ToolkitError) as exc:
@@ -454,14 +453,6 @@ async def _answered(
         if ended is None:
             raise
         return ended
-
-
-def _note_stored(run_id: str) -> None:
-    """What a client whose call the server ends (it is stopping) can do about its run."""
-    note_if_ended(
-        f"Run {run_id} is stored and goes on where a gateway serves its store: "
-        f'get_run {{"run_id": "{run_id}"}} gives its answer.'
-    )
 
 
 def output_schema(spec: AgentSpec) -> dict[str, Any]:

@@ -30,11 +30,12 @@ from toolkits import NodeStopped, ToolkitError, error_result
 
 from ...agent_tool import usage_meta
 from ...errors import GatewayError, StoreUnavailable, stopped_in
+from ..running_calls import note_if_ended
 
 if TYPE_CHECKING:
     from .stored_runs import StoredAgentRuns
 
-__all__ = ["item_failed", "run_ended", "stopped", "stored_failure"]
+__all__ = ["item_failed", "note_stored", "run_ended", "stopped", "stored_failure"]
 
 _log = logging.getLogger(__name__)
 
@@ -58,6 +59,14 @@ def stopped(agent: str, exc: Exception) -> str:
     return (
         f"agent {agent!r} stopped{where}: {_sentence(str(exc))} The run is not stored (the "
         f"gateway has no run store): {hint}."
+    )
+
+
+def note_stored(run_id: str) -> None:
+    """What a client whose call the server ends (it is stopping) can do about its stored run."""
+    note_if_ended(
+        f"Run {run_id} is stored and goes on where a gateway serves its store: "
+        f'get_run {{"run_id": "{run_id}"}} gives its answer.'
     )
 
 

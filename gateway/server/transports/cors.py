@@ -1,5 +1,5 @@
-"""CORS for the origins in `allowed_origins`: what lets a browser app (the MCP Inspector UI)
-call `/mcp` from another origin.
+"""CORS for the origins in `allowed_origins`: what lets a browser app (the MCP Inspector UI,
+a chat page on the openai JS SDK) call `/mcp` and `/v1` from another origin.
 
 Passing the `Origin` check (`host_check`) is not enough for a browser: it sends a preflight
 `OPTIONS` first (without the bearer token) for a request with JSON or an `Authorization`
@@ -7,9 +7,11 @@ header, and hands the app an answer only when it names the app's origin. So, for
 that matches an `allowed_origins` pattern, and only for one (never `*`):
 
 - a preflight is answered here, before the token check, 204 allowing the methods and the
-  headers MCP clients send (the 2026-07-28 `Mcp-*` ones among those asked for);
+  headers MCP clients send, and among those asked for the 2026-07-28 `Mcp-*` ones and those
+  the OpenAI SDKs send (`X-Stainless-*` on every request, `OpenAI-Organization`, ...);
 - every other answer names the origin (`Access-Control-Allow-Origin`, `Vary: Origin`) and
-  exposes the headers a client reads (`mcp-session-id`, `www-authenticate`, ...).
+  exposes the headers a client reads (`mcp-session-id`, `www-authenticate`, the OpenAI SDKs'
+  `x-should-retry`, ...).
 
 No credentials mode: bearer tokens go in a header, not cookies.
 
@@ -36,7 +38,12 @@ ALLOWED_HEADERS: tuple[bytes, ...] = (
     b"mcp-protocol-version",
     b"mcp-session-id",
 )
-EXPOSED_HEADERS = b"mcp-session-id, mcp-protocol-version, www-authenticate, retry-after"
+EXPOSED_HEADERS = (
+    b"mcp-session-id, mcp-protocol-version, www-authenticate, retry-after, x-should-retry"
+)
+MIRRORED: tuple[bytes, ...] = (b"mcp-", b"x-stainless-", b"openai-")
+"""Prefixes of the headers allowed when asked for: 2026-07-28 MCP's, and the OpenAI SDKs' (a
+browser refuses to send a request with a header the preflight did not allow)."""
 MAX_AGE = b"3600"
 """Seconds a browser may keep a preflight's answer (Chrome keeps one at most 2 hours)."""
 
@@ -76,12 +83,14 @@ async def _preflight(origin: bytes, asked: bytes | None, send: Send) -> None:
 
 
 def _allowed_headers(asked: bytes | None) -> list[bytes]:
-    """The headers MCP clients send, and the `Mcp-*` ones asked for: 2026-07-28 mirrors a
-    request's method and name (`Mcp-Method`, `Mcp-Name`) and parameters (`Mcp-Param-*`)."""
+    """The headers MCP clients send, and those asked for that begin as `MIRRORED`: 2026-07-28
+    mirrors a request's method and name (`Mcp-Method`, `Mcp-Name`) and parameters
+    (`Mcp-Param-*`); the OpenAI SDKs (Stainless's) send `X-Stainless-Os`, `-Lang`, `-Arch`,
+    `-Runtime`, `-Retry-Count`, ... with every request."""
     names = list(ALLOWED_HEADERS)
     for name in (asked or b"").lower().split(b","):
         name = name.strip()
-        if name.startswith(b"mcp-") and name not in names and _token(name):
+        if name.startswith(MIRRORED) and name not in names and _token(name):
             names.append(name)
     return names
 
