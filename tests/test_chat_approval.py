@@ -256,6 +256,44 @@ def test_call_of_an_agent_without_a_terminal_refuses_a_gated_call_saying_what_wo
     assert not written.exists()
 
 
+@pytest.mark.integration
+def test_call_of_an_agent_on_a_terminal_asks_as_chat_does(tmp_path: Path) -> None:
+    written = tmp_path / "written.txt"
+    answers: list[dict[str, object]] = [
+        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"content": "Not written."},
+    ]
+    config = _config(tmp_path, answers)
+    assert EXECUTABLE is not None
+    primary, secondary = pty.openpty()
+    args = json.dumps({"prompt": "write one"})
+    with subprocess.Popen(
+        [EXECUTABLE, "call", "assistant", "--args", args, "--config", str(config), "--json"],
+        cwd=tmp_path,
+        stdin=secondary,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "dumb"},
+    ) as process:
+        terminal = _Terminal(primary)
+        try:
+            os.close(secondary)
+            terminal.until("allow it?")
+            terminal.type("n not this one")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+        assert process.stdout is not None
+        shown = json.loads(process.stdout.read())
+    assert code == 0, terminal.shown
+    assert "assistant: the call write" in terminal.shown
+    assert [step["observation"] for step in shown["steps"]] == [
+        "The user rejected the tool call to write; it did not run. The user said: not this one"
+    ]
+    assert not written.exists()
+
+
 def _request(tool: str, arguments: dict[str, object], *agents: str) -> ApprovalRequest:
     return ApprovalRequest.model_validate(
         {"call": "tool 0 c1", "tool": tool, "input": arguments, "agents": agents, "item": 0}
