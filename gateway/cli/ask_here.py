@@ -16,6 +16,7 @@ Without a terminal nobody can be asked: such a command's gated calls are refused
 from __future__ import annotations
 
 import json
+import sys
 from typing import IO
 
 import anyio
@@ -27,25 +28,42 @@ from ..console import RunConsole
 from ..errors import GatewayError
 from .stdin_text import StdinLines, stdin_text
 
-__all__ = ["SHOWN_INPUT", "TerminalApprover", "call_unasked", "piped_chat"]
+__all__ = [
+    "SHOWN_INPUT",
+    "TerminalApprover",
+    "answer",
+    "call_unasked",
+    "can_ask",
+    "piped_chat",
+    "question",
+]
 
 SHOWN_INPUT = 400
 """The most characters of a call's input (as JSON) a question shows."""
 CHOICES = "y/n, or n and a message for the model"
-_ASKED = "needs approval"
 _AGAIN = "type y, n, or n and a message for the model: "
 
-_STORED_RUN = (
-    "or use `agent-gateway run` (it keeps the run in the run store, where the call waits for "
-    "`agent-gateway runs approve` or `runs deny`)"
-)
+
+def _stored_run(command: str) -> str:
+    """The remedy without a terminal: a run kept in the run store waits for a decision."""
+    return (
+        f"or use `{command}` (it keeps the run in the run store, where the call waits for "
+        "`agent-gateway runs approve` or `runs deny`)"
+    )
+
+
+def can_ask() -> bool:
+    """Whether a person can be asked: stdin is a terminal, not piped or redirected (closed,
+    it is /dev/null: `startup`)."""
+    return sys.stdin.isatty()
 
 
 def piped_chat() -> NobodyToAsk:
     """Who refuses for a chat whose input is no terminal."""
     return NobodyToAsk(
         "this tool call needs a person's approval, and this chat cannot ask for it: its input "
-        f"is not a terminal. Chat on a terminal to be asked about each call, {_STORED_RUN}"
+        "is not a terminal. Chat on a terminal to be asked about each call, "
+        + _stored_run("agent-gateway run")
     )
 
 
@@ -54,7 +72,7 @@ def call_unasked(agent: str) -> NobodyToAsk:
     return NobodyToAsk(
         "this tool call needs a person's approval, and `call` cannot ask for it without a "
         f"terminal. Call {agent} on a terminal to be asked about each call, "
-        + _STORED_RUN.replace("`agent-gateway run`", f"`agent-gateway run --agent {agent}`")
+        + _stored_run(f"agent-gateway run --agent {agent}")
     )
 
 
@@ -100,8 +118,8 @@ def question(request: ApprovalRequest, terminal: IO[str]) -> str:
     said = json.dumps(request.input, ensure_ascii=not encodes_all(terminal))
     if len(said) > SHOWN_INPUT:
         said = f"{said[:SHOWN_INPUT]}... ({len(said)} characters)"
-    who = " -> ".join(request.agents)
-    line = f"{who}: the call {request.tool} {said} {_ASKED}" if who else f"{request.tool} {said}"
+    who = f"{' -> '.join(request.agents)}: " if request.agents else ""
+    line = f"{who}the call {request.tool} {said} needs approval"
     # Others' words (a server's tool name, a model's arguments): shown, never obeyed, and on
     # the question's one line.
     return printable(line).replace("\n", "\\n").replace("\t", "\\t")

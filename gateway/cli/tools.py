@@ -31,7 +31,7 @@ from ..errors import GatewayError, UnknownTool
 from ..run_state import RunState
 from ..tool_limits import max_tools, too_many_tools, tools_offered
 from ..trace import new_id
-from .ask_here import TerminalApprover, call_unasked
+from .ask_here import TerminalApprover, call_unasked, can_ask
 from .common import (
     Commands,
     add_context_option,
@@ -126,7 +126,7 @@ async def _call(args: argparse.Namespace) -> int:
     local = args.tool in config.tools and not args.strict
     async with (
         # As `run`'s: on a terminal, the calls in flight on stderr, an agent's answer streamed.
-        terminal_console(args, asks=args.tool in config.agents and sys.stdin.isatty()) as console,
+        terminal_console(args, asks=args.tool in config.agents and can_ask()) as console,
         open_gateway(
             config,
             model=args.model,
@@ -195,8 +195,7 @@ async def _call_agent(
     # about on the terminal, as `chat` asks.
     try:
         async with stdin_lines() as lines:
-            terminal = sys.stdin.isatty()
-            approver = TerminalApprover(console, lines) if terminal else call_unasked(name)
+            approver = TerminalApprover(console, lines) if can_ask() else call_unasked(name)
             checkpoint = keep if as_json else None
             result = await gateway.resume(
                 state, checkpoint=checkpoint, stream=True, approver=approver
