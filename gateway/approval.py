@@ -31,6 +31,7 @@ __all__ = [
     "DECLINED",
     "NOBODY_TO_ASK",
     "NOT_ASKED",
+    "NO_APPROVER",
     "WAITS_FOR_APPROVAL",
     "ApprovalRequest",
     "ApprovalRule",
@@ -38,6 +39,7 @@ __all__ = [
     "AsksAtOnce",
     "Decision",
     "ExpectsSteps",
+    "NobodyToAsk",
     "OpenQuestions",
     "WaitLeft",
     "agent_rule_of",
@@ -177,6 +179,23 @@ class Approver(Protocol):
         """Ask for a decision on `request` and wait for it. Raises only what stops the whole
         run (its cancellation, or a `RunPaused`: `WaitLeft`)."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class NobodyToAsk:
+    """The approver of a run nobody can be asked in (a piped `chat`): each call that needs
+    approval is refused, and the model told `why`, with the remedy that fits the command
+    (a run without an approver is told `NOBODY_TO_ASK`)."""
+
+    why: str
+
+    async def decide(self, request: ApprovalRequest) -> Decision:
+        # Asked from elsewhere (another gateway's agent, `remote_approvals`): refused so.
+        return Decision(approved=False, refused_as=f"{NOT_ASKED}: {self.why}")
+
+
+NO_APPROVER = NobodyToAsk(NOBODY_TO_ASK)
+"""What stands for the approver of a run that has none (`run --no-store`, say)."""
 
 
 @runtime_checkable

@@ -10,7 +10,9 @@ after, so the answer and trace lines never mix with it. Before the run, while th
 for MCP servers to start (`waiting_for`), the status names those still starting, on one line. A
 call waiting for a person's approval has a line too, with how long it has waited; once the
 command chose not to wait (`leaving`, `--no-wait`), the status says it returns when the calls
-still in flight end. A terminal that cannot redraw (`plain`: TERM=dumb) gets no status, only one
+still in flight end; one asked about on the terminal (`asking`: `chat`) has the terminal to
+itself while asked: the status is erased, and what the run does meanwhile is shown once the
+person has answered. A terminal that cannot redraw (`plain`: TERM=dumb) gets no status, only one
 line saying which servers the command waits for, if it waits. Without terminals it shows
 nothing, and piped output is exactly what it would be without it.
 
@@ -35,14 +37,12 @@ text streamed gets one saying that was not the answer, before the handing agent'
 
 from __future__ import annotations
 
-import io
-import logging
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import AsyncGenerator, Collection, Generator, Sequence
+from collections.abc import AsyncGenerator, Generator, Sequence
 from contextlib import (
     AbstractAsyncContextManager,
     asynccontextmanager,
@@ -60,6 +60,7 @@ from rich.text import Text
 from toolkits import in_background
 from toolkits.printable import printable
 
+from .console_lines import WholeLines, logs_through
 from .console_quiet import QuietLine, cursor_column
 from .console_status import Call, Status, Waiting, servers_named, waiting_for_servers
 from .item_results import handed_off_to
@@ -89,12 +90,15 @@ class RunConsole:
         err: Console | None = None,
         plain: IO[str] | None = None,
         quiet_after: float = QUIET_SECONDS,
+        asks: bool = False,
     ) -> None:
         """`plain` is a terminal that cannot redraw a line (TERM=dumb), in place of `err`: it
-        is told once, in a line of its own, which servers the command waits for."""
+        is told once, in a line of its own, which servers the command waits for. `asks`: a
+        person may be asked on stderr (`asking`), whose lines then come through it too."""
         self._out = out
         self._err = err
         self._plain = plain
+        self._asks = asks
         self._quiet = QuietLine(quiet_after)
         self._calls: dict[str, Call] = {}
         self._runs: set[str] = set()
@@ -111,6 +115,11 @@ class RunConsole:
         """Whole lines that came while a streamed answer's line was open: written when it ends."""
         self._live: Live | None = None
         self._waiting = Waiting()
+        self._asking = False
+        self._paused: list[TraceEvent] = []
+        """What the run did while a person was asked (`asking`): shown after."""
+        self.approval_hint = "waiting for a decision (runs approve | deny)"
+        """What the status line of a call waiting for approval says of how it is decided."""
         # Log records arrive on any thread (a plain local tool runs in one): one writer at a
         # time, and the state it reads is whole.
         self._lock = threading.RLock()
@@ -119,36 +128,42 @@ class RunConsole:
 
     async def __call__(self, event: TraceEvent) -> None:
         with self._lock:
-            depth = self._depth.get(event.parent_id or "", -1) + 1
-            if event.phase == "start":
-                self._depth[event.id] = depth
-                if event.kind == "run" and event.parent_id is None:
-                    self._runs.add(event.id)
-                if event.kind in ("model", "tool"):
-                    self._calls[event.id] = Call(event.kind, printable(event.name), depth)
-                if event.kind == "tool":
-                    self._tools[event.id] = self._wrote
-            elif event.phase == "token":
-                self._token(event)
-            elif event.phase == "note" and event.kind == "model":
-                self._fallback(event)
-            elif event.phase == "note" and event.kind == "tool":
-                self._approval(event, depth)
-            elif event.phase == "note" and event.kind == "agent":
-                self._handoff(event)
-            elif event.phase == "progress":
-                self._progress(event)
-            elif event.phase in ("end", "error"):
-                self._calls.pop(event.id, None)
-                self._tools.pop(event.id, None)
-                if event.kind == "run" and event.parent_id is None:  # no call waits on now
-                    self._runs.discard(event.id)
-                    for key in [key for key in self._calls if key.startswith("approval ")]:
-                        del self._calls[key]
-                if event.kind == "model" and event.id in self._texts:
-                    self._finish_text(event.id)
-                self._depth.pop(event.id, None)  # a chat or served run's console lives long
-            self._show()
+            if self._asking:
+                self._paused.append(event)  # shown once the person has answered
+            else:
+                self._take(event)
+
+    def _take(self, event: TraceEvent) -> None:
+        depth = self._depth.get(event.parent_id or "", -1) + 1
+        if event.phase == "start":
+            self._depth[event.id] = depth
+            if event.kind == "run" and event.parent_id is None:
+                self._runs.add(event.id)
+            if event.kind in ("model", "tool"):
+                self._calls[event.id] = Call(event.kind, printable(event.name), depth)
+            if event.kind == "tool":
+                self._tools[event.id] = self._wrote
+        elif event.phase == "token":
+            self._token(event)
+        elif event.phase == "note" and event.kind == "model":
+            self._fallback(event)
+        elif event.phase == "note" and event.kind == "tool":
+            self._approval(event, depth)
+        elif event.phase == "note" and event.kind == "agent":
+            self._handoff(event)
+        elif event.phase == "progress":
+            self._progress(event)
+        elif event.phase in ("end", "error"):
+            self._calls.pop(event.id, None)
+            self._tools.pop(event.id, None)
+            if event.kind == "run" and event.parent_id is None:  # no call waits on now
+                self._runs.discard(event.id)
+                for key in [key for key in self._calls if key.startswith("approval ")]:
+                    del self._calls[key]
+            if event.kind == "model" and event.id in self._texts:
+                self._finish_text(event.id)
+            self._depth.pop(event.id, None)  # a chat or served run's console lives long
+        self._show()
 
     def waiting_for(self, servers: Sequence[str]) -> None:
         """Show that the gateway waits for these MCP servers to start (none: it stopped)."""
@@ -171,10 +186,11 @@ class RunConsole:
 
     def stream(self, target: TextIO) -> TextIO:
         """A text stream onto `target` whose lines are written around the status line (for
-        trace printers); `target` itself when there is no status to keep clear of."""
-        if self._err is None and self._out is None:
+        trace printers); `target` itself when there is no status or question to keep clear
+        of."""
+        if self._err is None and self._out is None and not self._asks:
             return target
-        return cast(TextIO, _Lines(self, target))
+        return cast(TextIO, WholeLines(self, target))
 
     def close(self) -> None:
         """End an unfinished streamed line (the lines held for its end follow) and clear the
@@ -257,6 +273,27 @@ class RunConsole:
             self._calls.clear()
             self._texts.clear()
             self.close()
+
+    @contextmanager
+    def asking(self) -> Generator[IO[str]]:
+        """While a person is asked a question on the terminal (the one it yields): the status
+        erased, a streamed answer's open line ended, and everything else (the run's events,
+        lines) held until the block ends, so nothing is written into the question or the
+        answer being typed."""
+        with self._lock:
+            self._hide()
+            self._end_line()
+            self._asking = True
+        try:
+            yield self._err.file if self._err is not None else sys.stderr
+        finally:
+            with self._lock:
+                self._asking = False
+                self._release()
+                paused, self._paused = self._paused, []
+                for event in paused:
+                    self._take(event)
+                self._show()
 
     # -- the answer ----------------------------------------------------------------------
 
@@ -387,7 +424,7 @@ class RunConsole:
         key = f"approval {call}"
         if approval == "waiting" and not self._waiting.leaving:
             waiting = Call("approval", printable(event.name), depth)
-            waiting.message = "waiting for a decision (runs approve | deny)"
+            waiting.message = self.approval_hint
             self._calls[key] = waiting
         else:
             self._calls.pop(key, None)
@@ -442,7 +479,7 @@ class RunConsole:
         if self._err is None:
             return
         shown = self._calls or self._waiting.names or self._waiting.stopping is not None
-        if not shown or self._midline:
+        if not shown or self._midline or self._asking:
             self._stop_live()  # a line saying the model is quiet stays (`_show_quiet`)
             return
         if self._live is None:
@@ -484,31 +521,12 @@ class RunConsole:
         """Write a whole line to `target` with the status cleared around it; while a streamed
         answer's line is open, once that line ends (the answer's text stays whole)."""
         with self._lock:
-            if self._midline:
+            if self._midline or self._asking:
                 self._held.append((target, printable(line)))
                 return
             self._hide()
             self._write(target, printable(line))  # log lines carry servers' and callers' words
             self._show()
-
-
-class _Lines(io.TextIOBase):
-    """Collects text into lines and hands each whole line to the console."""
-
-    def __init__(self, console: RunConsole, target: TextIO) -> None:
-        self._console = console
-        self._target = target
-        self._buffer = ""
-
-    def write(self, text: str) -> int:
-        self._buffer += text
-        while "\n" in self._buffer:
-            line, _, self._buffer = self._buffer.partition("\n")
-            self._console.write_line(self._target, line + "\n")
-        return len(text)
-
-    def flush(self) -> None:
-        self._target.flush()
 
 
 @asynccontextmanager
@@ -518,10 +536,12 @@ async def open_console(
     *,
     plain: IO[str] | None = None,
     refresh: float = REFRESH_SECONDS,
+    asks: bool = False,
 ) -> AsyncGenerator[RunConsole]:
     """A `RunConsole` whose status is redrawn every `refresh` seconds while it is open, and
-    erased, the cursor shown, while Ctrl-Z keeps the process stopped (`suspend`)."""
-    console = RunConsole(out=out, err=err, plain=plain)
+    erased, the cursor shown, while Ctrl-Z keeps the process stopped (`suspend`); `asks`:
+    a person may be asked on stderr (`RunConsole.asking`)."""
+    console = RunConsole(out=out, err=err, plain=plain, asks=asks)
 
     async def tick() -> None:
         while True:
@@ -535,7 +555,9 @@ async def open_console(
                 console.suspend()
 
     terminals = {terminal.file for terminal in (out, err) if terminal is not None}
-    with _logs_through(console, terminals):
+    if asks:
+        terminals.add(sys.stderr)
+    with logs_through(console, terminals):
         async with (
             in_background(tick, wait_started=False) if err is not None else nullcontext() as tasks
         ):
@@ -554,38 +576,16 @@ def _catches_ctrl_z() -> bool:
     return main and hasattr(signal, "SIGTSTP")
 
 
-@contextmanager
-def _logs_through(console: RunConsole, files: Collection[IO[str]]) -> Generator[None]:
-    """While open, the root logger's handlers that write to one of `files` (`basicConfig`'s
-    on stderr) write through `console`: a log record neither lands on the status line nor
-    splits a streamed answer."""
-    moved: list[tuple[logging.StreamHandler[IO[str]], IO[str]]] = []
-    for handler in logging.getLogger().handlers:
-        if not isinstance(handler, logging.StreamHandler) or isinstance(
-            handler, logging.FileHandler
-        ):
-            continue
-        writer = cast(logging.StreamHandler[IO[str]], handler)
-        stream = writer.stream
-        if any(stream is file for file in files):
-            writer.setStream(console.stream(cast(TextIO, stream)))
-            moved.append((writer, stream))
-    try:
-        yield
-    finally:
-        for handler, stream in moved:
-            handler.setStream(stream)
-
-
 def open_terminal_console(
-    stdout: TextIO, stderr: TextIO
+    stdout: TextIO, stderr: TextIO, *, asks: bool = False
 ) -> AbstractAsyncContextManager[RunConsole]:
     """A `RunConsole` on whichever of `stdout` and `stderr` is a terminal (none when piped);
-    a `stderr` that cannot redraw (TERM=dumb) gets plain lines."""
+    a `stderr` that cannot redraw (TERM=dumb) gets plain lines. `asks`: see `open_console`."""
 
     def terminal(file: TextIO) -> Console | None:
         console = Console(file=file)
         return console if console.is_terminal and not console.is_dumb_terminal else None
 
     dumb = Console(file=stderr).is_dumb_terminal  # (a terminal, of TERM dumb or unknown)
-    return open_console(terminal(stdout), terminal(stderr), plain=stderr if dumb else None)
+    plain = stderr if dumb else None
+    return open_console(terminal(stdout), terminal(stderr), plain=plain, asks=asks)

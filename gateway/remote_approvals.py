@@ -40,6 +40,7 @@ from .approval import (
     Approver,
     AsksAtOnce,
     Decision,
+    NobodyToAsk,
     OpenQuestions,
     WaitLeft,
 )
@@ -89,6 +90,8 @@ class RemoteApprovals:
             # A round-asking approver (a 2026-07-28 client without a store) cannot hold a call
             # in flight on another gateway while it asks.
             return refusal(request, "this run cannot wait for a person's approval")
+        if isinstance(approver, NobodyToAsk):  # nobody is there (a piped `chat`): why, said
+            return refusal(request, approver.why)
         # Named as a sub-agent's call is (`journal.call_key`): two items' calls with the same
         # id are two questions.
         under = f"{self._context.path}{call_key(self._item, self._call_id)}/"

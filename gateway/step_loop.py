@@ -41,13 +41,7 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .agent_tool import handoff_prompt
-from .approval import (
-    NOBODY_TO_ASK,
-    ApprovalRequest,
-    AsksAtOnce,
-    ExpectsSteps,
-    rejection,
-)
+from .approval import NO_APPROVER, ApprovalRequest, AsksAtOnce, ExpectsSteps, NobodyToAsk, rejection
 from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in
 from .handed_item import handed_item
@@ -347,11 +341,12 @@ class StepLoop:
         if request is None:
             return None
         tracer = context.tracer
-        if context.approver is None:
+        approver = context.approver or NO_APPROVER
+        if isinstance(approver, NobodyToAsk):
             await tracer.note("tool", action.tool, parent_id, approval="refused", call=request.call)
-            return ActionResponse(action=action, error=NOBODY_TO_ASK)
+            return ActionResponse(action=action, error=approver.why)
         await tracer.note("tool", action.tool, parent_id, approval="waiting", call=request.call)
-        decision = await context.approver.decide(request)
+        decision = await approver.decide(request)
         said = "approved" if decision.approved else "denied"
         await tracer.note("tool", action.tool, parent_id, approval=said, call=request.call)
         if decision.approved:

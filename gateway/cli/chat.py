@@ -9,7 +9,8 @@ whole, exactly, as `run` writes it. A question that fails is reported and the co
 on; the exit code says whether any failed (1, as `run` exits for it, whether its run raised or
 returned the failure). On a terminal, Ctrl-C cancels the answer in flight and the prompt comes
 back; at the prompt it leaves (exit 130), as Ctrl-D does (exit as so far), saying how to
-continue the session.
+continue the session. A call that needs a person's approval is asked about on the terminal
+(`ask_here`); piped, nobody can be asked, and it is refused.
 """
 
 from __future__ import annotations
@@ -32,12 +33,14 @@ from agent.models import spec_without_credentials
 from toolkits import ToolkitError, in_background
 from toolkits.printable import encodes_all, printable
 
+from ..approval import Approver
 from ..assembly import open_gateway
 from ..console import RunConsole, open_console
 from ..engine import Gateway
 from ..errors import GatewayError
 from ..store_config import check_store_url, redacted
 from ..trace import new_id
+from .ask_here import TerminalApprover, piped_chat
 from .common import (
     Commands,
     add_context_option,
@@ -58,7 +61,7 @@ from .output import result_stdout
 from .results import print_result
 from .sessions import memory_store_url
 from .signals import interrupts, stopping_shown
-from .stdin_text import read_line, stdin_text
+from .stdin_text import StdinLines, stdin_lines, stdin_text
 
 __all__ = ["register"]
 
@@ -109,7 +112,8 @@ async def _chat(args: argparse.Namespace) -> int:
     started = lasting = False
     try:
         async with (
-            stopping_shown(open_console(answers, status, plain=plain)) as console,
+            stopping_shown(open_console(answers, status, plain=plain, asks=interactive)) as console,
+            stdin_lines() as lines,
             open_gateway(
                 config,
                 model=args.model,
@@ -123,10 +127,10 @@ async def _chat(args: argparse.Namespace) -> int:
             started, lasting = True, _lasting(gateway, name)
             print(f"agent {name}, session {session} ({HELP})", file=sys.stderr, flush=True)
             steps = _Steps()
+            approver = TerminalApprover(console, lines) if interactive else piped_chat()
+            chat = _Chat(session, context, approver)
             async with steps.interruptible() if interactive else nullcontext():
-                code = await _converse(
-                    gateway, name, _Chat(session, context), console, steps, interactive
-                )
+                code = await _converse(gateway, name, chat, console, steps, lines, interactive)
     except anyio.get_cancelled_exc_class():  # a signal: it may have come mid-prompt
         if interactive and started:
             print(file=sys.stderr)
@@ -194,6 +198,8 @@ class _Chat:
     session: str
     context: dict[str, JsonValue]
     """Replaced in place by `/context JSON`, so the chat's last line says the last one."""
+    approver: Approver
+    """Who decides on the calls that need approval: the person at the terminal, or nobody."""
 
 
 async def _converse(
@@ -202,6 +208,7 @@ async def _converse(
     chat: _Chat,
     console: RunConsole,
     steps: _Steps,
+    lines: StdinLines,
     interactive: bool,
 ) -> int:
     """Answer line after line until the input ends (or `/exit`, or Ctrl-C at the prompt)."""
@@ -211,7 +218,7 @@ async def _converse(
             print("> ", end="", file=sys.stderr, flush=True)
         line = ""
         with steps.step():
-            line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
+            line = await lines.read()
         if steps.interrupted or not line:  # Ctrl-C or Ctrl-D at the prompt leaves
             if interactive:
                 print(file=sys.stderr)  # the prompt's line was left open
@@ -285,7 +292,12 @@ async def _one(gateway: Gateway, name: str, chat: _Chat, text: str, console: Run
     question = text.removeprefix("/")  # `//...` asks `/...`
     context = dict(chat.context) or None
     result = await gateway.run(
-        name, question, session_id=chat.session, stream=True, context=context
+        name,
+        question,
+        session_id=chat.session,
+        stream=True,
+        context=context,
+        approver=chat.approver,
     )
     code = print_result(result, shown=console.streamed)
     result_stdout().flush()

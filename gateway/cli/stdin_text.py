@@ -15,16 +15,19 @@ from __future__ import annotations
 import io
 import re
 import sys
+from collections.abc import AsyncGenerator
+from contextlib import asynccontextmanager
 from typing import Any, TextIO, cast
 
 import anyio
 import anyio.to_thread
 
+from toolkits import in_background
 from toolkits.printable import printable
 
 from ..errors import GatewayError
 
-__all__ = ["not_utf8", "read_line", "read_stdin", "stdin_text"]
+__all__ = ["StdinLines", "not_utf8", "read_line", "read_stdin", "stdin_lines", "stdin_text"]
 
 _SURROGATES = re.compile("[\udc80-\udcff]")
 """How `surrogateescape` keeps a byte it could not decode."""
@@ -47,6 +50,44 @@ def read_line() -> str:
     """The next line of stdin ("" at its end), its bad bytes kept for `stdin_text` to refuse
     (blocks: call it in a thread)."""
     return _stdin().readline()
+
+
+class StdinLines:
+    """Stdin's lines, each read in a thread whose line is kept for the next `read` when the
+    one that waited for it was cancelled: a second read meanwhile would start a second thread,
+    and whichever got the next line typed, the other would wait on (`chat`'s Ctrl-C at an
+    approval question, then its prompt)."""
+
+    def __init__(self) -> None:
+        self._wanted = anyio.Event()
+        self._read = anyio.Event()
+        self._reading = False
+        self._line = ""
+
+    async def read(self) -> str:
+        """The next line ("" at the end of stdin), its bad bytes kept (`stdin_text`)."""
+        if not self._read.is_set() and not self._reading:  # else: it is read, or comes
+            self._wanted.set()
+        await self._read.wait()
+        self._read = anyio.Event()
+        return self._line
+
+    async def reading(self) -> None:
+        """Read a line each time one is wanted (in the background, for the block)."""
+        while True:
+            await self._wanted.wait()
+            self._wanted, self._reading = anyio.Event(), True
+            self._line = await anyio.to_thread.run_sync(read_line, abandon_on_cancel=True)
+            self._reading = False
+            self._read.set()
+
+
+@asynccontextmanager
+async def stdin_lines() -> AsyncGenerator[StdinLines]:
+    """Stdin's lines, for `await lines.read()` during the block."""
+    lines = StdinLines()
+    async with in_background(lines.reading, wait_started=False):
+        yield lines
 
 
 def stdin_text(text: str, what: str) -> str:

@@ -229,14 +229,13 @@ def open_store(
 
 
 def terminal_console(
-    args: argparse.Namespace, *, items: bool = False
+    args: argparse.Namespace, *, items: bool = False, asks: bool = False
 ) -> AbstractAsyncContextManager[RunConsole]:
     """The live console on the terminal; with `--json` or many items, stdout carries the JSON
-    alone."""
+    alone. `asks`: a person may be asked there (`RunConsole.asking`)."""
     quiet = args.json or items
-    return stopping_shown(
-        open_terminal_console(io.StringIO() if quiet else result_stdout(), sys.stderr)
-    )
+    out = io.StringIO() if quiet else result_stdout()
+    return stopping_shown(open_terminal_console(out, sys.stderr, asks=asks))
 
 
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:

@@ -31,6 +31,7 @@ from ..errors import GatewayError, UnknownTool
 from ..run_state import RunState
 from ..tool_limits import max_tools, too_many_tools, tools_offered
 from ..trace import new_id
+from .ask_here import TerminalApprover, call_unasked, can_ask
 from .common import (
     Commands,
     add_context_option,
@@ -50,6 +51,7 @@ from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
 from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
+from .stdin_text import stdin_lines
 from .stored import terminal_console
 
 __all__ = ["register"]
@@ -124,7 +126,7 @@ async def _call(args: argparse.Namespace) -> int:
     local = args.tool in config.tools and not args.strict
     async with (
         # As `run`'s: on a terminal, the calls in flight on stderr, an agent's answer streamed.
-        terminal_console(args) as console,
+        terminal_console(args, asks=args.tool in config.agents and can_ask()) as console,
         open_gateway(
             config,
             model=args.model,
@@ -189,9 +191,15 @@ async def _call_agent(
         latest[:] = [saved]
 
     # Not stored (`call` has no run store): `--json` says so with `run_id` null, as `run
-    # --no-store`; its id names the run in traces only.
+    # --no-store`; its id names the run in traces only. A call that needs approval is asked
+    # about on the terminal, as `chat` asks.
     try:
-        result = await gateway.resume(state, checkpoint=keep if as_json else None, stream=True)
+        async with stdin_lines() as lines:
+            approver = TerminalApprover(console, lines) if can_ask() else call_unasked(name)
+            checkpoint = keep if as_json else None
+            result = await gateway.resume(
+                state, checkpoint=checkpoint, stream=True, approver=approver
+            )
     except (AgentError, ToolkitError, GatewayError) as exc:
         if as_json and exit_code(exc) != BAD_INPUT:  # one JSON object, as `run --json`
             shown = run_error_json(None, name, exc, latest[-1] if latest else state)
