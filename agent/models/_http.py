@@ -280,11 +280,9 @@ class ProviderHTTP:
                     if event is not None:
                         events += 1
                         await on_event(event)
-            for line in lines.end():
-                decoder.feed(line)
-            event = decoder.flush()
-            if event is not None:
-                await on_event(event)
+            # An event no blank line ended is dropped, as the event-stream format says: a
+            # stream cut inside one is a stream cut short, which `on_event`'s owner tells by
+            # its end event's absence; parsed, half an event read as a garbled answer.
             return None
         except httpx.ReadTimeout as exc:
             if not events:  # headers (and keep-alive comments, perhaps) but no answer yet
