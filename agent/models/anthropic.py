@@ -366,6 +366,8 @@ def _tool_result(message: ToolMessage) -> JSONObject:
         block["content"] = [*text_block, *images]
     elif message.content:
         block["content"] = message.content  # an empty text is rejected; none is not
+    if message.is_error:
+        block["is_error"] = True
     return block
 
 

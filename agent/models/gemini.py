@@ -20,6 +20,9 @@ back under the tool's own name; arguments declared as JSON text (a free-form obj
 the schema leaves open; see `gemini_schema`) are read back into what the text says. `raw` keeps Gemini's own names and
 arguments, as they go back to it.
 
+A failed call's result goes as `{"error": ...}` in its function response, a result as
+`{"result": ...}`.
+
 A tool's images and audio follow the function responses of their turn as `inlineData` parts
 (each tool's after a text part naming it): every Gemini model reads those, where media inside
 `functionResponse.parts` are for Gemini 3 models only. Types Gemini does not read stay
@@ -210,9 +213,12 @@ class GeminiModel(HTTPChatModel):
 
         for message in messages:
             if isinstance(message, ToolMessage):
+                # A failed call's words go under `error`, as Google's docs ask ("the response
+                # can have an "error" key to return error details to the model").
+                said = "error" if message.is_error else "result"
                 response: JSONObject = {
                     "name": names.get(message.name) or gemini_name(message.name),
-                    "response": {"result": message.content},
+                    "response": {said: message.content},
                 }
                 if message.tool_call_id in gemini_ids:
                     response["id"] = message.tool_call_id

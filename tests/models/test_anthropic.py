@@ -420,6 +420,23 @@ async def test_an_empty_tool_result_is_sent_without_content(sleeps: Sleeps) -> N
 
 
 @pytest.mark.anyio
+async def test_a_failed_calls_result_is_marked_is_error(sleeps: Sleeps) -> None:
+    calls = tuple(ToolCall(id=f"toolu_{i}", name="get-sum", arguments={}) for i in range(2))
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=calls),
+        ToolMessage(tool_call_id="toolu_0", name="get-sum", content="3"),
+        ToolMessage(tool_call_id="toolu_1", name="get-sum", content="Error: no", is_error=True),
+    ]
+    fake = FakeProvider(json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")))
+    await model(fake, sleeps).invoke(history, TOOLS)
+    assert fake.body()["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_0", "content": "3"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error: no", "is_error": True},
+    ]
+
+
+@pytest.mark.anyio
 async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
     error = {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}
     fake = FakeProvider(

@@ -148,17 +148,20 @@ async def test_thought_signatures_are_replayed_and_responses_grouped(sleeps: Sle
     first = await gemini.invoke(ASK, TOOLS)
     results = [
         ToolMessage(tool_call_id=first.tool_calls[0].id, name="get-sum", content="42"),
-        ToolMessage(tool_call_id=first.tool_calls[1].id, name="get-sum", content="3"),
+        ToolMessage(
+            tool_call_id=first.tool_calls[1].id, name="get-sum", content="Error: b", is_error=True
+        ),
     ]
     second = await gemini.invoke([*ASK, first, *results], TOOLS)
 
     contents = fake.body()["contents"]
     assert contents[1] == {"role": "model", "parts": PARTS}
+    # A failed call's words go under `error`, as Google's docs ask.
     assert contents[2] == {
         "role": "user",
         "parts": [
             {"functionResponse": {"name": "get-sum", "response": {"result": "42"}}},
-            {"functionResponse": {"name": "get-sum", "response": {"result": "3"}}},
+            {"functionResponse": {"name": "get-sum", "response": {"error": "Error: b"}}},
         ],
     }
     assert second.content == "42 and 3."
