@@ -287,7 +287,7 @@ class ToolsAgent:
             ):
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
-            if fails_only_its_item(exc):
+            if fails_only_its_item(exc) and not self.options.refusal_stops:
                 # Not sent at all when it would not fit the window: say so, not "rejected".
                 error = (
                     str(exc)
