@@ -43,6 +43,10 @@ class AgentOptions:
     output_mode: OutputMode = "tool"
     """How answers are held to `output`: a `final_result` tool, or the provider's own
     structured output (`"native"`, see `agent.native_output`)."""
+    refusal_stops: bool = False
+    """A model's refusal of an item's request (a 4xx about its content, a window too small)
+    stops the run, resumable, instead of failing the item: for a run resumed on a model it
+    did not start with, whose refusal says nothing of the run (its own model may take it)."""
     native_schema: dict[str, JsonValue] | None = field(init=False, default=None)
     """`output`'s schema as the provider gets it, in native mode."""
 

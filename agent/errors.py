@@ -136,8 +136,13 @@ class AllModelsFailed(ModelError):
 
     def __init__(self, failures: Sequence[tuple[str, ModelError]]) -> None:
         self.failures = tuple(failures)
-        summary = "; ".join(f"{name}: {error}" for name, error in self.failures)
+        summary = "; ".join(_named(name, str(error)) for name, error in self.failures)
         super().__init__(f"all {len(self.failures)} models failed: {summary}")
+
+
+def _named(name: str, said: str) -> str:
+    """`said` led by the model's name once: a provider's errors already start with it."""
+    return said if said.startswith(f"{name}: ") else f"{name}: {said}"
 
 
 class ScriptExhausted(ModelError):

@@ -67,6 +67,7 @@ def one_handoff(
                         f"{handing!r} (its first handoff); one answer hands it to one agent only"
                     ),
                     message=answer,
+                    is_error=True,
                 )
             )
     return kept, refused

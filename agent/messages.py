@@ -188,6 +188,10 @@ class ToolMessage(MediaRecord):
     tool_call_id: str
     name: str
     content: str
+    is_error: bool = Field(default=False, exclude_if=lambda is_error: not is_error)
+    """The call failed: `content` says how. Providers with a field for it mark the result so
+    (Anthropic's `is_error`, MCP sampling's `isError`); the others have the text alone.
+    Written only when set, so what is stored or hashed of a result is what it was before."""
 
 
 ChatMessage = Annotated[

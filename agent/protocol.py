@@ -32,14 +32,14 @@ __all__ = [
     "metadata_version",
 ]
 
-METADATA_VERSION = 4
+METADATA_VERSION = 5
 """The newest metadata version, which this agent writes when it must; it resumes the older
 ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
 routing field displaced (`Action.displaced`), version 4 an item answered by a handoff
-(`ItemResult.handoff`): a run is of a newer version only while it holds such a thing, so an
+(`ItemResult.handoff`), version 5 a failed call (`ToolCallStep.is_error`): a run is of a newer version only while it holds such a thing, so an
 older agent refuses such a run with its own clear message, and still resumes every other run
 this one stored."""
-READABLE_VERSIONS = (1, 2, 3, 4)
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
@@ -154,6 +154,10 @@ class ToolCallStep(MediaRecord):
     observation: str
     message: AssistantMessage
     """The assistant message the call came from, replayed verbatim (thinking included)."""
+    is_error: bool = Field(default=False, exclude_if=lambda is_error: not is_error)
+    """The call failed (its `observation` says how: `Error: ...`), for providers that mark a
+    failed call's result so. Written only when set: a step of a run stored before it existed
+    reads as it did (not marked)."""
 
 
 class ItemResult(_Model):
@@ -184,10 +188,20 @@ def metadata_version(
     previous_steps: Mapping[int, Sequence[ToolCallStep]],
     actions: Sequence[Action] = (),
     finished: Mapping[int, ItemResult] | None = None,
-) -> Literal[1, 2, 3, 4]:
+) -> Literal[1, 2, 3, 4, 5]:
     """The version metadata with these steps, beside these actions and finished items, is
     written as: the oldest that can hold them (an older agent would call a tool without the
-    displaced argument, or refuse an item result that names a handoff)."""
+    displaced argument, or refuse an item result that names a handoff or a failed step)."""
+    every_step = [
+        step
+        for steps in (
+            *previous_steps.values(),
+            *((r.steps or ()) for r in (finished or {}).values()),
+        )
+        for step in steps
+    ]
+    if any(step.is_error for step in every_step):
+        return 5
     if finished and any(result.handoff is not None for result in finished.values()):
         return 4
     if any(action.displaced is not None for action in actions):
@@ -200,9 +214,9 @@ class AgentRequestMetadata(_Model):
     """All loop state of a run. Versioned: a stored run of a version this agent does not know
     is refused (see `METADATA_VERSION`)."""
 
-    version: Literal[1, 2, 3, 4] = 1
-    """1 unless a step carries media, an action a displaced argument or an item result a
-    handoff (`metadata_version`)."""
+    version: Literal[1, 2, 3, 4, 5] = 1
+    """1 unless a step carries media or failed, an action a displaced argument or an item
+    result a handoff (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""

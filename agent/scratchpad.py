@@ -96,6 +96,7 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
                 observation=observation(result),
                 message=message,
                 media=result.media,
+                is_error=result.error is not None,
             )
         )
     if pending is not None:
@@ -108,6 +109,7 @@ def build_steps(response: EngineResponse | None, item_index: int) -> list[ToolCa
                 tool_input=call.arguments,
                 observation=NO_RESULT,
                 message=pending,
+                is_error=True,
             )
             for call in pending.tool_calls
             if call.id not in seen
@@ -189,8 +191,9 @@ def prompt_messages(
 def scratchpad_messages(steps: Sequence[ToolCallStep], *, media: bool = True) -> list[ChatMessage]:
     """Each model answer once, in order and verbatim, followed by a result for every call it
     made (or, for a text answer sent back, by what was wrong with it). With `media`, results
-    carry their steps' media, the newest first, up to `MEDIA_BYTES_PER_CALL`; without, text
-    only (what chat memory keeps)."""
+    carry their steps' media, the newest first, up to `MEDIA_BYTES_PER_CALL`, and failed calls
+    are marked (`ToolMessage.is_error`); without, text only (what chat memory keeps, as an
+    older gateway reads it too)."""
     shown = _media_within_budget(steps) if media else {}
     messages: list[ChatMessage] = []
     for group in _by_answer(steps):
@@ -209,6 +212,7 @@ def scratchpad_messages(steps: Sequence[ToolCallStep], *, media: bool = True) ->
                     name=call.name,
                     content=content,
                     media=shown.get(call.id, ()),
+                    is_error=media and (step.is_error if step else True),
                 )
             )
     return messages

@@ -287,7 +287,7 @@ class ToolsAgent:
             ):
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
-            if fails_only_its_item(exc):
+            if fails_only_its_item(exc) and not self.options.refusal_stops:
                 # Not sent at all when it would not fit the window: say so, not "rejected".
                 error = (
                     str(exc)
@@ -377,7 +377,9 @@ class ToolsAgent:
         else:
             answered, actions = self._plan(answer, index, steps)
             sent = steps + [
-                s.model_copy(update={"observation": problem}) if s.tool == FINAL_RESULT_TOOL else s
+                s.model_copy(update={"observation": problem, "is_error": True})
+                if s.tool == FINAL_RESULT_TOOL
+                else s
                 for s in answered
             ]
         return _Outcome(
@@ -550,6 +552,7 @@ class ToolsAgent:
                         tool_input=call.arguments,
                         observation=said or "",
                         message=answer,
+                        is_error=problem is not None,
                     )
                 )
                 continue

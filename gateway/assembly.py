@@ -62,6 +62,7 @@ async def open_gateway(
     wait_for: Collection[str] | None = None,
     on_waiting: Callable[[Sequence[str]], None] | None = None,
     served_names: Mapping[str, str] | None = None,
+    model_on_trial: bool = False,
 ) -> AsyncGenerator[Gateway]:
     """A gateway with every configured node ready; `model` overrides every agent's model (each
     still asked with its agent's `temperature`, `max_tokens`, `top_p`, `model_timeout`).
@@ -76,7 +77,9 @@ async def open_gateway(
     the background. `on_waiting` hears which servers it still waits for while it
     starts (`McpToolkitGroup`). `served_names` are tool names the caller serves beside the
     nodes' (`serve`'s run tools), each with what it is (`"run tool"`): a server's tool of
-    such a name is offered prefixed, as one named like an agent is.
+    such a name is offered prefixed, as one named like an agent is. With `model_on_trial`
+    (a stored run resumed on a `model` it did not start with), that model's refusal of a
+    request stops the run instead of failing its item (`AgentOptions.refusal_stops`).
     """
     with _naming_file(config):
         nodes: list[Toolkit] = [_local_node(name, tool) for name, tool in config.tools.items()]
@@ -125,7 +128,9 @@ async def open_gateway(
                     raise ConfigError(f"model {model}: {exc}") from exc
         with _naming_file(config):  # a model spec at fault
             agents = [
-                _agent_spec(name, spec, model_of(name, spec), memories[name])
+                _agent_spec(
+                    name, spec, model_of(name, spec), memories[name], refusal_stops=model_on_trial
+                )
                 for name, spec in config.agents.items()
             ]
         if config.gateway.otel:
@@ -187,7 +192,14 @@ async def open_gateway(
                 await store.aclose()
 
 
-def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionMemory) -> AgentSpec:
+def _agent_spec(
+    name: str,
+    spec: AgentConfig,
+    model: ChatModel,
+    memory: SessionMemory,
+    *,
+    refusal_stops: bool = False,
+) -> AgentSpec:
     validator = None
     if spec.output_validator is not None:
         where = f"agents.{name}.output_validator"
@@ -213,6 +225,7 @@ def _agent_spec(name: str, spec: AgentConfig, model: ChatModel, memory: SessionM
             output_retries=spec.output_retries,
             output_validator=validator,
             output_mode=spec.output_mode,
+            refusal_stops=refusal_stops,
         ),
         description=spec.description,
         token_budget=spec.token_budget,

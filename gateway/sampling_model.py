@@ -248,6 +248,7 @@ def to_sampling_request(
                 types.ToolResultContent(
                     tool_use_id=message.tool_call_id,
                     content=[types.TextContent(text=message.content), *media],
+                    is_error=message.is_error or None,  # unset, as before, for a result
                 )
             )
             continue

@@ -566,3 +566,74 @@ async def test_a_stream_whose_chunks_carry_no_choice_is_said_as_no_choices() -> 
         model = OpenAIModel("gpt-4.1-mini", api_key="sk-k", http_client=client)
         with pytest.raises(ModelResponseError, match="no choices in the answer"):
             await model.invoke([UserMessage(content="hi")], [], on_token=ignore)
+
+
+async def test_a_failed_call_is_marked_for_the_model_and_kept_marked_in_the_runs_metadata() -> None:
+    """A tool's error, and a call the agent answers itself with an error (no such tool), reach
+    the model as failed results (`ToolMessage.is_error`, which providers with a field for it
+    send); a result is not marked. A run holding a failed step is of metadata version 5."""
+    calls = [
+        ScriptedCall(name="calculator", arguments={"expression": "1+1"}),
+        ScriptedCall(name="calculator", arguments={"expression": "1/0"}),
+        ScriptedCall(name="calculater", arguments={}),
+    ]
+    model = ScriptedModel([ScriptedAnswer(tool_calls=calls), "2, and 1/0 failed"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    first = await agent.step(ITEM)
+    assert isinstance(first, EngineRequest)
+    ok, failing = first.actions
+    response = EngineResponse(
+        action_responses=[
+            ActionResponse(action=ok, data={"response": "2"}),
+            ActionResponse(action=failing, error="ZeroDivisionError: division by zero"),
+        ],
+        metadata=first.metadata,
+    )
+    assert isinstance(await agent.step(ITEM, response), AgentResult)
+    sent = [m for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert [(m.content.startswith("Error: "), m.is_error) for m in sent] == [
+        (False, False),
+        (True, True),
+        (True, True),
+    ]
+    assert "is_error" not in sent[0].model_dump_json()  # a result is written as before
+
+    stored = EngineResponse.model_validate_json(response.model_dump_json())
+    second = await ToolsAgent(
+        model=ScriptedModel([call("calculator", expression="3")]), tools=[CALC]
+    ).step(ITEM, stored)
+    assert isinstance(second, EngineRequest)
+    assert second.metadata.version == 5  # an older agent refuses it with its own words
+    kept = EngineRequest.model_validate_json(second.model_dump_json())
+    assert [s.is_error for s in kept.metadata.previous_steps[0]] == [False, True, True]
+
+
+async def test_a_run_stored_before_failed_calls_were_marked_resumes() -> None:
+    """Metadata as versions 1 to 4 wrote it: a failed step is its `Error: ` text alone."""
+    model = ScriptedModel(
+        [call("calculator", expression="1/0"), call("calculator", expression="1"), "done"]
+    )
+    agent = ToolsAgent(model=model, tools=[CALC])
+    first = await agent.step(ITEM)
+    assert isinstance(first, EngineRequest)
+    failed = [ActionResponse(action=first.actions[0], error="ZeroDivisionError")]
+    second = await agent.step(
+        ITEM, EngineResponse(action_responses=failed, metadata=first.metadata)
+    )
+    assert isinstance(second, EngineRequest)
+    old = json.loads(second.model_dump_json())
+    for step in old["metadata"]["previous_steps"]["0"]:
+        step.pop("is_error")
+    old["metadata"]["version"] = 1
+    old["action_responses"] = [
+        {"action": second.actions[0].model_dump(mode="json"), "data": {"response": "1"}}
+    ]
+    del old["actions"]
+    result = await agent.step(ITEM, EngineResponse.model_validate_json(json.dumps(old)))
+    assert isinstance(result, AgentResult)
+    assert result.items[0].output == "done"
+    sent = [m for m in model.calls[2][0] if isinstance(m, ToolMessage)]
+    assert [(m.content, m.is_error) for m in sent] == [
+        ("Error: ZeroDivisionError", False),
+        ("1", False),
+    ]

@@ -598,3 +598,30 @@ def _decoded(path: Path) -> bytes:
                         with contextlib.suppress(ValueError):
                             found.append(base64.b64decode(value, validate=True))
     return b"\n".join(found)
+
+
+def test_a_model_tried_on_resume_that_refuses_the_request_leaves_the_run_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`resume --model` on another model whose provider refused the run's requests (Gemini 3
+    a turn with another provider's calls, a window too small) failed the run for good: its
+    own model could no longer take it. Now the run stays stopped, resumable on its own."""
+    calculator = {"name": "calculator", "arguments": {"expression": "6 * 7"}}
+    refused = Refusal(400, "Function call is missing a thought_signature in functionCall parts")
+    state_dir = str(tmp_path / "runs")
+    with (
+        openai_stub([calculator, Refusal(401, "Incorrect API key"), "It is 42."]) as own,
+        openai_stub([refused]) as other,
+    ):
+        spec = f"openai-compatible:{own.url}#stub"
+        resume = stopped_run(capsys, "--model", spec, "--state-dir", state_dir)
+        tried = f"openai-compatible:{other.url}#other"
+        assert main([*resume, "--model", tried]) == 1
+        err = capsys.readouterr().err
+        assert "HTTP 400: Function call is missing a thought_signature" in err
+        assert "the run is stored: agent-gateway resume" in err  # stopped, not failed
+        assert main(["runs", "list", "--state-dir", state_dir]) == 0
+        assert " stopped " in capsys.readouterr().out
+
+        assert main([*resume, "--model", spec]) == 0
+        assert capsys.readouterr().out == "It is 42.\n"

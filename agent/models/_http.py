@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -208,7 +209,7 @@ class ProviderHTTP:
         self._retry = retry
         # Longest first: a password inside `user:password` must not leave `user:***`.
         values = {secret.reveal() for secret in secrets if secret.reveal()}
-        self._secrets = sorted(values, key=len, reverse=True)
+        self._secrets = [_masker(value) for value in sorted(values, key=len, reverse=True)]
         self._read_timeout = read_timeout
 
     @property
@@ -279,11 +280,9 @@ class ProviderHTTP:
                     if event is not None:
                         events += 1
                         await on_event(event)
-            for line in lines.end():
-                decoder.feed(line)
-            event = decoder.flush()
-            if event is not None:
-                await on_event(event)
+            # An event no blank line ended is dropped, as the event-stream format says: a
+            # stream cut inside one is a stream cut short, which `on_event`'s owner tells by
+            # its end event's absence; parsed, half an event read as a garbled answer.
             return None
         except httpx.ReadTimeout as exc:
             if not events:  # headers (and keep-alive comments, perhaps) but no answer yet
@@ -458,14 +457,27 @@ class ProviderHTTP:
         )
 
     def redact(self, message: str) -> str:
-        """`message` with every secret (the API key, the URL's credentials), wherever it
-        appears, replaced by `***`."""
+        """`message` with every secret (the API key, the URL's credentials) replaced by
+        `***`: wherever it appears, or, one shorter than `SHORT_SECRET`, where it stands as a
+        word of its own."""
         return self._redact(message)
 
     def _redact(self, message: str) -> str:
-        for value in self._secrets:
-            message = message.replace(value, "***")
+        for masker in self._secrets:
+            message = masker.sub("***", message)
         return message
+
+
+SHORT_SECRET = 8
+"""Characters below which a key is masked only as a word of its own. A local server's dummy
+key (`x`, `none`, `EMPTY`, `ollama`) is no secret, and masked wherever it appears it garbled
+the provider's words (`E***pected a string with ma***imum length`); said alone, it still is."""
+
+
+def _masker(value: str) -> re.Pattern[str]:
+    if len(value) >= SHORT_SECRET:
+        return re.compile(re.escape(value))
+    return re.compile(rf"(?<!\w){re.escape(value)}(?!\w)")
 
 
 def _seconds(value: float) -> str:

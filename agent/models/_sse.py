@@ -44,12 +44,6 @@ class SSELines:
         self._pending = [rest] if rest else []
         return ended
 
-    def end(self) -> list[str]:
-        """The last line, when the text ended without a line ending."""
-        line = "".join(self._pending)
-        self._pending = []
-        return [line] if line else []
-
 
 @dataclass(frozen=True, slots=True)
 class SSEEvent:
@@ -81,7 +75,9 @@ class SSEDecoder:
         return None  # `id` and `retry` do not matter for one-shot responses
 
     def flush(self) -> SSEEvent | None:
-        """The pending event, if any: also called at the end of the stream."""
+        """The pending event, if any, which a blank line ended. At the end of the stream an
+        event not so ended is not flushed but dropped, as the format says: the stream was cut
+        inside it."""
         if not self._data and not self._event:
             return None
         event = SSEEvent(event=self._event or "message", data="\n".join(self._data))

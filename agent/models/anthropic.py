@@ -8,7 +8,9 @@ so extended thinking with tool use keeps its signatures and the next call does n
 each `tool_use` block's call fields change (see `replayed_calls`): its `id` is the one the
 agent uses (it renames an id the model repeated), a name the API refuses (an empty one) is
 fitted, and an input that was not a JSON object goes back as `{}` (the API requires an
-object); the model is still told its arguments were malformed.
+object); the model is still told its arguments were malformed. An empty text block without
+citations, which Claude may stream before a `tool_use`, is neither kept nor sent back: the
+API refuses it.
 
 Anthropic refuses `tool_use`/`tool_result` blocks in a request without `tools`: one that
 offers none while its conversation holds calls declares the called tools again, not callable
@@ -237,8 +239,11 @@ class AnthropicModel(HTTPChatModel):
         if self._replayable(message):
             original = obj(message.raw).get("content")
             if is_arr(original):
+                # The API refuses an empty text block, which Claude may stream before a
+                # `tool_use` (and a run stored before it was dropped on arrival holds).
+                kept = [block for block in original if not _empty_text(block)]
                 replayed = partial(_replayed_tool_use, offered=offered)
-                own = raw_calls(original, message.tool_calls, _is_tool_use, replayed)
+                own = raw_calls(kept, message.tool_calls, _is_tool_use, replayed)
                 if own is not None:
                     return own
         blocks: list[Any] = []
@@ -361,7 +366,20 @@ def _tool_result(message: ToolMessage) -> JSONObject:
         block["content"] = [*text_block, *images]
     elif message.content:
         block["content"] = message.content  # an empty text is rejected; none is not
+    if message.is_error:
+        block["is_error"] = True
     return block
+
+
+def _empty_text(block: Any) -> bool:
+    """Whether `block` is a text block with no text and no citations: the API refuses it
+    ("text content blocks must be non-empty")."""
+    return (
+        is_obj(block)
+        and block.get("type") == "text"
+        and not block.get("text")
+        and not block.get("citations")
+    )
 
 
 def _is_tool_use(block: Any) -> TypeGuard[JSONObject]:
@@ -461,7 +479,9 @@ class _EventAssembler:
         # every block arrived.
         if not self._stopped and self._stop_reason is None:
             raise cut_short(self.label, "message_stop")
-        blocks: list[Any] = [self._blocks[i] for i in sorted(self._blocks)]
+        blocks: list[Any] = [
+            self._blocks[i] for i in sorted(self._blocks) if not _empty_text(self._blocks[i])
+        ]
         answer = self.build(blocks, self._stop_reason, self._usage)
         started = self._message_start
         return identified(answer, started.get("id"), started.get("model"))

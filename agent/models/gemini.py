@@ -8,6 +8,10 @@ When the conversation comes back to Gemini, a model turn it wrote is sent as tho
 thinking models get their signatures back and do not answer 400; only empty text parts without
 a signature are left out (Gemini rejects them).
 
+Gemini 3 refuses a turn whose function calls carry no `thoughtSignature`: to such a model, a
+model turn none of whose calls is signed (another provider's, rebuilt; an unsigned Gemini 2.5
+turn) goes with Google's documented `skip_thought_signature_validator` on each call.
+
 Gemini may give function calls no id: one is generated (`call_...`) for the agent, and a
 function response carries an `id` only when Gemini gave one. A replayed function call changes
 in its call fields only (see `replayed_calls`): an `id` Gemini gave is the one the agent uses
@@ -19,6 +23,9 @@ gives `1pw__image`) are declared under a name it takes (`_1pw__image`), and its 
 back under the tool's own name; arguments declared as JSON text (a free-form object, a value
 the schema leaves open; see `gemini_schema`) are read back into what the text says. `raw` keeps Gemini's own names and
 arguments, as they go back to it.
+
+A failed call's result goes as `{"error": ...}` in its function response, a result as
+`{"result": ...}`.
 
 A tool's images and audio follow the function responses of their turn as `inlineData` parts
 (each tool's after a text part naming it): every Gemini model reads those, where media inside
@@ -137,6 +144,7 @@ class GeminiModel(HTTPChatModel):
         )
         # The key travels in a header, never in the URL, so no URL can leak it.
         self._url = f"{checked_base_url(base_url).rstrip('/')}/models/{model}"
+        self._signs_calls = _wants_signed_calls(model)
 
     def _window_lookup(self) -> tuple[str, dict[str, str], Callable[[Any], int | None]] | None:
         def read(data: Any) -> int | None:
@@ -210,9 +218,12 @@ class GeminiModel(HTTPChatModel):
 
         for message in messages:
             if isinstance(message, ToolMessage):
+                # A failed call's words go under `error`, as Google's docs ask ("the response
+                # can have an "error" key to return error details to the model").
+                said = "error" if message.is_error else "result"
                 response: JSONObject = {
                     "name": names.get(message.name) or gemini_name(message.name),
-                    "response": {"result": message.content},
+                    "response": {said: message.content},
                 }
                 if message.tool_call_id in gemini_ids:
                     response["id"] = message.tool_call_id
@@ -223,6 +234,8 @@ class GeminiModel(HTTPChatModel):
             media = []
             if isinstance(message, AssistantMessage):
                 parts = self._model_parts(message, names)
+                if self._signs_calls:
+                    parts = _signed_calls(parts)
                 ids = (text(obj(obj(part).get("functionCall")).get("id")) for part in parts)
                 gemini_ids.update(i for i in ids if i)
                 add("model", parts)
@@ -410,6 +423,34 @@ def _media_parts(message: ToolMessage) -> list[JSONObject]:
     if not parts:
         return []
     return [{"text": f"Returned by {message.name} (call {message.tool_call_id}):"}, *parts]
+
+
+_SKIP_SIGNATURE = "skip_thought_signature_validator"
+"""The `thoughtSignature` Google documents for function calls Gemini did not write (another
+model's, or injected): Gemini 3 refuses a turn whose calls carry no signature (400 "Function
+call is missing a thought_signature"), and this one it takes in their place."""
+
+_VERSION = re.compile(r"gemini-(\d+)")
+
+
+def _wants_signed_calls(model: str) -> bool:
+    """Whether `model` refuses function calls without a thought signature: Gemini 3 and later
+    (`gemini-3-pro-preview`, `gemini-3.1-flash`); an alias naming no version is not known to."""
+    found = _VERSION.match(model)
+    return found is not None and int(found.group(1)) >= 3
+
+
+def _signed_calls(parts: list[Any]) -> list[Any]:
+    """A model turn's parts, its calls signed with `_SKIP_SIGNATURE` when none carries a
+    signature of its own: another provider's calls, rebuilt, or an unsigned Gemini 2.5 turn.
+    A turn Gemini signed goes as it came (of parallel calls it signs the first only)."""
+    calls = [part for part in parts if _is_function_call(part)]
+    if not calls or any("thoughtSignature" in part for part in calls):
+        return parts
+    return [
+        {**part, "thoughtSignature": _SKIP_SIGNATURE} if _is_function_call(part) else part
+        for part in parts
+    ]
 
 
 def _is_function_call(part: Any) -> TypeGuard[JSONObject]:

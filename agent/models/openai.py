@@ -71,6 +71,7 @@ from ._json import (
     text,
     tool_call,
 )
+from .content_chunks import chunks_text, replayed_chunks, thinking_of_chunks
 from .openai_descriptions import fitted, refused_length
 from .openai_stream import REASONING_FIELDS, ChunkAssembler, error_text
 from .replayed_calls import sendable_name
@@ -366,6 +367,8 @@ class OpenAIModel(HTTPChatModel):
             ]
         if block:  # the reasoning goes back where it came, before the answer
             out["content"] = block + message.content
+        elif thinking_of_chunks(original.get("content")):  # Mistral's, as it came
+            out["content"] = replayed_chunks(arr(original.get("content")), message.content)
         for key in REASONING_FIELDS:
             if isinstance(original.get(key), str):
                 out[key] = original[key]
@@ -396,7 +399,7 @@ class OpenAIModel(HTTPChatModel):
         tools: Sequence[ToolDefinition],
     ) -> AssistantMessage:
         refusal = text(message.get("refusal"))
-        content = text(message.get("content")) or refusal
+        content = chunks_text(message.get("content")) or refusal
         if self._think_tags:
             content = split_think(content)[1]
         calls = tuple(
@@ -418,7 +421,7 @@ class OpenAIModel(HTTPChatModel):
                     "--tool-call-parser NAME), or offer only the tools it names"
                 )
         reason, detail = read_stop(finish_reason, _STOPS)
-        if refusal and not calls and not text(message.get("content")):
+        if refusal and not calls and not chunks_text(message.get("content")):
             # Said in `refusal`, not `content` (the finish_reason, `stop`, says nothing).
             reason, detail = "refusal", None
         return AssistantMessage(

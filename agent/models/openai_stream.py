@@ -16,6 +16,7 @@ from ..messages import AssistantMessage
 from ._base import cut_short
 from ._json import JSONObject, NestedTooDeeply, arr, identified, is_obj, obj, read_json, text
 from ._sse import SSEEvent
+from .content_chunks import ChunkList
 from .text_tool_calls import CallSignFilter
 from .think_tags import ThinkFilter
 
@@ -56,7 +57,8 @@ class ChunkAssembler:
     build: Callable[[JSONObject, Any, Any], AssistantMessage]
     think_tags: bool = False
     call_signs: bool = False
-    _content: list[str] = field(default_factory=list[str])
+    _content: ChunkList = field(default_factory=ChunkList)
+    """The answer's text, or its chunks (Mistral's thinking: see `content_chunks`)."""
     _refusal: list[str] = field(default_factory=list[str])
     _reasoning: dict[str, list[str]] = field(default_factory=dict[str, list[str]])
     _calls: dict[int, _CallDraft] = field(default_factory=dict[int, _CallDraft])
@@ -104,7 +106,7 @@ class ChunkAssembler:
             if choice.get("finish_reason"):
                 self._finish_reason = choice["finish_reason"]
             delta = obj(choice.get("delta"))
-            delta_text += text(delta.get("content"))
+            delta_text += self._content.feed(delta.get("content"))
             if isinstance(delta.get("refusal"), str):
                 self._refusal.append(delta["refusal"])
             for key in REASONING_FIELDS:
@@ -112,7 +114,6 @@ class ChunkAssembler:
                     self._reasoning.setdefault(key, []).append(delta[key])
             for item in map(obj, arr(delta.get("tool_calls"))):
                 self._merge_call(item)
-        self._content.append(delta_text)
         shown = self._shown.feed(delta_text) if self.think_tags else delta_text
         if self.call_signs:
             shown = self._signs.feed(shown, last=self._finish_reason is not None)
@@ -152,7 +153,7 @@ class ChunkAssembler:
             raise cut_short(self.label, "finish_reason or [DONE]")
         if not self._chosen:  # as a whole answer without choices is said
             raise ModelResponseError(f"{self.label}: no choices in the answer")
-        message: JSONObject = {"role": "assistant", "content": "".join(self._content) or None}
+        message: JSONObject = {"role": "assistant", "content": self._content.content()}
         if self._refusal:
             message["refusal"] = "".join(self._refusal)
         for key, parts in self._reasoning.items():

@@ -1,8 +1,8 @@
 """A model's thinking as text, read from the raw answer its provider stored, for a person to
 see (a trace, `runs show`): Anthropic's `thinking` blocks (a `redacted_thinking` one is only
 said to be there), Gemini's thought parts, the reasoning summaries of OpenAI's Responses API,
-the `reasoning_content` / `reasoning` of OpenAI-compatible servers, and a leading `<think>`
-block a server left in the text.
+the `reasoning_content` / `reasoning` of OpenAI-compatible servers, Mistral's thinking chunks,
+and a leading `<think>` block a server left in the text.
 
 Read from `raw` rather than kept beside it, so what a run or a chat stores is what it was,
 and a run stored by an older gateway shows its thinking too.
@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pydantic import JsonValue
 
 from ._json import arr, obj, text
+from .content_chunks import thinking_of_chunks
 from .openai_stream import REASONING_FIELDS
 from .think_tags import split_think, think_text
 
@@ -42,6 +43,7 @@ def thinking_text(raw: JsonValue, content: str = "") -> str:
     if "message" in answer:  # OpenAI-compatible
         message = obj(answer["message"])
         said = [text(message.get(key)) for key in REASONING_FIELDS]
+        said.append(thinking_of_chunks(message.get("content")))
         block = split_think(text(message.get("content")))[0]
         if block and not content.lstrip().startswith("<think>"):
             said.append(think_text(block))

@@ -258,6 +258,7 @@ async def resume_stored(args: argparse.Namespace) -> int:
         state = await runs.state(args.run_id)
         if state is None:
             raise UnknownRun(f"run {args.run_id!r} was not stored by this version")
+        own = state.origin.model if state.origin else None
         config, origin, model = resume_config(args, state.origin, state.agent)
         return await _drive(
             args,
@@ -267,6 +268,9 @@ async def resume_stored(args: argparse.Namespace) -> int:
             runs,
             lambda runs: runs.resume(args.run_id, origin=origin),
             model=model,
+            # Another model's refusal of the run's requests says nothing of the run: stopped,
+            # it stays resumable on its own model.
+            on_trial=args.model is not None and spec_without_credentials(args.model) != own,
         )
 
 
@@ -279,9 +283,11 @@ async def _drive(
     go: Callable[[DurableRuns], Awaitable[RunResult]],
     *,
     model: str | None = None,
+    on_trial: bool = False,
 ) -> int:
     """Run on the gateway of `config`, in `runs` (else the store at `url`, opened once the
-    gateway is up), saying how to resume a run that stops."""
+    gateway is up), saying how to resume a run that stops; `on_trial`: `model` is not the
+    run's own (see `open_gateway`'s `model_on_trial`)."""
     pick_agent(config, state.agent)
     hint = resume_hint(state.run_id, args, url)
     # Chat memory goes to the run's store too, unless the config names its own.
@@ -306,6 +312,7 @@ async def _drive(
             state_dir=args.state_dir,
             wait_for=None if args.strict else config.nodes_of(state.agent),
             on_waiting=console.waiting_for,
+            model_on_trial=on_trial,
         ) as gateway,
     ):
         began()

@@ -26,7 +26,7 @@ from agent.model import ServerAddress
 from agent.models import AnthropicModel, ModelSettings, answer_token_limit
 
 from .conftest import load_tools
-from .support import FakeProvider, Sleeps, Tokens, json_response, retry_policy, sse_response
+from .support import FakeProvider, Sleeps, Tokens, json_response, raw_of, retry_policy, sse_response
 
 KEY = "sk-ant-api03-test-77f0e1"
 TOOLS = load_tools("server-everything")
@@ -420,6 +420,23 @@ async def test_an_empty_tool_result_is_sent_without_content(sleeps: Sleeps) -> N
 
 
 @pytest.mark.anyio
+async def test_a_failed_calls_result_is_marked_is_error(sleeps: Sleeps) -> None:
+    calls = tuple(ToolCall(id=f"toolu_{i}", name="get-sum", arguments={}) for i in range(2))
+    history = [
+        *ASK,
+        AssistantMessage(tool_calls=calls),
+        ToolMessage(tool_call_id="toolu_0", name="get-sum", content="3"),
+        ToolMessage(tool_call_id="toolu_1", name="get-sum", content="Error: no", is_error=True),
+    ]
+    fake = FakeProvider(json_response(200, message([{"type": "text", "text": "ok"}], "end_turn")))
+    await model(fake, sleeps).invoke(history, TOOLS)
+    assert fake.body()["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_0", "content": "3"},
+        {"type": "tool_result", "tool_use_id": "toolu_1", "content": "Error: no", "is_error": True},
+    ]
+
+
+@pytest.mark.anyio
 async def test_a_key_echoed_in_a_200_body_or_a_stream_error_is_scrubbed(sleeps: Sleeps) -> None:
     error = {"type": "authentication_error", "message": f"invalid x-api-key {KEY}"}
     fake = FakeProvider(
@@ -488,6 +505,53 @@ async def test_a_call_whose_input_is_not_an_object_is_replayed_with_an_empty_obj
     replayed = fake.body()["messages"][1]["content"]
     assert [block["input"] for block in replayed] == [{}, {}, {"a": 1, "b": 2}]
     assert [block["id"] for block in replayed] == ["toolu_00", "toolu_01", "toolu_02"]
+
+
+def with_empty_text(events: list[tuple[str | None, Any]]) -> list[tuple[str | None, Any]]:
+    """`events` with a text block Claude opened and sent no text in, before its `tool_use`s
+    (indices moved up by one), as it sometimes streams."""
+    empty = {"type": "text", "text": ""}
+    moved: list[tuple[str | None, Any]] = []
+    for name, data in events:
+        if "index" in data:
+            data = {**data, "index": data["index"] + 1}
+        moved.append((name, data))
+    opened = [
+        ("content_block_start", {"type": "content_block_start", "index": 0,
+                                 "content_block": empty}),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+    ]  # fmt: skip
+    return [moved[0], *opened, *moved[1:]]
+
+
+@pytest.mark.anyio
+async def test_an_empty_text_block_is_not_sent_back(sleeps: Sleeps) -> None:
+    """The API refuses an empty text block ("text content blocks must be non-empty"): one
+    Claude streamed is not kept, and one a stored run holds is not replayed; an empty one
+    with citations is not empty."""
+    fake = FakeProvider(
+        sse_response(with_empty_text(tool_use_stream('{"a": 1, "b": 2}'))),
+        json_response(200, message([{"type": "text", "text": "3"}], "end_turn")),
+        json_response(200, message([{"type": "text", "text": "3"}], "end_turn")),
+    )
+    claude = model(fake, sleeps)
+    streamed = await claude.invoke(ASK, [GET_SUM], on_token=Tokens())
+    use = {"type": "tool_use", "id": "toolu_00", "name": "get-sum", "input": {"a": 1, "b": 2}}
+    assert raw_of(streamed)["content"] == [use]
+    result = ToolMessage(tool_call_id="toolu_00", name="get-sum", content="3")
+    await claude.invoke([*ASK, streamed, result], [GET_SUM])
+    assert fake.body()["messages"][1] == {"role": "assistant", "content": [use]}
+
+    cited = {
+        "type": "text",
+        "text": "",
+        "citations": [{"type": "char_location", "cited_text": "3"}],
+    }
+    stored = streamed.model_copy(
+        update={"raw": {**raw_of(streamed), "content": [{"type": "text", "text": ""}, cited, use]}}
+    )
+    await claude.invoke([*ASK, stored, result], [GET_SUM])
+    assert fake.body()["messages"][1] == {"role": "assistant", "content": [cited, use]}
 
 
 @pytest.mark.anyio

@@ -13,7 +13,7 @@ import pytest
 
 from agent.errors import ModelHTTPError, ModelResponseError
 from agent.messages import ToolCall, ToolDefinition, ToolMessage, UserMessage
-from agent.models import FallbackModel, ModelSettings, OpenAICompatibleModel
+from agent.models import FallbackModel, ModelSettings, OpenAICompatibleModel, thinking_text
 
 from .support import FakeProvider, Sleeps, Tokens, json_response, raw_of, retry_policy
 from .test_openai import ASK, GET_SUM, chunk, compatible, completion
@@ -427,3 +427,84 @@ async def test_a_404_says_the_url_and_suggests_v1(sleeps: Sleeps) -> None:
     with pytest.raises(ModelHTTPError) as caught:
         await with_v1.invoke(ASK, [])
     assert "/v1?" not in str(caught.value)
+
+
+# -- 11. Mistral's content chunks (reasoning_effort, Magistral) ------------------------------
+
+MISTRAL_THOUGHT = "The user wants 17 + 25: get-sum adds two numbers."
+MISTRAL_THINKING: dict[str, Any] = {
+    "type": "thinking",
+    "thinking": [{"type": "text", "text": MISTRAL_THOUGHT}],
+}
+
+
+def mistral_answer(message: dict[str, Any], finish_reason: str = "stop") -> dict[str, Any]:
+    """A chat completion as Mistral's API answers it (its docs' shape)."""
+    return {
+        "id": "cf79f7daaee244b1a0ae5c7b1444424a",
+        "object": "chat.completion",
+        "model": "mistral-medium-3-5",
+        "usage": {"prompt_tokens": 30, "completion_tokens": 120, "total_tokens": 150},
+        "created": 1759500534,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+
+
+def mistral_chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    return {
+        "id": "cf79f7daaee244b1a0ae5c7b1444424a",
+        "object": "chat.completion.chunk",
+        "created": 1759500534,
+        "model": "mistral-medium-3-5",
+        "choices": [choice],
+    }
+
+
+async def test_mistrals_text_chunks_are_the_answer_and_its_thinking_chunks_thinking(
+    sleeps: Sleeps,
+) -> None:
+    content = [MISTRAL_THINKING, {"type": "text", "text": "17 + 25 = 42."}]
+    whole = json_response(
+        200, mistral_answer({"role": "assistant", "tool_calls": None, "content": content})
+    )
+    thought = [MISTRAL_THOUGHT[:20], MISTRAL_THOUGHT[20:]]  # one thinking chunk, streamed in two
+    streamed = sse(
+        mistral_chunk({"role": "assistant", "content": ""}),
+        *(
+            mistral_chunk(
+                {"content": [{"type": "thinking", "thinking": [{"type": "text", "text": t}]}]}
+            )
+            for t in thought
+        ),
+        mistral_chunk({"content": [{"type": "text", "text": "17 + 25"}]}),
+        mistral_chunk({"content": " = 42."}),  # after its thinking, Mistral streams strings
+        mistral_chunk({}, "stop"),
+    )
+    fake = FakeProvider(whole, streamed)
+    model = mistral(fake, sleeps)
+    once = await model.invoke(ASK, [])
+    tokens = Tokens()
+    stream = await model.invoke(ASK, [], on_token=tokens)
+    assert once.content == stream.content == "17 + 25 = 42."
+    assert tokens.received == ["17 + 25", " = 42."]  # the thinking is not the answer
+    assert thinking_text(once.raw, once.content) == MISTRAL_THOUGHT
+    assert thinking_text(stream.raw, stream.content) == MISTRAL_THOUGHT
+    assert raw_of(once)["message"]["content"] == raw_of(stream)["message"]["content"] == content
+
+
+async def test_mistrals_thinking_goes_back_with_its_tool_calls_as_it_came(sleeps: Sleeps) -> None:
+    call = {"id": "D681PevKs", "function": {"name": "get-sum", "arguments": '{"a": 17, "b": 25}'}}
+    asked = {"role": "assistant", "tool_calls": [call], "content": [MISTRAL_THINKING]}
+    fake = FakeProvider(
+        json_response(200, mistral_answer(asked, "tool_calls")),
+        json_response(200, mistral_answer({"role": "assistant", "content": "42."})),
+    )
+    model = mistral(fake, sleeps)
+    answer = await model.invoke(ASK, [GET_SUM])
+    assert (answer.content, [c.id for c in answer.tool_calls]) == ("", ["D681PevKs"])
+    result = ToolMessage(tool_call_id="D681PevKs", name="get-sum", content="42")
+    await model.invoke([*ASK, answer, result], [GET_SUM])
+    sent = fake.body()["messages"][2]
+    assert sent["content"] == [MISTRAL_THINKING]
+    assert [c["id"] for c in sent["tool_calls"]] == ["D681PevKs"]

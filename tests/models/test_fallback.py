@@ -73,6 +73,22 @@ async def test_every_failure_is_reported_when_all_fail() -> None:
     assert "first down" in str(caught.value)
     assert "second down" in str(caught.value)
     assert fallbacks.seen == [("a", "first down", "b")]  # no "next" after the last
+    assert str(caught.value) == "all 2 models failed: a: first down; b: second down"
+
+
+@pytest.mark.anyio
+async def test_each_model_is_named_once_when_all_fail() -> None:
+    """A provider's error starts with its model's name: the summary does not say it twice."""
+    first = Failing(
+        "openai:gpt-4.1-mini",
+        ModelHTTPError("openai:gpt-4.1-mini: HTTP 500: down", status_code=500, provider="openai"),
+    )
+    second = Failing("gemini:gemini-3-pro-preview", ModelError("gemini:gemini-3-pro-preview: no"))
+    with pytest.raises(AllModelsFailed) as caught:
+        await FallbackModel([first, second]).invoke(ASK, [])
+    assert str(caught.value) == (
+        "all 2 models failed: openai:gpt-4.1-mini: HTTP 500: down; gemini:gemini-3-pro-preview: no"
+    )
 
 
 @pytest.mark.anyio

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -148,17 +148,20 @@ async def test_thought_signatures_are_replayed_and_responses_grouped(sleeps: Sle
     first = await gemini.invoke(ASK, TOOLS)
     results = [
         ToolMessage(tool_call_id=first.tool_calls[0].id, name="get-sum", content="42"),
-        ToolMessage(tool_call_id=first.tool_calls[1].id, name="get-sum", content="3"),
+        ToolMessage(
+            tool_call_id=first.tool_calls[1].id, name="get-sum", content="Error: b", is_error=True
+        ),
     ]
     second = await gemini.invoke([*ASK, first, *results], TOOLS)
 
     contents = fake.body()["contents"]
     assert contents[1] == {"role": "model", "parts": PARTS}
+    # A failed call's words go under `error`, as Google's docs ask.
     assert contents[2] == {
         "role": "user",
         "parts": [
             {"functionResponse": {"name": "get-sum", "response": {"result": "42"}}},
-            {"functionResponse": {"name": "get-sum", "response": {"result": "3"}}},
+            {"functionResponse": {"name": "get-sum", "response": {"error": "Error: b"}}},
         ],
     }
     assert second.content == "42 and 3."
@@ -200,6 +203,63 @@ async def test_foreign_assistant_messages_become_plain_parts(sleeps: Sleeps) -> 
         ],
     }
     assert "id" not in contents[2]["parts"][0]["functionResponse"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "signed"),
+    [("gemini-3-pro-preview", True), ("gemini-3.1-flash", True), ("gemini-2.5-flash", False)],
+)
+async def test_calls_gemini_did_not_sign_carry_googles_sentinel_to_gemini_3(
+    sleeps: Sleeps, name: str, signed: bool
+) -> None:
+    """Gemini 3 answers 400 ("Function call is missing a thought_signature") to a turn whose
+    calls carry none: another provider's calls (a fallback, `resume --model`), or Gemini's own
+    unsigned ones, go with Google's documented sentinel. A turn Gemini signed goes as it came."""
+    calls = tuple(ToolCall(id=f"call_{i}", name="get-sum", arguments={"a": i}) for i in (1, 2))
+    foreign = AssistantMessage(tool_calls=calls, provider="openai", raw={"message": {}})
+    own = AssistantMessage(
+        tool_calls=(ToolCall(id="fc-1", name="get-sum", arguments={}),),
+        provider="gemini",
+        raw={"parts": [{"functionCall": {"name": "get-sum", "args": {}}}]},
+    )
+    results = [ToolMessage(tool_call_id=c.id, name="get-sum", content="3") for c in calls]
+    history = [
+        *ASK,
+        foreign,
+        *results,
+        own,
+        ToolMessage(tool_call_id="fc-1", name="get-sum", content="0"),
+    ]
+    fake = FakeProvider(
+        json_response(200, generated([{"text": "3"}])),
+        json_response(200, generated([{"text": "3"}])),
+    )
+    gemini = GeminiModel(name, api_key="k", http_client=fake.client(), retry=retry_policy(sleeps))
+    await gemini.invoke(
+        [*history, UserMessage(content="again"), first_signed_turn(), *results], TOOLS
+    )
+    turns = [c["parts"] for c in fake.body()["contents"] if c["role"] == "model"]
+    sentinel = {"thoughtSignature": "skip_thought_signature_validator"} if signed else {}
+    assert turns[0] == [
+        {"functionCall": {"name": "get-sum", "args": {"a": 1}}, **sentinel},
+        {"functionCall": {"name": "get-sum", "args": {"a": 2}}, **sentinel},
+    ]
+    assert turns[1] == [{"functionCall": {"name": "get-sum", "args": {}}, **sentinel}]
+    assert turns[2] == PARALLEL_SIGNED  # its first call signed by Gemini: as it came
+
+
+PARALLEL_SIGNED: list[dict[str, Any]] = [
+    {"functionCall": {"name": "get-sum", "args": {"a": 1}}, "thoughtSignature": "CtIBAdHtim9"},
+    {"functionCall": {"name": "get-sum", "args": {"a": 2}}},
+]
+
+
+def first_signed_turn() -> AssistantMessage:
+    calls = tuple(ToolCall(id=f"call_{i}", name="get-sum", arguments={"a": i}) for i in (1, 2))
+    return AssistantMessage(
+        tool_calls=calls, provider="gemini", raw=cast(Any, {"parts": PARALLEL_SIGNED})
+    )
 
 
 @pytest.mark.anyio

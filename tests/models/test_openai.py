@@ -555,6 +555,35 @@ async def test_a_key_echoed_by_the_server_is_scrubbed(sleeps: Sleeps) -> None:
     assert "Incorrect API key provided: ***." in str(caught.value)
 
 
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("dummy", "word"),
+    [
+        ("x", "Expected"),
+        ("k", "mock"),
+        ("none", "nonempty"),
+        ("EMPTY", "NONEMPTY"),
+        ("ollama", "ollama_chat"),
+    ],
+)
+async def test_a_short_dummy_key_leaves_the_providers_words_readable(
+    sleeps: Sleeps, dummy: str, word: str
+) -> None:
+    """A local server's dummy key is masked where it is said alone, not inside words."""
+    said = (
+        "Invalid 'messages[0].content': string too long. Expected a string with maximum length"
+        f" 10485760, but got a string with length 10485761 instead ({word}; mock key {dummy})."
+    )
+    fake = FakeProvider(json_response(400, {"error": {"message": said}}))
+    with pytest.raises(ModelHTTPError) as caught:
+        await compatible(fake, sleeps, api_key=dummy).invoke(ASK, [])
+    assert fake.requests[0].headers["authorization"] == f"Bearer {dummy}"
+    assert str(caught.value) == (
+        "openai-compatible:http://127.0.0.1:8080/v1#qwen2.5: HTTP 400: "
+        + said.replace(f"key {dummy})", "key ***)")
+    )
+
+
 def test_repr_and_name_hide_the_key() -> None:
     model = OpenAIModel("gpt-4.1-mini", api_key=KEY)
     assert KEY not in repr(model)

@@ -287,6 +287,6 @@ async def test_gemini_args_that_are_not_an_object_go_back_as_an_empty_one(sleeps
         {"functionCall": {"name": "calculator", "args": {}}, "thoughtSignature": THOUGHT_SIGNATURE}
     ]
     response = next(p for c in body["contents"] for p in c["parts"] if "functionResponse" in p)
-    # The model is still told what it wrote.
-    said = response["functionResponse"]["response"]["result"]
+    # The model is still told what it wrote, as a failed call's error.
+    said = response["functionResponse"]["response"]["error"]
     assert said.startswith("Error: the arguments for 'calculator' were not a JSON object: '6*7'")

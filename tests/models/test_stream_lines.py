@@ -12,7 +12,14 @@ import httpx
 import pytest
 
 from agent import ChatModel, ToolDefinition, UserMessage
-from agent.models import AnthropicModel, GeminiModel, OpenAICompatibleModel, OpenAIModel
+from agent.errors import ModelConnectionError
+from agent.models import (
+    AnthropicModel,
+    GeminiModel,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    OpenAIResponsesModel,
+)
 from agent.models._sse import SSELines
 
 from .support import FakeProvider, Sleeps, Tokens, retry_policy
@@ -96,12 +103,20 @@ def gemini_events(ch: str) -> Events:
 def stream(events: Events, end: str, size: int) -> httpx.Response:
     """The events as a provider writes them, raw (not `\\u` escapes), lines ended by `end`,
     in pieces of `size` bytes: cut inside characters, inside a CRLF, anywhere."""
+    return in_pieces(written(events, end), size)
+
+
+def written(events: Events, end: str) -> str:
     text = ""
     for name, data in events:
         if name is not None:
             text += f"event: {name}{end}"
-        written = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-        text += f"data: {written}{end}{end}"
+        said = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+        text += f"data: {said}{end}{end}"
+    return text
+
+
+def in_pieces(text: str, size: int) -> httpx.Response:
     raw = text.encode()
 
     async def pieces() -> AsyncIterator[bytes]:
@@ -173,15 +188,72 @@ async def test_unicode_line_separators_in_text_and_arguments_come_through_whole(
 
 def test_lines_end_at_cr_lf_and_crlf_only_wherever_the_pieces_are_cut() -> None:
     text = "a\u2028b\x0bc\x0cd\x1ce\x85f\r\ng\rh\ni\r\r\nj\n\nk"
-    expected = ["a\u2028b\x0bc\x0cd\x1ce\x85f", "g", "h", "i", "", "j", "", "k"]
+    expected = ["a\u2028b\x0bc\x0cd\x1ce\x85f", "g", "h", "i", "", "j", ""]  # `k` never ends
     for size in range(1, len(text) + 1):
         lines = SSELines()
         got: list[str] = []
         for start in range(0, len(text), size):
             got += lines.feed(text[start : start + size])
-        assert got + lines.end() == expected, size
+        assert got == expected, size
     lines = SSELines()
     assert lines.feed("x\r") == ["x"]
     assert lines.feed("") == []  # an empty piece changes nothing: the LF still ends the CRLF
     assert lines.feed("\ny\n") == ["y"]
-    assert lines.end() == []
+
+
+def responses_events(ch: str) -> Events:
+    message: dict[str, Any] = {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": f"one{ch}{ch}two", "annotations": []}],
+    }
+    done: dict[str, Any] = {
+        "id": "resp_1",
+        "status": "completed",
+        "model": "gpt-5-mini",
+        "output": [message],
+    }
+    events: list[dict[str, Any]] = [
+        {"type": "response.output_text.delta", "output_index": 0, "delta": f"one{ch}"},
+        {"type": "response.output_text.delta", "output_index": 0, "delta": f"{ch}two"},
+        {"type": "response.completed", "response": done},
+    ]
+    return [(str(event["type"]), event) for event in events]
+
+
+ENDING: dict[str, tuple[Build, Callable[[str], Events]]] = {
+    "openai": (PROVIDERS["openai"][0], lambda ch: openai_events(ch)[:-1]),  # the finish, no [DONE]
+    # Its stop reason (in `message_delta`) ends it as well as `message_stop` does.
+    "anthropic": (PROVIDERS["anthropic"][0], lambda ch: anthropic_events(ch)[:-1]),
+    "gemini": PROVIDERS["gemini"],
+    "openai-responses": (
+        lambda fake, sleeps: OpenAIResponsesModel(
+            "gpt-5-mini", api_key="sk-test", http_client=fake.client(), retry=retry_policy(sleeps)
+        ),
+        responses_events,
+    ),
+}
+"""Each provider's events, the last of them the one that ends its answer."""
+
+
+@pytest.mark.parametrize("cut", ["inside-its-data", "before-its-blank-line"])
+@pytest.mark.parametrize("provider", list(ENDING))
+async def test_a_stream_cut_inside_its_last_event_ended_before_the_answer_was_complete(
+    provider: str, cut: str, sleeps: Sleeps
+) -> None:
+    """The connection dropped inside the end event: an event no blank line ended is dropped,
+    as the format says, not read as a garbled ('unreadable') answer nor taken as the end."""
+    build, events = ENDING[provider]
+    whole = written(events(" "), "\n")
+    sent = whole[:-1] if cut == "before-its-blank-line" else whole[: len(whole) - 12]
+    fake = FakeProvider(in_pieces(whole, 5), in_pieces(sent, 5))
+    answer = await build(fake, sleeps).invoke(
+        [UserMessage(content="hi")], [ECHO], on_token=Tokens()
+    )
+    assert answer.content == "one  two"  # whole, the same events are an answer
+    with pytest.raises(ModelConnectionError) as caught:
+        await build(fake, sleeps).invoke([UserMessage(content="hi")], [ECHO], on_token=Tokens())
+    assert "the stream ended before the answer was complete" in str(caught.value)
+    assert len(fake.requests) == 2  # not retried: tokens may have been shown

@@ -346,6 +346,29 @@ def test_a_tools_media_go_to_the_clients_model_in_its_result() -> None:
     ]
 
 
+def test_a_failed_calls_result_is_marked_is_error_for_the_clients_model() -> None:
+    calls = tuple(ToolCall(id=i, name="calculator", arguments={}) for i in "ab")
+    request = to_sampling_request(
+        [
+            UserMessage(content="Sum them"),
+            AssistantMessage(tool_calls=calls),
+            ToolMessage(tool_call_id="a", name="calculator", content="2"),
+            ToolMessage(tool_call_id="b", name="calculator", content="Error: no", is_error=True),
+        ],
+        [ToolDefinition(name="calculator", source_node="calculator")],
+        max_tokens=100,
+    )
+    results = request.params.messages[2].content_as_list
+    assert [
+        (r.tool_use_id, r.is_error) for r in results if isinstance(r, types.ToolResultContent)
+    ] == [
+        ("a", None),
+        ("b", True),
+    ]
+    said = request.model_dump(by_alias=True, exclude_none=True)["params"]["messages"][2]["content"]
+    assert ["isError" in block for block in said] == [False, True]
+
+
 def test_messages_map_to_sampling_and_back() -> None:
     calls = (
         ToolCall(id="a", name="calculator", arguments={"expression": "1+1"}),
