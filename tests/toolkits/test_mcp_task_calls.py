@@ -109,6 +109,45 @@ async def test_the_servers_status_notifications_are_told_at_once_each_once_none_
     assert result_text(result[0]) == "done"
 
 
+async def test_two_statuses_updated_at_the_same_time_are_both_told_once() -> None:
+    """A server may change a task twice within its clock's tick (server-everything goes from
+    working to input_required in one millisecond): the second is news all the same, and
+    either said again at that time (a poll's answer, a repeated notification) is not."""
+    tasks = TaskServer(poll_interval=60_000)
+    piped = CrashableTransport(tasks.server)
+    heard = Heard()
+    async with McpToolkit("t", config(timeout=600), target=piped.connect) as node:
+        result: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            context = CallContext(on_progress=heard)
+            result.append(await node.call_tool("t__later", {}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await heard.next.wait()  # as created
+                await tasks.tell("working", "synthesizing")
+                await heard.next.wait()
+                synthesizing = tasks.tasks[-1].wire()
+                await tasks.tell("input_required", "asking", later=False)
+                await heard.next.wait()
+                asking = tasks.tasks[-1].wire()
+                assert asking["lastUpdatedAt"] == synthesizing["lastUpdatedAt"]
+                await tasks.notify(synthesizing)  # as old as the last told, and told already
+                await tasks.notify(tasks.tasks[-1].wire())  # again
+                await tasks.tell("working", "writing")
+                await heard.next.wait()
+                tasks.finish(text_result("done"))
+    assert [message for _, _, message in heard.seen] == [
+        "started",
+        "synthesizing",
+        "asking",
+        "writing",
+    ]
+    assert result_text(result[0]) == "done"
+
+
 async def test_a_task_that_fails_is_the_calls_error_result() -> None:
     tasks = TaskServer()
     results: list[types.CallToolResult] = []

@@ -176,7 +176,10 @@ class _Told:
         self._deadline = deadline
         self._on_progress = on_progress
         self._step = 0
-        self._last: tuple[datetime | None, str, str | None] | None = None
+        self._last_at: datetime | None = None
+        self._said: list[tuple[str, str | None]] = []
+        """The statuses told as of `_last_at`, the last one last: a server may change a task
+        twice within its clock's tick (one `lastUpdatedAt`), and both changes are news."""
         self._lock = anyio.Lock()  # reports in the order found, never two at once
 
     @property
@@ -187,13 +190,21 @@ class _Told:
         async with self._lock:
             at = _when(task.last_updated_at)
             said = (task.status, task.status_message)
-            if self._last is not None:
-                last_at, *last_said = self._last
-                if _not_after(at, last_at):
-                    return  # told already (heard, then polled), or older than what was
-                if list(said) == last_said:
+            if self._said:
+                order = _order(at, self._last_at)
+                if order is not None and order < 0:
+                    return  # older than what was told
+                # One as old: told already if said so then (heard, then polled). Of unknown
+                # age: told already if it is the last one told.
+                if said in (self._said if order == 0 else self._said[-1:]):
                     return
-            self._last = (at, *said)
+                if order == 0:
+                    self._said.append(said)
+                else:
+                    self._said = [said]
+            else:
+                self._said = [said]
+            self._last_at = at
             self._step += 1
             self._deadline.alive()
             if self._on_progress is not None:
@@ -223,14 +234,15 @@ async def _hear(heard: ObjectReceiveStream[mcp_types.Task], told: _Told) -> None
             await told.tell(task)
 
 
-def _not_after(at: datetime | None, last: datetime | None) -> bool:
-    """Whether a status updated `at` is no newer than one updated `last` (False: unknown)."""
+def _order(at: datetime | None, last: datetime | None) -> int | None:
+    """Whether a status updated `at` is older (-1), as old (0) or newer (1) than one updated
+    `last`; None when unknown (either has no time, or one a time zone and one none)."""
     if at is None or last is None:
-        return False
+        return None
     try:
-        return at <= last
-    except TypeError:  # one with a time zone, one without
-        return False
+        return (at > last) - (at < last)
+    except TypeError:
+        return None
 
 
 def _when(stamp: str | None) -> datetime | None:
