@@ -148,7 +148,11 @@ class TaskServer:
         if isinstance(task.outcome, MCPError):
             raise task.outcome
         assert task.outcome is not None
-        return task.outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        result = task.outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        # As the spec has it: the result names its task.
+        related = {"io.modelcontextprotocol/related-task": {"taskId": task.id}}
+        result["_meta"] = {**result.get("_meta", {}), **related}
+        return result
 
     async def _cancel(self, _ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         task = self._find(params.task_id)

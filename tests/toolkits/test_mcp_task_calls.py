@@ -73,6 +73,7 @@ async def test_a_call_runs_the_task_reports_its_statuses_and_returns_its_result(
     assert heard.seen == [(1, None, "started"), (2, None, "halfway")]
     assert result_text(result[0]) == "done"
     assert not result[0].is_error
+    assert result[0].meta is None  # its caller made no task: none is named to it
     assert tasks.cancelled == []
 
 
@@ -103,10 +104,11 @@ async def test_the_servers_status_notifications_are_told_at_once_each_once_none_
                 await tasks.notify(tasks.tasks[-1].wire())  # again
                 await tasks.tell("working", "writing")
                 await heard.next.wait()
-                tasks.finish(text_result("done"))
+                tasks.finish(text_result("done").model_copy(update={"meta": {"note": "kept"}}))
     assert [message for _, _, message in heard.seen] == ["started", "reading", "asking", "writing"]
     assert [progress for progress, _, _ in heard.seen] == [1, 2, 3, 4]
     assert result_text(result[0]) == "done"
+    assert result[0].meta == {"note": "kept"}  # the server's own, its task's id left out
 
 
 async def test_two_statuses_updated_at_the_same_time_are_both_told_once() -> None:

@@ -53,6 +53,7 @@ _CANCEL_SECONDS = 2.0
 _POLL_SECONDS = (0.1, 1.0)
 """The shortest interval between two `tasks/get`, and the one when the server suggests none."""
 _ENDED = ("completed", "failed", "cancelled")
+_RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 class TaskCalls:
@@ -165,7 +166,16 @@ async def _outcome(
     if isinstance(outcome, Exception):
         raise outcome
     assert outcome is not None  # the group ends only after it is set, or raises
-    return outcome
+    return _untied(outcome)
+
+
+def _untied(result: mcp_types.CallToolResult) -> mcp_types.CallToolResult:
+    """`result` without its tie to the task (`tasks/result` carries the task's id in `_meta`):
+    the task is the node's way of making the call, which its caller never made nor can ask of."""
+    if not result.meta or _RELATED_TASK not in result.meta:
+        return result
+    meta = {key: value for key, value in result.meta.items() if key != _RELATED_TASK}
+    return result.model_copy(update={"meta": meta or None})
 
 
 class _Told:
