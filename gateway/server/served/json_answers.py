@@ -81,9 +81,11 @@ class JsonAnswers:
 
     def _asks(self, scope: Scope) -> bool:
         """Whether the client of a request may be asked a question on its answer."""
+        if first(scope, _SESSION_ID) is None:
+            return False  # a 2026-07-28 request: asked in input-required rounds, if at all
         if self._sessions is None:
-            return True
-        session = self._sessions.find(scope)  # none: a 2026-07-28 request, asked in rounds
+            return True  # its session's capabilities are not known here
+        session = self._sessions.find(scope)
         return session is not None and bool(session.answerable())
 
     async def _cancel(self, begun: _HeldResult, scope: Scope, receive: Receive, send: Send) -> None:
