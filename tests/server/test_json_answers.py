@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -283,3 +284,67 @@ async def test_a_resource_and_a_prompt_over_a_megabyte_reach_an_sdk_client(
     [message] = got.messages
     assert isinstance(message.content, types.TextContent)
     assert message.content.text.endswith("y" * big + "')]")
+
+
+def _posted(message: Mapping[str, object]) -> tuple[Scope, Receive]:
+    """A POST of `message` on no session, and its `receive`."""
+    body = json.dumps(message).encode()
+    scope: Scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+    }
+    received = False
+
+    async def receive() -> Message:
+        nonlocal received
+        if received:
+            await anyio.sleep_forever()
+        received = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return scope, receive
+
+
+async def test_a_cancel_on_no_session_ends_no_answer_begun() -> None:
+    """A JSON answer begun for a request on no session (2026-07-28: clients pick the same ids)
+    is not ended by another client's `notifications/cancelled` naming its id."""
+    cancel_passed = anyio.Event()
+    sent: list[Message] = []
+    begun = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if b"notifications/cancelled" in (await receive())["body"]:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            cancel_passed.set()
+            return
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+        await cancel_passed.wait()
+        result = b"event: message\r\ndata: " + RESULT + b"\r\n\r\n"
+        await send({"type": "http.response.body", "body": result, "more_body": False})
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+        if message.get("body") == b"\n":
+            begun.set()
+
+    async def ignore(_message: Message) -> None:
+        pass
+
+    answers = EnvelopeCheck(JsonAnswers(app), 1 << 20)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+
+    async def answer_call() -> None:
+        await answers(*_posted(call), record)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer_call)
+            await begun.wait()
+            await answers(*_posted(cancel), ignore)
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"\n" + RESULT

@@ -74,8 +74,9 @@ class JsonAnswers:
                 held = _HeldResult(send, request_id, self._asks(scope), self._begun, key)
                 return self._serve(scope, receive, held)
             if method == "notifications/cancelled" and self._begun:
-                begun = self._begun.get((first(scope, _SESSION_ID), posted_cancelled(scope)))
-                if begun is not None:
+                session = first(scope, _SESSION_ID)  # none: not a session's, nor begun
+                begun = self._begun.get((session, posted_cancelled(scope)))
+                if begun is not None and session is not None:
                     return self._cancel(begun, scope, receive, send)
         return self.app(scope, receive, send)  # no frame here while a stream is open
 
@@ -93,8 +94,11 @@ class JsonAnswers:
         await self.app(scope, receive, send)
 
     async def _serve(self, scope: Scope, receive: Receive, held: _Held) -> None:
-        await self.app(scope, receive, held)
-        await held.finish()
+        try:
+            await self.app(scope, receive, held)
+            await held.finish()
+        finally:
+            held.forget()
 
 
 class _Held:
@@ -128,6 +132,9 @@ class _Held:
     async def finish(self) -> None:
         """The answer's app returned: send what is still held."""
         await self.flush()
+
+    def forget(self) -> None:
+        """The answer is over, however it ended."""
 
     async def flush(self) -> None:
         """Send what is held: as JSON if `json_message` says so, else as it came."""
@@ -239,6 +246,10 @@ class _HeldResult(_Held):
         async with self._lock:
             await self.flush()
 
+    def forget(self) -> None:
+        if self._registry.get(self._key) is self:
+            del self._registry[self._key]
+
     def _no_answer(self, why: str) -> bytes:
         error = {"code": INTERNAL_ERROR, "message": why}
         return json_bytes({"jsonrpc": "2.0", "id": self._id, "error": error})
@@ -247,14 +258,15 @@ class _HeldResult(_Held):
         self._done = True
         self._start = None
         self._body = []
-        self._registry.pop(self._key, None)
+        self.forget()
         await self._send({"type": "http.response.body", "body": message})
 
     async def _keep_alive(self) -> None:
         self._pings = 0
         if not self._begun:
             self._begun = True
-            self._registry[self._key] = self
+            if self._key[0] is not None:  # on a session: its client may cancel by message
+                self._registry[self._key] = self
             assert self._start is not None  # held
             headers: list[tuple[bytes, bytes]] = self._start.get("headers", [])
             json_headers = [
