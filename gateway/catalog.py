@@ -76,11 +76,13 @@ class LeftOut:
 
     def __init__(self, what: str) -> None:
         self.what = what
-        self._out: set[str] = set()
+        self._out: dict[str, str] = {}
+        """The nodes left out, each with why its last listing failed."""
 
     def failed(self, node: str, exc: Exception) -> None:
-        if node not in self._out:
-            self._out.add(node)
+        known = node in self._out
+        self._out[node] = str(exc)
+        if not known:
             log.warning(
                 "node %r: cannot list its %s (left out until it can; said once): %s",
                 node,
@@ -89,9 +91,17 @@ class LeftOut:
             )
 
     def listed(self, node: str) -> None:
-        if node in self._out:
-            self._out.discard(node)
+        if self._out.pop(node, None) is not None:
             log.info("node %r: lists its %s again", node, self.what)
+
+    def unlisted(self, name: str, what: str) -> str | None:
+        """Why `name` (a `what`) may be missing from the last listing: the nodes it left out
+        and why (a server that does not answer lists nothing, and has all the same what a
+        client asks for); None if it left none out."""
+        if not self._out:
+            return None
+        why = "; ".join(f"node {node!r}: {said}" for node, said in self._out.items())
+        return f"no {what} named {echoed(name)} is listed, and not every node could list its {self.what}: {why}"
 
 
 async def list_each(

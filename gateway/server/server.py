@@ -412,7 +412,7 @@ def _shortcuts(
     sessions = HandshakeSessions()
     server.middleware.append(sessions.track)
     layers: list[Callable[[ASGIApp], ASGIApp]] = [
-        JsonAnswers,
+        partial(JsonAnswers, sessions=sessions),
         sessions.watch_deletes,
         partial(ToolListCache, list_tools=router.current, sessions=sessions),
     ]

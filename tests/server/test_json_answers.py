@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
@@ -102,10 +103,9 @@ async def test_a_calls_result_alone_is_answered_as_json_past_a_priming_event() -
         ("tools/list", b"data: " + RESULT + b"\n\n", 404),
         ("tools/call", b"event: message\ndata: " + ERROR + b"\n\n", 200),
         ("tools/call", b"data: " + PROGRESS + b"\n\ndata: " + RESULT + b"\n\n", 200),
-        ("tools/call", b": ping\n\ndata: " + RESULT + b"\n\n", 200),
         ("tools/call", b"", 200),
     ],
-    ids=["two messages", "not 200", "an error", "progress first", "a ping first", "nothing"],
+    ids=["two messages", "not 200", "an error", "progress first", "nothing"],
 )
 async def test_other_answers_pass_as_they_came(method: str, stream: bytes, status: int) -> None:
     response = await _post(_sse_app(stream, status), method)
@@ -116,13 +116,22 @@ async def test_other_answers_pass_as_they_came(method: str, stream: bytes, statu
     assert response.content == stream
 
 
-@pytest.mark.parametrize("first", [PROGRESS, None], ids=["progress", "ping"])
-async def test_what_goes_before_a_result_is_sent_as_it_comes(first: bytes | None) -> None:
-    """Held no longer than until something must go first: the event (or the ping) reaches the
-    client while the call goes on."""
+@pytest.mark.parametrize(
+    ("first", "session"),
+    [(PROGRESS, None), (None, b"s1"), (None, None)],
+    ids=["progress", "ping-on-a-session", "ping"],
+)
+async def test_what_goes_before_a_result_is_sent_as_it_comes(
+    first: bytes | None, session: bytes | None
+) -> None:
+    """Held no longer than until something must go first: the event reaches the client while
+    the call goes on. So does a ping on a session whose client may be asked a question (here
+    unknown: no sessions are given); one on no session (2026-07-28: no question comes on the
+    stream) begins a JSON body instead, with a newline."""
     event = (
         b": ping\r\n\r\n" if first is None else b"event: message\r\ndata: " + first + b"\r\n\r\n"
     )
+    streams = first is not None or session is not None
     sent: list[Message] = []
     sent_on = anyio.Event()
 
@@ -137,7 +146,7 @@ async def test_what_goes_before_a_result_is_sent_as_it_comes(first: bytes | None
 
     async def record(message: Message) -> None:
         sent.append(message)
-        if message.get("body") == event:
+        if message.get("body") == (event if streams else b"\n"):
             sent_on.set()
 
     call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
@@ -146,7 +155,11 @@ async def test_what_goes_before_a_result_is_sent_as_it_comes(first: bytes | None
         "type": "http",
         "method": "POST",
         "path": "/mcp",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(body)),
+            *([] if session is None else [(b"mcp-session-id", session)]),
+        ],
     }
     received = False
 
@@ -159,6 +172,10 @@ async def test_what_goes_before_a_result_is_sent_as_it_comes(first: bytes | None
 
     with anyio.fail_after(10):
         await EnvelopeCheck(JsonAnswers(app), 1 << 20)(scope, receive, record)
+    if not streams:
+        assert sent[0]["headers"] == [(b"content-type", b"application/json")]
+        assert b"".join(m.get("body", b"") for m in sent[1:]) == b"\n" + RESULT
+        return
     assert sent[0]["headers"] == [(b"content-type", b"text/event-stream")]
     assert b"".join(m.get("body", b"") for m in sent[1:]) == (
         event + b"event: message\r\ndata: " + RESULT + b"\r\n\r\n"
@@ -267,3 +284,67 @@ async def test_a_resource_and_a_prompt_over_a_megabyte_reach_an_sdk_client(
     [message] = got.messages
     assert isinstance(message.content, types.TextContent)
     assert message.content.text.endswith("y" * big + "')]")
+
+
+def _posted(message: Mapping[str, object]) -> tuple[Scope, Receive]:
+    """A POST of `message` on no session, and its `receive`."""
+    body = json.dumps(message).encode()
+    scope: Scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/mcp",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))],
+    }
+    received = False
+
+    async def receive() -> Message:
+        nonlocal received
+        if received:
+            await anyio.sleep_forever()
+        received = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return scope, receive
+
+
+async def test_a_cancel_on_no_session_ends_no_answer_begun() -> None:
+    """A JSON answer begun for a request on no session (2026-07-28: clients pick the same ids)
+    is not ended by another client's `notifications/cancelled` naming its id."""
+    cancel_passed = anyio.Event()
+    sent: list[Message] = []
+    begun = anyio.Event()
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        if b"notifications/cancelled" in (await receive())["body"]:
+            await send({"type": "http.response.start", "status": 202, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            cancel_passed.set()
+            return
+        headers = [(b"content-type", b"text/event-stream")]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b": ping\r\n\r\n", "more_body": True})
+        await cancel_passed.wait()
+        result = b"event: message\r\ndata: " + RESULT + b"\r\n\r\n"
+        await send({"type": "http.response.body", "body": result, "more_body": False})
+
+    async def record(message: Message) -> None:
+        sent.append(message)
+        if message.get("body") == b"\n":
+            begun.set()
+
+    async def ignore(_message: Message) -> None:
+        pass
+
+    answers = EnvelopeCheck(JsonAnswers(app), 1 << 20)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "t"}}
+    cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}}
+
+    async def answer_call() -> None:
+        await answers(*_posted(call), record)
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer_call)
+            await begun.wait()
+            await answers(*_posted(cancel), ignore)
+    assert b"".join(m.get("body", b"") for m in sent[1:]) == b"\n" + RESULT

@@ -213,6 +213,8 @@ async def test_its_task_only_tool_is_served_as_a_plain_tool_and_runs_as_a_task(e
     assert tool.execution is None  # a plain call to our client: the gateway makes the task
     assert not result.is_error
     assert result_text(result).startswith("# Research Report: tides\n")
+    # The client made no task and can ask nothing of the gateway's: none is named to it.
+    assert "io.modelcontextprotocol/related-task" not in (result.meta or {})
 
 
 async def test_its_resource_tools_are_served_as_tools() -> None:

@@ -101,10 +101,10 @@ def time_stdio(**keys: Any) -> McpServerConfig:
 
 @asynccontextmanager
 async def everything_http(
-    transport: Literal["streamableHttp", "sse"], port: int = 0
+    transport: Literal["streamableHttp", "sse"], port: int = 0, *, pid: list[int] | None = None
 ) -> AsyncGenerator[str]:
     """Run server-everything over HTTP on 127.0.0.1 (`port`, or a free one); yields its endpoint
-    URL."""
+    URL (and puts its process id in `pid`, if given)."""
     js = require(EVERYTHING)
     process = await anyio.open_process(
         [_node(), "--require", str(LOOPBACK), str(js), transport],
@@ -114,6 +114,8 @@ async def everything_http(
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    if pid is not None:
+        pid.append(process.pid)
     try:
         assert process.stderr is not None
         lines = _lines(process.stderr)

@@ -3,7 +3,8 @@
 The test steers each task (`TaskServer.move`, `tell`, `finish`) and sees what the client asked
 of it: the tasks it created (`created`, with their arguments), and those it cancelled
 (`cancelled`). The tool's own `tools/call` without `task` is refused, as a task-only tool's is.
-Each change of a task's status is a second later than the one before (`lastUpdatedAt`).
+Each change of a task's status is a second later than the one before (`lastUpdatedAt`), or
+at the same time when the test says so (a server whose clock did not tick between two).
 """
 
 from __future__ import annotations
@@ -35,13 +36,14 @@ class _Task:
     poll_interval: int
     status: types.TaskStatus = "working"
     message: str | None = "started"
-    changes: int = 0
+    seconds: int = 0
+    """`lastUpdatedAt`, in seconds after its creation."""
     outcome: types.CallToolResult | MCPError | None = None
     ended: anyio.Event = field(default_factory=anyio.Event)
 
-    def change(self, status: types.TaskStatus, message: str | None) -> None:
+    def change(self, status: types.TaskStatus, message: str | None, *, later: bool = True) -> None:
         self.status, self.message = status, message
-        self.changes += 1
+        self.seconds += later
 
     def wire(self) -> dict[str, Any]:
         task = types.Task(
@@ -49,7 +51,7 @@ class _Task:
             status=self.status,
             status_message=self.message,
             created_at=_CREATED.isoformat(),
-            last_updated_at=(_CREATED + timedelta(seconds=self.changes)).isoformat(),
+            last_updated_at=(_CREATED + timedelta(seconds=self.seconds)).isoformat(),
             ttl=60_000,
             poll_interval=self.poll_interval,
         )
@@ -79,13 +81,14 @@ class TaskServer:
         add("tasks/result", types.GetTaskPayloadRequestParams, self._result)
         add("tasks/cancel", types.CancelTaskRequestParams, self._cancel)
 
-    def move(self, status: types.TaskStatus, message: str) -> None:
-        """The latest task's new status, told at its next `tasks/get`."""
-        self.tasks[-1].change(status, message)
+    def move(self, status: types.TaskStatus, message: str, *, later: bool = True) -> None:
+        """The latest task's new status, told at its next `tasks/get`; `later=False`: updated
+        at the same time as the one before."""
+        self.tasks[-1].change(status, message, later=later)
 
-    async def tell(self, status: types.TaskStatus, message: str) -> None:
+    async def tell(self, status: types.TaskStatus, message: str, *, later: bool = True) -> None:
         """`move`, and say so at once (`notifications/tasks/status`)."""
-        self.move(status, message)
+        self.move(status, message, later=later)
         await self.notify(self.tasks[-1].wire())
 
     async def notify(self, wire: dict[str, Any]) -> None:
@@ -145,7 +148,11 @@ class TaskServer:
         if isinstance(task.outcome, MCPError):
             raise task.outcome
         assert task.outcome is not None
-        return task.outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        result = task.outcome.model_dump(by_alias=True, mode="json", exclude_none=True)
+        # As the spec has it: the result names its task.
+        related = {"io.modelcontextprotocol/related-task": {"taskId": task.id}}
+        result["_meta"] = {**result.get("_meta", {}), **related}
+        return result
 
     async def _cancel(self, _ctx: Context, params: types.CancelTaskRequestParams) -> dict[str, Any]:
         task = self._find(params.task_id)

@@ -73,6 +73,7 @@ async def test_a_call_runs_the_task_reports_its_statuses_and_returns_its_result(
     assert heard.seen == [(1, None, "started"), (2, None, "halfway")]
     assert result_text(result[0]) == "done"
     assert not result[0].is_error
+    assert result[0].meta is None  # its caller made no task: none is named to it
     assert tasks.cancelled == []
 
 
@@ -103,9 +104,49 @@ async def test_the_servers_status_notifications_are_told_at_once_each_once_none_
                 await tasks.notify(tasks.tasks[-1].wire())  # again
                 await tasks.tell("working", "writing")
                 await heard.next.wait()
-                tasks.finish(text_result("done"))
+                tasks.finish(text_result("done").model_copy(update={"meta": {"note": "kept"}}))
     assert [message for _, _, message in heard.seen] == ["started", "reading", "asking", "writing"]
     assert [progress for progress, _, _ in heard.seen] == [1, 2, 3, 4]
+    assert result_text(result[0]) == "done"
+    assert result[0].meta == {"note": "kept"}  # the server's own, its task's id left out
+
+
+async def test_two_statuses_updated_at_the_same_time_are_both_told_once() -> None:
+    """A server may change a task twice within its clock's tick (server-everything goes from
+    working to input_required in one millisecond): the second is news all the same, and
+    either said again at that time (a poll's answer, a repeated notification) is not."""
+    tasks = TaskServer(poll_interval=60_000)
+    piped = CrashableTransport(tasks.server)
+    heard = Heard()
+    async with McpToolkit("t", config(timeout=600), target=piped.connect) as node:
+        result: list[types.CallToolResult] = []
+
+        async def call() -> None:
+            context = CallContext(on_progress=heard)
+            result.append(await node.call_tool("t__later", {}, context=context))
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await heard.next.wait()  # as created
+                await tasks.tell("working", "synthesizing")
+                await heard.next.wait()
+                synthesizing = tasks.tasks[-1].wire()
+                await tasks.tell("input_required", "asking", later=False)
+                await heard.next.wait()
+                asking = tasks.tasks[-1].wire()
+                assert asking["lastUpdatedAt"] == synthesizing["lastUpdatedAt"]
+                await tasks.notify(synthesizing)  # as old as the last told, and told already
+                await tasks.notify(tasks.tasks[-1].wire())  # again
+                await tasks.tell("working", "writing")
+                await heard.next.wait()
+                tasks.finish(text_result("done"))
+    assert [message for _, _, message in heard.seen] == [
+        "started",
+        "synthesizing",
+        "asking",
+        "writing",
+    ]
     assert result_text(result[0]) == "done"
 
 

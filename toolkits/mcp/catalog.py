@@ -77,7 +77,7 @@ class McpCatalog:
             result = await client.list_resource_templates(cursor=cursor)
             return result.resource_templates, result.next_cursor
 
-        return await self._list("resources", page)
+        return await self._list("resources", page, what="resource templates")
 
     async def list_prompts(self) -> list[mcp_types.Prompt]:
         async def page(client: Client, cursor: str | None) -> tuple[list[Any], str | None]:
@@ -143,17 +143,19 @@ class McpCatalog:
         self,
         feature: str,
         page: Callable[[Client, str | None], Awaitable[tuple[list[_Item], str | None]]],
+        *,
+        what: str | None = None,
     ) -> list[_Item]:
+        """The listing of `what` (by default, the `feature` of the server's capabilities)."""
         if not await self._offers(feature):
             return []
+        what = what or feature
 
         async def listing(client: Client) -> list[_Item]:
-            return await every_page(
-                partial(page, client), what=f"{self._node}'s {feature}", log=log
-            )
+            return await every_page(partial(page, client), what=f"{self._node}'s {what}", log=log)
 
         try:
-            return await self._request(f"{feature} listing", listing, track=None)
+            return await self._request(f"{what} listing", listing, track=None)
         except MCPError as exc:
             if exc.code == mcp_types.METHOD_NOT_FOUND:
                 return []  # capabilities were unknown (`protocol = "modern"`): it has none
@@ -191,7 +193,7 @@ class McpCatalog:
                 with (
                     self._calls.track(track, deadline.waiting) if track else nullcontext()
                 ) as tracked:
-                    return await send(conn.client)
+                    return await conn.abandonable(partial(send, conn.client))
             except anyio.get_cancelled_exc_class():
                 if tracked is not None:
                     await tracked.unwound()  # its client told of its questions withdrawn first

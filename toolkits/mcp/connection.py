@@ -12,9 +12,13 @@ requests it refused may go again on the next session (`OwnedSession.on_live`).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
+from typing import TypeVar
 
 import anyio
+import anyio.abc
+import mcp_types
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -28,6 +32,8 @@ from .transport import HttpLink
 __all__ = ["Connection", "connection_lost", "lost_during"]
 
 _SHUT_DOWN = "the toolkit is shutting down"
+
+_T = TypeVar("_T")
 
 
 class Connection:
@@ -49,6 +55,42 @@ class Connection:
         self.refresh_send, self.refresh_receive = anyio.create_memory_object_stream[None](1)
         self.tasks = TaskStatuses()
         """Where the `notifications/tasks/status` read on it go (`task_calls`)."""
+        self.background: anyio.abc.TaskGroup | None = None
+        """The session's own tasks (`abandonable`), ended with it."""
+
+    async def abandonable(self, request: Callable[[], Awaitable[_T]]) -> _T:
+        """`request()`'s outcome, the request run in the session's own task: a caller that
+        stops waiting (its clock ran out, or it was cancelled) goes at once. The SDK then
+        tells the server (`notifications/cancelled`), in that task: on a transport whose
+        writes are blocked (a server that stopped reading) that took up to 5 s more each."""
+        background = self.background
+        if background is None:  # not serving yet
+            return await request()
+        done = anyio.Event()
+        outcome: list[_T] = []
+        failure: list[Exception] = []
+        scope = anyio.CancelScope()
+
+        async def run() -> None:
+            with scope:
+                try:
+                    outcome.append(await request())
+                except Exception as exc:  # the caller's to raise
+                    failure.append(exc)
+                finally:
+                    done.set()
+
+        background.start_soon(run)  # in the caller's context (its call in flight, say)
+        try:
+            await done.wait()
+        except anyio.get_cancelled_exc_class():
+            scope.cancel()
+            raise
+        if failure:
+            raise failure[0]
+        if not outcome:  # the session ended under it
+            raise MCPError(mcp_types.CONNECTION_CLOSED, "Connection closed")
+        return outcome[0]
 
     def drop(self, reason: str) -> None:
         """End this session from any task (the owner then reconnects)."""

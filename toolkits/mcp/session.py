@@ -357,7 +357,11 @@ class OwnedSession:
         # (`conn.drop`) ends the session from any task.
         connect_deadline = conn.scope.deadline = anyio.current_time() + timeout
         with conn.scope:
-            async with self._connected_client(conn, tail) as client:
+            async with (
+                self._connected_client(conn, tail) as client,
+                anyio.create_task_group() as tg,
+            ):
+                conn.background = tg
                 conn.client = client
                 _results_unchecked(client)
                 if (
@@ -378,14 +382,13 @@ class OwnedSession:
                 await announce()
                 if version not in MODERN_PROTOCOL_VERSIONS:
                     await self._catalog_may_have_changed(client.server_capabilities)
-                async with anyio.create_task_group() as tg:
-                    tg.start_soon(self._refresh_loop, conn, client)
-                    wanted = _announced_lists(client.server_capabilities)
-                    if version in MODERN_PROTOCOL_VERSIONS and wanted:
-                        tg.start_soon(self._listen_loop, conn, client, wanted)
-                    if self._serve_connection is not None:
-                        tg.start_soon(self._serve_connection, conn, client)
-                    await anyio.sleep_forever()
+                tg.start_soon(self._refresh_loop, conn, client)
+                wanted = _announced_lists(client.server_capabilities)
+                if version in MODERN_PROTOCOL_VERSIONS and wanted:
+                    tg.start_soon(self._listen_loop, conn, client, wanted)
+                if self._serve_connection is not None:
+                    tg.start_soon(self._serve_connection, conn, client)
+                await anyio.sleep_forever()
         if self._conn is not conn and anyio.current_time() >= connect_deadline:
             raise TimeoutError(f"no handshake and tool list within {timeout:g} s")
         return conn.lost or "the session ended"

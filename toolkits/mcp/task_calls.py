@@ -53,6 +53,7 @@ _CANCEL_SECONDS = 2.0
 _POLL_SECONDS = (0.1, 1.0)
 """The shortest interval between two `tasks/get`, and the one when the server suggests none."""
 _ENDED = ("completed", "failed", "cancelled")
+_RELATED_TASK = "io.modelcontextprotocol/related-task"
 
 
 class TaskCalls:
@@ -165,7 +166,16 @@ async def _outcome(
     if isinstance(outcome, Exception):
         raise outcome
     assert outcome is not None  # the group ends only after it is set, or raises
-    return outcome
+    return _untied(outcome)
+
+
+def _untied(result: mcp_types.CallToolResult) -> mcp_types.CallToolResult:
+    """`result` without its tie to the task (`tasks/result` carries the task's id in `_meta`):
+    the task is the node's way of making the call, which its caller never made nor can ask of."""
+    if not result.meta or _RELATED_TASK not in result.meta:
+        return result
+    meta = {key: value for key, value in result.meta.items() if key != _RELATED_TASK}
+    return result.model_copy(update={"meta": meta or None})
 
 
 class _Told:
@@ -176,7 +186,10 @@ class _Told:
         self._deadline = deadline
         self._on_progress = on_progress
         self._step = 0
-        self._last: tuple[datetime | None, str, str | None] | None = None
+        self._last_at: datetime | None = None
+        self._said: list[tuple[str, str | None]] = []
+        """The statuses told as of `_last_at`, the last one last: a server may change a task
+        twice within its clock's tick (one `lastUpdatedAt`), and both changes are news."""
         self._lock = anyio.Lock()  # reports in the order found, never two at once
 
     @property
@@ -187,13 +200,21 @@ class _Told:
         async with self._lock:
             at = _when(task.last_updated_at)
             said = (task.status, task.status_message)
-            if self._last is not None:
-                last_at, *last_said = self._last
-                if _not_after(at, last_at):
-                    return  # told already (heard, then polled), or older than what was
-                if list(said) == last_said:
+            if self._said:
+                order = _order(at, self._last_at)
+                if order is not None and order < 0:
+                    return  # older than what was told
+                # One as old: told already if said so then (heard, then polled). Of unknown
+                # age: told already if it is the last one told.
+                if said in (self._said if order == 0 else self._said[-1:]):
                     return
-            self._last = (at, *said)
+                if order == 0:
+                    self._said.append(said)
+                else:
+                    self._said = [said]
+            else:
+                self._said = [said]
+            self._last_at = at
             self._step += 1
             self._deadline.alive()
             if self._on_progress is not None:
@@ -223,14 +244,15 @@ async def _hear(heard: ObjectReceiveStream[mcp_types.Task], told: _Told) -> None
             await told.tell(task)
 
 
-def _not_after(at: datetime | None, last: datetime | None) -> bool:
-    """Whether a status updated `at` is no newer than one updated `last` (False: unknown)."""
+def _order(at: datetime | None, last: datetime | None) -> int | None:
+    """Whether a status updated `at` is older (-1), as old (0) or newer (1) than one updated
+    `last`; None when unknown (either has no time, or one a time zone and one none)."""
     if at is None or last is None:
-        return False
+        return None
     try:
-        return at <= last
-    except TypeError:  # one with a time zone, one without
-        return False
+        return (at > last) - (at < last)
+    except TypeError:
+        return None
 
 
 def _when(stamp: str | None) -> datetime | None:

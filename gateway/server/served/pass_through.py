@@ -165,7 +165,8 @@ class PassThrough:
         """Answer `call`; False if it never reached the server (the usual path takes it).
         `quota`: its client's share of the nodes, for a call on no session."""
         session = call.session
-        reply = Reply(send, call.request_id, session.id if session is not None else None)
+        asks = session is not None and bool(session.answerable())  # as `Passing.answer` asks
+        reply = Reply(send, call.request_id, session.id if session is not None else None, asks=asks)
         # A 2026-07-28 client that goes away cancels its call; on a session, only its
         # `notifications/cancelled` or the session's end do (`session.call`). The call's
         # clock runs on the same scope (`Forward.call`): one scope a call.

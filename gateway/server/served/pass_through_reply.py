@@ -1,6 +1,16 @@
 """The HTTP answer to one call passed through (`pass_through`): one JSON body, or an event
-stream once progress, a log message or a ping must go first; and the watch on a call that
-runs long (its client going away, silence to ping through)."""
+stream once progress, a log message or a question must go first; and the watch on a call that
+runs long (its client going away, silence to keep alive).
+
+Silence is kept alive (a proxy may cut a connection idle for long) without turning the answer
+into an event stream where it can help it: the mcp SDK's client refuses an event over 1 MB,
+and takes a JSON body of any size. A call whose client can be asked nothing on it has its
+JSON body begun (its headers, then a newline every `_PING_SECONDS`: whitespace before the
+JSON, which JSON readers skip); its status is 200 whatever the end (a result, a JSON-RPC
+error), and a notification that comes after that (progress, a log message) is dropped, as
+advisory: the body can no longer become an event stream. A call whose client may be asked a
+question (a 2025-era session that declared sampling, elicitation or roots) pings as an event
+stream (`: ping`), which the question would need."""
 
 from __future__ import annotations
 
@@ -30,7 +40,9 @@ _WATCH_AFTER = 0.5
 Under load most calls wait longer than they work: at 50 ms, 50 clients made every call start
 a watcher, 10 % of the front's CPU a call (bench/RESULTS.md, item 35)."""
 _PING_SECONDS = 15.0
-"""Silence after which the answer turns into an event stream and pings, as the SDK's does."""
+"""Silence after which the answer is kept alive (as the SDK's pings its event streams)."""
+_KEEP_ALIVE = b"\n"
+"""A JSON answer's keep-alive: whitespace before the JSON."""
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -47,9 +59,20 @@ class Reply:
     """Whether the client went away (`watch`)."""
     _awaiting: list[anyio.CancelScope] | None = None
     """The waits on the client's answer to a question (`awaiting_client`)."""
+    _json = False
+    """Whether a JSON body was begun to keep silence alive (see the module)."""
 
-    def __init__(self, send: Send, request_id: types.RequestId, session_id: str | None) -> None:
+    def __init__(
+        self,
+        send: Send,
+        request_id: types.RequestId,
+        session_id: str | None,
+        *,
+        asks: bool = False,
+    ) -> None:
+        """`asks`: whether a question may be put to the client on this answer."""
         self._send = send
+        self._asks = asks
         self._id = request_id
         self._session = [] if session_id is None else [(b"mcp-session-id", session_id.encode())]
         """The SDK names the session on every answer in it."""
@@ -68,7 +91,9 @@ class Reply:
         dropped once the answer is complete (e.g. a question withdrawn as its call ended)."""
         data = json_bytes(message)
         async with self._writing():
-            if not self.complete:
+            if self._json:
+                log.debug("dropped %s: its call's JSON answer has begun", message.get("method"))
+            elif not self.complete:
                 await self._stream(b"event: message\r\ndata: " + data + b"\r\n\r\n")
 
     async def final(self, result: JsonObject) -> None:
@@ -85,6 +110,12 @@ class Reply:
         it leaves its session raised `BrokenResourceError` out of its `async with`."""
         async with self._last_turn():
             self.complete = True
+            if self._json:  # a JSON body must end as JSON: the client drops an error for a
+                # request it cancelled, as one for an id it no longer waits on
+                error = {"code": types.INTERNAL_ERROR, "message": f"the call was stopped ({why})"}
+                message = {"jsonrpc": "2.0", "id": self._id, "error": error}
+                await self._send({"type": "http.response.body", "body": json_bytes(message)})
+                return
             if not self.started:
                 self.started = True
                 await self._send(
@@ -96,6 +127,9 @@ class Reply:
         data = json_bytes(message)
         async with self._last_turn():
             self.complete = True
+            if self._json:
+                await self._send({"type": "http.response.body", "body": data})
+                return
             if self.started:
                 await self._send(
                     {
@@ -131,7 +165,7 @@ class Reply:
     async def watch(self, receive: Receive, call: anyio.CancelScope | None) -> None:
         """Until the answer is complete: if the client goes away, cancel `call` (if any) and
         stop waiting on its answers (`awaiting_client`); ping through silence, so a proxy's
-        idle timeout does not end a long call."""
+        idle timeout does not end a long call (see the module)."""
         while not self.complete:
             with anyio.CancelScope(deadline=self._quiet_since + _PING_SECONDS):
                 if (await receive())["type"] == "http.disconnect":
@@ -141,7 +175,18 @@ class Reply:
                 continue
             async with self._writing():
                 if not self.complete and anyio.current_time() >= self._quiet_since + _PING_SECONDS:
-                    await self._stream(b": ping\r\n\r\n")
+                    await self._keep_alive()
+
+    async def _keep_alive(self) -> None:
+        if self._json or (not self.started and not self._asks):
+            if not self._json:
+                self._json = self.started = True
+                headers = [(b"content-type", b"application/json"), *self._session]
+                await self._send({"type": "http.response.start", "status": 200, "headers": headers})
+            await self._send({"type": "http.response.body", "body": _KEEP_ALIVE, "more_body": True})
+            self._quiet_since = anyio.current_time()
+        else:
+            await self._stream(b": ping\r\n\r\n")
 
     def _client_went(self, call: anyio.CancelScope | None) -> None:
         # A session's call runs on (a disconnect is no cancel), but a question it put to

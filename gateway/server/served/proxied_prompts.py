@@ -62,6 +62,9 @@ class ProxiedPrompts:
         """The node serving the prompt we call `name`, and its own name. Raises `MCPError`."""
         found = await self._routes.find(name)
         if found is None:
+            unlisted = self._left_out.unlisted(name, "prompt")
+            if unlisted is not None:  # the server's outage, not the client's mistake
+                raise MCPError(types.INTERNAL_ERROR, unlisted)
             raise MCPError(types.INVALID_PARAMS, self._routes.unknown(name, "prompt"))
         return found
 

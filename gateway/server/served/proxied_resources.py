@@ -3,10 +3,12 @@
 Resources keep their URIs and templates their URI templates: a client reads the same URI the
 server listed. Reads are routed back to a node:
 
-1. by the URI map built from the last listing (listed again when the URI is not in it);
-2. else by the first node (in config order) with a template that matches the URI;
-3. else, when only one node is exposed, by that node (a server may serve URIs it does not
-   list); otherwise the read is refused with an MCP error.
+1. when only one node is exposed, by that node, unlisted (a server may serve URIs it does
+   not list, and one that does not answer would make a read wait for its listings first);
+2. by the URI map built from the last listing (listed again when the URI is not in it);
+3. else by the first node (in config order) with a template that matches the URI;
+   otherwise the read is refused with an MCP error, which names the nodes that could not
+   list (the URI may be theirs).
 
 On a clash the first node in config order wins and a warning is logged: a URI two nodes list
 is served and read from the first; so is a template two nodes list. Reads are relayed intact
@@ -18,8 +20,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
@@ -70,17 +73,15 @@ class ProxiedResources:
 
     async def route(self, uri: str) -> HasCatalog:
         """The node serving `uri` (see the module docstring). Raises `MCPError`."""
+        if len(self._nodes) == 1:
+            return self._nodes[0]
         node = self._match(uri)
         if node is None:
             # A client may read without listing, or the servers' lists may have changed.
             await self._list_both()
             node = self._match(uri)
-        if node is None and len(self._nodes) == 1:
-            node = self._nodes[0]
         if node is None:
-            raise MCPError(
-                types.INVALID_PARAMS, f"no proxied server offers the resource {echoed(uri)}"
-            )
+            self._refuse(uri, "resource", self._resources_left_out, self._templates_left_out)
         return node
 
     async def route_template(self, uri_template: str) -> HasCatalog:
@@ -88,15 +89,20 @@ class ProxiedResources:
 
         Else the node a resource URI given instead routes to. Raises `MCPError`.
         """
+        if len(self._nodes) == 1:
+            return self._nodes[0]
         node = await self._by_template.find(uri_template) or self._match(uri_template)
-        if node is None and len(self._nodes) == 1:
-            node = self._nodes[0]
         if node is None:
-            raise MCPError(
-                types.INVALID_PARAMS,
-                f"no proxied server offers the template {echoed(uri_template)}",
-            )
+            self._refuse(uri_template, "template", self._templates_left_out)
         return node
+
+    @staticmethod
+    def _refuse(uri: str, what: str, *left_outs: LeftOut) -> NoReturn:
+        for left_out in left_outs:
+            unlisted = left_out.unlisted(uri, what)
+            if unlisted is not None:  # the server's outage, not the client's mistake
+                raise MCPError(types.INTERNAL_ERROR, unlisted)
+        raise MCPError(types.INVALID_PARAMS, f"no proxied server offers the {what} {echoed(uri)}")
 
     def _match(self, uri: str) -> HasCatalog | None:
         node = self._by_uri.get(uri)
@@ -108,8 +114,9 @@ class ProxiedResources:
         return None
 
     async def _list_both(self) -> None:
-        await self._list_resources()
-        await self._list_templates()
+        async with anyio.create_task_group() as tg:  # a server that does not answer: one wait
+            tg.start_soon(self._list_resources)
+            tg.start_soon(self._list_templates)
 
     async def _list_resources(self) -> list[types.Resource]:
         listed = await list_each(

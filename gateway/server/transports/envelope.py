@@ -473,6 +473,20 @@ def posted_request_id(scope: Scope) -> types.RequestId | None:
     return cast(types.RequestId, request_id) if "method" in message and _is_id(request_id) else None
 
 
+def posted_cancelled(scope: Scope) -> types.RequestId | None:
+    """The request id a `notifications/cancelled` this POST carries names (checked by
+    `EnvelopeCheck`); None for anything else."""
+    kept: tuple[bytes, Any] | None = scope.get(_POSTED)
+    if kept is None or not isinstance(kept[1], dict):
+        return None
+    message = cast(dict[str, Any], kept[1])
+    params = message.get("params")
+    if message.get("method") != "notifications/cancelled" or not isinstance(params, dict):
+        return None
+    request_id = cast(dict[str, Any], params).get("requestId")
+    return cast(types.RequestId, request_id) if _is_id(request_id) else None
+
+
 def posted_method(scope: Scope) -> str | None:
     """The method of the JSON-RPC request or notification this POST carries (checked by
     `EnvelopeCheck`); None for anything else."""
