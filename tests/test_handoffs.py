@@ -324,6 +324,28 @@ async def test_a_failed_handoff_is_told_to_the_lead_which_answers_itself() -> No
     ]
 
 
+async def test_a_handoff_that_keeps_failing_is_told_to_the_lead_as_a_failure_never_the_answer() -> (
+    None
+):
+    # The third identical call is answered by the repeat guard, not made: its notice is no
+    # answer of the specialist's, so the lead reads it as the failure it is and goes on.
+    lead = ScriptedModel([call("billing"), call("billing"), call("billing"), "Try again later."])
+    billing = ScriptedModel(["", ""])  # an empty answer fails its item, each time
+    gateway = support(lead, billing)
+    gateway.memory = SessionMemory(InProcessStore())
+    result = await gateway.run("triage", QUESTION, session_id="s1")
+
+    assert (result.error, result.output) == (None, "Try again later.")
+    assert result.items[0].handoff is None
+    assert len(lead.calls) == 4
+    assert len(billing.calls) == 2
+    notice = told(lead, 3)[-1]
+    assert notice.startswith("Error: Not run again: you already called 'billing'")
+    assert "Its result was: Error: agent 'billing' gave an empty answer" in notice
+    history = (await gateway.memory.load("s1")).messages
+    assert (history[-1].role, history[-1].content) == ("assistant", "Try again later.")
+
+
 class Person:
     def __init__(self, approve: bool) -> None:
         self.approve = approve
@@ -505,6 +527,10 @@ async def test_a_turn_that_failed_to_save_is_saved_on_resume_with_no_call_of_the
     with pytest.raises(MemoryStoreError):
         await gateway.run("triage", QUESTION, session_id="s1", checkpoint=keep)
     state = RunState.model_validate_json(states[-1].model_dump_json())
+    # The state names the handoff that answered (not a step's text): version 5 while it does.
+    assert state.request is not None
+    assert state.request.metadata.handed_off == {0: "call_1"}
+    assert state.request.metadata.version == 5
     fresh_lead = ScriptedModel([])  # asked, it would stop the run: it has no answer
     again = support(fresh_lead, ScriptedModel([]))
     again.memory = gateway.memory
