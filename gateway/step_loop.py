@@ -40,7 +40,7 @@ from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
-from .agent_tool import handoff_prompt
+from .agent_tool import BadArguments, agent_prompt
 from .approval import (
     NOBODY_TO_ASK,
     ApprovalRequest,
@@ -455,13 +455,12 @@ class StepLoop:
         too_deep = context.too_deep(inner.name, max_depth)
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
-        prompt = arguments.get("prompt")
         handing = self._hands_off(action, context)
-        if handing:  # it answers the user's message, as it came
-            question = saver.state.items[action.item_index].prompt
-            prompt = handoff_prompt(question, arguments, context.chain[-1])
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ActionResponse(action=action, error="`prompt` must be a non-empty string")
+        # A handoff's agent answers the user's message, as it came.
+        handed = saver.state.items[action.item_index].prompt if handing else None
+        prompt = agent_prompt(arguments, handed=handed, by=context.chain[-1])
+        if isinstance(prompt, BadArguments):
+            return ActionResponse(action=action, error=prompt.error)
         key = call_key(action.item_index, action.tool_call_id)
         saved = saver.state.children.get(key)
         if saved is not None and saved.agent == inner.name:

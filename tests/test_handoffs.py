@@ -346,6 +346,30 @@ async def test_a_handoff_that_keeps_failing_is_told_to_the_lead_as_a_failure_nev
     assert (history[-1].role, history[-1].content) == ("assistant", "Try again later.")
 
 
+async def test_a_handoffs_bad_arguments_are_refused_and_told_not_dropped() -> None:
+    lead = ScriptedModel(
+        [
+            calls(("billing", {"context": 42})),
+            calls(("billing", {"context": {"plan": "Pro"}, "note": 1})),
+            call("billing", context=None),  # no context: the user's message alone
+        ]
+    )
+    billing = ScriptedModel([ANSWER])
+    result = await support(lead, billing).run("triage", QUESTION)
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+    assert told(lead, 1) == [
+        "Error: `context` must be text (what the agent needs beyond the user's message), not a "
+        "number: call again with it as a string, or without it"
+    ]
+    assert told(lead, 2)[-1] == (
+        "Error: a handoff takes one optional argument, `context` (text), not `note`: the "
+        "user's message is passed on as it is; call again with `context` alone, or none"
+    )
+    assert len(billing.calls) == 1  # only the call it could read was made
+    asked = [m.content for m in billing.calls[0][0] if isinstance(m, UserMessage)]
+    assert asked == [QUESTION]
+
+
 class Person:
     def __init__(self, approve: bool) -> None:
         self.approve = approve
