@@ -482,6 +482,39 @@ async def test_a_session_id_for_an_agent_without_memory_is_refused(era: str) -> 
     assert model.calls == []
 
 
+async def test_a_session_id_that_can_name_no_session_is_bad_arguments(era: str) -> None:
+    """Not a stopped run "that may work once the cause is gone": no call would cure it."""
+    model = ScriptedModel(["never asked"])
+    gateway = Gateway(
+        [], [AgentSpec(name="a", model=model)], memory=SessionMemory(InProcessStore())
+    )
+    async with Client(serve(gateway), mode=era) as client:
+        empty = await client.call_tool("a", {"prompt": "p", "session_id": ""})
+        items = [{"prompt": "first"}, {"prompt": "second", "session_id": "a\nb"}]
+        many = await client.call_tool("a", {"items": items})
+    assert [(r.is_error, r.content) for r in (empty, many)] == [
+        (
+            True,
+            [
+                types.TextContent(
+                    text="invalid arguments for agent 'a': session_id '': a session id has 1 "
+                    "to 256 characters"
+                )
+            ],
+        ),
+        (
+            True,
+            [
+                types.TextContent(
+                    text="invalid arguments for agent 'a': session_id 'a\\nb': a session id "
+                    "has no control characters"
+                )
+            ],
+        ),
+    ]
+    assert model.calls == []
+
+
 async def test_items_are_answered_each_on_its_own(era: str) -> None:
     model = ScriptedModel(["one", "two"])
     options = AgentOptions(batch_size=1)
