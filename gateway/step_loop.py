@@ -56,7 +56,7 @@ from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
-from .run_state import Checkpoint, RunSaver, RunState, spent
+from .run_state import Checkpoint, RunSaver, RunState, answered_by, handed_on, spent
 from .sampling_model import SamplingModel, asked_together
 from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
@@ -224,8 +224,8 @@ class StepLoop:
             outcome = outcome.model_copy(update={"items": items})
             # The items not told of yet (each item's line says what the result says).
             await finished.tell(dict(enumerate(outcome.items)))
-            agent_span.output = outputs(outcome.items)
-        return outcome
+            agent_span.output = outputs(outcome.items)  # as the trace tells each hop
+        return answered_by(outcome, saver.state)
 
     async def dispatch(
         self,
@@ -456,8 +456,7 @@ class StepLoop:
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
         handing = self._hands_off(action, context)
-        # A handoff's agent answers the user's message, as it came.
-        handed = saver.state.items[action.item_index].prompt if handing else None
+        handed = saver.state.items[action.item_index].prompt if handing else None  # as it came
         prompt = agent_prompt(arguments, handed=handed, by=context.chain[-1])
         if isinstance(prompt, BadArguments):
             return ActionResponse(action=action, error=prompt.error)
@@ -508,6 +507,8 @@ class StepLoop:
                 )
         if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
+        if handing:  # whose answer it is: the agent it handed on to, if it did (`answered_by`)
+            saver.update(handed_on=handed_on(saver.state, action.item_index, item.handoff))
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 
 

@@ -669,6 +669,48 @@ async def test_items_hand_off_on_their_own_and_the_state_says_so_as_version_4() 
     assert again == states[-1]
 
 
+async def test_in_a_chain_the_handoff_is_the_agent_that_answered_also_once_resumed() -> None:
+    class Stop(Exception):
+        pass
+
+    def chain(lead: ScriptedModel, billing: ScriptedModel) -> Gateway:
+        specs = [
+            AgentSpec("triage", lead, handoffs=["billing"], options=AgentOptions(batch_size=1)),
+            AgentSpec("billing", billing, handoffs=["refunds"]),
+            AgentSpec("refunds", ScriptedModel(["Refunded."])),
+        ]
+        return Gateway([], specs)
+
+    stored: list[str] = []
+    events: list[TraceEvent] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        if state.request is not None and state.request.metadata.finished_items:
+            raise Stop  # the first item answered, the second not begun
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    items = [AgentItem(prompt="Money back"), AgentItem(prompt="Hello")]
+    gateway = chain(ScriptedModel([call("billing")]), ScriptedModel([call("refunds")]))
+    with pytest.raises(Stop):
+        await gateway.run("triage", items, checkpoint=checkpoint, hooks=[keep])
+    # Each hop is told as it is made: the trace says who handed to whom.
+    handed = [(e.name, e.output) for e in events if isinstance(e.output, dict)]
+    assert [(name, out["handed_off_to"]) for name, out in handed if "handed_off_to" in out] == [
+        ("billing", "refunds"),
+        ("triage", "billing"),
+    ]
+    state = RunState.model_validate_json(stored[-1])
+    assert state.handed_on == {0: "refunds"}
+    result = await chain(ScriptedModel(["Hello to you."]), ScriptedModel([])).resume(state)
+    assert [(i.output, i.handoff) for i in result.items] == [
+        ("Refunded.", "refunds"),
+        ("Hello to you.", None),
+    ]
+
+
 async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:
     config = parse_config(
         {

@@ -562,6 +562,19 @@ async def test_a_served_agent_answers_with_the_agent_it_handed_off_to(era: str) 
     assert len(triage.calls) == 2  # one a question: no call after the handoff's answer
 
 
+async def test_a_served_agent_names_the_last_agent_of_a_chain_of_handoffs(era: str) -> None:
+    specs = [
+        AgentSpec(name="triage", model=ScriptedModel([call("billing")]), handoffs=["billing"]),
+        AgentSpec(name="billing", model=ScriptedModel([call("refunds")]), handoffs=["refunds"]),
+        AgentSpec(name="refunds", model=ScriptedModel(["Refunded."])),
+    ]
+    async with Client(serve(Gateway([], specs)), mode=era) as client:
+        result = await client.call_tool("triage", {"prompt": "money back"})
+    assert result.content == [types.TextContent(text="Refunded.")]
+    assert result.structured_content is not None
+    assert result.structured_content["handoff"] == "refunds"
+
+
 async def test_a_handoff_is_said_in_progress_and_the_specialist_reads_the_session(
     era: str,
 ) -> None:
