@@ -36,7 +36,7 @@ import anyio
 from pydantic import JsonValue
 
 from .agent_options import DEFAULT_SYSTEM_MESSAGE, AgentOptions
-from .batch_step import advance_together
+from .batch_step import advance_together, in_turn
 from .call_order import StepCalls
 from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
@@ -159,7 +159,7 @@ class ToolsAgent:
         iterations = dict(state.iterations)
         invalid_answers = dict(state.invalid_answers)
         usage = state.usage + tool_usage(response)
-        batch = self._batch(len(items), finished)
+        batch = in_turn(self._batch(len(items), finished), items)
         if self._starts_late_batch(batch, iterations):
             await anyio.sleep(self.options.delay_between_batches)
 
