@@ -51,7 +51,7 @@ from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .connection import Connection, connection_lost
-from .context_argument import forwarded_to_none, offered_schema, with_run_context
+from .context_argument import offered_schema, with_run_context
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
@@ -59,12 +59,9 @@ from .forwards import Forwards
 from .listeners import Listeners
 from .naming import (
     NodeTools,
-    globs_unmatched,
     invert,
     is_offered,
     resolve_tool_names,
-    rule_names,
-    unmatched_globs,
 )
 from .progress import progress_in_order
 from .resource_tools import ResourceTools
@@ -74,6 +71,7 @@ from .session import OwnedSession, Target
 from .stdio_pipe import too_deep_answer
 from .subscriptions import ResourceSubscriptions
 from .task_calls import TaskCalls
+from .unmatched_settings import UnmatchedSettings
 
 __all__ = ["McpToolkit"]
 
@@ -139,9 +137,7 @@ class McpToolkit(InBackground):
         """The node's own tools offered now (`resource_tools`), by their own names."""
         self._not_plain: frozenset[str] = frozenset()
         """`_own` and `_task_only`: no plain `tools/call` of the server (the raw path asks)."""
-        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), (), ())
-        """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
-        listing had no tool for, and `forward_context`'s warning (each warned once)."""
+        self._unmatched = UnmatchedSettings(name, config, self._log)
         self._clock = (config.timeout, config.call_cap)
         self._clocks: dict[str, tuple[float, float]] = {}
         """The offered tools' clocks (`clock_of`) where `tool_timeouts` is set, by original."""
@@ -407,7 +403,7 @@ class McpToolkit(InBackground):
         offered.update((tool.name, tool) for tool in own)
         self._own = frozenset(tool.name for tool in own)
         self._not_plain = self._own | self._task_only
-        self._note_unmatched_globs([tool.name for tool in listing], offered)
+        self._unmatched.note([tool.name for tool in listing], offered)
         self._listing = offered
         if self._config.tool_timeouts:
             self._clocks = {name: self._config.clock_of(name) for name in offered}
@@ -415,42 +411,6 @@ class McpToolkit(InBackground):
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
-
-    def _note_unmatched_globs(self, names: Sequence[str], offered: Mapping[str, Any]) -> None:
-        """Say which `include`/`exclude`/`require_approval`/`tool_timeouts` globs match none
-        of the server's tools (a typo in `include` leaves the agent without the tool, one in
-        `require_approval` leaves the tool ungated, one in `tool_timeouts` cuts the slow tool
-        short, and nothing else would say so), and a `forward_context` no offered tool takes;
-        once for each change of what is unmatched."""
-        approval = self._config.require_approval
-        unmatched = (
-            unmatched_globs(self._config.include or (), names),
-            unmatched_globs(self._config.exclude, names),
-            # A rule matches the server's names and `NODE__TOOL` too (`rule_names`).
-            unmatched_globs(
-                approval if isinstance(approval, list) else (),
-                [form for name in names for form in rule_names(self._name, name)],
-            ),
-            unmatched_globs(tuple(self._config.tool_timeouts), names),
-            forwarded_to_none(offered, forward=self._config.forward_context),
-        )
-        if unmatched == self._unmatched:
-            return
-        self._unmatched = unmatched
-        include, exclude, approval, timeouts, forwarding = unmatched
-        if include:
-            self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
-        if exclude:
-            self._log.info("%s", globs_unmatched("exclude", exclude, names))
-        if approval:
-            said = globs_unmatched("require_approval", approval, names)
-            them = "it" if len(approval) == 1 else "them"
-            self._log.warning("%s, so no call is gated by %s", said, them)
-        if timeouts:
-            said = globs_unmatched("tool_timeouts", timeouts, names, listing=True)
-            self._log.warning("%s", said)
-        for said in forwarding:
-            self._log.warning("%s", said)
 
     def _adopt_listing(
         self, listing: Sequence[mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
