@@ -10,6 +10,7 @@ from typing import Any, cast
 import mcp_types as types
 import pytest
 from mcp.server import MCPServer
+from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel
 
 from tests.servers.inprocess import Context, ToyServer, text_result
@@ -250,3 +251,29 @@ async def test_a_context_that_takes_no_object_is_the_models_and_one_warning_says
         "input schema property `context` that takes a JSON object): the run's context is "
         "passed to none of them"
     ]
+
+
+async def test_a_request_refused_as_invalid_with_the_context_in_it_names_the_context() -> None:
+    server = ToyServer()
+
+    async def too_long(_ctx: Context, args: dict[str, Any]) -> types.CallToolResult:
+        if "context" in args:  # as a gateway past its max_request_bytes answers
+            raise MCPError(types.INVALID_REQUEST, "Invalid Request: the message is too long")
+        return text_result("ok")
+
+    server.add("helper", too_long, schema=AGENT_SCHEMA)
+    customer = {"customer": {"name": "Ada"}}
+    async with node(server, forward=True) as forwarding:
+        refused = await forwarding.call_tool("helper", {"prompt": "Hi"}, context=run_call(customer))
+        without = await forwarding.call_tool("helper", {"prompt": "Hi"}, context=run_call())
+    assert refused.is_error
+    size = len(json.dumps(customer).encode())
+    assert refused.content == [
+        types.TextContent(
+            text="MCP error -32600: Invalid Request: the message is too long (the request held "
+            f"the run's context, {size} bytes, which the gateway adds to this tool's calls: "
+            "forward_context; you cannot shrink it: a smaller run context, or a larger "
+            "max_request_bytes on that server, lets it through)"
+        )
+    ]
+    assert (without.is_error, without.content) == (False, [types.TextContent(text="ok")])

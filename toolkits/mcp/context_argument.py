@@ -17,14 +17,22 @@ goes as it came: the client is served the server's definition, `context` and all
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from mcp_types import CallToolResult, Tool
+from mcp_types import INVALID_REQUEST, CallToolResult, Tool
 
 from ..base import CallContext, error_result
+from .error_text import protocol_error
 
-__all__ = ["forwarded_to_none", "offered_schema", "takes_context", "with_run_context"]
+__all__ = [
+    "forwarded_to_none",
+    "offered_schema",
+    "takes_context",
+    "with_context_forwarded",
+    "with_run_context",
+]
 
 CONTEXT = "context"
 _DEFINITIONS = ("$defs", "definitions")
@@ -161,6 +169,35 @@ def with_run_context(
     if not info.context:
         return arguments
     return {**arguments, CONTEXT: copy.deepcopy(dict(info.context))}
+
+
+async def with_context_forwarded(
+    call: Callable[[Mapping[str, Any]], Awaitable[CallToolResult]],
+    tool: Tool | None,
+    arguments: Mapping[str, Any],
+    context: CallContext | None,
+) -> CallToolResult:
+    """`call` made with the run's context added (`with_run_context`), or refused. A request
+    the server refuses as invalid once the context is in it (too long for it, most often)
+    says so: the model can neither see the context nor make it smaller."""
+    filled = with_run_context(tool, arguments, context)
+    if isinstance(filled, CallToolResult):
+        return filled
+    result = await call(filled)
+    error = protocol_error(result)
+    if filled is arguments or error is None or error.code != INVALID_REQUEST:
+        return result
+    size = len(json.dumps(filled[CONTEXT], ensure_ascii=False).encode())
+    told = (
+        f" (the request held the run's context, {size} bytes, which the gateway adds to this "
+        "tool's calls: forward_context; you cannot shrink it: a smaller run context, or a "
+        "larger max_request_bytes on that server, lets it through)"
+    )
+    return error_result(f"{_text(result)}{told}")
+
+
+def _text(result: CallToolResult) -> str:
+    return " ".join(getattr(block, "text", "") for block in result.content).strip()
 
 
 def _gives_context(arguments: Mapping[str, Any]) -> bool:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -51,7 +52,7 @@ from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .connection import Connection, connection_lost
-from .context_argument import offered_schema, with_run_context
+from .context_argument import offered_schema, with_context_forwarded
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
@@ -450,10 +451,20 @@ class McpToolkit(InBackground):
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
         if self._config.forward_context:  # the calling run's context, filled in
-            filled = with_run_context(self._listing.get(original), arguments, context)
-            if isinstance(filled, mcp_types.CallToolResult):
-                return filled  # the model gave `context` itself: refused
-            arguments = filled
+            call = partial(self._call, name, original, context=context)
+            tool = self._listing.get(original)
+            return await with_context_forwarded(call, tool, arguments, context)
+        return await self._call(name, original, arguments, context=context)
+
+    async def _call(
+        self,
+        name: str,
+        original: str,
+        arguments: Mapping[str, Any],
+        *,
+        context: CallContext | None,
+    ) -> mcp_types.CallToolResult:
+        """`call_tool`'s call of the server's tool `original` (`name` to the model)."""
         if original in self._own:
             assert self._resource_tools is not None
             return await self._resource_tools.call(original, arguments, context)
