@@ -6,6 +6,9 @@ part raises is never a failure of the agent's (those are its outcome), but a sig
 pause for the client's answer: it is kept beside the other items' outcomes, which run to their
 end, so the step keeps their progress and the signals can go out together. An item alone in
 its step runs by itself, and its signal goes through as itself.
+
+Items of a batch on one session take turns (`in_turn`): the later one starts once the earlier
+one's turn is saved, so it reads that turn, as a session's turns do across runs.
 """
 
 from __future__ import annotations
@@ -16,8 +19,9 @@ from typing import TypeVar, cast
 import anyio
 
 from .call_order import StepCalls
+from .protocol import AgentItem
 
-__all__ = ["advance_together"]
+__all__ = ["advance_together", "in_turn"]
 
 T = TypeVar("T")
 
@@ -48,6 +52,20 @@ async def advance_together(
     except BaseExceptionGroup as group:  # what no `except Exception` takes (an exit)
         raise _first_leaf(group) from None
     return outcomes, signals
+
+
+def in_turn(batch: Sequence[int], items: Sequence[AgentItem]) -> list[int]:
+    """The items of `batch` (unfinished, in order) that may advance now: each but one whose
+    `session_id` an earlier one of the batch has (it waits for that one to finish)."""
+    sessions: set[str] = set()
+    now: list[int] = []
+    for index in batch:
+        session = items[index].session_id
+        if session is None or session not in sessions:
+            now.append(index)
+        if session is not None:
+            sessions.add(session)
+    return now
 
 
 def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:

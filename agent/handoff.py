@@ -81,10 +81,12 @@ def handed_off(
     output: OutputSchema | None,
 ) -> Handoff | None:
     """The handoff that answers item `index`: one of the results just arrived is a handoff's
-    that succeeded, or (a step made again after its turn failed to save: the result came in
-    an earlier response) one of its steps is. One whose answer does not fit `output` answers
-    nothing: its step in `steps` then tells the model why (changed in place, so it is kept
-    with the steps, as an error)."""
+    that succeeded (its result has no error), or (a step made again after its turn failed to
+    save: the result came in an earlier response) the metadata names the handoff's call
+    (`handed_off`). Read from those records, never from a step's text: a step the agent
+    answered itself (a repeated call's notice, a refusal) was never the specialist's answer.
+    One whose answer does not fit `output` answers nothing: its step in `steps` then tells
+    the model why (changed in place, so it is kept with the steps, as an error)."""
     if response is None:
         return None
     for result in response.action_responses:
@@ -95,10 +97,10 @@ def handed_off(
         if result.error is not None:
             return None  # the model reads the failure in its step
         return _answer(action.tool, action.tool_call_id, observation_of(result.data), steps, output)
-    for step in steps:
-        tool = tools.get(step.tool)
-        if tool is not None and tool.hands_off and not step.observation.startswith(ERROR_PREFIX):
-            return _answer(step.tool, step.tool_call_id, step.observation, steps, output)
+    call_id = response.metadata.handed_off.get(index)
+    step = next((step for step in steps if step.tool_call_id == call_id), None)
+    if step is not None:
+        return _answer(step.tool, step.tool_call_id, step.observation, steps, output)
     return None
 
 

@@ -36,10 +36,12 @@ METADATA_VERSION = 5
 """The newest metadata version, which this agent writes when it must; it resumes the older
 ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
 routing field displaced (`Action.displaced`), version 4 an item answered by a handoff
-(`ItemResult.handoff`), version 5 a failed call (`ToolCallStep.is_error`): a run is of a newer version only while it holds such a thing, so an
-older agent refuses such a run with its own clear message, and still resumes every other run
-this one stored."""
+(`ItemResult.handoff`), version 5 a failed call (`ToolCallStep.is_error`) or an item
+answered by a handoff whose turn is not saved yet (`AgentRequestMetadata.handed_off`): a run
+is of a newer version only while it holds such a thing, so an older agent refuses such a run
+with its own clear message, and still resumes every other run this one stored."""
 READABLE_VERSIONS = (1, 2, 3, 4, 5)
+Version = Literal[1, 2, 3, 4, 5]
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
@@ -188,10 +190,12 @@ def metadata_version(
     previous_steps: Mapping[int, Sequence[ToolCallStep]],
     actions: Sequence[Action] = (),
     finished: Mapping[int, ItemResult] | None = None,
-) -> Literal[1, 2, 3, 4, 5]:
-    """The version metadata with these steps, beside these actions and finished items, is
-    written as: the oldest that can hold them (an older agent would call a tool without the
-    displaced argument, or refuse an item result that names a handoff or a failed step)."""
+    handed_off: Mapping[int, str] | None = None,
+) -> Version:
+    """The version metadata with these steps, beside these actions, finished items and
+    handoffs that answered, is written as: the oldest that can hold them (an older agent
+    would call a tool without the displaced argument, refuse an item result that names a
+    handoff or a failed step, or ask the lead's model again for an item a handoff answered)."""
     every_step = [
         step
         for steps in (
@@ -200,7 +204,7 @@ def metadata_version(
         )
         for step in steps
     ]
-    if any(step.is_error for step in every_step):
+    if handed_off or any(step.is_error for step in every_step):
         return 5
     if finished and any(result.handoff is not None for result in finished.values()):
         return 4
@@ -214,9 +218,9 @@ class AgentRequestMetadata(_Model):
     """All loop state of a run. Versioned: a stored run of a version this agent does not know
     is refused (see `METADATA_VERSION`)."""
 
-    version: Literal[1, 2, 3, 4, 5] = 1
-    """1 unless a step carries media or failed, an action a displaced argument or an item
-    result a handoff (`metadata_version`)."""
+    version: Version = 1
+    """1 unless a step carries media or failed, an action a displaced argument, an item result
+    a handoff, or `handed_off` an item (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""
@@ -233,6 +237,10 @@ class AgentRequestMetadata(_Model):
     invalid_answers: dict[int, int] = Field(default_factory=dict[int, int])
     """Answers per item that did not fit the output schema (what `output_retries` limits)."""
     finished_items: dict[int, ItemResult] = Field(default_factory=dict[int, ItemResult])
+    handed_off: dict[int, str] = Field(default_factory=dict[int, str], exclude_if=lambda v: not v)
+    """Per item answered by a handoff whose turn failed to save, the handoff's call id (its
+    step holds the answer): the resumed step saves the turn and ends the item with that
+    answer, asking no model. Written only when set."""
     usage: Usage = Usage()
 
     @model_validator(mode="before")

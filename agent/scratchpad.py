@@ -244,6 +244,8 @@ REPEATS_RUN = 1
 """How many times an identical call (same tool, same arguments) is run again before the agent
 answers it with the result the model already has."""
 REPEAT_NOTICE = "Not run again:"
+"""How the notice for a call repeated too often begins (after `ERROR_PREFIX` when the result
+it repeats was a failure)."""
 
 
 def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
@@ -251,13 +253,17 @@ def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
     same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
     if len(same) <= REPEATS_RUN:
         return None
-    ran = [s for s in same if not s.observation.startswith(REPEAT_NOTICE)]
+    ran = [
+        s for s in same if not s.observation.removeprefix(ERROR_PREFIX).startswith(REPEAT_NOTICE)
+    ]
     result = ran[-1].observation if ran else same[-1].observation
-    return (
+    notice = (
         f"{REPEAT_NOTICE} you already called {call.name!r} with these exact arguments "
         f"{len(same)} times. Its result was: {result}\n"
         "Use that result, or call with different arguments."
     )
+    # A failure repeated is still a failure: the model and the trace read it as one.
+    return f"{ERROR_PREFIX}{notice}" if result.startswith(ERROR_PREFIX) else notice
 
 
 def with_unique_call_ids(

@@ -89,11 +89,10 @@ def _lookup(context: dict[str, JsonValue], path: list[str], placeholder: str) ->
             found = cast(list[JsonValue], found)[int(key)]
         else:
             where = ".".join(["context", *path[:depth]])
-            has = (
-                f"has the keys {', '.join(sorted(found)) or 'none'}"
-                if isinstance(found, dict)
-                else f"is {_kind(found)}"
-            )
+            if not isinstance(found, dict):
+                has = f"is {_kind(found)}"
+            else:
+                has = f"has the keys {', '.join(sorted(found))}" if found else "has no keys"
             raise MissingContext(
                 f"the system message uses {placeholder}, but the run's context has no "
                 f"{key!r} in {where} (which {has}): give it in the run's context"

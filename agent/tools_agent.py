@@ -36,7 +36,7 @@ import anyio
 from pydantic import JsonValue
 
 from .agent_options import DEFAULT_SYSTEM_MESSAGE, AgentOptions
-from .batch_step import advance_together
+from .batch_step import advance_together, in_turn
 from .call_order import StepCalls
 from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
@@ -159,7 +159,7 @@ class ToolsAgent:
         iterations = dict(state.iterations)
         invalid_answers = dict(state.invalid_answers)
         usage = state.usage + tool_usage(response)
-        batch = self._batch(len(items), finished)
+        batch = in_turn(self._batch(len(items), finished), items)
         if self._starts_late_batch(batch, iterations):
             await anyio.sleep(self.options.delay_between_batches)
 
@@ -169,6 +169,7 @@ class ToolsAgent:
 
         previous_steps: dict[int, list[ToolCallStep]] = {}
         pending: dict[int, AssistantMessage] = {}
+        handed: dict[int, str] = {}
         actions: list[Action] = []
         failures: list[AgentError] = []
         failed_item: int | None = None
@@ -189,6 +190,8 @@ class ToolsAgent:
             elif outcome.interrupted is not None:
                 failures.append(outcome.interrupted)
                 previous_steps[index] = outcome.steps
+                if outcome.handoff is not None:  # answered: the resumed step saves the turn
+                    handed[index] = outcome.handoff.call_id
             else:
                 assert outcome.answer is not None
                 previous_steps[index] = outcome.steps
@@ -205,7 +208,7 @@ class ToolsAgent:
         called = any(outcome.called_model for outcome in outcomes.values())
         iteration_count = state.iteration_count + called
         metadata = AgentRequestMetadata(
-            version=metadata_version(previous_steps, actions, finished),
+            version=metadata_version(previous_steps, actions, finished, handed),
             items_digest=digest,
             previous_steps=previous_steps,
             pending=pending,
@@ -213,6 +216,7 @@ class ToolsAgent:
             iterations=iterations,
             invalid_answers=invalid_answers,
             finished_items=finished,
+            handed_off=handed,
             usage=usage,
         )
         if failures and len(finished) < len(items):
@@ -415,7 +419,9 @@ class ToolsAgent:
                 turn = [*scratchpad_messages(kept, media=False), final]
                 await self._remember(item, index, turn)
         except AgentError as exc:
-            return _Outcome(steps, usage=usage, called_model=handoff is None, interrupted=exc)
+            return _Outcome(
+                steps, usage=usage, called_model=handoff is None, interrupted=exc, handoff=handoff
+            )
         keep = steps if self.options.return_intermediate_steps else None
         result = ItemResult(
             output=text,
@@ -589,3 +595,5 @@ class _Outcome:
     answer: AssistantMessage | None = None
     actions: list[Action] = field(default_factory=list[Action])
     invalid_answer: bool = False
+    handoff: Handoff | None = None
+    """The handoff that answered an item whose turn then failed to save (`interrupted`)."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from mcp_types import CallToolResult
@@ -29,7 +30,9 @@ __all__ = [
     "PROMPT_OR_ITEMS",
     "SERVED_INPUT_SCHEMA",
     "USAGE_META_KEY",
+    "BadArguments",
     "agent_description",
+    "agent_prompt",
     "answer_data",
     "handoff_description",
     "handoff_prompt",
@@ -131,6 +134,49 @@ def handoff_description(name: str, description: str) -> str:
         f"Hand the conversation over to the agent {name!r}: it gets the user's message and "
         f"its answer is the final answer (you answer no more). {description}"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class BadArguments:
+    """Why a call of an agent was not made: what the calling model is told."""
+
+    error: str
+
+
+def agent_prompt(
+    arguments: Mapping[str, Any], *, handed: str | None, by: str
+) -> str | BadArguments:
+    """What an agent called as a tool is asked: its `prompt`; for a handoff (`handed`: the
+    user's message), that message as it came with the `context` the handing agent (`by`)
+    added, if any. Arguments that break the call's schema are refused, not dropped: the
+    model would believe it had passed on what the agent never got."""
+    if handed is None:
+        prompt = arguments.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            return BadArguments("`prompt` must be a non-empty string")
+        return prompt
+    others = sorted(key for key in arguments if key != "context")
+    if others:
+        named = ", ".join(f"`{key}`" for key in others)
+        return BadArguments(
+            f"a handoff takes one optional argument, `context` (text), not {named}: the "
+            "user's message is passed on as it is; call again with `context` alone, or none"
+        )
+    context = arguments.get("context")
+    if context is not None and not isinstance(context, str):
+        return BadArguments(
+            f"`context` must be text (what the agent needs beyond the user's message), not "
+            f"{_json_kind(context)}: call again with it as a string, or without it"
+        )
+    return handoff_prompt(handed, arguments, by)
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an object" if isinstance(value, dict) else "a list"
 
 
 def handoff_prompt(question: str, arguments: Mapping[str, Any], by: str) -> str:

@@ -22,7 +22,15 @@ from pydantic import (
     model_validator,
 )
 
-from agent import ActionResponse, AgentItem, EngineRequest, EngineResponse, ItemResult, Usage
+from agent import (
+    ActionResponse,
+    AgentItem,
+    AgentResult,
+    EngineRequest,
+    EngineResponse,
+    ItemResult,
+    Usage,
+)
 from agent.models import spec_without_credentials
 from agent.resume_check import check_request, check_response
 from agent.scratchpad import tool_usage
@@ -37,6 +45,8 @@ __all__ = [
     "RunResult",
     "RunSaver",
     "RunState",
+    "answered_by",
+    "handed_on",
     "spent",
     "stored_result",
     "stored_state",
@@ -113,6 +123,10 @@ class RunState(BaseModel):
     """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it.
     Written only when set: a state without it is one an earlier version (a replica not yet
     upgraded) reads."""
+    handed_on: dict[int, str] = Field(default_factory=dict[int, str])
+    """Per item handed off to an agent that handed it on in turn (triage -> billing ->
+    refunds), the agent that answered, the chain's last: what the item's `handoff` names
+    (`answered_by`). Written only when set (as `task`)."""
 
     @model_validator(mode="after")
     def _resumable(self) -> RunState:
@@ -134,7 +148,31 @@ class RunState(BaseModel):
             data.pop("finished", None)
         if not self.answered:
             data.pop("answered", None)
+        if not self.handed_on:
+            data.pop("handed_on", None)
         return data
+
+
+def handed_on(state: RunState, item: int, answered_by: str | None) -> dict[int, str]:
+    """`state.handed_on` once item `item`'s handoff answered: by `answered_by`, the agent its
+    specialist handed on to (None: the specialist answered itself)."""
+    handed = {index: name for index, name in state.handed_on.items() if index != item}
+    return handed if answered_by is None else {**handed, item: answered_by}
+
+
+def answered_by(result: AgentResult, state: RunState) -> AgentResult:
+    """`result` with each handed-off item's `handoff` naming the agent that answered, the
+    last of a chain of handoffs (`state.handed_on`), not the first hop: whose answer
+    `output` is."""
+    if not state.handed_on:
+        return result
+    items = [
+        item.model_copy(update={"handoff": state.handed_on.get(index, item.handoff)})
+        if item.handoff is not None
+        else item
+        for index, item in enumerate(result.items)
+    ]
+    return result.model_copy(update={"items": items})
 
 
 def spent(state: RunState) -> Usage:

@@ -22,7 +22,13 @@ from agent import ChatMemory, ChatMessage, History, MemoryStoreError
 from agent.memory.base import session_key_error
 from agent.memory.session_locks import OnWait
 
-__all__ = ["OwnedMemory", "owned_memory", "owned_session", "session_owner"]
+__all__ = [
+    "OwnedMemory",
+    "owned_memory",
+    "owned_session",
+    "session_id_problem",
+    "session_owner",
+]
 
 _MARK = "@"
 
@@ -40,6 +46,21 @@ def session_owner(key: str) -> str | None:
         return None
     escaped, separator, _ = key[len(_MARK) :].partition("/")
     return unquote(escaped) if separator and escaped else None
+
+
+def session_id_problem(session_id: str, owner: str | None) -> str | None:
+    """Why `session_id` cannot name a session of `owner`'s (None: a run nobody
+    authenticated, whose ids are kept as named), or None."""
+    problem = session_key_error(session_id)
+    if problem is not None or owner is None:
+        return problem
+    key = owned_session(owner, session_id)
+    if session_key_error(key) is None:
+        return None
+    return (
+        f"the stored key adds the caller's name ({len(key) - len(session_id)} characters) and "
+        "a session id has at most 256 with it; use a shorter one"
+    )
 
 
 def owned_memory(memory: ChatMemory | None, owner: str | None) -> ChatMemory | None:
@@ -60,18 +81,10 @@ class OwnedMemory:
         return f"OwnedMemory({self.memory!r}, owner={self.owner!r})"
 
     def _key(self, session_id: str) -> str:
-        problem = session_key_error(session_id)
-        if problem is None:
-            key = owned_session(self.owner, session_id)
-            if session_key_error(key) is not None:
-                extra = len(key) - len(session_id)
-                problem = (
-                    f"the stored key adds the caller's name ({extra} characters) and a "
-                    "session id has at most 256 with it; use a shorter one"
-                )
-            else:
-                return key
-        raise MemoryStoreError(f"bad session id {session_id[:40]!r}: {problem}")
+        problem = session_id_problem(session_id, self.owner)
+        if problem is not None:
+            raise MemoryStoreError(f"bad session id {session_id[:40]!r}: {problem}")
+        return owned_session(self.owner, session_id)
 
     async def load(self, session_id: str) -> History:
         return await self.memory.load(self._key(session_id))

@@ -40,7 +40,7 @@ from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
-from .agent_tool import handoff_prompt
+from .agent_tool import BadArguments, agent_prompt
 from .approval import NO_APPROVER, ApprovalRequest, AsksAtOnce, ExpectsSteps, NobodyToAsk, rejection
 from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in
@@ -50,7 +50,7 @@ from .journal import RecordedModel, ScopedJournal, call_key
 from .model_specs import ClientSampling
 from .remote_approvals import decided_here
 from .run_context import RunContext
-from .run_state import Checkpoint, RunSaver, RunState, spent
+from .run_state import Checkpoint, RunSaver, RunState, answered_by, handed_on, spent
 from .sampling_model import SamplingModel, asked_together
 from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
@@ -218,8 +218,8 @@ class StepLoop:
             outcome = outcome.model_copy(update={"items": items})
             # The items not told of yet (each item's line says what the result says).
             await finished.tell(dict(enumerate(outcome.items)))
-            agent_span.output = outputs(outcome.items)
-        return outcome
+            agent_span.output = outputs(outcome.items)  # as the trace tells each hop
+        return answered_by(outcome, saver.state)
 
     async def dispatch(
         self,
@@ -450,13 +450,11 @@ class StepLoop:
         too_deep = context.too_deep(inner.name, max_depth)
         if too_deep is not None:
             return ActionResponse(action=action, error=too_deep)
-        prompt = arguments.get("prompt")
         handing = self._hands_off(action, context)
-        if handing:  # it answers the user's message, as it came
-            question = saver.state.items[action.item_index].prompt
-            prompt = handoff_prompt(question, arguments, context.chain[-1])
-        if not isinstance(prompt, str) or not prompt.strip():
-            return ActionResponse(action=action, error="`prompt` must be a non-empty string")
+        handed = saver.state.items[action.item_index].prompt if handing else None  # as it came
+        prompt = agent_prompt(arguments, handed=handed, by=context.chain[-1])
+        if isinstance(prompt, BadArguments):
+            return ActionResponse(action=action, error=prompt.error)
         key = call_key(action.item_index, action.tool_call_id)
         saved = saver.state.children.get(key)
         if saved is not None and saved.agent == inner.name:
@@ -504,6 +502,8 @@ class StepLoop:
                 )
         if error is not None:
             return ActionResponse(action=action, error=error, usage=outcome.usage)
+        if handing:  # whose answer it is: the agent it handed on to, if it did (`answered_by`)
+            saver.update(handed_on=handed_on(saver.state, action.item_index, item.handoff))
         return ActionResponse(action=action, data={"response": item.output}, usage=outcome.usage)
 
 

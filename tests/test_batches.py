@@ -483,3 +483,26 @@ async def test_an_item_making_no_model_call_does_not_hold_up_the_scripts_next_it
     finally:
         await memory.store.aclose()
     assert [messages[-1].content for messages, _ in model.calls] == ["second"]
+
+
+@pytest.mark.anyio
+async def test_items_of_a_batch_on_one_session_take_turns_and_read_the_turn_before() -> None:
+    model = PromptModel(
+        {"My name is Ada.": ["Hello Ada."], "What is my name?": ["Ada."], "Hi": ["Hi."]}
+    )
+    spec = AgentSpec("assistant", model, options=AgentOptions(batch_size=3))
+    gateway = Gateway([], [spec], memory=SessionMemory(InProcessStore()))
+    items = [
+        AgentItem(prompt="My name is Ada.", session_id="dup"),
+        AgentItem(prompt="Hi", session_id="other"),
+        AgentItem(prompt="What is my name?", session_id="dup"),
+    ]
+    result = await gateway.run("assistant", items)
+    assert [item.output for item in result.items] == ["Hello Ada.", "Hi.", "Ada."]
+    asked = [(question, [m.content for m in sent[1:]]) for question, sent in model.calls]
+    # The two on other sessions went side by side; the second on "dup" after the first's turn.
+    assert sorted(asked[:2]) == [("Hi", ["Hi"]), ("My name is Ada.", ["My name is Ada."])]
+    assert asked[2] == (
+        "What is my name?",
+        ["My name is Ada.", "Hello Ada.", "What is my name?"],
+    )

@@ -123,6 +123,26 @@ def test_a_command_is_its_word_alone_and_two_slashes_ask_a_question(
     ]
 
 
+def test_chat_tools_marks_the_handoffs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "answers.json"
+    script.write_text("[]")  # asked nothing
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(
+        f'[tools.calculator]\nbuiltin = "calculator"\n[agents.triage]\nmodel = "scripted:{script}"\n'
+        'tools = ["calculator"]\nhandoffs = ["billing"]\n'
+        f'[agents.billing]\nmodel = "scripted:{script}"\n'
+        'description = "Answers billing questions."\n'
+    )
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/tools\n/exit\n"))
+    assert main(["chat", "--config", str(config), "--agent", "triage"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split(maxsplit=1) == ["billing", "(handoff) Answers billing questions."]
+    assert out[1].startswith("calculator ")
+    assert "(handoff)" not in out[1]
+
+
 @pytest.mark.integration
 def test_chat_asks_with_its_context_which_context_shows_and_replaces(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

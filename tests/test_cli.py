@@ -658,7 +658,12 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
             [*run, "--session", bad],
             ["chat", "--model", f"scripted:{script}", *state, "--session", bad],
             ["sessions", "show", bad, *state],
-        ):
+            # `call` too, in --args: bad input, not a failed run (which exits 1)
+            [
+                "call", "assistant", "--model", f"scripted:{script}", "--json",
+                "--args", json.dumps({"prompt": "hi", "session_id": bad}),
+            ],
+        ):  # fmt: skip
             assert main(command) == 2, command
             err = capsys.readouterr().err
             assert err.startswith(f"error: bad session id {bad[:40]!r}: {problem}"), err

@@ -324,6 +324,52 @@ async def test_a_failed_handoff_is_told_to_the_lead_which_answers_itself() -> No
     ]
 
 
+async def test_a_handoff_that_keeps_failing_is_told_to_the_lead_as_a_failure_never_the_answer() -> (
+    None
+):
+    # The third identical call is answered by the repeat guard, not made: its notice is no
+    # answer of the specialist's, so the lead reads it as the failure it is and goes on.
+    lead = ScriptedModel([call("billing"), call("billing"), call("billing"), "Try again later."])
+    billing = ScriptedModel(["", ""])  # an empty answer fails its item, each time
+    gateway = support(lead, billing)
+    gateway.memory = SessionMemory(InProcessStore())
+    result = await gateway.run("triage", QUESTION, session_id="s1")
+
+    assert (result.error, result.output) == (None, "Try again later.")
+    assert result.items[0].handoff is None
+    assert len(lead.calls) == 4
+    assert len(billing.calls) == 2
+    notice = told(lead, 3)[-1]
+    assert notice.startswith("Error: Not run again: you already called 'billing'")
+    assert "Its result was: Error: agent 'billing' gave an empty answer" in notice
+    history = (await gateway.memory.load("s1")).messages
+    assert (history[-1].role, history[-1].content) == ("assistant", "Try again later.")
+
+
+async def test_a_handoffs_bad_arguments_are_refused_and_told_not_dropped() -> None:
+    lead = ScriptedModel(
+        [
+            calls(("billing", {"context": 42})),
+            calls(("billing", {"context": {"plan": "Pro"}, "note": 1})),
+            call("billing", context=None),  # no context: the user's message alone
+        ]
+    )
+    billing = ScriptedModel([ANSWER])
+    result = await support(lead, billing).run("triage", QUESTION)
+    assert (result.output, result.items[0].handoff) == (ANSWER, "billing")
+    assert told(lead, 1) == [
+        "Error: `context` must be text (what the agent needs beyond the user's message), not a "
+        "number: call again with it as a string, or without it"
+    ]
+    assert told(lead, 2)[-1] == (
+        "Error: a handoff takes one optional argument, `context` (text), not `note`: the "
+        "user's message is passed on as it is; call again with `context` alone, or none"
+    )
+    assert len(billing.calls) == 1  # only the call it could read was made
+    asked = [m.content for m in billing.calls[0][0] if isinstance(m, UserMessage)]
+    assert asked == [QUESTION]
+
+
 class Person:
     def __init__(self, approve: bool) -> None:
         self.approve = approve
@@ -505,6 +551,10 @@ async def test_a_turn_that_failed_to_save_is_saved_on_resume_with_no_call_of_the
     with pytest.raises(MemoryStoreError):
         await gateway.run("triage", QUESTION, session_id="s1", checkpoint=keep)
     state = RunState.model_validate_json(states[-1].model_dump_json())
+    # The state names the handoff that answered (not a step's text): version 5 while it does.
+    assert state.request is not None
+    assert state.request.metadata.handed_off == {0: "call_1"}
+    assert state.request.metadata.version == 5
     fresh_lead = ScriptedModel([])  # asked, it would stop the run: it has no answer
     again = support(fresh_lead, ScriptedModel([]))
     again.memory = gateway.memory
@@ -617,6 +667,48 @@ async def test_items_hand_off_on_their_own_and_the_state_says_so_as_version_4() 
     # Stored and read back, it still says who answered.
     again = RunState.model_validate_json(states[-1].model_dump_json())
     assert again == states[-1]
+
+
+async def test_in_a_chain_the_handoff_is_the_agent_that_answered_also_once_resumed() -> None:
+    class Stop(Exception):
+        pass
+
+    def chain(lead: ScriptedModel, billing: ScriptedModel) -> Gateway:
+        specs = [
+            AgentSpec("triage", lead, handoffs=["billing"], options=AgentOptions(batch_size=1)),
+            AgentSpec("billing", billing, handoffs=["refunds"]),
+            AgentSpec("refunds", ScriptedModel(["Refunded."])),
+        ]
+        return Gateway([], specs)
+
+    stored: list[str] = []
+    events: list[TraceEvent] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+        if state.request is not None and state.request.metadata.finished_items:
+            raise Stop  # the first item answered, the second not begun
+
+    async def keep(event: TraceEvent) -> None:
+        events.append(event)
+
+    items = [AgentItem(prompt="Money back"), AgentItem(prompt="Hello")]
+    gateway = chain(ScriptedModel([call("billing")]), ScriptedModel([call("refunds")]))
+    with pytest.raises(Stop):
+        await gateway.run("triage", items, checkpoint=checkpoint, hooks=[keep])
+    # Each hop is told as it is made: the trace says who handed to whom.
+    handed = [(e.name, e.output) for e in events if isinstance(e.output, dict)]
+    assert [(name, out["handed_off_to"]) for name, out in handed if "handed_off_to" in out] == [
+        ("billing", "refunds"),
+        ("triage", "billing"),
+    ]
+    state = RunState.model_validate_json(stored[-1])
+    assert state.handed_on == {0: "refunds"}
+    result = await chain(ScriptedModel(["Hello to you."]), ScriptedModel([])).resume(state)
+    assert [(i.output, i.handoff) for i in result.items] == [
+        ("Refunded.", "refunds"),
+        ("Hello to you.", None),
+    ]
 
 
 async def test_config_offers_handoffs_as_tools_that_hand_off() -> None:

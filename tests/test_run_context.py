@@ -92,7 +92,7 @@ async def test_a_placeholder_the_context_lacks_fails_the_item_before_its_model_c
         "the system message uses {{ context.customer.name }}, but the run's context has no "
         "'name' in context.customer (which has the keys id): give it in the run's context",
         "the system message uses {{ context.customer.name }}, but the run's context has no "
-        "'customer' in context (which has the keys none): give it in the run's context",
+        "'customer' in context (which has no keys): give it in the run's context",
     ]
     assert model.calls == []
 
@@ -288,6 +288,17 @@ def test_run_context_from_the_command_line(
     )
     assert main([*base, "--context", "{customer: Ada}"]) == 2
     assert "error: --context is not JSON: Expecting property name" in capsys.readouterr().err
+    # NaN and Infinity are no JSON, as the config says: refused, not stored as null.
+    for bad, said in (('{"a": NaN}', "NaN"), ('{"b": [Infinity]}', "Infinity")):
+        assert main([*base, "--context", bad]) == 2
+        assert capsys.readouterr().err.endswith(
+            f"error: --context is not valid JSON ({said} is not a JSON number)\n"
+        )
+    lines = tmp_path / "items.jsonl"
+    lines.write_text('{"prompt": "Who?", "context": {"n": -Infinity}}\n')
+    items = ["run", "--items", str(lines), "--no-store", "--config", str(config)]
+    assert main(items) == 2
+    assert "(-Infinity is not a JSON number)" in capsys.readouterr().err
 
 
 def test_a_call_of_an_agent_takes_its_context_as_an_option(

@@ -321,9 +321,12 @@ async def _command(gateway: Gateway, name: str, chat: _Chat, text: str) -> int:
         return OK
     if word == "/tools":
         tools = await gateway.tools_for(gateway.agents[name])
+        handoffs = gateway.agents[name].handoffs
         width = name_width(tool.name for tool in tools.values())
         for tool in sorted(tools.values(), key=lambda t: t.name):
             summary = (tool.description.strip().splitlines() or [""])[0]
+            if tool.name in handoffs:  # its answer is the answer: not a tool like the others
+                summary = f"(handoff) {summary}".rstrip()
             # A server's words: shown, never obeyed (as `tools` shows them).
             line = printable(f"{tool.name:<{width}} {summary}")
             print(line, flush=True, file=result_stdout())

@@ -16,6 +16,7 @@ from typing import Any, cast
 from pydantic import JsonValue, ValidationError
 
 from agent.memory.base import session_key_error
+from agent.model_json import NotModelJson, read_model_json
 
 from ..config import AgentConfig, Config, load_config, with_default_agent
 from ..console import RunConsole
@@ -139,7 +140,11 @@ def read_context(text: str, what: str = "--context") -> dict[str, JsonValue]:
     """`text` as a run's context, a JSON object; `GatewayError` (bad input) naming `what`
     (the option or command it was given with) when it is not one."""
     try:
-        value: object = json.loads(text)
+        # As `call --args` and the config: NaN and Infinity are no JSON (a stored run would
+        # keep them as null), nor is nesting past 100 levels.
+        value: object = read_model_json(text)
+    except NotModelJson as exc:
+        raise GatewayError(f"{what} is {exc}") from None
     except json.JSONDecodeError as exc:
         raise GatewayError(f"{what} is not JSON: {exc}") from None
     if not isinstance(value, dict):

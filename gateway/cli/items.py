@@ -12,7 +12,6 @@ code 1. A line's object may give the item's own `"context": {...}` too.
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any, TextIO
 
@@ -20,6 +19,7 @@ import anyio
 from pydantic import ValidationError
 
 from agent import AgentItem, ItemResult
+from agent.model_json import read_model_json
 
 from ..errors import GatewayError
 from ..run_state import RunResult, RunState
@@ -49,13 +49,13 @@ async def read_items(path: str) -> list[AgentItem]:
         if not line.strip():
             continue
         try:
-            value: Any = json.loads(line)
+            value: Any = read_model_json(line)  # NaN, Infinity: bad input, as in --context
             item = (
                 AgentItem(prompt=value)
                 if isinstance(value, str)
                 else AgentItem.model_validate(value)
             )
-        except (json.JSONDecodeError, ValidationError) as exc:
+        except (ValueError, ValidationError) as exc:
             raise GatewayError(
                 f"{path}:{number}: an item is a JSON string or "
                 f'{{"prompt": "...", "session_id": "...", "context": {{...}}}}: {exc}'

@@ -40,6 +40,7 @@ from .common import (
     add_trace_options,
     check_runnable,
     check_servers,
+    check_session_id,
     config_of,
     name_width,
     plural,
@@ -176,12 +177,15 @@ async def _call_agent(
     if as_json:
         with_steps(gateway, name)
     session = arguments.get("session_id")
+    if session is not None and not isinstance(session, str):
+        raise GatewayError(f"agent {name!r}: `session_id` must be a string")
     context = arguments.get("context")
     if context is not None and not isinstance(context, dict):
         raise GatewayError(f"agent {name!r}: `context` must be a JSON object")
     item = AgentItem(
         prompt=prompt,
-        session_id=session if isinstance(session, str) else None,
+        # Bad input (exit 2), as `run --session`'s: no run would cure it.
+        session_id=session if session is None else check_session_id(session),
         context=cast(dict[str, JsonValue] | None, context),
     )
     state = RunState(run_id=new_id(), agent=name, items=[item])

@@ -104,6 +104,38 @@ description = "Answers billing questions."
 """
 
 
+CHAIN_CONFIG = """
+[agents.triage]
+handoffs = ["billing"]
+[agents.billing]
+handoffs = ["refunds"]
+[agents.refunds]
+description = "Handles refunds."
+"""
+
+
+def test_in_a_chain_of_handoffs_each_report_names_the_agent_that_answered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CHAIN_CONFIG)
+    answers = tmp_path / "answers.json"
+    hand: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": to, "arguments": {}}]} for to in ("billing", "refunds")
+    ]
+    answers.write_text(json.dumps([*hand, {"content": "Refunds here: 30 EUR."}]))
+    command = ["run", "Money back", "--config", str(config), "--agent", "triage", "--json"]
+    assert main([*command, "--model", f"scripted:{answers}"]) == 0
+    ran = json.loads(capsys.readouterr().out)
+    assert (ran["output"], ran["handoff"]) == ("Refunds here: 30 EUR.", "refunds")
+    assert main(["runs", "show", ran["run_id"], "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["result"]["items"][0]["handoff"] == "refunds"
+    assert main(["runs", "show", ran["run_id"]]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "answer (handed off to refunds): Refunds here: 30 EUR." in lines
+
+
 def test_run_json_and_show_say_whose_answer_a_handoff_gave(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -482,6 +482,39 @@ async def test_a_session_id_for_an_agent_without_memory_is_refused(era: str) -> 
     assert model.calls == []
 
 
+async def test_a_session_id_that_can_name_no_session_is_bad_arguments(era: str) -> None:
+    """Not a stopped run "that may work once the cause is gone": no call would cure it."""
+    model = ScriptedModel(["never asked"])
+    gateway = Gateway(
+        [], [AgentSpec(name="a", model=model)], memory=SessionMemory(InProcessStore())
+    )
+    async with Client(serve(gateway), mode=era) as client:
+        empty = await client.call_tool("a", {"prompt": "p", "session_id": ""})
+        items = [{"prompt": "first"}, {"prompt": "second", "session_id": "a\nb"}]
+        many = await client.call_tool("a", {"items": items})
+    assert [(r.is_error, r.content) for r in (empty, many)] == [
+        (
+            True,
+            [
+                types.TextContent(
+                    text="invalid arguments for agent 'a': session_id '': a session id has 1 "
+                    "to 256 characters"
+                )
+            ],
+        ),
+        (
+            True,
+            [
+                types.TextContent(
+                    text="invalid arguments for agent 'a': session_id 'a\\nb': a session id "
+                    "has no control characters"
+                )
+            ],
+        ),
+    ]
+    assert model.calls == []
+
+
 async def test_items_are_answered_each_on_its_own(era: str) -> None:
     model = ScriptedModel(["one", "two"])
     options = AgentOptions(batch_size=1)
@@ -527,6 +560,19 @@ async def test_a_served_agent_answers_with_the_agent_it_handed_off_to(era: str) 
         {"output": "43 EUR", "error": None, "handoff": "billing"}
     ]
     assert len(triage.calls) == 2  # one a question: no call after the handoff's answer
+
+
+async def test_a_served_agent_names_the_last_agent_of_a_chain_of_handoffs(era: str) -> None:
+    specs = [
+        AgentSpec(name="triage", model=ScriptedModel([call("billing")]), handoffs=["billing"]),
+        AgentSpec(name="billing", model=ScriptedModel([call("refunds")]), handoffs=["refunds"]),
+        AgentSpec(name="refunds", model=ScriptedModel(["Refunded."])),
+    ]
+    async with Client(serve(Gateway([], specs)), mode=era) as client:
+        result = await client.call_tool("triage", {"prompt": "money back"})
+    assert result.content == [types.TextContent(text="Refunded.")]
+    assert result.structured_content is not None
+    assert result.structured_content["handoff"] == "refunds"
 
 
 async def test_a_handoff_is_said_in_progress_and_the_specialist_reads_the_session(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from typing import Any, cast
 
 import anyio
@@ -51,7 +52,7 @@ from .backoff import DEFAULT_BACKOFF, Backoff
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .connection import Connection, connection_lost
-from .context_argument import offered_schema, with_run_context
+from .context_argument import offered_schema, with_context_forwarded
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
@@ -59,12 +60,9 @@ from .forwards import Forwards
 from .listeners import Listeners
 from .naming import (
     NodeTools,
-    globs_unmatched,
     invert,
     is_offered,
     resolve_tool_names,
-    rule_names,
-    unmatched_globs,
 )
 from .progress import progress_in_order
 from .resource_tools import ResourceTools
@@ -74,6 +72,7 @@ from .session import OwnedSession, Target
 from .stdio_pipe import too_deep_answer
 from .subscriptions import ResourceSubscriptions
 from .task_calls import TaskCalls
+from .unmatched_settings import UnmatchedSettings
 
 __all__ = ["McpToolkit"]
 
@@ -139,9 +138,7 @@ class McpToolkit(InBackground):
         """The node's own tools offered now (`resource_tools`), by their own names."""
         self._not_plain: frozenset[str] = frozenset()
         """`_own` and `_task_only`: no plain `tools/call` of the server (the raw path asks)."""
-        self._unmatched: tuple[tuple[str, ...], ...] = ((), (), (), ())
-        """The `include`, `exclude`, `require_approval` and `tool_timeouts` globs the last
-        listing had no tool for (warned once)."""
+        self._unmatched = UnmatchedSettings(name, config, self._log)
         self._clock = (config.timeout, config.call_cap)
         self._clocks: dict[str, tuple[float, float]] = {}
         """The offered tools' clocks (`clock_of`) where `tool_timeouts` is set, by original."""
@@ -407,7 +404,7 @@ class McpToolkit(InBackground):
         offered.update((tool.name, tool) for tool in own)
         self._own = frozenset(tool.name for tool in own)
         self._not_plain = self._own | self._task_only
-        self._note_unmatched_globs([tool.name for tool in listing])
+        self._unmatched.note([tool.name for tool in listing], offered)
         self._listing = offered
         if self._config.tool_timeouts:
             self._clocks = {name: self._config.clock_of(name) for name in offered}
@@ -415,38 +412,6 @@ class McpToolkit(InBackground):
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
-
-    def _note_unmatched_globs(self, names: Sequence[str]) -> None:
-        """Say which `include`/`exclude`/`require_approval`/`tool_timeouts` globs match none
-        of the server's tools (a typo in `include` leaves the agent without the tool, one in
-        `require_approval` leaves the tool ungated, one in `tool_timeouts` cuts the slow tool
-        short, and nothing else would say so); once for each change of what is unmatched."""
-        approval = self._config.require_approval
-        unmatched = (
-            unmatched_globs(self._config.include or (), names),
-            unmatched_globs(self._config.exclude, names),
-            # A rule matches the server's names and `NODE__TOOL` too (`rule_names`).
-            unmatched_globs(
-                approval if isinstance(approval, list) else (),
-                [form for name in names for form in rule_names(self._name, name)],
-            ),
-            unmatched_globs(tuple(self._config.tool_timeouts), names),
-        )
-        if unmatched == self._unmatched:
-            return
-        self._unmatched = unmatched
-        include, exclude, approval, timeouts = unmatched
-        if include:
-            self._log.warning("%s", globs_unmatched("include", include, names, listing=True))
-        if exclude:
-            self._log.info("%s", globs_unmatched("exclude", exclude, names))
-        if approval:
-            said = globs_unmatched("require_approval", approval, names)
-            them = "it" if len(approval) == 1 else "them"
-            self._log.warning("%s, so no call is gated by %s", said, them)
-        if timeouts:
-            said = globs_unmatched("tool_timeouts", timeouts, names, listing=True)
-            self._log.warning("%s", said)
 
     def _adopt_listing(
         self, listing: Sequence[mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
@@ -486,10 +451,20 @@ class McpToolkit(InBackground):
         if original is None:
             raise NoSuchTool(f"MCP server {self._name!r} has no tool named {name!r}")
         if self._config.forward_context:  # the calling run's context, filled in
-            filled = with_run_context(self._listing.get(original), arguments, context)
-            if isinstance(filled, mcp_types.CallToolResult):
-                return filled  # the model gave `context` itself: refused
-            arguments = filled
+            call = partial(self._call, name, original, context=context)
+            tool = self._listing.get(original)
+            return await with_context_forwarded(call, tool, arguments, context)
+        return await self._call(name, original, arguments, context=context)
+
+    async def _call(
+        self,
+        name: str,
+        original: str,
+        arguments: Mapping[str, Any],
+        *,
+        context: CallContext | None,
+    ) -> mcp_types.CallToolResult:
+        """`call_tool`'s call of the server's tool `original` (`name` to the model)."""
         if original in self._own:
             assert self._resource_tools is not None
             return await self._resource_tools.call(original, arguments, context)

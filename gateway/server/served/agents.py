@@ -42,6 +42,7 @@ from ...sampling_model import (
     SamplingModel,
     sampling_problem,
 )
+from ...session_owners import session_id_problem
 from ...trace import TraceHook, new_id, trace_context_in
 from ..client_requests.approvals import (
     ApprovalInputRequired,
@@ -216,16 +217,26 @@ class AgentTools:
         self, spec: AgentSpec, params: types.CallToolRequestParams
     ) -> _Arguments | types.CallToolResult:
         """The call's arguments, or an error result saying what is wrong with them (also a
-        `session_id` for an agent with no chat memory, which would keep it nowhere)."""
+        `session_id` for an agent with no chat memory, which would keep it nowhere, or one
+        that can name no session: bad input, which no run would cure)."""
         args = _arguments(spec.name, params.arguments)
         if isinstance(args, types.CallToolResult):
             return args
         kept = spec.memory is not None or self._gateway.memory is not None
-        if not kept and any(item.session_id is not None for item in args.agent_items()):
+        sessions = [item.session_id for item in args.agent_items() if item.session_id is not None]
+        if not kept and sessions:
             return error_result(
                 f"invalid arguments for agent {spec.name!r}: session_id: this gateway keeps "
                 "no conversations for it (no chat memory); call it without session_id"
             )
+        owner = authenticated_subject()
+        for session_id in sessions:
+            problem = session_id_problem(session_id, owner)
+            if problem is not None:
+                return error_result(
+                    f"invalid arguments for agent {spec.name!r}: session_id "
+                    f"{session_id[:40]!r}: {problem}"
+                )
         return args
 
     async def call(
