@@ -26,7 +26,7 @@ window. The item is made once: a run stopped inside the specialist resumes with 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from pydantic import JsonValue
 
@@ -42,11 +42,16 @@ TURN_MAX_CHARS = 30_000
 
 
 async def handed_item(
-    prompt: str, state: RunState, action: Action, memory: ChatMemory | None
+    prompt: str,
+    state: RunState,
+    action: Action,
+    memory: ChatMemory | None,
+    handoffs: Collection[str] = (),
 ) -> AgentItem:
     """The one item of the agent that `action` (of the run `state`) hands its item to: asked
     `prompt` after that item's conversation so far, with its context, and followed by the
-    handing agent's calls of this turn. Raises `MemoryStoreError` when the session cannot
+    handing agent's calls of this turn (not its `handoffs`' calls: its routing, not its work).
+    Raises `MemoryStoreError` when the session cannot
     be read (the run stops, as when the handing agent's own history cannot be)."""
     item = state.items[action.item_index]
     history: list[ChatMessage] = []
@@ -54,14 +59,15 @@ async def handed_item(
         history = list(item.history)
     elif memory is not None and item.session_id is not None:
         history = list((await memory.load(item.session_id)).messages)
-    calls = turn_so_far(state, action)
+    calls = turn_so_far(state, action, handoffs)
     asked = f"{prompt}\n\n{calls}" if calls else prompt
     return AgentItem(prompt=asked, context=item.context, history=history or None)
 
 
-def turn_so_far(state: RunState, action: Action) -> str:
+def turn_so_far(state: RunState, action: Action, handoffs: Collection[str] = ()) -> str:
     """The calls the agent of `state` made this turn before the answer holding `action`,
-    as text the specialist reads ("" for none)."""
+    but those of its `handoffs` (an earlier one refused or failed), as text the specialist
+    reads ("" for none)."""
     if state.request is None:
         return ""
     metadata = state.request.metadata
@@ -71,7 +77,7 @@ def turn_so_far(state: RunState, action: Action) -> str:
     steps = [
         step
         for step in metadata.previous_steps.get(action.item_index, ())
-        if step.message.tool_calls and step.tool_call_id not in beside
+        if step.message.tool_calls and step.tool_call_id not in beside and step.tool not in handoffs
     ]
     lines, left_out = _newest_within(steps, TURN_MAX_CHARS)
     if not lines:

@@ -463,7 +463,7 @@ class StepLoop:
             lead = self._gateway.agents.get(context.chain[-1]) if handing else None
             if lead is not None and lead.handoff_history:  # the conversation goes along
                 memory = owned_memory(lead.memory or self._gateway.memory, saver.state.started_by)
-                item = await handed_item(prompt, saver.state, action, memory)
+                item = await handed_item(prompt, saver.state, action, memory, lead.handoffs)
             else:
                 item = sub_item(prompt, saver.state, action)
             state = RunState(
