@@ -352,7 +352,7 @@ async def _drive(
                 except UnknownRun:
                     raise  # it runs elsewhere: nothing to resume here
                 except StoreGone:  # and the run with it: nothing to resume
-                    so_far = await _last_state(store, state.run_id) if args.json else None
+                    so_far = store.made_here(state.run_id)  # what this process knew last
                     stored, status = False, "failed"
                     raise
                 except RunCancelled:  # it has ended; what it spent till then is known
@@ -365,7 +365,7 @@ async def _drive(
                     so_far = store.made_here(state.run_id)
                     if so_far is None:
                         try:
-                            so_far = await store.state(state.run_id)
+                            so_far = await store.so_far(state.run_id)
                         except Exception:  # the run may be in it still
                             so_far = None
                         else:
@@ -383,6 +383,7 @@ async def _drive(
                         stopped = GatewayError(f"interrupted: the run {after}")
                         said = "stopped" if gone is None else "failed"
                         waits: list[ApprovalRequest] = []
+                        so_far = store.made_here(state.run_id)  # should the store not answer
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
                             if gone is None:  # its calls that wait still do, in the store
@@ -525,9 +526,10 @@ def _as_items(args: argparse.Namespace, state: RunState) -> bool:
 
 
 async def _last_state(runs: DurableRuns, run_id: str) -> RunState | None:
-    """The run's last checkpoint: made here, else the store's if it still answers (what
-    failed may be the store)."""
+    """What the run did so far as the store has it (`runs show` says the same), else, the
+    store not answering, as this process knew it."""
     try:
-        return runs.made_here(run_id) or await runs.state(run_id)
+        recorded = await runs.so_far(run_id)
     except Exception:
-        return None
+        recorded = None
+    return recorded or runs.made_here(run_id)
