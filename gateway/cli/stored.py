@@ -34,7 +34,9 @@ from ..errors import (
     GatewayError,
     PickledRecord,
     RunCancelled,
+    StoreError,
     StoreGone,
+    StoreUnavailable,
     UnknownRun,
     stopped_in,
 )
@@ -363,15 +365,21 @@ async def _drive(
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     # What failed may be the store: this process knows what the run did.
                     so_far = store.made_here(state.run_id)
-                    if so_far is None:
+                    readable, recorded = True, None  # unread in time: in it still, maybe
+                    with anyio.move_on_after(STORE_READ):
                         try:
-                            so_far = await store.so_far(state.run_id)
+                            recorded = await store.so_far(state.run_id)
+                            readable = recorded is not None or runs is not None
+                        except StoreError as failed:
+                            # Away now (unreachable, locked), or a record refused unread: the
+                            # run is in it still; else the store cannot read it (damaged).
+                            readable = isinstance(failed, (StoreUnavailable, PickledRecord))
                         except Exception:  # the run may be in it still
-                            so_far = None
-                        else:
-                            if runs is None and so_far is None:  # the store did not take it
-                                stored, status = False, "failed"
-                                raise
+                            recorded = None
+                    if not readable:  # not taken in, or not there to resume: no hint
+                        stored, status = False, "failed"
+                        raise
+                    so_far = so_far or recorded
                     exc.add_note(f"the run is stored: {_resume_again(exc, hint)}")
                     status = "stopped"
                     raise
