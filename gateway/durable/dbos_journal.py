@@ -18,9 +18,11 @@ _log = logging.getLogger(__name__)
 class DbosJournal:
     """Answers calls recorded by an earlier execution of this workflow by their names; runs
     the others as DBOS steps named after them, and keeps what each returned in `made` (by
-    call name): what this process knows of the run when the store is away."""
+    call name), if given: what this process knows of the run when the store is away."""
 
-    def __init__(self, recorded: dict[str, JsonValue], made: dict[str, JsonValue]) -> None:
+    def __init__(
+        self, recorded: dict[str, JsonValue], made: dict[str, JsonValue] | None = None
+    ) -> None:
         self._recorded = recorded
         self._made = made
 
@@ -39,5 +41,6 @@ class DbosJournal:
 
         result: JsonValue = await DBOS.run_step_async({"name": name}, step)
         _log.info("recorded %s", name)
-        self._made[call_name(name)] = result
+        if self._made is not None:
+            self._made[call_name(name)] = result
         return result

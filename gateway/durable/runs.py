@@ -285,12 +285,12 @@ class DurableRuns(StoredRuns):
         """A run driven here has ended here, with its result or without."""
         del self._host.executions[run_id]
         if execution.result is None and execution.checkpoint is not None:
-            self._unfinished[run_id] = recorded_so_far(execution.checkpoint, execution.records)
+            records = execution.records or {}
+            self._unfinished[run_id] = recorded_so_far(execution.checkpoint, records)
 
     def made_here(self, run_id: str) -> RunState | None:
         """What a run driven here (`start`, `resume`) that ended without its result did so far
-        as this process knows it (`so_far`: its last checkpoint and calls recorded since),
-        stored or not: what the store, away, cannot say."""
+        as this process knows it (`so_far`), stored or not: what the store, away, cannot say."""
         return self._unfinished.get(run_id)
 
     async def begin(self, state: RunState, options: RunOptions | None = None) -> None:

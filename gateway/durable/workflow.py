@@ -125,8 +125,9 @@ class Execution:
     handle: WorkflowHandleAsync[str] | None = None
     checkpoint: RunState | None = None
     """Its latest state made here, kept in the store or not (the store may be away)."""
-    records: dict[str, JsonValue] = field(default_factory=dict[str, JsonValue])
-    """The results of its calls, recorded before or here, by call name (`so_far`)."""
+    records: dict[str, JsonValue] | None = None
+    """The results of its calls, recorded before or here, by call name (`so_far`), for its
+    driver (`made_here`); None for a background run: nobody asks, and it may wait for days."""
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
     followed: bool = False
@@ -257,7 +258,8 @@ async def _execute(
             if s["error"] is None and s["function_name"] != CHECKPOINT_STEP
         }
         received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
-        execution.records = {call_name(name): output for name, output in recorded.items()}
+        if not execution.background:
+            execution.records = {call_name(name): output for name, output in recorded.items()}
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
         with refusing_for(run_id):
