@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,18 @@ import pytest
 
 from tests.servers.openai_stub import openai_stub
 
-from .cli_runs import REPO, cli, script_model, start_run, stop_run, tool_call
+from .cli_runs import (
+    REPO,
+    SCRIPT,
+    Run,
+    cli,
+    cli_env,
+    script_model,
+    start_run,
+    stop_run,
+    tool_call,
+)
+from .test_no_wait_step import Step
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -107,3 +119,30 @@ async def test_a_run_stopped_in_a_tool_call_says_the_calls_of_the_step_that_ende
     ]
     assert stopped["iterations"] == 2
     assert [c["call_id"] for c in _shown_calls(stopped["run_id"], store)] == ["a", "c"]
+
+
+async def test_a_run_interrupted_waiting_for_approval_says_the_call_of_the_step_that_ended(
+    tmp_path: Path,
+) -> None:
+    """W ends (recorded) while the calculator beside it waits for a person; Ctrl-C then."""
+    step = Step(tmp_path)
+    process = await anyio.open_process(
+        [str(SCRIPT), "-v", "run", "go", "--config", str(step.config), *step.store, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+        env=cli_env(),
+    )
+    run = Run(process)
+    try:
+        await run.until("gated: waiting for W", "waiting for approval:")
+        await step.release()
+        await run.until("recorded tool 0 w")
+        run.process.send_signal(signal.SIGINT)
+        code, out = await run.finish()
+    finally:
+        await stop_run(run)
+    assert code == 130, run.err
+    stopped = json.loads(out)
+    assert stopped["status"] == "waiting_approval"
+    assert [(s["call_id"], s["observation"]) for s in stopped["steps"]] == [("w", "W done")]
