@@ -49,6 +49,7 @@ __all__ = [
     "TracePrinter",
     "Tracer",
     "new_id",
+    "new_trace_context",
     "trace_context_in",
 ]
 
@@ -153,6 +154,13 @@ def trace_context_in(meta: Mapping[str, Any] | None) -> dict[str, str] | None:
     if not meta or not isinstance(meta.get("traceparent"), str):
         return None
     return {key: meta[key] for key in TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
+
+
+def new_trace_context() -> dict[str, str]:
+    """A W3C trace context of a trace of its own (a random trace id, and a parent span id no
+    span has), for a stored run no client sent one with: kept in its state as a client's is,
+    so the processes that resume it continue one trace."""
+    return {"traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"}
 
 
 def new_id() -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from datetime import datetime
 from itertools import pairwise
 from pathlib import Path
@@ -86,3 +88,49 @@ async def test_a_stopped_runs_spans_end_within_the_call_that_followed_it(
         assert spans[child]["parent_id"] == spans[parent]["context"]["span_id"]
         assert spans[child]["status"]["description"] == "cancelled"
         assert _ended(spans[child]) <= _ended(spans[parent]), (child, parent)
+
+
+@pytest.mark.timeout(180)  # three commands, each importing DBOS
+def test_a_cli_run_resumed_in_another_process_continues_its_trace(tmp_path: Path) -> None:
+    """`run --otel --no-wait` stops at a call waiting for approval; denied, `resume --otel`
+    finishes the run in a second process: every span of both is in one trace, each process's
+    `invoke_agent` under the same parent (the trace context kept with the run). Was: a new
+    trace for the resumed process."""
+    executable = Path(sys.executable).parent / "agent-gateway"
+    call = {"name": "calculator", "id": "c", "arguments": {"expression": "6 * 7"}}
+    (tmp_path / "answers.json").write_text(json.dumps([{"tool_calls": [call]}]))
+    # A scripted model starts its script over in each process: the resumed one's is its own.
+    (tmp_path / "then.json").write_text(json.dumps([{"content": "not allowed"}]))
+    (tmp_path / "agent-gateway.toml").write_text(
+        '[tools.calculator]\nbuiltin = "calculator"\n[agents.assistant]\n'
+        'model = "scripted:answers.json"\ntools = ["calculator"]\n'
+        'require_approval = ["calculator"]\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    store = ["--state-dir", str(tmp_path / "state")]
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(executable), *args, *store],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            env=env,
+        )
+
+    first = cli("run", "6 * 7?", "--otel", "--no-wait", "--json")
+    assert first.returncode == 3, first.stderr
+    run_id = json.loads(first.stdout)["run_id"]
+    assert cli("runs", "deny", run_id, "c").returncode == 0
+    resumed = cli("resume", run_id, "--otel", "--json", "--model", "scripted:then.json")
+    assert resumed.returncode == 0, resumed.stderr
+    before, after = exported_spans(first.stderr), exported_spans(resumed.stderr)
+    assert "await_approval calculator" in after  # the decision, in the second process
+    traces = {span["context"]["trace_id"] for span in [*before.values(), *after.values()]}
+    assert len(traces) == 1, traces
+    agents = before["invoke_agent assistant"], after["invoke_agent assistant"]
+    assert agents[0]["parent_id"] is not None
+    assert agents[0]["parent_id"] == agents[1]["parent_id"]

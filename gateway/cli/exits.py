@@ -3,7 +3,7 @@
 0    success
 1    the run failed: a model error, max iterations (of any item of `run --items`), a server
      that was needed and is down, chat memory's store or the run store unreachable (or not
-     writable now: locked, full, read-only), the run cancelled (`runs cancel`)
+     writable now: locked, full, read-only, found damaged), the run cancelled (`runs cancel`)
 2    bad input: config, arguments, an unknown agent, tool or stored run
 3    `run --no-wait` (or `resume --no-wait`): a call waits for a person's approval; the run
      is stored, waiting: `runs approve|deny`, then `resume`

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import JsonValue
 
-from agent import AgentRequestMetadata, ItemResult, ToolCallStep
+from agent import AgentRequestMetadata, EngineResponse, ItemResult, ToolCallStep
 from agent.scratchpad import build_steps
 from toolkits.printable import printable
 
@@ -116,12 +116,19 @@ def run_error_json(
 def so_far(
     state: RunState | None,
 ) -> tuple[dict[str, Any] | None, int | None, list[ToolCallStep]]:
-    """The usage, iterations and (first item's) steps of a run's last checkpoint; None, None
-    and none when it is not at hand."""
+    """The usage, iterations and (first item's) steps of a run's last checkpoint, with the
+    calls of its step in progress that ended (`answered`); None, None and none when it is not
+    at hand."""
     if state is None:
         return None, None, []
     exchange = state.response or state.request
     metadata = exchange.metadata if exchange is not None else AgentRequestMetadata()
     usage = spent(state).model_dump()  # its sub-agents' calls too
     steps = build_steps(state.response, 0) or metadata.previous_steps.get(0, [])
+    if state.request is not None and state.answered:
+        ended = [r for r in state.answered.values() if r.action.item_index == 0]
+        ids = {r.action.tool_call_id for r in ended} | {step.tool_call_id for step in steps}
+        step = EngineResponse(action_responses=ended, metadata=state.request.metadata)
+        # As the step will have them, in the model's order; those under way not yet.
+        steps = [s for s in build_steps(step, 0) if s.tool_call_id in ids]
     return usage, metadata.iteration_count, steps

@@ -306,6 +306,7 @@ async def _list(args: argparse.Namespace) -> int:
 
 async def _show(args: argparse.Namespace) -> int:
     from ..durable import call_tree
+    from ..durable.so_far import recorded_calls, recorded_so_far
     from ..durable.status import ACTIVE_STATUSES
 
     url, pickled = store_url(args), read_pickled(args)
@@ -337,7 +338,9 @@ async def _show(args: argparse.Namespace) -> int:
         print(result_json(shown, default=str), file=result_stdout())
         return OK
     # The question (maybe a remote caller's), the model's text, tools' errors: as text.
-    print(printable("\n".join(render_run(info, calls, state, result))), file=result_stdout())
+    # Its usage as the run's own `--json` said it when it stopped: with the calls recorded since.
+    so_far = recorded_so_far(state, recorded_calls(steps)) if state is not None else None
+    print(printable("\n".join(render_run(info, calls, so_far, result))), file=result_stdout())
     for problem in unread:
         print(printable(f"warning: {problem}"), file=sys.stderr)
     return OK

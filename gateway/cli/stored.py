@@ -34,7 +34,9 @@ from ..errors import (
     GatewayError,
     PickledRecord,
     RunCancelled,
+    StoreError,
     StoreGone,
+    StoreUnavailable,
     UnknownRun,
     stopped_in,
 )
@@ -47,7 +49,7 @@ from ..store_config import (
     runs_stored,
     store_option,
 )
-from ..trace import TraceHook
+from ..trace import TraceHook, new_trace_context
 from .common import (
     add_model_options,
     add_strict_option,
@@ -241,6 +243,10 @@ def terminal_console(
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
     """`run`: `state` as a new run in the store at `url`."""
     preload_store()
+    if config.gateway.otel and state.caller_trace is None:
+        # Its spans and those of each process that resumes it make one trace, as a served
+        # run's continue its client's.
+        state = state.model_copy(update={"caller_trace": new_trace_context()})
 
     return await _drive(args, config, state, url, None, lambda runs: runs.start(state))
 
@@ -358,7 +364,7 @@ async def _drive(
                 except UnknownRun:
                     raise  # it runs elsewhere: nothing to resume here
                 except StoreGone:  # and the run with it: nothing to resume
-                    so_far = await _last_state(store, state.run_id) if args.json else None
+                    so_far = store.made_here(state.run_id)  # what this process knew last
                     stored, status = False, "failed"
                     raise
                 except RunCancelled:  # it has ended; what it spent till then is known
@@ -369,15 +375,21 @@ async def _drive(
                 except (AgentError, ToolkitError, GatewayError) as exc:
                     # What failed may be the store: this process knows what the run did.
                     so_far = store.made_here(state.run_id)
-                    if so_far is None:
+                    readable, recorded = True, None  # unread in time: in it still, maybe
+                    with anyio.move_on_after(STORE_READ):
                         try:
-                            so_far = await store.state(state.run_id)
+                            recorded = await store.so_far(state.run_id)
+                            readable = recorded is not None or runs is not None
+                        except StoreError as failed:
+                            # Away now (unreachable, locked), or a record refused unread: the
+                            # run is in it still; else the store cannot read it (damaged).
+                            readable = isinstance(failed, (StoreUnavailable, PickledRecord))
                         except Exception:  # the run may be in it still
-                            so_far = None
-                        else:
-                            if runs is None and so_far is None:  # the store did not take it
-                                stored, status = False, "failed"
-                                raise
+                            recorded = None
+                    if not readable:  # not taken in, or not there to resume: no hint
+                        stored, status = False, "failed"
+                        raise
+                    so_far = so_far or recorded
                     exc.add_note(f"the run is stored: {_resume_again(exc, hint)}")
                     status = "stopped"
                     raise
@@ -389,6 +401,7 @@ async def _drive(
                         stopped = GatewayError(f"interrupted: the run {after}")
                         said = "stopped" if gone is None else "failed"
                         waits: list[ApprovalRequest] = []
+                        so_far = store.made_here(state.run_id)  # should the store not answer
                         with anyio.CancelScope(shield=True), anyio.move_on_after(STORE_READ):
                             so_far = await _last_state(store, state.run_id)
                             if gone is None:  # its calls that wait still do, in the store
@@ -531,9 +544,10 @@ def _as_items(args: argparse.Namespace, state: RunState) -> bool:
 
 
 async def _last_state(runs: DurableRuns, run_id: str) -> RunState | None:
-    """The run's last checkpoint: made here, else the store's if it still answers (what
-    failed may be the store)."""
+    """What the run did so far as the store has it (`runs show` says the same), else, the
+    store not answering, as this process knew it."""
     try:
-        return runs.made_here(run_id) or await runs.state(run_id)
+        recorded = await runs.so_far(run_id)
     except Exception:
-        return None
+        recorded = None
+    return recorded or runs.made_here(run_id)

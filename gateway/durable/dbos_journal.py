@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dbos import DBOS
 from pydantic import JsonValue
 
-from .status import journal_name
+from .status import call_name, journal_name
 
 __all__ = ["DbosJournal"]
 
@@ -17,10 +17,14 @@ _log = logging.getLogger(__name__)
 
 class DbosJournal:
     """Answers calls recorded by an earlier execution of this workflow by their names; runs
-    the others as DBOS steps named after them."""
+    the others as DBOS steps named after them, and keeps what each returned in `made` (by
+    call name), if given: what this process knows of the run when the store is away."""
 
-    def __init__(self, recorded: dict[str, JsonValue]) -> None:
+    def __init__(
+        self, recorded: dict[str, JsonValue], made: dict[str, JsonValue] | None = None
+    ) -> None:
         self._recorded = recorded
+        self._made = made
 
     async def record(
         self, name: str, call: Callable[[], Awaitable[JsonValue]], *, nested: bool = False
@@ -37,4 +41,6 @@ class DbosJournal:
 
         result: JsonValue = await DBOS.run_step_async({"name": name}, step)
         _log.info("recorded %s", name)
+        if self._made is not None:
+            self._made[call_name(name)] = result
         return result

@@ -52,6 +52,7 @@ from .replicas import (
     on_postgres,
     owner_of,
 )
+from .so_far import recorded_so_far
 from .status import ACTIVE_STATUSES, RunInfo
 from .store_file import StoreFile
 from .stored import StoredRuns
@@ -97,8 +98,7 @@ class DurableRuns(StoredRuns):
         self._queue = queue
         """The queue only this process listens to (None: it runs no workflows)."""
         self._unfinished: dict[str, RunState] = {}
-        """The last checkpoint made here of each run driven here (`start`, `resume`) that
-        ended without its result (`made_here`)."""
+        """Each run driven here that ended without its result, as `made_here` says it."""
         self.stranded: dict[str, RunOptions] = {}
         """Runs of this process's background that its store's outage stopped, and how each
         goes on here once the store is back (`stranded`)."""
@@ -285,12 +285,12 @@ class DurableRuns(StoredRuns):
         """A run driven here has ended here, with its result or without."""
         del self._host.executions[run_id]
         if execution.result is None and execution.checkpoint is not None:
-            self._unfinished[run_id] = execution.checkpoint
+            records = execution.records or {}
+            self._unfinished[run_id] = recorded_so_far(execution.checkpoint, records)
 
     def made_here(self, run_id: str) -> RunState | None:
-        """The last checkpoint this process made of a run it drove (`start`, `resume`) that
-        ended without its result, kept in the store or not: what the run spent and did so
-        far when the store, away, cannot say (`state`)."""
+        """What a run driven here (`start`, `resume`) that ended without its result did so far
+        as this process knows it (`so_far`), stored or not: what the store, away, cannot say."""
         return self._unfinished.get(run_id)
 
     async def begin(self, state: RunState, options: RunOptions | None = None) -> None:

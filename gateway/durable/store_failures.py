@@ -1,10 +1,11 @@
 """Why a run store cannot be used, in one line with what to do, and whose fault that is.
 
-    StoreError           exit 2: the URL or the file is not a store (bad input)
+    StoreError           exit 2: the URL or the file is not a store (bad input), or a SQLite
+                         file found damaged as it is opened or read
     └── StoreUnavailable exit 1: the store cannot be used now: a PostgreSQL server away, or
                          refusing this user a right the store needs (CONNECT, CREATE on the
                          database, making it); a SQLite file locked by another process, its
-                         disk full, read-only
+                         disk full, read-only, or found damaged by a write (a run going on)
 
 A rights problem is one class, whatever the moment it shows (connecting, making the database,
 DBOS's schema), as chat memory's store has it: the store is fine, its user may not use it yet.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import sqlite3
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from agent.memory.postgres_database import create_database, not_made
 from ..errors import StoreError, StoreUnavailable
 from ..store_config import redacted, without_credentials_of
 
-__all__ = ["NO_FOLDER", "READ_ONLY", "open_failure", "store_failure"]
+__all__ = ["DAMAGED", "NO_FOLDER", "READ_ONLY", "open_failure", "store_failure"]
 
 READ_ONLY = (
     "it is read-only here: make it writable (or name another store with --store or --state-dir)"
@@ -45,6 +47,12 @@ _OS_NOW = {
     errno.ENOSPC: "free some space on its disk",
 }
 """What to do when the file or its directory cannot be made."""
+_DAMAGED = "database disk image is malformed"
+DAMAGED = (
+    "the file is damaged: restore it from a backup, or name another store with --store or "
+    "--state-dir (`sqlite3 {file} .recover` saves what it can)"
+)
+"""What to do with a SQLite store whose file is damaged (SQLite's `_DAMAGED`)."""
 NO_FOLDER = (
     "its directory {folder} does not exist, and cannot be made in {parent}: name another store "
     "with --store or --state-dir (or run with --no-store: keep no record)"
@@ -66,7 +74,7 @@ def store_failure(url: str, exc: BaseException, *, doing: str = "open") -> Store
     if url.startswith(("postgresql:", "postgres:")):
         unavailable, advice = _postgres(url, cause)
     else:
-        unavailable, advice = _sqlite(url, cause, first)
+        unavailable, advice = _sqlite(url, cause, first, writing=doing == "write to")
     error = StoreUnavailable if unavailable else StoreError
     said = f"cannot {doing} the run store {redacted(url)}: {first}"
     return error(f"{said}: {advice}" if advice is not None else said)
@@ -84,7 +92,12 @@ async def open_failure(url: str, exc: BaseException) -> StoreError:
     return failure
 
 
-def _sqlite(url: str, cause: BaseException, first: str) -> tuple[bool, str | None]:
+def _sqlite(
+    url: str, cause: BaseException, first: str, *, writing: bool
+) -> tuple[bool, str | None]:
+    if isinstance(cause, sqlite3.DatabaseError) and first.lower() == _DAMAGED:
+        # A write that finds it damaged fails a run that went well until then (exit 1).
+        return writing, DAMAGED.format(file=shlex.quote(url.removeprefix("sqlite:///")))
     if isinstance(cause, OSError):
         advice = _OS_NOW.get(cause.errno or 0)
         folder = Path(url.removeprefix("sqlite:///")).parent

@@ -32,6 +32,7 @@ from .changes import BATCH, GoingRecords, going_records, last_changes
 from .checkpoints import state_of
 from .decisions import decisions_in, stored_decisions
 from .record_format import STORED_FORMAT, pickled, refusals, refusing_for
+from .so_far import recorded_calls, recorded_so_far
 from .status import (
     EXECUTION_EVENT,
     STATE_EVENT,
@@ -308,6 +309,14 @@ class StoredRuns:
             )
         inputs = found[0].input if found else None
         return stored_state(inputs["args"][0], run_id) if inputs else None
+
+    async def so_far(self, run_id: str) -> RunState | None:
+        """What the run did so far: its last checkpoint with the calls of its step in progress
+        recorded since (`so_far`), as `runs show` shows it; None if it is not stored."""
+        state = await self.state(run_id)
+        if state is None:
+            return None
+        return recorded_so_far(state, recorded_calls(await self.steps(run_id)))
 
     async def forget_finished(self, keep_days: float, *, batches: int | None = None) -> int:
         """Delete the runs that finished more than `keep_days` ago, oldest first, `BATCH` at a

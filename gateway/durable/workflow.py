@@ -37,7 +37,14 @@ from .endings import ItemsFailed, cancelled_by_dbos, failed_items, lost_to_anoth
 from .outage import Outage
 from .record_format import refusing_for
 from .sqlite_lock import LockWait
-from .status import CHECKPOINT_STEP, EXECUTION_EVENT, LEFT_WAITING, STATE_EVENT, this_process
+from .status import (
+    CHECKPOINT_STEP,
+    EXECUTION_EVENT,
+    LEFT_WAITING,
+    STATE_EVENT,
+    call_name,
+    this_process,
+)
 from .store_failures import store_failure
 
 __all__ = ["WORKFLOW", "Execution", "Host", "RunOptions", "Stopped", "hosting", "run_workflow"]
@@ -118,6 +125,9 @@ class Execution:
     handle: WorkflowHandleAsync[str] | None = None
     checkpoint: RunState | None = None
     """Its latest state made here, kept in the store or not (the store may be away)."""
+    records: dict[str, JsonValue] | None = None
+    """The results of its calls, recorded before or here, by call name (`so_far`), for its
+    driver (`made_here`); None for a background run: nobody asks, and it may wait for days."""
     running: bool = False
     """Its workflow body has begun here (`stop_all` waits for those only)."""
     followed: bool = False
@@ -248,6 +258,8 @@ async def _execute(
             if s["error"] is None and s["function_name"] != CHECKPOINT_STEP
         }
         received = [s["output"] for s in steps if s["function_name"] == "DBOS.recv"]
+        if not execution.background:
+            execution.records = {call_name(name): output for name, output in recorded.items()}
         for _ in range(max((s["function_id"] for s in steps), default=0)):
             DBOS.reserve_step()  # new steps go after the recorded ones, whatever their order
         with refusing_for(run_id):
@@ -279,7 +291,7 @@ async def _execute(
             result = await gateway.resume(
                 state,
                 checkpoint=checkpoint,
-                journal=DbosJournal(recorded),
+                journal=DbosJournal(recorded, execution.records),
                 approver=approvals,
                 hooks=(*host.hooks, *options.hooks),
                 stream=host.stream if options.stream is None else options.stream,

@@ -17,22 +17,27 @@ pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 CONFIG = (
     '[tools.wait]\npython = "tests.sample_tools:wait_until_cancelled"\n'
     '[tools.logged]\npython = "tests.durable_tools:logged"\n'
-    '[agents.assistant]\ntools = ["wait", "logged"]\nrequire_approval = ["logged"]\n'
+    '[tools.plain]\npython = "tests.durable_tools:logged"\n'
+    '[agents.assistant]\ntools = ["wait", "logged", "plain"]\nrequire_approval = ["logged"]\n'
 )
 
 
 async def _cancelled_once(
-    tmp_path: Path, store: str, call: dict[str, Any], *, once: str, json_out: bool = False
+    tmp_path: Path,
+    store: str,
+    *calls: dict[str, Any],
+    once: tuple[str, ...],
+    json_out: bool = False,
 ) -> tuple[str, int, str]:
-    """A run of `call` cancelled by `runs cancel` once its stderr says `once`: its id, its
-    exit code and stdout; its stderr has no traceback and says it was cancelled."""
+    """A run of `calls` (one step) cancelled by `runs cancel` once its stderr says `once`:
+    its id, its exit code and stdout; its stderr has no traceback and says it was cancelled."""
     config = tmp_path / "agent-gateway.toml"
     config.write_text(CONFIG)
-    model = script_model(tmp_path / "s.json", {"tool_calls": [call]}, {"content": "never"})
+    model = script_model(tmp_path / "s.json", {"tool_calls": list(calls)}, {"content": "never"})
     args = ["go", "--config", str(config), "--store", store, "--model", model]
     run = await start_run(*args, *(["--json"] if json_out else []))
     try:
-        await run.until(once)
+        await run.until(*once)
         [going] = list_runs(store)
         cancelled = cli("runs", "cancel", going["run_id"], "--store", store, "--json")
         assert cancelled.returncode == 0, cancelled.stderr
@@ -51,8 +56,10 @@ async def _cancelled_once(
 async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, store: str) -> None:
     marker = tmp_path / "marker"
     call = tool_call("wait", "w1", marker=str(marker))
+    ended = tool_call("plain", "p1", log=str(tmp_path / "calls.log"), name="P")
+    started = ("wait_until_cancelled: started", "recorded tool 0 p1")
     run_id, code, out = await _cancelled_once(
-        tmp_path, store, call, once="wait_until_cancelled: started", json_out=True
+        tmp_path, store, call, ended, once=started, json_out=True
     )
     assert marker.read_text() == "cancelled"  # the call in flight stopped
     assert code == 1
@@ -65,6 +72,8 @@ async def test_a_run_cancelled_mid_call_stops_its_call_and_ends(tmp_path: Path, 
         1,
         1,
     )
+    # The call of the step that ended is said, as its record holds it (was []).
+    assert [(s["call_id"], s["observation"]) for s in printed["steps"]] == [("p1", "P done")]
     assert list_runs(store)[0]["status"] == "cancelled"
     again = cli("resume", run_id, "--store", store)
     assert again.returncode == 2
@@ -75,7 +84,7 @@ async def test_a_run_cancelled_while_it_waits_for_approval_ends(tmp_path: Path, 
     log = tmp_path / "calls.log"
     call = tool_call("logged", "g1", log=str(log), name="G")
     _, code, out = await _cancelled_once(
-        tmp_path, store, call, once="waiting for approval: logged", json_out=True
+        tmp_path, store, call, once=("waiting for approval: logged",), json_out=True
     )
     assert code == 1
     printed = json.loads(out)

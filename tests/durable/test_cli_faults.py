@@ -71,6 +71,37 @@ def test_a_store_that_is_not_one_or_is_down_is_one_line_with_the_right_exit_code
     assert printed["error"].startswith("cannot open the run store postgresql://gw:***@")
 
 
+def test_a_store_found_damaged_as_a_run_starts_fails_it_with_no_hint_to_resume(
+    tmp_path: Path,
+) -> None:
+    """A SQLite file that opens, but whose pages are damaged (16 kB overwritten): the run's
+    first write finds it so. Was: exit 2 (bad input), nothing on stdout with --json, and
+    `the run is stored: agent-gateway resume ...`, which could never work."""
+    file = tmp_path / "runs.sqlite3"
+    store = f"sqlite:///{file}"
+    model = script_model(tmp_path / "a.json", {"content": "hi"})
+    run = ["run", "q", "--config", _config(tmp_path), "--model", model, "--store", store]
+    for _ in range(3):
+        assert cli(*run).returncode == 0
+    with file.open("r+b") as damaged:
+        damaged.seek(12288)
+        damaged.write(bytes(range(256)) * 64)
+    done = cli(*run, "--json")
+    assert done.returncode == 1, done.stderr  # the store fails now: the input was fine
+    assert "the run is stored" not in done.stderr
+    printed = json.loads(done.stdout)
+    assert list(printed) == KEYS
+    assert (printed["run_id"], printed["status"]) == (None, "failed")  # nothing to resume
+    said = f"cannot write to the run store {store}: database disk image is malformed: "
+    assert printed["error"].startswith(said + "the file is damaged: restore it from a backup")
+    assert f"error: {printed['error']}\n" in done.stderr
+    # Read as it is opened, it is as a file that is not a database: bad input, said so.
+    shown = cli("runs", "list", "--store", store)
+    assert shown.returncode == 2, shown.stderr
+    assert "cannot open the run store" in shown.stderr
+    assert "the file is damaged" in shown.stderr
+
+
 def test_a_run_that_has_ended_is_not_cancelled_nor_resumed(tmp_path: Path) -> None:
     """The hint to look at it names the store it is in (else it looks in the default one)."""
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"

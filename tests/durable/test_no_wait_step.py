@@ -104,6 +104,9 @@ async def test_the_ungated_call_of_the_step_ends_before_no_wait_returns_and_runs
     assert [w["short"] for w in stopped["waiting"]] == ["c"]
     assert step.calls() == ["start W", "end W"]  # W ended before the command returned
     assert "recorded tool 0 w" in run.err
+    # Said as done (it will not run again), though only its record holds it: was [].
+    assert [(s["call_id"], s["observation"]) for s in stopped["steps"]] == [("w", "W done")]
+    assert stopped["iterations"] == 1
 
     step.approve_and_resume(stopped["run_id"])
     assert step.calls() == ["start W", "end W"]  # answered from its record, not made again

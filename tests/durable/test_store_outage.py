@@ -193,3 +193,6 @@ async def test_run_json_of_a_run_the_store_stopped_says_what_it_did_so_far(
     assert shown["usage"] is not None, shown
     assert shown["usage"]["requests"] == 1, shown
     assert shown["iterations"] == 1, shown
+    # A, recorded before the outage, as the process knew it; not B, whose record was not
+    # written (was [], the checkpoint being from before the calls).
+    assert [(s["call_id"], s["observation"]) for s in shown["steps"]] == [("a", "A done")]
