@@ -35,6 +35,7 @@ from gateway.durable import DurableRuns, open_runs
 from gateway.errors import ConfigError
 from gateway.run_state import RunOrigin
 from gateway.server import build_server, http_app, http_options
+from gateway.server.transports.static_tokens import token_label
 from gateway.trace import TraceEvent
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import ToyServer
@@ -319,7 +320,10 @@ async def test_a_proxied_call_records_the_callers_subject_on_its_trace(
                 assert not (await session.call_tool("toy__echo", {"a": 1})).is_error
     calls = [e for e in served.events if e.kind == "tool" and e.name == "toy__echo"]
     by_run = {e.run_id: e.subject for e in calls}
-    assert sorted(by_run.values(), key=str) == [f"{served.issuer.url}#bob", "token-1"]
+    assert sorted(by_run.values(), key=str) == [
+        f"{served.issuer.url}#bob",
+        token_label(served.static),
+    ]
     assert {e.phase for e in calls} == {"start", "end"}
 
 

@@ -56,7 +56,7 @@ def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str
     Always qualified by the issuer: two identity providers may each have an `alice`. `%` and
     `:` in a subject are escaped (`%25`, `%3A`), so no subject spells a client's identity
     (`client:svc`); an issuer is an http(s) URL without `#` (`ResourceServerSettings`), so no
-    identity spells another issuer's, nor a static token's label (`token-N`). ValueError for
+    identity spells another issuer's, nor a static token's label (no `#`). ValueError for
     a token naming neither: it would share one identity with every other such token."""
     bare = issuer.rstrip("/")
     if subject:
