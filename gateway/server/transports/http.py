@@ -73,7 +73,7 @@ from ...config import GatewaySettings
 from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
-from .challenges import RequireToken, ScopeChallenge
+from .challenges import RequireToken, ScopeChallenge, unchecked_token
 from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, ConnectionLimits
 from .cors import Cors
 from .draining import (
@@ -169,6 +169,13 @@ def http_options(
             'could run your agents and tools. Set [gateway] tokens_env = "AGENT_GATEWAY_TOKENS" '
             "(or pass --token-env VAR) and put the tokens, comma-separated, in that variable; "
             "or serve on 127.0.0.1"
+        )
+    secret_env = settings.oauth.introspection_client_secret_env if settings.oauth else None
+    if secret_env and not os.environ.get(secret_env):
+        # As an unset tokens_env: refused here, not found out on every opaque token.
+        raise ConfigError(
+            "[gateway.oauth] introspection_client_secret_env: the variable "
+            f"{secret_env} is not set or empty"
         )
     short = [i for i, token in enumerate(tokens, 1) if len(token.secret) < MIN_TOKEN_CHARS]
     if short and not is_loopback(host):
@@ -340,7 +347,11 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         endpoint = Cors(endpoint, options.allowed_origins)
     if verifier is not None:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=BearerAuthBackend(verifier),
+                on_error=unchecked_token,  # an issuer unreachable: 503
+            ),
             Middleware(AuthContextMiddleware),
         ]
 
