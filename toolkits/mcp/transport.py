@@ -44,7 +44,7 @@ from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
 from .sse_stream import KEEP_ALIVE, event_streams, sse_transport
-from .stderr_tail import StderrTail
+from .stderr_tail import StderrLines, StderrTail
 from .stdio_pipe import StdioLink, open_stdio
 
 if TYPE_CHECKING:
@@ -493,7 +493,8 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
             tail.append(line)
             log.info("stderr: %s", printable(line))  # the server's words: never obeyed
 
-    pending = b""
+    # Bytes: a character of UTF-8 takes up to 4 of them.
+    lines = StderrLines(4 * _STDERR_LINE_LIMIT)
     try:
         while True:
             await anyio.wait_readable(fd)
@@ -503,11 +504,10 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
                 continue
             if not chunk:
                 break
-            *lines, pending = (pending + chunk).split(b"\n")
-            for raw in lines:
+            for raw in lines.feed(chunk):
                 emit(raw)
     finally:
-        emit(pending)
+        emit(lines.finish())
         os.close(fd)
 
 
