@@ -111,6 +111,13 @@ def test_host_and_origin_rules_follow_the_bound_address(monkeypatch: pytest.Monk
     assert not loopback.allows_host("localhost:8001")
     assert loopback.allows_origin("http://127.0.0.1:8000")
     assert not loopback.allows_origin("http://127.0.0.1:6274")
+    # Bound to another loopback address, the URL it prints is reachable, by that address.
+    other = allowed_hosts(http_options("127.0.0.2:8000", GatewaySettings()))
+    assert other is not None
+    assert other.allows_host("127.0.0.2:8000")
+    assert other.allows_origin("http://127.0.0.2:8000")
+    assert other.allows_host("localhost:8000")
+    assert not other.allows_host("127.0.0.3:8000")
     monkeypatch.setenv("GW_TOKENS", "t" * 32)
     settings = GatewaySettings(tokens_env="GW_TOKENS", allowed_hosts=["gw.example.com:*"])
     public = allowed_hosts(http_options("10.1.2.3:8000", settings))

@@ -237,8 +237,8 @@ def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
     """
     host = options.host
     names: tuple[str, ...] = (host,)
-    if is_loopback(host):
-        names = LOOPBACK_NAMES
+    if is_loopback(host):  # the bound address, and the names of loopback (127.0.0.2 too)
+        names = tuple(dict.fromkeys((host, *LOOPBACK_NAMES)))
     elif host in ("0.0.0.0", "::", ""):
         if not options.allowed_hosts:
             # Any name may reach a wildcard bind; the bearer token is the protection then.
