@@ -73,6 +73,8 @@ class Issuer:
         """While set and not yet set off, the JWKS is not answered (a slow endpoint)."""
         self.jwks_waiting = anyio.Event()
         """Set when a JWKS request is held."""
+        self.jwks_status = 200
+        """Anything else: the JWKS answers that, with no keys (an issuer down)."""
         self.introspection_status = 200
         """Anything else: introspection answers that, with no answer (an endpoint down)."""
 
@@ -89,6 +91,8 @@ class Issuer:
 
         async def jwks(_request: Request) -> JSONResponse:
             self.jwks_asked += 1
+            if self.jwks_status != 200:
+                return JSONResponse({}, status_code=self.jwks_status)
             if self.jwks_held is not None:
                 self.jwks_waiting.set()
                 await self.jwks_held.wait()

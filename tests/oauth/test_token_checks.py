@@ -210,3 +210,25 @@ async def test_an_introspection_endpoint_down_is_unreachable_not_an_invalid_toke
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned[0] == f"the introspection endpoint {issuer.url}/introspect answered 503"
     assert warned[1].startswith(f"the introspection endpoint {closed} could not be reached")
+
+
+async def test_an_issuer_down_is_asked_for_its_keys_at_most_once_a_minute_and_said_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anyone can mint a JWT naming the issuer: while its keys cannot be fetched, each such
+    token cost it two requests, and an admin saw nothing at the default level."""
+    async with issuer_serving(monkeypatch) as issuer:
+        issuer.jwks_status = 503
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            for _ in range(50):
+                with pytest.raises(IssuerUnreachable, match="could not be fetched"):
+                    await tokens.verify_token(issuer.token(RESOURCE))
+            assert issuer.jwks_asked == 1
+            issuer.jwks_status = 200  # back up: the next fetch is due a minute on
+            tokens.refetch_after = 0
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+            assert issuer.jwks_asked == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert warned[0].startswith(f"the signing keys of {issuer.url} could not be fetched: ")

@@ -1,7 +1,8 @@
 """Checking an OAuth access token (`OAuthTokens`), and who it says is calling (`oauth_caller`).
 
 - A JWT by its signature (the issuer's JWKS, fetched from its metadata or `jwks_uri`, kept an
-  hour, refetched for a key ID it lacks at most once a minute per issuer), `iss` (one of the
+  hour, refetched for a key ID it lacks, or after a failed fetch, at most once a minute per
+  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss` (one of the
   configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`. Only a fetch waits
   for a fetch: a token whose key is known is checked at once, also while the issuer's keys
   are being fetched again, and a fetch gives up after `fetch_seconds`.
@@ -229,16 +230,18 @@ class OAuthTokens:
 
     def _fetch_due(self, keys: _IssuerKeys, kid: str | None, asked: float) -> bool:
         """Whether a request for `kid` that began at `asked` should fetch the issuer's keys:
-        not when a fetch began since (it waited for that one); else when there are none yet;
-        else, at most once per `refetch_after`, when they are an hour old or lack `kid`.
-        Keys kept past the hour serve while their issuer cannot be reached."""
+        not when a fetch began since (it waited for that one); else at most once per
+        `refetch_after`, when there are none (the last fetch failed too: a token naming an
+        issuer that is down costs it nothing more, whoever mints them), or when they are an
+        hour old or lack `kid`. Keys kept past the hour serve while their issuer cannot be
+        reached."""
         now = time.monotonic()
         if keys.tried is not None and keys.tried >= asked:
             return False
-        if keys.keys is None:
-            return True
         if keys.tried is not None and now - keys.tried <= self.refetch_after:
             return False
+        if keys.keys is None:
+            return True
         return now - keys.fetched > _KEYS_TTL or _find(keys.keys, kid) is None
 
     async def _refetch(self, keys: _IssuerKeys, issuer: str) -> None:
