@@ -269,6 +269,54 @@ async def test_stray_stdout_lines_are_said_briefly_and_the_calls_go_on(
     assert "transport error" not in caplog.text
 
 
+LONG_LINES_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        for _ in range(2):  # two lines of 1.5 MB, written in pieces
+            for _ in range(1500):
+                sys.stdout.write("x" * 1000)
+            print(flush=True)
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "long", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "ok", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"content": [{"type": "text", "text": "fine"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+async def test_a_stdout_line_over_max_message_bytes_is_dropped_unread_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line on stdout was kept whole however long (300 MB: 1.28 GB of memory); now one
+    longer than the server's `max_message_bytes` is dropped as it comes, as over HTTP."""
+    script = tmp_path / "long.py"
+    script.write_text(LONG_LINES_SERVER)
+    config = McpServerConfig(
+        command=sys.executable, args=[str(script)], prefix="never", max_message_bytes=1 << 20
+    )
+    with caplog.at_level(logging.INFO, logger="toolkits.mcp"):
+        async with McpToolkit("long", config) as node:
+            with anyio.fail_after(30):
+                result = await node.call_tool("ok", {})
+    assert result_text(result) == "fine"  # the lines after them are read as before
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert (
+        warned
+        == [
+            "the server wrote a line on stdout longer than its max_message_bytes (1048576 bytes): "
+            "dropped unread (a call it answers fails by its timeout)"
+        ]
+        * 2
+    )
+
+
 MALFORMED_SERVER = """
 import json, sys
 for line in sys.stdin:
