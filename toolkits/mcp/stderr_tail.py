@@ -1,15 +1,10 @@
 """What a stdio server writes to stderr: its lines (`StderrLines`), and the tail of them kept
 to say why it did not start (`StderrTail`).
 
-A line is what ends in `\n` (or `\r\n`); a `\r` alone starts it over, as a terminal shows it,
-so a progress bar drawn with `\r` (tqdm, npm, downloaders) is one line, its last state, once it
-ends. Of a line, the first `limit` bytes are kept and the rest dropped as it comes: memory is
-bounded and each byte is looked at once, however long a line grows or never ends.
-
-The last few lines, and before them the last lines that read like the error itself (`Error:`,
-a traceback, an exception): a launcher's chatter after the error would otherwise push it out.
-npm's own notices (`npm notice New minor version of npm available!`, five lines at the exit of
-any `npx` server) and warnings say nothing of the server, and are left out.
+A line is what ends in `\n`. Of a line, the first `limit` bytes are kept and the rest dropped
+as it comes, so memory is bounded and each byte is looked at once however long a line grows or
+if it never ends (a progress bar drawn with `\r`: tqdm, npm, downloaders). A `\r` is no line
+end: the log shows what the server wrote, a `\r` written out as `\r`, never a line a `\r` overwrote.
 """
 
 from __future__ import annotations
@@ -19,7 +14,6 @@ from collections import deque
 
 __all__ = ["StderrLines", "StderrTail"]
 
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 _NOISE = re.compile(r"npm (notice|warn)\b", re.IGNORECASE)
 _ERRORISH = re.compile(r"error|exception|traceback|fatal|panic", re.IGNORECASE)
 _GAP = "..."
@@ -67,43 +61,25 @@ class StderrLines:
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._pending = bytearray()
-        self._after_cr = False
-        """A chunk ended in `\r`: a `\n` next ends the line, anything else starts it over."""
 
     def feed(self, chunk: bytes) -> list[bytes]:
-        """The lines `chunk` ends (without their line ends)."""
+        """The lines `chunk` ends (without their `\n`)."""
         ended: list[bytes] = []
         start = 0
-        if self._after_cr and chunk:
-            self._after_cr = False
-            if chunk.startswith(b"\n"):
-                ended.append(self._take())
-                start = 1
-            else:
-                self._pending.clear()
-        for found in _LINE_END.finditer(chunk, start):
-            self._keep(chunk, start, found.start())
-            start = found.end()
-            if found.group() != b"\r":
-                ended.append(self._take())
-            elif start == len(chunk):  # a `\r\n` split across reads, or a `\r`
-                self._after_cr = True
-            else:
-                self._pending.clear()
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._keep(chunk, start, end)
+            ended.append(self.finish())
+            start = end + 1
         self._keep(chunk, start, len(chunk))
         return ended
 
     def finish(self) -> bytes:
-        """What came after the last line end (at the stream's end)."""
-        self._after_cr = False
-        return self._take()
+        """The line so far (at its end, or the stream's)."""
+        line = bytes(self._pending)
+        self._pending.clear()
+        return line
 
     def _keep(self, chunk: bytes, start: int, end: int) -> None:
         room = self._limit - len(self._pending)
         if room > 0 and end > start:
             self._pending += chunk[start : min(end, start + room)]
-
-    def _take(self) -> bytes:
-        line = bytes(self._pending)
-        self._pending.clear()
-        return line
