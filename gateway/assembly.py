@@ -102,8 +102,10 @@ async def open_gateway(
                 return NoModel(name)
             resolved = resolve_models(spec.model, agent=name, http_client=client, settings=settings)
             if isinstance(resolved, KeylessModel) and config.source is not None:
-                # Said when the agent is asked, past `_naming_file`: it names the file itself.
-                return KeylessModel(resolved.name, f"{config.source}: {resolved.reason}")
+                # The operator is told the file (past `_naming_file`, which would); a call,
+                # which may be a remote client's, is not: the path is the operator's.
+                reason = resolved.reason
+                return KeylessModel(resolved.name, f"{config.source}: {reason}", told=reason)
             return resolved
         return overrides[settings.model_dump_json()]
 

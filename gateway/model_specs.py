@@ -41,9 +41,12 @@ class CannotAnswer:
 
     error: type[ModelConfigError] = ModelConfigError
 
-    def __init__(self, name: str, reason: str) -> None:
+    def __init__(self, name: str, reason: str, *, told: str | None = None) -> None:
         self._name = name
         self.reason = reason
+        """Why, for the operator (`cannot_run`: the command line, serve's log)."""
+        self._told = told if told is not None else reason
+        """Why, for whoever asks it: a served agent's remote client too."""
 
     @property
     def name(self) -> str:
@@ -56,7 +59,7 @@ class CannotAnswer:
         *,
         on_token: TokenCallback | None = None,
     ) -> AssistantMessage:
-        raise self.error(self.reason)
+        raise self.error(self._told)
 
 
 class NoModel(CannotAnswer):

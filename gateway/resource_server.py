@@ -21,10 +21,15 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-__all__ = ["ALL_NODES", "ResourceServerSettings"]
+__all__ = ["ALL_NODES", "ASYMMETRIC_ALGORITHMS", "ResourceServerSettings"]
 
 ALL_NODES = "*"
 """In a scope's list of nodes: every node, and the served resources, prompts and completions."""
+ASYMMETRIC_ALGORITHMS = (
+    *("RS256", "RS384", "RS512", "PS256", "PS384", "PS512"),
+    *("ES256", "ES256K", "ES384", "ES512", "ES521", "EdDSA"),
+)
+"""The JWT signature algorithms `algorithms` may name: signed with the issuer's private key."""
 
 
 class ResourceServerSettings(BaseModel):
@@ -64,6 +69,18 @@ class ResourceServerSettings(BaseModel):
             if "#" in url:
                 # Never meaningful here, and a caller's identity is `<issuer>#<sub>`.
                 raise ValueError(f"{url!r}: a URL here has no fragment (#...)")
+        return value
+
+    @field_validator("algorithms")
+    @classmethod
+    def _asymmetric_algorithms(cls, value: list[str]) -> list[str]:
+        # `none` proves nothing, and HMAC would take the issuer's public key as its secret.
+        refused = [a for a in value if a not in ASYMMETRIC_ALGORITHMS]
+        if refused or not value:
+            raise ValueError(
+                f"not accepted: {refused or 'none listed'}; take any of "
+                f"{', '.join(ASYMMETRIC_ALGORITHMS)} (never none, never HMAC: HS256, ...)"
+            )
         return value
 
     @model_validator(mode="after")

@@ -31,6 +31,7 @@ from agent.memory import SQLiteStore
 from agent.memory.redis_store import RedisStore
 from gateway.cli import main
 from gateway.config import TOOLBOX_SERVER
+from gateway.server.transports.static_tokens import token_label
 from tests.server.processes import http_server
 from tests.servers.openai_stub import CutOff, OpenAIStub, Refusal, openai_stub
 
@@ -473,29 +474,33 @@ async def test_over_http_each_tokens_sessions_are_its_own_and_the_operator_reach
     tmp_path: Path,
 ) -> None:
     """Two tokens naming the same `session_id` hold two conversations; from the command line,
-    `sessions list` says whose each is and its key (`@token-1/shared1`) continues it."""
+    `sessions list` says whose each is and its key (`@ann/shared1`) continues it. A token is
+    its name (`ann=TOKEN`) or its digest's label, not its position: with Ann's token revoked,
+    the one left does not become hers and gets none of her conversation."""
     assert EXECUTABLE is not None
-    tokens = {"token-1": "first-token-0123456789", "token-2": "second-token-0123456789"}
-    answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42."]
+    ann, other = "first-token-0123456789", "second-token-0123456789"
+    other_label = token_label(other)
+    answers = ["Noted.", "I know no secret of yours.", "It is PINEAPPLE-42.", "Still none."]
     state = ["--state-dir", str(tmp_path / "state")]
+
+    async def ask(url: str, token: str, question: str) -> None:
+        headers = {"Authorization": f"Bearer {token}"}
+        with anyio.fail_after(30):
+            async with (
+                httpx2.AsyncClient(headers=headers) as http,
+                Client(streamable_http_client(url, http_client=http)) as client,
+            ):
+                arguments = {"prompt": question, "session_id": "shared1"}
+                answer = await client.call_tool("assistant", arguments)
+        assert not answer.is_error, answer
+
     with openai_stub(answers) as model:
         config = config_for(model, tmp_path)
         config.write_text('[gateway]\ntokens_env = "GW_TEST_TOKENS"\n' + config.read_text())
-        env = {"GW_TEST_TOKENS": ",".join(tokens.values())}
+        env = {"GW_TEST_TOKENS": f"ann={ann},{other}"}
         async with http_server(config, *state, env=env) as served:
-            for label, question in (
-                ("token-1", "my secret is PINEAPPLE-42"),
-                ("token-2", "what is my secret?"),
-            ):
-                headers = {"Authorization": f"Bearer {tokens[label]}"}
-                with anyio.fail_after(30):
-                    async with (
-                        httpx2.AsyncClient(headers=headers) as http,
-                        Client(streamable_http_client(served.url, http_client=http)) as client,
-                    ):
-                        arguments = {"prompt": question, "session_id": "shared1"}
-                        answer = await client.call_tool("assistant", arguments)
-                assert not answer.is_error, answer
+            await ask(served.url, ann, "my secret is PINEAPPLE-42")
+            await ask(served.url, other, "what is my secret?")
         # The second token's model saw no history: the question alone.
         assert [m["content"] for m in model.messages(1)[1:]] == ["what is my secret?"]
 
@@ -507,16 +512,26 @@ async def test_over_http_each_tokens_sessions_are_its_own_and_the_operator_reach
         code, out = await cli("sessions", "list", "--json")
         assert code == 0
         listed = {s["session_id"]: s["owner"] for s in json.loads(out)}
-        assert listed == {"@token-1/shared1": "token-1", "@token-2/shared1": "token-2"}
+        assert listed == {"@ann/shared1": "ann", f"@{other_label}/shared1": other_label}
+        assert other not in out
         code, out = await cli("sessions", "list")
-        assert out.splitlines()[-1].endswith(" UTC  of token-1")
+        assert out.splitlines()[-1].endswith(" UTC  of ann")
         assert (await cli("sessions", "show", "shared1"))[0] == 2  # nobody's: none
-        code, out = await cli("run", "What is my secret?", "--session", "@token-1/shared1")
+        code, out = await cli("run", "What is my secret?", "--session", "@ann/shared1")
         assert (code, out) == (0, "It is PINEAPPLE-42.\n")
         assert [m["content"] for m in model.messages(2)[1:]] == [
             "my secret is PINEAPPLE-42",
             "Noted.",
             "What is my secret?",
+        ]
+
+        # Ann's token revoked: the other, now the first and only one, is still itself.
+        async with http_server(config, *state, env={"GW_TEST_TOKENS": other}) as served:
+            await ask(served.url, other, "what is my secret now?")
+        assert [m["content"] for m in model.messages(3)[1:]] == [
+            "what is my secret?",
+            "I know no secret of yours.",
+            "what is my secret now?",
         ]
 
 

@@ -179,7 +179,8 @@ class ChatCompletions:
     async def _agent(self, scope: Scope, name: str) -> AgentSpec:
         spec = self._gateway.agents.get(name)
         if spec is None:
-            known = ", ".join(s.name for s in self._gateway.agents.values() if _served(s))
+            # Those the caller may call, as /v1/models lists them: no more.
+            known = ", ".join(model["id"] for model in (await self._models(scope))["data"])
             raise ApiError(
                 404,
                 f"the model {name!r} does not exist: a model is an agent of this gateway "

@@ -1,6 +1,6 @@
 """Who is calling is one identity per caller, across issuers and kinds of credential: an
 OAuth subject is qualified by its issuer, a client acting for itself is marked as one, a
-static token is `token-N`, and none of them can spell another's. Runs, their handles and
+static token is its name or its digest's label (`token-<hex>`), and none of them can spell another's. Runs, their handles and
 decisions, and chat memory sessions are keyed by it."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gateway.config import parse_config
 from gateway.durable.tree import call_tree
 from gateway.errors import ConfigError
 from gateway.server.transports.auth import oauth_caller
+from gateway.server.transports.static_tokens import token_label
 from tests.servers.openai_stub import openai_stub
 
 from .test_resource_server import client, gateway_behind_oauth, post, text
@@ -36,8 +37,10 @@ def test_an_oauth_caller_is_qualified_by_its_issuer_and_spells_no_other_kind() -
         oauth_caller(A, None, "svc"),
         oauth_caller(A, "client:svc", None),  # a subject posing as a client
         oauth_caller(A, "client%3Asvc", None),  # ... or as that subject, escaped
-        oauth_caller(B, "token-1", None),  # ... or as a static token
-        "token-1",
+        oauth_caller(B, token_label("static-token-9f2e"), None),  # ... or as a static token
+        token_label("static-token-9f2e"),
+        oauth_caller(B, "ann", None),  # ... or a named one
+        "ann",
     ]
     assert len(set(callers)) == len(callers), callers
     assert oauth_caller(A, "client:svc", None) == f"{A}#client%3Asvc"
@@ -91,7 +94,7 @@ async def test_no_caller_reaches_a_run_of_another_issuer_or_kind_with_the_same_n
         svc_run = await _start(served.url, svc_at_a)
 
         await _refused(served.url, b.token(served.url, sub="alice"), alices_run)
-        await _refused(served.url, b.token(served.url, sub="token-1"), static_run)
+        await _refused(served.url, b.token(served.url, sub=token_label(served.static)), static_run)
         for issuer in (a, b):
             await _refused(served.url, issuer.token(served.url, sub="client:svc"), svc_run)
 

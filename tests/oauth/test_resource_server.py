@@ -35,6 +35,7 @@ from gateway.durable import DurableRuns, open_runs
 from gateway.errors import ConfigError
 from gateway.run_state import RunOrigin
 from gateway.server import build_server, http_app, http_options
+from gateway.server.transports.static_tokens import token_label
 from gateway.trace import TraceEvent
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.inprocess import ToyServer
@@ -72,6 +73,10 @@ class Issuer:
         """While set and not yet set off, the JWKS is not answered (a slow endpoint)."""
         self.jwks_waiting = anyio.Event()
         """Set when a JWKS request is held."""
+        self.jwks_status = 200
+        """Anything else: the JWKS answers that, with no keys (an issuer down)."""
+        self.introspection_status = 200
+        """Anything else: introspection answers that, with no answer (an endpoint down)."""
 
     def app(self) -> Starlette:
         async def metadata(_request: Request) -> JSONResponse:
@@ -86,6 +91,8 @@ class Issuer:
 
         async def jwks(_request: Request) -> JSONResponse:
             self.jwks_asked += 1
+            if self.jwks_status != 200:
+                return JSONResponse({}, status_code=self.jwks_status)
             if self.jwks_held is not None:
                 self.jwks_waiting.set()
                 await self.jwks_held.wait()
@@ -97,6 +104,8 @@ class Issuer:
             self.introspections += 1
             if request.client is not None:
                 self.introspected_from.add(request.client.port)
+            if self.introspection_status != 200:
+                return JSONResponse({}, status_code=self.introspection_status)
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))
@@ -319,7 +328,10 @@ async def test_a_proxied_call_records_the_callers_subject_on_its_trace(
                 assert not (await session.call_tool("toy__echo", {"a": 1})).is_error
     calls = [e for e in served.events if e.kind == "tool" and e.name == "toy__echo"]
     by_run = {e.run_id: e.subject for e in calls}
-    assert sorted(by_run.values(), key=str) == [f"{served.issuer.url}#bob", "token-1"]
+    assert sorted(by_run.values(), key=str) == [
+        f"{served.issuer.url}#bob",
+        token_label(served.static),
+    ]
     assert {e.phase for e in calls} == {"start", "end"}
 
 
@@ -443,3 +455,50 @@ def test_oauth_counts_as_protection_for_a_public_address_and_bad_urls_are_refuse
     assert options.oauth is not None
     with pytest.raises(ConfigError, match="use https"):
         parse_config({"gateway": {"oauth": oauth | {"resource": "http://gw.example.com/mcp"}}})
+
+
+@pytest.mark.parametrize("algorithm", ["none", "HS256", "HS512", "RS1", ""])
+def test_algorithms_take_only_signatures_by_the_issuers_private_key(algorithm: str) -> None:
+    oauth = {
+        "resource": "https://gw.example.com/mcp",
+        "authorization_servers": ["https://idp.example.com"],
+        "algorithms": ["RS256", algorithm],
+    }
+    with pytest.raises(ConfigError, match=r"algorithms: .*not accepted: \['" + algorithm):
+        parse_config({"gateway": {"oauth": oauth}})
+    with pytest.raises(ConfigError, match=r"not accepted: none listed"):
+        parse_config({"gateway": {"oauth": oauth | {"algorithms": []}}})
+    assert parse_config({"gateway": {"oauth": oauth | {"algorithms": ["ES256", "EdDSA"]}}})
+
+
+def test_an_unset_introspection_secret_is_refused_at_startup(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    oauth = {
+        "resource": "https://gw.example.com/mcp",
+        "authorization_servers": ["https://idp.example.com"],
+        "introspection_endpoint": "https://idp.example.com/introspect",
+        "introspection_client_id": "gateway",
+        "introspection_client_secret_env": "GW_UNSET_INTROSPECT",
+    }
+    monkeypatch.delenv("GW_UNSET_INTROSPECT", raising=False)
+    settings = parse_config({"gateway": {"oauth": oauth}}).gateway
+    with pytest.raises(ConfigError, match=r"GW_UNSET_INTROSPECT is not set or empty"):
+        http_options("127.0.0.1:8443", settings)
+    monkeypatch.setenv("GW_UNSET_INTROSPECT", "s3cret")
+    assert http_options("127.0.0.1:8443", settings).oauth is not None
+
+
+async def test_a_token_whose_issuer_cannot_be_reached_gets_503_not_invalid_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    async with gateway_behind_oauth(
+        tmp_path, monkeypatch, introspection_endpoint=f"{closed}/introspect", jwks_uri=closed
+    ) as served:
+        for token in ("opaque-token", served.issuer.token(served.url)):
+            refused = await post(served.url, token)
+            assert refused.status_code == 503, refused.text
+            assert refused.headers["retry-after"] == "30"
+            assert refused.json()["error"] == "temporarily_unavailable"
+        assert (await post(served.url, served.static)).status_code not in (401, 403, 503)

@@ -308,6 +308,16 @@ async def test_the_openai_api_lists_and_runs_only_the_agents_a_tokens_scopes_gra
         error = answer.json()["error"]
         assert (error["type"], error["code"]) == ("permission_error", "insufficient_scope")
         assert "needs the scope agents or admin" in error["message"]
+        # An unknown model's 404 names the models this token may call: none, not every agent.
+        unknown = await http.post(
+            f"{base}/chat/completions",
+            json=ask | {"model": "nobody"},
+            headers={"Authorization": f"Bearer {served.token('mcp', 'tools:toy')}"},
+        )
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["message"] == (
+            "the model 'nobody' does not exist: a model is an agent of this gateway (none)"
+        )
 
         models, answer = await as_token(served.token("agents"))  # not the required `mcp`
         assert models.status_code == answer.status_code == 403

@@ -14,7 +14,9 @@ import pytest
 
 from gateway.resource_server import ResourceServerSettings
 from gateway.server.transports.auth import OAuthTokens
+from gateway.server.transports.oauth_tokens import IssuerUnreachable
 from tests.servers.asgi import serve_on_loopback
+from toolkits.mcp.oauth_callback import free_loopback_port
 
 from .test_resource_server import Issuer
 
@@ -151,3 +153,82 @@ async def test_at_most_introspections_kept_answers_are_kept(
             for token in ("t1", "t2", "t3", "t3", "t2", "t1"):
                 assert await tokens.verify_token(token) is None
         assert issuer.introspections == 4  # t1 made room for t3, and was asked again
+
+
+async def test_an_introspection_answer_of_the_wrong_shape_is_refused_not_a_500(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fail closed: an `exp` that is no number is no token "that never expires"."""
+    async with issuer_serving(monkeypatch) as issuer:
+        good = {"active": True, "sub": "bob", "scope": "mcp", "aud": RESOURCE}
+        issuer.opaque = {
+            "good": good | {"exp": time.time() + 60},
+            "exp-soon": good | {"exp": "soon"},
+            "exp-true": good | {"exp": True},
+            "aud-number": good | {"aud": 123},
+            "aud-mixed": good | {"aud": [RESOURCE, 5]},
+            "scope-number": good | {"scope": 5},
+            "scope-object": good | {"scope": {"mcp": True}},
+        }
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            assert await tokens.verify_token("good") is not None
+            for token in list(issuer.opaque)[1:]:
+                assert await tokens.verify_token(token) is None, token
+
+
+async def test_a_check_that_fails_unforeseen_is_a_refusal_said_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with issuer_serving(monkeypatch) as issuer:
+        issuer.opaque = {"good": {"active": True, "sub": "bob", "aud": RESOURCE}}
+        monkeypatch.delenv("GW_INTROSPECT")  # unset after serve's own check
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            assert await tokens.verify_token("good") is None
+    warned = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in warned] == [
+        "refused a bearer token: its check failed: ServerConfigError: environment variable "
+        "'GW_INTROSPECT' (the introspection client secret) is not set"
+    ]
+    assert warned[0].exc_info is None
+
+
+async def test_an_introspection_endpoint_down_is_unreachable_not_an_invalid_token(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with issuer_serving(monkeypatch) as issuer:
+        issuer.introspection_status = 503
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            with pytest.raises(IssuerUnreachable, match="answered 503"):
+                await tokens.verify_token("opaque")
+    closed = f"http://127.0.0.1:{free_loopback_port()}"
+    tokens = OAuthTokens(settings(issuer).model_copy(update={"introspection_endpoint": closed}))
+    with pytest.raises(IssuerUnreachable, match="could not be reached"):
+        await tokens.verify_token("opaque")
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned[0] == f"the introspection endpoint {issuer.url}/introspect answered 503"
+    assert warned[1].startswith(f"the introspection endpoint {closed} could not be reached")
+
+
+async def test_an_issuer_down_is_asked_for_its_keys_at_most_once_a_minute_and_said_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Anyone can mint a JWT naming the issuer: while its keys cannot be fetched, each such
+    token cost it two requests, and an admin saw nothing at the default level."""
+    async with issuer_serving(monkeypatch) as issuer:
+        issuer.jwks_status = 503
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            for _ in range(50):
+                with pytest.raises(IssuerUnreachable, match="could not be fetched"):
+                    await tokens.verify_token(issuer.token(RESOURCE))
+            assert issuer.jwks_asked == 1
+            issuer.jwks_status = 200  # back up: the next fetch is due a minute on
+            tokens.refetch_after = 0
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+            assert issuer.jwks_asked == 2
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert warned[0].startswith(f"the signing keys of {issuer.url} could not be fetched: ")

@@ -83,17 +83,43 @@ def test_no_home_directory_is_a_clear_error_naming_what_to_set(
 
 
 def test_the_file_store_writes_private_files_atomically(tmp_path: Path) -> None:
-    store = FileStore(tmp_path / "loose")
-    (tmp_path / "loose").mkdir(mode=0o755)
+    store = FileStore(tmp_path / "made" / "oauth")
     store.write("k", "v1")
     store.write("k", "v2")
     assert store.read("k") == "v2"
-    assert stat.S_IMODE(os.stat(tmp_path / "loose").st_mode) == 0o700
-    assert [p.name for p in (tmp_path / "loose").iterdir()] == ["k.json"]
-    assert stat.S_IMODE(os.stat(tmp_path / "loose" / "k.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "made" / "oauth").st_mode) == 0o700
+    assert [p.name for p in (tmp_path / "made" / "oauth").iterdir()] == ["k.json"]
+    assert stat.S_IMODE(os.stat(tmp_path / "made" / "oauth" / "k.json").st_mode) == 0o600
     assert store.delete("k")
     assert not store.delete("k")
     assert store.read("k") is None
+
+
+def test_the_file_store_leaves_a_directory_it_did_not_make_as_it_was(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`AGENT_GATEWAY_OAUTH_DIR=/tmp` took /tmp from every other user (chmod 0700)."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    (shared / "someone-elses").write_text("theirs")
+    store = FileStore(shared)
+    store.write("k", "v1")
+    store.write("k", "v2")
+    assert stat.S_IMODE(os.stat(shared).st_mode) == 0o1777
+    assert stat.S_IMODE(os.stat(shared / "k.json").st_mode) == 0o600
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        f"the OAuth token directory {shared} is open to other users (mode 1777): each token "
+        "file in it is 0600, but others may add or remove files there; "
+        f"chmod 700 {shared}, or set AGENT_GATEWAY_OAUTH_DIR to a directory of your own"
+    ]
+    own = tmp_path / "own"
+    own.mkdir(mode=0o700)
+    caplog.clear()
+    FileStore(own).write("k", "v")
+    assert stat.S_IMODE(os.stat(own).st_mode) == 0o700
+    assert not caplog.records
 
 
 @pytest.mark.anyio

@@ -176,6 +176,41 @@ async def test_when_every_connection_serves_a_request_a_new_one_gets_503() -> No
     assert refused.text == "Too many connections\n"
 
 
+async def answered(stream: anyio.abc.SocketStream) -> bytes:
+    """What the server sent before it closed the connection."""
+    said = b""
+    try:
+        while chunk := await stream.receive():
+            said += chunk
+    except (anyio.EndOfStream, anyio.BrokenResourceError):
+        pass
+    return said
+
+
+async def test_a_head_over_64_kib_is_refused_431_as_it_arrives_before_the_token_check() -> None:
+    options = HttpOptions("127.0.0.1", 0, tokens=(TOKEN,))
+    async with gateway(options) as served:
+        start = f"GET /v1/models HTTP/1.1\r\nHost: {served.host}:{served.port}\r\n"
+        with anyio.fail_after(20):
+            # Under the cap: read whole, then refused for its token (and kept alive).
+            near = f"{start}X-Junk: {'a' * 60_000}\r\n\r\n".encode()
+            fits = await served.connect(near)
+            assert (await fits.receive()).startswith(b"HTTP/1.1 401 ")
+            # The next request on that connection has a cap of its own, as does a new one's:
+            # answered while the head is still coming in (it never ends here).
+            huge = f"{start}X-Junk: {'a' * 200_000}".encode()
+            await fits.send(huge)
+            big = await served.connect(huge)
+            for stream in (fits, big):
+                said = await answered(stream)
+                assert said.startswith(b"HTTP/1.1 431 Request Header Fields Too Large\r\n")
+                assert said.endswith(b"The request's head is too large\n")
+            # Many short header lines add up the same.
+            lines = "".join(f"X-H{n}: {'b' * 100}\r\n" for n in range(1000))
+            many = await served.connect(f"{start}{lines}\r\n".encode())
+            assert (await answered(many)).startswith(b"HTTP/1.1 431 ")
+
+
 def test_the_cap_comes_from_the_config() -> None:
     assert http_options("127.0.0.1:0", GatewaySettings()).max_connections == 2048
     settings = GatewaySettings(http_max_connections=64)

@@ -30,8 +30,10 @@ from agent import (
 )
 from gateway import AgentSpec, Gateway
 from gateway.agent_tool import reported_usage
-from gateway.config import GatewaySettings
+from gateway.assembly import open_gateway
+from gateway.config import GatewaySettings, load_config
 from gateway.durable import DurableRuns, open_runs
+from gateway.model_specs import cannot_run
 from gateway.server import build_server
 from toolkits import FunctionToolkit, function_tool
 
@@ -263,3 +265,21 @@ async def test_a_server_keeps_nothing_of_its_runs_that_stopped(tmp_path: Path) -
         for i in range(12):
             assert "stopped" in _text(await client.call_tool("assistant", {"prompt": f"go {i}"}))
         assert relays_alive() - before <= 1  # the last run's, if its workflow still unwinds
+
+
+async def test_a_model_without_its_key_is_told_to_a_client_without_the_config_files_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path is the operator's: serve's log (`cannot_run`) names it, a client is told what
+    is misconfigured only."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    file = tmp_path / "agent-gateway.toml"
+    file.write_text('[agents.assistant]\nmodel = "openai:gpt-4.1-mini"\n')
+    async with open_gateway(load_config(file)) as gateway:
+        operator = cannot_run(gateway.agents["assistant"].model)
+        assert operator is not None
+        assert operator.startswith(f"{file}: agents.assistant.model: openai needs an API key")
+        async with Client(serve(gateway)) as client:
+            said = _text(await client.call_tool("assistant", {"prompt": "go"}))
+    assert "agents.assistant.model: openai needs an API key: set OPENAI_API_KEY" in said
+    assert str(tmp_path) not in said

@@ -27,6 +27,7 @@ from toolkits.observation import result_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
+LOGGED_SERVER = Path(__file__).parents[1] / "servers" / "logged_stdio.py"
 LONG_RUN = "everything__trigger-long-running-operation"
 
 
@@ -121,6 +122,34 @@ async def test_servers_that_never_start_leave_the_others_serving(
             assert report[0].endswith("No such file or directory: '/nonexistent/mcp-server'")
             assert report[3].startswith("time: ready since ")
     assert "stderr: boom: bad config" in caplog.messages
+
+
+async def test_a_carriage_return_progress_bar_on_stderr_costs_only_its_lines_start(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A bar drawn with `\\r` and no newline (tqdm, npm) and a line of megabytes are cut to
+    their first 2,000 characters as they come. Both were buffered whole, and copied again on
+    every read (a 40 MB line took 31 s to connect)."""
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    bar = "\\r[%-50s] %3d%% downloading shard %d" + " " * 20
+    script = (
+        "import runpy, sys\n"
+        "w = sys.stderr.write\n"
+        f"for i in range(400_000): w({bar!r} % ('#' * (i % 50), i % 100, i))\n"
+        "w('\\rdone: 100%\\n' + 'y' * 100_000 + '\\nready\\n')\n"
+        "sys.stderr.flush()\n"
+        f"runpy.run_path({str(LOGGED_SERVER)!r}, run_name='__main__')\n"
+    )
+    # 40 MB of bar: read in linear time it is connected in a few seconds (it took 31).
+    config = McpServerConfig(command=sys.executable, args=["-c", script], timeout=12)
+    with anyio.fail_after(30):
+        async with McpToolkit("bar", config) as node:
+            assert node.health.state == "ready", node.health.last_error
+            assert {t.name for t in await node.list_tools()} == {"bar__logged"}
+    said = [m.removeprefix("stderr: ") for m in caplog.messages if m.startswith("stderr: ")]
+    assert said[0].startswith(r"\r[" + " " * 50 + "]   0% downloading shard 0")
+    assert "done: 100%" not in said[0]  # past its first 2,000 characters
+    assert said[1:3] == ["y" * 2000, "ready"]
 
 
 async def test_a_server_that_exits_at_once_is_said_to_have_exited_with_its_status() -> None:
@@ -242,6 +271,54 @@ async def test_stray_stdout_lines_are_said_briefly_and_the_calls_go_on(
     assert len(said) > 5  # the rest at DEBUG
     assert all(r.exc_info is None for r in caplog.records)  # no traceback for a stray line
     assert "transport error" not in caplog.text
+
+
+LONG_LINES_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        for _ in range(2):  # two lines of 1.5 MB, written in pieces
+            for _ in range(1500):
+                sys.stdout.write("x" * 1000)
+            print(flush=True)
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "long", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "ok", "inputSchema": {"type": "object"}}]}
+    else:
+        result = {"content": [{"type": "text", "text": "fine"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+async def test_a_stdout_line_over_max_message_bytes_is_dropped_unread_and_said(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A line on stdout was kept whole however long (300 MB: 1.28 GB of memory); now one
+    longer than the server's `max_message_bytes` is dropped as it comes, as over HTTP."""
+    script = tmp_path / "long.py"
+    script.write_text(LONG_LINES_SERVER)
+    config = McpServerConfig(
+        command=sys.executable, args=[str(script)], prefix="never", max_message_bytes=1 << 20
+    )
+    with caplog.at_level(logging.INFO, logger="toolkits.mcp"):
+        async with McpToolkit("long", config) as node:
+            with anyio.fail_after(30):
+                result = await node.call_tool("ok", {})
+    assert result_text(result) == "fine"  # the lines after them are read as before
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert (
+        warned
+        == [
+            "the server wrote a line on stdout longer than its max_message_bytes (1048576 bytes): "
+            "dropped unread (a call it answers fails by its timeout)"
+        ]
+        * 2
+    )
 
 
 MALFORMED_SERVER = """

@@ -1,8 +1,8 @@
-"""What of a server's stderr is quoted when it fails to start."""
+"""A server's stderr as lines, and what of it is quoted when it fails to start."""
 
 from __future__ import annotations
 
-from toolkits.mcp.stderr_tail import StderrTail
+from toolkits.mcp.stderr_tail import StderrLines, StderrTail
 
 
 def test_the_last_lines_are_kept_in_order() -> None:
@@ -37,3 +37,28 @@ def test_npm_notices_and_warnings_are_left_out_but_its_errors_are_not() -> None:
     for line in ["npm notice", "npm WARN deprecated x", "npm warn exec y", "npm error 404 z"]:
         tail.append(line)
     assert tail.lines() == ["npm error 404 z"]
+
+
+def test_stderr_lines_end_in_newline_only() -> None:
+    lines = StderrLines(limit=20)
+    said = [
+        *lines.feed(b"one\ntw"),
+        *lines.feed(b"o\r\nbar 10%\rbar 50%\r"),
+        *lines.feed(b"\n"),
+        *lines.feed(b"last"),
+    ]
+    # A `\r` is shown, not obeyed: what it would overwrite stays in the line.
+    assert said == [b"one", b"two\r", b"bar 10%\rbar 50%\r"]
+    assert lines.finish() == b"last"
+    assert lines.finish() == b""
+
+
+def test_stderr_lines_keep_the_first_bytes_of_a_long_line_and_drop_the_rest() -> None:
+    lines = StderrLines(limit=10)
+    said = [*lines.feed(b"0123456789abc"), *lines.feed(b"def" * 1000), *lines.feed(b"\nnext\n")]
+    assert said == [b"0123456789", b"next"]
+    # A line that never ends holds `limit` bytes, however much of it comes.
+    for _ in range(1000):
+        assert lines.feed(b"x" * 5000 + b"\r") == []
+        assert len(lines._pending) <= 10  # pyright: ignore[reportPrivateUsage]
+    assert lines.finish() == b"x" * 10

@@ -126,7 +126,9 @@ class McpServerConfig(BaseModel):
     """http: the largest answer taken from the server, a server-sent event (how it streams a
     result with progress) or a JSON body (how a 2026-07-28 server answers); a larger one fails
     that call only, unread. (The SDK client's own requests, the handshake, listings and calls
-    during an authorization flow, take a JSON body whole.)"""
+    during an authorization flow, take a JSON body whole.) stdio: the longest line taken from
+    its stdout; a longer one is dropped unread, with a warning (a call it answers fails by
+    its timeout)."""
     sse_idle_timeout: float | None = Field(default=None, gt=0)
     """sse: seconds the event stream may stay quiet (no event, no keep-alive) before the
     connection is made again. Default: no limit, as a server that sends no keep-alive is quiet

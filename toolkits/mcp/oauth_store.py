@@ -10,6 +10,8 @@ Backends:
 - `KeyringStore`: the `keyring` package's OS keyring (macOS Keychain, Windows Credential
   Locker, Secret Service), used when it is installed and has a real backend;
 - `FileStore`: one JSON file per entry in a 0700 directory, each file 0600, written atomically.
+  A directory it did not make keeps its mode (`AGENT_GATEWAY_OAUTH_DIR=/tmp` must not take
+  `/tmp` from every other user); one open to others gets a warning naming the fix.
 
 `AGENT_GATEWAY_OAUTH_STORE=keyring|file` forces a backend; `AGENT_GATEWAY_OAUTH_DIR` moves the
 file store (default: `$XDG_DATA_HOME/agent-gateway/oauth`). Nothing here logs a token.
@@ -18,7 +20,9 @@ file store (default: `$XDG_DATA_HOME/agent-gateway/oauth`). Nothing here logs a 
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
+import stat
 import sys
 import tempfile
 import time
@@ -36,6 +40,8 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ServerConfigError
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "OAUTH_DIR_ENV",
@@ -97,11 +103,13 @@ class TokenStore(Protocol):
 
 
 class FileStore:
-    """Entries as files in a directory only the user can read (0700, files 0600)."""
+    """Entries as files (0600) in a directory only the user can read: made 0700 when missing;
+    one that exists keeps its mode, with a warning if others may use it."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.description = f"file store {directory}"
+        self._checked = False
 
     def _path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
@@ -113,8 +121,7 @@ class FileStore:
             return None
 
     def write(self, key: str, value: str) -> None:
-        self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)  # also when it existed with looser bits
+        self._private_directory()
         # mkstemp creates the file 0600; the rename makes a reader see the old or the new.
         fd, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
         try:
@@ -124,6 +131,26 @@ class FileStore:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+    def _private_directory(self) -> None:
+        """Make the directory 0700 if it is missing (its parents get the default mode); warn,
+        once, about one that exists open to others, leaving its mode as it is."""
+        try:
+            self.directory.mkdir(mode=0o700, parents=True)
+        except FileExistsError:
+            mode = stat.S_IMODE(self.directory.stat().st_mode)
+            if mode & 0o077 and not self._checked:
+                _log.warning(
+                    "the OAuth token directory %s is open to other users (mode %04o): each "
+                    "token file in it is 0600, but others may add or remove files there; "
+                    "chmod 700 %s, or set AGENT_GATEWAY_OAUTH_DIR to a directory of your own",
+                    self.directory,
+                    mode,
+                    self.directory,
+                )
+        else:
+            os.chmod(self.directory, 0o700)  # ours: whatever the umask left
+        self._checked = True
 
     def delete(self, key: str) -> bool:
         try:

@@ -1,9 +1,10 @@
-"""What a stdio server wrote to stderr, kept to say why it did not start.
+"""What a stdio server writes to stderr: its lines (`StderrLines`), and the tail of them kept
+to say why it did not start (`StderrTail`).
 
-The last few lines, and before them the last lines that read like the error itself (`Error:`,
-a traceback, an exception): a launcher's chatter after the error would otherwise push it out.
-npm's own notices (`npm notice New minor version of npm available!`, five lines at the exit of
-any `npx` server) and warnings say nothing of the server, and are left out.
+A line is what ends in `\n`. Of a line, the first `limit` bytes are kept and the rest dropped
+as it comes, so memory is bounded and each byte is looked at once however long a line grows or
+if it never ends (a progress bar drawn with `\r`: tqdm, npm, downloaders). A `\r` is no line
+end: the log shows what the server wrote, a `\r` written out as `\r`, never a line a `\r` overwrote.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import deque
 
-__all__ = ["StderrTail"]
+__all__ = ["StderrLines", "StderrTail"]
 
 _NOISE = re.compile(r"npm (notice|warn)\b", re.IGNORECASE)
 _ERRORISH = re.compile(r"error|exception|traceback|fatal|panic", re.IGNORECASE)
@@ -52,3 +53,33 @@ class StderrTail:
 
     def __str__(self) -> str:
         return " | ".join(self.lines())
+
+
+class StderrLines:
+    """Splits a stderr stream, read in chunks, into lines of at most `limit` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._pending = bytearray()
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        """The lines `chunk` ends (without their `\n`)."""
+        ended: list[bytes] = []
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            self._keep(chunk, start, end)
+            ended.append(self.finish())
+            start = end + 1
+        self._keep(chunk, start, len(chunk))
+        return ended
+
+    def finish(self) -> bytes:
+        """The line so far (at its end, or the stream's)."""
+        line = bytes(self._pending)
+        self._pending.clear()
+        return line
+
+    def _keep(self, chunk: bytes, start: int, end: int) -> None:
+        room = self._limit - len(self._pending)
+        if room > 0 and end > start:
+            self._pending += chunk[start : min(end, start + room)]

@@ -21,7 +21,9 @@ meanwhile:
   as the session's do.
 
 Lines are split as bytes and joined once, so a result of megabytes costs one copy, not one per
-read (the SDK's reader re-joins its whole buffer with every read).
+read (the SDK's reader re-joins its whole buffer with every read). A line longer than
+`max_line_bytes` (the server's `max_message_bytes`, as over HTTP) is dropped as it comes, unread,
+with a warning naming the key: a call it answered fails by its timeout.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from mcp.shared.message import SessionMessage
 from ..json_bytes import json_bytes, read_json
 from ..nesting import TooDeep
 from ..well_formed import well_formed
+from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .launch_text import launchable
 
 if TYPE_CHECKING:
@@ -386,9 +389,10 @@ async def open_stdio(
     errlog: TextIO,
     link: StdioLink,
     node_log: logging.Logger = log,
+    max_line_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncGenerator[TransportStreams]:
     """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`;
-    `node_log` hears of stdout lines that are not JSON-RPC."""
+    `node_log` hears of stdout lines that are not JSON-RPC, or longer than `max_line_bytes`."""
     server = launchable(server)  # in an ASCII locale too
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
@@ -409,13 +413,15 @@ async def open_stdio(
     pipe = Pipe(process.stdin, read_stream, read_send.close)
     shutting_down = False
     writer_done = anyio.Event()
-    stray = _StrayLines(node_log)
+    stray = _StrayLines(node_log, max_line_bytes)
 
     async def read_stdout() -> None:
         try:
             async with read_send:
                 try:
                     parts: list[bytes] = []
+                    held = 0  # the bytes in `parts`
+                    dropping = False  # the line coming in is over the limit: not kept
                     while True:
                         try:
                             chunk = await stdout.receive(_READ_SIZE)
@@ -429,7 +435,12 @@ async def open_stdio(
                             start = end + 1
                             if parts:
                                 line = b"".join([*parts, line])
-                                parts = []
+                                parts, held = [], 0
+                            if dropping or len(line) > max_line_bytes:
+                                if not dropping:
+                                    stray.too_long()
+                                dropping = False
+                                continue
                             if pipe.take(line):
                                 continue
                             message = _session_message(line)
@@ -441,8 +452,12 @@ async def open_stdio(
                                 await read_send.send(message)
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return  # the session is gone; only the drain below remains
-                        if start < len(chunk):
+                        if start < len(chunk) and not dropping:
                             parts.append(chunk[start:])
+                            held += len(chunk) - start
+                            if held > max_line_bytes:
+                                stray.too_long()
+                                parts, held, dropping = [], 0, True
                 finally:
                     pipe.close()
                     await _drain_stdout(process)
@@ -545,9 +560,17 @@ class _StrayLines:
 
     SAID = 5
 
-    def __init__(self, node_log: logging.Logger) -> None:
+    def __init__(self, node_log: logging.Logger, max_line_bytes: int) -> None:
         self._log = node_log
         self._count = 0
+        self._max_line_bytes = max_line_bytes
+
+    def too_long(self) -> None:
+        self._log.warning(
+            "the server wrote a line on stdout longer than its max_message_bytes (%d bytes): "
+            "dropped unread (a call it answers fails by its timeout)",
+            self._max_line_bytes,
+        )
 
     def note(self, line: bytes) -> None:
         self._count += 1

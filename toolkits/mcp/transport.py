@@ -44,7 +44,7 @@ from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
 from .sse_stream import KEEP_ALIVE, event_streams, sse_transport
-from .stderr_tail import StderrTail
+from .stderr_tail import StderrLines, StderrTail
 from .stdio_pipe import StdioLink, open_stdio
 
 if TYPE_CHECKING:
@@ -145,7 +145,9 @@ def config_transport(
             params = StdioServerParameters(
                 command=command, args=args, env=dict(config.env) or None, cwd=config.cwd
             )
-            return _stdio_with_logged_stderr(params, log, stderr_tail, stdio_link or StdioLink())
+            return _stdio_with_logged_stderr(
+                params, log, stderr_tail, stdio_link or StdioLink(), config.max_message_bytes
+            )
         case "http":
             assert config.url is not None
             return _streamable_http(
@@ -463,7 +465,11 @@ def _unheard(why: str) -> None:
 
 @asynccontextmanager
 async def _stdio_with_logged_stderr(
-    params: StdioServerParameters, log: logging.Logger, tail: StderrTail, link: StdioLink
+    params: StdioServerParameters,
+    log: logging.Logger,
+    tail: StderrTail,
+    link: StdioLink,
+    max_line_bytes: int,
 ) -> AsyncGenerator[TransportStreams]:
     # The SDK hands `errlog` to the child as its stderr, so it must be a real file: give it
     # the write end of a pipe and read the other end here, line by line, into the logger.
@@ -472,7 +478,7 @@ async def _stdio_with_logged_stderr(
     errlog = os.fdopen(write_fd, "w")
     async with anyio.create_task_group() as tg:
         try:
-            async with open_stdio(params, errlog, link, log) as streams:
+            async with open_stdio(params, errlog, link, log, max_line_bytes) as streams:
                 errlog.close()  # the child holds its own copy; EOF comes when it exits
                 tg.start_soon(_pump_stderr, read_fd, log, tail)
                 read_fd = -1  # owned by the pump now
@@ -493,7 +499,8 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
             tail.append(line)
             log.info("stderr: %s", printable(line))  # the server's words: never obeyed
 
-    pending = b""
+    # Bytes: a character of UTF-8 takes up to 4 of them.
+    lines = StderrLines(4 * _STDERR_LINE_LIMIT)
     try:
         while True:
             await anyio.wait_readable(fd)
@@ -503,11 +510,10 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
                 continue
             if not chunk:
                 break
-            *lines, pending = (pending + chunk).split(b"\n")
-            for raw in lines:
+            for raw in lines.feed(chunk):
                 emit(raw)
     finally:
-        emit(pending)
+        emit(lines.finish())
         os.close(fd)
 
 

@@ -12,7 +12,8 @@
   handles (`get_run`, `approve_run`, `deny_run`) and MCP tasks (`tasks/*`) go with the
   agents: any client that may call one may use them, on its own runs only.
 - `authenticated_subject()` says who is calling, one identity per caller across kinds of
-  credential and issuers (`oauth_caller`): a static token's label `token-N`, an OAuth token's
+  credential and issuers (`oauth_caller`): a static token's label (its name, or `token-<hex>`:
+  `static_tokens`), an OAuth token's
   `<issuer>#<sub>`, or `<issuer>#client:<client_id>` for a token naming no subject. Run
   ownership, tasks, run handles, chat memory keys and approvals' `by` are keyed by it.
 
@@ -108,7 +109,7 @@ class AnyOf:
 
 def authenticated_subject() -> str | None:
     """Who is calling: an OAuth token's caller (`oauth_caller`), a static token's label
-    (`token-N`), or None when no token was checked."""
+    (`static_tokens`), or None when no token was checked."""
     access = get_access_token()
     if access is None:
         return None

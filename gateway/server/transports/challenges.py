@@ -13,6 +13,9 @@ metadata (`resource_metadata`) and the scopes wanted (`scope`):
   scopes held, so an MCP client re-authorizes for them (step-up) and retries. A refusal no
   new token could lift (a tool the gateway does not know, one no configured scope grants)
   goes on to the MCP layer, which answers it as an MCP error (`scope_guard`).
+- `unchecked_token`: a token that could not be checked (its issuer unreachable) gets 503 and
+  `Retry-After`, not 401: the token may be good, and a client told `invalid_token` would
+  throw it away.
 """
 
 from __future__ import annotations
@@ -22,13 +25,18 @@ from collections.abc import Awaitable, Sequence
 from typing import Any, cast
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from starlette.authentication import AuthenticationError
+from starlette.requests import HTTPConnection
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import ScopePolicy
 from .envelope import buffered_body
 from .request_headers import first
 
-__all__ = ["RequireToken", "ScopeChallenge", "send_challenge"]
+__all__ = ["RequireToken", "ScopeChallenge", "send_challenge", "unchecked_token"]
+
+_RETRY_SECONDS = 30
 
 
 async def send_challenge(
@@ -57,6 +65,13 @@ async def send_challenge(
     ]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def unchecked_token(_conn: HTTPConnection, exc: AuthenticationError) -> Response:
+    """The answer to a token whose check failed (`AuthenticationMiddleware`'s `on_error`):
+    the only such failure is an unreachable issuer (`oauth_tokens.IssuerUnreachable`)."""
+    said = {"error": "temporarily_unavailable", "error_description": str(exc)}
+    return JSONResponse(said, status_code=503, headers={"Retry-After": str(_RETRY_SECONDS)})
 
 
 def _quoted(text: str) -> str:

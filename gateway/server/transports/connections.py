@@ -13,6 +13,10 @@ real clients would be the ones refused. So each connection is watched here:
   Otherwise the connection is closed (by a sweep every `read_timeout / 4`: a timer per request
   cost ~1 % of a passed-through call's CPU). A request being served once its body is whole (an
   open GET stream, a long call) has no deadline here.
+- A request's head (its request line and headers) has at most `max_head_bytes` (64 KiB, as
+  h11 and nginx allow): counted as it arrives, and the parser is never given more, so a head
+  of 50 MB sent without a token costs nothing but the 431 that closes its connection
+  (httptools has no limit of its own: uvicorn buffered the whole head, then answered 401).
 - At most `max_connections` are open. One more closes the connection that has waited longest
   for a request (a head or a body still coming in, or an idle kept-alive one); when every one
   is serving a request, the new connection is answered 503 and closed.
@@ -31,6 +35,7 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResp
 
 __all__ = [
     "DEFAULT_MAX_CONNECTIONS",
+    "DEFAULT_MAX_HEAD_BYTES",
     "DEFAULT_READ_TIMEOUT",
     "ConnectionLimits",
 ]
@@ -41,6 +46,8 @@ their GET stream, at most `http_max_sessions` = 1000 by default, and one for the
 DEFAULT_READ_TIMEOUT = 30.0
 """Seconds for a request's head, and then for its body: a real client sends each in one go
 (nginx allows 60 for each, Apache 20 to 40); a 4 MiB body (the most taken) in 30 s is 140 kB/s."""
+DEFAULT_MAX_HEAD_BYTES = 64 * 1024
+"""A head's bytes (request line and headers): real ones are a few kB (h11 allows 16 KiB)."""
 _WARN_EVERY = 60.0
 _REFUSED_LINGER = 1.0
 """Seconds a refused connection stays open for its client to read the 503."""
@@ -54,6 +61,9 @@ def _closing_answer(status: bytes, text: bytes) -> bytes:
 
 _TIMED_OUT = _closing_answer(b"408 Request Timeout", b"The request's body did not come in time\n")
 _BUSY = _closing_answer(b"503 Service Unavailable", b"Too many connections\n")
+_HEAD_TOO_BIG = _closing_answer(
+    b"431 Request Header Fields Too Large", b"The request's head is too large\n"
+)
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +74,15 @@ class ConnectionLimits:
     timer: one sweep, `read_timeout / 4` apart while any connection is open, closes those
     whose head is late."""
 
-    def __init__(self, max_connections: int, read_timeout: float) -> None:
+    def __init__(
+        self,
+        max_connections: int,
+        read_timeout: float,
+        max_head_bytes: int = DEFAULT_MAX_HEAD_BYTES,
+    ) -> None:
         self.max_connections = max_connections
         self.read_timeout = read_timeout
+        self.max_head_bytes = max_head_bytes
         self._open: set[_Guarded] = set()
         self._sweep: asyncio.TimerHandle | None = None
         self._warned_at: float | None = None
@@ -145,23 +161,38 @@ class _Guarded(HttpToolsProtocol):
     opened), a body, or the rest of a body answered early; not an idle kept-alive
     connection."""
     _refused = False
+    head_bytes: int | None = 0
+    """The bytes of the head coming in, so far (None: no head is coming in, a body is)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self.waiting_since, self.timed = self.loop.time(), True
         if not self._limits.admit(self):
-            # Answered without reading the request: closing a socket with unread data resets
-            # it, losing the answer; so end our side, and close once the client could read it.
-            self._refused = True
             self.waiting_since = None
-            transport.write(_BUSY)
-            if transport.can_write_eof():
-                transport.write_eof()
-            self.loop.call_later(_REFUSED_LINGER, transport.close)
+            self._refuse(_BUSY)
+
+    def _refuse(self, answer: bytes) -> None:
+        """Answer without reading the request: closing a socket with unread data resets it,
+        losing the answer; so end our side, and close once the client could read it."""
+        self._refused = True
+        self.transport.write(answer)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(_REFUSED_LINGER, self.transport.close)
 
     def data_received(self, data: bytes) -> None:
-        if not self._refused:
-            super().data_received(data)
+        limit = self._limits.max_head_bytes
+        while data and not self._refused and not self.transport.is_closing():
+            if self.head_bytes is None:  # a body: the parser takes it as it comes
+                super().data_received(data)
+                return
+            # A head: the parser gets one byte past the limit at most, then it is refused.
+            given, data = data[: limit + 1 - self.head_bytes], data[limit + 1 - self.head_bytes :]
+            self.head_bytes += len(given)
+            super().data_received(given)  # which may end the head (`on_headers_complete`)
+            if self._head_over(limit):
+                log.info("refusing an HTTP request: its head is over %d bytes", limit)
+                self._refuse(_HEAD_TOO_BIG)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._limits.forget(self)
@@ -172,14 +203,19 @@ class _Guarded(HttpToolsProtocol):
         if not self.timed:  # a kept-alive connection's next request: its head from now
             self.waiting_since, self.timed = self.loop.time(), True
 
+    def _head_over(self, limit: int) -> bool:
+        return self.head_bytes is not None and self.head_bytes > limit
+
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
+        self.head_bytes = None
         # Its body (if any: `on_message_complete` follows at once if not) is due from now; one
         # queued behind a request being served is not read meanwhile.
         self.waiting_since = None if self.pipeline else self.loop.time()
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self.head_bytes = 0  # the next request's, if one follows
         self.waiting_since, self.timed = None, False  # its body came whole
 
     def on_response_complete(self) -> None:

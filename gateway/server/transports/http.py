@@ -1,7 +1,8 @@
 """Serving over streamable HTTP at `/mcp`, with the checks a network service needs.
 
 - Bearer tokens: read from an environment variable named in config (`[gateway] tokens_env`,
-  or `--token-env`), compared in constant time, never logged. Serving on an address other
+  or `--token-env`), compared in constant time, never logged; each caller known by its
+  token's name or digest (`static_tokens`). Serving on an address other
   than loopback without a token is refused before anything binds.
 - DNS rebinding: `Host` and `Origin` must name the bound address, host and port exactly
   (loopback names for loopback), or match an allowed pattern from config (`host_check`).
@@ -36,7 +37,6 @@ nothing for it but cost CPU on every call and a frame each on every open stream.
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 import os
@@ -57,7 +57,7 @@ import uvicorn
 from mcp.server import Server
 from mcp.server.auth.middleware.auth_context import AuthContextMiddleware
 from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend
-from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.provider import TokenVerifier
 from mcp.server.streamable_http import StreamableHTTPServerTransport
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
@@ -73,7 +73,7 @@ from ...config import GatewaySettings
 from ...errors import ConfigError, GatewayError
 from ...resource_server import ResourceServerSettings
 from .auth import AnyOf, OAuthTokens, ScopePolicy, metadata_routes, resource_metadata_url
-from .challenges import RequireToken, ScopeChallenge
+from .challenges import RequireToken, ScopeChallenge, unchecked_token
 from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, ConnectionLimits
 from .cors import Cors
 from .draining import (
@@ -91,6 +91,7 @@ from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
 from .listening import bind_socket, listen_on
 from .request_headers import first
+from .static_tokens import StaticTokens, parse_tokens
 
 OPENAI_PREFIX = "/v1/"
 """Where a server's OpenAI-compatible API is served (`server.openai_api`)."""
@@ -128,6 +129,7 @@ class HttpOptions:
     host: str
     port: int
     tokens: tuple[str, ...] = ()
+    """As written: `TOKEN` or `NAME=TOKEN` each (`static_tokens`)."""
     stateless: bool = False
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
@@ -156,7 +158,11 @@ def http_options(
     """Options for `HOST:PORT` and the config; raises `ConfigError` for what must not serve."""
     host, port = _parse_address(address)
     env = token_env or settings.tokens_env
-    tokens = _read_tokens(env) if env else ()
+    entries = _read_tokens(env) if env else ()
+    try:
+        tokens = parse_tokens(entries, env or "")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
     if not tokens and settings.oauth is None and not is_loopback(host):
         raise ConfigError(
             f"refusing to serve HTTP on {host} without a bearer token: anyone who can reach it "
@@ -164,7 +170,14 @@ def http_options(
             "(or pass --token-env VAR) and put the tokens, comma-separated, in that variable; "
             "or serve on 127.0.0.1"
         )
-    short = [i for i, token in enumerate(tokens, 1) if len(token) < MIN_TOKEN_CHARS]
+    secret_env = settings.oauth.introspection_client_secret_env if settings.oauth else None
+    if secret_env and not os.environ.get(secret_env):
+        # As an unset tokens_env: refused here, not found out on every opaque token.
+        raise ConfigError(
+            "[gateway.oauth] introspection_client_secret_env: the variable "
+            f"{secret_env} is not set or empty"
+        )
+    short = [i for i, token in enumerate(tokens, 1) if len(token.secret) < MIN_TOKEN_CHARS]
     if short and not is_loopback(host):
         which = ", ".join(f"#{i}" for i in short)
         raise ConfigError(
@@ -175,7 +188,7 @@ def http_options(
     options = HttpOptions(
         host=host,
         port=port,
-        tokens=tokens,
+        tokens=entries,
         stateless=stateless,
         allowed_hosts=tuple(settings.allowed_hosts),
         allowed_origins=tuple(settings.allowed_origins),
@@ -218,34 +231,14 @@ def _read_tokens(env: str) -> tuple[str, ...]:
     return tokens
 
 
-class StaticTokens:
-    """A `TokenVerifier` for a fixed set of tokens. A match is known by its position only."""
-
-    def __init__(self, tokens: tuple[str, ...]) -> None:
-        self._tokens = [t.encode() for t in tokens]
-
-    async def verify_token(self, token: str) -> AccessToken | None:
-        given = token.encode()
-        found: int | None = None
-        for index, known in enumerate(self._tokens):
-            # Compare with every token, so timing says nothing about which one (or none).
-            if hmac.compare_digest(given, known):
-                found = index
-        if found is None:
-            return None
-        # The token itself is kept nowhere: the session owner is the token's position.
-        label = f"token-{found + 1}"
-        return AccessToken(token=label, client_id=label, scopes=[])
-
-
 def allowed_hosts(options: HttpOptions) -> AllowedHosts | None:
     """The Host/Origin rules for the bound address and the configured patterns; None when
     the checks are off (a wildcard bind with no `allowed_hosts`). ValueError on a bad pattern.
     """
     host = options.host
     names: tuple[str, ...] = (host,)
-    if is_loopback(host):
-        names = LOOPBACK_NAMES
+    if is_loopback(host):  # the bound address, and the names of loopback (127.0.0.2 too)
+        names = tuple(dict.fromkeys((host, *LOOPBACK_NAMES)))
     elif host in ("0.0.0.0", "::", ""):
         if not options.allowed_hosts:
             # Any name may reach a wildcard bind; the bearer token is the protection then.
@@ -337,7 +330,9 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
     if allowed is not None:
         middleware.append(Middleware(HostCheck, allowed=allowed))
     routes: list[Route] = []
-    verifier: TokenVerifier | None = StaticTokens(options.tokens) if options.tokens else None
+    verifier: TokenVerifier | None = None
+    if options.tokens:
+        verifier = StaticTokens(parse_tokens(options.tokens, "the tokens"))
     required: list[str] = []
     oauth_tokens: OAuthTokens | None = None
     if options.oauth is not None:  # an OAuth resource server, static tokens beside
@@ -352,7 +347,11 @@ def http_app(server: Server[Any], options: HttpOptions) -> HttpApp:
         endpoint = Cors(endpoint, options.allowed_origins)
     if verifier is not None:
         middleware += [
-            Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(verifier)),
+            Middleware(
+                AuthenticationMiddleware,
+                backend=BearerAuthBackend(verifier),
+                on_error=unchecked_token,  # an issuer unreachable: 503
+            ),
             Middleware(AuthContextMiddleware),
         ]
 

@@ -1,7 +1,8 @@
 """Checking an OAuth access token (`OAuthTokens`), and who it says is calling (`oauth_caller`).
 
 - A JWT by its signature (the issuer's JWKS, fetched from its metadata or `jwks_uri`, kept an
-  hour, refetched for a key ID it lacks at most once a minute per issuer), `iss` (one of the
+  hour, refetched for a key ID it lacks, or after a failed fetch, at most once a minute per
+  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss` (one of the
   configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`. Only a fetch waits
   for a fetch: a token whose key is known is checked at once, also while the issuer's keys
   are being fetched again, and a fetch gives up after `fetch_seconds`.
@@ -22,19 +23,20 @@ import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, TypeGuard, cast
 
 import anyio
 import httpx2
 import jwt
 from mcp.client.auth.utils import build_oauth_authorization_server_metadata_discovery_urls
 from mcp.server.auth.provider import AccessToken
+from starlette.authentication import AuthenticationError
 
 from toolkits.mcp.config import secret_from_env
 
 from ...resource_server import ResourceServerSettings
 
-__all__ = ["CALLER_CLAIM", "OAUTH_CLAIM", "OAuthTokens", "oauth_caller"]
+__all__ = ["CALLER_CLAIM", "OAUTH_CLAIM", "IssuerUnreachable", "OAuthTokens", "oauth_caller"]
 
 OAUTH_CLAIM = "agent-gateway/oauth"
 """Set in the claims of a token verified here (static tokens lack it: they are unrestricted)."""
@@ -56,7 +58,7 @@ def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str
     Always qualified by the issuer: two identity providers may each have an `alice`. `%` and
     `:` in a subject are escaped (`%25`, `%3A`), so no subject spells a client's identity
     (`client:svc`); an issuer is an http(s) URL without `#` (`ResourceServerSettings`), so no
-    identity spells another issuer's, nor a static token's label (`token-N`). ValueError for
+    identity spells another issuer's, nor a static token's label (no `#`). ValueError for
     a token naming neither: it would share one identity with every other such token."""
     bare = issuer.rstrip("/")
     if subject:
@@ -64,6 +66,12 @@ def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str
     if client_id:
         return f"{bare}#client:{client_id}"
     raise ValueError("the token names neither a subject (sub) nor a client (client_id)")
+
+
+class IssuerUnreachable(AuthenticationError):
+    """A token could not be checked: its issuer's keys could not be fetched, or its
+    introspection endpoint did not answer. Answered 503 (`http`), not 401: the token may be
+    good, and a client told `invalid_token` would throw it away."""
 
 
 @dataclass
@@ -120,6 +128,9 @@ class OAuthTokens:
                 yield http
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        """The token's access, or None (401) when it is not valid here. Raises
+        `IssuerUnreachable` (503) when it could not be checked; no other failure escapes,
+        which would be a 500 with a traceback."""
         try:
             if token.count(".") == 2:
                 claims = await self._verified_jwt(token)
@@ -129,13 +140,18 @@ class OAuthTokens:
                 log.info("refused a bearer token: not a JWT, and no introspection endpoint")
                 return None
             return self._access(token, claims)
+        except IssuerUnreachable as exc:  # said at WARNING where it failed
+            log.info("could not check a bearer token: %s", exc)
+            raise
         except (jwt.PyJWTError, httpx2.HTTPError, ValueError, KeyError) as exc:
             log.info("refused a bearer token: %s", exc)  # the reason, never the token
             return None
+        except Exception as exc:  # what nothing above foresaw: refused, in one line
+            log.warning("refused a bearer token: its check failed: %s: %s", type(exc).__name__, exc)
+            return None
 
     def _access(self, token: str, claims: dict[str, Any]) -> AccessToken:
-        scope: Any = claims.get("scope", claims.get("scp", ""))
-        scopes = scope.split() if isinstance(scope, str) else [str(s) for s in scope]
+        scopes = _scopes(claims)
         subject = claims.get("sub")
         named_client = claims.get("client_id") or claims.get("azp")
         caller = oauth_caller(
@@ -214,23 +230,30 @@ class OAuthTokens:
 
     def _fetch_due(self, keys: _IssuerKeys, kid: str | None, asked: float) -> bool:
         """Whether a request for `kid` that began at `asked` should fetch the issuer's keys:
-        not when a fetch began since (it waited for that one); else when there are none yet;
-        else, at most once per `refetch_after`, when they are an hour old or lack `kid`.
-        Keys kept past the hour serve while their issuer cannot be reached."""
+        not when a fetch began since (it waited for that one); else at most once per
+        `refetch_after`, when there are none (the last fetch failed too: a token naming an
+        issuer that is down costs it nothing more, whoever mints them), or when they are an
+        hour old or lack `kid`. Keys kept past the hour serve while their issuer cannot be
+        reached."""
         now = time.monotonic()
         if keys.tried is not None and keys.tried >= asked:
             return False
-        if keys.keys is None:
-            return True
         if keys.tried is not None and now - keys.tried <= self.refetch_after:
             return False
+        if keys.keys is None:
+            return True
         return now - keys.fetched > _KEYS_TTL or _find(keys.keys, kid) is None
 
     async def _refetch(self, keys: _IssuerKeys, issuer: str) -> None:
+        """Fetch the issuer's keys; a fetch that fails or does not come keeps those held."""
         keys.tried = time.monotonic()
-        with anyio.move_on_after(self.fetch_seconds) as waited:
-            keys.keys = await self._fetch_keys(issuer)
-            keys.fetched = time.monotonic()
+        try:
+            with anyio.move_on_after(self.fetch_seconds) as waited:
+                keys.keys = await self._fetch_keys(issuer)
+                keys.fetched = time.monotonic()
+        except (httpx2.HTTPError, jwt.PyJWTError, ValueError, KeyError) as exc:
+            log.warning("the signing keys of %s could not be fetched: %s", issuer, exc)
+            return
         if waited.cancelled_caught:
             log.warning(
                 "the signing keys of %s did not come within %g s", issuer, self.fetch_seconds
@@ -251,12 +274,13 @@ class OAuthTokens:
         if claims.get("active") is not True:
             raise ValueError("the introspection endpoint says the token is not active")
         exp = claims.get("exp")
-        if isinstance(exp, int | float) and exp + settings.leeway < self.now():
+        if exp is not None and not _is_number(exp):  # never taken as "does not expire"
+            raise ValueError(f"the introspection answer's exp is not a number: {exp!r:.40}")
+        if exp is not None and exp + settings.leeway < self.now():
             raise ValueError("the token has expired")
         if "iss" in claims:
             self._issuer(claims["iss"])
-        audiences: Any = claims.get("aud")
-        named = [audiences] if isinstance(audiences, str) else list(audiences or [])
+        named = _strings(claims.get("aud"), "aud")
         if not set(named) & set(_audiences(settings.resource)):
             raise ValueError(f"the token is for {named or 'no audience'}, not this gateway")
         return claims
@@ -271,7 +295,7 @@ class OAuthTokens:
         answer = await self._ask_introspection(token)
         if answer.get("active") is True:
             exp = answer.get("exp")
-            left = exp - now if isinstance(exp, int | float) else _ACTIVE_KEPT_SECONDS
+            left = exp - now if _is_number(exp) else _ACTIVE_KEPT_SECONDS
             until = now + min(left, _ACTIVE_KEPT_SECONDS)
         else:
             until = now + _INACTIVE_KEPT_SECONDS
@@ -304,16 +328,49 @@ class OAuthTokens:
             )
             auth = httpx2.BasicAuth(settings.introspection_client_id, secret)
         form = {"token": token, "token_type_hint": "access_token"}
-        async with self._client() as http:
-            if auth is None:
-                response = await http.post(settings.introspection_endpoint, data=form)
-            else:
-                response = await http.post(settings.introspection_endpoint, data=form, auth=auth)
+        endpoint = settings.introspection_endpoint
+        try:
+            async with self._client() as http:
+                if auth is None:
+                    response = await http.post(endpoint, data=form)
+                else:
+                    response = await http.post(endpoint, data=form, auth=auth)
+        except httpx2.TransportError as exc:
+            log.warning("the introspection endpoint %s could not be reached: %s", endpoint, exc)
+            raise IssuerUnreachable(
+                f"the introspection endpoint could not be reached: {exc}"
+            ) from exc
+        if response.status_code >= 500:
+            log.warning("the introspection endpoint %s answered %d", endpoint, response.status_code)
+            raise IssuerUnreachable(f"the introspection endpoint answered {response.status_code}")
         response.raise_for_status()
         answer: Any = response.json()
         if not isinstance(answer, dict):
             raise ValueError("the introspection endpoint's answer is not a JSON object")
         return cast(dict[str, Any], answer)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _strings(value: object, claim: str) -> list[str]:
+    """A claim that is a string or a list of strings, as a list (none: [])."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in cast(list[Any], value)):
+        return cast(list[str], value)
+    raise ValueError(f"the token's {claim} is not a string or a list of strings")
+
+
+def _scopes(claims: Mapping[str, Any]) -> list[str]:
+    """`scope` (space-separated, RFC 8693/9068) or `scp` (a list, as Azure and Okta send)."""
+    scope: object = claims.get("scope", claims.get("scp"))
+    if isinstance(scope, str):
+        return scope.split()
+    return _strings(scope, "scope")
 
 
 async def _jwks_uri(http: httpx2.AsyncClient, issuer: str) -> str:
@@ -331,7 +388,7 @@ def _known(keys: _IssuerKeys, issuer: str, kid: str | None) -> jwt.PyJWK:
     if key is not None:
         return key
     if keys.keys is None:
-        raise ValueError(f"the signing keys of {issuer} could not be fetched")
+        raise IssuerUnreachable(f"the signing keys of {issuer} could not be fetched")
     raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
 
 
