@@ -26,6 +26,7 @@ from toolkits import result_data
 
 __all__ = [
     "AGENT_INPUT_SCHEMA",
+    "HANDOFF_ALONE_INPUT_SCHEMA",
     "HANDOFF_INPUT_SCHEMA",
     "PROMPT_OR_ITEMS",
     "SERVED_INPUT_SCHEMA",
@@ -55,17 +56,32 @@ AGENT_INPUT_SCHEMA: dict[str, Any] = {
 }
 """What an agent calling an agent sends."""
 
-HANDOFF_INPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "context": {
-            "type": "string",
-            "description": "Optional: what the agent needs to know beyond the user's message "
-            "(from earlier in the conversation). The user's message itself is passed on as is.",
-        }
-    },
-}
-"""What an agent handing the conversation over sends: the user's message goes as it is."""
+
+def _handoff_schema(context: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {
+            "context": {
+                "type": "string",
+                "description": f"Optional: {context} The user's message itself is passed on as is.",
+            }
+        },
+    }
+
+
+HANDOFF_INPUT_SCHEMA = _handoff_schema(
+    "what the agent needs beyond what goes to it anyway (the conversation so far, and your "
+    "tool calls of this turn with their results): your conclusion, say."
+)
+"""What an agent handing the conversation over sends: the user's message goes as it is, with
+the conversation and the agent's calls of the turn (`handed_item`)."""
+
+HANDOFF_ALONE_INPUT_SCHEMA = _handoff_schema(
+    "what the agent needs to know beyond the user's message, which is all it gets otherwise "
+    "(not the conversation so far, nor your tool calls' results)."
+)
+"""The same, for an agent whose handoffs get the user's message alone (`handoff_history`
+off)."""
 
 PROMPT_OR_ITEMS = 'give `prompt` (text) or `items` (a list of {"prompt": ...})'
 """What a served agent's call must have (its schema cannot say so: see `SERVED_INPUT_SCHEMA`)."""
@@ -127,12 +143,19 @@ def agent_description(
     return " ".join(said)
 
 
-def handoff_description(name: str, description: str) -> str:
+def handoff_description(name: str, description: str, *, with_history: bool = True) -> str:
     """What the model of an agent that may hand the conversation to agent `name` reads of
-    that handoff (`description`: the agent's, as a tool)."""
+    that handoff (`description`: the agent's, as a tool); `with_history`: the conversation
+    and the agent's calls of the turn go along (`handoff_history`)."""
+    gets = (
+        "the conversation so far, your tool calls of this turn with their results, and the "
+        "user's message"
+        if with_history
+        else "the user's message alone"
+    )
     return (
-        f"Hand the conversation over to the agent {name!r}: it gets the user's message and "
-        f"its answer is the final answer (you answer no more). {description}"
+        f"Hand the conversation over to the agent {name!r}: it gets {gets}, and its answer is "
+        f"the final answer (you answer no more). {description}"
     )
 
 

@@ -141,7 +141,9 @@ class StepLoop:
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node, agent_span.id, health=health)
             handoffs = [name for name in spec.handoffs if name in gateway.agents]
-            definitions = self._definitions.of(spec.name, tools, handoffs)
+            definitions = self._definitions.of(
+                spec.name, tools, handoffs, handoff_history=spec.handoff_history
+            )
             self._warn_too_many(spec, chosen, len(definitions))
             traced = partial(
                 TracedModel,

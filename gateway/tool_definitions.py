@@ -11,7 +11,7 @@ from agent import ToolDefinition
 from agent.models.schema import unexpressed
 from toolkits import Tool
 
-from .agent_tool import HANDOFF_INPUT_SCHEMA, handoff_description
+from .agent_tool import HANDOFF_ALONE_INPUT_SCHEMA, HANDOFF_INPUT_SCHEMA, handoff_description
 
 log = logging.getLogger(__name__)
 
@@ -26,32 +26,42 @@ class ToolDefinitions:
         self._defined: dict[str, dict[str, tuple[Tool, ToolDefinition]]] = {}
 
     def of(
-        self, agent: str, tools: Mapping[str, Tool], handoffs: Collection[str] = ()
+        self,
+        agent: str,
+        tools: Mapping[str, Tool],
+        handoffs: Collection[str] = (),
+        *,
+        handoff_history: bool = True,
     ) -> list[ToolDefinition]:
         """`agent`'s definitions of `tools`; those of the agents named in `handoffs` (by node
-        name) hand off (an agent's handoffs are fixed: the cache holds)."""
+        name) hand off, with or without the conversation (`handoff_history`); an agent's
+        handoffs are fixed: the cache holds."""
         kept = self._defined.get(agent, {})
         fresh: dict[str, tuple[Tool, ToolDefinition]] = {}
         for name, tool in tools.items():
             made = kept.get(name)
             if made is None or made[0] is not tool:
-                made = (tool, tool_definition(tool, hands_off=tool.source_node in handoffs))
+                hands_off = tool.source_node in handoffs
+                definition = tool_definition(tool, hands_off=hands_off, history=handoff_history)
+                made = (tool, definition)
                 _warn_unexpressed(agent, made[1])
             fresh[name] = made
         self._defined[agent] = fresh  # only the tools listed now: none kept past their time
         return [definition for _, definition in fresh.values()]
 
 
-def tool_definition(tool: Tool, *, hands_off: bool = False) -> ToolDefinition:
+def tool_definition(tool: Tool, *, hands_off: bool = False, history: bool = True) -> ToolDefinition:
     """What the agent is told of a node's tool. For an engine of one's own: the agent's
     actions name `tool.source_node`, and a toolkit node's input also names the tool
     (`agent.ROUTING_KEY`): `Action.arguments` gives the tool's own for `call_tool`.
     `hands_off`: the tool is an agent taking the conversation over, described as such and
-    asked with `HANDOFF_INPUT_SCHEMA`."""
-    schema: dict[str, Any] = dict(HANDOFF_INPUT_SCHEMA if hands_off else tool.input_schema)
+    asked with `HANDOFF_INPUT_SCHEMA` (`history`: the conversation goes along), or
+    `HANDOFF_ALONE_INPUT_SCHEMA`."""
+    handoff_schema = HANDOFF_INPUT_SCHEMA if history else HANDOFF_ALONE_INPUT_SCHEMA
+    schema: dict[str, Any] = dict(handoff_schema if hands_off else tool.input_schema)
     return ToolDefinition(
         name=tool.name,
-        description=handoff_description(tool.name, tool.description)
+        description=handoff_description(tool.name, tool.description, with_history=history)
         if hands_off
         else tool.description,
         input_schema=schema,

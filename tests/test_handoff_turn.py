@@ -125,6 +125,20 @@ async def test_the_specialist_reads_the_leads_calls_and_results_of_this_turn() -
     assert [tool.name for tool in billing.calls[0][1]] == ["calculator"]
 
 
+@pytest.mark.parametrize("history", [True, False])
+async def test_the_leads_model_is_told_what_goes_along_with_a_handoff(history: bool) -> None:
+    """So that it does not spend tokens copying its calls' results into `context` (they go
+    along), nor leave out what the specialist will not get otherwise (they do not)."""
+    lead = ScriptedModel([call("billing")])
+    await support(lead, ScriptedModel([ANSWER]), handoff_history=history).run("triage", QUESTION)
+    offered = {tool.name: tool for tool in lead.calls[0][1]}["billing"]
+    context: Any = offered.input_schema["properties"]
+    said = f"{offered.description} {context['context']['description']}"
+    goes_along = "your tool calls of this turn with their results"
+    assert (goes_along in said) is history
+    assert ("alone" in offered.description) is not history
+
+
 async def test_with_handoff_history_off_the_specialist_reads_the_message_alone() -> None:
     lead = ScriptedModel(
         [call("lookup_account", email="ana@example.com"), call("billing", context="Pro.")]
