@@ -23,6 +23,7 @@ from toolkits.errors import (
     ToolTimeout,
 )
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
+from toolkits.mcp.reconnects import Reconnects
 from toolkits.observation import result_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -393,3 +394,21 @@ async def test_a_server_failing_the_same_way_at_every_attempt_is_warned_of_once(
     assert len(attempts) >= 4
     assert [r.levelno for r in attempts[:4]] == [logging.WARNING] + [logging.INFO] * 3
     assert attempts[0].getMessage().startswith("could not connect (attempt 1): ")
+
+
+async def test_attempts_told_apart_only_by_what_was_known_of_the_exit_are_one_failure(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server's exit status is told once its process is reaped, which a loaded machine may
+    take longer for than an attempt waits: the same failure, with or without it (or another
+    stderr tail), is not warned of again (the test above failed so under the full suite)."""
+    log = logging.getLogger("toolkits.mcp.same")
+    caplog.set_level(logging.INFO, logger=log.name)
+    retries = Reconnects(Backoff(initial=0.01, maximum=0.01), log, early=False)
+    closed = "the server closed the connection"
+    for told in ("; it exited with status 3", "", " (stderr: boom)"):
+        retries.attempt_failed(closed + told, needs_login=False, took=0.0, cause=closed)
+    retries.attempt_failed("another failure", needs_login=False, took=0.0, cause=None)
+    assert [r.levelno for r in caplog.records] == [logging.WARNING] + [logging.INFO] * 2 + [
+        logging.WARNING
+    ]

@@ -65,18 +65,24 @@ class Reconnects:
         """Attempts and sessions ended so far: a call notes it, to wait for one attempt at most."""
         return self._ended
 
-    def attempt_failed(self, reason: str, *, needs_login: bool, took: float) -> float:
-        """Log a failed attempt; returns how long to wait before the next one (s)."""
+    def attempt_failed(
+        self, reason: str, *, needs_login: bool, took: float, cause: str | None = None
+    ) -> float:
+        """Log a failed attempt; returns how long to wait before the next one (s). `cause`:
+        what makes two attempts fail the same way (default: `reason`), without what may be
+        told of one and not the next (an exit status known only once the process is reaped,
+        which a loaded machine may take longer for than the attempt waits)."""
         now = self._end()
         self._failures += 1
         if self._down_since is None:
             self._down_since = now - took
         # A login made meanwhile is picked up: asking for one is said loudly once.
-        loud = (reason, needs_login) != self._warned[0] or now - self._warned[1] >= _REPEAT_WARNING
+        same = (reason if cause is None else cause, needs_login)
+        loud = same != self._warned[0] or now - self._warned[1] >= _REPEAT_WARNING
         if needs_login and self._failures > 1:
             loud = False
         if loud:
-            self._warned = ((reason, needs_login), now)
+            self._warned = (same, now)
             self._said_down = True
         level = logging.WARNING if loud else logging.INFO
         self._log.log(level, "could not connect (attempt %d): %s", self._failures, reason)

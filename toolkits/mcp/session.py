@@ -324,13 +324,16 @@ class OwnedSession:
                 conn.close()
 
             if ready_at is None:
+                cause = reason
                 ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
                 if ended not in reason:  # "; it exited with status 1", unless said already
                     reason += ended
                 if tail:
                     reason = f"{reason} (stderr: {tail})"
                 took = anyio.current_time() - began
-                delay = retries.attempt_failed(reason, needs_login=needs_login, took=took)
+                delay = retries.attempt_failed(
+                    reason, needs_login=needs_login, took=took, cause=cause
+                )
                 failed = True
             else:
                 lived = anyio.current_time() - ready_at
