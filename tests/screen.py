@@ -122,3 +122,22 @@ def read_until(fd: int, wanted: str, timeout: float = 30) -> str:
         assert ready, f"{wanted!r} did not appear within {timeout} s: {shown[-300:]!r}"
         shown += os.read(fd, 4096).decode(errors="replace")
     return shown
+
+
+class Terminal:
+    """The terminal side of a pty: what the program shows on it, read as it comes."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.shown = ""
+
+    def until(self, text: str, *, count: int = 1, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.shown.count(text) < count:
+            left = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self.fd], [], [], left)
+            assert ready, f"{text!r} ({count}) not shown within {timeout} s: {self.shown!r}"
+            self.shown += os.read(self.fd, 4096).decode(errors="replace")
+
+    def type(self, line: str) -> None:
+        os.write(self.fd, f"{line}\n".encode())

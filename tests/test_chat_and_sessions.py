@@ -7,7 +7,6 @@ import io
 import json
 import os
 import pty
-import select
 import shlex
 import shutil
 import signal
@@ -32,6 +31,7 @@ from agent.memory.redis_store import RedisStore
 from gateway.cli import main
 from gateway.config import TOOLBOX_SERVER
 from gateway.server.transports.static_tokens import token_label
+from tests.screen import Terminal
 from tests.server.processes import http_server
 from tests.servers.openai_stub import CutOff, OpenAIStub, Refusal, openai_stub
 
@@ -535,25 +535,6 @@ async def test_over_http_each_tokens_sessions_are_its_own_and_the_operator_reach
         ]
 
 
-class _Terminal:
-    """The terminal side of a pty: what the program shows on it, read as it comes."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.shown = ""
-
-    def until(self, text: str, *, count: int = 1, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while self.shown.count(text) < count:
-            left = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self.fd], [], [], left)
-            assert ready, f"{text!r} ({count}) not shown within {timeout} s: {self.shown!r}"
-            self.shown += os.read(self.fd, 4096).decode(errors="replace")
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, f"{line}\n".encode())
-
-
 @pytest.mark.integration
 def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Path) -> None:
     """A REPL's Ctrl-C: the answer in flight is cancelled and the prompt comes back; at the
@@ -584,7 +565,7 @@ def test_ctrl_c_in_chat_cancels_the_answer_and_at_the_prompt_leaves(tmp_path: Pa
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
     ) as process:
-        terminal = _Terminal(primary)
+        terminal = Terminal(primary)
         try:
             os.close(secondary)
             terminal.until("> ")
@@ -635,7 +616,7 @@ def test_chat_leaves_at_once_after_ctrl_c_left_a_plain_tool_running(tmp_path: Pa
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
     ) as process:
-        terminal = _Terminal(primary)
+        terminal = Terminal(primary)
         try:
             os.close(secondary)
             terminal.until("> ")
@@ -680,7 +661,7 @@ def test_chat_on_a_dumb_terminal_says_which_servers_it_waits_for(tmp_path: Path)
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
     ) as process:
-        terminal = _Terminal(primary)
+        terminal = Terminal(primary)
         try:
             os.close(secondary)
             terminal.until("> ")
@@ -716,7 +697,7 @@ def test_chat_ended_by_a_signal_at_the_prompt_says_how_to_continue(
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": repo, "TERM": "dumb"},
     ) as process:
-        terminal = _Terminal(primary)
+        terminal = Terminal(primary)
         try:
             os.close(secondary)
             terminal.until("> ")

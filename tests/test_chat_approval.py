@@ -7,12 +7,10 @@ import io
 import json
 import os
 import pty
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -24,29 +22,10 @@ from gateway.approval import ApprovalRequest, Decision
 from gateway.cli import main
 from gateway.cli.ask_here import SHOWN_INPUT, answer, question
 from gateway.console import open_console
-from tests.screen import ANSI, Screen
+from tests.screen import ANSI, Screen, Terminal
 
 EXECUTABLE = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
 REPO = Path(__file__).resolve().parents[1]
-
-
-class _Terminal:
-    """The terminal side of a pty: what the program shows on it, read as it comes."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd = fd
-        self.shown = ""
-
-    def until(self, text: str, *, count: int = 1, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        while self.shown.count(text) < count:
-            left = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([self.fd], [], [], left)
-            assert ready, f"{text!r} ({count}) not shown within {timeout} s: {self.shown!r}"
-            self.shown += os.read(self.fd, 4096).decode(errors="replace")
-
-    def type(self, line: str) -> None:
-        os.write(self.fd, f"{line}\n".encode())
 
 
 def _config(tmp_path: Path, answers: list[dict[str, object]], *, agents: str = "") -> Path:
@@ -117,7 +96,7 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
     config = _config(tmp_path, answers)
     state = tmp_path / "state"
     process, primary = _chat(config, "--session", "s1", "--state-dir", str(state))
-    terminal = _Terminal(primary)
+    terminal = Terminal(primary)
     with process:
         try:
             terminal.until("> ")
@@ -176,7 +155,7 @@ def test_ctrl_c_at_the_question_cancels_the_answer_and_a_handoffs_call_names_its
     triaging = f'[agents.triage]\nmodel = "scripted:{triage}"\nhandoffs = ["assistant"]\n'
     config = _config(tmp_path, answers, agents=triaging)
     process, primary = _chat(config, "--agent", "triage", "--session", "s2")
-    terminal = _Terminal(primary)
+    terminal = Terminal(primary)
     with process:
         try:
             terminal.until("> ")
@@ -275,7 +254,7 @@ def test_call_of_an_agent_on_a_terminal_asks_as_chat_does(tmp_path: Path) -> Non
         stderr=secondary,
         env={**os.environ, "PYTHONPATH": str(REPO), "TERM": "dumb"},
     ) as process:
-        terminal = _Terminal(primary)
+        terminal = Terminal(primary)
         try:
             os.close(secondary)
             terminal.until("allow it?")

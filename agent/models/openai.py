@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Collection, Sequence
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -111,6 +111,11 @@ class OpenAIModel(HTTPChatModel):
     _replay_invalid_arguments = True
     _max_tokens_field = "max_completion_tokens"
     _think_tags = False
+    _kind: ClassVar[str] = "openai"
+    """The spec's provider: `openai:MODEL`."""
+    _own_server: ClassVar[bool] = False
+    """A server named by its URL (`KIND:URL#MODEL`): a provider of its own, its context
+    window asked of it."""
 
     def __init__(
         self,
@@ -152,7 +157,17 @@ class OpenAIModel(HTTPChatModel):
 
     @classmethod
     def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
-        return f"openai:{model}", "openai"
+        if not cls._own_server:
+            return f"{cls._kind}:{model}", cls._kind
+        # Two servers are two providers: what one thought is not replayed to another.
+        server = public_url(base_url)
+        return f"{cls._kind}:{server}#{model}", f"{cls._kind}:{server}"
+
+    async def _lookup_window(self) -> int | None:
+        if not self._own_server:
+            return await super()._lookup_window()
+        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
+        return await server_window(self._http.get_json, self._base_url, self._model, headers)
 
     async def _answer(
         self,
@@ -451,6 +466,8 @@ class OpenAICompatibleModel(OpenAIModel):
     _replay_invalid_arguments = False
     _max_tokens_field = "max_tokens"
     _think_tags = True
+    _kind = "openai-compatible"
+    _own_server = True
     max_tools = None  # OpenAI's limit is its own; these servers document none
 
     def __init__(
@@ -475,16 +492,6 @@ class OpenAICompatibleModel(OpenAIModel):
             text_tool_calls=text_tool_calls,
             strict_tools=strict_tools,
         )
-
-    async def _lookup_window(self) -> int | None:
-        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
-        return await server_window(self._http.get_json, self._base_url, self._model, headers)
-
-    @classmethod
-    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
-        # Two servers are two providers: reasoning text from one is not replayed to another.
-        server = public_url(base_url)
-        return f"openai-compatible:{server}#{model}", f"openai-compatible:{server}"
 
 
 def _tool_messages(messages: Sequence[ChatMessage]) -> list[ToolMessage]:

@@ -57,7 +57,7 @@ from ..messages import (
 from ..model import TokenCallback
 from ..native_output import NATIVE_OUTPUT_NAME, native_output_schema
 from ._base import HTTPRequest
-from ._http import endpoint, public_url
+from ._http import endpoint
 from ._json import (
     JSONObject,
     arguments_text,
@@ -77,7 +77,6 @@ from .openai_responses_stream import ResponseAssembler
 from .openai_stream import error_text
 from .replayed_calls import raw_calls, sendable_name
 from .retry import RetryPolicy
-from .server_windows import server_window
 from .settings import ModelSettings, capped_max_tokens
 
 __all__ = ["ENCRYPTED_REASONING", "OpenAICompatibleResponsesModel", "OpenAIResponsesModel"]
@@ -94,6 +93,7 @@ _STOPS: dict[str, StopReason] = {
 class OpenAIResponsesModel(OpenAIModel):
     """OpenAI's Responses API (`openai-responses:MODEL`)."""
 
+    _kind = "openai-responses"
     _reasoning_text_replayed = False
     """Whether a reasoning item that has its text but no encrypted content goes back."""
 
@@ -120,10 +120,6 @@ class OpenAIResponsesModel(OpenAIModel):
         self._url = endpoint(base_url, "/responses")
         self._encrypted_reasoning = True
         """False once the model refused `include` of encrypted reasoning (it does not reason)."""
-
-    @classmethod
-    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
-        return f"openai-responses:{model}", "openai-responses"
 
     async def _answer(
         self,
@@ -293,6 +289,7 @@ class OpenAICompatibleResponsesModel(OpenAIResponsesModel):
     LiteLLM's proxy (see the module docstring for how it differs from OpenAI's)."""
 
     max_tools = None  # OpenAI's limit is its own; these servers document none
+    _own_server = True
     _replay_invalid_arguments = False
     _reasoning_text_replayed = True
 
@@ -316,16 +313,6 @@ class OpenAICompatibleResponsesModel(OpenAIResponsesModel):
             retry=retry,
             strict_tools=strict_tools,
         )
-
-    async def _lookup_window(self) -> int | None:
-        headers = {"Authorization": f"Bearer {self._secret.reveal()}"} if self._secret else {}
-        return await server_window(self._http.get_json, self._base_url, self._model, headers)
-
-    @classmethod
-    def _identity(cls, base_url: str, model: str) -> tuple[str, str]:
-        # Two servers are two providers: reasoning from one is not replayed to another.
-        server = public_url(base_url)
-        return f"openai-responses:{server}#{model}", f"openai-responses:{server}"
 
 
 def _refuses_encrypted_reasoning(error: ModelHTTPError) -> bool:
