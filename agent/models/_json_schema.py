@@ -1,8 +1,7 @@
 """The JSON Schema work every provider's tool schema starts from.
 
-- `inline_refs`: local `$ref`s replaced by what they point to (a recursive one is expanded
-  `_MAX_REF_REPEATS` times, then left unconstrained), and draft-07 tuples (`items` as a list)
-  written as 2020-12 `prefixItems`.
+- `inline_refs` / `with_defs` (see `_refs`): local `$ref`s written out in place (bounded), or
+  kept with their definitions under the root's `$defs`.
 - `fold_alternatives`: an object schema's `allOf`/`oneOf`/`anyOf` folded into its properties.
   No provider takes them at the root of a tool's parameters (OpenAI and Anthropic refuse the
   request, Gemini wants an OBJECT), and Gemini loses the properties beside them anywhere.
@@ -19,9 +18,9 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
 
 from ._json import JSONObject, arr, is_arr, is_obj, obj
+from ._refs import inline_refs, with_defs
 
 __all__ = [
     "COMBINATORS",
@@ -33,8 +32,6 @@ __all__ = [
     "object_root",
 ]
 
-_MAX_REF_REPEATS = 2
-_DROPPED_EVERYWHERE = frozenset({"$schema", "$id", "$comment", "$defs", "definitions"})
 _NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
 COMBINATORS = ("allOf", "oneOf", "anyOf")
 _NOT_AT_ROOT = ("not", "enum", "const")  # OpenAI refuses them at the root of parameters
@@ -45,57 +42,6 @@ _SUBSCHEMA = (
     "unevaluatedProperties", "unevaluatedItems",
 )  # fmt: skip
 _SUBSCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
-
-
-def inline_refs(schema: Mapping[str, Any]) -> JSONObject:
-    """A copy of `schema` (sharing nothing with it) with every local `$ref` replaced by what it
-    points to, and draft-07 tuples written as `prefixItems`."""
-    root = dict(schema)
-    return obj(_inline(root, root, ()))
-
-
-def _inline(node: Any, root: JSONObject, stack: tuple[str, ...]) -> Any:
-    if is_arr(node):
-        return [_inline(item, root, stack) for item in node]
-    if not is_obj(node):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        siblings = {k: v for k, v in node.items() if k != "$ref"}
-        if stack.count(ref) >= _MAX_REF_REPEATS:
-            return _inline(siblings, root, stack)  # recursion cut: unconstrained from here
-        target = _resolve(ref, root)
-        merged = {**target, **siblings}  # keywords beside a $ref refine it (2020-12 semantics)
-        return _inline(merged, root, (*stack, ref))
-    out: JSONObject = {}
-    for key, value in node.items():
-        if key in _DROPPED_EVERYWHERE or key == "additionalItems":
-            continue
-        if key in _NAME_MAPS and is_obj(value):
-            # Keys here are property names, not keywords: a property may be called "$id".
-            out[key] = {name: _inline(sub, root, stack) for name, sub in value.items()}
-        elif key == "items" and is_arr(value):
-            # A draft-07 tuple: 2020-12 (what providers read) says `prefixItems`, and `items`
-            # is then what follows the tuple (draft-07's `additionalItems`).
-            out["prefixItems"] = _inline(value, root, stack)
-            if "additionalItems" in node:
-                out["items"] = _inline(node["additionalItems"], root, stack)
-        else:
-            out[key] = _inline(value, root, stack)
-    return out
-
-
-def _resolve(ref: str, root: JSONObject) -> JSONObject:
-    if not ref.startswith("#"):
-        return {}  # remote refs are not fetched: the model gets an open schema instead
-    node: Any = root
-    for token in ref.removeprefix("#").strip("/").split("/"):
-        if not token:
-            continue
-        # A URI fragment: percent-encoded first (`My%20Type`), then JSON-pointer escaped.
-        key = unquote(token).replace("~1", "/").replace("~0", "~")
-        node = obj(node).get(key)
-    return obj(node)
 
 
 def each_subschema(node: JSONObject, change: Callable[[Any], Any]) -> JSONObject:
@@ -122,11 +68,13 @@ class Folded:
     """What the schema asked that the folded one does not, and `note` does not say."""
 
 
-def object_root(schema: Mapping[str, Any]) -> Folded:
-    """`schema` as the parameters of a tool: refs inlined, an object schema at the root with
-    `properties`, its alternatives folded in. MCP asks servers for an object root; not every
+def object_root(schema: Mapping[str, Any], *, keep_refs: bool = False) -> Folded:
+    """`schema` as the parameters of a tool: an object schema at the root with `properties`,
+    its alternatives folded in, and its `$ref`s written out in place, or with `keep_refs` kept
+    (their definitions under `$defs`, last). MCP asks servers for an object root; not every
     server obeys."""
-    inlined = inline_refs(schema)
+    inlined = with_defs(schema) if keep_refs else inline_refs(schema)
+    defs = inlined.pop("$defs", None)
     lost: list[str] = []
     kind = inlined.get("type")
     if kind is not None and kind != "object" and not (is_arr(kind) and "object" in kind):
@@ -137,6 +85,8 @@ def object_root(schema: Mapping[str, Any]) -> Folded:
     out = {**folded.schema, "type": "object"}
     if not is_obj(out.get("properties")):
         out["properties"] = {}
+    if defs:
+        out["$defs"] = defs
     return Folded(out, folded.note, (*lost, *folded.lost))
 
 

@@ -12,9 +12,9 @@ what it can:
   `JsonTextFields.decode` turns what Gemini wrote there back into the object the tool takes.
   A tool whose arguments are such an object gets one parameter, `arguments`, for its text;
 - a value the schema leaves open (`{}`, `true`, an array's missing `items`, where a recursive
-  `$ref` is cut) has no Gemini form either (an `anyOf` of every type would still hold no
-  object or array): it is declared as JSON text of any value, read back the same way (text
-  that is not JSON is the string itself);
+  `$ref` is cut, a definition too large to write out: see `_refs`) has no Gemini form either
+  (an `anyOf` of every type would still hold no object or array): it is declared as JSON
+  text of any value, read back the same way (text that is not JSON is the string itself);
 - a tuple's `prefixItems` become one item schema (an `anyOf` where they differ).
 
 `None` for a tool without parameters (no properties, and no free-form root), which Gemini

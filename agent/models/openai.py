@@ -116,6 +116,9 @@ class OpenAIModel(HTTPChatModel):
     _own_server: ClassVar[bool] = False
     """A server named by its URL (`KIND:URL#MODEL`): a provider of its own, its context
     window asked of it."""
+    _schema_refs: ClassVar[bool] = True
+    """Whether tool schemas keep their `$defs` and `$ref`s (see `schema`); written out for
+    servers of their own, not all of which read them (older Ollama dropped `$defs`)."""
 
     def __init__(
         self,
@@ -318,7 +321,7 @@ class OpenAIModel(HTTPChatModel):
         return {key: value for key, value in body.items() if key != "stream_options"}
 
     def _wire_tool(self, tool: ToolDefinition) -> JSONObject:
-        parameters, strict = openai_parameters(tool.input_schema)
+        parameters, strict = openai_parameters(tool.input_schema, keep_refs=self._schema_refs)
         function: JSONObject = {"name": tool.name, "parameters": parameters}
         description = described(tool.description, tool.input_schema)
         limit = self._description_limit
@@ -468,6 +471,7 @@ class OpenAICompatibleModel(OpenAIModel):
     _think_tags = True
     _kind = "openai-compatible"
     _own_server = True
+    _schema_refs = False
     max_tools = None  # OpenAI's limit is its own; these servers document none
 
     def __init__(

@@ -290,6 +290,7 @@ class OpenAICompatibleResponsesModel(OpenAIResponsesModel):
 
     max_tools = None  # OpenAI's limit is its own; these servers document none
     _own_server = True
+    _schema_refs = False
     _replay_invalid_arguments = False
     _reasoning_text_replayed = True
 

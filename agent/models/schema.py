@@ -1,17 +1,22 @@
 """MCP tool input schemas (JSON Schema) in the dialect each provider accepts.
 
-Every provider starts from `_json_schema.object_root`: refs inlined and the root an object
-schema, its `oneOf`/`anyOf`/`allOf` (which no provider takes there) folded into its
-properties; what they asked is said in the tool's description instead (`described`).
+Every provider starts from `_json_schema.object_root`: the root an object schema, its
+`oneOf`/`anyOf`/`allOf` (which no provider takes there) folded into its properties; what they
+asked is said in the tool's description instead (`described`). OpenAI and Anthropic take
+`$defs` and local `$ref`s, recursion included (OpenAI's Structured Outputs guide: definitions
+and recursive schemas are supported, strict mode too), so their schemas keep them; Gemini's
+`parameters` do not, nor does every OpenAI-compatible server, so theirs are written out in
+place, within a budget (see `_refs`).
 
-- `anthropic_input_schema`: that root, with top-level property keys Anthropic refuses
-  declared under keys it takes (see `anthropic_schema`); it takes the rest as written.
+- `anthropic_input_schema`: that root, with property keys Anthropic refuses declared under
+  keys it takes (see `anthropic_schema`); it takes the rest as written.
 - `openai_parameters`: that root, every array given `items` (OpenAI refuses an array without
   them; `{}` is any item, as no `items` was), plus whether OpenAI strict mode can be used:
   only when the schema already fits it (every property required, closed objects, only
-  keywords strict mode knows) and keeps within strict mode's documented limits (nesting,
-  properties, enum values, the length of names and values). Optional properties are not rewritten as nullable-required,
-  because a tool that receives `"head": null` instead of no `head` may reject it.
+  keywords strict mode knows, in its definitions too) and keeps within strict mode's
+  documented limits (nesting, properties, enum values, the length of names and values).
+  Optional properties are not rewritten as nullable-required, because a tool that receives
+  `"head": null` instead of no `head` may reject it.
 - `gemini_parameters`: reduced to Gemini's OpenAPI subset (see `gemini_schema`).
 - `unexpressed`: what a schema asks that no provider can be told, to warn about.
 """
@@ -89,20 +94,40 @@ _STRICT_LONG_ENUM_TEXT = 15_000
 """Characters of the string values of one enum with more than `_STRICT_LONG_ENUM` values."""
 
 
-def openai_parameters(schema: Mapping[str, Any]) -> tuple[JSONObject, bool]:
-    """The `parameters` for an OpenAI function tool, and whether `strict` may be set."""
-    root = object_root(schema).schema
-    strict = _strict(root)
+def openai_parameters(
+    schema: Mapping[str, Any], *, keep_refs: bool = True
+) -> tuple[JSONObject, bool]:
+    """The `parameters` for an OpenAI function tool, and whether `strict` may be set; its
+    `$ref`s kept, or (not `keep_refs`) written out in place."""
+    root = object_root(schema, keep_refs=keep_refs).schema
+    strict = _strict_root(root)
     if strict is None or not _within_strict_limits(strict):
         return _with_items(root), False
     return strict, True
 
 
+def _strict_root(root: JSONObject) -> JSONObject | None:
+    """`root` made strict-mode ready, its definitions too, or None (see `_strict`)."""
+    strict = _strict({k: v for k, v in root.items() if k != "$defs"})
+    defs = {name: _strict(sub) for name, sub in obj(root.get("$defs")).items()}
+    if strict is None or any(sub is None for sub in defs.values()):
+        return None
+    return {**strict, "$defs": defs} if defs else strict
+
+
 def _with_items(node: Any) -> Any:
-    """`node` with `items` on every array schema in it."""
+    """`node` with `items` on every array schema in it, and no keyword beside a `$ref`."""
     if not is_obj(node):
         return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and len(node) > 1 and "anyOf" not in node:
+        # OpenAI refuses one ("$ref cannot have keywords {'description'}"): an `anyOf` of the
+        # `$ref` alone means the same, and takes them.
+        rest = {k: v for k, v in node.items() if k != "$ref"}
+        return {"anyOf": [{"$ref": ref}], **_with_items(rest)}
     out = each_subschema(node, _with_items)
+    if is_obj(node.get("$defs")):
+        out["$defs"] = {name: _with_items(sub) for name, sub in node["$defs"].items()}
     kind = node.get("type")
     if (kind == "array" or (is_arr(kind) and "array" in kind)) and "items" not in node:
         out["items"] = {}
@@ -112,7 +137,9 @@ def _with_items(node: Any) -> Any:
 def _within_strict_limits(root: JSONObject) -> bool:
     """Whether strict mode takes `root` (a schema `_strict` made) for its size."""
     properties = enum_values = text = 0
-    pending: list[tuple[JSONObject, int]] = [(root, 0)]
+    # A definition counts from its own top: the depth a `$ref` puts it at is not bounded.
+    defs = [(obj(sub), 0) for sub in obj(root.get("$defs")).values()]
+    pending: list[tuple[JSONObject, int]] = [(root, 0), *defs]
     while pending:
         node, depth = pending.pop()
         if depth > _STRICT_MAX_DEPTH:
@@ -146,6 +173,13 @@ def _strict(node: Any) -> JSONObject | None:
     if not is_obj(node):
         return None
     node = {k: v for k, v in obj(node).items() if k not in _STRICT_DROPPED}
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        notes = {k: v for k, v in node.items() if k != "$ref"}
+        if not notes.keys() <= {"description", "title"}:
+            return None
+        # As in `_with_items`: strict mode takes no keyword beside a `$ref`.
+        return {"anyOf": [{"$ref": ref}], **notes} if notes else {"$ref": ref}
     if not node.keys() <= _STRICT_KEYWORDS:
         return None
     if not ({"type", "anyOf", "enum", "const"} & node.keys()):

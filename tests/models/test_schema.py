@@ -43,7 +43,7 @@ STRICT = {
     "git_log": False,  # optional nullable timestamps
     "git_diff": False,
     "git_create_branch": False,
-    "move_to": True,  # strict once its $ref is inlined
+    "move_to": True,  # its Point under $defs is strict too
     "create_event": False,  # a free-form `tags` map
     "save_tree": False,  # recursive, with optional children
 }
@@ -88,14 +88,28 @@ def test_the_fixtures_hold_the_tools_the_table_names() -> None:
     assert len(ALL_TOOLS) == 42
 
 
+def refs_anywhere(schema: Any) -> set[str]:
+    if is_arr(schema):
+        return set[str]().union(*map(refs_anywhere, schema))
+    if not is_obj(schema):
+        return set()
+    found = {schema["$ref"]} if "$ref" in schema else set[str]()
+    return found.union(*map(refs_anywhere, schema.values()))
+
+
 @pytest.mark.parametrize("tool", ALL_TOOLS, ids=lambda t: t.name)
-def test_no_provider_sees_refs_or_meta_keywords(tool: ToolDefinition) -> None:
+def test_refs_stay_where_the_provider_takes_them(tool: ToolDefinition) -> None:
+    gemini = gemini_parameters(tool.input_schema) or {}
+    assert not {"$ref", "$defs", "$schema", "definitions"} & keys_anywhere(gemini)
     for converted in (
         anthropic_input_schema(tool.input_schema),
         openai_parameters(tool.input_schema)[0],
-        gemini_parameters(tool.input_schema) or {},
     ):
-        assert not {"$ref", "$defs", "$schema", "definitions"} & keys_anywhere(converted)
+        assert not {"$schema", "definitions"} & keys_anywhere(converted)
+        defs = converted.get("$defs", {})
+        # Each $ref names a definition at the root, and each definition there is used.
+        assert refs_anywhere(converted) == {f"#/$defs/{name}" for name in defs}
+        assert ("$defs" in converted) is ("$defs" in tool.input_schema)
 
 
 @pytest.mark.parametrize("name", sorted(STRICT))
@@ -266,7 +280,8 @@ def test_conversion_never_changes_the_input() -> None:
     schema = BY_NAME["create_event"].input_schema
     before = repr(schema)
     converted = anthropic_input_schema(schema)
-    converted["properties"]["event"]["properties"]["title"]["description"] = "changed"
+    converted["$defs"]["Event"]["properties"]["title"]["description"] = "changed"
+    converted["properties"]["event"]["changed"] = True
     openai_parameters(schema)
     gemini_parameters(schema)
     assert repr(schema) == before
