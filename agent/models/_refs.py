@@ -8,9 +8,9 @@
   `$ref`). A recursive one is expanded `_MAX_REF_REPEATS` times, then left unconstrained.
 
 Writing out is bounded by `INLINE_BUDGET` schema nodes: definitions shared along a DAG double
-at each level (18 levels of two properties to the next: 2.3 KB written out is 17 MB), and a
-server's schema is sent on every model call. A definition whose written-out size would take
-the schema past the budget is left unconstrained instead, its name and why said in the
+at each level (18 levels of two properties to the next: 2.6 KB written out is 28 MB), and a
+server's schema is sent on every model call. Past it, the definitions written out the most
+times are left unconstrained instead (see `_left_open`), their name and why said in the
 description; the tool still checks what it gets.
 
 Both write draft-07 tuples (`items` as a list) as 2020-12 `prefixItems`, and drop `$schema`,
@@ -28,9 +28,11 @@ from ._json import JSONObject, arr, is_arr, is_obj, obj
 __all__ = ["INLINE_BUDGET", "inline_refs", "with_defs"]
 
 INLINE_BUDGET = 2_000
-"""Schema nodes (JSON objects) a schema may have once its `$ref`s are written out: several
-times what a large real tool has (a pydantic model of a few dozen nested types), and at
-most some tens of KB per tool per request."""
+"""Schema nodes (JSON objects) a schema may have once its `$ref`s are written out, or
+`_GROWTH` times its own, if more: several times what a large real tool has (a pydantic model
+of a few dozen nested types), some tens of KB per tool per request; and a schema large as
+written is never cut below its own size, only what sharing adds is bounded."""
+_GROWTH = 2
 _MAX_REF_REPEATS = 2
 _DROPPED = frozenset({"$schema", "$id", "$comment", "$defs", "definitions", "additionalItems"})
 _NAME_MAPS = frozenset({"properties", "patternProperties", "dependentSchemas"})
@@ -97,11 +99,12 @@ class _Walk:
     def __init__(self, root: JSONObject, kept: Mapping[tuple[str, str], str], budget: int):
         self.root = root
         self.kept = kept
-        self.budget = budget
+        # Never below the schema as written: only what sharing adds is bounded.
+        self.budget = max(budget, _GROWTH * _nodes(root, within_defs=True))
         self.used = 0
         self.reached: list[str] = []
         """The definitions a kept `$ref` names, in the order first met."""
-        self.left_open = set[tuple[str, str]]() if kept else _left_open(root, budget)
+        self.left_open = set[tuple[str, str]]() if kept else _left_open(root, self.budget)
 
     def node(self, node: Any, stack: tuple[str, ...]) -> Any:
         if is_arr(node):
@@ -161,9 +164,9 @@ def _definition(ref: str) -> _Definition | None:
 
 def _left_open(root: JSONObject, budget: int) -> set[_Definition]:
     """The definitions to leave unconstrained so that `root` written out has at most `budget`
-    nodes: one at a time, the one written out the most times (in a DAG, the deepest shared
-    type; the levels above it are kept). A recursive `$ref` is not counted here (it is cut
-    after `_MAX_REF_REPEATS`)."""
+    nodes: those written out more than N times, N the largest that fits (in a DAG, the deepest
+    shared types; the levels above them are kept). A recursive `$ref` is not counted here (it
+    is cut after `_MAX_REF_REPEATS`)."""
     bodies = {
         (group, name): body
         for group in ("$defs", "definitions")
@@ -175,21 +178,48 @@ def _left_open(root: JSONObject, budget: int) -> set[_Definition]:
     top_refs = [d for d in _refs_in(top) if d in bodies]
     edges = {d: [r for r in _refs_in(body) if r in bodies] for d, body in bodies.items()}
     own = {d: _nodes(body) for d, body in bodies.items()}
-    opened: set[_Definition] = set()
-    while True:
-        copies = _copies(top_refs, edges, opened)
-        total = _nodes(top) + sum(n * (1 if d in opened else own[d]) for d, n in copies.items())
-        shut = {d: n for d, n in copies.items() if d not in opened}
-        if total <= budget or not shut:
-            return opened
-        opened.add(max(shut, key=lambda d: (shut[d], own[d])))
+    order = _top_down(top_refs, edges)
+    place = {d: n for n, d in enumerate(order)}
+    base = _nodes(top)
+
+    def written(most: int | None) -> tuple[set[_Definition], int]:
+        """What is left open with at most `most` copies of a definition, and the nodes then
+        written out (or a number past `budget`, once it is)."""
+        copies = dict.fromkeys(order, 0)
+        for d in top_refs:
+            copies[d] += 1
+        opened: set[_Definition] = set()
+        total = base
+        for d in order:
+            count = copies[d]
+            if most is not None and count > most:
+                opened.add(d)
+                total += count
+                continue
+            total += count * own[d]
+            if total > budget:
+                break
+            for child in edges[d]:
+                if place[child] > place[d]:  # not a recursive $ref back up
+                    copies[child] = min(copies[child] + count, budget + 1)
+        return opened, total
+
+    if written(None)[1] <= budget:
+        return set()
+    # Fewer copies allowed leave more open and write out less: the most that fits, halving.
+    low, high = 0, budget
+    while low < high:
+        middle = (low + high + 1) // 2
+        low, high = (middle, high) if written(middle)[1] <= budget else (low, middle - 1)
+    return written(low)[0]
 
 
-def _copies(
-    top: list[_Definition], edges: Mapping[_Definition, list[_Definition]], opened: set[_Definition]
-) -> dict[_Definition, int]:
-    """How many times each definition is written out (an open one is not followed)."""
-    order: list[_Definition] = []  # each after all it reaches (DFS post-order)
+def _top_down(
+    top: list[_Definition], edges: Mapping[_Definition, list[_Definition]]
+) -> list[_Definition]:
+    """The definitions reached from `top`, each before those it reaches (but through a
+    recursive `$ref`): a DFS post-order, reversed."""
+    order: list[_Definition] = []
     seen: set[_Definition] = set()
     for start in dict.fromkeys(top):
         if start in seen:
@@ -204,18 +234,8 @@ def _copies(
                 order.append(at)
             elif child not in seen:
                 seen.add(child)
-                followed = () if child in opened else dict.fromkeys(edges[child])
-                path.append((child, iter(followed)))
-    position = {d: n for n, d in enumerate(reversed(order))}
-    copies = dict.fromkeys(order, 0)
-    for d in top:
-        copies[d] += 1
-    for d in reversed(order):
-        if d not in opened:
-            for child in edges[d]:
-                if position[child] > position[d]:  # not a recursive $ref back up
-                    copies[child] += copies[d]
-    return copies
+                path.append((child, iter(dict.fromkeys(edges[child]))))
+    return order[::-1]
 
 
 def _refs_in(node: Any) -> list[_Definition]:
@@ -234,8 +254,9 @@ def _refs_in(node: Any) -> list[_Definition]:
     return found
 
 
-def _nodes(node: Any) -> int:
-    """The JSON objects in `node`, but for the definitions under it."""
+def _nodes(node: Any, *, within_defs: bool = False) -> int:
+    """The JSON objects in `node`, but for the definitions under it (unless `within_defs`)."""
+    skipped = () if within_defs else ("$defs", "definitions")
     count = 0
     pending = [node]
     while pending:
@@ -244,7 +265,7 @@ def _nodes(node: Any) -> int:
             pending += at
         elif is_obj(at):
             count += 1
-            pending += [v for k, v in at.items() if k not in ("$defs", "definitions")]
+            pending += [v for k, v in at.items() if k not in skipped]
     return count
 
 
