@@ -1,6 +1,7 @@
 """A tool schema's `$defs`/`$ref`s in the request each provider is sent: kept for OpenAI (chat
 completions and Responses) and Anthropic, so a recursive type is told whole; written out for
-Gemini, within a budget, so a DAG of shared definitions cannot blow up."""
+Gemini and OpenAI-compatible servers, within a budget, so a DAG of shared definitions cannot
+blow up; and calls in the recursive shape reaching a real tool intact."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from agent.models import (
 from agent.models._refs import INLINE_BUDGET, inline_refs
 from agent.models.anthropic_schema import anthropic_input_schema, anthropic_property_keys
 from agent.models.schema import gemini_parameters, openai_parameters
+from toolkits import function_tool
 
 from .support import FakeProvider, Sleeps, json_response, retry_policy
 from .test_anthropic_property_keys import done
@@ -173,13 +175,11 @@ async def test_openai_responses_is_sent_the_recursive_type_whole(sleeps: Sleeps)
     assert tool_call.arguments == DEEP
 
 
-def anthropic_call(arguments: dict[str, Any]) -> dict[str, Any]:
+def anthropic_call(arguments: dict[str, Any], name: str = "save_tree") -> dict[str, Any]:
     return {
         "id": "msg_01", "type": "message", "role": "assistant",
         "model": "claude-sonnet-4-5-20250929",
-        "content": [
-            {"type": "tool_use", "id": "toolu_01", "name": "save_tree", "input": arguments}
-        ],
+        "content": [{"type": "tool_use", "id": "toolu_01", "name": name, "input": arguments}],
         "stop_reason": "tool_use", "stop_sequence": None,
         "usage": {"input_tokens": 40, "output_tokens": 30},
     }  # fmt: skip
@@ -394,3 +394,45 @@ async def test_gemini_writes_a_definition_left_open_as_json_text_the_tool_gets_w
     message = await model_of("gemini", fake, sleeps).invoke(ASK, [DAG])
     [tool_call] = message.tool_calls
     assert tool_call.arguments == own
+
+
+def filters(tree: Node) -> list[str]:
+    """Each node's filter, depth first."""
+    return [tree.filter, *(f for child in tree.children for f in filters(child))]
+
+
+def calling(provider: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A real-format answer of `provider` calling `name` with `arguments`."""
+    if provider == "anthropic":
+        return anthropic_call(declared_keys(arguments), name)
+    if provider == "responses":
+        return response([{
+            "id": "fc_1", "type": "function_call", "status": "completed",
+            "arguments": json.dumps(arguments), "call_id": "call_1", "name": name,
+        }])  # fmt: skip
+    message = {"role": "assistant", "content": None, "tool_calls": [
+        call("call_1", name, json.dumps(arguments)),
+    ]}  # fmt: skip
+    return completion(message, "tool_calls")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("provider", ["openai", "responses", "anthropic"])
+async def test_a_call_in_the_recursive_shape_reaches_a_real_tool_intact(
+    provider: str, sleeps: Sleeps
+) -> None:
+    tool = function_tool(filters)
+    offered = ToolDefinition(
+        name=tool.name, description=tool.description, source_node="local",
+        input_schema=tool.input_schema,
+    )  # fmt: skip
+    assert "$defs" in tool.input_schema  # pydantic's own schema, as a server lists it
+    fake = FakeProvider(json_response(200, calling(provider, tool.name, DEEP)))
+    message = await model_of(provider, fake, sleeps).invoke(ASK, [offered])
+    [sent] = fake.body()["tools"]
+    schema = sent.get("input_schema") or sent.get("parameters") or sent["function"]["parameters"]
+    assert depth_told(schema, schema["properties"]["tree"]) >= 4  # as deep as the call goes
+    [tool_call] = message.tool_calls
+    result = await tool(tool_call.arguments)
+    assert not result.is_error, result
+    assert result.structured_content == {"response": ["1", "2", "3", "4"]}
