@@ -56,6 +56,7 @@ __all__ = [
     "StateError",
     "StepInterrupted",
     "StepPaused",
+    "exceeds_context_window",
     "fails_only_its_item",
 ]
 
@@ -200,6 +201,14 @@ class StepPaused(Exception):  # a control-flow signal, not an error
 
 ITEM_STATUSES = frozenset({400, 413, 422})
 """Provider answers that reject one request's content (too long, malformed, refused)."""
+
+
+def exceeds_context_window(error: ModelError) -> bool:
+    """Whether `error` is that the request would not fit the context window: of the model,
+    or of every model a `FallbackModel` tried."""
+    if isinstance(error, AllModelsFailed):
+        return all(exceeds_context_window(failure) for _, failure in error.failures)
+    return isinstance(error, ContextWindowExceeded)
 
 
 def fails_only_its_item(error: ModelError) -> bool:
