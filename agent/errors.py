@@ -88,7 +88,7 @@ class ModelHTTPError(ModelError):
     """The provider answered with an error status.
 
     `provider_message` is the provider's own explanation (e.g. OpenAI's `error.message`), when
-    the body had one.
+    the body had one; `code` its own code (OpenAI's `error.code`: `context_length_exceeded`).
     """
 
     def __init__(
@@ -98,11 +98,13 @@ class ModelHTTPError(ModelError):
         status_code: int,
         provider: str,
         provider_message: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.provider = provider
         self.provider_message = provider_message
+        self.code = code
 
 
 class ModelAuthError(ModelHTTPError):
@@ -204,10 +206,13 @@ ITEM_STATUSES = frozenset({400, 413, 422})
 
 
 def exceeds_context_window(error: ModelError) -> bool:
-    """Whether `error` is that the request would not fit the context window: of the model,
-    or of every model a `FallbackModel` tried."""
+    """Whether `error` is that the request would not fit the context window: of the model
+    (refused unsent, or by the provider with OpenAI's 400 `context_length_exceeded`), or of
+    every model a `FallbackModel` tried."""
     if isinstance(error, AllModelsFailed):
         return all(exceeds_context_window(failure) for _, failure in error.failures)
+    if isinstance(error, ModelHTTPError):
+        return error.status_code == 400 and error.code == "context_length_exceeded"
     return isinstance(error, ContextWindowExceeded)
 
 

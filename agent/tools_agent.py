@@ -42,6 +42,7 @@ from .call_problems import call_problem
 from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
+    ContextWindowExceeded,
     MemoryStoreError,
     ModelError,
     StepInterrupted,
@@ -295,7 +296,8 @@ class ToolsAgent:
                 # Not sent at all when it would not fit the window: say so, not "rejected",
                 # and by code, for a client that trims its conversation and asks again.
                 code = "context_length_exceeded" if exceeds_context_window(exc) else None
-                error = str(exc) if code else f"the model rejected the request: {exc}"
+                unsent = isinstance(exc, ContextWindowExceeded)
+                error = str(exc) if unsent else f"the model rejected the request: {exc}"
                 result = ItemResult(error=error, error_code=code, steps=steps)
                 return _Outcome(steps, usage=usage, result=result)
             return _Outcome(steps, usage=usage, interrupted=exc)

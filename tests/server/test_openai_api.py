@@ -407,6 +407,25 @@ async def test_a_failed_run_is_500_not_to_be_retried() -> None:
     assert error_of(streamed)["code"] == "run_failed"
 
 
+async def test_a_providers_context_length_exceeded_is_passed_on_as_such() -> None:
+    """A model that does not report its window (OpenAI's) refuses the conversation itself,
+    400 `context_length_exceeded`: this gateway's clients are told so by that code too, here
+    through two gateways, the front's agent on the back's `/v1`."""
+    back = Gateway([], [AgentSpec("small", ScriptedModel(["never sent"]), context_window=50)])
+    long = {"role": "user", "content": "Why? " * 200}
+    with anyio.fail_after(30):
+        async with served(back) as base, httpx.AsyncClient(timeout=30) as http:
+            model = OpenAICompatibleModel(base, "small", http_client=http)
+            front = Gateway([], [AgentSpec("front", model)])
+            async with served(front) as front_base:
+                whole = await post(front_base, {"model": "front", "messages": [long]})
+    assert whole.status_code == 400
+    error = error_of(whole)
+    assert error["code"] == "context_length_exceeded"
+    assert error["param"] == "messages"
+    assert "would not fit the model's context window of 50 tokens" in error["message"]
+
+
 async def test_a_stream_that_began_ends_with_its_runs_failure_as_its_last_event() -> None:
     """A model call answered (a tool call): the stream began, and its run's failure after
     that (the model's script ran out) is its last event."""
