@@ -22,9 +22,11 @@ class AnswerTooLarge(ValueError):
     """A message larger than the limit (`max_message_bytes`), as a server-sent event or a JSON
     body: not malformed, too large."""
 
-    def __init__(self, limit: int) -> None:
+    def __init__(self, limit: int, size: int | None = None) -> None:
         super().__init__(f"a message is larger than the {limit} byte limit")
         self.limit = limit
+        self.size = size
+        """The message's size, when it was read to its end (a stdout line)."""
 
 
 class EventData:

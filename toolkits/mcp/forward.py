@@ -214,7 +214,7 @@ class Forward:
                 return _dump(error_result(cut_short(self.node, self.tool)))
             raise self._lost() from exc
         except AnswerTooLarge as exc:  # the call fails, the session stays
-            return _dump(error_result(too_large(self.node, exc.limit)))
+            return _dump(error_result(too_large(self.node, exc.limit, exc.size)))
         except TooDeep as exc:  # so does this one (`nesting`)
             return _dump(error_result(too_deep_text(self.node, exc.in_message())))
         except ValueError as exc:  # not JSON: the call fails, the session stays
@@ -492,12 +492,13 @@ def too_deep_text(node: str, exc: TooDeep) -> str:
     return f"MCP server {node!r} sent a result {exc}"
 
 
-def too_large(node: str, limit: int) -> str:
-    """A call whose answer (a server-sent event, or a JSON body) is over the node's
-    `max_message_bytes`."""
+def too_large(node: str, limit: int, size: int | None = None) -> str:
+    """A call whose answer (a server-sent event, a JSON body, a line on stdout: `size`
+    bytes, when it was read to its end) is over the node's `max_message_bytes`."""
+    measured = f" ({size} bytes)" if size is not None else ""
     return (
-        f"MCP server {node!r} sent an answer larger than the {limit} byte limit: raise "
-        f"mcpServers.{node}.max_message_bytes to take it"
+        f"MCP server {node!r} sent an answer larger than the {limit} byte limit{measured}: "
+        f"raise mcpServers.{node}.max_message_bytes to take it"
     )
 
 

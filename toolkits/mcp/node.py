@@ -58,6 +58,7 @@ from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
 from .forwards import Forwards
 from .listeners import Listeners
+from .long_lines import too_long_answer
 from .naming import (
     NodeTools,
     invert,
@@ -510,6 +511,9 @@ class McpToolkit(InBackground):
                     return error_result(error_text(exc.code, exc.message))
                 if exc.message.startswith(SDK_TOO_LARGE):
                     return error_result(too_large(self._name, self._config.max_message_bytes))
+                if (size := too_long_answer(exc.error)) is not None:  # a line (`long_lines`)
+                    limit = self._config.max_message_bytes
+                    return error_result(too_large(self._name, limit, size))
                 if too_deep_answer(exc.error):  # the message says how deep (`stdio_pipe`)
                     return error_result(f"MCP server {self._name!r} sent {exc.message}")
                 return protocol_error_result(exc.error)
