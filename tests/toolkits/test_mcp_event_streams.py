@@ -1,11 +1,13 @@
 """A call's answer over streamable HTTP as an event stream carries it, on both ways a node
 calls (raw JSON-RPC and the SDK client), alike: a stream the server closes before its answer
 (SSE polling) is resumed with `Last-Event-ID`; events of a type other than `message` (a `ping`
-keep-alive, a `heartbeat`) are no answer."""
+keep-alive, a `heartbeat`) are no answer; an answer with an id no request has fails its call
+at once, saying so."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import anyio
@@ -79,3 +81,29 @@ async def test_events_of_other_types_are_no_answer(raw: bool) -> None:
             node.raw_calls = raw
             results = [await node.call_tool(f"f__{name}", {}) for name in faults]
     assert [(r.is_error, result_text(r)) for r in results] == [(False, "ANSWER")] * len(faults)
+
+
+@pytest.mark.parametrize("protocol", ["auto", "modern"])
+@pytest.mark.parametrize("content_type", ["application/json", "text/event-stream"])
+async def test_an_answer_with_an_id_no_request_has_fails_its_call_at_once_saying_so(
+    protocol: ProtocolMode, content_type: str
+) -> None:
+    def reply(request: dict[str, Any]) -> bytes:
+        said = json.dumps({"jsonrpc": "2.0", "id": f"nope-{request['id']}", "result": {}})
+        return said.encode() if content_type == "application/json" else f"data: {said}\n\n".encode()
+
+    server = faulty_server(Waiting(), "stray")
+    fault = Fault(200, content_type, reply=reply)
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), calls={"stray": fault})
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base:
+            config = McpServerConfig(url=f"{base}/mcp", protocol=protocol, timeout=20)
+            async with McpToolkit("f", config) as node:
+                with anyio.fail_after(10):  # at once: not after the call's timeout
+                    stray = await node.call_tool("f__stray", {})
+                ok = await node.call_tool("f__ok", {})
+                assert node.health.state == "ready"
+    assert stray.is_error
+    said = r"MCP server 'f' answered with id 'nope-agent-gateway-\d+', which no request has"
+    assert re.fullmatch(said, result_text(stray))
+    assert result_text(ok) == "ok"
