@@ -598,4 +598,6 @@ def _input_required(message: JsonObject) -> JsonObject | None:
 
 
 def _dump(result: mcp_types.CallToolResult) -> JsonObject:
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """A result of ours as a server sends it: without the SDK's `resultType`, a field of the
+    2026-07-28 era alone (the client's era adds it where it has one)."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"result_type"})
