@@ -1,6 +1,7 @@
 """An SDK server over real HTTP that uses SSE polling (MCP 2025-11-25, SEP-1699): its `polled`
 tool closes the call's event stream (`ctx.close_sse_stream`, with an event store) and answers
-only once the client has come back for it with a GET and `Last-Event-ID`.
+only once the client has come back for it with a GET and `Last-Event-ID`; its `never` tool
+closes the stream and never answers.
 
 `Polling` is ASGI middleware around the server's app: it notes each resuming GET and holds it
 until the answer is stored, so that the answer is replayed on it, whatever the timing (the
@@ -95,6 +96,13 @@ def polling_server(**options: Any) -> Polling:
         await ctx.close_sse_stream()
         await front[0].resumed.wait()
         return f"polled {text}"
+
+    @server.tool()
+    async def never(ctx: Context) -> str:  # pyright: ignore[reportUnusedFunction]
+        """Close the call's stream, and never answer (until cancelled)."""
+        await ctx.close_sse_stream()
+        await anyio.sleep_forever()
+        return "never"
 
     @server.tool()
     def quick(text: str) -> str:  # pyright: ignore[reportUnusedFunction]

@@ -16,6 +16,7 @@ import pytest
 from tests.servers.asgi import serve_on_loopback
 from tests.servers.faulty_http import Fault, FaultyFront, Waiting, faulty_server
 from tests.servers.polling_http import polling_server
+from toolkits.errors import ToolTimeout
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
 from toolkits.observation import result_text
 
@@ -44,6 +45,21 @@ async def test_a_stream_the_server_closes_before_its_answer_is_resumed_for_it(
     # Resumed once, after the call's priming event (the store's fifth: the handshake and the
     # tool listing had two each).
     assert front.resumed_after == ["e5"]
+
+
+@BOTH_WAYS
+async def test_a_resumed_stream_that_never_answers_times_out_as_any_call(raw: bool) -> None:
+    front = polling_server(retry_interval=1)
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base:
+            config = McpServerConfig(url=f"{base}/mcp", protocol="legacy", timeout=1)
+            async with McpToolkit("p", config) as node:
+                node.raw_calls = raw
+                with pytest.raises(ToolTimeout, match=r"no result or progress for 1 s"):
+                    await node.call_tool("p__never", {})
+                quick = await node.call_tool("p__quick", {"text": "after"})
+    assert len(front.resumed_after) == 1
+    assert result_text(quick) == "quick after"
 
 
 def _events(*events: bytes) -> Fault:
