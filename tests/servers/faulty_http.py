@@ -1,5 +1,6 @@
 """An SDK server over real HTTP whose front misbehaves as proxies and deploys do: a call (or
-every request) answered with an error status or an HTML page, redirected, or cut mid-answer.
+every request) answered with an error status or an HTML page, redirected, cut mid-answer, or
+answered as the front makes up (`Fault.reply`).
 
 `FaultyFront` is ASGI middleware around the SDK's streamable HTTP app. A `tools/call` of a tool
 named in `calls` gets that fault instead of reaching the server; `everything`, when set, answers
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -35,6 +36,9 @@ class Fault:
     echo: Callable[[dict[str, str]], bytes] | None = None
     """Makes the body of the request's headers (lower-cased names) and target (`:path`, as
     sent: `/mcp?api_key=KEY`), in place of `body`."""
+    reply: Callable[[dict[str, Any]], bytes] | None = None
+    """Makes the body of the JSON-RPC request answered (to answer it by its id), in place of
+    `body`."""
 
 
 CUT = Fault(200, "text/event-stream")
@@ -88,6 +92,8 @@ class FaultyFront:
             await _start(send, fault)
             raise ConnectionAbortedError("cut mid-answer")  # uvicorn closes the connection
         else:
+            if fault.reply is not None:
+                fault = replace(fault, body=fault.reply(message))
             await _answer(send, fault, scope)
 
 

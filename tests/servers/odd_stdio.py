@@ -15,7 +15,8 @@ Real servers written in other languages do send these. Its `tools/list` page hol
   told that; the tool's own check answers a call with both);
 - `deep`: a result nested `depth` levels (the result object one of them), by arrays in its
   structured content or, with `"in": "_meta"`, in the `_meta` of a text result; its answer's
-  `id` comes last, as a TypeScript server writes it.
+  `id` comes last, as a TypeScript server writes it;
+- `malformed`: a text block without its `text`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "cut", "inputSchema": _OBJECT},
     {"name": "plain", "inputSchema": _OBJECT},
     {"name": "deep", "inputSchema": _OBJECT},
+    {"name": "malformed", "inputSchema": _OBJECT},
     {
         "name": "exclusive",
         "description": "a or b",
@@ -64,6 +66,7 @@ _RESULTS: dict[str, dict[str, Any]] = {
     },
     "cut": {"content": [{"type": "text", "text": "bad\ud800x"}]},
     "plain": {"content": [{"type": "text", "text": "plain"}]},
+    "malformed": {"content": [{"type": "text"}]},  # a text block without its text
 }
 
 

@@ -26,7 +26,10 @@ from toolkits.observation import result_text
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 ODD = Path(__file__).parents[1] / "servers" / "odd_stdio.py"
-GOOD = ["echo", "either", "weather", "weather_bad", "cut", "plain", "deep", "exclusive"]
+GOOD = [
+    *("echo", "either", "weather", "weather_bad", "cut", "plain", "deep", "malformed"),
+    "exclusive",
+]
 
 
 def odd(**keys: Any) -> McpServerConfig:
