@@ -21,6 +21,7 @@ from tests.server.proxying import gateway_front
 from tests.servers.inprocess import Context, ToolHandler, ToyServer, text_result
 from tests.servers.odd_stdio import TOOLS
 from toolkits.mcp import McpServerConfig, McpToolkit, PrefixPolicy
+from toolkits.mcp.pages import every_page
 from toolkits.mcp.schema_check import schema_fault
 from toolkits.mcp.tool_listing import sift_tools
 from toolkits.observation import result_text
@@ -241,3 +242,50 @@ def _answer(name: str) -> ToolHandler:
         return text_result(name)
 
     return answer
+
+
+class RepeatingPages(ToyServer):
+    """Each page lists every tool again, its next cursor always `same`."""
+
+    async def _list_tools(
+        self, ctx: Context, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self.list_requests += 1
+        tools = [tool for tool, _ in self.tools.values()]
+        return types.ListToolsResult(tools=tools, next_cursor="same")
+
+
+async def test_a_repeated_cursor_ends_the_listing_with_one_warning_for_it_and_one_for_the_names(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    server = RepeatingPages()
+    server.add_echo("echo")
+    server.add_echo("hang")
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    with anyio.fail_after(10):
+        async with McpToolkit(
+            "loop", McpServerConfig(command="in-process", prefix="never"), target=server.server
+        ) as node:
+            assert [tool.name for tool in await node.list_tools()] == ["echo", "hang"]
+    assert server.list_requests == 2  # the first page, and the page at "same"
+    assert _warnings(caplog) == [
+        "stopped listing tools: the server repeated cursor 'same', which would list the same "
+        "pages again",
+        "the server lists 2 tool names more than once ('echo' x2, 'hang' x2); keeping the "
+        "first of each",
+    ]
+
+
+async def test_a_cursor_seen_on_any_earlier_page_ends_a_listing_of_anything() -> None:
+    # Resources, templates and prompts are listed by the same `every_page`.
+    asked: list[str | None] = []
+    cursors = {None: "a", "a": "b", "b": "a"}
+
+    async def page(cursor: str | None) -> tuple[list[str], str | None]:
+        asked.append(cursor)
+        return [f"item at {cursor}"], cursors[cursor]
+
+    with anyio.fail_after(5):
+        items = await every_page(page, what="prompts", log=logging.getLogger("test"))
+    assert asked == [None, "a", "b"]
+    assert items == ["item at None", "item at a", "item at b"]
