@@ -148,7 +148,9 @@ VALID_SCHEMAS: dict[str, dict[str, Any]] = {
     },
     "ecma": {  # what a JavaScript server's zod writes; Python's `re` reads none of it
         "type": "object",
-        "properties": {"s": {"type": "string", "pattern": r"^\p{L}+(?<y>\d{4})\k<y>$"}},
+        "properties": {
+            "s": {"type": "string", "pattern": r"^\p{L}+(?<y>\d{4})\k<y>\u{1F600}?\cJ?$"}
+        },
     },
     "loose": {
         "type": "object",

@@ -6,7 +6,7 @@ schema, or None:
 - checked against the meta-schema of its `$schema` (draft 2020-12 when it names none, or one
   jsonschema does not know), with `pattern` and `patternProperties` keys checked as regular
   expressions: ECMA 262 ones, which servers written in JavaScript send (`\\p{L}`,
-  `(?<name>...)`), are taken too;
+  `(?<name>...)`, `\\u{1F600}`), are taken too;
 - a local `$ref` (`#/...`, `#anchor`) that points at nothing in the schema is a fault; one
   elsewhere (a URL) is not looked at, nor is any `$ref` under a nested `$id` (its base moved).
 Unknown keywords, any `format` value and draft-07 `definitions` are valid, as they are to the
@@ -41,6 +41,8 @@ _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "example"})
 # question asked here, whether the pattern is well formed).
 _ECMA_ONLY = (
     (re.compile(r"\\[pP]\{[A-Za-z0-9_=]+\}"), "."),
+    (re.compile(r"\\u\{[0-9A-Fa-f]+\}"), "."),
+    (re.compile(r"\\c[A-Za-z]"), "."),
     (re.compile(r"\(\?<([A-Za-z_]\w*)>"), r"(?P<\1>"),
     (re.compile(r"\\k<([A-Za-z_]\w*)>"), r"(?P=\1)"),
     (re.compile(r"\[\^\]"), r"[\\s\\S]"),
