@@ -29,6 +29,7 @@ from toolkits.observation import result_text
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
 ODD = Path(__file__).parents[1] / "servers" / "odd_stdio.py"
+FIXTURES = Path(__file__).parents[1] / "models" / "fixtures"
 GOOD = ["echo", "either", "weather", "weather_bad", "cut", "plain", "deep", "exclusive"]
 
 
@@ -152,6 +153,13 @@ VALID_SCHEMAS: dict[str, dict[str, Any]] = {
             "s": {"type": "string", "pattern": r"^\p{L}+(?<y>\d{4})\k<y>\u{1F600}?\cJ?$"}
         },
     },
+    "older": {  # no $schema, written to draft-07 (a tuple) and draft-04 (a boolean bound)
+        "type": "object",
+        "properties": {
+            "range": {"type": "array", "items": [{"type": "integer"}], "additionalItems": False},
+            "n": {"type": "number", "minimum": 0, "exclusiveMinimum": True},
+        },
+    },
     "loose": {
         "type": "object",
         "x-ui": {"type": 12},  # unknown keywords are anything
@@ -224,6 +232,15 @@ async def test_a_tool_with_an_invalid_schema_excluded_is_left_out_quietly(
         async with McpToolkit("sch", config, target=server.server) as node:
             assert [tool.name for tool in await node.list_tools()] == ["ok"]
     assert _warnings(caplog) == []
+
+
+@pytest.mark.parametrize("listed", sorted(FIXTURES.glob("*.json")), ids=lambda path: path.stem)
+def test_every_schema_real_servers_list_is_taken(listed: Path) -> None:
+    # Tool lists recorded from real servers, and the forms JavaScript servers write (draft-07
+    # tuples with no $schema among them), which the providers' schemas are made from.
+    tools: list[dict[str, Any]] = json.loads(listed.read_text())["tools"]
+    faults = {tool["name"]: schema_fault(tool["inputSchema"]) for tool in tools}
+    assert faults == dict.fromkeys(faults)
 
 
 def test_a_schema_deeper_than_the_check_descends_is_taken_unchecked() -> None:

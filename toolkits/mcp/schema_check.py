@@ -3,8 +3,8 @@
 A provider that validates tool schemas (OpenAI does) refuses the whole request over one bad
 tool, so every tool an agent has would go with it. `schema_fault` says what is wrong with a
 schema, or None:
-- checked against the meta-schema of its `$schema` (draft 2020-12 when it names none, or one
-  jsonschema does not know), with `pattern` and `patternProperties` keys checked as regular
+- checked against the meta-schema of its `$schema` (draft 2020-12 when it names one jsonschema
+  does not know; when it names none, 2020-12, draft-07 or draft-04, whichever takes it), with `pattern` and `patternProperties` keys checked as regular
   expressions: ECMA 262 ones, which servers written in JavaScript send (`\\p{L}`,
   `(?<name>...)`, `\\u{1F600}`), are taken too;
 - a local `$ref` (`#/...`, `#anchor`) that points at nothing in the schema is a fault; one
@@ -72,16 +72,23 @@ def _meta_fault(schema: dict[str, Any]) -> str | None:
     # Imported here: jsonschema takes ~50 ms to import, and only a listing needs it.
     from jsonschema import exceptions, validators
 
+    latest = validators.Draft202012Validator
     named = schema.get("$schema")
     chosen: Any = (
-        validators.validator_for(schema, default=validators.Draft202012Validator)  # pyright: ignore[reportUnknownMemberType]
+        validators.validator_for(schema, default=latest)  # pyright: ignore[reportUnknownMemberType]
         if isinstance(named, str)
-        else validators.Draft202012Validator
+        else latest
     )
     best: Any = exceptions.best_match  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     error: Any = best(_checker_of(chosen).iter_errors(schema))
     if error is None:
         return None
+    if chosen is latest and named is None:
+        # A schema naming no draft may be written to an older one (JavaScript servers send
+        # draft-07 tuples, `items: [...]`), which the providers' schemas are made from.
+        older = (validators.Draft7Validator, validators.Draft4Validator)
+        if any(_checker_of(draft).is_valid(schema) for draft in older):
+            return None
     path = cast(list[str | int], list(error.absolute_path))
     return f"{_place(path)}: {_brief(str(error.message))}"
 
