@@ -1,5 +1,6 @@
 """A hand-written MCP server over stdio that answers what SDK servers would never send:
-`python tests/servers/odd_stdio.py` (2025-11-25 handshake, one JSON-RPC message a line).
+`python tests/servers/odd_stdio.py [EXTRA]` (2025-11-25 handshake, one JSON-RPC message a
+line; `EXTRA`, a JSON array of further tool entries, listed after these).
 
 Real servers written in other languages do send these. Its `tools/list` page holds:
 - `echo`: a tool as it should be (answers `echo: {arguments as JSON}`);
@@ -70,6 +71,9 @@ _RESULTS: dict[str, dict[str, Any]] = {
 }
 
 
+_EXTRA: list[dict[str, Any]] = []
+
+
 def _result(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if name in _RESULTS:
         return _RESULTS[name]
@@ -87,7 +91,7 @@ def _answer(message: dict[str, Any]) -> dict[str, Any]:
             "serverInfo": {"name": "odd", "version": "1"},
         }
     elif method == "tools/list":
-        reply["result"] = {"tools": TOOLS}
+        reply["result"] = {"tools": TOOLS + _EXTRA}
     elif method == "tools/call":
         params = message["params"]
         reply["result"] = _result(params["name"], params.get("arguments") or {})
@@ -113,6 +117,8 @@ def _deep(message: dict[str, Any]) -> str | None:
 
 
 def main() -> None:
+    if len(sys.argv) > 1:
+        _EXTRA.extend(json.loads(sys.argv[1]))
     for line in sys.stdin:
         if not line.strip():
             continue
