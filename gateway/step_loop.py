@@ -105,7 +105,10 @@ class StepLoop:
         journal: ScopedJournal | None = None,
     ) -> AgentResult:
         """Alternate the agent's steps and their dispatch until every item is finished,
-        holding the items' chat memory sessions (another run's turns on them wait)."""
+        holding the items' chat memory sessions (another run's turns on them wait). A
+        finished run's state (`result`) returns its result: no call is made again."""
+        if state.result is not None:
+            return state.result
         # An authenticated caller's sessions are its own (`session_owners`).
         memory = owned_memory(spec.memory or self._gateway.memory, state.started_by)
         sessions = {item.session_id for item in state.items if item.session_id is not None}
@@ -229,7 +232,12 @@ class StepLoop:
             # The items not told of yet (each item's line says what the result says).
             await finished.tell(dict(enumerate(outcome.items)))
             agent_span.output = outputs(outcome.items)  # as the trace tells each hop
-        return answered_by(outcome, saver.state)
+        outcome = answered_by(outcome, saver.state)
+        # Finished: its last checkpoint says so (with a journal, its store keeps the result).
+        # A run the budget stopped keeps its request, for a resume on a larger budget.
+        if saver.journal is None and not context.budget.exceeded:
+            await saver.save(request=None, result=outcome)
+        return outcome
 
     async def dispatch(
         self,
