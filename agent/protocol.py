@@ -296,6 +296,9 @@ class ActionResponse(MediaRecord):
     data: JsonValue = None
     error: str | None = None
     usage: Usage = Usage()
+    note: str | None = Field(default=None, exclude_if=_is_none)
+    """What the model is told after the result (or the error): a person's words given with
+    their approval of the call, say. Written only when set."""
 
 
 class EngineResponse(_Model):

@@ -2,7 +2,8 @@
 
 Rules (as n8n's Tools Agent V3): steps are previous steps plus newly arrived results, de-duplicated
 by tool-call id. An observation is `Error: <message>` for a failure, the value of a lone
-`response` field, the text itself for a string, and compact JSON for anything else.
+`response` field, the text itself for a string, and compact JSON for anything else; then the
+response's `note`, if any, after a blank line.
 
 `prompt_messages` puts a model call's messages together. Also read from the steps: whether a call repeats one too often (`repeat_notice`), and call ids
 no other call of the conversation has (`with_unique_call_ids`).
@@ -57,8 +58,10 @@ media are left out of the call (their description stays in the observation's tex
 
 def observation(response: ActionResponse) -> str:
     if response.error is not None:
-        return f"{ERROR_PREFIX}{response.error}"
-    return observation_of(response.data)
+        told = f"{ERROR_PREFIX}{response.error}"
+    else:
+        told = observation_of(response.data)
+    return f"{told}\n\n{response.note}" if response.note else told
 
 
 def observation_of(data: JsonValue) -> str:

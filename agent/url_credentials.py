@@ -11,6 +11,7 @@ from urllib.parse import unquote, unquote_plus, urlsplit
 
 __all__ = [
     "HIDDEN",
+    "driver_said",
     "is_credential_name",
     "query_credentials",
     "query_without_credentials",
@@ -68,6 +69,14 @@ def without_credentials_of(url: str, text: str) -> str:
     for secret in sorted(url_credentials(url), key=len, reverse=True):
         text = text.replace(secret, HIDDEN)
     return text
+
+
+def driver_said(url: str, exc: BaseException) -> str:
+    """What a database driver's error `exc` says, in one line: its first (libpq adds a hint on
+    the next, `Is the server running on that host...`), every credential of `url` as `***` (a
+    driver may quote its connection string)."""
+    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return without_credentials_of(url, said)
 
 
 def redacted(url: str) -> str:

@@ -7,8 +7,9 @@ covers a tool if it matches any of its names (`approval_names`): the one the mod
 the server's own, and `SERVER__TOOL`. With `prefix="auto"` or `"never"` the name the model
 sees depends on which servers are up, so a rule written for one of those names must not stop
 applying when another server comes or goes. The run asks its `Approver` and waits for the decision while the other
-calls of the same step go on. Approved, the call runs; denied, the model is told so, with the
-person's message, and goes on.
+calls of the same step go on. Approved, the call runs, and the model is told the person's
+message after its result (`approval_note`); denied, the model is told so, with the person's
+message, and goes on.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = [
     "WaitLeft",
     "agent_rule_of",
     "approval_names",
+    "approval_note",
     "node_rule_of",
     "rejection",
     "short_call",
@@ -238,3 +240,11 @@ def rejection(request: ApprovalRequest, decision: Decision) -> str:
     if decision.refused_as:
         return f"The tool call to {request.tool} did not run: {decision.refused_as}.{said}"
     return f"The user rejected the tool call to {request.tool}; it did not run.{said}"
+
+
+def approval_note(decision: Decision) -> str | None:
+    """What the model is told after the result of an approved call: the person's message
+    (`only this once`, `use the staging DB`); None if they said nothing."""
+    if not decision.approved or not decision.message:
+        return None
+    return f"The user approved this call and said: {decision.message}"

@@ -6,7 +6,6 @@ import dataclasses
 import importlib
 import importlib.machinery
 import logging
-import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
@@ -29,6 +28,7 @@ from .approval_globs import UnmatchedApprovals
 from .config import AgentConfig, Config, LocalToolConfig
 from .engine import AgentSpec, Gateway
 from .errors import ConfigError, DepthExceeded
+from .loops import SPAWN_DEPTH_ENV, spawn_depth
 from .memory_config import open_memories, stores_keep_days
 from .memory_retention import pruning_sessions
 from .model_specs import KeylessModel, NoModel, resolve_model, resolve_models
@@ -36,9 +36,8 @@ from .otel import OtelExporter
 from .otel_export import configure_otel
 from .trace import TraceHook
 
-__all__ = ["SPAWN_DEPTH_ENV", "open_gateway"]
+__all__ = ["open_gateway"]
 
-SPAWN_DEPTH_ENV = "AGENT_GATEWAY_SPAWN_DEPTH"
 """Set for every stdio server a gateway starts: how many gateways, each started by the one
 before, lead to that process. A gateway that many deep (or more) as its depth limit starts no
 stdio servers: every request reaching it passed through as many gateways and is refused, and
@@ -255,10 +254,7 @@ def _stdio_children(
 ) -> tuple[dict[str, McpServerConfig], dict[str, Target]]:
     """The servers with each stdio one told its spawn depth (`SPAWN_DEPTH_ENV`); at the depth
     limit, targets that refuse to start in place of the stdio processes (health says why)."""
-    try:
-        depth = max(0, int(os.environ.get(SPAWN_DEPTH_ENV, "0")))
-    except ValueError:
-        depth = 0
+    depth = spawn_depth()
     stdio = [name for name, server in servers.items() if server.kind == "stdio"]
     if depth < max_depth:
         told = dict(servers)

@@ -268,6 +268,7 @@ class Config(Strict):
     store: StoreSettings = StoreSettings()
     """Where runs are kept (see `gateway.store_config`)."""
     _source: Path | None = PrivateAttr(default=None)
+    _in_json: bool = PrivateAttr(default=False)
 
     model_config = ConfigDict(
         extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False
@@ -277,6 +278,11 @@ class Config(Strict):
     def source(self) -> Path | None:
         """The file this config was read from, for errors found after loading it."""
         return self._source
+
+    @property
+    def in_json(self) -> bool:
+        """Whether its file is JSON (an MCP client's, say): advice writes its keys so."""
+        return self._in_json
 
     def reached_from(self, roots: Sequence[str]) -> dict[str, AgentConfig]:
         """The agents `roots` name and every agent they call, in config order."""
@@ -299,10 +305,11 @@ class Config(Strict):
         }
         return used - set(self.agents)
 
-    def read_from(self, path: Path) -> Config:
-        """This config, noted as read from `path`."""
+    def read_from(self, path: Path, *, in_json: bool = False) -> Config:
+        """This config, noted as read from `path` (a JSON file with `in_json`)."""
         copy = self.model_copy()
         copy._source = path
+        copy._in_json = in_json
         return copy
 
     @model_validator(mode="after")
@@ -411,7 +418,7 @@ def load_config(
     config = _relative_to(config, path.parent, folder)
     if path.name not in CLIENT_FILE_NAMES:  # a client's keeps the client's meaning
         config = _servers_beside(config, folder)
-    return config.read_from(path)
+    return config.read_from(path, in_json=client_file)
 
 
 def _folder_of(path: Path) -> Path:

@@ -22,6 +22,7 @@ tools changed), never a call: a call's guard is its hop count (`HOPS_META_KEY`).
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
@@ -30,7 +31,15 @@ import mcp_types as types
 
 from toolkits import Tool
 
-__all__ = ["VIA_META_KEY", "LoopGuard", "Stamps", "chain_in", "new_gateway_id"]
+__all__ = [
+    "SPAWN_DEPTH_ENV",
+    "VIA_META_KEY",
+    "LoopGuard",
+    "Stamps",
+    "chain_in",
+    "new_gateway_id",
+    "spawn_depth",
+]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +48,18 @@ VIA_META_KEY = "agent-gateway/via"
 
 _SHOWN = 5
 """Left-out tools named in a warning, at most."""
+
+SPAWN_DEPTH_ENV = "AGENT_GATEWAY_SPAWN_DEPTH"
+"""What a gateway tells each stdio server it starts: how many gateways started it, one more
+than its own (`spawn_depth`). Gateways that start each other stop at the depth limit."""
+
+
+def spawn_depth() -> int:
+    """How many gateways in a chain started this process as a stdio server (0: none)."""
+    try:
+        return max(0, int(os.environ.get(SPAWN_DEPTH_ENV, "0")))
+    except ValueError:
+        return 0
 
 
 def new_gateway_id() -> str:

@@ -15,9 +15,10 @@ from agent import (
     ToolDefinition,
 )
 from agent.errors import MissingApiKey, ModelConfigError
-from agent.models import FallbackModel, ModelSettings, RetryPolicy, model_from_spec
+from agent.models import API_KEYS, FallbackModel, ModelSettings, RetryPolicy, model_from_spec
 
 from .errors import ConfigError
+from .loops import spawn_depth
 from .traced_model import note_fallback, note_retry
 
 __all__ = [
@@ -150,9 +151,25 @@ def resolve_model(
     try:
         return model_from_spec(spec, http_client=http_client, settings=settings, retry=_RETRY)
     except MissingApiKey as exc:
-        return KeylessModel(spec, f"{where}{exc}")
+        return KeylessModel(spec, f"{where}{exc}{_not_passed(spec)}")
     except ModelConfigError as exc:
         raise ConfigError(f"{where}{exc}") from exc
+
+
+def _not_passed(spec: str) -> str:
+    """For a gateway another one started as its stdio server: the key may well be set where
+    that one runs, which passes a stdio server only a few variables (HOME, PATH, ...) and the
+    server's `env`. Says so, and how to pass it."""
+    if not spawn_depth():
+        return ""
+    names = API_KEYS.get(spec.partition(":")[0]) or ("THE_KEY",)
+    passed = ", ".join(f'{name} = "${{{name}}}"' for name in names[:1])
+    return (
+        " in this gateway's environment: it runs as a stdio MCP server of another gateway, "
+        "which passes its stdio servers only HOME, PATH and a few other variables, and each "
+        f"one's `env`: pass the key there (env = {{ {passed} }} in its [mcpServers] entry "
+        "for this gateway)"
+    )
 
 
 def resolve_models(

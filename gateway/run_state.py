@@ -87,7 +87,8 @@ class RunState(BaseModel):
     """Everything needed to continue a run: the items and the agent's pending exchange.
 
     `request` is set when the agent's actions are still to run, `response` when they ran and
-    the agent is to resume; neither is set before the first step.
+    the agent is to resume; neither is set before the first step. `result` is set once the run
+    has finished: resumed, it returns that, and no call is made again.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -123,6 +124,9 @@ class RunState(BaseModel):
     """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it.
     Written only when set: a state without it is one an earlier version (a replica not yet
     upgraded) reads."""
+    result: AgentResult | None = None
+    """The run's outcome, once it finished (every item's answer or error, what it spent):
+    the last state a checkpoint gets. Written only when set (as `task`)."""
     handed_on: dict[int, str] = Field(default_factory=dict[int, str])
     """Per item handed off to an agent that handed it on in turn (triage -> billing ->
     refunds), the agent that answered, the chain's last: what the item's `handoff` names
@@ -150,6 +154,8 @@ class RunState(BaseModel):
             data.pop("answered", None)
         if not self.handed_on:
             data.pop("handed_on", None)
+        if self.result is None:
+            data.pop("result", None)
         return data
 
 
@@ -179,7 +185,9 @@ def spent(state: RunState) -> Usage:
     """What the run's model calls had cost by its last checkpoint: its agent's, the agents'
     it ran as tools that finished, and those of the agents still working as its tools (their
     own states, in `children`; those that ended beside them, `finished`), so a run stopped
-    inside a sub-agent counts its calls too."""
+    inside a sub-agent counts its calls too; a finished run, what its result says."""
+    if state.result is not None:
+        return state.result.usage
     exchange = state.response or state.request
     used = exchange.metadata.usage if exchange is not None else Usage()
     used += tool_usage(state.response)

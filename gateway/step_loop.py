@@ -36,12 +36,19 @@ from agent import (
     ToolsAgent,
     Usage,
 )
-from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .agent_tool import BadArguments, agent_prompt
-from .approval import NO_APPROVER, ApprovalRequest, AsksAtOnce, ExpectsSteps, NobodyToAsk, rejection
+from .approval import (
+    NO_APPROVER,
+    ApprovalRequest,
+    AsksAtOnce,
+    ExpectsSteps,
+    NobodyToAsk,
+    approval_note,
+    rejection,
+)
 from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in
 from .handed_item import handed_item
@@ -56,6 +63,7 @@ from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
 from .tool_limits import too_many_tools
 from .trace import Tracer
+from .traced_answers import trace_answered
 from .traced_model import TracedModel
 
 if TYPE_CHECKING:
@@ -97,7 +105,10 @@ class StepLoop:
         journal: ScopedJournal | None = None,
     ) -> AgentResult:
         """Alternate the agent's steps and their dispatch until every item is finished,
-        holding the items' chat memory sessions (another run's turns on them wait)."""
+        holding the items' chat memory sessions (another run's turns on them wait). A
+        finished run's state (`result`) returns its result: no call is made again."""
+        if state.result is not None:
+            return state.result
         # An authenticated caller's sessions are its own (`session_owners`).
         memory = owned_memory(spec.memory or self._gateway.memory, state.started_by)
         sessions = {item.session_id for item in state.items if item.session_id is not None}
@@ -186,7 +197,7 @@ class StepLoop:
                     if isinstance(outcome, AgentResult):
                         break
                     await finished.tell(outcome.metadata.finished_items)
-                    await _trace_answered(tracer, agent_span.id, outcome)
+                    await trace_answered(tracer, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
                 if context.budget.exceeded:
@@ -221,7 +232,12 @@ class StepLoop:
             # The items not told of yet (each item's line says what the result says).
             await finished.tell(dict(enumerate(outcome.items)))
             agent_span.output = outputs(outcome.items)  # as the trace tells each hop
-        return answered_by(outcome, saver.state)
+        outcome = answered_by(outcome, saver.state)
+        # Finished: its last checkpoint says so (with a journal, its store keeps the result).
+        # A run the budget stopped keeps its request, for a resume on a larger budget.
+        if saver.journal is None and not context.budget.exceeded:
+            await saver.save(request=None, result=outcome)
+        return outcome
 
     async def dispatch(
         self,
@@ -267,11 +283,13 @@ class StepLoop:
             if responses[index] is not None:
                 return  # it ended before the run paused
             # A call that needs approval waits for it here, outside its record.
-            refused = await self._approval(action, asked.get(index), context, parent_id)
+            decided = await self._approval(action, asked.get(index), context, parent_id)
+            refused = decided if isinstance(decided, ActionResponse) else None
+            note = decided if isinstance(decided, str) else None
             key = call_key(action.item_index, action.tool_call_id)
             if saver.journal is None:
-                response = responses[index] = refused or await self.run_action(
-                    action, tools, context, parent_id, saver
+                response = responses[index] = refused or _noted(
+                    await self.run_action(action, tools, context, parent_id, saver), note
                 )
                 await saver.ended(key, response)  # kept: a paused run resumes past it
                 return
@@ -284,7 +302,9 @@ class StepLoop:
             async with nullcontext(context) if nested else decided_here(context) as here:
 
                 async def run() -> JsonValue:
-                    done = refused or await self.run_action(action, tools, here, parent_id, saver)
+                    done = refused or _noted(
+                        await self.run_action(action, tools, here, parent_id, saver), note
+                    )
                     return done.model_dump(mode="json")
 
                 recorded = await journal.record(name, run, nested=nested)
@@ -337,9 +357,11 @@ class StepLoop:
         request: ApprovalRequest | None,
         context: RunContext,
         parent_id: str,
-    ) -> ActionResponse | None:
-        """None if the action may run (it needs no approval, or was approved); else what the
-        model is told instead (denied, or nobody to ask). Waits for the decision."""
+    ) -> ActionResponse | str | None:
+        """None if the action may run (it needs no approval, or was approved); the note to
+        tell the model after its result if it was approved with a message (`approval_note`);
+        else what the model is told instead (denied, or nobody to ask). Waits for the
+        decision."""
         if request is None:
             return None
         tracer = context.tracer
@@ -352,7 +374,7 @@ class StepLoop:
         said = "approved" if decision.approved else "denied"
         await tracer.note("tool", action.tool, parent_id, approval=said, call=request.call)
         if decision.approved:
-            return None
+            return approval_note(decision)
         if self._hands_off(action, context):  # failed, not answered: its text is no answer
             return ActionResponse(action=action, error=rejection(request, decision))
         return ActionResponse(action=action, data=rejection(request, decision))
@@ -522,6 +544,12 @@ def _not_run(request: EngineRequest, why: str, state: RunState) -> EngineRespons
     )
 
 
+def _noted(response: ActionResponse, note: str | None) -> ActionResponse:
+    """`response` with `note` to tell the model after it (a person's words with their
+    approval), recorded with it: a resumed run tells the model the same."""
+    return response.model_copy(update={"note": note}) if note else response
+
+
 def _spent_in(state: RunState, action: Action) -> Usage:
     """What `action` had spent (an agent run as a tool, a server's sampling; nothing: not
     begun, or nothing to spend)."""
@@ -537,33 +565,6 @@ def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | Non
     if health is None:
         return gateway.renamed(name, nodes)
     return f"tool {name!r} is not available now: its server is not ready ({health})"
-
-
-async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:
-    """A tool span for each call the agent answered itself (an unknown tool, bad arguments, a
-    repeated call), closed at once with what the model was told."""
-    if not tracer.hooks:
-        return
-    metadata = request.metadata
-    running = {action.tool_call_id for action in request.actions}
-    for index, message in metadata.pending.items():
-        steps = {step.tool_call_id: step for step in metadata.previous_steps.get(index, ())}
-        for call in message.tool_calls:
-            step = steps.get(call.id)
-            if step is None or call.id in running:
-                continue
-            said: JsonValue = (
-                call.arguments if call.invalid_arguments is None else call.invalid_arguments
-            )
-            async with tracer.span(
-                "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
-            ) as span:
-                if step.observation.startswith(ERROR_PREFIX):
-                    # Bad arguments are quoted in what the model is told.
-                    private = call.invalid_arguments is not None
-                    span.fail(step.observation.removeprefix(ERROR_PREFIX), private=private)
-                else:
-                    span.output = step.observation
 
 
 def _warning_note(tracer: Tracer, agent: str, span_id: str) -> WarningCallback:

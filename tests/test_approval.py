@@ -186,11 +186,11 @@ async def test_the_other_calls_run_while_two_wait_and_each_gets_one_result() -> 
         assert sorted(person.asked) == ["tool 0 b", "tool 0 c"]
         assert person.asked["tool 0 b"].input == {"text": "B"}
         person.say("tool 0 c", Decision(approved=False, message="keep C"))
-        person.say("tool 0 b", Decision(approved=True))
+        person.say("tool 0 b", Decision(approved=True, message="only B"))
     assert log == ["A", "erased B"]
     assert told(model, 1) == {
         "a": "noted A",
-        "b": "erased B",
+        "b": "erased B\n\nThe user approved this call and said: only B",
         "c": "The user rejected the tool call to erase; it did not run. The user said: keep C",
     }
 

@@ -82,8 +82,9 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
     tmp_path: Path,
 ) -> None:
     """A gated call in `chat` was always refused, the model told to use a run store that chat
-    does not have. Now the person is asked: `y` runs the tool; `n MESSAGE` does not, and the
-    model is told the message; the step's other call ran while the question waited."""
+    does not have. Now the person is asked: `y MESSAGE` runs the tool, and the model is told
+    the message after its result; `n MESSAGE` does not, and the model is told the message; the
+    step's other call ran while the question waited."""
     written, fifo = tmp_path / "written.txt", tmp_path / "fifo"
     os.mkfifo(fifo)
     waits = {"name": "wait", "arguments": {"fifo": str(fifo)}, "id": "n1"}
@@ -106,7 +107,7 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
             with fifo.open("w") as release:
                 release.write("released\n")
             assert not written.exists()
-            terminal.type("y")
+            terminal.type("y only this once")
             terminal.until("> ", count=2)
             assert written.read_text() == "one\n"
             terminal.type("write two")
@@ -124,10 +125,12 @@ def test_chat_on_a_terminal_asks_about_a_gated_call_and_runs_it_or_tells_the_mod
     assert out == "Written.\nNot written.\n"
     assert written.read_text() == "one\n"  # the denied call did not run
     question = f'assistant: the call write {{"path": "{written}", "line": "one"}} needs approval'
-    assert f"{question}\r\nallow it? [y/n, or n and a message for the model] " in terminal.shown
+    assert (
+        f"{question}\r\nallow it? [y/n, and a message for the model if you like] " in terminal.shown
+    )
     told = [m["content"] for m in _session(config, state, "s1") if m["role"] == "tool"]
     assert told == [
-        "appended 'one'",
+        "appended 'one'\n\nThe user approved this call and said: only this once",
         "released",
         "The user rejected the tool call to write; it did not run. "
         "The user said: the other account, please",
@@ -301,7 +304,8 @@ def test_the_question_shows_the_call_on_one_line_its_control_characters_written_
         ("n", Decision(approved=False)),
         ("no, the other account", Decision(approved=False, message="the other account")),
         ("n   not today  ", Decision(approved=False, message="not today")),
-        ("y please", None),  # neither: asked again
+        ("y only this once", Decision(approved=True, message="only this once")),
+        ("yes, use the staging DB", Decision(approved=True, message="use the staging DB")),
         ("", None),
         ("sure", None),
     ],

@@ -280,9 +280,25 @@ def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path
     assert "serving nothing" not in done.stderr
     assert "expose_tools" not in done.stderr  # the built-in config's agent is no proxy's
     # A client's file of servers alone, as FastMCP's proxy takes it: the default agent has no
-    # model, and the warning says how to serve the servers' own tools instead.
+    # model, and the warning says how to serve the servers' own tools instead, in the file's
+    # own form (a JSON file had been told of TOML tables it does not have).
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcpServers": {"toolbox": TOOLBOX}}))
+    done = subprocess.run(
+        [executable, "serve", "--stdio", "--config", str(servers)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        "warning: agent 'assistant' has no model, so calls to it fail: set its model in the "
+        'file ("agents": {"assistant": {"model": "SPEC"}}) or pass --model SPEC; or, to serve '
+        'the servers\' own tools (a proxy), set "gateway": {"expose_tools": true}'
+    ) in done.stderr
+    assert "[gateway]" not in done.stderr
+    servers = tmp_path / "servers.toml"
+    # JSON strings and lists of them are TOML values too.
+    table = "".join(f"{key} = {json.dumps(value)}\n" for key, value in TOOLBOX.items())
+    servers.write_text(f"[mcpServers.toolbox]\n{table}")
     done = subprocess.run(
         [executable, "serve", "--stdio", "--config", str(servers)],
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
@@ -292,6 +308,17 @@ def test_serve_warns_when_it_serves_nothing_or_an_agent_without_a_model(tmp_path
         "warning: agent 'assistant' has no model, so calls to it fail: set `model` in "
         "[agents.assistant] or pass --model SPEC; or, to serve the servers' own tools (a "
         "proxy), set [gateway] expose_tools = true"
+    ) in done.stderr
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}")
+    done = subprocess.run(
+        [executable, "serve", "--stdio", "--config", str(empty)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (
+        'serving nothing: no agents and no tools (add "agents" or "mcpServers" to the file, '
+        'or "gateway": {"expose_tools": true})'
     ) in done.stderr
 
 

@@ -309,6 +309,33 @@ async def test_state_round_tripped_through_json_mid_run_resumes_in_a_fresh_gatew
     assert first_observation.content == "425"
 
 
+async def test_the_last_checkpoint_is_the_finished_run_and_resuming_it_calls_nothing() -> None:
+    """The checkpoint's last state was the one before the final answer, nothing marking the
+    run finished: a store built on it showed every finished run unfinished, and resuming it
+    asked (and billed) the model again. The finished state holds the result, as JSON too."""
+    stored: list[str] = []
+
+    async def checkpoint(state: RunState) -> None:
+        stored.append(state.model_dump_json())
+
+    script = [call("calculator", expression="17 * 25"), "It is 425."]
+    result = await calculator_gateway(ScriptedModel(script)).run(
+        "assistant", QUESTION, checkpoint=checkpoint
+    )
+    unfinished = [RunState.model_validate_json(text) for text in stored[:-1]]
+    assert all(state.result is None for state in unfinished)
+    assert "result" not in stored[0]  # written only when set: older readers read the others
+    last = RunState.model_validate_json(stored[-1])
+    assert last.request is None
+    assert last.result is not None
+    assert last.result.items[0].output == "It is 425."
+    fresh = ScriptedModel([])
+    resumed = await calculator_gateway(fresh).resume(last)
+    assert fresh.calls == []
+    assert (resumed.run_id, resumed.output) == (result.run_id, "It is 425.")
+    assert (resumed.usage, resumed.iterations) == (result.usage, result.iterations)
+
+
 async def test_every_call_the_model_made_is_a_tool_span_with_what_the_model_was_told() -> None:
     class GarbledSecondCall(ScriptedModel):
         """Its second answer's call carries arguments that are not JSON, as weak models write."""

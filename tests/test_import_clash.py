@@ -5,6 +5,7 @@ another's files over or before them, and its dist-info."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -40,6 +41,14 @@ def other_distribution(site: Path, name: str, version: str, files: list[str]) ->
     (info / "RECORD").write_text("".join(f"{file},,\n" for file in files))
 
 
+def installed_from(site: Path, direct_url: dict[str, object]) -> None:
+    """agent-gateway's own dist-info in `site`, saying where it was installed from."""
+    info = site / "agent_gateway-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agent-gateway\nVersion: 0.1.0\n")
+    (info / "direct_url.json").write_text(json.dumps(direct_url))
+
+
 def command(
     *path: Path, args: tuple[str, ...] = ("--version",), start: tuple[str, ...] = ("-c", ENTRY)
 ) -> subprocess.CompletedProcess[str]:
@@ -73,6 +82,42 @@ def test_a_package_whose_files_replaced_ours_is_named(tmp_path: Path) -> None:
         f"its files replaced agent-gateway's {site / 'toolkits'}: pip uninstall toolkits, then "
         "pip install --force-reinstall --no-deps agent-gateway (or keep agent-gateway in a venv "
         "of its own: pipx, uv tool install)\n"
+    )
+
+
+def test_a_wheel_install_is_told_to_install_that_wheel_again(tmp_path: Path) -> None:
+    """The fix said `pip install --force-reinstall --no-deps agent-gateway`: PyPI has no such
+    package ("No matching distribution"). The wheel the install came from is named."""
+    site = site_of_ours(tmp_path)
+    wheel = tmp_path / "my dist" / "agent_gateway-0.1.0-py3-none-any.whl"
+    installed_from(site, {"url": wheel.as_uri(), "archive_info": {"hashes": {}}})
+    (site / "toolkits" / "__init__.py").write_text('"""Toolkits of another project."""\n')
+    other_distribution(site, "toolkits", "0.2.13", ["toolkits/__init__.py"])
+    done = command(site, args=("tools",))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "agent-gateway: the package toolkits 0.2.13 also has the import name 'toolkits', and "
+        f"its files replaced agent-gateway's {site / 'toolkits'}: pip uninstall toolkits, then "
+        f"pip install --force-reinstall --no-deps '{wheel}' (or keep agent-gateway in a venv "
+        "of its own: pipx, uv tool install)\n"
+    )
+
+
+def test_an_editable_install_is_told_to_install_its_checkout_again(tmp_path: Path) -> None:
+    """An editable install's packages are its checkout's; its dist-info, elsewhere on the path,
+    names the checkout. Another editable install of agent-gateway (this repository's, in the
+    test's own site-packages) is not taken for it."""
+    checkout = site_of_ours(tmp_path)
+    (checkout / "toolkits" / "__init__.py").unlink()
+    packages = tmp_path / "site-packages"
+    packages.mkdir()
+    installed_from(packages, {"url": checkout.as_uri(), "dir_info": {"editable": True}})
+    done = command(checkout, packages, args=("tools",))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        "agent-gateway: agent-gateway's package 'toolkits' has lost its toolkits/__init__.py "
+        "(uninstalling another package named 'toolkits' deletes it): reinstall it, "
+        f"pip install -e {checkout}\n"
     )
 
 

@@ -102,13 +102,15 @@ def call(tool: str, **arguments: JsonValue) -> JsonValue:
     return {"tool_calls": [{"name": tool, "arguments": arguments}]}
 
 
-def serve_stdio(config: Path) -> str:
+def serve_stdio(config: Path, **env: str) -> str:
     """A `[mcpServers.NAME]` body starting `agent-gateway serve --stdio` on `config`, on this
-    checkout's code (a stdio server gets only a few of our environment variables)."""
+    checkout's code (a stdio server gets only a few of our environment variables), with `env`
+    too."""
     args = json.dumps(["serve", "--stdio", "--config", str(config)])
+    passed = "".join(f", {name} = {json.dumps(value)}" for name, value in env.items())
     return (
         f"command = {json.dumps(str(SCRIPT))}\nargs = {args}\ncwd = {json.dumps(str(REPO))}\n"
-        f"env = {{PYTHONPATH = {json.dumps(str(REPO))}}}\n"
+        f"env = {{PYTHONPATH = {json.dumps(str(REPO))}{passed}}}\n"
     )
 
 
@@ -247,6 +249,40 @@ async def test_gateways_that_call_each_other_stop_at_the_depth_limit(tmp_path: P
     assert len(failed) == 1
     assert failed[0].startswith("tool a__assistant: tool b__math: failed in ")
     assert "the depth limit (3, max_depth)" in failed[0]
+
+
+async def test_a_key_set_where_the_calling_gateway_runs_reaches_the_inner_one_only_in_its_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stdio server gets only a few of the gateway's variables and its own `env`: B's model
+    said "set OPENAI_API_KEY" to a user who had set it where A runs. B now says the key is not
+    in its environment, and how A passes it; passed in `env`, B's model gets it."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-set-where-a-runs")
+    b = tmp_path / "b.toml"
+    b.write_text('[agents.math]\nmodel = "openai:gpt-4.1-mini"\n')
+    with openai_stub(["459"]) as stub:
+        told: list[str] = []
+        for passed in ({}, {"OPENAI_API_KEY": "${OPENAI_API_KEY}"}):
+            a = tmp_path / "a.toml"
+            answers = script(tmp_path / "a.json", call("b__math", prompt="17 * 27"), "done")
+            a.write_text(
+                f"[mcpServers.b]\n{serve_stdio(b, OPENAI_BASE_URL=stub.url, **passed)}"
+                f'[agents.assistant]\nmodel = "scripted:{answers}"\ntools = ["b"]\n'
+            )
+            with anyio.fail_after(45):
+                async with open_gateway(load_config(a)) as gateway:
+                    model = gateway.agents["assistant"].model
+                    assert isinstance(model, ScriptedModel)
+                    assert (await gateway.run("assistant", "go")).output == "done"
+            [observed] = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+            told.append(str(observed))
+    assert len(stub.requests) == 1  # B's model was asked once: with the key passed
+    missing, answered = told
+    assert "agents.math.model: openai needs an API key: set OPENAI_API_KEY in this " in missing
+    assert "gateway's environment: it runs as a stdio MCP server of another gateway" in missing
+    assert 'env = { OPENAI_API_KEY = "${OPENAI_API_KEY}" }' in missing
+    assert "sk-set-where-a-runs" not in missing
+    assert answered == "459"
 
 
 async def test_cancelling_the_outer_run_cancels_the_tool_the_inner_gateway_runs(

@@ -69,6 +69,22 @@ def test_sessions_list_shows_the_newest_hundred_and_says_when_there_are_more(
     assert capsys.readouterr().err == "error: --limit is for sessions list, not sessions show\n"
 
 
+def test_an_unreachable_postgres_store_is_one_line_as_runs_say_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`sessions list` printed libpq's hint on a second line, where `runs list` says one."""
+    store = ["--store", "postgresql://gw:secretpw@127.0.0.1:1/x"]
+    assert main(["sessions", "list", *store]) == 1
+    sessions = capsys.readouterr().err
+    assert main(["runs", "list", *store]) == 1
+    runs = capsys.readouterr().err
+    for said in (sessions, runs):
+        assert said.count("\n") == 1, said
+        assert "secretpw" not in said
+        assert said.endswith("port 1 failed: Connection refused\n"), said
+    assert sessions.startswith("error: chat memory postgresql://gw:***@127.0.0.1:1/x: ")
+
+
 def test_sessions_delete_and_prune_print_json_when_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..url_credentials import without_credentials_of
+from ..url_credentials import driver_said
 
 __all__ = ["create_database", "not_made"]
 
@@ -32,8 +32,7 @@ async def create_database(url: str) -> bool | str:
     except psycopg.Error as exc:
         if getattr(exc, "sqlstate", None) is None:
             return False  # not the server's refusal: it could not be asked
-        said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return without_credentials_of(url, said)
+        return driver_said(url, exc)
     return True
 
 

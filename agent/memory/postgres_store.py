@@ -21,7 +21,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
-from ..url_credentials import redacted, without_credentials_of
+from ..url_credentials import driver_said, redacted
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 from .postgres_database import create_database, not_made
@@ -241,7 +241,7 @@ class PostgresStore:
                         raise  # a new connection failed, or the query did: not a broken one
                     return await self._attempt(work)
             except psycopg.Error as exc:
-                said = without_credentials_of(self._url, str(exc))  # a driver may quote the URL
+                said = driver_said(self._url, exc)
                 raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
 
     async def _attempt(self, work: Callable[[Connection], Awaitable[T]]) -> T:

@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
-from ..url_credentials import redacted, without_credentials_of
+from ..url_credentials import driver_said, redacted
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["RedisStore"]
@@ -241,7 +241,7 @@ class RedisStore:
         try:
             return await work(client)
         except RedisError as exc:
-            said = without_credentials_of(self._url, str(exc))  # a driver may quote the URL
+            said = driver_said(self._url, exc)
             raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
 
 

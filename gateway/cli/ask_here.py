@@ -40,8 +40,8 @@ __all__ = [
 
 SHOWN_INPUT = 400
 """The most characters of a call's input (as JSON) a question shows."""
-CHOICES = "y/n, or n and a message for the model"
-_AGAIN = "type y, n, or n and a message for the model: "
+CHOICES = "y/n, and a message for the model if you like"
+_AGAIN = "type y or n, and a message for the model if you like: "
 
 
 def _stored_run(command: str) -> str:
@@ -126,14 +126,12 @@ def question(request: ApprovalRequest, terminal: IO[str]) -> str:
 
 
 def answer(text: str) -> Decision | None:
-    """The decision `text` gives (`y`, `n`, `n MESSAGE`, as `yes`, `no`, `no, MESSAGE`);
-    None: it is none of them."""
+    """The decision `text` gives (`y`, `y MESSAGE`, `n`, `n MESSAGE`, as `yes`, `no`,
+    `no, MESSAGE`); None: it is none of them."""
     word, _, rest = text.strip().partition(" ")
     word = word.rstrip(",:;.").lower()
-    if word in ("y", "yes") and not rest.strip():
-        return Decision(approved=True)
-    if word in ("n", "no"):
-        return Decision(approved=False, message=rest.strip() or None)
+    if word in ("y", "yes", "n", "no"):
+        return Decision(approved=word.startswith("y"), message=rest.strip() or None)
     return None
 
 

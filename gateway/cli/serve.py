@@ -245,11 +245,12 @@ async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -
     exposed = list(gateway.nodes) if settings.expose_tools else list(settings.expose)
     tools = [tool for name in exposed for tool in await gateway.nodes[name].list_tools()]
     if not gateway.agents and not tools:
-        hint = (
-            "none of the exposed nodes offers a tool now"
-            if exposed
-            else "add [agents] or [mcpServers] to the config, or set [gateway] expose_tools"
-        )
+        if exposed:
+            hint = "none of the exposed nodes offers a tool now"
+        elif config.in_json:
+            hint = 'add "agents" or "mcpServers" to the file, or "gateway": {"expose_tools": true}'
+        else:
+            hint = "add [agents] or [mcpServers] to the config, or set [gateway] expose_tools"
         starting = [
             name
             for name in exposed
@@ -261,21 +262,28 @@ async def _warn_about(gateway: Gateway, config: Config, *, servers_only: bool) -
         _warn(f"serving nothing: no agents and no tools ({hint})")
     for name, spec in gateway.agents.items():
         if isinstance(spec.model, NoModel):
-            proxy = (
-                "; or, to serve the servers' own tools (a proxy), set [gateway] expose_tools = true"
-                if servers_only
-                else ""
-            )
-            _warn(
-                f"agent {name!r} has no model, so calls to it fail: set `model` in "
-                f"[agents.{name}] or pass --model SPEC{proxy}"
-            )
+            how = _set_model(config, name, servers_only=servers_only)
+            _warn(f"agent {name!r} has no model, so calls to it fail: {how}")
         elif (reason := cannot_run(spec.model)) is not None:
             _warn(f"agent {name!r} cannot answer, so calls to it fail: {reason}")
         else:
             offered = await tools_offered(gateway, spec)
             if (said := too_many_tools(name, spec.model, offered)) is not None:
                 _warn(said)
+
+
+def _set_model(config: Config, agent: str, *, servers_only: bool) -> str:
+    """How to give `agent` a model, or (`servers_only`) serve the servers' tools instead, in
+    the form of the config's file: TOML tables, or JSON keys (an MCP client's file)."""
+    if config.in_json:
+        model = f'"agents": {{"{agent}": {{"model": "SPEC"}}}}'
+        expose = '"gateway": {"expose_tools": true}'
+        how = f"set its model in the file ({model}) or pass --model SPEC"
+    else:
+        expose = "[gateway] expose_tools = true"
+        how = f"set `model` in [agents.{agent}] or pass --model SPEC"
+    proxy = f"; or, to serve the servers' own tools (a proxy), set {expose}"
+    return how + (proxy if servers_only else "")
 
 
 def _warn(message: str) -> None:

@@ -27,10 +27,11 @@ from contextlib import asynccontextmanager, contextmanager
 
 import anyio
 
+from agent.url_credentials import driver_said
 from toolkits import in_background
 
 from ..errors import StoreUnavailable
-from ..store_config import redacted, without_credentials_of
+from ..store_config import redacted
 
 __all__ = ["PROBE_SECONDS", "Outage", "noticing", "suspect", "watching"]
 
@@ -221,10 +222,5 @@ def _unreachable(url: str) -> str | None:
         with psycopg.connect(url, connect_timeout=PROBE_TIMEOUT) as connection:
             connection.execute("SELECT 1")
     except psycopg.Error as exc:
-        return _one_line(exc, url)
+        return driver_said(url, exc)
     return None
-
-
-def _one_line(exc: BaseException, url: str) -> str:
-    said = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return without_credentials_of(url, said)  # a driver may quote it

@@ -23,6 +23,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
 from agent.memory.postgres_database import create_database, not_made
+from agent.url_credentials import driver_said
 
 from ..errors import StoreError, StoreUnavailable
 from ..store_config import redacted, without_credentials_of
@@ -67,10 +68,9 @@ def store_failure(url: str, exc: BaseException, *, doing: str = "open") -> Store
     `StoreUnavailable` when it cannot be used now (see the module), else `StoreError`."""
     cause = getattr(exc, "orig", None) or exc
     if isinstance(cause, OSError) and cause.strerror:
-        first = cause.strerror
+        first = without_credentials_of(url, cause.strerror)
     else:
-        first = (str(cause).strip().splitlines() or [type(cause).__name__])[0]
-    first = without_credentials_of(url, first)  # a driver may quote its connection string
+        first = driver_said(url, cause)
     if url.startswith(("postgresql:", "postgres:")):
         unavailable, advice = _postgres(url, cause)
     else:

@@ -97,6 +97,35 @@ async def test_a_denial_reaches_the_model_with_the_message(tmp_path: Path) -> No
     assert not log.exists()
 
 
+async def test_an_approval_message_reaches_the_model_after_the_result_on_resume(
+    tmp_path: Path,
+) -> None:
+    """`runs approve --message` from another process, and `resume` in a third: the model is
+    told the call's result, then the person's words (they were echoed, then dropped)."""
+    store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
+    log = tmp_path / "calls.log"
+    call = {"name": "guarded", "arguments": {"log": str(log), "name": "G"}}
+    with openai_stub([call, "Done, once."]) as model:
+        config = tmp_path / "agent-gateway.toml"
+        config.write_text(TOOLS + AGENT + f'model = "{model.spec}"\n')
+        started = cli("run", "go", "--config", str(config), "--store", store, "--no-wait")
+        assert started.returncode == 3, started.stderr
+        [waiting] = list_runs(store)
+        run_id = waiting["run_id"]
+        approved = cli(
+            "runs", "approve", run_id, "--message", "only this once", "--store", store, "--json"
+        )
+        assert approved.returncode == 0, approved.stderr
+        [decided] = json.loads(approved.stdout)["decided"]
+        assert (decided["approved"], decided["message"]) == (True, "only this once")
+        resumed = cli("resume", run_id, "--store", store)
+        assert (resumed.returncode, resumed.stdout) == (0, "Done, once.\n"), resumed.stderr
+        told = model.messages(1)[-1]
+    assert told["role"] == "tool"
+    assert told["content"] == "G done\n\nThe user approved this call and said: only this once"
+    assert log.read_text().splitlines() == ["start G", "end G"]
+
+
 async def test_parallel_calls_approved_denied_and_ungated_each_get_one_result(
     tmp_path: Path,
 ) -> None:

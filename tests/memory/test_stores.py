@@ -235,6 +235,8 @@ async def test_an_unreachable_server_is_a_clear_error_without_the_password() -> 
         with pytest.raises(MemoryStoreError) as caught:
             await store.turns("s")
         assert "secret" not in str(caught.value)
+        # One line, as the run store's (libpq's hint on a second line is left out).
+        assert "\n" not in str(caught.value), caught.value
         # Each named by its plain URL (Redis's was `RedisStore('redis://:***@...')`).
         shown = url.replace("secret", "***")
         assert str(caught.value).startswith(f"chat memory {shown}: "), caught.value

@@ -137,7 +137,9 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
             assert seen["waiting"][0]["tool"] == "erase"
             assert "output" not in seen
 
-            approved = await client.call_tool("approve_run", {"run_id": run_id, "call": "b"})
+            approved = await client.call_tool(
+                "approve_run", {"run_id": run_id, "call": "b", "message": "only this once"}
+            )
             assert approved.content == [types.TextContent(text="done")]
             assert _structured(approved)["status"] == "succeeded"
             finished = _structured(await client.call_tool("get_run", {"run_id": run_id}))
@@ -145,7 +147,10 @@ async def test_a_client_that_cannot_be_asked_gets_a_run_handle_and_approves_with
         assert finished["output"] == "done"
         assert (await runs.get(run_id)).status == "succeeded"
     assert sorted(log.lines) == ["A", "erased B"]  # each call ran once
-    assert _told(model, 1) == {"a": "noted A", "b": "erased B"}
+    assert _told(model, 1) == {
+        "a": "noted A",
+        "b": "erased B\n\nThe user approved this call and said: only this once",
+    }
 
 
 @pytest.mark.parametrize("era", ERAS)

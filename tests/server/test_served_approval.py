@@ -156,6 +156,22 @@ async def test_the_clients_refusal_reaches_the_model_with_its_message(era: str) 
     }
 
 
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_clients_approval_reaches_the_model_with_its_message(era: str) -> None:
+    """A message written with an approval was dropped: the model got the result alone."""
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "Erased, once."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    person = Person(approve=True, message="only this once")
+    async with Client(serve(_gateway(log, spec)), mode=era, elicitation_callback=person) as client:
+        result = await client.call_tool("assistant", {"prompt": "go"})
+    assert result.content == [types.TextContent(text="Erased, once.")]
+    assert log == ["erased B"]
+    assert _told(model, 1) == {
+        "b": "erased B\n\nThe user approved this call and said: only this once"
+    }
+
+
 class Unanswered:
     """The client's side of a form nobody filled in: declined, cancelled, or its own error."""
 

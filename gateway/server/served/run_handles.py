@@ -50,7 +50,10 @@ _DECISION_SCHEMA: dict[str, Any] = {
             "type": "string",
             "description": "The waiting call to decide on (e.g. c1); without it, every one.",
         },
-        "message": {"type": "string", "description": "Told to the agent (why, or what instead)."},
+        "message": {
+            "type": "string",
+            "description": "Told to the agent with the decision (why, what instead, or how).",
+        },
     },
     "required": ["run_id"],
     "additionalProperties": False,
