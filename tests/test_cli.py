@@ -556,6 +556,44 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     assert capsys.readouterr().err == f"error: --state-dir {not_a_dir}: not a directory\n"
 
 
+def test_user_code_that_fails_to_import_is_a_one_line_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in one's own tool or validator module, or a module that raises or exits as it
+    is imported, was a traceback and exit 1 for every command: it is the config's fault."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder is put on it
+    stem = f"mod_{tmp_path.name.replace('-', '_')}"
+    modules = {
+        "syntax": ("def broken(:\n", "SyntaxError: invalid syntax", 1),
+        "raises": (
+            "x = 1\nraise RuntimeError('boom at import')\n",
+            "RuntimeError: boom at import",
+            2,
+        ),
+        "exits": ("import sys\nsys.exit(3)\n", "SystemExit: 3", 2),
+    }
+    script = write_script(tmp_path / "a.json", [{"content": "x"}])
+    for kind, (source, error, line) in modules.items():
+        (tmp_path / f"{stem}_{kind}.py").write_text(source)
+        where = f"({tmp_path / f'{stem}_{kind}.py'}, line {line})"
+        for key, toml, command in [
+            ("tools.t.python", f'[tools.t]\npython = "{stem}_{kind}:f"\n', ["tools"]),
+            (
+                "agents.a.output_validator",
+                f'[agents.a]\nmodel = "scripted:{script}"\n'
+                f'output_validator = "{stem}_{kind}:check"\n',
+                ["run", "q", "--no-store"],
+            ),
+        ]:
+            config = tmp_path / "agent-gateway.toml"
+            config.write_text(toml)
+            assert main([*command, "--config", str(config)]) == 2
+            target = f"{stem}_{kind}:{'f' if key.startswith('tools') else 'check'}"
+            assert capsys.readouterr().err == (
+                f"error: {config}: {key}: cannot import {target!r}: {error} {where}\n"
+            )
+
+
 def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENT_GATEWAY_EVENT_LOOP", raising=False)
     assert event_loop_options() == {"use_uvloop": True}  # installed with the package on Linux
