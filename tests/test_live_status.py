@@ -24,6 +24,7 @@ from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli.signals import stopping_shown
 from gateway.cli.tools import _call_agent  # pyright: ignore[reportPrivateUsage]
 from gateway.console import RunConsole, open_console, open_terminal_console
+from gateway.trace import ToolProgress
 from tests.screen import ANSI, Screen, read_all, read_until
 from tests.test_console import ANSWER, installed
 
@@ -171,6 +172,50 @@ async def test_no_wait_says_it_returns_once_the_calls_in_flight_end() -> None:
     assert len(shown) == 2  # neither call waiting for a decision
     await console(event("tool", "end", "t1", "g", "fetch"))
     assert Screen(WIDTH).feed(err.getvalue()).lines == []  # nothing left in flight
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("width", [40, 100])
+async def test_each_call_in_flight_is_one_line_cut_to_the_terminals_width(width: int) -> None:
+    """A server's long progress message (or a long tool name) wrapped its call's row: 11 rows
+    at 100 columns, over 25 at 40; a status taller than the terminal then left a copy of
+    itself in the scrollback at every log line."""
+    err = StringIO()
+    console = RunConsole(err=Console(file=err, force_terminal=True, width=width))
+    await console(event("run", "start", "r", None, "a"))
+    await console(event("agent", "start", "g", "r", "a"))
+    await console(event("tool", "start", "t1", "g", "prog__work"))
+    await console(event("tool", "start", "t2", "g", "tool_named_longer_than_a_line_" * 4))
+    report = ToolProgress(progress=2, total=6, message="step 2 " + "of a long story " * 30)
+    await console(
+        TraceEvent(
+            kind="tool",
+            phase="progress",
+            name="prog__work",
+            id="p1",
+            parent_id="t1",
+            run_id="r",
+            at_ms=0,
+            output=report.model_dump(mode="json"),
+            progress=report,
+        )
+    )
+    console.write_line(err, "a log line\n")  # the status cleared, the line, the status again
+    shown = Screen(width).feed(err.getvalue()).lines
+    assert len(shown) == 3, shown
+    line, work, named = shown
+    assert line == "a log line"
+    assert len(work) == width, work
+    bar = r" [━╸╺]{20}" if width == 100 else ""  # where there is room for it
+    assert re.fullmatch(rf". tool prog__work  \d+\.\d s{bar} 2/6 step 2 of .*…", work)
+    assert len(named) == width, named
+    assert re.fullmatch(r". tool tool_named_longer_than_a_line_.*…", named)
+    console.leaving()  # its own line too, at any width
+    assert Screen(width).feed(err.getvalue()).lines[1] == (
+        "--no-wait: returns once these end (Ctrl-C: now)"
+        if width == 100
+        else "--no-wait: returns once these end (Ctrl…"
+    )
 
 
 @pytest.mark.anyio
