@@ -18,7 +18,7 @@ import pytest
 
 from gateway.cli import COMMANDS, event_loop_options, main, parser
 from gateway.cli.demo import DEMO_QUESTION
-from gateway.config import TOOLBOX_SERVER
+from gateway.config import TOOLBOX_SERVER, load_config
 from tests.durable.cli_runs import REPO, cli
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
@@ -909,3 +909,17 @@ def test_init_writes_the_default_config_and_keeps_a_file_that_is_there(
     assert main(["init", str(written), "--force"]) == 0
     assert main(["init", "-"]) == 0
     assert capsys.readouterr().out == written.read_text()
+
+
+def test_init_writes_json_for_a_json_name_the_same_config_that_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`init x.json` wrote TOML into it (exit 0), which every command then refused as JSON."""
+    for name in ("gw.json", "gw.toml"):
+        assert main(["init", str(tmp_path / name)]) == 0
+    json.loads((tmp_path / "gw.json").read_text())
+    as_json, as_toml = (load_config(tmp_path / name) for name in ("gw.json", "gw.toml"))
+    assert as_json.model_dump() == as_toml.model_dump()
+    capsys.readouterr()
+    assert main(["demo", "--config", str(tmp_path / "gw.json")]) == 0
+    assert "answer: A marathon is 42.16 km" in capsys.readouterr().out
