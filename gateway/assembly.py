@@ -7,6 +7,7 @@ import importlib
 import importlib.machinery
 import logging
 import sys
+import traceback
 from collections.abc import AsyncGenerator, Callable, Collection, Generator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager, nullcontext
 from pathlib import Path
@@ -317,9 +318,27 @@ def _imported(where: str, target: str, directory: Path | None) -> Any:
         found: Any = getattr(importlib.import_module(module_name), attribute)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{where}: cannot import {target!r}: {exc}") from exc
+    except (Exception, SystemExit) as exc:  # the module's own code failed (a script exits)
+        raise ConfigError(f"{where}: cannot import {target!r}: {_failure(exc)}") from exc
     if directory is not None:
         _same_module_as_beside(where, module_name, directory)
     return found
+
+
+def _failure(exc: BaseException) -> str:
+    """What a module's failure to import was, and where in the user's files: for a
+    `SyntaxError` the file and line it names, else the deepest frame of theirs, past the
+    import machinery (`<frozen importlib._bootstrap>`) and this module's own call."""
+    if isinstance(exc, SyntaxError):
+        where = f" ({exc.filename}, line {exc.lineno})" if exc.filename else ""
+        return f"{type(exc).__name__}: {exc.msg}{where}"
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)[1:]
+        if not frame.filename.startswith("<frozen ")
+    ]
+    where = f" ({frames[-1].filename}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{where}"
 
 
 def _same_module_as_beside(where: str, module_name: str, directory: Path) -> None:

@@ -2,9 +2,10 @@
 spinner and progress, and above them what the command waits for (servers starting, calls
 ending after `--no-wait`) or that it is stopping. Drawn by `RunConsole` (`console.py`).
 
-The servers starting take one line, whatever their number, fitted to the terminal's width
-(`waiting for 105 MCP servers: mini00, mini01, mini02 and 102 more  3.2 s`): a status taller
-than the terminal leaves a copy of itself in the scrollback each time a log line clears it.
+Every line is fitted to the terminal's width, never wrapped: the servers starting take one,
+whatever their number (`waiting for 105 MCP servers: mini00, mini01, mini02 and 102 more
+3.2 s`), and a call's progress message is cut with an ellipsis. A status taller than the
+terminal leaves a copy of itself in the scrollback each time a log line clears it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ MOST_NAMED = 10
 """The most servers a line written once names (the status names as many as fit)."""
 _SPINNER_CELLS = 2
 """The spinner and the space after it, before a status line's label."""
+_BAR_CELLS = 20
+"""A call's progress bar, shown when the line has room for it."""
 
 
 @dataclass
@@ -80,7 +83,9 @@ class Status:
             grid.add_row(waiting.spinner, label)
             rows.append(grid)
         if waiting.leaving and waiting.stopping is None and self._calls:
-            rows.append(Text("--no-wait: returns once these end (Ctrl-C: now)", style="bold"))
+            leaving = Text("--no-wait: returns once these end (Ctrl-C: now)", style="bold")
+            leaving.truncate(options.max_width, overflow="ellipsis")
+            rows.append(leaving)
         if waiting.names:
             head = waiting_for_servers(len(waiting.names))
             clock = f"  {now - waiting.started:.1f} s"
@@ -95,25 +100,43 @@ class Status:
             grid = Table.grid(padding=(0, 1))
             grid.add_row(waiting.spinner, label)
             rows.append(grid)
-        for call in list(self._calls.values()):
-            grid = Table.grid(padding=(0, 1))
-            label = Text("  " * max(call.depth - 2, 0))
-            label.append(f"{call.kind} ", style="dim")
-            label.append(call.name, style="bold")
-            label.append(f"  {now - call.started:.1f} s", style="dim")
-            if call.chars:
-                label.append(f"  {call.chars} chars", style="dim")
-            cells: list[RenderableType] = [call.spinner, label]
-            if call.total:
-                cells.append(ProgressBar(total=call.total, completed=call.done or 0, width=20))
-                cells.append(Text(f"{call.done or 0:g}/{call.total:g}"))
-            elif call.done is not None:
-                cells.append(Text(f"{call.done:g}"))
-            if call.message:
-                cells.append(Text(call.message, style="italic"))
-            grid.add_row(*cells)
-            rows.append(grid)
+        rows.extend(_call_row(call, now, options.max_width) for call in list(self._calls.values()))
         yield Group(*rows)
+
+
+def _call_row(call: Call, now: float, width: int) -> RenderableType:
+    """A call's line, `width` cells at most: its label (kind, name, clock) cut if it must be,
+    then its count, its bar where there is room, and the rest of the line for its message,
+    cut with an ellipsis (a server's message may be a paragraph)."""
+    label = Text("  " * max(call.depth - 2, 0))
+    label.append(f"{call.kind} ", style="dim")
+    label.append(call.name, style="bold")
+    label.append(f"  {now - call.started:.1f} s", style="dim")
+    if call.chars:
+        label.append(f"  {call.chars} chars", style="dim")
+    label.truncate(max(width - _SPINNER_CELLS, 1), overflow="ellipsis")
+    room = width - _SPINNER_CELLS - label.cell_len
+    cells: list[RenderableType] = [call.spinner, label]
+    count = None
+    if call.total:
+        count = Text(f"{call.done or 0:g}/{call.total:g}")
+    elif call.done is not None:
+        count = Text(f"{call.done:g}")
+    if count is not None and room >= 1 + count.cell_len:
+        room -= 1 + count.cell_len
+        if call.total and room >= 1 + _BAR_CELLS:
+            cells.append(ProgressBar(total=call.total, completed=call.done or 0, width=_BAR_CELLS))
+            room -= 1 + _BAR_CELLS
+        cells.append(count)
+    if call.message and room >= 3:  # a letter and the ellipsis, after the space
+        message = Text(call.message, style="italic")
+        message.truncate(room - 1, overflow="ellipsis")
+        cells.append(message)
+    grid = Table.grid(padding=(0, 1))
+    for _ in cells:  # what is cut is cut above: never wrapped, should a width still differ
+        grid.add_column(no_wrap=True, overflow="ellipsis")
+    grid.add_row(*cells)
+    return grid
 
 
 def waiting_for_servers(count: int) -> str:

@@ -324,6 +324,9 @@ async def test_a_pause_in_one_items_call_keeps_the_other_items_progress() -> Non
         await ToolsAgent(model=alone).step([AgentItem(prompt="second")])
 
 
+ITEM_SHAPE = 'an item is a JSON string or {"prompt": "...", "session_id": "...", "context": {...}}'
+
+
 def test_run_items_reads_json_lines_and_writes_one_line_per_item(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -339,13 +342,63 @@ def test_run_items_reads_json_lines_and_writes_one_line_per_item(
     ]
     items.write_text('{"question": "wrong key"}\n')
     assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 2
-    assert f"{items}:1: an item is a JSON string" in capsys.readouterr().err
+    assert capsys.readouterr().err == (
+        f"error: {items}:1: prompt: Field required; question: unknown key\n"
+    )
     assert main(["run", "q", "--items", str(items)]) == 2
     assert "--items takes no question" in capsys.readouterr().err
     for blank in ('{"prompt": ""}', '"  "'):
         items.write_text(f'"first"\n{blank}\n')
         assert main(["run", "--items", str(items), "--model", f"scripted:{script}"]) == 2
         assert f"{items}:2: the item's prompt is empty" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('{"prompt": "a", "promt": "b"}', "promt: unknown key (did you mean 'prompt'?)"),
+        (
+            '{"prompt": "a", "sesion_id": "s"}',
+            "sesion_id: unknown key (did you mean 'session_id'?)",
+        ),
+        ('{"prompt": 5}', "prompt: Input should be a valid string, not 5"),
+        ('{"prompt": "a", "context": [1]}', "context: Input should be a valid dictionary"),
+        ("[1, 2]", f"{ITEM_SHAPE}, not an array"),
+        ("null", f"{ITEM_SHAPE}, not null"),
+    ],
+)
+def test_a_bad_items_line_is_one_line_naming_its_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, said: str
+) -> None:
+    """Was pydantic's own dump: several lines, its links, no suggestion for a misspelt key."""
+    items = tmp_path / "items.jsonl"
+    items.write_text(f'"fine"\n{line}\n')
+    assert main(["run", "--items", str(items), "--model", "scripted:none.json"]) == 2
+    assert capsys.readouterr().err == f"error: {items}:2: {said}\n"
+
+
+@pytest.mark.parametrize("session", ["", "x" * 257, "a\nb"])
+def test_an_items_bad_session_id_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], session: str
+) -> None:
+    """Found by the run, it was a stored run stopped after the other items had spent their
+    model calls, which every resume stopped the same way; `--session` was refused at once."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "one"}, {"content": "two"}]))
+    items = tmp_path / "items.jsonl"
+    items.write_text(f'"first"\n{json.dumps({"prompt": "a", "session_id": session})}\n')
+    runs = ["--state-dir", str(tmp_path / "runs")]
+    run = ["run", "--items", str(items), "--model", f"scripted:{script}", "--json", *runs]
+    assert main(run) == 2
+    out, err = capsys.readouterr()
+    problem = (
+        "a session id has no control characters"
+        if session == "a\nb"
+        else "a session id has 1 to 256 characters"
+    )
+    assert (out, err) == ("", f"error: {items}:2: bad session id {session[:40]!r}: {problem}\n")
+    assert main(["runs", "list", "--json", *runs]) == 0
+    assert json.loads(capsys.readouterr().out) == []
 
 
 def test_an_items_line_names_the_agent_it_was_handed_to(

@@ -18,7 +18,7 @@ import pytest
 
 from gateway.cli import COMMANDS, event_loop_options, main, parser
 from gateway.cli.demo import DEMO_QUESTION
-from gateway.config import TOOLBOX_SERVER
+from gateway.config import TOOLBOX_SERVER, load_config
 from tests.durable.cli_runs import REPO, cli
 
 TOOLBOX = TOOLBOX_SERVER.model_dump(exclude_defaults=True)
@@ -583,6 +583,44 @@ def test_bad_files_are_clear_errors_without_a_traceback(
     assert capsys.readouterr().err == f"error: --state-dir {not_a_dir}: not a directory\n"
 
 
+def test_user_code_that_fails_to_import_is_a_one_line_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in one's own tool or validator module, or a module that raises or exits as it
+    is imported, was a traceback and exit 1 for every command: it is the config's fault."""
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the folder is put on it
+    stem = f"mod_{tmp_path.name.replace('-', '_')}"
+    modules = {
+        "syntax": ("def broken(:\n", "SyntaxError: invalid syntax", 1),
+        "raises": (
+            "x = 1\nraise RuntimeError('boom at import')\n",
+            "RuntimeError: boom at import",
+            2,
+        ),
+        "exits": ("import sys\nsys.exit(3)\n", "SystemExit: 3", 2),
+    }
+    script = write_script(tmp_path / "a.json", [{"content": "x"}])
+    for kind, (source, error, line) in modules.items():
+        (tmp_path / f"{stem}_{kind}.py").write_text(source)
+        where = f"({tmp_path / f'{stem}_{kind}.py'}, line {line})"
+        for key, toml, command in [
+            ("tools.t.python", f'[tools.t]\npython = "{stem}_{kind}:f"\n', ["tools"]),
+            (
+                "agents.a.output_validator",
+                f'[agents.a]\nmodel = "scripted:{script}"\n'
+                f'output_validator = "{stem}_{kind}:check"\n',
+                ["run", "q", "--no-store"],
+            ),
+        ]:
+            config = tmp_path / "agent-gateway.toml"
+            config.write_text(toml)
+            assert main([*command, "--config", str(config)]) == 2
+            target = f"{stem}_{kind}:{'f' if key.startswith('tools') else 'check'}"
+            assert capsys.readouterr().err == (
+                f"error: {config}: {key}: cannot import {target!r}: {error} {where}\n"
+            )
+
+
 def test_the_cli_runs_on_uvloop_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AGENT_GATEWAY_EVENT_LOOP", raising=False)
     assert event_loop_options() == {"use_uvloop": True}  # installed with the package on Linux
@@ -898,3 +936,17 @@ def test_init_writes_the_default_config_and_keeps_a_file_that_is_there(
     assert main(["init", str(written), "--force"]) == 0
     assert main(["init", "-"]) == 0
     assert capsys.readouterr().out == written.read_text()
+
+
+def test_init_writes_json_for_a_json_name_the_same_config_that_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`init x.json` wrote TOML into it (exit 0), which every command then refused as JSON."""
+    for name in ("gw.json", "gw.toml"):
+        assert main(["init", str(tmp_path / name)]) == 0
+    json.loads((tmp_path / "gw.json").read_text())
+    as_json, as_toml = (load_config(tmp_path / name) for name in ("gw.json", "gw.toml"))
+    assert as_json.model_dump() == as_toml.model_dump()
+    capsys.readouterr()
+    assert main(["demo", "--config", str(tmp_path / "gw.json")]) == 0
+    assert "answer: A marathon is 42.16 km" in capsys.readouterr().out

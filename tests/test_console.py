@@ -493,9 +493,23 @@ def test_call_waits_only_for_the_server_its_tool_or_agent_names(
     assert done.stdout == said
 
 
-def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        (["call", "piped__echo", "--args", '{"message": "hi"}'], "hi"),
+        (["call", "a", "--args", '{"prompt": "q"}'], "The answer is 4."),
+        (["run", "q", "--no-store"], "The answer is 4."),
+        (["run", "q", "--json", "--no-store"], '{"run_id": null'),
+        (["run", "q", "--json", "--state-dir", "runs"], '{"run_id": "'),
+        (["run", "--items", "items.jsonl", "--state-dir", "runs"], '{"index": 0'),
+    ],
+)
+def test_the_answer_is_out_before_the_servers_stop(
+    tmp_path: Path, command: list[str], said: str
+) -> None:
     """A stdio server that outlives its stdin is stopped after a 2 s grace (the SDK's): the
-    answer is out before that, not after. The server notes when it is told to stop."""
+    answer (or result) is out on a pipe before that, not after, stored or not; the exit code
+    waits for them. The server notes when it is told to stop."""
     piped = Path(__file__).parent / "servers" / "piped.py"
     marker = tmp_path / "stopped"
     on_term = f"echo stopped > {shlex.quote(str(marker))}; exit 0"
@@ -503,18 +517,21 @@ def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
         f"trap {shlex.quote(on_term)} TERM; "
         f"{shlex.quote(sys.executable)} {shlex.quote(str(piped))}; sleep 60 & wait"
     )
+    write_script(tmp_path / "answers.json", [{"content": "The answer is 4."}])
+    (tmp_path / "items.jsonl").write_text('"q"\n')
     (tmp_path / "agent-gateway.toml").write_text(
         f'[mcpServers.piped]\ncommand = "bash"\nargs = ["-c", {json.dumps(wrapper)}]\n'
+        '[agents.a]\nmodel = "scripted:answers.json"\ntools = ["piped"]\n'
     )
     with subprocess.Popen(
-        [installed(), "call", "piped__echo", "--args", '{"message": "hi"}'],
+        [installed(), *command],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
     ) as running:
         assert running.stdout is not None
-        assert running.stdout.readline() == "hi\n"
+        assert running.stdout.readline().startswith(said)
         assert not marker.exists()  # the grace has 2 s to go
         assert running.wait(timeout=60) == 0
     assert marker.read_text() == "stopped\n"

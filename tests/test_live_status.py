@@ -3,14 +3,17 @@ approval, Ctrl-C (stopping, and what stopped), and `call`'s own live status and 
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pty
 import re
 import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
 from io import StringIO
 from pathlib import Path
 from typing import TextIO
@@ -24,7 +27,8 @@ from gateway import AgentSpec, Gateway, TraceEvent
 from gateway.cli.signals import stopping_shown
 from gateway.cli.tools import _call_agent  # pyright: ignore[reportPrivateUsage]
 from gateway.console import RunConsole, open_console, open_terminal_console
-from tests.screen import ANSI, Screen, read_all, read_until
+from gateway.trace import ToolProgress
+from tests.screen import ANSI, Screen, Terminal, read_all, read_until
 from tests.test_console import ANSWER, installed
 
 WIDTH = 80
@@ -171,6 +175,50 @@ async def test_no_wait_says_it_returns_once_the_calls_in_flight_end() -> None:
     assert len(shown) == 2  # neither call waiting for a decision
     await console(event("tool", "end", "t1", "g", "fetch"))
     assert Screen(WIDTH).feed(err.getvalue()).lines == []  # nothing left in flight
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("width", [40, 100])
+async def test_each_call_in_flight_is_one_line_cut_to_the_terminals_width(width: int) -> None:
+    """A server's long progress message (or a long tool name) wrapped its call's row: 11 rows
+    at 100 columns, over 25 at 40; a status taller than the terminal then left a copy of
+    itself in the scrollback at every log line."""
+    err = StringIO()
+    console = RunConsole(err=Console(file=err, force_terminal=True, width=width))
+    await console(event("run", "start", "r", None, "a"))
+    await console(event("agent", "start", "g", "r", "a"))
+    await console(event("tool", "start", "t1", "g", "prog__work"))
+    await console(event("tool", "start", "t2", "g", "tool_named_longer_than_a_line_" * 4))
+    report = ToolProgress(progress=2, total=6, message="step 2 " + "of a long story " * 30)
+    await console(
+        TraceEvent(
+            kind="tool",
+            phase="progress",
+            name="prog__work",
+            id="p1",
+            parent_id="t1",
+            run_id="r",
+            at_ms=0,
+            output=report.model_dump(mode="json"),
+            progress=report,
+        )
+    )
+    console.write_line(err, "a log line\n")  # the status cleared, the line, the status again
+    shown = Screen(width).feed(err.getvalue()).lines
+    assert len(shown) == 3, shown
+    line, work, named = shown
+    assert line == "a log line"
+    assert len(work) == width, work
+    bar = r" [━╸╺]{20}" if width == 100 else ""  # where there is room for it
+    assert re.fullmatch(rf". tool prog__work  \d+\.\d s{bar} 2/6 step 2 of .*…", work)
+    assert len(named) == width, named
+    assert re.fullmatch(r". tool tool_named_longer_than_a_line_.*…", named)
+    console.leaving()  # its own line too, at any width
+    assert Screen(width).feed(err.getvalue()).lines[1] == (
+        "--no-wait: returns once these end (Ctrl-C: now)"
+        if width == 100
+        else "--no-wait: returns once these end (Ctrl…"
+    )
 
 
 @pytest.mark.anyio
@@ -388,6 +436,83 @@ def test_call_on_a_terminal_shows_the_tool_in_flight(tmp_path: Path) -> None:
         out = process.stdout.read()
     assert code == 0, shown
     assert out == b"done\n"
+
+
+TELLS_A_STORY = """
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+
+server = MCPServer("prog")
+
+
+@server.tool()
+async def work(fifo: str, ctx: Context) -> str:
+    \"\"\"Report a paragraph as progress, then answer the line written to `fifo`.\"\"\"
+    await ctx.report_progress(2, 6, "step 2 " + "of a long story " * 30)
+
+    def read() -> str:
+        with open(fifo, encoding="utf-8") as released:
+            return released.readline().strip()
+
+    return await anyio.to_thread.run_sync(read, abandon_on_cancel=True)
+
+
+server.run("stdio")
+"""
+"""A stdio server whose tool's progress message is a paragraph."""
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("width", [40, 100])
+def test_a_servers_long_progress_message_keeps_its_call_to_one_row_of_a_real_terminal(
+    tmp_path: Path, width: int
+) -> None:
+    """The message wrapped: 11 rows at 100 columns, over 25 at 40, a copy of them left in the
+    scrollback at every log line once taller than the terminal."""
+    fifo = tmp_path / "release"
+    os.mkfifo(fifo)
+    (tmp_path / "story.py").write_text(TELLS_A_STORY)
+    (tmp_path / "agent-gateway.toml").write_text(
+        f"[mcpServers.prog]\ncommand = {json.dumps(sys.executable)}\n"
+        'args = ["story.py"]\nprefix = "always"\n'
+    )
+    primary, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack("HHHH", 24, width, 0, 0))
+    env = {**os.environ, "TERM": "xterm-256color", "PYTHONPATH": str(REPO)}
+    env.pop("COLUMNS", None)  # the terminal's own width, as a person's
+    with subprocess.Popen(
+        [
+            installed(),
+            "call",
+            "prog__work",
+            "--args",
+            json.dumps({"fifo": str(fifo)}),
+            "--config",
+            "agent-gateway.toml",
+        ],
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=secondary,
+        env=env,
+    ) as process:
+        try:
+            os.close(secondary)
+            terminal = Terminal(primary)
+            terminal.until("step 2", count=3)  # drawn with its message, twice whole at least
+            fifo.write_text("done\n")
+            code = process.wait(timeout=30)
+        finally:
+            process.kill()
+            os.close(primary)
+    assert code == 0
+    # Up to the last draw, which may be cut short: each draw starts by erasing the one before.
+    drawn = terminal.shown[: terminal.shown.rindex("\r\x1b[2K")]
+    rows = Screen(width).feed(drawn).lines
+    assert [row for row in rows if "prog__work" in row or "story" in row] == rows[-1:], rows
+    assert len(rows[-1]) == width, rows
+    assert re.fullmatch(r". tool prog__work  \d+\.\d s.* 2/6 step 2 .*…", rows[-1]), rows
 
 
 HIDE_CURSOR, SHOW_CURSOR = "\x1b[?25l", "\x1b[?25h"

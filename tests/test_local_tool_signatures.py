@@ -134,6 +134,10 @@ def test_parameters_that_cannot_be_arguments_are_a_type_error() -> None:
     unresolved.__annotations__["a"] = "Missing"  # a name its module does not define
     with pytest.raises(TypeError, match="unresolved: cannot read its parameters' types: name"):
         function_tool(unresolved)
+    # Any error of the annotation's own code (a traceback through every command before).
+    unresolved.__annotations__["a"] = "json.Missing"
+    with pytest.raises(TypeError, match="types: module 'json' has no attribute 'Missing'"):
+        function_tool(unresolved)
 
     def total(*numbers: int) -> int:
         return sum(numbers)

@@ -391,7 +391,7 @@ def _arguments_model(
     try:
         hints = get_type_hints(annotated, include_extras=True)
         parameters = inspect.signature(fn).parameters.values()
-    except (NameError, TypeError, ValueError) as exc:
+    except Exception as exc:  # a string annotation is its module's code, run now: any error
         raise TypeError(f"{tool_name}: cannot read its parameters' types: {exc}") from exc
     fields: dict[str, Any] = {}
     injected: list[str] = []

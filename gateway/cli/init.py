@@ -19,7 +19,7 @@ from .commands import Commands, user_path
 from .exits import OK
 from .output import result_stdout
 
-__all__ = ["default_config_text", "register"]
+__all__ = ["default_config_json", "default_config_text", "register"]
 
 
 def register(commands: Commands) -> None:
@@ -29,17 +29,20 @@ def register(commands: Commands) -> None:
         nargs="?",
         default=DEFAULT_CONFIG_FILE,
         type=user_path,
-        help=f"where to write it (default: ./{DEFAULT_CONFIG_FILE}; - for stdout)",
+        help=f"where to write it (default: ./{DEFAULT_CONFIG_FILE}; a .json name: JSON; "
+        "- for stdout)",
     )
     init.add_argument("--force", action="store_true", help="replace the file if it exists")
 
 
 def _init(args: argparse.Namespace) -> int:
-    text = default_config_text()
     if args.file == "-":
-        result_stdout().write(text)
+        result_stdout().write(default_config_text())
         return OK
     path = Path(args.file)
+    # A `.json` name is read as JSON (`config_files`): the same config, in JSON, without the
+    # comments JSON cannot hold.
+    text = default_config_json() if path.suffix.lower() == ".json" else default_config_text()
     if path.exists() and not args.force:
         raise GatewayError(f"{path} exists: --force replaces it")
     try:
@@ -75,6 +78,21 @@ args = ["-P", "-m", "gateway.toolbox"]  # -P: the working directory is not on it
 description = {_toml_string(assistant.description or "")}
 tools = {json.dumps(assistant.tools)}
 """
+
+
+def default_config_json(python: str | None = None) -> str:
+    """The built-in default config as JSON: `default_config_text`'s keys and values."""
+    assistant = DEFAULT_CONFIG.agents["assistant"]
+    command = python or sys.executable
+    _toml_string(command)  # the same refusal of a path that is not text
+    config = {
+        "tools": {"calculator": {"builtin": "calculator"}},
+        "mcpServers": {"toolbox": {"command": command, "args": ["-P", "-m", "gateway.toolbox"]}},
+        "agents": {
+            "assistant": {"description": assistant.description or "", "tools": assistant.tools}
+        },
+    }
+    return json.dumps(config, indent=2, ensure_ascii=False) + "\n"
 
 
 def _toml_string(value: str) -> str:

@@ -12,6 +12,7 @@ code 1. A line's object may give the item's own `"context": {...}` too.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any, TextIO
 
@@ -19,8 +20,10 @@ import anyio
 from pydantic import ValidationError
 
 from agent import AgentItem, ItemResult
+from agent.memory.base import session_key_error
 from agent.model_json import read_model_json
 
+from ..config_errors import describe
 from ..errors import GatewayError
 from ..run_state import RunResult, RunState
 from ..trace import TraceEvent
@@ -46,26 +49,46 @@ async def read_items(path: str) -> list[AgentItem]:
         raise GatewayError(f"items file {path} is not valid text: {said}") from None
     items: list[AgentItem] = []
     for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            value: Any = read_model_json(line)  # NaN, Infinity: bad input, as in --context
-            item = (
-                AgentItem(prompt=value)
-                if isinstance(value, str)
-                else AgentItem.model_validate(value)
-            )
-        except (ValueError, ValidationError) as exc:
-            raise GatewayError(
-                f"{path}:{number}: an item is a JSON string or "
-                f'{{"prompt": "...", "session_id": "...", "context": {{...}}}}: {exc}'
-            ) from exc
-        if not item.prompt.strip():  # as an agent called as a tool refuses it
-            raise GatewayError(f"{path}:{number}: the item's prompt is empty (or only spaces)")
-        items.append(item)
+        if line.strip():
+            items.append(_item(f"{path}:{number}", line))
     if not items:
         raise GatewayError(f"{path}: no items")
     return items
+
+
+_SHAPE = 'an item is a JSON string or {"prompt": "...", "session_id": "...", "context": {...}}'
+
+
+def _item(where: str, line: str) -> AgentItem:
+    """The item a line gives; `GatewayError` starting with `where` (the file and line)."""
+    try:
+        value: Any = read_model_json(line)  # NaN, Infinity: bad input, as in --context
+    except ValueError as exc:
+        raise GatewayError(f"{where}: {_SHAPE}: {exc}") from exc
+    if not isinstance(value, str | dict):
+        raise GatewayError(f"{where}: {_SHAPE}, not {_json_kind(value)}")
+    try:
+        item = (
+            AgentItem(prompt=value) if isinstance(value, str) else AgentItem.model_validate(value)
+        )
+    except ValidationError as exc:  # in the words config errors use, each key named
+        raise GatewayError(f"{where}: {describe(exc, AgentItem, {})}") from exc
+    if not item.prompt.strip():  # as an agent called as a tool refuses it
+        raise GatewayError(f"{where}: the item's prompt is empty (or only spaces)")
+    # Refused before anything runs, as `--session` is: found by the run, it stopped a stored
+    # run that every resume then stopped the same way.
+    if item.session_id is not None:
+        problem = session_key_error(item.session_id)
+        if problem is not None:
+            raise GatewayError(f"{where}: bad session id {item.session_id[:40]!r}: {problem}")
+    return item
+
+
+def _json_kind(value: object) -> str:
+    """What a JSON value is, in JSON's words."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return "an array" if isinstance(value, list) else "a number"
 
 
 class ItemLines:

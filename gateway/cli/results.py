@@ -38,7 +38,7 @@ def print_result(
     failed = any(item.error is not None for item in items)
     if as_json:
         shown_json = run_json(result, items[0], stored=stored)
-        print(result_json(shown_json), file=result_stdout())
+        print(result_json(shown_json), file=result_stdout(), flush=True)
         return FAILED if failed else OK
     for item in items:
         if item.error is not None:
@@ -46,7 +46,8 @@ def print_result(
         elif shown is None or not shown(item.output):
             # Piped, the answer is exactly the model's; on a terminal, its escapes are text.
             answer = printable(item.output or "") if result_stdout().isatty() else item.output
-            print(f"answer: {answer}" if label else answer, file=result_stdout())
+            # Flushed: a caller may still have servers to stop, which a reader need not wait for.
+            print(f"answer: {answer}" if label else answer, file=result_stdout(), flush=True)
     return FAILED if failed else OK
 
 

@@ -111,9 +111,11 @@ async def _run(args: argparse.Namespace) -> int:
             interrupted = GatewayError("interrupted: the run was not stored (--no-store)")
             print_stopped(args, lines, state, interrupted, None, status="failed", run_id=None)
             raise
-    if lines is not None:
-        return lines.finished(result)
-    return print_result(result, as_json=args.json, stored=False, shown=console.streamed)
+        # Said before the servers stop (a stdio server may take its 2 s grace to exit): a
+        # script reading the answer need not wait for them; the exit code does.
+        if lines is not None:
+            return lines.finished(result)
+        return print_result(result, as_json=args.json, stored=False, shown=console.streamed)
 
 
 async def _items(args: argparse.Namespace) -> list[AgentItem]:

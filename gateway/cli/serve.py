@@ -113,6 +113,8 @@ async def _serve(args: argparse.Namespace) -> int:
         if args.http
         else None
     )
+    if args.http:
+        _warn_unused_tokens(args.token_env or config.gateway.tokens_env)
     url = _store_url(args, config)
     if url is not None:
         preload_store()
@@ -284,6 +286,24 @@ def _set_model(config: Config, agent: str, *, servers_only: bool) -> str:
         how = f"set `model` in [agents.{agent}] or pass --model SPEC"
     proxy = f"; or, to serve the servers' own tools (a proxy), set {expose}"
     return how + (proxy if servers_only else "")
+
+
+TOKENS_ENV = "AGENT_GATEWAY_TOKENS"
+"""The variable the README's examples keep the bearer tokens in: read only when named."""
+
+
+def _warn_unused_tokens(named: str | None) -> None:
+    """Tokens put in `TOKENS_ENV` but not named (`--token-env`, `tokens_env`) are not read: on
+    loopback the gateway then serves without them, which nothing else would tell."""
+    if named == TOKENS_ENV or not os.environ.get(TOKENS_ENV):
+        return
+    used = (
+        f"the tokens are read from {named}"
+        if named
+        else f"serving HTTP without bearer tokens (--token-env {TOKENS_ENV} or [gateway] "
+        f'tokens_env = "{TOKENS_ENV}" names it)'
+    )
+    _warn(f"{TOKENS_ENV} is set but not used: {used}")
 
 
 def _warn(message: str) -> None:

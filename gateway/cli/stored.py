@@ -419,14 +419,17 @@ async def _drive(
                             **more,
                         )
                     raise
+                # Said before the store and the servers close (a stdio server may take its
+                # 2 s grace to exit): a script reading the answer need not wait; the exit
+                # code does.
+                if lines is not None:
+                    return lines.finished(result)
+                return print_result(result, as_json=args.json, shown=console.streamed)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 run_id = state.run_id if stored else None
                 print_stopped(args, lines, state, exc, so_far, status=status, run_id=run_id)
             raise
-    if lines is not None:
-        return lines.finished(result)
-    return print_result(result, as_json=args.json, shown=console.streamed)
 
 
 async def _left_waiting(

@@ -18,7 +18,7 @@ import anyio
 import pytest
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-from .processes import REPO, SCRIPT
+from .processes import REPO, SCRIPT, http_server, untimed, write_config
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -218,3 +218,33 @@ async def test_a_port_in_use_is_said_before_any_server_starts(tmp_path: Path) ->
     assert f"error: cannot serve on 127.0.0.1:{port}: Address already in use: " in said
     assert "serve on another port (--http 127.0.0.1:0 takes a free one" in said
     assert not launched.exists()  # the server was never started
+
+
+@pytest.mark.parametrize(
+    ("named", "said"),
+    [
+        ([], "serving HTTP without bearer tokens (--token-env AGENT_GATEWAY_TOKENS or"),
+        (["--token-env", "OTHER_TOKENS"], "the tokens are read from OTHER_TOKENS"),
+        (["--token-env", "AGENT_GATEWAY_TOKENS"], None),
+    ],
+)
+async def test_tokens_in_the_usual_variable_but_not_named_are_warned_of(
+    tmp_path: Path, named: list[str], said: str | None
+) -> None:
+    """`AGENT_GATEWAY_TOKENS` exported, but neither `--token-env` nor `tokens_env` naming it:
+    on loopback the gateway served without tokens and said nothing (a wrong one got in)."""
+    config = write_config(tmp_path, [{"content": "hi"}])
+    env = {"AGENT_GATEWAY_TOKENS": "t" * 32, "OTHER_TOKENS": "o" * 32}
+    async with http_server(config, *named, env=env) as served:
+        warned = [
+            untimed(line)
+            for line in served.stderr
+            if "AGENT_GATEWAY_TOKENS is set but not used" in line
+        ]
+    if said is None:
+        assert warned == []
+    else:
+        assert len(warned) == 1, served.stderr
+        assert warned[0].startswith(
+            f"agent-gateway: warning: AGENT_GATEWAY_TOKENS is set but not used: {said}"
+        )
