@@ -1,5 +1,6 @@
-"""An agent's output schema served as its tool's `outputSchema`: definitions at the root, where
-its `$ref`s resolve, so a client that resolves them (the mcp SDK's) takes the answers."""
+"""An agent's tool schemas as served: its `inputSchema` says what a call must hold, and its
+output schema is the tool's `outputSchema` with its definitions at the root, where its `$ref`s
+resolve, so a client that resolves them (the mcp SDK's) takes the answers."""
 
 from __future__ import annotations
 
@@ -63,6 +64,24 @@ def shop(*answers: Any) -> Gateway:
     model = ScriptedModel([call(FINAL_RESULT_TOOL, **answer) for answer in answers])
     spec = AgentSpec(name="shop", model=model, options=AgentOptions(output=output, batch_size=1))
     return Gateway([], [spec])
+
+
+async def test_the_input_schema_says_a_prompt_must_not_be_blank(era: str) -> None:
+    # The gateway refuses a blank prompt (tests/server/test_agent_tools.py): a client or a
+    # model building arguments from the schema is told so beforehand.
+    async with Client(serve(shop()), mode=era) as client:
+        tool = (await client.list_tools()).tools[0]
+    properties = tool.input_schema["properties"]
+    item = properties["items"]["items"]["properties"]["prompt"]
+    checker = Checker(tool.input_schema)
+    assert not checker.is_valid({"prompt": ""})
+    assert not checker.is_valid({"items": [{"prompt": ""}]})
+    assert checker.is_valid({"prompt": "?"})
+    assert checker.is_valid({"items": [{"prompt": "?"}]})
+    # Only whitespace is said in words: a `pattern` breaks llama.cpp's tool grammars.
+    for said in (properties["prompt"], item):
+        assert "not empty or only whitespace" in said["description"]
+        assert "pattern" not in said
 
 
 async def test_a_recursive_pydantic_output_is_served_with_refs_that_resolve(era: str) -> None:
