@@ -358,7 +358,9 @@ def build_server(
         keep_alive=settings.progress_interval,
     )
     now = ServingNow()
-    server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)
+    server.told = ServedInstructions(
+        agents=bool(gateway.agents), exposed=bool(exposed), nodes=catalogs
+    )
     _serve_node_capabilities(server, exposed, now, settings.contended_round_timeout)
     rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(
