@@ -86,12 +86,19 @@ off)."""
 PROMPT_OR_ITEMS = 'give `prompt` (text) or `items` (a list of {"prompt": ...})'
 """What a served agent's call must have (its schema cannot say so: see `SERVED_INPUT_SCHEMA`)."""
 
+_NOT_BLANK = {"minLength": 1}
+"""A prompt that is not empty. One of only whitespace is refused too, but that is said in words:
+a `pattern` (`\\S`) makes llama.cpp, Ollama and LM Studio refuse the whole request (they turn
+tool schemas into grammars, which take only anchored patterns and no `\\s`/`\\S`)."""
+
 SERVED_INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "prompt": {
             "type": "string",
-            "description": "The question or task for the agent. Give this, or `items` (not both).",
+            **_NOT_BLANK,
+            "description": "The question or task for the agent (not empty or only whitespace). "
+            "Give this, or `items` (not both).",
         },
         "session_id": {
             "type": "string",
@@ -104,7 +111,11 @@ SERVED_INPUT_SCHEMA: dict[str, Any] = {
             "items": {
                 "type": "object",
                 "properties": {
-                    "prompt": {"type": "string"},
+                    "prompt": {
+                        "type": "string",
+                        **_NOT_BLANK,
+                        "description": "This item's question (not empty or only whitespace).",
+                    },
                     "session_id": {"type": "string"},
                     "context": {"type": "object", "description": "This item's own `context`."},
                 },

@@ -358,7 +358,9 @@ def build_server(
         keep_alive=settings.progress_interval,
     )
     now = ServingNow()
-    server.told = ServedInstructions(agents=bool(gateway.agents), nodes=catalogs)
+    server.told = ServedInstructions(
+        agents=bool(gateway.agents), exposed=bool(exposed), nodes=catalogs
+    )
     _serve_node_capabilities(server, exposed, now, settings.contended_round_timeout)
     rounds = Rounds(now, boundary)
     server.http_layers = _shortcuts(
@@ -438,16 +440,18 @@ def _shortcuts(
 def _serve_node_capabilities(
     server: _GatewayServer, exposed: list[Toolkit], now: ServingNow, yield_after: float
 ) -> None:
-    """Serve what the exposed nodes offer besides tools: a serving run for their calls that
-    ask our client (`yield_after`: `contended_round_timeout`) and for their changes (told to
-    `now` while it runs), their resources, prompts and completions."""
+    """Serve what the exposed nodes offer besides tools: a serving run (told to `now` while
+    it runs) for their calls that ask our client (`yield_after`: `contended_round_timeout`)
+    and for their changes, their resources, prompts and completions."""
     asking = [node for node in exposed if isinstance(node, AsksCaller) and node.asks_caller]
     following = [node for node in exposed if isinstance(node, FollowsChanges)]
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
+    logging_nodes = [node for node in exposed if isinstance(node, HasServerLogs)]
+    # In every configuration: each client's share of the nodes (`max_concurrency`) lives in
+    # the run, for agents' calls and for exposed tools that neither ask nor change.
+    server.lifespan = lifespan_for(following, now, logging_nodes, yield_after)
     if not (asking or following or catalogs):
         return
-    logging_nodes = [node for node in exposed if isinstance(node, HasServerLogs)]
-    server.lifespan = lifespan_for(following, now, logging_nodes, yield_after)
     if following:
         server.announces = NotificationOptions(
             prompts_changed=True, resources_changed=True, tools_changed=True

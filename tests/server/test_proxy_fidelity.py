@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from gateway import Gateway
-from gateway.server.served.instructions import AGENTS
+from gateway.server.served.instructions import AGENTS, EXPOSED
 from toolkits import result_text
 from toolkits.mcp import McpServerConfig, McpToolkit, McpToolkitGroup
 
@@ -106,7 +106,7 @@ async def test_with_agents_and_several_servers_each_servers_instructions_have_a_
             )
             said = await instructions_of(serve(gateway, expose_tools=True), era)
     assert said == (
-        f"{AGENTS}\n\n"
+        f"{AGENTS} {EXPOSED}\n\n"
         "## crm\n\n(The MCP server 'crm': its tools and prompts are named here `crm__NAME`.)"
         "\n\nSearch before you create a contact.\n\n"
         "## docs\n\n(The MCP server 'docs': a tool or prompt of it may be named here "

@@ -32,7 +32,7 @@ from ...call_info import with_context
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
 from ...errors import GatewayError, UnknownRun
-from ...item_results import STEP_SCHEMA, steps_json
+from ...item_results import steps_json
 from ...model_specs import ClientSampling
 from ...node_slots import lent_in
 from ...run_state import RunResult, RunState, spent
@@ -57,6 +57,7 @@ from ..connection import cancel_requested
 from ..notifications.run_progress import HEARTBEAT_SECONDS, McpNotifier
 from ..serving import client_quota
 from ..transports.auth import authenticated_subject
+from .output_schemas import OUTPUT_SCHEMA, output_schema
 from .relaying import incoming_hops
 from .round_replays import RoundReplays, round_key
 from .run_failures import item_failed, note_stored, stopped, stored_failure
@@ -67,59 +68,6 @@ __all__ = ["INPUT_SCHEMA", "OUTPUT_SCHEMA", "AgentTools", "run_result"]
 log = logging.getLogger(__name__)
 
 INPUT_SCHEMA = SERVED_INPUT_SCHEMA
-
-_USAGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        name: {"type": "integer"}
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "cached_tokens",
-            "reasoning_tokens",
-            "requests",
-        )
-    },
-}
-
-OUTPUT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "output": {"type": "string", "description": "The agent's answer."},
-        "usage": _USAGE_SCHEMA,
-        "steps": {
-            "type": "array",
-            "description": "The tool calls the agent made (when the agent returns them).",
-            "items": STEP_SCHEMA,
-        },
-        "handoff": {
-            "type": "string",
-            "description": "The agent the conversation was handed to, whose answer it is.",
-        },
-    },
-    "required": ["usage"],
-}
-OUTPUT_SCHEMA["properties"]["run"] = {
-    "type": "object",
-    "description": "With a run store, when the run waits for a person's approval: its id, "
-    "status and waiting calls (decide with approve_run or deny_run, then get_run).",
-    "properties": {
-        "run_id": {"type": "string"},
-        "status": {"type": "string"},
-        "waiting": {"type": "array", "items": {"type": "object"}},
-    },
-}
-OUTPUT_SCHEMA["properties"]["items"] = {
-    "type": "array",
-    "description": "For a call with `items`: each item's answer or error, in order.",
-    "items": {
-        "type": "object",
-        "properties": {
-            "output": {"anyOf": [OUTPUT_SCHEMA["properties"]["output"], {"type": "null"}]},
-            "error": {"type": ["string", "null"]},
-        },
-    },
-}
 
 
 class _Arguments(BaseModel):
@@ -464,28 +412,6 @@ async def _answered(
         if ended is None:
             raise
         return ended
-
-
-def output_schema(spec: AgentSpec) -> dict[str, Any]:
-    """The agent tool's output schema: with an output schema of the agent's, `output` is it."""
-    output = spec.options.output
-    if output is None:
-        return OUTPUT_SCHEMA
-    answer: dict[str, Any] = dict(output.schema)
-    properties = dict(OUTPUT_SCHEMA["properties"])
-    properties["output"] = answer
-    properties["items"] = {
-        "type": "array",
-        "items": {
-            "type": "object",
-            "properties": {
-                "output": {"anyOf": [answer, {"type": "null"}]},
-                "error": {"type": ["string", "null"]},
-                "handoff": {"type": "string"},
-            },
-        },
-    }
-    return {**OUTPUT_SCHEMA, "properties": properties}
 
 
 def run_result(

@@ -14,29 +14,35 @@ from collections.abc import Sequence
 
 from toolkits import HasCatalog
 
-__all__ = ["AGENTS", "ServedInstructions"]
+__all__ = ["AGENTS", "EXPOSED", "ServedInstructions"]
 
 AGENTS = (
-    "Each agent is a tool: call it with {prompt, session_id?} and it answers, using its own "
-    "tools. Other tools are served as their servers offer them."
+    "Each agent is a tool: call it with `prompt` (the question or task) and it answers, using "
+    "its own tools. Optional: `session_id` continues the conversation kept under that id, and "
+    "`context` gives facts for the run (an object). Instead of `prompt`, `items` (a list of "
+    "{prompt, session_id?, context?}) asks many questions in one call, each answered on its "
+    "own."
 )
+EXPOSED = "The other tools are served as the servers and toolkits behind this gateway offer them."
+"""Said only when tools of the gateway's nodes are served beside the agents: a client such as
+Claude puts these words before its model, which would look for tools that are not there."""
 
 
 class ServedInstructions:
     """What the gateway says at each handshake (see the module)."""
 
-    def __init__(self, *, agents: bool, nodes: Sequence[HasCatalog]) -> None:
-        """`agents`: agents are served (the gateway's words on them come first); `nodes`: the
-        exposed MCP servers, in the config's order."""
-        self._agents = agents
+    def __init__(self, *, agents: bool, exposed: bool, nodes: Sequence[HasCatalog]) -> None:
+        """`agents`: agents are served (the gateway's words on them come first); `exposed`:
+        nodes' tools are served too; `nodes`: the exposed MCP servers, in the config's order."""
+        self._agents = None if not agents else f"{AGENTS} {EXPOSED}" if exposed else AGENTS
         self._nodes = nodes
 
     def __call__(self) -> str | None:
         told = [(node, text) for node in self._nodes if (text := _said(node))]
-        if not self._agents and len(told) == 1:
+        if self._agents is None and len(told) == 1:
             node, text = told[0]
             return text if node.prefix != "always" else f"{_named(node)}\n\n{text}"
-        parts = [AGENTS] if self._agents else []
+        parts = [self._agents] if self._agents is not None else []
         parts += [f"## {node.name}\n\n{_named(node)}\n\n{text.strip()}" for node, text in told]
         return "\n\n".join(parts) or None
 
