@@ -43,7 +43,7 @@ from toolkits import NodeStopped, Tool, ToolkitError
 from .agent_tool import BadArguments, agent_prompt
 from .approval import NO_APPROVER, ApprovalRequest, AsksAtOnce, ExpectsSteps, NobodyToAsk, rejection
 from .call_info import info_for, sub_item
-from .errors import RunPaused, say_stopped_in
+from .errors import RunPaused, say_stopped_in, stops_the_run
 from .handed_item import handed_item
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
@@ -429,9 +429,13 @@ class StepLoop:
             raise  # the gateway is stopping: the call had no outcome to tell the model of
         except ToolkitError as exc:  # the node could not serve it: the model is told why
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
-        except Exception:
+        except Exception as exc:
             log.exception("node %r failed calling %r", tool.source_node, tool.name)
-            raise
+            if stops_the_run(exc):
+                raise
+            # A bug fails its call alone: a stopped run would call it again on each resume.
+            bug = f"{type(exc).__name__}: {exc}"
+            return ActionResponse(action=action, error=f"node {tool.source_node!r} failed: {bug}")
         return ActionResponse(
             action=action, data=call.data, error=call.error, usage=call.usage, media=call.media
         )
