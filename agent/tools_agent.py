@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import dataclass, field
+from functools import partial
 from typing import cast
 
 import anyio
@@ -367,21 +368,22 @@ class ToolsAgent:
             failed = ItemResult(error=failed_after(retries, invalid, validator), steps=steps)
             return _Outcome(steps, usage=usage, called_model=True, result=failed)
         options = self.options
-        problem = told_again(options.output, invalid, validator, options.native_schema is not None)
+        native = options.native_schema is not None
+        told = partial(told_again, options.output, invalid, validator, native)  # (a call's own)
         actions: list[Action] = []
         if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
             retry = ToolCallStep(
                 tool_call_id=f"retry_{len(steps) + 1}",
                 tool=FINAL_RESULT_TOOL if self._final_result is not None else "",
                 tool_input={},
-                observation=problem,
+                observation=told(),
                 message=answer,
             )
             sent = [*steps, retry]
         else:
             answered, actions = self._plan(answer, index, steps)
-            sent = steps + [
-                s.model_copy(update={"observation": problem, "is_error": True})
+            sent = steps + [  # each `final_result` call told its own refusal
+                s.model_copy(update={"observation": told(s.tool_call_id), "is_error": True})
                 if s.tool == FINAL_RESULT_TOOL
                 else s
                 for s in answered
