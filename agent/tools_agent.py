@@ -18,8 +18,7 @@ An answer without calls that stopped short (`stopped_short`: cut off, filtered, 
 its item with the reason, keeping its text as the output. The model may repeat a call once (a
 clock or a search may answer differently the second time); the second repeat of the identical
 call (same tool, same arguments) and every later one are not run again: the observation says
-so and gives the result the model already has. Repeats are counted against calls that already
-finished.
+so and gives the result the model already has. Within one answer an identical call runs once.
 """
 
 from __future__ import annotations
@@ -546,12 +545,13 @@ class ToolsAgent:
         by_name = self._by_name
         answered: list[ToolCallStep] = []
         actions: list[Action] = []
-        for call in answer.tool_calls:
+        for n, call in enumerate(answer.tool_calls):
             tool = by_name.get(call.name)
             problem = call_problem(
                 call, tool, answer, self.tools, self._final_result, self.why_missing
             )
-            said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
+            earlier = answer.tool_calls[:n]
+            said = f"{ERROR_PREFIX}{problem}" if problem else repeat_notice(call, steps, earlier)
             if said is not None or tool is None:
                 answered.append(
                     ToolCallStep(
