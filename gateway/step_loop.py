@@ -36,11 +36,11 @@ from agent import (
     ToolsAgent,
     Usage,
 )
-from agent.scratchpad import ERROR_PREFIX
 from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .agent_tool import BadArguments, agent_prompt
+from .answered_calls import tell_answered
 from .approval import NO_APPROVER, ApprovalRequest, AsksAtOnce, ExpectsSteps, NobodyToAsk, rejection
 from .call_info import info_for, sub_item
 from .errors import RunPaused, say_stopped_in, stops_the_run
@@ -186,7 +186,7 @@ class StepLoop:
                     if isinstance(outcome, AgentResult):
                         break
                     await finished.tell(outcome.metadata.finished_items)
-                    await _trace_answered(tracer, agent_span.id, outcome)
+                    await tell_answered(tracer, saver.journal, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
                 if context.budget.exceeded:
@@ -541,33 +541,6 @@ def _why_missing(gateway: Gateway, nodes: Sequence[str], name: str) -> str | Non
     if health is None:
         return gateway.renamed(name, nodes)
     return f"tool {name!r} is not available now: its server is not ready ({health})"
-
-
-async def _trace_answered(tracer: Tracer, parent_id: str, request: EngineRequest) -> None:
-    """A tool span for each call the agent answered itself (an unknown tool, bad arguments, a
-    repeated call), closed at once with what the model was told."""
-    if not tracer.hooks:
-        return
-    metadata = request.metadata
-    running = {action.tool_call_id for action in request.actions}
-    for index, message in metadata.pending.items():
-        steps = {step.tool_call_id: step for step in metadata.previous_steps.get(index, ())}
-        for call in message.tool_calls:
-            step = steps.get(call.id)
-            if step is None or call.id in running:
-                continue
-            said: JsonValue = (
-                call.arguments if call.invalid_arguments is None else call.invalid_arguments
-            )
-            async with tracer.span(
-                "tool", call.name, parent_id=parent_id, input=said, call_id=call.id
-            ) as span:
-                if step.observation.startswith(ERROR_PREFIX):
-                    # Bad arguments are quoted in what the model is told.
-                    private = call.invalid_arguments is not None
-                    span.fail(step.observation.removeprefix(ERROR_PREFIX), private=private)
-                else:
-                    span.output = step.observation
 
 
 def _warning_note(tracer: Tracer, agent: str, span_id: str) -> WarningCallback:
