@@ -9,7 +9,6 @@ set, and as input what the model wrote (its text, for arguments that were not JS
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,8 +76,7 @@ async def tell_answered(
     tracer: Tracer, journal: ScopedJournal | None, parent_id: str, request: EngineRequest
 ) -> None:
     """A span and a record (with a `journal`) for each call the agent answered itself."""
-    answered: Sequence[AnsweredCall] = answered_calls(request)
-    for one in answered:
+    for one in answered_calls(request):
         if tracer.hooks:
             async with tracer.span(
                 "tool", one.call.name, parent_id=parent_id, input=one.said, call_id=one.call.id
