@@ -5,8 +5,10 @@ takes the conversation over); the agent knows nothing of what runs behind them. 
 model calls one:
 
 - The other calls of the same answer run too (their results are in the item's steps), and the
-  first handoff call of the answer is the one made: each later one is answered here, not made
-  (`not_handed_off`), so an answer hands the item to one agent only.
+  first handoff call of the answer whose arguments can be passed on is the one made: each
+  later one is answered here, not made, so an answer hands the item to one agent only. A
+  handoff takes one optional argument, `context` (text): others are refused here
+  (`handoff_refusal`), never dropped, as the model would believe it had passed them on.
 - Its result ends the item with no further model call: its text is the output, validated
   against the output schema when there is one. A handoff that failed (or was denied) is told
   to the model as any failed call is, and so is an answer that does not fit the schema: the
@@ -25,7 +27,7 @@ from .output import OutputInvalid, OutputSchema
 from .protocol import Action, EngineResponse, ToolCallStep
 from .scratchpad import ERROR_PREFIX, observation_of
 
-__all__ = ["Handoff", "handed_off", "kept_of_turn", "one_handoff"]
+__all__ = ["Handoff", "handed_off", "handoff_refusal", "kept_of_turn", "one_handoff"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,8 +44,8 @@ class Handoff:
 def one_handoff(
     answer: AssistantMessage, actions: Sequence[Action], tools: Mapping[str, ToolDefinition]
 ) -> tuple[list[Action], list[ToolCallStep]]:
-    """The actions to run, and the steps that answer the answer's handoff calls after its
-    first: not made, saying so."""
+    """The actions to run, and the steps that answer the answer's other handoff calls: those
+    whose arguments are refused, and those after the first made, saying so."""
     kept: list[Action] = []
     refused: list[ToolCallStep] = []
     handing: str | None = None
@@ -52,25 +54,56 @@ def one_handoff(
         tool = tools.get(action.tool)
         if tool is None or not tool.hands_off:
             kept.append(action)
-        elif handing is None:
+            continue
+        call = calls.get(action.tool_call_id)
+        arguments: dict[str, JsonValue] = dict(call.arguments) if call is not None else {}
+        said = handoff_refusal(arguments)
+        if said is None and handing is None:
             handing = action.tool
             kept.append(action)
-        else:
-            call = calls.get(action.tool_call_id)
-            refused.append(
-                ToolCallStep(
-                    tool_call_id=action.tool_call_id,
-                    tool=action.tool,
-                    tool_input=dict(call.arguments) if call is not None else {},
-                    observation=(
-                        f"{ERROR_PREFIX}not made: this answer hands the conversation to "
-                        f"{handing!r} (its first handoff); one answer hands it to one agent only"
-                    ),
-                    message=answer,
-                    is_error=True,
-                )
+            continue
+        if said is None:
+            said = (
+                f"not made: this answer hands the conversation to {handing!r} (its first "
+                "handoff); one answer hands it to one agent only"
             )
+        refused.append(
+            ToolCallStep(
+                tool_call_id=action.tool_call_id,
+                tool=action.tool,
+                tool_input=arguments,
+                observation=f"{ERROR_PREFIX}{said}",
+                message=answer,
+                is_error=True,
+            )
+        )
     return kept, refused
+
+
+def handoff_refusal(arguments: Mapping[str, JsonValue]) -> str | None:
+    """Why a handoff's `arguments` cannot be passed on (what the model is told), or None."""
+    others = sorted(key for key in arguments if key != "context")
+    if others:
+        named = ", ".join(f"`{key}`" for key in others)
+        return (
+            f"a handoff takes one optional argument, `context` (text), not {named}: the "
+            "user's message is passed on as it is; call again with `context` alone, or none"
+        )
+    context = arguments.get("context")
+    if context is not None and not isinstance(context, str):
+        return (
+            f"`context` must be text (what the agent needs beyond the user's message), not "
+            f"{_json_kind(context)}: call again with it as a string, or without it"
+        )
+    return None
+
+
+def _json_kind(value: object) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an object" if isinstance(value, dict) else "a list"
 
 
 def handed_off(

@@ -11,13 +11,13 @@ may do so instead (`output_mode="native"`, see `agent.native_output`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import BaseModel, JsonValue, ValidationError
 
-from .messages import AssistantMessage, ToolDefinition
+from .messages import AssistantMessage, ToolCall, ToolDefinition
 from .model_json import NotModelJson, read_model_json, why_refused
 from .native_output import strict_schema, without_added_nulls
 
@@ -36,13 +36,22 @@ _DEFINITIONS = ("$defs", "definitions")
 
 class OutputInvalid(ValueError):
     """An answer that does not fit the schema; `problems` says where and why, for the model,
-    `what` what was wrong, for a person (default: the first problem, and how many more)."""
+    `what` what was wrong, for a person (default: the first problem, and how many more).
+    `calls`: of an answer of several `final_result` calls, each one's own refusal, by call id
+    (the first's is this one)."""
 
-    def __init__(self, problems: list[str], *, what: str | None = None) -> None:
+    def __init__(
+        self,
+        problems: list[str],
+        *,
+        what: str | None = None,
+        calls: Mapping[str, OutputInvalid] | None = None,
+    ) -> None:
         super().__init__("; ".join(problems))
         self.problems = problems
         more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
         self.what = what or (problems[0] + more if problems else "")
+        self.calls: Mapping[str, OutputInvalid] = calls or {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,21 +195,34 @@ def structured_answer(
     only, any call being of a tool). Raises `OutputInvalid`.
 
     A `final_result` called with other tools is no answer yet: it was written before their
-    results. The other calls run and the model is told to call it alone (`ToolsAgent._call_problem`)."""
+    results. The other calls run and the model is told to call it alone (`ToolsAgent._call_problem`).
+    Of several `final_result` calls, the first that validates is the answer; when none does,
+    the refusal holds each one's own (`OutputInvalid.calls`)."""
     if native:
         return NOT_AN_ANSWER if answer.tool_calls else output.from_text(answer.content, native=True)
     finals = [c for c in answer.tool_calls if c.name == FINAL_RESULT_TOOL]
     if finals and len(finals) < len(answer.tool_calls):
         return NOT_AN_ANSWER
     if finals:
-        if finals[0].invalid_arguments is not None and answer.stop_reason == "max_tokens":
-            raise OutputInvalid(
-                ["the answer was cut off at the output token limit; shorten it"],
-                what="it was cut off at the output token limit",
-            )
-        if finals[0].invalid_arguments is not None:
-            raise OutputInvalid([f"the arguments were {why_refused(finals[0].invalid_arguments)}"])
-        return output.from_call(finals[0].arguments)
+        refused: dict[str, OutputInvalid] = {}
+        for final in finals:
+            try:
+                return _from_final(output, final, cut_off=answer.stop_reason == "max_tokens")
+            except OutputInvalid as exc:
+                refused[final.id] = exc
+        first = refused[finals[0].id]
+        raise OutputInvalid(first.problems, what=first.what, calls=refused)
     if answer.tool_calls:
         return NOT_AN_ANSWER
     return output.from_text(answer.content)
+
+
+def _from_final(output: OutputSchema, final: ToolCall, *, cut_off: bool) -> JsonValue:
+    if final.invalid_arguments is not None and cut_off:
+        raise OutputInvalid(
+            ["the answer was cut off at the output token limit; shorten it"],
+            what="it was cut off at the output token limit",
+        )
+    if final.invalid_arguments is not None:
+        raise OutputInvalid([f"the arguments were {why_refused(final.invalid_arguments)}"])
+    return output.from_call(final.arguments)

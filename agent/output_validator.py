@@ -143,10 +143,17 @@ async def validated_answer(
 
 
 def told_again(
-    output: OutputSchema | None, refused: OutputInvalid, validator: bool, native: bool
+    output: OutputSchema | None,
+    refused: OutputInvalid,
+    validator: bool,
+    native: bool,
+    call_id: str | None = None,
 ) -> str:
     """What the model is told of an answer the schema (or the validator) refused; `native`:
-    it answers in JSON text, not by a `final_result` call."""
+    it answers in JSON text, not by a `final_result` call; `call_id`: that call's own refusal
+    (of several `final_result` calls, `OutputInvalid.calls`)."""
+    if call_id is not None:
+        refused = refused.calls.get(call_id, refused)
     why = "was not accepted" if validator else "does not fit the output schema"
     again = "Answer again, corrected."
     if output is not None:

@@ -251,11 +251,21 @@ REPEAT_NOTICE = "Not run again:"
 it repeats was a failure)."""
 
 
-def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
-    """The observation for a call repeated too often, or None when it may run."""
+def repeat_notice(
+    call: ToolCall, steps: Sequence[ToolCallStep], earlier: Sequence[ToolCall] = ()
+) -> str | None:
+    """The observation for a call repeated too often, or None when it may run. `earlier`: the
+    calls before it in its answer, of which an identical one runs once (at the same moment no
+    clock or search answers otherwise, and a side effect would happen twice)."""
     same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
     if len(same) <= REPEATS_RUN:
-        return None
+        first = next((c for c in earlier if _same_call(c, call)), None)
+        if first is None:
+            return None
+        return (
+            f"{REPEAT_NOTICE} this answer already calls {call.name!r} with these exact "
+            f"arguments ({first.id}); that call's result is this one's too."
+        )
     ran = [
         s for s in same if not s.observation.removeprefix(ERROR_PREFIX).startswith(REPEAT_NOTICE)
     ]
@@ -267,6 +277,12 @@ def repeat_notice(call: ToolCall, steps: Sequence[ToolCallStep]) -> str | None:
     )
     # A failure repeated is still a failure: the model and the trace read it as one.
     return f"{ERROR_PREFIX}{notice}" if result.startswith(ERROR_PREFIX) else notice
+
+
+def _same_call(one: ToolCall, other: ToolCall) -> bool:
+    """Identical calls (arguments not JSON are told so, never the same as `{}`)."""
+    readable = one.invalid_arguments is None and other.invalid_arguments is None
+    return readable and (one.name, one.arguments) == (other.name, other.arguments)
 
 
 def with_unique_call_ids(

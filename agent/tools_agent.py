@@ -18,8 +18,7 @@ An answer without calls that stopped short (`stopped_short`: cut off, filtered, 
 its item with the reason, keeping its text as the output. The model may repeat a call once (a
 clock or a search may answer differently the second time); the second repeat of the identical
 call (same tool, same arguments) and every later one are not run again: the observation says
-so and gives the result the model already has. Repeats are counted against calls that already
-finished.
+so and gives the result the model already has. Within one answer an identical call runs once.
 """
 
 from __future__ import annotations
@@ -30,6 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
 from copy import deepcopy
 from dataclasses import dataclass, field
+from functools import partial
 from typing import cast
 
 import anyio
@@ -368,21 +368,22 @@ class ToolsAgent:
             failed = ItemResult(error=failed_after(retries, invalid, validator), steps=steps)
             return _Outcome(steps, usage=usage, called_model=True, result=failed)
         options = self.options
-        problem = told_again(options.output, invalid, validator, options.native_schema is not None)
+        native = options.native_schema is not None
+        told = partial(told_again, options.output, invalid, validator, native)  # (a call's own)
         actions: list[Action] = []
         if not answer.tool_calls:  # a text answer: the correction follows as the user's turn
             retry = ToolCallStep(
                 tool_call_id=f"retry_{len(steps) + 1}",
                 tool=FINAL_RESULT_TOOL if self._final_result is not None else "",
                 tool_input={},
-                observation=problem,
+                observation=told(),
                 message=answer,
             )
             sent = [*steps, retry]
         else:
             answered, actions = self._plan(answer, index, steps)
-            sent = steps + [
-                s.model_copy(update={"observation": problem, "is_error": True})
+            sent = steps + [  # each `final_result` call told its own refusal
+                s.model_copy(update={"observation": told(s.tool_call_id), "is_error": True})
                 if s.tool == FINAL_RESULT_TOOL
                 else s
                 for s in answered
@@ -545,12 +546,13 @@ class ToolsAgent:
         by_name = self._by_name
         answered: list[ToolCallStep] = []
         actions: list[Action] = []
-        for call in answer.tool_calls:
+        for n, call in enumerate(answer.tool_calls):
             tool = by_name.get(call.name)
             problem = call_problem(
                 call, tool, answer, self.tools, self._final_result, self.why_missing
             )
-            said = f"{ERROR_PREFIX}{problem}" if problem is not None else repeat_notice(call, steps)
+            earlier = answer.tool_calls[:n]
+            said = f"{ERROR_PREFIX}{problem}" if problem else repeat_notice(call, steps, earlier)
             if said is not None or tool is None:
                 answered.append(
                     ToolCallStep(

@@ -22,6 +22,7 @@ from mcp_types import CallToolResult
 from pydantic import JsonValue
 
 from agent import DEFAULT_SYSTEM_MESSAGE, Usage
+from agent.handoff import handoff_refusal
 from toolkits import result_data
 
 __all__ = [
@@ -189,28 +190,10 @@ def agent_prompt(
         if not isinstance(prompt, str) or not prompt.strip():
             return BadArguments("`prompt` must be a non-empty string")
         return prompt
-    others = sorted(key for key in arguments if key != "context")
-    if others:
-        named = ", ".join(f"`{key}`" for key in others)
-        return BadArguments(
-            f"a handoff takes one optional argument, `context` (text), not {named}: the "
-            "user's message is passed on as it is; call again with `context` alone, or none"
-        )
-    context = arguments.get("context")
-    if context is not None and not isinstance(context, str):
-        return BadArguments(
-            f"`context` must be text (what the agent needs beyond the user's message), not "
-            f"{_json_kind(context)}: call again with it as a string, or without it"
-        )
+    refusal = handoff_refusal(arguments)
+    if refusal is not None:
+        return BadArguments(refusal)
     return handoff_prompt(handed, arguments, by)
-
-
-def _json_kind(value: object) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    return "an object" if isinstance(value, dict) else "a list"
 
 
 def handoff_prompt(question: str, arguments: Mapping[str, Any], by: str) -> str:

@@ -18,8 +18,9 @@
             └── PickledDecision  a decision an older version sent to a run, so refused
 
 Model failures keep their own type (`agent.ModelError`) and toolkit failures theirs
-(`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation. A
-call cut off because its node is being stopped (`toolkits.NodeStopped`: the gateway is going
+(`toolkits.ToolkitError`); a failing tool never fails a run, it becomes an observation, and
+so does a node's call that raised anything else (a bug: logged with its traceback) but what
+`stops_the_run`. A call cut off because its node is being stopped (`toolkits.NodeStopped`: the gateway is going
 away) had no outcome: it ends the run instead (a stored run is left to resume, or to another
 replica).
 
@@ -34,6 +35,10 @@ Not failures: control-flow signals that stop a run for now, to resume it later.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
+
+from agent.errors import AgentError, StepPaused
+from toolkits.errors import NodeStopped
 
 __all__ = [
     "AlreadyDecided",
@@ -52,8 +57,10 @@ __all__ = [
     "UnknownRun",
     "UnknownTool",
     "UnreadableRun",
+    "leaves_of",
     "say_stopped_in",
     "stopped_in",
+    "stops_the_run",
 ]
 
 
@@ -151,3 +158,25 @@ def stopped_in(failure: BaseException) -> list[str] | None:
     if it stopped no sub-agent's run."""
     chain: list[str] | None = getattr(failure, _STOPPED_IN, None)
     return list(chain) if chain is not None else None
+
+
+def stops_the_run(failure: BaseException) -> bool:
+    """Whether `failure`, out of a node's call, stops the run rather than the call: a signal
+    (`RunPaused`, `StepPaused`, `NodeStopped`), the gateway's own errors (the store, a
+    cancelled run) and the agent's (its model answering the server's sampling). Anything else
+    is a bug in the node, or on its result's way, and fails the call alone."""
+    if isinstance(failure, BaseExceptionGroup):
+        group = cast("BaseExceptionGroup[BaseException]", failure)
+        return any(stops_the_run(inner) for inner in group.exceptions)
+    return isinstance(failure, RunPaused | StepPaused | NodeStopped | GatewayError | AgentError)
+
+
+def leaves_of(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The exceptions in `group` and in the groups inside it, in order."""
+    leaves: list[BaseException] = []
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            leaves += leaves_of(cast("BaseExceptionGroup[BaseException]", exc))
+        else:
+            leaves.append(exc)
+    return leaves

@@ -16,7 +16,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic import JsonValue
@@ -40,6 +40,7 @@ from agent.tools_agent import WarningCallback
 from toolkits import NodeStopped, Tool, ToolkitError
 
 from .agent_tool import BadArguments, agent_prompt
+from .answered_calls import tell_answered
 from .approval import (
     NO_APPROVER,
     ApprovalRequest,
@@ -50,7 +51,7 @@ from .approval import (
     rejection,
 )
 from .call_info import info_for, sub_item
-from .errors import RunPaused, say_stopped_in
+from .errors import RunPaused, leaves_of, say_stopped_in, stops_the_run
 from .handed_item import handed_item
 from .item_results import EMPTY_ANSWER, FinishedItems, empty_failed, outputs
 from .journal import RecordedModel, ScopedJournal, call_key
@@ -63,7 +64,6 @@ from .session_owners import owned_memory
 from .tool_definitions import ToolDefinitions
 from .tool_limits import too_many_tools
 from .trace import Tracer
-from .traced_answers import trace_answered
 from .traced_model import TracedModel
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ class StepLoop:
                     if isinstance(outcome, AgentResult):
                         break
                     await finished.tell(outcome.metadata.finished_items)
-                    await trace_answered(tracer, agent_span.id, outcome)
+                    await tell_answered(tracer, saver.journal, agent_span.id, outcome)
                     request, response = outcome, None
                     await saver.save(request=request, response=None)
                 if context.budget.exceeded:
@@ -324,7 +324,7 @@ class StepLoop:
         except BaseExceptionGroup as group:
             # What escapes an action is a signal for the whole run (a stop, a pause for the
             # client's answer): let it arrive as itself, not wrapped, however deep it began.
-            leaves = _leaves(group)
+            leaves = leaves_of(group)
             if len(leaves) == 1:
                 raise leaves[0] from None
             raise
@@ -451,9 +451,13 @@ class StepLoop:
             raise  # the gateway is stopping: the call had no outcome to tell the model of
         except ToolkitError as exc:  # the node could not serve it: the model is told why
             return ActionResponse(action=action, error=str(exc) or type(exc).__name__)
-        except Exception:
+        except Exception as exc:
             log.exception("node %r failed calling %r", tool.source_node, tool.name)
-            raise
+            if stops_the_run(exc):
+                raise
+            # A bug fails its call alone: a stopped run would call it again on each resume.
+            bug = f"{type(exc).__name__}: {exc}"
+            return ActionResponse(action=action, error=f"node {tool.source_node!r} failed: {bug}")
         return ActionResponse(
             action=action, data=call.data, error=call.error, usage=call.usage, media=call.media
         )
@@ -575,16 +579,6 @@ def _warning_note(tracer: Tracer, agent: str, span_id: str) -> WarningCallback:
         await tracer.note("agent", agent, span_id, warning=warning, item=item)
 
     return note
-
-
-def _leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
-    leaves: list[BaseException] = []
-    for exc in group.exceptions:
-        if isinstance(exc, BaseExceptionGroup):
-            leaves += _leaves(cast(BaseExceptionGroup[BaseException], exc))
-        else:
-            leaves.append(exc)
-    return leaves
 
 
 def _model_for(spec: AgentSpec, context: RunContext) -> ChatModel:

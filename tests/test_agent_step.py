@@ -373,6 +373,35 @@ async def test_a_call_repeated_a_second_time_is_answered_with_the_result_it_alre
     assert "3 times. Its result was: result 2" in observed[4]
 
 
+async def test_an_identical_call_within_one_answer_runs_once() -> None:
+    """Once all five ran: a side effect five times, though the guard allows one repeat."""
+    expression: dict[str, JsonValue] = {"expression": "6*7"}
+    five = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(id=f"c{n}", name="calculator", arguments=expression) for n in range(4)
+        ]
+        + [ScriptedCall(name="calculator", arguments={"expression": "6*8"})]
+    )
+    model = ScriptedModel([five, call("calculator", expression="6*7"), "42"])
+    agent = ToolsAgent(model=model, tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert [a.input for a in request.actions] == [expression, {"expression": "6*8"}]
+    request = await agent.step(ITEM, answer_all(request, "result"))
+    assert isinstance(request, EngineRequest)
+    observed = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    assert observed == ["result"] + [
+        "Not run again: this answer already calls 'calculator' with these exact arguments "
+        "(c0); that call's result is this one's too."
+    ] * 3 + ["result"]
+    assert request.actions == []  # the model called it 4 times already: one ran
+    result = await agent.step(ITEM, answer_all(request))
+    assert isinstance(result, AgentResult)
+    told = [m.content for m in model.calls[2][0] if isinstance(m, ToolMessage)][-1]
+    assert told.startswith("Not run again: you already called 'calculator' with these exact")
+    assert "4 times. Its result was: result" in told
+
+
 class CutOff(ScriptedModel):
     """Its answers with calls end at the token limit, the last call's arguments unfinished."""
 

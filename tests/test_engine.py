@@ -19,6 +19,7 @@ from agent import (
     ChatMessage,
     EngineRequest,
     EngineResponse,
+    ModelError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
@@ -26,7 +27,15 @@ from agent import (
     ToolMessage,
     ToolsAgent,
 )
-from gateway import AgentSpec, Gateway, RunState, TraceEvent, tool_definition
+from gateway import (
+    AgentSpec,
+    Gateway,
+    RunCancelled,
+    RunPaused,
+    RunState,
+    TraceEvent,
+    tool_definition,
+)
 from tests.servers.inprocess import Context, ToyServer
 from toolkits import (
     CallContext,
@@ -147,6 +156,7 @@ class BrokenNode:
 
     def __init__(self, error: Exception) -> None:
         self._error = error
+        self.calls = 0
 
     async def list_tools(self) -> Sequence[Tool]:
         return [Tool("probe", "Probes.", {"type": "object"}, self.name, is_from_toolkit=False)]
@@ -154,6 +164,7 @@ class BrokenNode:
     async def call_tool(
         self, name: str, arguments: Mapping[str, Any], *, context: CallContext | None = None
     ) -> CallToolResult:
+        self.calls += 1
         raise self._error
 
 
@@ -167,15 +178,60 @@ async def test_a_node_that_cannot_serve_the_call_is_an_observation_for_the_model
     assert observed.content == "Error: MCP server 'broken' is not connected"
 
 
-async def test_a_bug_in_a_node_fails_the_run_instead_of_hiding_as_a_tool_error(
+async def test_a_bug_in_a_node_fails_its_call_alone_logged_and_not_called_again_on_resume(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Once it stopped the run: every resume called the node again (a side effect each time),
+    and no run of it could end."""
+    both = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name="probe"),
+            ScriptedCall(name="calculator", arguments={"expression": "6 * 7"}),
+        ]
+    )
+    script = [both, "the probe is broken"]
+    broken = BrokenNode(KeyError("oops"))
+    spec = AgentSpec(name="a", model=ScriptedModel(script), tools=["broken", "calculator"])
+    nodes = [broken, FunctionToolkit("calculator", [calculator])]
+    stored: list[RunState] = []
+
+    class Stop(Exception):
+        pass
+
+    async def stop_after_the_calls(state: RunState) -> None:
+        stored.append(state)
+        if state.response is not None:
+            raise Stop  # this process stops here
+
+    with pytest.raises(Stop):
+        await Gateway(nodes, [spec]).run("a", "go", checkpoint=stop_after_the_calls)
+    [logged] = [r for r in caplog.records if r.name == "gateway.step_loop"]
+    assert logged.getMessage() == "node 'broken' failed calling 'probe'"
+    assert logged.exc_info is not None  # the traceback, for whoever fixes the node
+
+    model = ScriptedModel(script[1:])
+    spec = AgentSpec(name="a", model=model, tools=["broken", "calculator"])
+    resumed = await Gateway(nodes, [spec]).resume(stored[-1])
+    assert resumed.output == "the probe is broken"
+    told = [m.content for m in model.calls[0][0] if isinstance(m, ToolMessage)]
+    assert told == ["Error: node 'broken' failed: KeyError: 'oops'", "42"]
+    assert broken.calls == 1
+
+
+@pytest.mark.parametrize(
+    "stop",
+    [
+        RunCancelled("run 'r1' was cancelled"),
+        ModelError("cannot use the client's model: it is gone"),
+        ExceptionGroup("both", [KeyError("oops"), RunPaused("waits", reason="sampling")]),
+    ],
+)
+async def test_what_stops_a_run_out_of_a_node_still_stops_it(stop: Exception) -> None:
     model = ScriptedModel([call("probe"), "never reached"])
     spec = AgentSpec(name="a", model=model, tools=["broken"])
-    with pytest.raises(KeyError, match="oops"):
-        await Gateway([BrokenNode(KeyError("oops"))], [spec]).run("a", "go")
+    with pytest.raises(type(stop)):
+        await Gateway([BrokenNode(stop)], [spec]).run("a", "go")
     assert len(model.calls) == 1
-    assert "node 'broken' failed calling 'probe'" in caplog.text
 
 
 class OddSchemaNode(BrokenNode):

@@ -313,6 +313,24 @@ async def test_two_handoffs_in_one_answer_the_first_is_made_the_other_is_refused
     )
 
 
+async def test_a_handoff_whose_arguments_are_refused_does_not_block_the_next_one() -> None:
+    """Once the refused first handoff was still the answer's first: the second was not made,
+    told the conversation went to the first, and neither was made."""
+    lead = ScriptedModel([calls(("billing", {"context": 5}), ("refunds", {}))])
+    billing = ScriptedModel([])  # asked, it would fail the run: it has no answer
+    result = await support(
+        lead, billing, refunds=ScriptedModel([ANSWER]),
+        options=AgentOptions(return_intermediate_steps=True),
+    ).run("triage", QUESTION)  # fmt: skip
+    assert (result.output, result.items[0].handoff) == (ANSWER, "refunds")
+    assert billing.calls == []
+    steps = {s.tool: s.observation for s in result.items[0].steps or []}
+    assert steps["billing"] == (
+        "Error: `context` must be text (what the agent needs beyond the user's message), not a "
+        "number: call again with it as a string, or without it"
+    )
+
+
 async def test_a_failed_handoff_is_told_to_the_lead_which_answers_itself() -> None:
     lead = ScriptedModel([call("billing"), "Billing is not answering; please write to us."])
     billing = ScriptedModel([""])  # an empty answer fails its item

@@ -19,6 +19,7 @@ from mcp_types import CallToolResult, ImageContent, TextContent
 from pydantic import BaseModel, JsonValue
 
 from agent import (
+    AgentItem,
     AgentOptions,
     MediaPart,
     ScriptedAnswer,
@@ -27,6 +28,7 @@ from agent import (
     ToolMessage,
 )
 from gateway import AgentSpec, Gateway
+from tests.prompt_model import PromptModel
 from tests.test_engine import Recorder
 from toolkits import FunctionToolkit, function_tool, result_text
 
@@ -160,6 +162,44 @@ async def test_a_value_that_cannot_be_json_is_the_tools_error_naming_its_type() 
     result = await returned(loop)
     assert result.is_error
     assert "returned a dict, which cannot be made JSON (Circular reference" in result_text(result)
+
+
+async def test_an_int_too_long_to_write_is_the_tools_error() -> None:
+    """Python writes no int past 4,300 digits: once, the value passed and its text raised."""
+    for value in (10**5000, {"n": [10**5000]}):
+        result = await returned(value)
+        assert result.is_error
+        assert "which cannot be made JSON (Exceeds the limit (4300 digits)" in result_text(result)
+
+
+@function_tool
+def add(a: int, b: int) -> int:
+    """Adds."""
+    return a + b
+
+
+async def test_a_sum_too_long_to_write_fails_its_call_and_no_other_item() -> None:
+    nines = int("9" * 4300)  # the longest int Python reads: a model's arguments may hold it
+
+    def add_call(a: int) -> ScriptedAnswer:
+        return ScriptedAnswer(tool_calls=[ScriptedCall(name="add", arguments={"a": a, "b": 1})])
+
+    model = PromptModel({"A": [add_call(1), "a"], "X": [add_call(nines), "x"], "Y": ["y"]})
+    options = AgentOptions(return_intermediate_steps=True)
+    spec = AgentSpec("a", model, tools=["local"], options=options)
+    gateway = Gateway([FunctionToolkit("local", [add])], [spec])
+    with anyio.fail_after(10):
+        result = await gateway.run("a", [AgentItem(prompt=p) for p in ("A", "X", "Y")])
+    assert [(item.output, item.error) for item in result.items] == [
+        ("a", None),
+        ("x", None),
+        ("y", None),
+    ]
+    [a], [x] = [[step.observation for step in item.steps or ()] for item in result.items[:2]]
+    assert a == "2"
+    assert x.startswith(
+        "Error: local tool 'add' returned a int, which cannot be made JSON (Exceeds the limit"
+    )
 
 
 class Opaque:

@@ -138,6 +138,35 @@ async def test_an_answer_still_invalid_past_the_retries_fails_its_item() -> None
     assert (len(model.calls), result.iterations) == (2, 2)
 
 
+def finals(*answers: dict[str, JsonValue]) -> ScriptedAnswer:
+    """One answer of several `final_result` calls."""
+    return ScriptedAnswer(
+        tool_calls=[ScriptedCall(name=FINAL_RESULT_TOOL, arguments=a) for a in answers]
+    )
+
+
+async def test_of_several_final_results_the_first_that_validates_is_the_answer() -> None:
+    """Once only the first was read: a valid second failed the item with no retries left."""
+    model = ScriptedModel([finals({"total": "two"}, {"total": 2}, {"total": 3})])
+    result = await gateway_for(model, retries=0).run("shop", "1 + 1?")
+    assert (result.error, result.structured) == (None, {"total": 2})
+    assert len(model.calls) == 1
+
+
+async def test_several_final_results_none_valid_are_each_told_their_own_errors() -> None:
+    model = ScriptedModel([finals({"total": "two"}, {"cost": 2}), call(FINAL_RESULT_TOOL, total=2)])
+    result = await gateway_for(model, retries=1).run("shop", "1 + 1?")
+    assert result.structured == {"total": 2}
+    told = [m.content for m in model.calls[1][0] if isinstance(m, ToolMessage)]
+    again = f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
+    assert told == [
+        f"Error: the answer does not fit the output schema: at total: 'two' is not of type "
+        f"'number'. {again}",
+        "Error: the answer does not fit the output schema: 'total' is a required property; "
+        f"Additional properties are not allowed ('cost' was unexpected). {again}",
+    ]
+
+
 @pytest.mark.parametrize(
     "answer", ["About 425.", call(FINAL_RESULT_TOOL, total="many")], ids=["text", "final_result"]
 )

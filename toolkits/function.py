@@ -441,8 +441,15 @@ def _result(value: Any, tool_name: str) -> CallToolResult:
             return CallToolResult(content=[ImageContent(data=encoded, mime_type=mime_type)])
         value = {"base64url": base64.urlsafe_b64encode(data).decode("ascii")}
     try:
-        # One JSON value for both views, so the text and the structured content agree.
+        # One JSON value for both views, so the text and the structured content agree; its
+        # text is written here too, as an int past Python's 4,300 digits is a value only
+        # until then.
         data_value: Any = to_jsonable_python(value, bytes_mode="base64", inf_nan_mode="null")
+        text = (
+            data_value
+            if isinstance(data_value, str)
+            else json.dumps(data_value, ensure_ascii=False, allow_nan=False)
+        )
     except (ValueError, TypeError, RecursionError) as exc:
         message = (
             f"local tool {tool_name!r} returned a {_type_name(value)}, "
@@ -456,7 +463,6 @@ def _result(value: Any, tool_name: str) -> CallToolResult:
         if isinstance(data_value, dict)
         else {"response": data_value}
     )
-    text = data_value if isinstance(data_value, str) else json.dumps(data_value, ensure_ascii=False)
     return CallToolResult(content=[TextContent(text=text)], structured_content=structured)
 
 

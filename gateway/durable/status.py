@@ -34,6 +34,7 @@ __all__ = [
     "CHECKPOINT_STEP",
     "EXECUTION_EVENT",
     "LEFT_WAITING",
+    "RESULT_EVENT",
     "STATE_EVENT",
     "STATUSES",
     "RunInfo",
@@ -50,6 +51,9 @@ CHECKPOINT_STEP = MARK + "checkpoint"
 """The name of a run's steps that hold its checkpoints (`checkpoints`): no call's record has
 it, since the journal keeps names starting with `MARK` apart (`journal_name`)."""
 EXECUTION_EVENT = "execution"
+RESULT_EVENT = "result"
+"""The result of a run whose every item failed: DBOS keeps the output of a run that succeeded
+only, and the run is failed (`endings.ItemsFailed`)."""
 STATUSES = ("running", "waiting_approval", "stopped", "succeeded", "failed", "cancelled")
 ACTIVE_STATUSES = ("running", "waiting_approval", "stopped")
 LEFT_WAITING = "left waiting by --no-wait"

@@ -35,6 +35,7 @@ from .record_format import STORED_FORMAT, pickled, refusals, refusing_for
 from .so_far import recorded_calls, recorded_so_far
 from .status import (
     EXECUTION_EVENT,
+    RESULT_EVENT,
     STATE_EVENT,
     RunInfo,
     RunStep,
@@ -290,10 +291,13 @@ class StoredRuns:
             return run_steps(await self._client.list_workflow_steps_async(run_id))
 
     async def result(self, run_id: str) -> RunResult | None:
-        """What the run returned, if it has succeeded."""
+        """What the run returned, if it has succeeded, or failed in every item."""
         with self._reading(run_id):
             found = await self._client.list_workflows_async(workflow_ids=[run_id], load_input=False)
-        output = found[0].output if found and found[0].status == "SUCCESS" else None
+            status = found[0].status if found else None
+            output = found[0].output if status == "SUCCESS" else None
+            if status == "ERROR":
+                output = await self._client.get_event_async(run_id, RESULT_EVENT, timeout_seconds=0)
         return stored_result(output, run_id) if isinstance(output, str) else None
 
     async def state(self, run_id: str) -> RunState | None:

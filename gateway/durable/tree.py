@@ -1,5 +1,6 @@
 """A stored run's recorded calls as a tree: its model answers and tool calls in the order
-they began, each agent run as a tool holding its own calls.
+they began (those the agent answered itself among them: `answered_calls`), each agent run
+as a tool holding its own calls.
 
 The records' names say where each call belongs (`journal.ScopedJournal`): a call made by an
 agent that runs as the tool call `c1` of its caller is named `c1/...`, so it goes under the
@@ -288,7 +289,7 @@ def _node(own: str, step: RunStep) -> CallNode | None:
             node.output = {
                 "content": answer.get("content"),
                 "tool_calls": [
-                    {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                    {"id": c.get("id"), "name": c.get("name"), "arguments": _as_written(c)}
                     for c in cast(list[dict[str, Any]], answer.get("tool_calls") or [])
                 ],
             }
@@ -320,6 +321,12 @@ def _node(own: str, step: RunStep) -> CallNode | None:
             node.usage = usage if any(usage.values()) else None  # agents' tools spend tokens
         return node
     return None
+
+
+def _as_written(call: dict[str, Any]) -> Any:
+    """A model's call's arguments, or their text when they were not a JSON object."""
+    text = call.get("invalid_arguments")
+    return text if isinstance(text, str) else call.get("arguments")
 
 
 def _as_the_model_wrote(action: dict[str, Any], tool: str) -> Any:

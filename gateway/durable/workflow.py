@@ -41,6 +41,7 @@ from .status import (
     CHECKPOINT_STEP,
     EXECUTION_EVENT,
     LEFT_WAITING,
+    RESULT_EVENT,
     STATE_EVENT,
     call_name,
     this_process,
@@ -301,6 +302,8 @@ async def _execute(
                 pausing=lambda: WAITS_FOR_APPROVAL if execution.left_waiting else None,
             )
             execution.result = result
+            if failed_items(result) is not None:  # failed: DBOS keeps no output of it
+                await DBOS.set_event_async(RESULT_EVENT, result.model_dump_json())
             return result.model_dump_json()
         # Left in flight as this replica goes, or as another takes it over: it goes on there.
         stopped = (

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agent import AssistantMessage, ToolCall
 from gateway.cli import main
 from gateway.durable.status import RunStep
 from gateway.durable.tree import recorded_call
@@ -182,6 +183,73 @@ def test_show_gives_a_failed_tool_calls_input_with_its_error(
     assert lines[at + 1].startswith("│  │    error: ")
 
 
+def test_show_has_the_calls_the_agent_answered_itself_with_what_the_model_was_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once only the calls the engine ran were there: a sub-agent's call of no such tool, or
+    a call not run again, left no trace in a stored run."""
+    twice = {"name": "calculator", "arguments": {"expression": "6 * 7"}}
+    script = [
+        SCRIPT[0],
+        {
+            "tool_calls": [
+                {"name": "nosuch", "id": "n1"},
+                {**twice, "id": "c1"},
+                {**twice, "id": "c2"},
+            ]
+        },
+        {"content": "It is 42."},
+        {"content": "The helper says 42."},
+    ]
+    run_id = _run(tmp_path, capsys, script)
+    assert main(["runs", "show", run_id]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    heads = [line.split("─ ", 1)[1].split("  ")[:2] for line in shown if "─ tool" in line]
+    assert heads == [
+        ["tool helper", "h1"],
+        ["tool nosuch", "n1"],
+        ["tool calculator", "c2"],
+        ["tool calculator", "c1"],
+    ]  # in the order they ended: the calls answered at once first
+    at = next(n for n, line in enumerate(shown) if "tool nosuch  n1" in line)
+    assert shown[at + 1 : at + 3] == [
+        "│  │    input  {}",
+        "│  │    error: there is no tool named 'nosuch'. Available tools: calculator.",
+    ]
+    assert main(["runs", "show", run_id, "--json"]) == 0
+    [helper] = [c for c in json.loads(capsys.readouterr().out)["calls"] if c["kind"] == "tool"]
+    told = {c["call_id"]: (c["output"], c["error"]) for c in helper["calls"] if c["kind"] == "tool"}
+    assert told == {
+        "n1": (None, "there is no tool named 'nosuch'. Available tools: calculator."),
+        "c1": ({"response": "42"}, None),
+        "c2": (
+            "Not run again: this answer already calls 'calculator' with these exact arguments "
+            "(c1); that call's result is this one's too.",
+            None,
+        ),
+    }
+
+
+def test_a_failed_runs_show_ends_with_its_error_and_json_has_its_result(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(CONFIG.replace("[agents.lead]", "[agents.lead]\nmax_iterations = 1"))
+    answers = tmp_path / "answers.json"
+    answers.write_text(json.dumps([SCRIPT[1]]))
+    command = ["run", "6 * 7?", "--config", str(config), "--agent", "lead", "--json"]
+    assert main([*command, "--model", f"scripted:{answers}"]) == 1
+    failed = json.loads(capsys.readouterr().out)
+    assert main(["runs", "show", failed["run_id"]]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert shown[-2] == f"answer error: {failed['error']}"
+    assert shown[-1] == f"usage: {_tokens(shown[-1])}, 1 model call, 1 iteration"
+    assert main(["runs", "show", failed["run_id"], "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["result"]
+    assert failed["error"].startswith("Max iterations (1) reached")
+    assert [item["error"] for item in result["items"]] == [failed["error"]]
+
+
 def test_show_counts_one_model_call_and_one_iteration_in_the_singular(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -241,6 +309,25 @@ def test_a_toolkit_calls_input_is_shown_as_the_model_wrote_it() -> None:
     node = recorded_call(step)
     assert node is not None
     assert node.input == {"tool": "grep", "pattern": "*.txt"}
+
+
+def test_a_models_call_whose_arguments_were_not_json_shows_them_as_written() -> None:
+    """Once shown as `{}`, the object the call was replayed with."""
+    answer = AssistantMessage(
+        content="", tool_calls=(ToolCall(id="c1", name="echo", invalid_arguments="{not json"),)
+    )
+    step = RunStep(
+        step_id=1,
+        name="model 0a1b #1",
+        output=answer.model_dump(mode="json"),
+        error=None,
+        started_ms=0,
+        completed_ms=1,
+    )
+    node = recorded_call(step)
+    assert node is not None
+    assert isinstance(node.output, dict)
+    assert node.output["tool_calls"] == [{"id": "c1", "name": "echo", "arguments": "{not json"}]
 
 
 def test_two_items_whose_calls_share_ids_keep_their_sub_agents_apart(
