@@ -13,6 +13,7 @@ __all__ = [
     "UNREADABLE_CALL_RETRIES",
     "ask_again",
     "cut_off",
+    "max_iterations_reached",
     "stopped_short",
     "times_asked_again",
     "unreadable_call",
@@ -87,4 +88,12 @@ def ask_again(answer: AssistantMessage, steps: Sequence[ToolCallStep]) -> ToolCa
             "with arguments that are one valid JSON object, and only tools you were given."
         ),
         message=answer,
+    )
+
+
+def max_iterations_reached(n: int) -> str:
+    """An item's error when it reached `max_iterations` (n8n's words)."""
+    return (
+        f"Max iterations ({n}) reached. "
+        "The agent could not complete the task within the allowed number of iterations."
     )

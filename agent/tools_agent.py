@@ -90,6 +90,7 @@ from .scratchpad import (
 from .stopped import (
     UNREADABLE_CALL_RETRIES,
     ask_again,
+    max_iterations_reached,
     stopped_short,
     times_asked_again,
     unreadable_call,
@@ -275,7 +276,10 @@ class ToolsAgent:
             return await self._finish(item, index, steps, answer, Usage(), structured, handoff)
         if state.iterations.get(index, 0) >= self.options.max_iterations:
             return _Outcome(
-                steps, result=ItemResult(error=self._max_iterations_error(), steps=steps)
+                steps,
+                result=ItemResult(
+                    error=max_iterations_reached(self.options.max_iterations), steps=steps
+                ),
             )
         usage = Usage()
         try:
@@ -577,13 +581,6 @@ class ToolsAgent:
             )
         actions, not_made = one_handoff(answer, actions, by_name)
         return answered + not_made, actions
-
-    def _max_iterations_error(self) -> str:
-        n = self.options.max_iterations
-        return (
-            f"Max iterations ({n}) reached. "
-            "The agent could not complete the task within the allowed number of iterations."
-        )
 
 
 @dataclass(slots=True)

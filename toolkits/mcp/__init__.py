@@ -16,6 +16,7 @@ user's keyring or a private file (`oauth_store`); `authorization` logs in, out a
 """
 
 from .backoff import Backoff
+from .call_failures import too_deep_text
 from .catalog import McpCatalog
 from .config import (
     DEFAULT_MAX_OUTPUT,
@@ -29,7 +30,7 @@ from .config import (
     load_mcp_servers,
 )
 from .error_text import ProtocolErrorResult, protocol_error, protocol_error_result
-from .forward import Forward, readable_result, too_deep_text
+from .forward import Forward, readable_result
 from .group import McpToolkitGroup
 from .naming import NodeTools, is_offered, resolve_tool_names, sanitize_name
 from .node import McpToolkit

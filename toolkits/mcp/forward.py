@@ -66,6 +66,7 @@ from ..base import (
 from ..errors import ConnectionLost
 from ..nesting import TooDeep
 from ..well_formed import well_formed_result
+from .call_failures import cut_short, stray_answer, too_deep_text, too_large
 from .connection import Connection, connection_lost
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
@@ -225,7 +226,7 @@ class Forward:
         except AnswerTooLarge as exc:  # the call fails, the session stays
             return _dump(error_result(too_large(self.node, exc.limit, exc.size)))
         except StrayAnswer as exc:  # so does this one, at once
-            return _dump(error_result(_stray_answer(self.node, exc.answer_id)))
+            return _dump(error_result(stray_answer(self.node, exc.answer_id)))
         except TooDeep as exc:  # so does this one (`nesting`)
             return _dump(error_result(too_deep_text(self.node, exc.in_message())))
         except ValueError as exc:  # not JSON: the call fails, the session stays
@@ -481,14 +482,6 @@ async def still_there(conn: Connection) -> bool:
     return False
 
 
-def cut_short(node: str, tool: str) -> str:
-    """A call whose connection closed while the server stayed (`still_there`)."""
-    return (
-        f"MCP server {node!r} closed the connection during a call to {tool!r}, but still "
-        "answers: only this call failed (it may have run)"
-    )
-
-
 def readable_result(result: CallToolResult, server: str | None, tool: str) -> CallToolResult:
     """`result` as a gateway reads, prints, stores and sends it to models: text UTF-8 can
     carry (`well_formed_result`), nested no deeper than a reader or writer on the way takes;
@@ -499,27 +492,6 @@ def readable_result(result: CallToolResult, server: str | None, tool: str) -> Ca
         if server is not None:
             return error_result(too_deep_text(server, exc))
         return error_result(f"tool {tool!r} returned a result {exc}")
-
-
-def _stray_answer(node: str, answer_id: object) -> str:
-    """A call answered with an id no request has (`StrayAnswer`)."""
-    said = "null" if answer_id is None else repr(answer_id)
-    return f"MCP server {node!r} answered with id {said}, which no request has"
-
-
-def too_deep_text(node: str, exc: TooDeep) -> str:
-    """A call whose result nests deeper than a result may (`nesting`)."""
-    return f"MCP server {node!r} sent a result {exc}"
-
-
-def too_large(node: str, limit: int, size: int | None = None) -> str:
-    """A call whose answer (a server-sent event, a JSON body, a line on stdout: `size`
-    bytes, when it was read to its end) is over the node's `max_message_bytes`."""
-    measured = f" ({size} bytes)" if size is not None else ""
-    return (
-        f"MCP server {node!r} sent an answer larger than the {limit} byte limit{measured}: "
-        f"raise mcpServers.{node}.max_message_bytes to take it"
-    )
 
 
 async def _unheard(progress: float, total: float | None, message: str | None) -> None:

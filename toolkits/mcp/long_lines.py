@@ -14,7 +14,7 @@ OverLong()            -> feed it the line's pieces (`add`), then ask `answers()`
 too_long_error(...)   -> the JSON-RPC error the session is handed for that request
 StrayLines(log, limit) -> says such lines, the first few
 too_long_answer(e)    -> the answer's size if an `ErrorData` is that error (the node says it
-                         as `forward.too_large` does an event or body over the limit)
+                         as `call_failures.too_large` does an event or body over the limit)
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ _TAIL = re.compile(
 )
 _MARK = "an answer larger than the "
 """How the session's error for such an answer begins (`too_long_answer`), as the node says
-it (`forward.too_large`)."""
+it (`call_failures.too_large`)."""
 
 
 class OverLong:

@@ -49,13 +49,14 @@ from ..capabilities import (
 from ..errors import NoSuchTool, ServerUnavailable
 from ..health import NodeHealth
 from .backoff import DEFAULT_BACKOFF, Backoff
+from .call_failures import cut_short, too_large
 from .catalog import McpCatalog
 from .config import McpServerConfig, PrefixPolicy
 from .connection import Connection, connection_lost
 from .context_argument import offered_schema, with_context_forwarded
 from .deadline import Deadline, timed_out
 from .error_text import error_text, protocol_error_result
-from .forward import Forward, call_for, cut_short, still_there, too_large
+from .forward import Forward, call_for, still_there
 from .forwards import Forwards
 from .listeners import Listeners
 from .long_lines import too_long_answer
