@@ -412,3 +412,44 @@ async def test_attempts_told_apart_only_by_what_was_known_of_the_exit_are_one_fa
     assert [r.levelno for r in caplog.records] == [logging.WARNING] + [logging.INFO] * 2 + [
         logging.WARNING
     ]
+
+
+# Answers with its pid; at its second call it closes its stdout and lives on, reading stdin.
+STDOUT_CLOSING_SERVER = MALFORMED_SERVER.replace(
+    'result = {"isError": False}  # no content',
+    """calls = globals().get("calls", 0) + 1
+        if calls == 2:
+            os.close(1)
+            continue
+        result = {"content": [{"type": "text", "text": str(os.getpid())}]}""",
+).replace("import json, sys", "import json, os, sys")
+
+
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [("asyncio", {"use_uvloop": False}), ("asyncio", {"use_uvloop": True})],
+    ids=["asyncio", "uvloop"],
+)
+async def test_a_server_that_closes_its_stdout_and_lives_on_is_gone_at_once_on_either_loop(
+    tmp_path: Path,
+) -> None:
+    """uvloop's spawn left the server copies of its own stdio ends (and every inheritable fd
+    of ours): its stdout never ended, and each call waited out its timeout. The server has
+    fds 0-2 only, under either loop, so its closed stdout ends the session at once."""
+    script = tmp_path / "closing.py"
+    script.write_text(STDOUT_CLOSING_SERVER)
+    ours = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(ours, True)  # as a shell's fds reach the gateway: no child gets it
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=60)
+    try:
+        async with McpToolkit("closing", config, backoff=Backoff(initial=0, maximum=0)) as node:
+            with anyio.fail_after(30):
+                pid = int(result_text(await node.call_tool("bad", {})))
+                assert sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd")) == [0, 1, 2]
+                with pytest.raises(ConnectionLost, match="'closing' went away: the connection"):
+                    await node.call_tool("bad", {})
+                await node.wait_for_health(lambda health: health.state == "ready")
+                again = int(result_text(await node.call_tool("bad", {})))
+    finally:
+        os.close(ours)
+    assert again != pid

@@ -32,6 +32,7 @@ import logging
 import os
 import shutil
 import signal
+import sys
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
@@ -60,6 +61,7 @@ from ..nesting import TooDeep
 from ..well_formed import well_formed
 from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .launch_text import launchable
+from .stdio_process import spawn
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -374,8 +376,11 @@ def kill_stdio_servers() -> None:
 async def _spawned(
     command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
 ) -> Process | FallbackProcess:
-    """The server's process. Shielded: cancelled while spawning (a gateway that stops as it
-    starts), it would live on unowned; spawned, the cancellation ends it as it ends any."""
+    """The server's process, with no fd of ours but its stdio (`stdio_process`; spawned at
+    once, no await). On Windows the SDK's, shielded: cancelled while spawning (a gateway that
+    stops as it starts), it would live on unowned; spawned, the cancellation ends it."""
+    if sys.platform != "win32":
+        return spawn(command, server.args, env, errlog, server.cwd)
     with anyio.CancelScope(shield=True):
         return await _create_platform_compatible_process(
             command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd

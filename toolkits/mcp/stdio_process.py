@@ -1,0 +1,172 @@
+"""A stdio server's process on POSIX: spawned with only its stdin, stdout and stderr open.
+
+`anyio.open_process` spawns through the event loop. asyncio's loop spawns as `subprocess`
+does, closing every other fd in the child; uvloop's (the CLI's default) does not (its
+`close_fds` is unimplemented), and hands libuv stdio ends it made inheritable, which libuv
+duplicates onto 0-2 without closing: the server kept a second copy of its own stdout (and every
+inheritable fd of ours), so when it closed fd 1 and lived on, its stdout never ended and each
+call waited out its timeout. Here the process is spawned by `subprocess` itself (`close_fds`,
+a session of its own as the SDK's), under any loop, and its pipes are read and written through
+the loop's readiness waits (`anyio.wait_readable`), which every backend has.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+import anyio.lowlevel
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+
+__all__ = ["spawn"]
+
+_EXIT_POLL_SECONDS = 0.05
+"""How often `wait` looks where the system has no pidfd to wait on (not Linux)."""
+
+
+def spawn(
+    command: str, args: list[str], env: dict[str, str], errlog: TextIO, cwd: str | Path | None
+) -> Process:
+    """Start `command` with `args` in a session of its own (its process group, which the
+    SDK's shutdown ends whole), stderr to `errlog`, nothing else of ours open in it. Raises
+    `OSError` as `subprocess` does (`FileNotFoundError` naming the command, ...)."""
+    stdin_read, stdin_write = os.pipe()  # non-inheritable: only the child's dup2 keeps them
+    stdout_read, stdout_write = os.pipe()
+    try:
+        popen = subprocess.Popen(
+            [command, *args],
+            stdin=stdin_read,
+            stdout=stdout_write,
+            stderr=errlog,
+            env=env,
+            cwd=cwd,
+            close_fds=True,
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(stdin_write)
+        os.close(stdout_read)
+        raise
+    finally:
+        os.close(stdin_read)
+        os.close(stdout_write)
+    return _PipedProcess(popen, _FdSendStream(stdin_write), _FdReceiveStream(stdout_read))
+
+
+class _FdReceiveStream(ByteReceiveStream):
+    """The read end of a pipe, non-blocking, read when the loop says it is readable."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        while True:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            if not data:
+                raise anyio.EndOfStream
+            await anyio.lowlevel.checkpoint()  # a server writing without pause yields too
+            return data
+
+    async def aclose(self) -> None:
+        _close(self)
+        await anyio.lowlevel.checkpoint()
+
+
+class _FdSendStream(ByteSendStream):
+    """The write end of a pipe, non-blocking, written when the loop says it is writable."""
+
+    def __init__(self, fd: int) -> None:
+        os.set_blocking(fd, False)
+        self._fd = fd
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            if self._fd < 0:
+                raise anyio.ClosedResourceError
+            try:
+                view = view[os.write(self._fd, view) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+            except (BrokenPipeError, ConnectionResetError) as exc:
+                raise anyio.BrokenResourceError from exc
+        await anyio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        _close(self)
+        await anyio.lowlevel.checkpoint()
+
+
+def _close(stream: _FdReceiveStream | _FdSendStream) -> None:
+    fd, stream._fd = stream._fd, -1  # pyright: ignore[reportPrivateUsage]
+    if fd >= 0:
+        anyio.notify_closing(fd)  # a task waiting on it raises ClosedResourceError
+        os.close(fd)
+
+
+class _PipedProcess(Process):
+    """`popen` as anyio's `Process`, its pipes as byte streams."""
+
+    def __init__(
+        self, popen: subprocess.Popen[bytes], stdin: ByteSendStream, stdout: ByteReceiveStream
+    ) -> None:
+        self._popen = popen
+        self._stdin = stdin
+        self._stdout = stdout
+
+    async def aclose(self) -> None:
+        await self._stdin.aclose()
+        await self._stdout.aclose()
+        await self.wait()
+
+    async def wait(self) -> int:
+        while (status := self._popen.poll()) is None:
+            try:
+                pidfd = os.pidfd_open(self._popen.pid)
+            except (AttributeError, OSError):  # no pidfds here, or already reaped
+                await anyio.sleep(_EXIT_POLL_SECONDS)
+                continue
+            try:
+                await anyio.wait_readable(pidfd)  # readable once it exits
+            finally:
+                os.close(pidfd)
+        return status
+
+    def terminate(self) -> None:
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    def send_signal(self, signal: int) -> None:
+        self._popen.send_signal(signal)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()  # reaps it once exited, as the SDK's polling expects
+
+    @property
+    def stdin(self) -> ByteSendStream:
+        return self._stdin
+
+    @property
+    def stdout(self) -> ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> ByteReceiveStream | None:
+        return None
