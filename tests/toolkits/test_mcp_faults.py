@@ -357,6 +357,35 @@ async def test_a_malformed_result_is_said_in_one_line_on_either_path(
     )
 
 
+BAD_UTF8_SERVER = MALFORMED_SERVER.replace(
+    """        result = {"isError": False}  # no content
+    print(""",
+    """        answer = '{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", '
+        answer %= json.dumps(message["id"])
+        sys.stdout.buffer.write(answer.encode() + b'"text": "bad \\xff\\xfe bytes"}]}}\\n')
+        sys.stdout.flush()
+        continue
+    print(""",
+)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_an_answer_that_is_not_utf8_is_read_with_replacement_characters_on_either_path(
+    tmp_path: Path, raw: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was dropped as "not JSON-RPC", and the call waited out its timeout."""
+    script = tmp_path / "latin.py"
+    script.write_text(BAD_UTF8_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=60)
+    async with McpToolkit("latin", config) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30):
+            result = await node.call_tool("bad", {})
+    assert result_text(result) == "bad \ufffd\ufffd bytes"
+    assert not result.is_error
+    assert "not JSON-RPC" not in caplog.text
+
+
 EXITING_SERVER = MALFORMED_SERVER.replace(
     'result = {"isError": False}  # no content', "sys.exit(3)"
 )

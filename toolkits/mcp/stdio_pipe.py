@@ -245,7 +245,7 @@ class Pipe:
         if not self._waiters:
             return False
         try:
-            message = read_json(line)
+            message = _read_line(line)
         except TooDeep as exc:  # the request it answers fails, not the connection
             return self._unreadable(exc)
         except ValueError:
@@ -526,19 +526,30 @@ def _session_message(line: bytes) -> SessionMessage | None:
     message (the SDK would hand the session its error, to be logged again with no more said).
     A lone UTF-16 surrogate (JSON's `"\\ud800"`), which the SDK's reader refuses, so that the
     request it answers would wait for its timeout, is read as U+FFFD (`well_formed`); for the
-    same reason an answer nested too deeply is that request's error (`nesting`)."""
+    same reason an answer nested too deeply is that request's error (`nesting`), and bytes that
+    are not UTF-8 are read as U+FFFD (`_read_line`)."""
     adapter = mcp_types.jsonrpc_message_adapter
     try:
         return SessionMessage(adapter.validate_json(line, by_name=False))
     except ValueError:
         pass
     try:
-        value = well_formed(read_json(line))
+        value = well_formed(_read_line(line))
         return SessionMessage(adapter.validate_python(value, by_name=False))
     except TooDeep as exc:
         return _too_deep_answer(exc)
     except ValueError:  # not JSON-RPC after all
         return None
+
+
+def _read_line(line: bytes) -> Any:
+    """`read_json(line)`, bytes that are not UTF-8 read as U+FFFD: the answer is the call's,
+    which would otherwise wait for its timeout (the SDK's reader, strict by default, ends the
+    connection then; its `encoding_error_handler="replace"` reads it so too)."""
+    try:
+        return read_json(line)
+    except UnicodeDecodeError:
+        return read_json(line.decode("utf-8", "replace"))
 
 
 def _too_deep_answer(exc: TooDeep) -> SessionMessage | None:
