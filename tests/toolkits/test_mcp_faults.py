@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
+import re
 import signal
 import sys
 from pathlib import Path
@@ -23,6 +24,7 @@ from toolkits.errors import (
     ToolTimeout,
 )
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
+from toolkits.mcp.answer_ids import AskedIds
 from toolkits.mcp.reconnects import Reconnects
 from toolkits.observation import result_text
 
@@ -386,6 +388,37 @@ async def test_an_answer_that_is_not_utf8_is_read_with_replacement_characters_on
     assert "not JSON-RPC" not in caplog.text
 
 
+WRONG_ID_SERVER = MALFORMED_SERVER.replace(
+    """        result = {"isError": False}  # no content
+""",
+    """        message["id"] = "nope-%s" % message["id"]
+        result = {"content": [{"type": "text", "text": "lost"}]}
+""",
+)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_an_answer_with_an_id_no_request_has_is_warned_of_naming_the_id(
+    tmp_path: Path, raw: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was dropped without a word, even at DEBUG on our loggers: the call timed out."""
+    script = tmp_path / "wrong_id.py"
+    script.write_text(WRONG_ID_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=1)
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    async with McpToolkit("wrong", config) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30), pytest.raises(ToolTimeout):
+            await node.call_tool("bad", {})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert re.fullmatch(
+        r"the server answered with id 'nope-[^']+', which no request has: dropped \(a call it "
+        r"was meant to answer waits for its timeout\)",
+        warned[0],
+    )
+
+
 EXITING_SERVER = MALFORMED_SERVER.replace(
     'result = {"isError": False}  # no content', "sys.exit(3)"
 )
@@ -482,3 +515,25 @@ async def test_a_server_that_closes_its_stdout_and_lives_on_is_gone_at_once_on_e
     finally:
         os.close(ours)
     assert again != pid
+
+
+def test_answers_to_no_request_are_warned_of_the_first_few_times_then_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("toolkits.mcp.ids")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    ids = AskedIds(log)
+    for request_id in range(AskedIds.KEPT + 1):
+        ids.asked(request_id)
+    ids.answered("7")  # the SDK's "7" is 7
+    ids.answered(None)  # an error about a request the server could not read
+    assert not caplog.records
+    for _ in range(AskedIds.SAID + 2):
+        ids.answered(0)  # asked too long ago to be told from none
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.WARNING] * AskedIds.SAID + [logging.DEBUG] * 2
+    assert (
+        caplog.records[AskedIds.SAID - 1]
+        .getMessage()
+        .endswith("; further such answers are logged at DEBUG")
+    )

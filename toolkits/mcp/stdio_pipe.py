@@ -55,10 +55,12 @@ from mcp.client.stdio import (
 )
 from mcp.os.win32.utilities import FallbackProcess
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from ..json_bytes import json_bytes, read_json
 from ..nesting import TooDeep
 from ..well_formed import well_formed
+from .answer_ids import AskedIds
 from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .launch_text import launchable
 from .stdio_process import spawn
@@ -200,10 +202,15 @@ class Pipe:
     """The raw side of a stdio connection: the `Channel` of the calls passed through."""
 
     def __init__(
-        self, stdin: ByteSendStream, feed: _SessionFeed, on_broken: Callable[[], None]
+        self,
+        stdin: ByteSendStream,
+        feed: _SessionFeed,
+        on_broken: Callable[[], None],
+        asked: AskedIds,
     ) -> None:
         self._stdin = stdin
         self._feed = feed
+        self.asked = asked
         # Fast: no step through the event loop when free (most writes find it so).
         self._lock = anyio.Lock(fast_acquire=True)
         self._waiters: dict[str, _Waiter] = {}
@@ -216,6 +223,7 @@ class Pipe:
     ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
         sent = False
         with self._waiting(request_id) as messages:
+            self.asked.asked(request_id)
             if not self.closed:
                 try:
                     await self.write(json_bytes(request) + b"\n")
@@ -397,7 +405,8 @@ async def open_stdio(
     max_line_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncGenerator[TransportStreams]:
     """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`;
-    `node_log` hears of stdout lines that are not JSON-RPC, or longer than `max_line_bytes`."""
+    `node_log` hears of stdout lines that are not JSON-RPC, or longer than `max_line_bytes`,
+    and of answers with an id no request has (`AskedIds`)."""
     server = launchable(server)  # in an ASCII locale too
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
@@ -415,7 +424,7 @@ async def open_stdio(
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     # The server may still be alive when its stdin breaks: the session must see the
     # connection end rather than wait for ever on a request that was never written.
-    pipe = Pipe(process.stdin, read_stream, read_send.close)
+    pipe = Pipe(process.stdin, read_stream, read_send.close, AskedIds(node_log))
     shutting_down = False
     writer_done = anyio.Event()
     stray = _StrayLines(node_log, max_line_bytes)
@@ -452,6 +461,8 @@ async def open_stdio(
                             if message is None:
                                 stray.note(line)
                                 continue
+                            if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+                                pipe.asked.answered(message.message.id)
                             read_stream.handed += 1
                             try:
                                 await read_send.send(message)
@@ -476,6 +487,8 @@ async def open_stdio(
         try:
             async with write_receive:
                 async for message in write_receive:
+                    if isinstance(message.message, JSONRPCRequest):
+                        pipe.asked.asked(message.message.id)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await pipe.write(data.encode() + b"\n")
         except (_Broken, anyio.ClosedResourceError, anyio.BrokenResourceError):
