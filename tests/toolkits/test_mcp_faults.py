@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
 import re
 import signal
+import subprocess
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
@@ -26,6 +30,8 @@ from toolkits.errors import (
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
 from toolkits.mcp.answer_ids import AskedIds
 from toolkits.mcp.reconnects import Reconnects
+from toolkits.mcp.stderr_tail import StderrTail
+from toolkits.mcp.transport import _pump_stderr  # pyright: ignore[reportPrivateUsage]
 from toolkits.observation import result_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -153,6 +159,59 @@ async def test_a_carriage_return_progress_bar_on_stderr_costs_only_its_lines_sta
     assert said[0].startswith(r"\r[" + " " * 50 + "]   0% downloading shard 0")
     assert "done: 100%" not in said[0]  # past its first 2,000 characters
     assert said[1:3] == ["y" * 2000, "ready"]
+
+
+async def _cpu_reading(lines: list[bytes], read: Callable[[int], Awaitable[None]]) -> float:
+    """This thread's CPU seconds for `read(fd)` to read `lines`, written by a child to a pipe."""
+    script = "import sys\nsys.stderr.buffer.writelines(eval(sys.stdin.read()))\n"
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    writer = await anyio.open_process(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=None, stderr=write_fd
+    )
+    os.close(write_fd)
+    async with writer:
+        assert writer.stdin is not None
+        await writer.stdin.send(repr(lines).encode())
+        await writer.stdin.aclose()
+        began = time.thread_time()
+        await read(read_fd)
+        took = time.thread_time() - began
+    return took
+
+
+async def test_a_server_flooding_stderr_costs_little_more_than_reading_it_while_info_is_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server writing 1.2 KB lines on stderr as fast as it could kept the gateway at 65-80 %
+    of a core, logging nothing (INFO off): each line was made printable for a log line not
+    written, and matched against a case-blind regex: ~50 times the CPU of reading it. Its
+    tail, quoted when it fails, is still kept."""
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    log = logging.getLogger("toolkits.mcp.flood")
+    lines = [b"noise " * 200 + b"%d\n" % i for i in range(20_000)]
+    lines[10_000] = b"Error: the disk is full\n"
+
+    async def plain(fd: int) -> None:  # the least any reader does: read, split, decode
+        try:
+            while True:
+                await anyio.wait_readable(fd)
+                with contextlib.suppress(BlockingIOError):
+                    if not (chunk := os.read(fd, 65536)):
+                        return
+                    for line in chunk.split(b"\n"):
+                        line.decode()
+        finally:
+            os.close(fd)
+
+    tail = StderrTail()
+    with anyio.fail_after(60):
+        floor = await _cpu_reading(lines, plain)
+        pumped = await _cpu_reading(lines, lambda fd: _pump_stderr(fd, log, tail))
+    assert str(tail).startswith("Error: the disk is full | ... | noise noise")
+    assert str(tail).endswith(" 19999")
+    assert not caplog.records
+    assert pumped < 12 * max(floor, 0.01), (pumped, floor)  # ~5 times; it was ~50
 
 
 async def test_a_server_that_exits_at_once_is_said_to_have_exited_with_its_status() -> None:

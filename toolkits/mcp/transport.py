@@ -497,7 +497,9 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
         if line:
             line = line[:_STDERR_LINE_LIMIT]
             tail.append(line)
-            log.info("stderr: %s", printable(line))  # the server's words: never obeyed
+            # Not formatted unless shown: a server flooding stderr cost most of a core so.
+            if log.isEnabledFor(logging.INFO):
+                log.info("stderr: %s", printable(line))  # the server's words: never obeyed
 
     # Bytes: a character of UTF-8 takes up to 4 of them.
     lines = StderrLines(4 * _STDERR_LINE_LIMIT)
