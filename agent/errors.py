@@ -56,6 +56,7 @@ __all__ = [
     "StateError",
     "StepInterrupted",
     "StepPaused",
+    "exceeds_context_window",
     "fails_only_its_item",
 ]
 
@@ -87,7 +88,7 @@ class ModelHTTPError(ModelError):
     """The provider answered with an error status.
 
     `provider_message` is the provider's own explanation (e.g. OpenAI's `error.message`), when
-    the body had one.
+    the body had one; `code` its own code (OpenAI's `error.code`: `context_length_exceeded`).
     """
 
     def __init__(
@@ -97,11 +98,13 @@ class ModelHTTPError(ModelError):
         status_code: int,
         provider: str,
         provider_message: str | None = None,
+        code: str | None = None,
     ) -> None:
         super().__init__(message)
         self.status_code = status_code
         self.provider = provider
         self.provider_message = provider_message
+        self.code = code
 
 
 class ModelAuthError(ModelHTTPError):
@@ -200,6 +203,17 @@ class StepPaused(Exception):  # a control-flow signal, not an error
 
 ITEM_STATUSES = frozenset({400, 413, 422})
 """Provider answers that reject one request's content (too long, malformed, refused)."""
+
+
+def exceeds_context_window(error: ModelError) -> bool:
+    """Whether `error` is that the request would not fit the context window: of the model
+    (refused unsent, or by the provider with OpenAI's 400 `context_length_exceeded`), or of
+    every model a `FallbackModel` tried."""
+    if isinstance(error, AllModelsFailed):
+        return all(exceeds_context_window(failure) for _, failure in error.failures)
+    if isinstance(error, ModelHTTPError):
+        return error.status_code == 400 and error.code == "context_length_exceeded"
+    return isinstance(error, ContextWindowExceeded)
 
 
 def fails_only_its_item(error: ModelError) -> bool:

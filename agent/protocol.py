@@ -27,21 +27,27 @@ __all__ = [
     "AgentResult",
     "EngineRequest",
     "EngineResponse",
+    "ItemErrorCode",
     "ItemResult",
     "ToolCallStep",
     "metadata_version",
 ]
 
-METADATA_VERSION = 5
+METADATA_VERSION = 6
 """The newest metadata version, which this agent writes when it must; it resumes the older
 ones too. Version 2 adds media to steps (`ToolCallStep.media`), version 3 an argument the
 routing field displaced (`Action.displaced`), version 4 an item answered by a handoff
 (`ItemResult.handoff`), version 5 a failed call (`ToolCallStep.is_error`) or an item
-answered by a handoff whose turn is not saved yet (`AgentRequestMetadata.handed_off`): a run
+answered by a handoff whose turn is not saved yet (`AgentRequestMetadata.handed_off`),
+version 6 an item that failed for a cause named by code (`ItemResult.error_code`): a run
 is of a newer version only while it holds such a thing, so an older agent refuses such a run
 with its own clear message, and still resumes every other run this one stored."""
-READABLE_VERSIONS = (1, 2, 3, 4, 5)
-Version = Literal[1, 2, 3, 4, 5]
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+Version = Literal[1, 2, 3, 4, 5, 6]
+
+ItemErrorCode = Literal["context_length_exceeded"]
+"""Why an item failed, for a front that tells its clients by code (OpenAI's words):
+`context_length_exceeded`, the request would not fit the model's context window."""
 
 ROUTING_KEY = "tool"
 """The input field that names the tool when an action goes to a toolkit node (one node, many
@@ -175,6 +181,9 @@ class ItemResult(_Model):
     handoff: str | None = Field(default=None, exclude_if=_is_none)
     """The tool (an agent) the item was handed to, whose answer `output` is (`agent.handoff`).
     Written only when set."""
+    error_code: ItemErrorCode | None = Field(default=None, exclude_if=_is_none)
+    """With `error`, its cause when a client may act on it (trim the conversation and ask
+    again): `ItemErrorCode`. Written only when set."""
 
     @field_validator("steps")
     @classmethod
@@ -195,7 +204,8 @@ def metadata_version(
     """The version metadata with these steps, beside these actions, finished items and
     handoffs that answered, is written as: the oldest that can hold them (an older agent
     would call a tool without the displaced argument, refuse an item result that names a
-    handoff or a failed step, or ask the lead's model again for an item a handoff answered)."""
+    handoff, a failed step or an error's code, or ask the lead's model again for an item a
+    handoff answered)."""
     every_step = [
         step
         for steps in (
@@ -204,6 +214,8 @@ def metadata_version(
         )
         for step in steps
     ]
+    if finished and any(result.error_code is not None for result in finished.values()):
+        return 6
     if handed_off or any(step.is_error for step in every_step):
         return 5
     if finished and any(result.handoff is not None for result in finished.values()):
@@ -220,7 +232,7 @@ class AgentRequestMetadata(_Model):
 
     version: Version = 1
     """1 unless a step carries media or failed, an action a displaced argument, an item result
-    a handoff, or `handed_off` an item (`metadata_version`)."""
+    a handoff or an error's code, or `handed_off` an item (`metadata_version`)."""
     items_digest: str | None = None
     """Which items the run is over (`resume_check.items_digest`): a step given other items
     refuses the response. None in metadata from before it was kept."""

@@ -47,6 +47,7 @@ from .errors import (
     ModelError,
     StepInterrupted,
     StepPaused,
+    exceeds_context_window,
     fails_only_its_item,
 )
 from .handoff import Handoff, handed_off, kept_of_turn, one_handoff
@@ -292,13 +293,13 @@ class ToolsAgent:
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc) and not self.options.refusal_stops:
-                # Not sent at all when it would not fit the window: say so, not "rejected".
-                error = (
-                    str(exc)
-                    if isinstance(exc, ContextWindowExceeded)
-                    else f"the model rejected the request: {exc}"
-                )
-                return _Outcome(steps, usage=usage, result=ItemResult(error=error, steps=steps))
+                # Not sent at all when it would not fit the window: say so, not "rejected",
+                # and by code, for a client that trims its conversation and asks again.
+                code = "context_length_exceeded" if exceeds_context_window(exc) else None
+                unsent = isinstance(exc, ContextWindowExceeded)
+                error = str(exc) if unsent else f"the model rejected the request: {exc}"
+                result = ItemResult(error=error, error_code=code, steps=steps)
+                return _Outcome(steps, usage=usage, result=result)
             return _Outcome(steps, usage=usage, interrupted=exc)
         except AgentError as exc:  # the memory's storage, or a model's configuration
             return _Outcome(steps, usage=usage, interrupted=exc)

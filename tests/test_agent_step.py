@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import httpx
 import pytest
@@ -16,9 +17,12 @@ from agent import (
     AgentRequestMetadata,
     AgentResult,
     AssistantMessage,
+    ChatMessage,
+    ContextWindowExceeded,
     EngineRequest,
     EngineResponse,
     InProcessStore,
+    ItemResult,
     ModelAuthError,
     ModelResponseError,
     ScriptedAnswer,
@@ -606,6 +610,41 @@ async def test_a_failed_call_is_marked_for_the_model_and_kept_marked_in_the_runs
     assert second.metadata.version == 5  # an older agent refuses it with its own words
     kept = EngineRequest.model_validate_json(second.model_dump_json())
     assert [s.is_error for s in kept.metadata.previous_steps[0]] == [False, True, True]
+
+
+class _Windowed:
+    """A model whose context window the long question does not fit (refused unsent, as the
+    window check refuses it), beside one that asks for a tool."""
+
+    name = "windowed"
+
+    def __init__(self) -> None:
+        self._scripted = ScriptedModel([call("calculator", expression="1+1")])
+
+    async def invoke(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], **_: object
+    ) -> AssistantMessage:
+        if any(isinstance(m, UserMessage) and m.content == "long" for m in messages):
+            raise ContextWindowExceeded("windowed: the request would not fit its window")
+        return await self._scripted.invoke(messages, tools)
+
+
+async def test_an_item_over_the_context_window_fails_with_its_code_kept_in_version_6() -> None:
+    """A front tells its client the cause by code (OpenAI's `context_length_exceeded`), not
+    by the message's words; a run holding such an item is of metadata version 6, which an
+    older agent refuses with its own words rather than the field."""
+    agent = ToolsAgent(model=_Windowed(), tools=[CALC])
+    items = [AgentItem(prompt="long"), AgentItem(prompt="short")]
+    first = await agent.step(items)
+    assert isinstance(first, EngineRequest)
+    failed = first.metadata.finished_items[0]
+    assert failed.error == "windowed: the request would not fit its window"
+    assert failed.error_code == "context_length_exceeded"
+    assert first.metadata.version == 6
+    kept = EngineRequest.model_validate_json(first.model_dump_json())
+    assert kept.metadata.finished_items[0].error_code == "context_length_exceeded"
+    rejected = ItemResult(error="the model rejected the request: HTTP 400")
+    assert "error_code" not in rejected.model_dump_json()  # written only when set
 
 
 async def test_a_run_stored_before_failed_calls_were_marked_resumes() -> None:

@@ -520,6 +520,41 @@ def test_call_says_its_result_before_its_servers_stop(tmp_path: Path) -> None:
     assert marker.read_text() == "stopped\n"
 
 
+def test_call_says_its_error_before_its_servers_stop(tmp_path: Path) -> None:
+    """A call that timed out was said only after its server's 2 s grace (a hung server reads
+    no stdin): 7 s for a 5 s timeout. Said at once now, while the server still runs."""
+    piped = Path(__file__).parent / "servers" / "piped.py"
+    marker = tmp_path / "stopped"
+    on_term = f"echo stopped > {shlex.quote(str(marker))}; exit 0"
+    wrapper = (
+        f"trap {shlex.quote(on_term)} TERM; "
+        f"{shlex.quote(sys.executable)} {shlex.quote(str(piped))}; sleep 60 & wait"
+    )
+    (tmp_path / "agent-gateway.toml").write_text(
+        f'[mcpServers.piped]\ncommand = "bash"\nargs = ["-c", {json.dumps(wrapper)}]\n'
+        "timeout = 1\nconnect_timeout = 30\n"
+    )
+    with subprocess.Popen(
+        [installed(), "call", "piped__wait"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as running:
+        assert running.stderr is not None
+        said = running.stderr.readline()
+        if said.startswith("note: using agent-gateway.toml"):
+            said = running.stderr.readline()
+        assert not marker.exists()  # the grace has 2 s to go
+        assert running.wait(timeout=60) == 1
+    assert said == (
+        "error: tool 'piped__wait' of MCP server 'piped' timed out (no result or progress for "
+        "1 s); "
+        "the call was cancelled\n"
+    )
+    assert marker.read_text() == "stopped\n"
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("reads", [["-"], ["--items", "-"]])
 def test_ctrl_c_while_a_run_waits_for_stdin_on_a_terminal_ends_it_at_once(

@@ -34,6 +34,7 @@ HTTP_ERROR = ModelHTTPError(
     status_code=400,
     provider="openai",
     provider_message="bad schema",
+    code="invalid_request_error",
 )
 
 SAMPLES: dict[type[AgentError], AgentError] = {
@@ -107,10 +108,11 @@ def test_fields_come_back_readable() -> None:
     name, first = copy.failures[0]
     assert name == "openai:gpt-4.1-mini"
     assert isinstance(first, ModelHTTPError)
-    assert (first.status_code, first.provider, first.provider_message) == (
+    assert (first.status_code, first.provider, first.provider_message, first.code) == (
         400,
         "openai",
         "bad schema",
+        "invalid_request_error",
     )
     interrupted = pickle.loads(pickle.dumps(SAMPLES[StepInterrupted]))
     assert isinstance(interrupted, StepInterrupted)

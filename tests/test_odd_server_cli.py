@@ -100,6 +100,23 @@ def test_call_json_prints_the_result_as_the_server_sent_it(
     }
 
 
+@BOTH_PATHS
+def test_call_json_of_a_result_the_gateway_refuses_prints_no_field_of_2026_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], gateway: str
+) -> None:
+    config = odd_config(tmp_path, gateway=gateway)
+    call = ["call", "odd__malformed", "--config", str(config), "--json"]
+    assert main(call) == 1
+    printed = json.loads(capsys.readouterr().out)
+    # An error result of the gateway's own: no "resultType": "complete" of 2026-07-28.
+    assert sorted(printed) == ["content", "isError"]
+    assert printed["isError"] is True
+    [said] = printed["content"]
+    assert said["text"].startswith(
+        "MCP server 'odd' sent a malformed result: content.0.TextContent.text: Field required"
+    )
+
+
 def test_a_stored_run_reads_a_lone_surrogate_as_u_fffd(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -30,7 +30,7 @@ from ..errors import (
 from ..url_credentials import query_credentials, redacted
 from ._clients import new_http_client, shared_http_client
 from ._json import NestedTooDeeply, arr, is_arr, json_body, obj, read_json
-from ._pages import error_detail, is_markup, is_page, page_text
+from ._pages import error_code, error_detail, is_markup, is_page, page_text
 from ._sse import SSEDecoder, SSEEvent, SSELines
 from .retry import RetryPolicy, parse_retry_after, parse_retry_info
 from .settings import added_headers
@@ -454,6 +454,7 @@ class ProviderHTTP:
             status_code=response.status_code,
             provider=self._provider,
             provider_message=detail or None,
+            code=error_code(response),
         )
 
     def redact(self, message: str) -> str:

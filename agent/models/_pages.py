@@ -11,7 +11,7 @@ import httpx
 
 from ._json import is_arr, is_obj
 
-__all__ = ["PAGE_EXCERPT", "error_detail", "is_markup", "is_page", "page_text"]
+__all__ = ["PAGE_EXCERPT", "error_code", "error_detail", "is_markup", "is_page", "page_text"]
 
 _MARKUP = re.compile(r"<(script|style|head)\b.*?</\1\s*>|<!--.*?-->|<[^>]*>", re.I | re.S)
 _TITLE = re.compile(r"<title\b[^>]*>(.*?)</title\s*>", re.I | re.S)
@@ -64,3 +64,15 @@ def error_detail(response: httpx.Response) -> str:
         if isinstance(error, str):
             return error[:2000]
     return response.text.strip()[:500]
+
+
+def error_code(response: httpx.Response) -> str | None:
+    """The provider's own error code, `error.code` in an OpenAI-shaped body
+    (`context_length_exceeded`, say); None when it has none."""
+    try:
+        data: Any = response.json()
+    except (httpx.ResponseNotRead, ValueError, RecursionError):
+        return None
+    error: Any = data.get("error") if is_obj(data) else None
+    code: Any = error.get("code") if is_obj(error) else None
+    return code if isinstance(code, str) else None

@@ -48,7 +48,7 @@ from .common import (
     trace_hooks,
     with_steps,
 )
-from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code
+from .exits import BAD_INPUT, FAILED, OK, RunFailed, exit_code, report
 from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
@@ -149,7 +149,11 @@ async def _call(args: argparse.Namespace) -> int:
         except (ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # the error result `serve` answers
                 print(_mcp_json(error_result(str(exc))), flush=True, file=result_stdout())
-            raise
+            # Said before the servers stop, as a result is: a server that no longer reads its
+            # stdin (hung) takes its 2 s grace to exit, which made a 5 s timeout 7 s.
+            report(exc)
+            sys.stderr.flush()
+            return exit_code(exc)
         # Said before the servers stop: a stdio server may take its 2 s grace to exit.
         if args.json:
             print(_mcp_json(result), flush=True, file=result_stdout())

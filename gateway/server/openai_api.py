@@ -23,7 +23,12 @@ is, and its failure, or its end by the stopping server, is told in an MCP client
 when an MCP client cancels its call.
 
 A run that fails is answered 500 with `x-should-retry: false` (OpenAI's SDKs would otherwise
-run the agent, and its tools, twice more); while streaming, as an `error` event. An answer
+run the agent, and its tools, twice more); a conversation over the model's context window 400
+`context_length_exceeded` (`param: "messages"`, as OpenAI says it: its clients trim the
+conversation and ask again), the cause typed on the item (`ItemResult.error_code`), never read
+from its words. A stream begins (its headers, the role chunk) once a model call of the run
+answered, or with the first thing it sends: a run that fails before is answered as one not
+streamed, with its status; after, its failure is the stream's last event, an `error`. An answer
 cut at a token limit (the model's `max_tokens`, the agent's `token_budget`) is no failure:
 the text so far, `finish_reason: "length"`.
 
@@ -255,7 +260,9 @@ class ChatCompletions:
         shaped = [
             name for name, agent in self._gateway.agents.items() if agent.options.output is not None
         ]
-        text = AnswerText(reply.delta, shaped=shaped, whole=spec.name in shaped)
+        text = AnswerText(
+            reply.delta, shaped=shaped, whole=spec.name in shaped, on_answered=reply.begin
+        )
         outcome: RunResult | list[ApprovalRequest] | ApiError
         async with reply.streaming():
             try:
@@ -333,8 +340,10 @@ class _Reply:
         self._id = f"chatcmpl-{run_id}"
         self._created = int(time.time())
         self._started = False
+        """Whether the stream's headers went (an error after them is its last event)."""
+        self._beginning = False
         self._deltas: MemoryObjectSendStream[str | None] | None = None
-        """A text delta to send, or None: a keep-alive comment."""
+        """A text delta to send; None: a keep-alive comment; "": the stream begins (`begin`)."""
         self._keep_alive = keep_alive
         self._beats = anyio.CancelScope()
         self._sent_at = 0.0
@@ -342,16 +351,17 @@ class _Reply:
 
     @asynccontextmanager
     async def streaming(self) -> AsyncGenerator[None]:
-        """While the run goes on: a streamed answer's headers and first chunk (the role)
-        sent, each delta heard sent as a chunk of its own, and a comment after each quiet
-        `keep_alive`; at the end, every delta heard is sent. Nothing for an answer sent
-        whole."""
+        """While the run goes on: each delta heard sent as a chunk of its own, and a comment
+        after each quiet `keep_alive`; at the end, every delta heard is sent. The stream's
+        headers and first chunk (the role) go once a model call of the run answered (`begin`)
+        or with the first thing sent: a run that fails before that (its conversation over
+        the context window, its model unreachable) is answered as one not streamed, with its
+        status, which OpenAI's SDKs raise as such (a 400 as `BadRequestError`). Nothing for
+        an answer sent whole."""
         if not self._request.stream:
             yield
             return
-        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-        self._started = True
-        await self._event({"role": "assistant", "content": ""})
+        self._sent_at = anyio.current_time()  # the first comment after `keep_alive`
         deltas, pending = anyio.create_memory_object_stream[str | None](math.inf)
         async with anyio.create_task_group() as tg, deltas:
             tg.start_soon(self._pass_on, pending)
@@ -366,10 +376,19 @@ class _Reply:
 
     async def delta(self, text: str) -> None:
         """A text delta of the answer (from the run's trace)."""
-        if self._deltas is None:  # an answer sent whole, or sent already: no one's
+        if self._deltas is None or not text:  # an answer sent whole, or sent already
             return
         with suppress(anyio.BrokenResourceError):  # the request is gone
             self._deltas.send_nowait(text)
+
+    async def begin(self) -> None:
+        """A model call of the run answered: the stream begins, if it has not (its headers
+        and role chunk, by `_pass_on`, the one writer)."""
+        if self._deltas is None or self._started or self._beginning:
+            return
+        self._beginning = True
+        with suppress(anyio.BrokenResourceError):
+            self._deltas.send_nowait("")
 
     async def _beat(self, deltas: MemoryObjectSendStream[str | None]) -> None:
         """Ask `_pass_on` (the one writer) for a comment whenever the stream was quiet for
@@ -388,8 +407,10 @@ class _Reply:
             async for text in pending:
                 if text is None:
                     await self._write(b": keep-alive\n\n")
-                else:
+                elif text:
                     await self._event({"content": text})
+                else:  # `begin`
+                    await self._open()
 
     async def waiting(self, waiting: list[ApprovalRequest], usage: Usage, text: AnswerText) -> None:
         """A stored run waits for a person's approval: its handle's text is the answer."""
@@ -408,7 +429,11 @@ class _Reply:
             await self._answer(so_far, outcome.usage, text, finish_reason="length")
         elif item.error is not None:
             run_id = self.run_id if stored else None
-            await self.fail(_failed(item_failed(outcome.agent, item.error, run_id)))
+            said = item_failed(outcome.agent, item.error, run_id)
+            if item.error_code == "context_length_exceeded":  # the client's to trim and retry
+                await self.fail(ApiError(400, said, code=item.error_code, param="messages"))
+            else:
+                await self.fail(_failed(said))
         else:
             await self._answer(item.output or "", outcome.usage, text)
 
@@ -458,7 +483,16 @@ class _Reply:
     async def _data(self, data: str) -> None:
         await self._write(f"data: {data}\n\n".encode())
 
+    async def _open(self) -> None:
+        """The stream's headers and its first chunk (the role), once."""
+        if self._started:
+            return
+        self._started = True
+        await self._send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        await self._event({"role": "assistant", "content": ""})
+
     async def _write(self, body: bytes) -> None:
+        await self._open()
         self._sent_at = anyio.current_time()
         await self._send({"type": "http.response.body", "body": body, "more_body": True})
 

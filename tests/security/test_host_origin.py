@@ -148,3 +148,47 @@ async def test_a_host_pattern_that_does_not_parse_stops_serve_with_exit_2(tmp_pa
     assert "allowed_hosts" in err
     assert "'gw.example.com/x' is not HOST, HOST:PORT or HOST:*" in err
     assert "Traceback" not in err
+
+
+async def test_refusals_are_in_the_words_of_each_paths_clients(tmp_path: Path) -> None:
+    """An MCP client reads a JSON-RPC error on /mcp, an OpenAI client `{"error": {...}}` on
+    /v1; neither body repeats the refused value (a page that planted it would get it back)."""
+    planted = '<script>alert("x")</script>'
+    async with http_server(write_config(tmp_path, TIMES_42)) as served:
+        base = served.url.removesuffix("/mcp")
+        cases = {
+            "mcp host": (served.url, {"Host": f"evil.com{planted}"}),
+            "mcp origin": (served.url, {"Origin": f"http://evil.com/{planted}"}),
+            "v1 host": (f"{base}/v1/chat/completions", {"Host": f"evil.com{planted}"}),
+            "v1 origin": (f"{base}/v1/models", {"Origin": f"http://evil.com/{planted}"}),
+        }
+        seen: dict[str, httpx2.Response] = {}
+        async with httpx2.AsyncClient(timeout=10) as http:
+            with anyio.fail_after(30):
+                for case, (url, headers) in cases.items():
+                    seen[case] = await http.post(
+                        url, content=json.dumps(initialize()), headers={**HEADERS, **headers}
+                    )
+    for case, response in seen.items():
+        assert response.headers["content-type"] == "application/json", case
+        assert "script" not in response.text, case
+        assert "evil" not in response.text, case
+    for case in ("mcp host", "mcp origin"):
+        body = seen[case].json()
+        assert body["jsonrpc"] == "2.0", case
+        assert body["id"] is None, case
+        assert body["error"]["code"] == -32000, case
+    assert seen["mcp host"].status_code == 421
+    assert seen["mcp host"].json()["error"]["message"].startswith("Invalid Host header")
+    assert seen["mcp origin"].status_code == 403
+    assert "allowed_origins" in seen["mcp origin"].json()["error"]["message"]
+    assert seen["v1 host"].status_code == 421
+    assert seen["v1 host"].json()["error"] | {"message": ""} == {
+        "message": "",
+        "type": "invalid_request_error",
+        "param": None,
+        "code": "invalid_host",
+    }
+    assert seen["v1 origin"].status_code == 403
+    assert seen["v1 origin"].json()["error"]["code"] == "invalid_origin"
+    assert "allowed_origins" in seen["v1 origin"].json()["error"]["message"]

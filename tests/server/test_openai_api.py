@@ -15,7 +15,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import httpx
+import mcp_types as types
 import pytest
+from mcp import Client
 
 from agent import (
     AgentOptions,
@@ -399,9 +401,77 @@ async def test_a_failed_run_is_500_not_to_be_retried() -> None:
     assert error["type"] == "server_error"
     assert error["code"] == "run_failed"
     assert "agent 'short'" in error["message"]
-    assert streamed.status_code == 200  # the stream had begun: the error is its last event
-    *_, last = sse_data(streamed.text)
+    # No model call answered: the stream had not begun, and is answered as one not streamed.
+    assert streamed.status_code == 500
+    assert streamed.headers["x-should-retry"] == "false"
+    assert error_of(streamed)["code"] == "run_failed"
+
+
+async def test_a_providers_context_length_exceeded_is_passed_on_as_such() -> None:
+    """A model that does not report its window (OpenAI's) refuses the conversation itself,
+    400 `context_length_exceeded`: this gateway's clients are told so by that code too, here
+    through two gateways, the front's agent on the back's `/v1`."""
+    back = Gateway([], [AgentSpec("small", ScriptedModel(["never sent"]), context_window=50)])
+    long = {"role": "user", "content": "Why? " * 200}
+    with anyio.fail_after(30):
+        async with served(back) as base, httpx.AsyncClient(timeout=30) as http:
+            model = OpenAICompatibleModel(base, "small", http_client=http)
+            front = Gateway([], [AgentSpec("front", model)])
+            async with served(front) as front_base:
+                whole = await post(front_base, {"model": "front", "messages": [long]})
+    assert whole.status_code == 400
+    error = error_of(whole)
+    assert error["code"] == "context_length_exceeded"
+    assert error["param"] == "messages"
+    assert "would not fit the model's context window of 50 tokens" in error["message"]
+
+
+async def test_a_stream_that_began_ends_with_its_runs_failure_as_its_last_event() -> None:
+    """A model call answered (a tool call): the stream began, and its run's failure after
+    that (the model's script ran out) is its last event."""
+    model = ScriptedModel([call("calculator", expression="1 + 2")])
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [AgentSpec("once", model)])
+    body = {"model": "once", "messages": [QUESTION], "stream": True}
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            streamed = await post(base, body)
+    assert streamed.status_code == 200
+    first, *_, last = sse_data(streamed.text)
+    assert json.loads(first)["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     assert json.loads(last)["error"]["code"] == "run_failed"
+
+
+async def test_a_conversation_over_the_context_window_is_openais_400_to_trim_and_retry() -> None:
+    """It was a 500 `run_failed`: clients (the openai SDKs, LangChain) key on OpenAI's 400
+    `context_length_exceeded` to trim the conversation and ask again. A stream is answered
+    the same way: it begins once a model call answered. An MCP client is told the window."""
+    model = ScriptedModel(["never sent"] * 3)
+    gateway = Gateway([], [AgentSpec("small", model, context_window=50)])
+    long = {"role": "user", "content": "Why? " * 200}
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            whole = await post(base, {"model": "small", "messages": [long]})
+            streamed = await post(base, {"model": "small", "messages": [long], "stream": True})
+        async with Client(serve(gateway)) as client:
+            over_mcp = await client.call_tool("small", {"prompt": long["content"]})
+    assert model.calls == []  # never sent
+    assert whole.status_code == 400
+    assert "x-should-retry" not in whole.headers
+    error = error_of(whole)
+    assert error | {"message": ""} == {
+        "message": "",
+        "type": "invalid_request_error",
+        "param": "messages",
+        "code": "context_length_exceeded",
+    }
+    assert "would not fit the model's context window of 50 tokens" in error["message"]
+    assert streamed.status_code == 400
+    assert streamed.json() == {"error": error}
+    assert over_mcp.is_error
+    (said,) = over_mcp.content
+    assert isinstance(said, types.TextContent)
+    assert said.text.startswith("agent 'small' failed: ")
+    assert "would not fit the model's context window of 50 tokens" in said.text
 
 
 async def test_a_client_that_disconnects_cancels_the_run() -> None:

@@ -1,5 +1,6 @@
 """A server that stops answering (server-everything over HTTP, SIGSTOPped): a resource read,
-a prompt and a completion proxied to it fail within about its `timeout`, saying so. A read
+a prompt and a completion proxied to it fail within about its `timeout`, saying so; so does a
+tool call to a stdio server that blocks on it. A read
 is not held by listings to route it, nor any request by the SDK's courtesy cancel, whose
 write to a server that reads nothing blocked for 5 s more per request."""
 
@@ -7,8 +8,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import anyio
 import mcp_types as types
@@ -79,3 +82,47 @@ async def test_requests_to_a_stopped_server_fail_within_its_timeout_saying_why(e
             f"node 'everything': MCP server 'everything' did not answer prompts listing "
             f"within {TIMEOUT} s"
         )
+
+
+BLOCKED_STDIO = """
+import json, sys, time
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method = message["method"]
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "blocked", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "hang", "inputSchema": {"type": "object"}}]}
+    else:
+        time.sleep(3600)  # the whole server blocks: it reads no more of its stdin
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_to_a_stdio_server_that_blocks_fails_within_its_timeout(
+    era: str, tmp_path: Path
+) -> None:
+    """A tool that blocks its whole server (it reads nothing more, not even the cancel):
+    the proxied call fails within about its `timeout`, on either path."""
+    script = tmp_path / "blocked.py"
+    script.write_text(BLOCKED_STDIO)
+    config = McpServerConfig(
+        command=sys.executable, args=[str(script)], prefix="never", timeout=TIMEOUT
+    )
+    with anyio.fail_after(60):
+        async with (
+            McpToolkitGroup({"blocked": config}) as group,
+            Client(serve(Gateway(group.nodes, []), expose_tools=True), mode=era) as client,
+        ):
+            start = anyio.current_time()
+            result = await client.call_tool("hang", {})
+            seconds = anyio.current_time() - start
+    assert seconds < LATE
+    assert result.is_error
+    (said,) = result.content
+    assert isinstance(said, types.TextContent)
+    assert "timed out (no result or progress for 2 s)" in said.text

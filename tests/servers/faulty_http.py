@@ -1,10 +1,12 @@
 """An SDK server over real HTTP whose front misbehaves as proxies and deploys do: a call (or
-every request) answered with an error status or an HTML page, redirected, or cut mid-answer.
+every request) answered with an error status or an HTML page, redirected, cut mid-answer, or
+answered as the front makes up (`Fault.reply`).
 
 `FaultyFront` is ASGI middleware around the SDK's streamable HTTP app. A `tools/call` of a tool
 named in `calls` gets that fault instead of reaching the server; `everything`, when set, answers
-every request; `moved` answers a POST to `/mcp` with a 307 to `/mcp/`, where the server lives
-(as Starlette's slash redirect does). A fault's body may repeat the request's target and
+every request; `moved` answers a request to `/mcp` with a 307 (`moved_status`: Django's
+`APPEND_SLASH` and nginx answer 301) to `/mcp/`, where the server lives (as Starlette's slash
+redirect does). A fault's body may repeat the request's target and
 headers, as a debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -35,6 +37,9 @@ class Fault:
     echo: Callable[[dict[str, str]], bytes] | None = None
     """Makes the body of the request's headers (lower-cased names) and target (`:path`, as
     sent: `/mcp?api_key=KEY`), in place of `body`."""
+    reply: Callable[[dict[str, Any]], bytes] | None = None
+    """Makes the body of the JSON-RPC request answered (to answer it by its id), in place of
+    `body`."""
 
 
 CUT = Fault(200, "text/event-stream")
@@ -54,9 +59,12 @@ class FaultyFront:
     calls: dict[str, Fault] = field(default_factory=dict[str, Fault])
     everything: Fault | None = None
     moved: bool = False
-    """POSTs to `/mcp` are redirected to `/mcp/` (307), where the server answers."""
+    """Requests to `/mcp` are redirected to `/mcp/` (`moved_status`), where the server answers."""
+    moved_status: int = 307
     methods: list[str] = field(default_factory=list[str])
     """The JSON-RPC methods POSTed, in order (what reached the server or its front)."""
+    targets: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
+    """Each request's HTTP method and path, in order."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -66,9 +74,11 @@ class FaultyFront:
             await _answer(send, self.everything, scope)
             return
         path: str = scope["path"]
+        self.targets.append((scope["method"], path))
         if self.moved:
             if path == "/mcp":
-                moved = Fault(307, "text/plain", headers=(("location", "/mcp/"),))
+                where = (("location", "/mcp/"),)
+                moved = Fault(self.moved_status, "text/plain", headers=where)
                 await _answer(send, moved, scope)
                 return
             if path == "/mcp/":
@@ -88,6 +98,8 @@ class FaultyFront:
             await _start(send, fault)
             raise ConnectionAbortedError("cut mid-answer")  # uvicorn closes the connection
         else:
+            if fault.reply is not None:
+                fault = replace(fault, body=fault.reply(message))
             await _answer(send, fault, scope)
 
 

@@ -1,5 +1,6 @@
 """A hand-written MCP server over stdio that answers what SDK servers would never send:
-`python tests/servers/odd_stdio.py` (2025-11-25 handshake, one JSON-RPC message a line).
+`python tests/servers/odd_stdio.py [EXTRA]` (2025-11-25 handshake, one JSON-RPC message a
+line; `EXTRA`, a JSON array of further tool entries, listed after these).
 
 Real servers written in other languages do send these. Its `tools/list` page holds:
 - `echo`: a tool as it should be (answers `echo: {arguments as JSON}`);
@@ -15,7 +16,8 @@ Real servers written in other languages do send these. Its `tools/list` page hol
   told that; the tool's own check answers a call with both);
 - `deep`: a result nested `depth` levels (the result object one of them), by arrays in its
   structured content or, with `"in": "_meta"`, in the `_meta` of a text result; its answer's
-  `id` comes last, as a TypeScript server writes it.
+  `id` comes last, as a TypeScript server writes it;
+- `malformed`: a text block without its `text`.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ TOOLS: list[dict[str, Any]] = [
     {"name": "cut", "inputSchema": _OBJECT},
     {"name": "plain", "inputSchema": _OBJECT},
     {"name": "deep", "inputSchema": _OBJECT},
+    {"name": "malformed", "inputSchema": _OBJECT},
     {
         "name": "exclusive",
         "description": "a or b",
@@ -64,7 +67,11 @@ _RESULTS: dict[str, dict[str, Any]] = {
     },
     "cut": {"content": [{"type": "text", "text": "bad\ud800x"}]},
     "plain": {"content": [{"type": "text", "text": "plain"}]},
+    "malformed": {"content": [{"type": "text"}]},  # a text block without its text
 }
+
+
+_EXTRA: list[dict[str, Any]] = []
 
 
 def _result(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -84,7 +91,7 @@ def _answer(message: dict[str, Any]) -> dict[str, Any]:
             "serverInfo": {"name": "odd", "version": "1"},
         }
     elif method == "tools/list":
-        reply["result"] = {"tools": TOOLS}
+        reply["result"] = {"tools": TOOLS + _EXTRA}
     elif method == "tools/call":
         params = message["params"]
         reply["result"] = _result(params["name"], params.get("arguments") or {})
@@ -110,6 +117,8 @@ def _deep(message: dict[str, Any]) -> str | None:
 
 
 def main() -> None:
+    if len(sys.argv) > 1:
+        _EXTRA.extend(json.loads(sys.argv[1]))
     for line in sys.stdin:
         if not line.strip():
             continue

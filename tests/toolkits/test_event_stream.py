@@ -1,5 +1,6 @@
 """Server-sent events' data from a body's pieces: where lines and events end, whatever the
-pieces' bounds, and the limit on an event's size."""
+pieces' bounds, the limit on an event's size, which events are messages (`message` ones), and
+the `id` and `retry` a closed stream is resumed by."""
 
 from __future__ import annotations
 
@@ -54,6 +55,37 @@ def test_an_event_is_returned_by_the_piece_that_ends_it() -> None:
     assert events.feed(b"\n") == [b"2"]
 
 
+def test_only_message_events_are_messages() -> None:
+    stream = (
+        b"event: ping\ndata: ping\n\n"
+        b"event: heartbeat\ndata: 1\n\n"
+        b"event:message\ndata: 2\n\n"
+        b"event:\ndata: 3\n\n"
+        b"event\ndata: 4\n\n"
+        b"event: message\nevent: other\ndata: 5\n\n"
+        b"event: other\nevent: message\ndata: 6\n\n"
+        b"data: 7\n\n"  # a type holds for its event alone
+    )
+    assert _read([stream]) == [b"2", b"3", b"4", b"6", b"7"]
+
+
+def test_the_last_id_is_that_of_the_last_event_ended() -> None:
+    events = EventData(1_000)
+    assert (events.last_id, events.retry) == (None, None)
+    events.feed(b"id: a\nretry: 250\ndata: \n\n")  # a priming event: its id, no message
+    assert (events.last_id, events.retry) == ("a", 250)
+    events.feed(b"data: 1\n\n")  # an id holds for the events after it
+    assert events.last_id == "a"
+    events.feed(b"event: ping\nid: b\ndata: ping\n\n")  # whatever the event's type
+    assert events.last_id == "b"
+    events.feed(b"id: c\ndata: 2\n")  # an event not ended: its data was not read
+    assert events.last_id == "b"
+    events.feed(b"\nid\n\nid: d\x00\n\nretry: soon\n\n")
+    # An empty id leaves the last (as the SDK client reads it); one with a NUL is ignored, as
+    # is a retry not in digits.
+    assert (events.last_id, events.retry) == ("c", 250)
+
+
 @pytest.mark.parametrize(
     "pieces",
     [
@@ -73,22 +105,32 @@ def test_an_event_at_the_limit_is_read() -> None:
 
 
 def _by_lines(stream: bytes) -> list[bytes]:
-    """The events of a whole stream, read the plain way: `splitlines` (LF, CRLF, CR)."""
+    """The `message` events of a whole stream, read the plain way: `splitlines` (LF, CRLF,
+    CR), each line a field and its value."""
     events: list[bytes] = []
     data: list[bytes] = []
+    kind = b""
     for line in stream.splitlines():
-        if line.startswith(b"data:"):
-            data.append(line[6:] if line.startswith(b"data: ") else line[5:])
-        elif not line and data:
-            events.append(b"\n".join(data))
-            data = []
+        name, _, value = line.partition(b":")
+        value = value[1:] if value.startswith(b" ") else value
+        if not line:
+            if data and kind in (b"", b"message"):
+                events.append(b"\n".join(data))
+            data, kind = [], b""
+        elif name == b"data":
+            data.append(value)
+        elif name == b"event":
+            kind = value
     return events
 
 
 # Pieces of 4 kB or more are cut into lines by `find`, shorter ones by `splitlines`.
 _LONG = b"z" * 5_000
 _PARTS = st.sampled_from(
-    [b"data:", b"data: ", b"data:  ", b"\r", b"\n", b"\r\n", b"x", b": c", b"id: 1", _LONG]
+    [
+        *(b"data:", b"data: ", b"data:  ", b"\r", b"\n", b"\r\n", b"x", b": c", b"id: 1"),
+        *(b"event: ping", b"event: message", b"event:", b"message", _LONG),
+    ]
 )
 
 

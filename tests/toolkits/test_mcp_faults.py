@@ -13,9 +13,11 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from mcp_types import ErrorData, InputRequest
 
 from tests.servers.real import everything_stdio, killable_everything_stdio, read_pid, time_stdio
 from toolkits import CallContext
@@ -376,11 +378,102 @@ async def test_a_stdout_line_over_max_message_bytes_is_dropped_unread_and_said(
     assert (
         warned
         == [
-            "the server wrote a line on stdout longer than its max_message_bytes (1048576 bytes): "
-            "dropped unread (a call it answers fails by its timeout)"
+            "the server wrote a line on stdout of 1500000 bytes, longer than its "
+            "max_message_bytes (1048576 bytes): dropped unread (no answer it names: a call it "
+            "answers fails by its timeout)"
         ]
         * 2
     )
+
+
+LONG_ANSWERS_SERVER = """
+import json, sys
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, key = message["method"], message["id"]
+    result = {"content": [{"type": "text", "text": "fine"}]}
+    if method == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "long", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": name, "inputSchema": {"type": "object"}}
+                            for name in ("first", "last", "ok")]}
+    elif message["params"]["name"] != "ok":
+        text = {"content": [{"type": "text", "text": "x" * 1500000}]}
+        # The Python SDK's order (id first), and the TypeScript SDK's (id last).
+        answer = ({"jsonrpc": "2.0", "id": key, "result": text}
+                  if message["params"]["name"] == "first"
+                  else {"result": text, "jsonrpc": "2.0", "id": key})
+        print(json.dumps(answer), flush=True)
+        continue
+    print(json.dumps({"jsonrpc": "2.0", "id": key, "result": result}), flush=True)
+"""
+
+
+async def _no_progress(_progress: float, _total: float | None, _message: str | None) -> None:
+    pass
+
+
+async def _no_log(_params: dict[str, Any]) -> None:
+    pass
+
+
+async def _nobody(_request: InputRequest) -> ErrorData:
+    raise AssertionError("the server asks nothing")
+
+
+async def test_an_answer_line_over_max_message_bytes_fails_its_call_at_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The dropped line was the call's answer: the call failed only by its timeout (here
+    60 s). It fails at once, naming the server, the size and the setting, on the SDK
+    session's path and on the pipe's (a call passed through), and the connection reads on."""
+    script = tmp_path / "long.py"
+    script.write_text(LONG_ANSWERS_SERVER)
+    config = McpServerConfig(
+        command=sys.executable,
+        args=[str(script)],
+        prefix="never",
+        max_message_bytes=1 << 20,
+        timeout=60,
+    )
+    with caplog.at_level(logging.INFO, logger="toolkits.mcp"):
+        async with McpToolkit("long", config) as node:
+            with anyio.fail_after(15):
+                first = await node.call_tool("first", {})
+                last = await node.call_tool("last", {})
+                forward = node.forward("last")
+                assert forward is not None
+                passed = await forward.call(
+                    {}, meta={}, on_progress=_no_progress, on_log=_no_log, answer=_nobody
+                )
+                ok = await node.call_tool("ok", {})
+    said = (
+        "MCP server 'long' sent an answer larger than the 1048576 byte limit (15000XX bytes): "
+        "raise mcpServers.long.max_message_bytes to take it"
+    )
+    for result in (first, last):
+        assert result.is_error
+        text = result_text(result)
+        assert text == said.replace("15000XX", str(_answer_size(text)))
+    assert passed is not None
+    assert passed["isError"] is True
+    assert passed["content"][0]["text"].startswith(
+        "MCP server 'long' sent an answer larger than the 1048576 byte limit ("
+    )
+    assert result_text(ok) == "fine"  # the connection reads on
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 3
+    assert all(line.endswith("dropped unread (the call it answers fails)") for line in warned)
+
+
+def _answer_size(text: str) -> int:
+    """The size the message says, checked to be the line's: about 1.5 MB."""
+    size = int(text.split("limit (")[1].split(" bytes)")[0])
+    assert 1_500_000 < size < 1_500_100
+    return size
 
 
 MALFORMED_SERVER = """

@@ -12,7 +12,9 @@ from contextlib import asynccontextmanager
 import anyio
 import mcp_types as types
 import pytest
+from mcp import Client
 
+from tests.server.proxying import gateway_front
 from tests.servers.asgi import RecordHeaders, serve_on_loopback
 from tests.servers.faulty_http import CUT, NGINX_502, Fault, FaultyFront, Waiting, faulty_server
 from toolkits.mcp import McpServerConfig, McpToolkit, ProtocolMode
@@ -130,9 +132,61 @@ async def test_a_server_behind_a_same_origin_redirect_is_called_there(
     assert [(r.is_error, result_text(r)) for r in results] == [(False, "ok")] * 3
 
 
+@pytest.mark.parametrize("status", [301, 302])
+@pytest.mark.parametrize("protocol", ["auto", "modern"])
+async def test_a_301_or_302_to_the_first_post_moves_the_connection_within_its_origin(
+    status: int, protocol: ProtocolMode
+) -> None:
+    # Django's APPEND_SLASH and nginx answer /mcp with a 301 to /mcp/: the POST is sent
+    # there, and so is every later request of the connection, raw calls and the SDK's alike.
+    server = faulty_server(Waiting())
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), moved=True)
+    front.moved_status = status
+    with anyio.fail_after(30):
+        async with faulty_node(front, protocol) as node:
+            results: list[types.CallToolResult] = []
+            for raw in (True, False):
+                node.raw_calls = raw
+                results.append(await node.call_tool("f__ok", {}))
+            assert node.health.state == "ready"
+    assert [(r.is_error, result_text(r)) for r in results] == [(False, "ok")] * 2
+    assert front.targets[0] == ("POST", "/mcp")
+    assert all(path == "/mcp/" for _, path in front.targets[1:])
+    assert "POST" in dict(front.targets[1:2])
+
+
+async def test_a_call_passed_through_goes_where_the_connection_moved() -> None:
+    server = faulty_server(Waiting())
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), moved=True)
+    front.moved_status = 301
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base:
+            config = McpServerConfig(url=f"{base}/mcp", connect_timeout=10)
+            async with gateway_front(config) as (url, passing, _), Client(url) as client:
+                assert passing is not None
+                called = await client.call_tool("d__ok", {})
+    assert (called.is_error, called.content) == (False, [types.TextContent(text="ok")])
+    assert front.targets.count(("POST", "/mcp")) == 1  # the first, moved
+
+
+async def test_a_301_later_in_the_connection_is_not_followed() -> None:
+    moved = Fault(301, "text/plain", headers=(("location", "/mcp/"),))
+    server = faulty_server(Waiting(), "moved")
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), calls={"moved": moved})
+    with anyio.fail_after(30):
+        async with faulty_node(front) as node:
+            node.raw_calls = False
+            result = await node.call_tool("f__moved", {})
+            ok = await node.call_tool("f__ok", {})
+    assert result.is_error
+    assert "/mcp/ not followed" in result_text(result)
+    assert result_text(ok) == "ok"
+    assert all(path == "/mcp" for _, path in front.targets)
+
+
 @pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
 async def test_a_call_redirected_to_another_origin_is_not_followed_and_says_where(
-    raw: bool, monkeypatch: pytest.MonkeyPatch
+    raw: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     monkeypatch.setenv("F_TOKEN", "s3cret")
     elsewhere = RecordHeaders(faulty_server(Waiting()).streamable_http_app(host="127.0.0.1"))
@@ -154,6 +208,24 @@ async def test_a_call_redirected_to_another_origin_is_not_followed_and_says_wher
     )
     assert result_text(ok) == "ok"
     assert elsewhere.seen == []  # nothing went there, the token least of all
+    assert "not followed" not in caplog.text  # said in the result alone
+
+
+async def test_a_connection_redirected_elsewhere_is_refused_and_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.WARNING)
+    elsewhere = RecordHeaders(faulty_server(Waiting()).streamable_http_app(host="127.0.0.1"))
+    async with serve_on_loopback(elsewhere) as other:
+        moved = Fault(301, "text/plain", headers=(("location", f"{other}/mcp"),))
+        front = FaultyFront(faulty_server(Waiting()).streamable_http_app(host="127.0.0.1"))
+        front.everything = moved
+        with anyio.fail_after(30):
+            async with faulty_node(front) as node:
+                assert node.health.state != "ready"
+    said = f"Redirect to {other}/mcp not followed"
+    assert [r.name for r in caplog.records if said in r.getMessage()] == ["toolkits.mcp.f"]
+    assert elsewhere.seen == []
 
 
 @pytest.mark.parametrize(

@@ -100,6 +100,15 @@ class ChannelLost(Exception):
     """The connection failed after the request went out."""
 
 
+class StrayAnswer(Exception):
+    """The server answered a call's request with an id no request has: that answer is not
+    the call's, and the call's will not come on its messages."""
+
+    def __init__(self, answer_id: object) -> None:
+        super().__init__(answer_id)
+        self.answer_id = answer_id
+
+
 class Channel(Protocol):
     """How a passed-through request reaches the server and its messages come back."""
 
@@ -214,7 +223,9 @@ class Forward:
                 return _dump(error_result(cut_short(self.node, self.tool)))
             raise self._lost() from exc
         except AnswerTooLarge as exc:  # the call fails, the session stays
-            return _dump(error_result(too_large(self.node, exc.limit)))
+            return _dump(error_result(too_large(self.node, exc.limit, exc.size)))
+        except StrayAnswer as exc:  # so does this one, at once
+            return _dump(error_result(_stray_answer(self.node, exc.answer_id)))
         except TooDeep as exc:  # so does this one (`nesting`)
             return _dump(error_result(too_deep_text(self.node, exc.in_message())))
         except ValueError as exc:  # not JSON: the call fails, the session stays
@@ -355,7 +366,8 @@ class _Exchange:
 
     async def send(self, params: JsonObject) -> JsonObject | None:
         """The server's answer to a `tools/call` with `params`; None if the request never
-        reached the server. Raises `ChannelLost` if the messages end without the answer."""
+        reached the server. Raises `ChannelLost` if the messages end without the answer,
+        `StrayAnswer` for an answer to no request of ours."""
         request_id = self.request_id = f"agent-gateway-{next(_ids)}"
         request = {
             "jsonrpc": "2.0",
@@ -371,8 +383,10 @@ class _Exchange:
             if messages is None:
                 return None
             async for message in messages:
-                if message.get("id") == request_id and "method" not in message:
-                    return message
+                if "method" not in message:
+                    if message.get("id") == request_id:
+                        return message
+                    raise StrayAnswer(message.get("id"))  # on the call's own messages
                 await forward.handle_message(
                     message, request_id, self.deadline, self.on_progress, self.on_log, self.answer
                 )
@@ -487,17 +501,24 @@ def readable_result(result: CallToolResult, server: str | None, tool: str) -> Ca
         return error_result(f"tool {tool!r} returned a result {exc}")
 
 
+def _stray_answer(node: str, answer_id: object) -> str:
+    """A call answered with an id no request has (`StrayAnswer`)."""
+    said = "null" if answer_id is None else repr(answer_id)
+    return f"MCP server {node!r} answered with id {said}, which no request has"
+
+
 def too_deep_text(node: str, exc: TooDeep) -> str:
     """A call whose result nests deeper than a result may (`nesting`)."""
     return f"MCP server {node!r} sent a result {exc}"
 
 
-def too_large(node: str, limit: int) -> str:
-    """A call whose answer (a server-sent event, or a JSON body) is over the node's
-    `max_message_bytes`."""
+def too_large(node: str, limit: int, size: int | None = None) -> str:
+    """A call whose answer (a server-sent event, a JSON body, a line on stdout: `size`
+    bytes, when it was read to its end) is over the node's `max_message_bytes`."""
+    measured = f" ({size} bytes)" if size is not None else ""
     return (
-        f"MCP server {node!r} sent an answer larger than the {limit} byte limit: raise "
-        f"mcpServers.{node}.max_message_bytes to take it"
+        f"MCP server {node!r} sent an answer larger than the {limit} byte limit{measured}: "
+        f"raise mcpServers.{node}.max_message_bytes to take it"
     )
 
 
@@ -578,4 +599,6 @@ def _input_required(message: JsonObject) -> JsonObject | None:
 
 
 def _dump(result: mcp_types.CallToolResult) -> JsonObject:
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """A result of ours as a server sends it: without the SDK's `resultType`, a field of the
+    2026-07-28 era alone (the client's era adds it where it has one)."""
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"result_type"})

@@ -11,6 +11,10 @@ gets did nothing at the server, so the request counts as not sent and the usual 
 authorization flow. The same holds on httpx2 when its flow gives up for want of someone to ask
 (`AuthorizationRequired` before any answer: a step-up, or a grant gone): the usual path asks
 the caller, or refuses saying why it could not.
+An event stream the server closes before the answer, having sent an event `id`, is resumed as
+the SDK client resumes it (MCP 2025-11-25, "Resumability and Redelivery"; SSE polling): a GET
+with `Last-Event-ID`, after the server's `retry` (else a second), again each time it closes,
+until the answer comes or the call's clock runs out; two GETs failing in a row end it.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Protocol, cast
 
+import anyio
 import httpx2
 import mcp_types
 from mcp.client.streamable_http import (  # the SDK's own words for a redirect not followed
@@ -46,6 +51,10 @@ log = logging.getLogger(__name__)
 
 JsonObject = dict[str, Any]
 _REDIRECTS = (301, 302, 303, 307, 308)
+_RETRY_MS = 1000
+"""How long to wait before resuming a stream whose server said no `retry` (the SDK's wait)."""
+_RESUME_ATTEMPTS = 2
+"""How many GETs resuming a stream may fail in a row (the SDK client's count)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +116,13 @@ class HttpChannel:
         return stream_within_origin(
             self.client, "POST", self.link.url, content=body, headers=headers
         )
+
+    def resuming_headers(self, last_id: str) -> dict[str, str]:
+        """The headers of a GET that resumes an event stream after the event `last_id`: those
+        the SDK client sends (its session id, protocol version)."""
+        headers = self._headers()
+        headers["last-event-id"] = last_id
+        return headers
 
     def _headers(self) -> dict[str, str]:
         headers = {
@@ -174,10 +190,12 @@ class _Exchange:
         content_type = response.headers.get("content-type", "")
         if response.status_code != 200:
             return await self._not_ok(response, content_type)
+        channel = self._channel
         if content_type.startswith("application/json"):
-            self._messages = _Messages(response, None, self._channel.max_event_bytes)
+            self._messages = _Messages(response, None, channel.max_event_bytes, channel)
         elif content_type.startswith("text/event-stream"):
-            self._messages = _Messages(response, EventData(self._channel.max_event_bytes), 0)
+            events = EventData(channel.max_event_bytes)
+            self._messages = _Messages(response, events, 0, channel)
         else:
             return await self._not_ok(response, content_type)
         return self._messages
@@ -218,7 +236,7 @@ class _Exchange:
         else:  # another 2xx, or a content type in capitals
             json = content_type.lower().startswith("application/json")
             events = None if json else EventData(channel.max_event_bytes)
-            self._messages = _Messages(response, events, channel.max_event_bytes)
+            self._messages = _Messages(response, events, channel.max_event_bytes, channel)
         return self._messages
 
     async def _redirected(self) -> _Messages | _Said | None:
@@ -282,25 +300,32 @@ class _Said:
 
 
 class _Messages:
-    """The JSON-RPC messages of a response: one JSON body, or one per SSE event."""
+    """The JSON-RPC messages of a response: one JSON body, or one per SSE event (and those of
+    the GETs that resume an event stream the server closed)."""
 
-    __slots__ = ("_events", "_limit", "_pieces", "_ready", "_response")
+    __slots__ = ("_channel", "_events", "_limit", "_pieces", "_ready", "_response", "_resumed")
 
-    def __init__(self, response: _Response, events: EventData | None, limit: int) -> None:
+    def __init__(
+        self, response: _Response, events: EventData | None, limit: int, channel: HttpChannel
+    ) -> None:
         """`events`: None for one JSON body of at most `limit` bytes, else the reader of an
-        event stream's."""
+        event stream's; `channel`: where a closed event stream is resumed."""
         self._response: _Response | None = response
         self._events = events
         self._limit = limit
+        self._channel = channel
         self._pieces: AsyncIterator[bytes] | None = None
         self._ready: deque[bytes] = deque()
         """Events read but not yet taken."""
+        self._resumed: AbstractAsyncContextManager[httpx2.Response] | None = None
+        """The GET that resumes the event stream, if one does."""
 
     def __aiter__(self) -> _Messages:
         return self
 
     async def __anext__(self) -> JsonObject:
-        if self._events is None:  # one JSON body
+        events = self._events
+        if events is None:  # one JSON body
             response, self._response = self._response, None
             if response is None:
                 raise StopAsyncIteration
@@ -318,21 +343,56 @@ class _Messages:
             try:
                 piece = await anext(self._pieces)
             except StopAsyncIteration:
-                self._response = None
                 await self.aclose()
-                raise
+                if events.last_id is None:  # not resumable: the answer is not coming
+                    self._response = None
+                    raise
+                self._response = await self._resume(events.last_id, events.retry)
+                continue
             # An event without data primes a stream for resuming (SEP-1699): no message.
-            self._ready.extend(data for data in self._events.feed(piece) if data)
+            self._ready.extend(data for data in events.feed(piece) if data)
         data = self._ready.popleft()
         try:
             return _object(data)
         except UnicodeDecodeError:  # as an event stream is read: not UTF-8 replaced
             return _object(data.decode("utf-8", "replace"))
 
+    async def _resume(self, last_id: str, retry: int | None) -> httpx2.Response | None:
+        """The event stream the server closed, resumed after `last_id` by a GET, `retry`
+        milliseconds on (else `_RETRY_MS`); None when `_RESUME_ATTEMPTS` GETs in a row failed
+        (the server gone, or its stream no longer resumable)."""
+        channel = self._channel
+        headers = channel.resuming_headers(last_id)
+        for _ in range(_RESUME_ATTEMPTS):
+            await anyio.sleep((_RETRY_MS if retry is None else retry) / 1000)
+            resumed = stream_within_origin(channel.client, "GET", channel.link.url, headers=headers)
+            try:
+                response = await resumed.__aenter__()
+            except httpx2.HTTPError as exc:
+                log.debug("MCP server %r: could not resume a stream: %s", channel.node, exc)
+                continue
+            content_type = response.headers.get("content-type", "")
+            if response.status_code == 200 and content_type.startswith("text/event-stream"):
+                self._resumed = resumed
+                return response
+            log.debug(
+                "MCP server %r: resuming a stream was answered HTTP %d (%s)",
+                channel.node,
+                response.status_code,
+                content_type,
+            )
+            with suppress(httpx2.HTTPError):  # that answer is not wanted
+                await resumed.__aexit__(None, None, None)
+        return None
+
     async def aclose(self) -> None:
         pieces, self._pieces = self._pieces, None
         if isinstance(pieces, AsyncGenerator):
             await pieces.aclose()
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None:
+            with suppress(httpx2.HTTPError):  # what is left of it is not wanted
+                await resumed.__aexit__(None, None, None)
 
 
 async def _counted(response: _Response, limit: int) -> bytes:

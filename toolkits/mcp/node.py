@@ -58,6 +58,7 @@ from .error_text import error_text, protocol_error_result
 from .forward import Forward, call_for, cut_short, still_there, too_large
 from .forwards import Forwards
 from .listeners import Listeners
+from .long_lines import too_long_answer
 from .naming import (
     NodeTools,
     invert,
@@ -390,15 +391,18 @@ class McpToolkit(InBackground):
         nodes whose offered tools changed."""
         offered: dict[str, mcp_types.Tool] = {}
         task_only: list[str] = []
+        again: dict[str, int] = {}  # a name listed more than once: how many more times
         for tool in listing:
             if tool.name in offered:
-                self._log.warning("the server lists tool %r twice; keeping the first", tool.name)
+                again[tool.name] = again.get(tool.name, 0) + 1
             elif not is_offered(tool.name, self._config.include, self._config.exclude):
                 continue
             else:
                 offered[tool.name] = tool
                 if tool.execution is not None and tool.execution.task_support == "required":
                     task_only.append(tool.name)  # called as a task (`task_calls`)
+        if again:
+            self._warn_repeated(again)
         self._task_only = set(task_only)
         own = self._resource_tools.offer(offered, capabilities) if self._resource_tools else []
         offered.update((tool.name, tool) for tool in own)
@@ -412,6 +416,19 @@ class McpToolkit(InBackground):
         if self._resolve_names is not None:
             return self._resolve_names(self._name)
         return [self] if self.apply_names(resolve_tool_names([self.node_tools])[self._name]) else []
+
+    def _warn_repeated(self, again: Mapping[str, int]) -> None:
+        """One warning for a listing's repeated names, however many (a server whose pages
+        repeat would warn of each tool on each page)."""
+        names = ", ".join(f"{name!r} x{count + 1}" for name, count in list(again.items())[:5])
+        more = f" and {len(again) - 5} more" if len(again) > 5 else ""
+        self._log.warning(
+            "the server lists %d tool name%s more than once (%s%s); keeping the first of each",
+            len(again),
+            "" if len(again) == 1 else "s",
+            names,
+            more,
+        )
 
     def _adopt_listing(
         self, listing: Sequence[mcp_types.Tool], capabilities: mcp_types.ServerCapabilities
@@ -510,6 +527,9 @@ class McpToolkit(InBackground):
                     return error_result(error_text(exc.code, exc.message))
                 if exc.message.startswith(SDK_TOO_LARGE):
                     return error_result(too_large(self._name, self._config.max_message_bytes))
+                if (size := too_long_answer(exc.error)) is not None:  # a line (`long_lines`)
+                    limit = self._config.max_message_bytes
+                    return error_result(too_large(self._name, limit, size))
                 if too_deep_answer(exc.error):  # the message says how deep (`stdio_pipe`)
                     return error_result(f"MCP server {self._name!r} sent {exc.message}")
                 return protocol_error_result(exc.error)

@@ -23,7 +23,9 @@ meanwhile:
 Lines are split as bytes and joined once, so a result of megabytes costs one copy, not one per
 read (the SDK's reader re-joins its whole buffer with every read). A line longer than
 `max_line_bytes` (the server's `max_message_bytes`, as over HTTP) is dropped as it comes, unread,
-with a warning naming the key: a call it answered fails by its timeout.
+with a warning naming the key; the request it answers (its id read at either end of the line:
+`long_lines`) fails at once with an error saying so, on either path, and the connection reads
+on: the next line is whole.
 """
 
 from __future__ import annotations
@@ -62,7 +64,9 @@ from ..nesting import TooDeep
 from ..well_formed import well_formed
 from .answer_ids import AskedIds
 from .config import DEFAULT_MAX_MESSAGE_BYTES
+from .event_stream import AnswerTooLarge
 from .launch_text import launchable
+from .long_lines import OverLong, StrayLines, too_long_error
 from .stdio_process import spawn
 
 if TYPE_CHECKING:
@@ -161,7 +165,7 @@ class _Waiter:
         self._messages: deque[tuple[JsonObject, int]] = deque()
         self._arrived: anyio.Event | None = None
         self._ended = False
-        self._failed: TooDeep | None = None
+        self._failed: TooDeep | AnswerTooLarge | None = None
         self._feed = feed
         self._seen = feed.handed
 
@@ -175,7 +179,7 @@ class _Waiter:
         if self._arrived is not None:
             self._arrived.set()
 
-    def fail(self, error: TooDeep) -> None:
+    def fail(self, error: TooDeep | AnswerTooLarge) -> None:
         """Its answer came, but could not be read: iterating raises `error` after the rest."""
         self._failed = error
         self.end()
@@ -284,6 +288,15 @@ class Pipe:
         if waiter is None:
             return False
         waiter.fail(exc)
+        return True
+
+    def cut(self, key: str | int, error: AnswerTooLarge) -> bool:
+        """Fail the request `key` whose answer was over the limit; False when it is none of
+        theirs."""
+        waiter = self._waiters.get(key) if isinstance(key, str) else None
+        if waiter is None:
+            return False
+        waiter.fail(error)
         return True
 
     def close(self) -> None:
@@ -427,7 +440,18 @@ async def open_stdio(
     pipe = Pipe(process.stdin, read_stream, read_send.close, AskedIds(node_log))
     shutting_down = False
     writer_done = anyio.Event()
-    stray = _StrayLines(node_log, max_line_bytes)
+    stray = StrayLines(node_log, max_line_bytes)
+
+    async def dropped(line: OverLong) -> None:
+        """A line over the limit ended: said, and the request it answers told."""
+        key = line.answers()
+        stray.too_long(line.size, answers=key is not None)
+        if key is None or pipe.cut(key, AnswerTooLarge(max_line_bytes, line.size)):
+            return
+        read_stream.handed += 1
+        message = SessionMessage(too_long_error(key, line.size, max_line_bytes))
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await read_send.send(message)  # the session gone: nobody waits for it
 
     async def read_stdout() -> None:
         try:
@@ -435,7 +459,7 @@ async def open_stdio(
                 try:
                     parts: list[bytes] = []
                     held = 0  # the bytes in `parts`
-                    dropping = False  # the line coming in is over the limit: not kept
+                    dropping: OverLong | None = None  # the line coming in: over the limit
                     while True:
                         try:
                             chunk = await stdout.receive(_READ_SIZE)
@@ -447,13 +471,18 @@ async def open_stdio(
                         while (end := chunk.find(b"\n", start)) >= 0:
                             line = chunk[start:end]
                             start = end + 1
+                            if dropping is not None:
+                                dropping.add(line)
+                                await dropped(dropping)
+                                dropping = None
+                                continue
                             if parts:
                                 line = b"".join([*parts, line])
                                 parts, held = [], 0
-                            if dropping or len(line) > max_line_bytes:
-                                if not dropping:
-                                    stray.too_long()
-                                dropping = False
+                            if len(line) > max_line_bytes:
+                                whole = OverLong()
+                                whole.add(line)
+                                await dropped(whole)
                                 continue
                             if pipe.take(line):
                                 continue
@@ -468,12 +497,16 @@ async def open_stdio(
                                 await read_send.send(message)
                             except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                                 return  # the session is gone; only the drain below remains
-                        if start < len(chunk) and not dropping:
+                        if start < len(chunk) and dropping is not None:
+                            dropping.add(chunk[start:])
+                        elif start < len(chunk):
                             parts.append(chunk[start:])
                             held += len(chunk) - start
                             if held > max_line_bytes:
-                                stray.too_long()
-                                parts, held, dropping = [], 0, True
+                                dropping = OverLong()
+                                for part in parts:
+                                    dropping.add(part)
+                                parts, held = [], 0
                 finally:
                     pipe.close()
                     await _drain_stdout(process)
@@ -581,34 +614,3 @@ def too_deep_answer(error: mcp_types.ErrorData) -> bool:
     return error.code == mcp_types.INTERNAL_ERROR and error.message.startswith(
         "a result nested too deeply ("
     )
-
-
-class _StrayLines:
-    """Lines on stdout that are not JSON-RPC (a server printing its own log there): said in
-    one line each, the first few; a chatty server must not flood the gateway's log."""
-
-    SAID = 5
-
-    def __init__(self, node_log: logging.Logger, max_line_bytes: int) -> None:
-        self._log = node_log
-        self._count = 0
-        self._max_line_bytes = max_line_bytes
-
-    def too_long(self) -> None:
-        self._log.warning(
-            "the server wrote a line on stdout longer than its max_message_bytes (%d bytes): "
-            "dropped unread (a call it answers fails by its timeout)",
-            self._max_line_bytes,
-        )
-
-    def note(self, line: bytes) -> None:
-        self._count += 1
-        if self._count > self.SAID:
-            self._log.debug("a line on stdout that is not JSON-RPC: %.200r", line)
-            return
-        self._log.warning(
-            "the server wrote a line on stdout that is not JSON-RPC, ignored (servers log to "
-            "stderr): %.200r%s",
-            line.decode("utf-8", "replace"),
-            "; further such lines are logged at DEBUG" if self._count == self.SAID else "",
-        )

@@ -8,7 +8,9 @@ fetched again as the server sends it, and each entry is checked on its own:
 - a schema with no root `type` is given `"type": "object"`: a tool's arguments are always an
   object, so the tool means the same (the rest of its schema is kept as sent);
 - an entry that is still not a tool is left out, and so is a tool named `""`, which the SDK
-  takes but nothing could call by name (a model is offered none, a prefix makes it `NODE__`).
+  takes but nothing could call by name (a model is offered none, a prefix makes it `NODE__`);
+- so is a tool whose `inputSchema` is not valid JSON Schema (`schema_check`), on any page: a
+  provider that checks schemas (OpenAI) refuses a request offering it, every tool with it.
 Either is said in one warning naming the server and the tool (once while it stays so; a tool
 `include`/`exclude` leaves out is left out quietly). The other entries are the server's as
 sent, and the SDK session learns the page as if it had listed it itself.
@@ -28,6 +30,7 @@ from mcp_types import methods
 from pydantic import ValidationError
 
 from .pages import every_page
+from .schema_check import schema_fault
 
 __all__ = ["ToolListing", "sift_tools"]
 
@@ -61,10 +64,12 @@ class ToolListing:
             except ValidationError as exc:
                 if not _in_entries(exc):
                     raise
-                return await self._sifted(client, cursor, said)
-            if all(tool.name for tool in listed.tools):
-                return listed.tools, listed.next_cursor
-            return self._named(listed.tools, said), listed.next_cursor
+                tools, next_cursor = await self._sifted(client, cursor, said)
+            else:
+                tools, next_cursor = listed.tools, listed.next_cursor
+                if not all(tool.name for tool in tools):
+                    tools = self._named(tools, said)
+            return self._schema_checked(tools, said), next_cursor
 
         tools = await every_page(page, what="tools", log=self._log)
         for warning in said:
@@ -78,6 +83,24 @@ class ToolListing:
         if self._offered(""):
             said[_left_out(self._node, "tool ''", _NAMELESS)] = None
         return [tool for tool in tools if tool.name]
+
+    def _schema_checked(
+        self, tools: list[mcp_types.Tool], said: dict[str, None]
+    ) -> list[mcp_types.Tool]:
+        """`tools` but those offered whose `inputSchema` is not valid JSON Schema, each warned
+        of: a provider that checks schemas refuses a request offering one, all tools with it."""
+        kept: list[mcp_types.Tool] = []
+        for tool in tools:
+            fault = schema_fault(tool.input_schema) if self._offered(tool.name) else None
+            if fault is None:
+                kept.append(tool)
+            else:
+                said[
+                    f"MCP server {self._node!r}: tool {tool.name!r} is left out: its inputSchema "
+                    f"is not valid JSON Schema, which a provider would refuse with every tool "
+                    f"offered beside it: {fault}"
+                ] = None
+        return kept
 
     async def _sifted(self, client: Client, cursor: str | None, said: dict[str, None]) -> Page:
         session = client.session

@@ -40,6 +40,7 @@ from .config import McpServerConfig, secret_from_env
 from .lean_http import LeanHttp
 from .lean_transport import LeanPosts
 from .log_secrets import keep_out_of_logs
+from .moved_endpoint import MovedEndpoint
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
@@ -104,6 +105,12 @@ class HttpLink:
             isinstance(self.auth, StaticCredentials)
             or (isinstance(self.auth, LazyOAuth) and not self.auth.engaged)
         )
+
+    def moved(self, url: str) -> None:
+        """The endpoint moved at the connection's start (`moved_endpoint`): its requests go to
+        `url`, on httpx2 (the lean client sends to the configured URL alone)."""
+        self.url = url
+        self.lean_http = None
 
     def observe(self, request: httpx2.Request) -> None:
         headers = request.headers
@@ -398,7 +405,7 @@ async def _streamable_http(
     # The GET stream of the server's own messages: kept while quiet, made again when it fails.
     pools = event_streams(_PoolPerScheme(), partial(_get_stream_lost, name), None)
     reusing = _ReusingConnections(pools)
-    transport = LeanPosts(
+    posts = LeanPosts(
         reusing,
         lean,
         url,
@@ -408,6 +415,7 @@ async def _streamable_http(
         on_forgotten=on_forgotten,
         on_doubt=on_doubt,
     )
+    transport = MovedEndpoint(posts, url, node=name, on_moved=link.moved)
     link.sent = sent
     link.auth = await auth()
     async with (

@@ -41,8 +41,12 @@ class AnswerText:
         *,
         shaped: Collection[str] = (),
         whole: bool = False,
+        on_answered: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
         self._on_text = on_text
+        self._on_answered = on_answered
+        """Told as each model call of the run answers (a stream begins at the first: one
+        refused before it, for the context window say, is answered with its status)."""
         self._shaped = shaped
         """The agents with an output schema: their model calls' text is not the answer's."""
         self.whole = whole
@@ -84,6 +88,8 @@ class AnswerText:
                 self._handoffs.pop(event.id, None)
             elif event.kind == "model" and "tool_calls" in output:
                 self._called_tools.add(event.id)
+            if event.kind == "model" and event.phase == "end" and self._on_answered is not None:
+                await self._on_answered()
         elif event.phase == "note" and event.kind == "agent" and "handoff_failed" in output:
             self._handoff_failed(event)
         elif event.phase == "token" and event.parent_id in self._calls and output.get("answer"):

@@ -10,6 +10,10 @@ a missing or repeated `Host` is not.
 AllowedHosts.build(names, port, hosts, origins)  -> the rules (ValueError on a bad pattern)
 HostCheck(app, allowed)                          -> ASGI: 421 for a Host, 403 for an Origin
 
+A refusal is said in the words of the path's clients: a JSON-RPC error (`id` null) on `/mcp`,
+OpenAI's `{"error": {...}}` under `/v1/`, plain text elsewhere. None repeats the refused
+value: a browser page that got the value in would get it back.
+
 Each refused value is logged once, as a WARNING naming the setting that would allow it (a
 proxy in front that passes its own Host is the usual cause); after `_WARNED_LIMIT` distinct
 values one more line says the rest go unlogged, so a scanner cannot flood the log.
@@ -24,7 +28,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Literal
 
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .request_headers import every
@@ -140,6 +144,28 @@ def _pattern(pattern: re.Pattern[str], text: str, shape: str) -> _Place:
     return place
 
 
+_MCP_PATHS = ("/mcp", "/mcp/")
+_OPENAI_PREFIX = "/v1/"
+_SERVER_ERROR = -32000
+"""JSON-RPC's implementation-defined server error, as the TypeScript SDK's Host check sends."""
+
+
+def _refused(path: str, header: str, status: int, setting: str) -> Response:
+    """The refusal of a request whose `header` is not allowed, as the path's clients read one."""
+    message = (
+        f"Invalid {header} header: this server does not answer to it "
+        f"(DNS-rebinding protection; its operator can allow it with [gateway] {setting})"
+    )
+    if path in _MCP_PATHS:
+        error = {"code": _SERVER_ERROR, "message": message}
+        return JSONResponse({"jsonrpc": "2.0", "id": None, "error": error}, status)
+    if path.startswith(_OPENAI_PREFIX):
+        code = f"invalid_{header.lower()}"
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": code}
+        return JSONResponse({"error": error}, status)
+    return PlainTextResponse(message, status)
+
+
 class HostCheck:
     """ASGI middleware refusing requests whose `Host` (421) or `Origin` (403) is not allowed."""
 
@@ -163,10 +189,10 @@ class HostCheck:
         origins = [value.decode("latin-1") for value in every(scope, b"origin")]
         if len(hosts) != 1 or not self._allows_host(hosts[0]):
             self._warn("Host", [host.decode("latin-1") for host in hosts], "allowed_hosts")
-            return PlainTextResponse("Invalid Host header", status_code=421)
+            return _refused(scope["path"], "Host", 421, "allowed_hosts")
         if len(origins) > 1 or (origins and not self.allowed.allows_origin(origins[0])):
             self._warn("Origin", origins, "allowed_origins")
-            return PlainTextResponse("Invalid Origin header", status_code=403)
+            return _refused(scope["path"], "Origin", 403, "allowed_origins")
         return None
 
     def _warn(self, header: str, values: list[str], setting: str) -> None:
