@@ -32,9 +32,7 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
-import sys
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager, suppress
@@ -49,7 +47,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import (
     StdioServerParameters,
     _aclose_all,  # pyright: ignore[reportPrivateUsage]
-    _create_platform_compatible_process,  # pyright: ignore[reportPrivateUsage]
     _drain_stdout,  # pyright: ignore[reportPrivateUsage]
     _get_executable_command,  # pyright: ignore[reportPrivateUsage]
     _stop_server_process,  # pyright: ignore[reportPrivateUsage]
@@ -67,7 +64,7 @@ from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .event_stream import AnswerTooLarge
 from .launch_text import launchable
 from .long_lines import OverLong, StrayLines, too_long_error
-from .stdio_process import spawn
+from .stdio_process import started
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -356,27 +353,6 @@ class StdioLink:
         return f"; it exited with status {status}"
 
 
-def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) -> OSError:
-    """`exc` naming what was not found: uvloop's spawn names neither the command nor the
-    working directory (asyncio's names one of them)."""
-    if not isinstance(exc, FileNotFoundError | PermissionError) or exc.errno is None:
-        return exc
-    command, cwd = server.command, server.cwd
-    if cwd is not None and not os.path.isdir(cwd):
-        where = "" if os.path.isabs(cwd) else f" (relative to this process's, {os.getcwd()})"
-        return FileNotFoundError(
-            f"the server's working directory {str(cwd)!r}{where} does not exist"
-        )
-    found = command if os.sep in command else shutil.which(command, path=path)
-    if isinstance(exc, FileNotFoundError) and found is not None and os.path.exists(found):
-        return FileNotFoundError(
-            f"command {found!r} exists, but the interpreter its #! names does not"
-        )
-    if found is None:
-        return FileNotFoundError(f"command {command!r} not found on PATH")
-    return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
-
-
 _running: set[int] = set()
 """The stdio servers running in this process: each one's pid, its process group's id (the
 SDK starts each in a session of its own)."""
@@ -394,21 +370,6 @@ def kill_stdio_servers() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-async def _spawned(
-    command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
-) -> Process | FallbackProcess:
-    """The server's process, with no fd of ours but its stdio (`stdio_process`; spawned at
-    once, no await). On Windows the SDK's, shielded: cancelled while spawning (a gateway that
-    stops as it starts), it would live on unowned; spawned, the cancellation ends it."""
-    if sys.platform != "win32":
-        return spawn(command, server.args, env, errlog, server.cwd)
-    with anyio.CancelScope(shield=True):
-        return await _create_platform_compatible_process(
-            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
-        )
-    raise AssertionError("unreachable: a shield swallows no exception")
-
-
 @asynccontextmanager
 async def open_stdio(
     server: StdioServerParameters,
@@ -423,10 +384,7 @@ async def open_stdio(
     server = launchable(server)  # in an ASCII locale too
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
-    try:
-        process = await _spawned(command, server, env, errlog)
-    except OSError as exc:
-        raise _not_started(server, env.get("PATH"), exc) from None
+    process = await started(command, server, env, errlog)
     # As the SDK: no awaits from the spawn until the task group, or a cancellation delivered
     # in the gap would leak the live process.
     assert process.stdin is not None

@@ -1,4 +1,4 @@
-"""A stdio server's process on POSIX: spawned with only its stdin, stdout and stderr open.
+"""A stdio server's process: on POSIX spawned with only its stdin, stdout and stderr open.
 
 `anyio.open_process` spawns through the event loop. asyncio's loop spawns as `subprocess`
 does, closing every other fd in the child; uvloop's (the CLI's default) does not (its
@@ -13,18 +13,65 @@ the loop's readiness waits (`anyio.wait_readable`), which every backend has.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import TextIO
 
 import anyio
 import anyio.lowlevel
 from anyio.abc import ByteReceiveStream, ByteSendStream, Process
+from mcp.client.stdio import (
+    StdioServerParameters,
+    _create_platform_compatible_process,  # pyright: ignore[reportPrivateUsage]
+)
+from mcp.os.win32.utilities import FallbackProcess
 
-__all__ = ["spawn"]
+__all__ = ["spawn", "started"]
 
 _EXIT_POLL_SECONDS = 0.05
 """How often `wait` looks where the system has no pidfd to wait on (not Linux)."""
+
+
+async def started(
+    command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
+) -> Process | FallbackProcess:
+    """The server's process, with no fd of ours but its stdio (`spawn`: at once, no await). On
+    Windows the SDK's, shielded: cancelled while spawning (a gateway that stops as it starts),
+    it would live on unowned; spawned, the cancellation ends it. Raises `OSError` naming what
+    was not found."""
+    try:
+        if sys.platform != "win32":
+            return spawn(command, server.args, env, errlog, server.cwd)
+        with anyio.CancelScope(shield=True):
+            return await _create_platform_compatible_process(
+                command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
+            )
+    except OSError as exc:
+        raise _not_started(server, env.get("PATH"), exc) from None
+    raise AssertionError("unreachable: a shield swallows no exception")
+
+
+def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) -> OSError:
+    """`exc` naming what was not found: a spawn names one of the command and the working
+    directory, not always the one missing (uvloop's named neither)."""
+    if not isinstance(exc, FileNotFoundError | PermissionError) or exc.errno is None:
+        return exc
+    command, cwd = server.command, server.cwd
+    if cwd is not None and not os.path.isdir(cwd):
+        where = "" if os.path.isabs(cwd) else f" (relative to this process's, {os.getcwd()})"
+        return FileNotFoundError(
+            f"the server's working directory {str(cwd)!r}{where} does not exist"
+        )
+    found = command if os.sep in command else shutil.which(command, path=path)
+    if isinstance(exc, FileNotFoundError) and found is not None and os.path.exists(found):
+        return FileNotFoundError(
+            f"command {found!r} exists, but the interpreter its #! names does not"
+        )
+    if found is None:
+        return FileNotFoundError(f"command {command!r} not found on PATH")
+    return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
 
 
 def spawn(
