@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
+import re
 import signal
+import subprocess
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +30,10 @@ from toolkits.errors import (
     ToolTimeout,
 )
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, McpToolkitGroup
+from toolkits.mcp.answer_ids import AskedIds
 from toolkits.mcp.reconnects import Reconnects
+from toolkits.mcp.stderr_tail import StderrTail
+from toolkits.mcp.transport import _pump_stderr  # pyright: ignore[reportPrivateUsage]
 from toolkits.observation import result_text
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
@@ -153,6 +161,59 @@ async def test_a_carriage_return_progress_bar_on_stderr_costs_only_its_lines_sta
     assert said[0].startswith(r"\r[" + " " * 50 + "]   0% downloading shard 0")
     assert "done: 100%" not in said[0]  # past its first 2,000 characters
     assert said[1:3] == ["y" * 2000, "ready"]
+
+
+async def _cpu_reading(lines: list[bytes], read: Callable[[int], Awaitable[None]]) -> float:
+    """This thread's CPU seconds for `read(fd)` to read `lines`, written by a child to a pipe."""
+    script = "import sys\nsys.stderr.buffer.writelines(eval(sys.stdin.read()))\n"
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    writer = await anyio.open_process(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=None, stderr=write_fd
+    )
+    os.close(write_fd)
+    async with writer:
+        assert writer.stdin is not None
+        await writer.stdin.send(repr(lines).encode())
+        await writer.stdin.aclose()
+        began = time.thread_time()
+        await read(read_fd)
+        took = time.thread_time() - began
+    return took
+
+
+async def test_a_server_flooding_stderr_costs_little_more_than_reading_it_while_info_is_off(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A server writing 1.2 KB lines on stderr as fast as it could kept the gateway at 65-80 %
+    of a core, logging nothing (INFO off): each line was made printable for a log line not
+    written, and matched against a case-blind regex: ~50 times the CPU of reading it. Its
+    tail, quoted when it fails, is still kept."""
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    log = logging.getLogger("toolkits.mcp.flood")
+    lines = [b"noise " * 200 + b"%d\n" % i for i in range(20_000)]
+    lines[10_000] = b"Error: the disk is full\n"
+
+    async def plain(fd: int) -> None:  # the least any reader does: read, split, decode
+        try:
+            while True:
+                await anyio.wait_readable(fd)
+                with contextlib.suppress(BlockingIOError):
+                    if not (chunk := os.read(fd, 65536)):
+                        return
+                    for line in chunk.split(b"\n"):
+                        line.decode()
+        finally:
+            os.close(fd)
+
+    tail = StderrTail()
+    with anyio.fail_after(60):
+        floor = await _cpu_reading(lines, plain)
+        pumped = await _cpu_reading(lines, lambda fd: _pump_stderr(fd, log, tail))
+    assert str(tail).startswith("Error: the disk is full | ... | noise noise")
+    assert str(tail).endswith(" 19999")
+    assert not caplog.records
+    assert pumped < 12 * max(floor, 0.01), (pumped, floor)  # ~5 times; it was ~50
 
 
 async def test_a_server_that_exits_at_once_is_said_to_have_exited_with_its_status() -> None:
@@ -450,6 +511,66 @@ async def test_a_malformed_result_is_said_in_one_line_on_either_path(
     )
 
 
+BAD_UTF8_SERVER = MALFORMED_SERVER.replace(
+    """        result = {"isError": False}  # no content
+    print(""",
+    """        answer = '{"jsonrpc": "2.0", "id": %s, "result": {"content": [{"type": "text", '
+        answer %= json.dumps(message["id"])
+        sys.stdout.buffer.write(answer.encode() + b'"text": "bad \\xff\\xfe bytes"}]}}\\n')
+        sys.stdout.flush()
+        continue
+    print(""",
+)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_an_answer_that_is_not_utf8_is_read_with_replacement_characters_on_either_path(
+    tmp_path: Path, raw: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was dropped as "not JSON-RPC", and the call waited out its timeout."""
+    script = tmp_path / "latin.py"
+    script.write_text(BAD_UTF8_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=60)
+    async with McpToolkit("latin", config) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30):
+            result = await node.call_tool("bad", {})
+    assert result_text(result) == "bad \ufffd\ufffd bytes"
+    assert not result.is_error
+    assert "not JSON-RPC" not in caplog.text
+
+
+WRONG_ID_SERVER = MALFORMED_SERVER.replace(
+    """        result = {"isError": False}  # no content
+""",
+    """        message["id"] = "nope-%s" % message["id"]
+        result = {"content": [{"type": "text", "text": "lost"}]}
+""",
+)
+
+
+@pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
+async def test_an_answer_with_an_id_no_request_has_is_warned_of_naming_the_id(
+    tmp_path: Path, raw: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It was dropped without a word, even at DEBUG on our loggers: the call timed out."""
+    script = tmp_path / "wrong_id.py"
+    script.write_text(WRONG_ID_SERVER)
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=1)
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    async with McpToolkit("wrong", config) as node:
+        node.raw_calls = raw
+        with anyio.fail_after(30), pytest.raises(ToolTimeout):
+            await node.call_tool("bad", {})
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert re.fullmatch(
+        r"the server answered with id 'nope-[^']+', which no request has: dropped \(a call it "
+        r"was meant to answer waits for its timeout\)",
+        warned[0],
+    )
+
+
 EXITING_SERVER = MALFORMED_SERVER.replace(
     'result = {"isError": False}  # no content', "sys.exit(3)"
 )
@@ -505,3 +626,66 @@ async def test_attempts_told_apart_only_by_what_was_known_of_the_exit_are_one_fa
     assert [r.levelno for r in caplog.records] == [logging.WARNING] + [logging.INFO] * 2 + [
         logging.WARNING
     ]
+
+
+# Answers with its pid; at its second call it closes its stdout and lives on, reading stdin.
+STDOUT_CLOSING_SERVER = MALFORMED_SERVER.replace(
+    'result = {"isError": False}  # no content',
+    """calls = globals().get("calls", 0) + 1
+        if calls == 2:
+            os.close(1)
+            continue
+        result = {"content": [{"type": "text", "text": str(os.getpid())}]}""",
+).replace("import json, sys", "import json, os, sys")
+
+
+@pytest.mark.parametrize(
+    "anyio_backend",
+    [("asyncio", {"use_uvloop": False}), ("asyncio", {"use_uvloop": True})],
+    ids=["asyncio", "uvloop"],
+)
+async def test_a_server_that_closes_its_stdout_and_lives_on_is_gone_at_once_on_either_loop(
+    tmp_path: Path,
+) -> None:
+    """uvloop's spawn left the server copies of its own stdio ends (and every inheritable fd
+    of ours): its stdout never ended, and each call waited out its timeout. The server has
+    fds 0-2 only, under either loop, so its closed stdout ends the session at once."""
+    script = tmp_path / "closing.py"
+    script.write_text(STDOUT_CLOSING_SERVER)
+    ours = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(ours, True)  # as a shell's fds reach the gateway: no child gets it
+    config = McpServerConfig(command=sys.executable, args=[str(script)], prefix="never", timeout=60)
+    try:
+        async with McpToolkit("closing", config, backoff=Backoff(initial=0, maximum=0)) as node:
+            with anyio.fail_after(30):
+                pid = int(result_text(await node.call_tool("bad", {})))
+                assert sorted(int(fd) for fd in os.listdir(f"/proc/{pid}/fd")) == [0, 1, 2]
+                with pytest.raises(ConnectionLost, match="'closing' went away: the connection"):
+                    await node.call_tool("bad", {})
+                await node.wait_for_health(lambda health: health.state == "ready")
+                again = int(result_text(await node.call_tool("bad", {})))
+    finally:
+        os.close(ours)
+    assert again != pid
+
+
+def test_answers_to_no_request_are_warned_of_the_first_few_times_then_at_debug(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = logging.getLogger("toolkits.mcp.ids")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    ids = AskedIds(log)
+    for request_id in range(AskedIds.KEPT + 1):
+        ids.asked(request_id)
+    ids.answered("7")  # the SDK's "7" is 7
+    ids.answered(None)  # an error about a request the server could not read
+    assert not caplog.records
+    for _ in range(AskedIds.SAID + 2):
+        ids.answered(0)  # asked too long ago to be told from none
+    levels = [r.levelno for r in caplog.records]
+    assert levels == [logging.WARNING] * AskedIds.SAID + [logging.DEBUG] * 2
+    assert (
+        caplog.records[AskedIds.SAID - 1]
+        .getMessage()
+        .endswith("; further such answers are logged at DEBUG")
+    )

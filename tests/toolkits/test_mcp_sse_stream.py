@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable, Generator
 from contextlib import contextmanager
 from functools import partial
+from typing import Any
 
 import anyio
 import httpx2
@@ -186,3 +187,50 @@ async def test_a_quiet_get_stream_of_a_streamable_http_server_is_kept(
     assert "toy__extra" in names
     errors = [r for r in log.records if r.levelno >= logging.ERROR]
     assert errors == []
+
+
+async def _refusing_sse(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """A legacy SSE server's front whose event stream can give no session, by its path."""
+    if scope["type"] != "http":
+        return
+    mode = scope["path"].strip("/").split("/")[0]
+    if mode == "broken":
+        start = {"type": "http.response.start", "status": 500}
+        await send({**start, "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.body", "body": b"upstream broke"})
+        return
+    headers = [(b"content-type", b"text/event-stream")]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    if mode == "elsewhere":  # a comment, then the endpoint, in pieces (\r\n split too)
+        for piece in (
+            b": hi\r\n\r",
+            b"\nevent: endpoint\r\nda",
+            b"ta: http://127.0.0.1:9/m\r\n\r\n",
+        ):
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await anyio.sleep_forever()
+    await send({"type": "http.response.body", "body": b": closing\n\n"})
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("elsewhere", "gave an endpoint on another origin (http://127.0.0.1:9): refused"),
+        ("closing", "closed its event stream before sending its endpoint"),
+        ("broken", "answered HTTP 500 (Internal Server Error): upstream broke"),
+    ],
+)
+async def test_an_sse_stream_that_gives_no_session_fails_the_connect_at_once_saying_why(
+    mode: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An endpoint on another origin hung the connect for its whole connect_timeout (60 s)
+    after an SDK traceback, then said "TimeoutError"; a stream closed before its endpoint said
+    "RuntimeError: Child exited without calling task_status.started()"; a 500 said httpx's
+    words with an MDN link, not the server's."""
+    async with serve_on_loopback(_refusing_sse) as base:
+        config = McpServerConfig(transport="sse", url=f"{base}/{mode}/sse", connect_timeout=60)
+        with anyio.fail_after(20):
+            async with McpToolkit("s", config) as node:
+                health = await node.wait_for_health(lambda h: h.state == "failed")
+    assert health.last_error == f"EventStreamRefused: MCP server 's' {said}"
+    assert [r for r in caplog.records if r.name.startswith("mcp.")] == []  # no SDK traceback

@@ -91,3 +91,16 @@ def test_the_parts_a_config_marks_are_masked_but_a_short_one_or_a_whole_url() ->
     assert SentCredentials.of(config).mask(said) == (
         "https://mcp.zapier.com/api/mcp/s/***/mcp?tenant=***&v=v1 on port 3001"
     )
+
+
+def test_a_short_token_is_masked_only_as_a_word_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A local server's dummy token (`x`) was masked inside every word: `Child e***ited`."""
+    monkeypatch.setenv("T", "x")
+    sent = SentCredentials.of(McpServerConfig(url="http://h/mcp", bearer_token_env="T"))
+    said = "Child exited: the token x (Bearer x) was refused"
+    assert sent.mask(said) == "Child exited: the token *** (Bearer ***) was refused"
+    monkeypatch.setenv("T", "x1234567")  # 8 characters: a secret wherever it appears
+    sent = SentCredentials.of(McpServerConfig(url="http://h/mcp", bearer_token_env="T"))
+    assert sent.mask("tokx1234567en") == "tok***en"

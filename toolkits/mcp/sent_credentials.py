@@ -33,8 +33,9 @@ MASK = "***"
 _KEY_LENGTH = 16
 """The fewest characters of a path segment taken for a key (with letters and digits both)."""
 _SHORTEST_SECRET = 8
-"""The fewest characters of a marked part of a URL that is masked: no secret is shorter, and
-masking a port or `v1` everywhere would garble every message."""
+"""The fewest characters of a marked part of a URL that is masked, and of a credential masked
+inside words: no secret is shorter, and masking a port, `v1` or `x` everywhere would garble
+every message."""
 
 _CREDENTIAL_WORDS = re.compile(r"pass|pwd|secret|token|key|auth|sig|credential", re.IGNORECASE)
 """In a query parameter's name: its value is a credential (`api_key`, `token`, `sig`). The
@@ -75,12 +76,17 @@ def url_secrets(config: McpServerConfig) -> list[str]:
 class SentCredentials:
     """What a node sends as its credentials; `mask` hides them in a text."""
 
-    __slots__ = ("_said",)
+    __slots__ = ("_alone", "_said")
 
     def __init__(self, values: Iterable[str] = ()) -> None:
         forms = {form for value in values if value for form in (value, _json_escaped(value))}
         # Longest first: a password inside `user:password` must not leave `user:***`.
         self._said = tuple(sorted(forms, key=len, reverse=True))
+        self._alone = {
+            form: re.compile(rf"(?<!\w){re.escape(form)}(?!\w)")
+            for form in self._said
+            if len(form) < _SHORTEST_SECRET
+        }
 
     @classmethod
     def of(cls, config: McpServerConfig) -> SentCredentials:
@@ -108,9 +114,13 @@ class SentCredentials:
         return bool(self._said)
 
     def mask(self, text: str) -> str:
+        """`text` with each credential `***`: wherever it appears, or, one shorter than 8
+        characters, where it stands as a word of its own (a local server's dummy token, `x`,
+        masked inside words garbled every message: `Child e***ited`), as a model's key is."""
         for value in self._said:
             if value in text:
-                text = text.replace(value, MASK)
+                alone = self._alone.get(value)
+                text = alone.sub(MASK, text) if alone else text.replace(value, MASK)
         return text
 
 

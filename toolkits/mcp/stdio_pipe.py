@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import signal
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
@@ -48,7 +47,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.client.stdio import (
     StdioServerParameters,
     _aclose_all,  # pyright: ignore[reportPrivateUsage]
-    _create_platform_compatible_process,  # pyright: ignore[reportPrivateUsage]
     _drain_stdout,  # pyright: ignore[reportPrivateUsage]
     _get_executable_command,  # pyright: ignore[reportPrivateUsage]
     _stop_server_process,  # pyright: ignore[reportPrivateUsage]
@@ -56,14 +54,17 @@ from mcp.client.stdio import (
 )
 from mcp.os.win32.utilities import FallbackProcess
 from mcp.shared.message import SessionMessage
+from mcp_types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 
 from ..json_bytes import json_bytes, read_json
 from ..nesting import TooDeep
 from ..well_formed import well_formed
+from .answer_ids import AskedIds
 from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .event_stream import AnswerTooLarge
 from .launch_text import launchable
 from .long_lines import OverLong, StrayLines, too_long_error
+from .stdio_process import started
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -202,10 +203,15 @@ class Pipe:
     """The raw side of a stdio connection: the `Channel` of the calls passed through."""
 
     def __init__(
-        self, stdin: ByteSendStream, feed: _SessionFeed, on_broken: Callable[[], None]
+        self,
+        stdin: ByteSendStream,
+        feed: _SessionFeed,
+        on_broken: Callable[[], None],
+        asked: AskedIds,
     ) -> None:
         self._stdin = stdin
         self._feed = feed
+        self.asked = asked
         # Fast: no step through the event loop when free (most writes find it so).
         self._lock = anyio.Lock(fast_acquire=True)
         self._waiters: dict[str, _Waiter] = {}
@@ -218,6 +224,7 @@ class Pipe:
     ) -> AsyncGenerator[AsyncIterator[JsonObject] | None]:
         sent = False
         with self._waiting(request_id) as messages:
+            self.asked.asked(request_id)
             if not self.closed:
                 try:
                     await self.write(json_bytes(request) + b"\n")
@@ -247,7 +254,7 @@ class Pipe:
         if not self._waiters:
             return False
         try:
-            message = read_json(line)
+            message = _read_line(line)
         except TooDeep as exc:  # the request it answers fails, not the connection
             return self._unreadable(exc)
         except ValueError:
@@ -346,27 +353,6 @@ class StdioLink:
         return f"; it exited with status {status}"
 
 
-def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) -> OSError:
-    """`exc` naming what was not found: uvloop's spawn names neither the command nor the
-    working directory (asyncio's names one of them)."""
-    if not isinstance(exc, FileNotFoundError | PermissionError) or exc.errno is None:
-        return exc
-    command, cwd = server.command, server.cwd
-    if cwd is not None and not os.path.isdir(cwd):
-        where = "" if os.path.isabs(cwd) else f" (relative to this process's, {os.getcwd()})"
-        return FileNotFoundError(
-            f"the server's working directory {str(cwd)!r}{where} does not exist"
-        )
-    found = command if os.sep in command else shutil.which(command, path=path)
-    if isinstance(exc, FileNotFoundError) and found is not None and os.path.exists(found):
-        return FileNotFoundError(
-            f"command {found!r} exists, but the interpreter its #! names does not"
-        )
-    if found is None:
-        return FileNotFoundError(f"command {command!r} not found on PATH")
-    return type(exc)(exc.errno, os.strerror(exc.errno), command)  # as asyncio words it
-
-
 _running: set[int] = set()
 """The stdio servers running in this process: each one's pid, its process group's id (the
 SDK starts each in a session of its own)."""
@@ -384,18 +370,6 @@ def kill_stdio_servers() -> None:
             os.killpg(pid, signal.SIGKILL)
 
 
-async def _spawned(
-    command: str, server: StdioServerParameters, env: dict[str, str], errlog: TextIO
-) -> Process | FallbackProcess:
-    """The server's process. Shielded: cancelled while spawning (a gateway that stops as it
-    starts), it would live on unowned; spawned, the cancellation ends it as it ends any."""
-    with anyio.CancelScope(shield=True):
-        return await _create_platform_compatible_process(
-            command=command, args=server.args, env=env, errlog=errlog, cwd=server.cwd
-        )
-    raise AssertionError("unreachable: a shield swallows no exception")
-
-
 @asynccontextmanager
 async def open_stdio(
     server: StdioServerParameters,
@@ -405,14 +379,12 @@ async def open_stdio(
     max_line_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 ) -> AsyncGenerator[TransportStreams]:
     """The SDK's `stdio_client(server, errlog)` (UTF-8 only), with the `Pipe` on `link`;
-    `node_log` hears of stdout lines that are not JSON-RPC, or longer than `max_line_bytes`."""
+    `node_log` hears of stdout lines that are not JSON-RPC, or longer than `max_line_bytes`,
+    and of answers with an id no request has (`AskedIds`)."""
     server = launchable(server)  # in an ASCII locale too
     command = await _get_executable_command(server.command)
     env = get_default_environment() | (server.env or {})
-    try:
-        process = await _spawned(command, server, env, errlog)
-    except OSError as exc:
-        raise _not_started(server, env.get("PATH"), exc) from None
+    process = await started(command, server, env, errlog)
     # As the SDK: no awaits from the spawn until the task group, or a cancellation delivered
     # in the gap would leak the live process.
     assert process.stdin is not None
@@ -423,7 +395,7 @@ async def open_stdio(
     write_stream, write_receive = anyio.create_memory_object_stream[SessionMessage](0)
     # The server may still be alive when its stdin breaks: the session must see the
     # connection end rather than wait for ever on a request that was never written.
-    pipe = Pipe(process.stdin, read_stream, read_send.close)
+    pipe = Pipe(process.stdin, read_stream, read_send.close, AskedIds(node_log))
     shutting_down = False
     writer_done = anyio.Event()
     stray = StrayLines(node_log, max_line_bytes)
@@ -476,6 +448,8 @@ async def open_stdio(
                             if message is None:
                                 stray.note(line)
                                 continue
+                            if isinstance(message.message, JSONRPCResponse | JSONRPCError):
+                                pipe.asked.answered(message.message.id)
                             read_stream.handed += 1
                             try:
                                 await read_send.send(message)
@@ -504,6 +478,8 @@ async def open_stdio(
         try:
             async with write_receive:
                 async for message in write_receive:
+                    if isinstance(message.message, JSONRPCRequest):
+                        pipe.asked.asked(message.message.id)
                     data = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                     await pipe.write(data.encode() + b"\n")
         except (_Broken, anyio.ClosedResourceError, anyio.BrokenResourceError):
@@ -554,19 +530,30 @@ def _session_message(line: bytes) -> SessionMessage | None:
     message (the SDK would hand the session its error, to be logged again with no more said).
     A lone UTF-16 surrogate (JSON's `"\\ud800"`), which the SDK's reader refuses, so that the
     request it answers would wait for its timeout, is read as U+FFFD (`well_formed`); for the
-    same reason an answer nested too deeply is that request's error (`nesting`)."""
+    same reason an answer nested too deeply is that request's error (`nesting`), and bytes that
+    are not UTF-8 are read as U+FFFD (`_read_line`)."""
     adapter = mcp_types.jsonrpc_message_adapter
     try:
         return SessionMessage(adapter.validate_json(line, by_name=False))
     except ValueError:
         pass
     try:
-        value = well_formed(read_json(line))
+        value = well_formed(_read_line(line))
         return SessionMessage(adapter.validate_python(value, by_name=False))
     except TooDeep as exc:
         return _too_deep_answer(exc)
     except ValueError:  # not JSON-RPC after all
         return None
+
+
+def _read_line(line: bytes) -> Any:
+    """`read_json(line)`, bytes that are not UTF-8 read as U+FFFD: the answer is the call's,
+    which would otherwise wait for its timeout (the SDK's reader, strict by default, ends the
+    connection then; its `encoding_error_handler="replace"` reads it so too)."""
+    try:
+        return read_json(line)
+    except UnicodeDecodeError:
+        return read_json(line.decode("utf-8", "replace"))
 
 
 def _too_deep_answer(exc: TooDeep) -> SessionMessage | None:

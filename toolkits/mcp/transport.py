@@ -19,7 +19,7 @@ import shutil
 import ssl
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager, nullcontext
+from contextlib import AsyncExitStack, asynccontextmanager, nullcontext
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ from .moved_endpoint import MovedEndpoint
 from .oauth import LazyOAuth, oauth_for, redirect_mode_from_env, uses_oauth
 from .sent_credentials import SentCredentials
 from .server_requests import CallsInFlight
+from .sse_endpoint import EventStreamRefused, endpoint_guard
 from .sse_stream import KEEP_ALIVE, event_streams, sse_transport
 from .stderr_tail import StderrLines, StderrTail
 from .stdio_pipe import StdioLink, open_stdio
@@ -175,6 +176,8 @@ def config_transport(
                 _headers(config, name),
                 _auth(config, name, auth, in_flight),
                 sse_transport(on_lost or _unheard, config.sse_idle_timeout),
+                name,
+                SentCredentials.of(config),
             )
 
 
@@ -450,7 +453,12 @@ async def _sse(
     headers: dict[str, str],
     auth: Callable[[], Awaitable[httpx2.Auth | None]],
     transport: httpx2.AsyncBaseTransport,
+    name: str,
+    sent: SentCredentials,
 ) -> AsyncGenerator[TransportStreams]:
+    refused: list[str] = []  # why the event stream gave no endpoint (`sse_endpoint`)
+    transport = endpoint_guard(transport, name, sent, refused)
+
     def client(
         headers: dict[str, str] | None = None,
         timeout: httpx2.Timeout | None = None,
@@ -461,9 +469,15 @@ async def _sse(
             headers=headers, timeout=_HTTP_TIMEOUT, auth=auth, transport=transport
         )
 
-    async with sse_client(
-        url, headers=headers, auth=await auth(), httpx_client_factory=client
-    ) as streams:
+    async with AsyncExitStack() as stack:
+        try:
+            streams = await stack.enter_async_context(
+                sse_client(url, headers=headers, auth=await auth(), httpx_client_factory=client)
+            )
+        except Exception:
+            if refused:  # the SDK's "Child exited without calling task_status.started()"
+                raise EventStreamRefused(f"MCP server {name!r} {refused[0]}") from None
+            raise
         yield streams
 
 
@@ -505,7 +519,9 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
         if line:
             line = line[:_STDERR_LINE_LIMIT]
             tail.append(line)
-            log.info("stderr: %s", printable(line))  # the server's words: never obeyed
+            # Not formatted unless shown: a server flooding stderr cost most of a core so.
+            if log.isEnabledFor(logging.INFO):
+                log.info("stderr: %s", printable(line))  # the server's words: never obeyed
 
     # Bytes: a character of UTF-8 takes up to 4 of them.
     lines = StderrLines(4 * _STDERR_LINE_LIMIT)
