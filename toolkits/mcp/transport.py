@@ -498,11 +498,15 @@ async def _stdio_with_logged_stderr(
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     errlog = os.fdopen(write_fd, "w")
+    # Shielded: a connection that fails (its server exited at once, saying why on stderr)
+    # leaves this block by an exception, which cancels the task group's tasks at once: the
+    # pump, unshielded, lost the last lines that error then lacked.
+    pumping = anyio.CancelScope(shield=True)
     async with anyio.create_task_group() as tg:
         try:
             async with open_stdio(params, errlog, link, log, max_line_bytes) as streams:
                 errlog.close()  # the child holds its own copy; EOF comes when it exits
-                tg.start_soon(_pump_stderr, read_fd, log, tail)
+                tg.start_soon(_pump_stderr, read_fd, log, tail, pumping)
                 read_fd = -1  # owned by the pump now
                 yield streams
         finally:
@@ -510,10 +514,12 @@ async def _stdio_with_logged_stderr(
             if read_fd != -1:
                 os.close(read_fd)
             # The pump ends at EOF; a grandchild holding the pipe must not keep us here.
-            tg.cancel_scope.deadline = anyio.current_time() + _STDERR_DRAIN_SECONDS
+            pumping.deadline = anyio.current_time() + _STDERR_DRAIN_SECONDS
 
 
-async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
+async def _pump_stderr(
+    fd: int, log: logging.Logger, tail: StderrTail, scope: anyio.CancelScope | None = None
+) -> None:
     def emit(raw: bytes) -> None:
         line = raw.decode(errors="replace").rstrip()
         if line:
@@ -526,16 +532,17 @@ async def _pump_stderr(fd: int, log: logging.Logger, tail: StderrTail) -> None:
     # Bytes: a character of UTF-8 takes up to 4 of them.
     lines = StderrLines(4 * _STDERR_LINE_LIMIT)
     try:
-        while True:
-            await anyio.wait_readable(fd)
-            try:
-                chunk = os.read(fd, _STDERR_READ_SIZE)
-            except BlockingIOError:
-                continue
-            if not chunk:
-                break
-            for raw in lines.feed(chunk):
-                emit(raw)
+        with scope or anyio.CancelScope():
+            while True:
+                await anyio.wait_readable(fd)
+                try:
+                    chunk = os.read(fd, _STDERR_READ_SIZE)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    break
+                for raw in lines.feed(chunk):
+                    emit(raw)
     finally:
         emit(lines.finish())
         os.close(fd)
