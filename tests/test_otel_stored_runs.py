@@ -165,39 +165,47 @@ def test_a_cli_run_resumed_in_another_process_continues_its_trace(
     assert resumed_agent["parent_id"] == root["context"]["span_id"]
 
 
-ASK = ScriptedAnswer(
-    tool_calls=[ScriptedCall(name="calculator", id="c", arguments={"expression": "6 * 7"})]
-)
+def _ask(call_id: str) -> ScriptedAnswer:
+    """The model's answer asking for the calculator, which waits for approval."""
+    call = ScriptedCall(name="calculator", id=call_id, arguments={"expression": "6 * 7"})
+    return ScriptedAnswer(tool_calls=[call])
 
 
 def _gateway(
-    answer: str | ScriptedAnswer, sampler: Sampler | None = None
+    answer: str | ScriptedAnswer | ScriptedModel,
+    sampler: Sampler | None = None,
+    *,
+    traced: bool = True,
 ) -> tuple[Gateway, InMemorySpanExporter]:
-    """A gateway whose calculator waits for approval, exporting to memory: a process of its
-    own, as far as the trace goes (its tracer provider, `sampler`'s, else the default's)."""
+    """A gateway whose calculator waits for approval, exporting to memory unless not
+    `traced`: a process of its own, as far as the trace goes (its tracer provider,
+    `sampler`'s, else the default's)."""
     memory = InMemorySpanExporter()
     provider = TracerProvider(sampler=sampler)
     provider.add_span_processor(SimpleSpanProcessor(memory))
-    model = ScriptedModel([answer])
+    model = answer if isinstance(answer, ScriptedModel) else ScriptedModel([answer])
     spec = AgentSpec("assistant", model, ["calculator"], approval=ApprovalRule(["calculator"]))
     toolkit = FunctionToolkit("calculator", [calculator])
-    return Gateway([toolkit], [spec], hooks=[OtelExporter(provider)]), memory
+    hooks = [OtelExporter(provider)] if traced else []
+    return Gateway([toolkit], [spec], hooks=hooks), memory
 
 
-async def _stopped_then_resumed(tmp_path: Path, first: Gateway, then: Gateway) -> None:
-    """A stored run started on `first`, stopped as its call waits for approval (its process
-    gone), denied, then resumed on `then`."""
+async def _stopped_then_resumed(tmp_path: Path, *gateways: Gateway) -> None:
+    """A stored run started on the first of `gateways`, on each but the last stopped as its
+    call waits for approval (its process gone) and denied, then resumed on the next."""
     async with open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
-        runs.use(first)
         state = RunState(run_id=new_id(), agent="assistant", items=[AgentItem(prompt="go")])
-        with anyio.fail_after(20):
-            await runs.begin(state)
-            assert await runs.follow(state.run_id) != []  # it waits for approval
-            runs.interrupt(state.run_id)
-            with pytest.raises(GatewayError, match="interrupted"):
-                await runs.follow(state.run_id, pause=False)
-            await runs.decide(state.run_id, "tool 0 c", Decision(approved=False))
-            runs.use(then)
+        with anyio.fail_after(30):
+            for index, gateway in enumerate(gateways[:-1]):
+                runs.use(gateway)
+                await (runs.adopt(state.run_id) if index else runs.begin(state))
+                waiting = await runs.follow(state.run_id)
+                assert isinstance(waiting, list)  # its call waits for approval
+                runs.interrupt(state.run_id)
+                with pytest.raises(GatewayError, match="interrupted"):
+                    await runs.follow(state.run_id, pause=False)
+                await runs.decide(state.run_id, waiting[0].call, Decision(approved=False))
+            runs.use(gateways[-1])
             await runs.adopt(state.run_id)
             result = await runs.follow(state.run_id)
     assert isinstance(result, RunResult)
@@ -213,7 +221,7 @@ async def test_a_resumed_run_continues_under_its_first_agent_span_a_true_root(
     tmp_path: Path,
 ) -> None:
     # The model's answers so far are recorded with the run: resumed, it asks for the next.
-    (first, before), (then, after) = _gateway(ASK), _gateway("not allowed")
+    (first, before), (then, after) = _gateway(_ask("c")), _gateway("not allowed")
     await _stopped_then_resumed(tmp_path, first, then)
     root, resumed = _agent(before), _agent(after)
     assert root.parent is None  # no made-up parent that no span has
@@ -233,8 +241,66 @@ async def test_a_run_its_first_process_sampled_out_is_not_traced_when_resumed(
 ) -> None:
     """The first process's sampler (ratio 0) decides for the whole run: the resumed one,
     sampling as its parent says (the default), exports nothing either."""
-    first, before = _gateway(ASK, ParentBased(TraceIdRatioBased(0)))
+    first, before = _gateway(_ask("c"), ParentBased(TraceIdRatioBased(0)))
     then, after = _gateway("not allowed")
     await _stopped_then_resumed(tmp_path, first, then)
     assert before.get_finished_spans() == ()
     assert after.get_finished_spans() == ()
+
+
+async def test_a_run_its_first_process_did_not_trace_is_rooted_by_the_first_that_does(
+    tmp_path: Path,
+) -> None:
+    """OTel off where it started: the first process that traces it makes its root, and the
+    next one continues under that."""
+    first, _ = _gateway(_ask("c1"), traced=False)
+    (then, middle), (last, after) = _gateway(_ask("c2")), _gateway("not allowed")
+    await _stopped_then_resumed(tmp_path, first, then, last)
+    root, resumed = _agent(middle), _agent(after)
+    assert root.parent is None
+    assert root.context is not None
+    assert resumed.parent is not None
+    assert (resumed.parent.trace_id, resumed.parent.span_id) == (
+        root.context.trace_id,
+        root.context.span_id,
+    )
+
+
+class Unanswered(ScriptedModel):
+    """A model asked once, that never answers: its run stops before any checkpoint of a
+    step."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.asked = anyio.Event()
+
+    async def invoke(self, messages, tools, *, on_token=None):  # type: ignore[override]
+        self.asked.set()
+        await anyio.sleep_forever()
+
+
+async def test_a_run_stopped_while_its_model_is_first_asked_resumes_under_its_root(
+    tmp_path: Path,
+) -> None:
+    """The root's context is saved as the span opens, not with the run's first step."""
+    model = Unanswered()
+    (first, before), (then, after) = _gateway(model), _gateway("not allowed")
+    async with open_runs(f"sqlite:///{tmp_path / 'runs.sqlite'}") as runs:
+        state = RunState(run_id=new_id(), agent="assistant", items=[AgentItem(prompt="go")])
+        with anyio.fail_after(30):
+            runs.use(first)
+            await runs.begin(state)
+            await model.asked.wait()
+            runs.interrupt(state.run_id)
+            with pytest.raises(GatewayError, match="interrupted"):
+                await runs.follow(state.run_id, pause=False)
+            runs.use(then)
+            await runs.adopt(state.run_id)
+            result = await runs.follow(state.run_id)
+    assert isinstance(result, RunResult)
+    assert result.items[0].output == "not allowed"
+    root, resumed = _agent(before), _agent(after)
+    assert root.parent is None
+    assert root.context is not None
+    assert resumed.parent is not None
+    assert resumed.parent.span_id == root.context.span_id
