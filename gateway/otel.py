@@ -23,6 +23,9 @@ status has no description.
 Traces cross MCP as SEP-414 says: a served call whose `_meta` holds a W3C `traceparent`
 continues the caller's trace, and each tool call puts its span's context (and the caller's
 baggage) in the `_meta` of its request, so a gateway or server behind this one continues it.
+A span it starts with no parent (a run's agent, when no caller's trace reaches it) is a root
+made as any root is, by the tracer provider's sampler; its context is told (`root_context`)
+for a stored run to keep, so that each process resuming the run continues under it.
 
 Spans go to the tracer provider given, else the global one (`otel_export.configure_otel` sets
 one up for a command when none is).
@@ -58,6 +61,7 @@ HANDOFF = "agent_gateway.handoff"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
+_TRACE_CONTEXT = TraceContextTextMapPropagator()
 _CHAIN = "fallback("
 """How a `FallbackModel` names itself: `fallback(SPEC, SPEC, ...)`."""
 _PROVIDERS = {"gemini": "gcp.gemini", "openai-responses": "openai"}
@@ -101,6 +105,8 @@ class OtelExporter:
         """The open tool spans' server log messages: how many from each logger at each level."""
         self._handed: dict[str, list[str]] = {}
         """The open agent spans' handoffs: the agents their items were handed to, in order."""
+        self._roots: set[str] = set()
+        """The open spans started with no parent: each a trace's root (`root_context`)."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -110,6 +116,7 @@ class OtelExporter:
             span = self._spans.pop(event.id, None)
             logged = self._server_logs.pop(event.id, None)
             self._handed.pop(event.id, None)
+            self._roots.discard(event.id)
             for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
                 wait.set_attribute(APPROVAL_DECISION, "none")
                 wait.end()
@@ -161,6 +168,16 @@ class OtelExporter:
         finally:
             otel_context.detach(token)
 
+    def root_context(self, span_id: str) -> dict[str, str] | None:
+        """The W3C trace context of `span_id` if it is open and a trace's root (`OpensRoots`):
+        its trace and span ids, and whether the sampler kept it."""
+        span = self._spans.get(span_id) if span_id in self._roots else None
+        if span is None:
+            return None
+        carrier: dict[str, str] = {}
+        _TRACE_CONTEXT.inject(carrier, context=trace.set_span_in_context(span))
+        return carrier or None  # none from a no-op provider: its spans have no ids
+
     def _start(self, event: TraceEvent) -> None:
         if event.parent_id is not None:
             parent = self._contexts.get(event.parent_id)
@@ -173,6 +190,9 @@ class OtelExporter:
         attributes[RUN_ID] = event.run_id
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
+        within = otel_context.get_current() if parent is None else parent  # as start_span reads
+        if not trace.get_current_span(within).get_span_context().is_valid:
+            self._roots.add(event.id)
         # Its children inherit what its parent carries (the caller's baggage) beside the span.
         self._contexts[event.id] = trace.set_span_in_context(span, parent)
 

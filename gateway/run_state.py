@@ -118,8 +118,9 @@ class RunState(BaseModel):
     origin: RunOrigin | None = None
     """How the run was started (config, model), for resuming it."""
     caller_trace: dict[str, str] | None = None
-    """The W3C trace context the MCP client sent with its call (`traceparent`, ...): the run's
-    spans continue the client's trace, also when resumed later."""
+    """The W3C trace context the MCP client sent with its call (`traceparent`, ...), else, of
+    a stored run that no caller's trace reached, that of its top span, a trace's root (saved
+    as it opens: `RunSaver.rooted`): the run's spans continue it, also when resumed later."""
     task: bool = False
     """Started as an MCP task (a `tools/call` with `task`): the client's `tasks/*` see it.
     Written only when set: a state without it is one an earlier version (a replica not yet
@@ -284,6 +285,14 @@ class RunSaver:
             if latest is not self._written:  # else a save that came later wrote this change
                 await self._checkpoint(latest)
                 self._written = latest
+
+    async def rooted(self, trace: dict[str, str] | None) -> None:
+        """The run's top span opened as the root of the trace `trace` (`Tracer.root_context`):
+        a run whose state is kept (stored) and that continues no caller's trace saves it at
+        once (`caller_trace`), so that each process resuming it from any later stop continues
+        under that span."""
+        if trace is not None and self._checkpoint is not None and self.state.caller_trace is None:
+            await self.save(caller_trace=trace)
 
     def update(self, **update: Any) -> None:
         """Change the state without a checkpoint (the next one holds the change)."""

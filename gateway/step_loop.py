@@ -178,6 +178,7 @@ class StepLoop:
                 why_missing=partial(_why_missing, gateway, spec.tools),
             )
             saver = RunSaver(state, checkpoint, journal)
+            await saver.rooted(tracer.root_context(agent_span.id))
             finished = FinishedItems(tracer, spec.name, agent_span.id, len(state.items))
             request, response = state.request, state.response
             while True:

@@ -41,6 +41,7 @@ __all__ = [
     "JoinsMidway",
     "JsonLinesPrinter",
     "OpenSpan",
+    "OpensRoots",
     "PropagatesTrace",
     "Span",
     "ToolProgress",
@@ -49,7 +50,6 @@ __all__ = [
     "TracePrinter",
     "Tracer",
     "new_id",
-    "new_trace_context",
     "trace_context_in",
 ]
 
@@ -126,6 +126,17 @@ class PropagatesTrace(Protocol):
         ...
 
 
+@runtime_checkable
+class OpensRoots(Protocol):
+    """A hook that may open a span as the root of a trace (`OtelExporter`: a run's top span
+    when no caller's trace reaches it)."""
+
+    def root_context(self, span_id: str) -> dict[str, str] | None:
+        """The W3C trace context (`traceparent`, ...) of the open span `span_id` if it opened
+        it with no parent (its sampled flag as its sampler decided), else None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class OpenSpan:
     """A span that started and has not ended: its `start` event, and when that came
@@ -154,13 +165,6 @@ def trace_context_in(meta: Mapping[str, Any] | None) -> dict[str, str] | None:
     if not meta or not isinstance(meta.get("traceparent"), str):
         return None
     return {key: meta[key] for key in TRACE_CONTEXT_KEYS if isinstance(meta.get(key), str)}
-
-
-def new_trace_context() -> dict[str, str]:
-    """A W3C trace context of a trace of its own (a random trace id, and a parent span id no
-    span has), for a stored run no client sent one with: kept in its state as a client's is,
-    so the processes that resume it continue one trace."""
-    return {"traceparent": f"00-{uuid.uuid4().hex}-{uuid.uuid4().hex[:16]}-01"}
 
 
 def new_id() -> str:
@@ -213,6 +217,21 @@ class Tracer:
                 if isinstance(hook, PropagatesTrace):
                     carrier.update(stack.enter_context(hook.calling_from(span_id)))
             yield carrier
+
+    def root_context(self, span_id: str) -> dict[str, str] | None:
+        """The trace context of the open span `span_id` if a hook made it a trace's root
+        (`OpensRoots`): a stored run keeps it, for the processes that resume it to continue."""
+        for hook in self.hooks:
+            if not isinstance(hook, OpensRoots):
+                continue
+            try:
+                context = hook.root_context(span_id)
+            except Exception:
+                log.exception("trace hook %r failed", hook)
+                continue
+            if context:
+                return context
+        return None
 
     async def emit(self, event: TraceEvent) -> None:
         for hook in self.hooks:

@@ -49,7 +49,7 @@ from ..store_config import (
     runs_stored,
     store_option,
 )
-from ..trace import TraceHook, new_trace_context
+from ..trace import TraceHook
 from .common import (
     add_model_options,
     add_strict_option,
@@ -243,11 +243,6 @@ def terminal_console(
 async def run_stored(args: argparse.Namespace, config: Config, state: RunState, url: str) -> int:
     """`run`: `state` as a new run in the store at `url`."""
     preload_store()
-    if config.gateway.otel and state.caller_trace is None:
-        # Its spans and those of each process that resumes it make one trace, as a served
-        # run's continue its client's.
-        state = state.model_copy(update={"caller_trace": new_trace_context()})
-
     return await _drive(args, config, state, url, None, lambda runs: runs.start(state))
 
 
