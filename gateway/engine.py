@@ -380,7 +380,7 @@ class Gateway:
             await tracer.note("tool", tool.name, parent_id, slot=said, waits=waits, call=call_id)
 
         async with (
-            taken(slot, say_waiting),
+            taken(slot, say_waiting, caller.on_progress),
             tracer.span(
                 "tool",
                 tool.name,

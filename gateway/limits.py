@@ -27,7 +27,7 @@ from types import TracebackType
 
 import anyio
 
-from toolkits import ToolTimeout
+from toolkits import ProgressCallback, ToolTimeout
 
 __all__ = [
     "DEFAULT_CLIENT_LIMIT",
@@ -37,6 +37,7 @@ __all__ = [
     "PerNode",
     "Share",
     "SlotTimeout",
+    "waiting_said",
 ]
 
 DEFAULT_CLIENT_LIMIT = 16
@@ -104,6 +105,11 @@ class NodeLimits:
         return limit
 
 
+def waiting_said(why: str) -> str:
+    """What a call's progress says while it waits for a slot, for `why` (`why_waiting`)."""
+    return f"waiting for {why}"
+
+
 class Share:
     """One client's calls on one node: `async with share:` holds a slot of the node's, at most
     `quota` of them at once."""
@@ -154,6 +160,17 @@ class Share:
         tb: TracebackType | None,
     ) -> None:
         self.release()
+
+    async def take(self, progress: ProgressCallback) -> None:
+        """As `async with share:` enters (`release` once done), telling a proxied call's
+        client in `progress` why it waits, if it does: only then, off the hot path."""
+        node = self._node
+        if self.running < self.quota and node.free > 0 and not self._queue:
+            self.running += 1
+            node.free -= 1
+            return
+        await progress(0, None, waiting_said(self.why_waiting()))
+        await self._wait()
 
     def release(self) -> None:
         self.running -= 1

@@ -14,7 +14,8 @@ meanwhile, waiting for what this call is part of.
 
 Every other wait is bounded by the node's own (`NodeLimit.wait_limit`), and said: a `slot`
 note (`waiting`, with what it waits for; `taken` once it has it, or failed) that the run's
-status line and its MCP progress show.
+status line and its MCP progress show; a proxied call's client is told in its progress
+(`waiting_said`).
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from typing import Any, Protocol, cast
 
 import anyio
 
-from toolkits import Tool
+from toolkits import ProgressCallback, Tool
 
-from .limits import NodeLimit, PerNode, SlotTimeout
+from .limits import NodeLimit, PerNode, SlotTimeout, waiting_said
 from .loops import VIA_META_KEY
 
 __all__ = ["LENT_META_KEY", "Lease", "Leases", "Slot", "lent_in", "taken"]
@@ -143,12 +144,20 @@ class Leases:
 
 
 @asynccontextmanager
-async def taken(slot: Slot, say: Callable[[str | None], Awaitable[None]]) -> AsyncGenerator[None]:
+async def taken(
+    slot: Slot,
+    say: Callable[[str | None], Awaitable[None]],
+    progress: ProgressCallback | None = None,
+) -> AsyncGenerator[None]:
     """Hold `slot` for the block; while it has to wait for it, `say` what it waits for, then
-    `say(None)` once it stopped waiting (taken, failed or cancelled)."""
+    `say(None)` once it stopped waiting (taken, failed or cancelled). `progress`: a proxied
+    call's client's, told of the wait too (an agent's run tells its own from `say`'s note)."""
     if slot.would_wait:
-        await say(slot.why_waiting())
+        why = slot.why_waiting()
+        await say(why)
         try:
+            if progress is not None:
+                await progress(0, None, waiting_said(why))
             await slot.__aenter__()
         finally:
             with anyio.CancelScope(shield=True):

@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -324,10 +325,12 @@ async def test_ctrl_c_during_a_blocking_python_tool_exits_at_once(tmp_path: Path
 @pytest.mark.anyio
 @pytest.mark.integration
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("command", ["run", "call"])
 async def test_a_run_stopped_while_its_servers_start_says_nothing_ran(
-    tmp_path: Path, signum: signal.Signals
+    tmp_path: Path, signum: signal.Signals, command: str
 ) -> None:
-    """SIGTERM there exited 143 saying nothing; `--json` printed no object on either."""
+    """SIGTERM there exited 143 saying nothing; `--json` printed no object on either (`call
+    AGENT --json` printed none still)."""
     hangs = write(
         tmp_path / "hangs.py",
         "import sys, time\nprint('slow: started', file=sys.stderr, flush=True)\ntime.sleep(120)\n",
@@ -339,8 +342,12 @@ async def test_a_run_stopped_while_its_servers_start_says_nothing_ran(
         f"args = [{json.dumps(str(hangs))}]\n"
         f'[agents.a]\nmodel = "scripted:{script}"\ntools = ["slow"]\n',
     )
-    run = ["--config", str(config), "--state-dir", str(tmp_path / "runs"), "--json", "-v"]
-    code, out, err = await _interrupted_run(run, once="slow: started", signum=signum)
+    options = ["--config", str(config), "--json", "-v"]
+    if command == "run":
+        run = ["run", "go", *options, "--state-dir", str(tmp_path / "runs")]
+    else:
+        run = ["call", "a", "--args", '{"prompt": "go"}', *options]
+    code, out, err = await _interrupted_run(run, once="slow: started", signum=signum, command=[])
     assert code == 128 + signum, err
     assert "interrupted while waiting for MCP servers to start (slow): stopping them" in err
     assert re.search(r"stopped after \d+\.\d s: nothing ran", err), err
@@ -351,14 +358,18 @@ async def test_a_run_stopped_while_its_servers_start_says_nothing_ran(
 
 
 async def _interrupted_run(
-    options: list[str], *, once: str, signum: signal.Signals = signal.SIGINT
+    options: list[str],
+    *,
+    once: str,
+    signum: signal.Signals = signal.SIGINT,
+    command: Sequence[str] = ("run", "go"),
 ) -> tuple[int, str, str]:
-    """`run go OPTIONS` in a process, sent `signum` once its stderr says `once`: its exit
-    code, stdout and stderr (within 30 s)."""
-    command = [sys.executable, "-m", "gateway.cli", "run", "go", *options]
+    """`COMMAND OPTIONS` (`run go` unless told) in a process, sent `signum` once its stderr
+    says `once`: its exit code, stdout and stderr (within 30 s)."""
+    argv = [sys.executable, "-m", "gateway.cli", *command, *options]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with anyio.fail_after(30):
-        async with await anyio.open_process(command, env=env, stdin=None) as process:
+        async with await anyio.open_process(argv, env=env, stdin=None) as process:
             assert process.stderr is not None
             assert process.stdout is not None
             lines = TextReceiveStream(process.stderr)

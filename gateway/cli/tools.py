@@ -8,7 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterable, Mapping
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, NoReturn, cast
 
@@ -53,7 +53,7 @@ from .output import result_json, result_stdout
 from .results import print_result, run_error_json
 from .signals import stopping_shown
 from .stdin_text import stdin_lines
-from .stored import terminal_console
+from .stored import interrupted_at_start, terminal_console
 
 __all__ = ["register"]
 
@@ -125,7 +125,20 @@ async def _call(args: argparse.Namespace) -> int:
         arguments = _with_context(args.tool, arguments, read_context(args.context), config)
     # A local tool needs no MCP server: the call does not wait for theirs to start.
     local = args.tool in config.tools and not args.strict
+    # An agent's `--json` object, as `run`'s, also when interrupted before the servers are up.
+    starting = (
+        interrupted_at_start(
+            args,
+            None,
+            RunState(run_id=new_id(), agent=args.tool, items=[]),
+            status="failed",
+            run_id=None,
+        )
+        if args.tool in config.agents
+        else nullcontext(_nothing)
+    )
     async with (
+        starting as began,
         # As `run`'s: on a terminal, the calls in flight on stderr, an agent's answer streamed.
         terminal_console(args, asks=args.tool in config.agents and can_ask()) as console,
         open_gateway(
@@ -137,6 +150,7 @@ async def _call(args: argparse.Namespace) -> int:
             on_waiting=console.waiting_for,
         ) as gateway,
     ):
+        began()
         check_servers(gateway, strict=args.strict)
         if args.tool in gateway.agents:
             return await _call_agent(gateway, args.tool, arguments, console, as_json=args.json)
@@ -164,6 +178,10 @@ async def _call(args: argparse.Namespace) -> int:
             text = result_text(result)
             print(printable(text) if out.isatty() else text, flush=True, file=out)
     return FAILED if result.is_error else OK
+
+
+def _nothing() -> None:
+    """A tool's call says nothing of being interrupted at its start (no run to tell of)."""
 
 
 async def _call_agent(

@@ -267,7 +267,8 @@ class ChatCompletions:
         async with reply.streaming():
             try:
                 if self._stored is not None:
-                    note_stored(state.run_id)  # what its client can do if the server ends it
+                    # What its client can do if the server ends it.
+                    note_stored(self._stored, state.run_id)
                     outcome = await self._stored.start(
                         state, follower=text, hops=hops, quota=quota, asker=None, stop=gone
                     )

@@ -50,9 +50,9 @@ class RunningCalls:
     def __init__(self) -> None:
         self._scopes: set[anyio.CancelScope] = set()
         self._why: str | None = None
-        self._refusing: str | None = None
         self.refusing: str | None = None
-        """Why new calls are refused (`refuse_new`, `end_all`); None while they are taken."""
+        """Why new calls are refused (`refuse_new`, else `end_all`); None while they are
+        taken."""
         self._in_flight = 0
         self._ended: anyio.Event | None = None
         """Set once no call is in flight, while `wait_ended` waits for that."""
@@ -69,14 +69,15 @@ class RunningCalls:
         *,
         refusable: bool = True,
     ) -> _R:
-        """`await call()`; once `end_all(why)` ended it (or ended all before it began),
-        `ended(text)`: `why`, then the call's notes (`note_if_ended`) or `AGAIN`. A call that
-        begins after `refuse_new(why)` is `ended` at once, unless not `refusable` (a request
-        that waits on a call made before)."""
+        """`await call()`; once `end_all(why)` ended it, `ended(text)`: `why`, then the call's
+        notes (`note_if_ended`) or `AGAIN`. A call that begins after `refuse_new(why)` is
+        `ended` at once saying that `why` (`end_all`'s if nothing refused before), unless not
+        `refusable` (a request that waits on a call made before: `end_all`'s `why`)."""
+        if self.refusing is not None and refusable:
+            # Also after `end_all`: a call that begins then never ran, so was not cut off.
+            return ended(f"{self.refusing} {AGAIN}")
         if self._why is not None:
             return ended(f"{self._why} {AGAIN}")
-        if self._refusing is not None and refusable:
-            return ended(f"{self._refusing} {AGAIN}")
         notes: list[str] = []
         token = _notes.set(notes)
         try:
@@ -123,8 +124,7 @@ class RunningCalls:
     def refuse_new(self, why: str) -> None:
         """The server is stopping: the calls that begin from now on are answered at once,
         saying `why`; those in flight go on."""
-        self._refusing = why
-        self.refusing = self._why or why
+        self.refusing = why
 
     async def wait_ended(self) -> None:
         """Return once no call is in flight."""
@@ -136,6 +136,8 @@ class RunningCalls:
     def end_all(self, why: str) -> None:
         """The server is stopping: end every call in flight, and every call that begins from
         now on, saying `why`."""
-        self._why = self.refusing = why
+        self._why = why
+        if self.refusing is None:
+            self.refusing = why
         for scope in list(self._scopes):
             scope.cancel()

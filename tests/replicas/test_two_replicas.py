@@ -176,6 +176,8 @@ async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_ot
         path = config(tmp_path, port, body.replace("{model}", model.spec), store=store)
         async with cluster(path, port) as gateways:
             line = ""
+            told: list[str] = []
+            said_by_it: list[str] = []
 
             async def call_and_lose_it() -> None:
                 async with (
@@ -183,7 +185,10 @@ async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_ot
                     Client(streamable_http_client(gateways.url, http_client=http)) as client,
                 ):
                     with suppress(Exception):  # its replica goes under it
-                        await client.call_tool("assistant", {"prompt": "use A"})
+                        result = await client.call_tool("assistant", {"prompt": "use A"})
+                        told.extend(
+                            c.text for c in result.content if isinstance(c, types.TextContent)
+                        )
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(call_and_lose_it)
@@ -192,6 +197,7 @@ async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_ot
                 [other] = [r for r in gateways.replicas if r is not running]
                 hold.unlink()  # the call made again on the other replica goes through
                 await running.terminate()  # past the grace: the held call is cut off
+                said_by_it.extend(running.lines)
                 with anyio.fail_after(60):
                     line = await other.said("(taken over) finished")
                 tg.cancel_scope.cancel()
@@ -200,5 +206,10 @@ async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_ot
     [run] = runs_json(store)
     assert run["status"] == "succeeded"
     assert str(run["run_id"]) in line
+    # Its client was told the run goes on (it did), not to have the operator resume it.
+    [text] = told
+    assert f"Run {run['run_id']} is stored and goes on in another gateway serving its store" in text
+    assert said_by_it
+    assert not [x for x in said_by_it if "to continue it" in x]
     result = cli("runs", "show", str(run["run_id"]), "--json", "--store", store)
     assert json.loads(result.stdout)["result"]["items"][0]["output"] == "A is done"

@@ -29,6 +29,7 @@ from agent import (
 from agent.models.openai import OpenAICompatibleModel
 from gateway import AgentSpec, Gateway, RunResult
 from gateway.config import GatewaySettings
+from gateway.durable import RunInfo
 from gateway.server import HttpOptions, build_server, http_app
 from gateway.server.transports.draining import CUT_OFF, EndsCalls
 from tests.servers.asgi import serve_on_loopback
@@ -258,16 +259,19 @@ async def test_a_stored_run_that_stops_is_named_as_stored_and_resumable(
 
 
 async def test_a_stored_run_the_stopping_server_ends_is_named_in_the_stream(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A single gateway's run is left stopped (no replica takes it over): the client is told
+    its operator resumes it, and the log says how."""
     blocker = Blocker()
     spec = AgentSpec("blocked", ScriptedModel([call("wait_here")]), tools=["wait_here"])
     gateway = Gateway([blocker.node], [spec])
     body = {"model": "blocked", "messages": [QUESTION], "stream": True}
     answers: list[httpx.Response] = []
+    kept: list[RunInfo] = []
     with anyio.fail_after(60):
         async with (
-            served_with_store(gateway, tmp_path) as (base, _runs, server),
+            served_with_store(gateway, tmp_path) as (base, runs, server),
             anyio.create_task_group() as tg,
         ):
 
@@ -278,10 +282,23 @@ async def test_a_stored_run_the_stopping_server_ends_is_named_in_the_stream(
 
             tg.start_soon(end_once_running)
             answers.append(await post(base, body))
+            kept.extend(await runs.list())
     (ended,) = answers
+    (listed,) = kept
     *events, last = sse_data(ended.text)
     run_id = json.loads(events[0])["id"].removeprefix("chatcmpl-")
     said = json.loads(last)["error"]["message"]
     assert said.startswith(CUT_OFF)
-    assert f"Run {run_id} is stored and goes on where a gateway serves its store" in said
+    assert listed.run_id == run_id
+    assert listed.status == "stopped"
+    assert said.endswith(
+        f"Run {run_id} is stored where it stopped: the gateway's operator can continue it "
+        f"(agent-gateway runs resume {run_id})."
+    )
+    assert "goes on" not in said
     assert "Call again once the gateway is back" not in said
+    resume = [r.getMessage() for r in caplog.records if "to continue it" in r.getMessage()]
+    assert resume == [
+        f"run {run_id} stopped: the gateway stopped before it ended; to continue it: "
+        f"agent-gateway runs resume {run_id} --store sqlite:///{tmp_path / 'runs.sqlite'}"
+    ]

@@ -1,8 +1,9 @@
 """`serve --http` told to stop (SIGTERM, Ctrl-C) while an agent's call runs: the call gets the
 grace, its client is answered what it asks next (the SDK's `Client` lists the tools after a
 result), a new call is refused saying why, and one still running at the grace's end is
-answered with an error result that says the gateway is shutting down, in both eras; the log has
-no error in it. Real processes over HTTP."""
+answered with an error result that says the gateway is shutting down, in both eras, and one
+arriving after that is refused; the log has no error in it. Real processes over HTTP (and the
+transports' steps in process, where timing decides)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,13 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from gateway import Gateway
+from gateway.server.running_calls import AGAIN
+from gateway.server.transports.draining import CUT_OFF, SHUTTING_DOWN, Drains, EndsCalls
 from tests.durable.cli_runs import list_runs
 
 from .processes import TIMES_42, http_server, write_config
-from .support import ERAS
+from .support import ERAS, Blocker, serve
 
 pytestmark = [pytest.mark.anyio, pytest.mark.integration]
 
@@ -140,7 +144,11 @@ async def test_an_agent_call_still_running_after_the_grace_ends_with_an_error_re
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
 
-async def test_a_stored_runs_call_cut_off_names_the_run_that_goes_on(tmp_path: Path) -> None:
+async def test_a_stored_runs_call_cut_off_names_the_run_its_operator_resumes(
+    tmp_path: Path,
+) -> None:
+    """A single gateway (SQLite: no replica takes the run over) leaves the run stopped: its
+    client is told so, not to wait for it, and the log says how to resume it."""
     store = f"sqlite:///{tmp_path / 'runs.sqlite'}"
     results: list[types.CallToolResult] = []
     async with http_server(_held_call_config(tmp_path), "--store", store) as served:
@@ -157,13 +165,20 @@ async def test_a_stored_runs_call_cut_off_names_the_run_that_goes_on(tmp_path: P
                 code = await served.process.wait()
             await served.stderr_closed.wait()
     [run] = list_runs(store)
+    run_id = run["run_id"]
     [result] = results
     assert result.is_error
     [text] = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    print(text)
-    assert "agent-gateway is shutting down" in text
-    assert f'get_run {{"run_id": "{run["run_id"]}"}}' in text
+    assert text.startswith("the call to 'assistant' was stopped: agent-gateway is shutting down")
+    assert text.endswith(
+        f"Run {run_id} is stored where it stopped: the gateway's operator can continue it "
+        f"(agent-gateway runs resume {run_id})."
+    )
+    assert "goes on" not in text
     assert run["status"] == "stopped"
+    resume = [line for line in served.stderr if "to continue it" in line]
+    assert len(resume) == 1
+    assert resume[0].endswith(f"agent-gateway runs resume {run_id} --store {store}")
     assert code == 128 + signal.SIGTERM
     assert not [line for line in served.stderr if "Traceback" in line or "ERROR" in line]
 
@@ -183,3 +198,35 @@ async def test_serve_started_under_nohup_goes_on_serving_through_a_hangup(tmp_pa
     assert code == 128 + signal.SIGTERM
     stopping = [line for line in served.stderr if "agent-gateway: stopping" in line]
     assert len(stopping) == 1, served.stderr  # for the SIGTERM alone
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_a_call_after_the_grace_ended_is_refused_not_told_it_ran_out_of_time(
+    era: str,
+) -> None:
+    """Once the calls still running were ended, a new call never ran: it is refused as one
+    during the grace is. In process: the transports' own steps (`refuse_calls`, `end_calls`)."""
+    blocker = Blocker()
+    server = serve(Gateway([blocker.node], []), expose_tools=True)
+    assert isinstance(server, Drains)
+    assert isinstance(server, EndsCalls)
+    results: list[types.CallToolResult] = []
+    with anyio.fail_after(30):
+        async with Client(server, mode=era) as client:
+
+            async def call() -> None:
+                results.append(await client.call_tool("wait_here", {}))
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                await blocker.started.wait()
+                server.refuse_calls(SHUTTING_DOWN)
+                server.end_calls(CUT_OFF)
+            after = await client.call_tool("wait_here", {})
+    texts = [[c.text for c in r.content if isinstance(c, types.TextContent)] for r in results]
+    assert texts == [[f"the call to 'wait_here' was stopped: {CUT_OFF} {AGAIN}"]]
+    assert after.is_error
+    assert after.content == [
+        types.TextContent(text=f"the call to 'wait_here' was stopped: {SHUTTING_DOWN} {AGAIN}")
+    ]
+    assert blocker.cancelled.is_set()

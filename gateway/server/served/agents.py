@@ -371,7 +371,7 @@ class AgentTools:
                 asker=asker,
                 stop=cancel_requested(ctx),
             )
-        note_stored(run_id)
+        note_stored(stored, run_id)
         try:
             outcome = await following
         except (AgentError, GatewayError, ToolkitError) as exc:

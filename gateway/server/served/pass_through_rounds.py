@@ -130,26 +130,28 @@ class Rounds:
             assert context.on_progress is not None
             assert context.answer is not None
             # Held for the whole call, across its rounds, as the usual path holds it.
-            async with share:
-                try:
-                    return await forward.call(
-                        call.arguments,
-                        meta=context.meta or {},
-                        on_progress=context.on_progress,
-                        on_log=server_log,
-                        answer=context.answer,
-                        answerable=context.answerable,
-                        owner=context.owner,
-                        scope=scope,
-                        yield_after=context.yield_after,
-                    )
-                except MCPError as exc:  # the server's error: kept for a retry's answer too
-                    return protocol_error_result(exc.error)
-                except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
-                    failed = error_result(
-                        f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc}"
-                    )
-                    return failed.model_dump(mode="json", by_alias=True, exclude_none=True)
+            await share.take(context.on_progress)
+            try:
+                return await forward.call(
+                    call.arguments,
+                    meta=context.meta or {},
+                    on_progress=context.on_progress,
+                    on_log=server_log,
+                    answer=context.answer,
+                    answerable=context.answerable,
+                    owner=context.owner,
+                    scope=scope,
+                    yield_after=context.yield_after,
+                )
+            except MCPError as exc:  # the server's error: kept for a retry's answer too
+                return protocol_error_result(exc.error)
+            except ToolkitError as exc:  # down, lost, timed out: as the usual path says it
+                failed = error_result(
+                    f"tool {forward.tool!r} (node {forward.node!r}) failed: {exc}"
+                )
+                return failed.model_dump(mode="json", by_alias=True, exclude_none=True)
+            finally:
+                share.release()
 
         return work
 

@@ -313,8 +313,11 @@ class Passing:
                         share=share,
                     )
                 else:
-                    async with share:  # as the usual path holds it
+                    await share.take(progress)  # as the usual path holds it, and says a wait
+                    try:
                         result = await forwarded()
+                    finally:
+                        share.release()
             except MCPError as exc:  # the server's JSON-RPC error (or a refused round)
                 error = exc.error
             except ToolkitError as exc:  # down, lost, timed out: as the usual path says it

@@ -62,12 +62,21 @@ def stopped(agent: str, exc: Exception) -> str:
     )
 
 
-def note_stored(run_id: str) -> None:
-    """What a client whose call the server ends (it is stopping) can do about its stored run."""
-    note_if_ended(
-        f"Run {run_id} is stored and goes on where a gateway serves its store: "
-        f'get_run {{"run_id": "{run_id}"}} gives its answer.'
-    )
+def note_stored(stored: StoredAgentRuns, run_id: str) -> None:
+    """What a client whose call the server ends (it is stopping) can do about its stored run:
+    a replica on a shared store hands its runs over (another finishes them); any other
+    gateway leaves the run stopped, for its operator to resume (`StoredAgentRuns.follow`
+    logs how)."""
+    if stored.runs.replica:
+        note_if_ended(
+            f"Run {run_id} is stored and goes on in another gateway serving its store: "
+            f'get_run {{"run_id": "{run_id}"}} gives its answer.'
+        )
+    else:
+        note_if_ended(
+            f"Run {run_id} is stored where it stopped: the gateway's operator can continue it "
+            f"(agent-gateway runs resume {run_id})."
+        )
 
 
 async def stored_failure(

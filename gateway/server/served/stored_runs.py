@@ -232,6 +232,16 @@ class StoredAgentRuns:
                 # after): answered once the run has unwound, so that nothing of the request
                 # (its spans, its calls' cancellations) outlives the answer.
                 await self.runs.interrupt_and_wait(run_id, within=UNWIND_WAIT)
+                if self._running.ended is not None and not self.runs.replica:
+                    # Nobody takes it over (a replica's runs go on in another): the
+                    # operator resumes it, as its client was told (`note_stored`).
+                    _log.warning(
+                        "run %s stopped: the gateway stopped before it ended; to continue "
+                        "it: agent-gateway runs resume %s%s",
+                        run_id,
+                        run_id,
+                        self.store_option,
+                    )
             raise
         finally:
             if relay is not None:
