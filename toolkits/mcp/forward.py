@@ -387,7 +387,8 @@ class _Exchange:
                 if "method" not in message:
                     if message.get("id") == request_id:
                         return message
-                    raise StrayAnswer(message.get("id"))  # on the call's own messages
+                    if "jsonrpc" in message and "id" in message:  # not an HTTP error's body
+                        raise StrayAnswer(message["id"])  # on the call's own messages
                 await forward.handle_message(
                     message, request_id, self.deadline, self.on_progress, self.on_log, self.answer
                 )
