@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import JsonValue
 
@@ -257,7 +258,8 @@ def repeat_notice(
     """The observation for a call repeated too often, or None when it may run. `earlier`: the
     calls before it in its answer, of which an identical one runs once (at the same moment no
     clock or search answers otherwise, and a side effect would happen twice)."""
-    same = [s for s in steps if s.tool == call.name and s.tool_input == call.arguments]
+    key = _arguments_key(call.arguments)
+    same = [s for s in steps if s.tool == call.name and _arguments_key(s.tool_input) == key]
     if len(same) <= REPEATS_RUN:
         first = next((c for c in earlier if _same_call(c, call)), None)
         if first is None:
@@ -282,7 +284,18 @@ def repeat_notice(
 def _same_call(one: ToolCall, other: ToolCall) -> bool:
     """Identical calls (arguments not JSON are told so, never the same as `{}`)."""
     readable = one.invalid_arguments is None and other.invalid_arguments is None
-    return readable and (one.name, one.arguments) == (other.name, other.arguments)
+    return (
+        readable
+        and one.name == other.name
+        and _arguments_key(one.arguments) == _arguments_key(other.arguments)
+    )
+
+
+def _arguments_key(arguments: Mapping[str, Any]) -> str:
+    """Arguments as JSON with sorted keys: identical as the tool would get them. Python's `==`
+    took `true` for `1` and `1.0` for `1`, so a call the tool never got was told another's
+    result."""
+    return json.dumps(arguments, sort_keys=True, default=str)
 
 
 def with_unique_call_ids(

@@ -297,9 +297,10 @@ class ToolsAgent:
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:
             if fails_only_its_item(exc) and not self.options.refusal_stops:
-                # Not sent at all when it would not fit the window: say so, not "rejected",
-                # and by code, for a client that trims its conversation and asks again.
-                code = "context_length_exceeded" if exceeds_context_window(exc) else None
+                # Unsent when it would not fit the window: said so, not "rejected"; by code
+                # for a client to trim and ask again, unless this run's results overflowed it.
+                trim = exceeds_context_window(exc) and not steps
+                code = "context_length_exceeded" if trim else None
                 unsent = isinstance(exc, ContextWindowExceeded)
                 error = str(exc) if unsent else f"the model rejected the request: {exc}"
                 result = ItemResult(error=error, error_code=code, steps=steps)

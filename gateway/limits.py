@@ -138,7 +138,7 @@ class Share:
         node = self._node
         if self.running >= self.quota:
             return (
-                f"this client's {self.quota} calls on {node.name!r} are all running "
+                f"one of this client's {self.quota} running calls on {node.name!r} to end "
                 "([gateway] max_concurrency)"
             )
         return f"a free slot of {node.name!r} (max_concurrency {node.capacity})"

@@ -402,6 +402,23 @@ async def test_an_identical_call_within_one_answer_runs_once() -> None:
     assert "4 times. Its result was: result" in told
 
 
+async def test_calls_alike_only_to_pythons_equality_are_not_identical() -> None:
+    """`true`, `1` and `1.0` are other arguments to a tool (JSON Schema's `boolean` refuses
+    `1`): compared with `==`, two of these three were told the first one's result, unrun."""
+    values: list[JsonValue] = [1, True, 1.0, 0, False]
+    many = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(id=f"c{n}", name="calculator", arguments={"expression": value})
+            for n, value in enumerate(values)
+        ]
+    )
+    agent = ToolsAgent(model=ScriptedModel([many, "done"]), tools=[CALC])
+    request = await agent.step(ITEM)
+    assert isinstance(request, EngineRequest)
+    assert [a.input["expression"] for a in request.actions] == values
+    assert [type(a.input["expression"]) for a in request.actions] == [int, bool, float, int, bool]
+
+
 class CutOff(ScriptedModel):
     """Its answers with calls end at the token limit, the last call's arguments unfinished."""
 
@@ -674,6 +691,31 @@ async def test_an_item_over_the_context_window_fails_with_its_code_kept_in_versi
     assert kept.metadata.finished_items[0].error_code == "context_length_exceeded"
     rejected = ItemResult(error="the model rejected the request: HTTP 400")
     assert "error_code" not in rejected.model_dump_json()  # written only when set
+
+
+class _OverflowedByResults(_Windowed):
+    """The question fits; a tool's result does not."""
+
+    async def invoke(
+        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], **_: object
+    ) -> AssistantMessage:
+        if any(isinstance(m, ToolMessage) and m.content == "huge" for m in messages):
+            raise ContextWindowExceeded("windowed: the request would not fit its window")
+        return await self._scripted.invoke(messages, tools)
+
+
+async def test_a_window_overflowed_by_the_runs_own_tool_results_has_no_code() -> None:
+    """`context_length_exceeded` tells a client to trim its conversation and ask again: when
+    the run's own tool results overflowed it, trimming would run the tools again, to fail the
+    same way. The item fails with the reason, and no code."""
+    agent = ToolsAgent(model=_OverflowedByResults(), tools=[CALC])
+    request = await agent.step([AgentItem(prompt="short")])
+    assert isinstance(request, EngineRequest)
+    result = await agent.step([AgentItem(prompt="short")], answer_all(request, "huge"))
+    assert isinstance(result, AgentResult)
+    failed = result.items[0]
+    assert failed.error == "windowed: the request would not fit its window"
+    assert failed.error_code is None
 
 
 async def test_a_run_stored_before_failed_calls_were_marked_resumes() -> None:

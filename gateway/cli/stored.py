@@ -341,7 +341,7 @@ async def _drive(
                     call = f"{state.run_id} {shlex.quote(request.short)}{_store_option(args, url)}"
                     console.say(
                         f"waiting for approval: {request.tool} {said}\n"
-                        f"  agent-gateway runs approve {call}\n"
+                        f"  agent-gateway runs approve {call} [--message TEXT]\n"
                         f"  agent-gateway runs deny {call} [--message TEXT]"
                     )
                     if args.no_wait:

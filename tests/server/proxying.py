@@ -25,6 +25,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import FileUrl
 
 from gateway import ApprovalRule, Gateway
+from gateway.limits import waiting_said
 from gateway.server import HttpOptions, http_app
 from gateway.server.served.pass_through import PassThrough
 from tests.servers.asgi import serve_on_loopback
@@ -329,3 +330,9 @@ async def gateway_front(
         async with serve_on_loopback(app) as base:
             layers = [layer for layer in app.state.layers if isinstance(layer, PassThrough)]
             yield f"{base}/mcp", layers[0] if layers else None, node
+
+
+def waiting_notice(message: object) -> bool:
+    """Whether a progress `message` is the gateway's own, said while a call waited for a
+    slot (`max_concurrency`): 20 calls at once meet the client's share of 16."""
+    return isinstance(message, str) and message.startswith(waiting_said(""))

@@ -17,7 +17,7 @@ from .support import ERAS, call, serve
 
 pytestmark = pytest.mark.anyio
 
-WHY = "this client's 2 calls on 'hold' are all running ([gateway] max_concurrency)"
+WHY = "one of this client's 2 running calls on 'hold' to end ([gateway] max_concurrency)"
 
 
 class Holder:

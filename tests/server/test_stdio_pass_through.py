@@ -26,7 +26,13 @@ from toolkits import result_text
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
 
-from .proxying import LEVELS_HEARD, ClientAnswers, answers_by_name, heard_at_levels
+from .proxying import (
+    LEVELS_HEARD,
+    ClientAnswers,
+    answers_by_name,
+    heard_at_levels,
+    waiting_notice,
+)
 from .stdio_fronts import StdioFront, stdio_front
 from .test_pass_through import CALLS, NODE_PROTOCOLS, Downstream, Heard, answered_each
 from .test_pass_through_sessions import (
@@ -430,6 +436,8 @@ async def _answers(
     for message in lines:
         if message.get("method") == "notifications/progress":
             params = message["params"]
+            if waiting_notice(params.get("message")):
+                continue  # the gateway's own, while the call waited for a slot
             progress.setdefault(params["progressToken"], []).append(params["progress"])
         elif "method" not in message:
             assert message["id"] not in answers, message
