@@ -3,12 +3,12 @@
 A provider that validates tool schemas (OpenAI does) refuses the whole request over one bad
 tool, so every tool an agent has would go with it. `schema_fault` says what is wrong with a
 schema, or None:
-- checked against the meta-schema of its `$schema` (draft 2020-12 when it names one jsonschema
-  does not know; when it names none, 2020-12, draft-07 or draft-04, whichever takes it), with `pattern` and `patternProperties` keys checked as regular
-  expressions: ECMA 262 ones, which servers written in JavaScript send (`\\p{L}`,
-  `(?<name>...)`, `\\u{1F600}`), are taken too;
+- checked against the meta-schema of its `$schema`; when it names none (or one jsonschema does
+  not know), 2020-12, draft-07 or draft-04, whichever takes it. A `pattern` is not read: it is
+  ECMA 262's regex (`[\\w-.]`, lookbehinds), which no Python reader takes whole;
 - a local `$ref` (`#/...`, `#anchor`) that points at nothing in the schema is a fault; one
-  elsewhere (a URL) is not looked at, nor is any `$ref` under a nested `$id` (its base moved).
+  elsewhere (a URL) is not looked at, nor is any `$ref` under a nested `$id` (its base moved)
+  or in a vendor's `x-` keyword (data, to the schema).
 Unknown keywords, any `format` value and draft-07 `definitions` are valid, as they are to the
 meta-schemas; a schema nested deeper than the checks can descend (about 100 levels) is taken
 unchecked. Answers are kept by the schema's content, so listing 2,000 tools again checks
@@ -20,7 +20,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 from collections.abc import Iterator
 from typing import Any, cast
 from urllib.parse import unquote
@@ -36,17 +35,6 @@ _SAID_CHARS = 200
 
 # Keywords whose values are instances, not schemas: a "$ref" key inside them is data.
 _DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples", "example"})
-
-# ECMA 262 forms Python's `re` lacks, each replaced by one it reads the same way (for the
-# question asked here, whether the pattern is well formed).
-_ECMA_ONLY = (
-    (re.compile(r"\\[pP]\{[A-Za-z0-9_=]+\}"), "."),
-    (re.compile(r"\\u\{[0-9A-Fa-f]+\}"), "."),
-    (re.compile(r"\\c[A-Za-z]"), "."),
-    (re.compile(r"\(\?<([A-Za-z_]\w*)>"), r"(?P<\1>"),
-    (re.compile(r"\\k<([A-Za-z_]\w*)>"), r"(?P=\1)"),
-    (re.compile(r"\[\^\]"), r"[\\s\\S]"),
-)
 
 
 def schema_fault(schema: dict[str, Any]) -> str | None:
@@ -73,17 +61,14 @@ def _meta_fault(schema: dict[str, Any]) -> str | None:
     from jsonschema import exceptions, validators
 
     latest = validators.Draft202012Validator
-    named = schema.get("$schema")
-    chosen: Any = (
-        validators.validator_for(schema, default=latest)  # pyright: ignore[reportUnknownMemberType]
-        if isinstance(named, str)
-        else latest
-    )
+    # None for a `$schema` jsonschema does not know (a misspelt or alias URI): as if unnamed.
+    named: Any = validators.validator_for(schema, default=cast(Any, None))  # pyright: ignore[reportUnknownMemberType]
+    chosen: Any = named or latest
     best: Any = exceptions.best_match  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     error: Any = best(_checker_of(chosen).iter_errors(schema))
     if error is None:
         return None
-    if chosen is latest and named is None:
+    if named is None:
         # A schema naming no draft may be written to an older one (JavaScript servers send
         # draft-07 tuples, `items: [...]`), which the providers' schemas are made from.
         older = (validators.Draft7Validator, validators.Draft4Validator)
@@ -95,17 +80,15 @@ def _meta_fault(schema: dict[str, Any]) -> str | None:
 
 @functools.cache
 def _checker_of(chosen: Any) -> Any:
-    """A validator of schemas of the draft `chosen` (its meta-schema's), `regex` the one
-    format it checks (`_regex`): the others the meta-schemas name are URIs, which jsonschema
-    checks only with optional packages installed."""
-    from jsonschema import FormatChecker, validators
+    """A validator of schemas of the draft `chosen` (its meta-schema's), checking no format:
+    a `pattern` is ECMA 262's regex, which no Python reader takes whole (`[\\w-.]`, a
+    lookbehind JavaScript allows), so one that reads badly here may be a server's good one."""
+    from jsonschema import validators
 
-    formats = FormatChecker(formats=())
-    formats.checks("regex", raises=re.error)(_regex)
     if chosen is validators.Draft202012Validator:
-        return chosen(_flat_2020_12(), format_checker=formats)
+        return chosen(_flat_2020_12())
     meta: Any = validators.validator_for(chosen.META_SCHEMA, default=chosen)  # pyright: ignore[reportUnknownMemberType]
-    return meta(chosen.META_SCHEMA, format_checker=formats)
+    return meta(chosen.META_SCHEMA)
 
 
 def _flat_2020_12() -> dict[str, Any]:
@@ -145,20 +128,6 @@ def _to_root(node: object) -> object:
     return out
 
 
-def _regex(pattern: object) -> bool:
-    """Whether `pattern` is a well-formed regular expression, ECMA 262's forms included.
-    Raises `re.error` for one that is not."""
-    if not isinstance(pattern, str):
-        return True  # the meta-schema's own `type` says so
-    try:
-        re.compile(pattern)
-    except re.error:
-        for form, same in _ECMA_ONLY:
-            pattern = form.sub(same, pattern)
-        re.compile(pattern)
-    return True
-
-
 def _dangling_ref(schema: dict[str, Any]) -> str | None:
     refs = list(_refs(schema, []))
     anchors = set(_anchors(schema)) if refs else set[str]()
@@ -188,7 +157,7 @@ def _refs(node: object, at: list[str | int]) -> Iterator[tuple[str, list[str | i
     if isinstance(ref, str):
         yield ref, [*at, "$ref"]
     for key, value in fields.items():
-        if key not in _DATA_KEYWORDS:
+        if key not in _DATA_KEYWORDS and not key.startswith("x-"):
             yield from _refs(value, [*at, key])
 
 
