@@ -667,10 +667,13 @@ class _Windowed:
     def __init__(self) -> None:
         self._scripted = ScriptedModel([call("calculator", expression="1+1")])
 
+    def overflows(self, messages: Sequence[ChatMessage]) -> bool:
+        return any(isinstance(m, UserMessage) and m.content == "long" for m in messages)
+
     async def invoke(
         self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], **_: object
     ) -> AssistantMessage:
-        if any(isinstance(m, UserMessage) and m.content == "long" for m in messages):
+        if self.overflows(messages):
             raise ContextWindowExceeded("windowed: the request would not fit its window")
         return await self._scripted.invoke(messages, tools)
 
@@ -696,12 +699,8 @@ async def test_an_item_over_the_context_window_fails_with_its_code_kept_in_versi
 class _OverflowedByResults(_Windowed):
     """The question fits; a tool's result does not."""
 
-    async def invoke(
-        self, messages: Sequence[ChatMessage], tools: Sequence[ToolDefinition], **_: object
-    ) -> AssistantMessage:
-        if any(isinstance(m, ToolMessage) and m.content == "huge" for m in messages):
-            raise ContextWindowExceeded("windowed: the request would not fit its window")
-        return await self._scripted.invoke(messages, tools)
+    def overflows(self, messages: Sequence[ChatMessage]) -> bool:
+        return any(isinstance(m, ToolMessage) and m.content == "huge" for m in messages)
 
 
 async def test_a_window_overflowed_by_the_runs_own_tool_results_has_no_code() -> None:
