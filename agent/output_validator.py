@@ -122,7 +122,17 @@ async def validated_answer(
     returns it. Raises `ModelRetry` (refused) or `ValidatorFailed` (it failed, or returned
     what is no answer)."""
     given = answer.content if value is NOT_AN_ANSWER else cast(JsonValue, value)
-    returned = await run_validator(validator, given, info)
+    try:
+        returned = await run_validator(validator, given, info)
+    except ModelRetry as refused:
+        # Of several `final_result` calls, the first the validator takes is the answer.
+        if output is not None:
+            for other in _later_answers(output, answer):
+                try:
+                    return answer, await validated_value(validator, output, other, info)
+                except ModelRetry:
+                    continue
+        raise refused from None
     if output is None:
         if not isinstance(returned, str):
             raise ValidatorFailed(
@@ -133,13 +143,39 @@ async def validated_answer(
             return answer, value
         # A new message: the provider's raw payload holds the text as the model wrote it.
         return AssistantMessage(content=returned, usage=answer.usage), value
+    return answer, _fitted(validator, output, returned)
+
+
+async def validated_value(
+    validator: OutputValidator, output: OutputSchema, value: JsonValue, info: AnswerInfo
+) -> JsonValue:
+    """`value` (one that fits `output`) as `validator` returns it. Raises as
+    `validated_answer`."""
+    return _fitted(validator, output, await run_validator(validator, value, info))
+
+
+def _fitted(validator: OutputValidator, output: OutputSchema, returned: JsonValue) -> JsonValue:
     try:  # what it returns is the run's output: it must still fit the schema
-        return answer, output.validate(returned)
+        return output.validate(returned)
     except (OutputInvalid, TypeError, ValueError) as exc:
         raise ValidatorFailed(
             f"the output validator {_name(validator)} returned an answer that does not fit "
             f"the output schema: {exc}"
         ) from None
+
+
+def _later_answers(output: OutputSchema, answer: AssistantMessage) -> list[JsonValue]:
+    """The values of `answer`'s `final_result` calls that fit `output`, but the first (the one
+    `structured_answer` took): the model's other answers in the same message."""
+    fitting: list[JsonValue] = []
+    for call in answer.tool_calls:
+        if call.name != FINAL_RESULT_TOOL or call.invalid_arguments is not None:
+            continue
+        try:
+            fitting.append(output.from_call(call.arguments))
+        except OutputInvalid:
+            continue
+    return fitting[1:]
 
 
 def told_again(

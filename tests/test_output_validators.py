@@ -21,6 +21,7 @@ from agent import (
     ModelRetry,
     OutputSchema,
     ScriptedAnswer,
+    ScriptedCall,
     ScriptedModel,
     SessionMemory,
     ToolMessage,
@@ -62,6 +63,28 @@ async def test_a_refused_answer_goes_back_with_the_validators_message_and_is_fix
         "Error: the answer was not accepted: a total cannot be negative: refunds are not sold. "
         f"Call {FINAL_RESULT_TOOL} again with a corrected answer."
     )
+
+
+async def test_of_several_final_results_the_first_the_validator_takes_is_the_answer() -> None:
+    """Once only the first that fit the schema went to the validator: its refusal failed the
+    item (no retries left) though a later call of the same answer was a good one."""
+    seen: list[JsonValue] = []
+
+    def check(answer: JsonValue) -> JsonValue:
+        seen.append(answer)
+        return no_refunds(answer)
+
+    several = ScriptedAnswer(
+        tool_calls=[
+            ScriptedCall(name=FINAL_RESULT_TOOL, arguments={"total": total})
+            for total in ("x", -3, 5.004, 7)
+        ]
+    )
+    model = ScriptedModel([several])
+    result = await shop(model, check, retries=0).run("shop", "How much?")
+    assert (result.error, result.structured) == (None, {"total": 5.0})
+    assert seen == [{"total": -3}, {"total": 5.004}]  # the schema's misfit never asked
+    assert len(model.calls) == 1
 
 
 async def test_refusals_and_schema_errors_share_one_retry_budget() -> None:
