@@ -19,7 +19,7 @@ Both write draft-07 tuples (`items` as a list) as 2020-12 `prefixItems`, and dro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -241,32 +241,31 @@ def _top_down(
 def _refs_in(node: Any) -> list[_Definition]:
     """The definitions the `$ref`s in `node` name, once per `$ref`."""
     found: list[_Definition] = []
-    pending = [node]
-    while pending:
-        at = pending.pop()
-        if is_arr(at):
-            pending += at
-        elif is_obj(at):
-            ref = at.get("$ref")
-            definition = _definition(ref) if isinstance(ref, str) else None
-            found += [definition] if definition else []
-            pending += [v for k, v in at.items() if k not in ("$defs", "definitions")]
+    for at in _objects(node, _DEFINITION_GROUPS):
+        ref = at.get("$ref")
+        definition = _definition(ref) if isinstance(ref, str) else None
+        found += [definition] if definition else []
     return found
 
 
 def _nodes(node: Any, *, within_defs: bool = False) -> int:
     """The JSON objects in `node`, but for the definitions under it (unless `within_defs`)."""
-    skipped = () if within_defs else ("$defs", "definitions")
-    count = 0
+    return sum(1 for _ in _objects(node, () if within_defs else _DEFINITION_GROUPS))
+
+
+_DEFINITION_GROUPS = ("$defs", "definitions")
+
+
+def _objects(node: Any, skipped: tuple[str, ...]) -> Iterator[JSONObject]:
+    """Every JSON object in `node`, itself included, but under the keys `skipped`."""
     pending = [node]
     while pending:
         at = pending.pop()
         if is_arr(at):
             pending += at
         elif is_obj(at):
-            count += 1
+            yield at
             pending += [v for k, v in at.items() if k not in skipped]
-    return count
 
 
 def _said_open(siblings: JSONObject, ref: str) -> JSONObject:
