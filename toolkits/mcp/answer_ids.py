@@ -15,6 +15,8 @@ from collections import OrderedDict
 from mcp.shared.dispatcher import coerce_request_id
 from mcp_types import RequestId
 
+from .few_warnings import FewWarnings
+
 __all__ = ["AskedIds"]
 
 
@@ -23,12 +25,11 @@ class AskedIds:
     that timed out, is to one of them)."""
 
     KEPT = 4096
-    SAID = 5
+    SAID = FewWarnings.SAID
 
     def __init__(self, log: logging.Logger) -> None:
-        self._log = log
         self._ids: OrderedDict[RequestId, None] = OrderedDict()
-        self._said = 0
+        self._strays = FewWarnings(log, "answers")
 
     def asked(self, request_id: RequestId) -> None:
         self._ids[coerce_request_id(request_id)] = None  # "7" is 7, as the SDK correlates
@@ -40,13 +41,8 @@ class AskedIds:
         not read, which names none)."""
         if request_id is None or coerce_request_id(request_id) in self._ids:
             return
-        self._said += 1
-        if self._said > self.SAID:
-            self._log.debug("an answer with id %.100r, which no request has: dropped", request_id)
-            return
-        self._log.warning(
+        self._strays.warn(
             "the server answered with id %.100r, which no request has: dropped (a call it was "
-            "meant to answer waits for its timeout)%s",
+            "meant to answer waits for its timeout)",
             request_id,
-            "; further such answers are logged at DEBUG" if self._said == self.SAID else "",
         )

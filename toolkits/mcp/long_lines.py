@@ -25,6 +25,8 @@ import re
 
 import mcp_types
 
+from .few_warnings import FewWarnings
+
 __all__ = ["OverLong", "StrayLines", "too_long_answer", "too_long_error"]
 
 _ENDS = 512
@@ -102,11 +104,9 @@ class StrayLines:
     """Lines on stdout that are not JSON-RPC (a server printing its own log there): said in
     one line each, the first few; a chatty server must not flood the gateway's log."""
 
-    SAID = 5
-
     def __init__(self, node_log: logging.Logger, max_line_bytes: int) -> None:
         self._log = node_log
-        self._count = 0
+        self._strays = FewWarnings(node_log, "lines")
         self._max_line_bytes = max_line_bytes
 
     def too_long(self, size: int, *, answers: bool) -> None:
@@ -121,13 +121,8 @@ class StrayLines:
         )
 
     def note(self, line: bytes) -> None:
-        self._count += 1
-        if self._count > self.SAID:
-            self._log.debug("a line on stdout that is not JSON-RPC: %.200r", line)
-            return
-        self._log.warning(
+        self._strays.warn(
             "the server wrote a line on stdout that is not JSON-RPC, ignored (servers log to "
-            "stderr): %.200r%s",
+            "stderr): %.200r",
             line.decode("utf-8", "replace"),
-            "; further such lines are logged at DEBUG" if self._count == self.SAID else "",
         )
