@@ -1,10 +1,13 @@
 """The command line against a server that sends what SDK servers would not
-(`tests/servers/odd_stdio.py`, a real subprocess): `call`, `call --json`, and a stored run."""
+(`tests/servers/odd_stdio.py`, a real subprocess): `call`, `call --json`, and a stored run; and
+against one that leaves a child behind as it exits (`tests/servers/parent_stdio.py`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +18,8 @@ from gateway.cli import main
 pytestmark = pytest.mark.integration
 
 ODD = Path(__file__).parent / "servers" / "odd_stdio.py"
+PARENT = Path(__file__).parent / "servers" / "parent_stdio.py"
+REPO = Path(__file__).parents[1]
 
 
 def odd_config(tmp_path: Path, agent: str = "", gateway: str = "") -> Path:
@@ -170,3 +175,27 @@ def test_tools_says_what_a_tools_schema_asks_that_no_model_can_be_told(
     listed = {tool["name"]: tool for tool in json.loads(capsys.readouterr().out)["tools"]}
     assert listed["odd__exclusive"]["untold_to_models"] == ["the `not` at its root"]
     assert listed["odd__echo"]["untold_to_models"] == []
+
+
+def test_call_leaves_nothing_of_a_servers_process_group_running(tmp_path: Path) -> None:
+    # The server exits at its stdin's end; the child it started (as npx starts node) would
+    # live on for ever, after `call` returned.
+    pids = tmp_path / "pids"
+    config = tmp_path / "agent-gateway.toml"
+    args = json.dumps([str(PARENT), str(pids)])
+    config.write_text(f"[mcpServers.p]\ncommand = {json.dumps(sys.executable)}\nargs = {args}\n")
+    script = str(Path(sys.executable).parent / "agent-gateway")
+    done = subprocess.run(
+        [script, "call", "p__hello", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=30,
+    )
+    assert (done.returncode, done.stdout) == (0, "hello\n"), done.stderr
+    child = int(pids.read_text().split()[1])
+    try:
+        stat = Path(f"/proc/{child}/stat").read_bytes()
+    except FileNotFoundError:
+        return  # gone, and reaped
+    assert stat[stat.rindex(b")") + 2 :][:1] == b"Z", "the server's child is still running"

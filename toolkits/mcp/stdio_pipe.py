@@ -2,10 +2,10 @@
 
 The SDK's `stdio_client` parses every line the server writes into pydantic models for its
 session; a call passed through (`forward`) wants its answer as the server sent it. `open_stdio`
-starts and stops the server exactly as the SDK does (its own functions, SDK private in mcp
-2.3.0: a process group of its own; on exit stdin closed, a grace period, then the process tree
-ended), yields the streams the SDK session expects, and puts a `Pipe` on the `StdioLink`
-meanwhile:
+starts and stops the server as the SDK does (its own functions, SDK private in mcp 2.3.0: a
+process group of its own; on exit stdin closed, a grace period, then the process tree ended),
+but for its process group, ended whole whenever the server exits (`process_group`), yields the
+streams the SDK session expects, and puts a `Pipe` on the `StdioLink` meanwhile:
 
 - A passed-through request is written to stdin as bytes; one lock orders it with the
   session's writes, so lines never interleave.
@@ -31,7 +31,6 @@ on: the next line is whole.
 from __future__ import annotations
 
 import logging
-import os
 import signal
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Generator
@@ -64,7 +63,8 @@ from .config import DEFAULT_MAX_MESSAGE_BYTES
 from .event_stream import AnswerTooLarge
 from .launch_text import launchable
 from .long_lines import OverLong, StrayLines, too_long_error
-from .stdio_process import started
+from .process_group import ServerGroup, kill_stdio_servers
+from .stdio_process import PipedProcess, started
 
 if TYPE_CHECKING:
     from mcp.client._transport import TransportStreams
@@ -353,23 +353,6 @@ class StdioLink:
         return f"; it exited with status {status}"
 
 
-_running: set[int] = set()
-"""The stdio servers running in this process: each one's pid, its process group's id (the
-SDK starts each in a session of its own)."""
-
-
-def kill_stdio_servers() -> None:
-    """End every stdio server this process started, and what they started, at once: SIGKILL
-    to each one's process group. For a second Ctrl-C, which leaves no time to stop them the
-    usual way (stdin closed, a grace period, SIGTERM): in their own sessions, the terminal's
-    SIGINT never reached them, and they would live on. Safe in a signal handler."""
-    if not hasattr(os, "killpg"):  # Windows: the SDK's job objects end them with us
-        return
-    for pid in list(_running):
-        with suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-
-
 @asynccontextmanager
 async def open_stdio(
     server: StdioServerParameters,
@@ -396,6 +379,8 @@ async def open_stdio(
     # The server may still be alive when its stdin breaks: the session must see the
     # connection end rather than wait for ever on a request that was never written.
     pipe = Pipe(process.stdin, read_stream, read_send.close, AskedIds(node_log))
+    # POSIX: its process group is ended whole, whenever it stops (Windows: the SDK's job object)
+    group = ServerGroup(process) if isinstance(process, PipedProcess) else None
     shutting_down = False
     writer_done = anyio.Event()
     stray = StrayLines(node_log, max_line_bytes)
@@ -494,26 +479,24 @@ async def open_stdio(
         write_stream.close()
         with anyio.move_on_after(_WRITER_FLUSH_SECONDS):
             await writer_done.wait()
-        await _stop_server_process(process)
+        await (_stop_server_process(process) if group is None else group.stop())
         await read_stream.aclose()
         await _aclose_all(write_stream, read_send, write_receive)
         await anyio.lowlevel.checkpoint()
 
-    _running.add(process.pid)
     async with anyio.create_task_group() as tg:
         tg.start_soon(read_stdout)
         tg.start_soon(write_stdin)
+        if group is not None:
+            tg.start_soon(group.watch)
         link.pipe = pipe
         try:
             yield read_stream, write_stream
         finally:
             link.pipe = None
             shutting_down = True
-            try:
-                with anyio.CancelScope(shield=True):  # every wait inside is bounded
-                    await shutdown()
-            finally:
-                _running.discard(process.pid)
+            with anyio.CancelScope(shield=True):  # every wait inside is bounded
+                await shutdown()
             tg.cancel_scope.cancel()
     await anyio.lowlevel.cancel_shielded_checkpoint()
 

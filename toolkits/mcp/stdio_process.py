@@ -28,7 +28,7 @@ from mcp.client.stdio import (
 )
 from mcp.os.win32.utilities import FallbackProcess
 
-__all__ = ["spawn", "started"]
+__all__ = ["PipedProcess", "spawn", "started"]
 
 _EXIT_POLL_SECONDS = 0.05
 """How often `wait` looks where the system has no pidfd to wait on (not Linux)."""
@@ -76,9 +76,9 @@ def _not_started(server: StdioServerParameters, path: str | None, exc: OSError) 
 
 def spawn(
     command: str, args: list[str], env: dict[str, str], errlog: TextIO, cwd: str | Path | None
-) -> Process:
-    """Start `command` with `args` in a session of its own (its process group, which the
-    SDK's shutdown ends whole), stderr to `errlog`, nothing else of ours open in it. Raises
+) -> PipedProcess:
+    """Start `command` with `args` in a session of its own (its process group, ended whole
+    when it stops: `process_group`), stderr to `errlog`, nothing else of ours open in it. Raises
     `OSError` as `subprocess` does (`FileNotFoundError` naming the command, ...)."""
     stdin_read, stdin_write = os.pipe()  # non-inheritable: only the child's dup2 keeps them
     stdout_read, stdout_write = os.pipe()
@@ -100,7 +100,7 @@ def spawn(
     finally:
         os.close(stdin_read)
         os.close(stdout_write)
-    return _PipedProcess(popen, _FdSendStream(stdin_write), _FdReceiveStream(stdout_read))
+    return PipedProcess(popen, _FdSendStream(stdin_write), _FdReceiveStream(stdout_read))
 
 
 class _FdReceiveStream(ByteReceiveStream):
@@ -161,8 +161,10 @@ def _close(stream: _FdReceiveStream | _FdSendStream) -> None:
         os.close(fd)
 
 
-class _PipedProcess(Process):
-    """`popen` as anyio's `Process`, its pipes as byte streams."""
+class PipedProcess(Process):
+    """`popen` as anyio's `Process`, its pipes as byte streams. Its exit is seen without
+    reaping it: only `reap` does, once its process group is ended, for until then its zombie
+    holds its pid, which is the group's id (`process_group`)."""
 
     def __init__(
         self, popen: subprocess.Popen[bytes], stdin: ByteSendStream, stdout: ByteReceiveStream
@@ -175,12 +177,14 @@ class _PipedProcess(Process):
         await self._stdin.aclose()
         await self._stdout.aclose()
         await self.wait()
+        self.reap()
 
     async def wait(self) -> int:
-        while (status := self._popen.poll()) is None:
+        """Its exit status once it exits (negative: the signal that ended it), not reaped."""
+        while (status := self.returncode) is None:
             try:
                 pidfd = os.pidfd_open(self._popen.pid)
-            except (AttributeError, OSError):  # no pidfds here, or already reaped
+            except (AttributeError, OSError):  # no pidfds here
                 await anyio.sleep(_EXIT_POLL_SECONDS)
                 continue
             try:
@@ -188,6 +192,11 @@ class _PipedProcess(Process):
             finally:
                 os.close(pidfd)
         return status
+
+    def reap(self) -> None:
+        """Release its zombie, once it has exited (its pid may then be given to another)."""
+        if self.returncode is not None:
+            self._popen.poll()
 
     def terminate(self) -> None:
         self._popen.terminate()
@@ -204,7 +213,17 @@ class _PipedProcess(Process):
 
     @property
     def returncode(self) -> int | None:
-        return self._popen.poll()  # reaps it once exited, as the SDK's polling expects
+        if self._popen.returncode is not None or not hasattr(os, "waitid"):
+            return self._popen.poll()  # reaped, or no other way to see it (it reaps)
+        try:
+            exited = os.waitid(os.P_PID, self._popen.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped by someone else: poll says 0
+            return self._popen.poll()
+        if exited is None:
+            return None
+        if exited.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            return -exited.si_status
+        return exited.si_status
 
     @property
     def stdin(self) -> ByteSendStream:
