@@ -6,8 +6,9 @@ answered as the front makes up (`Fault.reply`).
 named in `calls` gets that fault instead of reaching the server; `everything`, when set, answers
 every request; `moved` answers a request to `/mcp` with a 307 (`moved_status`: Django's
 `APPEND_SLASH` and nginx answer 301) to `/mcp/`, where the server lives (as Starlette's slash
-redirect does). A fault's body may repeat the request's target and
-headers, as a debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
+redirect does); `chain` redirects each of its paths to the next the same way (two proxies'
+rules: `/mcp`, `/mcp/`, `/v2/mcp/`), the server living at the last. A fault's body may repeat
+the request's target and headers, as a debug page or a proxy's does (`echo`). The server's `wait` tool holds each call until `release`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ class FaultyFront:
     moved: bool = False
     """Requests to `/mcp` are redirected to `/mcp/` (`moved_status`), where the server answers."""
     moved_status: int = 307
+    chain: tuple[str, ...] = ()
+    """Each path but the last redirected to the next (`moved_status`); the server at the last.
+    A path twice makes a loop."""
     methods: list[str] = field(default_factory=list[str])
     """The JSON-RPC methods POSTed, in order (what reached the server or its front)."""
     targets: list[tuple[str, str]] = field(default_factory=list[tuple[str, str]])
@@ -75,6 +79,12 @@ class FaultyFront:
             return
         path: str = scope["path"]
         self.targets.append((scope["method"], path))
+        if path in self.chain[:-1]:
+            where = (("location", self.chain[self.chain.index(path) + 1]),)
+            await _answer(send, Fault(self.moved_status, "text/plain", headers=where), scope)
+            return
+        if self.chain and path == self.chain[-1]:
+            scope = {**scope, "path": "/mcp", "raw_path": b"/mcp"}
         if self.moved:
             if path == "/mcp":
                 where = (("location", "/mcp/"),)

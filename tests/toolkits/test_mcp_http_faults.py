@@ -116,6 +116,10 @@ async def test_an_http_error_to_one_call_fails_it_alone_and_the_calls_beside_it_
     ]  # once: the connection was never lost
 
 
+def moved_config(base: str) -> McpServerConfig:
+    return McpServerConfig(url=f"{base}/mcp", connect_timeout=10)
+
+
 @pytest.mark.parametrize("raw", [True, False], ids=["raw", "sdk"])
 @pytest.mark.parametrize("protocol", ["auto", "modern"])
 async def test_a_server_behind_a_same_origin_redirect_is_called_there(
@@ -153,6 +157,87 @@ async def test_a_301_or_302_to_the_first_post_moves_the_connection_within_its_or
     assert front.targets[0] == ("POST", "/mcp")
     assert all(path == "/mcp/" for _, path in front.targets[1:])
     assert "POST" in dict(front.targets[1:2])
+
+
+@pytest.mark.parametrize(
+    "chain",
+    [("/mcp", "/mcp/", "/v2/mcp/"), ("/mcp", "/a", "/b", "/c", "/d", "/v2/mcp/")],
+    ids=["two-proxies", "five-hops"],
+)
+async def test_a_chain_of_301s_to_the_first_post_moves_the_connection_to_its_end(
+    chain: tuple[str, ...], caplog: pytest.LogCaptureFixture
+) -> None:
+    # Two proxies' rules: /mcp -> /mcp/ (APPEND_SLASH), /mcp/ -> /v2/mcp/ (a moved service).
+    caplog.set_level(logging.INFO, logger="toolkits.mcp")
+    server = faulty_server(Waiting())
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), chain=chain)
+    front.moved_status = 301
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base, McpToolkit("f", moved_config(base)) as node:
+            results: list[types.CallToolResult] = []
+            for raw in (True, False):
+                node.raw_calls = raw
+                results.append(await node.call_tool("f__ok", {}))
+            assert node.health.state == "ready"
+    assert [(r.is_error, result_text(r)) for r in results] == [(False, "ok")] * 2
+    hops = len(chain) - 1
+    assert front.targets[:hops] == [("POST", path) for path in chain[:-1]]
+    assert all(path == chain[-1] for _, path in front.targets[hops:])
+    said = [r.getMessage() for r in caplog.records if "this connection uses" in r.getMessage()]
+    moves = ", ".join(f"moved to {base}{path}, which answered HTTP 301" for path in chain[1:-1])
+    assert said == [
+        f"MCP server 'f': {base}{chain[0]} answered HTTP 301, {moves}, moved to "
+        f"{base}{chain[-1]}: this connection uses {base}{chain[-1]} (configure it as the url "
+        "to save the round trips)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("chain", "why"),
+    [
+        (("/mcp", "/mcp/", "/mcp"), "a redirect loop"),
+        (("/mcp", "/mcp"), "a redirect loop"),
+        (("/mcp", "/a", "/b", "/c", "/d", "/e", "/v2/mcp/"), "more than 5 redirects"),
+    ],
+    ids=["loop", "to-itself", "six-hops"],
+)
+async def test_a_301_loop_or_too_long_a_chain_fails_the_connection_at_once_naming_it(
+    chain: tuple[str, ...], why: str
+) -> None:
+    server = faulty_server(Waiting())
+    front = FaultyFront(server.streamable_http_app(host="127.0.0.1"), chain=chain)
+    front.moved_status = 302
+    with anyio.fail_after(30):
+        async with serve_on_loopback(front) as base, McpToolkit("f", moved_config(base)) as node:
+            assert node.health.state == "failed"
+            error = node.health.last_error
+    hops = ", ".join(f"moved to {base}{path}, which answered HTTP 302" for path in chain[1:-1])
+    assert error == (
+        f"MovedTooOften: {base}{chain[0]} answered HTTP 302, "
+        + (f"{hops}, " if hops else "")
+        + f"moved to {base}{chain[-1]}: {why}, not followed; set url to where the server is"
+    )
+    assert len(front.targets) == len(chain) - 1  # once round, never again
+
+
+async def test_a_301_chain_leaving_its_origin_is_refused_at_that_hop() -> None:
+    elsewhere = RecordHeaders(faulty_server(Waiting()).streamable_http_app(host="127.0.0.1"))
+    async with serve_on_loopback(elsewhere) as other:
+        front = FaultyFront(
+            faulty_server(Waiting()).streamable_http_app(host="127.0.0.1"),
+            chain=("/mcp", "/mcp/", f"{other}/mcp"),
+        )
+        front.moved_status = 301
+        with anyio.fail_after(30):
+            async with (
+                serve_on_loopback(front) as base,
+                McpToolkit("f", moved_config(base)) as node,
+            ):
+                assert node.health.state == "failed"
+                error = node.health.last_error
+    assert error is not None
+    assert f"Redirect to {other}/mcp not followed" in error
+    assert elsewhere.seen == []
 
 
 async def test_a_call_passed_through_goes_where_the_connection_moved() -> None:
