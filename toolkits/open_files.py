@@ -1,8 +1,9 @@
 """How many files this process may have open at once (its soft `RLIMIT_NOFILE`, `ulimit -n`),
 raised before what needs them starts.
 
-Each MCP server takes file descriptors: a stdio one its pipes (3 once started, about 4 while
-all start at once: 100 servers started in a limit of 450), an HTTP one its connections; `serve
+Each MCP server takes file descriptors: a stdio one its pipes and a pidfd watching for its
+exit (4 once started, about 5 while all start at once: 100 servers started in a limit of 450,
+before the pidfd), an HTTP one its connections; `serve
 --http` holds one per client connection. Under macOS's default soft limit (256) 84 of 100
 stdio servers failed with "Too many open files"; under the 1024 of many Linux hosts, 125 of
 350. Go's
@@ -28,7 +29,8 @@ __all__ = ["files_for_servers", "reserved_files"]
 _BASE_FILES = 128
 """The process's own files beside what is reserved: stdio, stores, model connections, logs."""
 _FILES_PER_SERVER = 6
-"""A server's share while all start at once: a stdio server peaks at about 4 (measured)."""
+"""A server's share while all start at once: a stdio server peaked at about 4 (measured), 5
+with the pidfd its exit is watched by."""
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,8 @@ unless it leaves on purpose (a daemon's `setsid`). The SDK's stop ends the group
 server outlives its grace; a server that exits at its stdin's end, or crashes, would leave its
 children running for ever (one holding its stdout would also keep its connection open). So
 once the server has exited, for whatever reason, what is left of its group gets SIGTERM, the
-SDK's grace, then SIGKILL: when it is stopped (`stop`), and when it exits mid-run (`watch`).
+SDK's grace, then SIGKILL: when it is stopped (`stop`), and when it exits mid-run (`watch`,
+on Linux, whose pidfds tell of an exit).
 
 Signalling the group by its id is safe because the server is reaped only after its group is
 ended (`PipedProcess.reap`): until then its zombie holds its pid, and the kernel gives no new
@@ -66,6 +67,8 @@ class ServerGroup:
     async def watch(self) -> None:
         """Once the server exits on its own (crashed, done), end what is left of its group: a
         child holding its stdout would keep the connection open, its calls waiting."""
+        if not hasattr(os, "pidfd_open"):
+            return  # (macOS) seen only by polling, for the server's whole life: `stop` ends it
         await self._process.wait()
         await self._end()
 
