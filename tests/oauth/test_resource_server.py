@@ -438,11 +438,13 @@ async def test_opaque_tokens_are_introspected(
             "opaque-inactive": good | {"active": False},
             "opaque-elsewhere": good | {"aud": "https://elsewhere.example.com/mcp"},
             "opaque-expired": good | {"exp": now - 3600},
+            "opaque-not-yet": good | {"nbf": now + 1000},
         }
         assert (await post(served.url, "opaque-good")).status_code not in (401, 403)
-        for token in ("opaque-inactive", "opaque-elsewhere", "opaque-expired", "opaque-unknown"):
+        refused = ["opaque-inactive", "opaque-elsewhere", "opaque-expired", "opaque-not-yet"]
+        for token in [*refused, "opaque-unknown"]:
             assert (await post(served.url, token)).status_code == 401, token
-        assert served.issuer.introspections == 5
+        assert served.issuer.introspections == 6
 
 
 def test_oauth_counts_as_protection_for_a_public_address_and_bad_urls_are_refused() -> None:

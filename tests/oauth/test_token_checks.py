@@ -8,6 +8,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import pytest
@@ -142,6 +143,52 @@ async def test_introspection_answers_are_kept_a_while_on_one_connection(
             clock[0] += 40  # 60.5 s: an active answer is kept a minute at most
             assert await asked("good", taken=True) == 1
         assert len(issuer.introspected_from) == 1  # every request on one connection
+
+
+async def test_an_introspected_token_is_in_force_from_its_nbf_and_iat_as_a_jwt_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Introspected tokens follow a JWT's time rules, 30 s of leeway included; a kept answer
+    is judged again at each use, so a token refused before its `nbf` is taken after it."""
+    caplog.set_level(logging.INFO, logger="gateway.server.transports.oauth_tokens")
+    now = int(time.time())
+    clock = [float(now)]
+    async with issuer_serving(monkeypatch) as issuer:
+        good = {"active": True, "sub": "bob", "scope": "mcp", "aud": RESOURCE, "exp": now + 3600}
+        issuer.opaque = {
+            "nbf-to-come": good | {"nbf": now + 1000},
+            "iat-to-come": good | {"iat": now + 1000},
+            "nbf-skewed": good | {"nbf": now + 20, "iat": now + 20},
+            "nbf-in-50": good | {"nbf": now + 50},
+            "nbf-soon": good | {"nbf": "soon"},
+            "iat-true": good | {"iat": True},
+        }
+        tokens = OAuthTokens(settings(issuer), now=lambda: clock[0])
+        async with tokens.running():
+            for claim in ("nbf", "iat"):
+                to_come: dict[str, Any] = {claim: now + 1000}
+                signed = issuer.token(RESOURCE, **to_come)
+                assert await tokens.verify_token(signed) is None, claim
+                assert await tokens.verify_token(f"{claim}-to-come") is None, claim
+            assert await tokens.verify_token(issuer.token(RESOURCE, nbf=now + 20)) is not None
+            assert await tokens.verify_token("nbf-skewed") is not None
+            assert await tokens.verify_token("nbf-soon") is None
+            assert await tokens.verify_token("iat-true") is None
+            assert await tokens.verify_token("nbf-in-50") is None
+            asked = issuer.introspections
+            clock[0] += 30  # 20 s before its nbf: in force, with the leeway
+            assert await tokens.verify_token("nbf-in-50") is not None
+            assert issuer.introspections == asked  # the kept answer, judged again
+    refused = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused")]
+    assert refused == [
+        "refused a bearer token: The token is not yet valid (nbf)",
+        "refused a bearer token: the token is not yet valid (nbf)",
+        "refused a bearer token: The token is not yet valid (iat)",
+        "refused a bearer token: the token is not yet valid (iat)",
+        "refused a bearer token: the introspection answer's nbf is not a number: 'soon'",
+        "refused a bearer token: the introspection answer's iat is not a number: True",
+        "refused a bearer token: the token is not yet valid (nbf)",
+    ]
 
 
 async def test_at_most_introspections_kept_answers_are_kept(

@@ -7,7 +7,7 @@
   for a fetch: a token whose key is known is checked at once, also while the issuer's keys
   are being fetched again, and a fetch gives up after `fetch_seconds`.
 - An opaque token by introspection (RFC 7662) on one HTTP client, with the same audience and
-  expiry rules. Answers are kept a while (RFC 7662 §4 allows it), keyed by the token's
+  time rules (`exp`, `nbf`, `iat`). Answers are kept a while (RFC 7662 §4 allows it), keyed by the token's
   digest: an active token's up to a minute (never past its `exp`), an inactive one's 10 s,
   at most `introspections_kept` of them.
 
@@ -273,11 +273,7 @@ class OAuthTokens:
         claims = await self._introspection(token)
         if claims.get("active") is not True:
             raise ValueError("the introspection endpoint says the token is not active")
-        exp = claims.get("exp")
-        if exp is not None and not _is_number(exp):  # never taken as "does not expire"
-            raise ValueError(f"the introspection answer's exp is not a number: {exp!r:.40}")
-        if exp is not None and exp + settings.leeway < self.now():
-            raise ValueError("the token has expired")
+        _in_force(claims, self.now(), settings.leeway)
         if "iss" in claims:
             self._issuer(claims["iss"])
         named = _strings(claims.get("aud"), "aud")
@@ -352,6 +348,24 @@ class OAuthTokens:
 
 def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _in_force(claims: Mapping[str, Any], now: float, leeway: float) -> None:
+    """ValueError unless an introspection answer's times hold at `now`, by the rules PyJWT
+    applies to a JWT's (`exp` past, `nbf` or `iat` to come, each with `leeway`). A time that
+    is no number is a refusal: never taken as "no such time"."""
+    times: dict[str, float] = {}
+    for claim in ("exp", "nbf", "iat"):
+        value = claims.get(claim)
+        if value is not None and not _is_number(value):
+            raise ValueError(f"the introspection answer's {claim} is not a number: {value!r:.40}")
+        if value is not None:
+            times[claim] = value
+    if "exp" in times and times["exp"] + leeway < now:
+        raise ValueError("the token has expired")
+    for claim in ("nbf", "iat"):
+        if claim in times and times[claim] - leeway > now:
+            raise ValueError(f"the token is not yet valid ({claim})")
 
 
 def _strings(value: object, claim: str) -> list[str]:
