@@ -15,7 +15,7 @@ import pytest
 
 from gateway.resource_server import ResourceServerSettings
 from gateway.server.transports.auth import OAuthTokens
-from gateway.server.transports.oauth_tokens import IssuerUnreachable
+from gateway.server.transports.oauth_tokens import IssuerUnreachable, KeyNotFetchedYet
 from tests.servers.asgi import serve_on_loopback
 from toolkits.mcp.oauth_callback import free_loopback_port
 
@@ -85,9 +85,37 @@ async def test_a_refetch_for_an_unknown_key_comes_at_most_once_a_minute(
         async with tokens.running():
             assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
             for n in range(10):
-                assert await tokens.verify_token(issuer.token(RESOURCE, kid=f"k{n}")) is None
+                with pytest.raises(KeyNotFetchedYet) as unchecked:
+                    await tokens.verify_token(issuer.token(RESOURCE, kid=f"k{n}"))
+                assert 55 <= unchecked.value.retry_after <= 60  # when they may be fetched
         assert issuer.jwks_asked == 1
-    assert "refused a bearer token: no signing key 'k9' in the issuer's JWKS" in caplog.text
+    assert (
+        f"could not check a bearer token: signing key 'k9' is not among the keys of {issuer.url}"
+        " fetched 0 s ago; they may be fetched again in "
+    ) in caplog.text
+
+
+async def test_a_token_of_a_key_rotated_in_is_unchecked_until_the_keys_are_fetched_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not refused: the client would throw the token away, and get another like it. A key ID
+    that keys fetched since its token came lack is refused."""
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer))
+        async with tokens.running():
+            before = issuer.token(RESOURCE)
+            assert await tokens.verify_token(before) is not None
+            issuer.rotate()
+            rotated = issuer.token(RESOURCE)
+            with pytest.raises(KeyNotFetchedYet, match="signing key 'key-2' is not among"):
+                await tokens.verify_token(rotated)
+            assert issuer.jwks_asked == 1
+            tokens.refetch_after = 0  # a minute on: the keys may be fetched again
+            assert await tokens.verify_token(rotated) is not None
+            assert await tokens.verify_token(before) is not None
+            assert issuer.jwks_asked == 2
+            assert await tokens.verify_token(issuer.token(RESOURCE, kid="key-9")) is None
+            assert issuer.jwks_asked == 3
 
 
 async def test_a_refetch_that_does_not_come_gives_up_after_fetch_seconds(
@@ -99,7 +127,8 @@ async def test_a_refetch_that_does_not_come_gives_up_after_fetch_seconds(
             assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
             issuer.jwks_held = anyio.Event()
             with anyio.fail_after(2):
-                assert await tokens.verify_token(issuer.token(RESOURCE, kid="new")) is None
+                with pytest.raises(IssuerUnreachable, match="could not be fetched again"):
+                    await tokens.verify_token(issuer.token(RESOURCE, kid="new"))
                 # The keys it had still serve.
                 assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
     assert f"the signing keys of {issuer.url} did not come within 0.2 s" in caplog.text

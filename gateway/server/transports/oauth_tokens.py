@@ -2,14 +2,17 @@
 
 - A JWT by its signature (the issuer's JWKS, fetched from its metadata or `jwks_uri`, kept an
   hour, refetched for a key ID it lacks, or after a failed fetch, at most once a minute per
-  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss` (one of the
-  configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`. Only a fetch waits
-  for a fetch: a token whose key is known is checked at once, also while the issuer's keys
-  are being fetched again, and a fetch gives up after `fetch_seconds`.
+  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss`
+  (one of the configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`/`iat`.
+  Only a fetch waits for a fetch: a token whose key is known is checked at once, also while
+  the issuer's keys are being fetched again, and a fetch gives up after `fetch_seconds`. A
+  key ID is refused only when keys fetched since its token came lack it: else (keys fetched
+  before it came, not yet to be fetched again) the token may be signed by a key rotated in
+  since, and is answered 503 until they may be.
 - An opaque token by introspection (RFC 7662) on one HTTP client, with the same audience and
-  time rules (`exp`, `nbf`, `iat`). Answers are kept a while (RFC 7662 §4 allows it), keyed by the token's
-  digest: an active token's up to a minute (never past its `exp`), an inactive one's 10 s,
-  at most `introspections_kept` of them.
+  time rules (`exp`, `nbf`, `iat`). Answers are kept a while (RFC 7662 §4 allows it), keyed
+  by the token's digest: an active token's up to a minute (never past its `exp`), an
+  inactive one's 10 s, at most `introspections_kept` of them.
 
 The token itself is kept nowhere and never passed on: downstream servers get the gateway's
 own credentials.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -36,7 +40,15 @@ from toolkits.mcp.config import secret_from_env
 
 from ...resource_server import ResourceServerSettings
 
-__all__ = ["CALLER_CLAIM", "OAUTH_CLAIM", "IssuerUnreachable", "OAuthTokens", "oauth_caller"]
+__all__ = [
+    "CALLER_CLAIM",
+    "OAUTH_CLAIM",
+    "IssuerUnreachable",
+    "KeyNotFetchedYet",
+    "OAuthTokens",
+    "TokenUnchecked",
+    "oauth_caller",
+]
 
 OAUTH_CLAIM = "agent-gateway/oauth"
 """Set in the claims of a token verified here (static tokens lack it: they are unrestricted)."""
@@ -68,10 +80,32 @@ def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str
     raise ValueError("the token names neither a subject (sub) nor a client (client_id)")
 
 
-class IssuerUnreachable(AuthenticationError):
-    """A token could not be checked: its issuer's keys could not be fetched, or its
-    introspection endpoint did not answer. Answered 503 (`http`), not 401: the token may be
-    good, and a client told `invalid_token` would throw it away."""
+class TokenUnchecked(AuthenticationError):
+    """A token that could not be checked now. Answered 503 with `Retry-After: retry_after`
+    (`challenges.unchecked_token`), not 401: the token may be good, and a client told
+    `invalid_token` would throw it away.
+
+    TokenUnchecked
+    ├── IssuerUnreachable: its issuer's keys could not be fetched, or its introspection
+    │   endpoint did not answer
+    └── KeyNotFetchedYet: its key ID is not among its issuer's keys as fetched before it came
+    """
+
+    def __init__(self, message: str, retry_after: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds until the check may succeed."""
+
+
+class IssuerUnreachable(TokenUnchecked):
+    """A token's issuer's keys could not be fetched, or its introspection endpoint did not
+    answer."""
+
+
+class KeyNotFetchedYet(TokenUnchecked):
+    """A JWT's key ID is not among its issuer's keys as last fetched, before the token came,
+    and they may not be fetched again yet (`refetch_after`): the issuer may have rotated the
+    key in since."""
 
 
 @dataclass
@@ -80,7 +114,7 @@ class _IssuerKeys:
 
     keys: jwt.PyJWKSet | None = None
     fetched: float = 0.0
-    """When `keys` came (monotonic)."""
+    """When the fetch that brought `keys` began (monotonic)."""
     tried: float | None = None
     """When a fetch last began (monotonic), whether or not keys came of it."""
     fetching: anyio.Lock = field(default_factory=anyio.Lock)
@@ -129,7 +163,7 @@ class OAuthTokens:
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's access, or None (401) when it is not valid here. Raises
-        `IssuerUnreachable` (503) when it could not be checked; no other failure escapes,
+        `TokenUnchecked` (503) when it could not be checked now; no other failure escapes,
         which would be a 500 with a traceback."""
         try:
             if token.count(".") == 2:
@@ -140,7 +174,7 @@ class OAuthTokens:
                 log.info("refused a bearer token: not a JWT, and no introspection endpoint")
                 return None
             return self._access(token, claims)
-        except IssuerUnreachable as exc:  # said at WARNING where it failed
+        except TokenUnchecked as exc:  # an issuer unreachable is said at WARNING where it failed
             log.info("could not check a bearer token: %s", exc)
             raise
         except (jwt.PyJWTError, httpx2.HTTPError, ValueError, KeyError) as exc:
@@ -222,11 +256,39 @@ class OAuthTokens:
             if key is not None:  # known: no waiting for the fetch under way
                 return key
         elif not self._fetch_due(keys, kid, asked):
-            return _known(keys, issuer, kid)
+            return self._known(keys, issuer, kid, asked)
         async with keys.fetching:  # one fetch per issuer at a time
             if self._fetch_due(keys, kid, asked):
                 await self._refetch(keys, issuer)
-        return _known(keys, issuer, kid)
+        return self._known(keys, issuer, kid, asked)
+
+    def _known(self, keys: _IssuerKeys, issuer: str, kid: str | None, asked: float) -> jwt.PyJWK:
+        """The key `kid` among the issuer's keys held, for a token that came at `asked`."""
+        key = _find(keys.keys, kid)
+        if key is not None:
+            return key
+        now = time.monotonic()
+        tried = keys.tried if keys.tried is not None else now
+        wait = max(1, math.ceil(self.refetch_after - (now - tried)))
+        if keys.keys is None:
+            raise IssuerUnreachable(
+                f"the signing keys of {issuer} could not be fetched", retry_after=wait
+            )
+        if kid is None:  # no fetch could tell which key it is
+            raise ValueError("the token names no key ID, and its issuer has not one key")
+        if keys.fetched >= asked:  # the issuer's keys as of after the token came
+            raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
+        if keys.tried is not None and keys.tried > keys.fetched:
+            raise IssuerUnreachable(
+                f"the signing keys of {issuer} could not be fetched again, and those held"
+                f" lack key {kid!r}",
+                retry_after=wait,
+            )
+        raise KeyNotFetchedYet(
+            f"signing key {kid!r} is not among the keys of {issuer} fetched"
+            f" {now - keys.fetched:.0f} s ago; they may be fetched again in {wait} s",
+            retry_after=wait,
+        )
 
     def _fetch_due(self, keys: _IssuerKeys, kid: str | None, asked: float) -> bool:
         """Whether a request for `kid` that began at `asked` should fetch the issuer's keys:
@@ -246,11 +308,11 @@ class OAuthTokens:
 
     async def _refetch(self, keys: _IssuerKeys, issuer: str) -> None:
         """Fetch the issuer's keys; a fetch that fails or does not come keeps those held."""
-        keys.tried = time.monotonic()
+        began = keys.tried = time.monotonic()
         try:
             with anyio.move_on_after(self.fetch_seconds) as waited:
                 keys.keys = await self._fetch_keys(issuer)
-                keys.fetched = time.monotonic()
+                keys.fetched = began
         except (httpx2.HTTPError, jwt.PyJWTError, ValueError, KeyError) as exc:
             log.warning("the signing keys of %s could not be fetched: %s", issuer, exc)
             return
@@ -395,15 +457,6 @@ async def _jwks_uri(http: httpx2.AsyncClient, issuer: str) -> str:
             if isinstance(uri, str):
                 return uri
     raise ValueError(f"the metadata of {issuer} names no jwks_uri (set [gateway.oauth] jwks_uri)")
-
-
-def _known(keys: _IssuerKeys, issuer: str, kid: str | None) -> jwt.PyJWK:
-    key = _find(keys.keys, kid)
-    if key is not None:
-        return key
-    if keys.keys is None:
-        raise IssuerUnreachable(f"the signing keys of {issuer} could not be fetched")
-    raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
 
 
 def _find(keys: jwt.PyJWKSet | None, kid: str | None) -> jwt.PyJWK | None:
