@@ -79,9 +79,15 @@ class Issuer:
         """Anything else: the JWKS answers that, with no keys (an issuer down)."""
         self.introspection_status = 200
         """Anything else: introspection answers that, with no answer (an endpoint down)."""
+        self.introspection_held: anyio.Event | None = None
+        """While set and not yet set off, introspection is not answered (a slow endpoint)."""
+        self.metadata_status = 200
+        """Anything else: the metadata answers that, with no metadata."""
 
     def app(self) -> Starlette:
         async def metadata(_request: Request) -> JSONResponse:
+            if self.metadata_status != 200:
+                return JSONResponse({}, status_code=self.metadata_status)
             return JSONResponse(
                 {
                     "issuer": self.url,
@@ -111,6 +117,8 @@ class Issuer:
                 self.introspected_from.add(request.client.port)
             if self.introspection_status != 200:
                 return JSONResponse({}, status_code=self.introspection_status)
+            if self.introspection_held is not None:
+                await self.introspection_held.wait()
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))

@@ -35,8 +35,9 @@ async def issuer_serving(monkeypatch: pytest.MonkeyPatch) -> AsyncGenerator[Issu
             issuer.url = url
             yield issuer
     finally:
-        if issuer.jwks_held is not None:
-            issuer.jwks_held.set()
+        for held in (issuer.jwks_held, issuer.introspection_held):
+            if held is not None:
+                held.set()
 
 
 def settings(issuer: Issuer) -> ResourceServerSettings:
@@ -286,6 +287,50 @@ async def test_an_introspection_endpoint_down_is_unreachable_not_an_invalid_toke
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert warned[0] == f"the introspection endpoint {issuer.url}/introspect answered 503"
     assert warned[1].startswith(f"the introspection endpoint {closed} could not be reached")
+
+
+async def test_an_introspection_endpoint_that_does_not_answer_in_time_is_said_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A read timeout's own message is empty: the warning and the 503 said "could not be
+    reached: " and no more."""
+    async with issuer_serving(monkeypatch) as issuer:
+        issuer.introspection_held = anyio.Event()
+        tokens = OAuthTokens(settings(issuer), http_seconds=0.2)
+        async with tokens.running():
+            with anyio.fail_after(5), pytest.raises(IssuerUnreachable) as unchecked:
+                await tokens.verify_token("opaque")
+    said = "the introspection endpoint did not answer within 0.2 s"
+    assert str(unchecked.value) == said
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        f"the introspection endpoint {issuer.url}/introspect did not answer within 0.2 s"
+    ]
+
+
+async def test_an_issuer_whose_metadata_is_down_or_names_no_jwks_uri_is_said_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Metadata answering 503 was said to name no `jwks_uri`, sending an admin to set one."""
+    async with issuer_serving(monkeypatch) as issuer:
+        tokens = OAuthTokens(settings(issuer), refetch_after=0)
+        async with tokens.running():
+            for status in (503, 404):
+                issuer.metadata_status = status
+                with pytest.raises(IssuerUnreachable, match="could not be fetched"):
+                    await tokens.verify_token(issuer.token(RESOURCE))
+            issuer.metadata_status = 200
+            assert await tokens.verify_token(issuer.token(RESOURCE)) is not None
+    url = issuer.url
+    places = f"{url}/.well-known/oauth-authorization-server answered"
+    openid = f"{url}/.well-known/openid-configuration answered 404"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [
+        f"the signing keys of {url} could not be fetched: the metadata of {url} could not be"
+        f" fetched ({places} 503; {openid})",
+        f"the signing keys of {url} could not be fetched: the metadata of {url} names no"
+        f" jwks_uri ({places} 404; {openid}; set [gateway.oauth] jwks_uri)",
+    ]
 
 
 async def test_an_issuer_down_is_asked_for_its_keys_at_most_once_a_minute_and_said_so(

@@ -55,7 +55,6 @@ OAUTH_CLAIM = "agent-gateway/oauth"
 CALLER_CLAIM = "agent-gateway/caller"
 """In the claims of a token verified here: who is calling (`oauth_caller`)."""
 
-_HTTP_SECONDS = 10.0
 _KEYS_TTL = 3600.0
 _ACTIVE_KEPT_SECONDS = 60.0
 _INACTIVE_KEPT_SECONDS = 10.0
@@ -138,6 +137,8 @@ class OAuthTokens:
     fetch_seconds: float = 5.0
     """How long a fetch of an issuer's keys (its metadata, then the JWKS) may take."""
     introspections_kept: int = 4096
+    http_seconds: float = 10.0
+    """How long one request to an issuer (metadata, JWKS, introspection) may take."""
     now: Callable[[], float] = time.time
     """The clock deciding how long an introspection answer is kept."""
     _keys: dict[str, _IssuerKeys] = field(default_factory=dict[str, _IssuerKeys])
@@ -146,7 +147,7 @@ class OAuthTokens:
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None]:
-        async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+        async with httpx2.AsyncClient(timeout=self.http_seconds) as http:
             self._http = http
             try:
                 yield
@@ -158,7 +159,7 @@ class OAuthTokens:
         if self._http is not None:
             yield self._http
         else:
-            async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+            async with httpx2.AsyncClient(timeout=self.http_seconds) as http:
                 yield http
 
     async def verify_token(self, token: str) -> AccessToken | None:
@@ -314,7 +315,7 @@ class OAuthTokens:
                 keys.keys = await self._fetch_keys(issuer)
                 keys.fetched = began
         except (httpx2.HTTPError, jwt.PyJWTError, ValueError, KeyError) as exc:
-            log.warning("the signing keys of %s could not be fetched: %s", issuer, exc)
+            log.warning("the signing keys of %s could not be fetched: %s", issuer, _reason(exc))
             return
         if waited.cancelled_caught:
             log.warning(
@@ -394,10 +395,14 @@ class OAuthTokens:
                 else:
                     response = await http.post(endpoint, data=form, auth=auth)
         except httpx2.TransportError as exc:
-            log.warning("the introspection endpoint %s could not be reached: %s", endpoint, exc)
-            raise IssuerUnreachable(
-                f"the introspection endpoint could not be reached: {exc}"
-            ) from exc
+            if isinstance(exc, httpx2.ConnectTimeout):
+                why = f"could not be reached: no connection within {self.http_seconds:g} s"
+            elif isinstance(exc, httpx2.TimeoutException):
+                why = f"did not answer within {self.http_seconds:g} s"
+            else:
+                why = f"could not be reached: {_reason(exc)}"
+            log.warning("the introspection endpoint %s %s", endpoint, why)
+            raise IssuerUnreachable(f"the introspection endpoint {why}") from exc
         if response.status_code >= 500:
             log.warning("the introspection endpoint %s answered %d", endpoint, response.status_code)
             raise IssuerUnreachable(f"the introspection endpoint answered {response.status_code}")
@@ -450,13 +455,36 @@ def _scopes(claims: Mapping[str, Any]) -> list[str]:
 
 
 async def _jwks_uri(http: httpx2.AsyncClient, issuer: str) -> str:
+    """The `jwks_uri` of the issuer's metadata (RFC 8414, else OpenID discovery). ValueError
+    saying what each place answered when none names one: missing (404, or no `jwks_uri`) or
+    not to be had (any other answer: the issuer may be down)."""
+    answers: list[str] = []
+    missing = True
     for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
         response = await http.get(url)
-        if response.status_code == 200:
-            uri = response.json().get("jwks_uri")
-            if isinstance(uri, str):
-                return uri
-    raise ValueError(f"the metadata of {issuer} names no jwks_uri (set [gateway.oauth] jwks_uri)")
+        if response.status_code != 200:
+            answers.append(f"{url} answered {response.status_code}")
+            missing = missing and response.status_code == 404
+            continue
+        try:
+            document: Any = response.json()
+        except ValueError:
+            document = None
+        uri = cast(dict[str, Any], document).get("jwks_uri") if isinstance(document, dict) else None
+        if isinstance(uri, str):
+            return uri
+        answers.append(f"{url} names no jwks_uri")
+    said = "; ".join(answers)
+    if missing:
+        raise ValueError(
+            f"the metadata of {issuer} names no jwks_uri ({said}; set [gateway.oauth] jwks_uri)"
+        )
+    raise ValueError(f"the metadata of {issuer} could not be fetched ({said})")
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong, never empty: some of httpx's errors say nothing (`ReadTimeout`)."""
+    return str(exc) or type(exc).__name__
 
 
 def _find(keys: jwt.PyJWKSet | None, kid: str | None) -> jwt.PyJWK | None:
