@@ -63,6 +63,8 @@ class Issuer:
     def __init__(self) -> None:
         self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.kid = "key-1"
+        self.published = {self.kid: self.key}
+        """The keys its JWKS lists: `key` and those it signed with before (`rotate`)."""
         self.url = ""
         self.opaque: dict[str, dict[str, Any]] = {}
         self.introspections = 0
@@ -77,9 +79,15 @@ class Issuer:
         """Anything else: the JWKS answers that, with no keys (an issuer down)."""
         self.introspection_status = 200
         """Anything else: introspection answers that, with no answer (an endpoint down)."""
+        self.introspection_held: anyio.Event | None = None
+        """While set and not yet set off, introspection is not answered (a slow endpoint)."""
+        self.metadata_status = 200
+        """Anything else: the metadata answers that, with no metadata."""
 
     def app(self) -> Starlette:
         async def metadata(_request: Request) -> JSONResponse:
+            if self.metadata_status != 200:
+                return JSONResponse({}, status_code=self.metadata_status)
             return JSONResponse(
                 {
                     "issuer": self.url,
@@ -96,9 +104,12 @@ class Issuer:
             if self.jwks_held is not None:
                 self.jwks_waiting.set()
                 await self.jwks_held.wait()
-            numbers = self.key.public_key().public_numbers()
-            public = {"kty": "RSA", "n": b64_int(numbers.n), "e": b64_int(numbers.e)}
-            return JSONResponse({"keys": [public | {"kid": self.kid, "use": "sig"}]})
+            listed: list[dict[str, str]] = []
+            for kid, key in self.published.items():
+                numbers = key.public_key().public_numbers()
+                public = {"kty": "RSA", "n": b64_int(numbers.n), "e": b64_int(numbers.e)}
+                listed.append(public | {"kid": kid, "use": "sig"})
+            return JSONResponse({"keys": listed})
 
         async def introspect(request: Request) -> JSONResponse:
             self.introspections += 1
@@ -106,6 +117,8 @@ class Issuer:
                 self.introspected_from.add(request.client.port)
             if self.introspection_status != 200:
                 return JSONResponse({}, status_code=self.introspection_status)
+            if self.introspection_held is not None:
+                await self.introspection_held.wait()
             if request.headers.get("authorization") != INTROSPECTION_CLIENT:
                 return JSONResponse({"error": "invalid_client"}, status_code=401)
             token = str((await request.form()).get("token"))
@@ -118,6 +131,12 @@ class Issuer:
                 Route("/introspect", introspect, methods=["POST"]),
             ]
         )
+
+    def rotate(self) -> None:
+        """Sign with a new key from now on, listed beside the old ones."""
+        self.key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.kid = f"key-{len(self.published) + 1}"
+        self.published[self.kid] = self.key
 
     def token(
         self, resource: str, *, key: Any = None, kid: str | None = None, **claims: Any
@@ -438,11 +457,13 @@ async def test_opaque_tokens_are_introspected(
             "opaque-inactive": good | {"active": False},
             "opaque-elsewhere": good | {"aud": "https://elsewhere.example.com/mcp"},
             "opaque-expired": good | {"exp": now - 3600},
+            "opaque-not-yet": good | {"nbf": now + 1000},
         }
         assert (await post(served.url, "opaque-good")).status_code not in (401, 403)
-        for token in ("opaque-inactive", "opaque-elsewhere", "opaque-expired", "opaque-unknown"):
+        refused = ["opaque-inactive", "opaque-elsewhere", "opaque-expired", "opaque-not-yet"]
+        for token in [*refused, "opaque-unknown"]:
             assert (await post(served.url, token)).status_code == 401, token
-        assert served.issuer.introspections == 5
+        assert served.issuer.introspections == 6
 
 
 def test_oauth_counts_as_protection_for_a_public_address_and_bad_urls_are_refused() -> None:
@@ -489,6 +510,26 @@ def test_an_unset_introspection_secret_is_refused_at_startup(
     assert http_options("127.0.0.1:8443", settings).oauth is not None
 
 
+async def test_a_token_signed_by_a_key_rotated_in_since_the_keys_were_fetched_gets_503(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its issuer's keys are fetched again at most once a minute: until then the token may be
+    good, and a client told `invalid_token` would throw it away and get another like it."""
+    async with gateway_behind_oauth(tmp_path, monkeypatch) as served:
+        taken = await post(served.url, served.issuer.token(served.url))
+        assert taken.status_code not in (401, 403, 503)  # past auth: the MCP layer answers
+        served.issuer.rotate()
+        refused = await post(served.url, served.issuer.token(served.url))
+        assert refused.status_code == 503, refused.text
+        assert 55 <= int(refused.headers["retry-after"]) <= 60
+        said = refused.json()
+        assert said["error"] == "temporarily_unavailable"
+        assert said["error_description"].startswith(
+            f"signing key 'key-2' is not among the keys of {served.issuer.url} fetched 0 s ago"
+        )
+        assert served.issuer.jwks_asked == 1
+
+
 async def test_a_token_whose_issuer_cannot_be_reached_gets_503_not_invalid_token(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -496,9 +537,13 @@ async def test_a_token_whose_issuer_cannot_be_reached_gets_503_not_invalid_token
     async with gateway_behind_oauth(
         tmp_path, monkeypatch, introspection_endpoint=f"{closed}/introspect", jwks_uri=closed
     ) as served:
-        for token in ("opaque-token", served.issuer.token(served.url)):
+        # The keys are fetched again a minute after the fetch that failed.
+        for token, retry in (
+            ("opaque-token", (30, 30)),
+            (served.issuer.token(served.url), (55, 60)),
+        ):
             refused = await post(served.url, token)
             assert refused.status_code == 503, refused.text
-            assert refused.headers["retry-after"] == "30"
+            assert retry[0] <= int(refused.headers["retry-after"]) <= retry[1]
             assert refused.json()["error"] == "temporarily_unavailable"
         assert (await post(served.url, served.static)).status_code not in (401, 403, 503)

@@ -13,9 +13,9 @@ metadata (`resource_metadata`) and the scopes wanted (`scope`):
   scopes held, so an MCP client re-authorizes for them (step-up) and retries. A refusal no
   new token could lift (a tool the gateway does not know, one no configured scope grants)
   goes on to the MCP layer, which answers it as an MCP error (`scope_guard`).
-- `unchecked_token`: a token that could not be checked (its issuer unreachable) gets 503 and
-  `Retry-After`, not 401: the token may be good, and a client told `invalid_token` would
-  throw it away.
+- `unchecked_token`: a token that could not be checked now (its issuer unreachable, a key
+  ID its issuer may have rotated in since its keys were fetched) gets 503 and `Retry-After`,
+  not 401: the token may be good, and a client told `invalid_token` would throw it away.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .auth import ScopePolicy
 from .envelope import buffered_body
+from .oauth_tokens import TokenUnchecked
 from .request_headers import first
 
 __all__ = ["RequireToken", "ScopeChallenge", "send_challenge", "unchecked_token"]
@@ -69,9 +70,11 @@ async def send_challenge(
 
 def unchecked_token(_conn: HTTPConnection, exc: AuthenticationError) -> Response:
     """The answer to a token whose check failed (`AuthenticationMiddleware`'s `on_error`):
-    the only such failure is an unreachable issuer (`oauth_tokens.IssuerUnreachable`)."""
+    the only such failure is one that may pass (`oauth_tokens.TokenUnchecked`), which says
+    when to retry."""
+    retry = exc.retry_after if isinstance(exc, TokenUnchecked) else _RETRY_SECONDS
     said = {"error": "temporarily_unavailable", "error_description": str(exc)}
-    return JSONResponse(said, status_code=503, headers={"Retry-After": str(_RETRY_SECONDS)})
+    return JSONResponse(said, status_code=503, headers={"Retry-After": str(retry)})
 
 
 def _quoted(text: str) -> str:

@@ -2,14 +2,17 @@
 
 - A JWT by its signature (the issuer's JWKS, fetched from its metadata or `jwks_uri`, kept an
   hour, refetched for a key ID it lacks, or after a failed fetch, at most once a minute per
-  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss` (one of the
-  configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`. Only a fetch waits
-  for a fetch: a token whose key is known is checked at once, also while the issuer's keys
-  are being fetched again, and a fetch gives up after `fetch_seconds`.
+  issuer; a fetch that fails is a WARNING, and its tokens are answered 503 meanwhile), `iss`
+  (one of the configured servers), `aud` (this gateway's `resource`), `exp`/`nbf`/`iat`.
+  Only a fetch waits for a fetch: a token whose key is known is checked at once, also while
+  the issuer's keys are being fetched again, and a fetch gives up after `fetch_seconds`. A
+  key ID is refused only when keys fetched since its token came lack it: else (keys fetched
+  before it came, not yet to be fetched again) the token may be signed by a key rotated in
+  since, and is answered 503 until they may be.
 - An opaque token by introspection (RFC 7662) on one HTTP client, with the same audience and
-  expiry rules. Answers are kept a while (RFC 7662 §4 allows it), keyed by the token's
-  digest: an active token's up to a minute (never past its `exp`), an inactive one's 10 s,
-  at most `introspections_kept` of them.
+  time rules (`exp`, `nbf`, `iat`). Answers are kept a while (RFC 7662 §4 allows it), keyed
+  by the token's digest: an active token's up to a minute (never past its `exp`), an
+  inactive one's 10 s, at most `introspections_kept` of them.
 
 The token itself is kept nowhere and never passed on: downstream servers get the gateway's
 own credentials.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -36,14 +40,21 @@ from toolkits.mcp.config import secret_from_env
 
 from ...resource_server import ResourceServerSettings
 
-__all__ = ["CALLER_CLAIM", "OAUTH_CLAIM", "IssuerUnreachable", "OAuthTokens", "oauth_caller"]
+__all__ = [
+    "CALLER_CLAIM",
+    "OAUTH_CLAIM",
+    "IssuerUnreachable",
+    "KeyNotFetchedYet",
+    "OAuthTokens",
+    "TokenUnchecked",
+    "oauth_caller",
+]
 
 OAUTH_CLAIM = "agent-gateway/oauth"
 """Set in the claims of a token verified here (static tokens lack it: they are unrestricted)."""
 CALLER_CLAIM = "agent-gateway/caller"
 """In the claims of a token verified here: who is calling (`oauth_caller`)."""
 
-_HTTP_SECONDS = 10.0
 _KEYS_TTL = 3600.0
 _ACTIVE_KEPT_SECONDS = 60.0
 _INACTIVE_KEPT_SECONDS = 10.0
@@ -68,10 +79,32 @@ def oauth_caller(issuer: str, subject: str | None, client_id: str | None) -> str
     raise ValueError("the token names neither a subject (sub) nor a client (client_id)")
 
 
-class IssuerUnreachable(AuthenticationError):
-    """A token could not be checked: its issuer's keys could not be fetched, or its
-    introspection endpoint did not answer. Answered 503 (`http`), not 401: the token may be
-    good, and a client told `invalid_token` would throw it away."""
+class TokenUnchecked(AuthenticationError):
+    """A token that could not be checked now. Answered 503 with `Retry-After: retry_after`
+    (`challenges.unchecked_token`), not 401: the token may be good, and a client told
+    `invalid_token` would throw it away.
+
+    TokenUnchecked
+    ├── IssuerUnreachable: its issuer's keys could not be fetched, or its introspection
+    │   endpoint did not answer
+    └── KeyNotFetchedYet: its key ID is not among its issuer's keys as fetched before it came
+    """
+
+    def __init__(self, message: str, retry_after: int = 30) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds until the check may succeed."""
+
+
+class IssuerUnreachable(TokenUnchecked):
+    """A token's issuer's keys could not be fetched, or its introspection endpoint did not
+    answer."""
+
+
+class KeyNotFetchedYet(TokenUnchecked):
+    """A JWT's key ID is not among its issuer's keys as last fetched, before the token came,
+    and they may not be fetched again yet (`refetch_after`): the issuer may have rotated the
+    key in since."""
 
 
 @dataclass
@@ -80,7 +113,7 @@ class _IssuerKeys:
 
     keys: jwt.PyJWKSet | None = None
     fetched: float = 0.0
-    """When `keys` came (monotonic)."""
+    """When the fetch that brought `keys` began (monotonic)."""
     tried: float | None = None
     """When a fetch last began (monotonic), whether or not keys came of it."""
     fetching: anyio.Lock = field(default_factory=anyio.Lock)
@@ -104,6 +137,8 @@ class OAuthTokens:
     fetch_seconds: float = 5.0
     """How long a fetch of an issuer's keys (its metadata, then the JWKS) may take."""
     introspections_kept: int = 4096
+    http_seconds: float = 10.0
+    """How long one request to an issuer (metadata, JWKS, introspection) may take."""
     now: Callable[[], float] = time.time
     """The clock deciding how long an introspection answer is kept."""
     _keys: dict[str, _IssuerKeys] = field(default_factory=dict[str, _IssuerKeys])
@@ -112,7 +147,7 @@ class OAuthTokens:
 
     @asynccontextmanager
     async def running(self) -> AsyncGenerator[None]:
-        async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+        async with httpx2.AsyncClient(timeout=self.http_seconds) as http:
             self._http = http
             try:
                 yield
@@ -124,12 +159,12 @@ class OAuthTokens:
         if self._http is not None:
             yield self._http
         else:
-            async with httpx2.AsyncClient(timeout=_HTTP_SECONDS) as http:
+            async with httpx2.AsyncClient(timeout=self.http_seconds) as http:
                 yield http
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's access, or None (401) when it is not valid here. Raises
-        `IssuerUnreachable` (503) when it could not be checked; no other failure escapes,
+        `TokenUnchecked` (503) when it could not be checked now; no other failure escapes,
         which would be a 500 with a traceback."""
         try:
             if token.count(".") == 2:
@@ -140,7 +175,7 @@ class OAuthTokens:
                 log.info("refused a bearer token: not a JWT, and no introspection endpoint")
                 return None
             return self._access(token, claims)
-        except IssuerUnreachable as exc:  # said at WARNING where it failed
+        except TokenUnchecked as exc:  # an issuer unreachable is said at WARNING where it failed
             log.info("could not check a bearer token: %s", exc)
             raise
         except (jwt.PyJWTError, httpx2.HTTPError, ValueError, KeyError) as exc:
@@ -222,11 +257,39 @@ class OAuthTokens:
             if key is not None:  # known: no waiting for the fetch under way
                 return key
         elif not self._fetch_due(keys, kid, asked):
-            return _known(keys, issuer, kid)
+            return self._known(keys, issuer, kid, asked)
         async with keys.fetching:  # one fetch per issuer at a time
             if self._fetch_due(keys, kid, asked):
                 await self._refetch(keys, issuer)
-        return _known(keys, issuer, kid)
+        return self._known(keys, issuer, kid, asked)
+
+    def _known(self, keys: _IssuerKeys, issuer: str, kid: str | None, asked: float) -> jwt.PyJWK:
+        """The key `kid` among the issuer's keys held, for a token that came at `asked`."""
+        key = _find(keys.keys, kid)
+        if key is not None:
+            return key
+        now = time.monotonic()
+        tried = keys.tried if keys.tried is not None else now
+        wait = max(1, math.ceil(self.refetch_after - (now - tried)))
+        if keys.keys is None:
+            raise IssuerUnreachable(
+                f"the signing keys of {issuer} could not be fetched", retry_after=wait
+            )
+        if kid is None:  # no fetch could tell which key it is
+            raise ValueError("the token names no key ID, and its issuer has not one key")
+        if keys.fetched >= asked:  # the issuer's keys as of after the token came
+            raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
+        if keys.tried is not None and keys.tried > keys.fetched:
+            raise IssuerUnreachable(
+                f"the signing keys of {issuer} could not be fetched again, and those held"
+                f" lack key {kid!r}",
+                retry_after=wait,
+            )
+        raise KeyNotFetchedYet(
+            f"signing key {kid!r} is not among the keys of {issuer} fetched"
+            f" {now - keys.fetched:.0f} s ago; they may be fetched again in {wait} s",
+            retry_after=wait,
+        )
 
     def _fetch_due(self, keys: _IssuerKeys, kid: str | None, asked: float) -> bool:
         """Whether a request for `kid` that began at `asked` should fetch the issuer's keys:
@@ -246,13 +309,13 @@ class OAuthTokens:
 
     async def _refetch(self, keys: _IssuerKeys, issuer: str) -> None:
         """Fetch the issuer's keys; a fetch that fails or does not come keeps those held."""
-        keys.tried = time.monotonic()
+        began = keys.tried = time.monotonic()
         try:
             with anyio.move_on_after(self.fetch_seconds) as waited:
                 keys.keys = await self._fetch_keys(issuer)
-                keys.fetched = time.monotonic()
+                keys.fetched = began
         except (httpx2.HTTPError, jwt.PyJWTError, ValueError, KeyError) as exc:
-            log.warning("the signing keys of %s could not be fetched: %s", issuer, exc)
+            log.warning("the signing keys of %s could not be fetched: %s", issuer, _reason(exc))
             return
         if waited.cancelled_caught:
             log.warning(
@@ -273,11 +336,7 @@ class OAuthTokens:
         claims = await self._introspection(token)
         if claims.get("active") is not True:
             raise ValueError("the introspection endpoint says the token is not active")
-        exp = claims.get("exp")
-        if exp is not None and not _is_number(exp):  # never taken as "does not expire"
-            raise ValueError(f"the introspection answer's exp is not a number: {exp!r:.40}")
-        if exp is not None and exp + settings.leeway < self.now():
-            raise ValueError("the token has expired")
+        _in_force(claims, self.now(), settings.leeway)
         if "iss" in claims:
             self._issuer(claims["iss"])
         named = _strings(claims.get("aud"), "aud")
@@ -336,10 +395,14 @@ class OAuthTokens:
                 else:
                     response = await http.post(endpoint, data=form, auth=auth)
         except httpx2.TransportError as exc:
-            log.warning("the introspection endpoint %s could not be reached: %s", endpoint, exc)
-            raise IssuerUnreachable(
-                f"the introspection endpoint could not be reached: {exc}"
-            ) from exc
+            if isinstance(exc, httpx2.ConnectTimeout):
+                why = f"could not be reached: no connection within {self.http_seconds:g} s"
+            elif isinstance(exc, httpx2.TimeoutException):
+                why = f"did not answer within {self.http_seconds:g} s"
+            else:
+                why = f"could not be reached: {_reason(exc)}"
+            log.warning("the introspection endpoint %s %s", endpoint, why)
+            raise IssuerUnreachable(f"the introspection endpoint {why}") from exc
         if response.status_code >= 500:
             log.warning("the introspection endpoint %s answered %d", endpoint, response.status_code)
             raise IssuerUnreachable(f"the introspection endpoint answered {response.status_code}")
@@ -352,6 +415,24 @@ class OAuthTokens:
 
 def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _in_force(claims: Mapping[str, Any], now: float, leeway: float) -> None:
+    """ValueError unless an introspection answer's times hold at `now`, by the rules PyJWT
+    applies to a JWT's (`exp` past, `nbf` or `iat` to come, each with `leeway`). A time that
+    is no number is a refusal: never taken as "no such time"."""
+    times: dict[str, float] = {}
+    for claim in ("exp", "nbf", "iat"):
+        value = claims.get(claim)
+        if value is not None and not _is_number(value):
+            raise ValueError(f"the introspection answer's {claim} is not a number: {value!r:.40}")
+        if value is not None:
+            times[claim] = value
+    if "exp" in times and times["exp"] + leeway < now:
+        raise ValueError("the token has expired")
+    for claim in ("nbf", "iat"):
+        if claim in times and times[claim] - leeway > now:
+            raise ValueError(f"the token is not yet valid ({claim})")
 
 
 def _strings(value: object, claim: str) -> list[str]:
@@ -374,22 +455,36 @@ def _scopes(claims: Mapping[str, Any]) -> list[str]:
 
 
 async def _jwks_uri(http: httpx2.AsyncClient, issuer: str) -> str:
+    """The `jwks_uri` of the issuer's metadata (RFC 8414, else OpenID discovery). ValueError
+    saying what each place answered when none names one: missing (404, or no `jwks_uri`) or
+    not to be had (any other answer: the issuer may be down)."""
+    answers: list[str] = []
+    missing = True
     for url in build_oauth_authorization_server_metadata_discovery_urls(issuer, issuer):
         response = await http.get(url)
-        if response.status_code == 200:
-            uri = response.json().get("jwks_uri")
-            if isinstance(uri, str):
-                return uri
-    raise ValueError(f"the metadata of {issuer} names no jwks_uri (set [gateway.oauth] jwks_uri)")
+        if response.status_code != 200:
+            answers.append(f"{url} answered {response.status_code}")
+            missing = missing and response.status_code == 404
+            continue
+        try:
+            document: Any = response.json()
+        except ValueError:
+            document = None
+        uri = cast(dict[str, Any], document).get("jwks_uri") if isinstance(document, dict) else None
+        if isinstance(uri, str):
+            return uri
+        answers.append(f"{url} names no jwks_uri")
+    said = "; ".join(answers)
+    if missing:
+        raise ValueError(
+            f"the metadata of {issuer} names no jwks_uri ({said}; set [gateway.oauth] jwks_uri)"
+        )
+    raise ValueError(f"the metadata of {issuer} could not be fetched ({said})")
 
 
-def _known(keys: _IssuerKeys, issuer: str, kid: str | None) -> jwt.PyJWK:
-    key = _find(keys.keys, kid)
-    if key is not None:
-        return key
-    if keys.keys is None:
-        raise IssuerUnreachable(f"the signing keys of {issuer} could not be fetched")
-    raise ValueError(f"no signing key {kid!r} in the issuer's JWKS")
+def _reason(exc: BaseException) -> str:
+    """What went wrong, never empty: some of httpx's errors say nothing (`ReadTimeout`)."""
+    return str(exc) or type(exc).__name__
 
 
 def _find(keys: jwt.PyJWKSet | None, kid: str | None) -> jwt.PyJWK | None:
