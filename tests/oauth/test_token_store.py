@@ -150,4 +150,7 @@ async def test_a_node_keeps_its_tokens_in_the_keyring(
     stored = await ServerTokens(KeyringStore(), "remote", world.url).get_tokens()
     assert stored is not None
     assert stored.access_token in world.authority.access
-    assert not (tmp_path / "files").exists()
+    # The file store's directory holds only the (empty) lock file of the entry.
+    [lock] = (tmp_path / "files").iterdir()
+    assert lock.name.endswith(".lock")
+    assert lock.read_bytes() == b""
