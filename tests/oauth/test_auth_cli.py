@@ -204,6 +204,23 @@ async def test_login_verbose_logs_the_requests_but_not_the_code_or_the_state(
     assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)
 
 
+async def test_login_very_verbose_logs_no_code_or_state_either(tmp_path: Path) -> None:
+    """`-vv` adds httpcore2's lines, one of which shows the headers of the authorization
+    server's redirect: its `Location` is the callback's URL, code and state in it."""
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "-vv", "remote", "--config", config)
+        [authorization] = world.authority.authorizations
+    assert code == 0, err
+    [location] = [line for line in err.splitlines() if "(b'location'" in line.lower()]
+    assert location.startswith("DEBUG httpcore2.http11: receive_response_headers.complete")
+    assert "/callback?code=[redacted]&state=[redacted]&iss=" in location
+    assert authorization.state is not None
+    assert authorization.state not in err
+    assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)
+
+
 PATH_KEY = "pathkey-said-back-only-letters"
 """A key in the server's URL's path, from a `${VAR}` (no digit: only the variable marks it)."""
 
