@@ -458,6 +458,17 @@ async def test_without_a_person_a_node_says_which_command_authorises_it(
     assert world.authority.registrations == 0  # nothing is registered on a person's behalf
 
 
+async def test_a_401_to_a_node_whose_oauth_is_off_says_so() -> None:
+    async with oauth_world() as world, node(world, oauth=False) as toolkit:
+        health = toolkit.health
+    assert health.state == "failed"
+    assert health.last_error == (
+        "ServerConfigError: MCP server 'remote' answered HTTP 401 (invalid_token): "
+        "mcpServers.remote.oauth is false, so no authorization flow answers it"
+    )
+    assert not world.authority_seen  # nothing was asked of the authorization server
+
+
 async def test_tokens_are_never_logged_and_the_store_is_private(
     token_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
