@@ -7,7 +7,8 @@
     ├── ServerUnavailable          the node's server is not connected (starting, failed, restarting)
     │   ├── ConnectionLost         the connection ended while the call was in flight
     │   │   └── NodeStopped        ... because the node is being stopped (or is not running)
-    │   └── AuthorizationRequired  the server wants an OAuth authorization nobody gave yet
+    │   ├── AuthorizationRequired  the server wants an OAuth authorization nobody gave yet
+    │   └── AuthorizationServerFailed  its authorization server failed a token refresh (kept)
     └── ToolTimeout                no result within the timeout (or the absolute cap)
 
 Failures *of a tool* (bad arguments, the tool's own errors, protocol errors the server answers
@@ -24,6 +25,7 @@ from typing import Any, TypeVar, cast
 __all__ = [
     "LOGIN_COMMAND",
     "AuthorizationRequired",
+    "AuthorizationServerFailed",
     "ConnectionLost",
     "NoSuchTool",
     "NodeStopped",
@@ -93,9 +95,18 @@ LOGIN_COMMAND = "agent-gateway auth login {node}"
 class AuthorizationRequired(ServerUnavailable):
     """The server asked for an authorization this process may not start on its own."""
 
-    def __init__(self, node: str, *, why: str = "needs authorisation") -> None:
+    def __init__(self, node: str, *, why: str = "needs authorisation", login: bool = True) -> None:
+        """`login`: whether `auth login` is the remedy (named in the message); not for an
+        authorization server that refused what was asked of it."""
         command = LOGIN_COMMAND.format(node=node)
-        super().__init__(f"MCP server {node!r} {why}: run `{command}`", node=node)
+        then = f": run `{command}`" if login else ""
+        super().__init__(f"MCP server {node!r} {why}{then}", node=node)
+
+
+class AuthorizationServerFailed(ServerUnavailable):
+    """The server's authorization server did not refresh the node's token and did not say the
+    grant is over (a 5xx, another refusal): the stored tokens are kept, and the refresh is tried
+    again when the node reconnects."""
 
 
 class ToolTimeout(ToolkitError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import signal
 import sys
 from pathlib import Path
 from urllib.parse import quote
@@ -104,6 +105,85 @@ async def test_login_status_use_and_logout(tmp_path: Path) -> None:
     assert world.authority.grants == ["authorization_code"]
 
 
+async def test_a_login_that_fails_leaves_the_previous_authorisation(tmp_path: Path) -> None:
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        plain = environment(tmp_path)
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        world.authority.token_failure = (500, "server_error")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert code == 1
+        assert err.startswith("error: could not authorise at 'remote': Token exchange failed (500)")
+        world.authority.token_failure = None
+        code, out, _ = await gateway(plain, "auth", "status", "--config", config)
+        assert "remote: authorised, token expires" in out
+        code, out, err = await gateway(plain, "tools", "--config", config)
+        assert code == 0, out + err
+        assert "remote__echo" in out
+    assert world.authority.grants == ["authorization_code"]
+
+
+async def test_a_login_interrupted_at_the_browser_leaves_the_previous_authorisation(
+    tmp_path: Path,
+) -> None:
+    browser = tmp_path / "browser.py"
+    browser.write_text("")  # a browser nobody approves in
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert (code, err) == (0, "")
+        env = environment(tmp_path, BROWSER=browser_command(browser))
+        login = [str(SCRIPT), "auth", "login", "remote", "--config", config]
+        async with await anyio.open_process(login, env=env, cwd=REPO) as process:
+            assert process.stderr is not None
+            said = b""
+            with anyio.fail_after(30):
+                async for chunk in process.stderr:
+                    said += chunk
+                    if b"in your browser" in said:
+                        break
+            process.send_signal(signal.SIGINT)  # Ctrl-C while the page is open
+            with anyio.fail_after(30):
+                code = await process.wait()
+        assert code != 0
+        code, out, _ = await gateway(environment(tmp_path), "auth", "status", "--config", config)
+        assert "remote: authorised, token expires" in out
+    assert world.authority.grants == ["authorization_code"]  # the interrupted login got none
+
+
+async def test_a_step_up_nobody_could_authorise_is_asked_for_at_the_next_login(
+    tmp_path: Path,
+) -> None:
+    """A call needing more scopes than the login got says to log in; that login asks for them
+    (with the scopes held), and a later login keeps them."""
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        plain = environment(tmp_path)
+        code, out, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+        assert out.endswith(", scopes: read; 2 tools\n"), err
+        write = ["call", "remote__write", "--args", '{"text": "x"}', "--config", config]
+        code, out, err = await gateway(plain, *write)
+        assert (code, err) == (
+            1,
+            "error: MCP server 'remote' needs authorisation for more scopes (read write): "
+            "run `agent-gateway auth login remote`\n",
+        )  # and no word of a connection lost: it was not
+        for _ in range(2):
+            code, out, err = await gateway(fetching, "auth", "login", "remote", "--config", config)
+            assert out.endswith(", scopes: read write; 2 tools\n"), err
+            code, out, err = await gateway(plain, *write)
+            assert (code, out) == (0, "wrote:x\n"), err
+    assert [a.scopes for a in world.authority.authorizations] == [
+        ["read"],
+        ["read", "write"],
+        ["read", "write"],
+    ]
+
+
 async def test_login_verbose_logs_the_requests_but_not_the_code_or_the_state(
     tmp_path: Path,
 ) -> None:
@@ -119,6 +199,23 @@ async def test_login_verbose_logs_the_requests_but_not_the_code_or_the_state(
     assert callback.startswith("INFO httpx2: HTTP Request: GET http://127.0.0.1:")
     assert "/callback?code=[redacted]&state=[redacted]&iss=" in callback
     assert f"{world.authority.issuer}/authorize?" in err  # the page's line, redacted too
+    assert authorization.state is not None
+    assert authorization.state not in err
+    assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)
+
+
+async def test_login_very_verbose_logs_no_code_or_state_either(tmp_path: Path) -> None:
+    """`-vv` adds httpcore2's lines, one of which shows the headers of the authorization
+    server's redirect: its `Location` is the callback's URL, code and state in it."""
+    async with oauth_world() as world:
+        config = str(write_config(tmp_path, world))
+        fetching = environment(tmp_path, AGENT_GATEWAY_OAUTH_REDIRECT="fetch")
+        code, _, err = await gateway(fetching, "auth", "login", "-vv", "remote", "--config", config)
+        [authorization] = world.authority.authorizations
+    assert code == 0, err
+    [location] = [line for line in err.splitlines() if "(b'location'" in line.lower()]
+    assert location.startswith("DEBUG httpcore2.http11: receive_response_headers.complete")
+    assert "/callback?code=[redacted]&state=[redacted]&iss=" in location
     assert authorization.state is not None
     assert authorization.state not in err
     assert not re.search(r"[?&](code|state)=(?!\[redacted\])", err)

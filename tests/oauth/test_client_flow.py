@@ -14,10 +14,11 @@ from urllib.parse import parse_qs
 import anyio
 import mcp_types as types
 import pytest
-from mcp.shared.auth import OAuthClientInformationFull
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from pydantic import AnyUrl
 
 from tests.servers.oauth import AuthorityOptions, OAuthWorld, legacy_world, oauth_world
+from toolkits import AuthorizationRequired
 from toolkits.mcp import Backoff, McpServerConfig, McpToolkit, transport
 from toolkits.mcp.oauth import STEP_UP_LIMIT
 from toolkits.mcp.oauth_callback import free_loopback_port, redirect_uri
@@ -234,6 +235,29 @@ async def test_a_client_id_metadata_document_replaces_registration() -> None:
     assert form(world.token_requests()[0].body)["client_id"] == document_url
 
 
+async def test_a_client_id_metadata_document_named_later_wins_over_a_stored_registration() -> None:
+    document_url = "https://client.example.com/agent-gateway/client.json"
+    port = free_loopback_port()
+    options = AuthorityOptions(client_id_metadata_documents=True)
+    async with oauth_world(options) as world:
+        world.authority.metadata_documents[document_url] = OAuthClientInformationFull(
+            client_id=document_url,
+            token_endpoint_auth_method="none",
+            redirect_uris=[AnyUrl(redirect_uri(port))],
+            scope="read write",
+        )
+        async with node(world, oauth_callback_port=port) as toolkit:  # registers itself
+            assert await call(toolkit) == "echo:hi"
+        world.authority.revoke_all()  # the next authorization is the document's
+        keys = {"oauth_client_metadata_url": document_url, "oauth_callback_port": port}
+        async with node(world, **keys) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+    assert world.authority.registrations == 1
+    first, second = world.token_requests()
+    assert form(first.body)["client_id"] != document_url
+    assert form(second.body)["client_id"] == document_url
+
+
 async def test_an_access_token_the_server_no_longer_takes_is_refreshed_not_reauthorized() -> None:
     async with oauth_world() as world, node(world) as toolkit:
         assert await call(toolkit) == "echo:hi"
@@ -259,6 +283,99 @@ async def test_a_stored_token_past_its_expiry_is_refreshed_before_it_is_used(
         async with node(world) as toolkit:  # a new process, as far as the node knows
             assert await call(toolkit) == "echo:hi"
         assert old not in world.protected.tokens_seen()[sent_before:]
+    assert world.authority.grants == ["authorization_code", "refresh_token"]
+
+
+async def expire_stored(tokens: ServerTokens) -> OAuthToken:
+    """Make the stored access token past its expiry (as another process would find it);
+    returns the stored tokens."""
+    entry = await tokens.load()
+    assert entry.tokens is not None
+    await tokens.save(entry.model_copy(update={"expires_at": 1000.0}))  # long ago
+    return entry.tokens
+
+
+async def test_tokens_another_process_refreshed_are_taken_not_thrown_away(
+    token_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The authorization server rotates refresh tokens. A node that holds the tokens another
+    process has refreshed since (its refresh token spent) takes the stored ones: it goes on
+    serving, and the store keeps what the other process got."""
+    async with oauth_world() as world:
+        tokens = ServerTokens(FileStore(token_dir), "remote", world.url)
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+        monkeypatch.delenv("AGENT_GATEWAY_OAUTH_REDIRECT")  # nobody may authorise from here
+        async with node(world) as served:  # e.g. `serve`
+            assert await call(served) == "echo:hi"
+            held = await expire_stored(tokens)
+            async with node(world) as other:  # e.g. `call`: it refreshes, and stores the new
+                assert await call(other) == "echo:hi"
+            assert held.refresh_token not in world.authority.refresh  # spent
+            del world.authority.access[held.access_token]  # the served node's stops working
+            assert await call(served, text="again") == "echo:again"
+            assert served.health.state == "ready"
+        stored = (await tokens.load()).tokens
+        assert stored is not None
+        assert stored.access_token in world.authority.access
+        assert stored.refresh_token in world.authority.refresh
+    assert world.authority.grants == ["authorization_code", "refresh_token"]
+
+
+async def test_a_refresh_token_refused_as_invalid_grant_drops_only_those_tokens(
+    token_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with oauth_world() as world:
+        tokens = ServerTokens(FileStore(token_dir), "remote", world.url)
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+        monkeypatch.delenv("AGENT_GATEWAY_OAUTH_REDIRECT")
+        await expire_stored(tokens)
+        world.authority.revoke_all()
+        async with node(world) as toolkit:
+            health = toolkit.health
+        entry = await tokens.load()
+    assert health.last_error == (
+        "MCP server 'remote' needs authorisation: run `agent-gateway auth login remote`"
+    )
+    assert entry.tokens is None
+    assert entry.client_info is not None  # a new login reuses the registration
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "said"),
+    [
+        (503, "temporarily_unavailable", "answered a token refresh with HTTP 503"),
+        (500, "server_error", "answered a token refresh with HTTP 500"),
+        (401, "invalid_client", "refused a token refresh: HTTP 401"),
+    ],
+)
+async def test_a_refresh_that_fails_otherwise_keeps_the_tokens_for_a_later_one(
+    token_dir: Path, monkeypatch: pytest.MonkeyPatch, status: int, error: str, said: str
+) -> None:
+    """Only `invalid_grant` says a refresh token is dead (RFC 6749 §5.2): after a 5xx (or
+    another refusal) the node says what the authorization server answered, not that it
+    needs a login, and once the authorization server answers again a refresh works."""
+    async with oauth_world() as world:
+        tokens = ServerTokens(FileStore(token_dir), "remote", world.url)
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+        monkeypatch.delenv("AGENT_GATEWAY_OAUTH_REDIRECT")
+        held = await expire_stored(tokens)
+        world.authority.token_failure = (status, error)
+        async with node(world) as toolkit:
+            health = toolkit.health
+        assert (await tokens.load()).tokens == held
+        world.authority.token_failure = None
+        async with node(world) as toolkit:
+            assert await call(toolkit) == "echo:hi"
+    assert health.state == "failed"
+    assert health.last_error is not None
+    assert health.last_error.startswith(
+        f"MCP server 'remote': its authorization server {said} ({error}); the stored tokens "
+        "are kept, and the refresh is tried again"
+    )
+    assert "needs authorisation" not in health.last_error
     assert world.authority.grants == ["authorization_code", "refresh_token"]
 
 
@@ -306,13 +423,20 @@ async def test_insufficient_scope_steps_up_to_the_union_of_scopes() -> None:
 
 
 async def test_step_up_gives_up_after_the_limit_when_the_scope_is_never_granted() -> None:
+    """The call fails saying what the server wanted and what was granted, not as a broken
+    connection or a bare server error; the connection serves the other tools on."""
     options = AuthorityOptions(withhold=frozenset({"write"}))
     async with oauth_world(options) as world, node(world) as toolkit:
         assert await call(toolkit) == "echo:hi"
         for _ in range(STEP_UP_LIMIT + 2):
-            refused = await toolkit.call_tool("remote__write", {"text": "x"})
-            assert refused.is_error
+            with pytest.raises(AuthorizationRequired) as refused:
+                await toolkit.call_tool("remote__write", {"text": "x"})
+            assert str(refused.value) == (
+                "MCP server 'remote' refused the call: insufficient_scope (it needs `read "
+                "write`; the authorization server granted `read`)"
+            )
         assert await call(toolkit) == "echo:hi"
+        assert toolkit.health.state == "ready"
     assert len(world.authority.authorizations) == 1 + STEP_UP_LIMIT
 
 
@@ -334,6 +458,17 @@ async def test_without_a_person_a_node_says_which_command_authorises_it(
     assert world.authority.registrations == 0  # nothing is registered on a person's behalf
 
 
+async def test_a_401_to_a_node_whose_oauth_is_off_says_so() -> None:
+    async with oauth_world() as world, node(world, oauth=False) as toolkit:
+        health = toolkit.health
+    assert health.state == "failed"
+    assert health.last_error == (
+        "ServerConfigError: MCP server 'remote' answered HTTP 401 (invalid_token): "
+        "mcpServers.remote.oauth is false, so no authorization flow answers it"
+    )
+    assert not world.authority_seen  # nothing was asked of the authorization server
+
+
 async def test_tokens_are_never_logged_and_the_store_is_private(
     token_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -347,9 +482,12 @@ async def test_tokens_are_never_logged_and_the_store_is_private(
     for secret in secrets[:-1]:
         assert secret not in logged
     assert stat.S_IMODE(os.stat(token_dir).st_mode) == 0o700
-    [stored] = os.listdir(token_dir)
-    assert stat.S_IMODE(os.stat(token_dir / stored).st_mode) == 0o600
+    lock, stored = sorted(os.listdir(token_dir))  # the entry's lock file, then the entry
+    assert lock == f".{stored.removesuffix('.json')}.lock"
+    for name in (lock, stored):
+        assert stat.S_IMODE(os.stat(token_dir / name).st_mode) == 0o600
     assert next(iter(world.authority.access)) in read_text(token_dir / stored)
+    assert read_text(token_dir / lock) == ""
 
 
 async def test_a_token_is_never_sent_to_another_server_under_the_same_name() -> None:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import keyring
 import pytest
 from keyring.backend import KeyringBackend
@@ -17,6 +19,7 @@ from mcp.shared.auth import OAuthToken
 from tests.servers.oauth import oauth_world
 from toolkits import ServerConfigError
 from toolkits.mcp import McpServerConfig, McpToolkit
+from toolkits.mcp.oauth_lock import StoreLocked, held
 from toolkits.mcp.oauth_store import FileStore, KeyringStore, ServerTokens, default_store
 
 
@@ -122,6 +125,70 @@ def test_the_file_store_leaves_a_directory_it_did_not_make_as_it_was(
     assert not caplog.records
 
 
+HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+@pytest.mark.skipif(sys.platform == "win32", reason="the holder process uses flock")
+async def test_an_entry_changes_only_while_no_other_process_holds_its_lock(
+    tmp_path: Path,
+) -> None:
+    """Each change is read, changed and written under the entry's lock: while another process
+    holds it (a refresh under way there), a change here waits, and gives up past its bound."""
+    store = FileStore(tmp_path)
+    tokens = ServerTokens(store, "remote", "http://127.0.0.1:1234/mcp")
+    await tokens.set_tokens(OAuthToken(access_token="first", expires_in=60))
+    lock = store.lock_path(tokens.key)
+    command = [sys.executable, "-c", HOLDER, str(lock)]
+    second = OAuthToken(access_token="second", expires_in=60)
+    async with await anyio.open_process(command) as holder:
+        assert holder.stdout is not None
+        assert holder.stdin is not None
+        with anyio.fail_after(10):
+            assert (await holder.stdout.receive()).strip() == b"held"
+        with anyio.move_on_after(0.3) as waiting:
+            await tokens.set_tokens(second)
+        assert waiting.cancelled_caught
+        stored = await tokens.get_tokens()
+        assert stored is not None
+        assert stored.access_token == "first"
+        with pytest.raises(StoreLocked):
+            async with held(lock, within=0.2):
+                pass
+        await holder.stdin.aclose()  # the holder ends, and its lock with it
+        with anyio.fail_after(10):
+            await holder.wait()
+    await tokens.set_tokens(second)
+    stored = await tokens.get_tokens()
+    assert stored is not None
+    assert stored.access_token == "second"
+
+
+@pytest.mark.anyio
+async def test_dropping_dead_tokens_keeps_newer_ones_another_process_stored(
+    tmp_path: Path,
+) -> None:
+    store = FileStore(tmp_path)
+    url = "http://127.0.0.1:1234/mcp"
+    ours, theirs = ServerTokens(store, "remote", url), ServerTokens(store, "remote", url)
+    dead = OAuthToken(access_token="a1", refresh_token="r1", expires_in=60)
+    await ours.set_tokens(dead)
+    await theirs.set_tokens(OAuthToken(access_token="a2", refresh_token="r2", expires_in=60))
+    assert not await ours.drop_tokens(dead)
+    kept = await ours.get_tokens()
+    assert kept is not None
+    assert kept.refresh_token == "r2"
+    assert await ours.drop_tokens(kept)
+    assert await ours.get_tokens() is None
+
+
 @pytest.mark.anyio
 async def test_an_entry_is_bound_to_the_server_url(tmp_path: Path) -> None:
     store = FileStore(tmp_path)
@@ -150,4 +217,7 @@ async def test_a_node_keeps_its_tokens_in_the_keyring(
     stored = await ServerTokens(KeyringStore(), "remote", world.url).get_tokens()
     assert stored is not None
     assert stored.access_token in world.authority.access
-    assert not (tmp_path / "files").exists()
+    # The file store's directory holds only the (empty) lock file of the entry.
+    [lock] = (tmp_path / "files").iterdir()
+    assert lock.name.endswith(".lock")
+    assert lock.read_bytes() == b""

@@ -23,7 +23,7 @@ from gateway.assembly import open_gateway
 from gateway.config import parse_config
 from gateway.server import build_server, http_app, http_options
 from tests.servers.asgi import serve_on_loopback
-from tests.servers.oauth import OAuthWorld, oauth_world
+from tests.servers.oauth import AuthorityOptions, OAuthWorld, oauth_world
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.authorization import login
 from toolkits.mcp.oauth_store import FileStore, ServerTokens
@@ -114,6 +114,23 @@ async def test_a_step_up_during_a_proxied_call_is_put_to_the_client_and_the_call
         assert stored.tokens.scope == "read write"
         assert stored.tokens.access_token not in str(result.model_dump())
     assert [a.scopes for a in world.authority.authorizations] == [["read"], ["read", "write"]]
+
+
+@pytest.mark.parametrize("era", ["legacy", "auto"])
+async def test_a_step_up_granted_in_part_fails_the_call_saying_what_was_granted(era: str) -> None:
+    """The person approved, the authorization server granted less than the server needs: the
+    call fails saying so (not a closed connection), and the other tools still answer."""
+    person = Person()
+    options = AuthorityOptions(withhold=frozenset({"write"}))
+    async with oauth_world(options) as world, served_gateway(world) as url:
+        refused = await call(url, era, "remote__write", person)
+        assert refused.is_error
+        assert text(refused) == (
+            "tool 'remote__write' (node 'remote') failed: MCP server 'remote' refused the call: "
+            "insufficient_scope (it needs `read write`; the authorization server granted `read`)"
+        )
+        assert len(person.asked) == 1
+        assert not (await call(url, era, "remote__echo", None)).is_error
 
 
 @pytest.mark.parametrize("era", ["legacy", "auto"])

@@ -111,6 +111,8 @@ class TestAuthority:
         self.registrations = 0
         self.revoked: list[str] = []
         """Tokens revoked at the revocation endpoint (RFC 7009), in order."""
+        self.token_failure: tuple[int, str] | None = None
+        """While set, the token endpoint answers every request so: (status, OAuth error)."""
 
     # OAuthAuthorizationServerProvider
 
@@ -229,11 +231,13 @@ class TestAuthority:
 
 
 class _Recorded:
-    """ASGI middleware keeping every HTTP request (method, path, headers, body)."""
+    """ASGI middleware keeping every HTTP request (method, path, headers, body), and failing
+    token requests while the authority says so (`token_failure`)."""
 
-    def __init__(self, app: ASGIApp, seen: list[SeenRequest]) -> None:
+    def __init__(self, app: ASGIApp, seen: list[SeenRequest], authority: TestAuthority) -> None:
         self.app = app
         self.seen = seen
+        self.authority = authority
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -249,6 +253,11 @@ class _Recorded:
                 body=body,
             )
         )
+        failure = self.authority.token_failure
+        if failure is not None and scope["path"].endswith("/token"):
+            status, error = failure
+            await JSONResponse({"error": error}, status_code=status)(scope, replay, send)
+            return
         await self.app(scope, replay, send)
 
 
@@ -319,7 +328,7 @@ def authority_app(authority: TestAuthority, base_url: str, seen: list[SeenReques
             authority, options=ClientRegistrationOptions(enabled=True, valid_scopes=options.scopes)
         )
         routes.append(Route(f"{prefix}/register", registration.handle, methods=["POST"]))
-    return _Recorded(Starlette(routes=routes), seen)
+    return _Recorded(Starlette(routes=routes), seen, authority)
 
 
 class ProtectedMcp:

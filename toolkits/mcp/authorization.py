@@ -2,7 +2,9 @@
 
 `login` connects to the server with a provider that may involve a person (`browser`) or fetch
 the authorization page itself (`fetch`); the tokens it gets land in the user's store, where
-every node reads them. `status` says, per server, whether tokens are stored, until when, for
+every node reads them. It authorizes anew, asking for the scopes the stored token had and
+those a step-up wanted (`oauth`), and what was stored stays until the new tokens arrive: a
+login that fails, times out or is interrupted leaves the previous authorization in place. `status` says, per server, whether tokens are stored, until when, for
 which scopes. `logout` revokes a server's tokens at its authorization server (RFC 7009, when
 it has a revocation endpoint) and forgets them and the registration.
 """
@@ -22,13 +24,8 @@ from mcp_types.version import LATEST_MODERN_VERSION
 
 from ..errors import ServerConfigError
 from .config import McpServerConfig
-from .oauth import (
-    RedirectMode,
-    client_authentication,
-    oauth_for,
-    registered_client,
-    uses_oauth,
-)
+from .oauth import RedirectMode, oauth_for, uses_oauth
+from .oauth_clients import client_authentication, registered_client
 from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store
 from .stderr_tail import StderrTail
 from .tool_listing import ToolListing
@@ -97,7 +94,8 @@ async def login(
     store: TokenStore | None = None,
     announce: Callable[[str], None] | None = None,
 ) -> tuple[AuthorizationStatus, int]:
-    """Authorise at server `name` now (a new authorization, even with tokens stored).
+    """Authorise at server `name` now (a new authorization, even with tokens stored; they are
+    replaced once the new ones arrive).
 
     Returns the stored status and how many tools the server then listed. Raises
     `ServerConfigError` for a server that does not use OAuth, `OAuthFlowError` (and other errors
@@ -106,9 +104,7 @@ async def login(
     config = _oauth_config(name, config)
     assert config.url is not None
     store = store or default_store()
-    tokens = ServerTokens(store, name, config.url)
-    await tokens.clear_tokens()  # keep the registration: a new login reuses it
-    provider = await oauth_for(name, config, mode=mode, store=store, announce=announce)
+    provider = await oauth_for(name, config, mode=mode, store=store, announce=announce, fresh=True)
     transport = config_transport(
         config, name=name, log=log, stderr_tail=StderrTail(), auth=provider
     )

@@ -6,7 +6,8 @@ discovery URL built from its path, an error naming the URL). In every line of th
 traceback included (`Unsaid`; the command line puts it on its log handler too, for every line):
 
 - an OAuth flow's values are `[redacted]`: the authorization page's URL carries the flow's
-  `state`, the callback's (fetched by `oauth_page`) the authorization code;
+  `state`, the callback's (fetched by `oauth_page`) the authorization code, and so does the
+  redirect's `Location` header that httpcore2 shows at DEBUG (`-vv`);
 - a URL's password, or a user alone (`https://TOKEN@host`), and the values of its query's
   credential parameters (`?api_key=`) are `***`;
 - the URL secrets of every server a transport was made for (`keep_out_of_logs`: its path's
@@ -17,6 +18,7 @@ traceback included (`Unsaid`; the command line puts it on its log handler too, f
 from __future__ import annotations
 
 import logging
+import re
 from urllib.parse import unquote_plus
 
 import httpx2
@@ -30,7 +32,12 @@ _SECRET_PARAMETERS = frozenset(
     {"code", "state", "code_verifier", "access_token", "refresh_token", "id_token", "client_secret"}
 )
 """Query parameters of an OAuth flow whose values are never logged."""
+_FLOW_VALUES = re.compile(
+    r"([?&](?:" + "|".join(sorted(_SECRET_PARAMETERS)) + r")=)(?!\[redacted\])[^&#\s'\"]+"
+)
+"""Those values in a URL anywhere in a line (a header's, in httpcore2's)."""
 _LOGGERS = (
+    "httpcore2",
     "httpx2",
     "mcp.client.auth.oauth2",
     "mcp.client.session",
@@ -65,13 +72,14 @@ class Unsaid(logging.Filter):
                 _redacted(arg) if isinstance(arg, httpx2.URL) else arg for arg in record.args
             )
         known = _known
+        said = record.getMessage()
+        masked = _FLOW_VALUES.sub(r"\1[redacted]", said)
         if known:
-            said = record.getMessage()
-            masked = known.mask(said)
-            if masked != said:
-                record.msg, record.args = masked, ()
+            masked = known.mask(masked)
             if record.exc_info and not record.exc_text:  # what a formatter shows, made now
                 record.exc_text = known.mask(_TRACEBACK.formatException(record.exc_info))
+        if masked != said:
+            record.msg, record.args = masked, ()
         return True
 
 

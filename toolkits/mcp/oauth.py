@@ -14,8 +14,18 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
   before using it;
 - a 401 to a token we hold first tries the refresh token (a revoked or early-expired access
   token) before a new authorization;
+- the store is shared by every process of the user, and authorization servers rotate refresh
+  tokens: a refresh is decided under the entry's lock, with the tokens stored now (another
+  process's newer ones are taken instead of refreshing ours); only `invalid_grant` says the
+  refresh token is dead, and then only those tokens are dropped. Any other failure of a
+  refresh (a 5xx) keeps them: `AuthorizationServerFailed`, and the node tries again later;
+- `auth login` (`fresh`) authorizes anew without dropping what is stored first: the new
+  tokens replace the old once they arrive, so a login that fails or is interrupted leaves
+  the old authorization as it was. It asks for the scopes the stored token had and those a
+  step-up asked for that nobody could authorise then (recorded in the store);
 - step-up re-authorizations (403 `insufficient_scope`) are limited: after `STEP_UP_LIMIT`
-  for the same challenged scope, the 403 goes back to the caller;
+  for the same challenged scope, the 403 goes back to the caller; a step-up the authorization
+  server did not grant in full fails the call saying so (what was needed, what was granted);
 - who may start an authorization is the `mode`: `refuse` (a run or `serve`: put the page to
   the caller of the call in flight as a URL-mode elicitation when that caller takes requests,
   the served gateway's MCP client; else raise `AuthorizationRequired`, which names the command
@@ -31,31 +41,45 @@ flow with PKCE S256 and the `resource` parameter, and refreshes. On top of it:
 
 from __future__ import annotations
 
-import base64
+import json
 import logging
 import os
 import secrets
 import webbrowser
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
-from typing import Literal
-from urllib.parse import quote, urlsplit, urlunsplit
+from collections.abc import AsyncGenerator, Callable
+from typing import Literal, cast
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 import anyio
 import anyio.to_thread
 import httpx2
 from mcp.client.auth import OAuthClientProvider, OAuthFlowError
 from mcp.client.auth.oauth2 import OAuthContext
-from mcp.client.auth.utils import extract_field_from_www_auth
+from mcp.client.auth.utils import extract_field_from_www_auth, union_scopes
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata
 from mcp.shared.auth_utils import check_resource_allowed, resource_url_from_server_url
 from mcp_types import ElicitRequest, ElicitRequestURLParams, ElicitResult, ErrorData
 from pydantic import AnyUrl
 
-from ..errors import AuthorizationRequired, ServerConfigError, find_error
-from .config import McpServerConfig, secret_from_env
+from ..errors import (
+    LOGIN_COMMAND,
+    AuthorizationRequired,
+    AuthorizationServerFailed,
+    ServerConfigError,
+    find_error,
+)
+from .config import McpServerConfig
 from .oauth_callback import free_loopback_port, receive_callback, redirect_uri
+from .oauth_clients import (
+    CLIENT_NAME,
+    auth_method,
+    client_secret,
+    pre_registered,
+    registered_port,
+)
+from .oauth_lazy import LazyOAuth, is_step_up
 from .oauth_page import AuthorizationPageRefused, fetch_authorization, probe_authorization_page
-from .oauth_store import ServerTokens, TokenStore, default_store
+from .oauth_store import OAuthEntry, ServerTokens, TokenStore, default_store, same_tokens
 from .server_requests import CallsInFlight
 
 __all__ = [
@@ -64,11 +88,9 @@ __all__ = [
     "LazyOAuth",
     "McpOAuth",
     "RedirectMode",
-    "client_authentication",
     "find_authorization_required",
     "oauth_for",
     "redirect_mode_from_env",
-    "registered_client",
     "uses_oauth",
 ]
 
@@ -78,7 +100,6 @@ OAUTH_REDIRECT_ENV = "AGENT_GATEWAY_OAUTH_REDIRECT"
 STEP_UP_LIMIT = 2
 """Re-authorizations for one challenged scope (per connection) before its 403 is final."""
 
-_CLIENT_NAME = "agent-gateway"
 _BROWSER_TIMEOUT = 300.0
 _FETCH_TIMEOUT = 30.0
 
@@ -130,25 +151,26 @@ async def oauth_for(
     store: TokenStore | None = None,
     announce: Callable[[str], None] | None = None,
     in_flight: CallsInFlight | None = None,
+    fresh: bool = False,
 ) -> McpOAuth:
     """The auth provider of node `name` (reads its stored registration for the callback port).
     In `refuse` mode, an authorization asked for during one of the node's calls `in_flight`
-    is put to its caller when it can take it.
+    is put to its caller when it can take it. `fresh`: a new authorization (`auth login`).
 
     Raises `ServerConfigError` for an unset client secret variable or a bad metadata document URL.
     """
     assert config.url is not None
-    secret = _client_secret(name, config)
+    secret = client_secret(name, config)
     tokens = ServerTokens(store or default_store(), name, config.url)
     stored = (await tokens.load()).client_info
-    port = config.oauth_callback_port or _registered_port(stored) or free_loopback_port()
+    port = config.oauth_callback_port or registered_port(stored) or free_loopback_port()
     callback = AnyUrl(redirect_uri(port))
-    auth = _auth_method(config, secret)
+    auth = auth_method(config, secret)
     if config.oauth_client_id is not None:
-        fixed = _pre_registered(config.oauth_client_id, secret, auth, callback)
+        fixed = pre_registered(config.oauth_client_id, secret, auth, callback)
         tokens = ServerTokens(tokens.store, name, config.url, fixed_client=fixed)
     metadata = OAuthClientMetadata(
-        client_name=_CLIENT_NAME,
+        client_name=CLIENT_NAME,
         redirect_uris=[callback],
         token_endpoint_auth_method=auth,
         grant_types=["authorization_code", "refresh_token"],
@@ -165,75 +187,10 @@ async def oauth_for(
             client_metadata_url=config.oauth_client_metadata_url,
             announce=announce,
             in_flight=in_flight,
+            fresh=fresh,
         )
     except ValueError as exc:  # the SDK's check of the metadata document URL
         raise ServerConfigError(f"mcpServers.{name}.oauth_client_metadata_url: {exc}") from exc
-
-
-def registered_client(
-    name: str, config: McpServerConfig, stored: OAuthClientInformationFull | None
-) -> OAuthClientInformationFull | None:
-    """Who the gateway is at the server's authorization server: the config's pre-registered
-    client (its secret read from the environment), else the `stored` registration.
-
-    Raises `ServerConfigError` for an unset client secret variable.
-    """
-    if config.oauth_client_id is None:
-        return stored
-    secret = _client_secret(name, config)
-    return _pre_registered(config.oauth_client_id, secret, _auth_method(config, secret), None)
-
-
-def client_authentication(
-    client: OAuthClientInformationFull, data: Mapping[str, str]
-) -> tuple[dict[str, str], dict[str, str]]:
-    """The form and headers of a request to a token or revocation endpoint, authenticated as
-    `client` registered (RFC 6749 §2.3.1: HTTP Basic, or the secret in the form; a public
-    client names its `client_id` alone)."""
-    form = {**data, "client_id": client.client_id}
-    secret = client.client_secret
-    method = client.token_endpoint_auth_method
-    if method == "client_secret_basic" and secret:
-        pair = f"{quote(client.client_id, safe='')}:{quote(secret, safe='')}"
-        return form, {"Authorization": "Basic " + base64.b64encode(pair.encode()).decode()}
-    if method == "client_secret_post" and secret:
-        form["client_secret"] = secret
-    return form, {}
-
-
-_AuthMethod = Literal["none", "client_secret_basic", "client_secret_post"]
-
-
-def _client_secret(name: str, config: McpServerConfig) -> str | None:
-    if config.oauth_client_secret_env is None:
-        return None
-    what = f"the OAuth client secret of MCP server {name!r}"
-    return secret_from_env(config.oauth_client_secret_env, what)
-
-
-def _auth_method(config: McpServerConfig, secret: str | None) -> _AuthMethod:
-    return config.oauth_token_auth or ("client_secret_basic" if secret else "none")
-
-
-def _pre_registered(
-    client_id: str, secret: str | None, auth: _AuthMethod, callback: AnyUrl | None
-) -> OAuthClientInformationFull:
-    return OAuthClientInformationFull(
-        client_id=client_id,
-        client_secret=secret,
-        token_endpoint_auth_method=auth,
-        redirect_uris=[callback] if callback is not None else None,
-        client_name=_CLIENT_NAME,
-    )
-
-
-def _registered_port(client: OAuthClientInformationFull | None) -> int | None:
-    # A dynamically registered client is bound to its redirect URI: reuse its port.
-    for uri in (client.redirect_uris or []) if client else []:
-        parts = urlsplit(str(uri))
-        if parts.hostname == "127.0.0.1" and parts.port:
-            return parts.port
-    return None
 
 
 class _Resource(OAuthContext):
@@ -263,6 +220,7 @@ class McpOAuth(OAuthClientProvider):
         client_metadata_url: str | None = None,
         announce: Callable[[str], None] | None = None,
         in_flight: CallsInFlight | None = None,
+        fresh: bool = False,
     ) -> None:
         super().__init__(
             server_url,
@@ -293,14 +251,23 @@ class McpOAuth(OAuthClientProvider):
         """Re-authorizations asked for by 403 `insufficient_scope`, by the scope challenged."""
         self.authorized = False
         """Set once this provider obtained tokens through an authorization (not a refresh)."""
+        self._fresh = fresh
+        self._more_scope: str | None = None
+        """What a fresh authorization asks for beyond the challenge (module docstring)."""
 
     async def _initialize(self) -> None:
         # The SDK keeps a token's expiry in memory only; ours survives a restart.
         entry = await self.tokens.load()
         context = self.context
-        context.current_tokens = entry.tokens
-        context.token_expiry_time = entry.expires_at
-        context.client_info = await self.tokens.get_client_info()
+        if self._fresh:  # once: a re-initialization reads what this login stored
+            self._fresh = False
+            context.current_tokens = context.token_expiry_time = None
+            granted = entry.tokens.scope if entry.tokens is not None else None
+            self._more_scope = union_scopes(granted, entry.wanted_scope)
+        else:
+            context.current_tokens = entry.tokens
+            context.token_expiry_time = entry.expires_at
+        context.client_info = self._usable_client(entry)
         # Without what discovery found, the SDK would refresh at the resource's own origin.
         if context.oauth_metadata is None and entry.server_metadata is not None:
             context.oauth_metadata = entry.server_metadata
@@ -309,11 +276,66 @@ class McpOAuth(OAuthClientProvider):
                 context.auth_server_url = str(entry.resource_metadata.authorization_servers[0])
         self._initialized = True
 
+    def _usable_client(self, entry: OAuthEntry) -> OAuthClientInformationFull | None:
+        """The registration to use: the config's, else the stored one, unless the config names
+        a client ID metadata document that the authorization server takes (or may: its
+        metadata is not stored) and the stored client is another (registered before the
+        config named the document): then none, so the next authorization uses the document."""
+        client = self.tokens.client_of(entry)
+        document = self.context.client_metadata_url
+        if client is None or document is None or self.tokens.pre_registered:
+            return client
+        metadata = entry.server_metadata
+        takes = metadata is None or metadata.client_id_metadata_document_supported is True
+        return None if takes and client.client_id != document else client
+
+    def _refresh_due(self) -> bool:
+        return not self.context.is_token_valid() and self.context.can_refresh_token()
+
+    async def _take_stored(self) -> None:
+        """Use what is stored now when it is not what we hold: another process refreshed (the
+        refresh token we hold may be spent), logged in again, or logged out."""
+        entry = await self.tokens.load()
+        ours, stored = self.context.current_tokens, entry.tokens
+        if stored is None and ours is None:
+            return
+        if stored is not None and ours is not None and same_tokens(stored, ours):
+            return
+        self.context.current_tokens = stored
+        self.context.token_expiry_time = entry.expires_at if stored is not None else None
+        self.context.client_info = self._usable_client(entry)
+
     async def _handle_refresh_response(self, response: httpx2.Response) -> bool:
-        refreshed = await super()._handle_refresh_response(response)
-        if not refreshed:
-            await self.tokens.clear_tokens()  # a dead refresh token is not worth a retry
-        return refreshed
+        """Keep the new tokens; on `invalid_grant` drop the dead ones (only if they are still
+        the stored ones); on any other failure keep them and raise `AuthorizationServerFailed`."""
+        sent = self.context.current_tokens
+        if response.status_code == 200:
+            if await super()._handle_refresh_response(response):
+                return True
+            self.context.current_tokens = sent  # the SDK dropped them for a malformed answer
+            raise AuthorizationServerFailed(
+                f"MCP server {self.name!r}: its authorization server's answer to a token "
+                "refresh was malformed; the stored tokens are kept",
+                node=self.name,
+            )
+        error = await _oauth_error(response)
+        said = f"HTTP {response.status_code}" + (f" ({error})" if error else "")
+        if error != "invalid_grant":
+            refused = 400 <= response.status_code < 500
+            what = "refused a token refresh:" if refused else "answered a token refresh with"
+            login = LOGIN_COMMAND.format(node=self.name)
+            raise AuthorizationServerFailed(
+                f"MCP server {self.name!r}: its authorization server {what} {said}; the stored "
+                "tokens are kept, and the refresh is tried again"
+                + (f" (if it goes on refusing: {login})" if refused else ""),
+                node=self.name,
+            )
+        # RFC 6749 §5.2: the refresh token is invalid, expired or revoked; the grant is over.
+        log.info("%s: the authorization server refused the refresh token (%s)", self.name, said)
+        self.context.clear_tokens()
+        if sent is not None and not await self.tokens.drop_tokens(sent):
+            await self._take_stored()  # another process stored newer ones meanwhile
+        return self.context.is_token_valid()
 
     async def _handle_token_response(self, response: httpx2.Response) -> None:
         await super()._handle_token_response(response)
@@ -322,11 +344,28 @@ class McpOAuth(OAuthClientProvider):
             self.context.protected_resource_metadata, self.context.oauth_metadata
         )
 
+    async def _perform_authorization_code_grant(self) -> tuple[str, str]:
+        if self._more_scope is not None:
+            scope = self.context.client_metadata.scope
+            self.context.client_metadata.scope = union_scopes(scope, self._more_scope)
+        return await super()._perform_authorization_code_grant()
+
     async def _auth_flow(
         self, request: httpx2.Request
     ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         refreshed_after_401 = stepped_up = registered_afresh = False
         while True:
+            async with self.context.lock:
+                if not self._initialized:
+                    await self._initialize()
+                if self._refresh_due():
+                    # Decided with what is stored now, under its lock (module docstring); the
+                    # SDK's flow then finds a valid token, or none to refresh.
+                    async with self.tokens.locked():
+                        await self._take_stored()
+                        if self._refresh_due():
+                            refreshed = yield await self._refresh_token()
+                            await self._handle_refresh_response(refreshed)
             flow = super()._auth_flow(request)
             retry_with_refresh = stepping_up = False
             answered = False  # whether the last response the flow took was the request's
@@ -345,28 +384,23 @@ class McpOAuth(OAuthClientProvider):
                             if self.mode == "refuse" and not self._can_ask():
                                 raise AuthorizationRequired(self.name)
                             self._wanted_scope = None
-                        elif _is_step_up(response) and not stepped_up:
+                        elif is_step_up(response):
                             # The SDK re-authorizes once per request; we bound it per scope.
-                            stepped_up = True
                             scope = extract_field_from_www_auth(response, "scope") or ""
+                            stepping_up = True  # a refusal of this call: the grant still holds
                             tried = self._step_ups.get(scope, 0)
-                            if tried >= STEP_UP_LIMIT:
-                                log.warning(
-                                    "%s: still refused for scope %r after %d re-authorizations; "
-                                    "not asking again",
-                                    self.name,
-                                    scope,
-                                    tried,
-                                )
-                                return
+                            if stepped_up or tried >= STEP_UP_LIMIT:
+                                self._not_granted(scope)
+                                return  # the 403 is the request's answer
+                            stepped_up = True
                             if self.mode == "refuse" and not self._can_ask():
+                                await self.tokens.want_scope(scope)  # for the next `auth login`
                                 raise AuthorizationRequired(
                                     self.name,
                                     why=f"needs authorisation for more scopes ({scope or 'unnamed'})",
                                 )
                             self._wanted_scope = scope or None
                             self._step_ups[scope] = tried + 1
-                            stepping_up = True
                     outgoing = await flow.asend(response)
             except StopAsyncIteration:
                 return
@@ -407,6 +441,24 @@ class McpOAuth(OAuthClientProvider):
             if retry_with_refresh:
                 self.context.token_expiry_time = 1.0  # long past: the next pass refreshes first
 
+    def _not_granted(self, scope: str) -> None:
+        """The server refused the call for want of `scope` after a re-authorization asked for
+        it: the authorization server granted less (a new login would get no more). The call
+        in flight fails saying so."""
+        tokens = self.context.current_tokens
+        granted = (tokens.scope if tokens is not None else None) or "none named"
+        log.info("%s: scopes %r still refused after re-authorization", self.name, scope)
+        call = self._in_flight.current_call() if self._in_flight is not None else None
+        if call is not None:
+            call.failed_authorization = AuthorizationRequired(
+                self.name,
+                why=(
+                    f"refused the call: insufficient_scope (it needs `{scope or 'unnamed'}`; "
+                    f"the authorization server granted `{granted}`)"
+                ),
+                login=False,
+            )
+
     def _cannot_register_again(self) -> str | None:
         """Why the client refused at the authorization page cannot be registered afresh (its
         ID comes from the config), or None."""
@@ -440,9 +492,10 @@ class McpOAuth(OAuthClientProvider):
         self._authorization_url = None
         if self.mode == "refuse":
             return await self._ask_caller(url)
+        state = _state_of(url)
         if self.mode == "fetch":
             return await receive_callback(
-                self._port, lambda: fetch_authorization(url), within=_FETCH_TIMEOUT
+                self._port, lambda: fetch_authorization(url), state=state, within=_FETCH_TIMEOUT
             )
         await self._probe(url)
 
@@ -453,7 +506,9 @@ class McpOAuth(OAuthClientProvider):
             )
             await anyio.to_thread.run_sync(webbrowser.open, url)
 
-        return await receive_callback(self._port, open_browser, within=_BROWSER_TIMEOUT)
+        return await receive_callback(
+            self._port, open_browser, state=state, within=_BROWSER_TIMEOUT
+        )
 
     async def _ask_caller(self, url: str) -> AuthorizationCodeResult:
         """Put the authorization page to the caller of the call in flight (URL-mode
@@ -489,57 +544,28 @@ class McpOAuth(OAuthClientProvider):
                 )
 
         with call.waiting():  # a person is at work: the call's idle clock stops meanwhile
-            return await receive_callback(self._port, visit, within=_BROWSER_TIMEOUT)
-
-
-class LazyOAuth(httpx2.Auth):
-    """Sends requests as they are until the server asks for authorization (401, or 403
-    `insufficient_scope`); then makes the real provider (`make()`) and lets it answer.
-
-    A server that never asks costs nothing: no token store is read, no port is chosen. One
-    that does costs one refused request per connection (stored tokens are used from then on).
-    """
-
-    requires_response_body = True
-
-    def __init__(self, make: Callable[[], Awaitable[McpOAuth]]) -> None:
-        self._make = make
-        self._real: McpOAuth | None = None
-        self._lock = anyio.Lock()
-
-    @property
-    def engaged(self) -> bool:
-        """Whether the server asked for authorization: from then on requests carry tokens."""
-        return self._real is not None
-
-    async def async_auth_flow(
-        self, request: httpx2.Request
-    ) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        if self._real is None:
-            response = yield request
-            if response.status_code != 401 and not _is_step_up(response):
-                return
-            async with self._lock:
-                if self._real is None:
-                    self._real = await self._make()
-        flow = self._real.async_auth_flow(request)
-        try:
-            outgoing = await flow.__anext__()
-            while True:
-                response = yield outgoing
-                outgoing = await flow.asend(response)
-        except StopAsyncIteration:
-            return
-        finally:
-            await flow.aclose()
+            return await receive_callback(
+                self._port, visit, state=_state_of(url), within=_BROWSER_TIMEOUT
+            )
 
 
 def _say_nothing(_line: str) -> None:
     pass
 
 
-def _is_step_up(response: httpx2.Response) -> bool:
-    return (
-        response.status_code == 403
-        and extract_field_from_www_auth(response, "error") == "insufficient_scope"
-    )
+def _state_of(url: str) -> str:
+    """The `state` of the SDK's authorization URL (the callback must bring it back)."""
+    state = parse_qs(urlsplit(url).query).get("state")
+    if not state:
+        raise OAuthFlowError("the authorization URL carries no state")
+    return state[0]
+
+
+async def _oauth_error(response: httpx2.Response) -> str | None:
+    """The `error` of an OAuth error answer (RFC 6749 §5.2), if it names one."""
+    try:
+        body: object = json.loads(await response.aread())
+    except ValueError:
+        return None
+    error = cast(dict[str, object], body).get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, str) else None

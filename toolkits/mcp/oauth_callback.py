@@ -4,10 +4,15 @@ RFC 8252 §7.3: a native app receives the authorization response on a loopback p
 listens on only for the length of the authorization. `receive_callback` listens, runs
 `visit()` (opens the browser, or fetches the URL itself), and returns the redirect's
 `code`, `state` and `iss` once the browser (or the fetch) arrives at `/callback`.
+
+Any local process, and any web page the user has open, can send a request there: a
+callback whose `state` is not the one of the authorization under way is answered 400 and
+changes nothing (RFC 6749 §10.12); only the awaited one ends the wait, a code or an error.
 """
 
 from __future__ import annotations
 
+import secrets
 import socket
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -40,9 +45,10 @@ def free_loopback_port() -> int:
 
 
 async def receive_callback(
-    port: int, visit: Callable[[], Awaitable[None]], *, within: float
+    port: int, visit: Callable[[], Awaitable[None]], *, state: str, within: float
 ) -> AuthorizationCodeResult:
-    """Listen on 127.0.0.1:`port`, run `visit()`, and wait (up to `within` seconds) for the redirect.
+    """Listen on 127.0.0.1:`port`, run `visit()`, and wait (up to `within` seconds) for the
+    redirect that carries `state`.
 
     Raises `OAuthFlowError` when the authorization server redirects with an error, when the
     port is taken, or when nothing arrives in time.
@@ -61,6 +67,10 @@ async def receive_callback(
             outcome = await _read_redirect(stream)
             if outcome is None:
                 await _respond(stream, 404, "Not found.")
+                return
+            said, outcome = outcome
+            if said is None or not secrets.compare_digest(said, state):
+                await _respond(stream, 400, "This is not the authorization agent-gateway awaits.")
                 return
             if not arrived.is_set():
                 found.append(outcome)
@@ -91,8 +101,8 @@ async def receive_callback(
 
 async def _read_redirect(
     stream: anyio.abc.SocketStream,
-) -> AuthorizationCodeResult | OAuthFlowError | None:
-    """The redirect's parameters; None for a request that is not the callback."""
+) -> tuple[str | None, AuthorizationCodeResult | OAuthFlowError] | None:
+    """The redirect's `state` and outcome; None for a request that is not the callback."""
     data = b""
     with anyio.move_on_after(10):
         while b"\r\n\r\n" not in data and len(data) < _MAX_REQUEST_BYTES:
@@ -108,22 +118,21 @@ async def _read_redirect(
     if target.path != CALLBACK_PATH:
         return None
     query = {key: values[0] for key, values in parse_qs(target.query).items()}
+    state = query.get("state")
     if "error" in query:
         described = query.get("error_description")
-        return OAuthFlowError(
+        return state, OAuthFlowError(
             f"the authorization server refused: {query['error']}"
             + (f" ({described})" if described else "")
         )
     if "code" not in query:
-        return OAuthFlowError("the authorization callback carried no code")
-    return AuthorizationCodeResult(
-        code=query["code"], state=query.get("state"), iss=query.get("iss")
-    )
+        return state, OAuthFlowError("the authorization callback carried no code")
+    return state, AuthorizationCodeResult(code=query["code"], state=state, iss=query.get("iss"))
 
 
 async def _respond(stream: anyio.abc.SocketStream, status: int, message: str) -> None:
     body = _PAGE.format(message=_escape(message)).encode()
-    reason = "OK" if status == 200 else "Not Found"
+    reason = {200: "OK", 400: "Bad Request"}.get(status, "Not Found")
     head = (
         f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"

@@ -15,6 +15,11 @@ Backends:
 
 `AGENT_GATEWAY_OAUTH_STORE=keyring|file` forces a backend; `AGENT_GATEWAY_OAUTH_DIR` moves the
 file store (default: `$XDG_DATA_HOME/agent-gateway/oauth`). Nothing here logs a token.
+
+Every process of the user shares an entry, so each change to one is read, changed and
+written under the entry's lock (`oauth_lock`, a file beside it: for the keyring, in that
+directory), and tokens are dropped only while they are still the ones found dead
+(`drop_tokens`): a process never loses tokens another one stored meanwhile.
 """
 
 from __future__ import annotations
@@ -26,10 +31,14 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import AsyncGenerator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Protocol
 
+import anyio
 import anyio.to_thread
+from mcp.client.auth.utils import union_scopes
 from mcp.shared.auth import (
     OAuthClientInformationFull,
     OAuthMetadata,
@@ -40,6 +49,7 @@ from mcp.shared.auth_utils import resource_url_from_server_url
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import ServerConfigError
+from .oauth_lock import held
 
 _log = logging.getLogger(__name__)
 
@@ -53,11 +63,14 @@ __all__ = [
     "TokenStore",
     "default_store",
     "entry_key",
+    "same_tokens",
 ]
 
 OAUTH_STORE_ENV = "AGENT_GATEWAY_OAUTH_STORE"
 OAUTH_DIR_ENV = "AGENT_GATEWAY_OAUTH_DIR"
 _KEYRING_SERVICE = "agent-gateway-oauth"
+_LOCK_SECONDS = 60.0
+"""How long to wait for another process's change of an entry (a refresh: one token request)."""
 
 
 class OAuthEntry(BaseModel):
@@ -73,6 +86,9 @@ class OAuthEntry(BaseModel):
     resource_metadata: ProtectedResourceMetadata | None = None
     server_metadata: OAuthMetadata | None = None
     """What discovery found, so a restarted process refreshes at the right token endpoint."""
+    wanted_scope: str | None = None
+    """Scopes a server asked for (a step-up) that nobody could authorise then: the next
+    `auth login` asks for them too."""
 
     def __repr__(self) -> str:  # tokens and client secrets are secrets
         return f"OAuthEntry(server_url={self.server_url!r}, tokens={self.tokens is not None})"
@@ -99,6 +115,10 @@ class TokenStore(Protocol):
 
     def delete(self, key: str) -> bool:
         """Remove the entry; True if there was one."""
+        ...
+
+    def lock_path(self, key: str) -> Path:
+        """The file whose lock guards the entry's changes (its directory made if missing)."""
         ...
 
 
@@ -131,6 +151,10 @@ class FileStore:
         except BaseException:
             Path(temp).unlink(missing_ok=True)
             raise
+
+    def lock_path(self, key: str) -> Path:
+        self._private_directory()
+        return self.directory / f".{key}.lock"
 
     def _private_directory(self) -> None:
         """Make the directory 0700 if it is missing (its parents get the default mode); warn,
@@ -168,6 +192,7 @@ class KeyringStore:
 
         self._keyring = keyring
         self.description = f"keyring ({type(keyring.get_keyring()).__name__})"
+        self._locks: FileStore | None = None
 
     def read(self, key: str) -> str | None:
         return self._keyring.get_password(_KEYRING_SERVICE, key)
@@ -183,6 +208,12 @@ class KeyringStore:
         except PasswordDeleteError:
             return False
         return True
+
+    def lock_path(self, key: str) -> Path:
+        # The keyring has no lock of its own: the file store's directory holds its lock files.
+        if self._locks is None:
+            self._locks = FileStore(_data_dir())
+        return self._locks.lock_path(key)
 
 
 def default_store() -> TokenStore:
@@ -259,6 +290,8 @@ class ServerTokens:
         self._fixed_client = fixed_client
         self.registered_now: set[str] = set()
         """Client IDs registered through this object (so known to the server right now)."""
+        self._local = anyio.Lock()
+        self._holder: object = None
 
     async def load(self) -> OAuthEntry:
         raw = await anyio.to_thread.run_sync(self.store.read, self.key)
@@ -274,15 +307,41 @@ class ServerTokens:
     async def save(self, entry: OAuthEntry) -> None:
         await anyio.to_thread.run_sync(self.store.write, self.key, entry.model_dump_json())
 
+    @asynccontextmanager
+    async def locked(self) -> AsyncGenerator[None]:
+        """Hold the entry's lock: no other process (nor task here) changes it meanwhile. The
+        task holding it may take it again (`update` inside a refresh).
+
+        Raises `StoreLocked` when another process keeps it too long.
+        """
+        task = anyio.get_current_task().id
+        if self._holder == task:
+            yield
+            return
+        async with self._local:
+            path = await anyio.to_thread.run_sync(self.store.lock_path, self.key)
+            async with held(path, within=_LOCK_SECONDS):
+                self._holder = task
+                try:
+                    yield
+                finally:
+                    self._holder = None
+
+    async def update(self, change: Callable[[OAuthEntry], OAuthEntry | None]) -> None:
+        """Read the entry, `change` it (None: leave it as it is) and write it, under its lock."""
+        async with self.locked():
+            changed = change(await self.load())
+            if changed is not None:
+                await self.save(changed)
+
     async def forget(self) -> bool:
         return await anyio.to_thread.run_sync(self.store.delete, self.key)
 
     async def set_discovery(
         self, resource: ProtectedResourceMetadata | None, server: OAuthMetadata | None
     ) -> None:
-        entry = await self.load()
-        update = {"resource_metadata": resource, "server_metadata": server}
-        await self.save(entry.model_copy(update=update))
+        fields = {"resource_metadata": resource, "server_metadata": server}
+        await self.update(lambda entry: entry.model_copy(update=fields))
 
     @property
     def pre_registered(self) -> bool:
@@ -290,18 +349,35 @@ class ServerTokens:
         return self._fixed_client is not None
 
     async def forget_client(self) -> None:
-        """Drop the stored client registration (the authorization server no longer knows it)
-        and the tokens issued to it."""
-        entry = await self.load()
-        await self.save(
-            entry.model_copy(update={"client_info": None, "tokens": None, "expires_at": None})
-        )
+        """Drop the stored client registration (the authorization server no longer knows it).
+        The tokens issued to it stay until new ones replace them: an authorization that fails
+        leaves what was there."""
+        await self.update(lambda entry: entry.model_copy(update={"client_info": None}))
 
-    async def clear_tokens(self) -> None:
-        """Drop the tokens, keep the client registration (a new login reuses it)."""
-        entry = await self.load()
-        if entry.tokens is not None:
-            await self.save(entry.model_copy(update={"tokens": None, "expires_at": None}))
+    async def drop_tokens(self, dead: OAuthToken) -> bool:
+        """Drop the stored tokens if they are still `dead` (a refresh token the authorization
+        server refused), keeping the client registration; True if they were. Tokens another
+        process stored meanwhile are kept."""
+        dropped = False
+
+        def drop(entry: OAuthEntry) -> OAuthEntry | None:
+            nonlocal dropped
+            if entry.tokens is None or not same_tokens(entry.tokens, dead):
+                return None
+            dropped = True
+            return entry.model_copy(update={"tokens": None, "expires_at": None})
+
+        await self.update(drop)
+        return dropped
+
+    async def want_scope(self, scope: str) -> None:
+        """Record scopes a server asked for that nobody could authorise now (for `auth login`)."""
+
+        def want(entry: OAuthEntry) -> OAuthEntry:
+            wanted = union_scopes(entry.wanted_scope, scope)
+            return entry.model_copy(update={"wanted_scope": wanted})
+
+        await self.update(want)
 
     # The SDK's TokenStorage protocol.
 
@@ -309,9 +385,13 @@ class ServerTokens:
         return (await self.load()).tokens
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        entry = await self.load()
         expires_at = time.time() + int(tokens.expires_in) if tokens.expires_in is not None else None
-        await self.save(entry.model_copy(update={"tokens": tokens, "expires_at": expires_at}))
+        fields = {"tokens": tokens, "expires_at": expires_at}
+        await self.update(lambda entry: entry.model_copy(update=fields))
+
+    def client_of(self, entry: OAuthEntry) -> OAuthClientInformationFull | None:
+        """The client registration: the config's, else `entry`'s."""
+        return self._fixed_client or entry.client_info
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         if self._fixed_client is not None:
@@ -321,9 +401,13 @@ class ServerTokens:
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         if self._fixed_client is not None and client_info.client_id == self._fixed_client.client_id:
             return
-        entry = await self.load()
-        await self.save(entry.model_copy(update={"client_info": client_info}))
+        await self.update(lambda entry: entry.model_copy(update={"client_info": client_info}))
         self.registered_now.add(client_info.client_id)
+
+
+def same_tokens(a: OAuthToken, b: OAuthToken) -> bool:
+    """Whether `a` and `b` are the same grant's same tokens (one issue of them)."""
+    return a.access_token == b.access_token and a.refresh_token == b.refresh_token
 
 
 def _same_resource(a: str, b: str) -> bool:

@@ -41,7 +41,13 @@ from mcp.shared.subscriptions import PromptsListChanged, ResourcesListChanged, T
 from mcp_types.version import LATEST_MODERN_VERSION, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
-from ..errors import ConnectionLost, NodeStopped, ServerUnavailable, find_error
+from ..errors import (
+    AuthorizationServerFailed,
+    ConnectionLost,
+    NodeStopped,
+    ServerUnavailable,
+    find_error,
+)
 from ..health import HealthState, NodeHealth
 from ..printable import printable
 from .backoff import DEFAULT_BACKOFF, Backoff
@@ -317,7 +323,8 @@ class OwnedSession:
             except Exception as exc:
                 login = find_authorization_required(exc)
                 needs_login = login is not None
-                reason = str(login) if login is not None else conn.lost or describe_error(exc)
+                said = login or find_error(exc, AuthorizationServerFailed)  # says it all
+                reason = str(said) if said is not None else conn.lost or describe_error(exc)
                 reason = SentCredentials.of(self._config).mask(reason)  # e.g. the URL's password
             finally:
                 self._conn = None

@@ -201,21 +201,27 @@ def _auth(
 
 class StaticCredentials(httpx2.Auth):
     """Sends requests as they are (the credential is in the client's headers) and makes a 401
-    to them an error that says whose credential the server refused: no retry will change it."""
+    to them an error that says whose credential the server refused, or that no authorization
+    flow answers it (`oauth = false`): no retry will change it."""
 
-    def __init__(self, name: str, source: str, sent: SentCredentials) -> None:
+    def __init__(self, name: str, refused: str, sent: SentCredentials) -> None:
         self._name = name
-        self._source = source
+        self._refused = refused
         self._sent = sent
 
     @classmethod
     def of(cls, config: McpServerConfig, name: str) -> StaticCredentials | None:
-        """The watcher of `config`'s static credential, if it sends one."""
+        """The watcher of `config`'s static credential, if it sends one (or of its `oauth =
+        false`)."""
         sent = SentCredentials.of(config)
         if config.bearer_token_env is not None:
-            return cls(name, f"the token in ${config.bearer_token_env}", sent)
+            return cls(name, f"it refused the token in ${config.bearer_token_env}", sent)
         if any(key.lower() == "authorization" for key in config.headers):
-            return cls(name, f"the Authorization header of mcpServers.{name}.headers", sent)
+            where = f"mcpServers.{name}.headers"
+            return cls(name, f"it refused the Authorization header of {where}", sent)
+        if not config.oauth:
+            why = f"mcpServers.{name}.oauth is false, so no authorization flow answers it"
+            return cls(name, why, sent)
         return None
 
     async def async_auth_flow(
@@ -234,7 +240,7 @@ class StaticCredentials(httpx2.Auth):
         ]
         why = self._sent.mask(f" ({': '.join(said)})") if said else ""
         raise ServerConfigError(
-            f"MCP server {self._name!r} answered HTTP 401{why}: it refused {self._source}"
+            f"MCP server {self._name!r} answered HTTP 401{why}: {self._refused}"
         )
 
 
