@@ -38,10 +38,10 @@ async def held(path: Path, *, within: float) -> AsyncGenerator[None]:
     try:
         try:
             with anyio.fail_after(within):
-                # Polled rather than a blocking call in a thread: a cancelled wait must not
-                # leave a thread behind that takes the lock later, for nobody.
+                # Polled (a non-blocking try) rather than a blocking call in a thread: a
+                # cancelled wait must not leave a thread behind that takes the lock later.
                 while True:
-                    if await anyio.to_thread.run_sync(_try_lock, fd):
+                    if _try_lock(fd):
                         break
                     await anyio.sleep(_POLL_SECONDS)
         except TimeoutError:
