@@ -48,6 +48,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
+from agent.stopped import reached_max_iterations
+
 from .item_results import handed_off_to
 from .trace import TraceEvent
 
@@ -107,6 +109,9 @@ class OtelExporter:
         """The open agent spans' handoffs: the agents their items were handed to, in order."""
         self._roots: set[str] = set()
         """The open spans started with no parent: each a trace's root (`root_context`)."""
+        self._model_failures: dict[str, tuple[str, str | None]] = {}
+        """The open agent spans' last failed model call: its `error.type` and description, for
+        an item that failed of it (the agent's span fails with its run)."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -117,6 +122,10 @@ class OtelExporter:
             logged = self._server_logs.pop(event.id, None)
             self._handed.pop(event.id, None)
             self._roots.discard(event.id)
+            failed_call = self._model_failures.pop(event.id, None)
+            if event.kind == "model" and event.phase == "error" and event.paused is None:
+                said = event.error_public if event.error_private else event.error
+                self._model_failures[event.parent_id or ""] = (_error_type(event), said)
             for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
                 wait.set_attribute(APPROVAL_DECISION, "none")
                 wait.end()
@@ -124,7 +133,7 @@ class OtelExporter:
                 for (logger, level), count in (logged or {}).items():
                     attributes = {"level": level, "count": count}
                     span.add_event("tool.server_log", {**attributes, "logger": logger or ""})
-                self._finish(span, event)
+                self._finish(span, event, failed_call)
         elif event.phase in ("progress", "note"):
             parent = self._spans.get(event.parent_id or "")
             if parent is None:
@@ -232,7 +241,9 @@ class OtelExporter:
             handed.append(to)
             span.set_attribute(HANDOFF, handed)
 
-    def _finish(self, span: Span, event: TraceEvent) -> None:
+    def _finish(
+        self, span: Span, event: TraceEvent, failed_call: tuple[str, str | None] | None
+    ) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
             if isinstance(usage, dict):
@@ -251,15 +262,41 @@ class OtelExporter:
             # Stopped to wait (for a person, a client's answer), not failed: its status unset.
             span.set_attribute(PAUSED, event.paused)
         elif event.phase == "error":
-            said = None if event.error_private else event.error  # a tool's words stay out
+            # A tool's words, or a provider's, stay out: the gateway's own (`error_public`) stay.
+            said = event.error_public if event.error_private else event.error
             span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))
+        elif event.kind == "agent" and (failure := _run_failed(event.output, failed_call)):
+            # Every item failed (max iterations, the provider refused it): the run failed,
+            # though its agent ended as planned.
+            error_type, said = failure
+            span.set_status(Status(StatusCode.ERROR, said))
+            span.set_attribute("error.type", error_type)
         span.end()
 
 
 def _approval(event: TraceEvent) -> JsonValue:
     """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
     return event.output.get("approval") if isinstance(event.output, dict) else None
+
+
+def _run_failed(
+    output: JsonValue, failed_call: tuple[str, str | None] | None
+) -> tuple[str, str | None] | None:
+    """An agent span's `error.type` and description when every item of its output (`{"error":
+    ...}` or `{"output": ...}` each) failed, as its run then did; else None. The cause is the
+    first item's: max iterations (`MaxIterations`, the gateway's words), else the agent's last
+    failed model call (`ModelHTTPError`, without the provider's words), else `item_failed`,
+    undescribed (its error may quote the call)."""
+    if not isinstance(output, list) or not output:
+        return None
+    errors = [item.get("error") if isinstance(item, dict) else None for item in output]
+    if not all(isinstance(error, str) for error in errors):
+        return None
+    first = errors[0]
+    if isinstance(first, str) and reached_max_iterations(first):
+        return "MaxIterations", first
+    return failed_call or ("item_failed", None)
 
 
 def _caller(event: TraceEvent) -> Context | None:

@@ -20,6 +20,7 @@ from agent import (
     ToolDefinition,
 )
 from agent.context_window import check_context_window
+from agent.errors import without_provider_words
 from agent.models import request_headers, thinking_text
 
 from .run_context import HOPS_HEADER, TokenBudget
@@ -37,9 +38,9 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
     current = _current_span.get()
     if current is not None:
         tracer, span_id = current
-        await tracer.note(
-            "model", failed, span_id, "note", fallback_to=next_model, error=str(error)
-        )
+        # Without the provider's words: they may quote the request, and notes are telemetry.
+        said = without_provider_words(error) or type(error).__name__
+        await tracer.note("model", failed, span_id, "note", fallback_to=next_model, error=said)
 
 
 async def note_retry(model: str, said: str) -> None:

@@ -28,7 +28,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import AgentItem, ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import (
+    AgentItem,
+    AgentOptions,
+    ModelConnectionError,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+)
 from agent.models import OpenAIModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
@@ -37,6 +44,7 @@ from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
 from gateway.otel_batch import BoundedExport
 from gateway.server import build_server
+from gateway.traced_model import note_retry
 from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
 from tests.server.processes import SCRIPT, http_server
 from tests.servers.inprocess import Context, ToyServer, text_result
@@ -267,6 +275,21 @@ async def test_a_tools_own_error_text_stays_out_of_the_span() -> None:
     assert all(
         s.attributes is not None and s.attributes["error.type"] == "tool_error" for s in failed
     )
+
+
+@pytest.mark.anyio
+async def test_a_failing_call_repeated_too_often_keeps_the_tools_words_out_too() -> None:
+    """The agent answers the third itself, quoting the earlier result: the tool's words."""
+    model = ScriptedModel([call("calculator", expression="my_salary * 2")] * 3 + ["done"])
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])], [AgentSpec("a", model, ["calculator"])]
+    )
+    hook, memory = exporter()
+    assert (await gateway.run("a", "go", hooks=[hook])).output == "done"
+    failed = [s for s in memory.get_finished_spans() if s.name == "execute_tool calculator"]
+    assert [s.status.status_code for s in failed] == [StatusCode.ERROR] * 3
+    assert [s.status.description for s in failed] == [None] * 3
+    assert secret_free(failed, "my_salary")
 
 
 def run_installed(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -619,6 +642,88 @@ async def test_a_chat_span_says_why_the_model_stopped_and_a_failure_its_error_cl
     assert failed.status.status_code == StatusCode.ERROR
     assert failed.attributes["error.type"] == "ModelConnectionError"
     assert "gen_ai.response.finish_reasons" not in failed.attributes
+
+
+QUOTING = {
+    "error": {
+        "message": "Invalid 'messages[1].content': the text 'my diary PRIV-777' is not allowed",
+        "type": "invalid_request_error",
+        "param": "messages[1].content",
+        "code": None,
+    }
+}
+"""OpenAI's 400 that quotes the request."""
+
+
+def secret_free(spans: Sequence[ReadableSpan], secret: str) -> bool:
+    """Whether `secret` is nowhere in the spans: names, statuses, attributes, events."""
+    for span in spans:
+        said = [span.name, span.status.description or "", str(dict(span.attributes or {}))]
+        said += [f"{event.name} {dict(event.attributes or {})}" for event in span.events]
+        if any(secret in text for text in said):
+            return False
+    return True
+
+
+@pytest.mark.anyio
+async def test_a_providers_words_stay_out_of_a_failed_call_and_its_retries() -> None:
+    """Its explanation may quote the prompt: the span says which model and the HTTP status;
+    a retry's note says the status, when and which attempt."""
+    provider = FakeProvider(
+        json_response(500, {"error": {"message": "upstream choked on PRIV-777"}}),
+        json_response(400, QUOTING),
+    )
+    retry = retry_policy(Sleeps(), on_retry=note_retry)  # as model specs make theirs
+    refused = OpenAIModel("gpt-4.1-mini", api_key="sk", http_client=provider.client(), retry=retry)
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", refused)], hooks=[hook])
+    result = await gateway.run("a", "my diary PRIV-777")
+    assert "PRIV-777" in (result.items[0].error or "")  # the run's own result keeps them
+    spans = memory.get_finished_spans()
+    assert secret_free(spans, "PRIV-777")
+    [chat] = [s for s in spans if s.name == "chat gpt-4.1-mini"]
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.status.description == (
+        "openai:gpt-4.1-mini: HTTP 400: (the provider's words left out)"
+    )
+    [retry] = [e.attributes for e in chat.events if e.name == "model.note"]
+    assert retry is not None
+    assert str(retry["retry"]).startswith("HTTP 500. Retrying in "), retry
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_every_item_failed_has_a_failed_agent_span() -> None:
+    """Its agent ended as planned, but the run failed: the span says so, and why."""
+    refused = openai_model(json_response(400, QUOTING))
+    looping = ScriptedModel([call("calculator", expression="1")] * 3)
+    answered = ScriptedModel(["fine"])
+    hook, memory = exporter()
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [
+            AgentSpec("refused", refused),
+            AgentSpec("looping", looping, ["calculator"], options=AgentOptions(max_iterations=2)),
+            AgentSpec("answered", answered),
+        ],
+        hooks=[hook],
+    )
+    for agent in ("refused", "looping", "answered"):
+        await gateway.run(agent, "my diary PRIV-777")
+    spans = {s.name: s for s in memory.get_finished_spans() if s.name.startswith("invoke_agent")}
+    refusing, loop, fine = (spans[f"invoke_agent {n}"] for n in ("refused", "looping", "answered"))
+    assert refusing.status.status_code == StatusCode.ERROR
+    assert refusing.attributes is not None
+    assert refusing.attributes["error.type"] == "ModelHTTPError"
+    assert refusing.status.description == (
+        "openai:gpt-4.1-mini: HTTP 400: (the provider's words left out)"
+    )
+    assert loop.status.status_code == StatusCode.ERROR
+    assert loop.attributes is not None
+    assert loop.attributes["error.type"] == "MaxIterations"
+    assert (loop.status.description or "").startswith("Max iterations (2) reached.")
+    assert fine.status.status_code == StatusCode.UNSET
+    assert fine.attributes is not None
+    assert "error.type" not in fine.attributes
 
 
 class Person:
