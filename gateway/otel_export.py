@@ -71,7 +71,7 @@ def configure_otel() -> Generator[None]:
         return
     from .otel_batch import BoundedExport
 
-    export = BoundedExport(_exporter())
+    export = BoundedExport(_exporter(), _endpoint())
     trace.set_tracer_provider(export.provider)
     try:
         yield
@@ -82,13 +82,17 @@ def configure_otel() -> Generator[None]:
             export.close()
 
 
+def _endpoint() -> str | None:
+    """The OTLP collector's URL, if one is set."""
+    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+
+
 def _exporter() -> SpanExporter:
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if endpoint:
+    if _endpoint():
         try:
             otlp: Any = importlib.import_module(
                 "opentelemetry.exporter.otlp.proto.http.trace_exporter"

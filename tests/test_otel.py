@@ -481,6 +481,47 @@ def test_an_exporter_that_fails_is_one_warning_with_its_reason_not_one_per_retry
     assert logging.getLogger("opentelemetry.exporter").propagate  # as it was, after
 
 
+def test_batches_that_fail_during_the_run_say_nothing_till_the_one_warning_at_the_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A long run exports a batch every few seconds: a collector that is down had a warning
+    for each, between the lines of the answer."""
+    export = BoundedExport(FailingExporter())
+    ended_spans(export, 2)
+    assert export.provider.force_flush()  # a batch goes out (and fails) as the run goes on
+    ended_spans(export, 1)
+    assert export.provider.force_flush()
+    assert caplog.records == []
+    export.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "OpenTelemetry: 3 spans not exported: the exporter failed: "
+        "Failed to export span batch code: 503"
+    ]
+
+
+class QuotingExporter(SpanExporter):
+    """A collector that is down, whose URL the exporter's words quote (as urllib3's do)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        said = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        said.warning(
+            "Transient error HTTPConnectionPool(host='127.0.0.1', port=9): Max retries "
+            "exceeded with url: /v1/traces?api_key=OTLPSEKRET (Caused by NewConnectionError)"
+        )
+        return SpanExportResult.FAILURE
+
+
+def test_the_collector_urls_credentials_are_masked_in_the_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    export = BoundedExport(QuotingExporter(), "http://127.0.0.1:9/v1/traces?api_key=OTLPSEKRET")
+    ended_spans(export, 1)
+    export.close()
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "OTLPSEKRET" not in warning
+    assert "with url: /v1/traces?api_key=*** (Caused" in warning
+
+
 def test_spans_all_exported_at_the_end_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
     memory = InMemorySpanExporter()
     export = BoundedExport(memory)
