@@ -37,16 +37,19 @@ from agent import (
     ScriptedModel,
 )
 from agent.models import OpenAIModel
+from agent.models.openai import OpenAICompatibleModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
 from gateway.otel_batch import BoundedExport
-from gateway.server import build_server
+from gateway.server import HttpOptions, build_server, http_app
 from gateway.traced_model import note_retry
 from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
 from tests.server.processes import SCRIPT, http_server
+from tests.server.support import serve
+from tests.servers.asgi import serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, calculator
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -888,3 +891,34 @@ def test_a_run_left_waiting_for_approval_by_no_wait_is_paused_not_failed(tmp_pat
         assert "error.type" not in agent["attributes"]
         wait = spans["await_approval calculator"]["attributes"]
         assert wait["agent_gateway.approval.decision"] == "none"  # stopped waiting
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_a_gateway_as_another_gateways_model_over_v1_makes_one_trace() -> None:
+    """Gateway A's model is B's `/v1`: A's model request sends its `chat` span's context, as
+    its tool calls do over MCP, and B's run continues it; a client's own traceparent too."""
+    hook, memory = exporter()
+    behind = Gateway([], [AgentSpec("helper", ScriptedModel(["from B"] * 2))], hooks=[hook])
+    app = http_app(serve(behind), HttpOptions("127.0.0.1", 0))
+    with anyio.fail_after(30):
+        async with serve_on_loopback(app) as base, httpx.AsyncClient() as http:
+            model = OpenAICompatibleModel(f"{base}/v1", "helper", http_client=http)
+            front = Gateway([], [AgentSpec("front", model)], hooks=[hook])
+            assert (await front.run("front", "hi")).output == "from B"
+            sent = f"00-{'2' * 32}-00f067aa0ba902b7-01"
+            body = {"model": "helper", "messages": [{"role": "user", "content": "hi"}]}
+            answered = await http.post(
+                f"{base}/v1/chat/completions", json=body, headers={"traceparent": sent}
+            )
+    assert answered.status_code == 200, answered.text
+    spans = memory.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    front_chat = next(s for s in spans if s.name == "chat helper")
+    first, second = (s for s in spans if s.name == "invoke_agent helper")
+    assert first.parent is not None
+    assert by_id[first.parent.span_id] is front_chat
+    assert len({s.context.trace_id for s in (first, front_chat) if s.context}) == 1
+    assert second.context is not None
+    assert second.parent is not None
+    assert (second.context.trace_id, second.parent.span_id) == (int("2" * 32, 16), 0xF067AA0BA902B7)
