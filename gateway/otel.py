@@ -1,6 +1,7 @@
 """A run's trace as OpenTelemetry spans, named as the GenAI semantic conventions say.
 
-`OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
+`OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span (its
+model's `gen_ai.provider.name`, the session it continues as `gen_ai.conversation.id`), each model
 call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
 `gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
 the model that answered, `gen_ai.response.model`; the host and port of the endpoint it went
@@ -60,6 +61,7 @@ RUN_ID = "agent_gateway.run_id"
 APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
 HANDOFF = "agent_gateway.handoff"
+PROVIDER = "gen_ai.provider.name"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
@@ -109,6 +111,8 @@ class OtelExporter:
         """The open agent spans' handoffs: the agents their items were handed to, in order."""
         self._roots: set[str] = set()
         """The open spans started with no parent: each a trace's root (`root_context`)."""
+        self._provided: set[str] = set()
+        """The open agent spans whose `gen_ai.provider.name` is set (by their first model call)."""
         self._model_failures: dict[str, tuple[str, str | None]] = {}
         """The open agent spans' last failed model call: its `error.type` and description, for
         an item that failed of it (the agent's span fails with its run)."""
@@ -122,6 +126,7 @@ class OtelExporter:
             logged = self._server_logs.pop(event.id, None)
             self._handed.pop(event.id, None)
             self._roots.discard(event.id)
+            self._provided.discard(event.id)
             failed_call = self._model_failures.pop(event.id, None)
             if event.kind == "model" and event.phase == "error" and event.paused is None:
                 said = event.error_public if event.error_private else event.error
@@ -197,6 +202,11 @@ class OtelExporter:
             return
         name, kind, attributes = _describe(event)
         attributes[RUN_ID] = event.run_id
+        agent = self._spans.get(event.parent_id or "") if event.kind == "model" else None
+        if agent is not None and event.parent_id not in self._provided:
+            # The agent's provider (required on its span) is known at its first model call.
+            self._provided.add(event.parent_id or "")
+            agent.set_attribute(PROVIDER, attributes[PROVIDER])
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
         within = otel_context.get_current() if parent is None else parent  # as start_span reads
@@ -323,16 +333,25 @@ def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": event.name,
         }
+        session = event.input.get("session_id") if isinstance(event.input, dict) else None
+        if isinstance(session, str):
+            attributes["gen_ai.conversation.id"] = session
         return f"invoke_agent {event.name}", SpanKind.INTERNAL, attributes
     if event.kind == "model":
         provider, model = _provider_and_model(event.name)
         attributes = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
+            PROVIDER: provider,
             "gen_ai.request.model": model,
         }
         return f"chat {model}", SpanKind.CLIENT, attributes
-    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.name}
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": event.name,
+        # The model wrote the call, the gateway runs it (an MCP server's tool, a function, an
+        # agent), as function calling goes.
+        "gen_ai.tool.type": "function",
+    }
     if event.call_id is not None:
         attributes["gen_ai.tool.call.id"] = event.call_id
     return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes

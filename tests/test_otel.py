@@ -31,10 +31,12 @@ from pydantic import JsonValue
 from agent import (
     AgentItem,
     AgentOptions,
+    InProcessStore,
     ModelConnectionError,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
+    SessionMemory,
 )
 from agent.models import OpenAIModel
 from agent.models.openai import OpenAICompatibleModel
@@ -922,3 +924,29 @@ async def test_a_gateway_as_another_gateways_model_over_v1_makes_one_trace() -> 
     assert second.context is not None
     assert second.parent is not None
     assert (second.context.trace_id, second.parent.span_id) == (int("2" * 32, 16), 0xF067AA0BA902B7)
+
+
+@pytest.mark.anyio
+async def test_agent_spans_name_their_provider_and_conversation_and_tools_their_type() -> None:
+    """The GenAI agent spans: `gen_ai.provider.name` (required on `invoke_agent`), the
+    session a turn continues as `gen_ai.conversation.id`, and `gen_ai.tool.type`."""
+    model = ScriptedModel(
+        [call("calculator", expression="6 * 7"), "42", "again 42"], name="openai:gpt-4.1-mini"
+    )
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [AgentSpec("a", model, ["calculator"])],
+        memory=SessionMemory(InProcessStore()),
+    )
+    hook, memory = exporter()
+    await gateway.run("a", "6 * 7?", session_id="s-1", hooks=[hook])
+    await gateway.run("a", "and again?", hooks=[hook])
+    turn, unsaved = (s for s in memory.get_finished_spans() if s.name == "invoke_agent a")
+    assert turn.attributes is not None
+    assert unsaved.attributes is not None
+    assert turn.attributes["gen_ai.provider.name"] == "openai"
+    assert turn.attributes["gen_ai.conversation.id"] == "s-1"
+    assert "gen_ai.conversation.id" not in unsaved.attributes
+    [tool] = [s for s in memory.get_finished_spans() if s.name == "execute_tool calculator"]
+    assert tool.attributes is not None
+    assert tool.attributes["gen_ai.tool.type"] == "function"
