@@ -1,12 +1,12 @@
 """A run's trace as OpenTelemetry spans, named as the GenAI semantic conventions say.
 
 `OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span (its
-model's `gen_ai.provider.name`, the session it continues as `gen_ai.conversation.id`), each model
-call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
-`gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
+model's `gen_ai.provider.name`, the session it continues as `gen_ai.conversation.id`; failed
+when every item of its run failed), each model call a `chat {model}` span
+(`gen_ai.request.model`, `gen_ai.provider.name`, token usage in `gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
 the model that answered, `gen_ai.response.model`; the host and port of the endpoint it went
 to, `server.address` and `server.port`, a failed call's too), each tool call an
-`execute_tool {tool}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the
+`execute_tool {tool}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`), nested as in the
 trace: a sub-agent's spans sit under the tool call that ran it. A call waiting for a person's approval is an
 `await_approval {tool}` span, ended by the decision. The run itself is not a span of its own (its agent is); its id is the
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
