@@ -58,6 +58,7 @@ __all__ = [
     "StepPaused",
     "exceeds_context_window",
     "fails_only_its_item",
+    "without_provider_words",
 ]
 
 
@@ -146,6 +147,33 @@ class AllModelsFailed(ModelError):
 def _named(name: str, said: str) -> str:
     """`said` led by the model's name once: a provider's errors already start with it."""
     return said if said.startswith(f"{name}: ") else f"{name}: {said}"
+
+
+PROVIDER_WORDS_LEFT_OUT = "(the provider's words left out)"
+"""What stands for the provider's explanation in `without_provider_words`."""
+
+
+def without_provider_words(error: ModelError) -> str | None:
+    """`error`'s message without what the provider said (an error status's explanation, the
+    text of an answer it could not read): those may quote the request, a prompt or a tool's
+    result. What is left is the gateway's words (which model, the status, why it was not
+    retried); None when the message is the provider's through and through (an unreadable
+    answer). For telemetry, which keeps no prompts."""
+    if isinstance(error, AllModelsFailed):
+        said = (
+            _named(name, without_provider_words(failure) or type(failure).__name__)
+            for name, failure in error.failures
+        )
+        return f"all {len(error.failures)} models failed: {'; '.join(said)}"
+    if isinstance(error, ModelHTTPError):
+        explained = error.provider_message
+        if not explained:  # the status's phrase: no provider's words
+            return str(error)
+        status = f"HTTP {error.status_code}: "
+        return str(error).replace(status + explained, status + PROVIDER_WORDS_LEFT_OUT, 1)
+    if isinstance(error, ModelResponseError):
+        return None
+    return str(error)
 
 
 class ScriptExhausted(ModelError):

@@ -3,6 +3,7 @@ read, the step that asks the model for it again."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from .messages import STOPPED_SHORT, AssistantMessage, StopReason
@@ -14,6 +15,7 @@ __all__ = [
     "ask_again",
     "cut_off",
     "max_iterations_reached",
+    "reached_max_iterations",
     "stopped_short",
     "times_asked_again",
     "unreadable_call",
@@ -97,3 +99,11 @@ def max_iterations_reached(n: int) -> str:
         f"Max iterations ({n}) reached. "
         "The agent could not complete the task within the allowed number of iterations."
     )
+
+
+def reached_max_iterations(error: str | None) -> bool:
+    """Whether an item's `error` says it reached `max_iterations` (`max_iterations_reached`)."""
+    return error is not None and _MAX_ITERATIONS.match(error) is not None
+
+
+_MAX_ITERATIONS = re.compile(r"Max iterations \(\d+\) reached\. ")

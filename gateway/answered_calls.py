@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import JsonValue
 
 from agent import Action, ActionResponse, EngineRequest, ToolCall, ToolCallStep
-from agent.scratchpad import ERROR_PREFIX
+from agent.scratchpad import ERROR_PREFIX, REPEAT_NOTICE
 
 from .journal import ScopedJournal
 from .trace import Tracer
@@ -83,8 +83,10 @@ async def tell_answered(
             ) as span:
                 error = one.error
                 if error is not None:
-                    # Bad arguments are quoted in what the model is told.
-                    span.fail(error, private=one.call.invalid_arguments is not None)
+                    # Bad arguments are quoted in what the model is told, and so is the
+                    # earlier result of a call repeated too often (a tool's own words).
+                    quoted = one.call.invalid_arguments is not None
+                    span.fail(error, private=quoted or error.startswith(REPEAT_NOTICE))
                 else:
                     span.output = one.step.observation
         if journal is not None:

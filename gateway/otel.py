@@ -1,11 +1,12 @@
 """A run's trace as OpenTelemetry spans, named as the GenAI semantic conventions say.
 
-`OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span, each model
-call a `chat {model}` span (`gen_ai.request.model`, `gen_ai.provider.name`, token usage in
-`gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
+`OtelExporter` is a trace hook. Each agent becomes an `invoke_agent {agent}` span (its
+model's `gen_ai.provider.name`, the session it continues as `gen_ai.conversation.id`; failed
+when every item of its run failed), each model call a `chat {model}` span
+(`gen_ai.request.model`, `gen_ai.provider.name`, token usage in `gen_ai.usage.*`, `gen_ai.response.finish_reasons`; the provider's `gen_ai.response.id` and
 the model that answered, `gen_ai.response.model`; the host and port of the endpoint it went
 to, `server.address` and `server.port`, a failed call's too), each tool call an
-`execute_tool {tool}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`), nested as in the
+`execute_tool {tool}` span (`gen_ai.tool.name`, `gen_ai.tool.call.id`, `gen_ai.tool.type`), nested as in the
 trace: a sub-agent's spans sit under the tool call that ran it. A call waiting for a person's approval is an
 `await_approval {tool}` span, ended by the decision. The run itself is not a span of its own (its agent is); its id is the
 `agent_gateway.run_id` attribute of every span. A tool's progress (how far, without its
@@ -48,6 +49,8 @@ from opentelemetry.trace import Span, SpanKind, Status, StatusCode, TracerProvid
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from pydantic import JsonValue
 
+from agent.stopped import reached_max_iterations
+
 from .item_results import handed_off_to
 from .trace import TraceEvent
 
@@ -58,6 +61,7 @@ RUN_ID = "agent_gateway.run_id"
 APPROVAL_DECISION = "agent_gateway.approval.decision"
 PAUSED = "agent_gateway.paused"
 HANDOFF = "agent_gateway.handoff"
+PROVIDER = "gen_ai.provider.name"
 _PROPAGATOR = CompositePropagator([TraceContextTextMapPropagator(), W3CBaggagePropagator()])
 """W3C trace context and baggage, carried in a request's `_meta` (SEP-414)."""
 _BAGGAGE = W3CBaggagePropagator()
@@ -107,6 +111,11 @@ class OtelExporter:
         """The open agent spans' handoffs: the agents their items were handed to, in order."""
         self._roots: set[str] = set()
         """The open spans started with no parent: each a trace's root (`root_context`)."""
+        self._provided: set[str] = set()
+        """The open agent spans whose `gen_ai.provider.name` is set (by their first model call)."""
+        self._model_failures: dict[str, tuple[str, str | None]] = {}
+        """The open agent spans' last failed model call: its `error.type` and description, for
+        an item that failed of it (the agent's span fails with its run)."""
 
     async def __call__(self, event: TraceEvent) -> None:
         if event.phase == "start":
@@ -117,6 +126,11 @@ class OtelExporter:
             logged = self._server_logs.pop(event.id, None)
             self._handed.pop(event.id, None)
             self._roots.discard(event.id)
+            self._provided.discard(event.id)
+            failed_call = self._model_failures.pop(event.id, None)
+            if event.kind == "model" and event.phase == "error" and event.paused is None:
+                said = event.error_public if event.error_private else event.error
+                self._model_failures[event.parent_id or ""] = (_error_type(event), said)
             for wait in self._waits.pop(event.id, {}).values():  # it stopped waiting
                 wait.set_attribute(APPROVAL_DECISION, "none")
                 wait.end()
@@ -124,7 +138,7 @@ class OtelExporter:
                 for (logger, level), count in (logged or {}).items():
                     attributes = {"level": level, "count": count}
                     span.add_event("tool.server_log", {**attributes, "logger": logger or ""})
-                self._finish(span, event)
+                self._finish(span, event, failed_call)
         elif event.phase in ("progress", "note"):
             parent = self._spans.get(event.parent_id or "")
             if parent is None:
@@ -188,6 +202,11 @@ class OtelExporter:
             return
         name, kind, attributes = _describe(event)
         attributes[RUN_ID] = event.run_id
+        agent = self._spans.get(event.parent_id or "") if event.kind == "model" else None
+        if agent is not None and event.parent_id not in self._provided:
+            # The agent's provider (required on its span) is known at its first model call.
+            self._provided.add(event.parent_id or "")
+            agent.set_attribute(PROVIDER, attributes[PROVIDER])
         span = self._tracer.start_span(name, context=parent, kind=kind, attributes=attributes)
         self._spans[event.id] = span
         within = otel_context.get_current() if parent is None else parent  # as start_span reads
@@ -232,7 +251,9 @@ class OtelExporter:
             handed.append(to)
             span.set_attribute(HANDOFF, handed)
 
-    def _finish(self, span: Span, event: TraceEvent) -> None:
+    def _finish(
+        self, span: Span, event: TraceEvent, failed_call: tuple[str, str | None] | None
+    ) -> None:
         if event.kind == "model" and isinstance(event.output, dict):
             usage = event.output.get("usage")
             if isinstance(usage, dict):
@@ -251,15 +272,41 @@ class OtelExporter:
             # Stopped to wait (for a person, a client's answer), not failed: its status unset.
             span.set_attribute(PAUSED, event.paused)
         elif event.phase == "error":
-            said = None if event.error_private else event.error  # a tool's words stay out
+            # A tool's words, or a provider's, stay out: the gateway's own (`error_public`) stay.
+            said = event.error_public if event.error_private else event.error
             span.set_status(Status(StatusCode.ERROR, said))
             span.set_attribute("error.type", _error_type(event))
+        elif event.kind == "agent" and (failure := _run_failed(event.output, failed_call)):
+            # Every item failed (max iterations, the provider refused it): the run failed,
+            # though its agent ended as planned.
+            error_type, said = failure
+            span.set_status(Status(StatusCode.ERROR, said))
+            span.set_attribute("error.type", error_type)
         span.end()
 
 
 def _approval(event: TraceEvent) -> JsonValue:
     """An approval note's word (`waiting`, `approved`, `denied`, `refused`), else None."""
     return event.output.get("approval") if isinstance(event.output, dict) else None
+
+
+def _run_failed(
+    output: JsonValue, failed_call: tuple[str, str | None] | None
+) -> tuple[str, str | None] | None:
+    """An agent span's `error.type` and description when every item of its output (`{"error":
+    ...}` or `{"output": ...}` each) failed, as its run then did; else None. The cause is the
+    first item's: max iterations (`MaxIterations`, the gateway's words), else the agent's last
+    failed model call (`ModelHTTPError`, without the provider's words), else `item_failed`,
+    undescribed (its error may quote the call)."""
+    if not isinstance(output, list) or not output:
+        return None
+    errors = [item.get("error") if isinstance(item, dict) else None for item in output]
+    if not all(isinstance(error, str) for error in errors):
+        return None
+    first = errors[0]
+    if isinstance(first, str) and reached_max_iterations(first):
+        return "MaxIterations", first
+    return failed_call or ("item_failed", None)
 
 
 def _caller(event: TraceEvent) -> Context | None:
@@ -286,16 +333,25 @@ def _describe(event: TraceEvent) -> tuple[str, SpanKind, dict[str, Any]]:
             "gen_ai.operation.name": "invoke_agent",
             "gen_ai.agent.name": event.name,
         }
+        session = event.input.get("session_id") if isinstance(event.input, dict) else None
+        if isinstance(session, str):
+            attributes["gen_ai.conversation.id"] = session
         return f"invoke_agent {event.name}", SpanKind.INTERNAL, attributes
     if event.kind == "model":
         provider, model = _provider_and_model(event.name)
         attributes = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": provider,
+            PROVIDER: provider,
             "gen_ai.request.model": model,
         }
         return f"chat {model}", SpanKind.CLIENT, attributes
-    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": event.name}
+    attributes = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": event.name,
+        # The model wrote the call, the gateway runs it (an MCP server's tool, a function, an
+        # agent), as function calling goes.
+        "gen_ai.tool.type": "function",
+    }
     if event.call_id is not None:
         attributes["gen_ai.tool.call.id"] = event.call_id
     return f"execute_tool {event.name}", SpanKind.INTERNAL, attributes

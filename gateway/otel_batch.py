@@ -2,9 +2,11 @@
 
 The OTLP exporter waits up to 10 s for a collector and retries with backoff, logging a warning
 each time: at a command's end, a collector that is down or slow held the command up for that
-long. `BoundedExport.close` waits `EXPORT_AT_EXIT` seconds at most (the flush and the shutdown
-together), keeps the exporter's own logs as the reasons, and says once how many spans it
-dropped and why. Imports the SDK (the `otel` extra): imported only when spans are exported.
+long, and a collector that is down had a warning logged every few seconds of a long run.
+`BoundedExport` keeps the exporter's own logs as the reasons from its start; `close` waits
+`EXPORT_AT_EXIT` seconds at most (the flush and the shutdown together) and says once how many
+spans it dropped and why (the collector URL's credentials as `***`). Imports the SDK (the
+`otel` extra): imported only when spans are exported.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from collections.abc import Sequence
 from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+from agent.url_credentials import without_credentials_of
 
 __all__ = ["EXPORT_AT_EXIT", "BoundedExport"]
 
@@ -32,9 +36,20 @@ log = logging.getLogger(__name__)
 class BoundedExport:
     """A tracer provider batching its spans to `exporter`, closed within a bound."""
 
-    def __init__(self, exporter: SpanExporter) -> None:
+    def __init__(self, exporter: SpanExporter, endpoint: str | None = None) -> None:
+        """`endpoint`: the collector's URL, whose credentials (`?api_key=...`) the exporter's
+        words, quoting it, say as `***`."""
         self._exporter = _Counted(exporter)
+        self._endpoint = endpoint
         self._batch = _CountingBatch(self._exporter)
+        # The exporter's warnings (one per retry, every batch of a long run) are kept as the
+        # reason for the one warning `close` gives, from now on, not let out between the lines
+        # of an answer.
+        self._reasons = _LastWords()
+        self._exporter_logs = logging.getLogger(_EXPORTER_LOGS)
+        self._propagated = self._exporter_logs.propagate
+        self._exporter_logs.addHandler(self._reasons)
+        self._exporter_logs.propagate = False
         # No shutdown of its own at exit: that one waits as long as the exporter takes.
         self.provider = TracerProvider(resource=_resource(), shutdown_on_exit=False)
         self.provider.add_span_processor(self._batch)
@@ -42,11 +57,7 @@ class BoundedExport:
     def close(self, within: float = EXPORT_AT_EXIT) -> None:
         """Export what is batched, waiting `within` seconds at most; warn once of the spans
         dropped, with the exporter's last words as the reason."""
-        reasons = _LastWords()
-        exporter_logs = logging.getLogger(_EXPORTER_LOGS)
-        kept = exporter_logs.propagate
-        exporter_logs.addHandler(reasons)
-        exporter_logs.propagate = False  # one warning of ours, not one per retry
+        reasons, exporter_logs = self._reasons, self._exporter_logs
         # In a thread of its own: the SDK's shutdown waits up to 30 s for the export in flight.
         # Left running after `within` (a daemon), it is abandoned when the process exits.
         closing = threading.Thread(
@@ -57,7 +68,7 @@ class BoundedExport:
         late = closing.is_alive()
         if not late:  # else it still retries: its logs stay with `reasons` till the end
             exporter_logs.removeHandler(reasons)
-            exporter_logs.propagate = kept
+            exporter_logs.propagate = self._propagated
         dropped = self._batch.ended - self._exporter.exported
         if dropped <= 0:
             return
@@ -66,6 +77,8 @@ class BoundedExport:
         else:
             why = "the exporter failed"
         said = self._exporter.failure or reasons.said
+        if said and self._endpoint:  # the exporter's words may quote its URL
+            said = without_credentials_of(self._endpoint, said)
         log.warning(
             "OpenTelemetry: %d span%s not exported: %s%s",
             dropped,

@@ -19,10 +19,11 @@ import os
 import sys
 from collections.abc import Callable, Generator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from opentelemetry import trace
 
+from .console_lines import ThroughConsole
 from .errors import ConfigError
 
 if TYPE_CHECKING:  # the SDK is optional (the `otel` extra)
@@ -71,7 +72,7 @@ def configure_otel() -> Generator[None]:
         return
     from .otel_batch import BoundedExport
 
-    export = BoundedExport(_exporter())
+    export = BoundedExport(_exporter(), _endpoint())
     trace.set_tracer_provider(export.provider)
     try:
         yield
@@ -82,13 +83,17 @@ def configure_otel() -> Generator[None]:
             export.close()
 
 
+def _endpoint() -> str | None:
+    """The OTLP collector's URL, if one is set."""
+    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_ENDPOINT"
+    )
+
+
 def _exporter() -> SpanExporter:
     from opentelemetry.sdk.trace.export import ConsoleSpanExporter
 
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_ENDPOINT"
-    )
-    if endpoint:
+    if _endpoint():
         try:
             otlp: Any = importlib.import_module(
                 "opentelemetry.exporter.otlp.proto.http.trace_exporter"
@@ -99,5 +104,7 @@ def _exporter() -> SpanExporter:
                 "pip install opentelemetry-exporter-otlp-proto-http"
             ) from None
         return otlp.OTLPSpanExporter()  # reads the OTEL_EXPORTER_OTLP_* variables itself
-    # stdout may be the MCP protocol (serve --stdio) or the answer: spans go to stderr.
-    return ConsoleSpanExporter(out=sys.stderr)
+    # stdout may be the MCP protocol (serve --stdio) or the answer: spans go to stderr, as
+    # whole lines around a terminal's streamed answer, as log lines go (the batch is written
+    # from a thread of its own, every few seconds).
+    return ConsoleSpanExporter(out=cast(TextIO, ThroughConsole(sys.stderr)))

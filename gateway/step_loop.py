@@ -147,7 +147,10 @@ class StepLoop:
         context = context.enter(spec.name, chosen)
         recorded = RecordedModel(chosen, journal) if journal is not None else chosen
         tracer = context.tracer
-        async with tracer.span("agent", spec.name, parent_id=parent_id) as agent_span:
+        sessions = {item.session_id for item in state.items if item.session_id is not None}
+        # The conversation its items continue (telemetry's `gen_ai.conversation.id`), if one.
+        said: JsonValue = {"session_id": sessions.pop()} if len(sessions) == 1 else None
+        async with tracer.span("agent", spec.name, parent_id=parent_id, input=said) as agent_span:
             for node, health in gateway.unhealthy(spec.tools).items():
                 # Its tools are missing from the model's list: say why in the trace.
                 await tracer.note("tool", node, agent_span.id, health=health)

@@ -31,7 +31,8 @@ import anyio
 from mcp_types import LoggingMessageNotificationParams
 from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
-from agent import ItemResult
+from agent import ItemResult, ModelError
+from agent.errors import without_provider_words
 from toolkits.printable import encodes_all, printable
 
 from .errors import RunPaused
@@ -104,6 +105,9 @@ class TraceEvent(BaseModel):
     error_private: bool = Field(default=False, exclude=True)
     """For a tool span's `error`: the tool's own words, or the call's arguments quoted, which
     may hold personal data (shown to the model and in the trace, kept from telemetry)."""
+    error_public: str | None = Field(default=None, exclude=True)
+    """For an `error_private` error: what of it is the gateway's own words (a model's name and
+    the HTTP status, without the provider's explanation), which telemetry may show."""
     error_type: str | None = Field(default=None, exclude=True)
     """For an `error` event that an exception ended: its class's name (`ModelConnectionError`),
     for telemetry's `error.type`."""
@@ -316,6 +320,7 @@ class Tracer:
             error: str | None = None,
             paused: str | None = None,
             error_type: str | None = None,
+            public: str | None = None,
         ) -> TraceEvent:
             done = phase != "start"
             return TraceEvent(
@@ -335,6 +340,7 @@ class Tracer:
                 subject=self.subject,
                 paused=paused,
                 error_private=span.error_private,
+                error_public=public,
                 error_type=error_type,
                 caller_trace=self.caller_trace if parent_id is None else None,
             )
@@ -351,8 +357,13 @@ class Tracer:
             paused = exc.reason if isinstance(exc, RunPaused) else None
             if cancelled and self.pausing is not None:
                 paused = self.pausing()
+            public = None
+            if isinstance(exc, ModelError):
+                # A provider's explanation may quote the request: kept from telemetry.
+                public = without_provider_words(exc)
+                span.error_private = public != error
             with anyio.CancelScope(shield=True):  # the record of a cancel must still go out
-                await self.emit(event("error", error, paused, type(exc).__name__))
+                await self.emit(event("error", error, paused, type(exc).__name__, public))
             raise
         await self.emit(event("end" if span.error is None else "error", span.error))
 

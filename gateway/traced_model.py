@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import cast
 
@@ -20,12 +21,15 @@ from agent import (
     ToolDefinition,
 )
 from agent.context_window import check_context_window
+from agent.errors import without_provider_words
 from agent.models import request_headers, thinking_text
 
 from .run_context import HOPS_HEADER, TokenBudget
 from .trace import Tracer
 
 __all__ = ["TracedModel", "note_fallback", "note_retry"]
+
+_TRACE_HEADERS = ("traceparent", "tracestate")
 
 # The model span in progress in this task: lets a FallbackModel built once at start-up report
 # into whichever run is calling it.
@@ -37,9 +41,9 @@ async def note_fallback(failed: str, error: ModelError, next_model: str) -> None
     current = _current_span.get()
     if current is not None:
         tracer, span_id = current
-        await tracer.note(
-            "model", failed, span_id, "note", fallback_to=next_model, error=str(error)
-        )
+        # Without the provider's words: they may quote the request, and notes are telemetry.
+        said = without_provider_words(error) or type(error).__name__
+        await tracer.note("model", failed, span_id, "note", fallback_to=next_model, error=said)
 
 
 async def note_retry(model: str, said: str) -> None:
@@ -110,7 +114,7 @@ class TracedModel:
                 check_context_window(messages, tools, window, self._model.name)
             token = _current_span.set((self._tracer, span.id))
             try:
-                with request_headers(self._headers):
+                with self._sent_headers(span.id) as headers, request_headers(headers):
                     answer = await self._model.invoke(
                         messages, tools, on_token=self._tokens(span.id, on_token)
                     )
@@ -135,6 +139,18 @@ class TracedModel:
                 output["response_model"] = answer.response_model
             span.output = {**output, **_server_fields(self._server_of(answer))}
             return answer
+
+    @contextmanager
+    def _sent_headers(self, span_id: str) -> Generator[dict[str, str]]:
+        """The request's headers: the hops, and the W3C trace context of the call's span
+        (`traceparent`, `tracestate`), as a gateway serving the model continues it. Not the
+        caller's baggage: a provider is no part of the caller's system."""
+        if not self._tracer.hooks:  # nothing traced: nothing to continue
+            yield self._headers
+            return
+        with self._tracer.calling_from(span_id) as carrier:
+            trace = {key: carrier[key] for key in _TRACE_HEADERS if key in carrier}
+            yield {**self._headers, **trace} if trace else self._headers
 
     async def context_window(self) -> int | None:
         """The window calls are checked against: `context_window`, else what the model

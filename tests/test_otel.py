@@ -28,17 +28,30 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import JsonValue
 
-from agent import AgentItem, ModelConnectionError, ScriptedAnswer, ScriptedCall, ScriptedModel
+from agent import (
+    AgentItem,
+    AgentOptions,
+    InProcessStore,
+    ModelConnectionError,
+    ScriptedAnswer,
+    ScriptedCall,
+    ScriptedModel,
+    SessionMemory,
+)
 from agent.models import OpenAIModel
+from agent.models.openai import OpenAICompatibleModel
 from gateway import AgentSpec, Gateway
 from gateway.approval import ApprovalRequest, ApprovalRule, Decision
 from gateway.assembly import open_gateway
 from gateway.config import GatewaySettings, parse_config
 from gateway.otel import OtelExporter
 from gateway.otel_batch import BoundedExport
-from gateway.server import build_server
+from gateway.server import HttpOptions, build_server, http_app
+from gateway.traced_model import note_retry
 from tests.models.support import FakeProvider, Sleeps, json_response, retry_policy
 from tests.server.processes import SCRIPT, http_server
+from tests.server.support import serve
+from tests.servers.asgi import serve_on_loopback
 from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import FunctionToolkit, calculator
 from toolkits.mcp import McpServerConfig, McpToolkit
@@ -269,6 +282,21 @@ async def test_a_tools_own_error_text_stays_out_of_the_span() -> None:
     )
 
 
+@pytest.mark.anyio
+async def test_a_failing_call_repeated_too_often_keeps_the_tools_words_out_too() -> None:
+    """The agent answers the third itself, quoting the earlier result: the tool's words."""
+    model = ScriptedModel([call("calculator", expression="my_salary * 2")] * 3 + ["done"])
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])], [AgentSpec("a", model, ["calculator"])]
+    )
+    hook, memory = exporter()
+    assert (await gateway.run("a", "go", hooks=[hook])).output == "done"
+    failed = [s for s in memory.get_finished_spans() if s.name == "execute_tool calculator"]
+    assert [s.status.status_code for s in failed] == [StatusCode.ERROR] * 3
+    assert [s.status.description for s in failed] == [None] * 3
+    assert secret_free(failed, "my_salary")
+
+
 def run_installed(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     executable = shutil.which("agent-gateway", path=str(Path(sys.executable).parent))
     assert executable is not None, "the package is not installed (pip install -e .)"
@@ -458,6 +486,47 @@ def test_an_exporter_that_fails_is_one_warning_with_its_reason_not_one_per_retry
     assert logging.getLogger("opentelemetry.exporter").propagate  # as it was, after
 
 
+def test_batches_that_fail_during_the_run_say_nothing_till_the_one_warning_at_the_end(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A long run exports a batch every few seconds: a collector that is down had a warning
+    for each, between the lines of the answer."""
+    export = BoundedExport(FailingExporter())
+    ended_spans(export, 2)
+    assert export.provider.force_flush()  # a batch goes out (and fails) as the run goes on
+    ended_spans(export, 1)
+    assert export.provider.force_flush()
+    assert caplog.records == []
+    export.close()
+    assert [r.getMessage() for r in caplog.records] == [
+        "OpenTelemetry: 3 spans not exported: the exporter failed: "
+        "Failed to export span batch code: 503"
+    ]
+
+
+class QuotingExporter(SpanExporter):
+    """A collector that is down, whose URL the exporter's words quote (as urllib3's do)."""
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        said = logging.getLogger("opentelemetry.exporter.otlp.proto.http.trace_exporter")
+        said.warning(
+            "Transient error HTTPConnectionPool(host='127.0.0.1', port=9): Max retries "
+            "exceeded with url: /v1/traces?api_key=OTLPSEKRET (Caused by NewConnectionError)"
+        )
+        return SpanExportResult.FAILURE
+
+
+def test_the_collector_urls_credentials_are_masked_in_the_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    export = BoundedExport(QuotingExporter(), "http://127.0.0.1:9/v1/traces?api_key=OTLPSEKRET")
+    ended_spans(export, 1)
+    export.close()
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "OTLPSEKRET" not in warning
+    assert "with url: /v1/traces?api_key=*** (Caused" in warning
+
+
 def test_spans_all_exported_at_the_end_say_nothing(caplog: pytest.LogCaptureFixture) -> None:
     memory = InMemorySpanExporter()
     export = BoundedExport(memory)
@@ -621,6 +690,88 @@ async def test_a_chat_span_says_why_the_model_stopped_and_a_failure_its_error_cl
     assert "gen_ai.response.finish_reasons" not in failed.attributes
 
 
+QUOTING = {
+    "error": {
+        "message": "Invalid 'messages[1].content': the text 'my diary PRIV-777' is not allowed",
+        "type": "invalid_request_error",
+        "param": "messages[1].content",
+        "code": None,
+    }
+}
+"""OpenAI's 400 that quotes the request."""
+
+
+def secret_free(spans: Sequence[ReadableSpan], secret: str) -> bool:
+    """Whether `secret` is nowhere in the spans: names, statuses, attributes, events."""
+    for span in spans:
+        said = [span.name, span.status.description or "", str(dict(span.attributes or {}))]
+        said += [f"{event.name} {dict(event.attributes or {})}" for event in span.events]
+        if any(secret in text for text in said):
+            return False
+    return True
+
+
+@pytest.mark.anyio
+async def test_a_providers_words_stay_out_of_a_failed_call_and_its_retries() -> None:
+    """Its explanation may quote the prompt: the span says which model and the HTTP status;
+    a retry's note says the status, when and which attempt."""
+    provider = FakeProvider(
+        json_response(500, {"error": {"message": "upstream choked on PRIV-777"}}),
+        json_response(400, QUOTING),
+    )
+    retry = retry_policy(Sleeps(), on_retry=note_retry)  # as model specs make theirs
+    refused = OpenAIModel("gpt-4.1-mini", api_key="sk", http_client=provider.client(), retry=retry)
+    hook, memory = exporter()
+    gateway = Gateway([], [AgentSpec("a", refused)], hooks=[hook])
+    result = await gateway.run("a", "my diary PRIV-777")
+    assert "PRIV-777" in (result.items[0].error or "")  # the run's own result keeps them
+    spans = memory.get_finished_spans()
+    assert secret_free(spans, "PRIV-777")
+    [chat] = [s for s in spans if s.name == "chat gpt-4.1-mini"]
+    assert chat.status.status_code == StatusCode.ERROR
+    assert chat.status.description == (
+        "openai:gpt-4.1-mini: HTTP 400: (the provider's words left out)"
+    )
+    [retry] = [e.attributes for e in chat.events if e.name == "model.note"]
+    assert retry is not None
+    assert str(retry["retry"]).startswith("HTTP 500. Retrying in "), retry
+
+
+@pytest.mark.anyio
+async def test_a_run_whose_every_item_failed_has_a_failed_agent_span() -> None:
+    """Its agent ended as planned, but the run failed: the span says so, and why."""
+    refused = openai_model(json_response(400, QUOTING))
+    looping = ScriptedModel([call("calculator", expression="1")] * 3)
+    answered = ScriptedModel(["fine"])
+    hook, memory = exporter()
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [
+            AgentSpec("refused", refused),
+            AgentSpec("looping", looping, ["calculator"], options=AgentOptions(max_iterations=2)),
+            AgentSpec("answered", answered),
+        ],
+        hooks=[hook],
+    )
+    for agent in ("refused", "looping", "answered"):
+        await gateway.run(agent, "my diary PRIV-777")
+    spans = {s.name: s for s in memory.get_finished_spans() if s.name.startswith("invoke_agent")}
+    refusing, loop, fine = (spans[f"invoke_agent {n}"] for n in ("refused", "looping", "answered"))
+    assert refusing.status.status_code == StatusCode.ERROR
+    assert refusing.attributes is not None
+    assert refusing.attributes["error.type"] == "ModelHTTPError"
+    assert refusing.status.description == (
+        "openai:gpt-4.1-mini: HTTP 400: (the provider's words left out)"
+    )
+    assert loop.status.status_code == StatusCode.ERROR
+    assert loop.attributes is not None
+    assert loop.attributes["error.type"] == "MaxIterations"
+    assert (loop.status.description or "").startswith("Max iterations (2) reached.")
+    assert fine.status.status_code == StatusCode.UNSET
+    assert fine.attributes is not None
+    assert "error.type" not in fine.attributes
+
+
 class Person:
     """Approves a call when the test says so."""
 
@@ -742,3 +893,60 @@ def test_a_run_left_waiting_for_approval_by_no_wait_is_paused_not_failed(tmp_pat
         assert "error.type" not in agent["attributes"]
         wait = spans["await_approval calculator"]["attributes"]
         assert wait["agent_gateway.approval.decision"] == "none"  # stopped waiting
+
+
+@pytest.mark.anyio
+@pytest.mark.integration
+async def test_a_gateway_as_another_gateways_model_over_v1_makes_one_trace() -> None:
+    """Gateway A's model is B's `/v1`: A's model request sends its `chat` span's context, as
+    its tool calls do over MCP, and B's run continues it; a client's own traceparent too."""
+    hook, memory = exporter()
+    behind = Gateway([], [AgentSpec("helper", ScriptedModel(["from B"] * 2))], hooks=[hook])
+    app = http_app(serve(behind), HttpOptions("127.0.0.1", 0))
+    with anyio.fail_after(30):
+        async with serve_on_loopback(app) as base, httpx.AsyncClient() as http:
+            model = OpenAICompatibleModel(f"{base}/v1", "helper", http_client=http)
+            front = Gateway([], [AgentSpec("front", model)], hooks=[hook])
+            assert (await front.run("front", "hi")).output == "from B"
+            sent = f"00-{'2' * 32}-00f067aa0ba902b7-01"
+            body = {"model": "helper", "messages": [{"role": "user", "content": "hi"}]}
+            answered = await http.post(
+                f"{base}/v1/chat/completions", json=body, headers={"traceparent": sent}
+            )
+    assert answered.status_code == 200, answered.text
+    spans = memory.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans if s.context is not None}
+    front_chat = next(s for s in spans if s.name == "chat helper")
+    first, second = (s for s in spans if s.name == "invoke_agent helper")
+    assert first.parent is not None
+    assert by_id[first.parent.span_id] is front_chat
+    assert len({s.context.trace_id for s in (first, front_chat) if s.context}) == 1
+    assert second.context is not None
+    assert second.parent is not None
+    assert (second.context.trace_id, second.parent.span_id) == (int("2" * 32, 16), 0xF067AA0BA902B7)
+
+
+@pytest.mark.anyio
+async def test_agent_spans_name_their_provider_and_conversation_and_tools_their_type() -> None:
+    """The GenAI agent spans: `gen_ai.provider.name` (required on `invoke_agent`), the
+    session a turn continues as `gen_ai.conversation.id`, and `gen_ai.tool.type`."""
+    model = ScriptedModel(
+        [call("calculator", expression="6 * 7"), "42", "again 42"], name="openai:gpt-4.1-mini"
+    )
+    gateway = Gateway(
+        [FunctionToolkit("calculator", [calculator])],
+        [AgentSpec("a", model, ["calculator"])],
+        memory=SessionMemory(InProcessStore()),
+    )
+    hook, memory = exporter()
+    await gateway.run("a", "6 * 7?", session_id="s-1", hooks=[hook])
+    await gateway.run("a", "and again?", hooks=[hook])
+    turn, unsaved = (s for s in memory.get_finished_spans() if s.name == "invoke_agent a")
+    assert turn.attributes is not None
+    assert unsaved.attributes is not None
+    assert turn.attributes["gen_ai.provider.name"] == "openai"
+    assert turn.attributes["gen_ai.conversation.id"] == "s-1"
+    assert "gen_ai.conversation.id" not in unsaved.attributes
+    [tool] = [s for s in memory.get_finished_spans() if s.name == "execute_tool calculator"]
+    assert tool.attributes is not None
+    assert tool.attributes["gen_ai.tool.type"] == "function"

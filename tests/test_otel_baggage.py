@@ -83,3 +83,21 @@ async def test_a_call_continuing_a_trace_sent_earlier_carries_its_baggage() -> N
     [tool] = memory.get_finished_spans()
     assert tool.context is not None
     assert parent_span_id(seen) == tool.context.span_id
+
+
+@pytest.mark.parametrize("era", ["auto", "legacy"])
+@pytest.mark.parametrize("key", ["baggage", "tracestate", "traceparent"])
+async def test_a_trace_key_that_is_no_string_is_ignored(era: str, key: str) -> None:
+    """The SDK's reading of `_meta` failed on it: an internal error, a Python message."""
+    metas: list[dict[str, Any]] = []
+    node = McpToolkit("d", McpServerConfig(command="in-process"), target=downstream(metas))
+    odd: dict[str, Any] = {**SENT, key: 7}
+    with anyio.fail_after(30):
+        async with node as d:
+            model = ScriptedModel([call("d__whatmeta"), "done"])
+            gateway = Gateway([d], [AgentSpec("a", model, tools=["d"])])
+            served, _router = build_server(gateway, GatewaySettings())
+            async with Client(served, mode=era) as client:  # pyright: ignore[reportArgumentType]
+                answer = await client.call_tool("a", {"prompt": "hi"}, meta=odd)  # pyright: ignore[reportArgumentType]
+    assert not answer.is_error
+    assert answer.content[0].model_dump()["text"] == "done"

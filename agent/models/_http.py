@@ -381,19 +381,20 @@ class ProviderHTTP:
             if retryable and not last:
                 problem = _status_problem(response, error_detail(response))
                 delay = wait if wait is not None else policy.backoff(attempt)
-                await self._retry_after(problem, delay, attempt)
+                await self._retry_after(problem, delay, attempt, public=_status_head(response))
                 continue
             raise self._http_error(response)
 
-    async def _retry_after(self, problem: str, seconds: float, attempt: int) -> None:
+    async def _retry_after(
+        self, problem: str, seconds: float, attempt: int, *, public: str | None = None
+    ) -> None:
         """Say why and when the request is sent again (a warning: the user waits meanwhile),
-        then wait."""
+        then wait. `public`: `problem` without the provider's words, for `on_retry`."""
         tries = self._retry.max_attempts
-        said = f"{problem}. Retrying in {_seconds(seconds)} s (attempt {attempt + 1} of {tries})"
-        said = self._redact(said)
-        _log.warning("%s: %s", self._label, said)
+        when = f". Retrying in {_seconds(seconds)} s (attempt {attempt + 1} of {tries})"
+        _log.warning("%s: %s", self._label, self._redact(problem + when))
         if self._retry.on_retry is not None:
-            await self._retry.on_retry(self._label, said)
+            await self._retry.on_retry(self._label, self._redact((public or problem) + when))
         await self._retry.sleep(seconds)
 
     def _too_long(self, wait: float) -> str:
@@ -488,12 +489,17 @@ def _seconds(value: float) -> str:
 def _status_problem(response: httpx.Response, detail: str) -> str:
     """What an error status that is retried means, for a warning: the provider's words
     (cut short: a rate limit's can run to a paragraph), else the status's phrase."""
-    status = response.status_code
     said = (detail or response.reason_phrase).strip().rstrip(".")
     if len(said) > 200:
         said = said[:200] + "..."
-    head = f"rate limited (HTTP {status})" if status == 429 else f"HTTP {status}"
+    head = _status_head(response)
     return f"{head}: {said}" if said else head
+
+
+def _status_head(response: httpx.Response) -> str:
+    """An error status as `_status_problem` begins, without the provider's words."""
+    status = response.status_code
+    return f"rate limited (HTTP {status})" if status == 429 else f"HTTP {status}"
 
 
 def _said(exc: Exception) -> str:

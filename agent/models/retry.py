@@ -31,7 +31,8 @@ class RetryPolicy:
     `max_retry_after` is not waited for: the call fails at once, so
     a `FallbackModel` can move on, and its error says the wait asked for. Each retry is
     logged as a warning (logger `agent.models`): why, how long, which attempt comes next;
-    `on_retry` hears the same words (the model's name, then them), for a run's trace.
+    `on_retry` hears the same words (the model's name, then them), for a run's trace, but
+    for the provider's explanation of an error status (it may quote the request).
     `sleep`, `random` and `now` are injectable so tests never wait on real time.
     """
 

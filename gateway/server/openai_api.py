@@ -35,6 +35,8 @@ the text so far, `finish_reason: "length"`.
 A request that comes from a gateway's agent says how deep its run is (`HOPS_HEADER`, which
 every model request of a run sends); one at the depth limit is refused (400), so gateways
 whose agents are each other's models (or their own) end the loop, as MCP calls' `_meta` does.
+A request's W3C trace context (`traceparent`, `tracestate`, `baggage` headers, which a
+gateway's model requests send) is its run's caller's trace, as an MCP call's `_meta` is.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ from ..item_results import text_before_calls
 from ..model_specs import ClientSampling
 from ..run_context import HOPS_HEADER, budget_spent
 from ..run_state import RunResult, RunState
-from ..trace import new_id
+from ..trace import TRACE_CONTEXT_KEYS, new_id, trace_context_in
 from .notifications.answer_text import AnswerText
 from .notifications.run_progress import HEARTBEAT_SECONDS
 from .openai_wire import ApiError, ChatRequest, chunk, completion, read_request
@@ -255,6 +257,7 @@ class ChatCompletions:
             items=[request.item],
             started_by=authenticated_subject(),
             origin=self._stored.origin if self._stored is not None else None,
+            caller_trace=_caller_trace(scope),
         )
         quota = self._quotas.of_caller(caller_of(scope), self._gateway)
         shaped = [
@@ -294,6 +297,13 @@ class ChatCompletions:
             await reply.waiting(outcome, spent, text)
         else:
             await reply.finish(outcome, text, stored=self._stored is not None)
+
+
+def _caller_trace(scope: Scope) -> dict[str, str] | None:
+    """The W3C trace context the request's headers carry (`traceparent`, `tracestate`,
+    `baggage`), for its run to continue, as an MCP call's `_meta` is."""
+    sent = {key: first(scope, key.encode()) for key in TRACE_CONTEXT_KEYS}
+    return trace_context_in({key: value.decode("latin-1") for key, value in sent.items() if value})
 
 
 def _served(spec: AgentSpec) -> bool:

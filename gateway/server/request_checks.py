@@ -10,11 +10,15 @@
   the first page again, which a client paging on would take for more.
 - -32601 Method not found: the SDK puts the method, as sent, in `data`, however long; it is
   cut to `MAX_ECHOED` characters, as every error quotes a client's input.
+
+`readable_trace_context`, before the SDK's OpenTelemetry middleware, drops a `_meta`
+`traceparent`, `tracestate` or `baggage` that is no string (`"baggage": 7`), which the SDK's
+reading of them fails on with an internal error: ignored, as a malformed string one is.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import mcp_types as types
 from mcp.server import Server
@@ -22,9 +26,10 @@ from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, Server
 from mcp.shared.exceptions import MCPError
 
 from ..catalog import MAX_ECHOED, echoed
+from ..trace import TRACE_CONTEXT_KEYS
 from .connection import connection_of
 
-__all__ = ["ALREADY_INITIALIZED", "SERVED_WHOLE", "request_checks"]
+__all__ = ["ALREADY_INITIALIZED", "SERVED_WHOLE", "readable_trace_context", "request_checks"]
 
 ALREADY_INITIALIZED = "Invalid Request: already initialized (a session is initialized once)"
 SERVED_WHOLE = frozenset(
@@ -62,3 +67,16 @@ def request_checks(server: Server[Any]) -> ServerMiddleware[Any]:
             raise
 
     return check
+
+
+async def readable_trace_context(
+    ctx: ServerRequestContext[Any, Any], call_next: CallNext
+) -> HandlerResult:
+    """Server middleware (the outermost): a W3C trace key of the request's `_meta` that is no
+    string is dropped, as the SDK's propagators read only strings."""
+    meta = cast(dict[str, Any] | None, ctx.meta)
+    if meta:
+        for key in TRACE_CONTEXT_KEYS:
+            if key in meta and not isinstance(meta[key], str):
+                del meta[key]
+    return await call_next(ctx)

@@ -46,7 +46,7 @@ from .client_requests.run_rounds import state_boundary
 from .connection import connection_of
 from .notifications.log_messages import set_level
 from .openai_api import ChatCompletions
-from .request_checks import request_checks
+from .request_checks import readable_trace_context, request_checks
 from .running_calls import RunningCalls, stopped_result
 from .served.agent_tasks import AgentTasks
 from .served.agents import AgentTools
@@ -336,6 +336,8 @@ def build_server(
     exposed = [gateway.nodes[name] for name in nodes]
     catalogs = [node for node in exposed if isinstance(node, HasCatalog)]
     server.offered = Offered(agents=bool(gateway.agents), nodes=catalogs)
+    # Before the SDK's own (OpenTelemetry), which fails on a trace key that is no string.
+    server.middleware.insert(0, readable_trace_context)
     server.middleware.append(request_checks(server))
     # What is not offered now is no method here, as it is none of the server's directly.
     server.middleware.append(server.offered.middleware)
