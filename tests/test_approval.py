@@ -312,6 +312,50 @@ async def test_without_anyone_to_ask_the_call_is_refused_and_the_run_goes_on() -
     assert notes == [("tool", "erase", {"approval": "refused", "call": "tool 0 e1"})]
 
 
+async def test_a_gateway_built_in_code_applies_its_servers_own_approval_keys() -> None:
+    """The README's library path, `Gateway([*group.nodes, ...])`: a server's own
+    `require_approval` gates its tools as `open_gateway`'s do (once it gated nothing there),
+    and what `approvals=` says of the server adds to it."""
+    ran: list[str] = []
+    crm = ToyServer()
+
+    def tool(name: str) -> None:
+        async def handler(_ctx: Context, _args: dict[str, Any]) -> CallToolResult:
+            ran.append(name)
+            return text_result(f"{name} done")
+
+        crm.add(name, handler)
+
+    for name in ("delete_user", "export", "lookup"):
+        tool(name)
+    configs = {"crm": McpServerConfig(command="in-process", require_approval=["delete_*"])}
+    model = ScriptedModel(
+        [
+            calls(
+                ("crm__delete_user", "d", {}), ("crm__export", "e", {}), ("crm__lookup", "l", {})
+            ),
+            "done",
+        ]
+    )
+    async with McpToolkitGroup(configs, targets={"crm": crm.server}) as group:
+        gateway = Gateway(
+            group.nodes,
+            [AgentSpec("a", model, tools=["crm"])],
+            approvals={"crm": ApprovalRule(["export"])},
+        )
+        with anyio.fail_after(20):
+            result = await gateway.run("a", "go")
+            listed = {t.name: t for t in await group["crm"].list_tools()}
+    assert result.output == "done"
+    assert ran == ["lookup"]
+    refused = f"Error: {NOBODY_TO_ASK}"
+    assert told(model, 1) == {"d": refused, "e": refused, "l": "lookup done"}
+    assert gateway.node_rule(listed["crm__delete_user"]) == (
+        "require_approval 'delete_*' of server 'crm'"
+    )
+    assert gateway.node_rule(listed["crm__export"]) == "require_approval 'export' of server 'crm'"
+
+
 @pytest.mark.integration
 async def test_a_servers_destructive_tools_and_globs_need_approval(tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("kept")
