@@ -51,7 +51,14 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from .model import ChatModel, LimitsTools, ReportsServer, ServerAddress, TokenCallback
+    from .model import (
+        ChatModel,
+        HoldsOutputSchema,
+        LimitsTools,
+        ReportsServer,
+        ServerAddress,
+        TokenCallback,
+    )
     from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
     from .output_validator import AnswerInfo, ModelRetry, OutputValidator
     from .protocol import (
@@ -90,6 +97,7 @@ __all__ = [
     "EngineRequest",
     "EngineResponse",
     "History",
+    "HoldsOutputSchema",
     "InProcessStore",
     "ItemResult",
     "LimitsTools",
@@ -156,6 +164,7 @@ _WHERE = {
     "EngineRequest": ".protocol",
     "EngineResponse": ".protocol",
     "History": ".memory",
+    "HoldsOutputSchema": ".model",
     "InProcessStore": ".memory",
     "ItemResult": ".protocol",
     "LimitsTools": ".model",

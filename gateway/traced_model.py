@@ -20,6 +20,7 @@ from agent import (
     ToolDefinition,
 )
 from agent.context_window import check_context_window
+from agent.model import holds_output_schema
 from agent.models import request_headers, thinking_text
 
 from .run_context import HOPS_HEADER, TokenBudget
@@ -93,6 +94,10 @@ class TracedModel:
     @property
     def name(self) -> str:
         return self._model.name
+
+    @property
+    def native_output(self) -> bool:
+        return holds_output_schema(self._model)  # what it wraps declares (`HoldsOutputSchema`)
 
     async def invoke(
         self,
