@@ -7,9 +7,9 @@ answer read `native_output_schema()` when they build the request (OpenAI's `resp
 answer is the JSON text, read and validated as a text answer is (`OutputSchema.from_text`),
 sent back on the same retry path. A model that has not declared the mode (`HoldsOutputSchema`)
 is refused it with `ModelConfigError` before it is called (`held_to`), and a provider that
-cannot hold a given schema raises it rather than answer unconstrained. Set by a context variable, as `answer_token_limit` is, so it
-passes any wrapper (a fallback, a retry, a trace) and no summary call of the memory, made
-outside the block, gets it.
+cannot hold a given schema raises it rather than answer unconstrained. Set by a context
+variable, as `answer_token_limit` is, so it passes any wrapper (a fallback, a retry, a trace)
+and no summary call of the memory, made outside the block, gets it.
 
 OpenAI's strict mode takes a subset of JSON Schema: every object closed (`additionalProperties:
 false`) with every property required. `strict_schema` makes a schema so: an optional property
