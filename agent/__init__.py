@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         ChatMemory,
         History,
         InProcessStore,
+        OnWait,
         SessionMemory,
         SessionStore,
         SQLiteStore,
@@ -51,7 +52,14 @@ if TYPE_CHECKING:
         Usage,
         UserMessage,
     )
-    from .model import ChatModel, LimitsTools, ReportsServer, ServerAddress, TokenCallback
+    from .model import (
+        ChatModel,
+        HoldsOutputSchema,
+        LimitsTools,
+        ReportsServer,
+        ServerAddress,
+        TokenCallback,
+    )
     from .output import FINAL_RESULT_TOOL, OutputInvalid, OutputSchema
     from .output_validator import AnswerInfo, ModelRetry, OutputValidator
     from .protocol import (
@@ -90,6 +98,7 @@ __all__ = [
     "EngineRequest",
     "EngineResponse",
     "History",
+    "HoldsOutputSchema",
     "InProcessStore",
     "ItemResult",
     "LimitsTools",
@@ -104,6 +113,7 @@ __all__ = [
     "ModelResponseError",
     "ModelRetry",
     "ModelTimeout",
+    "OnWait",
     "OutputInvalid",
     "OutputSchema",
     "OutputValidator",
@@ -156,6 +166,7 @@ _WHERE = {
     "EngineRequest": ".protocol",
     "EngineResponse": ".protocol",
     "History": ".memory",
+    "HoldsOutputSchema": ".model",
     "InProcessStore": ".memory",
     "ItemResult": ".protocol",
     "LimitsTools": ".model",
@@ -170,6 +181,7 @@ _WHERE = {
     "ModelResponseError": ".errors",
     "ModelRetry": ".output_validator",
     "ModelTimeout": ".errors",
+    "OnWait": ".memory",
     "OutputInvalid": ".output",
     "OutputSchema": ".output",
     "OutputValidator": ".output_validator",

@@ -12,7 +12,15 @@ from typing import Protocol, runtime_checkable
 
 from .messages import AssistantMessage, ChatMessage, ToolDefinition
 
-__all__ = ["ChatModel", "LimitsTools", "ReportsServer", "ServerAddress", "TokenCallback"]
+__all__ = [
+    "ChatModel",
+    "HoldsOutputSchema",
+    "LimitsTools",
+    "ReportsServer",
+    "ServerAddress",
+    "TokenCallback",
+    "holds_output_schema",
+]
 
 TokenCallback = Callable[[str], Awaitable[None]]
 """Receives each streamed text delta as it arrives."""
@@ -67,3 +75,25 @@ class LimitsTools(Protocol):
         """The most tools one request may offer, where the provider documents a limit (None:
         it documents none). More is refused by the provider, not here."""
         ...
+
+
+@runtime_checkable
+class HoldsOutputSchema(Protocol):
+    """A model that can hold its answer to a JSON schema itself (`output_mode="native"`).
+
+    Its `invoke` reads `agent.native_output.native_output_schema()` and, when that is a
+    schema, sends it with the request (as the HTTP providers do: OpenAI's `response_format`,
+    Anthropic's `output_config`, Gemini's `responseJsonSchema`), or raises `ModelConfigError`
+    for one it cannot hold. A model that does not declare it (`native_output` False, or no
+    such attribute) is refused native mode before it is called: it would answer unconstrained.
+    A wrapper declares what the model it wraps declares."""
+
+    @property
+    def native_output(self) -> bool:
+        """Whether its requests hold the answer to the schema native mode gives."""
+        ...
+
+
+def holds_output_schema(model: ChatModel) -> bool:
+    """Whether `model` declares it holds its answers to native mode's schema."""
+    return isinstance(model, HoldsOutputSchema) and model.native_output

@@ -5,10 +5,11 @@ call of an item is made inside `native_output(schema)`, and providers that can c
 answer read `native_output_schema()` when they build the request (OpenAI's `response_format`
 `json_schema` strict, Anthropic's `output_config.format`, Gemini's `responseJsonSchema`); the
 answer is the JSON text, read and validated as a text answer is (`OutputSchema.from_text`),
-sent back on the same retry path. A provider that has no such mode raises `ModelConfigError`
-rather than answer unconstrained. Set by a context variable, as `answer_token_limit` is, so it
-passes any wrapper (a fallback, a retry, a trace) and no summary call of the memory, made
-outside the block, gets it.
+sent back on the same retry path. A model that has not declared the mode (`HoldsOutputSchema`)
+is refused it with `ModelConfigError` before it is called (`held_to`), and a provider that
+cannot hold a given schema raises it rather than answer unconstrained. Set by a context
+variable, as `answer_token_limit` is, so it passes any wrapper (a fallback, a retry, a trace)
+and no summary call of the memory, made outside the block, gets it.
 
 OpenAI's strict mode takes a subset of JSON Schema: every object closed (`additionalProperties:
 false`) with every property required. `strict_schema` makes a schema so: an optional property
@@ -26,6 +27,9 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import JsonValue
+
+from .errors import ModelConfigError
+from .model import ChatModel, holds_output_schema
 
 if TYPE_CHECKING:
     from .output import OutputSchema
@@ -73,9 +77,19 @@ def native_output(schema: dict[str, JsonValue]) -> Generator[None]:
         _native.reset(token)
 
 
-def held_to(schema: dict[str, JsonValue] | None) -> AbstractContextManager[None]:
-    """`native_output(schema)`, or nothing for no schema."""
-    return nullcontext() if schema is None else native_output(schema)
+def held_to(schema: dict[str, JsonValue] | None, model: ChatModel) -> AbstractContextManager[None]:
+    """`native_output(schema)` for `model`'s calls in the block, or nothing for no schema.
+    Raises `ModelConfigError` for a model that has not declared it holds a schema
+    (`HoldsOutputSchema`): it would not be told the schema, and its answer would be taken
+    unconstrained."""
+    if schema is None:
+        return nullcontext()
+    if not holds_output_schema(model):
+        raise ModelConfigError(
+            f"{model.name} has no native structured output (a model of one's own declares it: "
+            "agent.HoldsOutputSchema): use output_mode = 'tool'"
+        )
+    return native_output(schema)
 
 
 def native_output_schema() -> dict[str, JsonValue] | None:

@@ -68,6 +68,10 @@ class AgentItem(_Model):
     client does). Each lone surrogate in the prompt and session (JSON's `"\\ud83d"`, half an
     emoji) is U+FFFD (`well_formed`): no run could store, digest or send it otherwise."""
 
+    # A context holding NaN or Infinity is bad input, as on the command line and over MCP:
+    # JSON has neither (a stored run would hold `null`, and resume telling its model that).
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
     prompt: str
     session_id: str | None = None
     context: dict[str, JsonValue] | None = Field(default=None, exclude_if=_is_none)

@@ -89,6 +89,10 @@ class ScriptedModel:
 
     Given `on_token`, it streams each answer's text word by word before returning it."""
 
+    native_output = True
+    """Native mode is taken (`HoldsOutputSchema`): answers are as scripted, for tests and dry
+    runs, so fitting the schema is the script's to do."""
+
     def __init__(
         self,
         answers: Sequence[ScriptedAnswer | str | Mapping[str, Any]],

@@ -292,7 +292,7 @@ class ToolsAgent:
             messages = await self._within_window(system, history, item, index, steps)
             with (
                 order.calling(index) if order is not None else nullcontext(),
-                held_to(options.native_schema),
+                held_to(options.native_schema, self.model),
             ):
                 answer = await self.model.invoke(messages, self._offered())
         except ModelError as exc:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from agent import AgentOptions, ChatMemory, ChatModel
+from agent import AgentItem, AgentOptions, ChatMemory, ChatModel
 from agent.system_prompt import SystemPrompt
 from toolkits import Tool
 
 from .agent_tool import AGENT_INPUT_SCHEMA, agent_description
 from .approval import ApprovalRule
 
-__all__ = ["AgentNode", "AgentSpec", "agent_as_tool"]
+__all__ = ["AgentNode", "AgentSpec", "agent_as_tool", "check_memory"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,3 +84,15 @@ def agent_as_tool(spec: AgentSpec) -> Tool:
         source_node=spec.name,
         is_from_toolkit=False,
     )
+
+
+def check_memory(spec: AgentSpec, items: Sequence[AgentItem], memory: ChatMemory | None) -> None:
+    """Raises `ValueError` for items with a `session_id` when `spec` has no chat memory, its
+    own nor the gateway's (`memory`): their conversation would be kept nowhere."""
+    session = next((item.session_id for item in items if item.session_id is not None), None)
+    if session is not None and spec.memory is None and memory is None:
+        raise ValueError(
+            f"session_id {session!r}: agent {spec.name!r} has no chat memory to keep it in: "
+            "give the Gateway one (Gateway(..., memory=SessionMemory(InProcessStore())), or "
+            "SQLiteStore, store_from_url(URL)) or the agent its own (AgentSpec(memory=...))"
+        )

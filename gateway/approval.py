@@ -32,7 +32,9 @@ __all__ = [
     "DECLINED",
     "NOBODY_TO_ASK",
     "NOT_ASKED",
+    "NOT_STORED",
     "NO_APPROVER",
+    "NO_APPROVER_GIVEN",
     "WAITS_FOR_APPROVAL",
     "ApprovalRequest",
     "ApprovalRule",
@@ -55,6 +57,14 @@ NOBODY_TO_ASK = (
     "this tool call needs a person's approval, and this run cannot wait for one: run it with "
     "a run store (not --no-store), or from an MCP client that can be asked"
 )
+"""What a run the commands or a server started, with no run store and nobody to ask, tells
+its model (`NOT_STORED`)."""
+NO_APPROVER_GIVEN = (
+    "this tool call needs a person's approval, and this run has nobody to ask: the program "
+    "that runs it gives it no approver (Gateway.run(..., approver=...))"
+)
+"""What a run its program gave no `Approver` tells its model (`NO_APPROVER`): in Python the
+remedy is an approver, there are no commands' flags."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +197,7 @@ class Approver(Protocol):
 class NobodyToAsk:
     """The approver of a run nobody can be asked in (a piped `chat`): each call that needs
     approval is refused, and the model told `why`, with the remedy that fits the command
-    (a run without an approver is told `NOBODY_TO_ASK`)."""
+    (a run without an approver is told `NO_APPROVER_GIVEN`)."""
 
     why: str
 
@@ -196,8 +206,11 @@ class NobodyToAsk:
         return Decision(approved=False, refused_as=f"{NOT_ASKED}: {self.why}")
 
 
-NO_APPROVER = NobodyToAsk(NOBODY_TO_ASK)
-"""What stands for the approver of a run that has none (`run --no-store`, say)."""
+NO_APPROVER = NobodyToAsk(NO_APPROVER_GIVEN)
+"""What stands for the approver of a run given none (`Gateway.run` in a program of one's own)."""
+NOT_STORED = NobodyToAsk(NOBODY_TO_ASK)
+"""The approver of a run the commands or a server started with no run store to wait in and
+nobody to ask (`run --no-store`, a served run's client that cannot be asked)."""
 
 
 @runtime_checkable

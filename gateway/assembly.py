@@ -162,19 +162,9 @@ async def open_gateway(
                     [*servers, *nodes],
                     agents,
                     max_concurrency=config.gateway.max_concurrency,
-                    node_limits={
-                        name: server.max_concurrency
-                        for name, server in config.mcp_servers.items()
-                        if server.max_concurrency is not None
-                    },
                     max_depth=config.gateway.max_depth,
                     hooks=hooks,
-                    approvals={
-                        name: _approval_rule(server)
-                        for name, server in config.mcp_servers.items()
-                        if server.require_approval or server.require_approval_if_destructive
-                    },
-                )
+                )  # each server's `max_concurrency` and approval keys are its node's (`node_rules`)
                 # A misspelt approval glob leaves its tool ungated: said now and as tools change.
                 approvals = UnmatchedApprovals(gateway)
                 approvals.check()
@@ -356,9 +346,3 @@ def _same_module_as_beside(where: str, module_name: str, directory: Path) -> Non
             f"{where}: the module {top!r} beside the file ({beside.origin}) is "
             f"not the one imported by that name ({imported or 'built in'}): rename it"
         )
-
-
-def _approval_rule(server: McpServerConfig) -> ApprovalRule:
-    """An MCP server's rule, over its own tool names."""
-    tools = ["*"] if server.require_approval is True else server.require_approval or []
-    return ApprovalRule(tools, server.require_approval_if_destructive)

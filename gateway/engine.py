@@ -36,7 +36,7 @@ from toolkits.mcp import DEFAULT_MAX_SAMPLING, readable_result
 from toolkits.observation import DEFAULT_MAX_CHARS
 
 from .agent_answers import ModelAnswers
-from .agent_spec import AgentNode, AgentSpec, agent_as_tool
+from .agent_spec import AgentNode, AgentSpec, agent_as_tool, check_memory
 from .agent_tool import answer_data, reported_usage
 from .approval import ApprovalRule, Approver, agent_rule_of, node_rule_of
 from .call_info import with_context
@@ -46,7 +46,9 @@ from .item_results import outputs
 from .journal import Journal, ScopedJournal
 from .limits import DEFAULT_CLIENT_LIMIT, DEFAULT_NODE_LIMIT, NodeLimit, NodeLimits, PerNode
 from .loops import LoopGuard, new_gateway_id
+from .node_rules import approvals_of, limits_of
 from .node_slots import Leases, taken
+from .registry import by_name
 from .remote_approvals import RemoteApprovals
 from .run_context import HOPS_META_KEY, UNATTENDED, ClientQuestions, RunContext, TokenBudget
 from .run_state import Checkpoint, RunResult, RunState, spent
@@ -73,14 +75,12 @@ class Gateway:
         approvals: Mapping[str, ApprovalRule] | None = None,
         gateway_id: str | None = None,
     ) -> None:
-        """`gateway_id`: this gateway's id in the tools it serves (`loops`); default a new
+        """Each node and agent has a name of its own (`ConfigError` otherwise). A node's own
+        `max_concurrency` and approval rule (an MCP server's keys: `HasCallRules`) apply:
+        `node_limits` replaces a node's limit, `approvals` adds to its rule (`node_rules`).
+        `gateway_id`: this gateway's id in the tools it serves (`loops`); default a new
         random one. Two gateways given one id take each other's tools for their own."""
-        self.nodes: dict[str, Toolkit] = {node.name: node for node in nodes}
-        self.agents: dict[str, AgentSpec] = {spec.name: spec for spec in agents}
-        for spec in self.agents.values():
-            not_agents = [name for name in spec.handoffs if name not in self.agents]
-            if not_agents:  # only an agent of this gateway can take a conversation over
-                raise ConfigError(f"agent {spec.name!r} hands off to no agent: {not_agents}")
+        self.nodes, self.agents = by_name(nodes, agents)
         self.memory = memory
         self.hooks = tuple(hooks)
         self.max_depth = max_depth
@@ -89,15 +89,17 @@ class Gateway:
         self.gateway_id = gateway_id or new_gateway_id()
         """This gateway's id, in the `_meta` of the tools it serves (`loops`)."""
         self._loops = LoopGuard(self.gateway_id)
-        self.approvals: dict[str, ApprovalRule] = dict(approvals or {})
-        """Nodes whose tools need a person's approval, by node (globs over `approval_names`)."""
+        self.approvals = approvals_of(self.nodes.values(), approvals)
+        """Nodes whose tools need a person's approval, by node (globs over `approval_names`):
+        each node's own rule (`HasCallRules`) with what `approvals` adds (`node_rules`)."""
         self.max_concurrency = max_concurrency
         """Calls one client (a run, or an MCP client's connection) may have in flight per node."""
         # A call waits for a slot of a server as long as it may go without a sign of life.
         waits = {
             n.name: n.idle_timeout for n in self.nodes.values() if isinstance(n, HasIdleTimeout)
         }
-        self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, node_limits, waits)
+        limits = limits_of(self.nodes.values(), node_limits)
+        self._node_limits = NodeLimits(DEFAULT_NODE_LIMIT, limits, waits)
         self._leases = Leases()
         """The slots held by calls to other gateways, lent to the calls coming back."""
         self._steps = StepLoop(self)
@@ -205,7 +207,7 @@ class Gateway:
         """
         spec = self._agent(state.agent)
         self.check_hops(hops)
-        _check_memory(spec, state.items, self.memory)
+        check_memory(spec, state.items, self.memory)
         tracer = Tracer(
             state.run_id,
             (*self.hooks, *hooks),
@@ -568,16 +570,6 @@ class Gateway:
         except KeyError:
             known = ", ".join(sorted(self.agents)) or "none"
             raise UnknownAgent(f"no agent named {name!r} (configured: {known})") from None
-
-
-def _check_memory(spec: AgentSpec, items: Sequence[AgentItem], memory: ChatMemory | None) -> None:
-    session = next((item.session_id for item in items if item.session_id is not None), None)
-    if session is not None and spec.memory is None and memory is None:
-        raise ValueError(
-            f"session_id {session!r}: agent {spec.name!r} has no chat memory to keep it in: "
-            "give the Gateway one (Gateway(..., memory=SessionMemory(InProcessStore())), or "
-            "SQLiteStore, store_from_url(URL)) or the agent its own (AgentSpec(memory=...))"
-        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from agent import (
     TokenCallback,
     ToolDefinition,
 )
+from agent.model import holds_output_schema
 from toolkits.nesting import TooDeep
 from toolkits.well_formed import well_formed
 
@@ -91,6 +92,10 @@ class RecordedModel:
     @property
     def name(self) -> str:
         return self._model.name
+
+    @property
+    def native_output(self) -> bool:
+        return holds_output_schema(self._model)  # what it wraps declares (`HoldsOutputSchema`)
 
     async def context_window(self) -> int | None:
         """The window the wrapped model reports, so a stored run checks a call's size as an

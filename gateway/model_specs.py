@@ -41,6 +41,8 @@ class CannotAnswer:
     `ModelConfigError`, which no retry or resume mends until the configuration is."""
 
     error: type[ModelConfigError] = ModelConfigError
+    native_output = True
+    """Taken as the model it stands for takes it: refused, its call would not say why."""
 
     def __init__(self, name: str, reason: str, *, told: str | None = None) -> None:
         self._name = name

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import anyio
 
-from .errors import GatewayError, UnknownRun
+from .errors import StoreUnavailable, UnknownRun
 from .run_state import RunState, stored_state
 
 __all__ = ["FileRunStore", "RunStore"]
@@ -49,11 +49,13 @@ class FileRunStore:
         return self.directory / f"{run_id}.json"
 
     async def save(self, state: RunState) -> None:
+        """Raises `StoreUnavailable` when the file cannot be written (its directory under a
+        file, the disk full, no permission)."""
         path = self.path(state.run_id)
         try:
             await anyio.to_thread.run_sync(_write_atomically, path, state.model_dump_json())
         except OSError as exc:
-            raise GatewayError(f"cannot store run {state.run_id!r} in {path}: {exc}") from exc
+            raise StoreUnavailable(f"cannot store run {state.run_id!r} in {path}: {exc}") from exc
 
     async def load(self, run_id: str) -> RunState:
         """The stored state of `run_id`. Raises `UnknownRun` for a missing, unreadable or
@@ -76,7 +78,12 @@ class FileRunStore:
         return state
 
     async def delete(self, run_id: str) -> None:
-        await anyio.Path(self.path(run_id)).unlink(missing_ok=True)
+        """Raises `StoreUnavailable` when the file is there and cannot be removed."""
+        path = self.path(run_id)
+        try:
+            await anyio.Path(path).unlink(missing_ok=True)
+        except OSError as exc:
+            raise StoreUnavailable(f"cannot delete stored run {path}: {exc}") from exc
 
 
 def _write_atomically(path: Path, text: str) -> None:

@@ -22,6 +22,7 @@ from agent import (
 )
 from agent.context_window import check_context_window
 from agent.errors import without_provider_words
+from agent.model import holds_output_schema
 from agent.models import request_headers, thinking_text
 
 from .run_context import HOPS_HEADER, TokenBudget
@@ -97,6 +98,10 @@ class TracedModel:
     @property
     def name(self) -> str:
         return self._model.name
+
+    @property
+    def native_output(self) -> bool:
+        return holds_output_schema(self._model)  # what it wraps declares (`HoldsOutputSchema`)
 
     async def invoke(
         self,

@@ -21,7 +21,7 @@ from pydantic import JsonValue
 
 from agent import AgentItem, AgentOptions, ScriptedAnswer, ScriptedCall, ScriptedModel, ToolMessage
 from gateway import AgentSpec, Gateway, TraceEvent
-from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, ApprovalRule, Decision
+from gateway.approval import NO_APPROVER_GIVEN, ApprovalRequest, ApprovalRule, Decision
 from gateway.approval_globs import UnmatchedApprovals
 from gateway.assembly import open_gateway
 from gateway.cli import main
@@ -306,10 +306,57 @@ async def test_without_anyone_to_ask_the_call_is_refused_and_the_run_goes_on() -
     result = await Gateway([_log_tool(log)], [spec]).run("a", "go", hooks=[hear])
     assert result.output == "I could not"
     assert log == []
-    assert told(model, 1)["e1"] == f"Error: {NOBODY_TO_ASK}"
+    # In Python there are no commands' flags: the remedy is an approver.
+    assert told(model, 1)["e1"] == f"Error: {NO_APPROVER_GIVEN}"
+    assert "approver=" in NO_APPROVER_GIVEN
+    assert "--no-store" not in NO_APPROVER_GIVEN
     # The trace (--trace, a JSON trace's reader) says why the call did not run.
     notes = [(e.kind, e.name, e.output) for e in events if e.phase == "note"]
     assert notes == [("tool", "erase", {"approval": "refused", "call": "tool 0 e1"})]
+
+
+async def test_a_gateway_built_in_code_applies_its_servers_own_approval_keys() -> None:
+    """The README's library path, `Gateway([*group.nodes, ...])`: a server's own
+    `require_approval` gates its tools as `open_gateway`'s do (once it gated nothing there),
+    and what `approvals=` says of the server adds to it."""
+    ran: list[str] = []
+    crm = ToyServer()
+
+    def tool(name: str) -> None:
+        async def handler(_ctx: Context, _args: dict[str, Any]) -> CallToolResult:
+            ran.append(name)
+            return text_result(f"{name} done")
+
+        crm.add(name, handler)
+
+    for name in ("delete_user", "export", "lookup"):
+        tool(name)
+    configs = {"crm": McpServerConfig(command="in-process", require_approval=["delete_*"])}
+    model = ScriptedModel(
+        [
+            calls(
+                ("crm__delete_user", "d", {}), ("crm__export", "e", {}), ("crm__lookup", "l", {})
+            ),
+            "done",
+        ]
+    )
+    async with McpToolkitGroup(configs, targets={"crm": crm.server}) as group:
+        gateway = Gateway(
+            group.nodes,
+            [AgentSpec("a", model, tools=["crm"])],
+            approvals={"crm": ApprovalRule(["export"])},
+        )
+        with anyio.fail_after(20):
+            result = await gateway.run("a", "go")
+            listed = {t.name: t for t in await group["crm"].list_tools()}
+    assert result.output == "done"
+    assert ran == ["lookup"]
+    refused = f"Error: {NO_APPROVER_GIVEN}"
+    assert told(model, 1) == {"d": refused, "e": refused, "l": "lookup done"}
+    assert gateway.node_rule(listed["crm__delete_user"]) == (
+        "require_approval 'delete_*' of server 'crm'"
+    )
+    assert gateway.node_rule(listed["crm__export"]) == "require_approval 'export' of server 'crm'"
 
 
 @pytest.mark.integration

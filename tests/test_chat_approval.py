@@ -18,7 +18,7 @@ from pydantic import JsonValue
 from rich.console import Console
 
 from gateway import TraceEvent
-from gateway.approval import ApprovalRequest, Decision
+from gateway.approval import NOBODY_TO_ASK, ApprovalRequest, Decision
 from gateway.cli import main
 from gateway.cli.ask_here import SHOWN_INPUT, answer, question
 from gateway.console import open_console
@@ -214,6 +214,25 @@ def test_piped_chat_refuses_a_gated_call_saying_what_would_ask_for_it(
         "`agent-gateway run` (it keeps the run in the run store, where the call waits for "
         "`agent-gateway runs approve` or `runs deny`)"
     ]
+
+
+def test_run_without_a_store_refuses_a_gated_call_saying_what_would_wait_for_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`run --no-store` is told its commands' remedy; a program's run given no approver is
+    told another (`NO_APPROVER_GIVEN`: no flags in Python)."""
+    written = tmp_path / "written.txt"
+    answers: list[dict[str, object]] = [
+        {"tool_calls": [_call("write", written, "one", "w1")]},
+        {"content": "Not written."},
+    ]
+    config = _config(tmp_path, answers)
+    run = ["run", "write one", "--config", str(config), "--no-store", "--json"]
+    assert main(run) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert [step["observation"] for step in steps] == [f"Error: {NOBODY_TO_ASK}"]
+    assert "--no-store" in NOBODY_TO_ASK
+    assert not written.exists()
 
 
 def test_call_of_an_agent_without_a_terminal_refuses_a_gated_call_saying_what_would_ask(

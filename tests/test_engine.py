@@ -29,6 +29,7 @@ from agent import (
 )
 from gateway import (
     AgentSpec,
+    ConfigError,
     Gateway,
     RunCancelled,
     RunPaused,
@@ -465,6 +466,27 @@ async def test_a_run_whose_mcp_node_stops_under_a_call_stops_too_and_tells_the_m
     [error] = failed
     assert "shutting down" in str(error)
     assert len(model.calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("nodes", "agents", "said"),
+    [
+        (["math", "math"], [], "node 'math': the name is already used by another node"),
+        (["search"], ["search"], "agent 'search': the name is already used by a node"),
+        ([], ["lead", "lead"], "agent 'lead': the name is already used by another agent"),
+    ],
+    ids=["two-nodes", "agent-and-node", "two-agents"],
+)
+def test_a_name_given_to_two_nodes_or_agents_is_refused_as_a_config_would_be(
+    nodes: list[str], agents: list[str], said: str
+) -> None:
+    """Once the last of a name silently took it: a node's tools vanished (its calls "unknown
+    tool"), or an agent answered the calls meant for a node of its name."""
+    toolkits = [FunctionToolkit(name, [calculator]) for name in nodes]
+    specs = [AgentSpec(name, ScriptedModel([]), tools=nodes[:1]) for name in agents]
+    with pytest.raises(ConfigError) as caught:
+        Gateway(toolkits, specs)
+    assert str(caught.value) == said
 
 
 async def test_a_session_id_beside_items_is_refused_not_dropped() -> None:

@@ -16,6 +16,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -208,6 +209,50 @@ async def test_the_library_streaming_example_passes_on_the_answer_not_a_sub_agen
         await eval(code, scope)
     assert capsys.readouterr().out == "It is noon, on a Monday."
     assert scope["result"].items[0].output == "It is noon, on a Monday."
+
+
+def test_the_readmes_python_type_checks_strictly_against_this_checkout(tmp_path: Path) -> None:
+    """A user's pyright reads the README's Python as code of theirs: the streaming hook once
+    called `.get` on `TraceEvent.output`, a `JsonValue` (a list, a string...), an error in
+    pyright's standard mode too; and a `ChatMemory` of one's own needs `OnWait`, which only a
+    private module exported."""
+    (tmp_path / "in_python.py").write_text(in_python()[0])
+    streaming = textwrap.indent(in_python("Streaming answers")[0], "    ")
+    (tmp_path / "streaming.py").write_text(
+        "from gateway import Gateway, TraceEvent\n\n\n"
+        f"async def main(gateway: Gateway) -> None:\n{streaming}    print(result.output)\n"
+    )
+    (tmp_path / "own_memory.py").write_text(
+        "from agent import OnWait\nfrom agent.memory import OnWait as Same\n\n\n"
+        "async def heard(session_id: str) -> None:\n    print(session_id)\n\n\n"
+        "waits: OnWait = heard\nsame: Same = waits\n"
+    )
+    pyright = shutil.which("pyright", path=str(BIN))
+    assert pyright is not None, "pyright is a test dependency (pip install -e '.[test]')"
+    prefix = Path(sys.prefix)
+    config = {
+        "typeCheckingMode": "strict",
+        "pythonVersion": "3.11",
+        "venvPath": str(prefix.parent),
+        "venv": prefix.name,
+        "extraPaths": [str(REPO)],  # this checkout's code, before the installed one
+    }
+    (tmp_path / "pyrightconfig.json").write_text(json.dumps(config))
+    checked = subprocess.run(
+        [pyright, "--outputjson"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(checked.stdout)
+    problems = [
+        f"{Path(d['file']).name}:{d['range']['start']['line'] + 1}: {d['message']}"
+        for d in report["generalDiagnostics"]
+    ]
+    assert problems == []
+    assert report["summary"]["filesAnalyzed"] == 3
 
 
 def test_every_documented_config_is_valid() -> None:

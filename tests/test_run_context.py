@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import cast
 
 import pytest
-from pydantic import JsonValue
+from pydantic import JsonValue, ValidationError
 
 from agent import (
     AgentItem,
@@ -152,6 +152,31 @@ async def test_run_context_is_every_items_that_has_none_of_its_own() -> None:
     items = [AgentItem(prompt="a", context={"who": "own"}), AgentItem(prompt="b")]
     await gateway.run("helper", items, context={"who": "run"})
     assert [system_of(model, 0), system_of(model, 1)] == ["For own.", "For run."]
+
+
+@pytest.mark.parametrize(
+    "context",
+    [{"limit": float("nan")}, {"limits": [1, {"high": float("inf")}]}, {"low": -float("inf")}],
+    ids=["nan", "nested-infinity", "minus-infinity"],
+)
+async def test_a_context_holding_nan_or_infinity_is_refused_before_anything_runs(
+    context: dict[str, JsonValue],
+) -> None:
+    """Once taken in Python: the model read `limit=NaN`, the stored run held `null`, and the
+    same run resumed told its model `limit=null`. JSON has neither, as the CLI and MCP say."""
+    model = ScriptedModel(["never asked"])
+    saved: list[RunState] = []
+
+    async def checkpoint(state: RunState) -> None:
+        saved.append(state)
+
+    gateway = Gateway([], [agent(model, "limit={{ context }}")])
+    with pytest.raises(ValidationError, match="finite number"):
+        await gateway.run("helper", "go", context=context, checkpoint=checkpoint)
+    with pytest.raises(ValidationError, match="finite number"):
+        AgentItem(prompt="go", context=context)
+    assert model.calls == []
+    assert saved == []
 
 
 async def test_a_local_tool_is_told_the_call_it_serves_not_in_its_schema() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent import AgentItem
-from gateway import FileRunStore, GatewayError, UnknownRun
+from gateway import FileRunStore, StoreUnavailable, UnknownRun
 from gateway.errors import UnreadableRun
 from gateway.run_state import RunState, stored_result, stored_state
 
@@ -69,10 +69,19 @@ async def test_a_state_filed_under_another_run_id_is_refused(tmp_path: Path) -> 
 
 
 async def test_a_state_dir_that_is_a_file_is_a_clear_error(tmp_path: Path) -> None:
+    """A store that cannot write is the documented `StoreError` (`StoreUnavailable`), not a
+    bare `GatewayError` that code catching store failures would miss."""
     (tmp_path / "runs").write_text("not a directory")
     state = RunState(run_id="r4", agent="a", items=[AgentItem(prompt="q")])
-    with pytest.raises(GatewayError, match=r"cannot store run 'r4' in .*runs/r4\.json"):
+    with pytest.raises(StoreUnavailable, match=r"cannot store run 'r4' in .*runs/r4\.json"):
         await FileRunStore(tmp_path / "runs").save(state)
+
+
+async def test_a_state_file_that_cannot_be_deleted_is_a_store_error(tmp_path: Path) -> None:
+    (tmp_path / "r5.json").mkdir()  # no file to unlink: a directory of its name
+    with pytest.raises(StoreUnavailable, match=r"cannot delete stored run .*r5\.json"):
+        await FileRunStore(tmp_path).delete("r5")
+    await FileRunStore(tmp_path).delete("never-stored")  # nothing to delete: nothing said
 
 
 def test_a_stored_result_or_state_no_reader_takes_is_one_line() -> None:

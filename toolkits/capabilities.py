@@ -9,6 +9,7 @@ node of local functions none.
     HasOutputCap              its own cap on the characters of a result a model reads
     HasIdleTimeout            how long a call may go without a sign of life
     HasSamplingCap            its own cap on the sampling requests of one call a model answers
+    HasCallRules              its own limit on calls at once, and the calls a person approves
     AsksCaller                calls that may ask their caller (`CallContext.answer`) mid-call
     HasCatalog                resources, resource templates, prompts, completions (`Catalog`)
     FollowsChanges            says when its tools, prompts or resources changed
@@ -20,6 +21,7 @@ node of local functions none.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import mcp_types
@@ -32,8 +34,10 @@ if TYPE_CHECKING:  # the MCP package imports this module
 
 __all__ = [
     "AsksCaller",
+    "CallRules",
     "Catalog",
     "FollowsChanges",
+    "HasCallRules",
     "HasCatalog",
     "HasHealth",
     "HasIdleTimeout",
@@ -100,6 +104,27 @@ class HasSamplingCap(Protocol):
     @property
     def max_sampling(self) -> int:
         """Sampling requests of one call an agent's model answers; further ones are refused."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CallRules:
+    """How a node's own settings bound the calls of its tools (an MCP server's keys)."""
+
+    max_concurrency: int | None = None
+    """Calls the node takes at once, from all clients together (None: the gateway's default)."""
+    require_approval: bool | Sequence[str] = False
+    """Tools a person approves each call of: all (True), or fnmatch globs on their names."""
+    require_approval_if_destructive: bool = False
+    """Also each tool marked `destructiveHint`."""
+
+
+@runtime_checkable
+class HasCallRules(Protocol):
+    @property
+    def call_rules(self) -> CallRules:
+        """What the gateway the node joins applies to its calls (`gateway.node_rules`), however
+        that gateway is built: these settings are the node's, not its builder's to repeat."""
         ...
 
 

@@ -9,6 +9,7 @@ from ._private import private_sqlite_file
 from ._read_only import read_only_sqlite
 from .base import ChatMemory, History, SessionInfo, SessionStore, StoredTurn, Summary
 from .in_process import InProcessStore
+from .session_locks import OnWait
 from .session_memory import DEFAULT_TURNS, SessionMemory
 from .sqlite_store import SQLiteStore
 from .summary import summarise
@@ -21,6 +22,7 @@ __all__ = [
     "ChatMemory",
     "History",
     "InProcessStore",
+    "OnWait",
     "SQLiteStore",
     "SessionInfo",
     "SessionMemory",

@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
 from ..url_credentials import driver_said, redacted
+from ._asyncio_only import check_asyncio
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
 from .postgres_database import create_database, not_made
@@ -231,6 +232,7 @@ class PostgresStore:
         Every `work` may run twice: the broken transaction was rolled back, and a turn or a
         summary written again is stored once (turn keys; summaries only move forward).
         """
+        check_asyncio("PostgreSQL", self._url)  # before a connection is made: none to close
         async with self._lock:
             kept = self._connection is not None and not self._connection.closed
             try:

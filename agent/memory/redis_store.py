@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from ..errors import MemoryStoreError
 from ..messages import ChatMessage
 from ..url_credentials import driver_said, redacted
+from ._asyncio_only import check_asyncio
 from .base import SessionInfo, StoredTurn, Summary
 
 __all__ = ["RedisStore"]
@@ -234,6 +235,7 @@ class RedisStore:
         return f"{self._prefix}:{kind}:{session_id}"
 
     async def _run(self, work: Callable[[Redis], Awaitable[T]]) -> T:
+        check_asyncio("Redis", self._url)  # before a client is made: none to close then
         async with self._lock:
             if self._client is None:
                 self._client = Redis.from_url(self._url)  # pyright: ignore[reportUnknownMemberType]

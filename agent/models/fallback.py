@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ..context_window import ReportsContextWindow
 from ..errors import AllModelsFailed, ModelConfigError, ModelError, ModelHTTPError
 from ..messages import AssistantMessage, ChatMessage, ToolDefinition
-from ..model import ChatModel, ReportsServer, ServerAddress, TokenCallback
+from ..model import ChatModel, ReportsServer, ServerAddress, TokenCallback, holds_output_schema
 from ._json import is_obj
 
 __all__ = ["FallbackCallback", "FallbackModel"]
@@ -54,6 +54,11 @@ class FallbackModel:
     @property
     def models(self) -> tuple[ChatModel, ...]:
         return self._models
+
+    @property
+    def native_output(self) -> bool:
+        """Native mode holds if every model holds it (`HoldsOutputSchema`): any may answer."""
+        return all(holds_output_schema(model) for model in self._models)
 
     def __repr__(self) -> str:
         return f"FallbackModel(name={self.name!r})"

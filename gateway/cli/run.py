@@ -13,6 +13,7 @@ import anyio
 from agent import AgentError, AgentItem
 from toolkits import ToolkitError
 
+from ..approval import NOT_STORED
 from ..assembly import open_gateway
 from ..call_info import with_context
 from ..errors import GatewayError
@@ -99,7 +100,7 @@ async def _run(args: argparse.Namespace) -> int:
             check_servers(gateway, strict=args.strict)
             if args.json:
                 with_steps(gateway, name)
-            result = await gateway.resume(state, stream=True)
+            result = await gateway.resume(state, stream=True, approver=NOT_STORED)
         except (AgentError, ToolkitError, GatewayError) as exc:
             if args.json and exit_code(exc) != BAD_INPUT:  # one JSON object, for scripts
                 # No run id: none was stored.

@@ -60,7 +60,7 @@ from agent import AgentError, Usage
 from agent.stopped import cut_off
 from toolkits import ToolkitError
 
-from ..approval import ApprovalRequest
+from ..approval import NOT_STORED, ApprovalRequest
 from ..engine import AgentSpec, Gateway
 from ..errors import DepthExceeded, GatewayError
 from ..item_results import text_before_calls
@@ -278,7 +278,12 @@ class ChatCompletions:
                 else:
                     hooks = [text] if request.stream else []
                     outcome = await self._gateway.resume(
-                        state, hooks=hooks, hops=hops, quota=quota, stream=request.stream
+                        state,
+                        hooks=hooks,
+                        hops=hops,
+                        quota=quota,
+                        stream=request.stream,
+                        approver=NOT_STORED,  # no store to wait in, no client to ask
                     )
             except (AgentError, GatewayError, ToolkitError) as exc:
                 if self._stored is None:

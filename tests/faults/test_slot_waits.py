@@ -30,19 +30,27 @@ pytestmark = pytest.mark.anyio
 WAITS = "waiting for a free slot of 'slow' (max_concurrency 1)"
 
 
-async def test_a_call_waiting_for_a_full_servers_slot_says_so_and_gives_up_after_its_timeout() -> (
-    None
-):
+@pytest.mark.parametrize("limited_by", ["server", "gateway"])
+async def test_a_call_waiting_for_a_full_servers_slot_says_so_and_gives_up_after_its_timeout(
+    limited_by: str,
+) -> None:
+    """The limit is the server's own `max_concurrency` (which a `Gateway` built in code once
+    ignored: only `open_gateway` read it), or the `Gateway`'s `node_limits`, over it."""
     toy = ToyServer("slow")
     toy.add_echo("echo")
     config = McpServerConfig(
-        command="in-process", protocol="legacy", timeout=0.5, connect_timeout=30
+        command="in-process",
+        protocol="legacy",
+        timeout=0.5,
+        connect_timeout=30,
+        max_concurrency=1 if limited_by == "server" else 5,
     )
     model = ScriptedModel([call("slow__echo", text="hi"), "the server was full"])
     agent = AgentSpec(name="worker", model=model, tools=["slow"], description="Works.")
     progress = ProgressLog()
     async with McpToolkit("slow", config, target=toy.server) as node:
-        gateway = Gateway([node], [agent], node_limits={"slow": 1})
+        limits = {"slow": 1} if limited_by == "gateway" else None
+        gateway = Gateway([node], [agent], node_limits=limits)
         async with Client(serve(gateway)) as client:
             with anyio.fail_after(20):
                 async with gateway.client_quota().limiter("slow"):  # another's call holds it

@@ -28,6 +28,8 @@ from agent.memory import (
     sqlite_store,
     store_from_url,
 )
+from gateway import open_gateway
+from gateway.config import parse_config
 
 pytestmark = pytest.mark.anyio
 
@@ -350,3 +352,28 @@ async def test_redis_lists_sessions_in_one_round_trip_a_batch(
     for info in infos:
         await store.delete(info.session_id)
     await store.aclose()
+
+
+@pytest.mark.parametrize("anyio_backend", ["trio"])
+@pytest.mark.parametrize(("kind", "what"), [("postgres", "PostgreSQL"), ("redis", "Redis")])
+async def test_a_database_store_under_trio_says_it_runs_on_asyncio_only(
+    kind: str, what: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Once its driver's own errors came out ("no running event loop", trio's "unrecognized
+    yield message"), and a Redis client made meanwhile failed again as `open_gateway` closed
+    it, masking the first. Now one clear error, and nothing opened to close."""
+    url: str = request.getfixturevalue(f"{kind}_url")
+    said = f"{what} memory runs on asyncio only"
+    store = store_from_url(url)
+    with pytest.raises(MemoryStoreError, match=said):
+        await store.turns("s")
+    await store.aclose()
+    script = tmp_path / "answers.json"
+    script.write_text('[{"content": "never asked"}]')
+    config = parse_config(
+        {"gateway": {"memory": url}, "agents": {"a": {"model": f"scripted:{script}"}}}
+    )
+    with anyio.fail_after(30), pytest.raises(MemoryStoreError, match=said) as caught:
+        async with open_gateway(config, state_dir=tmp_path) as gateway:
+            await gateway.run("a", "first", session_id="t1")
+    assert "trio" in str(caught.value)

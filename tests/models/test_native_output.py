@@ -5,6 +5,7 @@ offered, and the answer is read from the text, against real-format provider payl
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pytest
@@ -12,11 +13,19 @@ from pydantic import BaseModel, JsonValue
 
 from agent import (
     AgentOptions,
+    AssistantMessage,
+    ChatMessage,
+    ChatModel,
+    HoldsOutputSchema,
     ModelConfigError,
     ModelRetry,
     OutputSchema,
+    ScriptedModel,
+    TokenCallback,
+    ToolDefinition,
 )
-from agent.models import AnthropicModel, GeminiModel, OpenAIModel
+from agent.models import AnthropicModel, FallbackModel, GeminiModel, OpenAIModel
+from agent.native_output import native_output_schema
 from gateway import AgentSpec, ConfigError, Gateway, open_gateway
 from gateway.config import parse_config
 from toolkits import FunctionToolkit, calculator
@@ -296,6 +305,67 @@ async def test_a_model_known_without_native_output_refuses_the_call_unsent(
     with pytest.raises(ModelConfigError, match="claude-3-5-haiku-20241022 has no structured out"):
         await native(model).run("shop", "How much?")
     assert fake.requests == []
+
+
+class OwnModel:
+    """A model of one's own (the `ChatModel` protocol alone, or `HoldsOutputSchema` too with
+    `native`): answers `{"total": 3}`, noting the schema each call was held to."""
+
+    def __init__(self, *, native: bool | None = None) -> None:
+        if native is not None:
+            self.native_output = native
+        self.held_to: list[dict[str, JsonValue] | None] = []
+
+    @property
+    def name(self) -> str:
+        return "own"
+
+    async def invoke(
+        self,
+        messages: Sequence[ChatMessage],
+        tools: Sequence[ToolDefinition],
+        *,
+        on_token: TokenCallback | None = None,
+    ) -> AssistantMessage:
+        self.held_to.append(native_output_schema())
+        return AssistantMessage(content='{"total": 3}')
+
+
+@pytest.mark.parametrize("native", [None, False], ids=["undeclared", "declared-false"])
+async def test_a_model_of_ones_own_that_does_not_declare_native_output_is_refused_uncalled(
+    native: bool | None,
+) -> None:
+    """Once called with no schema and no `final_result` tool, its JSON taken as the answer:
+    native mode reached a model only through a context variable its protocol never named."""
+    model = OwnModel(native=native)
+    assert isinstance(model, HoldsOutputSchema) is (native is not None)
+    with pytest.raises(ModelConfigError, match="own has no native structured output"):
+        await native_gateway_of(model).run("shop", "How much?")
+    assert model.held_to == []
+
+
+async def test_a_model_of_ones_own_that_declares_native_output_reads_the_schema() -> None:
+    model = OwnModel(native=True)
+    result = await native_gateway_of(model).run("shop", "How much?")
+    assert result.structured == {"total": 3}
+    assert model.held_to == [STRICT_TOTAL]
+
+
+async def test_a_fallback_list_holds_native_output_only_if_every_model_does() -> None:
+    declared, undeclared = OwnModel(native=True), OwnModel()
+    with pytest.raises(ModelConfigError, match="has no native structured output"):
+        await native_gateway_of(FallbackModel([declared, undeclared])).run("shop", "How much?")
+    assert declared.held_to == undeclared.held_to == []
+    both = native_gateway_of(FallbackModel([declared, ScriptedModel(['{"total": 5}'])]))
+    assert (await both.run("shop", "How much?")).structured == {"total": 3}
+    assert declared.held_to == [STRICT_TOTAL]
+
+
+def native_gateway_of(model: ChatModel) -> Gateway:
+    """`native` without tools: a model of one's own answers no tool calls."""
+    schema = OutputSchema.from_json_schema(TOTAL)
+    options = AgentOptions(output=schema, output_mode="native")
+    return Gateway([], [AgentSpec("shop", model, options=options)])
 
 
 async def test_gemini_before_3_refuses_a_schema_beside_tools_unsent(sleeps: Sleeps) -> None:

@@ -27,11 +27,12 @@ from agent import (
     ScriptedCall,
     ScriptedModel,
     SystemMessage,
+    ToolMessage,
     UserMessage,
 )
 from agent.models.openai import OpenAICompatibleModel
 from gateway import AgentSpec, Gateway, TraceEvent
-from gateway.approval import ApprovalRule
+from gateway.approval import NOBODY_TO_ASK, ApprovalRule
 from gateway.config import GatewaySettings
 from gateway.durable import DurableRuns, open_runs
 from gateway.server import HttpOptions, build_server, http_app
@@ -672,6 +673,20 @@ async def test_serve_http_serves_the_api_and_says_where(tmp_path: Path) -> None:
     texts = [json.loads(e)["choices"][0]["delta"].get("content", "") for e in events]
     assert "".join(texts) == "It is 42."
     assert len([t for t in texts if t]) == 3
+
+
+async def test_an_unstored_run_refuses_a_call_that_needs_approval_saying_what_would_wait() -> None:
+    """No run store to wait in and no client to ask: the model is told the serving remedy
+    (`NOBODY_TO_ASK`), not a program's (`approver=`), and nothing runs."""
+    wants = ScriptedModel([call("calculator", expression="6 * 7"), "I could not."])
+    spec = AgentSpec("careful", wants, tools=["calculator"], approval=ApprovalRule(["*"]))
+    gateway = Gateway([FunctionToolkit("calculator", [calculator])], [spec])
+    with anyio.fail_after(30):
+        async with served(gateway) as base:
+            answer = (await post(base, {"model": "careful", "messages": [QUESTION]})).json()
+    assert answer["choices"][0]["message"]["content"] == "I could not."
+    [told] = [m.content for m in wants.calls[1][0] if isinstance(m, ToolMessage)]
+    assert told == f"Error: {NOBODY_TO_ASK}"
 
 
 async def test_a_stored_run_waiting_for_approval_answers_with_its_handle(tmp_path: Path) -> None:

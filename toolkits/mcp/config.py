@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..capabilities import CallRules
 from ..errors import ServerConfigError
 
 __all__ = [
@@ -238,6 +239,13 @@ class McpServerConfig(BaseModel):
         if self.transport is None:
             return "http" if self.url and not self.command else "stdio"
         return "http" if self.transport == "streamable-http" else self.transport
+
+    @property
+    def call_rules(self) -> CallRules:
+        """`max_concurrency` and the approval keys, which the gateway applies (`HasCallRules`)."""
+        return CallRules(
+            self.max_concurrency, self.require_approval, self.require_approval_if_destructive
+        )
 
     @property
     def call_cap(self) -> float:

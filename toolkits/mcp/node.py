@@ -41,6 +41,7 @@ from pydantic import ValidationError
 from ..background import InBackground
 from ..base import CallContext, Tool, error_result, validation_brief
 from ..capabilities import (
+    CallRules,
     ListChangedCallback,
     ResourceUpdatedCallback,
     ServerLogCallback,
@@ -177,6 +178,10 @@ class McpToolkit(InBackground):
     @property
     def prefix(self) -> PrefixPolicy:
         return self._config.prefix
+
+    @property
+    def call_rules(self) -> CallRules:
+        return self._config.call_rules
 
     @property
     def asks_caller(self) -> bool:

@@ -27,7 +27,7 @@ from agent import AgentError, AgentItem, ItemResult
 from toolkits import ToolkitError, error_result, in_background
 
 from ...agent_tool import PROMPT_OR_ITEMS, SERVED_INPUT_SCHEMA, usage_meta
-from ...approval import ApprovalRequest
+from ...approval import NOT_STORED, ApprovalRequest
 from ...call_info import with_context
 from ...catalog import same_objects
 from ...engine import AgentSpec, Gateway
@@ -282,7 +282,8 @@ class AgentTools:
                 lent=lent_in(ctx.meta),
                 quota=client_quota(ctx, self._gateway),
                 stream=model is None,  # streamed text shows in the progress of a long call
-                approver=client_approver(ctx, params.input_responses),
+                # Nobody to ask: the remedy is a run store, or a client that can be asked.
+                approver=client_approver(ctx, params.input_responses) or NOT_STORED,
                 questions=agent_questions(ctx),
                 client_model=client_model,
             )
