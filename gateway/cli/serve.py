@@ -116,6 +116,7 @@ async def _serve(args: argparse.Namespace) -> int:
     if args.http:
         _warn_unused_tokens(args.token_env or config.gateway.tokens_env)
     url = _store_url(args, config)
+    origin = origin_of(args) if url is not None else None
     if url is not None:
         preload_store()
         # Chat memory goes to the run store's database too, unless the config names its own.
@@ -139,13 +140,13 @@ async def _serve(args: argparse.Namespace) -> int:
             keep_days=config.store.keep_days,
             unreachable_wait=config.store.unreachable_wait,
             read_pickled=config.store.read_pickled,
+            origin=origin,
         )
         if url is not None
         else nullcontext() as runs,
     ):
         if runs is not None:
             runs.use(gateway)
-        origin = origin_of(args) if runs is not None else None
         server, router = build_server(gateway, config.gateway, runs=runs, origin=origin)
         await router.check()
         check_servers(gateway, strict=args.strict)

@@ -40,7 +40,7 @@ from ..errors import (
     UnknownRun,
     stopped_in,
 )
-from ..run_state import RunResult, RunState
+from ..run_state import RunOrigin, RunResult, RunState
 from ..store_config import (
     StoreSettings,
     check_store_url,
@@ -215,6 +215,7 @@ def open_store(
     unreachable_wait: float | None = None,
     read_pickled: bool = False,
     read_only: bool = False,
+    origin: RunOrigin | None = None,
 ) -> AbstractAsyncContextManager[DurableRuns]:
     # Imported here (or by `preload_store`): only stored runs need it.
     from ..durable import open_runs
@@ -227,6 +228,7 @@ def open_store(
         unreachable_wait=unreachable_wait or StoreSettings().unreachable_wait,
         read_pickled=read_pickled,
         read_only=read_only,
+        origin=origin,
     )
 
 

@@ -20,6 +20,7 @@ from dbos import DBOS, DBOSClient, DBOSConfig
 from agent.memory import private_sqlite_file, read_only_sqlite
 
 from ..errors import StoreError
+from ..run_state import RunOrigin
 from ..store_config import check_store_url, default_store_url, redacted, runs_stored
 from .dbos_setup import log_through_ours, write_ahead_log
 from .endings import cancels_watched
@@ -48,6 +49,7 @@ async def open_runs(
     unreachable_wait: float = UNREACHABLE_WAIT,
     read_pickled: bool = False,
     read_only: bool = False,
+    origin: RunOrigin | None = None,
 ) -> AsyncGenerator[DurableRuns]:
     """The store at `url` (default: `default_store_url()`); with `launch`, this process runs
     workflows (DBOS launched, then destroyed on exit), else it only reads and steers them;
@@ -55,7 +57,7 @@ async def open_runs(
     process may not write it (`agent.memory.read_only_sqlite`: a backup, another user's).
     On PostgreSQL a launched process holds a lock while it lives (`replicas`); with
     `replica_every` (seconds) it is a serving replica and finishes the runs of replicas that
-    died. With `launch` and `keep_days`, finished runs older than that are deleted in the
+    died (on its config, `origin`: a run started on another is said). With `launch` and `keep_days`, finished runs older than that are deleted in the
     background, from now on and hourly while the store is open (`retention`). With `launch`, runs wait
     `unreachable_wait` seconds for a PostgreSQL store that became unreachable (`outage`), or a
     SQLite store another process locked (`sqlite_lock`), then stop. On exit, the runs executing here are
@@ -74,6 +76,7 @@ async def open_runs(
             keep_days=keep_days,
             unreachable_wait=unreachable_wait,
             read_only=read_only,
+            origin=origin,
         ) as runs:
             yield runs
 
@@ -87,6 +90,7 @@ async def _opened(
     keep_days: float,
     unreachable_wait: float,
     read_only: bool,
+    origin: RunOrigin | None,
 ) -> AsyncGenerator[DurableRuns]:
     url = check_store_url(url or default_store_url())
     if not launch and not await anyio.to_thread.run_sync(runs_stored, url):
@@ -173,7 +177,12 @@ async def _opened(
                     if lock is not None and replica_every is not None:
                         await stack.enter_async_context(
                             taking_over(
-                                runs, client, lock, workflow=WORKFLOW, interval=replica_every
+                                runs,
+                                client,
+                                lock,
+                                workflow=WORKFLOW,
+                                interval=replica_every,
+                                origin=origin,
                             )
                         )
                     if keep_days:

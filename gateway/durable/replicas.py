@@ -22,6 +22,14 @@ Nothing is renewed and nothing expires: no lease of ours (`lock`).
   resume`, a decision or a client.
   A run with a record in the pickle format is not taken over (`record_format`): it is said
   once, and left.
+- A run is taken over on the taker's config. One that started on another config (its
+  origin's `config_sha256`: a replica on an older or newer config, a roll-out half done) is
+  left to a replica serving the same for `CONFIG_PATIENCE` intervals; then, none having taken
+  it (a config rolled out everywhere), it is taken with a WARNING naming the run and both
+  configs, as its agents and tools may differ (`runs resume` refuses such a config without
+  `--force`; a run must not be stranded by a roll-out).
+- The log says whether the replica died (a WARNING) or left, told to go, and handed its runs
+  over (INFO: a rolling restart is no crash), as the run's execution event records it.
 """
 
 from __future__ import annotations
@@ -41,7 +49,7 @@ from toolkits import in_background
 
 from ..approval import ApprovalRequest
 from ..errors import GatewayError, PickledRecord
-from ..run_state import RunResult, stored_result
+from ..run_state import RunOrigin, RunResult, stored_result
 from ..trace import TraceEvent, TraceHook, new_id
 from .approvals import APPROVALS_EVENT
 from .lock import HeldLock, try_lock
@@ -67,6 +75,9 @@ REPLICA_PREFIX = "agent-gateway-replica-"
 `run` that stopped waits for `runs resume`."""
 FOLLOW_POLL = 0.1
 """How often a run executing elsewhere is looked at."""
+CONFIG_PATIENCE = 3
+"""Takeover intervals a run that started on another config than this replica's is left to a
+replica serving the same before this one takes it."""
 
 
 def on_postgres(url: str) -> bool:
@@ -75,12 +86,18 @@ def on_postgres(url: str) -> bool:
 
 @asynccontextmanager
 async def taking_over(
-    runs: DurableRuns, client: DBOSClient, lock: HeldLock, *, workflow: str, interval: float
+    runs: DurableRuns,
+    client: DBOSClient,
+    lock: HeldLock,
+    *,
+    workflow: str,
+    interval: float,
+    origin: RunOrigin | None = None,
 ) -> AsyncGenerator[None]:
     """While the block runs, take over the runs of replicas that died, every `interval` s;
-    `lock` is this process's own."""
+    `lock` is this process's own, `origin` says the config it serves (None: unknown)."""
     async with in_background(
-        partial(_watch, runs, client, lock, workflow, interval), wait_started=False
+        partial(_watch, runs, client, lock, workflow, interval, origin), wait_started=False
     ):
         yield
 
@@ -206,9 +223,12 @@ async def _watch(
     lock: HeldLock,
     workflow: str,
     interval: float,
+    origin: RunOrigin | None,
 ) -> None:
     refused: set[str] = set()
     """Runs with a record in the pickle format, said once and left."""
+    strangers: dict[str, float] = {}
+    """Runs that started on another config, and when each was first seen in flight."""
     async with anyio.create_task_group() as taken:  # the runs taken over, followed to the end
         while True:
             await anyio.sleep(interval)
@@ -218,8 +238,14 @@ async def _watch(
                 continue
             try:
                 in_flight = await _in_flight(client, lock.own, workflow, refused)
+                going = {run_id for run_ids in in_flight.values() for run_id in run_ids}
+                for run_id in set(strangers) - going:
+                    del strangers[run_id]
+                configs = _Configs(origin, strangers, CONFIG_PATIENCE * interval)
                 for owner, run_ids in in_flight.items():
-                    await _take_over(runs, client, lock.url, owner, run_ids, taken, refused)
+                    await _take_over(
+                        runs, client, lock.url, owner, run_ids, taken, refused, configs
+                    )
             except Exception as exc:  # the store is away for a moment: look again later
                 _log.warning("looking for the runs of replicas that died failed: %s", exc)
 
@@ -251,11 +277,52 @@ async def _in_flight(
     return by_owner
 
 
-async def _running(client: DBOSClient, run_id: str) -> bool:
-    """Whether the run's replica was running it (rather than stopped it on purpose)."""
+async def _execution(client: DBOSClient, run_id: str) -> dict[str, Any] | None:
+    """The run's execution event: where it runs, and whether it was stopped or left."""
     with refusing_for(run_id):
         execution = await client.get_event_async(run_id, EXECUTION_EVENT, timeout_seconds=0)
-    return isinstance(execution, dict) and cast(dict[str, Any], execution).get("stopped") is None
+    return cast(dict[str, Any], execution) if isinstance(execution, dict) else None
+
+
+async def _running(client: DBOSClient, run_id: str) -> bool:
+    """Whether the run's replica was running it (rather than stopped it on purpose)."""
+    execution = await _execution(client, run_id)
+    return execution is not None and execution.get("stopped") is None
+
+
+class _Configs:
+    """This replica's config, and which runs that started on another it may take now."""
+
+    def __init__(
+        self, ours: RunOrigin | None, first_seen: dict[str, float], patience: float
+    ) -> None:
+        self._ours = ours
+        self._first_seen = first_seen
+        self._patience = patience
+
+    async def differs(self, runs: DurableRuns, run_id: str) -> str | None:
+        """How the config the run started on differs from this replica's; None: the same,
+        or either unknown (a run stored before runs had an origin)."""
+        ours = self._ours
+        if ours is None:
+            return None
+        state = await runs.state(run_id)
+        theirs = state.origin if state is not None else None
+        if theirs is None or theirs.config_sha256 == ours.config_sha256:
+            return None
+        return (
+            f"it started on config {_config(theirs.config, theirs.config_sha256)}, "
+            f"this replica serves {_config(ours.config, ours.config_sha256)}"
+        )
+
+    def waited(self, run_id: str) -> bool:
+        """Whether the run has been left long enough to a replica on its config."""
+        now = anyio.current_time()
+        return now - self._first_seen.setdefault(run_id, now) >= self._patience
+
+
+def _config(path: str | None, digest: str | None) -> str:
+    return "the built-in default" if path is None else f"{path} (sha256 {(digest or '?')[:12]})"
 
 
 async def _take_over(
@@ -266,6 +333,7 @@ async def _take_over(
     run_ids: list[str],
     task_group: anyio.abc.TaskGroup,
     refused: set[str],
+    configs: _Configs,
 ) -> None:
     # Its lock free: `owner` is dead (None: it lives, or another is taking its runs now).
     lock = await anyio.to_thread.run_sync(try_lock, url, owner)
@@ -273,8 +341,11 @@ async def _take_over(
         return
     try:
         for run_id in run_ids:
+            left = False
+            differs: str | None = None
 
             async def still_theirs(run_id: str = run_id) -> bool:
+                nonlocal left, differs
                 # Looked at again under the locks: another replica, or a `runs resume`, may
                 # have taken it meanwhile.
                 found = await client.list_workflows_async(
@@ -283,20 +354,44 @@ async def _take_over(
                 if not found or _replicas(found[0]) != owner:
                     return False
                 try:
-                    if found[0].status == "PENDING" and not await _running(client, run_id):
+                    execution = await _execution(client, run_id)
+                    if found[0].status == "PENDING" and (
+                        execution is None or execution.get("stopped") is not None
+                    ):
                         return False
                     await runs.get(run_id)  # its input and events: refused here, not in DBOS's
+                    differs = await configs.differs(runs, run_id)
                 except PickledRecord as exc:
                     _refuse(run_id, exc, refused)
                     return False
+                if differs is not None and not configs.waited(run_id):
+                    return False  # for a replica on its config, if one lives
+                left = execution is not None and execution.get("left") is True
                 return True
 
             if await runs.take_over(run_id, still=still_theirs):
-                _log.warning("replica %s died: run %s goes on here", owner, run_id)
+                _said_taken(owner, run_id, left=left, differs=differs)
                 task_group.start_soon(_finish, runs, run_id)
     finally:
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(lock.close)  # its session's end releases the lock
+
+
+def _said_taken(owner: str, run_id: str, *, left: bool, differs: str | None) -> None:
+    if differs is not None:
+        how = "left" if left else "died"
+        _log.warning(
+            "replica %s %s: run %s goes on here, on another config than it started on (%s): "
+            "its agents and tools may differ",
+            owner,
+            how,
+            run_id,
+            differs,
+        )
+    elif left:
+        _log.info("replica %s left (told to go): run %s goes on here", owner, run_id)
+    else:
+        _log.warning("replica %s died: run %s goes on here", owner, run_id)
 
 
 def _refuse(run_id: str, exc: PickledRecord, refused: set[str]) -> None:

@@ -341,7 +341,9 @@ async def _execute(
         raise Stopped  # it would wait for the store: its process, gone, says it stopped
     with anyio.CancelScope(shield=True):
         try:
-            await DBOS.set_event_async(EXECUTION_EVENT, {**here, "stopped": stopped})
+            # In flight still (None) is a hand-over: "left" tells its taker it was no crash.
+            said = {**here, "stopped": stopped, "left": stopped is None}
+            await DBOS.set_event_async(EXECUTION_EVENT, said)
         except SQLAlchemyError as exc:  # its disk full, say: the driver hears why it stopped
             failed = store_failure(host.url, exc, doing="write to")
             _log.warning("run %s stopped, and the store was not told: %s", run_id, failed)

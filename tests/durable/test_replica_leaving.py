@@ -53,6 +53,7 @@ async def test_a_run_left_by_a_replica_going_is_in_flight_not_stopped(
     went = await anyio.to_thread.run_sync(_execution_event, store, state.run_id)
     assert isinstance(went, dict), went
     assert went["stopped"] is None  # in flight: `replicas` takes it over
+    assert went["left"] is True  # handed over: its taker says it left, not died
 
 
 def _execution_event(store: str, run_id: str) -> object:

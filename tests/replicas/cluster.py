@@ -136,20 +136,24 @@ def env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def cluster(config: Path, nginx_port: int, *, count: int = 2) -> AsyncGenerator[Cluster]:
-    """`count` replicas of `serve --http --stateless` on `config`, behind nginx on
-    `nginx_port`; every process stopped on exit."""
+async def cluster(
+    config: Path | Sequence[Path], nginx_port: int, *, count: int = 2, retries: bool = False
+) -> AsyncGenerator[Cluster]:
+    """`count` replicas of `serve --http --stateless` on `config` (or one on each config
+    given), behind nginx on `nginx_port` (`retries`: `round_robin`'s); every process
+    stopped on exit."""
+    configs = [config] * count if isinstance(config, Path) else config
     async with AsyncExitStack() as stack:
         tg = await stack.enter_async_context(anyio.create_task_group())
         stack.callback(tg.cancel_scope.cancel)
         replicas: list[Replica] = []
-        for _ in range(count):
-            replicas.append(await stack.enter_async_context(_replica(config, tg)))
+        for each in configs:
+            replicas.append(await stack.enter_async_context(_replica(each, tg)))
         with anyio.fail_after(60):
             for replica in replicas:
                 await replica.said(READY)
         base = await stack.enter_async_context(
-            round_robin(nginx_port, [r.address for r in replicas])
+            round_robin(nginx_port, [r.address for r in replicas], retries=retries)
         )
         yield Cluster(f"{base}/mcp", replicas)
 

@@ -148,6 +148,13 @@ async def test_a_round_sealed_with_another_replicas_key_names_the_setting_to_men
     assert "roll out OLD,NEW, then NEW,OLD, then NEW" in other_key
     assert "[gateway] state_key_env is not set, so each process seals with a key of its own" in own
     assert "the same key on every replica" in own
+    # The run such a round was for has no end of its own: the operator is told how to find it.
+    for line in (other_key, own):
+        assert "stays waiting for its decisions" in line
+        assert line.endswith(
+            "`agent-gateway runs list --status waiting_approval` lists it, "
+            "`runs approve|deny|cancel RUN` ends its wait"
+        )
     assert KEY not in other_key + own  # the keys themselves are never shown
 
 

@@ -126,6 +126,7 @@ async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
         async with cluster(path, port) as gateways:
             lost: list[BaseException] = []
             line = ""
+            taken: list[str] = []
 
             async def call_and_lose_it() -> None:
                 async with (
@@ -147,6 +148,7 @@ async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
                 await (running.kill() if ended == "kill" else running.terminate())
                 with anyio.fail_after(60):
                     line = await other.said("(taken over) finished")
+                taken = [x for x in other.lines if "goes on here" in x]
                 tg.cancel_scope.cancel()
         assert len(model.requests) == 3  # only the call in flight at the kill was asked again
     assert log.read_text().splitlines() == ["start A", "end A"]  # recorded: not run again
@@ -155,6 +157,62 @@ async def test_a_replica_ended_mid_run_has_its_run_finished_by_the_other(
     assert str(run["run_id"]) in line
     result = cli("runs", "show", str(run["run_id"]), "--json", "--store", store)
     assert json.loads(result.stdout)["result"]["items"][0]["output"] == "A is done"
+    # The operator's log tells a crash from a rolling restart.
+    [said] = taken
+    if ended == "kill":
+        assert " WARNING " in said
+        assert f"died: run {run['run_id']} goes on here" in said
+    else:
+        assert " INFO " in said
+        assert f"left (told to go): run {run['run_id']} goes on" in said
+
+
+async def test_a_run_of_a_dead_replica_taken_on_another_config_is_said(
+    tmp_path: Path, store: str
+) -> None:
+    """Replicas on configs that differ (a roll-out half done): the run of one that died is
+    taken by the other once no replica on its config did, with a WARNING naming the run
+    and both configs, as its agents and tools may differ."""
+    log = tmp_path / "calls.log"
+    call = {"name": "logged", "arguments": {"log": str(log), "name": "A"}}
+    port = free_port()
+    with openai_stub([call, "A is done", "A is done"], hold_at=2) as model:
+        first = config(tmp_path, port, _agent(model.spec, gated=False), store=store)
+        second = tmp_path / "newer.toml"
+        second.write_text(first.read_text() + "# the next version\n")
+        on_first, said = False, ""  # whether the run started on `first`; what the other said
+        async with cluster([first, second], port) as gateways:
+
+            async def call_and_lose_it() -> None:
+                async with (
+                    gateways.http() as http,
+                    Client(streamable_http_client(gateways.url, http_client=http)) as client,
+                ):
+                    with suppress(Exception):  # its replica dies under it
+                        await client.call_tool("assistant", {"prompt": "use A"})
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call_and_lose_it)
+                assert await anyio.to_thread.run_sync(model.holding.wait, 60)
+                [running] = [
+                    r for r in gateways.replicas if any("recorded tool" in x for x in r.lines)
+                ]
+                [other] = [r for r in gateways.replicas if r is not running]
+                on_first = running is gateways.replicas[0]  # one replica on each, in order
+                await running.kill()
+                with anyio.fail_after(60):
+                    await other.said("(taken over) finished")
+                [said] = [x for x in other.lines if "goes on here" in x]
+                tg.cancel_scope.cancel()
+    [run] = runs_json(store)
+    assert run["status"] == "succeeded"
+    started_on, taken_on = (first, second) if on_first else (second, first)
+    started_on, taken_on = started_on.resolve(), taken_on.resolve()
+    assert " WARNING " in said
+    assert f"died: run {run['run_id']} goes on here, on another config than it started on" in said
+    assert f"it started on config {started_on} (sha256 " in said
+    assert f"this replica serves {taken_on} (sha256 " in said
+    assert said.endswith("its agents and tools may differ")
 
 
 async def test_a_replica_told_to_go_during_a_tool_call_leaves_the_call_to_the_other(

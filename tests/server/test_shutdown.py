@@ -13,13 +13,22 @@ import signal
 from pathlib import Path
 
 import anyio
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
 
 from gateway import Gateway
 from gateway.server.running_calls import AGAIN
-from gateway.server.transports.draining import CUT_OFF, SHUTTING_DOWN, Drains, EndsCalls
+from gateway.server.transports.draining import (
+    CUT_OFF,
+    LEAVING,
+    SHUTTING_DOWN,
+    Drains,
+    EndsCalls,
+    Requests,
+)
+from gateway.server.transports.http import HttpOptions, http_app
 from tests.durable.cli_runs import list_runs
 
 from .processes import TIMES_42, http_server, write_config
@@ -230,3 +239,37 @@ async def test_a_call_after_the_grace_ended_is_refused_not_told_it_ran_out_of_ti
         types.TextContent(text=f"the call to 'wait_here' was stopped: {SHUTTING_DOWN} {AGAIN}")
     ]
     assert blocker.cancelled.is_set()
+
+
+async def test_a_leaving_replica_answers_a_new_request_503_for_its_balancer_to_send_on() -> None:
+    """A `--stateless` replica told to go stops listening; a request that still reaches it
+    (on a connection opened before) is answered 503 with `Retry-After`, never a call's error
+    result: a balancer or the client sends it to another replica. In process: the layer
+    `serve_http` puts in front, as it stops."""
+    server = serve(Gateway([Blocker().node], []), expose_tools=True)
+    app = http_app(server, HttpOptions(host="127.0.0.1", port=0, stateless=True))
+    requests = Requests(app)
+    requests.count()
+    requests.refuse(LEAVING)
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "wait_here"}}
+    chat = {"model": "assistant", "messages": [{"role": "user", "content": "hi"}]}
+    async with (
+        app.running(),
+        httpx2.AsyncClient(
+            transport=httpx2.ASGITransport(requests), base_url="http://127.0.0.1"
+        ) as http,
+    ):
+        with anyio.fail_after(10):
+            refused = await http.post("/mcp", json=call)
+            refused_chat = await http.post("/v1/chat/completions", json=chat)
+    assert refused.status_code == refused_chat.status_code == 503
+    assert refused.headers["retry-after"] == refused_chat.headers["retry-after"] == "1"
+    assert refused.headers["connection"] == "close"
+    assert refused.json() == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32000, "message": LEAVING},
+    }
+    assert refused_chat.json()["error"]["message"] == LEAVING
+    assert "another replica takes it" in LEAVING
+    assert requests.in_flight == 0

@@ -2,7 +2,7 @@
 
 `.ci/run` installs nginx (Debian's package); a missing nginx skips the tests that need it
 with the reason (a failure under `AGENT_GATEWAY_REQUIRE_SERVERS=1`). Each response says which
-replica answered in `X-Upstream`.
+replica answered in `X-Upstream` (each one asked, in order, when it asked several).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ http {{
             proxy_set_header Connection "";
             proxy_buffering off;
             proxy_read_timeout 300s;
-            proxy_next_upstream off;
+{next_upstream}
             add_header X-Upstream $upstream_addr always;
         }}
     }}
@@ -58,10 +58,14 @@ http {{
 
 
 @asynccontextmanager
-async def round_robin(port: int, upstreams: Sequence[str]) -> AsyncGenerator[str]:
+async def round_robin(
+    port: int, upstreams: Sequence[str], *, retries: bool = False
+) -> AsyncGenerator[str]:
     """nginx on 127.0.0.1:`port` sending requests to `upstreams` (`HOST:PORT`) in turn;
-    yields its base URL. Stopped (and its directory removed) on exit."""
-    nginx, directory, config = _prepare(port, upstreams)
+    yields its base URL. Stopped (and its directory removed) on exit. With `retries`, a
+    request an upstream refused the connection of goes to the next one (nginx's default,
+    the README's block); without, it fails (what each replica does is seen)."""
+    nginx, directory, config = _prepare(port, upstreams, retries=retries)
     process = await anyio.open_process(
         [nginx, "-p", str(directory), "-c", str(config), "-e", "stderr"],
         stdout=subprocess.DEVNULL,
@@ -87,7 +91,7 @@ async def round_robin(port: int, upstreams: Sequence[str]) -> AsyncGenerator[str
             shutil.rmtree(directory, ignore_errors=True)
 
 
-def _prepare(port: int, upstreams: Sequence[str]) -> tuple[str, Path, Path]:
+def _prepare(port: int, upstreams: Sequence[str], *, retries: bool) -> tuple[str, Path, Path]:
     """nginx's binary, a temp dir for it, and its config there."""
     nginx = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
     if nginx is None:
@@ -96,7 +100,8 @@ def _prepare(port: int, upstreams: Sequence[str]) -> tuple[str, Path, Path]:
     directory.chmod(0o777)  # its workers may run as another user (nobody, when we are root)
     servers = "\n".join(f"        server {u};" for u in upstreams)
     config = directory / "nginx.conf"
-    config.write_text(_CONFIG.format(servers=servers, port=port))
+    next_upstream = "" if retries else "            proxy_next_upstream off;"
+    config.write_text(_CONFIG.format(servers=servers, port=port, next_upstream=next_upstream))
     return nginx, directory, config
 
 

@@ -99,6 +99,14 @@ _REFUSED = "Invalid or expired requestState"
 """The SDK's one message for every state it refuses."""
 
 
+_LEFT_WAITING = (
+    ". A stored run the round was for stays waiting for its decisions, which its client "
+    "cannot send now (the state names the run, and could not be opened here): `agent-gateway "
+    "runs list --status waiting_approval` lists it, `runs approve|deny|cancel RUN` ends its wait"
+)
+"""Said after either: the client's error names no run, and the run has no end of its own."""
+
+
 def _unknown_key(method: str, key_env: str | None) -> str:
     refused = f"a 2026-07-28 client's {method} round was refused ('{_REFUSED}'): its requestState"
     if key_env is None:
@@ -106,13 +114,13 @@ def _unknown_key(method: str, key_env: str | None) -> str:
             f"{refused} was sealed with a key this process does not hold: [gateway] "
             "state_key_env is not set, so each process seals with a key of its own, and a "
             "round another replica (or this gateway before a restart) sealed is refused. Set "
-            "state_key_env to a variable holding the same key on every replica"
+            f"state_key_env to a variable holding the same key on every replica{_LEFT_WAITING}"
         )
     return (
         f"{refused} was sealed with a key that is not in {key_env} ([gateway] state_key_env) "
         f"here: another replica seals with another key. Give every replica the same keys in "
         f"{key_env}; to change the key with no round refused, roll out OLD,NEW, then NEW,OLD, "
-        "then NEW, each step to every replica before the next"
+        f"then NEW, each step to every replica before the next{_LEFT_WAITING}"
     )
 
 

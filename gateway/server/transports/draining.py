@@ -9,10 +9,19 @@ saying the gateway is shutting down (`Drains.refuse_calls`, `SHUTTING_DOWN`); HT
 stay open. It stops taking requests once the calls in flight have ended and their clients
 have been quiet for `FOLLOW_UP` seconds (`drained`), or when `SHUTDOWN_GRACE` ends; the calls
 still running then are answered with an error result (`EndsCalls`, `CUT_OFF`).
+
+A `--stateless` replica behind a load balancer is told to go in a rolling restart, while the
+other replicas serve: there a refused call is a failed call for a client that the balancer
+could have sent elsewhere. So it stops listening at once (the balancer's connect is refused,
+and it sends the request, a POST too, to another replica), closes its idle connections, and
+answers a request that still reaches it (on a connection open before) with 503 and
+`Retry-After` (`Requests.refuse`, `LEAVING`), never with a call's error result. The calls in
+flight go on as above; their clients' next requests reach another replica.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +32,7 @@ __all__ = [
     "ANSWER_SLACK",
     "CUT_OFF",
     "FOLLOW_UP",
+    "LEAVING",
     "SHUTDOWN_GRACE",
     "SHUTTING_DOWN",
     "Drains",
@@ -33,6 +43,8 @@ __all__ = [
     "drained_or_ended",
 ]
 
+UNAVAILABLE = -32000
+"""The JSON-RPC error code of a 503's body (a server error: JSON-RPC names none for this)."""
 SHUTDOWN_GRACE = 5
 """Seconds the calls in flight get to finish when the server stops."""
 ANSWER_SLACK = 2
@@ -42,6 +54,13 @@ FOLLOW_UP = 1.0
 """Seconds without a request, after the last call in flight ended, before the server stops
 taking requests: the SDK's `Client` lists the tools within milliseconds of a result."""
 SHUTTING_DOWN = "agent-gateway is shutting down and takes no new calls."
+LEAVING = (
+    "this agent-gateway replica is shutting down and takes no new requests: send it again, "
+    "another replica takes it."
+)
+"""Why a request that reaches a leaving replica is refused (503)."""
+RETRY_AFTER = b"1"
+"""Seconds a client refused with 503 waits before it sends the request again (any replica)."""
 CUT_OFF = (
     "agent-gateway is shutting down, and the call was still running when its time to finish "
     "ran out."
@@ -96,6 +115,8 @@ class Requests:
         self.in_flight = 0
         self.last_ended = 0.0
         self._idle: anyio.Event | None = None
+        self._refusal: tuple[bytes, bytes] | None = None
+        """The bodies of the 503 a POST gets once refused: to /mcp, to the rest (`/v1/`)."""
 
     def count(self) -> None:
         """Count from now on (what began before is a call, counted by the server, or a
@@ -107,12 +128,24 @@ class Requests:
         """Something ended now: the quiet period starts again."""
         self.last_ended = anyio.current_time()
 
+    def refuse(self, why: str) -> None:
+        """Once `counting`, answer every POST that begins (a new request: a call, a listing,
+        a chat completion) with 503, `Retry-After` and `Connection: close`, saying `why`: a
+        replica leaving, whose requests another replica takes."""
+        mcp = {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
+        openai = {"error": {"message": why, "type": "server_error", "code": "unavailable"}}
+        self._refusal = (json.dumps(mcp).encode(), json.dumps(openai).encode())
+
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         if not self.counting or scope["type"] != "http" or scope["method"] == "GET":
             return self.app(scope, receive, send)
         return self._counted(scope, receive, send)
 
     async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._refusal is not None and scope["method"] == "POST":
+            mcp, other = self._refusal
+            await _unavailable(send, other if scope["path"].startswith("/v1/") else mcp)
+            return
         self.in_flight += 1
         try:
             await self.app(scope, receive, send)
@@ -136,6 +169,18 @@ class Requests:
             await anyio.sleep(left)  # a request may come meanwhile: looked at again
 
 
+async def _unavailable(send: Send, body: bytes) -> None:
+    # The body is not read: the connection closes after the answer.
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"retry-after", RETRY_AFTER),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def drained(server: Drains, requests: Quiets, follow_up: float = FOLLOW_UP) -> None:
     """Return once the server's calls in flight have ended, and, if any call or request was
     in flight, their clients have been quiet for `follow_up` seconds."""
@@ -146,10 +191,12 @@ async def drained(server: Drains, requests: Quiets, follow_up: float = FOLLOW_UP
     await requests.quiet(follow_up)
 
 
-async def drained_or_ended(server: Drains, requests: Quiets, ended: anyio.Event) -> None:
+async def drained_or_ended(
+    server: Drains, requests: Quiets, ended: anyio.Event, follow_up: float = FOLLOW_UP
+) -> None:
     """`drained`, or sooner once `ended` is set (the transport stopped on its own)."""
     async with anyio.create_task_group() as waits:
-        waits.start_soon(_then_cancel, drained(server, requests), waits.cancel_scope)
+        waits.start_soon(_then_cancel, drained(server, requests, follow_up), waits.cancel_scope)
         waits.start_soon(_then_cancel, ended.wait(), waits.cancel_scope)
 
 

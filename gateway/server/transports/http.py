@@ -19,6 +19,8 @@
   (`connections`): before any token is checked, a client could otherwise hold them all.
 - Told to stop, the server goes on answering all but new calls while the calls in flight
   finish, and what their clients ask next (`draining`); then it stops taking connections.
+  A `stateless` one (a replica behind a load balancer) stops taking connections at once,
+  and answers 503 what still reaches it, for the balancer to send it to another replica.
 - An idle connection stays open `http_keep_alive` s (120; uvicorn's own 5 s is what the mcp
   SDK's `Client` keeps one idle too: a request sent as the server closes it gets no answer,
   and the client's session dies of that).
@@ -79,6 +81,8 @@ from .cors import Cors
 from .draining import (
     ANSWER_SLACK,
     CUT_OFF,
+    FOLLOW_UP,
+    LEAVING,
     SHUTDOWN_GRACE,
     SHUTTING_DOWN,
     Drains,
@@ -89,7 +93,7 @@ from .draining import (
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
 from .http_sessions import DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_SESSIONS, SessionLimits
-from .listening import bind_socket, listen_on
+from .listening import bind_socket, listen_on, stop_listening
 from .request_headers import first
 from .static_tokens import StaticTokens, parse_tokens
 
@@ -480,7 +484,8 @@ async def serve_http(
 ) -> None:
     """Serve until cancelled, or until `stop` is set; either way a server that `Drains` takes
     no new call, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish while every
-    other request is answered (`draining`; after `stop`, a cancel cuts that short). Then no
+    other request is answered (`draining`; after `stop`, a cancel cuts that short); a
+    `stateless` one takes no new connection and answers every new request 503. Then no
     new connection is taken, and a server that `EndsCalls` answers the calls it still runs
     with an error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds
     later). `on_ready` gets the URL once the port is bound (port 0 works). `sock`: the socket
@@ -538,7 +543,9 @@ async def serve_http(
             await finished.wait()
             return
         # Until the calls in flight end and their clients are quiet, or uvicorn ends anyway.
-        await drained_or_ended(server, requests, finished)
+        # A replica's clients ask next through the balancer: no follow-up comes here.
+        follow_up = 0 if options.stateless else FOLLOW_UP
+        await drained_or_ended(server, requests, finished, follow_up)
 
     # The connections' files beside the rest (MCP servers reserve theirs as they start).
     limit = f"[gateway] http_max_connections = {options.max_connections}"
@@ -554,7 +561,11 @@ async def serve_http(
             finally:  # stopped or cancelled: shut down gracefully, within the grace
                 # New calls are refused; the rest is served as before (`draining`).
                 if isinstance(server, Drains):
-                    server.refuse_calls(SHUTTING_DOWN)
+                    if options.stateless:
+                        stop_listening(uvicorn_server, sock)
+                        requests.refuse(LEAVING)
+                    else:
+                        server.refuse_calls(SHUTTING_DOWN)
                     requests.count()
                 try:
                     # Told to stop, the caller may cut the grace short (cancels: a second

@@ -3,7 +3,7 @@
 `serve` binds it before it starts any MCP server, so a port another program holds is said at
 once, not after every server had its `start_wait` (10 s) to start. It listens only when the
 gateway serves: until then a client is refused, as by a port nobody holds, rather than left
-waiting in the backlog.
+waiting in the backlog. A replica leaving stops listening at once (`stop_listening`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from __future__ import annotations
 import errno
 import socket
 
+import uvicorn
+
 from ...errors import GatewayError
 
-__all__ = ["bind_socket", "listen_on"]
+__all__ = ["bind_socket", "listen_on", "stop_listening"]
 
 _BACKLOG = 128  # connections wait in the backlog until uvicorn accepts
 
@@ -42,6 +44,20 @@ def listen_on(sock: socket.socket, host: str, port: int) -> None:
         sock.listen(_BACKLOG)
     except OSError as exc:
         raise _cannot_serve(host, port, exc) from exc
+
+
+def stop_listening(server: uvicorn.Server, sock: socket.socket) -> None:
+    """A replica leaving: its port closed, so a load balancer's connect is refused and it
+    sends the request to another replica (a POST too: nothing was sent); the idle connections
+    closed, the busy ones once their answer is out (`Connection: close`). uvicorn's own
+    shutdown, later, does the same again, harmlessly."""
+    if not server.started:  # still starting: its stop (`should_exit`) is enough
+        return
+    for listening in server.servers:
+        listening.close()
+    sock.close()  # uvloop listens on its own copy of the socket: both closed
+    for connection in list(server.server_state.connections):
+        connection.shutdown()
 
 
 def _cannot_serve(host: str, port: int, exc: OSError) -> GatewayError:
