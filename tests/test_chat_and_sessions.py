@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -874,6 +875,28 @@ def test_sessions_look_into_a_redis_store_named_on_the_command_line(
         "error: not a chat memory store URL (sqlite:///FILE, postgresql://USER@HOST:PORT/DB, "
         "redis://HOST:PORT/DB): 'mysql://db/x'\n"
     )
+
+
+def test_sessions_looking_into_a_postgres_store_not_made_makes_nothing(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions list|show --store postgresql://.../typo` made the database and the memory's
+    tables, then listed none: a typo quietly made an empty store."""
+    database = f"looked_{uuid.uuid4().hex[:12]}"
+    url = f"{postgres_url.rsplit('/', 1)[0]}/{database}"
+    assert main(["sessions", "list", "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["sessions", "show", "x", "--store", url]) == 2
+    assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+
+    async def databases() -> list[str]:
+        async with await psycopg.AsyncConnection.connect(postgres_url) as admin:
+            found = await admin.execute(
+                "SELECT datname FROM pg_database WHERE datname = %s", (database,)
+            )
+            return [row[0] for row in await found.fetchall()]
+
+    assert anyio.run(databases) == []
 
 
 def _age(file: Path, session_ids: list[str], days: float) -> None:
