@@ -807,6 +807,43 @@ def test_a_scripted_chat_whose_questions_failed_on_their_own_exits_1(
     assert capsys.readouterr().out == "Fine.\n"
 
 
+def test_chats_hint_for_a_session_and_system_that_begin_with_a_dash_works_as_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--session -v2` in the hint: argparse took `-v2` for an option ("expected one
+    argument"). Such values are written `--session=-v2`."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello, Ada."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    state_dir = tmp_path / "state"
+
+    def chat(command: list[str], line: str) -> tuple[int, str]:
+        terminal = io.StringIO(f"{line}\n")
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        code = main(command)
+        return code, capsys.readouterr().err
+
+    first = ["chat", "--session=-v2", "--system=-be brief", "--config", str(config)]
+    code, err = chat([*first, "--state-dir", str(state_dir)], "I am Ada.")
+    assert code == 0, err
+    [hint] = [line for line in err.splitlines() if line.endswith("continues it")]
+    again = hint.split("`")[1]
+    assert again.startswith("agent-gateway chat --session=-v2 ")
+    assert " --system='-be brief'" in again
+    code, err = chat(shlex.split(again)[1:], "Who am I?")
+    assert code == 0, err
+
+    async def questions() -> list[object]:
+        store = SQLiteStore(state_dir / "agent-gateway.sqlite3")
+        turns = await store.turns("-v2")
+        await store.aclose()
+        return [turn.messages[0].content for turn in turns]
+
+    assert anyio.run(questions) == ["I am Ada.", "Who am I?"]  # the same conversation went on
+
+
 def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
