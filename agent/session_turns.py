@@ -7,9 +7,9 @@ import shlex
 from collections.abc import Awaitable, Callable, Sequence
 
 from .errors import MemoryStoreError, MemoryWriteUnknown, ModelError
-from .memory import ChatMemory, summarise
-from .memory.summary import SUMMARY_INPUT_TOKENS
-from .messages import ChatMessage, Usage
+from .memory import ChatMemory, History, summarise
+from .memory.summary import SUMMARY_INPUT_TOKENS, unread
+from .messages import ChatMessage, Usage, UserMessage
 from .model import ChatModel
 
 __all__ = ["Warn", "save_turn", "session_history"]
@@ -56,7 +56,7 @@ async def session_history(
             "goes on without them (the window only); the next turn asks for it again."
         )
         return list(history.messages), usage
-    skipped = history.left_out
+    skipped = _left_out(history, room)
     if skipped:
         await warn(
             f"turns {skipped.start}-{skipped.stop - 1} of the session fell out of its "
@@ -65,6 +65,18 @@ async def session_history(
             "stored (`sessions show`)."
         )
     return list((await memory.load(session_id)).messages), usage
+
+
+def _left_out(history: History, room: int) -> range:
+    """The turns the new summary does not read whole: those `load` left out (`left_out`),
+    and those of `to_summarise` that its request, cut to fit `room`, leaves out in part."""
+    messages = history.to_summarise
+    turns = sum(isinstance(m, UserMessage) for m in messages)
+    first = history.through - turns + 1  # the first turn of `to_summarise`
+    cut = unread(history.previous_summary, messages, max_tokens=room)
+    cut_turns = sum(isinstance(m, UserMessage) for m in messages[:cut])
+    start = history.left_out.start if history.left_out else first
+    return range(start, first + cut_turns)
 
 
 async def save_turn(
