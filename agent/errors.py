@@ -13,6 +13,7 @@
     ├── ModelConfigError           a model spec or its configuration is wrong (also a ValueError)
     │   └── MissingApiKey          the provider's API key is not set
     ├── MemoryStoreError           chat memory's storage failed, or its URL or a session id is bad
+    │   └── MemoryWriteUnknown     a write was sent but no answer came: it may yet be applied
     ├── StateError                 metadata or a response that cannot be resumed (also a
     │                              ValueError: parsing another version's metadata raises it)
     └── StepInterrupted            a step stopped part-way: checkpoint its progress, retry from it
@@ -44,6 +45,7 @@ __all__ = [
     "AllModelsFailed",
     "ContextWindowExceeded",
     "MemoryStoreError",
+    "MemoryWriteUnknown",
     "MissingApiKey",
     "ModelAuthError",
     "ModelConfigError",
@@ -191,6 +193,12 @@ class MissingApiKey(ModelConfigError):
 class MemoryStoreError(AgentError):
     """Chat memory's storage failed (unreachable server, unreadable data), or its URL or a
     session id is bad. Messages name the store, never its password."""
+
+
+class MemoryWriteUnknown(MemoryStoreError):
+    """A write reached the store (or may have), but its answer did not come in time: the
+    store may apply it yet (Redis runs a queued script once it wakes). Writing it again with
+    the same turn key is safe, and tells: stored once either way."""
 
 
 class StateError(AgentError, ValueError):

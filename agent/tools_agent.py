@@ -43,7 +43,6 @@ from .context_window import ReportsContextWindow, estimate_tokens, fit_history
 from .errors import (
     AgentError,
     ContextWindowExceeded,
-    MemoryStoreError,
     ModelError,
     StepInterrupted,
     StepPaused,
@@ -51,8 +50,7 @@ from .errors import (
     fails_only_its_item,
 )
 from .handoff import Handoff, handed_off, kept_of_turn, one_handoff
-from .memory import ChatMemory, summarise
-from .memory.summary import SUMMARY_INPUT_TOKENS
+from .memory import ChatMemory
 from .messages import AssistantMessage, ChatMessage, ToolDefinition, Usage, UserMessage
 from .model import ChatModel
 from .native_output import held_to
@@ -87,6 +85,7 @@ from .scratchpad import (
     tool_usage,
     with_unique_call_ids,
 )
+from .session_turns import save_turn, session_history
 from .stopped import (
     UNREADABLE_CALL_RETRIES,
     ask_again,
@@ -488,61 +487,29 @@ class ToolsAgent:
         return prompt_messages(system, fitted.messages, item.prompt, steps)
 
     async def _history(self, item: AgentItem, index: int) -> tuple[list[ChatMessage], Usage]:
-        """The item's session history, summarising first what fell out of its window.
-
-        The summary is an optimisation: when the model fails to write it, the turn goes on
-        with the window alone (a warning says so) and the next turn asks again. An item that
-        brings its own history has that (fitted to the window as a session's is)."""
+        """The item's session history (see `session_history`). An item that brings its own
+        history has that (fitted to the window as a session's is)."""
         if item.history is not None:
             return list(item.history), Usage()
         if self.memory is None or item.session_id is None:
             return [], Usage()
-        history = await self.memory.load(item.session_id)
-        if not history.to_summarise:
-            return list(history.messages), Usage()
-        room = SUMMARY_INPUT_TOKENS
+        window = None
         if self._knows_window:
             window = await cast(ReportsContextWindow, self.model).context_window()
-            if window is not None:  # half of it: the rest is for the summary it writes
-                room = min(room, window // 2)
-        try:
-            text, usage = await summarise(
-                self.summary_model or self.model,
-                history.previous_summary,
-                history.to_summarise,
-                max_tokens=room,
-            )
-        except ModelError as exc:
+
+        async def warn(message: str) -> None:
             if self.on_warning is not None:
-                await self.on_warning(
-                    index,
-                    f"the summary of the session's older turns failed: {exc}. This turn goes "
-                    "on without them (the window only); the next turn asks for it again.",
-                )
-            return list(history.messages), Usage()
-        await self.memory.save_summary(item.session_id, history.through, text)
-        skipped = history.left_out
-        if skipped and self.on_warning is not None:
-            await self.on_warning(
-                index,
-                f"turns {skipped.start}-{skipped.stop - 1} of the session fell out of its "
-                "window unsummarised and were too many to summarise at once: the summary "
-                f"covers the turns after them (through turn {history.through}); they stay "
-                "stored (`sessions show`).",
-            )
-        return list((await self.memory.load(item.session_id)).messages), usage
+                await self.on_warning(index, message)
+
+        model = self.summary_model or self.model
+        return await session_history(self.memory, item.session_id, model, window=window, warn=warn)
 
     async def _remember(self, item: AgentItem, index: int, turn: list[ChatMessage]) -> None:
         if self.memory is None or item.session_id is None:
             return
         key = f"{self.run_id}:{index}" if self.run_id else uuid.uuid4().hex
-        try:
-            await self.memory.save(item.session_id, key, [UserMessage(content=item.prompt), *turn])
-        except MemoryStoreError as exc:  # the answer may have been shown as it streamed
-            raise MemoryStoreError(
-                f"{exc}; this turn was not saved: session {item.session_id!r} keeps neither "
-                "its question nor its answer"
-            ) from exc
+        messages = [UserMessage(content=item.prompt), *turn]
+        await save_turn(self.memory, item.session_id, key, messages)
 
     def _plan(
         self, answer: AssistantMessage, index: int, steps: Sequence[ToolCallStep]

@@ -39,6 +39,7 @@ from agent.memory import (
     store_from_url,
     store_url_problem,
 )
+from agent.memory.urls import store_identity
 from agent.url_credentials import redacted
 
 from .errors import ConfigError
@@ -154,20 +155,22 @@ def stores_keep_days(
     state_dir: str | Path | None = None,
     run_store: str | None = None,
 ) -> dict[str, float]:
-    """How long each store (by URL) keeps sessions not used, where that is not for ever:
-    several agents on one store keep them as long as the longest of their `keep_days` (0, for
-    ever, is the longest), so no agent loses a session it keeps."""
-    kept: dict[str, float] = {}
+    """How long each store (by the URL `open_memories` keys it by) keeps sessions not used,
+    where that is not for ever: several agents on one store, however each spells its URL
+    (`store_identity`), keep them as long as the longest of their `keep_days` (0, for ever,
+    is the longest), so no agent loses a session it keeps."""
+    kept: dict[str, tuple[str, float]] = {}  # by identity: a URL of it, and the days
     for own in agents.values():
         chosen = own or gateway or MemoryConfig()
         try:
             url = memory_url(gateway, own, state_dir=state_dir, run_store=run_store)
         except ConfigError:  # no place to keep it: nothing kept there to delete either
             continue
-        known = kept.get(url)
         days = chosen.keep_days or float("inf")
-        kept[url] = days if known is None else max(known, days)
-    return {url: days for url, days in kept.items() if days != float("inf")}
+        identity = store_identity(url, users=False)  # of any user: it may be their tables
+        first, known = kept.get(identity, (url, days))
+        kept[identity] = (first, max(known, days))
+    return {url: days for url, days in kept.values() if days != float("inf")}
 
 
 def open_memories(
@@ -177,8 +180,8 @@ def open_memories(
     state_dir: str | Path | None = None,
     run_store: str | None = None,
 ) -> tuple[dict[str, SessionMemory], dict[str, SessionStore]]:
-    """Each agent's memory, and the stores under them by URL (one per URL, shared; close
-    them).
+    """Each agent's memory, and the stores under them by URL (one per store, however each
+    URL spells it, shared; close them).
     With no URL configured, memory is kept in `run_store` (the run store's database, when
     it names one), else in the default file (in `state_dir`, else the data directory).
 
@@ -187,6 +190,7 @@ def open_memories(
     Raises `agent.errors.MemoryStoreError` for a bad URL.
     """
     stores: dict[str, SessionStore] = {}
+    by_identity: dict[str, SessionStore] = {}
     memories: dict[str, SessionMemory] = {}
     for name, own in agents.items():
         chosen = own or gateway or MemoryConfig()
@@ -196,7 +200,10 @@ def open_memories(
             url = ""  # no URL names such a store
             stores.setdefault(url, _Unplaced(str(exc)))
         if url not in stores:
-            stores[url] = store_from_url(url)
+            identity = store_identity(url)
+            if identity not in by_identity:  # one object: its session locks are one too
+                by_identity[identity] = store_from_url(url)
+            stores[url] = by_identity[identity]
         memories[name] = SessionMemory(
             stores[url],
             turns=chosen.turns,

@@ -125,6 +125,7 @@ class StepLoop:
                 parent_id,
                 warning=f"session {session_id!r} has a turn in progress in this process: "
                 "this one waits for it to end, so that it sees that turn",
+                session_waits=session_id,  # progress says what the call waits for
             )
 
         async with memory.hold(sessions, on_wait=waiting):

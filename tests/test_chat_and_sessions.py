@@ -20,6 +20,7 @@ from pathlib import Path
 
 import anyio
 import httpx2
+import psycopg
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
@@ -806,6 +807,43 @@ def test_a_scripted_chat_whose_questions_failed_on_their_own_exits_1(
     assert capsys.readouterr().out == "Fine.\n"
 
 
+def test_chats_hint_for_a_session_and_system_that_begin_with_a_dash_works_as_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--session -v2` in the hint: argparse took `-v2` for an option ("expected one
+    argument"). Such values are written `--session=-v2`."""
+    script = tmp_path / "answers.json"
+    script.write_text(json.dumps([{"content": "Hello, Ada."}]))
+    config = tmp_path / "agent-gateway.toml"
+    config.write_text(f'[agents.a]\nmodel = "scripted:{script}"\n')
+    state_dir = tmp_path / "state"
+
+    def chat(command: list[str], line: str) -> tuple[int, str]:
+        terminal = io.StringIO(f"{line}\n")
+        monkeypatch.setattr(terminal, "isatty", lambda: True)
+        monkeypatch.setattr(sys, "stdin", terminal)
+        code = main(command)
+        return code, capsys.readouterr().err
+
+    first = ["chat", "--session=-v2", "--system=-be brief", "--config", str(config)]
+    code, err = chat([*first, "--state-dir", str(state_dir)], "I am Ada.")
+    assert code == 0, err
+    [hint] = [line for line in err.splitlines() if line.endswith("continues it")]
+    again = hint.split("`")[1]
+    assert again.startswith("agent-gateway chat --session=-v2 ")
+    assert " --system='-be brief'" in again
+    code, err = chat(shlex.split(again)[1:], "Who am I?")
+    assert code == 0, err
+
+    async def questions() -> list[object]:
+        store = SQLiteStore(state_dir / "agent-gateway.sqlite3")
+        turns = await store.turns("-v2")
+        await store.aclose()
+        return [turn.messages[0].content for turn in turns]
+
+    assert anyio.run(questions) == ["I am Ada.", "Who am I?"]  # the same conversation went on
+
+
 def test_chats_hint_names_the_agent_and_model_it_chose_and_works_as_printed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -874,6 +912,28 @@ def test_sessions_look_into_a_redis_store_named_on_the_command_line(
         "error: not a chat memory store URL (sqlite:///FILE, postgresql://USER@HOST:PORT/DB, "
         "redis://HOST:PORT/DB): 'mysql://db/x'\n"
     )
+
+
+def test_sessions_looking_into_a_postgres_store_not_made_makes_nothing(
+    postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`sessions list|show --store postgresql://.../typo` made the database and the memory's
+    tables, then listed none: a typo quietly made an empty store."""
+    database = f"looked_{uuid.uuid4().hex[:12]}"
+    url = f"{postgres_url.rsplit('/', 1)[0]}/{database}"
+    assert main(["sessions", "list", "--store", url, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+    assert main(["sessions", "show", "x", "--store", url]) == 2
+    assert f"error: no session 'x' in {url}" in capsys.readouterr().err
+
+    async def databases() -> list[str]:
+        async with await psycopg.AsyncConnection.connect(postgres_url) as admin:
+            found = await admin.execute(
+                "SELECT datname FROM pg_database WHERE datname = %s", (database,)
+            )
+            return [row[0] for row in await found.fetchall()]
+
+    assert anyio.run(databases) == []
 
 
 def _age(file: Path, session_ids: list[str], days: float) -> None:

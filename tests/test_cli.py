@@ -718,6 +718,8 @@ def test_a_bad_session_id_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
         ("", "a session id has 1 to 256 characters"),
         ("s" * 5000, "a session id has 1 to 256 characters"),
         ("a\nb", "a session id has no control characters"),
+        ("\x7f\u200b", "a session id has no control characters"),  # DEL and C1 were taken
+        ("a\u2028b\x85c", "a session id has no control characters"),
     ):
         for command in (
             [*run, "--session", bad],

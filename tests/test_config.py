@@ -6,6 +6,7 @@ import json
 import sys
 from pathlib import Path
 
+import anyio
 import pytest
 
 from gateway.assembly import open_gateway
@@ -18,7 +19,7 @@ from gateway.config import (
     with_default_agent,
 )
 from gateway.errors import ConfigError
-from gateway.memory_config import MemoryConfig, stores_keep_days
+from gateway.memory_config import MemoryConfig, open_memories, stores_keep_days
 
 pytestmark = pytest.mark.anyio
 
@@ -700,3 +701,52 @@ def test_a_store_shared_by_agents_keeps_sessions_as_long_as_the_longest_asks() -
         "sqlite:////other.db": 7
     }
     assert stores_keep_days(None, {"a": None}) == {}
+
+
+def test_one_store_spelled_two_ways_is_one_store(tmp_path: Path) -> None:
+    """Agent `b` named agent `a`'s database as `localhost` where `a` said `127.0.0.1`:
+    `a`'s keep_days deleted `b`'s sessions, kept for ever; on a SQLite file spelled with
+    `//`, turns on one session did not take turns."""
+    pg = "postgresql://gw:secret@127.0.0.1:5432/gw"
+    short = MemoryConfig(url=pg, keep_days=1)
+    forever = MemoryConfig(url="postgres://gw@localhost/gw")
+    assert stores_keep_days(None, {"a": short, "b": forever}) == {}
+    other_user = MemoryConfig(url="postgresql://reader@localhost/gw", keep_days=2)
+    assert stores_keep_days(None, {"a": short, "b": other_user}) == {pg: 2}
+    assert stores_keep_days(None, {"a": short, "c": MemoryConfig(url=f"{pg}x")}) == {pg: 1}
+    redis = MemoryConfig(url="redis://127.0.0.1:6379/0", keep_days=1)
+    assert stores_keep_days(None, {"a": redis, "b": MemoryConfig(url="redis://localhost")}) == {}
+
+    file = tmp_path / "sub" / "m.db"
+    spelled = [f"sqlite:///{file}", f"sqlite:///{tmp_path}//sub/../sub/m.db"]
+    memories, stores = open_memories(
+        None, {"a": MemoryConfig(url=spelled[0]), "b": MemoryConfig(url=spelled[1])}
+    )
+    assert memories["a"].store is memories["b"].store
+    assert set(stores) == set(spelled)
+
+    async def take_turns() -> list[str]:
+        waited: list[str] = []
+        holding, told = anyio.Event(), anyio.Event()
+
+        async def on_wait(session_id: str) -> None:
+            waited.append(session_id)
+            told.set()
+
+        async def first() -> None:
+            async with memories["a"].hold(["s"]):
+                holding.set()
+                await told.wait()  # b waits for a's turn on the session
+
+        async def second() -> None:
+            await holding.wait()
+            async with memories["b"].hold(["s"], on_wait):
+                pass
+
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(first)
+                tg.start_soon(second)
+        return waited
+
+    assert anyio.run(take_turns) == ["s"]

@@ -15,6 +15,7 @@ from agent.errors import (
     AllModelsFailed,
     ContextWindowExceeded,
     MemoryStoreError,
+    MemoryWriteUnknown,
     MissingApiKey,
     ModelAuthError,
     ModelConfigError,
@@ -58,6 +59,7 @@ SAMPLES: dict[type[AgentError], AgentError] = {
     ModelConfigError: ModelConfigError("unknown model spec"),
     MissingApiKey: MissingApiKey("openai needs an API key: set OPENAI_API_KEY"),
     MemoryStoreError: MemoryStoreError("cannot reach redis://127.0.0.1:6379/0"),
+    MemoryWriteUnknown: MemoryWriteUnknown("chat memory redis://127.0.0.1:6379/0: Timeout"),
     StateError: StateError("metadata from another version"),
     StepInterrupted: StepInterrupted(
         HTTP_ERROR, EngineRequest(actions=[], metadata=AgentRequestMetadata(iteration_count=3))

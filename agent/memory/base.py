@@ -9,6 +9,7 @@ which only keeps turns and summaries in order.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -167,6 +168,6 @@ def session_key_error(session_id: str) -> str | None:
     """Why `session_id` cannot name a session, or None."""
     if not session_id or len(session_id) > 256:
         return "a session id has 1 to 256 characters"
-    if any(ord(c) < 32 for c in session_id):
+    if any(unicodedata.category(c) == "Cc" for c in session_id):  # C0, DEL and C1
         return "a session id has no control characters"
     return None

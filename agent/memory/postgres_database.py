@@ -11,7 +11,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..url_credentials import driver_said
 
-__all__ = ["create_database", "not_made"]
+__all__ = ["create_database", "database_missing", "not_made"]
 
 
 async def create_database(url: str) -> bool | str:
@@ -34,6 +34,20 @@ async def create_database(url: str) -> bool | str:
             return False  # not the server's refusal: it could not be asked
         return driver_said(url, exc)
     return True
+
+
+async def database_missing(url: str) -> bool:
+    """Whether the server says that the database `url` names does not exist (False when it
+    cannot be asked): what a failed connection to it means, which libpq does not tell apart."""
+    name = str(conninfo_to_dict(url).get("dbname") or "")
+    try:
+        async with await psycopg.AsyncConnection.connect(
+            make_conninfo(url, dbname="postgres"), autocommit=True, connect_timeout=5
+        ) as admin:
+            found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+            return bool(name) and await found.fetchone() is None
+    except psycopg.Error:
+        return False
 
 
 def not_made(name: str, refused: str) -> str:

@@ -2,9 +2,11 @@
 
 The same tables as the SQLite store (`memory_turns`, `memory_messages` with each message as
 `json`, `memory_summaries`), created on first use, and the database too if it does not exist
-(as the run store does). Appends to one session are serialised by
-a transaction-scoped advisory lock, so concurrent writers get consecutive turn numbers. A
-connection the server ended (a restart) is replaced at its next use, which runs once more.
+(as the run store does); a store opened `read_only` makes neither, and reads none where
+they are not. Appends to one session are serialised by a transaction-scoped advisory lock, so
+concurrent writers get consecutive turn numbers. A connection the server ended (a restart) is
+replaced at its next use, which runs once more; a server that does not answer (stopped, a
+network that drops everything) fails the use after `answer_wait` seconds.
 psycopg is a dependency of the package (the run store's driver too).
 """
 
@@ -12,20 +14,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import anyio
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from ..errors import MemoryStoreError
+from ..errors import MemoryStoreError, MemoryWriteUnknown
 from ..messages import ChatMessage
 from ..url_credentials import driver_said, redacted
 from ._asyncio_only import check_asyncio
 from ._rows import message_json, turns_from_rows
 from .base import SessionInfo, StoredTurn, Summary
-from .postgres_database import create_database, not_made
+from .postgres_database import create_database, database_missing, not_made
 
 __all__ = ["PostgresStore"]
 
@@ -71,15 +73,33 @@ _STALE = "SELECT session_id FROM memory_turns GROUP BY session_id HAVING MAX(cre
 
 _NO_END = 2**62
 """A turn number no session reaches: `before` when none is given."""
+ANSWER_WAIT = 30.0
+"""Seconds a use of the store (connecting included) may wait for the server: a stopped server
+or a network that drops everything otherwise hangs the turn, and every session of the
+process behind it, for ever (the kernel keeps an idle connection open)."""
+_UNMADE = (psycopg.errors.InvalidCatalogName, psycopg.errors.UndefinedTable)
+"""What reading a database or tables not made yet raises."""
 
 Connection = psycopg.AsyncConnection[tuple[Any, ...]]
+
+
+class _Made:
+    """`_run`'s `absent` when none is given: the store must be made for `work`."""
+
+
+class _NotMade(psycopg.OperationalError):
+    """The database a store `read_only` names does not exist."""
 
 
 class PostgresStore:
     """A `SessionStore` in the PostgreSQL database at `url` (`postgresql://user@host/db`)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(
+        self, url: str, *, read_only: bool = False, answer_wait: float = ANSWER_WAIT
+    ) -> None:
         self._url = url
+        self.read_only = read_only
+        self._answer_wait = answer_wait
         self._connection: Connection | None = None
         self._lock = anyio.Lock()
 
@@ -119,7 +139,7 @@ class PostgresStore:
                     )
                 return True
 
-        return await self._run(append)
+        return await self._run(append, writes=True)
 
     async def turns(
         self,
@@ -144,7 +164,7 @@ class PostgresStore:
             cursor = await db.execute(_SELECT_TURNS, (session_id, after, floor, below))
             return turns_from_rows(await cursor.fetchall())
 
-        return await self._run(read)
+        return await self._run(read, absent=[])
 
     async def summary(self, session_id: str) -> Summary | None:
         async def read(db: Connection) -> Summary | None:
@@ -158,19 +178,23 @@ class PostgresStore:
                 return None
             return Summary(through=row[0], text=row[1], tokens=row[2], created_at=row[3])
 
-        return await self._run(read)
+        return await self._run(read, absent=None)
 
     async def put_summary(self, session_id: str, summary: Summary) -> None:
+        # A text column holds no NUL, which a model may echo from a question (messages are
+        # JSON, escaped): one failed every later turn of the session, for good.
+        text = summary.text.replace("\x00", "\ufffd")
+
         async def write(db: Connection) -> None:
             await db.execute(
                 "INSERT INTO memory_summaries VALUES (%s, %s, %s, %s, %s) "
                 "ON CONFLICT (session_id) DO UPDATE SET through = excluded.through, "
                 "text = excluded.text, tokens = excluded.tokens, created_at = excluded.created_at "
                 "WHERE excluded.through > memory_summaries.through",
-                (session_id, summary.through, summary.text, summary.tokens, summary.created_at),
+                (session_id, summary.through, text, summary.tokens, summary.created_at),
             )
 
-        await self._run(write)
+        await self._run(write, writes=True)
 
     async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         async def read(db: Connection) -> list[SessionInfo]:
@@ -185,7 +209,7 @@ class PostgresStore:
                 for r in await cursor.fetchall()
             ]
 
-        return await self._run(read)
+        return await self._run(read, absent=[])
 
     async def delete(self, session_id: str) -> bool:
         async def delete(db: Connection) -> bool:
@@ -199,7 +223,7 @@ class PostgresStore:
                 )
                 return cursor.rowcount > 0
 
-        return await self._run(delete)
+        return await self._run(delete, writes=True)
 
     async def prune(self, before: float) -> int:
         async def prune(db: Connection) -> int:
@@ -215,7 +239,7 @@ class PostgresStore:
                     )
                 return int(row[0]) if row else 0
 
-        return await self._run(prune)
+        return await self._run(prune, writes=True)
 
     async def aclose(self) -> None:
         async with self._lock:
@@ -224,27 +248,53 @@ class PostgresStore:
                 with anyio.CancelScope(shield=True):
                     await connection.close()
 
-    async def _run(self, work: Callable[[Connection], Awaitable[T]]) -> T:
-        """`work` on the store's connection, one at a time.
+    async def _run(
+        self,
+        work: Callable[[Connection], Awaitable[T]],
+        *,
+        writes: bool = False,
+        absent: T | type[_Made] = _Made,
+    ) -> T:
+        """`work` on the store's connection, one at a time; `absent` for a read of a store
+        `read_only` that is not made yet.
 
         A kept connection the server ended since its last use (a restart, an administrator's
         `pg_terminate_backend`) fails only at that use: `work` runs once more on a new one.
         Every `work` may run twice: the broken transaction was rolled back, and a turn or a
         summary written again is stored once (turn keys; summaries only move forward).
+        A server that does not answer within `answer_wait` fails it (a write that may have
+        been applied raises `MemoryWriteUnknown`), and the connection is dropped.
         """
         check_asyncio("PostgreSQL", self._url)  # before a connection is made: none to close
+        where = f"chat memory {redacted(self._url)}"
         async with self._lock:
             kept = self._connection is not None and not self._connection.closed
             try:
-                try:
-                    return await self._attempt(work)
-                except psycopg.Error:
-                    if not kept or self._connection is not None:
-                        raise  # a new connection failed, or the query did: not a broken one
-                    return await self._attempt(work)
+                with anyio.fail_after(self._answer_wait):
+                    try:
+                        return await self._attempt(work)
+                    except psycopg.Error:
+                        if not kept or self._connection is not None:
+                            raise  # a new connection failed, or the query did: not a broken one
+                        return await self._attempt(work)
+            except TimeoutError as exc:
+                await self._drop()
+                said = f"{where}: the server did not answer within {self._answer_wait:g} s"
+                if writes:
+                    raise MemoryWriteUnknown(said) from exc
+                raise MemoryStoreError(said) from exc
             except psycopg.Error as exc:
-                said = driver_said(self._url, exc)
-                raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
+                unmade = isinstance(exc, (_NotMade, *_UNMADE))
+                if self.read_only and unmade and absent is not _Made:
+                    return cast(T, absent)
+                raise MemoryStoreError(f"{where}: {driver_said(self._url, exc)}") from exc
+
+    async def _drop(self) -> None:
+        """Forget a connection whose server did not answer: closing it waits for nothing."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with anyio.CancelScope(shield=True):
+                await connection.close()
 
     async def _attempt(self, work: Callable[[Connection], Awaitable[T]]) -> T:
         try:
@@ -257,6 +307,13 @@ class PostgresStore:
             raise
 
     async def _connect(self) -> Connection:
+        if self.read_only:  # looking makes nothing: no database, no tables
+            try:
+                return await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+            except psycopg.OperationalError as exc:
+                if await database_missing(self._url):
+                    raise _NotMade(str(exc)) from exc
+                raise
         try:
             db = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
         except psycopg.OperationalError:

@@ -16,8 +16,9 @@ import anyio
 from pydantic import BaseModel, ConfigDict, ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeout
 
-from ..errors import MemoryStoreError
+from ..errors import MemoryStoreError, MemoryWriteUnknown
 from ..messages import ChatMessage
 from ..url_credentials import driver_said, redacted
 from ._asyncio_only import check_asyncio
@@ -106,7 +107,7 @@ class RedisStore:
             )
             return int(added) > 0
 
-        return await self._run(append)
+        return await self._run(append, writes=True)
 
     async def turns(
         self,
@@ -151,7 +152,7 @@ class RedisStore:
                 summary.through,
             )
 
-        await self._run(write)
+        await self._run(write, writes=True)
 
     async def sessions(self, *, limit: int | None = None) -> list[SessionInfo]:
         if limit == 0:
@@ -234,7 +235,10 @@ class RedisStore:
     def _key(self, kind: str, session_id: str) -> str:
         return f"{self._prefix}:{kind}:{session_id}"
 
-    async def _run(self, work: Callable[[Redis], Awaitable[T]]) -> T:
+    async def _run(self, work: Callable[[Redis], Awaitable[T]], *, writes: bool = False) -> T:
+        """`work` on the store's client. A write whose answer timed out raises
+        `MemoryWriteUnknown`: Redis runs a script it has queued once it wakes (a stalled
+        server), so the write may be applied after the error."""
         check_asyncio("Redis", self._url)  # before a client is made: none to close then
         async with self._lock:
             if self._client is None:
@@ -243,8 +247,10 @@ class RedisStore:
         try:
             return await work(client)
         except RedisError as exc:
-            said = driver_said(self._url, exc)
-            raise MemoryStoreError(f"chat memory {redacted(self._url)}: {said}") from exc
+            said = f"chat memory {redacted(self._url)}: {driver_said(self._url, exc)}"
+            if writes and isinstance(exc, RedisTimeout):
+                raise MemoryWriteUnknown(said) from exc
+            raise MemoryStoreError(said) from exc
 
 
 def _stored(seq: int, document: bytes) -> StoredTurn:

@@ -20,7 +20,13 @@ from ..messages import (
 )
 from ..model import ChatModel
 
-__all__ = ["SUMMARY_INPUT_TOKENS", "SUMMARY_INSTRUCTIONS", "summarise", "transcript"]
+__all__ = [
+    "SUMMARY_INPUT_TOKENS",
+    "SUMMARY_INSTRUCTIONS",
+    "summarise",
+    "transcript",
+    "unread",
+]
 
 SUMMARY_INSTRUCTIONS = (
     "You keep the memory of a conversation between a user and an assistant that uses tools. "
@@ -70,16 +76,46 @@ async def summarise(
     """A new summary of `previous` and `messages`, and what the model spent on it.
 
     The request stays within `max_tokens` (as `agent.context_window` estimates): a transcript
-    that does not fit keeps its newest lines, after a note that the start is left out.
-    Raises `agent.errors.ModelError` when the model fails.
+    that does not fit keeps its newest lines, after a note that the start is left out
+    (`unread` says of which messages). Raises `agent.errors.ModelError` when the model fails.
     """
+    system, head, room = _request(previous, max_tokens)
+    text = _newest_part(transcript(messages), room)
+    answer = await model.invoke([system, UserMessage(content=head + text)], [])
+    return answer.content.strip(), answer.usage
+
+
+def unread(
+    previous: str | None,
+    messages: Sequence[ChatMessage],
+    *,
+    max_tokens: int = SUMMARY_INPUT_TOKENS,
+) -> int:
+    """How many of `messages`, oldest first, `summarise` with these arguments does not read
+    whole: those its cut to fit `max_tokens` leaves out, in whole or in part (0: none)."""
+    text = transcript(messages)
+    part = _newest_part(text, _request(previous, max_tokens)[2])
+    if part == text:
+        return 0
+    kept = len(part) - len(CUT_NOTE) - 1
+    length = -1  # the lines of the messages from n on, joined: no newline before the first
+    for n in range(len(messages) - 1, -1, -1):
+        said = transcript([messages[n]])
+        if said:
+            length += len(said) + 1
+        if length > kept:
+            return n + 1
+    return 0
+
+
+def _request(previous: str | None, max_tokens: int) -> tuple[SystemMessage, str, int]:
+    """A summary request's system message and head, and the room (in characters) its
+    transcript has within `max_tokens`."""
     head = f"The summary so far:\n{previous}\n\n" if previous else ""
     head += "The conversation since:\n"
     system = SystemMessage(content=SUMMARY_INSTRUCTIONS)
     fixed = estimate_tokens([system, UserMessage(content=head)], [])[0]
-    text = _newest_part(transcript(messages), (max_tokens - fixed - 1) * CHARS_PER_TOKEN)
-    answer = await model.invoke([system, UserMessage(content=head + text)], [])
-    return answer.content.strip(), answer.usage
+    return system, head, (max_tokens - fixed - 1) * CHARS_PER_TOKEN
 
 
 def _newest_part(text: str, room: int) -> str:

@@ -10,13 +10,14 @@ redis://host:6379/0              Redis (`rediss://` for TLS)
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 from ..errors import MemoryStoreError
 from .base import SessionStore
 from .in_process import InProcessStore
 from .sqlite_store import SQLiteStore
 
-__all__ = ["STORE_URL_FORMS", "store_from_url", "store_url_problem"]
+__all__ = ["STORE_URL_FORMS", "store_from_url", "store_identity", "store_url_problem"]
 
 STORE_URL_FORMS = ("memory://", "sqlite:///FILE", "postgresql://...", "redis://...")
 
@@ -49,6 +50,55 @@ def store_from_url(url: str, *, base: Path | None = None) -> SessionStore:
     except ImportError as exc:
         raise _missing("Redis", "agent-gateway[redis]", exc) from exc
     return RedisStore(url)
+
+
+_LOOPBACK = frozenset({"localhost", "127.0.0.1", "::1", "[::1]", "localhost.localdomain"})
+
+
+def store_identity(url: str, *, base: Path | None = None, users: bool = True) -> str:
+    """What names the store `url` names, however it is spelled: its SQLite file's resolved
+    path; its server (this machine's loopback names as one), database and user (a user may
+    see other tables, or keys: its own schema, an ACL), not the password; `url` itself
+    otherwise. Two URLs of one identity are one store: one object, one set of session
+    locks. Without `users`, the server and database alone: what may hold the same tables
+    whoever reads them (for `keep_days`, where counting two as one deletes less, never more)."""
+    scheme, _, rest = url.partition("://")
+    scheme = scheme.lower()
+    if scheme == "sqlite":
+        path = Path(rest[1:])
+        if not path.is_absolute():
+            path = (base or Path.cwd()) / path
+        return f"sqlite:{path.resolve()}"
+    if scheme in ("postgresql", "postgres"):
+        import psycopg  # a dependency of the package
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            info = conninfo_to_dict(url)
+        except psycopg.ProgrammingError:  # a malformed one: its use will say why
+            return url
+        host = _host(str(info.get("host") or ""))
+        user = str(info.get("user") or "")
+        database = str(info.get("dbname") or user)
+        user = user if users else ""
+        options = f"?options={info['options']}" if info.get("options") else ""
+        return f"postgresql://{user}@{host}:{info.get('port') or 5432}/{database}{options}"
+    if scheme in ("redis", "rediss"):
+        parts = urlsplit(url)
+        query = parse_qs(parts.query)
+        try:
+            port = parts.port or 6379
+        except ValueError:
+            return url
+        database = parts.path.strip("/") or (query.get("db") or ["0"])[0]
+        user = (parts.username or "") if users else ""
+        return f"redis://{user}@{_host(parts.hostname or '')}:{port}/{database}"
+    return url
+
+
+def _host(host: str) -> str:
+    host = host.lower()
+    return "loopback" if host in _LOOPBACK or host.startswith("127.") else host
 
 
 def store_url_problem(url: str) -> str | None:

@@ -155,8 +155,8 @@ def _going_on(
     the context its last question had: instructions that read it need it)."""
     if not lasting:
         return f"session {session} ends with this chat: memory:// keeps it in this process only"
-    quoted = shlex.quote(session)
-    again = f"agent-gateway chat --session {quoted}{_same_place(args)}{_same_agent(args)}"
+    again = f"agent-gateway chat{_options(('--session', session))}"
+    again += f"{_same_place(args)}{_same_agent(args)}"
     given = json.dumps(context, ensure_ascii=False) if context else None
     return f"session {session}: `{again}{_options(('--context', given))}` continues it"
 
@@ -185,10 +185,19 @@ def _same_agent(args: argparse.Namespace) -> str:
 
 
 def _options(*given: tuple[str, object]) -> str:
-    """` --option value` of each option given (not None), quoted for a shell."""
-    return "".join(
-        f" {option} {shlex.quote(str(value))}" for option, value in given if value is not None
-    )
+    """` --option value` of each option given (not None), quoted for a shell; `--option=value`
+    for a value that begins with `-`, which argparse would take for an option."""
+    said = ""
+    for option, value in given:
+        if value is None:
+            continue
+        text = str(value)
+        said += (
+            f" {option}={shlex.quote(text)}"
+            if text.startswith("-")
+            else f" {option} {shlex.quote(text)}"
+        )
+    return said
 
 
 @dataclass(frozen=True)

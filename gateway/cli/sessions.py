@@ -12,6 +12,7 @@ from rich.cells import cell_len
 
 from agent import AssistantMessage, MemoryStoreError, ToolMessage, UserMessage
 from agent.memory import SessionInfo, SessionStore, SQLiteStore
+from agent.memory.postgres_store import PostgresStore
 from toolkits.printable import printable
 
 from ..config import Config
@@ -148,6 +149,9 @@ async def _sessions(args: argparse.Namespace) -> int:
     if isinstance(store, SQLiteStore) and args.action in ("list", "show"):
         # Looking writes nothing: a backup, another user's store, a read-only directory.
         store = stores[url] = SQLiteStore(store.path, read_only=True)
+    if isinstance(store, PostgresStore) and args.action in ("list", "show"):
+        # Nor does it make the database or the tables: a mistyped name made an empty one.
+        store = stores[url] = PostgresStore(url, read_only=True)
     where = str(store.path) if isinstance(store, SQLiteStore) else redacted(url)
     try:
         if isinstance(store, SQLiteStore) and not await anyio.Path(store.path).exists():

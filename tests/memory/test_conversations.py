@@ -3,13 +3,20 @@ and a step that a failing model cannot make repeat itself."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import uuid
+from collections.abc import Sequence
 from contextlib import closing
 from pathlib import Path
 
+import anyio
+import anyio.lowlevel
 import httpx
 import pytest
 from pydantic import JsonValue
+from redis.asyncio import Redis
 
 from agent import (
     ActionResponse,
@@ -17,6 +24,7 @@ from agent import (
     AgentOptions,
     AgentResult,
     AssistantMessage,
+    ChatMessage,
     EngineRequest,
     EngineResponse,
     InProcessStore,
@@ -35,8 +43,10 @@ from agent import (
     UserMessage,
     store_from_url,
 )
-from agent.errors import ModelConnectionError
+from agent.errors import MemoryWriteUnknown, ModelConnectionError
 from agent.memory import is_valid_history
+from agent.memory.redis_store import RedisStore
+from agent.model import TokenCallback
 from agent.models import OpenAICompatibleModel
 from agent.tools_agent import WarningCallback
 from gateway import AgentSpec, Gateway
@@ -120,6 +130,60 @@ async def test_a_turn_the_store_cannot_save_says_the_answer_is_not_kept(tmp_path
     assert caught.value.progress.metadata.iterations == {0: 1}
     assert len(await store.turns("s")) == 1
     await store.aclose()
+
+
+async def test_a_save_redis_did_not_answer_in_time_may_be_kept_and_is_kept_once(
+    redis_url: str,
+) -> None:
+    """Redis stalled (SIGSTOP) after the history was read: the save timed out and the error
+    said the session kept neither question nor answer, yet Redis ran the queued script when
+    it woke, and the client's retry stored the turn twice. The outcome is unknown: the save
+    is tried again by the turn's key, and the error says the turn may have been saved."""
+    prefix = f"test-{uuid.uuid4().hex}"
+    store = RedisStore(f"{redis_url}?socket_timeout=0.3", prefix=prefix)
+    admin = Redis.from_url(redis_url)  # pyright: ignore[reportUnknownMemberType]
+    server = int((await admin.info("server"))["process_id"])  # pyright: ignore[reportUnknownMemberType]
+
+    class Stalling(ScriptedModel):
+        """Stops Redis as it answers: after the history was read, before the save."""
+
+        async def invoke(
+            self,
+            messages: Sequence[ChatMessage],
+            tools: Sequence[ToolDefinition],
+            *,
+            on_token: TokenCallback | None = None,
+        ) -> AssistantMessage:
+            os.kill(server, signal.SIGSTOP)
+            return await super().invoke(messages, tools, on_token=on_token)
+
+    agent = ToolsAgent(model=Stalling(["First."]), memory=SessionMemory(store), run_id="r1")
+    items = [AgentItem(prompt="one", session_id="s")]
+    try:
+        with pytest.raises(StepInterrupted) as caught:
+            await agent.step(items)
+    finally:
+        os.kill(server, signal.SIGCONT)
+    said = str(caught.value.error)
+    assert isinstance(caught.value.error, MemoryWriteUnknown), said
+    assert "keeps neither" not in said
+    assert said.endswith(
+        "; this turn may have been saved or not (the store may apply it once it answers): "
+        "`sessions show s` tells: look before asking again"
+    ), said
+    with anyio.fail_after(10):  # Redis runs both queued scripts once it wakes
+        while not await store.turns("s"):
+            await anyio.lowlevel.checkpoint()
+    # Resumed from its progress, as the run store does: the same key, stored once.
+    again = ToolsAgent(model=ScriptedModel(["First."]), memory=SessionMemory(store), run_id="r1")
+    progress = caught.value.progress.metadata
+    result = await again.step(items, EngineResponse(action_responses=[], metadata=progress))
+    assert isinstance(result, AgentResult)
+    assert [t.key for t in await store.turns("s")] == ["r1:0"]
+    assert [m.content for m in (await store.turns("s"))[0].messages] == ["one", "First."]
+    await store.delete("s")
+    await store.aclose()
+    await admin.aclose()
 
 
 async def test_a_session_the_store_cannot_read_stops_the_step_before_the_model_is_called() -> None:
@@ -226,6 +290,39 @@ async def test_a_summary_the_model_refuses_leaves_the_turn_to_go_on_with_the_win
     assert "maximum context length is 8192 tokens" in warning
     assert "User: q1\nAssistant: a1\nUser: q2" in fake.body(4)["messages"][-1]["content"]
     assert fake.body(5)["messages"][0]["content"].endswith("Turns 1 and 2: q1, q2.")
+
+
+async def test_a_summary_the_store_cannot_keep_leaves_the_turn_to_go_on_with_the_window(
+    tmp_path: Path,
+) -> None:
+    """A store that refused the summary (PostgreSQL, a NUL in it) stopped the turn, and every
+    later one: a summary is an optimisation, so the turn goes on without it, and says so."""
+    path = tmp_path / "memory.sqlite3"
+    store = SQLiteStore(path)
+    memory = SessionMemory(store, turns=1, summarise=True)
+    warnings: list[tuple[int, str]] = []
+    model = ScriptedModel(["a1", "a2", "Turn 1: q1.", "a3"])
+    agent = ToolsAgent(model=model, memory=memory, on_warning=collect(warnings))
+    await run_to_end(agent, [AgentItem(prompt="q1", session_id="s")])
+    with closing(sqlite3.connect(path)) as db:  # a store that refuses every summary
+        db.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON memory_summaries "
+            "BEGIN SELECT RAISE(ABORT, 'no summaries here'); END"
+        )
+    outputs: list[str | None] = []
+    for question in ("q2", "q3"):
+        result = await run_to_end(agent, [AgentItem(prompt=question, session_id="s")])
+        outputs.append(result.items[0].output)
+    assert outputs == ["a2", "a3"]
+    [(item, warning)] = warnings
+    assert item == 0
+    assert warning.startswith(
+        f"the summary of the session's older turns could not be kept: chat memory {path}: "
+        "no summaries here. This turn goes on without them (the window only)"
+    ), warning
+    assert [m.content for m in model.calls[3][0][1:]] == ["q2", "a2", "q3"]
+    assert len(await store.turns("s")) == 3
+    await store.aclose()
 
 
 async def test_a_long_tool_result_stays_out_of_a_token_window() -> None:

@@ -3,7 +3,11 @@ in process, SQLite, and real PostgreSQL and Redis servers."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sqlite3
+import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -19,6 +23,7 @@ from psycopg import sql
 from redis.asyncio import Redis
 
 from agent import AssistantMessage, MemoryStoreError, ToolCall, ToolMessage, UserMessage
+from agent.errors import MemoryWriteUnknown
 from agent.memory import (
     InProcessStore,
     SessionStore,
@@ -28,8 +33,10 @@ from agent.memory import (
     sqlite_store,
     store_from_url,
 )
+from agent.memory.postgres_store import PostgresStore
 from gateway import open_gateway
 from gateway.config import parse_config
+from tests.servers.databases import PostgresCluster
 
 pytestmark = pytest.mark.anyio
 
@@ -377,3 +384,89 @@ async def test_a_database_store_under_trio_says_it_runs_on_asyncio_only(
         async with open_gateway(config, state_dir=tmp_path) as gateway:
             await gateway.run("a", "first", session_id="t1")
     assert "trio" in str(caught.value)
+
+
+async def test_a_summary_with_a_nul_character_is_kept(store: SessionStore) -> None:
+    """A model echoing a pasted NUL in its summary: PostgreSQL's text refused it, and every
+    later turn of the session failed. It keeps it as U+FFFD; the others as it is."""
+    await store.append("nul", "k1", turn(1), [1, 1])
+    await store.put_summary("nul", Summary(through=1, text="x\x00y said", tokens=3))
+    summary = await store.summary("nul")
+    assert summary is not None
+    assert summary.through == 1
+    assert summary.text in ("x\x00y said", "x\ufffdy said")
+
+
+async def test_looking_into_a_postgres_store_not_made_makes_nothing(postgres_url: str) -> None:
+    """`sessions list|show` made the database a URL named (a typo too) and the tables."""
+    server = postgres_url.rsplit("/", 1)[0]
+    database = f"memory_{uuid.uuid4().hex[:12]}"
+    looked = PostgresStore(f"{server}/{database}", read_only=True)
+    assert await looked.sessions() == []
+    assert await looked.turns("s") == []
+    assert await looked.summary("s") is None
+    await looked.aclose()
+    async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+        found = await admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", (database,))
+        assert await found.fetchone() is None
+        await admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    try:
+        looked = PostgresStore(f"{server}/{database}", read_only=True)
+        assert await looked.sessions() == []  # a database without the memory's tables
+        assert await looked.turns("s") == []
+        await looked.aclose()
+        async with await psycopg.AsyncConnection.connect(f"{server}/{database}") as db:
+            tables = await db.execute(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'memory_%'"
+            )
+            assert await tables.fetchall() == []
+        made = PostgresStore(f"{server}/{database}")
+        assert await made.append("s", "k1", turn(1), [1, 1])
+        await made.aclose()
+        looked = PostgresStore(f"{server}/{database}", read_only=True)
+        assert [i.session_id for i in await looked.sessions()] == ["s"]
+        await looked.aclose()
+    finally:
+        async with await psycopg.AsyncConnection.connect(postgres_url, autocommit=True) as admin:
+            await admin.execute(
+                sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(database))
+            )
+
+
+def _freeze(cluster: PostgresCluster, sig: signal.Signals) -> None:
+    """Signal the cluster's postmaster and its children: a server that stopped answering."""
+    postmaster = int((cluster.data / "postmaster.pid").read_text().split()[0])
+    children = subprocess.run(
+        ["pgrep", "-P", str(postmaster)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    for pid in [postmaster, *map(int, children)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+
+
+async def test_a_postgres_server_that_stops_answering_fails_the_use_in_bounded_time(
+    pg_cluster: PostgresCluster,
+) -> None:
+    """A frozen server hung the turn, and every session of the process behind its lock, with
+    no error and no end (Redis fails in 5 s)."""
+    url = pg_cluster.url.rsplit("/", 1)[0] + "/gw"
+    store = PostgresStore(url, answer_wait=1)
+    fresh = PostgresStore(url, answer_wait=1)
+    assert await store.append("s", "k1", turn(1), [1, 1])
+    _freeze(pg_cluster, signal.SIGSTOP)
+    try:
+        with anyio.fail_after(20):
+            with pytest.raises(MemoryStoreError) as caught:
+                await store.turns("s")
+            assert str(caught.value) == (f"chat memory {url}: the server did not answer within 1 s")
+            with pytest.raises(MemoryWriteUnknown, match="did not answer within 1 s"):
+                await store.append("s", "k2", turn(2), [1, 1])
+            with pytest.raises(MemoryStoreError, match="did not answer within 1 s"):
+                await fresh.sessions()  # connecting, too
+    finally:
+        _freeze(pg_cluster, signal.SIGCONT)
+    with anyio.fail_after(20):  # back: it goes on, on a new connection
+        assert await store.append("s", "k2", turn(2), [1, 1]) in (True, False)
+        assert [t.key for t in await store.turns("s")] == ["k1", "k2"]
+    await store.aclose()
+    await fresh.aclose()

@@ -18,9 +18,11 @@ from mcp.server.context import ServerRequestContext
 from agent import (
     AssistantMessage,
     ChatMessage,
+    InProcessStore,
     ScriptedAnswer,
     ScriptedCall,
     ScriptedModel,
+    SessionMemory,
     TokenCallback,
     ToolDefinition,
 )
@@ -249,3 +251,43 @@ async def test_a_run_followed_midway_names_the_call_under_way_timed_from_its_sta
             await client.call_tool("follow", {}, progress_callback=beats)
     # Not told again as begun: only the heartbeats.
     assert beats.messages[0] == "mid > leaf: tool slow: still running (120 s)"
+
+
+async def test_a_call_waiting_for_its_sessions_turn_in_progress_sends_progress_saying_so() -> None:
+    """The second call on a busy session was kept alive with `still working, nothing new for
+    15 s (agent assistant: started ...)`: not that it waited for the session's other turn."""
+    beats = Heartbeats("waiting for the turn in progress on session 's'")
+    answering = anyio.Event()
+
+    class SaysWhenAsked(HoldsAfterFirstWord):
+        async def invoke(
+            self,
+            messages: Sequence[ChatMessage],
+            tools: Sequence[ToolDefinition],
+            *,
+            on_token: TokenCallback | None = None,
+        ) -> AssistantMessage:
+            answering.set()  # the first call holds the session: its history is loaded
+            return await super().invoke(messages, tools, on_token=on_token)
+
+    model = SaysWhenAsked(["First.", "Second."], beats.enough)
+    spec = AgentSpec("assistant", model, memory=SessionMemory(InProcessStore()))
+    gateway = calculator_gateway(spec)
+    outputs: list[object] = []
+    async with Client(serve(gateway, progress_interval=INTERVAL), mode="legacy") as client:
+
+        async def ask(prompt: str, progress: Heartbeats | None) -> None:
+            arguments = {"prompt": prompt, "session_id": "s"}
+            result = await client.call_tool("assistant", arguments, progress_callback=progress)
+            assert result.structured_content is not None
+            outputs.append(result.structured_content["output"])
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(ask, "one", None)
+                await answering.wait()
+                await ask("two", beats)  # the first is held until these heartbeats say it
+    assert outputs == ["First.", "Second."]
+    said = [m for m in beats.messages if "turn in progress" in m]
+    assert said[0] == "agent assistant: waiting for the turn in progress on session 's'"
+    assert said[1].startswith("still working, nothing new for 0 s (agent assistant: waiting")

@@ -113,7 +113,11 @@ class McpNotifier:
         agent = self._nested_agent(event)
         if agent is not None:
             text = f"{agent}: {text}"
-        if event.kind in ("model", "tool", "run") or handed_off_to(event.output) is not None:
+        if (
+            event.kind in ("model", "tool", "run")
+            or handed_off_to(event.output) is not None
+            or _session_waits(event) is not None
+        ):
             # The run's start names it: a client whose connection breaks (its replica died,
             # say) can still find the run by that id (`get_run`, `runs show`). Its end is the
             # call's last progress: what the client heard last says the run finished.
@@ -274,10 +278,25 @@ def describe(event: TraceEvent, *, stored: bool = False) -> tuple[types.LoggingL
             return "warning", f"tool {event.name}: failed{took}: {event.error}"
         case "tool", "note" if _slot_waits(event.output) is not None:
             return "info", f"tool {event.name}: waiting for {_slot_waits(event.output)}"
+        case "agent", "note" if _session_waits(event) is not None:
+            waits = _session_waits(event)
+            return (
+                "info",
+                f"agent {event.name}: waiting for the turn in progress on session {waits!r}",
+            )
         case "agent", "note" if handed_off_to(event.output) is not None:
             return "info", f"agent {event.name}: handed off to {handed_off_to(event.output)}"
         case _:
             return None
+
+
+def _session_waits(event: TraceEvent) -> str | None:
+    """The session whose turn in progress an agent's turn waits for (`step_loop`), if so."""
+    output = event.output
+    if event.kind != "agent" or event.phase != "note" or not isinstance(output, dict):
+        return None
+    waits = output.get("session_waits")
+    return waits if isinstance(waits, str) else None
 
 
 def _slot_waits(output: JsonValue) -> str | None:
