@@ -179,6 +179,40 @@ async def test_a_call_in_flight_when_stdin_closes_is_answered(tmp_path: Path) ->
     assert _text(answer) == "released after stdin closed"
 
 
+async def test_a_call_waiting_on_the_clients_model_when_stdin_closes_ends_saying_so(
+    tmp_path: Path,
+) -> None:
+    """An agent on the client's model asked it (sampling), and the client closed stdin: no
+    answer can come, so the call ends at once saying why, and the gateway exits (it waited
+    on the answer until a signal came)."""
+    config = tmp_path / "gateway.toml"
+    config.write_text('[agents.sampler]\nmodel = "sampling"\n')
+    client = {"name": "test", "version": "1"}
+    params: dict[str, Any] = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"sampling": {}},
+        "clientInfo": client,
+    }
+    sampling: dict[str, Any] = {**INITIALIZE, "params": params}
+    async with _front(config) as (front, stdout):
+        stdin = front.process.stdin
+        assert stdin is not None
+        with anyio.fail_after(30):
+            call = _call(2, "sampler", prompt="hi")
+            await stdin.send(_lines(sampling, INITIALIZED, call))
+            while json.loads(await stdout.receive_until(b"\n", 1 << 20)).get("method") != (
+                "sampling/createMessage"
+            ):
+                pass
+            await stdin.aclose()
+            answer = await _reply(stdout, 2)
+            assert await front.process.wait() == 0
+    assert answer["result"]["isError"] is True
+    assert _text(answer).startswith(
+        "agent 'sampler' stopped: the client's model failed: the client closed its input."
+    )
+
+
 async def test_an_answer_bigger_than_the_pipe_goes_out_whole(tmp_path: Path) -> None:
     """Written in parts, each once the client has read enough of the last."""
     async with _front(_config(tmp_path)) as (front, stdout):
