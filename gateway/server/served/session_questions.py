@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp_types.methods import validate_client_result
 from pydantic import ValidationError
 
+from toolkits import validation_brief
 from toolkits.mcp.server_requests import refusal
 
 from ..client_requests.ask_client import answer_type, in_era, missing_capability
@@ -139,7 +140,8 @@ class SessionQuestions:
                 validate_client_result(request.method, self._version, cast(JsonObject, result))
             return answer_type(request).model_validate(result, by_name=False)
         except (ValidationError, TypeError) as exc:
-            return refusal(request, f"the upstream client's answer is malformed: {exc}")
+            brief = validation_brief(exc, "it") if isinstance(exc, ValidationError) else str(exc)
+            return refusal(request, f"the upstream client's answer is malformed: {brief}")
 
 
 async def _withdraw(on: Asking, question_id: str) -> None:
