@@ -216,7 +216,7 @@ class SessionLimits:
         method = scope["method"]
         if session.closing:
             log.debug("HTTP session %s is closing: a %s got 404", session_id[:8], method)
-            await _GONE(scope, receive, send)
+            await _refused(_GONE, 404, scope, receive, send)
             return
         call = method != "GET"
         request_id = posted_request_id(scope) if call else None
@@ -253,9 +253,7 @@ class SessionLimits:
                 self._opening += 1
         if not room:
             log.warning("refused a new HTTP session: %d sessions, all busy", len(self))
-            busy = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
-            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": busy}, 503)
-            await response(scope, receive, send)
+            await _refused(_BUSY, 503, scope, receive, send)
             return
         opened: tuple[str, _Session] | None = None
 
@@ -388,18 +386,18 @@ def _handing_ended(session: _Session) -> None:
         session.handed.set()
 
 
-_GONE = JSONResponse(
-    {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": types.INVALID_REQUEST,
-            "message": "Not Found: Session has been terminated",
-        },
-    },
-    404,
-)
+_GONE = {"code": types.INVALID_REQUEST, "message": "Not Found: Session has been terminated"}
 """What the SDK answers on a session it closed: the client initializes again."""
+_BUSY = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
+
+
+async def _refused(
+    error: dict[str, Any], status: int, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Answer with `error` under the request's id (null for anything but a request with a
+    valid id, as the SDK answers every such refusal)."""
+    message = {"jsonrpc": "2.0", "id": posted_request_id(scope), "error": error}
+    await JSONResponse(message, status)(scope, receive, send)
 
 
 def _handshake_era(version: bytes | None) -> bool:
