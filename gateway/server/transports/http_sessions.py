@@ -48,7 +48,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
-from .envelope import duplicate_id, posted_request_id, refuse
+from .envelope import (
+    duplicate_id,
+    negotiated_version,
+    other_version,
+    posted_request_id,
+    refuse,
+)
 from .request_headers import first
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
@@ -92,6 +98,8 @@ class _Session:
     """Set once none is in flight; made for a DELETE waiting for them."""
     closing: bool = False
     """Its client's DELETE is under way: later requests get 404."""
+    version: str | None = None
+    """The protocol version it opened at, which each of its requests' header must name."""
 
     def take_id(self, key: str) -> bool:
         """Note a request id in flight; False if one with that id already is. The SDK keys
@@ -218,6 +226,11 @@ class SessionLimits:
             log.debug("HTTP session %s is closing: a %s got 404", session_id[:8], method)
             await _refused(_GONE, 404, scope, receive, send)
             return
+        version = first(scope, _VERSION)
+        if version is not None and session.version not in (None, version.decode("latin-1")):
+            assert session.version is not None
+            await refuse(send, other_version(scope, version, session.version))
+            return
         call = method != "GET"
         request_id = posted_request_id(scope) if call else None
         key = None if request_id is None else str(request_id)
@@ -264,6 +277,7 @@ class SessionLimits:
                 if found is not None:
                     user = scope.get("user")
                     session = _Session(_owner(scope), user, anyio.current_time())
+                    session.version = negotiated_version(scope)
                     self._sessions[found] = session
                     self._opening -= 1
                     opened = found, session
