@@ -35,7 +35,6 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 from pydantic import ValidationError
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import read_json
@@ -268,11 +267,12 @@ class EnvelopeCheck:
             return
         try:
             if _declared_length(headers.get(b"content-length")) > self.max_body_bytes:
-                raise _TooLarge
+                raise _TooLarge(b"")  # refused unread: its id is not known
             body, replay = await _buffered(receive, self.max_body_bytes)
-        except _TooLarge:
-            response = Response("Request body too large", status_code=413)  # as the SDK's limit
-            await response(scope, receive, send)
+        except _TooLarge as exc:
+            # 413, as the SDK's limit, with the JSON-RPC error stdio answers (the id echoed
+            # when the body's first 4 kB give it).
+            await _answer(send, too_long(exc.head, self.max_body_bytes), 413)
             return
         if body is None:
             # Nobody to answer; the SDK would log a ClientDisconnect traceback at ERROR.
@@ -390,7 +390,11 @@ def _json_kind(scope: Scope, kind: bytes | None) -> bool:
 
 
 class _TooLarge(Exception):
-    """The body is longer than the limit."""
+    """The body is longer than the limit; `head`: its first bytes read."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__()
+        self.head = head
 
 
 def _first_of_each(scope: Scope) -> dict[bytes, bytes]:
@@ -429,7 +433,7 @@ async def _buffered(receive: Receive, limit: int | None) -> tuple[bytes | None, 
             break  # the client went away: let the app see that
         body += message.get("body", b"")
         if limit is not None and len(body) > limit:
-            raise _TooLarge
+            raise _TooLarge(bytes(body[:HEAD_BYTES]))
         complete = not message.get("more_body", False)
     whole = bytes(body) if complete else None
     return whole, _Replay(received, receive, whole)
