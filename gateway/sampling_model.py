@@ -47,6 +47,7 @@ from agent import (
 from agent.model_json import json_problem
 from agent.models import ModelSettings, capped_max_tokens
 from agent.well_formed import well_formed
+from toolkits import validation_brief
 
 from .errors import RunPaused
 
@@ -202,7 +203,9 @@ class SamplingModel:
         except MCPError as exc:
             raise ModelError(f"the client's model failed: {exc.error.message}") from exc
         except ValidationError as exc:
-            raise ModelError(f"the client's model sent an unreadable answer: {exc}") from exc
+            raise ModelError(
+                f"the client's model sent an unreadable answer: {validation_brief(exc, 'it')}"
+            ) from exc
 
 
 def request_key(request: types.CreateMessageRequest) -> str:

@@ -10,6 +10,10 @@
   the first page again, which a client paging on would take for more.
 - -32601 Method not found: the SDK puts the method, as sent, in `data`, however long; it is
   cut to `MAX_ECHOED` characters, as every error quotes a client's input.
+- -32602 for params that are not the method's: the SDK says only "Invalid request
+  parameters" (`data: ""`); the error names each field wrong and why, in a line
+  (`validation_brief`), as the gateway's own refusals do; one before the handshake (stdio)
+  says that the session is not initialized yet.
 
 `readable_trace_context`, before the SDK's OpenTelemetry middleware, drops a `_meta`
 `traceparent`, `tracestate` or `baggage` that is no string (`"baggage": 7`), which the SDK's
@@ -24,12 +28,21 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import CallNext, HandlerResult, ServerMiddleware, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from pydantic import ValidationError
+
+from toolkits import validation_brief
 
 from ..catalog import MAX_ECHOED, echoed
 from ..trace import TRACE_CONTEXT_KEYS
 from .connection import connection_of
 
-__all__ = ["ALREADY_INITIALIZED", "SERVED_WHOLE", "readable_trace_context", "request_checks"]
+__all__ = [
+    "ALREADY_INITIALIZED",
+    "NOT_INITIALIZED",
+    "SERVED_WHOLE",
+    "readable_trace_context",
+    "request_checks",
+]
 
 ALREADY_INITIALIZED = "Invalid Request: already initialized (a session is initialized once)"
 SERVED_WHOLE = frozenset(
@@ -57,7 +70,12 @@ def request_checks(server: Server[Any]) -> ServerMiddleware[Any]:
                 )
         try:
             return await call_next(ctx)
+        except ValidationError as exc:  # the params, checked by the SDK
+            brief = validation_brief(exc, "params")
+            raise MCPError(types.INVALID_PARAMS, f"Invalid params: {brief}") from None
         except MCPError as exc:
+            if exc.error == _SDK_INVALID_PARAMS and not _initialized(ctx):
+                raise MCPError(exc.code, NOT_INITIALIZED) from None
             if (
                 exc.code == types.METHOD_NOT_FOUND
                 and isinstance(exc.data, str)
@@ -80,3 +98,18 @@ async def readable_trace_context(
             if key in meta and not isinstance(meta[key], str):
                 del meta[key]
     return await call_next(ctx)
+
+
+_SDK_INVALID_PARAMS = types.ErrorData(
+    code=types.INVALID_PARAMS, message="Invalid request parameters", data=""
+)
+"""What the SDK answers a request before its connection's handshake, and bad params."""
+NOT_INITIALIZED = (
+    "Invalid params: the session is not initialized yet: send initialize (then "
+    "notifications/initialized) first"
+)
+
+
+def _initialized(ctx: ServerRequestContext[Any, Any]) -> bool:
+    connection = connection_of(ctx)
+    return connection is None or connection.initialize_accepted

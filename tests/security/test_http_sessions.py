@@ -175,14 +175,15 @@ async def test_a_busy_session_is_never_closed_to_make_room() -> None:
             answers = await hold.occupy(busy, tg)
             refused = await gw.http.post(
                 gw.url,
-                content=json.dumps(initialize()),
+                content=json.dumps(initialize(9)),
                 headers={
                     "Accept": "application/json, text/event-stream",
                     "Content-Type": "application/json",
                 },
             )
             assert refused.status_code == 503
-            assert refused.json()["error"]["message"] == "Too many open sessions"
+            busy_error = {"code": -32603, "message": "Too many open sessions"}
+            assert refused.json() == {"jsonrpc": "2.0", "id": 9, "error": busy_error}
             hold.release.set()
             await gw.sessions.wait_idle(busy.session_id or "")
             newer = await gw.open()

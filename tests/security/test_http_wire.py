@@ -350,3 +350,42 @@ async def test_a_2025_era_request_with_a_wrong_version_header_is_told_the_versio
     assert bare.reply is not None
     assert bare.reply["error"]["code"] == -32602
     assert modern.status == 200
+
+
+async def test_a_request_on_a_session_whose_header_names_another_version_is_refused() -> None:
+    """The spec: a request whose MCP-Protocol-Version is not the session's gets 400. Another
+    version the gateway serves was taken (only unknown ones were refused)."""
+    async with (
+        gateway(HttpOptions("127.0.0.1", 0)) as served,
+        httpx2.AsyncClient(timeout=10) as http,
+    ):
+        with anyio.fail_after(20):
+            wire = HttpWire(http, served.url, LEGACY)
+            await wire.open()
+            other = await wire.post(_ping(1), **{"MCP-Protocol-Version": "2025-06-18"})
+            same = await wire.post(_ping(2))
+            older = HttpWire(http, served.url, LEGACY)
+            opening = {
+                **initialize(3),
+                "params": {**initialize()["params"], "protocolVersion": "2025-03-26"},
+            }
+            opened = await older.post(
+                json.dumps(opening).encode(), **{"MCP-Protocol-Version": "2025-03-26"}
+            )
+            assert opened.status == 200, opened.text
+            older.session_id = older.last_session_id
+            its_own = await older.post(_ping(4), **{"MCP-Protocol-Version": "2025-03-26"})
+            newer = await older.post(_ping(5))
+    why = "a request on a session carries the session's version"
+    message = (
+        f"Unsupported protocol version in the MCP-Protocol-Version header: {why} (data.supported)"
+    )
+
+    def refused(request_id: int, requested: str, supported: str) -> Any:
+        data = {"supported": [supported], "requested": requested}
+        error = {"code": -32022, "message": message, "data": data}
+        return 400, {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+    assert (other.status, other.reply) == refused(1, "2025-06-18", LEGACY)
+    assert (same.status, its_own.status) == (200, 200)
+    assert (newer.status, newer.reply) == refused(5, LEGACY, "2025-03-26")

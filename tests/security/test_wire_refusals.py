@@ -3,7 +3,10 @@
 - a second `initialize` on an initialized session: -32600 "already initialized";
 - a pagination cursor on a list the gateway serves in one page: -32602 (the spec's SHOULD);
 - a progress token that is not a string or an integer: -32602 saying so;
-- an unknown method as long as a client likes: -32601, quoting no more than 200 characters.
+- an unknown method as long as a client likes: -32601, quoting no more than 200 characters;
+- params that are not the method's, or a request before the handshake: -32602 saying which
+  field is wrong and why, or that the session is not initialized (the SDK: "Invalid request
+  parameters", nothing more).
 """
 
 from __future__ import annotations
@@ -100,12 +103,33 @@ async def test_an_initialize_that_failed_may_be_sent_again(tmp_path: Path) -> No
     config = write_config(tmp_path, TIMES_42)
     async with stdio_wire(config) as wire:
         with anyio.fail_after(30):
+            await wire.send_json({"jsonrpc": "2.0", "id": 0, "method": "tools/list"})
+            early = await wire.reply_to(0)
             await wire.send_json({"jsonrpc": "2.0", "id": 1, "method": "initialize"})
             failed = await wire.reply_to(1)
             await wire.send_json(initialize(2))
             accepted = await wire.reply_to(2)
-    _error(failed, 1, INVALID_PARAMS)
+    assert _error(early, 0, INVALID_PARAMS) == (
+        "Invalid params: the session is not initialized yet: send initialize (then "
+        "notifications/initialized) first"
+    )
+    assert _error(failed, 1, INVALID_PARAMS) == "Invalid params: params: Field required"
     assert accepted["result"]["protocolVersion"] == LEGACY
+
+
+@pytest.mark.parametrize("era", ERAS)
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_params_that_are_not_the_methods_are_refused_naming_the_field(
+    transport: str, era: Era, tmp_path: Path
+) -> None:
+    async with _asking(transport, era, tmp_path) as ask:
+        nameless = await ask(_request(1, "tools/call", era, {"arguments": {}}))
+        if era == LEGACY:  # deprecated at 2026-07-28: not served there
+            loud = await ask(_request(2, "logging/setLevel", era, {"level": "loud"}))
+            assert _error(loud, 2, INVALID_PARAMS).startswith(
+                "Invalid params: params.level: Input should be 'alert', 'critical', 'debug',"
+            )
+    assert _error(nameless, 1, INVALID_PARAMS) == "Invalid params: params.name: Field required"
 
 
 @pytest.mark.parametrize("era", ERAS)

@@ -13,6 +13,8 @@ from gateway.server.served.round_replays import RoundReplays, round_key
 
 pytestmark = pytest.mark.anyio
 
+Answer = types.CallToolResult | types.InputRequiredResult
+
 APPROVED: dict[str, types.InputResponse] = {
     "approve tool 0 a": types.ElicitResult(action="accept", content={"approve": True})
 }
@@ -93,3 +95,47 @@ async def test_only_the_latest_answers_are_kept_and_rounds_are_forgotten_when_th
 
 async def _ok(n: int) -> types.CallToolResult:
     return _answer(f"answer {n}")
+
+
+async def test_a_round_that_decided_nothing_is_not_remembered_and_other_answers_wait_for_it() -> (
+    None
+):
+    """Its questions asked again (no answer of them sent), a round stays open: answers sent
+    while it ran are taken once it ends, not refused as other answers."""
+    rounds = RoundReplays()
+    unanswered = round_key("assistant", None, "{state}", {})
+    answered = round_key("assistant", None, "{state}", APPROVED)
+    asked = types.InputRequiredResult(request_state="{state}")
+    release, started = anyio.Event(), anyio.Event()
+
+    async def ask_again() -> types.InputRequiredResult:
+        started.set()
+        await release.wait()
+        return asked
+
+    def decides(answer: Answer) -> bool:
+        return answer != asked
+
+    answers: list[Answer] = []
+
+    async def send(key: tuple[str, str], answer: Callable[[], Awaitable[Answer]]) -> None:
+        answers.append(await rounds.once(key, "assistant", answer, decides=decides))
+
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(send, unanswered, ask_again)
+            await started.wait()
+            tg.start_soon(send, answered, lambda: _ok(1))
+            await anyio.wait_all_tasks_blocked()
+            release.set()
+    assert answers == [asked, _answer("answer 1")]
+    assert rounds.remembered == 1  # the round its answers decided
+    refused = await rounds.once(unanswered, "assistant", lambda: _ok(2))
+    assert isinstance(refused, types.CallToolResult)
+    assert refused.is_error
+    assert refused.content == [
+        types.TextContent(
+            text="agent 'assistant': this round was answered already, with other answers, "
+            "and its decision stands. Call the tool again to start over."
+        )
+    ]

@@ -253,6 +253,63 @@ async def test_modern_rounds_carry_the_run_sealed_and_refuse_a_forged_state() ->
         assert len(request2.params.messages) == 3
 
 
+@pytest.mark.parametrize(
+    "unanswered",
+    [
+        None,
+        {},
+        {
+            "nope": types.CreateMessageResult(
+                role="assistant", content=types.TextContent(text="4"), model="m"
+            )
+        },
+    ],
+    ids=["no input responses", "empty input responses", "an unknown key"],
+)
+async def test_a_retry_that_answers_nothing_is_asked_again_and_the_answer_then_goes_on(
+    unanswered: dict[str, types.InputResponse] | None,
+) -> None:
+    """A retry with the round's state but no answer to its question decides nothing: the
+    question comes again, and answering it as asked resumes the run (it was recorded as the
+    round's decision, so every answer after it was refused)."""
+    server = serve(sampling_gateway())
+    model = ClientModel()
+    async with Client(
+        server, sampling_callback=model, sampling_capabilities=SAMPLING_WITH_TOOLS
+    ) as client:
+        args = {"prompt": "What is 6 * 7?"}
+        first = await client.session.call_tool("helper", args, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        again = await client.session.call_tool(
+            "helper",
+            args,
+            input_responses=unanswered,
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(again, types.InputRequiredResult)
+        assert again.input_requests is not None
+        assert again.input_requests.keys() == (first.input_requests or {}).keys()
+        [(key, request)] = again.input_requests.items()
+        assert isinstance(request, types.CreateMessageRequest)
+        context = ClientRequestContext(session=client.session, request_id=key)
+        answer = await model(context, request.params)
+        resumed = await client.session.call_tool(
+            "helper",
+            args,
+            input_responses={key: answer},
+            request_state=again.request_state,
+            allow_input_required=True,
+        )
+        # The calculator ran: the next question is the client model's second turn.
+        assert isinstance(resumed, types.InputRequiredResult), resumed
+        assert resumed.input_requests is not None
+        [(key2, request2)] = resumed.input_requests.items()
+        assert key2 != key
+        assert isinstance(request2, types.CreateMessageRequest)
+        assert len(request2.params.messages) == 3
+
+
 @pytest.mark.parametrize("era", ERAS)
 async def test_a_client_without_sampling_gets_an_error_naming_the_setting(era: str) -> None:
     async with Client(serve(sampling_gateway()), mode=era) as client:

@@ -406,6 +406,39 @@ async def test_a_round_sent_again_gets_the_first_answer_and_runs_nothing_twice()
     ]
 
 
+async def test_an_approval_round_retried_without_its_answer_is_asked_again_and_then_decided() -> (
+    None
+):
+    """A retry that carries no answer to the round's question decides nothing: the question
+    comes again, the answer to it is taken, and the call runs once."""
+    log: list[str] = []
+    model = ScriptedModel([_calls(("erase", "b", "B")), "B is erased."])
+    spec = AgentSpec("assistant", model, tools=["log"], approval=ApprovalRule(["erase"]))
+    async with Client(serve(_gateway(log, spec)), elicitation_callback=Person(approve=True)) as c:
+        first = await _first_round(c)
+        [key] = first.input_requests or {}
+        again = await c.session.call_tool(
+            "assistant",
+            {"prompt": "go"},
+            input_responses={},
+            request_state=first.request_state,
+            allow_input_required=True,
+        )
+        assert isinstance(again, types.InputRequiredResult)
+        assert list(again.input_requests or {}) == [key]
+        assert log == []
+        decided = await c.session.call_tool(
+            "assistant",
+            {"prompt": "go"},
+            input_responses={key: _approval(True)},
+            request_state=again.request_state,
+            allow_input_required=True,
+        )
+    assert isinstance(decided, types.CallToolResult)
+    assert decided.content == [types.TextContent(text="B is erased.")]
+    assert log == ["erased B"]
+
+
 async def test_a_round_whose_first_answer_was_cut_off_is_refused_when_sent_again() -> None:
     """Its request closed while the approved call ran (no store: the run stops with it), so
     the call may have run: the client starts over rather than running it twice."""

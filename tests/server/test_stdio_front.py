@@ -179,6 +179,54 @@ async def test_a_call_in_flight_when_stdin_closes_is_answered(tmp_path: Path) ->
     assert _text(answer) == "released after stdin closed"
 
 
+@pytest.mark.parametrize(
+    ("then", "why"),
+    [
+        ("closes stdin", "the client's model failed: the client closed its input."),
+        (
+            "answers nonsense",
+            "the client's model sent an unreadable answer: content: Field required; model: "
+            "Field required; role: Field required.",
+        ),
+    ],
+)
+async def test_a_call_on_the_clients_model_it_cannot_answer_ends_saying_why(
+    tmp_path: Path, then: str, why: str
+) -> None:
+    """An agent on the client's model asked it (sampling). The client closed stdin: no answer
+    can come, so the call ends at once saying so, and the gateway exits (it waited on the
+    answer until a signal came). Or its answer is no sampling result: the call says what is
+    missing in a line (it said it in pydantic's pages, links and all)."""
+    config = tmp_path / "gateway.toml"
+    config.write_text('[agents.sampler]\nmodel = "sampling"\n')
+    client = {"name": "test", "version": "1"}
+    params: dict[str, Any] = {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {"sampling": {}},
+        "clientInfo": client,
+    }
+    sampling: dict[str, Any] = {**INITIALIZE, "params": params}
+    async with _front(config) as (front, stdout):
+        stdin = front.process.stdin
+        assert stdin is not None
+        with anyio.fail_after(30):
+            call = _call(2, "sampler", prompt="hi")
+            await stdin.send(_lines(sampling, INITIALIZED, call))
+            while (asked := json.loads(await stdout.receive_until(b"\n", 1 << 20))).get(
+                "method"
+            ) != "sampling/createMessage":
+                pass
+            if then == "closes stdin":
+                await stdin.aclose()
+            else:
+                await stdin.send(_lines({"jsonrpc": "2.0", "id": asked["id"], "result": {}}))
+            answer = await _reply(stdout, 2)
+            if then == "closes stdin":
+                assert await front.process.wait() == 0
+    assert answer["result"]["isError"] is True
+    assert _text(answer).startswith(f"agent 'sampler' stopped: {why}")
+
+
 async def test_an_answer_bigger_than_the_pipe_goes_out_whole(tmp_path: Path) -> None:
     """Written in parts, each once the client has read enough of the last."""
     async with _front(_config(tmp_path)) as (front, stdout):

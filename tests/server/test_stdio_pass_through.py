@@ -20,8 +20,10 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 
 from tests.servers.asgi import serve_on_loopback
+from tests.servers.inprocess import Context, ToyServer, text_result
 from toolkits import result_text
 from toolkits.mcp import McpServerConfig
 from toolkits.mcp.config import ProtocolMode
@@ -307,7 +309,10 @@ async def test_a_question_on_the_wire_and_the_clients_refusal_passed_on() -> Non
     assert [m[1:] for m in heard["fast"]] == [m[1:] for m in heard["usual"]]  # all but the question
     refused, broken = (text(m[-1]) for m in heard["fast"])
     assert refused == "could not ask: not now"
-    assert "the upstream client's answer is malformed" in broken
+    assert broken == (  # in a line, as both paths say it (they gave pydantic's pages)
+        "could not ask: elicitation/create refused: the upstream client's answer is malformed: "
+        "action: Input should be 'accept', 'cancel' or 'decline'"
+    )
 
 
 async def _after_a_cancel(raw: Raw) -> list[JsonObject]:
@@ -388,6 +393,60 @@ async def test_at_the_end_of_stdin_a_call_in_flight_is_answered_a_cancelled_one_
     assert heard["fast"] == heard["usual"]
     [answer] = heard["fast"]
     assert (answer["id"], text(answer)) == (held["id"], "released")
+
+
+class AsksOnCue:
+    """A server whose `ask` asks its client for a decision once `cue` is set."""
+
+    def __init__(self) -> None:
+        self.toy = ToyServer()
+        self.toy.add_echo("echo")
+        self.started, self.cue = anyio.Event(), anyio.Event()
+        self.toy.add("ask", self._ask)
+
+    async def _ask(self, ctx: Context, _args: JsonObject) -> types.CallToolResult:
+        self.started.set()
+        await self.cue.wait()
+        schema: types.ElicitRequestedSchema = {"type": "object", "properties": {}}
+        try:
+            answer = await ctx.session.elicit_form("Go on?", schema, ctx.request_id)
+        except MCPError as exc:
+            return text_result(f"could not ask: {exc}")
+        return text_result(f"the client said {answer.action}")
+
+
+@pytest.mark.parametrize("asked", ["before", "after"])
+async def test_at_the_end_of_stdin_a_question_to_the_client_is_refused_and_its_call_answered(
+    asked: str,
+) -> None:
+    """Nothing the client might answer arrives once it closed stdin: a question waiting then
+    (asked `before`), or asked `after`, is refused at once, alike on both paths, and the
+    gateway stops, rather than wait for an answer for as long as a question may wait."""
+    heard: dict[str, list[JsonObject]] = {}
+    with anyio.fail_after(30):
+        for who, pass_through in ("fast", True), ("usual", False):
+            down = AsksOnCue()
+            app = down.toy.server.streamable_http_app(host="127.0.0.1")
+            async with (
+                serve_on_loopback(app) as base,
+                stdio_front(McpServerConfig(url=f"{base}/mcp"), pass_through=pass_through) as front,
+            ):
+                raw = Raw(front)
+                await raw.open(capabilities={"elicitation": {}})
+                await front.send(raw.call("d__ask", {}))
+                await down.started.wait()
+                if asked == "before":
+                    down.cue.set()
+                    assert (await raw.receive())["method"] == "elicitation/create"
+                await front.stream.send_eof()
+                if asked == "after":
+                    await anyio.wait_all_tasks_blocked()  # the gateway read the end
+                    down.cue.set()
+                heard[who] = await raw.end()  # up to the gateway's stop: its stdout ends
+                assert front.forwarded == (1 if pass_through else 0)
+    assert heard["fast"] == heard["usual"]
+    [answer] = heard["fast"]
+    assert text(answer) == "could not ask: the client closed its input"
 
 
 async def test_calls_pipelined_on_one_connection_are_each_answered_once_and_rightly() -> None:

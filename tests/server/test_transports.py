@@ -287,6 +287,11 @@ async def test_http_checks_host_origin_and_body_size(tmp_path: Path) -> None:
     assert origin.status_code == 403
     assert host.status_code == 421
     assert (too_big.status_code, streamed.status_code) == (413, 413)
+    # A JSON-RPC error, as stdio answers it (was the plain text "Request body too large"); the
+    # id is known once the body's head is read (not for a Content-Length refused unread).
+    longer = {"code": -32600, "message": "Invalid Request: the message is longer than 2048 bytes"}
+    assert too_big.json() == {"jsonrpc": "2.0", "id": None, "error": longer}
+    assert streamed.json() == {"jsonrpc": "2.0", "id": INITIALIZE["id"], "error": longer}
 
 
 async def test_an_idle_connection_stays_open_for_http_keep_alive(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from mcp.shared.message import ServerMessageMetadata
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 
-from toolkits import CallContext, ToolkitError
+from toolkits import CallContext, ToolkitError, validation_brief
 from toolkits.mcp.server_requests import ASKING, refusal
 
 from ...run_context import ClientQuestions
@@ -179,7 +179,8 @@ async def relay_to_client(
     except MCPError as exc:
         return exc.error  # the client's own refusal, passed on as it is
     except ValidationError as exc:
-        return refusal(request, f"the upstream client's answer is malformed: {exc}")
+        brief = validation_brief(exc, "it")
+        return refusal(request, f"the upstream client's answer is malformed: {brief}")
     assert isinstance(
         answer,
         types.CreateMessageResult

@@ -202,7 +202,8 @@ class AgentTools:
                 subject = authenticated_subject()
                 key = round_key(spec.name, subject, params.request_state, params.input_responses)
                 answer = partial(self._answer, ctx, spec, args, params, notifier, None)
-                return await self._rounds.once(key, spec.name, answer)
+                decides = partial(_resumed, params.request_state)
+                return await self._rounds.once(key, spec.name, answer, decides=decides)
             return await self._answer(ctx, spec, args, params, notifier, stored)
 
     async def _answer(
@@ -413,6 +414,13 @@ async def _answered(
         if ended is None:
             raise
         return ended
+
+
+def _resumed(state: str, answer: types.CallToolResult | types.InputRequiredResult) -> bool:
+    """Whether a round's answers moved its run on: a run asking from the very state it was
+    resumed from found none of its questions answered (none sent, or under other keys), so
+    the round decided nothing."""
+    return not (isinstance(answer, types.InputRequiredResult) and answer.request_state == state)
 
 
 def run_result(

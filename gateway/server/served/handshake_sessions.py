@@ -96,10 +96,18 @@ class OpenSession:
         self, on: Asking, request: types.InputRequest
     ) -> types.InputResponse | types.ErrorData:
         """Put a server's `request` to the session's client on a call's answer (`on`)."""
+        return await self._questions().ask(on, request)
+
+    def client_gone(self, answer: types.ErrorData) -> None:
+        """Its client can answer nothing more: the servers' questions waiting on it, and
+        those asked later, get `answer` (`SessionQuestions.close`)."""
+        self._questions().close(answer)
+
+    def _questions(self) -> SessionQuestions:
         if self.questions is None:
             declared = self.connection.client_capabilities or types.ClientCapabilities()
             self.questions = SessionQuestions(declared, self.protocol_version)
-        return await self.questions.ask(on, request)
+        return self.questions
 
     def quota(self, gateway: Gateway) -> PerNode | None:
         """Its client's share of the nodes, as the usual path finds it (None: no bound)."""

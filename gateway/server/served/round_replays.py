@@ -12,7 +12,10 @@ would run twice. So each round is answered once in this process:
 - the same state with other answers is refused: the round was decided;
 - if the first ended without an answer (its request closed, which cancels a run without a
   store), a second is refused too: what it approved may have run, so the client calls the
-  tool again and is asked again.
+  tool again and is asked again;
+- a round whose answers answered nothing (none sent, or under keys it did not ask) only asks
+  its questions again: it decided nothing, so it is not remembered, and the answers to the
+  questions it asked again are taken.
 
 A round that reaches another process (replicas behind a load balancer) is not known there:
 replicas that must not run a round twice keep their runs in a run store, where a round names
@@ -85,27 +88,27 @@ class RoundReplays:
         answer: Callable[[], Awaitable[Answer]],
         *,
         what: str = "agent",
+        decides: Callable[[Answer], bool] = lambda _: True,
     ) -> Answer:
         """`await answer()` for the first round sent under `key`; a round sent again gets
         that answer, or an error result saying why it cannot (naming the `what`, `agent` or
-        `tool`, called)."""
-        self._forget_expired()
+        `tool`, called). An answer that `decides` nothing (the round's questions asked again)
+        is not remembered: the round stays open to its answers."""
         state, answers = key
-        first = self._rounds.get(state)
-        if first is None:
-            first = self._rounds[state] = _Round(answers)
-            try:
-                first.answer = await answer()
-            finally:
-                first.done.set()
-            self._keep_answer(first)
-            return first.answer
+        while True:
+            self._forget_expired()
+            first = self._rounds.get(state)
+            if first is None:
+                return await self._first(state, answers, answer, decides)
+            await first.done.wait()
+            if first.answers == answers or self._rounds.get(state) is first:
+                break
+            # Its first decided nothing (and is forgotten): these answers may decide it.
         if first.answers != answers:
             return error_result(
                 f"{what} {agent!r}: this round was answered already, with other answers, and "
                 "its decision stands. Call the tool again to start over."
             )
-        await first.done.wait()
         if first.answer is not None:
             return first.answer
         why = (
@@ -118,6 +121,24 @@ class RoundReplays:
             f"{what} {agent!r}: this round was answered already, but {why}. Call the tool again "
             "to start over."
         )
+
+    async def _first(
+        self,
+        state: str,
+        answers: str,
+        answer: Callable[[], Awaitable[Answer]],
+        decides: Callable[[Answer], bool],
+    ) -> Answer:
+        first = self._rounds[state] = _Round(answers)
+        try:
+            first.answer = await answer()
+        finally:
+            first.done.set()
+        if decides(first.answer):
+            self._keep_answer(first)
+        elif self._rounds.get(state) is first:
+            del self._rounds[state]
+        return first.answer
 
     @property
     def remembered(self) -> int:

@@ -26,6 +26,7 @@ import mcp_types as types
 from mcp_types.methods import validate_client_result
 from pydantic import ValidationError
 
+from toolkits import validation_brief
 from toolkits.mcp.server_requests import refusal
 
 from ..client_requests.ask_client import answer_type, in_era, missing_capability
@@ -63,12 +64,13 @@ class _Waiting:
 class SessionQuestions:
     """The questions of one session's calls that wait on its client."""
 
-    __slots__ = ("_capabilities", "_version", "_waiting")
+    __slots__ = ("_capabilities", "_closed", "_version", "_waiting")
 
     def __init__(self, capabilities: types.ClientCapabilities, version: str) -> None:
         self._capabilities = capabilities
         self._version = version
         self._waiting: dict[str, _Waiting] = {}
+        self._closed: types.ErrorData | None = None
 
     async def ask(
         self, on: Asking, request: types.InputRequest
@@ -77,6 +79,8 @@ class SessionQuestions:
         problem = missing_capability(self._capabilities, request)
         if problem is not None:
             return refusal(request, problem)
+        if self._closed is not None:
+            return self._closed
         question_id = f"agent-gateway-question-{next(_ids)}"
         waiting = self._waiting[question_id] = _Waiting(anyio.Event())
         wire = in_era(request, self._version).model_dump(
@@ -104,6 +108,14 @@ class SessionQuestions:
             return refusal(request, "the upstream client went away before it answered")
         return self._read(request, waiting.answer)
 
+    def close(self, answer: types.ErrorData) -> None:
+        """The client can answer nothing more (over stdio, its input ended): the questions
+        waiting, and those asked from now on, get `answer` as its refusal."""
+        self._closed = answer
+        error = answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+        for question_id in list(self._waiting):
+            self.answered({"jsonrpc": "2.0", "id": question_id, "error": error})
+
     def answered(self, message: JsonObject) -> bool:
         """Take `message`, POSTed by the client, if it answers a question waiting here."""
         question_id = message.get("id")
@@ -128,7 +140,8 @@ class SessionQuestions:
                 validate_client_result(request.method, self._version, cast(JsonObject, result))
             return answer_type(request).model_validate(result, by_name=False)
         except (ValidationError, TypeError) as exc:
-            return refusal(request, f"the upstream client's answer is malformed: {exc}")
+            brief = validation_brief(exc, "it") if isinstance(exc, ValidationError) else str(exc)
+            return refusal(request, f"the upstream client's answer is malformed: {brief}")
 
 
 async def _withdraw(on: Asking, question_id: str) -> None:

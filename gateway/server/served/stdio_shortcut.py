@@ -84,9 +84,18 @@ class StdioShortcut:
         self._session: OpenSession | None = None
         self._enveloped: dict[object, anyio.CancelScope] = {}
         """The 2026-07-28 calls passed through now, by request id (a session holds its own)."""
+        self._input_ended: types.ErrorData | None = None
 
     def _opened(self, session: OpenSession) -> None:
         self._session = session
+        if self._input_ended is not None:  # its `initialize` was the last line read
+            session.client_gone(self._input_ended)
+
+    def input_ended(self, answer: types.ErrorData) -> None:
+        """The client closed stdin: the servers' questions to it get `answer`."""
+        self._input_ended = answer
+        if self._session is not None:
+            self._session.client_gone(answer)
 
     def take(self, message: JsonObject, write: WriteLine) -> Awaitable[bool] | None:
         if self._sessions.unnamed is None:  # serving over stdio: its connection is ours to note
@@ -220,6 +229,6 @@ class _Lines:
         and a session that ended has nobody to read."""
 
     def awaiting_client(self) -> AbstractContextManager[bool]:
-        """A wait on the client's answer: a client that goes closes stdin, which ends every
-        call of the connection."""
+        """A wait on the client's answer: a client that goes closes stdin, whose end answers
+        every question of the connection (`input_ended`)."""
         return nullcontext(True)

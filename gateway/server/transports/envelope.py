@@ -29,9 +29,12 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import mcp_types as types
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import ValidationError
-from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import read_json
@@ -264,11 +267,12 @@ class EnvelopeCheck:
             return
         try:
             if _declared_length(headers.get(b"content-length")) > self.max_body_bytes:
-                raise _TooLarge
+                raise _TooLarge(b"")  # refused unread: its id is not known
             body, replay = await _buffered(receive, self.max_body_bytes)
-        except _TooLarge:
-            response = Response("Request body too large", status_code=413)  # as the SDK's limit
-            await response(scope, receive, send)
+        except _TooLarge as exc:
+            # 413, as the SDK's limit, with the JSON-RPC error stdio answers (the id echoed
+            # when the body's first 4 kB give it).
+            await _answer(send, too_long(exc.head, self.max_body_bytes), 413)
             return
         if body is None:
             # Nobody to answer; the SDK would log a ClientDisconnect traceback at ERROR.
@@ -314,7 +318,7 @@ def _version_refusal(scope: Scope, message: dict[str, Any], version: bytes) -> R
     requested = version.decode("latin-1")
     supported: list[str] = list(HANDSHAKE_PROTOCOL_VERSIONS)
     if first(scope, b"mcp-session-id") is not None:
-        why = "a request on a session carries the session's version"
+        why = _ON_A_SESSION
     elif message.get("method") == "initialize":
         why = "initialize opens a session of one of these versions"
     elif requested not in MODERN_PROTOCOL_VERSIONS:
@@ -332,6 +336,39 @@ def _version_refusal(scope: Scope, message: dict[str, Any], version: bytes) -> R
 
 _ECHOED_VERSION = 40
 """Characters of a version header echoed: enough for any version, not a client's essay."""
+_ON_A_SESSION = "a request on a session carries the session's version"
+
+
+def other_version(scope: Scope, version: bytes, session_version: str) -> Refusal:
+    """-32022 for a request on a session whose MCP-Protocol-Version header names a version
+    other than the session's (the spec: 400); the SDK took any version it serves."""
+    return Refusal(
+        types.UNSUPPORTED_PROTOCOL_VERSION,
+        f"Unsupported protocol version in the MCP-Protocol-Version header: {_ON_A_SESSION} "
+        "(data.supported)",
+        posted_request_id(scope),
+        {"supported": [session_version], "requested": version.decode("latin-1")[:_ECHOED_VERSION]},
+    )
+
+
+def negotiated_version(scope: Scope) -> str | None:
+    """The version the `initialize` this POST carries opens its session at, as the SDK
+    negotiates it (the version asked for if served, else the latest); None for anything else."""
+    kept: tuple[bytes, Any] | None = scope.get(_POSTED)
+    message: object = kept[1] if kept is not None else None
+    if not isinstance(message, dict):
+        return None
+    message = cast(dict[str, Any], message)
+    if message.get("method") != "initialize":
+        return None
+    params = message.get("params")
+    asked = (
+        cast(dict[str, Any], params).get("protocolVersion") if isinstance(params, dict) else None
+    )
+    if not isinstance(asked, str):
+        return None  # refused: no session opens
+    return asked if asked in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
 
 _NOT_JSON = Refusal(
     types.INVALID_REQUEST, "Unsupported Media Type: Content-Type must be application/json"
@@ -353,7 +390,11 @@ def _json_kind(scope: Scope, kind: bytes | None) -> bool:
 
 
 class _TooLarge(Exception):
-    """The body is longer than the limit."""
+    """The body is longer than the limit; `head`: its first bytes read."""
+
+    def __init__(self, head: bytes) -> None:
+        super().__init__()
+        self.head = head
 
 
 def _first_of_each(scope: Scope) -> dict[bytes, bytes]:
@@ -392,7 +433,7 @@ async def _buffered(receive: Receive, limit: int | None) -> tuple[bytes | None, 
             break  # the client went away: let the app see that
         body += message.get("body", b"")
         if limit is not None and len(body) > limit:
-            raise _TooLarge
+            raise _TooLarge(bytes(body[:HEAD_BYTES]))
         complete = not message.get("more_body", False)
     whole = bytes(body) if complete else None
     return whole, _Replay(received, receive, whole)

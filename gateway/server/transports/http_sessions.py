@@ -48,7 +48,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
-from .envelope import duplicate_id, posted_request_id, refuse
+from .envelope import (
+    duplicate_id,
+    negotiated_version,
+    other_version,
+    posted_request_id,
+    refuse,
+)
 from .request_headers import first
 
 __all__ = ["DEFAULT_IDLE_TIMEOUT", "DEFAULT_MAX_SESSIONS", "SessionLimits"]
@@ -92,6 +98,8 @@ class _Session:
     """Set once none is in flight; made for a DELETE waiting for them."""
     closing: bool = False
     """Its client's DELETE is under way: later requests get 404."""
+    version: str | None = None
+    """The protocol version it opened at, which each of its requests' header must name."""
 
     def take_id(self, key: str) -> bool:
         """Note a request id in flight; False if one with that id already is. The SDK keys
@@ -216,7 +224,12 @@ class SessionLimits:
         method = scope["method"]
         if session.closing:
             log.debug("HTTP session %s is closing: a %s got 404", session_id[:8], method)
-            await _GONE(scope, receive, send)
+            await _refused(_GONE, 404, scope, receive, send)
+            return
+        version = first(scope, _VERSION)
+        if version is not None and session.version not in (None, version.decode("latin-1")):
+            assert session.version is not None
+            await refuse(send, other_version(scope, version, session.version))
             return
         call = method != "GET"
         request_id = posted_request_id(scope) if call else None
@@ -253,9 +266,7 @@ class SessionLimits:
                 self._opening += 1
         if not room:
             log.warning("refused a new HTTP session: %d sessions, all busy", len(self))
-            busy = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
-            response = JSONResponse({"jsonrpc": "2.0", "id": None, "error": busy}, 503)
-            await response(scope, receive, send)
+            await _refused(_BUSY, 503, scope, receive, send)
             return
         opened: tuple[str, _Session] | None = None
 
@@ -266,6 +277,7 @@ class SessionLimits:
                 if found is not None:
                     user = scope.get("user")
                     session = _Session(_owner(scope), user, anyio.current_time())
+                    session.version = negotiated_version(scope)
                     self._sessions[found] = session
                     self._opening -= 1
                     opened = found, session
@@ -388,18 +400,18 @@ def _handing_ended(session: _Session) -> None:
         session.handed.set()
 
 
-_GONE = JSONResponse(
-    {
-        "jsonrpc": "2.0",
-        "id": None,
-        "error": {
-            "code": types.INVALID_REQUEST,
-            "message": "Not Found: Session has been terminated",
-        },
-    },
-    404,
-)
+_GONE = {"code": types.INVALID_REQUEST, "message": "Not Found: Session has been terminated"}
 """What the SDK answers on a session it closed: the client initializes again."""
+_BUSY = {"code": types.INTERNAL_ERROR, "message": "Too many open sessions"}
+
+
+async def _refused(
+    error: dict[str, Any], status: int, scope: Scope, receive: Receive, send: Send
+) -> None:
+    """Answer with `error` under the request's id (null for anything but a request with a
+    valid id, as the SDK answers every such refusal)."""
+    message = {"jsonrpc": "2.0", "id": posted_request_id(scope), "error": error}
+    await JSONResponse(message, status)(scope, receive, send)
 
 
 def _handshake_era(version: bytes | None) -> bool:

@@ -13,9 +13,12 @@ whatever a client writes, and nothing of it reaches a server downstream. At the 
 of stdin the server stops once every request read is answered (or cancelled by the client),
 so a client that writes its requests and closes stdin gets every answer (a client that will
 not wait ends the process with a signal, as the spec has it, which cancels what still runs);
-a `subscriptions/listen` stream, answered only when it ends, is not waited for. Nor is
-anything once stdout's reader is gone too (a client killed mid-call): no answer can reach it,
-so what still runs is cancelled and the server stops, rather than wait for the calls' timeouts.
+a `subscriptions/listen` stream, answered only when it ends, is not waited for. A request to
+the client (sampling, elicitation, roots) cannot be answered from then on: it is answered for
+the client at once, "the client closed its input" (`stdio_in_flight`), so a call that needed
+it ends saying so rather than hold the server. Nor is anything waited for once stdout's
+reader is gone too (a client killed mid-call): no answer can reach it, so what still runs is
+cancelled and the server stops, rather than wait for the calls' timeouts.
 
 Told to stop (`stop`: SIGTERM, SIGHUP or Ctrl-C to `serve --stdio`), it stops as `serve --http`
 does (`draining`): a new call gets an error result saying the gateway is shutting down, every
@@ -41,14 +44,13 @@ import select
 import stat
 from collections.abc import Awaitable, Callable, Generator
 from contextlib import contextmanager, suppress
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import anyio
 import anyio.abc
 import mcp_types as types
 from anyio.abc import ObjectReceiveStream, ObjectSendStream
 from mcp.server import Server
-from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.message import SessionMessage
 
 from ..server import init_options
@@ -70,6 +72,7 @@ from .envelope import (
     too_long,
     typed_message,
 )
+from .stdio_in_flight import CLOSED_INPUT, Asked, Unanswered
 
 __all__ = ["Shortcut", "WriteLine", "serve_pipes", "serve_stdio"]
 
@@ -81,8 +84,6 @@ MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 _PIPE_SIZE = 1 << 20  # Linux's default /proc/sys/fs/pipe-max-size
 
 JsonObject = dict[str, Any]
-_OPEN_ENDED = frozenset({"subscriptions/listen"})
-"""Requests answered only when their stream ends: a client that closes stdin stopped them."""
 WriteLine = Callable[[bytes], Awaitable[None]]
 """Writes one message (JSON, no newline) to the client, among the server's."""
 
@@ -98,6 +99,11 @@ class Shortcut(Protocol):
 
     def answered(self, request_id: object, line: bytes) -> None:
         """The server answered `request_id` with `line` (a result or an error), as written."""
+        ...
+
+    def input_ended(self, answer: types.ErrorData) -> None:
+        """The client's input ended: its questions waiting, and those asked later, get
+        `answer` (`stdio_in_flight`)."""
         ...
 
 
@@ -133,14 +139,14 @@ async def _serve(
 ) -> None:
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception]()
     server_writes, to_client = anyio.create_memory_object_stream[SessionMessage | bytes]()
-    unanswered = _Unanswered()
+    unanswered = Unanswered()
     shortcut: Shortcut | None = getattr(server, "stdio_shortcut", None)
     reader = _Reader(to_server, server_writes.clone(), unanswered, shortcut, max_message_bytes)
 
     async def serve() -> None:
         async with anyio.create_task_group() as writing:
             # The writer ends once every sender is closed, after the last answer is out.
-            writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut)
+            writing.start_soon(_write_lines, to_client, stdout, unanswered, shortcut, reader)
             async with server_writes, anyio.create_task_group() as reading:
                 reading.start_soon(reader.run, stdin, stdout)
                 await server.run(server_reads, server_writes, init_options(server))
@@ -156,7 +162,7 @@ async def _until_stopped(
     serve: Callable[[], Awaitable[None]],
     server: Server[Any],
     reader: _Reader,
-    unanswered: _Unanswered,
+    unanswered: Unanswered,
     stop: anyio.Event,
 ) -> None:
     """`await serve()` until it ends (the end of stdin), or until `stop` is set or this is
@@ -189,7 +195,7 @@ async def _until_stopped(
 async def _drain(
     server: Server[Any],
     reader: _Reader,
-    unanswered: _Unanswered,
+    unanswered: Unanswered,
     serving: anyio.CancelScope,
     finished: anyio.Event,
     *,
@@ -270,100 +276,6 @@ class _Fd:
             view = view[written:]
 
 
-class _Unanswered:
-    """The client's requests the server has not answered yet, by id: one whose id is still in
-    flight is refused (its answer could not be told from the first one's)."""
-
-    def __init__(self) -> None:
-        self._ids: dict[object, JsonObject] = {}  # request ids: the request
-        self._open: set[object] = set()  # open-ended requests' ids (`_OPEN_ENDED`)
-        self._none_left: anyio.Event | None = None
-        self._client_gone = False
-        self._counting = False
-        self.last_ended = 0.0
-        """When the last request was answered, once `counting` (the server stops)."""
-
-    @property
-    def in_flight(self) -> int:
-        return len(self._ids)
-
-    def count(self) -> None:
-        """Note when each request is answered from now on (`draining.Quiets`)."""
-        self._counting = True
-        self.heard()
-
-    def heard(self) -> None:
-        """Something ended now: the quiet period starts again."""
-        self.last_ended = anyio.current_time()
-
-    async def quiet(self, period: float) -> None:
-        """Return once no request has been unanswered for `period` seconds."""
-        while True:
-            await self.all_answered()
-            left = self.last_ended + period - anyio.current_time()
-            if left <= 0:
-                return
-            await anyio.sleep(left)  # a request may come meanwhile: looked at again
-
-    def read(self, message: JsonObject) -> bool:
-        """Note a message the client sent (checked by `decode_message`): False for a request
-        whose id is still in flight, which must not run."""
-        method = message.get("method")
-        if method is None:
-            return True
-        if "id" in message:
-            key = message["id"]
-            if type(key) is str:  # an int (the usual id) is its own key
-                key = _id_key(key)
-            if key in self._ids or (self._open and key in self._open):
-                return False
-            if method in _OPEN_ENDED:
-                self._open.add(key)
-            else:
-                self._ids[key] = message
-        elif method == "notifications/cancelled":
-            # A cancelled request may never be answered (the spec: it SHOULD NOT be).
-            params = message.get("params")
-            if isinstance(params, dict):
-                self.settle(cast(JsonObject, params).get("requestId"))
-        return True
-
-    def settle(self, request_id: object, request: JsonObject | None = None) -> None:
-        """The request `request_id` is answered (or ended unanswered, as the server would);
-        only if it is still `request`, when given: one cancelled may be ended after its id
-        was taken again."""
-        key = _id_key(request_id) if type(request_id) is str else request_id
-        if request is not None and self._ids.get(key) is not request:
-            return
-        if self._ids.pop(key, None) is None:
-            self._open.discard(key)
-        if self._counting:
-            self.last_ended = anyio.current_time()
-        if not self._ids and self._none_left is not None:
-            self._none_left.set()
-            self._none_left = None
-
-    def give_up(self) -> None:
-        """The client is gone: nothing more can reach it."""
-        self._client_gone = True
-        self._ids.clear()
-        self._open.clear()
-        if self._none_left is not None:
-            self._none_left.set()
-            self._none_left = None
-
-    async def all_answered(self) -> None:
-        if self._ids and not self._client_gone:
-            if self._none_left is None:  # one for every waiter (a draining server's, too)
-                self._none_left = anyio.Event()
-            await self._none_left.wait()
-
-
-def _id_key(request_id: object) -> object:
-    """The id as the SDK tells requests apart: "7" and 7 are one (`coerce_request_id`)."""
-    return coerce_request_id(request_id) if isinstance(request_id, str) else request_id
-
-
 class _Reader:
     """Cuts stdin into lines, checks each, and hands it to the shortcut or the server."""
 
@@ -371,7 +283,7 @@ class _Reader:
         self,
         to_server: ObjectSendStream[SessionMessage | Exception],
         to_client: ObjectSendStream[SessionMessage | bytes],
-        unanswered: _Unanswered,
+        unanswered: Unanswered,
         shortcut: Shortcut | None,
         max_message_bytes: int,
     ) -> None:
@@ -382,6 +294,7 @@ class _Reader:
         self._limit = max_message_bytes
         self._taken: anyio.abc.TaskGroup | None = None
         self._reading = anyio.CancelScope()
+        self._asked = Asked()
 
     def stop(self) -> None:
         """Read no more (the server stops): answer what was read, then end, as at the end of
@@ -392,6 +305,8 @@ class _Reader:
         async with self._to_server, self._to_client, anyio.create_task_group() as self._taken:
             with self._reading:
                 await self._read(stdin)
+            if not self._reading.cancelled_caught:  # the end of stdin (not `stop`)
+                self._input_ended()
             # Closing `to_server` stops the server and cancels what it still runs.
             async with anyio.create_task_group() as waiting:
                 # A client killed mid-call closed stdout too: nothing written would arrive,
@@ -401,6 +316,31 @@ class _Reader:
                 waiting.cancel_scope.cancel()
             # What is left was cancelled by the client, or the client is gone.
             self._taken.cancel_scope.cancel()
+        self._taken = None
+
+    def asks(self, request_id: types.RequestId) -> bool:
+        """Note the server's request `request_id` to the client, about to be written: False
+        once the client's input has ended, when it is answered for the client instead
+        (`CLOSED_INPUT`) and must not be written."""
+        if self._asked.asks(request_id):
+            return True
+        if self._taken is not None:  # else the server stops: it ends its requests itself
+            self._taken.start_soon(self._unanswerable, request_id)
+        return False
+
+    def _input_ended(self) -> None:
+        """Nothing the client might answer can arrive: what the server and the shortcut wait
+        on is answered for it, now."""
+        if self._shortcut is not None:
+            self._shortcut.input_ended(CLOSED_INPUT)
+        assert self._taken is not None
+        for request_id in self._asked.end():
+            self._taken.start_soon(self._unanswerable, request_id)
+
+    async def _unanswerable(self, request_id: types.RequestId) -> None:
+        error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=CLOSED_INPUT)
+        with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._to_server.send(SessionMessage(error))
 
     async def _read(self, stdin: _Fd) -> None:
         """Take the lines of `stdin` to its end."""
@@ -461,6 +401,8 @@ class _Reader:
         if isinstance(message, Refusal):
             await self._refuse(message)
             return
+        if "method" not in message:  # an answer: perhaps to the server's request
+            self._asked.answered(message.get("id"))
         if not self._unanswered.read(message):
             await self._refuse(duplicate_id(message["id"]))
             return
@@ -501,14 +443,18 @@ class _Reader:
 async def _write_lines(
     messages: ObjectReceiveStream[SessionMessage | bytes],
     stdout: _Fd,
-    unanswered: _Unanswered,
+    unanswered: Unanswered,
     shortcut: Shortcut | None,
+    reader: _Reader,
 ) -> None:
     async with messages:
         async for message in messages:
             if isinstance(message, bytes):  # a shortcut's (it settles its own request) or a refusal
                 data = message
             else:
+                asked = message.message
+                if isinstance(asked, types.JSONRPCRequest) and not reader.asks(asked.id):
+                    continue  # the client can no longer answer it: answered for it
                 data = message.message.model_dump_json(by_alias=True, exclude_unset=True).encode()
             try:
                 await stdout.write(data + b"\n")
