@@ -38,6 +38,8 @@ class Hold:
     def __init__(self) -> None:
         self.started = anyio.Event()
         self.release = anyio.Event()
+        self.answered = anyio.Event()
+        """Set once the client has read the status of `occupy`'s call."""
 
         async def hold() -> str:
             """Wait for the test."""
@@ -55,6 +57,7 @@ class Hold:
 
         async def post() -> None:
             statuses.append((await wire.post(json.dumps(call).encode())).status)
+            self.answered.set()
 
         tg.start_soon(post)
         await self.started.wait()
@@ -187,6 +190,7 @@ async def test_a_busy_session_is_never_closed_to_make_room() -> None:
             hold.release.set()
             await gw.sessions.wait_idle(busy.session_id or "")
             newer = await gw.open()
+            await hold.answered.wait()  # the server is idle before its client has read it all
             assert answers == [200]
             assert [await gw.status(newer), await gw.status(busy)] == [200, 404]
 
