@@ -34,6 +34,7 @@ __all__ = [
     "CUT_OFF",
     "FOLLOW_UP",
     "LEAVING",
+    "SESSION_CLOSED",
     "SHUTDOWN_GRACE",
     "SHUTTING_DOWN",
     "Drains",
@@ -42,6 +43,7 @@ __all__ = [
     "Requests",
     "drained",
     "drained_or_ended",
+    "refuse_unavailable",
     "wind_down",
 ]
 
@@ -61,6 +63,12 @@ LEAVING = (
     "another replica takes it."
 )
 """Why a request that reaches a leaving replica is refused (503)."""
+SESSION_CLOSED = (
+    "agent-gateway is shutting down and has closed this session. Call again once the gateway "
+    "is back."
+)
+"""Why a request on a 2025-era session the stopping server closed is refused (503): a 404
+would tell its client to initialize again, against a server going away."""
 RETRY_AFTER = b"1"
 """Seconds a client refused with 503 waits before it sends the request again (any replica)."""
 CUT_OFF = (
@@ -134,7 +142,7 @@ class Requests:
         """Once `counting`, answer every POST that begins (a new request: a call, a listing,
         a chat completion) with 503, `Retry-After` and `Connection: close`, saying `why`: a
         replica leaving, whose requests another replica takes."""
-        mcp = {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
+        mcp = _error(why)
         openai = {"error": {"message": why, "type": "server_error", "code": "unavailable"}}
         self._refusal = (json.dumps(mcp).encode(), json.dumps(openai).encode())
 
@@ -169,6 +177,15 @@ class Requests:
             if left <= 0:
                 return
             await anyio.sleep(left)  # a request may come meanwhile: looked at again
+
+
+def refuse_unavailable(send: Send, why: str) -> Awaitable[None]:
+    """Answer a request to `/mcp` with 503, `Retry-After` and a JSON-RPC error saying `why`."""
+    return _unavailable(send, json.dumps(_error(why)).encode())
+
+
+def _error(why: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
 
 
 async def _unavailable(send: Send, body: bytes) -> None:
