@@ -22,6 +22,7 @@ from anyio.abc import TaskGroup
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway.server import HttpOptions, http_app
+from gateway.server.transports.draining import SESSION_CLOSED
 from gateway.server.transports.http_sessions import SessionLimits
 from tests.server.support import calculator_gateway, serve
 from tests.servers.asgi import serve_on_loopback
@@ -211,6 +212,28 @@ async def test_idle_sessions_close_after_the_timeout_and_busy_ones_wait() -> Non
             await gw.sessions.wait_closed(busy.session_id or "")
             assert len(gw.sessions) == 0
             assert await gw.status(busy) == 404
+
+
+async def test_a_session_closed_as_the_server_stops_answers_503_not_404() -> None:
+    """A request sent as the stopping server closes the sessions (its port closes up to
+    0.1 s later) got 404, which tells its client to initialize again, against a server going
+    away: it is told to call again once the gateway is back."""
+    async with gateway(Hold()) as gw:
+        with anyio.fail_after(30):
+            wire = await gw.open()
+            await gw.sessions.close_all()
+            answer = await wire.post(json.dumps(calculate(1, LEGACY)).encode())
+            deleted = await gw.http.delete(
+                gw.url, headers={"Mcp-Session-Id": wire.session_id or ""}
+            )
+    assert answer.status == deleted.status_code == 503
+    assert deleted.headers["retry-after"] == "1"
+    assert answer.reply == {
+        "jsonrpc": "2.0",
+        "id": None,
+        "error": {"code": -32000, "message": SESSION_CLOSED},
+    }
+    assert "Call again once the gateway is back" in SESSION_CLOSED
 
 
 async def test_a_notification_that_meets_its_sessions_delete_goes_in_first_or_gets_404(

@@ -11,12 +11,15 @@ import json
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import anyio
+import anyio.abc
 import httpx2
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp.server import Server
 
 from gateway import Gateway
 from gateway.server.running_calls import AGAIN
@@ -28,7 +31,7 @@ from gateway.server.transports.draining import (
     EndsCalls,
     Requests,
 )
-from gateway.server.transports.http import HttpOptions, http_app
+from gateway.server.transports.http import HttpOptions, http_app, serve_http
 from tests.durable.cli_runs import list_runs
 
 from .processes import TIMES_42, http_server, write_config
@@ -239,6 +242,62 @@ async def test_a_call_after_the_grace_ended_is_refused_not_told_it_ran_out_of_ti
         types.TextContent(text=f"the call to 'wait_here' was stopped: {SHUTTING_DOWN} {AGAIN}")
     ]
     assert blocker.cancelled.is_set()
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_the_next_call_after_one_cut_off_at_the_grace_is_refused_not_told_404(
+    era: str,
+) -> None:
+    """A 2025-era session closed as its cut-off call's result went out, and the port within
+    0.1 s: its client's next call got 404 "Session not found" (initialize again, as the spec
+    reads it) or a refused connection, not the refusal a call during the grace gets. Served
+    over HTTP in process with no grace (the call cut off at once); the server does all it
+    would do before the client asks again."""
+    blocker = Blocker()
+    server = serve(Gateway([blocker.node], []), expose_tools=True)
+    urls: list[str] = []
+    results: list[types.CallToolResult] = []
+    stop = anyio.Event()
+    options = HttpOptions(host="127.0.0.1", port=0)
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            await tg.start(_serving, server, options, stop, urls)
+            async with Client(urls[0], mode=era) as client:
+
+                async def call() -> None:
+                    results.append(await client.call_tool("wait_here", {}))
+
+                async with anyio.create_task_group() as calls:
+                    calls.start_soon(call)
+                    await blocker.started.wait()
+                    stop.set()
+                await anyio.wait_all_tasks_blocked()  # (before: the session closed meanwhile)
+                results.append(await client.call_tool("wait_here", {}))
+    cut_off, after = results
+    assert cut_off.content == [
+        types.TextContent(text=f"the call to 'wait_here' was stopped: {CUT_OFF} {AGAIN}")
+    ]
+    assert after.is_error
+    assert after.content == [
+        types.TextContent(text=f"the call to 'wait_here' was stopped: {SHUTTING_DOWN} {AGAIN}")
+    ]
+
+
+async def _serving(
+    server: Server[Any],
+    options: HttpOptions,
+    stop: anyio.Event,
+    urls: list[str],
+    *,
+    task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """`serve_http` with no grace, started once its URL is in `urls`."""
+
+    def ready(url: str) -> None:
+        urls.append(url)
+        task_status.started()
+
+    await serve_http(server, options, on_ready=ready, stop=stop, grace=0)
 
 
 async def test_a_leaving_replica_answers_a_new_request_503_for_its_balancer_to_send_on() -> None:

@@ -579,6 +579,40 @@ async def test_a_server_that_exits_mid_call_is_said_with_its_exit_status(
     )
 
 
+# Writes its pid to the file named first; SIGTERM makes it exit with status 3.
+DYING_SERVER = (
+    "import os, pathlib, signal, sys\n"
+    "pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))\n"
+    "signal.signal(signal.SIGTERM, lambda *_: os._exit(3))\n"
+) + MALFORMED_SERVER
+
+
+@pytest.mark.parametrize(
+    ("signum", "ended"),
+    [(signal.SIGKILL, "it was killed by SIGKILL"), (signal.SIGTERM, "it exited with status 3")],
+    ids=["killed", "exited"],
+)
+async def test_a_server_that_dies_with_no_call_in_flight_is_said_with_how_it_ended(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, signum: signal.Signals, ended: str
+) -> None:
+    """Idle, its end was said as "the server closed the connection" alone, which reads as a
+    clean close: a crash loop in the log looked like none, where a call in flight said how."""
+    caplog.set_level(logging.WARNING, logger="toolkits.mcp")
+    script, pid_file = tmp_path / "dying.py", tmp_path / "pid"
+    script.write_text(DYING_SERVER)
+    args = [str(script), str(pid_file)]
+    config = McpServerConfig(command=sys.executable, args=args, prefix="never")
+    async with McpToolkit("x", config, backoff=Backoff(initial=60, maximum=60)) as node:
+        with anyio.fail_after(30):
+            os.kill(await read_pid(pid_file), signum)
+            await node.wait_for_health(lambda health: health.last_error is not None)
+        last_error = node.health.last_error
+    said = f"the server closed the connection; {ended}"
+    assert last_error == said
+    lost = [r.getMessage() for r in caplog.records if "connection lost" in r.getMessage()]
+    assert lost == [f"connection lost: {said}"]
+
+
 async def test_a_server_failing_the_same_way_at_every_attempt_is_warned_of_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -98,6 +98,13 @@ class Connection:
             self.lost = reason
         self.scope.cancel()
 
+    def closed_by_server(self) -> None:
+        """The server closed the connection (its read stream ended): end it, saying how a stdio
+        server ended when that is known (its status is noted before its stdout's end reaches
+        the session), so a crash, idle or mid-call, reads as one."""
+        ended = self.stdio.how_it_ended() if self.stdio is not None else ""
+        self.drop(f"the server closed the connection{ended}")
+
     def forgotten(self, status: int) -> None:
         """The server answered a request on this session with HTTP `status`, saying it no longer
         knows the session (`http_refusal.FORGOTTEN`): end it, as `expired`."""

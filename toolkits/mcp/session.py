@@ -331,8 +331,9 @@ class OwnedSession:
                 conn.close()
 
             if ready_at is None:
-                cause = reason
                 ended = conn.stdio.how_it_ended() if conn.stdio is not None else ""
+                # Not what is told of one attempt's end and may not be of the next's.
+                cause = reason.removesuffix(ended)
                 if ended not in reason:  # "; it exited with status 1", unless said already
                     reason += ended
                 if tail:
@@ -442,8 +443,7 @@ class OwnedSession:
                 # session of is `forgotten`.
                 on_doubt=conn.request_refresh,
             )
-            closed = partial(conn.drop, "the server closed the connection")
-            server = watch_transport(make(), closed, conn.tasks.heard)
+            server = watch_transport(make(), conn.closed_by_server, conn.tasks.heard)
         return Client(
             server,
             mode=self._mode,

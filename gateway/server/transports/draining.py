@@ -8,7 +8,8 @@ stops, the server answers every request as before but a new call, which gets an 
 saying the gateway is shutting down (`Drains.refuse_calls`, `SHUTTING_DOWN`); HTTP sessions
 stay open. It stops taking requests once the calls in flight have ended and their clients
 have been quiet for `FOLLOW_UP` seconds (`drained`), or when `SHUTDOWN_GRACE` ends; the calls
-still running then are answered with an error result (`EndsCalls`, `CUT_OFF`).
+still running then are answered with an error result (`EndsCalls`, `CUT_OFF`), and what their
+clients ask next is answered as before, until they are quiet (`wind_down`).
 
 A `--stateless` replica behind a load balancer is told to go in a rolling restart, while the
 other replicas serve: there a refused call is a failed call for a client that the balancer
@@ -33,6 +34,7 @@ __all__ = [
     "CUT_OFF",
     "FOLLOW_UP",
     "LEAVING",
+    "SESSION_CLOSED",
     "SHUTDOWN_GRACE",
     "SHUTTING_DOWN",
     "Drains",
@@ -41,6 +43,8 @@ __all__ = [
     "Requests",
     "drained",
     "drained_or_ended",
+    "refuse_unavailable",
+    "wind_down",
 ]
 
 UNAVAILABLE = -32000
@@ -59,6 +63,12 @@ LEAVING = (
     "another replica takes it."
 )
 """Why a request that reaches a leaving replica is refused (503)."""
+SESSION_CLOSED = (
+    "agent-gateway is shutting down and has closed this session. Call again once the gateway "
+    "is back."
+)
+"""Why a request on a 2025-era session the stopping server closed is refused (503): a 404
+would tell its client to initialize again, against a server going away."""
 RETRY_AFTER = b"1"
 """Seconds a client refused with 503 waits before it sends the request again (any replica)."""
 CUT_OFF = (
@@ -132,7 +142,7 @@ class Requests:
         """Once `counting`, answer every POST that begins (a new request: a call, a listing,
         a chat completion) with 503, `Retry-After` and `Connection: close`, saying `why`: a
         replica leaving, whose requests another replica takes."""
-        mcp = {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
+        mcp = _error(why)
         openai = {"error": {"message": why, "type": "server_error", "code": "unavailable"}}
         self._refusal = (json.dumps(mcp).encode(), json.dumps(openai).encode())
 
@@ -169,6 +179,15 @@ class Requests:
             await anyio.sleep(left)  # a request may come meanwhile: looked at again
 
 
+def refuse_unavailable(send: Send, why: str) -> Awaitable[None]:
+    """Answer a request to `/mcp` with 503, `Retry-After` and a JSON-RPC error saying `why`."""
+    return _unavailable(send, json.dumps(_error(why)).encode())
+
+
+def _error(why: str) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": UNAVAILABLE, "message": why}}
+
+
 async def _unavailable(send: Send, body: bytes) -> None:
     # The body is not read: the connection closes after the answer.
     headers = [
@@ -184,8 +203,11 @@ async def _unavailable(send: Send, body: bytes) -> None:
 async def drained(server: Drains, requests: Quiets, follow_up: float = FOLLOW_UP) -> None:
     """Return once the server's calls in flight have ended, and, if any call or request was
     in flight, their clients have been quiet for `follow_up` seconds."""
-    if not server.calls_in_flight() and not requests.in_flight:
-        return
+    if server.calls_in_flight() or requests.in_flight:
+        await _followed_up(server, requests, follow_up)
+
+
+async def _followed_up(server: Drains, requests: Quiets, follow_up: float) -> None:
     await server.calls_ended()
     requests.heard()  # the last call's end: its client's follow-up comes within the period
     await requests.quiet(follow_up)
@@ -195,8 +217,42 @@ async def drained_or_ended(
     server: Drains, requests: Quiets, ended: anyio.Event, follow_up: float = FOLLOW_UP
 ) -> None:
     """`drained`, or sooner once `ended` is set (the transport stopped on its own)."""
+    await _or_ended(drained(server, requests, follow_up), ended)
+
+
+async def wind_down(
+    server: Drains,
+    requests: Quiets,
+    ended: anyio.Event,
+    *,
+    grace: float,
+    follow_up: float = FOLLOW_UP,
+    told: bool,
+) -> None:
+    """`drained_or_ended` within `grace` seconds; then a server that `EndsCalls` answers the
+    calls still running with an error result (`CUT_OFF`), and, if there were any, what their
+    clients ask next is answered as during the grace (a new call: "takes no new calls") until
+    they are quiet for `follow_up` seconds (within `ANSWER_SLACK`): only then may the
+    transport stop. (A 2025-era session closed as its call's cut-off result went out; its
+    client's next call got 404, which tells it to initialize again.) `told` (to stop): a
+    cancel cuts the waits short (a second signal); else they are shielded (ours to give)."""
+    cut = False
+    try:
+        with anyio.CancelScope(shield=not told), anyio.move_on_after(grace):
+            await drained_or_ended(server, requests, ended, follow_up)
+    finally:
+        if isinstance(server, EndsCalls):
+            cut = server.calls_in_flight() > 0
+            server.end_calls(CUT_OFF)
+    if cut:
+        with anyio.CancelScope(shield=not told), anyio.move_on_after(ANSWER_SLACK):
+            await _or_ended(_followed_up(server, requests, follow_up), ended)
+
+
+async def _or_ended(waited: Awaitable[object], ended: anyio.Event) -> None:
+    """`await waited`, or return sooner once `ended` is set."""
     async with anyio.create_task_group() as waits:
-        waits.start_soon(_then_cancel, drained(server, requests, follow_up), waits.cancel_scope)
+        waits.start_soon(_then_cancel, waited, waits.cancel_scope)
         waits.start_soon(_then_cancel, ended.wait(), waits.cancel_scope)
 
 

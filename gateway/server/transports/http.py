@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import socket
 from collections.abc import AsyncGenerator, Callable, Generator
@@ -80,15 +81,13 @@ from .connections import DEFAULT_MAX_CONNECTIONS, DEFAULT_READ_TIMEOUT, Connecti
 from .cors import Cors
 from .draining import (
     ANSWER_SLACK,
-    CUT_OFF,
     FOLLOW_UP,
     LEAVING,
     SHUTDOWN_GRACE,
     SHUTTING_DOWN,
     Drains,
-    EndsCalls,
     Requests,
-    drained_or_ended,
+    wind_down,
 )
 from .envelope import EnvelopeCheck
 from .host_check import LOOPBACK_NAMES, AllowedHosts, HostCheck, is_loopback
@@ -481,15 +480,18 @@ async def serve_http(
     on_ready: Callable[[str], None] | None = None,
     stop: anyio.Event | None = None,
     sock: socket.socket | None = None,
+    grace: float = SHUTDOWN_GRACE,
 ) -> None:
     """Serve until cancelled, or until `stop` is set; either way a server that `Drains` takes
-    no new call, and the calls in flight get `SHUTDOWN_GRACE` seconds to finish while every
-    other request is answered (`draining`; after `stop`, a cancel cuts that short); a
-    `stateless` one takes no new connection and answers every new request 503. Then no
-    new connection is taken, and a server that `EndsCalls` answers the calls it still runs
-    with an error result saying so (uvicorn cancels what still runs `_REQUEST_SLACK` seconds
-    later). `on_ready` gets the URL once the port is bound (port 0 works). `sock`: the socket
-    `bind_socket` bound to `options`' address (else bound here), closed when serving ends."""
+    no new call, and the calls in flight get `grace` seconds to finish while every other
+    request is answered (`draining`; after `stop`, a cancel cuts that short); a `stateless`
+    one takes no new connection and answers every new request 503. Then a server that
+    `EndsCalls` answers the calls it still runs with an error result saying so, and what
+    their clients ask next is answered as during the grace, until they are quiet (within
+    `ANSWER_SLACK` seconds). Then no new connection is taken and the sessions close (uvicorn
+    cancels what still runs `_REQUEST_SLACK` seconds later). `on_ready` gets the URL once the
+    port is bound (port 0 works). `sock`: the socket `bind_socket` bound to `options`'
+    address (else bound here), closed when serving ends."""
     if sock is None:
         sock = bind_socket(options.host, options.port)
     try:
@@ -515,7 +517,7 @@ async def serve_http(
         proxy_headers=False,
         # From the end of our grace; without it, from the stop.
         timeout_graceful_shutdown=_REQUEST_SLACK
-        + (0 if isinstance(server, Drains) else SHUTDOWN_GRACE),
+        + (0 if isinstance(server, Drains) else math.ceil(grace)),
         timeout_keep_alive=options.keep_alive,
     )
     uvicorn_server = _Uvicorn(config)
@@ -537,16 +539,6 @@ async def serve_http(
         with anyio.CancelScope(shield=True):
             await sessions.close_all(grace=_REQUEST_SLACK)
 
-    async def drain() -> None:
-        if not isinstance(server, Drains):  # nothing to wait for but uvicorn's own shutdown
-            uvicorn_server.should_exit = True
-            await finished.wait()
-            return
-        # Until the calls in flight end and their clients are quiet, or uvicorn ends anyway.
-        # A replica's clients ask next through the balancer: no follow-up comes here.
-        follow_up = 0 if options.stateless else FOLLOW_UP
-        await drained_or_ended(server, requests, finished, follow_up)
-
     # The connections' files beside the rest (MCP servers reserve theirs as they start).
     limit = f"[gateway] http_max_connections = {options.max_connections}"
     with sock, reserved_files(options.max_connections, limit):
@@ -567,23 +559,18 @@ async def serve_http(
                     else:
                         server.refuse_calls(SHUTTING_DOWN)
                     requests.count()
-                try:
-                    # Told to stop, the caller may cut the grace short (cancels: a second
-                    # signal); cancelled, the grace is ours to give.
-                    with (
-                        anyio.CancelScope(shield=not told),
-                        anyio.move_on_after(SHUTDOWN_GRACE),
-                    ):
-                        await drain()
+                try:  # the grace, then the calls cut off and their clients' next requests
+                    if isinstance(server, Drains):
+                        # A replica's clients ask next through the balancer: none comes here.
+                        follow_up = 0 if options.stateless else FOLLOW_UP
+                        await wind_down(
+                            server, requests, finished, grace=grace, follow_up=follow_up, told=told
+                        )
                 finally:
                     # No new connection from now on; those in flight go on (uvicorn waits).
                     uvicorn_server.should_exit = True
                     if sessions is not None:
                         tg.start_soon(close_sessions, sessions)
-                    # The calls still running are answered now, saying so: uvicorn would
-                    # cancel their requests, which leaves their clients no answer.
-                    if isinstance(server, EndsCalls):
-                        server.end_calls(CUT_OFF)
                     with anyio.CancelScope(shield=True):
                         await finished.wait()  # uvicorn's own timeout is the backstop
 

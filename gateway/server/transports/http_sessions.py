@@ -15,6 +15,8 @@ credential's session id is left to the SDK to refuse and never counts for the se
 
 At shutdown (`close_all`) a session without calls in flight (an open GET stream is not one)
 closes at once; one with calls is closed once they end, within the grace the server gives.
+From then on a request on a session that is not open gets 503 (`draining.SESSION_CLOSED`),
+not 404: its client would initialize again, against a server going away.
 
 A client's DELETE waits for the session's POSTs of a notification or an answer in flight (the
 SDK answers one 202, then hands it to the session: closed meanwhile, it logged two ERROR
@@ -48,6 +50,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from toolkits import in_background
 
+from .draining import SESSION_CLOSED, refuse_unavailable
 from .envelope import (
     duplicate_id,
     negotiated_version,
@@ -155,6 +158,8 @@ class SessionLimits:
         self._timer_waits = False
         self._calls_ended: anyio.Event | None = None
         """Set when a session's last call ends, while `close_all` waits for that."""
+        self._shut = False
+        """`close_all` began: the server is going away."""
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -182,6 +187,7 @@ class SessionLimits:
         A session with calls in flight is closed once they end, or after `grace` seconds:
         closing it would end their event streams without an answer.
         """
+        self._shut = True
         with anyio.move_on_after(grace):
             while True:
                 ended = self._calls_ended = anyio.Event()
@@ -212,6 +218,8 @@ class SessionLimits:
             session = self._sessions.get(session_id)
             if session is not None and session.owner == _owner(scope):
                 return self._serve_in_session(session_id, session, scope, receive, send)
+            if session is None and self._shut:
+                return refuse_unavailable(send, SESSION_CLOSED)
         elif scope["method"] == "POST" and _handshake_era(first(scope, _VERSION)):
             return self._serve_opening(scope, receive, send)
         # A 2026-07-28 request, one the SDK refuses for want of a session id, or one for a
