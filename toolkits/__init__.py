@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     )
     from .errors import (
         AuthorizationRequired,
+        AuthorizationServerFailed,
         ConnectionLost,
         NodeStopped,
         NoSuchTool,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AsksCaller",
     "AuthorizationRequired",
+    "AuthorizationServerFailed",
     "Backoff",
     "CallContext",
     "CallInfo",
@@ -126,6 +128,7 @@ __all__ = [
 _WHERE = {
     "AsksCaller": ".capabilities",
     "AuthorizationRequired": ".errors",
+    "AuthorizationServerFailed": ".errors",
     "Backoff": ".mcp",
     "CallContext": ".base",
     "CallInfo": ".base",
