@@ -310,7 +310,19 @@ class McpOAuth(OAuthClientProvider):
         the stored ones); on any other failure keep them and raise `AuthorizationServerFailed`."""
         sent = self.context.current_tokens
         if response.status_code == 200:
-            if await super()._handle_refresh_response(response):
+            if sent is None:  # the SDK refreshes only tokens it holds
+                return await super()._handle_refresh_response(response)
+            with self.tokens.refreshing(sent):
+                refreshed = await super()._handle_refresh_response(response)
+            if refreshed and self.tokens.refresh_dropped:
+                log.warning(
+                    "%s: a token refresh answered after the stored tokens were replaced or "
+                    "forgotten (auth logout); its tokens are not kept",
+                    self.name,
+                )
+                await self._take_stored()
+                return self.context.is_token_valid()
+            if refreshed:
                 return True
             self.context.current_tokens = sent  # the SDK dropped them for a malformed answer
             raise AuthorizationServerFailed(
